@@ -1,0 +1,23 @@
+"""iomodel: exact, verifiable byte traffic of attention layers between HBM, L2 and SRAM.
+
+The public entry points are plain data (:mod:`iomodel.spec`, :mod:`iomodel.hardware`),
+the symbolic traffic model (:mod:`iomodel.traffic`), worksheets and plots, measurement
+(:mod:`iomodel.measure`), reconciliation and the benchmark harness (:mod:`iomodel.bench`).
+See ``../shared/DESIGN.md`` for the architecture.
+"""
+
+from iomodel.errors import IomodelError
+from iomodel.spec import DTYPES, LayerSpec, Tiling, dtype_width
+from iomodel.hardware import HARDWARE, Hardware, get_hardware
+
+__all__ = [
+    "DTYPES",
+    "HARDWARE",
+    "Hardware",
+    "IomodelError",
+    "LayerSpec",
+    "Tiling",
+    "dtype_width",
+    "get_hardware",
+]
+__version__ = "0.1.0"

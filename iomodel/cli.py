@@ -1,0 +1,59 @@
+"""The ``iomodel`` command line: a thin typer layer over library functions.
+
+Each subcommand lives in ``iomodel/commands/<name>.py`` and exposes ``register(app)``.
+Every :class:`~iomodel.errors.IomodelError` becomes one line on stderr and exit status 2,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+from rich.console import Console
+
+from iomodel.errors import IomodelError
+
+app = typer.Typer(
+    name="iomodel",
+    help="How many bytes an attention layer moves between HBM, L2 and SRAM: model, worksheet, "
+    "plots, kernel profiling, reconciliation and benchmarks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+@app.callback()
+def _root() -> None:
+    """How many bytes an attention layer moves between HBM, L2 and SRAM, and proof against a real kernel."""
+
+
+#: Subcommand modules, in the order ``--help`` lists them.
+COMMANDS = ("worksheet", "plot", "presets", "validate", "reconcile", "bench", "bench_kernel")
+
+for _name in COMMANDS:
+    try:
+        _mod = importlib.import_module(f"iomodel.commands.{_name}")
+    except ModuleNotFoundError as _exc:  # a command not written yet
+        if _exc.name == f"iomodel.commands.{_name}":
+            continue
+        raise
+    _mod.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``iomodel`` console script (exit 2 with one line on bad input).
+
+    Usage errors (unknown option, non-integer size) are typer's own: one usage line and
+    exit status 2. :class:`IomodelError` from any command is printed as one line.
+    """
+    try:
+        app(args=argv, prog_name="iomodel")
+    except IomodelError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

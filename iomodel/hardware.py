@@ -1,0 +1,152 @@
+"""Hardware descriptions: HBM bandwidth, L2 and shared-memory capacity, SM count, peak FLOP/s.
+
+Presets cite their datasheets. :func:`detect` reads the current CUDA device through
+torch (imported lazily; the model itself never needs torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from iomodel.errors import IomodelError
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator as the traffic model sees it.
+
+    Units: bytes, bytes per second, FLOP per second. ``peak_flops`` maps a dtype name to
+    the dense (no sparsity) tensor-core peak for that input type.
+    """
+
+    name: str
+    hbm_bandwidth: float  # bytes/s, HBM peak (datasheet)
+    hbm_bytes: int  # bytes of device memory
+    l2_bytes: int  # bytes of L2 cache
+    smem_per_sm: int  # bytes of shared memory per SM (configurable carve-out maximum)
+    smem_per_block: int  # bytes of shared memory one thread block may use (opt-in maximum)
+    num_sms: int  # streaming multiprocessors
+    peak_flops: dict[str, float] = field(default_factory=dict)  # dtype -> dense FLOP/s
+    source: str = ""  # where the numbers come from
+
+    def flops_for(self, dtype: str) -> float:
+        """Dense peak FLOP/s for inputs of ``dtype``.
+
+        Raises:
+            IomodelError: no peak is known for that dtype on this hardware.
+        """
+        if dtype not in self.peak_flops:
+            raise IomodelError(
+                f"{self.name} has no peak FLOP/s for {dtype}: use one of {', '.join(self.peak_flops)}"
+            )
+        return self.peak_flops[dtype]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_TB = 1e12
+_MiB = 1024 * 1024
+_KiB = 1024
+
+HARDWARE: dict[str, Hardware] = {
+    "A100-80GB": Hardware(
+        name="A100-80GB",
+        hbm_bandwidth=2.039e12,  # NVIDIA A100 datasheet (SXM4 80GB): 2,039 GB/s
+        hbm_bytes=80 * 1000**3,
+        l2_bytes=40 * _MiB,  # NVIDIA A100 Tensor Core GPU Architecture whitepaper: 40 MB L2
+        smem_per_sm=164 * _KiB,  # A100 whitepaper: up to 164 KB shared memory per SM
+        smem_per_block=163 * _KiB,  # CUDA C Programming Guide, compute capability 8.0: 163 KB per block
+        num_sms=108,
+        peak_flops={"fp16": 312 * _TB, "bf16": 312 * _TB, "fp32": 19.5 * _TB},  # A100 datasheet, dense
+        source="NVIDIA A100 datasheet and A100 architecture whitepaper",
+    ),
+    "H100-SXM": Hardware(
+        name="H100-SXM",
+        hbm_bandwidth=3.35e12,  # NVIDIA H100 datasheet (SXM5 80GB HBM3): 3.35 TB/s
+        hbm_bytes=80 * 1000**3,
+        l2_bytes=50 * _MiB,  # NVIDIA H100 Tensor Core GPU Architecture whitepaper: 50 MB L2
+        smem_per_sm=228 * _KiB,  # Hopper whitepaper: 228 KB shared memory per SM
+        smem_per_block=227 * _KiB,  # CUDA C Programming Guide, compute capability 9.0: 227 KB per block
+        num_sms=132,
+        peak_flops={
+            "fp16": 989.4 * _TB,  # H100 datasheet, SXM, dense FP16 tensor core
+            "bf16": 989.4 * _TB,
+            "fp32": 66.9 * _TB,  # non-tensor FP32
+            "fp8_e4m3": 1978.9 * _TB,
+            "fp8_e5m2": 1978.9 * _TB,
+        },
+        source="NVIDIA H100 datasheet (SXM5) and H100 architecture whitepaper",
+    ),
+    "H200": Hardware(
+        name="H200",
+        hbm_bandwidth=4.8e12,  # NVIDIA H200 datasheet (SXM 141GB HBM3e): 4.8 TB/s
+        hbm_bytes=141 * 1000**3,
+        # cudaDeviceProp.l2CacheSize read through torch on the lent H200 (60 MiB; see
+        # receipts/); the H100 SXM5 product enables 50 MB of GH100's 60 MB.
+        l2_bytes=60 * _MiB,
+        smem_per_sm=228 * _KiB,  # same Hopper SM as the H100
+        smem_per_block=227 * _KiB,
+        num_sms=132,
+        peak_flops={
+            "fp16": 989.4 * _TB,  # H200 datasheet, SXM, dense (the H100's tensor cores)
+            "bf16": 989.4 * _TB,
+            "fp32": 66.9 * _TB,
+            "fp8_e4m3": 1978.9 * _TB,
+            "fp8_e5m2": 1978.9 * _TB,
+        },
+        source="NVIDIA H200 datasheet (SXM); L2 size read from cudaDeviceProp on an H200",
+    ),
+}
+
+_ALIASES = {k.lower(): k for k in HARDWARE} | {"h100": "H100-SXM", "a100": "A100-80GB", "h200-sxm": "H200"}
+
+
+def get_hardware(name: str) -> Hardware:
+    """A preset by name (case-insensitive; ``H200``, ``H100-SXM``, ``A100-80GB``).
+
+    Raises:
+        IomodelError: unknown name (the message lists the presets).
+    """
+    key = _ALIASES.get(str(name).strip().lower())
+    if key is None:
+        raise IomodelError(f"unknown hardware {name!r}: use one of {', '.join(HARDWARE)}")
+    return HARDWARE[key]
+
+
+def detect(device: int = 0) -> Hardware:
+    """Describe the current CUDA device from ``torch.cuda.get_device_properties``.
+
+    SM count, L2 size and shared memory per block/SM are read from the device; HBM
+    bandwidth and peak FLOP/s come from the matching preset (by name), since CUDA does
+    not report them.
+
+    Raises:
+        IomodelError: torch is not installed, no CUDA GPU is visible, or the device
+            matches no preset (then pass --hardware).
+    """
+    try:
+        import torch
+    except ImportError:
+        raise IomodelError("detecting the GPU needs torch: pip install -e '.[kernels]', or pass --hardware") from None
+    if not torch.cuda.is_available():
+        raise IomodelError("no CUDA GPU is visible: pass --hardware H200|H100-SXM|A100-80GB instead of detecting")
+    props = torch.cuda.get_device_properties(device)
+    name = props.name
+    base = None
+    for key, hw in HARDWARE.items():
+        if key.split("-")[0].lower() in name.lower():
+            base = hw
+    if base is None:
+        raise IomodelError(f"GPU {name!r} matches no hardware preset: pass --hardware explicitly")
+    kw: dict[str, Any] = {"name": f"{base.name} ({name})", "num_sms": props.multi_processor_count}
+    if getattr(props, "L2_cache_size", 0):
+        kw["l2_bytes"] = int(props.L2_cache_size)
+    if getattr(props, "shared_memory_per_block_optin", 0):
+        kw["smem_per_block"] = int(props.shared_memory_per_block_optin)
+    if getattr(props, "shared_memory_per_multiprocessor", 0):
+        kw["smem_per_sm"] = int(props.shared_memory_per_multiprocessor)
+    kw["hbm_bytes"] = int(props.total_memory)
+    kw["source"] = base.source + "; SMs, L2 and shared memory read from torch.cuda.get_device_properties"
+    return replace(base, **kw)

@@ -1,0 +1,1 @@
+"""Symbolic byte-traffic models, one module per algorithm (see ``base`` for the shared structures)."""

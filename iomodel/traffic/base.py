@@ -1,0 +1,121 @@
+"""Shared structures of the symbolic traffic model.
+
+A traffic model is, per algorithm, a list of :class:`Row` — one tensor moved by one step
+at one memory level — whose byte counts are sympy expressions in the symbols of
+:data:`SYM`. Rows are symbolic (printable, LaTeX) and compiled with ``lambdify`` for
+numeric evaluation and sweeps; they are never evaluated by ``subs`` in a loop.
+
+Levels:
+
+* ``HBM``: bytes crossing between device memory and the chip, assuming no reuse in any
+  cache above SRAM (the "no-reuse" bound; the L2-aware prediction refines it).
+* ``SRAM_fill``: bytes requested by the kernel's global loads and stores (what Triton's
+  ``tl.load``/``tl.store`` ask for, masked elements excluded). For a tiled kernel this is
+  what the SMs pull through L2; counted exactly by the interpreter.
+
+Allocated bytes (what must sit in HBM at the peak of the call) are kept apart from
+transferred bytes: see :class:`Allocation`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Literal
+
+import sympy as sp
+
+_pos_int = dict(positive=True, integer=True)
+
+#: The model's symbols. Element counts are dimensionless; ``s`` (and the fixed widths of
+#: fp32 intermediates) carry the bytes.
+SYM = SimpleNamespace(
+    B=sp.Symbol("B", **_pos_int),  # batch
+    H=sp.Symbol("H", **_pos_int),  # query heads
+    H_kv=sp.Symbol("H_kv", **_pos_int),  # key/value heads
+    d=sp.Symbol("d", **_pos_int),  # HEAD_DIM
+    N_q=sp.Symbol("N_q", **_pos_int),  # seqlen_q
+    N_k=sp.Symbol("N_k", **_pos_int),  # seqlen_k
+    s=sp.Symbol("s", **_pos_int),  # element width of Q, K, V, O in bytes
+    BLOCK_M=sp.Symbol("BLOCK_M", **_pos_int),
+    BLOCK_N=sp.Symbol("BLOCK_N", **_pos_int),
+    stages=sp.Symbol("stages", **_pos_int),  # K/V pipelining depth
+    splits=sp.Symbol("splits", **_pos_int),  # decode split-KV partitions
+    M=sp.Symbol("M", **_pos_int),  # SRAM bytes per SM (FlashAttention Theorem 2's M)
+)
+
+Level = Literal["HBM", "SRAM_fill"]
+LEVELS: tuple[str, ...] = ("HBM", "SRAM_fill")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One tensor moved by one step at one level.
+
+    Attributes:
+        tensor: tensor name (``Q``, ``K``, ``S``, ``P``, ``O``, ``LSE``, ``dQ_acc`` ...).
+        step: the step that moves it (``S = Q Kᵀ``, ``softmax``, ``fwd kernel`` ...).
+        level: ``HBM`` or ``SRAM_fill`` (see module docstring).
+        shape: the tensor's shape in the vocabulary, e.g. ``(B, H, N_q, d)``.
+        dtype: element type name of this tensor (``fp32`` for LSE and MATH scores).
+        width: element width in bytes (sympy expression; ``s`` or an integer).
+        elements: element count of the whole tensor (dimensionless expression).
+        reads: how many times the whole tensor is read by this step (expression; 0 if
+            written only). ``read_bytes == reads * elements * width`` up to masking.
+        read_bytes: bytes read (expression).
+        write_bytes: bytes written (expression).
+        note: one sentence of why (the formula's source or assumption).
+    """
+
+    tensor: str
+    step: str
+    level: Level
+    shape: str
+    dtype: str
+    width: sp.Expr
+    elements: sp.Expr
+    reads: sp.Expr
+    read_bytes: sp.Expr
+    write_bytes: sp.Expr
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A tensor that must be resident in HBM at the peak of the call (bytes, not traffic)."""
+
+    tensor: str
+    shape: str
+    dtype: str
+    bytes: sp.Expr
+    note: str = ""
+
+
+@dataclass
+class AlgorithmModel:
+    """The symbolic traffic of one algorithm for one case (mask, phase, pass).
+
+    Attributes:
+        name: key in worksheets and JSON (``baseline``, ``tiled``, ``tiled_kv_stationary``,
+            ``decode_split_kv`` ...).
+        title: human title.
+        source: citation of the schedule (paper section, tutorial).
+        rows: traffic rows at all levels.
+        allocated: tensors resident in HBM at peak.
+        flops: FLOPs of the schedule (including recomputation), expression.
+    """
+
+    name: str
+    title: str
+    source: str
+    rows: list[Row]
+    allocated: list[Allocation] = field(default_factory=list)
+    flops: sp.Expr = sp.Integer(0)
+
+    def total(self, level: str, which: Literal["read", "write"]) -> sp.Expr:
+        """Sum of ``read_bytes`` or ``write_bytes`` over the rows at ``level``."""
+        attr = "read_bytes" if which == "read" else "write_bytes"
+        return sp.Add(*[getattr(r, attr) for r in self.rows if r.level == level])
+
+    def allocated_bytes(self) -> sp.Expr:
+        return sp.Add(*[a.bytes for a in self.allocated])
