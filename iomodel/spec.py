@@ -189,6 +189,8 @@ class Tiling:
     BLOCK_M: query rows per program; BLOCK_N: key rows per inner-loop step; both powers of
     two. ``num_stages``: software-pipelining depth of the K/V loads (SRAM holds this many
     K and V tiles). ``num_splits``: split-KV partitions for decode (1 = no split).
+    ``heads_per_program``: decode only, how many query heads of one GQA group one program
+    packs into its BLOCK_M rows (K/V are then read H / (H_kv * heads_per_program) times).
 
     Raises:
         IomodelError: a size is not a positive power of two, or num_splits < 1.
@@ -198,6 +200,7 @@ class Tiling:
     block_n: int = 64  # BLOCK_N, key rows per inner step
     num_stages: int = 2  # K/V tiles in flight per program (pipelining depth)
     num_splits: int = 1  # decode split-KV partitions
+    heads_per_program: int = 1  # decode: query heads of one GQA group packed into one program's rows
 
     def __post_init__(self) -> None:
         for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")):
@@ -210,6 +213,9 @@ class Tiling:
             object.__setattr__(self, attr, v)
         object.__setattr__(self, "num_stages", _positive_int(self.num_stages, "num_stages", "--num-stages"))
         object.__setattr__(self, "num_splits", _positive_int(self.num_splits, "num_splits", "--num-splits"))
+        object.__setattr__(
+            self, "heads_per_program", _positive_int(self.heads_per_program, "heads_per_program", "--heads-per-program")
+        )
 
     def sram_bytes(self, spec: LayerSpec) -> int:
         """Shared memory one forward program needs, in bytes.
