@@ -1,0 +1,418 @@
+"""Count the global-memory traffic of Triton kernels run in Triton's interpreter (CPU).
+
+This is the *measured* ``SRAM_fill`` level of iomodel (see ``iomodel/traffic/base.py``):
+the bytes a kernel's programs request from global memory with ``tl.load`` and write with
+``tl.store``, counted exactly, on any machine without a GPU.
+
+How it counts (triton 3.6, ``triton/runtime/interpreter.py``): every load and store of the
+interpreter funnels through ``InterpreterBuilder.create_masked_load`` and
+``create_masked_store`` (plain ``create_load``/``create_store``, block-pointer loads and
+stores, and tensor-descriptor (TMA) loads, stores, gathers and scatters all call them);
+atomics go through ``create_atomic_rmw``/``create_atomic_cas``. While a
+:class:`TrafficCounter` is active these methods are wrapped: for each call the counter
+takes the addresses of the **mask-true** elements, multiplies their number by the element
+size (``primitive_bitwidth / 8`` of the pointer's element type, 1 byte for ``int1``) and
+attributes them to the kernel argument whose allocation the address falls in. Kernel
+arguments are captured at launch (``GridExecutor._init_args_hst``), so each address is
+mapped to the tensor argument it was derived from: first by the tensor's own extent
+(``data_ptr`` to its last element), then by its whole storage (a view's base buffer).
+
+Nothing here models caches: an element requested twice is counted twice, exactly as the
+model's ``SRAM_fill`` rows count it (docs/traffic-contract.md).
+
+Example::
+
+    from iomodel.measure.interpret import TrafficCounter
+    with TrafficCounter() as counter:
+        o, lse = flash_attention(q, k, v)
+    per_tensor = counter.by_tensor({"Q": q, "K": k, "V": v, "O": o, "LSE": lse})
+    per_tensor["K"].read_bytes   # bytes of K requested by all programs of all launches
+
+``TRITON_INTERPRET=1`` must be set before ``triton.jit`` decorates a kernel, i.e. before
+the kernel's module is imported; :func:`require_interpreter` checks it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from iomodel.errors import IomodelError
+
+#: Name under which bytes whose address lies in no kernel argument are recorded.
+OUTSIDE = "<outside any argument>"
+
+
+@dataclass
+class TensorTraffic:
+    """Bytes and elements one tensor (kernel argument) moved, summed over programs.
+
+    Units: bytes and element counts; ``loads``/``stores`` count interpreter calls (one per
+    ``tl.load``/``tl.store`` executed by one program).
+
+    Attributes:
+        name: kernel argument name, or the label given by :meth:`TrafficCounter.by_tensor`.
+        read_bytes: mask-true elements loaded x element size, in bytes.
+        write_bytes: mask-true elements stored x element size, in bytes.
+        read_elements: mask-true elements loaded.
+        write_elements: mask-true elements stored.
+        atomic_bytes: bytes touched by atomics (also included in read and write bytes).
+        loads: load operations that requested at least one element of this tensor.
+        stores: store operations that wrote at least one element of this tensor.
+    """
+
+    name: str
+    read_bytes: int = 0
+    write_bytes: int = 0
+    read_elements: int = 0
+    write_elements: int = 0
+    atomic_bytes: int = 0
+    loads: int = 0
+    stores: int = 0
+
+    def add(self, other: "TensorTraffic") -> None:
+        """Add another record's counts into this one (in place)."""
+        for attr in ("read_bytes", "write_bytes", "read_elements", "write_elements", "atomic_bytes", "loads", "stores"):
+            setattr(self, attr, getattr(self, attr) + getattr(other, attr))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "read_bytes": self.read_bytes,
+            "write_bytes": self.write_bytes,
+            "read_elements": self.read_elements,
+            "write_elements": self.write_elements,
+            "atomic_bytes": self.atomic_bytes,
+            "loads": self.loads,
+            "stores": self.stores,
+        }
+
+
+@dataclass
+class _Region:
+    """One tensor kernel argument's address ranges (bytes, host addresses in the interpreter)."""
+
+    name: str
+    lo: int  # first byte of the tensor's own extent
+    hi: int  # one past its last byte
+    storage_lo: int  # first byte of the whole storage (allocation)
+    storage_hi: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class LaunchTraffic:
+    """The counted traffic of one kernel launch (one grid), per kernel argument.
+
+    Attributes:
+        kernel: the ``@triton.jit`` function's name.
+        grid: the launch grid ``(x, y, z)`` (programs per axis).
+        regions: tensor arguments in signature order with their address ranges.
+        tensors: kernel-argument name -> :class:`TensorTraffic` summed over all programs.
+        programs: only with ``per_program=True``: ``(x, y, z)`` -> argument name ->
+            :class:`TensorTraffic` of that program.
+    """
+
+    kernel: str
+    grid: tuple[int, int, int]
+    regions: list[_Region]
+    tensors: dict[str, TensorTraffic] = field(default_factory=dict)
+    programs: dict[tuple[int, int, int], dict[str, TensorTraffic]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "grid": list(self.grid),
+            "tensors": {k: v.to_dict() for k, v in self.tensors.items()},
+        }
+
+
+def _extent(t: Any) -> tuple[int, int, int, int]:
+    """Byte ranges ``(lo, hi, storage_lo, storage_hi)`` of a torch tensor's extent and storage."""
+    es = t.element_size()
+    lo = t.data_ptr()
+    if t.numel() == 0:
+        span = 0
+    else:
+        span = (sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) + 1) * es
+    storage = t.untyped_storage()
+    return lo, lo + span, storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def _tensor_of(arg: Any) -> Any | None:
+    """The torch tensor behind a kernel argument (tensor, TensorWrapper, TensorDescriptor)."""
+    base = getattr(arg, "base", None)  # triton TensorWrapper / TensorDescriptor
+    if base is not None and hasattr(base, "data_ptr"):
+        return base
+    if hasattr(arg, "data_ptr") and hasattr(arg, "untyped_storage"):
+        return arg
+    return None
+
+
+def _regions(fn: Any, args: tuple, kwargs: dict) -> list[_Region]:
+    try:
+        bound = inspect.getcallargs(fn, *args, **kwargs)
+    except TypeError:  # signature mismatch: fall back to positional names
+        bound = {f"arg{i}": a for i, a in enumerate(args)} | dict(kwargs)
+    out: list[_Region] = []
+    for name, arg in bound.items():
+        items = arg if isinstance(arg, tuple) else (arg,)
+        for j, item in enumerate(items):
+            t = _tensor_of(item)
+            if t is None:
+                continue
+            lo, hi, slo, shi = _extent(t)
+            label = name if len(items) == 1 else f"{name}[{j}]"
+            out.append(_Region(label, lo, hi, slo, shi, str(t.dtype).removeprefix("torch."), tuple(t.shape)))
+    return out
+
+
+def _element_bytes(ptr_handle: Any) -> int:
+    """Element size in bytes of what a pointer handle points to (int1 is stored as 1 byte)."""
+    ty = ptr_handle.get_element_ty()
+    return max(1, ty.primitive_bitwidth // 8)
+
+
+class TrafficCounter:
+    """Context manager that counts every global load and store of interpreted Triton kernels.
+
+    Each launch inside the ``with`` block becomes one :class:`LaunchTraffic` in
+    :attr:`launches`. Counting is exact: bytes = mask-true elements x element size.
+
+    Args:
+        per_program: also keep the counts of every program (``(x, y, z)`` grid index);
+            costs memory proportional to the grid.
+
+    Raises:
+        IomodelError: triton is not installed, or counters are nested.
+    """
+
+    _active: "TrafficCounter | None" = None
+
+    def __init__(self, per_program: bool = False) -> None:
+        self.per_program = per_program
+        self.launches: list[LaunchTraffic] = []
+        self._current: LaunchTraffic | None = None
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    # ----- patching -----
+    def __enter__(self) -> "TrafficCounter":
+        try:
+            from triton.runtime import interpreter as interp
+        except ImportError:  # pragma: no cover - triton is a declared extra
+            raise IomodelError("counting loads needs triton: pip install -e '.[kernels]'") from None
+        if TrafficCounter._active is not None:
+            raise IomodelError("a TrafficCounter is already active: do not nest them")
+        TrafficCounter._active = self
+        counter = self
+        B = interp.InterpreterBuilder
+        GE = interp.GridExecutor
+        orig_load, orig_store = B.create_masked_load, B.create_masked_store
+        orig_rmw, orig_cas = B.create_atomic_rmw, B.create_atomic_cas
+        orig_init, orig_call = GE._init_args_hst, GE.__call__
+
+        def create_masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+            counter._count(self, ptrs, mask, "read")
+            return orig_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+
+        def create_masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
+            counter._count(self, ptrs, mask, "write")
+            return orig_store(self, ptrs, value, mask, cache_modifier, eviction_policy)
+
+        def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
+            counter._count(self, ptr, mask, "atomic")
+            return orig_rmw(self, rmwOp, ptr, val, mask, sem, scope)
+
+        def create_atomic_cas(self, ptr, cmp, val, sem, scope):
+            counter._count(self, ptr, None, "atomic")
+            return orig_cas(self, ptr, cmp, val, sem, scope)
+
+        def _init_args_hst(self, args_dev, kwargs):
+            args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
+            grid = self.grid if not callable(self.grid) else None
+            counter._begin(self.fn, args_hst, kwargs_hst, grid)
+            return args_hst, kwargs_hst
+
+        def __call__(self, *args_dev, **kwargs):
+            try:
+                return orig_call(self, *args_dev, **kwargs)
+            finally:
+                counter._end()
+
+        for obj, name, new in (
+            (B, "create_masked_load", create_masked_load),
+            (B, "create_masked_store", create_masked_store),
+            (B, "create_atomic_rmw", create_atomic_rmw),
+            (B, "create_atomic_cas", create_atomic_cas),
+            (GE, "_init_args_hst", _init_args_hst),
+            (GE, "__call__", __call__),
+        ):
+            self._saved.append((obj, name, obj.__dict__[name]))
+            setattr(obj, name, new)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for obj, name, old in reversed(self._saved):
+            setattr(obj, name, old)
+        self._saved.clear()
+        TrafficCounter._active = None
+
+    # ----- bookkeeping -----
+    def _begin(self, fn: Any, args: Iterable, kwargs: dict, grid: Any) -> None:
+        name = getattr(fn, "__name__", str(fn))
+        self._current = LaunchTraffic(kernel=name, grid=(0, 0, 0), regions=_regions(fn, tuple(args), kwargs))
+
+    def _end(self) -> None:
+        if self._current is not None:
+            self.launches.append(self._current)
+            self._current = None
+
+    def _attribute(self, addrs: np.ndarray) -> dict[str, int]:
+        """Split addresses among the launch's regions; returns name -> element count."""
+        launch = self._current
+        assert launch is not None
+        counts: dict[str, int] = {}
+        left = np.ones(addrs.shape, dtype=bool)
+        for attr_lo, attr_hi in (("lo", "hi"), ("storage_lo", "storage_hi")):
+            for r in launch.regions:
+                if not left.any():
+                    break
+                lo, hi = getattr(r, attr_lo), getattr(r, attr_hi)
+                hit = left & (addrs >= lo) & (addrs < hi)
+                n = int(np.count_nonzero(hit))
+                if n:
+                    counts[r.name] = counts.get(r.name, 0) + n
+                    left &= ~hit
+        n_out = int(np.count_nonzero(left))
+        if n_out:
+            counts[OUTSIDE] = n_out
+        return counts
+
+    def _count(self, builder: Any, ptrs: Any, mask: Any, kind: str) -> None:
+        launch = self._current
+        if launch is None:  # a load outside a launch (device-function call): ignore
+            return
+        data = np.asarray(ptrs.data)
+        if mask is not None:
+            m = np.broadcast_to(np.asarray(mask.data, dtype=bool), data.shape)
+            addrs = data[m]
+        else:
+            addrs = data.reshape(-1)
+        if launch.grid == (0, 0, 0):
+            launch.grid = tuple(int(g) for g in builder.grid_dim)  # type: ignore[assignment]
+        es = _element_bytes(ptrs)
+        per_arg = self._attribute(addrs.astype(np.uint64, copy=False))
+        targets = [launch.tensors]
+        if self.per_program:
+            targets.append(launch.programs.setdefault(tuple(builder.grid_idx), {}))
+        for name, n in per_arg.items():
+            for table in targets:
+                rec = table.setdefault(name, TensorTraffic(name))
+                if kind in ("read", "atomic"):
+                    rec.read_bytes += n * es
+                    rec.read_elements += n
+                    rec.loads += 1
+                if kind in ("write", "atomic"):
+                    rec.write_bytes += n * es
+                    rec.write_elements += n
+                    rec.stores += 1
+                if kind == "atomic":
+                    rec.atomic_bytes += n * es
+
+    # ----- results -----
+    def by_argument(self, kernel: str | None = None) -> dict[str, TensorTraffic]:
+        """Counts summed over launches (optionally of one kernel), keyed by kernel argument name.
+
+        Units: bytes and elements (see :class:`TensorTraffic`).
+        """
+        out: dict[str, TensorTraffic] = {}
+        for launch in self.launches:
+            if kernel is not None and launch.kernel != kernel:
+                continue
+            for name, rec in launch.tensors.items():
+                out.setdefault(name, TensorTraffic(name)).add(rec)
+        return out
+
+    def by_tensor(self, named: Mapping[str, Any], kernel: str | None = None) -> dict[str, TensorTraffic]:
+        """Counts summed over launches, keyed by the caller's names for the tensors' allocations.
+
+        Each kernel argument is relabelled with the name of the tensor in ``named`` whose
+        storage contains the argument's first byte (so ``O`` allocated inside a launcher
+        and returned to the caller gets its name here). Arguments that match no named
+        tensor keep their kernel argument name (e.g. a split-KV partial buffer).
+
+        Args:
+            named: label -> torch tensor (``{"Q": q, "K": k, "V": v, "O": o, "LSE": lse}``).
+            kernel: only launches of this kernel name.
+
+        Returns:
+            label -> :class:`TensorTraffic` (bytes, elements).
+        """
+        ranges = []
+        for label, t in named.items():
+            _, _, slo, shi = _extent(t)
+            ranges.append((label, slo, shi))
+        out: dict[str, TensorTraffic] = {}
+        for launch in self.launches:
+            if kernel is not None and launch.kernel != kernel:
+                continue
+            relabel: dict[str, str] = {}
+            for r in launch.regions:
+                for label, slo, shi in ranges:
+                    if slo <= r.lo < shi or (r.lo == r.hi == slo):
+                        relabel[r.name] = label
+                        break
+            for name, rec in launch.tensors.items():
+                label = relabel.get(name, name)
+                tgt = out.setdefault(label, TensorTraffic(label))
+                tgt.add(rec)
+        return out
+
+    def kernels(self) -> list[str]:
+        """Names of the kernels launched, in launch order (repeats kept)."""
+        return [launch.kernel for launch in self.launches]
+
+
+def interpreter_enabled() -> bool:
+    """Whether ``TRITON_INTERPRET`` is set to a true value in this process."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def require_interpreter(*jitted: Any) -> None:
+    """Check that Triton kernels were decorated in interpreter mode.
+
+    Args:
+        jitted: ``@triton.jit`` objects (or objects with a ``.fn`` chain, e.g. autotuners).
+
+    Raises:
+        IomodelError: a kernel was compiled for the GPU (``TRITON_INTERPRET=1`` was not set
+            before its module was imported).
+    """
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover
+        raise IomodelError("counting loads needs triton: pip install -e '.[kernels]'") from None
+    for k in jitted:
+        obj = k
+        while not isinstance(obj, InterpretedFunction) and hasattr(obj, "fn"):
+            obj = obj.fn
+        if not isinstance(obj, InterpretedFunction):
+            raise IomodelError(
+                f"kernel {getattr(k, '__name__', k)!r} was compiled for the GPU, not the interpreter: "
+                "set TRITON_INTERPRET=1 before importing the kernel module (e.g. run with TRITON_INTERPRET=1)"
+            )
+
+
+__all__ = [
+    "LaunchTraffic",
+    "OUTSIDE",
+    "TensorTraffic",
+    "TrafficCounter",
+    "interpreter_enabled",
+    "require_interpreter",
+]
