@@ -1,0 +1,243 @@
+"""Units: a dimensional check that every traffic row reduces to bytes, and human formatting.
+
+The check uses :mod:`sympy.physics.units` (the convention of ``../shared/DESIGN.md``):
+element counts (B, H, H_kv, seqlen_q, seqlen_k, HEAD_DIM, tile sizes, splits) are
+dimensionless, the element width ``s`` and the SRAM capacity ``M`` carry the unit
+``byte``, and a row's byte formula must come out as *one* power of ``byte`` in every term
+(a sum of a bytes term and an elements term, or bytes squared, is rejected).
+
+Formatting gives exact integers with thousands separators next to a binary-prefixed
+value (1 KiB = 2**10 B, 1 MiB = 2**20 B, 1 GiB = 2**30 B, IEC 80000-13) for bytes and
+SI prefixes (1 GFLOP = 10**9 FLOP) for FLOPs and rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import sympy as sp
+from sympy.physics.units import Dimension, byte
+from sympy.physics.units.definitions.dimension_definitions import information
+from sympy.physics.units.systems.si import SI, dimsys_SI
+
+#: Names of model symbols that are byte quantities (the rest are element counts).
+BYTE_SYMBOLS: frozenset[str] = frozenset({"s", "M", "L2"})
+
+_ONE = Dimension(1)
+
+
+class UnitsError(ValueError):
+    """A formula does not reduce to bytes (raised by :func:`dimension_of`)."""
+
+
+def _same(a: Dimension, b: Dimension) -> bool:
+    return dimsys_SI.equivalent_dims(a, b)
+
+
+def dimension_of(expr: sp.Expr) -> Dimension:
+    """Dimension of a sympy expression built from dimensionless symbols and ``byte``.
+
+    Sums, ``Min``/``Max`` and ``Piecewise`` branches must agree in dimension; the
+    arguments of any other function (``ceiling``, ``floor`` ...) and exponents must be
+    dimensionless.
+
+    Raises:
+        UnitsError: terms of different dimension are added, or a function of a
+            dimensional argument appears.
+    """
+    if isinstance(expr, sp.physics.units.Quantity):
+        return SI.get_quantity_dimension(expr)
+    if expr.is_Number or expr.is_NumberSymbol or isinstance(expr, sp.Symbol) or expr in (sp.true, sp.false):
+        return _ONE
+    if isinstance(expr, sp.Mul):
+        dim = _ONE
+        for arg in expr.args:
+            dim = dim * dimension_of(arg)
+        return dim
+    if isinstance(expr, sp.Pow):
+        if not dimsys_SI.is_dimensionless(dimension_of(expr.exp)):
+            raise UnitsError(f"exponent {expr.exp} is not dimensionless")
+        return dimension_of(expr.base) ** expr.exp
+    if isinstance(expr, (sp.Add, sp.Min, sp.Max)):
+        dims = [dimension_of(a) for a in expr.args]
+        for other, arg in zip(dims[1:], expr.args[1:]):
+            if not _same(dims[0], other):
+                raise UnitsError(
+                    f"{type(expr).__name__} mixes {dims[0]} ({expr.args[0]}) with {other} ({arg})"
+                )
+        return dims[0]
+    if isinstance(expr, sp.Piecewise):
+        dims = []
+        for value, cond in expr.args:
+            if cond not in (sp.true, sp.false):
+                _dimensionless_condition(cond)
+            if value != 0:  # a literal 0 branch is a 0 of any unit
+                dims.append((dimension_of(value), value))
+        for other, val in dims[1:]:
+            if not _same(dims[0][0], other):
+                raise UnitsError(f"Piecewise mixes {dims[0][0]} ({dims[0][1]}) with {other} ({val})")
+        return dims[0][0] if dims else _ONE
+    if isinstance(expr, sp.Function):
+        for arg in expr.args:
+            if not dimsys_SI.is_dimensionless(dimension_of(arg)):
+                raise UnitsError(f"{expr.func.__name__}() of a dimensional argument: {arg}")
+        return _ONE
+    raise UnitsError(f"cannot analyse the units of {expr!r} ({type(expr).__name__})")
+
+
+def _dimensionless_condition(cond: Any) -> None:
+    """Relational conditions compare like with like (both sides of the same dimension)."""
+    if isinstance(cond, sp.core.relational.Relational):
+        lhs, rhs = dimension_of(cond.lhs), dimension_of(cond.rhs)
+        if not (_same(lhs, rhs) or cond.rhs == 0 or cond.lhs == 0):
+            raise UnitsError(f"condition {cond} compares {lhs} with {rhs}")
+    elif isinstance(cond, (sp.And, sp.Or, sp.Not)):
+        for c in cond.args:
+            _dimensionless_condition(c)
+
+
+def with_byte_units(expr: sp.Expr, byte_symbols: Iterable[str] = BYTE_SYMBOLS) -> sp.Expr:
+    """Replace every byte-valued symbol ``x`` (``s``, ``M``) by ``x * byte``."""
+    names = set(byte_symbols)
+    return expr.subs({sym: sym * byte for sym in expr.free_symbols if sym.name in names})
+
+
+@dataclass(frozen=True)
+class RowUnits:
+    """The outcome of the units check of one traffic row (see :func:`check_row_units`)."""
+
+    tensor: str
+    step: str
+    level: str
+    ok: bool
+    message: str  # "bytes" when ok, else the reason
+
+
+def check_row_units(
+    tensor: str,
+    step: str,
+    level: str,
+    exprs: Iterable[sp.Expr],
+    width: int,
+    spec_width: int,
+) -> RowUnits:
+    """Prove that a row's byte formulas are (dimensionless element count) x (bytes per element).
+
+    The element width is ``s`` (bytes, the dtype of Q, K, V, O) when the formula contains
+    ``s`` — and then the row's numeric width must equal the layer's — else the row's own
+    integer width in bytes (fp32 intermediates, LSE, the 1-byte causal mask). Each formula
+    divided by that width is an element count; with ``s`` and ``M`` in bytes it must be
+    dimensionless, so the formula is exactly one power of bytes.
+
+    Args:
+        exprs: the row's read and write byte formulas (sympy, in the model's symbols).
+        width: the row's element width in bytes (numeric).
+        spec_width: the layer's element width s in bytes.
+
+    Returns:
+        A :class:`RowUnits` whose ``ok`` is False with the reason when a formula fails.
+    """
+    s_sym = sp.Symbol("s", positive=True, integer=True)
+    for expr in exprs:
+        expr = sp.sympify(expr)
+        if expr == 0:
+            continue
+        uses_s = any(sym.name == "s" for sym in expr.free_symbols)
+        if uses_s:
+            s_sym = next(sym for sym in expr.free_symbols if sym.name == "s")
+            if int(width) != int(spec_width):
+                return RowUnits(tensor, step, level, False,
+                                f"formula uses s ({spec_width} B) but the row's dtype is {width} B wide")
+            w_units = s_sym * byte
+            count = expr / s_sym
+        else:
+            w_units = sp.Integer(int(width)) * byte
+            count = expr / sp.Integer(int(width))
+        try:
+            dim = dimension_of(with_byte_units(count) * w_units)
+        except UnitsError as exc:
+            return RowUnits(tensor, step, level, False, str(exc))
+        if not _same(dim, information):
+            return RowUnits(tensor, step, level, False, f"{expr} has dimension {dim}, not bytes")
+    return RowUnits(tensor, step, level, True, "bytes")
+
+
+# ----------------------------------------------------------------------------------
+# Human formatting
+# ----------------------------------------------------------------------------------
+
+_BINARY = ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def human_bytes(n: float) -> str:
+    """``n`` bytes with a binary prefix and 3 significant digits: ``1.50 GiB``, ``512 B``."""
+    for scale, unit in _BINARY:
+        if abs(n) >= scale:
+            text = f"{n / scale:.3g}"
+            return f"{n / scale:,.0f} {unit}" if "e" in text else f"{text} {unit}"
+    return f"{n:,.0f} B" if float(n).is_integer() else f"{n:.3g} B"
+
+
+def fmt_int(n: float) -> str:
+    """An integer with thousands separators (``1,234,567``); a non-integer with 4 digits."""
+    if isinstance(n, (int, sp.Integer)) or float(n).is_integer():
+        return f"{int(n):,}"
+    return f"{float(n):,.4g}"
+
+
+def fmt_bytes(n: float) -> str:
+    """Exact bytes and the human value: ``1,073,741,824 B (1 GiB)``."""
+    if abs(n) < 1024:
+        return f"{fmt_int(n)} B"
+    return f"{fmt_int(n)} B ({human_bytes(n)})"
+
+
+def human_si(x: float, unit: str) -> str:
+    """``x`` with an SI prefix: ``68.7 GFLOP``, ``4.8 TB/s``."""
+    for scale, prefix in _SI:
+        if abs(x) >= scale:
+            text = f"{x / scale:.3g}"
+            return f"{x / scale:,.0f} {prefix}{unit}" if "e" in text else f"{text} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def fmt_flops(n: float) -> str:
+    """Exact FLOPs and the SI value: ``68,719,476,736 (68.7 GFLOP)``."""
+    return f"{fmt_int(n)} ({human_si(n, 'FLOP')})"
+
+
+def fmt_seconds(t: float) -> str:
+    """A duration with a readable unit: ``12.3 µs``, ``4.56 ms``, ``1.2 s``."""
+    if t >= 1:
+        return f"{t:.3g} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3g} ms"
+    if t >= 1e-6:
+        return f"{t * 1e6:.3g} µs"
+    return f"{t * 1e9:.3g} ns"
+
+
+def fmt_tokens(n: int) -> str:
+    """A sequence length with a binary k (1k = 1,024 tokens): ``8k``, ``128k``, ``1,000``."""
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024}k"
+    return f"{n:,}"
+
+
+__all__ = [
+    "BYTE_SYMBOLS",
+    "RowUnits",
+    "UnitsError",
+    "check_row_units",
+    "dimension_of",
+    "fmt_bytes",
+    "fmt_flops",
+    "fmt_int",
+    "fmt_seconds",
+    "fmt_tokens",
+    "human_bytes",
+    "human_si",
+    "with_byte_units",
+]

@@ -1,0 +1,142 @@
+"""Bad input through the CLI: one line saying what to change, exit status 2, no traceback (issue item 7)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from iomodel.cli import main
+
+
+def run_cli(capsys, argv):
+    """Run ``iomodel <argv>`` in-process through the console-script entry point; (code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def assert_one_line_error(capsys, argv, *needles):
+    code, out, err = run_cli(capsys, argv)
+    assert code == 2, (argv, code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, (argv, err)
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in err + out
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("cmd", ["worksheet", "plot"])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--batch", "0"], ["batch", "--batch"]),
+        (["--batch", "-3"], ["batch", "--batch"]),
+        (["--heads", "0"], ["heads", "--heads"]),
+        (["--head-dim", "-64"], ["head_dim", "--head-dim"]),
+        (["--seqlen", "0"], ["seqlen must be a positive integer", "--seqlen to 1"]),
+        (["--seqlen-q", "1024", "--seqlen-k", "-1"], ["seqlen_k", "--seqlen-k"]),
+        (["--heads", "32", "--kv-heads", "5"], ["divisible", "--kv-heads"]),
+        (["--heads", "10", "--kv-heads", "4", "--head-dim", "64", "--dtype", "fp16"], ["divisible"]),
+        (["--dtype", "fp64"], ["unsupported dtype 'fp64'", "bf16"]),
+        (["--preset", "llama-9"], ["unknown preset 'llama-9'", "llama-3-8b"]),
+        (["--block-m", "100"], ["BLOCK_M must be a power of two", "64 or 128"]),
+        (["--block-n", "48"], ["BLOCK_N must be a power of two", "32 or 64"]),
+        (["--block-m", "0"], ["block_m", "--block-m"]),
+        (["--block-m", "256", "--block-n", "256"], ["shared memory", "HEAD_DIM=128", "lower --block-m"]),
+        (["--preset", "gpt2-medium", "--block-m", "256", "--block-n", "128"], ["HEAD_DIM=64 fp32"]),
+        (["--hardware", "TPU"], ["unknown hardware 'TPU'", "H200"]),
+        (["--phase", "training"], ["phase 'training'", "--phase prefill"]),
+        (["--pass", "bwd"], ["pass 'bwd'", "fwd+bwd"]),
+        (["--causal-align", "middle"], ["causal alignment 'middle'", "bottom-right"]),
+        (["--phase", "decode", "--seqlen-q", "64"], ["1 to 16 query rows", "--phase prefill"]),
+        (["--phase", "decode", "--pass", "fwd+bwd"], ["decode has no backward pass"]),
+        (["--num-splits", "4"], ["--num-splits applies to decode only"]),
+        (["--seqlen", "1024", "--seqlen-q", "512"], ["either --seqlen or --seqlen-q"]),
+        (["--preset", "llama-3-8b", "--config", "x.json"], ["either --preset or --config"]),
+    ],
+)
+def test_bad_layer_options(capsys, cmd, args, needles):
+    assert_one_line_error(capsys, [cmd, *args], *needles)
+
+
+@pytest.mark.parametrize(
+    "content, needles",
+    [
+        ("{not json", ["is not valid JSON", "fix the file"]),
+        ("[1, 2]", ["must hold a JSON object"]),
+        (json.dumps({"hidden_size": 4096, "torch_dtype": "bfloat16"}), ["num_attention_heads", "add it"]),
+        (json.dumps({"num_attention_heads": 32, "torch_dtype": "bfloat16"}), ["head_dim", "hidden_size"]),
+        (json.dumps({"num_attention_heads": 30, "hidden_size": 4096, "torch_dtype": "bf16"}), ["not divisible"]),
+        (json.dumps({"num_attention_heads": 32, "num_key_value_heads": 6, "hidden_size": 4096,
+                     "torch_dtype": "bfloat16"}), ["not divisible by num_key_value_heads"]),
+        (json.dumps({"num_attention_heads": 32, "hidden_size": 4096}), ["torch_dtype", "--dtype"]),
+        (json.dumps({"num_attention_heads": 32, "hidden_size": 4096, "torch_dtype": "int8"}), ["unsupported dtype"]),
+        (json.dumps({"num_attention_heads": 32, "hidden_size": 4096, "torch_dtype": "bfloat16",
+                     "sliding_window": 4096}), ["sliding-window"]),
+        (json.dumps({"num_attention_heads": -8, "hidden_size": 4096, "torch_dtype": "bfloat16"}),
+         ["positive integer"]),
+    ],
+)
+def test_malformed_config(capsys, tmp_path, content, needles):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(content)
+    assert_one_line_error(capsys, ["worksheet", "--config", str(cfg)], *needles)
+
+
+def test_missing_config_file(capsys, tmp_path):
+    assert_one_line_error(capsys, ["worksheet", "--config", str(tmp_path / "nope.json")], "does not exist")
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--format", "xml"], ["format 'xml' is unknown", "md, json or csv"]),
+        (["-o", "out.txt"], ["cannot tell the format", "--format"]),
+    ],
+)
+def test_bad_worksheet_output(capsys, tmp_path, args, needles):
+    args = [a if a != "out.txt" else str(tmp_path / "out.txt") for a in args]
+    assert_one_line_error(capsys, ["worksheet", *args], *needles)
+
+
+def test_bad_plot_options(capsys, tmp_path):
+    assert_one_line_error(capsys, ["plot", "--phase", "decode", "--kind", "sram", "-o", str(tmp_path)],
+                          "prefill schedules")
+    assert_one_line_error(capsys, ["plot", "--kind", "roofline", "-o", str(tmp_path)], "unknown plot kind")
+    bad = tmp_path / "measured.json"
+    bad.write_text("{oops")
+    assert_one_line_error(capsys, ["plot", "--measured", str(bad), "-o", str(tmp_path)], "not valid JSON")
+    bad.write_text(json.dumps({"seqlen": [{"bytes": 5}]}))
+    assert_one_line_error(capsys, ["plot", "--kind", "seqlen", "--measured", str(bad), "-o", str(tmp_path)],
+                          "measured point 0", "'seqlen'")
+
+
+@pytest.mark.parametrize("cmd", [[], ["worksheet"], ["plot"], ["presets"]])
+def test_help(capsys, cmd):
+    code, out, err = run_cli(capsys, [*cmd, "--help"])
+    assert code == 0
+    assert "Usage: iomodel" in out
+    if cmd in (["worksheet"], ["plot"]):
+        for flag in ("--preset", "--config", "--batch", "--heads", "--kv-heads", "--head-dim", "--seqlen-q",
+                     "--seqlen-k", "--dtype", "--causal", "--causal-align", "--block-m", "--block-n", "--pass",
+                     "--hardware", "--phase", "--num-splits"):
+            assert flag in out, flag
+    if cmd == ["worksheet"]:
+        for flag in ("--format", "--output", "--plot-dir", "--regenerate-bundled"):
+            assert flag in out, flag
+
+
+def test_console_script_bad_input_subprocess():
+    """The installed entry point itself (not only main()): exit 2, one line, no traceback."""
+    proc = subprocess.run([sys.executable, "-c", "from iomodel.cli import main; main()", "worksheet",
+                           "--heads", "32", "--kv-heads", "5"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "divisible" in proc.stderr and "Traceback" not in proc.stderr
