@@ -42,7 +42,24 @@ SYM = SimpleNamespace(
     stages=sp.Symbol("stages", **_pos_int),  # K/V pipelining depth
     splits=sp.Symbol("splits", **_pos_int),  # decode split-KV partitions
     M=sp.Symbol("M", **_pos_int),  # SRAM bytes per SM (FlashAttention Theorem 2's M)
+    P=sp.Symbol("P", **_pos_int),  # decode: query heads packed per program (heads_per_program)
 )
+
+#: LayerSpec / Tiling / Hardware field name -> the model symbol it sets (sweep ``vary`` keys).
+FIELD_SYMBOLS: dict[str, sp.Symbol] = {
+    "batch": SYM.B,
+    "heads": SYM.H,
+    "kv_heads": SYM.H_kv,
+    "head_dim": SYM.d,
+    "seqlen_q": SYM.N_q,
+    "seqlen_k": SYM.N_k,
+    "block_m": SYM.BLOCK_M,
+    "block_n": SYM.BLOCK_N,
+    "num_stages": SYM.stages,
+    "num_splits": SYM.splits,
+    "heads_per_program": SYM.P,
+    "smem_per_sm": SYM.M,
+}
 
 Level = Literal["HBM", "SRAM_fill"]
 LEVELS: tuple[str, ...] = ("HBM", "SRAM_fill")
@@ -118,4 +135,41 @@ class AlgorithmModel:
         return sp.Add(*[getattr(r, attr) for r in self.rows if r.level == level])
 
     def allocated_bytes(self) -> sp.Expr:
+        """Sum of the :class:`Allocation` bytes (resident in HBM at the peak), expression."""
         return sp.Add(*[a.bytes for a in self.allocated])
+
+    def has_level(self, level: str) -> bool:
+        """Whether any row is at ``level`` (the baseline has no ``SRAM_fill`` rows)."""
+        return any(r.level == level for r in self.rows)
+
+
+def make_row(
+    tensor: str,
+    step: str,
+    level: Level,
+    shape: str,
+    dtype: str,
+    width: sp.Expr | int,
+    elements: sp.Expr,
+    read_bytes: sp.Expr | int = 0,
+    write_bytes: sp.Expr | int = 0,
+    note: str = "",
+) -> Row:
+    """Build a :class:`Row`; ``reads`` is derived as ``read_bytes / (elements * width)``.
+
+    Units: ``width`` bytes per element, ``elements`` dimensionless, byte counts in bytes.
+    """
+    width = sp.sympify(width)
+    elements = sp.sympify(elements)
+    read_bytes = sp.sympify(read_bytes)
+    write_bytes = sp.sympify(write_bytes)
+    reads = read_bytes / (elements * width) if read_bytes != 0 else sp.Integer(0)
+    return Row(tensor, step, level, shape, dtype, width, elements, reads, read_bytes, write_bytes, note)
+
+
+def both_levels(rows: list[Row]) -> list[Row]:
+    """The ``SRAM_fill`` rows followed by identical ``HBM`` rows (no-reuse: every requested
+    byte crosses HBM once per request), as for the bundled tiled kernels."""
+    from dataclasses import replace
+
+    return [replace(r, level="SRAM_fill") for r in rows] + [replace(r, level="HBM") for r in rows]

@@ -1,0 +1,255 @@
+"""The eager baseline: materialised scores S = QKᵀ → scale → (mask) → softmax → P·V, op by op.
+
+Rows match ``kernels/baseline.py`` (the chain fixed in the project's API agreement): each
+numbered step is one separate torch op that reads each input once and writes its output
+once, all at the HBM level (the no-reuse model: an N_q×N_k score matrix does not fit in
+L2 for the shapes of interest, so nothing is caught above SRAM). The backward is the
+autograd chain of that forward.
+
+Sources: PyTorch ``torch.nn.functional.scaled_dot_product_attention`` documentation (the
+MATH backend is the reference implementation written as these eager ops; with
+``score_dtype="fp32"`` the chain upcasts half inputs the way the MATH backend keeps fp32
+intermediates for half inputs on CPU, ``aten/src/ATen/native/transformers/attention.cpp``
+``_scaled_dot_product_attention_math``); Dao et al. 2022, FlashAttention, Section 2.2
+(standard attention implementation, Algorithm 0) for the Θ(Nd + N²) HBM accesses.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from iomodel.spec import DTYPES, FP32_WIDTH, LSE_WIDTH, LayerSpec, canonical_dtype
+from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, Row, make_row
+
+MASK_WIDTH = 1  # torch.bool is one byte per element
+
+
+def _score_dtype(spec: LayerSpec, score_dtype: str | None) -> tuple[str, sp.Expr, bool]:
+    """(name, width expression, upcast?) of the score tensors S and P."""
+    if score_dtype is None or canonical_dtype(score_dtype) == spec.dtype:
+        return spec.dtype, SYM.s, False
+    name = canonical_dtype(score_dtype)
+    return name, sp.Integer(DTYPES[name]), True
+
+
+def baseline_model(
+    spec: LayerSpec,
+    *,
+    score_dtype: str | None = None,
+    dropout: bool = False,
+    extra_score_passes: int = 0,
+    with_lse: bool = False,
+) -> AlgorithmModel:
+    """Symbolic HBM traffic of the eager op chain, forward and (``spec.backward``) backward.
+
+    Tensors: Q ``(B, H, N_q, d)``, K/V ``(B, H_kv, N_k, d)``, S/P ``(B, H, N_q, N_k)`` in the
+    score dtype, causal mask ``(N_q, N_k)`` bool (1 byte), O ``(B, H, N_q, d)``.
+
+    Args:
+        spec: the layer.
+        score_dtype: dtype of S, P (and of the upcast Q, K, V and O before the final cast);
+            ``None`` (default) = the input dtype, exactly ``kernels/baseline.py`` with
+            ``score_dtype=None``. ``"fp32"`` models PyTorch's MATH backend for half inputs.
+        dropout: add ``torch.nn.functional.dropout(P)`` (reads P, writes P and its 1-byte
+            keep-mask, which autograd saves). Default off.
+        extra_score_passes: further elementwise passes over S (bias, soft-cap ...), each
+            reading and writing S once (and dS once in the backward). Default 0.
+        with_lse: also ``lse = torch.logsumexp(S, -1)`` (reads S, writes LSE in fp32), as
+            ``eager_attention_with_lse``. Default off.
+
+    Returns:
+        An :class:`AlgorithmModel` named ``baseline`` with HBM rows only.
+
+    Raises:
+        IomodelError: unknown ``score_dtype`` or a negative ``extra_score_passes``.
+    """
+    from iomodel.errors import IomodelError
+
+    if int(extra_score_passes) < 0:
+        raise IomodelError(f"extra_score_passes must be 0 or more, got {extra_score_passes}: pass a count of passes")
+    B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
+    sname, w, upcast = _score_dtype(spec, score_dtype)
+    gqa = spec.kv_heads < spec.heads
+    causal = spec.causal
+    # bottom-right with N_q > N_k: the first N_q - N_k rows see no key
+    empty_rows = causal and spec.causal_align == "bottom-right" and spec.seqlen_q > spec.seqlen_k
+    dt = spec.dtype
+
+    E_q = B * H * N_q * d  # Q, O, dQ, dO elements
+    E_k = B * H_kv * N_k * d  # K, V elements
+    E_kr = B * H * N_k * d if gqa else E_k  # K, V after repeat_interleave
+    E_S = B * H * N_q * N_k  # S, P elements
+    E_m = N_q * N_k  # causal mask elements
+    sq, skv, sS, sm = "(B, H, N_q, d)", "(B, H_kv, N_k, d)", "(B, H, N_q, N_k)", "(N_q, N_k)"
+    skr = "(B, H, N_k, d)" if gqa else skv
+    rows: list[Row] = []
+
+    def row(tensor, step, shape, dtype, width, elements, rb=0, wb=0, note=""):
+        rows.append(make_row(tensor, step, "HBM", shape, dtype, width, elements, rb, wb, note))
+
+    # ---------------- forward ----------------
+    k_name, v_name = "K", "V"
+    if gqa:
+        for t in ("K", "V"):
+            step = f"{t}_rep = {t}.repeat_interleave(G, dim=1)"
+            row(t, step, skv, dt, s, E_k, rb=E_k * s, note="GQA: the eager chain copies each KV head G = H/H_kv times.")
+            row(f"{t}_rep", step, skr, dt, s, E_kr, wb=E_kr * s)
+        k_name, v_name = "K_rep", "V_rep"
+    q_name = "Q"
+    if upcast:
+        for src, dst, shape, el in (("Q", "Q32", sq, E_q), (k_name, "K32", skr, E_kr), (v_name, "V32", skr, E_kr)):
+            step = f"{dst} = {src}.to({sname})"
+            row(src, step, shape, dt, s, el, rb=el * s, note=f"Upcast to the score dtype {sname} (MATH-backend style).")
+            row(dst, step, shape, sname, w, el, wb=el * w)
+        q_name, k_name, v_name = "Q32", "K32", "V32"
+    qd, kd = (sname, sname) if upcast else (dt, dt)
+    step = f"S = {q_name} @ {k_name}ᵀ"
+    row(q_name, step, sq, qd, w, E_q, rb=E_q * w, note="Each matmul operand is read once (no reuse above SRAM).")
+    row(k_name, step, skr, kd, w, E_kr, rb=E_kr * w)
+    row("S", step, sS, sname, w, E_S, wb=E_S * w, note="The full score matrix is materialised in HBM.")
+    row("S", "S = S * sm_scale", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w, note="Separate elementwise pass.")
+    for k in range(int(extra_score_passes)):
+        row("S", f"extra elementwise pass {k + 1} on S", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w,
+            note="Optional extra elementwise pass (bias, soft-cap ...).")
+    if causal:
+        row("mask", "mask = torch.ones(N_q, N_k, dtype=bool)", sm, "bool", MASK_WIDTH, E_m, wb=E_m,
+            note="One mask for all (batch, head), 1 byte per element.")
+        row("mask", "mask = mask.tril(diagonal=off)", sm, "bool", MASK_WIDTH, E_m, rb=E_m, wb=E_m)
+        row("mask", "~mask", sm, "bool", MASK_WIDTH, E_m, rb=E_m)
+        row("~mask", "~mask", sm, "bool", MASK_WIDTH, E_m, wb=E_m)
+        row("S", "S = S.masked_fill(~mask, -inf)", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
+        row("~mask", "S = S.masked_fill(~mask, -inf)", sm, "bool", MASK_WIDTH, E_m, rb=E_m,
+            note="The broadcast mask is read once (its re-reads across (B, H) are not counted).")
+    if with_lse:
+        row("S", "LSE = torch.logsumexp(S, -1)", sS, sname, w, E_S, rb=E_S * w)
+        row("LSE", "LSE = torch.logsumexp(S, -1)", "(B, H, N_q)", "fp32", LSE_WIDTH, B * H * N_q,
+            wb=B * H * N_q * LSE_WIDTH)
+    row("S", "P = softmax(S, dim=-1)", sS, sname, w, E_S, rb=E_S * w)
+    row("P", "P = softmax(S, dim=-1)", sS, sname, w, E_S, wb=E_S * w, note="P has the dtype of S.")
+    if empty_rows:
+        step = "row_empty = ~mask.any(-1)"
+        row("mask", step, sm, "bool", MASK_WIDTH, E_m, rb=E_m,
+            note="Only when some query row sees no key (bottom-right, N_q > N_k).")
+        row("row_empty", step, "(N_q,)", "bool", MASK_WIDTH, N_q, rb=N_q, wb=2 * N_q,
+            note="any() writes N_q bytes, ~ reads and writes them.")
+        row("P", "P = P.masked_fill(row_empty[..., None], 0)", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w,
+            note="Rows that see no key get P = 0, so O = 0 (softmax of all -inf is NaN).")
+        row("row_empty", "P = P.masked_fill(row_empty[..., None], 0)", "(N_q,)", "bool", MASK_WIDTH, N_q, rb=N_q)
+    if dropout:
+        row("P", "P = dropout(P)", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w, note="Optional dropout pass.")
+        row("dropout_mask", "P = dropout(P)", sS, "bool", MASK_WIDTH, E_S, wb=E_S,
+            note="native_dropout writes a 1-byte keep-mask, saved for backward.")
+    o_name = "O32" if upcast else "O"
+    step = f"{o_name} = P @ {v_name}"
+    row("P", step, sS, sname, w, E_S, rb=E_S * w)
+    row(v_name, step, skr, kd, w, E_kr, rb=E_kr * w)
+    row(o_name, step, sq, sname, w, E_q, wb=E_q * w)
+    if upcast:
+        row("O32", f"O = O32.to({dt})", sq, sname, w, E_q, rb=E_q * w)
+        row("O", f"O = O32.to({dt})", sq, dt, s, E_q, wb=E_q * s)
+
+    # ---------------- backward (autograd of the chain above) ----------------
+    if spec.backward:
+        do = "dO"
+        if upcast:
+            row("dO", f"dO32 = dO.to({sname})", sq, dt, s, E_q, rb=E_q * s, note="Backward of O = O32.to(dtype).")
+            row("dO32", f"dO32 = dO.to({sname})", sq, sname, w, E_q, wb=E_q * w)
+            do = "dO32"
+        # O = P @ V  ->  dP = dO Vᵀ, dV = Pᵀ dO
+        step = f"dP = {do} @ {v_name}ᵀ"
+        row(do, step, sq, qd, w, E_q, rb=E_q * w, note="Backward of O = P V (autograd saved P and V).")
+        row(v_name, step, skr, kd, w, E_kr, rb=E_kr * w)
+        row("dP", step, sS, sname, w, E_S, wb=E_S * w)
+        dv = "dV32" if upcast else ("dV_rep" if gqa else "dV")
+        step = f"{dv} = Pᵀ @ {do}"
+        row("P", step, sS, sname, w, E_S, rb=E_S * w)
+        row(do, step, sq, qd, w, E_q, rb=E_q * w)
+        row(dv, step, skr, kd, w, E_kr, wb=E_kr * w)
+        if dropout:
+            step = "dP = dropout_backward(dP, dropout_mask)"
+            row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
+            row("dropout_mask", step, sS, "bool", MASK_WIDTH, E_S, rb=E_S)
+        if empty_rows:
+            step = "dP = dP.masked_fill(row_empty[..., None], 0)"
+            row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
+            row("row_empty", step, "(N_q,)", "bool", MASK_WIDTH, N_q, rb=N_q)
+        step = "dS = softmax_backward(dP, P)"
+        row("dP", step, sS, sname, w, E_S, rb=E_S * w, note="dS = P ∘ (dP − rowsum(dP ∘ P)), one fused op.")
+        row("P", step, sS, sname, w, E_S, rb=E_S * w)
+        row("dS", step, sS, sname, w, E_S, wb=E_S * w)
+        if causal:
+            step = "dS = dS.masked_fill(~mask, 0)"
+            row("dS", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
+            row("~mask", step, sm, "bool", MASK_WIDTH, E_m, rb=E_m, note="Autograd saved the inverted mask.")
+        for k in range(int(extra_score_passes)):
+            row("dS", f"backward of extra pass {k + 1}", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
+        row("dS", "dS = dS * sm_scale", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
+        dq = "dQ32" if upcast else "dQ"
+        dk = "dK32" if upcast else ("dK_rep" if gqa else "dK")
+        step = f"{dq} = dS @ {k_name}"
+        row("dS", step, sS, sname, w, E_S, rb=E_S * w, note="Backward of S = Q Kᵀ (autograd saved Q and K).")
+        row(k_name, step, skr, kd, w, E_kr, rb=E_kr * w)
+        row(dq, step, sq, qd, w, E_q, wb=E_q * w)
+        step = f"{dk} = dSᵀ @ {q_name}"
+        row("dS", step, sS, sname, w, E_S, rb=E_S * w)
+        row(q_name, step, sq, qd, w, E_q, rb=E_q * w)
+        row(dk, step, skr, kd, w, E_kr, wb=E_kr * w)
+        if upcast:
+            for src, dst, shape, el in (("dQ32", "dQ", sq, E_q),
+                                        ("dK32", "dK_rep" if gqa else "dK", skr, E_kr),
+                                        ("dV32", "dV_rep" if gqa else "dV", skr, E_kr)):
+                step = f"{dst} = {src}.to({dt})"
+                row(src, step, shape, sname, w, el, rb=el * w, note="Backward of the upcast.")
+                row(dst, step, shape, dt, s, el, wb=el * s)
+        if gqa:
+            for t in ("dK", "dV"):
+                step = f"{t} = {t}_rep.view(B, H_kv, G, N_k, d).sum(2)"
+                row(f"{t}_rep", step, skr, dt, s, E_kr, rb=E_kr * s,
+                    note="Backward of repeat_interleave: sum over the G query heads of a group.")
+                row(t, step, skv, dt, s, E_k, wb=E_k * s)
+
+    # ---------------- allocations (resident in HBM at the peak step) ----------------
+    alloc = [
+        Allocation("Q", sq, dt, E_q * s, "input"),
+        Allocation("K", skv, dt, E_k * s, "input"),
+        Allocation("V", skv, dt, E_k * s, "input"),
+        Allocation("O", sq, dt, E_q * s, "output"),
+    ]
+    if gqa:
+        alloc += [Allocation("K_rep", skr, dt, E_kr * s, "GQA copy"), Allocation("V_rep", skr, dt, E_kr * s, "GQA copy")]
+    if upcast:
+        alloc += [Allocation(n, sh, sname, el * w, "upcast copy")
+                  for n, sh, el in (("Q32", sq, E_q), ("K32", skr, E_kr), ("V32", skr, E_kr), ("O32", sq, E_q))]
+    n_scores = 3 if spec.backward else 2
+    alloc.append(Allocation(
+        "S, P" + (", dP/dS" if spec.backward else ""), sS, sname, n_scores * E_S * w,
+        f"{n_scores} score-sized tensors live at once: "
+        + ("P (saved), dP and dS during softmax_backward" if spec.backward else "S and P during softmax (or old and new S)"),
+    ))
+    if causal:
+        alloc.append(Allocation("mask, ~mask", sm, "bool", 2 * E_m * MASK_WIDTH, "causal mask and its inverse"))
+    if dropout:
+        alloc.append(Allocation("dropout_mask", sS, "bool", E_S * MASK_WIDTH, "saved for backward"))
+    if with_lse:
+        alloc.append(Allocation("LSE", "(B, H, N_q)", "fp32", B * H * N_q * LSE_WIDTH, "output"))
+    if spec.backward:
+        alloc += [Allocation("dO", sq, dt, E_q * s, "input of the backward"),
+                  Allocation("dQ", sq, dt, E_q * s, "output"),
+                  Allocation("dK", skv, dt, E_k * s, "output"),
+                  Allocation("dV", skv, dt, E_k * s, "output")]
+
+    # FLOPs actually executed by the matmuls: the eager chain computes all N_q·N_k scores
+    # whatever the mask (2 matmuls forward, 4 backward: dP, dV, dQ, dK; no recomputation).
+    mm = 2 * B * H * N_q * N_k * d
+    flops = 2 * mm + (4 * mm if spec.backward else 0)
+    return AlgorithmModel(
+        name="baseline",
+        title="Eager attention, materialised scores (S = QKᵀ → softmax → PV)",
+        source="PyTorch SDPA MATH backend / eager op chain (kernels/baseline.py); Dao et al. 2022 Algorithm 0",
+        rows=rows,
+        allocated=alloc,
+        flops=flops,
+    )
+
+
+__all__ = ["baseline_model", "MASK_WIDTH", "FP32_WIDTH"]

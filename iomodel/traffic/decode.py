@@ -1,0 +1,116 @@
+"""Decode: a few query rows (seqlen_q <= 16) against a long KV cache, split-KV with a combine.
+
+Follows ``docs/traffic-contract.md`` ("Decode (split-KV)") exactly:
+
+* one program handles ``P = heads_per_program`` query heads of one GQA group (P divides
+  G = H/H_kv) as its P·N_q rows; grid ``(num_splits, B·H_kv·G/P)``, i.e. B·H/P programs
+  per split;
+* split ``sp`` covers keys ``[sp·L, min((sp+1)·L, N_k))`` with
+  ``L = BLOCK_N·⌈⌈N_k/num_splits⌉/BLOCK_N⌉``; the ``⌈N_k/L⌉`` non-empty splits load Q
+  (their P·N_q rows) and their K/V blocks; empty splits load nothing;
+* K/V: blocks of BLOCK_N keys from the split start, masked to the split end; causal: blocks
+  whose first key is >= hi = clamp(N_q + off, 0, N_k) are skipped. Because L is a multiple
+  of BLOCK_N, the splits together load min(N_k, BLOCK_N·⌈hi/BLOCK_N⌉) keys per program group
+  (N_k without a mask) — so K/V traffic is that times d·s per group of P query heads;
+* ``num_splits == 1``: O (dtype) and LSE (fp32) written directly; ``num_splits > 1``: every
+  program (empty splits included) writes an fp32 partial O (P·N_q × d) and partial LSE
+  (P·N_q), and a combine kernel reads all partials of a (b, h) and writes O and LSE once.
+
+Sources: Dao et al. 2023, "Flash-Decoding for long-context inference" (split-KV and the
+log-sum-exp combine); the contract above for the exact element requests.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling
+from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, both_levels, make_row
+from iomodel.traffic.tiled_fwd import causal_offset_expr, visible_pairs_expr
+
+
+def decode_key_rows(spec: LayerSpec) -> sp.Expr:
+    """Keys one program group (P query heads of one KV head) loads over all splits (rows).
+
+    N_k without a mask; causal: min(N_k, BLOCK_N·⌈hi/BLOCK_N⌉), hi = clamp(N_q + off, 0, N_k).
+    """
+    if not spec.causal:
+        return SYM.N_k
+    hi = sp.Max(0, sp.Min(SYM.N_q + causal_offset_expr(spec), SYM.N_k))
+    return sp.Min(SYM.N_k, SYM.BLOCK_N * sp.ceiling(hi / SYM.BLOCK_N))
+
+
+def split_length() -> sp.Expr:
+    """Keys per split L = BLOCK_N·⌈⌈N_k/num_splits⌉/BLOCK_N⌉ (a multiple of BLOCK_N)."""
+    return SYM.BLOCK_N * sp.ceiling(sp.ceiling(SYM.N_k / SYM.splits) / SYM.BLOCK_N)
+
+
+def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
+    """The bundled kernel's decode path (split-KV + combine), SRAM_fill rows = HBM rows.
+
+    Tensors: Q, O ``(B, H, N_q, d)`` dtype s; K, V ``(B, H_kv, N_k, d)``; LSE ``(B, H, N_q)``
+    fp32; partial O ``(num_splits, B, H, N_q, d)`` fp32 and partial LSE
+    ``(num_splits, B, H, N_q)`` fp32 when num_splits > 1. Units: bytes, FLOPs.
+
+    Raises:
+        Nothing itself; ``build_model`` validates heads_per_program and seqlen_q.
+    """
+    B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
+    splits, P = SYM.splits, SYM.P
+    dt = spec.dtype
+    E_q, E_k, E_l = B * H * N_q * d, B * H_kv * N_k * d, B * H * N_q
+    groups = B * sp.floor(H / P)  # program groups per split: B·H_kv·(G/P) = B·H/P
+    nonempty = sp.ceiling(N_k / split_length())
+    kv = decode_key_rows(spec)
+    step = "decode kernel (split-KV)" if tiling.num_splits > 1 else "decode kernel"
+    kv_note = ("Each group of P = heads_per_program query heads reads its KV head's keys once over all splits"
+               + (" (causal: blocks from hi = clamp(N_q + off, 0, N_k) on skipped)." if spec.causal else "."))
+    rows = [
+        make_row("Q", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, E_q * s * nonempty, 0,
+                 "Each non-empty split's program loads its P·N_q query rows once: ⌈N_k/L⌉ reads of Q."),
+        make_row("K", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, groups * kv * d * s, 0, kv_note),
+        make_row("V", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, groups * kv * d * s, 0, kv_note),
+    ]
+    alloc = [
+        Allocation("Q", "(B, H, N_q, d)", dt, E_q * s, "input"),
+        Allocation("K", "(B, H_kv, N_k, d)", dt, E_k * s, "input (KV cache)"),
+        Allocation("V", "(B, H_kv, N_k, d)", dt, E_k * s, "input (KV cache)"),
+        Allocation("O", "(B, H, N_q, d)", dt, E_q * s, "output"),
+        Allocation("LSE", "(B, H, N_q)", "fp32", E_l * LSE_WIDTH, "output"),
+    ]
+    if tiling.num_splits == 1:
+        rows += [
+            make_row("O", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, 0, E_q * s, "num_splits == 1: written directly."),
+            make_row("LSE", step, "SRAM_fill", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, 0, E_l * LSE_WIDTH,
+                     "num_splits == 1: written directly."),
+        ]
+    else:
+        so, sl = "(num_splits, B, H, N_q, d)", "(num_splits, B, H, N_q)"
+        e_po, e_pl = splits * E_q, splits * E_l
+        rows += [
+            make_row("O_partial", step, "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, 0, e_po * FP32_WIDTH,
+                     "Every split writes its fp32 partial O (empty splits write 0)."),
+            make_row("LSE_partial", step, "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, 0, e_pl * FP32_WIDTH,
+                     "Every split writes its partial LSE (empty splits write −inf)."),
+            make_row("O_partial", "combine kernel", "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, e_po * FP32_WIDTH, 0,
+                     "The combine reads all partials of each (b, h)."),
+            make_row("LSE_partial", "combine kernel", "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, e_pl * FP32_WIDTH, 0),
+            make_row("O", "combine kernel", "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, 0, E_q * s, "Written once."),
+            make_row("LSE", "combine kernel", "SRAM_fill", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, 0, E_l * LSE_WIDTH,
+                     "Written once."),
+        ]
+        alloc += [
+            Allocation("O_partial", so, "fp32", e_po * FP32_WIDTH, "split-KV partials"),
+            Allocation("LSE_partial", sl, "fp32", e_pl * FP32_WIDTH, "split-KV partials"),
+        ]
+    return AlgorithmModel(
+        name="tiled",
+        title="Decode, split-KV with heads_per_program GQA packing (the bundled Triton kernel)",
+        source="docs/traffic-contract.md (decode); Flash-Decoding (Dao et al. 2023)",
+        rows=both_levels(rows),
+        allocated=alloc,
+        flops=4 * B * H * d * visible_pairs_expr(spec),
+    )
+
+
+__all__ = ["decode_key_rows", "decode_model", "split_length"]
