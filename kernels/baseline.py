@@ -1,0 +1,137 @@
+"""The eager (materialised-scores) attention baseline, op for op as the traffic model counts it.
+
+The traffic model's ``baseline`` algorithm (``iomodel/traffic``) counts exactly the ops
+below; each numbered step is ONE torch op that reads its inputs once and writes its
+output once (HBM no-reuse model). Keep the two in step (``docs/helpers`` api agreement).
+
+1. GQA only (H_kv < H): ``k_rep = k.repeat_interleave(G, dim=1)``, same for v.
+2. ``score_dtype`` given and != q.dtype: ``q.to(score_dtype)``, ``k_rep.to(...)``,
+   ``v_rep.to(...)`` (PyTorch's MATH backend keeps fp32 intermediates for half inputs).
+3. ``S = q @ k.transpose(-2, -1)`` (transpose is a view), S in the score dtype.
+4. ``S = S * sm_scale`` (a separate elementwise pass).
+5. causal only: ``mask = torch.ones(N_q, N_k, dtype=torch.bool).tril(diagonal=off)``
+   (two ops: ones, tril), ``inv = ~mask`` (one op), ``S = S.masked_fill(inv, -inf)``.
+6. ``P = torch.softmax(S, dim=-1)``; only when some row sees no key (causal bottom-right
+   with N_q > N_k): ``P = P.masked_fill(inv[:, :1], 0)`` — row m sees no key iff key 0
+   is masked, so ``inv[:, :1]`` (a view) marks exactly the empty rows; softmax gives NaN
+   there and this op sets those rows to 0.
+7. ``O = P @ v``; if the score dtype != q.dtype: ``O = O.to(q.dtype)``.
+8. (``eager_attention_with_lse`` only) ``lse = torch.logsumexp(S, -1)`` on the masked,
+   scaled S; if S is not fp32, ``lse.to(torch.float32)`` (one more op).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels._inputs import causal_offset, check_inputs
+
+
+def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtype:
+    if score_dtype is None:
+        return q.dtype
+    if isinstance(score_dtype, torch.dtype):
+        return score_dtype
+    from iomodel.errors import IomodelError
+
+    names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
+             "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp64": torch.float64, "float64": torch.float64}
+    key = str(score_dtype).lower().removeprefix("torch.")
+    if key not in names:
+        raise IomodelError(f"score_dtype {score_dtype!r} is unknown: use fp32, fp16, bf16 or None")
+    return names[key]
+
+
+def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse):
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale)
+    G = shape.group
+    N_q, N_k = shape.seqlen_q, shape.seqlen_k
+    sd = _dtype(score_dtype, q)
+    # 1. GQA: materialise the KV heads per query head (one op per tensor).
+    if G > 1:
+        k = k.repeat_interleave(G, dim=1)  # (B, H, N_k, d)
+        v = v.repeat_interleave(G, dim=1)  # (B, H, N_k, d)
+    # 2. upcast copies for the score dtype.
+    if sd != q.dtype:
+        q = q.to(sd)  # (B, H, N_q, d)
+        k = k.to(sd)
+        v = v.to(sd)
+    # 3. scores, 4. scale.
+    s = q @ k.transpose(-2, -1)  # (B, H, N_q, N_k) score dtype
+    s = s * sm_scale
+    inv = None
+    if causal:
+        off = causal_offset(causal_align, N_q, N_k)
+        # 5. mask (bool, 1 byte per element): ones, tril, invert, masked_fill.
+        mask = torch.ones(N_q, N_k, dtype=torch.bool, device=q.device).tril(diagonal=off)  # (N_q, N_k)
+        inv = ~mask
+        s = s.masked_fill(inv, float("-inf"))
+    # 6. softmax (NaN on rows that see no key, fixed by one masked_fill).
+    p = torch.softmax(s, dim=-1)  # (B, H, N_q, N_k) score dtype
+    if inv is not None and _has_empty_row(N_q, N_k, causal_align):
+        p = p.masked_fill(inv[:, :1], 0.0)
+    # 7. output.
+    o = p @ v  # (B, H, N_q, d) score dtype
+    if o.dtype != _TORCH_DTYPES[shape.dtype]:
+        o = o.to(_TORCH_DTYPES[shape.dtype])
+    if not with_lse:
+        return o
+    # 8. LSE of the masked, scaled scores (fp32).
+    lse = torch.logsumexp(s, dim=-1)  # (B, H, N_q)
+    if lse.dtype != torch.float32:
+        lse = lse.to(torch.float32)
+    return o, lse
+
+
+def _has_empty_row(seqlen_q: int, seqlen_k: int, causal_align: str) -> bool:
+    """Whether a causal mask leaves some query row without any key (row 0: 0 + off < 0)."""
+    return causal_offset(causal_align, seqlen_q, seqlen_k) < 0
+
+
+_TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def eager_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    causal_align: str = "top-left",
+    sm_scale: float | None = None,
+    score_dtype: torch.dtype | str | None = None,
+) -> torch.Tensor:
+    """Eager attention with materialised scores, exactly the op chain of the module docstring.
+
+    Args:
+        q: ``(B, H, N_q, d)`` fp16/bf16/fp32.
+        k, v: ``(B, H_kv, N_k, d)``, H divisible by H_kv.
+        causal: apply the causal mask.
+        causal_align: ``top-left`` (PyTorch ``is_causal``) or ``bottom-right`` (flash-attn >= 2.1).
+        sm_scale: score scale, default ``1 / sqrt(d)``.
+        score_dtype: dtype of S, P and the O accumulator (``None``: q's dtype; ``fp32``:
+            PyTorch MATH backend behaviour for half inputs).
+
+    Returns:
+        o ``(B, H, N_q, d)`` in q's dtype; rows that see no key are 0.
+
+    Raises:
+        IomodelError: bad shapes, dtypes, alignment, scale or score dtype.
+    """
+    return _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse=False)
+
+
+def eager_attention_with_lse(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    causal_align: str = "top-left",
+    sm_scale: float | None = None,
+    score_dtype: torch.dtype | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`eager_attention` plus ``lse = torch.logsumexp(S, -1)`` (step 8), as fp32 ``(B, H, N_q)``.
+
+    Raises:
+        IomodelError: as :func:`eager_attention`.
+    """
+    return _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse=True)

@@ -1,0 +1,707 @@
+"""The bundled Triton FlashAttention forward kernel (prefill and split-KV decode).
+
+``flash_attention(q, k, v, causal, causal_align, sm_scale) -> (o, lse)`` with q
+``(B, H, N_q, d)``, k and v ``(B, H_kv, N_k, d)``, o like q and lse ``(B, H, N_q)`` fp32
+(natural log-sum-exp of the scaled, masked scores of each row).
+
+What every program loads and stores follows ``docs/traffic-contract.md`` exactly (the
+interpreter counts the requested bytes and compares them with the traffic model):
+
+* prefill (``N_q > 16``): Q-stationary forward (FlashAttention-2, Dao 2023, Algorithm 1;
+  Triton tutorial ``06-fused-attention.py``). Grid ``(T_r, B*H)``, axis 0 the query tile.
+  Online softmax in fp32 with exp2; causal K/V blocks above the diagonal are skipped,
+  blocks fully below it run without a mask (stage 1), blocks crossing it or the key tail
+  run masked (stage 2). Two variants move the same blocks:
+
+  - ``prefill``: pointer loads (``tl.load`` with masks): any GPU and Triton's interpreter.
+  - ``prefill-tma``: host-side tensor descriptors (TMA) of rank 4 over the real
+    ``(B, H, N, d)`` extents, so TMA clips ragged tails at each head's own sequence
+    bound; used on sm_90 for fp16/bf16, power-of-two HEAD_DIM 16..256 and 16-byte
+    aligned strides. It also runs in the interpreter when forced (``path=``).
+
+* decode (``N_q <= 16``): split-KV (Flash-Decoding). Grid ``(num_splits, B*H_kv*(G/P))``;
+  one program packs P query heads of one GQA group into its rows, covers one split of
+  the KV cache and writes a partial O and LSE (fp32) that a separate combine kernel
+  merges by their LSEs (or O and LSE directly when ``num_splits == 1``).
+
+Conventions: GQA/MQA by index mapping (query head h reads KV head ``h // G``); causal
+top-left (PyTorch ``is_causal``) or bottom-right (flash-attn >= 2.1); a row that sees no
+key gets o = 0 and lse = −inf (never NaN). fp32 inputs use exact ``ieee`` dots (not TF32);
+fp16/bf16 inputs accumulate in fp32 and round P to the input dtype for the P·V dot, as
+FlashAttention does.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from iomodel.errors import IomodelError
+from kernels import heuristics as hx
+from kernels._inputs import causal_offset, check_inputs
+from kernels.heuristics import KernelConfig
+
+try:  # triton >= 3.3
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - older triton
+    TensorDescriptor = None  # type: ignore[assignment,misc]
+
+
+def _interpreting() -> bool:
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None and hasattr(knobs, "runtime"):
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+#: True when this module's kernels were decorated under TRITON_INTERPRET=1 (CPU interpreter).
+INTERPRET = _interpreting()
+
+LOG2E = 1.4426950408889634  # 1 / ln 2: scores are kept in log2 units so exp2 can be used
+LN2 = 0.6931471805599453
+
+__all__ = ["INTERPRET", "KernelConfig", "flash_attention", "kernel_path"]
+
+
+# ====================================================================================
+# Device code
+# ====================================================================================
+@triton.jit
+def _dot(a, b, acc, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """``tl.dot(a, b, acc)``; EMULATE_BF16 (interpreter only): Triton 3.6's interpreter
+    multiplies bf16 bit patterns as integers, so bf16 operands are widened to fp32 first
+    (exact: a bf16 product fits fp32), which is what the GPU's bf16 MMA computes."""
+    if EMULATE_BF16:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+
+
+@triton.jit
+def _to_dtype(x, dtype: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """``x.to(dtype)`` with round-to-nearest-even, as the GPU converts. EMULATE_BF16
+    (interpreter only): Triton 3.6's interpreter truncates fp32 -> bf16, so the rounding is
+    done on the fp32 bits first (then the conversion is exact)."""
+    if EMULATE_BF16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(dtype)
+
+
+@triton.jit
+def _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K, CAUSAL_OFF,
+                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                         EMULATE_BF16: tl.constexpr):
+    """One K/V block of the online softmax (FlashAttention-2, Algorithm 1, lines 8-10).
+
+    q (BLOCK_M, D), k and v (BLOCK_N, D); acc (BLOCK_M, D) fp32; l_i, m_i (BLOCK_M,) fp32,
+    m_i in log2 units of the scaled scores. MASKED: apply key < N_K (and the causal bound
+    when CAUSAL) to the scores; rows whose every score so far is masked keep m_i = -inf,
+    l_i = 0 and acc = 0 (no NaN).
+    """
+    qk = _dot(q, tl.trans(k), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_M, BLOCK_N) fp32
+    if MASKED:
+        keys = start_n + offs_n
+        visible = keys[None, :] < N_K
+        if CAUSAL:
+            visible = visible & (keys[None, :] <= offs_m[:, None] + CAUSAL_OFF)
+        qk = tl.where(visible, qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-masked row: exp2(-inf - 0) = 0
+        p = tl.math.exp2(qk - m_sub[:, None])
+        alpha = tl.math.exp2(m_i - m_sub)
+    else:
+        # every key of the block is visible to every row: scores are finite.
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # qk_scale > 0 (checked on the host)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = _dot(_to_dtype(p, v.dtype, EMULATE_BF16), v, acc, DOT_PRECISION, EMULATE_BF16)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _finish_rows(acc, l_i, m_i):
+    """Normalise: o = acc / l, lse = (m + log2 l) * ln 2; rows that saw no key: o = 0, lse = -inf."""
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    o = acc / l_safe[:, None]
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+    return o, lse
+
+
+@triton.jit
+def _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """Key range of query tile i: stage 1 = [0, full_end) unmasked, stage 2 = [full_end, hi) masked.
+
+    hi (traffic contract): non-causal N_K; causal clamp(min((i+1)*BLOCK_M, N_Q) + off, 0, N_K).
+    full_end: keys every row of the tile sees (< i*BLOCK_M + off + 1), rounded down to BLOCK_N.
+    """
+    if CAUSAL:
+        row_end = tl.minimum((i + 1) * BLOCK_M, N_Q)
+        hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF, 0), N_K)
+        full = tl.minimum(tl.maximum(i * BLOCK_M + CAUSAL_OFF + 1, 0), hi)
+    else:
+        hi = N_K
+        full = N_K
+    full_end = (full // BLOCK_N) * BLOCK_N
+    return full_end, hi
+
+
+@triton.jit
+def _attn_fwd(Q, K, V, O, LSE, sm_scale,
+              stride_qz, stride_qh, stride_qm, stride_qd,
+              stride_kz, stride_kh, stride_kn, stride_kd,
+              stride_vz, stride_vh, stride_vn, stride_vd,
+              stride_oz, stride_oh, stride_om, stride_od,
+              H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET,
+              HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """Prefill forward, pointer loads. Grid (T_r, B*H): program (i, b*H + h)."""
+    i = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // G  # GQA/MQA: KV head by index mapping
+    q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
+    k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
+    o_base = O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
+
+    offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    d_ok = offs_d < HEAD_DIM
+    row_ok = offs_m < N_Q
+
+    # Q tile: rows < N_Q loaded once.
+    q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+
+    full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
+    # stage 1: blocks every row sees entirely (no key tail, no diagonal): no mask.
+    for start_n in tl.range(0, full_end, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        keys = start_n + offs_n
+        if HEAD_DIM == HEAD_DIM_PAD:
+            k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd)
+            v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd)
+        else:
+            k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=d_ok[None, :], other=0.0)
+            v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=d_ok[None, :], other=0.0)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
+                                             CAUSAL_OFF, False, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+    # stage 2: the diagonal and the key tail: loads masked to keys < N_K only (the causal
+    # bound is applied to the scores, never to the loads: traffic contract).
+    for start_n in tl.range(full_end, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        keys = start_n + offs_n
+        kv_ok = (keys < N_K)[:, None] & d_ok[None, :]
+        k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
+        v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
+                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+
+    o, lse = _finish_rows(acc, l_i, m_i)
+    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+             _to_dtype(o, O.dtype.element_ty, EMULATE_BF16),
+             mask=row_ok[:, None] & d_ok[None, :])
+    tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, lse, mask=row_ok)
+
+
+@triton.jit
+def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
+                  H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, IN_DTYPE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                  EMULATE_BF16: tl.constexpr):
+    """Prefill forward, tensor descriptors (TMA). Same grid and blocks as ``_attn_fwd``.
+
+    Descriptors are rank 4 over (B, H, N, d) (K, V: (B, H_kv, N_k, d)) with boxes
+    [1, 1, BLOCK, HEAD_DIM]: TMA zero-fills reads and drops writes beyond each head's
+    sequence bound, which moves exactly the rows the pointer path's masks request.
+    """
+    i = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // G
+    offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+
+    q = desc_q.load([b, h, i * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+
+    full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
+    for start_n in tl.range(0, full_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
+                                             CAUSAL_OFF, False, CAUSAL, "tf32", EMULATE_BF16)
+    for start_n in tl.range(full_end, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
+                                             CAUSAL_OFF, True, CAUSAL, "tf32", EMULATE_BF16)
+
+    o, lse = _finish_rows(acc, l_i, m_i)
+    desc_o.store([b, h, i * BLOCK_M, 0], _to_dtype(o, desc_o.dtype, EMULATE_BF16).reshape(1, 1, BLOCK_M, HEAD_DIM))
+    tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
+
+
+@triton.jit
+def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
+                 stride_qz, stride_qh, stride_qm, stride_qd,
+                 stride_kz, stride_kh, stride_kn, stride_kd,
+                 stride_vz, stride_vh, stride_vn, stride_vd,
+                 stride_oz, stride_oh, stride_om, stride_od,
+                 H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLIT_LEN, NUM_SPLITS,
+                 HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_PER_PROGRAM: tl.constexpr,
+                 CAUSAL: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                 EMULATE_BF16: tl.constexpr):
+    """Split-KV decode. Grid (num_splits, B*H_kv*(G/P)): program (sp, (b*H_kv + hk)*(G/P) + gp).
+
+    Rows r < P*N_Q of the program are (query head hk*G + gp*P + r // N_Q, query r % N_Q).
+    Split sp covers keys [sp*SPLIT_LEN, min((sp+1)*SPLIT_LEN, N_K)); K/V loads are masked
+    to keys < split end; causal blocks whose first key >= hi = clamp(N_Q + off, 0, N_K)
+    are skipped. SPLIT: write fp32 partials (O_PART (B, H, S, N_Q, d), LSE_PART
+    (B, H, S, N_Q)); else write O and LSE directly.
+    """
+    sp = tl.program_id(0)
+    pid = tl.program_id(1)
+    groups = G // HEADS_PER_PROGRAM
+    b = pid // (H_KV * groups)
+    rem = pid % (H_KV * groups)
+    hk = rem // groups
+    gp = rem % groups
+
+    rows = tl.arange(0, BLOCK_M)
+    row_ok = rows < HEADS_PER_PROGRAM * N_Q
+    qm = rows % N_Q  # query row within the head
+    h = hk * G + gp * HEADS_PER_PROGRAM + rows // N_Q  # query head of each row
+    h = tl.where(row_ok, h, hk * G)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    d_ok = offs_d < HEAD_DIM
+
+    q_ptrs = (Q + b.to(tl.int64) * stride_qz + h.to(tl.int64)[:, None] * stride_qh
+              + qm[:, None] * stride_qm + offs_d[None, :] * stride_qd)
+    q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+    k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+
+    start = sp * SPLIT_LEN
+    end = tl.minimum(start + SPLIT_LEN, N_K)
+    stop = end
+    if CAUSAL:
+        stop = tl.minimum(end, tl.minimum(tl.maximum(N_Q + CAUSAL_OFF, 0), N_K))
+    for start_n in tl.range(start, stop, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        keys = start_n + offs_n
+        kv_ok = (keys < end)[:, None] & d_ok[None, :]
+        k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
+        v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, qm, offs_n, end,
+                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+
+    o, lse = _finish_rows(acc, l_i, m_i)
+    if SPLIT:
+        part = ((b.to(tl.int64) * H + h.to(tl.int64)) * NUM_SPLITS + sp) * N_Q + qm  # (BLOCK_M,) row index
+        tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], o, mask=row_ok[:, None] & d_ok[None, :])
+        tl.store(LSE_PART + part, lse, mask=row_ok)
+    else:
+        o_ptrs = (O + b.to(tl.int64) * stride_oz + h.to(tl.int64)[:, None] * stride_oh
+                  + qm[:, None] * stride_om + offs_d[None, :] * stride_od)
+        tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=row_ok[:, None] & d_ok[None, :])
+        tl.store(LSE + (b.to(tl.int64) * H + h.to(tl.int64)) * N_Q + qm, lse, mask=row_ok)
+
+
+@triton.jit
+def _attn_decode_combine(O, LSE, O_PART, LSE_PART,
+                         stride_oz, stride_oh, stride_om, stride_od,
+                         H, N_Q, NUM_SPLITS,
+                         HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_Q: tl.constexpr,
+                         EMULATE_BF16: tl.constexpr):
+    """Merge the split-KV partials of one (b, h): grid (B*H,).
+
+    O = sum_s exp(lse_s - lse) O_s, lse = log sum_s exp(lse_s) (Flash-Decoding; Dao et al.
+    2023). Reads every partial of (b, h) once, writes O (dtype) and LSE (fp32) once.
+    """
+    bh = tl.program_id(0)
+    b = bh // H
+    h = bh % H
+    offs_q = tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    q_ok = offs_q < N_Q
+    od_ok = q_ok[:, None] & (offs_d < HEAD_DIM)[None, :]
+    m = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
+    l = tl.zeros([BLOCK_Q], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_Q, HEAD_DIM_PAD], dtype=tl.float32)
+    for s in range(NUM_SPLITS):
+        row = (bh.to(tl.int64) * NUM_SPLITS + s) * N_Q + offs_q
+        lse_s = tl.load(LSE_PART + row, mask=q_ok, other=float("-inf"))
+        o_s = tl.load(O_PART + row[:, None] * HEAD_DIM + offs_d[None, :], mask=od_ok, other=0.0)
+        m_new = tl.maximum(m, lse_s)
+        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp(m - m_sub)
+        w = tl.exp(lse_s - m_sub)
+        l = l * alpha + w
+        acc = acc * alpha[:, None] + w[:, None] * o_s
+        m = m_new
+    empty = l == 0.0
+    l_safe = tl.where(empty, 1.0, l)
+    o = acc / l_safe[:, None]
+    lse = tl.where(empty, float("-inf"), m + tl.log(l_safe))
+    o_ptrs = (O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
+              + offs_q[:, None] * stride_om + offs_d[None, :] * stride_od)
+    tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=od_ok)
+    tl.store(LSE + bh.to(tl.int64) * N_Q + offs_q, lse, mask=q_ok)
+
+
+# ====================================================================================
+# Autotuned wrappers (GPU only; the interpreter runs one fixed configuration)
+# ====================================================================================
+_TUNE_KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "CAUSAL"]
+
+
+def _tma_pre_hook(nargs: dict[str, Any]) -> None:
+    """Set the descriptors' boxes to the config's tiles (Triton tutorial 06 does the same)."""
+    bm, bn, d = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["HEAD_DIM"]
+    nargs["desc_q"].block_shape = [1, 1, bm, d]
+    nargs["desc_o"].block_shape = [1, 1, bm, d]
+    nargs["desc_k"].block_shape = [1, 1, bn, d]
+    nargs["desc_v"].block_shape = [1, 1, bn, d]
+
+
+def _triton_configs(choices: list[hx.TileChoice], tma: bool) -> list[Any]:
+    out = []
+    for c in choices:
+        kw: dict[str, Any] = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n}
+        if tma:
+            kw["WARP_SPECIALIZE"] = c.warp_specialize
+        out.append(triton.Config(kw, num_warps=c.num_warps, num_stages=c.num_stages,
+                                 pre_hook=_tma_pre_hook if tma else None))
+    return out
+
+
+_TUNED: dict[tuple, Any] = {}
+
+
+def _tuned_kernel(path: str, head_dim: int, dtype: str, causal: bool) -> Any:
+    """The ``triton.autotune`` wrapper of one shape class (its own candidate list)."""
+    key = (path, hx.head_dim_padded(head_dim), dtype, causal)
+    if key not in _TUNED:
+        tma = path == "prefill-tma"
+        choices = hx.prefill_candidates(head_dim, dtype, causal, path)
+        _TUNED[key] = triton.autotune(configs=_triton_configs(choices, tma), key=_TUNE_KEY)(
+            _attn_fwd_tma if tma else _attn_fwd)
+    return _TUNED[key]
+
+
+def _choice_to_config(c: Any, path: str) -> KernelConfig:
+    kw = c.kwargs
+    return KernelConfig(block_m=kw["BLOCK_M"], block_n=kw["BLOCK_N"], num_warps=c.num_warps,
+                        num_stages=c.num_stages, path=path, warp_specialize=bool(kw.get("WARP_SPECIALIZE", False)))
+
+
+# ====================================================================================
+# Host side
+# ====================================================================================
+_TORCH_TO_TL_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+def _alloc(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Allocate an output or partial buffer (uninitialised; every element is written).
+
+    Tests replace this function to poison the buffers and prove every element is written.
+    """
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return hx.INTERPRETER_NUM_SMS
+
+
+def _tma_ok(*tensors: torch.Tensor) -> bool:
+    """Whether host tensor descriptors can describe these tensors (16-byte base and strides, unit last stride)."""
+    if TensorDescriptor is None:
+        return False
+    for t in tensors:
+        s = t.element_size()
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or any((st * s) % 16 for st in t.stride()[:-1]):
+            return False
+    return True
+
+
+def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
+    """The path :func:`flash_attention` takes for these inputs (without ``path=``).
+
+    ``decode-split-kv`` when seqlen_q <= 16; ``prefill-tma`` on an sm_90 GPU for fp16/bf16
+    with a power-of-two HEAD_DIM in 16..256 and TMA-aligned tensors; else ``prefill``
+    (pointer loads; always in the interpreter).
+    """
+    if q.shape[2] <= hx.DECODE_MAX_SEQLEN_Q:
+        return "decode-split-kv"
+    d = q.shape[-1]
+    if (
+        not INTERPRET
+        and q.is_cuda
+        and torch.cuda.get_device_capability(q.device)[0] == 9
+        and q.dtype in (torch.float16, torch.bfloat16)
+        and d == hx.head_dim_padded(d)
+        and _tma_ok(q, k, v)
+    ):
+        return "prefill-tma"
+    return "prefill"
+
+
+def _check_device(q: torch.Tensor) -> None:
+    if INTERPRET:
+        return
+    if not q.is_cuda:
+        raise IomodelError(
+            f"the Triton kernel needs CUDA tensors, got tensors on {q.device}: move them to a GPU, "
+            "or set TRITON_INTERPRET=1 before importing kernels.flash_attention to run Triton's CPU interpreter"
+        )
+
+
+def _check_config(config: KernelConfig, path: str) -> None:
+    for name in ("block_m", "block_n"):
+        val = getattr(config, name)
+        if not (isinstance(val, int) and 16 <= val <= 256 and hx.next_pow2(val) == val):
+            raise IomodelError(f"config.{name} must be a power of two in 16..256, got {val!r}: change it")
+    if config.num_warps not in (1, 2, 4, 8, 16):
+        raise IomodelError(f"config.num_warps must be 1, 2, 4, 8 or 16, got {config.num_warps!r}: change it")
+    if not (isinstance(config.num_stages, int) and config.num_stages >= 1):
+        raise IomodelError(f"config.num_stages must be a positive integer, got {config.num_stages!r}: change it")
+    if config.path != path:
+        raise IomodelError(f"config.path is {config.path!r} but this call runs {path!r}: set config.path={path!r}")
+
+
+def flash_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    causal_align: str = "top-left",
+    sm_scale: float | None = None,
+    return_config: bool = False,
+    *,
+    config: KernelConfig | None = None,
+    path: str | None = None,
+    autotune: bool | None = None,
+    num_sms: int | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, KernelConfig]:
+    """FlashAttention forward: ``o = softmax(sm_scale · q kᵀ + mask) v`` and its LSE.
+
+    Args:
+        q: ``(B, H, N_q, d)`` fp16, bf16 or fp32, on CUDA (or CPU under TRITON_INTERPRET=1).
+        k, v: ``(B, H_kv, N_k, d)``, same dtype and device; H divisible by H_kv (GQA/MQA by
+            index mapping, no copies).
+        causal: apply the causal mask.
+        causal_align: ``top-left`` (row m sees keys n <= m, PyTorch ``is_causal``) or
+            ``bottom-right`` (n <= m + N_k - N_q, flash-attn >= 2.1, KV-cache decode).
+        sm_scale: score scale (> 0), default ``1 / sqrt(d)``.
+        return_config: also return the :class:`KernelConfig` that ran.
+        config: run exactly these tiles (``path`` must match the call's path); ``None``:
+            autotuned on a GPU (or :func:`heuristics.prefill_default` if ``autotune`` is
+            False), the fixed interpreter tiles on a CPU, :func:`heuristics.decode_config`
+            for decode.
+        path: force ``prefill``, ``prefill-tma`` or ``decode-split-kv`` (decode needs
+            N_q <= 16); ``None``: :func:`kernel_path`.
+        autotune: prefill on a GPU only; default True there.
+        num_sms: SM count for the split-KV heuristic (default: the device's; 4 in the interpreter).
+        out: preallocated ``(o, lse)`` of shapes ``(B, H, N_q, d)`` (q's dtype) and
+            ``(B, H, N_q)`` fp32, contiguous, on q's device.
+
+    Returns:
+        ``(o, lse)`` or ``(o, lse, config)``: o like q (q's dtype), lse ``(B, H, N_q)``
+        fp32 natural-log LSE. A row that sees no key (causal bottom-right with
+        N_q > N_k) has o = 0 and lse = −inf.
+
+    Raises:
+        IomodelError: non-tensor or non-floating input (integer dtypes), mixed dtypes or
+            devices, mismatched batch/heads/HEAD_DIM, H not a multiple of H_kv, HEAD_DIM
+            > 256, an unknown alignment, a non-positive scale, non-CUDA tensors outside
+            the interpreter, an impossible forced path or config, or a bad ``out``.
+    """
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, max_head_dim=hx.MAX_HEAD_DIM)
+    _check_device(q)
+    chosen = path or kernel_path(q, k, v)
+    if chosen not in hx.PATHS:
+        raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(hx.PATHS)} or None")
+    if chosen == "decode-split-kv" and shape.seqlen_q > hx.DECODE_MAX_SEQLEN_Q:
+        raise IomodelError(
+            f"the decode path takes seqlen_q <= {hx.DECODE_MAX_SEQLEN_Q}, got {shape.seqlen_q}: use path='prefill'"
+        )
+    if chosen == "prefill-tma":
+        d = shape.head_dim
+        if q.dtype == torch.float32 or d != hx.head_dim_padded(d) or not _tma_ok(q, k, v):
+            raise IomodelError(
+                "path 'prefill-tma' needs fp16/bf16, a power-of-two HEAD_DIM >= 16 and 16-byte aligned, "
+                "last-dim-contiguous q, k, v: use path='prefill' or make the tensors contiguous"
+            )
+    if causal not in (True, False):
+        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    B, H, N_q, d = q.shape
+    off = causal_offset(causal_align, shape.seqlen_q, shape.seqlen_k) if causal else 0
+
+    if out is None:
+        o = _alloc((B, H, N_q, d), q.dtype, q.device)
+        lse = _alloc((B, H, N_q), torch.float32, q.device)
+    else:
+        o, lse = out
+        if (not isinstance(o, torch.Tensor) or not isinstance(lse, torch.Tensor) or tuple(o.shape) != (B, H, N_q, d)
+                or o.dtype != q.dtype or tuple(lse.shape) != (B, H, N_q) or lse.dtype != torch.float32
+                or not lse.is_contiguous() or o.device != q.device or lse.device != q.device):
+            raise IomodelError(
+                f"out must be (o, lse) with o {(B, H, N_q, d)} {q.dtype} and lse {(B, H, N_q)} contiguous fp32 "
+                "on q's device: allocate them so or pass out=None"
+            )
+        if chosen == "prefill-tma" and not _tma_ok(o):
+            raise IomodelError("out o is not TMA-aligned: pass a contiguous o or path='prefill'")
+
+    if chosen == "decode-split-kv":
+        cfg = _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sms)
+    else:
+        cfg = _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, chosen, config, autotune)
+    if return_config:
+        return o, lse, cfg
+    return o, lse
+
+
+def _dot_precision(q: torch.Tensor) -> str:
+    # fp32: exact IEEE products (TF32 would lose 13 mantissa bits); ignored for fp16/bf16.
+    return "ieee" if q.dtype == torch.float32 else "tf32"
+
+
+def _emulate_bf16(q: torch.Tensor) -> bool:
+    return INTERPRET and q.dtype == torch.bfloat16
+
+
+def _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, path, config, autotune) -> KernelConfig:
+    B, H, N_q, d = q.shape
+    N_k = k.shape[2]
+    dtype = shape.dtype
+    if config is None:
+        if INTERPRET:
+            c = hx.INTERPRETER_PREFILL
+            config = KernelConfig(c.block_m, c.block_n, c.num_warps, c.num_stages, path)
+        elif autotune is False:
+            c = hx.prefill_default(d, dtype, causal, path)
+            config = KernelConfig(c.block_m, c.block_n, c.num_warps, c.num_stages, path,
+                                  warp_specialize=c.warp_specialize)
+    if config is not None:
+        _check_config(config, path)
+    common = dict(H=H, G=shape.group, N_Q=N_q, N_K=N_k, CAUSAL_OFF=off,
+                  N_Q_BUCKET=hx.seqlen_bucket(N_q), N_K_BUCKET=hx.seqlen_bucket(N_k))
+
+    if path == "prefill-tma":
+        dummy = [1, 1, 16, d]
+        desc_q = TensorDescriptor(q, list(q.shape), list(q.stride()), dummy)
+        desc_k = TensorDescriptor(k, list(k.shape), list(k.stride()), dummy)
+        desc_v = TensorDescriptor(v, list(v.shape), list(v.stride()), dummy)
+        desc_o = TensorDescriptor(o, list(o.shape), list(o.stride()), dummy)
+        args = (desc_q, desc_k, desc_v, desc_o, lse, sm_scale)
+        extra = dict(HEAD_DIM=d, CAUSAL=causal, IN_DTYPE=dtype, EMULATE_BF16=_emulate_bf16(q))
+        if config is None:
+            kernel = _tuned_kernel(path, d, dtype, causal)
+            kernel[lambda meta: (triton.cdiv(N_q, meta["BLOCK_M"]), B * H)](*args, **common, **extra)
+            return _choice_to_config(kernel.best_config, path)
+        _tma_pre_hook({"desc_q": desc_q, "desc_k": desc_k, "desc_v": desc_v, "desc_o": desc_o,
+                       "BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "HEAD_DIM": d})
+        _attn_fwd_tma[(triton.cdiv(N_q, config.block_m), B * H)](
+            *args, **common, **extra, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            WARP_SPECIALIZE=config.warp_specialize, num_warps=config.num_warps, num_stages=config.num_stages)
+        return config
+
+    args = (q, k, v, o, lse, sm_scale, *q.stride(), *k.stride(), *v.stride(), *o.stride())
+    extra = dict(HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), CAUSAL=causal, DOT_PRECISION=_dot_precision(q),
+                 EMULATE_BF16=_emulate_bf16(q))
+    if config is None:
+        kernel = _tuned_kernel(path, d, dtype, causal)
+        kernel[lambda meta: (triton.cdiv(N_q, meta["BLOCK_M"]), B * H)](*args, **common, **extra)
+        return _choice_to_config(kernel.best_config, path)
+    if config.warp_specialize:
+        raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
+    _attn_fwd[(triton.cdiv(N_q, config.block_m), B * H)](
+        *args, **common, **extra, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        num_warps=config.num_warps, num_stages=config.num_stages)
+    return config
+
+
+def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sms) -> KernelConfig:
+    B, H, N_q, d = q.shape
+    H_kv, N_k = k.shape[1], k.shape[2]
+    G = shape.group
+    if num_sms is None:
+        num_sms = _num_sms(q.device)
+    if config is None:
+        config = hx.decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d,
+                                  num_sms=num_sms, interpreter=INTERPRET)
+    else:
+        _check_config(config, "decode-split-kv")
+        p = config.heads_per_program
+        if not (isinstance(p, int) and p >= 1 and G % p == 0 and p * N_q <= hx.DECODE_MAX_ROWS):
+            raise IomodelError(
+                f"config.heads_per_program must divide the GQA group {G} with heads_per_program * seqlen_q <= "
+                f"{hx.DECODE_MAX_ROWS}, got {p!r}: use {hx.decode_heads_per_program(G, N_q)}"
+            )
+        if config.block_m != hx.decode_block_m(p, N_q):
+            raise IomodelError(
+                f"decode BLOCK_M is next_pow2(max(16, P * seqlen_q)) = {hx.decode_block_m(p, N_q)}, "
+                f"got {config.block_m}: set config.block_m={hx.decode_block_m(p, N_q)}"
+            )
+        if not (isinstance(config.num_splits, int) and config.num_splits >= 1):
+            raise IomodelError(f"config.num_splits must be a positive integer, got {config.num_splits!r}: change it")
+        if config.warp_specialize:
+            raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
+    S = config.num_splits
+    split_len = hx.decode_split_len(N_k, S, config.block_n)
+    split = S > 1
+    if split:
+        o_part = _alloc((B, H, S, N_q, d), torch.float32, q.device)
+        lse_part = _alloc((B, H, S, N_q), torch.float32, q.device)
+    else:
+        o_part, lse_part = o, lse  # unused by the kernel
+    p = config.heads_per_program
+    _attn_decode[(S, B * H_kv * (G // p))](
+        q, k, v, o, lse, o_part, lse_part, sm_scale,
+        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        H, H_kv, G, N_q, N_k, off, split_len, S,
+        HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        HEADS_PER_PROGRAM=p, CAUSAL=causal, SPLIT=split, DOT_PRECISION=_dot_precision(q),
+        EMULATE_BF16=_emulate_bf16(q),
+        num_warps=config.num_warps, num_stages=config.num_stages)
+    if split:
+        _attn_decode_combine[(B * H,)](
+            o, lse, o_part, lse_part, *o.stride(), H, N_q, S,
+            HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), BLOCK_Q=hx.next_pow2(N_q),
+            EMULATE_BF16=_emulate_bf16(q), num_warps=4)
+    return config

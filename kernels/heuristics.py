@@ -1,0 +1,332 @@
+"""Tile choices of the bundled FlashAttention kernel, in pure Python (no torch, no triton).
+
+The launcher in :mod:`kernels.flash_attention` asks these functions which tiles to run,
+so the traffic model and the worksheets can evaluate exactly what the kernel would run
+without importing torch or triton. Vocabulary as in ``docs/traffic-contract.md``:
+BLOCK_M query rows per program, BLOCK_N key rows per inner step, P = heads_per_program
+(decode GQA packing), num_splits (decode split-KV partitions).
+
+Three regimes choose tiles differently:
+
+* Triton's interpreter (CPU): one fixed small configuration per path
+  (:data:`INTERPRETER_PREFILL`, :data:`INTERPRETER_DECODE`); autotuning there is slow and
+  meaningless.
+* GPU prefill: ``triton.autotune`` over :func:`prefill_candidates`, keyed on HEAD_DIM,
+  dtype, causal and the seqlen buckets of :func:`seqlen_bucket`; the launcher reports the
+  configuration the autotuner picked. Without autotuning the launcher runs
+  :func:`prefill_default`.
+* GPU decode: deterministic, :func:`decode_plan` (split-KV over ~``DECODE_WAVES`` waves of
+  the SM count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+#: Paths the launcher can take (``KernelConfig.path``).
+PATHS = ("prefill", "prefill-tma", "decode-split-kv")
+
+#: Largest seqlen_q that takes the decode (split-KV) path; the API fixes it at 16.
+DECODE_MAX_SEQLEN_Q = 16
+#: Largest P * seqlen_q packed into one decode program's rows (traffic contract).
+DECODE_MAX_ROWS = 128
+#: Largest HEAD_DIM the kernel compiles (register/SRAM budget of one program).
+MAX_HEAD_DIM = 256
+#: Smallest padded HEAD_DIM: ``tl.dot`` needs a reduction dimension of at least 16.
+MIN_HEAD_DIM_PAD = 16
+
+
+def next_pow2(n: int) -> int:
+    """Smallest power of two >= ``n`` (``n >= 1``)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative ``a`` by positive ``b``."""
+    return -(-a // b)
+
+
+def head_dim_padded(head_dim: int) -> int:
+    """HEAD_DIM the kernel computes with: ``max(16, next_pow2(head_dim))`` elements.
+
+    Columns beyond ``head_dim`` are masked on every load and store, so they move no bytes
+    (``tl.arange`` needs a power of two and ``tl.dot`` a reduction of at least 16).
+    """
+    return max(MIN_HEAD_DIM_PAD, next_pow2(head_dim))
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The configuration one launch of the bundled kernel ran (or will run).
+
+    Convertible to :class:`iomodel.spec.Tiling` by :meth:`tiling`, so the traffic model
+    is evaluated on exactly these tiles.
+    """
+
+    block_m: int  # BLOCK_M, query rows per program (decode: next_pow2(max(16, P * seqlen_q)))
+    block_n: int  # BLOCK_N, key rows per inner step
+    num_warps: int  # warps per program (32 threads each)
+    num_stages: int  # software-pipelining depth of the K/V loop
+    path: str  # "prefill", "prefill-tma" or "decode-split-kv"
+    num_splits: int = 1  # decode split-KV partitions (1 for prefill)
+    heads_per_program: int = 1  # decode: query heads of one GQA group per program (P)
+    warp_specialize: bool = False  # prefill-tma: automatic warp specialization of the K/V loop
+
+    def tiling(self) -> Any:
+        """This configuration as an :class:`iomodel.spec.Tiling` (same BLOCK_M/BLOCK_N/stages/splits/P)."""
+        from iomodel.spec import Tiling
+
+        return Tiling(
+            block_m=self.block_m,
+            block_n=self.block_n,
+            num_stages=self.num_stages,
+            num_splits=self.num_splits,
+            heads_per_program=self.heads_per_program,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable fields."""
+        return asdict(self)
+
+    def with_(self, **changes: Any) -> "KernelConfig":
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    """One candidate tile configuration of the prefill kernel (a ``triton.Config``)."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+    warp_specialize: bool = False
+
+
+# ----------------------------------------------------------------------------------
+# Interpreter (CPU) configurations: small, fixed, and BLOCK_M != BLOCK_N so that tests
+# cross the causal diagonal inside a query tile and cover several K/V blocks per tile.
+# ----------------------------------------------------------------------------------
+INTERPRETER_PREFILL = TileChoice(block_m=32, block_n=16, num_warps=4, num_stages=1)
+#: Decode in the interpreter: BLOCK_N 16 so a short KV cache still has several blocks per split.
+INTERPRETER_DECODE_BLOCK_N = 16
+#: SM count assumed for the split-KV heuristic where no GPU reports one (the interpreter):
+#: small, so that the CPU tests exercise num_splits > 1 with few programs.
+INTERPRETER_NUM_SMS = 4
+
+
+# ----------------------------------------------------------------------------------
+# GPU prefill: autotune candidates per shape class. Edit these lists in a tuning round
+# (benchmarks/gpu_kernel_check.py sweeps a wider set and prints the winners).
+# ----------------------------------------------------------------------------------
+_TMA_CANDIDATES: dict[int, list[TileChoice]] = {
+    # Triton tutorial 06 on Hopper: BLOCK_M 128 with 8 warps (two warpgroups of wgmma) and
+    # 2-4 stages of TMA K/V tiles win for HEAD_DIM 64-128.
+    32: [TileChoice(128, 64, 4, 3), TileChoice(128, 128, 8, 3), TileChoice(64, 64, 4, 4)],
+    64: [TileChoice(128, 64, 4, 3), TileChoice(128, 128, 8, 3), TileChoice(128, 64, 8, 4),
+         TileChoice(128, 128, 8, 4), TileChoice(64, 64, 4, 4)],
+    128: [TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 2), TileChoice(128, 128, 8, 3),
+          TileChoice(128, 64, 4, 3), TileChoice(64, 64, 4, 3), TileChoice(128, 64, 8, 4)],
+    256: [TileChoice(64, 64, 4, 2), TileChoice(128, 64, 8, 2), TileChoice(64, 32, 4, 3)],
+}
+_POINTER_CANDIDATES: dict[int, list[TileChoice]] = {
+    16: [TileChoice(64, 64, 4, 3), TileChoice(128, 64, 4, 3)],
+    32: [TileChoice(64, 64, 4, 3), TileChoice(128, 64, 4, 3), TileChoice(128, 64, 8, 4)],
+    64: [TileChoice(128, 64, 4, 3), TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 3),
+         TileChoice(64, 64, 4, 4)],
+    128: [TileChoice(128, 64, 8, 3), TileChoice(128, 64, 4, 3), TileChoice(128, 128, 8, 3),
+          TileChoice(64, 64, 4, 3), TileChoice(128, 32, 4, 4)],
+    256: [TileChoice(64, 64, 4, 2), TileChoice(64, 32, 4, 3), TileChoice(128, 64, 8, 2)],
+}
+
+
+def _by_head_dim(table: dict[int, list[TileChoice]], head_dim: int) -> list[TileChoice]:
+    d = head_dim_padded(head_dim)
+    key = min((k for k in table if k >= d), default=max(table))
+    return list(table[key])
+
+
+def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> list[TileChoice]:
+    """Autotune candidates of the prefill kernel for one shape class.
+
+    Args:
+        head_dim: HEAD_DIM (d), elements.
+        dtype: ``fp16``, ``bf16`` or ``fp32``.
+        causal: whether the causal mask is applied.
+        path: ``prefill`` (pointer loads) or ``prefill-tma`` (tensor descriptors, sm_90).
+
+    Returns:
+        Candidate tiles, best guess first. fp32 (exact ``ieee`` dots, 4-byte tiles) keeps
+        BLOCK_M * BLOCK_N <= 64 * 64 to fit the register file. Causal keeps
+        BLOCK_N <= BLOCK_M (the diagonal then spans at most two K/V blocks per tile).
+    """
+    table = _TMA_CANDIDATES if path == "prefill-tma" else _POINTER_CANDIDATES
+    cands = _by_head_dim(table, head_dim)
+    if dtype == "fp32":
+        cands = [c for c in cands if c.block_m * c.block_n <= 64 * 64] or [TileChoice(64, 32, 4, 2)]
+    if causal:
+        cands = [c for c in cands if c.block_n <= c.block_m] or cands
+    return cands
+
+
+def prefill_default(head_dim: int, dtype: str, causal: bool, path: str) -> TileChoice:
+    """The prefill tiles run without autotuning: the first candidate of :func:`prefill_candidates`."""
+    return prefill_candidates(head_dim, dtype, causal, path)[0]
+
+
+def seqlen_bucket(seqlen: int) -> int:
+    """Autotune key bucket of a sequence length: next power of two, clamped to [64, 8192].
+
+    Tile preferences change little beyond 8k (every program runs a long K/V loop), so
+    longer sequences share the 8192 bucket.
+    """
+    return min(max(next_pow2(seqlen), 64), 8192)
+
+
+# ----------------------------------------------------------------------------------
+# Decode (split-KV), docs/traffic-contract.md "Decode (split-KV), N_q <= 16"
+# ----------------------------------------------------------------------------------
+#: Waves of the SM count the decode grid aims to fill (programs ~= DECODE_WAVES * num_sms).
+DECODE_WAVES = 3
+#: Each split covers at least this many BLOCK_N blocks (keeps the combine and the per-split
+#: Q reload small next to the K/V bytes).
+DECODE_MIN_BLOCKS_PER_SPLIT = 4
+#: Upper bound on num_splits (partial buffers and the combine loop stay small).
+DECODE_MAX_SPLITS = 256
+
+
+def decode_heads_per_program(group: int, seqlen_q: int) -> int:
+    """P: the largest divisor of the GQA group G with ``P * seqlen_q <= 128`` (traffic contract).
+
+    Args:
+        group: G = H / H_kv query heads per KV head.
+        seqlen_q: query rows per head (1..16).
+    """
+    best = 1
+    for p in range(1, group + 1):
+        if group % p == 0 and p * seqlen_q <= DECODE_MAX_ROWS:
+            best = p
+    return best
+
+
+def decode_block_m(heads_per_program: int, seqlen_q: int) -> int:
+    """BLOCK_M of a decode program: ``next_pow2(max(16, P * seqlen_q))`` rows (traffic contract)."""
+    return next_pow2(max(16, heads_per_program * seqlen_q))
+
+
+def decode_block_n(head_dim: int, interpreter: bool = False) -> int:
+    """BLOCK_N of the decode loop: 16 in the interpreter, else 64 (HEAD_DIM > 128: 32).
+
+    K and V tiles of BLOCK_N x HEAD_DIM stay <= 32 KiB (fp16) per stage so 3-4 stages fit
+    next to each other in shared memory.
+    """
+    if interpreter:
+        return INTERPRETER_DECODE_BLOCK_N
+    return 32 if head_dim_padded(head_dim) > 128 else 64
+
+
+def decode_num_splits(
+    programs_per_split: int,
+    seqlen_k: int,
+    block_n: int,
+    num_sms: int,
+    waves: int = DECODE_WAVES,
+    min_blocks_per_split: int = DECODE_MIN_BLOCKS_PER_SPLIT,
+) -> int:
+    """num_splits so that ``programs_per_split * num_splits`` covers ~``waves`` waves of the SMs.
+
+    Args:
+        programs_per_split: B * H_kv * (G / P), decode programs per split.
+        seqlen_k: keys in the KV cache.
+        block_n: BLOCK_N.
+        num_sms: streaming multiprocessors of the device.
+        waves: target waves (programs / SMs).
+        min_blocks_per_split: each split keeps at least this many BLOCK_N blocks.
+
+    Returns:
+        The number of non-empty splits (>= 1): the target is clamped by the
+        minimum split length, then recomputed from the split length
+        :func:`decode_split_len` so that no split is empty.
+    """
+    target = cdiv(waves * num_sms, programs_per_split)
+    max_by_len = max(1, cdiv(seqlen_k, block_n) // min_blocks_per_split)
+    splits = max(1, min(target, max_by_len, DECODE_MAX_SPLITS))
+    return cdiv(seqlen_k, decode_split_len(seqlen_k, splits, block_n))
+
+
+def decode_split_len(seqlen_k: int, num_splits: int, block_n: int) -> int:
+    """L: keys per split, ``ceil(ceil(N_k / num_splits) / BLOCK_N) * BLOCK_N`` (traffic contract)."""
+    return cdiv(cdiv(seqlen_k, num_splits), block_n) * block_n
+
+
+def decode_config(
+    *,
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    seqlen_q: int,
+    seqlen_k: int,
+    head_dim: int,
+    num_sms: int,
+    interpreter: bool = False,
+    num_splits: int | None = None,
+    heads_per_program: int | None = None,
+    block_n: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+) -> KernelConfig:
+    """The decode (split-KV) configuration the launcher runs for one call.
+
+    Args:
+        batch, heads, kv_heads: B, H, H_kv.
+        seqlen_q, seqlen_k: N_q (1..16) and N_k.
+        head_dim: HEAD_DIM (d).
+        num_sms: SM count (the device's; :data:`INTERPRETER_NUM_SMS` in the interpreter).
+        interpreter: use the interpreter's small BLOCK_N.
+        num_splits, heads_per_program, block_n, num_warps, num_stages: overrides
+            (``None``: the heuristic).
+
+    Returns:
+        A :class:`KernelConfig` with ``path="decode-split-kv"``.
+    """
+    group = heads // kv_heads
+    p = heads_per_program or decode_heads_per_program(group, seqlen_q)
+    bn = block_n or decode_block_n(head_dim, interpreter)
+    if num_splits is None:
+        num_splits = decode_num_splits(batch * kv_heads * (group // p), seqlen_k, bn, num_sms)
+    return KernelConfig(
+        block_m=decode_block_m(p, seqlen_q),
+        block_n=bn,
+        num_warps=num_warps or 4,
+        num_stages=num_stages or (1 if interpreter else 3),
+        path="decode-split-kv",
+        num_splits=num_splits,
+        heads_per_program=p,
+    )
+
+
+__all__ = [
+    "DECODE_MAX_ROWS",
+    "DECODE_MAX_SEQLEN_Q",
+    "DECODE_WAVES",
+    "INTERPRETER_NUM_SMS",
+    "INTERPRETER_PREFILL",
+    "KernelConfig",
+    "MAX_HEAD_DIM",
+    "PATHS",
+    "TileChoice",
+    "cdiv",
+    "decode_block_m",
+    "decode_block_n",
+    "decode_config",
+    "decode_heads_per_program",
+    "decode_num_splits",
+    "decode_split_len",
+    "head_dim_padded",
+    "next_pow2",
+    "prefill_candidates",
+    "prefill_default",
+    "seqlen_bucket",
+]

@@ -1,0 +1,67 @@
+"""The fp64 reference attention that the kernel and the eager baseline are judged against.
+
+Same conventions as :func:`kernels.flash_attention.flash_attention`: q ``(B, H, N_q, d)``,
+k and v ``(B, H_kv, N_k, d)`` with GQA/MQA by index mapping (query head h reads KV head
+``h // G``, G = H / H_kv), causal alignment top-left (PyTorch ``is_causal``: row m sees
+key n iff n <= m) or bottom-right (flash-attn >= 2.1: n <= m + N_k - N_q). A row that sees
+no key has output 0 and LSE −inf (never NaN).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels._inputs import causal_offset, check_inputs
+
+
+def visible_mask(seqlen_q: int, seqlen_k: int, causal: bool, causal_align: str, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Boolean ``(N_q, N_k)`` tensor: True where query row m sees key n.
+
+    Raises:
+        IomodelError: unknown ``causal_align``.
+    """
+    off = causal_offset(causal_align, seqlen_q, seqlen_k)
+    if not causal:
+        return torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
+    m = torch.arange(seqlen_q, device=device)[:, None]
+    n = torch.arange(seqlen_k, device=device)[None, :]
+    return n <= m + off
+
+
+def reference_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    causal_align: str = "top-left",
+    sm_scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact softmax attention in float64.
+
+    Args:
+        q: ``(B, H, N_q, d)`` fp16/bf16/fp32/fp64.
+        k, v: ``(B, H_kv, N_k, d)``, H divisible by H_kv.
+        causal: apply the causal mask.
+        causal_align: ``top-left`` or ``bottom-right``.
+        sm_scale: score scale, default ``1 / sqrt(d)`` (Vaswani et al. 2017, eq. 1).
+
+    Returns:
+        ``(o, lse)``: o ``(B, H, N_q, d)`` float64; lse ``(B, H, N_q)`` float64, the natural
+        log-sum-exp of the scaled, masked scores of each row (−inf where the row sees no
+        key, and o = 0 there).
+
+    Raises:
+        IomodelError: bad shapes, dtypes, alignment or scale (see ``kernels._inputs.check_inputs``).
+    """
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, allow_fp64=True)
+    B, H, N_q, N_k, d, G = shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.group
+    q64 = q.detach().to(torch.float64).reshape(B, shape.kv_heads, G, N_q, d)  # (B, H_kv, G, N_q, d)
+    k64 = k.detach().to(torch.float64)  # (B, H_kv, N_k, d)
+    v64 = v.detach().to(torch.float64)
+    s = torch.einsum("bkgmd,bknd->bkgmn", q64, k64) * sm_scale  # (B, H_kv, G, N_q, N_k)
+    vis = visible_mask(N_q, N_k, causal, causal_align, q.device)
+    s = s.masked_fill(~vis, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)  # (B, H_kv, G, N_q); -inf for rows that see nothing
+    p = torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None])
+    o = torch.einsum("bkgmn,bknd->bkgmd", p, v64)  # rows that see nothing: p = 0, o = 0
+    return o.reshape(B, H, N_q, d), lse.reshape(B, H, N_q)
