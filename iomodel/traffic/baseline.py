@@ -7,11 +7,18 @@ L2 for the shapes of interest, so nothing is caught above SRAM). The backward is
 autograd chain of that forward.
 
 Sources: PyTorch ``torch.nn.functional.scaled_dot_product_attention`` documentation (the
-MATH backend is the reference implementation written as these eager ops; with
-``score_dtype="fp32"`` the chain upcasts half inputs the way the MATH backend keeps fp32
-intermediates for half inputs on CPU, ``aten/src/ATen/native/transformers/attention.cpp``
-``_scaled_dot_product_attention_math``); Dao et al. 2022, FlashAttention, Section 2.2
-(standard attention implementation, Algorithm 0) for the Θ(Nd + N²) HBM accesses.
+MATH backend is the reference implementation written as these eager ops). PyTorch's MATH
+backend (``aten/src/ATen/native/transformers/attention.cpp``,
+``_scaled_dot_product_attention_math``) upcasts fp16/bf16 query, key and value to fp32
+unless ``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)`` is set; the option
+``score_dtype="fp32"`` models that (upcast copies, fp32 S and P, fp32 O cast back).
+Dao et al. 2022, FlashAttention, Section 2.2 (standard attention implementation,
+Algorithm 0) for the Θ(Nd + N²) HBM accesses.
+
+Backward, saved tensors: ``Q @ Kᵀ`` saves its operands (Q or Q32, K/K_rep/K32),
+``masked_fill`` saves the inverted mask, ``softmax`` saves P, ``P @ V`` saves P and V
+(V_rep/V32), dropout saves its keep-mask; S itself is not saved. Each backward op below
+reads what it needs once and writes its gradient once.
 """
 
 from __future__ import annotations
@@ -54,8 +61,9 @@ def baseline_model(
             keep-mask, which autograd saves). Default off.
         extra_score_passes: further elementwise passes over S (bias, soft-cap ...), each
             reading and writing S once (and dS once in the backward). Default 0.
-        with_lse: also ``lse = torch.logsumexp(S, -1)`` (reads S, writes LSE in fp32), as
-            ``eager_attention_with_lse``. Default off.
+        with_lse: also ``lse = torch.logsumexp(S, -1)`` (reads S, writes LSE in the score
+            dtype, then ``.to(fp32)`` if that is not fp32), as ``eager_attention_with_lse``.
+            Default off.
 
     Returns:
         An :class:`AlgorithmModel` named ``baseline`` with HBM rows only.
@@ -121,20 +129,24 @@ def baseline_model(
         row("~mask", "S = S.masked_fill(~mask, -inf)", sm, "bool", MASK_WIDTH, E_m, rb=E_m,
             note="The broadcast mask is read once (its re-reads across (B, H) are not counted).")
     if with_lse:
-        row("S", "LSE = torch.logsumexp(S, -1)", sS, sname, w, E_S, rb=E_S * w)
-        row("LSE", "LSE = torch.logsumexp(S, -1)", "(B, H, N_q)", "fp32", LSE_WIDTH, B * H * N_q,
-            wb=B * H * N_q * LSE_WIDTH)
+        E_l = B * H * N_q
+        row("S", "LSE = torch.logsumexp(S, -1)", sS, sname, w, E_S, rb=E_S * w,
+            note="eager_attention_with_lse only: LSE of the masked, scaled S.")
+        if sname == "fp32":
+            row("LSE", "LSE = torch.logsumexp(S, -1)", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, wb=E_l * LSE_WIDTH)
+        else:
+            row("LSE", "LSE = torch.logsumexp(S, -1)", "(B, H, N_q)", sname, w, E_l, wb=E_l * w,
+                note="logsumexp keeps the dtype of S.")
+            row("LSE", "LSE = LSE.to(fp32)", "(B, H, N_q)", sname, w, E_l, rb=E_l * w)
+            row("LSE32", "LSE = LSE.to(fp32)", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, wb=E_l * LSE_WIDTH)
     row("S", "P = softmax(S, dim=-1)", sS, sname, w, E_S, rb=E_S * w)
     row("P", "P = softmax(S, dim=-1)", sS, sname, w, E_S, wb=E_S * w, note="P has the dtype of S.")
     if empty_rows:
-        step = "row_empty = ~mask.any(-1)"
-        row("mask", step, sm, "bool", MASK_WIDTH, E_m, rb=E_m,
-            note="Only when some query row sees no key (bottom-right, N_q > N_k).")
-        row("row_empty", step, "(N_q,)", "bool", MASK_WIDTH, N_q, rb=N_q, wb=2 * N_q,
-            note="any() writes N_q bytes, ~ reads and writes them.")
-        row("P", "P = P.masked_fill(row_empty[..., None], 0)", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w,
-            note="Rows that see no key get P = 0, so O = 0 (softmax of all -inf is NaN).")
-        row("row_empty", "P = P.masked_fill(row_empty[..., None], 0)", "(N_q,)", "bool", MASK_WIDTH, N_q, rb=N_q)
+        step = "P = P.masked_fill(inv[:, :1], 0)"
+        row("P", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w,
+            note="Only when some query row sees no key (bottom-right, N_q > N_k): softmax gave NaN there, set to 0.")
+        row("~mask", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, rb=N_q,
+            note="Column 0 of the inverted mask marks exactly the empty rows (a view, N_q bytes read).")
     if dropout:
         row("P", "P = dropout(P)", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w, note="Optional dropout pass.")
         row("dropout_mask", "P = dropout(P)", sS, "bool", MASK_WIDTH, E_S, wb=E_S,
@@ -170,9 +182,9 @@ def baseline_model(
             row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
             row("dropout_mask", step, sS, "bool", MASK_WIDTH, E_S, rb=E_S)
         if empty_rows:
-            step = "dP = dP.masked_fill(row_empty[..., None], 0)"
-            row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
-            row("row_empty", step, "(N_q,)", "bool", MASK_WIDTH, N_q, rb=N_q)
+            step = "dP = dP.masked_fill(inv[:, :1], 0)"
+            row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w, note="Backward of the empty-row masked_fill.")
+            row("~mask", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, rb=N_q)
         step = "dS = softmax_backward(dP, P)"
         row("dP", step, sS, sname, w, E_S, rb=E_S * w, note="dS = P ∘ (dP − rowsum(dP ∘ P)), one fused op.")
         row("P", step, sS, sname, w, E_S, rb=E_S * w)

@@ -6,8 +6,9 @@ Follows ``docs/traffic-contract.md`` ("Decode (split-KV)") exactly:
   G = H/H_kv) as its P·N_q rows; grid ``(num_splits, B·H_kv·G/P)``, i.e. B·H/P programs
   per split;
 * split ``sp`` covers keys ``[sp·L, min((sp+1)·L, N_k))`` with
-  ``L = BLOCK_N·⌈⌈N_k/num_splits⌉/BLOCK_N⌉``; the ``⌈N_k/L⌉`` non-empty splits load Q
-  (their P·N_q rows) and their K/V blocks; empty splits load nothing;
+  ``L = BLOCK_N·⌈⌈N_k/num_splits⌉/BLOCK_N⌉``; every program loads its P·N_q query rows
+  once (so Q is read num_splits times, empty splits included — ``_attn_decode`` loads Q
+  before its key loop), and the K/V blocks of its split (an empty split loads none);
 * K/V: blocks of BLOCK_N keys from the split start, masked to the split end; causal: blocks
   whose first key is >= hi = clamp(N_q + off, 0, N_k) are skipped. Because L is a multiple
   of BLOCK_N, the splits together load min(N_k, BLOCK_N·⌈hi/BLOCK_N⌉) keys per program group
@@ -60,14 +61,13 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
     dt = spec.dtype
     E_q, E_k, E_l = B * H * N_q * d, B * H_kv * N_k * d, B * H * N_q
     groups = B * sp.floor(H / P)  # program groups per split: B·H_kv·(G/P) = B·H/P
-    nonempty = sp.ceiling(N_k / split_length())
     kv = decode_key_rows(spec)
     step = "decode kernel (split-KV)" if tiling.num_splits > 1 else "decode kernel"
     kv_note = ("Each group of P = heads_per_program query heads reads its KV head's keys once over all splits"
                + (" (causal: blocks from hi = clamp(N_q + off, 0, N_k) on skipped)." if spec.causal else "."))
     rows = [
-        make_row("Q", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, E_q * s * nonempty, 0,
-                 "Each non-empty split's program loads its P·N_q query rows once: ⌈N_k/L⌉ reads of Q."),
+        make_row("Q", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, splits * E_q * s, 0,
+                 "Every program loads its P·N_q query rows once: Q is read num_splits times."),
         make_row("K", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, groups * kv * d * s, 0, kv_note),
         make_row("V", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, groups * kv * d * s, 0, kv_note),
     ]
@@ -88,20 +88,20 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
         so, sl = "(num_splits, B, H, N_q, d)", "(num_splits, B, H, N_q)"
         e_po, e_pl = splits * E_q, splits * E_l
         rows += [
-            make_row("O_partial", step, "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, 0, e_po * FP32_WIDTH,
+            make_row("O_PART", step, "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, 0, e_po * FP32_WIDTH,
                      "Every split writes its fp32 partial O (empty splits write 0)."),
-            make_row("LSE_partial", step, "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, 0, e_pl * FP32_WIDTH,
+            make_row("LSE_PART", step, "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, 0, e_pl * FP32_WIDTH,
                      "Every split writes its partial LSE (empty splits write −inf)."),
-            make_row("O_partial", "combine kernel", "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, e_po * FP32_WIDTH, 0,
+            make_row("O_PART", "combine kernel", "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, e_po * FP32_WIDTH, 0,
                      "The combine reads all partials of each (b, h)."),
-            make_row("LSE_partial", "combine kernel", "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, e_pl * FP32_WIDTH, 0),
+            make_row("LSE_PART", "combine kernel", "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, e_pl * FP32_WIDTH, 0),
             make_row("O", "combine kernel", "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, 0, E_q * s, "Written once."),
             make_row("LSE", "combine kernel", "SRAM_fill", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, 0, E_l * LSE_WIDTH,
                      "Written once."),
         ]
         alloc += [
-            Allocation("O_partial", so, "fp32", e_po * FP32_WIDTH, "split-KV partials"),
-            Allocation("LSE_partial", sl, "fp32", e_pl * FP32_WIDTH, "split-KV partials"),
+            Allocation("O_PART", so, "fp32", e_po * FP32_WIDTH, "split-KV partials"),
+            Allocation("LSE_PART", sl, "fp32", e_pl * FP32_WIDTH, "split-KV partials"),
         ]
     return AlgorithmModel(
         name="tiled",

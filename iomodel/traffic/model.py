@@ -201,6 +201,11 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
                    if opts["gqa_bwd"] == "in_program" else
                    "dK/dV are written per query head in (B, H, N_k, d) and summed over the group (flash-attn mha_bwd).")
             )
+    if spec.phase == "prefill" and spec.seqlen_q <= DECODE_MAX_QUERY_ROWS:
+        a.append(
+            f"The bundled kernel takes its decode path for seqlen_q <= {DECODE_MAX_QUERY_ROWS}; this prediction models "
+            "the prefill schedule (use phase 'decode' to model what the kernel runs)."
+        )
     if spec.phase == "decode":
         a.append("Decode uses the split-KV kernel of docs/traffic-contract.md (heads_per_program GQA packing).")
     return a
@@ -236,7 +241,7 @@ def _build_cached(key: tuple, spec: LayerSpec, tiling: Tiling) -> TrafficModel:
         model = _build(spec, tiling, dict(key[-1]))
         _BUILD_CACHE[key] = model
     # same structure, other numbers: same expressions, this spec/tiling attached
-    return replace(model, spec=spec, tiling=tiling)
+    return replace(model, spec=spec, tiling=tiling, assumptions=_assumptions(spec, model.options))
 
 
 _BUILD_CACHE: dict[tuple, TrafficModel] = {}

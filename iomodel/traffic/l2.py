@@ -1,0 +1,784 @@
+"""L2-aware HBM prediction: which of the requested bytes actually cross HBM, and why.
+
+The model's ``HBM`` rows are the *no-reuse bound*: every byte a kernel requests crosses
+HBM once per request (for the tiled kernel, K and V are read T_r = ⌈N_q/BLOCK_M⌉ times
+per query head). The *compulsory floor* reads every input once and writes every output
+once. What Nsight Compute's DRAM counters see lies between them (or under the floor), and
+this module predicts it from named causes:
+
+``l2_capacity``
+    Re-reads of K/V are served by L2 when the K/V working set of the programs running at
+    once fits. Programs run in grid order, ``program_id(0)`` (the query tile) fastest, so
+    the W = num_SMs × programs_per_SM resident programs are W consecutive programs: they
+    span ⌈W / T_r⌉ + 1 query heads, i.e. few KV heads (fewer still with GQA, whose G query
+    heads of a group are consecutive). When their K/V no longer fits the effective L2,
+    the next wave of programs of the same head re-fetches it from HBM (the contribution is
+    the re-fetched bytes; 0 when everything fits).
+``causal_skip``
+    K/V rows that no query tile of a causal shape sees are never loaded, so the DRAM reads
+    fall below the floor (e.g. top-left alignment with seqlen_k > seqlen_q).
+``dirty_at_end``
+    L2 is write-back: output lines still dirty in L2 when a kernel ends are not in its
+    ``dram__bytes_write`` (Nsight Compute then flushes them outside the measurement).
+``intermediates``
+    Tensors written by one kernel and read by the next (the eager chain's S, P, mask and
+    casts; the split-KV partial O and LSE) cross HBM twice; under the profiler's cache
+    flush (``ncu --cache-control all``, its default) the reading kernel always starts cold.
+``broadcast_rereads``
+    A broadcast operand (the eager chain's (N_q, N_k) causal mask, read once per (batch,
+    head)) is re-read from HBM when the per-(batch, head) stream between two of its uses
+    does not fit in L2; the model's rows count it once.
+
+How: a small, deterministic simulation per kernel launch. Programs are grouped in waves
+of W in grid order; each wave touches the union of its programs' tiles (programs of a
+wave stream the same K/V blocks at about the same time, so one fetch serves them); an LRU
+list of items of the *effective* L2 capacity ``l2_fraction × L2 bytes`` decides what is
+still resident (K/V of one KV head is one item, evicted whole: a partially evicted
+prefix is useless to the next scan from key 0); evicting a dirty item writes it to HBM;
+what is dirty at the end is not counted. ``l2_fraction`` (default 0.5) stands for the
+two L2 partitions of A100/H100-class GPUs, each of which caches data for the SMs of its
+own GPCs, so data read by all SMs is held twice (NVIDIA A100 Tensor Core GPU Architecture
+whitepaper, "L2 cache"; H100 whitepaper, "H100 L2 cache"). Streaming kernels of the eager
+chain are simulated as 64 interleaved read/write slices.
+
+Every number is exact integer bytes; the assumptions are listed in
+:attr:`L2Prediction.assumptions`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from iomodel.errors import IomodelError
+from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
+
+#: Effective fraction of L2 that holds data shared by all SMs (two partitions; see module doc).
+DEFAULT_L2_FRACTION = 0.5
+#: Interleaved slices a streaming kernel of the eager chain is split into.
+STREAM_SLICES = 64
+#: Upper bound on programs one Hopper SM runs at once (CUDA C Programming Guide, compute
+#: capability 9.0: 32 resident blocks, 64 resident warps per SM).
+MAX_BLOCKS_PER_SM = 32
+MAX_WARPS_PER_SM = 64
+
+CAUSES: dict[str, str] = {
+    "l2_capacity": "K/V re-fetched: the resident programs' working set exceeds L2",
+    "causal_skip": "causal block skipping: K/V rows no query tile sees are never loaded",
+    "dirty_at_end": "output lines still dirty in L2 when the kernel ends",
+    "intermediates": "intermediates written by one kernel and read cold by the next (profiler cache flush)",
+    "broadcast_rereads": "broadcast mask re-read per (batch, head) from HBM",
+}
+
+
+@dataclass(frozen=True)
+class L2Params:
+    """What the L2-aware prediction needs to know about the device and the launch.
+
+    Attributes:
+        l2_bytes: L2 capacity in bytes (``Hardware.l2_bytes``).
+        num_sms: streaming multiprocessors.
+        programs_per_sm: programs (CTAs) of the kernel one SM runs at once: Nsight
+            Compute's occupancy limit when measured, else :func:`estimate_programs_per_sm`.
+        l2_fraction: effective fraction of ``l2_bytes`` (default 0.5, see module doc).
+        flush_between_kernels: the profiler flushes caches before each kernel (ncu
+            ``--cache-control all``); False: L2 content carries from kernel to kernel.
+    """
+
+    l2_bytes: int
+    num_sms: int
+    programs_per_sm: int = 1
+    l2_fraction: float = DEFAULT_L2_FRACTION
+    flush_between_kernels: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.l2_fraction <= 1:
+            raise IomodelError(f"l2_fraction must be in (0, 1], got {self.l2_fraction}: pass e.g. 0.5")
+        if self.programs_per_sm < 1 or self.num_sms < 1 or self.l2_bytes < 1:
+            raise IomodelError("l2_bytes, num_sms and programs_per_sm must be positive: check the hardware and occupancy")
+
+    @property
+    def capacity(self) -> int:
+        """Effective L2 capacity in bytes (``l2_fraction × l2_bytes``)."""
+        return int(self.l2_bytes * self.l2_fraction)
+
+    @property
+    def resident_programs(self) -> int:
+        """W: programs running at once (``num_sms × programs_per_sm``)."""
+        return self.num_sms * self.programs_per_sm
+
+
+def estimate_programs_per_sm(smem_per_program: int, num_warps: int, smem_per_sm: int) -> int:
+    """Programs one SM can hold, from shared memory and warps only (registers unknown).
+
+    ``min(smem_per_sm // smem_per_program, 64 // num_warps, 32)``, at least 1 (CUDA C
+    Programming Guide, compute capability 9.0 limits). Registers can lower it further;
+    prefer Nsight Compute's measured occupancy limits when a record has them.
+    """
+    by_smem = smem_per_sm // max(1, smem_per_program)
+    return max(1, min(by_smem, MAX_WARPS_PER_SM // max(1, num_warps), MAX_BLOCKS_PER_SM))
+
+
+# ----------------------------------------------------------------------------------
+# The cache: an LRU list of items (bytes, dirty)
+# ----------------------------------------------------------------------------------
+
+
+class _LRU:
+    """LRU over items; an item is resident with some bytes, clean or dirty.
+
+    ``whole`` items (a KV head's K/V) are evicted entirely; stream items may be evicted in
+    part (their oldest bytes first).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.items: OrderedDict[Any, list] = OrderedDict()  # key -> [bytes, dirty, whole, tensor]
+        self.size = 0
+        self.writeback: dict[str, int] = {}
+
+    def _evict(self, protect: Any = None) -> None:
+        while self.size > self.capacity and self.items:
+            key, item = next(iter(self.items.items()))
+            if key == protect and len(self.items) == 1:
+                break
+            if key == protect:  # never evict the item being inserted; take the next one
+                self.items.move_to_end(key)
+                continue
+            nbytes, dirty, whole, tensor = item
+            excess = self.size - self.capacity
+            if whole or nbytes <= excess:
+                del self.items[key]
+                gone = nbytes
+            else:
+                item[0] -= excess
+                gone = excess
+            self.size -= gone
+            if dirty:
+                self.writeback[tensor] = self.writeback.get(tensor, 0) + gone
+
+    def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> int:
+        """Touch ``nbytes`` of an item; returns the bytes that miss (read from HBM)."""
+        item = self.items.get(key)
+        if item is None:
+            self.items[key] = [nbytes, False, whole, tensor]
+            self.size += nbytes
+            miss = nbytes
+        else:
+            self.items.move_to_end(key)
+            miss = max(0, nbytes - item[0])
+            if miss:
+                item[0] = nbytes
+                self.size += miss
+        self._evict(protect=key)
+        return miss
+
+    def write(self, key: Any, tensor: str, nbytes: int) -> None:
+        """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
+        item = self.items.get(key)
+        if item is None:
+            self.items[key] = [nbytes, True, False, tensor]
+            self.size += nbytes
+        else:
+            self.items.move_to_end(key)
+            grow = max(0, nbytes - item[0])
+            item[0] += grow
+            item[1] = True
+            self.size += grow
+        self._evict(protect=key)
+
+    def dirty(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for nbytes, dirty, _, tensor in self.items.values():
+            if dirty:
+                out[tensor] = out.get(tensor, 0) + nbytes
+        return out
+
+
+@dataclass(frozen=True)
+class Access:
+    """One touch of one item by a wave: ``read`` (may miss) or ``write`` (dirties it).
+
+    Attributes:
+        tensor: model tensor name (``Q``, ``K``, ``V``, ``O``, ``LSE``, ``O_PART`` ...).
+        key: identity of the item (tensor, head, tile ...).
+        nbytes: bytes touched (the item's extent needed so far).
+        write: a store (True) or a load (False).
+        whole: evict the item only entirely (K/V of a head); False for streamed tiles.
+    """
+
+    tensor: str
+    key: Any
+    nbytes: int
+    write: bool = False
+    whole: bool = False
+
+
+@dataclass
+class KernelL2:
+    """Simulated HBM traffic of one kernel launch, per tensor (bytes).
+
+    Attributes:
+        name: the kernel (or eager op) name.
+        requested_read: bytes the kernel's loads request (SRAM_fill level), per tensor.
+        requested_write: bytes its stores write, per tensor.
+        hbm_read: bytes read from HBM (L2 misses), per tensor.
+        hbm_write: bytes written to HBM during the kernel (dirty evictions), per tensor.
+        dirty_at_end: bytes still dirty in L2 when it ends, per tensor.
+        waves: number of waves of W programs.
+        note: one sentence on the working set.
+    """
+
+    name: str
+    requested_read: dict[str, int] = field(default_factory=dict)
+    requested_write: dict[str, int] = field(default_factory=dict)
+    hbm_read: dict[str, int] = field(default_factory=dict)
+    hbm_write: dict[str, int] = field(default_factory=dict)
+    dirty_at_end: dict[str, int] = field(default_factory=dict)
+    waves: int = 0
+    note: str = ""
+
+
+def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int) -> KernelL2:
+    """Run the LRU over the waves of one kernel (cold start) and collect HBM bytes per tensor.
+
+    Args:
+        name: kernel name for the record.
+        waves: per wave, its accesses in time order (see :class:`Access`).
+        capacity: effective L2 bytes.
+
+    Returns:
+        :class:`KernelL2` with HBM reads (misses), writes (dirty evictions) and what is
+        left dirty at the end (not counted in the kernel's DRAM writes).
+    """
+    lru = _LRU(capacity)
+    out = KernelL2(name)
+    n = 0
+    for wave in waves:
+        n += 1
+        for a in wave:
+            if a.write:
+                lru.write(a.key, a.tensor, a.nbytes)
+            else:
+                miss = lru.read(a.key, a.tensor, a.nbytes, a.whole)
+                out.hbm_read[a.tensor] = out.hbm_read.get(a.tensor, 0) + miss
+    out.hbm_write = dict(lru.writeback)
+    out.dirty_at_end = lru.dirty()
+    out.waves = n
+    return out
+
+
+# ----------------------------------------------------------------------------------
+# The bundled kernel's programs (docs/traffic-contract.md)
+# ----------------------------------------------------------------------------------
+
+
+def prefill_key_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
+    """K (or V) rows program i of a prefill head loads: ``min(N_k, ⌈hi_i/BN⌉·BN)`` (contract).
+
+    Returns:
+        a list of T_r row counts (rows, not bytes).
+    """
+    n_q, n_k, bm, bn = spec.seqlen_q, spec.seqlen_k, tiling.block_m, tiling.block_n
+    off = spec.causal_offset
+    rows = []
+    for i in range(cdiv(n_q, bm)):
+        hi = n_k if not spec.causal else min(max(min((i + 1) * bm, n_q) + off, 0), n_k)
+        rows.append(min(n_k, cdiv(hi, bn) * bn))
+    return rows
+
+
+def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of the Q-stationary prefill kernel in grid order, and its requested bytes.
+
+    Grid ``(T_r, B·H)``, linear program p = i + T_r·(b·H + h) (axis 0 fastest); K/V of KV
+    head h // G. Returns (waves, requested read bytes per tensor, requested write bytes per
+    tensor); the requested bytes equal the model's SRAM_fill rows.
+    """
+    B, H, G = spec.batch, spec.heads, spec.group
+    d, s = spec.head_dim, spec.width
+    t_r = cdiv(spec.seqlen_q, tiling.block_m)
+    kv_rows = prefill_key_rows(spec, tiling)
+    q_rows = [min(tiling.block_m, spec.seqlen_q - i * tiling.block_m) for i in range(t_r)]
+    req_r = {"Q": B * H * spec.seqlen_q * d * s, "K": B * H * sum(kv_rows) * d * s}
+    req_r["V"] = req_r["K"]
+    req_w = {"O": B * H * spec.seqlen_q * d * s, "LSE": B * H * spec.seqlen_q * LSE_WIDTH}
+    total = t_r * B * H
+    waves: list[list[Access]] = []
+    for p0 in range(0, total, w):
+        p1 = min(total, p0 + w)
+        acc: list[Access] = []
+        need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
+        order: list[int] = []
+        qo: list[tuple[int, int, int]] = []  # (bh, i0, i1)
+        for bh in range(p0 // t_r, (p1 - 1) // t_r + 1):
+            i0 = max(0, p0 - bh * t_r)
+            i1 = min(t_r, p1 - bh * t_r)
+            b, h = divmod(bh, H)
+            kv = b * spec.kv_heads + h // G
+            rows = max(kv_rows[i0:i1])
+            if kv not in need:
+                order.append(kv)
+            need[kv] = max(need.get(kv, 0), rows)
+            qo.append((bh, i0, i1))
+        for bh, i0, i1 in qo:
+            acc.append(Access("Q", ("Q", bh, i0), sum(q_rows[i0:i1]) * d * s))
+        for kv in order:
+            acc.append(Access("K", ("K", kv), need[kv] * d * s, whole=True))
+            acc.append(Access("V", ("V", kv), need[kv] * d * s, whole=True))
+        for bh, i0, i1 in qo:
+            acc.append(Access("O", ("O", bh, i0), sum(q_rows[i0:i1]) * d * s, write=True))
+            acc.append(Access("LSE", ("LSE", bh, i0), sum(q_rows[i0:i1]) * LSE_WIDTH, write=True))
+        waves.append(acc)
+    return waves, req_r, req_w
+
+
+def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
+    """K (or V) rows each split of a decode program loads (contract: masked to the split end,
+    causal blocks whose first key >= hi skipped). Units: rows."""
+    n_k, bn, S = spec.seqlen_k, tiling.block_n, tiling.num_splits
+    length = cdiv(cdiv(n_k, S), bn) * bn
+    hi = n_k if not spec.causal else min(max(spec.seqlen_q + spec.causal_offset, 0), n_k)
+    rows = []
+    for sp in range(S):
+        start, end = sp * length, min((sp + 1) * length, n_k)
+        stop = min(end, hi)
+        if stop <= start:
+            rows.append(0)
+        else:
+            rows.append(min(end, start + cdiv(stop - start, bn) * bn) - start)
+    return rows
+
+
+def decode_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of the split-KV decode kernel: grid ``(num_splits, B·H_kv·(G/P))``, split fastest.
+
+    Program (sp, (b·H_kv + hk)·(G/P) + gp) loads the P·N_q query rows of its P heads, the
+    K/V rows of split sp, and writes partial O and LSE in fp32 (num_splits > 1) or O and
+    LSE directly. Returns (waves, requested reads, requested writes) per tensor.
+    """
+    B, Hk, G, P = spec.batch, spec.kv_heads, spec.group, tiling.heads_per_program
+    S, d, s, n_q = tiling.num_splits, spec.head_dim, spec.width, spec.seqlen_q
+    groups = G // P
+    split_rows = decode_split_rows(spec, tiling)
+    rows_q = P * n_q
+    o_name, l_name = ("O_PART", "LSE_PART") if S > 1 else ("O", "LSE")
+    o_w = 4 if S > 1 else s
+    total = S * B * Hk * groups
+    req_r = {"Q": total * rows_q * d * s, "K": B * Hk * groups * sum(split_rows) * d * s}
+    req_r["V"] = req_r["K"]
+    req_w = {o_name: total * rows_q * d * o_w, l_name: total * rows_q * LSE_WIDTH}
+    waves: list[list[Access]] = []
+    for p0 in range(0, total, w):
+        reads_q, reads_kv, writes = [], [], []
+        seen_kv = set()
+        for p in range(p0, min(total, p0 + w)):
+            pid, sp = divmod(p, S)
+            b, rem = divmod(pid, Hk * groups)
+            hk, gp = divmod(rem, groups)
+            reads_q.append(Access("Q", ("Q", b, hk, gp), rows_q * d * s))
+            kv = (b, hk, sp)
+            if kv not in seen_kv and split_rows[sp]:
+                seen_kv.add(kv)
+                reads_kv.append(Access("K", ("K",) + kv, split_rows[sp] * d * s, whole=True))
+                reads_kv.append(Access("V", ("V",) + kv, split_rows[sp] * d * s, whole=True))
+            writes.append(Access(o_name, (o_name, pid, sp), rows_q * d * o_w, write=True))
+            writes.append(Access(l_name, (l_name, pid, sp), rows_q * LSE_WIDTH, write=True))
+        waves.append(reads_q + reads_kv + writes)
+    return waves, req_r, req_w
+
+
+def combine_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of the split-KV combine kernel: grid ``(B·H,)``; program bh reads its num_splits
+    partials (fp32 O and LSE) and writes O (dtype) and LSE (fp32) once."""
+    B, H, S, n_q, d, s = spec.batch, spec.heads, tiling.num_splits, spec.seqlen_q, spec.head_dim, spec.width
+    total = B * H
+    req_r = {"O_PART": total * S * n_q * d * 4, "LSE_PART": total * S * n_q * LSE_WIDTH}
+    req_w = {"O": total * n_q * d * s, "LSE": total * n_q * LSE_WIDTH}
+    waves = []
+    for p0 in range(0, total, w):
+        n = min(total, p0 + w) - p0
+        waves.append([
+            Access("O_PART", ("O_PART", p0), n * S * n_q * d * 4),
+            Access("LSE_PART", ("LSE_PART", p0), n * S * n_q * LSE_WIDTH),
+            Access("O", ("O", p0), n * n_q * d * s, write=True),
+            Access("LSE", ("LSE", p0), n * n_q * LSE_WIDTH, write=True),
+        ])
+    return waves, req_r, req_w
+
+
+# ----------------------------------------------------------------------------------
+# The eager chain: one kernel per step, streaming
+# ----------------------------------------------------------------------------------
+
+
+def _val(x: Any) -> int:
+    return int(x)
+
+
+def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int,
+                  slices: int = STREAM_SLICES) -> tuple[KernelL2, list[str]]:
+    """Simulate one op of the eager chain (one kernel) from its model rows.
+
+    The op reads each input and writes its output in ``slices`` interleaved slices. A
+    broadcast input (shape without B and H, e.g. the (N_q, N_k) mask while S is (B, H, N_q,
+    N_k)) is re-read once per (batch, head): from L2 if the per-(batch, head) stream
+    between two of its uses plus the operand fits the capacity, else from HBM.
+
+    Args:
+        step: the op (the rows' common ``step``).
+        rows: the model's HBM rows of this step (``tensor, shape, read_bytes, write_bytes``).
+        spec: the layer.
+        capacity: effective L2 bytes.
+
+    Returns:
+        (:class:`KernelL2`, notes on broadcast re-reads).
+    """
+    bh = spec.batch * spec.heads
+    reads: dict[str, int] = {}
+    writes: dict[str, int] = {}
+    broadcast: set[str] = set()
+    has_bh = any("B" in r.shape and "H" in r.shape for r in rows)
+    for r in rows:
+        rb, wb = _val(r.read_bytes), _val(r.write_bytes)
+        if rb:
+            reads[r.tensor] = reads.get(r.tensor, 0) + rb
+            if has_bh and "B" not in r.shape and bh > 1:
+                broadcast.add(r.tensor)
+        if wb:
+            writes[r.tensor] = writes.get(r.tensor, 0) + wb
+    out = KernelL2(step, requested_read=dict(reads), requested_write=dict(writes))
+    notes = []
+    extra: dict[str, int] = {}
+    for t in broadcast:
+        per_use = sum(v for k, v in reads.items() if k != t) // bh + sum(writes.values()) // bh
+        if per_use + reads[t] > capacity:
+            extra[t] = (bh - 1) * reads[t]
+            notes.append(f"{t} re-read from HBM for each of the B·H = {bh} (batch, head) pairs in '{step}'")
+    lru = _LRU(capacity)
+    n = max(1, slices)
+    for k in range(n):
+        for t, v in reads.items():
+            part = v // n + (1 if k < v % n else 0)
+            miss = lru.read(("r", t, k), t, part, False)
+            out.hbm_read[t] = out.hbm_read.get(t, 0) + miss
+        for t, v in writes.items():
+            part = v // n + (1 if k < v % n else 0)
+            lru.write(("w", t, k), t, part)
+    for t, v in extra.items():
+        out.hbm_read[t] = out.hbm_read.get(t, 0) + v
+    out.hbm_write = dict(lru.writeback)
+    out.dirty_at_end = lru.dirty()
+    out.waves = n
+    return out, notes
+
+
+# ----------------------------------------------------------------------------------
+# The prediction
+# ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Cause:
+    """One named reason why HBM bytes differ from the compulsory floor.
+
+    Attributes:
+        key: one of :data:`CAUSES`.
+        title: its sentence.
+        read_bytes: signed contribution to HBM reads (bytes; negative = below the floor).
+        write_bytes: signed contribution to HBM writes (bytes).
+        detail: one sentence with this shape's numbers.
+    """
+
+    key: str
+    title: str
+    read_bytes: int = 0
+    write_bytes: int = 0
+    detail: str = ""
+
+    @property
+    def magnitude(self) -> int:
+        return abs(self.read_bytes) + abs(self.write_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "title": self.title, "read_bytes": self.read_bytes,
+                "write_bytes": self.write_bytes, "detail": self.detail}
+
+
+@dataclass
+class L2Prediction:
+    """HBM bytes of one algorithm on one shape with the L2 taken into account.
+
+    Units: bytes. ``floor`` + Σ cause contributions = ``hbm`` (reads and writes apart).
+
+    Attributes:
+        algorithm: ``tiled`` or ``baseline``.
+        hbm_read_bytes, hbm_write_bytes: the L2-aware prediction of the DRAM counters.
+        floor_read_bytes, floor_write_bytes: compulsory: inputs read once, outputs written once.
+        no_reuse_read_bytes, no_reuse_write_bytes: every requested byte crosses HBM (model HBM rows).
+        l2_read_bytes, l2_write_bytes: requests from the SMs to L2 (the SRAM_fill level;
+            None for the eager chain, whose library kernels re-read from L2 in ways the
+            model does not count).
+        reuse_saved_read_bytes: no-reuse reads minus L2-aware reads (re-reads served by L2).
+        causes: non-zero contributions, largest first.
+        kernels: per-launch simulation results.
+        assumptions: one sentence each.
+    """
+
+    algorithm: str
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+    floor_read_bytes: int
+    floor_write_bytes: int
+    no_reuse_read_bytes: int
+    no_reuse_write_bytes: int
+    l2_read_bytes: int | None
+    l2_write_bytes: int | None
+    reuse_saved_read_bytes: int
+    causes: list[Cause]
+    kernels: list[KernelL2]
+    assumptions: list[str]
+
+    @property
+    def dominant(self) -> Cause | None:
+        """The cause with the largest |read| + |write| contribution (None if the floor holds)."""
+        return max(self.causes, key=lambda c: c.magnitude) if self.causes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.algorithm,
+            "hbm": {"read_bytes": self.hbm_read_bytes, "write_bytes": self.hbm_write_bytes},
+            "floor": {"read_bytes": self.floor_read_bytes, "write_bytes": self.floor_write_bytes},
+            "no_reuse": {"read_bytes": self.no_reuse_read_bytes, "write_bytes": self.no_reuse_write_bytes},
+            "l2_requests": {"read_bytes": self.l2_read_bytes, "write_bytes": self.l2_write_bytes},
+            "reuse_saved_read_bytes": self.reuse_saved_read_bytes,
+            "causes": [c.to_dict() for c in self.causes],
+            "dominant": self.dominant.key if self.dominant else None,
+            "assumptions": self.assumptions,
+        }
+
+
+def _add(into: dict[str, int], d: dict[str, int]) -> None:
+    for k, v in d.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _fmt(n: float) -> str:
+    n = float(n)
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= f:
+            return f"{n / f:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _finish(algorithm: str, kernels: list[KernelL2], floor_r: int, floor_w: int, no_reuse_r: int, no_reuse_w: int,
+            l2_r: int | None, l2_w: int | None, causes: list[Cause], assumptions: list[str]) -> L2Prediction:
+    read = sum(sum(k.hbm_read.values()) for k in kernels)
+    write = sum(sum(k.hbm_write.values()) for k in kernels)
+    causes = sorted([c for c in causes if c.magnitude], key=lambda c: -c.magnitude)
+    # the contributions must add up exactly: floor + causes = prediction
+    assert floor_r + sum(c.read_bytes for c in causes) == read, "read causes do not add up"
+    assert floor_w + sum(c.write_bytes for c in causes) == write, "write causes do not add up"
+    return L2Prediction(algorithm, read, write, floor_r, floor_w, no_reuse_r, no_reuse_w, l2_r, l2_w,
+                        no_reuse_r - read, causes, kernels, assumptions)
+
+
+def _common_assumptions(params: L2Params) -> list[str]:
+    return [
+        f"Effective L2 capacity {_fmt(params.capacity)} = {params.l2_fraction:g} × {_fmt(params.l2_bytes)} "
+        "(two L2 partitions each caching what their SMs read).",
+        f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
+        "run at once, in grid order (axis 0 fastest), in waves.",
+        "L2 keeps the most recently used items (LRU); a KV head's K/V is evicted whole.",
+        "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
+        "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else
+        "L2 content is not flushed between kernels.",
+    ]
+
+
+def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params) -> L2Prediction:
+    """L2-aware HBM bytes of the bundled kernel (prefill Q-stationary, or split-KV decode).
+
+    Args:
+        spec: the layer (forward only: ``spec.backward`` must be False).
+        tiling: the tiles the kernel ran (``KernelConfig.tiling()``).
+        params: device and occupancy (:class:`L2Params`).
+
+    Returns:
+        :class:`L2Prediction` with causes ``l2_capacity``, ``causal_skip``,
+        ``dirty_at_end`` and (split-KV) ``intermediates``.
+
+    Raises:
+        IomodelError: a backward pass is asked for (not modelled at the L2 level).
+    """
+    if spec.backward:
+        raise IomodelError("the L2-aware prediction covers the forward kernel only: use --pass fwd")
+    w = params.resident_programs
+    cap = params.capacity
+    d, s = spec.head_dim, spec.width
+    B, H, Hk = spec.batch, spec.heads, spec.kv_heads
+    kv_full = B * Hk * spec.seqlen_k * d * s  # K (or V) bytes, once
+    q_bytes = B * H * spec.seqlen_q * d * s
+    o_bytes, lse_bytes = q_bytes, B * H * spec.seqlen_q * LSE_WIDTH
+    floor_r, floor_w = q_bytes + 2 * kv_full, o_bytes + lse_bytes
+    kernels: list[KernelL2] = []
+    req_r: dict[str, int] = {}
+    req_w: dict[str, int] = {}
+    if spec.phase == "decode":
+        waves, r, wr = decode_waves(spec, tiling, w)
+        k1 = simulate("decode kernel", waves, cap)
+        k1.requested_read, k1.requested_write = r, wr
+        kernels.append(k1)
+        _add(req_r, r)
+        _add(req_w, wr)
+        if tiling.num_splits > 1:
+            waves, r, wr = combine_waves(spec, tiling, w)
+            k2 = simulate("combine kernel", waves, cap)
+            k2.requested_read, k2.requested_write = r, wr
+            kernels.append(k2)
+            _add(req_r, r)
+            _add(req_w, wr)
+        touched_rows = B * Hk * sum(decode_split_rows(spec, tiling))
+        span = "decode programs of one KV head run together"
+    else:
+        waves, r, wr = prefill_waves(spec, tiling, w)
+        k1 = simulate("fwd kernel", waves, cap)
+        k1.requested_read, k1.requested_write = r, wr
+        kernels.append(k1)
+        _add(req_r, r)
+        _add(req_w, wr)
+        touched_rows = B * Hk * max(prefill_key_rows(spec, tiling))
+        t_r = cdiv(spec.seqlen_q, tiling.block_m)
+        heads = cdiv(w, t_r) + 1
+        kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
+        ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
+        span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
+                f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{_fmt(ws)} vs {_fmt(cap)} effective L2")
+    hbm_r: dict[str, int] = {}
+    hbm_w: dict[str, int] = {}
+    dirty: dict[str, int] = {}
+    for k in kernels:
+        _add(hbm_r, k.hbm_read)
+        _add(hbm_w, k.hbm_write)
+        _add(dirty, k.dirty_at_end)
+    kv_touched = touched_rows * d * s  # K (or V) bytes some program loads
+    skip = 2 * (kv_full - kv_touched)
+    kv_read = hbm_r.get("K", 0) + hbm_r.get("V", 0)
+    refetch = kv_read - 2 * kv_touched
+    q_extra = hbm_r.get("Q", 0) - q_bytes  # decode: Q reloads per split missing L2 (normally 0)
+    inter_r = hbm_r.get("O_PART", 0) + hbm_r.get("LSE_PART", 0)
+    inter_w = (req_w.get("O_PART", 0) + req_w.get("LSE_PART", 0))
+    out_w = o_bytes + lse_bytes
+    total_w = sum(hbm_w.values())
+    dirty_total = (out_w + inter_w) - total_w
+    causes = [
+        Cause("causal_skip", CAUSES["causal_skip"], read_bytes=-skip,
+              detail=f"{_fmt(skip)} of K/V (rows beyond every query tile's causal bound) never loaded"),
+        Cause("l2_capacity", CAUSES["l2_capacity"], read_bytes=refetch + q_extra,
+              detail=(f"{_fmt(refetch + q_extra)} re-fetched; " if refetch + q_extra else "all re-reads hit L2; ") + span),
+        Cause("intermediates", CAUSES["intermediates"], read_bytes=inter_r, write_bytes=inter_w,
+              detail=f"split-KV partials (num_splits = {tiling.num_splits}): {_fmt(inter_w)} written, "
+                     f"{_fmt(inter_r)} read back by the combine kernel"),
+        Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty_total,
+              detail=f"{_fmt(dirty_total)} of {_fmt(out_w + inter_w)} written bytes still dirty in L2 at kernel end"),
+    ]
+    no_reuse_r = sum(req_r.values())
+    no_reuse_w = sum(req_w.values())
+    assumptions = _common_assumptions(params) + [
+        "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
+        "stream the same K/V blocks together, so one fetch serves the wave.",
+    ]
+    return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
+                   assumptions)
+
+
+#: Tensors of the eager chain that are layer inputs / outputs (the rest are intermediates).
+_INPUTS = ("Q", "K", "V")
+_OUTPUTS = ("O", "LSE")
+
+
+def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> L2Prediction:
+    """L2-aware HBM bytes of the eager chain from the model's ``baseline`` HBM rows.
+
+    Each distinct ``step`` of the rows is one kernel (in row order), simulated by
+    :func:`stream_kernel`; with the profiler's flush every kernel starts cold.
+
+    Args:
+        spec: the layer.
+        rows: the model's baseline rows (attributes ``tensor, step, level, shape,
+            read_bytes, write_bytes``; only ``HBM`` rows are used).
+        params: device (capacity).
+
+    Returns:
+        :class:`L2Prediction` with causes ``intermediates``, ``broadcast_rereads`` and
+        ``dirty_at_end``.
+
+    Raises:
+        IomodelError: no HBM rows were given, or L2 content carried between kernels was asked
+            for (only the profiler's flushed setting is modelled for the chain).
+    """
+    if not params.flush_between_kernels:
+        raise IomodelError("the eager chain is modelled with the profiler's cache flush only: keep flush_between_kernels")
+    hbm = [r for r in rows if getattr(r, "level", "HBM") == "HBM"]
+    if not hbm:
+        raise IomodelError("no HBM rows for the baseline: pass the model's baseline rows")
+    steps: list[str] = []
+    by_step: dict[str, list[Any]] = {}
+    for r in hbm:
+        if r.step not in by_step:
+            steps.append(r.step)
+            by_step[r.step] = []
+        by_step[r.step].append(r)
+    kernels, notes = [], []
+    for st in steps:
+        k, n = stream_kernel(st, by_step[st], spec, params.capacity)
+        kernels.append(k)
+        notes += n
+    d, s = spec.head_dim, spec.width
+    q_bytes = spec.batch * spec.heads * spec.seqlen_q * d * s
+    kv_full = spec.batch * spec.kv_heads * spec.seqlen_k * d * s
+    floor_r, floor_w = q_bytes + 2 * kv_full, q_bytes  # O only (the chain returns no LSE)
+    if any(r.tensor == "LSE" and _val(r.write_bytes) for r in hbm):
+        floor_w += spec.batch * spec.heads * spec.seqlen_q * LSE_WIDTH
+    req_r = sum(_val(r.read_bytes) for r in hbm)
+    req_w = sum(_val(r.write_bytes) for r in hbm)
+    hbm_r = sum(sum(k.hbm_read.values()) for k in kernels)
+    hbm_w = sum(sum(k.hbm_write.values()) for k in kernels)
+    extra = hbm_r - req_r  # broadcast re-reads
+    dirty = req_w - hbm_w
+    causes = [
+        Cause("intermediates", CAUSES["intermediates"], read_bytes=req_r - floor_r, write_bytes=req_w - floor_w,
+              detail=f"{len(kernels)} kernels; S, P and the other intermediates cross HBM: "
+                     f"{_fmt(req_r - floor_r)} read and {_fmt(req_w - floor_w)} written beyond the floor"),
+        Cause("broadcast_rereads", CAUSES["broadcast_rereads"], read_bytes=extra,
+              detail="; ".join(notes) if notes else "the broadcast mask stays in L2 across (batch, head)"),
+        Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
+              detail=f"{_fmt(dirty)} of {_fmt(req_w)} written bytes still dirty in L2 at the end of their kernels"),
+    ]
+    assumptions = _common_assumptions(params) + [
+        "Each op of the eager chain is one kernel that streams its inputs and output once "
+        f"({STREAM_SLICES} interleaved slices); matmul operands are re-read from L2, not HBM.",
+    ]
+    return _finish("baseline", kernels, floor_r, floor_w, req_r, req_w, None, None, causes, assumptions)
+
+
+__all__ = [
+    "Access",
+    "CAUSES",
+    "Cause",
+    "DEFAULT_L2_FRACTION",
+    "KernelL2",
+    "L2Params",
+    "L2Prediction",
+    "combine_waves",
+    "decode_split_rows",
+    "decode_waves",
+    "estimate_programs_per_sm",
+    "predict_baseline",
+    "predict_tiled",
+    "prefill_key_rows",
+    "prefill_waves",
+    "simulate",
+    "stream_kernel",
+]
