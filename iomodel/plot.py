@@ -15,6 +15,7 @@ dicts with ``bytes`` (int, bytes moved), ``label`` (legend text), ``level`` (``H
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -90,12 +91,14 @@ def _assumptions(spec: LayerSpec, tiling: Tiling | None, hardware: Hardware, ext
     parts.append("HBM bytes = no-reuse model (every load leaves the chip); 1 KiB = 1,024 B")
     if extra:
         parts.append(extra)
-    return "\n".join(textwrap.fill(p, 130) for p in ("; ".join(parts[:2]), *parts[2:]))
+    return "\n".join(textwrap.fill(p, 150) for p in ("; ".join(parts[:2]), *parts[2:]))
 
 
 def _figure(title: str, note: str) -> tuple[Figure, Any]:
-    fig = Figure(figsize=(10, 6.8), dpi=_DPI)
-    ax = fig.add_axes((0.1, 0.27, 0.62, 0.63))
+    fig = Figure(figsize=(11, 7), dpi=_DPI)
+    lines = note.count("\n") + 1
+    bottom = 0.11 + 0.022 * lines
+    ax = fig.add_axes((0.085, bottom, 0.895, 0.93 - bottom))
     ax.set_title(title, fontsize=12)
     fig.text(0.01, 0.015, note, fontsize=8, family="monospace", va="bottom", ha="left")
     ax.grid(True, which="major", alpha=0.35)
@@ -103,8 +106,8 @@ def _figure(title: str, note: str) -> tuple[Figure, Any]:
     return fig, ax
 
 
-def _legend(fig: Figure, ax: Any) -> None:
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False, borderaxespad=0)
+def _legend(fig: Figure, ax: Any, loc: str = "best") -> None:
+    ax.legend(loc=loc, fontsize=8.5, framealpha=0.92)
 
 
 def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[str]) -> list[dict[str, Any]]:
@@ -206,12 +209,12 @@ def plot_seqlen(
     ax.set_yscale("log", base=2)
     for alg, label in (("baseline", "baseline (eager, materialised scores)"),
                        ("tiled", "tiled (bundled kernel)")):
-        ax.plot(n, res[alg]["hbm_bytes"], color=COLORS[alg], lw=2.2, label=f"{label}: HBM transferred")
-    ax.plot(n, res["compulsory"]["bytes"], color=COLORS["compulsory"], lw=1.4, ls=":",
-            label="compulsory floor (inputs once, outputs once)")
+        ax.plot(n, res[alg]["hbm_bytes"], color=COLORS[alg], lw=2.2, label=f"{label}: HBM bytes transferred")
+    ax.plot(n, res["compulsory"]["bytes"], color=COLORS["compulsory"], lw=2.0, ls=":", zorder=4,
+            label="compulsory floor: inputs read once, outputs written once")
     for alg, label in (("baseline", "baseline"), ("tiled", "tiled")):
-        ax.plot(n, res[alg]["allocated_bytes"], color=COLORS[alg], lw=1.3, ls="--", alpha=0.8,
-                label=f"{label}: allocated (resident, not moved)")
+        ax.plot(n, res[alg]["allocated_bytes"], color=COLORS[alg], lw=1.2, ls="--", alpha=0.75,
+                label=f"{label}: allocated in HBM (resident, not transferred)")
     ax.axvline(spec.seqlen_k, color=COLORS["grey"], lw=1, ls="-.",
                label=f"this layer: {_tokens_label(spec.seqlen_k)} tokens")
     _overlay(ax, points, lambda m: float(m["seqlen"]))
@@ -219,7 +222,7 @@ def plot_seqlen(
     ax.set_ylabel("bytes per call (log scale, binary prefixes)")
     _tokens_axis(ax.xaxis)
     _bytes_axis(ax.yaxis)
-    _legend(fig, ax)
+    _legend(fig, ax, "upper left")
     return _save(fig, path)
 
 
@@ -244,80 +247,101 @@ def plot_blocks(
     path: str | Path | None = None,
     **options: Any,
 ) -> Figure:
-    """Tiled HBM bytes versus tile size, one curve per BLOCK_N (prefill) or per num_splits (decode).
+    """Tiled HBM bytes over the tile grid: a heat map with the bytes written in every cell.
 
-    Prefill: x = BLOCK_M, one line per BLOCK_N (K and V are read once per query tile, so
-    BLOCK_M sets the traffic; BLOCK_N only rounds the causal edge). Decode: x = BLOCK_N,
-    one line per num_splits (Q and the partial outputs scale with the splits). Tiles that
-    do not fit the hardware's shared memory per block (:meth:`Tiling.sram_bytes`) are drawn
-    as grey crosses; the tiles the layer runs are starred. The compulsory floor is dotted.
+    Prefill: rows BLOCK_M, columns BLOCK_N (K and V are read once per query tile, so
+    BLOCK_M sets the traffic; BLOCK_N only rounds the causal edge). Decode: rows
+    num_splits, columns BLOCK_N (Q and the partial outputs grow with the splits). Each
+    cell gives the bytes (binary prefix) and their multiple of the compulsory floor; cells
+    whose tiles do not fit the hardware's shared memory per block
+    (:meth:`Tiling.sram_bytes`) are hatched and evaluated as hypotheticals; the layer's own
+    tiles are framed.
 
     Args:
         block_sizes: BLOCK_M / BLOCK_N values (powers of two).
-        splits: num_splits values (decode).
+        splits: num_splits values (decode rows).
         measured: points with ``block_m`` and ``block_n`` (prefill) or ``block_n`` and
-            ``num_splits`` (decode), ``bytes``, ``label``, ``level``.
+            ``num_splits`` (decode), ``bytes``, ``label``, ``level``: written into their cell.
         path, **options: as :func:`plot_seqlen`.
 
     Raises:
         IomodelError: a tile size is not a power of two, or a measured point lacks its keys.
     """
     decode = spec.phase == "decode"
-    points = _check_measured(measured, ("block_n", "num_splits") if decode else ("block_m", "block_n"))
+    points = _check_measured(measured, ("block_n", "num_splits") if decode else ("block_n", "block_m"))
     sizes = [Tiling(block_m=b, block_n=b).block_m for b in block_sizes]  # validates powers of two
-    if decode:
-        xs_name, line_name, line_vals = "block_n", "num_splits", [int(x) for x in splits]
-    else:
-        xs_name, line_name, line_vals = "block_m", "block_n", sizes
-    grid_x, grid_l = np.meshgrid(np.asarray(sizes, dtype=np.int64), np.asarray(line_vals, dtype=np.int64))
-    vary = {xs_name: grid_x.ravel(), line_name: grid_l.ravel()}
+    row_name, row_label = ("num_splits", "num_splits") if decode else ("block_m", "BLOCK_M")
+    row_vals = [int(x) for x in splits] if decode else sizes
+    grid_c, grid_r = np.meshgrid(np.asarray(sizes, dtype=np.int64), np.asarray(row_vals, dtype=np.int64))
+    vary = {"block_n": grid_c.ravel(), row_name: grid_r.ravel()}
+    # Tiles that do not fit are evaluated as hypotheticals (hatched): lift the sweep's
+    # shared-memory check to the largest tile's need.
+    biggest = Tiling(block_m=max(sizes + [tiling.block_m]), block_n=max(sizes), num_stages=tiling.num_stages)
+    vary["smem_per_block"] = np.full(grid_c.size, max(hardware.smem_per_block, biggest.sram_bytes(spec)))
     res = _sweep(spec, tiling, hardware, vary, **options)
-    hbm = res["tiled"]["hbm_bytes"].reshape(grid_x.shape)
+    hbm = res["tiled"]["hbm_bytes"].reshape(grid_c.shape)
     floor = float(res["compulsory"]["bytes"][0])
 
-    def fits(x: int, line: int) -> bool:
-        kw = {xs_name: int(x), line_name: int(line)}
-        t = Tiling(block_m=kw.get("block_m", tiling.block_m), block_n=kw["block_n"],
-                   num_stages=tiling.num_stages, num_splits=kw.get("num_splits", tiling.num_splits),
-                   heads_per_program=tiling.heads_per_program)
+    def fits(row: int, col: int) -> bool:
+        t = Tiling(block_m=tiling.block_m if decode else row, block_n=col, num_stages=tiling.num_stages,
+                   num_splits=row if decode else tiling.num_splits, heads_per_program=tiling.heads_per_program)
         return t.sram_bytes(spec) <= hardware.smem_per_block
 
-    what = "num_splits" if decode else "BLOCK_N"
-    title = (f"{spec.name or 'layer'}: tiled HBM bytes versus "
+    title = (f"{spec.name or 'layer'}: tiled HBM bytes per call over "
              + ("BLOCK_N and num_splits (decode)" if decode else "BLOCK_M and BLOCK_N"))
-    fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
-                                          f"seqlen_q={spec.seqlen_q:,}, seqlen_k={spec.seqlen_k:,}; grey x: tiles "
-                                          f"need more than {human_bytes(hardware.smem_per_block)} of shared memory"))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    cmap = [COLORS["tiled"], COLORS["baseline"], COLORS["tiled_kv_stationary"], COLORS["ref"],
-            COLORS["measured"], "#56B4E9", "#F0E442"]
-    no_fit_labelled = False
-    for i, line in enumerate(line_vals):
-        ys = hbm[i]
-        ok = np.array([fits(x, line) for x in sizes])
-        color = cmap[i % len(cmap)]
-        ax.plot(sizes, ys, color=color, lw=1.6, alpha=0.9, label=f"{what} = {line}")
-        ax.scatter(np.asarray(sizes)[ok], ys[ok], color=color, s=22, zorder=3)
-        if (~ok).any():
-            ax.scatter(np.asarray(sizes)[~ok], ys[~ok], marker="x", color=COLORS["grey"], s=40, zorder=4,
-                       label=None if no_fit_labelled else "does not fit shared memory")
-            no_fit_labelled = True
-    ax.axhline(floor, color=COLORS["compulsory"], lw=1.4, ls=":", label="compulsory floor")
-    own_x = tiling.block_n if decode else tiling.block_m
-    own_l = tiling.num_splits if decode else tiling.block_n
-    if own_x in sizes and own_l in line_vals:
-        ax.scatter([own_x], [hbm[line_vals.index(own_l), sizes.index(own_x)]], marker="*", s=260,
-                   facecolors="none", edgecolors="black", lw=1.3, zorder=6,
-                   label=f"this layer's tiles ({'BLOCK_N' if decode else 'BLOCK_M'}={own_x}, {what}={own_l})")
-    _overlay(ax, points, lambda m: float(m[xs_name]))
-    ax.set_xticks(sizes)
+    fig, ax = _figure(title, _assumptions(
+        spec, tiling, hardware,
+        f"seqlen_q={spec.seqlen_q:,}, seqlen_k={spec.seqlen_k:,}; cell = HBM bytes (x compulsory floor of "
+        f"{human_bytes(floor)}); hatched: tiles need more than {human_bytes(hardware.smem_per_block)} of shared "
+        "memory per block"))
+    img = ax.imshow(np.log2(hbm), cmap="viridis_r", aspect="auto", origin="lower")
+    x0, y0, w, h = ax.get_position().bounds
+    ax.set_position((x0, y0, w - 0.13, h))
+    cax = fig.add_axes((x0 + w - 0.11, y0, 0.018, h))
+    cbar = fig.colorbar(img, cax=cax)
+    cbar.set_label("tiled HBM bytes (log colour scale)")
+    lo2, hi2 = np.log2(hbm).min(), np.log2(hbm).max()
+    cbar.set_ticks(np.arange(np.ceil(lo2), np.floor(hi2) + 1))
+    cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(2**v)))
+    meas: dict[tuple[int, int], list[str]] = {}
+    for m in points:
+        key = (int(m[row_name]), int(m["block_n"]))
+        meas.setdefault(key, []).append(f"{m.get('level', 'HBM')} {human_bytes(float(m['bytes']))}")
+    lo, hi = np.log2(hbm).min(), np.log2(hbm).max()
+    for i, rv in enumerate(row_vals):
+        for j, cv in enumerate(sizes):
+            ok = fits(rv, cv)
+            dark = (np.log2(hbm[i, j]) - lo) / max(hi - lo, 1e-9) > 0.55
+            color = "white" if dark else "black"
+            text = f"{human_bytes(hbm[i, j])}\n{hbm[i, j] / floor:,.1f}x floor"
+            if not ok:
+                text += "\nno fit"
+                ax.add_patch(_hatch(j, i))
+            for extra in meas.get((rv, cv), []):
+                text += f"\nmeasured {extra}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=7.5, color=color)
+    own_r = tiling.num_splits if decode else tiling.block_m
+    if own_r in row_vals and tiling.block_n in sizes:
+        i, j = row_vals.index(own_r), sizes.index(tiling.block_n)
+        from matplotlib.patches import Rectangle
+
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=3, ec=COLORS["baseline"], zorder=5))
+        ax.text(j, i + 0.5, "this layer's tiles", ha="center", va="bottom", fontsize=7.5,
+                color=COLORS["baseline"], zorder=6, fontweight="bold")
+    ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([str(x) for x in sizes])
-    ax.set_xlabel(("BLOCK_N (key rows per inner step)" if decode else "BLOCK_M (query rows per program)"))
-    ax.set_ylabel("tiled HBM bytes per call (log scale, binary prefixes)")
-    _bytes_axis(ax.yaxis)
-    _legend(fig, ax)
+    ax.set_yticks(range(len(row_vals)))
+    ax.set_yticklabels([str(x) for x in row_vals])
+    ax.set_xlabel("BLOCK_N (key rows per inner step)")
+    ax.set_ylabel("num_splits (split-KV partitions)" if decode else "BLOCK_M (query rows per program)")
+    ax.grid(False, which="both")
     return _save(fig, path)
+
+
+def _hatch(j: int, i: int) -> Any:
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec=COLORS["grey"], lw=0, alpha=0.6)
 
 
 # ----------------------------------------------------------------------------------
@@ -326,18 +350,18 @@ def plot_blocks(
 
 
 def default_sram_sizes() -> np.ndarray:
-    """SRAM sizes M of the x axis: 16 KiB to 4 MiB, 4 points per octave (bytes, int64)."""
-    return np.unique(np.round(np.geomspace(2**14, 2**22, 8 * 4 + 1)).astype(np.int64))
+    """SRAM sizes M of the x axis: 16 KiB to 8 MiB, 4 points per octave (bytes, int64)."""
+    return np.unique(np.round(np.geomspace(2**14, 2**23, 9 * 4 + 1)).astype(np.int64))
 
 
-def largest_fitting_tiles(spec: LayerSpec, tiling: Tiling, sram: np.ndarray,
-                          sizes: Sequence[int] = (16, 32, 64, 128, 256, 512, 1024, 2048)
+def largest_fitting_tiles(spec: LayerSpec, sram: np.ndarray, num_stages: int = 1,
+                          sizes: Sequence[int] = tuple(2**k for k in range(4, 18))
                           ) -> tuple[np.ndarray, np.ndarray]:
     """For each SRAM size M (bytes), the largest Q-stationary tiles that fit.
 
     The largest BLOCK_M (the tile that sets how often K and V are re-read), capped at
     next_pow2(seqlen_q), then the largest BLOCK_N, such that :meth:`Tiling.sram_bytes`
-    (Q tile + num_stages K and V tiles) <= M. Sizes where not even 16 x 16 fits get 0.
+    (Q tile + ``num_stages`` K and V tiles) <= M. Sizes where not even 16 x 16 fits get 0.
 
     Returns:
         ``(block_m, block_n)`` int64 arrays shaped like ``sram``.
@@ -347,7 +371,7 @@ def largest_fitting_tiles(spec: LayerSpec, tiling: Tiling, sram: np.ndarray,
     bn_out = np.zeros(len(sram), dtype=np.int64)
     cands = sorted(((bm, bn) for bm in sizes for bn in sizes if bm <= cap and bn <= max(cap, 16)),
                    reverse=True)
-    need = {c: Tiling(block_m=c[0], block_n=c[1], num_stages=tiling.num_stages).sram_bytes(spec) for c in cands}
+    need = {c: Tiling(block_m=c[0], block_n=c[1], num_stages=num_stages).sram_bytes(spec) for c in cands}
     for i, m in enumerate(sram):
         for c in cands:
             if need[c] <= m:
@@ -362,6 +386,7 @@ def plot_sram(
     hardware: Hardware,
     *,
     sram_bytes: Sequence[int] | np.ndarray | None = None,
+    num_stages: int = 1,
     measured: Iterable[dict[str, Any]] | None = None,
     path: str | Path | None = None,
     **options: Any,
@@ -372,11 +397,14 @@ def plot_sram(
     M-derived blocks B_c = ceil(M / 4d), B_r = min(ceil(M / 4d), d) (Dao et al. 2022,
     Section 3.1) moves Theta(N^2 d^2 / M) bytes (Theorem 2): its curve falls with slope -1,
     drawn next to a dotted reference proportional to N^2 d^2 / M. The Q-stationary kernel
-    (``tiled``) runs, at each M, the largest tiles that fit (:func:`largest_fitting_tiles`).
-    The hardware's shared memory per SM is marked.
+    (``tiled``) runs, at each M, the largest tiles that fit (:func:`largest_fitting_tiles`),
+    by default with one K/V stage like FlashAttention-1 (Q, K, V tiles in M). The
+    hardware's shared memory per SM is marked.
 
     Args:
         sram_bytes: x values, bytes of SRAM per SM (default :func:`default_sram_sizes`).
+        num_stages: K/V tiles the Q-stationary kernel keeps in flight (1: like-for-like with
+            FlashAttention-1; the bundled kernel uses ``tiling.num_stages``).
         measured: points ``{"sram_bytes": B, "bytes": B, "label": str, "level": "HBM"}``.
         path, **options: as :func:`plot_seqlen`.
 
@@ -388,14 +416,17 @@ def plot_sram(
         raise IomodelError("the SRAM-size plot compares prefill schedules: use --phase prefill for it")
     points = _check_measured(measured, ("sram_bytes",))
     m = np.asarray(default_sram_sizes() if sram_bytes is None else sram_bytes, dtype=np.int64)
-    bm, bn = largest_fitting_tiles(spec, tiling, m)
+    bm, bn = largest_fitting_tiles(spec, m, num_stages)
     fit = bm > 0
     res_fa1 = _sweep(spec, tiling, hardware, {"smem_per_sm": m}, **options)
     fa1 = res_fa1["tiled_kv_stationary"]["hbm_bytes"]
     floor = float(res_fa1["compulsory"]["bytes"][0])
     qs = np.full(len(m), np.nan)
     if fit.any():
-        res_q = _sweep(spec, tiling, hardware, {"block_m": bm[fit], "block_n": bn[fit], "smem_per_sm": m[fit]},
+        # the tiles fit M by construction: M is the SRAM size of this hypothetical SM
+        res_q = _sweep(spec, replace(tiling, num_stages=num_stages), hardware,
+                       {"block_m": bm[fit], "block_n": bn[fit], "smem_per_sm": m[fit],
+                                                "smem_per_block": np.maximum(m[fit], hardware.smem_per_block)},
                        **options)
         qs[fit] = res_q["tiled"]["hbm_bytes"]
     s = spec
@@ -404,7 +435,7 @@ def plot_sram(
         s, None, hardware,
         f"seqlen_q={s.seqlen_q:,}, seqlen_k={s.seqlen_k:,}; FlashAttention-1: B_c = ceil(M/4d), "
         f"B_r = min(B_c, d) (elements of {s.width} B); Q-stationary: largest BLOCK_M, then BLOCK_N, "
-        f"with num_stages={tiling.num_stages}, that fit M"))
+        f"with num_stages={num_stages}, that fit M"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.plot(m, fa1, color=COLORS["tiled_kv_stationary"], lw=2.2,

@@ -122,13 +122,19 @@ def check_row_units(
     width: int,
     spec_width: int,
 ) -> RowUnits:
-    """Prove that a row's byte formulas are (dimensionless element count) x (bytes per element).
+    """Prove that a row's byte formulas reduce to bytes: (element count) x (bytes per element).
 
-    The element width is ``s`` (bytes, the dtype of Q, K, V, O) when the formula contains
-    ``s`` — and then the row's numeric width must equal the layer's — else the row's own
-    integer width in bytes (fp32 intermediates, LSE, the 1-byte causal mask). Each formula
-    divided by that width is an element count; with ``s`` and ``M`` in bytes it must be
-    dimensionless, so the formula is exactly one power of bytes.
+    With ``s`` and ``M`` in bytes and every other symbol dimensionless, a formula must be
+    either
+
+    * of dimension bytes: its bytes come from the element width ``s`` (the dtype of Q, K,
+      V, O), and then the row's numeric width must be the layer's ``s``; or
+    * dimensionless: an element count times the row's own integer width (fp32
+      intermediates and LSE, the 1-byte causal mask), so formula x byte is bytes.
+
+    Anything else (bytes plus elements, bytes squared, a ceiling of bytes) fails. ``s``
+    may appear inside dimensionless sub-expressions such as FlashAttention-1's block size
+    ``ceil(M / (4 d s))``.
 
     Args:
         exprs: the row's read and write byte formulas (sympy, in the model's symbols).
@@ -138,27 +144,19 @@ def check_row_units(
     Returns:
         A :class:`RowUnits` whose ``ok`` is False with the reason when a formula fails.
     """
-    s_sym = sp.Symbol("s", positive=True, integer=True)
     for expr in exprs:
         expr = sp.sympify(expr)
         if expr == 0:
             continue
-        uses_s = any(sym.name == "s" for sym in expr.free_symbols)
-        if uses_s:
-            s_sym = next(sym for sym in expr.free_symbols if sym.name == "s")
-            if int(width) != int(spec_width):
-                return RowUnits(tensor, step, level, False,
-                                f"formula uses s ({spec_width} B) but the row's dtype is {width} B wide")
-            w_units = s_sym * byte
-            count = expr / s_sym
-        else:
-            w_units = sp.Integer(int(width)) * byte
-            count = expr / sp.Integer(int(width))
         try:
-            dim = dimension_of(with_byte_units(count) * w_units)
+            dim = dimension_of(with_byte_units(expr))
         except UnitsError as exc:
             return RowUnits(tensor, step, level, False, str(exc))
-        if not _same(dim, information):
+        if _same(dim, information):
+            if int(width) != int(spec_width):
+                return RowUnits(tensor, step, level, False,
+                                f"{expr} scales with s ({spec_width} B) but the row's dtype is {width} B wide")
+        elif not dimsys_SI.is_dimensionless(dim):
             return RowUnits(tensor, step, level, False, f"{expr} has dimension {dim}, not bytes")
     return RowUnits(tensor, step, level, True, "bytes")
 

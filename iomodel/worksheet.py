@@ -138,9 +138,15 @@ def _heuristics():
     return heuristics
 
 
-def _prefill_path(hardware: Hardware) -> str:
-    """The prefill path the launcher takes on ``hardware``: tensor descriptors (TMA) on Hopper."""
-    return "prefill-tma" if hardware.name.split("-")[0].upper() in ("H100", "H200") else "prefill"
+def _prefill_path(spec: LayerSpec, hardware: Hardware, heuristics: Any) -> str:
+    """The prefill path ``kernels.flash_attention.kernel_path`` takes on ``hardware``.
+
+    ``prefill-tma`` (tensor descriptors) on a Hopper (sm_90) GPU for fp16/bf16 with a
+    power-of-two HEAD_DIM (contiguous tensors assumed), else ``prefill`` (pointer loads).
+    """
+    hopper = hardware.name.split("-")[0].upper() in ("H100", "H200")
+    pow2 = spec.head_dim == heuristics.head_dim_padded(spec.head_dim)
+    return "prefill-tma" if hopper and spec.dtype in ("fp16", "bf16") and pow2 else "prefill"
 
 
 def kernel_tiling(spec: LayerSpec, hardware: Hardware) -> tuple[Tiling, str]:
@@ -166,7 +172,7 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware) -> tuple[Tiling, str]:
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
                 "kernel runs for this shape)"
             )
-        path = _prefill_path(hardware)
+        path = _prefill_path(spec, hardware, h)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         return Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages), (
             f"kernels/heuristics.py prefill_default for the {path} path (the bundled kernel's first autotune "
@@ -489,20 +495,39 @@ class Worksheet:
                 out.append(f"Source: {a.source}")
                 out.append("")
             out.append("| tensor | step | level | shape | dtype | width B | reads | bytes read | bytes written "
-                       "| formula |")
+                       "| formula (bytes) |")
             out.append("|---|---|---|---|---|---:|---:|---:|---:|---|")
-            for r in a.rows:
+            formulas: dict[str, str] = {}  # long formula -> footnote label
+
+            def cite(text: str, formulas: dict[str, str] = formulas) -> str:
+                if len(text) <= FORMULA_INLINE_CHARS:
+                    return f"`{_md(text)}`"
+                label = formulas.setdefault(text, f"F{len(formulas) + 1}")
+                return f"[{label}](#{_anchor(name, label)})"
+
+            collapsed = _collapse_levels(a.rows)
+            for r, levels in collapsed:
                 formula = []
                 if r.read_bytes or r.read_formula not in ("0", ""):
-                    formula.append(f"read `{_md(r.read_formula)}`")
+                    formula.append(f"read {cite(r.read_formula)}")
                 if r.write_bytes or r.write_formula not in ("0", ""):
-                    formula.append(f"write `{_md(r.write_formula)}`")
+                    formula.append(f"write {cite(r.write_formula)}")
                 out.append(
-                    f"| {_md(r.tensor)} | {_md(r.step)} | {r.level} | {_md(r.shape)} | {r.dtype} | {r.width} | "
+                    f"| {_md(r.tensor)} | {_md(r.step)} | {levels} | {_md(r.shape)} | {r.dtype} | {r.width} | "
                     f"{fmt_int(_num(r.reads))} | {_cell_bytes(r.read_bytes)} | {_cell_bytes(r.write_bytes)} | "
                     f"{'; '.join(formula)} |"
                 )
             out.append("")
+            if any(levels == "SRAM_fill = HBM" for _, levels in collapsed):
+                out.append("A row whose level reads `SRAM_fill = HBM` stands for two identical rows, one per level "
+                           "(no reuse above SRAM: every requested byte crosses HBM).")
+                out.append("")
+            if formulas:
+                out.append("Formulas (bytes; `Sum(f, (i, a, b))` is the sum of f for i = a..b):")
+                out.append("")
+                for text, label in formulas.items():
+                    out.append(f"- <a id=\"{_anchor(name, label)}\"></a>{label}: `{_md(text)}`")
+                out.append("")
             out.append("| level | bytes read | bytes written | total |")
             out.append("|---|---:|---:|---:|")
             for level, rd, wr in _level_totals(a):
@@ -518,7 +543,7 @@ class Worksheet:
                 for al in allocs:
                     out.append(f"| {_md(al['tensor'])} | {_md(al['shape'])} | {al['dtype']} | "
                                f"{fmt_bytes(al['bytes'])} |")
-            notes = [(r.tensor, r.step, r.note) for r in a.rows if r.note]
+            notes = list(dict.fromkeys((r.tensor, r.step, r.note) for r in a.rows if r.note))
             if notes:
                 out.append("")
                 out.append("Row notes:")
@@ -540,6 +565,28 @@ class Worksheet:
                     out.append(f"- {u.tensor}, {u.step} ({u.level}): {u.message}")
         out.append("")
         return "\n".join(out)
+
+
+#: Formulas longer than this many characters go to a footnote list under the table.
+FORMULA_INLINE_CHARS = 72
+
+
+def _anchor(alg: str, label: str) -> str:
+    return f"{alg}-{label}".lower().replace("_", "-")
+
+
+def _row_key(r: Any) -> tuple:
+    return (r.tensor, r.step, r.shape, r.dtype, r.width, r.read_bytes, r.write_bytes, r.read_formula, r.write_formula)
+
+
+def _collapse_levels(rows: list[Any]) -> list[tuple[Any, str]]:
+    """Rows with their level label; an SRAM_fill row and an identical HBM row become one
+    ``SRAM_fill = HBM`` row (the bundled tiled kernels' no-reuse model), in SRAM_fill order."""
+    hbm = [r for r in rows if r.level == "HBM"]
+    sram = [r for r in rows if r.level == "SRAM_fill"]
+    if sram and len(sram) == len(hbm) and all(_row_key(a) == _row_key(b) for a, b in zip(sram, hbm)):
+        return [(r, "SRAM_fill = HBM") for r in sram]
+    return [(r, r.level) for r in rows]
 
 
 def _relative(path: str) -> str:
@@ -566,10 +613,10 @@ def _hbm(a: Any) -> int:
 
 
 def _level_totals(a: Any) -> list[tuple[str, int, int]]:
-    rows = [("HBM", int(a.hbm_read_bytes), int(a.hbm_write_bytes))]
-    if a.sram_fill_read_bytes is not None:
-        rows.append(("SRAM_fill", int(a.sram_fill_read_bytes), int(a.sram_fill_write_bytes or 0)))
-    return rows
+    """(level, bytes read, bytes written) for every level the algorithm's rows use (HBM first)."""
+    levels = list(dict.fromkeys(["HBM"] + [r.level for r in a.rows]))
+    return [(lv, sum(int(r.read_bytes) for r in a.rows if r.level == lv),
+             sum(int(r.write_bytes) for r in a.rows if r.level == lv)) for lv in levels]
 
 
 def _allocations(a: Any) -> list[dict[str, Any]]:
