@@ -342,7 +342,7 @@ class TrafficCounter:
         """Counts summed over launches, keyed by the caller's names for the tensors' allocations.
 
         Each kernel argument is relabelled with the name of the tensor in ``named`` whose
-        storage contains the argument's first byte (so ``O`` allocated inside a launcher
+        extent (else whose storage) contains the argument's first byte (so ``O`` allocated inside a launcher
         and returned to the caller gets its name here). Arguments that match no named
         tensor keep their kernel argument name (e.g. a split-KV partial buffer).
 
@@ -353,19 +353,18 @@ class TrafficCounter:
         Returns:
             label -> :class:`TensorTraffic` (bytes, elements).
         """
-        ranges = []
-        for label, t in named.items():
-            _, _, slo, shi = _extent(t)
-            ranges.append((label, slo, shi))
+        ranges = [(label, *_extent(t)) for label, t in named.items()]
         out: dict[str, TensorTraffic] = {}
         for launch in self.launches:
             if kernel is not None and launch.kernel != kernel:
                 continue
             relabel: dict[str, str] = {}
             for r in launch.regions:
-                for label, slo, shi in ranges:
-                    if slo <= r.lo < shi or (r.lo == r.hi == slo):
-                        relabel[r.name] = label
+                # the named tensor whose own extent holds the argument's first byte, else whose storage does
+                for first, second in ((1, 2), (3, 4)):
+                    hit = next((rg[0] for rg in ranges if rg[first] <= r.lo < rg[second] or r.lo == rg[first]), None)
+                    if hit is not None:
+                        relabel[r.name] = hit
                         break
             for name, rec in launch.tensors.items():
                 label = relabel.get(name, name)
@@ -408,8 +407,68 @@ def require_interpreter(*jitted: Any) -> None:
             )
 
 
+def _kernels_module() -> Any:
+    """Import ``kernels.flash_attention`` in interpreter mode (setting TRITON_INTERPRET=1 first if unset)."""
+    import sys
+
+    mod = sys.modules.get("kernels.flash_attention")
+    if mod is None:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        import kernels.flash_attention as mod  # noqa: F811
+    if not getattr(mod, "INTERPRET", False):
+        raise IomodelError(
+            "kernels.flash_attention was imported for the GPU, not the interpreter: set TRITON_INTERPRET=1 "
+            "before importing it (e.g. run with TRITON_INTERPRET=1)"
+        )
+    return mod
+
+
+def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: str | None = None) -> tuple[dict[str, TensorTraffic], Any, "TrafficCounter"]:
+    """Run the bundled kernel on one shape in the interpreter and count its traffic per tensor.
+
+    Inputs are random (seeded) CPU tensors: q ``(B, H, N_q, d)``, k and v ``(B, H_kv, N_k, d)``
+    in ``spec.dtype``. The kernel's launches (the forward or split-KV decode kernel, and the
+    combine kernel when ``num_splits > 1``) are all counted; counts are labelled with the
+    model's tensor names: ``Q, K, V, O, LSE`` by allocation, internal buffers by their kernel
+    argument name (``O_PART``, ``LSE_PART``).
+
+    Args:
+        spec: an :class:`iomodel.spec.LayerSpec` (forward only).
+        seed: torch seed of the random inputs.
+        config: a ``KernelConfig`` to run instead of the launcher's choice (None: its choice).
+        path: force a kernel path (``prefill``, ``prefill-tma``, ``decode-split-kv``); None: the launcher's.
+
+    Returns:
+        (per-tensor :class:`TensorTraffic` in bytes, the ``KernelConfig`` that ran, the counter).
+
+    Raises:
+        IomodelError: torch or triton is missing, the kernel module was compiled for the GPU,
+            a backward pass is asked for, or the kernel rejects the shape.
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        raise IomodelError("counting the kernel needs torch: pip install -e '.[kernels]'") from None
+    if spec.backward:
+        raise IomodelError("the interpreter counts the forward kernel only: use --pass fwd")
+    fa = _kernels_module()
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    if spec.dtype not in dtypes:
+        raise IomodelError(f"the bundled kernel takes fp16, bf16 or fp32, got {spec.dtype}: change --dtype")
+    g = torch.Generator().manual_seed(seed)
+    dt = dtypes[spec.dtype]
+    q = torch.randn(spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, generator=g).to(dt)  # (B, H, N_q, d)
+    k = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
+    v = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
+    with TrafficCounter() as counter:
+        o, lse, cfg = fa.flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align,
+                                         return_config=True, config=config, path=path)
+    return counter.by_tensor({"Q": q, "K": k, "V": v, "O": o, "LSE": lse}), cfg, counter
+
+
 __all__ = [
     "LaunchTraffic",
+    "count_flash_attention",
     "OUTSIDE",
     "TensorTraffic",
     "TrafficCounter",
