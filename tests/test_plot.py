@@ -1,0 +1,129 @@
+"""Plots: the curves come from the compiled sweep, hand-checked at one point; overlays; files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iomodel.errors import IomodelError
+from iomodel.plot import largest_fitting_tiles, plot_blocks, plot_seqlen, plot_sram, write_plots
+from iomodel.worksheet import resolve_layer
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def small():
+    """B=1, H=2, H_kv=1, HEAD_DIM=16, fp16, no mask, BLOCK_M=32, BLOCK_N=16, 1 stage (see test_worksheet.py)."""
+    return resolve_layer(heads=2, kv_heads=1, head_dim=16, dtype="fp16", seqlen=64, causal=False,
+                         block_m=32, block_n=16, num_stages=1)
+
+
+def _line(ax, label_start):
+    lines = [ln for ln in ax.get_lines() if ln.get_label().startswith(label_start)]
+    assert len(lines) == 1, [ln.get_label() for ln in ax.get_lines()]
+    return lines[0]
+
+
+def test_seqlen_plot_values_and_labels(small, monkeypatch):
+    import iomodel.traffic as traffic
+
+    # curves must come from sweep(), never from predict() point by point
+    monkeypatch.setattr(traffic, "predict", lambda *a, **k: pytest.fail("plot used predict"))
+    fig = plot_seqlen(small.spec, small.tiling, small.hardware, seqlens=[64, 128, 256])
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    tiled = _line(ax, "tiled (bundled kernel): HBM bytes transferred")
+    base = _line(ax, "baseline (eager, materialised scores): HBM bytes transferred")
+    floor = _line(ax, "compulsory floor")
+    xs = list(tiled.get_xdata())
+    i = xs.index(64)
+    # hand-computed in test_worksheet.py: tiled 25,088 B, baseline 126,976 B, compulsory 12,288 B at N = 64
+    assert tiled.get_ydata()[i] == 25_088
+    assert base.get_ydata()[i] == 126_976
+    assert floor.get_ydata()[i] == 12_288
+    # N = 128: tiled = Q 8,192 + K, V 2 heads * 4 tiles * 128*16*2 B each (2 * 32,768) + O 8,192 + LSE 1,024
+    assert tiled.get_ydata()[xs.index(128)] == 8_192 + 2 * 32_768 + 8_192 + 1_024
+    alloc = _line(ax, "tiled: allocated in HBM")
+    assert alloc.get_ydata()[i] == 12_800 and alloc.get_linestyle() == "--"
+    text = " ".join(t.get_text() for t in fig.texts)
+    for needle in ("H=2", "H_kv=1", "HEAD_DIM=16", "fp16", "BLOCK_M=32", "BLOCK_N=16", "H200", "1 KiB = 1,024 B"):
+        assert needle in text, needle
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert any(lbl.endswith("KiB") for lbl in labels), labels
+
+
+def test_decode_seqlen_plot_varies_the_kv_cache():
+    lay = resolve_layer(phase="decode", seqlen=8192)
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[1024, 8192])
+    assert "KV-cache length" in fig.axes[0].get_xlabel()
+    tiled = _line(fig.axes[0], "tiled (bundled kernel)")
+    y = tiled.get_ydata()
+    # K and V of Llama-3-8B, (1, 8, N_k, 128) bf16, are read once: at least 2 * 8 * N_k * 128 * 2 B
+    assert y[1] >= 2 * 8 * 8192 * 128 * 2 and y[1] < 1.1 * 2 * 8 * 8192 * 128 * 2
+
+
+def test_measured_overlay(small):
+    pts = [{"seqlen": 64, "bytes": 30_000, "label": "ncu", "level": "HBM"},
+           {"seqlen": 128, "bytes": 90_000, "label": "ncu", "level": "HBM"},
+           {"seqlen": 64, "bytes": 25_088, "label": "interpreter", "level": "SRAM_fill"}]
+    fig = plot_seqlen(small.spec, small.tiling, small.hardware, seqlens=[64, 128], measured=pts)
+    ax = fig.axes[0]
+    scat = {c.get_label(): c.get_offsets() for c in ax.collections}
+    assert np.array_equal(np.asarray(scat["measured HBM: ncu"]), [[64, 30_000], [128, 90_000]])
+    assert np.array_equal(np.asarray(scat["measured SRAM_fill: interpreter"]), [[64, 25_088]])
+    with pytest.raises(IomodelError, match="measured point 0"):
+        plot_seqlen(small.spec, small.tiling, small.hardware, measured=[{"bytes": 1}])
+
+
+def test_blocks_heat_map(small):
+    fig = plot_blocks(small.spec, small.tiling, small.hardware, block_sizes=(16, 32, 64),
+                      measured=[{"block_m": 32, "block_n": 16, "bytes": 26_000, "label": "ncu"}])
+    ax = fig.axes[0]
+    img = ax.get_images()[0].get_array()
+    # rows BLOCK_M 16, 32, 64; columns BLOCK_N 16, 32, 64 (log2 of bytes). BLOCK_M = 32: 25,088 B (any BLOCK_N:
+    # no mask, N_k = 64 is a multiple of BLOCK_N). BLOCK_M = 16: K, V read 4 times per head instead of 2.
+    assert np.allclose(2 ** np.asarray(img)[1], 25_088)
+    assert np.allclose(2 ** np.asarray(img)[0], 4_096 + 2 * 2 * 4 * 2_048 + 4_096 + 512)
+    texts = [t.get_text() for t in ax.texts]
+    assert any("24.5 KiB" in t and "measured HBM 25.4 KiB" in t for t in texts)
+    assert "this layer's tiles" in texts
+
+
+def test_sram_plot_theorem2_slope():
+    lay = resolve_layer(seqlen=4096)
+    m = np.array([2**13, 2**14, 2**15, 2**16, 2**17])
+    fig = plot_sram(lay.spec, lay.tiling, lay.hardware, sram_bytes=m)
+    ax = fig.axes[0]
+    fa1 = _line(ax, "FlashAttention-1").get_ydata()
+    # Theorem 2: Θ(N²d²/M) — doubling M roughly halves FlashAttention-1's bytes while they dominate
+    ratios = fa1[:-1] / fa1[1:]
+    assert np.all(ratios > 1.6) and np.all(ratios < 2.2), ratios
+    qs = _line(ax, "Q-stationary").get_ydata()
+    assert np.isnan(qs[0])  # 8 KiB: not even 16 x 16 tiles of HEAD_DIM 128 bf16 (12 KiB with 1 stage)
+    assert np.all(np.diff(qs[1:]) < 0)  # larger SRAM, larger BLOCK_M, fewer K/V re-reads
+    with pytest.raises(IomodelError, match="prefill"):
+        dec = resolve_layer(phase="decode")
+        plot_sram(dec.spec, dec.tiling, dec.hardware)
+
+
+def test_largest_fitting_tiles():
+    spec = resolve_layer().spec  # HEAD_DIM 128, bf16: (BLOCK_M*128 + 2*BLOCK_N*128) * 2 B with one stage
+    bm, bn = largest_fitting_tiles(spec, np.array([2**15, 2**16, 24 * 1024 - 1, 12 * 1024 - 1]))
+    # 32 KiB: BLOCK_M + 2 BLOCK_N <= 128 -> 64 x 32; 64 KiB: <= 256 -> 128 x 64; just under 24 KiB: < 96 ->
+    # 32 x 16 (64 x 16 needs exactly 96); below 12 KiB (16 x 16) nothing fits
+    assert list(bm) == [64, 128, 32, 0] and list(bn) == [32, 64, 16, 0]
+    short = resolve_layer(seqlen=100).spec  # BLOCK_M capped at next_pow2(seqlen_q) = 128
+    bm, _ = largest_fitting_tiles(short, np.array([2**22]))
+    assert bm[0] == 128
+
+
+def test_write_plots(tmp_path):
+    lay = resolve_layer(seqlen=2048)
+    paths = write_plots(lay.spec, lay.tiling, lay.hardware, tmp_path / "p")
+    assert [p.name for p in paths] == ["bytes_vs_seqlen.png", "bytes_vs_blocks.png", "bytes_vs_sram.png"]
+    for p in paths:
+        assert p.read_bytes()[:8] == PNG_MAGIC
+    dec = resolve_layer(phase="decode", seqlen=2048)
+    paths = write_plots(dec.spec, dec.tiling, dec.hardware, tmp_path / "d")
+    assert [p.name for p in paths] == ["bytes_vs_seqlen.png", "bytes_vs_blocks.png"]
