@@ -269,14 +269,17 @@ def plot_blocks(
     """
     decode = spec.phase == "decode"
     points = _check_measured(measured, ("block_n", "num_splits") if decode else ("block_n", "block_m"))
-    sizes = [Tiling(block_m=b, block_n=b).block_m for b in block_sizes]  # validates powers of two
-    row_name, row_label = ("num_splits", "num_splits") if decode else ("block_m", "BLOCK_M")
-    row_vals = [int(x) for x in splits] if decode else sizes
+    # the layer's own tiles are always on the grid
+    sizes = sorted({Tiling(block_m=b, block_n=b).block_m for b in block_sizes} | {tiling.block_n})
+    row_name = "num_splits" if decode else "block_m"
+    row_vals = (sorted({int(x) for x in splits} | {tiling.num_splits}) if decode
+                else sorted(set(sizes) | {tiling.block_m}))
     grid_c, grid_r = np.meshgrid(np.asarray(sizes, dtype=np.int64), np.asarray(row_vals, dtype=np.int64))
     vary = {"block_n": grid_c.ravel(), row_name: grid_r.ravel()}
     # Tiles that do not fit are evaluated as hypotheticals (hatched): lift the sweep's
     # shared-memory check to the largest tile's need.
-    biggest = Tiling(block_m=max(sizes + [tiling.block_m]), block_n=max(sizes), num_stages=tiling.num_stages)
+    biggest = Tiling(block_m=max(sizes + row_vals + [tiling.block_m]), block_n=max(sizes),
+                     num_stages=tiling.num_stages)
     vary["smem_per_block"] = np.full(grid_c.size, max(hardware.smem_per_block, biggest.sram_bytes(spec)))
     res = _sweep(spec, tiling, hardware, vary, **options)
     hbm = res["tiled"]["hbm_bytes"].reshape(grid_c.shape)
@@ -301,8 +304,13 @@ def plot_blocks(
     cbar = fig.colorbar(img, cax=cax)
     cbar.set_label("tiled HBM bytes (log colour scale)")
     lo2, hi2 = np.log2(hbm).min(), np.log2(hbm).max()
-    cbar.set_ticks(np.arange(np.ceil(lo2), np.floor(hi2) + 1))
-    cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(2**v)))
+    ticks = np.arange(np.ceil(lo2), np.floor(hi2) + 1)
+    # cells that differ by less than a factor of ~2 need more digits to tell apart
+    digits = 3 if hi2 - lo2 > 0.2 else 5
+    if len(ticks) < 3:
+        ticks = np.linspace(lo2, hi2, 5) if hi2 > lo2 else np.array([lo2])
+    cbar.set_ticks(ticks)
+    cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(2**v, digits)))
     meas: dict[tuple[int, int], list[str]] = {}
     for m in points:
         key = (int(m[row_name]), int(m["block_n"]))
@@ -313,7 +321,9 @@ def plot_blocks(
             ok = fits(rv, cv)
             dark = (np.log2(hbm[i, j]) - lo) / max(hi - lo, 1e-9) > 0.55
             color = "white" if dark else "black"
-            text = f"{human_bytes(hbm[i, j])}\n{hbm[i, j] / floor:,.1f}x floor"
+            ratio = hbm[i, j] / floor
+            rtext = f"{ratio:.4f}" if digits > 3 else (f"{ratio:,.2f}" if ratio < 10 else f"{ratio:,.1f}")
+            text = f"{human_bytes(hbm[i, j], digits)}\n{rtext}x floor"
             if not ok:
                 text += "\nno fit"
                 ax.add_patch(_hatch(j, i))
@@ -326,8 +336,9 @@ def plot_blocks(
         from matplotlib.patches import Rectangle
 
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=3, ec=COLORS["baseline"], zorder=5))
-        ax.text(j, i + 0.5, "this layer's tiles", ha="center", va="bottom", fontsize=7.5,
-                color=COLORS["baseline"], zorder=6, fontweight="bold")
+        ax.text(j, i - 0.44, "this layer's tiles", ha="center", va="bottom", fontsize=7.5,
+                color=COLORS["baseline"], zorder=6, fontweight="bold",
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([str(x) for x in sizes])
     ax.set_yticks(range(len(row_vals)))
@@ -441,6 +452,7 @@ def plot_sram(
     ax.plot(m, fa1, color=COLORS["tiled_kv_stationary"], lw=2.2,
             label="FlashAttention-1 (K/V-stationary, Alg. 1)\nblocks from M")
     ref = fa1[0] * (m[0] / m.astype(float))
+    ref = np.where(ref >= floor, ref, np.nan)  # a Θ reference has no meaning below the floor
     ax.plot(m, ref, color=COLORS["ref"], lw=1.2, ls="--", label="∝ N²·d²/M (Theorem 2)")
     ax.plot(m, qs, color=COLORS["tiled"], lw=2.2, drawstyle="steps-post",
             label="Q-stationary (FlashAttention-2 order)\nlargest tiles that fit M")

@@ -169,11 +169,11 @@ _BINARY = ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**1
 _SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
-def human_bytes(n: float) -> str:
-    """``n`` bytes with a binary prefix and 3 significant digits: ``1.50 GiB``, ``512 B``."""
+def human_bytes(n: float, digits: int = 3) -> str:
+    """``n`` bytes with a binary prefix and ``digits`` significant digits: ``1.5 GiB``, ``512 B``."""
     for scale, unit in _BINARY:
         if abs(n) >= scale:
-            text = f"{n / scale:.3g}"
+            text = f"{n / scale:.{digits}g}"
             return f"{n / scale:,.0f} {unit}" if "e" in text else f"{text} {unit}"
     return f"{n:,.0f} B" if float(n).is_integer() else f"{n:.3g} B"
 
