@@ -1,9 +1,14 @@
 """References: compulsory bytes, the conventional FLOP count, and the I/O lower-bound shape.
 
-* Compulsory bytes: each input of a pass read once, each output written once (no
-  algorithm moves less). Forward: Q, K, V read, O written. The backward is a separate
-  call (dO is unknown at forward time): Q, K, V, dO read, dQ, dK, dV written. O and LSE
-  are not compulsory (a backward may recompute them); they are algorithm choices.
+* Compulsory bytes: each input element that can affect an output read once, each output
+  written once (no algorithm moves less). Forward: Q, K, V read, O written. The backward
+  is a separate call (dO is unknown at forward time): Q, K, V, dO read, dQ, dK, dV
+  written. O and LSE are not compulsory (a backward may recompute them); they are
+  algorithm choices. With a causal mask, keys that no query row sees (top-left with
+  N_k > N_q: keys >= N_q) and query rows that see no key (bottom-right with N_q > N_k: the
+  first N_q − N_k rows, whose O is 0 by definition) are not needed: K/V count
+  min(N_k, max(0, N_q + off)) rows, Q/dO count N_q − min(N_q, max(0, −off)) rows. Without
+  a mask every element counts.
 * FLOPs: forward 4·B·H·d·(visible pairs) — two matmuls of 2 FLOPs per multiply-add —
   where visible pairs is N_q·N_k without a mask and the exact count of (query, key) pairs
   the causal mask keeps otherwise (for N_q = N_k = N top-left: N(N+1)/2, the
@@ -32,21 +37,31 @@ def compulsory_rows(spec: LayerSpec) -> list[Row]:
 
     Tensors: Q, O, dQ, dO ``(B, H, N_q, d)``; K, V, dK, dV ``(B, H_kv, N_k, d)``; width s.
     """
+    from iomodel.traffic.tiled_fwd import causal_offset_expr
+
     B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
     E_q, E_k = B * H * N_q * d, B * H_kv * N_k * d
+    if spec.causal:
+        off = causal_offset_expr(spec)
+        keys = sp.Min(N_k, sp.Max(0, N_q + off))  # keys some query row sees
+        qrows = N_q - sp.Min(N_q, sp.Max(0, -off))  # query rows that see some key
+        why = " (causal: only the elements that can affect an output)"
+    else:
+        keys, qrows, why = N_k, N_q, ""
+    R_q, R_k = B * H * qrows * d, B * H_kv * keys * d
     sq, skv, dt = "(B, H, N_q, d)", "(B, H_kv, N_k, d)", spec.dtype
     rows = [
-        make_row("Q", "forward", "HBM", sq, dt, s, E_q, E_q * s, 0, "Input, read once."),
-        make_row("K", "forward", "HBM", skv, dt, s, E_k, E_k * s, 0, "Input, read once."),
-        make_row("V", "forward", "HBM", skv, dt, s, E_k, E_k * s, 0, "Input, read once."),
+        make_row("Q", "forward", "HBM", sq, dt, s, E_q, R_q * s, 0, "Input, read once" + why + "."),
+        make_row("K", "forward", "HBM", skv, dt, s, E_k, R_k * s, 0, "Input, read once" + why + "."),
+        make_row("V", "forward", "HBM", skv, dt, s, E_k, R_k * s, 0, "Input, read once" + why + "."),
         make_row("O", "forward", "HBM", sq, dt, s, E_q, 0, E_q * s, "Output, written once."),
     ]
     if spec.backward:
         rows += [
-            make_row("Q", "backward", "HBM", sq, dt, s, E_q, E_q * s, 0, "Input of the backward call, read once."),
-            make_row("K", "backward", "HBM", skv, dt, s, E_k, E_k * s, 0, "Input of the backward call."),
-            make_row("V", "backward", "HBM", skv, dt, s, E_k, E_k * s, 0, "Input of the backward call."),
-            make_row("dO", "backward", "HBM", sq, dt, s, E_q, E_q * s, 0, "Input of the backward call."),
+            make_row("Q", "backward", "HBM", sq, dt, s, E_q, R_q * s, 0, "Input of the backward call, read once."),
+            make_row("K", "backward", "HBM", skv, dt, s, E_k, R_k * s, 0, "Input of the backward call."),
+            make_row("V", "backward", "HBM", skv, dt, s, E_k, R_k * s, 0, "Input of the backward call."),
+            make_row("dO", "backward", "HBM", sq, dt, s, E_q, R_q * s, 0, "Input of the backward call."),
             make_row("dQ", "backward", "HBM", sq, dt, s, E_q, 0, E_q * s, "Output, written once."),
             make_row("dK", "backward", "HBM", skv, dt, s, E_k, 0, E_k * s, "Output, written once."),
             make_row("dV", "backward", "HBM", skv, dt, s, E_k, 0, E_k * s, "Output, written once."),

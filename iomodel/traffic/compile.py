@@ -26,7 +26,26 @@ from iomodel.traffic.sums import NUMPY_IMPLS
 
 
 def _split(printer, arg) -> tuple[str, str]:
-    num, den = sp.fraction(sp.together(arg))
+    """Numerator and denominator of a floor/ceiling argument, printed.
+
+    Fast path for the model's shapes (a product with negative integer powers, or a sum over
+    an integer denominator) that does not rebuild ``Min``/``Max`` subexpressions (which
+    sympy re-canonicalises slowly); anything else goes through ``together``.
+    """
+    factors = arg.args if arg.is_Mul else (arg,)
+    nums, dens = [], []
+    for f in factors:
+        if f.is_Pow and f.exp.is_Integer and f.exp < 0:
+            dens.append(f.base ** (-f.exp))
+        elif f.is_Rational and f.q != 1:
+            nums.append(sp.Integer(f.p))
+            dens.append(sp.Integer(f.q))
+        else:
+            nums.append(f)
+    if not dens:
+        num, den = sp.fraction(sp.together(arg))
+    else:
+        num, den = sp.Mul(*nums), sp.Mul(*dens)
     return printer._print(num), printer._print(den)
 
 

@@ -116,7 +116,7 @@ class TrafficModel:
     Attributes:
         spec, tiling, options: what it was built from (options resolved with defaults).
         algorithms: name -> :class:`AlgorithmModel` (``baseline``, ``tiled``, and
-            ``tiled_kv_stationary`` for prefill).
+            ``tiled_kv_stationary`` for a prefill forward pass).
         compulsory: HBM rows of the compulsory traffic (bytes).
         flops: conventional FLOPs of the layer (expression).
         references: ``lower_bound_shape`` and ``fa_theorem2_shape`` (bytes up to a
@@ -168,7 +168,8 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
         + (" (input dtype, kernels/baseline.py default)." if opts["score_dtype"] is None else "."),
         "LSE is fp32 (4 bytes per query row); O has the input dtype.",
         "GQA in the tiled kernels is by index mapping (KV head = h // G): K/V bytes scale with H, not H_kv.",
-        "Compulsory bytes read each input once and write each output once per pass (O and LSE are not compulsory).",
+        "Compulsory bytes read each input once and write each output once per pass (O and LSE are not compulsory); "
+        "with a causal mask only the keys some query sees and the query rows that see some key are needed.",
         "Layer FLOPs are 4·B·H·d·(visible query-key pairs) forward and 2.5x that backward; causal pairs are "
         "counted exactly (N(N+1)/2 for square top-left), softmax and elementwise FLOPs are ignored.",
         "The baseline's matmuls compute all N_q·N_k scores whatever the mask (its FLOPs are not halved by causal).",
@@ -180,7 +181,9 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
             f"Causal {spec.causal_align}: query row m sees key n iff n <= m + off with off = "
             + ("0." if spec.causal_align == "top-left" else "seqlen_k - seqlen_q.")
         )
-    if spec.phase == "prefill":
+    if spec.phase == "prefill" and spec.backward:
+        a.append("tiled_kv_stationary (FlashAttention-1 Algorithm 1, a forward pass) is listed for pass fwd only.")
+    if spec.phase == "prefill" and not spec.backward:
         a.append(
             "tiled_kv_stationary uses "
             + ("FlashAttention-1's block sizes B_c = ceil(M/(4d)), B_r = min(B_c, d) with M = smem_per_sm / s elements."
@@ -264,7 +267,8 @@ def _build(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> TrafficMode
 
             tiled = add_backward(tiled, spec, opts)
         algorithms["tiled"] = tiled
-        algorithms["tiled_kv_stationary"] = kv_stationary_model(spec, opts["kv_blocks"])
+        if not spec.backward:  # Algorithm 1 is a forward pass; comparing it with fwd+bwd would mislead
+            algorithms["tiled_kv_stationary"] = kv_stationary_model(spec, opts["kv_blocks"])
     return TrafficModel(
         spec=spec,
         tiling=tiling,
@@ -451,6 +455,14 @@ def _python_eval(key: tuple):
     return python_function(ARG_SYMBOLS, exprs)
 
 
+@functools.lru_cache(maxsize=64)
+def _formulas(key: tuple) -> dict[int, tuple[str, str]]:
+    """Printed read/write formulas of every row of the model with structure ``key`` (by id)."""
+    model = _BUILD_CACHE[key]
+    rows = list(model.compulsory) + [r for alg in model.algorithms.values() for r in alg.rows]
+    return {id(r): (sp.sstr(r.read_bytes), sp.sstr(r.write_bytes)) for r in rows}
+
+
 def _peak_for(alg_name: str, spec: LayerSpec, hardware: Hardware, opts: dict[str, Any]) -> float:
     dtype = spec.dtype
     if alg_name == "baseline" and opts["score_dtype"] is not None:
@@ -487,14 +499,16 @@ def predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any)
     model = _build_cached(key, spec, tiling)
     vals = symbol_values(spec, tiling, hardware)
     out = iter(_python_eval(key)(*[vals[s] for s in ARG_SYMBOLS]))
+    formulas = _formulas(key)
 
     def rows_of(rows: list[Row]) -> list[RowValue]:
         res = []
         for r in rows:
             width, elements, reads, rb, wb = (_py(next(out)) for _ in range(5))
+            rf, wf = formulas[id(r)]
             res.append(RowValue(
                 r.tensor, r.step, r.level, r.shape, r.dtype, int(width), int(elements), float(reads),
-                int(rb), int(wb), r.read_bytes, r.write_bytes, sp.sstr(r.read_bytes), sp.sstr(r.write_bytes), r.note,
+                int(rb), int(wb), r.read_bytes, r.write_bytes, rf, wf, r.note,
             ))
         return res
 
