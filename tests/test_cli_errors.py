@@ -118,11 +118,22 @@ def test_bad_plot_options(capsys, tmp_path):
                           "measured point 0", "'seqlen'")
 
 
-@pytest.mark.parametrize("cmd", [[], ["worksheet"], ["plot"], ["presets"]])
+def _registered_commands():
+    from iomodel.cli import app
+
+    return sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+
+
+def test_worksheet_and_plot_are_registered():
+    assert {"worksheet", "plot", "presets"} <= set(_registered_commands())
+
+
+@pytest.mark.parametrize("cmd", [[]] + [[c] for c in _registered_commands()], ids=lambda c: " ".join(c) or "iomodel")
 def test_help(capsys, cmd):
+    """Every registered command answers --help (exit 0, its usage line)."""
     code, out, err = run_cli(capsys, [*cmd, "--help"])
-    assert code == 0
-    assert "Usage: iomodel" in out
+    assert code == 0, err
+    assert "Usage: iomodel" in out and "Traceback" not in out + err
     if cmd in (["worksheet"], ["plot"]):
         for flag in ("--preset", "--config", "--batch", "--heads", "--kv-heads", "--head-dim", "--seqlen-q",
                      "--seqlen-k", "--dtype", "--causal", "--causal-align", "--block-m", "--block-n", "--pass",
