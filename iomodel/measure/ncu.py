@@ -53,11 +53,6 @@ from iomodel.measure.records import (
 )
 from iomodel.spec import LayerSpec
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 #: Metrics collected by default (Hopper names; Nsight Compute Kernel Profiling Guide).
 #: ``launch__*`` metrics need no replay; the others cost a few replay passes per kernel.
 DEFAULT_METRICS: tuple[str, ...] = (
@@ -176,8 +171,9 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
         [[shape]]                      # list values expand to their cartesian product
         seqlen = [512, 1024]; causal = [false, true]
 
-    Keys of a shape: the :class:`~iomodel.spec.LayerSpec` fields, ``seqlen`` (sets
-    seqlen_q and seqlen_k), ``impls`` (list of implementations) and ``seed``.
+    Keys of a shape: the :class:`~iomodel.spec.LayerSpec` fields (``batch`` defaults to 1,
+    ``phase`` to decode when seqlen_q <= 16), ``seqlen`` (sets seqlen_q and seqlen_k),
+    ``impls`` (list of implementations, default ``["tiled"]``) and ``seed`` (default 0).
 
     Raises:
         IomodelError: an unknown key, an invalid shape, an unknown implementation, a
@@ -199,7 +195,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
         raise IomodelError(f"{source}: no [[shape]] entries: add at least one")
     for n, raw in enumerate(entries, 1):
         for entry in _expand({**defaults, **raw}):
-            entry = dict(entry)
+            entry = {"batch": 1, **entry}
             impls = entry.pop("impls", ["tiled"])
             seed = int(entry.pop("seed", 0))
             if "seqlen" in entry:
@@ -249,6 +245,13 @@ def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     if not path.is_file():
         raise IomodelError(f"sweep file {str(path)!r} does not exist: pass a TOML file such as sweeps/h200.toml")
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise IomodelError("reading TOML sweep files needs Python >= 3.11 or the tomli package: pip install tomli") from None
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -733,13 +736,63 @@ def run_child(shapes_file: str, manifest_file: str) -> int:
     return 0
 
 
+def summary_lines(meas: Measurement) -> list[str]:
+    """A short plain-text table of a GPU measurement (one line per shape; bytes in MiB)."""
+    mib = 2**20
+    out = [f"{'shape':58s} {'kern':>4s} {'DRAM rd MiB':>12s} {'DRAM wr MiB':>12s} {'L2 rd MiB':>11s} {'L2 wr MiB':>10s} {'us':>9s}"]
+    for s in meas.shapes:
+        if s.error:
+            out.append(f"{s.id:58s} error: {s.error[:70]}")
+            continue
+
+        def f(q: str, scale: float = mib) -> str:
+            v = s.quantity(q)
+            return "-" if v is None else f"{v / scale:.1f}"
+
+        out.append(f"{s.id:58s} {len(s.kernels):4d} {f('dram_read_bytes'):>12s} {f('dram_write_bytes'):>12s} "
+                   f"{f('l2_read_bytes'):>11s} {f('l2_write_bytes'):>10s} {f('duration_s', 1e-6):>9s}")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json`` (the profiled process)."""
+    """Entry points that need neither typer nor sympy (for the GPU machine).
+
+    ``python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME ...]``
+    profiles a sweep (as ``iomodel validate``) and prints a short table;
+    ``python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json`` is the profiled process.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 3 or args[0] != "child":
-        print("usage: python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json", file=sys.stderr)
-        return 2
-    return run_child(args[1], args[2])
+    if len(args) == 3 and args[0] == "child":
+        return run_child(args[1], args[2])
+    if len(args) >= 3 and args[0] == "profile":
+        sweep_file, out_file, rest = args[1], args[2], args[3:]
+        impls: list[str] = []
+        try:
+            sweep = load_sweep(sweep_file)
+            while rest:
+                flag = rest.pop(0)
+                if flag == "--batch-size" and rest:
+                    sweep.batch_size = int(rest.pop(0))
+                elif flag == "--impl" and rest:
+                    impls.append(rest.pop(0))
+                elif flag == "--ncu" and rest:
+                    os.environ["NCU"] = rest.pop(0)
+                else:
+                    raise IomodelError(f"unknown option {flag!r}: use --batch-size N, --impl NAME, --ncu PATH")
+            if impls:
+                sweep.shapes = [s for s in sweep.shapes if s.impl in impls]
+            command = shlex.join([Path(sys.executable).name, "-m", "iomodel.measure.ncu", *args])
+            meas = profile(sweep, command=command, echo=lambda line: print(line, flush=True))
+            meas.save(out_file)
+        except IomodelError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print("\n".join(summary_lines(meas)))
+        print(f"wrote {out_file}")
+        return 0
+    print("usage: python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME]\n"
+          "       python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
@@ -765,4 +818,5 @@ __all__ = [
     "parse_sweep",
     "profile",
     "run_child",
+    "summary_lines",
 ]

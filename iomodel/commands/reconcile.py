@@ -1,0 +1,85 @@
+"""``iomodel reconcile RESULTS.json``: predicted against measured bytes, per shape and level.
+
+A pure-CPU step over a record written by ``iomodel validate`` (see :mod:`iomodel.reconcile`):
+prints the table (reads and writes apart, ratio = measured / predicted, the dominant cause
+of each shape's gap), the fraction within tolerance per level, the shapes outside with
+their explanation, and writes the bytes-versus-seqlen plots.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from iomodel.errors import IomodelError
+
+
+def reconcile(
+    results: Annotated[Path, typer.Argument(help="Measurement JSON written by `iomodel validate`.")],
+    hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for "
+                                                    "(default: the one recorded with the measurement).")] = None,
+    l2_fraction: Annotated[Optional[float], typer.Option("--l2-fraction", help="Effective fraction of L2 for the "
+                                                         "L2-aware prediction (default: the record's, else 0.5).")] = None,
+    impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
+    tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
+    tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,
+    abs_tol: Annotated[float, typer.Option("--abs-tol", help="Absolute tolerance in bytes (HBM and L2).")] = 1 << 20,
+    plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Write hbm-vs-seqlen.png and "
+                                                     "l2-vs-seqlen.png here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the reconciliation as JSON.")] = None,
+    markdown_out: Annotated[Optional[Path], typer.Option("--markdown", help="Write a Markdown report.")] = None,
+) -> None:
+    """Compare predicted with measured bytes, level by level, and name each gap's cause."""
+    import json
+
+    from iomodel import reconcile as rc
+    from iomodel.measure.records import Measurement
+
+    if tol_hbm < 0 or tol_l2 < 0 or abs_tol < 0:
+        raise IomodelError("tolerances must be 0 or more: pass e.g. --tol-hbm 0.1")
+    meas = Measurement.load(results)
+    rec = rc.reconcile(meas, hardware=hardware, l2_fraction=l2_fraction, impls=impl,
+                       tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol)
+    console = Console(width=max(Console().width, 180))
+    t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}); "
+                    "ratio = measured / predicted")
+    for c in rc.TABLE_COLUMNS:
+        t.add_column(c, overflow="fold", max_width=70 if c == "cause" else None)
+    for row in rc.table_rows(rec):
+        t.add_row(*row)
+    console.print(t)
+    s = Table(title="Within tolerance")
+    for c in ("impl", "level", "direction", "shapes", "within", "fraction", "tolerance"):
+        s.add_column(c)
+    for e in rec.summary():
+        s.add_row(e["impl"], e["level"], e["which"], str(e["shapes"]), str(e["within"]), f"{e['fraction']:.0%}",
+                  f"±{e['tolerance']:.0%}")
+    console.print(s)
+    outside = rec.outside()
+    if outside:
+        console.print(f"[bold]Outside tolerance ({len(outside)}):[/]")
+        for r, bad in outside:
+            console.print(f"  {r.id} ({', '.join(bad)}): {r.explanation()}"
+                          + (f" [{'; '.join(r.notes)}]" if r.notes else ""), highlight=False)
+    if plot_dir is not None:
+        try:
+            for p in rc.plot(rec, plot_dir):
+                console.print(f"wrote {p}", highlight=False)
+        except IomodelError as exc:
+            console.print(f"no plot: {exc}", highlight=False)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(rec.to_dict(), indent=1, default=str) + "\n")
+        console.print(f"wrote {json_out}", highlight=False)
+    if markdown_out is not None:
+        markdown_out.parent.mkdir(parents=True, exist_ok=True)
+        markdown_out.write_text(rc.markdown(rec))
+        console.print(f"wrote {markdown_out}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("reconcile")(reconcile)

@@ -1,0 +1,180 @@
+"""``iomodel validate``: measure the bundled kernel's traffic on the shapes of a sweep file.
+
+GPU: Nsight Compute, one profiler process per batch of shapes (:mod:`iomodel.measure.ncu`).
+CPU (``--interpreter``): Triton's interpreter with every load and store counted
+(:mod:`iomodel.measure.interpret`), the measured SRAM_fill level. Both write a
+:class:`~iomodel.measure.records.Measurement` JSON that ``iomodel reconcile`` reads.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from iomodel.errors import IomodelError
+
+#: Interpreter cost guard: K/V blocks all programs load together (about 1-2 ms each on a CPU).
+INTERPRETER_MAX_BLOCKS = 20_000
+
+
+def _interpreter_blocks(spec, tiling) -> int:
+    from iomodel.traffic.l2 import decode_split_rows, prefill_key_rows
+
+    if spec.phase == "decode":
+        rows = sum(decode_split_rows(spec, tiling)) * spec.batch * spec.kv_heads * (spec.group // tiling.heads_per_program)
+    else:
+        rows = sum(prefill_key_rows(spec, tiling)) * spec.batch * spec.heads
+    return rows // tiling.block_n + 1
+
+
+def run_interpreter(sweep, command: str, echo) -> "object":
+    """Count every tiled shape of a sweep in the interpreter; returns a Measurement (kind ``interpreter``).
+
+    Raises:
+        IomodelError: a shape is too large for the interpreter, or torch/triton are missing.
+    """
+    from iomodel.hardware import get_hardware
+    from iomodel.measure.interpret import count_flash_attention
+    from iomodel.measure.ncu import environment
+    from iomodel.measure.records import Measurement, ShapeMeasurement
+    from kernels.heuristics import INTERPRETER_DECODE_BLOCK_N, INTERPRETER_PREFILL
+
+    from iomodel.spec import Tiling
+
+    shapes = []
+    for s in sweep.shapes:
+        if s.impl != "tiled":
+            continue
+        guess = Tiling(INTERPRETER_PREFILL.block_m, INTERPRETER_PREFILL.block_n) if s.spec.phase == "prefill" else \
+            Tiling(16, INTERPRETER_DECODE_BLOCK_N)
+        if _interpreter_blocks(s.spec, guess) > INTERPRETER_MAX_BLOCKS:
+            raise IomodelError(
+                f"shape {s.id} is too large for Triton's interpreter (~{_interpreter_blocks(s.spec, guess)} K/V blocks): "
+                "use a small sweep such as sweeps/interpreter.toml"
+            )
+        counts, cfg, _ = count_flash_attention(s.spec, seed=s.seed)
+        shapes.append(ShapeMeasurement(
+            id=s.id, impl="tiled", spec=s.spec, config=cfg.to_dict(),
+            sram_fill={k: {"read_bytes": v.read_bytes, "write_bytes": v.write_bytes} for k, v in counts.items()},
+        ))
+        echo(f"{s.id}: counted")
+    if not shapes:
+        raise IomodelError("the sweep has no 'tiled' shapes: the interpreter counts the bundled kernel only")
+    return Measurement(
+        kind="interpreter",
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=command,
+        environment=environment(None),
+        hardware=get_hardware(sweep.hardware).to_dict() if sweep.hardware else None,
+        settings={"sweep": sweep.source, "sweep_name": sweep.name},
+        shapes=shapes,
+    )
+
+
+def validate(
+    sweep_file: Annotated[Path, typer.Argument(help="TOML sweep file (see sweeps/).")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON (default: "
+                                                "ncu-<sweep>-<date>.json or interp-<sweep>-<date>.json).")] = None,
+    impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable): "
+                                                      "tiled, baseline, baseline-fp32, sdpa-flash, sdpa-efficient, "
+                                                      "sdpa-cudnn, sdpa-math.")] = None,
+    interpreter: Annotated[bool, typer.Option("--interpreter", help="Count loads and stores in Triton's "
+                                              "interpreter (CPU, SRAM_fill level) instead of Nsight Compute.")] = False,
+    ncu: Annotated[Optional[str], typer.Option("--ncu", help="Path of the ncu executable (default: $NCU, PATH, "
+                                               "/usr/local/cuda/bin/ncu).")] = None,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Shapes per Nsight Compute process "
+                                                      "(default: the sweep's).")] = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma-separated Nsight Compute metrics "
+                                                   "(default: the sweep's [ncu] metrics).")] = None,
+    workdir: Annotated[Optional[Path], typer.Option("--workdir", help="Keep the per-batch CSV and manifests "
+                                                    "here (default: a temporary folder).")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N shapes.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the Nsight Compute command of each batch and "
+                                          "exit.")] = False,
+) -> None:
+    """Measure the bundled kernel (and, on request, the eager chain and SDPA backends) on a sweep.
+
+    Without ncu, without counter permission or without a GPU the command says so in one
+    line and points to ``--interpreter``, which works on any machine.
+    """
+    from iomodel.measure import ncu as ncu_mod
+
+    console = Console()
+    sweep = ncu_mod.load_sweep(sweep_file)
+    if impl:
+        from iomodel.measure.records import IMPLS
+
+        bad = [i for i in impl if i not in IMPLS]
+        if bad:
+            raise IomodelError(f"unknown implementation(s) {bad}: use {', '.join(IMPLS)}")
+        sweep.shapes = [s for s in sweep.shapes if s.impl in impl]
+    if limit is not None:
+        sweep.shapes = sweep.shapes[: max(0, limit)]
+    if not sweep.shapes:
+        raise IomodelError("no shapes left to measure: check --impl and --limit")
+    if batch_size is not None:
+        if batch_size < 1:
+            raise IomodelError("--batch-size must be 1 or more")
+        sweep.batch_size = batch_size
+    if metrics:
+        sweep.metrics = tuple(m.strip() for m in metrics.split(",") if m.strip())
+    command = shlex.join(["iomodel", "validate", *sys.argv[2:]]) if len(sys.argv) > 1 else "iomodel validate"
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    if dry_run:
+        for n, batch in enumerate(ncu_mod._batches(sweep.shapes, sweep.batch_size)):
+            argv = ncu_mod.build_command(ncu or "ncu", [sys.executable, "-m", "iomodel.measure.ncu", "child",
+                                                       f"batch{n:02d}-shapes.json", f"batch{n:02d}-manifest.json"],
+                                         f"batch{n:02d}-ncu.csv", sweep.metrics, sweep.cache_control,
+                                         sweep.clock_control)
+            console.print(f"# batch {n}: {len(batch)} shapes ({', '.join(s.id for s in batch[:3])}...)", highlight=False)
+            console.print(shlex.join(argv), highlight=False, soft_wrap=True)
+        return
+    echo = lambda s: console.print(s, highlight=False)  # noqa: E731
+    if interpreter:
+        meas = run_interpreter(sweep, command, echo)
+        path = out or Path(f"interp-{sweep.name}-{date}.json")
+    else:
+        meas = ncu_mod.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo)
+        path = out or Path(f"ncu-{sweep.name}-{date}.json")
+    meas.save(path)
+    _print_summary(console, meas, path)
+
+
+def _print_summary(console: Console, meas, path: Path) -> None:
+    from iomodel.reconcile import fmt_bytes
+
+    t = Table(title=f"{meas.kind} measurement: {len(meas.shapes)} shapes -> {path}")
+    console.width = max(console.width, 150)
+    if meas.kind == "interpreter":
+        for c in ("shape", "config", "SRAM_fill read", "SRAM_fill write"):
+            t.add_column(c)
+        for s in meas.shapes:
+            r = sum(v["read_bytes"] for v in (s.sram_fill or {}).values())
+            w = sum(v["write_bytes"] for v in (s.sram_fill or {}).values())
+            cfg = s.config or {}
+            t.add_row(s.id, f"{cfg.get('block_m')}x{cfg.get('block_n')} splits {cfg.get('num_splits')}",
+                      fmt_bytes(r), fmt_bytes(w))
+    else:
+        for c in ("shape", "kernels", "DRAM read", "DRAM write", "L2 read", "L2 write", "time"):
+            t.add_column(c)
+        for s in meas.shapes:
+            if s.error:
+                t.add_row(s.id, "error", s.error[:60], "", "", "", "")
+                continue
+            dur = s.quantity("duration_s")
+            t.add_row(s.id, str(len(s.kernels)), fmt_bytes(s.quantity("dram_read_bytes")),
+                      fmt_bytes(s.quantity("dram_write_bytes")), fmt_bytes(s.quantity("l2_read_bytes")),
+                      fmt_bytes(s.quantity("l2_write_bytes")), f"{dur * 1e6:.0f} us" if dur else "-")
+    console.print(t)
+    console.print(f"reconcile with: iomodel reconcile {path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate)

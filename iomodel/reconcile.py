@@ -1,0 +1,652 @@
+"""Reconciliation: the model's predicted bytes against measured bytes, level by level.
+
+Only compares a :class:`~iomodel.traffic.Prediction` (plus the L2-aware refinement of
+``iomodel/traffic/l2.py``) with a :class:`~iomodel.measure.records.Measurement`; it never
+runs a kernel, so ``iomodel reconcile RESULTS.json`` is a pure-CPU step.
+
+Levels compared (read and write apart):
+
+* ``HBM``: the L2-aware prediction (:func:`iomodel.traffic.l2.predict_tiled` /
+  :func:`~iomodel.traffic.l2.predict_baseline`) against ``dram__bytes_read.sum`` /
+  ``dram__bytes_write.sum``. The compulsory floor and the model's no-reuse bound are shown
+  beside it.
+* ``L2``: the model's ``SRAM_fill`` rows (bytes the kernel's loads and stores request)
+  against the L2 requests from the SMs, ``lts__t_sectors_srcunit_tex_op_read.sum`` and
+  ``..._op_write.sum`` × 32 bytes (bundled kernel only; ``lts__t_bytes.sum``, all L2 traffic
+  including the L2-fabric and DRAM-side transfers, is reported beside it, not compared).
+* ``SRAM_fill``: interpreter counts (CPU records) against the same rows, exactly.
+
+A value is *within* tolerance when ``|predicted − measured| <= rel × measured`` or
+``<= abs_bytes`` (default 1 MiB: kernels that move less than that are dominated by counter
+noise and by lines the previous replay left; see :data:`DEFAULT_ABS_TOL`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from iomodel.errors import IomodelError
+from iomodel.hardware import Hardware, get_hardware
+from iomodel.measure.records import Measurement, ShapeMeasurement
+from iomodel.spec import LayerSpec, Tiling
+from iomodel.traffic.l2 import (
+    DEFAULT_L2_FRACTION,
+    L2Params,
+    L2Prediction,
+    estimate_programs_per_sm,
+    predict_baseline,
+    predict_tiled,
+)
+
+#: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
+DEFAULT_TOLERANCES: dict[str, float] = {"HBM": 0.10, "L2": 0.15, "SRAM_fill": 0.0}
+#: Absolute tolerance in bytes for the GPU levels (1 MiB, about 0.2 µs of H200 HBM time).
+DEFAULT_ABS_TOL = 1 << 20
+
+
+@dataclass
+class LevelCompare:
+    """Predicted and measured bytes of one level of one shape (None where not available).
+
+    Units: bytes. ``floor_*`` and ``bound_*`` are the compulsory floor and the model's
+    no-reuse bound (HBM only).
+    """
+
+    level: str
+    predicted_read: int | None
+    measured_read: float | None
+    predicted_write: int | None
+    measured_write: float | None
+    floor_read: int | None = None
+    floor_write: int | None = None
+    bound_read: int | None = None
+    bound_write: int | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def _ratio(measured: float | None, predicted: int | None) -> float | None:
+        if measured is None or predicted is None:
+            return None
+        if predicted == 0:
+            return math.inf if measured else 1.0
+        return measured / predicted
+
+    @property
+    def ratio_read(self) -> float | None:
+        """measured / predicted reads."""
+        return self._ratio(self.measured_read, self.predicted_read)
+
+    @property
+    def ratio_write(self) -> float | None:
+        """measured / predicted writes."""
+        return self._ratio(self.measured_write, self.predicted_write)
+
+    def within(self, which: str, rel: float, abs_bytes: float) -> bool | None:
+        """Whether reads (``"read"``) or writes (``"write"``) agree within tolerance (None if unmeasured).
+
+        The interpreter level also needs every tensor to match (``extra["per_tensor_match"]``).
+        """
+        p = self.predicted_read if which == "read" else self.predicted_write
+        m = self.measured_read if which == "read" else self.measured_write
+        if p is None or m is None:
+            return None
+        if self.extra.get("per_tensor_match", 1.0) == 0.0:
+            return False
+        return abs(p - m) <= max(rel * abs(m), abs_bytes)
+
+
+@dataclass
+class ShapeReconciliation:
+    """Everything reconciled for one measured shape.
+
+    Attributes:
+        id, impl, spec: from the measurement.
+        tiling: the tiles the kernel ran (None for the eager chain and SDPA).
+        programs_per_sm: occupancy used by the L2-aware prediction and where it came from.
+        levels: :class:`LevelCompare` per level.
+        l2: the L2-aware prediction (None where no model applies).
+        notes: one sentence each (mismatches between model and kernel, extra kernels ...).
+        error: why the shape could not be reconciled (None if it was).
+    """
+
+    id: str
+    impl: str
+    spec: LayerSpec
+    tiling: Tiling | None = None
+    programs_per_sm: tuple[int, str] | None = None
+    levels: list[LevelCompare] = field(default_factory=list)
+    l2: L2Prediction | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def level(self, name: str) -> LevelCompare | None:
+        return next((lv for lv in self.levels if lv.level == name), None)
+
+    def explanation(self) -> str:
+        """The dominant cause (key: detail), or the note/error that explains the row."""
+        if self.error:
+            return f"not reconciled: {self.error}"
+        if self.l2 is not None and self.l2.dominant is not None:
+            c = self.l2.dominant
+            return f"{c.key}: {c.detail}"
+        if self.l2 is not None:
+            return "compulsory: every input read once and every output written once"
+        if self.notes:
+            return "; ".join(self.notes)
+        if self.level("SRAM_fill") is not None:
+            return "exact: the interpreter's per-tensor counts equal the model's SRAM_fill rows"
+        return "no model for this implementation"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "impl": self.impl,
+            "spec": self.spec.to_dict(),
+            "tiling": asdict(self.tiling) if self.tiling else None,
+            "programs_per_sm": list(self.programs_per_sm) if self.programs_per_sm else None,
+            "levels": [{**asdict(lv), "ratio_read": lv.ratio_read, "ratio_write": lv.ratio_write} for lv in self.levels],
+            "l2_aware": self.l2.to_dict() if self.l2 else None,
+            "explanation": self.explanation(),
+            "notes": self.notes,
+            "error": self.error,
+        }
+
+
+@dataclass
+class Reconciliation:
+    """All shapes of one measurement, reconciled.
+
+    Attributes:
+        measurement: the record.
+        hardware: hardware the predictions used.
+        l2_fraction: effective L2 fraction used.
+        rows: one :class:`ShapeReconciliation` per measured shape.
+        tolerances: relative tolerance per level.
+        abs_tol: absolute tolerance in bytes.
+    """
+
+    measurement: Measurement
+    hardware: Hardware
+    l2_fraction: float
+    rows: list[ShapeReconciliation]
+    tolerances: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    abs_tol: float = DEFAULT_ABS_TOL
+
+    def _abs(self, level: str) -> float:
+        return 0.0 if level == "SRAM_fill" else self.abs_tol
+
+    def within(self, row: ShapeReconciliation, level: str, which: str) -> bool | None:
+        lv = row.level(level)
+        if lv is None:
+            return None
+        return lv.within(which, self.tolerances.get(level, 0.0), self._abs(level))
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Per (impl, level, read/write): shapes compared, shapes within tolerance, fraction."""
+        out: dict[tuple[str, str, str], list[int]] = {}
+        for r in self.rows:
+            for lv in r.levels:
+                for which in ("read", "write"):
+                    ok = self.within(r, lv.level, which)
+                    if ok is None:
+                        continue
+                    acc = out.setdefault((r.impl, lv.level, which), [0, 0])
+                    acc[0] += 1
+                    acc[1] += int(ok)
+        return [
+            {"impl": k[0], "level": k[1], "which": k[2], "shapes": v[0], "within": v[1],
+             "fraction": v[1] / v[0] if v[0] else 0.0, "tolerance": self.tolerances.get(k[1], 0.0)}
+            for k, v in sorted(out.items())
+        ]
+
+    def outside(self) -> list[tuple[ShapeReconciliation, list[str]]]:
+        """Shapes with any compared level outside tolerance, with the failing (level, direction)s."""
+        res = []
+        for r in self.rows:
+            bad = [f"{lv.level} {w}" for lv in r.levels for w in ("read", "write") if self.within(r, lv.level, w) is False]
+            if bad or r.error:
+                res.append((r, bad or ["not reconciled"]))
+        return res
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "measurement": {"kind": self.measurement.kind, "created": self.measurement.created,
+                            "command": self.measurement.command, "environment": self.measurement.environment},
+            "hardware": self.hardware.to_dict(),
+            "l2_fraction": self.l2_fraction,
+            "tolerances": self.tolerances,
+            "abs_tol_bytes": self.abs_tol,
+            "summary": self.summary(),
+            "shapes": [r.to_dict() for r in self.rows],
+        }
+
+
+# ----------------------------------------------------------------------------------
+# Building the comparison
+# ----------------------------------------------------------------------------------
+
+
+def hardware_of(measurement: Measurement, override: str | None = None) -> Hardware:
+    """The hardware to predict for: ``override`` (a preset name), else the record's.
+
+    Raises:
+        IomodelError: the record has no hardware and no override is given, or the record's
+            hardware entry is malformed.
+    """
+    if override:
+        return get_hardware(override)
+    hw = measurement.hardware
+    if not hw:
+        raise IomodelError("the measurement records no hardware: pass --hardware H200|H100-SXM|A100-80GB")
+    try:
+        return Hardware(**hw)
+    except TypeError as exc:
+        raise IomodelError(f"the measurement's hardware entry is malformed ({exc}): pass --hardware") from None
+
+
+def _programs_per_sm(shape: ShapeMeasurement, tiling: Tiling, hw: Hardware) -> tuple[int, str]:
+    for k in shape.kernels:
+        v = k.programs_per_sm()
+        if v:
+            return v, f"measured occupancy limit of {k.name}"
+    warps = int((shape.config or {}).get("num_warps", 4))
+    est = estimate_programs_per_sm(tiling.sram_bytes(shape.spec), warps, hw.smem_per_sm)
+    return est, "estimated from shared memory and warps"
+
+
+def _sum_rows(rows: Iterable[Any], level: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        if r.level == level:
+            acc = out.setdefault(r.tensor, [0, 0])
+            acc[0] += int(r.read_bytes)
+            acc[1] += int(r.write_bytes)
+    return out
+
+
+PredictFn = Callable[..., Any]
+
+
+def _default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any) -> Any:
+    from iomodel.traffic import predict
+
+    return predict(spec, tiling, hardware, **options)
+
+
+def reconcile_shape(
+    shape: ShapeMeasurement,
+    hardware: Hardware,
+    *,
+    l2_fraction: float = DEFAULT_L2_FRACTION,
+    flush_between_kernels: bool = True,
+    predict_fn: PredictFn = _default_predict,
+) -> ShapeReconciliation:
+    """Reconcile one measured shape.
+
+    Args:
+        shape: the measurement (ncu kernels or interpreter counts).
+        hardware: device description (L2 bytes, SMs, shared memory).
+        l2_fraction: effective fraction of L2 (see :mod:`iomodel.traffic.l2`).
+        flush_between_kernels: the profiler flushed caches before each kernel.
+        predict_fn: the model's ``predict`` (tests pass a stand-in).
+
+    Returns:
+        :class:`ShapeReconciliation`; model errors become its ``error``, never an exception.
+    """
+    out = ShapeReconciliation(shape.id, shape.impl, shape.spec)
+    if shape.error:
+        out.error = shape.error
+        return out
+    spec = shape.spec
+    try:
+        if shape.impl == "tiled":
+            tiling = shape.tiling()
+            if tiling is None:
+                out.error = "the record has no kernel configuration (config)"
+                return out
+            out.tiling = tiling
+            pred = predict_fn(spec, tiling, hardware)
+            alg = pred.algorithms["tiled"]
+            model_fill = _sum_rows(alg.rows, "SRAM_fill")
+            if shape.sram_fill is not None:  # interpreter record: exact per tensor
+                counted = {k: [int(v.get("read_bytes", 0)), int(v.get("write_bytes", 0))] for k, v in shape.sram_fill.items()}
+                nz = lambda d: {k: v for k, v in d.items() if v != [0, 0]}  # noqa: E731
+                same = nz(counted) == nz(model_fill)
+                if not same:
+                    out.notes.append(f"per-tensor SRAM_fill differs: counted {nz(counted)}, model {nz(model_fill)}")
+                out.levels.append(LevelCompare(
+                    "SRAM_fill", alg.sram_fill_read_bytes, sum(v[0] for v in counted.values()),
+                    alg.sram_fill_write_bytes, sum(v[1] for v in counted.values()),
+                    extra={"per_tensor_match": float(same)}))
+            if shape.kernels:
+                pps, src = _programs_per_sm(shape, tiling, hardware)
+                out.programs_per_sm = (pps, src)
+                params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels)
+                l2 = predict_tiled(spec, tiling, params)
+                out.l2 = l2
+                sim_fill = {}
+                for k in l2.kernels:
+                    for t, v in k.requested_read.items():
+                        sim_fill.setdefault(t, [0, 0])[0] += v
+                    for t, v in k.requested_write.items():
+                        sim_fill.setdefault(t, [0, 0])[1] += v
+                if {k: v for k, v in sim_fill.items() if v != [0, 0]} != {k: v for k, v in model_fill.items() if v != [0, 0]}:
+                    out.notes.append("the L2 simulation's requests differ from the model's SRAM_fill rows")
+                out.levels.append(LevelCompare(
+                    "HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"),
+                    l2.hbm_write_bytes, shape.quantity("dram_write_bytes"),
+                    l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes))
+                total = shape.quantity("l2_total_bytes")
+                out.levels.append(LevelCompare(
+                    "L2", alg.sram_fill_read_bytes, shape.quantity("l2_read_bytes"),
+                    alg.sram_fill_write_bytes, shape.quantity("l2_write_bytes"),
+                    extra={"lts__t_bytes": total} if total is not None else {}))
+                expected = 2 if (spec.phase == "decode" and tiling.num_splits > 1) else 1
+                if len(shape.kernels) != expected:
+                    out.notes.append(f"{len(shape.kernels)} kernels profiled, {expected} expected: "
+                                     + ", ".join(k.name for k in shape.kernels))
+        elif shape.impl in ("baseline", "baseline-fp32"):
+            opts = {"score_dtype": "fp32"} if shape.impl == "baseline-fp32" else {}
+            tiling = Tiling()
+            pred = predict_fn(spec, tiling, hardware, **opts)
+            alg = pred.algorithms["baseline"]
+            params = L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction, flush_between_kernels)
+            l2 = predict_baseline(spec, alg.rows, params)
+            out.l2 = l2
+            out.levels.append(LevelCompare(
+                "HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"),
+                l2.hbm_write_bytes, shape.quantity("dram_write_bytes"),
+                l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes))
+            n_steps = len({r.step for r in alg.rows if r.level == "HBM"})
+            if shape.kernels and len(shape.kernels) != n_steps:
+                out.notes.append(f"{len(shape.kernels)} kernels profiled for {n_steps} modelled ops")
+        else:  # SDPA backends: measured only, against the floor
+            d, s = spec.head_dim, spec.width
+            q = spec.batch * spec.heads * spec.seqlen_q * d * s
+            kv = spec.batch * spec.kv_heads * spec.seqlen_k * d * s
+            out.levels.append(LevelCompare("HBM", None, shape.quantity("dram_read_bytes"), None,
+                                           shape.quantity("dram_write_bytes"), q + 2 * kv, q))
+            out.notes.append("no model for this backend: measured bytes beside the compulsory floor")
+    except IomodelError as exc:
+        out.error = str(exc)
+    return out
+
+
+def reconcile(
+    measurement: Measurement,
+    *,
+    hardware: str | None = None,
+    l2_fraction: float | None = None,
+    impls: Sequence[str] | None = None,
+    tolerances: dict[str, float] | None = None,
+    abs_tol: float = DEFAULT_ABS_TOL,
+    predict_fn: PredictFn = _default_predict,
+) -> Reconciliation:
+    """Reconcile every shape of a measurement record.
+
+    Args:
+        measurement: the record (``iomodel validate`` output or an interpreter record).
+        hardware: preset name overriding the record's hardware.
+        l2_fraction: effective L2 fraction; default: the record's ``settings.l2_model.l2_fraction``,
+            else :data:`~iomodel.traffic.l2.DEFAULT_L2_FRACTION`.
+        impls: only these implementations.
+        tolerances: relative tolerance per level (default :data:`DEFAULT_TOLERANCES`).
+        abs_tol: absolute tolerance in bytes for HBM and L2.
+        predict_fn: the model's ``predict``.
+
+    Returns:
+        :class:`Reconciliation`.
+
+    Raises:
+        IomodelError: no hardware known, an l2_fraction outside (0, 1], or no shape left.
+    """
+    hw = hardware_of(measurement, hardware)
+    frac = l2_fraction
+    if frac is None:
+        frac = float((measurement.settings.get("l2_model") or {}).get("l2_fraction", DEFAULT_L2_FRACTION))
+    if not 0 < frac <= 1:
+        raise IomodelError(f"l2_fraction must be in (0, 1], got {frac}: pass e.g. --l2-fraction 0.5")
+    flush = measurement.settings.get("cache_control", "all") == "all"
+    shapes = measurement.select(impls)
+    if not shapes:
+        raise IomodelError("no measured shape of the requested implementation(s): check --impl against the record")
+    rows = [reconcile_shape(s, hw, l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn) for s in shapes]
+    tol = dict(DEFAULT_TOLERANCES)
+    tol.update(tolerances or {})
+    return Reconciliation(measurement, hw, frac, rows, tol, abs_tol)
+
+
+# ----------------------------------------------------------------------------------
+# Rendering
+# ----------------------------------------------------------------------------------
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Bytes in binary prefixes (``1.5 GiB``); ``-`` for None."""
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= f:
+            return f"{n / f:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_ratio(r: float | None) -> str:
+    if r is None:
+        return "-"
+    if math.isinf(r):
+        return "inf"
+    return f"{r:.2f}"
+
+
+TABLE_COLUMNS = ("shape", "level", "pred R", "meas R", "R ratio", "pred W", "meas W", "W ratio", "ok", "cause")
+
+
+def table_rows(rec: Reconciliation) -> list[list[str]]:
+    """The printed table: one line per (shape, level), reads and writes apart; ratio = measured / predicted."""
+    out = []
+    for r in rec.rows:
+        if r.error or not r.levels:
+            out.append([r.id, "-", "-", "-", "-", "-", "-", "-", "-", r.explanation()])
+            continue
+        for i, lv in enumerate(r.levels):
+            oks = [rec.within(r, lv.level, w) for w in ("read", "write")]
+            ok = "-" if all(o is None for o in oks) else ("yes" if all(o in (True, None) for o in oks) else "NO")
+            out.append([
+                r.id if i == 0 else "",
+                lv.level,
+                fmt_bytes(lv.predicted_read), fmt_bytes(lv.measured_read), fmt_ratio(lv.ratio_read),
+                fmt_bytes(lv.predicted_write), fmt_bytes(lv.measured_write), fmt_ratio(lv.ratio_write),
+                ok,
+                r.explanation() if i == 0 else "",
+            ])
+    return out
+
+
+def markdown(rec: Reconciliation) -> str:
+    """A Markdown report: environment, summary, the table, the shapes outside tolerance."""
+    m = rec.measurement
+    env = m.environment
+    lines = [
+        f"# Reconciliation: {m.settings.get('sweep_name') or m.kind} ({m.created})",
+        "",
+        f"Device {env.get('device', '-')}, driver {env.get('driver', '-')}, CUDA {env.get('cuda', '-')}, "
+        f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}, ncu {env.get('ncu', '-')}.",
+        f"Command: `{m.command}`",
+        "",
+        f"Hardware for the predictions: {rec.hardware.name} (L2 {fmt_bytes(rec.hardware.l2_bytes)}, "
+        f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; tolerances "
+        + ", ".join(f"{k} ±{v:.0%}" for k, v in rec.tolerances.items()) + f" or {fmt_bytes(rec.abs_tol)}.",
+        "",
+        "| impl | level | direction | shapes | within | fraction |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for s in rec.summary():
+        lines.append(f"| {s['impl']} | {s['level']} | {s['which']} | {s['shapes']} | {s['within']} | {s['fraction']:.0%} |")
+    lines += ["", "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    for row in table_rows(rec):
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
+    outside = rec.outside()
+    lines += ["", f"## Outside tolerance ({len(outside)})", ""]
+    for r, bad in outside:
+        lines.append(f"- `{r.id}` ({', '.join(bad)}): {r.explanation()}" + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------
+# Plot: predicted curves with measured points over sequence length
+# ----------------------------------------------------------------------------------
+
+
+def _family(r: ShapeReconciliation) -> tuple:
+    s = r.spec
+    return (r.impl, s.batch, s.heads, s.kv_heads, s.head_dim, s.dtype, s.causal, s.causal_align, s.phase,
+            s.seqlen_q if s.phase == "decode" else None, s.seqlen_q != s.seqlen_k if s.phase == "prefill" else None)
+
+
+def _family_label(r: ShapeReconciliation) -> str:
+    s = r.spec
+    mask = "non-causal" if not s.causal else f"causal {s.causal_align}"
+    kind = f"decode N_q={s.seqlen_q}" if s.phase == "decode" else "prefill"
+    return f"{r.impl}: B={s.batch} H={s.heads} H_kv={s.kv_heads} d={s.head_dim} {s.dtype}, {mask}, {kind}"
+
+
+def _x(r: ShapeReconciliation) -> int:
+    return r.spec.seqlen_k if r.spec.phase == "decode" else r.spec.seqlen_q
+
+
+def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
+         predict_fn: PredictFn = _default_predict) -> list[Path]:
+    """Write ``hbm-vs-seqlen.png`` and ``l2-vs-seqlen.png``: predicted curves and measured points.
+
+    One panel per shape family (everything but the sequence length equal). Lines: the
+    L2-aware HBM prediction (reads solid, writes dashed), the compulsory floor and the
+    model's no-reuse bound (reads), evaluated on the measured lengths and the powers of two
+    between them with the tiles and occupancy of the nearest measured shape; markers: the
+    measured DRAM (or L2-request) bytes. Log-log axes, bytes in binary prefixes.
+
+    Returns:
+        the paths written.
+
+    Raises:
+        IomodelError: nothing to plot (no reconciled HBM level).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fams: dict[tuple, list[ShapeReconciliation]] = {}
+    for r in rec.rows:
+        if r.error is None and r.level("HBM") is not None and r.l2 is not None:
+            fams.setdefault(_family(r), []).append(r)
+    if not fams:
+        raise IomodelError("no reconciled HBM measurements to plot: check the record has ncu data")
+    keys = list(fams)[:max_panels]
+    paths = []
+    for level in ("HBM", "L2"):
+        keys_l = [k for k in keys if any(r.level(level) and r.level(level).measured_read is not None for r in fams[k])]
+        if not keys_l:
+            continue
+        n = len(keys_l)
+        cols = min(3, n)
+        rows_n = math.ceil(n / cols)
+        fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 3.9 * rows_n), squeeze=False)
+        for ax, key in zip(axes.flat, keys_l):
+            members = sorted(fams[key], key=_x)
+            curve = _curve(members, rec, level, predict_fn)
+            xs = [c[0] for c in curve]
+            if level == "HBM":
+                ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (L2-aware)")
+                ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (L2-aware)")
+                ax.plot(xs, [c[3] for c in curve], ":", color="#999999", label="no-reuse bound (read)")
+                ax.plot(xs, [c[4] for c in curve], "-", lw=0.8, color="#000000", label="compulsory floor (read)")
+            else:
+                ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (SRAM_fill)")
+                ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (SRAM_fill)")
+            mx = [_x(r) for r in members]
+            mr = [r.level(level).measured_read for r in members]
+            mw = [r.level(level).measured_write for r in members]
+            ax.scatter(mx, [v if v else float("nan") for v in mr], marker="o", s=36, facecolors="none",
+                       edgecolors="#0072B2", zorder=5, label="measured read")
+            ax.scatter(mx, [v if v else float("nan") for v in mw], marker="s", s=30, facecolors="none",
+                       edgecolors="#D55E00", zorder=5, label="measured write")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log", base=2)
+            ax.set_xlabel("seqlen_k (KV cache)" if members[0].spec.phase == "decode" else "seqlen_q")
+            ax.set_ylabel("bytes")
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
+            ax.set_title(_family_label(members[0]), fontsize=8)
+            ax.grid(True, which="major", alpha=0.3)
+        for ax in list(axes.flat)[n:]:
+            ax.set_visible(False)
+        axes.flat[0].legend(fontsize=7, loc="upper left")
+        what = ("DRAM bytes (dram__bytes_read/write.sum) vs the L2-aware prediction" if level == "HBM"
+                else "L2 requests from the SMs (lts__t_sectors_srcunit_tex_op_read/write × 32 B) vs SRAM_fill")
+        fig.suptitle(f"{what}\n{rec.hardware.name}, effective L2 {rec.l2_fraction:g} × {fmt_bytes(rec.hardware.l2_bytes)}; "
+                     f"{rec.measurement.environment.get('device', '')} {rec.measurement.created}", fontsize=9)
+        fig.tight_layout()
+        path = out / f"{level.lower()}-vs-seqlen.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, predict_fn: PredictFn) -> list[tuple]:
+    """(x, read, write, bound_read, floor_read) at the measured lengths and powers of two between them."""
+    xs = sorted({_x(r) for r in members})
+    lo, hi = xs[0], xs[-1]
+    p2 = [1 << k for k in range(max(0, lo.bit_length() - 1), hi.bit_length() + 1) if lo <= (1 << k) <= hi]
+    grid = sorted(set(xs) | set(p2))
+    pts = []
+    for x in grid:
+        near = min(members, key=lambda r: abs(math.log2(max(1, _x(r))) - math.log2(max(1, x))))
+        s = near.spec
+        spec = s.with_(seqlen_k=x) if s.phase == "decode" else s.with_(seqlen_q=x, seqlen_k=x if s.seqlen_q == s.seqlen_k else s.seqlen_k)
+        if spec == s:
+            lv = near.level(level)
+            pts.append((x, lv.predicted_read, lv.predicted_write, lv.bound_read, lv.floor_read))
+            continue
+        try:
+            if near.impl == "tiled":
+                tiling = near.tiling
+                if level == "L2":
+                    alg = predict_fn(spec, tiling, rec.hardware).algorithms["tiled"]
+                    pts.append((x, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes, None, None))
+                    continue
+                pps = near.programs_per_sm[0] if near.programs_per_sm else 1
+                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, pps, rec.l2_fraction)
+                l2 = predict_tiled(spec, tiling, params)
+                pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
+            else:
+                opts = {"score_dtype": "fp32"} if near.impl == "baseline-fp32" else {}
+                alg = predict_fn(spec, Tiling(), rec.hardware, **opts).algorithms["baseline"]
+                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, 1, rec.l2_fraction)
+                l2 = predict_baseline(spec, alg.rows, params)
+                pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
+        except IomodelError:
+            continue
+    return pts
+
+
+__all__ = [
+    "DEFAULT_ABS_TOL",
+    "DEFAULT_TOLERANCES",
+    "LevelCompare",
+    "Reconciliation",
+    "ShapeReconciliation",
+    "fmt_bytes",
+    "hardware_of",
+    "markdown",
+    "plot",
+    "reconcile",
+    "reconcile_shape",
+    "table_rows",
+]

@@ -1,0 +1,269 @@
+"""Nsight Compute layer without a GPU: sweep files, ncu commands, raw-CSV parsing, the batch
+driver against a fake ncu, and the messages of a machine without ncu or GPU."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from iomodel.errors import IomodelError
+from iomodel.measure import ncu
+from iomodel.measure.records import KernelRecord, Measurement, ShapeMeasurement, shape_id
+from iomodel.spec import LayerSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+NVTX_COL = "thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"
+
+
+def fake_csv(kernels: list[tuple[str | None, str, dict[str, str]]], units: dict[str, str]) -> str:
+    """A raw-page ncu CSV: ==PROF== lines, header, units row, one row per kernel.
+
+    kernels: (shape tag or None, kernel name, metric -> printed value).
+    """
+    metrics = list(units)
+    buf = io.StringIO()
+    w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    w.writerow(["ID", "Process ID", "Process Name", "Host Name", NVTX_COL, "Kernel Name", "Context", "Stream",
+                "Block Size", "Grid Size", "Device", "CC", *metrics])
+    w.writerow([""] * 12 + [units[m] for m in metrics])
+    for i, (tag, name, vals) in enumerate(kernels):
+        nvtx = f'1  "<default domain>:{ncu.NVTX_PREFIX}{tag}@:none:none:none:none:none:none"' if tag else ""
+        w.writerow([str(i), "4242", "python", "gpu", nvtx, name, "1", "7", "(256, 1, 1)", "(8, 64, 1)", "0", "9.0",
+                    *[vals.get(m, "n/a") for m in metrics]])
+    return "==PROF== Connected to process 4242\n==PROF== Profiling \"_attn_fwd\": 0%....100% - 6 passes\n" + buf.getvalue()
+
+
+UNITS = {
+    "dram__bytes_read.sum": "byte",
+    "dram__bytes_write.sum": "byte",
+    "lts__t_sectors_srcunit_tex_op_read.sum": "sector",
+    "lts__t_sectors_srcunit_tex_op_write.sum": "sector",
+    "lts__t_bytes.sum": "Mbyte",
+    "gpu__time_duration.sum": "usecond",
+    "launch__occupancy_limit_registers": "block",
+    "launch__occupancy_limit_shared_mem": "block",
+}
+
+
+def test_parse_csv_units_separators_tags_and_na():
+    text = fake_csv([
+        ("s1", "_attn_decode", {"dram__bytes_read.sum": "1,048,576", "dram__bytes_write.sum": "2048",
+                                "lts__t_sectors_srcunit_tex_op_read.sum": "40,000",
+                                "lts__t_sectors_srcunit_tex_op_write.sum": "10",
+                                "lts__t_bytes.sum": "3.5", "gpu__time_duration.sum": "12.5",
+                                "launch__occupancy_limit_registers": "2", "launch__occupancy_limit_shared_mem": "3"}),
+        ("s1", "_attn_decode_combine", {"dram__bytes_read.sum": "100", "dram__bytes_write.sum": "n/a"}),
+        (None, "stray_kernel", {"dram__bytes_read.sum": "7"}),
+    ], UNITS)
+    rows = ncu.parse_csv(text, list(UNITS))
+    assert [r.tag for r in rows] == ["s1", "s1", None]
+    k = rows[0].record
+    assert k.name == "_attn_decode" and k.grid == "(8, 64, 1)"
+    assert k.quantity("dram_read_bytes") == 1_048_576
+    assert k.quantity("l2_read_bytes") == 40_000 * 32  # sectors of 32 bytes
+    assert k.quantity("l2_total_bytes") == 3.5e6  # Mbyte is decimal in ncu's output
+    assert k.quantity("duration_s") == pytest.approx(12.5e-6)
+    assert k.programs_per_sm() == 2
+    assert rows[1].record.quantity("dram_write_bytes") is None  # n/a
+    m = ShapeMeasurement("s1", "tiled", LayerSpec(1, 1, 1, 16, 1, 8, "fp16", phase="decode"),
+                         kernels=[r.record for r in rows[:2]])
+    assert m.quantity("dram_read_bytes") == 1_048_676
+    assert m.quantity("dram_write_bytes") is None  # one kernel unmeasured: no total
+
+
+def test_parse_csv_without_table_raises():
+    with pytest.raises(IomodelError, match="no CSV table"):
+        ncu.parse_csv("==PROF== Disconnected\n==WARNING== No kernels were profiled.\n")
+
+
+def test_unknown_unit_is_refused():
+    k = KernelRecord("x", {"dram__bytes_read.sum": 1.0}, {"dram__bytes_read.sum": "furlong"})
+    with pytest.raises(IomodelError, match="print-units base"):
+        k.quantity("dram_read_bytes")
+
+
+def test_build_command_flags():
+    cmd = ncu.build_command("/opt/ncu", ["python", "-m", "x"], "log.csv", ["a.sum", "b.sum"], kernel_regex="_attn")
+    s = " ".join(cmd)
+    for flag in ("--profile-from-start off", "--nvtx", "--clock-control none", "--cache-control all",
+                 "--metrics a.sum,b.sum", "--csv --page raw --print-units base", "--log-file log.csv",
+                 "-k regex:_attn"):
+        assert flag in s
+    assert cmd[0] == "/opt/ncu" and cmd[-3:] == ["python", "-m", "x"]
+    with pytest.raises(IomodelError, match="cache_control"):
+        ncu.build_command("ncu", [], "l", ["a"], cache_control="some")
+    with pytest.raises(IomodelError, match="no Nsight Compute metrics"):
+        ncu.build_command("ncu", [], "l", [])
+
+
+def test_missing_metrics_and_diagnose():
+    log = '==ERROR== Failed to find metric lts__t_sectors_srcunit_ltcfabric.sum\n'
+    assert ncu.missing_metrics(log) == ["lts__t_sectors_srcunit_ltcfabric.sum"]
+    why = ncu.diagnose("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", 1)
+    assert "NVreg_RestrictProfilingToAdminUsers" in why and "--interpreter" in why
+    assert ncu.diagnose("all good", 0) is None
+
+
+# ----- sweep files -----
+
+def test_bundled_sweeps_meet_the_issue():
+    sw = ncu.load_sweep(ROOT / "sweeps" / "h200.toml")
+    tiled = [s.spec for s in sw.shapes if s.impl == "tiled"]
+    assert len(tiled) >= 30
+    assert min(s.seqlen_k for s in tiled) <= 512 and max(s.seqlen_k for s in tiled) >= 32768
+    assert {s.causal_align for s in tiled if s.causal} == {"top-left", "bottom-right"}
+    assert any(s.kv_heads < s.heads for s in tiled) and {s.head_dim for s in tiled} >= {64, 128}
+    assert {s.dtype for s in tiled} >= {"fp16", "bf16"} and any(s.phase == "decode" for s in tiled)
+    assert any(s.seqlen_q % 128 for s in tiled if s.phase == "prefill")  # ragged
+    base = [s.spec for s in sw.shapes if s.impl == "baseline"]
+    assert base and max(s.seqlen_k for s in base) <= 8192
+    assert sw.cache_control == "all" and sw.clock_control == "none" and sw.l2_model["l2_fraction"] == 0.5
+    small = ncu.load_sweep(ROOT / "sweeps" / "interpreter.toml")
+    assert all(s.spec.seqlen_k <= 512 for s in small.shapes)
+
+
+def test_parse_sweep_expands_and_validates():
+    data = {"defaults": {"heads": 4, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
+            "shape": [{"seqlen": [32, 64], "causal": [False, True]}, {"seqlen_q": 1, "seqlen_k": 100, "impls": ["tiled", "baseline"]}]}
+    sw = ncu.parse_sweep(data)
+    assert len(sw.shapes) == 6
+    dec = [s for s in sw.shapes if s.spec.seqlen_q == 1]
+    assert all(s.spec.phase == "decode" for s in dec) and {s.impl for s in dec} == {"tiled", "baseline"}
+    assert sw.shapes[0].id == shape_id(sw.shapes[0].spec, "tiled") == "b1-h4-kv2-d16-fp16-q32-k32-nc-tiled"
+    bad = [
+        ({"shape": []}, "no \\[\\[shape\\]\\]"),
+        ({"shape": [{"seqlen": 8, "heads": 2, "kv_heads": 2, "head_dim": 8, "dtype": "fp16", "colour": 1}]}, "unknown key"),
+        ({"shape": [{"seqlen": 8, "heads": 2, "kv_heads": 2, "head_dim": 8, "dtype": "fp16", "impls": ["cudnn"]}]}, "unknown implementation"),
+        ({"shape": [{"seqlen": 8, "heads": 2}]}, "incomplete"),
+        ({"shape": [{"seqlen": [8, 8], "heads": 2, "kv_heads": 2, "head_dim": 8, "dtype": "fp16"}]}, "twice"),
+        ({"shape": [{"seqlen": 8}], "bogus": 1}, "top-level"),
+        ({"shape": [{"seqlen": 8}], "ncu": {"metric": []}}, "\\[ncu\\]"),
+    ]
+    for d, msg in bad:
+        with pytest.raises(IomodelError, match=msg):
+            ncu.parse_sweep(d)
+
+
+def test_load_sweep_errors(tmp_path):
+    with pytest.raises(IomodelError, match="does not exist"):
+        ncu.load_sweep(tmp_path / "nope.toml")
+    p = tmp_path / "bad.toml"
+    p.write_text("name = [\n")
+    with pytest.raises(IomodelError, match="not valid TOML"):
+        ncu.load_sweep(p)
+
+
+# ----- the batch driver against a fake ncu -----
+
+class FakeNcu:
+    """Plays ncu + child: writes the manifest and a raw CSV for every shape of the batch."""
+
+    def __init__(self, values, unknown=(), permission=False, skip_tag=None):
+        self.values = values  # shape id -> list of (kernel name, metric dict)
+        self.unknown = list(unknown)
+        self.permission = permission
+        self.skip_tag = skip_tag
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv):
+        self.calls.append(argv)
+        log = Path(argv[argv.index("--log-file") + 1])
+        metrics = argv[argv.index("--metrics") + 1].split(",")
+        shapes_file, manifest_file = argv[-2], argv[-1]
+        if self.permission:
+            log.write_text("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n")
+            return 1
+        bad = [m for m in self.unknown if m in metrics]
+        if bad:
+            log.write_text("".join(f"==ERROR== Failed to find metric {m}\n" for m in bad))
+            return 1
+        shapes = json.loads(Path(shapes_file).read_text())
+        manifest, rows = {}, []
+        for s in shapes:
+            manifest[s["id"]] = {"config": {"block_m": 64, "block_n": 32, "num_warps": 4, "num_stages": 2,
+                                            "path": "prefill", "num_splits": 1, "heads_per_program": 1}, "error": None}
+            if s["id"] == self.skip_tag:
+                continue
+            for name, vals in self.values.get(s["id"], []):
+                rows.append((s["id"], name, {m: v for m, v in vals.items() if m in metrics}))
+        Path(manifest_file).write_text(json.dumps(manifest))
+        log.write_text(fake_csv(rows, {m: UNITS.get(m, "byte") for m in metrics}))
+        return 0
+
+
+def _small_sweep():
+    return ncu.parse_sweep({
+        "defaults": {"heads": 2, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
+        "ncu": {"metrics": ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_srcunit_ltcfabric.sum"],
+                "batch_size": 2},
+        "shape": [{"seqlen": [64, 128, 256]}],
+    }, source="small")
+
+
+def test_profile_batches_tags_and_drops_unknown_metrics(tmp_path):
+    sw = _small_sweep()
+    values = {s.id: [("_attn_fwd", {"dram__bytes_read.sum": str(1000 * (i + 1)), "dram__bytes_write.sum": "10"})]
+              for i, s in enumerate(sw.shapes)}
+    fake = FakeNcu(values, unknown=["lts__t_sectors_srcunit_ltcfabric.sum"], skip_tag=sw.shapes[2].id)
+    meas = ncu.profile(sw, workdir=tmp_path, runner=fake, command="iomodel validate small")
+    assert len(fake.calls) == 3  # batch 0 retried once without the unknown metric; batch 1 runs without it
+    assert meas.settings["dropped_metrics"] == ["lts__t_sectors_srcunit_ltcfabric.sum"]
+    assert "lts__t_sectors_srcunit_ltcfabric.sum" not in meas.settings["metrics"]
+    assert [s.quantity("dram_read_bytes") for s in meas.shapes[:2]] == [1000, 2000]
+    assert meas.shapes[0].config["block_m"] == 64 and meas.shapes[0].tiling().block_n == 32
+    assert meas.shapes[2].error == "no profiled kernel carries this shape's NVTX tag"
+    assert meas.settings["cache_control"] == "all" and len(meas.settings["ncu_commands"]) == 2
+    back = Measurement.load(meas.save(tmp_path / "m.json"))
+    assert back.to_dict() == meas.to_dict()
+
+
+def test_profile_without_counter_permission_says_what_works(tmp_path):
+    with pytest.raises(IomodelError, match="ERR_NVGPUCTRPERM.*--interpreter"):
+        ncu.profile(_small_sweep(), workdir=tmp_path, runner=FakeNcu({}, permission=True))
+
+
+def test_no_ncu_and_no_gpu_messages(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("NCU", raising=False)
+    monkeypatch.setattr(ncu.Path, "is_file", lambda self: False)
+    with pytest.raises(IomodelError, match="ncu.*not found.*--interpreter"):
+        ncu.find_ncu()
+
+
+def test_check_gpu_on_a_cpu_machine():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    with pytest.raises(IomodelError, match="no CUDA GPU.*--interpreter"):
+        ncu.check_gpu()
+
+
+def test_cli_validate_without_gpu_and_dry_run(capsys):
+    torch = pytest.importorskip("torch")
+    from iomodel.cli import main
+
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit) as exc:
+            main(["validate", str(ROOT / "sweeps" / "h200.toml"), "--limit", "1"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "--interpreter" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(ROOT / "sweeps" / "h200.toml"), "--dry-run", "--impl", "tiled"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.count("--profile-from-start off") == 3  # 32 tiled shapes in batches of 12
+
+
+def test_records_reject_foreign_json(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"schema": "other"}))
+    with pytest.raises(IomodelError, match="not an iomodel measurement"):
+        Measurement.load(p)
+    p.write_text("{")
+    with pytest.raises(IomodelError, match="not valid JSON"):
+        Measurement.load(p)
