@@ -1,0 +1,424 @@
+"""The benchmark harness: every backend on identical seeded tensors, timed fairly, checked against float64.
+
+For each shape of a :class:`~iomodel.bench.matrix.ShapeMatrix` the harness
+
+1. makes Q, K, V (and the key-padding mask of a padded batch) once, from a seed;
+2. computes the float64 reference output (:func:`iomodel.bench.inputs.reference_output`);
+3. probes every available backend once with warnings captured: a refusal is recorded as
+   ``unsupported`` with PyTorch's own reasons (never replaced by another backend);
+4. records which SDPA backend PyTorch picks when nothing is pinned (``auto``);
+5. profiles each backend that ran once (ATen ops, CUDA kernels, peak allocated bytes);
+6. times the backends interleaved: ``warmup`` untimed calls each, then ``reps`` rounds in
+   which every backend runs once, the order rotating each round. CUDA samples are device
+   time between two ``torch.cuda.Event``s after zeroing an L2-sized buffer (cold L2, and the
+   flush keeps the GPU busy while the host enqueues the call); CPU samples are
+   ``time.perf_counter`` around the (synchronous) call, repeated inside a sample when one
+   call is shorter than 1 ms.
+
+The result is the receipt dictionary (:mod:`iomodel.bench.receipt` renders and checks it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+import statistics
+import time
+from typing import Any, Callable
+
+from iomodel.bench.backends import BASELINE, Backend, KernelRefusal, available_backends, sdpa_call
+from iomodel.bench.downstream import downstream_check
+from iomodel.bench.inputs import make_inputs, reference_output, shape_seed
+from iomodel.bench.matrix import Bucket, ShapeMatrix
+from iomodel.bench.policy import Policy, accuracy_verdict, drift_limits, error_stats
+from iomodel.errors import IomodelError
+from iomodel.measure.sdpa import profile_call, probe_call
+
+RECEIPT_SCHEMA = "iomodel-bench-receipt/1"
+#: CPU: a timed sample repeats the call until it lasts at least this long (seconds).
+CPU_MIN_SAMPLE_S = 1e-3
+
+#: Progress hook: ``progress(description, done, total)`` with done/total counted in steps
+#: (one step per shape, one for the downstream check).
+Progress = Callable[[str, int, int], None]
+
+
+def check_device(device: str) -> None:
+    """Raise unless ``device`` is ``"cpu"``, or ``"cuda"`` with a visible CUDA GPU.
+
+    Raises:
+        IomodelError: unknown device, torch missing, or no CUDA GPU.
+    """
+    if device not in ("cpu", "cuda"):
+        raise IomodelError(f"device {device!r} is unknown: use --device cpu or --device cuda")
+    try:
+        import torch
+    except ImportError:
+        raise IomodelError("the benchmark needs PyTorch: pip install 'iomodel[kernels]'") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise IomodelError("no CUDA GPU is visible on this machine: use --device cpu")
+
+
+def spread(samples: list[float]) -> dict[str, float]:
+    """Median and spread of timing samples, in seconds.
+
+    Returns:
+        ``{"median", "p10", "p90", "iqr", "min", "max", "n"}``; percentiles by linear
+        interpolation (``statistics.quantiles`` "inclusive" method).
+    """
+    s = sorted(samples)
+    if len(s) == 1:
+        return {"median": s[0], "p10": s[0], "p90": s[0], "iqr": 0.0, "min": s[0], "max": s[0], "n": 1}
+    dec = statistics.quantiles(s, n=10, method="inclusive")
+    qua = statistics.quantiles(s, n=4, method="inclusive")
+    return {"median": statistics.median(s), "p10": dec[0], "p90": dec[-1], "iqr": qua[2] - qua[0],
+            "min": s[0], "max": s[-1], "n": len(s)}
+
+
+def time_interleaved(calls: dict[str, Callable[[], Any]], device: str, warmup: int, reps: int,
+                     l2_flush_bytes: int = 0) -> dict[str, dict[str, Any]]:
+    """Time several calls fairly: warm up each, then ``reps`` rounds in a rotating order.
+
+    Args:
+        calls: backend name -> zero-argument callable.
+        device: ``"cpu"`` or ``"cuda"``.
+        warmup: untimed calls per backend before timing.
+        reps: timed samples per backend.
+        l2_flush_bytes: CUDA only: bytes zeroed before each sample (0: no flush).
+
+    Returns:
+        ``{name: {"samples_s": [seconds per call, ...], "inner": calls per sample}}``.
+    """
+    import torch
+
+    names = list(calls)
+    inner = {n: 1 for n in names}
+    for n in names:
+        for _ in range(warmup):
+            calls[n]()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        elif warmup:
+            t0 = time.perf_counter()
+            calls[n]()
+            dt = time.perf_counter() - t0
+            inner[n] = max(1, min(1000, math.ceil(CPU_MIN_SAMPLE_S / max(dt, 1e-9))))
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    flush = None
+    if device == "cuda" and l2_flush_bytes:
+        flush = torch.empty(l2_flush_bytes, dtype=torch.int8, device="cuda")
+    sleep = getattr(torch.cuda, "_sleep", None) if device == "cuda" else None
+    for r in range(reps):
+        order = names[r % len(names):] + names[: r % len(names)] if names else []
+        for n in order:
+            fn = calls[n]
+            if device == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                if flush is not None:
+                    flush.zero_()
+                if sleep is not None:
+                    sleep(100_000)  # ~50 us of GPU spin so host enqueue time is not timed
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                samples[n].append(start.elapsed_time(end) / 1e3)
+            else:
+                k = inner[n]
+                t0 = time.perf_counter()
+                for _ in range(k):
+                    fn()
+                samples[n].append((time.perf_counter() - t0) / k)
+    del flush
+    return {n: {"samples_s": samples[n], "inner": inner[n]} for n in names}
+
+
+def environment(device: str) -> dict[str, Any]:
+    """What the numbers were measured on: device name, library versions, threads."""
+    import torch
+
+    env: dict[str, Any] = {
+        "kind": device,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except Exception:  # pragma: no cover
+        env["triton"] = None
+    if device == "cuda":
+        p = torch.cuda.get_device_properties(0)
+        env.update({"name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+                    "cudnn": torch.backends.cudnn.version(), "sm": f"{p.major}.{p.minor}",
+                    "memory_bytes": int(p.total_memory), "sms": p.multi_processor_count})
+    else:
+        try:
+            with open("/proc/cpuinfo") as f:
+                names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+            env["name"] = names[0] if names else env["cpu"]
+            env["cores"] = len(names)
+        except OSError:  # pragma: no cover
+            env["name"] = env["cpu"]
+    return env
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, policy: Policy,
+              backends: list[Backend], warmup: int, reps: int,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Benchmark every available backend on one shape (see the module docstring for the steps).
+
+    Returns:
+        The shape's receipt entry: ``{"shape", "label", "seed", "mask", "useful_tokens", "auto",
+        "results": {backend: {...}}}`` with times in seconds and memory in bytes.
+    """
+    import torch
+
+    shape = bucket.shapes[index]
+    seed = shape_seed(matrix.seed, bucket.name, index)
+    inp = make_inputs(bucket, shape, seed, device)
+    ref = reference_output(bucket, shape, inp, max_score_bytes=(1 << 30) if device == "cuda" else (64 << 20))
+    tol = policy.tol(bucket.dtype)
+    results: dict[str, dict[str, Any]] = {}
+    calls: dict[str, Callable[[], Any]] = {}
+    base_stats = None
+    for be in backends:
+        if not be.available:
+            continue
+        if progress:
+            progress(f"{bucket.name} {shape.label()} · probe {be.name}")
+        res: dict[str, Any] = {"status": "ok"}
+        try:
+            fn = be.make_call(inp)
+        except KernelRefusal as exc:
+            results[be.name] = {"status": "unsupported", "reasons": [str(exc)], "warnings": []}
+            continue
+        pr = probe_call(fn, backend=be.name if be.name.startswith("sdpa") else None, refusal_types=be.refusal_types)
+        if pr.output is None:
+            status = "unsupported" if pr.refused else "error"
+            results[be.name] = {"status": status, "reasons": pr.reasons if pr.refused else [pr.error],
+                                "warnings": pr.warnings}
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            continue
+        res["warnings"] = pr.warnings
+        limit = drift_limits(base_stats, tol)["max_abs"] if (base_stats and be.name != BASELINE) else None
+        stats = error_stats(pr.output, ref, tol, inp.valid_rows, limit_max=limit)
+        del pr
+        if be.name == BASELINE:
+            base_stats = stats
+        res["error"] = stats
+        res["accuracy"] = accuracy_verdict(stats, None if be.name == BASELINE else base_stats, tol) if (
+            be.name == BASELINE or base_stats is not None) else {"pass": False, "limits": {}, "reasons": ["no baseline result to compare with"]}
+        tel = profile_call(fn, device)
+        res.update(tel.to_dict())
+        if be.describe is not None:
+            try:
+                res["config"] = be.describe(inp)
+            except Exception as exc:  # the configuration is a courtesy; the timing stands without it
+                res["config"] = {"unavailable": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        if be.name.startswith("sdpa") and tel.ran != be.name:
+            res["status"] = "error"
+            res["reasons"] = [f"pinned {be.name} but the profiler saw {tel.ran or 'no SDPA op'} ({', '.join(tel.ops)})"]
+        results[be.name] = res
+        if res["status"] == "ok":
+            calls[be.name] = fn
+    # What PyTorch runs when nothing is pinned (profiled once; not timed).
+    auto_fn = sdpa_call(inp, None)
+    ap = probe_call(auto_fn)
+    if ap.output is None:
+        auto = {"ran": None, "ops": [], "reasons": ap.reasons or [ap.error]}
+    else:
+        tel = profile_call(auto_fn, device)
+        auto = {"ran": tel.ran, "op": tel.op, "ops": tel.ops, "kernels": tel.kernels}
+    del ap, ref
+    if progress:
+        progress(f"{bucket.name} {shape.label()} · timing {len(calls)} backends × {reps}")
+    timed = time_interleaved(calls, device, warmup, reps, matrix.l2_flush_bytes)
+    tokens = shape.useful_tokens(bucket.phase)
+    base = results.get(BASELINE, {})
+    for name, t in timed.items():
+        res = results[name]
+        res["time_s"] = spread(t["samples_s"])
+        res["samples_s"] = t["samples_s"]
+        res["inner"] = t["inner"]
+        med = res["time_s"]["median"]
+        if bucket.phase == "prefill":
+            res["per_request_s"] = med  # every request of the batch completes with the call
+            res["per_token_s"] = med / tokens  # amortised over the useful (unpadded) query tokens
+        else:
+            res["per_token_s"] = med / shape.seqlen_q  # inter-token latency share of one layer
+            if matrix.workload:
+                res["per_request_s"] = med * matrix.workload.output_len / shape.seqlen_q
+    if base.get("status") == "ok":
+        bmed, bmem = base["time_s"]["median"], base.get("peak_allocated_bytes")
+        for name, res in results.items():
+            if res.get("status") == "ok" and name != BASELINE:
+                res["speedup"] = bmed / res["time_s"]["median"]
+                pm = res.get("peak_allocated_bytes")
+                res["memory_ratio"] = (pm / bmem) if (pm is not None and bmem) else None
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return {
+        "shape": shape.to_dict(),
+        "label": shape.label(),
+        "seed": seed,
+        "mask": inp.mask_kind,
+        "useful_tokens": tokens,
+        "useful_fraction": tokens / (shape.batch * shape.seqlen_q),
+        "auto": auto,
+        "results": results,
+    }
+
+
+def summarize_bucket(bucket: Bucket, shapes: list[dict[str, Any]], backends: list[Backend], device: str,
+                     policy: Policy) -> dict[str, Any]:
+    """Per-bucket summary: counts, geometric-mean speedup and memory ratio per backend, the decision.
+
+    The decision is the fused backend with the highest geometric-mean speedup among those
+    that ran every shape of the bucket within the accuracy policy; none when no fused
+    backend did (the baseline is then kept).
+    """
+    per: dict[str, Any] = {}
+    for be in backends:
+        if not be.available or be.name == BASELINE:
+            continue
+        rs = [s["results"].get(be.name, {}) for s in shapes]
+        counts = {st: sum(1 for r in rs if r.get("status") == st) for st in ("ok", "unsupported", "error")}
+        ok = [r for r in rs if r.get("status") == "ok"]
+        per[be.name] = {
+            **counts,
+            "drift_pass": all(r.get("accuracy", {}).get("pass") for r in ok) if ok else None,
+            "speedup_geomean": _geomean([r.get("speedup") for r in ok]),
+            "memory_ratio_geomean": _geomean([r.get("memory_ratio") for r in ok]),
+            "max_abs_error": max((float(r["error"]["max_abs"]) for r in ok), default=None),
+        }
+    auto_hist: dict[str, int] = {}
+    for s in shapes:
+        k = s["auto"].get("ran") or "none"
+        auto_hist[k] = auto_hist.get(k, 0) + 1
+    refusals = {n: v["unsupported"] for n, v in per.items() if v["unsupported"]}
+    cands = [(v["speedup_geomean"], n) for n, v in per.items()
+             if v["ok"] == len(shapes) and v["drift_pass"] and v["speedup_geomean"] is not None]
+    minimum = policy.min_speedup(device, bucket.name)
+    if cands:
+        sp, name = max(cands)
+        decision = {"backend": name, "speedup": sp, "memory_ratio": per[name]["memory_ratio_geomean"],
+                    "min_speedup": minimum}
+    else:
+        decision = {"backend": None, "speedup": None, "memory_ratio": None, "min_speedup": minimum}
+    return {
+        "backends": per,
+        "auto_dispatch": auto_hist,
+        "fallbacks": {"auto_to_math": auto_hist.get("sdpa-math", 0), "refused": refusals,
+                      "refused_total": sum(refusals.values())},
+        "decision": decision,
+    }
+
+
+def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | None = None,
+              warmup: int | None = None, progress: Progress | None = None, command: str = "",
+              downstream: bool = True) -> dict[str, Any]:
+    """Run the whole matrix on ``device`` and return the receipt dictionary.
+
+    Args:
+        matrix: the shape matrix.
+        device: ``"cpu"`` or ``"cuda"``.
+        policy: the tolerance and speedup policy (declared in the receipt before the results).
+        reps, warmup: override the matrix's timing settings.
+        progress: ``progress(description, done, total)`` before each step (a progress bar hook).
+        command: the command line, recorded in the receipt.
+        downstream: run the downstream logits check.
+
+    Returns:
+        The receipt (JSON-serialisable); see :mod:`iomodel.bench.receipt` for its fields.
+
+    Raises:
+        IomodelError: bad device, or the policy lacks a tolerance for a bucket's dtype or a
+            speedup section for the device.
+    """
+    import torch
+
+    from iomodel.bench.receipt import check_receipt, end_to_end
+
+    check_device(device)
+    for b in matrix.buckets:
+        policy.tol(b.dtype)
+    policy.min_speedup(device, matrix.buckets[0].name)
+    reps = matrix.reps if reps is None else reps
+    warmup = matrix.warmup if warmup is None else warmup
+    if reps < 3:
+        raise IomodelError(f"reps must be at least 3 for a median and spread, got {reps}: raise --reps")
+    started = time.perf_counter()
+    backends = available_backends(device)
+    receipt: dict[str, Any] = {
+        "schema": RECEIPT_SCHEMA,
+        "command": command,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": environment(device),
+        "policy": policy.to_dict(),
+        "matrix": matrix.to_dict(),
+        "timing": {
+            "warmup": warmup, "reps": reps, "interleaved": True,
+            "method": ("CUDA events around one call after zeroing an L2 flush buffer of "
+                       f"{matrix.l2_flush_bytes} B; device time") if device == "cuda" else
+                      ("time.perf_counter around synchronous CPU calls; a sample repeats the call until it "
+                       f"lasts >= {CPU_MIN_SAMPLE_S * 1e3:g} ms"),
+            "statistic": "median of per-call sample times; spread p10/p90, IQR, min/max",
+            "memory": "peak bytes allocated during one call above what was allocated before it (not bytes moved)",
+        },
+        "backends": {be.name: be.to_dict() for be in backends},
+        "buckets": [],
+    }
+    torch.manual_seed(matrix.seed)
+    total = sum(len(b.shapes) for b in matrix.buckets) + int(downstream)
+    done = 0
+
+    def step(desc: str) -> None:
+        if progress:
+            progress(desc, done, total)
+
+    for bucket in matrix.buckets:
+        shapes = []
+        for i in range(len(bucket.shapes)):
+            try:
+                shapes.append(run_shape(bucket, i, matrix, device, policy, backends, warmup, reps, step))
+            except Exception as exc:  # e.g. the float64 reference does not fit: record it in the receipt, go on
+                shp = bucket.shapes[i]
+                shapes.append({"shape": shp.to_dict(), "label": shp.label(), "seed": shape_seed(matrix.seed, bucket.name, i),
+                               "mask": "", "useful_tokens": shp.useful_tokens(bucket.phase), "useful_fraction": None,
+                               "auto": {"ran": None, "ops": []},
+                               "error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
+                               "results": {}})
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            done += 1
+            step(f"{bucket.name} {bucket.shapes[i].label()} done")
+        receipt["buckets"].append({**{k: v for k, v in bucket.to_dict().items() if k != "shapes"},
+                                   "signal": bucket.signal(), "shapes": shapes,
+                                   "summary": summarize_bucket(bucket, shapes, backends, device, policy)})
+    if downstream:
+        step("downstream logits check")
+        receipt["downstream"] = {
+            "config": {k: v for k, v in policy.data["downstream"].items()},
+            "results": {dt: downstream_check(policy.downstream, dt, backends, device, seed=matrix.seed)
+                        for dt in sorted({b.dtype for b in matrix.buckets})},
+        }
+        done += 1
+        step("downstream logits check done")
+    receipt["end_to_end"] = end_to_end(receipt)
+    receipt["elapsed_s"] = time.perf_counter() - started
+    violations = check_receipt(receipt, policy)
+    receipt["verdict"] = {"pass": not violations, "violations": violations,
+                          "policy_version": policy.version}
+    return receipt

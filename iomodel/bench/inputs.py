@@ -1,0 +1,140 @@
+"""Seeded attention inputs for one shape, and their float64 reference output.
+
+Every backend of a shape runs on the *same* tensors (made once from a seed derived from
+the matrix seed, the bucket name and the shape's index). A padded ragged batch is a dense
+padded batch plus a boolean key-padding ``attn_mask`` (True = attend), which is how
+serving stacks without nested tensors express it; the mask changes which SDPA backends
+accept the call, and the harness records that.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from iomodel.bench.matrix import Bucket, Shape
+
+#: torch dtype names of the benchmark dtypes.
+TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+@dataclass
+class AttentionInputs:
+    """The tensors and flags of one attention call.
+
+    Attributes:
+        q: ``(B, H, seqlen_q, HEAD_DIM)``; k, v: ``(B, H_kv, seqlen_k, HEAD_DIM)``.
+        causal, causal_align: the causal mask as the Triton kernel takes it.
+        attn_mask: boolean ``(B, 1, seqlen_q, seqlen_k)`` (or ``(B, 1, 1, seqlen_k)``) for
+            SDPA, True = attend; None when SDPA's ``is_causal`` (top-left) or no mask says it.
+        sdpa_is_causal: the ``is_causal`` flag passed to SDPA.
+        lengths: valid key lengths per sequence of a padded batch, else None.
+        valid_rows: boolean ``(B, seqlen_q)`` of the query rows that count in error
+            statistics (padded prefill rows are excluded), or None (all rows count).
+        mask_kind: ``"none"``, ``"is_causal"``, ``"key-padding"``, ``"key-padding+causal"``
+            or ``"causal-bottom-right"``: how the mask reached SDPA.
+    """
+
+    q: Any
+    k: Any
+    v: Any
+    causal: bool
+    causal_align: str
+    attn_mask: Any
+    sdpa_is_causal: bool
+    lengths: tuple[int, ...] | None
+    valid_rows: Any
+    mask_kind: str
+
+    @property
+    def gqa(self) -> bool:
+        return self.k.shape[1] != self.q.shape[1]
+
+
+def shape_seed(seed: int, bucket: str, index: int) -> int:
+    """A stable 63-bit seed for shape ``index`` of ``bucket`` (CRC32 of the name; not Python's salted hash)."""
+    return (seed * 1_000_003 + zlib.crc32(bucket.encode()) * 1_009 + index) % (2**63 - 1)
+
+
+def visible_keys(bucket: Bucket, shape: Shape, device: str):
+    """Boolean ``(B, 1, seqlen_q, seqlen_k)`` tensor: True where query row m may see key n.
+
+    Query row m of sequence b sees key n iff ``n < L_b`` (padded batches) and, when
+    causal, ``n <= m + off_b`` with ``off_b = 0`` (top-left) or ``L_b - seqlen_q``
+    (bottom-right; ``L_b = seqlen_k`` for a dense batch).
+    """
+    import torch
+
+    B, nq, nk = shape.batch, shape.seqlen_q, shape.seqlen_k
+    lengths = torch.tensor(shape.lengths or [nk] * B, device=device).view(B, 1, 1, 1)
+    n = torch.arange(nk, device=device).view(1, 1, 1, nk)
+    m = torch.arange(nq, device=device).view(1, 1, nq, 1)
+    vis = n < lengths
+    if bucket.causal:
+        off = torch.zeros_like(lengths) if bucket.causal_align == "top-left" else lengths - nq
+        vis = vis & (n <= m + off)
+    return vis.expand(B, 1, nq, nk)
+
+
+def make_inputs(bucket: Bucket, shape: Shape, seed: int, device: str) -> AttentionInputs:
+    """Standard-normal Q, K, V for one shape, made on ``device`` from ``seed``.
+
+    Values are drawn in float32 from ``torch.Generator(device).manual_seed(seed)`` and cast
+    to the bucket's dtype, so every backend sees bit-identical inputs.
+    """
+    import torch
+
+    dtype = getattr(torch, TORCH_DTYPES[bucket.dtype])
+    gen = torch.Generator(device=device).manual_seed(seed)
+    B, nq, nk, d = shape.batch, shape.seqlen_q, shape.seqlen_k, bucket.head_dim
+    q = torch.randn(B, bucket.heads, nq, d, generator=gen, device=device).to(dtype)  # (B, H, N_q, d)
+    k = torch.randn(B, bucket.kv_heads, nk, d, generator=gen, device=device).to(dtype)  # (B, H_kv, N_k, d)
+    v = torch.randn(B, bucket.kv_heads, nk, d, generator=gen, device=device).to(dtype)  # (B, H_kv, N_k, d)
+    valid_rows = None
+    if shape.lengths is not None:
+        if bucket.causal:
+            mask, kind = visible_keys(bucket, shape, device), "key-padding+causal"
+        else:
+            lengths = torch.tensor(shape.lengths, device=device).view(B, 1, 1, 1)
+            mask, kind = torch.arange(nk, device=device).view(1, 1, 1, nk) < lengths, "key-padding"  # (B,1,1,N_k)
+        if bucket.phase == "prefill":
+            valid_rows = torch.arange(nq, device=device).view(1, nq) < torch.tensor(shape.lengths, device=device).view(B, 1)
+        is_causal = False
+    elif bucket.causal and bucket.causal_align == "bottom-right":
+        mask, kind, is_causal = visible_keys(bucket, shape, device), "causal-bottom-right", False
+    elif bucket.causal:
+        mask, kind, is_causal = None, "is_causal", True
+    else:
+        mask, kind, is_causal = None, "none", False
+    return AttentionInputs(q=q, k=k, v=v, causal=bucket.causal, causal_align=bucket.causal_align, attn_mask=mask,
+                           sdpa_is_causal=is_causal, lengths=shape.lengths, valid_rows=valid_rows, mask_kind=kind)
+
+
+def reference_output(bucket: Bucket, shape: Shape, inp: AttentionInputs, max_score_bytes: int = 256 * 2**20):
+    """Float64 attention output ``(B, H, seqlen_q, HEAD_DIM)`` of the inputs, computed in query-row chunks.
+
+    softmax(Q K^T / sqrt(HEAD_DIM) + mask) V in float64 with GQA by index mapping (query
+    head h uses KV head h // G, as ``repeat_interleave`` and SDPA's ``enable_gqa`` do).
+    Rows that see no key are 0. The score chunk is kept below ``max_score_bytes`` bytes.
+    """
+    import torch
+
+    B, H, nq, d = inp.q.shape
+    Hkv, nk = inp.k.shape[1], inp.k.shape[2]
+    G = H // Hkv
+    k64 = inp.k.double()  # (B, H_kv, N_k, d)
+    v64 = inp.v.double()
+    vis = visible_keys(bucket, shape, str(inp.q.device))  # (B, 1, N_q, N_k)
+    out = torch.empty(B, H, nq, d, dtype=torch.float64, device=inp.q.device)
+    rows = max(1, min(nq, max_score_bytes // max(1, B * H * nk * 8)))
+    scale = d ** -0.5
+    for a in range(0, nq, rows):
+        b = min(nq, a + rows)
+        qc = inp.q[:, :, a:b].double().reshape(B, Hkv, G * (b - a), d)  # (B, H_kv, G*c, d)
+        s = (qc @ k64.transpose(-2, -1)) * scale  # (B, H_kv, G*c, N_k)
+        s = s.view(B, Hkv, G, b - a, nk)
+        s = s.masked_fill(~vis[:, :, a:b].view(B, 1, 1, b - a, nk), float("-inf"))
+        p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # rows with no visible key -> 0
+        out[:, :, a:b] = (p.view(B, Hkv, G * (b - a), nk) @ v64).view(B, H, b - a, d)
+    return out

@@ -1,0 +1,261 @@
+"""The tolerance and speedup policy, declared as data before any result, and its arithmetic.
+
+The policy file (bundled: ``iomodel/bench/policies/policy-v<N>.toml``) declares per dtype
+
+* ``atol``, ``rtol``: every element must satisfy ``|O - O64| <= atol + rtol * |O64|``
+  (``torch.testing.assert_close`` form, against the float64 reference O64);
+* ``k``, ``eps``: a fused backend's max and 99th-percentile absolute error against float64
+  must not exceed ``k x`` the baseline's own (max, p99) error against float64 ``+ eps``;
+
+a downstream bound on the logits of a small attention block, and per device and bucket the
+minimum speedup of the chosen fused backend over the baseline. Each number carries its
+rationale in the file. :func:`error_stats` and :func:`accuracy_verdict` are the arithmetic
+the harness and the receipt check share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from iomodel.errors import IomodelError
+
+POLICIES_DIR = Path(__file__).resolve().parent / "policies"
+#: The policy version new receipts are made under.
+CURRENT_POLICY_VERSION = 1
+#: How many pathological rows a result lists (the count is always complete).
+MAX_LISTED_ROWS = 8
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Accuracy thresholds of one dtype (absolute errors in output units; k dimensionless)."""
+
+    dtype: str
+    atol: float
+    rtol: float
+    k: float
+    eps: float
+    rationale: str = ""
+
+
+@dataclass(frozen=True)
+class DownstreamPolicy:
+    """The small attention block whose logits a fused backend must reproduce (see :mod:`iomodel.bench.downstream`)."""
+
+    batch: int
+    seqlen: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    causal: bool
+    bound: dict[str, float]  # dtype -> max |logit - logit64|
+    rationale: str = ""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A parsed policy file."""
+
+    version: int
+    tolerance: dict[str, Tolerance]
+    downstream: DownstreamPolicy
+    speedup: dict[str, dict[str, Any]]  # device -> {"default": x, "buckets": {name: x}, "rationale": str}
+    data: dict[str, Any] = field(default_factory=dict)  # the file as parsed, for the receipt
+    path: str = ""
+    sha256: str = ""
+
+    def tol(self, dtype: str) -> Tolerance:
+        """The tolerance of ``dtype``.
+
+        Raises:
+            IomodelError: the policy declares none for this dtype.
+        """
+        if dtype not in self.tolerance:
+            raise IomodelError(f"policy v{self.version} declares no tolerance for {dtype}: add [tolerance.{dtype}]")
+        return self.tolerance[dtype]
+
+    def min_speedup(self, device: str, bucket: str) -> float:
+        """Minimum speedup (baseline time / fused time, dimensionless) for a bucket on a device.
+
+        Raises:
+            IomodelError: the policy has no ``[speedup.<device>]`` section.
+        """
+        if device not in self.speedup:
+            raise IomodelError(f"policy v{self.version} declares no speedup for device {device!r}: add [speedup.{device}]")
+        sec = self.speedup[device]
+        return float(sec.get("buckets", {}).get(bucket, sec["default"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "path": self.path, "sha256": self.sha256, **self.data}
+
+
+def policy_path(version: int = CURRENT_POLICY_VERSION) -> Path:
+    return POLICIES_DIR / f"policy-v{version}.toml"
+
+
+def load_policy(source: int | str | Path = CURRENT_POLICY_VERSION) -> Policy:
+    """Read a policy: a bundled version number or a TOML path.
+
+    Raises:
+        IomodelError: missing file, invalid TOML (with line and column), or a missing field.
+    """
+    path = policy_path(source) if isinstance(source, int) else Path(source)
+    if not path.is_file():
+        raise IomodelError(f"policy {str(path)!r} does not exist: pass a policy TOML file or a bundled version")
+    raw = path.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise IomodelError(f"{path}: invalid TOML: {exc}: fix the file at that line") from None
+    try:
+        tol = {
+            dt: Tolerance(dt, float(t["atol"]), float(t["rtol"]), float(t["k"]), float(t["eps"]), str(t.get("rationale", "")))
+            for dt, t in data["tolerance"].items()
+        }
+        ds = data["downstream"]
+        down = DownstreamPolicy(
+            batch=int(ds["batch"]), seqlen=int(ds["seqlen"]), heads=int(ds["heads"]), kv_heads=int(ds["kv_heads"]),
+            head_dim=int(ds["head_dim"]), vocab=int(ds["vocab"]), causal=bool(ds["causal"]),
+            bound={k: float(v) for k, v in ds["bound"].items()}, rationale=str(ds.get("rationale", "")),
+        )
+        speedup = {dev: dict(sec) for dev, sec in data["speedup"].items()}
+        for dev, sec in speedup.items():
+            float(sec["default"])
+        version = int(data["version"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IomodelError(f"{path}: policy field {exc} is missing or malformed: see policy-v1.toml for the schema") from None
+    return Policy(version=version, tolerance=tol, downstream=down, speedup=speedup, data=data, path=str(path),
+                  sha256=hashlib.sha256(raw).hexdigest())
+
+
+# ------------------------------------------------------------------------------------
+# Error arithmetic
+# ------------------------------------------------------------------------------------
+
+
+def error_stats(out, ref, tol: Tolerance, valid_rows=None, limit_max: float | None = None) -> dict[str, Any]:
+    """Absolute error of ``out`` against the float64 reference, with pathological rows.
+
+    Args:
+        out: backend output ``(B, H, seqlen_q, HEAD_DIM)`` (any float dtype).
+        ref: float64 reference of the same shape.
+        tol: the dtype's tolerance (its ``atol``/``rtol`` give the per-element allclose limit).
+        valid_rows: boolean ``(B, seqlen_q)``; rows that are False (padding) are left out.
+        limit_max: a row whose max error exceeds this is pathological (None: only
+            allclose violations and non-finite values make a row pathological).
+
+    Returns:
+        ``{"max_abs", "p99_abs", "mean_abs", "max_rel", "allclose_violations", "elements",
+        "nonfinite", "pathological_rows": {"count", "rows": [{"batch","head","row","max_abs"}]}}``;
+        errors in output units; ``max_rel = max |O - O64| / max |O64|``. ``p99_abs`` is the
+        99th percentile (nearest rank) of the per-element absolute errors.
+    """
+    import torch
+
+    err = (out.to(torch.float64) - ref).abs()  # (B, H, N_q, d)
+    nonfinite = ~torch.isfinite(out)
+    err = torch.where(nonfinite, torch.full_like(err, math.inf), err)
+    viol = err > (tol.atol + tol.rtol * ref.abs())
+    if valid_rows is not None:
+        keep = valid_rows[:, None, :, None].expand_as(err)  # (B, H, N_q, d)
+        err_sel, viol_sel, ref_sel = err[keep], viol & keep, ref[keep]
+        nonfinite = nonfinite & keep
+    else:
+        err_sel, viol_sel, ref_sel = err.flatten(), viol, ref.flatten()
+    n = err_sel.numel()
+    rank = max(1, math.ceil(0.99 * n))
+    p99 = float(err_sel.kthvalue(rank).values) if n else 0.0
+    row_err = err.amax(dim=-1)  # (B, H, N_q)
+    row_bad = viol_sel.any(dim=-1)
+    if limit_max is not None:
+        row_bad = row_bad | (row_err > limit_max)
+    if valid_rows is not None:
+        row_bad = row_bad & valid_rows[:, None, :]
+    idx = row_bad.nonzero()
+    listed = []
+    if len(idx):
+        errs = row_err[row_bad]
+        order = torch.argsort(errs, descending=True)[:MAX_LISTED_ROWS]
+        for o in order.tolist():
+            b, h, m = (int(x) for x in idx[o])
+            listed.append({"batch": b, "head": h, "row": m, "max_abs": _f(float(errs[o]))})
+    ref_max = float(ref_sel.abs().max()) if n else 0.0
+    max_abs = float(err_sel.max()) if n else 0.0
+    return {
+        "max_abs": _f(max_abs),
+        "p99_abs": _f(p99),
+        "mean_abs": _f(float(err_sel[torch.isfinite(err_sel)].mean()) if n else 0.0),
+        "max_rel": _f(max_abs / ref_max) if ref_max > 0 else None,
+        "allclose_violations": int(viol_sel.sum()),
+        "elements": int(n),
+        "nonfinite": int(nonfinite.sum()),
+        "pathological_rows": {"count": int(len(idx)), "rows": listed},
+    }
+
+
+def _f(x: float) -> float | str:
+    """JSON-safe float: infinities and NaN become strings."""
+    return x if math.isfinite(x) else str(x)
+
+
+def _num(x: Any) -> float:
+    """A float from a JSON value (``"inf"``/``"nan"`` strings included)."""
+    return float(x)
+
+
+def drift_limits(baseline: dict[str, Any], tol: Tolerance) -> dict[str, float]:
+    """The limits a fused backend's errors must stay under: ``k x baseline error + eps``.
+
+    Args:
+        baseline: the baseline's :func:`error_stats` (``max_abs``, ``p99_abs``).
+        tol: the dtype's tolerance.
+
+    Returns:
+        ``{"max_abs": k*base_max + eps, "p99_abs": k*base_p99 + eps}`` (output units).
+    """
+    return {
+        "max_abs": tol.k * _num(baseline["max_abs"]) + tol.eps,
+        "p99_abs": tol.k * _num(baseline["p99_abs"]) + tol.eps,
+    }
+
+
+def accuracy_verdict(stats: dict[str, Any], baseline: dict[str, Any] | None, tol: Tolerance) -> dict[str, Any]:
+    """Whether one result's errors are within policy, and every reason when not.
+
+    Args:
+        stats: the backend's :func:`error_stats`.
+        baseline: the baseline's :func:`error_stats` on the same inputs (None for the baseline itself,
+            which is held to the allclose rule only).
+        tol: the dtype's tolerance.
+
+    Returns:
+        ``{"pass": bool, "limits": {...}, "reasons": [str, ...]}``.
+    """
+    reasons = []
+    limits: dict[str, float] = {"atol": tol.atol, "rtol": tol.rtol}
+    if stats["nonfinite"]:
+        reasons.append(f"{stats['nonfinite']} non-finite output elements")
+    if stats["allclose_violations"]:
+        reasons.append(
+            f"{stats['allclose_violations']} of {stats['elements']} elements exceed atol {tol.atol:g} + rtol {tol.rtol:g} x |O64|"
+        )
+    if baseline is not None:
+        lim = drift_limits(baseline, tol)
+        limits.update({"max_abs": lim["max_abs"], "p99_abs": lim["p99_abs"]})
+        for key, label in (("max_abs", "max"), ("p99_abs", "p99")):
+            if _num(stats[key]) > lim[key]:
+                reasons.append(
+                    f"{label} error {_num(stats[key]):.3g} > {tol.k:g} x baseline {_num(baseline[key]):.3g} + {tol.eps:g} = {lim[key]:.3g}"
+                )
+    return {"pass": not reasons, "limits": limits, "reasons": reasons}
