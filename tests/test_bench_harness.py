@@ -292,3 +292,24 @@ def test_cli_runs_tiny_matrix_and_checks_the_receipt(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["bench", "--device", "cpu", "--reps", "2", "--no-progress"])
     assert e.value.code == 2 and "--reps 2" in capsys.readouterr().err
+
+
+def test_triton_backend_is_lazy_and_says_why_it_cannot_run(monkeypatch):
+    import sys
+
+    from iomodel.bench.backends import KernelRefusal, _triton_call_factory, triton_backend
+    from iomodel.bench.inputs import make_inputs
+
+    assert "unavailable on cpu" in triton_backend("cpu").reason
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "TRITON_INTERPRET" in triton_backend("cuda").reason and not triton_backend("cuda").available
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setitem(sys.modules, "kernels.flash_attention", None)  # import fails
+    be = triton_backend("cuda")
+    assert not be.available and "could not be imported" in be.reason
+    # a padded batch is refused before any launch: the kernel takes no key-padding mask
+    mx = parse_matrix(TINY, "tiny.toml")
+    pad = mx.buckets[1]
+    inp = make_inputs(pad, pad.shapes[0], 0, "cpu")
+    with pytest.raises(KernelRefusal, match="key-padding"):
+        _triton_call_factory(object())(inp)

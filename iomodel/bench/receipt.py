@@ -386,7 +386,8 @@ def render_markdown(receipt: dict[str, Any]) -> str:
             errs = [float(s["results"][d["backend"]]["error"]["max_abs"]) for s in b["shapes"]]
             lims = [s["results"][d["backend"]]["accuracy"]["limits"].get("max_abs") for s in b["shapes"]]
             mem = d.get("memory_ratio")
-            decision = f"use {TITLES.get(d['backend'], d['backend'])}"
+            decision = (f"use {TITLES.get(d['backend'], d['backend'])} (fused and tiled: no seqlen_q × seqlen_k "
+                        "scores in memory)")
             proof = (f"{d['speedup']:.2f}× faster (geomean of {len(b['shapes'])} shapes; policy ≥ {d['min_speedup']:g}×)"
                      + (f", {_pct(mem)} of baseline peak memory" if mem is not None else "")
                      + f"; max error {max(errs):.2g} (limit {min(x for x in lims if x is not None):.2g}); ran `{ran}`")

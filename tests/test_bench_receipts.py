@@ -1,0 +1,139 @@
+"""Every committed benchmark receipt holds its declared policy; planted slow or drifting ones do not.
+
+The check (:func:`iomodel.bench.receipt.check_receipt`) recomputes medians from the timing
+samples, speedups, accuracy verdicts and per-bucket decisions, and holds them to the
+bundled policy of the receipt's version. Any ``receipts/bench-*.json`` is covered
+automatically (the CPU receipt, and the H200 receipt once committed).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from iomodel.bench.backends import BASELINE
+from iomodel.bench.policy import load_policy
+from iomodel.bench.receipt import check_receipt, render_markdown
+
+RECEIPTS = sorted((Path(__file__).resolve().parent.parent / "receipts").glob("bench-*.json"))
+pytestmark = pytest.mark.skipif(not RECEIPTS, reason="no receipts/bench-*.json committed yet")
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(params=RECEIPTS, ids=[p.name for p in RECEIPTS])
+def receipt(request):
+    return _load(request.param)
+
+
+@pytest.mark.parametrize("path", RECEIPTS, ids=[p.name for p in RECEIPTS])
+def test_committed_receipt_holds_its_policy(path):
+    r = _load(path)
+    assert check_receipt(r) == [], f"{path.name} breaks policy v{r['policy']['version']}"
+    assert r["verdict"]["pass"] and r["verdict"]["violations"] == []
+    # a receipt says what made it, where and when, and has its Markdown beside it
+    assert r["command"].startswith(("iomodel bench", "python benchmarks/gpu_bench.py")) and r["date"]
+    assert r["device"]["kind"] in ("cpu", "cuda") and r["device"]["torch"]
+    md = path.with_suffix(".md")
+    assert md.is_file() and "| Signal | Decision | Proof |" in md.read_text()
+
+
+@pytest.mark.parametrize("path", RECEIPTS, ids=[p.name for p in RECEIPTS])
+def test_committed_receipt_logs_the_backend_of_every_bucket(path):
+    r = _load(path)
+    for b in r["buckets"]:
+        sm = b["summary"]
+        assert sum(sm["auto_dispatch"].values()) == len(b["shapes"])
+        for s in b["shapes"]:
+            base = s["results"][BASELINE]
+            assert base["status"] == "ok" and base["ran"] == BASELINE
+            for name, res in s["results"].items():
+                assert res["status"] in ("ok", "unsupported", "error")
+                if res["status"] == "ok":
+                    assert res.get("ran") or res.get("kernels"), f"{name} ran without a recorded op or kernel"
+                    assert res["peak_allocated_bytes"] is not None
+                else:
+                    assert res["reasons"], f"{name} refused without a reason"
+        d = sm["decision"]
+        if d["backend"]:
+            assert all(s["results"][d["backend"]]["status"] == "ok" for s in b["shapes"])
+    for name, be in r["backends"].items():
+        assert be["available"] or be["reason"]
+
+
+def _fused_ok(r):
+    for b in r["buckets"]:
+        for s in b["shapes"]:
+            for name, res in s["results"].items():
+                if name != BASELINE and res["status"] == "ok":
+                    yield b, s, name, res
+
+
+def test_planted_slow_receipt_is_rejected(receipt):
+    slow = copy.deepcopy(receipt)
+    for _, _, _, res in _fused_ok(slow):  # every fused backend 1000x slower, consistently
+        res["samples_s"] = [x * 1000 for x in res["samples_s"]]
+        res["time_s"] = {k: (v * 1000 if k != "n" else v) for k, v in res["time_s"].items()}
+        res["speedup"] = res["speedup"] / 1000
+    v = check_receipt(slow)
+    assert any("below the policy's" in x for x in v), v
+
+
+def test_planted_slow_bucket_names_the_bucket(receipt):
+    slow = copy.deepcopy(receipt)
+    pol = load_policy(slow["policy"]["version"])
+    b = next(b for b in slow["buckets"] if pol.min_speedup(slow["device"]["kind"], b["name"]) > 1)
+    for s in b["shapes"]:
+        base = s["results"][BASELINE]
+        for name, res in s["results"].items():
+            if name != BASELINE and res["status"] == "ok":  # make each fused backend exactly as fast as the baseline
+                res["samples_s"] = list(base["samples_s"])
+                res["time_s"] = dict(base["time_s"])
+    v = check_receipt(slow)
+    assert any(f"bucket {b['name']!r}" in x and "below the policy's" in x for x in v), v
+
+
+def test_planted_drifting_receipt_is_rejected(receipt):
+    drift = copy.deepcopy(receipt)
+    b, s, name, res = next(_fused_ok(drift))
+    lim = res["accuracy"]["limits"]["max_abs"]
+    res["error"]["max_abs"] = lim * 1.5  # the flag "accuracy.pass" is left claiming success
+    v = check_receipt(drift)
+    assert any("drift above policy" in x and name in x and s["label"] in x for x in v), v
+    drift2 = copy.deepcopy(receipt)
+    _, _, name2, res2 = next(_fused_ok(drift2))
+    res2["error"]["allclose_violations"] = 3
+    assert any("exceed atol" in x for x in check_receipt(drift2))
+
+
+def test_planted_median_or_policy_tampering_is_rejected(receipt):
+    t = copy.deepcopy(receipt)
+    _, _, _, res = next(_fused_ok(t))
+    res["time_s"]["median"] /= 10  # a median that its samples do not give
+    assert any("does not match its samples" in x for x in check_receipt(t))
+    t = copy.deepcopy(receipt)
+    t["policy"]["sha256"] = "0" * 64
+    assert any("embedded policy" in x for x in check_receipt(t))
+    t = copy.deepcopy(receipt)
+    t["policy"]["version"] = 99
+    assert "not bundled" in check_receipt(t)[0]
+
+
+def test_planted_downstream_breach_is_rejected(receipt):
+    t = copy.deepcopy(receipt)
+    for dt, results in t["downstream"]["results"].items():
+        for name, res in results.items():
+            if res.get("status") == "ok" and name != BASELINE:
+                res["max_abs"] = 1.0
+                break
+    assert any(x.startswith("downstream") for x in check_receipt(t))
+
+
+def test_markdown_is_the_rendering_of_the_json(receipt):
+    path = next(p for p in RECEIPTS if _load(p)["date"] == receipt["date"])
+    assert path.with_suffix(".md").read_text() == render_markdown(receipt)
