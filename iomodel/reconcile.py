@@ -503,20 +503,25 @@ def markdown(rec: Reconciliation) -> str:
 
 
 def _family(r: ShapeReconciliation) -> tuple:
+    """Shapes that differ only in sequence length: N_q = N_k prefill varies both, else seqlen_k."""
     s = r.spec
-    return (r.impl, s.batch, s.heads, s.kv_heads, s.head_dim, s.dtype, s.causal, s.causal_align, s.phase,
-            s.seqlen_q if s.phase == "decode" else None, s.seqlen_q != s.seqlen_k if s.phase == "prefill" else None)
+    fixed_q = None if (s.phase == "prefill" and s.seqlen_q == s.seqlen_k) else s.seqlen_q
+    return (r.impl, s.batch, s.heads, s.kv_heads, s.head_dim, s.dtype, s.causal, s.causal_align, s.phase, fixed_q)
 
 
 def _family_label(r: ShapeReconciliation) -> str:
     s = r.spec
     mask = "non-causal" if not s.causal else f"causal {s.causal_align}"
-    kind = f"decode N_q={s.seqlen_q}" if s.phase == "decode" else "prefill"
+    if s.phase == "decode":
+        kind = f"decode, seqlen_q={s.seqlen_q}"
+    else:
+        kind = "prefill, seqlen_q = seqlen_k" if s.seqlen_q == s.seqlen_k else f"prefill, seqlen_q={s.seqlen_q}"
     return f"{r.impl}: B={s.batch} H={s.heads} H_kv={s.kv_heads} d={s.head_dim} {s.dtype}, {mask}, {kind}"
 
 
 def _x(r: ShapeReconciliation) -> int:
-    return r.spec.seqlen_k if r.spec.phase == "decode" else r.spec.seqlen_q
+    """The x coordinate: seqlen_k (equal to seqlen_q in square prefill families)."""
+    return r.spec.seqlen_k
 
 
 def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
@@ -579,7 +584,8 @@ def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
                        edgecolors="#D55E00", zorder=5, label="measured write")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
-            ax.set_xlabel("seqlen_k (KV cache)" if members[0].spec.phase == "decode" else "seqlen_q")
+            ax.set_xlabel("seqlen_k (KV cache)" if members[0].spec.phase == "decode" else
+                          "seqlen_q = seqlen_k" if members[0].spec.seqlen_q == members[0].spec.seqlen_k else "seqlen_k")
             ax.set_ylabel("bytes")
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
             ax.set_title(_family_label(members[0]), fontsize=8)
@@ -603,13 +609,15 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
     """(x, read, write, bound_read, floor_read) at the measured lengths and powers of two between them."""
     xs = sorted({_x(r) for r in members})
     lo, hi = xs[0], xs[-1]
+    if lo == hi:  # a lone shape: draw the curve over two octaves around it
+        lo, hi = max(1, lo // 4), hi * 4
     p2 = [1 << k for k in range(max(0, lo.bit_length() - 1), hi.bit_length() + 1) if lo <= (1 << k) <= hi]
     grid = sorted(set(xs) | set(p2))
     pts = []
     for x in grid:
         near = min(members, key=lambda r: abs(math.log2(max(1, _x(r))) - math.log2(max(1, x))))
         s = near.spec
-        spec = s.with_(seqlen_k=x) if s.phase == "decode" else s.with_(seqlen_q=x, seqlen_k=x if s.seqlen_q == s.seqlen_k else s.seqlen_k)
+        spec = s.with_(seqlen_q=x, seqlen_k=x) if (s.phase == "prefill" and s.seqlen_q == s.seqlen_k) else s.with_(seqlen_k=x)
         if spec == s:
             lv = near.level(level)
             pts.append((x, lv.predicted_read, lv.predicted_write, lv.bound_read, lv.floor_read))

@@ -162,18 +162,22 @@ def test_load_sweep_errors(tmp_path):
 class FakeNcu:
     """Plays ncu + child: writes the manifest and a raw CSV for every shape of the batch."""
 
-    def __init__(self, values, unknown=(), permission=False, skip_tag=None):
+    def __init__(self, values, unknown=(), permission=False, skip_tag=None, kill_call=None):
         self.values = values  # shape id -> list of (kernel name, metric dict)
         self.unknown = list(unknown)
         self.permission = permission
         self.skip_tag = skip_tag
+        self.kill_call = kill_call  # index of the call that runs out of time (ncu printed nothing)
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv):
+    def __call__(self, argv, timeout=None):
         self.calls.append(argv)
         log = Path(argv[argv.index("--log-file") + 1])
         metrics = argv[argv.index("--metrics") + 1].split(",")
         shapes_file, manifest_file = argv[-2], argv[-1]
+        if self.kill_call is not None and len(self.calls) - 1 == self.kill_call:
+            log.write_text("==PROF== Connected to process 4242\n")
+            return 124
         if self.permission:
             log.write_text("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters\n")
             return 1
@@ -219,6 +223,18 @@ def test_profile_batches_tags_and_drops_unknown_metrics(tmp_path):
     assert meas.settings["cache_control"] == "all" and len(meas.settings["ncu_commands"]) == 2
     back = Measurement.load(meas.save(tmp_path / "m.json"))
     assert back.to_dict() == meas.to_dict()
+
+
+def test_profile_time_budget_keeps_finished_batches(tmp_path):
+    sw = _small_sweep()
+    sw.metrics = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+    values = {s.id: [("_attn_fwd", {"dram__bytes_read.sum": "1", "dram__bytes_write.sum": "2"})] for s in sw.shapes}
+    out = tmp_path / "partial.json"
+    meas = ncu.profile(sw, workdir=tmp_path, runner=FakeNcu(values, kill_call=1), budget_s=600, save_to=out)
+    assert [s.error for s in meas.shapes] == [None, None, "not run: the time budget was spent"]
+    assert Measurement.load(out).to_dict() == meas.to_dict()
+    meas = ncu.profile(sw, workdir=tmp_path, runner=FakeNcu(values), budget_s=0)
+    assert all(s.error == "not run: the time budget was spent" for s in meas.shapes)
 
 
 def test_profile_without_counter_permission_says_what_works(tmp_path):
@@ -267,3 +283,32 @@ def test_records_reject_foreign_json(tmp_path):
     p.write_text("{")
     with pytest.raises(IomodelError, match="not valid JSON"):
         Measurement.load(p)
+
+
+@pytest.mark.interpreter
+@pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning")
+def test_child_runs_every_implementation_on_the_cpu(tmp_path):
+    """The profiled child's calls (bundled kernel, eager chain, SDPA) on tiny CPU shapes."""
+    import os
+
+    pytest.importorskip("torch")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs the interpreter for the bundled kernel on the CPU")
+    sw = ncu.parse_sweep({
+        "defaults": {"heads": 4, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
+        "shape": [
+            {"seqlen": 40, "causal": True, "causal_align": "bottom-right", "impls": ["tiled", "baseline", "baseline-fp32"]},
+            {"seqlen_q": 24, "seqlen_k": 40, "causal": True, "causal_align": "bottom-right", "impls": ["sdpa-math"]},
+            {"seqlen_q": 1, "seqlen_k": 200, "impls": ["tiled"]},
+        ],
+    })
+    shapes, manifest = tmp_path / "s.json", tmp_path / "m.json"
+    shapes.write_text(json.dumps([s.to_dict() for s in sw.shapes]))
+    assert ncu.run_child(str(shapes), str(manifest), device="cpu") == 0
+    got = json.loads(manifest.read_text())
+    assert list(got) == [s.id for s in sw.shapes]
+    assert all(e["error"] is None for e in got.values()), got
+    tiled = got[sw.shapes[0].id]["config"]
+    assert tiled["path"] == "prefill" and tiled["block_m"] == 32
+    assert got[sw.shapes[-1].id]["config"]["path"] == "decode-split-kv"
+    assert got[sw.shapes[2].id]["config"] == {"score_dtype": "fp32"}

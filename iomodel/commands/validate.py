@@ -98,6 +98,9 @@ def validate(
     limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N shapes.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the Nsight Compute command of each batch and "
                                           "exit.")] = False,
+    budget_s: Annotated[Optional[float], typer.Option("--budget-s", help="Wall-clock budget in seconds; batches "
+                                                      "beyond it are recorded as not run (results are saved after "
+                                                      "every batch).")] = None,
 ) -> None:
     """Measure the bundled kernel (and, on request, the eager chain and SDPA backends) on a sweep.
 
@@ -141,8 +144,9 @@ def validate(
         meas = run_interpreter(sweep, command, echo)
         path = out or Path(f"interp-{sweep.name}-{date}.json")
     else:
-        meas = ncu_mod.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo)
         path = out or Path(f"ncu-{sweep.name}-{date}.json")
+        meas = ncu_mod.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo, budget_s=budget_s,
+                               save_to=path)
     meas.save(path)
     _print_summary(console, meas, path)
 

@@ -527,6 +527,26 @@ def assemble(shapes: Sequence[SweepShape], manifest: dict[str, dict[str, Any]], 
     return out
 
 
+def _run_group(argv: list[str], timeout: float | None) -> int:
+    """Run ``argv`` in its own process group; on timeout kill the whole group (ncu and its child).
+
+    Returns:
+        the exit status, or 124 after a timeout (as ``timeout(1)``).
+    """
+    import signal
+
+    proc = subprocess.Popen(argv, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        return 124
+
+
 def profile(
     sweep: Sweep,
     *,
@@ -535,7 +555,9 @@ def profile(
     python: str = sys.executable,
     command: str = "",
     echo: Callable[[str], None] = lambda s: None,
-    runner: Callable[[list[str]], int] | None = None,
+    runner: Callable[[list[str], float | None], int] | None = None,
+    budget_s: float | None = None,
+    save_to: str | Path | None = None,
 ) -> Measurement:
     """Profile every shape of a sweep under Nsight Compute, one ncu process per batch.
 
@@ -546,8 +568,13 @@ def profile(
         python: interpreter for the child process.
         command: the command line to record (the caller's).
         echo: progress callback (one line per batch).
-        runner: runs one argv and returns its exit status (``subprocess.call`` when None;
-            tests pass a fake).
+        runner: runs one argv with a timeout in seconds (None: none) and returns its exit
+            status, 124 on timeout (:func:`_run_group` when None; tests pass a fake).
+        budget_s: wall-clock budget in seconds for all batches; a batch still running when
+            it is spent is killed (its finished shapes are kept) and later batches are
+            recorded as not run. None: no budget.
+        save_to: write the measurement so far to this JSON after every batch, so a killed
+            run leaves its finished batches behind.
 
     Returns:
         the :class:`~iomodel.measure.records.Measurement` (kind ``ncu``).
@@ -565,20 +592,59 @@ def profile(
     dropped: list[str] = []
     commands: list[str] = []
     results: list[ShapeMeasurement] = []
-    run = runner or (lambda argv: subprocess.call(argv))
+    run = runner or _run_group
+    t_start = time.time()
+    env = environment(ncu_path if runner is None else None)
+    hardware = None
+    if runner is None:
+        try:
+            from iomodel.hardware import detect
+
+            hardware = detect().to_dict()
+        except IomodelError:
+            hardware = None
+
+    def measurement() -> Measurement:
+        return Measurement(
+            kind="ncu",
+            created=datetime.fromtimestamp(t_start, timezone.utc).isoformat(timespec="seconds"),
+            command=command,
+            environment=env,
+            hardware=hardware,
+            settings={
+                "sweep": sweep.source,
+                "sweep_name": sweep.name,
+                "metrics": metrics,
+                "dropped_metrics": dropped,
+                "cache_control": sweep.cache_control,
+                "clock_control": sweep.clock_control,
+                "batch_size": sweep.batch_size,
+                "ncu_commands": commands,
+                "l2_model": sweep.l2_model,
+                "wall_s": round(time.time() - t_start, 1),
+            },
+            shapes=list(results),
+        )
+
     for n, batch in enumerate(_batches(sweep.shapes, sweep.batch_size)):
+        left = None if budget_s is None else budget_s - (time.time() - t_start)
+        if left is not None and left <= 5:
+            results += [ShapeMeasurement(s.id, s.impl, s.spec, error="not run: the time budget was spent")
+                        for s in batch]
+            continue
         shapes_file = work / f"batch{n:02d}-shapes.json"
         manifest_file = work / f"batch{n:02d}-manifest.json"
         log_file = work / f"batch{n:02d}-ncu.csv"
         shapes_file.write_text(json.dumps([s.to_dict() for s in batch]))
         child = [python, "-m", "iomodel.measure.ncu", "child", str(shapes_file), str(manifest_file)]
+        t0 = time.time()
         for attempt in range(3):
             argv = build_command(ncu_path, child, log_file, metrics, sweep.cache_control, sweep.clock_control)
-            t0 = time.time()
-            rc = run(argv)
+            left = None if budget_s is None else max(1.0, budget_s - (time.time() - t_start))
+            rc = run(argv, left)
             log = log_file.read_text() if log_file.is_file() else ""
             missing = [m for m in missing_metrics(log) if m in metrics]
-            if missing and attempt < 2:
+            if missing and attempt < 2 and rc != 124:
                 dropped += missing
                 metrics = [m for m in metrics if m not in missing]
                 echo(f"batch {n}: ncu does not know {', '.join(missing)}; dropped, retrying")
@@ -593,39 +659,24 @@ def profile(
         except IomodelError:
             rows = []
         manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
-        if not rows and not manifest:
+        if not rows and not manifest and rc != 124:
             tail = " | ".join(log.strip().splitlines()[-3:]) if log.strip() else f"exit status {rc}"
             raise IomodelError(f"Nsight Compute failed on batch {n} ({why or tail}): fix that and rerun")
         batch_results = assemble(batch, manifest, rows)
+        if rc == 124:
+            for r in batch_results:
+                if r.error == "the profiled process never reached this shape":
+                    r.error = "not run: the time budget was spent"
         results += batch_results
         ok = sum(1 for r in batch_results if r.error is None)
-        echo(f"batch {n}: {ok}/{len(batch)} shapes profiled in {time.time() - t0:.0f} s")
-    hardware = None
-    try:
-        from iomodel.hardware import detect
-
-        hardware = detect().to_dict() if runner is None else None
-    except IomodelError:
-        hardware = None
-    return Measurement(
-        kind="ncu",
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        command=command,
-        environment=environment(ncu_path if runner is None else None),
-        hardware=hardware,
-        settings={
-            "sweep": sweep.source,
-            "sweep_name": sweep.name,
-            "metrics": metrics,
-            "dropped_metrics": dropped,
-            "cache_control": sweep.cache_control,
-            "clock_control": sweep.clock_control,
-            "batch_size": sweep.batch_size,
-            "ncu_commands": commands,
-            "l2_model": sweep.l2_model,
-        },
-        shapes=results,
-    )
+        echo(f"batch {n}: {ok}/{len(batch)} shapes profiled in {time.time() - t0:.0f} s"
+             + (" (killed: time budget)" if rc == 124 else ""))
+        if save_to is not None:
+            measurement().save(save_to)
+    meas = measurement()
+    if save_to is not None:
+        meas.save(save_to)
+    return meas
 
 
 # ----------------------------------------------------------------------------------
@@ -686,11 +737,17 @@ def _impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any) -> tuple[Call
     raise IomodelError(f"unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")
 
 
-def run_child(shapes_file: str, manifest_file: str) -> int:
+def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int:
     """Body of the profiled process: one warm-up and one profiled, NVTX-tagged call per shape.
 
     Writes ``manifest_file``: shape id -> ``{"config": ..., "error": ...}``. A shape that
     fails (out of memory, unsupported by a backend) records its error and the run goes on.
+
+    Args:
+        shapes_file: JSON list of :class:`SweepShape` dicts.
+        manifest_file: where to write the manifest (rewritten after every shape).
+        device: ``cuda`` (under ncu); ``cpu`` runs the same calls without the profiler
+            region and NVTX (tests, with ``TRITON_INTERPRET=1``).
 
     Returns:
         process exit status (0 when the loop finished, even if some shapes failed).
@@ -699,7 +756,8 @@ def run_child(shapes_file: str, manifest_file: str) -> int:
 
     shapes = [SweepShape.from_dict(d) for d in json.loads(Path(shapes_file).read_text())]
     manifest: dict[str, dict[str, Any]] = {}
-    dev = torch.device("cuda")
+    dev = torch.device(device)
+    gpu = dev.type == "cuda"
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
     for s in shapes:
         sp = s.spec
@@ -713,23 +771,27 @@ def run_child(shapes_file: str, manifest_file: str) -> int:
             v = torch.randn_like(k)  # (B, H_kv, N_k, d)
             call, config = _impl_call(s.impl, sp, q, k, v)
             call()  # warm-up: compilation and autotuning, outside the profiled region
-            torch.cuda.synchronize()
-            torch.cuda.profiler.start()
-            torch.cuda.nvtx.range_push(f"{NVTX_PREFIX}{s.id}@")
+            if gpu:
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+                torch.cuda.nvtx.range_push(f"{NVTX_PREFIX}{s.id}@")
             call()
-            torch.cuda.nvtx.range_pop()
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
+            if gpu:
+                torch.cuda.nvtx.range_pop()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
             entry["config"] = config()
         except Exception as exc:  # recorded per shape; the batch goes on
             entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-            try:
-                torch.cuda.profiler.stop()
-            except Exception:
-                pass
+            if gpu:
+                try:
+                    torch.cuda.profiler.stop()
+                except Exception:
+                    pass
         finally:
             del q, k, v
-            torch.cuda.empty_cache()
+            if gpu:
+                torch.cuda.empty_cache()
         manifest[s.id] = entry
         Path(manifest_file).write_text(json.dumps(manifest, indent=1))
         print(f"[iomodel child] {s.id}: {'ok' if entry['error'] is None else entry['error']}", flush=True)
@@ -757,8 +819,9 @@ def summary_lines(meas: Measurement) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry points that need neither typer nor sympy (for the GPU machine).
 
-    ``python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME ...]``
-    profiles a sweep (as ``iomodel validate``) and prints a short table;
+    ``python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME ...]
+    [--budget-s SECONDS] [--ncu PATH]`` profiles a sweep (as ``iomodel validate``), saving
+    after every batch, and prints a short table;
     ``python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json`` is the profiled process.
     """
     args = list(sys.argv[1:] if argv is None else argv)
@@ -767,6 +830,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) >= 3 and args[0] == "profile":
         sweep_file, out_file, rest = args[1], args[2], args[3:]
         impls: list[str] = []
+        budget: float | None = None
         try:
             sweep = load_sweep(sweep_file)
             while rest:
@@ -777,20 +841,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     impls.append(rest.pop(0))
                 elif flag == "--ncu" and rest:
                     os.environ["NCU"] = rest.pop(0)
+                elif flag == "--budget-s" and rest:
+                    budget = float(rest.pop(0))
                 else:
-                    raise IomodelError(f"unknown option {flag!r}: use --batch-size N, --impl NAME, --ncu PATH")
+                    raise IomodelError(f"unknown option {flag!r}: use --batch-size N, --impl NAME, --ncu PATH, --budget-s S")
             if impls:
                 sweep.shapes = [s for s in sweep.shapes if s.impl in impls]
             command = shlex.join([Path(sys.executable).name, "-m", "iomodel.measure.ncu", *args])
-            meas = profile(sweep, command=command, echo=lambda line: print(line, flush=True))
-            meas.save(out_file)
+            meas = profile(sweep, command=command, echo=lambda line: print(line, flush=True),
+                           budget_s=budget, save_to=out_file)
         except IomodelError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print("\n".join(summary_lines(meas)))
         print(f"wrote {out_file}")
         return 0
-    print("usage: python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME]\n"
+    print("usage: python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME] "
+          "[--budget-s S] [--ncu PATH]\n"
           "       python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json", file=sys.stderr)
     return 2
 

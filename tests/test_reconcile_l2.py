@@ -1,0 +1,187 @@
+"""The L2-aware HBM prediction (iomodel/traffic/l2.py) on hand-computed cases and properties."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from iomodel.errors import IomodelError
+from iomodel.hardware import get_hardware
+from iomodel.spec import LayerSpec, Tiling
+from iomodel.traffic.l2 import (
+    Access,
+    L2Params,
+    estimate_programs_per_sm,
+    predict_baseline,
+    predict_tiled,
+    prefill_key_rows,
+    simulate,
+    stream_kernel,
+)
+
+BIG = 1 << 40  # an L2 that holds everything
+
+
+def params(capacity_bytes: int, sms: int = 4, pps: int = 1) -> L2Params:
+    """L2Params whose effective capacity is exactly ``capacity_bytes`` (fraction 1)."""
+    return L2Params(max(1, capacity_bytes), sms, pps, l2_fraction=1.0)
+
+
+def test_lru_primitive_misses_evictions_and_dirty_lines():
+    waves = [
+        [Access("A", "a", 60, whole=True), Access("B", "b", 60, whole=True)],  # b evicts a (whole)
+        [Access("A", "a", 60, whole=True), Access("C", "c", 30, write=True)],  # a misses again; b evicted
+    ]
+    k = simulate("k", waves, capacity=100)
+    assert k.hbm_read == {"A": 120, "B": 60}
+    assert k.hbm_write == {} and k.dirty_at_end == {"C": 30}
+    # a dirty stream item is evicted in part: its oldest 30 bytes are written back
+    k = simulate("k", [[Access("D", "d", 80, write=True), Access("E", "e", 50)]], capacity=100)
+    assert k.hbm_write == {"D": 30} and k.dirty_at_end == {"D": 50} and k.hbm_read == {"E": 50}
+
+
+# B=1, H=2, H_kv=1, d=16, fp16, N_q=40, N_k=100, causal top-left, BLOCK_M=32, BLOCK_N=16:
+# tile 0 sees keys < 32 -> loads 32 rows; tile 1 sees keys < 40 -> loads ceil(40/16)*16 = 48 rows.
+SPEC = LayerSpec(1, 2, 1, 16, 40, 100, "fp16", causal=True)
+TILES = Tiling(32, 16, 1)
+Q = 2 * 40 * 16 * 2  # 2560 bytes
+KV_FULL = 100 * 16 * 2  # 3200 bytes of K (or V)
+KV_TOUCHED = 48 * 16 * 2  # 1536
+O, LSE = 2560, 2 * 40 * 4  # 320
+KV_REQ = 2 * (32 + 48) * 16 * 2  # 5120 per tensor: two query heads, two tiles each
+
+
+def test_prefill_key_rows_follow_the_contract():
+    assert prefill_key_rows(SPEC, TILES) == [32, 48]
+    assert prefill_key_rows(SPEC.with_(causal=False), TILES) == [100, 100]
+    assert prefill_key_rows(SPEC.with_(causal_align="bottom-right"), TILES) == [96, 100]  # off = 60
+
+
+def test_everything_fits_reads_the_touched_rows_once_and_leaves_outputs_dirty():
+    r = predict_tiled(SPEC, TILES, params(BIG))
+    assert (r.floor_read_bytes, r.floor_write_bytes) == (Q + 2 * KV_FULL, O + LSE)
+    assert r.hbm_read_bytes == Q + 2 * KV_TOUCHED == 5632
+    assert r.hbm_write_bytes == 0
+    assert (r.no_reuse_read_bytes, r.l2_read_bytes, r.l2_write_bytes) == (Q + 2 * KV_REQ, Q + 2 * KV_REQ, O + LSE)
+    causes = {c.key: (c.read_bytes, c.write_bytes) for c in r.causes}
+    assert causes == {"causal_skip": (-2 * (KV_FULL - KV_TOUCHED), 0), "dirty_at_end": (0, -(O + LSE))}
+    assert r.dominant.key == "causal_skip"
+    assert r.reuse_saved_read_bytes == 2 * KV_REQ - 2 * KV_TOUCHED
+
+
+def test_no_room_at_all_reads_every_request_and_writes_all_but_the_last_line():
+    # one program per wave, effective L2 of 1 byte: nothing is reused, every dirty item but
+    # the last one written (LSE rows 32..39 of the last program: 8 x 4 bytes) is evicted.
+    r = predict_tiled(SPEC, TILES, params(1, sms=1))
+    assert r.hbm_read_bytes == r.no_reuse_read_bytes == Q + 2 * KV_REQ
+    assert r.hbm_write_bytes == O + LSE - 32
+    capacity = {c.key: c.read_bytes for c in r.causes}["l2_capacity"]
+    assert capacity == 2 * (KV_REQ - KV_TOUCHED)
+
+
+def test_gqa_group_in_one_wave_reads_kv_once_else_once_per_wave():
+    spec = LayerSpec(1, 4, 1, 16, 64, 64, "fp16")  # G = 4, T_r = 2: 8 programs share one KV head
+    tiles = Tiling(32, 16, 1)
+    kv = 64 * 16 * 2  # 2048 bytes of K
+    one_wave = predict_tiled(spec, tiles, params(BIG, sms=8))
+    assert one_wave.kernels[0].waves == 1 and one_wave.kernels[0].hbm_read["K"] == kv
+    # four waves of two programs and an L2 smaller than K: every wave fetches K once (its two
+    # programs stream the same blocks together), 4 fetches instead of 8 requests.
+    small = predict_tiled(spec, tiles, params(1000, sms=2))
+    assert small.kernels[0].hbm_read["K"] == 4 * kv and small.kernels[0].requested_read["K"] == 8 * kv
+    assert {c.key: c.read_bytes for c in small.causes}["l2_capacity"] == 2 * 3 * kv
+
+
+def test_decode_split_kv_partials_cross_hbm_between_the_two_kernels():
+    spec = LayerSpec(2, 8, 2, 16, 1, 300, "fp16", phase="decode")
+    tiles = Tiling(16, 16, 1, num_splits=4, heads_per_program=4)
+    r = predict_tiled(spec, tiles, params(BIG))
+    assert [k.name for k in r.kernels] == ["decode kernel", "combine kernel"]
+    part_o, part_l = 2 * 8 * 4 * 1 * 16 * 4, 2 * 8 * 4 * 4  # (B, H, splits, N_q, d) fp32 and LSE
+    inter = {c.key: (c.read_bytes, c.write_bytes) for c in r.causes}["intermediates"]
+    assert inter == (part_o + part_l, part_o + part_l)
+    assert r.hbm_read_bytes == r.floor_read_bytes + part_o + part_l  # K/V read once, partials read back
+    assert r.kernels[0].hbm_read["K"] == 2 * 2 * 300 * 16 * 2
+
+
+def _row(tensor, shape, rb=0, wb=0, step="op"):
+    return SimpleNamespace(tensor=tensor, step=step, level="HBM", shape=shape, read_bytes=rb, write_bytes=wb)
+
+
+def test_stream_kernel_broadcast_mask_and_dirty_tail():
+    spec = LayerSpec(2, 4, 4, 16, 64, 64, "fp16", causal=True)  # B*H = 8
+    s_bytes, m_bytes = 8 * 64 * 64 * 2, 64 * 64
+    rows = [_row("S", "(B, H, N_q, N_k)", rb=s_bytes, wb=s_bytes), _row("~mask", "(N_q, N_k)", rb=m_bytes)]
+    fits, notes = stream_kernel("masked_fill", rows, spec, capacity=1 << 30)
+    assert fits.hbm_read == {"S": s_bytes, "~mask": m_bytes} and not notes
+    assert fits.hbm_write == {} and fits.dirty_at_end == {"S": s_bytes}
+    tight, notes = stream_kernel("masked_fill", rows, spec, capacity=m_bytes)  # per (b, h): 2*8 KiB + 4 KiB > 4 KiB
+    assert tight.hbm_read["~mask"] == 8 * m_bytes and len(notes) == 1
+    assert 0 < sum(tight.dirty_at_end.values()) <= m_bytes
+    assert sum(tight.hbm_write.values()) + sum(tight.dirty_at_end.values()) == s_bytes
+
+
+def test_baseline_prediction_from_model_rows():
+    from iomodel.traffic import predict
+
+    hw = get_hardware("H200")
+    spec = LayerSpec(1, 16, 16, 64, 4096, 4096, "fp16", causal=True)
+    rows = predict(spec, Tiling(), hw).algorithms["baseline"].rows
+    r = predict_baseline(spec, rows, L2Params(hw.l2_bytes, hw.num_sms))
+    assert r.no_reuse_read_bytes == sum(x.read_bytes for x in rows if x.level == "HBM")
+    keys = {c.key for c in r.causes}
+    assert {"intermediates", "dirty_at_end", "broadcast_rereads"} <= keys  # a 16 MiB mask, 64 MiB S per (b, h)
+    assert r.dominant.key == "intermediates" and r.l2_read_bytes is None
+    with pytest.raises(IomodelError, match="HBM rows"):
+        predict_baseline(spec, [], L2Params(hw.l2_bytes, hw.num_sms))
+
+
+def test_params_and_occupancy_estimate():
+    assert estimate_programs_per_sm(96 * 1024, 8, 228 * 1024) == 2
+    assert estimate_programs_per_sm(16 * 1024, 4, 228 * 1024) == 14  # 16 by warps, 14 by shared memory
+    assert estimate_programs_per_sm(300 * 1024, 4, 228 * 1024) == 1
+    with pytest.raises(IomodelError, match="l2_fraction"):
+        L2Params(1 << 20, 4, l2_fraction=0.0)
+    with pytest.raises(IomodelError, match="forward"):
+        predict_tiled(SPEC.with_(backward=True), TILES, params(BIG))
+
+
+@st.composite
+def cases(draw):
+    phase = draw(st.sampled_from(["prefill", "decode"]))
+    hk = draw(st.integers(1, 2))
+    g = draw(st.sampled_from([1, 2, 4]))
+    if phase == "decode":
+        nq = draw(st.integers(1, 8))
+        p = max(x for x in range(1, g + 1) if g % x == 0 and x * nq <= 128)
+        bm = 1 << max(4, (p * nq - 1).bit_length())
+        tiles = Tiling(bm, 16, 1, num_splits=draw(st.integers(1, 5)), heads_per_program=p)
+    else:
+        nq = draw(st.integers(17, 200))
+        tiles = Tiling(draw(st.sampled_from([16, 32, 64])), draw(st.sampled_from([16, 32])), 1)
+    spec = LayerSpec(draw(st.integers(1, 2)), hk * g, hk, 16, nq, draw(st.integers(1, 260)), "fp16",
+                     causal=draw(st.booleans()), causal_align=draw(st.sampled_from(["top-left", "bottom-right"])),
+                     phase=phase)
+    cap = draw(st.sampled_from([1, 2000, 20000, BIG]))
+    return spec, tiles, params(cap, sms=draw(st.integers(1, 6)), pps=draw(st.integers(1, 2)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_prediction_lies_between_skipped_floor_and_no_reuse_bound(case):
+    from iomodel.traffic import predict
+
+    spec, tiles, prm = case
+    r = predict_tiled(spec, tiles, prm)
+    skip = -sum(c.read_bytes for c in r.causes if c.key == "causal_skip")
+    inter_w = sum(c.write_bytes for c in r.causes if c.key == "intermediates")
+    assert r.floor_read_bytes - skip <= r.hbm_read_bytes <= r.no_reuse_read_bytes
+    assert 0 <= r.hbm_write_bytes <= r.floor_write_bytes + inter_w
+    if prm.capacity == BIG:
+        assert r.hbm_write_bytes == 0
+        assert r.hbm_read_bytes == r.floor_read_bytes - skip + sum(c.read_bytes for c in r.causes if c.key == "intermediates")
+    alg = predict(spec, tiles, get_hardware("H200")).algorithms["tiled"]
+    assert (r.l2_read_bytes, r.l2_write_bytes) == (alg.sram_fill_read_bytes, alg.sram_fill_write_bytes)
