@@ -10,7 +10,7 @@ from iomodel import LayerSpec, Tiling, get_hardware
 from iomodel.traffic import predict, sweep
 
 H200 = get_hardware("H200")
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 TILED = ("tiled", "tiled_kv_stationary")
 

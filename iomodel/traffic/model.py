@@ -323,6 +323,7 @@ class RowValue:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable row (worksheet schema: ``width_bytes``, bytes, printed formulas)."""
         return {
             "tensor": self.tensor, "step": self.step, "level": self.level, "shape": self.shape,
             "dtype": self.dtype, "width_bytes": self.width, "elements": self.elements, "reads": self.reads,
@@ -373,6 +374,7 @@ class AlgorithmPrediction:
         return self.hbm_read_bytes + self.hbm_write_bytes
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable algorithm (worksheet schema: ``hbm``, ``sram_fill``, ``rows`` ...)."""
         d: dict[str, Any] = {
             "title": self.title,
             "source": self.source,
@@ -617,7 +619,8 @@ def sweep(
     Raises:
         IomodelError: an unknown field, a non-positive or non-integer size, a block size
             that is not a power of two, tiles that do not fit shared memory at some point,
-            or any :func:`build_model` error at some point.
+            a point too large for exact int64 evaluation, or any :func:`build_model` error
+            at some point.
     """
     opts = _resolve_options(options)
     unknown = sorted(set(vary) - set(_SPEC_FIELDS + _TILING_FIELDS + _HW_FIELDS))
@@ -672,6 +675,15 @@ def sweep(
             raise IomodelError("heads_per_program must divide H/H_kv at every point: sweep divisors of the group only")
         if np.any(cols["heads_per_program"] * cols["seqlen_q"] > DECODE_MAX_PACKED_ROWS):
             raise IomodelError("heads_per_program*seqlen_q exceeds 128 at some point: lower heads_per_program")
+
+    # exact int64 evaluation: every quantity is below 64·B·H·N_q·N_k·d (FLOPs <= 18·d per pair,
+    # the baseline's score passes and the tiled re-reads likewise), so this bound keeps it exact
+    bound = 64.0 * cols["batch"] * cols["heads"] * cols["seqlen_q"].astype(float) * cols["seqlen_k"] * cols["head_dim"]
+    if np.any(bound >= 2.0**63):
+        raise IomodelError(
+            "some sweep points are too large for exact int64 evaluation (64·B·H·seqlen_q·seqlen_k·d >= 2^63): "
+            "shrink the swept sizes or evaluate those points with predict()"
+        )
 
     # ---- group points by model structure, evaluate each group with its compiled function ----
     gqa = cols["kv_heads"] < cols["heads"]
