@@ -225,6 +225,20 @@ def test_profile_batches_tags_and_drops_unknown_metrics(tmp_path):
     assert back.to_dict() == meas.to_dict()
 
 
+def test_assemble_falls_back_to_launch_order_only_when_counts_add_up():
+    sw = ncu.parse_sweep({"defaults": {"heads": 2, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
+                          "shape": [{"seqlen": 64}, {"seqlen_q": 1, "seqlen_k": 512}]})
+    cfg = {"block_m": 16, "block_n": 16, "num_warps": 4, "num_stages": 1, "path": "x", "heads_per_program": 1}
+    manifest = {sw.shapes[0].id: {"config": {**cfg, "num_splits": 1}, "error": None},
+                sw.shapes[1].id: {"config": {**cfg, "num_splits": 4}, "error": None}}
+    rows = [ncu.CsvKernel(None, KernelRecord(name), i) for i, name in enumerate(["_attn_fwd", "_attn_decode", "_attn_decode_combine"])]
+    got = ncu.assemble(sw.shapes, json.loads(json.dumps(manifest)), rows)
+    assert [[k.name for k in m.kernels] for m in got] == [["_attn_fwd"], ["_attn_decode", "_attn_decode_combine"]]
+    assert got[0].config["assigned"].startswith("by launch order")
+    got = ncu.assemble(sw.shapes, json.loads(json.dumps(manifest)), rows[:2])  # counts do not add up
+    assert all(m.error == "no profiled kernel carries this shape's NVTX tag" for m in got)
+
+
 def test_profile_time_budget_keeps_finished_batches(tmp_path):
     sw = _small_sweep()
     sw.metrics = ("dram__bytes_read.sum", "dram__bytes_write.sum")

@@ -500,21 +500,43 @@ def _batches(shapes: Sequence[SweepShape], size: int) -> list[list[SweepShape]]:
     return [list(shapes[i: i + size]) for i in range(0, len(shapes), size)]
 
 
+def expected_kernels(impl: str, spec: LayerSpec, config: dict[str, Any] | None) -> int | None:
+    """Kernels one call of the bundled kernel launches (1, or 2 for split-KV decode); None if unknown."""
+    if impl != "tiled" or not config:
+        return None
+    return 2 if spec.phase == "decode" and int(config.get("num_splits", 1)) > 1 else 1
+
+
 def assemble(shapes: Sequence[SweepShape], manifest: dict[str, dict[str, Any]], rows: Sequence[CsvKernel]) -> list[ShapeMeasurement]:
     """Join the child's manifest and ncu's rows into one :class:`ShapeMeasurement` per shape.
+
+    Rows are assigned by their NVTX tag. Only if *no* row carries a tag (an ncu that prints no
+    NVTX column) and every shape of the batch is the bundled kernel, whose kernel count is
+    known from its configuration, are rows assigned by launch order, and only when the counts
+    add up exactly; each such shape then notes ``assigned by launch order`` in its config.
 
     Args:
         shapes: the batch, in order.
         manifest: shape id -> ``{"config": ..., "error": ...}`` as the child wrote it.
-        rows: parsed CSV rows; each row is assigned by its NVTX tag.
+        rows: parsed CSV rows.
 
     Returns:
         measurements in the order of ``shapes``; a shape without kernels gets an error.
     """
+    ordered = sorted(rows, key=lambda r: r.ident)
     by_tag: dict[str, list[KernelRecord]] = {}
-    for r in sorted(rows, key=lambda r: r.ident):
+    for r in ordered:
         if r.tag is not None:
             by_tag.setdefault(r.tag, []).append(r.record)
+    if ordered and not by_tag:
+        ran = [s for s in shapes if s.id in manifest and manifest[s.id].get("error") is None]
+        counts = [expected_kernels(s.impl, s.spec, manifest[s.id].get("config")) for s in ran]
+        if ran and None not in counts and sum(counts) == len(ordered):  # type: ignore[arg-type]
+            it = iter(ordered)
+            for s, n in zip(ran, counts):
+                by_tag[s.id] = [next(it).record for _ in range(n)]  # type: ignore[arg-type]
+                manifest[s.id] = {**manifest[s.id], "config": {**manifest[s.id]["config"],
+                                                               "assigned": "by launch order (no NVTX tags in the CSV)"}}
     out = []
     for s in shapes:
         info = manifest.get(s.id, {})
@@ -878,6 +900,7 @@ __all__ = [
     "check_gpu",
     "diagnose",
     "environment",
+    "expected_kernels",
     "find_ncu",
     "load_sweep",
     "missing_metrics",
