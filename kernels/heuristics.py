@@ -121,24 +121,31 @@ INTERPRETER_NUM_SMS = 4
 # GPU prefill: autotune candidates per shape class. Edit these lists in a tuning round
 # (benchmarks/gpu_kernel_check.py sweeps a wider set and prints the winners).
 # ----------------------------------------------------------------------------------
+# Pruned with ``python -m kernels.compile_check`` (sm_90, triton 3.6): BLOCK_M 128 with 4
+# warps spills registers at HEAD_DIM 128 (one warpgroup holds a 128 x 128 fp32 accumulator),
+# so BLOCK_M 128 runs 8 warps (two warpgroups of wgmma). BLOCK_N 128 with 3 stages uses
+# 225 KiB of shared memory (of 227 KiB per block).
 _TMA_CANDIDATES: dict[int, list[TileChoice]] = {
-    # Triton tutorial 06 on Hopper: BLOCK_M 128 with 8 warps (two warpgroups of wgmma) and
-    # 2-4 stages of TMA K/V tiles win for HEAD_DIM 64-128.
-    32: [TileChoice(128, 64, 4, 3), TileChoice(128, 128, 8, 3), TileChoice(64, 64, 4, 4)],
-    64: [TileChoice(128, 64, 4, 3), TileChoice(128, 128, 8, 3), TileChoice(128, 64, 8, 4),
-         TileChoice(128, 128, 8, 4), TileChoice(64, 64, 4, 4)],
+    32: [TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 3), TileChoice(64, 64, 4, 4)],
+    64: [TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 3), TileChoice(128, 64, 8, 4),
+         TileChoice(64, 64, 4, 4)],
     128: [TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 2), TileChoice(128, 128, 8, 3),
-          TileChoice(128, 64, 4, 3), TileChoice(64, 64, 4, 3), TileChoice(128, 64, 8, 4)],
+          TileChoice(128, 64, 8, 4), TileChoice(64, 64, 4, 3)],
     256: [TileChoice(64, 64, 4, 2), TileChoice(128, 64, 8, 2), TileChoice(64, 32, 4, 3)],
 }
 _POINTER_CANDIDATES: dict[int, list[TileChoice]] = {
-    16: [TileChoice(64, 64, 4, 3), TileChoice(128, 64, 4, 3)],
-    32: [TileChoice(64, 64, 4, 3), TileChoice(128, 64, 4, 3), TileChoice(128, 64, 8, 4)],
-    64: [TileChoice(128, 64, 4, 3), TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 3),
+    16: [TileChoice(64, 64, 4, 3), TileChoice(128, 64, 8, 3)],
+    32: [TileChoice(64, 64, 4, 3), TileChoice(128, 64, 8, 3)],
+    64: [TileChoice(128, 64, 8, 3), TileChoice(128, 64, 4, 3), TileChoice(128, 128, 8, 3),
          TileChoice(64, 64, 4, 4)],
-    128: [TileChoice(128, 64, 8, 3), TileChoice(128, 64, 4, 3), TileChoice(128, 128, 8, 3),
-          TileChoice(64, 64, 4, 3), TileChoice(128, 32, 4, 4)],
-    256: [TileChoice(64, 64, 4, 2), TileChoice(64, 32, 4, 3), TileChoice(128, 64, 8, 2)],
+    128: [TileChoice(128, 64, 8, 3), TileChoice(64, 64, 4, 3), TileChoice(128, 128, 8, 2)],
+    256: [TileChoice(64, 32, 4, 3), TileChoice(64, 64, 4, 2), TileChoice(128, 64, 8, 2)],
+}
+# fp32 runs exact IEEE dots on the CUDA cores (no tensor cores): a correctness path, not a
+# speed target; these tiles compile with no or few spills on sm_90 (compile_check).
+_FP32_CANDIDATES: dict[int, list[TileChoice]] = {
+    64: [TileChoice(64, 32, 8, 2), TileChoice(32, 32, 4, 2)],
+    256: [TileChoice(32, 32, 8, 2), TileChoice(16, 32, 4, 2)],
 }
 
 
@@ -158,14 +165,14 @@ def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> li
         path: ``prefill`` (pointer loads) or ``prefill-tma`` (tensor descriptors, sm_90).
 
     Returns:
-        Candidate tiles, best guess first. fp32 (exact ``ieee`` dots, 4-byte tiles) keeps
-        BLOCK_M * BLOCK_N <= 64 * 64 to fit the register file. Causal keeps
-        BLOCK_N <= BLOCK_M (the diagonal then spans at most two K/V blocks per tile).
+        Candidate tiles, best guess first. fp32 (exact ``ieee`` dots on CUDA cores) has its
+        own small tiles. Causal keeps BLOCK_N <= BLOCK_M (the diagonal then spans at most
+        two K/V blocks per tile).
     """
+    if dtype == "fp32":
+        return _by_head_dim(_FP32_CANDIDATES, head_dim)
     table = _TMA_CANDIDATES if path == "prefill-tma" else _POINTER_CANDIDATES
     cands = _by_head_dim(table, head_dim)
-    if dtype == "fp32":
-        cands = [c for c in cands if c.block_m * c.block_n <= 64 * 64] or [TileChoice(64, 32, 4, 2)]
     if causal:
         cands = [c for c in cands if c.block_n <= c.block_m] or cands
     return cands

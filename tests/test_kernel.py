@@ -24,6 +24,7 @@ from kernels.reference import reference_attention, visible_mask
 
 pytestmark = [
     pytest.mark.interpreter,
+    pytest.mark.skipif(not fa.INTERPRET, reason="interpreter tests (TRITON_INTERPRET=1); tests/test_kernel_gpu.py runs on a GPU"),
     # Triton 3.6's interpreter converts 1-element arrays with int(); numpy 2.x warns about it.
     pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning"),
 ]
@@ -36,8 +37,6 @@ def _make(B, H, H_kv, N_q, N_k, d, dtype, seed):
     q = torch.randn(B, H, N_q, d, generator=g).to(dtype)
     k = torch.randn(B, H_kv, N_k, d, generator=g).to(dtype)
     v = torch.randn(B, H_kv, N_k, d, generator=g).to(dtype)
-    if q.is_cuda is False and torch.cuda.is_available() and not fa.INTERPRET:
-        q, k, v = q.cuda(), k.cuda(), v.cuda()
     return q, k, v
 
 

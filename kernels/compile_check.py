@@ -1,0 +1,243 @@
+"""Compile the bundled kernels for a GPU architecture on any machine, without a GPU.
+
+Triton compiles through its bundled ``ptxas``; only loading and launching need a driver.
+:class:`_FakeCudaDriver` stands in for the CUDA driver (it reports a target and device 0
+and is never asked to launch), so ``kernel.warmup(...)`` produces the TTGIR, PTX and cubin
+of a configuration. This answers, on a CPU machine, whether a configuration compiles for
+sm_90 and what it costs: shared memory (bytes), registers per thread and spills (from
+``ptxas -v``), and whether the Hopper instructions are there (``wgmma.mma_async``,
+``cp.async.bulk.tensor`` = TMA).
+
+Usage (TRITON_INTERPRET must be unset)::
+
+    python -m kernels.compile_check               # the autotune candidates of heuristics.py, sm_90
+    python -m kernels.compile_check --quick       # one configuration per kernel
+    python -m kernels.compile_check --arch 80     # Ampere (pointer path only)
+
+Not a timing tool: a configuration that compiles without spills can still be slow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iomodel.errors import IomodelError
+
+
+def _install_fake_driver(arch: int) -> Any:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.driver import CudaDriver
+
+    class _FakeCudaDriver(CudaDriver):
+        """A CUDA driver that reports a target and never loads or launches anything."""
+
+        def __init__(self, cap: int) -> None:  # no super().__init__: it would dlopen libcuda
+            self._target = GPUTarget("cuda", cap, 32)
+
+        def get_current_target(self) -> Any:
+            return self._target
+
+        def get_current_device(self) -> int:
+            return 0
+
+        def get_current_stream(self, device: Any = None) -> int:
+            return 0
+
+        def get_active_torch_device(self) -> Any:
+            import torch
+
+            return torch.device("cpu")
+
+        def is_active(self) -> bool:
+            return True
+
+    triton.runtime.driver.set_active(_FakeCudaDriver(arch))
+    return triton.runtime.driver
+
+
+@dataclass
+class CompileReport:
+    """What one configuration costs when compiled (units: bytes, registers per thread)."""
+
+    kernel: str
+    config: dict[str, Any]
+    ok: bool
+    error: str = ""
+    shared_bytes: int | None = None  # shared memory per program
+    registers: int | None = None  # per thread (ptxas -v)
+    spill_bytes: int | None = None  # spill stores + spill loads (ptxas -v)
+    wgmma: int = 0  # wgmma.mma_async instructions in the PTX (Hopper tensor cores)
+    tma: int = 0  # cp.async.bulk.tensor instructions in the PTX (TMA)
+
+
+def _ptxas_info(ptx: str, arch: int) -> tuple[int | None, int | None]:
+    """(registers, spill bytes) from the bundled ptxas in verbose mode."""
+    import triton
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    gpu = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        out = subprocess.run([str(ptxas), "-v", f"-arch={gpu}", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                             capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", text)
+    return (int(regs.group(1)) if regs else None), (sum(int(s) for s in spills) if spills else None)
+
+
+def _report(kernel: str, config: dict[str, Any], compiled: Any, arch: int) -> CompileReport:
+    ptx = compiled.asm.get("ptx", "")
+    regs, spills = _ptxas_info(ptx, arch)
+    return CompileReport(kernel, config, True, shared_bytes=int(compiled.metadata.shared), registers=regs,
+                         spill_bytes=spills, wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"))
+
+
+def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
+                    num_stages: int, warp_specialize: bool = False, arch: int = 90) -> CompileReport:
+    """Compile one prefill configuration (``prefill`` or ``prefill-tma``) for ``sm_<arch>``."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    import kernels.flash_attention as fa
+    from kernels import heuristics as hx
+
+    cfg = dict(path=path, head_dim=head_dim, dtype=dtype, causal=causal, block_m=block_m, block_n=block_n,
+               num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize)
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    B, H, N = 2, 16, 4096
+    q = torch.empty(B, H, N, head_dim, dtype=dt)
+    k, v, o = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
+    lse = torch.empty(B, H, N)
+    common = dict(H=H, G=1, N_Q=N, N_K=N, CAUSAL_OFF=0, N_Q_BUCKET=hx.seqlen_bucket(N), N_K_BUCKET=hx.seqlen_bucket(N))
+    try:
+        if path == "prefill-tma":
+            descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, bm, head_dim])
+                     for t, bm in ((q, block_m), (k, block_n), (v, block_n), (o, block_m))]
+            compiled = fa._attn_fwd_tma.warmup(
+                *descs, lse, 0.125, **common, HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+                IN_DTYPE=dtype, WARP_SPECIALIZE=warp_specialize, EMULATE_BF16=False, num_warps=num_warps,
+                num_stages=num_stages, grid=(1,))
+        else:
+            compiled = fa._attn_fwd.warmup(
+                q, k, v, o, lse, 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(), **common,
+                HEAD_DIM=head_dim, HEAD_DIM_PAD=hx.head_dim_padded(head_dim), BLOCK_M=block_m, BLOCK_N=block_n,
+                CAUSAL=causal, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
+                num_warps=num_warps, num_stages=num_stages, grid=(1,))
+    except Exception as exc:  # report, never abort the sweep
+        return CompileReport("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, False,
+                             error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"[:300])
+    return _report("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, compiled, arch)
+
+
+def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seqlen_q: int = 1, block_n: int = 64,
+                   num_warps: int = 4, num_stages: int = 3, split: bool = True, arch: int = 90) -> list[CompileReport]:
+    """Compile the split-KV decode kernel and its combine kernel for ``sm_<arch>``."""
+    import torch
+
+    import kernels.flash_attention as fa
+    from kernels import heuristics as hx
+
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    B, H_kv, N_k, S = 1, 8, 8192, 32
+    H = H_kv * group
+    P = hx.decode_heads_per_program(group, seqlen_q)
+    BM = hx.decode_block_m(P, seqlen_q)
+    q = torch.empty(B, H, seqlen_q, head_dim, dtype=dt)
+    k = torch.empty(B, H_kv, N_k, head_dim, dtype=dt)
+    v, o = torch.empty_like(k), torch.empty_like(q)
+    lse = torch.empty(B, H, seqlen_q)
+    op = torch.empty(B, H, S, seqlen_q, head_dim)
+    lp = torch.empty(B, H, S, seqlen_q)
+    cfg = dict(head_dim=head_dim, dtype=dtype, group=group, seqlen_q=seqlen_q, block_m=BM, block_n=block_n,
+               num_warps=num_warps, num_stages=num_stages, heads_per_program=P)
+    reports = []
+    try:
+        c = fa._attn_decode.warmup(
+            q, k, v, o, lse, op, lp, 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+            H, H_kv, group, seqlen_q, N_k, 0, 256, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=hx.head_dim_padded(head_dim),
+            BLOCK_M=BM, BLOCK_N=block_n, HEADS_PER_PROGRAM=P, CAUSAL=False, SPLIT=split,
+            DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
+            num_warps=num_warps, num_stages=num_stages, grid=(1,))
+        reports.append(_report("_attn_decode", cfg, c, arch))
+        c2 = fa._attn_decode_combine.warmup(
+            o, lse, op, lp, *o.stride(), H, seqlen_q, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=hx.head_dim_padded(head_dim),
+            BLOCK_Q=hx.next_pow2(seqlen_q), EMULATE_BF16=False, num_warps=4, grid=(1,))
+        reports.append(_report("_attn_decode_combine", dict(seqlen_q=seqlen_q, head_dim=head_dim), c2, arch))
+    except Exception as exc:
+        reports.append(CompileReport("_attn_decode", cfg, False,
+                                     error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"[:300]))
+    return reports
+
+
+def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
+    """Compile the kernels (the autotune candidates of ``heuristics``, or one each with ``quick``).
+
+    Raises:
+        IomodelError: TRITON_INTERPRET is set (kernels would be interpreted, not compiled).
+    """
+    if os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes"):
+        raise IomodelError("TRITON_INTERPRET is set, so the kernels are interpreted: unset it to compile them")
+    driver = _install_fake_driver(arch)
+    from kernels import heuristics as hx
+
+    reports: list[CompileReport] = []
+    try:
+        paths = ["prefill-tma", "prefill"] if arch >= 90 else ["prefill"]
+        for path in paths:
+            for d in ((128,) if quick else (64, 128)):
+                for dtype in (("bf16",) if quick else ("fp16", "bf16")):
+                    for causal in ((True,) if quick else (False, True)):
+                        cands = hx.prefill_candidates(d, dtype, causal, path)
+                        for c in (cands[:1] if quick else cands):
+                            reports.append(compile_prefill(path, d, dtype, causal, c.block_m, c.block_n, c.num_warps,
+                                                           c.num_stages, c.warp_specialize, arch))
+        reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch)
+    finally:
+        try:
+            driver.reset_active()
+        except RuntimeError:  # no real driver on this machine: nothing to restore
+            pass
+    return reports
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Compile the bundled kernels for a GPU architecture without a GPU")
+    ap.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90 = H100/H200, 80 = A100)")
+    ap.add_argument("--quick", action="store_true", help="one configuration per kernel")
+    args = ap.parse_args(argv)
+    try:
+        reports = run(args.arch, args.quick)
+    except IomodelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    bad = 0
+    print(f"{'kernel':22s} {'config':64s} {'smem KiB':>8s} {'regs':>5s} {'spill B':>7s} {'wgmma':>5s} {'tma':>4s}")
+    for r in reports:
+        c = r.config
+        desc = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("path",))[:64]
+        if not r.ok:
+            bad += 1
+            print(f"{r.kernel:22s} {desc:64s} ERROR {r.error}")
+            continue
+        print(f"{r.kernel:22s} {desc:64s} {r.shared_bytes / 1024:8.1f} {r.registers!s:>5s} {r.spill_bytes!s:>7s} "
+              f"{r.wgmma:5d} {r.tma:4d}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+__all__ = ["CompileReport", "compile_decode", "compile_prefill", "run"]
+
+

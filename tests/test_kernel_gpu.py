@@ -1,0 +1,104 @@
+"""The compiled kernel on a CUDA GPU: every path against the fp64 reference (skips without CUDA).
+
+Same error rule as the interpreter tests (``tests/test_kernel.py``): max and p99 absolute
+error <= 2 x the same-dtype eager chain's + 1e-5, exact empty-row semantics, every output
+element written. No timing here (speed lives in ``benchmarks/``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@pytest.fixture(scope="module")
+def fa():
+    import kernels.flash_attention as module
+
+    if module.INTERPRET:
+        pytest.skip("TRITON_INTERPRET is set: the kernels are interpreted, not compiled")
+    return module
+
+
+def _make(B, H, H_kv, N_q, N_k, d, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    return tuple(torch.randn(B, h, n, d, device="cuda", dtype=dt, generator=g)
+                 for h, n in ((H, N_q), (H_kv, N_k), (H_kv, N_k)))
+
+
+def _check(q, k, v, causal, align, o, lse):
+    from kernels.baseline import eager_attention_with_lse
+    from kernels.reference import reference_attention
+
+    ro, rl = reference_attention(q, k, v, causal, align)
+    eo, el = eager_attention_with_lse(q, k, v, causal, align)
+    assert not torch.isnan(o).any() and not torch.isnan(lse).any()
+    empty = torch.isinf(rl)
+    assert torch.equal(torch.isinf(lse), empty)
+    assert (o[empty] == 0).all()
+    for ours, eager, ref in ((o, eo, ro), (lse, el, rl)):
+        fin = torch.isfinite(ref)
+        e_o = (ours.double() - ref)[fin].abs()
+        e_e = (eager.double() - ref)[fin].abs()
+        if e_o.numel():
+            assert e_o.max() <= 2 * e_e.max() + 1e-5
+            assert torch.quantile(e_o, 0.99) <= 2 * torch.quantile(e_e, 0.99) + 1e-5
+
+
+SHAPES = [
+    (2, 8, 2, 300, 300, 128, "fp16", True, "top-left"),
+    (1, 8, 8, 257, 513, 128, "bf16", True, "bottom-right"),
+    (2, 4, 1, 200, 100, 64, "bf16", True, "bottom-right"),  # 100 rows see no key
+    (1, 4, 2, 190, 333, 64, "fp16", False, "top-left"),
+    (1, 2, 2, 130, 130, 256, "bf16", True, "top-left"),
+    (1, 4, 2, 100, 120, 96, "fp16", True, "top-left"),  # padded HEAD_DIM
+    (1, 4, 2, 100, 120, 64, "fp32", True, "bottom-right"),  # exact ieee dots
+]
+
+
+# the TMA path takes fp16/bf16 with a power-of-two HEAD_DIM
+PATH_CASES = [("prefill", c) for c in SHAPES] + [("prefill-tma", c) for c in SHAPES if c[6] != "fp32" and c[5] != 96]
+
+
+@pytest.mark.parametrize("path,case", PATH_CASES,
+                         ids=[f"{p}-{c[3]}x{c[4]}-d{c[5]}-{c[6]}-{c[8] if c[7] else 'full'}" for p, c in PATH_CASES])
+def test_prefill_paths(fa, monkeypatch, path, case):
+    B, H, H_kv, N_q, N_k, d, dtype, causal, align = case
+    if path == "prefill-tma" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the TMA path needs sm_90 or newer")
+    monkeypatch.setattr(fa, "_alloc", lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev))
+    q, k, v = _make(B, H, H_kv, N_q, N_k, d, dtype)
+    o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True, path=path, autotune=False)
+    assert cfg.path == path
+    _check(q, k, v, causal, align, o, lse)
+
+
+@pytest.mark.parametrize(
+    "B,H,H_kv,N_q,N_k,dtype,causal,align",
+    [(2, 32, 8, 1, 8192, "bf16", False, "top-left"), (1, 32, 8, 16, 3000, "fp16", True, "bottom-right"),
+     (3, 8, 1, 4, 1001, "bf16", True, "bottom-right"), (1, 8, 2, 9, 5, "fp16", True, "bottom-right")],
+)
+def test_decode(fa, monkeypatch, B, H, H_kv, N_q, N_k, dtype, causal, align):
+    monkeypatch.setattr(fa, "_alloc", lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev))
+    q, k, v = _make(B, H, H_kv, N_q, N_k, 128, dtype)
+    o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True)
+    assert cfg.path == "decode-split-kv"
+    _check(q, k, v, causal, align, o, lse)
+
+
+def test_autotuned_config_is_a_candidate(fa):
+    from kernels import heuristics as hx
+
+    q, k, v = _make(1, 4, 4, 1024, 1024, 128, "bf16")
+    o, lse, cfg = fa.flash_attention(q, k, v, causal=True, return_config=True)
+    cands = hx.prefill_candidates(128, "bf16", True, cfg.path)
+    assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages) in {
+        (c.block_m, c.block_n, c.num_warps, c.num_stages) for c in cands}
+    assert cfg.path == fa.kernel_path(q, k, v)
+    _check(q, k, v, True, "top-left", o, lse)
