@@ -276,6 +276,13 @@ def _default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **opti
     return predict(spec, tiling, hardware, **options)
 
 
+#: ``--l2-source`` -> the measured quantities compared with SRAM_fill (see records.QUANTITY_METRICS).
+L2_SOURCES: dict[str, tuple[str, str]] = {
+    "tex": ("l2_read_bytes", "l2_write_bytes"),  # lts__t_sectors_srcunit_tex_op_{read,write}
+    "all": ("l2_all_read_bytes", "l2_all_write_bytes"),  # lts__t_sectors_op_{read,write}
+}
+
+
 def reconcile_shape(
     shape: ShapeMeasurement,
     hardware: Hardware,
@@ -283,6 +290,7 @@ def reconcile_shape(
     l2_fraction: float = DEFAULT_L2_FRACTION,
     flush_between_kernels: bool = True,
     predict_fn: PredictFn = _default_predict,
+    l2_source: str = "tex",
 ) -> ShapeReconciliation:
     """Reconcile one measured shape.
 
@@ -292,6 +300,8 @@ def reconcile_shape(
         l2_fraction: effective fraction of L2 (see :mod:`iomodel.traffic.l2`).
         flush_between_kernels: the profiler flushed caches before each kernel.
         predict_fn: the model's ``predict`` (tests pass a stand-in).
+        l2_source: which L2 lookups stand for the SMs' requests: ``tex`` (source unit TEX,
+            default) or ``all`` (any source; see :data:`L2_SOURCES`).
 
     Returns:
         :class:`ShapeReconciliation`; model errors become its ``error``, never an exception.
@@ -339,11 +349,15 @@ def reconcile_shape(
                     "HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"),
                     l2.hbm_write_bytes, shape.quantity("dram_write_bytes"),
                     l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes))
-                total = shape.quantity("l2_total_bytes")
+                q_read, q_write = L2_SOURCES[l2_source]
+                extra = {name: v for name, v in (
+                    ("lts__t_bytes", shape.quantity("l2_total_bytes")),
+                    ("any_source_read", shape.quantity("l2_all_read_bytes")),
+                    ("any_source_write", shape.quantity("l2_all_write_bytes")),
+                    ("from_l2_fabric", shape.quantity("l2_fabric_bytes"))) if v is not None}
                 out.levels.append(LevelCompare(
-                    "L2", alg.sram_fill_read_bytes, shape.quantity("l2_read_bytes"),
-                    alg.sram_fill_write_bytes, shape.quantity("l2_write_bytes"),
-                    extra={"lts__t_bytes": total} if total is not None else {}))
+                    "L2", alg.sram_fill_read_bytes, shape.quantity(q_read),
+                    alg.sram_fill_write_bytes, shape.quantity(q_write), extra=extra))
                 expected = 2 if (spec.phase == "decode" and tiling.num_splits > 1) else 1
                 if len(shape.kernels) != expected:
                     out.notes.append(f"{len(shape.kernels)} kernels profiled, {expected} expected: "
@@ -384,6 +398,7 @@ def reconcile(
     tolerances: dict[str, float] | None = None,
     abs_tol: float = DEFAULT_ABS_TOL,
     predict_fn: PredictFn = _default_predict,
+    l2_source: str = "tex",
 ) -> Reconciliation:
     """Reconcile every shape of a measurement record.
 
@@ -396,13 +411,17 @@ def reconcile(
         tolerances: relative tolerance per level (default :data:`DEFAULT_TOLERANCES`).
         abs_tol: absolute tolerance in bytes for HBM and L2.
         predict_fn: the model's ``predict``.
+        l2_source: ``tex`` or ``all``, see :func:`reconcile_shape`.
 
     Returns:
         :class:`Reconciliation`.
 
     Raises:
-        IomodelError: no hardware known, an l2_fraction outside (0, 1], or no shape left.
+        IomodelError: no hardware known, an l2_fraction outside (0, 1], an unknown
+            l2_source, or no shape left.
     """
+    if l2_source not in L2_SOURCES:
+        raise IomodelError(f"l2_source {l2_source!r} is unknown: use {' or '.join(L2_SOURCES)}")
     hw = hardware_of(measurement, hardware)
     frac = l2_fraction
     if frac is None:
@@ -413,10 +432,34 @@ def reconcile(
     shapes = measurement.select(impls)
     if not shapes:
         raise IomodelError("no measured shape of the requested implementation(s): check --impl against the record")
-    rows = [reconcile_shape(s, hw, l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn) for s in shapes]
+    rows = [reconcile_shape(s, hw, l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn,
+                            l2_source=l2_source) for s in shapes]
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
     return Reconciliation(measurement, hw, frac, rows, tol, abs_tol)
+
+
+def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
+    """Within-tolerance fractions of the HBM level for several effective L2 fractions.
+
+    A diagnostic for the one free parameter of the L2-aware prediction: it shows how much
+    the agreement depends on it (a value chosen from this table must be recorded in the
+    sweep file's ``[l2_model]`` and stated with the results).
+
+    Args:
+        measurement: the record.
+        fractions: values of ``l2_fraction`` to try, each in (0, 1].
+        kwargs: passed to :func:`reconcile` (hardware, impls, tolerances ...).
+
+    Returns:
+        one dict per fraction: ``l2_fraction`` and ``(impl, level, which) -> fraction within``.
+    """
+    out = []
+    for f in fractions:
+        rec = reconcile(measurement, l2_fraction=f, **kwargs)
+        out.append({"l2_fraction": f, **{f"{s['impl']} {s['level']} {s['which']}": s["fraction"]
+                                          for s in rec.summary() if s["level"] == "HBM"}})
+    return out
 
 
 # ----------------------------------------------------------------------------------
@@ -656,5 +699,6 @@ __all__ = [
     "plot",
     "reconcile",
     "reconcile_shape",
+    "scan_l2_fraction",
     "table_rows",
 ]

@@ -47,6 +47,7 @@ def synthetic(shape_specs, factor=lambda sid, what: 1.0, pps=1) -> Measurement:
                     "lts__t_sectors_srcunit_tex_op_read.sum": sum(k.requested_read.values()) / 32 * factor(sid, "l2_read"),
                     "lts__t_sectors_srcunit_tex_op_write.sum": sum(k.requested_write.values()) / 32 * factor(sid, "l2_write"),
                     "lts__t_bytes.sum": 2.0 * sum(k.requested_read.values()),
+                    "lts__t_sectors_op_read.sum": 1.5 * sum(k.requested_read.values()) / 32,  # e.g. fabric forwards
                     "gpu__time_duration.sum": 1000.0,
                     "launch__occupancy_limit_registers": float(pps),
                     "launch__occupancy_limit_shared_mem": float(pps + 1),
@@ -122,6 +123,22 @@ def test_gaps_beyond_tolerance_are_listed_with_their_cause(sweep_shapes):
     assert f"`{target}` (HBM read)" in md and "## Outside tolerance (2)" in md
     lines = table_rows(rec)
     assert any(ln[0] == target and ln[8] == "NO" for ln in lines)
+
+
+def test_l2_source_and_fraction_scan(exact_record):
+    from iomodel.reconcile import scan_l2_fraction
+
+    meas = Measurement.from_dict(exact_record.to_dict())
+    meas.shapes = [s for s in meas.shapes if s.impl == "tiled" and s.spec.seqlen_k <= 2048]
+    rec = reconcile(meas, l2_source="all")
+    row = rec.rows[0]
+    assert row.level("L2").ratio_read == pytest.approx(1.5) and row.level("L2").measured_write is None
+    assert row.level("L2").extra["any_source_read"] == row.level("L2").measured_read
+    with pytest.raises(IomodelError, match="l2_source"):
+        reconcile(meas, l2_source="dram")
+    scan = scan_l2_fraction(meas, [0.5, 1.0])
+    assert [e["l2_fraction"] for e in scan] == [0.5, 1.0]
+    assert scan[0]["tiled HBM read"] == 1.0  # the synthetic counters were made with 0.5
 
 
 def test_level_tolerance_rules():

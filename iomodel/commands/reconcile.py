@@ -32,6 +32,11 @@ def reconcile(
                                                      "l2-vs-seqlen.png here.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the reconciliation as JSON.")] = None,
     markdown_out: Annotated[Optional[Path], typer.Option("--markdown", help="Write a Markdown report.")] = None,
+    l2_source: Annotated[str, typer.Option("--l2-source", help="L2 lookups compared with SRAM_fill: tex (from the "
+                                           "SMs' L1/TEX units) or all (any source, e.g. if TMA is not counted as "
+                                           "TEX).")] = "tex",
+    scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
+                                                   "effective L2 fractions 0.25 to 1.")] = False,
 ) -> None:
     """Compare predicted with measured bytes, level by level, and name each gap's cause."""
     import json
@@ -42,8 +47,9 @@ def reconcile(
     if tol_hbm < 0 or tol_l2 < 0 or abs_tol < 0:
         raise IomodelError("tolerances must be 0 or more: pass e.g. --tol-hbm 0.1")
     meas = Measurement.load(results)
-    rec = rc.reconcile(meas, hardware=hardware, l2_fraction=l2_fraction, impls=impl,
-                       tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol)
+    common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
+                  l2_source=l2_source)
+    rec = rc.reconcile(meas, l2_fraction=l2_fraction, **common)
     console = Console(width=max(Console().width, 180))
     t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}); "
                     "ratio = measured / predicted")
@@ -65,6 +71,16 @@ def reconcile(
         for r, bad in outside:
             console.print(f"  {r.id} ({', '.join(bad)}): {r.explanation()}"
                           + (f" [{'; '.join(r.notes)}]" if r.notes else ""), highlight=False)
+    if scan_l2_fraction:
+        scan = rc.scan_l2_fraction(meas, (0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0), **common)
+        st = Table(title="HBM within tolerance versus the effective L2 fraction")
+        cols = [k for k in scan[0] if k != "l2_fraction"]
+        st.add_column("l2_fraction")
+        for c in cols:
+            st.add_column(c)
+        for e in scan:
+            st.add_row(f"{e['l2_fraction']:g}", *[f"{e[c]:.0%}" for c in cols])
+        console.print(st)
     if plot_dir is not None:
         try:
             for p in rc.plot(rec, plot_dir):

@@ -19,7 +19,11 @@ Profiling Guide, "Metrics Reference" / "Memory Chart"):
   source unit is TEX (the SM's L1/TEX unit, through which global loads, stores, cp.async
   and TMA requests travel), times 32 bytes per sector.
 * **L2, all traffic** (reported, not compared): ``lts__t_bytes.sum``, every byte looked up
-  in L2 from any source (SMs, the other L2 partition over the L2 fabric, copy engines).
+  in L2 from any source (SMs, the other L2 partition over the L2 fabric, copy engines);
+  ``lts__t_sectors_op_read.sum`` / ``..._op_write.sum`` (read / write lookups from any
+  source) and ``lts__t_sectors_srcunit_ltcfabric.sum`` (lookups arriving from the other L2
+  partition) are kept to tell TMA and fabric traffic apart (``iomodel reconcile --l2-source all``
+  compares the any-source read/write lookups instead of the TEX ones).
 
 Units in the records: metric values are kept in the unit Nsight Compute printed (the
 ``units`` dict says which); :meth:`ShapeMeasurement.quantity` converts to bytes / seconds.
@@ -51,6 +55,9 @@ QUANTITY_METRICS: dict[str, tuple[str, ...]] = {
     "l2_read_bytes": ("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_bytes_srcunit_tex_op_read.sum"),
     "l2_write_bytes": ("lts__t_sectors_srcunit_tex_op_write.sum", "lts__t_bytes_srcunit_tex_op_write.sum"),
     "l2_total_bytes": ("lts__t_bytes.sum", "lts__t_sectors.sum"),
+    "l2_all_read_bytes": ("lts__t_sectors_op_read.sum",),
+    "l2_all_write_bytes": ("lts__t_sectors_op_write.sum",),
+    "l2_fabric_bytes": ("lts__t_sectors_srcunit_ltcfabric.sum",),
     "duration_s": ("gpu__time_duration.sum",),
 }
 
