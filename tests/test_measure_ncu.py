@@ -326,3 +326,12 @@ def test_child_runs_every_implementation_on_the_cpu(tmp_path):
     assert tiled["path"] == "prefill" and tiled["block_m"] == 32
     assert got[sw.shapes[-1].id]["config"]["path"] == "decode-split-kv"
     assert got[sw.shapes[2].id]["config"] == {"score_dtype": "fp32"}
+
+
+def test_interpreter_refuses_gpu_sized_sweeps(capsys):
+    from iomodel.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(ROOT / "sweeps" / "h200.toml"), "--interpreter", "--impl", "tiled", "--limit", "1"])
+    assert exc.value.code == 2
+    assert "too large for Triton's interpreter" in capsys.readouterr().err

@@ -20,8 +20,8 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 
-#: Interpreter cost guard: K/V blocks all programs load together (about 1-2 ms each on a CPU).
-INTERPRETER_MAX_BLOCKS = 20_000
+#: Interpreter cost guard: K/V blocks all programs load together (a few ms each on a CPU at HEAD_DIM 128).
+INTERPRETER_MAX_BLOCKS = 2_000
 
 
 def _interpreter_blocks(spec, tiling) -> int:
