@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import platform
 import statistics
 import time
@@ -146,6 +147,8 @@ def environment(device: str) -> dict[str, Any]:
         "cpu": platform.processor() or platform.machine(),
         "threads": torch.get_num_threads(),
     }
+    if hasattr(os, "getloadavg"):  # other work on the machine inflates CPU timings: say how much there was
+        env["load_average_1m_at_start"] = round(os.getloadavg()[0], 2)
     try:
         import triton
 
@@ -420,6 +423,8 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
         step("downstream logits check done")
     receipt["end_to_end"] = end_to_end(receipt)
     receipt["elapsed_s"] = time.perf_counter() - started
+    if hasattr(os, "getloadavg"):
+        receipt["device"]["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     violations = check_receipt(receipt, policy)
     receipt["verdict"] = {"pass": not violations, "violations": violations,
                           "policy_version": policy.version}

@@ -344,7 +344,9 @@ def render_markdown(receipt: dict[str, Any]) -> str:
     w(f"- date: {receipt['date']}; elapsed {receipt.get('elapsed_s', 0):.1f} s")
     w(f"- device: {dev['kind']} — {dev.get('name', '')}; torch {dev['torch']}, triton {dev.get('triton')}, "
       f"threads {dev.get('threads')}" + (f", CUDA {dev.get('cuda')}, cuDNN {dev.get('cudnn')}, sm {dev.get('sm')}"
-                                         if dev["kind"] == "cuda" else ""))
+                                         if dev["kind"] == "cuda" else "")
+      + (f"; load average {dev['load_average_1m_at_start']} at start, {dev.get('load_average_1m_at_end')} at end"
+         if "load_average_1m_at_start" in dev else ""))
     w(f"- shape matrix: `{mx['name']}` version {mx['version']} (sha256 {mx['sha256'][:12]})")
     w(f"- timing: {receipt['timing']['method']}; warmup {receipt['timing']['warmup']}, "
       f"{receipt['timing']['reps']} interleaved reps; {receipt['timing']['statistic']}")
@@ -388,7 +390,7 @@ def render_markdown(receipt: dict[str, Any]) -> str:
             mem = d.get("memory_ratio")
             decision = (f"use {TITLES.get(d['backend'], d['backend'])} (fused and tiled: no seqlen_q × seqlen_k "
                         "scores in memory)")
-            proof = (f"{d['speedup']:.2f}× faster (geomean of {len(b['shapes'])} shapes; policy ≥ {d['min_speedup']:g}×)"
+            proof = (f"{d['speedup']:.2f}× faster (geomean of {len(b['shapes'])} shape{'s' if len(b['shapes']) != 1 else ''}; policy ≥ {d['min_speedup']:g}×)"
                      + (f", {_pct(mem)} of baseline peak memory" if mem is not None else "")
                      + f"; max error {max(errs):.2g} (limit {min(x for x in lims if x is not None):.2g}); ran `{ran}`")
         else:
