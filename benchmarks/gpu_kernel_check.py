@@ -14,7 +14,9 @@ recorded instead):
     with the issue's error rule (max and p99 |error| <= 2 x the same-dtype eager chain's + 1e-5)
     and a poison check (every output element written);
 (b) decode HBM bandwidth against a device-to-device copy of the same K+V bytes, for the
-    default plan and each DECODE_SWEEP variant;
+    default plan, SDPA FLASH and each DECODE_SWEEP variant: device time (CUDA events, L2
+    flushed and a GPU spin before each call so host launch overhead is not timed), plus the
+    do_bench fraction and the host microseconds per call of the default;
 (c) a tuning sweep of prefill tile configurations (TMA_SWEEP, POINTER_SWEEP) on the
     headline shapes (seqlen 4k/8k, HEAD_DIM 128, fp16/bf16, causal and not, B*N = 16k,
     H = 16) next to SDPA CUDNN_ATTENTION and FLASH_ATTENTION, plus the autotuned default;
@@ -42,9 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 #: Headline prefill shapes: (seqlen, dtype, causal); B = 16384 // seqlen, H = 16, HEAD_DIM 128.
 HEADLINE = [(n, dt, c) for n in (4096, 8192) for dt in ("fp16", "bf16") for c in (False, True)]
 HEADLINE_TOKENS, HEADLINE_HEADS, HEADLINE_D = 16384, 16, 128
-#: Shapes that get the full sweep; the others time the FULL_SWEEP_TOP best configs of the
-#: same (dtype, causal) plus the autotuned default.
-FULL_SWEEP_SEQLEN = 4096
+#: None: every headline shape gets the full sweep (compiling a configuration takes ~1 s and
+#: timing it ~0.1 s, so the full sweep fits the budget). A seqlen: only shapes of that seqlen
+#: get it; the others time the FULL_SWEEP_TOP best configs of the same (dtype, causal).
+FULL_SWEEP_SEQLEN: int | None = None
 FULL_SWEEP_TOP = 4
 #: Prefill TMA candidates (sm_90): (BLOCK_M, BLOCK_N, num_warps, num_stages, warp_specialize).
 # Pruned with `python -m kernels.compile_check` on a CPU (sm_90 target): BLOCK_M 128 with 4
@@ -54,7 +57,7 @@ FULL_SWEEP_TOP = 4
 TMA_SWEEP = [
     (128, 64, 8, 2, False), (128, 64, 8, 3, False), (128, 64, 8, 4, False),
     (128, 128, 8, 2, False), (128, 128, 8, 3, False),
-    (64, 64, 4, 3, False), (64, 64, 4, 4, False), (64, 128, 4, 3, False),
+    (128, 64, 8, 5, False), (64, 64, 4, 3, False), (64, 64, 4, 4, False), (64, 128, 4, 3, False),
 ]
 #: Prefill pointer-path candidates: (BLOCK_M, BLOCK_N, num_warps, num_stages).
 POINTER_SWEEP = [(128, 64, 8, 3), (64, 64, 4, 3), (128, 128, 8, 2)]
@@ -211,9 +214,11 @@ def main() -> int:
         _save(out_path)
 
     # ------------------------------------------------------------------ (b) decode bandwidth
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     dec = RESULTS["sections"].setdefault("decode", [])
     if "decode" not in skip:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from kernels.benchmark import host_overhead_s, time_device_interleaved
 
         for B, N_k in DECODE_SHAPES:
             H, H_kv, d = 32, 8, 128
@@ -224,22 +229,22 @@ def main() -> int:
                 moved = kv_bytes + 2 * q.numel() * q.element_size()
                 src = torch.empty(kv_bytes, dtype=torch.uint8, device="cuda")
                 dst = torch.empty_like(src)
-                copies = [bench(lambda: dst.copy_(src), DECODE_REP_MS)]
                 rec["bytes"] = moved
+                fns = {"copy": lambda: dst.copy_(src)}
                 _, _, cfg = flash_attention(q, k, v, return_config=True)
-                t = bench(lambda: flash_attention(q, k, v), DECODE_REP_MS)
-                rec["default"] = {"config": cfg.to_dict(), "time_s": t, "GBps": moved / t / 1e9}
+                rec["default"] = {"config": cfg.to_dict()}
+                fns["default"] = lambda: flash_attention(q, k, v)
                 ref = None  # SDPA FLASH's output (an fp64 reference of 128k x B=8 would not fit)
                 try:
                     def sd():
                         with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                             return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
                     ref = sd().double()
-                    ts = bench(sd, DECODE_REP_MS)
-                    rec["sdpa_flash"] = {"time_s": ts, "GBps": moved / ts / 1e9}
+                    fns["sdpa_flash"] = sd
+                    rec["sdpa_flash"] = {}
                 except Exception as exc:
                     rec["sdpa_flash"] = {"error": _err(exc)}
-                for var in DECODE_SWEEP:
+                for i, var in enumerate(DECODE_SWEEP):
                     vr = dict(var)
                     try:
                         P = hx.decode_heads_per_program(H // H_kv, 1)
@@ -248,30 +253,38 @@ def main() -> int:
                         c = KernelConfig(hx.decode_block_m(P, 1), var["block_n"], var["num_warps"], var["num_stages"],
                                          "decode-split-kv", num_splits=splits, heads_per_program=P)
                         o = flash_attention(q, k, v, config=c)[0]
+                        vr["num_splits"] = splits
                         if ref is not None:
                             vr["max_diff_vs_sdpa_flash"] = (o.double() - ref).abs().max().item()
-                        tv = bench(lambda: flash_attention(q, k, v, config=c), DECODE_REP_MS)
-                        vr.update(num_splits=splits, time_s=tv, GBps=moved / tv / 1e9)
+                        fns[f"v{i}"] = (lambda c=c: flash_attention(q, k, v, config=c))
                     except Exception as exc:
                         vr["error"] = _err(exc)
                     rec["variants"].append(vr)
-                copies.append(bench(lambda: dst.copy_(src), DECODE_REP_MS))
-                tc = statistics.median(copies)
-                rec["copy"] = {"time_s": copies, "GBps": 2 * kv_bytes / tc / 1e9}
-                cbw = rec["copy"]["GBps"]
-                rec["default"]["fraction_of_copy"] = rec["default"]["GBps"] / cbw
-                for vr in rec["variants"]:
-                    if "GBps" in vr:
-                        vr["fraction_of_copy"] = vr["GBps"] / cbw
-                del q, k, v, src, dst
+                # device time (L2 flush + GPU spin before each call: host launch overhead not timed)
+                dev = time_device_interleaved(fns, rounds=2, reps=30)
+                cbw = 2 * kv_bytes / statistics.median(dev["copy"]) / 1e9
+                rec["copy"] = {"time_s": dev["copy"], "GBps": cbw}
+                for name, samples in dev.items():
+                    if name == "copy":
+                        continue
+                    gbps = moved / statistics.median(samples) / 1e9
+                    tgt = rec[name] if name in ("default", "sdpa_flash") else rec["variants"][int(name[1:])]
+                    tgt.update(time_s=samples, GBps=gbps, fraction_of_copy=gbps / cbw)
+                # do_bench (host launch overhead included when it exceeds the L2 flush) and host us/call
+                tb_copy, tb = bench(fns["copy"], DECODE_REP_MS), bench(fns["default"], DECODE_REP_MS)
+                rec["default"]["do_bench_fraction_of_copy"] = (moved / tb) / (2 * kv_bytes / tb_copy)
+                rec["default"]["host_us_per_call"] = host_overhead_s(fns["default"]) * 1e6
+                del q, k, v, src, dst, fns
             except Exception as exc:
                 rec["error"] = _err(exc)
             dec.append(rec)
             best = max((v for v in rec["variants"] if "GBps" in v), key=lambda v: v["GBps"], default=None)
+            dfl = rec.get("default", {})
             print(f"[b {_now() - T0:5.0f}s] decode B={B} KV={N_k}: copy {rec.get('copy', {}).get('GBps', 0):.0f} GB/s, "
-                  f"default {rec.get('default', {}).get('GBps', 0):.0f} GB/s "
-                  f"({rec.get('default', {}).get('fraction_of_copy', 0):.2f}), best variant "
-                  f"{best and round(best['GBps'])} GB/s {best and {k: best[k] for k in ('block_n', 'num_warps', 'num_stages', 'num_splits')}}"
+                  f"default {dfl.get('GBps', 0):.0f} GB/s ({dfl.get('fraction_of_copy', 0):.2f}; do_bench "
+                  f"{dfl.get('do_bench_fraction_of_copy', 0):.2f}; host {dfl.get('host_us_per_call', 0):.0f} us/call), "
+                  f"sdpa flash {rec.get('sdpa_flash', {}).get('GBps', 0):.0f} GB/s, best variant "
+                  f"{best and round(best['GBps'])} GB/s {best and {k: best.get(k) for k in ('block_n', 'num_warps', 'num_stages', 'num_splits')}}"
                   + (f" ERROR {rec['error']}" if "error" in rec else ""), flush=True)
             torch.cuda.empty_cache()
             _save(out_path)
@@ -279,10 +292,8 @@ def main() -> int:
     # ------------------------------------------------------------------ (c) prefill tuning sweep
     sweep = RESULTS["sections"].setdefault("sweep", [])
     if "sweep" not in skip:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         ranking: dict[tuple, list] = {}
-        order = sorted(HEADLINE, key=lambda s: s[0] != FULL_SWEEP_SEQLEN)
+        order = sorted(HEADLINE, key=lambda s: FULL_SWEEP_SEQLEN is not None and s[0] != FULL_SWEEP_SEQLEN)
         for N, dtype, causal in order:
             B = HEADLINE_TOKENS // N
             H, d = HEADLINE_HEADS, HEADLINE_D
@@ -311,7 +322,7 @@ def main() -> int:
                     rec["autotuned"] = {"error": _err(exc)}
                 cands = [("prefill-tma", c) for c in TMA_SWEEP] if sm90 else []
                 cands += [("prefill", (*c, False)) for c in POINTER_SWEEP]
-                if N != FULL_SWEEP_SEQLEN and (dtype, causal) in ranking:
+                if FULL_SWEEP_SEQLEN is not None and N != FULL_SWEEP_SEQLEN and (dtype, causal) in ranking:
                     cands = ranking[(dtype, causal)][:FULL_SWEEP_TOP]
                 for path, (bm, bn, w, s, ws) in cands:
                     cr = {"path": path, "block_m": bm, "block_n": bn, "num_warps": w, "num_stages": s, "ws": ws}
@@ -384,12 +395,14 @@ def main() -> int:
         if errs:
             print(f"   {len(errs)} config errors, e.g. {errs[0]['path']} {errs[0]['block_m']}x{errs[0]['block_n']} "
                   f"ws={errs[0]['ws']}: {errs[0]['error'][:160]}")
-    print("decode (GB/s)        copy  default frac  best  frac  best variant")
+    print("decode (GB/s, device time)  copy  default frac (do_bench) host-us  flash  best  frac  best variant")
     for r in dec:
         best = max((v for v in r.get("variants", []) if "GBps" in v), key=lambda v: v["GBps"], default={})
         dfl = r.get("default", {})
-        print(f"B={r['B']} KV={r['N_k']:6d}  {r.get('copy', {}).get('GBps', 0):6.0f} {dfl.get('GBps', 0):7.0f} "
-              f"{dfl.get('fraction_of_copy', 0):4.2f} {best.get('GBps', 0):5.0f} {best.get('fraction_of_copy', 0):5.2f}  "
+        print(f"B={r['B']} KV={r['N_k']:6d}         {r.get('copy', {}).get('GBps', 0):6.0f} {dfl.get('GBps', 0):7.0f} "
+              f"{dfl.get('fraction_of_copy', 0):4.2f} ({dfl.get('do_bench_fraction_of_copy', 0):4.2f})  "
+              f"{dfl.get('host_us_per_call', 0):6.0f} {r.get('sdpa_flash', {}).get('GBps', 0):6.0f} "
+              f"{best.get('GBps', 0):5.0f} {best.get('fraction_of_copy', 0):5.2f}  "
               f"{ {k: best.get(k) for k in ('block_n', 'num_warps', 'num_stages', 'num_splits')} }"
               + (f" ERROR {r['error']}" if "error" in r else ""))
     print(f"total {_now() - T0:.0f}s; details in {out_path}")

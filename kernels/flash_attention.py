@@ -33,7 +33,6 @@ FlashAttention does.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -416,9 +415,21 @@ def _tuned_kernel(path: str, head_dim: int, dtype: str, causal: bool) -> Any:
     if key not in _TUNED:
         tma = path == "prefill-tma"
         choices = hx.prefill_candidates(head_dim, dtype, causal, path)
-        _TUNED[key] = triton.autotune(configs=_triton_configs(choices, tma), key=_TUNE_KEY)(
+        extra = {"do_bench": _wall_clock_bench} if INTERPRET else {}
+        _TUNED[key] = triton.autotune(configs=_triton_configs(choices, tma), key=_TUNE_KEY, **extra)(
             _attn_fwd_tma if tma else _attn_fwd)
     return _TUNED[key]
+
+
+def _wall_clock_bench(fn: Any, quantiles: Any = None, **_: Any) -> Any:
+    """Interpreter stand-in for ``do_bench`` (the GPU benchmarker needs a device): one wall-clock
+    run. Only lets ``autotune=True`` exercise the autotuning path on a CPU; the times mean nothing."""
+    import time
+
+    t0 = time.perf_counter()
+    fn()
+    ms = (time.perf_counter() - t0) * 1e3
+    return [ms] * len(quantiles) if quantiles else ms
 
 
 def _choice_to_config(c: Any, path: str) -> KernelConfig:
@@ -547,7 +558,9 @@ def flash_attention(
             for decode.
         path: force ``prefill``, ``prefill-tma`` or ``decode-split-kv`` (decode needs
             N_q <= 16); ``None``: :func:`kernel_path`.
-        autotune: prefill on a GPU only; default True there.
+        autotune: prefill only; default True on a GPU, False in the interpreter (where
+            ``autotune=True`` runs the GPU candidates with a meaningless wall-clock
+            benchmark, to exercise the autotuning path).
         num_sms: SM count for the split-KV heuristic (default: the device's; 4 in the interpreter).
         out: preallocated ``(o, lse)`` of shapes ``(B, H, N_q, d)`` (q's dtype) and
             ``(B, H, N_q)`` fp32, contiguous, on q's device.
@@ -622,7 +635,7 @@ def _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, path, config,
     N_k = k.shape[2]
     dtype = shape.dtype
     if config is None:
-        if INTERPRET:
+        if INTERPRET and not autotune:
             c = hx.INTERPRETER_PREFILL
             config = KernelConfig(c.block_m, c.block_n, c.num_warps, c.num_stages, path)
         elif autotune is False:

@@ -237,6 +237,19 @@ def test_reported_config_decode_is_the_heuristic_hand_computed():
     assert_matches_reference(q, k, v, False, "top-left", o, lse)
 
 
+@pytest.mark.parametrize("path", ["prefill", "prefill-tma"])
+def test_autotuned_path_reports_a_candidate(path):
+    """autotune=True runs triton.autotune over the GPU candidates (with a wall-clock stand-in
+    for do_bench in the interpreter) and reports the config it picked (``best_config``)."""
+    q, k, v = _make(1, 2, 1, 40, 50, 64, torch.bfloat16, seed=4)
+    o, lse, cfg = flash_attention(q, k, v, True, "bottom-right", return_config=True, path=path, autotune=True)
+    cands = hx.prefill_candidates(64, "bf16", True, path)
+    assert (cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages) in {
+        (c.block_m, c.block_n, c.num_warps, c.num_stages) for c in cands}
+    assert cfg.path == path
+    assert_matches_reference(q, k, v, True, "bottom-right", o, lse)
+
+
 def test_forced_config_is_run_and_reported():
     q, k, v = _make(1, 2, 1, 70, 90, 32, torch.float16, seed=2)
     cfg = KernelConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, path="prefill")
