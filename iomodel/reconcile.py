@@ -123,6 +123,7 @@ class ShapeReconciliation:
     error: str | None = None
 
     def level(self, name: str) -> LevelCompare | None:
+        """The comparison at level ``name`` (``HBM``, ``L2``, ``SRAM_fill``), None if not compared."""
         return next((lv for lv in self.levels if lv.level == name), None)
 
     def explanation(self) -> str:
@@ -141,6 +142,7 @@ class ShapeReconciliation:
         return "no model for this implementation"
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form with ratios, the L2-aware prediction and the explanation."""
         return {
             "id": self.id,
             "impl": self.impl,
@@ -179,6 +181,7 @@ class Reconciliation:
         return 0.0 if level == "SRAM_fill" else self.abs_tol
 
     def within(self, row: ShapeReconciliation, level: str, which: str) -> bool | None:
+        """Whether a shape's level agrees within this reconciliation's tolerances (None if not compared)."""
         lv = row.level(level)
         if lv is None:
             return None
@@ -212,6 +215,7 @@ class Reconciliation:
         return res
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: settings, summary and every shape."""
         return {
             "measurement": {"kind": self.measurement.kind, "created": self.measurement.created,
                             "command": self.measurement.command, "environment": self.measurement.environment},
@@ -479,6 +483,7 @@ def fmt_bytes(n: float | None) -> str:
 
 
 def fmt_ratio(r: float | None) -> str:
+    """A measured/predicted ratio with two decimals; ``inf`` when the prediction is 0, ``-`` for None."""
     if r is None:
         return "-"
     if math.isinf(r):

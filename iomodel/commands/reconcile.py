@@ -98,4 +98,5 @@ def reconcile(
 
 
 def register(app: typer.Typer) -> None:
+    """Add the command to the ``iomodel`` typer app."""
     app.command("reconcile")(reconcile)

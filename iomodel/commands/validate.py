@@ -181,4 +181,5 @@ def _print_summary(console: Console, meas, path: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    """Add the command to the ``iomodel`` typer app."""
     app.command("validate")(validate)

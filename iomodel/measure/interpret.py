@@ -81,6 +81,7 @@ class TensorTraffic:
             setattr(self, attr, getattr(self, attr) + getattr(other, attr))
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: the counts in bytes, elements and operations."""
         return {
             "read_bytes": self.read_bytes,
             "write_bytes": self.write_bytes,
@@ -125,6 +126,7 @@ class LaunchTraffic:
     programs: dict[tuple[int, int, int], dict[str, TensorTraffic]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form: kernel name, grid and per-argument counts (bytes)."""
         return {
             "kernel": self.kernel,
             "grid": list(self.grid),

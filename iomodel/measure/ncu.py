@@ -113,12 +113,14 @@ class SweepShape:
     seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form (the child process reads it)."""
         spec = self.spec.to_dict()
         spec.pop("pass", None)
         return {"id": self.id, "impl": self.impl, "spec": spec, "seed": self.seed}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SweepShape":
+        """Inverse of :meth:`to_dict` (the LayerSpec validates itself)."""
         spec = dict(d["spec"])
         spec.pop("pass", None)
         return cls(id=d["id"], impl=d["impl"], spec=LayerSpec(**spec), seed=int(d.get("seed", 0)))

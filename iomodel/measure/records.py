@@ -129,10 +129,12 @@ class KernelRecord:
         return int(min(vals)) if vals else None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
         return {"name": self.name, "grid": self.grid, "block": self.block, "metrics": self.metrics, "units": self.units}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "KernelRecord":
+        """Inverse of :meth:`to_dict`."""
         return cls(name=d["name"], metrics=dict(d.get("metrics", {})), units=dict(d.get("units", {})),
                    grid=d.get("grid", ""), block=d.get("block", ""))
 
@@ -183,6 +185,7 @@ class ShapeMeasurement:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form (the spec without its derived ``pass`` key)."""
         spec = self.spec.to_dict()
         spec.pop("pass", None)
         return {
@@ -197,6 +200,7 @@ class ShapeMeasurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ShapeMeasurement":
+        """Inverse of :meth:`to_dict`; the LayerSpec validates itself (IomodelError on bad fields)."""
         spec = dict(d["spec"])
         spec.pop("pass", None)
         return cls(
@@ -234,6 +238,7 @@ class Measurement:
     shapes: list[ShapeMeasurement] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form, tagged with :data:`SCHEMA`."""
         return {
             "schema": SCHEMA,
             "kind": self.kind,

@@ -189,6 +189,7 @@ class _LRU:
         self._evict(protect=key)
 
     def dirty(self) -> dict[str, int]:
+        """Bytes still dirty, per tensor."""
         out: dict[str, int] = {}
         for nbytes, dirty, _, tensor in self.items.values():
             if dirty:
@@ -499,9 +500,11 @@ class Cause:
 
     @property
     def magnitude(self) -> int:
+        """|read| + |write| contribution in bytes (ranks the causes)."""
         return abs(self.read_bytes) + abs(self.write_bytes)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
         return {"key": self.key, "title": self.title, "read_bytes": self.read_bytes,
                 "write_bytes": self.write_bytes, "detail": self.detail}
 
@@ -546,6 +549,7 @@ class L2Prediction:
         return max(self.causes, key=lambda c: c.magnitude) if self.causes else None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form (bytes), with the dominant cause's key."""
         return {
             "algorithm": self.algorithm,
             "hbm": {"read_bytes": self.hbm_read_bytes, "write_bytes": self.hbm_write_bytes},
