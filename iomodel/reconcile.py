@@ -402,7 +402,7 @@ def reconcile(
     tolerances: dict[str, float] | None = None,
     abs_tol: float = DEFAULT_ABS_TOL,
     predict_fn: PredictFn = _default_predict,
-    l2_source: str = "tex",
+    l2_source: str | None = None,
 ) -> Reconciliation:
     """Reconcile every shape of a measurement record.
 
@@ -415,7 +415,8 @@ def reconcile(
         tolerances: relative tolerance per level (default :data:`DEFAULT_TOLERANCES`).
         abs_tol: absolute tolerance in bytes for HBM and L2.
         predict_fn: the model's ``predict``.
-        l2_source: ``tex`` or ``all``, see :func:`reconcile_shape`.
+        l2_source: ``tex`` or ``all``, see :func:`reconcile_shape`; default: the record's
+            ``settings.l2_model.l2_source``, else ``tex``.
 
     Returns:
         :class:`Reconciliation`.
@@ -424,6 +425,8 @@ def reconcile(
         IomodelError: no hardware known, an l2_fraction outside (0, 1], an unknown
             l2_source, or no shape left.
     """
+    if l2_source is None:
+        l2_source = str((measurement.settings.get("l2_model") or {}).get("l2_source", "tex"))
     if l2_source not in L2_SOURCES:
         raise IomodelError(f"l2_source {l2_source!r} is unknown: use {' or '.join(L2_SOURCES)}")
     hw = hardware_of(measurement, hardware)

@@ -32,9 +32,9 @@ def reconcile(
                                                      "l2-vs-seqlen.png here.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the reconciliation as JSON.")] = None,
     markdown_out: Annotated[Optional[Path], typer.Option("--markdown", help="Write a Markdown report.")] = None,
-    l2_source: Annotated[str, typer.Option("--l2-source", help="L2 lookups compared with SRAM_fill: tex (from the "
-                                           "SMs' L1/TEX units) or all (any source, e.g. if TMA is not counted as "
-                                           "TEX).")] = "tex",
+    l2_source: Annotated[Optional[str], typer.Option("--l2-source", help="L2 lookups compared with SRAM_fill: tex "
+                                                     "(from the SMs' L1/TEX units) or all (any source, e.g. if TMA "
+                                                     "is not counted as TEX); default: the record's, else tex.")] = None,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1.")] = False,
 ) -> None:
