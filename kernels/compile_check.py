@@ -172,7 +172,7 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
         reports.append(_report("_attn_decode", cfg, c, arch))
         c2 = fa._attn_decode_combine.warmup(
             o, lse, op, lp, *o.stride(), H, seqlen_q, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=hx.head_dim_padded(head_dim),
-            BLOCK_Q=hx.next_pow2(seqlen_q), EMULATE_BF16=False, num_warps=4, grid=(1,))
+            BLOCK_S=hx.combine_block_s(S, head_dim), EMULATE_BF16=False, num_warps=4, grid=(1,))
         reports.append(_report("_attn_decode_combine", dict(seqlen_q=seqlen_q, head_dim=head_dim), c2, arch))
     except Exception as exc:
         reports.append(CompileReport("_attn_decode", cfg, False,

@@ -21,8 +21,9 @@ interpreter counts the requested bytes and compares them with the traffic model)
 
 * decode (``N_q <= 16``): split-KV (Flash-Decoding). Grid ``(num_splits, B*H_kv*(G/P))``;
   one program packs P query heads of one GQA group into its rows, covers one split of
-  the KV cache and writes a partial O and LSE (fp32) that a separate combine kernel
-  merges by their LSEs (or O and LSE directly when ``num_splits == 1``).
+  the KV cache and writes a partial O and LSE (fp32) that a separate combine kernel (grid
+  ``(B*H, N_q)``, splits read in tiles of up to 64) merges by their LSEs (or O and LSE
+  directly when ``num_splits == 1``).
 
 Conventions: GQA/MQA by index mapping (query head h reads KV head ``h // G``); causal
 top-left (PyTorch ``is_causal``) or bottom-right (flash-attn >= 2.1); a row that sees no
@@ -342,42 +343,47 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
 def _attn_decode_combine(O, LSE, O_PART, LSE_PART,
                          stride_oz, stride_oh, stride_om, stride_od,
                          H, N_Q, NUM_SPLITS,
-                         HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_Q: tl.constexpr,
+                         HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_S: tl.constexpr,
                          EMULATE_BF16: tl.constexpr):
-    """Merge the split-KV partials of one (b, h): grid (B*H,).
+    """Merge the split-KV partials: grid (B*H, N_Q), program (b*H + h, query row m).
 
-    O = sum_s exp(lse_s - lse) O_s, lse = log sum_s exp(lse_s) (Flash-Decoding; Dao et al.
-    2023). Reads every partial of (b, h) once, writes O (dtype) and LSE (fp32) once.
+    O = sum_s exp(lse_s - lse) O_s, lse = log sum_s exp(lse_s) (Flash-Decoding, Dao et al.
+    2023). The programs of one (b, h) together read every partial of (b, h) once and write
+    its O (dtype) and LSE (fp32) once. Splits are read BLOCK_S at a time (one
+    (BLOCK_S, d) tile per step), so a few dozen splits cost one round of loads, not a
+    chain of dependent ones.
     """
     bh = tl.program_id(0)
+    m = tl.program_id(1)
     b = bh // H
     h = bh % H
-    offs_q = tl.arange(0, BLOCK_Q)
+    offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
-    q_ok = offs_q < N_Q
-    od_ok = q_ok[:, None] & (offs_d < HEAD_DIM)[None, :]
-    m = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)
-    l = tl.zeros([BLOCK_Q], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_Q, HEAD_DIM_PAD], dtype=tl.float32)
-    for s in range(NUM_SPLITS):
-        row = (bh.to(tl.int64) * NUM_SPLITS + s) * N_Q + offs_q
-        lse_s = tl.load(LSE_PART + row, mask=q_ok, other=float("-inf"))
-        o_s = tl.load(O_PART + row[:, None] * HEAD_DIM + offs_d[None, :], mask=od_ok, other=0.0)
-        m_new = tl.maximum(m, lse_s)
-        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp(m - m_sub)
-        w = tl.exp(lse_s - m_sub)
-        l = l * alpha + w
-        acc = acc * alpha[:, None] + w[:, None] * o_s
-        m = m_new
-    empty = l == 0.0
-    l_safe = tl.where(empty, 1.0, l)
-    o = acc / l_safe[:, None]
-    lse = tl.where(empty, float("-inf"), m + tl.log(l_safe))
-    o_ptrs = (O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
-              + offs_q[:, None] * stride_om + offs_d[None, :] * stride_od)
-    tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=od_ok)
-    tl.store(LSE + bh.to(tl.int64) * N_Q + offs_q, lse, mask=q_ok)
+    d_ok = offs_d < HEAD_DIM
+    m_run = tl.full([1], float("-inf"), dtype=tl.float32)
+    l_run = tl.zeros([1], dtype=tl.float32)
+    acc = tl.zeros([HEAD_DIM_PAD], dtype=tl.float32)
+    for s0 in range(0, NUM_SPLITS, BLOCK_S):
+        sp = s0 + offs_s
+        s_ok = sp < NUM_SPLITS
+        row = (bh.to(tl.int64) * NUM_SPLITS + sp) * N_Q + m  # (BLOCK_S,) partial row of split sp
+        lse_s = tl.load(LSE_PART + row, mask=s_ok, other=float("-inf"))
+        o_s = tl.load(O_PART + row[:, None] * HEAD_DIM + offs_d[None, :], mask=s_ok[:, None] & d_ok[None, :],
+                      other=0.0)
+        m_new = tl.maximum(m_run, tl.max(lse_s, 0, keep_dims=True))
+        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # every split empty so far
+        alpha = tl.exp(m_run - m_sub)
+        w = tl.exp(lse_s - m_sub)  # (BLOCK_S,); 0 for empty splits
+        l_run = l_run * alpha + tl.sum(w, 0, keep_dims=True)
+        acc = acc * alpha + tl.sum(w[:, None] * o_s, 0)
+        m_run = m_new
+    empty = l_run == 0.0
+    l_safe = tl.where(empty, 1.0, l_run)
+    o = acc / l_safe
+    lse = tl.where(empty, float("-inf"), m_run + tl.log(l_safe))
+    o_ptrs = O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh + m.to(tl.int64) * stride_om + offs_d * stride_od
+    tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=d_ok)
+    tl.store(LSE + bh.to(tl.int64) * N_Q + m + tl.arange(0, 1), lse)
 
 
 # ====================================================================================
@@ -725,8 +731,8 @@ def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sm
         EMULATE_BF16=_emulate_bf16(q),
         num_warps=config.num_warps, num_stages=config.num_stages)
     if split:
-        _attn_decode_combine[(B * H,)](
+        _attn_decode_combine[(B * H, N_q)](
             o, lse, o_part, lse_part, *o.stride(), H, N_q, S,
-            HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), BLOCK_Q=hx.next_pow2(N_q),
+            HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), BLOCK_S=hx.combine_block_s(S, d),
             EMULATE_BF16=_emulate_bf16(q), num_warps=4)
     return config

@@ -268,6 +268,14 @@ def decode_split_len(seqlen_k: int, num_splits: int, block_n: int) -> int:
     return cdiv(cdiv(seqlen_k, num_splits), block_n) * block_n
 
 
+def combine_block_s(num_splits: int, head_dim: int) -> int:
+    """Splits the combine kernel reads per step: ``min(next_pow2(num_splits), 64, max(16, 8192 // d_pad))``.
+
+    One (BLOCK_S, d) fp32 tile per step stays <= 32 KiB (64 registers per thread at 4 warps).
+    """
+    return max(1, min(next_pow2(num_splits), 64, max(16, 8192 // head_dim_padded(head_dim))))
+
+
 def decode_config(
     *,
     batch: int,
@@ -325,6 +333,7 @@ __all__ = [
     "PATHS",
     "TileChoice",
     "cdiv",
+    "combine_block_s",
     "decode_block_m",
     "decode_block_n",
     "decode_config",
