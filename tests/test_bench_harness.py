@@ -26,7 +26,7 @@ warmup = 1
 reps = 3
 
 [workload]
-prompt_len = 96
+prompt_len = 128
 output_len = 4
 layers = 2
 prefill_bucket = "p"
@@ -203,8 +203,14 @@ def test_end_to_end_by_hand():
     assert dec["request_s"] == pytest.approx(57.5) and dec["speedup"] == pytest.approx(160 / 57.5)
     assert dec["ttft_attention_s"] == pytest.approx(22.5) and dec["per_output_token_s"] == pytest.approx(17.5)
     assert not e["extrapolated"]
-    receipt["matrix"]["workload"]["prompt_len"] = 5  # beyond the prefill points: extrapolated, said so
-    assert end_to_end(receipt)["extrapolated"]
+    receipt["matrix"]["workload"]["prompt_len"] = 8  # beyond the measured sizes: extrapolated, said so
+    e = end_to_end(receipt)
+    assert e["extrapolated"]
+    # prefill extends the last power law (N^2): 16 * (8/4)^2; decode scales the last point with N_k: 6 * (8 + 9)/6
+    assert e["paths"]["sdpa-math"]["prefill_call_s"] == pytest.approx(64.0)
+    assert e["paths"]["sdpa-math"]["decode_calls_s"] == pytest.approx(17.0)
+    receipt["matrix"]["workload"]["prompt_len"] = 1  # below: decode 2 * (1 + 2)/2 = 3, never negative
+    assert end_to_end(receipt)["paths"]["sdpa-math"]["decode_calls_s"] == pytest.approx(3.0)
 
 
 def test_spread_by_hand():
@@ -313,3 +319,41 @@ def test_triton_backend_is_lazy_and_says_why_it_cannot_run(monkeypatch):
     inp = make_inputs(pad, pad.shapes[0], 0, "cpu")
     with pytest.raises(KernelRefusal, match="key-padding"):
         _triton_call_factory(object())(inp)
+
+
+_ADAPTER_CHECK = r"""
+import importlib, json, torch
+from iomodel.bench.backends import _triton_call_factory
+from iomodel.bench.inputs import make_inputs, reference_output
+from iomodel.bench.matrix import Bucket, Shape
+mod = importlib.import_module("kernels.flash_attention")
+out = {}
+for causal, align, nq, nk in ((True, "top-left", 32, 32), (True, "bottom-right", 2, 40), (False, "top-left", 1, 40)):
+    b = Bucket("t", 1.0, "prefill" if nq == nk else "decode", causal, align, 4, 2, 16, "fp32", (Shape(1, nq, nk),))
+    inp = make_inputs(b, b.shapes[0], 0, "cpu")
+    o = _triton_call_factory(mod)(inp)()
+    ref = reference_output(b, b.shapes[0], inp)
+    out[f"{causal}-{align}-{nq}"] = float((o.double() - ref).abs().max())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.interpreter
+def test_triton_adapter_calls_the_kernel_api_correctly():
+    """The adapter passes causal/alignment/GQA as the kernel API says (checked in Triton's interpreter, tiny shapes)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton")
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "kernels" / "flash_attention.py").is_file():
+        pytest.skip("kernels/flash_attention.py not present")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(root))
+    p = subprocess.run([sys.executable, "-c", _ADAPTER_CHECK], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    errs = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(errs) == 3 and all(e < 1e-5 for e in errs.values()), errs

@@ -33,16 +33,22 @@ from iomodel.errors import IomodelError
 
 
 def _interp(points: list[tuple[float, float]], x: float, log: bool) -> tuple[float, bool]:
-    """Piecewise-linear interpolation (in log-log space when ``log``), extrapolating the end segments.
+    """Piecewise-linear interpolation (in log-log space when ``log``) of time against size.
 
-    One point: time proportional to x**2 (``log``, prefill: FLOPs grow as N^2) or to x (decode:
-    K/V bytes grow as N_k). Returns ``(value, extrapolated)``.
+    Outside the measured sizes: ``log`` (prefill) extends the end segment's power law; linear
+    (decode) scales the nearest end point in proportion to x (decode time grows with the
+    K/V bytes, proportional to N_k), so an estimate is never negative. One point: time
+    proportional to x**2 (``log``: prefill FLOPs grow as N^2) or to x. Returns
+    ``(value, extrapolated)``.
     """
     pts = sorted(points)
     if len(pts) == 1:
         x0, y0 = pts[0]
         return y0 * (x / x0) ** (2 if log else 1), x != x0
     extrap = x < pts[0][0] or x > pts[-1][0]
+    if extrap and not log:
+        x0, y0 = pts[0] if x < pts[0][0] else pts[-1]
+        return y0 * x / x0, True
     if x <= pts[0][0]:
         (x0, y0), (x1, y1) = pts[0], pts[1]
     elif x >= pts[-1][0]:
@@ -53,7 +59,7 @@ def _interp(points: list[tuple[float, float]], x: float, log: bool) -> tuple[flo
     if log:
         lx0, lx1, ly0, ly1 = math.log(x0), math.log(x1), math.log(y0), math.log(y1)
         return math.exp(ly0 + (ly1 - ly0) * (math.log(x) - lx0) / (lx1 - lx0)), extrap
-    return max(0.0, y0 + (y1 - y0) * (x - x0) / (x1 - x0)), extrap
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0), extrap
 
 
 def _points(bucket: dict[str, Any], backend: str, key: str) -> list[tuple[float, float]] | None:
@@ -77,7 +83,8 @@ def end_to_end(receipt: dict[str, Any]) -> dict[str, Any] | None:
 
     ``request_s = layers * (prefill(prompt_len) + sum_{t < output_len} decode(prompt_len + t))``
     with prefill interpolated in log-log over the prefill bucket's seqlen and decode
-    linearly over the decode bucket's seqlen_k, at each bucket's own batch size. Paths:
+    linearly over the decode bucket's seqlen_k (see :func:`_interp` for sizes outside the
+    measured ones), at each bucket's own batch size. Paths:
     the baseline, each fused backend that ran every shape of both buckets, and the
     decision (the chosen backend of each phase's bucket). The request speedup equals
     ``1 / (share_prefill / s_prefill + share_decode / s_decode)`` with the baseline's
@@ -125,7 +132,7 @@ def end_to_end(receipt: dict[str, Any]) -> dict[str, Any] | None:
     dd_name = db["summary"]["decision"]["backend"]
     decision = path(dp_name or BASELINE, dd_name or BASELINE)
     recon = None
-    if decision:
+    if decision and decision["prefill_call_s"] > 0 and decision["decode_calls_s"] > 0 and base["decode_calls_s"] > 0:
         s_p = base["prefill_call_s"] / decision["prefill_call_s"]
         s_d = base["decode_calls_s"] / decision["decode_calls_s"]
         share = base["prefill_share"]
