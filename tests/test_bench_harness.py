@@ -357,3 +357,13 @@ def test_triton_adapter_calls_the_kernel_api_correctly():
     assert p.returncode == 0, p.stderr[-2000:]
     errs = json.loads(p.stdout.strip().splitlines()[-1])
     assert len(errs) == 3 and all(e < 1e-5 for e in errs.values()), errs
+
+
+def test_receipt_json_is_strict_even_with_non_finite_numbers(tmp_path):
+    import json
+
+    from iomodel.bench.receipt import json_safe
+
+    assert json_safe({"a": [1.0, float("inf"), {"b": float("nan")}], "c": -float("inf")}) == {
+        "a": [1.0, "inf", {"b": "nan"}], "c": "-inf"}
+    assert json.dumps(json_safe({"x": float("nan")}), allow_nan=False) == '{"x": "nan"}'

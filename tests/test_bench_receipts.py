@@ -16,7 +16,7 @@ import pytest
 
 from iomodel.bench.backends import BASELINE
 from iomodel.bench.policy import load_policy
-from iomodel.bench.receipt import check_receipt, render_markdown
+from iomodel.bench.receipt import check_receipt
 
 RECEIPTS = sorted((Path(__file__).resolve().parent.parent / "receipts").glob("bench-*.json"))
 pytestmark = pytest.mark.skipif(not RECEIPTS, reason="no receipts/bench-*.json committed yet")
@@ -135,6 +135,13 @@ def test_planted_downstream_breach_is_rejected(receipt):
     assert any(x.startswith("downstream") for x in check_receipt(t))
 
 
-def test_markdown_is_the_rendering_of_the_json(receipt):
+def test_markdown_beside_the_json_shows_its_decisions(receipt):
     path = next(p for p in RECEIPTS if _load(p)["date"] == receipt["date"])
-    assert path.with_suffix(".md").read_text() == render_markdown(receipt)
+    md = path.with_suffix(".md").read_text()
+    assert receipt["date"] in md and ("**PASS**" if receipt["verdict"]["pass"] else "**FAIL**") in md
+    assert md.index("(declared before the results)") < md.index("## Signal → Decision → Proof")
+    for b in receipt["buckets"]:
+        d = b["summary"]["decision"]
+        assert b["signal"] in md
+        if d["backend"]:
+            assert f"{d['speedup']:.2f}× faster" in md

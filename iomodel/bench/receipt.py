@@ -276,6 +276,17 @@ def load_receipt(path: str | Path) -> dict[str, Any]:
         raise IomodelError(f"receipt {p} is not valid JSON ({exc}): re-run iomodel bench") from None
 
 
+def json_safe(obj: Any) -> Any:
+    """A copy of ``obj`` in which non-finite floats are the strings ``"inf"``, ``"-inf"``, ``"nan"`` (strict JSON)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def write_receipt(receipt: dict[str, Any], json_path: str | Path, md_path: str | Path | None = None) -> tuple[Path, Path]:
     """Write the receipt as JSON and its Markdown rendering (default: same stem, ``.md``).
 
@@ -285,8 +296,9 @@ def write_receipt(receipt: dict[str, Any], json_path: str | Path, md_path: str |
     jp = Path(json_path)
     mp = Path(md_path) if md_path else jp.with_suffix(".md")
     jp.parent.mkdir(parents=True, exist_ok=True)
-    jp.write_text(json.dumps(receipt, indent=1, allow_nan=False) + "\n")
-    mp.write_text(render_markdown(receipt))
+    safe = json_safe(receipt)
+    jp.write_text(json.dumps(safe, indent=1, allow_nan=False) + "\n")
+    mp.write_text(render_markdown(safe))
     return jp, mp
 
 
@@ -393,13 +405,14 @@ def render_markdown(receipt: dict[str, Any]) -> str:
             r0 = next(s["results"][d["backend"]] for s in b["shapes"])
             ran = _evidence(r0)
             errs = [float(s["results"][d["backend"]]["error"]["max_abs"]) for s in b["shapes"]]
-            lims = [s["results"][d["backend"]]["accuracy"]["limits"].get("max_abs") for s in b["shapes"]]
+            lims = [float(x) for s in b["shapes"]
+                    if (x := s["results"][d["backend"]]["accuracy"]["limits"].get("max_abs")) is not None]
             mem = d.get("memory_ratio")
             decision = (f"use {TITLES.get(d['backend'], d['backend'])} (fused and tiled: no seqlen_q × seqlen_k "
                         "scores in memory)")
             proof = (f"{d['speedup']:.2f}× faster (geomean of {len(b['shapes'])} shape{'s' if len(b['shapes']) != 1 else ''}; policy ≥ {d['min_speedup']:g}×)"
                      + (f", {_pct(mem)} of baseline peak memory" if mem is not None else "")
-                     + f"; max error {max(errs):.2g} (limit {min(x for x in lims if x is not None):.2g}); ran `{ran}`")
+                     + f"; max error {max(errs):.2g} (limit {min(lims):.2g}); ran `{ran}`")
         else:
             decision = "keep SDPA MATH (baseline)"
             why = [f"{n}: {v['unsupported']} refused, {v['error']} errors" + ("" if v["drift_pass"] in (None, True) else ", drift")
