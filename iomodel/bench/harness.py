@@ -10,8 +10,9 @@ For each shape of a :class:`~iomodel.bench.matrix.ShapeMatrix` the harness
 5. profiles each backend that ran once (ATen ops, CUDA kernels, peak allocated bytes);
 6. times the backends interleaved: ``warmup`` untimed calls each, then ``reps`` rounds in
    which every backend runs once, the order rotating each round. CUDA samples are device
-   time between two ``torch.cuda.Event``s after zeroing an L2-sized buffer (cold L2, and the
-   flush keeps the GPU busy while the host enqueues the call); CPU samples are
+   time between two ``torch.cuda.Event``s after zeroing an L2-sized buffer (cold L2) and a
+   short GPU spin (the host enqueues the whole call meanwhile, so launch gaps are not
+   timed); CPU samples are
    ``time.perf_counter`` around the (synchronous) call, repeated inside a sample when one
    call is shorter than 1 ms.
 
@@ -39,6 +40,11 @@ from iomodel.measure.sdpa import profile_call, probe_call
 RECEIPT_SCHEMA = "iomodel-bench-receipt/1"
 #: CPU: a timed sample repeats the call until it lasts at least this long (seconds).
 CPU_MIN_SAMPLE_S = 1e-3
+#: CUDA: GPU clock cycles of ``torch.cuda._sleep`` before each sample's start event (about
+#: 1 ms at 2 GHz): the host enqueues the start event, every kernel of the call and the end
+#: event while the GPU spins, so a multi-kernel eager call (MATH) is not charged for host
+#: launch gaps and the samples are device time of the call's kernels.
+CUDA_SPIN_CYCLES = 2_000_000
 
 #: Progress hook: ``progress(description, done, total)`` with done/total counted in steps
 #: (one step per shape, one for the downstream check).
@@ -119,7 +125,7 @@ def time_interleaved(calls: dict[str, Callable[[], Any]], device: str, warmup: i
                 if flush is not None:
                     flush.zero_()
                 if sleep is not None:
-                    sleep(100_000)  # ~50 us of GPU spin so host enqueue time is not timed
+                    sleep(CUDA_SPIN_CYCLES)  # the GPU spins while the host enqueues the call: launch overhead untimed
                 start.record()
                 fn()
                 end.record()
@@ -375,8 +381,9 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
         "matrix": matrix.to_dict(),
         "timing": {
             "warmup": warmup, "reps": reps, "interleaved": True,
-            "method": ("CUDA events around one call after zeroing an L2 flush buffer of "
-                       f"{matrix.l2_flush_bytes} B; device time") if device == "cuda" else
+            "method": ("CUDA events around one call, after zeroing an L2 flush buffer of "
+                       f"{matrix.l2_flush_bytes} B (cold L2) and a {CUDA_SPIN_CYCLES}-cycle GPU spin that hides host "
+                       "launch time; device time of the call's kernels") if device == "cuda" else
                       ("time.perf_counter around synchronous CPU calls; a sample repeats the call until it "
                        f"lasts >= {CPU_MIN_SAMPLE_S * 1e3:g} ms"),
             "statistic": "median of per-call sample times; spread p10/p90, IQR, min/max",

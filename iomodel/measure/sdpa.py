@@ -293,6 +293,8 @@ def probe_call(
         warnings.simplefilter("always")
         try:
             out = fn()
+            if getattr(out, "is_cuda", False):
+                torch.cuda.synchronize()  # an asynchronous kernel error surfaces here, inside the probe
             exc: BaseException | None = None
         except torch.OutOfMemoryError as e:  # not a refusal: the shape needs more memory
             out, exc = None, e
