@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             if v is None:
                 cells.append(f"{'n/a':>16s}")
             elif v["ok"] == 0:
-                cells.append(f"{'refused ' + str(v['unsupported']) + '/' + str(len(b['shapes'])):>16s}")
+                what = f"refused {v['unsupported']}" if v["unsupported"] else f"error {v['error']}"
+                cells.append(f"{what + '/' + str(len(b['shapes'])):>16s}")
             else:
                 sp, mem = v["speedup_geomean"], v["memory_ratio_geomean"]
                 mark = "" if v["drift_pass"] else "!"
