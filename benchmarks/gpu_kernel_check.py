@@ -332,11 +332,11 @@ def main() -> int:
                         continue
                     try:
                         c = KernelConfig(bm, bn, w, s, path, warp_specialize=ws)
-                        o = flash_attention(q, k, v, causal=causal, config=c)[0]
+                        o = flash_attention(q, k, v, causal=causal, config=c, path=path)[0]
                         torch.cuda.synchronize()
                         if ref is not None:
                             cr["max_diff_vs_sdpa"] = (o.float() - ref.float()).abs().max().item()
-                        t = bench(lambda: flash_attention(q, k, v, causal=causal, config=c))
+                        t = bench(lambda: flash_attention(q, k, v, causal=causal, config=c, path=path))
                         cr.update(time_s=t, tflops=flops / t / 1e12)
                     except Exception as exc:
                         cr["error"] = _err(exc)

@@ -558,12 +558,13 @@ def flash_attention(
             ``bottom-right`` (n <= m + N_k - N_q, flash-attn >= 2.1, KV-cache decode).
         sm_scale: score scale (> 0), default ``1 / sqrt(d)``.
         return_config: also return the :class:`KernelConfig` that ran.
-        config: run exactly these tiles (``path`` must match the call's path); ``None``:
+        config: run exactly these tiles on ``config.path`` (``path``, if given, must
+            match it); ``None``:
             autotuned on a GPU (or :func:`heuristics.prefill_default` if ``autotune`` is
             False), the fixed interpreter tiles on a CPU, :func:`heuristics.decode_config`
             for decode.
         path: force ``prefill``, ``prefill-tma`` or ``decode-split-kv`` (decode needs
-            N_q <= 16); ``None``: :func:`kernel_path`.
+            N_q <= 16); ``None``: ``config.path`` if a config is given, else :func:`kernel_path`.
         autotune: prefill only; default True on a GPU, False in the interpreter (where
             ``autotune=True`` runs the GPU candidates with a meaningless wall-clock
             benchmark, to exercise the autotuning path).
@@ -584,7 +585,7 @@ def flash_attention(
     """
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, max_head_dim=hx.MAX_HEAD_DIM)
     _check_device(q)
-    chosen = path or kernel_path(q, k, v)
+    chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v)
     if chosen not in hx.PATHS:
         raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(hx.PATHS)} or None")
     if chosen == "decode-split-kv" and shape.seqlen_q > hx.DECODE_MAX_SEQLEN_Q:

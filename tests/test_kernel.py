@@ -250,9 +250,11 @@ def test_autotuned_path_reports_a_candidate(path):
     assert_matches_reference(q, k, v, True, "bottom-right", o, lse)
 
 
-def test_forced_config_is_run_and_reported():
+@pytest.mark.parametrize("path", ["prefill", "prefill-tma"])
+def test_forced_config_is_run_and_reported(path):
+    """A config runs on its own path (config.path), with exactly its tiles."""
     q, k, v = _make(1, 2, 1, 70, 90, 32, torch.float16, seed=2)
-    cfg = KernelConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, path="prefill")
+    cfg = KernelConfig(block_m=64, block_n=32, num_warps=4, num_stages=1, path=path)
     o, lse, ran = flash_attention(q, k, v, True, "top-left", return_config=True, config=cfg)
     assert ran == cfg
     assert_matches_reference(q, k, v, True, "top-left", o, lse)
@@ -289,7 +291,8 @@ def _qkv(B=1, H=2, H_kv=2, N_q=20, N_k=20, d=32, dtype=torch.float16):
         (_qkv(N_q=4), {"config": KernelConfig(16, 16, 4, 1, "decode-split-kv", heads_per_program=3)},
          "heads_per_program"),
         (_qkv(), {"config": KernelConfig(32, 24, 4, 1, "prefill")}, "power of two"),
-        (_qkv(), {"config": KernelConfig(32, 16, 4, 1, "prefill-tma")}, "config.path"),
+        (_qkv(), {"config": KernelConfig(32, 16, 4, 1, "prefill-tma"), "path": "prefill"}, "config.path"),
+        (_qkv(N_q=40), {"config": KernelConfig(16, 16, 4, 1, "decode-split-kv")}, "seqlen_q <= 16"),
         (_qkv(), {"out": (torch.zeros(1, 2, 20, 32), torch.zeros(1, 2, 20))}, "out must be"),
     ],
 )

@@ -1,0 +1,144 @@
+"""Dry runs of the GPU-only scripts on a CPU, so they cannot rot between GPU sessions.
+
+``benchmarks/gpu_kernel_check.py`` and ``kernels.benchmark.run_benchmark`` run in a
+subprocess where ``torch.cuda`` is faked (device ``cuda`` becomes ``cpu``, events read the
+wall clock), ``do_bench`` is a single wall-clock call and the kernels run in Triton's
+interpreter, on tiny shapes. The numbers mean nothing; what is checked is that every
+section runs, every configuration of the sweep is launched on its own path without an
+error, correctness passes, and the JSON/Markdown outputs are written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.interpreter]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FAKE_CUDA = r'''
+import os, sys, time
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, ROOT); sys.path.insert(0, ROOT + "/benchmarks")
+import torch, triton
+from torch.overrides import TorchFunctionMode
+
+class CudaToCpu(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if str(kwargs.get("device", "")).startswith("cuda"):
+            kwargs["device"] = "cpu"
+        return func(*args, **kwargs)
+
+_Gen = torch.Generator
+torch.Generator = lambda device=None: _Gen()
+
+class Props:
+    major, minor, multi_processor_count, total_memory = 9, 0, 132, 141 * 10**9
+
+class Ev:
+    def __init__(self, enable_timing=True): self.t = 0.0
+    def record(self): self.t = time.perf_counter()
+    def elapsed_time(self, other): return (other.t - self.t) * 1e3
+
+for name, val in dict(is_available=lambda: True, get_device_properties=lambda *a: Props(),
+                      get_device_capability=lambda *a: (9, 0), get_device_name=lambda *a: "FAKE H200",
+                      synchronize=lambda *a: None, empty_cache=lambda *a: None, _sleep=lambda *a: None,
+                      Event=Ev).items():
+    setattr(torch.cuda, name, val)
+
+def fake_do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean", **kw):
+    t = time.perf_counter(); fn(); ms = (time.perf_counter() - t) * 1e3 + 1e-3
+    return [ms] * len(quantiles) if quantiles else ms
+triton.testing.do_bench = fake_do_bench
+
+import kernels.flash_attention as fa
+import kernels.benchmark as bk
+fa.INTERPRET = False            # the scripts refuse the interpreter; the kernels still run interpreted
+fa._check_device = lambda q: None
+fa._emulate_bf16 = lambda q: q.dtype == torch.bfloat16
+_tuned = fa._tuned_kernel
+def tuned(*a):
+    fa.INTERPRET = True         # autotune with the wall-clock stand-in for do_bench
+    try: return _tuned(*a)
+    finally: fa.INTERPRET = False
+fa._tuned_kernel = tuned
+_tdi = bk.time_device_interleaved
+bk.time_device_interleaved = lambda fns, rounds, reps=50, **kw: _tdi(fns, 1, reps=2, flush_bytes=1024)
+_host = bk.host_overhead_s
+bk.host_overhead_s = lambda fn, calls=50: _host(fn, 2)
+'''
+
+CHECK = FAKE_CUDA + r'''
+import gpu_kernel_check as g
+g.HEADLINE = [(64, "fp16", False), (64, "bf16", True)]
+g.HEADLINE_TOKENS, g.HEADLINE_HEADS, g.HEADLINE_D = 128, 2, 32
+g.TMA_SWEEP = [(32, 16, 4, 1, False), (64, 32, 4, 2, False)]
+g.POINTER_SWEEP = [(32, 16, 4, 1)]
+g.DECODE_SHAPES = [(1, 96)]
+g.DECODE_SWEEP = g.DECODE_SWEEP[:1]
+g.CORRECTNESS = [(1, 4, 2, 40, 50, 128, "fp16", True, "top-left"), (1, 4, 2, 33, 20, 64, "bf16", True, "bottom-right"),
+                 (1, 4, 2, 30, 31, 48, "fp32", False, "top-left"), (1, 8, 2, 3, 100, 32, "bf16", True, "bottom-right")]
+sys.argv = ["gpu_kernel_check.py"]
+with CudaToCpu():
+    sys.exit(g.main())
+'''
+
+BENCH = FAKE_CUDA + r'''
+torch.backends.cudnn.version = lambda: 0
+with CudaToCpu():
+    pre = bk.prefill_matrix(tokens=128, heads=2, head_dims=(32,), seqlens=(64,), dtypes=("fp16",), causals=(False, True))
+    dec = bk.decode_matrix(batches=(1,), heads=4, kv_heads=2, head_dim=32, kv_lens=(64,), dtypes=("bf16",))
+    bk.run_benchmark(os.environ["OUT"] + "/receipt", prefill=pre, decode=dec, rounds=1, math_limit_bytes=2**30,
+                     echo=lambda s: None)
+'''
+
+
+def _run(script: str, out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OUT=str(out), TRITON_INTERPRET="1")
+    code = f"ROOT = {str(ROOT)!r}\n" + script
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=out,
+                          timeout=600)
+
+
+def test_gpu_kernel_check_dry_run(tmp_path):
+    res = _run(CHECK, tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "================ SUMMARY ================" in res.stdout
+    data = json.loads((tmp_path / "kernel_check.json").read_text())
+    corr = data["sections"]["correctness"]
+    # 2 prefill paths (+ autotuned mode for HEAD_DIM 128) for the fp16/bf16 shapes, pointer only for fp32, decode
+    assert [(r["path"], r["mode"]) for r in corr] == [
+        ("prefill", "default"), ("prefill", "autotuned"), ("prefill-tma", "default"), ("prefill-tma", "autotuned"),
+        ("prefill", "default"), ("prefill-tma", "default"), ("prefill", "default"), ("decode-split-kv", "default")]
+    assert all(r["status"] == "PASS" for r in corr), [r for r in corr if r["status"] != "PASS"]
+    for rec in data["sections"]["sweep"]:
+        assert [c["path"] for c in rec["configs"]] == ["prefill-tma", "prefill-tma", "prefill"]
+        assert all("tflops" in c and "error" not in c for c in rec["configs"]), rec["configs"]
+        assert rec["autotuned"]["config"]["path"] == "prefill"  # CPU tensors: kernel_path picks the pointer path
+        assert set(rec["sdpa"]) == {"cudnn", "flash"}
+    (dec,) = data["sections"]["decode"]
+    assert "error" not in dec and dec["default"]["config"]["path"] == "decode-split-kv"
+    assert all("GBps" in v for v in dec["variants"]) and dec["copy"]["GBps"] > 0
+
+
+def test_bench_kernel_dry_run(tmp_path):
+    res = _run(BENCH, tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    receipt = json.loads((tmp_path / "receipt.json").read_text())
+    assert [e["shape"]["causal"] for e in receipt["prefill"]] == [False, True]
+    for e in receipt["prefill"]:
+        assert e["results"]["triton"]["status"] == "ran" and e["results"]["triton"]["tflops"] > 0
+        assert e["results"]["sdpa-flash"]["status"] == "ran"
+        assert e["results"]["sdpa-cudnn"]["status"].startswith("refused")  # CUDA-only backends refuse on a CPU
+    (d,) = receipt["decode"]
+    assert d["results"]["triton"]["config"]["path"] == "decode-split-kv"
+    assert d["results"]["triton"]["fraction_of_copy"] > 0
+    assert receipt["acceptance"]["passed"] is False  # no target shape measured
+    assert (tmp_path / "receipt.md").read_text().startswith("# Kernel benchmark receipt")
