@@ -50,7 +50,7 @@ def assert_one_line_error(capsys, argv, *needles):
         (["--block-n", "48"], ["BLOCK_N must be a power of two", "32 or 64"]),
         (["--block-m", "0"], ["block_m", "--block-m"]),
         (["--block-m", "256", "--block-n", "256"], ["shared memory", "HEAD_DIM=128", "lower --block-m"]),
-        (["--preset", "gpt2-medium", "--block-m", "256", "--block-n", "128"], ["HEAD_DIM=64 fp32"]),
+        (["--preset", "gpt2-medium", "--block-m", "256", "--block-n", "128", "--num-stages", "3"], ["HEAD_DIM=64 fp32"]),
         (["--hardware", "TPU"], ["unknown hardware 'TPU'", "H200"]),
         (["--phase", "training"], ["phase 'training'", "--phase prefill"]),
         (["--pass", "bwd"], ["pass 'bwd'", "fwd+bwd"]),
