@@ -62,6 +62,10 @@ def _interpreting() -> bool:
 #: True when this module's kernels were decorated under TRITON_INTERPRET=1 (CPU interpreter).
 INTERPRET = _interpreting()
 
+#: Whether :func:`kernel_path` may pick the TMA path on sm_90. ``IOMODEL_TMA=0`` in the
+#: environment turns it off (an explicit switch for diagnosis, reported in every config).
+USE_TMA = os.environ.get("IOMODEL_TMA", "1").strip().lower() not in ("0", "false", "off", "no")
+
 LOG2E = 1.4426950408889634  # 1 / ln 2: scores are kept in log2 units so exp2 can be used
 LN2 = 0.6931471805599453
 
@@ -491,22 +495,15 @@ def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     """The path :func:`flash_attention` takes for these inputs (without ``path=``).
 
     ``decode-split-kv`` when seqlen_q <= 16; ``prefill-tma`` on an sm_90 GPU for fp16/bf16
-    with a power-of-two HEAD_DIM in 16..256 and TMA-aligned tensors; else ``prefill``
-    (pointer loads; always in the interpreter).
+    with a power-of-two HEAD_DIM in 16..256 and TMA-aligned tensors (unless ``IOMODEL_TMA=0``);
+    else ``prefill`` (pointer loads; always in the interpreter).
     """
     if q.shape[2] <= hx.DECODE_MAX_SEQLEN_Q:
         return "decode-split-kv"
-    d = q.shape[-1]
-    if (
-        not INTERPRET
-        and q.is_cuda
-        and torch.cuda.get_device_capability(q.device)[0] == 9
-        and q.dtype in (torch.float16, torch.bfloat16)
-        and d == hx.head_dim_padded(d)
-        and _tma_ok(q, k, v)
-    ):
-        return "prefill-tma"
-    return "prefill"
+    if INTERPRET or not q.is_cuda:
+        return "prefill"
+    return hx.prefill_path(_TORCH_TO_TL_NAME.get(q.dtype, str(q.dtype)), q.shape[-1],
+                           torch.cuda.get_device_capability(q.device)[0], _tma_ok(q, k, v), USE_TMA)
 
 
 def _check_device(q: torch.Tensor) -> None:
@@ -585,6 +582,8 @@ def flash_attention(
     """
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, max_head_dim=hx.MAX_HEAD_DIM)
     _check_device(q)
+    if config is not None and not isinstance(config, KernelConfig):
+        raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
     chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v)
     if chosen not in hx.PATHS:
         raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(hx.PATHS)} or None")

@@ -155,6 +155,27 @@ def _by_head_dim(table: dict[int, list[TileChoice]], head_dim: int) -> list[Tile
     return list(table[key])
 
 
+def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
+                 use_tma: bool = True) -> str:
+    """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``), in pure Python.
+
+    Args:
+        dtype: ``fp16``, ``bf16`` or ``fp32``.
+        head_dim: HEAD_DIM (d).
+        sm_major: compute capability major of the GPU (9 = Hopper), ``None`` for the interpreter.
+        tma_aligned: q, k, v (and o) have 16-byte aligned bases and strides and a unit last stride.
+        use_tma: the ``IOMODEL_TMA`` switch.
+
+    Returns:
+        ``prefill-tma`` on sm_90 for fp16/bf16 with a power-of-two HEAD_DIM in 16..256 and
+        aligned tensors, else ``prefill``.
+    """
+    if (use_tma and sm_major == 9 and dtype in ("fp16", "bf16") and head_dim == head_dim_padded(head_dim)
+            and head_dim <= MAX_HEAD_DIM and tma_aligned):
+        return "prefill-tma"
+    return "prefill"
+
+
 def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> list[TileChoice]:
     """Autotune candidates of the prefill kernel for one shape class.
 
@@ -344,5 +365,6 @@ __all__ = [
     "next_pow2",
     "prefill_candidates",
     "prefill_default",
+    "prefill_path",
     "seqlen_bucket",
 ]

@@ -294,6 +294,8 @@ def _qkv(B=1, H=2, H_kv=2, N_q=20, N_k=20, d=32, dtype=torch.float16):
         (_qkv(), {"config": KernelConfig(32, 16, 4, 1, "prefill-tma"), "path": "prefill"}, "config.path"),
         (_qkv(N_q=40), {"config": KernelConfig(16, 16, 4, 1, "decode-split-kv")}, "seqlen_q <= 16"),
         (_qkv(), {"out": (torch.zeros(1, 2, 20, 32), torch.zeros(1, 2, 20))}, "out must be"),
+        (_qkv(), {"config": {"block_m": 32}}, "KernelConfig"),
+        (_qkv(), {"causal": "yes"}, "causal must be"),
     ],
 )
 def test_clear_errors(args, kwargs, fragment):
@@ -362,3 +364,14 @@ def test_heuristics_import_neither_torch_nor_triton():
     code = "import sys, kernels.heuristics; print('torch' in sys.modules, 'triton' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    "dtype,d,sm,aligned,use,path",
+    [("bf16", 128, 9, True, True, "prefill-tma"), ("fp16", 64, 9, True, True, "prefill-tma"),
+     ("fp32", 128, 9, True, True, "prefill"), ("bf16", 96, 9, True, True, "prefill"),
+     ("bf16", 128, 8, True, True, "prefill"), ("bf16", 128, 9, False, True, "prefill"),
+     ("bf16", 128, 9, True, False, "prefill"), ("bf16", 128, None, True, True, "prefill")],
+)
+def test_prefill_path_choice(dtype, d, sm, aligned, use, path):
+    assert hx.prefill_path(dtype, d, sm, aligned, use) == path
