@@ -168,7 +168,9 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
         + (" (input dtype, kernels/baseline.py default)." if opts["score_dtype"] is None else "."),
         "LSE is fp32 (4 bytes per query row); O has the input dtype.",
         "GQA in the tiled kernels is by index mapping (KV head = h // G): K/V bytes scale with H, not H_kv.",
-        "Compulsory bytes read each input once and write each output once per pass (O and LSE are not compulsory); "
+        "Compulsory bytes read each input once and write each output once per pass: forward Q, K, V read and O written, "
+        "backward Q, K, V, dO read and dQ, dK, dV written (the LSE and the backward's reads of O and LSE are "
+        "algorithm choices, not compulsory); "
         "with a causal mask only the keys some query sees and the query rows that see some key are needed.",
         "Layer FLOPs are 4·B·H·d·(visible query-key pairs) forward and 2.5x that backward; causal pairs are "
         "counted exactly (N(N+1)/2 for square top-left), softmax and elementwise FLOPs are ignored.",
