@@ -272,13 +272,14 @@ def test_check_gpu_on_a_cpu_machine():
         ncu.check_gpu()
 
 
-def test_cli_validate_without_gpu_and_dry_run(capsys):
+def test_cli_validate_without_gpu_and_dry_run(capsys, tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
     from iomodel.cli import main
 
+    monkeypatch.chdir(tmp_path)  # a default output name must never land in the repository
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit) as exc:
-            main(["validate", str(ROOT / "sweeps" / "h200.toml"), "--limit", "1"])
+            main(["validate", str(ROOT / "sweeps" / "h200.toml"), "--limit", "1", "--out", str(tmp_path / "n.json")])
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert "--interpreter" in err and "Traceback" not in err
@@ -328,10 +329,35 @@ def test_child_runs_every_implementation_on_the_cpu(tmp_path):
     assert got[sw.shapes[2].id]["config"] == {"score_dtype": "fp32"}
 
 
-def test_interpreter_refuses_gpu_sized_sweeps(capsys):
+def test_interpreter_refuses_gpu_sized_sweeps(capsys, tmp_path, monkeypatch):
     from iomodel.cli import main
 
+    monkeypatch.chdir(tmp_path)  # were the guard to fail, interp-h200-<date>.json lands here, not in the repo
     with pytest.raises(SystemExit) as exc:
-        main(["validate", str(ROOT / "sweeps" / "h200.toml"), "--interpreter", "--impl", "tiled", "--limit", "1"])
+        main(["validate", str(ROOT / "sweeps" / "h200.toml"), "--interpreter", "--impl", "tiled", "--limit", "1",
+              "--out", str(tmp_path / "interp.json")])
     assert exc.value.code == 2
     assert "too large for Triton's interpreter" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_every_unit_of_the_h200_receipt_converts():
+    """The units ncu 2025.3 printed on the H200 (ns, sector, byte, block, register/thread, '') all convert;
+    the summary of gpu_validate.sh crashed on 'ns' before (IomodelError: unit 'ns' is not understood)."""
+    from iomodel.measure.ncu import summary_lines
+
+    path = ROOT / "receipts" / "ncu-h200-2026-11-29.json"
+    if not path.is_file():
+        pytest.skip("calibration receipt not present")
+    meas = Measurement.load(path)
+    units = {u for s in meas.shapes for k in s.kernels for u in k.units.values()}
+    assert {"ns", "sector", "byte"} <= units
+    for s in meas.shapes:
+        for k in s.kernels:
+            for m in k.metrics:
+                assert k.value(m) is not None or k.metrics[m] is None
+    first = meas.shapes[0]
+    # gpu__time_duration.sum = 29216 ns -> 29.216 us; 1,025,484 TEX read sectors -> 32 B each
+    assert first.quantity("duration_s") == pytest.approx(29216e-9)
+    assert first.quantity("l2_read_bytes") == 1025484 * 32
+    assert len(summary_lines(meas)) >= len(meas.shapes)

@@ -68,7 +68,10 @@ UNIT_SCALE: dict[str, float] = {
     "sector": SECTOR_BYTES, "ksector": SECTOR_BYTES * 1e3, "msector": SECTOR_BYTES * 1e6,
     "gsector": SECTOR_BYTES * 1e9,
     "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1,
-    "": 1,
+    # Nsight Compute 2025.x with --print-units base prints times as ns/us/ms/s (receipts/ncu-h200-2026-11-29.json)
+    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1,
+    # counts (no conversion): grid size, occupancy limits, registers
+    "": 1, "block": 1, "register/thread": 1, "warp": 1, "thread": 1, "cycle": 1,
 }
 
 #: Occupancy limits Nsight Compute reports per launch (blocks per SM); their minimum is
