@@ -110,6 +110,8 @@ class ShapeReconciliation:
         l2: the L2-aware prediction (None where no model applies).
         notes: one sentence each (mismatches between model and kernel, extra kernels ...).
         error: why the shape could not be reconciled (None if it was).
+        tile_order: grid order of the query tiles the kernel reported (``forward`` when absent).
+        l2_metric: the measured quantity compared at the L2 level (``sm_read_bytes`` or ``l2_read_bytes``).
     """
 
     id: str
@@ -121,6 +123,8 @@ class ShapeReconciliation:
     l2: L2Prediction | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    tile_order: str = "forward"
+    l2_metric: str | None = None
 
     def level(self, name: str) -> LevelCompare | None:
         """The comparison at level ``name`` (``HBM``, ``L2``, ``SRAM_fill``), None if not compared."""
@@ -282,6 +286,8 @@ def _default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **opti
 
 #: ``--l2-source`` -> the measured quantities compared with SRAM_fill (see records.QUANTITY_METRICS).
 L2_SOURCES: dict[str, tuple[str, str]] = {
+    "auto": ("sm_read_bytes", "sm_write_bytes"),  # SM side if measured, else "tex" (see reconcile_shape)
+    "sm": ("sm_read_bytes", "sm_write_bytes"),  # l1tex__m_xbar2l1tex_read_bytes / l1tex__m_l1tex2xbar_write_bytes
     "tex": ("l2_read_bytes", "l2_write_bytes"),  # lts__t_sectors_srcunit_tex_op_{read,write}
     "all": ("l2_all_read_bytes", "l2_all_write_bytes"),  # lts__t_sectors_op_{read,write}
 }
@@ -304,8 +310,10 @@ def reconcile_shape(
         l2_fraction: effective fraction of L2 (see :mod:`iomodel.traffic.l2`).
         flush_between_kernels: the profiler flushed caches before each kernel.
         predict_fn: the model's ``predict`` (tests pass a stand-in).
-        l2_source: which L2 lookups stand for the SMs' requests: ``tex`` (source unit TEX,
-            default) or ``all`` (any source; see :data:`L2_SOURCES`).
+        l2_source: what stands for the SMs' requests: ``auto`` (default: the bytes the SMs
+            received from / sent to the L2 over the crossbar when measured, else ``tex``),
+            ``sm`` (those only), ``tex`` (L2 lookups from source unit TEX) or ``all`` (L2
+            lookups from any source); see :data:`L2_SOURCES`.
 
     Returns:
         :class:`ShapeReconciliation`; model errors become its ``error``, never an exception.
@@ -339,7 +347,8 @@ def reconcile_shape(
                 pps, src = _programs_per_sm(shape, tiling, hardware)
                 out.programs_per_sm = (pps, src)
                 params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels)
-                l2 = predict_tiled(spec, tiling, params)
+                out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
+                l2 = predict_tiled(spec, tiling, params, out.tile_order)
                 out.l2 = l2
                 sim_fill = {}
                 for k in l2.kernels:
@@ -354,6 +363,9 @@ def reconcile_shape(
                     l2.hbm_write_bytes, shape.quantity("dram_write_bytes"),
                     l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes))
                 q_read, q_write = L2_SOURCES[l2_source]
+                if l2_source == "auto" and shape.quantity(q_read) is None:
+                    q_read, q_write = L2_SOURCES["tex"]
+                out.l2_metric = q_read
                 extra = {name: v for name, v in (
                     ("lts__t_bytes", shape.quantity("l2_total_bytes")),
                     ("any_source_read", shape.quantity("l2_all_read_bytes")),
@@ -371,7 +383,10 @@ def reconcile_shape(
             tiling = Tiling()
             pred = predict_fn(spec, tiling, hardware, **opts)
             alg = pred.algorithms["baseline"]
-            params = L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction, flush_between_kernels)
+            # no dirty-line survival for the eager chain's library kernels: on the calibration receipt
+            # (receipts/ncu-h200-2026-11-29.json) their write-back at 1k was below even the LRU's
+            params = L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction, flush_between_kernels,
+                              dirty_survival=False)
             l2 = predict_baseline(spec, alg.rows, params)
             out.l2 = l2
             out.levels.append(LevelCompare(
@@ -416,7 +431,7 @@ def reconcile(
         abs_tol: absolute tolerance in bytes for HBM and L2.
         predict_fn: the model's ``predict``.
         l2_source: ``tex`` or ``all``, see :func:`reconcile_shape`; default: the record's
-            ``settings.l2_model.l2_source``, else ``tex``.
+            ``settings.l2_model.l2_source``, else ``auto``.
 
     Returns:
         :class:`Reconciliation`.
@@ -426,7 +441,7 @@ def reconcile(
             l2_source, or no shape left.
     """
     if l2_source is None:
-        l2_source = str((measurement.settings.get("l2_model") or {}).get("l2_source", "tex"))
+        l2_source = str((measurement.settings.get("l2_model") or {}).get("l2_source", "auto"))
     if l2_source not in L2_SOURCES:
         raise IomodelError(f"l2_source {l2_source!r} is unknown: use {' or '.join(L2_SOURCES)}")
     hw = hardware_of(measurement, hardware)
@@ -616,7 +631,9 @@ def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
         fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 3.9 * rows_n), squeeze=False)
         for ax, key in zip(axes.flat, keys_l):
             members = sorted(fams[key], key=_x)
-            curve = _curve(members, rec, level, predict_fn)
+            # zero bytes cannot sit on a log axis: leave those points out (no line to the bottom)
+            curve = [tuple(float("nan") if (i and not v) else v for i, v in enumerate(c))
+                     for c in _curve(members, rec, level, predict_fn)]
             xs = [c[0] for c in curve]
             if level == "HBM":
                 ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (L2-aware)")
@@ -682,12 +699,12 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
                     continue
                 pps = near.programs_per_sm[0] if near.programs_per_sm else 1
                 params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, pps, rec.l2_fraction)
-                l2 = predict_tiled(spec, tiling, params)
+                l2 = predict_tiled(spec, tiling, params, near.tile_order)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
             else:
                 opts = {"score_dtype": "fp32"} if near.impl == "baseline-fp32" else {}
                 alg = predict_fn(spec, Tiling(), rec.hardware, **opts).algorithms["baseline"]
-                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, 1, rec.l2_fraction)
+                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, 1, rec.l2_fraction, dirty_survival=False)
                 l2 = predict_baseline(spec, alg.rows, params)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
         except IomodelError:

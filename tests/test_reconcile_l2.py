@@ -26,8 +26,8 @@ BIG = 1 << 40  # an L2 that holds everything
 
 
 def params(capacity_bytes: int, sms: int = 4, pps: int = 1) -> L2Params:
-    """L2Params whose effective capacity is exactly ``capacity_bytes`` (fraction 1)."""
-    return L2Params(max(1, capacity_bytes), sms, pps, l2_fraction=1.0)
+    """L2Params whose effective capacity is exactly ``capacity_bytes`` (fraction 1), pure LRU (round-1 model)."""
+    return L2Params(max(1, capacity_bytes), sms, pps, l2_fraction=1.0, dirty_survival=False, write_once=False)
 
 
 def test_lru_primitive_misses_evictions_and_dirty_lines():
@@ -41,6 +41,42 @@ def test_lru_primitive_misses_evictions_and_dirty_lines():
     # a dirty stream item is evicted in part: its oldest 30 bytes are written back
     k = simulate("k", [[Access("D", "d", 80, write=True), Access("E", "e", 50)]], capacity=100)
     assert k.hbm_write == {"D": 30} and k.dirty_at_end == {"D": 50} and k.hbm_read == {"E": 50}
+
+
+def test_dirty_survival_and_write_share_hand_computed():
+    # 1000 dirty bytes (on average 500 of their own bytes allocated after each), then 500 bytes
+    # allocated by a read miss: with C = 1000 the expected write-back is
+    # 1000 * (1 - exp(-(500 + 500)/1000)) = 632.1 -> 632 bytes; the read fits (BIG L2)
+    w = [[Access("O", "o", 1000, write=True), Access("K", "k", 500)]]
+    k = simulate("k", w, capacity=BIG, survival=1000)
+    assert k.hbm_write == {"O": 632} and k.dirty_at_end == {"O": 368} and k.lru_write == 0
+    # bytes written last see (almost) no later allocation and stay: 10 * (1 - exp(-5/1000)) = 0.05 -> 0
+    k = simulate("k", [[Access("K", "k", 500), Access("O", "o", 10, write=True)]], capacity=BIG, survival=1000)
+    assert k.hbm_write == {} and k.dirty_at_end == {"O": 10}
+    # capacity 100 read-equivalent bytes: 100 written bytes occupy 50 when written lines hold one copy
+    # (write_share 0.5), so a 50-byte read still fits; occupying 100 they lose their oldest 50 bytes
+    w = [[Access("O", "o", 100, write=True), Access("K", "k", 50)]]
+    assert simulate("k", w, capacity=100, write_share=0.5).hbm_write == {}
+    assert simulate("k", w, capacity=100, write_share=1.0).hbm_write == {"O": 50}
+
+
+def test_kv_streams_of_one_wave_interleave_in_chunks():
+    # two KV heads of 2048 keys (d=64 fp16: 256 KiB of K each), one wave each reading both, L2 of
+    # 600 KiB: streamed side by side in 1024-row chunks, the second wave's re-read of head 0
+    # chunk 0 finds it evicted (2 x 2 x 2 x 128 KiB = 1 MiB streamed since); one whole item per
+    # head (round 1) would have kept the last head resident.
+    spec = LayerSpec(1, 2, 2, 64, 128, 2048, "fp16")
+    t = Tiling(64, 64, 1)
+    from iomodel.traffic.l2 import prefill_waves
+    waves, _, _ = prefill_waves(spec, t, w=4)
+    kv = [(a.tensor, a.key[1], a.key[2]) for a in waves[0] if a.tensor in ("K", "V")]
+    assert kv[:4] == [("K", 0, 0), ("V", 0, 0), ("K", 1, 0), ("V", 1, 0)] and len(kv) == 8
+    causal = spec.with_(causal=True, seqlen_q=2048)
+    for order, rows in (("forward", 64), ("reverse", 2048)):  # reverse: the longest (last) causal tile runs first
+        first, _, _ = prefill_waves(causal, t, w=1, tile_order=order)
+        assert sum(a.nbytes for a in first[0] if a.tensor == "K") == rows * 64 * 2
+    with pytest.raises(IomodelError, match="tile_order"):
+        prefill_waves(spec, t, w=4, tile_order="sideways")
 
 
 # B=1, H=2, H_kv=1, d=16, fp16, N_q=40, N_k=100, causal top-left, BLOCK_M=32, BLOCK_N=16:

@@ -665,13 +665,14 @@ def profile(
         shapes_file.write_text(json.dumps([s.to_dict() for s in batch]))
         child = [python, "-m", "iomodel.measure.ncu", "child", str(shapes_file), str(manifest_file)]
         t0 = time.time()
-        for attempt in range(3):
+        tries = len(metrics) + 1  # ncu may name one unknown metric per run: drop them one run at a time
+        for attempt in range(tries):
             argv = build_command(ncu_path, child, log_file, metrics, sweep.cache_control, sweep.clock_control)
             left = None if budget_s is None else max(1.0, budget_s - (time.time() - t_start))
             rc = run(argv, left)
             log = log_file.read_text() if log_file.is_file() else ""
             missing = [m for m in missing_metrics(log) if m in metrics]
-            if missing and attempt < 2 and rc != 124:
+            if missing and attempt < tries - 1 and rc != 124:
                 dropped += missing
                 metrics = [m for m in metrics if m not in missing]
                 echo(f"batch {n}: ncu does not know {', '.join(missing)}; dropped, retrying")

@@ -58,6 +58,11 @@ QUANTITY_METRICS: dict[str, tuple[str, ...]] = {
     "l2_all_read_bytes": ("lts__t_sectors_op_read.sum",),
     "l2_all_write_bytes": ("lts__t_sectors_op_write.sum",),
     "l2_fabric_bytes": ("lts__t_sectors_srcunit_ltcfabric.sum",),
+    # SM side of the crossbar: what each SM's L1TEX/TMA unit received from L2 and sent to it
+    # (one copy per requesting SM, so equal to the kernel's requests even where the L2 merges
+    # simultaneous lookups of the same sector)
+    "sm_read_bytes": ("l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_xbar2l1tex_read_sectors.sum"),
+    "sm_write_bytes": ("l1tex__m_l1tex2xbar_write_bytes.sum", "l1tex__m_l1tex2xbar_write_sectors.sum"),
     "duration_s": ("gpu__time_duration.sum",),
 }
 

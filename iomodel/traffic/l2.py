@@ -31,15 +31,24 @@ this module predicts it from named causes:
 
 How: a small, deterministic simulation per kernel launch. Programs are grouped in waves
 of W in grid order; each wave touches the union of its programs' tiles (programs of a
-wave stream the same K/V blocks at about the same time, so one fetch serves them); an LRU
-list of items of the *effective* L2 capacity ``l2_fraction × L2 bytes`` decides what is
-still resident (K/V of one KV head is one item, evicted whole: a partially evicted
-prefix is useless to the next scan from key 0); evicting a dirty item writes it to HBM;
-what is dirty at the end is not counted. ``l2_fraction`` (default 0.5) stands for the
-two L2 partitions of A100/H100-class GPUs, each of which caches data for the SMs of its
-own GPCs, so data read by all SMs is held twice (NVIDIA A100 Tensor Core GPU Architecture
-whitepaper, "L2 cache"; H100 whitepaper, "H100 L2 cache"). Streaming kernels of the eager
-chain are simulated as 64 interleaved read/write slices.
+wave stream the same K/V blocks at about the same time, so one fetch serves them). The
+KV heads of a wave are streamed side by side in chunks of ``KV_CHUNK_ROWS`` key rows (round
+2: one whole item per KV head kept the last-streamed head resident, which the H200 receipt
+receipts/ncu-h200-2026-11-29.json contradicts: bottom-right q1024-k16384/k32768 re-read the
+head shared by two waves, 79/152 MiB measured, 80/152 predicted now, 72/136 before). An
+LRU list of the *effective* capacity ``l2_fraction × L2 bytes`` decides what is still
+resident; read data counts in full (shared data is held in both L2 partitions), a written
+line counts ``l2_fraction`` (it lives only in its home partition: ``write_once``).
+Evicting a dirty item writes it to HBM. ``dirty_evicted`` (round 2): dirty lines that are
+never touched again survive X bytes of later allocations with probability exp(−X / L2
+bytes) — the hashed, set-associative L2 does not keep single-use lines in LRU order, so
+part of the outputs is written back during the kernel even when they would fit (receipt:
+bottom-right q1024-k4096 wrote 1.6 of 8.1 MiB where pure LRU predicts 0). What is dirty at
+the end is not counted. ``l2_fraction`` (default 0.5, set in round 1 before any
+measurement) stands for the two L2 partitions of A100/H100-class GPUs, each of which caches
+data for the SMs of its own GPCs (NVIDIA A100 Tensor Core GPU Architecture whitepaper, "L2
+cache"; H100 whitepaper, "H100 L2 cache"). Streaming kernels of the eager chain are
+simulated as 64 interleaved read/write slices.
 
 Every number is exact integer bytes; the assumptions are listed in
 :attr:`L2Prediction.assumptions`.
@@ -47,6 +56,7 @@ Every number is exact integer bytes; the assumptions are listed in
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -66,7 +76,8 @@ MAX_WARPS_PER_SM = 64
 CAUSES: dict[str, str] = {
     "l2_capacity": "K/V re-fetched: the resident programs' working set exceeds L2",
     "causal_skip": "causal block skipping: K/V rows no query tile sees are never loaded",
-    "dirty_at_end": "output lines still dirty in L2 when the kernel ends",
+    "dirty_at_end": "output lines an LRU L2 would still hold dirty when the kernel ends",
+    "dirty_evicted": "dirty single-use lines evicted during the kernel by later fills (non-LRU replacement)",
     "intermediates": "intermediates written by one kernel and read cold by the next (profiler cache flush)",
     "broadcast_rereads": "broadcast mask re-read per (batch, head) from HBM",
 }
@@ -84,6 +95,12 @@ class L2Params:
         l2_fraction: effective fraction of ``l2_bytes`` (default 0.5, see module doc).
         flush_between_kernels: the profiler flushes caches before each kernel (ncu
             ``--cache-control all``); False: L2 content carries from kernel to kernel.
+        dirty_survival: dirty lines that are never touched again survive X bytes of later
+            L2 fills with probability ``exp(−X / capacity)`` (default True; False: pure LRU,
+            the round-1 model). See the module doc, cause ``dirty_evicted``.
+        write_once: written lines occupy one copy of L2 (their home partition) while read
+            data shared by all SMs occupies ``1 / l2_fraction`` copies (default True; False:
+            both occupy the effective capacity alike, the round-1 model).
     """
 
     l2_bytes: int
@@ -91,6 +108,8 @@ class L2Params:
     programs_per_sm: int = 1
     l2_fraction: float = DEFAULT_L2_FRACTION
     flush_between_kernels: bool = True
+    dirty_survival: bool = True
+    write_once: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.l2_fraction <= 1:
@@ -102,6 +121,19 @@ class L2Params:
     def capacity(self) -> int:
         """Effective L2 capacity in bytes (``l2_fraction × l2_bytes``)."""
         return int(self.l2_bytes * self.l2_fraction)
+
+    @property
+    def write_share(self) -> float:
+        """Read-equivalent bytes one written byte occupies (``l2_fraction`` when write_once, else 1)."""
+        return self.l2_fraction if self.write_once else 1.0
+
+    @property
+    def survival_scale(self) -> int | None:
+        """C of the dirty-line survival exp(−X / C) in bytes (None when off): the L2 bytes that hold
+        written lines, ``l2_bytes`` when write_once else the effective capacity."""
+        if not self.dirty_survival:
+            return None
+        return self.l2_bytes if self.write_once else self.capacity
 
     @property
     def resident_programs(self) -> int:
@@ -132,11 +164,15 @@ class _LRU:
     part (their oldest bytes first).
     """
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.items: OrderedDict[Any, list] = OrderedDict()  # key -> [bytes, dirty, whole, tensor]
+    def __init__(self, capacity: int, read_weight: int = 1, write_weight: int = 1) -> None:
+        self.capacity = capacity  # in weight units: a read byte occupies read_weight, a written byte write_weight
+        self.read_weight = read_weight
+        self.write_weight = write_weight
+        self.items: OrderedDict[Any, list] = OrderedDict()  # key -> [bytes, dirty, whole, tensor, weight]
         self.size = 0
         self.writeback: dict[str, int] = {}
+        self.filled = 0  # bytes allocated in L2 so far (read misses + written bytes): the fill clock
+        self.written_at: dict[Any, list[tuple[float, int]]] = {}  # dirty key -> [(fill clock, bytes)]
 
     def _evict(self, protect: Any = None) -> None:
         while self.size > self.capacity and self.items:
@@ -146,31 +182,43 @@ class _LRU:
             if key == protect:  # never evict the item being inserted; take the next one
                 self.items.move_to_end(key)
                 continue
-            nbytes, dirty, whole, tensor = item
+            nbytes, dirty, whole, tensor, wt = item
             excess = self.size - self.capacity
-            if whole or nbytes <= excess:
+            if whole or nbytes * wt <= excess:
                 del self.items[key]
                 gone = nbytes
             else:
-                item[0] -= excess
-                gone = excess
-            self.size -= gone
+                gone = -(-excess // wt)
+                item[0] -= gone
+            self.size -= gone * wt
             if dirty:
                 self.writeback[tensor] = self.writeback.get(tensor, 0) + gone
+                if key not in self.items:
+                    self.written_at.pop(key, None)
+                else:  # the oldest written bytes went first
+                    lst, left = self.written_at.get(key, []), gone
+                    while lst and left:
+                        t, b = lst[0]
+                        take = min(b, left)
+                        left -= take
+                        lst[0] = (t, b - take)
+                        if lst[0][1] == 0:
+                            lst.pop(0)
 
     def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> int:
         """Touch ``nbytes`` of an item; returns the bytes that miss (read from HBM)."""
         item = self.items.get(key)
         if item is None:
-            self.items[key] = [nbytes, False, whole, tensor]
-            self.size += nbytes
+            self.items[key] = [nbytes, False, whole, tensor, self.read_weight]
+            self.size += nbytes * self.read_weight
             miss = nbytes
         else:
             self.items.move_to_end(key)
             miss = max(0, nbytes - item[0])
             if miss:
                 item[0] = nbytes
-                self.size += miss
+                self.size += miss * item[4]
+        self.filled += miss
         self._evict(protect=key)
         return miss
 
@@ -178,23 +226,52 @@ class _LRU:
         """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
         item = self.items.get(key)
         if item is None:
-            self.items[key] = [nbytes, True, False, tensor]
-            self.size += nbytes
+            self.items[key] = [nbytes, True, False, tensor, self.write_weight]
+            self.size += nbytes * self.write_weight
+            grow = nbytes
         else:
             self.items.move_to_end(key)
             grow = max(0, nbytes - item[0])
             item[0] += grow
             item[1] = True
-            self.size += grow
+            self.size += grow * item[4]
+        self.written_at.setdefault(key, []).append((self.filled + grow / 2, grow))  # mid-point of the write
+        self.filled += grow
         self._evict(protect=key)
 
     def dirty(self) -> dict[str, int]:
         """Bytes still dirty, per tensor."""
         out: dict[str, int] = {}
-        for nbytes, dirty, _, tensor in self.items.values():
+        for nbytes, dirty, _, tensor, _ in self.items.values():
             if dirty:
                 out[tensor] = out.get(tensor, 0) + nbytes
         return out
+
+    def settle_survival(self, scale: int) -> None:
+        """Write back the dirty single-use bytes that a non-LRU L2 has evicted by the kernel's end.
+
+        A dirty byte written when the fill clock read t survives the ``X = filled − t`` bytes
+        allocated after it with probability ``exp(−X / scale)``; the expected lost part is
+        added to :attr:`writeback` (rounded to whole bytes) and removed from the dirty items.
+        """
+        for key, lst in self.written_at.items():
+            item = self.items.get(key)
+            if item is None or not item[1]:
+                continue
+            lost = int(round(sum(b * (1.0 - math.exp(-(self.filled - t) / scale)) for t, b in lst)))
+            lost = min(lost, item[0])
+            if lost:
+                item[0] -= lost
+                self.size -= lost * item[4]
+                self.writeback[item[3]] = self.writeback.get(item[3], 0) + lost
+
+
+def _new_lru(capacity: int, write_share: float) -> _LRU:
+    """An LRU of ``capacity`` read-equivalent bytes where a written byte occupies ``write_share``."""
+    if not 0 < write_share <= 1:
+        raise IomodelError(f"write_share must be in (0, 1], got {write_share}")
+    unit = 1000
+    return _LRU(capacity * unit, unit, max(1, round(unit * write_share)))
 
 
 @dataclass(frozen=True)
@@ -229,6 +306,8 @@ class KernelL2:
         dirty_at_end: bytes still dirty in L2 when it ends, per tensor.
         waves: number of waves of W programs.
         note: one sentence on the working set.
+        lru_write: bytes written back by capacity (LRU) evictions alone; the rest of
+            ``hbm_write`` is the survival model's expected write-back.
     """
 
     name: str
@@ -239,21 +318,31 @@ class KernelL2:
     dirty_at_end: dict[str, int] = field(default_factory=dict)
     waves: int = 0
     note: str = ""
+    lru_write: int = 0
 
 
-def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int) -> KernelL2:
+def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, survival: int | None = None,
+             write_share: float = 1.0) -> KernelL2:
     """Run the LRU over the waves of one kernel (cold start) and collect HBM bytes per tensor.
 
     Args:
         name: kernel name for the record.
         waves: per wave, its accesses in time order (see :class:`Access`).
         capacity: effective L2 bytes.
+        survival: None (pure LRU: dirty lines leave only when evicted by capacity), or the
+            scale C in bytes of the survival of dirty single-use lines: a line written when
+            X more bytes are still to be allocated before the kernel ends is written back
+            during the kernel with probability ``1 − exp(−X / C)`` (see :data:`CAUSES`
+            ``dirty_evicted``).
+        write_share: L2 bytes a written byte occupies per byte of read-allocated data
+            (1: the same; ``l2_fraction``: read data is held in both L2 partitions, written
+            lines only in their home partition).
 
     Returns:
         :class:`KernelL2` with HBM reads (misses), writes (dirty evictions) and what is
         left dirty at the end (not counted in the kernel's DRAM writes).
     """
-    lru = _LRU(capacity)
+    lru = _new_lru(capacity, write_share)
     out = KernelL2(name)
     n = 0
     for wave in waves:
@@ -264,6 +353,9 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int) -> Ker
             else:
                 miss = lru.read(a.key, a.tensor, a.nbytes, a.whole)
                 out.hbm_read[a.tensor] = out.hbm_read.get(a.tensor, 0) + miss
+    out.lru_write = sum(lru.writeback.values())
+    if survival:
+        lru.settle_survival(survival)
     out.hbm_write = dict(lru.writeback)
     out.dirty_at_end = lru.dirty()
     out.waves = n
@@ -290,21 +382,43 @@ def prefill_key_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
     return rows
 
 
-def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+#: Key rows per K/V chunk of the prefill simulation: a wave's programs stream their KV heads'
+#: K/V side by side, block after block, so the simulation interleaves them in chunks of
+#: this many key rows (rounded up to a multiple of BLOCK_N).
+KV_CHUNK_ROWS = 1024
+
+
+def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "forward",
+                  ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
     """Waves of the Q-stationary prefill kernel in grid order, and its requested bytes.
 
-    Grid ``(T_r, B·H)``, linear program p = i + T_r·(b·H + h) (axis 0 fastest); K/V of KV
-    head h // G. Returns (waves, requested read bytes per tensor, requested write bytes per
-    tensor); the requested bytes equal the model's SRAM_fill rows.
+    Grid ``(T_r, B·H)``, linear program p = i + T_r·(b·H + h) (axis 0 fastest); program i of
+    a head runs query tile i (``tile_order="forward"``) or T_r − 1 − i (``"reverse"``, the
+    kernel's ``tile_order`` config field: longest causal tiles first); K/V of KV head h // G.
+    Within a wave the KV heads' K and V are streamed side by side in chunks of
+    :data:`KV_CHUNK_ROWS` key rows (all programs of the wave run at once, each scanning its
+    keys from 0 upward, so one fetch of a chunk serves every program of the wave that needs it).
+
+    Returns:
+        (waves, requested read bytes per tensor, requested write bytes per tensor); the
+        requested bytes equal the model's SRAM_fill rows.
+
+    Raises:
+        IomodelError: an unknown ``tile_order``.
     """
+    if tile_order not in ("forward", "reverse"):
+        raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
     B, H, G = spec.batch, spec.heads, spec.group
     d, s = spec.head_dim, spec.width
     t_r = cdiv(spec.seqlen_q, tiling.block_m)
     kv_rows = prefill_key_rows(spec, tiling)
     q_rows = [min(tiling.block_m, spec.seqlen_q - i * tiling.block_m) for i in range(t_r)]
+    if tile_order == "reverse":
+        kv_rows, q_rows = kv_rows[::-1], q_rows[::-1]  # program i runs tile T_r-1-i
     req_r = {"Q": B * H * spec.seqlen_q * d * s, "K": B * H * sum(kv_rows) * d * s}
     req_r["V"] = req_r["K"]
     req_w = {"O": B * H * spec.seqlen_q * d * s, "LSE": B * H * spec.seqlen_q * LSE_WIDTH}
+    chunk = cdiv(max(KV_CHUNK_ROWS, tiling.block_n), tiling.block_n) * tiling.block_n
     total = t_r * B * H
     waves: list[list[Access]] = []
     for p0 in range(0, total, w):
@@ -312,7 +426,7 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Ac
         acc: list[Access] = []
         need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
         order: list[int] = []
-        qo: list[tuple[int, int, int]] = []  # (bh, i0, i1)
+        qo: list[tuple[int, int, int]] = []  # (bh, i0, i1) in program index
         for bh in range(p0 // t_r, (p1 - 1) // t_r + 1):
             i0 = max(0, p0 - bh * t_r)
             i1 = min(t_r, p1 - bh * t_r)
@@ -324,13 +438,16 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Ac
             need[kv] = max(need.get(kv, 0), rows)
             qo.append((bh, i0, i1))
         for bh, i0, i1 in qo:
-            acc.append(Access("Q", ("Q", bh, i0), sum(q_rows[i0:i1]) * d * s))
-        for kv in order:
-            acc.append(Access("K", ("K", kv), need[kv] * d * s, whole=True))
-            acc.append(Access("V", ("V", kv), need[kv] * d * s, whole=True))
+            acc.append(Access("Q", ("Q", bh, i0, tile_order), sum(q_rows[i0:i1]) * d * s))
+        for c0 in range(0, max(need.values()), chunk):
+            for kv in order:
+                rows = min(chunk, need[kv] - c0)
+                if rows > 0:
+                    acc.append(Access("K", ("K", kv, c0), rows * d * s, whole=True))
+                    acc.append(Access("V", ("V", kv, c0), rows * d * s, whole=True))
         for bh, i0, i1 in qo:
-            acc.append(Access("O", ("O", bh, i0), sum(q_rows[i0:i1]) * d * s, write=True))
-            acc.append(Access("LSE", ("LSE", bh, i0), sum(q_rows[i0:i1]) * LSE_WIDTH, write=True))
+            acc.append(Access("O", ("O", bh, i0, tile_order), sum(q_rows[i0:i1]) * d * s, write=True))
+            acc.append(Access("LSE", ("LSE", bh, i0, tile_order), sum(q_rows[i0:i1]) * LSE_WIDTH, write=True))
         waves.append(acc)
     return waves, req_r, req_w
 
@@ -419,7 +536,8 @@ def _val(x: Any) -> int:
 
 
 def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int,
-                  slices: int = STREAM_SLICES) -> tuple[KernelL2, list[str]]:
+                  slices: int = STREAM_SLICES, survival: int | None = None,
+                  write_share: float = 1.0) -> tuple[KernelL2, list[str]]:
     """Simulate one op of the eager chain (one kernel) from its model rows.
 
     The op reads each input and writes its output in ``slices`` interleaved slices. A
@@ -432,6 +550,9 @@ def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int
         rows: the model's HBM rows of this step (``tensor, shape, read_bytes, write_bytes``).
         spec: the layer.
         capacity: effective L2 bytes.
+        slices: interleaved slices (default :data:`STREAM_SLICES`).
+        survival: scale of the dirty-line survival (see :func:`simulate`), None for pure LRU.
+        write_share: see :func:`simulate`.
 
     Returns:
         (:class:`KernelL2`, notes on broadcast re-reads).
@@ -457,7 +578,7 @@ def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int
         if per_use + reads[t] > capacity:
             extra[t] = (bh - 1) * reads[t]
             notes.append(f"{t} re-read from HBM for each of the B·H = {bh} (batch, head) pairs in '{step}'")
-    lru = _LRU(capacity)
+    lru = _new_lru(capacity, write_share)
     n = max(1, slices)
     for k in range(n):
         for t, v in reads.items():
@@ -469,6 +590,9 @@ def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int
             lru.write(("w", t, k), t, part)
     for t, v in extra.items():
         out.hbm_read[t] = out.hbm_read.get(t, 0) + v
+    out.lru_write = sum(lru.writeback.values())
+    if survival:
+        lru.settle_survival(survival)
     out.hbm_write = dict(lru.writeback)
     out.dirty_at_end = lru.dirty()
     out.waves = n
@@ -594,32 +718,41 @@ def _common_assumptions(params: L2Params) -> list[str]:
         "(two L2 partitions each caching what their SMs read).",
         f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
         "run at once, in grid order (axis 0 fastest), in waves.",
-        "L2 keeps the most recently used items (LRU); a KV head's K/V is evicted whole.",
+        "L2 keeps the most recently used items (LRU) in chunks of K/V key rows, so re-read K/V hits while "
+        "the bytes fetched since its last use fit the effective capacity.",
+        *(["Dirty lines never touched again (outputs, partials, intermediates) survive X bytes of later L2 "
+           f"allocations with probability exp(-X / {_fmt(params.capacity)}): the L2's replacement is not LRU for "
+           "lines without reuse (hashed sets, RRIP-like insertion), so part of them is written back during the kernel."]
+          if params.dirty_survival else []),
         "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
         "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else
         "L2 content is not flushed between kernels.",
     ]
 
 
-def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params) -> L2Prediction:
+def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order: str = "forward") -> L2Prediction:
     """L2-aware HBM bytes of the bundled kernel (prefill Q-stationary, or split-KV decode).
 
     Args:
         spec: the layer (forward only: ``spec.backward`` must be False).
         tiling: the tiles the kernel ran (``KernelConfig.tiling()``).
         params: device and occupancy (:class:`L2Params`).
+        tile_order: grid order of the query tiles, the kernel config's ``tile_order``
+            (``forward``, the default for records without it, or ``reverse``).
 
     Returns:
         :class:`L2Prediction` with causes ``l2_capacity``, ``causal_skip``,
-        ``dirty_at_end`` and (split-KV) ``intermediates``.
+        ``dirty_at_end``, ``dirty_evicted`` and (split-KV) ``intermediates``.
 
     Raises:
-        IomodelError: a backward pass is asked for (not modelled at the L2 level).
+        IomodelError: a backward pass is asked for (not modelled at the L2 level), or an
+            unknown tile_order.
     """
     if spec.backward:
         raise IomodelError("the L2-aware prediction covers the forward kernel only: use --pass fwd")
     w = params.resident_programs
     cap = params.capacity
+    surv, share = params.survival_scale, params.write_share
     d, s = spec.head_dim, spec.width
     B, H, Hk = spec.batch, spec.heads, spec.kv_heads
     kv_full = B * Hk * spec.seqlen_k * d * s  # K (or V) bytes, once
@@ -631,14 +764,14 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params) -> L2Predic
     req_w: dict[str, int] = {}
     if spec.phase == "decode":
         waves, r, wr = decode_waves(spec, tiling, w)
-        k1 = simulate("decode kernel", waves, cap)
+        k1 = simulate("decode kernel", waves, cap, surv, share)
         k1.requested_read, k1.requested_write = r, wr
         kernels.append(k1)
         _add(req_r, r)
         _add(req_w, wr)
         if tiling.num_splits > 1:
             waves, r, wr = combine_waves(spec, tiling, w)
-            k2 = simulate("combine kernel", waves, cap)
+            k2 = simulate("combine kernel", waves, cap, surv, share)
             k2.requested_read, k2.requested_write = r, wr
             kernels.append(k2)
             _add(req_r, r)
@@ -646,8 +779,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params) -> L2Predic
         touched_rows = B * Hk * sum(decode_split_rows(spec, tiling))
         span = "decode programs of one KV head run together"
     else:
-        waves, r, wr = prefill_waves(spec, tiling, w)
-        k1 = simulate("fwd kernel", waves, cap)
+        waves, r, wr = prefill_waves(spec, tiling, w, tile_order)
+        k1 = simulate("fwd kernel", waves, cap, surv, share)
         k1.requested_read, k1.requested_write = r, wr
         kernels.append(k1)
         _add(req_r, r)
@@ -675,7 +808,9 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params) -> L2Predic
     inter_w = (req_w.get("O_PART", 0) + req_w.get("LSE_PART", 0))
     out_w = o_bytes + lse_bytes
     total_w = sum(hbm_w.values())
-    dirty_total = (out_w + inter_w) - total_w
+    lru_w = sum(k.lru_write for k in kernels)
+    evicted = total_w - lru_w
+    dirty_total = (out_w + inter_w) - lru_w
     causes = [
         Cause("causal_skip", CAUSES["causal_skip"], read_bytes=-skip,
               detail=f"{_fmt(skip)} of K/V (rows beyond every query tile's causal bound) never loaded"),
@@ -685,7 +820,11 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params) -> L2Predic
               detail=f"split-KV partials (num_splits = {tiling.num_splits}): {_fmt(inter_w)} written, "
                      f"{_fmt(inter_r)} read back by the combine kernel"),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty_total,
-              detail=f"{_fmt(dirty_total)} of {_fmt(out_w + inter_w)} written bytes still dirty in L2 at kernel end"),
+              detail=f"{_fmt(dirty_total)} of {_fmt(out_w + inter_w)} written bytes would still be dirty in an LRU L2 "
+                     "at kernel end"),
+        Cause("dirty_evicted", CAUSES["dirty_evicted"], write_bytes=evicted,
+              detail=f"{_fmt(evicted)} of them written back during the kernel anyway (survival exp(-X/{_fmt(cap)}) "
+                     "over the bytes X allocated after each write)"),
     ]
     no_reuse_r = sum(req_r.values())
     no_reuse_w = sum(req_w.values())
@@ -736,7 +875,8 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
         by_step[r.step].append(r)
     kernels, notes = [], []
     for st in steps:
-        k, n = stream_kernel(st, by_step[st], spec, params.capacity)
+        k, n = stream_kernel(st, by_step[st], spec, params.capacity,
+                             survival=params.survival_scale, write_share=params.write_share)
         kernels.append(k)
         notes += n
     d, s = spec.head_dim, spec.width
@@ -750,7 +890,8 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
     hbm_r = sum(sum(k.hbm_read.values()) for k in kernels)
     hbm_w = sum(sum(k.hbm_write.values()) for k in kernels)
     extra = hbm_r - req_r  # broadcast re-reads
-    dirty = req_w - hbm_w
+    lru_w = sum(k.lru_write for k in kernels)
+    dirty = req_w - lru_w
     causes = [
         Cause("intermediates", CAUSES["intermediates"], read_bytes=req_r - floor_r, write_bytes=req_w - floor_w,
               detail=f"{len(kernels)} kernels; S, P and the other intermediates cross HBM: "
@@ -758,7 +899,11 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
         Cause("broadcast_rereads", CAUSES["broadcast_rereads"], read_bytes=extra,
               detail="; ".join(notes) if notes else "the broadcast mask stays in L2 across (batch, head)"),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
-              detail=f"{_fmt(dirty)} of {_fmt(req_w)} written bytes still dirty in L2 at the end of their kernels"),
+              detail=f"{_fmt(dirty)} of {_fmt(req_w)} written bytes would still be dirty in an LRU L2 at the end "
+                     "of their kernels"),
+        Cause("dirty_evicted", CAUSES["dirty_evicted"], write_bytes=hbm_w - lru_w,
+              detail=f"{_fmt(hbm_w - lru_w)} of them written back during their kernels anyway (survival "
+                     f"exp(-X/{_fmt(params.capacity)}))"),
     ]
     assumptions = _common_assumptions(params) + [
         "Each op of the eager chain is one kernel that streams its inputs and output once "
