@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""One-call GPU check of the bundled kernel (the lead runs it on the H200, <= 8 minutes).
+"""One-call GPU check of the bundled kernel (the lead runs it on the H200, <= 4 minutes).
 
 From the repository root on the GPU machine::
 
@@ -49,21 +49,34 @@ HEADLINE_TOKENS, HEADLINE_HEADS, HEADLINE_D = 16384, 16, 128
 #: get it; the others time the FULL_SWEEP_TOP best configs of the same (dtype, causal).
 FULL_SWEEP_SEQLEN: int | None = None
 FULL_SWEEP_TOP = 4
-#: Prefill TMA candidates (sm_90): (BLOCK_M, BLOCK_N, num_warps, num_stages, warp_specialize).
+#: Prefill TMA candidates (sm_90): (BLOCK_M, BLOCK_N, num_warps, num_stages, warp_specialize, tile_order).
 # Pruned with `python -m kernels.compile_check` on a CPU (sm_90 target): BLOCK_M 128 with 4
-# warps and BLOCK_M 256 spill registers at HEAD_DIM 128; warp_specialize=True compiles to
-# the same code as False on Hopper with triton 3.6 (no ttg.warp_specialize is formed), so
-# it is not swept.
+# warps spills registers at HEAD_DIM 128; warp_specialize=True compiles to the same code as
+# False on Hopper with triton 3.6 (no ttg.warp_specialize is formed), so it is not swept.
+# Round 2: dropped the round-1 losers (128x64 s2, 64x64 s4, 64x128 s3, 128x64 s5); new:
+# BLOCK_M 256 with 16 warps (four warpgroups; compile_check: 128 registers, no spills,
+# 160 KiB (s3) / 128 KiB (s2) shared memory) halves the K/V shared-memory reads per FLOP;
+# tile_order "reverse" (heaviest causal query tiles first) is timed for causal shapes only.
 TMA_SWEEP = [
-    (128, 64, 8, 2, False), (128, 64, 8, 3, False), (128, 64, 8, 4, False),
-    (128, 128, 8, 2, False), (128, 128, 8, 3, False),
-    (128, 64, 8, 5, False), (64, 64, 4, 3, False), (64, 64, 4, 4, False), (64, 128, 4, 3, False),
+    (128, 128, 8, 3, False, "forward"), (128, 64, 8, 3, False, "forward"), (64, 64, 4, 3, False, "forward"),
+    (128, 128, 8, 2, False, "forward"), (128, 64, 8, 4, False, "forward"),
+    (256, 64, 16, 3, False, "forward"), (256, 64, 16, 2, False, "forward"),
+    (128, 128, 8, 3, False, "reverse"), (64, 64, 4, 3, False, "reverse"), (256, 64, 16, 3, False, "reverse"),
 ]
-#: Prefill pointer-path candidates: (BLOCK_M, BLOCK_N, num_warps, num_stages).
-POINTER_SWEEP = [(128, 64, 8, 3), (64, 64, 4, 3), (128, 128, 8, 2)]
+#: Prefill pointer-path candidates: (BLOCK_M, BLOCK_N, num_warps, num_stages, tile_order).
+POINTER_SWEEP = [(128, 64, 8, 3, "forward"), (64, 64, 4, 3, "forward"), (128, 64, 8, 3, "reverse")]
+#: Extra forced configurations checked for correctness on the TMA path at HEAD_DIM 128
+#: (the sweep variants that are not autotune candidates): (BLOCK_M, BLOCK_N, warps, stages, tile_order).
+CORRECTNESS_TMA_EXTRA = [(256, 64, 16, 3, "reverse"), (256, 64, 16, 2, "forward")]
+#: Rounds of the interleaved re-timing of autotuned vs the same config forced vs the best
+#: swept config vs SDPA (same GPU clock/thermal state for all; rotating order).
+INTERLEAVED_ROUNDS = 3
 #: Decode shapes: (B, KV length); H = 32, H_kv = 8, HEAD_DIM 128, bf16, seqlen_q = 1.
 DECODE_SHAPES = [(1, 8192), (1, 32768), (1, 131072), (4, 8192), (8, 8192), (8, 32768), (8, 131072)]
-#: Decode variants: block_n, num_warps, num_stages, waves (num_splits = heuristic with these waves).
+#: Decode variants: block_n, num_warps, num_stages, waves (num_splits = heuristic with these
+#: waves and min_blocks BLOCK_N blocks per split at least, default 4). Round 1's device times of
+#: small B*KV were dominated by host launch time leaking past a too-short GPU spin (fixed in
+#: kernels.benchmark.time_device_interleaved), so round 2 re-measures the same variants.
 DECODE_SWEEP = [
     dict(block_n=64, num_warps=4, num_stages=3, waves=3),
     dict(block_n=64, num_warps=4, num_stages=4, waves=2),
@@ -71,6 +84,8 @@ DECODE_SWEEP = [
     dict(block_n=128, num_warps=4, num_stages=3, waves=3),
     dict(block_n=128, num_warps=8, num_stages=3, waves=2),
     dict(block_n=32, num_warps=4, num_stages=4, waves=4),
+    dict(block_n=64, num_warps=4, num_stages=3, waves=3, min_blocks=2),
+    dict(block_n=64, num_warps=4, num_stages=2, waves=1),
 ]
 #: Correctness shapes: (B, H, H_kv, N_q, N_k, d, dtype, causal, align).
 CORRECTNESS = [
@@ -112,7 +127,7 @@ def _err(exc: BaseException) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="GPU check of the bundled FlashAttention kernel")
-    ap.add_argument("--budget", type=float, default=420.0, help="seconds after which no new sweep item starts")
+    ap.add_argument("--budget", type=float, default=200.0, help="seconds after which no new sweep item starts")
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: correctness,decode,sweep")
     args = ap.parse_args()
     out_dir = Path(os.environ.get("OUT", "."))
@@ -171,7 +186,14 @@ def main() -> int:
             if N_q > 16 and sm90 and dtype != "fp32" and d in (16, 32, 64, 128, 256):
                 paths.append("prefill-tma")
             for path in paths:
-                modes = ("default", "autotuned") if (path != "decode-split-kv" and d == 128) else ("default",)
+                modes: list = ["default"]
+                if path != "decode-split-kv":
+                    if d == 128:
+                        modes.append("autotuned")
+                    if causal:  # the default tiles in the other query-tile order
+                        modes.append("flip-order")
+                    if path == "prefill-tma" and d == 128:
+                        modes += [("forced", c) for c in CORRECTNESS_TMA_EXTRA]
                 for mode in modes:
                     rec = {"shape": case, "path": path, "mode": mode}
                     try:
@@ -182,6 +204,13 @@ def main() -> int:
                             kw = dict(path=path) if path != "decode-split-kv" else {}
                             if mode == "default" and path != "decode-split-kv":
                                 kw["autotune"] = False
+                            elif mode == "flip-order":
+                                c0 = hx.prefill_default(d, dtype, causal, path).config(path)
+                                kw["config"] = c0.with_(
+                                    tile_order="forward" if c0.tile_order == "reverse" else "reverse")
+                            elif isinstance(mode, tuple):
+                                bm, bn, w, st, order = mode[1]
+                                kw["config"] = KernelConfig(bm, bn, w, st, path, tile_order=order)
                             o, lse, cfg = flash_attention(q, k, v, causal, align, return_config=True, **kw)
                             torch.cuda.synchronize()
                         finally:
@@ -207,7 +236,9 @@ def main() -> int:
                         rec["status"] = "ERROR"
                         rec["error"] = _err(exc)
                     corr.append(rec)
-                    print(f"[a {_now() - T0:5.0f}s] {rec['status']:5s} {path:16s} {mode:9s} {case}"
+                    mname = mode if isinstance(mode, str) else "forced " + "x".join(map(str, mode[1]))
+                    rec["mode"] = mname
+                    print(f"[a {_now() - T0:5.0f}s] {rec['status']:5s} {path:16s} {mname:9s} {case}"
                           + (f" {rec.get('error')}" if rec["status"] == "ERROR" else
                              f" o_err={rec['o_err'][0]:.2e} (eager {rec['o_eager_err'][0]:.2e})"), flush=True)
                     torch.cuda.empty_cache()
@@ -249,7 +280,8 @@ def main() -> int:
                     try:
                         P = hx.decode_heads_per_program(H // H_kv, 1)
                         splits = hx.decode_num_splits(B * H_kv * (H // H_kv // P), N_k, var["block_n"],
-                                                      props.multi_processor_count, waves=var["waves"])
+                                                      props.multi_processor_count, waves=var["waves"],
+                                                      min_blocks_per_split=var.get("min_blocks", 4))
                         c = KernelConfig(hx.decode_block_m(P, 1), var["block_n"], var["num_warps"], var["num_stages"],
                                          "decode-split-kv", num_splits=splits, heads_per_program=P)
                         o = flash_attention(q, k, v, config=c)[0]
@@ -261,7 +293,9 @@ def main() -> int:
                         vr["error"] = _err(exc)
                     rec["variants"].append(vr)
                 # device time (L2 flush + GPU spin before each call: host launch overhead not timed)
-                dev = time_device_interleaved(fns, rounds=2, reps=30)
+                spin: dict = {}
+                dev = time_device_interleaved(fns, rounds=2, reps=30, info=spin)
+                rec["spin"] = spin
                 cbw = 2 * kv_bytes / statistics.median(dev["copy"]) / 1e9
                 rec["copy"] = {"time_s": dev["copy"], "GBps": cbw}
                 for name, samples in dev.items():
@@ -285,6 +319,7 @@ def main() -> int:
                   f"{dfl.get('do_bench_fraction_of_copy', 0):.2f}; host {dfl.get('host_us_per_call', 0):.0f} us/call), "
                   f"sdpa flash {rec.get('sdpa_flash', {}).get('GBps', 0):.0f} GB/s, best variant "
                   f"{best and round(best['GBps'])} GB/s {best and {k: best.get(k) for k in ('block_n', 'num_warps', 'num_stages', 'num_splits')}}"
+                  f" (spin {rec.get('spin', {}).get('spin_s', 0) * 1e6:.0f} us)"
                   + (f" ERROR {rec['error']}" if "error" in rec else ""), flush=True)
             torch.cuda.empty_cache()
             _save(out_path)
@@ -321,17 +356,19 @@ def main() -> int:
                 except Exception as exc:
                     rec["autotuned"] = {"error": _err(exc)}
                 cands = [("prefill-tma", c) for c in TMA_SWEEP] if sm90 else []
-                cands += [("prefill", (*c, False)) for c in POINTER_SWEEP]
+                cands += [("prefill", (*c[:4], False, c[4])) for c in POINTER_SWEEP]
+                cands = [(p_, c) for p_, c in cands if causal or c[5] == "forward"]  # order only matters causal
                 if FULL_SWEEP_SEQLEN is not None and N != FULL_SWEEP_SEQLEN and (dtype, causal) in ranking:
                     cands = ranking[(dtype, causal)][:FULL_SWEEP_TOP]
-                for path, (bm, bn, w, s, ws) in cands:
-                    cr = {"path": path, "block_m": bm, "block_n": bn, "num_warps": w, "num_stages": s, "ws": ws}
+                for path, (bm, bn, w, s, ws, order) in cands:
+                    cr = {"path": path, "block_m": bm, "block_n": bn, "num_warps": w, "num_stages": s, "ws": ws,
+                          "tile_order": order}
                     if _now() - T0 > args.budget:
                         cr["skipped"] = "time budget"
                         rec["configs"].append(cr)
                         continue
                     try:
-                        c = KernelConfig(bm, bn, w, s, path, warp_specialize=ws)
+                        c = KernelConfig(bm, bn, w, s, path, warp_specialize=ws, tile_order=order)
                         o = flash_attention(q, k, v, causal=causal, config=c, path=path)[0]
                         torch.cuda.synchronize()
                         if ref is not None:
@@ -344,14 +381,37 @@ def main() -> int:
                 # SDPA again at the end (drift check), median of the two samples
                 for name, sr in rec["sdpa"].items():
                     if "fn" in sr:
-                        sr["times_s"].append(bench(sr.pop("fn")))
+                        sr["times_s"].append(bench(sr["fn"]))
                         sr["tflops"] = flops / statistics.median(sr["times_s"]) / 1e12
                 ok = [c for c in rec["configs"] if "tflops" in c and (c.get("max_diff_vs_sdpa") or 0) < 5e-2]
                 ok.sort(key=lambda c: -c["tflops"])
                 if N == FULL_SWEEP_SEQLEN:
                     ranking[(dtype, causal)] = [(c["path"], (c["block_m"], c["block_n"], c["num_warps"],
-                                                             c["num_stages"], c["ws"])) for c in ok]
+                                                             c["num_stages"], c["ws"], c["tile_order"])) for c in ok]
                 rec["best"] = ok[0] if ok else None
+                # interleaved re-timing (same clock/thermal state for all, rotating order): the
+                # autotuned call, its config forced, the best swept config forced, SDPA
+                try:
+                    from kernels.benchmark import time_interleaved
+
+                    fns = {n: sr["fn"] for n, sr in rec["sdpa"].items() if "fn" in sr}
+                    if "config" in rec.get("autotuned", {}):
+                        ca = KernelConfig(**rec["autotuned"]["config"])
+                        fns["autotuned"] = lambda: flash_attention(q, k, v, causal=causal)
+                        fns["auto_forced"] = lambda: flash_attention(q, k, v, causal=causal, config=ca)
+                    if rec["best"]:
+                        bc = rec["best"]
+                        cb = KernelConfig(bc["block_m"], bc["block_n"], bc["num_warps"], bc["num_stages"], bc["path"],
+                                          warp_specialize=bc["ws"], tile_order=bc["tile_order"])
+                        fns["best"] = lambda: flash_attention(q, k, v, causal=causal, config=cb)
+                    if _now() - T0 <= args.budget + 60:
+                        ti = time_interleaved(fns, INTERLEAVED_ROUNDS, WARMUP_MS, REP_MS)
+                        rec["interleaved"] = {n: {"times_s": ts, "tflops": flops / statistics.median(ts) / 1e12}
+                                              for n, ts in ti.items()}
+                    else:
+                        rec["interleaved"] = {"skipped": "time budget"}
+                except Exception as exc:
+                    rec["interleaved"] = {"error": _err(exc)}
                 cu, fl = rec["sdpa"].get("cudnn", {}).get("tflops"), rec["sdpa"].get("flash", {}).get("tflops")
                 for key, val in (("best", rec["best"] and rec["best"]["tflops"]),
                                  ("autotuned", rec.get("autotuned", {}).get("tflops"))):
@@ -390,11 +450,26 @@ def main() -> int:
               f"{f(r['sdpa'].get('flash', {}).get('tflops')):>6} {f(r.get('autotuned', {}).get('tflops')):>5} "
               f"{f(b.get('tflops')):>5}  {f(r.get('autotuned_vs_cudnn'), '.2f'):>10} {f(r.get('autotuned_vs_flash'), '.2f'):>10} "
               f"{f(r.get('best_vs_cudnn'), '.2f'):>10} {f(r.get('best_vs_flash'), '.2f'):>10}  "
-              f"{b.get('path')} {b.get('block_m')}x{b.get('block_n')} w{b.get('num_warps')} s{b.get('num_stages')} ws={b.get('ws')}")
+              f"{b.get('path')} {b.get('block_m')}x{b.get('block_n')} w{b.get('num_warps')} s{b.get('num_stages')} "
+              f"{b.get('tile_order')}")
+        il = r.get("interleaved", {})
+        if all(isinstance(x, dict) for x in il.values()) and il:
+            tf = {n: x.get("tflops") for n, x in il.items()}
+            cu, fl = tf.get("cudnn"), tf.get("flash")
+            print("   interleaved x%d: " % INTERLEAVED_ROUNDS + ", ".join(f"{n} {f(x)}" for n, x in tf.items())
+                  + "".join(f"; {n}/cudnn {f(tf[n] / cu, '.2f')} {n}/flash {f(tf[n] / fl, '.2f')}"
+                            for n in ("autotuned", "best") if tf.get(n) and cu and fl))
+        elif il:
+            print(f"   interleaved: {il}")
         errs = [c for c in r["configs"] if "error" in c]
         if errs:
             print(f"   {len(errs)} config errors, e.g. {errs[0]['path']} {errs[0]['block_m']}x{errs[0]['block_n']} "
                   f"ws={errs[0]['ws']}: {errs[0]['error'][:160]}")
+        ranked = sorted((c for c in r["configs"] if "tflops" in c), key=lambda c: -c["tflops"])
+        print("   configs: " + ", ".join(f"{c['path'][8:] or 'ptr'}{'-' if c['path'] == 'prefill' else ''}"
+                                         f"{c['block_m']}x{c['block_n']}w{c['num_warps']}s{c['num_stages']}"
+                                         f"{'R' if c.get('tile_order') == 'reverse' else ''} {c['tflops']:.0f}"
+                                         for c in ranked))
     print("decode (GB/s, device time)  copy  default frac (do_bench) host-us  flash  best  frac  best variant")
     for r in dec:
         best = max((v for v in r.get("variants", []) if "GBps" in v), key=lambda v: v["GBps"], default={})

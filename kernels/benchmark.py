@@ -196,14 +196,25 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], rounds: int, warmup_ms: 
 
 
 def time_device_interleaved(fns: dict[str, Callable[[], Any]], rounds: int, reps: int = 50,
-                            flush_bytes: int = 256 * 2**20, spin_cycles: int = 200_000) -> dict[str, list[float]]:
+                            flush_bytes: int = 256 * 2**20, spin_cycles: int = 200_000,
+                            info: dict[str, Any] | None = None) -> dict[str, list[float]]:
     """Device time of each function (CUDA events), ``rounds`` times in a rotating order.
 
     Each of ``reps`` timed calls is preceded by zeroing ``flush_bytes`` (so no call finds its
-    inputs in L2, as in ``do_bench``) and by ``torch.cuda._sleep(spin_cycles)`` (~0.1 ms of
-    GPU spin), so the host's launch overhead (tens of microseconds for a Triton launch from
-    Python) is enqueued while the GPU spins and the events time only the device work. Used
-    for decode, whose kernels take ~10 us.
+    inputs in L2, as in ``do_bench``) and by a GPU spin (``torch.cuda._sleep``), so the host's
+    launch overhead is enqueued while the GPU spins and the events time only the device work.
+    The spin is calibrated: at least ``spin_cycles`` and at least 2x the slowest function's
+    host seconds per call (measured with :func:`host_overhead_s`) plus 50 us, converted to
+    cycles with the measured rate of ``torch.cuda._sleep``. (A fixed ~0.1 ms spin let the
+    ~0.1-0.2 ms host launch time of a two-kernel decode call leak into its device time:
+    round 1 on the H200.) Used for decode, whose kernels take ~10 us.
+
+    Args:
+        fns: name -> a function that enqueues the work (no synchronisation inside).
+        rounds: rotations of the order; reps: timed calls per function and round.
+        flush_bytes: bytes zeroed before each call; spin_cycles: the smallest spin.
+        info: if given, filled with ``spin_cycles``, ``spin_s`` and ``host_s`` (the
+            calibration, seconds).
 
     Returns:
         name -> list of per-round median seconds.
@@ -217,6 +228,17 @@ def time_device_interleaved(fns: dict[str, Callable[[], Any]], rounds: int, reps
         for _ in range(3):
             fns[n]()
     torch.cuda.synchronize()
+    host_s = max(host_overhead_s(fns[n], calls=10) for n in names)
+    probe = 1_000_000
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(probe)
+    b.record()
+    torch.cuda.synchronize()
+    cycles_per_s = probe / max(a.elapsed_time(b) / 1e3, 1e-6)
+    spin = max(int(spin_cycles), int((2.0 * host_s + 50e-6) * cycles_per_s))
+    if info is not None:
+        info.update(spin_cycles=spin, spin_s=spin / cycles_per_s, host_s=host_s)
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         for n in order:
@@ -224,7 +246,7 @@ def time_device_interleaved(fns: dict[str, Callable[[], Any]], rounds: int, reps
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
             for i in range(reps):
                 flush.zero_()
-                torch.cuda._sleep(spin_cycles)
+                torch.cuda._sleep(spin)
                 starts[i].record()
                 fns[n]()
                 ends[i].record()
@@ -626,8 +648,8 @@ def run_benchmark(
         "timing": (f"prefill: triton.testing.do_bench median (L2 flushed before every repetition), warm-up "
                    f"{warmup_ms} ms, rep {rep_ms} ms, {rounds} interleaved rounds in rotating order, median over rounds; "
                    "one untimed call first (our autotuning happens there). decode: device time by CUDA events "
-                   "(256 MiB L2 flush and ~0.1 ms GPU spin before each of 50 calls, so host launch overhead is "
-                   f"not timed), {rounds} interleaved rounds, median; do_bench medians (rep {decode_rep_ms} ms) "
+                   "(256 MiB L2 flush and a GPU spin of at least 2x the host seconds per call + 50 us before each "
+                   f"of 50 calls, so host launch overhead is not timed), {rounds} interleaved rounds, median; do_bench medians (rep {decode_rep_ms} ms) "
                    "and host seconds per call recorded beside"),
         "flop_convention": "4 * B * H * seqlen_q * seqlen_k * HEAD_DIM, x 0.5 causal",
         "math_limit_bytes": math_limit_bytes,

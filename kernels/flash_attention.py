@@ -8,7 +8,8 @@ What every program loads and stores follows ``docs/traffic-contract.md`` exactly
 interpreter counts the requested bytes and compares them with the traffic model):
 
 * prefill (``N_q > 16``): Q-stationary forward (FlashAttention-2, Dao 2023, Algorithm 1;
-  Triton tutorial ``06-fused-attention.py``). Grid ``(T_r, B*H)``, axis 0 the query tile.
+  Triton tutorial ``06-fused-attention.py``). Grid ``(T_r, B*H)``, axis 0 the query tile
+  (``tile_order`` "reverse": tile T_r - 1 - program_id(0), heaviest causal tiles first).
   Online softmax in fp32 with exp2; causal K/V blocks above the diagonal are skipped,
   blocks fully below it run without a mask (stage 1), blocks crossing it or the key tail
   run masked (stage 2). Two variants move the same blocks:
@@ -34,6 +35,7 @@ FlashAttention does.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -141,6 +143,15 @@ def _finish_rows(acc, l_i, m_i):
 
 
 @triton.jit
+def _query_tile(REVERSE: tl.constexpr):
+    """Query tile i of this program: program_id(0), or T_r - 1 - program_id(0) when REVERSE."""
+    i = tl.program_id(0)
+    if REVERSE:
+        i = tl.num_programs(0) - 1 - i
+    return i
+
+
+@triton.jit
 def _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
     """Key range of query tile i: stage 1 = [0, full_end) unmasked, stage 2 = [full_end, hi) masked.
 
@@ -167,9 +178,11 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
               H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
-    """Prefill forward, pointer loads. Grid (T_r, B*H): program (i, b*H + h)."""
-    i = tl.program_id(0)
+              CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
+              REVERSE: tl.constexpr = False):
+    """Prefill forward, pointer loads. Grid (T_r, B*H): program (p, b*H + h) runs query tile
+    i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first)."""
+    i = _query_tile(REVERSE)
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
@@ -230,14 +243,14 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
                   H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, IN_DTYPE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                  EMULATE_BF16: tl.constexpr):
+                  EMULATE_BF16: tl.constexpr, REVERSE: tl.constexpr = False):
     """Prefill forward, tensor descriptors (TMA). Same grid and blocks as ``_attn_fwd``.
 
     Descriptors are rank 4 over (B, H, N, d) (K, V: (B, H_kv, N_k, d)) with boxes
     [1, 1, BLOCK, HEAD_DIM]: TMA zero-fills reads and drops writes beyond each head's
     sequence bound, which moves exactly the rows the pointer path's masks request.
     """
-    i = tl.program_id(0)
+    i = _query_tile(REVERSE)
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
@@ -408,7 +421,7 @@ def _tma_pre_hook(nargs: dict[str, Any]) -> None:
 def _triton_configs(choices: list[hx.TileChoice], tma: bool) -> list[Any]:
     out = []
     for c in choices:
-        kw: dict[str, Any] = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n}
+        kw: dict[str, Any] = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "REVERSE": c.tile_order == "reverse"}
         if tma:
             kw["WARP_SPECIALIZE"] = c.warp_specialize
         out.append(triton.Config(kw, num_warps=c.num_warps, num_stages=c.num_stages,
@@ -445,7 +458,8 @@ def _wall_clock_bench(fn: Any, quantiles: Any = None, **_: Any) -> Any:
 def _choice_to_config(c: Any, path: str) -> KernelConfig:
     kw = c.kwargs
     return KernelConfig(block_m=kw["BLOCK_M"], block_n=kw["BLOCK_N"], num_warps=c.num_warps,
-                        num_stages=c.num_stages, path=path, warp_specialize=bool(kw.get("WARP_SPECIALIZE", False)))
+                        num_stages=c.num_stages, path=path, warp_specialize=bool(kw.get("WARP_SPECIALIZE", False)),
+                        tile_order="reverse" if kw.get("REVERSE", False) else "forward")
 
 
 # ====================================================================================
@@ -474,10 +488,26 @@ def _unused_buffer(device: torch.device) -> torch.Tensor:
     return _UNUSED[key]
 
 
+_NUM_SMS: dict[Any, int] = {}
+
+
 def _num_sms(device: torch.device) -> int:
+    """SM count of ``device`` (cached per device; :data:`heuristics.INTERPRETER_NUM_SMS` off CUDA)."""
     if device.type == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        key = device.index if device.index is not None else torch.cuda.current_device()
+        if key not in _NUM_SMS:
+            _NUM_SMS[key] = torch.cuda.get_device_properties(key).multi_processor_count
+        return _NUM_SMS[key]
     return hx.INTERPRETER_NUM_SMS
+
+
+@functools.lru_cache(maxsize=256)
+def _decode_plan(batch: int, heads: int, kv_heads: int, seqlen_q: int, seqlen_k: int, head_dim: int,
+                 num_sms: int, interpreter: bool) -> KernelConfig:
+    """:func:`heuristics.decode_config` cached per shape (a pure function: the launcher asks it
+    once per shape, not once per decode step)."""
+    return hx.decode_config(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
+                            head_dim=head_dim, num_sms=num_sms, interpreter=interpreter)
 
 
 def _tma_ok(*tensors: torch.Tensor) -> bool:
@@ -527,6 +557,10 @@ def _check_config(config: KernelConfig, path: str) -> None:
         raise IomodelError(f"config.num_stages must be a positive integer, got {config.num_stages!r}: change it")
     if config.path != path:
         raise IomodelError(f"config.path is {config.path!r} but this call runs {path!r}: set config.path={path!r}")
+    if config.tile_order not in hx.TILE_ORDERS:
+        raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
+    if path == "decode-split-kv" and config.tile_order != "forward":
+        raise IomodelError("tile_order applies to the prefill paths only: set config.tile_order='forward'")
 
 
 def flash_attention(
@@ -642,12 +676,9 @@ def _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, path, config,
     dtype = shape.dtype
     if config is None:
         if INTERPRET and not autotune:
-            c = hx.INTERPRETER_PREFILL
-            config = KernelConfig(c.block_m, c.block_n, c.num_warps, c.num_stages, path)
+            config = hx.INTERPRETER_PREFILL.config(path)
         elif autotune is False:
-            c = hx.prefill_default(d, dtype, causal, path)
-            config = KernelConfig(c.block_m, c.block_n, c.num_warps, c.num_stages, path,
-                                  warp_specialize=c.warp_specialize)
+            config = hx.prefill_default(d, dtype, causal, path).config(path)
     if config is not None:
         _check_config(config, path)
     common = dict(H=H, G=shape.group, N_Q=N_q, N_K=N_k, CAUSAL_OFF=off,
@@ -669,7 +700,8 @@ def _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, path, config,
                        "BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "HEAD_DIM": d})
         _attn_fwd_tma[(triton.cdiv(N_q, config.block_m), B * H)](
             *args, **common, **extra, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-            WARP_SPECIALIZE=config.warp_specialize, num_warps=config.num_warps, num_stages=config.num_stages)
+            WARP_SPECIALIZE=config.warp_specialize, REVERSE=config.tile_order == "reverse",
+            num_warps=config.num_warps, num_stages=config.num_stages)
         return config
 
     args = (q, k, v, o, lse, sm_scale, *q.stride(), *k.stride(), *v.stride(), *o.stride())
@@ -683,7 +715,7 @@ def _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, path, config,
         raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
     _attn_fwd[(triton.cdiv(N_q, config.block_m), B * H)](
         *args, **common, **extra, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        num_warps=config.num_warps, num_stages=config.num_stages)
+        REVERSE=config.tile_order == "reverse", num_warps=config.num_warps, num_stages=config.num_stages)
     return config
 
 
@@ -694,8 +726,7 @@ def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sm
     if num_sms is None:
         num_sms = _num_sms(q.device)
     if config is None:
-        config = hx.decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d,
-                                  num_sms=num_sms, interpreter=INTERPRET)
+        config = _decode_plan(B, H, H_kv, N_q, N_k, d, num_sms, INTERPRET)
     else:
         _check_config(config, "decode-split-kv")
         p = config.heads_per_program

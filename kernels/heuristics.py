@@ -26,6 +26,12 @@ from typing import Any
 
 #: Paths the launcher can take (``KernelConfig.path``).
 PATHS = ("prefill", "prefill-tma", "decode-split-kv")
+#: Query-tile orders of the prefill grid (``KernelConfig.tile_order``): ``forward`` maps
+#: ``program_id(0)`` to query tile i = program_id(0); ``reverse`` to i = T_r - 1 - program_id(0)
+#: (causal: the heaviest tiles, those with the most visible K/V blocks, start first, so the
+#: last wave holds the lightest tiles; FlashAttention-3's causal scheduler does the same).
+#: The set of blocks every tile moves is the same in both orders (traffic contract).
+TILE_ORDERS = ("forward", "reverse")
 
 #: Largest seqlen_q that takes the decode (split-KV) path; the API fixes it at 16.
 DECODE_MAX_SEQLEN_Q = 16
@@ -72,6 +78,7 @@ class KernelConfig:
     num_splits: int = 1  # decode split-KV partitions (1 for prefill)
     heads_per_program: int = 1  # decode: query heads of one GQA group per program (P)
     warp_specialize: bool = False  # prefill-tma: automatic warp specialization of the K/V loop
+    tile_order: str = "forward"  # prefill: "forward" or "reverse" query-tile order (TILE_ORDERS)
 
     def tiling(self) -> Any:
         """This configuration as an :class:`iomodel.spec.Tiling` (same BLOCK_M/BLOCK_N/stages/splits/P)."""
@@ -103,6 +110,12 @@ class TileChoice:
     num_warps: int
     num_stages: int
     warp_specialize: bool = False
+    tile_order: str = "forward"
+
+    def config(self, path: str) -> KernelConfig:
+        """This tile choice as the :class:`KernelConfig` the launcher runs on ``path``."""
+        return KernelConfig(self.block_m, self.block_n, self.num_warps, self.num_stages, path,
+                            warp_specialize=self.warp_specialize, tile_order=self.tile_order)
 
 
 # ----------------------------------------------------------------------------------
@@ -129,9 +142,23 @@ _TMA_CANDIDATES: dict[int, list[TileChoice]] = {
     32: [TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 3), TileChoice(64, 64, 4, 4)],
     64: [TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 3), TileChoice(128, 64, 8, 4),
          TileChoice(64, 64, 4, 4)],
-    128: [TileChoice(128, 64, 8, 3), TileChoice(128, 128, 8, 2), TileChoice(128, 128, 8, 3),
-          TileChoice(128, 64, 8, 4), TileChoice(64, 64, 4, 3)],
+    128: [TileChoice(128, 128, 8, 3), TileChoice(64, 64, 4, 3), TileChoice(128, 64, 8, 3)],
     256: [TileChoice(64, 64, 4, 2), TileChoice(128, 64, 8, 2), TileChoice(64, 32, 4, 3)],
+}
+#: Measured per-shape-class lists (TMA path), keyed (padded HEAD_DIM, causal), best first.
+#: Source: H200 (132 SMs), triton 3.6, round 1 of ``benchmarks/gpu_kernel_check.py``
+#: (``receipts/raw/kernel-check-h200-2026-11-29-round1.json``): B*N = 16k tokens, H = 16,
+#: seqlen 4k and 8k, fp16 and bf16 alike (the winner did not depend on dtype or on the
+#: seqlen bucket). TFLOP/s of the swept tiles at HEAD_DIM 128:
+#:   non-causal: 128x128 w8 s3 558-588, 64x64 w4 s3 526-562, 128x64 w8 s3 519-543,
+#:               128x64 w8 s4 480-513, 128x128 w8 s2 473-479 (dropped), 64x64 w4 s4 347-411 (dropped);
+#:   causal:     128x128 w8 s3 491-511, 64x64 w4 s3 478-526 (a tie), 128x64 w8 s3 446-484 (dropped).
+#: Causal adds the reverse query-tile order (heaviest tiles first) of the two winners; the
+#: autotuner measures both orders (round 2 of the GPU check reports them side by side).
+_MEASURED_TMA: dict[tuple[int, bool], list[TileChoice]] = {
+    (128, False): [TileChoice(128, 128, 8, 3), TileChoice(64, 64, 4, 3), TileChoice(128, 64, 8, 3)],
+    (128, True): [TileChoice(128, 128, 8, 3, tile_order="reverse"), TileChoice(64, 64, 4, 3, tile_order="reverse"),
+                  TileChoice(128, 128, 8, 3), TileChoice(64, 64, 4, 3)],
 }
 _POINTER_CANDIDATES: dict[int, list[TileChoice]] = {
     16: [TileChoice(64, 64, 4, 3), TileChoice(128, 64, 8, 3)],
@@ -186,16 +213,21 @@ def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> li
         path: ``prefill`` (pointer loads) or ``prefill-tma`` (tensor descriptors, sm_90).
 
     Returns:
-        Candidate tiles, best guess first. fp32 (exact ``ieee`` dots on CUDA cores) has its
-        own small tiles. Causal keeps BLOCK_N <= BLOCK_M (the diagonal then spans at most
-        two K/V blocks per tile).
+        Candidate tiles, best first: the measured list of :data:`_MEASURED_TMA` where the
+        shape class has one, else the per-HEAD_DIM table. fp32 (exact ``ieee`` dots on CUDA
+        cores) has its own small tiles. Causal keeps BLOCK_N <= BLOCK_M (the diagonal then
+        spans at most two K/V blocks per tile) and adds a ``tile_order="reverse"`` candidate.
     """
     if dtype == "fp32":
         return _by_head_dim(_FP32_CANDIDATES, head_dim)
+    if path == "prefill-tma" and (head_dim_padded(head_dim), causal) in _MEASURED_TMA:
+        return list(_MEASURED_TMA[(head_dim_padded(head_dim), causal)])
     table = _TMA_CANDIDATES if path == "prefill-tma" else _POINTER_CANDIDATES
     cands = _by_head_dim(table, head_dim)
     if causal:
         cands = [c for c in cands if c.block_n <= c.block_m] or cands
+        # the first candidate in the reverse query-tile order too (heaviest causal tiles first)
+        cands.append(replace(cands[0], tile_order="reverse"))
     return cands
 
 
@@ -352,6 +384,7 @@ __all__ = [
     "KernelConfig",
     "MAX_HEAD_DIM",
     "PATHS",
+    "TILE_ORDERS",
     "TileChoice",
     "cdiv",
     "combine_block_s",

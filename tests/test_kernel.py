@@ -295,6 +295,9 @@ def _qkv(B=1, H=2, H_kv=2, N_q=20, N_k=20, d=32, dtype=torch.float16):
         (_qkv(N_q=40), {"config": KernelConfig(16, 16, 4, 1, "decode-split-kv")}, "seqlen_q <= 16"),
         (_qkv(), {"out": (torch.zeros(1, 2, 20, 32), torch.zeros(1, 2, 20))}, "out must be"),
         (_qkv(), {"config": {"block_m": 32}}, "KernelConfig"),
+        (_qkv(), {"config": KernelConfig(32, 16, 4, 1, "prefill", tile_order="backward")}, "tile_order"),
+        (_qkv(N_q=4), {"config": KernelConfig(16, 16, 4, 1, "decode-split-kv", heads_per_program=1,
+                                              tile_order="reverse")}, "tile_order"),
         (_qkv(), {"causal": "yes"}, "causal must be"),
     ],
 )
@@ -375,3 +378,25 @@ def test_heuristics_import_neither_torch_nor_triton():
 )
 def test_prefill_path_choice(dtype, d, sm, aligned, use, path):
     assert hx.prefill_path(dtype, d, sm, aligned, use) == path
+
+
+def test_measured_candidates_and_tile_order():
+    """HEAD_DIM 128 on the TMA path: the measured round-1 winners first (128x128 w8 s3), the
+    causal list leads with the reverse query-tile order and keeps the forward one; other
+    classes append a reverse copy of their first candidate when causal; old records without
+    ``tile_order`` read as forward."""
+    nc = hx.prefill_candidates(128, "bf16", False, "prefill-tma")
+    assert [(c.block_m, c.block_n, c.num_warps, c.num_stages, c.tile_order) for c in nc] == [
+        (128, 128, 8, 3, "forward"), (64, 64, 4, 3, "forward"), (128, 64, 8, 3, "forward")]
+    ca = hx.prefill_candidates(128, "fp16", True, "prefill-tma")
+    assert [(c.block_m, c.block_n, c.tile_order) for c in ca] == [
+        (128, 128, "reverse"), (64, 64, "reverse"), (128, 128, "forward"), (64, 64, "forward")]
+    assert hx.prefill_default(128, "fp16", True, "prefill-tma").config("prefill-tma") == KernelConfig(
+        128, 128, 8, 3, "prefill-tma", tile_order="reverse")
+    p64 = hx.prefill_candidates(64, "bf16", True, "prefill")
+    assert p64[-1] == hx.TileChoice(p64[0].block_m, p64[0].block_n, p64[0].num_warps, p64[0].num_stages,
+                                    tile_order="reverse")
+    assert all(c.tile_order == "forward" for c in hx.prefill_candidates(64, "bf16", False, "prefill"))
+    old = {"block_m": 128, "block_n": 64, "num_warps": 8, "num_stages": 3, "path": "prefill-tma",
+           "num_splits": 1, "heads_per_program": 1, "warp_specialize": False}
+    assert KernelConfig(**old).tile_order == "forward"

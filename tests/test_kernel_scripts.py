@@ -79,8 +79,10 @@ CHECK = FAKE_CUDA + r'''
 import gpu_kernel_check as g
 g.HEADLINE = [(64, "fp16", False), (64, "bf16", True)]
 g.HEADLINE_TOKENS, g.HEADLINE_HEADS, g.HEADLINE_D = 128, 2, 32
-g.TMA_SWEEP = [(32, 16, 4, 1, False), (64, 32, 4, 2, False)]
-g.POINTER_SWEEP = [(32, 16, 4, 1)]
+g.TMA_SWEEP = [(32, 16, 4, 1, False, "forward"), (64, 32, 4, 2, False, "forward"), (32, 16, 4, 1, False, "reverse")]
+g.POINTER_SWEEP = [(32, 16, 4, 1, "forward")]
+g.CORRECTNESS_TMA_EXTRA = [(32, 16, 4, 1, "reverse")]
+g.INTERLEAVED_ROUNDS = 1
 g.DECODE_SHAPES = [(1, 96)]
 g.DECODE_SWEEP = g.DECODE_SWEEP[:1]
 g.CORRECTNESS = [(1, 4, 2, 40, 50, 128, "fp16", True, "top-left"), (1, 4, 2, 33, 20, 64, "bf16", True, "bottom-right"),
@@ -113,14 +115,26 @@ def test_gpu_kernel_check_dry_run(tmp_path):
     assert "================ SUMMARY ================" in res.stdout
     data = json.loads((tmp_path / "kernel_check.json").read_text())
     corr = data["sections"]["correctness"]
-    # 2 prefill paths (+ autotuned mode for HEAD_DIM 128) for the fp16/bf16 shapes, pointer only for fp32, decode
+    # 2 prefill paths (+ autotuned mode for HEAD_DIM 128, + the other query-tile order when causal,
+    # + the forced extra TMA configs at HEAD_DIM 128) for the fp16/bf16 shapes, pointer only for fp32, decode
     assert [(r["path"], r["mode"]) for r in corr] == [
-        ("prefill", "default"), ("prefill", "autotuned"), ("prefill-tma", "default"), ("prefill-tma", "autotuned"),
-        ("prefill", "default"), ("prefill-tma", "default"), ("prefill", "default"), ("decode-split-kv", "default")]
+        ("prefill", "default"), ("prefill", "autotuned"), ("prefill", "flip-order"),
+        ("prefill-tma", "default"), ("prefill-tma", "autotuned"), ("prefill-tma", "flip-order"),
+        ("prefill-tma", "forced 32x16x4x1xreverse"),
+        ("prefill", "default"), ("prefill", "flip-order"), ("prefill-tma", "default"), ("prefill-tma", "flip-order"),
+        ("prefill", "default"), ("decode-split-kv", "default")]
     assert all(r["status"] == "PASS" for r in corr), [r for r in corr if r["status"] != "PASS"]
+    orders = {(r["path"], r["mode"]): r["config"]["tile_order"] for r in corr if r["shape"][5] == 128}
+    assert orders[("prefill", "default")] == "forward" and orders[("prefill", "flip-order")] == "reverse"
+    assert orders[("prefill-tma", "default")] == "reverse" and orders[("prefill-tma", "flip-order")] == "forward"
     for rec in data["sections"]["sweep"]:
-        assert [c["path"] for c in rec["configs"]] == ["prefill-tma", "prefill-tma", "prefill"]
+        # the reverse tile order is swept for causal shapes only
+        assert [(c["path"], c["tile_order"]) for c in rec["configs"]] == [
+            ("prefill-tma", "forward"), ("prefill-tma", "forward")] + [("prefill-tma", "reverse")] * rec["causal"] + [
+            ("prefill", "forward")]
         assert all("tflops" in c and "error" not in c for c in rec["configs"]), rec["configs"]
+        assert set(rec["interleaved"]) == {"flash", "autotuned", "auto_forced", "best"}, rec["interleaved"]  # no cuDNN on a CPU
+        assert all(x["tflops"] > 0 for x in rec["interleaved"].values())
         assert rec["autotuned"]["config"]["path"] == "prefill"  # CPU tensors: kernel_path picks the pointer path
         assert set(rec["sdpa"]) == {"cudnn", "flash"}
     (dec,) = data["sections"]["decode"]
