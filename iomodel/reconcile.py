@@ -278,6 +278,42 @@ def _sum_rows(rows: Iterable[Any], level: str) -> dict[str, list[int]]:
 PredictFn = Callable[..., Any]
 
 
+def foreign_write_bytes(kernel: Any) -> float | None:
+    """DRAM bytes one profiled kernel wrote beyond every sector written into L2 while it ran.
+
+    ``dram__bytes_write.sum − 32 × lts__t_sectors_op_write.sum`` (all sources, not only the
+    SMs). The L2 is write-back and every DRAM write is the eviction of a dirty L2 line, so a
+    positive difference is lines that were already dirty when the kernel started (written
+    before the measured range, e.g. by the profiler between replay passes) and that the
+    kernel's own fills evicted: DRAM writes the kernel's stores cannot have caused.
+
+    Args:
+        kernel: a :class:`~iomodel.measure.records.KernelRecord`.
+
+    Returns:
+        bytes (> 0), or None when not positive or a metric is missing.
+    """
+    dw = kernel.quantity("dram_write_bytes")
+    lw = kernel.quantity("l2_all_write_bytes")
+    if dw is None or lw is None or dw <= lw:
+        return None
+    return dw - lw
+
+
+def foreign_write_notes(shape: ShapeMeasurement) -> list[str]:
+    """One sentence per kernel of ``shape`` whose DRAM writes exceed all its L2 writes (see
+    :func:`foreign_write_bytes`); an explanation of measured writes no model of the kernel's
+    stores can predict."""
+    out = []
+    for k in shape.kernels:
+        x = foreign_write_bytes(k)
+        if x:
+            out.append(f"{k.name} wrote {fmt_bytes(x)} more to DRAM than all sectors written into L2 during it "
+                       f"({fmt_bytes(k.quantity('dram_write_bytes'))} vs {fmt_bytes(k.quantity('l2_all_write_bytes'))}): "
+                       "lines dirty before the kernel started, evicted by its fills (measurement residue)")
+    return out
+
+
 def _default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any) -> Any:
     from iomodel.traffic import predict
 
@@ -374,6 +410,7 @@ def reconcile_shape(
                 out.levels.append(LevelCompare(
                     "L2", alg.sram_fill_read_bytes, shape.quantity(q_read),
                     alg.sram_fill_write_bytes, shape.quantity(q_write), extra=extra))
+                out.notes += foreign_write_notes(shape)
                 expected = 2 if (spec.phase == "decode" and tiling.num_splits > 1) else 1
                 if len(shape.kernels) != expected:
                     out.notes.append(f"{len(shape.kernels)} kernels profiled, {expected} expected: "
@@ -719,6 +756,8 @@ __all__ = [
     "Reconciliation",
     "ShapeReconciliation",
     "fmt_bytes",
+    "foreign_write_bytes",
+    "foreign_write_notes",
     "hardware_of",
     "markdown",
     "plot",

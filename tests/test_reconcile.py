@@ -212,3 +212,17 @@ def test_failed_shapes_and_sdpa_rows_are_reported_not_raised(sweep_shapes):
     sd = rec.rows[-1]
     assert sd.level("HBM").predicted_read is None and sd.level("HBM").floor_read > 0
     assert [r.id for r, _ in rec.outside()] == [rec.rows[0].id]
+
+
+def test_foreign_write_bytes_is_dram_writes_beyond_all_l2_write_sectors():
+    from iomodel.reconcile import foreign_write_bytes
+
+    units = {"dram__bytes_write.sum": "byte", "lts__t_sectors_op_write.sum": "sector"}
+    # 3,000,000 bytes to DRAM, 50,000 sectors x 32 B = 1,600,000 bytes into L2: 1,400,000 foreign
+    k = KernelRecord("_attn_decode", {"dram__bytes_write.sum": 3_000_000.0, "lts__t_sectors_op_write.sum": 50_000.0}, units)
+    assert foreign_write_bytes(k) == 1_400_000
+    # fewer DRAM writes than L2 writes: nothing foreign
+    k2 = KernelRecord("_attn_fwd", {"dram__bytes_write.sum": 1_000_000.0, "lts__t_sectors_op_write.sum": 50_000.0}, units)
+    assert foreign_write_bytes(k2) is None
+    # a metric missing: unknown
+    assert foreign_write_bytes(KernelRecord("x", {"dram__bytes_write.sum": 5.0}, units)) is None
