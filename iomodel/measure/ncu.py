@@ -329,6 +329,11 @@ def build_command(
         "--csv", "--page", "raw", "--print-units", "base",
         "--log-file", str(log_file),
     ]
+    replay = os.environ.get("IOMODEL_NCU_REPLAY_MODE", "").strip()
+    if replay:  # experiment knob: ncu --replay-mode kernel|application (default kernel)
+        if replay not in ("kernel", "application"):
+            raise IomodelError(f"IOMODEL_NCU_REPLAY_MODE {replay!r} is unknown: use 'kernel' or 'application'")
+        cmd += ["--replay-mode", replay]
     if kernel_regex:
         cmd += ["-k", f"regex:{kernel_regex}"]
     return cmd + list(child)
