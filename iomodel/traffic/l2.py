@@ -96,8 +96,14 @@ class L2Params:
         flush_between_kernels: the profiler flushes caches before each kernel (ncu
             ``--cache-control all``); False: L2 content carries from kernel to kernel.
         dirty_survival: dirty lines that are never touched again survive X bytes of later
-            L2 fills with probability ``exp(−X / capacity)`` (default True; False: pure LRU,
-            the round-1 model). See the module doc, cause ``dirty_evicted``.
+            L2 fills with probability ``exp(−X / capacity)`` (default False: pure LRU). Round 2
+            turned it on to explain DRAM write-backs that turned out to be Nsight Compute's
+            kernel-replay residue: the memory restore before each further replay pass leaves
+            dirty lines that the measured pass writes back (H200, 2026-11-29: a decode kernel
+            wrote 2.3 MiB to DRAM with 20 metrics collected and 0.05 MiB with 3;
+            receipts/raw/replay-probe-*). Measured with a single-pass DRAM run
+            (``dram_pass`` in the sweep), the write-backs follow the pure LRU model. Cause
+            ``dirty_evicted`` when on.
         write_once: written lines occupy one copy of L2 (their home partition) while read
             data shared by all SMs occupies ``1 / l2_fraction`` copies (default True; False:
             both occupy the effective capacity alike, the round-1 model).
@@ -108,7 +114,7 @@ class L2Params:
     programs_per_sm: int = 1
     l2_fraction: float = DEFAULT_L2_FRACTION
     flush_between_kernels: bool = True
-    dirty_survival: bool = True
+    dirty_survival: bool = False
     write_once: bool = True
 
     def __post_init__(self) -> None:
