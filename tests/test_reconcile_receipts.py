@@ -1,16 +1,16 @@
 """Issue 4 on the committed GPU receipts (receipts/ncu-*.json), without a GPU.
 
-* Second hold-out receipts (``receipts/ncu-h200-holdout2-*.json``, shapes of
-  sweeps/h200-holdout2.toml, none of which is in the two earlier sweeps the model was improved
-  on) carry the acceptance: the bundled kernel's L2-aware DRAM read and write bytes each within
-  ±10 % on at least 90 % of the shapes and the L2 level within ±15 %; the eager chain's HBM
-  bytes within ±10 % for seqlen <= 8k; every shape outside has an explanation. On the receipt of
-  2026-11-29 the reads and the L2 level meet it; the DRAM writes (20/31) and the eager chain do
-  not: those two tests are strict xfails (issue 4 stays open), and the counts are pinned.
-* The calibration receipt (receipts/ncu-h200-2026-11-29.json) and the first hold-out receipt
-  (receipts/ncu-h200-holdout-2026-11-29.json, calibration data since round 3) pin the counts the
-  current model reaches, as regression guards; they are below the acceptance where the model is
-  known to fall short (decode DRAM writes, small prefill write-backs).
+* The third hold-out receipt (``receipts/ncu-h200-holdout3-*.json``: shapes of
+  sweeps/h200-holdout3.toml, written after the last model change and in none of the earlier
+  sweeps; DRAM bytes from a single-pass ncu run, ``dram_pass``) carries the acceptance: the
+  bundled kernel's L2-aware DRAM read and write bytes each within ±10 % on at least 90 % of
+  the shapes, the L2 level within ±15 %, the eager chain within ±10 % up to 8k tokens, every
+  shape outside explained. On the receipt of 2026-11-29 all of it holds except the DRAM
+  writes (24/30): that test is a strict xfail (issue 4 stays open) and the counts are pinned.
+* The earlier receipts are calibration data; their counts under the current model are pinned
+  as regression guards. The first three measured DRAM bytes in a multi-pass ncu run, whose
+  memory restore between replay passes adds write-backs the model does not (and should not)
+  predict, so their write counts are low.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from iomodel.measure.records import Measurement
 from iomodel.reconcile import reconcile
 
 RECEIPTS_DIR = Path(__file__).resolve().parent.parent / "receipts"
-HOLDOUT = sorted(RECEIPTS_DIR.glob("ncu-h200-holdout2-*.json"))
+HOLDOUT = sorted(RECEIPTS_DIR.glob("ncu-h200-holdout3-*.json"))
+HOLDOUT2_DP = RECEIPTS_DIR / "ncu-h200-holdout2-dp-2026-11-29.json"
 CALIBRATION = RECEIPTS_DIR / "ncu-h200-2026-11-29.json"
 HOLDOUT1 = RECEIPTS_DIR / "ncu-h200-holdout-2026-11-29.json"
 ALL = sorted(RECEIPTS_DIR.glob("ncu-*.json"))
@@ -60,7 +61,7 @@ def test_calibration_receipt_pins_the_current_model():
     """
     f = _fractions(reconcile(Measurement.load(CALIBRATION)))
     assert f[("tiled", "HBM", "read")] == (32, 32)
-    assert f[("tiled", "HBM", "write")] == (22, 32)
+    assert f[("tiled", "HBM", "write")] == (18, 32)
     assert f[("tiled", "L2", "read")] == (18, 32)
     assert f[("tiled", "L2", "write")] == (32, 32)
     assert f[("baseline", "HBM", "read")] == (12, 12)
@@ -78,7 +79,7 @@ def test_first_holdout_receipt_pins_the_current_model():
     """
     f = _fractions(reconcile(Measurement.load(HOLDOUT1)))
     assert f[("tiled", "HBM", "read")] == (32, 33)
-    assert f[("tiled", "HBM", "write")] == (21, 33)
+    assert f[("tiled", "HBM", "write")] == (14, 33)
     assert f[("tiled", "L2", "read")] == (33, 33)
     assert f[("tiled", "L2", "write")] == (33, 33)
     assert f[("baseline", "HBM", "read")] == (7, 7)
@@ -101,7 +102,7 @@ def holdout(request):
     return reconcile(Measurement.load(request.param))
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout2-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout3-*.json committed yet")
 def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
     """Acceptance parts that hold on the second hold-out: DRAM reads within ±10 % and the L2 level
     (SM-side crossbar bytes) within ±15 % on at least 90 % of the bundled kernel's shapes."""
@@ -111,30 +112,53 @@ def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
         assert within >= 0.9 * shapes, (level, which, within, shapes)
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout2-*.json committed yet")
-def test_holdout_pins_the_counts_the_model_reaches():
-    """Regression guard on receipts/ncu-h200-holdout2-2026-11-29.json (37 shapes, profiled once,
-    after the last model change): the counts as measured, misses included."""
-    f = _fractions(reconcile(Measurement.load(RECEIPTS_DIR / "ncu-h200-holdout2-2026-11-29.json")))
-    assert f[("tiled", "HBM", "read")] == (31, 31)
-    assert f[("tiled", "HBM", "write")] == (20, 31)
-    assert f[("tiled", "L2", "read")] == (31, 31)
-    assert f[("tiled", "L2", "write")] == (30, 31)
-    assert f[("baseline", "HBM", "read")] == (5, 6)
-    assert f[("baseline", "HBM", "write")] == (4, 6)
+@pytest.mark.parametrize(
+    "name, counts",
+    [
+        # multi-pass DRAM bytes (replay residue in the writes)
+        ("ncu-h200-holdout2-2026-11-29.json", {"tHr": (31, 31), "tHw": (13, 31), "tLr": (31, 31), "tLw": (30, 31),
+                                               "bHr": (5, 6), "bHw": (4, 6)}),
+        # the same shapes, DRAM bytes from a single-pass run (dram_pass)
+        ("ncu-h200-holdout2-dp-2026-11-29.json", {"tHr": (31, 31), "tHw": (27, 31), "tLr": (31, 31), "tLw": (30, 31),
+                                                  "bHr": (5, 6), "bHw": (5, 6)}),
+        # the independent hold-out (acceptance evidence)
+        ("ncu-h200-holdout3-2026-11-29.json", {"tHr": (30, 30), "tHw": (24, 30), "tLr": (30, 30), "tLw": (30, 30),
+                                               "bHr": (2, 2), "bHw": (2, 2)}),
+    ],
+)
+def test_later_receipts_pin_the_counts_the_model_reaches(name, counts):
+    """Regression guard: within-tolerance counts on the later receipts under the current model."""
+    path = RECEIPTS_DIR / name
+    if not path.is_file():
+        pytest.skip(f"{name} not committed")
+    f = _fractions(reconcile(Measurement.load(path)))
+    keys = {"tHr": ("tiled", "HBM", "read"), "tHw": ("tiled", "HBM", "write"), "tLr": ("tiled", "L2", "read"),
+            "tLw": ("tiled", "L2", "write"), "bHr": ("baseline", "HBM", "read"), "bHw": ("baseline", "HBM", "write")}
+    assert {k: f[v] for k, v in keys.items()} == counts
 
 
-@pytest.mark.xfail(strict=True, reason="known miss (issue 4 open): DRAM write-backs of small outputs and the "
-                   "decode kernels' residue are not modelled within ±10 % (20/31 shapes on hold-out 2)")
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout2-*.json committed yet")
+def test_single_pass_dram_bytes_remove_the_replay_residue():
+    """Same 37 shapes, same kernels: the single-pass DRAM run writes less than the multi-pass one
+    on the decode shapes (the kernel-replay restore residue), and reads the same."""
+    a = {s.id: s for s in Measurement.load(RECEIPTS_DIR / "ncu-h200-holdout2-2026-11-29.json").shapes}
+    b = {s.id: s for s in Measurement.load(RECEIPTS_DIR / "ncu-h200-holdout2-dp-2026-11-29.json").shapes}
+    dec = [i for i in a if a[i].spec.phase == "decode" and a[i].error is None and b[i].error is None]
+    assert dec
+    assert sum(b[i].quantity("dram_write_bytes") for i in dec) < 0.8 * sum(a[i].quantity("dram_write_bytes") for i in dec)
+    for i in dec:
+        ra, rb = a[i].quantity("dram_read_bytes"), b[i].quantity("dram_read_bytes")
+        assert abs(ra - rb) <= 0.02 * ra
+
+
+@pytest.mark.xfail(strict=True, reason="known miss (issue 4 open): DRAM write-backs of outputs that mostly stay "
+                   "dirty in L2 are not predicted within ±10 % often enough (24/30 on hold-out 3)")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout3-*.json committed yet")
 def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
     within, shapes = _fractions(holdout)[("tiled", "HBM", "write")]
     assert within >= 0.9 * shapes, (within, shapes)
 
 
-@pytest.mark.xfail(strict=True, reason="known miss (issue 4 open): eager-chain write-backs at 1-3k tokens "
-                   "and one read miss (4/6 and 5/6 shapes on hold-out 2)")
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout2-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout3-*.json committed yet")
 def test_holdout_eager_chain_within_tolerance_up_to_8k(holdout):
     rows = [r for r in holdout.rows if r.impl == "baseline" and r.spec.seqlen_k <= 8192 and r.error is None]
     assert rows, "the hold-out sweep has eager-chain shapes"
