@@ -151,3 +151,28 @@ def test_console_script_bad_input_subprocess():
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
     assert "divisible" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["--seqlen", "99999999999"], ["--seqlen", str(2**24 + 1), "--no-causal"],
+                                  ["--phase", "decode", "--seqlen", "99999999999"]])
+def test_worksheet_seqlen_too_long_for_exact_sums(capsys, args):
+    """predict's causal tile sums are exact Python loops over rows: above 2^24 rows the CLI
+    refuses at once (one line, exit 2) instead of looping for hours."""
+    from iomodel.traffic.model import PREDICT_MAX_SEQLEN
+
+    assert PREDICT_MAX_SEQLEN == 16_777_216
+    line = assert_one_line_error(capsys, ["worksheet", *args], "16,777,216", "seqlen of at most")
+    assert f"seqlen {int(args[args.index('--seqlen') + 1]):,}" in line
+
+
+def test_predict_accepts_the_largest_seqlen_without_the_loop_cost():
+    """Exactly 2^24 is accepted (non-causal: closed forms, no loop); the guard is strict '>'."""
+    from iomodel.hardware import get_hardware
+    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.traffic.model import predict
+
+    n = 2**24
+    spec = LayerSpec(batch=1, heads=2, kv_heads=2, head_dim=64, seqlen_q=n, seqlen_k=n, dtype="bf16",
+                     causal=False)
+    p = predict(spec, Tiling(block_m=64, block_n=64), get_hardware("H200"))
+    assert p.compulsory_bytes == 4 * 2 * n * 64 * 2  # read Q, K, V and write O once, bf16

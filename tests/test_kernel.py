@@ -85,7 +85,9 @@ def _random_cases(n: int, seed: int = 2024):
             N_q, N_k = max(N_q, 20), rnd.randint(1, 15)
         causal = rnd.random() < 0.7
         align = "bottom-right" if (i % 6 == 1 or rnd.random() < 0.5) else "top-left"
-        dtype = ["fp16", "bf16", "fp32"][i % 3 if i % 4 else (i // 4) % 3]
+        # decode is i % 3 == 0; (i // 3) % 3 cycles the dtype within each path, so every
+        # (path, dtype) pair is sampled (prefill: i // 3 takes each value for two i's).
+        dtype = ["fp16", "bf16", "fp32"][(i // 3) % 3]
         B = rnd.choice([1, 2]) if d <= 64 else 1
         cases.append((B, H_kv * G, H_kv, N_q, N_k, d, dtype, causal, align))
     return cases
@@ -98,6 +100,8 @@ def test_random_cases_cover_the_issue_matrix():
     """The seeded set covers what the issue asks for (so the sampling cannot drift silently)."""
     assert len(CASES) >= 50
     assert {c[6] for c in CASES} == {"fp16", "bf16", "fp32"}
+    pairs = {(c[3] <= 16, c[6]) for c in CASES}  # (decode?, dtype): every path in every dtype
+    assert pairs == {(dec, dt) for dec in (True, False) for dt in ("fp16", "bf16", "fp32")}
     assert {c[8] for c in CASES if c[7]} == {"top-left", "bottom-right"}
     assert any(c[2] == 1 and c[1] > 1 for c in CASES)  # MQA
     assert any(1 < c[2] < c[1] for c in CASES)  # GQA with several KV heads

@@ -52,6 +52,9 @@ QUANTITIES = ("hbm_read_bytes", "hbm_write_bytes", "hbm_bytes", "sram_fill_read_
 
 DECODE_MAX_QUERY_ROWS = 16  # the kernel takes its decode path when seqlen_q <= 16
 DECODE_MAX_PACKED_ROWS = 128  # heads_per_program * seqlen_q <= 128 (docs/traffic-contract.md)
+#: Largest seqlen_q / seqlen_k that :func:`predict` evaluates: its causal tile sums are exact
+#: Python loops over query rows and tiles (about 0.6 s per million rows on one CPU core).
+PREDICT_MAX_SEQLEN = 2**24
 
 
 def _resolve_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -494,10 +497,18 @@ def predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any)
 
     Raises:
         IomodelError: tiles do not fit shared memory (:meth:`Tiling.check_fits`), a bad
-            option, a decode spec outside the decode path, or no peak FLOP/s for the dtype.
+            option, a decode spec outside the decode path, no peak FLOP/s for the dtype, or
+            seqlen_q / seqlen_k above :data:`PREDICT_MAX_SEQLEN` (the exact tile sums loop
+            over rows and tiles).
     """
     opts = _resolve_options(options)
     _validate(spec, tiling)
+    longest = max(spec.seqlen_q, spec.seqlen_k)
+    if longest > PREDICT_MAX_SEQLEN:
+        raise IomodelError(
+            f"seqlen {longest:,} is above the largest the exact model evaluates ({PREDICT_MAX_SEQLEN:,}, "
+            "its tile sums loop over every row): pass a seqlen of at most that"
+        )
     tiling.check_fits(spec, hardware.smem_per_block, hardware.name)
     key = structure_key(spec, tiling, opts)
     model = _build_cached(key, spec, tiling)
