@@ -328,11 +328,14 @@ class Worksheet:
         layer: the layer, tiles and hardware (and where the tiles come from).
         prediction: the traffic model's numbers (bytes, FLOPs, seconds) per algorithm.
         units: the units check of every row (see :func:`units_check`).
+        l2_aware: the L2-aware DRAM estimate of the tiled prefill forward kernel
+            (:func:`l2_estimate`), or None where it is not computed.
     """
 
     layer: Layer
     prediction: "Prediction"
     units: list[RowUnits] = field(default_factory=list)
+    l2_aware: "L2Estimate | None" = None
 
     # ----- derived -----
     @property
@@ -354,6 +357,7 @@ class Worksheet:
         """
         d = self.prediction.to_dict()
         d["ratio_baseline_vs_tiled"] = self.ratio
+        d["algorithms"]["tiled"]["l2_aware"] = self.l2_aware.to_dict() if self.l2_aware else None
         d["worksheet"] = {
             "command": self.layer.command(),
             "tiling_source": self.layer.tiling_source,
@@ -434,6 +438,30 @@ class Worksheet:
         return ([f"{k}: {v}" for k, v in self.header_items()] + list(self.layer.notes)
                 + list(self.prediction.assumptions))
 
+    def _l2_markdown(self) -> list[str]:
+        """Summary lines of the L2-aware estimate of the tiled kernel (or why there is none)."""
+        s, e = self.layer.spec, self.l2_aware
+        if e is None:
+            why = ("it models the forward kernel only" if s.backward else
+                   "it models the prefill kernel here (decode: see `iomodel reconcile`)" if s.phase != "prefill" else
+                   f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)")
+            return [f"L2-aware DRAM estimate (iomodel/traffic/l2.py): not computed, {why}.", ""]
+        return [
+            "**L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/traffic/l2.py `predict_tiled`, "
+            "not a measurement; the receipts under receipts/ compare it with Nsight Compute):",
+            "",
+            f"- DRAM read {fmt_bytes(e.read_bytes)}, written {fmt_bytes(e.write_bytes)}, "
+            f"total {fmt_bytes(e.read_bytes + e.write_bytes)} "
+            f"({(e.read_bytes + e.write_bytes) / self.prediction.compulsory_bytes:,.2f} x compulsory)",
+            f"- roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** "
+            f"(intensity {e.intensity:,.1f} FLOP/B)",
+            f"- programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); num_warps = {e.num_warps}, "
+            f"{e.tile_order} query-tile order ({e.config_source})",
+            "- the L2 model's assumptions:",
+            *[f"  - {_md(a)}" for a in e.assumptions],
+            "",
+        ]
+
     def to_markdown(self) -> str:
         """The worksheet as Markdown: header, summary, one table per algorithm, units check."""
         lay, s, p = self.layer, self.layer.spec, self.prediction
@@ -477,7 +505,7 @@ class Worksheet:
                    "the peak of the call) are different quantities: the first moves, the second sits.")
         out.append("")
         out.append("| algorithm | HBM read | HBM written | HBM transferred | x compulsory | allocated (resident) "
-                   "| FLOPs | intensity (FLOP/B) | roofline time | bound |")
+                   "| FLOPs | intensity (FLOP/B) | roofline time (no-reuse HBM) | bound (no-reuse HBM) |")
         out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for name, a in p.algorithms.items():
             hbm = _hbm(a)
@@ -487,6 +515,9 @@ class Worksheet:
                 f"{fmt_flops(a.flops)} | {a.intensity:,.1f} | {fmt_seconds(a.roofline_time_s)} | {a.bound} |"
             )
         out.append("")
+        out.append("The roofline time and bound above assume every requested byte crosses HBM (no reuse in L2).")
+        out.append("")
+        out.extend(self._l2_markdown())
 
         for name, a in p.algorithms.items():
             out.append(f"## `{name}`: {a.title}")
@@ -676,6 +707,99 @@ def units_check(prediction: "Prediction") -> list[RowUnits]:
     return out
 
 
+#: Longest seqlen for which the worksheet runs the L2 simulation (about 0.5 s at 2^18 tokens).
+L2_ESTIMATE_MAX_SEQLEN = 2**18
+
+
+@dataclass(frozen=True)
+class L2Estimate:
+    """The L2-aware DRAM bytes of the tiled prefill forward kernel and their roofline.
+
+    Attributes:
+        read_bytes, write_bytes: DRAM bytes predicted by
+            :func:`iomodel.traffic.l2.predict_tiled` (bytes).
+        flops: FLOPs of the tiled kernel (the model's count).
+        roofline_time_s: ``max(flops / peak, bytes / HBM bandwidth)`` in seconds.
+        intensity: FLOPs per DRAM byte.
+        bound: ``memory`` or ``compute``.
+        programs_per_sm: programs per SM the simulation assumes.
+        programs_per_sm_source: where that number comes from.
+        num_warps, tile_order: the launch's warps per program and query-tile order.
+        config_source: where num_warps and tile_order come from.
+        assumptions: the L2 model's own assumptions, one sentence each.
+    """
+
+    read_bytes: int
+    write_bytes: int
+    flops: int
+    roofline_time_s: float
+    intensity: float
+    bound: str
+    programs_per_sm: int
+    programs_per_sm_source: str
+    num_warps: int
+    tile_order: str
+    config_source: str
+    assumptions: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``algorithms.tiled.l2_aware``): bytes, seconds and the assumptions."""
+        return {
+            "source": "estimate from iomodel/traffic/l2.py predict_tiled (not a measurement)",
+            "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
+            "roofline_time_s": self.roofline_time_s, "intensity": self.intensity, "bound": self.bound,
+            "programs_per_sm": self.programs_per_sm, "programs_per_sm_source": self.programs_per_sm_source,
+            "num_warps": self.num_warps, "tile_order": self.tile_order, "config_source": self.config_source,
+            "assumptions": list(self.assumptions),
+        }
+
+
+def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
+    """The L2-aware DRAM estimate of the tiled kernel for a prefill forward layer.
+
+    Calls :func:`iomodel.traffic.l2.predict_tiled` the way :func:`iomodel.reconcile.reconcile_shape`
+    does without a measured occupancy: programs per SM from
+    :func:`~iomodel.traffic.l2.estimate_programs_per_sm` (shared memory of the tiles and
+    warps; registers ignored), default ``L2Params`` otherwise (effective L2 fraction 0.5,
+    caches flushed before the kernel). num_warps and the query-tile order are the bundled
+    kernel's first autotune candidate (``kernels/heuristics.py prefill_default``), 4 warps
+    and forward order where that module is not importable. The roofline uses the tiled
+    algorithm's FLOPs and peak FLOP/s with ``hardware.hbm_bandwidth`` (B/s).
+
+    Returns:
+        An :class:`L2Estimate`, or None for decode, ``fwd+bwd`` or seqlen above
+        :data:`L2_ESTIMATE_MAX_SEQLEN`.
+
+    Raises:
+        IomodelError: from :class:`~iomodel.traffic.l2.L2Params` (hardware without L2 or SMs).
+    """
+    from iomodel.traffic.l2 import L2Params, estimate_programs_per_sm, predict_tiled
+
+    s, t, hw = layer.spec, layer.tiling, layer.hardware
+    if s.phase != "prefill" or s.backward or max(s.seqlen_q, s.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
+        return None
+    h = _heuristics()
+    if h is not None:
+        path = _prefill_path(s, hw, h)
+        c = h.prefill_default(s.head_dim, s.dtype, s.causal, path)
+        warps, order = c.num_warps, c.tile_order
+        cfg_src = f"kernels/heuristics.py prefill_default, {path} path"
+    else:
+        warps, order, cfg_src = 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order"
+    pps = estimate_programs_per_sm(t.sram_bytes(s), warps, hw.smem_per_sm)
+    l2 = predict_tiled(s, t, L2Params(hw.l2_bytes, hw.num_sms, pps), order)
+    tiled = prediction.algorithms["tiled"]
+    moved = l2.hbm_read_bytes + l2.hbm_write_bytes
+    t_c, t_m = tiled.flops / tiled.peak_flops, moved / hw.hbm_bandwidth
+    return L2Estimate(
+        read_bytes=l2.hbm_read_bytes, write_bytes=l2.hbm_write_bytes, flops=tiled.flops,
+        roofline_time_s=max(t_c, t_m), intensity=tiled.flops / moved if moved else math.inf,
+        bound="memory" if t_m >= t_c else "compute", programs_per_sm=pps,
+        programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
+        num_warps=warps, tile_order=order, config_source=cfg_src, assumptions=tuple(l2.assumptions),
+    )
+
+
 def make_worksheet(layer: Layer, **options: Any) -> Worksheet:
     """Evaluate the traffic model for ``layer`` and check its units.
 
@@ -693,7 +817,7 @@ def make_worksheet(layer: Layer, **options: Any) -> Worksheet:
     for key in ("baseline", "tiled"):
         if key not in pred.algorithms:
             raise IomodelError(f"the traffic model returned no {key!r} algorithm for this layer: report it")
-    return Worksheet(layer=layer, prediction=pred, units=units_check(pred))
+    return Worksheet(layer=layer, prediction=pred, units=units_check(pred), l2_aware=l2_estimate(layer, pred))
 
 
 def render(ws: Worksheet, fmt: str) -> str:
@@ -786,8 +910,8 @@ def bundled_worksheets(presets: Iterable[str] | None = None) -> dict[Path, str]:
         "HBM bytes are transferred bytes at the HBM level (no reuse in L2); 1 GiB = 2^30 B.",
         "",
         "| layer | case | tiles (BLOCK_M x BLOCK_N, splits) | compulsory | baseline HBM | tiled HBM | baseline / tiled "
-        "| tiled bound | worksheet |",
-        "|---|---|---|---:|---:|---:|---:|---|---|",
+        "| tiled bound (no-reuse HBM) | tiled bound (L2-aware estimate) | worksheet |",
+        "|---|---|---|---:|---:|---:|---:|---|---|---|",
     ]
     for preset in names:
         for case in BUNDLED_CASES:
@@ -801,6 +925,7 @@ def bundled_worksheets(presets: Iterable[str] | None = None) -> dict[Path, str]:
                 f"| {preset} | {case.name} | {t.block_m} x {t.block_n}, {t.num_splits} | "
                 f"{human_bytes(p.compulsory_bytes)} | {human_bytes(_hbm(p.algorithms['baseline']))} | "
                 f"{human_bytes(_hbm(tiled))} | {ws.ratio:,.1f}x | {tiled.bound} | "
+                f"{ws.l2_aware.bound if ws.l2_aware else 'not computed (decode)' if ws.layer.spec.phase == 'decode' else 'not computed'} | "
                 f"[md]({preset}/{case.name}.md), [json]({preset}/{case.name}.json) |"
             )
     files[WORKSHEETS_DIR / "README.md"] = "\n".join(index) + "\n"

@@ -1,0 +1,54 @@
+"""The worksheet says what its bound is: the no-reuse HBM roofline, and for the tiled prefill
+forward kernel the L2-aware DRAM estimate of iomodel/traffic/l2.py beside it."""
+
+from __future__ import annotations
+
+import json
+
+from iomodel.worksheet import L2_ESTIMATE_MAX_SEQLEN, make_worksheet, resolve_layer
+
+MiB = 2**20
+
+
+def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
+    """Llama-3-8B, B=1, H=32, H_kv=8, d=128, bf16, 8k causal top-left on the H200.
+
+    Compulsory reads: Q 32·8192·128·2 B = 64 MiB, K and V 8·8192·128·2 B = 16 MiB each,
+    96 MiB in all. One KV head's K+V is 4 MiB, far below the 30 MiB effective L2, so the
+    estimate reads exactly the compulsory 96 MiB (no re-fetch). Tiles 128x128, 3 stages:
+    SRAM per program = (128 + 2·3·128)·128·2 B = 224 KiB of 228 KiB per SM -> 1 program per SM.
+    """
+    ws = make_worksheet(resolve_layer(seqlen=8192))
+    e = ws.l2_aware
+    tiled = ws.prediction.algorithms["tiled"]
+    hw = ws.layer.hardware
+    assert e is not None
+    assert e.read_bytes == 96 * MiB
+    assert e.programs_per_sm == 1
+    assert (e.num_warps, e.tile_order) == (8, "reverse")
+    moved = e.read_bytes + e.write_bytes
+    assert moved < tiled.hbm_read_bytes + tiled.hbm_write_bytes  # reuse saves bytes
+    t_c, t_m = tiled.flops / tiled.peak_flops, moved / hw.hbm_bandwidth
+    assert t_c > t_m and e.bound == "compute" and e.roofline_time_s == t_c
+    assert tiled.bound == "memory"  # the no-reuse column says otherwise: hence the labels
+
+    md = ws.to_markdown()
+    assert "| bound (no-reuse HBM) |" in md
+    assert "**L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/traffic/l2.py" in md
+    assert "**compute bound**" in md and "programs per SM = 1" in md
+
+    j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
+    assert (j["read_bytes"], j["write_bytes"], j["bound"]) == (e.read_bytes, e.write_bytes, "compute")
+    assert j["roofline_time_s"] == e.roofline_time_s and j["programs_per_sm"] == 1
+    assert "l2.py" in j["source"] and any("Effective L2 capacity" in a for a in j["assumptions"])
+
+
+def test_no_estimate_for_decode_backward_or_very_long():
+    for kw, why in (({"phase": "decode", "seqlen": 4096}, "decode"), ({"seqlen": 1024, "passes": "fwd+bwd"},
+                                                                      "forward kernel only"),
+                    ({"seqlen": L2_ESTIMATE_MAX_SEQLEN * 2, "heads": 1, "kv_heads": 1}, "square of the length")):
+        ws = make_worksheet(resolve_layer(**kw))
+        assert ws.l2_aware is None
+        assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None
+        assert "L2-aware DRAM estimate (iomodel/traffic/l2.py): not computed" in ws.to_markdown()
+        assert why in ws.to_markdown()
