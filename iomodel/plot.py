@@ -179,7 +179,10 @@ def plot_seqlen(
 
     Curves: baseline (materialised scores) and tiled HBM bytes (read + written, no-reuse
     model), the compulsory floor (each input read once, each output written once), and
-    allocated bytes (resident in HBM at the peak) of both as dashed curves. Prefill varies
+    allocated bytes (resident in HBM at the peak) of both as dashed curves (the tiled one
+    with hollow markers, since it lies on the floor). Where the baseline's allocated bytes
+    exceed ``hardware.hbm_bytes`` the points are marked with a cross and the capacity is
+    drawn as a horizontal line. Prefill varies
     seqlen_q = seqlen_k = N; decode varies the KV-cache length seqlen_k with seqlen_q
     fixed. Tiles stay fixed at ``tiling``.
 
@@ -212,9 +215,28 @@ def plot_seqlen(
         ax.plot(n, res[alg]["hbm_bytes"], color=COLORS[alg], lw=2.2, label=f"{label}: HBM bytes transferred")
     ax.plot(n, res["compulsory"]["bytes"], color=COLORS["compulsory"], lw=2.0, ls=":", zorder=4,
             label="compulsory floor: inputs read once, outputs written once")
+    floor = np.asarray(res["compulsory"]["bytes"], dtype=float)
     for alg, label in (("baseline", "baseline"), ("tiled", "tiled")):
-        ax.plot(n, res[alg]["allocated_bytes"], color=COLORS[alg], lw=1.2, ls="--", alpha=0.75,
-                label=f"{label}: allocated in HBM (resident, not transferred)")
+        alloc = np.asarray(res[alg]["allocated_bytes"], dtype=float)
+        # within 5% of the floor everywhere: the dashed curve hides under the dotted one, so
+        # hollow markers show it and the legend says so
+        on_floor = bool(np.all(np.abs(alloc - floor) <= 0.05 * floor))
+        ax.plot(n, alloc, color=COLORS[alg], lw=1.2, ls="--", alpha=0.75,
+                marker="o" if alg == "tiled" else None, markevery=max(1, len(n) // 16), ms=6, mfc="none", mew=1.2,
+                zorder=5,
+                label=f"{label}: allocated in HBM (resident, not transferred)"
+                      + (" - lies on the compulsory floor" if on_floor else ""))
+    over = np.asarray(res["baseline"]["allocated_bytes"], dtype=float) > hardware.hbm_bytes
+    if over.any():
+        first = int(n[over][0])
+        ax.axhline(hardware.hbm_bytes, color=COLORS["grey"], lw=0.9, ls=(0, (1, 3)),
+                   label=f"{hardware.name} HBM capacity ({hardware.hbm_bytes / 1e9:,.0f} GB = {_pow2_label(hardware.hbm_bytes, 'B')})")
+        base_alloc = np.asarray(res["baseline"]["allocated_bytes"], dtype=float)
+        ax.plot(n[over], base_alloc[over], color=COLORS["baseline"], lw=3.0, ls="--", zorder=6)
+        ax.plot([first], [base_alloc[over][0]], ls="none", marker="X", ms=11, color=COLORS["baseline"],
+                mec="black", zorder=7,
+                label=f"baseline allocation exceeds HBM capacity (thick dashes; first sampled length {first:,} tokens): "
+                      "it cannot run there")
     ax.axvline(spec.seqlen_k, color=COLORS["grey"], lw=1, ls="-.",
                label=f"this layer: {_tokens_label(spec.seqlen_k)} tokens")
     _overlay(ax, points, lambda m: float(m["seqlen"]))

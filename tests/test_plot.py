@@ -127,3 +127,28 @@ def test_write_plots(tmp_path):
     dec = resolve_layer(phase="decode", seqlen=2048)
     paths = write_plots(dec.spec, dec.tiling, dec.hardware, tmp_path / "d")
     assert [p.name for p in paths] == ["bytes_vs_seqlen.png", "bytes_vs_blocks.png"]
+
+
+def test_seqlen_plot_marks_hbm_capacity_and_shows_tiled_allocation():
+    """Llama-3-8B prefill bf16 on the H200 (141e9 B of HBM): the baseline holds at least S and P,
+    2 tensors * 32 heads * N^2 * 2 B = 128 * N^2 B: 512 GiB at N = 64k (over the capacity). The
+    first sampled length over the capacity carries the cross; the capacity is a horizontal line."""
+    lay = resolve_layer(seqlen=8192)
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[8192, 32768, 65536])
+    ax = fig.axes[0]
+    base_alloc = _line(ax, "baseline: allocated in HBM")
+    y = base_alloc.get_ydata()
+    assert y[1] <= 141e9 < y[2] and y[2] >= 128 * 65536**2  # S and P alone exceed 141 GB at 64k
+    mark = _line(ax, "baseline allocation exceeds HBM capacity")
+    assert list(mark.get_xdata()) == [65536] and list(mark.get_ydata()) == [y[2]] and mark.get_marker() == "X"
+    assert "65,536 tokens" in mark.get_label()
+    cap = _line(ax, "H200 HBM capacity (141 GB")
+    assert list(cap.get_ydata()) == [141e9, 141e9]
+    tiled_alloc = _line(ax, "tiled: allocated in HBM")
+    assert tiled_alloc.get_marker() == "o" and tiled_alloc.get_label().endswith("lies on the compulsory floor")
+
+
+def test_seqlen_plot_without_capacity_overflow_has_no_mark(small):
+    fig = plot_seqlen(small.spec, small.tiling, small.hardware, seqlens=[64, 128])
+    labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
+    assert not any("HBM capacity" in lbl for lbl in labels)
