@@ -203,9 +203,16 @@ def test_end_to_end_by_hand():
     assert dec["request_s"] == pytest.approx(57.5) and dec["speedup"] == pytest.approx(160 / 57.5)
     assert dec["ttft_attention_s"] == pytest.approx(22.5) and dec["per_output_token_s"] == pytest.approx(17.5)
     assert not e["extrapolated"]
+    # s_p = 9 / 2.25 = 4, s_d = 7 / 3.5 = 2, share 90/160: read at the request's sizes, said so
+    assert e["reconciliation"].startswith("request speedup 2.78x = 1 / (0.563 / 4 + 0.437 / 2) = 2.78x per request of 10 layers")
+    assert ("prefill kernel speedup 4x at this request's 3-token prompt (interpolated between bucket p's measured "
+            "seqlen 2, 4;") in e["reconciliation"]
+    assert ("decode speedup 2x at this request's 3–4 keys (interpolated between bucket d's measured seqlen_k 2, 6;"
+            in e["reconciliation"])
     receipt["matrix"]["workload"]["prompt_len"] = 8  # beyond the measured sizes: extrapolated, said so
     e = end_to_end(receipt)
     assert e["extrapolated"]
+    assert "8-token prompt (extrapolated beyond" in e["reconciliation"] and "8–9 keys (extrapolated beyond" in e["reconciliation"]
     # prefill extends the last power law (N^2): 16 * (8/4)^2; decode scales the last point with N_k: 6 * (8 + 9)/6
     assert e["paths"]["sdpa-math"]["prefill_call_s"] == pytest.approx(64.0)
     assert e["paths"]["sdpa-math"]["decode_calls_s"] == pytest.approx(17.0)
@@ -287,6 +294,12 @@ def test_cli_runs_tiny_matrix_and_checks_the_receipt(tmp_path, capsys):
     assert e.value.code in (0, None), text
     assert out.is_file() and out.with_suffix(".md").is_file()
     assert "within policy v1" in text
+    # the request line says where its kernel speedups were read (not the bucket geomeans) and per how many layers
+    assert ("request estimate (128-token prompt, 4 output tokens, 2 layers; kernel speedups read at this "
+            "request's sizes, not the bucket geomeans above)") in text
+    assert "at this request's 128–131 keys" in text and "per request of 2 layers" in text
+    md = out.with_suffix(".md").read_text()
+    assert "| prefill call (1 layer) | Σ decode calls (1 layer) | TTFT attention (2 layers) |" in md
     import json
 
     rec = json.loads(out.read_text())

@@ -145,3 +145,122 @@ def test_markdown_beside_the_json_shows_its_decisions(receipt):
         assert b["signal"] in md
         if d["backend"]:
             assert f"{d['speedup']:.2f}× faster" in md
+
+
+def _scale_fused(bucket, factor):
+    """Every fused result of ``bucket`` ``factor`` times slower, samples and spread alike (stored speedups untouched)."""
+    for s in bucket["shapes"]:
+        for name, res in s["results"].items():
+            if name != BASELINE and res["status"] == "ok":
+                res["samples_s"] = [x * factor for x in res["samples_s"]]
+                res["time_s"] = {k: (v * factor if k != "n" else v) for k, v in res["time_s"].items()}
+
+
+def test_planted_stale_speedups_are_rejected(receipt):
+    # the reviewer's case: decode samples made slower while the receipt keeps claiming the old speedup;
+    # the recomputed speedup still clears the policy's minimum, so only the speedup cross-check can catch it
+    assert check_receipt(receipt) == []
+    t = copy.deepcopy(receipt)
+    pol = load_policy(t["policy"]["version"])
+    b = next(b for b in t["buckets"] if b["name"] == t["matrix"]["workload"]["decode_bucket"])
+    d = b["summary"]["decision"]
+    target = max(pol.min_speedup(t["device"]["kind"], b["name"]), 1.0) * 1.1
+    factor = d["speedup"] / target
+    assert factor > 1.5  # the committed decision is well above target, so the plant is a real change
+    _scale_fused(b, factor)
+    v = check_receipt(t)
+    assert not any("below the policy's" in x for x in v), v
+    assert any(f"bucket {b['name']!r}: stored decision speedup {d['speedup']:.4g}x for {d['backend']}" in x
+               and f"{target:.4g}x" in x for x in v), v
+    for s in b["shapes"]:
+        assert any(f"shape {s['label']} {d['backend']}: stored speedup" in x for x in v), (s["label"], v)
+    assert any(x.startswith(f"bucket {b['name']!r} {d['backend']}: stored geometric-mean speedup") for x in v), v
+    assert any(x.startswith("end_to_end decision: stored request speedup") for x in v), v
+
+
+def test_each_stored_speedup_is_cross_checked_alone(receipt):
+    def violations(edit):
+        t = copy.deepcopy(receipt)
+        edit(t)
+        return check_receipt(t)
+
+    b0 = next(b for b in receipt["buckets"] if b["summary"]["decision"]["backend"])
+    i = receipt["buckets"].index(b0)
+    dec = b0["summary"]["decision"]["backend"]
+
+    def shape_speedup(scale):
+        def edit(t):
+            t["buckets"][i]["shapes"][0]["results"][dec]["speedup"] *= scale
+        return edit
+
+    assert violations(shape_speedup(1 + 1e-12)) == []  # float rounding is not a violation
+    assert any("stored speedup" in x for x in violations(shape_speedup(1.001)))
+
+    def decision(t):
+        t["buckets"][i]["summary"]["decision"]["speedup"] *= 1.01
+    assert [x for x in violations(decision) if "stored decision speedup" in x], violations(decision)
+
+    def e2e(t):
+        t["end_to_end"]["decision"]["speedup"] *= 1.01
+        t["end_to_end"]["paths"][BASELINE]["speedup"] = 2.0
+    v = violations(e2e)
+    assert any(x.startswith("end_to_end decision") for x in v) and any(x.startswith(f"end_to_end path {BASELINE}") for x in v), v
+
+
+def test_backend_log_counts_each_refusal_once(receipt):
+    # a refused SDPA call has several reason lines (PyTorch's reason, then "No available kernel"): one entry per shape
+    from iomodel.bench.receipt import refusal_log, render_markdown
+
+    md = render_markdown(receipt)
+    for b in receipt["buckets"]:
+        log = refusal_log(b)
+        for name, v in b["summary"]["backends"].items():
+            refused = sum(len(labels) for (n, st, _), labels in log.items() if n == name and st == "unsupported")
+            assert refused == v["unsupported"], (b["name"], name, refused, v)
+        for (n, st, why), labels in log.items():
+            assert len(labels) == len(set(labels))
+            line = f"- `{n}` {'refused' if st == 'unsupported' else 'failed'} ×{len(labels)} ({', '.join(labels)}): "
+            assert line + " / ".join(why).replace("|", "\\|") in md
+
+
+def test_refusal_log_groups_reason_lines_by_shape():
+    from iomodel.bench.receipt import refusal_log
+
+    why = ["Flash Attention does not support non-null attn_mask.", "No available kernel. Aborting execution."]
+    bucket = {"shapes": [
+        {"label": f"B=1 Nk={n}", "results": {BASELINE: {"status": "ok"},
+                                              "sdpa-flash": {"status": "unsupported", "reasons": list(why)},
+                                              "x": {"status": "error", "reasons": ["OutOfMemoryError: 2 GiB"]}}}
+        for n in (64, 128, 256)]}
+    log = refusal_log(bucket)
+    assert log == {("sdpa-flash", "unsupported", tuple(why)): ["B=1 Nk=64", "B=1 Nk=128", "B=1 Nk=256"],
+                   ("x", "error", ("OutOfMemoryError: 2 GiB",)): ["B=1 Nk=64", "B=1 Nk=128", "B=1 Nk=256"]}
+
+
+def test_markdown_labels_request_units_and_where_speedups_were_read(receipt):
+    from iomodel.bench.receipt import render_markdown
+
+    md = render_markdown(receipt)
+    e = receipt["end_to_end"]
+    wl = e["workload"]
+    n = wl["layers"]
+    assert (f"| path | prefill call (1 layer) | Σ decode calls (1 layer) | TTFT attention ({n} layers) | "
+            f"per output token ({n} layers) | request attention ({n} layers) |") in md
+    recon = next(x for x in md.splitlines() if x.startswith("Reconciliation: "))
+    P, O = wl["prompt_len"], wl["output_len"]
+    assert f"at this request's {P}-token prompt" in recon and f"at this request's {P}–{P + O - 1} keys" in recon
+    by = {b["name"]: b for b in receipt["buckets"]}
+    for key in ("prefill_bucket", "decode_bucket"):
+        g = by[wl[key]]["summary"]["decision"]["speedup"]
+        assert f"geomean over its shapes is {g:.3g}x" in recon
+    base, dec = e["paths"][BASELINE], e["decision"]
+    assert f"decode speedup {base['decode_calls_s'] / dec['decode_calls_s']:.3g}x" in recon
+    assert f"request speedup {dec['speedup']:.3g}x" in recon and f"per request of {n} layers" in recon
+
+
+@pytest.mark.parametrize("path", RECEIPTS, ids=[p.name for p in RECEIPTS])
+def test_committed_markdown_is_the_rendering_of_its_json(path):
+    # the Markdown is derived: regenerate it with render_markdown(json.load(...)) after a renderer change
+    from iomodel.bench.receipt import render_markdown
+
+    assert path.with_suffix(".md").read_text() == render_markdown(_load(path))

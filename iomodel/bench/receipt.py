@@ -131,34 +131,133 @@ def end_to_end(receipt: dict[str, Any]) -> dict[str, Any] | None:
     dp_name = pb["summary"]["decision"]["backend"]
     dd_name = db["summary"]["decision"]["backend"]
     decision = path(dp_name or BASELINE, dd_name or BASELINE)
-    recon = None
-    if decision and decision["prefill_call_s"] > 0 and decision["decode_calls_s"] > 0 and base["decode_calls_s"] > 0:
-        s_p = base["prefill_call_s"] / decision["prefill_call_s"]
-        s_d = base["decode_calls_s"] / decision["decode_calls_s"]
-        share = base["prefill_share"]
-        amdahl = 1.0 / (share / s_p + (1 - share) / s_d)
+    if decision and decision["request_s"] > 0:
         decision["speedup"] = base["request_s"] / decision["request_s"]
-        recon = (f"request speedup {decision['speedup']:.3g}x = 1 / ({share:.3f} / {s_p:.3g} + {1 - share:.3f} / {s_d:.3g}) "
-                 f"= {amdahl:.3g}x: the prefill kernel speedup {s_p:.3g}x weighs {share:.1%} of the baseline request's "
-                 f"attention time, the decode speedup {s_d:.3g}x the other {1 - share:.1%}")
     for n, p in paths.items():
         p["speedup"] = base["request_s"] / p["request_s"]
-    return {
+    out = {
         "workload": wl,
         "batch": {"prefill": pb["shapes"][0]["shape"]["batch"], "decode": db["shapes"][0]["shape"]["batch"]},
         "paths": paths,
         "decision": decision,
-        "reconciliation": recon,
+        "reconciliation": None,
         "extrapolated": extrap_any,
         "method": ("layers x (prefill(prompt_len) + sum of decode(prompt_len + t) for t < output_len); prefill "
                    "interpolated in log-log over the prefill bucket's seqlen, decode linearly over the decode "
                    "bucket's seqlen_k; attention kernels only, at each bucket's batch size"),
     }
+    out["reconciliation"] = reconciliation(out, receipt["buckets"])
+    return out
+
+
+def _at(lo: int, hi: int, sizes: list[int]) -> str:
+    """'interpolated between' or 'extrapolated beyond' the measured sizes, for the range lo..hi."""
+    inside = min(sizes) <= lo and hi <= max(sizes)
+    return "interpolated between" if inside else "extrapolated beyond"
+
+
+def _sizes(xs: list[int]) -> str:
+    return ", ".join(str(x) for x in sorted(set(xs)))
+
+
+def reconciliation(e2e: dict[str, Any], buckets: list[dict[str, Any]]) -> str | None:
+    """The request speedup as Amdahl over phases, in words, saying where each kernel speedup was read.
+
+    ``1 / (share_prefill / s_prefill + share_decode / s_decode)`` with the baseline's phase
+    shares of one request's attention time (``layers`` layers). ``s_prefill`` and
+    ``s_decode`` are kernel speedups *at this request's sizes* (prefill at ``prompt_len``
+    tokens, decode summed over ``prompt_len .. prompt_len + output_len - 1`` keys), read off
+    the interpolation of :func:`end_to_end`: they differ from the per-bucket decisions, which
+    are geometric means over every shape of a bucket, and the text gives both.
+
+    Args:
+        e2e: the :func:`end_to_end` result (``workload``, ``paths``, ``decision``; seconds).
+        buckets: the receipt's ``buckets`` (for the measured sizes and the bucket decisions).
+
+    Returns:
+        One sentence (no final period), or None when there is no decision path or a phase
+        time is zero.
+    """
+    dec = e2e.get("decision")
+    base = (e2e.get("paths") or {}).get(BASELINE)
+    if not dec or not base or not (dec["prefill_call_s"] > 0 and dec["decode_calls_s"] > 0
+                                   and base["decode_calls_s"] > 0 and dec["request_s"] > 0):
+        return None
+    wl = e2e["workload"]
+    by = {b["name"]: b for b in buckets}
+    pb, db = by[wl["prefill_bucket"]], by[wl["decode_bucket"]]
+    L, P, O = wl["layers"], wl["prompt_len"], wl["output_len"]
+    s_p = base["prefill_call_s"] / dec["prefill_call_s"]
+    s_d = base["decode_calls_s"] / dec["decode_calls_s"]
+    share = base["prefill_share"]
+    speedup = base["request_s"] / dec["request_s"]
+    amdahl = 1.0 / (share / s_p + (1 - share) / s_d)
+    pq = [int(s["shape"]["seqlen_q"]) for s in pb["shapes"]]
+    dk = [int(s["shape"]["seqlen_k"]) for s in db["shapes"]]
+
+    def geo(b: dict[str, Any]) -> str:
+        x = (b.get("summary") or {}).get("decision", {}).get("speedup")
+        return f"{x:.3g}x" if x else "none"
+
+    return (f"request speedup {speedup:.3g}x = 1 / ({share:.3f} / {s_p:.3g} + {1 - share:.3f} / {s_d:.3g}) "
+            f"= {amdahl:.3g}x per request of {L} layers: the prefill kernel speedup {s_p:.3g}x at this request's "
+            f"{P}-token prompt ({_at(P, P, pq)} bucket {pb['name']}'s measured seqlen {_sizes(pq)}; that bucket's "
+            f"geomean over its shapes is {geo(pb)}) weighs {share:.1%} of the baseline request's attention time, "
+            f"the decode speedup {s_d:.3g}x at this request's {P}–{P + O - 1} keys ({_at(P, P + O - 1, dk)} bucket "
+            f"{db['name']}'s measured seqlen_k {_sizes(dk)}; that bucket's geomean over its shapes is {geo(db)}) "
+            f"the other {1 - share:.1%}")
 
 
 # ------------------------------------------------------------------------------------
 # Policy check
 # ------------------------------------------------------------------------------------
+
+#: Relative tolerance between a stored speedup and the one recomputed from the samples: float
+#: rounding only (a different summation order on another machine moves the 15th digit).
+SPEEDUP_REL_TOL = 1e-9
+
+
+def _gmean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _same(stored: Any, recomputed: float | None) -> bool:
+    """Whether a stored speedup equals the recomputed one up to float rounding (both None counts)."""
+    if recomputed is None or stored is None:
+        return stored is None and recomputed is None
+    try:
+        return math.isclose(float(stored), recomputed, rel_tol=SPEEDUP_REL_TOL)
+    except (TypeError, ValueError):
+        return False
+
+
+def _x(v: Any) -> str:
+    try:
+        return f"{float(v):.4g}x"
+    except (TypeError, ValueError):
+        return "none" if v is None else repr(v)
+
+
+def _check_end_to_end(receipt: dict[str, Any]) -> list[str]:
+    """The stored request-level speedups (every path and the decision) against :func:`end_to_end` recomputed."""
+    stored = receipt.get("end_to_end")
+    if not stored:
+        return []
+    try:
+        fresh = end_to_end(receipt)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, StopIteration) as exc:
+        return [f"end_to_end: the request estimate cannot be recomputed from the buckets ({type(exc).__name__}: {exc})"]
+    out = []
+    rows = [(f"path {n}", p, (fresh or {}).get("paths", {}).get(n)) for n, p in (stored.get("paths") or {}).items()]
+    if stored.get("decision"):
+        rows.append(("decision", stored["decision"], (fresh or {}).get("decision")))
+    for label, p, f in rows:
+        got = None if f is None else f.get("speedup")
+        if not _same(p.get("speedup"), got):
+            out.append(f"end_to_end {label}: stored request speedup {_x(p.get('speedup'))} differs from {_x(got)} "
+                       f"recomputed from the samples")
+    return out
+
 
 
 def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list[str]:
@@ -168,7 +267,11 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list
     median / fused median; accuracy verdicts from the error statistics with the bundled
     policy's tolerance; the per-bucket decision (best geometric-mean speedup among fused
     backends that ran every shape within the accuracy policy) against the policy's minimum
-    speedup for the device and bucket; the downstream logits bounds.
+    speedup for the device and bucket; the downstream logits bounds. Every stored speedup
+    (per shape ``speedup``, per bucket ``summary.backends[*].speedup_geomean`` and
+    ``summary.decision.speedup``, and the request-level ``end_to_end`` speedups) must equal
+    the one recomputed from the samples within :data:`SPEEDUP_REL_TOL` (float rounding), so a
+    receipt cannot claim a speedup its samples do not give.
 
     Args:
         receipt: a receipt dictionary (e.g. ``json.load`` of a ``bench-*.json``).
@@ -227,22 +330,45 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list
                 if not v["pass"]:
                     ok_all[key] = False
                     out.append(f"{where} {key}: drift above policy: {'; '.join(v['reasons'])}")
-                per_backend.setdefault(key, []).append(bmed / _median(r))
+                sp = bmed / _median(r)
+                per_backend.setdefault(key, []).append(sp)
+                if not _same(r.get("speedup"), sp):
+                    out.append(f"{where} {key}: stored speedup {_x(r.get('speedup'))} differs from {sp:.4g}x, the "
+                               f"baseline median over its median, both recomputed from the samples")
+        summary = b.get("summary", {})
+        for key, xs in per_backend.items():  # every backend's geometric mean over the shapes it ran
+            stored = summary.get("backends", {}).get(key, {}).get("speedup_geomean")
+            if not _same(stored, _gmean(xs)):
+                out.append(f"bucket {name!r} {key}: stored geometric-mean speedup {_x(stored)} differs from "
+                           f"{_gmean(xs):.4g}x recomputed from the samples")
+        decision = summary.get("decision", {})
+        claimed = decision.get("backend")
+        if claimed is not None:
+            xs = per_backend.get(claimed, [])
+            got = _gmean(xs) if len(xs) == len(b["shapes"]) else None
+            if got is None or not _same(decision.get("speedup"), got):
+                out.append(f"bucket {name!r}: stored decision speedup {_x(decision.get('speedup'))} for {claimed} "
+                           f"differs from {_x(got)}, the geometric mean recomputed from the samples")
+        elif decision.get("speedup") is not None:
+            out.append(f"bucket {name!r}: the decision keeps the baseline but states a speedup "
+                       f"{_x(decision.get('speedup'))}")
         need = policy.min_speedup(device, name)
-        cands = {k: math.exp(sum(math.log(x) for x in xs) / len(xs))
-                 for k, xs in per_backend.items() if ok_all.get(k) and len(xs) == len(b["shapes"])}
+        cands = {k: _gmean(xs) for k, xs in per_backend.items() if ok_all.get(k) and len(xs) == len(b["shapes"])}
         if not cands:
             if need > 0:
                 out.append(f"bucket {name!r}: no fused backend ran every shape within the accuracy policy, "
                            f"so the required {need:g}x speedup is not shown")
+            if claimed is not None:
+                out.append(f"bucket {name!r}: receipt names {claimed} as the decision but no fused backend ran "
+                           f"every shape within the accuracy policy")
             continue
         best = max(cands, key=cands.get)
         if cands[best] < need:
             out.append(f"bucket {name!r}: best fused backend {best} is {cands[best]:.3g}x the baseline "
                        f"(geometric mean), below the policy's {need:g}x for {device}")
-        claimed = b.get("summary", {}).get("decision", {}).get("backend")
         if claimed != best:
             out.append(f"bucket {name!r}: receipt names {claimed} as the decision but the numbers make it {best}")
+    out.extend(_check_end_to_end(receipt))
     ds = receipt.get("downstream")
     if ds:
         for dt, results in ds.get("results", {}).items():
@@ -287,18 +413,75 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def write_receipt(receipt: dict[str, Any], json_path: str | Path, md_path: str | Path | None = None) -> tuple[Path, Path]:
-    """Write the receipt as JSON and its Markdown rendering (default: same stem, ``.md``).
+def check_output_paths(json_path: str | Path, md_path: str | Path | None = None) -> tuple[Path, Path]:
+    """Make sure both receipt files can be written, before a benchmark spends minutes on them.
+
+    Creates the missing parent folders, then opens each file for appending (an existing
+    file is left as it is) or creates and removes it (a new one), so a read-only or missing
+    location fails now rather than after the run.
+
+    Args:
+        json_path: the receipt JSON path (``-o``).
+        md_path: the Markdown path (``--markdown``); default: ``json_path`` with suffix ``.md``.
 
     Returns:
-        ``(json_path, md_path)``.
+        ``(json_path, md_path)`` as :class:`~pathlib.Path`.
+
+    Raises:
+        IomodelError: the two paths are the same file, a path is a folder, or a folder
+            cannot be created or a file cannot be written there.
     """
     jp = Path(json_path)
     mp = Path(md_path) if md_path else jp.with_suffix(".md")
-    jp.parent.mkdir(parents=True, exist_ok=True)
+    md_flag = "--markdown" if md_path else "-o (the Markdown goes beside it with suffix .md) or --markdown"
+    if jp.resolve() == mp.resolve():
+        raise IomodelError(f"the receipt JSON and its Markdown would both be {jp}: give -o a .json name or pass "
+                           "--markdown a different path")
+    for path, what, flag in ((jp, "receipt JSON", "-o"), (mp, "receipt Markdown", md_flag)):
+        if path.is_dir():
+            raise IomodelError(f"the {what} path {path} is a folder: pass a file path such as "
+                               f"{path / ('bench.json' if flag == '-o' else 'bench.md')} with {flag}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IomodelError(f"cannot create the folder {path.parent} for the {what} "
+                               f"({exc.strerror or type(exc).__name__}): pass a writable path with {flag}") from None
+        try:
+            if path.exists():
+                with open(path, "ab"):
+                    pass
+            else:
+                with open(path, "xb"):
+                    pass
+                path.unlink()
+        except OSError as exc:
+            raise IomodelError(f"cannot write the {what} {path} ({exc.strerror or type(exc).__name__}): "
+                               f"pass a writable path with {flag}") from None
+    return jp, mp
+
+
+def write_receipt(receipt: dict[str, Any], json_path: str | Path, md_path: str | Path | None = None) -> tuple[Path, Path]:
+    """Write the receipt as JSON and its Markdown rendering (default: same stem, ``.md``).
+
+    Call :func:`check_output_paths` before the benchmark so that this cannot fail after it.
+
+    Returns:
+        ``(json_path, md_path)``.
+
+    Raises:
+        IomodelError: a file cannot be written (the message names it).
+    """
+    jp = Path(json_path)
+    mp = Path(md_path) if md_path else jp.with_suffix(".md")
     safe = json_safe(receipt)
-    jp.write_text(json.dumps(safe, indent=1, allow_nan=False) + "\n")
-    mp.write_text(render_markdown(safe))
+    for path, text in ((jp, lambda: json.dumps(safe, indent=1, allow_nan=False) + "\n"),
+                       (mp, lambda: render_markdown(safe))):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text())
+        except OSError as exc:
+            raise IomodelError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): pass a writable "
+                               "path with -o / --markdown") from None
     return jp, mp
 
 
@@ -343,6 +526,27 @@ def _e(x: Any) -> str:
 
 def _cell(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def refusal_log(bucket: dict[str, Any]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
+    """A bucket's refusals and errors, one entry per (backend, status, reason lines), counted per shape.
+
+    A refused SDPA call carries several reason lines (PyTorch's debug reasons, then the
+    ``No available kernel`` line): they stay together in one entry, so the count of an
+    entry is the number of shapes, as in the bucket summary.
+
+    Returns:
+        ``{(backend, status, reason lines): [shape label, ...]}`` in first-seen order.
+    """
+    out: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+    for s in bucket["shapes"]:
+        for n, r in s["results"].items():
+            st = r.get("status")
+            if st == "ok":
+                continue
+            key = (n, str(st), tuple(x for x in r.get("reasons", []) if x))
+            out.setdefault(key, []).append(s["label"])
+    return out
 
 
 def render_markdown(receipt: dict[str, Any]) -> str:
@@ -424,7 +628,7 @@ def render_markdown(receipt: dict[str, Any]) -> str:
         wl, dd, bb = e2e["workload"], e2e["decision"], e2e["paths"][BASELINE]
         w(f"| request: {wl['prompt_len']}-token prompt, {wl['output_len']} output tokens, {wl['layers']} layers "
           f"(prefill batch {e2e['batch']['prefill']}, decode batch {e2e['batch']['decode']}) | prefill on "
-          f"{dd['prefill_backend']}, decode on {dd['decode_backend']} | attention per request "
+          f"{dd['prefill_backend']}, decode on {dd['decode_backend']} | attention per request of {wl['layers']} layers "
           f"{fmt_time(bb['request_s'])} → {fmt_time(dd['request_s'])} ({dd['speedup']:.2f}×); prefill share "
           f"{bb['prefill_share']:.0%} → {dd['prefill_share']:.0%} |")
     ws = [(b["weight"], b["summary"]["decision"]["speedup"]) for b in receipt["buckets"]]
@@ -437,16 +641,22 @@ def render_markdown(receipt: dict[str, Any]) -> str:
         w("")
         w(f"Method: {e2e['method']}." + (" Some points are extrapolated beyond the measured sizes." if e2e.get("extrapolated") else ""))
         w("")
-        w("| path | prefill call | Σ decode calls | TTFT (attention) | per output token (attention) | request (attention) | prefill share | speedup |")
+        nl = e2e["workload"]["layers"]
+        w(f"Units: the two call columns are one layer's attention kernel time; TTFT, per output token and request "
+          f"are attention time summed over the request's {nl} layers.")
+        w("")
+        w(f"| path | prefill call (1 layer) | Σ decode calls (1 layer) | TTFT attention ({nl} layers) | "
+          f"per output token ({nl} layers) | request attention ({nl} layers) | prefill share | request speedup |")
         w("|---|---|---|---|---|---|---|---|")
         rows = list(e2e["paths"].items()) + ([("decision", e2e["decision"])] if e2e.get("decision") else [])
         for n, p in rows:
             label = n if n != "decision" else f"decision ({p['prefill_backend']} / {p['decode_backend']})"
             w(f"| {label} | {fmt_time(p['prefill_call_s'])} | {fmt_time(p['decode_calls_s'])} | {fmt_time(p['ttft_attention_s'])} | "
               f"{fmt_time(p['per_output_token_s'])} | {fmt_time(p['request_s'])} | {p['prefill_share']:.1%} | {p.get('speedup', 1):.2f}× |")
-        if e2e.get("reconciliation"):
+        recon = reconciliation(e2e, receipt["buckets"]) if e2e.get("decision") else None
+        if recon:
             w("")
-            w(f"Reconciliation: {e2e['reconciliation']}.")
+            w(f"Reconciliation: {recon}.")
         w("")
     w("## Per shape")
     w("")
@@ -491,20 +701,17 @@ def render_markdown(receipt: dict[str, Any]) -> str:
           f"pinned-backend refusals: {sm['fallbacks']['refused_total']}")
         for n, v in sm["backends"].items():
             w(f"- `{n}`: {v['ok']} ran, {v['unsupported']} refused, {v['error']} errors")
-        reasons: dict[tuple[str, str], int] = {}
         ops: dict[str, set[str]] = {}
         for s in b["shapes"]:
             for n, r in s["results"].items():
                 if r.get("status") == "ok":
                     ops.setdefault(n, set()).update(r.get("ops", []))
                     ops[n].update(r.get("kernels", [])[:3])
-                for x in r.get("reasons", []) if r.get("status") != "ok" else []:
-                    if x:
-                        reasons[(n, x)] = reasons.get((n, x), 0) + 1
         for n, names in ops.items():
             w(f"- `{n}` ops/kernels seen: " + ", ".join(f"`{_cell(x)}`" for x in sorted(names)))
-        for (n, x), c in reasons.items():
-            w(f"- `{n}` refused ×{c}: {_cell(x)}")
+        for (n, st, why), labels in refusal_log(b).items():
+            w(f"- `{n}` {'refused' if st == 'unsupported' else 'failed'} ×{len(labels)} ({', '.join(labels)}): "
+              + _cell(" / ".join(why)))
         w("")
     ds = receipt.get("downstream")
     if ds:

@@ -43,7 +43,7 @@ def bench(
     from iomodel.bench.harness import check_device, run_bench
     from iomodel.bench.matrix import DEFAULT_MATRIX, load_matrix
     from iomodel.bench.policy import load_policy
-    from iomodel.bench.receipt import check_receipt, load_receipt, write_receipt
+    from iomodel.bench.receipt import check_output_paths, check_receipt, load_receipt, reconciliation, write_receipt
 
     console = Console()
     if check is not None:
@@ -66,6 +66,7 @@ def bench(
     mx = load_matrix(matrix or DEFAULT_MATRIX[device])
     pol = load_policy(policy) if policy else load_policy()
     out = output or Path("receipts") / f"bench-{device}.json"
+    check_output_paths(out, markdown)  # fail now, not after the whole benchmark has run
     command = f"iomodel bench --device {device} --matrix {matrix or DEFAULT_MATRIX[device]} -o {out}"
     if policy:
         command += f" --policy {policy}"
@@ -89,7 +90,7 @@ def bench(
         receipt = run_bench(mx, device, pol, reps=reps, warmup=warmup, command=command)
     jp, mp = write_receipt(receipt, out, markdown)
     t = Table(title=f"{receipt['device'].get('name', device)}: decision per bucket (policy v{pol.version})")
-    for col in ("bucket", "weight", "decision", "speedup", "memory", "min"):
+    for col in ("bucket", "weight", "decision", "speedup (geomean of shapes)", "memory", "min"):
         t.add_column(col)
     for b in receipt["buckets"]:
         d = b["summary"]["decision"]
@@ -98,8 +99,12 @@ def bench(
                   f"{d['memory_ratio']:.2%}" if d.get("memory_ratio") is not None else "—", f"{d['min_speedup']:g}×")
     console.print(t)
     e2e = receipt.get("end_to_end")
-    if e2e and e2e.get("decision"):
-        console.print(f"request estimate: {e2e['reconciliation']}", highlight=False, soft_wrap=True)
+    recon = reconciliation(e2e, receipt["buckets"]) if e2e and e2e.get("decision") else None
+    if recon:
+        wl = e2e["workload"]
+        console.print(f"request estimate ({wl['prompt_len']}-token prompt, {wl['output_len']} output tokens, "
+                      f"{wl['layers']} layers; kernel speedups read at this request's sizes, not the bucket "
+                      f"geomeans above): {recon}", highlight=False, soft_wrap=True)
     console.print(f"wrote {jp} and {mp} in {receipt['elapsed_s']:.1f} s", highlight=False)
     v = receipt["verdict"]
     if not v["pass"]:
