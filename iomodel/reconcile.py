@@ -36,6 +36,7 @@ from iomodel.traffic.l2 import (
     DEFAULT_L2_FRACTION,
     L2Params,
     L2Prediction,
+    compulsory_read_bytes,
     estimate_programs_per_sm,
     predict_baseline,
     predict_tiled,
@@ -191,8 +192,20 @@ class Reconciliation:
             return None
         return lv.within(which, self.tolerances.get(level, 0.0), self._abs(level))
 
+    def within_relative(self, row: ShapeReconciliation, level: str, which: str) -> bool | None:
+        """Like :meth:`within` with the relative tolerance alone (no absolute floor)."""
+        lv = row.level(level)
+        if lv is None:
+            return None
+        return lv.within(which, self.tolerances.get(level, 0.0), 0.0)
+
     def summary(self) -> list[dict[str, Any]]:
-        """Per (impl, level, read/write): shapes compared, shapes within tolerance, fraction."""
+        """Per (impl, level, read/write): shapes compared and shapes within tolerance, both ways.
+
+        Keys: ``shapes``; ``within_rel`` (within the relative tolerance ``tolerance`` alone)
+        and ``fraction_rel``; ``within`` (within the relative tolerance or the absolute floor
+        ``abs_tol_bytes``, the decision used everywhere else) and ``fraction``.
+        """
         out: dict[tuple[str, str, str], list[int]] = {}
         for r in self.rows:
             for lv in r.levels:
@@ -200,14 +213,28 @@ class Reconciliation:
                     ok = self.within(r, lv.level, which)
                     if ok is None:
                         continue
-                    acc = out.setdefault((r.impl, lv.level, which), [0, 0])
+                    acc = out.setdefault((r.impl, lv.level, which), [0, 0, 0])
                     acc[0] += 1
                     acc[1] += int(ok)
+                    acc[2] += int(bool(self.within_relative(r, lv.level, which)))
         return [
-            {"impl": k[0], "level": k[1], "which": k[2], "shapes": v[0], "within": v[1],
-             "fraction": v[1] / v[0] if v[0] else 0.0, "tolerance": self.tolerances.get(k[1], 0.0)}
+            {"impl": k[0], "level": k[1], "which": k[2], "shapes": v[0],
+             "within_rel": v[2], "fraction_rel": v[2] / v[0] if v[0] else 0.0,
+             "within": v[1], "fraction": v[1] / v[0] if v[0] else 0.0,
+             "tolerance": self.tolerances.get(k[1], 0.0), "abs_tol_bytes": self._abs(k[1])}
             for k, v in sorted(out.items())
         ]
+
+    def summary_rows(self) -> list[list[str]]:
+        """The printed summary table (columns :data:`SUMMARY_COLUMNS`), one line per (impl, level, direction)."""
+        out = []
+        for e in self.summary():
+            n = e["shapes"]
+            absc = f"±{e['tolerance']:.0%} or ±{fmt_bytes(e['abs_tol_bytes'])}" if e["abs_tol_bytes"] else "exact"
+            out.append([e["impl"], e["level"], e["which"], str(n), f"±{e['tolerance']:.0%}",
+                        f"{e['within_rel']}/{n} ({e['fraction_rel']:.0%})", absc,
+                        f"{e['within']}/{n} ({e['fraction']:.0%})"])
+        return out
 
     def outside(self) -> list[tuple[ShapeReconciliation, list[str]]]:
         """Shapes with any compared level outside tolerance, with the failing (level, direction)s."""
@@ -434,11 +461,10 @@ def reconcile_shape(
             if shape.kernels and len(shape.kernels) != n_steps:
                 out.notes.append(f"{len(shape.kernels)} kernels profiled for {n_steps} modelled ops")
         else:  # SDPA backends: measured only, against the floor
-            d, s = spec.head_dim, spec.width
-            q = spec.batch * spec.heads * spec.seqlen_q * d * s
-            kv = spec.batch * spec.kv_heads * spec.seqlen_k * d * s
+            q = spec.batch * spec.heads * spec.seqlen_q * spec.head_dim * spec.width
             out.levels.append(LevelCompare("HBM", None, shape.quantity("dram_read_bytes"), None,
-                                           shape.quantity("dram_write_bytes"), q + 2 * kv, q))
+                                           shape.quantity("dram_write_bytes"),
+                                           sum(compulsory_read_bytes(spec).values()), q))
             out.notes.append("no model for this backend: measured bytes beside the compulsory floor")
     except IomodelError as exc:
         out.error = str(exc)
@@ -546,6 +572,11 @@ def fmt_ratio(r: float | None) -> str:
     return f"{r:.2f}"
 
 
+#: Columns of the summary table: counts within the relative tolerance alone, then within
+#: relative-or-absolute (the absolute floor ``abs_tol``, 0 for the exact SRAM_fill level).
+SUMMARY_COLUMNS = ("impl", "level", "direction", "shapes", "relative tol", "within relative",
+                   "relative or absolute tol", "within relative or absolute")
+
 TABLE_COLUMNS = ("shape", "level", "pred R", "meas R", "R ratio", "pred W", "meas W", "W ratio", "ok", "cause")
 
 
@@ -582,14 +613,17 @@ def markdown(rec: Reconciliation) -> str:
         f"Command: `{m.command}`",
         "",
         f"Hardware for the predictions: {rec.hardware.name} (L2 {fmt_bytes(rec.hardware.l2_bytes)}, "
-        f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; tolerances "
-        + ", ".join(f"{k} ±{v:.0%}" for k, v in rec.tolerances.items()) + f" or {fmt_bytes(rec.abs_tol)}.",
+        f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; relative tolerances "
+        + ", ".join(f"{k} ±{v:.0%}" if v else f"{k} exact" for k, v in rec.tolerances.items())
+        + f"; absolute floor {fmt_bytes(rec.abs_tol)} ({int(rec.abs_tol)} bytes) for HBM and L2 only "
+        "(SRAM_fill is exact). A value is within when |predicted − measured| <= relative × measured, "
+        "or, in the last column, <= the absolute floor.",
         "",
-        "| impl | level | direction | shapes | within | fraction |",
-        "|---|---|---|---:|---:|---:|",
+        "| " + " | ".join(SUMMARY_COLUMNS) + " |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
-    for s in rec.summary():
-        lines.append(f"| {s['impl']} | {s['level']} | {s['which']} | {s['shapes']} | {s['within']} | {s['fraction']:.0%} |")
+    for row in rec.summary_rows():
+        lines.append("| " + " | ".join(row) + " |")
     lines += ["", "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for row in table_rows(rec):
         lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
@@ -627,47 +661,73 @@ def _x(r: ShapeReconciliation) -> int:
     return r.spec.seqlen_k
 
 
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters (plot titles)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=width, break_on_hyphens=False)) or text
+
+
 def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
          predict_fn: PredictFn = _default_predict) -> list[Path]:
     """Write ``hbm-vs-seqlen.png`` and ``l2-vs-seqlen.png``: predicted curves and measured points.
 
-    One panel per shape family (everything but the sequence length equal). Lines: the
-    L2-aware HBM prediction (reads solid, writes dashed), the compulsory floor and the
-    model's no-reuse bound (reads), evaluated on the measured lengths and the powers of two
-    between them with the tiles and occupancy of the nearest measured shape; markers: the
-    measured DRAM (or L2-request) bytes. Log-log axes, bytes in binary prefixes.
+    One panel per shape family (everything but the sequence length equal); every family
+    appears: when a level has more than ``max_panels`` families, the further panels go to
+    ``hbm-vs-seqlen-2.png``, ``hbm-vs-seqlen-3.png`` ... (same for L2). Lines: the L2-aware
+    HBM prediction (reads solid, writes dashed), the compulsory floor (the worksheet's
+    compulsory reads) and the model's no-reuse bound (reads), evaluated on the measured
+    lengths and the powers of two between them with the tiles and occupancy of the nearest
+    measured shape; markers: the measured DRAM (or L2-request) bytes. Implementations
+    without a model (SDPA backends) show the measured points and the floor only. Log-log
+    axes, bytes in binary prefixes; panel titles are wrapped to the panel's width.
+
+    Args:
+        rec: the reconciliation.
+        out_dir: folder to write into (created if missing).
+        max_panels: panels per figure file (at least 1).
+        predict_fn: the model's ``predict``.
 
     Returns:
-        the paths written.
+        the paths written, in order.
 
     Raises:
-        IomodelError: nothing to plot (no reconciled HBM level).
+        IomodelError: nothing to plot (no reconciled HBM level), ``max_panels`` below 1, or
+            ``out_dir`` cannot be created or written.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if max_panels < 1:
+        raise IomodelError(f"max_panels must be 1 or more, got {max_panels}")
+    out = check_output_dir(out_dir, "--plot-dir")
     fams: dict[tuple, list[ShapeReconciliation]] = {}
     for r in rec.rows:
-        if r.error is None and r.level("HBM") is not None and r.l2 is not None:
+        if r.error is None and r.level("HBM") is not None:
             fams.setdefault(_family(r), []).append(r)
     if not fams:
         raise IomodelError("no reconciled HBM measurements to plot: check the record has ncu data")
-    keys = list(fams)[:max_panels]
     paths = []
     for level in ("HBM", "L2"):
-        keys_l = [k for k in keys if any(r.level(level) and r.level(level).measured_read is not None for r in fams[k])]
-        if not keys_l:
-            continue
-        n = len(keys_l)
-        cols = min(3, n)
-        rows_n = math.ceil(n / cols)
-        fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 3.9 * rows_n), squeeze=False)
-        for ax, key in zip(axes.flat, keys_l):
-            members = sorted(fams[key], key=_x)
+        keys_l = [k for k in fams if any(r.level(level) and r.level(level).measured_read is not None for r in fams[k])]
+        pages = [keys_l[i:i + max_panels] for i in range(0, len(keys_l), max_panels)]
+        for page_no, keys in enumerate(pages, 1):
+            paths.append(_plot_page(rec, fams, keys, level, out, page_no, len(pages), predict_fn, plt, matplotlib))
+    return paths
+
+
+def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Path, page_no: int, pages: int,
+               predict_fn: PredictFn, plt: Any, matplotlib: Any) -> Path:
+    n = len(keys)
+    cols = min(3, n)
+    rows_n = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.6 * cols, 4.2 * rows_n + 0.6), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        members = sorted(fams[key], key=_x)
+        mx = [_x(r) for r in members]
+        if members[0].l2 is not None:
             # zero bytes cannot sit on a log axis: leave those points out (no line to the bottom)
             curve = [tuple(float("nan") if (i and not v) else v for i, v in enumerate(c))
                      for c in _curve(members, rec, level, predict_fn)]
@@ -680,34 +740,113 @@ def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
             else:
                 ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (SRAM_fill)")
                 ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (SRAM_fill)")
-            mx = [_x(r) for r in members]
-            mr = [r.level(level).measured_read for r in members]
-            mw = [r.level(level).measured_write for r in members]
-            ax.scatter(mx, [v if v else float("nan") for v in mr], marker="o", s=36, facecolors="none",
-                       edgecolors="#0072B2", zorder=5, label="measured read")
-            ax.scatter(mx, [v if v else float("nan") for v in mw], marker="s", s=30, facecolors="none",
-                       edgecolors="#D55E00", zorder=5, label="measured write")
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log", base=2)
-            ax.set_xlabel("seqlen_k (KV cache)" if members[0].spec.phase == "decode" else
-                          "seqlen_q = seqlen_k" if members[0].spec.seqlen_q == members[0].spec.seqlen_k else "seqlen_k")
-            ax.set_ylabel("bytes")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
-            ax.set_title(_family_label(members[0]), fontsize=8)
-            ax.grid(True, which="major", alpha=0.3)
-        for ax in list(axes.flat)[n:]:
-            ax.set_visible(False)
-        axes.flat[0].legend(fontsize=7, loc="upper left")
-        what = ("DRAM bytes (dram__bytes_read/write.sum) vs the L2-aware prediction" if level == "HBM"
-                else "L2 requests from the SMs (lts__t_sectors_srcunit_tex_op_read/write × 32 B) vs SRAM_fill")
-        fig.suptitle(f"{what}\n{rec.hardware.name}, effective L2 {rec.l2_fraction:g} × {fmt_bytes(rec.hardware.l2_bytes)}; "
-                     f"{rec.measurement.environment.get('device', '')} {rec.measurement.created}", fontsize=9)
-        fig.tight_layout()
-        path = out / f"{level.lower()}-vs-seqlen.png"
+        elif level == "HBM":  # no model: the floor at the measured lengths
+            ax.plot(mx, [r.level("HBM").floor_read or float("nan") for r in members], "-", lw=0.8,
+                    color="#000000", label="compulsory floor (read)")
+        mr = [r.level(level).measured_read for r in members]
+        mw = [r.level(level).measured_write for r in members]
+        ax.scatter(mx, [v if v else float("nan") for v in mr], marker="o", s=36, facecolors="none",
+                   edgecolors="#0072B2", zorder=5, label="measured read")
+        ax.scatter(mx, [v if v else float("nan") for v in mw], marker="s", s=30, facecolors="none",
+                   edgecolors="#D55E00", zorder=5, label="measured write")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("seqlen_k (KV cache)" if members[0].spec.phase == "decode" else
+                      "seqlen_q = seqlen_k" if members[0].spec.seqlen_q == members[0].spec.seqlen_k else "seqlen_k")
+        ax.set_ylabel("bytes")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
+        ax.set_title(_wrap(_family_label(members[0]), 62), fontsize=8)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=6, loc="best")
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    what = ("DRAM bytes (dram__bytes_read/write.sum) vs the L2-aware prediction" if level == "HBM"
+            else "L2 requests from the SMs vs SRAM_fill")
+    page = f" (figure {page_no} of {pages})" if pages > 1 else ""
+    fig.suptitle(_wrap(f"{what}{page}; {rec.hardware.name}, effective L2 {rec.l2_fraction:g} × "
+                       f"{fmt_bytes(rec.hardware.l2_bytes)}; {rec.measurement.environment.get('device', '')} "
+                       f"{rec.measurement.created}", 40 * cols), fontsize=9)
+    fig.tight_layout()
+    suffix = f"-{page_no}" if page_no > 1 else ""
+    path = out / f"{level.lower()}-vs-seqlen{suffix}.png"
+    try:
         fig.savefig(path, dpi=110)
+    except OSError as exc:
+        raise IomodelError(f"cannot write {path} ({exc.strerror or exc}): pass a writable --plot-dir") from None
+    finally:
         plt.close(fig)
-        paths.append(path)
-    return paths
+    return path
+
+
+def check_output_dir(path: str | Path, option: str) -> Path:
+    """Create folder ``path`` if missing and check that a file can be written in it.
+
+    Args:
+        path: the folder.
+        option: the command-line option that named it (for the message).
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        IomodelError: ``path`` is a file, cannot be created, or is not writable.
+    """
+    import os
+    import tempfile
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise IomodelError(f"{option} {out} is a file, not a folder: pass a folder path")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".iomodel-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise IomodelError(f"cannot write into {out} ({exc.strerror or exc}): pass a writable folder to {option}") from None
+    return out
+
+
+def check_output_file(path: str | Path, option: str) -> Path:
+    """Check that file ``path`` can be written (its folder is created if missing), before long work.
+
+    Args:
+        path: the file.
+        option: the command-line option that named it (for the message).
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        IomodelError: ``path`` is a folder, or its folder cannot be created or written.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise IomodelError(f"{option} {p} is a folder: pass a file path, e.g. {p / 'out.json'}")
+    if p.exists() and not _writable(p):
+        raise IomodelError(f"{option} {p} is not writable: pass a writable file path")
+    check_output_dir(p.parent, option)
+    return p
+
+
+def _writable(p: Path) -> bool:
+    import os
+
+    return os.access(p, os.W_OK)
+
+
+def write_text(path: str | Path, text: str, option: str) -> Path:
+    """Write ``text`` to ``path`` (folder created), turning OS errors into one-line IomodelErrors.
+
+    Raises:
+        IomodelError: the file cannot be written.
+    """
+    p = check_output_file(path, option)
+    try:
+        p.write_text(text)
+    except OSError as exc:
+        raise IomodelError(f"cannot write {p} ({exc.strerror or exc}): pass a writable path to {option}") from None
+    return p
 
 
 def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, predict_fn: PredictFn) -> list[tuple]:
@@ -754,7 +893,10 @@ __all__ = [
     "DEFAULT_TOLERANCES",
     "LevelCompare",
     "Reconciliation",
+    "SUMMARY_COLUMNS",
     "ShapeReconciliation",
+    "check_output_dir",
+    "check_output_file",
     "fmt_bytes",
     "foreign_write_bytes",
     "foreign_write_notes",
@@ -765,4 +907,5 @@ __all__ = [
     "reconcile_shape",
     "scan_l2_fraction",
     "table_rows",
+    "write_text",
 ]

@@ -12,7 +12,7 @@ from iomodel.errors import IomodelError
 from iomodel.hardware import get_hardware
 from iomodel.measure.ncu import load_sweep
 from iomodel.measure.records import KernelRecord, Measurement, ShapeMeasurement
-from iomodel.reconcile import LevelCompare, markdown, plot, reconcile, table_rows
+from iomodel.reconcile import LevelCompare, _family, markdown, plot, reconcile, table_rows
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.traffic import predict
 from iomodel.traffic.l2 import L2Params, predict_baseline, predict_tiled
@@ -176,8 +176,13 @@ def test_plot_and_cli(exact_record, tmp_path):
     meas = Measurement.from_dict(exact_record.to_dict())
     meas.shapes = [s for s in meas.shapes if s.spec.seqlen_k <= 4096]
     path = meas.save(tmp_path / "ncu-h200-test.json")
-    paths = plot(reconcile(meas), tmp_path / "plots", max_panels=2)
-    assert [p.name for p in paths] == ["hbm-vs-seqlen.png", "l2-vs-seqlen.png"]
+    rec = reconcile(meas)
+    paths = plot(rec, tmp_path / "plots", max_panels=2)
+    def pages(lv):  # figures of 2 panels: every family with that level measured appears
+        n = -(-len({_family(r) for r in rec.rows if r.level(lv.upper()) is not None}) // 2)
+        return [f"{lv}-vs-seqlen.png"] + [f"{lv}-vs-seqlen-{i}.png" for i in range(2, n + 1)]
+
+    assert [p.name for p in paths] == pages("hbm") + pages("l2")
     assert all(p.stat().st_size > 10_000 for p in paths)
     with pytest.raises(SystemExit) as exc:
         main(["reconcile", str(path), "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")])

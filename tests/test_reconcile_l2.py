@@ -86,6 +86,7 @@ TILES = Tiling(32, 16, 1)
 Q = 2 * 40 * 16 * 2  # 2560 bytes
 KV_FULL = 100 * 16 * 2  # 3200 bytes of K (or V)
 KV_TOUCHED = 48 * 16 * 2  # 1536
+KV_SEEN = 40 * 16 * 2  # 1280: keys some query row sees (compulsory)
 O, LSE = 2560, 2 * 40 * 4  # 320
 KV_REQ = 2 * (32 + 48) * 16 * 2  # 5120 per tensor: two query heads, two tiles each
 
@@ -98,13 +99,16 @@ def test_prefill_key_rows_follow_the_contract():
 
 def test_everything_fits_reads_the_touched_rows_once_and_leaves_outputs_dirty():
     r = predict_tiled(SPEC, TILES, params(BIG))
-    assert (r.floor_read_bytes, r.floor_write_bytes) == (Q + 2 * KV_FULL, O + LSE)
+    # compulsory (worksheet): all 40 query rows, the 40 keys some row sees (top-left, N_q = 40)
+    assert (r.floor_read_bytes, r.floor_write_bytes) == (Q + 2 * KV_SEEN, O + LSE) == (5120, 2880)
     assert r.hbm_read_bytes == Q + 2 * KV_TOUCHED == 5632
     assert r.hbm_write_bytes == 0
     assert (r.no_reuse_read_bytes, r.l2_read_bytes, r.l2_write_bytes) == (Q + 2 * KV_REQ, Q + 2 * KV_REQ, O + LSE)
     causes = {c.key: (c.read_bytes, c.write_bytes) for c in r.causes}
-    assert causes == {"causal_skip": (-2 * (KV_FULL - KV_TOUCHED), 0), "dirty_at_end": (0, -(O + LSE))}
-    assert r.dominant.key == "causal_skip"
+    # tile 1 loads keys 40..47 of its last BLOCK_N block: 8 rows of K and of V beyond the floor
+    assert causes == {"masked_reads": (2 * (KV_TOUCHED - KV_SEEN), 0), "dirty_at_end": (0, -(O + LSE))}
+    assert causes["masked_reads"] == (2 * 8 * 16 * 2, 0)
+    assert r.dominant.key == "dirty_at_end"
     assert r.reuse_saved_read_bytes == 2 * KV_REQ - 2 * KV_TOUCHED
 
 
@@ -171,6 +175,9 @@ def test_baseline_prediction_from_model_rows():
     keys = {c.key for c in r.causes}
     assert {"intermediates", "dirty_at_end", "broadcast_rereads"} <= keys  # a 16 MiB mask, 64 MiB S per (b, h)
     assert r.dominant.key == "intermediates" and r.l2_read_bytes is None
+    # floor = compulsory reads (top-left square: every row and key); nothing masked out entirely
+    assert r.floor_read_bytes == predict(spec, Tiling(), hw).compulsory_rows[0].read_bytes * 3
+    assert "masked_reads" not in keys
     with pytest.raises(IomodelError, match="HBM rows"):
         predict_baseline(spec, [], L2Params(hw.l2_bytes, hw.num_sms))
 
@@ -207,17 +214,53 @@ def cases(draw):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
-def test_prediction_lies_between_skipped_floor_and_no_reuse_bound(case):
+def test_prediction_lies_between_compulsory_floor_and_no_reuse_bound(case):
     from iomodel.traffic import predict
 
     spec, tiles, prm = case
     r = predict_tiled(spec, tiles, prm)
-    skip = -sum(c.read_bytes for c in r.causes if c.key == "causal_skip")
+    masked = sum(c.read_bytes for c in r.causes if c.key == "masked_reads")
     inter_w = sum(c.write_bytes for c in r.causes if c.key == "intermediates")
-    assert r.floor_read_bytes - skip <= r.hbm_read_bytes <= r.no_reuse_read_bytes
+    assert masked >= 0
+    assert r.floor_read_bytes <= r.floor_read_bytes + masked <= r.hbm_read_bytes <= r.no_reuse_read_bytes
     assert 0 <= r.hbm_write_bytes <= r.floor_write_bytes + inter_w
     if prm.capacity == BIG:
         assert r.hbm_write_bytes == 0
-        assert r.hbm_read_bytes == r.floor_read_bytes - skip + sum(c.read_bytes for c in r.causes if c.key == "intermediates")
-    alg = predict(spec, tiles, get_hardware("H200")).algorithms["tiled"]
+        assert r.hbm_read_bytes == r.floor_read_bytes + masked + sum(c.read_bytes for c in r.causes if c.key == "intermediates")
+    pred = predict(spec, tiles, get_hardware("H200"))
+    # the floor is the worksheet's compulsory reads
+    assert r.floor_read_bytes == sum(x.read_bytes for x in pred.compulsory_rows)
+    alg = pred.algorithms["tiled"]
     assert (r.l2_read_bytes, r.l2_write_bytes) == (alg.sram_fill_read_bytes, alg.sram_fill_write_bytes)
+
+
+def test_floor_is_the_worksheet_compulsory_reads_on_the_reviewed_shape():
+    """b1-h16-kv4-d128 fp16 q1024 k6144 causal top-left: only keys < 1024 are seen, so the floor
+    is Q (4 MiB) + K, V of 1024 rows (1 MiB each) = 6 MiB, not Q + all of K and V (16 MiB)."""
+    from iomodel.traffic import predict
+
+    spec = LayerSpec(1, 16, 4, 128, 1024, 6144, "fp16", causal=True)
+    tiles = Tiling(128, 64, 1)
+    hw = get_hardware("H200")
+    r = predict_tiled(spec, tiles, L2Params(hw.l2_bytes, hw.num_sms, 1))
+    assert r.floor_read_bytes == 4 * 2**20 + 2 * 2**20 == compulsory_read_bytes_total(spec)
+    assert r.floor_read_bytes == sum(x.read_bytes for x in predict(spec, tiles, hw).compulsory_rows)
+    assert r.floor_read_bytes <= r.hbm_read_bytes <= r.no_reuse_read_bytes
+
+
+def compulsory_read_bytes_total(spec):
+    from iomodel.traffic.l2 import compulsory_read_bytes
+
+    return sum(compulsory_read_bytes(spec).values())
+
+
+def test_baseline_floor_under_a_mask_hiding_keys():
+    from iomodel.traffic import predict
+
+    hw = get_hardware("H200")
+    spec = LayerSpec(1, 2, 2, 16, 64, 256, "fp16", causal=True)  # top-left: keys >= 64 unseen
+    rows = predict(spec, Tiling(), hw).algorithms["baseline"].rows
+    r = predict_baseline(spec, rows, L2Params(hw.l2_bytes, hw.num_sms))
+    q, kv_seen, kv_full = 2 * 64 * 16 * 2, 2 * 64 * 16 * 2, 2 * 256 * 16 * 2
+    assert r.floor_read_bytes == q + 2 * kv_seen
+    assert {c.key: c.read_bytes for c in r.causes}["masked_reads"] == 2 * (kv_full - kv_seen)

@@ -27,14 +27,20 @@ def reconcile(
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
     tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
     tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,
-    abs_tol: Annotated[float, typer.Option("--abs-tol", help="Absolute tolerance in bytes (HBM and L2).")] = 1 << 20,
+    abs_tol: Annotated[float, typer.Option("--abs-tol", help="Absolute tolerance floor in bytes (HBM and L2): a "
+                                           "value also counts as within when |predicted - measured| is at most "
+                                           "this; the summary shows the counts with and without it.")] = 1 << 20,
     plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Write hbm-vs-seqlen.png and "
-                                                     "l2-vs-seqlen.png here.")] = None,
+                                                     "l2-vs-seqlen.png here (and hbm-vs-seqlen-2.png ... when more "
+                                                     "than 12 shape families).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the reconciliation as JSON.")] = None,
     markdown_out: Annotated[Optional[Path], typer.Option("--markdown", help="Write a Markdown report.")] = None,
-    l2_source: Annotated[Optional[str], typer.Option("--l2-source", help="L2 lookups compared with SRAM_fill: tex "
-                                                     "(from the SMs' L1/TEX units) or all (any source, e.g. if TMA "
-                                                     "is not counted as TEX); default: the record's, else tex.")] = None,
+    l2_source: Annotated[Optional[str], typer.Option("--l2-source", help="What is compared with SRAM_fill at the "
+                                                     "L2 level: auto (sm when measured, else tex), sm (bytes the SMs "
+                                                     "received from / sent to L2 over the crossbar), tex (L2 lookups "
+                                                     "from the SMs' L1/TEX units) or all (L2 lookups from any source, "
+                                                     "e.g. if TMA is not counted as TEX); default: the record's, "
+                                                     "else auto.")] = None,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1.")] = False,
 ) -> None:
@@ -46,11 +52,22 @@ def reconcile(
 
     if tol_hbm < 0 or tol_l2 < 0 or abs_tol < 0:
         raise IomodelError("tolerances must be 0 or more: pass e.g. --tol-hbm 0.1")
+    # output paths first: a bad one fails before any work
+    if plot_dir is not None:
+        rc.check_output_dir(plot_dir, "--plot-dir")
+    if json_out is not None:
+        rc.check_output_file(json_out, "--json")
+    if markdown_out is not None:
+        rc.check_output_file(markdown_out, "--markdown")
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
                   l2_source=l2_source)
     rec = rc.reconcile(meas, l2_fraction=l2_fraction, **common)
     console = Console(width=max(Console().width, 180))
+    recorded = (meas.hardware or {}).get("name")
+    if hardware and recorded and str(recorded).split(" (")[0].strip().lower() != rec.hardware.name.lower():
+        console.print(f"warning: predicting for --hardware {rec.hardware.name}, but the record was measured on "
+                      f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True)
     t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}); "
                     "ratio = measured / predicted")
     for c in rc.TABLE_COLUMNS:
@@ -58,12 +75,12 @@ def reconcile(
     for row in rc.table_rows(rec):
         t.add_row(*row)
     console.print(t)
-    s = Table(title="Within tolerance")
-    for c in ("impl", "level", "direction", "shapes", "within", "fraction", "tolerance"):
+    s = Table(title=f"Within tolerance: relative alone, and relative or the absolute floor of "
+                    f"{rc.fmt_bytes(rec.abs_tol)} (HBM and L2; SRAM_fill exact)")
+    for c in rc.SUMMARY_COLUMNS:
         s.add_column(c)
-    for e in rec.summary():
-        s.add_row(e["impl"], e["level"], e["which"], str(e["shapes"]), str(e["within"]), f"{e['fraction']:.0%}",
-                  f"±{e['tolerance']:.0%}")
+    for row in rec.summary_rows():
+        s.add_row(*row)
     console.print(s)
     outside = rec.outside()
     if outside:
@@ -83,17 +100,18 @@ def reconcile(
         console.print(st)
     if plot_dir is not None:
         try:
-            for p in rc.plot(rec, plot_dir):
-                console.print(f"wrote {p}", highlight=False)
+            paths = rc.plot(rec, plot_dir)
         except IomodelError as exc:
+            if "no reconciled HBM" not in str(exc):
+                raise
             console.print(f"no plot: {exc}", highlight=False)
+        else:
+            console.print(f"wrote {len(paths)} plot files: " + ", ".join(str(p) for p in paths), highlight=False)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(rec.to_dict(), indent=1, default=str) + "\n")
+        rc.write_text(json_out, json.dumps(rec.to_dict(), indent=1, default=str) + "\n", "--json")
         console.print(f"wrote {json_out}", highlight=False)
     if markdown_out is not None:
-        markdown_out.parent.mkdir(parents=True, exist_ok=True)
-        markdown_out.write_text(rc.markdown(rec))
+        rc.write_text(markdown_out, rc.markdown(rec), "--markdown")
         console.print(f"wrote {markdown_out}", highlight=False)
 
 

@@ -140,11 +140,17 @@ def validate(
             console.print(shlex.join(argv), highlight=False, soft_wrap=True)
         return
     echo = lambda s: console.print(s, highlight=False)  # noqa: E731
+    from iomodel.reconcile import check_output_file
+
+    # the output must be writable before any profiling starts
+    path = check_output_file(out or Path(f"{'interp' if interpreter else 'ncu'}-{sweep.name}-{date}.json"), "--out")
+    if workdir is not None and not interpreter:
+        from iomodel.reconcile import check_output_dir
+
+        check_output_dir(workdir, "--workdir")
     if interpreter:
         meas = run_interpreter(sweep, command, echo)
-        path = out or Path(f"interp-{sweep.name}-{date}.json")
     else:
-        path = out or Path(f"ncu-{sweep.name}-{date}.json")
         meas = ncu_mod.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo, budget_s=budget_s,
                                save_to=path)
     meas.save(path)

@@ -282,10 +282,17 @@ class Measurement:
         )
 
     def save(self, path: str | Path) -> Path:
-        """Write the record as indented JSON (creating parent folders); returns the path."""
+        """Write the record as indented JSON (creating parent folders); returns the path.
+
+        Raises:
+            IomodelError: the file or its folder cannot be written.
+        """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1, default=_json_default) + "\n")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.to_dict(), indent=1, default=_json_default) + "\n")
+        except OSError as exc:
+            raise IomodelError(f"cannot write {path} ({exc.strerror or exc}): pass a writable path to --out") from None
         return path
 
     @classmethod

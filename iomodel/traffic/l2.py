@@ -2,8 +2,8 @@
 
 The model's ``HBM`` rows are the *no-reuse bound*: every byte a kernel requests crosses
 HBM once per request (for the tiled kernel, K and V are read T_r = ⌈N_q/BLOCK_M⌉ times
-per query head). The *compulsory floor* reads every input once and writes every output
-once. What Nsight Compute's DRAM counters see lies between them (or under the floor), and
+per query head). The *compulsory floor* reads what the worksheet's compulsory rows read
+(each input element that can affect an output, once) and writes every output once. What Nsight Compute's DRAM counters see lies between them (or under the floor), and
 this module predicts it from named causes:
 
 ``l2_capacity``
@@ -14,9 +14,12 @@ this module predicts it from named causes:
     heads of a group are consecutive). When their K/V no longer fits the effective L2,
     the next wave of programs of the same head re-fetches it from HBM (the contribution is
     the re-fetched bytes; 0 when everything fits).
-``causal_skip``
-    K/V rows that no query tile of a causal shape sees are never loaded, so the DRAM reads
-    fall below the floor (e.g. top-left alignment with seqlen_k > seqlen_q).
+``masked_reads``
+    Under a causal mask the floor counts only the compulsory reads of the worksheet
+    (:func:`iomodel.traffic.bounds.compulsory_rows`: the keys some query row sees, the query
+    rows that see some key). The tiled kernel loads whole tiles (keys up to the end of each
+    query tile's last BLOCK_N block, and query tiles whose rows see no key) and the eager
+    chain reads all of Q, K and V: those extra input bytes, never negative.
 ``dirty_at_end``
     L2 is write-back: output lines still dirty in L2 when a kernel ends are not in its
     ``dram__bytes_write`` (Nsight Compute then flushes them outside the measurement).
@@ -75,7 +78,7 @@ MAX_WARPS_PER_SM = 64
 
 CAUSES: dict[str, str] = {
     "l2_capacity": "K/V re-fetched: the resident programs' working set exceeds L2",
-    "causal_skip": "causal block skipping: K/V rows no query tile sees are never loaded",
+    "masked_reads": "inputs no output depends on under the causal mask, loaded anyway (whole tiles, or the eager chain's full reads)",
     "dirty_at_end": "output lines an LRU L2 would still hold dirty when the kernel ends",
     "dirty_evicted": "dirty single-use lines evicted during the kernel by later fills (non-LRU replacement)",
     "intermediates": "intermediates written by one kernel and read cold by the next (profiler cache flush)",
@@ -648,7 +651,8 @@ class L2Prediction:
     Attributes:
         algorithm: ``tiled`` or ``baseline``.
         hbm_read_bytes, hbm_write_bytes: the L2-aware prediction of the DRAM counters.
-        floor_read_bytes, floor_write_bytes: compulsory: inputs read once, outputs written once.
+        floor_read_bytes, floor_write_bytes: compulsory floor: the worksheet's compulsory reads
+            (:func:`compulsory_read_bytes`), outputs written once.
         no_reuse_read_bytes, no_reuse_write_bytes: every requested byte crosses HBM (model HBM rows).
         l2_read_bytes, l2_write_bytes: requests from the SMs to L2 (the SRAM_fill level;
             None for the eager chain, whose library kernels re-read from L2 in ways the
@@ -718,6 +722,32 @@ def _finish(algorithm: str, kernels: list[KernelL2], floor_r: int, floor_w: int,
                         no_reuse_r - read, causes, kernels, assumptions)
 
 
+def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
+    """The forward pass's compulsory reads per input tensor, in bytes: the worksheet's definition.
+
+    Evaluates :func:`iomodel.traffic.bounds.compulsory_rows` (the rows behind
+    ``iomodel.traffic.predict(...).compulsory_bytes``): Q ``(B, H, N_q, d)`` counts the query
+    rows that see some key, K and V ``(B, H_kv, N_k, d)`` the keys some query row sees
+    (every element without a causal mask).
+
+    Args:
+        spec: the layer (its forward pass is counted).
+
+    Returns:
+        ``{"Q": bytes, "K": bytes, "V": bytes}``.
+    """
+    from iomodel.traffic.base import SYM
+    from iomodel.traffic.bounds import compulsory_rows
+
+    vals = {SYM.B: spec.batch, SYM.H: spec.heads, SYM.H_kv: spec.kv_heads, SYM.d: spec.head_dim,
+            SYM.N_q: spec.seqlen_q, SYM.N_k: spec.seqlen_k, SYM.s: spec.width}
+    out = {}
+    for r in compulsory_rows(spec.with_(backward=False)):
+        if r.tensor in _INPUTS and r.step == "forward":
+            out[r.tensor] = out.get(r.tensor, 0) + int(r.read_bytes.subs(vals))
+    return out
+
+
 def _common_assumptions(params: L2Params) -> list[str]:
     return [
         f"Effective L2 capacity {_fmt(params.capacity)} = {params.l2_fraction:g} × {_fmt(params.l2_bytes)} "
@@ -747,7 +777,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
             (``forward``, the default for records without it, or ``reverse``).
 
     Returns:
-        :class:`L2Prediction` with causes ``l2_capacity``, ``causal_skip``,
+        :class:`L2Prediction` with causes ``l2_capacity``, ``masked_reads``,
         ``dirty_at_end``, ``dirty_evicted`` and (split-KV) ``intermediates``.
 
     Raises:
@@ -764,7 +794,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     kv_full = B * Hk * spec.seqlen_k * d * s  # K (or V) bytes, once
     q_bytes = B * H * spec.seqlen_q * d * s
     o_bytes, lse_bytes = q_bytes, B * H * spec.seqlen_q * LSE_WIDTH
-    floor_r, floor_w = q_bytes + 2 * kv_full, o_bytes + lse_bytes
+    comp = compulsory_read_bytes(spec)
+    floor_r, floor_w = sum(comp.values()), o_bytes + lse_bytes
     kernels: list[KernelL2] = []
     req_r: dict[str, int] = {}
     req_w: dict[str, int] = {}
@@ -806,7 +837,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         _add(hbm_w, k.hbm_write)
         _add(dirty, k.dirty_at_end)
     kv_touched = touched_rows * d * s  # K (or V) bytes some program loads
-    skip = 2 * (kv_full - kv_touched)
+    # whole tiles beyond the compulsory rows: keys past a row's causal bound, Q rows that see no key
+    masked = (q_bytes - comp["Q"]) + 2 * kv_touched - comp["K"] - comp["V"]
     kv_read = hbm_r.get("K", 0) + hbm_r.get("V", 0)
     refetch = kv_read - 2 * kv_touched
     q_extra = hbm_r.get("Q", 0) - q_bytes  # decode: Q reloads per split missing L2 (normally 0)
@@ -818,8 +850,9 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     evicted = total_w - lru_w
     dirty_total = (out_w + inter_w) - lru_w
     causes = [
-        Cause("causal_skip", CAUSES["causal_skip"], read_bytes=-skip,
-              detail=f"{_fmt(skip)} of K/V (rows beyond every query tile's causal bound) never loaded"),
+        Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
+              detail=f"{_fmt(masked)} of Q/K/V beyond the compulsory rows loaded by whole causal tiles "
+                     f"({_fmt(2 * (kv_full - kv_touched))} of K/V past every query tile's bound never loaded)"),
         Cause("l2_capacity", CAUSES["l2_capacity"], read_bytes=refetch + q_extra,
               detail=(f"{_fmt(refetch + q_extra)} re-fetched; " if refetch + q_extra else "all re-reads hit L2; ") + span),
         Cause("intermediates", CAUSES["intermediates"], read_bytes=inter_r, write_bytes=inter_w,
@@ -888,7 +921,9 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
     d, s = spec.head_dim, spec.width
     q_bytes = spec.batch * spec.heads * spec.seqlen_q * d * s
     kv_full = spec.batch * spec.kv_heads * spec.seqlen_k * d * s
-    floor_r, floor_w = q_bytes + 2 * kv_full, q_bytes  # O only (the chain returns no LSE)
+    comp = compulsory_read_bytes(spec)
+    floor_r, floor_w = sum(comp.values()), q_bytes  # O only (the chain returns no LSE)
+    masked = q_bytes + 2 * kv_full - floor_r  # the chain reads all of Q, K and V
     if any(r.tensor == "LSE" and _val(r.write_bytes) for r in hbm):
         floor_w += spec.batch * spec.heads * spec.seqlen_q * LSE_WIDTH
     req_r = sum(_val(r.read_bytes) for r in hbm)
@@ -899,9 +934,13 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
     lru_w = sum(k.lru_write for k in kernels)
     dirty = req_w - lru_w
     causes = [
-        Cause("intermediates", CAUSES["intermediates"], read_bytes=req_r - floor_r, write_bytes=req_w - floor_w,
+        Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
+              detail=f"{_fmt(masked)} of Q/K/V that the causal mask hides, read in full by the chain"),
+        Cause("intermediates", CAUSES["intermediates"], read_bytes=req_r - floor_r - masked,
+              write_bytes=req_w - floor_w,
               detail=f"{len(kernels)} kernels; S, P and the other intermediates cross HBM: "
-                     f"{_fmt(req_r - floor_r)} read and {_fmt(req_w - floor_w)} written beyond the floor"),
+                     f"{_fmt(req_r - floor_r - masked)} read and {_fmt(req_w - floor_w)} written beyond "
+                     "the inputs and outputs"),
         Cause("broadcast_rereads", CAUSES["broadcast_rereads"], read_bytes=extra,
               detail="; ".join(notes) if notes else "the broadcast mask stays in L2 across (batch, head)"),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
@@ -927,6 +966,7 @@ __all__ = [
     "L2Params",
     "L2Prediction",
     "combine_waves",
+    "compulsory_read_bytes",
     "decode_split_rows",
     "decode_waves",
     "estimate_programs_per_sm",

@@ -1,0 +1,88 @@
+"""Output paths, summary disclosure and plot coverage of ``iomodel reconcile`` / ``iomodel validate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iomodel.cli import main
+from iomodel.measure.records import Measurement
+from iomodel.reconcile import _family, plot, reconcile
+
+RECEIPT = Path(__file__).resolve().parent.parent / "receipts" / "ncu-h200-holdout3-2026-11-29.json"
+SWEEP = Path(__file__).resolve().parent.parent / "sweeps" / "interpreter.toml"
+needs_receipt = pytest.mark.skipif(not RECEIPT.is_file(), reason="hold-out 3 receipt not present")
+
+
+def _run(capsys, *argv):
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    err = capsys.readouterr().err
+    return e.value.code, err
+
+
+@needs_receipt
+@pytest.mark.parametrize("opt, path, words", [
+    ("--plot-dir", "/proc/x", "--plot-dir"),
+    ("--plot-dir", "/etc/passwd", "is a file"),
+    ("--json", "/proc/x/r.json", "--json"),
+    ("--markdown", "/proc/x/r.md", "--markdown"),
+])
+def test_reconcile_unwritable_outputs_are_one_line_errors(capsys, opt, path, words):
+    code, err = _run(capsys, "reconcile", str(RECEIPT), opt, path)
+    assert code == 2 and words in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not SWEEP.is_file(), reason="sweeps/interpreter.toml not present")
+def test_validate_checks_the_output_before_counting(capsys):
+    code, err = _run(capsys, "validate", str(SWEEP), "--interpreter", "-o", "/proc/x/i.json")
+    assert code == 2 and "--out" in err and "Traceback" not in err
+    assert "counted" not in capsys.readouterr().out  # no shape was counted before the check
+
+
+@needs_receipt
+def test_summary_shows_relative_and_absolute_counts_and_markdown_labels_the_floor():
+    from iomodel.reconcile import markdown
+
+    rec = reconcile(Measurement.load(RECEIPT))
+    s = {(e["impl"], e["level"], e["which"]): e for e in rec.summary()}
+    tw = s[("tiled", "HBM", "write")]
+    # recount by hand from the rows: relative alone vs relative or 1 MiB
+    rows = [r for r in rec.rows if r.impl == "tiled" and r.level("HBM")]
+    rel = sum(abs(r.level("HBM").predicted_write - r.level("HBM").measured_write)
+              <= 0.10 * r.level("HBM").measured_write for r in rows)
+    either = sum(abs(r.level("HBM").predicted_write - r.level("HBM").measured_write)
+                 <= max(0.10 * r.level("HBM").measured_write, 1 << 20) for r in rows)
+    assert (tw["within_rel"], tw["within"], tw["shapes"]) == (rel, either, len(rows))
+    assert tw["within_rel"] < tw["within"]  # the absolute floor matters on this receipt
+    assert tw["abs_tol_bytes"] == 1 << 20
+    md = markdown(rec)
+    assert "SRAM_fill ±0% or" not in md and "absolute floor 1.0 MiB" in md
+    assert f"| tiled | HBM | write | {len(rows)} | ±10% | {rel}/{len(rows)} " in md
+    d = rec.to_dict()["summary"]
+    assert all("within_rel" in e and "abs_tol_bytes" in e for e in d)
+
+
+@needs_receipt
+def test_plot_shows_every_family_across_files(tmp_path):
+    import matplotlib.image as mpimg
+
+    rec = reconcile(Measurement.load(RECEIPT))
+    fams = {_family(r) for r in rec.rows if r.level("HBM") is not None and r.error is None}
+    paths = plot(rec, tmp_path, max_panels=12)
+    names = [p.name for p in paths]
+    n_hbm = -(-len(fams) // 12)
+    assert names[:n_hbm] == ["hbm-vs-seqlen.png"] + [f"hbm-vs-seqlen-{i}.png" for i in range(2, n_hbm + 1)]
+    assert len(fams) > 12 and n_hbm >= 2
+    for p in paths:
+        assert mpimg.imread(p).shape[0] > 100
+
+
+@needs_receipt
+def test_foreign_hardware_warns(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["reconcile", str(RECEIPT), "--hardware", "H100-SXM", "--impl", "baseline"])
+    out = capsys.readouterr().out
+    assert "warning: predicting for --hardware H100-SXM" in out
