@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from iomodel.errors import IomodelError
+from iomodel.paths import check_output_dir, check_output_file, write_text
 from iomodel.hardware import Hardware, get_hardware
 from iomodel.measure.records import Measurement, ShapeMeasurement
 from iomodel.spec import LayerSpec, Tiling
@@ -776,77 +777,6 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
     finally:
         plt.close(fig)
     return path
-
-
-def check_output_dir(path: str | Path, option: str) -> Path:
-    """Create folder ``path`` if missing and check that a file can be written in it.
-
-    Args:
-        path: the folder.
-        option: the command-line option that named it (for the message).
-
-    Returns:
-        ``Path(path)``.
-
-    Raises:
-        IomodelError: ``path`` is a file, cannot be created, or is not writable.
-    """
-    import os
-    import tempfile
-
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise IomodelError(f"{option} {out} is a file, not a folder: pass a folder path")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".iomodel-write-check-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise IomodelError(f"cannot write into {out} ({exc.strerror or exc}): pass a writable folder to {option}") from None
-    return out
-
-
-def check_output_file(path: str | Path, option: str) -> Path:
-    """Check that file ``path`` can be written (its folder is created if missing), before long work.
-
-    Args:
-        path: the file.
-        option: the command-line option that named it (for the message).
-
-    Returns:
-        ``Path(path)``.
-
-    Raises:
-        IomodelError: ``path`` is a folder, or its folder cannot be created or written.
-    """
-    p = Path(path)
-    if p.is_dir():
-        raise IomodelError(f"{option} {p} is a folder: pass a file path, e.g. {p / 'out.json'}")
-    if p.exists() and not _writable(p):
-        raise IomodelError(f"{option} {p} is not writable: pass a writable file path")
-    check_output_dir(p.parent, option)
-    return p
-
-
-def _writable(p: Path) -> bool:
-    import os
-
-    return os.access(p, os.W_OK)
-
-
-def write_text(path: str | Path, text: str, option: str) -> Path:
-    """Write ``text`` to ``path`` (folder created), turning OS errors into one-line IomodelErrors.
-
-    Raises:
-        IomodelError: the file cannot be written.
-    """
-    p = check_output_file(path, option)
-    try:
-        p.write_text(text)
-    except OSError as exc:
-        raise IomodelError(f"cannot write {p} ({exc.strerror or exc}): pass a writable path to {option}") from None
-    return p
 
 
 def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, predict_fn: PredictFn) -> list[tuple]:

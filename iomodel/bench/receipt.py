@@ -25,6 +25,7 @@ from typing import Any
 from iomodel.bench.backends import BASELINE, TITLES
 from iomodel.bench.policy import Policy, Tolerance, accuracy_verdict, drift_limits, load_policy
 from iomodel.errors import IomodelError
+from iomodel.paths import check_output_file
 
 
 # ------------------------------------------------------------------------------------
@@ -438,25 +439,7 @@ def check_output_paths(json_path: str | Path, md_path: str | Path | None = None)
         raise IomodelError(f"the receipt JSON and its Markdown would both be {jp}: give -o a .json name or pass "
                            "--markdown a different path")
     for path, what, flag in ((jp, "receipt JSON", "-o"), (mp, "receipt Markdown", md_flag)):
-        if path.is_dir():
-            raise IomodelError(f"the {what} path {path} is a folder: pass a file path such as "
-                               f"{path / ('bench.json' if flag == '-o' else 'bench.md')} with {flag}")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise IomodelError(f"cannot create the folder {path.parent} for the {what} "
-                               f"({exc.strerror or type(exc).__name__}): pass a writable path with {flag}") from None
-        try:
-            if path.exists():
-                with open(path, "ab"):
-                    pass
-            else:
-                with open(path, "xb"):
-                    pass
-                path.unlink()
-        except OSError as exc:
-            raise IomodelError(f"cannot write the {what} {path} ({exc.strerror or type(exc).__name__}): "
-                               f"pass a writable path with {flag}") from None
+        check_output_file(path, flag, what)
     return jp, mp
 
 
