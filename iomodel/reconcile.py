@@ -825,8 +825,6 @@ __all__ = [
     "Reconciliation",
     "SUMMARY_COLUMNS",
     "ShapeReconciliation",
-    "check_output_dir",
-    "check_output_file",
     "fmt_bytes",
     "foreign_write_bytes",
     "foreign_write_notes",
@@ -837,5 +835,4 @@ __all__ = [
     "reconcile_shape",
     "scan_l2_fraction",
     "table_rows",
-    "write_text",
 ]

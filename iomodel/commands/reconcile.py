@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from iomodel.errors import IomodelError
+from iomodel.paths import check_output_dir, check_output_file, write_text
 
 
 def reconcile(
@@ -54,11 +55,11 @@ def reconcile(
         raise IomodelError("tolerances must be 0 or more: pass e.g. --tol-hbm 0.1")
     # output paths first: a bad one fails before any work
     if plot_dir is not None:
-        rc.check_output_dir(plot_dir, "--plot-dir")
+        check_output_dir(plot_dir, "--plot-dir")
     if json_out is not None:
-        rc.check_output_file(json_out, "--json")
+        check_output_file(json_out, "--json")
     if markdown_out is not None:
-        rc.check_output_file(markdown_out, "--markdown")
+        check_output_file(markdown_out, "--markdown")
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
                   l2_source=l2_source)
@@ -108,10 +109,10 @@ def reconcile(
         else:
             console.print(f"wrote {len(paths)} plot files: " + ", ".join(str(p) for p in paths), highlight=False)
     if json_out is not None:
-        rc.write_text(json_out, json.dumps(rec.to_dict(), indent=1, default=str) + "\n", "--json")
+        write_text(json_out, json.dumps(rec.to_dict(), indent=1, default=str) + "\n", "--json")
         console.print(f"wrote {json_out}", highlight=False)
     if markdown_out is not None:
-        rc.write_text(markdown_out, rc.markdown(rec), "--markdown")
+        write_text(markdown_out, rc.markdown(rec), "--markdown")
         console.print(f"wrote {markdown_out}", highlight=False)
 
 

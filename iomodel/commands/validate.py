@@ -140,12 +140,12 @@ def validate(
             console.print(shlex.join(argv), highlight=False, soft_wrap=True)
         return
     echo = lambda s: console.print(s, highlight=False)  # noqa: E731
-    from iomodel.reconcile import check_output_file
+    from iomodel.paths import check_output_file
 
     # the output must be writable before any profiling starts
     path = check_output_file(out or Path(f"{'interp' if interpreter else 'ncu'}-{sweep.name}-{date}.json"), "--out")
     if workdir is not None and not interpreter:
-        from iomodel.reconcile import check_output_dir
+        from iomodel.paths import check_output_dir
 
         check_output_dir(workdir, "--workdir")
     if interpreter:
