@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from iomodel.errors import IomodelError
-from iomodel.paths import check_output_dir, check_output_file, write_text
+from iomodel.paths import check_output_dir
 from iomodel.hardware import Hardware, get_hardware
 from iomodel.measure.records import Measurement, ShapeMeasurement
 from iomodel.spec import LayerSpec, Tiling
