@@ -49,8 +49,8 @@ def _split(printer, arg) -> tuple[str, str]:
     return printer._print(num), printer._print(den)
 
 
-class _IntPythonPrinter(PythonCodePrinter):
-    """Python code on exact integers (no ``math``: floor/ceil are integer divisions)."""
+class _IntDivisionMixin:
+    """floor/ceiling of a quotient printed as exact integer division (Python ints or int64 arrays)."""
 
     def _print_ceiling(self, expr):
         num, den = _split(self, expr.args[0])
@@ -59,6 +59,10 @@ class _IntPythonPrinter(PythonCodePrinter):
     def _print_floor(self, expr):
         num, den = _split(self, expr.args[0])
         return f"(({num}) // ({den}))"
+
+
+class _IntPythonPrinter(_IntDivisionMixin, PythonCodePrinter):
+    """Python code on exact integers (no ``math``: floor/ceil are integer divisions)."""
 
     def _print_Min(self, expr):
         return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
@@ -85,16 +89,8 @@ class _IntPythonPrinter(PythonCodePrinter):
         return super()._print_Pow(expr, rational=rational)
 
 
-class _IntNumPyPrinter(NumPyPrinter):
+class _IntNumPyPrinter(_IntDivisionMixin, NumPyPrinter):
     """numpy code on int64 arrays; tile sums print as their closed forms."""
-
-    def _print_ceiling(self, expr):
-        num, den = _split(self, expr.args[0])
-        return f"(-((-({num})) // ({den})))"
-
-    def _print_floor(self, expr):
-        num, den = _split(self, expr.args[0])
-        return f"(({num}) // ({den}))"
 
     def _nest(self, fn, args):
         out = self._print(args[0])
