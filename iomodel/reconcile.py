@@ -35,6 +35,7 @@ from iomodel.measure.records import Measurement, ShapeMeasurement
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.traffic.l2 import (
     DEFAULT_L2_FRACTION,
+    DEFAULT_L2_WAYS,
     L2Params,
     L2Prediction,
     compulsory_read_bytes,
@@ -172,6 +173,7 @@ class Reconciliation:
         hardware: hardware the predictions used.
         l2_fraction: effective L2 fraction used.
         rows: one :class:`ShapeReconciliation` per measured shape.
+        l2_ways: L2 associativity of the prediction (None: fully associative LRU).
         tolerances: relative tolerance per level.
         abs_tol: absolute tolerance in bytes.
     """
@@ -182,6 +184,7 @@ class Reconciliation:
     rows: list[ShapeReconciliation]
     tolerances: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     abs_tol: float = DEFAULT_ABS_TOL
+    l2_ways: int | None = DEFAULT_L2_WAYS
 
     def _abs(self, level: str) -> float:
         return 0.0 if level == "SRAM_fill" else self.abs_tol
@@ -253,6 +256,7 @@ class Reconciliation:
                             "command": self.measurement.command, "environment": self.measurement.environment},
             "hardware": self.hardware.to_dict(),
             "l2_fraction": self.l2_fraction,
+            "l2_ways": self.l2_ways,
             "tolerances": self.tolerances,
             "abs_tol_bytes": self.abs_tol,
             "summary": self.summary(),
@@ -365,6 +369,7 @@ def reconcile_shape(
     flush_between_kernels: bool = True,
     predict_fn: PredictFn = _default_predict,
     l2_source: str = "tex",
+    l2_ways: int | None = DEFAULT_L2_WAYS,
 ) -> ShapeReconciliation:
     """Reconcile one measured shape.
 
@@ -378,6 +383,7 @@ def reconcile_shape(
             received from / sent to the L2 over the crossbar when measured, else ``tex``),
             ``sm`` (those only), ``tex`` (L2 lookups from source unit TEX) or ``all`` (L2
             lookups from any source); see :data:`L2_SOURCES`.
+        l2_ways: L2 associativity of the L2-aware prediction (None: fully associative LRU).
 
     Returns:
         :class:`ShapeReconciliation`; model errors become its ``error``, never an exception.
@@ -410,7 +416,8 @@ def reconcile_shape(
             if shape.kernels:
                 pps, src = _programs_per_sm(shape, tiling, hardware)
                 out.programs_per_sm = (pps, src)
-                params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels)
+                params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels,
+                                  ways=l2_ways)
                 out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
                 l2 = predict_tiled(spec, tiling, params, out.tile_order)
                 out.l2 = l2
@@ -448,10 +455,8 @@ def reconcile_shape(
             tiling = Tiling()
             pred = predict_fn(spec, tiling, hardware, **opts)
             alg = pred.algorithms["baseline"]
-            # no dirty-line survival for the eager chain's library kernels: on the calibration receipt
-            # (receipts/ncu-h200-2026-11-29.json) their write-back at 1k was below even the LRU's
             params = L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction, flush_between_kernels,
-                              dirty_survival=False)
+                              ways=l2_ways)
             l2 = predict_baseline(spec, alg.rows, params)
             out.l2 = l2
             out.levels.append(LevelCompare(
@@ -482,6 +487,7 @@ def reconcile(
     abs_tol: float = DEFAULT_ABS_TOL,
     predict_fn: PredictFn = _default_predict,
     l2_source: str | None = None,
+    l2_ways: int | None = DEFAULT_L2_WAYS,
 ) -> Reconciliation:
     """Reconcile every shape of a measurement record.
 
@@ -496,13 +502,15 @@ def reconcile(
         predict_fn: the model's ``predict``.
         l2_source: ``tex`` or ``all``, see :func:`reconcile_shape`; default: the record's
             ``settings.l2_model.l2_source``, else ``auto``.
+        l2_ways: L2 associativity of the L2-aware prediction (default
+            :data:`~iomodel.traffic.l2.DEFAULT_L2_WAYS`; None: fully associative LRU).
 
     Returns:
         :class:`Reconciliation`.
 
     Raises:
         IomodelError: no hardware known, an l2_fraction outside (0, 1], an unknown
-            l2_source, or no shape left.
+            l2_source, l2_ways not a positive integer, or no shape left.
     """
     if l2_source is None:
         l2_source = str((measurement.settings.get("l2_model") or {}).get("l2_source", "auto"))
@@ -518,11 +526,14 @@ def reconcile(
     shapes = measurement.select(impls)
     if not shapes:
         raise IomodelError("no measured shape of the requested implementation(s): check --impl against the record")
+    if l2_ways is not None and (not isinstance(l2_ways, int) or l2_ways < 1):
+        raise IomodelError(f"l2_ways must be a positive integer (or 0 on the command line for a fully associative "
+                           f"LRU), got {l2_ways!r}")
     rows = [reconcile_shape(s, hw, l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn,
-                            l2_source=l2_source) for s in shapes]
+                            l2_source=l2_source, l2_ways=l2_ways) for s in shapes]
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
-    return Reconciliation(measurement, hw, frac, rows, tol, abs_tol)
+    return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways)
 
 
 def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
@@ -614,7 +625,9 @@ def markdown(rec: Reconciliation) -> str:
         f"Command: `{m.command}`",
         "",
         f"Hardware for the predictions: {rec.hardware.name} (L2 {fmt_bytes(rec.hardware.l2_bytes)}, "
-        f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; relative tolerances "
+        f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; L2 "
+        + (f"{rec.l2_ways}-way set-associative" if rec.l2_ways else "fully associative LRU")
+        + "; relative tolerances "
         + ", ".join(f"{k} ±{v:.0%}" if v else f"{k} exact" for k, v in rec.tolerances.items())
         + f"; absolute floor {fmt_bytes(rec.abs_tol)} ({int(rec.abs_tol)} bytes) for HBM and L2 only "
         "(SRAM_fill is exact). A value is within when |predicted − measured| <= relative × measured, "
@@ -764,8 +777,9 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
     what = ("DRAM bytes (dram__bytes_read/write.sum) vs the L2-aware prediction" if level == "HBM"
             else "L2 requests from the SMs vs SRAM_fill")
     page = f" (figure {page_no} of {pages})" if pages > 1 else ""
+    ways = f"{rec.l2_ways}-way" if rec.l2_ways else "fully associative"
     fig.suptitle(_wrap(f"{what}{page}; {rec.hardware.name}, effective L2 {rec.l2_fraction:g} × "
-                       f"{fmt_bytes(rec.hardware.l2_bytes)}; {rec.measurement.environment.get('device', '')} "
+                       f"{fmt_bytes(rec.hardware.l2_bytes)} ({ways}); {rec.measurement.environment.get('device', '')} "
                        f"{rec.measurement.created}", 40 * cols), fontsize=9)
     fig.tight_layout()
     suffix = f"-{page_no}" if page_no > 1 else ""
@@ -804,13 +818,13 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
                     pts.append((x, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes, None, None))
                     continue
                 pps = near.programs_per_sm[0] if near.programs_per_sm else 1
-                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, pps, rec.l2_fraction)
+                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, pps, rec.l2_fraction, ways=rec.l2_ways)
                 l2 = predict_tiled(spec, tiling, params, near.tile_order)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
             else:
                 opts = {"score_dtype": "fp32"} if near.impl == "baseline-fp32" else {}
                 alg = predict_fn(spec, Tiling(), rec.hardware, **opts).algorithms["baseline"]
-                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, 1, rec.l2_fraction, dirty_survival=False)
+                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, 1, rec.l2_fraction, ways=rec.l2_ways)
                 l2 = predict_baseline(spec, alg.rows, params)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
         except IomodelError:

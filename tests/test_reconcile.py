@@ -58,7 +58,7 @@ def synthetic(shape_specs, factor=lambda sid, what: 1.0, pps=1) -> Measurement:
             shapes.append(ShapeMeasurement(sid, impl, spec, cfg, kernels))
         else:
             rows = predict(spec, Tiling(), H200).algorithms["baseline"].rows
-            l2 = predict_baseline(spec, rows, L2Params(H200.l2_bytes, H200.num_sms, 1, dirty_survival=False))
+            l2 = predict_baseline(spec, rows, L2Params(H200.l2_bytes, H200.num_sms, 1))
             kernels = [KernelRecord(k.name, {"dram__bytes_read.sum": sum(k.hbm_read.values()) * factor(sid, "dram_read"),
                                               "dram__bytes_write.sum": sum(k.hbm_write.values()) * factor(sid, "dram_write")},
                                     {"dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte"}) for k in l2.kernels]

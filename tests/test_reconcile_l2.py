@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ from iomodel.traffic.l2 import (
     Access,
     L2Params,
     estimate_programs_per_sm,
+    evict_probability,
     predict_baseline,
     predict_tiled,
     prefill_key_rows,
@@ -26,8 +28,9 @@ BIG = 1 << 40  # an L2 that holds everything
 
 
 def params(capacity_bytes: int, sms: int = 4, pps: int = 1) -> L2Params:
-    """L2Params whose effective capacity is exactly ``capacity_bytes`` (fraction 1), pure LRU (round-1 model)."""
-    return L2Params(max(1, capacity_bytes), sms, pps, l2_fraction=1.0, dirty_survival=False, write_once=False)
+    """L2Params whose effective capacity is exactly ``capacity_bytes`` (fraction 1), fully associative LRU
+    (the round-1 model: exact integer bytes)."""
+    return L2Params(max(1, capacity_bytes), sms, pps, l2_fraction=1.0, write_once=False, ways=None)
 
 
 def test_lru_primitive_misses_evictions_and_dirty_lines():
@@ -43,21 +46,63 @@ def test_lru_primitive_misses_evictions_and_dirty_lines():
     assert k.hbm_write == {"D": 30} and k.dirty_at_end == {"D": 50} and k.hbm_read == {"E": 50}
 
 
-def test_dirty_survival_and_write_share_hand_computed():
-    # 1000 dirty bytes (on average 500 of their own bytes allocated after each), then 500 bytes
-    # allocated by a read miss: with C = 1000 the expected write-back is
-    # 1000 * (1 - exp(-(500 + 500)/1000)) = 632.1 -> 632 bytes; the read fits (BIG L2)
-    w = [[Access("O", "o", 1000, write=True), Access("K", "k", 500)]]
-    k = simulate("k", w, capacity=BIG, survival=1000)
-    assert k.hbm_write == {"O": 632} and k.dirty_at_end == {"O": 368} and k.lru_write == 0
-    # bytes written last see (almost) no later allocation and stay: 10 * (1 - exp(-5/1000)) = 0.05 -> 0
-    k = simulate("k", [[Access("K", "k", 500), Access("O", "o", 10, write=True)]], capacity=BIG, survival=1000)
-    assert k.hbm_write == {} and k.dirty_at_end == {"O": 10}
-    # capacity 100 read-equivalent bytes: 100 written bytes occupy 50 when written lines hold one copy
-    # (write_share 0.5), so a 50-byte read still fits; occupying 100 they lose their oldest 50 bytes
+def test_evict_probability_is_the_poisson_tail_of_random_set_mapping():
+    # one way: the line is gone as soon as one of the D/C-mean Poisson arrivals hits its set
+    assert evict_probability(100, 100, 1) == pytest.approx(1 - math.exp(-1))  # 0.632120...
+    # two ways, D = C: lambda = 2, P(N >= 2) = 1 - e^-2 (1 + 2) = 0.593994...
+    assert evict_probability(100, 100, 2) == pytest.approx(1 - 3 * math.exp(-2))
+    assert evict_probability(100, 100, 2) == pytest.approx(0.5939941502901619)
+    # fully associative: a step at D = C; many ways approach it
+    assert [evict_probability(d, 100, None) for d in (0, 100, 101)] == [0.0, 0.0, 1.0]
+    assert evict_probability(50, 100, 1000) < 1e-6 and evict_probability(150, 100, 1000) > 1 - 1e-6
+    assert evict_probability(0, 100, 24) == 0.0 and evict_probability(1e9, 100, 24) == 1.0
+    # more ways: fewer early evictions, more certain late ones
+    assert evict_probability(50, 100, 24) < evict_probability(50, 100, 4)
+    assert evict_probability(150, 100, 24) > evict_probability(150, 100, 4)
+
+
+def _end_fraction(d, own, cap, ways):
+    """Evicted fraction at the kernel's end of an item of ``own`` bytes written in order, with
+    ``d`` bytes touched after it: the midpoint rule over its lines (8 points), as documented."""
+    return sum(evict_probability(d + own * (1 - (k + 0.5) / 8), cap, ways) for k in range(8)) / 8
+
+
+def test_set_associative_simulation_hand_computed():
+    # A (100 B) is re-read after B (100 B): each of A's lines has B and the rest of A above it,
+    # D = 200 = C. One way: it misses with probability 1 - e^-1, 100 + 63.2 = 163 bytes of A;
+    # the fully associative LRU keeps it (200 <= 200).
+    w = [[Access("A", "a", 100), Access("B", "b", 100), Access("A", "a", 100)]]
+    assert simulate("k", w, capacity=200, ways=1).hbm_read == {"A": 163, "B": 100}
+    assert simulate("k", w, capacity=200, ways=None).hbm_read == {"A": 100, "B": 100}
+    # one byte short: the LRU drops A's oldest byte only (a stream item), the set-associative
+    # cache loses a little more than at 200 (1 - e^-(200/199))
+    assert simulate("k", w, capacity=199, ways=None).hbm_read == {"A": 101, "B": 100}
+    assert simulate("k", w, capacity=199, ways=1).hbm_read == {"A": round(100 + 100 * (1 - math.exp(-200 / 199))),
+                                                              "B": 100}
+    # a later, smaller touch of the item misses at most what it asks for
+    w = [[Access("A", "a", 100), Access("B", "b", 1000), Access("A", "a", 10)]]
+    assert simulate("k", w, capacity=100, ways=1).hbm_read == {"A": 110, "B": 1000}
+    # 100 dirty bytes, then a 50-byte read: the line at offset x of O has 50 + (100 - x) bytes
+    # above it at the end; one way, C = 100: 100 x mean(1 - e^-(150 - x)/100) is written back
     w = [[Access("O", "o", 100, write=True), Access("K", "k", 50)]]
+    k = simulate("k", w, capacity=100, ways=1)
+    expected = 100 * sum(1 - math.exp(-(50 + 100 * (1 - (i + 0.5) / 8)) / 100) for i in range(8)) / 8
+    assert expected == pytest.approx(100 * _end_fraction(50, 100, 100, 1))
+    assert k.hbm_write == {"O": round(expected)} == {"O": 62}
+    assert k.dirty_at_end == {"O": 100 - round(expected)} and k.hbm_read == {"K": 50}
+    # written lines hold one L2 copy (write_share 0.5): in the fully associative LRU the same 100
+    # bytes then weigh 50 and the 50-byte read still fits; weighing 100, the oldest 50 go
     assert simulate("k", w, capacity=100, write_share=0.5).hbm_write == {}
     assert simulate("k", w, capacity=100, write_share=1.0).hbm_write == {"O": 50}
+    # a dirty item re-written after 100 other bytes (D = 100 + 100 own, one way): written back
+    # with probability 1 - e^-2 then, dirty again, and its end-of-kernel share as above
+    w = [[Access("O", "o", 100, write=True), Access("K", "k", 100), Access("O", "o", 100, write=True)]]
+    k = simulate("k", w, capacity=100, ways=1)
+    first = 100 * (1 - math.exp(-2))
+    last = 100 * _end_fraction(0, 100, 100, 1)
+    assert k.hbm_write == {"O": round(first + last)} and k.dirty_at_end == {"O": round(100 - last)}
+    with pytest.raises(IomodelError, match="ways"):
+        L2Params(1 << 20, 4, ways=0)
 
 
 def test_kv_streams_of_one_wave_interleave_in_chunks():
@@ -209,7 +254,9 @@ def cases(draw):
                      causal=draw(st.booleans()), causal_align=draw(st.sampled_from(["top-left", "bottom-right"])),
                      phase=phase)
     cap = draw(st.sampled_from([1, 2000, 20000, BIG]))
-    return spec, tiles, params(cap, sms=draw(st.integers(1, 6)), pps=draw(st.integers(1, 2)))
+    prm = params(cap, sms=draw(st.integers(1, 6)), pps=draw(st.integers(1, 2)))
+    ways = draw(st.sampled_from([None, 1, 4, 24]))
+    return spec, tiles, L2Params(prm.l2_bytes, prm.num_sms, prm.programs_per_sm, 1.0, write_once=False, ways=ways)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

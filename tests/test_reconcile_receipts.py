@@ -1,16 +1,18 @@
 """Issue 4 on the committed GPU receipts (receipts/ncu-*.json), without a GPU.
 
-* The third hold-out receipt (``receipts/ncu-h200-holdout3-*.json``: shapes of
-  sweeps/h200-holdout3.toml, written after the last model change and in none of the earlier
-  sweeps; DRAM bytes from a single-pass ncu run, ``dram_pass``) carries the acceptance: the
-  bundled kernel's L2-aware DRAM read and write bytes each within ±10 % on at least 90 % of
-  the shapes, the L2 level within ±15 %, the eager chain within ±10 % up to 8k tokens, every
-  shape outside explained. On the receipt of 2026-11-29 all of it holds except the DRAM
-  writes (24/30): that test is a strict xfail (issue 4 stays open) and the counts are pinned.
+* The fourth hold-out receipt (``receipts/ncu-h200-holdout4-*.json``: shapes of
+  sweeps/h200-holdout4.toml, in none of the earlier sweeps, chosen before any was measured and
+  opened only after session 2's model change, the set-associative L2 fitted on the calibration
+  receipts, was committed; DRAM bytes from a single-pass ncu run, ``dram_pass``) carries the
+  acceptance: the bundled kernel's L2-aware DRAM read and write bytes each within ±10 % (or
+  1 MiB) on at least 90 % of the shapes, the L2 level within ±15 %, the eager chain within
+  ±10 % up to 8k tokens, every shape outside explained.
 * The earlier receipts are calibration data; their counts under the current model are pinned
   as regression guards. The first three measured DRAM bytes in a multi-pass ncu run, whose
   memory restore between replay passes adds write-backs the model does not (and should not)
-  predict, so their write counts are low.
+  predict, so their write counts are low; ncu-h200-calib-dram-* re-measures their shapes in
+  one pass, and holdout2-dp, holdout3 and calib-dram are the data the L2 associativity
+  (``l2_ways`` = 24) was fitted on.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from iomodel.measure.records import Measurement
 from iomodel.reconcile import reconcile
 
 RECEIPTS_DIR = Path(__file__).resolve().parent.parent / "receipts"
-HOLDOUT = sorted(RECEIPTS_DIR.glob("ncu-h200-holdout3-*.json"))
+HOLDOUT = sorted(RECEIPTS_DIR.glob("ncu-h200-holdout4-*.json"))
 HOLDOUT2_DP = RECEIPTS_DIR / "ncu-h200-holdout2-dp-2026-11-29.json"
 CALIBRATION = RECEIPTS_DIR / "ncu-h200-2026-11-29.json"
 HOLDOUT1 = RECEIPTS_DIR / "ncu-h200-holdout-2026-11-29.json"
@@ -55,13 +57,16 @@ def test_calibration_receipt_pins_the_current_model():
 
     Round 1 (pure LRU, whole-KV-head items): tiled HBM read 30/32, write 20/32; eager write 10/12.
     Round 2 (chunked K/V streams, written lines one copy, dirty-line survival): read 32/32, write 22/32.
+    Round 3 (survival off): write 18/32. Session 2 (24-way set-associative L2): write 16/32; its
+    multi-pass DRAM writes carry the replay residue (receipts/ncu-h200-calib-dram-* re-measures
+    these shapes in a single pass).
     The L2 level compares ``lts__t_sectors_srcunit_tex_op_*`` here (the receipt has no SM-side
     crossbar bytes): the L2 merges simultaneous lookups of one sector, so reads fall short of the
     requests on small one-wave shapes (18/32).
     """
     f = _fractions(reconcile(Measurement.load(CALIBRATION)))
     assert f[("tiled", "HBM", "read")] == (32, 32)
-    assert f[("tiled", "HBM", "write")] == (18, 32)
+    assert f[("tiled", "HBM", "write")] == (16, 32)
     assert f[("tiled", "L2", "read")] == (18, 32)
     assert f[("tiled", "L2", "write")] == (32, 32)
     assert f[("baseline", "HBM", "read")] == (12, 12)
@@ -79,7 +84,7 @@ def test_first_holdout_receipt_pins_the_current_model():
     """
     f = _fractions(reconcile(Measurement.load(HOLDOUT1)))
     assert f[("tiled", "HBM", "read")] == (32, 33)
-    assert f[("tiled", "HBM", "write")] == (14, 33)
+    assert f[("tiled", "HBM", "write")] == (16, 33)
     assert f[("tiled", "L2", "read")] == (33, 33)
     assert f[("tiled", "L2", "write")] == (33, 33)
     assert f[("baseline", "HBM", "read")] == (7, 7)
@@ -102,9 +107,9 @@ def holdout(request):
     return reconcile(Measurement.load(request.param))
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout3-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-*.json committed yet")
 def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
-    """Acceptance parts that hold on the second hold-out: DRAM reads within ±10 % and the L2 level
+    """Acceptance on the fourth hold-out: DRAM reads within ±10 % and the L2 level
     (SM-side crossbar bytes) within ±15 % on at least 90 % of the bundled kernel's shapes."""
     f = _fractions(holdout)
     for level, which in (("HBM", "read"), ("L2", "read"), ("L2", "write")):
@@ -116,14 +121,16 @@ def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
     "name, counts",
     [
         # multi-pass DRAM bytes (replay residue in the writes)
-        ("ncu-h200-holdout2-2026-11-29.json", {"tHr": (31, 31), "tHw": (13, 31), "tLr": (31, 31), "tLw": (30, 31),
+        ("ncu-h200-holdout2-2026-11-29.json", {"tHr": (31, 31), "tHw": (15, 31), "tLr": (31, 31), "tLw": (30, 31),
                                                "bHr": (5, 6), "bHw": (4, 6)}),
         # the same shapes, DRAM bytes from a single-pass run (dram_pass)
-        ("ncu-h200-holdout2-dp-2026-11-29.json", {"tHr": (31, 31), "tHw": (27, 31), "tLr": (31, 31), "tLw": (30, 31),
+        ("ncu-h200-holdout2-dp-2026-11-29.json", {"tHr": (31, 31), "tHw": (29, 31), "tLr": (31, 31), "tLw": (30, 31),
                                                   "bHr": (5, 6), "bHw": (5, 6)}),
-        # the independent hold-out (acceptance evidence)
-        ("ncu-h200-holdout3-2026-11-29.json", {"tHr": (30, 30), "tHw": (24, 30), "tLr": (30, 30), "tLw": (30, 30),
+        # hold-out 3 (acceptance evidence of session 1, calibration data since session 2's l2_ways fit)
+        ("ncu-h200-holdout3-2026-11-29.json", {"tHr": (30, 30), "tHw": (28, 30), "tLr": (30, 30), "tLw": (30, 30),
                                                "bHr": (2, 2), "bHw": (2, 2)}),
+        # the calibration shapes of h200 + h200-holdout re-measured in one pass (DRAM metrics only)
+        ("ncu-h200-calib-dram-2026-11-29.json", {"tHr": (64, 65), "tHw": (63, 65), "bHr": (19, 19), "bHw": (16, 19)}),
     ],
 )
 def test_later_receipts_pin_the_counts_the_model_reaches(name, counts):
@@ -134,7 +141,7 @@ def test_later_receipts_pin_the_counts_the_model_reaches(name, counts):
     f = _fractions(reconcile(Measurement.load(path)))
     keys = {"tHr": ("tiled", "HBM", "read"), "tHw": ("tiled", "HBM", "write"), "tLr": ("tiled", "L2", "read"),
             "tLw": ("tiled", "L2", "write"), "bHr": ("baseline", "HBM", "read"), "bHw": ("baseline", "HBM", "write")}
-    assert {k: f[v] for k, v in keys.items()} == counts
+    assert {k: f[v] for k, v in keys.items() if v in f} == counts
 
 
 def test_single_pass_dram_bytes_remove_the_replay_residue():
@@ -150,15 +157,13 @@ def test_single_pass_dram_bytes_remove_the_replay_residue():
         assert abs(ra - rb) <= 0.02 * ra
 
 
-@pytest.mark.xfail(strict=True, reason="known miss (issue 4 open): DRAM write-backs of outputs that mostly stay "
-                   "dirty in L2 are not predicted within ±10 % often enough (24/30 on hold-out 3)")
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout3-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-*.json committed yet")
 def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
     within, shapes = _fractions(holdout)[("tiled", "HBM", "write")]
     assert within >= 0.9 * shapes, (within, shapes)
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout3-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-*.json committed yet")
 def test_holdout_eager_chain_within_tolerance_up_to_8k(holdout):
     rows = [r for r in holdout.rows if r.impl == "baseline" and r.spec.seqlen_k <= 8192 and r.error is None]
     assert rows, "the hold-out sweep has eager-chain shapes"

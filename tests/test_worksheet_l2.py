@@ -14,8 +14,9 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
     """Llama-3-8B, B=1, H=32, H_kv=8, d=128, bf16, 8k causal top-left on the H200.
 
     Compulsory reads: Q 32·8192·128·2 B = 64 MiB, K and V 8·8192·128·2 B = 16 MiB each,
-    96 MiB in all. One KV head's K+V is 4 MiB, far below the 30 MiB effective L2, so the
-    estimate reads exactly the compulsory 96 MiB (no re-fetch). Tiles 128x128, 3 stages:
+    96 MiB in all. One KV head's K+V is 4 MiB, far below the 30 MiB effective L2, so a fully
+    associative LRU reads exactly the compulsory 96 MiB (no re-fetch); the 24-way set-associative
+    default loses a few K/V lines to set conflicts (under 0.1 %). Tiles 128x128, 3 stages:
     SRAM per program = (128 + 2·3·128)·128·2 B = 224 KiB of 228 KiB per SM -> 1 program per SM.
     """
     ws = make_worksheet(resolve_layer(seqlen=8192))
@@ -23,7 +24,11 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
     tiled = ws.prediction.algorithms["tiled"]
     hw = ws.layer.hardware
     assert e is not None
-    assert e.read_bytes == 96 * MiB
+    assert 96 * MiB < e.read_bytes < 96 * MiB * 1.001
+    from iomodel.traffic.l2 import L2Params, predict_tiled
+
+    lru = predict_tiled(ws.layer.spec, ws.layer.tiling, L2Params(hw.l2_bytes, hw.num_sms, 1, ways=None), "reverse")
+    assert lru.hbm_read_bytes == 96 * MiB
     assert e.programs_per_sm == 1
     assert (e.num_warps, e.tile_order) == (8, "reverse")
     moved = e.read_bytes + e.write_bytes

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, write_text
+from iomodel.traffic.l2 import DEFAULT_L2_WAYS
 
 
 def reconcile(
@@ -42,6 +43,9 @@ def reconcile(
                                                      "from the SMs' L1/TEX units) or all (L2 lookups from any source, "
                                                      "e.g. if TMA is not counted as TEX); default: the record's, "
                                                      "else auto.")] = None,
+    l2_ways: Annotated[int, typer.Option("--l2-ways", help="Associativity of the L2 in the L2-aware prediction "
+                                         f"(default {DEFAULT_L2_WAYS}, fitted on the H200 calibration receipts; "
+                                         "0: a fully associative LRU, the earlier model).")] = DEFAULT_L2_WAYS,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1.")] = False,
 ) -> None:
@@ -53,6 +57,8 @@ def reconcile(
 
     if tol_hbm < 0 or tol_l2 < 0 or abs_tol < 0:
         raise IomodelError("tolerances must be 0 or more: pass e.g. --tol-hbm 0.1")
+    if l2_ways < 0:
+        raise IomodelError(f"--l2-ways must be 0 (fully associative) or a positive number of ways, got {l2_ways}")
     # output paths first: a bad one fails before any work
     if plot_dir is not None:
         check_output_dir(plot_dir, "--plot-dir")
@@ -62,7 +68,7 @@ def reconcile(
         check_output_file(markdown_out, "--markdown")
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
-                  l2_source=l2_source)
+                  l2_source=l2_source, l2_ways=l2_ways or None)
     rec = rc.reconcile(meas, l2_fraction=l2_fraction, **common)
     console = Console(width=max(Console().width, 180))
     recorded = (meas.hardware or {}).get("name")

@@ -42,18 +42,39 @@ head shared by two waves, 79/152 MiB measured, 80/152 predicted now, 72/136 befo
 LRU list of the *effective* capacity ``l2_fraction × L2 bytes`` decides what is still
 resident; read data counts in full (shared data is held in both L2 partitions), a written
 line counts ``l2_fraction`` (it lives only in its home partition: ``write_once``).
-Evicting a dirty item writes it to HBM. ``dirty_evicted`` (round 2): dirty lines that are
-never touched again survive X bytes of later allocations with probability exp(−X / L2
-bytes) — the hashed, set-associative L2 does not keep single-use lines in LRU order, so
-part of the outputs is written back during the kernel even when they would fit (receipt:
-bottom-right q1024-k4096 wrote 1.6 of 8.1 MiB where pure LRU predicts 0). What is dirty at
-the end is not counted. ``l2_fraction`` (default 0.5, set in round 1 before any
-measurement) stands for the two L2 partitions of A100/H100-class GPUs, each of which caches
+Evicting a dirty item writes it to HBM. What is dirty at the end is not counted.
+
+Replacement (session 2, ``l2_ways``): the L2 is set-associative with hashed set indices, so
+a line's fate depends on the lines that map to *its* set, not on a global LRU order. With
+LRU inside each set and the other lines spread uniformly over S sets, the lines touched
+since a line's last use that fall in its set are Poisson with mean A·D/C (A ways, D the
+distinct bytes touched since, C the capacity), and the line is gone once A of them have
+come: ``P(evicted) = P(Poisson(A·D/C) ≥ A)`` (the standard random-set-mapping estimate of
+set-associative misses from stack distances: A. J. Smith, "A comparative study of set
+associative memory mapping algorithms and their use for cache and main memory", IEEE TSE
+1978; M. D. Hill and A. J. Smith, "Evaluating associativity in CPU caches", IEEE TC 1989).
+Expected bytes follow: a re-read misses ``bytes × P(evicted)``, a dirty line is written back
+during the kernel with ``P(evicted)`` at the kernel's end. A → ∞ is the fully associative
+LRU of rounds 1-3 (``ways=None``). A = 24 (:data:`DEFAULT_L2_WAYS`) is *fitted*, not a
+datasheet figure (NVIDIA does not publish the H100/H200 L2 associativity): on the 124
+single-pass kernel measurements of receipts/ncu-h200-calib-dram-*, ncu-h200-holdout2-dp-* and
+ncu-h200-holdout3-*, the DRAM writes outside ±10 % or 1 MiB were 13 for A = ∞, 4 for 8, 3 for
+16, 4 for 24, 32 and 64, 5 for 48; outside ±10 % alone 57, 61, 58, 50, 50, 53 and 53; reads
+stay within on 125 of 126 for 16 to 48. The fully associative LRU wrote nothing back where a
+9216-token MQA layer wrote 3.1 of 18.3 MiB. Round 2's ``dirty_survival`` (dirty lines surviving
+exp(−X/C)) was fitted to Nsight Compute's kernel-replay residue and is gone: the replay
+restore leaves dirty lines that the measured pass writes back (a decode kernel wrote 2.3 MiB
+with 20 metrics, 0.05 MiB with 3: receipts/raw/replay-probe-*), so DRAM bytes now come from
+a single-pass run (``dram_pass``). D counts the item's own bytes too: a line of an item read
+in order is touched again after all the item's other lines.
+
+``l2_fraction`` (default 0.5, set in round 1 before any measurement) stands for the two L2 partitions of A100/H100-class GPUs, each of which caches
 data for the SMs of its own GPCs (NVIDIA A100 Tensor Core GPU Architecture whitepaper, "L2
 cache"; H100 whitepaper, "H100 L2 cache"). Streaming kernels of the eager chain are
 simulated as 64 interleaved read/write slices.
 
-Every number is exact integer bytes; the assumptions are listed in
+Bytes are exact integers with the fully associative LRU, and expected values rounded to
+whole bytes per tensor with the set-associative default; the assumptions are listed in
 :attr:`L2Prediction.assumptions`.
 """
 
@@ -69,6 +90,9 @@ from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Effective fraction of L2 that holds data shared by all SMs (two partitions; see module doc).
 DEFAULT_L2_FRACTION = 0.5
+#: Effective L2 associativity of the set-associative replacement (fitted, see module doc;
+#: None in :class:`L2Params` is the fully associative LRU).
+DEFAULT_L2_WAYS = 24
 #: Interleaved slices a streaming kernel of the eager chain is split into.
 STREAM_SLICES = 64
 #: Upper bound on programs one Hopper SM runs at once (CUDA C Programming Guide, compute
@@ -79,8 +103,7 @@ MAX_WARPS_PER_SM = 64
 CAUSES: dict[str, str] = {
     "l2_capacity": "K/V re-fetched: the resident programs' working set exceeds L2",
     "masked_reads": "inputs no output depends on under the causal mask, loaded anyway (whole tiles, or the eager chain's full reads)",
-    "dirty_at_end": "output lines an LRU L2 would still hold dirty when the kernel ends",
-    "dirty_evicted": "dirty single-use lines evicted during the kernel by later fills (non-LRU replacement)",
+    "dirty_at_end": "output lines still dirty in L2 when the kernel ends (expected, set-associative L2)",
     "intermediates": "intermediates written by one kernel and read cold by the next (profiler cache flush)",
     "broadcast_rereads": "broadcast mask re-read per (batch, head) from HBM",
 }
@@ -98,18 +121,15 @@ class L2Params:
         l2_fraction: effective fraction of ``l2_bytes`` (default 0.5, see module doc).
         flush_between_kernels: the profiler flushes caches before each kernel (ncu
             ``--cache-control all``); False: L2 content carries from kernel to kernel.
-        dirty_survival: dirty lines that are never touched again survive X bytes of later
-            L2 fills with probability ``exp(−X / capacity)`` (default False: pure LRU). Round 2
-            turned it on to explain DRAM write-backs that turned out to be Nsight Compute's
-            kernel-replay residue: the memory restore before each further replay pass leaves
-            dirty lines that the measured pass writes back (H200, 2026-11-29: a decode kernel
-            wrote 2.3 MiB to DRAM with 20 metrics collected and 0.05 MiB with 3;
-            receipts/raw/replay-probe-*). Measured with a single-pass DRAM run
-            (``dram_pass`` in the sweep), the write-backs follow the pure LRU model. Cause
-            ``dirty_evicted`` when on.
         write_once: written lines occupy one copy of L2 (their home partition) while read
             data shared by all SMs occupies ``1 / l2_fraction`` copies (default True; False:
             both occupy the effective capacity alike, the round-1 model).
+        ways: effective associativity A of the set-associative replacement (default
+            :data:`DEFAULT_L2_WAYS`, fitted; see module doc); None: fully associative LRU
+            (exact integer bytes, the model of rounds 1-3).
+
+    Raises:
+        IomodelError: l2_fraction outside (0, 1], a non-positive size or count, ways < 1.
     """
 
     l2_bytes: int
@@ -117,14 +137,16 @@ class L2Params:
     programs_per_sm: int = 1
     l2_fraction: float = DEFAULT_L2_FRACTION
     flush_between_kernels: bool = True
-    dirty_survival: bool = False
     write_once: bool = True
+    ways: int | None = DEFAULT_L2_WAYS
 
     def __post_init__(self) -> None:
         if not 0 < self.l2_fraction <= 1:
             raise IomodelError(f"l2_fraction must be in (0, 1], got {self.l2_fraction}: pass e.g. 0.5")
         if self.programs_per_sm < 1 or self.num_sms < 1 or self.l2_bytes < 1:
             raise IomodelError("l2_bytes, num_sms and programs_per_sm must be positive: check the hardware and occupancy")
+        if self.ways is not None and (not isinstance(self.ways, int) or self.ways < 1):
+            raise IomodelError(f"L2 ways must be a positive integer or None (fully associative), got {self.ways!r}")
 
     @property
     def capacity(self) -> int:
@@ -135,14 +157,6 @@ class L2Params:
     def write_share(self) -> float:
         """Read-equivalent bytes one written byte occupies (``l2_fraction`` when write_once, else 1)."""
         return self.l2_fraction if self.write_once else 1.0
-
-    @property
-    def survival_scale(self) -> int | None:
-        """C of the dirty-line survival exp(−X / C) in bytes (None when off): the L2 bytes that hold
-        written lines, ``l2_bytes`` when write_once else the effective capacity."""
-        if not self.dirty_survival:
-            return None
-        return self.l2_bytes if self.write_once else self.capacity
 
     @property
     def resident_programs(self) -> int:
@@ -180,8 +194,6 @@ class _LRU:
         self.items: OrderedDict[Any, list] = OrderedDict()  # key -> [bytes, dirty, whole, tensor, weight]
         self.size = 0
         self.writeback: dict[str, int] = {}
-        self.filled = 0  # bytes allocated in L2 so far (read misses + written bytes): the fill clock
-        self.written_at: dict[Any, list[tuple[float, int]]] = {}  # dirty key -> [(fill clock, bytes)]
 
     def _evict(self, protect: Any = None) -> None:
         while self.size > self.capacity and self.items:
@@ -202,17 +214,6 @@ class _LRU:
             self.size -= gone * wt
             if dirty:
                 self.writeback[tensor] = self.writeback.get(tensor, 0) + gone
-                if key not in self.items:
-                    self.written_at.pop(key, None)
-                else:  # the oldest written bytes went first
-                    lst, left = self.written_at.get(key, []), gone
-                    while lst and left:
-                        t, b = lst[0]
-                        take = min(b, left)
-                        left -= take
-                        lst[0] = (t, b - take)
-                        if lst[0][1] == 0:
-                            lst.pop(0)
 
     def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> int:
         """Touch ``nbytes`` of an item; returns the bytes that miss (read from HBM)."""
@@ -227,7 +228,6 @@ class _LRU:
             if miss:
                 item[0] = nbytes
                 self.size += miss * item[4]
-        self.filled += miss
         self._evict(protect=key)
         return miss
 
@@ -244,8 +244,6 @@ class _LRU:
             item[0] += grow
             item[1] = True
             self.size += grow * item[4]
-        self.written_at.setdefault(key, []).append((self.filled + grow / 2, grow))  # mid-point of the write
-        self.filled += grow
         self._evict(protect=key)
 
     def dirty(self) -> dict[str, int]:
@@ -256,24 +254,6 @@ class _LRU:
                 out[tensor] = out.get(tensor, 0) + nbytes
         return out
 
-    def settle_survival(self, scale: int) -> None:
-        """Write back the dirty single-use bytes that a non-LRU L2 has evicted by the kernel's end.
-
-        A dirty byte written when the fill clock read t survives the ``X = filled − t`` bytes
-        allocated after it with probability ``exp(−X / scale)``; the expected lost part is
-        added to :attr:`writeback` (rounded to whole bytes) and removed from the dirty items.
-        """
-        for key, lst in self.written_at.items():
-            item = self.items.get(key)
-            if item is None or not item[1]:
-                continue
-            lost = int(round(sum(b * (1.0 - math.exp(-(self.filled - t) / scale)) for t, b in lst)))
-            lost = min(lost, item[0])
-            if lost:
-                item[0] -= lost
-                self.size -= lost * item[4]
-                self.writeback[item[3]] = self.writeback.get(item[3], 0) + lost
-
 
 def _new_lru(capacity: int, write_share: float) -> _LRU:
     """An LRU of ``capacity`` read-equivalent bytes where a written byte occupies ``write_share``."""
@@ -281,6 +261,157 @@ def _new_lru(capacity: int, write_share: float) -> _LRU:
         raise IomodelError(f"write_share must be in (0, 1], got {write_share}")
     unit = 1000
     return _LRU(capacity * unit, unit, max(1, round(unit * write_share)))
+
+
+def evict_probability(distance: float, capacity: float, ways: int | None) -> float:
+    """Probability that a line is gone after ``distance`` bytes of other lines were touched.
+
+    Set-associative LRU with hashed set indices (module doc): ``P(Poisson(A·D/C) ≥ A)`` for A =
+    ``ways``, D = ``distance`` and C = ``capacity`` (read-equivalent bytes); ``ways=None`` is the
+    fully associative LRU, 1 when D > C else 0.
+
+    Args:
+        distance: distinct bytes touched since the line's last use (stack distance, bytes).
+        capacity: effective L2 bytes.
+        ways: associativity A, or None.
+
+    Returns:
+        a probability in [0, 1].
+
+    Source: A. J. Smith, IEEE TSE 1978; M. D. Hill and A. J. Smith, IEEE TC 1989 (random set
+    mapping of a stack-distance trace).
+    """
+    if distance <= 0:
+        return 0.0
+    if ways is None:
+        return 1.0 if distance > capacity else 0.0
+    lam = ways * distance / capacity
+    if lam > 700.0:  # exp(-lam) underflows; the tail is 1 to double precision
+        return 1.0
+    term = math.exp(-lam)
+    below = term
+    for k in range(1, ways):
+        term *= lam / k
+        below += term
+    return min(1.0, max(0.0, 1.0 - below))
+
+
+#: Points of the midpoint rule over an item's bytes at the kernel's end (:meth:`_SetAssoc.finish`).
+_ITEM_POINTS = 8
+
+
+class _SetAssoc:
+    """Expected bytes of a set-associative LRU, from stack distances (see :func:`evict_probability`).
+
+    Items carry bytes, a weight per byte (read data 1, written lines ``write_share``) and the
+    fraction of their bytes still dirty. Stack distances come from a Fenwick tree over access
+    times holding each item's weighted bytes at its last use. Same interface as :class:`_LRU`;
+    reads return expected (float) misses.
+    """
+
+    def __init__(self, capacity: int, write_share: float, ways: int) -> None:
+        if not 0 < write_share <= 1:
+            raise IomodelError(f"write_share must be in (0, 1], got {write_share}")
+        self.capacity = float(capacity)
+        self.write_share = write_share
+        self.ways = ways
+        self.items: dict[Any, list] = {}  # key -> [bytes, weight, last time, dirty fraction, tensor]
+        self.writeback: dict[str, float] = {}
+        self._tree = [0.0] * 1025
+        self._vals = [0.0] * 1024
+        self._now = 0
+        self._total = 0.0
+
+    def _add(self, t: int, v: float) -> None:
+        self._vals[t] += v
+        i = t + 1
+        n = len(self._tree)
+        while i < n:
+            self._tree[i] += v
+            i += i & -i
+
+    def _grow(self) -> None:
+        vals = self._vals + [0.0] * len(self._vals)
+        self._vals = [0.0] * len(vals)
+        self._tree = [0.0] * (len(vals) + 1)
+        for t, v in enumerate(vals):
+            if v:
+                self._add(t, v)
+
+    def _after(self, t: int) -> float:
+        """Weighted bytes of the items used after time ``t``."""
+        i, below = t + 1, 0.0
+        while i > 0:
+            below += self._tree[i]
+            i -= i & -i
+        return max(0.0, self._total - below)
+
+    def _touch(self, key: Any, tensor: str, weight: float) -> tuple[list, float]:
+        """Take the item out of the stack; returns it and its eviction probability (1 when new).
+
+        A line of an item scanned in order is touched again after every other line of the item
+        and the D bytes of the items used since: its stack distance is D + the item's own bytes.
+        """
+        item = self.items.get(key)
+        if item is None:
+            item = [0, weight, -1, 0.0, tensor]
+            self.items[key] = item
+            return item, 1.0
+        own = item[0] * item[1]
+        p = evict_probability(self._after(item[2]) + own, self.capacity, self.ways)
+        self._add(item[2], -own)
+        self._total -= own
+        if item[3] > 0.0 and item[0]:  # dirty bytes evicted since the last use were written back
+            self.writeback[item[4]] = self.writeback.get(item[4], 0.0) + item[0] * item[3] * p
+            item[3] *= 1.0 - p
+        return item, p
+
+    def _push(self, item: list) -> None:
+        if self._now >= len(self._vals):
+            self._grow()
+        item[2] = self._now
+        self._add(self._now, item[0] * item[1])
+        self._total += item[0] * item[1]
+        self._now += 1
+
+    def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> float:
+        """Touch ``nbytes`` of an item; returns the expected bytes that miss (read from HBM)."""
+        item, p = self._touch(key, tensor, 1.0)
+        miss = min(item[0], nbytes) * p + max(0, nbytes - item[0])
+        item[0] = max(item[0], nbytes)
+        self._push(item)
+        return miss
+
+    def write(self, key: Any, tensor: str, nbytes: int) -> None:
+        """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
+        item, _ = self._touch(key, tensor, self.write_share)
+        item[0] = max(item[0], nbytes)
+        item[1] = self.write_share
+        item[3] = 1.0
+        self._push(item)
+
+    def finish(self) -> dict[str, float]:
+        """End of the kernel: dirty bytes evicted since their last use are written back;
+        returns the expected bytes still dirty, per tensor.
+
+        The line at offset x of an item written in order has D + (item bytes − x) bytes above
+        it; the evicted fraction is the mean of :func:`evict_probability` over the item
+        (midpoint rule, :data:`_ITEM_POINTS` points).
+        """
+        out: dict[str, float] = {}
+        for nbytes, weight, t, dirty, tensor in self.items.values():
+            if dirty > 0.0 and nbytes:
+                d, own = self._after(t), nbytes * weight
+                p = sum(evict_probability(d + own * (1.0 - (k + 0.5) / _ITEM_POINTS), self.capacity, self.ways)
+                        for k in range(_ITEM_POINTS)) / _ITEM_POINTS
+                self.writeback[tensor] = self.writeback.get(tensor, 0.0) + nbytes * dirty * p
+                out[tensor] = out.get(tensor, 0.0) + nbytes * dirty * (1.0 - p)
+        return out
+
+
+def _rounded(d: dict[str, float]) -> dict[str, int]:
+    """Expected bytes per tensor rounded to whole bytes; zero entries dropped."""
+    return {k: int(round(v)) for k, v in d.items() if int(round(v))}
 
 
 @dataclass(frozen=True)
@@ -315,8 +446,6 @@ class KernelL2:
         dirty_at_end: bytes still dirty in L2 when it ends, per tensor.
         waves: number of waves of W programs.
         note: one sentence on the working set.
-        lru_write: bytes written back by capacity (LRU) evictions alone; the rest of
-            ``hbm_write`` is the survival model's expected write-back.
     """
 
     name: str
@@ -327,48 +456,62 @@ class KernelL2:
     dirty_at_end: dict[str, int] = field(default_factory=dict)
     waves: int = 0
     note: str = ""
-    lru_write: int = 0
 
 
-def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, survival: int | None = None,
-             write_share: float = 1.0) -> KernelL2:
-    """Run the LRU over the waves of one kernel (cold start) and collect HBM bytes per tensor.
+def _new_cache(capacity: int, write_share: float, ways: int | None) -> "_LRU | _SetAssoc":
+    return _new_lru(capacity, write_share) if ways is None else _SetAssoc(capacity, write_share, ways)
+
+
+def _close(cache: "_LRU | _SetAssoc", out: KernelL2, reads: dict[str, float]) -> KernelL2:
+    """Fill ``out`` from a cache at the kernel's end (expected bytes rounded per tensor)."""
+    if isinstance(cache, _SetAssoc):
+        dirty = cache.finish()
+        out.hbm_read = _rounded(reads)
+        out.hbm_write = _rounded(cache.writeback)
+        out.dirty_at_end = _rounded(dirty)
+    else:
+        out.hbm_read = {k: int(v) for k, v in reads.items()}
+        out.hbm_write = dict(cache.writeback)
+        out.dirty_at_end = cache.dirty()
+    return out
+
+
+def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_share: float = 1.0,
+             ways: int | None = None) -> KernelL2:
+    """Run the L2 over the waves of one kernel (cold start) and collect HBM bytes per tensor.
 
     Args:
         name: kernel name for the record.
         waves: per wave, its accesses in time order (see :class:`Access`).
         capacity: effective L2 bytes.
-        survival: None (pure LRU: dirty lines leave only when evicted by capacity), or the
-            scale C in bytes of the survival of dirty single-use lines: a line written when
-            X more bytes are still to be allocated before the kernel ends is written back
-            during the kernel with probability ``1 − exp(−X / C)`` (see :data:`CAUSES`
-            ``dirty_evicted``).
         write_share: L2 bytes a written byte occupies per byte of read-allocated data
             (1: the same; ``l2_fraction``: read data is held in both L2 partitions, written
             lines only in their home partition).
+        ways: None: fully associative LRU (exact integer bytes; a dirty line leaves only when
+            evicted by capacity). An integer A: set-associative LRU with hashed sets, expected
+            bytes rounded per tensor (:func:`evict_probability`).
 
     Returns:
         :class:`KernelL2` with HBM reads (misses), writes (dirty evictions) and what is
         left dirty at the end (not counted in the kernel's DRAM writes).
+
+    Raises:
+        IomodelError: write_share outside (0, 1].
     """
-    lru = _new_lru(capacity, write_share)
+    cache = _new_cache(capacity, write_share, ways)
     out = KernelL2(name)
+    reads: dict[str, float] = {}
     n = 0
     for wave in waves:
         n += 1
         for a in wave:
             if a.write:
-                lru.write(a.key, a.tensor, a.nbytes)
+                cache.write(a.key, a.tensor, a.nbytes)
             else:
-                miss = lru.read(a.key, a.tensor, a.nbytes, a.whole)
-                out.hbm_read[a.tensor] = out.hbm_read.get(a.tensor, 0) + miss
-    out.lru_write = sum(lru.writeback.values())
-    if survival:
-        lru.settle_survival(survival)
-    out.hbm_write = dict(lru.writeback)
-    out.dirty_at_end = lru.dirty()
+                miss = cache.read(a.key, a.tensor, a.nbytes, a.whole)
+                reads[a.tensor] = reads.get(a.tensor, 0) + miss
     out.waves = n
-    return out
+    return _close(cache, out, reads)
 
 
 # ----------------------------------------------------------------------------------
@@ -545,8 +688,8 @@ def _val(x: Any) -> int:
 
 
 def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int,
-                  slices: int = STREAM_SLICES, survival: int | None = None,
-                  write_share: float = 1.0) -> tuple[KernelL2, list[str]]:
+                  slices: int = STREAM_SLICES, write_share: float = 1.0,
+                  ways: int | None = None) -> tuple[KernelL2, list[str]]:
     """Simulate one op of the eager chain (one kernel) from its model rows.
 
     The op reads each input and writes its output in ``slices`` interleaved slices. A
@@ -560,8 +703,8 @@ def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int
         spec: the layer.
         capacity: effective L2 bytes.
         slices: interleaved slices (default :data:`STREAM_SLICES`).
-        survival: scale of the dirty-line survival (see :func:`simulate`), None for pure LRU.
         write_share: see :func:`simulate`.
+        ways: see :func:`simulate` (None: fully associative LRU).
 
     Returns:
         (:class:`KernelL2`, notes on broadcast re-reads).
@@ -587,23 +730,20 @@ def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int
         if per_use + reads[t] > capacity:
             extra[t] = (bh - 1) * reads[t]
             notes.append(f"{t} re-read from HBM for each of the B·H = {bh} (batch, head) pairs in '{step}'")
-    lru = _new_lru(capacity, write_share)
+    cache = _new_cache(capacity, write_share, ways)
+    got: dict[str, float] = {}
     n = max(1, slices)
     for k in range(n):
         for t, v in reads.items():
             part = v // n + (1 if k < v % n else 0)
-            miss = lru.read(("r", t, k), t, part, False)
-            out.hbm_read[t] = out.hbm_read.get(t, 0) + miss
+            miss = cache.read(("r", t, k), t, part, False)
+            got[t] = got.get(t, 0) + miss
         for t, v in writes.items():
             part = v // n + (1 if k < v % n else 0)
-            lru.write(("w", t, k), t, part)
+            cache.write(("w", t, k), t, part)
     for t, v in extra.items():
-        out.hbm_read[t] = out.hbm_read.get(t, 0) + v
-    out.lru_write = sum(lru.writeback.values())
-    if survival:
-        lru.settle_survival(survival)
-    out.hbm_write = dict(lru.writeback)
-    out.dirty_at_end = lru.dirty()
+        got[t] = got.get(t, 0) + v
+    _close(cache, out, got)
     out.waves = n
     return out, notes
 
@@ -754,12 +894,11 @@ def _common_assumptions(params: L2Params) -> list[str]:
         "(two L2 partitions each caching what their SMs read).",
         f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
         "run at once, in grid order (axis 0 fastest), in waves.",
-        "L2 keeps the most recently used items (LRU) in chunks of K/V key rows, so re-read K/V hits while "
-        "the bytes fetched since its last use fit the effective capacity.",
-        *(["Dirty lines never touched again (outputs, partials, intermediates) survive X bytes of later L2 "
-           f"allocations with probability exp(-X / {_fmt(params.capacity)}): the L2's replacement is not LRU for "
-           "lines without reuse (hashed sets, RRIP-like insertion), so part of them is written back during the kernel."]
-          if params.dirty_survival else []),
+        ("L2 keeps the most recently used items (fully associative LRU) in chunks of K/V key rows, so re-read "
+         "K/V hits while the bytes touched since its last use fit the effective capacity." if params.ways is None else
+         f"L2 is set-associative ({params.ways} ways, fitted; hashed sets, LRU within a set): an item touched again "
+         f"after D distinct bytes is gone with probability P(Poisson({params.ways}·D/C) ≥ {params.ways}), "
+         "C the effective capacity; K/V are tracked in chunks of key rows and the bytes are expected values."),
         "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
         "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else
         "L2 content is not flushed between kernels.",
@@ -778,7 +917,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
 
     Returns:
         :class:`L2Prediction` with causes ``l2_capacity``, ``masked_reads``,
-        ``dirty_at_end``, ``dirty_evicted`` and (split-KV) ``intermediates``.
+        ``dirty_at_end`` and (split-KV) ``intermediates``.
 
     Raises:
         IomodelError: a backward pass is asked for (not modelled at the L2 level), or an
@@ -788,7 +927,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         raise IomodelError("the L2-aware prediction covers the forward kernel only: use --pass fwd")
     w = params.resident_programs
     cap = params.capacity
-    surv, share = params.survival_scale, params.write_share
+    share, ways = params.write_share, params.ways
     d, s = spec.head_dim, spec.width
     B, H, Hk = spec.batch, spec.heads, spec.kv_heads
     kv_full = B * Hk * spec.seqlen_k * d * s  # K (or V) bytes, once
@@ -801,14 +940,14 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     req_w: dict[str, int] = {}
     if spec.phase == "decode":
         waves, r, wr = decode_waves(spec, tiling, w)
-        k1 = simulate("decode kernel", waves, cap, surv, share)
+        k1 = simulate("decode kernel", waves, cap, share, ways)
         k1.requested_read, k1.requested_write = r, wr
         kernels.append(k1)
         _add(req_r, r)
         _add(req_w, wr)
         if tiling.num_splits > 1:
             waves, r, wr = combine_waves(spec, tiling, w)
-            k2 = simulate("combine kernel", waves, cap, surv, share)
+            k2 = simulate("combine kernel", waves, cap, share, ways)
             k2.requested_read, k2.requested_write = r, wr
             kernels.append(k2)
             _add(req_r, r)
@@ -817,7 +956,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         span = "decode programs of one KV head run together"
     else:
         waves, r, wr = prefill_waves(spec, tiling, w, tile_order)
-        k1 = simulate("fwd kernel", waves, cap, surv, share)
+        k1 = simulate("fwd kernel", waves, cap, share, ways)
         k1.requested_read, k1.requested_write = r, wr
         kernels.append(k1)
         _add(req_r, r)
@@ -846,9 +985,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     inter_w = (req_w.get("O_PART", 0) + req_w.get("LSE_PART", 0))
     out_w = o_bytes + lse_bytes
     total_w = sum(hbm_w.values())
-    lru_w = sum(k.lru_write for k in kernels)
-    evicted = total_w - lru_w
-    dirty_total = (out_w + inter_w) - lru_w
+    dirty_total = (out_w + inter_w) - total_w
     causes = [
         Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
               detail=f"{_fmt(masked)} of Q/K/V beyond the compulsory rows loaded by whole causal tiles "
@@ -859,11 +996,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
               detail=f"split-KV partials (num_splits = {tiling.num_splits}): {_fmt(inter_w)} written, "
                      f"{_fmt(inter_r)} read back by the combine kernel"),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty_total,
-              detail=f"{_fmt(dirty_total)} of {_fmt(out_w + inter_w)} written bytes would still be dirty in an LRU L2 "
-                     "at kernel end"),
-        Cause("dirty_evicted", CAUSES["dirty_evicted"], write_bytes=evicted,
-              detail=f"{_fmt(evicted)} of them written back during the kernel anyway (survival exp(-X/{_fmt(cap)}) "
-                     "over the bytes X allocated after each write)"),
+              detail=f"{_fmt(dirty_total)} of {_fmt(out_w + inter_w)} written bytes still dirty in L2 at kernel end; "
+                     f"{_fmt(total_w)} written back during the kernel"),
     ]
     no_reuse_r = sum(req_r.values())
     no_reuse_w = sum(req_w.values())
@@ -914,8 +1048,8 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
         by_step[r.step].append(r)
     kernels, notes = [], []
     for st in steps:
-        k, n = stream_kernel(st, by_step[st], spec, params.capacity,
-                             survival=params.survival_scale, write_share=params.write_share)
+        k, n = stream_kernel(st, by_step[st], spec, params.capacity, write_share=params.write_share,
+                             ways=params.ways)
         kernels.append(k)
         notes += n
     d, s = spec.head_dim, spec.width
@@ -931,8 +1065,7 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
     hbm_r = sum(sum(k.hbm_read.values()) for k in kernels)
     hbm_w = sum(sum(k.hbm_write.values()) for k in kernels)
     extra = hbm_r - req_r  # broadcast re-reads
-    lru_w = sum(k.lru_write for k in kernels)
-    dirty = req_w - lru_w
+    dirty = req_w - hbm_w
     causes = [
         Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
               detail=f"{_fmt(masked)} of Q/K/V that the causal mask hides, read in full by the chain"),
@@ -944,11 +1077,8 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
         Cause("broadcast_rereads", CAUSES["broadcast_rereads"], read_bytes=extra,
               detail="; ".join(notes) if notes else "the broadcast mask stays in L2 across (batch, head)"),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
-              detail=f"{_fmt(dirty)} of {_fmt(req_w)} written bytes would still be dirty in an LRU L2 at the end "
-                     "of their kernels"),
-        Cause("dirty_evicted", CAUSES["dirty_evicted"], write_bytes=hbm_w - lru_w,
-              detail=f"{_fmt(hbm_w - lru_w)} of them written back during their kernels anyway (survival "
-                     f"exp(-X/{_fmt(params.capacity)}))"),
+              detail=f"{_fmt(dirty)} of {_fmt(req_w)} written bytes still dirty in L2 at the end of their kernels; "
+                     f"{_fmt(hbm_w)} written back during them"),
     ]
     assumptions = _common_assumptions(params) + [
         "Each op of the eager chain is one kernel that streams its inputs and output once "
@@ -962,6 +1092,7 @@ __all__ = [
     "CAUSES",
     "Cause",
     "DEFAULT_L2_FRACTION",
+    "DEFAULT_L2_WAYS",
     "KernelL2",
     "L2Params",
     "L2Prediction",
@@ -970,6 +1101,7 @@ __all__ = [
     "decode_split_rows",
     "decode_waves",
     "estimate_programs_per_sm",
+    "evict_probability",
     "predict_baseline",
     "predict_tiled",
     "prefill_key_rows",
