@@ -4,7 +4,7 @@
 #
 #   OUT=/some/dir bash benchmarks/gpu_validate.sh [SWEEP.toml] [--impl tiled] [--budget-s 420]
 #
-# SWEEP defaults to sweeps/h200-holdout3.toml (the latest hold-out: acceptance evidence);
+# SWEEP defaults to sweeps/h200-holdout4.toml (the latest hold-out: acceptance evidence);
 # sweeps/h200.toml is the calibration sweep. Its `name` gives the file names.
 # Writes at most two files under $OUT (default ./out):
 #   $OUT/ncu-<name>-<date>.json        the measurement (commit it as receipts/ncu-<name>-<date>.json)
@@ -26,7 +26,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 
 budget=420
-sweep="sweeps/h200-holdout3.toml"
+sweep="sweeps/h200-holdout4.toml"
 args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in

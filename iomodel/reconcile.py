@@ -529,11 +529,22 @@ def reconcile(
     if l2_ways is not None and (not isinstance(l2_ways, int) or l2_ways < 1):
         raise IomodelError(f"l2_ways must be a positive integer (or 0 on the command line for a fully associative "
                            f"LRU), got {l2_ways!r}")
-    rows = [reconcile_shape(s, hw, l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn,
-                            l2_source=l2_source, l2_ways=l2_ways) for s in shapes]
+    opts = dict(l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn, l2_source=l2_source)
+    rows = [reconcile_shape(s, hw, l2_ways=l2_ways, **opts) for s in shapes]
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
-    return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways)
+    rec = Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways)
+    if l2_ways is not None:  # the replacement-policy band of every HBM gap
+        by_id = {s.id: s for s in shapes}
+        for row, bad in rec.outside():
+            if row.error is None and row.l2 is not None and any(b.startswith("HBM") for b in bad):
+                alt = reconcile_shape(by_id[row.id], hw, l2_ways=None, **opts).level("HBM")
+                if alt is not None:
+                    row.notes.append(
+                        f"replacement-policy band: a fully associative LRU predicts {fmt_bytes(alt.predicted_read)} read, "
+                        f"{fmt_bytes(alt.predicted_write)} written, the {l2_ways}-way L2 "
+                        f"{fmt_bytes(row.level('HBM').predicted_read)} and {fmt_bytes(row.level('HBM').predicted_write)}")
+    return rec
 
 
 def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:

@@ -86,3 +86,22 @@ def test_foreign_hardware_warns(capsys, tmp_path):
         main(["reconcile", str(RECEIPT), "--hardware", "H100-SXM", "--impl", "baseline"])
     out = capsys.readouterr().out
     assert "warning: predicting for --hardware H100-SXM" in out
+
+
+@needs_receipt
+def test_reconcile_l2_ways_option(capsys, tmp_path):
+    """--l2-ways -1 is one clear line (exit 2); --l2-ways 0 is the fully associative LRU, whose
+    JSON records l2_ways null and differs from the 24-way default on this receipt's DRAM writes."""
+    code, err = _run(capsys, "reconcile", str(RECEIPT), "--l2-ways", "-1")
+    assert code == 2 and "--l2-ways" in err and len(err.strip().splitlines()) == 1
+    import json
+
+    out = {}
+    for ways in ("0", "24"):
+        with pytest.raises(SystemExit) as e:
+            main(["reconcile", str(RECEIPT), "--l2-ways", ways, "--json", str(tmp_path / f"w{ways}.json")])
+        assert e.value.code in (0, None)
+        out[ways] = json.loads((tmp_path / f"w{ways}.json").read_text())
+    assert out["0"]["l2_ways"] is None and out["24"]["l2_ways"] == 24
+    w = {k: sum(s["levels"][0]["predicted_write"] or 0 for s in v["shapes"] if s["impl"] == "tiled") for k, v in out.items()}
+    assert w["0"] != w["24"]

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from iomodel.errors import IomodelError
@@ -93,8 +94,8 @@ def reconcile(
     if outside:
         console.print(f"[bold]Outside tolerance ({len(outside)}):[/]")
         for r, bad in outside:
-            console.print(f"  {r.id} ({', '.join(bad)}): {r.explanation()}"
-                          + (f" [{'; '.join(r.notes)}]" if r.notes else ""), highlight=False)
+            console.print(escape(f"  {r.id} ({', '.join(bad)}): {r.explanation()}"
+                                 + (f" [{'; '.join(r.notes)}]" if r.notes else "")), highlight=False)
     if scan_l2_fraction:
         scan = rc.scan_l2_fraction(meas, (0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0), **common)
         st = Table(title="HBM within tolerance versus the effective L2 fraction")
