@@ -36,6 +36,7 @@ from iomodel.spec import LayerSpec, Tiling
 from iomodel.traffic.l2 import (
     DEFAULT_L2_FRACTION,
     DEFAULT_L2_WAYS,
+    MAX_L2_WAYS,
     L2Params,
     L2Prediction,
     compulsory_read_bytes,
@@ -526,9 +527,9 @@ def reconcile(
     shapes = measurement.select(impls)
     if not shapes:
         raise IomodelError("no measured shape of the requested implementation(s): check --impl against the record")
-    if l2_ways is not None and (not isinstance(l2_ways, int) or l2_ways < 1):
-        raise IomodelError(f"l2_ways must be a positive integer (or 0 on the command line for a fully associative "
-                           f"LRU), got {l2_ways!r}")
+    if l2_ways is not None and (not isinstance(l2_ways, int) or not 1 <= l2_ways <= MAX_L2_WAYS):
+        raise IomodelError(f"l2_ways must be an integer from 1 to {MAX_L2_WAYS} (or 0 on the command line for a "
+                           f"fully associative LRU), got {l2_ways!r}")
     opts = dict(l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn, l2_source=l2_source)
     rows = [reconcile_shape(s, hw, l2_ways=l2_ways, **opts) for s in shapes]
     tol = dict(DEFAULT_TOLERANCES)
@@ -757,6 +758,14 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
             curve = [tuple(float("nan") if (i and not v) else v for i, v in enumerate(c))
                      for c in _curve(members, rec, level, predict_fn)]
             xs = [c[0] for c in curve]
+            tol = rec.tolerances.get(level, 0.0)
+            for j, color in ((1, "#0072B2"), (2, "#D55E00")):  # the relative tolerance around each prediction
+                ys = [c[j] for c in curve]
+                ax.fill_between(xs, [y * (1 - tol) for y in ys], [y * (1 + tol) for y in ys], color=color, alpha=0.12,
+                                lw=0, label=f"±{tol:.0%} of the prediction" if j == 1 else None)
+            if all(not (c[2] == c[2] and c[2]) for c in curve):  # every predicted write is 0 (or nan)
+                ax.text(0.02, 0.10, "predicted write: 0 B at every length (no line on a log axis)",
+                        transform=ax.transAxes, fontsize=6, color="#D55E00")
             if level == "HBM":
                 ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (L2-aware)")
                 ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (L2-aware)")
@@ -774,6 +783,13 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
                    edgecolors="#0072B2", zorder=5, label="measured read")
         ax.scatter(mx, [v if v else float("nan") for v in mw], marker="s", s=30, facecolors="none",
                    edgecolors="#D55E00", zorder=5, label="measured write")
+        # measured 0 B cannot sit on a log axis either: a triangle on the bottom edge marks it
+        edge = matplotlib.transforms.blended_transform_factory(ax.transData, ax.transAxes)
+        for vals, color, what in ((mr, "#0072B2", "read"), (mw, "#D55E00", "write")):
+            zx = [x for x, v in zip(mx, vals) if v == 0]
+            if zx:
+                ax.scatter(zx, [0.02] * len(zx), marker="v", s=30, color=color, transform=edge, zorder=6,
+                           clip_on=False, label=f"measured {what} 0 B (bottom edge)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.set_xlabel("seqlen_k (KV cache)" if members[0].spec.phase == "decode" else

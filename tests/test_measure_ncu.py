@@ -162,8 +162,9 @@ def test_load_sweep_errors(tmp_path):
 class FakeNcu:
     """Plays ncu + child: writes the manifest and a raw CSV for every shape of the batch."""
 
-    def __init__(self, values, unknown=(), permission=False, skip_tag=None, kill_call=None):
+    def __init__(self, values, unknown=(), permission=False, skip_tag=None, kill_call=None, honour_pin=True):
         self.values = values  # shape id -> list of (kernel name, metric dict)
+        self.honour_pin = honour_pin  # False: every run autotunes afresh (a different BLOCK_M each call)
         self.unknown = list(unknown)
         self.permission = permission
         self.skip_tag = skip_tag
@@ -188,8 +189,10 @@ class FakeNcu:
         shapes = json.loads(Path(shapes_file).read_text())
         manifest, rows = {}, []
         for s in shapes:
-            manifest[s["id"]] = {"config": {"block_m": 64, "block_n": 32, "num_warps": 4, "num_stages": 2,
-                                            "path": "prefill", "num_splits": 1, "heads_per_program": 1}, "error": None}
+            tuned = {"block_m": 64 * len(self.calls), "block_n": 32, "num_warps": 4, "num_stages": 2,
+                     "path": "prefill", "num_splits": 1, "heads_per_program": 1}
+            cfg = s["config"] if s.get("config") and self.honour_pin else tuned
+            manifest[s["id"]] = {"config": cfg, "error": None}
             if s["id"] == self.skip_tag:
                 continue
             for name, vals in self.values.get(s["id"], []):
@@ -218,11 +221,77 @@ def test_profile_batches_tags_and_drops_unknown_metrics(tmp_path):
     assert meas.settings["dropped_metrics"] == ["lts__t_sectors_srcunit_ltcfabric.sum"]
     assert "lts__t_sectors_srcunit_ltcfabric.sum" not in meas.settings["metrics"]
     assert [s.quantity("dram_read_bytes") for s in meas.shapes[:2]] == [1000, 2000]
-    assert meas.shapes[0].config["block_m"] == 64 and meas.shapes[0].tiling().block_n == 32
+    assert meas.shapes[0].config["block_m"] == 128 and meas.shapes[0].tiling().block_n == 32  # the retried call
     assert meas.shapes[2].error == "no profiled kernel carries this shape's NVTX tag"
     assert meas.settings["cache_control"] == "all" and len(meas.settings["ncu_commands"]) == 2
     back = Measurement.load(meas.save(tmp_path / "m.json"))
     assert back.to_dict() == meas.to_dict()
+
+
+def _dp_sweep():
+    sw = _small_sweep()
+    sw.metrics = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum")
+    sw.dram_pass = True
+    sw.batch_size = 3
+    return sw
+
+
+def _dp_values(sw):
+    return {s.id: [("_attn_fwd", {"dram__bytes_read.sum": "1000", "dram__bytes_write.sum": "777",
+                                   "lts__t_bytes.sum": "5"})] for s in sw.shapes}
+
+
+def test_dram_pass_pins_the_configs_of_the_full_run(tmp_path):
+    """The DRAM-only run profiles the configs the full run recorded (pinned in its shapes
+    file), so the DRAM bytes come from the tiles the prediction is made for."""
+    sw = _dp_sweep()
+    fake = FakeNcu(_dp_values(sw))
+    meas = ncu.profile(sw, workdir=tmp_path, runner=fake)
+    assert len(fake.calls) == 2
+    dram_shapes = json.loads((tmp_path / "batch00-shapes-dram.json").read_text())
+    assert [d["config"]["block_m"] for d in dram_shapes] == [64, 64, 64]  # the first call's "autotuned" tiles
+    assert all("same config" in s.config["dram_pass"] for s in meas.shapes)
+    assert meas.shapes[0].kernels[0].metrics["dram__bytes_write.sum@multipass"] == 777.0
+
+
+def test_dram_pass_not_applied_when_the_second_run_ran_other_tiles(tmp_path):
+    sw = _dp_sweep()
+    meas = ncu.profile(sw, workdir=tmp_path, runner=FakeNcu(_dp_values(sw), honour_pin=False))
+    for s in meas.shapes:
+        assert s.config["dram_pass"].startswith("not applied: config")
+        assert "dram__bytes_write.sum@multipass" not in s.kernels[0].metrics
+
+
+def test_pin_runs_the_recorded_configs_and_is_recorded(tmp_path):
+    sw = _small_sweep()
+    sw.metrics = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+    first = ncu.profile(sw, workdir=tmp_path / "a", runner=FakeNcu(_dp_values(sw)))
+    pin = ncu.pinned_configs(first)
+    assert set(pin) == {s.id for s in sw.shapes}
+    assert [pin[s.id]["block_m"] for s in sw.shapes] == [64, 64, 128]  # two batches, "autotuned" differently
+    fresh = FakeNcu(_dp_values(sw))
+    fresh.calls = [None, None]  # this "process" would autotune to 192 and 256
+    again = ncu.profile(sw, workdir=tmp_path / "b", runner=fresh, pin=pin, pin_source="first.json")
+    assert [s.config["block_m"] for s in again.shapes] == [64, 64, 128]
+    unpinned = ncu.profile(sw, workdir=tmp_path / "c", runner=FakeNcu(_dp_values(sw)))
+    assert again.settings["pinned_configs"] == "first.json" and unpinned.settings["pinned_configs"] is None
+    assert again.settings["pinned_configs"] == "first.json"
+
+
+def test_merge_refuses_other_launch_geometry():
+    from iomodel.measure.records import KernelRecord, ShapeMeasurement
+    from iomodel.spec import LayerSpec
+
+    spec = LayerSpec(1, 2, 2, 64, 128, 128)
+    cfg = {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 2, "path": "prefill"}
+
+    def shape(grid):
+        k = KernelRecord("_attn_fwd", {"dram__bytes_write.sum": 1.0}, {"dram__bytes_write.sum": "byte"}, grid, "(128, 1, 1)")
+        return ShapeMeasurement("s", "tiled", spec, dict(cfg), [k])
+
+    full, other = shape("(2, 4, 1)"), shape("(1, 4, 1)")
+    ncu.merge_dram_pass([full], [other])
+    assert full.config["dram_pass"] == "not applied: different kernels, grids or blocks in the DRAM-only run"
 
 
 def test_assemble_falls_back_to_launch_order_only_when_counts_add_up():
@@ -288,6 +357,19 @@ def test_cli_validate_without_gpu_and_dry_run(capsys, tmp_path, monkeypatch):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert out.count("--profile-from-start off") == 3  # 32 tiled shapes in batches of 12
+    # a dram_pass sweep prints the DRAM-only command of each batch too (hold-out 4: 33 shapes, batches of 12)
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(ROOT / "sweeps" / "h200-holdout4.toml"), "--dry-run",
+              "--pin", str(ROOT / "receipts" / "ncu-h200-holdout4-2026-11-29.json")])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.count("--profile-from-start off") == 6 and out.count("shapes-dram.json") == 3
+    # pinning from a record of other shapes: one line, exit 2
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(ROOT / "sweeps" / "h200-holdout4.toml"), "--dry-run",
+              "--pin", str(ROOT / "receipts" / "ncu-h200-holdout3-2026-11-29.json")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "no recorded config for 31 tiled shape(s)" in err and len(err.strip().splitlines()) == 1
 
 
 def test_records_reject_foreign_json(tmp_path):
@@ -315,8 +397,14 @@ def test_child_runs_every_implementation_on_the_cpu(tmp_path):
             {"seqlen": 40, "causal": True, "causal_align": "bottom-right", "impls": ["tiled", "baseline", "baseline-fp32"]},
             {"seqlen_q": 24, "seqlen_k": 40, "causal": True, "causal_align": "bottom-right", "impls": ["sdpa-math"]},
             {"seqlen_q": 1, "seqlen_k": 200, "impls": ["tiled"]},
+            {"seqlen": 48, "impls": ["tiled"]},
         ],
     })
+    pinned = {"block_m": 16, "block_n": 16, "num_warps": 4, "num_stages": 1, "path": "prefill", "num_splits": 1,
+              "heads_per_program": 1, "warp_specialize": False, "tile_order": "reverse"}
+    from dataclasses import replace
+
+    sw.shapes[-1] = replace(sw.shapes[-1], config=pinned)
     shapes, manifest = tmp_path / "s.json", tmp_path / "m.json"
     shapes.write_text(json.dumps([s.to_dict() for s in sw.shapes]))
     assert ncu.run_child(str(shapes), str(manifest), device="cpu") == 0
@@ -325,8 +413,9 @@ def test_child_runs_every_implementation_on_the_cpu(tmp_path):
     assert all(e["error"] is None for e in got.values()), got
     tiled = got[sw.shapes[0].id]["config"]
     assert tiled["path"] == "prefill" and tiled["block_m"] == 32
-    assert got[sw.shapes[-1].id]["config"]["path"] == "decode-split-kv"
+    assert got[sw.shapes[-2].id]["config"]["path"] == "decode-split-kv"
     assert got[sw.shapes[2].id]["config"] == {"score_dtype": "fp32"}
+    assert got[sw.shapes[-1].id]["config"] == pinned  # ran the pinned tiles, not the interpreter default 32x32
 
 
 def test_interpreter_refuses_gpu_sized_sweeps(capsys, tmp_path, monkeypatch):

@@ -105,3 +105,33 @@ def test_reconcile_l2_ways_option(capsys, tmp_path):
     assert out["0"]["l2_ways"] is None and out["24"]["l2_ways"] == 24
     w = {k: sum(s["levels"][0]["predicted_write"] or 0 for s in v["shapes"] if s["impl"] == "tiled") for k, v in out.items()}
     assert w["0"] != w["24"]
+
+
+@needs_receipt
+@pytest.mark.parametrize("argv, words", [
+    (["--l2-ways", "100000000"], "--l2-ways"),
+    (["--tol-hbm", "nan"], "--tol-hbm"),
+    (["--abs-tol", "-5"], "--abs-tol"),
+    (["--abs-tol", "inf"], "--abs-tol"),
+])
+def test_reconcile_bad_numbers_are_one_line_errors(capsys, argv, words):
+    code, err = _run(capsys, "reconcile", str(RECEIPT), *argv)
+    assert code == 2 and words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_reconcile_of_a_directory_says_so(capsys, tmp_path):
+    code, err = _run(capsys, "reconcile", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+
+
+def test_evict_probability_tends_to_the_fully_associative_step():
+    """Many ways: ~0 below the capacity, ~1 above it (the log-space tail; the plain sum underflowed
+    past lambda = 700 and returned 1 where the answer is 0); above MAX_L2_WAYS is refused."""
+    from iomodel.errors import IomodelError
+    from iomodel.traffic.l2 import MAX_L2_WAYS, L2Params, evict_probability
+
+    assert evict_probability(80, 100, 1000) < 1e-9 and evict_probability(120, 100, 1000) > 1 - 1e-8
+    assert abs(evict_probability(100, 100, 4096) - 0.5) < 0.01  # the median of Poisson(A) is about A
+    assert evict_probability(99, 100, 4096) < evict_probability(100, 100, 4096) < evict_probability(101, 100, 4096)
+    with pytest.raises(IomodelError, match="4096"):
+        L2Params(1 << 20, 4, ways=MAX_L2_WAYS + 1)

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, write_text
-from iomodel.traffic.l2 import DEFAULT_L2_WAYS
+from iomodel.traffic.l2 import DEFAULT_L2_WAYS, MAX_L2_WAYS
 
 
 def reconcile(
@@ -56,10 +56,15 @@ def reconcile(
     from iomodel import reconcile as rc
     from iomodel.measure.records import Measurement
 
-    if tol_hbm < 0 or tol_l2 < 0 or abs_tol < 0:
-        raise IomodelError("tolerances must be 0 or more: pass e.g. --tol-hbm 0.1")
-    if l2_ways < 0:
-        raise IomodelError(f"--l2-ways must be 0 (fully associative) or a positive number of ways, got {l2_ways}")
+    import math
+
+    for flag, val in (("--tol-hbm", tol_hbm), ("--tol-l2", tol_l2), ("--abs-tol", abs_tol)):
+        if not math.isfinite(val) or val < 0:
+            raise IomodelError(f"{flag} must be a finite number, 0 or more, got {val}: pass e.g. {flag} "
+                               + ("1048576" if flag == "--abs-tol" else "0.1"))
+    if not 0 <= l2_ways <= MAX_L2_WAYS:
+        raise IomodelError(f"--l2-ways must be 0 (fully associative) or a number of ways up to {MAX_L2_WAYS}, "
+                           f"got {l2_ways}")
     # output paths first: a bad one fails before any work
     if plot_dir is not None:
         check_output_dir(plot_dir, "--plot-dir")

@@ -101,11 +101,14 @@ def validate(
     budget_s: Annotated[Optional[float], typer.Option("--budget-s", help="Wall-clock budget in seconds; batches "
                                                       "beyond it are recorded as not run (results are saved after "
                                                       "every batch).")] = None,
+    pin: Annotated[Optional[Path], typer.Option("--pin", help="An earlier ncu result JSON: run the bundled "
+                                                "kernel with the configs it recorded (same shape ids) instead of "
+                                                "autotuning, e.g. to repeat a measurement.")] = None,
 ) -> None:
     """Measure the bundled kernel (and, on request, the eager chain and SDPA backends) on a sweep.
 
     Without ncu, without counter permission or without a GPU the command says so in one
-    line and points to ``--interpreter``, which works on any machine.
+    line and points to --interpreter, which works on any machine.
     """
     from iomodel.measure import ncu as ncu_mod
 
@@ -130,14 +133,30 @@ def validate(
         sweep.metrics = tuple(m.strip() for m in metrics.split(",") if m.strip())
     command = shlex.join(["iomodel", "validate", *sys.argv[2:]]) if len(sys.argv) > 1 else "iomodel validate"
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    pinned = None
+    if pin is not None:
+        from iomodel.measure.records import Measurement
+
+        pinned = ncu_mod.pinned_configs(Measurement.load(pin))
+        missing = [s.id for s in sweep.shapes if s.impl == "tiled" and s.id not in pinned]
+        if missing:
+            raise IomodelError(f"--pin {pin} has no recorded config for {len(missing)} tiled shape(s) of the sweep "
+                               f"(first: {missing[0]}): pin a result of the same sweep")
     if dry_run:
         for n, batch in enumerate(ncu_mod._batches(sweep.shapes, sweep.batch_size)):
-            argv = ncu_mod.build_command(ncu or "ncu", [sys.executable, "-m", "iomodel.measure.ncu", "child",
-                                                       f"batch{n:02d}-shapes.json", f"batch{n:02d}-manifest.json"],
+            child = [sys.executable, "-m", "iomodel.measure.ncu", "child"]
+            argv = ncu_mod.build_command(ncu or "ncu", child + [f"batch{n:02d}-shapes.json", f"batch{n:02d}-manifest.json"],
                                          f"batch{n:02d}-ncu.csv", sweep.metrics, sweep.cache_control,
                                          sweep.clock_control)
             console.print(f"# batch {n}: {len(batch)} shapes ({', '.join(s.id for s in batch[:3])}...)", highlight=False)
             console.print(shlex.join(argv), highlight=False, soft_wrap=True)
+            if sweep.dram_pass:
+                argv2 = ncu_mod.build_command(ncu or "ncu", child + [f"batch{n:02d}-shapes-dram.json",
+                                                                     f"batch{n:02d}-manifest-dram.json"],
+                                              f"batch{n:02d}-ncu-dram.csv", list(ncu_mod.DRAM_PASS_METRICS),
+                                              sweep.cache_control, sweep.clock_control)
+                console.print(f"# batch {n}, DRAM-only pass (the configs of the run above pinned)", highlight=False)
+                console.print(shlex.join(argv2), highlight=False, soft_wrap=True)
         return
     echo = lambda s: console.print(s, highlight=False)  # noqa: E731
     from iomodel.paths import check_output_file
@@ -152,7 +171,7 @@ def validate(
         meas = run_interpreter(sweep, command, echo)
     else:
         meas = ncu_mod.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo, budget_s=budget_s,
-                               save_to=path)
+                               save_to=path, pin=pinned, pin_source=str(pin) if pin else "")
     meas.save(path)
     _print_summary(console, meas, path)
 

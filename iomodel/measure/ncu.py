@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -105,25 +105,33 @@ class SweepShape:
         impl: implementation name (see :data:`~iomodel.measure.records.IMPLS`).
         spec: the layer call.
         seed: torch seed for the random inputs.
+        config: the bundled kernel's configuration to run (``KernelConfig`` fields), pinned
+            instead of autotuned; None: the kernel chooses (autotuning on a GPU).
     """
 
     id: str
     impl: str
     spec: LayerSpec
     seed: int = 0
+    config: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the child process reads it)."""
         spec = self.spec.to_dict()
         spec.pop("pass", None)
-        return {"id": self.id, "impl": self.impl, "spec": spec, "seed": self.seed}
+        out = {"id": self.id, "impl": self.impl, "spec": spec, "seed": self.seed}
+        if self.config is not None:
+            out["config"] = dict(self.config)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SweepShape":
         """Inverse of :meth:`to_dict` (the LayerSpec validates itself)."""
         spec = dict(d["spec"])
         spec.pop("pass", None)
-        return cls(id=d["id"], impl=d["impl"], spec=LayerSpec(**spec), seed=int(d.get("seed", 0)))
+        cfg = d.get("config")
+        return cls(id=d["id"], impl=d["impl"], spec=LayerSpec(**spec), seed=int(d.get("seed", 0)),
+                   config=dict(cfg) if cfg else None)
 
 
 @dataclass
@@ -574,13 +582,34 @@ def assemble(shapes: Sequence[SweepShape], manifest: dict[str, dict[str, Any]], 
 DRAM_PASS_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 
 
+#: Config fields that must agree between the full-metric run and the DRAM-only run of a shape.
+CONFIG_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "path", "num_splits", "heads_per_program",
+               "warp_specialize", "tile_order")
+
+
+def _config_core(cfg: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: cfg[k] for k in CONFIG_KEYS if cfg and k in cfg}
+
+
+def pinned_configs(meas: Measurement) -> dict[str, dict[str, Any]]:
+    """Shape id -> the bundled kernel's config that ran, for every tiled shape of a record.
+
+    Feed it to :func:`profile` (``pin``) to run the same tiles again: the DRAM-only pass of a
+    sweep and repeat measurements must profile the configuration the prediction is made for,
+    not a fresh autotuning result.
+    """
+    return {s.id: _config_core(s.config) for s in meas.shapes
+            if s.impl == "tiled" and s.error is None and _config_core(s.config).get("path")}
+
+
 def merge_dram_pass(results: Sequence[ShapeMeasurement], dram: Sequence[ShapeMeasurement]) -> None:
     """Take each kernel's DRAM bytes from the single-pass run, keeping the multi-pass values.
 
     Kernels are matched by shape id and launch order within the shape (the child launches the
-    same sequence in both runs). The multi-pass values move to ``<metric>@multipass``; a shape
-    whose kernel count differs between the runs keeps its multi-pass values and gets a note
-    in its config (``dram_pass``).
+    same sequence in both runs, the DRAM-only run with the first run's configs pinned). The
+    multi-pass values move to ``<metric>@multipass``. A shape whose DRAM-only run differs
+    (kernel count, kernel names, grid or block, or the bundled kernel's config) keeps its
+    multi-pass values and gets a note saying what differed in its config (``dram_pass``).
 
     Args:
         results: the batch's measurements from the full-metric run (changed in place).
@@ -591,8 +620,17 @@ def merge_dram_pass(results: Sequence[ShapeMeasurement], dram: Sequence[ShapeMea
         d = by_id.get(r.id)
         if r.error is not None:
             continue
-        if d is None or d.error is not None or len(d.kernels) != len(r.kernels):
-            r.config = {**(r.config or {}), "dram_pass": "not applied: the DRAM-only run did not match"}
+        why = None
+        if d is None or d.error is not None:
+            why = "the DRAM-only run did not profile it"
+        elif len(d.kernels) != len(r.kernels):
+            why = f"{len(d.kernels)} kernels in the DRAM-only run, {len(r.kernels)} in the full one"
+        elif any((a.name, a.grid, a.block) != (b.name, b.grid, b.block) for a, b in zip(r.kernels, d.kernels)):
+            why = "different kernels, grids or blocks in the DRAM-only run"
+        elif r.impl == "tiled" and _config_core(r.config) != _config_core(d.config):
+            why = f"config {_config_core(d.config)} in the DRAM-only run, {_config_core(r.config)} in the full one"
+        if why:
+            r.config = {**(r.config or {}), "dram_pass": f"not applied: {why}"}
             continue
         for k, kd in zip(r.kernels, d.kernels):
             for m in DRAM_PASS_METRICS:
@@ -600,7 +638,8 @@ def merge_dram_pass(results: Sequence[ShapeMeasurement], dram: Sequence[ShapeMea
                     k.metrics[f"{m}@multipass"] = k.metrics[m]
                     k.metrics[m] = kd.metrics[m]
                     k.units[f"{m}@multipass"] = k.units.get(m, "byte")
-        r.config = {**(r.config or {}), "dram_pass": "DRAM bytes from a single-pass ncu run (DRAM metrics only)"}
+        r.config = {**(r.config or {}), "dram_pass": "DRAM bytes from a single-pass ncu run (DRAM metrics only, "
+                                                     "same config and launch geometry)"}
 
 
 def _run_group(argv: list[str], timeout: float | None) -> int:
@@ -634,6 +673,8 @@ def profile(
     runner: Callable[[list[str], float | None], int] | None = None,
     budget_s: float | None = None,
     save_to: str | Path | None = None,
+    pin: dict[str, dict[str, Any]] | None = None,
+    pin_source: str = "",
 ) -> Measurement:
     """Profile every shape of a sweep under Nsight Compute, one ncu process per batch.
 
@@ -651,6 +692,10 @@ def profile(
             recorded as not run. None: no budget.
         save_to: write the measurement so far to this JSON after every batch, so a killed
             run leaves its finished batches behind.
+        pin: shape id -> bundled-kernel config to run instead of autotuning
+            (:func:`pinned_configs` of an earlier record); tiled shapes not in it autotune.
+            With ``dram_pass`` the DRAM-only run always pins the full run's configs.
+        pin_source: where ``pin`` came from (recorded in the settings).
 
     Returns:
         the :class:`~iomodel.measure.records.Measurement` (kind ``ncu``).
@@ -698,6 +743,7 @@ def profile(
                 "batch_size": sweep.batch_size,
                 "ncu_commands": commands,
                 "l2_model": sweep.l2_model,
+                "pinned_configs": pin_source or None,
                 "wall_s": round(time.time() - t_start, 1),
             },
             shapes=list(results),
@@ -712,6 +758,8 @@ def profile(
         shapes_file = work / f"batch{n:02d}-shapes.json"
         manifest_file = work / f"batch{n:02d}-manifest.json"
         log_file = work / f"batch{n:02d}-ncu.csv"
+        if pin:
+            batch = [replace(s, config=pin[s.id]) if s.impl == "tiled" and s.id in pin else s for s in batch]
         shapes_file.write_text(json.dumps([s.to_dict() for s in batch]))
         child = [python, "-m", "iomodel.measure.ncu", "child", str(shapes_file), str(manifest_file)]
         t0 = time.time()
@@ -743,7 +791,13 @@ def profile(
         batch_results = assemble(batch, manifest, rows)
         if sweep.dram_pass and rc != 124:
             dram_log = work / f"batch{n:02d}-ncu-dram.csv"
-            argv2 = build_command(ncu_path, child, dram_log, list(DRAM_PASS_METRICS), sweep.cache_control,
+            dram_shapes = work / f"batch{n:02d}-shapes-dram.json"
+            dram_manifest = work / f"batch{n:02d}-manifest-dram.json"
+            ran = pinned_configs(Measurement(kind="ncu", created="", command="", shapes=batch_results))
+            dram_batch = [replace(s, config=ran[s.id]) if s.id in ran else s for s in batch]
+            dram_shapes.write_text(json.dumps([s.to_dict() for s in dram_batch]))
+            child2 = [python, "-m", "iomodel.measure.ncu", "child", str(dram_shapes), str(dram_manifest)]
+            argv2 = build_command(ncu_path, child2, dram_log, list(DRAM_PASS_METRICS), sweep.cache_control,
                                   sweep.clock_control)
             left = None if budget_s is None else max(1.0, budget_s - (time.time() - t_start))
             rc2 = run(argv2, left)
@@ -752,7 +806,8 @@ def profile(
                 dram_rows = parse_csv(dram_log.read_text() if dram_log.is_file() else "", list(DRAM_PASS_METRICS))
             except IomodelError:
                 dram_rows = []
-            merge_dram_pass(batch_results, assemble(batch, manifest, dram_rows) if rc2 != 124 else [])
+            manifest2 = json.loads(dram_manifest.read_text()) if dram_manifest.is_file() else {}
+            merge_dram_pass(batch_results, assemble(dram_batch, manifest2, dram_rows) if rc2 != 124 else [])
         if rc == 124:
             for r in batch_results:
                 if r.error == "the profiled process never reached this shape":
@@ -774,16 +829,28 @@ def profile(
 # ----------------------------------------------------------------------------------
 
 
-def _impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
-    """The zero-argument call of one implementation, and a function giving its config."""
+def _impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
+               pinned: dict[str, Any] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+    """The zero-argument call of one implementation, and a function giving its config.
+
+    ``pinned`` (tiled only): ``KernelConfig`` fields to run instead of autotuning."""
     import torch
 
     state: dict[str, Any] = {}
     if impl == "tiled":
         from kernels.flash_attention import flash_attention
+        from kernels.heuristics import KernelConfig
+
+        kc = None
+        if pinned:
+            try:
+                kc = KernelConfig(**{k_: pinned[k_] for k_ in CONFIG_KEYS if k_ in pinned})
+            except TypeError as exc:
+                raise IomodelError(f"pinned config {pinned} is not a KernelConfig ({exc}): pin a recorded config") from exc
 
         def call():
-            o, lse, cfg = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, return_config=True)
+            o, lse, cfg = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, return_config=True,
+                                          config=kc)
             state["cfg"] = cfg
             return o
 
@@ -859,7 +926,7 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
             q = torch.randn(sp.batch, sp.heads, sp.seqlen_q, sp.head_dim, device=dev, dtype=dt)  # (B, H, N_q, d)
             k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
             v = torch.randn_like(k)  # (B, H_kv, N_k, d)
-            call, config = _impl_call(s.impl, sp, q, k, v)
+            call, config = _impl_call(s.impl, sp, q, k, v, s.config)
             call()  # warm-up: compilation and autotuning, outside the profiled region
             if gpu:
                 torch.cuda.synchronize()
@@ -910,7 +977,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry points that need neither typer nor sympy (for the GPU machine).
 
     ``python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME ...]
-    [--budget-s SECONDS] [--ncu PATH]`` profiles a sweep (as ``iomodel validate``), saving
+    [--budget-s SECONDS] [--ncu PATH] [--pin RESULT.json]`` profiles a sweep (as ``iomodel validate``), saving
     after every batch, and prints a short table;
     ``python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json`` is the profiled process.
     """
@@ -921,6 +988,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep_file, out_file, rest = args[1], args[2], args[3:]
         impls: list[str] = []
         budget: float | None = None
+        pin_file: str | None = None
         try:
             sweep = load_sweep(sweep_file)
             while rest:
@@ -933,13 +1001,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     os.environ["NCU"] = rest.pop(0)
                 elif flag == "--budget-s" and rest:
                     budget = float(rest.pop(0))
+                elif flag == "--pin" and rest:
+                    pin_file = rest.pop(0)
                 else:
-                    raise IomodelError(f"unknown option {flag!r}: use --batch-size N, --impl NAME, --ncu PATH, --budget-s S")
+                    raise IomodelError(f"unknown option {flag!r}: use --batch-size N, --impl NAME, --ncu PATH, "
+                                       "--budget-s S, --pin RESULT.json")
             if impls:
                 sweep.shapes = [s for s in sweep.shapes if s.impl in impls]
             command = shlex.join([Path(sys.executable).name, "-m", "iomodel.measure.ncu", *args])
+            pin = pinned_configs(Measurement.load(pin_file)) if pin_file else None
             meas = profile(sweep, command=command, echo=lambda line: print(line, flush=True),
-                           budget_s=budget, save_to=out_file)
+                           budget_s=budget, save_to=out_file, pin=pin, pin_source=pin_file or "")
         except IomodelError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -947,7 +1019,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {out_file}")
         return 0
     print("usage: python -m iomodel.measure.ncu profile SWEEP.toml OUT.json [--batch-size N] [--impl NAME] "
-          "[--budget-s S] [--ncu PATH]\n"
+          "[--budget-s S] [--ncu PATH] [--pin RESULT.json]\n"
           "       python -m iomodel.measure.ncu child SHAPES.json MANIFEST.json", file=sys.stderr)
     return 2
 

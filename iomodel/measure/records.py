@@ -303,6 +303,8 @@ class Measurement:
             IomodelError: the file is missing, not JSON, or not a measurement record.
         """
         path = Path(path)
+        if path.is_dir():
+            raise IomodelError(f"measurement file {str(path)!r} is a directory: pass the JSON written by iomodel validate")
         if not path.is_file():
             raise IomodelError(f"measurement file {str(path)!r} does not exist: pass the JSON written by iomodel validate")
         try:

@@ -58,10 +58,12 @@ during the kernel with ``P(evicted)`` at the kernel's end. A → ∞ is the full
 LRU of rounds 1-3 (``ways=None``). A = 24 (:data:`DEFAULT_L2_WAYS`) is *fitted*, not a
 datasheet figure (NVIDIA does not publish the H100/H200 L2 associativity): on the 124
 single-pass kernel measurements of receipts/ncu-h200-calib-dram-*, ncu-h200-holdout2-dp-* and
-ncu-h200-holdout3-*, the DRAM writes outside ±10 % or 1 MiB were 13 for A = ∞, 4 for 8, 3 for
-16, 4 for 24, 32 and 64, 5 for 48; outside ±10 % alone 57, 61, 58, 50, 50, 53 and 53; reads
-stay within on 125 of 126 for 16 to 48. The fully associative LRU wrote nothing back where a
-9216-token MQA layer wrote 3.1 of 18.3 MiB. Round 2's ``dirty_survival`` (dirty lines surviving
+ncu-h200-holdout3-* (126 tiled shapes less the two decode shapes whose DRAM writes exceed all
+their L2 writes, i.e. profiler residue), the DRAM writes outside ±10 % or 1 MiB were 13 for
+A = ∞, 4 for 8, 3 for 16, 4 for 24, 32 and 64, 5 for 48; outside ±10 % alone 57, 61, 58, 50,
+50, 53 and 53. 16 and 24 tie within one shape on the first count; 24 was taken for the
+second (50 against 58). Reads stay within on 125 of 126 for 16 to 48. The fully associative
+LRU wrote nothing back where a 9216-token MQA layer wrote 3.1 of 18.3 MiB. Round 2's ``dirty_survival`` (dirty lines surviving
 exp(−X/C)) was fitted to Nsight Compute's kernel-replay residue and is gone: the replay
 restore leaves dirty lines that the measured pass writes back (a decode kernel wrote 2.3 MiB
 with 20 metrics, 0.05 MiB with 3: receipts/raw/replay-probe-*), so DRAM bytes now come from
@@ -93,6 +95,9 @@ DEFAULT_L2_FRACTION = 0.5
 #: Effective L2 associativity of the set-associative replacement (fitted, see module doc;
 #: None in :class:`L2Params` is the fully associative LRU).
 DEFAULT_L2_WAYS = 24
+#: Largest associativity accepted: the estimate's step from 0 to 1 spans about C/sqrt(A) bytes
+#: around D = C, 1.6 % of C at 4096 ways; for the fully associative limit pass None.
+MAX_L2_WAYS = 4096
 #: Interleaved slices a streaming kernel of the eager chain is split into.
 STREAM_SLICES = 64
 #: Upper bound on programs one Hopper SM runs at once (CUDA C Programming Guide, compute
@@ -145,8 +150,9 @@ class L2Params:
             raise IomodelError(f"l2_fraction must be in (0, 1], got {self.l2_fraction}: pass e.g. 0.5")
         if self.programs_per_sm < 1 or self.num_sms < 1 or self.l2_bytes < 1:
             raise IomodelError("l2_bytes, num_sms and programs_per_sm must be positive: check the hardware and occupancy")
-        if self.ways is not None and (not isinstance(self.ways, int) or self.ways < 1):
-            raise IomodelError(f"L2 ways must be a positive integer or None (fully associative), got {self.ways!r}")
+        if self.ways is not None and (not isinstance(self.ways, int) or not 1 <= self.ways <= MAX_L2_WAYS):
+            raise IomodelError(f"L2 ways must be an integer from 1 to {MAX_L2_WAYS} or None (fully associative), "
+                               f"got {self.ways!r}")
 
     @property
     def capacity(self) -> int:
@@ -286,13 +292,18 @@ def evict_probability(distance: float, capacity: float, ways: int | None) -> flo
     if ways is None:
         return 1.0 if distance > capacity else 0.0
     lam = ways * distance / capacity
-    if lam > 700.0:  # exp(-lam) underflows; the tail is 1 to double precision
+    # far tails (beyond 12 standard deviations): 0 or 1 to double precision
+    if lam >= ways + 12.0 * math.sqrt(lam) + 12.0:
         return 1.0
-    term = math.exp(-lam)
-    below = term
+    if lam <= ways - 12.0 * math.sqrt(ways) - 12.0:
+        return 0.0
+    # P(N < A) = sum_{k < A} e^-lam lam^k / k!, summed in log space (lam may exceed 700)
+    log_lam = math.log(lam)
+    logs = [-lam]
     for k in range(1, ways):
-        term *= lam / k
-        below += term
+        logs.append(logs[-1] + log_lam - math.log(k))
+    top = max(logs)
+    below = math.exp(top) * sum(math.exp(x - top) for x in logs)
     return min(1.0, max(0.0, 1.0 - below))
 
 
@@ -1093,6 +1104,7 @@ __all__ = [
     "Cause",
     "DEFAULT_L2_FRACTION",
     "DEFAULT_L2_WAYS",
+    "MAX_L2_WAYS",
     "KernelL2",
     "L2Params",
     "L2Prediction",
