@@ -188,6 +188,9 @@ class FakeNcu:
             return 1
         shapes = json.loads(Path(shapes_file).read_text())
         manifest, rows = {}, []
+        # the child's sacrificial first kernel (run_child on a GPU): it absorbs stale dirty lines
+        rows.append((ncu.FLUSH_TAG, "reduce_kernel", {"dram__bytes_read.sum": "536870912",
+                                                       "dram__bytes_write.sum": "2400000"}))
         for s in shapes:
             tuned = {"block_m": 64 * len(self.calls), "block_n": 32, "num_warps": 4, "num_stages": 2,
                      "path": "prefill", "num_splits": 1, "heads_per_program": 1}
@@ -252,6 +255,11 @@ def test_dram_pass_pins_the_configs_of_the_full_run(tmp_path):
     assert [d["config"]["block_m"] for d in dram_shapes] == [64, 64, 64]  # the first call's "autotuned" tiles
     assert all("same config" in s.config["dram_pass"] for s in meas.shapes)
     assert meas.shapes[0].kernels[0].metrics["dram__bytes_write.sum@multipass"] == 777.0
+    # the sacrificial kernel of each child is recorded apart and belongs to no shape
+    assert meas.settings["flush_kernels"] == [
+        {"batch": 0, "run": "full", "kernel": "reduce_kernel", "dram_write_bytes": 2400000.0},
+        {"batch": 0, "run": "dram", "kernel": "reduce_kernel", "dram_write_bytes": 2400000.0}]
+    assert all(k.name == "_attn_fwd" for s in meas.shapes for k in s.kernels)
 
 
 def test_dram_pass_not_applied_when_the_second_run_ran_other_tiles(tmp_path):
