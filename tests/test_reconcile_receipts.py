@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 
 from iomodel.measure.records import Measurement
-from iomodel.reconcile import reconcile
+from iomodel.reconcile import foreign_write_notes, reconcile
 
 RECEIPTS_DIR = Path(__file__).resolve().parent.parent / "receipts"
-HOLDOUT = [p for p in sorted(RECEIPTS_DIR.glob("ncu-h200-holdout4-*.json")) if "repeat" not in p.name]
+#: The acceptance receipt: hold-out 4 measured with the final pipeline (DRAM-only pass on the
+#: full run's configs, sacrificial first kernel per ncu process).
+HOLDOUT = [p for p in [RECEIPTS_DIR / "ncu-h200-holdout4-flush-2026-11-29.json"] if p.is_file()]
 HOLDOUT2_DP = RECEIPTS_DIR / "ncu-h200-holdout2-dp-2026-11-29.json"
 CALIBRATION = RECEIPTS_DIR / "ncu-h200-2026-11-29.json"
 HOLDOUT1 = RECEIPTS_DIR / "ncu-h200-holdout-2026-11-29.json"
@@ -107,7 +109,7 @@ def holdout(request):
     return reconcile(Measurement.load(request.param))
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-flush-*.json committed yet")
 def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
     """Acceptance on the fourth hold-out: DRAM reads within ±10 % and the L2 level
     (SM-side crossbar bytes) within ±15 % on at least 90 % of the bundled kernel's shapes."""
@@ -131,12 +133,26 @@ def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
                                                "bHr": (2, 2), "bHw": (2, 2)}),
         # the calibration shapes of h200 + h200-holdout re-measured in one pass (DRAM metrics only)
         ("ncu-h200-calib-dram-2026-11-29.json", {"tHr": (64, 65), "tHw": (63, 65), "bHr": (19, 19), "bHw": (16, 19)}),
-        # the fourth hold-out (acceptance evidence of session 2)
+        # the fourth hold-out, first run (DRAM-only pass could autotune other tiles; first-kernel residue)
         ("ncu-h200-holdout4-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "tLr": (31, 31), "tLw": (31, 31),
                                                "bHr": (2, 2), "bHw": (2, 2)}),
-        # its shapes profiled twice more, DRAM metrics only (repeatability)
+        # its shapes twice more, DRAM metrics only, each run autotuning afresh
         ("ncu-h200-holdout4-repeat-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (30, 31), "bHr": (2, 2), "bHw": (2, 2)}),
         ("ncu-h200-holdout4-repeat-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        # second run: the DRAM-only pass pinned to the full run's configs (first-kernel residue left)
+        ("ncu-h200-holdout4-pinned-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "tLr": (31, 31),
+                                                      "tLw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-repeat-pinned-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (30, 31), "bHr": (2, 2),
+                                                               "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-repeat-pinned-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (30, 31), "bHr": (2, 2),
+                                                               "bHw": (2, 2)}),
+        # third run, the acceptance evidence: pinned DRAM pass and a sacrificial first kernel per process
+        ("ncu-h200-holdout4-flush-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "tLr": (31, 31),
+                                                     "tLw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-flush-repeat-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "bHr": (2, 2),
+                                                              "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-flush-repeat-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "bHr": (2, 2),
+                                                              "bHw": (2, 2)}),
     ],
 )
 def test_later_receipts_pin_the_counts_the_model_reaches(name, counts):
@@ -163,26 +179,35 @@ def test_single_pass_dram_bytes_remove_the_replay_residue():
         assert abs(ra - rb) <= 0.02 * ra
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-flush-*.json committed yet")
 def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
-    """DRAM writes within ±10 % or 1 MiB on at least 90 % of the shapes (28/31 on the receipt of
-    2026-11-29), and every write outside ±10 % alone is either one of those outside the floor
-    too (each explained) or an immaterial write-back: under 0.5 % of the shape's DRAM bytes."""
+    """DRAM writes within ±10 % or 1 MiB on at least 90 % of the shapes (31/31 on the receipt of
+    2026-11-29, 20/31 on ±10 % alone), and every write within only by the floor is either an
+    immaterial write-back (under 0.5 % of the shape's DRAM bytes) or a miss under 15 % on a shape
+    whose own three measurements (this run and the two pinned repeats) spread by 10 % or more."""
     within, shapes = _fractions(holdout)[("tiled", "HBM", "write")]
     assert within >= 0.9 * shapes, (within, shapes)
-    tiled = [r for r in holdout.rows if r.impl == "tiled" and r.error is None]
-    for r in tiled:
-        if holdout.within_relative(r, "HBM", "write") or not holdout.within(r, "HBM", "write"):
+    runs = [{s.id: s for s in Measurement.load(RECEIPTS_DIR / f"ncu-h200-holdout4-flush{x}-2026-11-29.json").shapes}
+            for x in ("", "-repeat-a", "-repeat-b")]
+    noisy = 0
+    for r in holdout.rows:
+        if r.impl != "tiled" or holdout.within_relative(r, "HBM", "write") or not holdout.within(r, "HBM", "write"):
             continue
         h = r.level("HBM")
-        assert h.measured_write < 0.005 * (h.measured_read + h.measured_write), r.id
+        if h.measured_write < 0.005 * (h.measured_read + h.measured_write):
+            continue
+        w = [run[r.id].quantity("dram_write_bytes") for run in runs]
+        assert abs(h.predicted_write - h.measured_write) < 0.15 * h.measured_write, r.id
+        assert (max(w) - min(w)) >= 0.10 * min(w), (r.id, w)
+        noisy += 1
+    assert noisy == 3
     outside = [(r, bad) for r, bad in holdout.outside() if r.impl == "tiled"]
     assert len(outside) == shapes - within
     for r, bad in outside:  # every HBM gap carries the fully associative LRU's prediction beside it
         assert any(n.startswith("replacement-policy band") for n in r.notes), r.id
 
 
-@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-*.json committed yet")
+@pytest.mark.skipif(not HOLDOUT, reason="no receipts/ncu-h200-holdout4-flush-*.json committed yet")
 def test_holdout_eager_chain_within_tolerance_up_to_8k(holdout):
     rows = [r for r in holdout.rows if r.impl == "baseline" and r.spec.seqlen_k <= 8192 and r.error is None]
     assert rows, "the hold-out sweep has eager-chain shapes"
@@ -190,26 +215,45 @@ def test_holdout_eager_chain_within_tolerance_up_to_8k(holdout):
     assert not bad, bad
 
 
-def test_holdout4_repeats_bound_the_measurement_noise_and_clear_the_decode_residue():
-    """Hold-out 4's shapes profiled three times (the acceptance run and two DRAM-only repeats):
-    reads repeat within 2 %; writes of 1 MiB or more within 10 % (the write tolerance is about
-    the measurement's own spread near the L2 capacity edge); and the decode kernel whose DRAM
-    writes exceeded all its L2 writes in the acceptance run (2.8 MiB) writes 0.8 and 1.0 MiB in
-    the repeats, within 1 MiB of the model's 0.78 MiB: that excess was residue, not the kernel."""
-    runs = [{s.id: s for s in Measurement.load(RECEIPTS_DIR / f"ncu-h200-holdout4{x}-2026-11-29.json").shapes}
+def test_first_kernel_residue_and_its_cure():
+    """Before session 2's sacrificial kernel, every single-pass kernel with more DRAM writes than
+    L2 writes (the foreign-write residue) was the first shape of its ncu process (batch position
+    0); with it, no shape of the three hold-out 4 runs has any, and the sacrificial 512 MiB read,
+    a kernel that writes nothing, wrote 2.1-2.6 MiB back in every process."""
+    for name in ("holdout2-dp", "holdout3", "holdout4", "holdout4-pinned"):
+        m = Measurement.load(RECEIPTS_DIR / f"ncu-h200-{name}-2026-11-29.json")
+        bs = m.settings["batch_size"]
+        flagged = [i for i, s in enumerate(m.shapes) if s.error is None and foreign_write_notes(s)]
+        assert flagged and all(i % bs == 0 for i in flagged), (name, flagged)
+    for x in ("", "-repeat-a", "-repeat-b"):
+        m = Measurement.load(RECEIPTS_DIR / f"ncu-h200-holdout4-flush{x}-2026-11-29.json")
+        assert not [s.id for s in m.shapes if s.error is None and foreign_write_notes(s)]
+        fl = m.settings["flush_kernels"]
+        assert fl and all(2.0 * 2**20 < f["dram_write_bytes"] < 2.7 * 2**20 for f in fl), fl
+
+
+def test_holdout4_repeats_on_the_same_configs_bound_the_measurement_noise():
+    """Hold-out 4's shapes profiled three times on the same configs (the acceptance run and two
+    DRAM-only repeats pinned to it): reads repeat within 1 %; of the 18 writes of 1 MiB or more
+    the median spread is about 1 %, but three near the L2 capacity edge spread by 10-30 %
+    (b8-h8 1k wrote 6.48, 5.38 and 5.02 MiB): there the ±10 % write tolerance is tighter than
+    the measurement's own repeatability."""
+    runs = [Measurement.load(RECEIPTS_DIR / f"ncu-h200-holdout4-flush{x}-2026-11-29.json")
             for x in ("", "-repeat-a", "-repeat-b")]
-    spreads = []
-    for i in runs[0]:
-        r = [x[i].quantity("dram_read_bytes") for x in runs]
-        assert max(r) - min(r) <= 0.02 * min(r), i
-        w = [x[i].quantity("dram_write_bytes") for x in runs]
+    by_id = [{s.id: s for s in m.shapes} for m in runs]
+    spreads = {}
+    for i, s in by_id[0].items():
+        assert all(b[i].config.get(k) == s.config.get(k) for b in by_id[1:]
+                   for k in ("block_m", "block_n", "num_warps", "num_stages", "tile_order", "num_splits")), i
+        r = [b[i].quantity("dram_read_bytes") for b in by_id]
+        assert max(r) - min(r) <= 0.01 * min(r), i
+        w = [b[i].quantity("dram_write_bytes") for b in by_id]
         if min(w) >= 2**20:
-            spreads.append((max(w) - min(w)) / min(w))
-    assert len(spreads) >= 15 and 0.05 < max(spreads) < 0.10
-    dec = "b32-h32-kv8-d128-fp16-q1-k8192-nc-tiled"
-    rows = [next(r for r in reconcile(Measurement.load(RECEIPTS_DIR / f"ncu-h200-holdout4{x}-2026-11-29.json")).rows
-                 if r.id == dec) for x in ("", "-repeat-a", "-repeat-b")]
-    assert any("more to DRAM than all sectors" in n for n in rows[0].notes)
-    for r in rows[1:]:
-        h = r.level("HBM")
-        assert h.measured_write < 1.1 * 2**20 and abs(h.predicted_write - h.measured_write) <= 2**20
+            spreads[i] = (max(w) - min(w)) / min(w)
+    assert len(spreads) == 18
+    assert sorted(spreads.values())[9] < 0.02
+    assert sorted(i for i, v in spreads.items() if v >= 0.10) == [
+        "b1-h16-kv16-d128-bf16-q3328-k3328-nc-tiled", "b1-h48-kv8-d128-bf16-q2200-k2200-nc-tiled",
+        "b8-h8-kv8-d128-fp16-q1024-k1024-nc-tiled"]
+    assert 0.25 < max(spreads.values()) < 0.35
+    assert runs[1].settings["pinned_configs"].endswith("ncu-h200-holdout4-flush-2026-11-29.json")
