@@ -107,8 +107,7 @@ def validate(
 ) -> None:
     """Measure the bundled kernel (and, on request, the eager chain and SDPA backends) on a sweep.
 
-    Without ncu, without counter permission or without a GPU the command says so in one
-    line and points to --interpreter, which works on any machine.
+    Without ncu, without counter permission or without a GPU the command says so in one line and points to --interpreter, which works on any machine.
     """
     from iomodel.measure import ncu as ncu_mod
 

@@ -318,6 +318,10 @@ class _SetAssoc:
     fraction of their bytes still dirty. Stack distances come from a Fenwick tree over access
     times holding each item's weighted bytes at its last use. Same interface as :class:`_LRU`;
     reads return expected (float) misses.
+
+    Approximations: an item has one recency, so a touch of part of it (a later wave needing
+    fewer key rows of a K/V chunk) refreshes all of its bytes; the ``whole`` flag of
+    :class:`Access` has no effect here (every byte of an item shares one eviction probability).
     """
 
     def __init__(self, capacity: int, write_share: float, ways: int) -> None:
