@@ -250,6 +250,30 @@ class Reconciliation:
                 res.append((r, bad or ["not reconciled"]))
         return res
 
+    def floor_only(self) -> list[tuple[ShapeReconciliation, str, str]]:
+        """Comparisons within tolerance only by the absolute floor, each with one sentence.
+
+        Returns:
+            (shape, ``"<level> <read|write>"``, sentence) for every level and direction that is
+            outside the relative tolerance but within ``abs_tol``; the sentence gives predicted
+            and measured bytes, the relative miss and the gap's share of all bytes the shape moved
+            at that level (read + write, measured).
+        """
+        out = []
+        for r in self.rows:
+            for lv in r.levels:
+                for w in ("read", "write"):
+                    if self.within(r, lv.level, w) and self.within_relative(r, lv.level, w) is False:
+                        p = lv.predicted_read if w == "read" else lv.predicted_write
+                        m = lv.measured_read if w == "read" else lv.measured_write
+                        total = (lv.measured_read or 0) + (lv.measured_write or 0)
+                        rel = f" ({(p - m) / m:+.0%})" if m else ""
+                        share = abs(p - m) / total if total else 0.0
+                        out.append((r, f"{lv.level} {w}",
+                                    f"predicted {fmt_bytes(p)}, measured {fmt_bytes(m)}{rel}; the gap is "
+                                    f"{share:.2%} of the {fmt_bytes(total)} the shape moved at {lv.level}"))
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form: settings, summary and every shape."""
         return {
@@ -261,6 +285,7 @@ class Reconciliation:
             "tolerances": self.tolerances,
             "abs_tol_bytes": self.abs_tol,
             "summary": self.summary(),
+            "floor_only": [{"id": r.id, "level": what, "detail": why} for r, what, why in self.floor_only()],
             "shapes": [r.to_dict() for r in self.rows],
         }
 
@@ -657,6 +682,11 @@ def markdown(rec: Reconciliation) -> str:
     lines += ["", f"## Outside tolerance ({len(outside)})", ""]
     for r, bad in outside:
         lines.append(f"- `{r.id}` ({', '.join(bad)}): {r.explanation()}" + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
+    floor = rec.floor_only()
+    lines += ["", f"## Within only by the absolute floor of {fmt_bytes(rec.abs_tol)} ({len(floor)})", "",
+              "Outside the relative tolerance, inside the absolute one:", ""]
+    for r, what, why in floor:
+        lines.append(f"- `{r.id}` ({what}): {why}")
     return "\n".join(lines) + "\n"
 
 

@@ -314,6 +314,10 @@ def test_assemble_falls_back_to_launch_order_only_when_counts_add_up():
     assert got[0].config["assigned"].startswith("by launch order")
     got = ncu.assemble(sw.shapes, json.loads(json.dumps(manifest)), rows[:2])  # counts do not add up
     assert all(m.error == "no profiled kernel carries this shape's NVTX tag" for m in got)
+    # the child's sacrificial first kernel, untagged too, is the one extra first row: dropped
+    flush = [ncu.CsvKernel(None, KernelRecord("reduce_kernel"), -1)]
+    got = ncu.assemble(sw.shapes, json.loads(json.dumps(manifest)), flush + rows)
+    assert [[k.name for k in m.kernels] for m in got] == [["_attn_fwd"], ["_attn_decode", "_attn_decode_combine"]]
 
 
 def test_profile_time_budget_keeps_finished_batches(tmp_path):

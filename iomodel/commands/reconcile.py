@@ -101,6 +101,11 @@ def reconcile(
         for r, bad in outside:
             console.print(escape(f"  {r.id} ({', '.join(bad)}): {r.explanation()}"
                                  + (f" [{'; '.join(r.notes)}]" if r.notes else "")), highlight=False)
+    floor = rec.floor_only()
+    if floor:
+        console.print(f"[bold]Within only by the absolute floor of {rc.fmt_bytes(rec.abs_tol)} ({len(floor)}):[/]")
+        for r, what, why in floor:
+            console.print(escape(f"  {r.id} ({what}): {why}"), highlight=False)
     if scan_l2_fraction:
         scan = rc.scan_l2_fraction(meas, (0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0), **common)
         st = Table(title="HBM within tolerance versus the effective L2 fraction")

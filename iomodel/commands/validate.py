@@ -137,10 +137,7 @@ def validate(
         from iomodel.measure.records import Measurement
 
         pinned = ncu_mod.pinned_configs(Measurement.load(pin))
-        missing = [s.id for s in sweep.shapes if s.impl == "tiled" and s.id not in pinned]
-        if missing:
-            raise IomodelError(f"--pin {pin} has no recorded config for {len(missing)} tiled shape(s) of the sweep "
-                               f"(first: {missing[0]}): pin a result of the same sweep")
+        ncu_mod.check_pin(sweep, pinned, str(pin))
     if dry_run:
         for n, batch in enumerate(ncu_mod._batches(sweep.shapes, sweep.batch_size)):
             child = [sys.executable, "-m", "iomodel.measure.ncu", "child"]

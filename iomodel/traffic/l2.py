@@ -62,8 +62,11 @@ ncu-h200-holdout3-* (126 tiled shapes less the two decode shapes whose DRAM writ
 their L2 writes, i.e. profiler residue), the DRAM writes outside ±10 % or 1 MiB were 13 for
 A = ∞, 4 for 8, 3 for 16, 4 for 24, 32 and 64, 5 for 48; outside ±10 % alone 57, 61, 58, 50,
 50, 53 and 53. 16 and 24 tie within one shape on the first count; 24 was taken for the
-second (50 against 58). Reads stay within on 125 of 126 for 16 to 48. The fully associative
-LRU wrote nothing back where a 9216-token MQA layer wrote 3.1 of 18.3 MiB. Round 2's ``dirty_survival`` (dirty lines surviving
+second (50 against 58). Reads stay within on 125 of 126 for 16 to 48. Found after the fit: the first
+shape of every ncu process carried 1.5-3.3 MiB of write-back that was not its own (the
+sacrificial first kernel of :func:`iomodel.measure.ncu.run_child` now absorbs it); without
+those 10 shapes the counts are 10 outside ±10 % or 1 MiB for A = ∞, 3 for 8, 1 for 16, 24, 32
+and 64, 2 for 48 (outside ±10 % alone 52, 55, 52, 45, 45, 48, 48), so 24 stands. Round 2's ``dirty_survival`` (dirty lines surviving
 exp(−X/C)) was fitted to Nsight Compute's kernel-replay residue and is gone: the replay
 restore leaves dirty lines that the measured pass writes back (a decode kernel wrote 2.3 MiB
 with 20 metrics, 0.05 MiB with 3: receipts/raw/replay-probe-*), so DRAM bytes now come from
