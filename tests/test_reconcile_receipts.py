@@ -201,6 +201,16 @@ def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
         assert (max(w) - min(w)) >= 0.10 * min(w), (r.id, w)
         noisy += 1
     assert noisy == 3
+    # the tool lists those comparisons itself, with their numbers (report and JSON)
+    floor = holdout.floor_only()
+    assert len(floor) == 11
+    assert all(what == "HBM write" and "the gap is" in why for _, what, why in floor)
+    from iomodel.reconcile import markdown
+
+    md = markdown(holdout)
+    assert "## Within only by the absolute floor of 1.0 MiB (11)" in md
+    assert "`b2-h28-kv4-d128-fp16-q8-k20000-br-tiled` (HBM write): predicted 1.2 MiB, measured 246.0 KiB (+397%)" in md
+    assert len(holdout.to_dict()["floor_only"]) == 11
     outside = [(r, bad) for r, bad in holdout.outside() if r.impl == "tiled"]
     assert len(outside) == shapes - within
     for r, bad in outside:  # every HBM gap carries the fully associative LRU's prediction beside it
