@@ -140,17 +140,16 @@ def validate(
         ncu_mod.check_pin(sweep, pinned, str(pin))
     if dry_run:
         for n, batch in enumerate(ncu_mod._batches(sweep.shapes, sweep.batch_size)):
-            child = [sys.executable, "-m", "iomodel.measure.ncu", "child"]
-            argv = ncu_mod.build_command(ncu or "ncu", child + [f"batch{n:02d}-shapes.json", f"batch{n:02d}-manifest.json"],
-                                         f"batch{n:02d}-ncu.csv", sweep.metrics, sweep.cache_control,
-                                         sweep.clock_control)
+            shapes_f, manifest_f, log_f = ncu_mod.batch_files("", n)
+            argv = ncu_mod.build_command(ncu or "ncu", ncu_mod.child_command(sys.executable, shapes_f, manifest_f),
+                                         log_f, sweep.metrics, sweep.cache_control, sweep.clock_control)
             console.print(f"# batch {n}: {len(batch)} shapes ({', '.join(s.id for s in batch[:3])}...)", highlight=False)
             console.print(shlex.join(argv), highlight=False, soft_wrap=True)
             if sweep.dram_pass:
-                argv2 = ncu_mod.build_command(ncu or "ncu", child + [f"batch{n:02d}-shapes-dram.json",
-                                                                     f"batch{n:02d}-manifest-dram.json"],
-                                              f"batch{n:02d}-ncu-dram.csv", list(ncu_mod.DRAM_PASS_METRICS),
-                                              sweep.cache_control, sweep.clock_control)
+                shapes_f, manifest_f, log_f = ncu_mod.batch_files("", n, dram=True)
+                argv2 = ncu_mod.build_command(ncu or "ncu", ncu_mod.child_command(sys.executable, shapes_f, manifest_f),
+                                              log_f, list(ncu_mod.DRAM_PASS_METRICS), sweep.cache_control,
+                                              sweep.clock_control)
                 console.print(f"# batch {n}, DRAM-only pass (the configs of the run above pinned)", highlight=False)
                 console.print(shlex.join(argv2), highlight=False, soft_wrap=True)
         return

@@ -589,9 +589,17 @@ def assemble(shapes: Sequence[SweepShape], manifest: dict[str, dict[str, Any]], 
 DRAM_PASS_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 
 
-#: Config fields that must agree between the full-metric run and the DRAM-only run of a shape.
-CONFIG_KEYS = ("block_m", "block_n", "num_warps", "num_stages", "path", "num_splits", "heads_per_program",
-               "warp_specialize", "tile_order")
+def _kernel_config_fields() -> tuple[str, ...]:
+    from dataclasses import fields
+
+    from kernels.heuristics import KernelConfig  # pure Python: no torch needed
+
+    return tuple(f.name for f in fields(KernelConfig))
+
+
+#: Config fields that must agree between the full-metric run and the DRAM-only run of a shape
+#: (every field of ``kernels.heuristics.KernelConfig``).
+CONFIG_KEYS = _kernel_config_fields()
 
 
 def _config_core(cfg: dict[str, Any] | None) -> dict[str, Any]:
@@ -607,6 +615,20 @@ def pinned_configs(meas: Measurement) -> dict[str, dict[str, Any]]:
     """
     return {s.id: _config_core(s.config) for s in meas.shapes
             if s.impl == "tiled" and s.error is None and _config_core(s.config).get("path")}
+
+
+def batch_files(work: str | Path, n: int, dram: bool = False) -> tuple[Path, Path, Path]:
+    """(shapes JSON, manifest JSON, ncu CSV log) of batch ``n`` under ``work``; ``dram``: the
+    DRAM-only pass's files."""
+    tag = "-dram" if dram else ""
+    work = Path(work)
+    return (work / f"batch{n:02d}-shapes{tag}.json", work / f"batch{n:02d}-manifest{tag}.json",
+            work / f"batch{n:02d}-ncu{tag}.csv")
+
+
+def child_command(python: str, shapes_file: str | Path, manifest_file: str | Path) -> list[str]:
+    """argv of the profiled child process (:func:`run_child`)."""
+    return [python, "-m", "iomodel.measure.ncu", "child", str(shapes_file), str(manifest_file)]
 
 
 def check_pin(sweep: Sweep, pin: dict[str, dict[str, Any]], source: str) -> None:
@@ -776,13 +798,11 @@ def profile(
             results += [ShapeMeasurement(s.id, s.impl, s.spec, error="not run: the time budget was spent")
                         for s in batch]
             continue
-        shapes_file = work / f"batch{n:02d}-shapes.json"
-        manifest_file = work / f"batch{n:02d}-manifest.json"
-        log_file = work / f"batch{n:02d}-ncu.csv"
+        shapes_file, manifest_file, log_file = batch_files(work, n)
         if pin:
             batch = [replace(s, config=pin[s.id]) if s.impl == "tiled" and s.id in pin else s for s in batch]
         shapes_file.write_text(json.dumps([s.to_dict() for s in batch]))
-        child = [python, "-m", "iomodel.measure.ncu", "child", str(shapes_file), str(manifest_file)]
+        child = child_command(python, shapes_file, manifest_file)
         t0 = time.time()
         tries = len(metrics) + 1  # ncu may name one unknown metric per run: drop them one run at a time
         for attempt in range(tries):
@@ -815,13 +835,11 @@ def profile(
             raise IomodelError(f"Nsight Compute failed on batch {n} ({why or tail}): fix that and rerun")
         batch_results = assemble(batch, manifest, rows)
         if sweep.dram_pass and rc != 124:
-            dram_log = work / f"batch{n:02d}-ncu-dram.csv"
-            dram_shapes = work / f"batch{n:02d}-shapes-dram.json"
-            dram_manifest = work / f"batch{n:02d}-manifest-dram.json"
+            dram_shapes, dram_manifest, dram_log = batch_files(work, n, dram=True)
             ran = pinned_configs(Measurement(kind="ncu", created="", command="", shapes=batch_results))
             dram_batch = [replace(s, config=ran[s.id]) if s.id in ran else s for s in batch]
             dram_shapes.write_text(json.dumps([s.to_dict() for s in dram_batch]))
-            child2 = [python, "-m", "iomodel.measure.ncu", "child", str(dram_shapes), str(dram_manifest)]
+            child2 = child_command(python, dram_shapes, dram_manifest)
             argv2 = build_command(ncu_path, child2, dram_log, list(DRAM_PASS_METRICS), sweep.cache_control,
                                   sweep.clock_control)
             left = None if budget_s is None else max(1.0, budget_s - (time.time() - t_start))

@@ -272,6 +272,10 @@ def _new_lru(capacity: int, write_share: float) -> _LRU:
     return _LRU(capacity * unit, unit, max(1, round(unit * write_share)))
 
 
+#: log(k) for k = 0 .. MAX_L2_WAYS (entry 0 unused): the Poisson terms of :func:`evict_probability`.
+_LOG_INT = [0.0] + [math.log(k) for k in range(1, MAX_L2_WAYS + 1)]
+
+
 def evict_probability(distance: float, capacity: float, ways: int | None) -> float:
     """Probability that a line is gone after ``distance`` bytes of other lines were touched.
 
@@ -304,7 +308,7 @@ def evict_probability(distance: float, capacity: float, ways: int | None) -> flo
     log_lam = math.log(lam)
     logs = [-lam]
     for k in range(1, ways):
-        logs.append(logs[-1] + log_lam - math.log(k))
+        logs.append(logs[-1] + log_lam - _LOG_INT[k])
     top = max(logs)
     below = math.exp(top) * sum(math.exp(x - top) for x in logs)
     return min(1.0, max(0.0, 1.0 - below))
