@@ -1,6 +1,6 @@
 """iomodel: exact, verifiable byte traffic of attention layers between HBM, L2 and SRAM.
 
-The public entry points are plain data (:mod:`iomodel.spec`, :mod:`iomodel.hardware`),
+The public entry points are plain data (:mod:`iomodel.spec`, :mod:`iomodel.spec.hardware`),
 the symbolic traffic model (:mod:`iomodel.traffic`), worksheets and plots, measurement
 (:mod:`iomodel.measure`), reconciliation and the benchmark harness (:mod:`iomodel.bench`).
 See ``../shared/DESIGN.md`` for the architecture.
@@ -8,7 +8,7 @@ See ``../shared/DESIGN.md`` for the architecture.
 
 from iomodel.errors import IomodelError
 from iomodel.spec import DTYPES, LayerSpec, Tiling, dtype_width
-from iomodel.hardware import HARDWARE, Hardware, get_hardware
+from iomodel.spec.hardware import HARDWARE, Hardware, get_hardware
 
 __all__ = [
     "DTYPES",

@@ -167,7 +167,7 @@ def test_worksheet_seqlen_too_long_for_exact_sums(capsys, args):
 
 def test_predict_accepts_the_largest_seqlen_without_the_loop_cost():
     """Exactly 2^24 is accepted (non-causal: closed forms, no loop); the guard is strict '>'."""
-    from iomodel.hardware import get_hardware
+    from iomodel.spec.hardware import get_hardware
     from iomodel.spec import LayerSpec, Tiling
     from iomodel.traffic.model import predict
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from iomodel.cli import main
-from iomodel.worksheet import BUNDLED_CASES, bundled_layer, make_worksheet, resolve_layer
+from iomodel.report.worksheet import BUNDLED_CASES, bundled_layer, make_worksheet, resolve_layer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -74,7 +74,7 @@ def test_plot_command(capsys, tmp_path):
 
 
 def test_regenerate_bundled_into_a_folder(capsys, tmp_path, monkeypatch):
-    import iomodel.worksheet as W
+    import iomodel.report.worksheet as W
 
     monkeypatch.setattr(W, "WORKSHEETS_DIR", tmp_path)
     code, out, err = run_cli(capsys, ["worksheet", "--regenerate-bundled"])

@@ -14,7 +14,7 @@ triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.hardware import get_hardware  # noqa: E402
+from iomodel.spec.hardware import get_hardware  # noqa: E402
 from iomodel.measure.interpret import OUTSIDE, TrafficCounter, require_interpreter  # noqa: E402
 from iomodel.spec import LayerSpec  # noqa: E402
 

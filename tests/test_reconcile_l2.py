@@ -1,4 +1,4 @@
-"""The L2-aware HBM prediction (iomodel/traffic/l2.py) on hand-computed cases and properties."""
+"""The L2-aware HBM prediction (iomodel/cache/l2.py) on hand-computed cases and properties."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iomodel.errors import IomodelError
-from iomodel.hardware import get_hardware
+from iomodel.spec.hardware import get_hardware
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.traffic.l2 import (
+from iomodel.cache.l2 import (
     Access,
     L2Params,
     estimate_programs_per_sm,
@@ -112,7 +112,7 @@ def test_kv_streams_of_one_wave_interleave_in_chunks():
     # head (round 1) would have kept the last head resident.
     spec = LayerSpec(1, 2, 2, 64, 128, 2048, "fp16")
     t = Tiling(64, 64, 1)
-    from iomodel.traffic.l2 import prefill_waves
+    from iomodel.cache.l2 import prefill_waves
     waves, _, _ = prefill_waves(spec, t, w=4)
     kv = [(a.tensor, a.key[1], a.key[2]) for a in waves[0] if a.tensor in ("K", "V")]
     assert kv[:4] == [("K", 0, 0), ("V", 0, 0), ("K", 1, 0), ("V", 1, 0)] and len(kv) == 8
@@ -296,7 +296,7 @@ def test_floor_is_the_worksheet_compulsory_reads_on_the_reviewed_shape():
 
 
 def compulsory_read_bytes_total(spec):
-    from iomodel.traffic.l2 import compulsory_read_bytes
+    from iomodel.cache.l2 import compulsory_read_bytes
 
     return sum(compulsory_read_bytes(spec).values())
 

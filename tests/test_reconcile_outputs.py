@@ -8,7 +8,7 @@ import pytest
 
 from iomodel.cli import main
 from iomodel.measure.records import Measurement
-from iomodel.reconcile import _family, plot, reconcile
+from iomodel.reconcile.compare import _family, plot, reconcile
 
 RECEIPT = Path(__file__).resolve().parent.parent / "receipts" / "ncu-h200-holdout3-2026-11-29.json"
 SWEEP = Path(__file__).resolve().parent.parent / "sweeps" / "interpreter.toml"
@@ -44,7 +44,7 @@ def test_validate_checks_the_output_before_counting(capsys):
 
 @needs_receipt
 def test_summary_shows_relative_and_absolute_counts_and_markdown_labels_the_floor():
-    from iomodel.reconcile import markdown
+    from iomodel.reconcile.compare import markdown
 
     rec = reconcile(Measurement.load(RECEIPT))
     s = {(e["impl"], e["level"], e["which"]): e for e in rec.summary()}
@@ -128,7 +128,7 @@ def test_evict_probability_tends_to_the_fully_associative_step():
     """Many ways: ~0 below the capacity, ~1 above it (the log-space tail; the plain sum underflowed
     past lambda = 700 and returned 1 where the answer is 0); above MAX_L2_WAYS is refused."""
     from iomodel.errors import IomodelError
-    from iomodel.traffic.l2 import MAX_L2_WAYS, L2Params, evict_probability
+    from iomodel.cache.l2 import MAX_L2_WAYS, L2Params, evict_probability
 
     assert evict_probability(80, 100, 1000) < 1e-9 and evict_probability(120, 100, 1000) > 1 - 1e-8
     assert abs(evict_probability(100, 100, 4096) - 0.5) < 0.01  # the median of Poisson(A) is about A

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from iomodel.measure.records import Measurement
-from iomodel.reconcile import foreign_write_notes, reconcile
+from iomodel.reconcile.compare import foreign_write_notes, reconcile
 
 RECEIPTS_DIR = Path(__file__).resolve().parent.parent / "receipts"
 #: The acceptance receipt: hold-out 4 measured with the final pipeline (DRAM-only pass on the
@@ -205,7 +205,7 @@ def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
     floor = holdout.floor_only()
     assert len(floor) == 11
     assert all(what == "HBM write" and "the gap is" in why for _, what, why in floor)
-    from iomodel.reconcile import markdown
+    from iomodel.reconcile.compare import markdown
 
     md = markdown(holdout)
     assert "## Within only by the absolute floor of 1.0 MiB (11)" in md

@@ -324,7 +324,7 @@ def test_expressions_are_symbolic_and_printable():
 
 
 def test_rows_are_bytes():
-    from iomodel.units import check_row_units
+    from iomodel.traffic.units import check_row_units
 
     spec = LayerSpec(1, 8, 2, 64, 300, 500, causal=True, causal_align="bottom-right", backward=True)
     p = predict(spec, Tiling(64, 32), H200, score_dtype="fp32", dq_mode="atomic", dropout=True, with_lse=True)

@@ -29,7 +29,7 @@ import json
 import pytest
 import sympy as sp
 
-from iomodel.worksheet import make_worksheet, render, resolve_layer
+from iomodel.report.worksheet import make_worksheet, render, resolve_layer
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_units_check_failure_is_reported(ws, monkeypatch):
     from dataclasses import replace
 
     from iomodel.traffic.base import SYM
-    from iomodel.worksheet import Worksheet, units_check
+    from iomodel.report.worksheet import Worksheet, units_check
 
     pred = ws.prediction
     tiled = pred.algorithms["tiled"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from iomodel.spec import list_presets
-from iomodel.worksheet import BUNDLED_CASES, REGENERATE_COMMAND, WORKSHEETS_DIR, bundled_worksheets
+from iomodel.report.worksheet import BUNDLED_CASES, REGENERATE_COMMAND, WORKSHEETS_DIR, bundled_worksheets
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
 """The worksheet says what its bound is: the no-reuse HBM roofline, and for the tiled prefill
-forward kernel the L2-aware DRAM estimate of iomodel/traffic/l2.py beside it."""
+forward kernel the L2-aware DRAM estimate of iomodel/cache/l2.py beside it."""
 
 from __future__ import annotations
 
 import json
 
-from iomodel.worksheet import L2_ESTIMATE_MAX_SEQLEN, make_worksheet, resolve_layer
+from iomodel.report.worksheet import L2_ESTIMATE_MAX_SEQLEN, make_worksheet, resolve_layer
 
 MiB = 2**20
 
@@ -25,7 +25,7 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
     hw = ws.layer.hardware
     assert e is not None
     assert 96 * MiB < e.read_bytes < 96 * MiB * 1.001
-    from iomodel.traffic.l2 import L2Params, predict_tiled
+    from iomodel.cache.l2 import L2Params, predict_tiled
 
     lru = predict_tiled(ws.layer.spec, ws.layer.tiling, L2Params(hw.l2_bytes, hw.num_sms, 1, ways=None), "reverse")
     assert lru.hbm_read_bytes == 96 * MiB
@@ -39,7 +39,7 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
 
     md = ws.to_markdown()
     assert "| bound (no-reuse HBM) |" in md
-    assert "**L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/traffic/l2.py" in md
+    assert "**L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/cache/l2.py" in md
     assert "**compute bound**" in md and "programs per SM = 1" in md
 
     j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
@@ -55,5 +55,5 @@ def test_no_estimate_for_decode_backward_or_very_long():
         ws = make_worksheet(resolve_layer(**kw))
         assert ws.l2_aware is None
         assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None
-        assert "L2-aware DRAM estimate (iomodel/traffic/l2.py): not computed" in ws.to_markdown()
+        assert "L2-aware DRAM estimate (iomodel/cache/l2.py): not computed" in ws.to_markdown()
         assert why in ws.to_markdown()

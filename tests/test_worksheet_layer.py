@@ -1,4 +1,4 @@
-"""From CLI options to a layer, tiles and hardware (iomodel.worksheet.resolve_layer)."""
+"""From CLI options to a layer, tiles and hardware (iomodel.report.worksheet.resolve_layer)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from iomodel.errors import IomodelError
 from iomodel.spec import Tiling
-from iomodel.worksheet import format_for, kernel_tiling, resolve_layer
+from iomodel.report.worksheet import format_for, kernel_tiling, resolve_layer
 
 
 def test_quick_start_defaults():
@@ -76,7 +76,7 @@ def test_kernel_tiles_come_from_the_kernel_heuristics():
 
 
 def test_kernel_tiling_without_heuristics(monkeypatch):
-    import iomodel.worksheet as W
+    import iomodel.report.worksheet as W
 
     monkeypatch.setattr(W, "_heuristics", lambda: None)
     tiling, source = kernel_tiling(resolve_layer().spec, resolve_layer().hardware)

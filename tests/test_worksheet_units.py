@@ -6,7 +6,7 @@ import pytest
 import sympy as sp
 
 from iomodel.traffic.base import SYM
-from iomodel.units import (
+from iomodel.traffic.units import (
     check_row_units,
     fmt_bytes,
     fmt_flops,

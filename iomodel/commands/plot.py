@@ -1,6 +1,6 @@
 """``iomodel plot``: PNGs of one layer's HBM bytes versus sequence length, tile sizes and SRAM size.
 
-A thin layer over :func:`iomodel.plot.write_plots`; the layer options are those of
+A thin layer over :func:`iomodel.report.plot.write_plots`; the layer options are those of
 ``iomodel worksheet``.
 """
 
@@ -87,8 +87,8 @@ def plot(
 
     Same layer defaults as `iomodel worksheet` (Llama-3-8B, prefill 8,192 tokens, causal top-left, H200, the bundled kernel's tiles). Files: bytes_vs_seqlen.png, bytes_vs_blocks.png, bytes_vs_sram.png (prefill only).
     """
-    from iomodel.plot import PLOT_KINDS, write_plots
-    from iomodel.worksheet import resolve_layer
+    from iomodel.report.plot import PLOT_KINDS, write_plots
+    from iomodel.report.worksheet import resolve_layer
 
     layer = resolve_layer(**layer_kwargs(
         preset=preset, config=config, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,

@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from iomodel.hardware import HARDWARE
+from iomodel.spec.hardware import HARDWARE
 from iomodel.spec import list_presets, load_preset
 
 

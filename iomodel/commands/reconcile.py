@@ -18,7 +18,7 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, write_text
-from iomodel.traffic.l2 import DEFAULT_L2_WAYS, MAX_L2_WAYS
+from iomodel.cache.l2 import DEFAULT_L2_WAYS, MAX_L2_WAYS
 
 
 def reconcile(
@@ -53,7 +53,7 @@ def reconcile(
     """Compare predicted with measured bytes, level by level, and name each gap's cause."""
     import json
 
-    from iomodel import reconcile as rc
+    from iomodel.reconcile import compare as rc
     from iomodel.measure.records import Measurement
 
     import math

@@ -25,7 +25,7 @@ INTERPRETER_MAX_BLOCKS = 2_000
 
 
 def _interpreter_blocks(spec, tiling) -> int:
-    from iomodel.traffic.l2 import decode_split_rows, prefill_key_rows
+    from iomodel.cache.l2 import decode_split_rows, prefill_key_rows
 
     if spec.phase == "decode":
         rows = sum(decode_split_rows(spec, tiling)) * spec.batch * spec.kv_heads * (spec.group // tiling.heads_per_program)
@@ -40,7 +40,7 @@ def run_interpreter(sweep, command: str, echo) -> "object":
     Raises:
         IomodelError: a shape is too large for the interpreter, or torch/triton are missing.
     """
-    from iomodel.hardware import get_hardware
+    from iomodel.spec.hardware import get_hardware
     from iomodel.measure.interpret import count_flash_attention
     from iomodel.measure.ncu import environment
     from iomodel.measure.records import Measurement, ShapeMeasurement
@@ -172,7 +172,7 @@ def validate(
 
 
 def _print_summary(console: Console, meas, path: Path) -> None:
-    from iomodel.reconcile import fmt_bytes
+    from iomodel.reconcile.compare import fmt_bytes
 
     t = Table(title=f"{meas.kind} measurement: {len(meas.shapes)} shapes -> {path}")
     console.width = max(console.width, 150)

@@ -1,6 +1,6 @@
 """``iomodel worksheet``: the HBM-traffic worksheet of one attention layer (Markdown, JSON or CSV).
 
-A thin layer over :mod:`iomodel.worksheet` (and :mod:`iomodel.plot` for ``--plot-dir``).
+A thin layer over :mod:`iomodel.report.worksheet` (and :mod:`iomodel.report.plot` for ``--plot-dir``).
 The layer options are shared with ``iomodel plot`` (:data:`LAYER_OPTIONS`).
 """
 
@@ -58,7 +58,7 @@ HardwareOpt = Annotated[str, typer.Option("--hardware", help="Hardware preset: H
 
 
 def layer_kwargs(**kw: Any) -> dict[str, Any]:
-    """Map the shared CLI options onto :func:`iomodel.worksheet.resolve_layer` keywords."""
+    """Map the shared CLI options onto :func:`iomodel.report.worksheet.resolve_layer` keywords."""
     kw["passes"] = kw.pop("pass_")
     return kw
 
@@ -97,7 +97,7 @@ def worksheet(
 
     Default: one Llama-3-8B layer, prefill of 8,192 tokens, batch 1, causal top-left, bf16, H200, the bundled kernel's tiles. Prints Markdown; --format json|csv or -o FILE write the other formats (schema in the README).
     """
-    from iomodel import worksheet as W
+    from iomodel.report import worksheet as W
 
     if regenerate_bundled:
         paths = W.regenerate_bundled()
@@ -117,7 +117,7 @@ def worksheet(
     else:
         sys.stdout.write(text)
     if plot_dir is not None:
-        from iomodel.plot import write_plots
+        from iomodel.report.plot import write_plots
 
         for path in write_plots(layer.spec, layer.tiling, layer.hardware, plot_dir):
             typer.echo(f"wrote {path}", err=True)

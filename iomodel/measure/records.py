@@ -231,7 +231,7 @@ class Measurement:
         created: ISO-8601 UTC date and time of the run.
         command: the exact command line that produced the record.
         environment: versions and device (device, driver, cuda, torch, triton, ncu, python).
-        hardware: the :class:`~iomodel.hardware.Hardware` of the device, as a dict.
+        hardware: the :class:`~iomodel.spec.hardware.Hardware` of the device, as a dict.
         settings: how it was measured (metrics, cache_control, clock_control, sweep file,
             the ncu command of each batch, metrics dropped as unavailable).
         shapes: one entry per (shape, implementation).

@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from iomodel.errors import IomodelError
-from iomodel.hardware import Hardware
+from iomodel.spec.hardware import Hardware
 from iomodel.spec import DTYPES, LayerSpec, Tiling, canonical_dtype, is_power_of_two
 from iomodel.traffic.base import FIELD_SYMBOLS, SYM, AlgorithmModel, Row
 from iomodel.traffic.baseline import baseline_model
@@ -148,7 +148,7 @@ def symbol_values(spec: LayerSpec, tiling: Tiling, hardware: Hardware | None = N
     the H200's (a fixed default, only used by FlashAttention-1's paper block sizes and the
     lower-bound shape).
     """
-    from iomodel.hardware import HARDWARE
+    from iomodel.spec.hardware import HARDWARE
 
     hw = hardware or HARDWARE["H200"]
     return {

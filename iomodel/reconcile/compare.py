@@ -1,13 +1,13 @@
 """Reconciliation: the model's predicted bytes against measured bytes, level by level.
 
 Only compares a :class:`~iomodel.traffic.Prediction` (plus the L2-aware refinement of
-``iomodel/traffic/l2.py``) with a :class:`~iomodel.measure.records.Measurement`; it never
+``iomodel/cache/l2.py``) with a :class:`~iomodel.measure.records.Measurement`; it never
 runs a kernel, so ``iomodel reconcile RESULTS.json`` is a pure-CPU step.
 
 Levels compared (read and write apart):
 
-* ``HBM``: the L2-aware prediction (:func:`iomodel.traffic.l2.predict_tiled` /
-  :func:`~iomodel.traffic.l2.predict_baseline`) against ``dram__bytes_read.sum`` /
+* ``HBM``: the L2-aware prediction (:func:`iomodel.cache.l2.predict_tiled` /
+  :func:`~iomodel.cache.l2.predict_baseline`) against ``dram__bytes_read.sum`` /
   ``dram__bytes_write.sum``. The compulsory floor and the model's no-reuse bound are shown
   beside it.
 * ``L2``: the model's ``SRAM_fill`` rows (bytes the kernel's loads and stores request)
@@ -30,10 +30,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir
-from iomodel.hardware import Hardware, get_hardware
+from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.measure.records import Measurement, ShapeMeasurement
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.traffic.l2 import (
+from iomodel.cache.l2 import (
     DEFAULT_L2_FRACTION,
     DEFAULT_L2_WAYS,
     MAX_L2_WAYS,
@@ -402,7 +402,7 @@ def reconcile_shape(
     Args:
         shape: the measurement (ncu kernels or interpreter counts).
         hardware: device description (L2 bytes, SMs, shared memory).
-        l2_fraction: effective fraction of L2 (see :mod:`iomodel.traffic.l2`).
+        l2_fraction: effective fraction of L2 (see :mod:`iomodel.cache.l2`).
         flush_between_kernels: the profiler flushed caches before each kernel.
         predict_fn: the model's ``predict`` (tests pass a stand-in).
         l2_source: what stands for the SMs' requests: ``auto`` (default: the bytes the SMs
@@ -521,7 +521,7 @@ def reconcile(
         measurement: the record (``iomodel validate`` output or an interpreter record).
         hardware: preset name overriding the record's hardware.
         l2_fraction: effective L2 fraction; default: the record's ``settings.l2_model.l2_fraction``,
-            else :data:`~iomodel.traffic.l2.DEFAULT_L2_FRACTION`.
+            else :data:`~iomodel.cache.l2.DEFAULT_L2_FRACTION`.
         impls: only these implementations.
         tolerances: relative tolerance per level (default :data:`DEFAULT_TOLERANCES`).
         abs_tol: absolute tolerance in bytes for HBM and L2.
@@ -529,7 +529,7 @@ def reconcile(
         l2_source: ``tex`` or ``all``, see :func:`reconcile_shape`; default: the record's
             ``settings.l2_model.l2_source``, else ``auto``.
         l2_ways: L2 associativity of the L2-aware prediction (default
-            :data:`~iomodel.traffic.l2.DEFAULT_L2_WAYS`; None: fully associative LRU).
+            :data:`~iomodel.cache.l2.DEFAULT_L2_WAYS`; None: fully associative LRU).
 
     Returns:
         :class:`Reconciliation`.

@@ -1,0 +1,1 @@
+"""What the user reads: worksheets (Markdown/JSON/CSV), plots and Markdown renderers."""

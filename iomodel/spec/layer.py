@@ -1,0 +1,190 @@
+"""Plain-data specifications of an attention layer and of its tiling.
+
+Vocabulary (``../shared/DESIGN.md``): B batch; H query heads; H_kv key/value heads
+(GQA group = H / H_kv); seqlen_q, seqlen_k; HEAD_DIM (d); element width s in bytes;
+BLOCK_M query rows per program; BLOCK_N key rows per inner step.
+
+Nothing here knows about sympy or torch: a :class:`LayerSpec` is a frozen dataclass
+that validates itself and raises :class:`~iomodel.errors.IomodelError` with one
+sentence saying what to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from iomodel.errors import IomodelError
+from iomodel.spec.dtypes import DTYPES, canonical_dtype
+
+CAUSAL_ALIGNS = ("top-left", "bottom-right")
+PHASES = ("prefill", "decode")
+PASSES = ("fwd", "fwd+bwd")
+
+def _positive_int(value: Any, what: str, flag: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            if float(value) != int(value):
+                raise ValueError
+            value = int(value)
+        except (TypeError, ValueError):
+            raise IomodelError(f"{what} must be a positive integer, got {value!r}: set {flag}") from None
+    if value <= 0:
+        raise IomodelError(f"{what} must be a positive integer, got {value}: set {flag} to 1 or more")
+    return value
+
+
+def is_power_of_two(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One attention layer call: the shapes, dtype, mask and pass that determine its traffic.
+
+    Tensors: Q ``(B, H, seqlen_q, HEAD_DIM)``; K, V ``(B, H_kv, seqlen_k, HEAD_DIM)``;
+    O like Q; LSE ``(B, H, seqlen_q)`` fp32. Units: sizes are element counts.
+
+    Raises:
+        IomodelError: a size is zero or negative, ``heads`` is not divisible by
+            ``kv_heads``, the dtype is unknown, or a categorical field is misspelt.
+    """
+
+    batch: int  # B, sequences in the batch
+    heads: int  # H, query heads
+    kv_heads: int  # H_kv, key/value heads (GQA group = H / H_kv; 1 = MQA)
+    head_dim: int  # HEAD_DIM (d), elements per head
+    seqlen_q: int  # query rows per sequence (1..16 for decode)
+    seqlen_k: int  # key/value rows per sequence (the KV cache length for decode)
+    dtype: str = "bf16"  # element type of Q, K, V, O (canonical name, see DTYPES)
+    causal: bool = False  # apply a causal mask
+    causal_align: Literal["top-left", "bottom-right"] = "top-left"  # PyTorch is_causal / flash-attn>=2.1
+    phase: Literal["prefill", "decode"] = "prefill"  # decode: few query rows against a long KV cache
+    backward: bool = False  # pass "fwd+bwd" when True, "fwd" when False
+    name: str = ""  # preset or config name, for headers only
+
+    def __post_init__(self) -> None:
+        for attr, flag in (
+            ("batch", "--batch"),
+            ("heads", "--heads"),
+            ("kv_heads", "--kv-heads"),
+            ("head_dim", "--head-dim"),
+            ("seqlen_q", "--seqlen-q"),
+            ("seqlen_k", "--seqlen-k"),
+        ):
+            object.__setattr__(self, attr, _positive_int(getattr(self, attr), attr, flag))
+        if self.heads % self.kv_heads:
+            raise IomodelError(
+                f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads}): "
+                "pick --kv-heads among the divisors of --heads"
+            )
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        if self.causal_align not in CAUSAL_ALIGNS:
+            raise IomodelError(
+                f"causal_align {self.causal_align!r} is unknown: use 'top-left' or 'bottom-right'"
+            )
+        if self.phase not in PHASES:
+            raise IomodelError(f"phase {self.phase!r} is unknown: use 'prefill' or 'decode'")
+        if self.phase == "decode" and self.backward:
+            raise IomodelError("decode has no backward pass: use --pass fwd with --phase decode")
+
+    # ----- derived quantities (element counts and bytes) -----
+    @property
+    def group(self) -> int:
+        """GQA group size H / H_kv (1 for multi-head attention, H for MQA)."""
+        return self.heads // self.kv_heads
+
+    @property
+    def width(self) -> int:
+        """Element width s of Q, K, V, O in bytes."""
+        return DTYPES[self.dtype]
+
+    @property
+    def passes(self) -> str:
+        """``"fwd"`` or ``"fwd+bwd"``."""
+        return "fwd+bwd" if self.backward else "fwd"
+
+    @property
+    def causal_offset(self) -> int:
+        """Diagonal offset of the causal mask: query row m sees keys n <= m + offset.
+
+        0 for top-left (PyTorch ``is_causal``), ``seqlen_k - seqlen_q`` for bottom-right
+        (flash-attn >= 2.1; the last query row sees the whole KV cache).
+        """
+        return 0 if self.causal_align == "top-left" else self.seqlen_k - self.seqlen_q
+
+    def with_(self, **changes: Any) -> "LayerSpec":
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pass"] = self.passes
+        return d
+
+
+#: Shared memory per SM is shared by Q, K and V tiles; see :meth:`Tiling.sram_bytes`.
+@dataclass(frozen=True)
+class Tiling:
+    """Tile sizes of a tiled (FlashAttention-style) kernel.
+
+    BLOCK_M: query rows per program; BLOCK_N: key rows per inner-loop step; both powers of
+    two. ``num_stages``: software-pipelining depth of the K/V loads (SRAM holds this many
+    K and V tiles). ``num_splits``: split-KV partitions for decode (1 = no split).
+    ``heads_per_program``: decode only, how many query heads of one GQA group one program
+    packs into its BLOCK_M rows (K/V are then read H / (H_kv * heads_per_program) times).
+
+    Raises:
+        IomodelError: a size is not a positive power of two, or num_splits < 1.
+    """
+
+    block_m: int = 128  # BLOCK_M, query rows per program
+    block_n: int = 64  # BLOCK_N, key rows per inner step
+    num_stages: int = 2  # K/V tiles in flight per program (pipelining depth)
+    num_splits: int = 1  # decode split-KV partitions
+    heads_per_program: int = 1  # decode: query heads of one GQA group packed into one program's rows
+
+    def __post_init__(self) -> None:
+        for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")):
+            v = _positive_int(getattr(self, attr), attr, flag)
+            if not is_power_of_two(v):
+                lo = 1 << (v.bit_length() - 1)
+                raise IomodelError(
+                    f"{attr.upper()} must be a power of two, got {v}: use {lo} or {lo * 2}"
+                )
+            object.__setattr__(self, attr, v)
+        object.__setattr__(self, "num_stages", _positive_int(self.num_stages, "num_stages", "--num-stages"))
+        object.__setattr__(self, "num_splits", _positive_int(self.num_splits, "num_splits", "--num-splits"))
+        object.__setattr__(
+            self, "heads_per_program", _positive_int(self.heads_per_program, "heads_per_program", "--heads-per-program")
+        )
+
+    def sram_bytes(self, spec: LayerSpec) -> int:
+        """Shared memory one forward program needs, in bytes.
+
+        Q tile ``BLOCK_M x d`` plus ``num_stages`` K tiles and V tiles of ``BLOCK_N x d``,
+        all of element width s (Triton tutorial 06 / FlashAttention-2 Section 3.1 layout;
+        the score tile and accumulators live in registers).
+        """
+        d, s = spec.head_dim, spec.width
+        return (self.block_m * d + 2 * self.num_stages * self.block_n * d) * s
+
+    def check_fits(self, spec: LayerSpec, smem_per_block: int, hardware_name: str = "") -> None:
+        """Raise if the tiles do not fit ``smem_per_block`` bytes of shared memory.
+
+        Raises:
+            IomodelError: naming the bytes needed, the bytes available and what to shrink.
+        """
+        need = self.sram_bytes(spec)
+        if need > smem_per_block:
+            raise IomodelError(
+                f"tiles BLOCK_M={self.block_m}, BLOCK_N={self.block_n}, num_stages={self.num_stages} need "
+                f"{need} B of shared memory for HEAD_DIM={spec.head_dim} {spec.dtype}, but "
+                f"{hardware_name or 'the hardware'} offers {smem_per_block} B per block: "
+                "lower --block-m, --block-n or --num-stages"
+            )
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for positive integers (T_r = cdiv(seqlen_q, BLOCK_M))."""
+    return -(-a // b)
