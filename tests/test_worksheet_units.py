@@ -6,16 +6,8 @@ import pytest
 import sympy as sp
 
 from iomodel.traffic.base import SYM
-from iomodel.traffic.units import (
-    check_row_units,
-    fmt_bytes,
-    fmt_flops,
-    fmt_int,
-    fmt_seconds,
-    fmt_tokens,
-    human_bytes,
-    human_si,
-)
+from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
+from iomodel.traffic.units import check_row_units
 
 B, H, H_kv, d, N_q, N_k, s, M = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s, SYM.M
 BM, BN = SYM.BLOCK_M, SYM.BLOCK_N

@@ -25,6 +25,7 @@ from typing import Any
 from iomodel.bench.backends import BASELINE, TITLES
 from iomodel.bench.policy import Policy, Tolerance, accuracy_verdict, drift_limits, load_policy
 from iomodel.errors import IomodelError
+from iomodel.format import fmt_seconds, human_bytes
 from iomodel.paths import check_output_file
 
 
@@ -474,23 +475,13 @@ def write_receipt(receipt: dict[str, Any], json_path: str | Path, md_path: str |
 
 
 def fmt_time(s: float | None) -> str:
-    """Seconds as a short string with a unit (ns, µs, ms, s)."""
-    if s is None:
-        return "—"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
+    """Seconds as a short string with a unit (ns, µs, ms, s); ``—`` for None."""
+    return fmt_seconds(s, missing="—")
 
 
 def fmt_bytes(b: int | None) -> str:
-    """Bytes as KiB/MiB/GiB."""
-    if b is None:
-        return "—"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b} B"
+    """Bytes as KiB/MiB/GiB with three significant digits; ``—`` for None."""
+    return human_bytes(b, missing="—")
 
 
 def _pct(x: float) -> str:

@@ -91,6 +91,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from iomodel.errors import IomodelError
+from iomodel.format import human_bytes
 from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Effective fraction of L2 that holds data shared by all SMs (two partitions; see module doc).
@@ -864,14 +865,6 @@ def _add(into: dict[str, int], d: dict[str, int]) -> None:
         into[k] = into.get(k, 0) + v
 
 
-def _fmt(n: float) -> str:
-    n = float(n)
-    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= f:
-            return f"{n / f:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def _finish(algorithm: str, kernels: list[KernelL2], floor_r: int, floor_w: int, no_reuse_r: int, no_reuse_w: int,
             l2_r: int | None, l2_w: int | None, causes: list[Cause], assumptions: list[str]) -> L2Prediction:
     read = sum(sum(k.hbm_read.values()) for k in kernels)
@@ -912,7 +905,7 @@ def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
 
 def _common_assumptions(params: L2Params) -> list[str]:
     return [
-        f"Effective L2 capacity {_fmt(params.capacity)} = {params.l2_fraction:g} × {_fmt(params.l2_bytes)} "
+        f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
         "(two L2 partitions each caching what their SMs read).",
         f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
         "run at once, in grid order (axis 0 fastest), in waves.",
@@ -989,7 +982,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
         span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
-                f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{_fmt(ws)} vs {_fmt(cap)} effective L2")
+                f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(cap, decimals=1)} effective L2")
     hbm_r: dict[str, int] = {}
     hbm_w: dict[str, int] = {}
     dirty: dict[str, int] = {}
@@ -1010,16 +1003,16 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     dirty_total = (out_w + inter_w) - total_w
     causes = [
         Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
-              detail=f"{_fmt(masked)} of Q/K/V beyond the compulsory rows loaded by whole causal tiles "
-                     f"({_fmt(2 * (kv_full - kv_touched))} of K/V past every query tile's bound never loaded)"),
+              detail=f"{human_bytes(masked, decimals=1)} of Q/K/V beyond the compulsory rows loaded by whole causal tiles "
+                     f"({human_bytes(2 * (kv_full - kv_touched), decimals=1)} of K/V past every query tile's bound never loaded)"),
         Cause("l2_capacity", CAUSES["l2_capacity"], read_bytes=refetch + q_extra,
-              detail=(f"{_fmt(refetch + q_extra)} re-fetched; " if refetch + q_extra else "all re-reads hit L2; ") + span),
+              detail=(f"{human_bytes(refetch + q_extra, decimals=1)} re-fetched; " if refetch + q_extra else "all re-reads hit L2; ") + span),
         Cause("intermediates", CAUSES["intermediates"], read_bytes=inter_r, write_bytes=inter_w,
-              detail=f"split-KV partials (num_splits = {tiling.num_splits}): {_fmt(inter_w)} written, "
-                     f"{_fmt(inter_r)} read back by the combine kernel"),
+              detail=f"split-KV partials (num_splits = {tiling.num_splits}): {human_bytes(inter_w, decimals=1)} written, "
+                     f"{human_bytes(inter_r, decimals=1)} read back by the combine kernel"),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty_total,
-              detail=f"{_fmt(dirty_total)} of {_fmt(out_w + inter_w)} written bytes still dirty in L2 at kernel end; "
-                     f"{_fmt(total_w)} written back during the kernel"),
+              detail=f"{human_bytes(dirty_total, decimals=1)} of {human_bytes(out_w + inter_w, decimals=1)} written bytes still dirty in L2 at kernel end; "
+                     f"{human_bytes(total_w, decimals=1)} written back during the kernel"),
     ]
     no_reuse_r = sum(req_r.values())
     no_reuse_w = sum(req_w.values())
@@ -1090,17 +1083,17 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
     dirty = req_w - hbm_w
     causes = [
         Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
-              detail=f"{_fmt(masked)} of Q/K/V that the causal mask hides, read in full by the chain"),
+              detail=f"{human_bytes(masked, decimals=1)} of Q/K/V that the causal mask hides, read in full by the chain"),
         Cause("intermediates", CAUSES["intermediates"], read_bytes=req_r - floor_r - masked,
               write_bytes=req_w - floor_w,
               detail=f"{len(kernels)} kernels; S, P and the other intermediates cross HBM: "
-                     f"{_fmt(req_r - floor_r - masked)} read and {_fmt(req_w - floor_w)} written beyond "
+                     f"{human_bytes(req_r - floor_r - masked, decimals=1)} read and {human_bytes(req_w - floor_w, decimals=1)} written beyond "
                      "the inputs and outputs"),
         Cause("broadcast_rereads", CAUSES["broadcast_rereads"], read_bytes=extra,
               detail="; ".join(notes) if notes else "the broadcast mask stays in L2 across (batch, head)"),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
-              detail=f"{_fmt(dirty)} of {_fmt(req_w)} written bytes still dirty in L2 at the end of their kernels; "
-                     f"{_fmt(hbm_w)} written back during them"),
+              detail=f"{human_bytes(dirty, decimals=1)} of {human_bytes(req_w, decimals=1)} written bytes still dirty in L2 at the end of their kernels; "
+                     f"{human_bytes(hbm_w, decimals=1)} written back during them"),
     ]
     assumptions = _common_assumptions(params) + [
         "Each op of the eager chain is one kernel that streams its inputs and output once "

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from iomodel.errors import IomodelError
+from iomodel.format import human_bytes
 from iomodel.paths import check_output_dir
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.measure.records import Measurement, ShapeMeasurement
@@ -602,14 +603,8 @@ def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwa
 
 
 def fmt_bytes(n: float | None) -> str:
-    """Bytes in binary prefixes (``1.5 GiB``); ``-`` for None."""
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= f:
-            return f"{n / f:.1f} {unit}"
-    return f"{n:.0f} B"
+    """Bytes in binary prefixes with one decimal (``1.5 GiB``); ``-`` for None."""
+    return human_bytes(n, decimals=1)
 
 
 def fmt_ratio(r: float | None) -> str:

@@ -26,7 +26,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.traffic.units import human_bytes
+from iomodel.format import human_bytes
 
 #: Marker per measurement level of overlaid points.
 LEVEL_MARKERS = {"HBM": "o", "DRAM": "o", "L2": "s", "SRAM_fill": "^", "SRAM": "^"}

@@ -39,17 +39,8 @@ from iomodel.spec import (
     load_config,
     load_preset,
 )
-from iomodel.traffic.units import (
-    RowUnits,
-    check_row_units,
-    fmt_bytes,
-    fmt_flops,
-    fmt_int,
-    fmt_seconds,
-    fmt_tokens,
-    human_bytes,
-    human_si,
-)
+from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
+from iomodel.traffic.units import RowUnits, check_row_units
 
 if TYPE_CHECKING:  # the model is imported lazily so this module loads without it
     from iomodel.traffic import Prediction

@@ -161,81 +161,11 @@ def check_row_units(
     return RowUnits(tensor, step, level, True, "bytes")
 
 
-# ----------------------------------------------------------------------------------
-# Human formatting
-# ----------------------------------------------------------------------------------
-
-_BINARY = ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
-_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-
-
-def human_bytes(n: float, digits: int = 3) -> str:
-    """``n`` bytes with a binary prefix and ``digits`` significant digits: ``1.5 GiB``, ``512 B``."""
-    for scale, unit in _BINARY:
-        if abs(n) >= scale:
-            text = f"{n / scale:.{digits}g}"
-            return f"{n / scale:,.0f} {unit}" if "e" in text else f"{text} {unit}"
-    return f"{n:,.0f} B" if float(n).is_integer() else f"{n:.3g} B"
-
-
-def fmt_int(n: float) -> str:
-    """An integer with thousands separators (``1,234,567``); a non-integer with 4 digits."""
-    if isinstance(n, (int, sp.Integer)) or float(n).is_integer():
-        return f"{int(n):,}"
-    return f"{float(n):,.4g}"
-
-
-def fmt_bytes(n: float) -> str:
-    """Exact bytes and the human value: ``1,073,741,824 B (1 GiB)``."""
-    if abs(n) < 1024:
-        return f"{fmt_int(n)} B"
-    return f"{fmt_int(n)} B ({human_bytes(n)})"
-
-
-def human_si(x: float, unit: str) -> str:
-    """``x`` with an SI prefix: ``68.7 GFLOP``, ``4.8 TB/s``."""
-    for scale, prefix in _SI:
-        if abs(x) >= scale:
-            text = f"{x / scale:.3g}"
-            return f"{x / scale:,.0f} {prefix}{unit}" if "e" in text else f"{text} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
-
-
-def fmt_flops(n: float) -> str:
-    """Exact FLOPs and the SI value: ``68,719,476,736 (68.7 GFLOP)``."""
-    return f"{fmt_int(n)} ({human_si(n, 'FLOP')})"
-
-
-def fmt_seconds(t: float) -> str:
-    """A duration with a readable unit: ``12.3 µs``, ``4.56 ms``, ``1.2 s``."""
-    if t >= 1:
-        return f"{t:.3g} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3g} ms"
-    if t >= 1e-6:
-        return f"{t * 1e6:.3g} µs"
-    return f"{t * 1e9:.3g} ns"
-
-
-def fmt_tokens(n: int) -> str:
-    """A sequence length with a binary k (1k = 1,024 tokens): ``8k``, ``128k``, ``1,000``."""
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n // 1024}k"
-    return f"{n:,}"
-
-
 __all__ = [
     "BYTE_SYMBOLS",
     "RowUnits",
     "UnitsError",
     "check_row_units",
     "dimension_of",
-    "fmt_bytes",
-    "fmt_flops",
-    "fmt_int",
-    "fmt_seconds",
-    "fmt_tokens",
-    "human_bytes",
-    "human_si",
     "with_byte_units",
 ]
