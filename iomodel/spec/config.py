@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,44 @@ def preset_path(name: str) -> Path:
     return path
 
 
+#: The published spellings of each attention field, first match wins (HF ``transformers``
+#: configuration classes: Llama/Mistral/Qwen ``num_key_value_heads``, GPT-2/GPT-J/BigCode
+#: ``n_head``/``n_embd``, Falcon ``num_kv_heads``/``n_head_kv`` with
+#: ``new_decoder_architecture``, MPT ``n_heads``/``d_model``/``attn_config.kv_n_heads``,
+#: ChatGLM ``kv_channels``/``multi_query_group_num``, T5 ``num_heads``/``d_kv``).
+HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads")
+HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
+LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len")
+DTYPE_KEYS = ("torch_dtype", "dtype")
+#: Sub-objects that hold the language model's fields in multimodal configs (Gemma-3,
+#: Llama-4, LLaVA: ``text_config``; InternVL: ``llm_config``; DeepSeek-VL: ``language_config``).
+NESTED_KEYS = ("text_config", "llm_config", "language_config")
+
+#: Fields that change the bytes moved and that the model cannot represent: refused, named.
+UNMODELLED: dict[str, str] = {
+    "kv_lora_rank": "multi-head latent attention (DeepSeek-V2/V3 MLA) caches one compressed latent per token, "
+                    "not per-head K and V",
+    "q_lora_rank": "multi-head latent attention (DeepSeek-V2/V3 MLA) projects queries through a low-rank latent",
+    "qk_rope_head_dim": "multi-head latent attention gives queries and keys a decoupled RoPE part of another width",
+    "v_head_dim": "values of another head dimension than queries and keys",
+}
+#: Fields that change no HBM bytes: accepted, and named in the worksheet's notes.
+NO_BYTES: dict[str, str] = {
+    "attn_logit_softcapping": "soft-capping of the attention scores (tanh; Gemma-2) changes arithmetic, not bytes",
+    "query_pre_attn_scalar": "a custom score scale (Gemma) changes sm_scale, not bytes",
+    "alibi": "ALiBi position biases are computed from the head index in the kernel: no tensor moves",
+    "logit_scale": "a score scale changes sm_scale, not bytes",
+}
+
+
 @dataclass(frozen=True)
 class AttentionConfig:
     """The attention-relevant fields of a HF-style ``config.json``.
 
-    Units: counts of heads and elements; dtype canonical name.
+    Units: counts of heads and elements; dtype canonical name; window in tokens.
     """
 
     name: str
@@ -54,6 +88,29 @@ class AttentionConfig:
     max_position_embeddings: int | None = None
     source: str = ""  # path the config was read from
     extra: dict[str, Any] = field(default_factory=dict)
+    window: int | None = None  # tokens of a sliding window or attention chunk (None: every layer is full)
+    window_kind: str = ""  # "sliding-window" or "chunked" (Llama-4 attention_chunk_size)
+    window_layers: str = ""  # which layers use it, in words ("all 32 layers", "29 of 34 layers (...)")
+    notes: tuple[str, ...] = ()  # fields read that change no bytes, one sentence each
+
+    def check_seqlen(self, seqlen_q: int, seqlen_k: int) -> None:
+        """Refuse lengths at which a sliding window or attention chunk would mask keys.
+
+        A sliding window of W tokens, or chunks of W tokens, equal full attention while
+        every query sees every key, i.e. while max(seqlen_q, seqlen_k) <= W; beyond that
+        the traffic differs and iomodel does not model it yet.
+
+        Raises:
+            IomodelError: the config has such layers and a length exceeds W.
+        """
+        n = max(int(seqlen_q), int(seqlen_k))
+        if self.window is not None and n > self.window:
+            raise IomodelError(
+                f"{self.source or self.name}: {self.window_kind} attention ({self.window:,} tokens on "
+                f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: use --seqlen "
+                f"{self.window:,} or less, or pass the sizes with --heads/--kv-heads/--head-dim instead of "
+                "a config to model a full-attention layer"
+            )
 
     def layer(
         self,
@@ -67,7 +124,13 @@ class AttentionConfig:
         phase: str = "prefill",
         backward: bool = False,
     ) -> LayerSpec:
-        """The :class:`LayerSpec` of one attention call of this model."""
+        """The :class:`LayerSpec` of one attention call of this model.
+
+        Raises:
+            IomodelError: a bad size (see :class:`LayerSpec`), or a length beyond the
+                model's sliding window (:meth:`check_seqlen`).
+        """
+        self.check_seqlen(seqlen_q, seqlen_q if seqlen_k is None else seqlen_k)
         return LayerSpec(
             batch=batch,
             heads=self.heads,
@@ -84,76 +147,219 @@ class AttentionConfig:
         )
 
 
-def _first(cfg: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
-    return None
+class _Fields:
+    """The fields of one config (nested ``text_config`` merged over the top level), read
+    with one-line errors that name the file and the field."""
+
+    def __init__(self, cfg: dict[str, Any], where: str) -> None:
+        self.where = where
+        self.cfg = dict(cfg)
+        for key in NESTED_KEYS:
+            sub = cfg.get(key)
+            if sub is None:
+                continue
+            if not isinstance(sub, dict):
+                raise IomodelError(f"{where}: '{key}' must be a JSON object, got {_kind(sub)}: fix the file")
+            self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
+            self.where = f"{where} ({key})"
+            break
+
+    def has(self, key: str) -> bool:
+        return self.cfg.get(key) is not None
+
+    def key_of(self, keys: tuple[str, ...]) -> str | None:
+        """The first of ``keys`` present (a ``null`` value counts as absent: HF's default)."""
+        return next((k for k in keys if self.cfg.get(k) is not None), None)
+
+    def int_(self, keys: tuple[str, ...], required: str | None = None) -> int | None:
+        """The positive integer under the first of ``keys``; ``required`` is the hint when none is given."""
+        key = self.key_of(keys)
+        if key is None:
+            if required is not None:
+                null = next((k for k in keys if k in self.cfg), None)
+                got = f"'{null}' is null" if null else f"no '{keys[0]}' field" + (
+                    f" (nor {', '.join(repr(k) for k in keys[1:])})" if len(keys) > 1 else "")
+                raise IomodelError(f"{self.where}: {got}: {required}")
+            return None
+        return self.int_at(key, self.cfg[key])
+
+    def int_at(self, key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value != int(value) or value <= 0:
+            raise IomodelError(f"{self.where}: '{key}' must be a positive integer, got {_kind(value)}: fix the file")
+        return int(value)
+
+    def flag(self, key: str) -> bool:
+        value = self.cfg.get(key)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise IomodelError(f"{self.where}: '{key}' must be true or false, got {_kind(value)}: fix the file")
+        return value
 
 
-def load_config(path: str | Path, dtype: str | None = None) -> AttentionConfig:
+def _kind(value: Any) -> str:
+    """A JSON value as the error message shows it: its type and its text."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} (out of range)"
+    if isinstance(value, (list, dict)):
+        return f"a JSON {'array' if isinstance(value, list) else 'object'}"
+    return repr(value)
+
+
+def _kv_heads(f: _Fields, heads: int) -> int:
+    """KV heads the way each family states them (HF modelling code of each)."""
+    if f.flag("multi_query_attention"):  # ChatGLM2/3, GLM-4
+        return f.int_(("multi_query_group_num",), "give the KV groups of multi_query_attention")
+    if f.flag("new_decoder_architecture"):  # Falcon-40B/180B
+        return f.int_(("num_kv_heads", "n_head_kv"), "give the KV heads of new_decoder_architecture")
+    if f.flag("multi_query"):  # Falcon-7B, GPT-BigCode/StarCoder: one K/V head
+        return 1
+    attn = f.cfg.get("attn_config")
+    if isinstance(attn, dict) and attn.get("kv_n_heads") is not None:  # MPT with GQA
+        return f.int_at("attn_config.kv_n_heads", attn["kv_n_heads"])
+    kv = f.int_(KV_HEADS_KEYS)
+    return heads if kv is None else kv
+
+
+def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
+    """The local-attention window (tokens), its kind and which layers use it, from
+    ``layer_types`` (transformers >= 4.53), Gemma's patterns, Qwen2's
+    ``use_sliding_window``/``max_window_layers``, Llama-4's ``attention_chunk_size``, or a
+    plain ``sliding_window`` (Mistral-7B-v0.1, Phi-3: every layer)."""
+    total = num_layers
+    of = f" of {total} layers" if total else " layers"
+    window = f.int_(("sliding_window",))
+    chunk = f.int_(("attention_chunk_size",))
+    types = f.cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise IomodelError(f"{f.where}: 'layer_types' must be a list of strings: fix the file")
+        known = {"full_attention", "sliding_attention", "chunked_attention"}
+        odd = sorted(set(types) - known)
+        if odd:
+            raise IomodelError(f"{f.where}: layer_types {odd} are not attention kinds iomodel knows "
+                               f"({', '.join(sorted(known))}): it cannot say what they move")
+        for kind, name, w, key in (("chunked_attention", "chunked", chunk, "attention_chunk_size"),
+                                   ("sliding_attention", "sliding-window", window, "sliding_window")):
+            n = types.count(kind)
+            if n:
+                if w is None:
+                    raise IomodelError(f"{f.where}: layer_types names {kind} but '{key}' is missing: fix the file")
+                return w, name, f"{n} of {len(types)} layers (layer_types)"
+        return None, "", ""
+    if chunk is not None:  # Llama-4: layers with RoPE are chunked, every no_rope_layer_interval-th is global
+        return chunk, "chunked", ("3 of every 4 layers" if not total else f"{total - total // 4}{of}") + \
+            " (Llama-4 interleaved RoPE/NoPE)"
+    if window is None:
+        return None, "", ""
+    if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
+        return None, "", ""  # Qwen2: the window is declared but off
+    pattern = f.int_(("sliding_window_pattern",))
+    if pattern is not None:  # Gemma-3: every pattern-th layer is global
+        return window, "sliding-window", (f"{total - total // pattern}{of}" if total else
+                                          f"all but every {pattern}th layer") + f" (sliding_window_pattern {pattern})"
+    if f.cfg.get("model_type") == "gemma2":  # Gemma-2: even layers slide
+        return window, "sliding-window", (f"{(total + 1) // 2}{of}" if total else "every other layer") + \
+            " (Gemma-2 alternation)"
+    if f.flag("use_sliding_window") and f.has("max_window_layers"):  # Qwen2: layers from max_window_layers on
+        first = f.int_(("max_window_layers",))
+        if total is not None and first >= total:
+            return None, "", ""
+        return window, "sliding-window", (f"{total - first}{of}" if total else f"layers {first} and up") + \
+            " (max_window_layers)"
+    return window, "sliding-window", (f"all {total} layers" if total else "every layer")
+
+
+def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None = None,
+                kv_heads: int | None = None, head_dim: int | None = None) -> AttentionConfig:
     """Read the attention fields of a HF-style ``config.json``.
 
-    Reads ``num_attention_heads`` (or GPT-2's ``n_head``), ``num_key_value_heads``
-    (default: the query heads), ``head_dim`` (else ``hidden_size`` / heads, or GPT-2's
-    ``n_embd`` / heads) and ``torch_dtype`` (or ``dtype``). ``dtype`` overrides the file's.
+    Reads the query heads (``num_attention_heads``, GPT-style ``n_head``, MPT ``n_heads``),
+    the KV heads (``num_key_value_heads``, Falcon ``multi_query`` = one head or
+    ``num_kv_heads`` with ``new_decoder_architecture``, ChatGLM ``multi_query_group_num``,
+    MPT ``attn_config.kv_n_heads``; default: the query heads), ``head_dim`` (or
+    ``kv_channels``, ``d_kv``; else ``hidden_size``/``n_embd``/``d_model`` / heads),
+    ``torch_dtype`` (or ``dtype``), the layers and context length, from the top level or a
+    nested ``text_config`` (Gemma-3, Llama-4). The keyword arguments are the command-line
+    flags: a field they give is taken from them and not read from the file. Sliding
+    windows and attention chunks are read (``sliding_window`` with ``layer_types``, Gemma's
+    patterns, Qwen2's ``use_sliding_window``, ``attention_chunk_size``) and refused later
+    only at lengths they mask
+    (:meth:`AttentionConfig.check_seqlen`). Fields in :data:`NO_BYTES` are named in
+    ``notes``.
 
     Raises:
-        IomodelError: the file is missing or not JSON, a field is missing or not a
-            positive integer, the hidden size is not divisible by the heads, the dtype
-            is missing or unsupported, or the model uses sliding-window attention
-            (not modelled; iomodel never substitutes full attention silently).
+        IomodelError: the file is missing or not a JSON object; a field is missing, null,
+            a boolean, a string, a fraction, out of range or not positive; the hidden size
+            is not divisible by the heads; the dtype is missing or unsupported; heads not
+            divisible by KV heads; a field in :data:`UNMODELLED` (MLA, chunked attention)
+            is set (MLA): each with one sentence naming the file and the field.
     """
     path = Path(path)
     if not path.is_file():
         raise IomodelError(f"config file {str(path)!r} does not exist: pass --config a HF-style config.json")
     try:
-        cfg = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise IomodelError(f"config file {str(path)!r} is not valid JSON ({exc}): fix the file") from None
+    except OSError as exc:
+        raise IomodelError(f"cannot read config file {str(path)!r} ({exc.strerror or exc}): pass a readable file") from None
     if not isinstance(cfg, dict):
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
+    f = _Fields(cfg, str(path))
     name = path.stem if path.name != "config.json" else path.parent.name
-    heads = _first(cfg, "num_attention_heads", "n_head")
-    if heads is None:
-        raise IomodelError(f"{path}: no 'num_attention_heads' (or 'n_head') field: add it")
-    heads = _positive_int(heads, f"{path}: num_attention_heads", "'num_attention_heads' in the file")
-    kv = _first(cfg, "num_key_value_heads", "n_kv_head")
-    kv_heads = heads if kv is None else _positive_int(kv, f"{path}: num_key_value_heads", "'num_key_value_heads'")
-    head_dim = _first(cfg, "head_dim")
+    for key, what in UNMODELLED.items():
+        if f.has(key):
+            raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model "
+                               "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
+                               "instead of a config to model an ordinary layer")
+    file_heads = f.int_(HEADS_KEYS, None if heads is not None else "add it or pass --heads")
+    n_heads = heads if heads is not None else file_heads
+    n_kv = kv_heads if kv_heads is not None else _kv_heads(f, n_heads)
     if head_dim is None:
-        hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
-        if hidden is None:
-            raise IomodelError(f"{path}: neither 'head_dim' nor 'hidden_size' (or 'n_embd') is given: add one")
-        hidden = _positive_int(hidden, f"{path}: hidden_size", "'hidden_size' in the file")
-        if hidden % heads:
-            raise IomodelError(
-                f"{path}: hidden_size {hidden} is not divisible by num_attention_heads {heads}: give 'head_dim'"
-            )
-        head_dim = hidden // heads
-    head_dim = _positive_int(head_dim, f"{path}: head_dim", "'head_dim' in the file")
-    file_dtype = _first(cfg, "torch_dtype", "dtype")
-    if dtype is None and file_dtype is None:
-        raise IomodelError(f"{path}: no 'torch_dtype' field: add it or pass --dtype")
-    sliding = cfg.get("sliding_window")
-    if sliding and cfg.get("use_sliding_window", True):
-        raise IomodelError(
-            f"{path}: sliding-window attention (window {sliding}) is not modelled: "
-            "set 'sliding_window' to null or 'use_sliding_window' to false to model full attention"
-        )
-    if heads % kv_heads:
-        raise IomodelError(
-            f"{path}: num_attention_heads ({heads}) is not divisible by num_key_value_heads ({kv_heads}): fix the file"
-        )
+        head_dim = f.int_(HEAD_DIM_KEYS)
+    if head_dim is None:
+        hidden = f.int_(HIDDEN_KEYS, "add 'head_dim' or 'hidden_size', or pass --head-dim")
+        per = file_heads or n_heads
+        if hidden % per:
+            raise IomodelError(f"{f.where}: hidden_size {hidden} is not divisible by {per} heads: "
+                               "give 'head_dim' or pass --head-dim")
+        head_dim = hidden // per
+    if dtype is None:
+        key = f.key_of(DTYPE_KEYS)
+        if key is None:
+            raise IomodelError(f"{f.where}: no 'torch_dtype' field: add it or pass --dtype")
+        dtype = f.cfg[key]
+        if not isinstance(dtype, str):
+            raise IomodelError(f"{f.where}: '{key}' must be a dtype name such as \"bfloat16\", got {_kind(dtype)}: "
+                               "fix the file or pass --dtype")
+    if n_heads % n_kv:
+        raise IomodelError(f"{f.where}: {n_heads} query heads are not divisible by {n_kv} KV heads: "
+                           "fix the file or pass --heads/--kv-heads")
+    num_layers = f.int_(LAYERS_KEYS)
+    window, kind, layers = _window(f, num_layers)
+    notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
+                  if f.has(k) and f.cfg[k] is not False)
     return AttentionConfig(
         name=name,
-        heads=heads,
-        kv_heads=kv_heads,
+        heads=n_heads,
+        kv_heads=n_kv,
         head_dim=head_dim,
-        dtype=canonical_dtype(dtype or file_dtype),
-        num_layers=_first(cfg, "num_hidden_layers", "n_layer"),
-        max_position_embeddings=_first(cfg, "max_position_embeddings", "n_positions"),
+        dtype=canonical_dtype(dtype),
+        num_layers=num_layers,
+        max_position_embeddings=f.int_(CONTEXT_KEYS),
         source=str(path),
+        window=window,
+        window_kind=kind,
+        window_layers=layers,
+        notes=notes,
     )
 
 

@@ -22,12 +22,17 @@ PHASES = ("prefill", "decode")
 PASSES = ("fwd", "fwd+bwd")
 
 def _positive_int(value: Any, what: str, flag: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as a positive int (an integral float such as ``12.0`` is accepted).
+
+    Raises:
+        IomodelError: a bool, string, None, NaN, infinity, fraction, zero or negative value.
+    """
+    if isinstance(value, (bool, str)) or not isinstance(value, int):
         try:
-            if float(value) != int(value):
+            if isinstance(value, (bool, str)) or float(value) != int(value):
                 raise ValueError
             value = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise IomodelError(f"{what} must be a positive integer, got {value!r}: set {flag}") from None
     if value <= 0:
         raise IomodelError(f"{what} must be a positive integer, got {value}: set {flag} to 1 or more")

@@ -1,0 +1,188 @@
+"""Real public ``config.json`` files (attention fields only, copied from their published
+files) read right or refused with one line: issue 10's "inputs from the wild"."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iomodel.errors import IomodelError
+from iomodel.spec.config import load_config
+
+GEMMA2_9B = {"model_type": "gemma2", "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+             "hidden_size": 3584, "num_hidden_layers": 42, "sliding_window": 4096,
+             "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256,
+             "max_position_embeddings": 8192, "torch_dtype": "float32"}
+
+#: (model, fields, dtype flag, expected (H, H_kv, HEAD_DIM), window (tokens, kind, layers) or None, refusal or None)
+REAL = [
+    ("openai-community/gpt2", {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_layer": 12, "n_positions": 1024},
+     "fp32", (12, 12, 64), None, None),
+    ("openai-community/gpt2 (no dtype, no flag)", {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_layer": 12},
+     None, None, None, "no 'torch_dtype' field: add it or pass --dtype"),
+    ("tiiuae/falcon-7b", {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "multi_query": True,
+                          "new_decoder_architecture": False, "num_hidden_layers": 32, "parallel_attn": True,
+                          "alibi": False, "torch_dtype": "bfloat16"},
+     None, (71, 1, 64), None, None),
+    ("tiiuae/falcon-40b", {"model_type": "falcon", "hidden_size": 8192, "num_attention_heads": 128, "num_kv_heads": 8,
+                           "new_decoder_architecture": True, "num_hidden_layers": 60, "alibi": False,
+                           "torch_dtype": "bfloat16"},
+     None, (128, 8, 64), None, None),
+    ("bigcode/starcoder", {"model_type": "gpt_bigcode", "n_head": 48, "n_embd": 6144, "n_layer": 40,
+                           "n_positions": 8192, "multi_query": True, "torch_dtype": "float32"},
+     None, (48, 1, 128), None, None),
+    ("THUDM/chatglm3-6b", {"model_type": "chatglm", "num_attention_heads": 32, "hidden_size": 4096, "kv_channels": 128,
+                           "multi_query_attention": True, "multi_query_group_num": 2, "num_layers": 28,
+                           "seq_length": 8192, "torch_dtype": "float16"},
+     None, (32, 2, 128), None, None),
+    ("mosaicml/mpt-7b", {"model_type": "mpt", "n_heads": 32, "d_model": 4096, "n_layers": 32, "max_seq_len": 2048,
+                         "attn_config": {"alibi": True, "attn_type": "multihead_attention"}, "torch_dtype": "bfloat16"},
+     None, (32, 32, 128), None, None),
+    ("EleutherAI/gpt-j-6b", {"model_type": "gptj", "n_head": 16, "n_embd": 4096, "n_layer": 28, "n_positions": 2048,
+                             "rotary_dim": 64, "torch_dtype": "float32"},
+     None, (16, 16, 256), None, None),
+    ("meta-llama/Llama-2-70b-hf", {"model_type": "llama", "num_attention_heads": 64, "num_key_value_heads": 8,
+                                   "hidden_size": 8192, "num_hidden_layers": 80, "max_position_embeddings": 4096,
+                                   "torch_dtype": "float16"},
+     None, (64, 8, 128), None, None),
+    ("Qwen/Qwen3-8B", {"model_type": "qwen3", "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                       "hidden_size": 4096, "num_hidden_layers": 36, "sliding_window": None,
+                       "use_sliding_window": False, "max_window_layers": 36, "torch_dtype": "bfloat16"},
+     None, (32, 8, 128), None, None),
+    ("Qwen/Qwen2.5-7B", {"model_type": "qwen2", "num_attention_heads": 28, "num_key_value_heads": 4,
+                         "hidden_size": 3584, "num_hidden_layers": 28, "sliding_window": 131072,
+                         "use_sliding_window": False, "max_window_layers": 28, "torch_dtype": "bfloat16"},
+     None, (28, 4, 128), None, None),
+    ("mistralai/Mistral-7B-v0.1", {"model_type": "mistral", "num_attention_heads": 32, "num_key_value_heads": 8,
+                                   "hidden_size": 4096, "num_hidden_layers": 32, "sliding_window": 4096,
+                                   "max_position_embeddings": 32768, "torch_dtype": "bfloat16"},
+     None, (32, 8, 128), (4096, "sliding-window", "all 32 layers"), None),
+    ("microsoft/Phi-3-mini-4k-instruct", {"model_type": "phi3", "num_attention_heads": 32, "num_key_value_heads": 32,
+                                          "hidden_size": 3072, "num_hidden_layers": 32, "sliding_window": 2047,
+                                          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"},
+     None, (32, 32, 96), (2047, "sliding-window", "all 32 layers"), None),
+    ("google/gemma-2-9b", GEMMA2_9B,
+     None, (16, 8, 256), (4096, "sliding-window", "21 of 42 layers (Gemma-2 alternation)"), None),
+    ("google/gemma-3-4b-it", {"model_type": "gemma3", "torch_dtype": "bfloat16",
+                              "text_config": {"model_type": "gemma3_text", "head_dim": 256, "hidden_size": 2560,
+                                              "num_attention_heads": 8, "num_key_value_heads": 4,
+                                              "num_hidden_layers": 34, "sliding_window": 1024,
+                                              "sliding_window_pattern": 6, "query_pre_attn_scalar": 256}},
+     None, (8, 4, 256), (1024, "sliding-window", "29 of 34 layers (sliding_window_pattern 6)"), None),
+    ("meta-llama/Llama-4-Scout-17B-16E", {"model_type": "llama4", "torch_dtype": "bfloat16",
+                                          "text_config": {"model_type": "llama4_text", "num_attention_heads": 40,
+                                                          "num_key_value_heads": 8, "head_dim": 128,
+                                                          "hidden_size": 5120, "num_hidden_layers": 48,
+                                                          "attention_chunk_size": 8192,
+                                                          "max_position_embeddings": 10485760}},
+     None, (40, 8, 128), (8192, "chunked", "36 of 48 layers (Llama-4 interleaved RoPE/NoPE)"), None),
+    ("openai/gpt-oss-20b", {"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8,
+                            "head_dim": 64, "hidden_size": 2880, "num_hidden_layers": 24, "sliding_window": 128,
+                            "layer_types": ["sliding_attention", "full_attention"] * 12, "torch_dtype": "bfloat16"},
+     None, (64, 8, 64), (128, "sliding-window", "12 of 24 layers (layer_types)"), None),
+    ("deepseek-ai/DeepSeek-V2-Lite", {"model_type": "deepseek_v2", "hidden_size": 2048, "num_attention_heads": 16,
+                                      "num_key_value_heads": 16, "kv_lora_rank": 512, "q_lora_rank": None,
+                                      "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                                      "torch_dtype": "bfloat16"},
+     None, None, None, "'kv_lora_rank' = 512: multi-head latent attention"),
+    ("deepseek-ai/DeepSeek-V3", {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
+                                 "num_key_value_heads": 128, "kv_lora_rank": 512, "q_lora_rank": 1536,
+                                 "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                                 "torch_dtype": "bfloat16"},
+     None, None, None, "'kv_lora_rank' = 512: multi-head latent attention"),
+]
+
+
+def _write(tmp_path, fields, name="config.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(fields))
+    return p
+
+
+@pytest.mark.parametrize("model, fields, dtype, shape, window, refusal", REAL, ids=[r[0] for r in REAL])
+def test_real_configs(tmp_path, model, fields, dtype, shape, window, refusal):
+    path = _write(tmp_path, fields)
+    if refusal is not None:
+        with pytest.raises(IomodelError, match=None) as exc:
+            load_config(path, dtype=dtype)
+        assert refusal in str(exc.value) and "\n" not in str(exc.value)
+        return
+    cfg = load_config(path, dtype=dtype)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == shape
+    assert (cfg.window, cfg.window_kind, cfg.window_layers) == (window or (None, "", ""))
+
+
+def test_falcon_7b_decode_kv_cache_is_one_head(tmp_path):
+    """Falcon-7B is multi-query: the KV cache of one layer at 8k is 2 * 8192 * 64 * 2 B, not 71 times that."""
+    cfg = load_config(_write(tmp_path, REAL[2][1]))
+    spec = cfg.layer(seqlen_q=1, seqlen_k=8192, phase="decode", causal_align="bottom-right")
+    assert 2 * spec.kv_heads * spec.seqlen_k * spec.head_dim * spec.width == 2 * 8192 * 64 * 2
+
+
+def test_window_refused_only_where_it_masks(tmp_path):
+    cfg = load_config(_write(tmp_path, REAL[11][1]))  # Mistral-7B-v0.1, window 4096
+    assert cfg.layer(seqlen_q=4096).seqlen_k == 4096  # the window covers every key: full attention exactly
+    with pytest.raises(IomodelError, match=r"sliding-window attention \(4,096 tokens on all 32 layers\) masks keys "
+                                           r"at 8,192 tokens"):
+        cfg.layer(seqlen_q=8192)
+
+
+def test_no_bytes_fields_are_noted(tmp_path):
+    cfg = load_config(_write(tmp_path, GEMMA2_9B))
+    assert cfg.notes == (
+        "'attn_logit_softcapping' = 50.0: soft-capping of the attention scores (tanh; Gemma-2) changes arithmetic, "
+        "not bytes.",
+        "'query_pre_attn_scalar' = 256: a custom score scale (Gemma) changes sm_scale, not bytes.",
+    )
+
+
+def test_flags_apply_before_the_file_is_checked(tmp_path):
+    path = _write(tmp_path, {"text_config": {"num_key_value_heads": 4, "head_dim": 64}, "torch_dtype": "bfloat16"})
+    with pytest.raises(IomodelError, match=r"\(text_config\): no 'num_attention_heads' field .*: add it or pass --heads"):
+        load_config(path)
+    cfg = load_config(path, heads=16)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.dtype) == (16, 4, 64, "bf16")
+    bad_dtype = _write(tmp_path, {"n_head": 12, "n_embd": 768, "torch_dtype": 5}, "bad.json")
+    assert load_config(bad_dtype, dtype="fp32").dtype == "fp32"  # the flag wins; the file's field is not read
+
+
+@pytest.mark.parametrize("value, shown", [(True, "the boolean true"), ("32", "the string '32'"),
+                                          (None, "is null"), (1e400, "inf (out of range)"), (12.5, "12.5"),
+                                          (0, "0"), (-8, "-8"), ([32], "a JSON array"), ({"a": 1}, "a JSON object")])
+def test_value_types_where_a_number_belongs(tmp_path, value, shown):
+    path = tmp_path / "config.json"
+    text = json.dumps({"num_attention_heads": 0, "hidden_size": 4096, "torch_dtype": "float16"})
+    path.write_text(text.replace('"num_attention_heads": 0', f'"num_attention_heads": {"1e400" if value == 1e400 else json.dumps(value)}'))
+    with pytest.raises(IomodelError) as exc:
+        load_config(path)
+    msg = str(exc.value)
+    assert "num_attention_heads" in msg and shown in msg and "\n" not in msg
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
+                    | st.text(max_size=8), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+                    max_leaves=6)
+KEYS = st.sampled_from(["num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "multi_query",
+                        "new_decoder_architecture", "head_dim", "hidden_size", "torch_dtype", "sliding_window",
+                        "layer_types", "use_sliding_window", "sliding_window_pattern", "text_config",
+                        "num_hidden_layers", "max_position_embeddings", "kv_lora_rank", "attention_chunk_size",
+                        "multi_query_attention", "multi_query_group_num", "attn_config", "max_window_layers"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, JSON, max_size=8), st.sampled_from([None, "bf16"]))
+def test_any_json_is_read_or_refused_in_one_line(tmp_path_factory, fields, dtype):
+    path = tmp_path_factory.mktemp("cfg") / "config.json"
+    path.write_text(json.dumps(fields))
+    try:
+        cfg = load_config(path, dtype=dtype)
+    except IomodelError as exc:
+        assert "\n" not in str(exc) and str(exc)
+        return
+    assert cfg.heads > 0 and cfg.kv_heads > 0 and cfg.heads % cfg.kv_heads == 0 and cfg.head_dim > 0
+    assert cfg.window is None or (cfg.window > 0 and cfg.window_kind)
+    assert not math.isnan(cfg.head_dim)
