@@ -234,7 +234,7 @@ def resolve_layer(
              if v is not None}
     cfg: AttentionConfig | None = None
     if config is not None:
-        cfg = load_config(config)
+        cfg = load_config(config, dtype=dtype, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     elif preset is not None or len(given) < 4:
         preset = preset or DEFAULT_PRESET
         cfg = load_preset(preset)
@@ -277,6 +277,8 @@ def resolve_layer(
         name=(cfg.name if cfg else "custom"),
     )
 
+    if cfg is not None:
+        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
     tiling, source = kernel_tiling(spec, hw)
@@ -294,7 +296,7 @@ def resolve_layer(
         source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
     tiling.check_fits(spec, hw.smem_per_block, hw.name)
 
-    notes: list[str] = []
+    notes: list[str] = list(cfg.notes) if cfg else []
     limit = cfg.max_position_embeddings if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
         notes.append(

@@ -341,8 +341,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             raise IomodelError(f"{f.where}: '{key}' must be a dtype name such as \"bfloat16\", got {_kind(dtype)}: "
                                "fix the file or pass --dtype")
     if n_heads % n_kv:
-        raise IomodelError(f"{f.where}: {n_heads} query heads are not divisible by {n_kv} KV heads: "
-                           "fix the file or pass --heads/--kv-heads")
+        raise IomodelError(f"{f.where}: num_attention_heads ({n_heads}) is not divisible by num_key_value_heads "
+                           f"({n_kv}): fix the file or pass --heads/--kv-heads")
     num_layers = f.int_(LAYERS_KEYS)
     window, kind, layers = _window(f, num_layers)
     notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
