@@ -1,7 +1,10 @@
-"""Output paths checked before long work, so a bad path is one line, not a lost run.
+"""Output paths checked before long work, and outputs written whole or not at all.
 
-Used by ``iomodel reconcile``/``validate`` (plots, JSON, Markdown) and ``iomodel bench``
-(receipts): each names the command-line option in its message.
+Used by ``iomodel reconcile``/``validate`` (plots, JSON, Markdown), ``iomodel worksheet``
+and ``plot``, and ``iomodel bench`` (receipts): each names the command-line option in its
+message. :func:`write_bytes` and :func:`write_text` write a temporary file beside the
+target and rename it over the target (``os.replace``, atomic on POSIX), so a full disk or
+a crash leaves the old file or none, never half a file.
 """
 
 from __future__ import annotations
@@ -76,15 +79,48 @@ def check_output_file(path: str | Path, option: str, what: str = "output file") 
     return p
 
 
+def write_bytes(path: str | Path, data: bytes, option: str) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, then rename).
+
+    Args:
+        path: the file (its folder is created if missing).
+        data: the bytes to write.
+        option: the command-line option that named it (for the message).
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        IomodelError: the folder cannot be created, or the file cannot be written (read-only
+            folder, full disk): nothing is left at ``path`` but what was there before.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise IomodelError(f"the output path {p} is a folder: pass a file path with {option}")
+    tmp = None
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, p)
+        tmp = None
+    except OSError as exc:
+        raise IomodelError(f"cannot write {p} ({exc.strerror or type(exc).__name__}): "
+                           f"pass a writable path with {option}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return p
+
+
 def write_text(path: str | Path, text: str, option: str) -> Path:
-    """Write ``text`` to ``path`` (folder created), turning OS errors into one-line IomodelErrors.
+    """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`write_bytes`.
 
     Raises:
         IomodelError: the file cannot be written.
     """
-    p = check_output_file(path, option)
-    try:
-        p.write_text(text)
-    except OSError as exc:
-        raise IomodelError(f"cannot write {p} ({exc.strerror or exc}): pass a writable path to {option}") from None
-    return p
+    return write_bytes(path, text.encode("utf-8"), option)

@@ -8,6 +8,7 @@ import pytest
 from iomodel.errors import IomodelError
 from iomodel.report.plot import largest_fitting_tiles, plot_blocks, plot_seqlen, plot_sram, write_plots
 from iomodel.report.worksheet import resolve_layer
+from iomodel.traffic import predict
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -81,10 +82,15 @@ def test_blocks_heat_map(small):
                       measured=[{"block_m": 32, "block_n": 16, "bytes": 26_000, "label": "ncu"}])
     ax = fig.axes[0]
     img = ax.get_images()[0].get_array()
-    # rows BLOCK_M 16, 32, 64; columns BLOCK_N 16, 32, 64 (log2 of bytes). BLOCK_M = 32: 25,088 B (any BLOCK_N:
-    # no mask, N_k = 64 is a multiple of BLOCK_N). BLOCK_M = 16: K, V read 4 times per head instead of 2.
-    assert np.allclose(2 ** np.asarray(img)[1], 25_088)
-    assert np.allclose(2 ** np.asarray(img)[0], 4_096 + 2 * 2 * 4 * 2_048 + 4_096 + 512)
+    floor = predict(small.spec, small.tiling, small.hardware).compulsory_bytes
+    # rows BLOCK_M 16, 32, 64; columns BLOCK_N 16, 32, 64 (log2 of bytes / compulsory floor). BLOCK_M = 32:
+    # 25,088 B (any BLOCK_N: no mask, N_k = 64 is a multiple of BLOCK_N). BLOCK_M = 16: K, V read 4 times per
+    # head instead of 2.
+    assert np.allclose(2 ** np.asarray(img)[1] * floor, 25_088)
+    assert np.allclose(2 ** np.asarray(img)[0] * floor, 4_096 + 2 * 2 * 4 * 2_048 + 4_096 + 512)
+    # the colour range starts at the floor (1x) and spans at least a factor of 2
+    lo, hi = ax.get_images()[0].get_clim()
+    assert lo == 0.0 and hi == pytest.approx(max(1.0, float(np.log2((4_096 + 2 * 2 * 4 * 2_048 + 4_096 + 512) / floor))))
     texts = [t.get_text() for t in ax.texts]
     assert any("24.5 KiB" in t and "measured HBM 25.4 KiB" in t for t in texts)
     assert "this layer's tiles" in texts

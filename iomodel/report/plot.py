@@ -14,6 +14,7 @@ dicts with ``bytes`` (int, bytes moved), ``label`` (legend text), ``level`` (``H
 
 from __future__ import annotations
 
+import io
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from iomodel.errors import IomodelError
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.format import human_bytes
+from iomodel.paths import write_bytes
 
 #: Marker per measurement level of overlaid points.
 LEVEL_MARKERS = {"HBM": "o", "DRAM": "o", "L2": "s", "SRAM_fill": "^", "SRAM": "^"}
@@ -94,11 +96,16 @@ def _assumptions(spec: LayerSpec, tiling: Tiling | None, hardware: Hardware, ext
     return "\n".join(textwrap.fill(p, 150) for p in ("; ".join(parts[:2]), *parts[2:]))
 
 
-def _figure(title: str, note: str) -> tuple[Figure, Any]:
-    fig = Figure(figsize=(11, 7), dpi=_DPI)
+def _figure(title: str, note: str, legend_rows: int = 0) -> tuple[Figure, Any]:
+    """A figure with one axes, its title, and ``note`` (assumptions) at the bottom; with
+    ``legend_rows`` > 0 room is kept between the axes and the note for a legend outside
+    the plotting area (see :func:`_legend_below`), so it hides no curve."""
+    fig = Figure(figsize=(11, 7 + 0.3 * legend_rows), dpi=_DPI)
+    scale = 7 / (7 + 0.3 * legend_rows)  # figure fractions of the 7-inch layout
     lines = note.count("\n") + 1
-    bottom = 0.11 + 0.022 * lines
-    ax = fig.add_axes((0.085, bottom, 0.895, 0.93 - bottom))
+    bottom = (0.11 + 0.022 * lines) * scale + 0.036 * legend_rows * scale
+    ax = fig.add_axes((0.085, bottom, 0.895, 1 - 0.07 * scale - bottom))
+    fig._iomodel_legend_top = bottom - 0.075 * scale  # type: ignore[attr-defined]  # below the x-axis label
     ax.set_title(title, fontsize=12)
     fig.text(0.01, 0.015, note, fontsize=8, family="monospace", va="bottom", ha="left")
     ax.grid(True, which="major", alpha=0.35)
@@ -110,7 +117,23 @@ def _legend(fig: Figure, ax: Any, loc: str = "best") -> None:
     ax.legend(loc=loc, fontsize=8.5, framealpha=0.92)
 
 
+def _legend_below(fig: Figure, ax: Any, ncol: int = 2) -> None:
+    """The legend under the x axis, in the room :func:`_figure` kept (``legend_rows``)."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.53, fig._iomodel_legend_top), ncol=ncol,
+               fontsize=8.2, frameon=False)
+
+
 def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The overlay points, each checked: ``keys`` and ``bytes`` present, finite and positive
+    numbers (the axes are logarithmic: a zero, negative or NaN point cannot be drawn, and is
+    refused rather than dropped); ``label`` and ``level`` strings if given.
+
+    Raises:
+        IomodelError: naming the point and the field.
+    """
+    if measured is not None and not isinstance(measured, (list, tuple)):
+        raise IomodelError(f"measured points must be a list of objects, got {type(measured).__name__}: fix the overlay data")
     out = []
     for i, m in enumerate(measured or []):
         if not isinstance(m, dict) or any(k not in m for k in (*keys, "bytes")):
@@ -118,6 +141,14 @@ def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[st
                 f"measured point {i} must be a dict with {', '.join(repr(k) for k in (*keys, 'bytes'))} "
                 "(and optional 'label', 'level'): fix the overlay data"
             )
+        for k in (*keys, "bytes"):
+            v = m[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+                raise IomodelError(f"measured point {i}: {k!r} must be a positive finite number, got {v!r} "
+                                   "(log axes cannot show zero, negative or NaN values): fix the overlay data")
+        for k in ("label", "level"):
+            if k in m and not isinstance(m[k], str):
+                raise IomodelError(f"measured point {i}: {k!r} must be a string, got {m[k]!r}: fix the overlay data")
         out.append(m)
     return out
 
@@ -133,10 +164,16 @@ def _overlay(ax: Any, points: list[dict[str, Any]], x_of: Any) -> None:
                    edgecolors=COLORS["measured"], zorder=5, label=f"measured {level}: {label}")
 
 
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI)
+    return buf.getvalue()
+
+
 def _save(fig: Figure, path: str | Path | None) -> Figure:
+    """Write ``fig`` as PNG to ``path`` whole or not at all (:func:`iomodel.paths.write_bytes`)."""
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=_DPI)
+        write_bytes(path, _png(fig), "the plot path")
     return fig
 
 
@@ -207,7 +244,8 @@ def plot_seqlen(
               else f"KV-cache length seqlen_k (tokens; 1k = 1,024), seqlen_q = {spec.seqlen_q}")
     title = f"{spec.name or 'layer'}: HBM bytes per attention call versus sequence length"
     fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
-                                          "allocated = bytes resident in HBM at the peak (not traffic)"))
+                                          "allocated = bytes resident in HBM at the peak (not traffic)"),
+                      legend_rows=5)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     for alg, label in (("baseline", "baseline (eager, materialised scores)"),
@@ -235,8 +273,7 @@ def plot_seqlen(
         ax.plot(n[over], base_alloc[over], color=COLORS["baseline"], lw=3.0, ls="--", zorder=6)
         ax.plot([first], [base_alloc[over][0]], ls="none", marker="X", ms=11, color=COLORS["baseline"],
                 mec="black", zorder=7,
-                label=f"baseline allocation exceeds HBM capacity (thick dashes; first sampled length {first:,} tokens): "
-                      "it cannot run there")
+                label=f"baseline allocation exceeds HBM capacity from {first:,} tokens (thick dashes): cannot run")
     ax.axvline(spec.seqlen_k, color=COLORS["grey"], lw=1, ls="-.",
                label=f"this layer: {_tokens_label(spec.seqlen_k)} tokens")
     _overlay(ax, points, lambda m: float(m["seqlen"]))
@@ -244,7 +281,7 @@ def plot_seqlen(
     ax.set_ylabel("bytes per call (log scale, binary prefixes)")
     _tokens_axis(ax.xaxis)
     _bytes_axis(ax.yaxis)
-    _legend(fig, ax, "upper left")
+    _legend_below(fig, ax)
     return _save(fig, path)
 
 
@@ -319,29 +356,32 @@ def plot_blocks(
         f"seqlen_q={spec.seqlen_q:,}, seqlen_k={spec.seqlen_k:,}; cell = HBM bytes (x compulsory floor of "
         f"{human_bytes(floor)}); hatched: tiles need more than {human_bytes(hardware.smem_per_block)} of shared "
         "memory per block"))
-    img = ax.imshow(np.log2(hbm), cmap="viridis_r", aspect="auto", origin="lower")
+    # colour = multiple of the compulsory floor on a log scale from 1x to at least 2x, so a
+    # spread of a few percent between cells shows as the near-uniform colour it is
+    rel = np.log2(hbm / floor)
+    lo, hi = 0.0, max(1.0, float(rel.max()))
+    img = ax.imshow(rel, cmap="viridis_r", aspect="auto", origin="lower", vmin=lo, vmax=hi)
     x0, y0, w, h = ax.get_position().bounds
-    ax.set_position((x0, y0, w - 0.13, h))
-    cax = fig.add_axes((x0 + w - 0.11, y0, 0.018, h))
+    ax.set_position((x0, y0, w - 0.17, h))
+    cax = fig.add_axes((x0 + w - 0.15, y0, 0.018, h))
     cbar = fig.colorbar(img, cax=cax)
-    cbar.set_label("tiled HBM bytes (log colour scale)")
-    lo2, hi2 = np.log2(hbm).min(), np.log2(hbm).max()
-    ticks = np.arange(np.ceil(lo2), np.floor(hi2) + 1)
-    # cells that differ by less than a factor of ~2 need more digits to tell apart
-    digits = 3 if hi2 - lo2 > 0.2 else 5
+    cbar.set_label("tiled HBM bytes / compulsory floor (log colour scale, from 1x)")
+    ticks = np.arange(0, np.floor(hi) + 1)
     if len(ticks) < 3:
-        ticks = np.linspace(lo2, hi2, 5) if hi2 > lo2 else np.array([lo2])
+        ticks = np.linspace(lo, hi, 5)
     cbar.set_ticks(ticks)
-    cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(2**v, digits)))
+    cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{2**v:.3g}x ({human_bytes(2**v * floor)})"))
+    # cells that differ by less than a factor of ~2 need more digits to tell apart
+    spread = float(np.log2(hbm).max() - np.log2(hbm).min())
+    digits = 3 if spread > 0.2 else 5
     meas: dict[tuple[int, int], list[str]] = {}
     for m in points:
         key = (int(m[row_name]), int(m["block_n"]))
         meas.setdefault(key, []).append(f"{m.get('level', 'HBM')} {human_bytes(float(m['bytes']))}")
-    lo, hi = np.log2(hbm).min(), np.log2(hbm).max()
     for i, rv in enumerate(row_vals):
         for j, cv in enumerate(sizes):
             ok = fits(rv, cv)
-            dark = (np.log2(hbm[i, j]) - lo) / max(hi - lo, 1e-9) > 0.55
+            dark = (rel[i, j] - lo) / (hi - lo) > 0.55
             color = "white" if dark else "black"
             ratio = hbm[i, j] / floor
             rtext = f"{ratio:.4f}" if digits > 3 else (f"{ratio:,.2f}" if ratio < 10 else f"{ratio:,.1f}")
@@ -448,6 +488,10 @@ def plot_sram(
     if spec.phase != "prefill":
         raise IomodelError("the SRAM-size plot compares prefill schedules: use --phase prefill for it")
     points = _check_measured(measured, ("sram_bytes",))
+    # FlashAttention-1's K/V-stationary schedule is modelled for the forward pass only: the
+    # figure compares forward passes and its title says so for a fwd+bwd layer
+    forward_only = spec.backward
+    spec = spec.with_(backward=False)
     m = np.asarray(default_sram_sizes() if sram_bytes is None else sram_bytes, dtype=np.int64)
     bm, bn = largest_fitting_tiles(spec, m, num_stages)
     fit = bm > 0
@@ -463,7 +507,8 @@ def plot_sram(
                        **options)
         qs[fit] = res_q["tiled"]["hbm_bytes"]
     s = spec
-    title = f"{s.name or 'layer'}: HBM bytes versus SRAM size M (N = {s.seqlen_k:,}, d = {s.head_dim})"
+    title = (f"{s.name or 'layer'}: HBM bytes versus SRAM size M (N = {s.seqlen_k:,}, d = {s.head_dim})"
+             + (", forward pass only (FlashAttention-1's backward is not modelled)" if forward_only else ""))
     fig, ax = _figure(title, _assumptions(
         s, None, hardware,
         f"seqlen_q={s.seqlen_q:,}, seqlen_k={s.seqlen_k:,}; FlashAttention-1: B_c = ceil(M/4d), "
@@ -535,15 +580,15 @@ def write_plots(
     except OSError as exc:
         raise IomodelError(f"cannot create the plot folder {str(out)!r} ({exc.strerror}): pick another --plot-dir")
     measured = measured or {}
+    if not isinstance(measured, dict):
+        raise IomodelError("measured points must map plot kinds (seqlen, blocks, sram) to lists: fix the overlay data")
     funcs = {"seqlen": plot_seqlen, "blocks": plot_blocks, "sram": plot_sram}
-    written = []
-    for kind in kinds:
-        if kind == "sram" and spec.phase != "prefill":
-            continue
-        path = out / PLOT_FILES[kind]
-        funcs[kind](spec, tiling, hardware, measured=measured.get(kind), path=path, **options)
-        written.append(path)
-    return written
+    # every figure is drawn before any file is written: a failure leaves no partial set
+    pngs = {out / PLOT_FILES[kind]: _png(funcs[kind](spec, tiling, hardware, measured=measured.get(kind), **options))
+            for kind in kinds if kind != "sram" or spec.phase == "prefill"}
+    for path, data in pngs.items():
+        write_bytes(path, data, "the plot folder")
+    return list(pngs)
 
 
 __all__ = [

@@ -1,0 +1,47 @@
+"""One error path for plots: bad overlay points refused by name, whole files or none (issue 10)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from iomodel.errors import IomodelError
+from iomodel.report.plot import PLOT_FILES, write_plots
+from iomodel.report.worksheet import resolve_layer
+
+
+@pytest.fixture(scope="module")
+def small():
+    return resolve_layer(heads=2, kv_heads=1, head_dim=16, dtype="fp16", seqlen=64, causal=False,
+                         block_m=32, block_n=16, num_stages=1)
+
+
+def test_fwd_bwd_writes_all_three_plots(tmp_path):
+    lay = resolve_layer(heads=2, kv_heads=1, head_dim=16, dtype="fp16", seqlen=64, passes="fwd+bwd",
+                        block_m=32, block_n=16, num_stages=1)
+    written = write_plots(lay.spec, lay.tiling, lay.hardware, tmp_path)
+    assert sorted(p.name for p in written) == sorted(PLOT_FILES.values())
+    assert all(p.stat().st_size > 10_000 for p in written)
+
+
+@pytest.mark.parametrize("value", ["30000", -5, 0, math.nan, math.inf, True, None])
+def test_bad_overlay_value_is_one_line_and_nothing_is_written(small, tmp_path, value):
+    # the bad point sits in the last plot drawn: the two before it must not be left behind
+    measured = {"seqlen": [{"seqlen": 64, "bytes": 30_000}], "sram": [{"sram_bytes": 2**16, "bytes": value}]}
+    with pytest.raises(IomodelError, match=r"measured point 0: 'bytes' must be a positive finite number") as exc:
+        write_plots(small.spec, small.tiling, small.hardware, tmp_path, measured=measured)
+    assert "\n" not in str(exc.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_plot_folder_is_one_line(small, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(IomodelError, match="cannot create the plot folder"):
+        write_plots(small.spec, small.tiling, small.hardware, blocker / "plots")
+
+
+def test_overlay_must_map_kinds_to_lists(small, tmp_path):
+    with pytest.raises(IomodelError, match="must be a list"):
+        write_plots(small.spec, small.tiling, small.hardware, tmp_path, measured={"seqlen": {"seqlen": 1}})
