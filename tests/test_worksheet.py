@@ -104,7 +104,12 @@ def test_csv(ws):
     assert any("HEAD_DIM = 16" in ln for ln in header)
     rows = list(csv.DictReader(io.StringIO("\n".join(ln for ln in text.splitlines() if not ln.startswith("#")))))
     comp = [r for r in rows if r["kind"] == "compulsory"]
-    assert len(comp) == 1 and comp[0]["write_bytes"] == "12288"
+    # Q (1, 2, 64, 16) + K, V (1, 1, 64, 16) fp16 read once: 4,096 + 2 * 2,048 B; O written once: 4,096 B
+    assert len(comp) == 1 and (comp[0]["read_bytes"], comp[0]["write_bytes"]) == ("8192", "4096")
+    alloc = {r["tensor"]: int(r["allocated_bytes"]) for r in rows if r["kind"] == "allocated" and r["algorithm"] == "tiled"}
+    assert alloc["Q"] == 4_096 and alloc["K"] == 2_048 and alloc["O"] == 4_096
+    total_alloc = [int(r["allocated_bytes"]) for r in rows if r["kind"] == "allocated_total" and r["algorithm"] == "tiled"]
+    assert total_alloc == [ws.prediction.algorithms["tiled"].allocated_bytes]
     totals = {(r["algorithm"], r["level"]): (int(r["read_bytes"]), int(r["write_bytes"]))
               for r in rows if r["kind"] == "total"}
     assert totals[("tiled", "HBM")] == (20_480, 4_608)
@@ -144,3 +149,17 @@ def test_causal_decode_and_backward_worksheets_reduce_to_bytes():
         assert w.units_ok, [u for u in w.units if not u.ok]
         assert {"baseline", "tiled"} <= set(w.prediction.algorithms)
         assert w.prediction.algorithms["tiled"].sram_fill_read_bytes is not None
+
+
+def test_baseline_allocation_over_hbm_capacity_is_stated():
+    """Llama-3-8B at 64k tokens: the eager chain's N x N scores alone, 2 x (1, 32, 65536, 65536) bf16
+    (S and P), are 512 GiB, more than the H200's 141 GB: the worksheet says it cannot run."""
+    ws = make_worksheet(resolve_layer(seqlen=65536))
+    alloc = ws.prediction.algorithms["baseline"].allocated_bytes
+    assert alloc >= 2 * 32 * 65536 * 65536 * 2 > 141 * 1000**3
+    note = [n for n in ws.layer.notes if n.startswith("`baseline` allocates")]
+    assert note == [f"`baseline` allocates {alloc:,} B (522 GiB) in HBM at the peak of the call, more than the "
+                    "H200's 141 GB (131 GiB): it cannot run at this size on this hardware; its transferred bytes "
+                    "are what it would move if it could."]
+    assert "**exceeds HBM**" in render(ws, "md") and note[0] in render(ws, "json")
+    assert not [n for n in make_worksheet(resolve_layer(seqlen=8192)).layer.notes if "allocates" in n]

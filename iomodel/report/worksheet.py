@@ -22,7 +22,7 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -375,29 +375,33 @@ class Worksheet:
         """One CSV line per row, total, allocation and the compulsory bytes.
 
         Leading ``# `` lines carry the assumptions (read with ``pandas.read_csv(comment='#')``).
-        Columns: algorithm, kind (row | total | allocated | compulsory), tensor, step, level,
-        shape, dtype, width_bytes, elements, reads, read_bytes, write_bytes, read_formula,
-        write_formula, note.
+        Columns: algorithm, kind (row | total | allocated | allocated_total | compulsory),
+        tensor, step, level, shape, dtype, width_bytes, elements, reads, read_bytes,
+        write_bytes, allocated_bytes (bytes resident in HBM, not traffic), read_formula,
+        write_formula, note. Every byte count is an integer in its own column.
         """
         out = io.StringIO()
         for line in self.header_lines():
             out.write(f"# {line}\n")
         w = csv.writer(out, lineterminator="\n")
         cols = ["algorithm", "kind", "tensor", "step", "level", "shape", "dtype", "width_bytes", "elements",
-                "reads", "read_bytes", "write_bytes", "read_formula", "write_formula", "note"]
+                "reads", "read_bytes", "write_bytes", "allocated_bytes", "read_formula", "write_formula", "note"]
         w.writerow(cols)
         p = self.prediction
-        w.writerow(["", "compulsory", "", "", "HBM", "", "", "", "", "", "", p.compulsory_bytes, "", "",
-                    "each input read once, each output written once"])
+        w.writerow(["", "compulsory", "", "", "HBM", "", "", "", "", "",
+                    sum(r.read_bytes for r in p.compulsory_rows), sum(r.write_bytes for r in p.compulsory_rows),
+                    "", "", "", "each input read once, each output written once"])
         for name, a in p.algorithms.items():
             for r in a.rows:
                 w.writerow([name, "row", r.tensor, r.step, r.level, r.shape, r.dtype, r.width, r.elements,
-                            _num(r.reads), r.read_bytes, r.write_bytes, r.read_formula, r.write_formula, r.note])
+                            _num(r.reads), r.read_bytes, r.write_bytes, "", r.read_formula, r.write_formula, r.note])
             for level, rd, wr in _level_totals(a):
-                w.writerow([name, "total", "", "", level, "", "", "", "", "", rd, wr, "", "", ""])
+                w.writerow([name, "total", "", "", level, "", "", "", "", "", rd, wr, "", "", "", ""])
             for al in _allocations(a):
                 w.writerow([name, "allocated", al["tensor"], "", "HBM", al["shape"], al["dtype"], "", "", "",
-                            "", "", "", "", f"{al['bytes']} B resident; {al['note']}".rstrip("; ")])
+                            "", "", al["bytes"], "", "", al["note"]])
+            w.writerow([name, "allocated_total", "", "", "HBM", "", "", "", "", "", "", "", a.allocated_bytes, "", "",
+                        "resident in HBM at the peak of the call (not traffic)"])
         return out.getvalue()
 
     # ----- Markdown -----
@@ -504,7 +508,8 @@ class Worksheet:
             hbm = _hbm(a)
             out.append(
                 f"| `{name}` | {fmt_bytes(a.hbm_read_bytes)} | {fmt_bytes(a.hbm_write_bytes)} | "
-                f"{fmt_bytes(hbm)} | {hbm / p.compulsory_bytes:,.2f} | {fmt_bytes(a.allocated_bytes)} | "
+                f"{fmt_bytes(hbm)} | {hbm / p.compulsory_bytes:,.2f} | {fmt_bytes(a.allocated_bytes)}"
+                f"{' **exceeds HBM**' if a.allocated_bytes > lay.hardware.hbm_bytes else ''} | "
                 f"{fmt_flops(a.flops)} | {a.intensity:,.1f} | {fmt_seconds(a.roofline_time_s)} | {a.bound} |"
             )
         out.append("")
@@ -810,6 +815,13 @@ def make_worksheet(layer: Layer, **options: Any) -> Worksheet:
     for key in ("baseline", "tiled"):
         if key not in pred.algorithms:
             raise IomodelError(f"the traffic model returned no {key!r} algorithm for this layer: report it")
+    hw = layer.hardware
+    over = [f"`{name}` allocates {fmt_bytes(a.allocated_bytes)} in HBM at the peak of the call, more than the "
+            f"{hw.name}'s {hw.hbm_bytes / 1e9:,.0f} GB ({human_bytes(hw.hbm_bytes)}): it cannot run at this size on "
+            "this hardware; its transferred bytes are what it would move if it could."
+            for name, a in pred.algorithms.items() if a.allocated_bytes > hw.hbm_bytes]
+    if over:
+        layer = replace(layer, notes=(*layer.notes, *over))
     return Worksheet(layer=layer, prediction=pred, units=units_check(pred), l2_aware=l2_estimate(layer, pred))
 
 
