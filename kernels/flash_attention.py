@@ -614,6 +614,30 @@ def flash_attention(
             > 256, an unknown alignment, a non-positive scale, non-CUDA tensors outside
             the interpreter, an impossible forced path or config, or a bad ``out``.
     """
+    forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out)
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        from kernels.backward import FlashAttentionFunction
+
+        if path == "decode-split-kv" or (config is not None and config.path == "decode-split-kv"):
+            raise IomodelError("the split-KV decode path has no backward: use path='prefill' (or None) when q, k "
+                               "or v requires grad, or call it under torch.no_grad()")
+        if out is not None:
+            raise IomodelError("out= cannot be used when q, k or v requires grad (autograd owns o): pass out=None")
+        if path is None and (config is None or config.path != "prefill-tma"):
+            forward_kwargs["path"] = "prefill-tma" if kernel_path(q, k, v) == "prefill-tma" else "prefill"
+        o, lse, cfg = FlashAttentionFunction.apply(q, k, v, causal, causal_align, sm_scale, forward_kwargs)
+    else:
+        o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, **forward_kwargs)
+    if return_config:
+        return o, lse, cfg
+    return o, lse
+
+
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, causal_align: str,
+             sm_scale: float | None, *, config: KernelConfig | None, path: str | None, autotune: bool | None,
+             num_sms: int | None, out: tuple[torch.Tensor, torch.Tensor] | None
+             ) -> tuple[torch.Tensor, torch.Tensor, KernelConfig]:
+    """The forward launch of :func:`flash_attention` (no autograd): ``(o, lse, config)``."""
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, max_head_dim=hx.MAX_HEAD_DIM)
     _check_device(q)
     if config is not None and not isinstance(config, KernelConfig):
@@ -656,9 +680,7 @@ def flash_attention(
         cfg = _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sms)
     else:
         cfg = _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, chosen, config, autotune)
-    if return_config:
-        return o, lse, cfg
-    return o, lse
+    return o, lse, cfg
 
 
 def _dot_precision(q: torch.Tensor) -> str:

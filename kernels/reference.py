@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from iomodel.errors import IomodelError
 from kernels._inputs import causal_offset, check_inputs
 
 
@@ -65,3 +66,49 @@ def reference_attention(
     p = torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None])
     o = torch.einsum("bkgmn,bknd->bkgmd", p, v64)  # rows that see nothing: p = 0, o = 0
     return o.reshape(B, H, N_q, d), lse.reshape(B, H, N_q)
+
+
+def reference_attention_backward(
+    do: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    causal_align: str = "top-left",
+    sm_scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Exact gradients of softmax attention in float64 (FlashAttention-2, Dao 2023, Algorithm 2
+    in closed form: dV = Pᵀ dO, dP = dO Vᵀ, D = rowsum(dO ∘ O), dS = P ∘ (dP − D),
+    dQ = scale · dS K, dK = scale · dSᵀ Q).
+
+    Args:
+        do: ``(B, H, N_q, d)`` gradient of o; q, k, v, causal, causal_align, sm_scale as
+            :func:`reference_attention`.
+
+    Returns:
+        ``(dq, dk, dv)`` float64, shaped like q, k, v; GQA/MQA: dk and dv summed over the
+        query heads of each group. Rows that see no key give dq = 0; keys no row sees give
+        dk = dv = 0.
+
+    Raises:
+        IomodelError: bad shapes, dtypes, alignment or scale, or ``do`` not shaped like q.
+    """
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, allow_fp64=True)
+    if not isinstance(do, torch.Tensor) or tuple(do.shape) != tuple(q.shape):
+        raise IomodelError(f"do must be a tensor shaped like q {tuple(q.shape)}: pass the gradient of o")
+    B, H, N_q, N_k, d, G = shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.group
+    q64 = q.detach().to(torch.float64).reshape(B, shape.kv_heads, G, N_q, d)  # (B, H_kv, G, N_q, d)
+    do64 = do.detach().to(torch.float64).reshape(B, shape.kv_heads, G, N_q, d)
+    k64 = k.detach().to(torch.float64)  # (B, H_kv, N_k, d)
+    v64 = v.detach().to(torch.float64)
+    s = torch.einsum("bkgmd,bknd->bkgmn", q64, k64) * sm_scale  # (B, H_kv, G, N_q, N_k)
+    s = s.masked_fill(~visible_mask(N_q, N_k, causal, causal_align, q.device), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None])  # 0 where masked
+    o = torch.einsum("bkgmn,bknd->bkgmd", p, v64)
+    dv = torch.einsum("bkgmn,bkgmd->bknd", p, do64)  # summed over the group g
+    dp = torch.einsum("bkgmd,bknd->bkgmn", do64, v64)
+    ds = p * (dp - (do64 * o).sum(-1, keepdim=True))
+    dq = torch.einsum("bkgmn,bknd->bkgmd", ds, k64) * sm_scale
+    dk = torch.einsum("bkgmn,bkgmd->bknd", ds, q64) * sm_scale
+    return dq.reshape(B, H, N_q, d), dk, dv

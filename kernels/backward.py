@@ -1,0 +1,413 @@
+"""The bundled Triton FlashAttention backward kernels (FlashAttention-2, Dao 2023, Algorithm 2).
+
+``flash_attention_backward(do, q, k, v, o, lse, causal, causal_align, sm_scale) -> (dq, dk, dv)``
+with q, o, do ``(B, H, N_q, d)``, k, v ``(B, H_kv, N_k, d)`` and lse ``(B, H, N_q)`` fp32 (the
+natural-log LSE the forward returned). Three launches, each program's loads and stores fixed
+in ``docs/traffic-contract.md`` (the interpreter counts them against the traffic model):
+
+1. ``_bwd_preprocess``, grid ``(cdiv(N_q, BLOCK_M), B*H)``: D = rowsum(dO ∘ O) ``(B, H, N_q)``
+   fp32 (Algorithm 2, line 4).
+2. ``_bwd_dkdv``, grid ``(cdiv(N_k, BLOCK_N), B*H_kv)``, K/V-stationary: a program keeps one
+   K and one V tile ``(BLOCK_N, d)`` and loops over the G query heads of its GQA group and
+   over the query tiles that see its keys (causal: from the first row whose diagonal reaches
+   the tile), reading Q, dO, LSE and D of each; it recomputes P = exp(S − LSE) and
+   accumulates dV += Pᵀ dO and dK += dSᵀ Q with dS = P ∘ (dP − D), dP = dO Vᵀ, in fp32
+   (Algorithm 2, lines 6-21). GQA/MQA: dK and dV are summed over the group in registers;
+   repeated K/V is never materialised.
+3. ``_bwd_dq``, grid ``(cdiv(N_q, BLOCK_M), B*H)``, Q-stationary: a program keeps Q, dO,
+   LSE and D of one query tile and reads the K and V tiles its rows see (the forward's key
+   range), accumulating dQ += dS K. A separate kernel, not fp32 atomics in kernel 2: it is
+   deterministic and writes dQ once in the input dtype; the traffic model counts this
+   schedule.
+
+Rows that see no key (LSE = −inf) give dq = 0 and keys no query sees give dk = dv = 0,
+never NaN. fp16/bf16 round P and dS to the input dtype for their dots and accumulate in
+fp32, as FlashAttention does; fp32 inputs use exact ``ieee`` dots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from iomodel.errors import IomodelError
+from kernels import heuristics as hx
+from kernels._inputs import causal_offset, check_inputs
+from kernels.flash_attention import INTERPRET, _alloc, _check_device, _dot, _dot_precision, _emulate_bf16, _to_dtype
+
+__all__ = ["BackwardConfig", "flash_attention_backward"]
+
+
+@dataclass(frozen=True)
+class BackwardConfig:
+    """Tiles of the three backward launches (elements; powers of two >= 16).
+
+    ``block_m``/``block_n``: query and key rows per tile of the K/V-stationary dK/dV kernel
+    (BLOCK_N keys stay in SRAM, BLOCK_M query rows stream); ``dq_block_m``/``dq_block_n``:
+    the Q-stationary dQ kernel; ``preprocess_block_m``: rows per D program.
+    """
+
+    block_m: int = 32  # dK/dV kernel: query rows streamed per step
+    block_n: int = 128  # dK/dV kernel: key rows a program owns
+    dq_block_m: int = 128  # dQ kernel: query rows a program owns
+    dq_block_n: int = 32  # dQ kernel: key rows streamed per step
+    preprocess_block_m: int = 128  # D = rowsum(dO ∘ O): rows per program
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+#: Tiles of the interpreter (CPU) runs: small, so CI covers multi-tile loops and ragged tails.
+INTERPRETER_BACKWARD = BackwardConfig(block_m=16, block_n=32, dq_block_m=32, dq_block_n=16,
+                                      preprocess_block_m=32, num_warps=4, num_stages=1)
+
+
+# ====================================================================================
+# Device code
+# ====================================================================================
+@triton.jit
+def _bwd_preprocess(O, DO, DELTA,
+                    stride_oz, stride_oh, stride_om, stride_od,
+                    stride_dz, stride_dh, stride_dm, stride_dd,
+                    H, N_Q, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
+    """D[m] = sum_d O[m, d] * dO[m, d] in fp32 for one query tile of one head."""
+    i = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    ok = (offs_m < N_Q)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    o = tl.load(O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
+                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, mask=ok, other=0.0)
+    do = tl.load(DO + b.to(tl.int64) * stride_dz + h.to(tl.int64) * stride_dh
+                 + offs_m[:, None] * stride_dm + offs_d[None, :] * stride_dd, mask=ok, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)  # (BLOCK_M,)
+    tl.store(DELTA + bh.to(tl.int64) * N_Q + offs_m, delta, mask=offs_m < N_Q)
+
+
+@triton.jit
+def _lse2(LSE_ROW, offs_m, N_Q):
+    """LSE of rows ``offs_m`` in log2 units; rows beyond N_Q or that saw no key (LSE = -inf)
+    get +inf, so that P = exp2(S - LSE) = 0 there (no NaN, no contribution)."""
+    lse = tl.load(LSE_ROW + offs_m, mask=offs_m < N_Q, other=float("inf"))
+    lse = tl.where(lse == float("-inf"), float("inf"), lse)
+    return lse * 1.4426950408889634
+
+
+@triton.jit
+def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, start_m, offs_m0, offs_n, offs_d, d_ok,
+               stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, N_Q, CAUSAL_OFF,
+               MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """One query tile against the program's K/V tile (Algorithm 2, lines 8-20, transposed:
+    rows of the score tile are keys). MASKED: the causal bound n <= m + CAUSAL_OFF."""
+    offs_m = start_m + offs_m0
+    row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
+    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_ok, other=0.0)
+    do = tl.load(do_base + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, mask=row_ok, other=0.0)
+    lse2 = _lse2(LSE_ROW, offs_m, N_Q)
+    delta = tl.load(D_ROW + offs_m, mask=offs_m < N_Q, other=0.0)
+    s_t = _dot(k, tl.trans(q), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_N, BLOCK_M) = (Q K^T)^T, fp32
+    p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])
+    if MASKED:
+        p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFF, p_t, 0.0)
+    dv = _dot(_to_dtype(p_t, do.dtype, EMULATE_BF16), do, dv, DOT_PRECISION, EMULATE_BF16)  # dV += P^T dO
+    dp_t = _dot(v, tl.trans(do), None, DOT_PRECISION, EMULATE_BF16)  # (dO V^T)^T
+    ds_t = p_t * (dp_t - delta[None, :])
+    dk = _dot(_to_dtype(ds_t, q.dtype, EMULATE_BF16), q, dk, DOT_PRECISION, EMULATE_BF16)  # dK += dS^T Q
+    return dk, dv
+
+
+@triton.jit
+def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
+              stride_qz, stride_qh, stride_qm, stride_qd,
+              stride_kz, stride_kh, stride_kn, stride_kd,
+              stride_vz, stride_vh, stride_vn, stride_vd,
+              stride_doz, stride_doh, stride_dom, stride_dod,
+              stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+              stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+              H, H_KV, G, N_Q, N_K, CAUSAL_OFF,
+              HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """dK, dV of one key tile of one KV head, summed over the G query heads of its group.
+    Grid (cdiv(N_K, BLOCK_N), B*H_KV)."""
+    j = tl.program_id(0)
+    bhk = tl.program_id(1)
+    b = bhk // H_KV
+    hk = bhk % H_KV
+    start_n = j * BLOCK_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    d_ok = offs_d < HEAD_DIM
+    kv_ok = (offs_n < N_K)[:, None] & d_ok[None, :]
+    k = tl.load(K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
+                + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
+    v = tl.load(V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
+                + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+
+    # query tiles that see a key of this tile: rows m >= start_n - CAUSAL_OFF (causal);
+    # from full_m on, every row sees every key of the tile (no mask).
+    if CAUSAL:
+        lo = tl.maximum(start_n - CAUSAL_OFF, 0)
+        lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
+        full_m = start_n + BLOCK_N - 1 - CAUSAL_OFF
+        full_m = tl.minimum(tl.maximum(((full_m + BLOCK_M - 1) // BLOCK_M) * BLOCK_M, lo), N_Q)
+    else:
+        lo = 0
+        full_m = 0
+    for g in range(0, G):
+        h = hk * G + g
+        q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
+        do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
+        row = (b * H + h).to(tl.int64) * N_Q
+        for start_m in tl.range(lo, full_m, BLOCK_M):
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, start_m, offs_m0, offs_n,
+                                offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, N_Q,
+                                CAUSAL_OFF, True, DOT_PRECISION, EMULATE_BF16)
+        for start_m in tl.range(full_m, N_Q, BLOCK_M):
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, start_m, offs_m0, offs_n,
+                                offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, N_Q,
+                                CAUSAL_OFF, False, DOT_PRECISION, EMULATE_BF16)
+    dk = dk * sm_scale
+    tl.store(DK + b.to(tl.int64) * stride_dkz + hk.to(tl.int64) * stride_dkh
+             + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
+             _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+    tl.store(DV + b.to(tl.int64) * stride_dvz + hk.to(tl.int64) * stride_dvh
+             + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
+             _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+
+
+@triton.jit
+def _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
+             stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
+             MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """One key tile against the program's query tile: dQ += dS K (Algorithm 2, line 19).
+    Keys beyond N_K load as zeros, so they add nothing to dQ; MASKED: the causal bound."""
+    offs_n = start_n + offs_n0
+    kv_ok = (offs_n < N_K)[:, None] & d_ok[None, :]
+    k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
+    v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
+    s = _dot(q, tl.trans(k), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_M, BLOCK_N) fp32
+    p = tl.math.exp2(s * qk_scale - lse2[:, None])
+    if MASKED:
+        p = tl.where(offs_n[None, :] <= offs_m[:, None] + CAUSAL_OFF, p, 0.0)
+    dp = _dot(do, tl.trans(v), None, DOT_PRECISION, EMULATE_BF16)
+    ds = p * (dp - delta[:, None])
+    return _dot(_to_dtype(ds, k.dtype, EMULATE_BF16), k, dq, DOT_PRECISION, EMULATE_BF16)
+
+
+@triton.jit
+def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
+            stride_qz, stride_qh, stride_qm, stride_qd,
+            stride_kz, stride_kh, stride_kn, stride_kd,
+            stride_vz, stride_vh, stride_vn, stride_vd,
+            stride_doz, stride_doh, stride_dom, stride_dod,
+            stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+            H, G, N_Q, N_K, CAUSAL_OFF,
+            HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+            CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """dQ of one query tile of one head. Grid (cdiv(N_Q, BLOCK_M), B*H); key range as the
+    forward's (causal: up to the diagonal, unmasked below ``full_end``)."""
+    i = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    hk = h // G
+    offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    d_ok = offs_d < HEAD_DIM
+    row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
+    q = tl.load(Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
+                + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_ok, other=0.0)
+    do = tl.load(DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
+                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, mask=row_ok, other=0.0)
+    row = bh.to(tl.int64) * N_Q
+    lse2 = _lse2(LSE + row, offs_m, N_Q)
+    delta = tl.load(DELTA + row + offs_m, mask=offs_m < N_Q, other=0.0)
+    k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
+    v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
+    dq = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    if CAUSAL:
+        row_end = tl.minimum((i + 1) * BLOCK_M, N_Q)
+        hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF, 0), N_K)
+        full = tl.minimum(tl.maximum(i * BLOCK_M + CAUSAL_OFF + 1, 0), hi)
+        full_end = (full // BLOCK_N) * BLOCK_N
+    else:
+        hi = N_K
+        full_end = N_K
+    for start_n in tl.range(0, full_end, BLOCK_N):
+        dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
+                      stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
+                      False, DOT_PRECISION, EMULATE_BF16)
+    for start_n in tl.range(full_end, hi, BLOCK_N):
+        dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
+                      stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
+                      CAUSAL, DOT_PRECISION, EMULATE_BF16)
+    dq = dq * sm_scale
+    tl.store(DQ + b.to(tl.int64) * stride_dqz + h.to(tl.int64) * stride_dqh
+             + offs_m[:, None] * stride_dqm + offs_d[None, :] * stride_dqd,
+             _to_dtype(dq, DQ.dtype.element_ty, EMULATE_BF16), mask=row_ok)
+
+
+# ====================================================================================
+# Host code
+# ====================================================================================
+def _check_grad_tensors(do: Any, o: Any, lse: Any, q: torch.Tensor) -> None:
+    B, H, N_q, d = q.shape
+    for name, t, shape, dtype in (("do", do, (B, H, N_q, d), q.dtype), ("o", o, (B, H, N_q, d), q.dtype),
+                                  ("lse", lse, (B, H, N_q), torch.float32)):
+        if not isinstance(t, torch.Tensor):
+            raise IomodelError(f"{name} must be a torch.Tensor, got {type(t).__name__}: pass the forward's tensors")
+        if tuple(t.shape) != shape:
+            raise IomodelError(f"{name} must have shape {shape}, got {tuple(t.shape)}: pass the gradient of o "
+                               "(same shape as o) and the forward's o and lse")
+        if t.dtype != dtype:
+            raise IomodelError(f"{name} must be {dtype}, got {t.dtype}: cast it to {dtype}")
+        if t.device != q.device:
+            raise IomodelError(f"{name} is on {t.device} but q on {q.device}: move it to q's device")
+        if t.stride(-1) != 1 and name != "lse":
+            raise IomodelError(f"{name} must be contiguous in its last dimension (stride {t.stride()}): "
+                               "call .contiguous() on it")
+    if not lse.is_contiguous():
+        raise IomodelError("lse must be contiguous: pass the forward's lse or call .contiguous() on it")
+
+
+def backward_config(head_dim: int, dtype: str, causal: bool) -> BackwardConfig:
+    """The backward tiles: the interpreter's small tiles on a CPU, else the GPU tiles of
+    :data:`GPU_BACKWARD` for HEAD_DIM (chosen by measurement on the H200; see
+    ``receipts/``). Units: elements.
+
+    Raises:
+        IomodelError: HEAD_DIM above :data:`MAX_BACKWARD_HEAD_DIM` (the dK/dV accumulators
+            and the K/V tile of a program would not fit one SM's registers and shared memory).
+    """
+    if head_dim > MAX_BACKWARD_HEAD_DIM:
+        raise IomodelError(f"the backward kernels take HEAD_DIM <= {MAX_BACKWARD_HEAD_DIM}, got {head_dim}: "
+                           "use a smaller HEAD_DIM or another backend for the backward")
+    if INTERPRET:
+        return INTERPRETER_BACKWARD
+    d = hx.head_dim_padded(head_dim)
+    return GPU_BACKWARD[min(k for k in GPU_BACKWARD if k >= d)]
+
+
+#: Largest HEAD_DIM of the backward: a dK/dV program holds K, V and two fp32 accumulators of
+#: (BLOCK_N, HEAD_DIM); at 256 that needs BLOCK_N <= 32 and still spills on sm_90.
+MAX_BACKWARD_HEAD_DIM = 256
+#: GPU tiles per padded HEAD_DIM (the Triton tutorial 06 backward's shapes: 32 x 128 for
+#: dK/dV, 128 x 32 for dQ), smaller tiles for the widest heads.
+GPU_BACKWARD: dict[int, BackwardConfig] = {
+    64: BackwardConfig(block_m=32, block_n=128, dq_block_m=128, dq_block_n=32, num_warps=4, num_stages=3),
+    128: BackwardConfig(block_m=32, block_n=128, dq_block_m=128, dq_block_n=32, num_warps=8, num_stages=2),
+    256: BackwardConfig(block_m=16, block_n=64, dq_block_m=64, dq_block_n=16, num_warps=8, num_stages=1),
+}
+
+
+def flash_attention_backward(
+    do: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    causal: bool = False,
+    causal_align: str = "top-left",
+    sm_scale: float | None = None,
+    *,
+    config: BackwardConfig | None = None,
+    return_config: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, torch.Tensor, BackwardConfig]:
+    """Gradients of ``o = softmax(sm_scale · q kᵀ + mask) v`` (FlashAttention-2 backward).
+
+    Args:
+        do: ``(B, H, N_q, d)`` gradient of o, q's dtype, last dimension contiguous.
+        q: ``(B, H, N_q, d)`` fp16, bf16 or fp32; k, v: ``(B, H_kv, N_k, d)``.
+        o: the forward's output ``(B, H, N_q, d)``; lse: its ``(B, H, N_q)`` fp32
+            natural-log LSE (``flash_attention`` returns both).
+        causal, causal_align, sm_scale: as the forward (:func:`kernels.flash_attention.flash_attention`).
+        config: tiles (default :func:`backward_config`).
+        return_config: also return the :class:`BackwardConfig` that ran.
+
+    Returns:
+        ``(dq, dk, dv)`` in q's dtype, shaped like q, k, v (GQA: dk, dv summed over each
+        group); with ``return_config`` the config as a fourth element.
+
+    Raises:
+        IomodelError: any bad forward input (see ``check_inputs``), a do/o/lse of the
+            wrong shape, dtype or device, or not contiguous; HEAD_DIM above
+            :data:`MAX_BACKWARD_HEAD_DIM`; non-CUDA tensors outside the interpreter.
+    """
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, max_head_dim=hx.MAX_HEAD_DIM)
+    _check_device(q)
+    _check_grad_tensors(do, o, lse, q)
+    if causal not in (True, False):
+        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    if config is None:
+        config = backward_config(shape.head_dim, shape.dtype, causal)
+    elif not isinstance(config, BackwardConfig):
+        raise IomodelError(f"config must be a kernels.backward.BackwardConfig, got {type(config).__name__}: build one")
+    B, H, N_q, d = q.shape
+    H_kv, N_k = k.shape[1], k.shape[2]
+    off = causal_offset(causal_align, N_q, N_k) if causal else 0
+    pad = hx.head_dim_padded(d)
+    flags = dict(DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q))
+    dq = _alloc((B, H, N_q, d), q.dtype, q.device)
+    dk = _alloc((B, H_kv, N_k, d), q.dtype, q.device)
+    dv = _alloc((B, H_kv, N_k, d), q.dtype, q.device)
+    delta = _alloc((B, H, N_q), torch.float32, q.device)
+    _bwd_preprocess[(triton.cdiv(N_q, config.preprocess_block_m), B * H)](
+        o, do, delta, *o.stride(), *do.stride(), H, N_q,
+        HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m, num_warps=4)
+    common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags,
+                  num_warps=config.num_warps, num_stages=config.num_stages)
+    _bwd_dkdv[(triton.cdiv(N_k, config.block_n), B * H_kv)](
+        q, k, v, do, lse, delta, dk, dv, sm_scale,
+        *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
+        H, H_kv, shape.group, N_q, N_k, off, BLOCK_M=config.block_m, BLOCK_N=config.block_n, **common)
+    _bwd_dq[(triton.cdiv(N_q, config.dq_block_m), B * H)](
+        q, k, v, do, lse, delta, dq, sm_scale,
+        *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),
+        H, shape.group, N_q, N_k, off, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common)
+    if return_config:
+        return dq, dk, dv, config
+    return dq, dk, dv
+
+
+class FlashAttentionFunction(torch.autograd.Function):
+    """``torch.autograd.Function`` whose forward is the bundled forward kernel and whose
+    backward is :func:`flash_attention_backward` (``flash_attention`` uses it whenever q, k
+    or v requires grad). Saves q, k, v, o and lse (the forward's outputs, not the N×N
+    scores); lse is returned but not differentiable."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, causal_align: str,
+                sm_scale: float | None, forward_kwargs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        from kernels.flash_attention import _forward
+
+        o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, **forward_kwargs)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.causal_align, ctx.sm_scale = causal, causal_align, sm_scale
+        ctx.mark_non_differentiable(lse)
+        return o, lse, cfg
+
+    @staticmethod
+    def backward(ctx: Any, do: torch.Tensor, _dlse: Any, _dcfg: Any = None) -> tuple[Any, ...]:
+        q, k, v, o, lse = ctx.saved_tensors
+        # autograd may hand an expanded or strided gradient (o.sum().backward() gives stride 0):
+        # the kernels read dO row-major, so it is laid out once here
+        dq, dk, dv = flash_attention_backward(do.contiguous(), q, k, v, o, lse, ctx.causal, ctx.causal_align,
+                                              ctx.sm_scale)
+        return dq, dk, dv, None, None, None, None
