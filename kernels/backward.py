@@ -56,8 +56,11 @@ class BackwardConfig:
     dq_block_m: int = 128  # dQ kernel: query rows a program owns
     dq_block_n: int = 32  # dQ kernel: key rows streamed per step
     preprocess_block_m: int = 128  # D = rowsum(dO ∘ O): rows per program
-    num_warps: int = 4
-    num_stages: int = 3
+    num_warps: int = 4  # dK/dV kernel
+    num_stages: int = 3  # dK/dV kernel: software-pipelining depth of the Q/dO loads
+    dq_num_warps: int = 4
+    dq_num_stages: int = 3
+    atomic_dq: bool = False  # dQ by fp32 atomics inside the dK/dV kernel instead of the dQ kernel
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -102,11 +105,13 @@ def _lse2(LSE_ROW, offs_m, N_Q):
 
 
 @triton.jit
-def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, start_m, offs_m0, offs_n, offs_d, d_ok,
-               stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, N_Q, CAUSAL_OFF,
-               MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, DQ_ROW, start_m, offs_m0, offs_n, offs_d, d_ok,
+               stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM,
+               MASKED: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
+               EMULATE_BF16: tl.constexpr):
     """One query tile against the program's K/V tile (Algorithm 2, lines 8-20, transposed:
-    rows of the score tile are keys). MASKED: the causal bound n <= m + CAUSAL_OFF."""
+    rows of the score tile are keys). MASKED: the causal bound n <= m + CAUSAL_OFF.
+    ATOMIC_DQ: also add this tile's dQ = scale * dS K into the fp32 rows at DQ_ROW."""
     offs_m = start_m + offs_m0
     row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
     q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_ok, other=0.0)
@@ -120,12 +125,16 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, start_m, offs_m0, 
     dv = _dot(_to_dtype(p_t, do.dtype, EMULATE_BF16), do, dv, DOT_PRECISION, EMULATE_BF16)  # dV += P^T dO
     dp_t = _dot(v, tl.trans(do), None, DOT_PRECISION, EMULATE_BF16)  # (dO V^T)^T
     ds_t = p_t * (dp_t - delta[None, :])
-    dk = _dot(_to_dtype(ds_t, q.dtype, EMULATE_BF16), q, dk, DOT_PRECISION, EMULATE_BF16)  # dK += dS^T Q
+    ds_t = _to_dtype(ds_t, q.dtype, EMULATE_BF16)
+    dk = _dot(ds_t, q, dk, DOT_PRECISION, EMULATE_BF16)  # dK += dS^T Q
+    if ATOMIC_DQ:
+        dq = _dot(tl.trans(ds_t), k, None, DOT_PRECISION, EMULATE_BF16) * sm_scale  # (BLOCK_M, D) fp32
+        tl.atomic_add(DQ_ROW + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq, mask=row_ok, sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
+def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
               stride_qz, stride_qh, stride_qm, stride_qd,
               stride_kz, stride_kh, stride_kn, stride_kd,
               stride_vz, stride_vh, stride_vn, stride_vd,
@@ -135,9 +144,11 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
               H, H_KV, G, N_Q, N_K, CAUSAL_OFF,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+              CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
+              EMULATE_BF16: tl.constexpr):
     """dK, dV of one key tile of one KV head, summed over the G query heads of its group.
-    Grid (cdiv(N_K, BLOCK_N), B*H_KV)."""
+    Grid (cdiv(N_K, BLOCK_N), B*H_KV). ATOMIC_DQ: dQ accumulates by fp32 atomics into
+    DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``."""
     j = tl.program_id(0)
     bhk = tl.program_id(1)
     b = bhk // H_KV
@@ -171,14 +182,15 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale,
         q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
         do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
         row = (b * H + h).to(tl.int64) * N_Q
+        dq_row = DQ_ACC + row * HEAD_DIM
         for start_m in tl.range(lo, full_m, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, start_m, offs_m0, offs_n,
-                                offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, N_Q,
-                                CAUSAL_OFF, True, DOT_PRECISION, EMULATE_BF16)
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
+                                offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
+                                N_Q, CAUSAL_OFF, HEAD_DIM, True, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
         for start_m in tl.range(full_m, N_Q, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, start_m, offs_m0, offs_n,
-                                offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, N_Q,
-                                CAUSAL_OFF, False, DOT_PRECISION, EMULATE_BF16)
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
+                                offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
+                                N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
     dk = dk * sm_scale
     tl.store(DK + b.to(tl.int64) * stride_dkz + hk.to(tl.int64) * stride_dkh
              + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
@@ -371,16 +383,21 @@ def flash_attention_backward(
     _bwd_preprocess[(triton.cdiv(N_q, config.preprocess_block_m), B * H)](
         o, do, delta, *o.stride(), *do.stride(), H, N_q,
         HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m, num_warps=4)
-    common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags,
-                  num_warps=config.num_warps, num_stages=config.num_stages)
+    common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags)
+    dq_acc = torch.zeros((B, H, N_q, d), dtype=torch.float32, device=q.device) if config.atomic_dq else delta
     _bwd_dkdv[(triton.cdiv(N_k, config.block_n), B * H_kv)](
-        q, k, v, do, lse, delta, dk, dv, sm_scale,
+        q, k, v, do, lse, delta, dk, dv, sm_scale, dq_acc,
         *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
-        H, H_kv, shape.group, N_q, N_k, off, BLOCK_M=config.block_m, BLOCK_N=config.block_n, **common)
-    _bwd_dq[(triton.cdiv(N_q, config.dq_block_m), B * H)](
-        q, k, v, do, lse, delta, dq, sm_scale,
-        *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),
-        H, shape.group, N_q, N_k, off, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common)
+        H, H_kv, shape.group, N_q, N_k, off, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        ATOMIC_DQ=config.atomic_dq, **common, num_warps=config.num_warps, num_stages=config.num_stages)
+    if config.atomic_dq:
+        dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
+    else:
+        _bwd_dq[(triton.cdiv(N_q, config.dq_block_m), B * H)](
+            q, k, v, do, lse, delta, dq, sm_scale,
+            *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),
+            H, shape.group, N_q, N_k, off, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common,
+            num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
     if return_config:
         return dq, dk, dv, config
     return dq, dk, dv
