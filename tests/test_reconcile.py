@@ -15,7 +15,8 @@ from iomodel.measure.records import KernelRecord, Measurement, ShapeMeasurement
 from iomodel.reconcile.compare import LevelCompare, _family, markdown, plot, reconcile, table_rows
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.traffic import predict
-from iomodel.cache.l2 import L2Params, predict_baseline, predict_tiled
+from iomodel.cache.params import L2Params
+from iomodel.cache.predict import predict_baseline, predict_tiled
 from kernels import heuristics as hx
 
 ROOT = Path(__file__).resolve().parent.parent

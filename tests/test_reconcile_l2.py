@@ -1,4 +1,4 @@
-"""The L2-aware HBM prediction (iomodel/cache/l2.py) on hand-computed cases and properties."""
+"""The L2-aware HBM prediction (iomodel/cache/, iomodel/schedule/grid.py) on hand-computed cases and properties."""
 
 from __future__ import annotations
 
@@ -12,17 +12,11 @@ from hypothesis import strategies as st
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import get_hardware
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.cache.l2 import (
-    Access,
-    L2Params,
-    estimate_programs_per_sm,
-    evict_probability,
-    predict_baseline,
-    predict_tiled,
-    prefill_key_rows,
-    simulate,
-    stream_kernel,
-)
+from iomodel.cache.params import L2Params
+from iomodel.cache.predict import predict_baseline, predict_tiled
+from iomodel.cache.set_assoc import evict_probability
+from iomodel.cache.simulate import simulate, stream_kernel
+from iomodel.schedule.grid import Access, estimate_programs_per_sm, prefill_key_rows
 
 BIG = 1 << 40  # an L2 that holds everything
 
@@ -112,7 +106,7 @@ def test_kv_streams_of_one_wave_interleave_in_chunks():
     # head (round 1) would have kept the last head resident.
     spec = LayerSpec(1, 2, 2, 64, 128, 2048, "fp16")
     t = Tiling(64, 64, 1)
-    from iomodel.cache.l2 import prefill_waves
+    from iomodel.schedule.grid import prefill_waves
     waves, _, _ = prefill_waves(spec, t, w=4)
     kv = [(a.tensor, a.key[1], a.key[2]) for a in waves[0] if a.tensor in ("K", "V")]
     assert kv[:4] == [("K", 0, 0), ("V", 0, 0), ("K", 1, 0), ("V", 1, 0)] and len(kv) == 8
@@ -296,7 +290,7 @@ def test_floor_is_the_worksheet_compulsory_reads_on_the_reviewed_shape():
 
 
 def compulsory_read_bytes_total(spec):
-    from iomodel.cache.l2 import compulsory_read_bytes
+    from iomodel.cache.predict import compulsory_read_bytes
 
     return sum(compulsory_read_bytes(spec).values())
 

@@ -128,7 +128,8 @@ def test_evict_probability_tends_to_the_fully_associative_step():
     """Many ways: ~0 below the capacity, ~1 above it (the log-space tail; the plain sum underflowed
     past lambda = 700 and returned 1 where the answer is 0); above MAX_L2_WAYS is refused."""
     from iomodel.errors import IomodelError
-    from iomodel.cache.l2 import MAX_L2_WAYS, L2Params, evict_probability
+    from iomodel.cache.params import MAX_L2_WAYS, L2Params
+    from iomodel.cache.set_assoc import evict_probability
 
     assert evict_probability(80, 100, 1000) < 1e-9 and evict_probability(120, 100, 1000) > 1 - 1e-8
     assert abs(evict_probability(100, 100, 4096) - 0.5) < 0.01  # the median of Poisson(A) is about A

@@ -1,11 +1,12 @@
 """The worksheet says what its bound is: the no-reuse HBM roofline, and for the tiled prefill
-forward kernel the L2-aware DRAM estimate of iomodel/cache/l2.py beside it."""
+forward kernel the L2-aware DRAM estimate of iomodel/cache/ beside it."""
 
 from __future__ import annotations
 
 import json
 
-from iomodel.report.worksheet import L2_ESTIMATE_MAX_SEQLEN, make_worksheet, resolve_layer
+from iomodel.cache.estimate import L2_ESTIMATE_MAX_SEQLEN
+from iomodel.report.worksheet import make_worksheet, resolve_layer
 
 MiB = 2**20
 
@@ -25,7 +26,8 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
     hw = ws.layer.hardware
     assert e is not None
     assert 96 * MiB < e.read_bytes < 96 * MiB * 1.001
-    from iomodel.cache.l2 import L2Params, predict_tiled
+    from iomodel.cache.params import L2Params
+    from iomodel.cache.predict import predict_tiled
 
     lru = predict_tiled(ws.layer.spec, ws.layer.tiling, L2Params(hw.l2_bytes, hw.num_sms, 1, ways=None), "reverse")
     assert lru.hbm_read_bytes == 96 * MiB
@@ -39,13 +41,13 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
 
     md = ws.to_markdown()
     assert "| bound (no-reuse HBM) |" in md
-    assert "**L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/cache/l2.py" in md
+    assert "**L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/cache/predict.py `predict_tiled`" in md
     assert "**compute bound**" in md and "programs per SM = 1" in md
 
     j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
     assert (j["read_bytes"], j["write_bytes"], j["bound"]) == (e.read_bytes, e.write_bytes, "compute")
     assert j["roofline_time_s"] == e.roofline_time_s and j["programs_per_sm"] == 1
-    assert "l2.py" in j["source"] and any("Effective L2 capacity" in a for a in j["assumptions"])
+    assert j["source"] == "estimate from iomodel/cache/predict.py predict_tiled (not a measurement)" and any("Effective L2 capacity" in a for a in j["assumptions"])
 
 
 def test_no_estimate_for_decode_backward_or_very_long():
@@ -55,5 +57,20 @@ def test_no_estimate_for_decode_backward_or_very_long():
         ws = make_worksheet(resolve_layer(**kw))
         assert ws.l2_aware is None
         assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None
-        assert "L2-aware DRAM estimate (iomodel/cache/l2.py): not computed" in ws.to_markdown()
+        assert "L2-aware DRAM estimate (iomodel/cache/predict.py): not computed" in ws.to_markdown()
         assert why in ws.to_markdown()
+
+
+def test_estimate_tiled_refuses_what_not_estimated_names():
+    """The cache-side estimate refuses a layer it does not model, with the worksheet's reason."""
+    import pytest
+
+    from iomodel.cache.estimate import estimate_tiled, not_estimated
+    from iomodel.errors import IomodelError
+
+    lay = resolve_layer(phase="decode", seqlen=4096)
+    assert not_estimated(lay.spec) == "it models the prefill kernel here (decode: see `iomodel reconcile`)"
+    with pytest.raises(IomodelError, match="decode: see"):
+        estimate_tiled(lay.spec, lay.tiling, lay.hardware, flops=1, peak_flops=1.0, num_warps=4,
+                       tile_order="forward", config_source="test")
+    assert not_estimated(resolve_layer(seqlen=8192).spec) is None

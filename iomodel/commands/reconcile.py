@@ -18,7 +18,7 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, write_text
-from iomodel.cache.l2 import DEFAULT_L2_WAYS, MAX_L2_WAYS
+from iomodel.cache.params import DEFAULT_L2_WAYS, MAX_L2_WAYS
 
 
 def reconcile(

@@ -25,7 +25,7 @@ INTERPRETER_MAX_BLOCKS = 2_000
 
 
 def _interpreter_blocks(spec, tiling) -> int:
-    from iomodel.cache.l2 import decode_split_rows, prefill_key_rows
+    from iomodel.schedule.grid import decode_split_rows, prefill_key_rows
 
     if spec.phase == "decode":
         rows = sum(decode_split_rows(spec, tiling)) * spec.batch * spec.kv_heads * (spec.group // tiling.heads_per_program)

@@ -157,7 +157,7 @@ class Sweep:
             inflates ``dram__bytes_write`` by up to a few MiB (measured on the H200,
             2026-11-29: 2.3 MiB with 20 metrics against 0.05 MiB with 3, same decode kernel;
             receipts/raw/replay-probe-*). The multi-pass values are kept beside them.
-        l2_model: parameters of the L2-aware prediction (see ``iomodel/cache/l2.py``).
+        l2_model: parameters of the L2-aware prediction (see ``iomodel/cache/params.py``).
         source: the file path.
     """
 

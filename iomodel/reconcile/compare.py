@@ -1,13 +1,13 @@
 """Reconciliation: the model's predicted bytes against measured bytes, level by level.
 
 Only compares a :class:`~iomodel.traffic.Prediction` (plus the L2-aware refinement of
-``iomodel/cache/l2.py``) with a :class:`~iomodel.measure.records.Measurement`; it never
+``iomodel/cache/``) with a :class:`~iomodel.measure.records.Measurement`; it never
 runs a kernel, so ``iomodel reconcile RESULTS.json`` is a pure-CPU step.
 
 Levels compared (read and write apart):
 
-* ``HBM``: the L2-aware prediction (:func:`iomodel.cache.l2.predict_tiled` /
-  :func:`~iomodel.cache.l2.predict_baseline`) against ``dram__bytes_read.sum`` /
+* ``HBM``: the L2-aware prediction (:func:`iomodel.cache.predict.predict_tiled` /
+  :func:`~iomodel.cache.predict.predict_baseline`) against ``dram__bytes_read.sum`` /
   ``dram__bytes_write.sum``. The compulsory floor and the model's no-reuse bound are shown
   beside it.
 * ``L2``: the model's ``SRAM_fill`` rows (bytes the kernel's loads and stores request)
@@ -34,17 +34,9 @@ from iomodel.paths import check_output_dir
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.measure.records import Measurement, ShapeMeasurement
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.cache.l2 import (
-    DEFAULT_L2_FRACTION,
-    DEFAULT_L2_WAYS,
-    MAX_L2_WAYS,
-    L2Params,
-    L2Prediction,
-    compulsory_read_bytes,
-    estimate_programs_per_sm,
-    predict_baseline,
-    predict_tiled,
-)
+from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params
+from iomodel.cache.predict import L2Prediction, compulsory_read_bytes, predict_baseline, predict_tiled
+from iomodel.schedule.grid import estimate_programs_per_sm
 
 #: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
 DEFAULT_TOLERANCES: dict[str, float] = {"HBM": 0.10, "L2": 0.15, "SRAM_fill": 0.0}
@@ -403,7 +395,7 @@ def reconcile_shape(
     Args:
         shape: the measurement (ncu kernels or interpreter counts).
         hardware: device description (L2 bytes, SMs, shared memory).
-        l2_fraction: effective fraction of L2 (see :mod:`iomodel.cache.l2`).
+        l2_fraction: effective fraction of L2 (see :mod:`iomodel.cache.params`).
         flush_between_kernels: the profiler flushed caches before each kernel.
         predict_fn: the model's ``predict`` (tests pass a stand-in).
         l2_source: what stands for the SMs' requests: ``auto`` (default: the bytes the SMs
@@ -522,7 +514,7 @@ def reconcile(
         measurement: the record (``iomodel validate`` output or an interpreter record).
         hardware: preset name overriding the record's hardware.
         l2_fraction: effective L2 fraction; default: the record's ``settings.l2_model.l2_fraction``,
-            else :data:`~iomodel.cache.l2.DEFAULT_L2_FRACTION`.
+            else :data:`~iomodel.cache.params.DEFAULT_L2_FRACTION`.
         impls: only these implementations.
         tolerances: relative tolerance per level (default :data:`DEFAULT_TOLERANCES`).
         abs_tol: absolute tolerance in bytes for HBM and L2.
@@ -530,7 +522,7 @@ def reconcile(
         l2_source: ``tex`` or ``all``, see :func:`reconcile_shape`; default: the record's
             ``settings.l2_model.l2_source``, else ``auto``.
         l2_ways: L2 associativity of the L2-aware prediction (default
-            :data:`~iomodel.cache.l2.DEFAULT_L2_WAYS`; None: fully associative LRU).
+            :data:`~iomodel.cache.params.DEFAULT_L2_WAYS`; None: fully associative LRU).
 
     Returns:
         :class:`Reconciliation`.

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from iomodel.cache.estimate import L2_ESTIMATE_SOURCE, L2Estimate, estimate_tiled, not_estimated
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import (
@@ -439,12 +440,9 @@ class Worksheet:
         """Summary lines of the L2-aware estimate of the tiled kernel (or why there is none)."""
         s, e = self.layer.spec, self.l2_aware
         if e is None:
-            why = ("it models the forward kernel only" if s.backward else
-                   "it models the prefill kernel here (decode: see `iomodel reconcile`)" if s.phase != "prefill" else
-                   f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)")
-            return [f"L2-aware DRAM estimate (iomodel/cache/l2.py): not computed, {why}.", ""]
+            return [f"L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, {not_estimated(s)}.", ""]
         return [
-            "**L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/cache/l2.py `predict_tiled`, "
+            f"**L2-aware DRAM estimate of `tiled`** (an estimate from {L2_ESTIMATE_SOURCE} `predict_tiled`, "
             "not a measurement; the receipts under receipts/ compare it with Nsight Compute):",
             "",
             f"- DRAM read {fmt_bytes(e.read_bytes)}, written {fmt_bytes(e.write_bytes)}, "
@@ -705,76 +703,24 @@ def units_check(prediction: "Prediction") -> list[RowUnits]:
     return out
 
 
-#: Longest seqlen for which the worksheet runs the L2 simulation (about 0.5 s at 2^18 tokens).
-L2_ESTIMATE_MAX_SEQLEN = 2**18
-
-
-@dataclass(frozen=True)
-class L2Estimate:
-    """The L2-aware DRAM bytes of the tiled prefill forward kernel and their roofline.
-
-    Attributes:
-        read_bytes, write_bytes: DRAM bytes predicted by
-            :func:`iomodel.cache.l2.predict_tiled` (bytes).
-        flops: FLOPs of the tiled kernel (the model's count).
-        roofline_time_s: ``max(flops / peak, bytes / HBM bandwidth)`` in seconds.
-        intensity: FLOPs per DRAM byte.
-        bound: ``memory`` or ``compute``.
-        programs_per_sm: programs per SM the simulation assumes.
-        programs_per_sm_source: where that number comes from.
-        num_warps, tile_order: the launch's warps per program and query-tile order.
-        config_source: where num_warps and tile_order come from.
-        assumptions: the L2 model's own assumptions, one sentence each.
-    """
-
-    read_bytes: int
-    write_bytes: int
-    flops: int
-    roofline_time_s: float
-    intensity: float
-    bound: str
-    programs_per_sm: int
-    programs_per_sm_source: str
-    num_warps: int
-    tile_order: str
-    config_source: str
-    assumptions: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``algorithms.tiled.l2_aware``): bytes, seconds and the assumptions."""
-        return {
-            "source": "estimate from iomodel/cache/l2.py predict_tiled (not a measurement)",
-            "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
-            "roofline_time_s": self.roofline_time_s, "intensity": self.intensity, "bound": self.bound,
-            "programs_per_sm": self.programs_per_sm, "programs_per_sm_source": self.programs_per_sm_source,
-            "num_warps": self.num_warps, "tile_order": self.tile_order, "config_source": self.config_source,
-            "assumptions": list(self.assumptions),
-        }
-
-
 def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
     """The L2-aware DRAM estimate of the tiled kernel for a prefill forward layer.
 
-    Calls :func:`iomodel.cache.l2.predict_tiled` the way :func:`iomodel.reconcile.compare.reconcile_shape`
-    does without a measured occupancy: programs per SM from
-    :func:`~iomodel.cache.l2.estimate_programs_per_sm` (shared memory of the tiles and
-    warps; registers ignored), default ``L2Params`` otherwise (effective L2 fraction 0.5,
-    caches flushed before the kernel). num_warps and the query-tile order are the bundled
-    kernel's first autotune candidate (``kernels/heuristics.py prefill_default``), 4 warps
-    and forward order where that module is not importable. The roofline uses the tiled
-    algorithm's FLOPs and peak FLOP/s with ``hardware.hbm_bandwidth`` (B/s).
+    :func:`iomodel.cache.estimate.estimate_tiled` for the launch the bundled kernel would
+    run: num_warps and the query-tile order of its first autotune candidate
+    (``kernels/heuristics.py prefill_default``), 4 warps and forward order where that module
+    is not importable; FLOPs and peak FLOP/s of the model's tiled algorithm.
 
     Returns:
-        An :class:`L2Estimate`, or None for decode, ``fwd+bwd`` or seqlen above
-        :data:`L2_ESTIMATE_MAX_SEQLEN`.
+        An :class:`~iomodel.cache.estimate.L2Estimate`, or None where
+        :func:`~iomodel.cache.estimate.not_estimated` gives a reason (decode, ``fwd+bwd``,
+        seqlen above ``L2_ESTIMATE_MAX_SEQLEN``).
 
     Raises:
-        IomodelError: from :class:`~iomodel.cache.l2.L2Params` (hardware without L2 or SMs).
+        IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    from iomodel.cache.l2 import L2Params, estimate_programs_per_sm, predict_tiled
-
-    s, t, hw = layer.spec, layer.tiling, layer.hardware
-    if s.phase != "prefill" or s.backward or max(s.seqlen_q, s.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
+    s, hw = layer.spec, layer.hardware
+    if not_estimated(s) is not None:
         return None
     h = _heuristics()
     if h is not None:
@@ -784,18 +730,9 @@ def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
         cfg_src = f"kernels/heuristics.py prefill_default, {path} path"
     else:
         warps, order, cfg_src = 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order"
-    pps = estimate_programs_per_sm(t.sram_bytes(s), warps, hw.smem_per_sm)
-    l2 = predict_tiled(s, t, L2Params(hw.l2_bytes, hw.num_sms, pps), order)
     tiled = prediction.algorithms["tiled"]
-    moved = l2.hbm_read_bytes + l2.hbm_write_bytes
-    t_c, t_m = tiled.flops / tiled.peak_flops, moved / hw.hbm_bandwidth
-    return L2Estimate(
-        read_bytes=l2.hbm_read_bytes, write_bytes=l2.hbm_write_bytes, flops=tiled.flops,
-        roofline_time_s=max(t_c, t_m), intensity=tiled.flops / moved if moved else math.inf,
-        bound="memory" if t_m >= t_c else "compute", programs_per_sm=pps,
-        programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
-        num_warps=warps, tile_order=order, config_source=cfg_src, assumptions=tuple(l2.assumptions),
-    )
+    return estimate_tiled(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
+                          num_warps=warps, tile_order=order, config_source=cfg_src)
 
 
 def make_worksheet(layer: Layer, **options: Any) -> Worksheet:

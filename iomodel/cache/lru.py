@@ -1,0 +1,95 @@
+"""The fully associative LRU cache of the L2 model (rounds 1-3; ``ways=None``): exact integer bytes.
+
+The model's history is in ``docs/l2-calibration.md``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from iomodel.errors import IomodelError
+
+
+class LRU:
+    """Fully associative LRU over items; an item is resident with some bytes, clean or dirty.
+
+    ``whole`` items (a KV head's K/V) are evicted entirely; stream items may be evicted in
+    part (their oldest bytes first). Sizes are in weight units: a read byte occupies
+    ``read_weight``, a written byte ``write_weight`` (see :func:`new_lru`). Bytes are exact
+    integers; ``writeback`` collects, per tensor, the dirty bytes evicted (written to HBM).
+    """
+
+    def __init__(self, capacity: int, read_weight: int = 1, write_weight: int = 1) -> None:
+        self.capacity = capacity  # in weight units: a read byte occupies read_weight, a written byte write_weight
+        self.read_weight = read_weight
+        self.write_weight = write_weight
+        self.items: OrderedDict[Any, list] = OrderedDict()  # key -> [bytes, dirty, whole, tensor, weight]
+        self.size = 0
+        self.writeback: dict[str, int] = {}
+
+    def _evict(self, protect: Any = None) -> None:
+        while self.size > self.capacity and self.items:
+            key, item = next(iter(self.items.items()))
+            if key == protect and len(self.items) == 1:
+                break
+            if key == protect:  # never evict the item being inserted; take the next one
+                self.items.move_to_end(key)
+                continue
+            nbytes, dirty, whole, tensor, wt = item
+            excess = self.size - self.capacity
+            if whole or nbytes * wt <= excess:
+                del self.items[key]
+                gone = nbytes
+            else:
+                gone = -(-excess // wt)
+                item[0] -= gone
+            self.size -= gone * wt
+            if dirty:
+                self.writeback[tensor] = self.writeback.get(tensor, 0) + gone
+
+    def _grow(self, key: Any, tensor: str, nbytes: int, dirty: bool, whole: bool, weight: int) -> int:
+        """Bring an item to at least ``nbytes`` as the most recently used; returns the bytes added."""
+        item = self.items.get(key)
+        if item is None:
+            self.items[key] = [nbytes, dirty, whole, tensor, weight]
+            grown = nbytes
+        else:
+            self.items.move_to_end(key)
+            grown = max(0, nbytes - item[0])
+            item[0] += grown
+            item[1] = item[1] or dirty
+            weight = item[4]
+        self.size += grown * weight
+        self._evict(protect=key)
+        return grown
+
+    def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> int:
+        """Touch ``nbytes`` of an item; returns the bytes that miss (read from HBM)."""
+        return self._grow(key, tensor, nbytes, False, whole, self.read_weight)
+
+    def write(self, key: Any, tensor: str, nbytes: int) -> None:
+        """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
+        self._grow(key, tensor, nbytes, True, False, self.write_weight)
+
+    def dirty(self) -> dict[str, int]:
+        """Bytes still dirty, per tensor."""
+        out: dict[str, int] = {}
+        for nbytes, dirty, _, tensor, _ in self.items.values():
+            if dirty:
+                out[tensor] = out.get(tensor, 0) + nbytes
+        return out
+
+
+def new_lru(capacity: int, write_share: float) -> LRU:
+    """An LRU of ``capacity`` read-equivalent bytes where a written byte occupies ``write_share``.
+
+    Weights are integers: a read byte weighs 1000, a written byte ``round(1000 × write_share)``.
+
+    Raises:
+        IomodelError: write_share outside (0, 1].
+    """
+    if not 0 < write_share <= 1:
+        raise IomodelError(f"write_share must be in (0, 1], got {write_share}")
+    unit = 1000
+    return LRU(capacity * unit, unit, max(1, round(unit * write_share)))

@@ -1,0 +1,86 @@
+"""The L2 model's parameters: the device and launch (:class:`L2Params`) and each constant with its source.
+
+The fits and their receipts are written out in ``docs/l2-calibration.md``. The grid-side
+constants (``KV_CHUNK_ROWS``, ``MAX_BLOCKS_PER_SM``, ``MAX_WARPS_PER_SM``) live with the
+grid order in :mod:`iomodel.schedule.grid`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iomodel.errors import IomodelError
+
+#: Effective fraction of L2 that holds data shared by all SMs. Source: set in round 1 before
+#: any measurement, for the two L2 partitions of A100/H100-class GPUs, each caching data for
+#: the SMs of its own GPCs (NVIDIA A100 whitepaper, "L2 cache"; H100 whitepaper, "H100 L2 cache").
+DEFAULT_L2_FRACTION = 0.5
+#: Effective L2 associativity of the set-associative replacement (None in :class:`L2Params` is
+#: the fully associative LRU). Source: fitted, not a datasheet figure (NVIDIA does not publish
+#: the H100/H200 L2 associativity): fewest DRAM-write misses on the 124 single-pass kernel
+#: measurements of receipts/ncu-h200-calib-dram-*, ncu-h200-holdout2-dp-* and
+#: ncu-h200-holdout3-* (docs/l2-calibration.md, "Set-associative replacement").
+DEFAULT_L2_WAYS = 24
+#: Largest associativity accepted: the estimate's step from 0 to 1 spans about C/sqrt(A) bytes
+#: around D = C, 1.6 % of C at 4096 ways; for the fully associative limit pass None.
+MAX_L2_WAYS = 4096
+#: Interleaved slices a streaming kernel of the eager chain is split into (a modelling choice
+#: of round 1, not fitted).
+STREAM_SLICES = 64
+
+
+@dataclass(frozen=True)
+class L2Params:
+    """What the L2-aware prediction needs to know about the device and the launch.
+
+    Attributes:
+        l2_bytes: L2 capacity in bytes (``Hardware.l2_bytes``).
+        num_sms: streaming multiprocessors.
+        programs_per_sm: programs (CTAs) of the kernel one SM runs at once: Nsight
+            Compute's occupancy limit when measured, else
+            :func:`iomodel.schedule.grid.estimate_programs_per_sm`.
+        l2_fraction: effective fraction of ``l2_bytes`` (default :data:`DEFAULT_L2_FRACTION`).
+        flush_between_kernels: the profiler flushes caches before each kernel (ncu
+            ``--cache-control all``); False: L2 content carries from kernel to kernel.
+        write_once: written lines occupy one copy of L2 (their home partition) while read
+            data shared by all SMs occupies ``1 / l2_fraction`` copies (default True; False:
+            both occupy the effective capacity alike, the round-1 model).
+        ways: effective associativity A of the set-associative replacement (default
+            :data:`DEFAULT_L2_WAYS`, fitted); None: fully associative LRU
+            (exact integer bytes, the model of rounds 1-3).
+
+    Raises:
+        IomodelError: l2_fraction outside (0, 1], a non-positive size or count, ways < 1.
+    """
+
+    l2_bytes: int
+    num_sms: int
+    programs_per_sm: int = 1
+    l2_fraction: float = DEFAULT_L2_FRACTION
+    flush_between_kernels: bool = True
+    write_once: bool = True
+    ways: int | None = DEFAULT_L2_WAYS
+
+    def __post_init__(self) -> None:
+        if not 0 < self.l2_fraction <= 1:
+            raise IomodelError(f"l2_fraction must be in (0, 1], got {self.l2_fraction}: pass e.g. 0.5")
+        if self.programs_per_sm < 1 or self.num_sms < 1 or self.l2_bytes < 1:
+            raise IomodelError("l2_bytes, num_sms and programs_per_sm must be positive: check the hardware and occupancy")
+        if self.ways is not None and (not isinstance(self.ways, int) or not 1 <= self.ways <= MAX_L2_WAYS):
+            raise IomodelError(f"L2 ways must be an integer from 1 to {MAX_L2_WAYS} or None (fully associative), "
+                               f"got {self.ways!r}")
+
+    @property
+    def capacity(self) -> int:
+        """Effective L2 capacity in bytes (``l2_fraction × l2_bytes``)."""
+        return int(self.l2_bytes * self.l2_fraction)
+
+    @property
+    def write_share(self) -> float:
+        """Read-equivalent bytes one written byte occupies (``l2_fraction`` when write_once, else 1)."""
+        return self.l2_fraction if self.write_once else 1.0
+
+    @property
+    def resident_programs(self) -> int:
+        """W: programs running at once (``num_sms × programs_per_sm``)."""
+        return self.num_sms * self.programs_per_sm

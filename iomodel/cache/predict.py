@@ -1,0 +1,314 @@
+"""L2-aware HBM prediction: which of the requested bytes actually cross HBM, and why.
+
+The model's ``HBM`` rows are the *no-reuse bound* (every requested byte crosses HBM once per
+request); the *compulsory floor* (:func:`compulsory_read_bytes`, outputs written once) is
+what the worksheet's compulsory rows read. What Nsight Compute's DRAM counters see lies
+between them (or under the floor): :func:`predict_tiled` (the bundled kernel, waves from
+:mod:`iomodel.schedule.grid`) and :func:`predict_baseline` (the eager chain) simulate each
+kernel launch (:mod:`iomodel.cache.simulate`) and split the difference from the floor into
+named causes (:mod:`iomodel.cache.causes`). The model, its fits and their receipts are in
+``docs/l2-calibration.md``; the constants in :mod:`iomodel.cache.params`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from iomodel.cache.causes import CAUSES, Cause
+from iomodel.cache.params import STREAM_SLICES, L2Params
+from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
+from iomodel.errors import IomodelError
+from iomodel.format import human_bytes
+from iomodel.schedule.grid import Access, combine_waves, decode_split_rows, decode_waves, prefill_key_rows, prefill_waves
+from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
+
+#: Tensors of the forward pass that are layer inputs (the rest are outputs or intermediates).
+_INPUTS = ("Q", "K", "V")
+
+
+@dataclass
+class L2Prediction:
+    """HBM bytes of one algorithm on one shape with the L2 taken into account.
+
+    Units: bytes. ``floor`` + Σ cause contributions = ``hbm`` (reads and writes apart).
+
+    Attributes:
+        algorithm: ``tiled`` or ``baseline``.
+        hbm_read_bytes, hbm_write_bytes: the L2-aware prediction of the DRAM counters.
+        floor_read_bytes, floor_write_bytes: compulsory floor: the worksheet's compulsory reads
+            (:func:`compulsory_read_bytes`), outputs written once.
+        no_reuse_read_bytes, no_reuse_write_bytes: every requested byte crosses HBM (model HBM rows).
+        l2_read_bytes, l2_write_bytes: requests from the SMs to L2 (the SRAM_fill level;
+            None for the eager chain, whose library kernels re-read from L2 in ways the
+            model does not count).
+        reuse_saved_read_bytes: no-reuse reads minus L2-aware reads (re-reads served by L2).
+        causes: non-zero contributions, largest first.
+        kernels: per-launch simulation results.
+        assumptions: one sentence each.
+    """
+
+    algorithm: str
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+    floor_read_bytes: int
+    floor_write_bytes: int
+    no_reuse_read_bytes: int
+    no_reuse_write_bytes: int
+    l2_read_bytes: int | None
+    l2_write_bytes: int | None
+    reuse_saved_read_bytes: int
+    causes: list[Cause]
+    kernels: list[KernelL2]
+    assumptions: list[str]
+
+    @property
+    def dominant(self) -> Cause | None:
+        """The cause with the largest |read| + |write| contribution (None if the floor holds)."""
+        return max(self.causes, key=lambda c: c.magnitude) if self.causes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (bytes), with the dominant cause's key."""
+        return {
+            "algorithm": self.algorithm,
+            "hbm": {"read_bytes": self.hbm_read_bytes, "write_bytes": self.hbm_write_bytes},
+            "floor": {"read_bytes": self.floor_read_bytes, "write_bytes": self.floor_write_bytes},
+            "no_reuse": {"read_bytes": self.no_reuse_read_bytes, "write_bytes": self.no_reuse_write_bytes},
+            "l2_requests": {"read_bytes": self.l2_read_bytes, "write_bytes": self.l2_write_bytes},
+            "reuse_saved_read_bytes": self.reuse_saved_read_bytes,
+            "causes": [c.to_dict() for c in self.causes],
+            "dominant": self.dominant.key if self.dominant else None,
+            "assumptions": self.assumptions,
+        }
+
+
+def _add(into: dict[str, int], d: dict[str, int]) -> None:
+    """Add the per-tensor bytes of ``d`` into ``into``."""
+    for k, v in d.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _finish(algorithm: str, kernels: list[KernelL2], floor_r: int, floor_w: int, no_reuse_r: int, no_reuse_w: int,
+            l2_r: int | None, l2_w: int | None, causes: list[Cause], assumptions: list[str]) -> L2Prediction:
+    read = sum(sum(k.hbm_read.values()) for k in kernels)
+    write = sum(sum(k.hbm_write.values()) for k in kernels)
+    causes = sorted([c for c in causes if c.magnitude], key=lambda c: -c.magnitude)
+    # the contributions must add up exactly: floor + causes = prediction
+    assert floor_r + sum(c.read_bytes for c in causes) == read, "read causes do not add up"
+    assert floor_w + sum(c.write_bytes for c in causes) == write, "write causes do not add up"
+    return L2Prediction(algorithm, read, write, floor_r, floor_w, no_reuse_r, no_reuse_w, l2_r, l2_w,
+                        no_reuse_r - read, causes, kernels, assumptions)
+
+
+def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
+    """The forward pass's compulsory reads per input tensor, in bytes: the worksheet's definition.
+
+    Evaluates :func:`iomodel.traffic.bounds.compulsory_rows` (the rows behind
+    ``iomodel.traffic.predict(...).compulsory_bytes``): Q ``(B, H, N_q, d)`` counts the query
+    rows that see some key, K and V ``(B, H_kv, N_k, d)`` the keys some query row sees
+    (every element without a causal mask).
+
+    Args:
+        spec: the layer (its forward pass is counted).
+
+    Returns:
+        ``{"Q": bytes, "K": bytes, "V": bytes}``.
+    """
+    from iomodel.traffic.base import SYM
+    from iomodel.traffic.bounds import compulsory_rows
+
+    vals = {SYM.B: spec.batch, SYM.H: spec.heads, SYM.H_kv: spec.kv_heads, SYM.d: spec.head_dim,
+            SYM.N_q: spec.seqlen_q, SYM.N_k: spec.seqlen_k, SYM.s: spec.width}
+    out = {}
+    for r in compulsory_rows(spec.with_(backward=False)):
+        if r.tensor in _INPUTS and r.step == "forward":
+            out[r.tensor] = out.get(r.tensor, 0) + int(r.read_bytes.subs(vals))
+    return out
+
+
+def _common_assumptions(params: L2Params) -> list[str]:
+    return [
+        f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
+        "(two L2 partitions each caching what their SMs read).",
+        f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
+        "run at once, in grid order (axis 0 fastest), in waves.",
+        ("L2 keeps the most recently used items (fully associative LRU) in chunks of K/V key rows, so re-read "
+         "K/V hits while the bytes touched since its last use fit the effective capacity." if params.ways is None else
+         f"L2 is set-associative ({params.ways} ways, fitted; hashed sets, LRU within a set): an item touched again "
+         f"after D distinct bytes is gone with probability P(Poisson({params.ways}·D/C) ≥ {params.ways}), "
+         "C the effective capacity; K/V are tracked in chunks of key rows and the bytes are expected values."),
+        "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
+        "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else
+        "L2 content is not flushed between kernels.",
+    ]
+
+
+def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order: str = "forward") -> L2Prediction:
+    """L2-aware HBM bytes of the bundled kernel (prefill Q-stationary, or split-KV decode).
+
+    Args:
+        spec: the layer (forward only: ``spec.backward`` must be False).
+        tiling: the tiles the kernel ran (``KernelConfig.tiling()``).
+        params: device and occupancy (:class:`L2Params`).
+        tile_order: grid order of the query tiles, the kernel config's ``tile_order``
+            (``forward``, the default for records without it, or ``reverse``).
+
+    Returns:
+        :class:`L2Prediction` with causes ``l2_capacity``, ``masked_reads``,
+        ``dirty_at_end`` and (split-KV) ``intermediates``.
+
+    Raises:
+        IomodelError: a backward pass is asked for (not modelled at the L2 level), or an
+            unknown tile_order.
+    """
+    if spec.backward:
+        raise IomodelError("the L2-aware prediction covers the forward kernel only: use --pass fwd")
+    w = params.resident_programs
+    cap = params.capacity
+    share, ways = params.write_share, params.ways
+    d, s = spec.head_dim, spec.width
+    B, H, Hk = spec.batch, spec.heads, spec.kv_heads
+    kv_full = B * Hk * spec.seqlen_k * d * s  # K (or V) bytes, once
+    q_bytes = B * H * spec.seqlen_q * d * s
+    o_bytes, lse_bytes = q_bytes, B * H * spec.seqlen_q * LSE_WIDTH
+    comp = compulsory_read_bytes(spec)
+    floor_r, floor_w = sum(comp.values()), o_bytes + lse_bytes
+    kernels: list[KernelL2] = []
+    req_r: dict[str, int] = {}
+    req_w: dict[str, int] = {}
+
+    def launch(name: str, built: tuple[list[list[Access]], dict[str, int], dict[str, int]]) -> None:
+        waves, r, wr = built
+        k = simulate(name, waves, cap, share, ways)
+        k.requested_read, k.requested_write = r, wr
+        kernels.append(k)
+        _add(req_r, r)
+        _add(req_w, wr)
+
+    if spec.phase == "decode":
+        launch("decode kernel", decode_waves(spec, tiling, w))
+        if tiling.num_splits > 1:
+            launch("combine kernel", combine_waves(spec, tiling, w))
+        touched_rows = B * Hk * sum(decode_split_rows(spec, tiling))
+        span = "decode programs of one KV head run together"
+    else:
+        launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order))
+        touched_rows = B * Hk * max(prefill_key_rows(spec, tiling))
+        t_r = cdiv(spec.seqlen_q, tiling.block_m)
+        heads = cdiv(w, t_r) + 1
+        kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
+        ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
+        span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
+                f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(cap, decimals=1)} effective L2")
+    hbm_r: dict[str, int] = {}
+    hbm_w: dict[str, int] = {}
+    dirty: dict[str, int] = {}
+    for k in kernels:
+        _add(hbm_r, k.hbm_read)
+        _add(hbm_w, k.hbm_write)
+        _add(dirty, k.dirty_at_end)
+    kv_touched = touched_rows * d * s  # K (or V) bytes some program loads
+    # whole tiles beyond the compulsory rows: keys past a row's causal bound, Q rows that see no key
+    masked = (q_bytes - comp["Q"]) + 2 * kv_touched - comp["K"] - comp["V"]
+    kv_read = hbm_r.get("K", 0) + hbm_r.get("V", 0)
+    refetch = kv_read - 2 * kv_touched
+    q_extra = hbm_r.get("Q", 0) - q_bytes  # decode: Q reloads per split missing L2 (normally 0)
+    inter_r = hbm_r.get("O_PART", 0) + hbm_r.get("LSE_PART", 0)
+    inter_w = (req_w.get("O_PART", 0) + req_w.get("LSE_PART", 0))
+    out_w = o_bytes + lse_bytes
+    total_w = sum(hbm_w.values())
+    dirty_total = (out_w + inter_w) - total_w
+    causes = [
+        Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
+              detail=f"{human_bytes(masked, decimals=1)} of Q/K/V beyond the compulsory rows loaded by whole causal tiles "
+                     f"({human_bytes(2 * (kv_full - kv_touched), decimals=1)} of K/V past every query tile's bound never loaded)"),
+        Cause("l2_capacity", CAUSES["l2_capacity"], read_bytes=refetch + q_extra,
+              detail=(f"{human_bytes(refetch + q_extra, decimals=1)} re-fetched; " if refetch + q_extra else "all re-reads hit L2; ") + span),
+        Cause("intermediates", CAUSES["intermediates"], read_bytes=inter_r, write_bytes=inter_w,
+              detail=f"split-KV partials (num_splits = {tiling.num_splits}): {human_bytes(inter_w, decimals=1)} written, "
+                     f"{human_bytes(inter_r, decimals=1)} read back by the combine kernel"),
+        Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty_total,
+              detail=f"{human_bytes(dirty_total, decimals=1)} of {human_bytes(out_w + inter_w, decimals=1)} written bytes still dirty in L2 at kernel end; "
+                     f"{human_bytes(total_w, decimals=1)} written back during the kernel"),
+    ]
+    no_reuse_r = sum(req_r.values())
+    no_reuse_w = sum(req_w.values())
+    assumptions = _common_assumptions(params) + [
+        "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
+        "stream the same K/V blocks together, so one fetch serves the wave.",
+    ]
+    return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
+                   assumptions)
+
+
+def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> L2Prediction:
+    """L2-aware HBM bytes of the eager chain from the model's ``baseline`` HBM rows.
+
+    Each distinct ``step`` of the rows is one kernel (in row order), simulated by
+    :func:`stream_kernel`; with the profiler's flush every kernel starts cold.
+
+    Args:
+        spec: the layer.
+        rows: the model's baseline rows (attributes ``tensor, step, level, shape,
+            read_bytes, write_bytes``; only ``HBM`` rows are used).
+        params: device (capacity).
+
+    Returns:
+        :class:`L2Prediction` with causes ``intermediates``, ``broadcast_rereads`` and
+        ``dirty_at_end``.
+
+    Raises:
+        IomodelError: no HBM rows were given, or L2 content carried between kernels was asked
+            for (only the profiler's flushed setting is modelled for the chain).
+    """
+    if not params.flush_between_kernels:
+        raise IomodelError("the eager chain is modelled with the profiler's cache flush only: keep flush_between_kernels")
+    hbm = [r for r in rows if getattr(r, "level", "HBM") == "HBM"]
+    if not hbm:
+        raise IomodelError("no HBM rows for the baseline: pass the model's baseline rows")
+    steps: list[str] = []
+    by_step: dict[str, list[Any]] = {}
+    for r in hbm:
+        if r.step not in by_step:
+            steps.append(r.step)
+            by_step[r.step] = []
+        by_step[r.step].append(r)
+    kernels, notes = [], []
+    for st in steps:
+        k, n = stream_kernel(st, by_step[st], spec, params.capacity, write_share=params.write_share,
+                             ways=params.ways)
+        kernels.append(k)
+        notes += n
+    d, s = spec.head_dim, spec.width
+    q_bytes = spec.batch * spec.heads * spec.seqlen_q * d * s
+    kv_full = spec.batch * spec.kv_heads * spec.seqlen_k * d * s
+    comp = compulsory_read_bytes(spec)
+    floor_r, floor_w = sum(comp.values()), q_bytes  # O only (the chain returns no LSE)
+    masked = q_bytes + 2 * kv_full - floor_r  # the chain reads all of Q, K and V
+    if any(r.tensor == "LSE" and int(r.write_bytes) for r in hbm):
+        floor_w += spec.batch * spec.heads * spec.seqlen_q * LSE_WIDTH
+    req_r = sum(int(r.read_bytes) for r in hbm)
+    req_w = sum(int(r.write_bytes) for r in hbm)
+    hbm_r = sum(sum(k.hbm_read.values()) for k in kernels)
+    hbm_w = sum(sum(k.hbm_write.values()) for k in kernels)
+    extra = hbm_r - req_r  # broadcast re-reads
+    dirty = req_w - hbm_w
+    causes = [
+        Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
+              detail=f"{human_bytes(masked, decimals=1)} of Q/K/V that the causal mask hides, read in full by the chain"),
+        Cause("intermediates", CAUSES["intermediates"], read_bytes=req_r - floor_r - masked,
+              write_bytes=req_w - floor_w,
+              detail=f"{len(kernels)} kernels; S, P and the other intermediates cross HBM: "
+                     f"{human_bytes(req_r - floor_r - masked, decimals=1)} read and {human_bytes(req_w - floor_w, decimals=1)} written beyond "
+                     "the inputs and outputs"),
+        Cause("broadcast_rereads", CAUSES["broadcast_rereads"], read_bytes=extra,
+              detail="; ".join(notes) if notes else "the broadcast mask stays in L2 across (batch, head)"),
+        Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
+              detail=f"{human_bytes(dirty, decimals=1)} of {human_bytes(req_w, decimals=1)} written bytes still dirty in L2 at the end of their kernels; "
+                     f"{human_bytes(hbm_w, decimals=1)} written back during them"),
+    ]
+    assumptions = _common_assumptions(params) + [
+        "Each op of the eager chain is one kernel that streams its inputs and output once "
+        f"({STREAM_SLICES} interleaved slices); matmul operands are re-read from L2, not HBM.",
+    ]
+    return _finish("baseline", kernels, floor_r, floor_w, req_r, req_w, None, None, causes, assumptions)
