@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from iomodel.cli import main
-from iomodel.report.worksheet import BUNDLED_CASES, bundled_layer, make_worksheet, resolve_layer
+from iomodel.report.worksheet import BUNDLED_CASES, bundled_layer, make_worksheet
+from iomodel.spec.resolve import resolve_layer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -7,7 +7,7 @@ import pytest
 
 from iomodel.errors import IomodelError
 from iomodel.report.plot import largest_fitting_tiles, plot_blocks, plot_seqlen, plot_sram, write_plots
-from iomodel.report.worksheet import resolve_layer
+from iomodel.spec.resolve import resolve_layer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

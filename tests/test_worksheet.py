@@ -29,7 +29,8 @@ import json
 import pytest
 import sympy as sp
 
-from iomodel.report.worksheet import make_worksheet, render, resolve_layer
+from iomodel.report.worksheet import make_worksheet, render
+from iomodel.spec.resolve import resolve_layer
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from iomodel.report.worksheet import L2_ESTIMATE_MAX_SEQLEN, make_worksheet, resolve_layer
+from iomodel.report.worksheet import L2_ESTIMATE_MAX_SEQLEN, make_worksheet
+from iomodel.spec.resolve import resolve_layer
 
 MiB = 2**20
 
