@@ -6,6 +6,8 @@ the symbolic traffic model (:mod:`iomodel.traffic`), worksheets and plots, measu
 See ``../shared/DESIGN.md`` for the architecture.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from iomodel.errors import IomodelError
 from iomodel.spec import DTYPES, LayerSpec, Tiling, dtype_width
 from iomodel.spec.hardware import HARDWARE, Hardware, get_hardware
@@ -20,4 +22,8 @@ __all__ = [
     "dtype_width",
     "get_hardware",
 ]
-__version__ = "0.1.0"
+
+try:  # one home for the version: pyproject.toml's [project] version, read from the installed metadata
+    __version__ = version("iomodel")
+except PackageNotFoundError:  # a source tree that was never installed (pip install -e .)
+    __version__ = "unknown"
