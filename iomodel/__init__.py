@@ -6,8 +6,6 @@ the symbolic traffic model (:mod:`iomodel.traffic`), worksheets and plots, measu
 See ``../shared/DESIGN.md`` for the architecture.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 from iomodel.errors import IomodelError
 from iomodel.spec import DTYPES, LayerSpec, Tiling, dtype_width
 from iomodel.spec.hardware import HARDWARE, Hardware, get_hardware
@@ -23,7 +21,20 @@ __all__ = [
     "get_hardware",
 ]
 
-try:  # one home for the version: pyproject.toml's [project] version, read from the installed metadata
-    __version__ = version("iomodel")
-except PackageNotFoundError:  # a source tree that was never installed (pip install -e .)
-    __version__ = "unknown"
+
+def __getattr__(name: str) -> str:
+    """``iomodel.__version__``: pyproject.toml's ``[project] version`` (its one home), read from the
+    installed package metadata on first use (importing importlib.metadata costs ~30 ms of start-up);
+    ``"unknown"`` in a source tree that was never installed (``pip install -e .``).
+
+    Raises:
+        AttributeError: any other missing attribute.
+    """
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("iomodel")
+        except PackageNotFoundError:
+            return "unknown"
+    raise AttributeError(f"module 'iomodel' has no attribute {name!r}")

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from iomodel import __version__
+import iomodel
 from iomodel.commands import bench, bench_kernel, plot, presets, reconcile, validate, worksheet
 from iomodel.errors import IomodelError
 
@@ -31,7 +31,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"iomodel {__version__}")
+        typer.echo(f"iomodel {iomodel.__version__}")
         raise typer.Exit()
 
 
