@@ -32,6 +32,11 @@ _LAYER = "Layer"
 _TILES = "Tiles and hardware"
 
 
+def _option(flag: str, help: str, panel: str = _LAYER) -> Any:
+    """The typer option ``flag`` with its help line, listed under ``panel`` in ``--help``."""
+    return typer.Option(flag, help=help, rich_help_panel=panel)
+
+
 @dataclasses.dataclass(frozen=True)
 class LayerOptions:
     """The layer options, named as :func:`iomodel.spec.resolve.resolve_layer`'s keywords.
@@ -40,49 +45,40 @@ class LayerOptions:
     sequences; None means "from the config, preset or kernel heuristics".
     """
 
-    preset: Annotated[Optional[str], typer.Option(
-        "--preset", help="Bundled layer preset (see `iomodel presets`); default llama-3-8b.",
-        rich_help_panel=_LAYER)] = None
-    config: Annotated[Optional[Path], typer.Option(
-        "--config", help="HF-style config.json to read the layer from instead of a preset.",
-        rich_help_panel=_LAYER)] = None
-    batch: Annotated[int, typer.Option("--batch", help="B, sequences in the batch.", rich_help_panel=_LAYER)] = 1
-    heads: Annotated[Optional[int], typer.Option(
-        "--heads", help="H, query heads (overrides the config).", rich_help_panel=_LAYER)] = None
-    kv_heads: Annotated[Optional[int], typer.Option(
-        "--kv-heads", help="H_kv, key/value heads; H must be divisible by it (GQA).", rich_help_panel=_LAYER)] = None
-    head_dim: Annotated[Optional[int], typer.Option(
-        "--head-dim", help="HEAD_DIM (d), elements per head.", rich_help_panel=_LAYER)] = None
-    seqlen: Annotated[Optional[int], typer.Option(
-        "--seqlen", help="Prefill: seqlen_q = seqlen_k = N; decode: the KV-cache length seqlen_k. Default 8192.",
-        rich_help_panel=_LAYER)] = None
-    seqlen_q: Annotated[Optional[int], typer.Option(
-        "--seqlen-q", help="Query rows per sequence (decode: 1-16, default 1).", rich_help_panel=_LAYER)] = None
-    seqlen_k: Annotated[Optional[int], typer.Option(
-        "--seqlen-k", help="Key/value rows per sequence.", rich_help_panel=_LAYER)] = None
-    dtype: Annotated[Optional[str], typer.Option(
-        "--dtype", help="Element type of Q, K, V, O: fp32, fp16, bf16, fp8_e4m3, fp8_e5m2 (default: the config's "
-        "torch_dtype).", rich_help_panel=_LAYER)] = None
-    causal: Annotated[Optional[bool], typer.Option(
-        "--causal/--no-causal", help="Causal mask (default: causal).", rich_help_panel=_LAYER)] = None
-    causal_align: Annotated[Optional[str], typer.Option(
-        "--causal-align", help="top-left (PyTorch is_causal; prefill default) or bottom-right (flash-attn >= 2.1; "
-        "decode default).", rich_help_panel=_LAYER)] = None
-    phase: Annotated[str, typer.Option(
-        "--phase", help="prefill or decode (1-16 query rows against a KV cache).", rich_help_panel=_LAYER)] = "prefill"
-    passes: Annotated[str, typer.Option("--pass", help="fwd or fwd+bwd.", rich_help_panel=_LAYER)] = "fwd"
-    block_m: Annotated[Optional[int], typer.Option(
-        "--block-m", help="BLOCK_M, query rows per program (power of two; default: the bundled kernel's choice).",
-        rich_help_panel=_TILES)] = None
-    block_n: Annotated[Optional[int], typer.Option(
-        "--block-n", help="BLOCK_N, key rows per inner step (power of two).", rich_help_panel=_TILES)] = None
-    num_stages: Annotated[Optional[int], typer.Option(
-        "--num-stages", help="K/V tiles in flight per program (pipelining depth).", rich_help_panel=_TILES)] = None
-    num_splits: Annotated[Optional[int], typer.Option(
-        "--num-splits", help="Decode split-KV partitions (default: the kernel's heuristic).",
-        rich_help_panel=_TILES)] = None
-    hardware: Annotated[str, typer.Option(
-        "--hardware", help="Hardware preset: H200, H100-SXM, A100-80GB.", rich_help_panel=_TILES)] = DEFAULT_HARDWARE
+    preset: Annotated[Optional[str], _option(
+        "--preset", "Bundled layer preset (see `iomodel presets`); default llama-3-8b.")] = None
+    config: Annotated[Optional[Path], _option(
+        "--config", "HF-style config.json to read the layer from instead of a preset.")] = None
+    batch: Annotated[int, _option("--batch", "B, sequences in the batch.")] = 1
+    heads: Annotated[Optional[int], _option("--heads", "H, query heads (overrides the config).")] = None
+    kv_heads: Annotated[Optional[int], _option(
+        "--kv-heads", "H_kv, key/value heads; H must be divisible by it (GQA).")] = None
+    head_dim: Annotated[Optional[int], _option("--head-dim", "HEAD_DIM (d), elements per head.")] = None
+    seqlen: Annotated[Optional[int], _option(
+        "--seqlen", "Prefill: seqlen_q = seqlen_k = N; decode: the KV-cache length seqlen_k. Default 8192.")] = None
+    seqlen_q: Annotated[Optional[int], _option(
+        "--seqlen-q", "Query rows per sequence (decode: 1-16, default 1).")] = None
+    seqlen_k: Annotated[Optional[int], _option("--seqlen-k", "Key/value rows per sequence.")] = None
+    dtype: Annotated[Optional[str], _option(
+        "--dtype", "Element type of Q, K, V, O: fp32, fp16, bf16, fp8_e4m3, fp8_e5m2 (default: the config's "
+        "torch_dtype).")] = None
+    causal: Annotated[Optional[bool], _option("--causal/--no-causal", "Causal mask (default: causal).")] = None
+    causal_align: Annotated[Optional[str], _option(
+        "--causal-align", "top-left (PyTorch is_causal; prefill default) or bottom-right (flash-attn >= 2.1; "
+        "decode default).")] = None
+    phase: Annotated[str, _option("--phase", "prefill or decode (1-16 query rows against a KV cache).")] = "prefill"
+    passes: Annotated[str, _option("--pass", "fwd or fwd+bwd.")] = "fwd"
+    block_m: Annotated[Optional[int], _option(
+        "--block-m", "BLOCK_M, query rows per program (power of two; default: the bundled kernel's choice).",
+        _TILES)] = None
+    block_n: Annotated[Optional[int], _option(
+        "--block-n", "BLOCK_N, key rows per inner step (power of two).", _TILES)] = None
+    num_stages: Annotated[Optional[int], _option(
+        "--num-stages", "K/V tiles in flight per program (pipelining depth).", _TILES)] = None
+    num_splits: Annotated[Optional[int], _option(
+        "--num-splits", "Decode split-KV partitions (default: the kernel's heuristic).", _TILES)] = None
+    hardware: Annotated[str, _option(
+        "--hardware", "Hardware preset: H200, H100-SXM, A100-80GB.", _TILES)] = DEFAULT_HARDWARE
 
     def resolve(self) -> Layer:
         """The layer, tiles and hardware these options name.
