@@ -20,4 +20,21 @@ __all__ = [
     "dtype_width",
     "get_hardware",
 ]
-__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> str:
+    """``iomodel.__version__``: pyproject.toml's ``[project] version`` (its one home), read from the
+    installed package metadata on first use (importing importlib.metadata costs ~30 ms of start-up);
+    ``"unknown"`` in a source tree that was never installed (``pip install -e .``).
+
+    Raises:
+        AttributeError: any other missing attribute.
+    """
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("iomodel")
+        except PackageNotFoundError:
+            return "unknown"
+    raise AttributeError(f"module 'iomodel' has no attribute {name!r}")

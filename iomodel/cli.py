@@ -1,18 +1,22 @@
 """The ``iomodel`` command line: a thin typer layer over library functions.
 
-Each subcommand lives in ``iomodel/commands/<name>.py`` and exposes ``register(app)``.
-Every :class:`~iomodel.errors.IomodelError` becomes one line on stderr and exit status 2,
-never a traceback.
+Each subcommand lives in ``iomodel/commands/<name>.py`` and exposes ``register(app)``; a
+command module that fails to import fails the whole CLI (no command is skipped quietly).
+Command modules import sympy, numpy, matplotlib and torch inside their functions only, so
+``iomodel --help`` stays fast. Every :class:`~iomodel.errors.IomodelError` becomes one line
+on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
+import iomodel
+from iomodel.commands import bench, bench_kernel, plot, presets, reconcile, validate, worksheet
 from iomodel.errors import IomodelError
 
 app = typer.Typer(
@@ -24,22 +28,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"iomodel {iomodel.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[Optional[bool], typer.Option("--version", help="Print the version and exit.",
+                                                    callback=_print_version, is_eager=True)] = None,
+) -> None:
     """How many bytes an attention layer moves between HBM, L2 and SRAM, and proof against a real kernel."""
 
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("worksheet", "plot", "presets", "validate", "reconcile", "bench", "bench_kernel")
+COMMANDS = (worksheet, plot, presets, validate, reconcile, bench, bench_kernel)
 
-for _name in COMMANDS:
-    try:
-        _mod = importlib.import_module(f"iomodel.commands.{_name}")
-    except ModuleNotFoundError as _exc:  # a command not written yet
-        if _exc.name == f"iomodel.commands.{_name}":
-            continue
-        raise
-    _mod.register(app)
+for _command in COMMANDS:
+    _command.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,18 +9,11 @@ import sys
 
 import pytest
 
-from iomodel.cli import main
-from iomodel.report.worksheet import BUNDLED_CASES, bundled_layer, make_worksheet, resolve_layer
+from test_cli_errors import run_cli
+from iomodel.report.worksheet import BUNDLED_CASES, bundled_layer, make_worksheet
+from iomodel.spec.resolve import resolve_layer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def run_cli(capsys, argv):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_default_markdown(capsys):

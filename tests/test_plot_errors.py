@@ -8,7 +8,7 @@ import pytest
 
 from iomodel.errors import IomodelError
 from iomodel.report.plot import PLOT_FILES, write_plots
-from iomodel.report.worksheet import resolve_layer
+from iomodel.spec.resolve import resolve_layer
 
 
 @pytest.fixture(scope="module")

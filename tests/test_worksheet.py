@@ -29,7 +29,8 @@ import json
 import pytest
 import sympy as sp
 
-from iomodel.report.worksheet import make_worksheet, render, resolve_layer
+from iomodel.report.worksheet import make_worksheet, render
+from iomodel.spec.resolve import resolve_layer
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,12 @@ def test_markdown(ws):
     # allocated bytes are reported apart from transferred bytes
     assert "Allocated in HBM at the peak of the call: 12,800 B (12.5 KiB)" in md
     assert "allocated (resident)" in md and "HBM transferred" in md
-    assert "| memory |" in md or "| compute |" in md
+    # roofline of the tiled row: 524,288 FLOP / 989.4e12 FLOP/s (H200 fp16 dense) = 0.53 ns against
+    # 25,088 B / 4.8e12 B/s = 5.23 ns: memory bound; intensity 524,288 / 25,088 = 20.9 FLOP/B
+    assert ("| `tiled` | 20,480 B (20 KiB) | 4,608 B (4.5 KiB) | 25,088 B (24.5 KiB) | 2.04 | 12,800 B (12.5 KiB) "
+            "| 524,288 (524 kFLOP) | 20.9 | 5.23 ns | memory |") in md
+    # the baseline: 126,976 B / 4.8e12 B/s = 26.5 ns, intensity 524,288 / 126,976 = 4.1 FLOP/B: memory bound
+    assert "| 126,976 B (124 KiB) | 10.33 | 53,248 B (52 KiB) | 524,288 (524 kFLOP) | 4.1 | 26.5 ns | memory |" in md
     assert f"All {len(ws.units)} rows reduce to bytes" in md
 
 
@@ -141,10 +147,8 @@ def test_units_check_failure_is_reported(ws, monkeypatch):
 
 
 def test_causal_decode_and_backward_worksheets_reduce_to_bytes():
-    for kw in (dict(phase="decode", seqlen=4096, num_splits=4), dict(pass_="fwd+bwd", seqlen=1000),
+    for kw in (dict(phase="decode", seqlen=4096, num_splits=4), dict(passes="fwd+bwd", seqlen=1000),
                dict(seqlen_q=300, seqlen_k=1000, causal_align="bottom-right", dtype="fp8_e4m3")):
-        if "pass_" in kw:
-            kw["passes"] = kw.pop("pass_")
         w = make_worksheet(resolve_layer(**kw))
         assert w.units_ok, [u for u in w.units if not u.ok]
         assert {"baseline", "tiled"} <= set(w.prediction.algorithms)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from iomodel.spec import list_presets
+from iomodel.spec import dtype_width, list_presets
 from iomodel.report.worksheet import BUNDLED_CASES, REGENERATE_COMMAND, WORKSHEETS_DIR, bundled_worksheets
 
 
@@ -39,8 +39,9 @@ def test_bundled_set(files):
         (1, 1, 131072, True, "bottom-right", "decode")
     assert d["hardware"]["name"] == "H200" and d["worksheet"]["units_check"]["ok"]
     assert "kernels/heuristics.py" in d["worksheet"]["tiling_source"]
-    # Llama-3-70B decode: K and V (1, 8, 131072, 128) bf16 = 256 MiB each are compulsory reads
-    assert d["compulsory_bytes"] >= 2 * 8 * 131072 * 128 * 2
+    # Llama-3-70B decode: K and V (1, 8, 131072, 128) bf16 = 256 MiB each, Q read and O written once,
+    # (1, 64, 1, 128) bf16 = 16 KiB each
+    assert d["compulsory_bytes"] == 2 * 8 * 131072 * 128 * 2 + 2 * 64 * 128 * 2 == 536_903_680
     # gpt2-medium has 1,024 positions: its 2k worksheet says the length exceeds the context window
     md = files[WORKSHEETS_DIR / "gpt2-medium" / "prefill-2k.md"]
     assert "exceeds the model's context window (max_position_embeddings = 1,024)" in md
@@ -67,5 +68,13 @@ def test_worksheet_json_schema(files):
                                   "read_bytes", "write_bytes", "read_formula", "write_formula", "note"}
         assert "read_bytes" in d["algorithms"]["tiled"]["sram_fill"]
         assert "ratio_vs_tiled" in d["algorithms"]["baseline"]
-        # every allocation is reported apart from the traffic
-        assert d["algorithms"]["tiled"]["allocated_bytes"] > 0
+        # every allocation is reported apart from the traffic: Q, K, V, O in the layer's dtype, LSE in fp32,
+        # and for split-KV decode the fp32 partials O_PART (splits, B, H, N_q, d) and LSE_PART (splits, B, H, N_q)
+        s, t = d["spec"], d["tiling"]
+        width = dtype_width(s["dtype"])
+        q = s["batch"] * s["heads"] * s["seqlen_q"]  # query rows of all heads
+        kv = s["batch"] * s["kv_heads"] * s["seqlen_k"]
+        want = (2 * q + 2 * kv) * s["head_dim"] * width + 4 * q
+        if s["phase"] == "decode" and t["num_splits"] > 1:
+            want += t["num_splits"] * q * (s["head_dim"] + 1) * 4
+        assert d["algorithms"]["tiled"]["allocated_bytes"] == want, path

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from iomodel.cache.estimate import L2_ESTIMATE_MAX_SEQLEN
-from iomodel.report.worksheet import make_worksheet, resolve_layer
+from iomodel.report.worksheet import make_worksheet
+from iomodel.spec.resolve import resolve_layer
 
 MiB = 2**20
 

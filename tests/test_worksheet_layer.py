@@ -1,4 +1,4 @@
-"""From CLI options to a layer, tiles and hardware (iomodel.report.worksheet.resolve_layer)."""
+"""From CLI options to a layer, tiles and hardware (iomodel.spec.resolve.resolve_layer)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 
 from iomodel.errors import IomodelError
 from iomodel.spec import Tiling
-from iomodel.report.worksheet import format_for, kernel_tiling, resolve_layer
+from iomodel.report.worksheet import format_for, kernel_tiling
+from iomodel.spec.resolve import resolve_layer
 
 
 def test_quick_start_defaults():

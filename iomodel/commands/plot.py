@@ -1,7 +1,7 @@
 """``iomodel plot``: PNGs of one layer's HBM bytes versus sequence length, tile sizes and SRAM size.
 
-A thin layer over :func:`iomodel.report.plot.write_plots`; the layer options are those of
-``iomodel worksheet``.
+A thin layer over :func:`iomodel.report.plot.write_plots`; the layer options are
+:class:`iomodel.commands.options.LayerOptions`, shared with ``iomodel worksheet``.
 """
 
 from __future__ import annotations
@@ -12,28 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from iomodel.commands.worksheet import (
-    Batch,
-    BlockM,
-    BlockN,
-    Causal,
-    CausalAlign,
-    Config,
-    Dtype,
-    HardwareOpt,
-    HeadDim,
-    Heads,
-    KvHeads,
-    NumSplits,
-    NumStages,
-    Pass,
-    Phase,
-    Preset,
-    Seqlen,
-    SeqlenK,
-    SeqlenQ,
-    layer_kwargs,
-)
+from iomodel.commands.options import LayerOptions, layer_options
 from iomodel.errors import IomodelError
 
 
@@ -55,26 +34,9 @@ def _load_measured(path: Path | None) -> dict[str, list[dict[str, Any]]] | None:
     return data
 
 
+@layer_options
 def plot(
-    preset: Preset = None,
-    config: Config = None,
-    batch: Batch = 1,
-    heads: Heads = None,
-    kv_heads: KvHeads = None,
-    head_dim: HeadDim = None,
-    seqlen: Seqlen = None,
-    seqlen_q: SeqlenQ = None,
-    seqlen_k: SeqlenK = None,
-    dtype: Dtype = None,
-    causal: Causal = None,
-    causal_align: CausalAlign = None,
-    phase: Phase = "prefill",
-    pass_: Pass = "fwd",
-    block_m: BlockM = None,
-    block_n: BlockN = None,
-    num_stages: NumStages = None,
-    num_splits: NumSplits = None,
-    hardware: HardwareOpt = "H200",
+    layer: LayerOptions,
     out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Folder for the PNGs.")] = Path("plots"),
     kind: Annotated[Optional[list[str]], typer.Option("--kind", help="seqlen, blocks or sram (repeatable; "
                                                       "default all; sram is prefill only).")] = None,
@@ -88,17 +50,12 @@ def plot(
     Same layer defaults as `iomodel worksheet` (Llama-3-8B, prefill 8,192 tokens, causal top-left, H200, the bundled kernel's tiles). Files: bytes_vs_seqlen.png, bytes_vs_blocks.png, bytes_vs_sram.png (prefill only).
     """
     from iomodel.report.plot import PLOT_KINDS, write_plots
-    from iomodel.report.worksheet import resolve_layer
 
-    layer = resolve_layer(**layer_kwargs(
-        preset=preset, config=config, batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        seqlen=seqlen, seqlen_q=seqlen_q, seqlen_k=seqlen_k, dtype=dtype, causal=causal,
-        causal_align=causal_align, phase=phase, pass_=pass_, block_m=block_m, block_n=block_n,
-        num_stages=num_stages, num_splits=num_splits, hardware=hardware))
+    lay = layer.resolve()
     kinds = tuple(kind) if kind else PLOT_KINDS
-    if "sram" in kinds and kind and layer.spec.phase != "prefill":
+    if "sram" in kinds and kind and lay.spec.phase != "prefill":
         raise IomodelError("the SRAM-size plot compares prefill schedules: drop --kind sram or use --phase prefill")
-    for path in write_plots(layer.spec, layer.tiling, layer.hardware, out_dir, kinds=kinds,
+    for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds,
                             measured=_load_measured(measured)):
         typer.echo(f"wrote {path}")
 

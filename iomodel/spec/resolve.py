@@ -1,0 +1,225 @@
+"""From a preset, a config.json and explicit sizes to one :class:`Layer`: spec, tiles, hardware.
+
+:func:`resolve_layer` merges its sources in one order (explicit sizes over the config's,
+the config over the preset, the preset over :data:`DEFAULT_PRESET`) and fills the phase's
+defaults; the tiles are the bundled kernel's unless given. ``iomodel worksheet``,
+``iomodel plot`` and the bundled worksheets all resolve their layer here, and tests and
+notebooks call it directly. Errors name the option to change, so a command can print them
+as they are. Nothing here imports sympy, numpy or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iomodel.errors import IomodelError
+from iomodel.spec.config import AttentionConfig, load_config, load_preset
+from iomodel.spec.dtypes import canonical_dtype
+from iomodel.spec.hardware import Hardware, get_hardware
+from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling
+
+#: Default layer of ``iomodel worksheet`` with no arguments (the README's quick start).
+DEFAULT_PRESET = "llama-3-8b"
+#: Default prefill length (tokens) and decode context length.
+DEFAULT_SEQLEN = 8192
+#: Default hardware preset.
+DEFAULT_HARDWARE = "H200"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """Everything a worksheet or plot needs: the layer, its tiles and the hardware.
+
+    Attributes:
+        spec: the attention call (shapes in elements, dtype, mask, phase, pass).
+        tiling: the tiles evaluated (BLOCK_M, BLOCK_N, num_stages, num_splits, heads per program).
+        hardware: the accelerator (HBM bandwidth, L2 and shared-memory bytes, peak FLOP/s).
+        tiling_source: one sentence on where the tiles come from.
+        config: the HF-style config the layer was read from (None for flags only).
+        notes: extra header sentences (e.g. a length beyond the model's context window).
+        preset: the bundled preset name, if one was used.
+        overrides: the config fields replaced by flags (for the header).
+    """
+
+    spec: LayerSpec
+    tiling: Tiling
+    hardware: Hardware
+    tiling_source: str
+    config: AttentionConfig | None = None
+    notes: tuple[str, ...] = ()
+    preset: str | None = None
+    overrides: tuple[str, ...] = ()
+
+    def command(self, tiles_given: bool | None = None) -> str:
+        """The ``iomodel worksheet`` command line that reproduces this layer."""
+        s = self.spec
+        parts = ["iomodel worksheet"]
+        if self.preset:
+            parts.append(f"--preset {self.preset}")
+        elif self.config is not None:
+            parts.append(f"--config {self.config.source}")
+        if self.config is None or "heads" in self.overrides:
+            parts.append(f"--heads {s.heads}")
+        if self.config is None or "kv_heads" in self.overrides:
+            parts.append(f"--kv-heads {s.kv_heads}")
+        if self.config is None or "head_dim" in self.overrides:
+            parts.append(f"--head-dim {s.head_dim}")
+        if self.config is None or "dtype" in self.overrides:
+            parts.append(f"--dtype {s.dtype}")
+        parts.append(f"--phase {s.phase}")
+        if s.phase == "prefill" and s.seqlen_q == s.seqlen_k:
+            parts.append(f"--seqlen {s.seqlen_q}")
+        else:
+            parts.append(f"--seqlen-q {s.seqlen_q} --seqlen-k {s.seqlen_k}")
+        parts.append(f"--batch {s.batch}")
+        parts.append(f"--causal --causal-align {s.causal_align}" if s.causal else "--no-causal")
+        if s.backward:
+            parts.append("--pass fwd+bwd")
+        if tiles_given if tiles_given is not None else "given on the command line" in self.tiling_source:
+            t = self.tiling
+            parts.append(f"--block-m {t.block_m} --block-n {t.block_n} --num-stages {t.num_stages}")
+            if s.phase == "decode":
+                parts.append(f"--num-splits {t.num_splits}")
+        parts.append(f"--hardware {self.hardware.name}")
+        return " ".join(parts)
+
+
+def _pick(value: Any, base: Any) -> Any:
+    """``base`` where ``value`` was not given (None), else ``value``."""
+    return base if value is None else value
+
+
+def resolve_layer(
+    *,
+    preset: str | None = None,
+    config: str | Path | None = None,
+    batch: int = 1,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    seqlen: int | None = None,
+    seqlen_q: int | None = None,
+    seqlen_k: int | None = None,
+    dtype: str | None = None,
+    causal: bool | None = None,
+    causal_align: str | None = None,
+    phase: str = "prefill",
+    passes: str = "fwd",
+    block_m: int | None = None,
+    block_n: int | None = None,
+    num_stages: int | None = None,
+    num_splits: int | None = None,
+    hardware: str = DEFAULT_HARDWARE,
+) -> Layer:
+    """Build a :class:`Layer` from the options of ``iomodel worksheet`` / ``iomodel plot``.
+
+    The base layer is ``config`` (a HF-style config.json), else ``preset``, else
+    :data:`DEFAULT_PRESET` unless ``heads``, ``kv_heads``, ``head_dim`` and ``dtype`` are
+    all given. Explicit sizes override the config's. Defaults: prefill of
+    :data:`DEFAULT_SEQLEN` tokens (``seqlen`` sets seqlen_q = seqlen_k), decode of one
+    query row against a KV cache of ``seqlen`` (default :data:`DEFAULT_SEQLEN`); causal,
+    top-left for prefill and bottom-right for decode; batch 1; the config's dtype; H200;
+    the tiles of :func:`iomodel.report.worksheet.kernel_tiling` unless ``block_m``/``block_n``/``num_stages``/
+    ``num_splits`` are given (then checked against the hardware's shared memory per block).
+
+    Raises:
+        IomodelError: both a preset and a config; unknown preset, dtype, phase, pass,
+            alignment or hardware; a malformed config.json; sizes that are zero or
+            negative; heads not divisible by kv_heads; conflicting sequence lengths;
+            tiles that are not powers of two or do not fit shared memory.
+    """
+    if preset is not None and config is not None:
+        raise IomodelError("pass either --preset or --config, not both")
+    if phase not in PHASES:
+        raise IomodelError(f"phase {phase!r} is unknown: use --phase prefill or --phase decode")
+    if passes not in PASSES:
+        raise IomodelError(f"pass {passes!r} is unknown: use --pass fwd or --pass fwd+bwd")
+    if causal_align is not None and causal_align not in CAUSAL_ALIGNS:
+        raise IomodelError(f"causal alignment {causal_align!r} is unknown: use --causal-align top-left or bottom-right")
+    if dtype is not None:
+        dtype = canonical_dtype(dtype)
+    hw = get_hardware(hardware)
+
+    given = {k: v for k, v in dict(heads=heads, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype).items()
+             if v is not None}
+    cfg: AttentionConfig | None = None
+    if config is not None:
+        cfg = load_config(config, dtype=dtype, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    elif preset is not None or len(given) < 4:
+        preset = preset or DEFAULT_PRESET
+        cfg = load_preset(preset)
+    overrides = tuple(k for k, v in given.items() if cfg is not None and getattr(cfg, k) != v)
+
+    if seqlen is not None and (isinstance(seqlen, bool) or not isinstance(seqlen, int) or seqlen <= 0):
+        raise IomodelError(f"seqlen must be a positive integer, got {seqlen!r}: set --seqlen to 1 or more")
+    if phase == "prefill":
+        if seqlen is not None and (seqlen_q is not None or seqlen_k is not None):
+            raise IomodelError("give either --seqlen or --seqlen-q/--seqlen-k, not both")
+        n = _pick(seqlen, DEFAULT_SEQLEN)
+        nq = _pick(seqlen_q, n if seqlen_k is None else seqlen_k)
+        nk = _pick(seqlen_k, nq)
+    else:
+        if seqlen is not None and seqlen_k is not None:
+            raise IomodelError("for decode --seqlen is the KV-cache length: give either --seqlen or --seqlen-k")
+        nk = _pick(seqlen_k, _pick(seqlen, DEFAULT_SEQLEN))
+        nq = _pick(seqlen_q, 1)
+        if isinstance(nq, int) and nq > 16:
+            raise IomodelError(
+                f"decode models 1 to 16 query rows (the kernel's split-KV path), got --seqlen-q {nq}: "
+                "lower it or use --phase prefill"
+            )
+    if causal is None:
+        causal = True
+    align = _pick(causal_align, "top-left" if phase == "prefill" else "bottom-right")
+
+    spec = LayerSpec(
+        batch=batch,
+        heads=_pick(heads, cfg.heads if cfg else None),
+        kv_heads=_pick(kv_heads, cfg.kv_heads if cfg else None),
+        head_dim=_pick(head_dim, cfg.head_dim if cfg else None),
+        seqlen_q=nq,
+        seqlen_k=nk,
+        dtype=_pick(dtype, cfg.dtype if cfg else None),
+        causal=causal,
+        causal_align=align,  # type: ignore[arg-type]
+        phase=phase,  # type: ignore[arg-type]
+        backward=passes == "fwd+bwd",
+        name=(cfg.name if cfg else "custom"),
+    )
+
+    if cfg is not None:
+        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)
+    if num_splits is not None and phase != "decode":
+        raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
+    from iomodel.report.worksheet import kernel_tiling  # the kernel heuristics' tiles; imported where used
+
+    tiling, source = kernel_tiling(spec, hw)
+    explicit = {k: v for k, v in dict(block_m=block_m, block_n=block_n, num_stages=num_stages,
+                                       num_splits=num_splits).items() if v is not None}
+    if explicit:
+        tiling = Tiling(
+            block_m=explicit.get("block_m", tiling.block_m),
+            block_n=explicit.get("block_n", tiling.block_n),
+            num_stages=explicit.get("num_stages", tiling.num_stages),
+            num_splits=explicit.get("num_splits", tiling.num_splits),
+            heads_per_program=tiling.heads_per_program,
+        )
+        named = ", ".join(f"{k.upper() if k.startswith('block') else k} = {v}" for k, v in explicit.items())
+        source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
+    tiling.check_fits(spec, hw.smem_per_block, hw.name)
+
+    notes: list[str] = list(cfg.notes) if cfg else []
+    limit = cfg.max_position_embeddings if cfg else None
+    if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
+        notes.append(
+            f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} exceeds the model's context window "
+            f"(max_position_embeddings = {int(limit):,}): these are the layer's shapes at that length, "
+            "not a configuration the checkpoint supports."
+        )
+    return Layer(spec=spec, tiling=tiling, hardware=hw, tiling_source=source, config=cfg,
+                 notes=tuple(notes), preset=preset if config is None else None, overrides=overrides)
+
+
+__all__ = ["DEFAULT_HARDWARE", "DEFAULT_PRESET", "DEFAULT_SEQLEN", "Layer", "resolve_layer"]
