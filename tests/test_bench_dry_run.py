@@ -100,34 +100,6 @@ with CudaToCpu():
           os.environ["OUT"] + "/receipt.json", "--no-progress"])
 '''
 
-#: A kernel-speed grid small enough for Triton's interpreter (the test writes it to $OUT/tiny.toml).
-TINY_SPEED = """\
-version = 1
-kind = "kernel-speed"
-name = "tiny"
-math_limit_bytes = 1073741824
-
-[timing]
-rounds = 1
-
-[prefill]
-tokens = 128
-heads = 2
-head_dims = [32]
-seqlens = [64]
-dtypes = ["fp16"]
-causal = [false, true]
-
-[decode]
-batches = [1]
-heads = 4
-kv_heads = 2
-head_dim = 32
-seqlens_k = [64]
-dtypes = ["bf16"]
-"""
-
-
 def _run(script: str, out: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, OUT=str(out), TRITON_INTERPRET="1")
     code = f"ROOT = {str(ROOT)!r}\n" + script
@@ -169,8 +141,9 @@ def test_gpu_kernel_check_dry_run(tmp_path):
 
 
 def test_bench_kernel_dry_run(tmp_path):
-    grid = tmp_path / "tiny.toml"
-    grid.write_text(TINY_SPEED)
+    from test_bench_speed import TINY  # a kernel-speed grid small enough for Triton's interpreter
+
+    (tmp_path / "tiny.toml").write_text(TINY)
     res = _run(BENCH, tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     receipt = json.loads((tmp_path / "receipt.json").read_text())

@@ -270,6 +270,22 @@ def _num(x: Any) -> float:
     return float(x)
 
 
+#: Relative tolerance between a stored number (a speedup, a TFLOP/s) and the same number
+#: recomputed from the samples: float rounding only (a different summation order on another
+#: machine moves the 15th digit).
+RECOMPUTE_REL_TOL = 1e-9
+
+
+def same_number(stored: Any, recomputed: float | None) -> bool:
+    """Whether a stored number equals its recomputation up to :data:`RECOMPUTE_REL_TOL` (both None counts)."""
+    if recomputed is None or stored is None:
+        return stored is None and recomputed is None
+    try:
+        return math.isclose(float(stored), recomputed, rel_tol=RECOMPUTE_REL_TOL)
+    except (TypeError, ValueError):
+        return False
+
+
 def drift_limits(baseline: dict[str, Any], tol: Tolerance) -> dict[str, float]:
     """The limits a fused backend's errors must stay under: ``k x baseline error + eps``.
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from iomodel.bench.backends import BASELINE, LEGACY_BACKEND_NAMES, TITLES
-from iomodel.bench.policy import Policy, SpeedTargets, Tolerance, accuracy_verdict, load_policy
+from iomodel.bench.policy import Policy, SpeedTargets, Tolerance, accuracy_verdict, load_policy, same_number
 from iomodel.bench.speed import SPEED_SCHEMA, check_speed_receipt, render_speed_markdown
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_seconds, human_bytes
@@ -223,23 +223,8 @@ def reconciliation(e2e: dict[str, Any], buckets: list[dict[str, Any]]) -> str | 
 # Policy check
 # ------------------------------------------------------------------------------------
 
-#: Relative tolerance between a stored speedup and the one recomputed from the samples: float
-#: rounding only (a different summation order on another machine moves the 15th digit).
-SPEEDUP_REL_TOL = 1e-9
-
-
 def _gmean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def _same(stored: Any, recomputed: float | None) -> bool:
-    """Whether a stored speedup equals the recomputed one up to float rounding (both None counts)."""
-    if recomputed is None or stored is None:
-        return stored is None and recomputed is None
-    try:
-        return math.isclose(float(stored), recomputed, rel_tol=SPEEDUP_REL_TOL)
-    except (TypeError, ValueError):
-        return False
 
 
 def _x(v: Any) -> str:
@@ -264,7 +249,7 @@ def _check_end_to_end(receipt: dict[str, Any]) -> list[str]:
         rows.append(("decision", stored["decision"], (fresh or {}).get("decision")))
     for label, p, f in rows:
         got = None if f is None else f.get("speedup")
-        if not _same(p.get("speedup"), got):
+        if not same_number(p.get("speedup"), got):
             out.append(f"end_to_end {label}: stored request speedup {_x(p.get('speedup'))} differs from {_x(got)} "
                        f"recomputed from the samples")
     return out
@@ -284,7 +269,7 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
     speedup for the device and bucket; the downstream logits bounds. Every stored speedup
     (per shape ``speedup``, per bucket ``summary.backends[*].speedup_geomean`` and
     ``summary.decision.speedup``, and the request-level ``end_to_end`` speedups) must equal
-    the one recomputed from the samples within :data:`SPEEDUP_REL_TOL` (float rounding), so a
+    the one recomputed from the samples within :data:`~iomodel.bench.policy.RECOMPUTE_REL_TOL` (float rounding), so a
     receipt cannot claim a speedup its samples do not give.
 
     Args:
@@ -348,13 +333,13 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
                     out.append(f"{where} {key}: drift above policy: {'; '.join(v['reasons'])}")
                 sp = bmed / _median(r)
                 per_backend.setdefault(key, []).append(sp)
-                if not _same(r.get("speedup"), sp):
+                if not same_number(r.get("speedup"), sp):
                     out.append(f"{where} {key}: stored speedup {_x(r.get('speedup'))} differs from {sp:.4g}x, the "
                                f"baseline median over its median, both recomputed from the samples")
         summary = b.get("summary", {})
         for key, xs in per_backend.items():  # every backend's geometric mean over the shapes it ran
             stored = summary.get("backends", {}).get(key, {}).get("speedup_geomean")
-            if not _same(stored, _gmean(xs)):
+            if not same_number(stored, _gmean(xs)):
                 out.append(f"bucket {name!r} {key}: stored geometric-mean speedup {_x(stored)} differs from "
                            f"{_gmean(xs):.4g}x recomputed from the samples")
         decision = summary.get("decision", {})
@@ -362,7 +347,7 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
         if claimed is not None:
             xs = per_backend.get(claimed, [])
             got = _gmean(xs) if len(xs) == len(b["shapes"]) else None
-            if got is None or not _same(decision.get("speedup"), got):
+            if got is None or not same_number(decision.get("speedup"), got):
                 out.append(f"bucket {name!r}: stored decision speedup {_x(decision.get('speedup'))} for {claimed} "
                            f"differs from {_x(got)}, the geometric mean recomputed from the samples")
         elif decision.get("speedup") is not None:

@@ -31,7 +31,6 @@ exceed the matrix's ``math_limit_bytes``.
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import statistics
 import time
 from dataclasses import asdict
@@ -42,7 +41,7 @@ from iomodel.bench.environment import environment
 from iomodel.bench import timing
 from iomodel.bench.inputs import AttentionInputs, dense_inputs
 from iomodel.bench.matrix import DecodeShape, PrefillShape, SpeedMatrix
-from iomodel.bench.policy import SpeedTargets, load_targets
+from iomodel.bench.policy import SpeedTargets, load_targets, same_number
 from iomodel.errors import IomodelError
 from iomodel.spec import dtype_width, torch_dtype
 
@@ -54,8 +53,6 @@ IMPLS = (KERNEL, *SDPA_BACKENDS)
 PREFILL_REFERENCE = ("sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math")
 DECODE_REFERENCE = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math")
 FLOP_CONVENTION = "4 * B * H * seqlen_q * seqlen_k * HEAD_DIM, x 0.5 causal"
-#: Relative tolerance of a stored number against its recomputation from the samples (float rounding).
-REL_TOL = 1e-9
 
 
 def _first_line(exc: BaseException) -> str:
@@ -263,15 +260,6 @@ def acceptance(receipt: dict[str, Any], targets: SpeedTargets | None = None) -> 
 # ------------------------------------------------------------------------------------
 # Check: every stored number against its recomputation
 # ------------------------------------------------------------------------------------
-def _close(stored: Any, fresh: float | None) -> bool:
-    if stored is None or fresh is None:
-        return stored is None and fresh is None
-    try:
-        return math.isclose(float(stored), fresh, rel_tol=REL_TOL)
-    except (TypeError, ValueError):
-        return False
-
-
 def check_speed_receipt(receipt: dict[str, Any], targets: SpeedTargets | None = None) -> list[str]:
     """Every stored number of a kernel-speed receipt that its samples or the targets do not give.
 
@@ -299,7 +287,7 @@ def check_speed_receipt(receipt: dict[str, Any], targets: SpeedTargets | None = 
     out: list[str] = []
 
     def same(where: str, what: str, stored: Any, fresh: float | None) -> None:
-        if not _close(stored, fresh):
+        if not same_number(stored, fresh):
             out.append(f"{where}: stored {what} {stored!r} differs from {fresh!r} recomputed from the samples")
 
     for sec, make in (("prefill", PrefillShape), ("decode", DecodeShape)):
