@@ -76,7 +76,7 @@ DECODE_SHAPES = [(1, 8192), (1, 32768), (1, 131072), (4, 8192), (8, 8192), (8, 3
 #: Decode variants: block_n, num_warps, num_stages, waves (num_splits = heuristic with these
 #: waves and min_blocks BLOCK_N blocks per split at least, default 4). Round 1's device times of
 #: small B*KV were dominated by host launch time leaking past a too-short GPU spin (fixed in
-#: kernels.benchmark.time_device_interleaved), so round 2 re-measures the same variants.
+#: iomodel.bench.timing.time_device_interleaved), so round 2 re-measures the same variants.
 DECODE_SWEEP = [
     dict(block_n=64, num_warps=4, num_stages=3, waves=3),
     dict(block_n=64, num_warps=4, num_stages=4, waves=2),
@@ -139,6 +139,11 @@ def main() -> int:
     import triton
 
     import kernels.flash_attention as fa
+    from iomodel.bench import timing
+    from iomodel.bench.backends import attention_call
+    from iomodel.bench.environment import environment
+    from iomodel.bench.inputs import dense_inputs
+    from iomodel.spec import torch_dtype
     from kernels import heuristics as hx
     from kernels.baseline import eager_attention_with_lse
     from kernels.flash_attention import KernelConfig, flash_attention
@@ -148,14 +153,9 @@ def main() -> int:
         print("needs a CUDA GPU and TRITON_INTERPRET unset")
         return 2
     props = torch.cuda.get_device_properties(0)
-    RESULTS["environment"] = {
-        "device": torch.cuda.get_device_name(0), "sm": f"{props.major}.{props.minor}",
-        "num_sms": props.multi_processor_count, "torch": torch.__version__, "triton": triton.__version__,
-        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-    }
+    RESULTS["environment"] = environment("cuda")
     RESULTS["knobs"] = {"TMA_SWEEP": TMA_SWEEP, "POINTER_SWEEP": POINTER_SWEEP, "DECODE_SWEEP": DECODE_SWEEP,
                         "DECODE_SHAPES": DECODE_SHAPES, "HEADLINE": HEADLINE}
-    DT = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
     sm90 = props.major == 9
 
     def bench(fn, rep=REP_MS) -> float:
@@ -163,7 +163,7 @@ def main() -> int:
 
     def make(B, H, H_kv, N_q, N_k, d, dtype, seed=0):
         g = torch.Generator(device="cuda").manual_seed(seed)
-        dt = DT[dtype]
+        dt = torch_dtype(dtype)
         return (torch.randn(B, H, N_q, d, device="cuda", dtype=dt, generator=g),
                 torch.randn(B, H_kv, N_k, d, device="cuda", dtype=dt, generator=g),
                 torch.randn(B, H_kv, N_k, d, device="cuda", dtype=dt, generator=g))
@@ -245,12 +245,8 @@ def main() -> int:
         _save(out_path)
 
     # ------------------------------------------------------------------ (b) decode bandwidth
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     dec = RESULTS["sections"].setdefault("decode", [])
     if "decode" not in skip:
-        from kernels.benchmark import host_overhead_s, time_device_interleaved
-
         for B, N_k in DECODE_SHAPES:
             H, H_kv, d = 32, 8, 128
             rec: dict = {"B": B, "N_k": N_k, "variants": []}
@@ -267,9 +263,7 @@ def main() -> int:
                 fns["default"] = lambda: flash_attention(q, k, v)
                 ref = None  # SDPA FLASH's output (an fp64 reference of 128k x B=8 would not fit)
                 try:
-                    def sd():
-                        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                            return torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                    sd = attention_call("sdpa-flash", dense_inputs(q, k, v, False))
                     ref = sd().double()
                     fns["sdpa_flash"] = sd
                     rec["sdpa_flash"] = {}
@@ -294,7 +288,7 @@ def main() -> int:
                     rec["variants"].append(vr)
                 # device time (L2 flush + GPU spin before each call: host launch overhead not timed)
                 spin: dict = {}
-                dev = time_device_interleaved(fns, rounds=2, reps=30, info=spin)
+                dev = timing.time_device_interleaved(fns, rounds=2, reps=30, info=spin)
                 rec["spin"] = spin
                 cbw = 2 * kv_bytes / statistics.median(dev["copy"]) / 1e9
                 rec["copy"] = {"time_s": dev["copy"], "GBps": cbw}
@@ -307,7 +301,7 @@ def main() -> int:
                 # do_bench (host launch overhead included when it exceeds the L2 flush) and host us/call
                 tb_copy, tb = bench(fns["copy"], DECODE_REP_MS), bench(fns["default"], DECODE_REP_MS)
                 rec["default"]["do_bench_fraction_of_copy"] = (moved / tb) / (2 * kv_bytes / tb_copy)
-                rec["default"]["host_us_per_call"] = host_overhead_s(fns["default"]) * 1e6
+                rec["default"]["host_us_per_call"] = timing.host_overhead_s(fns["default"]) * 1e6
                 del q, k, v, src, dst, fns
             except Exception as exc:
                 rec["error"] = _err(exc)
@@ -337,10 +331,8 @@ def main() -> int:
             try:
                 q, k, v = make(B, H, H, N, N, d, dtype)
                 sdpa_out = {}
-                for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
-                    def f(be=be):
-                        with sdpa_kernel([be]):
-                            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                for name in ("cudnn", "flash"):
+                    f = attention_call(f"sdpa-{name}", dense_inputs(q, k, v, causal))
                     try:
                         sdpa_out[name] = f()
                         rec["sdpa"][name] = {"times_s": [bench(f)], "fn": f}
@@ -392,8 +384,6 @@ def main() -> int:
                 # interleaved re-timing (same clock/thermal state for all, rotating order): the
                 # autotuned call, its config forced, the best swept config forced, SDPA
                 try:
-                    from kernels.benchmark import time_interleaved
-
                     fns = {n: sr["fn"] for n, sr in rec["sdpa"].items() if "fn" in sr}
                     if "config" in rec.get("autotuned", {}):
                         ca = KernelConfig(**rec["autotuned"]["config"])
@@ -405,7 +395,7 @@ def main() -> int:
                                           warp_specialize=bc["ws"], tile_order=bc["tile_order"])
                         fns["best"] = lambda: flash_attention(q, k, v, causal=causal, config=cb)
                     if _now() - T0 <= args.budget + 60:
-                        ti = time_interleaved(fns, INTERLEAVED_ROUNDS, WARMUP_MS, REP_MS)
+                        ti = timing.do_bench_interleaved(fns, INTERLEAVED_ROUNDS, WARMUP_MS, REP_MS)
                         rec["interleaved"] = {n: {"times_s": ts, "tflops": flops / statistics.median(ts) / 1e12}
                                               for n, ts in ti.items()}
                     else:

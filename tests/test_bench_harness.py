@@ -11,10 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from iomodel.bench.backends import Backend, available_backends  # noqa: E402
-from iomodel.bench.harness import run_bench, run_shape, spread, summarize_bucket, time_interleaved  # noqa: E402
+from iomodel.bench.harness import run_bench, run_shape, summarize_bucket  # noqa: E402
 from iomodel.bench.matrix import parse_matrix  # noqa: E402
 from iomodel.bench.policy import POLICIES_DIR, load_policy  # noqa: E402
 from iomodel.bench.receipt import check_receipt, end_to_end, render_markdown  # noqa: E402
+from iomodel.bench.timing import spread, time_interleaved  # noqa: E402
 
 TINY = """\
 version = 1
@@ -106,8 +107,8 @@ def test_unavailable_backends_say_why(tiny):
     be = tiny[0]["backends"]
     assert be["sdpa-math"]["available"] and be["sdpa-math"]["role"] == "baseline"
     assert be["sdpa-flash"]["available"] and be["sdpa-flash"]["role"] == "fused"
-    assert not be["triton"]["available"] and be["triton"]["reason"].startswith("unavailable on cpu")
-    assert "interpreter" in be["triton"]["reason"]
+    assert not be["tiled"]["available"] and be["tiled"]["reason"].startswith("unavailable on cpu")
+    assert "interpreter" in be["tiled"]["reason"] and "triton" not in be
     for n in ("sdpa-efficient", "sdpa-cudnn"):
         assert not be[n]["available"] and "no CPU implementation" in be[n]["reason"]
 
@@ -165,7 +166,7 @@ def test_tiny_receipt_passes_its_policy_and_renders(tiny):
     assert "unavailable on cpu" in md and "aten::_scaled_dot_product_flash_attention_for_cpu" in md
     ds = r["downstream"]["results"]
     assert set(ds) == {"bf16", "fp32"}
-    assert ds["bf16"]["sdpa-flash"]["pass"] and ds["bf16"]["triton"]["status"] == "unavailable"
+    assert ds["bf16"]["sdpa-flash"]["pass"] and ds["bf16"]["tiled"]["status"] == "unavailable"
 
 
 def test_end_to_end_reconciles_phases(tiny):
@@ -313,38 +314,37 @@ def test_cli_runs_tiny_matrix_and_checks_the_receipt(tmp_path, capsys):
     assert e.value.code == 2 and "--reps 2" in capsys.readouterr().err
 
 
-def test_triton_backend_is_lazy_and_says_why_it_cannot_run(monkeypatch):
+def test_kernel_backend_is_lazy_and_says_why_it_cannot_run(monkeypatch):
     import sys
 
-    from iomodel.bench.backends import KernelRefusal, _triton_call_factory, triton_backend
+    from iomodel.bench.backends import KernelRefusal, attention_call, kernel_backend
     from iomodel.bench.inputs import make_inputs
 
-    assert "unavailable on cpu" in triton_backend("cpu").reason
+    assert "unavailable on cpu" in kernel_backend("cpu").reason
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert "TRITON_INTERPRET" in triton_backend("cuda").reason and not triton_backend("cuda").available
+    assert "TRITON_INTERPRET" in kernel_backend("cuda").reason and not kernel_backend("cuda").available
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setitem(sys.modules, "kernels.flash_attention", None)  # import fails
-    be = triton_backend("cuda")
+    be = kernel_backend("cuda")
     assert not be.available and "could not be imported" in be.reason
     # a padded batch is refused before any launch: the kernel takes no key-padding mask
     mx = parse_matrix(TINY, "tiny.toml")
     pad = mx.buckets[1]
     inp = make_inputs(pad, pad.shapes[0], 0, "cpu")
-    with pytest.raises(KernelRefusal, match="key-padding"):
-        _triton_call_factory(object())(inp)
+    with pytest.raises(KernelRefusal, match="key-padding"):  # refused before the kernel is even imported
+        attention_call("tiled", inp)
 
 
 _ADAPTER_CHECK = r"""
-import importlib, json, torch
-from iomodel.bench.backends import _triton_call_factory
+import json, torch
+from iomodel.bench.backends import attention_call
 from iomodel.bench.inputs import make_inputs, reference_output
 from iomodel.bench.matrix import Bucket, Shape
-mod = importlib.import_module("kernels.flash_attention")
 out = {}
 for causal, align, nq, nk in ((True, "top-left", 32, 32), (True, "bottom-right", 2, 40), (False, "top-left", 1, 40)):
     b = Bucket("t", 1.0, "prefill" if nq == nk else "decode", causal, align, 4, 2, 16, "fp32", (Shape(1, nq, nk),))
     inp = make_inputs(b, b.shapes[0], 0, "cpu")
-    o = _triton_call_factory(mod)(inp)()
+    o = attention_call("tiled", inp)()
     ref = reference_output(b, b.shapes[0], inp)
     out[f"{causal}-{align}-{nq}"] = float((o.double() - ref).abs().max())
 print(json.dumps(out))

@@ -15,7 +15,7 @@ from iomodel.bench.policy import (  # noqa: E402
     Tolerance, accuracy_verdict, drift_limits, error_stats, load_policy,
 )
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.measure.sdpa import group_reasons, identify_backend, probe_call, profile_call  # noqa: E402
+from iomodel.bench.telemetry import group_reasons, identify_backend, probe_call, profile_call  # noqa: E402
 
 TOL = Tolerance("bf16", atol=0.01, rtol=0.1, k=2.0, eps=0.001)
 
@@ -224,3 +224,23 @@ def test_profile_call_identifies_cpu_backends_and_peak_memory():
     assert math_t.peak_allocated_bytes >= scores
     assert flash_t.peak_allocated_bytes < scores
     assert flash_t.peak_allocated_bytes >= 4 * 256 * 32 * 4  # at least the output O
+
+
+def test_one_sdpa_table_and_one_dispatcher():
+    from torch.nn.attention import SDPBackend
+
+    from iomodel.bench.backends import BACKEND_ORDER, KERNEL, SDPA_BACKENDS, attention_call
+
+    assert KERNEL == "tiled" and set(BACKEND_ORDER) == {*SDPA_BACKENDS, KERNEL}
+    for name, b in SDPA_BACKENDS.items():
+        assert isinstance(getattr(SDPBackend, b.member), SDPBackend), name
+        assert all(op.startswith("aten::_scaled_dot_product_") for op in b.ops)
+    b, s = _bucket(causal=True)
+    inp = make_inputs(b, s, seed=2, device="cpu")
+    math_out = attention_call("sdpa-math", inp)()
+    ref = reference_output(b, s, inp)
+    assert torch.allclose(math_out.double(), ref, atol=1e-5)
+    assert torch.allclose(attention_call("sdpa-flash", inp)().double(), ref, atol=1e-5)
+    assert torch.allclose(attention_call("sdpa-auto", inp)().double(), ref, atol=1e-5)
+    with pytest.raises(IomodelError, match="unknown attention backend 'triton'"):
+        attention_call("triton", inp)

@@ -1,4 +1,4 @@
-"""The attention implementations a benchmark compares, and whether each can run here.
+"""The attention implementations a benchmark compares, and the one dispatcher that calls them.
 
 * ``sdpa-math`` — PyTorch SDPA pinned to ``SDPBackend.MATH``: the baseline (materialised
   scores; fp32 intermediates for half inputs).
@@ -6,44 +6,140 @@
   tiled CPU kernel (``_scaled_dot_product_flash_attention_for_cpu``) on a CPU.
 * ``sdpa-efficient`` — ``SDPBackend.EFFICIENT_ATTENTION`` (xFormers memory-efficient, CUDA only).
 * ``sdpa-cudnn`` — ``SDPBackend.CUDNN_ATTENTION`` (cuDNN fused attention, CUDA only).
-* ``triton`` — this project's kernel, ``kernels.flash_attention.flash_attention``, imported
-  lazily; CUDA only (the CPU bench never times Triton's interpreter, which is a
-  correctness tool).
+* ``tiled`` — this project's kernel, ``kernels.flash_attention.flash_attention`` (the
+  model's ``tiled`` algorithm), imported lazily; CUDA only (the CPU bench never times
+  Triton's interpreter, which is a correctness tool). Receipts written before the rename
+  call it ``triton``: :data:`LEGACY_BACKEND_NAMES`, applied by
+  :func:`iomodel.bench.receipt.load_receipt`.
 
-A backend that cannot run on the device is listed as unavailable with its reason; one
-that refuses a shape is reported as unsupported for that shape, never replaced.
+:data:`SDPA_BACKENDS` is the one table of SDPA backends (``SDPBackend`` member, the ATen
+ops that identify it in a profiler trace, the header of its refusal reasons), and
+:func:`attention_call` the one dispatcher (``match backend:``, as attention-gym's
+``api.py``). A backend that cannot run on the device is listed as unavailable with its
+reason; one that refuses a shape is reported as unsupported for that shape, never replaced.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from iomodel.bench.inputs import AttentionInputs
-from iomodel.measure.sdpa import SDP_BACKEND_NAMES
+from iomodel.errors import IomodelError
 
+
+@dataclass(frozen=True)
+class SdpaBackend:
+    """One PyTorch SDPA backend.
+
+    Attributes:
+        member: the ``torch.nn.attention.SDPBackend`` member name.
+        ops: ATen ops whose presence in a profiler trace identifies it
+            (``aten/src/ATen/native/native_functions.yaml``).
+        header: the lower-case header of its refusal reasons in SDPA's debug warnings
+            (``"<header> kernel not used because:"``, ``sdp_utils.cpp``); "" when it has none.
+        title: how receipts name it.
+    """
+
+    member: str
+    ops: tuple[str, ...]
+    header: str
+    title: str
+
+
+#: Harness name -> SDPA backend: the one map from a name to ``SDPBackend``.
+SDPA_BACKENDS: dict[str, SdpaBackend] = {
+    "sdpa-flash": SdpaBackend("FLASH_ATTENTION", ("aten::_scaled_dot_product_flash_attention_for_cpu",
+                                                  "aten::_scaled_dot_product_flash_attention"),
+                              "flash attention", "SDPA FLASH_ATTENTION"),
+    "sdpa-efficient": SdpaBackend("EFFICIENT_ATTENTION", ("aten::_scaled_dot_product_efficient_attention",),
+                                  "memory efficient", "SDPA EFFICIENT_ATTENTION"),
+    "sdpa-cudnn": SdpaBackend("CUDNN_ATTENTION", ("aten::_scaled_dot_product_cudnn_attention",),
+                              "cudnn attention", "SDPA CUDNN_ATTENTION"),
+    "sdpa-math": SdpaBackend("MATH", ("aten::_scaled_dot_product_attention_math",), "", "SDPA MATH (baseline)"),
+}
+#: The bundled kernel's name in benchmarks and measurement records (the model's algorithm name).
+KERNEL = "tiled"
+#: Names older receipts used -> the current name.
+LEGACY_BACKEND_NAMES = {"triton": KERNEL}
+#: SDPA without a pinned backend (PyTorch's own choice); profiled, never timed.
+AUTO = "sdpa-auto"
 BASELINE = "sdpa-math"
 #: Order in which backends are listed (baseline first).
-BACKEND_ORDER = ("sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "triton")
-TITLES = {
-    "sdpa-math": "SDPA MATH (baseline)",
-    "sdpa-flash": "SDPA FLASH_ATTENTION",
-    "sdpa-efficient": "SDPA EFFICIENT_ATTENTION",
-    "sdpa-cudnn": "SDPA CUDNN_ATTENTION",
-    "triton": "iomodel Triton kernel",
-}
+BACKEND_ORDER = ("sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", KERNEL)
+#: SDPA backends PyTorch implements on a CPU.
+CPU_SDPA = ("sdpa-math", "sdpa-flash")
+TITLES = {**{n: b.title for n, b in SDPA_BACKENDS.items()}, KERNEL: "iomodel tiled kernel (Triton)"}
 
 
 class KernelRefusal(Exception):
-    """The Triton kernel does not take these inputs (raised before launching it)."""
+    """The bundled kernel does not take these inputs (raised before launching it)."""
+
+
+def attention_call(backend: str, inp: AttentionInputs) -> Callable[[], Any]:
+    """The zero-argument callable that runs one attention call on ``inp`` with ``backend``.
+
+    Args:
+        backend: ``"tiled"`` (the bundled kernel), a key of :data:`SDPA_BACKENDS` (SDPA pinned
+            to that backend) or ``"sdpa-auto"`` (SDPA, PyTorch's own choice).
+        inp: Q ``(B, H, seqlen_q, HEAD_DIM)``, K and V ``(B, H_kv, seqlen_k, HEAD_DIM)`` and the mask.
+
+    Returns:
+        A callable returning the output ``(B, H, seqlen_q, HEAD_DIM)``; nothing runs before
+        it is called. GQA reaches SDPA as ``enable_gqa=True`` (PyTorch >= 2.5), never by
+        copying K/V.
+
+    Raises:
+        KernelRefusal: ``tiled`` with a key-padding mask (the kernel takes none).
+        IomodelError: an unknown backend name.
+    """
+    match backend:
+        case "tiled":
+            if inp.lengths is not None:
+                raise KernelRefusal("the tiled kernel takes no key-padding mask (attn_mask): padded ragged "
+                                    "batches are unsupported")
+            from kernels.flash_attention import flash_attention
+
+            q, k, v, causal, align = inp.q, inp.k, inp.v, inp.causal, inp.causal_align
+            return lambda: flash_attention(q, k, v, causal=causal, causal_align=align)[0]
+        case "sdpa-flash" | "sdpa-efficient" | "sdpa-cudnn" | "sdpa-math" | "sdpa-auto":
+            import torch.nn.functional as F
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            kwargs: dict[str, Any] = {"attn_mask": inp.attn_mask, "is_causal": inp.sdpa_is_causal}
+            if inp.gqa:
+                kwargs["enable_gqa"] = True
+            q, k, v = inp.q, inp.k, inp.v
+            if backend == AUTO:
+                return lambda: F.scaled_dot_product_attention(q, k, v, **kwargs)
+            pinned = [getattr(SDPBackend, SDPA_BACKENDS[backend].member)]
+
+            def run() -> Any:
+                with sdpa_kernel(pinned):
+                    return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+            return run
+        case _:
+            raise IomodelError(f"unknown attention backend {backend!r}: use one of {', '.join(BACKEND_ORDER)}")
+
+
+def kernel_config(inp: AttentionInputs) -> dict[str, Any]:
+    """The launch configuration the bundled kernel picks for ``inp`` (one call, with ``return_config``).
+
+    Returns:
+        The :class:`kernels.flash_attention.KernelConfig` fields (BLOCK_M, BLOCK_N, warps, path, ...).
+    """
+    from kernels.flash_attention import flash_attention
+
+    return flash_attention(inp.q, inp.k, inp.v, causal=inp.causal, causal_align=inp.causal_align,
+                           return_config=True)[2].to_dict()
 
 
 @dataclass
 class Backend:
-    """One attention implementation.
+    """One attention implementation and whether it can run on this device.
 
     Attributes:
         name: harness name (see :data:`BACKEND_ORDER`).
@@ -52,6 +148,8 @@ class Backend:
         reason: why not, when unavailable (one sentence).
         make_call: ``inputs -> zero-argument callable`` returning the output ``(B, H, seqlen_q, HEAD_DIM)``.
         refusal_types: exceptions of the callable that mean "unsupported shape".
+        version: the library version that provides it.
+        describe: ``inputs -> the launch configuration it picks``, or None.
     """
 
     name: str
@@ -61,7 +159,7 @@ class Backend:
     make_call: Callable[[AttentionInputs], Callable[[], Any]] | None = None
     refusal_types: tuple[type[BaseException], ...] = ()
     version: str = ""
-    describe: Callable[[AttentionInputs], dict[str, Any]] | None = None  # the launch configuration it picks
+    describe: Callable[[AttentionInputs], dict[str, Any]] | None = None
 
     @property
     def title(self) -> str:
@@ -72,82 +170,30 @@ class Backend:
                 "version": self.version}
 
 
-def sdpa_call(inp: AttentionInputs, backend: str | None) -> Callable[[], Any]:
-    """Zero-argument callable running SDPA on ``inp``, pinned to ``backend`` (None: PyTorch's own choice).
-
-    GQA is passed as ``enable_gqa=True`` (PyTorch >= 2.5), never by copying K/V.
-    """
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    kwargs: dict[str, Any] = {"attn_mask": inp.attn_mask, "is_causal": inp.sdpa_is_causal}
-    if inp.gqa:
-        kwargs["enable_gqa"] = True
-    q, k, v = inp.q, inp.k, inp.v
-    if backend is None:
-        def run_auto():
-            return F.scaled_dot_product_attention(q, k, v, **kwargs)
-        return run_auto
-    pinned = [getattr(SDPBackend, SDP_BACKEND_NAMES[backend])]
-
-    def run():
-        with sdpa_kernel(pinned):
-            return F.scaled_dot_product_attention(q, k, v, **kwargs)
-
-    del torch
-    return run
-
-
-def _triton_call_factory(module: Any) -> Callable[[AttentionInputs], Callable[[], Any]]:
-    def make(inp: AttentionInputs) -> Callable[[], Any]:
-        if inp.lengths is not None:
-            raise KernelRefusal("the Triton kernel takes no key-padding mask (attn_mask): padded ragged batches are unsupported")
-        q, k, v = inp.q, inp.k, inp.v
-        causal, align = inp.causal, inp.causal_align
-
-        def run():
-            return module.flash_attention(q, k, v, causal=causal, causal_align=align)[0]
-
-        return run
-
-    return make
-
-
-def _sdpa_factory(name: str) -> Callable[[AttentionInputs], Callable[[], Any]]:
-    return lambda inp: sdpa_call(inp, name)
-
-
-def triton_backend(device: str) -> Backend:
-    """The project's Triton kernel, if it can be timed on ``device`` (imported lazily)."""
+def kernel_backend(device: str) -> Backend:
+    """The bundled kernel, if it can be timed on ``device`` (``kernels.flash_attention`` imported lazily)."""
     if device != "cuda":
-        return Backend("triton", "fused", False,
-                       "unavailable on cpu: the Triton kernel needs a CUDA GPU, and the CPU bench does not time "
+        return Backend(KERNEL, "fused", False,
+                       "unavailable on cpu: the tiled kernel needs a CUDA GPU, and the CPU bench does not time "
                        "Triton's interpreter (TRITON_INTERPRET=1 is a correctness tool whose timings mean nothing)")
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        return Backend("triton", "fused", False, "unavailable: TRITON_INTERPRET is set, so the kernel would run in "
+        return Backend(KERNEL, "fused", False, "unavailable: TRITON_INTERPRET is set, so the kernel would run in "
                        "the interpreter: unset it to time the compiled kernel")
     try:
-        module = importlib.import_module("kernels.flash_attention")
-        fn = module.flash_attention
+        importlib.import_module("kernels.flash_attention").flash_attention  # noqa: B018 - the import is the check
     except Exception as exc:  # ImportError, a syntax error in a kernel being written, a missing name
-        return Backend("triton", "fused", False,
+        return Backend(KERNEL, "fused", False,
                        f"unavailable: kernels.flash_attention could not be imported ({type(exc).__name__}: "
                        f"{str(exc).splitlines()[0] if str(exc) else ''})")
-    del fn
     try:
         import triton
 
         version = f"triton {triton.__version__}"
     except Exception:  # pragma: no cover
         version = ""
-    def describe(inp: AttentionInputs) -> dict[str, Any]:
-        cfg = module.flash_attention(inp.q, inp.k, inp.v, causal=inp.causal, causal_align=inp.causal_align,
-                                     return_config=True)[2]
-        return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {"config": str(cfg)}
-
-    return Backend("triton", "fused", True, "", _triton_call_factory(module),
-                   refusal_types=(KernelRefusal, ValueError, NotImplementedError), version=version, describe=describe)
+    return Backend(KERNEL, "fused", True, "", lambda inp: attention_call(KERNEL, inp),
+                   refusal_types=(KernelRefusal, ValueError, NotImplementedError), version=version,
+                   describe=kernel_config)
 
 
 def available_backends(device: str) -> list[Backend]:
@@ -161,12 +207,12 @@ def available_backends(device: str) -> list[Backend]:
     """
     out = []
     for name in BACKEND_ORDER:
-        if name == "triton":
-            out.append(triton_backend(device))
+        if name == KERNEL:
+            out.append(kernel_backend(device))
             continue
         role = "baseline" if name == BASELINE else "fused"
-        if device == "cpu" and name in ("sdpa-efficient", "sdpa-cudnn"):
+        if device == "cpu" and name not in CPU_SDPA:
             out.append(Backend(name, role, False, "unavailable on cpu: PyTorch has no CPU implementation of this SDPA backend"))
             continue
-        out.append(Backend(name, role, True, "", _sdpa_factory(name)))
+        out.append(Backend(name, role, True, "", lambda inp, name=name: attention_call(name, inp)))
     return out

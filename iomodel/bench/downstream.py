@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from iomodel.bench.backends import Backend, KernelRefusal
-from iomodel.bench.inputs import TORCH_DTYPES, AttentionInputs, reference_output
+from iomodel.bench.backends import SDPA_BACKENDS, Backend, KernelRefusal
+from iomodel.bench.inputs import dense_inputs, reference_output
 from iomodel.bench.matrix import Bucket, Shape
 from iomodel.bench.policy import DownstreamPolicy
-from iomodel.measure.sdpa import probe_call
+from iomodel.bench.telemetry import probe_call
+from iomodel.spec import torch_dtype
 
 
 def _block_weights(cfg: DownstreamPolicy, device: str, seed: int) -> dict[str, Any]:
@@ -66,7 +67,7 @@ def downstream_check(cfg: DownstreamPolicy, dtype: str, backends: list[Backend],
     """
     import torch
 
-    tdt = getattr(torch, TORCH_DTYPES[dtype])
+    tdt = torch_dtype(dtype)
     p64 = _block_weights(cfg, device, seed)
     q64, k64, v64 = _project(cfg, p64)
     bucket = Bucket(name="downstream", weight=1.0, phase="prefill", causal=cfg.causal, causal_align="top-left",
@@ -74,15 +75,10 @@ def downstream_check(cfg: DownstreamPolicy, dtype: str, backends: list[Backend],
                     shapes=(Shape(cfg.batch, cfg.seqlen, cfg.seqlen),))
     shape = bucket.shapes[0]
 
-    def inputs(q, k, v) -> AttentionInputs:
-        return AttentionInputs(q=q, k=k, v=v, causal=cfg.causal, causal_align="top-left", attn_mask=None,
-                               sdpa_is_causal=cfg.causal, lengths=None, valid_rows=None,
-                               mask_kind="is_causal" if cfg.causal else "none")
-
-    logits64 = _finish(cfg, p64, reference_output(bucket, shape, inputs(q64, k64, v64)))
+    logits64 = _finish(cfg, p64, reference_output(bucket, shape, dense_inputs(q64, k64, v64, cfg.causal)))
     plow = {k: v.to(tdt) for k, v in p64.items()}
     ql, kl, vl = _project(cfg, plow)
-    inp = inputs(ql, kl, vl)
+    inp = dense_inputs(ql, kl, vl, cfg.causal)
     bound = cfg.bound.get(dtype)
     out: dict[str, Any] = {}
     for be in backends:
@@ -94,7 +90,7 @@ def downstream_check(cfg: DownstreamPolicy, dtype: str, backends: list[Backend],
         except KernelRefusal as exc:
             out[be.name] = {"status": "unsupported", "reasons": [str(exc)]}
             continue
-        pr = probe_call(fn, backend=be.name if be.name.startswith("sdpa") else None, refusal_types=be.refusal_types)
+        pr = probe_call(fn, backend=be.name if be.name in SDPA_BACKENDS else None, refusal_types=be.refusal_types)
         if pr.output is None:
             out[be.name] = {"status": "unsupported" if pr.refused else "error", "reasons": pr.reasons or [pr.error]}
             continue

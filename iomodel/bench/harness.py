@@ -8,13 +8,9 @@ For each shape of a :class:`~iomodel.bench.matrix.ShapeMatrix` the harness
    ``unsupported`` with PyTorch's own reasons (never replaced by another backend);
 4. records which SDPA backend PyTorch picks when nothing is pinned (``auto``);
 5. profiles each backend that ran once (ATen ops, CUDA kernels, peak allocated bytes);
-6. times the backends interleaved: ``warmup`` untimed calls each, then ``reps`` rounds in
-   which every backend runs once, the order rotating each round. CUDA samples are device
-   time between two ``torch.cuda.Event``s after zeroing an L2-sized buffer (cold L2) and a
-   short GPU spin (the host enqueues the whole call meanwhile, so launch gaps are not
-   timed); CPU samples are
-   ``time.perf_counter`` around the (synchronous) call, repeated inside a sample when one
-   call is shorter than 1 ms.
+6. times the backends interleaved (:func:`iomodel.bench.timing.time_interleaved`):
+   ``warmup`` untimed calls each, then ``reps`` rounds in which every backend runs once,
+   the order rotating each round.
 
 The result is the receipt dictionary (:mod:`iomodel.bench.receipt` renders and checks it).
 """
@@ -24,157 +20,24 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-import platform
-import statistics
 import time
 from typing import Any, Callable
 
-from iomodel.bench.backends import BASELINE, Backend, KernelRefusal, available_backends, sdpa_call
+from iomodel.bench.backends import AUTO, BASELINE, SDPA_BACKENDS, Backend, KernelRefusal, attention_call, available_backends
 from iomodel.bench.downstream import downstream_check
+from iomodel.bench.environment import check_device, environment
 from iomodel.bench.inputs import make_inputs, reference_output, shape_seed
 from iomodel.bench.matrix import Bucket, ShapeMatrix
 from iomodel.bench.policy import Policy, accuracy_verdict, drift_limits, error_stats
+from iomodel.bench.telemetry import probe_call, profile_call
+from iomodel.bench.timing import CPU_MIN_SAMPLE_S, CUDA_SPIN_CYCLES, spread, time_interleaved
 from iomodel.errors import IomodelError
-from iomodel.measure.sdpa import profile_call, probe_call
 
 RECEIPT_SCHEMA = "iomodel-bench-receipt/1"
-#: CPU: a timed sample repeats the call until it lasts at least this long (seconds).
-CPU_MIN_SAMPLE_S = 1e-3
-#: CUDA: GPU clock cycles of ``torch.cuda._sleep`` before each sample's start event (about
-#: 1 ms at 2 GHz): the host enqueues the start event, every kernel of the call and the end
-#: event while the GPU spins, so a multi-kernel eager call (MATH) is not charged for host
-#: launch gaps and the samples are device time of the call's kernels.
-CUDA_SPIN_CYCLES = 2_000_000
 
 #: Progress hook: ``progress(description, done, total)`` with done/total counted in steps
 #: (one step per shape, one for the downstream check).
 Progress = Callable[[str, int, int], None]
-
-
-def check_device(device: str) -> None:
-    """Raise unless ``device`` is ``"cpu"``, or ``"cuda"`` with a visible CUDA GPU.
-
-    Raises:
-        IomodelError: unknown device, torch missing, or no CUDA GPU.
-    """
-    if device not in ("cpu", "cuda"):
-        raise IomodelError(f"device {device!r} is unknown: use --device cpu or --device cuda")
-    try:
-        import torch
-    except ImportError:
-        raise IomodelError("the benchmark needs PyTorch: pip install 'iomodel[kernels]'") from None
-    if device == "cuda" and not torch.cuda.is_available():
-        raise IomodelError("no CUDA GPU is visible on this machine: use --device cpu")
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    """Median and spread of timing samples, in seconds.
-
-    Returns:
-        ``{"median", "p10", "p90", "iqr", "min", "max", "n"}``; percentiles by linear
-        interpolation (``statistics.quantiles`` "inclusive" method).
-    """
-    s = sorted(samples)
-    if len(s) == 1:
-        return {"median": s[0], "p10": s[0], "p90": s[0], "iqr": 0.0, "min": s[0], "max": s[0], "n": 1}
-    dec = statistics.quantiles(s, n=10, method="inclusive")
-    qua = statistics.quantiles(s, n=4, method="inclusive")
-    return {"median": statistics.median(s), "p10": dec[0], "p90": dec[-1], "iqr": qua[2] - qua[0],
-            "min": s[0], "max": s[-1], "n": len(s)}
-
-
-def time_interleaved(calls: dict[str, Callable[[], Any]], device: str, warmup: int, reps: int,
-                     l2_flush_bytes: int = 0) -> dict[str, dict[str, Any]]:
-    """Time several calls fairly: warm up each, then ``reps`` rounds in a rotating order.
-
-    Args:
-        calls: backend name -> zero-argument callable.
-        device: ``"cpu"`` or ``"cuda"``.
-        warmup: untimed calls per backend before timing.
-        reps: timed samples per backend.
-        l2_flush_bytes: CUDA only: bytes zeroed before each sample (0: no flush).
-
-    Returns:
-        ``{name: {"samples_s": [seconds per call, ...], "inner": calls per sample}}``.
-    """
-    import torch
-
-    names = list(calls)
-    inner = {n: 1 for n in names}
-    for n in names:
-        for _ in range(warmup):
-            calls[n]()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        elif warmup:
-            t0 = time.perf_counter()
-            calls[n]()
-            dt = time.perf_counter() - t0
-            inner[n] = max(1, min(1000, math.ceil(CPU_MIN_SAMPLE_S / max(dt, 1e-9))))
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    flush = None
-    if device == "cuda" and l2_flush_bytes:
-        flush = torch.empty(l2_flush_bytes, dtype=torch.int8, device="cuda")
-    sleep = getattr(torch.cuda, "_sleep", None) if device == "cuda" else None
-    for r in range(reps):
-        order = names[r % len(names):] + names[: r % len(names)] if names else []
-        for n in order:
-            fn = calls[n]
-            if device == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                if flush is not None:
-                    flush.zero_()
-                if sleep is not None:
-                    sleep(CUDA_SPIN_CYCLES)  # the GPU spins while the host enqueues the call: launch overhead untimed
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                samples[n].append(start.elapsed_time(end) / 1e3)
-            else:
-                k = inner[n]
-                t0 = time.perf_counter()
-                for _ in range(k):
-                    fn()
-                samples[n].append((time.perf_counter() - t0) / k)
-    del flush
-    return {n: {"samples_s": samples[n], "inner": inner[n]} for n in names}
-
-
-def environment(device: str) -> dict[str, Any]:
-    """What the numbers were measured on: device name, library versions, threads."""
-    import torch
-
-    env: dict[str, Any] = {
-        "kind": device,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu": platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(),
-    }
-    if hasattr(os, "getloadavg"):  # other work on the machine inflates CPU timings: say how much there was
-        env["load_average_1m_at_start"] = round(os.getloadavg()[0], 2)
-    try:
-        import triton
-
-        env["triton"] = triton.__version__
-    except Exception:  # pragma: no cover
-        env["triton"] = None
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(0)
-        env.update({"name": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
-                    "cudnn": torch.backends.cudnn.version(), "sm": f"{p.major}.{p.minor}",
-                    "memory_bytes": int(p.total_memory), "sms": p.multi_processor_count})
-    else:
-        try:
-            with open("/proc/cpuinfo") as f:
-                names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-            env["name"] = names[0] if names else env["cpu"]
-            env["cores"] = len(names)
-        except OSError:  # pragma: no cover
-            env["name"] = env["cpu"]
-    return env
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -212,7 +75,7 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
         except KernelRefusal as exc:
             results[be.name] = {"status": "unsupported", "reasons": [str(exc)], "warnings": []}
             continue
-        pr = probe_call(fn, backend=be.name if be.name.startswith("sdpa") else None, refusal_types=be.refusal_types)
+        pr = probe_call(fn, backend=be.name if be.name in SDPA_BACKENDS else None, refusal_types=be.refusal_types)
         if pr.output is None:
             status = "unsupported" if pr.refused else "error"
             results[be.name] = {"status": status, "reasons": pr.reasons if pr.refused else [pr.error],
@@ -238,14 +101,14 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
                 res["config"] = be.describe(inp)
             except Exception as exc:  # the configuration is a courtesy; the timing stands without it
                 res["config"] = {"unavailable": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        if be.name.startswith("sdpa") and tel.ran != be.name:
+        if be.name in SDPA_BACKENDS and tel.ran != be.name:
             res["status"] = "error"
             res["reasons"] = [f"pinned {be.name} but the profiler saw {tel.ran or 'no SDPA op'} ({', '.join(tel.ops)})"]
         results[be.name] = res
         if res["status"] == "ok":
             calls[be.name] = fn
     # What PyTorch runs when nothing is pinned (profiled once; not timed).
-    auto_fn = sdpa_call(inp, None)
+    auto_fn = attention_call(AUTO, inp)
     ap = probe_call(auto_fn)
     if ap.output is None:
         auto = {"ran": None, "ops": [], "reasons": ap.reasons or [ap.error]}

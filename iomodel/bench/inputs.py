@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iomodel.bench.matrix import Bucket, Shape
-
-#: torch dtype names of the benchmark dtypes.
-TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+from iomodel.spec import torch_dtype
 
 
 @dataclass
@@ -52,6 +50,24 @@ class AttentionInputs:
         return self.k.shape[1] != self.q.shape[1]
 
 
+def dense_inputs(q: Any, k: Any, v: Any, causal: bool, causal_align: str = "top-left") -> AttentionInputs:
+    """The inputs of a dense call without a key-padding mask (every query row counts).
+
+    Args:
+        q: ``(B, H, seqlen_q, HEAD_DIM)``; k, v: ``(B, H_kv, seqlen_k, HEAD_DIM)``.
+        causal: causal mask; causal_align: ``"top-left"`` (SDPA's ``is_causal``; the only
+            alignment SDPA takes without an ``attn_mask``) or ``"bottom-right"`` (kernel only).
+
+    Raises:
+        ValueError: causal bottom-right, which SDPA cannot take without a mask tensor.
+    """
+    if causal and causal_align != "top-left":
+        raise ValueError("dense_inputs: causal bottom-right needs an attn_mask for SDPA: use make_inputs")
+    return AttentionInputs(q=q, k=k, v=v, causal=causal, causal_align=causal_align, attn_mask=None,
+                           sdpa_is_causal=causal, lengths=None, valid_rows=None,
+                           mask_kind="is_causal" if causal else "none")
+
+
 def shape_seed(seed: int, bucket: str, index: int) -> int:
     """A stable 63-bit seed for shape ``index`` of ``bucket`` (CRC32 of the name; not Python's salted hash)."""
     return (seed * 1_000_003 + zlib.crc32(bucket.encode()) * 1_009 + index) % (2**63 - 1)
@@ -85,7 +101,7 @@ def make_inputs(bucket: Bucket, shape: Shape, seed: int, device: str) -> Attenti
     """
     import torch
 
-    dtype = getattr(torch, TORCH_DTYPES[bucket.dtype])
+    dtype = torch_dtype(bucket.dtype)
     gen = torch.Generator(device=device).manual_seed(seed)
     B, nq, nk, d = shape.batch, shape.seqlen_q, shape.seqlen_k, bucket.head_dim
     q = torch.randn(B, bucket.heads, nq, d, generator=gen, device=device).to(dtype)  # (B, H, N_q, d)

@@ -1,10 +1,20 @@
-"""Versioned shape-matrix files: the buckets of attention calls a benchmark sweeps.
+"""Versioned shape-matrix files: the attention calls a benchmark sweeps.
 
-A shape matrix is a TOML file (bundled ones live in ``iomodel/bench/matrices/``) with a
-``version``, timing settings, a representative request (``[workload]``) and buckets with
-traffic weights. Each bucket fixes the phase (prefill or decode), masking (causal
-top-left / bottom-right, or a key-padding mask for padded ragged batches), the heads
-(H, H_kv for GQA), HEAD_DIM and dtype, and lists shapes ``(B, seqlen_q, seqlen_k)``.
+A shape matrix is a TOML file (bundled ones live in ``iomodel/bench/matrices/``) of one of
+two kinds:
+
+* a bucket matrix (:class:`ShapeMatrix`, ``cpu-v1.toml``, ``cuda-v1.toml``): a
+  ``version``, timing settings, a representative request (``[workload]``) and buckets with
+  traffic weights. Each bucket fixes the phase (prefill or decode), masking (causal
+  top-left / bottom-right, or a key-padding mask for padded ragged batches), the heads
+  (H, H_kv for GQA), HEAD_DIM and dtype, and lists shapes ``(B, seqlen_q, seqlen_k)``;
+  :mod:`iomodel.bench.harness` runs it against the accuracy and speedup policy.
+* a kernel-speed matrix (:class:`SpeedMatrix`, ``kind = "kernel-speed"``,
+  ``kernel-speed-v1.toml``): a prefill grid (B * seqlen tokens per call, HEAD_DIMs,
+  seqlens, dtypes, causal) and a decode grid (batches, GQA heads, KV lengths);
+  :mod:`iomodel.bench.speed` times the bundled kernel against every pinned SDPA backend
+  on it.
+
 Tensors: Q ``(B, H, seqlen_q, HEAD_DIM)``; K, V ``(B, H_kv, seqlen_k, HEAD_DIM)``.
 
 Every schema error raises :class:`~iomodel.errors.IomodelError` with one sentence naming
@@ -17,7 +27,7 @@ import hashlib
 import math
 import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +37,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from iomodel.errors import IomodelError
-from iomodel.spec import CAUSAL_ALIGNS, DTYPES, PHASES, canonical_dtype
+from iomodel.spec import CAUSAL_ALIGNS, FP32_WIDTH, PHASES, canonical_dtype
 
 #: Folder of the bundled shape matrices (package data).
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
@@ -39,6 +49,15 @@ DEFAULT_MATRIX = {"cpu": "cpu", "cuda": "cuda"}
 MATRIX_SCHEMA_VERSION = 1
 
 _TOP_KEYS = {"version", "name", "device", "seed", "description", "timing", "workload", "bucket"}
+#: ``kind`` of a kernel-speed matrix (a bucket matrix has no ``kind``).
+SPEED_KIND = "kernel-speed"
+_SPEED_TOP_KEYS = {"version", "kind", "name", "device", "description", "backends", "math_limit_bytes", "timing",
+                   "prefill", "decode"}
+_SPEED_TIMING_KEYS = {"rounds", "warmup_ms", "rep_ms", "decode_rep_ms"}
+_PREFILL_GRID_KEYS = {"tokens", "heads", "head_dims", "seqlens", "dtypes", "causal"}
+_DECODE_GRID_KEYS = {"batches", "heads", "kv_heads", "head_dim", "seqlens_k", "dtypes"}
+#: Dtypes of the kernel-speed grids (the tensor-core dtypes both the kernel and SDPA's fused backends take).
+SPEED_DTYPES = ("fp16", "bf16")
 _TIMING_KEYS = {"warmup", "reps", "l2_flush_bytes"}
 _WORKLOAD_KEYS = {"prompt_len", "output_len", "layers", "prefill_bucket", "decode_bucket", "note"}
 _BUCKET_KEYS = {
@@ -176,6 +195,85 @@ class ShapeMatrix:
         }
 
 
+@dataclass(frozen=True)
+class PrefillShape:
+    """One kernel-speed prefill shape (self-attention, seqlen_q = seqlen_k, H_kv = H)."""
+
+    batch: int  # B
+    heads: int  # H (= H_kv)
+    seqlen: int  # N
+    head_dim: int  # HEAD_DIM
+    causal: bool  # top-left
+    dtype: str  # fp16 / bf16
+
+    @property
+    def flops(self) -> float:
+        """Forward FLOPs ``4 * B * H * N * N * HEAD_DIM``, x 0.5 when causal (FlashAttention-2 paper, Section 4.1)."""
+        f = 4.0 * self.batch * self.heads * self.seqlen * self.seqlen * self.head_dim
+        return f * 0.5 if self.causal else f
+
+    @property
+    def math_score_bytes(self) -> int:
+        """Bytes of the fp32 score matrix SDPA MATH materialises: ``B * H * N^2 * 4``."""
+        return self.batch * self.heads * self.seqlen * self.seqlen * FP32_WIDTH
+
+
+@dataclass(frozen=True)
+class DecodeShape:
+    """One kernel-speed decode shape (seqlen_q query rows against a KV cache of seqlen_k)."""
+
+    batch: int  # B
+    heads: int  # H
+    kv_heads: int  # H_kv
+    seqlen_k: int  # KV cache length
+    head_dim: int  # HEAD_DIM
+    dtype: str  # fp16 / bf16
+    seqlen_q: int = 1
+
+    def bytes(self, width: int) -> int:
+        """Compulsory HBM bytes: Q and O (``B * H * seqlen_q * HEAD_DIM`` each) + K and V
+        (``B * H_kv * seqlen_k * HEAD_DIM`` each), x ``width`` bytes per element."""
+        return (2 * self.batch * self.heads * self.seqlen_q + 2 * self.batch * self.kv_heads * self.seqlen_k) \
+            * self.head_dim * width
+
+    @property
+    def math_score_bytes(self) -> int:
+        """Bytes of the fp32 scores SDPA MATH materialises: ``B * H * seqlen_q * seqlen_k * 4``."""
+        return self.batch * self.heads * self.seqlen_q * self.seqlen_k * FP32_WIDTH
+
+
+@dataclass(frozen=True)
+class SpeedMatrix:
+    """A parsed kernel-speed matrix: the prefill and decode shapes and how to time them."""
+
+    name: str
+    version: int
+    prefill: tuple[PrefillShape, ...]  # empty when the file has no [prefill] grid
+    decode: tuple[DecodeShape, ...]  # empty when the file has no [decode] grid
+    backends: tuple[str, ...]  # the bundled kernel and the pinned SDPA backends to time
+    rounds: int  # interleaved rounds per shape (the median over rounds is reported)
+    warmup_ms: float  # do_bench warm-up per sample, milliseconds
+    rep_ms: float  # do_bench repetitions per prefill sample, milliseconds
+    decode_rep_ms: float  # do_bench repetitions per decode sample, milliseconds
+    math_limit_bytes: int  # skip SDPA MATH when its fp32 scores would exceed this many bytes
+    grids: dict[str, Any] = field(default_factory=dict)  # the [prefill] and [decode] tables as written
+    path: str = ""
+    sha256: str = ""
+    description: str = ""
+    device: str = "cuda"
+
+    def with_(self, **changes: Any) -> "SpeedMatrix":
+        """A copy with some fields replaced (e.g. ``rounds``)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "kind": SPEED_KIND, "path": self.path,
+                "sha256": self.sha256, "description": self.description, "backends": list(self.backends),
+                "math_limit_bytes": self.math_limit_bytes,
+                "timing": {"rounds": self.rounds, "warmup_ms": self.warmup_ms, "rep_ms": self.rep_ms,
+                           "decode_rep_ms": self.decode_rep_ms}, **self.grids}
+
+
 def _tokens(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
@@ -254,14 +352,16 @@ def resolve_matrix_path(name_or_path: str) -> Path:
     )
 
 
-def load_matrix(name_or_path: str | Path) -> ShapeMatrix:
+def load_matrix(name_or_path: str | Path) -> ShapeMatrix | SpeedMatrix:
     """Read and validate a shape-matrix TOML file (or a bundled matrix by name).
 
     Args:
-        name_or_path: a path to a ``.toml`` file, or a bundled name such as ``"cpu"``.
+        name_or_path: a path to a ``.toml`` file, or a bundled name such as ``"cpu"`` or
+            ``"kernel-speed"``.
 
     Returns:
-        The :class:`ShapeMatrix`, with the file's path and SHA-256 recorded.
+        The :class:`ShapeMatrix` (or :class:`SpeedMatrix` for ``kind = "kernel-speed"``),
+        with the file's path and SHA-256 recorded.
 
     Raises:
         IomodelError: the file is missing or not valid TOML (message gives the line and
@@ -277,7 +377,7 @@ def load_matrix(name_or_path: str | Path) -> ShapeMatrix:
     return parse_matrix(text, str(path), sha256=hashlib.sha256(raw).hexdigest())
 
 
-def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMatrix:
+def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMatrix | SpeedMatrix:
     """Parse and validate the text of a shape-matrix file (see :func:`load_matrix`).
 
     Raises:
@@ -293,18 +393,16 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
     def fail(msg: str, line: int | None) -> IomodelError:
         return IomodelError(f"{_at(path, line)}: {msg}")
 
+    if "kind" in data:
+        if data["kind"] != SPEED_KIND:
+            raise fail(f"kind {data['kind']!r} is unknown: use kind = {SPEED_KIND!r}, or no kind for a bucket matrix",
+                       lines.key("kind", None))
+        return _parse_speed(data, lines, fail, path, sha256)
     unknown = set(data) - _TOP_KEYS
     if unknown:
         k = sorted(unknown)[0]
         raise fail(f"unknown top-level key {k!r}: use only {', '.join(sorted(_TOP_KEYS))}", lines.key(k, None))
-    if "version" not in data:
-        raise fail("missing 'version': add 'version = 1' at the top", 1)
-    version = data["version"]
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MATRIX_SCHEMA_VERSION:
-        raise fail(
-            f"version {version!r} is not supported: this iomodel reads matrix versions 1..{MATRIX_SCHEMA_VERSION}",
-            lines.key("version", None),
-        )
+    version = _version(data, lines, fail)
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise fail(f"seed must be a non-negative integer, got {seed!r}: fix it", lines.key("seed", None))
@@ -312,14 +410,7 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
     if device not in ("cpu", "cuda", "any"):
         raise fail(f"device {device!r} is unknown: use 'cpu', 'cuda' or 'any'", lines.key("device", None))
 
-    timing = data.get("timing", {})
-    tline = lines.section("timing")
-    if not isinstance(timing, dict):
-        raise fail("'timing' must be a table: write it as [timing]", lines.key("timing", None))
-    bad = set(timing) - _TIMING_KEYS
-    if bad:
-        k = sorted(bad)[0]
-        raise fail(f"unknown [timing] key {k!r}: use {', '.join(sorted(_TIMING_KEYS))}", lines.key(k, tline))
+    timing, tline = _table(data, "timing", _TIMING_KEYS, lines, fail)
     warmup = _int(timing.get("warmup", 3), "timing.warmup", 0, fail, lines.key("warmup", tline))
     reps = _int(timing.get("reps", 15), "timing.reps", 3, fail, lines.key("reps", tline))
     flush = _int(timing.get("l2_flush_bytes", 256 * 2**20), "timing.l2_flush_bytes", 0, fail,
@@ -392,6 +483,116 @@ def _int(value: Any, what: str, lo: int, fail, line: int | None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise fail(f"{what} must be an integer >= {lo}, got {value!r}: fix it", line)
     return value
+
+
+def _version(data: dict[str, Any], lines: _Lines, fail) -> int:
+    if "version" not in data:
+        raise fail("missing 'version': add 'version = 1' at the top", 1)
+    version = data["version"]
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MATRIX_SCHEMA_VERSION:
+        raise fail(
+            f"version {version!r} is not supported: this iomodel reads matrix versions 1..{MATRIX_SCHEMA_VERSION}",
+            lines.key("version", None),
+        )
+    return version
+
+
+def _table(data: dict[str, Any], key: str, allowed: set[str], lines: _Lines, fail) -> tuple[dict[str, Any], int | None]:
+    """The TOML table ``[key]`` (empty when absent) and its line, refusing unknown keys."""
+    line = lines.section(key)
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise fail(f"'{key}' must be a table: write it as [{key}]", lines.key(key, None))
+    bad = set(table) - allowed
+    if bad:
+        k = sorted(bad)[0]
+        raise fail(f"unknown [{key}] key {k!r}: use {', '.join(sorted(allowed))}", lines.key(k, line))
+    return table, line
+
+
+def _list(value: Any, what: str, ok, expect: str, fail, line: int | None) -> tuple:
+    """A non-empty TOML array whose items all pass ``ok``, as a tuple."""
+    if not isinstance(value, list) or not value or not all(ok(x) for x in value):
+        raise fail(f"{what} must be a non-empty array of {expect}, got {value!r}: fix it", line)
+    return tuple(value)
+
+
+def _positive_ints(value: Any, what: str, fail, line: int | None) -> tuple[int, ...]:
+    return _list(value, what, lambda x: not isinstance(x, bool) and isinstance(x, int) and x > 0,
+                 "positive integers", fail, line)
+
+
+def _ms(value: Any, what: str, fail, line: int | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+        raise fail(f"{what} must be a positive number of milliseconds, got {value!r}: fix it", line)
+    return float(value)
+
+
+def _parse_speed(data: dict[str, Any], lines: _Lines, fail, path: str, sha256: str) -> SpeedMatrix:
+    """A kernel-speed matrix from its parsed TOML (see the module docstring); errors name the line."""
+    from iomodel.bench.backends import KERNEL, SDPA_BACKENDS
+
+    unknown = set(data) - _SPEED_TOP_KEYS
+    if unknown:
+        k = sorted(unknown)[0]
+        raise fail(f"unknown top-level key {k!r}: use only {', '.join(sorted(_SPEED_TOP_KEYS))}", lines.key(k, None))
+    version = _version(data, lines, fail)
+    impls = (KERNEL, *SDPA_BACKENDS)
+    backends = _list(data.get("backends", list(impls)), "backends", lambda x: x in impls,
+                     f"names among {', '.join(impls)}", fail, lines.key("backends", None))
+    math_limit = _int(data.get("math_limit_bytes", 4 * 2**30), "math_limit_bytes", 0, fail,
+                      lines.key("math_limit_bytes", None))
+    timing, tline = _table(data, "timing", _SPEED_TIMING_KEYS, lines, fail)
+    rounds = _int(timing.get("rounds", 3), "timing.rounds", 1, fail, lines.key("rounds", tline))
+    ms = {k: _ms(timing.get(k, default), f"timing.{k}", fail, lines.key(k, tline))
+          for k, default in (("warmup_ms", 10.0), ("rep_ms", 40.0), ("decode_rep_ms", 20.0))}
+    if "prefill" not in data and "decode" not in data:
+        raise fail("no shapes: add a [prefill] grid, a [decode] grid or both", None)
+
+    def dtypes(table: dict[str, Any], what: str, line: int | None) -> tuple[str, ...]:
+        return _list(table.get("dtypes", ["bf16"]), what, lambda x: x in SPEED_DTYPES,
+                     f"dtype names among {', '.join(SPEED_DTYPES)}", fail, lines.key("dtypes", line))
+
+    prefill: list[PrefillShape] = []
+    if "prefill" in data:
+        p, pline = _table(data, "prefill", _PREFILL_GRID_KEYS, lines, fail)
+        for k in ("tokens", "heads", "head_dims", "seqlens"):
+            if k not in p:
+                raise fail(f"[prefill] lacks {k!r}: add it", pline)
+        tokens = _int(p["tokens"], "prefill.tokens", 1, fail, lines.key("tokens", pline))
+        heads = _int(p["heads"], "prefill.heads", 1, fail, lines.key("heads", pline))
+        head_dims = _positive_ints(p["head_dims"], "prefill.head_dims", fail, lines.key("head_dims", pline))
+        seqlens = _positive_ints(p["seqlens"], "prefill.seqlens", fail, lines.key("seqlens", pline))
+        dts = dtypes(p, "prefill.dtypes", pline)
+        causals = _list(p.get("causal", [False, True]), "prefill.causal", lambda x: isinstance(x, bool),
+                        "true/false", fail, lines.key("causal", pline))
+        for n in seqlens:
+            if tokens % n:
+                raise fail(f"prefill seqlen {n} does not divide {tokens} tokens (B = tokens / seqlen): pick seqlens "
+                           "that divide tokens", lines.key("seqlens", pline))
+            prefill += [PrefillShape(tokens // n, heads, n, d, c, dt) for d in head_dims for dt in dts for c in causals]
+    decode: list[DecodeShape] = []
+    if "decode" in data:
+        d, dline = _table(data, "decode", _DECODE_GRID_KEYS, lines, fail)
+        for k in ("batches", "heads", "kv_heads", "head_dim", "seqlens_k"):
+            if k not in d:
+                raise fail(f"[decode] lacks {k!r}: add it", dline)
+        heads = _int(d["heads"], "decode.heads", 1, fail, lines.key("heads", dline))
+        kv_heads = _int(d["kv_heads"], "decode.kv_heads", 1, fail, lines.key("kv_heads", dline))
+        if heads % kv_heads:
+            raise fail(f"decode heads ({heads}) is not divisible by kv_heads ({kv_heads}): pick a divisor",
+                       lines.key("kv_heads", dline))
+        head_dim = _int(d["head_dim"], "decode.head_dim", 1, fail, lines.key("head_dim", dline))
+        batches = _positive_ints(d["batches"], "decode.batches", fail, lines.key("batches", dline))
+        kv_lens = _positive_ints(d["seqlens_k"], "decode.seqlens_k", fail, lines.key("seqlens_k", dline))
+        decode = [DecodeShape(b, heads, kv_heads, n, head_dim, dt)
+                  for dt in dtypes(d, "decode.dtypes", dline) for n in kv_lens for b in batches]
+    return SpeedMatrix(
+        name=str(data.get("name", Path(path).stem)), version=version, prefill=tuple(prefill), decode=tuple(decode),
+        backends=backends, rounds=rounds, math_limit_bytes=math_limit,
+        grids={k: data[k] for k in ("prefill", "decode") if k in data}, path=path, sha256=sha256,
+        description=str(data.get("description", "")), **ms,
+    )
 
 
 def _parse_bucket(rb: Any, index: int, bline: int | None, lines: _Lines, fail) -> Bucket:

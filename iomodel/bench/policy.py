@@ -9,7 +9,8 @@ The policy file (bundled: ``iomodel/bench/policies/policy-v<N>.toml``) declares 
 
 a downstream bound on the logits of a small attention block, and per device and bucket the
 minimum speedup of the chosen fused backend over the baseline. Each number carries its
-rationale in the file. :func:`error_stats` and :func:`accuracy_verdict` are the arithmetic
+rationale in the file. The kernel-speed targets (``policies/kernel-speed-v<N>.toml``, the
+bars of issue 3) are read by :func:`load_targets`. :func:`error_stats` and :func:`accuracy_verdict` are the arithmetic
 the harness and the receipt check share.
 """
 
@@ -32,6 +33,8 @@ from iomodel.errors import IomodelError
 POLICIES_DIR = Path(__file__).resolve().parent / "policies"
 #: The policy version new receipts are made under.
 CURRENT_POLICY_VERSION = 1
+#: The kernel-speed targets version new kernel-speed receipts are evaluated under.
+CURRENT_TARGETS_VERSION = 1
 #: How many pathological rows a result lists (the count is always complete).
 MAX_LISTED_ROWS = 8
 
@@ -111,13 +114,7 @@ def load_policy(source: int | str | Path = CURRENT_POLICY_VERSION) -> Policy:
         IomodelError: missing file, invalid TOML (with line and column), or a missing field.
     """
     path = policy_path(source) if isinstance(source, int) else Path(source)
-    if not path.is_file():
-        raise IomodelError(f"policy {str(path)!r} does not exist: pass a policy TOML file or a bundled version")
-    raw = path.read_bytes()
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise IomodelError(f"{path}: invalid TOML: {exc}: fix the file at that line") from None
+    data, raw = _read_toml(path)
     try:
         tol = {
             dt: Tolerance(dt, float(t["atol"]), float(t["rtol"]), float(t["k"]), float(t["eps"]), str(t.get("rationale", "")))
@@ -137,6 +134,65 @@ def load_policy(source: int | str | Path = CURRENT_POLICY_VERSION) -> Policy:
         raise IomodelError(f"{path}: policy field {exc} is missing or malformed: see policy-v1.toml for the schema") from None
     return Policy(version=version, tolerance=tol, downstream=down, speedup=speedup, data=data, path=str(path),
                   sha256=hashlib.sha256(raw).hexdigest())
+
+
+@dataclass(frozen=True)
+class SpeedTargets:
+    """The kernel-speed acceptance bars (``policies/kernel-speed-v<N>.toml``; ratios dimensionless).
+
+    Receipts store :meth:`to_dict` (the keys below, ``rationale`` aside) under ``acceptance.targets``.
+    """
+
+    version: int
+    vs_cudnn: float  # prefill TFLOP/s >= vs_cudnn x SDPA CUDNN_ATTENTION ...
+    vs_flash: float  # ... and >= vs_flash x SDPA FLASH_ATTENTION ...
+    min_seqlen: int  # ... at seqlen >= min_seqlen ...
+    head_dim: int  # ... and HEAD_DIM = head_dim
+    decode_fraction: float  # decode bandwidth >= decode_fraction x the copy bandwidth ...
+    decode_min_kv: int  # ... at seqlen_k >= decode_min_kv
+    rationale: str = ""
+    path: str = ""
+    sha256: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vs_cudnn": self.vs_cudnn, "vs_flash": self.vs_flash, "min_seqlen": self.min_seqlen,
+                "head_dim": self.head_dim, "decode_fraction": self.decode_fraction,
+                "decode_min_kv": self.decode_min_kv}
+
+
+def load_targets(source: int | str | Path = CURRENT_TARGETS_VERSION) -> SpeedTargets:
+    """Read kernel-speed targets: a bundled version number or a TOML path.
+
+    Raises:
+        IomodelError: missing file, invalid TOML, or a missing or malformed field.
+    """
+    path = POLICIES_DIR / f"kernel-speed-v{source}.toml" if isinstance(source, int) else Path(source)
+    data, raw = _read_toml(path)
+    try:
+        t = data["targets"]
+        return SpeedTargets(version=int(data["version"]), vs_cudnn=float(t["vs_cudnn"]), vs_flash=float(t["vs_flash"]),
+                            min_seqlen=int(t["min_seqlen"]), head_dim=int(t["head_dim"]),
+                            decode_fraction=float(t["decode_fraction"]), decode_min_kv=int(t["decode_min_kv"]),
+                            rationale=str(t.get("rationale", "")), path=str(path),
+                            sha256=hashlib.sha256(raw).hexdigest())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IomodelError(f"{path}: target field {exc} is missing or malformed: see kernel-speed-v1.toml for "
+                           "the schema") from None
+
+
+def _read_toml(path: Path) -> tuple[dict[str, Any], bytes]:
+    """The parsed TOML of a policy file and its bytes.
+
+    Raises:
+        IomodelError: missing file or invalid TOML (with line and column).
+    """
+    if not path.is_file():
+        raise IomodelError(f"policy {str(path)!r} does not exist: pass a policy TOML file or a bundled version")
+    raw = path.read_bytes()
+    try:
+        return tomllib.loads(raw.decode("utf-8")), raw
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise IomodelError(f"{path}: invalid TOML: {exc}: fix the file at that line") from None
 
 
 # ------------------------------------------------------------------------------------
@@ -212,6 +268,22 @@ def _f(x: float) -> float | str:
 def _num(x: Any) -> float:
     """A float from a JSON value (``"inf"``/``"nan"`` strings included)."""
     return float(x)
+
+
+#: Relative tolerance between a stored number (a speedup, a TFLOP/s) and the same number
+#: recomputed from the samples: float rounding only (a different summation order on another
+#: machine moves the 15th digit).
+RECOMPUTE_REL_TOL = 1e-9
+
+
+def same_number(stored: Any, recomputed: float | None) -> bool:
+    """Whether a stored number equals its recomputation up to :data:`RECOMPUTE_REL_TOL` (both None counts)."""
+    if recomputed is None or stored is None:
+        return stored is None and recomputed is None
+    try:
+        return math.isclose(float(stored), recomputed, rel_tol=RECOMPUTE_REL_TOL)
+    except (TypeError, ValueError):
+        return False
 
 
 def drift_limits(baseline: dict[str, Any], tol: Tolerance) -> dict[str, float]:

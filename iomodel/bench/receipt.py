@@ -1,6 +1,14 @@
-"""Benchmark receipts: the end-to-end estimate, the policy check, JSON and Markdown.
+"""Benchmark receipts: the end-to-end estimate, the policy check, JSON and Markdown; the one writer and reader.
 
-A receipt is the JSON dictionary :func:`iomodel.bench.harness.run_bench` returns. Its
+:func:`write_receipt`, :func:`load_receipt`, :func:`check_receipt` and
+:func:`render_markdown` take both kinds of receipt: a bucket receipt (below) and a
+kernel-speed receipt (:mod:`iomodel.bench.speed`, schema ``iomodel.bench_kernel/1``), told
+apart by their ``schema``. Receipts written before the bundled kernel was named ``tiled``
+call it ``triton``; :func:`load_receipt` renames it (:data:`~iomodel.bench.backends.LEGACY_BACKEND_NAMES`),
+and the kernel-speed receipts of then name the device ``device`` and its SM count
+``num_sms`` (:data:`LEGACY_ENVIRONMENT_KEYS`). The committed files stay as measured.
+
+A bucket receipt is the JSON dictionary :func:`iomodel.bench.harness.run_bench` returns. Its
 keys, in order: ``schema``, ``command``, ``date``, ``device`` (what ran it), ``policy``
 (declared before any result), ``matrix``, ``timing`` (method), ``backends`` (available or
 not, with the reason), ``buckets`` (per shape: ``results[backend]`` with ``status``,
@@ -22,8 +30,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from iomodel.bench.backends import BASELINE, TITLES
-from iomodel.bench.policy import Policy, Tolerance, accuracy_verdict, drift_limits, load_policy
+from iomodel.bench.backends import BASELINE, LEGACY_BACKEND_NAMES, TITLES
+from iomodel.bench.policy import Policy, SpeedTargets, Tolerance, accuracy_verdict, load_policy, same_number
+from iomodel.bench.speed import SPEED_SCHEMA, check_speed_receipt, render_speed_markdown
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_seconds, human_bytes
 from iomodel.paths import check_output_file
@@ -214,23 +223,8 @@ def reconciliation(e2e: dict[str, Any], buckets: list[dict[str, Any]]) -> str | 
 # Policy check
 # ------------------------------------------------------------------------------------
 
-#: Relative tolerance between a stored speedup and the one recomputed from the samples: float
-#: rounding only (a different summation order on another machine moves the 15th digit).
-SPEEDUP_REL_TOL = 1e-9
-
-
 def _gmean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def _same(stored: Any, recomputed: float | None) -> bool:
-    """Whether a stored speedup equals the recomputed one up to float rounding (both None counts)."""
-    if recomputed is None or stored is None:
-        return stored is None and recomputed is None
-    try:
-        return math.isclose(float(stored), recomputed, rel_tol=SPEEDUP_REL_TOL)
-    except (TypeError, ValueError):
-        return False
 
 
 def _x(v: Any) -> str:
@@ -255,15 +249,18 @@ def _check_end_to_end(receipt: dict[str, Any]) -> list[str]:
         rows.append(("decision", stored["decision"], (fresh or {}).get("decision")))
     for label, p, f in rows:
         got = None if f is None else f.get("speedup")
-        if not _same(p.get("speedup"), got):
+        if not same_number(p.get("speedup"), got):
             out.append(f"end_to_end {label}: stored request speedup {_x(p.get('speedup'))} differs from {_x(got)} "
                        f"recomputed from the samples")
     return out
 
 
 
-def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list[str]:
+def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None = None) -> list[str]:
     """Every way the receipt breaks its declared policy; empty when it passes.
+
+    A kernel-speed receipt goes to :func:`iomodel.bench.speed.check_speed_receipt` (with
+    ``policy`` its targets); the rest of this describes a bucket receipt.
 
     Recomputes from raw numbers: medians from ``samples_s``; per-shape speedups as baseline
     median / fused median; accuracy verdicts from the error statistics with the bundled
@@ -272,7 +269,7 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list
     speedup for the device and bucket; the downstream logits bounds. Every stored speedup
     (per shape ``speedup``, per bucket ``summary.backends[*].speedup_geomean`` and
     ``summary.decision.speedup``, and the request-level ``end_to_end`` speedups) must equal
-    the one recomputed from the samples within :data:`SPEEDUP_REL_TOL` (float rounding), so a
+    the one recomputed from the samples within :data:`~iomodel.bench.policy.RECOMPUTE_REL_TOL` (float rounding), so a
     receipt cannot claim a speedup its samples do not give.
 
     Args:
@@ -283,6 +280,8 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list
     Returns:
         One sentence per violation.
     """
+    if receipt.get("schema") == SPEED_SCHEMA:
+        return check_speed_receipt(receipt, policy)  # type: ignore[arg-type]
     out: list[str] = []
     if receipt.get("schema") != "iomodel-bench-receipt/1":
         return [f"unknown receipt schema {receipt.get('schema')!r}: expected iomodel-bench-receipt/1"]
@@ -334,13 +333,13 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list
                     out.append(f"{where} {key}: drift above policy: {'; '.join(v['reasons'])}")
                 sp = bmed / _median(r)
                 per_backend.setdefault(key, []).append(sp)
-                if not _same(r.get("speedup"), sp):
+                if not same_number(r.get("speedup"), sp):
                     out.append(f"{where} {key}: stored speedup {_x(r.get('speedup'))} differs from {sp:.4g}x, the "
                                f"baseline median over its median, both recomputed from the samples")
         summary = b.get("summary", {})
         for key, xs in per_backend.items():  # every backend's geometric mean over the shapes it ran
             stored = summary.get("backends", {}).get(key, {}).get("speedup_geomean")
-            if not _same(stored, _gmean(xs)):
+            if not same_number(stored, _gmean(xs)):
                 out.append(f"bucket {name!r} {key}: stored geometric-mean speedup {_x(stored)} differs from "
                            f"{_gmean(xs):.4g}x recomputed from the samples")
         decision = summary.get("decision", {})
@@ -348,7 +347,7 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list
         if claimed is not None:
             xs = per_backend.get(claimed, [])
             got = _gmean(xs) if len(xs) == len(b["shapes"]) else None
-            if got is None or not _same(decision.get("speedup"), got):
+            if got is None or not same_number(decision.get("speedup"), got):
                 out.append(f"bucket {name!r}: stored decision speedup {_x(decision.get('speedup'))} for {claimed} "
                            f"differs from {_x(got)}, the geometric mean recomputed from the samples")
         elif decision.get("speedup") is not None:
@@ -389,17 +388,67 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | None = None) -> list
 # ------------------------------------------------------------------------------------
 
 
+#: Environment keys of older kernel-speed receipts -> the names :func:`iomodel.bench.environment.environment` uses.
+LEGACY_ENVIRONMENT_KEYS = {"device": "name", "num_sms": "sms"}
+
+
+def _renamed(d: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """``d`` with its keys renamed by ``names``, in the same order."""
+    return {names.get(k, k): v for k, v in d.items()}
+
+
+def upgrade_receipt(receipt: dict[str, Any]) -> dict[str, Any]:
+    """Rename, in place, what older receipts call differently (the bundled kernel ``triton`` -> ``tiled``).
+
+    Touches only names, never a measured number. Returns the receipt.
+    """
+    old = LEGACY_BACKEND_NAMES
+
+    def name(x: Any) -> Any:
+        return old.get(x, x) if isinstance(x, str) else x
+
+    if receipt.get("schema") == SPEED_SCHEMA:
+        env = receipt.get("environment") or {}
+        receipt["environment"] = _renamed(env, {k: v for k, v in LEGACY_ENVIRONMENT_KEYS.items() if v not in env})
+        for sec in ("prefill", "decode"):
+            for e in receipt.get(sec, []):
+                e["results"] = _renamed(e["results"], old)
+        return receipt
+    if "backends" in receipt:
+        receipt["backends"] = _renamed(receipt["backends"], old)
+    for b in receipt.get("buckets", []):
+        for s in b.get("shapes", []):
+            s["results"] = _renamed(s["results"], old)
+        sm = b.get("summary") or {}
+        if "backends" in sm:
+            sm["backends"] = _renamed(sm["backends"], old)
+        if "refused" in sm.get("fallbacks", {}):
+            sm["fallbacks"]["refused"] = _renamed(sm["fallbacks"]["refused"], old)
+        if "decision" in sm:
+            sm["decision"]["backend"] = name(sm["decision"].get("backend"))
+    e2e = receipt.get("end_to_end") or {}
+    if "paths" in e2e:
+        e2e["paths"] = _renamed(e2e["paths"], old)
+    for p in [*(e2e.get("paths") or {}).values(), e2e.get("decision") or {}]:
+        for k in ("prefill_backend", "decode_backend"):
+            if k in p:
+                p[k] = name(p[k])
+    for dt, results in ((receipt.get("downstream") or {}).get("results") or {}).items():
+        receipt["downstream"]["results"][dt] = _renamed(results, old)
+    return receipt
+
+
 def load_receipt(path: str | Path) -> dict[str, Any]:
-    """Read a receipt JSON file.
+    """Read a receipt JSON file (bucket or kernel-speed), with older names upgraded (:func:`upgrade_receipt`).
 
     Raises:
         IomodelError: missing file or invalid JSON.
     """
     p = Path(path)
     if not p.is_file():
-        raise IomodelError(f"receipt {str(p)!r} does not exist: pass a bench-*.json written by iomodel bench")
+        raise IomodelError(f"receipt {str(p)!r} does not exist: pass a receipt JSON written by iomodel bench")
     try:
-        return json.loads(p.read_text())
+        return upgrade_receipt(json.loads(p.read_text()))
     except json.JSONDecodeError as exc:
         raise IomodelError(f"receipt {p} is not valid JSON ({exc}): re-run iomodel bench") from None
 
@@ -526,9 +575,13 @@ def refusal_log(bucket: dict[str, Any]) -> dict[tuple[str, str, tuple[str, ...]]
 def render_markdown(receipt: dict[str, Any]) -> str:
     """The receipt as Markdown: header, declared policy, Signal → Decision → Proof, details, backend log.
 
+    A kernel-speed receipt renders with :func:`iomodel.bench.speed.render_speed_markdown`.
+
     Returns:
         The document text.
     """
+    if receipt.get("schema") == SPEED_SCHEMA:
+        return render_speed_markdown(receipt)
     dev = receipt["device"]
     pol = receipt["policy"]
     mx = receipt["matrix"]

@@ -1,9 +1,14 @@
-"""``iomodel bench``: fused attention backends against the SDPA MATH baseline, with a receipt.
+"""``iomodel bench``: the one benchmark command; every run writes a receipt (JSON and Markdown).
 
-Runs every shape of a versioned shape matrix on every backend available on the device
-(see :mod:`iomodel.bench`), writes the receipt as JSON and Markdown, and exits 1 when the
-receipt breaks its declared policy (the receipt is still written), 2 on bad input.
-``--check RECEIPT`` re-checks an existing receipt against the bundled policy instead.
+* A bucket matrix (``--matrix cpu``, ``cuda``, the default of the device): fused attention
+  backends against the SDPA MATH baseline (see :mod:`iomodel.bench.harness`); exits 1 when
+  the receipt breaks its declared policy (the receipt is still written).
+* ``--matrix kernel-speed`` (CUDA GPU): the bundled tiled kernel against every pinned SDPA
+  backend, prefill TFLOP/s and decode HBM bandwidth (see :mod:`iomodel.bench.speed`), with
+  the acceptance of the kernel-speed targets evaluated, never asserted.
+
+``--check RECEIPT`` re-checks an existing receipt of either kind instead. Bad input exits
+2 with one line.
 """
 
 from __future__ import annotations
@@ -28,42 +33,42 @@ def _default_device() -> str:
 
 def bench(
     device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when a GPU is visible, else cpu)."),
-    matrix: str = typer.Option(None, "--matrix", help="Shape matrix: a TOML path or a bundled name (cpu, cuda). "
-                               "Default: the bundled matrix of the device."),
-    policy: Path = typer.Option(None, "--policy", help="Policy TOML (default: the bundled policy, current version)."),
-    output: Path = typer.Option(None, "-o", "--output", help="Receipt JSON path (default: receipts/bench-<device>.json); "
-                                "the Markdown goes beside it with suffix .md."),
+    matrix: str = typer.Option(None, "--matrix", help="Shape matrix: a TOML path or a bundled name (cpu, cuda, "
+                               "kernel-speed). Default: the bundled matrix of the device."),
+    policy: Path = typer.Option(None, "--policy", help="Policy TOML (default: the bundled policy, current version; "
+                                "the kernel-speed targets for a kernel-speed matrix)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Receipt JSON path (default: receipts/bench-<device>.json, "
+                                "receipts/<matrix>-cuda.json for a kernel-speed matrix); the Markdown goes beside it "
+                                "with suffix .md."),
     markdown: Path = typer.Option(None, "--markdown", help="Markdown path (default: the JSON path with suffix .md)."),
-    reps: int = typer.Option(None, "--reps", help="Timed samples per backend and shape (default: the matrix's)."),
+    reps: int = typer.Option(None, "--reps", help="Timed samples per backend and shape (default: the matrix's; the "
+                             "interleaved rounds of a kernel-speed matrix)."),
     warmup: int = typer.Option(None, "--warmup", help="Untimed calls per backend and shape (default: the matrix's)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     check: Path = typer.Option(None, "--check", help="Check an existing receipt JSON against its policy and exit."),
 ) -> None:
-    """Benchmark fused attention backends against SDPA MATH on a shape matrix and write a receipt."""
-    from iomodel.bench.harness import check_device, run_bench
-    from iomodel.bench.matrix import DEFAULT_MATRIX, load_matrix
+    """Benchmark attention backends on a shape matrix and write a receipt (bucket or kernel-speed matrix)."""
+    from iomodel.bench.environment import check_device
+    from iomodel.bench.harness import run_bench
+    from iomodel.bench.matrix import DEFAULT_MATRIX, SpeedMatrix, load_matrix
     from iomodel.bench.policy import load_policy
-    from iomodel.bench.receipt import check_output_paths, check_receipt, load_receipt, reconciliation, write_receipt
+    from iomodel.bench.receipt import check_output_paths, load_receipt, reconciliation, write_receipt
 
     console = Console()
     if check is not None:
-        receipt = load_receipt(check)
-        pol = load_policy(policy) if policy else None
-        violations = check_receipt(receipt, pol)
-        if violations:
-            console.print(f"[bold red]{check}: FAIL[/] ({len(violations)} violations)")
-            for v in violations:
-                console.print(f"  - {v}", highlight=False, soft_wrap=True)
-            raise typer.Exit(1)
-        console.print(f"[bold green]{check}: PASS[/] under policy v{receipt['policy']['version']}")
+        _check(console, load_receipt(check), check, policy)
         return
     device = device or _default_device()
     check_device(device)
+    mx = load_matrix(matrix or DEFAULT_MATRIX[device])
+    if isinstance(mx, SpeedMatrix):
+        _speed(console, mx, device, policy, output, markdown, reps, warmup, progress,
+               f"iomodel bench --device {device} --matrix {matrix}")
+        return
     if reps is not None and reps < 3:
         raise IomodelError(f"--reps {reps} is too few for a median and spread: use 3 or more")
     if warmup is not None and warmup < 0:
         raise IomodelError(f"--warmup {warmup} is negative: use 0 or more")
-    mx = load_matrix(matrix or DEFAULT_MATRIX[device])
     pol = load_policy(policy) if policy else load_policy()
     out = output or Path("receipts") / f"bench-{device}.json"
     check_output_paths(out, markdown)  # fail now, not after the whole benchmark has run
@@ -113,6 +118,66 @@ def bench(
             console.print(f"  - {x}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     console.print(f"[bold green]within policy v{pol.version}[/]")
+
+
+def _check(console: Console, receipt: dict, path: Path, policy: Path | None) -> None:
+    """``--check``: recompute a receipt of either kind; exit 1 on a violation."""
+    from iomodel.bench.policy import load_policy, load_targets
+    from iomodel.bench.receipt import check_receipt
+    from iomodel.bench.speed import SPEED_SCHEMA, acceptance
+
+    speed = receipt.get("schema") == SPEED_SCHEMA
+    pol = None if not policy else (load_targets(policy) if speed else load_policy(policy))
+    violations = check_receipt(receipt, pol)
+    if violations:
+        console.print(f"[bold red]{path}: FAIL[/] ({len(violations)} violations)")
+        for v in violations:
+            console.print(f"  - {v}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    if not speed:
+        console.print(f"[bold green]{path}: PASS[/] under policy v{receipt['policy']['version']}")
+        return
+    acc = acceptance(receipt, pol)
+    console.print(f"[bold green]{path}: PASS[/]: every number recomputes from its samples; "
+                  f"{_acceptance_line(acc)}", highlight=False, soft_wrap=True)
+
+
+def _acceptance_line(acc: dict) -> str:
+    """The kernel-speed acceptance in one line: targets met per part, and the verdict (never asserted)."""
+    p, d = acc["prefill"], acc["decode"]
+    return (f"kernel-speed targets v{acc['version']}: prefill {sum(r['pass_cudnn'] for r in p)}/{len(p)} vs CUDNN, "
+            f"{sum(r['pass_flash'] for r in p)}/{len(p)} vs FLASH; decode {sum(r['pass'] for r in d)}/{len(d)} "
+            f"of copy: {'PASSED' if acc['passed'] else 'NOT PASSED'}")
+
+
+def _speed(console: Console, mx, device: str, policy: Path | None, output: Path | None, markdown: Path | None,
+           reps: int | None, warmup: int | None, progress: bool, command: str) -> None:
+    """Run a kernel-speed matrix (CUDA GPU), write its receipt and print it."""
+    from iomodel.bench.policy import load_targets
+    from iomodel.bench.receipt import check_output_paths, render_markdown, write_receipt
+    from iomodel.bench.speed import run_speed
+
+    if device != "cuda":
+        raise IomodelError(f"matrix {mx.name} times the compiled kernel on a CUDA GPU: run it with --device cuda on "
+                           "a machine with one")
+    if warmup is not None:
+        raise IomodelError(f"--warmup does not apply to matrix {mx.name}: its do_bench warm-up (ms) is in the "
+                           "matrix's [timing]")
+    if reps is not None and reps < 1:
+        raise IomodelError(f"--reps {reps} is too few: use 1 or more interleaved rounds")
+    targets = load_targets(policy) if policy else load_targets()
+    out = output or Path("receipts") / f"{mx.name}-{device}.json"
+    check_output_paths(out, markdown)  # fail now, not after the whole benchmark has run
+    command += f" -o {out}" + (f" --policy {policy}" if policy else "") + (f" --reps {reps}" if reps else "")
+    mx = mx.with_(rounds=reps) if reps else mx
+    console.print(f"iomodel bench on [bold]cuda[/]: matrix {mx.name} v{mx.version} ({len(mx.prefill)} prefill, "
+                  f"{len(mx.decode)} decode shapes), kernel-speed targets v{targets.version}", highlight=False)
+    receipt = run_speed(mx, targets, command=command,
+                        echo=(lambda line: console.print(line, highlight=False, markup=False)) if progress else None)
+    jp, mp = write_receipt(receipt, out, markdown)
+    console.print(render_markdown(receipt), highlight=False, markup=False)
+    console.print(f"{_acceptance_line(receipt['acceptance'])} (targets are evaluated, never asserted)", highlight=False)
+    console.print(f"wrote {jp} and {mp} in {receipt['elapsed_s']:.1f} s", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,9 +1,9 @@
-"""Dry runs of the GPU-only scripts on a CPU, so they cannot rot between GPU sessions.
+"""Dry runs of the GPU-only paths on a CPU, so they cannot rot between GPU sessions.
 
-``benchmarks/gpu_kernel_check.py`` and ``kernels.benchmark.run_benchmark`` run in a
-subprocess where ``torch.cuda`` is faked (device ``cuda`` becomes ``cpu``, events read the
-wall clock), ``do_bench`` is a single wall-clock call and the kernels run in Triton's
-interpreter, on tiny shapes. The numbers mean nothing; what is checked is that every
+``benchmarks/gpu_kernel_check.py`` and ``iomodel bench --matrix <kernel-speed grid>``
+(:func:`iomodel.bench.speed.run_speed`) run in a subprocess where ``torch.cuda`` is faked
+(device ``cuda`` becomes ``cpu``, events read the wall clock), ``do_bench`` is a single
+wall-clock call and the kernels run in Triton's interpreter, on tiny shapes. The numbers mean nothing; what is checked is that every
 section runs, every configuration of the sweep is launched on its own path without an
 error, correctness passes, and the JSON/Markdown outputs are written.
 """
@@ -59,7 +59,7 @@ def fake_do_bench(fn, warmup=25, rep=100, quantiles=None, return_mode="mean", **
 triton.testing.do_bench = fake_do_bench
 
 import kernels.flash_attention as fa
-import kernels.benchmark as bk
+import iomodel.bench.timing as tm
 fa.INTERPRET = False            # the scripts refuse the interpreter; the kernels still run interpreted
 fa._check_device = lambda q: None
 fa._emulate_bf16 = lambda q: q.dtype == torch.bfloat16
@@ -69,10 +69,10 @@ def tuned(*a):
     try: return _tuned(*a)
     finally: fa.INTERPRET = False
 fa._tuned_kernel = tuned
-_tdi = bk.time_device_interleaved
-bk.time_device_interleaved = lambda fns, rounds, reps=50, **kw: _tdi(fns, 1, reps=2, flush_bytes=1024)
-_host = bk.host_overhead_s
-bk.host_overhead_s = lambda fn, calls=50: _host(fn, 2)
+_tdi = tm.time_device_interleaved
+tm.time_device_interleaved = lambda fns, rounds, reps=50, **kw: _tdi(fns, 1, reps=2, flush_bytes=1024)
+_host = tm.host_overhead_s
+tm.host_overhead_s = lambda fn, calls=50: _host(fn, 2)
 '''
 
 CHECK = FAKE_CUDA + r'''
@@ -94,13 +94,11 @@ with CudaToCpu():
 
 BENCH = FAKE_CUDA + r'''
 torch.backends.cudnn.version = lambda: 0
+from iomodel.cli import main
 with CudaToCpu():
-    pre = bk.prefill_matrix(tokens=128, heads=2, head_dims=(32,), seqlens=(64,), dtypes=("fp16",), causals=(False, True))
-    dec = bk.decode_matrix(batches=(1,), heads=4, kv_heads=2, head_dim=32, kv_lens=(64,), dtypes=("bf16",))
-    bk.run_benchmark(os.environ["OUT"] + "/receipt", prefill=pre, decode=dec, rounds=1, math_limit_bytes=2**30,
-                     echo=lambda s: None)
+    main(["bench", "--device", "cuda", "--matrix", os.environ["OUT"] + "/tiny.toml", "-o",
+          os.environ["OUT"] + "/receipt.json", "--no-progress"])
 '''
-
 
 def _run(script: str, out: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, OUT=str(out), TRITON_INTERPRET="1")
@@ -143,16 +141,23 @@ def test_gpu_kernel_check_dry_run(tmp_path):
 
 
 def test_bench_kernel_dry_run(tmp_path):
+    from test_bench_speed import TINY  # a kernel-speed grid small enough for Triton's interpreter
+
+    (tmp_path / "tiny.toml").write_text(TINY)
     res = _run(BENCH, tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     receipt = json.loads((tmp_path / "receipt.json").read_text())
     assert [e["shape"]["causal"] for e in receipt["prefill"]] == [False, True]
     for e in receipt["prefill"]:
-        assert e["results"]["triton"]["status"] == "ran" and e["results"]["triton"]["tflops"] > 0
+        assert e["results"]["tiled"]["status"] == "ran" and e["results"]["tiled"]["tflops"] > 0
         assert e["results"]["sdpa-flash"]["status"] == "ran"
         assert e["results"]["sdpa-cudnn"]["status"].startswith("refused")  # CUDA-only backends refuse on a CPU
     (d,) = receipt["decode"]
-    assert d["results"]["triton"]["config"]["path"] == "decode-split-kv"
-    assert d["results"]["triton"]["fraction_of_copy"] > 0
+    assert d["results"]["tiled"]["config"]["path"] == "decode-split-kv"
+    assert d["results"]["tiled"]["fraction_of_copy"] > 0
     assert receipt["acceptance"]["passed"] is False  # no target shape measured
     assert (tmp_path / "receipt.md").read_text().startswith("# Kernel benchmark receipt")
+    assert receipt["matrix"]["name"] == "tiny" and receipt["command"].startswith("iomodel bench --device cuda")
+    from iomodel.bench.receipt import check_receipt
+
+    assert check_receipt(receipt) == []  # every stored number recomputes from the samples

@@ -1,12 +1,12 @@
-"""SDPA backend telemetry: which attention kernel actually ran, and why a fused one was refused.
+"""Backend telemetry: which attention kernel actually ran, and why a fused one was refused.
 
 PyTorch's ``scaled_dot_product_attention`` (SDPA) dispatches to one of several backends.
 Pinning one with :func:`torch.nn.attention.sdpa_kernel` either runs it or raises
 ``RuntimeError("No available kernel...")`` after emitting one ``UserWarning`` per reason
 the backend refused the inputs (``sdp_utils.cpp`` "debug" checks). This module
 
-* maps harness backend names to :class:`torch.nn.attention.SDPBackend` and to the ATen
-  ops that identify them in a profiler trace (:data:`BACKEND_OPS`),
+* identifies the SDPA backend that ran from the ATen ops of a profiler trace (the ops of
+  each backend are in :data:`iomodel.bench.backends.SDPA_BACKENDS`, the one table),
 * runs a call once under :mod:`torch.profiler` and reports the ATen ops, the device
   kernels (CUDA) and the peak bytes *allocated* during the call (:func:`profile_call`),
 * runs a call with warnings captured and turns a refusal into its reasons
@@ -26,22 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-#: ATen op whose presence in a profiler trace identifies the SDPA backend that ran
-#: (names from ``aten/src/ATen/native/native_functions.yaml``).
-BACKEND_OPS: dict[str, tuple[str, ...]] = {
-    "sdpa-flash": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention"),
-    "sdpa-efficient": ("aten::_scaled_dot_product_efficient_attention",),
-    "sdpa-cudnn": ("aten::_scaled_dot_product_cudnn_attention",),
-    "sdpa-math": ("aten::_scaled_dot_product_attention_math",),
-}
-
-#: Harness backend name -> ``SDPBackend`` member name.
-SDP_BACKEND_NAMES: dict[str, str] = {
-    "sdpa-flash": "FLASH_ATTENTION",
-    "sdpa-efficient": "EFFICIENT_ATTENTION",
-    "sdpa-cudnn": "CUDNN_ATTENTION",
-    "sdpa-math": "MATH",
-}
+from iomodel.bench.backends import SDPA_BACKENDS
 
 _TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?\s*$")
 
@@ -63,8 +48,8 @@ def identify_backend(op_names: list[str] | set[str]) -> tuple[str | None, str | 
         implementation op is in the trace (e.g. a Triton kernel).
     """
     names = set(op_names)
-    for backend, ops in BACKEND_OPS.items():
-        for op in ops:
+    for backend, sdpa in SDPA_BACKENDS.items():
+        for op in sdpa.ops:
             if op in names:
                 return backend, op
     return None, None
@@ -239,12 +224,6 @@ class Probe:
 #: Exception messages that mean "this backend does not take these inputs".
 _REFUSAL_PATTERNS = ("No available kernel", "No viable backend")
 
-#: SDPA's debug headers ("<X> kernel not used because:") -> harness backend name.
-_HEADERS = {
-    "memory efficient": "sdpa-efficient",
-    "flash attention": "sdpa-flash",
-    "cudnn attention": "sdpa-cudnn",
-}
 _HEADER_RE = re.compile(r"^(.*?) kernel not used because:?$", re.IGNORECASE)
 
 
@@ -262,7 +241,8 @@ def group_reasons(messages: list[str]) -> dict[str, list[str]]:
     for m in messages:
         h = _HEADER_RE.match(m.strip())
         if h:
-            current = _HEADERS.get(h.group(1).strip().lower(), h.group(1).strip().lower())
+            header = h.group(1).strip().lower()
+            current = next((n for n, b in SDPA_BACKENDS.items() if b.header == header), header)
             out.setdefault(current, [])
             continue
         out.setdefault(current, []).append(m)
