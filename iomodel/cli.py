@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 import iomodel
-from iomodel.commands import bench, bench_kernel, plot, presets, reconcile, validate, worksheet
+from iomodel.commands import bench, plot, presets, reconcile, validate, worksheet
 from iomodel.errors import IomodelError
 
 app = typer.Typer(
@@ -44,7 +44,7 @@ def _root(
 
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = (worksheet, plot, presets, validate, reconcile, bench, bench_kernel)
+COMMANDS = (worksheet, plot, presets, validate, reconcile, bench)
 
 for _command in COMMANDS:
     _command.register(app)

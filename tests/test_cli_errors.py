@@ -126,7 +126,7 @@ def _registered_commands():
 
 def test_every_command_is_registered():
     """The CLI imports each command module plainly, so all of them are there (none skipped quietly)."""
-    assert _registered_commands() == ["bench", "bench-kernel", "plot", "presets", "reconcile", "validate",
+    assert _registered_commands() == ["bench", "plot", "presets", "reconcile", "validate",
                                       "worksheet"]
 
 
