@@ -61,44 +61,6 @@ def test_receipt_is_complete_and_every_shape_outside_is_explained(any_rec):
         assert row.explanation() and not row.explanation().startswith("no model")
 
 
-def test_calibration_receipt_pins_the_current_model():
-    """Within-tolerance counts on the calibration receipt (44 shapes), as the model reaches them now.
-
-    Round 1 (pure LRU, whole-KV-head items): tiled HBM read 30/32, write 20/32; eager write 10/12.
-    Round 2 (chunked K/V streams, written lines one copy, dirty-line survival): read 32/32, write 22/32.
-    Round 3 (survival off): write 18/32. Session 2 (24-way set-associative L2): write 16/32; its
-    multi-pass DRAM writes carry the replay residue (receipts/ncu-h200-calib-dram-* re-measures
-    these shapes in a single pass).
-    The L2 level compares ``lts__t_sectors_srcunit_tex_op_*`` here (the receipt has no SM-side
-    crossbar bytes): the L2 merges simultaneous lookups of one sector, so reads fall short of the
-    requests on small one-wave shapes (18/32).
-    """
-    f = _fractions(reconcile(Measurement.load(CALIBRATION)))
-    assert f[("tiled", "HBM", "read")] == (32, 32)
-    assert f[("tiled", "HBM", "write")] == (16, 32)
-    assert f[("tiled", "L2", "read")] == (18, 32)
-    assert f[("tiled", "L2", "write")] == (32, 32)
-    assert f[("baseline", "HBM", "read")] == (12, 12)
-    assert f[("baseline", "HBM", "write")] == (10, 12)
-
-
-def test_first_holdout_receipt_pins_the_current_model():
-    """Within-tolerance counts on the first hold-out receipt (40 shapes), as the model reaches them now.
-
-    Its HBM writes miss the acceptance (21/33 < 90 %): the six decode shapes (the decode kernel
-    writes 1-2.5 MiB more than the model's stores explain, most of it beyond every sector written
-    into L2 during the kernel: see ``foreign_write_notes``) and small prefill write-backs
-    (1-3 MiB, > 10 %). The L2 level compares the SM-side crossbar bytes.
-    """
-    f = _fractions(reconcile(Measurement.load(HOLDOUT1)))
-    assert f[("tiled", "HBM", "read")] == (32, 33)
-    assert f[("tiled", "HBM", "write")] == (16, 33)
-    assert f[("tiled", "L2", "read")] == (33, 33)
-    assert f[("tiled", "L2", "write")] == (33, 33)
-    assert f[("baseline", "HBM", "read")] == (7, 7)
-    assert f[("baseline", "HBM", "write")] == (6, 7)
-
-
 def test_decode_kernels_write_more_to_dram_than_into_l2_on_the_first_holdout():
     """The measured residue the decode misses rest on: the unsplit-output decode kernel of
     b4-h16-kv16 d64 (partials 112 KiB) wrote more to DRAM than every sector written into L2
@@ -126,6 +88,23 @@ def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
 @pytest.mark.parametrize(
     "name, counts",
     [
+        # the calibration receipt (44 shapes). Round 1 (pure LRU, whole-KV-head items): tiled HBM
+        # read 30/32, write 20/32; eager write 10/12. Round 2 (chunked K/V streams, written lines
+        # one copy, dirty-line survival): read 32/32, write 22/32. Round 3 (survival off): write
+        # 18/32. Session 2 (24-way set-associative L2): write 16/32; its multi-pass DRAM writes
+        # carry the replay residue (ncu-h200-calib-dram-* re-measures these shapes in one pass).
+        # The L2 level compares lts__t_sectors_srcunit_tex_op_* here (no SM-side crossbar bytes
+        # in the receipt): the L2 merges simultaneous lookups of one sector, so reads fall short
+        # of the requests on small one-wave shapes (18/32).
+        (CALIBRATION.name, {"tHr": (32, 32), "tHw": (16, 32), "tLr": (18, 32), "tLw": (32, 32),
+                            "bHr": (12, 12), "bHw": (10, 12)}),
+        # the first hold-out (40 shapes): its HBM writes miss the acceptance (16/33 < 90 %): the
+        # six decode shapes (the decode kernel writes 1-2.5 MiB more than the model's stores
+        # explain, most of it beyond every sector written into L2 during the kernel: see
+        # foreign_write_notes) and small prefill write-backs (1-3 MiB, > 10 %). The L2 level
+        # compares the SM-side crossbar bytes.
+        (HOLDOUT1.name, {"tHr": (32, 33), "tHw": (16, 33), "tLr": (33, 33), "tLw": (33, 33),
+                         "bHr": (7, 7), "bHw": (6, 7)}),
         # multi-pass DRAM bytes (replay residue in the writes)
         ("ncu-h200-holdout2-2026-11-29.json", {"tHr": (31, 31), "tHw": (15, 31), "tLr": (31, 31), "tLw": (30, 31),
                                                "bHr": (5, 6), "bHw": (4, 6)}),
@@ -159,8 +138,8 @@ def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
                                                               "bHw": (2, 2)}),
     ],
 )
-def test_later_receipts_pin_the_counts_the_model_reaches(name, counts):
-    """Regression guard: within-tolerance counts on the later receipts under the current model."""
+def test_receipts_pin_the_counts_the_model_reaches(name, counts):
+    """Regression guard: within-tolerance counts on each receipt under the current model."""
     f = _fractions(reconcile(Measurement.load(RECEIPTS_DIR / name)))
     keys = {"tHr": ("tiled", "HBM", "read"), "tHw": ("tiled", "HBM", "write"), "tLr": ("tiled", "L2", "read"),
             "tLw": ("tiled", "L2", "write"), "bHr": ("baseline", "HBM", "read"), "bHw": ("baseline", "HBM", "write")}

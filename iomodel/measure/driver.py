@@ -231,6 +231,23 @@ def _run_group(argv: list[str], timeout: float | None) -> int:
         return 124
 
 
+def _read_run(log: str, manifest_file: Path, metrics: Sequence[str]) -> tuple[list[CsvKernel], dict[str, Any]]:
+    """What one ncu run left: the rows of its CSV (none when ncu printed no table) and the
+    child's manifest (empty when the child never wrote one)."""
+    try:
+        rows = parse_csv(log, metrics)
+    except IomodelError:
+        rows = []
+    return rows, json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
+
+
+def _flush_rows(rows: Sequence[CsvKernel], batch: int, run: str) -> list[dict[str, Any]]:
+    """The child's sacrificial kernel in one run's rows (``run``: ``full`` or ``dram``), with
+    the bytes it wrote back to DRAM, for the record's settings."""
+    return [{"batch": batch, "run": run, "kernel": r.record.name, "dram_write_bytes": r.record.value(DRAM_WRITE)}
+            for r in rows if r.tag == FLUSH_TAG]
+
+
 def profile(
     sweep: Sweep,
     *,
@@ -295,6 +312,10 @@ def profile(
         except IomodelError:
             hardware = None
 
+    def time_left() -> float | None:
+        """Seconds of the budget left for the next ncu process (at least 1), None without a budget."""
+        return None if budget_s is None else max(1.0, budget_s - (time.time() - t_start))
+
     def measurement() -> Measurement:
         return Measurement(
             kind="ncu",
@@ -335,8 +356,7 @@ def profile(
         tries = len(metrics) + 1  # ncu may name one unknown metric per run: drop them one run at a time
         for attempt in range(tries):
             argv = build_command(ncu_path, child, log_file, metrics, sweep.cache_control, sweep.clock_control)
-            left = None if budget_s is None else max(1.0, budget_s - (time.time() - t_start))
-            rc = run(argv, left)
+            rc = run(argv, time_left())
             log = log_file.read_text() if log_file.is_file() else ""
             missing = [m for m in missing_metrics(log) if m in metrics]
             if missing and attempt < tries - 1 and rc != 124:
@@ -349,15 +369,8 @@ def profile(
         why = diagnose(log, rc)
         if why and ("ERR_NVGPUCTRPERM" in why or "no CUDA-capable" in why):
             raise IomodelError(why)
-        try:
-            rows = parse_csv(log, metrics)
-        except IomodelError:
-            rows = []
-        manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
-        for r in rows:
-            if r.tag == FLUSH_TAG:
-                flushes.append({"batch": n, "run": "full", "kernel": r.record.name,
-                                "dram_write_bytes": r.record.value(DRAM_WRITE)})
+        rows, manifest = _read_run(log, manifest_file, metrics)
+        flushes += _flush_rows(rows, n, "full")
         if not rows and not manifest and rc != 124:
             tail = " | ".join(log.strip().splitlines()[-3:]) if log.strip() else f"exit status {rc}"
             raise IomodelError(f"Nsight Compute failed on batch {n} ({why or tail}): fix that and rerun")
@@ -370,18 +383,11 @@ def profile(
             child2 = child_command(python, dram_shapes, dram_manifest)
             argv2 = build_command(ncu_path, child2, dram_log, list(DRAM_PASS_METRICS), sweep.cache_control,
                                   sweep.clock_control)
-            left = None if budget_s is None else max(1.0, budget_s - (time.time() - t_start))
-            rc2 = run(argv2, left)
+            rc2 = run(argv2, time_left())
             commands.append(shlex.join(argv2))
-            try:
-                dram_rows = parse_csv(dram_log.read_text() if dram_log.is_file() else "", list(DRAM_PASS_METRICS))
-            except IomodelError:
-                dram_rows = []
-            manifest2 = json.loads(dram_manifest.read_text()) if dram_manifest.is_file() else {}
-            for r in dram_rows:
-                if r.tag == FLUSH_TAG:
-                    flushes.append({"batch": n, "run": "dram", "kernel": r.record.name,
-                                    "dram_write_bytes": r.record.value(DRAM_WRITE)})
+            dram_rows, manifest2 = _read_run(dram_log.read_text() if dram_log.is_file() else "", dram_manifest,
+                                             DRAM_PASS_METRICS)
+            flushes += _flush_rows(dram_rows, n, "dram")
             merge_dram_pass(batch_results, assemble(dram_batch, manifest2, dram_rows) if rc2 != 124 else [])
         if rc == 124:
             for r in batch_results:

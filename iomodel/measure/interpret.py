@@ -36,8 +36,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -78,20 +77,12 @@ class TensorTraffic:
 
     def add(self, other: "TensorTraffic") -> None:
         """Add another record's counts into this one (in place)."""
-        for attr in ("read_bytes", "write_bytes", "read_elements", "write_elements", "atomic_bytes", "loads", "stores"):
-            setattr(self, attr, getattr(self, attr) + getattr(other, attr))
+        for f in fields(self)[1:]:  # every count, after the name
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: the counts in bytes, elements and operations."""
-        return {
-            "read_bytes": self.read_bytes,
-            "write_bytes": self.write_bytes,
-            "read_elements": self.read_elements,
-            "write_elements": self.write_elements,
-            "atomic_bytes": self.atomic_bytes,
-            "loads": self.loads,
-            "stores": self.stores,
-        }
+        """JSON form: the counts in bytes, elements and operations (every field but the name)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)[1:]}
 
 
 @dataclass

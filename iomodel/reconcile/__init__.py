@@ -1,35 +1,11 @@
 """Prediction against measurement, per shape, level and direction, with the cause of each gap.
 
-``compare.py`` holds the comparison; it renders nothing (the tables, the Markdown report and
-the plots are in :mod:`iomodel.report.reconcile_md` and :mod:`iomodel.report.reconcile_plot`).
+``compare.py`` holds the comparison (its ``__all__`` is this package's API); it renders
+nothing: the tables and the Markdown report are :mod:`iomodel.report.reconcile_md`, the plots
+:mod:`iomodel.report.reconcile_plot`.
 """
 
-from iomodel.reconcile.compare import (
-    DEFAULT_ABS_TOL,
-    DEFAULT_TOLERANCES,
-    L2_SOURCES,
-    LevelCompare,
-    Reconciliation,
-    ShapeReconciliation,
-    foreign_write_bytes,
-    foreign_write_notes,
-    hardware_of,
-    reconcile,
-    reconcile_shape,
-    scan_l2_fraction,
-)
+from iomodel.reconcile import compare
+from iomodel.reconcile.compare import *  # noqa: F403  (LevelCompare, Reconciliation, reconcile, ...)
 
-__all__ = [
-    "DEFAULT_ABS_TOL",
-    "DEFAULT_TOLERANCES",
-    "L2_SOURCES",
-    "LevelCompare",
-    "Reconciliation",
-    "ShapeReconciliation",
-    "foreign_write_bytes",
-    "foreign_write_notes",
-    "hardware_of",
-    "reconcile",
-    "reconcile_shape",
-    "scan_l2_fraction",
-]
+__all__ = list(compare.__all__)
