@@ -13,7 +13,7 @@
 # step: `iomodel reconcile receipts/ncu-h200-<date>.json --plot-dir plots` redoes it anywhere.
 #
 # The measurement itself needs only torch, triton, numpy and Nsight Compute (no typer, sympy
-# or rich): it runs `python -m iomodel.measure.ncu profile`, one ncu process per batch of 12
+# or rich): it runs `python -m iomodel.measure.driver`, one ncu process per batch of 12
 # shapes, saving after every batch; --budget-s (default 420 s) stops it in time for the whole
 # script to stay under 8 minutes (unfinished shapes are recorded as not run).
 set -euo pipefail
@@ -57,7 +57,7 @@ if ! command -v ncu >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/ncu ]]; then
 fi
 
 echo "== profiling $sweep (budget ${budget} s) -> $RESULT"
-"$PY" -m iomodel.measure.ncu profile "$sweep" "$RESULT" --budget-s "$budget" ${args[@]+"${args[@]}"}
+"$PY" -m iomodel.measure.driver "$sweep" "$RESULT" --budget-s "$budget" ${args[@]+"${args[@]}"}
 
 echo "== reconciling"
 if "$PY" -c "import sympy, typer, rich" 2>/dev/null; then
@@ -80,7 +80,7 @@ else
   echo "sympy/typer/rich missing here: reconcile later with  iomodel reconcile $RESULT"
   "$PY" - "$RESULT" <<'PY'
 import sys
-from iomodel.measure.ncu import summary_lines
+from iomodel.measure.driver import summary_lines
 from iomodel.measure.records import Measurement
 print("\n".join(summary_lines(Measurement.load(sys.argv[1]))))
 PY

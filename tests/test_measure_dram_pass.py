@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from iomodel.measure.ncu import DRAM_PASS_METRICS, load_sweep, merge_dram_pass
+from iomodel.measure.driver import merge_dram_pass
+from iomodel.measure.metrics import DRAM_PASS_METRICS
+from iomodel.measure.sweep import load_sweep
 from iomodel.measure.records import KernelRecord, ShapeMeasurement
 from iomodel.spec import LayerSpec
 

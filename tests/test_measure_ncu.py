@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from iomodel.errors import IomodelError
-from iomodel.measure import ncu
+from iomodel.measure import child, driver, ncu
+from iomodel.measure.sweep import load_sweep, parse_sweep
 from iomodel.measure.records import KernelRecord, Measurement, ShapeMeasurement, shape_id
 from iomodel.spec import LayerSpec
 
@@ -111,7 +112,7 @@ def test_missing_metrics_and_diagnose():
 # ----- sweep files -----
 
 def test_bundled_sweeps_meet_the_issue():
-    sw = ncu.load_sweep(ROOT / "sweeps" / "h200.toml")
+    sw = load_sweep(ROOT / "sweeps" / "h200.toml")
     tiled = [s.spec for s in sw.shapes if s.impl == "tiled"]
     assert len(tiled) >= 30
     assert min(s.seqlen_k for s in tiled) <= 512 and max(s.seqlen_k for s in tiled) >= 32768
@@ -122,14 +123,14 @@ def test_bundled_sweeps_meet_the_issue():
     base = [s.spec for s in sw.shapes if s.impl == "baseline"]
     assert base and max(s.seqlen_k for s in base) <= 8192
     assert sw.cache_control == "all" and sw.clock_control == "none" and sw.l2_model["l2_fraction"] == 0.5
-    small = ncu.load_sweep(ROOT / "sweeps" / "interpreter.toml")
+    small = load_sweep(ROOT / "sweeps" / "interpreter.toml")
     assert all(s.spec.seqlen_k <= 512 for s in small.shapes)
 
 
 def test_parse_sweep_expands_and_validates():
     data = {"defaults": {"heads": 4, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
             "shape": [{"seqlen": [32, 64], "causal": [False, True]}, {"seqlen_q": 1, "seqlen_k": 100, "impls": ["tiled", "baseline"]}]}
-    sw = ncu.parse_sweep(data)
+    sw = parse_sweep(data)
     assert len(sw.shapes) == 6
     dec = [s for s in sw.shapes if s.spec.seqlen_q == 1]
     assert all(s.spec.phase == "decode" for s in dec) and {s.impl for s in dec} == {"tiled", "baseline"}
@@ -145,16 +146,16 @@ def test_parse_sweep_expands_and_validates():
     ]
     for d, msg in bad:
         with pytest.raises(IomodelError, match=msg):
-            ncu.parse_sweep(d)
+            parse_sweep(d)
 
 
 def test_load_sweep_errors(tmp_path):
     with pytest.raises(IomodelError, match="does not exist"):
-        ncu.load_sweep(tmp_path / "nope.toml")
+        load_sweep(tmp_path / "nope.toml")
     p = tmp_path / "bad.toml"
     p.write_text("name = [\n")
     with pytest.raises(IomodelError, match="not valid TOML"):
-        ncu.load_sweep(p)
+        load_sweep(p)
 
 
 # ----- the batch driver against a fake ncu -----
@@ -206,7 +207,7 @@ class FakeNcu:
 
 
 def _small_sweep():
-    return ncu.parse_sweep({
+    return parse_sweep({
         "defaults": {"heads": 2, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
         "ncu": {"metrics": ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_srcunit_ltcfabric.sum"],
                 "batch_size": 2},
@@ -219,7 +220,7 @@ def test_profile_batches_tags_and_drops_unknown_metrics(tmp_path):
     values = {s.id: [("_attn_fwd", {"dram__bytes_read.sum": str(1000 * (i + 1)), "dram__bytes_write.sum": "10"})]
               for i, s in enumerate(sw.shapes)}
     fake = FakeNcu(values, unknown=["lts__t_sectors_srcunit_ltcfabric.sum"], skip_tag=sw.shapes[2].id)
-    meas = ncu.profile(sw, workdir=tmp_path, runner=fake, command="iomodel validate small")
+    meas = driver.profile(sw, workdir=tmp_path, runner=fake, command="iomodel validate small")
     assert len(fake.calls) == 3  # batch 0 retried once without the unknown metric; batch 1 runs without it
     assert meas.settings["dropped_metrics"] == ["lts__t_sectors_srcunit_ltcfabric.sum"]
     assert "lts__t_sectors_srcunit_ltcfabric.sum" not in meas.settings["metrics"]
@@ -249,7 +250,7 @@ def test_dram_pass_pins_the_configs_of_the_full_run(tmp_path):
     file), so the DRAM bytes come from the tiles the prediction is made for."""
     sw = _dp_sweep()
     fake = FakeNcu(_dp_values(sw))
-    meas = ncu.profile(sw, workdir=tmp_path, runner=fake)
+    meas = driver.profile(sw, workdir=tmp_path, runner=fake)
     assert len(fake.calls) == 2
     dram_shapes = json.loads((tmp_path / "batch00-shapes-dram.json").read_text())
     assert [d["config"]["block_m"] for d in dram_shapes] == [64, 64, 64]  # the first call's "autotuned" tiles
@@ -264,7 +265,7 @@ def test_dram_pass_pins_the_configs_of_the_full_run(tmp_path):
 
 def test_dram_pass_not_applied_when_the_second_run_ran_other_tiles(tmp_path):
     sw = _dp_sweep()
-    meas = ncu.profile(sw, workdir=tmp_path, runner=FakeNcu(_dp_values(sw), honour_pin=False))
+    meas = driver.profile(sw, workdir=tmp_path, runner=FakeNcu(_dp_values(sw), honour_pin=False))
     for s in meas.shapes:
         assert s.config["dram_pass"].startswith("not applied: config")
         assert "dram__bytes_write.sum@multipass" not in s.kernels[0].metrics
@@ -273,15 +274,15 @@ def test_dram_pass_not_applied_when_the_second_run_ran_other_tiles(tmp_path):
 def test_pin_runs_the_recorded_configs_and_is_recorded(tmp_path):
     sw = _small_sweep()
     sw.metrics = ("dram__bytes_read.sum", "dram__bytes_write.sum")
-    first = ncu.profile(sw, workdir=tmp_path / "a", runner=FakeNcu(_dp_values(sw)))
-    pin = ncu.pinned_configs(first)
+    first = driver.profile(sw, workdir=tmp_path / "a", runner=FakeNcu(_dp_values(sw)))
+    pin = driver.pinned_configs(first)
     assert set(pin) == {s.id for s in sw.shapes}
     assert [pin[s.id]["block_m"] for s in sw.shapes] == [64, 64, 128]  # two batches, "autotuned" differently
     fresh = FakeNcu(_dp_values(sw))
     fresh.calls = [None, None]  # this "process" would autotune to 192 and 256
-    again = ncu.profile(sw, workdir=tmp_path / "b", runner=fresh, pin=pin, pin_source="first.json")
+    again = driver.profile(sw, workdir=tmp_path / "b", runner=fresh, pin=pin, pin_source="first.json")
     assert [s.config["block_m"] for s in again.shapes] == [64, 64, 128]
-    unpinned = ncu.profile(sw, workdir=tmp_path / "c", runner=FakeNcu(_dp_values(sw)))
+    unpinned = driver.profile(sw, workdir=tmp_path / "c", runner=FakeNcu(_dp_values(sw)))
     assert again.settings["pinned_configs"] == "first.json" and unpinned.settings["pinned_configs"] is None
     assert again.settings["pinned_configs"] == "first.json"
 
@@ -298,25 +299,25 @@ def test_merge_refuses_other_launch_geometry():
         return ShapeMeasurement("s", "tiled", spec, dict(cfg), [k])
 
     full, other = shape("(2, 4, 1)"), shape("(1, 4, 1)")
-    ncu.merge_dram_pass([full], [other])
+    driver.merge_dram_pass([full], [other])
     assert full.config["dram_pass"] == "not applied: different kernels, grids or blocks in the DRAM-only run"
 
 
 def test_assemble_falls_back_to_launch_order_only_when_counts_add_up():
-    sw = ncu.parse_sweep({"defaults": {"heads": 2, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
+    sw = parse_sweep({"defaults": {"heads": 2, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
                           "shape": [{"seqlen": 64}, {"seqlen_q": 1, "seqlen_k": 512}]})
     cfg = {"block_m": 16, "block_n": 16, "num_warps": 4, "num_stages": 1, "path": "x", "heads_per_program": 1}
     manifest = {sw.shapes[0].id: {"config": {**cfg, "num_splits": 1}, "error": None},
                 sw.shapes[1].id: {"config": {**cfg, "num_splits": 4}, "error": None}}
     rows = [ncu.CsvKernel(None, KernelRecord(name), i) for i, name in enumerate(["_attn_fwd", "_attn_decode", "_attn_decode_combine"])]
-    got = ncu.assemble(sw.shapes, json.loads(json.dumps(manifest)), rows)
+    got = driver.assemble(sw.shapes, json.loads(json.dumps(manifest)), rows)
     assert [[k.name for k in m.kernels] for m in got] == [["_attn_fwd"], ["_attn_decode", "_attn_decode_combine"]]
     assert got[0].config["assigned"].startswith("by launch order")
-    got = ncu.assemble(sw.shapes, json.loads(json.dumps(manifest)), rows[:2])  # counts do not add up
+    got = driver.assemble(sw.shapes, json.loads(json.dumps(manifest)), rows[:2])  # counts do not add up
     assert all(m.error == "no profiled kernel carries this shape's NVTX tag" for m in got)
     # the child's sacrificial first kernel, untagged too, is the one extra first row: dropped
     flush = [ncu.CsvKernel(None, KernelRecord("reduce_kernel"), -1)]
-    got = ncu.assemble(sw.shapes, json.loads(json.dumps(manifest)), flush + rows)
+    got = driver.assemble(sw.shapes, json.loads(json.dumps(manifest)), flush + rows)
     assert [[k.name for k in m.kernels] for m in got] == [["_attn_fwd"], ["_attn_decode", "_attn_decode_combine"]]
 
 
@@ -325,16 +326,16 @@ def test_profile_time_budget_keeps_finished_batches(tmp_path):
     sw.metrics = ("dram__bytes_read.sum", "dram__bytes_write.sum")
     values = {s.id: [("_attn_fwd", {"dram__bytes_read.sum": "1", "dram__bytes_write.sum": "2"})] for s in sw.shapes}
     out = tmp_path / "partial.json"
-    meas = ncu.profile(sw, workdir=tmp_path, runner=FakeNcu(values, kill_call=1), budget_s=600, save_to=out)
+    meas = driver.profile(sw, workdir=tmp_path, runner=FakeNcu(values, kill_call=1), budget_s=600, save_to=out)
     assert [s.error for s in meas.shapes] == [None, None, "not run: the time budget was spent"]
     assert Measurement.load(out).to_dict() == meas.to_dict()
-    meas = ncu.profile(sw, workdir=tmp_path, runner=FakeNcu(values), budget_s=0)
+    meas = driver.profile(sw, workdir=tmp_path, runner=FakeNcu(values), budget_s=0)
     assert all(s.error == "not run: the time budget was spent" for s in meas.shapes)
 
 
 def test_profile_without_counter_permission_says_what_works(tmp_path):
     with pytest.raises(IomodelError, match="ERR_NVGPUCTRPERM.*--interpreter"):
-        ncu.profile(_small_sweep(), workdir=tmp_path, runner=FakeNcu({}, permission=True))
+        driver.profile(_small_sweep(), workdir=tmp_path, runner=FakeNcu({}, permission=True))
 
 
 def test_no_ncu_and_no_gpu_messages(monkeypatch, tmp_path):
@@ -403,7 +404,7 @@ def test_child_runs_every_implementation_on_the_cpu(tmp_path):
     pytest.importorskip("torch")
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs the interpreter for the bundled kernel on the CPU")
-    sw = ncu.parse_sweep({
+    sw = parse_sweep({
         "defaults": {"heads": 4, "kv_heads": 2, "head_dim": 16, "dtype": "fp16"},
         "shape": [
             {"seqlen": 40, "causal": True, "causal_align": "bottom-right", "impls": ["tiled", "baseline", "baseline-fp32"]},
@@ -419,7 +420,7 @@ def test_child_runs_every_implementation_on_the_cpu(tmp_path):
     sw.shapes[-1] = replace(sw.shapes[-1], config=pinned)
     shapes, manifest = tmp_path / "s.json", tmp_path / "m.json"
     shapes.write_text(json.dumps([s.to_dict() for s in sw.shapes]))
-    assert ncu.run_child(str(shapes), str(manifest), device="cpu") == 0
+    assert child.run_child(str(shapes), str(manifest), device="cpu") == 0
     got = json.loads(manifest.read_text())
     assert list(got) == [s.id for s in sw.shapes]
     assert all(e["error"] is None for e in got.values()), got
@@ -445,11 +446,7 @@ def test_interpreter_refuses_gpu_sized_sweeps(capsys, tmp_path, monkeypatch):
 def test_every_unit_of_the_h200_receipt_converts():
     """The units ncu 2025.3 printed on the H200 (ns, sector, byte, block, register/thread, '') all convert;
     the summary of gpu_validate.sh crashed on 'ns' before (IomodelError: unit 'ns' is not understood)."""
-    from iomodel.measure.ncu import summary_lines
-
     path = ROOT / "receipts" / "ncu-h200-2026-11-29.json"
-    if not path.is_file():
-        pytest.skip("calibration receipt not present")
     meas = Measurement.load(path)
     units = {u for s in meas.shapes for k in s.kernels for u in k.units.values()}
     assert {"ns", "sector", "byte"} <= units
@@ -461,4 +458,4 @@ def test_every_unit_of_the_h200_receipt_converts():
     # gpu__time_duration.sum = 29216 ns -> 29.216 us; 1,025,484 TEX read sectors -> 32 B each
     assert first.quantity("duration_s") == pytest.approx(29216e-9)
     assert first.quantity("l2_read_bytes") == 1025484 * 32
-    assert len(summary_lines(meas)) >= len(meas.shapes)
+    assert len(driver.summary_lines(meas)) >= len(meas.shapes)

@@ -10,9 +10,11 @@ import pytest
 
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import get_hardware
-from iomodel.measure.ncu import load_sweep
+from iomodel.measure.sweep import load_sweep
 from iomodel.measure.records import KernelRecord, Measurement, ShapeMeasurement
-from iomodel.reconcile.compare import LevelCompare, _family, markdown, plot, reconcile, table_rows
+from iomodel.reconcile import LevelCompare, reconcile
+from iomodel.report.reconcile_md import markdown, table_rows
+from iomodel.report.reconcile_plot import _family, plot
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.traffic import predict
 from iomodel.cache.params import L2Params
@@ -127,7 +129,7 @@ def test_gaps_beyond_tolerance_are_listed_with_their_cause(sweep_shapes):
 
 
 def test_l2_source_and_fraction_scan(exact_record):
-    from iomodel.reconcile.compare import scan_l2_fraction
+    from iomodel.reconcile import scan_l2_fraction
 
     meas = Measurement.from_dict(exact_record.to_dict())
     meas.shapes = [s for s in meas.shapes if s.impl == "tiled" and s.spec.seqlen_k <= 2048]
@@ -157,7 +159,7 @@ def test_level_tolerance_rules():
 @pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning")
 def test_interpreter_record_reconciles_exactly(tmp_path):
     from iomodel.commands.validate import run_interpreter
-    from iomodel.measure.ncu import load_sweep as ls
+    from iomodel.measure.sweep import load_sweep as ls
 
     pytest.importorskip("triton")
     sw = ls(ROOT / "sweeps" / "interpreter.toml")
@@ -221,7 +223,7 @@ def test_failed_shapes_and_sdpa_rows_are_reported_not_raised(sweep_shapes):
 
 
 def test_foreign_write_bytes_is_dram_writes_beyond_all_l2_write_sectors():
-    from iomodel.reconcile.compare import foreign_write_bytes
+    from iomodel.reconcile import foreign_write_bytes
 
     units = {"dram__bytes_write.sum": "byte", "lts__t_sectors_op_write.sum": "sector"}
     # 3,000,000 bytes to DRAM, 50,000 sectors x 32 B = 1,600,000 bytes into L2: 1,400,000 foreign

@@ -8,11 +8,11 @@ import pytest
 
 from iomodel.cli import main
 from iomodel.measure.records import Measurement
-from iomodel.reconcile.compare import _family, plot, reconcile
+from iomodel.reconcile import reconcile
+from iomodel.report.reconcile_plot import _family, plot
 
 RECEIPT = Path(__file__).resolve().parent.parent / "receipts" / "ncu-h200-holdout3-2026-11-29.json"
 SWEEP = Path(__file__).resolve().parent.parent / "sweeps" / "interpreter.toml"
-needs_receipt = pytest.mark.skipif(not RECEIPT.is_file(), reason="hold-out 3 receipt not present")
 
 
 def _run(capsys, *argv):
@@ -22,7 +22,6 @@ def _run(capsys, *argv):
     return e.value.code, err
 
 
-@needs_receipt
 @pytest.mark.parametrize("opt, path, words", [
     ("--plot-dir", "/proc/x", "--plot-dir"),
     ("--plot-dir", "/etc/passwd", "is a file"),
@@ -35,16 +34,14 @@ def test_reconcile_unwritable_outputs_are_one_line_errors(capsys, opt, path, wor
     assert len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.skipif(not SWEEP.is_file(), reason="sweeps/interpreter.toml not present")
 def test_validate_checks_the_output_before_counting(capsys):
     code, err = _run(capsys, "validate", str(SWEEP), "--interpreter", "-o", "/proc/x/i.json")
     assert code == 2 and "--out" in err and "Traceback" not in err
     assert "counted" not in capsys.readouterr().out  # no shape was counted before the check
 
 
-@needs_receipt
 def test_summary_shows_relative_and_absolute_counts_and_markdown_labels_the_floor():
-    from iomodel.reconcile.compare import markdown
+    from iomodel.report.reconcile_md import markdown
 
     rec = reconcile(Measurement.load(RECEIPT))
     s = {(e["impl"], e["level"], e["which"]): e for e in rec.summary()}
@@ -65,7 +62,6 @@ def test_summary_shows_relative_and_absolute_counts_and_markdown_labels_the_floo
     assert all("within_rel" in e and "abs_tol_bytes" in e for e in d)
 
 
-@needs_receipt
 def test_plot_shows_every_family_across_files(tmp_path):
     import matplotlib.image as mpimg
 
@@ -80,7 +76,6 @@ def test_plot_shows_every_family_across_files(tmp_path):
         assert mpimg.imread(p).shape[0] > 100
 
 
-@needs_receipt
 def test_foreign_hardware_warns(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["reconcile", str(RECEIPT), "--hardware", "H100-SXM", "--impl", "baseline"])
@@ -88,7 +83,6 @@ def test_foreign_hardware_warns(capsys, tmp_path):
     assert "warning: predicting for --hardware H100-SXM" in out
 
 
-@needs_receipt
 def test_reconcile_l2_ways_option(capsys, tmp_path):
     """--l2-ways -1 is one clear line (exit 2); --l2-ways 0 is the fully associative LRU, whose
     JSON records l2_ways null and differs from the 24-way default on this receipt's DRAM writes."""
@@ -107,7 +101,6 @@ def test_reconcile_l2_ways_option(capsys, tmp_path):
     assert w["0"] != w["24"]
 
 
-@needs_receipt
 @pytest.mark.parametrize("argv, words", [
     (["--l2-ways", "100000000"], "--l2-ways"),
     (["--tol-hbm", "nan"], "--tol-hbm"),

@@ -1,9 +1,11 @@
 """``iomodel reconcile RESULTS.json``: predicted against measured bytes, per shape and level.
 
-A pure-CPU step over a record written by ``iomodel validate`` (see :mod:`iomodel.reconcile`):
-prints the table (reads and writes apart, ratio = measured / predicted, the dominant cause
-of each shape's gap), the fraction within tolerance per level, the shapes outside with
-their explanation, and writes the bytes-versus-seqlen plots.
+A pure-CPU step over a record written by ``iomodel validate``: the comparison is
+:mod:`iomodel.reconcile`, the tables and report :mod:`iomodel.report.reconcile_md`, the
+plots :mod:`iomodel.report.reconcile_plot`. It prints the table (reads and writes apart,
+ratio = measured / predicted, the dominant cause of each shape's gap), the fraction within
+tolerance per level, the shapes outside with their explanation, and writes the
+bytes-versus-seqlen plots.
 """
 
 from __future__ import annotations
@@ -53,10 +55,12 @@ def reconcile(
     """Compare predicted with measured bytes, level by level, and name each gap's cause."""
     import json
 
-    from iomodel.reconcile import compare as rc
-    from iomodel.measure.records import Measurement
-
     import math
+
+    from iomodel.format import human_bytes
+    from iomodel.measure.records import Measurement
+    from iomodel import reconcile as comparison
+    from iomodel.report import reconcile_md as md
 
     for flag, val in (("--tol-hbm", tol_hbm), ("--tol-l2", tol_l2), ("--abs-tol", abs_tol)):
         if not math.isfinite(val) or val < 0:
@@ -75,7 +79,7 @@ def reconcile(
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
                   l2_source=l2_source, l2_ways=l2_ways or None)
-    rec = rc.reconcile(meas, l2_fraction=l2_fraction, **common)
+    rec = comparison.reconcile(meas, l2_fraction=l2_fraction, **common)
     console = Console(width=max(Console().width, 180))
     recorded = (meas.hardware or {}).get("name")
     if hardware and recorded and str(recorded).split(" (")[0].strip().lower() != rec.hardware.name.lower():
@@ -83,16 +87,16 @@ def reconcile(
                       f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True)
     t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}); "
                     "ratio = measured / predicted")
-    for c in rc.TABLE_COLUMNS:
+    for c in md.TABLE_COLUMNS:
         t.add_column(c, overflow="fold", max_width=70 if c == "cause" else None)
-    for row in rc.table_rows(rec):
+    for row in md.table_rows(rec):
         t.add_row(*row)
     console.print(t)
     s = Table(title=f"Within tolerance: relative alone, and relative or the absolute floor of "
-                    f"{rc.fmt_bytes(rec.abs_tol)} (HBM and L2; SRAM_fill exact)")
-    for c in rc.SUMMARY_COLUMNS:
+                    f"{human_bytes(rec.abs_tol, decimals=1)} (HBM and L2; SRAM_fill exact)")
+    for c in md.SUMMARY_COLUMNS:
         s.add_column(c)
-    for row in rec.summary_rows():
+    for row in md.summary_rows(rec):
         s.add_row(*row)
     console.print(s)
     outside = rec.outside()
@@ -103,11 +107,11 @@ def reconcile(
                                  + (f" [{'; '.join(r.notes)}]" if r.notes else "")), highlight=False)
     floor = rec.floor_only()
     if floor:
-        console.print(f"[bold]Within only by the absolute floor of {rc.fmt_bytes(rec.abs_tol)} ({len(floor)}):[/]")
+        console.print(f"[bold]Within only by the absolute floor of {human_bytes(rec.abs_tol, decimals=1)} ({len(floor)}):[/]")
         for r, what, why in floor:
             console.print(escape(f"  {r.id} ({what}): {why}"), highlight=False)
     if scan_l2_fraction:
-        scan = rc.scan_l2_fraction(meas, (0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0), **common)
+        scan = comparison.scan_l2_fraction(meas, (0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0), **common)
         st = Table(title="HBM within tolerance versus the effective L2 fraction")
         cols = [k for k in scan[0] if k != "l2_fraction"]
         st.add_column("l2_fraction")
@@ -117,8 +121,10 @@ def reconcile(
             st.add_row(f"{e['l2_fraction']:g}", *[f"{e[c]:.0%}" for c in cols])
         console.print(st)
     if plot_dir is not None:
+        from iomodel.report.reconcile_plot import plot
+
         try:
-            paths = rc.plot(rec, plot_dir)
+            paths = plot(rec, plot_dir)
         except IomodelError as exc:
             if "no reconciled HBM" not in str(exc):
                 raise
@@ -129,7 +135,7 @@ def reconcile(
         write_text(json_out, json.dumps(rec.to_dict(), indent=1, default=str) + "\n", "--json")
         console.print(f"wrote {json_out}", highlight=False)
     if markdown_out is not None:
-        write_text(markdown_out, rc.markdown(rec), "--markdown")
+        write_text(markdown_out, md.markdown(rec), "--markdown")
         console.print(f"wrote {markdown_out}", highlight=False)
 
 

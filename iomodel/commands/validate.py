@@ -1,6 +1,6 @@
 """``iomodel validate``: measure the bundled kernel's traffic on the shapes of a sweep file.
 
-GPU: Nsight Compute, one profiler process per batch of shapes (:mod:`iomodel.measure.ncu`).
+GPU: Nsight Compute, one profiler process per batch of shapes (:mod:`iomodel.measure.driver`).
 CPU (``--interpreter``): Triton's interpreter with every load and store counted
 (:mod:`iomodel.measure.interpret`), the measured SRAM_fill level. Both write a
 :class:`~iomodel.measure.records.Measurement` JSON that ``iomodel reconcile`` reads.
@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from iomodel.errors import IomodelError
+from iomodel.measure.records import IMPLS  # plain data: no torch, sympy or numpy
 
 #: Interpreter cost guard: K/V blocks all programs load together (a few ms each on a CPU at HEAD_DIM 128).
 INTERPRETER_MAX_BLOCKS = 2_000
@@ -36,6 +37,11 @@ def _interpreter_blocks(spec, tiling) -> int:
 
 def run_interpreter(sweep, command: str, echo) -> "object":
     """Count every tiled shape of a sweep in the interpreter; returns a Measurement (kind ``interpreter``).
+
+    Args:
+        sweep: a :class:`~iomodel.measure.sweep.Sweep`; only its ``tiled`` shapes are counted.
+        command: the command line to record.
+        echo: progress callback (one line per shape).
 
     Raises:
         IomodelError: a shape is too large for the interpreter, or torch/triton are missing.
@@ -83,8 +89,7 @@ def validate(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON (default: "
                                                 "ncu-<sweep>-<date>.json or interp-<sweep>-<date>.json).")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable): "
-                                                      "tiled, baseline, baseline-fp32, sdpa-flash, sdpa-efficient, "
-                                                      "sdpa-cudnn, sdpa-math.")] = None,
+                                                      f"{', '.join(IMPLS)}.")] = None,
     interpreter: Annotated[bool, typer.Option("--interpreter", help="Count loads and stores in Triton's "
                                               "interpreter (CPU, SRAM_fill level) instead of Nsight Compute.")] = False,
     ncu: Annotated[Optional[str], typer.Option("--ncu", help="Path of the ncu executable (default: $NCU, PATH, "
@@ -109,21 +114,14 @@ def validate(
 
     Without ncu, without counter permission or without a GPU the command says so in one line and points to --interpreter, which works on any machine.
     """
-    from iomodel.measure import ncu as ncu_mod
+    from iomodel.measure import driver
+    from iomodel.measure.ncu import build_command
+    from iomodel.measure.metrics import DRAM_PASS_METRICS
+    from iomodel.measure.sweep import load_sweep
 
     console = Console()
-    sweep = ncu_mod.load_sweep(sweep_file)
-    if impl:
-        from iomodel.measure.records import IMPLS
-
-        bad = [i for i in impl if i not in IMPLS]
-        if bad:
-            raise IomodelError(f"unknown implementation(s) {bad}: use {', '.join(IMPLS)}")
-        sweep.shapes = [s for s in sweep.shapes if s.impl in impl]
-    if limit is not None:
-        sweep.shapes = sweep.shapes[: max(0, limit)]
-    if not sweep.shapes:
-        raise IomodelError("no shapes left to measure: check --impl and --limit")
+    sweep = load_sweep(sweep_file)
+    sweep.select(impl, limit)
     if batch_size is not None:
         if batch_size < 1:
             raise IomodelError("--batch-size must be 1 or more")
@@ -132,26 +130,17 @@ def validate(
         sweep.metrics = tuple(m.strip() for m in metrics.split(",") if m.strip())
     command = shlex.join(["iomodel", "validate", *sys.argv[2:]]) if len(sys.argv) > 1 else "iomodel validate"
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    pinned = None
-    if pin is not None:
-        from iomodel.measure.records import Measurement
-
-        pinned = ncu_mod.pinned_configs(Measurement.load(pin))
-        ncu_mod.check_pin(sweep, pinned, str(pin))
+    pinned = driver.load_pin(sweep, pin) if pin is not None else None
     if dry_run:
-        for n, batch in enumerate(ncu_mod._batches(sweep.shapes, sweep.batch_size)):
-            shapes_f, manifest_f, log_f = ncu_mod.batch_files("", n)
-            argv = ncu_mod.build_command(ncu or "ncu", ncu_mod.child_command(sys.executable, shapes_f, manifest_f),
-                                         log_f, sweep.metrics, sweep.cache_control, sweep.clock_control)
+        for n, batch in enumerate(driver.batches(sweep.shapes, sweep.batch_size)):
             console.print(f"# batch {n}: {len(batch)} shapes ({', '.join(s.id for s in batch[:3])}...)", highlight=False)
-            console.print(shlex.join(argv), highlight=False, soft_wrap=True)
-            if sweep.dram_pass:
-                shapes_f, manifest_f, log_f = ncu_mod.batch_files("", n, dram=True)
-                argv2 = ncu_mod.build_command(ncu or "ncu", ncu_mod.child_command(sys.executable, shapes_f, manifest_f),
-                                              log_f, list(ncu_mod.DRAM_PASS_METRICS), sweep.cache_control,
-                                              sweep.clock_control)
-                console.print(f"# batch {n}, DRAM-only pass (the configs of the run above pinned)", highlight=False)
-                console.print(shlex.join(argv2), highlight=False, soft_wrap=True)
+            for dram, metric_names in ((False, sweep.metrics), (True, DRAM_PASS_METRICS))[: 1 + sweep.dram_pass]:
+                shapes_f, manifest_f, log_f = driver.batch_files("", n, dram=dram)
+                argv = build_command(ncu or "ncu", driver.child_command(sys.executable, shapes_f, manifest_f),
+                                     log_f, list(metric_names), sweep.cache_control, sweep.clock_control)
+                if dram:
+                    console.print(f"# batch {n}, DRAM-only pass (the configs of the run above pinned)", highlight=False)
+                console.print(shlex.join(argv), highlight=False, soft_wrap=True)
         return
     echo = lambda s: console.print(s, highlight=False)  # noqa: E731
     from iomodel.paths import check_output_file
@@ -165,14 +154,18 @@ def validate(
     if interpreter:
         meas = run_interpreter(sweep, command, echo)
     else:
-        meas = ncu_mod.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo, budget_s=budget_s,
+        meas = driver.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo, budget_s=budget_s,
                                save_to=path, pin=pinned, pin_source=str(pin) if pin else "")
     meas.save(path)
     _print_summary(console, meas, path)
 
 
 def _print_summary(console: Console, meas, path: Path) -> None:
-    from iomodel.reconcile.compare import fmt_bytes
+    from functools import partial
+
+    from iomodel.format import human_bytes
+
+    size = partial(human_bytes, decimals=1)  # bytes, binary prefixes, one decimal
 
     t = Table(title=f"{meas.kind} measurement: {len(meas.shapes)} shapes -> {path}")
     console.width = max(console.width, 150)
@@ -184,7 +177,7 @@ def _print_summary(console: Console, meas, path: Path) -> None:
             w = sum(v["write_bytes"] for v in (s.sram_fill or {}).values())
             cfg = s.config or {}
             t.add_row(s.id, f"{cfg.get('block_m')}x{cfg.get('block_n')} splits {cfg.get('num_splits')}",
-                      fmt_bytes(r), fmt_bytes(w))
+                      size(r), size(w))
     else:
         for c in ("shape", "kernels", "DRAM read", "DRAM write", "L2 read", "L2 write", "time"):
             t.add_column(c)
@@ -193,9 +186,9 @@ def _print_summary(console: Console, meas, path: Path) -> None:
                 t.add_row(s.id, "error", s.error[:60], "", "", "", "")
                 continue
             dur = s.quantity("duration_s")
-            t.add_row(s.id, str(len(s.kernels)), fmt_bytes(s.quantity("dram_read_bytes")),
-                      fmt_bytes(s.quantity("dram_write_bytes")), fmt_bytes(s.quantity("l2_read_bytes")),
-                      fmt_bytes(s.quantity("l2_write_bytes")), f"{dur * 1e6:.0f} us" if dur else "-")
+            t.add_row(s.id, str(len(s.kernels)), size(s.quantity("dram_read_bytes")),
+                      size(s.quantity("dram_write_bytes")), size(s.quantity("l2_read_bytes")),
+                      size(s.quantity("l2_write_bytes")), f"{dur * 1e6:.0f} us" if dur else "-")
     console.print(t)
     console.print(f"reconcile with: iomodel reconcile {path}", highlight=False)
 

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from iomodel.errors import IomodelError
+from iomodel.spec.dtypes import torch_dtype
 
 #: Name under which bytes whose address lies in no kernel argument are recorded.
 OUTSIDE = "<outside any argument>"
@@ -77,20 +77,12 @@ class TensorTraffic:
 
     def add(self, other: "TensorTraffic") -> None:
         """Add another record's counts into this one (in place)."""
-        for attr in ("read_bytes", "write_bytes", "read_elements", "write_elements", "atomic_bytes", "loads", "stores"):
-            setattr(self, attr, getattr(self, attr) + getattr(other, attr))
+        for f in fields(self)[1:]:  # every count, after the name
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: the counts in bytes, elements and operations."""
-        return {
-            "read_bytes": self.read_bytes,
-            "write_bytes": self.write_bytes,
-            "read_elements": self.read_elements,
-            "write_elements": self.write_elements,
-            "atomic_bytes": self.atomic_bytes,
-            "loads": self.loads,
-            "stores": self.stores,
-        }
+        """JSON form: the counts in bytes, elements and operations (every field but the name)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)[1:]}
 
 
 @dataclass
@@ -214,25 +206,19 @@ class TrafficCounter:
         counter = self
         B = interp.InterpreterBuilder
         GE = interp.GridExecutor
-        orig_load, orig_store = B.create_masked_load, B.create_masked_store
-        orig_rmw, orig_cas = B.create_atomic_rmw, B.create_atomic_cas
         orig_init, orig_call = GE._init_args_hst, GE.__call__
 
-        def create_masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
-            counter._count(self, ptrs, mask, "read")
-            return orig_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+        def counted(name: str, kind: str, ptr: str, mask: str | None):
+            """The builder method ``name``, counting the elements its ``ptr`` argument addresses."""
+            orig = getattr(B, name)
+            sig = inspect.signature(orig)
 
-        def create_masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
-            counter._count(self, ptrs, mask, "write")
-            return orig_store(self, ptrs, value, mask, cache_modifier, eviction_policy)
+            def method(self, *args, **kwargs):
+                bound = sig.bind(self, *args, **kwargs).arguments
+                counter._count(self, bound[ptr], bound[mask] if mask else None, kind)
+                return orig(self, *args, **kwargs)
 
-        def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
-            counter._count(self, ptr, mask, "atomic")
-            return orig_rmw(self, rmwOp, ptr, val, mask, sem, scope)
-
-        def create_atomic_cas(self, ptr, cmp, val, sem, scope):
-            counter._count(self, ptr, None, "atomic")
-            return orig_cas(self, ptr, cmp, val, sem, scope)
+            return method
 
         def _init_args_hst(self, args_dev, kwargs):
             args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
@@ -247,10 +233,10 @@ class TrafficCounter:
                 counter._end()
 
         for obj, name, new in (
-            (B, "create_masked_load", create_masked_load),
-            (B, "create_masked_store", create_masked_store),
-            (B, "create_atomic_rmw", create_atomic_rmw),
-            (B, "create_atomic_cas", create_atomic_cas),
+            (B, "create_masked_load", counted("create_masked_load", "read", "ptrs", "mask")),
+            (B, "create_masked_store", counted("create_masked_store", "write", "ptrs", "mask")),
+            (B, "create_atomic_rmw", counted("create_atomic_rmw", "atomic", "ptr", "mask")),
+            (B, "create_atomic_cas", counted("create_atomic_cas", "atomic", "ptr", None)),
             (GE, "_init_args_hst", _init_args_hst),
             (GE, "__call__", __call__),
         ):
@@ -454,11 +440,13 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     if spec.backward:
         raise IomodelError("the interpreter counts the forward kernel only: use --pass fwd")
     fa = _kernels_module()
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-    if spec.dtype not in dtypes:
-        raise IomodelError(f"the bundled kernel takes fp16, bf16 or fp32, got {spec.dtype}: change --dtype")
+    from kernels._inputs import FLOAT_DTYPES  # the dtypes the bundled kernel accepts
+
+    if spec.dtype not in FLOAT_DTYPES.values():
+        raise IomodelError(f"the bundled kernel takes {', '.join(FLOAT_DTYPES.values())}, got {spec.dtype}: "
+                           "change --dtype")
     g = torch.Generator().manual_seed(seed)
-    dt = dtypes[spec.dtype]
+    dt = torch_dtype(spec.dtype)
     q = torch.randn(spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, generator=g).to(dt)  # (B, H, N_q, d)
     k = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
     v = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)

@@ -7,7 +7,7 @@ and ncu versions, date, the exact command) and one :class:`ShapeMeasurement` per
 the launcher reported, and either the Nsight Compute metrics of every profiled kernel
 (:class:`KernelRecord`) or the interpreter's per-tensor ``SRAM_fill`` counts.
 
-Levels and the metrics that measure them (``QUANTITY_METRICS``; Nsight Compute Kernel
+Levels and the metrics that measure them (:data:`~iomodel.measure.metrics.QUANTITY_METRICS`; Nsight Compute Kernel
 Profiling Guide, "Metrics Reference" / "Memory Chart"):
 
 * **HBM** (device memory): ``dram__bytes_read.sum`` and ``dram__bytes_write.sum``, the
@@ -38,56 +38,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from iomodel.errors import IomodelError
+from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_SCALE
 from iomodel.spec import LayerSpec, Tiling
 
 #: Format tag written into every record file.
 SCHEMA = "iomodel.measurement/1"
 
-#: Bytes per L2 sector (Nsight Compute Kernel Profiling Guide: "a sector is an aligned
-#: 32 byte-chunk of memory in a cache line or device memory").
-SECTOR_BYTES = 32
-
-#: Quantity -> Nsight Compute metrics that measure it, first present wins. Units are
-#: converted by :data:`UNIT_SCALE` (bytes, sectors, seconds).
-QUANTITY_METRICS: dict[str, tuple[str, ...]] = {
-    "dram_read_bytes": ("dram__bytes_read.sum", "dram__sectors_read.sum"),
-    "dram_write_bytes": ("dram__bytes_write.sum", "dram__sectors_write.sum"),
-    "l2_read_bytes": ("lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_bytes_srcunit_tex_op_read.sum"),
-    "l2_write_bytes": ("lts__t_sectors_srcunit_tex_op_write.sum", "lts__t_bytes_srcunit_tex_op_write.sum"),
-    "l2_total_bytes": ("lts__t_bytes.sum", "lts__t_sectors.sum"),
-    "l2_all_read_bytes": ("lts__t_sectors_op_read.sum",),
-    "l2_all_write_bytes": ("lts__t_sectors_op_write.sum",),
-    "l2_fabric_bytes": ("lts__t_sectors_srcunit_ltcfabric.sum",),
-    # SM side of the crossbar: what each SM's L1TEX/TMA unit received from L2 and sent to it
-    # (one copy per requesting SM, so equal to the kernel's requests even where the L2 merges
-    # simultaneous lookups of the same sector)
-    "sm_read_bytes": ("l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_xbar2l1tex_read_sectors.sum"),
-    "sm_write_bytes": ("l1tex__m_l1tex2xbar_write_bytes.sum", "l1tex__m_l1tex2xbar_write_sectors.sum"),
-    "duration_s": ("gpu__time_duration.sum",),
-}
-
-#: Unit string (as Nsight Compute prints it) -> factor to bytes or seconds. Byte prefixes
-#: are decimal in Nsight Compute's output (Kbyte = 1000 bytes).
-UNIT_SCALE: dict[str, float] = {
-    "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-    "sector": SECTOR_BYTES, "ksector": SECTOR_BYTES * 1e3, "msector": SECTOR_BYTES * 1e6,
-    "gsector": SECTOR_BYTES * 1e9,
-    "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1,
-    # Nsight Compute 2025.x with --print-units base prints times as ns/us/ms/s (receipts/ncu-h200-2026-11-29.json)
-    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1,
-    # counts (no conversion): grid size, occupancy limits, registers
-    "": 1, "block": 1, "register/thread": 1, "warp": 1, "thread": 1, "cycle": 1,
-}
-
-#: Occupancy limits Nsight Compute reports per launch (blocks per SM); their minimum is
-#: the number of programs one SM runs at once.
-OCCUPANCY_METRICS: tuple[str, ...] = (
-    "launch__occupancy_limit_blocks",
-    "launch__occupancy_limit_registers",
-    "launch__occupancy_limit_shared_mem",
-    "launch__occupancy_limit_warps",
-)
-
+#: Implementations a sweep can measure: the bundled kernel, the eager chain (scores in the
+#: input dtype / in fp32) and PyTorch SDPA pinned to one backend.
 IMPLS = ("tiled", "baseline", "baseline-fp32", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math")
 
 
@@ -124,7 +82,13 @@ class KernelRecord:
         return v * _scale(self.units.get(metric, ""))
 
     def quantity(self, quantity: str) -> float | None:
-        """The first available metric of :data:`QUANTITY_METRICS` for ``quantity``, in base units."""
+        """The first available metric of :data:`~iomodel.measure.metrics.QUANTITY_METRICS` for
+        ``quantity``, in base units (bytes or seconds).
+
+        Raises:
+            KeyError: ``quantity`` is not a key of that table.
+            IomodelError: the metric's unit is not understood.
+        """
         for m in QUANTITY_METRICS[quantity]:
             if self.metrics.get(m) is not None:
                 return self.value(m)
@@ -329,6 +293,14 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+def expected_kernels(impl: str, spec: LayerSpec, config: dict[str, Any] | None) -> int | None:
+    """Kernels one call of the bundled kernel launches: 2 for split-KV decode (the split
+    kernel and its combine kernel), else 1; None for other implementations or without a config."""
+    if impl != "tiled" or not config:
+        return None
+    return 2 if spec.phase == "decode" and int(config.get("num_splits", 1)) > 1 else 1
+
+
 def shape_id(spec: LayerSpec, impl: str) -> str:
     """A readable unique id of a (shape, implementation), e.g. ``b1-h32-kv8-d128-bf16-q4096-k4096-tl-tiled``.
 
@@ -345,11 +317,8 @@ __all__ = [
     "IMPLS",
     "KernelRecord",
     "Measurement",
-    "OCCUPANCY_METRICS",
-    "QUANTITY_METRICS",
     "SCHEMA",
-    "SECTOR_BYTES",
     "ShapeMeasurement",
-    "UNIT_SCALE",
+    "expected_kernels",
     "shape_id",
 ]

@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
-from iomodel.paths import check_output_dir
+from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
-from iomodel.measure.records import Measurement, ShapeMeasurement
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params
 from iomodel.cache.predict import L2Prediction, compulsory_read_bytes, predict_baseline, predict_tiled
@@ -223,17 +221,6 @@ class Reconciliation:
             for k, v in sorted(out.items())
         ]
 
-    def summary_rows(self) -> list[list[str]]:
-        """The printed summary table (columns :data:`SUMMARY_COLUMNS`), one line per (impl, level, direction)."""
-        out = []
-        for e in self.summary():
-            n = e["shapes"]
-            absc = f"±{e['tolerance']:.0%} or ±{fmt_bytes(e['abs_tol_bytes'])}" if e["abs_tol_bytes"] else "exact"
-            out.append([e["impl"], e["level"], e["which"], str(n), f"±{e['tolerance']:.0%}",
-                        f"{e['within_rel']}/{n} ({e['fraction_rel']:.0%})", absc,
-                        f"{e['within']}/{n} ({e['fraction']:.0%})"])
-        return out
-
     def outside(self) -> list[tuple[ShapeReconciliation, list[str]]]:
         """Shapes with any compared level outside tolerance, with the failing (level, direction)s."""
         res = []
@@ -262,9 +249,10 @@ class Reconciliation:
                         total = (lv.measured_read or 0) + (lv.measured_write or 0)
                         rel = f" ({(p - m) / m:+.0%})" if m else ""
                         share = abs(p - m) / total if total else 0.0
+                        pb, mb, tb = (human_bytes(v, decimals=1) for v in (p, m, total))
                         out.append((r, f"{lv.level} {w}",
-                                    f"predicted {fmt_bytes(p)}, measured {fmt_bytes(m)}{rel}; the gap is "
-                                    f"{share:.2%} of the {fmt_bytes(total)} the shape moved at {lv.level}"))
+                                    f"predicted {pb}, measured {mb}{rel}; the gap is "
+                                    f"{share:.2%} of the {tb} the shape moved at {lv.level}"))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -359,13 +347,16 @@ def foreign_write_notes(shape: ShapeMeasurement) -> list[str]:
     for k in shape.kernels:
         x = foreign_write_bytes(k)
         if x:
-            out.append(f"{k.name} wrote {fmt_bytes(x)} more to DRAM than all sectors written into L2 during it "
-                       f"({fmt_bytes(k.quantity('dram_write_bytes'))} vs {fmt_bytes(k.quantity('l2_all_write_bytes'))}): "
+            dram = human_bytes(k.quantity("dram_write_bytes"), decimals=1)
+            l2 = human_bytes(k.quantity("l2_all_write_bytes"), decimals=1)
+            out.append(f"{k.name} wrote {human_bytes(x, decimals=1)} more to DRAM than all sectors written into L2 during it "
+                       f"({dram} vs {l2}): "
                        "lines dirty before the kernel started, evicted by its fills (measurement residue)")
     return out
 
 
-def _default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any) -> Any:
+def default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any) -> Any:
+    """:func:`iomodel.traffic.predict` (imported on first use: it pulls in sympy)."""
     from iomodel.traffic import predict
 
     return predict(spec, tiling, hardware, **options)
@@ -386,7 +377,7 @@ def reconcile_shape(
     *,
     l2_fraction: float = DEFAULT_L2_FRACTION,
     flush_between_kernels: bool = True,
-    predict_fn: PredictFn = _default_predict,
+    predict_fn: PredictFn = default_predict,
     l2_source: str = "tex",
     l2_ways: int | None = DEFAULT_L2_WAYS,
 ) -> ShapeReconciliation:
@@ -465,7 +456,7 @@ def reconcile_shape(
                     "L2", alg.sram_fill_read_bytes, shape.quantity(q_read),
                     alg.sram_fill_write_bytes, shape.quantity(q_write), extra=extra))
                 out.notes += foreign_write_notes(shape)
-                expected = 2 if (spec.phase == "decode" and tiling.num_splits > 1) else 1
+                expected = expected_kernels(shape.impl, spec, shape.config)
                 if len(shape.kernels) != expected:
                     out.notes.append(f"{len(shape.kernels)} kernels profiled, {expected} expected: "
                                      + ", ".join(k.name for k in shape.kernels))
@@ -504,7 +495,7 @@ def reconcile(
     impls: Sequence[str] | None = None,
     tolerances: dict[str, float] | None = None,
     abs_tol: float = DEFAULT_ABS_TOL,
-    predict_fn: PredictFn = _default_predict,
+    predict_fn: PredictFn = default_predict,
     l2_source: str | None = None,
     l2_ways: int | None = DEFAULT_L2_WAYS,
 ) -> Reconciliation:
@@ -559,10 +550,12 @@ def reconcile(
             if row.error is None and row.l2 is not None and any(b.startswith("HBM") for b in bad):
                 alt = reconcile_shape(by_id[row.id], hw, l2_ways=None, **opts).level("HBM")
                 if alt is not None:
+                    lru = [human_bytes(v, decimals=1) for v in (alt.predicted_read, alt.predicted_write)]
+                    hbm = row.level("HBM")
+                    ways = [human_bytes(v, decimals=1) for v in (hbm.predicted_read, hbm.predicted_write)]
                     row.notes.append(
-                        f"replacement-policy band: a fully associative LRU predicts {fmt_bytes(alt.predicted_read)} read, "
-                        f"{fmt_bytes(alt.predicted_write)} written, the {l2_ways}-way L2 "
-                        f"{fmt_bytes(row.level('HBM').predicted_read)} and {fmt_bytes(row.level('HBM').predicted_write)}")
+                        f"replacement-policy band: a fully associative LRU predicts {lru[0]} read, "
+                        f"{lru[1]} written, the {l2_ways}-way L2 {ways[0]} and {ways[1]}")
     return rec
 
 
@@ -589,308 +582,19 @@ def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwa
     return out
 
 
-# ----------------------------------------------------------------------------------
-# Rendering
-# ----------------------------------------------------------------------------------
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Bytes in binary prefixes with one decimal (``1.5 GiB``); ``-`` for None."""
-    return human_bytes(n, decimals=1)
-
-
-def fmt_ratio(r: float | None) -> str:
-    """A measured/predicted ratio with two decimals; ``inf`` when the prediction is 0, ``-`` for None."""
-    if r is None:
-        return "-"
-    if math.isinf(r):
-        return "inf"
-    return f"{r:.2f}"
-
-
-#: Columns of the summary table: counts within the relative tolerance alone, then within
-#: relative-or-absolute (the absolute floor ``abs_tol``, 0 for the exact SRAM_fill level).
-SUMMARY_COLUMNS = ("impl", "level", "direction", "shapes", "relative tol", "within relative",
-                   "relative or absolute tol", "within relative or absolute")
-
-TABLE_COLUMNS = ("shape", "level", "pred R", "meas R", "R ratio", "pred W", "meas W", "W ratio", "ok", "cause")
-
-
-def table_rows(rec: Reconciliation) -> list[list[str]]:
-    """The printed table: one line per (shape, level), reads and writes apart; ratio = measured / predicted."""
-    out = []
-    for r in rec.rows:
-        if r.error or not r.levels:
-            out.append([r.id, "-", "-", "-", "-", "-", "-", "-", "-", r.explanation()])
-            continue
-        for i, lv in enumerate(r.levels):
-            oks = [rec.within(r, lv.level, w) for w in ("read", "write")]
-            ok = "-" if all(o is None for o in oks) else ("yes" if all(o in (True, None) for o in oks) else "NO")
-            out.append([
-                r.id if i == 0 else "",
-                lv.level,
-                fmt_bytes(lv.predicted_read), fmt_bytes(lv.measured_read), fmt_ratio(lv.ratio_read),
-                fmt_bytes(lv.predicted_write), fmt_bytes(lv.measured_write), fmt_ratio(lv.ratio_write),
-                ok,
-                r.explanation() if i == 0 else "",
-            ])
-    return out
-
-
-def markdown(rec: Reconciliation) -> str:
-    """A Markdown report: environment, summary, the table, the shapes outside tolerance."""
-    m = rec.measurement
-    env = m.environment
-    lines = [
-        f"# Reconciliation: {m.settings.get('sweep_name') or m.kind} ({m.created})",
-        "",
-        f"Device {env.get('device', '-')}, driver {env.get('driver', '-')}, CUDA {env.get('cuda', '-')}, "
-        f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}, ncu {env.get('ncu', '-')}.",
-        f"Command: `{m.command}`",
-        "",
-        f"Hardware for the predictions: {rec.hardware.name} (L2 {fmt_bytes(rec.hardware.l2_bytes)}, "
-        f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; L2 "
-        + (f"{rec.l2_ways}-way set-associative" if rec.l2_ways else "fully associative LRU")
-        + "; relative tolerances "
-        + ", ".join(f"{k} ±{v:.0%}" if v else f"{k} exact" for k, v in rec.tolerances.items())
-        + f"; absolute floor {fmt_bytes(rec.abs_tol)} ({int(rec.abs_tol)} bytes) for HBM and L2 only "
-        "(SRAM_fill is exact). A value is within when |predicted − measured| <= relative × measured, "
-        "or, in the last column, <= the absolute floor.",
-        "",
-        "| " + " | ".join(SUMMARY_COLUMNS) + " |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for row in rec.summary_rows():
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
-    for row in table_rows(rec):
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
-    outside = rec.outside()
-    lines += ["", f"## Outside tolerance ({len(outside)})", ""]
-    for r, bad in outside:
-        lines.append(f"- `{r.id}` ({', '.join(bad)}): {r.explanation()}" + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
-    floor = rec.floor_only()
-    lines += ["", f"## Within only by the absolute floor of {fmt_bytes(rec.abs_tol)} ({len(floor)})", "",
-              "Outside the relative tolerance, inside the absolute one:", ""]
-    for r, what, why in floor:
-        lines.append(f"- `{r.id}` ({what}): {why}")
-    return "\n".join(lines) + "\n"
-
-
-# ----------------------------------------------------------------------------------
-# Plot: predicted curves with measured points over sequence length
-# ----------------------------------------------------------------------------------
-
-
-def _family(r: ShapeReconciliation) -> tuple:
-    """Shapes that differ only in sequence length: N_q = N_k prefill varies both, else seqlen_k."""
-    s = r.spec
-    fixed_q = None if (s.phase == "prefill" and s.seqlen_q == s.seqlen_k) else s.seqlen_q
-    return (r.impl, s.batch, s.heads, s.kv_heads, s.head_dim, s.dtype, s.causal, s.causal_align, s.phase, fixed_q)
-
-
-def _family_label(r: ShapeReconciliation) -> str:
-    s = r.spec
-    mask = "non-causal" if not s.causal else f"causal {s.causal_align}"
-    if s.phase == "decode":
-        kind = f"decode, seqlen_q={s.seqlen_q}"
-    else:
-        kind = "prefill, seqlen_q = seqlen_k" if s.seqlen_q == s.seqlen_k else f"prefill, seqlen_q={s.seqlen_q}"
-    return f"{r.impl}: B={s.batch} H={s.heads} H_kv={s.kv_heads} d={s.head_dim} {s.dtype}, {mask}, {kind}"
-
-
-def _x(r: ShapeReconciliation) -> int:
-    """The x coordinate: seqlen_k (equal to seqlen_q in square prefill families)."""
-    return r.spec.seqlen_k
-
-
-def _wrap(text: str, width: int) -> str:
-    """``text`` broken at spaces into lines of at most ``width`` characters (plot titles)."""
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width=width, break_on_hyphens=False)) or text
-
-
-def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
-         predict_fn: PredictFn = _default_predict) -> list[Path]:
-    """Write ``hbm-vs-seqlen.png`` and ``l2-vs-seqlen.png``: predicted curves and measured points.
-
-    One panel per shape family (everything but the sequence length equal); every family
-    appears: when a level has more than ``max_panels`` families, the further panels go to
-    ``hbm-vs-seqlen-2.png``, ``hbm-vs-seqlen-3.png`` ... (same for L2). Lines: the L2-aware
-    HBM prediction (reads solid, writes dashed), the compulsory floor (the worksheet's
-    compulsory reads) and the model's no-reuse bound (reads), evaluated on the measured
-    lengths and the powers of two between them with the tiles and occupancy of the nearest
-    measured shape; markers: the measured DRAM (or L2-request) bytes. Implementations
-    without a model (SDPA backends) show the measured points and the floor only. Log-log
-    axes, bytes in binary prefixes; panel titles are wrapped to the panel's width.
-
-    Args:
-        rec: the reconciliation.
-        out_dir: folder to write into (created if missing).
-        max_panels: panels per figure file (at least 1).
-        predict_fn: the model's ``predict``.
-
-    Returns:
-        the paths written, in order.
-
-    Raises:
-        IomodelError: nothing to plot (no reconciled HBM level), ``max_panels`` below 1, or
-            ``out_dir`` cannot be created or written.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if max_panels < 1:
-        raise IomodelError(f"max_panels must be 1 or more, got {max_panels}")
-    out = check_output_dir(out_dir, "--plot-dir")
-    fams: dict[tuple, list[ShapeReconciliation]] = {}
-    for r in rec.rows:
-        if r.error is None and r.level("HBM") is not None:
-            fams.setdefault(_family(r), []).append(r)
-    if not fams:
-        raise IomodelError("no reconciled HBM measurements to plot: check the record has ncu data")
-    paths = []
-    for level in ("HBM", "L2"):
-        keys_l = [k for k in fams if any(r.level(level) and r.level(level).measured_read is not None for r in fams[k])]
-        pages = [keys_l[i:i + max_panels] for i in range(0, len(keys_l), max_panels)]
-        for page_no, keys in enumerate(pages, 1):
-            paths.append(_plot_page(rec, fams, keys, level, out, page_no, len(pages), predict_fn, plt, matplotlib))
-    return paths
-
-
-def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Path, page_no: int, pages: int,
-               predict_fn: PredictFn, plt: Any, matplotlib: Any) -> Path:
-    n = len(keys)
-    cols = min(3, n)
-    rows_n = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(5.6 * cols, 4.2 * rows_n + 0.6), squeeze=False)
-    for ax, key in zip(axes.flat, keys):
-        members = sorted(fams[key], key=_x)
-        mx = [_x(r) for r in members]
-        if members[0].l2 is not None:
-            # zero bytes cannot sit on a log axis: leave those points out (no line to the bottom)
-            curve = [tuple(float("nan") if (i and not v) else v for i, v in enumerate(c))
-                     for c in _curve(members, rec, level, predict_fn)]
-            xs = [c[0] for c in curve]
-            tol = rec.tolerances.get(level, 0.0)
-            for j, color in ((1, "#0072B2"), (2, "#D55E00")):  # the relative tolerance around each prediction
-                ys = [c[j] for c in curve]
-                ax.fill_between(xs, [y * (1 - tol) for y in ys], [y * (1 + tol) for y in ys], color=color, alpha=0.12,
-                                lw=0, label=f"±{tol:.0%} of the prediction" if j == 1 else None)
-            if all(not (c[2] == c[2] and c[2]) for c in curve):  # every predicted write is 0 (or nan)
-                ax.text(0.02, 0.10, "predicted write: 0 B at every length (no line on a log axis)",
-                        transform=ax.transAxes, fontsize=6, color="#D55E00")
-            if level == "HBM":
-                ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (L2-aware)")
-                ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (L2-aware)")
-                ax.plot(xs, [c[3] for c in curve], ":", color="#999999", label="no-reuse bound (read)")
-                ax.plot(xs, [c[4] for c in curve], "-", lw=0.8, color="#000000", label="compulsory floor (read)")
-            else:
-                ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (SRAM_fill)")
-                ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (SRAM_fill)")
-        elif level == "HBM":  # no model: the floor at the measured lengths
-            ax.plot(mx, [r.level("HBM").floor_read or float("nan") for r in members], "-", lw=0.8,
-                    color="#000000", label="compulsory floor (read)")
-        mr = [r.level(level).measured_read for r in members]
-        mw = [r.level(level).measured_write for r in members]
-        ax.scatter(mx, [v if v else float("nan") for v in mr], marker="o", s=36, facecolors="none",
-                   edgecolors="#0072B2", zorder=5, label="measured read")
-        ax.scatter(mx, [v if v else float("nan") for v in mw], marker="s", s=30, facecolors="none",
-                   edgecolors="#D55E00", zorder=5, label="measured write")
-        # measured 0 B cannot sit on a log axis either: a triangle on the bottom edge marks it
-        edge = matplotlib.transforms.blended_transform_factory(ax.transData, ax.transAxes)
-        for vals, color, what in ((mr, "#0072B2", "read"), (mw, "#D55E00", "write")):
-            zx = [x for x, v in zip(mx, vals) if v == 0]
-            if zx:
-                ax.scatter(zx, [0.02] * len(zx), marker="v", s=30, color=color, transform=edge, zorder=6,
-                           clip_on=False, label=f"measured {what} 0 B (bottom edge)")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
-        ax.set_xlabel("seqlen_k (KV cache)" if members[0].spec.phase == "decode" else
-                      "seqlen_q = seqlen_k" if members[0].spec.seqlen_q == members[0].spec.seqlen_k else "seqlen_k")
-        ax.set_ylabel("bytes")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
-        ax.set_title(_wrap(_family_label(members[0]), 62), fontsize=8)
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=6, loc="best")
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    what = ("DRAM bytes (dram__bytes_read/write.sum) vs the L2-aware prediction" if level == "HBM"
-            else "L2 requests from the SMs vs SRAM_fill")
-    page = f" (figure {page_no} of {pages})" if pages > 1 else ""
-    ways = f"{rec.l2_ways}-way" if rec.l2_ways else "fully associative"
-    fig.suptitle(_wrap(f"{what}{page}; {rec.hardware.name}, effective L2 {rec.l2_fraction:g} × "
-                       f"{fmt_bytes(rec.hardware.l2_bytes)} ({ways}); {rec.measurement.environment.get('device', '')} "
-                       f"{rec.measurement.created}", 40 * cols), fontsize=9)
-    fig.tight_layout()
-    suffix = f"-{page_no}" if page_no > 1 else ""
-    path = out / f"{level.lower()}-vs-seqlen{suffix}.png"
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as exc:
-        raise IomodelError(f"cannot write {path} ({exc.strerror or exc}): pass a writable --plot-dir") from None
-    finally:
-        plt.close(fig)
-    return path
-
-
-def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, predict_fn: PredictFn) -> list[tuple]:
-    """(x, read, write, bound_read, floor_read) at the measured lengths and powers of two between them."""
-    xs = sorted({_x(r) for r in members})
-    lo, hi = xs[0], xs[-1]
-    if lo == hi:  # a lone shape: draw the curve over two octaves around it
-        lo, hi = max(1, lo // 4), hi * 4
-    p2 = [1 << k for k in range(max(0, lo.bit_length() - 1), hi.bit_length() + 1) if lo <= (1 << k) <= hi]
-    grid = sorted(set(xs) | set(p2))
-    pts = []
-    for x in grid:
-        near = min(members, key=lambda r: abs(math.log2(max(1, _x(r))) - math.log2(max(1, x))))
-        s = near.spec
-        spec = s.with_(seqlen_q=x, seqlen_k=x) if (s.phase == "prefill" and s.seqlen_q == s.seqlen_k) else s.with_(seqlen_k=x)
-        if spec == s:
-            lv = near.level(level)
-            pts.append((x, lv.predicted_read, lv.predicted_write, lv.bound_read, lv.floor_read))
-            continue
-        try:
-            if near.impl == "tiled":
-                tiling = near.tiling
-                if level == "L2":
-                    alg = predict_fn(spec, tiling, rec.hardware).algorithms["tiled"]
-                    pts.append((x, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes, None, None))
-                    continue
-                pps = near.programs_per_sm[0] if near.programs_per_sm else 1
-                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, pps, rec.l2_fraction, ways=rec.l2_ways)
-                l2 = predict_tiled(spec, tiling, params, near.tile_order)
-                pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
-            else:
-                opts = {"score_dtype": "fp32"} if near.impl == "baseline-fp32" else {}
-                alg = predict_fn(spec, Tiling(), rec.hardware, **opts).algorithms["baseline"]
-                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, 1, rec.l2_fraction, ways=rec.l2_ways)
-                l2 = predict_baseline(spec, alg.rows, params)
-                pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
-        except IomodelError:
-            continue
-    return pts
-
-
 __all__ = [
     "DEFAULT_ABS_TOL",
     "DEFAULT_TOLERANCES",
+    "L2_SOURCES",
     "LevelCompare",
+    "PredictFn",
     "Reconciliation",
-    "SUMMARY_COLUMNS",
     "ShapeReconciliation",
-    "fmt_bytes",
+    "default_predict",
     "foreign_write_bytes",
     "foreign_write_notes",
     "hardware_of",
-    "markdown",
-    "plot",
     "reconcile",
     "reconcile_shape",
     "scan_l2_fraction",
-    "table_rows",
 ]

@@ -1,0 +1,251 @@
+"""What runs under Nsight Compute: one warm-up and one profiled, NVTX-tagged call per shape.
+
+The driver (:mod:`iomodel.measure.driver`) starts ncu around
+``python -m iomodel.measure.child SHAPES.json MANIFEST.json``, which, per shape:
+
+1. builds Q, K, V on the GPU and runs the implementation once outside any profiled
+   region (Triton compilation and any autotuning happen here, never under the profiler);
+2. runs exactly one call inside :func:`profiled_range`: a ``cudaProfilerStart`` region
+   (ncu runs with ``--profile-from-start off``) and an NVTX range ``iomodel@<shape id>@``,
+   so every kernel of that call (the bundled kernel, its split-KV combine kernel, or each op
+   of the eager chain) is profiled once and tagged with its shape;
+3. writes the launcher's reported configuration (or the shape's error) to the manifest.
+
+Before the shapes, :func:`flush_l2` runs one sacrificial profiled kernel that absorbs the
+dirty L2 lines a fresh process starts with. torch is imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from iomodel.errors import IomodelError
+from iomodel.measure.driver import CONFIG_KEYS
+from iomodel.measure.ncu import FLUSH_TAG, nvtx_tag
+from iomodel.measure.records import IMPLS
+from iomodel.measure.sweep import SweepShape
+from iomodel.spec import LayerSpec
+from iomodel.spec.dtypes import torch_dtype
+
+#: Bytes the sacrificial kernel reads: several times any L2 (the H200's is 60 MiB).
+FLUSH_BYTES = 512 * 2**20
+
+
+@contextlib.contextmanager
+def profiled_range(tag: str) -> Iterator[None]:
+    """Profile the block on the GPU: a ``cudaProfilerStart``/``Stop`` region around an NVTX
+    range named :func:`~iomodel.measure.ncu.nvtx_tag` ``(tag)``.
+
+    The GPU is synchronised before the region opens and before it closes, so the region holds
+    exactly the kernels the block launches. When the block raises, the range and the region
+    are closed quietly and the exception propagates.
+
+    Args:
+        tag: the shape id (or :data:`~iomodel.measure.ncu.FLUSH_TAG`) the kernels are tagged with.
+    """
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    torch.cuda.nvtx.range_push(nvtx_tag(tag))
+    popped = False
+    try:
+        yield
+        torch.cuda.nvtx.range_pop()
+        popped = True
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+    except BaseException:
+        if not popped:
+            with contextlib.suppress(Exception):
+                torch.cuda.nvtx.range_pop()
+        with contextlib.suppress(Exception):
+            torch.cuda.profiler.stop()
+        raise
+
+
+def flush_l2(device: Any) -> None:
+    """Run the sacrificial first profiled kernel: a :data:`FLUSH_BYTES` read tagged
+    :data:`~iomodel.measure.ncu.FLUSH_TAG`, left out of every shape.
+
+    The first kernel Nsight Compute profiles in a fresh process finds 1.5-3.3 MiB of dirty
+    lines in L2 that are not its own and writes them back (H200, 2026-11-29: in every
+    single-pass receipt the decode shapes flagged with more DRAM writes than L2 writes were
+    exactly the first shape of their batch, and the first-of-batch prefill b4-h12 q9000 /
+    b1-h16 q32768 wrote 1.6 / 3.3 MiB more than in runs where they were not first). This
+    kernel absorbs them. A failure is printed, not raised: the shapes still run, the first
+    one's DRAM writes may then carry the residue.
+
+    Args:
+        device: a CUDA ``torch.device``.
+    """
+    import torch
+
+    try:
+        scratch = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=device)  # (FLUSH_BYTES / 4,) fp32
+        with profiled_range(FLUSH_TAG):
+            scratch.sum()
+        del scratch
+    except Exception as exc:
+        print(f"[iomodel child] sacrificial first kernel failed ({type(exc).__name__}: {exc}); the first "
+              "shape's DRAM writes may include dirty lines that are not its own", flush=True)
+    torch.cuda.empty_cache()
+
+
+def _sdpa_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any) -> Callable[[], Any]:
+    """PyTorch SDPA pinned to the backend ``impl`` names (``sdpa-flash`` ...); bottom-right
+    causal alignment with seqlen_q != seqlen_k goes through ``causal_lower_right``."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from iomodel.bench.backends import SDPA_BACKENDS
+
+    backend = getattr(SDPBackend, SDPA_BACKENDS[impl].member)
+    mask = None
+    is_causal = spec.causal
+    if spec.causal and spec.causal_align == "bottom-right" and spec.seqlen_q != spec.seqlen_k:
+        from torch.nn.attention.bias import causal_lower_right
+
+        mask, is_causal = causal_lower_right(spec.seqlen_q, spec.seqlen_k), False
+
+    def call():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
+                                                  enable_gqa=spec.heads != spec.kv_heads)
+
+    return call
+
+
+def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
+              pinned: dict[str, Any] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+    """The zero-argument call of one implementation, and a function giving its config.
+
+    Args:
+        impl: a name of :data:`~iomodel.measure.records.IMPLS`.
+        spec: the layer call.
+        q: ``(B, H, seqlen_q, HEAD_DIM)``; k, v: ``(B, H_kv, seqlen_k, HEAD_DIM)``, on one device.
+        pinned: (``tiled`` only) ``KernelConfig`` fields to run instead of autotuning.
+
+    Returns:
+        ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)``; ``config()``,
+        after a call, the configuration the launcher reported (``KernelConfig`` fields for
+        ``tiled``, the score dtype for the eager chain, the backend for SDPA).
+
+    Raises:
+        IomodelError: an unknown implementation, or a pinned config that is not a ``KernelConfig``.
+    """
+    if impl == "tiled":
+        from dataclasses import asdict, is_dataclass
+
+        from kernels.flash_attention import flash_attention
+        from kernels.heuristics import KernelConfig
+
+        state: dict[str, Any] = {}
+        kc = None
+        if pinned:
+            try:
+                kc = KernelConfig(**{k_: pinned[k_] for k_ in CONFIG_KEYS if k_ in pinned})
+            except TypeError as exc:
+                raise IomodelError(f"pinned config {pinned} is not a KernelConfig ({exc}): pin a recorded config") from exc
+
+        def call():
+            o, lse, cfg = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, return_config=True,
+                                          config=kc)
+            state["cfg"] = cfg
+            return o
+
+        def config():
+            cfg = state.get("cfg")
+            return asdict(cfg) if is_dataclass(cfg) else (dict(cfg) if cfg is not None else None)
+
+        return call, config
+    if impl in ("baseline", "baseline-fp32"):
+        import torch
+
+        from kernels.baseline import eager_attention
+
+        score = torch.float32 if impl == "baseline-fp32" else None
+        return (lambda: eager_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, score_dtype=score)), (
+            lambda: {"score_dtype": "fp32" if score is not None else spec.dtype}
+        )
+    if impl.startswith("sdpa-") and impl in IMPLS:
+        return _sdpa_call(impl, spec, q, k, v), (lambda: {"backend": impl})
+    raise IomodelError(f"unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")
+
+
+def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int:
+    """Body of the profiled process: one warm-up and one profiled, NVTX-tagged call per shape.
+
+    Writes ``manifest_file``: shape id -> ``{"config": ..., "error": ...}``. A shape that
+    fails (out of memory, unsupported by a backend) records its error and the run goes on.
+
+    Args:
+        shapes_file: JSON list of :class:`~iomodel.measure.sweep.SweepShape` dicts.
+        manifest_file: where to write the manifest (rewritten after every shape).
+        device: ``cuda`` (under ncu); ``cpu`` runs the same calls without the profiler
+            region and NVTX (tests, with ``TRITON_INTERPRET=1``).
+
+    Returns:
+        process exit status (0 when the loop finished, even if some shapes failed).
+    """
+    import torch
+
+    shapes = [SweepShape.from_dict(d) for d in json.loads(Path(shapes_file).read_text())]
+    manifest: dict[str, dict[str, Any]] = {}
+    dev = torch.device(device)
+    gpu = dev.type == "cuda"
+    if gpu:
+        flush_l2(dev)
+    for s in shapes:
+        sp = s.spec
+        entry: dict[str, Any] = {"config": None, "error": None}
+        q = k = v = None
+        try:
+            torch.manual_seed(s.seed)
+            dt = torch_dtype(sp.dtype)
+            q = torch.randn(sp.batch, sp.heads, sp.seqlen_q, sp.head_dim, device=dev, dtype=dt)  # (B, H, N_q, d)
+            k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
+            v = torch.randn_like(k)  # (B, H_kv, N_k, d)
+            call, config = impl_call(s.impl, sp, q, k, v, s.config)
+            call()  # warm-up: compilation and autotuning, outside the profiled region
+            with profiled_range(s.id) if gpu else contextlib.nullcontext():
+                call()
+            entry["config"] = config()
+        except Exception as exc:  # recorded per shape; the batch goes on
+            entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        finally:
+            del q, k, v
+            if gpu:
+                torch.cuda.empty_cache()
+        manifest[s.id] = entry
+        Path(manifest_file).write_text(json.dumps(manifest, indent=1))
+        print(f"[iomodel child] {s.id}: {'ok' if entry['error'] is None else entry['error']}", flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m iomodel.measure.child SHAPES.json MANIFEST.json [--device cuda|cpu]``.
+
+    Returns:
+        the exit status of :func:`run_child` (argparse exits 2 itself on bad arguments).
+    """
+    parser = argparse.ArgumentParser(prog="python -m iomodel.measure.child",
+                                     description="The process Nsight Compute profiles (started by the driver).")
+    parser.add_argument("shapes", help="JSON list of the batch's shapes")
+    parser.add_argument("manifest", help="JSON written after every shape: its config or error")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cpu: the same calls without profiler region or NVTX (tests)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return run_child(args.shapes, args.manifest, args.device)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["FLUSH_BYTES", "flush_l2", "impl_call", "main", "profiled_range", "run_child"]

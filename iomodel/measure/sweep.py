@@ -1,0 +1,230 @@
+"""Sweep files: the shapes and implementations to measure, and how to run Nsight Compute on them.
+
+A sweep file is TOML (see :func:`parse_sweep` for the format; ``sweeps/`` holds the bundled
+ones). It names a hardware preset, defaults for every shape, ``[[shape]]`` entries whose list
+values expand to their cartesian product, the ``[ncu]`` settings (metrics, batch size, cache
+and clock control, the single-pass DRAM run) and the ``[l2_model]`` parameters the
+reconciliation uses. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from iomodel.errors import IomodelError
+from iomodel.measure.metrics import DEFAULT_METRICS
+from iomodel.measure.records import IMPLS, shape_id
+from iomodel.spec import LayerSpec
+
+#: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``impls``, ``seed``).
+_SPEC_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k", "dtype", "causal",
+                "causal_align", "phase", "name")
+
+
+@dataclass(frozen=True)
+class SweepShape:
+    """One (shape, implementation) of a sweep.
+
+    Attributes:
+        id: unique id (:func:`~iomodel.measure.records.shape_id`).
+        impl: implementation name (see :data:`~iomodel.measure.records.IMPLS`).
+        spec: the layer call.
+        seed: torch seed for the random inputs.
+        config: the bundled kernel's configuration to run (``KernelConfig`` fields), pinned
+            instead of autotuned; None: the kernel chooses (autotuning on a GPU).
+    """
+
+    id: str
+    impl: str
+    spec: LayerSpec
+    seed: int = 0
+    config: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the child process reads it)."""
+        spec = self.spec.to_dict()
+        spec.pop("pass", None)
+        out = {"id": self.id, "impl": self.impl, "spec": spec, "seed": self.seed}
+        if self.config is not None:
+            out["config"] = dict(self.config)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SweepShape":
+        """Inverse of :meth:`to_dict` (the LayerSpec validates itself)."""
+        spec = dict(d["spec"])
+        spec.pop("pass", None)
+        cfg = d.get("config")
+        return cls(id=d["id"], impl=d["impl"], spec=LayerSpec(**spec), seed=int(d.get("seed", 0)),
+                   config=dict(cfg) if cfg else None)
+
+
+@dataclass
+class Sweep:
+    """A sweep file: shapes to measure and how to run Nsight Compute on them.
+
+    Attributes:
+        name: sweep name (file stem unless given).
+        hardware: hardware preset the sweep was written for (``H200``), or "".
+        shapes: every (shape, implementation), in file order, ids unique.
+        metrics: Nsight Compute metrics to collect.
+        batch_size: shapes per Nsight Compute process.
+        cache_control: ncu ``--cache-control`` (``all`` flushes caches before each replay).
+        clock_control: ncu ``--clock-control`` (``none`` keeps the GPU's clocks).
+        dram_pass: also run each batch under a second ncu process that collects only
+            :data:`~iomodel.measure.metrics.DRAM_PASS_METRICS`, a single replay pass, and take the DRAM bytes from it.
+            Kernel replay restores the memory a kernel writes before every further pass; the
+            restore leaves dirty lines in L2 that the measured pass then writes back, which
+            inflates ``dram__bytes_write`` by up to a few MiB (measured on the H200,
+            2026-11-29: 2.3 MiB with 20 metrics against 0.05 MiB with 3, same decode kernel;
+            receipts/raw/replay-probe-*). The multi-pass values are kept beside them.
+        l2_model: parameters of the L2-aware prediction (see :mod:`iomodel.cache.params`).
+        source: the file path.
+    """
+
+    name: str
+    hardware: str = ""
+    shapes: list[SweepShape] = field(default_factory=list)
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    batch_size: int = 12
+    cache_control: str = "all"
+    clock_control: str = "none"
+    dram_pass: bool = False
+    l2_model: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    def select(self, impls: Sequence[str] | None = None, limit: int | None = None) -> None:
+        """Keep only the shapes of ``impls`` (all when None or empty), then the first ``limit``.
+
+        Raises:
+            IomodelError: an implementation name is unknown, or no shape is left.
+        """
+        if impls:
+            bad = [i for i in impls if i not in IMPLS]
+            if bad:
+                raise IomodelError(f"unknown implementation(s) {bad}: use {', '.join(IMPLS)}")
+            self.shapes = [s for s in self.shapes if s.impl in impls]
+        if limit is not None:
+            self.shapes = self.shapes[: max(0, limit)]
+        if not self.shapes:
+            raise IomodelError("no shapes left to measure: check --impl and --limit")
+
+
+def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list)."""
+    keys = [k for k, v in entry.items() if isinstance(v, list) and k != "impls"]
+    for values in itertools.product(*(entry[k] for k in keys)):
+        out = dict(entry)
+        out.update(zip(keys, values))
+        yield out
+
+
+def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
+    """Build a :class:`Sweep` from parsed TOML.
+
+    Format::
+
+        name = "h200-prefill"
+        hardware = "H200"
+        [defaults]                     # applied to every shape
+        batch = 1; heads = 32; kv_heads = 32; head_dim = 128; dtype = "bf16"; impls = ["tiled"]
+        [ncu]
+        metrics = ["dram__bytes_read.sum", ...]; batch_size = 12
+        [[shape]]                      # list values expand to their cartesian product
+        seqlen = [512, 1024]; causal = [false, true]
+
+    Keys of a shape: the :class:`~iomodel.spec.LayerSpec` fields (``batch`` defaults to 1,
+    ``phase`` to decode when seqlen_q <= 16), ``seqlen`` (sets seqlen_q and seqlen_k),
+    ``impls`` (list of implementations, default ``["tiled"]``) and ``seed`` (default 0).
+
+    Raises:
+        IomodelError: an unknown key, an invalid shape, an unknown implementation, a
+            duplicate shape, or no shapes at all.
+    """
+    known_top = {"name", "hardware", "defaults", "ncu", "shape", "l2_model", "description"}
+    bad = set(data) - known_top
+    if bad:
+        raise IomodelError(f"{source}: unknown top-level key(s) {sorted(bad)}: use {sorted(known_top)}")
+    defaults = dict(data.get("defaults", {}))
+    ncu = dict(data.get("ncu", {}))
+    bad_ncu = set(ncu) - {"metrics", "batch_size", "cache_control", "clock_control", "dram_pass"}
+    if bad_ncu:
+        raise IomodelError(
+            f"{source}: unknown [ncu] key(s) {sorted(bad_ncu)}: use metrics, batch_size, cache_control, clock_control, dram_pass"
+        )
+    shapes: list[SweepShape] = []
+    seen: set[str] = set()
+    entries = data.get("shape", [])
+    if not isinstance(entries, list) or not entries:
+        raise IomodelError(f"{source}: no [[shape]] entries: add at least one")
+    for n, raw in enumerate(entries, 1):
+        for entry in _expand({**defaults, **raw}):
+            entry = {"batch": 1, **entry}
+            impls = entry.pop("impls", ["tiled"])
+            seed = int(entry.pop("seed", 0))
+            if "seqlen" in entry:
+                s = entry.pop("seqlen")
+                entry.setdefault("seqlen_q", s)
+                entry.setdefault("seqlen_k", s)
+            unknown = set(entry) - set(_SPEC_FIELDS)
+            if unknown:
+                raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, impls, seed")
+            if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
+                entry["phase"] = "decode"
+            try:
+                spec = LayerSpec(**entry)
+            except TypeError as exc:
+                raise IomodelError(f"{source}: shape {n} is incomplete ({exc}): set it in the entry or in [defaults]") from None
+            for impl in impls:
+                if impl not in IMPLS:
+                    raise IomodelError(f"{source}: shape {n} has unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")
+                sid = shape_id(spec, impl)
+                if sid in seen:
+                    raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate")
+                seen.add(sid)
+                shapes.append(SweepShape(sid, impl, spec, seed))
+    metrics = tuple(ncu.get("metrics", DEFAULT_METRICS))
+    batch_size = int(ncu.get("batch_size", 12))
+    if batch_size < 1:
+        raise IomodelError(f"{source}: [ncu] batch_size must be 1 or more")
+    return Sweep(
+        name=str(data.get("name", Path(source).stem)),
+        hardware=str(data.get("hardware", "")),
+        shapes=shapes,
+        metrics=metrics,
+        batch_size=batch_size,
+        cache_control=str(ncu.get("cache_control", "all")),
+        clock_control=str(ncu.get("clock_control", "none")),
+        dram_pass=bool(ncu.get("dram_pass", False)),
+        l2_model=dict(data.get("l2_model", {})),
+        source=source,
+    )
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read a TOML sweep file (see :func:`parse_sweep` for the format).
+
+    Raises:
+        IomodelError: the file is missing, not TOML, or invalid.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise IomodelError(f"sweep file {str(path)!r} does not exist: pass a TOML file such as sweeps/h200.toml")
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise IomodelError("reading TOML sweep files needs Python >= 3.11 or the tomli package: pip install tomli") from None
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise IomodelError(f"sweep file {str(path)!r} is not valid TOML ({exc}): fix the file") from None
+    return parse_sweep(data, source=str(path))
+
+
+__all__ = ["Sweep", "SweepShape", "load_sweep", "parse_sweep"]

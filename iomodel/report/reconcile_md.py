@@ -1,0 +1,110 @@
+"""A reconciliation as text: the summary and per-shape tables, and the Markdown report.
+
+Renders a :class:`~iomodel.reconcile.Reconciliation` (what ``iomodel reconcile`` prints and
+writes with ``--markdown``); it computes nothing. Bytes in binary prefixes with one decimal
+(:func:`iomodel.format.human_bytes`); ratios are measured / predicted.
+"""
+
+from __future__ import annotations
+
+import math
+
+from iomodel.format import human_bytes
+from iomodel.reconcile.compare import Reconciliation
+
+
+def fmt_ratio(r: float | None) -> str:
+    """A measured/predicted ratio with two decimals; ``inf`` when the prediction is 0, ``-`` for None."""
+    if r is None:
+        return "-"
+    if math.isinf(r):
+        return "inf"
+    return f"{r:.2f}"
+
+
+#: Columns of the summary table: counts within the relative tolerance alone, then within
+#: relative-or-absolute (the absolute floor ``abs_tol``, 0 for the exact SRAM_fill level).
+SUMMARY_COLUMNS = ("impl", "level", "direction", "shapes", "relative tol", "within relative",
+                   "relative or absolute tol", "within relative or absolute")
+
+TABLE_COLUMNS = ("shape", "level", "pred R", "meas R", "R ratio", "pred W", "meas W", "W ratio", "ok", "cause")
+
+
+def summary_rows(rec: Reconciliation) -> list[list[str]]:
+    """The printed summary table (columns :data:`SUMMARY_COLUMNS`), one line per (impl, level, direction)."""
+    out = []
+    for e in rec.summary():
+        n = e["shapes"]
+        floor = human_bytes(e["abs_tol_bytes"], decimals=1)
+        absc = f"±{e['tolerance']:.0%} or ±{floor}" if e["abs_tol_bytes"] else "exact"
+        out.append([e["impl"], e["level"], e["which"], str(n), f"±{e['tolerance']:.0%}",
+                    f"{e['within_rel']}/{n} ({e['fraction_rel']:.0%})", absc,
+                    f"{e['within']}/{n} ({e['fraction']:.0%})"])
+    return out
+
+
+def table_rows(rec: Reconciliation) -> list[list[str]]:
+    """The printed table: one line per (shape, level), reads and writes apart; ratio = measured / predicted."""
+    out = []
+    for r in rec.rows:
+        if r.error or not r.levels:
+            out.append([r.id, "-", "-", "-", "-", "-", "-", "-", "-", r.explanation()])
+            continue
+        for i, lv in enumerate(r.levels):
+            oks = [rec.within(r, lv.level, w) for w in ("read", "write")]
+            ok = "-" if all(o is None for o in oks) else ("yes" if all(o in (True, None) for o in oks) else "NO")
+            out.append([
+                r.id if i == 0 else "",
+                lv.level,
+                human_bytes(lv.predicted_read, decimals=1), human_bytes(lv.measured_read, decimals=1),
+                fmt_ratio(lv.ratio_read),
+                human_bytes(lv.predicted_write, decimals=1), human_bytes(lv.measured_write, decimals=1),
+                fmt_ratio(lv.ratio_write),
+                ok,
+                r.explanation() if i == 0 else "",
+            ])
+    return out
+
+
+def markdown(rec: Reconciliation) -> str:
+    """A Markdown report: environment, summary, the table, the shapes outside tolerance and
+    those within only by the absolute floor; bytes in binary prefixes with one decimal."""
+    m = rec.measurement
+    env = m.environment
+    lines = [
+        f"# Reconciliation: {m.settings.get('sweep_name') or m.kind} ({m.created})",
+        "",
+        f"Device {env.get('device', '-')}, driver {env.get('driver', '-')}, CUDA {env.get('cuda', '-')}, "
+        f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}, ncu {env.get('ncu', '-')}.",
+        f"Command: `{m.command}`",
+        "",
+        f"Hardware for the predictions: {rec.hardware.name} (L2 {human_bytes(rec.hardware.l2_bytes, decimals=1)}, "
+        f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; L2 "
+        + (f"{rec.l2_ways}-way set-associative" if rec.l2_ways else "fully associative LRU")
+        + "; relative tolerances "
+        + ", ".join(f"{k} ±{v:.0%}" if v else f"{k} exact" for k, v in rec.tolerances.items())
+        + f"; absolute floor {human_bytes(rec.abs_tol, decimals=1)} ({int(rec.abs_tol)} bytes) for HBM and L2 only "
+        "(SRAM_fill is exact). A value is within when |predicted − measured| <= relative × measured, "
+        "or, in the last column, <= the absolute floor.",
+        "",
+        "| " + " | ".join(SUMMARY_COLUMNS) + " |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in summary_rows(rec):
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    for row in table_rows(rec):
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in row) + " |")
+    outside = rec.outside()
+    lines += ["", f"## Outside tolerance ({len(outside)})", ""]
+    for r, bad in outside:
+        lines.append(f"- `{r.id}` ({', '.join(bad)}): {r.explanation()}" + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
+    floor = rec.floor_only()
+    lines += ["", f"## Within only by the absolute floor of {human_bytes(rec.abs_tol, decimals=1)} ({len(floor)})", "",
+              "Outside the relative tolerance, inside the absolute one:", ""]
+    for r, what, why in floor:
+        lines.append(f"- `{r.id}` ({what}): {why}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "summary_rows", "table_rows"]
