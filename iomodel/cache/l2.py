@@ -92,6 +92,7 @@ from typing import Any, Iterable, Sequence
 
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
+from iomodel.schedule.tiles import decode_split_len
 from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Effective fraction of L2 that holds data shared by all SMs (two partitions; see module doc).
@@ -631,7 +632,7 @@ def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
     """K (or V) rows each split of a decode program loads (contract: masked to the split end,
     causal blocks whose first key >= hi skipped). Units: rows."""
     n_k, bn, S = spec.seqlen_k, tiling.block_n, tiling.num_splits
-    length = cdiv(cdiv(n_k, S), bn) * bn
+    length = decode_split_len(n_k, S, bn)
     hi = n_k if not spec.causal else min(max(spec.seqlen_q + spec.causal_offset, 0), n_k)
     rows = []
     for sp in range(S):
