@@ -144,6 +144,7 @@ def main() -> int:
     from iomodel.bench.environment import environment
     from iomodel.bench.inputs import dense_inputs
     from iomodel.spec import torch_dtype
+    from iomodel.schedule.tiles import decode_block_m, decode_heads_per_program
     from kernels import heuristics as hx
     from kernels.baseline import eager_attention_with_lse
     from kernels.flash_attention import KernelConfig, flash_attention
@@ -272,11 +273,11 @@ def main() -> int:
                 for i, var in enumerate(DECODE_SWEEP):
                     vr = dict(var)
                     try:
-                        P = hx.decode_heads_per_program(H // H_kv, 1)
+                        P = decode_heads_per_program(H // H_kv, 1)
                         splits = hx.decode_num_splits(B * H_kv * (H // H_kv // P), N_k, var["block_n"],
                                                       props.multi_processor_count, waves=var["waves"],
                                                       min_blocks_per_split=var.get("min_blocks", 4))
-                        c = KernelConfig(hx.decode_block_m(P, 1), var["block_n"], var["num_warps"], var["num_stages"],
+                        c = KernelConfig(decode_block_m(P, 1), var["block_n"], var["num_warps"], var["num_stages"],
                                          "decode-split-kv", num_splits=splits, heads_per_program=P)
                         o = flash_attention(q, k, v, config=c)[0]
                         vr["num_splits"] = splits

@@ -1,7 +1,10 @@
 """Input checks shared by the kernel launcher, the eager baseline and the fp64 reference.
 
 Every bad input raises :class:`iomodel.errors.IomodelError` with one sentence that says
-what to change; nothing is converted or substituted silently.
+what to change; nothing is converted or substituted silently. What the kernel itself
+supports (HEAD_DIM, dtypes, the decode limit) is stated once in
+:mod:`iomodel.schedule.capabilities`; these checks are the structural ones every caller
+shares.
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ from dataclasses import dataclass
 import torch
 
 from iomodel.errors import IomodelError
-
-#: Floating dtypes the kernel, the baseline and the reference accept.
-FLOAT_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
-CAUSAL_ALIGNS = ("top-left", "bottom-right")
+from iomodel.schedule.capabilities import KERNEL_DTYPES
+from iomodel.spec import dtype_name
+from iomodel.spec.layer import causal_offset
 
 
 @dataclass(frozen=True)
 class AttnShape:
-    """Sizes of one attention call (element counts)."""
+    """Sizes of one attention call (element counts), as :func:`check_inputs` found them.
+
+    Carries the fields :func:`iomodel.schedule.capabilities.kernel_refusal` reads
+    (``head_dim``, ``dtype``, ``phase``, ``seqlen_q``).
+    """
 
     batch: int  # B
     heads: int  # H
@@ -28,7 +34,8 @@ class AttnShape:
     seqlen_q: int  # N_q
     seqlen_k: int  # N_k
     head_dim: int  # d
-    dtype: str  # fp16 / bf16 / fp32 (fp64 allowed only by the reference)
+    dtype: str  # canonical name (iomodel.spec.DTYPES), or fp64 (the reference)
+    phase: str = "prefill"  # "decode" when the kernel runs its split-KV path
 
     @property
     def group(self) -> int:
@@ -36,18 +43,14 @@ class AttnShape:
         return self.heads // self.kv_heads
 
 
-def causal_offset(causal_align: str, seqlen_q: int, seqlen_k: int) -> int:
-    """Diagonal offset: query row m sees key n iff n <= m + offset (traffic contract).
-
-    0 for ``top-left`` (PyTorch ``is_causal``), ``seqlen_k - seqlen_q`` for ``bottom-right``
-    (flash-attn >= 2.1, KV-cache decode).
-
-    Raises:
-        IomodelError: ``causal_align`` is neither ``top-left`` nor ``bottom-right``.
-    """
-    if causal_align not in CAUSAL_ALIGNS:
-        raise IomodelError(f"causal_align {causal_align!r} is unknown: use 'top-left' or 'bottom-right'")
-    return 0 if causal_align == "top-left" else seqlen_k - seqlen_q
+def tensor_dtype_name(dtype: torch.dtype) -> str:
+    """Canonical name of a floating torch dtype (``fp64`` for float64, else ``str(dtype)`` if unknown)."""
+    if dtype == torch.float64:
+        return "fp64"
+    try:
+        return dtype_name(dtype)
+    except IomodelError:
+        return str(dtype)
 
 
 def check_inputs(
@@ -57,8 +60,7 @@ def check_inputs(
     causal_align: str,
     sm_scale: float | None,
     *,
-    allow_fp64: bool = False,
-    max_head_dim: int | None = None,
+    dtypes: tuple[str, ...] | None = KERNEL_DTYPES,
 ) -> tuple[AttnShape, float]:
     """Validate q ``(B, H, N_q, d)``, k and v ``(B, H_kv, N_k, d)`` and return their sizes.
 
@@ -66,16 +68,18 @@ def check_inputs(
         q, k, v: torch tensors of one floating dtype on one device.
         causal_align: ``top-left`` or ``bottom-right``.
         sm_scale: softmax scale (``None``: ``1 / sqrt(d)``); must be finite and > 0.
-        allow_fp64: also accept float64 (the reference does).
-        max_head_dim: largest HEAD_DIM accepted (``None``: no limit).
+        dtypes: canonical dtype names accepted (``fp64`` for float64; default the kernel's
+            :data:`~iomodel.schedule.capabilities.KERNEL_DTYPES`, which the baseline is
+            compared on); ``None``: any floating dtype (the kernel, which then asks
+            :func:`~iomodel.schedule.capabilities.kernel_refusal`).
 
     Returns:
         ``(shape, sm_scale)``.
 
     Raises:
         IomodelError: a non-tensor, wrong rank, mixed dtypes or devices, a non-floating
-            dtype, mismatched batch/heads/HEAD_DIM/seqlen_k, an empty dimension, HEAD_DIM
-            above ``max_head_dim``, an unknown alignment or a non-positive scale.
+            dtype or one outside ``dtypes``, mismatched batch/heads/HEAD_DIM/seqlen_k, an
+            empty dimension, an unknown alignment or a non-positive scale.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -85,13 +89,10 @@ def check_inputs(
                 f"{name} must have 4 dimensions (B, H, seqlen, HEAD_DIM), got shape {tuple(t.shape)}: reshape it"
             )
     assert isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)
-    allowed = dict(FLOAT_DTYPES)
-    if allow_fp64:
-        allowed[torch.float64] = "fp64"
-    if q.dtype not in allowed:
-        raise IomodelError(
-            f"dtype {q.dtype} is not supported: use {', '.join(str(d) for d in allowed)} for q, k and v"
-        )
+    dtype = tensor_dtype_name(q.dtype)
+    if not q.dtype.is_floating_point or (dtypes is not None and dtype not in dtypes):
+        use = ", ".join(dtypes) if dtypes is not None else "a floating dtype"
+        raise IomodelError(f"dtype {q.dtype} is not supported: use {use} for q, k and v")
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise IomodelError(
             f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}: cast them to one dtype"
@@ -115,8 +116,6 @@ def check_inputs(
             f"query heads ({H}) must be a multiple of key/value heads ({H_kv}) for GQA/MQA: "
             "pick H_kv among the divisors of H"
         )
-    if max_head_dim is not None and d > max_head_dim:
-        raise IomodelError(f"HEAD_DIM {d} is above the kernel's maximum of {max_head_dim}: use HEAD_DIM <= {max_head_dim}")
     causal_offset(causal_align, N_q, N_k)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(d)
@@ -126,5 +125,5 @@ def check_inputs(
         raise IomodelError(f"sm_scale must be a number, got {sm_scale!r}: pass a positive float or None") from None
     if not (math.isfinite(sm_scale) and sm_scale > 0):
         raise IomodelError(f"sm_scale must be finite and > 0, got {sm_scale}: pass a positive float or None")
-    shape = AttnShape(B, H, H_kv, N_q, N_k, d, allowed[q.dtype])
+    shape = AttnShape(B, H, H_kv, N_q, N_k, d, dtype)
     return shape, sm_scale

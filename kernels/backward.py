@@ -27,7 +27,7 @@ fp32, as FlashAttention does; fp32 inputs use exact ``ieee`` dots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -35,8 +35,10 @@ import triton
 import triton.language as tl
 
 from iomodel.errors import IomodelError
-from kernels import heuristics as hx
-from kernels._inputs import causal_offset, check_inputs
+from iomodel.schedule.capabilities import kernel_refusal
+from iomodel.schedule.tiles import head_dim_padded
+from iomodel.spec.layer import causal_offset
+from kernels._inputs import check_inputs
 from kernels.flash_attention import INTERPRET, _alloc, _check_device, _dot, _dot_precision, _emulate_bf16, _to_dtype
 
 __all__ = ["BackwardConfig", "flash_attention_backward"]
@@ -300,25 +302,15 @@ def _check_grad_tensors(do: Any, o: Any, lse: Any, q: torch.Tensor) -> None:
 
 def backward_config(head_dim: int, dtype: str, causal: bool) -> BackwardConfig:
     """The backward tiles: the interpreter's small tiles on a CPU, else the GPU tiles of
-    :data:`GPU_BACKWARD` for HEAD_DIM (chosen by measurement on the H200; see
-    ``receipts/``). Units: elements.
-
-    Raises:
-        IomodelError: HEAD_DIM above :data:`MAX_BACKWARD_HEAD_DIM` (the dK/dV accumulators
-            and the K/V tile of a program would not fit one SM's registers and shared memory).
+    :data:`GPU_BACKWARD` for the padded HEAD_DIM (chosen by measurement on the H200:
+    ``benchmarks/gpu_backward_tune.py``, receipts under ``receipts/``). Units: elements.
+    HEAD_DIM up to the kernel's maximum (:data:`iomodel.schedule.capabilities.MAX_HEAD_DIM`).
     """
-    if head_dim > MAX_BACKWARD_HEAD_DIM:
-        raise IomodelError(f"the backward kernels take HEAD_DIM <= {MAX_BACKWARD_HEAD_DIM}, got {head_dim}: "
-                           "use a smaller HEAD_DIM or another backend for the backward")
     if INTERPRET:
         return INTERPRETER_BACKWARD
-    d = hx.head_dim_padded(head_dim)
+    d = head_dim_padded(head_dim)
     return GPU_BACKWARD[min(k for k in GPU_BACKWARD if k >= d)]
 
-
-#: Largest HEAD_DIM of the backward: a dK/dV program holds K, V and two fp32 accumulators of
-#: (BLOCK_N, HEAD_DIM); at 256 that needs BLOCK_N <= 32 and still spills on sm_90.
-MAX_BACKWARD_HEAD_DIM = 256
 #: GPU tiles per padded HEAD_DIM (the Triton tutorial 06 backward's shapes: 32 x 128 for
 #: dK/dV, 128 x 32 for dQ), smaller tiles for the widest heads.
 GPU_BACKWARD: dict[int, BackwardConfig] = {
@@ -358,11 +350,15 @@ def flash_attention_backward(
         group); with ``return_config`` the config as a fourth element.
 
     Raises:
-        IomodelError: any bad forward input (see ``check_inputs``), a do/o/lse of the
-            wrong shape, dtype or device, or not contiguous; HEAD_DIM above
-            :data:`MAX_BACKWARD_HEAD_DIM`; non-CUDA tensors outside the interpreter.
+        IomodelError: any bad forward input (see ``check_inputs``), a layer the kernel does
+            not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
+            wrong shape, dtype or device, or not contiguous; non-CUDA tensors outside the
+            interpreter.
     """
-    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, max_head_dim=hx.MAX_HEAD_DIM)
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
+    reason = kernel_refusal(replace(shape, phase="prefill"))  # the statement the worksheet reads too
+    if reason is not None:
+        raise IomodelError(reason)
     _check_device(q)
     _check_grad_tensors(do, o, lse, q)
     if causal not in (True, False):
@@ -374,7 +370,7 @@ def flash_attention_backward(
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
     off = causal_offset(causal_align, N_q, N_k) if causal else 0
-    pad = hx.head_dim_padded(d)
+    pad = head_dim_padded(d)
     flags = dict(DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q))
     dq = _alloc((B, H, N_q, d), q.dtype, q.device)
     dk = _alloc((B, H_kv, N_k, d), q.dtype, q.device)

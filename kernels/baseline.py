@@ -24,22 +24,30 @@ from __future__ import annotations
 
 import torch
 
-from kernels._inputs import causal_offset, check_inputs
+from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import KERNEL_DTYPES
+from iomodel.spec import canonical_dtype, torch_dtype
+from iomodel.spec.layer import causal_offset
+from kernels._inputs import check_inputs
 
 
 def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtype:
+    """The torch dtype of S, P and the O accumulator: q's, or ``score_dtype`` (a dtype of
+    :data:`~iomodel.schedule.capabilities.KERNEL_DTYPES` or fp64, by name or torch dtype)."""
     if score_dtype is None:
         return q.dtype
     if isinstance(score_dtype, torch.dtype):
         return score_dtype
-    from iomodel.errors import IomodelError
-
-    names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
-             "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp64": torch.float64, "float64": torch.float64}
     key = str(score_dtype).lower().removeprefix("torch.")
-    if key not in names:
+    if key in ("fp64", "float64"):
+        return torch.float64
+    try:
+        name = canonical_dtype(key)
+    except IomodelError:
+        name = None
+    if name not in KERNEL_DTYPES:
         raise IomodelError(f"score_dtype {score_dtype!r} is unknown: use fp32, fp16, bf16 or None")
-    return names[key]
+    return torch_dtype(name)
 
 
 def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse):
@@ -47,6 +55,7 @@ def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse):
     G = shape.group
     N_q, N_k = shape.seqlen_q, shape.seqlen_k
     sd = _dtype(score_dtype, q)
+    in_dtype = q.dtype  # O keeps the input dtype (q is replaced by its upcast copy below)
     # 1. GQA: materialise the KV heads per query head (one op per tensor).
     if G > 1:
         k = k.repeat_interleave(G, dim=1)  # (B, H, N_k, d)
@@ -72,8 +81,8 @@ def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse):
         p = p.masked_fill(inv[:, :1], 0.0)
     # 7. output.
     o = p @ v  # (B, H, N_q, d) score dtype
-    if o.dtype != _TORCH_DTYPES[shape.dtype]:
-        o = o.to(_TORCH_DTYPES[shape.dtype])
+    if o.dtype != in_dtype:
+        o = o.to(in_dtype)
     if not with_lse:
         return o
     # 8. LSE of the masked, scaled scores (fp32).
@@ -88,16 +97,9 @@ def _has_empty_row(seqlen_q: int, seqlen_k: int, causal_align: str) -> bool:
     return causal_offset(causal_align, seqlen_q, seqlen_k) < 0
 
 
-_TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-
-
 def eager_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool = False,
-    causal_align: str = "top-left",
-    sm_scale: float | None = None,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
     score_dtype: torch.dtype | str | None = None,
 ) -> torch.Tensor:
     """Eager attention with materialised scores, exactly the op chain of the module docstring.
@@ -121,12 +123,8 @@ def eager_attention(
 
 
 def eager_attention_with_lse(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool = False,
-    causal_align: str = "top-left",
-    sm_scale: float | None = None,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
     score_dtype: torch.dtype | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`eager_attention` plus ``lse = torch.logsumexp(S, -1)`` (step 8), as fp32 ``(B, H, N_q)``.

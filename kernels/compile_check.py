@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from iomodel.errors import IomodelError
+from iomodel.schedule.tiles import decode_block_m, decode_heads_per_program, head_dim_padded
+from iomodel.spec import torch_dtype
 
 
 def _install_fake_driver(arch: int) -> Any:
@@ -114,7 +116,7 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
 
     cfg = dict(path=path, head_dim=head_dim, dtype=dtype, causal=causal, block_m=block_m, block_n=block_n,
                num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize)
-    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    dt = torch_dtype(dtype)
     B, H, N = 2, 16, 4096
     q = torch.empty(B, H, N, head_dim, dtype=dt)
     k, v, o = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
@@ -131,7 +133,7 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
         else:
             compiled = fa._attn_fwd.warmup(
                 q, k, v, o, lse, 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(), **common,
-                HEAD_DIM=head_dim, HEAD_DIM_PAD=hx.head_dim_padded(head_dim), BLOCK_M=block_m, BLOCK_N=block_n,
+                HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim), BLOCK_M=block_m, BLOCK_N=block_n,
                 CAUSAL=causal, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
                 num_warps=num_warps, num_stages=num_stages, grid=(1,))
     except Exception as exc:  # report, never abort the sweep
@@ -148,11 +150,11 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
     import kernels.flash_attention as fa
     from kernels import heuristics as hx
 
-    dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    dt = torch_dtype(dtype)
     B, H_kv, N_k, S = 1, 8, 8192, 32
     H = H_kv * group
-    P = hx.decode_heads_per_program(group, seqlen_q)
-    BM = hx.decode_block_m(P, seqlen_q)
+    P = decode_heads_per_program(group, seqlen_q)
+    BM = decode_block_m(P, seqlen_q)
     q = torch.empty(B, H, seqlen_q, head_dim, dtype=dt)
     k = torch.empty(B, H_kv, N_k, head_dim, dtype=dt)
     v, o = torch.empty_like(k), torch.empty_like(q)
@@ -165,13 +167,13 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
     try:
         c = fa._attn_decode.warmup(
             q, k, v, o, lse, op, lp, 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-            H, H_kv, group, seqlen_q, N_k, 0, 256, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=hx.head_dim_padded(head_dim),
+            H, H_kv, group, seqlen_q, N_k, 0, 256, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim),
             BLOCK_M=BM, BLOCK_N=block_n, HEADS_PER_PROGRAM=P, CAUSAL=False, SPLIT=split,
             DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
             num_warps=num_warps, num_stages=num_stages, grid=(1,))
         reports.append(_report("_attn_decode", cfg, c, arch))
         c2 = fa._attn_decode_combine.warmup(
-            o, lse, op, lp, *o.stride(), H, seqlen_q, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=hx.head_dim_padded(head_dim),
+            o, lse, op, lp, *o.stride(), H, seqlen_q, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim),
             BLOCK_S=hx.combine_block_s(S, head_dim), EMULATE_BF16=False, num_warps=4, grid=(1,))
         reports.append(_report("_attn_decode_combine", dict(seqlen_q=seqlen_q, head_dim=head_dim), c2, arch))
     except Exception as exc:

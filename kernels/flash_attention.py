@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -44,8 +45,25 @@ import triton
 import triton.language as tl
 
 from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import (
+    NUM_WARPS,
+    PATHS,
+    block_size_refusal,
+    kernel_refusal,
+    prefill_path,
+    tma_refusal,
+)
+from iomodel.schedule.tiles import (
+    DECODE_MAX_ROWS,
+    DECODE_MAX_SEQLEN_Q,
+    decode_block_m,
+    decode_heads_per_program,
+    decode_split_len,
+    head_dim_padded,
+)
+from iomodel.spec.layer import causal_offset
 from kernels import heuristics as hx
-from kernels._inputs import causal_offset, check_inputs
+from kernels._inputs import check_inputs, tensor_dtype_name
 from kernels.heuristics import KernelConfig
 
 try:  # triton >= 3.3
@@ -133,6 +151,32 @@ def _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs
 
 
 @triton.jit
+def _load_kv(k_base, v_base, keys, offs_d, mask, stride_kn, stride_kd, stride_vn, stride_vd):
+    """K and V tiles (BLOCK_N, HEAD_DIM_PAD) of key rows ``keys``; elements outside ``mask`` are
+    not loaded (traffic contract) and read as 0."""
+    k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=mask, other=0.0)
+    v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=mask, other=0.0)
+    return k, v
+
+
+@triton.jit
+def _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, lo, hi, key_end, offs_m, offs_n, offs_d, d_ok,
+                   stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF, BLOCK_N: tl.constexpr,
+                   CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """The masked K/V blocks starting at keys lo, lo + BLOCK_N, ... < hi: loads masked to keys
+    < key_end only (the causal bound is applied to the scores, never to the loads: traffic
+    contract); scores masked to keys < key_end and, when CAUSAL, the diagonal."""
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        keys = start_n + offs_n
+        kv_ok = (keys < key_end)[:, None] & d_ok[None, :]
+        k, v = _load_kv(k_base, v_base, keys, offs_d, kv_ok, stride_kn, stride_kd, stride_vn, stride_vd)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, key_end,
+                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _finish_rows(acc, l_i, m_i):
     """Normalise: o = acc / l, lse = (m + log2 l) * ln 2; rows that saw no key: o = 0, lse = -inf."""
     empty = l_i == 0.0
@@ -216,20 +260,14 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
             k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd)
             v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd)
         else:
-            k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=d_ok[None, :], other=0.0)
-            v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=d_ok[None, :], other=0.0)
+            k, v = _load_kv(k_base, v_base, keys, offs_d, d_ok[None, :], stride_kn, stride_kd, stride_vn, stride_vd)
         acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
                                              CAUSAL_OFF, False, CAUSAL, DOT_PRECISION, EMULATE_BF16)
     # stage 2: the diagonal and the key tail: loads masked to keys < N_K only (the causal
     # bound is applied to the scores, never to the loads: traffic contract).
-    for start_n in tl.range(full_end, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        keys = start_n + offs_n
-        kv_ok = (keys < N_K)[:, None] & d_ok[None, :]
-        k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
-        v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
-        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
-                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+    acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, full_end, hi, N_K, offs_m, offs_n,
+                                   offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
+                                   BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16)
 
     o, lse = _finish_rows(acc, l_i, m_i)
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
@@ -335,14 +373,9 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
     stop = end
     if CAUSAL:
         stop = tl.minimum(end, tl.minimum(tl.maximum(N_Q + CAUSAL_OFF, 0), N_K))
-    for start_n in tl.range(start, stop, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        keys = start_n + offs_n
-        kv_ok = (keys < end)[:, None] & d_ok[None, :]
-        k = tl.load(k_base + keys[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
-        v = tl.load(v_base + keys[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
-        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, qm, offs_n, end,
-                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+    acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, start, stop, end, qm, offs_n,
+                                   offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
+                                   BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16)
 
     o, lse = _finish_rows(acc, l_i, m_i)
     if SPLIT:
@@ -434,7 +467,7 @@ _TUNED: dict[tuple, Any] = {}
 
 def _tuned_kernel(path: str, head_dim: int, dtype: str, causal: bool) -> Any:
     """The ``triton.autotune`` wrapper of one shape class (its own candidate list)."""
-    key = (path, hx.head_dim_padded(head_dim), dtype, causal)
+    key = (path, head_dim_padded(head_dim), dtype, causal)
     if key not in _TUNED:
         tma = path == "prefill-tma"
         choices = hx.prefill_candidates(head_dim, dtype, causal, path)
@@ -465,7 +498,6 @@ def _choice_to_config(c: Any, path: str) -> KernelConfig:
 # ====================================================================================
 # Host side
 # ====================================================================================
-_TORCH_TO_TL_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 
 
 def _alloc(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -524,16 +556,18 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
 def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     """The path :func:`flash_attention` takes for these inputs (without ``path=``).
 
-    ``decode-split-kv`` when seqlen_q <= 16; ``prefill-tma`` on an sm_90 GPU for fp16/bf16
-    with a power-of-two HEAD_DIM in 16..256 and TMA-aligned tensors (unless ``IOMODEL_TMA=0``);
-    else ``prefill`` (pointer loads; always in the interpreter).
+    ``decode-split-kv`` when seqlen_q <= 16 (``DECODE_MAX_SEQLEN_Q``); else
+    :func:`iomodel.schedule.capabilities.prefill_path` for the device's compute capability:
+    ``prefill-tma`` on an sm_90 GPU for fp16/bf16 with a power-of-two HEAD_DIM in 16..256 and
+    TMA-aligned tensors (unless ``IOMODEL_TMA=0``), else ``prefill`` (pointer loads; always in
+    the interpreter).
     """
-    if q.shape[2] <= hx.DECODE_MAX_SEQLEN_Q:
+    if q.shape[2] <= DECODE_MAX_SEQLEN_Q:
         return "decode-split-kv"
     if INTERPRET or not q.is_cuda:
         return "prefill"
-    return hx.prefill_path(_TORCH_TO_TL_NAME.get(q.dtype, str(q.dtype)), q.shape[-1],
-                           torch.cuda.get_device_capability(q.device)[0], _tma_ok(q, k, v), USE_TMA)
+    return prefill_path(tensor_dtype_name(q.dtype), q.shape[-1], torch.cuda.get_device_capability(q.device)[0],
+                        _tma_ok(q, k, v), USE_TMA)
 
 
 def _check_device(q: torch.Tensor) -> None:
@@ -548,11 +582,12 @@ def _check_device(q: torch.Tensor) -> None:
 
 def _check_config(config: KernelConfig, path: str) -> None:
     for name in ("block_m", "block_n"):
-        val = getattr(config, name)
-        if not (isinstance(val, int) and 16 <= val <= 256 and hx.next_pow2(val) == val):
-            raise IomodelError(f"config.{name} must be a power of two in 16..256, got {val!r}: change it")
-    if config.num_warps not in (1, 2, 4, 8, 16):
-        raise IomodelError(f"config.num_warps must be 1, 2, 4, 8 or 16, got {config.num_warps!r}: change it")
+        reason = block_size_refusal(name, getattr(config, name))
+        if reason is not None:
+            raise IomodelError(reason)
+    if config.num_warps not in NUM_WARPS:
+        raise IomodelError(f"config.num_warps must be one of {', '.join(map(str, NUM_WARPS))}, "
+                           f"got {config.num_warps!r}: change it")
     if not (isinstance(config.num_stages, int) and config.num_stages >= 1):
         raise IomodelError(f"config.num_stages must be a positive integer, got {config.num_stages!r}: change it")
     if config.path != path:
@@ -564,12 +599,8 @@ def _check_config(config: KernelConfig, path: str) -> None:
 
 
 def flash_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool = False,
-    causal_align: str = "top-left",
-    sm_scale: float | None = None,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
     return_config: bool = False,
     *,
     config: KernelConfig | None = None,
@@ -610,9 +641,12 @@ def flash_attention(
 
     Raises:
         IomodelError: non-tensor or non-floating input (integer dtypes), mixed dtypes or
-            devices, mismatched batch/heads/HEAD_DIM, H not a multiple of H_kv, HEAD_DIM
-            > 256, an unknown alignment, a non-positive scale, non-CUDA tensors outside
-            the interpreter, an impossible forced path or config, or a bad ``out``.
+            devices, mismatched batch/heads/HEAD_DIM, H not a multiple of H_kv, an unknown
+            alignment, a non-positive scale, a layer the kernel does not run
+            (:func:`iomodel.schedule.capabilities.kernel_refusal`: HEAD_DIM > 256, fp8 or
+            fp64, decode with seqlen_q > 16), non-CUDA tensors outside the interpreter, an
+            impossible forced path (:func:`~iomodel.schedule.capabilities.tma_refusal`) or
+            config, or a bad ``out``.
     """
     forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out)
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
@@ -638,26 +672,21 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, ca
              num_sms: int | None, out: tuple[torch.Tensor, torch.Tensor] | None
              ) -> tuple[torch.Tensor, torch.Tensor, KernelConfig]:
     """The forward launch of :func:`flash_attention` (no autograd): ``(o, lse, config)``."""
-    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, max_head_dim=hx.MAX_HEAD_DIM)
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
+    if causal not in (True, False):
+        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
     _check_device(q)
     if config is not None and not isinstance(config, KernelConfig):
         raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
     chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v)
-    if chosen not in hx.PATHS:
-        raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(hx.PATHS)} or None")
-    if chosen == "decode-split-kv" and shape.seqlen_q > hx.DECODE_MAX_SEQLEN_Q:
-        raise IomodelError(
-            f"the decode path takes seqlen_q <= {hx.DECODE_MAX_SEQLEN_Q}, got {shape.seqlen_q}: use path='prefill'"
-        )
-    if chosen == "prefill-tma":
-        d = shape.head_dim
-        if q.dtype == torch.float32 or d != hx.head_dim_padded(d) or not _tma_ok(q, k, v):
-            raise IomodelError(
-                "path 'prefill-tma' needs fp16/bf16, a power-of-two HEAD_DIM >= 16 and 16-byte aligned, "
-                "last-dim-contiguous q, k, v: use path='prefill' or make the tensors contiguous"
-            )
-    if causal not in (True, False):
-        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    if chosen not in PATHS:
+        raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(PATHS)} or None")
+    shape = replace(shape, phase="decode" if chosen == "decode-split-kv" else "prefill")
+    reason = kernel_refusal(shape)  # the statement the worksheet reads too
+    if reason is None and chosen == "prefill-tma":
+        reason = tma_refusal(shape.dtype, shape.head_dim, _tma_ok(q, k, v))
+    if reason is not None:
+        raise IomodelError(reason)
     B, H, N_q, d = q.shape
     off = causal_offset(causal_align, shape.seqlen_q, shape.seqlen_k) if causal else 0
 
@@ -727,7 +756,7 @@ def _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, path, config,
         return config
 
     args = (q, k, v, o, lse, sm_scale, *q.stride(), *k.stride(), *v.stride(), *o.stride())
-    extra = dict(HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), CAUSAL=causal, DOT_PRECISION=_dot_precision(q),
+    extra = dict(HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), CAUSAL=causal, DOT_PRECISION=_dot_precision(q),
                  EMULATE_BF16=_emulate_bf16(q))
     if config is None:
         kernel = _tuned_kernel(path, d, dtype, causal)
@@ -752,22 +781,22 @@ def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sm
     else:
         _check_config(config, "decode-split-kv")
         p = config.heads_per_program
-        if not (isinstance(p, int) and p >= 1 and G % p == 0 and p * N_q <= hx.DECODE_MAX_ROWS):
+        if not (isinstance(p, int) and p >= 1 and G % p == 0 and p * N_q <= DECODE_MAX_ROWS):
             raise IomodelError(
                 f"config.heads_per_program must divide the GQA group {G} with heads_per_program * seqlen_q <= "
-                f"{hx.DECODE_MAX_ROWS}, got {p!r}: use {hx.decode_heads_per_program(G, N_q)}"
+                f"{DECODE_MAX_ROWS}, got {p!r}: use {decode_heads_per_program(G, N_q)}"
             )
-        if config.block_m != hx.decode_block_m(p, N_q):
+        if config.block_m != decode_block_m(p, N_q):
             raise IomodelError(
-                f"decode BLOCK_M is next_pow2(max(16, P * seqlen_q)) = {hx.decode_block_m(p, N_q)}, "
-                f"got {config.block_m}: set config.block_m={hx.decode_block_m(p, N_q)}"
+                f"decode BLOCK_M is next_pow2(max(16, P * seqlen_q)) = {decode_block_m(p, N_q)}, "
+                f"got {config.block_m}: set config.block_m={decode_block_m(p, N_q)}"
             )
         if not (isinstance(config.num_splits, int) and config.num_splits >= 1):
             raise IomodelError(f"config.num_splits must be a positive integer, got {config.num_splits!r}: change it")
         if config.warp_specialize:
             raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
     S = config.num_splits
-    split_len = hx.decode_split_len(N_k, S, config.block_n)
+    split_len = decode_split_len(N_k, S, config.block_n)
     split = S > 1
     if split:
         o_part = _alloc((B, H, S, N_q, d), torch.float32, q.device)
@@ -779,13 +808,13 @@ def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sm
         q, k, v, o, lse, o_part, lse_part, sm_scale,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         H, H_kv, G, N_q, N_k, off, split_len, S,
-        HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
         HEADS_PER_PROGRAM=p, CAUSAL=causal, SPLIT=split, DOT_PRECISION=_dot_precision(q),
         EMULATE_BF16=_emulate_bf16(q),
         num_warps=config.num_warps, num_stages=config.num_stages)
     if split:
         _attn_decode_combine[(B * H, N_q)](
             o, lse, o_part, lse_part, *o.stride(), H, N_q, S,
-            HEAD_DIM=d, HEAD_DIM_PAD=hx.head_dim_padded(d), BLOCK_S=hx.combine_block_s(S, d),
+            HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_S=hx.combine_block_s(S, d),
             EMULATE_BF16=_emulate_bf16(q), num_warps=4)
     return config

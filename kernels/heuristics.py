@@ -6,6 +6,12 @@ without importing torch or triton. Vocabulary as in ``docs/traffic-contract.md``
 BLOCK_M query rows per program, BLOCK_N key rows per inner step, P = heads_per_program
 (decode GQA packing), num_splits (decode split-KV partitions).
 
+The numbers of the traffic contract (padded HEAD_DIM, decode BLOCK_M and P, split length,
+decode limits, shared memory of a program) live in :mod:`iomodel.schedule.tiles`, what the
+kernel runs at all (HEAD_DIM, dtypes, paths, the TMA choice) in
+:mod:`iomodel.schedule.capabilities`; this module holds the tile tables and the choices
+made from them.
+
 Three regimes choose tiles differently:
 
 * Triton's interpreter (CPU): one fixed small configuration per path
@@ -24,42 +30,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-#: Paths the launcher can take (``KernelConfig.path``).
-PATHS = ("prefill", "prefill-tma", "decode-split-kv")
+from iomodel.schedule.tiles import (
+    decode_block_m,
+    decode_heads_per_program,
+    decode_split_len,
+    head_dim_padded,
+    next_pow2,
+)
+from iomodel.spec import cdiv
+
 #: Query-tile orders of the prefill grid (``KernelConfig.tile_order``): ``forward`` maps
 #: ``program_id(0)`` to query tile i = program_id(0); ``reverse`` to i = T_r - 1 - program_id(0)
 #: (causal: the heaviest tiles, those with the most visible K/V blocks, start first, so the
 #: last wave holds the lightest tiles; FlashAttention-3's causal scheduler does the same).
 #: The set of blocks every tile moves is the same in both orders (traffic contract).
 TILE_ORDERS = ("forward", "reverse")
-
-#: Largest seqlen_q that takes the decode (split-KV) path; the API fixes it at 16.
-DECODE_MAX_SEQLEN_Q = 16
-#: Largest P * seqlen_q packed into one decode program's rows (traffic contract).
-DECODE_MAX_ROWS = 128
-#: Largest HEAD_DIM the kernel compiles (register/SRAM budget of one program).
-MAX_HEAD_DIM = 256
-#: Smallest padded HEAD_DIM: ``tl.dot`` needs a reduction dimension of at least 16.
-MIN_HEAD_DIM_PAD = 16
-
-
-def next_pow2(n: int) -> int:
-    """Smallest power of two >= ``n`` (``n >= 1``)."""
-    return 1 << max(int(n) - 1, 0).bit_length()
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division of non-negative ``a`` by positive ``b``."""
-    return -(-a // b)
-
-
-def head_dim_padded(head_dim: int) -> int:
-    """HEAD_DIM the kernel computes with: ``max(16, next_pow2(head_dim))`` elements.
-
-    Columns beyond ``head_dim`` are masked on every load and store, so they move no bytes
-    (``tl.arange`` needs a power of two and ``tl.dot`` a reduction of at least 16).
-    """
-    return max(MIN_HEAD_DIM_PAD, next_pow2(head_dim))
 
 
 @dataclass(frozen=True)
@@ -182,27 +167,6 @@ def _by_head_dim(table: dict[int, list[TileChoice]], head_dim: int) -> list[Tile
     return list(table[key])
 
 
-def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
-                 use_tma: bool = True) -> str:
-    """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``), in pure Python.
-
-    Args:
-        dtype: ``fp16``, ``bf16`` or ``fp32``.
-        head_dim: HEAD_DIM (d).
-        sm_major: compute capability major of the GPU (9 = Hopper), ``None`` for the interpreter.
-        tma_aligned: q, k, v (and o) have 16-byte aligned bases and strides and a unit last stride.
-        use_tma: the ``IOMODEL_TMA`` switch.
-
-    Returns:
-        ``prefill-tma`` on sm_90 for fp16/bf16 with a power-of-two HEAD_DIM in 16..256 and
-        aligned tensors, else ``prefill``.
-    """
-    if (use_tma and sm_major == 9 and dtype in ("fp16", "bf16") and head_dim == head_dim_padded(head_dim)
-            and head_dim <= MAX_HEAD_DIM and tma_aligned):
-        return "prefill-tma"
-    return "prefill"
-
-
 def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> list[TileChoice]:
     """Autotune candidates of the prefill kernel for one shape class.
 
@@ -257,25 +221,6 @@ DECODE_MIN_BLOCKS_PER_SPLIT = 4
 DECODE_MAX_SPLITS = 256
 
 
-def decode_heads_per_program(group: int, seqlen_q: int) -> int:
-    """P: the largest divisor of the GQA group G with ``P * seqlen_q <= 128`` (traffic contract).
-
-    Args:
-        group: G = H / H_kv query heads per KV head.
-        seqlen_q: query rows per head (1..16).
-    """
-    best = 1
-    for p in range(1, group + 1):
-        if group % p == 0 and p * seqlen_q <= DECODE_MAX_ROWS:
-            best = p
-    return best
-
-
-def decode_block_m(heads_per_program: int, seqlen_q: int) -> int:
-    """BLOCK_M of a decode program: ``next_pow2(max(16, P * seqlen_q))`` rows (traffic contract)."""
-    return next_pow2(max(16, heads_per_program * seqlen_q))
-
-
 def decode_block_n(head_dim: int, interpreter: bool = False) -> int:
     """BLOCK_N of the decode loop: 16 in the interpreter, else 64 (HEAD_DIM > 128: 32).
 
@@ -308,17 +253,12 @@ def decode_num_splits(
     Returns:
         The number of non-empty splits (>= 1): the target is clamped by the
         minimum split length, then recomputed from the split length
-        :func:`decode_split_len` so that no split is empty.
+        :func:`iomodel.schedule.tiles.decode_split_len` so that no split is empty.
     """
     target = cdiv(waves * num_sms, programs_per_split)
     max_by_len = max(1, cdiv(seqlen_k, block_n) // min_blocks_per_split)
     splits = max(1, min(target, max_by_len, DECODE_MAX_SPLITS))
     return cdiv(seqlen_k, decode_split_len(seqlen_k, splits, block_n))
-
-
-def decode_split_len(seqlen_k: int, num_splits: int, block_n: int) -> int:
-    """L: keys per split, ``ceil(ceil(N_k / num_splits) / BLOCK_N) * BLOCK_N`` (traffic contract)."""
-    return cdiv(cdiv(seqlen_k, num_splits), block_n) * block_n
 
 
 def combine_block_s(num_splits: int, head_dim: int) -> int:
@@ -376,28 +316,17 @@ def decode_config(
 
 
 __all__ = [
-    "DECODE_MAX_ROWS",
-    "DECODE_MAX_SEQLEN_Q",
     "DECODE_WAVES",
     "INTERPRETER_NUM_SMS",
     "INTERPRETER_PREFILL",
     "KernelConfig",
-    "MAX_HEAD_DIM",
-    "PATHS",
     "TILE_ORDERS",
     "TileChoice",
-    "cdiv",
     "combine_block_s",
-    "decode_block_m",
     "decode_block_n",
     "decode_config",
-    "decode_heads_per_program",
     "decode_num_splits",
-    "decode_split_len",
-    "head_dim_padded",
-    "next_pow2",
     "prefill_candidates",
     "prefill_default",
-    "prefill_path",
     "seqlen_bucket",
 ]

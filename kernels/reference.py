@@ -12,7 +12,9 @@ from __future__ import annotations
 import torch
 
 from iomodel.errors import IomodelError
-from kernels._inputs import causal_offset, check_inputs
+from iomodel.schedule.capabilities import KERNEL_DTYPES
+from iomodel.spec.layer import causal_offset
+from kernels._inputs import check_inputs
 
 
 def visible_mask(seqlen_q: int, seqlen_k: int, causal: bool, causal_align: str, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -30,12 +32,8 @@ def visible_mask(seqlen_q: int, seqlen_k: int, causal: bool, causal_align: str, 
 
 
 def reference_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool = False,
-    causal_align: str = "top-left",
-    sm_scale: float | None = None,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact softmax attention in float64.
 
@@ -54,7 +52,7 @@ def reference_attention(
     Raises:
         IomodelError: bad shapes, dtypes, alignment or scale (see ``kernels._inputs.check_inputs``).
     """
-    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, allow_fp64=True)
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=(*KERNEL_DTYPES, "fp64"))
     B, H, N_q, N_k, d, G = shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.group
     q64 = q.detach().to(torch.float64).reshape(B, shape.kv_heads, G, N_q, d)  # (B, H_kv, G, N_q, d)
     k64 = k.detach().to(torch.float64)  # (B, H_kv, N_k, d)
@@ -93,7 +91,7 @@ def reference_attention_backward(
     Raises:
         IomodelError: bad shapes, dtypes, alignment or scale, or ``do`` not shaped like q.
     """
-    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, allow_fp64=True)
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=(*KERNEL_DTYPES, "fp64"))
     if not isinstance(do, torch.Tensor) or tuple(do.shape) != tuple(q.shape):
         raise IomodelError(f"do must be a tensor shaped like q {tuple(q.shape)}: pass the gradient of o")
     B, H, N_q, N_k, d, G = shape.batch, shape.heads, shape.seqlen_q, shape.seqlen_k, shape.head_dim, shape.group

@@ -16,6 +16,8 @@ import torch
 
 import kernels.flash_attention as fa
 from iomodel.errors import IomodelError
+from iomodel.schedule import tiles
+from iomodel.schedule.capabilities import prefill_path
 from iomodel.spec import Tiling
 from kernels import heuristics as hx
 from kernels.baseline import eager_attention_with_lse
@@ -157,7 +159,7 @@ def test_tma_path_matches_reference(B, H, H_kv, N_q, N_k, d, dtype, causal, alig
 )
 def test_decode_splits(N_q, N_k, G, P, splits, causal, align):
     q, k, v = _make(1, 2 * G, 2, N_q, N_k, 32, torch.float16, seed=11)
-    cfg = KernelConfig(block_m=hx.decode_block_m(P, N_q), block_n=16, num_warps=4, num_stages=1,
+    cfg = KernelConfig(block_m=tiles.decode_block_m(P, N_q), block_n=16, num_warps=4, num_stages=1,
                        path="decode-split-kv", num_splits=splits, heads_per_program=P)
     o, lse, ran = flash_attention(q, k, v, causal, align, return_config=True, config=cfg)
     assert ran == cfg
@@ -236,7 +238,7 @@ def test_reported_config_decode_is_the_heuristic_hand_computed():
     o, lse, cfg = flash_attention(q, k, v, return_config=True, num_sms=4)
     assert (cfg.path, cfg.block_m, cfg.block_n, cfg.num_splits, cfg.heads_per_program) == (
         "decode-split-kv", 16, 16, 4, 4)
-    assert hx.decode_split_len(300, 4, 16) == 80
+    assert tiles.decode_split_len(300, 4, 16) == 80
     assert cfg.tiling() == Tiling(block_m=16, block_n=16, num_stages=1, num_splits=4, heads_per_program=4)
     assert_matches_reference(q, k, v, False, "top-left", o, lse)
 
@@ -345,14 +347,14 @@ def test_reference_by_hand():
 # ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("G,N_q,P", [(4, 1, 4), (8, 16, 8), (32, 16, 8), (6, 16, 6), (7, 32, 1), (1, 16, 1)])
 def test_heads_per_program(G, N_q, P):
-    assert hx.decode_heads_per_program(G, N_q) == P
+    assert tiles.decode_heads_per_program(G, N_q) == P
 
 
 def test_decode_block_m_and_split_len():
-    assert hx.decode_block_m(6, 16) == 128  # 96 rows -> 128
-    assert hx.decode_block_m(4, 1) == 16
-    assert hx.decode_split_len(40, 4, 16) == 16
-    assert hx.decode_split_len(8192, 3, 64) == 2752  # ceil(2731 / 64) * 64
+    assert tiles.decode_block_m(6, 16) == 128  # 96 rows -> 128
+    assert tiles.decode_block_m(4, 1) == 16
+    assert tiles.decode_split_len(40, 4, 16) == 16
+    assert tiles.decode_split_len(8192, 3, 64) == 2752  # ceil(2731 / 64) * 64
 
 
 def test_decode_num_splits_on_h200():
@@ -381,7 +383,7 @@ def test_heuristics_import_neither_torch_nor_triton():
      ("bf16", 128, 9, True, False, "prefill"), ("bf16", 128, None, True, True, "prefill")],
 )
 def test_prefill_path_choice(dtype, d, sm, aligned, use, path):
-    assert hx.prefill_path(dtype, d, sm, aligned, use) == path
+    assert prefill_path(dtype, d, sm, aligned, use) == path
 
 
 def test_measured_candidates_and_tile_order():

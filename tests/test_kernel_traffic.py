@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import heuristics as hx
+from iomodel.schedule.tiles import decode_block_m
 from kernels.flash_attention import INTERPRET, KernelConfig, flash_attention
 
 pytestmark = [
@@ -119,7 +119,7 @@ def test_decode_bytes_match_the_contract(B, H, H_kv, N_q, N_k, causal, align, S,
     v = torch.randn(B, H_kv, N_k, d, generator=g).half()
     config = None
     if S is not None:
-        config = KernelConfig(hx.decode_block_m(P, N_q), 16, 4, 1, "decode-split-kv", num_splits=S,
+        config = KernelConfig(decode_block_m(P, N_q), 16, 4, 1, "decode-split-kv", num_splits=S,
                               heads_per_program=P)
     got, cfg = _count(q, k, v, causal=causal, causal_align=align, config=config, num_sms=4)
     off = 0 if align == "top-left" else N_k - N_q

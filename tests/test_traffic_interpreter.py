@@ -15,6 +15,7 @@ interpret = pytest.importorskip("iomodel.measure.interpret")
 
 from iomodel import LayerSpec, get_hardware  # noqa: E402
 from iomodel.traffic import predict  # noqa: E402
+from iomodel.schedule.tiles import decode_block_m  # noqa: E402
 from kernels import heuristics as hx  # noqa: E402
 
 pytestmark = [
@@ -78,7 +79,7 @@ def test_decode_model_equals_interpreter(B, H, H_kv, N_q, N_k, causal, align, S,
     d = 16
     g = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(B, h, n, d, generator=g) for h, n in ((H, N_q), (H_kv, N_k), (H_kv, N_k)))
-    cfg = hx.KernelConfig(block_m=hx.decode_block_m(P, N_q), block_n=16, num_warps=4, num_stages=1,
+    cfg = hx.KernelConfig(block_m=decode_block_m(P, N_q), block_n=16, num_warps=4, num_stages=1,
                           path="decode-split-kv", num_splits=S, heads_per_program=P)
     got, ran = counted(q, k, v, causal=causal, causal_align=align, path="decode-split-kv", config=cfg)
     spec = LayerSpec(B, H, H_kv, d, N_q, N_k, dtype="fp32", causal=causal, causal_align=align, phase="decode")

@@ -288,10 +288,7 @@ def hardware_of(measurement: Measurement, override: str | None = None) -> Hardwa
     hw = measurement.hardware
     if not hw:
         raise IomodelError("the measurement records no hardware: pass --hardware H200|H100-SXM|A100-80GB")
-    try:
-        return Hardware(**hw)
-    except TypeError as exc:
-        raise IomodelError(f"the measurement's hardware entry is malformed ({exc}): pass --hardware") from None
+    return Hardware.from_dict(hw)
 
 
 def _programs_per_sm(shape: ShapeMeasurement, tiling: Tiling, hw: Hardware) -> tuple[int, str]:

@@ -31,6 +31,7 @@ from iomodel.errors import IomodelError
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
+from iomodel.schedule.capabilities import decode_refusal, kernel_refusal, prefill_path
 from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
 from iomodel.traffic.units import RowUnits, check_row_units
 
@@ -57,30 +58,54 @@ def _heuristics():
     return heuristics
 
 
-def _prefill_path(spec: LayerSpec, hardware: Hardware, heuristics: Any) -> str:
-    """The prefill path ``kernels.flash_attention.kernel_path`` takes on ``hardware``.
+def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
+    """The prefill path the launcher takes for ``spec`` on ``hardware`` (contiguous tensors assumed).
 
-    ``prefill-tma`` (tensor descriptors) on a Hopper (sm_90) GPU for fp16/bf16 with a
-    power-of-two HEAD_DIM (contiguous tensors assumed), else ``prefill`` (pointer loads).
+    The launcher's own decision, :func:`iomodel.schedule.capabilities.prefill_path`, for the
+    hardware's compute capability (``prefill-tma`` on sm_90 for fp16/bf16 with a
+    power-of-two HEAD_DIM, else ``prefill``).
     """
-    hopper = hardware.name.split("-")[0].upper() in ("H100", "H200")
-    pow2 = spec.head_dim == heuristics.head_dim_padded(spec.head_dim)
-    return "prefill-tma" if hopper and spec.dtype in ("fp16", "bf16") and pow2 else "prefill"
+    return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0])
 
 
-def kernel_tiling(spec: LayerSpec, hardware: Hardware) -> tuple[Tiling, str]:
+def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False) -> tuple[Tiling, str]:
     """The tiles the bundled kernel (``kernels/flash_attention.py``) would run for ``spec``.
 
     Uses ``kernels/heuristics.py`` (the launcher's own pure-Python tile choice) when it is
     importable: ``decode_config`` for decode (GQA packing and split-KV over the hardware's
     SM count) and ``prefill_default`` for prefill (the first autotune candidate of the
-    hardware's path; on a GPU the autotuner may pick another). Otherwise the
+    path :func:`iomodel.schedule.capabilities.prefill_path` picks for the hardware's compute
+    capability; on a GPU the autotuner may pick another). Otherwise the
     :class:`~iomodel.spec.Tiling` defaults, and the returned sentence says so (the
     worksheet header prints it).
 
+    A layer the kernel refuses (:func:`iomodel.schedule.capabilities.kernel_refusal`) has no
+    bundled kernel's tiles: it is refused with the kernel's reason, unless the caller
+    models explicit tiles (``tiles_given``: BLOCK_M and BLOCK_N given), which then fill
+    the :class:`~iomodel.spec.Tiling` defaults under the plain statement that no bundled
+    kernel runs this layer. A decode layer beyond the decode limit is refused either way
+    (the decode model is the kernel's contract).
+
+    Args:
+        spec: the layer.
+        hardware: the device (SM count for decode splits, compute capability for the path).
+        tiles_given: BLOCK_M and BLOCK_N are given explicitly (``--block-m``, ``--block-n``).
+
     Returns:
         ``(tiling, source)``: the tiles and one sentence naming where they come from.
+
+    Raises:
+        IomodelError: the kernel refuses the layer and ``tiles_given`` is False (one line:
+            the kernel's reason and how to model explicit tiles instead).
     """
+    reason = kernel_refusal(spec, hardware)
+    if reason is not None:
+        if decode_refusal(spec) is not None:  # the decode model is the kernel's contract: no tiles help
+            raise IomodelError(reason)
+        if not tiles_given:
+            raise IomodelError(f"no bundled kernel runs this layer: {reason} "
+                               "(or give --block-m and --block-n to model tiles no bundled kernel runs)")
+        return Tiling(), f"Tiling defaults (no bundled kernel runs this layer: {reason})"
     h = _heuristics()
     if h is not None:
         if spec.phase == "decode":
@@ -91,7 +116,7 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware) -> tuple[Tiling, str]:
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
                 "kernel runs for this shape)"
             )
-        path = _prefill_path(spec, hardware, h)
+        path = _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         return Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages), (
             f"kernels/heuristics.py prefill_default for the {path} path (the bundled kernel's first autotune "
@@ -517,11 +542,14 @@ def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
     if not_estimated(s) is not None:
         return None
     h = _heuristics()
-    if h is not None:
-        path = _prefill_path(s, hw, h)
+    refusal = kernel_refusal(s, hw)
+    if h is not None and refusal is None:
+        path = _kernel_prefill_path(s, hw)
         c = h.prefill_default(s.head_dim, s.dtype, s.causal, path)
         warps, order = c.num_warps, c.tile_order
         cfg_src = f"kernels/heuristics.py prefill_default, {path} path"
+    elif refusal is not None:
+        warps, order, cfg_src = 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order"
     else:
         warps, order, cfg_src = 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order"
     tiled = prediction.algorithms["tiled"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iomodel.errors import IomodelError
+from iomodel.schedule.tiles import decode_split_len
 from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Upper bound on programs one Hopper SM runs at once (CUDA C Programming Guide, compute
@@ -173,7 +174,7 @@ def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
         a list of num_splits row counts (0 for an empty split).
     """
     n_k, bn, S = spec.seqlen_k, tiling.block_n, tiling.num_splits
-    length = cdiv(cdiv(n_k, S), bn) * bn
+    length = decode_split_len(n_k, S, bn)
     hi = n_k if not spec.causal else min(max(spec.seqlen_q + spec.causal_offset, 0), n_k)
     rows = []
     for sp in range(S):

@@ -1,7 +1,8 @@
-"""Hardware descriptions: HBM bandwidth, L2 and shared-memory capacity, SM count, peak FLOP/s.
+"""Hardware descriptions: HBM bandwidth, L2 and shared-memory capacity, SM count, compute capability, peak FLOP/s.
 
-Presets cite their datasheets. :func:`detect` reads the current CUDA device through
-torch (imported lazily; the model itself never needs torch).
+Presets cite their datasheets; a preset that shares a die with another is derived from it
+with :func:`dataclasses.replace` (H200 from H100-SXM), never copied. :func:`detect` reads
+the current CUDA device through torch (imported lazily; the model itself never needs torch).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Hardware:
     smem_per_sm: int  # bytes of shared memory per SM (configurable carve-out maximum)
     smem_per_block: int  # bytes of shared memory one thread block may use (opt-in maximum)
     num_sms: int  # streaming multiprocessors
+    compute_capability: tuple[int, int]  # (major, minor): 8.0 Ampere A100, 9.0 Hopper H100/H200
     peak_flops: dict[str, float] = field(default_factory=dict)  # dtype -> dense FLOP/s
     source: str = ""  # where the numbers come from
 
@@ -43,62 +45,89 @@ class Hardware:
         return self.peak_flops[dtype]
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable fields (``compute_capability`` as ``[major, minor]`` in JSON)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Hardware":
+        """The inverse of :meth:`to_dict`, for hardware entries of measurement records.
+
+        Records written before ``compute_capability`` was kept lack it: it is then taken
+        from the preset the record's name starts with (``"H200 (NVIDIA H200)"`` -> H200).
+
+        Raises:
+            IomodelError: an unknown or missing field, or no compute capability and no
+                preset of that name.
+        """
+        d = dict(d)
+        if "compute_capability" not in d:
+            name = str(d.get("name", ""))
+            try:
+                d["compute_capability"] = get_hardware(name.split(" (")[0]).compute_capability
+            except IomodelError:
+                raise IomodelError(
+                    f"the measurement's hardware entry {name!r} has no compute_capability and matches no preset: "
+                    "pass --hardware"
+                ) from None
+        d["compute_capability"] = tuple(int(x) for x in d["compute_capability"])
+        try:
+            return cls(**d)
+        except TypeError as exc:
+            raise IomodelError(f"the measurement's hardware entry is malformed ({exc}): pass --hardware") from None
 
 
 _TB = 1e12
 _MiB = 1024 * 1024
 _KiB = 1024
 
-HARDWARE: dict[str, Hardware] = {
-    "A100-80GB": Hardware(
-        name="A100-80GB",
-        hbm_bandwidth=2.039e12,  # NVIDIA A100 datasheet (SXM4 80GB): 2,039 GB/s
-        hbm_bytes=80 * 1000**3,
-        l2_bytes=40 * _MiB,  # NVIDIA A100 Tensor Core GPU Architecture whitepaper: 40 MB L2
-        smem_per_sm=164 * _KiB,  # A100 whitepaper: up to 164 KB shared memory per SM
-        smem_per_block=163 * _KiB,  # CUDA C Programming Guide, compute capability 8.0: 163 KB per block
-        num_sms=108,
-        peak_flops={"fp16": 312 * _TB, "bf16": 312 * _TB, "fp32": 19.5 * _TB},  # A100 datasheet, dense
-        source="NVIDIA A100 datasheet and A100 architecture whitepaper",
-    ),
-    "H100-SXM": Hardware(
-        name="H100-SXM",
-        hbm_bandwidth=3.35e12,  # NVIDIA H100 datasheet (SXM5 80GB HBM3): 3.35 TB/s
-        hbm_bytes=80 * 1000**3,
-        l2_bytes=50 * _MiB,  # NVIDIA H100 Tensor Core GPU Architecture whitepaper: 50 MB L2
-        smem_per_sm=228 * _KiB,  # Hopper whitepaper: 228 KB shared memory per SM
-        smem_per_block=227 * _KiB,  # CUDA C Programming Guide, compute capability 9.0: 227 KB per block
-        num_sms=132,
-        peak_flops={
-            "fp16": 989.4 * _TB,  # H100 datasheet, SXM, dense FP16 tensor core
-            "bf16": 989.4 * _TB,
-            "fp32": 66.9 * _TB,  # non-tensor FP32
-            "fp8_e4m3": 1978.9 * _TB,
-            "fp8_e5m2": 1978.9 * _TB,
-        },
-        source="NVIDIA H100 datasheet (SXM5) and H100 architecture whitepaper",
-    ),
-    "H200": Hardware(
-        name="H200",
-        hbm_bandwidth=4.8e12,  # NVIDIA H200 datasheet (SXM 141GB HBM3e): 4.8 TB/s
-        hbm_bytes=141 * 1000**3,
-        # cudaDeviceProp.l2CacheSize read through torch on the lent H200 (60 MiB; see
-        # receipts/); the H100 SXM5 product enables 50 MB of GH100's 60 MB.
-        l2_bytes=60 * _MiB,
-        smem_per_sm=228 * _KiB,  # same Hopper SM as the H100
-        smem_per_block=227 * _KiB,
-        num_sms=132,
-        peak_flops={
-            "fp16": 989.4 * _TB,  # H200 datasheet, SXM, dense (the H100's tensor cores)
-            "bf16": 989.4 * _TB,
-            "fp32": 66.9 * _TB,
-            "fp8_e4m3": 1978.9 * _TB,
-            "fp8_e5m2": 1978.9 * _TB,
-        },
-        source="NVIDIA H200 datasheet (SXM); L2 size read from cudaDeviceProp on an H200",
-    ),
-}
+#: NVIDIA A100 (SXM4 80GB), compute capability 8.0 (Ampere).
+A100_80GB = Hardware(
+    name="A100-80GB",
+    hbm_bandwidth=2.039e12,  # NVIDIA A100 datasheet (SXM4 80GB): 2,039 GB/s
+    hbm_bytes=80 * 1000**3,
+    l2_bytes=40 * _MiB,  # NVIDIA A100 Tensor Core GPU Architecture whitepaper: 40 MB L2
+    smem_per_sm=164 * _KiB,  # A100 whitepaper: up to 164 KB shared memory per SM
+    smem_per_block=163 * _KiB,  # CUDA C Programming Guide, compute capability 8.0: 163 KB per block
+    num_sms=108,
+    compute_capability=(8, 0),  # CUDA C Programming Guide, compute capabilities table: A100 = 8.0
+    peak_flops={"fp16": 312 * _TB, "bf16": 312 * _TB, "fp32": 19.5 * _TB},  # A100 datasheet, dense
+    source="NVIDIA A100 datasheet and A100 architecture whitepaper",
+)
+
+#: NVIDIA H100 SXM5 80GB, compute capability 9.0 (Hopper).
+H100_SXM = Hardware(
+    name="H100-SXM",
+    hbm_bandwidth=3.35e12,  # NVIDIA H100 datasheet (SXM5 80GB HBM3): 3.35 TB/s
+    hbm_bytes=80 * 1000**3,
+    l2_bytes=50 * _MiB,  # NVIDIA H100 Tensor Core GPU Architecture whitepaper: 50 MB L2
+    smem_per_sm=228 * _KiB,  # Hopper whitepaper: 228 KB shared memory per SM
+    smem_per_block=227 * _KiB,  # CUDA C Programming Guide, compute capability 9.0: 227 KB per block
+    num_sms=132,
+    compute_capability=(9, 0),  # CUDA C Programming Guide, compute capabilities table: H100 = 9.0
+    peak_flops={
+        "fp16": 989.4 * _TB,  # H100 datasheet, SXM, dense FP16 tensor core
+        "bf16": 989.4 * _TB,
+        "fp32": 66.9 * _TB,  # non-tensor FP32
+        "fp8_e4m3": 1978.9 * _TB,
+        "fp8_e5m2": 1978.9 * _TB,
+    },
+    source="NVIDIA H100 datasheet (SXM5) and H100 architecture whitepaper",
+)
+
+#: NVIDIA H200 SXM 141GB: the H100 SXM's GH100 die (same SMs, shared memory, tensor-core
+#: peaks and compute capability 9.0) with HBM3e, so it is derived from H100_SXM, not copied.
+H200 = replace(
+    H100_SXM,
+    name="H200",
+    hbm_bandwidth=4.8e12,  # NVIDIA H200 datasheet (SXM 141GB HBM3e): 4.8 TB/s
+    hbm_bytes=141 * 1000**3,
+    # cudaDeviceProp.l2CacheSize read through torch on the lent H200 (60 MiB; see
+    # receipts/); the H100 SXM5 product enables 50 MB of GH100's 60 MB.
+    l2_bytes=60 * _MiB,
+    source="NVIDIA H200 datasheet (SXM); L2 size read from cudaDeviceProp on an H200",
+)
+
+HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (A100_80GB, H100_SXM, H200)}
 
 _ALIASES = {k.lower(): k for k in HARDWARE} | {"h100": "H100-SXM", "a100": "A100-80GB", "h200-sxm": "H200"}
 
@@ -118,7 +147,7 @@ def get_hardware(name: str) -> Hardware:
 def detect(device: int = 0) -> Hardware:
     """Describe the current CUDA device from ``torch.cuda.get_device_properties``.
 
-    SM count, L2 size and shared memory per block/SM are read from the device; HBM
+    SM count, compute capability, L2 size and shared memory per block/SM are read from the device; HBM
     bandwidth and peak FLOP/s come from the matching preset (by name), since CUDA does
     not report them.
 
@@ -148,5 +177,7 @@ def detect(device: int = 0) -> Hardware:
     if getattr(props, "shared_memory_per_multiprocessor", 0):
         kw["smem_per_sm"] = int(props.shared_memory_per_multiprocessor)
     kw["hbm_bytes"] = int(props.total_memory)
-    kw["source"] = base.source + "; SMs, L2 and shared memory read from torch.cuda.get_device_properties"
+    kw["compute_capability"] = (int(props.major), int(props.minor))
+    kw["source"] = (base.source + "; SMs, compute capability, L2 and shared memory read from "
+                    "torch.cuda.get_device_properties")
     return replace(base, **kw)

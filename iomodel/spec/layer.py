@@ -39,6 +39,20 @@ def _positive_int(value: Any, what: str, flag: str) -> int:
     return value
 
 
+def causal_offset(causal_align: str, seqlen_q: int, seqlen_k: int) -> int:
+    """Diagonal offset of the causal mask: query row m sees key n iff n <= m + offset (elements).
+
+    0 for ``top-left`` (PyTorch ``is_causal``), ``seqlen_k - seqlen_q`` for ``bottom-right``
+    (flash-attn >= 2.1, KV-cache decode: the last query row sees the whole KV cache).
+
+    Raises:
+        IomodelError: ``causal_align`` is neither ``top-left`` nor ``bottom-right``.
+    """
+    if causal_align not in CAUSAL_ALIGNS:
+        raise IomodelError(f"causal_align {causal_align!r} is unknown: use 'top-left' or 'bottom-right'")
+    return 0 if causal_align == "top-left" else seqlen_k - seqlen_q
+
+
 def is_power_of_two(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
 
@@ -111,12 +125,8 @@ class LayerSpec:
 
     @property
     def causal_offset(self) -> int:
-        """Diagonal offset of the causal mask: query row m sees keys n <= m + offset.
-
-        0 for top-left (PyTorch ``is_causal``), ``seqlen_k - seqlen_q`` for bottom-right
-        (flash-attn >= 2.1; the last query row sees the whole KV cache).
-        """
-        return 0 if self.causal_align == "top-left" else self.seqlen_k - self.seqlen_q
+        """Diagonal offset of the causal mask (see :func:`causal_offset`)."""
+        return causal_offset(self.causal_align, self.seqlen_q, self.seqlen_k)
 
     def with_(self, **changes: Any) -> "LayerSpec":
         """A copy with some fields changed (validated again)."""
@@ -128,7 +138,6 @@ class LayerSpec:
         return d
 
 
-#: Shared memory per SM is shared by Q, K and V tiles; see :meth:`Tiling.sram_bytes`.
 @dataclass(frozen=True)
 class Tiling:
     """Tile sizes of a tiled (FlashAttention-style) kernel.
@@ -165,14 +174,12 @@ class Tiling:
         )
 
     def sram_bytes(self, spec: LayerSpec) -> int:
-        """Shared memory one forward program needs, in bytes.
+        """Shared memory one forward program needs, in bytes: the schedule's formula
+        :func:`iomodel.schedule.tiles.program_sram_bytes` (Q tile plus ``num_stages`` K and V
+        tiles) for these tiles and ``spec``'s HEAD_DIM and element width."""
+        from iomodel.schedule.tiles import program_sram_bytes  # schedule reads spec: imported at call time
 
-        Q tile ``BLOCK_M x d`` plus ``num_stages`` K tiles and V tiles of ``BLOCK_N x d``,
-        all of element width s (Triton tutorial 06 / FlashAttention-2 Section 3.1 layout;
-        the score tile and accumulators live in registers).
-        """
-        d, s = spec.head_dim, spec.width
-        return (self.block_m * d + 2 * self.num_stages * self.block_n * d) * s
+        return program_sram_bytes(self.block_m, self.block_n, self.num_stages, spec.head_dim, spec.width)
 
     def check_fits(self, spec: LayerSpec, smem_per_block: int, hardware_name: str = "") -> None:
         """Raise if the tiles do not fit ``smem_per_block`` bytes of shared memory.

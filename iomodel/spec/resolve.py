@@ -164,12 +164,7 @@ def resolve_layer(
         if seqlen is not None and seqlen_k is not None:
             raise IomodelError("for decode --seqlen is the KV-cache length: give either --seqlen or --seqlen-k")
         nk = _pick(seqlen_k, _pick(seqlen, DEFAULT_SEQLEN))
-        nq = _pick(seqlen_q, 1)
-        if isinstance(nq, int) and nq > 16:
-            raise IomodelError(
-                f"decode models 1 to 16 query rows (the kernel's split-KV path), got --seqlen-q {nq}: "
-                "lower it or use --phase prefill"
-            )
+        nq = _pick(seqlen_q, 1)  # the decode limit is the kernel's: kernel_tiling refuses beyond it
     if causal is None:
         causal = True
     align = _pick(causal_align, "top-left" if phase == "prefill" else "bottom-right")
@@ -195,9 +190,9 @@ def resolve_layer(
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
     from iomodel.report.worksheet import kernel_tiling  # the kernel heuristics' tiles; imported where used
 
-    tiling, source = kernel_tiling(spec, hw)
     explicit = {k: v for k, v in dict(block_m=block_m, block_n=block_n, num_stages=num_stages,
                                        num_splits=num_splits).items() if v is not None}
+    tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys())
     if explicit:
         tiling = Tiling(
             block_m=explicit.get("block_m", tiling.block_m),

@@ -6,7 +6,8 @@ Follows ``docs/traffic-contract.md`` ("Decode (split-KV)") exactly:
   G = H/H_kv) as its P·N_q rows; grid ``(num_splits, B·H_kv·G/P)``, i.e. B·H/P programs
   per split;
 * split ``sp`` covers keys ``[sp·L, min((sp+1)·L, N_k))`` with
-  ``L = BLOCK_N·⌈⌈N_k/num_splits⌉/BLOCK_N⌉``; every program loads its P·N_q query rows
+  ``L = BLOCK_N·⌈⌈N_k/num_splits⌉/BLOCK_N⌉`` (:func:`iomodel.schedule.tiles.decode_split_len`);
+  every program loads its P·N_q query rows
   once (so Q is read num_splits times, empty splits included — ``_attn_decode`` loads Q
   before its key loop), and the K/V blocks of its split (an empty split loads none);
 * K/V: blocks of BLOCK_N keys from the split start, masked to the split end; causal: blocks
@@ -39,11 +40,6 @@ def decode_key_rows(spec: LayerSpec) -> sp.Expr:
         return SYM.N_k
     hi = sp.Max(0, sp.Min(SYM.N_q + causal_offset_expr(spec), SYM.N_k))
     return sp.Min(SYM.N_k, SYM.BLOCK_N * sp.ceiling(hi / SYM.BLOCK_N))
-
-
-def split_length() -> sp.Expr:
-    """Keys per split L = BLOCK_N·⌈⌈N_k/num_splits⌉/BLOCK_N⌉ (a multiple of BLOCK_N)."""
-    return SYM.BLOCK_N * sp.ceiling(sp.ceiling(SYM.N_k / SYM.splits) / SYM.BLOCK_N)
 
 
 def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
@@ -113,4 +109,4 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
     )
 
 
-__all__ = ["decode_key_rows", "decode_model", "split_length"]
+__all__ = ["decode_key_rows", "decode_model"]

@@ -20,6 +20,8 @@ import numpy as np
 import sympy as sp
 
 from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import decode_refusal
+from iomodel.schedule.tiles import DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, program_sram_bytes
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import DTYPES, LayerSpec, Tiling, canonical_dtype, is_power_of_two
 from iomodel.traffic.base import FIELD_SYMBOLS, SYM, AlgorithmModel, Row
@@ -50,8 +52,6 @@ ARG_SYMBOLS: tuple[sp.Symbol, ...] = (
 QUANTITIES = ("hbm_read_bytes", "hbm_write_bytes", "hbm_bytes", "sram_fill_read_bytes",
               "sram_fill_write_bytes", "allocated_bytes", "flops")
 
-DECODE_MAX_QUERY_ROWS = 16  # the kernel takes its decode path when seqlen_q <= 16
-DECODE_MAX_PACKED_ROWS = 128  # heads_per_program * seqlen_q <= 128 (docs/traffic-contract.md)
 #: Largest seqlen_q / seqlen_k that :func:`predict` evaluates: its causal tile sums are exact
 #: Python loops over query rows and tiles (about 0.6 s per million rows on one CPU core).
 PREDICT_MAX_SEQLEN = 2**24
@@ -80,19 +80,17 @@ def _resolve_options(options: dict[str, Any]) -> dict[str, Any]:
 def _validate(spec: LayerSpec, tiling: Tiling) -> None:
     """Checks that depend on spec and tiling together (the kernel's own limits)."""
     if spec.phase == "decode":
-        if spec.seqlen_q > DECODE_MAX_QUERY_ROWS:
-            raise IomodelError(
-                f"decode models at most {DECODE_MAX_QUERY_ROWS} query rows (the kernel's decode path), "
-                f"got seqlen_q={spec.seqlen_q}: use --phase prefill"
-            )
+        reason = decode_refusal(spec)  # the decode model is the kernel's contract: its limit
+        if reason is not None:
+            raise IomodelError(reason)
         p = tiling.heads_per_program
         if spec.group % p:
             raise IomodelError(
                 f"heads_per_program={p} must divide the GQA group H/H_kv={spec.group}: pick a divisor of {spec.group}"
             )
-        if p * spec.seqlen_q > DECODE_MAX_PACKED_ROWS:
+        if p * spec.seqlen_q > DECODE_MAX_ROWS:
             raise IomodelError(
-                f"heads_per_program*seqlen_q = {p * spec.seqlen_q} exceeds {DECODE_MAX_PACKED_ROWS}: "
+                f"heads_per_program*seqlen_q = {p * spec.seqlen_q} exceeds {DECODE_MAX_ROWS}: "
                 "lower --heads-per-program"
             )
 
@@ -209,9 +207,9 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
                    if opts["gqa_bwd"] == "in_program" else
                    "dK/dV are written per query head in (B, H, N_k, d) and summed over the group (flash-attn mha_bwd).")
             )
-    if spec.phase == "prefill" and spec.seqlen_q <= DECODE_MAX_QUERY_ROWS:
+    if spec.phase == "prefill" and spec.seqlen_q <= DECODE_MAX_SEQLEN_Q:
         a.append(
-            f"The bundled kernel takes its decode path for seqlen_q <= {DECODE_MAX_QUERY_ROWS}; this prediction models "
+            f"The bundled kernel takes its decode path for seqlen_q <= {DECODE_MAX_SEQLEN_Q}; this prediction models "
             "the prefill schedule (use phase 'decode' to model what the kernel runs)."
         )
     if spec.phase == "decode":
@@ -673,7 +671,7 @@ def sweep(
             raise IomodelError(f"{fld.upper()} must be a power of two, got {int(v[bad][0])}: use powers of two only")
     if np.any(cols["heads"] % cols["kv_heads"]):
         raise IomodelError("heads must be divisible by kv_heads at every point: pick kv_heads among the divisors of heads")
-    need = (cols["block_m"] * cols["head_dim"] + 2 * cols["num_stages"] * cols["block_n"] * cols["head_dim"]) * spec.width
+    need = program_sram_bytes(cols["block_m"], cols["block_n"], cols["num_stages"], cols["head_dim"], spec.width)
     if np.any(need > cols["smem_per_block"]):
         i = int(np.argmax(need > cols["smem_per_block"]))
         raise IomodelError(
@@ -682,12 +680,14 @@ def sweep(
         )
     if spec.phase == "decode":
         group = cols["heads"] // cols["kv_heads"]
-        if np.any(cols["seqlen_q"] > DECODE_MAX_QUERY_ROWS):
-            raise IomodelError(f"decode models at most {DECODE_MAX_QUERY_ROWS} query rows: keep seqlen_q <= 16")
+        if np.any(cols["seqlen_q"] > DECODE_MAX_SEQLEN_Q):
+            raise IomodelError(f"decode models at most {DECODE_MAX_SEQLEN_Q} query rows (the kernel's decode path): "
+                               f"keep seqlen_q <= {DECODE_MAX_SEQLEN_Q}")
         if np.any(group % cols["heads_per_program"]):
             raise IomodelError("heads_per_program must divide H/H_kv at every point: sweep divisors of the group only")
-        if np.any(cols["heads_per_program"] * cols["seqlen_q"] > DECODE_MAX_PACKED_ROWS):
-            raise IomodelError("heads_per_program*seqlen_q exceeds 128 at some point: lower heads_per_program")
+        if np.any(cols["heads_per_program"] * cols["seqlen_q"] > DECODE_MAX_ROWS):
+            raise IomodelError(f"heads_per_program*seqlen_q exceeds {DECODE_MAX_ROWS} at some point: "
+                               "lower heads_per_program")
 
     # exact int64 evaluation: every quantity is below 64·B·H·N_q·N_k·d (FLOPs <= 18·d per pair,
     # the baseline's score passes and the tiled re-reads likewise), so this bound keeps it exact

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from iomodel.spec import cdiv
+
 #: Summation indices (integers >= 0) used in the printed sums.
 _i = sp.Symbol("i", integer=True, nonnegative=True)
 _j = sp.Symbol("j", integer=True, nonnegative=True)
@@ -161,10 +163,6 @@ def floor_sum(n, m, a, b) -> np.ndarray:
     return ans
 
 
-def _cdiv(a, b):
-    return -((-a) // b)
-
-
 def np_q_tile_key_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
     """Closed form of :class:`QTileKeyRows` (vectorized, exact).
 
@@ -175,9 +173,9 @@ def np_q_tile_key_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
     N_q, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_k), _i64(BM), _i64(BN), _i64(off))
 
     def g(x):
-        return np.minimum(N_k, BN * _cdiv(np.maximum(0, x), BN))
+        return np.minimum(N_k, BN * cdiv(np.maximum(0, x), BN))
 
-    n = _cdiv(N_q, BM) - 1  # full tiles j = 1..n
+    n = cdiv(N_q, BM) - 1  # full tiles j = 1..n
     last = g(N_q + off)
     z = np.clip((-off) // BM, 0, n)  # j <= z: x <= 0, no key
     k_full = BN * (N_k // BN)
@@ -192,7 +190,7 @@ def np_q_tile_key_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
 def np_k_block_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
     """Closed form of :class:`KBlockQueryRows` (vectorized, exact)."""
     N_q, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_k), _i64(BM), _i64(BN), _i64(off))
-    t_c = _cdiv(N_k, BN)
+    t_c = cdiv(N_k, BN)
     jmax = np.minimum(t_c - 1, (N_q - 1 + off) // BN)  # last key block seen by some row
     cnt = np.maximum(jmax + 1, 0)
     z = np.clip(off // BN + 1, 0, cnt)  # j < z: j·BN <= off, every query row loaded

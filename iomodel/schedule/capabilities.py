@@ -1,0 +1,178 @@
+"""What the bundled kernel (``kernels/flash_attention.py``) runs, stated once, as data and checks.
+
+The kernel's input checks and the worksheet both read this module, so the model never
+labels tiles "the bundled kernel's" for a layer the kernel refuses:
+
+* :func:`kernel_refusal` — why the kernel refuses a layer (HEAD_DIM above
+  :data:`MAX_HEAD_DIM`, a dtype outside :data:`KERNEL_DTYPES`, a decode call with more than
+  :data:`~iomodel.schedule.tiles.DECODE_MAX_SEQLEN_Q` query rows), or None;
+* :func:`tma_refusal` and :func:`prefill_path` — when the prefill runs on tensor
+  descriptors (TMA, sm_90) and when on pointer loads;
+* :data:`PATHS`, :data:`BLOCK_SIZES`, :data:`NUM_WARPS` — what a forced launch
+  configuration may name.
+
+Every reason is one sentence that says what to change. Pure Python: no torch, no triton.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q, head_dim_padded, next_pow2
+
+if TYPE_CHECKING:
+    from iomodel.spec import LayerSpec
+    from iomodel.spec.hardware import Hardware
+
+#: Paths the launcher can take (``KernelConfig.path``).
+PATHS = ("prefill", "prefill-tma", "decode-split-kv")
+#: Element types of q, k, v the kernel runs (canonical names of ``iomodel.spec.DTYPES``);
+#: no fp8: its ``tl.dot`` inputs would need scaling the kernel does not do.
+KERNEL_DTYPES = ("fp16", "bf16", "fp32")
+#: Largest HEAD_DIM the kernel compiles (register/SRAM budget of one program).
+MAX_HEAD_DIM = 256
+#: Compute capability major on which the prefill may use tensor descriptors (TMA, Hopper sm_90).
+TMA_SM_MAJOR = 9
+#: Element types the TMA prefill runs (fp32 takes exact IEEE dots on the pointer path).
+TMA_DTYPES = ("fp16", "bf16")
+#: Smallest and largest BLOCK_M / BLOCK_N of a launch (powers of two; ``tl.dot`` needs >= 16).
+BLOCK_SIZES = (16, 256)
+#: Warps per program a launch may use.
+NUM_WARPS = (1, 2, 4, 8, 16)
+
+
+def head_dim_refusal(spec: Any) -> str | None:
+    """Why the kernel refuses ``spec.head_dim`` (above :data:`MAX_HEAD_DIM`), or None."""
+    if spec.head_dim > MAX_HEAD_DIM:
+        return (f"HEAD_DIM {spec.head_dim} is above the kernel's maximum of {MAX_HEAD_DIM}: "
+                f"use HEAD_DIM <= {MAX_HEAD_DIM}")
+    return None
+
+
+def dtype_refusal(spec: Any) -> str | None:
+    """Why the kernel refuses ``spec.dtype`` (not in :data:`KERNEL_DTYPES`, e.g. fp8), or None."""
+    if spec.dtype not in KERNEL_DTYPES:
+        return (f"dtype {spec.dtype} is not one the bundled kernel runs: "
+                f"use {', '.join(KERNEL_DTYPES[:-1])} or {KERNEL_DTYPES[-1]}")
+    return None
+
+
+def decode_refusal(spec: Any) -> str | None:
+    """Why the kernel's decode path refuses ``spec.seqlen_q`` (above the decode limit), or None."""
+    if spec.phase == "decode" and spec.seqlen_q > DECODE_MAX_SEQLEN_Q:
+        return (f"the decode (split-KV) path takes 1 to {DECODE_MAX_SEQLEN_Q} query rows (seqlen_q <= "
+                f"{DECODE_MAX_SEQLEN_Q}), got seqlen_q = {spec.seqlen_q}: use --phase prefill (path='prefill')")
+    return None
+
+
+#: Every check of :func:`kernel_refusal`, in the order the kernel applies them.
+LAYER_CHECKS: tuple[Callable[[Any], str | None], ...] = (head_dim_refusal, dtype_refusal, decode_refusal)
+
+
+def kernel_refusal(spec: "LayerSpec", hardware: "Hardware | None" = None) -> str | None:
+    """Why the bundled kernel refuses to run ``spec``, as one sentence, or None when it runs it.
+
+    Applies :data:`LAYER_CHECKS` in order and returns the first reason. The kernel raises
+    exactly this sentence (``kernels.flash_attention.flash_attention``); the worksheet
+    (``iomodel.report.worksheet.kernel_tiling``) then either refuses the layer with it (exit
+    2, one line), or, when the user gave explicit tiles (``--block-m`` and ``--block-n``),
+    models those tiles under the plain statement that no bundled kernel runs this layer,
+    with the reason — never as "the bundled kernel's" tiles. A decode layer beyond the
+    decode limit is refused either way (the decode model is the kernel's contract).
+
+    Args:
+        spec: the layer (a :class:`~iomodel.spec.LayerSpec`, or any object with its
+            ``head_dim``, ``dtype`` (canonical name), ``phase`` and ``seqlen_q``; the kernel
+            passes its checked input sizes).
+        hardware: the device the layer would run on; no current refusal depends on it (the
+            pointer path runs on every preset; :func:`prefill_path` reads its compute
+            capability for the TMA choice).
+
+    Returns:
+        The reason (one line that says what to change), or None.
+
+    Example:
+        >>> from iomodel.spec import LayerSpec
+        >>> kernel_refusal(LayerSpec(1, 16, 16, 257, 2048, 2048, "fp16"))
+        "HEAD_DIM 257 is above the kernel's maximum of 256: use HEAD_DIM <= 256"
+    """
+    for check in LAYER_CHECKS:
+        reason = check(spec)
+        if reason is not None:
+            return reason
+    return None
+
+
+def tma_refusal(dtype: str, head_dim: int, tma_aligned: bool = True) -> str | None:
+    """Why the TMA prefill (``prefill-tma``) cannot take these inputs, or None.
+
+    Args:
+        dtype: canonical dtype name of q, k, v.
+        head_dim: HEAD_DIM (d), elements.
+        tma_aligned: q, k, v (and o) have 16-byte aligned bases and strides and a unit last
+            stride (host tensor descriptors need that).
+
+    Returns:
+        The reason (one line), or None: TMA needs a dtype of :data:`TMA_DTYPES`, a
+        power-of-two HEAD_DIM in 16..:data:`MAX_HEAD_DIM` (one descriptor box spans the
+        whole row) and aligned tensors.
+    """
+    if dtype not in TMA_DTYPES:
+        return f"path 'prefill-tma' needs fp16 or bf16, got {dtype}: use path='prefill'"
+    if head_dim != head_dim_padded(head_dim) or head_dim > MAX_HEAD_DIM:
+        return (f"path 'prefill-tma' needs a power-of-two HEAD_DIM in {head_dim_padded(1)}..{MAX_HEAD_DIM}, "
+                f"got {head_dim}: use path='prefill'")
+    if not tma_aligned:
+        return ("path 'prefill-tma' needs 16-byte aligned, last-dim-contiguous q, k, v: use path='prefill' "
+                "or make the tensors contiguous")
+    return None
+
+
+def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
+                 use_tma: bool = True) -> str:
+    """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``) and the worksheet models.
+
+    Args:
+        dtype: canonical dtype name (``fp16``, ``bf16``, ``fp32``).
+        head_dim: HEAD_DIM (d).
+        sm_major: compute capability major of the GPU (9 = Hopper; ``Hardware.compute_capability[0]``),
+            ``None`` for Triton's interpreter.
+        tma_aligned: q, k, v (and o) are TMA-aligned (see :func:`tma_refusal`).
+        use_tma: the ``IOMODEL_TMA`` switch.
+
+    Returns:
+        ``prefill-tma`` on sm_90 when :func:`tma_refusal` finds nothing, else ``prefill``.
+    """
+    if use_tma and sm_major == TMA_SM_MAJOR and tma_refusal(dtype, head_dim, tma_aligned) is None:
+        return "prefill-tma"
+    return "prefill"
+
+
+def block_size_refusal(name: str, value: Any) -> str | None:
+    """Why a forced launch refuses ``config.<name>`` (BLOCK_M or BLOCK_N), or None.
+
+    A block size must be a power of two within :data:`BLOCK_SIZES`.
+    """
+    lo, hi = BLOCK_SIZES
+    if not (isinstance(value, int) and lo <= value <= hi and next_pow2(value) == value):
+        return f"config.{name} must be a power of two in {lo}..{hi}, got {value!r}: change it"
+    return None
+
+
+__all__ = [
+    "BLOCK_SIZES",
+    "KERNEL_DTYPES",
+    "LAYER_CHECKS",
+    "MAX_HEAD_DIM",
+    "NUM_WARPS",
+    "PATHS",
+    "TMA_DTYPES",
+    "TMA_SM_MAJOR",
+    "block_size_refusal",
+    "decode_refusal",
+    "dtype_refusal",
+    "head_dim_refusal",
+    "kernel_refusal",
+    "prefill_path",
+    "tma_refusal",
+]

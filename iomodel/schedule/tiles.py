@@ -1,0 +1,100 @@
+"""Tiles of the bundled kernel's traffic contract (``docs/traffic-contract.md``), in numbers.
+
+Each formula here is the one both sides read: the launcher in :mod:`kernels.flash_attention`
+(through :mod:`kernels.heuristics`) runs these tiles, and the traffic model
+(:mod:`iomodel.traffic`, :mod:`iomodel.cache.l2`) counts their bytes. Pure Python on ints;
+:func:`program_sram_bytes` also takes numpy integer arrays (the compiled sweep).
+
+Vocabulary: BLOCK_M query rows per program, BLOCK_N key rows per inner step, P =
+heads_per_program (decode GQA packing), num_splits (decode split-KV partitions), L keys per
+split, HEAD_DIM (d), element width s in bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iomodel.spec.layer import cdiv
+
+#: Largest seqlen_q that takes the decode (split-KV) path; longer queries run prefill.
+DECODE_MAX_SEQLEN_Q = 16
+#: Largest P * seqlen_q packed into one decode program's rows (traffic contract).
+DECODE_MAX_ROWS = 128
+#: Smallest padded HEAD_DIM: ``tl.dot`` needs a reduction dimension of at least 16.
+MIN_HEAD_DIM_PAD = 16
+#: Fewest rows of a decode program (BLOCK_M): ``tl.dot`` needs at least 16 rows.
+DECODE_MIN_BLOCK_M = 16
+
+
+def next_pow2(n: int) -> int:
+    """Smallest power of two >= ``n`` (``n >= 1``; 1 for ``n <= 1``)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def head_dim_padded(head_dim: int) -> int:
+    """HEAD_DIM the kernel computes with: ``max(16, next_pow2(head_dim))`` elements.
+
+    Columns beyond ``head_dim`` are masked on every load and store, so they move no bytes
+    (``tl.arange`` needs a power of two and ``tl.dot`` a reduction of at least 16).
+    """
+    return max(MIN_HEAD_DIM_PAD, next_pow2(head_dim))
+
+
+def program_sram_bytes(block_m: Any, block_n: Any, num_stages: Any, head_dim: Any, width: Any) -> Any:
+    """Shared memory one forward program holds, in bytes: ``(BLOCK_M·d + 2·num_stages·BLOCK_N·d)·s``.
+
+    The Q tile ``(BLOCK_M, d)`` plus ``num_stages`` K tiles and V tiles of ``(BLOCK_N, d)``,
+    all of element width s bytes (Triton tutorial 06 / FlashAttention-2 Section 3.1 layout;
+    the score tile and the accumulators live in registers). Works on ints and on numpy
+    integer arrays alike.
+
+    Example:
+        >>> program_sram_bytes(128, 64, 2, 128, 2)  # bf16, HEAD_DIM 128
+        98304
+    """
+    return (block_m * head_dim + 2 * num_stages * block_n * head_dim) * width
+
+
+def decode_heads_per_program(group: int, seqlen_q: int) -> int:
+    """P: the largest divisor of the GQA group G with ``P * seqlen_q <= DECODE_MAX_ROWS`` (traffic contract).
+
+    Args:
+        group: G = H / H_kv query heads per KV head.
+        seqlen_q: query rows per head (1..16).
+    """
+    best = 1
+    for p in range(1, group + 1):
+        if group % p == 0 and p * seqlen_q <= DECODE_MAX_ROWS:
+            best = p
+    return best
+
+
+def decode_block_m(heads_per_program: int, seqlen_q: int) -> int:
+    """BLOCK_M of a decode program: ``next_pow2(max(16, P * seqlen_q))`` rows (traffic contract)."""
+    return next_pow2(max(DECODE_MIN_BLOCK_M, heads_per_program * seqlen_q))
+
+
+def decode_split_len(seqlen_k: int, num_splits: int, block_n: int) -> int:
+    """L, keys per split: ``ceil(ceil(seqlen_k / num_splits) / BLOCK_N) * BLOCK_N`` (traffic contract).
+
+    A multiple of BLOCK_N, so split sp covers keys ``[sp·L, min((sp+1)·L, seqlen_k))``.
+
+    Example:
+        >>> decode_split_len(8192, 3, 64)
+        2752
+    """
+    return cdiv(cdiv(seqlen_k, num_splits), block_n) * block_n
+
+
+__all__ = [
+    "DECODE_MAX_ROWS",
+    "DECODE_MAX_SEQLEN_Q",
+    "DECODE_MIN_BLOCK_M",
+    "MIN_HEAD_DIM_PAD",
+    "decode_block_m",
+    "decode_heads_per_program",
+    "decode_split_len",
+    "head_dim_padded",
+    "next_pow2",
+    "program_sram_bytes",
+]
