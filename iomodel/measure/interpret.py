@@ -440,11 +440,11 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     if spec.backward:
         raise IomodelError("the interpreter counts the forward kernel only: use --pass fwd")
     fa = _kernels_module()
-    from kernels._inputs import FLOAT_DTYPES  # the dtypes the bundled kernel accepts
+    from iomodel.schedule.capabilities import kernel_refusal  # what the bundled kernel runs
 
-    if spec.dtype not in FLOAT_DTYPES.values():
-        raise IomodelError(f"the bundled kernel takes {', '.join(FLOAT_DTYPES.values())}, got {spec.dtype}: "
-                           "change --dtype")
+    reason = kernel_refusal(spec)
+    if reason is not None:
+        raise IomodelError(reason)
     g = torch.Generator().manual_seed(seed)
     dt = torch_dtype(spec.dtype)
     q = torch.randn(spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, generator=g).to(dt)  # (B, H, N_q, d)
