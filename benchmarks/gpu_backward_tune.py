@@ -38,27 +38,26 @@ from kernels.flash_attention import flash_attention  # noqa: E402
 from kernels.reference import reference_attention_backward  # noqa: E402
 
 
-def candidates(d: int) -> list[bw.BackwardConfig]:
-    """Backward tiles to try for HEAD_DIM ``d`` (padded): dK/dV (BLOCK_M x BLOCK_N), dQ
-    (BLOCK_M x BLOCK_N), warps and stages, and the atomic-dQ variant."""
-    out = []
-    if d <= 64:
-        kv = [(32, 128, 4, 3), (64, 128, 8, 3), (32, 64, 4, 4), (64, 64, 4, 3), (32, 128, 8, 4), (16, 128, 4, 4)]
-        dq = [(128, 32, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 32, 4, 4)]
-    else:
-        kv = [(32, 128, 8, 2), (64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 8, 2), (16, 128, 8, 2), (32, 128, 4, 2)]
-        dq = [(128, 32, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 4, 3)]
-    base_dq = dq[0]
-    for bm, bn, w, s in kv:
-        out.append(bw.BackwardConfig(block_m=bm, block_n=bn, num_warps=w, num_stages=s, dq_block_m=base_dq[0],
-                                     dq_block_n=base_dq[1], dq_num_warps=base_dq[2], dq_num_stages=base_dq[3]))
-    best_kv = kv[0]
-    for qm, qn, w, s in dq[1:]:
-        out.append(bw.BackwardConfig(block_m=best_kv[0], block_n=best_kv[1], num_warps=best_kv[2],
-                                     num_stages=best_kv[3], dq_block_m=qm, dq_block_n=qn, dq_num_warps=w,
-                                     dq_num_stages=s))
-    out.append(dataclasses.replace(out[0], atomic_dq=True))
-    return out
+KV_CANDIDATES = {  # dK/dV kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages)
+    64: [(32, 128, 4, 3), (32, 128, 4, 4), (32, 128, 4, 2), (64, 128, 8, 3), (64, 64, 4, 3), (32, 64, 4, 3),
+         (64, 128, 4, 3), (16, 128, 4, 3)],
+    128: [(32, 64, 4, 3), (32, 64, 4, 4), (32, 64, 4, 2), (64, 64, 4, 3), (16, 64, 4, 3), (64, 128, 8, 3),
+          (32, 128, 8, 3), (32, 64, 8, 3), (64, 64, 8, 3)],
+    256: [(16, 32, 4, 2), (32, 32, 4, 2), (16, 64, 8, 1), (32, 64, 8, 1)],
+}
+DQ_CANDIDATES = {  # dQ kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages)
+    64: [(128, 64, 8, 3), (64, 64, 4, 3), (128, 64, 4, 3), (128, 128, 8, 2), (64, 128, 4, 3), (128, 32, 4, 3),
+         (64, 64, 4, 4)],
+    128: [(64, 64, 4, 2), (64, 64, 4, 3), (64, 32, 4, 3), (128, 64, 8, 2), (64, 128, 8, 2), (32, 64, 4, 3),
+          (128, 32, 8, 3), (128, 64, 8, 3)],
+    256: [(32, 32, 4, 2), (64, 32, 8, 1), (32, 64, 8, 1)],
+}
+
+
+def config_of(kv: tuple, dq: tuple, atomic: bool = False) -> bw.BackwardConfig:
+    """A :class:`BackwardConfig` from a dK/dV and a dQ candidate tuple."""
+    return bw.BackwardConfig(block_m=kv[0], block_n=kv[1], num_warps=kv[2], num_stages=kv[3], dq_block_m=dq[0],
+                             dq_block_n=dq[1], dq_num_warps=dq[2], dq_num_stages=dq[3], atomic_dq=atomic)
 
 
 def correctness() -> list[dict]:
@@ -68,7 +67,9 @@ def correctness() -> list[dict]:
              (1, 4, 4, 300, 700, 64, torch.bfloat16, True, "top-left"),
              (1, 4, 2, 150, 170, 96, torch.float16, True, "bottom-right"),
              (2, 16, 16, 2048, 2048, 64, torch.bfloat16, False, "top-left"),
-             (1, 2, 2, 257, 333, 32, torch.float32, True, "top-left")]
+             (1, 2, 2, 257, 333, 32, torch.float32, True, "top-left"),
+             (1, 4, 2, 300, 300, 256, torch.bfloat16, True, "top-left"),
+             (1, 4, 2, 200, 260, 200, torch.float16, True, "bottom-right")]
     for B, H, Hkv, Nq, Nk, d, dt, causal, align in cases:
         g = torch.Generator(device="cuda").manual_seed(1)
         q, do = (torch.randn(B, H, Nq, d, device="cuda", generator=g, dtype=dt) for _ in range(2))
@@ -96,29 +97,33 @@ def _inputs(B, H, N, d, dt, grad=True):
 
 
 def tune(quick: bool) -> dict:
-    best = {}
-    rows = []
+    """Per (HEAD_DIM, causal): the dK/dV candidates with the first dQ candidate, then the dQ
+    candidates with the fastest dK/dV tiles, then the atomic-dQ variant of the winner."""
+    import triton
+
+    best, rows = {}, []
     for d, causal in itertools.product((64, 128), (False, True)):
-        B, H, N = 4, 16, 4096
-        q, k, v, do = _inputs(B, H, N, d, torch.bfloat16, grad=False)
+        q, k, v, do = _inputs(4, 16, 4096, d, torch.bfloat16, grad=False)
         o, lse = flash_attention(q, k, v, causal)
-        times = {}
-        for cfg in candidates(d)[: 3 if quick else None]:
+
+        def timed(cfg):
             try:
-                fn = lambda cfg=cfg: bw.flash_attention_backward(do, q, k, v, o, lse, causal, config=cfg)  # noqa: E731
+                fn = lambda: bw.flash_attention_backward(do, q, k, v, o, lse, causal, config=cfg)  # noqa: E731
                 fn()
                 torch.cuda.synchronize()
-                import triton
-
                 ms = triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median")
             except Exception as exc:  # a config that does not compile or fit: recorded, skipped
                 ms = None
                 print("tune-fail", d, causal, cfg, str(exc).splitlines()[0][:200], flush=True)
-            times[json.dumps(cfg.to_dict())] = ms
             rows.append(dict(d=d, causal=causal, config=cfg.to_dict(), ms=ms))
             print("tune", d, causal, cfg.to_dict(), ms, flush=True)
-        ok = {c: t for c, t in times.items() if t is not None}
-        best[f"{d}-{causal}"] = json.loads(min(ok, key=ok.get))
+            return float("inf") if ms is None else ms
+
+        kvs, dqs = KV_CANDIDATES[d][: 2 if quick else None], DQ_CANDIDATES[d][: 2 if quick else None]
+        kv = min(kvs, key=lambda c: timed(config_of(c, dqs[0])))
+        dq = min(dqs, key=lambda c: timed(config_of(kv, c)))
+        timed(config_of(kv, dq, atomic=True))
+        best[f"{d}-{causal}"] = config_of(kv, dq).to_dict()
     return {"rows": rows, "best": best}
 
 
