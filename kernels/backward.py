@@ -308,15 +308,26 @@ def backward_config(head_dim: int, dtype: str, causal: bool) -> BackwardConfig:
     """
     if INTERPRET:
         return INTERPRETER_BACKWARD
-    d = head_dim_padded(head_dim)
-    return GPU_BACKWARD[min(k for k in GPU_BACKWARD if k >= d)]
+    d = max(64, head_dim_padded(head_dim))  # HEAD_DIM 16..64 run the 64 tiles
+    return GPU_BACKWARD[(min(k for k, _ in GPU_BACKWARD if k >= d), bool(causal))]
 
-#: GPU tiles per padded HEAD_DIM (the Triton tutorial 06 backward's shapes: 32 x 128 for
-#: dK/dV, 128 x 32 for dQ), smaller tiles for the widest heads.
-GPU_BACKWARD: dict[int, BackwardConfig] = {
-    64: BackwardConfig(block_m=32, block_n=128, dq_block_m=128, dq_block_n=32, num_warps=4, num_stages=3),
-    128: BackwardConfig(block_m=32, block_n=128, dq_block_m=128, dq_block_n=32, num_warps=8, num_stages=2),
-    256: BackwardConfig(block_m=16, block_n=64, dq_block_m=64, dq_block_n=16, num_warps=8, num_stages=1),
+#: GPU tiles per (padded HEAD_DIM, causal), the fastest of ``benchmarks/gpu_backward_tune.py``
+#: on the H200 (B = 4, H = 16, N = 4096, bf16; receipts/bwd-tune-h200-2026-12-01.json): dK/dV
+#: tiles first, then dQ tiles on the winner. fp32 atomics for dQ lost on every shape (+13 to
+#: +47 %), so dQ is the separate kernel. HEAD_DIM 256: untuned, checked for exactness only.
+GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
+    (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
+                                dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
+    (64, True): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=3,
+                               dq_block_m=64, dq_block_n=64, dq_num_warps=4, dq_num_stages=3),
+    (128, False): BackwardConfig(block_m=64, block_n=128, num_warps=8, num_stages=3,
+                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
+    (128, True): BackwardConfig(block_m=32, block_n=64, num_warps=4, num_stages=3,
+                                dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
+    (256, False): BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1,
+                                 dq_block_m=64, dq_block_n=16, dq_num_warps=8, dq_num_stages=1),
+    (256, True): BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1,
+                                dq_block_m=64, dq_block_n=16, dq_num_warps=8, dq_num_stages=1),
 }
 
 
