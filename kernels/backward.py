@@ -39,7 +39,8 @@ from iomodel.schedule.capabilities import kernel_refusal
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_inputs
-from kernels.flash_attention import INTERPRET, _alloc, _check_device, _dot, _dot_precision, _emulate_bf16, _to_dtype
+from kernels.flash_attention import (INTERPRET, _alloc, _check_device, _dot, _dot_precision, _emulate_bf16,
+                                     _head_of, _to_dtype)
 
 __all__ = ["BackwardConfig", "flash_attention_backward"]
 
@@ -77,6 +78,14 @@ INTERPRETER_BACKWARD = BackwardConfig(block_m=16, block_n=32, dq_block_m=32, dq_
 # Device code
 # ====================================================================================
 @triton.jit
+def _tile(BASE, b, h, stride_z, stride_h, stride_r, stride_d, offs_r, offs_d):
+    """Pointers ``(len(offs_r), len(offs_d))`` to rows ``offs_r``, columns ``offs_d`` of head
+    ``h`` of sequence ``b`` of a ``(B, heads, N, HEAD_DIM)`` tensor with the given strides."""
+    return (BASE + b.to(tl.int64) * stride_z + h.to(tl.int64) * stride_h
+            + offs_r[:, None] * stride_r + offs_d[None, :] * stride_d)
+
+
+@triton.jit
 def _bwd_preprocess(O, DO, DELTA,
                     stride_oz, stride_oh, stride_om, stride_od,
                     stride_dz, stride_dh, stride_dm, stride_dd,
@@ -84,15 +93,12 @@ def _bwd_preprocess(O, DO, DELTA,
     """D[m] = sum_d O[m, d] * dO[m, d] in fp32 for one query tile of one head."""
     i = tl.program_id(0)
     bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
+    b, h, _ = _head_of(bh, H, 1)
     offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     ok = (offs_m < N_Q)[:, None] & (offs_d < HEAD_DIM)[None, :]
-    o = tl.load(O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
-                + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od, mask=ok, other=0.0)
-    do = tl.load(DO + b.to(tl.int64) * stride_dz + h.to(tl.int64) * stride_dh
-                 + offs_m[:, None] * stride_dm + offs_d[None, :] * stride_dd, mask=ok, other=0.0)
+    o = tl.load(_tile(O, b, h, stride_oz, stride_oh, stride_om, stride_od, offs_m, offs_d), mask=ok, other=0.0)
+    do = tl.load(_tile(DO, b, h, stride_dz, stride_dh, stride_dm, stride_dd, offs_m, offs_d), mask=ok, other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)  # (BLOCK_M,)
     tl.store(DELTA + bh.to(tl.int64) * N_Q + offs_m, delta, mask=offs_m < N_Q)
 
@@ -137,12 +143,9 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, DQ_ROW, start_m, o
 
 @triton.jit
 def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
-              stride_qz, stride_qh, stride_qm, stride_qd,
-              stride_kz, stride_kh, stride_kn, stride_kd,
-              stride_vz, stride_vh, stride_vn, stride_vd,
-              stride_doz, stride_doh, stride_dom, stride_dod,
-              stride_dkz, stride_dkh, stride_dkn, stride_dkd,
-              stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+              stride_qz, stride_qh, stride_qm, stride_qd, stride_kz, stride_kh, stride_kn, stride_kd,
+              stride_vz, stride_vh, stride_vn, stride_vd, stride_doz, stride_doh, stride_dom, stride_dod,
+              stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh, stride_dvn, stride_dvd,
               H, H_KV, G, N_Q, N_K, CAUSAL_OFF,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -152,19 +155,15 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
     Grid (cdiv(N_K, BLOCK_N), B*H_KV). ATOMIC_DQ: dQ accumulates by fp32 atomics into
     DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``."""
     j = tl.program_id(0)
-    bhk = tl.program_id(1)
-    b = bhk // H_KV
-    hk = bhk % H_KV
+    b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
     start_n = j * BLOCK_N
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_m0 = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     d_ok = offs_d < HEAD_DIM
     kv_ok = (offs_n < N_K)[:, None] & d_ok[None, :]
-    k = tl.load(K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
-                + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
-    v = tl.load(V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
-                + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
+    k = tl.load(_tile(K, b, hk, stride_kz, stride_kh, stride_kn, stride_kd, offs_n, offs_d), mask=kv_ok, other=0.0)
+    v = tl.load(_tile(V, b, hk, stride_vz, stride_vh, stride_vn, stride_vd, offs_n, offs_d), mask=kv_ok, other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
@@ -194,11 +193,9 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
                                 offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
                                 N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
     dk = dk * sm_scale
-    tl.store(DK + b.to(tl.int64) * stride_dkz + hk.to(tl.int64) * stride_dkh
-             + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd,
+    tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
              _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
-    tl.store(DV + b.to(tl.int64) * stride_dvz + hk.to(tl.int64) * stride_dvh
-             + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
+    tl.store(_tile(DV, b, hk, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
              _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
 
 
@@ -223,10 +220,8 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, o
 
 @triton.jit
 def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
-            stride_qz, stride_qh, stride_qm, stride_qd,
-            stride_kz, stride_kh, stride_kn, stride_kd,
-            stride_vz, stride_vh, stride_vn, stride_vd,
-            stride_doz, stride_doh, stride_dom, stride_dod,
+            stride_qz, stride_qh, stride_qm, stride_qd, stride_kz, stride_kh, stride_kn, stride_kd,
+            stride_vz, stride_vh, stride_vn, stride_vd, stride_doz, stride_doh, stride_dom, stride_dod,
             stride_dqz, stride_dqh, stride_dqm, stride_dqd,
             H, G, N_Q, N_K, CAUSAL_OFF,
             HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
@@ -236,18 +231,14 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     forward's (causal: up to the diagonal, unmasked below ``full_end``)."""
     i = tl.program_id(0)
     bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    hk = h // G
+    b, h, hk = _head_of(bh, H, G)
     offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     d_ok = offs_d < HEAD_DIM
     row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
-    q = tl.load(Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
-                + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_ok, other=0.0)
-    do = tl.load(DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
-                 + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, mask=row_ok, other=0.0)
+    q = tl.load(_tile(Q, b, h, stride_qz, stride_qh, stride_qm, stride_qd, offs_m, offs_d), mask=row_ok, other=0.0)
+    do = tl.load(_tile(DO, b, h, stride_doz, stride_doh, stride_dom, stride_dod, offs_m, offs_d), mask=row_ok, other=0.0)
     row = bh.to(tl.int64) * N_Q
     lse2 = _lse2(LSE + row, offs_m, N_Q)
     delta = tl.load(DELTA + row + offs_m, mask=offs_m < N_Q, other=0.0)
@@ -272,8 +263,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
                       stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
                       CAUSAL, DOT_PRECISION, EMULATE_BF16)
     dq = dq * sm_scale
-    tl.store(DQ + b.to(tl.int64) * stride_dqz + h.to(tl.int64) * stride_dqh
-             + offs_m[:, None] * stride_dqm + offs_d[None, :] * stride_dqd,
+    tl.store(_tile(DQ, b, h, stride_dqz, stride_dqh, stride_dqm, stride_dqd, offs_m, offs_d),
              _to_dtype(dq, DQ.dtype.element_ty, EMULATE_BF16), mask=row_ok)
 
 
@@ -332,15 +322,9 @@ GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
 
 
 def flash_attention_backward(
-    do: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    o: torch.Tensor,
-    lse: torch.Tensor,
-    causal: bool = False,
-    causal_align: str = "top-left",
-    sm_scale: float | None = None,
+    do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d) x 2, (B, H_kv, N_k, d) x 2
+    o: torch.Tensor, lse: torch.Tensor,  # (B, H, N_q, d), (B, H, N_q) fp32
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
     *,
     config: BackwardConfig | None = None,
     return_config: bool = False,

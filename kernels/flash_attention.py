@@ -187,6 +187,15 @@ def _finish_rows(acc, l_i, m_i):
 
 
 @triton.jit
+def _head_of(bh, H, G):
+    """Sequence b, query head h and KV head hk (GQA/MQA index mapping: hk = h // G) of grid
+    row ``bh = b * H + h``."""
+    b = bh // H
+    h = bh % H
+    return b, h, h // G
+
+
+@triton.jit
 def _query_tile(REVERSE: tl.constexpr):
     """Query tile i of this program: program_id(0), or T_r - 1 - program_id(0) when REVERSE."""
     i = tl.program_id(0)
@@ -228,9 +237,7 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
     i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first)."""
     i = _query_tile(REVERSE)
     bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    hk = h // G  # GQA/MQA: KV head by index mapping
+    b, h, hk = _head_of(bh, H, G)
     q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
     k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
     v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
@@ -290,9 +297,7 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
     """
     i = _query_tile(REVERSE)
     bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    hk = h // G
+    b, h, hk = _head_of(bh, H, G)
     offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
 

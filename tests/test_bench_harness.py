@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -17,62 +18,7 @@ from iomodel.bench.policy import POLICIES_DIR, load_policy  # noqa: E402
 from iomodel.bench.receipt import check_receipt, end_to_end, render_markdown  # noqa: E402
 from iomodel.bench.timing import spread, time_interleaved  # noqa: E402
 
-TINY = """\
-version = 1
-name = "tiny"
-seed = 7
-
-[timing]
-warmup = 1
-reps = 3
-
-[workload]
-prompt_len = 128
-output_len = 4
-layers = 2
-prefill_bucket = "p"
-decode_bucket = "d"
-
-[[bucket]]
-name = "p"
-weight = 0.4
-phase = "prefill"
-causal = true
-heads = 4
-kv_heads = 2
-head_dim = 16
-dtype = "bf16"
-shapes = [
-  { batch = 1, seqlen_q = 64, seqlen_k = 64 },
-  { batch = 1, seqlen_q = 128, seqlen_k = 128 },
-]
-
-[[bucket]]
-name = "pad"
-weight = 0.2
-phase = "prefill"
-causal = true
-heads = 2
-kv_heads = 2
-head_dim = 16
-dtype = "fp32"
-shapes = [
-  { batch = 2, seqlen_q = 64, seqlen_k = 64, lengths = [64, 20] },
-]
-
-[[bucket]]
-name = "d"
-weight = 0.4
-phase = "decode"
-heads = 4
-kv_heads = 2
-head_dim = 32
-dtype = "bf16"
-shapes = [
-  { batch = 2, seqlen_q = 1, seqlen_k = 128 },
-  { batch = 2, seqlen_q = 1, seqlen_k = 256 },
-]
-"""
+TINY = (Path(__file__).parent / "data" / "matrix-tiny-cpu.toml").read_text()
 
 
 def lenient_policy(tmp_path):

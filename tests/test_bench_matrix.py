@@ -3,54 +3,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from iomodel.bench.matrix import MATRICES_DIR, load_matrix, parse_matrix
 from iomodel.errors import IomodelError
 
-GOOD = """\
-version = 1
-name = "t"
-seed = 3
-
-[timing]
-warmup = 1
-reps = 3
-
-[workload]
-prompt_len = 64
-output_len = 4
-layers = 2
-prefill_bucket = "p"
-decode_bucket = "d"
-
-[[bucket]]
-name = "p"
-weight = 0.5
-phase = "prefill"
-causal = true
-heads = 4
-kv_heads = 2
-head_dim = 16
-dtype = "bf16"
-shapes = [
-  { batch = 1, seqlen_q = 32, seqlen_k = 32 },
-  { batch = 2, seqlen_q = 64, seqlen_k = 64, lengths = [64, 10] },
-]
-
-[[bucket]]
-name = "d"
-weight = 0.5
-phase = "decode"
-heads = 4
-kv_heads = 1
-head_dim = 16
-dtype = "float32"
-shapes = [
-  { batch = 2, seqlen_q = 1, seqlen_k = 48 },
-]
-"""
+GOOD = (Path(__file__).parent / "data" / "matrix-good.toml").read_text()
 
 
 def _line(msg: str) -> int:
