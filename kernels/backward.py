@@ -86,6 +86,16 @@ def _tile(BASE, b, h, stride_z, stride_h, stride_r, stride_d, offs_r, offs_d):
 
 
 @triton.jit
+def _rows(start, BLOCK: tl.constexpr, N, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+    """Rows ``start .. start + BLOCK`` of a tile: their indices, the column indices, the column
+    mask (d < HEAD_DIM) and the 2-D load mask (row < N and d < HEAD_DIM)."""
+    offs = start + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM_PAD)
+    d_ok = offs_d < HEAD_DIM
+    return offs, offs_d, d_ok, (offs < N)[:, None] & d_ok[None, :]
+
+
+@triton.jit
 def _bwd_preprocess(O, DO, DELTA,
                     stride_oz, stride_oh, stride_om, stride_od,
                     stride_dz, stride_dh, stride_dm, stride_dd,
@@ -157,11 +167,8 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
     j = tl.program_id(0)
     b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
     start_n = j * BLOCK_N
-    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_n, offs_d, d_ok, kv_ok = _rows(start_n, BLOCK_N, N_K, HEAD_DIM, HEAD_DIM_PAD)
     offs_m0 = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM_PAD)
-    d_ok = offs_d < HEAD_DIM
-    kv_ok = (offs_n < N_K)[:, None] & d_ok[None, :]
     k = tl.load(_tile(K, b, hk, stride_kz, stride_kh, stride_kn, stride_kd, offs_n, offs_d), mask=kv_ok, other=0.0)
     v = tl.load(_tile(V, b, hk, stride_vz, stride_vh, stride_vn, stride_vd, offs_n, offs_d), mask=kv_ok, other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
@@ -232,11 +239,8 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     i = tl.program_id(0)
     bh = tl.program_id(1)
     b, h, hk = _head_of(bh, H, G)
-    offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_m, offs_d, d_ok, row_ok = _rows(i * BLOCK_M, BLOCK_M, N_Q, HEAD_DIM, HEAD_DIM_PAD)
     offs_n0 = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM_PAD)
-    d_ok = offs_d < HEAD_DIM
-    row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
     q = tl.load(_tile(Q, b, h, stride_qz, stride_qh, stride_qm, stride_qd, offs_m, offs_d), mask=row_ok, other=0.0)
     do = tl.load(_tile(DO, b, h, stride_doz, stride_doh, stride_dom, stride_dod, offs_m, offs_d), mask=row_ok, other=0.0)
     row = bh.to(tl.int64) * N_Q

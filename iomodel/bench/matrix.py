@@ -463,20 +463,9 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
             decode_bucket=wl["decode_bucket"],
             note=str(wl.get("note", "")),
         )
-    return ShapeMatrix(
-        name=str(data.get("name", Path(path).stem)),
-        version=version,
-        device=device,
-        seed=seed,
-        warmup=warmup,
-        reps=reps,
-        l2_flush_bytes=flush,
-        workload=workload,
-        buckets=tuple(buckets),
-        path=path,
-        sha256=sha256,
-        description=str(data.get("description", "")),
-    )
+    return ShapeMatrix(name=str(data.get("name", Path(path).stem)), version=version, device=device, seed=seed,
+                       warmup=warmup, reps=reps, l2_flush_bytes=flush, workload=workload, buckets=tuple(buckets),
+                       path=path, sha256=sha256, description=str(data.get("description", "")))
 
 
 def _int(value: Any, what: str, lo: int, fail, line: int | None) -> int:

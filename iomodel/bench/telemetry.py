@@ -23,7 +23,7 @@ import os
 import re
 import tempfile
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
 
 from iomodel.bench.backends import SDPA_BACKENDS
@@ -103,14 +103,7 @@ class CallTelemetry:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "ran": self.ran,
-            "op": self.op,
-            "ops": self.ops,
-            "kernels": self.kernels,
-            "peak_allocated_bytes": self.peak_allocated_bytes,
-            "note": self.note,
-        }
+        return asdict(self)
 
 
 def _interesting(name: str) -> bool:

@@ -347,20 +347,9 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     window, kind, layers = _window(f, num_layers)
     notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
                   if f.has(k) and f.cfg[k] is not False)
-    return AttentionConfig(
-        name=name,
-        heads=n_heads,
-        kv_heads=n_kv,
-        head_dim=head_dim,
-        dtype=canonical_dtype(dtype),
-        num_layers=num_layers,
-        max_position_embeddings=f.int_(CONTEXT_KEYS),
-        source=str(path),
-        window=window,
-        window_kind=kind,
-        window_layers=layers,
-        notes=notes,
-    )
+    return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
+                           max_position_embeddings=f.int_(CONTEXT_KEYS), source=str(path), window=window,
+                           window_kind=kind, window_layers=layers, notes=notes)
 
 
 def load_preset(name: str, dtype: str | None = None) -> AttentionConfig:
