@@ -318,10 +318,8 @@ GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
                                  dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
     (128, True): BackwardConfig(block_m=32, block_n=64, num_warps=4, num_stages=3,
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
-    (256, False): BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1,
-                                 dq_block_m=64, dq_block_n=16, dq_num_warps=8, dq_num_stages=1),
-    (256, True): BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1,
-                                dq_block_m=64, dq_block_n=16, dq_num_warps=8, dq_num_stages=1),
+    **{(256, causal): BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1, dq_block_m=64,
+                                     dq_block_n=16, dq_num_warps=8, dq_num_stages=1) for causal in (False, True)},
 }
 
 

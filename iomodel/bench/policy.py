@@ -50,6 +50,11 @@ class Tolerance:
     eps: float
     rationale: str = ""
 
+    def limit(self, baseline_error: float) -> float:
+        """The largest error allowed where the baseline's own error is ``baseline_error``:
+        ``k x baseline_error + eps`` (output units)."""
+        return self.k * baseline_error + self.eps
+
 
 @dataclass(frozen=True)
 class DownstreamPolicy:
@@ -296,10 +301,7 @@ def drift_limits(baseline: dict[str, Any], tol: Tolerance) -> dict[str, float]:
     Returns:
         ``{"max_abs": k*base_max + eps, "p99_abs": k*base_p99 + eps}`` (output units).
     """
-    return {
-        "max_abs": tol.k * _num(baseline["max_abs"]) + tol.eps,
-        "p99_abs": tol.k * _num(baseline["p99_abs"]) + tol.eps,
-    }
+    return {key: tol.limit(_num(baseline[key])) for key in ("max_abs", "p99_abs")}
 
 
 def accuracy_verdict(stats: dict[str, Any], baseline: dict[str, Any] | None, tol: Tolerance) -> dict[str, Any]:
