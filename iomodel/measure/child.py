@@ -132,13 +132,17 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         pinned: (``tiled`` only) ``KernelConfig`` fields to run instead of autotuning.
 
     Returns:
-        ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)``; ``config()``,
-        after a call, the configuration the launcher reported (``KernelConfig`` fields for
-        ``tiled``, the score dtype for the eager chain, the backend for SDPA).
+        ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)`` (with
+        ``spec.backward``: runs the forward and the backward of one training step and returns
+        the gradients, see :func:`training_call`); ``config()``, after a call, the configuration
+        the launcher reported (``KernelConfig`` fields for ``tiled``, the score dtype for the
+        eager chain, the backend for SDPA).
 
     Raises:
         IomodelError: an unknown implementation, or a pinned config that is not a ``KernelConfig``.
     """
+    if spec.backward:
+        return training_call(impl, spec, q, k, v, pinned)
     if impl == "tiled":
         from dataclasses import asdict, is_dataclass
 
@@ -176,6 +180,60 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
     if impl.startswith("sdpa-") and impl in IMPLS:
         return _sdpa_call(impl, spec, q, k, v), (lambda: {"backend": impl})
     raise IomodelError(f"unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")
+
+
+def training_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
+                  pinned: dict[str, Any] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+    """One forward + backward step of ``impl`` (``spec.backward``), every kernel on this thread.
+
+    ``tiled``: the bundled forward, then :func:`kernels.backward.flash_attention_backward`
+    (its three kernels: D = rowsum(dO ∘ O), dK/dV, dQ), called directly so the profiled
+    region holds exactly those four kernels. Other implementations: their forward and
+    ``torch.autograd.grad`` with autograd's device threads off
+    (``torch.autograd.set_multithreading_enabled(False)``), so the backward's kernels run on
+    the calling thread, inside the NVTX range that tags them. dO is a seeded random tensor
+    like O ``(B, H, seqlen_q, HEAD_DIM)``.
+
+    Returns:
+        ``(call, config)`` as :func:`impl_call`; ``call()`` returns ``(dq, dk, dv)``.
+
+    Raises:
+        IomodelError: an unknown implementation.
+    """
+    import torch
+
+    do = torch.randn_like(q)  # (B, H, N_q, d)
+    if impl == "tiled":
+        from dataclasses import asdict
+
+        from kernels.backward import flash_attention_backward
+        from kernels.flash_attention import flash_attention
+        from kernels.heuristics import KernelConfig
+
+        fwd, fwd_config = impl_call(impl, spec.with_(backward=False), q, k, v, pinned)
+        fwd()  # the forward's tiles (autotuning) resolved once, outside any profiled region
+        kc = KernelConfig(**{k_: v_ for k_, v_ in (fwd_config() or {}).items() if k_ in CONFIG_KEYS})
+        state: dict[str, Any] = {}
+
+        def step():
+            o, lse = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, config=kc)
+            dq, dk, dv, state["backward"] = flash_attention_backward(do, q, k, v, o, lse, spec.causal,
+                                                                     spec.causal_align, return_config=True)
+            return dq, dk, dv
+
+        def config():
+            return {**asdict(kc), **({"backward": asdict(state["backward"])} if "backward" in state else {})}
+
+        return step, config
+    fwd, fwd_config = impl_call(impl, spec.with_(backward=False), q, k, v, pinned)
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+
+    def grad_step():
+        with torch.autograd.set_multithreading_enabled(False):
+            o = impl_call(impl, spec.with_(backward=False), *leaves)[0]()
+            return torch.autograd.grad(o, leaves, do)
+
+    return grad_step, fwd_config
 
 
 def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int:

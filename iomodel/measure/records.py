@@ -295,21 +295,25 @@ def _json_default(obj: Any) -> Any:
 
 def expected_kernels(impl: str, spec: LayerSpec, config: dict[str, Any] | None) -> int | None:
     """Kernels one call of the bundled kernel launches: 2 for split-KV decode (the split
-    kernel and its combine kernel), else 1; None for other implementations or without a config."""
+    kernel and its combine kernel), 4 for a forward + backward step, else 1; None for other
+    implementations or without a config."""
     if impl != "tiled" or not config:
         return None
+    if spec.backward:  # the prefill forward, then D = rowsum(dO ∘ O), dK/dV and dQ (kernels/backward.py)
+        return 4
     return 2 if spec.phase == "decode" and int(config.get("num_splits", 1)) > 1 else 1
 
 
 def shape_id(spec: LayerSpec, impl: str) -> str:
-    """A readable unique id of a (shape, implementation), e.g. ``b1-h32-kv8-d128-bf16-q4096-k4096-tl-tiled``.
+    """A readable unique id of a (shape, implementation), e.g. ``b1-h32-kv8-d128-bf16-q4096-k4096-tl-tiled``
+    (``-bwd`` appended for a forward + backward step).
 
     The mask part is ``nc`` (not causal), ``tl`` (causal top-left) or ``br`` (causal bottom-right).
     """
     mask = "nc" if not spec.causal else ("tl" if spec.causal_align == "top-left" else "br")
     return (
         f"b{spec.batch}-h{spec.heads}-kv{spec.kv_heads}-d{spec.head_dim}-{spec.dtype}"
-        f"-q{spec.seqlen_q}-k{spec.seqlen_k}-{mask}-{impl}"
+        f"-q{spec.seqlen_q}-k{spec.seqlen_k}-{mask}-{impl}" + ("-bwd" if spec.backward else "")
     )
 
 

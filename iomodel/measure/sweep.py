@@ -17,11 +17,12 @@ from typing import Any, Iterable, Sequence
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import DEFAULT_METRICS
 from iomodel.measure.records import IMPLS, shape_id
-from iomodel.spec import LayerSpec
+from iomodel.spec import PASSES, LayerSpec
 
-#: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``impls``, ``seed``).
+#: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``pass`` = "fwd" or
+#: "fwd+bwd" (one training step), ``impls``, ``seed``).
 _SPEC_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k", "dtype", "causal",
-                "causal_align", "phase", "name")
+                "causal_align", "phase", "name", "backward")
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,10 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             entry = {"batch": 1, **entry}
             impls = entry.pop("impls", ["tiled"])
             seed = int(entry.pop("seed", 0))
+            passes = entry.pop("pass", "fwd")
+            if passes not in PASSES:
+                raise IomodelError(f"{source}: shape {n} has pass {passes!r}: use one of {', '.join(PASSES)}")
+            entry["backward"] = passes == "fwd+bwd"
             if "seqlen" in entry:
                 s = entry.pop("seqlen")
                 entry.setdefault("seqlen_q", s)
