@@ -14,20 +14,15 @@ from dataclasses import replace
 
 import pytest
 
-torch = pytest.importorskip("torch")
-fa = pytest.importorskip("kernels.flash_attention")
-kb = pytest.importorskip("kernels.backward")
-interpret = pytest.importorskip("iomodel.measure.interpret")
-
+torch, fa, kb, interpret = (pytest.importorskip(m) for m in ("torch", "kernels.flash_attention", "kernels.backward",
+                                                              "iomodel.measure.interpret"))
 from iomodel import LayerSpec, get_hardware  # noqa: E402
 from iomodel.traffic import predict  # noqa: E402
 from iomodel.traffic.tiled_bwd import KERNEL_STEPS, sram_fill_by_kernel  # noqa: E402
 
-pytestmark = [
-    pytest.mark.interpreter,
-    pytest.mark.skipif(not fa.INTERPRET, reason="counts loads in Triton's interpreter (TRITON_INTERPRET=1)"),
-    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning"),
-]
+# interpreter only (TRITON_INTERPRET=1: the counter wraps the interpreter's loads and stores)
+pytestmark = [pytest.mark.interpreter, pytest.mark.skipif(not fa.INTERPRET, reason="needs TRITON_INTERPRET=1"),
+              pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning")]
 
 H200 = get_hardware("H200")
 IB = kb.INTERPRETER_BACKWARD  # dK/dV 16 x 32, dQ 32 x 16, preprocess 32
