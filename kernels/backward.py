@@ -37,7 +37,7 @@ import triton.language as tl
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import kernel_refusal
 from iomodel.schedule.tiles import head_dim_padded
-from iomodel.spec.layer import causal_offset
+from iomodel.spec.layer import Tiling, causal_offset
 from kernels._inputs import check_inputs
 from kernels.flash_attention import (INTERPRET, _alloc, _check_device, _dot, _dot_precision, _emulate_bf16,
                                      _head_of, _to_dtype)
@@ -54,11 +54,12 @@ class BackwardConfig:
     the Q-stationary dQ kernel; ``preprocess_block_m``: rows per D program.
     """
 
-    block_m: int = 32  # dK/dV kernel: query rows streamed per step
-    block_n: int = 128  # dK/dV kernel: key rows a program owns
-    dq_block_m: int = 128  # dQ kernel: query rows a program owns
-    dq_block_n: int = 32  # dQ kernel: key rows streamed per step
-    preprocess_block_m: int = 128  # D = rowsum(dO ∘ O): rows per program
+    # tile defaults: the one home of the backward tiles is iomodel.spec.Tiling (the traffic model's input)
+    block_m: int = Tiling.bwd_block_m  # dK/dV kernel: query rows streamed per step
+    block_n: int = Tiling.bwd_block_n  # dK/dV kernel: key rows a program owns
+    dq_block_m: int = Tiling.dq_block_m  # dQ kernel: query rows a program owns
+    dq_block_n: int = Tiling.dq_block_n  # dQ kernel: key rows streamed per step
+    preprocess_block_m: int = Tiling.preprocess_block_m  # D = rowsum(dO ∘ O): rows per program
     num_warps: int = 4  # dK/dV kernel
     num_stages: int = 3  # dK/dV kernel: software-pipelining depth of the Q/dO loads
     dq_num_warps: int = 4
@@ -67,6 +68,15 @@ class BackwardConfig:
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
+
+    def tiling(self, base: Tiling | None = None) -> Tiling:
+        """These tiles as the traffic model's :class:`iomodel.spec.Tiling` (its backward
+        fields; the forward fields from ``base``, default ``Tiling()``), so the model is
+        evaluated on exactly what ran. ``atomic_dq`` is not a tile: evaluate the model with
+        ``dq_mode="atomic"`` for it (``docs/traffic-contract.md``)."""
+        return replace(base or Tiling(), bwd_block_m=self.block_m, bwd_block_n=self.block_n,
+                       dq_block_m=self.dq_block_m, dq_block_n=self.dq_block_n,
+                       preprocess_block_m=self.preprocess_block_m)
 
 
 #: Tiles of the interpreter (CPU) runs: small, so CI covers multi-tile loops and ragged tails.

@@ -248,11 +248,13 @@ def test_decode_top_left_and_empty_split():
 
 
 def test_fwd_bwd_tiled_separate_and_atomic():
-    # B=1, H=H_kv=2, d=32, N=64, fp16, non-causal; BLOCK_M=32, BLOCK_N=16
+    # B=1, H=H_kv=2, d=32, N=64, fp16, non-causal; forward BLOCK_M=32, BLOCK_N=16; backward dK/dV
+    # kernel 32 keys per program, 16 query rows per step; dQ kernel 32 query rows, 16 keys per step
+    tiling = Tiling(32, 16, bwd_block_m=16, bwd_block_n=32, dq_block_m=32, dq_block_n=16)
     spec = LayerSpec(1, 2, 2, 32, 64, 64, dtype="fp16", backward=True)
     x = 2 * 64 * 32 * 2  # one (B, H, N, d) fp16 tensor: 8,192 B
     row4 = 2 * 64 * 4  # one (B, H, N) fp32 vector: 512 B
-    p = predict(spec, Tiling(32, 16), H200)
+    p = predict(spec, tiling, H200)
     t = tensor_bytes(p, "tiled", "SRAM_fill")
     # forward: Q once, K/V twice (T_r = 2); backward dK/dV pass: K/V once, Q/dO/LSE/Delta once
     # per key block of 32 (2 blocks); dQ pass: Q/dO/LSE/Delta once, K/V twice; preprocess: O, dO
@@ -269,7 +271,7 @@ def test_fwd_bwd_tiled_separate_and_atomic():
     # compulsory: fwd Q,K,V,O; bwd Q,K,V,dO read, dQ,dK,dV written
     assert p.compulsory_bytes == 4 * x + 7 * x
 
-    a = tensor_bytes(predict(spec, Tiling(32, 16), H200, dq_mode="atomic"), "tiled", "SRAM_fill")
+    a = tensor_bytes(predict(spec, tiling, H200, dq_mode="atomic"), "tiled", "SRAM_fill")
     acc = 2 * 64 * 32 * 4  # fp32 dQ accumulator
     # zero-init write, RMW per visited (query step, key block): 2 key blocks x all rows, conversion read
     assert a["dQ_acc"] == [2 * acc + acc, acc + 2 * acc]

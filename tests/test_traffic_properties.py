@@ -36,7 +36,9 @@ def layers(draw, phase="prefill", max_n=600):
         tiling = Tiling(16, draw(st.sampled_from([16, 32, 64])), num_stages=1,
                         num_splits=draw(st.integers(1, 9)), heads_per_program=p)
     else:
-        tiling = Tiling(draw(st.sampled_from([16, 32, 64])), draw(st.sampled_from([16, 32, 64])), num_stages=1)
+        bwd = {f: draw(st.sampled_from([16, 32, 64, 128])) for f in ("bwd_block_m", "bwd_block_n", "dq_block_m",
+                                                                     "dq_block_n")}
+        tiling = Tiling(draw(st.sampled_from([16, 32, 64])), draw(st.sampled_from([16, 32, 64])), num_stages=1, **bwd)
     opts = {"dq_mode": draw(st.sampled_from(["separate", "atomic"])),
             "gqa_bwd": draw(st.sampled_from(["in_program", "expand_sum"]))}
     return spec, tiling, opts
@@ -136,11 +138,14 @@ def test_compiled_sweep_equals_predict(data):
         vary = {"seqlen_q": np.array(data.draw(st.lists(st.integers(1, 900), min_size=4, max_size=4))),
                 "seqlen_k": np.array(data.draw(st.lists(st.integers(1, 900), min_size=4, max_size=4))),
                 "block_m": np.array(data.draw(st.lists(st.sampled_from([16, 32, 64]), min_size=4, max_size=4))),
-                "batch": np.array(data.draw(st.lists(st.integers(1, 4), min_size=4, max_size=4)))}
+                "batch": np.array(data.draw(st.lists(st.integers(1, 4), min_size=4, max_size=4))),
+                "bwd_block_n": np.array(data.draw(st.lists(st.sampled_from([16, 32, 64]), min_size=4, max_size=4))),
+                "dq_block_m": np.array(data.draw(st.lists(st.sampled_from([16, 32, 64]), min_size=4, max_size=4)))}
     res = sweep(spec, tiling, H200, vary, **opts)
     for i in range(4):
         sp_kw = {k: int(v[i]) for k, v in vary.items() if k in ("seqlen_q", "seqlen_k", "batch")}
-        tl_kw = {k: int(v[i]) for k, v in vary.items() if k in ("block_m", "num_splits", "heads_per_program")}
+        tl_kw = {k: int(v[i]) for k, v in vary.items() if k in ("block_m", "num_splits", "heads_per_program", "bwd_block_n",
+                                                                 "dq_block_m")}
         p = predict(spec.with_(**sp_kw), Tiling(**{**tiling.__dict__, **tl_kw}), H200, **opts)
         assert int(res["compulsory"]["bytes"][i]) == p.compulsory_bytes
         assert int(res["layer"]["flops"][i]) == p.flops

@@ -438,7 +438,8 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     except ImportError:  # pragma: no cover
         raise IomodelError("counting the kernel needs torch: pip install -e '.[kernels]'") from None
     if spec.backward:
-        raise IomodelError("the interpreter counts the forward kernel only: use --pass fwd")
+        raise IomodelError("count_flash_attention counts the forward kernel only: use --pass fwd, or "
+                           "count_flash_attention_backward for pass fwd+bwd")
     fa = _kernels_module()
     from iomodel.schedule.capabilities import kernel_refusal  # what the bundled kernel runs
 
@@ -456,9 +457,73 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     return counter.by_tensor({"Q": q, "K": k, "V": v, "O": o, "LSE": lse}), cfg, counter
 
 
+#: Kernel-argument names of the backward's internal buffers -> the traffic model's tensor names.
+BACKWARD_BUFFERS = {"DELTA": "Delta", "DQ_ACC": "dQ_acc"}
+
+
+def count_flash_attention_backward(
+    spec: Any, seed: int = 0, config: Any = None, backward_config: Any = None,
+) -> tuple[dict[str, dict[str, TensorTraffic]], Any, Any, "TrafficCounter"]:
+    """Run the bundled forward then backward kernels on one shape in the interpreter; count per kernel.
+
+    Inputs are random (seeded) CPU tensors: q, dO ``(B, H, N_q, d)``, k and v ``(B, H_kv, N_k, d)``
+    in ``spec.dtype``. The forward runs its prefill path (``path="prefill"``, what the
+    ``fwd+bwd`` model counts, also for seqlen_q <= 16), then
+    ``kernels.backward.flash_attention_backward`` with ``backward_config``. Counts are
+    labelled with the model's tensor names (``Q, K, V, O, LSE, dO, dQ, dK, dV`` by
+    allocation, the internal buffers by :data:`BACKWARD_BUFFERS`), per launched kernel
+    (``_attn_fwd``, ``_bwd_preprocess``, ``_bwd_dkdv``, ``_bwd_dq``), as
+    :func:`iomodel.traffic.tiled_bwd.sram_fill_by_kernel` gives the model's.
+
+    Args:
+        spec: an :class:`iomodel.spec.LayerSpec` of a prefill layer (pass fwd+bwd or fwd).
+        seed: torch seed of the random inputs.
+        config: the forward's ``KernelConfig`` (None: the launcher's choice).
+        backward_config: a ``kernels.backward.BackwardConfig`` (None: ``backward_config()``,
+            the interpreter tiles ``INTERPRETER_BACKWARD``).
+
+    Returns:
+        (kernel name -> label -> :class:`TensorTraffic` in bytes, the forward ``KernelConfig``
+        that ran, the ``BackwardConfig`` that ran, the counter).
+
+    Raises:
+        IomodelError: torch or triton is missing, the kernel modules were compiled for the
+            GPU, a decode spec, or the kernels reject the shape.
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        raise IomodelError("counting the kernel needs torch: pip install -e '.[kernels]'") from None
+    if spec.phase != "prefill":
+        raise IomodelError("the backward runs after a prefill forward: use --phase prefill")
+    fa = _kernels_module()
+    import kernels.backward as kb
+
+    g = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(spec.dtype)
+    q = torch.randn(spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, generator=g).to(dt)  # (B, H, N_q, d)
+    k = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
+    v = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
+    do = torch.randn(spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, generator=g).to(dt)  # (B, H, N_q, d)
+    with TrafficCounter() as counter:
+        o, lse, cfg = fa.flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align,
+                                         return_config=True, config=config, path="prefill")
+        dq, dk, dv, bcfg = kb.flash_attention_backward(do, q, k, v, o, lse, spec.causal, spec.causal_align,
+                                                       config=backward_config, return_config=True)
+    named = {"Q": q, "K": k, "V": v, "O": o, "LSE": lse, "dO": do, "dQ": dq, "dK": dk, "dV": dv}
+    per_kernel: dict[str, dict[str, TensorTraffic]] = {}
+    for name in dict.fromkeys(counter.kernels()):
+        for label, rec in counter.by_tensor(named, kernel=name).items():
+            label = BACKWARD_BUFFERS.get(label, label)
+            per_kernel.setdefault(name, {}).setdefault(label, TensorTraffic(label)).add(rec)
+    return per_kernel, cfg, bcfg, counter
+
+
 __all__ = [
+    "BACKWARD_BUFFERS",
     "LaunchTraffic",
     "count_flash_attention",
+    "count_flash_attention_backward",
     "OUTSIDE",
     "TensorTraffic",
     "TrafficCounter",

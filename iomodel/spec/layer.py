@@ -138,6 +138,10 @@ class LayerSpec:
         return d
 
 
+#: The :class:`Tiling` fields that hold the backward kernels' tiles (``kernels/backward.py``).
+BACKWARD_TILE_FIELDS = ("bwd_block_m", "bwd_block_n", "dq_block_m", "dq_block_n", "preprocess_block_m")
+
+
 @dataclass(frozen=True)
 class Tiling:
     """Tile sizes of a tiled (FlashAttention-style) kernel.
@@ -148,6 +152,14 @@ class Tiling:
     ``heads_per_program``: decode only, how many query heads of one GQA group one program
     packs into its BLOCK_M rows (K/V are then read H / (H_kv * heads_per_program) times).
 
+    The backward kernels' tiles (``kernels/backward.py``, pass ``fwd+bwd`` only; this is
+    their one home: ``kernels.backward.BackwardConfig`` takes its defaults from here and
+    converts back with ``BackwardConfig.tiling``): ``bwd_block_m``/``bwd_block_n`` the
+    K/V-stationary dK/dV kernel's query rows per step and key rows per program (its
+    BLOCK_M/BLOCK_N), ``dq_block_m``/``dq_block_n`` the Q-stationary dQ kernel's query rows
+    per program and key rows per step, ``preprocess_block_m`` rows per D = rowsum(dO ∘ O)
+    program (it sets the grid only: every row is read once whatever the tile).
+
     Raises:
         IomodelError: a size is not a positive power of two, or num_splits < 1.
     """
@@ -157,9 +169,15 @@ class Tiling:
     num_stages: int = 2  # K/V tiles in flight per program (pipelining depth)
     num_splits: int = 1  # decode split-KV partitions
     heads_per_program: int = 1  # decode: query heads of one GQA group packed into one program's rows
+    bwd_block_m: int = 32  # backward dK/dV kernel: query rows streamed per step
+    bwd_block_n: int = 128  # backward dK/dV kernel: key rows one program owns
+    dq_block_m: int = 128  # backward dQ kernel: query rows one program owns
+    dq_block_n: int = 32  # backward dQ kernel: key rows streamed per step
+    preprocess_block_m: int = 128  # backward D = rowsum(dO ∘ O): query rows per program
 
     def __post_init__(self) -> None:
-        for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")):
+        for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")) + tuple(
+                (a, f"Tiling.{a}") for a in BACKWARD_TILE_FIELDS):
             v = _positive_int(getattr(self, attr), attr, flag)
             if not is_power_of_two(v):
                 lo = 1 << (v.bit_length() - 1)

@@ -43,6 +43,12 @@ SYM = SimpleNamespace(
     splits=sp.Symbol("splits", **_pos_int),  # decode split-KV partitions
     M=sp.Symbol("M", **_pos_int),  # SRAM bytes per SM (FlashAttention Theorem 2's M)
     P=sp.Symbol("P", **_pos_int),  # decode: query heads packed per program (heads_per_program)
+    # backward kernels (kernels/backward.py): dK/dV kernel query rows per step and key rows per
+    # program, dQ kernel query rows per program and key rows per step
+    BWD_BLOCK_M=sp.Symbol("BWD_BLOCK_M", **_pos_int),
+    BWD_BLOCK_N=sp.Symbol("BWD_BLOCK_N", **_pos_int),
+    DQ_BLOCK_M=sp.Symbol("DQ_BLOCK_M", **_pos_int),
+    DQ_BLOCK_N=sp.Symbol("DQ_BLOCK_N", **_pos_int),
 )
 
 #: LayerSpec / Tiling / Hardware field name -> the model symbol it sets (sweep ``vary`` keys).
@@ -58,6 +64,10 @@ FIELD_SYMBOLS: dict[str, sp.Symbol] = {
     "num_stages": SYM.stages,
     "num_splits": SYM.splits,
     "heads_per_program": SYM.P,
+    "bwd_block_m": SYM.BWD_BLOCK_M,
+    "bwd_block_n": SYM.BWD_BLOCK_N,
+    "dq_block_m": SYM.DQ_BLOCK_M,
+    "dq_block_n": SYM.DQ_BLOCK_N,
     "smem_per_sm": SYM.M,
 }
 

@@ -23,7 +23,8 @@ from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import decode_refusal
 from iomodel.schedule.tiles import DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, program_sram_bytes
 from iomodel.spec.hardware import Hardware
-from iomodel.spec import DTYPES, LayerSpec, Tiling, canonical_dtype, is_power_of_two
+from iomodel.spec import DTYPES, LayerSpec, Tiling, canonical_dtype
+from iomodel.spec.layer import BACKWARD_TILE_FIELDS
 from iomodel.traffic.base import FIELD_SYMBOLS, SYM, AlgorithmModel, Row
 from iomodel.traffic.baseline import baseline_model
 from iomodel.traffic.bounds import compulsory_rows, fa_theorem2_shape, lower_bound_shape, useful_flops
@@ -37,15 +38,14 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "with_lse": False,  # baseline: also torch.logsumexp(S) (eager_attention_with_lse)
     "dq_mode": "separate",  # tiled backward: "separate" (Triton tutorial 06) or "atomic" (FA2 Algorithm 2)
     "gqa_bwd": "in_program",  # tiled backward GQA dK/dV: "in_program" or "expand_sum" (flash-attn)
-    "bwd_block_m": None,  # tiled backward dK/dV pass: K/V rows per program (None = BLOCK_M)
-    "bwd_block_n": None,  # tiled backward dK/dV pass: query rows per inner step (None = BLOCK_N)
     "kv_blocks": "paper",  # tiled_kv_stationary blocks: "paper" (from M) or "tiling"
 }
 
 #: Argument order of every compiled function.
 ARG_SYMBOLS: tuple[sp.Symbol, ...] = (
     SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s,
-    SYM.BLOCK_M, SYM.BLOCK_N, SYM.stages, SYM.splits, SYM.P, SYM.M,
+    SYM.BLOCK_M, SYM.BLOCK_N, SYM.stages, SYM.splits, SYM.P,
+    SYM.BWD_BLOCK_M, SYM.BWD_BLOCK_N, SYM.DQ_BLOCK_M, SYM.DQ_BLOCK_N, SYM.M,
 )
 
 #: Quantities of :func:`sweep` per algorithm.
@@ -70,10 +70,6 @@ def _resolve_options(options: dict[str, Any]) -> dict[str, Any]:
         raise IomodelError(f"gqa_bwd {opts['gqa_bwd']!r} is unknown: use 'in_program' or 'expand_sum'")
     if opts["kv_blocks"] not in ("paper", "tiling"):
         raise IomodelError(f"kv_blocks {opts['kv_blocks']!r} is unknown: use 'paper' or 'tiling'")
-    for key in ("bwd_block_m", "bwd_block_n"):
-        v = opts[key]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not is_power_of_two(v)):
-            raise IomodelError(f"{key} must be a power of two, got {v!r}: pass e.g. 32, 64 or 128")
     return opts
 
 
@@ -154,6 +150,8 @@ def symbol_values(spec: LayerSpec, tiling: Tiling, hardware: Hardware | None = N
         SYM.N_q: spec.seqlen_q, SYM.N_k: spec.seqlen_k, SYM.s: spec.width,
         SYM.BLOCK_M: tiling.block_m, SYM.BLOCK_N: tiling.block_n, SYM.stages: tiling.num_stages,
         SYM.splits: tiling.num_splits, SYM.P: tiling.heads_per_program, SYM.M: hw.smem_per_sm,
+        SYM.BWD_BLOCK_M: tiling.bwd_block_m, SYM.BWD_BLOCK_N: tiling.bwd_block_n,
+        SYM.DQ_BLOCK_M: tiling.dq_block_m, SYM.DQ_BLOCK_N: tiling.dq_block_n,
     }
 
 
@@ -194,11 +192,14 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
         )
     if spec.backward:
         a.append(
-            "The tiled backward recomputes S from Q, K, LSE (FlashAttention-2 order) after a preprocess pass "
-            "Delta = rowsum(dO ∘ O); dQ is "
-            + ("computed by a second Q-stationary loop that re-reads K/V (Triton tutorial 06)."
+            "The tiled backward runs the bundled kernels (kernels/backward.py, docs/traffic-contract.md): "
+            "_bwd_preprocess writes Delta = rowsum(dO ∘ O), the K/V-stationary _bwd_dkdv recomputes S from Q, K, "
+            "LSE (BWD_BLOCK_M query rows per step, BWD_BLOCK_N keys per program); dQ is "
+            + ("computed by the Q-stationary _bwd_dq that re-reads K/V (DQ_BLOCK_M rows per program, DQ_BLOCK_N "
+               "keys per step)."
                if opts["dq_mode"] == "separate" else
-               "accumulated by fp32 atomic read-modify-write per visited block, then converted (FA2 Algorithm 2).")
+               "accumulated by fp32 atomic read-modify-write per query step, then converted (FA2 Algorithm 2; "
+               "BackwardConfig(atomic_dq=True), not the kernel's default).")
         )
         if spec.kv_heads < spec.heads:
             a.append(
@@ -225,8 +226,8 @@ def build_model(spec: LayerSpec, tiling: Tiling, **options: Any) -> TrafficModel
         tiling: tile sizes of the tiled kernel (BLOCK_M, BLOCK_N, num_splits, heads_per_program).
         **options: see :data:`DEFAULT_OPTIONS` — baseline ``score_dtype`` (None), ``dropout``
             (False), ``extra_score_passes`` (0), ``with_lse`` (False); backward ``dq_mode``
-            ("separate"), ``gqa_bwd`` ("in_program"), ``bwd_block_m``/``bwd_block_n`` (None =
-            BLOCK_M/BLOCK_N); ``kv_blocks`` ("paper").
+            ("separate"), ``gqa_bwd`` ("in_program"); ``kv_blocks`` ("paper"). The backward
+            kernels' tiles are ``tiling``'s ``bwd_block_*``/``dq_block_*`` fields.
 
     Returns:
         A :class:`TrafficModel`; its expressions are in the symbols of
@@ -425,7 +426,7 @@ class Prediction:
             algs["baseline"]["ratio_vs_tiled"] = self.algorithms["baseline"].hbm_bytes / t if t else None
         return {
             "spec": self.spec.to_dict(),
-            "tiling": asdict(self.tiling),
+            "tiling": _tiling_dict(self.tiling, self.spec),
             "hardware": self.hardware.to_dict(),
             "options": dict(self.options),
             "assumptions": list(self.assumptions),
@@ -435,6 +436,15 @@ class Prediction:
             "references": dict(self.references),
             "algorithms": algs,
         }
+
+
+def _tiling_dict(tiling: Tiling, spec: LayerSpec) -> dict[str, int]:
+    """The tiles a prediction used: the backward kernels' tiles only for pass ``fwd+bwd``."""
+    d = asdict(tiling)
+    if not spec.backward:
+        for key in BACKWARD_TILE_FIELDS:
+            d.pop(key)
+    return d
 
 
 def _row_exprs(row: Row) -> list[sp.Expr]:
@@ -557,7 +567,8 @@ def predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any)
 # ----------------------------------------------------------------------------------
 
 _SPEC_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k")
-_TILING_FIELDS = ("block_m", "block_n", "num_stages", "num_splits", "heads_per_program")
+_TILING_FIELDS = ("block_m", "block_n", "num_stages", "num_splits", "heads_per_program",
+                  "bwd_block_m", "bwd_block_n", "dq_block_m", "dq_block_n")  # the order of ARG_SYMBOLS
 _HW_FIELDS = ("smem_per_sm", "smem_per_block", "hbm_bandwidth")
 
 
@@ -614,7 +625,8 @@ def sweep(
         spec, tiling, hardware: the base point; every field not in ``vary`` keeps its value.
         vary: field name -> array of values; names are LayerSpec fields (``batch``, ``heads``,
             ``kv_heads``, ``head_dim``, ``seqlen_q``, ``seqlen_k``), Tiling fields (``block_m``,
-            ``block_n``, ``num_stages``, ``num_splits``, ``heads_per_program``) or Hardware
+            ``block_n``, ``num_stages``, ``num_splits``, ``heads_per_program``, the backward's
+            ``bwd_block_m``, ``bwd_block_n``, ``dq_block_m``, ``dq_block_n``) or Hardware
             fields (``smem_per_sm``, ``smem_per_block``, ``hbm_bandwidth``). Arrays broadcast
             together; the result has their broadcast shape.
         **options: model options, see :func:`build_model`.
@@ -664,7 +676,7 @@ def sweep(
     n = int(np.prod(shape))
 
     # ---- pointwise validation (the same checks as build_model / predict) ----
-    for fld in ("block_m", "block_n"):
+    for fld in ("block_m", "block_n", "bwd_block_m", "bwd_block_n", "dq_block_m", "dq_block_n"):
         v = cols[fld]
         bad = (v & (v - 1)) != 0
         if bad.any():

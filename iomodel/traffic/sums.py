@@ -112,6 +112,28 @@ class KBlockQueryRows(TileSum):
         return sp.Sum(seen * rows, (_j, 0, sp.ceiling(N_k / BN) - 1))
 
 
+class KTileQueryRows(TileSum):
+    """Query rows loaded by all key tiles of one (batch, query head) of the bundled backward's
+    causal dK/dV kernel (``_bwd_dkdv`` in ``kernels/backward.py``).
+
+    ``KTileQueryRows(N_q, N_k, BM, BN, off)`` =
+    Σ_{j=0}^{⌈N_k/BN⌉-1} max(0, N_q - BM·⌊max(0, j·BN - off) / BM⌋):
+    key tile j (keys [j·BN, ...)) loops over the query tiles of BM rows from
+    lo_j = min(BM·⌊max(0, j·BN - off)/BM⌋, N_q) to N_q, loads masked to rows < N_q
+    (``docs/traffic-contract.md``). Unlike :class:`KBlockQueryRows` there is no "some row
+    sees the tile" indicator: when the first row that would see key j·BN lies beyond N_q
+    but inside the last (partial) query tile, that tile's rows are still loaded. Units: rows.
+    """
+
+    nargs = 5
+    np_name = "np_k_tile_query_rows"
+
+    def as_sum(self) -> sp.Expr:
+        N_q, N_k, BM, BN, off = self.args
+        rows = sp.Max(0, N_q - BM * sp.floor(sp.Max(0, _j * BN - off) / BM))
+        return sp.Sum(rows, (_j, 0, sp.ceiling(N_k / BN) - 1))
+
+
 class VisiblePairs(TileSum):
     """Number of (query, key) pairs of one (batch, head) that the causal mask keeps.
 
@@ -189,9 +211,22 @@ def np_q_tile_key_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
 
 def np_k_block_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
     """Closed form of :class:`KBlockQueryRows` (vectorized, exact)."""
-    N_q, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_k), _i64(BM), _i64(BN), _i64(off))
+    return _k_block_rows(N_q, N_q, N_k, BM, BN, off)
+
+
+def np_k_tile_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
+    """Closed form of :class:`KTileQueryRows` (vectorized, exact): the key tiles that load any
+    row are those with j·BN - off < BM·⌈N_q/BM⌉ (the padded query length)."""
+    N_q, BM = _i64(N_q), _i64(BM)
+    return _k_block_rows(N_q, BM * cdiv(N_q, BM), N_k, BM, BN, off)
+
+
+def _k_block_rows(N_q, N_seen, N_k, BM, BN, off) -> np.ndarray:
+    """Σ_{j: j·BN - off < N_seen, j < ⌈N_k/BN⌉} (N_q - BM·⌊max(0, j·BN - off)/BM⌋), exact in int64."""
+    N_q, N_seen, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_seen), _i64(N_k), _i64(BM), _i64(BN),
+                                                        _i64(off))
     t_c = cdiv(N_k, BN)
-    jmax = np.minimum(t_c - 1, (N_q - 1 + off) // BN)  # last key block seen by some row
+    jmax = np.minimum(t_c - 1, (N_seen - 1 + off) // BN)  # last key block that loads some row
     cnt = np.maximum(jmax + 1, 0)
     z = np.clip(off // BN + 1, 0, cnt)  # j < z: j·BN <= off, every query row loaded
     rest = cnt - z
@@ -213,17 +248,20 @@ def np_visible_pairs(N_q, N_k, off) -> np.ndarray:
 NUMPY_IMPLS = {
     "np_q_tile_key_rows": np_q_tile_key_rows,
     "np_k_block_query_rows": np_k_block_query_rows,
+    "np_k_tile_query_rows": np_k_tile_query_rows,
     "np_visible_pairs": np_visible_pairs,
 }
 
 __all__ = [
     "KBlockQueryRows",
+    "KTileQueryRows",
     "NUMPY_IMPLS",
     "QTileKeyRows",
     "TileSum",
     "VisiblePairs",
     "floor_sum",
     "np_k_block_query_rows",
+    "np_k_tile_query_rows",
     "np_q_tile_key_rows",
     "np_visible_pairs",
 ]

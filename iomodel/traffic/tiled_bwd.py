@@ -1,38 +1,42 @@
-"""Tiled backward in FlashAttention-2 order: recompute from Q, K, V, O, dO and LSE.
+"""The bundled backward kernels' traffic (FlashAttention-2 order, ``kernels/backward.py``).
 
-Schedule (Dao 2023, FlashAttention-2, Section 3.1 "Backward pass" and Algorithm 2; Triton
-tutorial ``06-fused-attention.py``: ``_attn_bwd_preprocess``, ``_attn_bwd_dkdv``,
-``_attn_bwd_dq``):
+Follows ``docs/traffic-contract.md`` ("Backward") exactly, kernel by kernel; every row's
+step names its kernel (:data:`KERNEL_STEPS`). Sources: Dao 2023, FlashAttention-2,
+Section 3.1 "Backward pass" and Algorithm 2; Triton tutorial ``06-fused-attention.py``
+(``_attn_bwd_preprocess``, ``_attn_bwd_dkdv``, ``_attn_bwd_dq``). Tiles: the
+``bwd_block_m``/``bwd_block_n``/``dq_block_m``/``dq_block_n`` fields of
+:class:`~iomodel.spec.Tiling` (symbols ``BWD_BLOCK_M``, ``BWD_BLOCK_N``, ``DQ_BLOCK_M``,
+``DQ_BLOCK_N``), which ``kernels.backward.BackwardConfig.tiling`` fills from what ran.
 
-1. Preprocess: Delta = rowsum(dO ∘ O) — reads O and dO once, writes Delta ``(B, H, N_q)``
-   fp32 once.
-2. dK/dV pass, K/V-stationary: one program per key block of ``KV_BLOCK`` keys (option
-   ``bwd_block_m``, default BLOCK_M) loads K_j, V_j once, then steps over the query blocks of
-   ``Q_STEP`` rows (option ``bwd_block_n``, default BLOCK_N) that see the key block (causal:
-   :class:`~iomodel.traffic.sums.KBlockQueryRows`; query blocks entirely above the
-   diagonal are skipped), loading Q_i, dO_i (dtype) and LSE_i, Delta_i (fp32) rows at each
-   step; it recomputes S and P and writes dK_j, dV_j once. Key blocks that no query row
-   sees still load K/V and write dK = dV = 0.
+1. ``_bwd_preprocess``: Delta = rowsum(dO ∘ O) — reads O and dO once, writes Delta
+   ``(B, H, N_q)`` fp32 once (masked to rows < N_q: independent of its tile).
+2. ``_bwd_dkdv``, K/V-stationary: one program per (KV head, key tile of ``BWD_BLOCK_N``
+   keys) loads K_j, V_j once (masked to keys < N_k), loops over the G query heads of its
+   GQA group and, per head, over the query tiles of ``BWD_BLOCK_M`` rows from
+   lo_j = min(BWD_BLOCK_M·⌊max(0, j·BWD_BLOCK_N − off)/BWD_BLOCK_M⌋, N_q) (causal; 0
+   otherwise) to N_q, loading Q_i, dO_i (dtype) and LSE_i, Delta_i (fp32) rows at each step
+   (:class:`~iomodel.traffic.sums.KTileQueryRows`); writes dK_j, dV_j once (summed over the
+   group). Key tiles that no row sees still load K/V and write dK = dV = 0.
 3. dQ, option ``dq_mode``:
 
-   * ``"separate"`` (default; Triton tutorial 06): a second, Q-stationary pass with the
-     forward's BLOCK_M/BLOCK_N: loads Q_i, dO_i, LSE_i, Delta_i once, streams K/V blocks up
-     to the diagonal exactly as the forward does, writes dQ_i once (in dtype).
-   * ``"atomic"`` (FA2 paper Algorithm 2, line 21 / FlashAttention-2's CUDA kernel): dQ is
-     zero-initialised in an fp32 accumulator ``dQ_acc`` (one write), every visited (query
-     step, key block) pair of the dK/dV pass does an fp32 read-modify-write (atomic add) of
-     its dQ rows, and a conversion pass reads dQ_acc and writes dQ in dtype.
+   * ``"separate"`` (default; what the kernel runs): ``_bwd_dq``, Q-stationary, one program
+     per (query head, query tile of ``DQ_BLOCK_M`` rows): loads Q_i, dO_i, LSE_i, Delta_i
+     once, streams the K/V tiles of ``DQ_BLOCK_N`` keys of the forward's key range [0, hi_i)
+     (:func:`~iomodel.traffic.tiled_fwd.q_stationary_key_rows`), writes dQ_i once (dtype).
+   * ``"atomic"`` (``BackwardConfig(atomic_dq=True)``; FA2 Algorithm 2, line 21): dQ is
+     zero-initialised in an fp32 accumulator ``dQ_acc`` (``torch.zeros``, one write), every
+     query step of the dK/dV kernel does an fp32 atomic add (read-modify-write) of its dQ
+     rows, and ``dq.copy_(dQ_acc)`` reads dQ_acc and writes dQ in dtype. The interpreter
+     checks the ``_bwd_dkdv`` rows of this mode; the zero-init and the copy are torch ops.
 
-GQA (option ``gqa_bwd``): ``"in_program"`` (default) — the dK/dV program of a KV head loops
-over its G query heads, so K/V are loaded and dK/dV written once per KV head (Q, dO, LSE,
-Delta of all H heads are read); ``"expand_sum"`` — as flash-attn's ``mha_bwd``
-(``csrc/flash_attn/flash_api.cpp``): one program per query head loads its KV head's K/V,
-writes dK/dV per query head into ``(B, H, N_k, d)`` buffers, then ``sum`` over the group
-reads them and writes dK/dV.
+GQA (option ``gqa_bwd``): ``"in_program"`` (default; what the kernel runs) as above;
+``"expand_sum"`` — a what-if of flash-attn's ``mha_bwd`` (``csrc/flash_attn/flash_api.cpp``):
+one program per query head loads its KV head's K/V, writes dK/dV per query head into
+``(B, H, N_k, d)`` buffers, then ``sum`` over the group reads them and writes dK/dV.
 
-FLOPs actually executed: dK/dV pass 8·d per visible pair (S, dP, dV, dK), plus 2·d for dQ
-(atomic) or 6·d (separate pass recomputes S and dP) — the layer's conventional backward
-count is 2.5× forward = 10·d per pair (see :mod:`iomodel.traffic.bounds`).
+FLOPs actually executed: dK/dV kernel 8·d per visible pair (S, dP, dV, dK), plus 2·d for dQ
+(atomic) or 6·d (the separate kernel recomputes S and dP) — the layer's conventional
+backward count is 2.5× forward = 10·d per pair (see :mod:`iomodel.traffic.bounds`).
 """
 
 from __future__ import annotations
@@ -44,29 +48,68 @@ import sympy as sp
 
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, Row, both_levels, make_row
-from iomodel.traffic.sums import KBlockQueryRows
+from iomodel.traffic.sums import KTileQueryRows
 from iomodel.traffic.tiled_fwd import causal_offset_expr, q_stationary_key_rows, visible_pairs_expr
+
+#: Step of the model's rows -> the bundled kernel (``@triton.jit`` name) whose loads and
+#: stores they count (the interpreter's launches carry these names).
+KERNEL_STEPS = {
+    "_bwd_preprocess": "bwd preprocess kernel: Delta = rowsum(dO ∘ O)",
+    "_bwd_dkdv": "bwd dkdv kernel (K/V-stationary)",
+    "_bwd_dq": "bwd dq kernel (Q-stationary)",
+}
+
+
+def sram_fill_by_kernel(prediction: Any) -> dict[str, dict[str, list[int]]]:
+    """The ``tiled`` algorithm's SRAM_fill bytes of a prediction, per kernel and tensor.
+
+    Args:
+        prediction: an :class:`iomodel.traffic.Prediction` of a prefill layer.
+
+    Returns:
+        kernel name (``_attn_fwd`` for the forward rows, the keys of :data:`KERNEL_STEPS`
+        for the backward; steps of no kernel, e.g. the atomic mode's torch ops, under their
+        step name) -> tensor -> ``[read_bytes, write_bytes]`` (bytes), the form
+        :func:`iomodel.measure.interpret.count_flash_attention_backward` counts.
+    """
+    kernel_of = {step: kernel for kernel, step in KERNEL_STEPS.items()} | {"fwd kernel": "_attn_fwd"}
+    out: dict[str, dict[str, list[int]]] = {}
+    for r in prediction.algorithms["tiled"].rows:
+        if r.level != "SRAM_fill":
+            continue
+        rec = out.setdefault(kernel_of.get(r.step, r.step), {}).setdefault(r.tensor, [0, 0])
+        rec[0] += int(r.read_bytes)
+        rec[1] += int(r.write_bytes)
+    return out
+
+
+def dkdv_query_rows(spec: LayerSpec) -> sp.Expr:
+    """Query rows the dK/dV kernel loads for one (batch, query head), over all its key tiles.
+
+    Non-causal: ⌈N_k/BWD_BLOCK_N⌉·N_q (every key tile streams every row). Causal: the exact
+    :class:`~iomodel.traffic.sums.KTileQueryRows` sum (``docs/traffic-contract.md``).
+    Multiply by d·s for Q or dO bytes, by 4 for LSE or Delta bytes. Units: rows.
+    """
+    if not spec.causal:
+        return sp.ceiling(SYM.N_k / SYM.BWD_BLOCK_N) * SYM.N_q
+    return KTileQueryRows(SYM.N_q, SYM.N_k, SYM.BWD_BLOCK_M, SYM.BWD_BLOCK_N, causal_offset_expr(spec))
 
 
 def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], list[Allocation]]:
-    """Rows (one level) and extra allocations of the FlashAttention-2-order backward.
+    """Rows (one level) and extra allocations of the bundled backward kernels.
 
     Tensors: Q, O, dO, dQ ``(B, H, N_q, d)`` dtype s; K, V, dK, dV ``(B, H_kv, N_k, d)``;
     LSE, Delta ``(B, H, N_q)`` fp32; dQ_acc ``(B, H, N_q, d)`` fp32 (atomic mode); dK_exp,
-    dV_exp ``(B, H, N_k, d)`` (expand_sum with GQA). Units: bytes.
+    dV_exp ``(B, H, N_k, d)`` (expand_sum with GQA). Units: bytes. Options ``dq_mode`` and
+    ``gqa_bwd`` as :func:`~iomodel.traffic.build_model` validates them.
     """
     B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
     dt = spec.dtype
     gqa = spec.kv_heads < spec.heads
     expand = gqa and opts["gqa_bwd"] == "expand_sum"
-    kv_block = sp.Integer(opts["bwd_block_m"]) if opts["bwd_block_m"] else SYM.BLOCK_M
-    q_step = sp.Integer(opts["bwd_block_n"]) if opts["bwd_block_n"] else SYM.BLOCK_N
+    qrows = dkdv_query_rows(spec)
     E_q, E_k, E_kx, E_l = B * H * N_q * d, B * H_kv * N_k * d, B * H * N_k * d, B * H * N_q
     sq, skv, sl, skx = "(B, H, N_q, d)", "(B, H_kv, N_k, d)", "(B, H, N_q)", "(B, H, N_k, d)"
-    if spec.causal:
-        qrows = KBlockQueryRows(N_q, N_k, q_step, kv_block, causal_offset_expr(spec))
-    else:
-        qrows = sp.ceiling(N_k / kv_block) * N_q
     rows: list[Row] = []
     alloc = [
         Allocation("dO", sq, dt, E_q * s, "input of the backward"),
@@ -79,31 +122,32 @@ def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], li
     def row(tensor, step, shape, dtype, width, elements, rb=0, wb=0, note=""):
         rows.append(make_row(tensor, step, "SRAM_fill", shape, dtype, width, elements, rb, wb, note))
 
-    step = "bwd preprocess: Delta = rowsum(dO ∘ O)"
-    row("O", step, sq, dt, s, E_q, rb=E_q * s)
+    step = KERNEL_STEPS["_bwd_preprocess"]
+    row("O", step, sq, dt, s, E_q, rb=E_q * s, note="Each row read once (masked to rows < N_q).")
     row("dO", step, sq, dt, s, E_q, rb=E_q * s)
     row("Delta", step, sl, "fp32", FP32_WIDTH, E_l, wb=E_l * FP32_WIDTH)
 
     if opts["dq_mode"] == "atomic":
         row("dQ_acc", "dQ_acc = zeros (fp32)", sq, "fp32", FP32_WIDTH, E_q, wb=E_q * FP32_WIDTH,
-            note="Zero-initialised fp32 accumulator for the atomic adds.")
+            note="Zero-initialised fp32 accumulator for the atomic adds (torch.zeros).")
         alloc.append(Allocation("dQ_acc", sq, "fp32", E_q * FP32_WIDTH, "fp32 dQ accumulator"))
 
-    step = "bwd dK/dV kernel (K/V-stationary)"
+    step = KERNEL_STEPS["_bwd_dkdv"]
     kv_reads = E_kx if expand else E_k
-    kv_note = ("One program per (query head, key block): K/V read once per query head." if expand else
-               "One program per (KV head, key block) loads K_j, V_j once" + (" and loops over its G query heads."
-                                                                             if gqa else "."))
+    kv_note = ("One program per (query head, key tile): K/V read once per query head (expand_sum what-if)."
+               if expand else "One program per (KV head, key tile of BWD_BLOCK_N keys) loads K_j, V_j once"
+               + (" and loops over its G query heads." if gqa else "."))
     row("K", step, skv, dt, s, E_k, rb=kv_reads * s, note=kv_note)
     row("V", step, skv, dt, s, E_k, rb=kv_reads * s)
-    qnote = ("Re-read for every key block" + (" that some row of the block sees (causal)." if spec.causal else "."))
+    qnote = ("Re-read for every key tile" + (", from the query tile holding the first row that sees it "
+                                            "(BWD_BLOCK_M rows per step)." if spec.causal else "."))
     row("Q", step, sq, dt, s, E_q, rb=B * H * qrows * d * s, note=qnote)
     row("dO", step, sq, dt, s, E_q, rb=B * H * qrows * d * s)
     row("LSE", step, sl, "fp32", LSE_WIDTH, E_l, rb=B * H * qrows * LSE_WIDTH)
     row("Delta", step, sl, "fp32", FP32_WIDTH, E_l, rb=B * H * qrows * FP32_WIDTH)
     if opts["dq_mode"] == "atomic":
         row("dQ_acc", step, sq, "fp32", FP32_WIDTH, E_q, rb=B * H * qrows * d * FP32_WIDTH,
-            wb=B * H * qrows * d * FP32_WIDTH, note="fp32 atomic read-modify-write of the dQ rows per visited block.")
+            wb=B * H * qrows * d * FP32_WIDTH, note="fp32 atomic read-modify-write of the dQ rows per query step.")
     if expand:
         row("dK_exp", step, skx, dt, s, E_kx, wb=E_kx * s, note="Per query head, summed over the group below.")
         row("dV_exp", step, skx, dt, s, E_kx, wb=E_kx * s)
@@ -113,7 +157,7 @@ def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], li
             row(t, rstep, skv, dt, s, E_k, wb=E_k * s)
         alloc.append(Allocation("dK_exp, dV_exp", skx, dt, 2 * E_kx * s, "per-query-head dK/dV before the group sum"))
     else:
-        row("dK", step, skv, dt, s, E_k, wb=E_k * s, note="Written once per key block.")
+        row("dK", step, skv, dt, s, E_k, wb=E_k * s, note="Written once per key tile (summed over the GQA group).")
         row("dV", step, skv, dt, s, E_k, wb=E_k * s)
 
     if opts["dq_mode"] == "atomic":
@@ -121,13 +165,14 @@ def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], li
         row("dQ_acc", step, sq, "fp32", FP32_WIDTH, E_q, rb=E_q * FP32_WIDTH)
         row("dQ", step, sq, dt, s, E_q, wb=E_q * s)
     else:
-        step = "bwd dQ kernel (Q-stationary)"
-        kr = q_stationary_key_rows(spec, SYM.BLOCK_M, SYM.BLOCK_N)
-        row("Q", step, sq, dt, s, E_q, rb=E_q * s, note="Loaded once per query tile.")
+        step = KERNEL_STEPS["_bwd_dq"]
+        kr = q_stationary_key_rows(spec, SYM.DQ_BLOCK_M, SYM.DQ_BLOCK_N)
+        row("Q", step, sq, dt, s, E_q, rb=E_q * s, note="Loaded once per query tile of DQ_BLOCK_M rows.")
         row("dO", step, sq, dt, s, E_q, rb=E_q * s)
         row("LSE", step, sl, "fp32", LSE_WIDTH, E_l, rb=E_l * LSE_WIDTH)
         row("Delta", step, sl, "fp32", FP32_WIDTH, E_l, rb=E_l * FP32_WIDTH)
-        row("K", step, skv, dt, s, E_k, rb=B * H * kr * d * s, note="Re-read per query tile, as in the forward.")
+        row("K", step, skv, dt, s, E_k, rb=B * H * kr * d * s,
+            note="Re-read per query tile over the forward's key range, DQ_BLOCK_N keys per step.")
         row("V", step, skv, dt, s, E_k, rb=B * H * kr * d * s)
         row("dQ", step, sq, dt, s, E_q, wb=E_q * s)
     return rows, alloc
@@ -149,11 +194,11 @@ def add_backward(fwd: AlgorithmModel, spec: LayerSpec, opts: dict[str, Any]) -> 
     return replace(
         fwd,
         title=fwd.title.replace("Tiled forward", "Tiled forward + FlashAttention-2 backward"),
-        source=fwd.source + "; Dao 2023 FlashAttention-2 Algorithm 2 (backward)",
+        source=fwd.source + "; Dao 2023 FlashAttention-2 Algorithm 2 (backward); kernels/backward.py",
         rows=fwd_sram + bwd[:n] + fwd_hbm + bwd[n:],
         allocated=fwd.allocated + alloc,
         flops=fwd.flops + bwd_flops,
     )
 
 
-__all__ = ["add_backward", "tiled_bwd_rows"]
+__all__ = ["KERNEL_STEPS", "add_backward", "dkdv_query_rows", "sram_fill_by_kernel", "tiled_bwd_rows"]
