@@ -37,51 +37,13 @@ import triton.language as tl
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import kernel_refusal
 from iomodel.schedule.tiles import head_dim_padded
-from iomodel.spec.layer import Tiling, causal_offset
+from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_inputs
+from kernels.heuristics import BackwardConfig, backward_config
 from kernels.flash_attention import (INTERPRET, _alloc, _check_device, _dot, _dot_precision, _emulate_bf16,
                                      _head_of, _to_dtype)
 
-__all__ = ["BackwardConfig", "flash_attention_backward"]
-
-
-@dataclass(frozen=True)
-class BackwardConfig:
-    """Tiles of the three backward launches (elements; powers of two >= 16).
-
-    ``block_m``/``block_n``: query and key rows per tile of the K/V-stationary dK/dV kernel
-    (BLOCK_N keys stay in SRAM, BLOCK_M query rows stream); ``dq_block_m``/``dq_block_n``:
-    the Q-stationary dQ kernel; ``preprocess_block_m``: rows per D program.
-    """
-
-    # tile defaults: the one home of the backward tiles is iomodel.spec.Tiling (the traffic model's input)
-    block_m: int = Tiling.bwd_block_m  # dK/dV kernel: query rows streamed per step
-    block_n: int = Tiling.bwd_block_n  # dK/dV kernel: key rows a program owns
-    dq_block_m: int = Tiling.dq_block_m  # dQ kernel: query rows a program owns
-    dq_block_n: int = Tiling.dq_block_n  # dQ kernel: key rows streamed per step
-    preprocess_block_m: int = Tiling.preprocess_block_m  # D = rowsum(dO ∘ O): rows per program
-    num_warps: int = 4  # dK/dV kernel
-    num_stages: int = 3  # dK/dV kernel: software-pipelining depth of the Q/dO loads
-    dq_num_warps: int = 4
-    dq_num_stages: int = 3
-    atomic_dq: bool = False  # dQ by fp32 atomics inside the dK/dV kernel instead of the dQ kernel
-
-    def to_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
-
-    def tiling(self, base: Tiling | None = None) -> Tiling:
-        """These tiles as the traffic model's :class:`iomodel.spec.Tiling` (its backward
-        fields; the forward fields from ``base``, default ``Tiling()``), so the model is
-        evaluated on exactly what ran. ``atomic_dq`` is not a tile: evaluate the model with
-        ``dq_mode="atomic"`` for it (``docs/traffic-contract.md``)."""
-        return replace(base or Tiling(), bwd_block_m=self.block_m, bwd_block_n=self.block_n,
-                       dq_block_m=self.dq_block_m, dq_block_n=self.dq_block_n,
-                       preprocess_block_m=self.preprocess_block_m)
-
-
-#: Tiles of the interpreter (CPU) runs: small, so CI covers multi-tile loops and ragged tails.
-INTERPRETER_BACKWARD = BackwardConfig(block_m=16, block_n=32, dq_block_m=32, dq_block_n=16,
-                                      preprocess_block_m=32, num_warps=4, num_stages=1)
+__all__ = ["FlashAttentionFunction", "flash_attention_backward"]
 
 
 # ====================================================================================
@@ -304,35 +266,6 @@ def _check_grad_tensors(do: Any, o: Any, lse: Any, q: torch.Tensor) -> None:
         raise IomodelError("lse must be contiguous: pass the forward's lse or call .contiguous() on it")
 
 
-def backward_config(head_dim: int, dtype: str, causal: bool) -> BackwardConfig:
-    """The backward tiles: the interpreter's small tiles on a CPU, else the GPU tiles of
-    :data:`GPU_BACKWARD` for the padded HEAD_DIM (chosen by measurement on the H200:
-    ``benchmarks/gpu_backward_tune.py``, receipts under ``receipts/``). Units: elements.
-    HEAD_DIM up to the kernel's maximum (:data:`iomodel.schedule.capabilities.MAX_HEAD_DIM`).
-    """
-    if INTERPRET:
-        return INTERPRETER_BACKWARD
-    d = max(64, head_dim_padded(head_dim))  # HEAD_DIM 16..64 run the 64 tiles
-    return GPU_BACKWARD[(min(k for k, _ in GPU_BACKWARD if k >= d), bool(causal))]
-
-#: GPU tiles per (padded HEAD_DIM, causal), the fastest of ``benchmarks/gpu_backward_tune.py``
-#: on the H200 (B = 4, H = 16, N = 4096, bf16; receipts/bwd-tune-h200-2026-12-01.json): dK/dV
-#: tiles first, then dQ tiles on the winner. fp32 atomics for dQ lost on every shape (+13 to
-#: +47 %), so dQ is the separate kernel. HEAD_DIM 256: untuned, checked for exactness only.
-GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
-    (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
-                                dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
-    (64, True): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=3,
-                               dq_block_m=64, dq_block_n=64, dq_num_warps=4, dq_num_stages=3),
-    (128, False): BackwardConfig(block_m=64, block_n=128, num_warps=8, num_stages=3,
-                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
-    (128, True): BackwardConfig(block_m=32, block_n=64, num_warps=4, num_stages=3,
-                                dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
-    **{(256, causal): BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1, dq_block_m=64,
-                                     dq_block_n=16, dq_num_warps=8, dq_num_stages=1) for causal in (False, True)},
-}
-
-
 def flash_attention_backward(
     do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d) x 2, (B, H_kv, N_k, d) x 2
     o: torch.Tensor, lse: torch.Tensor,  # (B, H, N_q, d), (B, H, N_q) fp32
@@ -371,9 +304,9 @@ def flash_attention_backward(
     if causal not in (True, False):
         raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
     if config is None:
-        config = backward_config(shape.head_dim, shape.dtype, causal)
+        config = backward_config(shape.head_dim, shape.dtype, causal, interpreter=INTERPRET)
     elif not isinstance(config, BackwardConfig):
-        raise IomodelError(f"config must be a kernels.backward.BackwardConfig, got {type(config).__name__}: build one")
+        raise IomodelError(f"config must be a kernels.heuristics.BackwardConfig, got {type(config).__name__}: build one")
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
     off = causal_offset(causal_align, N_q, N_k) if causal else 0

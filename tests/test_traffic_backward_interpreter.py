@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-torch, fa, kb, interpret = (pytest.importorskip(m) for m in ("torch", "kernels.flash_attention", "kernels.backward",
+torch, fa, kb, interpret = (pytest.importorskip(m) for m in ("torch", "kernels.flash_attention", "kernels.heuristics",
                                                               "iomodel.measure.interpret"))
 from iomodel import LayerSpec, get_hardware  # noqa: E402
 from iomodel.traffic import predict  # noqa: E402
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.interpreter, pytest.mark.skipif(not fa.INTERPRET, reas
               pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning")]
 
 H200 = get_hardware("H200")
-IB = kb.INTERPRETER_BACKWARD  # dK/dV 16 x 32, dQ 32 x 16, preprocess 32
+IB = kb.INTERPRETER_BACKWARD  # dK/dV 16 x 32, dQ 32 x 16, preprocess 32 (kernels/heuristics.py)
 WIDE = replace(IB, block_m=32, block_n=16, dq_block_m=16, dq_block_n=32, preprocess_block_m=16)
 SQUARE = replace(IB, block_m=16, block_n=16, dq_block_m=16, dq_block_n=16, preprocess_block_m=64)
 

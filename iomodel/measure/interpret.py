@@ -479,7 +479,7 @@ def count_flash_attention_backward(
         spec: an :class:`iomodel.spec.LayerSpec` of a prefill layer (pass fwd+bwd or fwd).
         seed: torch seed of the random inputs.
         config: the forward's ``KernelConfig`` (None: the launcher's choice).
-        backward_config: a ``kernels.backward.BackwardConfig`` (None: ``backward_config()``,
+        backward_config: a ``kernels.heuristics.BackwardConfig`` (None: ``backward_config()``,
             the interpreter tiles ``INTERPRETER_BACKWARD``).
 
     Returns:

@@ -118,10 +118,13 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
             )
         path = _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
-        return Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages), (
-            f"kernels/heuristics.py prefill_default for the {path} path (the bundled kernel's first autotune "
-            "candidate; the autotuner on the GPU may pick another)"
-        )
+        tiling = Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
+        source = (f"kernels/heuristics.py prefill_default for the {path} path (the bundled kernel's first autotune "
+                  "candidate; the autotuner on the GPU may pick another)")
+        if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask
+            tiling = h.backward_config(spec.head_dim, spec.dtype, spec.causal).tiling(tiling)
+            source += "; backward tiles from kernels/heuristics.py backward_config (GPU_BACKWARD, tuned on the H200)"
+        return tiling, source
     return Tiling(), (
         "Tiling defaults (kernels/heuristics.py was not importable, so these may differ from the "
         "tiles the bundled kernel runs)"

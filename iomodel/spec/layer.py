@@ -153,7 +153,7 @@ class Tiling:
     packs into its BLOCK_M rows (K/V are then read H / (H_kv * heads_per_program) times).
 
     The backward kernels' tiles (``kernels/backward.py``, pass ``fwd+bwd`` only; this is
-    their one home: ``kernels.backward.BackwardConfig`` takes its defaults from here and
+    their one home: ``kernels.heuristics.BackwardConfig`` takes its defaults from here and
     converts back with ``BackwardConfig.tiling``): ``bwd_block_m``/``bwd_block_n`` the
     K/V-stationary dK/dV kernel's query rows per step and key rows per program (its
     BLOCK_M/BLOCK_N), ``dq_block_m``/``dq_block_n`` the Q-stationary dQ kernel's query rows

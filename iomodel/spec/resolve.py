@@ -10,7 +10,7 @@ as they are. Nothing here imports sympy, numpy or torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,13 +194,7 @@ def resolve_layer(
                                        num_splits=num_splits).items() if v is not None}
     tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys())
     if explicit:
-        tiling = Tiling(
-            block_m=explicit.get("block_m", tiling.block_m),
-            block_n=explicit.get("block_n", tiling.block_n),
-            num_stages=explicit.get("num_stages", tiling.num_stages),
-            num_splits=explicit.get("num_splits", tiling.num_splits),
-            heads_per_program=tiling.heads_per_program,
-        )
+        tiling = replace(tiling, **explicit)  # the rest (backward tiles, heads per program) as the kernel's
         named = ", ".join(f"{k.upper() if k.startswith('block') else k} = {v}" for k, v in explicit.items())
         source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
     tiling.check_fits(spec, hw.smem_per_block, hw.name)

@@ -6,7 +6,7 @@ Section 3.1 "Backward pass" and Algorithm 2; Triton tutorial ``06-fused-attentio
 (``_attn_bwd_preprocess``, ``_attn_bwd_dkdv``, ``_attn_bwd_dq``). Tiles: the
 ``bwd_block_m``/``bwd_block_n``/``dq_block_m``/``dq_block_n`` fields of
 :class:`~iomodel.spec.Tiling` (symbols ``BWD_BLOCK_M``, ``BWD_BLOCK_N``, ``DQ_BLOCK_M``,
-``DQ_BLOCK_N``), which ``kernels.backward.BackwardConfig.tiling`` fills from what ran.
+``DQ_BLOCK_N``), which ``kernels.heuristics.BackwardConfig.tiling`` fills from what ran.
 
 1. ``_bwd_preprocess``: Delta = rowsum(dO ∘ O) — reads O and dO once, writes Delta
    ``(B, H, N_q)`` fp32 once (masked to rows < N_q: independent of its tile).
