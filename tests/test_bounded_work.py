@@ -11,26 +11,16 @@ import resource
 import time
 
 from iomodel.cache.estimate import L2_ESTIMATE_MAX_PROGRAMS, not_estimated, simulated_programs
-from iomodel.cli import main
 from iomodel.report.worksheet import make_worksheet
 from iomodel.spec.resolve import resolve_layer
-
-
-def _run(capsys, argv):
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from test_cli_errors import run_cli
 
 
 def test_batch_100000_finishes_in_seconds_with_the_note(capsys):
     """Llama-3-8B at 8,192 tokens, BLOCK_M 128: T_r = 64, B·H·T_r = 100,000 · 32 · 64 = 204,800,000."""
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    code, out, err = _run(capsys, ["worksheet", "--batch", "100000"])
+    code, out, err = run_cli(capsys, ["worksheet", "--batch", "100000"])
     took = time.perf_counter() - t0
     assert code == 0 and err == ""
     assert took < 20  # 102 s at batch 10^4 before the bound
@@ -43,7 +33,7 @@ def test_batch_100000_finishes_in_seconds_with_the_note(capsys):
 def test_heads_65536_finishes_with_the_note(capsys):
     """65,536 heads, 1 KV head: B·H·T_r = 1 · 65,536 · 64 = 4,194,304 programs."""
     t0 = time.perf_counter()
-    code, out, err = _run(capsys, ["worksheet", "--heads", "65536", "--kv-heads", "1", "-f", "json"])
+    code, out, err = run_cli(capsys, ["worksheet", "--heads", "65536", "--kv-heads", "1", "-f", "json"])
     assert code == 0 and err == "" and time.perf_counter() - t0 < 20
     tiled = json.loads(out)["algorithms"]["tiled"]
     assert tiled["l2_aware"] is None

@@ -6,19 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from iomodel.cli import main
 from iomodel.errors import IomodelError
 from iomodel.schedule.tiles import decode_block_m_refusal, decode_splits_refusal
 from iomodel.spec.resolve import resolve_layer
 from kernels.flash_attention import KernelConfig, flash_attention
-
-
-def _cli(capsys, argv):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
+from test_cli_errors import assert_one_line_error
 
 
 # Llama-3-8B decode: G = 32 / 8 = 4 heads packed per program (P = 4). With 16 query rows the
@@ -39,10 +31,7 @@ SPLITS_17 = ("num_splits 17 is more than the 16 key blocks of seqlen_k 1,024 at 
 ])
 def test_cli_refuses_decode_tiles_in_one_line(capsys, argv, line):
     for cmd in ("worksheet", "plot"):
-        code, out, err = _cli(capsys, [cmd, *argv])
-        assert code == 2
-        assert err.strip().splitlines() == [f"error: {line}"]
-        assert "Traceback" not in out + err
+        assert assert_one_line_error(capsys, [cmd, *argv]) == f"error: {line}"
 
 
 def test_tiles_at_the_limits_are_accepted():

@@ -118,17 +118,12 @@ def decode_splits_refusal(num_splits: int, seqlen_k: int, block_n: int,
         block_n: BLOCK_N (key rows per block).
         fix: how to change it, with ``{value}`` for the number of key blocks.
 
-    Returns:
-        One sentence, or None.
-
-    Example:
+    Example (one sentence when refused, None otherwise):
         >>> decode_splits_refusal(32, 1000, 64)
         'num_splits 32 is more than the 16 key blocks of seqlen_k 1,000 at BLOCK_N = 64 (splits past the last block hold no keys): use --num-splits 16 or fewer'
     """
-    blocks = cdiv(seqlen_k, block_n)
-    if num_splits <= blocks:
-        return None
-    return (f"num_splits {num_splits} is more than the {blocks:,} key blocks of seqlen_k {seqlen_k:,} at "
+    blocks = cdiv(seqlen_k, block_n)  # key blocks of BLOCK_N rows
+    return None if num_splits <= blocks else (f"num_splits {num_splits} is more than the {blocks:,} key blocks of seqlen_k {seqlen_k:,} at "
             f"BLOCK_N = {block_n} (splits past the last block hold no keys): " + fix.format(value=blocks))
 
 
