@@ -56,7 +56,7 @@ from iomodel.schedule.capabilities import (
 from iomodel.schedule.tiles import (
     DECODE_MAX_ROWS,
     DECODE_MAX_SEQLEN_Q,
-    decode_block_m,
+    decode_block_m_refusal,
     decode_heads_per_program,
     decode_split_len,
     head_dim_padded,
@@ -791,11 +791,9 @@ def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sm
                 f"config.heads_per_program must divide the GQA group {G} with heads_per_program * seqlen_q <= "
                 f"{DECODE_MAX_ROWS}, got {p!r}: use {decode_heads_per_program(G, N_q)}"
             )
-        if config.block_m != decode_block_m(p, N_q):
-            raise IomodelError(
-                f"decode BLOCK_M is next_pow2(max(16, P * seqlen_q)) = {decode_block_m(p, N_q)}, "
-                f"got {config.block_m}: set config.block_m={decode_block_m(p, N_q)}"
-            )
+        reason = decode_block_m_refusal(config.block_m, p, N_q)  # the rule iomodel/spec/resolve.py reads too
+        if reason is not None:
+            raise IomodelError(reason)
         if not (isinstance(config.num_splits, int) and config.num_splits >= 1):
             raise IomodelError(f"config.num_splits must be a positive integer, got {config.num_splits!r}: change it")
         if config.warp_specialize:

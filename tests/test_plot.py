@@ -163,3 +163,55 @@ def test_seqlen_plot_without_capacity_overflow_has_no_mark(small):
     fig = plot_seqlen(small.spec, small.tiling, small.hardware, seqlens=[64, 128])
     labels = [ln.get_label() for ln in fig.axes[0].get_lines()]
     assert not any("HBM capacity" in lbl for lbl in labels)
+
+
+def test_seqlen_plot_draws_the_l2_aware_estimate_beside_the_no_reuse_bound(small):
+    """Both tiled curves, labelled by what each counts; the L2-aware one is predict_tiled's DRAM bytes.
+
+    Small layer (H = 2, H_kv = 1, HEAD_DIM 16, fp16, no mask) at N = 64: everything fits the L2, so
+    DRAM reads are the compulsory Q 2·64·16·2 = 4,096 B plus K and V 64·16·2 = 2,048 B each, 8,192 B;
+    the 4,096 B of O and 512 B of LSE stay dirty in L2 at kernel end, so nothing is counted written.
+    """
+    from iomodel.cache.estimate import launch_params
+    from iomodel.cache.predict import predict_tiled
+    from iomodel.report.plot import L2_AWARE_LABEL, NO_REUSE_LABEL
+    from iomodel.report.worksheet import l2_launch
+
+    fig = plot_seqlen(small.spec, small.tiling, small.hardware, seqlens=[64, 128, 256])
+    ax = fig.axes[0]
+    assert _line(ax, NO_REUSE_LABEL).get_ydata()[0] == 25_088
+    assert NO_REUSE_LABEL.endswith("no-reuse HBM bound (every load leaves the chip)")
+    l2 = _line(ax, L2_AWARE_LABEL)
+    assert L2_AWARE_LABEL == "tiled: L2-aware DRAM estimate (what ncu's dram__bytes counts)"
+    assert l2.get_label().endswith("simulated at N = 64, 128, 256")
+    assert list(l2.get_xdata()) == [64, 128, 256]
+    assert l2.get_ydata()[0] == 8_192
+    warps, order, _ = l2_launch(small.spec, small.hardware)
+    for x, y in zip(l2.get_xdata(), l2.get_ydata()):
+        at = small.spec.with_(seqlen_q=int(x), seqlen_k=int(x))
+        want = predict_tiled(at, small.tiling, launch_params(at, small.tiling, small.hardware, warps), order)
+        assert y == want.hbm_read_bytes + want.hbm_write_bytes
+
+
+def test_l2_aware_curve_skips_points_past_its_budget_and_says_so():
+    """Llama-3-8B, batch 32, BLOCK_M 128: N = 8k is 32·32·64 = 65,536 programs, 4k 32,768; 16k would be
+    131,072 more, past the curve's budget of 131,072 programs in all: skipped, named in the legend."""
+    from iomodel.report.plot import L2_AWARE_LABEL
+
+    lay = resolve_layer(batch=32)
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[4096, 8192, 16384])
+    ax = fig.axes[0]
+    assert list(_line(ax, f"{L2_AWARE_LABEL},\nsimulated").get_xdata()) == [4096, 8192]
+    note = _line(ax, f"{L2_AWARE_LABEL}\nnot computed").get_label()
+    assert "not computed at N = 16k:" in note and "budget of 131,072 programs" in note
+
+
+def test_decode_seqlen_plot_says_the_l2_aware_estimate_is_not_drawn():
+    from iomodel.report.plot import L2_AWARE_LABEL
+
+    lay = resolve_layer(phase="decode", seqlen=8192)
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[1024, 8192])
+    note = _line(fig.axes[0], L2_AWARE_LABEL)
+    assert note.get_label() == (f"{L2_AWARE_LABEL}\nnot drawn: it models the prefill kernel here "
+                                "(decode: see `iomodel reconcile`)")
+    assert len(note.get_xdata()) == 0

@@ -75,3 +75,35 @@ def test_estimate_tiled_refuses_what_not_estimated_names():
         estimate_tiled(lay.spec, lay.tiling, lay.hardware, flops=1, peak_flops=1.0, num_warps=4,
                        tile_order="forward", config_source="test")
     assert not_estimated(resolve_layer(seqlen=8192).spec) is None
+
+
+def test_l2_line_says_what_stays_dirty_in_l2_and_why_it_is_below_compulsory():
+    """Llama-3-8B 8k: O is 32·8192·128·2 B = 64 MiB and LSE 32·8192·4 B = 1 MiB, 68,157,440 B stored.
+
+    What the estimate does not count as written stays dirty in L2 at kernel end; the line with
+    "x compulsory" says so, and why the total is below the compulsory bytes.
+    """
+    ws = make_worksheet(resolve_layer(seqlen=8192))
+    e = ws.l2_aware
+    assert e.written_bytes == 68_157_440
+    assert e.dirty_bytes == e.written_bytes - e.write_bytes > 0
+    total = e.read_bytes + e.write_bytes
+    assert total < ws.prediction.compulsory_bytes
+    line = next(ln for ln in ws.to_markdown().splitlines() if "x compulsory" in ln and ln.startswith("- DRAM read"))
+    from iomodel.format import fmt_bytes
+
+    assert (f"; {fmt_bytes(e.dirty_bytes)} of the 68,157,440 B (65 MiB) stored (O, LSE) stays dirty in L2 at "
+            "kernel end and reaches DRAM only after the kernel, so neither this total nor ncu's dram__bytes of this "
+            "kernel counts it; that is why the total is below the compulsory bytes") in line
+    j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
+    assert (j["written_bytes"], j["dirty_at_end_bytes"]) == (68_157_440, e.dirty_bytes)
+    assert j["dirty_at_end"].startswith("bytes the kernel stores that are still dirty in L2 at kernel end are not in write_bytes")
+
+
+def test_l2_line_above_compulsory_gives_no_below_reason():
+    """Llama-3-8B at 32k: re-fetched K/V put the total above the compulsory bytes: no 'below' clause."""
+    ws = make_worksheet(resolve_layer(seqlen=32768))
+    e = ws.l2_aware
+    assert e.read_bytes + e.write_bytes > ws.prediction.compulsory_bytes
+    line = next(ln for ln in ws.to_markdown().splitlines() if ln.startswith("- DRAM read"))
+    assert "stays dirty in L2 at kernel end" in line and "below the compulsory" not in line

@@ -16,20 +16,45 @@ from iomodel.cache.params import L2Params
 from iomodel.cache.predict import predict_tiled
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import estimate_programs_per_sm
-from iomodel.spec import LayerSpec, Tiling
+from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
 
-#: Longest seqlen for which the worksheet runs the L2 simulation (about 0.5 s at 2^18 tokens).
+#: Longest seqlen for which the worksheet runs the L2 simulation (the K/V chunks one wave
+#: streams grow with the length; Llama-3-8B, 32 heads, at 2^18 tokens: 2.5 s, 136 MB max RSS for
+#: the whole ``iomodel worksheet`` run on the 2-core development machine).
 L2_ESTIMATE_MAX_SEQLEN = 2**18
+#: Most programs (B·H·T_r, the grid of the prefill kernel) the worksheet simulates: the
+#: simulation (:func:`iomodel.schedule.grid.prefill_waves` through :mod:`iomodel.cache.simulate`)
+#: visits every program and keeps an item per tile it touched, so its time and memory grow with
+#: B·H·T_r. Measured for the whole ``iomodel worksheet`` run on the 2-core development
+#: machine at this bound: 5.2 s and 334 MB max RSS at T_r = 1 (seqlen 128, batch 4096: each
+#: program writes its own O and LSE items, the slowest case), 4.4 s and 184 MB for Llama-3-70B
+#: (64 heads) at 2^18 tokens, which is exactly 2^17 programs.
+L2_ESTIMATE_MAX_PROGRAMS = 2**17
 #: Where the estimate's bytes come from (worksheet text and JSON).
 L2_ESTIMATE_SOURCE = "iomodel/cache/predict.py"
 
 
-def not_estimated(spec: LayerSpec) -> str | None:
+def simulated_programs(spec: LayerSpec, tiling: Tiling) -> int:
+    """Programs the prefill simulation visits: ``B·H·T_r``, T_r = ceil(seqlen_q / BLOCK_M) (programs)."""
+    return spec.batch * spec.heads * cdiv(spec.seqlen_q, tiling.block_m)
+
+
+def not_estimated(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
     """Why :func:`estimate_tiled` does not cover ``spec`` (one clause), or None when it does.
 
     It covers the prefill forward pass with seqlen_q and seqlen_k up to
-    :data:`L2_ESTIMATE_MAX_SEQLEN` tokens.
+    :data:`L2_ESTIMATE_MAX_SEQLEN` tokens and, when ``tiling`` is given, at most
+    :data:`L2_ESTIMATE_MAX_PROGRAMS` programs (:func:`simulated_programs`): the simulation
+    visits every program, so its cost grows with batch × heads. Past either bound the
+    estimate is not computed (never extrapolated).
+
+    Args:
+        spec: the layer.
+        tiling: the tiles (BLOCK_M sets T_r); None skips the program-count bound.
+
+    Returns:
+        The reason, one clause without a final period, or None.
     """
     if spec.backward:
         return "it models the forward kernel only"
@@ -37,6 +62,11 @@ def not_estimated(spec: LayerSpec) -> str | None:
         return "it models the prefill kernel here (decode: see `iomodel reconcile`)"
     if max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
         return f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)"
+    if tiling is not None and simulated_programs(spec, tiling) > L2_ESTIMATE_MAX_PROGRAMS:
+        t_r = cdiv(spec.seqlen_q, tiling.block_m)
+        return (f"B·H·T_r = {spec.batch:,}·{spec.heads:,}·{t_r:,} = {simulated_programs(spec, tiling):,} programs, "
+                f"above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows with "
+                "batch × heads)")
     return None
 
 
@@ -47,6 +77,9 @@ class L2Estimate:
     Attributes:
         read_bytes, write_bytes: DRAM bytes predicted by
             :func:`iomodel.cache.predict.predict_tiled` (bytes).
+        written_bytes: bytes the kernel stores (O and LSE, each once).
+        dirty_bytes: of those, the bytes still dirty in L2 at kernel end
+            (``written_bytes - write_bytes``): DRAM counters of this kernel do not see them.
         flops: FLOPs of the tiled kernel (the model's count).
         roofline_time_s: ``max(flops / peak, bytes / HBM bandwidth)`` in seconds.
         intensity: FLOPs per DRAM byte.
@@ -60,6 +93,8 @@ class L2Estimate:
 
     read_bytes: int
     write_bytes: int
+    written_bytes: int
+    dirty_bytes: int
     flops: int
     roofline_time_s: float
     intensity: float
@@ -76,11 +111,31 @@ class L2Estimate:
         return {
             "source": f"estimate from {L2_ESTIMATE_SOURCE} predict_tiled (not a measurement)",
             "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
+            "written_bytes": self.written_bytes, "dirty_at_end_bytes": self.dirty_bytes,
+            "dirty_at_end": DIRTY_NOTE,
             "roofline_time_s": self.roofline_time_s, "intensity": self.intensity, "bound": self.bound,
             "programs_per_sm": self.programs_per_sm, "programs_per_sm_source": self.programs_per_sm_source,
             "num_warps": self.num_warps, "tile_order": self.tile_order, "config_source": self.config_source,
             "assumptions": list(self.assumptions),
         }
+
+
+#: What the estimate leaves out of ``write_bytes`` (worksheet text and JSON).
+DIRTY_NOTE = ("bytes the kernel stores that are still dirty in L2 at kernel end are not in write_bytes: "
+              "they reach DRAM only when a later access evicts them, after the kernel, where "
+              "Nsight Compute's dram__bytes of this kernel does not count them")
+
+
+def launch_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int) -> L2Params:
+    """The :class:`~iomodel.cache.params.L2Params` of the estimate: the hardware's L2 bytes and
+    SMs, programs per SM from :func:`iomodel.schedule.grid.estimate_programs_per_sm` (shared
+    memory ``tiling.sram_bytes(spec)`` and ``num_warps``; registers ignored), defaults otherwise.
+
+    Raises:
+        IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
+    """
+    pps = estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm)
+    return L2Params(hardware.l2_bytes, hardware.num_sms, pps)
 
 
 def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops: int, peak_flops: float,
@@ -94,7 +149,8 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
     hardware.hbm_bandwidth)`` (seconds).
 
     Args:
-        spec: the layer (prefill forward, seqlen up to :data:`L2_ESTIMATE_MAX_SEQLEN`).
+        spec: the layer (prefill forward, seqlen up to :data:`L2_ESTIMATE_MAX_SEQLEN`, at most
+            :data:`L2_ESTIMATE_MAX_PROGRAMS` programs).
         tiling: the tiles (BLOCK_M, BLOCK_N, num_stages).
         hardware: L2 bytes, SMs, shared memory per SM (bytes), HBM bandwidth (B/s).
         flops: FLOPs of the tiled kernel; peak_flops: its peak FLOP/s.
@@ -105,17 +161,18 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
         IomodelError: a layer :func:`not_estimated` refuses; from
             :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    why = not_estimated(spec)
+    why = not_estimated(spec, tiling)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
-    pps = estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm)
-    l2 = predict_tiled(spec, tiling, L2Params(hardware.l2_bytes, hardware.num_sms, pps), tile_order)
+    params = launch_params(spec, tiling, hardware, num_warps)
+    l2 = predict_tiled(spec, tiling, params, tile_order)
     moved = l2.hbm_read_bytes + l2.hbm_write_bytes
     t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
     return L2Estimate(
-        read_bytes=l2.hbm_read_bytes, write_bytes=l2.hbm_write_bytes, flops=flops,
+        read_bytes=l2.hbm_read_bytes, write_bytes=l2.hbm_write_bytes, written_bytes=l2.no_reuse_write_bytes,
+        dirty_bytes=l2.no_reuse_write_bytes - l2.hbm_write_bytes, flops=flops,
         roofline_time_s=max(t_c, t_m), intensity=flops / moved if moved else math.inf,
-        bound="memory" if t_m >= t_c else "compute", programs_per_sm=pps,
+        bound="memory" if t_m >= t_c else "compute", programs_per_sm=params.programs_per_sm,
         programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
     )

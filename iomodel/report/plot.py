@@ -202,6 +202,68 @@ def default_seqlens(spec: LayerSpec) -> np.ndarray:
     return np.unique(np.append(pts, own))
 
 
+#: Programs the L2-aware curve of :func:`plot_seqlen` may simulate in all (B·H·T_r summed over
+#: its points): the worksheet's own bound for one layer, so the curve costs at most about as
+#: much as one worksheet estimate (see :data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_PROGRAMS`).
+L2_CURVE_MAX_PROGRAMS = 2**17
+L2_AWARE_LABEL = "tiled: L2-aware DRAM estimate (what ncu's dram__bytes counts)"
+NO_REUSE_LABEL = "tiled (bundled kernel): HBM bytes transferred,\nno-reuse HBM bound (every load leaves the chip)"
+
+
+def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
+                    seqlens: Sequence[int] | np.ndarray) -> tuple[list[int], list[int], list[tuple[int, str]]]:
+    """The L2-aware DRAM estimate of the tiled prefill forward kernel at a subset of ``seqlens``.
+
+    Candidates: the layer's own length (if within the range of ``seqlens``) and every power of
+    two within that range (one point per octave), in that order (the own length first, then
+    ascending). Each is evaluated with
+    :func:`iomodel.cache.predict.predict_tiled` (``seqlen_q = seqlen_k = N``, the layer's
+    tiles, the launch of :func:`iomodel.report.worksheet.l2_launch`, the L2 parameters of
+    :func:`iomodel.cache.estimate.launch_params`): read + written DRAM bytes. A point is
+    skipped where :func:`iomodel.cache.estimate.not_estimated` gives a reason (seqlen or
+    program-count bound) or where its programs would take the curve past
+    :data:`L2_CURVE_MAX_PROGRAMS` in all: the simulation's cost grows with B·H·T_r.
+
+    Args:
+        spec, tiling, hardware: the layer (prefill forward), its tiles and hardware.
+        seqlens: the plot's x values (tokens).
+
+    Returns:
+        (lengths in tokens, ascending; DRAM bytes at each; skipped ``(length, reason)`` pairs).
+        All empty where the estimate does not cover the layer at all (decode, ``fwd+bwd``).
+    """
+    from iomodel.cache.estimate import launch_params, not_estimated, simulated_programs
+    from iomodel.cache.predict import predict_tiled
+    from iomodel.report.worksheet import l2_launch
+
+    xs = [int(x) for x in seqlens]
+    lo, hi = (min(xs), max(xs)) if xs else (1, 0)
+    pow2 = [1 << k for k in range((lo - 1).bit_length(), hi.bit_length()) if lo <= 1 << k <= hi]
+    own = [spec.seqlen_k] if spec.seqlen_q == spec.seqlen_k and lo <= spec.seqlen_k <= hi else []
+    candidates = own + [x for x in pow2 if x not in own]
+    if spec.backward or spec.phase != "prefill" or not candidates:
+        return [], [], []
+    warps, order, _ = l2_launch(spec, hardware)
+    done: dict[int, int] = {}
+    skipped: list[tuple[int, str]] = []
+    spent = 0
+    for x in candidates:
+        at = spec.with_(seqlen_q=x, seqlen_k=x)
+        why = not_estimated(at, tiling)
+        cost = simulated_programs(at, tiling)
+        if why is None and spent + cost > L2_CURVE_MAX_PROGRAMS:
+            why = (f"the curve's simulation budget of {L2_CURVE_MAX_PROGRAMS:,} programs (B·H·T_r summed over "
+                   "its points) is spent")
+        if why is not None:
+            skipped.append((x, why))
+            continue
+        spent += cost
+        l2 = predict_tiled(at, tiling, launch_params(at, tiling, hardware, warps), order)
+        done[x] = l2.hbm_read_bytes + l2.hbm_write_bytes
+    got = sorted(done)
+    return got, [done[x] for x in got], sorted(skipped)
+
+
 def plot_seqlen(
     spec: LayerSpec,
     tiling: Tiling,
@@ -215,7 +277,10 @@ def plot_seqlen(
     """Transferred HBM bytes versus sequence length (log-log), with allocated bytes apart.
 
     Curves: baseline (materialised scores) and tiled HBM bytes (read + written, no-reuse
-    model), the compulsory floor (each input read once, each output written once), and
+    model: every load leaves the chip), the tiled kernel's L2-aware DRAM estimate (what
+    Nsight Compute's ``dram__bytes`` counts; a simulation, drawn at the points
+    :func:`l2_aware_points` computes, the skipped ones named in the legend; prefill
+    forward only), the compulsory floor (each input read once, each output written once), and
     allocated bytes (resident in HBM at the peak) of both as dashed curves (the tiled one
     with hollow markers, since it lies on the floor). Where the baseline's allocated bytes
     exceed ``hardware.hbm_bytes`` the points are marked with a cross and the capacity is
@@ -243,14 +308,28 @@ def plot_seqlen(
     xlabel = ("sequence length N = seqlen_q = seqlen_k (tokens; 1k = 1,024)" if spec.phase == "prefill"
               else f"KV-cache length seqlen_k (tokens; 1k = 1,024), seqlen_q = {spec.seqlen_q}")
     title = f"{spec.name or 'layer'}: HBM bytes per attention call versus sequence length"
+    l2_x, l2_y, skipped = l2_aware_points(spec, tiling, hardware, n)
     fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
-                                          "allocated = bytes resident in HBM at the peak (not traffic)"),
-                      legend_rows=5)
+                                          "allocated = bytes resident in HBM at the peak (not traffic); L2-aware "
+                                          "= iomodel/cache/predict.py predict_tiled (cold L2, 24 ways, half the L2 "
+                                          "effective), a simulation, not a measurement"),
+                      legend_rows=6 + (2 if skipped else 0))  # room for the two-line and the skipped-point labels
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    for alg, label in (("baseline", "baseline (eager, materialised scores)"),
-                       ("tiled", "tiled (bundled kernel)")):
-        ax.plot(n, res[alg]["hbm_bytes"], color=COLORS[alg], lw=2.2, label=f"{label}: HBM bytes transferred")
+    ax.plot(n, res["baseline"]["hbm_bytes"], color=COLORS["baseline"], lw=2.2,
+            label="baseline (eager, materialised scores): HBM bytes transferred")
+    ax.plot(n, res["tiled"]["hbm_bytes"], color=COLORS["tiled"], lw=2.2, label=NO_REUSE_LABEL)
+    if l2_x:
+        ax.plot(l2_x, l2_y, color=COLORS["tiled"], lw=1.6, ls="-.", marker="D", ms=5, zorder=5,
+                label=f"{L2_AWARE_LABEL},\nsimulated at N = {', '.join(_tokens_label(x) for x in l2_x)}")
+    if skipped:
+        ax.plot([], [], ls="none",
+                label=f"{L2_AWARE_LABEL}\nnot computed at N = {', '.join(_tokens_label(x) for x, _ in skipped)}:\n"
+                      + textwrap.fill(skipped[-1][1], 80))
+    elif not l2_x:
+        from iomodel.cache.estimate import not_estimated
+
+        ax.plot([], [], ls="none", label=f"{L2_AWARE_LABEL}\nnot drawn: {not_estimated(spec)}")
     ax.plot(n, res["compulsory"]["bytes"], color=COLORS["compulsory"], lw=2.0, ls=":", zorder=4,
             label="compulsory floor: inputs read once, outputs written once")
     floor = np.asarray(res["compulsory"]["bytes"], dtype=float)

@@ -174,6 +174,8 @@ class Worksheet:
         d = self.prediction.to_dict()
         d["ratio_baseline_vs_tiled"] = self.ratio
         d["algorithms"]["tiled"]["l2_aware"] = self.l2_aware.to_dict() if self.l2_aware else None
+        if self.l2_aware is None:
+            d["algorithms"]["tiled"]["l2_aware_not_computed"] = not_estimated(self.layer.spec, self.layer.tiling)
         d["worksheet"] = {
             "command": self.layer.command(),
             "tiling_source": self.layer.tiling_source,
@@ -262,14 +264,21 @@ class Worksheet:
         """Summary lines of the L2-aware estimate of the tiled kernel (or why there is none)."""
         s, e = self.layer.spec, self.l2_aware
         if e is None:
-            return [f"L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, {not_estimated(s)}.", ""]
+            return [f"L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, "
+                    f"{not_estimated(s, self.layer.tiling)}.", ""]
+        total, comp = e.read_bytes + e.write_bytes, self.prediction.compulsory_bytes
+        # the stores still in L2 at kernel end are missing from the total: say so on the same line
+        dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored (O, LSE) stays dirty in L2 "
+                 "at kernel end and reaches DRAM only after the kernel, so neither this total nor ncu's dram__bytes "
+                 "of this kernel counts it" if e.dirty_bytes else "; every stored byte reaches DRAM during the kernel")
+        below = ("; that is why the total is below the compulsory bytes, which count every output written once "
+                 "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
         return [
             f"**L2-aware DRAM estimate of `tiled`** (an estimate from {L2_ESTIMATE_SOURCE} `predict_tiled`, "
             "not a measurement; the receipts under receipts/ compare it with Nsight Compute):",
             "",
             f"- DRAM read {fmt_bytes(e.read_bytes)}, written {fmt_bytes(e.write_bytes)}, "
-            f"total {fmt_bytes(e.read_bytes + e.write_bytes)} "
-            f"({(e.read_bytes + e.write_bytes) / self.prediction.compulsory_bytes:,.2f} x compulsory)",
+            f"total {fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
             f"- roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** "
             f"(intensity {e.intensity:,.1f} FLOP/B)",
             f"- programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); num_warps = {e.num_warps}, "
@@ -525,36 +534,43 @@ def units_check(prediction: "Prediction") -> list[RowUnits]:
     return out
 
 
+def l2_launch(spec: LayerSpec, hardware: Hardware) -> tuple[int, str, str]:
+    """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source).
+
+    num_warps and the query-tile order of the bundled kernel's first autotune candidate
+    (``kernels/heuristics.py prefill_default`` on the path
+    :func:`iomodel.schedule.capabilities.prefill_path` picks); 4 warps and forward order where
+    the kernel refuses the layer or that module is not importable. The source is one sentence.
+    """
+    h = _heuristics()
+    refusal = kernel_refusal(spec, hardware)
+    if h is not None and refusal is None:
+        path = _kernel_prefill_path(spec, hardware)
+        c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
+        return c.num_warps, c.tile_order, f"kernels/heuristics.py prefill_default, {path} path"
+    if refusal is not None:
+        return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order"
+    return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order"
+
+
 def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
     """The L2-aware DRAM estimate of the tiled kernel for a prefill forward layer.
 
     :func:`iomodel.cache.estimate.estimate_tiled` for the launch the bundled kernel would
-    run: num_warps and the query-tile order of its first autotune candidate
-    (``kernels/heuristics.py prefill_default``), 4 warps and forward order where that module
-    is not importable; FLOPs and peak FLOP/s of the model's tiled algorithm.
+    run (:func:`l2_launch`); FLOPs and peak FLOP/s of the model's tiled algorithm.
 
     Returns:
         An :class:`~iomodel.cache.estimate.L2Estimate`, or None where
         :func:`~iomodel.cache.estimate.not_estimated` gives a reason (decode, ``fwd+bwd``,
-        seqlen above ``L2_ESTIMATE_MAX_SEQLEN``).
+        seqlen above ``L2_ESTIMATE_MAX_SEQLEN``, more than ``L2_ESTIMATE_MAX_PROGRAMS`` programs).
 
     Raises:
         IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
     s, hw = layer.spec, layer.hardware
-    if not_estimated(s) is not None:
+    if not_estimated(s, layer.tiling) is not None:
         return None
-    h = _heuristics()
-    refusal = kernel_refusal(s, hw)
-    if h is not None and refusal is None:
-        path = _kernel_prefill_path(s, hw)
-        c = h.prefill_default(s.head_dim, s.dtype, s.causal, path)
-        warps, order = c.num_warps, c.tile_order
-        cfg_src = f"kernels/heuristics.py prefill_default, {path} path"
-    elif refusal is not None:
-        warps, order, cfg_src = 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order"
-    else:
-        warps, order, cfg_src = 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order"
+    warps, order, cfg_src = l2_launch(s, hw)
     tiled = prediction.algorithms["tiled"]
     return estimate_tiled(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
                           num_warps=warps, tile_order=order, config_source=cfg_src)

@@ -74,6 +74,59 @@ def decode_block_m(heads_per_program: int, seqlen_q: int) -> int:
     return next_pow2(max(DECODE_MIN_BLOCK_M, heads_per_program * seqlen_q))
 
 
+def decode_block_m_refusal(block_m: Any, heads_per_program: int, seqlen_q: int,
+                           fix: str = "set config.block_m={value}") -> str | None:
+    """Why a decode program cannot run ``block_m`` rows, or None: BLOCK_M must be
+    :func:`decode_block_m` (the P · seqlen_q packed query rows, padded to a power of two of at
+    least 16), the one BLOCK_M the kernel's decode path runs (``kernels/flash_attention.py``
+    refuses any other; the traffic model counts the same rows).
+
+    Args:
+        block_m: the BLOCK_M asked for (rows).
+        heads_per_program: P, query heads packed per program.
+        seqlen_q: query rows per head (1..16).
+        fix: how to change it, with ``{value}`` for the right BLOCK_M (the kernel's config
+            field by default; the CLI passes its flag).
+
+    Returns:
+        One sentence, or None.
+
+    Example:
+        >>> decode_block_m_refusal(16, 4, 16)
+        'decode BLOCK_M must be next_pow2(max(16, P · seqlen_q)) = 64 rows (P = 4 heads per program × seqlen_q = 16), got 16: set config.block_m=64'
+    """
+    want = decode_block_m(heads_per_program, seqlen_q)
+    if block_m == want:
+        return None
+    return (f"decode BLOCK_M must be next_pow2(max({DECODE_MIN_BLOCK_M}, P · seqlen_q)) = {want} rows "
+            f"(P = {heads_per_program} heads per program × seqlen_q = {seqlen_q}), got {block_m!r}: "
+            + fix.format(value=want))
+
+
+def decode_splits_refusal(num_splits: int, seqlen_k: int, block_n: int,
+                          fix: str = "use --num-splits {value} or fewer") -> str | None:
+    """Why ``num_splits`` is more splits than the KV cache has key blocks, or None.
+
+    With ``num_splits > cdiv(seqlen_k, BLOCK_N)`` the split length :func:`decode_split_len` is
+    one block and every split past the last key block holds no keys: its programs only load Q
+    and store empty partials (the kernel's heuristics never choose it,
+    ``kernels/heuristics.py decode_num_splits``).
+
+    Args:
+        num_splits: splits asked for.
+        seqlen_k: keys in the KV cache.
+        block_n: BLOCK_N (key rows per block).
+        fix: how to change it, with ``{value}`` for the number of key blocks.
+
+    Example (one sentence when refused, None otherwise):
+        >>> decode_splits_refusal(32, 1000, 64)
+        'num_splits 32 is more than the 16 key blocks of seqlen_k 1,000 at BLOCK_N = 64 (splits past the last block hold no keys): use --num-splits 16 or fewer'
+    """
+    blocks = cdiv(seqlen_k, block_n)  # key blocks of BLOCK_N rows
+    return None if num_splits <= blocks else (f"num_splits {num_splits} is more than the {blocks:,} key blocks of seqlen_k {seqlen_k:,} at "
+            f"BLOCK_N = {block_n} (splits past the last block hold no keys): " + fix.format(value=blocks))
+
+
 def decode_split_len(seqlen_k: int, num_splits: int, block_n: int) -> int:
     """L, keys per split: ``ceil(ceil(seqlen_k / num_splits) / BLOCK_N) * BLOCK_N`` (traffic contract).
 
@@ -92,8 +145,10 @@ __all__ = [
     "DECODE_MIN_BLOCK_M",
     "MIN_HEAD_DIM_PAD",
     "decode_block_m",
+    "decode_block_m_refusal",
     "decode_heads_per_program",
     "decode_split_len",
+    "decode_splits_refusal",
     "head_dim_padded",
     "next_pow2",
     "program_sram_bytes",

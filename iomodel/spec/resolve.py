@@ -19,6 +19,7 @@ from iomodel.spec.config import AttentionConfig, load_config, load_preset
 from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling
+from iomodel.schedule.tiles import decode_block_m_refusal, decode_splits_refusal
 
 #: Default layer of ``iomodel worksheet`` with no arguments (the README's quick start).
 DEFAULT_PRESET = "llama-3-8b"
@@ -128,7 +129,9 @@ def resolve_layer(
         IomodelError: both a preset and a config; unknown preset, dtype, phase, pass,
             alignment or hardware; a malformed config.json; sizes that are zero or
             negative; heads not divisible by kv_heads; conflicting sequence lengths;
-            tiles that are not powers of two or do not fit shared memory.
+            tiles that are not powers of two or do not fit shared memory; a decode
+            ``block_m`` other than the kernel's (:func:`iomodel.schedule.tiles.decode_block_m_refusal`)
+            or more splits than key blocks (:func:`iomodel.schedule.tiles.decode_splits_refusal`).
     """
     if preset is not None and config is not None:
         raise IomodelError("pass either --preset or --config, not both")
@@ -197,6 +200,13 @@ def resolve_layer(
         tiling = replace(tiling, **explicit)  # the rest (backward tiles, heads per program) as the kernel's
         named = ", ".join(f"{k.upper() if k.startswith('block') else k} = {v}" for k, v in explicit.items())
         source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
+    if phase == "decode":  # the decode tiles the kernel runs (iomodel.schedule.tiles, read by the kernel too)
+        reason = (decode_block_m_refusal(tiling.block_m, tiling.heads_per_program, spec.seqlen_q,
+                                         "use --block-m {value} or leave it out") if "block_m" in explicit else None)
+        if reason is None and explicit.keys() & {"num_splits", "block_n"}:
+            reason = decode_splits_refusal(tiling.num_splits, spec.seqlen_k, tiling.block_n)
+        if reason is not None:
+            raise IomodelError(reason)
     tiling.check_fits(spec, hw.smem_per_block, hw.name)
 
     notes: list[str] = list(cfg.notes) if cfg else []
