@@ -132,6 +132,20 @@ def array(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAUL
     raise _fail(where, "a JSON array" + (" or null" if allow_none else ""), value, fix)
 
 
+def numbers(value: Any, where: str, *, what: str = "a non-empty array of positive finite numbers",
+            fix: str = DEFAULT_FIX) -> list[Any]:
+    """``value`` if it is a non-empty JSON array of positive finite numbers (timing samples, seconds).
+
+    Raises:
+        IomodelError: not an array, empty, or an element that is not such a number (named by index).
+    """
+    if not isinstance(value, list) or not value:
+        raise _fail(where, what, value, fix)
+    for i, x in enumerate(value):
+        number(x, f"{where}[{i}]", what="a positive finite number", positive=True, fix=fix)
+    return value
+
+
 def field(obj: dict[str, Any], key: str, where: str, *, fix: str = DEFAULT_FIX) -> Any:
     """``obj[key]``, or one line saying the field is missing.
 
@@ -143,4 +157,4 @@ def field(obj: dict[str, Any], key: str, where: str, *, fix: str = DEFAULT_FIX) 
     return obj[key]
 
 
-__all__ = ["DEFAULT_FIX", "array", "boolean", "describe", "field", "mapping", "number", "string"]
+__all__ = ["DEFAULT_FIX", "array", "boolean", "describe", "field", "mapping", "number", "numbers", "string"]
