@@ -53,6 +53,14 @@ def describe(value: Any) -> str:
     return repr(value)
 
 
+def _finite(value: int | float) -> bool:
+    """Finite and representable as a float (a JSON integer beyond ~1.8e308 is not: arithmetic on it overflows)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _fail(where: str, what: str, value: Any, fix: str) -> IomodelError:
     return IomodelError(f"{where} must be {what}, got {describe(value)}: {fix}")
 
@@ -80,9 +88,9 @@ def number(value: Any, where: str, *, what: str = "a finite number, 0 or more", 
     """
     if value is None and allow_none:
         return None
-    ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-          and (minimum is None or value >= minimum) and (not positive or value > 0)
-          and (not integer or float(value).is_integer()))
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and _finite(value) \
+        and (minimum is None or value >= minimum) and (not positive or value > 0) \
+        and (not integer or float(value).is_integer())
     if not ok:
         raise _fail(where, what, value, fix)
     return int(value) if integer else value

@@ -109,7 +109,7 @@ def reconcile(
     if missing:
         console.print(f"[bold]Not reconciled, counted as not within ({len(missing)}):[/]")
         for line in missing:
-            console.print(escape(f"  {line}"), highlight=False)
+            console.print(escape(f"  {line}"), highlight=False, soft_wrap=True)
     floor = rec.floor_only()
     if floor:
         console.print(f"[bold]Within only by the absolute floor of {human_bytes(rec.abs_tol, decimals=1)} ({len(floor)}):[/]")

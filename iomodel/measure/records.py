@@ -132,18 +132,18 @@ class KernelRecord:
                 not one :data:`~iomodel.measure.metrics.UNIT_SCALE` knows.
         """
         jv.mapping(d, where, fix=FIX)
-        name = jv.string(jv.field(d, "name", where, fix=FIX), f"{where}: name", fix=FIX)
-        metrics = jv.mapping(d.get("metrics", {}), f"{where}: metrics", fix=FIX)
-        units = jv.mapping(d.get("units", {}), f"{where}: units", fix=FIX)
+        name = jv.string(jv.field(d, "name", where, fix=FIX), f"{where}.name", fix=FIX)
+        metrics = jv.mapping(d.get("metrics", {}), f"{where}.metrics", fix=FIX)
+        units = jv.mapping(d.get("units", {}), f"{where}.units", fix=FIX)
         for m, v in metrics.items():
-            jv.number(v, f"{where}: metrics[{m!r}]", what=METRIC_VALUE, allow_none=True, fix=FIX)
+            jv.number(v, f"{where}.metrics[{m!r}]", what=METRIC_VALUE, allow_none=True, fix=FIX)
         for m, u in units.items():
-            jv.string(u, f"{where}: units[{m!r}]", fix=FIX)
+            jv.string(u, f"{where}.units[{m!r}]", fix=FIX)
             if u.strip().lower() not in UNIT_SCALE:
-                raise IomodelError(f"{where}: units[{m!r}] is {u!r}, a unit iomodel does not know "
+                raise IomodelError(f"{where}.units[{m!r}] is {u!r}, a unit iomodel does not know "
                                    f"(known: {', '.join(k for k in UNIT_SCALE if k)}): {FIX}")
-        grid = jv.string(d.get("grid", ""), f"{where}: grid", fix=FIX)
-        block = jv.string(d.get("block", ""), f"{where}: block", fix=FIX)
+        grid = jv.string(d.get("grid", ""), f"{where}.grid", fix=FIX)
+        block = jv.string(d.get("block", ""), f"{where}.block", fix=FIX)
         return cls(name=name, metrics=dict(metrics), units=dict(units), grid=grid, block=block)
 
 
