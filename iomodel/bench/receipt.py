@@ -282,13 +282,14 @@ def _check_result_fields(r: Any, where: str) -> None:
     for k in ("speedup", "memory_ratio"):
         if k in r:
             jv.number(r[k], f"{where}: {k}", allow_none=True, fix=fix)
+    if r.get("samples_s"):  # read for every result that has them, run or not
+        jv.numbers(r["samples_s"], f"{where}: samples_s", fix=fix)
+    if "time_s" in r or status == "ok":
+        t = jv.mapping(jv.field(r, "time_s", where, fix=fix), f"{where}: time_s", fix=fix)
+        jv.number(jv.field(t, "median", f"{where}: time_s", fix=fix), f"{where}: time_s.median",
+                  what="a positive number of seconds", positive=True, fix=fix)
     if status != "ok":
         return
-    if r.get("samples_s"):
-        jv.numbers(r["samples_s"], f"{where}: samples_s", fix=fix)
-    t = jv.mapping(jv.field(r, "time_s", where, fix=fix), f"{where}: time_s", fix=fix)
-    jv.number(jv.field(t, "median", f"{where}: time_s", fix=fix), f"{where}: time_s.median",
-              what="a positive number of seconds", positive=True, fix=fix)
     err = jv.mapping(jv.field(r, "error", where, fix=fix), f"{where}: error", fix=fix)
     for k in ERROR_COUNTS:
         jv.number(jv.field(err, k, f"{where}: error", fix=fix), f"{where}: error.{k}",
@@ -339,6 +340,7 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
     for k in ("prefill_bucket", "decode_bucket"):
         if k in wl:
             jv.string(wl[k], f"{source}: matrix.workload.{k}", fix=fix)
+    jv.mapping(receipt.get("backends", {}), f"{source}: backends", fix=fix)
     for i, b in enumerate(jv.array(receipt.get("buckets", []), f"{source}: buckets", fix=fix)):
         jv.mapping(b, f"{source}: buckets[{i}]", fix=fix)
         name = jv.string(jv.field(b, "name", f"{source}: buckets[{i}]", fix=fix), f"{source}: buckets[{i}].name",
@@ -349,10 +351,15 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
         for n, v in jv.mapping(summary.get("backends", {}), f"{wb}: summary.backends", fix=fix).items():
             jv.number(jv.mapping(v, f"{wb}: summary.backends[{n!r}]", fix=fix).get("speedup_geomean"),
                       f"{wb}: summary.backends[{n!r}].speedup_geomean", allow_none=True, fix=fix)
+        fallbacks = jv.mapping(summary.get("fallbacks", {}), f"{wb}: summary.fallbacks", fix=fix)
+        jv.mapping(fallbacks.get("refused", {}), f"{wb}: summary.fallbacks.refused", fix=fix)
         dec = jv.mapping(summary.get("decision", {}), f"{wb}: summary.decision", fix=fix)
         jv.string(dec.get("backend"), f"{wb}: summary.decision.backend", allow_none=True, fix=fix)
         jv.number(dec.get("speedup"), f"{wb}: summary.decision.speedup", allow_none=True, fix=fix)
-        for j, s in enumerate(jv.array(jv.field(b, "shapes", wb, fix=fix), f"{wb}: shapes", fix=fix)):
+        shapes = jv.array(jv.field(b, "shapes", wb, fix=fix), f"{wb}: shapes", fix=fix)
+        if not shapes:
+            raise IomodelError(f"{wb}: shapes is empty, a bucket holds at least one shape: {fix}")
+        for j, s in enumerate(shapes):
             jv.mapping(s, f"{wb}: shapes[{j}]", fix=fix)
             label = jv.string(jv.field(s, "label", f"{wb}: shapes[{j}]", fix=fix), f"{wb}: shapes[{j}].label", fix=fix)
             ws = f"{wb} shape {label!r}"
@@ -579,9 +586,20 @@ def load_receipt(path: str | Path) -> dict[str, Any]:
         raise IomodelError(f"receipt {p} is not valid JSON ({exc}): re-run iomodel bench") from None
     except OSError as exc:
         raise IomodelError(f"receipt {p} cannot be read ({exc.strerror or exc}): check its permissions") from None
-    check_receipt_fields(data, f"receipt {str(p)!r}")
+    return receipt_from_json(data, f"receipt {str(p)!r}")
+
+
+def receipt_from_json(data: Any, source: str = "the receipt") -> dict[str, Any]:
+    """A parsed receipt, type-checked (:func:`check_receipt_fields`) and then upgraded (:func:`upgrade_receipt`).
+
+    A receipt of an unknown schema is returned as it is: :func:`check_receipt` names it.
+
+    Raises:
+        IomodelError: a field of the wrong type, naming it.
+    """
+    check_receipt_fields(data, source)
     if data.get("schema") not in (BUCKET_SCHEMA, SPEED_SCHEMA):
-        return data  # check_receipt names the unknown schema
+        return data
     return upgrade_receipt(data)
 
 

@@ -299,18 +299,23 @@ def check_speed_fields(receipt: dict[str, Any], source: str = "the receipt") -> 
             section of the wrong type.
     """
     fix = RECEIPT_FIX
+    jv.mapping(receipt.get("environment") or {}, f"{source}: environment", fix=fix)
     acc = jv.mapping(receipt.get("acceptance") or {}, f"{source}: acceptance", fix=fix)
     if "version" in acc:
         jv.number(acc["version"], f"{source}: acceptance.version", what="a positive integer", positive=True,
                   integer=True, fix=fix)
     for sec in ("prefill", "decode"):
-        jv.array(acc.get(sec, []), f"{source}: acceptance.{sec}", fix=fix)
+        for i, r in enumerate(jv.array(acc.get(sec, []), f"{source}: acceptance.{sec}", fix=fix)):
+            jv.mapping(r, f"{source}: acceptance.{sec}[{i}]", fix=fix)
         for i, e in enumerate(jv.array(receipt.get(sec, []), f"{source}: {sec}", fix=fix)):
             jv.mapping(e, f"{source}: {sec}[{i}]", fix=fix)
             _shape_fields(jv.field(e, "shape", f"{source}: {sec}[{i}]", fix=fix),
                           PrefillShape if sec == "prefill" else DecodeShape, f"{source}: {sec}[{i}].shape")
             where = f"{source}: {sec} {', '.join(f'{k}={v}' for k, v in e['shape'].items())}"
-            if sec == "decode":
+            if sec == "prefill":
+                jv.number(jv.field(e, "flops", where, fix=fix), f"{where}: flops", what="a positive number of FLOPs",
+                          positive=True, fix=fix)
+            else:
                 jv.number(jv.field(e, "bytes", where, fix=fix), f"{where}: bytes", what="a positive number of bytes",
                           positive=True, fix=fix)
                 c = jv.mapping(jv.field(e, "copy", where, fix=fix), f"{where}: copy", fix=fix)

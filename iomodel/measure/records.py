@@ -330,7 +330,8 @@ class Measurement:
         _check_settings(settings, f"{source}: settings")
         shapes, seen = [], set()
         for i, s in enumerate(jv.array(d.get("shapes", []), f"{source}: shapes", fix=FIX)):
-            label = s.get("id") if isinstance(s, dict) and isinstance(s.get("id"), str) else f"shapes[{i}]"
+            sid = s.get("id") if isinstance(s, dict) else None
+            label = (sid if sid.isprintable() and sid else repr(sid)) if isinstance(sid, str) else f"shapes[{i}]"
             shape = ShapeMeasurement.from_dict(s, f"{source}, shape {label}")
             if shape.id in seen:
                 raise IomodelError(f"{source}: shape id {shape.id!r} appears twice: {FIX}")
