@@ -96,48 +96,31 @@ def number(value: Any, where: str, *, what: str = "a finite number, 0 or more", 
     return int(value) if integer else value
 
 
-def string(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> str | None:
-    """``value`` if it is a JSON string (or null when ``allow_none``).
-
-    Raises:
-        IomodelError: any other value.
-    """
-    if (value is None and allow_none) or isinstance(value, str):
+def _typed(value: Any, types: type | tuple[type, ...], what: str, where: str, allow_none: bool, fix: str) -> Any:
+    """``value`` if it is an instance of ``types`` (or None when ``allow_none``), else one line saying ``what``."""
+    if (value is None and allow_none) or isinstance(value, types):
         return value
-    raise _fail(where, "a string" + (" or null" if allow_none else ""), value, fix)
+    raise _fail(where, what + (" or null" if allow_none else ""), value, fix)
+
+
+def string(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> str | None:
+    """``value`` if it is a JSON string (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, str, "a string", where, allow_none, fix)
 
 
 def boolean(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> bool | None:
-    """``value`` if it is ``true`` or ``false`` (or null when ``allow_none``).
-
-    Raises:
-        IomodelError: any other value.
-    """
-    if (value is None and allow_none) or isinstance(value, bool):
-        return value
-    raise _fail(where, "true or false" + (" or null" if allow_none else ""), value, fix)
+    """``value`` if it is ``true`` or ``false`` (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, bool, "true or false", where, allow_none, fix)
 
 
 def mapping(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> dict[str, Any] | None:
-    """``value`` if it is a JSON object (or null when ``allow_none``).
-
-    Raises:
-        IomodelError: any other value.
-    """
-    if (value is None and allow_none) or isinstance(value, dict):
-        return value
-    raise _fail(where, "a JSON object" + (" or null" if allow_none else ""), value, fix)
+    """``value`` if it is a JSON object (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, dict, "a JSON object", where, allow_none, fix)
 
 
 def array(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> list[Any] | None:
-    """``value`` if it is a JSON array (or null when ``allow_none``).
-
-    Raises:
-        IomodelError: any other value.
-    """
-    if (value is None and allow_none) or isinstance(value, list):
-        return value
-    raise _fail(where, "a JSON array" + (" or null" if allow_none else ""), value, fix)
+    """``value`` if it is a JSON array (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, list, "a JSON array", where, allow_none, fix)
 
 
 def numbers(value: Any, where: str, *, what: str = "a non-empty array of positive finite numbers",
