@@ -253,3 +253,25 @@ def test_kernel_speed_receipt_damage_is_one_line(capsys, tmp_path, edit, words):
 def test_committed_bench_receipts_load_and_check_clean():
     for name in ("bench-cpu.json", "bench-h200.json", "bench_kernel_h200.json"):
         assert check_receipt(load_receipt(RECEIPTS / name)) == [], name
+
+
+# ---------------------------------------------------------------- the overlay file of iomodel plot --measured
+
+
+@pytest.mark.parametrize("content, words", [
+    ('[{"seqlen": 8192, "bytes": 1e9}]', "must map plot kinds (seqlen, blocks, sram) to lists of points, got a JSON array"),
+    ('{"seqlen": {"seqlen": 8192}}', "'seqlen' must be a list of points, got a JSON object"),
+    ('{"seqln": []}', "'seqln' is not a plot kind: use seqlen, blocks, sram"),
+    (None, "is a folder: pass the JSON file of points to --measured"),
+])
+def test_overlay_file_errors_are_one_line(tmp_path, content, words):
+    from iomodel.commands.plot import _load_measured
+
+    path = tmp_path / "points.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    with pytest.raises(IomodelError) as exc:
+        _load_measured(path)
+    assert words in str(exc.value) and "\n" not in str(exc.value)
