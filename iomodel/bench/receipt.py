@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from iomodel.bench.backends import BASELINE, LEGACY_BACKEND_NAMES, TITLES
+from iomodel.bench.harness import RECEIPT_SCHEMA
 from iomodel.bench.policy import Policy, SpeedTargets, Tolerance, accuracy_verdict, load_policy, same_number
-from iomodel.bench.speed import SPEED_SCHEMA, check_speed_receipt, render_speed_markdown
+from iomodel.bench.speed import RECEIPT_FIX, SPEED_SCHEMA, check_speed_fields, check_speed_receipt, render_speed_markdown
+from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_seconds, human_bytes
 from iomodel.paths import check_output_file
@@ -256,6 +258,132 @@ def _check_end_to_end(receipt: dict[str, Any]) -> list[str]:
 
 
 
+#: Schema tag of a bucket receipt.
+BUCKET_SCHEMA = RECEIPT_SCHEMA
+#: Error statistics that are counts (elements, out-of-tolerance elements, non-finite outputs).
+ERROR_COUNTS = ("nonfinite", "allclose_violations", "elements")
+#: Error statistics that are magnitudes: a number >= 0, or "inf" / "nan" as :func:`json_safe` writes them.
+ERROR_MAGNITUDES = ("max_abs", "p99_abs")
+
+
+def _magnitude(value: Any, where: str) -> None:
+    """An error magnitude: a finite number >= 0, or the strings ``"inf"`` / ``"nan"`` of :func:`json_safe`."""
+    if value not in ("inf", "nan"):
+        jv.number(value, where, what='a number, 0 or more (or "inf" / "nan")', fix=RECEIPT_FIX)
+
+
+def _check_result_fields(r: Any, where: str) -> None:
+    """One backend's result in a bucket shape: status, reasons, and for a run the timing and error statistics."""
+    fix = RECEIPT_FIX
+    jv.mapping(r, where, fix=fix)
+    status = jv.string(r.get("status"), f"{where}: status", allow_none=True, fix=fix)
+    for i, x in enumerate(jv.array(r.get("reasons", []), f"{where}: reasons", fix=fix)):
+        jv.string(x, f"{where}: reasons[{i}]", allow_none=True, fix=fix)
+    for k in ("speedup", "memory_ratio"):
+        if k in r:
+            jv.number(r[k], f"{where}: {k}", allow_none=True, fix=fix)
+    if r.get("samples_s"):  # read for every result that has them, run or not
+        jv.numbers(r["samples_s"], f"{where}: samples_s", fix=fix)
+    if "time_s" in r or status == "ok":
+        t = jv.mapping(jv.field(r, "time_s", where, fix=fix), f"{where}: time_s", fix=fix)
+        jv.number(jv.field(t, "median", f"{where}: time_s", fix=fix), f"{where}: time_s.median",
+                  what="a positive number of seconds", positive=True, fix=fix)
+    if status != "ok":
+        return
+    err = jv.mapping(jv.field(r, "error", where, fix=fix), f"{where}: error", fix=fix)
+    for k in ERROR_COUNTS:
+        jv.number(jv.field(err, k, f"{where}: error", fix=fix), f"{where}: error.{k}",
+                  what="a whole number, 0 or more", integer=True, fix=fix)
+    for k in ERROR_MAGNITUDES:
+        _magnitude(jv.field(err, k, f"{where}: error", fix=fix), f"{where}: error.{k}")
+
+
+def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
+    """Type-check every field of a receipt that :func:`check_receipt` reads (either kind).
+
+    A kernel-speed receipt goes to :func:`iomodel.bench.speed.check_speed_fields`; an
+    unknown schema is left to :func:`check_receipt`, which reports it.
+
+    Args:
+        receipt: the parsed JSON.
+        source: the file, for messages.
+
+    Raises:
+        IomodelError: one line naming the bucket, the shape, the backend and the field: the
+            receipt not a JSON object; a policy version that is not a positive integer; a
+            bucket without a name or dtype string; a result's status or reasons of the wrong
+            type; for a result that ran, timing samples that are not positive seconds, a
+            median that is not a positive number, error statistics of the wrong type; a
+            stored speedup that is not a number or null; a workload size that is not a
+            positive integer; a downstream logit error that is not a number.
+    """
+    fix = RECEIPT_FIX
+    jv.mapping(receipt, source, fix=fix)
+    if receipt.get("schema") == SPEED_SCHEMA:
+        check_speed_fields(receipt, source)
+        return
+    if receipt.get("schema") != BUCKET_SCHEMA:
+        return
+    pol = jv.mapping(receipt.get("policy", {}), f"{source}: policy", fix=fix)
+    if "version" in pol:
+        jv.number(pol["version"], f"{source}: policy.version", what="a positive integer", positive=True, integer=True,
+                  fix=fix)
+    jv.string(pol.get("sha256"), f"{source}: policy.sha256", allow_none=True, fix=fix)
+    jv.string(jv.mapping(receipt.get("device", {}), f"{source}: device", fix=fix).get("kind"),
+              f"{source}: device.kind", allow_none=True, fix=fix)
+    matrix = jv.mapping(receipt.get("matrix") or {}, f"{source}: matrix", fix=fix)
+    wl = jv.mapping(matrix.get("workload"), f"{source}: matrix.workload", allow_none=True, fix=fix) or {}
+    for k in ("layers", "prompt_len", "output_len"):
+        if k in wl:
+            jv.number(wl[k], f"{source}: matrix.workload.{k}", what="a positive integer", positive=True, integer=True,
+                      fix=fix)
+    for k in ("prefill_bucket", "decode_bucket"):
+        if k in wl:
+            jv.string(wl[k], f"{source}: matrix.workload.{k}", fix=fix)
+    jv.mapping(receipt.get("backends", {}), f"{source}: backends", fix=fix)
+    for i, b in enumerate(jv.array(receipt.get("buckets", []), f"{source}: buckets", fix=fix)):
+        jv.mapping(b, f"{source}: buckets[{i}]", fix=fix)
+        name = jv.string(jv.field(b, "name", f"{source}: buckets[{i}]", fix=fix), f"{source}: buckets[{i}].name",
+                         fix=fix)
+        wb = f"{source}: bucket {name!r}"
+        jv.string(jv.field(b, "dtype", wb, fix=fix), f"{wb}: dtype", fix=fix)
+        summary = jv.mapping(b.get("summary", {}), f"{wb}: summary", fix=fix)
+        for n, v in jv.mapping(summary.get("backends", {}), f"{wb}: summary.backends", fix=fix).items():
+            jv.number(jv.mapping(v, f"{wb}: summary.backends[{n!r}]", fix=fix).get("speedup_geomean"),
+                      f"{wb}: summary.backends[{n!r}].speedup_geomean", allow_none=True, fix=fix)
+        fallbacks = jv.mapping(summary.get("fallbacks", {}), f"{wb}: summary.fallbacks", fix=fix)
+        jv.mapping(fallbacks.get("refused", {}), f"{wb}: summary.fallbacks.refused", fix=fix)
+        dec = jv.mapping(summary.get("decision", {}), f"{wb}: summary.decision", fix=fix)
+        jv.string(dec.get("backend"), f"{wb}: summary.decision.backend", allow_none=True, fix=fix)
+        jv.number(dec.get("speedup"), f"{wb}: summary.decision.speedup", allow_none=True, fix=fix)
+        shapes = jv.array(jv.field(b, "shapes", wb, fix=fix), f"{wb}: shapes", fix=fix)
+        if not shapes:
+            raise IomodelError(f"{wb}: shapes is empty, a bucket holds at least one shape: {fix}")
+        for j, s in enumerate(shapes):
+            jv.mapping(s, f"{wb}: shapes[{j}]", fix=fix)
+            label = jv.string(jv.field(s, "label", f"{wb}: shapes[{j}]", fix=fix), f"{wb}: shapes[{j}].label", fix=fix)
+            ws = f"{wb} shape {label!r}"
+            for k, v in jv.mapping(s.get("shape", {}), f"{ws}: shape", fix=fix).items():
+                if k in ("batch", "seqlen_q", "seqlen_k"):
+                    jv.number(v, f"{ws}: shape.{k}", what="a positive integer", positive=True, integer=True, fix=fix)
+            jv.string(s.get("error"), f"{ws}: error", allow_none=True, fix=fix)
+            for n, r in jv.mapping(jv.field(s, "results", ws, fix=fix), f"{ws}: results", fix=fix).items():
+                _check_result_fields(r, f"{ws} {n}")
+    e2e = jv.mapping(receipt.get("end_to_end"), f"{source}: end_to_end", allow_none=True, fix=fix) or {}
+    for n, p in jv.mapping(e2e.get("paths") or {}, f"{source}: end_to_end.paths", fix=fix).items():
+        jv.number(jv.mapping(p, f"{source}: end_to_end.paths[{n!r}]", fix=fix).get("speedup"),
+                  f"{source}: end_to_end.paths[{n!r}].speedup", allow_none=True, fix=fix)
+    d = jv.mapping(e2e.get("decision"), f"{source}: end_to_end.decision", allow_none=True, fix=fix) or {}
+    jv.number(d.get("speedup"), f"{source}: end_to_end.decision.speedup", allow_none=True, fix=fix)
+    ds = jv.mapping(receipt.get("downstream"), f"{source}: downstream", allow_none=True, fix=fix) or {}
+    for dt, results in jv.mapping(ds.get("results", {}), f"{source}: downstream.results", fix=fix).items():
+        for n, r in jv.mapping(results, f"{source}: downstream.results[{dt!r}]", fix=fix).items():
+            where = f"{source}: downstream {dt} {n}"
+            jv.mapping(r, where, fix=fix)
+            if jv.string(r.get("status"), f"{where}: status", allow_none=True, fix=fix) == "ok":
+                _magnitude(jv.field(r, "max_abs", where, fix=fix), f"{where}: max_abs")
+
+
 def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None = None) -> list[str]:
     """Every way the receipt breaks its declared policy; empty when it passes.
 
@@ -279,12 +407,16 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
 
     Returns:
         One sentence per violation.
+
+    Raises:
+        IomodelError: a field of the wrong type or out of range (:func:`check_receipt_fields`).
     """
+    check_receipt_fields(receipt)
     if receipt.get("schema") == SPEED_SCHEMA:
         return check_speed_receipt(receipt, policy)  # type: ignore[arg-type]
     out: list[str] = []
-    if receipt.get("schema") != "iomodel-bench-receipt/1":
-        return [f"unknown receipt schema {receipt.get('schema')!r}: expected iomodel-bench-receipt/1"]
+    if receipt.get("schema") != BUCKET_SCHEMA:
+        return [f"unknown receipt schema {receipt.get('schema')!r}: expected {BUCKET_SCHEMA}"]
     declared = receipt.get("policy", {})
     if policy is None:
         try:
@@ -442,15 +574,33 @@ def load_receipt(path: str | Path) -> dict[str, Any]:
     """Read a receipt JSON file (bucket or kernel-speed), with older names upgraded (:func:`upgrade_receipt`).
 
     Raises:
-        IomodelError: missing file or invalid JSON.
+        IomodelError: missing or unreadable file, invalid JSON, or a field of the wrong type
+            (:func:`check_receipt_fields`, one line naming bucket, shape and field).
     """
     p = Path(path)
     if not p.is_file():
         raise IomodelError(f"receipt {str(p)!r} does not exist: pass a receipt JSON written by iomodel bench")
     try:
-        return upgrade_receipt(json.loads(p.read_text()))
-    except json.JSONDecodeError as exc:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise IomodelError(f"receipt {p} is not valid JSON ({exc}): re-run iomodel bench") from None
+    except OSError as exc:
+        raise IomodelError(f"receipt {p} cannot be read ({exc.strerror or exc}): check its permissions") from None
+    return receipt_from_json(data, f"receipt {str(p)!r}")
+
+
+def receipt_from_json(data: Any, source: str = "the receipt") -> dict[str, Any]:
+    """A parsed receipt, type-checked (:func:`check_receipt_fields`) and then upgraded (:func:`upgrade_receipt`).
+
+    A receipt of an unknown schema is returned as it is: :func:`check_receipt` names it.
+
+    Raises:
+        IomodelError: a field of the wrong type, naming it.
+    """
+    check_receipt_fields(data, source)
+    if data.get("schema") not in (BUCKET_SCHEMA, SPEED_SCHEMA):
+        return data
+    return upgrade_receipt(data)
 
 
 def json_safe(obj: Any) -> Any:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as _dt
 import statistics
 import time
-from dataclasses import asdict
+from dataclasses import MISSING, asdict
 from typing import Any, Callable
 
 from iomodel.bench.backends import KERNEL, SDPA_BACKENDS, attention_call, kernel_config
@@ -43,6 +43,7 @@ from iomodel.bench.inputs import AttentionInputs, dense_inputs
 from iomodel.bench.matrix import DecodeShape, PrefillShape, SpeedMatrix
 from iomodel.bench.policy import SpeedTargets, load_targets, same_number
 from iomodel.errors import IomodelError
+from iomodel import jsonvalues as jv
 from iomodel.spec import dtype_width, torch_dtype
 
 #: Schema of a kernel-speed receipt.
@@ -53,6 +54,10 @@ IMPLS = (KERNEL, *SDPA_BACKENDS)
 PREFILL_REFERENCE = ("sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math")
 DECODE_REFERENCE = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math")
 FLOP_CONVENTION = "4 * B * H * seqlen_q * seqlen_k * HEAD_DIM, x 0.5 causal"
+#: The end of every message about a damaged receipt (bucket or kernel-speed).
+RECEIPT_FIX = "re-run iomodel bench, or correct that value"
+#: Stored numbers of a result that ran, per section, that the check compares with their recomputation.
+STORED_RESULT_NUMBERS = {"prefill": ("median_s", "tflops"), "decode": ("median_s", "bandwidth_Bps", "fraction_of_copy")}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -260,6 +265,79 @@ def acceptance(receipt: dict[str, Any], targets: SpeedTargets | None = None) -> 
 # ------------------------------------------------------------------------------------
 # Check: every stored number against its recomputation
 # ------------------------------------------------------------------------------------
+def _shape_fields(shape: Any, make: type, where: str) -> Any:
+    """A :class:`PrefillShape` / :class:`DecodeShape` from a receipt's ``shape`` object, every field checked."""
+    jv.mapping(shape, where, fix=RECEIPT_FIX)
+    fields = make.__dataclass_fields__
+    for k, v in shape.items():
+        if k not in fields:
+            raise IomodelError(f"{where}: unknown field {k!r} (a {make.__name__} has {', '.join(fields)}): {RECEIPT_FIX}")
+        if k == "dtype":
+            dtype_width(jv.string(v, f"{where}.dtype", fix=RECEIPT_FIX))
+        elif k == "causal":
+            jv.boolean(v, f"{where}.causal", fix=RECEIPT_FIX)
+        else:
+            jv.number(v, f"{where}.{k}", what="a positive integer", positive=True, integer=True, fix=RECEIPT_FIX)
+    missing = [k for k, f in fields.items() if k not in shape and f.default is MISSING]
+    if missing:
+        raise IomodelError(f"{where} has no {missing[0]!r} field: {RECEIPT_FIX}")
+    return make(**shape)
+
+
+def check_speed_fields(receipt: dict[str, Any], source: str = "the receipt") -> None:
+    """Type-check every field of a kernel-speed receipt that :func:`check_speed_receipt` reads.
+
+    Args:
+        receipt: the parsed JSON.
+        source: the file, for messages.
+
+    Raises:
+        IomodelError: one line naming the section, the shape and the field: a shape field of
+            the wrong type; timing samples that are not a non-empty array of positive
+            seconds; a stored median, TFLOP/s, bandwidth, fraction or ratio that is not a
+            finite number >= 0 (or null); decode bytes that are not positive; an acceptance
+            section of the wrong type.
+    """
+    fix = RECEIPT_FIX
+    jv.mapping(receipt.get("environment") or {}, f"{source}: environment", fix=fix)
+    acc = jv.mapping(receipt.get("acceptance") or {}, f"{source}: acceptance", fix=fix)
+    if "version" in acc:
+        jv.number(acc["version"], f"{source}: acceptance.version", what="a positive integer", positive=True,
+                  integer=True, fix=fix)
+    for sec in ("prefill", "decode"):
+        for i, r in enumerate(jv.array(acc.get(sec, []), f"{source}: acceptance.{sec}", fix=fix)):
+            jv.mapping(r, f"{source}: acceptance.{sec}[{i}]", fix=fix)
+        for i, e in enumerate(jv.array(receipt.get(sec, []), f"{source}: {sec}", fix=fix)):
+            jv.mapping(e, f"{source}: {sec}[{i}]", fix=fix)
+            _shape_fields(jv.field(e, "shape", f"{source}: {sec}[{i}]", fix=fix),
+                          PrefillShape if sec == "prefill" else DecodeShape, f"{source}: {sec}[{i}].shape")
+            where = f"{source}: {sec} {', '.join(f'{k}={v}' for k, v in e['shape'].items())}"
+            if sec == "prefill":
+                jv.number(jv.field(e, "flops", where, fix=fix), f"{where}: flops", what="a positive number of FLOPs",
+                          positive=True, fix=fix)
+            else:
+                jv.number(jv.field(e, "bytes", where, fix=fix), f"{where}: bytes", what="a positive number of bytes",
+                          positive=True, fix=fix)
+                c = jv.mapping(jv.field(e, "copy", where, fix=fix), f"{where}: copy", fix=fix)
+                jv.numbers(jv.field(c, "samples_s", f"{where}: copy", fix=fix), f"{where}: copy.samples_s", fix=fix)
+                jv.number(jv.field(c, "bytes", f"{where}: copy", fix=fix), f"{where}: copy.bytes",
+                          what="a positive number of bytes", positive=True, fix=fix)
+                for k in ("median_s", "bandwidth_Bps"):
+                    jv.number(jv.field(c, k, f"{where}: copy", fix=fix), f"{where}: copy.{k}", allow_none=True, fix=fix)
+            for impl, r in jv.mapping(jv.field(e, "results", where, fix=fix), f"{where}: results", fix=fix).items():
+                jv.mapping(r, f"{where} {impl}", fix=fix)
+                status = jv.string(r.get("status"), f"{where} {impl}: status", allow_none=True, fix=fix)
+                if status == "ran":
+                    jv.numbers(jv.field(r, "samples_s", f"{where} {impl}", fix=fix), f"{where} {impl}: samples_s",
+                               fix=fix)
+                for k in STORED_RESULT_NUMBERS[sec]:
+                    if status == "ran" or k in r:
+                        jv.number(jv.field(r, k, f"{where} {impl}", fix=fix), f"{where} {impl}: {k}", allow_none=True,
+                                  fix=fix)
+            for impl, x in jv.mapping(jv.field(e, "ratios", where, fix=fix), f"{where}: ratios", fix=fix).items():
+                jv.number(x, f"{where}: ratios[{impl!r}]", allow_none=True, fix=fix)
+
+
 def check_speed_receipt(receipt: dict[str, Any], targets: SpeedTargets | None = None) -> list[str]:
     """Every stored number of a kernel-speed receipt that its samples or the targets do not give.
 
@@ -275,9 +353,13 @@ def check_speed_receipt(receipt: dict[str, Any], targets: SpeedTargets | None = 
 
     Returns:
         One sentence per inconsistency; empty when every number recomputes.
+
+    Raises:
+        IomodelError: a field of the wrong type or out of range (:func:`check_speed_fields`).
     """
     if receipt.get("schema") != SPEED_SCHEMA:
         return [f"unknown kernel-speed receipt schema {receipt.get('schema')!r}: expected {SPEED_SCHEMA}"]
+    check_speed_fields(receipt)
     stored_acc = receipt.get("acceptance") or {}
     if targets is None:
         try:

@@ -17,20 +17,39 @@ from iomodel.errors import IomodelError
 
 
 def _load_measured(path: Path | None) -> dict[str, list[dict[str, Any]]] | None:
-    """Overlay points from a JSON file: ``{"seqlen": [...], "blocks": [...], "sram": [...]}``."""
+    """Overlay points from a JSON file: ``{"seqlen": [...], "blocks": [...], "sram": [...]}``.
+
+    Each point is checked later by :func:`iomodel.report.plot._check_measured`; this checks
+    the file: readable JSON, an object whose keys are plot kinds and whose values are lists.
+
+    Raises:
+        IomodelError: one line naming the file and what is wrong (missing, a folder,
+            unreadable, not JSON, not an object, an unknown kind, a value that is not a list).
+    """
+    from iomodel.jsonvalues import describe
+    from iomodel.report.plot import PLOT_KINDS
+
     if path is None:
         return None
+    where = f"measured-points file {str(path)!r}"
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise IomodelError(f"measured-points file {str(path)!r} does not exist: fix --measured") from None
+        raise IomodelError(f"{where} does not exist: fix --measured") from None
+    except IsADirectoryError:
+        raise IomodelError(f"{where} is a folder: pass the JSON file of points to --measured") from None
+    except OSError as exc:
+        raise IomodelError(f"{where} cannot be read ({exc.strerror or exc}): check its permissions") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IomodelError(f"measured-points file {str(path)!r} is not valid JSON ({exc}): fix the file") from None
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise IomodelError(
-            f"measured-points file {str(path)!r} must map plot kinds (seqlen, blocks, sram) to lists of points: "
-            "fix the file"
-        )
+        raise IomodelError(f"{where} is not valid JSON ({exc}): fix the file") from None
+    if not isinstance(data, dict):
+        raise IomodelError(f"{where} must map plot kinds ({', '.join(PLOT_KINDS)}) to lists of points, "
+                           f"got {describe(data)}: fix the file")
+    for k, v in data.items():
+        if k not in PLOT_KINDS:
+            raise IomodelError(f"{where}: {k!r} is not a plot kind: use {', '.join(PLOT_KINDS)}")
+        if not isinstance(v, list):
+            raise IomodelError(f"{where}: {k!r} must be a list of points, got {describe(v)}: fix the file")
     return data
 
 

@@ -105,6 +105,11 @@ def reconcile(
         for r, bad in outside:
             console.print(escape(f"  {r.id} ({', '.join(bad)}): {r.explanation()}"
                                  + (f" [{'; '.join(r.notes)}]" if r.notes else "")), highlight=False)
+    missing = md.not_reconciled_lines(rec)
+    if missing:
+        console.print(f"[bold]Not reconciled, counted as not within ({len(missing)}):[/]")
+        for line in missing:
+            console.print(escape(f"  {line}"), highlight=False, soft_wrap=True)
     floor = rec.floor_only()
     if floor:
         console.print(f"[bold]Within only by the absolute floor of {human_bytes(rec.abs_tol, decimals=1)} ({len(floor)}):[/]")

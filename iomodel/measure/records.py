@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_SCALE
 from iomodel.spec import LayerSpec, Tiling
@@ -47,6 +48,19 @@ SCHEMA = "iomodel.measurement/1"
 #: Implementations a sweep can measure: the bundled kernel, the eager chain (scores in the
 #: input dtype / in fp32) and PyTorch SDPA pinned to one backend.
 IMPLS = ("tiled", "baseline", "baseline-fp32", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "sdpa-math")
+
+#: The end of every message about a damaged record.
+FIX = "regenerate the record with iomodel validate, or correct that value"
+#: What a metric value must be (ncu prints n/a for a metric it could not collect: null).
+METRIC_VALUE = "a finite number, 0 or more (or null where ncu printed n/a)"
+#: Kernel-configuration fields that are counts (tiles, warps, stages, splits, heads).
+CONFIG_COUNTS = ("block_m", "block_n", "num_warps", "num_stages", "num_splits", "heads_per_program")
+#: LayerSpec fields of a record and what each must be (the spec then validates itself).
+SPEC_COUNTS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k")
+SPEC_FLAGS = ("causal", "backward")
+SPEC_WORDS = ("dtype", "causal_align", "phase", "name")
+#: Hardware fields of a record that are positive numbers (bytes, bytes/s, SMs).
+HARDWARE_NUMBERS = ("hbm_bandwidth", "hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "num_sms")
 
 
 def _scale(unit: str) -> float:
@@ -105,10 +119,32 @@ class KernelRecord:
         return {"name": self.name, "grid": self.grid, "block": self.block, "metrics": self.metrics, "units": self.units}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "KernelRecord":
-        """Inverse of :meth:`to_dict`."""
-        return cls(name=d["name"], metrics=dict(d.get("metrics", {})), units=dict(d.get("units", {})),
-                   grid=d.get("grid", ""), block=d.get("block", ""))
+    def from_dict(cls, d: dict[str, Any], where: str = "kernel") -> "KernelRecord":
+        """Inverse of :meth:`to_dict`, checking every field.
+
+        Args:
+            d: the JSON object.
+            where: the file, shape and kernel, for messages.
+
+        Raises:
+            IomodelError: one line naming the field: a name that is not a string, a metric
+                value that is not a finite number >= 0 or null, a unit that is not a string or
+                not one :data:`~iomodel.measure.metrics.UNIT_SCALE` knows.
+        """
+        jv.mapping(d, where, fix=FIX)
+        name = jv.string(jv.field(d, "name", where, fix=FIX), f"{where}.name", fix=FIX)
+        metrics = jv.mapping(d.get("metrics", {}), f"{where}.metrics", fix=FIX)
+        units = jv.mapping(d.get("units", {}), f"{where}.units", fix=FIX)
+        for m, v in metrics.items():
+            jv.number(v, f"{where}.metrics[{m!r}]", what=METRIC_VALUE, allow_none=True, fix=FIX)
+        for m, u in units.items():
+            jv.string(u, f"{where}.units[{m!r}]", fix=FIX)
+            if u.strip().lower() not in UNIT_SCALE:
+                raise IomodelError(f"{where}.units[{m!r}] is {u!r}, a unit iomodel does not know "
+                                   f"(known: {', '.join(k for k in UNIT_SCALE if k)}): {FIX}")
+        grid = jv.string(d.get("grid", ""), f"{where}.grid", fix=FIX)
+        block = jv.string(d.get("block", ""), f"{where}.block", fix=FIX)
+        return cls(name=name, metrics=dict(metrics), units=dict(units), grid=grid, block=block)
 
 
 @dataclass
@@ -171,18 +207,64 @@ class ShapeMeasurement:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ShapeMeasurement":
-        """Inverse of :meth:`to_dict`; the LayerSpec validates itself (IomodelError on bad fields)."""
-        spec = dict(d["spec"])
+    def from_dict(cls, d: dict[str, Any], where: str = "shape") -> "ShapeMeasurement":
+        """Inverse of :meth:`to_dict`, checking every field the reconciliation reads.
+
+        Args:
+            d: the JSON object.
+            where: the file and the shape (its id, or its index), for messages.
+
+        Raises:
+            IomodelError: one line naming the shape and the field: a missing ``id``, ``impl``
+                or ``spec``; an ``impl`` not in :data:`IMPLS`; a spec field of the wrong type
+                or that :class:`~iomodel.spec.LayerSpec` refuses; a configuration count that
+                is not a positive integer; a kernel field (see :meth:`KernelRecord.from_dict`);
+                interpreter counts that are not whole numbers of bytes, 0 or more.
+        """
+        jv.mapping(d, where, fix=FIX)
+        sid = jv.string(jv.field(d, "id", where, fix=FIX), f"{where}: id", fix=FIX)
+        impl = jv.string(jv.field(d, "impl", where, fix=FIX), f"{where}: impl", fix=FIX)
+        if impl not in IMPLS:
+            raise IomodelError(f"{where}: impl {impl!r} is not one iomodel measures ({', '.join(IMPLS)}): {FIX}")
+        spec = dict(jv.mapping(jv.field(d, "spec", where, fix=FIX), f"{where}: spec", fix=FIX))
         spec.pop("pass", None)
+        for k in SPEC_COUNTS:
+            jv.number(jv.field(spec, k, f"{where}: spec", fix=FIX), f"{where}: spec.{k}", what="a positive integer",
+                      positive=True, integer=True, fix=FIX)
+        for k in SPEC_FLAGS:
+            if k in spec:
+                jv.boolean(spec[k], f"{where}: spec.{k}", fix=FIX)
+        for k in SPEC_WORDS:
+            if k in spec:
+                jv.string(spec[k], f"{where}: spec.{k}", fix=FIX)
+        try:
+            layer = LayerSpec(**spec)
+        except TypeError as exc:  # an unknown field
+            raise IomodelError(f"{where}: spec has a field LayerSpec does not know ({exc}): {FIX}") from None
+        except IomodelError as exc:
+            raise IomodelError(f"{where}: spec: {exc}") from None
+        config = jv.mapping(d.get("config"), f"{where}: config", allow_none=True, fix=FIX)
+        for k in CONFIG_COUNTS:
+            if config is not None and (k in config or (impl == "tiled" and k in ("block_m", "block_n"))):
+                jv.number(config.get(k), f"{where}: config.{k}", what="a positive integer", positive=True,
+                          integer=True, fix=FIX)
+        if config is not None and "tile_order" in config:
+            jv.string(config["tile_order"], f"{where}: config.tile_order", fix=FIX)
+        kernels = jv.array(d.get("kernels", []), f"{where}: kernels", fix=FIX)
+        sram_fill = jv.mapping(d.get("sram_fill"), f"{where}: sram_fill", allow_none=True, fix=FIX)
+        for t, v in (sram_fill or {}).items():
+            jv.mapping(v, f"{where}: sram_fill[{t!r}]", fix=FIX)
+            for k in ("read_bytes", "write_bytes"):
+                jv.number(jv.field(v, k, f"{where}: sram_fill[{t!r}]", fix=FIX), f"{where}: sram_fill[{t!r}].{k}",
+                          what="a whole number of bytes, 0 or more", integer=True, fix=FIX)
         return cls(
-            id=d["id"],
-            impl=d["impl"],
-            spec=LayerSpec(**spec),
-            config=d.get("config"),
-            kernels=[KernelRecord.from_dict(k) for k in d.get("kernels", [])],
-            sram_fill=d.get("sram_fill"),
-            error=d.get("error"),
+            id=sid,
+            impl=impl,
+            spec=layer,
+            config=config,
+            kernels=[KernelRecord.from_dict(k, f"{where}: kernels[{i}]") for i, k in enumerate(kernels)],
+            sram_fill=sram_fill,
+            error=jv.string(d.get("error"), f"{where}: error", allow_none=True, fix=FIX),
         )
 
 
@@ -226,22 +308,42 @@ class Measurement:
     def from_dict(cls, d: dict[str, Any], source: str = "the record") -> "Measurement":
         """Rebuild a record from its JSON form.
 
+        Every field the reconciliation reads is checked here, so a damaged record stops with
+        one line naming the shape and the field, before anything is compared.
+
         Raises:
-            IomodelError: the schema tag is missing or different, or a shape is malformed.
+            IomodelError: the schema tag is missing or different; a field of the wrong JSON
+                type or out of range (see :meth:`ShapeMeasurement.from_dict`); two shapes with
+                one id; a hardware entry whose sizes are not positive numbers; settings the
+                reconciliation reads (``metrics``, ``dropped_metrics``, ``l2_model``,
+                ``cache_control``, ``sweep_name``) of the wrong type.
         """
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise IomodelError(f"{source} is not an iomodel measurement ({SCHEMA}): pass a file written by iomodel validate")
-        try:
-            shapes = [ShapeMeasurement.from_dict(s) for s in d.get("shapes", [])]
-        except (KeyError, TypeError) as exc:
-            raise IomodelError(f"{source} has a malformed shape entry ({exc}): regenerate it with iomodel validate") from None
+        words = {k: jv.string(d.get(k, ""), f"{source}: {k}", fix=FIX) for k in ("kind", "created", "command")}
+        environment = jv.mapping(d.get("environment", {}), f"{source}: environment", fix=FIX)
+        hardware = jv.mapping(d.get("hardware"), f"{source}: hardware", allow_none=True, fix=FIX)
+        for k in HARDWARE_NUMBERS:
+            if hardware is not None and k in hardware:
+                jv.number(hardware[k], f"{source}: hardware.{k}", what="a positive number", positive=True, fix=FIX)
+        settings = jv.mapping(d.get("settings", {}), f"{source}: settings", fix=FIX)
+        _check_settings(settings, f"{source}: settings")
+        shapes, seen = [], set()
+        for i, s in enumerate(jv.array(d.get("shapes", []), f"{source}: shapes", fix=FIX)):
+            sid = s.get("id") if isinstance(s, dict) else None
+            label = (sid if sid.isprintable() and sid else repr(sid)) if isinstance(sid, str) else f"shapes[{i}]"
+            shape = ShapeMeasurement.from_dict(s, f"{source}, shape {label}")
+            if shape.id in seen:
+                raise IomodelError(f"{source}: shape id {shape.id!r} appears twice: {FIX}")
+            seen.add(shape.id)
+            shapes.append(shape)
         return cls(
-            kind=d.get("kind", ""),
-            created=d.get("created", ""),
-            command=d.get("command", ""),
-            environment=dict(d.get("environment", {})),
-            hardware=d.get("hardware"),
-            settings=dict(d.get("settings", {})),
+            kind=words["kind"],
+            created=words["created"],
+            command=words["command"],
+            environment=dict(environment),
+            hardware=hardware,
+            settings=dict(settings),
             shapes=shapes,
         )
 
@@ -275,12 +377,39 @@ class Measurement:
             data = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise IomodelError(f"measurement file {str(path)!r} is not valid JSON ({exc}): regenerate it") from None
+        except OSError as exc:
+            raise IomodelError(f"measurement file {str(path)!r} cannot be read ({exc.strerror or exc}): "
+                               "check its permissions") from None
         return cls.from_dict(data, source=f"measurement file {str(path)!r}")
 
     def select(self, impls: Iterable[str] | None = None) -> list[ShapeMeasurement]:
         """The shapes of the given implementations (all if None), in record order."""
         wanted = None if impls is None else set(impls)
         return [s for s in self.shapes if wanted is None or s.impl in wanted]
+
+
+def _check_settings(settings: dict[str, Any], where: str) -> None:
+    """The settings the reconciliation reads: metric lists of strings, the L2 model's
+    fraction (a number in (0, 1]) and source (a string), the cache control and sweep name.
+
+    Raises:
+        IomodelError: one of them of the wrong type, naming it.
+    """
+    for k in ("metrics", "dropped_metrics"):
+        if k in settings:
+            for i, m in enumerate(jv.array(settings[k], f"{where}.{k}", fix=FIX)):
+                jv.string(m, f"{where}.{k}[{i}]", fix=FIX)
+    l2 = jv.mapping(settings.get("l2_model"), f"{where}.l2_model", allow_none=True, fix=FIX) or {}
+    if "l2_fraction" in l2:
+        v = jv.number(l2["l2_fraction"], f"{where}.l2_model.l2_fraction", what="a number in (0, 1]", positive=True,
+                      fix=FIX)
+        if v > 1:
+            raise IomodelError(f"{where}.l2_model.l2_fraction must be a number in (0, 1], got {v!r}: {FIX}")
+    if "l2_source" in l2:
+        jv.string(l2["l2_source"], f"{where}.l2_model.l2_source", fix=FIX)
+    for k in ("cache_control", "sweep_name"):
+        if k in settings:
+            jv.string(settings[k], f"{where}.{k}", allow_none=True, fix=FIX)
 
 
 def _json_default(obj: Any) -> Any:

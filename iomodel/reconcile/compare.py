@@ -19,6 +19,13 @@ Levels compared (read and write apart):
 A value is *within* tolerance when ``|predicted − measured| <= rel × measured`` or
 ``<= abs_bytes`` (default 1 MiB: kernels that move less than that are dominated by counter
 noise and by lines the previous replay left; see :data:`DEFAULT_ABS_TOL`).
+
+A value the run collected but the record lacks for one shape (a metric ``null`` or absent
+in one of its kernels) is *not measured*: it counts as not reconciled, stays in the
+summary's count of shapes, and is listed with the metric and kernel
+(:meth:`Reconciliation.not_reconciled`). So is every comparison of a shape the record or the
+model could not reconcile at all (its ``error``). A level the run did not collect (the
+DRAM-only repeats have no L2 metrics; ``settings.metrics``) is not compared.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
+from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
@@ -47,7 +55,9 @@ class LevelCompare:
     """Predicted and measured bytes of one level of one shape (None where not available).
 
     Units: bytes. ``floor_*`` and ``bound_*`` are the compulsory floor and the model's
-    no-reuse bound (HBM only).
+    no-reuse bound (HBM only). ``missing`` maps ``"read"`` / ``"write"`` to why that
+    measured value is absent though the run collected it (a metric null or absent in a
+    kernel): such a direction is not reconciled (:meth:`within` is False).
     """
 
     level: str
@@ -60,6 +70,7 @@ class LevelCompare:
     bound_read: int | None = None
     bound_write: int | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
     def _ratio(measured: float | None, predicted: int | None) -> float | None:
@@ -80,12 +91,16 @@ class LevelCompare:
         return self._ratio(self.measured_write, self.predicted_write)
 
     def within(self, which: str, rel: float, abs_bytes: float) -> bool | None:
-        """Whether reads (``"read"``) or writes (``"write"``) agree within tolerance (None if unmeasured).
+        """Whether reads (``"read"``) or writes (``"write"``) agree within tolerance.
 
-        The interpreter level also needs every tensor to match (``extra["per_tensor_match"]``).
+        None when not compared (no prediction, or a value the run did not collect); False
+        when the run collected the value but the record lacks it (``missing``). The
+        interpreter level also needs every tensor to match (``extra["per_tensor_match"]``).
         """
         p = self.predicted_read if which == "read" else self.predicted_write
         m = self.measured_read if which == "read" else self.measured_write
+        if p is not None and which in self.missing:
+            return False
         if p is None or m is None:
             return None
         if self.extra.get("per_tensor_match", 1.0) == 0.0:
@@ -200,35 +215,68 @@ class Reconciliation:
 
         Keys: ``shapes``; ``within_rel`` (within the relative tolerance ``tolerance`` alone)
         and ``fraction_rel``; ``within`` (within the relative tolerance or the absolute floor
-        ``abs_tol_bytes``, the decision used everywhere else) and ``fraction``.
+        ``abs_tol_bytes``, the decision used everywhere else) and ``fraction``;
+        ``not_reconciled``: of ``shapes``, those not measured (a metric the run collected is
+        null or absent) or not reconciled at all (the shape's ``error``, counted in every
+        level and direction its implementation is compared at), never within.
         """
         out: dict[tuple[str, str, str], list[int]] = {}
         for r in self.rows:
+            if r.error:
+                continue
             for lv in r.levels:
                 for which in ("read", "write"):
                     ok = self.within(r, lv.level, which)
                     if ok is None:
                         continue
-                    acc = out.setdefault((r.impl, lv.level, which), [0, 0, 0])
+                    acc = out.setdefault((r.impl, lv.level, which), [0, 0, 0, 0])
                     acc[0] += 1
                     acc[1] += int(ok)
                     acc[2] += int(bool(self.within_relative(r, lv.level, which)))
+                    acc[3] += int(which in lv.missing)
+        for r in self.rows:
+            if r.error:
+                for key, acc in out.items():
+                    if key[0] == r.impl:
+                        acc[0] += 1
+                        acc[3] += 1
         return [
             {"impl": k[0], "level": k[1], "which": k[2], "shapes": v[0],
              "within_rel": v[2], "fraction_rel": v[2] / v[0] if v[0] else 0.0,
-             "within": v[1], "fraction": v[1] / v[0] if v[0] else 0.0,
+             "within": v[1], "fraction": v[1] / v[0] if v[0] else 0.0, "not_reconciled": v[3],
              "tolerance": self.tolerances.get(k[1], 0.0), "abs_tol_bytes": self._abs(k[1])}
             for k, v in sorted(out.items())
         ]
 
     def outside(self) -> list[tuple[ShapeReconciliation, list[str]]]:
-        """Shapes with any compared level outside tolerance, with the failing (level, direction)s."""
+        """Shapes with any compared level outside tolerance or not measured, with the failing
+        (level, direction)s (``"HBM read not measured"`` for a missing value)."""
         res = []
         for r in self.rows:
-            bad = [f"{lv.level} {w}" for lv in r.levels for w in ("read", "write") if self.within(r, lv.level, w) is False]
+            bad = [f"{lv.level} {w}" + (" not measured" if w in lv.missing else "")
+                   for lv in r.levels for w in ("read", "write") if self.within(r, lv.level, w) is False]
             if bad or r.error:
                 res.append((r, bad or ["not reconciled"]))
         return res
+
+    def not_reconciled(self) -> list[tuple[ShapeReconciliation, str, str]]:
+        """Every comparison the summary counts as not reconciled, with why.
+
+        Returns:
+            (shape, ``"<level> <read|write>"`` or ``"every level"``, reason) for each value the
+            run collected but the record lacks (the reason names the metric and kernel) and for
+            each shape with an ``error`` (the reason is the error).
+        """
+        out = []
+        for r in self.rows:
+            if r.error:
+                out.append((r, "every level", r.error))
+                continue
+            for lv in r.levels:
+                for w in ("read", "write"):
+                    if w in lv.missing and self.within(r, lv.level, w) is False:
+                        out.append((r, f"{lv.level} {w}", f"not measured: {lv.missing[w]}"))
+        return out
 
     def floor_only(self) -> list[tuple[ShapeReconciliation, str, str]]:
         """Comparisons within tolerance only by the absolute floor, each with one sentence.
@@ -267,6 +315,7 @@ class Reconciliation:
             "abs_tol_bytes": self.abs_tol,
             "summary": self.summary(),
             "floor_only": [{"id": r.id, "level": what, "detail": why} for r, what, why in self.floor_only()],
+            "not_reconciled": [{"id": r.id, "level": what, "detail": why} for r, what, why in self.not_reconciled()],
             "shapes": [r.to_dict() for r in self.rows],
         }
 
@@ -312,6 +361,51 @@ def _sum_rows(rows: Iterable[Any], level: str) -> dict[str, list[int]]:
 
 
 PredictFn = Callable[..., Any]
+
+
+def collected_quantities(measurement: Measurement) -> frozenset[str]:
+    """The quantities (keys of :data:`~iomodel.measure.metrics.QUANTITY_METRICS`) the run collected.
+
+    From ``settings["metrics"]`` less ``settings["dropped_metrics"]`` (what ``iomodel
+    validate`` asked ncu for and ncu could give); a record without a metrics list (written
+    by hand or by a test): every quantity some kernel of some shape names a metric for.
+    """
+    names: set[str]
+    if isinstance(measurement.settings.get("metrics"), list):
+        names = set(measurement.settings["metrics"]) - set(measurement.settings.get("dropped_metrics") or ())
+    else:
+        names = {m for s in measurement.shapes for k in s.kernels for m in k.metrics}
+    return frozenset(q for q, ms in QUANTITY_METRICS.items() if names.intersection(ms))
+
+
+def _shape_collected(shape: ShapeMeasurement) -> frozenset[str]:
+    names = {m for k in shape.kernels for m in k.metrics}
+    return frozenset(q for q, ms in QUANTITY_METRICS.items() if names.intersection(ms))
+
+
+def missing_reason(shape: ShapeMeasurement, quantity: str) -> str | None:
+    """Why ``shape`` has no value of ``quantity`` (the first kernel lacking every metric of it), else None.
+
+    Returns:
+        e.g. ``"dram__bytes_read.sum is null in kernel 0 (_attn_fwd)"`` or ``"... is absent
+        from kernel 1 (...)"``; None when every kernel has a value (or there are no kernels).
+    """
+    names = QUANTITY_METRICS[quantity]
+    for i, k in enumerate(shape.kernels):
+        if k.quantity(quantity) is None:
+            how = "null in" if any(m in k.metrics for m in names) else "absent from"
+            return f"{names[0]} is {how} kernel {i} ({k.name})"
+    return None
+
+
+def _missing(shape: ShapeMeasurement, q_read: str, q_write: str, expected: Iterable[str]) -> dict[str, str]:
+    """Per direction, why a collected quantity has no value for ``shape`` (see :func:`missing_reason`)."""
+    out = {}
+    for which, q in (("read", q_read), ("write", q_write)):
+        why = missing_reason(shape, q) if q in expected else None
+        if why:
+            out[which] = why
+    return out
 
 
 def foreign_write_bytes(kernel: Any) -> float | None:
@@ -377,6 +471,7 @@ def reconcile_shape(
     predict_fn: PredictFn = default_predict,
     l2_source: str = "tex",
     l2_ways: int | None = DEFAULT_L2_WAYS,
+    collected: Iterable[str] | None = None,
 ) -> ShapeReconciliation:
     """Reconcile one measured shape.
 
@@ -391,15 +486,24 @@ def reconcile_shape(
             ``sm`` (those only), ``tex`` (L2 lookups from source unit TEX) or ``all`` (L2
             lookups from any source); see :data:`L2_SOURCES`.
         l2_ways: L2 associativity of the L2-aware prediction (None: fully associative LRU).
+        collected: the quantities the run collected (:func:`collected_quantities`); default:
+            those the shape's own kernels name. DRAM bytes are always expected of a profiled
+            shape; a collected quantity null or absent in a kernel makes that direction
+            *not measured* (``LevelCompare.missing``).
 
     Returns:
-        :class:`ShapeReconciliation`; model errors become its ``error``, never an exception.
+        :class:`ShapeReconciliation`; model errors, and a shape with nothing measured, become
+        its ``error``, never an exception.
     """
     out = ShapeReconciliation(shape.id, shape.impl, shape.spec)
     if shape.error:
         out.error = shape.error
         return out
+    if not shape.kernels and shape.sram_fill is None and shape.impl in ("tiled", "baseline", "baseline-fp32"):
+        out.error = "the record has no profiled kernel and no interpreter counts for this shape"
+        return out
     spec = shape.spec
+    expected = set(_shape_collected(shape) if collected is None else collected) | {"dram_read_bytes", "dram_write_bytes"}
     try:
         if shape.impl == "tiled":
             tiling = shape.tiling()
@@ -439,9 +543,10 @@ def reconcile_shape(
                 out.levels.append(LevelCompare(
                     "HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"),
                     l2.hbm_write_bytes, shape.quantity("dram_write_bytes"),
-                    l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes))
+                    l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes,
+                    missing=_missing(shape, "dram_read_bytes", "dram_write_bytes", expected)))
                 q_read, q_write = L2_SOURCES[l2_source]
-                if l2_source == "auto" and shape.quantity(q_read) is None:
+                if l2_source == "auto" and q_read not in expected:  # the SM side was not collected
                     q_read, q_write = L2_SOURCES["tex"]
                 out.l2_metric = q_read
                 extra = {name: v for name, v in (
@@ -451,7 +556,8 @@ def reconcile_shape(
                     ("from_l2_fabric", shape.quantity("l2_fabric_bytes"))) if v is not None}
                 out.levels.append(LevelCompare(
                     "L2", alg.sram_fill_read_bytes, shape.quantity(q_read),
-                    alg.sram_fill_write_bytes, shape.quantity(q_write), extra=extra))
+                    alg.sram_fill_write_bytes, shape.quantity(q_write), extra=extra,
+                    missing=_missing(shape, q_read, q_write, expected)))
                 out.notes += foreign_write_notes(shape)
                 expected = expected_kernels(shape.impl, spec, shape.config)
                 if len(shape.kernels) != expected:
@@ -469,7 +575,8 @@ def reconcile_shape(
             out.levels.append(LevelCompare(
                 "HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"),
                 l2.hbm_write_bytes, shape.quantity("dram_write_bytes"),
-                l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes))
+                l2.floor_read_bytes, l2.floor_write_bytes, alg.hbm_read_bytes, alg.hbm_write_bytes,
+                missing=_missing(shape, "dram_read_bytes", "dram_write_bytes", expected)))
             n_steps = len({r.step for r in alg.rows if r.level == "HBM"})
             if shape.kernels and len(shape.kernels) != n_steps:
                 out.notes.append(f"{len(shape.kernels)} kernels profiled for {n_steps} modelled ops")
@@ -536,7 +643,8 @@ def reconcile(
     if l2_ways is not None and (not isinstance(l2_ways, int) or not 1 <= l2_ways <= MAX_L2_WAYS):
         raise IomodelError(f"l2_ways must be an integer from 1 to {MAX_L2_WAYS} (or 0 on the command line for a "
                            f"fully associative LRU), got {l2_ways!r}")
-    opts = dict(l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn, l2_source=l2_source)
+    opts = dict(l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn, l2_source=l2_source,
+                collected=collected_quantities(measurement))
     rows = [reconcile_shape(s, hw, l2_ways=l2_ways, **opts) for s in shapes]
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
@@ -587,10 +695,12 @@ __all__ = [
     "PredictFn",
     "Reconciliation",
     "ShapeReconciliation",
+    "collected_quantities",
     "default_predict",
     "foreign_write_bytes",
     "foreign_write_notes",
     "hardware_of",
+    "missing_reason",
     "reconcile",
     "reconcile_shape",
     "scan_l2_fraction",

@@ -24,6 +24,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling
@@ -143,9 +144,8 @@ def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[st
             )
         for k in (*keys, "bytes"):
             v = m[k]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
-                raise IomodelError(f"measured point {i}: {k!r} must be a positive finite number, got {v!r} "
-                                   "(log axes cannot show zero, negative or NaN values): fix the overlay data")
+            jv.number(v, f"measured point {i}: {k!r}", what="a positive finite number (log axes cannot show zero, "
+                      "negative or NaN values)", positive=True, fix="fix the overlay data")
         for k in ("label", "level"):
             if k in m and not isinstance(m[k], str):
                 raise IomodelError(f"measured point {i}: {k!r} must be a string, got {m[k]!r}: fix the overlay data")

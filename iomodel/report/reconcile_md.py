@@ -31,16 +31,26 @@ TABLE_COLUMNS = ("shape", "level", "pred R", "meas R", "R ratio", "pred W", "mea
 
 
 def summary_rows(rec: Reconciliation) -> list[list[str]]:
-    """The printed summary table (columns :data:`SUMMARY_COLUMNS`), one line per (impl, level, direction)."""
+    """The printed summary table (columns :data:`SUMMARY_COLUMNS`), one line per (impl, level, direction).
+
+    Shapes not reconciled (a value not measured, or the shape's error) stay in the count and
+    the last column says how many there are (listed by :func:`not_reconciled_lines`).
+    """
     out = []
     for e in rec.summary():
         n = e["shapes"]
         floor = human_bytes(e["abs_tol_bytes"], decimals=1)
         absc = f"±{e['tolerance']:.0%} or ±{floor}" if e["abs_tol_bytes"] else "exact"
+        missing = f"; {e['not_reconciled']} not reconciled" if e.get("not_reconciled") else ""
         out.append([e["impl"], e["level"], e["which"], str(n), f"±{e['tolerance']:.0%}",
                     f"{e['within_rel']}/{n} ({e['fraction_rel']:.0%})", absc,
-                    f"{e['within']}/{n} ({e['fraction']:.0%})"])
+                    f"{e['within']}/{n} ({e['fraction']:.0%}){missing}"])
     return out
+
+
+def not_reconciled_lines(rec: Reconciliation) -> list[str]:
+    """One line per comparison the summary counts as not reconciled: shape, level and direction, why."""
+    return [f"{r.id} ({what}): {why}" for r, what, why in rec.not_reconciled()]
 
 
 def table_rows(rec: Reconciliation) -> list[list[str]]:
@@ -53,6 +63,8 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
         for i, lv in enumerate(r.levels):
             oks = [rec.within(r, lv.level, w) for w in ("read", "write")]
             ok = "-" if all(o is None for o in oks) else ("yes" if all(o in (True, None) for o in oks) else "NO")
+            if any(o is False and w in lv.missing for o, w in zip(oks, ("read", "write"))):
+                ok = "not measured"
             out.append([
                 r.id if i == 0 else "",
                 lv.level,
@@ -99,6 +111,12 @@ def markdown(rec: Reconciliation) -> str:
     lines += ["", f"## Outside tolerance ({len(outside)})", ""]
     for r, bad in outside:
         lines.append(f"- `{r.id}` ({', '.join(bad)}): {r.explanation()}" + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
+    missing = rec.not_reconciled()
+    lines += ["", f"## Not reconciled ({len(missing)})", "",
+              "Counted in the summary as not within: values the run collected that the record lacks, "
+              "and shapes that could not be reconciled:", ""]
+    for r, what, why in missing:
+        lines.append(f"- `{r.id}` ({what}): {why}")
     floor = rec.floor_only()
     lines += ["", f"## Within only by the absolute floor of {human_bytes(rec.abs_tol, decimals=1)} ({len(floor)})", "",
               "Outside the relative tolerance, inside the absolute one:", ""]
@@ -107,4 +125,5 @@ def markdown(rec: Reconciliation) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "summary_rows", "table_rows"]
+__all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "not_reconciled_lines", "summary_rows",
+           "table_rows"]

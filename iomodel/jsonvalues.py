@@ -1,0 +1,151 @@
+"""Typed reads of values from JSON files the user hands in: one line naming the field, or the value.
+
+The readers of measurement records (:mod:`iomodel.measure.records`), benchmark receipts
+(:mod:`iomodel.bench.receipt`) and measured-point overlays call these on every field they
+use, so a damaged file (a string where a number belongs, ``true``, ``null``, a negative or
+non-finite number, a list where an object belongs) stops with one :class:`IomodelError`
+line that says where the field is and what it must be, never with a traceback or a value
+printed as ``nan B``.
+
+Each function takes ``where`` (the file and the path of the field inside it, e.g.
+``"receipt 'x.json': bucket 'prefill' shape 'b1 1k' sdpa-flash: time_s.median"``) and
+``fix`` (what to do, ending the line); the message is ``f"{where} must be {what}, got
+{describe(value)}: {fix}"``.
+
+>>> number(3.0, "x")
+3.0
+>>> number("3", "kernels[0].metrics['dram__bytes_read.sum']", what="a number of bytes")
+Traceback (most recent call last):
+...
+iomodel.errors.IomodelError: kernels[0].metrics['dram__bytes_read.sum'] must be a number of bytes, got the string '3': fix the file
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from iomodel.errors import IomodelError
+
+#: The last words of every message unless the caller says otherwise.
+DEFAULT_FIX = "fix the file"
+
+
+def describe(value: Any) -> str:
+    """A JSON value as an error message shows it: its JSON type and a short form of its text.
+
+    >>> describe(None), describe(True), describe("12"), describe(float("nan")), describe([1])
+    ('null', 'the boolean true', "the string '12'", 'nan (not a finite number)', 'a JSON array')
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {text!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} (not a finite number)"
+    if isinstance(value, list):
+        return "a JSON array"
+    if isinstance(value, dict):
+        return "a JSON object"
+    return repr(value)
+
+
+def _finite(value: int | float) -> bool:
+    """Finite and representable as a float (a JSON integer beyond ~1.8e308 is not: arithmetic on it overflows)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _fail(where: str, what: str, value: Any, fix: str) -> IomodelError:
+    return IomodelError(f"{where} must be {what}, got {describe(value)}: {fix}")
+
+
+def number(value: Any, where: str, *, what: str = "a finite number, 0 or more", minimum: float | None = 0.0,
+           positive: bool = False, integer: bool = False, allow_none: bool = False,
+           fix: str = DEFAULT_FIX) -> Any:
+    """``value`` if it is a JSON number (not a boolean), finite, and in range; None if allowed.
+
+    Args:
+        value: the parsed JSON value.
+        where: the file and field, for the message.
+        what: how the message says what the field must be.
+        minimum: the smallest allowed value (None: no lower bound).
+        positive: the value must be above 0.
+        integer: the value must be a whole number (``3.0`` counts; returned as ``int``).
+        allow_none: ``null`` is allowed (returned as None).
+        fix: the end of the message.
+
+    Returns:
+        the value (an ``int`` when ``integer``), or None.
+
+    Raises:
+        IomodelError: any other value.
+    """
+    if value is None and allow_none:
+        return None
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and _finite(value) \
+        and (minimum is None or value >= minimum) and (not positive or value > 0) \
+        and (not integer or float(value).is_integer())
+    if not ok:
+        raise _fail(where, what, value, fix)
+    return int(value) if integer else value
+
+
+def _typed(value: Any, types: type | tuple[type, ...], what: str, where: str, allow_none: bool, fix: str) -> Any:
+    """``value`` if it is an instance of ``types`` (or None when ``allow_none``), else one line saying ``what``."""
+    if (value is None and allow_none) or isinstance(value, types):
+        return value
+    raise _fail(where, what + (" or null" if allow_none else ""), value, fix)
+
+
+def string(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> str | None:
+    """``value`` if it is a JSON string (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, str, "a string", where, allow_none, fix)
+
+
+def boolean(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> bool | None:
+    """``value`` if it is ``true`` or ``false`` (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, bool, "true or false", where, allow_none, fix)
+
+
+def mapping(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> dict[str, Any] | None:
+    """``value`` if it is a JSON object (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, dict, "a JSON object", where, allow_none, fix)
+
+
+def array(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> list[Any] | None:
+    """``value`` if it is a JSON array (or null when ``allow_none``); else IomodelError."""
+    return _typed(value, list, "a JSON array", where, allow_none, fix)
+
+
+def numbers(value: Any, where: str, *, what: str = "a non-empty array of positive finite numbers",
+            fix: str = DEFAULT_FIX) -> list[Any]:
+    """``value`` if it is a non-empty JSON array of positive finite numbers (timing samples, seconds).
+
+    Raises:
+        IomodelError: not an array, empty, or an element that is not such a number (named by index).
+    """
+    if not isinstance(value, list) or not value:
+        raise _fail(where, what, value, fix)
+    for i, x in enumerate(value):
+        number(x, f"{where}[{i}]", what="a positive finite number", positive=True, fix=fix)
+    return value
+
+
+def field(obj: dict[str, Any], key: str, where: str, *, fix: str = DEFAULT_FIX) -> Any:
+    """``obj[key]``, or one line saying the field is missing.
+
+    Raises:
+        IomodelError: ``key`` is not in ``obj``.
+    """
+    if key not in obj:
+        raise IomodelError(f"{where} has no {key!r} field: {fix}")
+    return obj[key]
+
+
+__all__ = ["DEFAULT_FIX", "array", "boolean", "describe", "field", "mapping", "number", "numbers", "string"]

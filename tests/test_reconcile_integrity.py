@@ -1,0 +1,277 @@
+"""Issue 10, "reconcile integrity": damaged measurement records and benchmark receipts.
+
+A corrupt value (a string, a boolean, a negative or non-finite number, the wrong container)
+is refused on load with one line naming the shape and the field (exit 2 on the CLI); a
+metric the run collected but a shape lacks (``null`` or absent) counts as not reconciled,
+keeps the summary's denominator and is listed with the metric and kernel. The inputs are
+the committed receipts with one value changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from iomodel.bench.receipt import check_receipt, load_receipt
+from iomodel.cli import main
+from iomodel.errors import IomodelError
+from iomodel.measure.records import Measurement
+from iomodel.reconcile import reconcile
+from iomodel.report.reconcile_md import markdown, summary_rows, table_rows
+
+RECEIPTS = Path(__file__).resolve().parent.parent / "receipts"
+#: The acceptance receipt: 31 bundled-kernel shapes, all within at HBM read (pinned in test_reconcile_receipts).
+HOLDOUT = RECEIPTS / "ncu-h200-holdout4-flush-2026-11-29.json"
+FIRST = "b1-h16-kv16-d128-bf16-q512-k512-nc-tiled"  # the receipt's first shape, one kernel
+DRAM_READ = "dram__bytes_read.sum"
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    return json.loads(HOLDOUT.read_text())
+
+
+def _write(tmp_path: Path, data: dict, name: str = "r.json") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return p
+
+
+def _first_kernel_metrics(data: dict) -> dict:
+    shape = data["shapes"][0]
+    assert shape["id"] == FIRST and len(shape["kernels"]) == 1
+    return shape["kernels"][0]["metrics"]
+
+
+def _one_line(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    assert exc.value.code == 2, (out.out, out.err)
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in out.out + out.err, out.err
+    return lines[0]
+
+
+# ---------------------------------------------------------------- corrupt values are refused
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("6326272", "the string '6326272'"),  # the issue's input: DRAM bytes as a string
+    (-6291456.0, "-6291456.0"),  # printed as "-6.0 MiB" before
+    (float("nan"), "nan (not a finite number)"),  # printed as "nan B" before
+    (float("inf"), "inf (not a finite number)"),
+    (True, "the boolean true"),
+    ([6326272], "a JSON array"),
+    ({"value": 6326272}, "a JSON object"),
+])
+def test_a_corrupt_dram_value_is_one_line_naming_shape_and_field(capsys, tmp_path, raw, value, shown):
+    data = copy.deepcopy(raw)
+    _first_kernel_metrics(data)[DRAM_READ] = value
+    path = _write(tmp_path, data)
+    line = _one_line(capsys, ["reconcile", str(path)])
+    assert line == (f"error: measurement file {str(path)!r}, shape {FIRST}: kernels[0].metrics['{DRAM_READ}'] must be "
+                    f"a finite number, 0 or more (or null where ncu printed n/a), got {shown}: regenerate the record "
+                    "with iomodel validate, or correct that value")
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d["shapes"][0].__setitem__("kernels", {"0": {}}), f"shape {FIRST}: kernels must be a JSON array"),
+    (lambda d: d["shapes"][0]["kernels"][0].__setitem__("metrics", [1, 2]),
+     f"shape {FIRST}: kernels[0].metrics must be a JSON object, got a JSON array"),
+    (lambda d: d["shapes"][0]["kernels"][0]["units"].__setitem__(DRAM_READ, "furlong"),
+     f"shape {FIRST}: kernels[0].units['{DRAM_READ}'] is 'furlong', a unit iomodel does not know"),
+    (lambda d: d["shapes"][0]["spec"].__setitem__("seqlen_q", "512"),
+     f"shape {FIRST}: spec.seqlen_q must be a positive integer, got the string '512'"),
+    (lambda d: d["shapes"][0]["spec"].__setitem__("causal", "no"),
+     f"shape {FIRST}: spec.causal must be true or false, got the string 'no'"),
+    (lambda d: d["shapes"][0]["config"].__setitem__("block_m", 0),
+     f"shape {FIRST}: config.block_m must be a positive integer, got 0"),
+    (lambda d: d["shapes"][0]["config"].__setitem__("num_splits", 1.5),
+     f"shape {FIRST}: config.num_splits must be a positive integer, got 1.5"),
+    (lambda d: d["shapes"][0].__setitem__("impl", "cublas"), f"shape {FIRST}: impl 'cublas' is not one iomodel measures"),
+    (lambda d: d["shapes"][1].__setitem__("id", FIRST), f"shape id {FIRST!r} appears twice"),
+    (lambda d: d["shapes"][2].pop("id"), "shape shapes[2] has no 'id' field"),
+    (lambda d: d["hardware"].__setitem__("l2_bytes", "60 MiB"), "hardware.l2_bytes must be a positive number"),
+    (lambda d: d["settings"]["l2_model"].__setitem__("l2_fraction", 2), "settings.l2_model.l2_fraction must be a "
+                                                                         "number in (0, 1], got 2"),
+    (lambda d: d.__setitem__("shapes", {"a": 1}), "shapes must be a JSON array, got a JSON object"),
+])
+def test_every_kind_of_damage_is_one_line(capsys, tmp_path, raw, edit, words):
+    data = copy.deepcopy(raw)
+    edit(data)
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert words in line, line
+
+
+def test_interpreter_counts_must_be_whole_bytes():
+    spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128}
+    shape = {"id": "s", "impl": "tiled", "spec": spec, "config": {"block_m": 64, "block_n": 64},
+             "sram_fill": {"K": {"read_bytes": -64, "write_bytes": 0}}}
+    rec = {"schema": "iomodel.measurement/1", "kind": "interpreter", "shapes": [shape]}
+    with pytest.raises(IomodelError, match=r"^the record, shape s: sram_fill\['K'\].read_bytes must be a whole number "
+                                           r"of bytes, 0 or more, got -64: "):
+        Measurement.from_dict(rec)
+    shape["sram_fill"]["K"] = {"read_bytes": 64}
+    with pytest.raises(IomodelError, match=r"sram_fill\['K'\] has no 'write_bytes' field"):
+        Measurement.from_dict(rec)
+
+
+# ---------------------------------------------------------------- a missing metric is not reconciled
+
+
+@pytest.fixture(scope="module")
+def null_read(raw):
+    """The acceptance receipt with the first shape's DRAM read bytes null (ncu's n/a), bundled kernel only."""
+    data = copy.deepcopy(raw)
+    _first_kernel_metrics(data)[DRAM_READ] = None
+    return reconcile(Measurement.from_dict(data), impls=["tiled"])
+
+
+def test_a_null_metric_counts_as_not_reconciled_and_keeps_the_denominator(null_read):
+    s = {(e["level"], e["which"]): e for e in null_read.summary()}
+    # 31/31 on the receipt as measured (test_reconcile_receipts); not 30/30 with the shape dropped
+    assert (s[("HBM", "read")]["within"], s[("HBM", "read")]["shapes"], s[("HBM", "read")]["not_reconciled"]) == (30, 31, 1)
+    assert (s[("HBM", "write")]["within"], s[("HBM", "write")]["shapes"], s[("HBM", "write")]["not_reconciled"]) == (31, 31, 0)
+    row = next(r for r in null_read.rows if r.id == FIRST)
+    assert null_read.within(row, "HBM", "read") is False and null_read.within(row, "HBM", "write") is True
+    assert [(r.id, what, why) for r, what, why in null_read.not_reconciled()] == [
+        (FIRST, "HBM read", f"not measured: {DRAM_READ} is null in kernel 0 (_attn_fwd_tma)")]
+    assert [(r.id, bad) for r, bad in null_read.outside()] == [(FIRST, ["HBM read not measured"])]
+    hbm = next(t for t in table_rows(null_read) if t[0] == FIRST)
+    # predicted: Q, K and V read once, 3 x 1*16*512*128 elements x 2 bytes = 6.0 MiB; measured: none
+    assert hbm[1:5] == ["HBM", "6.0 MiB", "-", "-"] and hbm[8] == "not measured"
+    assert ["tiled", "HBM", "read", "31", "±10%", "30/31 (97%)", "±10% or ±1.0 MiB",
+            "30/31 (97%); 1 not reconciled"] in summary_rows(null_read)
+    md = markdown(null_read)
+    assert "## Not reconciled (1)" in md
+    assert f"- `{FIRST}` (HBM read): not measured: {DRAM_READ} is null in kernel 0 (_attn_fwd_tma)" in md
+    assert null_read.to_dict()["not_reconciled"] == [
+        {"id": FIRST, "level": "HBM read", "detail": f"not measured: {DRAM_READ} is null in kernel 0 (_attn_fwd_tma)"}]
+
+
+def test_an_absent_metric_is_listed_the_same_way_on_the_cli(capsys, tmp_path, raw):
+    data = copy.deepcopy(raw)
+    data["shapes"] = data["shapes"][:3]
+    del _first_kernel_metrics(data)["lts__t_sectors_srcunit_tex_op_write.sum"]
+    path = _write(tmp_path, data)
+    with pytest.raises(SystemExit) as exc:
+        main(["reconcile", str(path), "--l2-source", "tex", "--markdown", str(tmp_path / "r.md")])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    why = "not measured: lts__t_sectors_srcunit_tex_op_write.sum is absent from kernel 0 (_attn_fwd_tma)"
+    assert "Not reconciled, counted as not within (1):" in out and f"{FIRST} (L2 write): {why}" in out
+    md = (tmp_path / "r.md").read_text()
+    assert "| tiled | L2 | write | 3 | ±15% | 2/3 (67%) | ±15% or ±1.0 MiB | 2/3 (67%); 1 not reconciled |" in md
+
+
+def test_a_level_the_run_did_not_collect_is_not_compared():
+    """The DRAM-only repeats list no L2 metric in settings.metrics: no L2 row is counted (the pins
+    of test_reconcile_receipts), and nothing is listed as not measured."""
+    m = Measurement.load(RECEIPTS / "ncu-h200-holdout4-flush-repeat-a-2026-11-29.json")
+    m.shapes = m.shapes[:4]
+    rec = reconcile(m)
+    assert {(e["level"], e["which"]) for e in rec.summary()} == {("HBM", "read"), ("HBM", "write")}
+    assert rec.not_reconciled() == []
+
+
+def test_a_failed_shape_stays_in_the_denominator(raw):
+    data = copy.deepcopy(raw)
+    data["shapes"] = data["shapes"][:3]
+    data["shapes"][1]["error"] = "OutOfMemoryError: CUDA out of memory"
+    rec = reconcile(Measurement.from_dict(data))
+    s = {(e["level"], e["which"]): (e["within"], e["shapes"], e["not_reconciled"]) for e in rec.summary()}
+    assert s == {("HBM", "read"): (2, 3, 1), ("HBM", "write"): (2, 3, 1), ("L2", "read"): (2, 3, 1),
+                 ("L2", "write"): (2, 3, 1)}
+    assert [(r.id, what) for r, what, _ in rec.not_reconciled()] == [(data["shapes"][1]["id"], "every level")]
+
+
+def test_a_profiled_shape_without_kernels_is_not_reconciled(raw):
+    data = copy.deepcopy(raw)
+    data["shapes"] = data["shapes"][:2]
+    data["shapes"][0]["kernels"] = []
+    rec = reconcile(Measurement.from_dict(data))
+    assert rec.rows[0].error == "the record has no profiled kernel and no interpreter counts for this shape"
+    assert [(e["within"], e["shapes"]) for e in rec.summary()] == [(1, 2)] * 4
+
+
+# ---------------------------------------------------------------- benchmark receipts
+
+
+def test_bench_check_with_a_string_median_is_one_line(capsys, tmp_path):
+    data = json.loads((RECEIPTS / "bench-cpu.json").read_text())
+    b = data["buckets"][0]
+    s = b["shapes"][0]
+    s["results"]["sdpa-flash"]["time_s"]["median"] = "0.00923"
+    path = _write(tmp_path, data)
+    line = _one_line(capsys, ["bench", "--check", str(path)])
+    assert line == (f"error: receipt {str(path)!r}: bucket {b['name']!r} shape {s['label']!r} sdpa-flash: "
+                    "time_s.median must be a positive number of seconds, got the string '0.00923': re-run iomodel "
+                    "bench, or correct that value")
+    with pytest.raises(IomodelError, match="time_s.median must be a positive number of seconds"):
+        check_receipt(data)  # the library check refuses it the same way
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d["buckets"][0]["shapes"][0]["results"]["sdpa-math"].__setitem__("samples_s", [0.01, "x"]),
+     "sdpa-math: samples_s[1] must be a positive finite number, got the string 'x'"),
+    (lambda d: d["buckets"][0]["shapes"][0]["results"]["sdpa-math"]["error"].__setitem__("max_abs", None),
+     "sdpa-math: error.max_abs must be a number, 0 or more (or \"inf\" / \"nan\"), got null"),
+    (lambda d: d["buckets"][0]["shapes"][0]["results"]["sdpa-math"]["error"].__setitem__("nonfinite", 0.5),
+     "sdpa-math: error.nonfinite must be a whole number, 0 or more, got 0.5"),
+    (lambda d: d["buckets"][0]["shapes"][0].__setitem__("results", []), "results must be a JSON object"),
+    (lambda d: d["policy"].__setitem__("version", "one"), "policy.version must be a positive integer"),
+    (lambda d: d["matrix"]["workload"].__setitem__("layers", 1e400), "matrix.workload.layers must be a positive "
+                                                                      "integer, got inf (not a finite number)"),
+    (lambda d: d["downstream"]["results"]["bf16"]["sdpa-math"].__setitem__("max_abs", "small"),
+     "downstream bf16 sdpa-math: max_abs must be a number"),
+])
+def test_bench_receipt_damage_is_one_line(capsys, tmp_path, edit, words):
+    data = json.loads((RECEIPTS / "bench-cpu.json").read_text())
+    edit(data)
+    line = _one_line(capsys, ["bench", "--check", str(_write(tmp_path, data))])
+    assert words in line, line
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d["prefill"][0]["results"]["triton"].__setitem__("median_s", "1e-4"),  # the kernel's name then
+     "triton: median_s must be a finite number, 0 or more, got the string '1e-4'"),
+    (lambda d: d["prefill"][0]["shape"].__setitem__("seqlen", -512), "prefill[0].shape.seqlen must be a positive integer"),
+    (lambda d: d["decode"][0]["copy"].__setitem__("samples_s", []), "copy.samples_s must be a non-empty array"),
+    (lambda d: d["prefill"][0]["ratios"].__setitem__("sdpa-cudnn", "fast"), "ratios['sdpa-cudnn'] must be"),
+])
+def test_kernel_speed_receipt_damage_is_one_line(capsys, tmp_path, edit, words):
+    data = json.loads((RECEIPTS / "bench_kernel_h200.json").read_text())
+    edit(data)
+    line = _one_line(capsys, ["bench", "--check", str(_write(tmp_path, data))])
+    assert words in line, line
+
+
+def test_committed_bench_receipts_load_and_check_clean():
+    for name in ("bench-cpu.json", "bench-h200.json", "bench_kernel_h200.json"):
+        assert check_receipt(load_receipt(RECEIPTS / name)) == [], name
+
+
+# ---------------------------------------------------------------- the overlay file of iomodel plot --measured
+
+
+@pytest.mark.parametrize("content, words", [
+    ('[{"seqlen": 8192, "bytes": 1e9}]', "must map plot kinds (seqlen, blocks, sram) to lists of points, got a JSON array"),
+    ('{"seqlen": {"seqlen": 8192}}', "'seqlen' must be a list of points, got a JSON object"),
+    ('{"seqln": []}', "'seqln' is not a plot kind: use seqlen, blocks, sram"),
+    (None, "is a folder: pass the JSON file of points to --measured"),
+])
+def test_overlay_file_errors_are_one_line(tmp_path, content, words):
+    from iomodel.commands.plot import _load_measured
+
+    path = tmp_path / "points.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    with pytest.raises(IomodelError) as exc:
+        _load_measured(path)
+    assert words in str(exc.value) and "\n" not in str(exc.value)
