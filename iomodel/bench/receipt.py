@@ -910,7 +910,7 @@ def _training_proof_row(b: dict[str, Any]) -> str:
                      f"{r['tflops']:.3g} TFLOP/s, peak {fmt_bytes(r.get('peak_allocated_bytes'))}, "
                      f"{_times(r.get('speedup_vs_eager'))} vs eager, {_times(r.get('speedup'))} vs math; gradient max error "
                      f"{_grad_errors(r)} (limits " + " / ".join(_e(lim[g].get('max_abs')) for g in GRADIENTS) + ")")
-    proof = (f"{d['speedup']:.2f}× vs SDPA MATH (fp32 intermediates; geomean, policy ≥ {d['min_speedup']:g}×), "
+    proof = (f"{d['speedup']:.2f}× faster than SDPA MATH (fp32 intermediates; geomean, policy ≥ {d['min_speedup']:g}×), "
              f"{_times(d.get('speedup_vs_eager'))} vs the eager chain in {b['dtype']}; " + "; ".join(parts))
     decision = f"train with {TITLES.get(d['backend'], d['backend'])} (forward + backward, no N × N scores in memory)"
     return f"| {_cell(signal)} | {_cell(decision)} | {_cell(proof)} |"
