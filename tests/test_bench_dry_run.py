@@ -161,3 +161,52 @@ def test_bench_kernel_dry_run(tmp_path):
     from iomodel.bench.receipt import check_receipt
 
     assert check_receipt(receipt) == []  # every stored number recomputes from the samples
+
+
+TRAIN_BENCH = FAKE_CUDA + r'''
+torch.Generator = _Gen
+import torch.distributed.tensor  # imported lazily under autograd; its annotations need the real Generator class
+torch.Generator = lambda device=None: _Gen()
+import kernels.backward as bw
+bw._check_device = lambda q: None
+bw._emulate_bf16 = fa._emulate_bf16
+import triton.experimental.gluon  # noqa: F401 - imported lazily by the interpreter, which asserts TRITON_INTERPRET then
+os.environ["TRITON_INTERPRET"] = "0"   # the kernels were made interpreted at import; the bench now offers the kernel
+Ev.synchronize = lambda self: None
+for name in ("reset_peak_memory_stats", "memory_allocated", "max_memory_allocated"):
+    setattr(torch.cuda, name, lambda *a: 0)
+torch.backends.cudnn.version = lambda: 0
+from iomodel.cli import main
+with CudaToCpu():
+    main(["bench", "--device", "cuda", "--matrix", os.environ["OUT"] + "/train.toml", "-o",
+          os.environ["OUT"] + "/receipt.json", "--no-progress", "--reps", "3", "--warmup", "0"])
+'''
+
+
+def test_bench_training_dry_run(tmp_path):
+    """``iomodel bench --device cuda`` on a training bucket: the CUDA path (events, the kernel's forward and
+    backward, gradient checks, both baselines) is the CPU path's code; only the clock differs."""
+    from iomodel.bench.matrix import MATRICES_DIR
+
+    text = (MATRICES_DIR / "cuda-v2.toml").read_text()
+    head = text[:text.index("\n[workload]\n") + 1].replace("l2_flush_bytes = 268435456", "l2_flush_bytes = 1024")
+    tiny = (MATRICES_DIR / "cpu-v2.toml").read_text()
+    (tmp_path / "train.toml").write_text(head + tiny[tiny.index('[[bucket]]\nname = "train-tiny"'):])
+    res = _run(TRAIN_BENCH, tmp_path)
+    assert res.returncode in (0, 1), res.stdout[-3000:] + res.stderr[-3000:]
+    r = json.loads((tmp_path / "receipt.json").read_text())
+    # exit 1 only for the speed floor, which timings of Triton's interpreter and of CPU SDPA cannot be held to
+    assert all("below the policy's" in v for v in r["verdict"]["violations"]), r["verdict"]
+    assert r["device"]["kind"] == "cuda" and r["policy"]["version"] == 2  # the matrix names policy v2
+    (s,) = r["buckets"][0]["shapes"]
+    assert s["eager"]["status"] == "ok"
+    assert s["results"]["tiled"]["status"] == "ok" and s["results"]["tiled"]["grad_accuracy"]["pass"]
+    assert s["results"]["tiled"]["config"]["path"] == "prefill"
+    assert s["results"]["tiled"]["speedup_vs_eager"] > 0 and s["results"]["tiled"]["tflops"] > 0
+    for n in ("sdpa-efficient", "sdpa-cudnn"):  # CUDA-only backends refuse on a CPU, with their reasons
+        assert s["results"][n]["status"] in ("unsupported", "error") and s["results"][n]["reasons"], s["results"][n]
+    from iomodel.bench.receipt import check_training
+    from iomodel.bench.policy import load_policy
+
+    assert check_training(r, load_policy(2)) == []  # every training number recomputes from the samples
+    assert "## Training steps (forward + backward)" in (tmp_path / "receipt.md").read_text()

@@ -11,6 +11,14 @@
   Triton's interpreter, which is a correctness tool). Receipts written before the rename
   call it ``triton``: :data:`LEGACY_BACKEND_NAMES`, applied by
   :func:`iomodel.bench.receipt.load_receipt`.
+* ``eager`` — the eager chain in the input dtype, ``kernels.baseline.eager_attention`` (the
+  guide's baseline: writes the seqlen_q x seqlen_k scores, softmax in the input dtype;
+  differentiable by autograd). The second baseline of training buckets and their gradient
+  baseline; forward buckets do not run it.
+
+A training bucket times :func:`training_step` around a backend's call: forward, then
+``torch.autograd.grad(o, (q, k, v), dO)``; a backend whose output has no backward is
+refused with that reason (:class:`KernelRefusal`), never replaced.
 
 :data:`SDPA_BACKENDS` is the one table of SDPA backends (``SDPBackend`` member, the ATen
 ops that identify it in a profiler trace, the header of its refusal reasons), and
@@ -67,11 +75,14 @@ LEGACY_BACKEND_NAMES = {"triton": KERNEL}
 #: SDPA without a pinned backend (PyTorch's own choice); profiled, never timed.
 AUTO = "sdpa-auto"
 BASELINE = "sdpa-math"
+#: The eager chain in the input dtype: the second baseline of training buckets, and their gradient baseline.
+EAGER = "eager"
 #: Order in which backends are listed (baseline first).
 BACKEND_ORDER = ("sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", KERNEL)
 #: SDPA backends PyTorch implements on a CPU.
 CPU_SDPA = ("sdpa-math", "sdpa-flash")
-TITLES = {**{n: b.title for n, b in SDPA_BACKENDS.items()}, KERNEL: "iomodel tiled kernel (Triton)"}
+TITLES = {**{n: b.title for n, b in SDPA_BACKENDS.items()}, KERNEL: "iomodel tiled kernel (Triton)",
+          EAGER: "eager chain in the input dtype (kernels/baseline.py)"}
 
 
 class KernelRefusal(Exception):
@@ -82,8 +93,9 @@ def attention_call(backend: str, inp: AttentionInputs) -> Callable[[], Any]:
     """The zero-argument callable that runs one attention call on ``inp`` with ``backend``.
 
     Args:
-        backend: ``"tiled"`` (the bundled kernel), a key of :data:`SDPA_BACKENDS` (SDPA pinned
-            to that backend) or ``"sdpa-auto"`` (SDPA, PyTorch's own choice).
+        backend: ``"tiled"`` (the bundled kernel), ``"eager"`` (the eager chain), a key of
+            :data:`SDPA_BACKENDS` (SDPA pinned to that backend) or ``"sdpa-auto"`` (SDPA,
+            PyTorch's own choice).
         inp: Q ``(B, H, seqlen_q, HEAD_DIM)``, K and V ``(B, H_kv, seqlen_k, HEAD_DIM)`` and the mask.
 
     Returns:
@@ -92,10 +104,18 @@ def attention_call(backend: str, inp: AttentionInputs) -> Callable[[], Any]:
         copying K/V.
 
     Raises:
-        KernelRefusal: ``tiled`` with a key-padding mask (the kernel takes none).
+        KernelRefusal: ``tiled`` or ``eager`` with a key-padding mask (neither takes one).
         IomodelError: an unknown backend name.
     """
     match backend:
+        case "eager":
+            if inp.lengths is not None:
+                raise KernelRefusal("the eager chain (kernels/baseline.py) takes no key-padding mask: padded ragged "
+                                    "batches are unsupported")
+            from kernels.baseline import eager_attention
+
+            q, k, v, causal, align = inp.q, inp.k, inp.v, inp.causal, inp.causal_align
+            return lambda: eager_attention(q, k, v, causal=causal, causal_align=align)
         case "tiled":
             if inp.lengths is not None:
                 raise KernelRefusal("the tiled kernel takes no key-padding mask (attn_mask): padded ragged "
@@ -122,7 +142,37 @@ def attention_call(backend: str, inp: AttentionInputs) -> Callable[[], Any]:
 
             return run
         case _:
-            raise IomodelError(f"unknown attention backend {backend!r}: use one of {', '.join(BACKEND_ORDER)}")
+            raise IomodelError(f"unknown attention backend {backend!r}: use one of "
+                               f"{', '.join((*BACKEND_ORDER, EAGER))}")
+
+
+def training_step(call: Callable[[], Any], inp: AttentionInputs) -> Callable[[], tuple[Any, Any, Any, Any]]:
+    """One training step around a backend's forward callable: forward, then the gradients for ``inp.do``.
+
+    Args:
+        call: a zero-argument callable returning o ``(B, H, seqlen_q, HEAD_DIM)`` (from
+            :func:`attention_call`).
+        inp: inputs whose q, k, v require grad and whose ``do`` is set (a training bucket's).
+
+    Returns:
+        A callable returning ``(o, dq, dk, dv)``: o detached, dq like q, dk and dv like k and v
+        (``torch.autograd.grad(o, (q, k, v), do)``).
+
+    Raises:
+        KernelRefusal: (when called) the output has no ``grad_fn``: the backend has no backward.
+    """
+    import torch
+
+    q, k, v, do = inp.q, inp.k, inp.v, inp.do
+
+    def step() -> tuple[Any, Any, Any, Any]:
+        o = call()
+        if o.grad_fn is None:
+            raise KernelRefusal("its output has no grad_fn: this backend has no backward pass")
+        dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
+        return o.detach(), dq, dk, dv
+
+    return step
 
 
 def kernel_config(inp: AttentionInputs) -> dict[str, Any]:
@@ -168,6 +218,18 @@ class Backend:
     def to_dict(self) -> dict[str, Any]:
         return {"title": self.title, "role": self.role, "available": self.available, "reason": self.reason,
                 "version": self.version}
+
+
+def eager_backend() -> Backend:
+    """The eager chain (:data:`EAGER`), a baseline available on every device (training buckets only)."""
+    import torch
+
+    def describe(inp: AttentionInputs) -> dict[str, Any]:
+        return {"chain": "kernels/baseline.py eager_attention (score_dtype None)",
+                "score_dtype": str(inp.q.dtype).removeprefix("torch.")}
+
+    return Backend(EAGER, "baseline", True, "", lambda inp: attention_call(EAGER, inp),
+                   refusal_types=(KernelRefusal,), version=f"torch {torch.__version__}", describe=describe)
 
 
 def kernel_backend(device: str) -> Backend:

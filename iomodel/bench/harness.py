@@ -12,6 +12,21 @@ For each shape of a :class:`~iomodel.bench.matrix.ShapeMatrix` the harness
    ``warmup`` untimed calls each, then ``reps`` rounds in which every backend runs once,
    the order rotating each round.
 
+A training bucket (``pass = "fwd+bwd"``) runs the same steps on one training step per call
+(:func:`iomodel.bench.backends.training_step`: forward, then ``torch.autograd.grad(o, (q, k,
+v), dO)`` with a seeded dO), on every device alike (only the clock differs), and adds:
+
+* the eager chain in the input dtype (``eager``) as a second baseline, run first; its
+  result is kept apart (``shape["eager"]``) so the forward policy's "fused vs MATH" rules
+  never apply to it;
+* the gradient errors of dQ, dK, dV against float64 (:func:`iomodel.bench.inputs.reference_gradients`)
+  with the policy's gradient rule relative to the eager chain's own errors
+  (``grad_error``, ``grad_accuracy``);
+* per result the speedup against both baselines (``speedup`` over SDPA MATH as in every
+  bucket, ``speedup_vs_eager``) and the step's TFLOP/s (``tflops``, FLOPs = 3.5 x
+  4·B·H·HEAD_DIM·visible pairs, :meth:`iomodel.bench.matrix.Bucket.flops`). The peak memory
+  is that of the whole step.
+
 The result is the receipt dictionary (:mod:`iomodel.bench.receipt` renders and checks it).
 """
 
@@ -23,12 +38,13 @@ import os
 import time
 from typing import Any, Callable
 
-from iomodel.bench.backends import AUTO, BASELINE, SDPA_BACKENDS, Backend, KernelRefusal, attention_call, available_backends
+from iomodel.bench.backends import (AUTO, BASELINE, EAGER, SDPA_BACKENDS, Backend, KernelRefusal, attention_call,
+                                    available_backends, eager_backend, training_step)
 from iomodel.bench.downstream import downstream_check
 from iomodel.bench.environment import check_device, environment
-from iomodel.bench.inputs import make_inputs, reference_output, shape_seed
+from iomodel.bench.inputs import make_inputs, reference_gradients, reference_output, shape_seed
 from iomodel.bench.matrix import Bucket, ShapeMatrix
-from iomodel.bench.policy import Policy, accuracy_verdict, drift_limits, error_stats
+from iomodel.bench.policy import GRADIENTS, Policy, accuracy_verdict, drift_limits, error_stats, gradient_verdict
 from iomodel.bench.telemetry import probe_call, profile_call
 from iomodel.bench.timing import CPU_MIN_SAMPLE_S, CUDA_SPIN_CYCLES, spread, time_interleaved
 from iomodel.errors import IomodelError
@@ -45,22 +61,71 @@ def _geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+class GradientCheck:
+    """The float64 gradients of one training shape, and each backend's errors against them.
+
+    The gradient baseline (the eager chain, :data:`~iomodel.bench.backends.EAGER`) must be
+    checked first: every later result is held to ``k x`` its errors ``+ eps`` per tensor.
+    """
+
+    def __init__(self, inp: Any, tol: Any) -> None:
+        import torch
+
+        with torch.no_grad():
+            self.ref = reference_gradients(inp)  # (dq, dk, dv) float64
+        self.tol = tol
+        self.base: dict[str, Any] | None = None
+
+    def check(self, name: str, grads: tuple[Any, Any, Any]) -> dict[str, Any]:
+        """``{"grad_error": {tensor: error_stats}, "grad_accuracy": verdict}`` of one backend's gradients."""
+        stats = {g: error_stats(x, r, self.tol) for g, x, r in zip(GRADIENTS, grads, self.ref)}
+        if name == EAGER:
+            self.base = stats
+            return {"grad_error": stats, "grad_accuracy": gradient_verdict(stats, None, self.tol)}
+        if self.base is None:
+            return {"grad_error": stats, "grad_accuracy": {"pass": False, "limits": {}, "reasons": [
+                "no gradient baseline (eager) result to compare with"]}}
+        return {"grad_error": stats, "grad_accuracy": gradient_verdict(stats, self.base, self.tol)}
+
+
+def training_backends(backends: list[Backend]) -> list[Backend]:
+    """The backends of a training bucket: the eager chain first (the gradient baseline), then ``backends``."""
+    return [eager_backend(), *backends]
+
+
+def _both_baselines(results: dict[str, dict[str, Any]], eager: dict[str, Any], flops: int) -> None:
+    """Add ``speedup_vs_eager`` (eager median / median) and ``tflops`` (FLOPs / median / 1e12) in place."""
+    emed = eager["time_s"]["median"] if eager.get("status") == "ok" else None
+    for res in (*results.values(), eager):
+        if res.get("status") == "ok" and "time_s" in res:
+            med = res["time_s"]["median"]
+            res["tflops"] = flops / med / 1e12
+            if res is not eager:
+                res["speedup_vs_eager"] = emed / med if emed else None
+
+
 def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, policy: Policy,
               backends: list[Backend], warmup: int, reps: int,
               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Benchmark every available backend on one shape (see the module docstring for the steps).
 
+    Args:
+        backends: for a training bucket, :func:`training_backends` (the eager chain first).
+
     Returns:
         The shape's receipt entry: ``{"shape", "label", "seed", "mask", "useful_tokens", "auto",
-        "results": {backend: {...}}}`` with times in seconds and memory in bytes.
+        "results": {backend: {...}}}`` with times in seconds and memory in bytes; a training
+        bucket's also has ``"flops"`` (of one step) and ``"eager"`` (the eager chain's result).
     """
     import torch
 
     shape = bucket.shapes[index]
     seed = shape_seed(matrix.seed, bucket.name, index)
     inp = make_inputs(bucket, shape, seed, device)
-    ref = reference_output(bucket, shape, inp, max_score_bytes=(1 << 30) if device == "cuda" else (64 << 20))
+    with torch.no_grad():
+        ref = reference_output(bucket, shape, inp, max_score_bytes=(1 << 30) if device == "cuda" else (64 << 20))
     tol = policy.tol(bucket.dtype)
+    grads = GradientCheck(inp, policy.grad_tol(bucket.dtype)) if bucket.training else None
     results: dict[str, dict[str, Any]] = {}
     calls: dict[str, Callable[[], Any]] = {}
     base_stats = None
@@ -75,7 +140,10 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
         except KernelRefusal as exc:
             results[be.name] = {"status": "unsupported", "reasons": [str(exc)], "warnings": []}
             continue
-        pr = probe_call(fn, backend=be.name if be.name in SDPA_BACKENDS else None, refusal_types=be.refusal_types)
+        if grads is not None:
+            fn = training_step(fn, inp)
+        pr = probe_call(fn, backend=be.name if be.name in SDPA_BACKENDS else None,
+                        refusal_types=(*be.refusal_types, KernelRefusal))
         if pr.output is None:
             status = "unsupported" if pr.refused else "error"
             results[be.name] = {"status": status, "reasons": pr.reasons if pr.refused else [pr.error],
@@ -84,14 +152,18 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
                 torch.cuda.empty_cache()
             continue
         res["warnings"] = pr.warnings
-        limit = drift_limits(base_stats, tol)["max_abs"] if (base_stats and be.name != BASELINE) else None
-        stats = error_stats(pr.output, ref, tol, inp.valid_rows, limit_max=limit)
-        del pr
+        baseline = be.role == "baseline"  # SDPA MATH, and the eager chain of a training bucket
+        limit = drift_limits(base_stats, tol)["max_abs"] if (base_stats and not baseline) else None
+        out = pr.output[0] if grads is not None else pr.output
+        stats = error_stats(out, ref, tol, inp.valid_rows, limit_max=limit)
+        if grads is not None:
+            res.update(grads.check(be.name, pr.output[1:]))
+        del pr, out
         if be.name == BASELINE:
             base_stats = stats
         res["error"] = stats
-        if be.name == BASELINE or base_stats is not None:
-            res["accuracy"] = accuracy_verdict(stats, None if be.name == BASELINE else base_stats, tol)
+        if baseline or base_stats is not None:
+            res["accuracy"] = accuracy_verdict(stats, None if baseline else base_stats, tol)
         else:  # the baseline refused or failed: a fused result cannot be held to "k x baseline"
             res["accuracy"] = {"pass": False, "limits": {}, "reasons": ["no baseline result to compare with"]}
         tel = profile_call(fn, device)
@@ -120,9 +192,10 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
         progress(f"{bucket.name} {shape.label()} · timing {len(calls)} backends × {reps}")
     timed = time_interleaved(calls, device, warmup, reps, matrix.l2_flush_bytes)
     tokens = shape.useful_tokens(bucket.phase)
+    eager = results.pop(EAGER, None)  # the second baseline of a training bucket: kept apart, see the module docstring
     base = results.get(BASELINE, {})
     for name, t in timed.items():
-        res = results[name]
+        res = eager if name == EAGER else results[name]
         res["time_s"] = spread(t["samples_s"])
         res["samples_s"] = t["samples_s"]
         res["inner"] = t["inner"]
@@ -143,7 +216,7 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
                 res["memory_ratio"] = (pm / bmem) if (pm is not None and bmem) else None
     if device == "cuda":
         torch.cuda.empty_cache()
-    return {
+    entry = {
         "shape": shape.to_dict(),
         "label": shape.label(),
         "seed": seed,
@@ -153,6 +226,12 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
         "auto": auto,
         "results": results,
     }
+    if grads is not None:
+        flops = bucket.flops(shape)
+        eager = eager or {"status": "error", "reasons": ["the eager chain was not run"]}
+        _both_baselines(results, eager, flops)
+        entry.update(flops=flops, eager=eager)
+    return entry
 
 
 def summarize_bucket(bucket: Bucket, shapes: list[dict[str, Any]], backends: list[Backend], device: str,
@@ -165,7 +244,7 @@ def summarize_bucket(bucket: Bucket, shapes: list[dict[str, Any]], backends: lis
     """
     per: dict[str, Any] = {}
     for be in backends:
-        if not be.available or be.name == BASELINE:
+        if not be.available or be.role == "baseline":
             continue
         rs = [s["results"].get(be.name, {}) for s in shapes]
         counts = {st: sum(1 for r in rs if r.get("status") == st) for st in ("ok", "unsupported", "error")}
@@ -177,6 +256,9 @@ def summarize_bucket(bucket: Bucket, shapes: list[dict[str, Any]], backends: lis
             "memory_ratio_geomean": _geomean([r.get("memory_ratio") for r in ok]),
             "max_abs_error": max((float(r["error"]["max_abs"]) for r in ok), default=None),
         }
+        if bucket.training:  # a backend whose gradients break the policy is never the decision
+            per[be.name]["drift_pass"] = per[be.name]["drift_pass"] and all(r["grad_accuracy"]["pass"] for r in ok)
+            per[be.name]["speedup_vs_eager_geomean"] = _geomean([r.get("speedup_vs_eager") for r in ok])
     auto_hist: dict[str, int] = {}
     for s in shapes:
         k = s["auto"].get("ran") or "none"
@@ -191,6 +273,8 @@ def summarize_bucket(bucket: Bucket, shapes: list[dict[str, Any]], backends: lis
                     "min_speedup": minimum}
     else:
         decision = {"backend": None, "speedup": None, "memory_ratio": None, "min_speedup": minimum}
+    if bucket.training:
+        decision["speedup_vs_eager"] = per[decision["backend"]]["speedup_vs_eager_geomean"] if cands else None
     return {
         "backends": per,
         "auto_dispatch": auto_hist,
@@ -228,6 +312,8 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
     check_device(device)
     for b in matrix.buckets:
         policy.tol(b.dtype)
+        if b.training:
+            policy.grad_tol(b.dtype)
     policy.min_speedup(device, matrix.buckets[0].name)
     reps = matrix.reps if reps is None else reps
     warmup = matrix.warmup if warmup is None else warmup
@@ -235,6 +321,8 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
         raise IomodelError(f"reps must be at least 3 for a median and spread, got {reps}: raise --reps")
     started = time.perf_counter()
     backends = available_backends(device)
+    training = any(b.training for b in matrix.buckets)
+    listed = training_backends(backends) if training else backends
     receipt: dict[str, Any] = {
         "schema": RECEIPT_SCHEMA,
         "command": command,
@@ -251,8 +339,11 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
                        f"lasts >= {CPU_MIN_SAMPLE_S * 1e3:g} ms"),
             "statistic": "median of per-call sample times; spread p10/p90, IQR, min/max",
             "memory": "peak bytes allocated during one call above what was allocated before it (not bytes moved)",
+            **({"training_step": "a fwd+bwd bucket's call is one training step: o = the backend's forward, then "
+                                 "torch.autograd.grad(o, (q, k, v), dO) with a seeded dO; time and peak memory are "
+                                 "those of the whole step"} if training else {}),
         },
-        "backends": {be.name: be.to_dict() for be in backends},
+        "backends": {be.name: be.to_dict() for be in listed},
         "buckets": [],
     }
     torch.manual_seed(matrix.seed)
@@ -265,9 +356,10 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
 
     for bucket in matrix.buckets:
         shapes = []
+        bes = training_backends(backends) if bucket.training else backends
         for i in range(len(bucket.shapes)):
             try:
-                shapes.append(run_shape(bucket, i, matrix, device, policy, backends, warmup, reps, step))
+                shapes.append(run_shape(bucket, i, matrix, device, policy, bes, warmup, reps, step))
             except Exception as exc:  # e.g. the float64 reference does not fit: record it in the receipt, go on
                 shp = bucket.shapes[i]
                 shapes.append({"shape": shp.to_dict(), "label": shp.label(), "seed": shape_seed(matrix.seed, bucket.name, i),
@@ -281,7 +373,7 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
             step(f"{bucket.name} {bucket.shapes[i].label()} done")
         receipt["buckets"].append({**{k: v for k, v in bucket.to_dict().items() if k != "shapes"},
                                    "signal": bucket.signal(), "shapes": shapes,
-                                   "summary": summarize_bucket(bucket, shapes, backends, device, policy)})
+                                   "summary": summarize_bucket(bucket, shapes, bes, device, policy)})
     if downstream:
         step("downstream logits check")
         receipt["downstream"] = {

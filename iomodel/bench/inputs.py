@@ -4,7 +4,9 @@ Every backend of a shape runs on the *same* tensors (made once from a seed deriv
 the matrix seed, the bucket name and the shape's index). A padded ragged batch is a dense
 padded batch plus a boolean key-padding ``attn_mask`` (True = attend), which is how
 serving stacks without nested tensors express it; the mask changes which SDPA backends
-accept the call, and the harness records that.
+accept the call, and the harness records that. A training bucket's Q, K, V require grad
+and come with a seeded output gradient dO (:attr:`AttentionInputs.do`);
+:func:`reference_gradients` gives their float64 gradients.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class AttentionInputs:
             statistics (padded prefill rows are excluded), or None (all rows count).
         mask_kind: ``"none"``, ``"is_causal"``, ``"key-padding"``, ``"key-padding+causal"``
             or ``"causal-bottom-right"``: how the mask reached SDPA.
+        do: training buckets: the gradient of O ``(B, H, seqlen_q, HEAD_DIM)`` that one
+            backward pass takes (q, k, v then require grad); None for a forward bucket.
     """
 
     q: Any
@@ -44,6 +48,7 @@ class AttentionInputs:
     lengths: tuple[int, ...] | None
     valid_rows: Any
     mask_kind: str
+    do: Any = None
 
     @property
     def gqa(self) -> bool:
@@ -97,7 +102,9 @@ def make_inputs(bucket: Bucket, shape: Shape, seed: int, device: str) -> Attenti
     """Standard-normal Q, K, V for one shape, made on ``device`` from ``seed``.
 
     Values are drawn in float32 from ``torch.Generator(device).manual_seed(seed)`` and cast
-    to the bucket's dtype, so every backend sees bit-identical inputs.
+    to the bucket's dtype, so every backend sees bit-identical inputs. A training bucket
+    also draws dO ``(B, H, seqlen_q, HEAD_DIM)`` after V from the same generator (so Q, K, V
+    are those of the same shape in a forward bucket) and marks Q, K, V as requiring grad.
     """
     import torch
 
@@ -107,6 +114,11 @@ def make_inputs(bucket: Bucket, shape: Shape, seed: int, device: str) -> Attenti
     q = torch.randn(B, bucket.heads, nq, d, generator=gen, device=device).to(dtype)  # (B, H, N_q, d)
     k = torch.randn(B, bucket.kv_heads, nk, d, generator=gen, device=device).to(dtype)  # (B, H_kv, N_k, d)
     v = torch.randn(B, bucket.kv_heads, nk, d, generator=gen, device=device).to(dtype)  # (B, H_kv, N_k, d)
+    do = None
+    if bucket.training:
+        do = torch.randn(B, bucket.heads, nq, d, generator=gen, device=device).to(dtype)  # (B, H, N_q, d)
+        for t in (q, k, v):
+            t.requires_grad_(True)
     valid_rows = None
     if shape.lengths is not None:
         if bucket.causal:
@@ -124,7 +136,8 @@ def make_inputs(bucket: Bucket, shape: Shape, seed: int, device: str) -> Attenti
     else:
         mask, kind, is_causal = None, "none", False
     return AttentionInputs(q=q, k=k, v=v, causal=bucket.causal, causal_align=bucket.causal_align, attn_mask=mask,
-                           sdpa_is_causal=is_causal, lengths=shape.lengths, valid_rows=valid_rows, mask_kind=kind)
+                           sdpa_is_causal=is_causal, lengths=shape.lengths, valid_rows=valid_rows, mask_kind=kind,
+                           do=do)
 
 
 def reference_output(bucket: Bucket, shape: Shape, inp: AttentionInputs, max_score_bytes: int = 256 * 2**20):
@@ -139,18 +152,57 @@ def reference_output(bucket: Bucket, shape: Shape, inp: AttentionInputs, max_sco
     B, H, nq, d = inp.q.shape
     Hkv, nk = inp.k.shape[1], inp.k.shape[2]
     G = H // Hkv
-    k64 = inp.k.double()  # (B, H_kv, N_k, d)
-    v64 = inp.v.double()
+    k64 = inp.k.detach().double()  # (B, H_kv, N_k, d); detached: a training bucket's inputs require grad
+    v64 = inp.v.detach().double()
     vis = visible_keys(bucket, shape, str(inp.q.device))  # (B, 1, N_q, N_k)
     out = torch.empty(B, H, nq, d, dtype=torch.float64, device=inp.q.device)
     rows = max(1, min(nq, max_score_bytes // max(1, B * H * nk * 8)))
     scale = d ** -0.5
     for a in range(0, nq, rows):
         b = min(nq, a + rows)
-        qc = inp.q[:, :, a:b].double().reshape(B, Hkv, G * (b - a), d)  # (B, H_kv, G*c, d)
+        qc = inp.q.detach()[:, :, a:b].double().reshape(B, Hkv, G * (b - a), d)  # (B, H_kv, G*c, d)
         s = (qc @ k64.transpose(-2, -1)) * scale  # (B, H_kv, G*c, N_k)
         s = s.view(B, Hkv, G, b - a, nk)
         s = s.masked_fill(~vis[:, :, a:b].view(B, 1, 1, b - a, nk), float("-inf"))
         p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # rows with no visible key -> 0
         out[:, :, a:b] = (p.view(B, Hkv, G * (b - a), nk) @ v64).view(B, H, b - a, d)
     return out
+
+
+def reference_gradients(inp: AttentionInputs):
+    """Float64 gradients ``(dq, dk, dv)`` of the inputs of a training bucket for its ``inp.do``.
+
+    :func:`kernels.reference.reference_attention_backward` (the one float64 backward), one
+    batch element and KV head at a time, so the float64 scores it materialises stay at
+    ``G * seqlen_q * seqlen_k * 8`` bytes per tensor (G = H / H_kv) rather than B * H_kv
+    times that. Padded shapes never reach it (the matrix refuses lengths in a fwd+bwd bucket).
+
+    Returns:
+        dq ``(B, H, seqlen_q, HEAD_DIM)``, dk and dv ``(B, H_kv, seqlen_k, HEAD_DIM)``, float64;
+        dk and dv summed over the query heads of each group.
+
+    Raises:
+        IomodelError: ``inp.do`` is None (not a training bucket's inputs), or the reference
+            refuses the shapes.
+    """
+    import torch
+
+    from iomodel.errors import IomodelError
+    from kernels.reference import reference_attention_backward
+
+    if inp.do is None:
+        raise IomodelError("these inputs have no output gradient dO: make them with make_inputs for a fwd+bwd bucket")
+    q, k, v, do = (t.detach() for t in (inp.q, inp.k, inp.v, inp.do))
+    B, H = q.shape[:2]
+    Hkv = k.shape[1]
+    G = H // Hkv
+    dq = torch.empty(q.shape, dtype=torch.float64, device=q.device)  # (B, H, N_q, d)
+    dk = torch.empty(k.shape, dtype=torch.float64, device=q.device)  # (B, H_kv, N_k, d)
+    dv = torch.empty(v.shape, dtype=torch.float64, device=q.device)
+    for b in range(B):
+        for j in range(Hkv):
+            hs = slice(j * G, (j + 1) * G)  # the query heads of KV head j
+            g = reference_attention_backward(do[b:b + 1, hs], q[b:b + 1, hs], k[b:b + 1, j:j + 1],
+                                             v[b:b + 1, j:j + 1], inp.causal, inp.causal_align)
+            dq[b:b + 1, hs], dk[b:b + 1, j:j + 1], dv[b:b + 1, j:j + 1] = g
+    return dq, dk, dv

@@ -3,12 +3,15 @@
 A shape matrix is a TOML file (bundled ones live in ``iomodel/bench/matrices/``) of one of
 two kinds:
 
-* a bucket matrix (:class:`ShapeMatrix`, ``cpu-v1.toml``, ``cuda-v1.toml``): a
-  ``version``, timing settings, a representative request (``[workload]``) and buckets with
-  traffic weights. Each bucket fixes the phase (prefill or decode), masking (causal
+* a bucket matrix (:class:`ShapeMatrix`, ``cpu-v1.toml``, ``cuda-v1.toml``, ``cpu-v2.toml``,
+  ``cuda-v2.toml``): a ``version``, timing settings, a representative request
+  (``[workload]``) and buckets with traffic weights. Each bucket fixes the phase (prefill or
+  decode), the pass (``pass = "fwd"``, the default, or ``"fwd+bwd"``: a training bucket,
+  timed as forward + backward with gradients checked; version 2 files only), masking (causal
   top-left / bottom-right, or a key-padding mask for padded ragged batches), the heads
   (H, H_kv for GQA), HEAD_DIM and dtype, and lists shapes ``(B, seqlen_q, seqlen_k)``;
-  :mod:`iomodel.bench.harness` runs it against the accuracy and speedup policy.
+  :mod:`iomodel.bench.harness` runs it against the accuracy and speedup policy. A version 2
+  file may also name the policy version it is checked under (``policy = 2``).
 * a kernel-speed matrix (:class:`SpeedMatrix`, ``kind = "kernel-speed"``,
   ``kernel-speed-v1.toml``): a prefill grid (B * seqlen tokens per call, HEAD_DIMs,
   seqlens, dtypes, causal) and a decode grid (batches, GQA heads, KV lengths);
@@ -37,18 +40,25 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from iomodel.errors import IomodelError
-from iomodel.spec import CAUSAL_ALIGNS, FP32_WIDTH, PHASES, canonical_dtype
+from iomodel.spec import CAUSAL_ALIGNS, FP32_WIDTH, PASSES, PHASES, canonical_dtype
 
 #: Folder of the bundled shape matrices (package data).
 MATRICES_DIR = Path(__file__).resolve().parent / "matrices"
 
 #: Bundled matrix per device when ``--matrix`` is not given.
 DEFAULT_MATRIX = {"cpu": "cpu", "cuda": "cuda"}
+#: What a bare bundled name means: the version the committed receipts were made with. Newer
+#: versions are named in full (``--matrix cuda-v2``), so a new file never changes what an old
+#: command runs.
+MATRIX_ALIASES = {"cpu": "cpu-v1", "cuda": "cuda-v1", "kernel-speed": "kernel-speed-v1"}
 
-#: Highest matrix-file schema version this code reads.
-MATRIX_SCHEMA_VERSION = 1
+#: Highest matrix-file schema version this code reads (2 adds ``pass`` per bucket and ``policy``).
+MATRIX_SCHEMA_VERSION = 2
+#: Keys a bucket matrix may use only from schema version 2 on (top level, then per bucket).
+_V2_TOP_KEYS = {"policy"}
+_V2_BUCKET_KEYS = {"pass"}
 
-_TOP_KEYS = {"version", "name", "device", "seed", "description", "timing", "workload", "bucket"}
+_TOP_KEYS = {"version", "name", "device", "seed", "description", "timing", "workload", "bucket", *_V2_TOP_KEYS}
 #: ``kind`` of a kernel-speed matrix (a bucket matrix has no ``kind``).
 SPEED_KIND = "kernel-speed"
 _SPEED_TOP_KEYS = {"version", "kind", "name", "device", "description", "backends", "math_limit_bytes", "timing",
@@ -62,7 +72,7 @@ _TIMING_KEYS = {"warmup", "reps", "l2_flush_bytes"}
 _WORKLOAD_KEYS = {"prompt_len", "output_len", "layers", "prefill_bucket", "decode_bucket", "note"}
 _BUCKET_KEYS = {
     "name", "weight", "phase", "causal", "causal_align", "heads", "kv_heads", "head_dim", "dtype",
-    "shapes", "note",
+    "shapes", "note", *_V2_BUCKET_KEYS,
 }
 _SHAPE_KEYS = {"batch", "seqlen_q", "seqlen_k", "lengths"}
 #: Dtypes the harness can make tensors of (fp8 has no SDPA path).
@@ -122,16 +132,33 @@ class Bucket:
     shapes: tuple[Shape, ...]
     note: str = ""
     line: int | None = None  # line of the bucket's [[bucket]] header in the file
+    passes: str = "fwd"  # the file's ``pass``: "fwd" (inference call) or "fwd+bwd" (training step)
 
     @property
     def gqa(self) -> bool:
         return self.kv_heads < self.heads
 
+    @property
+    def training(self) -> bool:
+        """Whether the bucket times forward + backward (``pass = "fwd+bwd"``)."""
+        return self.passes == "fwd+bwd"
+
+    def flops(self, shape: Shape) -> int:
+        """Conventional FLOPs of one call of ``shape``: 4·B·H·HEAD_DIM·(visible pairs) forward,
+        × 3.5 for a training bucket (backward 2.5× forward).
+
+        The one formula is :func:`iomodel.traffic.bounds.useful_flops` (FlashAttention-2,
+        Dao 2023, Section 4.1, with the causal pairs counted exactly); padded key lengths are
+        not counted out (a training bucket has none). Units: FLOPs.
+        """
+        return step_flops(shape.batch, self.heads, self.kv_heads, self.head_dim, shape.seqlen_q, shape.seqlen_k,
+                          self.causal, self.causal_align, self.training)
+
     def signal(self) -> str:
         """A one-line description of what characterises the bucket (for the receipt's Signal column)."""
         ns = sorted({s.seqlen_k for s in self.shapes})
         span = f"{_tokens(ns[0])}" if len(ns) == 1 else f"{_tokens(ns[0])}–{_tokens(ns[-1])}"
-        parts = [self.phase, f"{span} keys"]
+        parts = ["training step (fwd+bwd)" if self.training else self.phase, f"{span} keys"]
         if self.causal:
             parts.append(f"causal {self.causal_align}")
         if self.gqa:
@@ -142,9 +169,32 @@ class Bucket:
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k != "shapes"}
+        d = {k: v for k, v in asdict(self).items() if k not in ("shapes", "passes")}
+        d["pass"] = self.passes
         d["shapes"] = [s.to_dict() for s in self.shapes]
         return d
+
+
+def step_flops(batch: int, heads: int, kv_heads: int, head_dim: int, seqlen_q: int, seqlen_k: int, causal: bool,
+               causal_align: str, backward: bool) -> int:
+    """FLOPs of one attention call, forward or forward + backward (see :meth:`Bucket.flops`).
+
+    Evaluates :func:`iomodel.traffic.bounds.useful_flops` (the one statement of the FLOP
+    convention) for the layer, exactly in integers. Units: FLOPs.
+
+    Raises:
+        IomodelError: sizes the layer spec refuses (non-positive, H not divisible by H_kv).
+    """
+    from iomodel.spec import LayerSpec
+    from iomodel.traffic.base import SYM
+    from iomodel.traffic.bounds import useful_flops
+    from iomodel.traffic.compile import python_function
+
+    spec = LayerSpec(batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, seqlen_q=seqlen_q,
+                     seqlen_k=seqlen_k, causal=causal, causal_align=causal_align, backward=backward)
+    args = (SYM.B, SYM.H, SYM.d, SYM.N_q, SYM.N_k)
+    (flops,) = python_function(args, [useful_flops(spec)])(batch, heads, head_dim, seqlen_q, seqlen_k)
+    return int(flops)
 
 
 @dataclass(frozen=True)
@@ -179,11 +229,13 @@ class ShapeMatrix:
     path: str = ""
     sha256: str = ""
     description: str = ""
+    policy: int | None = None  # the policy version the file asks to be checked under (None: the current one)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "version": self.version,
+            "policy": self.policy,
             "device": self.device,
             "seed": self.seed,
             "path": self.path,
@@ -342,8 +394,8 @@ def resolve_matrix_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.is_file():
         return p
-    bundled = {f.stem.rsplit("-v", 1)[0]: f for f in sorted(MATRICES_DIR.glob("*.toml"))}
-    bundled.update({f.stem: f for f in MATRICES_DIR.glob("*.toml")})
+    bundled = {f.stem: f for f in MATRICES_DIR.glob("*.toml")}
+    bundled.update({alias: bundled[stem] for alias, stem in MATRIX_ALIASES.items() if stem in bundled})
     if name_or_path in bundled:
         return bundled[name_or_path]
     raise IomodelError(
@@ -403,6 +455,13 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
         k = sorted(unknown)[0]
         raise fail(f"unknown top-level key {k!r}: use only {', '.join(sorted(_TOP_KEYS))}", lines.key(k, None))
     version = _version(data, lines, fail)
+    if version < 2:
+        for k in sorted(_V2_TOP_KEYS & set(data)):
+            raise fail(f"{k!r} needs matrix schema version 2: set version = 2", lines.key(k, None))
+    policy = data.get("policy")
+    if policy is not None:
+        policy = _int(policy, "policy (the policy version this matrix is checked under)", 1, fail,
+                      lines.key("policy", None))
     seed = data.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise fail(f"seed must be a non-negative integer, got {seed!r}: fix it", lines.key("seed", None))
@@ -423,17 +482,20 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
     names: set[str] = set()
     for i, rb in enumerate(raw_buckets):
         bline = lines.bucket_headers[i] if i < len(lines.bucket_headers) else None
-        b = _parse_bucket(rb, i, bline, lines, fail)
+        b = _parse_bucket(rb, i, bline, lines, fail, version)
         if b.name in names:
             raise fail(f"bucket name {b.name!r} is used twice: give each bucket its own name", lines.key("name", bline))
         names.add(b.name)
         buckets.append(b)
-    total = sum(b.weight for b in buckets)
-    if abs(total - 1.0) > 1e-6:
-        raise fail(
-            f"bucket weights sum to {total:.6g}, not 1: make the traffic weights of all buckets sum to 1",
-            lines.bucket_headers[0] if lines.bucket_headers else None,
-        )
+    for passes in ("fwd", "fwd+bwd"):  # a serving mix and a training mix are separate workloads
+        group = [b for b in buckets if b.passes == passes]
+        total = sum(b.weight for b in group)
+        if group and abs(total - 1.0) > 1e-6:
+            which = "all buckets" if passes == "fwd" else "the fwd+bwd (training) buckets"
+            raise fail(
+                f"bucket weights sum to {total:.6g}, not 1: make the traffic weights of {which} sum to 1",
+                group[0].line,
+            )
 
     workload = None
     if "workload" in data:
@@ -465,7 +527,7 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
         )
     return ShapeMatrix(name=str(data.get("name", Path(path).stem)), version=version, device=device, seed=seed,
                        warmup=warmup, reps=reps, l2_flush_bytes=flush, workload=workload, buckets=tuple(buckets),
-                       path=path, sha256=sha256, description=str(data.get("description", "")))
+                       path=path, sha256=sha256, description=str(data.get("description", "")), policy=policy)
 
 
 def _int(value: Any, what: str, lo: int, fail, line: int | None) -> int:
@@ -584,7 +646,7 @@ def _parse_speed(data: dict[str, Any], lines: _Lines, fail, path: str, sha256: s
     )
 
 
-def _parse_bucket(rb: Any, index: int, bline: int | None, lines: _Lines, fail) -> Bucket:
+def _parse_bucket(rb: Any, index: int, bline: int | None, lines: _Lines, fail, version: int = 1) -> Bucket:
     if not isinstance(rb, dict):
         raise fail(f"bucket #{index + 1} is not a table: write it as [[bucket]]", bline)
     label = repr(rb.get("name", f"#{index + 1}"))
@@ -609,6 +671,14 @@ def _parse_bucket(rb: Any, index: int, bline: int | None, lines: _Lines, fail) -
     phase = rb["phase"]
     if phase not in PHASES:
         raise fail(f"bucket {label}: phase {phase!r} is unknown: use 'prefill' or 'decode'", kl("phase"))
+    passes = rb.get("pass", "fwd")
+    if "pass" in rb and version < 2:
+        raise fail(f"bucket {label}: 'pass' needs matrix schema version 2: set version = 2 at the top", kl("pass"))
+    if passes not in PASSES:
+        raise fail(f"bucket {label}: pass {passes!r} is unknown: use 'fwd' or 'fwd+bwd'", kl("pass"))
+    if passes == "fwd+bwd" and phase != "prefill":
+        raise fail(f"bucket {label}: a fwd+bwd (training) bucket must have phase 'prefill': decode has no backward",
+                   kl("phase"))
     causal = rb.get("causal", False)
     if not isinstance(causal, bool):
         raise fail(f"bucket {label}: causal must be true or false, got {causal!r}: fix it", kl("causal"))
@@ -656,6 +726,9 @@ def _parse_bucket(rb: Any, index: int, bline: int | None, lines: _Lines, fail) -
             if (not isinstance(lengths, list) or len(lengths) != batch
                     or any(isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= nk for x in lengths)):
                 raise fail(f"bucket {label}: shape #{j + 1} lengths must list {batch} integers in 1..{nk} (one valid length per sequence): fix it", sline)
+            if passes == "fwd+bwd":
+                raise fail(f"bucket {label}: shape #{j + 1} has lengths in a fwd+bwd bucket, but the gradient baseline "
+                           "(the eager chain, kernels/baseline.py) takes no key-padding mask: drop lengths", sline)
             lengths = tuple(lengths)
         if causal and align == "bottom-right" and nq > min(lengths or (nk,)):
             raise fail(
@@ -665,5 +738,5 @@ def _parse_bucket(rb: Any, index: int, bline: int | None, lines: _Lines, fail) -
     return Bucket(
         name=name, weight=float(weight), phase=phase, causal=causal, causal_align=align, heads=heads,
         kv_heads=kv_heads, head_dim=head_dim, dtype=dtype, shapes=tuple(shapes), note=str(rb.get("note", "")),
-        line=bline,
+        line=bline, passes=passes,
     )

@@ -8,7 +8,11 @@ The policy file (bundled: ``iomodel/bench/policies/policy-v<N>.toml``) declares 
   must not exceed ``k x`` the baseline's own (max, p99) error against float64 ``+ eps``;
 
 a downstream bound on the logits of a small attention block, and per device and bucket the
-minimum speedup of the chosen fused backend over the baseline. Each number carries its
+minimum speedup of the chosen fused backend over the baseline. From version 2 it also declares
+per dtype the gradient rule of training buckets (``[gradient.<dtype>]``: ``k``, ``eps``):
+each of dQ, dK, dV must have max and p99 absolute errors against the float64 gradients of
+at most ``k x`` the gradient baseline's own (max, p99) error ``+ eps`` (no element-wise
+allclose rule: gradient magnitudes grow with how many rows see a key). Each number carries its
 rationale in the file. The kernel-speed targets (``policies/kernel-speed-v<N>.toml``, the
 bars of issue 3) are read by :func:`load_targets`. :func:`error_stats` and :func:`accuracy_verdict` are the arithmetic
 the harness and the receipt check share.
@@ -41,11 +45,14 @@ MAX_LISTED_ROWS = 8
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Accuracy thresholds of one dtype (absolute errors in output units; k dimensionless)."""
+    """Accuracy thresholds of one dtype (absolute errors in output units; k dimensionless).
+
+    ``atol`` and ``rtol`` are None for a gradient tolerance, which has no element-wise rule.
+    """
 
     dtype: str
-    atol: float
-    rtol: float
+    atol: float | None
+    rtol: float | None
     k: float
     eps: float
     rationale: str = ""
@@ -82,6 +89,19 @@ class Policy:
     data: dict[str, Any] = field(default_factory=dict)  # the file as parsed, for the receipt
     path: str = ""
     sha256: str = ""
+    gradient: dict[str, Tolerance] = field(default_factory=dict)  # dtype -> gradient rule (policy v2 on)
+
+    def grad_tol(self, dtype: str) -> Tolerance:
+        """The gradient tolerance of ``dtype`` (training buckets; ``atol``/``rtol`` None).
+
+        Raises:
+            IomodelError: the policy declares none for this dtype (policy v1 declares none at all).
+        """
+        if dtype not in self.gradient:
+            raise IomodelError(f"policy v{self.version} declares no gradient tolerance for {dtype}, which a fwd+bwd "
+                               f"bucket needs: use a policy that has [gradient.{dtype}] (policy v2: --policy "
+                               f"{policy_path(2)})")
+        return self.gradient[dtype]
 
     def tol(self, dtype: str) -> Tolerance:
         """The tolerance of ``dtype``.
@@ -131,6 +151,8 @@ def load_policy(source: int | str | Path = CURRENT_POLICY_VERSION) -> Policy:
             head_dim=int(ds["head_dim"]), vocab=int(ds["vocab"]), causal=bool(ds["causal"]),
             bound={k: float(v) for k, v in ds["bound"].items()}, rationale=str(ds.get("rationale", "")),
         )
+        grad = {dt: Tolerance(dt, None, None, float(t["k"]), float(t["eps"]), str(t.get("rationale", "")))
+                for dt, t in data.get("gradient", {}).items()}
         speedup = {dev: dict(sec) for dev, sec in data["speedup"].items()}
         for dev, sec in speedup.items():
             float(sec["default"])
@@ -138,7 +160,7 @@ def load_policy(source: int | str | Path = CURRENT_POLICY_VERSION) -> Policy:
     except (KeyError, TypeError, ValueError) as exc:
         raise IomodelError(f"{path}: policy field {exc} is missing or malformed: see policy-v1.toml for the schema") from None
     return Policy(version=version, tolerance=tol, downstream=down, speedup=speedup, data=data, path=str(path),
-                  sha256=hashlib.sha256(raw).hexdigest())
+                  sha256=hashlib.sha256(raw).hexdigest(), gradient=grad)
 
 
 @dataclass(frozen=True)
@@ -211,7 +233,8 @@ def error_stats(out, ref, tol: Tolerance, valid_rows=None, limit_max: float | No
     Args:
         out: backend output ``(B, H, seqlen_q, HEAD_DIM)`` (any float dtype).
         ref: float64 reference of the same shape.
-        tol: the dtype's tolerance (its ``atol``/``rtol`` give the per-element allclose limit).
+        tol: the dtype's tolerance (its ``atol``/``rtol`` give the per-element allclose limit; a
+            gradient tolerance has none, and ``allclose_violations`` is then 0).
         valid_rows: boolean ``(B, seqlen_q)``; rows that are False (padding) are left out.
         limit_max: a row whose max error exceeds this is pathological (None: only
             allclose violations and non-finite values make a row pathological).
@@ -227,7 +250,10 @@ def error_stats(out, ref, tol: Tolerance, valid_rows=None, limit_max: float | No
     err = (out.to(torch.float64) - ref).abs()  # (B, H, N_q, d)
     nonfinite = ~torch.isfinite(out)
     err = torch.where(nonfinite, torch.full_like(err, math.inf), err)
-    viol = err > (tol.atol + tol.rtol * ref.abs())
+    if tol.atol is None:  # a gradient tolerance: no element-wise rule
+        viol = torch.zeros_like(err, dtype=torch.bool)
+    else:
+        viol = err > (tol.atol + tol.rtol * ref.abs())
     if valid_rows is not None:
         keep = valid_rows[:, None, :, None].expand_as(err)  # (B, H, N_q, d)
         err_sel, viol_sel, ref_sel = err[keep], viol & keep, ref[keep]
@@ -332,4 +358,31 @@ def accuracy_verdict(stats: dict[str, Any], baseline: dict[str, Any] | None, tol
                 reasons.append(
                     f"{label} error {_num(stats[key]):.3g} > {tol.k:g} x baseline {_num(baseline[key]):.3g} + {tol.eps:g} = {lim[key]:.3g}"
                 )
+    return {"pass": not reasons, "limits": limits, "reasons": reasons}
+
+
+#: The gradients a training bucket checks, in the order ``torch.autograd.grad`` returns them.
+GRADIENTS = ("dq", "dk", "dv")
+
+
+def gradient_verdict(stats: dict[str, dict[str, Any]], baseline: dict[str, dict[str, Any]] | None,
+                     tol: Tolerance) -> dict[str, Any]:
+    """Whether one result's gradients are within the policy's gradient rule, per tensor.
+
+    Args:
+        stats: ``{"dq", "dk", "dv"}`` -> that gradient's :func:`error_stats` against float64.
+        baseline: the gradient baseline's (the eager chain's) stats on the same inputs, or None
+            for the gradient baseline itself (then only non-finite values fail).
+        tol: the dtype's gradient tolerance (:meth:`Policy.grad_tol`).
+
+    Returns:
+        ``{"pass": bool, "limits": {tensor: {"max_abs", "p99_abs"}}, "reasons": ["dq: ...", ...]}``;
+        each tensor's limits are :func:`drift_limits` of the baseline's errors (gradient units).
+    """
+    reasons: list[str] = []
+    limits: dict[str, Any] = {}
+    for g in GRADIENTS:
+        v = accuracy_verdict(stats[g], None if baseline is None else baseline[g], tol)
+        reasons += [f"{g}: {r}" for r in v["reasons"]]
+        limits[g] = {k: v["limits"][k] for k in ("max_abs", "p99_abs") if k in v["limits"]}
     return {"pass": not reasons, "limits": limits, "reasons": reasons}

@@ -15,7 +15,10 @@ not, with the reason), ``buckets`` (per shape: ``results[backend]`` with ``statu
 ``reasons``, ``ran``/``ops``/``kernels``, ``time_s`` (median and spread, seconds),
 ``samples_s``, ``peak_allocated_bytes``, ``error`` (against float64), ``accuracy``,
 ``speedup``; per bucket: ``summary`` with counts, fallbacks and the decision),
-``downstream``, ``end_to_end``, ``verdict``.
+``downstream``, ``end_to_end``, ``verdict``. A training bucket (``"pass": "fwd+bwd"``)
+adds per shape ``flops`` (of one step) and ``eager`` (the eager chain's result), and per
+result ``grad_error``, ``grad_accuracy``, ``speedup_vs_eager`` and ``tflops``
+(:mod:`iomodel.bench.harness`); :func:`check_training` re-checks them.
 
 :func:`check_receipt` recomputes every verdict from the raw numbers (timing samples,
 error statistics) and the *bundled* policy of the receipt's version, so a receipt cannot
@@ -30,11 +33,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from iomodel.bench.backends import BASELINE, LEGACY_BACKEND_NAMES, TITLES
-from iomodel.bench.harness import RECEIPT_SCHEMA
-from iomodel.bench.policy import Policy, SpeedTargets, Tolerance, accuracy_verdict, load_policy, same_number
-from iomodel.bench.speed import RECEIPT_FIX, SPEED_SCHEMA, check_speed_fields, check_speed_receipt, render_speed_markdown
 from iomodel import jsonvalues as jv
+from iomodel.bench.backends import BASELINE, EAGER, LEGACY_BACKEND_NAMES, TITLES
+from iomodel.bench.harness import RECEIPT_SCHEMA
+from iomodel.bench.policy import (GRADIENTS, Policy, SpeedTargets, Tolerance, accuracy_verdict, gradient_verdict,
+                                  load_policy, same_number)
+from iomodel.bench.speed import RECEIPT_FIX, SPEED_SCHEMA, check_speed_fields, check_speed_receipt, render_speed_markdown
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_seconds, human_bytes
 from iomodel.paths import check_output_file
@@ -502,6 +506,7 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
         if claimed != best:
             out.append(f"bucket {name!r}: receipt names {claimed} as the decision but the numbers make it {best}")
     out.extend(_check_end_to_end(receipt))
+    out.extend(check_training(receipt, policy))
     ds = receipt.get("downstream")
     if ds:
         for dt, results in ds.get("results", {}).items():
@@ -764,6 +769,7 @@ def render_markdown(receipt: dict[str, Any]) -> str:
     w("|---|---|---|---|---|---|")
     for dt, t in pol["tolerance"].items():
         w(f"| {dt} | {t['atol']:g} | {t['rtol']:g} | {t['k']:g} | {t['eps']:g} | {_cell(t.get('rationale', ''))} |")
+    L.extend(_gradient_policy_lines(pol))
     sp = pol["speedup"].get(dev["kind"], {})
     w("")
     w(f"Minimum speedup of the chosen fused backend on {dev['kind']}: default {sp.get('default')}×"
@@ -779,6 +785,9 @@ def render_markdown(receipt: dict[str, Any]) -> str:
     w("| Signal | Decision | Proof |")
     w("|---|---|---|")
     for b in receipt["buckets"]:
+        if _training(b):
+            w(_training_proof_row(b))
+            continue
         d = b["summary"]["decision"]
         per = b["summary"]["backends"]
         signal = f"{b['signal']} (traffic weight {b['weight']:.0%})"
@@ -808,8 +817,9 @@ def render_markdown(receipt: dict[str, Any]) -> str:
           f"{dd['prefill_backend']}, decode on {dd['decode_backend']} | attention per request of {wl['layers']} layers "
           f"{fmt_time(bb['request_s'])} → {fmt_time(dd['request_s'])} ({dd['speedup']:.2f}×); prefill share "
           f"{bb['prefill_share']:.0%} → {dd['prefill_share']:.0%} |")
-    ws = [(b["weight"], b["summary"]["decision"]["speedup"]) for b in receipt["buckets"]]
-    if all(s for _, s in ws):
+    ws = [(b["weight"], b["summary"]["decision"]["speedup"]) for b in receipt["buckets"] if not _training(b)]
+    L.extend(_training_weighted_row(receipt))
+    if ws and all(s for _, s in ws):
         g = math.exp(sum(wt * math.log(s) for wt, s in ws) / sum(wt for wt, _ in ws))
         w(f"| all buckets, traffic-weighted | per-bucket decisions above | {g:.2f}× (weighted geometric mean) |")
     w("")
@@ -840,6 +850,8 @@ def render_markdown(receipt: dict[str, Any]) -> str:
     w("| bucket | shape | mask | backend | status | ran | median | p10–p90 | per token | speedup | peak allocated | memory vs baseline | max err | p99 err | limit (max) | verdict |")
     w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for b in receipt["buckets"]:
+        if _training(b):  # listed under "Training steps" below
+            continue
         for s in b["shapes"]:
             if s.get("error"):
                 w(f"| {b['name']} | {s['label']} | {s['mask']} | — | error | — | — | — | — | — | — | — | — | — | — | "
@@ -861,6 +873,7 @@ def render_markdown(receipt: dict[str, Any]) -> str:
                   f"{_e(r['error']['max_abs'])} | {_e(r['error']['p99_abs'])} | {_e(acc.get('limits', {}).get('max_abs'))} | "
                   f"{'pass' if acc.get('pass') else _cell('FAIL: ' + '; '.join(acc.get('reasons', [])))} |")
     w("")
+    L.extend(_training_section(receipt))
     w("## Backend log")
     w("")
     w("Backends on this device:")
@@ -905,3 +918,199 @@ def render_markdown(receipt: dict[str, Any]) -> str:
                       f"{r['bound']} | {'pass' if r['pass'] else 'FAIL'} |")
         w("")
     return "\n".join(L) + "\n"
+
+
+# ------------------------------------------------------------------------------------
+# Training buckets (pass = "fwd+bwd"): check and Markdown
+# ------------------------------------------------------------------------------------
+
+
+def _training(bucket: dict[str, Any]) -> bool:
+    """Whether a receipt bucket is a training bucket (older receipts have no ``pass``: forward)."""
+    return bucket.get("pass", "fwd") == "fwd+bwd"
+
+
+def _receipt_step_flops(bucket: dict[str, Any], shape: dict[str, Any]) -> int:
+    """FLOPs of one training step of a receipt shape, recomputed (:func:`iomodel.bench.matrix.step_flops`)."""
+    from iomodel.bench.matrix import step_flops
+
+    return step_flops(shape["batch"], bucket["heads"], bucket["kv_heads"], bucket["head_dim"], shape["seqlen_q"],
+                      shape["seqlen_k"], bucket["causal"], bucket["causal_align"], True)
+
+
+def check_training(receipt: dict[str, Any], policy: Policy) -> list[str]:
+    """Every way the training buckets of a bucket receipt break the policy; empty when they pass.
+
+    The forward rules (baseline, output drift, speedups over SDPA MATH, the decision and its
+    minimum speedup) are :func:`check_receipt`'s, as for any bucket. This adds, recomputed
+    from the raw numbers: the eager chain ran and its median matches its samples; each
+    result's dQ, dK, dV errors within the policy's gradient rule (``k x`` the eager chain's
+    own max and p99 error ``+ eps``, :func:`iomodel.bench.policy.gradient_verdict`); the
+    step's FLOPs (:func:`iomodel.bench.matrix.step_flops`), ``tflops`` (FLOPs / median /
+    1e12) and ``speedup_vs_eager`` (eager median / median) per result, their geometric means
+    per backend and for the decision; a peak memory for every result that ran.
+
+    Args:
+        receipt: a bucket receipt; policy: the policy it is held to (its ``[gradient.*]``).
+
+    Returns:
+        One sentence per violation.
+    """
+    out: list[str] = []
+    for b in receipt.get("buckets", []):
+        if not _training(b):
+            continue
+        name = b["name"]
+        try:
+            tol = policy.grad_tol(b["dtype"])
+        except IomodelError as exc:
+            out.append(f"bucket {name!r}: {exc}")
+            continue
+        vs_eager: dict[str, list[float]] = {}
+        for s in b["shapes"]:
+            where = f"bucket {name!r} shape {s['label']}"
+            eager = s.get("eager") or {}
+            if eager.get("status") != "ok":
+                why = "; ".join(x for x in eager.get("reasons", []) if x) or s.get("error") or "no result"
+                out.append(f"{where}: the eager chain (the gradient baseline) did not run ({why}), so no gradient "
+                           "is checked")
+                continue
+            flops = _receipt_step_flops(b, s["shape"])
+            if s.get("flops") != flops:
+                out.append(f"{where}: stored FLOPs {s.get('flops')} differ from {flops}, 3.5 x 4·B·H·HEAD_DIM·visible "
+                           "pairs recomputed from the shape")
+            if eager.get("samples_s") and not same_number(eager["time_s"]["median"], statistics.median(eager["samples_s"])):
+                out.append(f"{where} {EAGER}: median {eager['time_s']['median']:.4g} s does not match its samples")
+            emed = _median(eager)
+            for key, r in ((EAGER, eager), *s["results"].items()):
+                if r.get("status") != "ok":
+                    continue
+                v = gradient_verdict(r["grad_error"], None if key == EAGER else eager["grad_error"], tol)
+                if not v["pass"]:
+                    out.append(f"{where} {key}: gradient drift above policy: {'; '.join(v['reasons'])}")
+                med = _median(r)
+                if not same_number(r.get("tflops"), flops / med / 1e12):
+                    out.append(f"{where} {key}: stored {r.get('tflops')} TFLOP/s differs from {flops / med / 1e12:.4g}, "
+                               "the FLOPs over the median recomputed from the samples")
+                if r.get("peak_allocated_bytes") is None:
+                    out.append(f"{where} {key}: no peak memory of the step was recorded")
+                if key == EAGER:
+                    continue
+                sp = emed / med
+                vs_eager.setdefault(key, []).append(sp)
+                if not same_number(r.get("speedup_vs_eager"), sp):
+                    out.append(f"{where} {key}: stored speedup over eager {_x(r.get('speedup_vs_eager'))} differs "
+                               f"from {sp:.4g}x, the eager median over its median, both recomputed from the samples")
+        summary = b.get("summary", {})
+        for key, stored in summary.get("backends", {}).items():
+            xs = vs_eager.get(key)
+            if xs and not same_number(stored.get("speedup_vs_eager_geomean"), _gmean(xs)):
+                out.append(f"bucket {name!r} {key}: stored geometric-mean speedup over eager "
+                           f"{_x(stored.get('speedup_vs_eager_geomean'))} differs from {_gmean(xs):.4g}x recomputed "
+                           "from the samples")
+        decision = summary.get("decision", {})
+        if decision.get("backend") is not None:
+            xs = vs_eager.get(decision["backend"], [])
+            got = _gmean(xs) if len(xs) == len(b["shapes"]) else None
+            if not same_number(decision.get("speedup_vs_eager"), got):
+                out.append(f"bucket {name!r}: stored decision speedup over eager {_x(decision.get('speedup_vs_eager'))} "
+                           f"differs from {_x(got)}, the geometric mean recomputed from the samples")
+    return out
+
+
+def _gradient_policy_lines(pol: dict[str, Any]) -> list[str]:
+    """The policy's gradient rule as Markdown lines (none when the policy has no ``[gradient.*]``)."""
+    grad = pol.get("gradient") or {}
+    if not grad:
+        return []
+    lines = ["", f"Training buckets (fwd+bwd): each of {', '.join(GRADIENTS)} passes when its max and p99 errors "
+             "against the float64 gradients are ≤ k × the eager chain's own (max, p99) error + ε "
+             "(the eager chain in the input dtype is the gradient baseline; no element-wise rule).", "",
+             "| dtype | k | ε | rationale |", "|---|---|---|---|"]
+    lines += [f"| {dt} | {t['k']:g} | {t['eps']:g} | {_cell(t.get('rationale', ''))} |" for dt, t in grad.items()]
+    return lines
+
+
+def _times(v: Any) -> str:
+    """A speedup as ``1.23×``; ``—`` for None."""
+    return "—" if v is None else f"{float(v):.2f}×"
+
+
+def _grad_errors(r: dict[str, Any]) -> str:
+    """``dq a / dk b / dv c`` max errors of a training result."""
+    return " / ".join(f"{g} {_e(r['grad_error'][g]['max_abs'])}" for g in GRADIENTS)
+
+
+def _training_proof_row(b: dict[str, Any]) -> str:
+    """A training bucket's Signal → Decision → Proof row: per shape the chosen backend's fwd+bwd
+    time, TFLOP/s, peak memory, speedups over both baselines and gradient errors against their limits."""
+    d = b["summary"]["decision"]
+    signal = f"{b['signal']} (training weight {b['weight']:.0%})"
+    if not d["backend"]:
+        per = b["summary"]["backends"]
+        why = [f"{n}: {v['unsupported']} refused, {v['error']} errors" + ("" if v["drift_pass"] in (None, True) else ", drift")
+               for n, v in per.items()]
+        return (f"| {_cell(signal)} | keep SDPA MATH (baseline) | no fused backend ran every shape within policy "
+                f"(forward and gradients): {_cell('; '.join(why))} |")
+    parts = []
+    for s in b["shapes"]:
+        r = s["results"][d["backend"]]
+        lim = r["grad_accuracy"]["limits"]
+        parts.append(f"N={s['shape']['seqlen_q']} B={s['shape']['batch']}: fwd+bwd {fmt_time(r['time_s']['median'])}, "
+                     f"{r['tflops']:.3g} TFLOP/s, peak {fmt_bytes(r.get('peak_allocated_bytes'))}, "
+                     f"{_times(r.get('speedup_vs_eager'))} vs eager, {_times(r.get('speedup'))} vs math; gradient max error "
+                     f"{_grad_errors(r)} (limits " + " / ".join(_e(lim[g].get('max_abs')) for g in GRADIENTS) + ")")
+    proof = (f"{d['speedup']:.2f}× faster than SDPA MATH (fp32 intermediates; geomean, policy ≥ {d['min_speedup']:g}×), "
+             f"{_times(d.get('speedup_vs_eager'))} vs the eager chain in {b['dtype']}; " + "; ".join(parts))
+    decision = f"train with {TITLES.get(d['backend'], d['backend'])} (forward + backward, no N × N scores in memory)"
+    return f"| {_cell(signal)} | {_cell(decision)} | {_cell(proof)} |"
+
+
+def _training_weighted_row(receipt: dict[str, Any]) -> list[str]:
+    """The training buckets' weighted geometric-mean speedups (both baselines), as a table row; none without any."""
+    tb = [b for b in receipt["buckets"] if _training(b)]
+    ws = [(b["weight"], b["summary"]["decision"]["speedup"], b["summary"]["decision"].get("speedup_vs_eager")) for b in tb]
+    if not ws or not all(m and e for _, m, e in ws):
+        return []
+    tot = sum(wt for wt, _, _ in ws)
+    gm = math.exp(sum(wt * math.log(m) for wt, m, _ in ws) / tot)
+    ge = math.exp(sum(wt * math.log(e) for wt, _, e in ws) / tot)
+    return [f"| training buckets, weighted | per-bucket decisions above | {gm:.2f}× vs SDPA MATH, {ge:.2f}× vs eager "
+            "(weighted geometric means) |"]
+
+
+def _training_section(receipt: dict[str, Any]) -> list[str]:
+    """The "Training steps" section: every result of every training bucket, the eager chain first."""
+    tb = [b for b in receipt["buckets"] if _training(b)]
+    if not tb:
+        return []
+    L = ["## Training steps (forward + backward)", "",
+         "One call = the backend's forward, then torch.autograd.grad(o, (q, k, v), dO) with a seeded dO. TFLOP/s = "
+         "3.5 × 4·B·H·HEAD_DIM·visible pairs / median. Speedups: baseline median / median, against the eager chain in "
+         "the input dtype (kernels/baseline.py, \"vs eager\") and SDPA MATH with fp32 intermediates (\"vs math\"). "
+         "Gradient errors are max |g − g64|, with the policy's limit (k × eager's + ε) in parentheses.", "",
+         "| bucket | shape | backend | status | fwd+bwd median | p10–p90 | TFLOP/s | peak allocated | vs eager | vs math | "
+         "o max err | dq max err | dk max err | dv max err | verdict |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for b in tb:
+        for s in b["shapes"]:
+            head = f"| {b['name']} | {s['label']} "
+            if s.get("error"):
+                L.append(head + "| — | error |" + " — |" * 10 + f" {_cell(s['error'])} |")
+                continue
+            for n, r in ((EAGER, s.get("eager") or {}), *s["results"].items()):
+                if r.get("status") != "ok":
+                    L.append(head + f"| {n} | {r.get('status')} |" + " — |" * 10
+                             + f" {_cell('; '.join(x for x in r.get('reasons', []) if x)[:300])} |")
+                    continue
+                t, lim = r["time_s"], r["grad_accuracy"]["limits"]
+                errs = " | ".join(f"{_e(r['grad_error'][g]['max_abs'])}"
+                                  + (f" ({_e(lim[g]['max_abs'])})" if lim.get(g) else "") for g in GRADIENTS)
+                bad = r.get("accuracy", {}).get("reasons", []) + r["grad_accuracy"]["reasons"]
+                L.append(head + f"| {n} | ok | {fmt_time(t['median'])} | {fmt_time(t['p10'])}–{fmt_time(t['p90'])} | "
+                         f"{r['tflops']:.3g} | {fmt_bytes(r.get('peak_allocated_bytes'))} | "
+                         f"{'baseline' if n == EAGER else _times(r.get('speedup_vs_eager'))} | "
+                         f"{'baseline' if n == BASELINE else _times(r.get('speedup'))} | {_e(r['error']['max_abs'])} | "
+                         f"{errs} | {'pass' if not bad else _cell('FAIL: ' + '; '.join(bad))} |")
+    L.append("")
+    return L

@@ -250,7 +250,7 @@ def probe_call(
     """Call ``fn`` once with warnings captured, classifying a failure as refusal or error.
 
     Args:
-        fn: zero-argument callable (one attention call).
+        fn: zero-argument callable (one attention call, or a training step returning a tuple).
         backend: the harness name of the pinned SDPA backend (selects which debug reasons
             are reported as ``reasons``); None for a non-SDPA callable.
         refusal_types: exception types that also mean a documented refusal (e.g. the
@@ -266,7 +266,7 @@ def probe_call(
         warnings.simplefilter("always")
         try:
             out = fn()
-            if getattr(out, "is_cuda", False):
+            if any(getattr(t, "is_cuda", False) for t in (out if isinstance(out, tuple) else (out,))):
                 torch.cuda.synchronize()  # an asynchronous kernel error surfaces here, inside the probe
             exc: BaseException | None = None
         except torch.OutOfMemoryError as e:  # not a refusal: the shape needs more memory

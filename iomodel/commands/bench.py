@@ -1,8 +1,10 @@
 """``iomodel bench``: the one benchmark command; every run writes a receipt (JSON and Markdown).
 
-* A bucket matrix (``--matrix cpu``, ``cuda``, the default of the device): fused attention
-  backends against the SDPA MATH baseline (see :mod:`iomodel.bench.harness`); exits 1 when
-  the receipt breaks its declared policy (the receipt is still written).
+* A bucket matrix (``--matrix cpu``, ``cuda``, the default of the device; ``cpu-v2``,
+  ``cuda-v2`` add training buckets): fused attention backends against the SDPA MATH
+  baseline (training buckets also against the eager chain; see :mod:`iomodel.bench.harness`),
+  under the policy the matrix names (else the current one); exits 1 when the receipt
+  breaks its declared policy (the receipt is still written).
 * ``--matrix kernel-speed`` (CUDA GPU): the bundled tiled kernel against every pinned SDPA
   backend, prefill TFLOP/s and decode HBM bandwidth (see :mod:`iomodel.bench.speed`), with
   the acceptance of the kernel-speed targets evaluated, never asserted.
@@ -35,8 +37,8 @@ def bench(
     device: str = typer.Option(None, "--device", help="cpu or cuda (default: cuda when a GPU is visible, else cpu)."),
     matrix: str = typer.Option(None, "--matrix", help="Shape matrix: a TOML path or a bundled name (cpu, cuda, "
                                "kernel-speed). Default: the bundled matrix of the device."),
-    policy: Path = typer.Option(None, "--policy", help="Policy TOML (default: the bundled policy, current version; "
-                                "the kernel-speed targets for a kernel-speed matrix)."),
+    policy: Path = typer.Option(None, "--policy", help="Policy TOML (default: the bundled policy the matrix names, "
+                                "else the current version; the kernel-speed targets for a kernel-speed matrix)."),
     output: Path = typer.Option(None, "-o", "--output", help="Receipt JSON path (default: receipts/bench-<device>.json, "
                                 "receipts/<matrix>-cuda.json for a kernel-speed matrix); the Markdown goes beside it "
                                 "with suffix .md."),
@@ -69,7 +71,7 @@ def bench(
         raise IomodelError(f"--reps {reps} is too few for a median and spread: use 3 or more")
     if warmup is not None and warmup < 0:
         raise IomodelError(f"--warmup {warmup} is negative: use 0 or more")
-    pol = load_policy(policy) if policy else load_policy()
+    pol = load_policy(policy) if policy else (load_policy(mx.policy) if mx.policy else load_policy())
     out = output or Path("receipts") / f"bench-{device}.json"
     check_output_paths(out, markdown)  # fail now, not after the whole benchmark has run
     command = f"iomodel bench --device {device} --matrix {matrix or DEFAULT_MATRIX[device]} -o {out}"
