@@ -184,13 +184,13 @@ class ShapeMeasurement:
         if not self.config:
             return None
         c = self.config
-        return Tiling(
-            block_m=int(c["block_m"]),
-            block_n=int(c["block_n"]),
-            num_stages=int(c.get("num_stages", 2)),
-            num_splits=int(c.get("num_splits", 1)),
-            heads_per_program=int(c.get("heads_per_program", 1)),
-        )
+        bwd = c.get("backward") or {}  # the BackwardConfig of a training step (kernels/heuristics.py)
+        back = {f: int(bwd[k]) for f, k in (("bwd_block_m", "block_m"), ("bwd_block_n", "block_n"),
+                                             ("dq_block_m", "dq_block_m"), ("dq_block_n", "dq_block_n"),
+                                             ("preprocess_block_m", "preprocess_block_m")) if k in bwd}
+        return Tiling(block_m=int(c["block_m"]), block_n=int(c["block_n"]), num_stages=int(c.get("num_stages", 2)),
+                      num_splits=int(c.get("num_splits", 1)), heads_per_program=int(c.get("heads_per_program", 1)),
+                      **back)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the spec without its derived ``pass`` key)."""

@@ -196,19 +196,23 @@ class Reconciliation:
     def _abs(self, level: str) -> float:
         return 0.0 if level == "SRAM_fill" else self.abs_tol
 
+    def tolerance(self, level: str) -> float:
+        """The relative tolerance of a level; a per-kernel level (``L2 _bwd_dq``) takes its level's."""
+        return self.tolerances.get(level, self.tolerances.get(level.split(" ")[0], 0.0))
+
     def within(self, row: ShapeReconciliation, level: str, which: str) -> bool | None:
         """Whether a shape's level agrees within this reconciliation's tolerances (None if not compared)."""
         lv = row.level(level)
         if lv is None:
             return None
-        return lv.within(which, self.tolerances.get(level, 0.0), self._abs(level))
+        return lv.within(which, self.tolerance(level), self._abs(level))
 
     def within_relative(self, row: ShapeReconciliation, level: str, which: str) -> bool | None:
         """Like :meth:`within` with the relative tolerance alone (no absolute floor)."""
         lv = row.level(level)
         if lv is None:
             return None
-        return lv.within(which, self.tolerances.get(level, 0.0), 0.0)
+        return lv.within(which, self.tolerance(level), 0.0)
 
     def summary(self) -> list[dict[str, Any]]:
         """Per (impl, level, read/write): shapes compared and shapes within tolerance, both ways.
@@ -244,7 +248,7 @@ class Reconciliation:
             {"impl": k[0], "level": k[1], "which": k[2], "shapes": v[0],
              "within_rel": v[2], "fraction_rel": v[2] / v[0] if v[0] else 0.0,
              "within": v[1], "fraction": v[1] / v[0] if v[0] else 0.0, "not_reconciled": v[3],
-             "tolerance": self.tolerances.get(k[1], 0.0), "abs_tol_bytes": self._abs(k[1])}
+             "tolerance": self.tolerance(k[1]), "abs_tol_bytes": self._abs(k[1])}
             for k, v in sorted(out.items())
         ]
 
@@ -462,6 +466,58 @@ L2_SOURCES: dict[str, tuple[str, str]] = {
 }
 
 
+def _kernel_of(name: str) -> str | None:
+    """The modelled kernel a profiled kernel name is (``_attn_fwd`` for either forward variant)."""
+    for k in ("_bwd_preprocess", "_bwd_dkdv", "_bwd_dq", "_attn_fwd"):
+        if k in name:
+            return k
+    return None
+
+
+def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement, pred: Any,
+                             expected: set[str]) -> None:
+    """A forward + backward step of the bundled kernels: the L2 level (bytes the SMs received
+    from / sent to L2 over the crossbar against the model's SRAM_fill bytes) for the whole step
+    and per kernel (levels ``L2 <kernel>``); DRAM bytes beside the compulsory floor and the
+    no-reuse bound only, since no L2-aware estimate of the backward kernels exists yet."""
+    from iomodel.traffic.tiled_bwd import sram_fill_by_kernel
+
+    alg = pred.algorithms["tiled"]
+    model = {k: [sum(v[0] for v in t.values()), sum(v[1] for v in t.values())]
+             for k, t in sram_fill_by_kernel(pred).items()}
+    q_read, q_write = L2_SOURCES["sm"]
+    measured: dict[str, list[float | None]] = {}
+    for k in shape.kernels:
+        name = _kernel_of(k.name)
+        if name is None:
+            out.notes.append(f"profiled kernel {k.name!r} is none of the modelled kernels")
+            continue
+        m = measured.setdefault(name, [0.0, 0.0])
+        for i, q in enumerate((q_read, q_write)):
+            v = k.quantity(q)
+            m[i] = None if v is None or m[i] is None else m[i] + v
+    out.l2_metric = q_read
+    total = [None if any(m[i] is None for m in measured.values()) else sum(m[i] for m in measured.values())
+             for i in (0, 1)]
+    out.levels.append(LevelCompare("L2", alg.sram_fill_read_bytes, total[0], alg.sram_fill_write_bytes, total[1],
+                                   missing=_missing(shape, q_read, q_write, expected)))
+    for name in sorted(set(model) | set(measured)):
+        mr, mw = model.get(name, [0, 0])
+        got = measured.get(name, [None, None])
+        out.levels.append(LevelCompare(f"L2 {name}", mr, got[0], mw, got[1],
+                                       missing={} if name in measured else {"read": "kernel not profiled",
+                                                                             "write": "kernel not profiled"}))
+    floor_r = sum(compulsory_read_bytes(shape.spec.with_(backward=False)).values())
+    out.levels.append(LevelCompare("HBM", None, shape.quantity("dram_read_bytes"), None,
+                                   shape.quantity("dram_write_bytes"), floor_r, None,
+                                   alg.hbm_read_bytes, alg.hbm_write_bytes,
+                                   missing=_missing(shape, "dram_read_bytes", "dram_write_bytes", expected)))
+    out.notes.append("training step: DRAM bytes are calibration data (no L2-aware estimate of the backward yet)")
+    n = expected_kernels(shape.impl, shape.spec, shape.config)
+    if len(shape.kernels) != n:
+        out.notes.append(f"{len(shape.kernels)} kernels profiled, {n} expected: " + ", ".join(k.name for k in shape.kernels))
+
+
 def reconcile_shape(
     shape: ShapeMeasurement,
     hardware: Hardware,
@@ -524,7 +580,9 @@ def reconcile_shape(
                     "SRAM_fill", alg.sram_fill_read_bytes, sum(v[0] for v in counted.values()),
                     alg.sram_fill_write_bytes, sum(v[1] for v in counted.values()),
                     extra={"per_tensor_match": float(same)}))
-            if shape.kernels:
+            if shape.kernels and spec.backward:
+                _reconcile_training_step(out, shape, pred, expected)
+            elif shape.kernels:
                 pps, src = _programs_per_sm(shape, tiling, hardware)
                 out.programs_per_sm = (pps, src)
                 params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels,
