@@ -711,7 +711,13 @@ def bundled_worksheets(presets: Iterable[str] | None = None) -> dict[Path, str]:
                 f"{ws.l2_aware.bound if ws.l2_aware else 'not computed (decode)' if ws.layer.spec.phase == 'decode' else 'not computed'} | "
                 f"[md]({preset}/{case.name}.md), [json]({preset}/{case.name}.json) |"
             )
+    index += ["", "FlashAttention's Fig. 2 layer (GPT-2 medium, batch 64, fwd+bwd), predicted and measured: "
+              "[fig2/README.md](fig2/README.md)."]
     files[WORKSHEETS_DIR / "README.md"] = "\n".join(index) + "\n"
+    if presets is None:
+        from iomodel.report.fig2 import fig2_files
+
+        files.update(fig2_files(WORKSHEETS_DIR.parent, make_worksheet, resolve_layer))
     return files
 
 

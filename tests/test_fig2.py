@@ -1,0 +1,26 @@
+"""FlashAttention's Fig. 2 layer (issue 11): the bundled comparison reads the model and the receipt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_fig2_worksheets_and_readme():
+    ws = json.loads((ROOT / "worksheets" / "fig2" / "gpt2-medium-b64-fwd-bwd-a100.json").read_text())
+    s = ws["spec"]
+    assert (s["batch"], s["heads"], s["head_dim"], s["seqlen_q"], s["seqlen_k"], s["pass"], s["dtype"]) == \
+        (64, 16, 64, 1024, 1024, "fwd+bwd", "fp16")
+    # compulsory, per pass: forward Q, K, V read + O written, backward Q, K, V, dO read + dQ, dK, dV written:
+    # 11 tensors of 64 x 16 x 1024 x 64 x 2 B = 128 MiB
+    assert ws["compulsory_bytes"] == 11 * 64 * 16 * 1024 * 64 * 2 == 1_476_395_008
+    readme = (ROOT / "worksheets" / "fig2" / "README.md").read_text()
+    assert "| paper, A100, HBM reads + writes | 40.3 GB | 4.4 GB |" in readme
+    base = ws["algorithms"]["baseline"]["hbm"]["bytes"]
+    assert f"| {base / 1e9:,.1f} GB (eager chain) |" in readme
+    rec = json.loads((ROOT / "receipts" / "ncu-h200-train1-2026-12-01.json").read_text())
+    tiled = next(x for x in rec["shapes"] if x["id"] == "b8-h16-kv16-d64-fp16-q1024-k1024-nc-tiled-bwd")
+    dram = sum(k["metrics"]["dram__bytes_read.sum"] + k["metrics"]["dram__bytes_write.sum"] for k in tiled["kernels"])
+    assert f"{dram * 8 / 1e9:,.1f} GB (bundled kernels) |" in readme
