@@ -24,7 +24,8 @@ def test_bundled_worksheets_are_current(files):
 def test_bundled_set(files):
     presets = list_presets()
     assert {"gpt2-medium", "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2.5-7b"} <= set(presets)
-    assert len(files) == 2 * len(presets) * len(BUNDLED_CASES) + 1  # md + json per case, plus the index
+    # md + json per case, the index, and the Fig. 2 layer (md + json on the A100 and the H200, its README)
+    assert len(files) == 2 * len(presets) * len(BUNDLED_CASES) + 1 + 5
     cases = {c.name: c for c in BUNDLED_CASES}
     for name, want in (("prefill-2k", (2048, 2048, "top-left", "prefill")),
                        ("prefill-8k", (8192, 8192, "top-left", "prefill")),
