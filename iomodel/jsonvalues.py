@@ -22,13 +22,40 @@ iomodel.errors.IomodelError: kernels[0].metrics['dram__bytes_read.sum'] must be 
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 from iomodel.errors import IomodelError
 
 #: The last words of every message unless the caller says otherwise.
 DEFAULT_FIX = "fix the file"
+
+
+def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -> Any:
+    """The parsed JSON of file ``path``, or one line saying what is wrong with it.
+
+    Args:
+        path: the file.
+        what: how the message names it (``"receipt"``, ``"measurement file"``).
+        missing_fix: what to do when it is missing or a folder (``"pass a receipt JSON ..."``).
+        invalid_fix: what to do when it is not valid JSON (``"regenerate it"``).
+
+    Raises:
+        IomodelError: the path is a folder or missing, unreadable, or not valid JSON.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise IomodelError(f"{what} {str(p)!r} is a directory: {missing_fix}")
+    if not p.is_file():
+        raise IomodelError(f"{what} {str(p)!r} does not exist: {missing_fix}")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise IomodelError(f"{what} {str(p)!r} is not valid JSON ({exc}): {invalid_fix}") from None
+    except OSError as exc:
+        raise IomodelError(f"{what} {str(p)!r} cannot be read ({exc.strerror or exc}): check its permissions") from None
 
 
 def describe(value: Any) -> str:

@@ -151,7 +151,7 @@ def test_flags_apply_before_the_file_is_checked(tmp_path):
 
 
 @pytest.mark.parametrize("value, shown", [(True, "the boolean true"), ("32", "the string '32'"),
-                                          (None, "is null"), (1e400, "inf (out of range)"), (12.5, "12.5"),
+                                          (None, "is null"), (1e400, "inf (not a finite number)"), (12.5, "12.5"),
                                           (0, "0"), (-8, "-8"), ([32], "a JSON array"), ({"a": 1}, "a JSON object")])
 def test_value_types_where_a_number_belongs(tmp_path, value, shown):
     path = tmp_path / "config.json"

@@ -582,16 +582,8 @@ def load_receipt(path: str | Path) -> dict[str, Any]:
         IomodelError: missing or unreadable file, invalid JSON, or a field of the wrong type
             (:func:`check_receipt_fields`, one line naming bucket, shape and field).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise IomodelError(f"receipt {str(p)!r} does not exist: pass a receipt JSON written by iomodel bench")
-    try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IomodelError(f"receipt {p} is not valid JSON ({exc}): re-run iomodel bench") from None
-    except OSError as exc:
-        raise IomodelError(f"receipt {p} cannot be read ({exc.strerror or exc}): check its permissions") from None
-    return receipt_from_json(data, f"receipt {str(p)!r}")
+    data = jv.read_json(path, "receipt", "pass a receipt JSON written by iomodel bench", "re-run iomodel bench")
+    return receipt_from_json(data, f"receipt {str(Path(path))!r}")
 
 
 def receipt_from_json(data: Any, source: str = "the receipt") -> dict[str, Any]:

@@ -368,19 +368,8 @@ class Measurement:
         Raises:
             IomodelError: the file is missing, not JSON, or not a measurement record.
         """
-        path = Path(path)
-        if path.is_dir():
-            raise IomodelError(f"measurement file {str(path)!r} is a directory: pass the JSON written by iomodel validate")
-        if not path.is_file():
-            raise IomodelError(f"measurement file {str(path)!r} does not exist: pass the JSON written by iomodel validate")
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise IomodelError(f"measurement file {str(path)!r} is not valid JSON ({exc}): regenerate it") from None
-        except OSError as exc:
-            raise IomodelError(f"measurement file {str(path)!r} cannot be read ({exc.strerror or exc}): "
-                               "check its permissions") from None
-        return cls.from_dict(data, source=f"measurement file {str(path)!r}")
+        data = jv.read_json(path, "measurement file", "pass the JSON written by iomodel validate", "regenerate it")
+        return cls.from_dict(data, source=f"measurement file {str(Path(path))!r}")
 
     def select(self, impls: Iterable[str] | None = None) -> list[ShapeMeasurement]:
         """The shapes of the given implementations (all if None), in record order."""

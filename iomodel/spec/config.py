@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from iomodel.errors import IomodelError
+from iomodel.jsonvalues import describe as _kind, read_json
 from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.layer import LayerSpec, _positive_int
 
@@ -198,21 +198,6 @@ class _Fields:
         return value
 
 
-def _kind(value: Any) -> str:
-    """A JSON value as the error message shows it: its type and its text."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{value} (out of range)"
-    if isinstance(value, (list, dict)):
-        return f"a JSON {'array' if isinstance(value, list) else 'object'}"
-    return repr(value)
-
-
 def _kv_heads(f: _Fields, heads: int) -> int:
     """KV heads the way each family states them (HF modelling code of each)."""
     if f.flag("multi_query_attention"):  # ChatGLM2/3, GLM-4
@@ -303,14 +288,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             is set (MLA): each with one sentence naming the file and the field.
     """
     path = Path(path)
-    if not path.is_file():
-        raise IomodelError(f"config file {str(path)!r} does not exist: pass --config a HF-style config.json")
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise IomodelError(f"config file {str(path)!r} is not valid JSON ({exc}): fix the file") from None
-    except OSError as exc:
-        raise IomodelError(f"cannot read config file {str(path)!r} ({exc.strerror or exc}): pass a readable file") from None
+    cfg = read_json(path, "config file", "pass --config a HF-style config.json", "fix the file")
     if not isinstance(cfg, dict):
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
     f = _Fields(cfg, str(path))
