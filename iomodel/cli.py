@@ -9,6 +9,8 @@ on stderr and exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -54,13 +56,28 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``iomodel`` console script (exit 2 with one line on bad input).
 
     Usage errors (unknown option, non-integer size) are typer's own: one usage line and
-    exit status 2. :class:`IomodelError` from any command is printed as one line.
+    exit status 2. :class:`IomodelError` from any command is printed as one line. Standard
+    output that cannot be written (a full device, a closed pipe) is one line on standard
+    error and exit status 2 as well (files are written atomically: see :mod:`iomodel.paths`).
     """
     try:
         app(args=argv, prog_name="iomodel")
     except IomodelError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # writing standard output failed: ENOSPC on a full device, EPIPE on a closed pipe
+        _quiet_stdout()
+        with contextlib.suppress(OSError):
+            print(f"error: cannot write the output ({exc.strerror or exc}): write it to a file with -o, "
+                  "or to a device with space", file=sys.stderr)
+        sys.exit(2)
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's final flush raises nothing more."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -178,3 +179,15 @@ def test_predict_accepts_the_largest_seqlen_without_the_loop_cost():
                      causal=False)
     p = predict(spec, Tiling(block_m=64, block_n=64), get_hardware("H200"))
     assert p.compulsory_bytes == 4 * 2 * n * 64 * 2  # read Q, K, V and write O once, bf16
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["worksheet"], ["presets"]])
+def test_stdout_on_a_full_device_is_one_line(args):
+    """Issue 10: standard output on a full device gave an OSError traceback."""
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "iomodel.cli", *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "error: cannot write the output (No space left on device): write it to a file with -o, or to a device with space"]
