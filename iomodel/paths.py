@@ -79,6 +79,13 @@ def check_output_file(path: str | Path, option: str, what: str = "output file") 
     return p
 
 
+def _umask() -> int:
+    """The process's file-creation mask (read by setting and restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes(path: str | Path, data: bytes, option: str) -> Path:
     """Write ``data`` to ``path`` atomically (temporary file in the same folder, then rename).
 
@@ -101,6 +108,7 @@ def write_bytes(path: str | Path, data: bytes, option: str) -> Path:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would outlive the rename: a plain new file's mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, p)

@@ -74,7 +74,8 @@ def test_regenerate_bundled_into_a_folder(capsys, tmp_path, monkeypatch):
     assert code == 0, err
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert "README.md" in written and "llama-3-8b/prefill-8k.md" in written and "qwen2.5-7b/decode-128k.json" in written
-    assert len(written) == 2 * 5 * len(BUNDLED_CASES) + 1
+    # md + json per preset and case, the index, and the Fig. 2 layer (md + json on two GPUs, its README)
+    assert len(written) == 2 * 5 * len(BUNDLED_CASES) + 1 + 5 and "fig2/README.md" in written
 
 
 def test_readme_quick_start(tmp_path):

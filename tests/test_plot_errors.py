@@ -45,3 +45,18 @@ def test_unwritable_plot_folder_is_one_line(small, tmp_path):
 def test_overlay_must_map_kinds_to_lists(small, tmp_path):
     with pytest.raises(IomodelError, match="must be a list"):
         write_plots(small.spec, small.tiling, small.hardware, tmp_path, measured={"seqlen": {"seqlen": 1}})
+
+
+def test_outputs_get_a_plain_file_mode(tmp_path):
+    """Atomic writes go through a 0600 temporary file: the result has the mode a plain new file gets."""
+    import os
+
+    from iomodel.paths import write_text
+
+    mask = os.umask(0o022)
+    try:
+        p = write_text(tmp_path / "out.md", "x", "-o")
+    finally:
+        os.umask(mask)
+    assert p.read_text() == "x" and (p.stat().st_mode & 0o777) == 0o644
+    assert [q.name for q in tmp_path.iterdir()] == ["out.md"]  # no temporary file left behind

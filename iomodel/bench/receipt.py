@@ -41,7 +41,7 @@ from iomodel.bench.policy import (GRADIENTS, Policy, SpeedTargets, Tolerance, ac
 from iomodel.bench.speed import RECEIPT_FIX, SPEED_SCHEMA, check_speed_fields, check_speed_receipt, render_speed_markdown
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_seconds, human_bytes
-from iomodel.paths import check_output_file
+from iomodel.paths import check_output_file, write_text
 
 
 # ------------------------------------------------------------------------------------
@@ -656,12 +656,7 @@ def write_receipt(receipt: dict[str, Any], json_path: str | Path, md_path: str |
     safe = json_safe(receipt)
     for path, text in ((jp, lambda: json.dumps(safe, indent=1, allow_nan=False) + "\n"),
                        (mp, lambda: render_markdown(safe))):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text())
-        except OSError as exc:
-            raise IomodelError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): pass a writable "
-                               "path with -o / --markdown") from None
+        write_text(path, text(), "-o / --markdown")  # whole or not at all
     return jp, mp
 
 

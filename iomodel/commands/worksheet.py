@@ -58,11 +58,9 @@ def worksheet(
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise IomodelError(f"cannot write {str(path)!r} ({exc.strerror}): pick another -o path") from None
+    from iomodel.paths import write_text  # whole or not at all
+
+    write_text(path, text, "-o")
 
 
 def register(app: typer.Typer) -> None:

@@ -353,13 +353,9 @@ class Measurement:
         Raises:
             IomodelError: the file or its folder cannot be written.
         """
-        path = Path(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(self.to_dict(), indent=1, default=_json_default) + "\n")
-        except OSError as exc:
-            raise IomodelError(f"cannot write {path} ({exc.strerror or exc}): pass a writable path to --out") from None
-        return path
+        from iomodel.paths import write_text  # whole or not at all
+
+        return write_text(path, json.dumps(self.to_dict(), indent=1, default=_json_default) + "\n", "--out")
 
     @classmethod
     def load(cls, path: str | Path) -> "Measurement":

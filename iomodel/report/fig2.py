@@ -47,15 +47,15 @@ def _measured(root: Path) -> dict[str, tuple[float, float]]:
     return out
 
 
-def fig2_files(root: Path, make_worksheet: Any, resolve_layer: Any) -> dict[Path, str]:
+def fig2_files(out_dir: Path, root: Path, make_worksheet: Any, resolve_layer: Any) -> dict[Path, str]:
     """``{path: text}`` of the Fig. 2 worksheets (A100-80GB, H200) and their README.
 
     Args:
+        out_dir: the folder they go to (``worksheets/fig2``).
         root: the repository root (the receipt is read from it).
         make_worksheet, resolve_layer: the worksheet functions (passed in: this module is
             imported by :mod:`iomodel.report.worksheet`).
     """
-    out_dir = root / "worksheets" / "fig2"
     files: dict[Path, str] = {}
     model = {}
     for hw in ("A100-80GB", "H200"):

@@ -8,6 +8,8 @@ SRAM_fill). Log-log axes, bytes in binary prefixes. matplotlib is imported insid
 
 from __future__ import annotations
 
+import io
+
 import math
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 from iomodel.cache.params import L2Params
 from iomodel.cache.predict import predict_baseline, predict_tiled
 from iomodel.errors import IomodelError
-from iomodel.paths import check_output_dir
+from iomodel.paths import check_output_dir, write_bytes
 from iomodel.reconcile.compare import PredictFn, Reconciliation, ShapeReconciliation, default_predict
 from iomodel.format import human_bytes
 from iomodel.spec import Tiling
@@ -168,9 +170,9 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
     suffix = f"-{page_no}" if page_no > 1 else ""
     path = out / f"{level.lower()}-vs-seqlen{suffix}.png"
     try:
-        fig.savefig(path, dpi=110)
-    except OSError as exc:
-        raise IomodelError(f"cannot write {path} ({exc.strerror or exc}): pass a writable --plot-dir") from None
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        write_bytes(path, buf.getvalue(), "--plot-dir")  # whole or not at all
     finally:
         plt.close(fig)
     return path

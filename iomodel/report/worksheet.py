@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from iomodel.cache.estimate import L2_ESTIMATE_SOURCE, L2Estimate, estimate_tiled, not_estimated
 from iomodel.errors import IomodelError
+from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
@@ -717,7 +718,7 @@ def bundled_worksheets(presets: Iterable[str] | None = None) -> dict[Path, str]:
     if presets is None:
         from iomodel.report.fig2 import fig2_files
 
-        files.update(fig2_files(WORKSHEETS_DIR.parent, make_worksheet, resolve_layer))
+        files.update(fig2_files(WORKSHEETS_DIR / "fig2", PRESETS_DIR.parents[1], make_worksheet, resolve_layer))
     return files
 
 
@@ -731,8 +732,7 @@ def regenerate_bundled() -> list[Path]:
     """Write every bundled worksheet (see :func:`bundled_worksheets`); returns the paths written."""
     files = bundled_worksheets()
     for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text, "--regenerate-bundled")
     return list(files)
 
 
