@@ -47,10 +47,12 @@ def test_light_commands_import_no_heavy_library(argv):
 
 
 def test_the_probe_sees_heavy_imports():
-    """The check above can fail: the default worksheet does import sympy and numpy."""
+    """The check above can fail: the default worksheet does import sympy (and, since the model
+    imports numpy only where a sweep uses it, no numpy for one layer)."""
     got = _run(["worksheet", "--seqlen", "128"])
     assert got["code"] == 0
-    assert {"sympy", "numpy"} <= {m.split(".")[0] for m in got["modules"]}
+    tops = {m.split(".")[0] for m in got["modules"]}
+    assert "sympy" in tops and "numpy" not in tops
 
 
 def test_a_command_that_fails_to_import_fails_the_cli():

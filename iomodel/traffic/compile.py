@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import numpy as np
 import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
@@ -126,6 +125,8 @@ def numpy_function(args: Sequence[sp.Symbol], exprs: Sequence[sp.Expr]) -> Calla
 
     Common subexpressions are shared (``cse=True``) so a sweep evaluates each tile sum once.
     """
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
     return sp.lambdify(list(args), list(exprs), modules=[NUMPY_IMPLS, {"numpy": np}, "numpy"],
                        printer=_IntNumPyPrinter({"fully_qualified_modules": True}), cse=True,
                        docstring_limit=0)

@@ -14,16 +14,18 @@ import functools
 import math
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
-import numpy as np
 import sympy as sp
+
+if TYPE_CHECKING:  # annotations only: numpy is imported where it is used
+    import numpy as np
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import decode_refusal
 from iomodel.schedule.tiles import DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, program_sram_bytes
 from iomodel.spec.hardware import Hardware
-from iomodel.spec import DTYPES, LayerSpec, Tiling, canonical_dtype
+from iomodel.spec import LayerSpec, Tiling, canonical_dtype
 from iomodel.spec.layer import BACKWARD_TILE_FIELDS
 from iomodel.traffic.base import FIELD_SYMBOLS, SYM, AlgorithmModel, Row
 from iomodel.traffic.baseline import baseline_model
@@ -291,12 +293,14 @@ def _build(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> TrafficMode
 
 
 def _py(x: Any) -> Any:
-    """A compiled value as a plain Python number (int when integral)."""
+    """A compiled value as a plain Python number (int when integral); numpy scalars included,
+    recognised by their ``dtype.kind`` so the single-point path never imports numpy."""
     if isinstance(x, Fraction):
         return int(x) if x.denominator == 1 else float(x)
-    if isinstance(x, (np.integer,)):
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind in ("i", "u"):
         return int(x)
-    if isinstance(x, (float, np.floating)):
+    if isinstance(x, float) or kind == "f":
         return int(x) if float(x).is_integer() and abs(x) < 2**63 else float(x)
     return x
 
@@ -645,6 +649,8 @@ def sweep(
             a point too large for exact int64 evaluation, or any :func:`build_model` error
             at some point.
     """
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
     opts = _resolve_options(options)
     unknown = sorted(set(vary) - set(_SPEC_FIELDS + _TILING_FIELDS + _HW_FIELDS))
     if unknown:

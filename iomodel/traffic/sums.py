@@ -21,8 +21,12 @@ key n iff n <= m + off; 0 top-left, N_k - N_q bottom-right), see
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
 import sympy as sp
+
+if TYPE_CHECKING:  # annotations only: numpy is imported where it is used
+    import numpy as np
 
 from iomodel.spec import cdiv
 
@@ -156,6 +160,8 @@ class VisiblePairs(TileSum):
 
 
 def _i64(x) -> np.ndarray:
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
     return np.asarray(x, dtype=np.int64)
 
 
@@ -165,6 +171,8 @@ def floor_sum(n, m, a, b) -> np.ndarray:
     The Euclid-like floor-sum recursion (as in the AtCoder Library's ``floor_sum``),
     vectorized: O(log m) numpy passes, exact in int64.
     """
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
     n, m, a, b = np.broadcast_arrays(_i64(n), _i64(m), _i64(a), _i64(b))
     n, m, a, b = n.copy(), m.copy(), a.copy(), b.copy()
     ans = np.zeros(n.shape, dtype=np.int64)
@@ -192,6 +200,8 @@ def np_q_tile_key_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
     whose key count g(j·BM + off) with g(x) = min(N_k, BN·⌈max(0, x)/BN⌉) is 0 for x <= 0,
     N_k for x > BN·⌊N_k/BN⌋, and BN·⌈x/BN⌉ in between (a floor sum).
     """
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
     N_q, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_k), _i64(BM), _i64(BN), _i64(off))
 
     def g(x):
@@ -223,6 +233,8 @@ def np_k_tile_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
 
 def _k_block_rows(N_q, N_seen, N_k, BM, BN, off) -> np.ndarray:
     """Σ_{j: j·BN - off < N_seen, j < ⌈N_k/BN⌉} (N_q - BM·⌊max(0, j·BN - off)/BM⌋), exact in int64."""
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
     N_q, N_seen, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_seen), _i64(N_k), _i64(BM), _i64(BN),
                                                         _i64(off))
     t_c = cdiv(N_k, BN)
@@ -236,6 +248,8 @@ def _k_block_rows(N_q, N_seen, N_k, BM, BN, off) -> np.ndarray:
 
 def np_visible_pairs(N_q, N_k, off) -> np.ndarray:
     """Closed form of :class:`VisiblePairs`: Σ over t = off+1 .. N_q+off of clamp(t, 0, N_k)."""
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
     N_q, N_k, off = np.broadcast_arrays(_i64(N_q), _i64(N_k), _i64(off))
     lo, hi = off + 1, N_q + off
     a, b = np.maximum(lo, 1), np.minimum(hi, N_k)
