@@ -97,6 +97,9 @@ def write_bytes(path: str | Path, data: bytes, option: str) -> Path:
     Returns:
         ``Path(path)``.
 
+    A symbolic link is followed (the file it points to is replaced, the link kept); a path
+    that is not a regular file (``/dev/null``, a FIFO) is written in place, never replaced.
+
     Raises:
         IomodelError: the folder cannot be created, or the file cannot be written (read-only
             folder, full disk): nothing is left at ``path`` but what was there before.
@@ -104,6 +107,16 @@ def write_bytes(path: str | Path, data: bytes, option: str) -> Path:
     p = Path(path)
     if p.is_dir():
         raise IomodelError(f"the output path {p} is a folder: pass a file path with {option}")
+    if p.is_symlink():  # write the file the link points to, and keep the link
+        p = p.resolve()
+    if p.exists() and not p.is_file():  # a device (/dev/null), a FIFO: written in place, never replaced
+        try:
+            with open(p, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise IomodelError(f"cannot write {p} ({exc.strerror or type(exc).__name__}): "
+                               f"pass a writable path with {option}") from None
+        return Path(path)
     tmp = None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)

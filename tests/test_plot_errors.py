@@ -60,3 +60,28 @@ def test_outputs_get_a_plain_file_mode(tmp_path):
         os.umask(mask)
     assert p.read_text() == "x" and (p.stat().st_mode & 0o777) == 0o644
     assert [q.name for q in tmp_path.iterdir()] == ["out.md"]  # no temporary file left behind
+
+
+def test_outputs_through_links_and_onto_devices(tmp_path):
+    """A link is followed (its target rewritten, the link kept); /dev/null is written, not replaced."""
+    import os
+    import stat
+
+    from iomodel.paths import write_text
+
+    target = tmp_path / "target.md"
+    target.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(target)
+    write_text(link, "new", "-o")
+    assert link.is_symlink() and target.read_text() == "new"
+    write_text("/dev/null", "x" * 1000, "-o")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the write does not block
+    try:
+        write_text(fifo, "through the pipe", "-o")
+        assert os.read(fd, 100) == b"through the pipe" and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    finally:
+        os.close(fd)
