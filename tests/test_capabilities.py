@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -159,3 +161,18 @@ def test_block_size_refusals_are_the_kernels(name, value):
         fa.flash_attention(*_qkv(), config=cfg)
     assert str(info.value) == reason
     assert cap.block_size_refusal(name, 64) is None
+
+
+@pytest.mark.parametrize("extra", [["--block-m", "8", "--block-n", "64"], ["--block-m", "512", "--block-n", "64"],
+                                   ["--phase", "decode", "--block-n", "8"]])
+def test_tiles_the_launcher_refuses_are_never_the_bundled_kernels(capsys, extra):
+    """Tiles outside the launcher's block sizes (powers of two in 16..256) are modelled under the
+    statement that no bundled kernel runs them (a fresh probe of issue 9 found them labelled otherwise)."""
+    from iomodel.cli import main
+
+    try:
+        main(["worksheet", "--format", "json", *extra])
+    except SystemExit as e:
+        assert e.code in (0, None)
+    src = json.loads(capsys.readouterr().out)["worksheet"]["tiling_source"]
+    assert "no bundled kernel runs these tiles (config.block_" in src and "bundled kernel's" not in src

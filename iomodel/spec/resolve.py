@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import block_size_refusal
 from iomodel.spec.config import AttentionConfig, load_config, load_preset
 from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
@@ -199,7 +200,13 @@ def resolve_layer(
     if explicit:
         tiling = replace(tiling, **explicit)  # the rest (backward tiles, heads per program) as the kernel's
         named = ", ".join(f"{k.upper() if k.startswith('block') else k} = {v}" for k, v in explicit.items())
-        source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
+        unrun = [r for k in ("block_m", "block_n") if k in explicit
+                 for r in [block_size_refusal(k, explicit[k])] if r is not None]
+        if unrun:  # tiles the kernel's launcher refuses: modelled, never labelled as the bundled kernel's
+            source = (f"{named} given on the command line; no bundled kernel runs these tiles "
+                      f"({'; '.join(r.split(': change it')[0] for r in unrun)})")
+        else:
+            source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
     if phase == "decode":  # the decode tiles the kernel runs (iomodel.schedule.tiles, read by the kernel too)
         reason = (decode_block_m_refusal(tiling.block_m, tiling.heads_per_program, spec.seqlen_q,
                                          "use --block-m {value} or leave it out") if "block_m" in explicit else None)
