@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from iomodel.bench.backends import attention_call  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
+from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
@@ -141,16 +141,13 @@ def speed(best: dict, quick: bool) -> list[dict]:
             o, lse = flash_attention(q, k, v, causal)
             return torch.autograd.grad(o, (q, k, v), do)
 
-        def sdpa(member):
-            def run():
-                with sdpa_kernel([member]):
-                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                return torch.autograd.grad(o, (q, k, v), do)
-            return run
+        def sdpa(name):  # the one dispatcher of the harness, then the gradients
+            call = attention_call(name, dense_inputs(q, k, v, causal))
+            return lambda: torch.autograd.grad(call(), (q, k, v), do)
 
         orig = bw.backward_config
         bw.backward_config = lambda *a, **k: cfg  # the tuned tiles for this (d, causal)
-        fns = {"tiled": ours, "sdpa-flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa-cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+        fns = {"tiled": ours, "sdpa-flash": sdpa("sdpa-flash"), "sdpa-cudnn": sdpa("sdpa-cudnn")}
         row = dict(B=B, H=H, N=N, d=d, causal=causal, flops=flops, config=cfg.to_dict())
         peak = {}
         for name, fn in list(fns.items()):

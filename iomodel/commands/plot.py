@@ -74,7 +74,7 @@ def plot(
     kinds = tuple(kind) if kind else PLOT_KINDS
     if "sram" in kinds and kind and lay.spec.phase != "prefill":
         raise IomodelError("the SRAM-size plot compares prefill schedules: drop --kind sram or use --phase prefill")
-    for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds,
+    for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
                             measured=_load_measured(measured)):
         typer.echo(f"wrote {path}")
 

@@ -38,20 +38,26 @@ def worksheet(
         paths = W.regenerate_bundled()
         typer.echo(f"wrote {len(paths)} files under {W.WORKSHEETS_DIR}")
         return
+    from iomodel.paths import check_output_dir, check_output_file
+
     fmt = W.format_for(output, fmt)
+    if output is not None:  # both destinations checked before anything is written
+        check_output_file(output, "-o")
+    if plot_dir is not None:
+        check_output_dir(plot_dir, "--plot-dir")
     lay = layer.resolve()
     ws = W.make_worksheet(lay)
     text = W.render(ws, fmt)
+    if plot_dir is not None:  # the plots first: a plot that fails leaves no worksheet behind either
+        from iomodel.report.plot import write_plots
+
+        for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir):
+            typer.echo(f"wrote {path}", err=True)
     if output is not None:
         _write(output, text)
         typer.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)
-    if plot_dir is not None:
-        from iomodel.report.plot import write_plots
-
-        for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir):
-            typer.echo(f"wrote {path}", err=True)
     if not ws.units_ok:  # a model defect, not bad input: exit 1
         typer.echo("error: some rows do not reduce to bytes (see the units check): report it", err=True)
         raise typer.Exit(1)

@@ -98,27 +98,20 @@ def flush_l2(device: Any) -> None:
 
 
 def _sdpa_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any) -> Callable[[], Any]:
-    """PyTorch SDPA pinned to the backend ``impl`` names (``sdpa-flash`` ...); bottom-right
-    causal alignment with seqlen_q != seqlen_k goes through ``causal_lower_right``."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    """PyTorch SDPA pinned to the backend ``impl`` names (``sdpa-flash`` ...), through the one
+    dispatcher (:func:`iomodel.bench.backends.attention_call`); bottom-right causal alignment
+    with seqlen_q != seqlen_k reaches SDPA as ``causal_lower_right``."""
+    from iomodel.bench.backends import attention_call
+    from iomodel.bench.inputs import AttentionInputs
 
-    from iomodel.bench.backends import SDPA_BACKENDS
-
-    backend = getattr(SDPBackend, SDPA_BACKENDS[impl].member)
-    mask = None
-    is_causal = spec.causal
+    mask, is_causal, kind = None, spec.causal, "is_causal" if spec.causal else "none"
     if spec.causal and spec.causal_align == "bottom-right" and spec.seqlen_q != spec.seqlen_k:
         from torch.nn.attention.bias import causal_lower_right
 
-        mask, is_causal = causal_lower_right(spec.seqlen_q, spec.seqlen_k), False
-
-    def call():
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
-                                                  enable_gqa=spec.heads != spec.kv_heads)
-
-    return call
+        mask, is_causal, kind = causal_lower_right(spec.seqlen_q, spec.seqlen_k), False, "causal-bottom-right"
+    inp = AttentionInputs(q=q, k=k, v=v, causal=spec.causal, causal_align=spec.causal_align, attn_mask=mask,
+                          sdpa_is_causal=is_causal, lengths=None, valid_rows=None, mask_kind=kind)
+    return attention_call(impl, inp)
 
 
 def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,

@@ -633,9 +633,11 @@ def write_plots(
     *,
     kinds: Sequence[str] = PLOT_KINDS,
     measured: dict[str, list[dict[str, Any]]] | None = None,
+    option: str = "--plot-dir",
     **options: Any,
 ) -> list[Path]:
-    """Write the PNGs of one layer into ``out_dir`` (created if missing).
+    """Write the PNGs of one layer into ``out_dir`` (created if missing); ``option`` is the
+    command-line option that named the folder (for the error message).
 
     Files: ``bytes_vs_seqlen.png``, ``bytes_vs_blocks.png`` and (prefill only)
     ``bytes_vs_sram.png``.
@@ -657,7 +659,7 @@ def write_plots(
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise IomodelError(f"cannot create the plot folder {str(out)!r} ({exc.strerror}): pick another --plot-dir")
+        raise IomodelError(f"cannot create the plot folder {str(out)!r} ({exc.strerror}): pick another {option}")
     measured = measured or {}
     if not isinstance(measured, dict):
         raise IomodelError("measured points must map plot kinds (seqlen, blocks, sram) to lists: fix the overlay data")
@@ -666,7 +668,7 @@ def write_plots(
     pngs = {out / PLOT_FILES[kind]: _png(funcs[kind](spec, tiling, hardware, measured=measured.get(kind), **options))
             for kind in kinds if kind != "sram" or spec.phase == "prefill"}
     for path, data in pngs.items():
-        write_bytes(path, data, "the plot folder")
+        write_bytes(path, data, option)
     return list(pngs)
 
 
