@@ -78,3 +78,10 @@ def test_formatting():
     assert fmt_int(7.0) == "7"
     assert fmt_seconds(1.5e-5) == "15 µs" and fmt_seconds(2.5e-3) == "2.5 ms" and fmt_seconds(3) == "3 s"
     assert fmt_tokens(8192) == "8k" and fmt_tokens(131072) == "128k" and fmt_tokens(1000) == "1,000"
+
+
+def test_human_bytes_reaches_exbibytes():
+    """A fresh probe printed 12,215,972 PiB: binary prefixes go up to EiB (2^60 B)."""
+    assert human_bytes(3 * 2**50) == "3 PiB"
+    assert human_bytes(5 * 2**60) == "5 EiB"
+    assert human_bytes(12_215_972 * 2**50) == "11,930 EiB"
