@@ -83,3 +83,34 @@ def test_a_stored_drift_pass_false_fails(tmp_path, capsys):
                                .__setitem__("drift_pass", False))
     assert code == 1
     assert f"bucket '{FIRST}' sdpa-flash: stored summary drift_pass false differs from true" in out
+
+
+# ----- plot --measured: points off the grid, unknown levels and undrawn kinds are refused -----
+
+@pytest.mark.parametrize("points, kind, needles", [
+    ({"blocks": [{"block_m": 100, "block_n": 128, "bytes": 1e9}]}, "blocks",
+     ["blocks: measured point 0: block_m = 100 is not on the drawn grid (block_m 16, 32, 64, 128, 256)"]),
+    ({"blocks": [{"block_m": 64, "block_n": 48, "bytes": 1e9}]}, "blocks",
+     ["blocks: measured point 0: block_n = 48 is not on the drawn grid (block_n 16, 32, 64, 128, 256)"]),
+    ({"seqlen": [{"seqlen": 1024, "bytes": 1e9, "level": "L3"}]}, "seqlen",
+     ["seqlen: measured point 0: level 'L3' is not a measurement level the plots know: "
+      "use one of HBM, DRAM, L2, SRAM_fill, SRAM"]),
+    # points of a kind that is not drawn are checked all the same
+    ({"blocks": [{"block_m": 100, "block_n": 128, "bytes": 1e9}]}, "seqlen",
+     ["blocks: measured point 0: block_m = 100 is not on the drawn grid"]),
+    ({"seqlen": [{"seqlen": 1024, "bytes": 1e9}], "sram": [{"sram_bytes": 0, "bytes": 1e9}]}, "seqlen",
+     ["sram: measured point 0: 'sram_bytes' must be a positive finite number", "got 0"]),
+])
+def test_plot_overlay_refused_in_one_line_and_nothing_written(tmp_path, capsys, points, kind, needles):
+    m = tmp_path / "m.json"
+    m.write_text(json.dumps(points))
+    out = tmp_path / "plots"
+    assert_one_line_error(capsys, ["plot", "-o", str(out), "--kind", kind, "--measured", str(m)], *needles)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_point_on_the_grid_is_drawn(tmp_path, capsys):
+    m = tmp_path / "m.json"
+    m.write_text(json.dumps({"blocks": [{"block_m": 64, "block_n": 128, "bytes": 1e9, "level": "L2"}]}))
+    code, out, _ = run_cli(capsys, ["plot", "-o", str(tmp_path), "--kind", "blocks", "--measured", str(m)])
+    assert code == 0 and (tmp_path / "bytes_vs_blocks.png").stat().st_size > 0
