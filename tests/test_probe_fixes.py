@@ -114,3 +114,15 @@ def test_a_point_on_the_grid_is_drawn(tmp_path, capsys):
     m.write_text(json.dumps({"blocks": [{"block_m": 64, "block_n": 128, "bytes": 1e9, "level": "L2"}]}))
     code, out, _ = run_cli(capsys, ["plot", "-o", str(tmp_path), "--kind", "blocks", "--measured", str(m)])
     assert code == 0 and (tmp_path / "bytes_vs_blocks.png").stat().st_size > 0
+
+
+# ----- reconcile: a record of an unknown kind is refused -----
+
+def test_reconcile_refuses_an_unknown_record_kind(tmp_path, capsys):
+    rec = json.loads((ROOT / "receipts" / "ncu-h200-2026-11-29.json").read_text())
+    rec["kind"] = "nsys"
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(rec))
+    assert_one_line_error(capsys, ["reconcile", str(p)],
+                          f"measurement file {str(p)!r}: kind 'nsys' is not a kind of measurement iomodel writes: "
+                          "use 'ncu' or 'interpreter'")
