@@ -203,13 +203,18 @@ def test_any_json_is_read_or_refused_in_one_line(tmp_path_factory, fields, dtype
     assert not math.isnan(cfg.head_dim)
 
 
+def _refusal(path) -> str:
+    """The one-line refusal of the config at ``path``."""
+    with pytest.raises(IomodelError) as exc:
+        load_config(path)
+    return str(exc.value)
+
+
 def test_phi3_small_is_refused_naming_the_field(tmp_path):
     fields = {"blocksparse_block_size": 64, "dense_attention_every_n_layers": 2, "num_attention_heads": 32,
               "num_key_value_heads": 8, "hidden_size": 4096, "num_hidden_layers": 32, "torch_dtype": "bfloat16"}
     path = _write(tmp_path, fields)
-    with pytest.raises(IomodelError) as exc:
-        load_config(path)
-    assert str(exc.value) == (
+    assert _refusal(path) == (
         f"{path}: 'blocksparse_block_size' = 64: block-sparse attention (Phi-3-small) reads only the key blocks of its "
         "sparsity pattern on most layers, not every key, which iomodel does not model (its K/V bytes would be wrong): "
         "pass the sizes with --heads/--kv-heads/--head-dim instead of a config to model an ordinary layer")
@@ -252,9 +257,7 @@ def test_decoders_stay_causal(tmp_path):
 def test_linear_attention_layers_say_what_to_change(tmp_path):
     path = _write(tmp_path, {"layer_types": ["linear_attention"], "num_attention_heads": 32, "hidden_size": 4096,
                              "torch_dtype": "bfloat16"})
-    with pytest.raises(IomodelError) as exc:
-        load_config(path)
-    assert str(exc.value) == (
+    assert _refusal(path) == (
         f"{path}: layer_types ['linear_attention'] are not attention kinds iomodel knows (chunked_attention, "
         "full_attention, sliding_attention), so it cannot say what those layers move: pass the sizes with "
         "--heads/--kv-heads/--head-dim instead of a config to model a softmax-attention layer")
