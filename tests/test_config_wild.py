@@ -18,6 +18,17 @@ GEMMA2_9B = {"model_type": "gemma2", "num_attention_heads": 16, "num_key_value_h
              "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256,
              "max_position_embeddings": 8192, "torch_dtype": "float32"}
 
+#: Phi-3-small's attention fields (block-sparse on every other layer).
+PHI3_SMALL = {"model_type": "phi3small", "architectures": ["Phi3SmallForCausalLM"], "blocksparse_block_size": 64,
+              "blocksparse_num_local_blocks": 16, "blocksparse_vert_stride": 8, "dense_attention_every_n_layers": 2,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "num_hidden_layers": 32,
+              "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+#: Encoders: BERT (bidirectional) and T5 (encoder-decoder; its encoder's self-attention is bidirectional).
+BERT_BASE = {"architectures": ["BertForMaskedLM"], "model_type": "bert", "num_attention_heads": 12,
+             "hidden_size": 768, "num_hidden_layers": 12, "max_position_embeddings": 512, "torch_dtype": "float32"}
+T5_SMALL = {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5", "is_encoder_decoder": True,
+            "num_heads": 8, "d_model": 512, "d_kv": 64, "num_layers": 6, "torch_dtype": "float32"}
+
 #: (model, fields, dtype flag, expected (H, H_kv, HEAD_DIM), window (tokens, kind, layers) or None, refusal or None)
 REAL = [
     ("openai-community/gpt2", {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_layer": 12, "n_positions": 1024},
@@ -94,6 +105,10 @@ REAL = [
                                  "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
                                  "torch_dtype": "bfloat16"},
      None, None, None, "'kv_lora_rank' = 512: multi-head latent attention"),
+    ("microsoft/Phi-3-small-8k-instruct", PHI3_SMALL,
+     None, None, None, "'blocksparse_block_size' = 64: block-sparse attention (Phi-3-small)"),
+    ("google-bert/bert-base-uncased", BERT_BASE, None, (12, 12, 64), None, None),
+    ("google-t5/t5-small", T5_SMALL, None, (8, 8, 64), None, None),
 ]
 
 
@@ -186,3 +201,63 @@ def test_any_json_is_read_or_refused_in_one_line(tmp_path_factory, fields, dtype
     assert cfg.heads > 0 and cfg.kv_heads > 0 and cfg.heads % cfg.kv_heads == 0 and cfg.head_dim > 0
     assert cfg.window is None or (cfg.window > 0 and cfg.window_kind)
     assert not math.isnan(cfg.head_dim)
+
+
+def _refusal(path) -> str:
+    """The one-line refusal of the config at ``path``."""
+    with pytest.raises(IomodelError) as exc:
+        load_config(path)
+    return str(exc.value)
+
+
+def test_phi3_small_is_refused_naming_the_field(tmp_path):
+    fields = {"blocksparse_block_size": 64, "dense_attention_every_n_layers": 2, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "hidden_size": 4096, "num_hidden_layers": 32, "torch_dtype": "bfloat16"}
+    path = _write(tmp_path, fields)
+    assert _refusal(path) == (
+        f"{path}: 'blocksparse_block_size' = 64: block-sparse attention (Phi-3-small) reads only the key blocks of its "
+        "sparsity pattern on most layers, not every key, which iomodel does not model (its K/V bytes would be wrong): "
+        "pass the sizes with --heads/--kv-heads/--head-dim instead of a config to model an ordinary layer")
+    del fields["blocksparse_block_size"]
+    with pytest.raises(IomodelError, match="'dense_attention_every_n_layers' = 2: layers that alternate"):
+        load_config(_write(tmp_path, fields))
+
+
+@pytest.mark.parametrize("fields, source", [
+    (BERT_BASE, "'model_type' = 'bert': an encoder, whose self-attention is bidirectional"),
+    ({**BERT_BASE, "model_type": "custom"}, "'architectures' names 'BertForMaskedLM': a masked language model"),
+    (T5_SMALL, "'is_encoder_decoder' = true: the encoder's self-attention is bidirectional"),
+])
+def test_encoders_are_bidirectional_by_default(tmp_path, fields, source):
+    from iomodel.spec.resolve import resolve_layer
+
+    path = _write(tmp_path, fields)
+    cfg = load_config(path)
+    assert cfg.causal_default is False and cfg.bidirectional_source.startswith(source)
+    lay = resolve_layer(config=path, seqlen=512)
+    assert lay.spec.causal is False
+    assert [n for n in lay.notes if "causal" in n] == [
+        f"{cfg.bidirectional_source}: modelled without a causal mask; pass --causal to model a causal layer."]
+    assert "--no-causal" in lay.command()
+    forced = resolve_layer(config=path, seqlen=512, causal=True)  # the flag still wins, and no note
+    assert forced.spec.causal is True and not any("causal mask" in n for n in forced.notes)
+    assert resolve_layer(config=path, seqlen=512, phase="decode").spec.causal is True  # a decoder's step
+
+
+def test_decoders_stay_causal(tmp_path):
+    from iomodel.spec.resolve import resolve_layer
+
+    for fields in (REAL[0][1] | {"torch_dtype": "float32"}, {**BERT_BASE, "is_decoder": True}):
+        cfg = load_config(_write(tmp_path, fields))
+        assert cfg.causal_default is True and cfg.bidirectional_source == ""
+    lay = resolve_layer(config=_write(tmp_path, REAL[0][1] | {"torch_dtype": "float32"}), seqlen=512)
+    assert lay.spec.causal is True and not any("causal mask" in n for n in lay.notes)
+
+
+def test_linear_attention_layers_say_what_to_change(tmp_path):
+    path = _write(tmp_path, {"layer_types": ["linear_attention"], "num_attention_heads": 32, "hidden_size": 4096,
+                             "torch_dtype": "bfloat16"})
+    assert _refusal(path) == (
+        f"{path}: layer_types ['linear_attention'] are not attention kinds iomodel knows (chunked_attention, "
+        "full_attention, sliding_attention), so it cannot say what those layers move: pass the sizes with "
+        "--heads/--kv-heads/--head-dim instead of a config to model a softmax-attention layer")

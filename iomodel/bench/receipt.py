@@ -286,6 +286,13 @@ def _check_result_fields(r: Any, where: str) -> None:
     for k in ("speedup", "memory_ratio"):
         if k in r:
             jv.number(r[k], f"{where}: {k}", allow_none=True, fix=fix)
+    if "peak_allocated_bytes" in r:
+        jv.number(r["peak_allocated_bytes"], f"{where}: peak_allocated_bytes",
+                  what="a whole number of bytes, 0 or more (or null)", integer=True, allow_none=True, fix=fix)
+    for k in ("accuracy", "grad_accuracy"):
+        if k in r:
+            acc = jv.mapping(r[k], f"{where}: {k}", fix=fix)
+            jv.boolean(jv.field(acc, "pass", f"{where}: {k}", fix=fix), f"{where}: {k}.pass", fix=fix)
     if r.get("samples_s"):  # read for every result that has them, run or not
         jv.numbers(r["samples_s"], f"{where}: samples_s", fix=fix)
     if "time_s" in r or status == "ok":
@@ -319,7 +326,11 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
             type; for a result that ran, timing samples that are not positive seconds, a
             median that is not a positive number, error statistics of the wrong type; a
             stored speedup that is not a number or null; a workload size that is not a
-            positive integer; a downstream logit error that is not a number.
+            positive integer; a downstream logit error that is not a number; a peak memory that is
+            not a whole number of bytes >= 0 or null; an ``accuracy.pass``, ``grad_accuracy.pass``,
+            ``drift_pass`` or ``verdict.pass`` that is not a boolean; a bucket weight that is not a
+            positive number; an empty bucket list, a repeated bucket name, or a workload bucket
+            that names no bucket of the receipt.
     """
     fix = RECEIPT_FIX
     jv.mapping(receipt, source, fix=fix)
@@ -345,16 +356,27 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
         if k in wl:
             jv.string(wl[k], f"{source}: matrix.workload.{k}", fix=fix)
     jv.mapping(receipt.get("backends", {}), f"{source}: backends", fix=fix)
-    for i, b in enumerate(jv.array(receipt.get("buckets", []), f"{source}: buckets", fix=fix)):
+    buckets = jv.array(jv.field(receipt, "buckets", source, fix=fix), f"{source}: buckets", fix=fix)
+    if not buckets:
+        raise IomodelError(f"{source}: buckets is empty, a receipt holds at least one bucket: {fix}")
+    names: set[str] = set()
+    for i, b in enumerate(buckets):
         jv.mapping(b, f"{source}: buckets[{i}]", fix=fix)
         name = jv.string(jv.field(b, "name", f"{source}: buckets[{i}]", fix=fix), f"{source}: buckets[{i}].name",
                          fix=fix)
+        if name in names:
+            raise IomodelError(f"{source}: buckets[{i}] repeats the bucket name {name!r}, each bucket is named once: "
+                               f"{fix}")
+        names.add(name)
         wb = f"{source}: bucket {name!r}"
         jv.string(jv.field(b, "dtype", wb, fix=fix), f"{wb}: dtype", fix=fix)
+        jv.number(jv.field(b, "weight", wb, fix=fix), f"{wb}: weight",
+                  what="a positive number (the bucket's fraction of the workload's calls)", positive=True, fix=fix)
         summary = jv.mapping(b.get("summary", {}), f"{wb}: summary", fix=fix)
         for n, v in jv.mapping(summary.get("backends", {}), f"{wb}: summary.backends", fix=fix).items():
             jv.number(jv.mapping(v, f"{wb}: summary.backends[{n!r}]", fix=fix).get("speedup_geomean"),
                       f"{wb}: summary.backends[{n!r}].speedup_geomean", allow_none=True, fix=fix)
+            jv.boolean(v.get("drift_pass"), f"{wb}: summary.backends[{n!r}].drift_pass", allow_none=True, fix=fix)
         fallbacks = jv.mapping(summary.get("fallbacks", {}), f"{wb}: summary.fallbacks", fix=fix)
         jv.mapping(fallbacks.get("refused", {}), f"{wb}: summary.fallbacks.refused", fix=fix)
         dec = jv.mapping(summary.get("decision", {}), f"{wb}: summary.decision", fix=fix)
@@ -373,6 +395,15 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
             jv.string(s.get("error"), f"{ws}: error", allow_none=True, fix=fix)
             for n, r in jv.mapping(jv.field(s, "results", ws, fix=fix), f"{ws}: results", fix=fix).items():
                 _check_result_fields(r, f"{ws} {n}")
+    for k in ("prefill_bucket", "decode_bucket"):
+        if k in wl and wl[k] not in names:
+            raise IomodelError(f"{source}: matrix.workload.{k} names bucket {wl[k]!r}, which is not among the "
+                               f"receipt's buckets ({', '.join(sorted(names))}): {fix}")
+    verdict = jv.mapping(receipt.get("verdict", {}), f"{source}: verdict", fix=fix)
+    if "pass" in verdict:
+        jv.boolean(verdict["pass"], f"{source}: verdict.pass", fix=fix)
+    for i, x in enumerate(jv.array(verdict.get("violations", []), f"{source}: verdict.violations", fix=fix)):
+        jv.string(x, f"{source}: verdict.violations[{i}]", fix=fix)
     e2e = jv.mapping(receipt.get("end_to_end"), f"{source}: end_to_end", allow_none=True, fix=fix) or {}
     for n, p in jv.mapping(e2e.get("paths") or {}, f"{source}: end_to_end.paths", fix=fix).items():
         jv.number(jv.mapping(p, f"{source}: end_to_end.paths[{n!r}]", fix=fix).get("speedup"),
@@ -402,7 +433,11 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
     (per shape ``speedup``, per bucket ``summary.backends[*].speedup_geomean`` and
     ``summary.decision.speedup``, and the request-level ``end_to_end`` speedups) must equal
     the one recomputed from the samples within :data:`~iomodel.bench.policy.RECOMPUTE_REL_TOL` (float rounding), so a
-    receipt cannot claim a speedup its samples do not give.
+    receipt cannot claim a speedup its samples do not give. Every stored boolean must equal its
+    recomputation too (each result's ``accuracy.pass`` and ``grad_accuracy.pass``, a forward
+    bucket's ``summary.backends[*].drift_pass``, and, under the bundled policy, ``verdict.pass``
+    against "no violation"); a disagreement is a line naming the field, after the policy
+    violations.
 
     Args:
         receipt: a receipt dictionary (e.g. ``json.load`` of a ``bench-*.json``).
@@ -422,6 +457,8 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
     if receipt.get("schema") != BUCKET_SCHEMA:
         return [f"unknown receipt schema {receipt.get('schema')!r}: expected {BUCKET_SCHEMA}"]
     declared = receipt.get("policy", {})
+    bundled = policy is None
+    flags: list[str] = []  # stored booleans that disagree with their recomputation
     if policy is None:
         try:
             policy = load_policy(int(declared.get("version", -1)))
@@ -439,6 +476,7 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
         tol: Tolerance = policy.tol(b["dtype"])
         per_backend: dict[str, list[float]] = {}
         ok_all: dict[str, bool] = {}
+        drift: dict[str, list[bool]] = {}  # per fused backend, the recomputed accuracy verdict of each shape it ran
         for s in b["shapes"]:
             res = s["results"]
             base = res.get(BASELINE, {})
@@ -455,6 +493,8 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
             bv = accuracy_verdict(base["error"], None, tol)
             if not bv["pass"]:
                 out.append(f"{where} {BASELINE}: {'; '.join(bv['reasons'])}")
+            flags.extend(_stored_flag(f"{where} {BASELINE}", "accuracy.pass", base.get("accuracy"), bv["pass"],
+                                    "the error statistics under the policy's tolerance"))
             bmed = _median(base)
             for key, r in res.items():
                 if key == BASELINE:
@@ -467,12 +507,20 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
                 if not v["pass"]:
                     ok_all[key] = False
                     out.append(f"{where} {key}: drift above policy: {'; '.join(v['reasons'])}")
+                flags.extend(_stored_flag(f"{where} {key}", "accuracy.pass", r.get("accuracy"), v["pass"],
+                                        "the error statistics under the policy's tolerance"))
+                drift.setdefault(key, []).append(v["pass"])
                 sp = bmed / _median(r)
                 per_backend.setdefault(key, []).append(sp)
                 if not same_number(r.get("speedup"), sp):
                     out.append(f"{where} {key}: stored speedup {_x(r.get('speedup'))} differs from {sp:.4g}x, the "
                                f"baseline median over its median, both recomputed from the samples")
         summary = b.get("summary", {})
+        if not _training(b):  # a training bucket's drift_pass adds the gradient verdicts (check_training)
+            for key, stored in summary.get("backends", {}).items():
+                if "drift_pass" in stored and key in drift:
+                    flags.extend(_stored_flag(f"bucket {name!r} {key}", "summary drift_pass", stored["drift_pass"],
+                                            all(drift[key]), "the accuracy verdicts of the shapes it ran"))
         for key, xs in per_backend.items():  # every backend's geometric mean over the shapes it ran
             stored = summary.get("backends", {}).get(key, {}).get("speedup_geomean")
             if not same_number(stored, _gmean(xs)):
@@ -506,7 +554,7 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
         if claimed != best:
             out.append(f"bucket {name!r}: receipt names {claimed} as the decision but the numbers make it {best}")
     out.extend(_check_end_to_end(receipt))
-    out.extend(check_training(receipt, policy))
+    out.extend(check_training(receipt, policy, flags))
     ds = receipt.get("downstream")
     if ds:
         for dt, results in ds.get("results", {}).items():
@@ -517,7 +565,29 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
                 if bound is None or not (float(r["max_abs"]) <= bound):
                     out.append(f"downstream {dt} {key}: max |logit - logit64| {float(r['max_abs']):.3g} exceeds "
                                f"the declared bound {bound}")
-    return out
+    verdict = receipt.get("verdict", {})
+    if bundled and "pass" in verdict and verdict["pass"] != (not out):  # the harness's verdict is under this policy
+        flags.append(f"verdict.pass: the receipt states {str(verdict['pass']).lower()}, but the recomputation "
+                     + (f"finds {len(out)} policy violation(s)" if out else "finds no policy violation")
+                     + f" under policy v{policy.version}: the stored verdict was edited or is stale")
+    return out + flags
+
+
+def _stored_flag(where: str, field: str, stored: Any, fresh: bool, source: str) -> list[str]:
+    """A violation when a stored boolean disagrees with its recomputation; none when it agrees or is absent.
+
+    Args:
+        where: the bucket, shape and backend, for the message.
+        field: the field's name (``"accuracy.pass"``); a ``.pass`` field is read from the
+            dictionary ``stored`` (``{"pass": bool, ...}``), any other from ``stored`` itself.
+        stored: the stored dictionary or boolean (None: absent, nothing to compare).
+        fresh: the recomputed value.
+        source: what ``fresh`` was recomputed from, for the message.
+    """
+    flag = stored.get("pass") if isinstance(stored, dict) and field.endswith(".pass") else stored
+    if flag is None or flag == fresh:
+        return []
+    return [f"{where}: stored {field} {str(flag).lower()} differs from {str(fresh).lower()}, recomputed from {source}"]
 
 
 # ------------------------------------------------------------------------------------
@@ -925,7 +995,7 @@ def _receipt_step_flops(bucket: dict[str, Any], shape: dict[str, Any]) -> int:
                       shape["seqlen_k"], bucket["causal"], bucket["causal_align"], True)
 
 
-def check_training(receipt: dict[str, Any], policy: Policy) -> list[str]:
+def check_training(receipt: dict[str, Any], policy: Policy, flags: list[str] | None = None) -> list[str]:
     """Every way the training buckets of a bucket receipt break the policy; empty when they pass.
 
     The forward rules (baseline, output drift, speedups over SDPA MATH, the decision and its
@@ -937,13 +1007,18 @@ def check_training(receipt: dict[str, Any], policy: Policy) -> list[str]:
     1e12) and ``speedup_vs_eager`` (eager median / median) per result, their geometric means
     per backend and for the decision; a peak memory for every result that ran.
 
+    A stored ``grad_accuracy.pass`` that disagrees with its recomputed verdict is a line in
+    ``flags`` (in the returned list when ``flags`` is None).
+
     Args:
         receipt: a bucket receipt; policy: the policy it is held to (its ``[gradient.*]``).
+        flags: where to put the stored-flag disagreements (default: with the violations).
 
     Returns:
         One sentence per violation.
     """
     out: list[str] = []
+    flags = out if flags is None else flags
     for b in receipt.get("buckets", []):
         if not _training(b):
             continue
@@ -975,6 +1050,8 @@ def check_training(receipt: dict[str, Any], policy: Policy) -> list[str]:
                 v = gradient_verdict(r["grad_error"], None if key == EAGER else eager["grad_error"], tol)
                 if not v["pass"]:
                     out.append(f"{where} {key}: gradient drift above policy: {'; '.join(v['reasons'])}")
+                flags.extend(_stored_flag(f"{where} {key}", "grad_accuracy.pass", r.get("grad_accuracy"), v["pass"],
+                                        "the gradient error statistics under the policy's gradient rule"))
                 med = _median(r)
                 if not same_number(r.get("tflops"), flops / med / 1e12):
                     out.append(f"{where} {key}: stored {r.get('tflops')} TFLOP/s differs from {flops / med / 1e12:.4g}, "

@@ -44,6 +44,8 @@ from iomodel.spec import LayerSpec, Tiling
 
 #: Format tag written into every record file.
 SCHEMA = "iomodel.measurement/1"
+#: What made a record: Nsight Compute counters on a GPU, or loads counted by the Triton interpreter.
+KINDS = ("ncu", "interpreter")
 
 #: Implementations a sweep can measure: the bundled kernel, the eager chain (scores in the
 #: input dtype / in fp32) and PyTorch SDPA pinned to one backend.
@@ -312,7 +314,7 @@ class Measurement:
         one line naming the shape and the field, before anything is compared.
 
         Raises:
-            IomodelError: the schema tag is missing or different; a field of the wrong JSON
+            IomodelError: the schema tag is missing or different; a ``kind`` not in :data:`KINDS`; a field of the wrong JSON
                 type or out of range (see :meth:`ShapeMeasurement.from_dict`); two shapes with
                 one id; a hardware entry whose sizes are not positive numbers; settings the
                 reconciliation reads (``metrics``, ``dropped_metrics``, ``l2_model``,
@@ -321,6 +323,9 @@ class Measurement:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise IomodelError(f"{source} is not an iomodel measurement ({SCHEMA}): pass a file written by iomodel validate")
         words = {k: jv.string(d.get(k, ""), f"{source}: {k}", fix=FIX) for k in ("kind", "created", "command")}
+        if words["kind"] not in KINDS:
+            raise IomodelError(f"{source}: kind {words['kind']!r} is not a kind of measurement iomodel writes: use "
+                               f"{' or '.join(repr(k) for k in KINDS)} (Nsight Compute counters or interpreter counts)")
         environment = jv.mapping(d.get("environment", {}), f"{source}: environment", fix=FIX)
         hardware = jv.mapping(d.get("hardware"), f"{source}: hardware", allow_none=True, fix=FIX)
         for k in HARDWARE_NUMBERS:

@@ -125,30 +125,47 @@ def _legend_below(fig: Figure, ax: Any, ncol: int = 2) -> None:
                fontsize=8.2, frameon=False)
 
 
-def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[str]) -> list[dict[str, Any]]:
+def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[str],
+                    grid: dict[str, Sequence[int]] | None = None, kind: str = "") -> list[dict[str, Any]]:
     """The overlay points, each checked: ``keys`` and ``bytes`` present, finite and positive
     numbers (the axes are logarithmic: a zero, negative or NaN point cannot be drawn, and is
-    refused rather than dropped); ``label`` and ``level`` strings if given.
+    refused rather than dropped); ``label`` a string and ``level`` one of :data:`LEVEL_MARKERS`
+    if given; each key of ``grid`` one of its values (a heat-map cell that is drawn: a point
+    off the grid would have no cell, and is refused rather than dropped).
+
+    Args:
+        measured: the points (a list of objects).
+        keys: the coordinates every point must have (``("seqlen",)``).
+        grid: for a heat map, the drawn values of each coordinate (``{"block_m": [16, ...]}``).
+        kind: the plot kind, naming the point in messages (``"blocks"`` -> ``blocks: measured point 0``).
 
     Raises:
         IomodelError: naming the point and the field.
     """
     if measured is not None and not isinstance(measured, (list, tuple)):
         raise IomodelError(f"measured points must be a list of objects, got {type(measured).__name__}: fix the overlay data")
+    name = f"{kind}: measured point" if kind else "measured point"
     out = []
     for i, m in enumerate(measured or []):
         if not isinstance(m, dict) or any(k not in m for k in (*keys, "bytes")):
             raise IomodelError(
-                f"measured point {i} must be a dict with {', '.join(repr(k) for k in (*keys, 'bytes'))} "
+                f"{name} {i} must be a dict with {', '.join(repr(k) for k in (*keys, 'bytes'))} "
                 "(and optional 'label', 'level'): fix the overlay data"
             )
         for k in (*keys, "bytes"):
             v = m[k]
-            jv.number(v, f"measured point {i}: {k!r}", what="a positive finite number (log axes cannot show zero, "
+            jv.number(v, f"{name} {i}: {k!r}", what="a positive finite number (log axes cannot show zero, "
                       "negative or NaN values)", positive=True, fix="fix the overlay data")
         for k in ("label", "level"):
             if k in m and not isinstance(m[k], str):
-                raise IomodelError(f"measured point {i}: {k!r} must be a string, got {m[k]!r}: fix the overlay data")
+                raise IomodelError(f"{name} {i}: {k!r} must be a string, got {m[k]!r}: fix the overlay data")
+        if "level" in m and m["level"] not in LEVEL_MARKERS:
+            raise IomodelError(f"{name} {i}: level {m['level']!r} is not a measurement level the plots know: "
+                               f"use one of {', '.join(LEVEL_MARKERS)}")
+        for k, values in (grid or {}).items():
+            if m[k] not in values:
+                raise IomodelError(f"{name} {i}: {k} = {m[k]!r} is not on the drawn grid ({k} "
+                                   f"{', '.join(str(v) for v in values)}): move the point to a drawn cell or drop it")
         out.append(m)
     return out
 
@@ -160,7 +177,7 @@ def _overlay(ax: Any, points: list[dict[str, Any]], x_of: Any) -> None:
     for (label, level), pts in groups.items():
         xs = [x_of(m) for m in pts]
         ys = [float(m["bytes"]) for m in pts]
-        ax.scatter(xs, ys, marker=LEVEL_MARKERS.get(level, "D"), s=46, facecolors="none", linewidths=1.6,
+        ax.scatter(xs, ys, marker=LEVEL_MARKERS[level], s=46, facecolors="none", linewidths=1.6,
                    edgecolors=COLORS["measured"], zorder=5, label=f"measured {level}: {label}")
 
 
@@ -301,7 +318,7 @@ def plot_seqlen(
     Raises:
         IomodelError: a measured point lacks ``seqlen`` or ``bytes``.
     """
-    points = _check_measured(measured, ("seqlen",))
+    points = _check_measured(measured, ("seqlen",), kind="seqlen")
     n = np.asarray(default_seqlens(spec) if seqlens is None else seqlens, dtype=np.int64)
     vary = {"seqlen_q": n, "seqlen_k": n} if spec.phase == "prefill" else {"seqlen_k": n}
     res = _sweep(spec, tiling, hardware, vary, **options)
@@ -374,6 +391,23 @@ BLOCK_SIZES = (16, 32, 64, 128, 256)
 SPLITS = (1, 2, 4, 8, 16, 32)
 
 
+def _blocks_grid(spec: LayerSpec, tiling: Tiling, block_sizes: Sequence[int] = BLOCK_SIZES,
+                 splits: Sequence[int] = SPLITS) -> tuple[list[int], str, list[int]]:
+    """The tile grid :func:`plot_blocks` draws: ``(BLOCK_N columns, row name, row values)``.
+
+    Rows are ``block_m`` (prefill: the column sizes and the layer's BLOCK_M) or
+    ``num_splits`` (decode: ``splits`` and the layer's num_splits); the layer's own tiles
+    are always on the grid.
+
+    Raises:
+        IomodelError: a tile size is not a power of two (:class:`Tiling`).
+    """
+    sizes = sorted({Tiling(block_m=b, block_n=b).block_m for b in block_sizes} | {tiling.block_n})
+    if spec.phase == "decode":
+        return sizes, "num_splits", sorted({int(x) for x in splits} | {tiling.num_splits})
+    return sizes, "block_m", sorted(set(sizes) | {tiling.block_m})
+
+
 def plot_blocks(
     spec: LayerSpec,
     tiling: Tiling,
@@ -403,15 +437,12 @@ def plot_blocks(
         path, **options: as :func:`plot_seqlen`.
 
     Raises:
-        IomodelError: a tile size is not a power of two, or a measured point lacks its keys.
+        IomodelError: a tile size is not a power of two, or a measured point lacks its keys
+            or lies off the drawn grid.
     """
     decode = spec.phase == "decode"
-    points = _check_measured(measured, ("block_n", "num_splits") if decode else ("block_n", "block_m"))
-    # the layer's own tiles are always on the grid
-    sizes = sorted({Tiling(block_m=b, block_n=b).block_m for b in block_sizes} | {tiling.block_n})
-    row_name = "num_splits" if decode else "block_m"
-    row_vals = (sorted({int(x) for x in splits} | {tiling.num_splits}) if decode
-                else sorted(set(sizes) | {tiling.block_m}))
+    sizes, row_name, row_vals = _blocks_grid(spec, tiling, block_sizes, splits)
+    points = _check_measured(measured, ("block_n", row_name), {"block_n": sizes, row_name: row_vals}, "blocks")
     grid_c, grid_r = np.meshgrid(np.asarray(sizes, dtype=np.int64), np.asarray(row_vals, dtype=np.int64))
     vary = {"block_n": grid_c.ravel(), row_name: grid_r.ravel()}
     # Tiles that do not fit are evaluated as hypotheticals (hatched): lift the sweep's
@@ -566,7 +597,7 @@ def plot_sram(
     """
     if spec.phase != "prefill":
         raise IomodelError("the SRAM-size plot compares prefill schedules: use --phase prefill for it")
-    points = _check_measured(measured, ("sram_bytes",))
+    points = _check_measured(measured, ("sram_bytes",), kind="sram")
     # FlashAttention-1's K/V-stationary schedule is modelled for the forward pass only: the
     # figure compares forward passes and its title says so for a fwd+bwd layer
     forward_only = spec.backward
@@ -625,6 +656,25 @@ def plot_sram(
 # ----------------------------------------------------------------------------------
 
 
+def _check_all_measured(spec: LayerSpec, tiling: Tiling, measured: dict[str, Any], options: dict[str, Any]) -> None:
+    """Every kind's overlay points checked as its plot would (:func:`_check_measured`), drawn or not.
+
+    Raises:
+        IomodelError: a key that is not a plot kind, or a refused point (named with its kind).
+    """
+    for kind, points in measured.items():
+        if kind == "seqlen":
+            _check_measured(points, ("seqlen",), kind=kind)
+        elif kind == "sram":
+            _check_measured(points, ("sram_bytes",), kind=kind)
+        elif kind == "blocks":
+            sizes, row_name, row_vals = _blocks_grid(spec, tiling, options.get("block_sizes", BLOCK_SIZES),
+                                                     options.get("splits", SPLITS))
+            _check_measured(points, ("block_n", row_name), {"block_n": sizes, row_name: row_vals}, kind)
+        else:
+            raise IomodelError(f"measured points: {kind!r} is not a plot kind: use {', '.join(PLOT_KINDS)}")
+
+
 def write_plots(
     spec: LayerSpec,
     tiling: Tiling,
@@ -650,7 +700,9 @@ def write_plots(
         The paths written.
 
     Raises:
-        IomodelError: unknown kind, or the folder cannot be created.
+        IomodelError: unknown kind, the folder cannot be created, or a measured point of any
+            kind (drawn or not) is refused by :func:`_check_measured`; all are checked before
+            anything is drawn.
     """
     unknown = [k for k in kinds if k not in PLOT_FILES]
     if unknown:
@@ -663,6 +715,7 @@ def write_plots(
     measured = measured or {}
     if not isinstance(measured, dict):
         raise IomodelError("measured points must map plot kinds (seqlen, blocks, sram) to lists: fix the overlay data")
+    _check_all_measured(spec, tiling, measured, options)
     funcs = {"seqlen": plot_seqlen, "blocks": plot_blocks, "sram": plot_sram}
     # every figure is drawn before any file is written: a failure leaves no partial set
     pngs = {out / PLOT_FILES[kind]: _png(funcs[kind](spec, tiling, hardware, measured=measured.get(kind), **options))

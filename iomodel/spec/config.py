@@ -62,7 +62,18 @@ UNMODELLED: dict[str, str] = {
     "q_lora_rank": "multi-head latent attention (DeepSeek-V2/V3 MLA) projects queries through a low-rank latent",
     "qk_rope_head_dim": "multi-head latent attention gives queries and keys a decoupled RoPE part of another width",
     "v_head_dim": "values of another head dimension than queries and keys",
+    "blocksparse_block_size": "block-sparse attention (Phi-3-small) reads only the key blocks of its sparsity "
+                              "pattern on most layers, not every key",
+    "dense_attention_every_n_layers": "layers that alternate between dense and block-sparse attention (Phi-3-small) "
+                                      "move different bytes",
 }
+#: ``model_type`` of encoder-only families, whose self-attention is bidirectional (HF ``transformers``
+#: model names; a config with ``"is_decoder": true`` is the causal decoder variant and stays causal).
+ENCODER_MODEL_TYPES = ("albert", "bert", "camembert", "data2vec-text", "deberta", "deberta-v2", "distilbert",
+                       "electra", "ernie", "megatron-bert", "modernbert", "mpnet", "nomic_bert", "roberta",
+                       "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "xlnet")
+#: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
+ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: Fields that change no HBM bytes: accepted, and named in the worksheet's notes.
 NO_BYTES: dict[str, str] = {
     "attn_logit_softcapping": "soft-capping of the attention scores (tanh; Gemma-2) changes arithmetic, not bytes",
@@ -77,6 +88,12 @@ class AttentionConfig:
     """The attention-relevant fields of a HF-style ``config.json``.
 
     Units: counts of heads and elements; dtype canonical name; window in tokens.
+
+    ``causal_default`` is False when the model's self-attention is bidirectional
+    (:func:`_bidirectional`: ``"is_encoder_decoder": true`` (T5, BART: the encoder's
+    self-attention), a ``model_type`` in :data:`ENCODER_MODEL_TYPES` (BERT, RoBERTa, ...)
+    without ``"is_decoder": true``, or an ``architectures`` name ending in
+    :data:`ENCODER_ARCHITECTURE_SUFFIX`); ``bidirectional_source`` says which.
     """
 
     name: str
@@ -92,6 +109,8 @@ class AttentionConfig:
     window_kind: str = ""  # "sliding-window" or "chunked" (Llama-4 attention_chunk_size)
     window_layers: str = ""  # which layers use it, in words ("all 32 layers", "29 of 34 layers (...)")
     notes: tuple[str, ...] = ()  # fields read that change no bytes, one sentence each
+    causal_default: bool = True  # whether the model's self-attention is causal (see bidirectional_source)
+    bidirectional_source: str = ""  # the field that makes it bidirectional, in words ("" when causal)
 
     def check_seqlen(self, seqlen_q: int, seqlen_k: int) -> None:
         """Refuse lengths at which a sliding window or attention chunk would mask keys.
@@ -213,6 +232,37 @@ def _kv_heads(f: _Fields, heads: int) -> int:
     return heads if kv is None else kv
 
 
+def _bidirectional(f: _Fields) -> str:
+    """Why the model's self-attention is bidirectional, in words; "" when it is causal (a decoder).
+
+    Rules, first match wins: ``"is_encoder_decoder": true`` (T5, BART, Whisper: the encoder's
+    self-attention sees every token; their decoder's is causal); ``"is_decoder": true`` is
+    causal; a ``model_type`` in :data:`ENCODER_MODEL_TYPES`; an ``architectures`` entry
+    ending in :data:`ENCODER_ARCHITECTURE_SUFFIX` (``BertForMaskedLM``).
+
+    Raises:
+        IomodelError: ``is_encoder_decoder`` or ``is_decoder`` is not a boolean, or
+            ``architectures`` is not a list of strings.
+    """
+    if f.flag("is_encoder_decoder"):
+        return ("'is_encoder_decoder' = true: the encoder's self-attention is bidirectional (the decoder's is "
+                "causal: pass --causal for it)")
+    if f.flag("is_decoder"):
+        return ""
+    model_type = f.cfg.get("model_type")
+    if isinstance(model_type, str) and model_type in ENCODER_MODEL_TYPES:
+        return f"'model_type' = {model_type!r}: an encoder, whose self-attention is bidirectional"
+    archs = f.cfg.get("architectures")
+    if archs is None:
+        return ""
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise IomodelError(f"{f.where}: 'architectures' must be a list of strings, got {_kind(archs)}: fix the file")
+    enc = next((a for a in archs if a.endswith(ENCODER_ARCHITECTURE_SUFFIX)), None)
+    if enc is not None:
+        return f"'architectures' names {enc!r}: a masked language model, whose self-attention is bidirectional"
+    return ""
+
+
 def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     """The local-attention window (tokens), its kind and which layers use it, from
     ``layer_types`` (transformers >= 4.53), Gemma's patterns, Qwen2's
@@ -230,7 +280,9 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         odd = sorted(set(types) - known)
         if odd:
             raise IomodelError(f"{f.where}: layer_types {odd} are not attention kinds iomodel knows "
-                               f"({', '.join(sorted(known))}): it cannot say what they move")
+                               f"({', '.join(sorted(known))}), so it cannot say what those layers move: pass the "
+                               "sizes with --heads/--kv-heads/--head-dim instead of a config to model a "
+                               "softmax-attention layer")
         for kind, name, w, key in (("chunked_attention", "chunked", chunk, "attention_chunk_size"),
                                    ("sliding_attention", "sliding-window", window, "sliding_window")):
             n = types.count(kind)
@@ -278,14 +330,15 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     patterns, Qwen2's ``use_sliding_window``, ``attention_chunk_size``) and refused later
     only at lengths they mask
     (:meth:`AttentionConfig.check_seqlen`). Fields in :data:`NO_BYTES` are named in
-    ``notes``.
+    ``notes``. Encoders are read as bidirectional (``causal_default``, :func:`_bidirectional`).
 
     Raises:
         IomodelError: the file is missing or not a JSON object; a field is missing, null,
             a boolean, a string, a fraction, out of range or not positive; the hidden size
             is not divisible by the heads; the dtype is missing or unsupported; heads not
-            divisible by KV heads; a field in :data:`UNMODELLED` (MLA, chunked attention)
-            is set (MLA): each with one sentence naming the file and the field.
+            divisible by KV heads; a field in :data:`UNMODELLED` (MLA, block-sparse attention)
+            is set; ``layer_types`` names a kind other than softmax attention: each with one
+            sentence naming the file and the field.
     """
     path = Path(path)
     cfg = read_json(path, "config file", "pass --config a HF-style config.json", "fix the file")
@@ -325,9 +378,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     window, kind, layers = _window(f, num_layers)
     notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
                   if f.has(k) and f.cfg[k] is not False)
+    bidir = _bidirectional(f)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=f.int_(CONTEXT_KEYS), source=str(path), window=window,
-                           window_kind=kind, window_layers=layers, notes=notes)
+                           window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
+                           bidirectional_source=bidir)
 
 
 def load_preset(name: str, dtype: str | None = None) -> AttentionConfig:

@@ -122,7 +122,9 @@ def resolve_layer(
     all given. Explicit sizes override the config's. Defaults: prefill of
     :data:`DEFAULT_SEQLEN` tokens (``seqlen`` sets seqlen_q = seqlen_k), decode of one
     query row against a KV cache of ``seqlen`` (default :data:`DEFAULT_SEQLEN`); causal,
-    top-left for prefill and bottom-right for decode; batch 1; the config's dtype; H200;
+    top-left for prefill and bottom-right for decode, except a prefill of a model whose
+    self-attention is bidirectional (:attr:`AttentionConfig.causal_default` False: BERT, the
+    encoder of T5), which is not causal unless ``causal`` says so, with a note saying why; batch 1; the config's dtype; H200;
     the tiles of :func:`iomodel.report.worksheet.kernel_tiling` unless ``block_m``/``block_n``/``num_stages``/
     ``num_splits`` are given (then checked against the hardware's shared memory per block).
 
@@ -169,8 +171,9 @@ def resolve_layer(
             raise IomodelError("for decode --seqlen is the KV-cache length: give either --seqlen or --seqlen-k")
         nk = _pick(seqlen_k, _pick(seqlen, DEFAULT_SEQLEN))
         nq = _pick(seqlen_q, 1)  # the decode limit is the kernel's: kernel_tiling refuses beyond it
+    bidirectional = causal is None and phase == "prefill" and cfg is not None and not cfg.causal_default
     if causal is None:
-        causal = True
+        causal = not bidirectional  # a decode step is a decoder's (causal over its KV cache)
     align = _pick(causal_align, "top-left" if phase == "prefill" else "bottom-right")
 
     spec = LayerSpec(
@@ -217,6 +220,9 @@ def resolve_layer(
     tiling.check_fits(spec, hw.smem_per_block, hw.name)
 
     notes: list[str] = list(cfg.notes) if cfg else []
+    if bidirectional:
+        notes.append(f"{cfg.bidirectional_source}: modelled without a causal mask; pass --causal to model a "
+                     "causal layer.")
     limit = cfg.max_position_embeddings if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
         notes.append(
