@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 import iomodel
 from iomodel.commands import bench, plot, presets, reconcile, validate, worksheet
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="iomodel")
     except IomodelError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # writing standard output failed: ENOSPC on a full device, EPIPE on a closed pipe
         _quiet_stdout()

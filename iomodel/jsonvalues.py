@@ -33,6 +33,19 @@ from iomodel.errors import IomodelError
 DEFAULT_FIX = "fix the file"
 
 
+class _DuplicateKey(Exception):
+    """A key given twice in one JSON object."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -> Any:
     """The parsed JSON of file ``path``, or one line saying what is wrong with it.
 
@@ -43,17 +56,24 @@ def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -
         invalid_fix: what to do when it is not valid JSON (``"regenerate it"``).
 
     Raises:
-        IomodelError: the path is a folder or missing, unreadable, or not valid JSON.
+        IomodelError: the path is a folder or missing, unreadable, not valid JSON, holds a key
+            twice in one object (JSON would keep the last silently) or a number Python
+            cannot convert (an integer literal over 4,300 digits).
     """
     p = Path(path)
     if p.is_dir():
-        raise IomodelError(f"{what} {str(p)!r} is a directory: {missing_fix}")
+        raise IomodelError(f"{what} {str(p)!r} is a folder: {missing_fix}")
     if not p.is_file():
         raise IomodelError(f"{what} {str(p)!r} does not exist: {missing_fix}")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise IomodelError(f"{what} {str(p)!r} is not valid JSON ({exc}): {invalid_fix}") from None
+    except _DuplicateKey as exc:
+        raise IomodelError(f"{what} {str(p)!r} gives the key {exc.args[0]!r} twice in one object (JSON keeps only "
+                           f"the last, silently): {invalid_fix}") from None
+    except ValueError as exc:  # an integer literal longer than Python's int-string conversion limit
+        raise IomodelError(f"{what} {str(p)!r} holds a number iomodel cannot read ({exc}): {invalid_fix}") from None
     except OSError as exc:
         raise IomodelError(f"{what} {str(p)!r} cannot be read ({exc.strerror or exc}): check its permissions") from None
 

@@ -121,7 +121,8 @@ def write_bytes(path: str | Path, data: bytes, option: str) -> Path:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would outlive the rename: a plain new file's mode
+        # mkstemp's 0600 would outlive the rename: the existing file's mode, else a plain new file's
+        os.fchmod(fd, (p.stat().st_mode & 0o7777) if p.exists() else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, p)

@@ -114,7 +114,7 @@ def test_reconcile_bad_numbers_are_one_line_errors(capsys, argv, words):
 
 def test_reconcile_of_a_directory_says_so(capsys, tmp_path):
     code, err = _run(capsys, "reconcile", str(tmp_path))
-    assert code == 2 and "is a directory" in err
+    assert code == 2 and "is a folder" in err
 
 
 def test_evict_probability_tends_to_the_fully_associative_step():

@@ -6,7 +6,6 @@ A thin layer over :func:`iomodel.report.plot.write_plots`; the layer options are
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -26,22 +25,13 @@ def _load_measured(path: Path | None) -> dict[str, list[dict[str, Any]]] | None:
         IomodelError: one line naming the file and what is wrong (missing, a folder,
             unreadable, not JSON, not an object, an unknown kind, a value that is not a list).
     """
-    from iomodel.jsonvalues import describe
+    from iomodel.jsonvalues import describe, read_json
     from iomodel.report.plot import PLOT_KINDS
 
     if path is None:
         return None
     where = f"measured-points file {str(path)!r}"
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise IomodelError(f"{where} does not exist: fix --measured") from None
-    except IsADirectoryError:
-        raise IomodelError(f"{where} is a folder: pass the JSON file of points to --measured") from None
-    except OSError as exc:
-        raise IomodelError(f"{where} cannot be read ({exc.strerror or exc}): check its permissions") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IomodelError(f"{where} is not valid JSON ({exc}): fix the file") from None
+    data = read_json(path, "measured-points file", "pass the JSON file of points to --measured", "fix the file")
     if not isinstance(data, dict):
         raise IomodelError(f"{where} must map plot kinds ({', '.join(PLOT_KINDS)}) to lists of points, "
                            f"got {describe(data)}: fix the file")
