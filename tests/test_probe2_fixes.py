@@ -46,3 +46,81 @@ def test_an_existing_output_keeps_its_mode(tmp_path):
     os.chmod(out, 0o640)
     write_text(out, "new", "-o")
     assert out.read_text() == "new" and (out.stat().st_mode & 0o777) == 0o640
+
+
+BASE = {"num_attention_heads": 32, "hidden_size": 4096, "num_hidden_layers": 24, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("fields, refusal", [
+    ({**BASE, "model_type": "deci", "num_key_value_heads_per_layer": [4, 4, 2]}, "'num_key_value_heads_per_layer'"),
+    ({**BASE, "model_type": "nemotron-nas", "block_configs": [{"attention": {"n_heads_in_group": 8}}]},
+     "'block_configs'"),
+    ({**BASE, "model_type": "mobilebert", "true_hidden_size": 128, "num_attention_heads": 4, "hidden_size": 512},
+     "'true_hidden_size'"),
+    ({**BASE, "model_type": "big_bird", "attention_type": "block_sparse"}, "'attention_type' = 'block_sparse'"),
+])
+def test_layer_shapes_the_model_cannot_represent_are_refused(tmp_path, fields, refusal):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    with pytest.raises(IomodelError, match=refusal) as exc:
+        load_config(path)
+    assert "\n" not in str(exc.value) and "--heads/--kv-heads/--head-dim" in str(exc.value)
+
+
+@pytest.mark.parametrize("fields, want", [
+    # Zamba2-2.7B: attention on 2 x hidden_size, 32 heads of attention_head_dim 160
+    ({"model_type": "zamba2", "num_attention_heads": 32, "hidden_size": 2560, "attention_head_dim": 160,
+      "torch_dtype": "bfloat16"}, (32, 32, 160, None)),
+    # MPT through llm-foundry's multi-query attention: one KV head
+    ({"model_type": "mpt", "n_heads": 32, "d_model": 4096, "attn_config": {"attn_type": "multiquery_attention"},
+      "torch_dtype": "bfloat16"}, (32, 1, 128, None)),
+    # GPT-Neo-1.3B: local layers of a 256-token causal window
+    ({"model_type": "gpt_neo", "num_heads": 16, "hidden_size": 2048, "num_layers": 24, "window_size": 256,
+      "attention_types": [[["global", "local"], 12]], "torch_dtype": "float32"},
+     (16, 16, 128, (256, "12 of 24 layers (attention_types)"))),
+    # RecurrentGemma-2B: 2,048-token local attention blocks
+    ({"model_type": "recurrent_gemma", "num_attention_heads": 10, "num_key_value_heads": 1, "hidden_size": 2560,
+      "attention_window_size": 2048, "torch_dtype": "bfloat16"}, (10, 1, 256, (2048, "the attention blocks (block_types)"))),
+    # ModernBERT-base: a 128-token span centred on the query: 64 keys each side
+    ({"model_type": "modernbert", "num_attention_heads": 12, "hidden_size": 768, "num_hidden_layers": 22,
+      "local_attention": 128, "global_attn_every_n_layers": 3, "torch_dtype": "float32"},
+     (12, 12, 64, (64, "15 of 22 layers (global_attn_every_n_layers 3)"))),
+    # Longformer-base: 512-token spans: 256 each side
+    ({"model_type": "longformer", "num_attention_heads": 12, "hidden_size": 768, "num_hidden_layers": 12,
+      "attention_window": [512] * 12, "torch_dtype": "float32"}, (12, 12, 64, (256, "all 12 layers"))),
+])
+def test_other_spellings_read_right(tmp_path, fields, want):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    cfg = load_config(path)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == want[:3]
+    assert (None if cfg.window is None else (cfg.window, cfg.window_layers)) == want[3]
+
+
+def test_no_seqlen_curve_past_a_models_window(tmp_path):
+    """gpt-oss slides a 128-token window on half its layers: the seqlen plot would draw full attention to 128k."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8,
+                               "head_dim": 64, "hidden_size": 2880, "num_hidden_layers": 4, "sliding_window": 128,
+                               "layer_types": ["sliding_attention", "full_attention"] * 2, "torch_dtype": "bfloat16"}))
+    p = _cli("plot", "--config", str(cfg), "--seqlen", "128", "-o", str(tmp_path / "pl"), "--kind", "seqlen")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert "past the model's sliding-window attention (128 tokens on 2 of 4 layers (layer_types))" in p.stderr
+    assert not (tmp_path / "pl").exists() or not list((tmp_path / "pl").iterdir())
+
+
+def test_a_training_step_missing_a_kernel_is_not_reconciled(tmp_path):
+    from iomodel.measure.records import Measurement
+    from iomodel.reconcile import reconcile
+
+    raw = json.loads(open("receipts/ncu-h200-train1-2026-12-01.json").read())
+    sid = "b8-h16-kv16-d64-fp16-q1024-k1024-nc-tiled-bwd"
+    shape = next(s for s in raw["shapes"] if s["id"] == sid)
+    shape["kernels"] = [k for k in shape["kernels"] if "_bwd_preprocess" not in k["name"]]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    rec = reconcile(Measurement.load(path))
+    row = next(r for r in rec.rows if r.id == sid)
+    assert rec.within(row, "L2", "read") is False
+    assert row.level("L2").missing == {"read": "kernels _bwd_preprocess not profiled",
+                                       "write": "kernels _bwd_preprocess not profiled"}

@@ -65,6 +65,7 @@ def plot(
     if "sram" in kinds and kind and lay.spec.phase != "prefill":
         raise IomodelError("the SRAM-size plot compares prefill schedules: drop --kind sram or use --phase prefill")
     for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
+                            config=lay.config,
                             measured=_load_measured(measured)):
         typer.echo(f"wrote {path}")
 

@@ -51,7 +51,7 @@ def worksheet(
     if plot_dir is not None:  # the plots first: a plot that fails leaves no worksheet behind either
         from iomodel.report.plot import write_plots
 
-        for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir):
+        for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config):
             typer.echo(f"wrote {path}", err=True)
     if output is not None:
         _write(output, text)

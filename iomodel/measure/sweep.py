@@ -22,7 +22,7 @@ from iomodel.spec import PASSES, LayerSpec
 #: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``pass`` = "fwd" or
 #: "fwd+bwd" (one training step), ``impls``, ``seed``).
 _SPEC_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k", "dtype", "causal",
-                "causal_align", "phase", "name", "backward")
+                "causal_align", "phase", "name", "backward")  # backward: set from ``pass`` only
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             entry = {"batch": 1, **entry}
             impls = entry.pop("impls", ["tiled"])
             seed = int(entry.pop("seed", 0))
+            if "backward" in entry:
+                raise IomodelError(f"{source}: shape {n} sets 'backward': write pass = \"fwd+bwd\" (or \"fwd\") instead")
             passes = entry.pop("pass", "fwd")
             if passes not in PASSES:
                 raise IomodelError(f"{source}: shape {n} has pass {passes!r}: use one of {', '.join(PASSES)}")

@@ -499,8 +499,15 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
     out.l2_metric = q_read
     total = [None if any(m[i] is None for m in measured.values()) else sum(m[i] for m in measured.values())
              for i in (0, 1)]
+    missing = _missing(shape, q_read, q_write, expected)
+    n_expected = expected_kernels(shape.impl, shape.spec, shape.config)
+    absent = sorted(set(model) - set(measured))
+    if absent or len(shape.kernels) != n_expected:  # a step with a kernel missing or doubled is not measured whole
+        why = (f"kernels {', '.join(absent)} not profiled" if absent
+               else f"{len(shape.kernels)} kernels profiled, {n_expected} expected")
+        missing = {"read": why, "write": why}
     out.levels.append(LevelCompare("L2", alg.sram_fill_read_bytes, total[0], alg.sram_fill_write_bytes, total[1],
-                                   missing=_missing(shape, q_read, q_write, expected)))
+                                   missing=missing))
     for name in sorted(set(model) | set(measured)):
         mr, mw = model.get(name, [0, 0])
         got = measured.get(name, [None, None])
@@ -513,9 +520,9 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
                                    alg.hbm_read_bytes, alg.hbm_write_bytes,
                                    missing=_missing(shape, "dram_read_bytes", "dram_write_bytes", expected)))
     out.notes.append("training step: DRAM bytes are calibration data (no L2-aware estimate of the backward yet)")
-    n = expected_kernels(shape.impl, shape.spec, shape.config)
-    if len(shape.kernels) != n:
-        out.notes.append(f"{len(shape.kernels)} kernels profiled, {n} expected: " + ", ".join(k.name for k in shape.kernels))
+    if len(shape.kernels) != n_expected:
+        out.notes.append(f"{len(shape.kernels)} kernels profiled, {n_expected} expected: "
+                         + ", ".join(k.name for k in shape.kernels))
 
 
 def reconcile_shape(

@@ -684,10 +684,13 @@ def write_plots(
     kinds: Sequence[str] = PLOT_KINDS,
     measured: dict[str, list[dict[str, Any]]] | None = None,
     option: str = "--plot-dir",
+    config: Any = None,
     **options: Any,
 ) -> list[Path]:
     """Write the PNGs of one layer into ``out_dir`` (created if missing); ``option`` is the
-    command-line option that named the folder (for the error message).
+    command-line option that named the folder (for the error message); ``config`` the
+    :class:`~iomodel.spec.AttentionConfig` the layer came from, if any (a model with a
+    sliding window or attention chunks gets no seqlen curve past them).
 
     Files: ``bytes_vs_seqlen.png``, ``bytes_vs_blocks.png`` and (prefill only)
     ``bytes_vs_sram.png``.
@@ -707,6 +710,12 @@ def write_plots(
     unknown = [k for k in kinds if k not in PLOT_FILES]
     if unknown:
         raise IomodelError(f"unknown plot kind {unknown[0]!r}: use {', '.join(PLOT_KINDS)}")
+    window = getattr(config, "window", None)
+    if "seqlen" in kinds and window is not None:  # the curve would model full attention past the window
+        raise IomodelError(
+            f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention ({window:,} "
+            f"tokens on {config.window_layers}), where full attention is not what runs: plot --kind blocks,sram, or "
+            "give the sizes with --heads/--kv-heads/--head-dim to plot a full-attention layer")
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

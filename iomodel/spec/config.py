@@ -14,7 +14,7 @@ from typing import Any
 from iomodel.errors import IomodelError
 from iomodel.jsonvalues import describe as _kind, read_json
 from iomodel.spec.dtypes import canonical_dtype
-from iomodel.spec.layer import LayerSpec, _positive_int
+from iomodel.spec.layer import LayerSpec
 
 #: Folder that holds the bundled real-layer presets (one HF-style config.json per model).
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "worksheets" / "presets"
@@ -46,7 +46,7 @@ def preset_path(name: str) -> Path:
 #: ChatGLM ``kv_channels``/``multi_query_group_num``, T5 ``num_heads``/``d_kv``).
 HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads")
-HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv")
+HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len")
@@ -66,12 +66,21 @@ UNMODELLED: dict[str, str] = {
                               "pattern on most layers, not every key",
     "dense_attention_every_n_layers": "layers that alternate between dense and block-sparse attention (Phi-3-small) "
                                       "move different bytes",
+    "num_key_value_heads_per_layer": "KV heads that differ from layer to layer (DeciLM): no one layer stands for "
+                                     "the model",
+    "block_configs": "layers of different shapes, some without attention (NVIDIA Nemotron-NAS block_configs)",
+    "true_hidden_size": "attention on a bottleneck width (MobileBERT's true_hidden_size), not hidden_size",
+}
+#: Field values (not mere presence) that change the bytes and that the model cannot represent.
+UNMODELLED_VALUES: dict[tuple[str, str], str] = {
+    ("attention_type", "block_sparse"): "block-sparse attention (BigBird) reads only the key blocks of its pattern",
 }
 #: ``model_type`` of encoder-only families, whose self-attention is bidirectional (HF ``transformers``
 #: model names; a config with ``"is_decoder": true`` is the causal decoder variant and stays causal).
-ENCODER_MODEL_TYPES = ("albert", "bert", "camembert", "data2vec-text", "deberta", "deberta-v2", "distilbert",
-                       "electra", "ernie", "megatron-bert", "modernbert", "mpnet", "nomic_bert", "roberta",
-                       "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "xlnet")
+ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text", "deberta", "deberta-v2",
+                       "distilbert", "electra", "ernie", "longformer", "megatron-bert", "mobilebert", "modernbert",
+                       "mpnet", "nomic_bert", "roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl",
+                       "xlnet")
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: Fields that change no HBM bytes: accepted, and named in the worksheet's notes.
@@ -226,6 +235,8 @@ def _kv_heads(f: _Fields, heads: int) -> int:
     if f.flag("multi_query"):  # Falcon-7B, GPT-BigCode/StarCoder: one K/V head
         return 1
     attn = f.cfg.get("attn_config")
+    if isinstance(attn, dict) and attn.get("attn_type") == "multiquery_attention":  # MPT (llm-foundry) MQA
+        return 1
     if isinstance(attn, dict) and attn.get("kv_n_heads") is not None:  # MPT with GQA
         return f.int_at("attn_config.kv_n_heads", attn["kv_n_heads"])
     kv = f.int_(KV_HEADS_KEYS)
@@ -263,6 +274,36 @@ def _bidirectional(f: _Fields) -> str:
     return ""
 
 
+def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
+    """Local attention under its other published names, as the keys each query row can reach
+    on one side (so the window covers every key while max(seqlen_q, seqlen_k) <= it): GPT-Neo
+    ``window_size`` with ``attention_types`` (causal), RecurrentGemma ``attention_window_size``
+    (causal), ModernBERT ``local_attention`` (bidirectional: half the span on each side) with
+    ``global_attn_every_n_layers``, Longformer ``attention_window`` (bidirectional, per layer)."""
+    of = f" of {total} layers" if total else " layers"
+    types = f.cfg.get("attention_types")
+    if f.has("window_size") and isinstance(types, list):  # GPT-Neo: [[["global", "local"], 12]]
+        kinds = [k for entry in types if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int)
+                 for _ in range(entry[1]) for k in (entry[0] if isinstance(entry[0], list) else [])]
+        n = kinds.count("local")
+        if n:
+            return f.int_(("window_size",)), "local", f"{n} of {len(kinds)} layers (attention_types)"
+    if f.has("attention_window_size"):  # RecurrentGemma: the attention blocks of block_types
+        return f.int_(("attention_window_size",)), "local", "the attention blocks (block_types)"
+    if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
+        every = f.int_(("global_attn_every_n_layers",))
+        layers = (f"{total - total // every}{of}" if total and every else "its local layers")
+        return max(1, f.int_(("local_attention",)) // 2), "local (bidirectional, half the span each side)", \
+            layers + (f" (global_attn_every_n_layers {every})" if every else "")
+    win = f.cfg.get("attention_window")
+    if win is not None:  # Longformer: a span per layer, centred on the query
+        spans = win if isinstance(win, list) else [win]
+        spans = [f.int_at("attention_window", w) for w in spans]
+        return max(1, max(spans) // 2), "local (bidirectional, half the span each side)", f"all{of.replace(' of', '')}" \
+            if not total else f"all {total} layers"
+    return None
+
+
 def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     """The local-attention window (tokens), its kind and which layers use it, from
     ``layer_types`` (transformers >= 4.53), Gemma's patterns, Qwen2's
@@ -291,6 +332,9 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                     raise IomodelError(f"{f.where}: layer_types names {kind} but '{key}' is missing: fix the file")
                 return w, name, f"{n} of {len(types)} layers (layer_types)"
         return None, "", ""
+    local = _local_window(f, total)
+    if local is not None:
+        return local
     if chunk is not None:  # Llama-4: layers with RoPE are chunked, every no_rope_layer_interval-th is global
         return chunk, "chunked", ("3 of every 4 layers" if not total else f"{total - total // 4}{of}") + \
             " (Llama-4 interleaved RoPE/NoPE)"
@@ -346,6 +390,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
     f = _Fields(cfg, str(path))
     name = path.stem if path.name != "config.json" else path.parent.name
+    for (key, value), what in UNMODELLED_VALUES.items():
+        if f.cfg.get(key) == value:
+            raise IomodelError(f"{f.where}: '{key}' = {value!r}: {what}, which iomodel does not model: pass the "
+                               "sizes with --heads/--kv-heads/--head-dim instead of a config to model full attention")
     for key, what in UNMODELLED.items():
         if f.has(key):
             raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model "
