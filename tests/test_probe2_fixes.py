@@ -124,3 +124,15 @@ def test_a_training_step_missing_a_kernel_is_not_reconciled(tmp_path):
     assert rec.within(row, "L2", "read") is False
     assert row.level("L2").missing == {"read": "kernels _bwd_preprocess not profiled",
                                        "write": "kernels _bwd_preprocess not profiled"}
+
+
+@pytest.mark.interpreter
+def test_validate_keeps_its_record_when_stdout_is_full(tmp_path):
+    """The second probe lost the measurement when printing progress failed."""
+    out = tmp_path / "r.json"
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "iomodel.cli", "validate", "sweeps/interpreter.toml", "--interpreter",
+                            "-o", str(out)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=600,
+                           env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert p.returncode == 0 and out.is_file() and json.loads(out.read_text())["shapes"]
+    assert p.stderr.strip().endswith("its summary could not be printed (No space left on device)")

@@ -8,6 +8,8 @@ CPU (``--interpreter``): Triton's interpreter with every load and store counted
 
 from __future__ import annotations
 
+import contextlib
+
 import shlex
 import sys
 from datetime import datetime, timezone
@@ -142,7 +144,10 @@ def validate(
                     console.print(f"# batch {n}, DRAM-only pass (the configs of the run above pinned)", highlight=False)
                 console.print(shlex.join(argv), highlight=False, soft_wrap=True)
         return
-    echo = lambda s: console.print(s, highlight=False)  # noqa: E731
+    def echo(line: str) -> None:  # progress only: a closed or full standard output must not lose the run
+        with contextlib.suppress(OSError):
+            console.print(line, highlight=False)
+
     from iomodel.paths import check_output_file
 
     # the output must be writable before any profiling starts
@@ -157,7 +162,11 @@ def validate(
         meas = driver.profile(sweep, ncu=ncu, workdir=workdir, command=command, echo=echo, budget_s=budget_s,
                                save_to=path, pin=pinned, pin_source=str(pin) if pin else "")
     meas.save(path)
-    _print_summary(console, meas, path)
+    try:
+        _print_summary(console, meas, path)
+    except OSError as exc:  # the record is written: say where, on standard error
+        with contextlib.suppress(OSError):
+            sys.stderr.write(f"wrote {path}; its summary could not be printed ({exc.strerror or exc})\n")
 
 
 def _print_summary(console: Console, meas, path: Path) -> None:
