@@ -184,6 +184,21 @@ def numbers(value: Any, where: str, *, what: str = "a non-empty array of positiv
     return value
 
 
+def choice(value: Any, where: str, choices: tuple[str, ...], *, fix: str = DEFAULT_FIX) -> str:
+    """``value`` if it is one of the strings ``choices``; else one line listing them.
+
+    >>> choice("bwd", "bucket 'b': pass", ("fwd", "fwd+bwd"))
+    Traceback (most recent call last):
+    ...
+    iomodel.errors.IomodelError: bucket 'b': pass must be "fwd" or "fwd+bwd", got the string 'bwd': fix the file
+    """
+    if isinstance(value, str) and value in choices:
+        return value
+    names = [f'"{c}"' for c in choices]
+    what = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    raise _fail(where, what, value, fix)
+
+
 def field(obj: dict[str, Any], key: str, where: str, *, fix: str = DEFAULT_FIX) -> Any:
     """``obj[key]``, or one line saying the field is missing.
 
@@ -195,4 +210,4 @@ def field(obj: dict[str, Any], key: str, where: str, *, fix: str = DEFAULT_FIX) 
     return obj[key]
 
 
-__all__ = ["DEFAULT_FIX", "array", "boolean", "describe", "field", "mapping", "number", "numbers", "string"]
+__all__ = ["DEFAULT_FIX", "array", "boolean", "choice", "describe", "field", "mapping", "number", "numbers", "string"]

@@ -309,6 +309,103 @@ def _check_result_fields(r: Any, where: str) -> None:
         _magnitude(jv.field(err, k, f"{where}: error", fix=fix), f"{where}: error.{k}")
 
 
+#: The values of a bucket's ``pass``: forward only, or a training step (forward + backward).
+PASSES = ("fwd", "fwd+bwd")
+#: Fields that only a training bucket's shapes and results hold.
+TRAINING_SHAPE_KEYS = ("eager", "flops")
+TRAINING_RESULT_KEYS = ("grad_error", "grad_accuracy", "speedup_vs_eager", "tflops")
+
+
+def _check_pass_field(b: dict[str, Any], wb: str) -> bool:
+    """Whether bucket ``b`` is a training bucket; its ``pass`` must be one of :data:`PASSES`.
+
+    A bucket without ``pass`` (receipts older than training buckets) is a forward bucket,
+    unless it holds training fields: then the missing ``pass`` is refused, so gradient
+    results are never skipped silently.
+
+    Raises:
+        IomodelError: ``pass`` not ``"fwd"`` or ``"fwd+bwd"``; ``pass`` missing beside training fields.
+    """
+    fix = RECEIPT_FIX
+    if "pass" in b:
+        return jv.choice(b["pass"], f"{wb}: pass", PASSES, fix=fix) == "fwd+bwd"
+    shapes = b.get("shapes") if isinstance(b.get("shapes"), list) else []
+    for s in shapes:
+        if not isinstance(s, dict):
+            continue
+        results = s.get("results") if isinstance(s.get("results"), dict) else {}
+        keys = [k for k in TRAINING_SHAPE_KEYS if k in s] + sorted(
+            {k for r in results.values() if isinstance(r, dict) for k in TRAINING_RESULT_KEYS if k in r})
+        if keys:
+            raise IomodelError(f"{wb} has no 'pass' field but holds training fields ({', '.join(keys)}): pass must "
+                               f'be "fwd" or "fwd+bwd": {fix}')
+    return False
+
+
+def _check_training_bucket_fields(b: dict[str, Any], wb: str) -> None:
+    """A training bucket's layer sizes (for the step's FLOPs) and its stored speedups over eager."""
+    fix = RECEIPT_FIX
+    for k in ("heads", "kv_heads", "head_dim"):
+        jv.number(jv.field(b, k, wb, fix=fix), f"{wb}: {k}", what="a positive integer", positive=True, integer=True,
+                  fix=fix)
+    jv.boolean(jv.field(b, "causal", wb, fix=fix), f"{wb}: causal", fix=fix)
+    jv.string(jv.field(b, "causal_align", wb, fix=fix), f"{wb}: causal_align", fix=fix)
+    summary = b.get("summary", {})
+    for n, v in summary.get("backends", {}).items():
+        jv.number(v.get("speedup_vs_eager_geomean"), f"{wb}: summary.backends[{n!r}].speedup_vs_eager_geomean",
+                  allow_none=True, fix=fix)
+    jv.number(summary.get("decision", {}).get("speedup_vs_eager"), f"{wb}: summary.decision.speedup_vs_eager",
+              allow_none=True, fix=fix)
+
+
+def _check_training_shape_fields(s: dict[str, Any], ws: str) -> None:
+    """A training shape's sizes, its step's FLOPs and its eager chain (the gradient baseline)."""
+    fix = RECEIPT_FIX
+    shape = jv.mapping(jv.field(s, "shape", ws, fix=fix), f"{ws}: shape", fix=fix)
+    for k in ("batch", "seqlen_q", "seqlen_k"):
+        jv.field(shape, k, f"{ws}: shape", fix=fix)  # typed by check_receipt_fields
+    if "flops" in s:
+        jv.number(s["flops"], f"{ws}: flops", what="a positive whole number of FLOPs", positive=True, integer=True,
+                  fix=fix)
+    eager = jv.mapping(s.get("eager"), f"{ws} {EAGER}", allow_none=True, fix=fix)
+    if eager is not None:
+        _check_result_fields(eager, f"{ws} {EAGER}")
+        _check_gradient_fields(eager, f"{ws} {EAGER}")
+
+
+def _check_gradient_fields(r: dict[str, Any], where: str) -> None:
+    """One training result's gradient fields: ``grad_error`` per tensor, ``grad_accuracy``, ``tflops``, ``speedup_vs_eager``.
+
+    Raises:
+        IomodelError: for a result that ran, ``grad_error`` missing or not an object, a tensor
+            (dq, dk, dv) missing, a count that is not a whole number >= 0, a magnitude that is
+            not a number >= 0 (or "inf" / "nan"); a stored limit, ``tflops`` or
+            ``speedup_vs_eager`` that is not a number.
+    """
+    fix = RECEIPT_FIX
+    for k in ("tflops", "speedup_vs_eager"):
+        if k in r:
+            jv.number(r[k], f"{where}: {k}", allow_none=True, fix=fix)
+    if "grad_accuracy" in r:
+        acc = r["grad_accuracy"]  # a JSON object with a boolean pass: _check_result_fields
+        for i, x in enumerate(jv.array(acc.get("reasons", []), f"{where}: grad_accuracy.reasons", fix=fix)):
+            jv.string(x, f"{where}: grad_accuracy.reasons[{i}]", fix=fix)
+        if "limits" in acc:
+            for g, lim in jv.mapping(acc["limits"], f"{where}: grad_accuracy.limits", fix=fix).items():
+                for k, x in jv.mapping(lim, f"{where}: grad_accuracy.limits.{g}", fix=fix).items():
+                    jv.number(x, f"{where}: grad_accuracy.limits.{g}.{k}", fix=fix)
+    if r.get("status") != "ok":
+        return
+    ge = jv.mapping(jv.field(r, "grad_error", where, fix=fix), f"{where}: grad_error", fix=fix)
+    for g in GRADIENTS:
+        st = jv.mapping(jv.field(ge, g, f"{where}: grad_error", fix=fix), f"{where}: grad_error.{g}", fix=fix)
+        for k in ERROR_COUNTS:
+            jv.number(jv.field(st, k, f"{where}: grad_error.{g}", fix=fix), f"{where}: grad_error.{g}.{k}",
+                      what="a whole number, 0 or more", integer=True, fix=fix)
+        for k in ERROR_MAGNITUDES:
+            _magnitude(jv.field(st, k, f"{where}: grad_error.{g}", fix=fix), f"{where}: grad_error.{g}.{k}")
+
+
 def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
     """Type-check every field of a receipt that :func:`check_receipt` reads (either kind).
 
@@ -372,6 +469,7 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
         jv.string(jv.field(b, "dtype", wb, fix=fix), f"{wb}: dtype", fix=fix)
         jv.number(jv.field(b, "weight", wb, fix=fix), f"{wb}: weight",
                   what="a positive number (the bucket's fraction of the workload's calls)", positive=True, fix=fix)
+        training = _check_pass_field(b, wb)
         summary = jv.mapping(b.get("summary", {}), f"{wb}: summary", fix=fix)
         for n, v in jv.mapping(summary.get("backends", {}), f"{wb}: summary.backends", fix=fix).items():
             jv.number(jv.mapping(v, f"{wb}: summary.backends[{n!r}]", fix=fix).get("speedup_geomean"),
@@ -382,6 +480,8 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
         dec = jv.mapping(summary.get("decision", {}), f"{wb}: summary.decision", fix=fix)
         jv.string(dec.get("backend"), f"{wb}: summary.decision.backend", allow_none=True, fix=fix)
         jv.number(dec.get("speedup"), f"{wb}: summary.decision.speedup", allow_none=True, fix=fix)
+        if training:
+            _check_training_bucket_fields(b, wb)
         shapes = jv.array(jv.field(b, "shapes", wb, fix=fix), f"{wb}: shapes", fix=fix)
         if not shapes:
             raise IomodelError(f"{wb}: shapes is empty, a bucket holds at least one shape: {fix}")
@@ -395,6 +495,10 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
             jv.string(s.get("error"), f"{ws}: error", allow_none=True, fix=fix)
             for n, r in jv.mapping(jv.field(s, "results", ws, fix=fix), f"{ws}: results", fix=fix).items():
                 _check_result_fields(r, f"{ws} {n}")
+                if training:
+                    _check_gradient_fields(r, f"{ws} {n}")
+            if training:
+                _check_training_shape_fields(s, ws)
     for k in ("prefill_bucket", "decode_bucket"):
         if k in wl and wl[k] not in names:
             raise IomodelError(f"{source}: matrix.workload.{k} names bucket {wl[k]!r}, which is not among the "
@@ -1005,7 +1109,9 @@ def check_training(receipt: dict[str, Any], policy: Policy, flags: list[str] | N
     own max and p99 error ``+ eps``, :func:`iomodel.bench.policy.gradient_verdict`); the
     step's FLOPs (:func:`iomodel.bench.matrix.step_flops`), ``tflops`` (FLOPs / median /
     1e12) and ``speedup_vs_eager`` (eager median / median) per result, their geometric means
-    per backend and for the decision; a peak memory for every result that ran.
+    per backend and for the decision; a peak memory for every result that ran; every
+    gradient error magnitude finite (a ``"nan"`` passes no comparison, and the eager chain's
+    sets every limit); each stored ``grad_accuracy.limits`` equal to the recomputed limit.
 
     A stored ``grad_accuracy.pass`` that disagrees with its recomputed verdict is a line in
     ``flags`` (in the returned list when ``flags`` is None).
@@ -1050,6 +1156,8 @@ def check_training(receipt: dict[str, Any], policy: Policy, flags: list[str] | N
                 v = gradient_verdict(r["grad_error"], None if key == EAGER else eager["grad_error"], tol)
                 if not v["pass"]:
                     out.append(f"{where} {key}: gradient drift above policy: {'; '.join(v['reasons'])}")
+                out.extend(_gradient_magnitude_lines(f"{where} {key}", r["grad_error"], key == EAGER))
+                out.extend(_gradient_limit_lines(f"{where} {key}", r.get("grad_accuracy"), v["limits"], tol))
                 flags.extend(_stored_flag(f"{where} {key}", "grad_accuracy.pass", r.get("grad_accuracy"), v["pass"],
                                         "the gradient error statistics under the policy's gradient rule"))
                 med = _median(r)
@@ -1079,6 +1187,42 @@ def check_training(receipt: dict[str, Any], policy: Policy, flags: list[str] | N
             if not same_number(decision.get("speedup_vs_eager"), got):
                 out.append(f"bucket {name!r}: stored decision speedup over eager {_x(decision.get('speedup_vs_eager'))} "
                            f"differs from {_x(got)}, the geometric mean recomputed from the samples")
+    return out
+
+
+def _gradient_magnitude_lines(where: str, grad_error: dict[str, Any], baseline: bool) -> list[str]:
+    """A line per gradient error magnitude stored as ``"inf"`` / ``"nan"``: no limit can hold it
+    (``nan > limit`` is false), and an eager chain's sets every backend's limit to that value."""
+    out = []
+    for g in GRADIENTS:
+        for k in ERROR_MAGNITUDES:
+            x = float(grad_error[g][k])
+            if not math.isfinite(x):
+                out.append(f"{where}: grad_error.{g}.{k} is {x}, not a finite error"
+                           + (", so it sets no gradient limit for the other backends" if baseline else
+                              ", so it cannot be held to the gradient limit"))
+    return out
+
+
+def _g6(x: float | None) -> str:
+    return "none" if x is None else f"{x:.6g}"
+
+
+def _gradient_limit_lines(where: str, grad_accuracy: dict[str, Any] | None, fresh: dict[str, dict[str, float]],
+                          tol: Tolerance) -> list[str]:
+    """A line per stored gradient limit (``grad_accuracy.limits``) that is not ``k x`` the eager chain's error
+    ``+ eps`` recomputed (``fresh``: :func:`iomodel.bench.policy.gradient_verdict`'s limits); none when the
+    receipt stores no limits."""
+    stored = (grad_accuracy or {}).get("limits")
+    if stored is None:
+        return []
+    out = []
+    for g in GRADIENTS:
+        st, fr = stored.get(g) or {}, fresh.get(g, {})
+        for k in sorted(set(st) | set(fr)):
+            if not same_number(st.get(k), fr.get(k)):
+                out.append(f"{where}: stored grad_accuracy.limits.{g}.{k} {_g6(st.get(k))} differs from "
+                           f"{_g6(fr.get(k))}, {tol.k:g} x the eager chain's {g} {k} + {tol.eps:g} recomputed")
     return out
 
 
