@@ -136,3 +136,27 @@ def test_validate_keeps_its_record_when_stdout_is_full(tmp_path):
                            env={**os.environ, "TRITON_INTERPRET": "1"})
     assert p.returncode == 0 and out.is_file() and json.loads(out.read_text())["shapes"]
     assert p.stderr.strip().endswith("its summary could not be printed (No space left on device)")
+
+
+@pytest.mark.parametrize("shape, fragment", [
+    ('seed = "abc"', 'shape 1: seed must be a whole number, 0 or more, got the string \'abc\''),
+    ('impls = "tiled"', "shape 1: impls must be a list of names"),
+    ('heads = "2"', "shape 1: heads must be a positive whole number, got the string '2'"),
+    ('phase = "decode"\npass = "fwd+bwd"\nseqlen_q = 1', 'shape 1: a decode shape has no backward'),
+])
+def test_sweep_values_are_named_in_the_sweeps_words(tmp_path, shape, fragment):
+    from iomodel.measure.sweep import load_sweep
+
+    path = tmp_path / "s.toml"
+    path.write_text(f"[[shape]]\nheads = 4\nkv_heads = 2\nhead_dim = 16\nseqlen = 64\n".replace("heads = 4\n", "heads = 4\n" if "heads =" not in shape or "kv" in shape else "") + shape + "\n")
+    with pytest.raises(IomodelError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        load_sweep(path)
+
+
+def test_sweep_ncu_batch_size_is_typed(tmp_path):
+    from iomodel.measure.sweep import load_sweep
+
+    path = tmp_path / "s.toml"
+    path.write_text('[ncu]\nbatch_size = "a"\n[[shape]]\nheads = 4\nkv_heads = 2\nhead_dim = 16\nseqlen = 64\n')
+    with pytest.raises(IomodelError, match="batch_size must be a whole number, 1 or more, got the string 'a'"):
+        load_sweep(path)

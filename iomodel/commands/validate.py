@@ -60,6 +60,10 @@ def run_interpreter(sweep, command: str, echo) -> "object":
     for s in sweep.shapes:
         if s.impl != "tiled":
             continue
+        if s.spec.backward:
+            raise IomodelError(f"shape {s.id}: --interpreter records forward shapes (the backward's counts are checked "
+                               "by tests/test_traffic_backward_interpreter.py): drop pass = \"fwd+bwd\" from the sweep "
+                               "or run it on a GPU without --interpreter")
         guess = Tiling(INTERPRETER_PREFILL.block_m, INTERPRETER_PREFILL.block_n) if s.spec.phase == "prefill" else \
             Tiling(16, INTERPRETER_DECODE_BLOCK_N)
         if _interpreter_blocks(s.spec, guess) > INTERPRETER_MAX_BLOCKS:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import DEFAULT_METRICS
 from iomodel.measure.records import IMPLS, shape_id
@@ -149,6 +150,9 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     bad = set(data) - known_top
     if bad:
         raise IomodelError(f"{source}: unknown top-level key(s) {sorted(bad)}: use {sorted(known_top)}")
+    for key in ("defaults", "ncu", "l2_model"):
+        if key in data and not isinstance(data[key], dict):
+            raise IomodelError(f"{source}: [{key}] must be a table, got {jv.describe(data[key])}: fix the file")
     defaults = dict(data.get("defaults", {}))
     ncu = dict(data.get("ncu", {}))
     bad_ncu = set(ncu) - {"metrics", "batch_size", "cache_control", "clock_control", "dram_pass"}
@@ -162,10 +166,18 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     if not isinstance(entries, list) or not entries:
         raise IomodelError(f"{source}: no [[shape]] entries: add at least one")
     for n, raw in enumerate(entries, 1):
+        if not isinstance(raw, dict):
+            raise IomodelError(f"{source}: shape {n} must be a table, got {jv.describe(raw)}: fix the file")
         for entry in _expand({**defaults, **raw}):
             entry = {"batch": 1, **entry}
+            where = f"{source}: shape {n}"
             impls = entry.pop("impls", ["tiled"])
-            seed = int(entry.pop("seed", 0))
+            if not isinstance(impls, list) or not all(isinstance(i, str) for i in impls):
+                raise IomodelError(f"{where}: impls must be a list of names such as [\"tiled\"], got "
+                                   f"{jv.describe(impls)}: fix the file")
+            seed = entry.pop("seed", 0)
+            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                raise IomodelError(f"{where}: seed must be a whole number, 0 or more, got {jv.describe(seed)}: fix the file")
             if "backward" in entry:
                 raise IomodelError(f"{source}: shape {n} sets 'backward': write pass = \"fwd+bwd\" (or \"fwd\") instead")
             passes = entry.pop("pass", "fwd")
@@ -181,10 +193,22 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, impls, seed")
             if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
                 entry["phase"] = "decode"
+            missing = [k for k in ("heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") if k not in entry]
+            if missing:
+                raise IomodelError(f"{where} does not give {', '.join(missing)}: set it in the entry or in [defaults]")
+            for k, v in entry.items():  # the sweep's own words, not the worksheet's flags
+                if k in ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") and (
+                        isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+                    raise IomodelError(f"{where}: {k} must be a positive whole number, got {jv.describe(v)}: fix the file")
+            if entry.get("phase") == "decode" and entry.get("backward"):
+                raise IomodelError(f"{where}: a decode shape has no backward: drop pass = \"fwd+bwd\" or set phase = "
+                                   "\"prefill\"")
             try:
                 spec = LayerSpec(**entry)
             except TypeError as exc:
-                raise IomodelError(f"{source}: shape {n} is incomplete ({exc}): set it in the entry or in [defaults]") from None
+                raise IomodelError(f"{where} is incomplete ({exc}): set it in the entry or in [defaults]") from None
+            except IomodelError as exc:
+                raise IomodelError(f"{where}: {exc}") from None
             for impl in impls:
                 if impl not in IMPLS:
                     raise IomodelError(f"{source}: shape {n} has unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")
@@ -193,10 +217,13 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate")
                 seen.add(sid)
                 shapes.append(SweepShape(sid, impl, spec, seed))
-    metrics = tuple(ncu.get("metrics", DEFAULT_METRICS))
-    batch_size = int(ncu.get("batch_size", 12))
-    if batch_size < 1:
-        raise IomodelError(f"{source}: [ncu] batch_size must be 1 or more")
+    metrics = ncu.get("metrics", DEFAULT_METRICS)
+    if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
+        raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")
+    metrics = tuple(metrics)
+    batch_size = ncu.get("batch_size", 12)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise IomodelError(f"{source}: [ncu] batch_size must be a whole number, 1 or more, got {jv.describe(batch_size)}")
     return Sweep(
         name=str(data.get("name", Path(source).stem)),
         hardware=str(data.get("hardware", "")),
