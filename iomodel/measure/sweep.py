@@ -195,7 +195,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 entry["phase"] = "decode"
             missing = [k for k in ("heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") if k not in entry]
             if missing:
-                raise IomodelError(f"{where} does not give {', '.join(missing)}: set it in the entry or in [defaults]")
+                raise IomodelError(f"{where} is incomplete: it does not give {', '.join(missing)}: set it in the entry or in [defaults]")
             for k, v in entry.items():  # the sweep's own words, not the worksheet's flags
                 if k in ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") and (
                         isinstance(v, bool) or not isinstance(v, int) or v <= 0):
