@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -160,3 +161,54 @@ def test_sweep_ncu_batch_size_is_typed(tmp_path):
     path.write_text('[ncu]\nbatch_size = "a"\n[[shape]]\nheads = 4\nkv_heads = 2\nhead_dim = 16\nseqlen = 64\n')
     with pytest.raises(IomodelError, match="batch_size must be a whole number, 1 or more, got the string 'a'"):
         load_sweep(path)
+
+
+def test_a_model_without_attention_is_refused(tmp_path):
+    """Mamba2's num_heads/head_dim are state-space heads: no attention layer is invented (third probe)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mamba2", "num_heads": 80, "head_dim": 64, "hidden_size": 2560,
+                                "state_size": 128, "torch_dtype": "bfloat16"}))
+    with pytest.raises(IomodelError, match="model_type 'mamba2' has no attention layers"):
+        load_config(path)
+
+
+def test_the_reproduce_line_keeps_the_flags_given_with_a_config(tmp_path):
+    path = tmp_path / "opt.json"
+    path.write_text(json.dumps({"model_type": "opt", "num_attention_heads": 32, "hidden_size": 4096,
+                                "torch_dtype": "float16"}))
+    p = _cli("worksheet", "--config", str(path), "--heads", "16", "--kv-heads", "4", "--head-dim", "64",
+             "--dtype", "fp32", "--format", "json")
+    cmd = json.loads(p.stdout)["worksheet"]["command"]
+    assert "--heads 16 --kv-heads 4 --head-dim 64 --dtype fp32" in cmd
+
+
+def test_dash_is_standard_output(tmp_path):
+    p = _cli("worksheet", "--format", "csv", "-o", "-", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("# ") and not (tmp_path / "-").exists()
+
+
+def test_a_refused_backend_holding_numbers_is_refused(tmp_path):
+    raw = json.loads(open("receipts/bench_kernel_h200.json").read())
+    for e in raw["decode"]:
+        e["results"]["triton"]["status"] = "refused: OOM"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    p = _cli("bench", "--check", str(path))
+    assert p.returncode == 2 and "status 'refused: OOM' yet it holds measured numbers" in p.stderr
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda h: h.update(peak_flops=[1, 2]), "hardware.peak_flops must be"),
+    (lambda h: h.update(num_sms=132.5), "hardware.num_sms must be a whole number, got 132.5"),
+    (lambda h: h.update(l2_bytes=1e30), "hardware.l2_bytes 1e+30 differs from the environment.l2_bytes"),
+])
+def test_a_damaged_hardware_block_is_one_line(tmp_path, change, fragment):
+    from iomodel.measure.records import Measurement
+
+    raw = json.loads(open("receipts/ncu-h200-holdout4-flush-2026-11-29.json").read())
+    raw["environment"]["l2_bytes"] = raw["hardware"]["l2_bytes"]
+    change(raw["hardware"])
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(IomodelError, match=re.escape(fragment)):
+        Measurement.load(path)

@@ -327,6 +327,10 @@ def check_speed_fields(receipt: dict[str, Any], source: str = "the receipt") -> 
             for impl, r in jv.mapping(jv.field(e, "results", where, fix=fix), f"{where}: results", fix=fix).items():
                 jv.mapping(r, f"{where} {impl}", fix=fix)
                 status = jv.string(r.get("status"), f"{where} {impl}: status", allow_none=True, fix=fix)
+                if status != "ran" and (r.get("samples_s") or any(r.get(k) is not None
+                                                                  for k in STORED_RESULT_NUMBERS[sec])):
+                    raise IomodelError(f"{where} {impl}: status {status!r} yet it holds measured numbers (a backend "
+                                       f"that did not run has none): {fix}")
                 if status == "ran":
                     jv.numbers(jv.field(r, "samples_s", f"{where} {impl}", fix=fix), f"{where} {impl}: samples_s",
                                fix=fix)

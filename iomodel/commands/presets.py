@@ -15,7 +15,7 @@ def presets() -> None:
     console = Console()
     t = Table(title="Layer presets (worksheets/presets/*.json)")
     for col in ("name", "H", "H_kv", "HEAD_DIM", "dtype", "layers", "max positions"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")  # never "…" in a number: wrap it
     for name in list_presets():
         c = load_preset(name)
         t.add_row(name, str(c.heads), str(c.kv_heads), str(c.head_dim), c.dtype, str(c.num_layers),
@@ -23,7 +23,7 @@ def presets() -> None:
     console.print(t)
     h = Table(title="Hardware presets")
     for col in ("name", "HBM TB/s", "L2 MiB", "smem/SM KiB", "SMs", "bf16 dense TFLOP/s", "source"):
-        h.add_column(col)
+        h.add_column(col, overflow="fold")
     for hw in HARDWARE.values():
         h.add_row(hw.name, f"{hw.hbm_bandwidth / 1e12:.3g}", f"{hw.l2_bytes / 2**20:.0f}",
                   f"{hw.smem_per_sm / 1024:.0f}", str(hw.num_sms),

@@ -40,6 +40,8 @@ def worksheet(
         return
     from iomodel.paths import check_output_dir, check_output_file
 
+    if output is not None and str(output) == "-":  # the usual spelling of standard output
+        output = None
     fmt = W.format_for(output, fmt)
     if output is not None:  # both destinations checked before anything is written
         check_output_file(output, "-o")

@@ -63,6 +63,8 @@ SPEC_FLAGS = ("causal", "backward")
 SPEC_WORDS = ("dtype", "causal_align", "phase", "name")
 #: Hardware fields of a record that are positive numbers (bytes, bytes/s, SMs).
 HARDWARE_NUMBERS = ("hbm_bandwidth", "hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "num_sms")
+#: Those of them that count whole things (bytes, SMs).
+HARDWARE_COUNTS = ("hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "num_sms")
 
 
 def _scale(unit: str) -> float:
@@ -331,6 +333,17 @@ class Measurement:
         for k in HARDWARE_NUMBERS:
             if hardware is not None and k in hardware:
                 jv.number(hardware[k], f"{source}: hardware.{k}", what="a positive number", positive=True, fix=FIX)
+                if k in HARDWARE_COUNTS and hardware[k] != int(hardware[k]):
+                    raise IomodelError(f"{source}: hardware.{k} must be a whole number, got {hardware[k]!r}: {FIX}")
+        if hardware is not None:
+            flops = jv.mapping(hardware.get("peak_flops", {}), f"{source}: hardware.peak_flops", fix=FIX)
+            for dt, v in flops.items():
+                jv.number(v, f"{source}: hardware.peak_flops[{dt!r}]", what="a positive number of FLOP/s",
+                          positive=True, fix=FIX)
+            seen_l2 = environment.get("l2_bytes")
+            if isinstance(seen_l2, (int, float)) and "l2_bytes" in hardware and seen_l2 != hardware["l2_bytes"]:
+                raise IomodelError(f"{source}: hardware.l2_bytes {hardware['l2_bytes']!r} differs from the "
+                                   f"environment.l2_bytes {seen_l2!r} the device reported: {FIX}")
         settings = jv.mapping(d.get("settings", {}), f"{source}: settings", fix=FIX)
         _check_settings(settings, f"{source}: settings")
         shapes, seen = [], set()

@@ -71,6 +71,9 @@ UNMODELLED: dict[str, str] = {
     "block_configs": "layers of different shapes, some without attention (NVIDIA Nemotron-NAS block_configs)",
     "true_hidden_size": "attention on a bottleneck width (MobileBERT's true_hidden_size), not hidden_size",
 }
+#: ``model_type`` of families without attention layers (state-space and recurrent models): their
+#: ``num_heads``/``head_dim`` are not attention heads, so no attention layer is invented for them.
+NO_ATTENTION_MODEL_TYPES = ("falcon_mamba", "mamba", "mamba2", "rwkv", "rwkv5", "rwkv6", "xlstm")
 #: Field values (not mere presence) that change the bytes and that the model cannot represent.
 UNMODELLED_VALUES: dict[tuple[str, str], str] = {
     ("attention_type", "block_sparse"): "block-sparse attention (BigBird) reads only the key blocks of its pattern",
@@ -390,6 +393,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
     f = _Fields(cfg, str(path))
     name = path.stem if path.name != "config.json" else path.parent.name
+    if f.cfg.get("model_type") in NO_ATTENTION_MODEL_TYPES:
+        raise IomodelError(f"{f.where}: model_type {f.cfg['model_type']!r} has no attention layers (a state-space or "
+                           "recurrent model): there is no attention traffic to model; pass the sizes with --heads/"
+                           "--kv-heads/--head-dim instead of a config to model an attention layer")
     for (key, value), what in UNMODELLED_VALUES.items():
         if f.cfg.get(key) == value:
             raise IomodelError(f"{f.where}: '{key}' = {value!r}: {what}, which iomodel does not model: pass the "

@@ -156,7 +156,8 @@ def resolve_layer(
     elif preset is not None or len(given) < 4:
         preset = preset or DEFAULT_PRESET
         cfg = load_preset(preset)
-    overrides = tuple(k for k, v in given.items() if cfg is not None and getattr(cfg, k) != v)
+    # a config file read with the flags applied holds their values: every flag given is an override
+    overrides = tuple(k for k, v in given.items() if cfg is not None and (config is not None or getattr(cfg, k) != v))
 
     if seqlen is not None and (isinstance(seqlen, bool) or not isinstance(seqlen, int) or seqlen <= 0):
         raise IomodelError(f"seqlen must be a positive integer, got {seqlen!r}: set --seqlen to 1 or more")
