@@ -27,7 +27,7 @@ fp32, as FlashAttention does; fp32 inputs use exact ``ieee`` dots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch

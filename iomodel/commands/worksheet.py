@@ -13,7 +13,6 @@ from typing import Annotated, Optional
 import typer
 
 from iomodel.commands.options import LayerOptions, layer_options
-from iomodel.errors import IomodelError
 
 @layer_options
 def worksheet(

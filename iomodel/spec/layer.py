@@ -11,7 +11,7 @@ sentence saying what to change.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from iomodel.errors import IomodelError
