@@ -212,3 +212,34 @@ def test_a_damaged_hardware_block_is_one_line(tmp_path, change, fragment):
     path.write_text(json.dumps(raw))
     with pytest.raises(IomodelError, match=re.escape(fragment)):
         Measurement.load(path)
+
+
+@pytest.mark.parametrize("fields, note", [
+    ({"model_type": "bloom", "n_head": 32, "hidden_size": 4096, "torch_dtype": "bfloat16"},
+     "model_type 'bloom' uses ALiBi position biases"),
+    ({"model_type": "mllama", "torch_dtype": "bfloat16",
+      "text_config": {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+                      "cross_attention_layers": [3, 8, 13]}}, "'cross_attention_layers': those layers attend"),
+    ({"num_attention_heads": 32, "hidden_size": 4096, "torch_dtype": "bfloat16",
+      "text_config": {"num_attention_heads": 16, "hidden_size": 2048}},
+     "the nested config gives hidden_size, num_attention_heads differently from the top level"),
+])
+def test_what_a_config_says_that_the_worksheet_does_not_model_is_noted(tmp_path, fields, note):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    assert any(n.startswith(note) for n in load_config(path).notes), load_config(path).notes
+
+
+def test_an_impossible_decode_shape_in_a_speed_receipt_is_named(tmp_path):
+    raw = json.loads(open("receipts/bench_kernel_h200.json").read())
+    raw["decode"][0]["shape"]["kv_heads"] = 5  # 32 query heads
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    p = _cli("bench", "--check", str(path))
+    assert p.returncode == 2 and "heads (32) is not a multiple of kv_heads (5)" in p.stderr
+
+
+def test_a_format_that_contradicts_the_suffix_is_refused(tmp_path):
+    p = _cli("worksheet", "--format", "csv", "-o", str(tmp_path / "x.md"))
+    assert p.returncode == 2 and "--format csv does not match the suffix" in p.stderr
+    assert not (tmp_path / "x.md").exists()

@@ -281,7 +281,11 @@ def _shape_fields(shape: Any, make: type, where: str) -> Any:
     missing = [k for k, f in fields.items() if k not in shape and f.default is MISSING]
     if missing:
         raise IomodelError(f"{where} has no {missing[0]!r} field: {RECEIPT_FIX}")
-    return make(**shape)
+    made = make(**shape)
+    heads, kv_heads = getattr(made, "heads", 1), getattr(made, "kv_heads", getattr(made, "heads", 1))
+    if heads % kv_heads:  # an impossible layer: the bytes it implies mean nothing
+        raise IomodelError(f"{where}: heads ({heads}) is not a multiple of kv_heads ({kv_heads}): {RECEIPT_FIX}")
+    return made
 
 
 def check_speed_fields(receipt: dict[str, Any], source: str = "the receipt") -> None:

@@ -623,13 +623,19 @@ def format_for(path: str | Path | None, fmt: str | None) -> str:
     """The output format: ``fmt`` if given, else from the file suffix, else Markdown.
 
     Raises:
-        IomodelError: unknown format or an output suffix that names none.
+        IomodelError: unknown format, an output suffix that names none, or a format that
+            contradicts the suffix (``--format csv -o x.md``).
     """
     if fmt is not None:
         fmt = fmt.lower().lstrip(".")
         fmt = "md" if fmt in ("markdown", "md") else fmt
         if fmt not in FORMATS:
             raise IomodelError(f"format {fmt!r} is unknown: use --format md, json or csv")
+        suffix = Path(path).suffix.lower().lstrip(".") if path is not None else ""
+        named = "md" if suffix == "markdown" else suffix
+        if named in FORMATS and named != fmt:  # a .md file holding CSV would mislead whoever opens it
+            raise IomodelError(f"--format {fmt} does not match the suffix of {str(path)!r}: name the file .{fmt} "
+                               "or drop --format")
         return fmt
     if path is None:
         return "md"

@@ -54,6 +54,8 @@ DTYPE_KEYS = ("torch_dtype", "dtype")
 #: Sub-objects that hold the language model's fields in multimodal configs (Gemma-3,
 #: Llama-4, LLaVA: ``text_config``; InternVL: ``llm_config``; DeepSeek-VL: ``language_config``).
 NESTED_KEYS = ("text_config", "llm_config", "language_config")
+#: Every field the attention layer is read from (a nested config that disagrees on one is noted).
+ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + ("sliding_window", "torch_dtype"))
 
 #: Fields that change the bytes moved and that the model cannot represent: refused, named.
 UNMODELLED: dict[str, str] = {
@@ -86,6 +88,8 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        "xlnet")
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
+#: ``model_type`` of families whose attention always uses ALiBi, without an ``alibi`` field (BLOOM).
+ALIBI_MODEL_TYPES = ("bloom",)
 #: Fields that change no HBM bytes: accepted, and named in the worksheet's notes.
 NO_BYTES: dict[str, str] = {
     "attn_logit_softcapping": "soft-capping of the attention scores (tanh; Gemma-2) changes arithmetic, not bytes",
@@ -185,12 +189,14 @@ class _Fields:
     def __init__(self, cfg: dict[str, Any], where: str) -> None:
         self.where = where
         self.cfg = dict(cfg)
+        self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
         for key in NESTED_KEYS:
             sub = cfg.get(key)
             if sub is None:
                 continue
             if not isinstance(sub, dict):
                 raise IomodelError(f"{where}: '{key}' must be a JSON object, got {_kind(sub)}: fix the file")
+            self.overridden = sorted(k for k, v in sub.items() if k in cfg and cfg[k] != v and k in ATTENTION_KEYS)
             self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
             self.where = f"{where} ({key})"
             break
@@ -433,6 +439,17 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     window, kind, layers = _window(f, num_layers)
     notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
                   if f.has(k) and f.cfg[k] is not False)
+    attn = f.cfg.get("attn_config")
+    if (f.cfg.get("model_type") in ALIBI_MODEL_TYPES and not f.has("alibi")) or (
+            isinstance(attn, dict) and attn.get("alibi") is True):  # MPT: attn_config.alibi
+        notes += (f"model_type {f.cfg['model_type']!r} uses ALiBi position biases, computed from the head index in the "
+                  "kernel: no tensor moves.",)
+    if f.has("cross_attention_layers"):
+        notes += ("'cross_attention_layers': those layers attend to another sequence (image tokens) with another key "
+                  "length and no causal mask; this worksheet models the self-attention layers.",)
+    if f.overridden:
+        notes += (f"the nested config gives {', '.join(f.overridden)} differently from the top level: the nested "
+                  "(language model) values are used.",)
     bidir = _bidirectional(f)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=f.int_(CONTEXT_KEYS), source=str(path), window=window,
