@@ -155,6 +155,22 @@ def string(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAU
     return _typed(value, str, "a string", where, allow_none, fix)
 
 
+#: Longest name (shape id, bucket name) a record or receipt may hold: names are printed in tables.
+MAX_NAME_CHARS = 200
+
+
+def name(value: Any, where: str, *, fix: str = DEFAULT_FIX) -> str:
+    """``value`` if it is a printable string of 1 to :data:`MAX_NAME_CHARS` characters (a name that
+    goes into tables and messages: no control or bidirectional-override characters); else
+    IomodelError, with the value shown escaped."""
+    text = _typed(value, str, "a name", where, False, fix)
+    if not text or len(text) > MAX_NAME_CHARS or not text.isprintable() or any(
+            ch in text for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"):
+        shown = ascii(text[:60]) + ("..." if len(text) > 60 else "")
+        raise IomodelError(f"{where} must be a printable name of 1 to {MAX_NAME_CHARS} characters, got {shown}: {fix}")
+    return text
+
+
 def boolean(value: Any, where: str, *, allow_none: bool = False, fix: str = DEFAULT_FIX) -> bool | None:
     """``value`` if it is ``true`` or ``false`` (or null when ``allow_none``); else IomodelError."""
     return _typed(value, bool, "true or false", where, allow_none, fix)

@@ -243,3 +243,31 @@ def test_a_format_that_contradicts_the_suffix_is_refused(tmp_path):
     p = _cli("worksheet", "--format", "csv", "-o", str(tmp_path / "x.md"))
     assert p.returncode == 2 and "--format csv does not match the suffix" in p.stderr
     assert not (tmp_path / "x.md").exists()
+
+
+def test_plot_dir_equal_to_the_output_is_refused_before_anything_is_written(tmp_path):
+    """Fourth probe: the plots were written into a folder named like -o, then -o failed."""
+    p = _cli("worksheet", "-o", str(tmp_path / "x.md"), "--plot-dir", str(tmp_path / "x.md"))
+    assert p.returncode == 2 and "name the same path" in p.stderr and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", ["b2\u202eexe", "a\nb", "x\x00y", "y" * 300, ""])
+def test_shape_ids_must_be_printable_names(tmp_path, bad):
+    from iomodel.measure.records import Measurement
+
+    raw = json.loads(open("receipts/ncu-h200-holdout4-flush-2026-11-29.json").read())
+    raw["shapes"][0]["id"] = bad
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(IomodelError, match="id must be a printable name of 1 to 200 characters") as exc:
+        Measurement.load(path)
+    assert str(exc.value).isprintable()
+
+
+def test_bench_receipt_created_must_be_a_string(tmp_path):
+    raw = json.loads(open("receipts/bench-h200.json").read())
+    raw["created"] = 17
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    p = _cli("bench", "--check", str(path))
+    assert p.returncode == 2 and "created must be a string or null, got 17" in p.stderr

@@ -453,14 +453,15 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
         if k in wl:
             jv.string(wl[k], f"{source}: matrix.workload.{k}", fix=fix)
     jv.mapping(receipt.get("backends", {}), f"{source}: backends", fix=fix)
+    jv.string(receipt.get("created"), f"{source}: created", allow_none=True, fix=fix)
     buckets = jv.array(jv.field(receipt, "buckets", source, fix=fix), f"{source}: buckets", fix=fix)
     if not buckets:
         raise IomodelError(f"{source}: buckets is empty, a receipt holds at least one bucket: {fix}")
     names: set[str] = set()
     for i, b in enumerate(buckets):
         jv.mapping(b, f"{source}: buckets[{i}]", fix=fix)
-        name = jv.string(jv.field(b, "name", f"{source}: buckets[{i}]", fix=fix), f"{source}: buckets[{i}].name",
-                         fix=fix)
+        name = jv.name(jv.field(b, "name", f"{source}: buckets[{i}]", fix=fix), f"{source}: buckets[{i}].name",
+                       fix=fix)
         if name in names:
             raise IomodelError(f"{source}: buckets[{i}] repeats the bucket name {name!r}, each bucket is named once: "
                                f"{fix}")

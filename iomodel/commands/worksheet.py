@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from iomodel.errors import IomodelError
+
 from iomodel.commands.options import LayerOptions, layer_options
 
 @layer_options
@@ -42,6 +44,9 @@ def worksheet(
     if output is not None and str(output) == "-":  # the usual spelling of standard output
         output = None
     fmt = W.format_for(output, fmt)
+    if output is not None and plot_dir is not None and Path(output).resolve() == Path(plot_dir).resolve():
+        raise IomodelError(f"-o {output} and --plot-dir {plot_dir} name the same path: give the plots a folder of "
+                           "their own")
     if output is not None:  # both destinations checked before anything is written
         check_output_file(output, "-o")
     if plot_dir is not None:

@@ -226,7 +226,7 @@ class ShapeMeasurement:
                 interpreter counts that are not whole numbers of bytes, 0 or more.
         """
         jv.mapping(d, where, fix=FIX)
-        sid = jv.string(jv.field(d, "id", where, fix=FIX), f"{where}: id", fix=FIX)
+        sid = jv.name(jv.field(d, "id", where, fix=FIX), f"{where}: id", fix=FIX)
         impl = jv.string(jv.field(d, "impl", where, fix=FIX), f"{where}: impl", fix=FIX)
         if impl not in IMPLS:
             raise IomodelError(f"{where}: impl {impl!r} is not one iomodel measures ({', '.join(IMPLS)}): {FIX}")
@@ -349,7 +349,8 @@ class Measurement:
         shapes, seen = [], set()
         for i, s in enumerate(jv.array(d.get("shapes", []), f"{source}: shapes", fix=FIX)):
             sid = s.get("id") if isinstance(s, dict) else None
-            label = (sid if sid.isprintable() and sid else repr(sid)) if isinstance(sid, str) else f"shapes[{i}]"
+            label = (sid if sid.isprintable() and sid and len(sid) <= jv.MAX_NAME_CHARS else f"shapes[{i}]") \
+                if isinstance(sid, str) else f"shapes[{i}]"
             shape = ShapeMeasurement.from_dict(s, f"{source}, shape {label}")
             if shape.id in seen:
                 raise IomodelError(f"{source}: shape id {shape.id!r} appears twice: {FIX}")
