@@ -60,6 +60,10 @@ def check_output_file(path: str | Path, option: str, what: str = "output file") 
     p = Path(path)
     if p.is_dir():
         raise IomodelError(f"the {what} path {p} is a folder: pass a file path such as {p / 'out.json'} with {option}")
+    blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
+    if blocker is not None:  # mkdir would say only "File exists"
+        raise IomodelError(f"cannot create the folder {p.parent} for the {what}: {blocker} is a file, not a folder: "
+                           f"pass a writable path with {option}")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

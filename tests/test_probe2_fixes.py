@@ -271,3 +271,9 @@ def test_bench_receipt_created_must_be_a_string(tmp_path):
     path.write_text(json.dumps(raw))
     p = _cli("bench", "--check", str(path))
     assert p.returncode == 2 and "created must be a string or null, got 17" in p.stderr
+
+
+def test_an_output_under_a_file_says_so(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    p = _cli("worksheet", "-o", str(tmp_path / "afile" / "out.md"))
+    assert p.returncode == 2 and f"{tmp_path / 'afile'} is a file, not a folder" in p.stderr
