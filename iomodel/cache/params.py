@@ -14,6 +14,9 @@ from iomodel.errors import IomodelError
 #: Effective fraction of L2 that holds data shared by all SMs. Source: set in round 1 before
 #: any measurement, for the two L2 partitions of A100/H100-class GPUs, each caching data for
 #: the SMs of its own GPCs (NVIDIA A100 whitepaper, "L2 cache"; H100 whitepaper, "H100 L2 cache").
+#: Measured since: every SM re-reading a W-byte set misses half of it per pass at W = 31.1 MiB
+#: = 0.52 of the H200's 60 MiB (receipts/l2-micro-h200-2026-12-01.json, read by
+#: :mod:`iomodel.cache.physical`; docs/l2-calibration.md, "Microbenchmarks").
 DEFAULT_L2_FRACTION = 0.5
 #: Effective L2 associativity of the set-associative replacement (None in :class:`L2Params` is
 #: the fully associative LRU). Source: fitted, not a datasheet figure (NVIDIA does not publish

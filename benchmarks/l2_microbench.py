@@ -1,0 +1,245 @@
+"""L2 microbenchmarks: what the H200's L2 holds, measured with Nsight Compute (issue 12, item 2).
+
+Three access patterns, each over a working set of W bytes swept across the L2's size
+(60 MiB on the H200 by the datasheet; 2 partitions of 30 MiB on Hopper), each run with
+1 pass and with ``PASSES`` passes over the set, so that the DRAM bytes of the extra passes
+are the re-reads (or write-backs) L2 did not absorb:
+
+``shared-read``
+    every program reads the whole set, in the same order, at about the same time: the
+    pattern of K/V tiles read by all the query-tile programs of a head. A line used by SMs of
+    both partitions may be held in both.
+``private-read``
+    each program reads only its own slice (W / programs): every line is used by one SM.
+``private-write``
+    each program overwrites its own slice on every pass: the DRAM writes inside the kernel
+    are write-backs of dirty lines evicted before the kernel ends (lines still dirty at the end
+    are not in the kernel's ``dram__bytes_write``; ncu flushes them outside the measurement).
+
+Loads bypass L1 (``cache_modifier=".cg"``) so that re-reads reach L2. For each (pattern, W)
+the result gives ``miss_per_pass`` = (DRAM bytes with PASSES passes − with 1 pass) /
+((PASSES − 1) × W): 0 when the set stays resident, 1 when every pass re-fetches it.
+
+Usage (on the GPU; ~1 min)::
+
+    python3 benchmarks/l2_microbench.py --out $OUT/l2-micro-h200-<date>.json
+
+Runs itself under ``ncu --cache-control all --clock-control none`` (one process, kernels
+tagged with NVTX ranges), parses ncu's CSV with :mod:`iomodel.measure.ncu`, prints a table
+and writes a JSON receipt (command, device, date, every raw counter). Without a GPU or ncu it
+prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from iomodel.errors import IomodelError  # noqa: E402
+
+#: Working-set sizes in MiB (the H200 datasheet L2 is 60 MiB; its halves are 30 MiB).
+SIZES_MIB = (8, 12, 16, 20, 24, 26, 28, 30, 32, 34, 36, 40, 44, 48, 52, 56, 60, 64, 72, 88)
+PATTERNS = ("shared-read", "private-read", "private-write")
+PASSES = 4
+BLOCK = 2048  # int32 elements per program per step: 8 KiB
+METRICS = (
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",
+    "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+    "lts__t_sectors_srcunit_ltcfabric.sum",
+    "l1tex__m_xbar2l1tex_read_bytes.sum",
+    "l1tex__m_l1tex2xbar_write_bytes.sum",
+)
+
+
+def _kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def l2_read(buf, out, slice_elems, passes, SHARED: tl.constexpr, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        base = pid.to(tl.int64) * slice_elems * (1 - SHARED)
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], dtype=tl.int32)
+        for _ in range(passes):
+            for i in range(0, slice_elems, BLOCK):
+                acc += tl.load(buf + base + i + offs, cache_modifier=".cg")
+        tl.store(out + pid * BLOCK + offs, acc)
+
+    @triton.jit
+    def l2_write(buf, slice_elems, passes, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        base = pid.to(tl.int64) * slice_elems
+        offs = tl.arange(0, BLOCK)
+        for p in range(passes):
+            for i in range(0, slice_elems, BLOCK):
+                tl.store(buf + base + i + offs, offs + p)
+
+    return l2_read, l2_write
+
+
+def _cases(num_sms: int) -> list[dict]:
+    programs = 2 * num_sms
+    cases = []
+    for pattern in PATTERNS:
+        for mib in SIZES_MIB:
+            elems = mib * 2**20 // 4
+            if pattern == "shared-read":
+                progs, slice_elems = num_sms, elems // BLOCK * BLOCK
+            else:
+                progs, slice_elems = programs, elems // programs // BLOCK * BLOCK
+            working = slice_elems * 4 * (1 if pattern == "shared-read" else progs)
+            for passes in (1, PASSES):
+                cases.append({"id": f"{pattern}-{mib}MiB-p{passes}", "pattern": pattern, "mib": mib,
+                              "passes": passes, "programs": progs, "slice_elems": slice_elems,
+                              "working_set_bytes": working})
+    return cases
+
+
+def child(cases_file: str) -> int:
+    """Launch every case once, each inside its own NVTX range (under ncu)."""
+    import torch
+
+    from iomodel.measure.child import profiled_range
+
+    l2_read, l2_write = _kernels()
+    cases = json.loads(Path(cases_file).read_text())
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(0)
+    big = max(c["slice_elems"] * (1 if c["pattern"] == "shared-read" else c["programs"]) for c in cases)
+    buf = torch.randint(-2**20, 2**20, (big,), generator=gen, device=dev, dtype=torch.int32)
+    out = torch.empty(max(c["programs"] for c in cases) * BLOCK, device=dev, dtype=torch.int32)
+
+    def launch(c):
+        if c["pattern"] == "private-write":
+            l2_write[(c["programs"],)](buf, c["slice_elems"], c["passes"], BLOCK=BLOCK, num_warps=8)
+        else:
+            l2_read[(c["programs"],)](buf, out, c["slice_elems"], c["passes"],
+                                      SHARED=int(c["pattern"] == "shared-read"), BLOCK=BLOCK, num_warps=8)
+
+    for c in cases:  # compile outside the profiled region
+        launch({**c, "passes": 1})
+    torch.cuda.synchronize()
+    for c in cases:
+        with profiled_range(c["id"]):
+            launch(c)
+    return 0
+
+
+def timing(cases: list[dict]) -> list[dict]:
+    """Seconds per pass without the profiler (median of do_bench), for the read patterns."""
+    import torch
+    import triton.testing
+
+    l2_read, _ = _kernels()
+    big = max(c["slice_elems"] * (1 if c["pattern"] == "shared-read" else c["programs"]) for c in cases)
+    buf = torch.ones(big, device="cuda", dtype=torch.int32)
+    out = torch.empty(max(c["programs"] for c in cases) * BLOCK, device="cuda", dtype=torch.int32)
+    rows = []
+    for c in cases:
+        if c["pattern"] == "private-write" or c["passes"] != PASSES:
+            continue
+        fn = lambda c=c: l2_read[(c["programs"],)](buf, out, c["slice_elems"], c["passes"],  # noqa: E731
+                                                   SHARED=int(c["pattern"] == "shared-read"), BLOCK=BLOCK, num_warps=8)
+        ms = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+        requested = c["slice_elems"] * 4 * c["programs"] * c["passes"]
+        rows.append({"id": c["id"], "ms": ms, "sm_requested_bytes": requested,
+                     "l2_to_sm_bytes_per_s": requested / (ms * 1e-3)})
+    return rows
+
+
+def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
+    """Per (pattern, W): DRAM bytes of 1 and PASSES passes and the re-fetch per pass."""
+    rows = []
+    for c in cases:
+        if c["passes"] != PASSES:
+            continue
+        one = measured.get(c["id"].replace(f"-p{PASSES}", "-p1"))
+        many = measured.get(c["id"])
+        if not one or not many:
+            rows.append({"pattern": c["pattern"], "mib": c["mib"], "missing": True})
+            continue
+        key = "dram__bytes_write.sum" if c["pattern"] == "private-write" else "dram__bytes_read.sum"
+        w = c["working_set_bytes"]
+        extra = (many[key] or 0) - (one[key] or 0)
+        rows.append({"pattern": c["pattern"], "mib": c["mib"], "working_set_bytes": w,
+                     "dram_1pass": one[key], f"dram_{PASSES}pass": many[key],
+                     "miss_per_pass": extra / ((PASSES - 1) * w),
+                     "ltcfabric_sectors": many.get("lts__t_sectors_srcunit_ltcfabric.sum")})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="JSON receipt path")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        return child(a.child)
+    try:
+        from iomodel.measure.ncu import build_command, check_gpu, environment, find_ncu, parse_csv
+
+        check_gpu()
+        ncu = find_ncu()
+        if not a.out:
+            raise IomodelError("give --out PATH for the JSON receipt")
+        import torch
+
+        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+        cases = _cases(num_sms)
+        with tempfile.TemporaryDirectory() as tmp:
+            cf = Path(tmp) / "cases.json"
+            cf.write_text(json.dumps(cases))
+            log = Path(tmp) / "ncu.csv"
+            argv2 = build_command(ncu, [sys.executable, __file__, "--child", str(cf)], log, metrics=METRICS)
+            proc = subprocess.run(argv2, capture_output=True, text=True, timeout=540)
+            text = log.read_text() if log.exists() else ""
+            if proc.returncode != 0:
+                raise IomodelError(f"ncu exited {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}")
+        measured = {k.tag: k.record.metrics for k in parse_csv(text, METRICS) if k.tag}
+        rows = summarise(cases, measured)
+        times = timing(cases)
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{'pattern':14} {'W MiB':>6} {'DRAM 1 pass':>12} {'DRAM %d pass' % PASSES:>12} {'miss/pass':>9}")
+    for r in rows:
+        if r.get("missing"):
+            print(f"{r['pattern']:14} {r['mib']:>6} (not measured)")
+            continue
+        print(f"{r['pattern']:14} {r['mib']:>6} {r['dram_1pass'] / 2**20:>10.1f}Mi {r[f'dram_{PASSES}pass'] / 2**20:>10.1f}Mi "
+              f"{r['miss_per_pass']:>9.3f}")
+    receipt = {
+        "schema": "iomodel.l2-micro/1",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python3 benchmarks/l2_microbench.py --out " + a.out,
+        "environment": environment(ncu),
+        "device": torch.cuda.get_device_name(0),
+        "num_sms": num_sms,
+        "passes": PASSES,
+        "block_elems": BLOCK,
+        "cases": cases,
+        "measured": measured,
+        "summary": rows,
+        "timing": times,
+    }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(receipt, indent=1) + "\n")
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
