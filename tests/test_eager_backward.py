@@ -35,18 +35,21 @@ def _bwd(spec: LayerSpec) -> list[tuple[str, int, int]]:
     return out
 
 
-def test_non_causal_backward_bytes_by_hand():
-    # B=1, H=2, N=8, d=4, fp16 (2 B): Q-sized x = 1*2*8*4*2 = 128 B, score-sized S = 1*2*8*8*2 = 256 B
-    spec = LayerSpec(1, 2, 2, 4, 8, 8, dtype="fp16", backward=True)
+# B=1, N=8, d=4, fp16 (2 B). MHA (H=2): Q-sized x = 1*2*8*4*2 = 128 B, score-sized S = 1*2*8*8*2 = 256 B.
+# GQA (H=4, H_kv=2, G=2): x = 256 B (Q and K_rep), K = 128 B, S = 512 B; the sums over the group run last.
+@pytest.mark.parametrize("heads, kv_heads, x, k, S, r", [(2, 2, 128, 128, 256, ""), (4, 2, 256, 128, 512, "_rep")])
+def test_backward_bytes_by_hand(heads, kv_heads, x, k, S, r):
+    spec = LayerSpec(1, heads, kv_heads, 4, 8, 8, dtype="fp16", backward=True)
+    sums = [(f"d{t} = d{t}_rep.view(B, H_kv, G, N_k, d).sum(2)", x, k) for t in ("V", "K")] if r else []
     assert _bwd(spec) == [
-        ("dV = Pᵀ @ dO", 256 + 128, 128),
-        ("dP = dO @ Vᵀ", 128 + 128, 256),
-        ("T = dP * P", 512, 256),
-        ("dS = softmax_backward(T, P)", 512, 256),
-        ("dS = dS * sm_scale", 256, 256),
-        ("dK = dSᵀ @ Q", 256 + 128, 128),
-        ("dQ = dS @ K", 256 + 128, 128),
-    ]
+        (f"dV{r} = Pᵀ @ dO", S + x, x),
+        (f"dP = dO @ V{r}ᵀ", x + x, S),
+        ("T = dP * P", 2 * S, S),
+        ("dS = softmax_backward(T, P)", 2 * S, S),
+        ("dS = dS * sm_scale", S, S),
+        (f"dK{r} = dSᵀ @ Q", S + x, x),
+        (f"dQ = dS @ K{r}", S + x, x),
+    ] + sums
 
 
 def test_causal_backward_bytes_by_hand():
@@ -63,22 +66,6 @@ def test_causal_backward_bytes_by_hand():
     assert br[:3] == [("dV = Pᵀ @ dO", 128 + 128, 64), ("dP = dO @ Vᵀ", 128 + 64, 128),
                       ("dP = dP.masked_fill(inv[:, :1], 0)", 128 + 8, 128)]
     assert br[5] == ("dS = dS.masked_fill(~mask, 0)", 128 + 32, 128)
-
-
-def test_gqa_backward_bytes_by_hand():
-    # H=4, H_kv=2 (G=2), N=8, d=4, fp16: x = 1*4*8*4*2 = 256 B (Q and K_rep), K = 128 B, S = 1*4*8*8*2 = 512 B
-    spec = LayerSpec(1, 4, 2, 4, 8, 8, dtype="fp16", backward=True)
-    assert _bwd(spec) == [
-        ("dV_rep = Pᵀ @ dO", 512 + 256, 256),
-        ("dP = dO @ V_repᵀ", 256 + 256, 512),
-        ("T = dP * P", 1024, 512),
-        ("dS = softmax_backward(T, P)", 1024, 512),
-        ("dS = dS * sm_scale", 512, 512),
-        ("dK_rep = dSᵀ @ Q", 512 + 256, 256),
-        ("dQ = dS @ K_rep", 512 + 256, 256),
-        ("dV = dV_rep.view(B, H_kv, G, N_k, d).sum(2)", 256, 128),
-        ("dK = dK_rep.view(B, H_kv, G, N_k, d).sum(2)", 256, 128),
-    ]
 
 
 def test_upcast_backward_casts_run_last_v_k_q():
