@@ -286,9 +286,10 @@ def test_fwd_bwd_baseline_autograd_chain():
     S = 2 * 64 * 64 * 2  # score-sized fp16 tensor
     fwd_r = (x + x) + S + S + (S + x)  # QKᵀ, scale, softmax, PV
     fwd_w = S + S + S + x
-    # dP = dO Vᵀ; dV = Pᵀ dO; softmax_backward(dP, P); dS*scale; dQ = dS K; dK = dSᵀ Q
-    bwd_r = (x + x) + (S + x) + (S + S) + S + (S + x) + (S + x)
-    bwd_w = S + x + S + S + x + x
+    # dV = Pᵀ dO; dP = dO Vᵀ; T = dP * P (CUDA's softmax backward runs it as its own kernel);
+    # softmax_backward(T, P); dS*scale; dK = dSᵀ Q; dQ = dS K
+    bwd_r = (S + x) + (x + x) + (S + S) + (S + S) + S + (S + x) + (S + x)
+    bwd_w = x + S + S + S + S + x + x
     base = p.algorithms["baseline"]
     assert base.hbm_read_bytes == fwd_r + bwd_r
     assert base.hbm_write_bytes == fwd_w + bwd_w

@@ -245,7 +245,10 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
     """L2-aware HBM bytes of the eager chain from the model's ``baseline`` HBM rows.
 
     Each distinct ``step`` of the rows is one kernel (in row order), simulated by
-    :func:`stream_kernel`; with the profiler's flush every kernel starts cold.
+    :func:`stream_kernel`; with the profiler's flush every kernel starts cold. For a
+    forward + backward step the rows are the kernels autograd launches
+    (:func:`iomodel.traffic.baseline.eager_launches`, docs/traffic-contract.md), so the
+    prediction is per launch and ``kernels`` pairs one to one with the profiled kernels.
 
     Args:
         spec: the layer.

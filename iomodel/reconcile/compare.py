@@ -474,6 +474,24 @@ def _kernel_of(name: str) -> str | None:
     return None
 
 
+def _eager_kernel_note(shape: ShapeMeasurement, l2: Any, **options: Any) -> str:
+    """One note: each profiled kernel of an eager training step beside the modelled launch it
+    is (paired in launch order, :func:`iomodel.traffic.baseline.eager_launches`), predicted and
+    measured DRAM reads and writes in MiB; a kernel whose name is not the launch's is named."""
+    from iomodel.traffic.baseline import eager_launches
+
+    mib = 2**20
+    parts, odd = [], []
+    for i, (la, k, got) in enumerate(zip(eager_launches(shape.spec, **options), l2.kernels, shape.kernels), 1):
+        mr, mw = got.quantity("dram_read_bytes"), got.quantity("dram_write_bytes")
+        meas = "n/a" if mr is None or mw is None else f"{mr / mib:.1f}/{mw / mib:.1f}"
+        parts.append(f"{i} {la.step}: {sum(k.hbm_read.values()) / mib:.1f}/{sum(k.hbm_write.values()) / mib:.1f} vs {meas}")
+        if not any(s in got.name for s in la.kernel):
+            odd.append(f"{i} {got.name[:60]!r} is not {la.op}")
+    return ("per kernel, DRAM read/write MiB predicted vs measured: " + "; ".join(parts)
+            + (" (kernel names that differ from the modelled launch: " + "; ".join(odd) + ")" if odd else ""))
+
+
 def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement, pred: Any,
                              expected: set[str]) -> None:
     """A forward + backward step of the bundled kernels: the L2 level (bytes the SMs received
@@ -645,6 +663,8 @@ def reconcile_shape(
             n_steps = len({r.step for r in alg.rows if r.level == "HBM"})
             if shape.kernels and len(shape.kernels) != n_steps:
                 out.notes.append(f"{len(shape.kernels)} kernels profiled for {n_steps} modelled ops")
+            elif shape.kernels and spec.backward:
+                out.notes.append(_eager_kernel_note(shape, l2, **opts))
         else:  # SDPA backends: measured only, against the floor
             q = spec.batch * spec.heads * spec.seqlen_q * spec.head_dim * spec.width
             out.levels.append(LevelCompare("HBM", None, shape.quantity("dram_read_bytes"), None,

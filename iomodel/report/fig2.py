@@ -110,9 +110,10 @@ def fig2_files(out_dir: Path, root: Path, make_worksheet: Any, resolve_layer: An
         "implementation (PyTorch, 2022) also applied dropout to P, which writes and reads a mask and a second N×N "
         "tensor."
         + (f" The H200 measurement of our eager chain is {pct(eager, PAPER['standard_gb'] * 1e9)} from the paper's "
-           f"figure and {pct(eager, base_total)} from the model: autograd launches more N×N passes than the "
-           "model's chain counts (`receipts/reconcile-h200-train1-2026-12-01.md`; the eager backward is not yet "
-           "modelled kernel by kernel)." if eager else ""),
+           f"figure and {pct(eager, base_total)} from the model's no-reuse count, which follows the kernels "
+           "autograd launches (docs/traffic-contract.md, eager backward): the tail of each N×N write is still "
+           "dirty in L2 when its kernel ends; the L2-aware estimate per kernel is in "
+           "`receipts/reconcile-h200-train1-2026-12-01.md`." if eager else ""),
         "- **FlashAttention, paper vs model (no reuse)**: the paper's 4.4 GB is FlashAttention-1 (K/V-stationary, "
         "blocks from the SRAM size, Algorithm 1 and 4); the bundled kernels are FlashAttention-2's order "
         "(Q-stationary forward, K/V-stationary dK/dV, Q-stationary dQ) and their no-reuse count re-reads K/V "

@@ -23,6 +23,9 @@ reads what it needs once and writes its gradient once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import sympy as sp
 
 from iomodel.spec import DTYPES, FP32_WIDTH, LSE_WIDTH, LayerSpec, canonical_dtype
@@ -160,23 +163,27 @@ def baseline_model(
         row("O32", f"O = O32.to({dt})", sq, sname, w, E_q, rb=E_q * w)
         row("O", f"O = O32.to({dt})", sq, dt, s, E_q, wb=E_q * s)
 
-    # ---------------- backward (autograd of the chain above) ----------------
+    # ---------------- backward: the kernels autograd launches, in launch order ----------------
+    # Order: the engine runs the ready node with the highest sequence number first, so the
+    # casts of the upcast inputs and the GQA sums (created first in the forward) run last; each
+    # matmul's backward computes its second operand's gradient first. Checked against the
+    # kernels of receipts/ncu-h200-train1-2026-12-01.json and torch.profiler on the CPU.
     if spec.backward:
         do = "dO"
         if upcast:
-            row("dO", f"dO32 = dO.to({sname})", sq, dt, s, E_q, rb=E_q * s, note="Backward of O = O32.to(dtype).")
-            row("dO32", f"dO32 = dO.to({sname})", sq, sname, w, E_q, wb=E_q * w)
+            step = f"dO32 = dO.to({sname})"
+            row("dO", step, sq, dt, s, E_q, rb=E_q * s, note="Backward of O = O32.to(dtype).")
+            row("dO32", step, sq, sname, w, E_q, wb=E_q * w)
             do = "dO32"
-        # O = P @ V  ->  dP = dO Vᵀ, dV = Pᵀ dO
-        step = f"dP = {do} @ {v_name}ᵀ"
-        row(do, step, sq, qd, w, E_q, rb=E_q * w, note="Backward of O = P V (autograd saved P and V).")
-        row(v_name, step, skr, kd, w, E_kr, rb=E_kr * w)
-        row("dP", step, sS, sname, w, E_S, wb=E_S * w)
         dv = "dV32" if upcast else ("dV_rep" if gqa else "dV")
         step = f"{dv} = Pᵀ @ {do}"
-        row("P", step, sS, sname, w, E_S, rb=E_S * w)
+        row("P", step, sS, sname, w, E_S, rb=E_S * w, note="Backward of O = P V (autograd saved P and V): dV first.")
         row(do, step, sq, qd, w, E_q, rb=E_q * w)
         row(dv, step, skr, kd, w, E_kr, wb=E_kr * w)
+        step = f"dP = {do} @ {v_name}ᵀ"
+        row(do, step, sq, qd, w, E_q, rb=E_q * w)
+        row(v_name, step, skr, kd, w, E_kr, rb=E_kr * w)
+        row("dP", step, sS, sname, w, E_S, wb=E_S * w)
         if dropout:
             step = "dP = dropout_backward(dP, dropout_mask)"
             row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
@@ -185,8 +192,14 @@ def baseline_model(
             step = "dP = dP.masked_fill(inv[:, :1], 0)"
             row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w, note="Backward of the empty-row masked_fill.")
             row("~mask", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, rb=N_q)
-        step = "dS = softmax_backward(dP, P)"
-        row("dP", step, sS, sname, w, E_S, rb=E_S * w, note="dS = P ∘ (dP − rowsum(dP ∘ P)), one fused op.")
+        step = "T = dP * P"
+        row("dP", step, sS, sname, w, E_S, rb=E_S * w,
+            note="CUDA's softmax backward (softmax_backward_cuda_out) first multiplies grad by output in a "
+                 "separate elementwise kernel; the CPU kernel fuses it.")
+        row("P", step, sS, sname, w, E_S, rb=E_S * w)
+        row("T", step, sS, sname, w, E_S, wb=E_S * w)
+        step = "dS = softmax_backward(T, P)"
+        row("T", step, sS, sname, w, E_S, rb=E_S * w, note="dS = T − P ∘ rowsum(T) (_softmax_backward_data).")
         row("P", step, sS, sname, w, E_S, rb=E_S * w)
         row("dS", step, sS, sname, w, E_S, wb=E_S * w)
         if causal:
@@ -198,26 +211,26 @@ def baseline_model(
         row("dS", "dS = dS * sm_scale", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
         dq = "dQ32" if upcast else "dQ"
         dk = "dK32" if upcast else ("dK_rep" if gqa else "dK")
-        step = f"{dq} = dS @ {k_name}"
-        row("dS", step, sS, sname, w, E_S, rb=E_S * w, note="Backward of S = Q Kᵀ (autograd saved Q and K).")
-        row(k_name, step, skr, kd, w, E_kr, rb=E_kr * w)
-        row(dq, step, sq, qd, w, E_q, wb=E_q * w)
         step = f"{dk} = dSᵀ @ {q_name}"
-        row("dS", step, sS, sname, w, E_S, rb=E_S * w)
+        row("dS", step, sS, sname, w, E_S, rb=E_S * w, note="Backward of S = Q Kᵀ (autograd saved Q and K): dK first.")
         row(q_name, step, sq, qd, w, E_q, rb=E_q * w)
         row(dk, step, skr, kd, w, E_kr, wb=E_kr * w)
+        step = f"{dq} = dS @ {k_name}"
+        row("dS", step, sS, sname, w, E_S, rb=E_S * w)
+        row(k_name, step, skr, kd, w, E_kr, rb=E_kr * w)
+        row(dq, step, sq, qd, w, E_q, wb=E_q * w)
         if upcast:
-            for src, dst, shape, el in (("dQ32", "dQ", sq, E_q),
+            for src, dst, shape, el in (("dV32", "dV_rep" if gqa else "dV", skr, E_kr),
                                         ("dK32", "dK_rep" if gqa else "dK", skr, E_kr),
-                                        ("dV32", "dV_rep" if gqa else "dV", skr, E_kr)):
+                                        ("dQ32", "dQ", sq, E_q)):
                 step = f"{dst} = {src}.to({dt})"
                 row(src, step, shape, sname, w, el, rb=el * w, note="Backward of the upcast.")
                 row(dst, step, shape, dt, s, el, wb=el * s)
         if gqa:
-            for t in ("dK", "dV"):
+            for t in ("dV", "dK"):
                 step = f"{t} = {t}_rep.view(B, H_kv, G, N_k, d).sum(2)"
                 row(f"{t}_rep", step, skr, dt, s, E_kr, rb=E_kr * s,
-                    note="Backward of repeat_interleave: sum over the G query heads of a group.")
+                    note="Backward of repeat_interleave (expand + clone): sum over the G query heads of a group.")
                 row(t, step, skv, dt, s, E_k, wb=E_k * s)
 
     # ---------------- allocations (resident in HBM at the peak step) ----------------
@@ -264,4 +277,76 @@ def baseline_model(
     )
 
 
-__all__ = ["baseline_model", "MASK_WIDTH", "FP32_WIDTH"]
+@dataclass(frozen=True)
+class Launch:
+    """One kernel of the eager chain, as the model counts it.
+
+    Attributes:
+        step: the model rows' ``step`` (one kernel per distinct step, in launch order).
+        op: the top-level ATen op ``torch.profiler`` lists for it on the CPU
+            (``aten::matmul`` forward, ``aten::bmm`` backward ...).
+        backward: launched by ``torch.autograd.grad`` (not by the forward call).
+        cuda_only: a kernel the CUDA implementation of ``op`` adds (the ``grad * output``
+            of ``softmax_backward_cuda_out``); the CPU runs it inside ``op``.
+        kernel: substrings, one of which a CUDA kernel's name of this launch contains
+            (from the kernels of ``receipts/ncu-h200-train1-2026-12-01.json``).
+    """
+
+    step: str
+    op: str
+    backward: bool
+    cuda_only: bool
+    kernel: tuple[str, ...]
+
+
+_GEMM = ("nvjet", "gemm", "cutlass", "xmma")
+#: (substring of a step, ATen op, CUDA-only, kernel-name substrings); first match wins.
+_OPS: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
+    ("repeat_interleave", "aten::repeat_interleave", False, ("copy",)),
+    ("softmax_backward", "aten::_softmax_backward_data", False, ("softmax", "SoftMax")),
+    ("T = dP * P", "aten::_softmax_backward_data", True, ("BinaryFunctor", "mul")),
+    ("masked_fill", "aten::masked_fill", False, ("masked_fill",)),
+    ("dropout_backward", "aten::native_dropout_backward", False, ("dropout", "mul")),
+    ("dropout(", "aten::dropout", False, ("dropout",)),
+    ("logsumexp", "aten::logsumexp", False, ("logsumexp", "reduce")),
+    ("softmax(", "aten::softmax", False, ("softmax", "SoftMax")),
+    (".to(", "aten::to", False, ("copy",)),
+    ("torch.ones", "aten::ones", False, ("FillFunctor", "fill")),
+    ("tril", "aten::tril", False, ("tril",)),
+    ("~mask", "aten::bitwise_not", False, ("bitwise_not",)),
+    (".sum(", "aten::sum", False, ("reduce_kernel", "reduce")),
+    ("* sm_scale", "aten::mul", False, ("AUnaryFunctor", "mul")),
+    ("extra", "elementwise", False, ("elementwise",)),
+    ("@", "aten::matmul", False, _GEMM),
+)
+
+
+def eager_launches(spec: LayerSpec, **options: Any) -> list[Launch]:
+    """The kernels :func:`baseline_model` counts, in launch order, with their ATen op.
+
+    Args:
+        spec: the layer (``spec.backward``: forward and backward kernels).
+        **options: as :func:`baseline_model` (``score_dtype``, ``dropout``, ...).
+
+    Returns:
+        One :class:`Launch` per distinct ``step`` of the model's HBM rows. A matmul is
+        ``aten::matmul`` in the forward and ``aten::bmm`` in the backward (autograd calls
+        ``bmm`` for each operand's gradient).
+
+    Raises:
+        IomodelError: as :func:`baseline_model`.
+    """
+    def steps(model: AlgorithmModel) -> list[str]:
+        return list(dict.fromkeys(r.step for r in model.rows if r.level == "HBM"))
+
+    n_fwd = len(steps(baseline_model(spec.with_(backward=False), **options)))
+    out = []
+    for i, st in enumerate(steps(baseline_model(spec, **options))):
+        op, cuda_only, kernel = next((o, c, k) for key, o, c, k in _OPS if key in st)
+        if op == "aten::matmul" and i >= n_fwd:
+            op = "aten::bmm"
+        out.append(Launch(st, op, i >= n_fwd, cuda_only, kernel))
+    return out
+
+
+__all__ = ["baseline_model", "eager_launches", "Launch", "MASK_WIDTH", "FP32_WIDTH"]
