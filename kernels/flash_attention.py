@@ -35,7 +35,6 @@ FlashAttention does.
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import replace
 from typing import Any
@@ -538,15 +537,6 @@ def _num_sms(device: torch.device) -> int:
     return hx.INTERPRETER_NUM_SMS
 
 
-@functools.lru_cache(maxsize=256)
-def _decode_plan(batch: int, heads: int, kv_heads: int, seqlen_q: int, seqlen_k: int, head_dim: int,
-                 num_sms: int, interpreter: bool) -> KernelConfig:
-    """:func:`heuristics.decode_config` cached per shape (a pure function: the launcher asks it
-    once per shape, not once per decode step)."""
-    return hx.decode_config(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
-                            head_dim=head_dim, num_sms=num_sms, interpreter=interpreter)
-
-
 def _tma_ok(*tensors: torch.Tensor) -> bool:
     """Whether host tensor descriptors can describe these tensors (16-byte base and strides, unit last stride)."""
     if TensorDescriptor is None:
@@ -653,8 +643,8 @@ def flash_attention(
             impossible forced path (:func:`~iomodel.schedule.capabilities.tma_refusal`) or
             config, or a bad ``out``.
     """
-    forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out)
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out)
         from kernels.backward import FlashAttentionFunction
 
         if path == "decode-split-kv" or (config is not None and config.path == "decode-split-kv"):
@@ -666,17 +656,190 @@ def flash_attention(
             forward_kwargs["path"] = "prefill-tma" if kernel_path(q, k, v) == "prefill-tma" else "prefill"
         o, lse, cfg = FlashAttentionFunction.apply(q, k, v, causal, causal_align, sm_scale, forward_kwargs)
     else:
-        o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, **forward_kwargs)
+        o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, config=config, path=path,
+                               autotune=autotune, num_sms=num_sms, out=out)
     if return_config:
         return o, lse, cfg
     return o, lse
 
 
-def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, causal_align: str,
-             sm_scale: float | None, *, config: KernelConfig | None, path: str | None, autotune: bool | None,
-             num_sms: int | None, out: tuple[torch.Tensor, torch.Tensor] | None
-             ) -> tuple[torch.Tensor, torch.Tensor, KernelConfig]:
-    """The forward launch of :func:`flash_attention` (no autograd): ``(o, lse, config)``."""
+# ------------------------------------------------------------------------------------
+# Launch plans: everything that depends only on shapes, strides, dtypes, device and flags
+# is worked out once per key and replayed from a dictionary (issue 14: host overhead).
+# ------------------------------------------------------------------------------------
+def _compiled_handle(ret: Any) -> Any:
+    """``ret`` when a JIT launch returned a compiled GPU kernel (Triton 3.6 ``CompiledKernel``
+    with its handles loaded), else None (the interpreter returns no such object)."""
+    return ret if hasattr(ret, "packed_metadata") and getattr(ret, "function", None) is not None else None
+
+
+class _Launch:
+    """One kernel launch of a plan: the kernel, its grid and every argument after the per-call
+    pointers (``named``, by parameter name), and the launch options.
+
+    The first call goes through Triton's JIT (``kernel[grid](...)``: binds, specialises and
+    compiles). On a GPU the compiled kernel it returns is kept; later calls whose pointers are
+    16-byte aligned (the specialisation the JIT saw; checked per call) call its launcher
+    directly, ``compiled.run(grid, stream, function, metadata, hooks, *args)``, the call Triton
+    3.6 ``JITFunction.run`` itself ends with (``triton/runtime/jit.py``), without re-binding
+    the arguments or recomputing the specialisation key. Launch hooks (proton) and an unaligned
+    pointer take the JIT path.
+    """
+
+    __slots__ = ("kernel", "grid", "named", "options", "tail", "compiled", "direct", "device")
+
+    def __init__(self, kernel: Any, grid: tuple[int, int, int], named: dict[str, Any], options: dict[str, Any],
+                 direct: bool) -> None:
+        self.kernel, self.grid, self.named, self.options = kernel, grid, named, options
+        self.direct = direct  # the plan's q, k, v are 16-byte aligned (the plan key says so)
+        names = getattr(kernel, "arg_names", None) or []
+        # the arguments after the per-call pointers, in parameter order (constexprs included:
+        # the launcher receives every parameter, as JITFunction.run passes bound_args.values());
+        # None (no direct launch) if a parameter is left to its default
+        rest = names[len(names) - len(named):] if len(named) <= len(names) else []
+        self.tail = tuple(named[n] for n in rest) if set(rest) == set(named) else None
+        self.compiled = None
+        self.device = None
+
+    def __call__(self, *ptrs: Any) -> Any:
+        """Launch on ``ptrs`` (the per-call tensors or descriptors, in parameter order).
+
+        Callers pass 16-byte aligned tensors whenever ``direct`` is set: q, k, v by the plan
+        key, outputs and partials from :func:`_alloc` (the caching allocator aligns to 512
+        bytes), a preallocated ``out`` checked by :func:`_forward`.
+        """
+        c = self.compiled
+        if c is not None and _no_launch_hooks():
+            drv = triton.runtime.driver.active
+            device = drv.get_current_device()
+            if device == self.device:
+                g = self.grid
+                c.run(g[0], g[1], g[2], drv.get_current_stream(device), c.function, c.packed_metadata,
+                      None, None, None, *ptrs, *self.tail)
+                return c
+        ret = self.kernel[self.grid](*ptrs, **self.named, **self.options)
+        handle = _compiled_handle(ret)
+        if handle is not None and self.direct and self.tail is not None:
+            self.compiled, self.device = handle, triton.runtime.driver.active.get_current_device()
+        return ret
+
+
+def _no_launch_hooks() -> bool:
+    """No launch enter/exit hook (proton) is installed, so the direct launch may pass none
+    (Triton 3.6 keeps them in ``knobs.runtime`` as ``HookChain`` objects with a ``calls`` list)."""
+    for hook in (_RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
+
+
+_RUNTIME_KNOBS = triton.knobs.runtime
+
+
+class _Plan:
+    """What one call of :func:`flash_attention` runs, for one key of :func:`_plan`.
+
+    Fields: ``path``; ``shape`` (:class:`kernels._inputs.AttnShape`); ``o_shape``
+    ``(B, H, N_q, d)`` and ``lse_shape`` ``(B, H, N_q)`` (elements); ``part_shapes`` the
+    split-KV partial O ``(B, H, S, N_q, d)`` and LSE ``(B, H, S, N_q)`` fp32 buffers, or None;
+    ``config`` (None until an autotuned launch has picked one); the launches ``main`` and
+    ``combine`` (decode with S > 1). Allocations stay per call (their size depends on shapes
+    only, so CUDA-graph capture records them).
+    """
+
+    __slots__ = ("path", "shape", "o_shape", "lse_shape", "part_shapes", "config", "main", "combine",
+                 "tma_block", "autotune_args", "direct")
+
+    def launch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+               lse: torch.Tensor) -> KernelConfig:
+        """Run the plan's kernels on these tensors (already checked against the plan); returns the config."""
+        if self.path == "decode-split-kv":
+            if self.part_shapes is None:
+                unused = _unused_buffer(q.device)
+                self.main(q, k, v, o, lse, unused, unused)
+            else:
+                o_part = _alloc(self.part_shapes[0], torch.float32, q.device)
+                lse_part = _alloc(self.part_shapes[1], torch.float32, q.device)
+                self.main(q, k, v, o, lse, o_part, lse_part)
+                self.combine(o, lse, o_part, lse_part)
+            return self.config
+        tma = self.path == "prefill-tma"
+        if self.config is None:  # the first autotuned launch of this key: the autotuner picks the tiles
+            kernel, grid, named = self.autotune_args
+            # TMA: the descriptors' boxes are set by the chosen config's pre-hook (_tma_pre_hook)
+            ptrs: tuple = (*_descriptors([16, 16, self.o_shape[3]], q, k, v, o), lse) if tma else (q, k, v, o, lse)
+            kernel[grid](*ptrs, **named)
+            config = _choice_to_config(kernel.best_config, self.path)
+            _fixed_prefill(self, config, named)  # later calls of this key launch the chosen tiles directly
+            return config
+        self.main(*(_descriptors(self.tma_block, q, k, v, o) if tma else (q, k, v, o)), lse)
+        return self.config
+
+
+def _descriptors(block: list[int], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 o: torch.Tensor) -> tuple[Any, ...]:
+    """Host tensor descriptors (rank 4, the real ``(B, H, N, d)`` extents) of q, k, v, o;
+    ``block`` = [BLOCK_M, BLOCK_N, HEAD_DIM] (Q and O boxes ``(1, 1, BLOCK_M, d)``, K and V ``(1, 1, BLOCK_N, d)``)."""
+    bm, bn, d = block
+    return (TensorDescriptor(q, list(q.shape), list(q.stride()), [1, 1, bm, d]),
+            TensorDescriptor(k, list(k.shape), list(k.stride()), [1, 1, bn, d]),
+            TensorDescriptor(v, list(v.shape), list(v.stride()), [1, 1, bn, d]),
+            TensorDescriptor(o, list(o.shape), list(o.stride()), [1, 1, bm, d]))
+
+
+_PLANS: dict[tuple, _Plan] = {}
+#: Plans kept at most (a new key beyond it clears the dictionary; a plan is a few hundred bytes).
+_MAX_PLANS = 4096
+
+
+def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
+              autotune: Any, num_sms: Any) -> tuple:
+    """The key of a launch plan: everything :func:`_build_plan` reads (shapes, strides, dtypes,
+    devices, 16-byte alignment of q, k, v for the TMA choice, the flags and the module switches).
+    Raises AttributeError or TypeError for inputs that are not tensors (the caller then builds
+    the plan uncached, which raises the one-line error)."""
+    return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
+            v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
+            causal, causal_align, sm_scale, config, path, autotune, num_sms, INTERPRET, USE_TMA)
+
+
+def _aligned(*tensors: torch.Tensor) -> bool:
+    """Every tensor's first element is 16-byte aligned (what Triton specialises pointers on)."""
+    bits = 0
+    for t in tensors:
+        bits |= t.data_ptr()
+    return not bits & 15
+
+
+def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any = None,
+          path: Any = None, autotune: Any = None, num_sms: Any = None, o_stride: tuple[int, ...] | None = None
+          ) -> _Plan:
+    """The cached launch plan of one call (a dictionary lookup after the first call of a key).
+
+    Args: as :func:`flash_attention`; ``o_stride``: strides (elements) of a preallocated o,
+    None for a contiguous one. Returns a :class:`_Plan`. Raises: IomodelError, as
+    :func:`flash_attention` (never cached: a refused call raises on every call).
+
+    Example (CPU interpreter): ``_plan(q, k, v, False, "top-left", None) is _plan(q, k, v, False,
+    "top-left", None)`` — the second call is one dictionary lookup.
+    """
+    args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride)
+    try:
+        key = (*_plan_key(*args[:10]), o_stride)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, or an unhashable flag: the checks say why
+        return _build_plan(*args)
+    if plan is None:
+        plan = _build_plan(*args)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
+                autotune: Any, num_sms: Any, o_stride: tuple[int, ...] | None) -> _Plan:
+    """Check the inputs and work out the launch plan of one call (no allocation, no launch)."""
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     if causal not in (True, False):
         raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
@@ -692,29 +855,61 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, ca
         reason = tma_refusal(shape.dtype, shape.head_dim, _tma_ok(q, k, v))
     if reason is not None:
         raise IomodelError(reason)
-    B, H, N_q, d = q.shape
     off = causal_offset(causal_align, shape.seqlen_q, shape.seqlen_k) if causal else 0
-
-    if out is None:
-        o = _alloc((B, H, N_q, d), q.dtype, q.device)
-        lse = _alloc((B, H, N_q), torch.float32, q.device)
-    else:
-        o, lse = out
-        if (not isinstance(o, torch.Tensor) or not isinstance(lse, torch.Tensor) or tuple(o.shape) != (B, H, N_q, d)
-                or o.dtype != q.dtype or tuple(lse.shape) != (B, H, N_q) or lse.dtype != torch.float32
-                or not lse.is_contiguous() or o.device != q.device or lse.device != q.device):
-            raise IomodelError(
-                f"out must be (o, lse) with o {(B, H, N_q, d)} {q.dtype} and lse {(B, H, N_q)} contiguous fp32 "
-                "on q's device: allocate them so or pass out=None"
-            )
-        if chosen == "prefill-tma" and not _tma_ok(o):
-            raise IomodelError("out o is not TMA-aligned: pass a contiguous o or path='prefill'")
-
+    plan = _Plan()
+    plan.path, plan.shape = chosen, shape
+    plan.o_shape = (shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
+    plan.lse_shape = (shape.batch, shape.heads, shape.seqlen_q)
+    plan.part_shapes = plan.combine = plan.tma_block = plan.autotune_args = None
+    plan.direct = _aligned(q, k, v)  # direct launches allowed (the plan key holds this bit)
+    if o_stride is None:
+        o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
     if chosen == "decode-split-kv":
-        cfg = _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sms)
+        _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride)
     else:
-        cfg = _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, chosen, config, autotune)
-    return o, lse, cfg
+        _prefill_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, chosen, config, autotune, o_stride)
+    return plan
+
+
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, causal_align: str,
+             sm_scale: float | None, *, config: KernelConfig | None, path: str | None, autotune: bool | None,
+             num_sms: int | None, out: tuple[torch.Tensor, torch.Tensor] | None
+             ) -> tuple[torch.Tensor, torch.Tensor, KernelConfig]:
+    """The forward launch of :func:`flash_attention` (no autograd): ``(o, lse, config)``.
+
+    Per call: one :func:`_plan` lookup, the output allocations (or the ``out`` check) and the
+    launches; no host synchronisation and no value-dependent allocation (CUDA-graph capturable
+    once a first call of the key has compiled, and autotuned, the kernels).
+    """
+    plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms)
+    if out is None:
+        o = _alloc(plan.o_shape, q.dtype, q.device)
+        lse = _alloc(plan.lse_shape, torch.float32, q.device)
+    else:
+        o, lse = _check_out(out, plan, q)
+        if not _aligned(o, lse):  # a one-off plan: Triton's JIT launch specialises on these pointers
+            plan = _build_plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride())
+        elif not o.is_contiguous():  # the plan of these strides (its own key)
+            plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride())
+    return o, lse, plan.launch(q, k, v, o, lse)
+
+
+def _check_out(out: Any, plan: _Plan, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``out`` as ``(o, lse)`` when it matches the plan's output shapes, dtypes and device; else IomodelError."""
+    try:
+        o, lse = out
+    except (TypeError, ValueError):
+        o = lse = None
+    if (not isinstance(o, torch.Tensor) or not isinstance(lse, torch.Tensor) or tuple(o.shape) != plan.o_shape
+            or o.dtype != q.dtype or tuple(lse.shape) != plan.lse_shape or lse.dtype != torch.float32
+            or not lse.is_contiguous() or o.device != q.device or lse.device != q.device):
+        raise IomodelError(
+            f"out must be (o, lse) with o {plan.o_shape} {q.dtype} and lse {plan.lse_shape} contiguous fp32 "
+            "on q's device: allocate them so or pass out=None"
+        )
+    if plan.path == "prefill-tma" and not _tma_ok(o):
+        raise IomodelError("out o is not TMA-aligned: pass a contiguous o or path='prefill'")
+    return o, lse
 
 
 def _dot_precision(q: torch.Tensor) -> str:
@@ -726,63 +921,68 @@ def _emulate_bf16(q: torch.Tensor) -> bool:
     return INTERPRET and q.dtype == torch.bfloat16
 
 
-def _launch_prefill(q, k, v, o, lse, shape, sm_scale, causal, off, path, config, autotune) -> KernelConfig:
-    B, H, N_q, d = q.shape
-    N_k = k.shape[2]
-    dtype = shape.dtype
+def _positional(kernel: Any, start: int, values: tuple) -> dict[str, Any]:
+    """``values`` named after the kernel's parameters ``start, start + 1, ...`` (strides and sizes)."""
+    return dict(zip(kernel.arg_names[start:start + len(values)], values))
+
+
+def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: Any, sm_scale: float,
+                      causal: bool, off: int, path: str, config: KernelConfig | None, autotune: bool | None,
+                      o_stride: tuple[int, ...]) -> None:
+    """Fill ``plan`` for the prefill paths: the fixed config's launch, or the autotuner's first call."""
+    B, H, N_q, d = plan.o_shape
+    N_k = shape.seqlen_k
     if config is None:
         if INTERPRET and not autotune:
             config = hx.INTERPRETER_PREFILL.config(path)
         elif autotune is False:
-            config = hx.prefill_default(d, dtype, causal, path).config(path)
+            config = hx.prefill_default(d, shape.dtype, causal, path).config(path)
     if config is not None:
         _check_config(config, path)
+        if path == "prefill" and config.warp_specialize:
+            raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
     common = dict(H=H, G=shape.group, N_Q=N_q, N_K=N_k, CAUSAL_OFF=off,
                   N_Q_BUCKET=hx.seqlen_bucket(N_q), N_K_BUCKET=hx.seqlen_bucket(N_k))
-
     if path == "prefill-tma":
-        dummy = [1, 1, 16, d]
-        desc_q = TensorDescriptor(q, list(q.shape), list(q.stride()), dummy)
-        desc_k = TensorDescriptor(k, list(k.shape), list(k.stride()), dummy)
-        desc_v = TensorDescriptor(v, list(v.shape), list(v.stride()), dummy)
-        desc_o = TensorDescriptor(o, list(o.shape), list(o.stride()), dummy)
-        args = (desc_q, desc_k, desc_v, desc_o, lse, sm_scale)
-        extra = dict(HEAD_DIM=d, CAUSAL=causal, IN_DTYPE=dtype, EMULATE_BF16=_emulate_bf16(q))
-        if config is None:
-            kernel = _tuned_kernel(path, d, dtype, causal)
-            kernel[lambda meta: (triton.cdiv(N_q, meta["BLOCK_M"]), B * H)](*args, **common, **extra)
-            return _choice_to_config(kernel.best_config, path)
-        _tma_pre_hook({"desc_q": desc_q, "desc_k": desc_k, "desc_v": desc_v, "desc_o": desc_o,
-                       "BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "HEAD_DIM": d})
-        _attn_fwd_tma[(triton.cdiv(N_q, config.block_m), B * H)](
-            *args, **common, **extra, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-            WARP_SPECIALIZE=config.warp_specialize, REVERSE=config.tile_order == "reverse",
-            num_warps=config.num_warps, num_stages=config.num_stages)
-        return config
-
-    args = (q, k, v, o, lse, sm_scale, *q.stride(), *k.stride(), *v.stride(), *o.stride())
-    extra = dict(HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), CAUSAL=causal, DOT_PRECISION=_dot_precision(q),
-                 EMULATE_BF16=_emulate_bf16(q))
+        named = dict(sm_scale=sm_scale, **common, HEAD_DIM=d, CAUSAL=causal, IN_DTYPE=shape.dtype,
+                     EMULATE_BF16=_emulate_bf16(q))
+    else:
+        named = dict(sm_scale=sm_scale, **_positional(_attn_fwd, 6, (*q.stride(), *k.stride(), *v.stride(), *o_stride)),
+                     **common, HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), CAUSAL=causal,
+                     DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q))
+    plan.main = plan.config = None
     if config is None:
-        kernel = _tuned_kernel(path, d, dtype, causal)
-        kernel[lambda meta: (triton.cdiv(N_q, meta["BLOCK_M"]), B * H)](*args, **common, **extra)
-        return _choice_to_config(kernel.best_config, path)
-    if config.warp_specialize:
-        raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
-    _attn_fwd[(triton.cdiv(N_q, config.block_m), B * H)](
-        *args, **common, **extra, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        REVERSE=config.tile_order == "reverse", num_warps=config.num_warps, num_stages=config.num_stages)
-    return config
+        kernel = _tuned_kernel(path, d, shape.dtype, causal)
+        grid = lambda meta: (triton.cdiv(N_q, meta["BLOCK_M"]), B * H)  # noqa: E731
+        plan.autotune_args = (kernel, grid, named)
+        return
+    _fixed_prefill(plan, config, named)
 
 
-def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sms) -> KernelConfig:
-    B, H, N_q, d = q.shape
-    H_kv, N_k = k.shape[1], k.shape[2]
-    G = shape.group
+def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> None:
+    """Set ``plan``'s prefill launch to ``config``'s tiles (``named``: the shape's arguments)."""
+    B, H, N_q, d = plan.o_shape
+    kernel = _attn_fwd_tma if plan.path == "prefill-tma" else _attn_fwd
+    tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, REVERSE=config.tile_order == "reverse")
+    if plan.path == "prefill-tma":
+        tiles["WARP_SPECIALIZE"] = config.warp_specialize
+        plan.tma_block = [config.block_m, config.block_n, d]
+    plan.main = _Launch(kernel, (triton.cdiv(N_q, config.block_m), B * H, 1), {**named, **tiles},
+                        dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)
+    plan.config = config
+
+
+def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: Any, sm_scale: float,
+                     causal: bool, off: int, config: KernelConfig | None, num_sms: int | None,
+                     o_stride: tuple[int, ...]) -> None:
+    """Fill ``plan`` for the split-KV decode: the decode launch, and the combine when num_splits > 1."""
+    B, H, N_q, d = plan.o_shape
+    H_kv, N_k, G = shape.kv_heads, shape.seqlen_k, shape.group
     if num_sms is None:
         num_sms = _num_sms(q.device)
     if config is None:
-        config = _decode_plan(B, H, H_kv, N_q, N_k, d, num_sms, INTERPRET)
+        config = hx.decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d,
+                                  num_sms=num_sms, interpreter=INTERPRET)
     else:
         _check_config(config, "decode-split-kv")
         p = config.heads_per_program
@@ -799,25 +999,20 @@ def _launch_decode(q, k, v, o, lse, shape, sm_scale, causal, off, config, num_sm
         if config.warp_specialize:
             raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
     S = config.num_splits
-    split_len = decode_split_len(N_k, S, config.block_n)
     split = S > 1
-    if split:
-        o_part = _alloc((B, H, S, N_q, d), torch.float32, q.device)
-        lse_part = _alloc((B, H, S, N_q), torch.float32, q.device)
-    else:  # the kernel writes O and LSE directly; the partial arguments are never touched
-        o_part = lse_part = _unused_buffer(q.device)
     p = config.heads_per_program
-    _attn_decode[(S, B * H_kv * (G // p))](
-        q, k, v, o, lse, o_part, lse_part, sm_scale,
-        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        H, H_kv, G, N_q, N_k, off, split_len, S,
-        HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        HEADS_PER_PROGRAM=p, CAUSAL=causal, SPLIT=split, DOT_PRECISION=_dot_precision(q),
-        EMULATE_BF16=_emulate_bf16(q),
-        num_warps=config.num_warps, num_stages=config.num_stages)
-    if split:
-        _attn_decode_combine[(B * H, N_q)](
-            o, lse, o_part, lse_part, *o.stride(), H, N_q, S,
-            HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_S=hx.combine_block_s(S, d),
-            EMULATE_BF16=_emulate_bf16(q), num_warps=4)
-    return config
+    sizes = (*q.stride(), *k.stride(), *v.stride(), *o_stride,
+             H, H_kv, G, N_q, N_k, off, decode_split_len(N_k, S, config.block_n), S)
+    named = dict(sm_scale=sm_scale, **_positional(_attn_decode, 8, sizes),
+                 HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+                 HEADS_PER_PROGRAM=p, CAUSAL=causal, SPLIT=split, DOT_PRECISION=_dot_precision(q),
+                 EMULATE_BF16=_emulate_bf16(q))
+    plan.config = config
+    plan.main = _Launch(_attn_decode, (S, B * H_kv * (G // p), 1), named,
+                        dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)
+    if split:  # the kernel writes partials that the combine merges; else O and LSE directly
+        plan.part_shapes = ((B, H, S, N_q, d), (B, H, S, N_q))
+        named = dict(**_positional(_attn_decode_combine, 4, (*o_stride, H, N_q, S)),
+                     HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_S=hx.combine_block_s(S, d),
+                     EMULATE_BF16=_emulate_bf16(q))
+        plan.combine = _Launch(_attn_decode_combine, (B * H, N_q, 1), named, dict(num_warps=4), plan.direct)

@@ -1,0 +1,175 @@
+"""Host overhead of one ``flash_attention`` call: plain call vs the same call replayed from a CUDA graph.
+
+Per shape (issue 14): ``plain_us`` = device time per call of back-to-back plain calls (CUDA
+events around ``--calls`` calls, so a host slower than the kernel shows as gaps between
+launches); ``graph_us`` = the same calls captured once in a CUDA graph and replayed (no
+Python, no launch work); ``host_overhead_us = plain_us - graph_us``; ``enqueue_us`` = host
+wall seconds per call to enqueue (``iomodel.bench.timing.host_overhead_s``). Each number is
+the median of ``--repeats`` samples, with its spread (min, max). The graph output is checked
+bitwise against the plain call's.
+
+Shapes: the decode shapes of issue 14 (B = 1, H = 32, H_kv = 8, HEAD_DIM 128, bf16, N_k = 8192
+and 65536), the decode grid of the kernel-speed bench matrix
+(``iomodel/bench/matrices/kernel-speed-v1.toml``), and the prefill rows of issue 14's table.
+
+    python benchmarks/host_overhead.py --out receipts/host-overhead-h200.json [--quick]
+
+Needs a CUDA GPU (one line and exit 2 otherwise). Runs in well under 60 s on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+#: Prefill rows of issue 14's table: (B, H, N, HEAD_DIM, dtype, causal).
+PREFILL = ((2, 16, 8192, 128, "bf16", False), (2, 16, 8192, 128, "bf16", True),
+           (8, 16, 2048, 128, "bf16", True), (4, 16, 4096, 64, "fp16", False))
+#: Decode rows of issue 14 (B, H, H_kv, N_k, HEAD_DIM, dtype); the bench matrix's grid is added.
+ISSUE_DECODE = ((1, 32, 8, 8192, 128, "bf16"), (1, 32, 8, 65536, 128, "bf16"))
+MATRIX = "kernel-speed"
+
+
+def decode_shapes(quick: bool) -> list[tuple[int, int, int, int, int, str]]:
+    """Issue 14's decode rows, then the bench matrix's decode grid (duplicates dropped)."""
+    from iomodel.bench.matrix import load_matrix
+
+    shapes = list(ISSUE_DECODE)
+    if not quick:
+        for s in load_matrix(MATRIX).decode:
+            row = (s.batch, s.heads, s.kv_heads, s.seqlen_k, s.head_dim, s.dtype)
+            if row not in shapes:
+                shapes.append(row)
+    return shapes
+
+
+def _median(samples: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+
+
+def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
+    """Plain-call and graph-replay device microseconds per call of ``fn`` (already warmed up).
+
+    Returns ``plain_us``, ``graph_us``, ``enqueue_us`` (each ``{median, min, max}``),
+    ``host_overhead_us`` (median plain - median graph) and ``graph_bitwise`` (the replayed
+    output equals the plain call's, bit for bit).
+    """
+    import torch
+
+    from iomodel.bench.timing import host_overhead_s
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def device_us(run: Callable[[], Any], n: int) -> float:
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(n):
+            run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / n
+
+    ref = [t.clone() for t in fn()]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up on a side stream, as torch.cuda.graphs asks
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [fn() for _ in range(calls)]  # the same calls, captured back to back
+    graph.replay()
+    torch.cuda.synchronize()
+    bitwise = all(torch.equal(a, b) for out in outs for a, b in zip(out, ref))
+    plain, replay, enqueue = [], [], []
+    for _ in range(repeats):
+        plain.append(device_us(fn, calls))
+        replay.append(device_us(graph.replay, 1) / calls)
+        enqueue.append(host_overhead_s(fn, calls) * 1e6)
+    del graph, outs
+    rec = {"plain_us": _median(plain), "graph_us": _median(replay), "enqueue_us": _median(enqueue)}
+    rec["host_overhead_us"] = rec["plain_us"]["median"] - rec["graph_us"]["median"]
+    rec["graph_bitwise"] = bitwise
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSON receipt path")
+    ap.add_argument("--calls", type=int, default=20, help="calls per sample (and per captured graph)")
+    ap.add_argument("--repeats", type=int, default=5, help="samples per shape (median and spread reported)")
+    ap.add_argument("--quick", action="store_true", help="issue 14's rows only (no bench-matrix grid)")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+
+        from iomodel.errors import IomodelError
+        from iomodel.paths import check_output_file, write_text
+    except ImportError as e:  # pragma: no cover
+        print(f"error: {e}: install the project's dependencies", file=sys.stderr)
+        return 2
+    try:
+        out = check_output_file(args.out, "--out")
+        if args.calls < 1 or args.repeats < 1:
+            raise IomodelError("--calls and --repeats must be at least 1: raise them")
+        if not torch.cuda.is_available():
+            raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
+        import kernels.flash_attention as fa
+
+        if fa.INTERPRET:
+            raise IomodelError("TRITON_INTERPRET is set: unset it to time the compiled kernels")
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
+    cases = [("decode", (B, H, H_kv, 1, N_k, d, dt), True) for B, H, H_kv, N_k, d, dt in decode_shapes(args.quick)]
+    cases += [("prefill", (B, H, H, N, N, d, dt), causal) for B, H, N, d, dt, causal in PREFILL]
+    print(f"{'phase':8} {'B':>2} {'H':>3} {'H_kv':>4} {'N_q':>5} {'N_k':>7} {'d':>4} {'dtype':5} {'causal':6} "
+          f"{'plain us':>9} {'graph us':>9} {'host us':>8} {'enqueue us':>10} {'config'}")
+    for phase, (B, H, H_kv, N_q, N_k, d, dt), causal in cases:
+        q = torch.randn(B, H, N_q, d, device="cuda", dtype=dtypes[dt], generator=gen)
+        k = torch.randn(B, H_kv, N_k, d, device="cuda", dtype=dtypes[dt], generator=gen)
+        v = torch.randn(B, H_kv, N_k, d, device="cuda", dtype=dtypes[dt], generator=gen)
+        align = "bottom-right" if phase == "decode" else "top-left"
+        o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True)  # compile (and autotune)
+
+        def call(q=q, k=k, v=v, causal=causal, align=align):
+            return fa.flash_attention(q, k, v, causal, align)
+
+        call()
+        rec = measure(call, args.calls, args.repeats)
+        row = {"phase": phase, "batch": B, "heads": H, "kv_heads": H_kv, "seqlen_q": N_q, "seqlen_k": N_k,
+               "head_dim": d, "dtype": dt, "causal": causal, "causal_align": align, "config": cfg.to_dict(), **rec}
+        rows.append(row)
+        print(f"{phase:8} {B:>2} {H:>3} {H_kv:>4} {N_q:>5} {N_k:>7} {d:>4} {dt:5} {str(causal):6} "
+              f"{rec['plain_us']['median']:9.1f} {rec['graph_us']['median']:9.1f} {rec['host_overhead_us']:8.1f} "
+              f"{rec['enqueue_us']['median']:10.1f} {cfg.path} S={cfg.num_splits}"
+              + ("" if rec["graph_bitwise"] else "  GRAPH OUTPUT DIFFERS"), flush=True)
+        del q, k, v, o, lse
+        torch.cuda.empty_cache()
+    import triton
+
+    receipt = {
+        "kind": "host-overhead", "issue": 14, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+        "python": platform.python_version(), "calls_per_sample": args.calls, "repeats": args.repeats,
+        "method": "CUDA events around back-to-back calls: plain calls vs one CUDA graph of the same calls "
+                  "replayed; host_overhead_us = median plain_us - median graph_us; enqueue_us = host wall time per call",
+        "seconds": round(time.perf_counter() - t_start, 1), "rows": rows,
+    }
+    write_text(out, json.dumps(receipt, indent=1) + "\n", "--out")
+    print(f"wrote {out} ({len(rows)} shapes, {receipt['seconds']} s)")
+    return 0 if all(r["graph_bitwise"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The launch-plan cache of ``kernels.flash_attention`` (issue 14: host overhead), in the interpreter.
+
+What depends only on shapes, strides, dtypes, device and flags is worked out once per key
+(``_plan``); a later call is a dictionary lookup. The cache must never change a result or
+hide an error.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import kernels.flash_attention as fa
+from iomodel.errors import IomodelError
+
+pytestmark = pytest.mark.skipif(not fa.INTERPRET, reason="interpreter tests (TRITON_INTERPRET=1)")
+
+
+def _qkv(B=1, H=4, H_kv=2, N_q=40, N_k=48, d=32, dt=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(B, h, n, d, dtype=dt, generator=g) for h, n in ((H, N_q), (H_kv, N_k), (H_kv, N_k)))
+
+
+def test_same_key_same_plan_other_key_other_plan():
+    q, k, v = _qkv()
+    p = fa._plan(q, k, v, True, "top-left", None)
+    q2, k2, v2 = _qkv(seed=1)  # other values, same key
+    assert fa._plan(q2, k2, v2, True, "top-left", None) is p
+    assert p.o_shape == (1, 4, 40, 32) and p.lse_shape == (1, 4, 40) and p.path == "prefill"
+    assert fa._plan(q, k, v, False, "top-left", None) is not p  # flag
+    assert fa._plan(q, k, v, True, "bottom-right", None) is not p  # alignment
+    assert fa._plan(q, k, v, True, "top-left", 0.5) is not p  # scale
+    assert fa._plan(q.half(), k.half(), v.half(), True, "top-left", None) is not p  # dtype
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # same shape, other strides
+    pt = fa._plan(qt, k, v, True, "top-left", None)
+    assert pt is not p and pt.main.named["stride_qh"] == 32 and p.main.named["stride_qh"] == 40 * 32
+
+
+def test_decode_plan_holds_the_split_kv_launches():
+    q, k, v = _qkv(B=1, H=8, H_kv=2, N_q=1, N_k=256, d=32)
+    p = fa._plan(q, k, v, True, "bottom-right", None)
+    # interpreter decode: BLOCK_N 16, 4 SMs, P = 4 heads per program, 2 programs per split:
+    # target cdiv(3 waves * 4, 2) = 6, capped by 256 / 16 = 16 blocks // 4 blocks per split = 4
+    assert p.path == "decode-split-kv" and p.config.num_splits == 4 and p.config.heads_per_program == 4
+    assert p.part_shapes == ((1, 8, 4, 1, 32), (1, 8, 4, 1))
+    assert p.main.grid == (4, 2, 1) and p.combine.grid == (8, 1, 1)
+
+
+def test_cached_calls_equal_the_first_bitwise():
+    for N_q in (40, 1):
+        q, k, v = _qkv(N_q=N_q, N_k=200)
+        o1, l1 = fa.flash_attention(q, k, v, True, "bottom-right")
+        o2, l2 = fa.flash_attention(q, k, v, True, "bottom-right")
+        assert torch.equal(o1, o2) and torch.equal(l1, l2)
+
+
+def test_non_contiguous_out_gets_its_own_plan():
+    q, k, v = _qkv()
+    ref_o, ref_l = fa.flash_attention(q, k, v, True, "top-left")
+    o = torch.zeros(1, 40, 4, 32).transpose(1, 2)  # (1, 4, 40, 32), heads not outermost
+    lse = torch.zeros(1, 4, 40)
+    fa.flash_attention(q, k, v, True, "top-left", out=(o, lse))
+    assert torch.equal(o, ref_o) and torch.equal(lse, ref_l)
+
+
+def test_errors_are_not_cached():
+    q, k, v = _qkv()
+    for _ in range(2):
+        with pytest.raises(IomodelError, match="sm_scale must be finite"):
+            fa.flash_attention(q, k, v, sm_scale=float("nan"))
+        with pytest.raises(IomodelError, match="causal must be"):
+            fa.flash_attention(q, k, v, causal=[True])  # unhashable: built uncached, refused
+        with pytest.raises(IomodelError, match="out must be"):
+            fa.flash_attention(q, k, v, out=(q,))
+
+
+def test_module_switch_is_part_of_the_key(monkeypatch):
+    q, k, v = _qkv()
+    fa.flash_attention(q, k, v)  # cached under INTERPRET = True
+    monkeypatch.setattr(fa, "INTERPRET", False)
+    with pytest.raises(IomodelError, match="needs CUDA tensors"):
+        fa.flash_attention(q, k, v)
