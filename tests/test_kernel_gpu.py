@@ -201,9 +201,14 @@ def test_graph_with_preallocated_out(fa):
 def test_misaligned_out_takes_the_jit_launch(fa):
     """An ``out`` whose pointer is not 16-byte aligned must not reuse a kernel specialised on aligned pointers."""
     q, k, v = _make(1, 4, 2, 64, 64, 64, "fp16")
-    ref = fa.flash_attention(q, k, v, False, "top-left", autotune=False)
+    ref = fa.flash_attention(q, k, v, False, "top-left", autotune=False, path="prefill")
     buf = torch.empty(q.numel() + 1, dtype=q.dtype, device="cuda")
     o = buf[1:].view(q.shape)  # 2-byte offset
     lse = torch.empty(1, 4, 64, device="cuda")
-    fa.flash_attention(q, k, v, False, "top-left", autotune=False, out=(o, lse))
+    fa.flash_attention(q, k, v, False, "top-left", autotune=False, path="prefill", out=(o, lse))
     assert torch.equal(o, ref[0]) and torch.equal(lse, ref[1])
+    # the TMA path (the default here) needs an aligned o: one clear error, not a silent switch
+    from iomodel.errors import IomodelError
+
+    with pytest.raises(IomodelError, match="not TMA-aligned"):
+        fa.flash_attention(q, k, v, False, "top-left", autotune=False, path="prefill-tma", out=(o, lse))
