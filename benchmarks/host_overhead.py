@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     receipt = {
-        "kind": "host-overhead", "issue": 14, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "kind": "host-overhead", "issue": 14, "command": "python3 " + " ".join(sys.argv), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
         "python": platform.python_version(), "calls_per_sample": args.calls, "repeats": args.repeats,
         "method": "CUDA events around back-to-back calls: plain calls vs one CUDA graph of the same calls "
