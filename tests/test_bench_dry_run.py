@@ -197,7 +197,7 @@ def test_bench_training_dry_run(tmp_path):
     r = json.loads((tmp_path / "receipt.json").read_text())
     # exit 1 only for the speed floor, which timings of Triton's interpreter and of CPU SDPA cannot be held to
     assert all("below the policy's" in v for v in r["verdict"]["violations"]), r["verdict"]
-    assert r["device"]["kind"] == "cuda" and r["policy"]["version"] == 2  # the matrix names policy v2
+    assert r["device"]["kind"] == "cuda" and r["policy"]["version"] == 3  # the matrix names policy v3 (issue 13)
     (s,) = r["buckets"][0]["shapes"]
     assert s["eager"]["status"] == "ok"
     assert s["results"]["tiled"]["status"] == "ok" and s["results"]["tiled"]["grad_accuracy"]["pass"]
@@ -208,5 +208,5 @@ def test_bench_training_dry_run(tmp_path):
     from iomodel.bench.receipt import check_training
     from iomodel.bench.policy import load_policy
 
-    assert check_training(r, load_policy(2)) == []  # every training number recomputes from the samples
+    assert check_training(r, load_policy(3)) == []  # every training number recomputes from the samples
     assert "## Training steps (forward + backward)" in (tmp_path / "receipt.md").read_text()

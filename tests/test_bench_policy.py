@@ -83,7 +83,7 @@ def test_drift_rule_k_times_baseline_plus_eps():
 
 
 def test_bundled_policy_declares_every_bench_dtype_and_device():
-    p = load_policy()
+    p = load_policy(1)  # v1 stays bundled for the receipts made under it (v3 is the default: test_bench_tolerance.py)
     assert p.version == 1 and len(p.sha256) == 64
     for dt in ("fp32", "fp16", "bf16"):
         t = p.tol(dt)

@@ -75,12 +75,15 @@ class GradientCheck:
             self.ref = reference_gradients(inp)  # (dq, dk, dv) float64
         self.tol = tol
         self.base: dict[str, Any] | None = None
+        self.base_grads: tuple[Any, ...] = ()
 
     def check(self, name: str, grads: tuple[Any, Any, Any]) -> dict[str, Any]:
         """``{"grad_error": {tensor: error_stats}, "grad_accuracy": verdict}`` of one backend's gradients."""
-        stats = {g: error_stats(x, r, self.tol) for g, x, r in zip(GRADIENTS, grads, self.ref)}
+        refs = self.base_grads if (self.tol.elementwise and name != EAGER and self.base_grads) else (None,) * 3
+        stats = {g: error_stats(x, r, self.tol, reference=rb) for g, x, r, rb in zip(GRADIENTS, grads, self.ref, refs)}
         if name == EAGER:
             self.base = stats
+            self.base_grads = tuple(x.detach() for x in grads)  # the v3 rule's per-element reference
             return {"grad_error": stats, "grad_accuracy": gradient_verdict(stats, None, self.tol)}
         if self.base is None:
             return {"grad_error": stats, "grad_accuracy": {"pass": False, "limits": {}, "reasons": [
@@ -129,6 +132,7 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
     results: dict[str, dict[str, Any]] = {}
     calls: dict[str, Callable[[], Any]] = {}
     base_stats = None
+    base_out = None  # SDPA MATH's output: the per-element reference of the v3 rule
     for be in backends:
         if not be.available:
             continue
@@ -153,9 +157,14 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
             continue
         res["warnings"] = pr.warnings
         baseline = be.role == "baseline"  # SDPA MATH, and the eager chain of a training bucket
-        limit = drift_limits(base_stats, tol)["max_abs"] if (base_stats and not baseline) else None
         out = pr.output[0] if grads is not None else pr.output
-        stats = error_stats(out, ref, tol, inp.valid_rows, limit_max=limit)
+        if tol.elementwise:  # v3: each element against k x MATH's own error there + the floor
+            stats = error_stats(out, ref, tol, inp.valid_rows, reference=None if baseline else base_out)
+        else:
+            limit = drift_limits(base_stats, tol)["max_abs"] if (base_stats and not baseline) else None
+            stats = error_stats(out, ref, tol, inp.valid_rows, limit_max=limit)
+        if be.name == BASELINE:
+            base_out = out.detach()
         if grads is not None:
             res.update(grads.check(be.name, pr.output[1:]))
         del pr, out
@@ -187,7 +196,7 @@ def run_shape(bucket: Bucket, index: int, matrix: ShapeMatrix, device: str, poli
     else:
         tel = profile_call(auto_fn, device)
         auto = {"ran": tel.ran, "op": tel.op, "ops": tel.ops, "kernels": tel.kernels}
-    del ap, ref
+    del ap, ref, base_out
     if progress:
         progress(f"{bucket.name} {shape.label()} · timing {len(calls)} backends × {reps}")
     timed = time_interleaved(calls, device, warmup, reps, matrix.l2_flush_bytes)
@@ -240,7 +249,8 @@ def summarize_bucket(bucket: Bucket, shapes: list[dict[str, Any]], backends: lis
 
     The decision is the fused backend with the highest geometric-mean speedup among those
     that ran every shape of the bucket within the accuracy policy; none when no fused
-    backend did (the baseline is then kept).
+    backend did (the baseline is then kept). ``decision["min_speedup"]`` is the policy's
+    floor; a bucket the policy exempts also gets ``decision["no_floor"]``, the policy's reason.
     """
     per: dict[str, Any] = {}
     for be in backends:
@@ -273,6 +283,9 @@ def summarize_bucket(bucket: Bucket, shapes: list[dict[str, Any]], backends: lis
                     "min_speedup": minimum}
     else:
         decision = {"backend": None, "speedup": None, "memory_ratio": None, "min_speedup": minimum}
+    reason = policy.no_floor_reason(device, bucket.name)
+    if reason is not None:  # the receipt repeats why the policy claims no speedup here (policy v3 on)
+        decision["no_floor"] = reason
     if bucket.training:
         decision["speedup_vs_eager"] = per[decision["backend"]]["speedup_vs_eager_geomean"] if cands else None
     return {

@@ -265,7 +265,9 @@ def _check_end_to_end(receipt: dict[str, Any]) -> list[str]:
 #: Schema tag of a bucket receipt.
 BUCKET_SCHEMA = RECEIPT_SCHEMA
 #: Error statistics that are counts (elements, out-of-tolerance elements, non-finite outputs).
-ERROR_COUNTS = ("nonfinite", "allclose_violations", "elements")
+ERROR_COUNTS = ("nonfinite", "elements")
+#: The per-element violation count: ``allclose_violations`` (policies v1/v2) or ``element_violations`` (v3 on).
+VIOLATION_COUNTS = ("allclose_violations", "element_violations")
 #: Error statistics that are magnitudes: a number >= 0, or "inf" / "nan" as :func:`json_safe` writes them.
 ERROR_MAGNITUDES = ("max_abs", "p99_abs")
 
@@ -302,11 +304,28 @@ def _check_result_fields(r: Any, where: str) -> None:
     if status != "ok":
         return
     err = jv.mapping(jv.field(r, "error", where, fix=fix), f"{where}: error", fix=fix)
-    for k in ERROR_COUNTS:
-        jv.number(jv.field(err, k, f"{where}: error", fix=fix), f"{where}: error.{k}",
-                  what="a whole number, 0 or more", integer=True, fix=fix)
+    _check_error_counts(err, f"{where}: error")
     for k in ERROR_MAGNITUDES:
         _magnitude(jv.field(err, k, f"{where}: error", fix=fix), f"{where}: error.{k}")
+
+
+def _check_error_counts(err: dict[str, Any], where: str) -> None:
+    """The counts of one error-statistics object: :data:`ERROR_COUNTS` and those of
+    :data:`VIOLATION_COUNTS` present (a v1/v2 forward result has ``allclose_violations``; a v3
+    fused result ``element_violations``, the reference backend's neither).
+
+    Raises:
+        IomodelError: a count missing, or not a whole number >= 0.
+    """
+    fix = RECEIPT_FIX
+    for k in ERROR_COUNTS:
+        jv.number(jv.field(err, k, where, fix=fix), f"{where}.{k}", what="a whole number, 0 or more", integer=True,
+                  fix=fix)
+    for k in VIOLATION_COUNTS:
+        if k in err:
+            jv.number(err[k], f"{where}.{k}", what="a whole number, 0 or more", integer=True, fix=fix)
+    if "abs_floor" not in err and "allclose_violations" not in err:
+        jv.field(err, "allclose_violations", where, fix=fix)  # a v1/v2 result: the count must be there
 
 
 #: The values of a bucket's ``pass``: forward only, or a training step (forward + backward).
@@ -399,9 +418,7 @@ def _check_gradient_fields(r: dict[str, Any], where: str) -> None:
     ge = jv.mapping(jv.field(r, "grad_error", where, fix=fix), f"{where}: grad_error", fix=fix)
     for g in GRADIENTS:
         st = jv.mapping(jv.field(ge, g, f"{where}: grad_error", fix=fix), f"{where}: grad_error.{g}", fix=fix)
-        for k in ERROR_COUNTS:
-            jv.number(jv.field(st, k, f"{where}: grad_error.{g}", fix=fix), f"{where}: grad_error.{g}.{k}",
-                      what="a whole number, 0 or more", integer=True, fix=fix)
+        _check_error_counts(st, f"{where}: grad_error.{g}")
         for k in ERROR_MAGNITUDES:
             _magnitude(jv.field(st, k, f"{where}: grad_error.{g}", fix=fix), f"{where}: grad_error.{g}.{k}")
 
@@ -643,6 +660,10 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
             out.append(f"bucket {name!r}: the decision keeps the baseline but states a speedup "
                        f"{_x(decision.get('speedup'))}")
         need = policy.min_speedup(device, name)
+        reason = policy.no_floor_reason(device, name)
+        if reason is not None and decision.get("no_floor") != reason:
+            out.append(f"bucket {name!r}: policy v{policy.version} claims no speedup here because: {reason}; the "
+                       "receipt must repeat that reason (summary.decision.no_floor)")
         cands = {k: _gmean(xs) for k, xs in per_backend.items() if ok_all.get(k) and len(xs) == len(b["shapes"])}
         if not cands:
             if need > 0:
@@ -924,18 +945,29 @@ def render_markdown(receipt: dict[str, Any]) -> str:
     w("")
     w(f"## Policy v{pol['version']} (declared before the results)")
     w("")
-    w("Error = |O − O64| against a float64 reference. A fused backend passes when every element is within "
-      "atol + rtol·|O64| and its max and p99 errors are ≤ k × the baseline's own (max, p99) error + ε.")
-    w("")
-    w("| dtype | atol | rtol | k | ε | rationale |")
-    w("|---|---|---|---|---|---|")
-    for dt, t in pol["tolerance"].items():
-        w(f"| {dt} | {t['atol']:g} | {t['rtol']:g} | {t['k']:g} | {t['eps']:g} | {_cell(t.get('rationale', ''))} |")
+    if _elementwise(pol["tolerance"]):
+        w("Error = |O − O64| against a float64 reference. A fused backend passes when every element satisfies "
+          "|O − O64| ≤ k × |O_MATH − O64| + floor × u × max|O64| (u = the dtype's unit roundoff; SDPA MATH is the "
+          "reference backend, held only to finite outputs).")
+        w("")
+        w("| dtype | k | floor | rationale |")
+        w("|---|---|---|---|")
+        for dt, t in pol["tolerance"].items():
+            w(f"| {dt} | {t['k']:g} | {t['floor']:g} | {_cell(t.get('rationale', ''))} |")
+    else:
+        w("Error = |O − O64| against a float64 reference. A fused backend passes when every element is within "
+          "atol + rtol·|O64| and its max and p99 errors are ≤ k × the baseline's own (max, p99) error + ε.")
+        w("")
+        w("| dtype | atol | rtol | k | ε | rationale |")
+        w("|---|---|---|---|---|---|")
+        for dt, t in pol["tolerance"].items():
+            w(f"| {dt} | {t['atol']:g} | {t['rtol']:g} | {t['k']:g} | {t['eps']:g} | {_cell(t.get('rationale', ''))} |")
     L.extend(_gradient_policy_lines(pol))
     sp = pol["speedup"].get(dev["kind"], {})
     w("")
     w(f"Minimum speedup of the chosen fused backend on {dev['kind']}: default {sp.get('default')}×"
-      + "".join(f"; `{k}` {v}×" for k, v in sp.get("buckets", {}).items()) + f". {sp.get('rationale', '')}")
+      + "".join(f"; `{k}` {v}×" for k, v in sp.get("buckets", {}).items())
+      + "".join(f"; `{k}` none ({v})" for k, v in sp.get("no_floor", {}).items()) + f". {sp.get('rationale', '')}")
     ds = pol.get("downstream", {})
     w("")
     w(f"Downstream: logits of a {ds.get('batch')}×{ds.get('seqlen')} token attention block (H={ds.get('heads')}, "
@@ -959,17 +991,24 @@ def render_markdown(receipt: dict[str, Any]) -> str:
             errs = [float(s["results"][d["backend"]]["error"]["max_abs"]) for s in b["shapes"]]
             lims = [float(x) for s in b["shapes"]
                     if (x := s["results"][d["backend"]]["accuracy"]["limits"].get("max_abs")) is not None]
+            ratios = [float(x) for s in b["shapes"]
+                      if (x := s["results"][d["backend"]]["error"].get("worst_ratio")) is not None]
             mem = d.get("memory_ratio")
             decision = (f"use {TITLES.get(d['backend'], d['backend'])} (fused and tiled: no seqlen_q × seqlen_k "
                         "scores in memory)")
-            proof = (f"{d['speedup']:.2f}× faster (geomean of {len(b['shapes'])} shape{'s' if len(b['shapes']) != 1 else ''}; policy ≥ {d['min_speedup']:g}×)"
+            floor = (f"policy ≥ {d['min_speedup']:g}×" if d.get("no_floor") is None
+                     else f"no speedup floor: {d['no_floor']}")
+            limit = (f"limit {min(lims):.2g}" if lims else
+                     f"worst element at {max(ratios):.2g}× its limit" if ratios else "no limit recorded")
+            proof = (f"{d['speedup']:.2f}× faster (geomean of {len(b['shapes'])} shape{'s' if len(b['shapes']) != 1 else ''}; {floor})"
                      + (f", {_pct(mem)} of baseline peak memory" if mem is not None else "")
-                     + f"; max error {max(errs):.2g} (limit {min(lims):.2g}); ran `{ran}`")
+                     + f"; max error {max(errs):.2g} ({limit}); ran `{ran}`")
         else:
             decision = "keep SDPA MATH (baseline)"
             why = [f"{n}: {v['unsupported']} refused, {v['error']} errors" + ("" if v["drift_pass"] in (None, True) else ", drift")
                    for n, v in per.items()]
-            proof = "no fused backend ran every shape within policy (" + "; ".join(why) + ")"
+            proof = ("no fused backend ran every shape within policy (" + "; ".join(why) + ")"
+                     + (f"; no speedup floor: {d['no_floor']}" if d.get("no_floor") else ""))
         w(f"| {_cell(signal)} | {_cell(decision)} | {_cell(proof)} |")
     e2e = receipt.get("end_to_end")
     if e2e and e2e.get("decision"):
@@ -1222,9 +1261,16 @@ def _gradient_limit_lines(where: str, grad_accuracy: dict[str, Any] | None, fres
         st, fr = stored.get(g) or {}, fresh.get(g, {})
         for k in sorted(set(st) | set(fr)):
             if not same_number(st.get(k), fr.get(k)):
+                rule = (f"{tol.floor:g} x u x max|{g}64|" if tol.elementwise
+                        else f"{tol.k:g} x the eager chain's {g} {k} + {tol.eps:g}")
                 out.append(f"{where}: stored grad_accuracy.limits.{g}.{k} {_g6(st.get(k))} differs from "
-                           f"{_g6(fr.get(k))}, {tol.k:g} x the eager chain's {g} {k} + {tol.eps:g} recomputed")
+                           f"{_g6(fr.get(k))}, {rule} recomputed")
     return out
+
+
+def _elementwise(tables: dict[str, Any]) -> bool:
+    """Whether a policy's ``tolerance`` (or ``gradient``) tables are v3's element-wise ones (``floor``, no ``atol``)."""
+    return any("floor" in t for t in tables.values())
 
 
 def _gradient_policy_lines(pol: dict[str, Any]) -> list[str]:
@@ -1232,6 +1278,12 @@ def _gradient_policy_lines(pol: dict[str, Any]) -> list[str]:
     grad = pol.get("gradient") or {}
     if not grad:
         return []
+    if _elementwise(grad):
+        lines = ["", f"Training buckets (fwd+bwd): each element of {', '.join(GRADIENTS)} passes when "
+                 "|g − g64| ≤ k × |g_eager − g64| + floor × u × max|g64| (the eager chain in the input dtype is the "
+                 "gradient reference).", "", "| dtype | k | floor | rationale |", "|---|---|---|---|"]
+        return lines + [f"| {dt} | {t['k']:g} | {t['floor']:g} | {_cell(t.get('rationale', ''))} |"
+                        for dt, t in grad.items()]
     lines = ["", f"Training buckets (fwd+bwd): each of {', '.join(GRADIENTS)} passes when its max and p99 errors "
              "against the float64 gradients are ≤ k × the eager chain's own (max, p99) error + ε "
              "(the eager chain in the input dtype is the gradient baseline; no element-wise rule).", "",
@@ -1314,7 +1366,8 @@ def _training_section(receipt: dict[str, Any]) -> list[str]:
                     continue
                 t, lim = r["time_s"], r["grad_accuracy"]["limits"]
                 errs = " | ".join(f"{_e(r['grad_error'][g]['max_abs'])}"
-                                  + (f" ({_e(lim[g]['max_abs'])})" if lim.get(g) else "") for g in GRADIENTS)
+                                  + (f" ({_e(lim[g]['max_abs'])})" if lim.get(g, {}).get("max_abs") is not None
+                                     else "") for g in GRADIENTS)
                 bad = r.get("accuracy", {}).get("reasons", []) + r["grad_accuracy"]["reasons"]
                 L.append(head + f"| {n} | ok | {fmt_time(t['median'])} | {fmt_time(t['p10'])}–{fmt_time(t['p90'])} | "
                          f"{r['tflops']:.3g} | {fmt_bytes(r.get('peak_allocated_bytes'))} | "
