@@ -11,24 +11,15 @@ from pathlib import Path
 import pytest
 
 from iomodel.bench.receipt import check_receipt_fields
-from iomodel.cli import main
 from iomodel.errors import IomodelError
 from iomodel.measure.records import Measurement
 from iomodel.paths import shown
 from iomodel.reconcile import reconcile
 from iomodel.spec.config import load_config
+from test_cli_errors import run_cli  # in-process: (exit code, stdout, stderr)
 
 RECEIPTS = Path(__file__).resolve().parent.parent / "receipts"
 RECORD = RECEIPTS / "ncu-h200-holdout4-repeat-a-2026-11-29.json"  # 33 shapes: tiled prefill and decode, baseline
-
-
-def run_cli(capsys, argv):
-    """``iomodel <argv>`` in-process: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def one_line_error(capsys, argv) -> str:
