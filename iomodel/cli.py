@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="iomodel")
     except IomodelError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        one_line = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # a path or value holding a newline
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except OSError as exc:  # writing standard output failed: ENOSPC on a full device, EPIPE on a closed pipe
         _quiet_stdout()

@@ -59,6 +59,9 @@ def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -
         IomodelError: the path is a folder or missing, unreadable, not valid JSON, holds a key
             twice in one object (JSON would keep the last silently) or a number Python
             cannot convert (an integer literal over 4,300 digits).
+
+    The bytes are decoded by :func:`json.loads`, which reads UTF-8 with or without a byte-order
+    mark (Windows editors write one) and UTF-16/UTF-32 (RFC 8259, section 8.1; :func:`json.detect_encoding`).
     """
     p = Path(path)
     if p.is_dir():
@@ -66,7 +69,7 @@ def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -
     if not p.is_file():
         raise IomodelError(f"{what} {str(p)!r} does not exist: {missing_fix}")
     try:
-        return json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+        return json.loads(p.read_bytes(), object_pairs_hook=_unique_keys)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise IomodelError(f"{what} {str(p)!r} is not valid JSON ({exc}): {invalid_fix}") from None
     except _DuplicateKey as exc:

@@ -16,6 +16,17 @@ from pathlib import Path
 from iomodel.errors import IomodelError
 
 
+def shown(path: str | Path) -> str:
+    r"""A path as a message shows it on one line: as given when every character is printable,
+    else Python's quoted form with escapes (a name holding a newline is shown ``'a\nb.md'``).
+
+    >>> shown("out/ws.md"), shown("a\nb.md")
+    ('out/ws.md', "'a\\nb.md'")
+    """
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
 def check_output_dir(path: str | Path, option: str) -> Path:
     """Create folder ``path`` if missing and check that a file can be written in it.
 

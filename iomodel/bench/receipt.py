@@ -328,6 +328,32 @@ def _check_error_counts(err: dict[str, Any], where: str) -> None:
         jv.field(err, "allclose_violations", where, fix=fix)  # a v1/v2 result: the count must be there
 
 
+def _check_elements(r: dict[str, Any], shape: Any, bucket: dict[str, Any], sizes: dict[str, int], where: str) -> None:
+    """A result's ``error.elements`` must be the output's element count (elements): query rows
+    ``B·seqlen_q`` (a padded prefill bucket: the sum of its ``lengths``, the valid rows; a
+    decode bucket's ``lengths`` are key lengths) times ``H·HEAD_DIM`` of its bucket. A receipt
+    whose shape or sizes were edited after the run (heads 10^5 beside the results of a run
+    with 8) is refused here; every committed receipt holds to it.
+
+    Raises:
+        IomodelError: the counts disagree (the line names the shape, backend and both counts).
+    """
+    err = r.get("error")
+    if r.get("status") != "ok" or not isinstance(err, dict) or "elements" not in err or not isinstance(shape, dict) \
+            or "heads" not in sizes or "head_dim" not in sizes or not {"batch", "seqlen_q"} <= shape.keys():
+        return
+    lengths = shape.get("lengths")
+    padded = bucket.get("phase") == "prefill" and isinstance(lengths, list) and lengths and all(
+        isinstance(n, int) and not isinstance(n, bool) for n in lengths)
+    rows = sum(lengths) if padded else shape["batch"] * shape["seqlen_q"]
+    said = f"sum(lengths) = {rows:,}" if padded else f"B·seqlen_q = {shape['batch']:,}·{shape['seqlen_q']:,}"
+    want = rows * sizes["heads"] * sizes["head_dim"]
+    if err["elements"] != want:
+        raise IomodelError(f"{where}: error.elements is {err['elements']:,}, but an output of {said} rows × H·HEAD_DIM "
+                           f"= {sizes['heads']:,}·{sizes['head_dim']:,} has {want:,} elements: the shape, the bucket's "
+                           f"sizes or the result was changed after the run: {RECEIPT_FIX}")
+
+
 #: The values of a bucket's ``pass``: forward only, or a training step (forward + backward).
 PASSES = ("fwd", "fwd+bwd")
 #: Fields that only a training bucket's shapes and results hold.
@@ -471,6 +497,9 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
             jv.string(wl[k], f"{source}: matrix.workload.{k}", fix=fix)
     jv.mapping(receipt.get("backends", {}), f"{source}: backends", fix=fix)
     jv.string(receipt.get("created"), f"{source}: created", allow_none=True, fix=fix)
+    jv.string(receipt.get("date"), f"{source}: date", allow_none=True, fix=fix)
+    jv.number(receipt.get("elapsed_s"), f"{source}: elapsed_s", what="a number of seconds, 0 or more", allow_none=True,
+              fix=fix)
     buckets = jv.array(jv.field(receipt, "buckets", source, fix=fix), f"{source}: buckets", fix=fix)
     if not buckets:
         raise IomodelError(f"{source}: buckets is empty, a receipt holds at least one bucket: {fix}")
@@ -485,6 +514,8 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
         names.add(name)
         wb = f"{source}: bucket {name!r}"
         jv.string(jv.field(b, "dtype", wb, fix=fix), f"{wb}: dtype", fix=fix)
+        sizes = {k: jv.number(b[k], f"{wb}: {k}", what="a positive integer", positive=True, integer=True, fix=fix)
+                 for k in ("heads", "kv_heads", "head_dim") if k in b}
         jv.number(jv.field(b, "weight", wb, fix=fix), f"{wb}: weight",
                   what="a positive number (the bucket's fraction of the workload's calls)", positive=True, fix=fix)
         training = _check_pass_field(b, wb)
@@ -513,14 +544,17 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
             jv.string(s.get("error"), f"{ws}: error", allow_none=True, fix=fix)
             for n, r in jv.mapping(jv.field(s, "results", ws, fix=fix), f"{ws}: results", fix=fix).items():
                 _check_result_fields(r, f"{ws} {n}")
+                _check_elements(r, s["shape"], b, sizes, f"{ws} {n}")
                 if training:
                     _check_gradient_fields(r, f"{ws} {n}")
             if training:
                 _check_training_shape_fields(s, ws)
     for k in ("prefill_bucket", "decode_bucket"):
         if k in wl and wl[k] not in names:
+            listed = sorted(names)
+            some = ", ".join(repr(n) for n in listed[:8]) + (f", ... ({len(listed)} in all)" if len(listed) > 8 else "")
             raise IomodelError(f"{source}: matrix.workload.{k} names bucket {wl[k]!r}, which is not among the "
-                               f"receipt's buckets ({', '.join(sorted(names))}): {fix}")
+                               f"receipt's buckets ({some}): {fix}")
     verdict = jv.mapping(receipt.get("verdict", {}), f"{source}: verdict", fix=fix)
     if "pass" in verdict:
         jv.boolean(verdict["pass"], f"{source}: verdict.pass", fix=fix)

@@ -19,10 +19,12 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from iomodel.errors import IomodelError
+from iomodel.paths import shown
 
 
 def _default_device() -> str:
@@ -112,12 +114,12 @@ def bench(
         console.print(f"request estimate ({wl['prompt_len']}-token prompt, {wl['output_len']} output tokens, "
                       f"{wl['layers']} layers; kernel speedups read at this request's sizes, not the bucket "
                       f"geomeans above): {recon}", highlight=False, soft_wrap=True)
-    console.print(f"wrote {jp} and {mp} in {receipt['elapsed_s']:.1f} s", highlight=False)
+    console.print(f"wrote {shown(jp)} and {shown(mp)} in {receipt['elapsed_s']:.1f} s", highlight=False, markup=False)
     v = receipt["verdict"]
     if not v["pass"]:
         console.print(f"[bold red]receipt breaks policy v{pol.version}[/] ({len(v['violations'])} violations):")
         for x in v["violations"]:
-            console.print(f"  - {x}", highlight=False, soft_wrap=True)
+            console.print(f"  - {x}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(1)
     console.print(f"[bold green]within policy v{pol.version}[/]")
 
@@ -132,15 +134,16 @@ def _check(console: Console, receipt: dict, path: Path, policy: Path | None) -> 
     pol = None if not policy else (load_targets(policy) if speed else load_policy(policy))
     violations = check_receipt(receipt, pol)
     if violations:
-        console.print(f"[bold red]{path}: FAIL[/] ({len(violations)} violations)")
+        console.print(f"[bold red]{escape(shown(path))}: FAIL[/] ({len(violations)} violations)", soft_wrap=True)
         for v in violations:
-            console.print(f"  - {v}", highlight=False, soft_wrap=True)
+            console.print(f"  - {v}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(1)
     if not speed:
-        console.print(f"[bold green]{path}: PASS[/] under policy v{receipt['policy']['version']}")
+        console.print(f"[bold green]{escape(shown(path))}: PASS[/] under policy v{receipt['policy']['version']}",
+                      soft_wrap=True)
         return
     acc = acceptance(receipt, pol)
-    console.print(f"[bold green]{path}: PASS[/]: every number recomputes from its samples; "
+    console.print(f"[bold green]{escape(shown(path))}: PASS[/]: every number recomputes from its samples; "
                   f"{_acceptance_line(acc)}", highlight=False, soft_wrap=True)
 
 
@@ -179,7 +182,7 @@ def _speed(console: Console, mx, device: str, policy: Path | None, output: Path 
     jp, mp = write_receipt(receipt, out, markdown)
     console.print(render_markdown(receipt), highlight=False, markup=False)
     console.print(f"{_acceptance_line(receipt['acceptance'])} (targets are evaluated, never asserted)", highlight=False)
-    console.print(f"wrote {jp} and {mp} in {receipt['elapsed_s']:.1f} s", highlight=False)
+    console.print(f"wrote {shown(jp)} and {shown(mp)} in {receipt['elapsed_s']:.1f} s", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ import typer
 
 from iomodel.commands.options import LayerOptions, layer_options
 from iomodel.errors import IomodelError
+from iomodel.paths import shown
 
 
 def _load_measured(path: Path | None) -> dict[str, list[dict[str, Any]]] | None:
@@ -58,8 +59,10 @@ def plot(
 
     Same layer defaults as `iomodel worksheet` (Llama-3-8B, prefill 8,192 tokens, causal top-left, H200, the bundled kernel's tiles). Files: bytes_vs_seqlen.png, bytes_vs_blocks.png, bytes_vs_sram.png (prefill only).
     """
+    from iomodel.paths import check_output_dir
     from iomodel.report.plot import PLOT_KINDS, write_plots
 
+    check_output_dir(out_dir, "-o/--out-dir")  # a file, a device or a read-only folder: said before any work
     lay = layer.resolve()
     kinds = tuple(kind) if kind else PLOT_KINDS
     if "sram" in kinds and kind and lay.spec.phase != "prefill":
@@ -67,7 +70,7 @@ def plot(
     for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
                             config=lay.config,
                             measured=_load_measured(measured)):
-        typer.echo(f"wrote {path}")
+        typer.echo(f"wrote {shown(path)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from iomodel.errors import IomodelError
-from iomodel.paths import check_output_dir, check_output_file, write_text
+from iomodel.paths import check_output_dir, check_output_file, shown, write_text
 from iomodel.cache.params import DEFAULT_L2_WAYS, MAX_L2_WAYS
 
 
@@ -84,7 +84,7 @@ def reconcile(
     recorded = (meas.hardware or {}).get("name")
     if hardware and recorded and str(recorded).split(" (")[0].strip().lower() != rec.hardware.name.lower():
         console.print(f"warning: predicting for --hardware {rec.hardware.name}, but the record was measured on "
-                      f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True)
+                      f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True, markup=False)
     t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}); "
                     "ratio = measured / predicted")
     for c in md.TABLE_COLUMNS:
@@ -133,15 +133,15 @@ def reconcile(
         except IomodelError as exc:
             if "no reconciled HBM" not in str(exc):
                 raise
-            console.print(f"no plot: {exc}", highlight=False)
+            console.print(f"no plot: {exc}", highlight=False, markup=False)
         else:
-            console.print(f"wrote {len(paths)} plot files: " + ", ".join(str(p) for p in paths), highlight=False)
+            console.print(f"wrote {len(paths)} plot files: " + ", ".join(shown(p) for p in paths), highlight=False, markup=False)
     if json_out is not None:
         write_text(json_out, json.dumps(rec.to_dict(), indent=1, default=str) + "\n", "--json")
-        console.print(f"wrote {json_out}", highlight=False)
+        console.print(f"wrote {shown(json_out)}", highlight=False, markup=False)
     if markdown_out is not None:
         write_text(markdown_out, md.markdown(rec), "--markdown")
-        console.print(f"wrote {markdown_out}", highlight=False)
+        console.print(f"wrote {shown(markdown_out)}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

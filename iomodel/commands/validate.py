@@ -22,6 +22,7 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.measure.records import IMPLS  # plain data: no torch, sympy or numpy
+from iomodel.paths import shown
 
 #: Interpreter cost guard: K/V blocks all programs load together (a few ms each on a CPU at HEAD_DIM 128).
 INTERPRETER_MAX_BLOCKS = 2_000
@@ -46,7 +47,8 @@ def run_interpreter(sweep, command: str, echo) -> "object":
         echo: progress callback (one line per shape).
 
     Raises:
-        IomodelError: a shape is too large for the interpreter, or torch/triton are missing.
+        IomodelError: a shape is too large for the interpreter or a training shape (every shape
+            is checked before the first is counted), or torch/triton are missing.
     """
     from iomodel.spec.hardware import get_hardware
     from iomodel.measure.interpret import count_flash_attention
@@ -56,10 +58,8 @@ def run_interpreter(sweep, command: str, echo) -> "object":
 
     from iomodel.spec import Tiling
 
-    shapes = []
-    for s in sweep.shapes:
-        if s.impl != "tiled":
-            continue
+    tiled = [s for s in sweep.shapes if s.impl == "tiled"]
+    for s in tiled:  # every shape is checked before any is counted: a refusal wastes no counting
         if s.spec.backward:
             raise IomodelError(f"shape {s.id}: --interpreter records forward shapes (the backward's counts are checked "
                                "by tests/test_traffic_backward_interpreter.py): drop pass = \"fwd+bwd\" from the sweep "
@@ -71,6 +71,8 @@ def run_interpreter(sweep, command: str, echo) -> "object":
                 f"shape {s.id} is too large for Triton's interpreter (~{_interpreter_blocks(s.spec, guess)} K/V blocks): "
                 "use a small sweep such as sweeps/interpreter.toml"
             )
+    shapes = []
+    for s in tiled:
         counts, cfg, _ = count_flash_attention(s.spec, seed=s.seed)
         shapes.append(ShapeMeasurement(
             id=s.id, impl="tiled", spec=s.spec, config=cfg.to_dict(),
@@ -170,7 +172,7 @@ def validate(
         _print_summary(console, meas, path)
     except OSError as exc:  # the record is written: say where, on standard error
         with contextlib.suppress(OSError):
-            sys.stderr.write(f"wrote {path}; its summary could not be printed ({exc.strerror or exc})\n")
+            sys.stderr.write(f"wrote {shown(path)}; its summary could not be printed ({exc.strerror or exc})\n")
 
 
 def _print_summary(console: Console, meas, path: Path) -> None:
@@ -203,7 +205,8 @@ def _print_summary(console: Console, meas, path: Path) -> None:
                       size(s.quantity("dram_write_bytes")), size(s.quantity("l2_read_bytes")),
                       size(s.quantity("l2_write_bytes")), f"{dur * 1e6:.0f} us" if dur else "-")
     console.print(t)
-    console.print(f"reconcile with: iomodel reconcile {path}", highlight=False)
+    console.print(f"reconcile with: iomodel reconcile {shlex.quote(str(path)) if str(path).isprintable() else shown(path)}",
+                  highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

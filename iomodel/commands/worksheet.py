@@ -39,7 +39,7 @@ def worksheet(
         paths = W.regenerate_bundled()
         typer.echo(f"wrote {len(paths)} files under {W.WORKSHEETS_DIR}")
         return
-    from iomodel.paths import check_output_dir, check_output_file
+    from iomodel.paths import check_output_dir, check_output_file, shown
 
     if output is not None and str(output) == "-":  # the usual spelling of standard output
         output = None
@@ -58,10 +58,10 @@ def worksheet(
         from iomodel.report.plot import write_plots
 
         for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config):
-            typer.echo(f"wrote {path}", err=True)
+            typer.echo(f"wrote {shown(path)}", err=True)
     if output is not None:
         _write(output, text)
-        typer.echo(f"wrote {output}", err=True)
+        typer.echo(f"wrote {shown(output)}", err=True)
     else:
         sys.stdout.write(text)
     if not ws.units_ok:  # a model defect, not bad input: exit 1

@@ -543,6 +543,33 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
                          + ", ".join(k.name for k in shape.kernels))
 
 
+def not_simulated(spec: LayerSpec, tiling: Tiling) -> str | None:
+    """Why the L2 simulation of a measured tiled forward shape is not run (one clause), or None.
+
+    Programs simulated: prefill ``B·H·T_r`` (:func:`iomodel.cache.estimate.simulated_programs`),
+    decode the split-KV grid ``num_splits·B·H_kv·(G/P)`` (the combine kernel's ``B·H``
+    programs are simulated a wave at a time). The simulation visits every program and, in prefill, every key tile of each, so its time
+    and memory grow with batch × heads × length: a record's shape past the worksheet's bounds
+    (:data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_SEQLEN` tokens in prefill,
+    :data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_PROGRAMS` programs) is not reconciled, and
+    said so, rather than run for minutes and gigabytes (a record with batch 10^6 took over
+    20 GB). Every committed receipt is far inside both bounds (at most 16,384 programs).
+    """
+    from iomodel.cache.estimate import L2_ESTIMATE_MAX_PROGRAMS, L2_ESTIMATE_MAX_SEQLEN, simulated_programs
+
+    if spec.phase == "prefill" and max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
+        return (f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} is above {L2_ESTIMATE_MAX_SEQLEN:,} (the simulation "
+                "grows with the square of the length): check the record's spec")
+    if spec.phase == "decode":  # the split-KV grid num_splits·B·H_kv·(G/P) of iomodel.schedule.grid.decode_waves
+        n = tiling.num_splits * spec.batch * spec.kv_heads * max(1, spec.group // tiling.heads_per_program)
+    else:  # B·H·T_r
+        n = simulated_programs(spec, tiling)
+    if n > L2_ESTIMATE_MAX_PROGRAMS:
+        return (f"{n:,} programs (batch {spec.batch:,}, heads {spec.heads:,}) are above {L2_ESTIMATE_MAX_PROGRAMS:,}, "
+                "the most the simulation visits (its cost grows with batch × heads): check the record's spec")
+    return None
+
+
 def reconcile_shape(
     shape: ShapeMeasurement,
     hardware: Hardware,
@@ -608,6 +635,10 @@ def reconcile_shape(
             if shape.kernels and spec.backward:
                 _reconcile_training_step(out, shape, pred, expected)
             elif shape.kernels:
+                too_big = not_simulated(spec, tiling)
+                if too_big is not None:
+                    out.error = f"the L2-aware prediction is not computed: {too_big}"
+                    return out
                 pps, src = _programs_per_sm(shape, tiling, hardware)
                 out.programs_per_sm = (pps, src)
                 params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels,
@@ -785,6 +816,7 @@ __all__ = [
     "foreign_write_bytes",
     "foreign_write_notes",
     "hardware_of",
+    "not_simulated",
     "missing_reason",
     "reconcile",
     "reconcile_shape",

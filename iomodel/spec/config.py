@@ -13,7 +13,7 @@ from typing import Any
 
 from iomodel.errors import IomodelError
 from iomodel.jsonvalues import describe as _kind, read_json
-from iomodel.spec.dtypes import canonical_dtype
+from iomodel.spec.dtypes import DTYPES, canonical_dtype
 from iomodel.spec.layer import LayerSpec
 
 #: Folder that holds the bundled real-layer presets (one HF-style config.json per model).
@@ -43,11 +43,13 @@ def preset_path(name: str) -> Path:
 #: configuration classes: Llama/Mistral/Qwen ``num_key_value_heads``, GPT-2/GPT-J/BigCode
 #: ``n_head``/``n_embd``, Falcon ``num_kv_heads``/``n_head_kv`` with
 #: ``new_decoder_architecture``, MPT ``n_heads``/``d_model``/``attn_config.kv_n_heads``,
-#: ChatGLM ``kv_channels``/``multi_query_group_num``, T5 ``num_heads``/``d_kv``).
-HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+#: ChatGLM ``kv_channels``/``multi_query_group_num``, T5 ``num_heads``/``d_kv``, BLOOM ``n_embed``,
+#: BART/Whisper/Marian ``encoder_attention_heads``: HF's ``attribute_map`` reads it as
+#: ``num_attention_heads``).
+HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads")
 KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads")
 HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len")
 DTYPE_KEYS = ("torch_dtype", "dtype")
@@ -90,6 +92,11 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: ``model_type`` of families whose attention always uses ALiBi, without an ``alibi`` field (BLOOM).
 ALIBI_MODEL_TYPES = ("bloom",)
+#: ``model_type`` of Gemma-3's language model, whose published config.json files give ``sliding_window``
+#: without ``sliding_window_pattern``: HF ``Gemma3TextConfig`` defaults it to
+#: :data:`GEMMA3_SLIDING_WINDOW_PATTERN` (every 6th layer global, the other five slide).
+GEMMA3_MODEL_TYPES = ("gemma3", "gemma3_text")
+GEMMA3_SLIDING_WINDOW_PATTERN = 6
 #: Fields that change no HBM bytes: accepted, and named in the worksheet's notes.
 NO_BYTES: dict[str, str] = {
     "attn_logit_softcapping": "soft-capping of the attention scores (tanh; Gemma-2) changes arithmetic, not bytes",
@@ -351,10 +358,12 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
         return None, "", ""  # Qwen2: the window is declared but off
-    pattern = f.int_(("sliding_window_pattern",))
+    pattern, said = f.int_(("sliding_window_pattern",)), "sliding_window_pattern"
+    if pattern is None and f.cfg.get("model_type") in GEMMA3_MODEL_TYPES:  # the published files omit it
+        pattern, said = GEMMA3_SLIDING_WINDOW_PATTERN, "Gemma-3's default sliding_window_pattern"
     if pattern is not None:  # Gemma-3: every pattern-th layer is global
         return window, "sliding-window", (f"{total - total // pattern}{of}" if total else
-                                          f"all but every {pattern}th layer") + f" (sliding_window_pattern {pattern})"
+                                          f"all but every {pattern}th layer") + f" ({said} {pattern})"
     if f.cfg.get("model_type") == "gemma2":  # Gemma-2: even layers slide
         return window, "sliding-window", (f"{(total + 1) // 2}{of}" if total else "every other layer") + \
             " (Gemma-2 alternation)"
@@ -424,8 +433,9 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             raise IomodelError(f"{f.where}: hidden_size {hidden} is not divisible by {per} heads: "
                                "give 'head_dim' or pass --head-dim")
         head_dim = hidden // per
+    dtype_key = None
     if dtype is None:
-        key = f.key_of(DTYPE_KEYS)
+        key = dtype_key = f.key_of(DTYPE_KEYS)
         if key is None:
             raise IomodelError(f"{f.where}: no 'torch_dtype' field: add it or pass --dtype")
         dtype = f.cfg[key]
@@ -450,6 +460,15 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if f.overridden:
         notes += (f"the nested config gives {', '.join(f.overridden)} differently from the top level: the nested "
                   "(language model) values are used.",)
+    if dtype_key is not None:  # read from the file: say which field, and that --dtype overrides it
+        try:
+            dtype = canonical_dtype(dtype)
+        except IomodelError:
+            raise IomodelError(f"{f.where}: '{dtype_key}' = {dtype!r} is an unsupported dtype (iomodel models "
+                               f"{', '.join(DTYPES)}): pass --dtype") from None
+    if f.has("decoder_attention_heads") and f.cfg.get("decoder_attention_heads") != n_heads and heads is None:
+        notes += (f"'decoder_attention_heads' = {f.cfg['decoder_attention_heads']!r} differs from the encoder's "
+                  f"{n_heads} heads read here: pass --heads for the decoder's layers.",)
     bidir = _bidirectional(f)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=f.int_(CONTEXT_KEYS), source=str(path), window=window,
