@@ -38,8 +38,16 @@ def _counts(rec, level, which):
     # dK/dV writes: HEAD_DIM 64 tiles spill registers (ptxas: 24 B non-causal, 80 B causal), and
     # GQA groups write 1.2-2.1x dK+dV more than the stores request (not explained yet)
     ("L2 _bwd_dkdv", (30, 31), (17, 31)),
+    # DRAM: the L2-aware estimate of the step (iomodel/cache/predict.py predict_training_step), this
+    # receipt its calibration data (the forward's constants; nothing fitted on the backward)
+    ("HBM", (31, 31), (27, 31)),
+    ("HBM _attn_fwd", (31, 31), (28, 31)),
+    ("HBM _bwd_preprocess", (31, 31), (31, 31)),
+    ("HBM _bwd_dq", (31, 31), (31, 31)),
+    # GQA dK/dV: the unmodelled L2 requests (1.2-2.1x writes, up to 1.28x reads) reach DRAM too
+    ("HBM _bwd_dkdv", (28, 31), (26, 31)),
 ])
-def test_backward_l2_level_per_kernel(rec, level, read, write):
+def test_backward_levels_per_kernel(rec, level, read, write):
     assert _counts(rec, level, "read") == read
     assert _counts(rec, level, "write") == write
 
@@ -51,21 +59,6 @@ def test_mha_d128_dkdv_writes_are_exact(rec):
     for r in rows:
         lv = r.level("L2 _bwd_dkdv")
         assert lv.measured_write == lv.predicted_write == 2 * r.spec.batch * r.spec.kv_heads * r.spec.seqlen_k * 128 * 2
-
-
-@pytest.mark.parametrize("level, read, write", [
-    # the L2-aware estimate of the step (iomodel/cache/predict.py predict_training_step), this
-    # receipt its calibration data (the forward's constants; nothing fitted on the backward)
-    ("HBM", (31, 31), (27, 31)),
-    ("HBM _attn_fwd", (31, 31), (28, 31)),
-    ("HBM _bwd_preprocess", (31, 31), (31, 31)),
-    ("HBM _bwd_dq", (31, 31), (31, 31)),
-    # GQA dK/dV: the unmodelled L2 requests (1.2-2.1x writes, up to 1.28x reads) reach DRAM too
-    ("HBM _bwd_dkdv", (28, 31), (26, 31)),
-])
-def test_dram_level_against_the_training_step_estimate(rec, level, read, write):
-    assert _counts(rec, level, "read") == read
-    assert _counts(rec, level, "write") == write
 
 
 def test_dram_reads_of_mha_d64_step_are_each_kernel_cold(rec):

@@ -89,6 +89,16 @@ def prefill_key_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
 KV_CHUNK_ROWS = 1024
 
 
+def _wave_ranges(total: int, w: int) -> list[tuple[int, int]]:
+    """Program index ranges ``[p0, p1)`` of the waves of W = ``w`` programs over a grid of ``total``."""
+    return [(p0, min(total, p0 + w)) for p0 in range(0, total, w)]
+
+
+def _chunk_rows(block: int) -> int:
+    """Rows per chunk of a streamed tensor: :data:`KV_CHUNK_ROWS` rounded up to a multiple of ``block`` (rows)."""
+    return cdiv(max(KV_CHUNK_ROWS, block), block) * block
+
+
 def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
                         row_reads: dict[str, int], row_writes: dict[str, int],
                         ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
@@ -113,11 +123,10 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
     req_r["K"] = B * H * sum(kv_rows) * d * s
     req_r["V"] = req_r["K"]
     req_w = {t: B * H * spec.seqlen_q * b for t, b in row_writes.items()}
-    chunk = cdiv(max(KV_CHUNK_ROWS, block_n), block_n) * block_n
+    chunk = _chunk_rows(block_n)
     total = t_r * B * H
     waves: list[list[Access]] = []
-    for p0 in range(0, total, w):
-        p1 = min(total, p0 + w)
+    for p0, p1 in _wave_ranges(total, w):
         acc: list[Access] = []
         need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
         order: list[int] = []
@@ -234,8 +243,7 @@ def preprocess_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list
     req_r = {"O": B * H * n_q * d * s, "dO": B * H * n_q * d * s}
     req_w = {"Delta": B * H * n_q * FP32_WIDTH}
     waves = []
-    for p0 in range(0, total, w):
-        p1 = min(total, p0 + w)
+    for p0, p1 in _wave_ranges(total, w):
         full, r0 = divmod(p1 - p0, t_p)  # rows of the wave: whole heads plus a run of tiles
         rows = full * n_q + sum(rows_of[(p0 + k) % t_p] for k in range(r0))
         waves.append([Access("O", ("O", p0), rows * d * s), Access("dO", ("dO", p0), rows * d * s),
@@ -293,11 +301,10 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
     req_r = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
     req_r.update({t: B * Hk * G * q_rows * b for t, b in per_row.items()})
     req_w = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
-    chunk = cdiv(max(KV_CHUNK_ROWS, bm), bm) * bm
+    chunk = _chunk_rows(bm)
     total = t_c * B * Hk
     waves: list[list[Access]] = []
-    for p0 in range(0, total, w):
-        p1 = min(total, p0 + w)
+    for p0, p1 in _wave_ranges(total, w):
         acc: list[Access] = []
         heads: list[tuple[int, int, int]] = []  # (kv head, j0, j1)
         for kv in range(p0 // t_c, (p1 - 1) // t_c + 1):
