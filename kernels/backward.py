@@ -36,6 +36,7 @@ import triton.language as tl
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import kernel_refusal
+from iomodel.schedule.grid import PREPROCESS_NUM_WARPS
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_inputs
@@ -318,7 +319,7 @@ def flash_attention_backward(
     delta = _alloc((B, H, N_q), torch.float32, q.device)
     _bwd_preprocess[(triton.cdiv(N_q, config.preprocess_block_m), B * H)](
         o, do, delta, *o.stride(), *do.stride(), H, N_q,
-        HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m, num_warps=4)
+        HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m, num_warps=PREPROCESS_NUM_WARPS)
     common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags)
     dq_acc = torch.zeros((B, H, N_q, d), dtype=torch.float32, device=q.device) if config.atomic_dq else delta
     _bwd_dkdv[(triton.cdiv(N_k, config.block_n), B * H_kv)](

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from iomodel.cache.params import L2Params
-from iomodel.cache.predict import predict_tiled
+from iomodel.cache.predict import predict_tiled, predict_training_step
 from iomodel.errors import IomodelError
-from iomodel.schedule.grid import estimate_programs_per_sm
+from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, dkdv_program_sram_bytes, dq_program_sram_bytes,
+                                   estimate_programs_per_sm)
 from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
 
@@ -36,14 +37,21 @@ L2_ESTIMATE_SOURCE = "iomodel/cache/predict.py"
 
 
 def simulated_programs(spec: LayerSpec, tiling: Tiling) -> int:
-    """Programs the prefill simulation visits: ``B·H·T_r``, T_r = ceil(seqlen_q / BLOCK_M) (programs)."""
-    return spec.batch * spec.heads * cdiv(spec.seqlen_q, tiling.block_m)
+    """Programs the prefill simulation visits: ``B·H·T_r``, T_r = ceil(seqlen_q / BLOCK_M) (programs);
+    with ``spec.backward`` the largest grid of the training step's kernels (forward ``B·H·T_r``,
+    dK/dV ``B·H·ceil(seqlen_k / BWD_BLOCK_N)``, counting each of its G query-head passes, dQ
+    ``B·H·ceil(seqlen_q / DQ_BLOCK_M)``)."""
+    bh = spec.batch * spec.heads
+    fwd = bh * cdiv(spec.seqlen_q, tiling.block_m)
+    if not spec.backward:
+        return fwd
+    return max(fwd, bh * cdiv(spec.seqlen_k, tiling.bwd_block_n), bh * cdiv(spec.seqlen_q, tiling.dq_block_m))
 
 
 def not_estimated(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
     """Why :func:`estimate_tiled` does not cover ``spec`` (one clause), or None when it does.
 
-    It covers the prefill forward pass with seqlen_q and seqlen_k up to
+    It covers the prefill forward pass (and, with ``spec.backward``, the training step) with seqlen_q and seqlen_k up to
     :data:`L2_ESTIMATE_MAX_SEQLEN` tokens and, when ``tiling`` is given, at most
     :data:`L2_ESTIMATE_MAX_PROGRAMS` programs (:func:`simulated_programs`): the simulation
     visits every program, so its cost grows with batch × heads. Past either bound the
@@ -56,13 +64,15 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
     Returns:
         The reason, one clause without a final period, or None.
     """
-    if spec.backward:
-        return "it models the forward kernel only"
     if spec.phase != "prefill":
         return "it models the prefill kernel here (decode: see `iomodel reconcile`)"
     if max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
         return f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)"
     if tiling is not None and simulated_programs(spec, tiling) > L2_ESTIMATE_MAX_PROGRAMS:
+        if spec.backward:
+            return (f"the training step's largest kernel grid is {simulated_programs(spec, tiling):,} programs (per query "
+                    f"head), above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows "
+                    "with batch × heads)")
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
         return (f"B·H·T_r = {spec.batch:,}·{spec.heads:,}·{t_r:,} = {simulated_programs(spec, tiling):,} programs, "
                 f"above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows with "
@@ -89,6 +99,9 @@ class L2Estimate:
         num_warps, tile_order: the launch's warps per program and query-tile order.
         config_source: where num_warps and tile_order come from.
         assumptions: the L2 model's own assumptions, one sentence each.
+        kernels: training step only: per kernel ``{"name", "read_bytes", "write_bytes",
+            "written_bytes", "programs_per_sm"}`` (bytes), in launch order; empty for the forward.
+        function: the :mod:`iomodel.cache.predict` function behind the bytes.
     """
 
     read_bytes: int
@@ -105,11 +118,13 @@ class L2Estimate:
     tile_order: str
     config_source: str
     assumptions: tuple[str, ...]
+    kernels: tuple[dict[str, Any], ...] = ()
+    function: str = "predict_tiled"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``algorithms.tiled.l2_aware``): bytes, seconds and the assumptions."""
-        return {
-            "source": f"estimate from {L2_ESTIMATE_SOURCE} predict_tiled (not a measurement)",
+        out = {
+            "source": f"estimate from {L2_ESTIMATE_SOURCE} {self.function} (not a measurement)",
             "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
             "written_bytes": self.written_bytes, "dirty_at_end_bytes": self.dirty_bytes,
             "dirty_at_end": DIRTY_NOTE,
@@ -118,6 +133,9 @@ class L2Estimate:
             "num_warps": self.num_warps, "tile_order": self.tile_order, "config_source": self.config_source,
             "assumptions": list(self.assumptions),
         }
+        if self.kernels:
+            out["kernels"] = [dict(k) for k in self.kernels]
+        return out
 
 
 #: What the estimate leaves out of ``write_bytes`` (worksheet text and JSON).
@@ -164,6 +182,8 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
     why = not_estimated(spec, tiling)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
+    if spec.backward:
+        raise IomodelError("estimate_tiled covers the forward kernel: use estimate_training_step for --pass fwd+bwd")
     params = launch_params(spec, tiling, hardware, num_warps)
     l2 = predict_tiled(spec, tiling, params, tile_order)
     moved = l2.hbm_read_bytes + l2.hbm_write_bytes
@@ -175,4 +195,81 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
         bound="memory" if t_m >= t_c else "compute", programs_per_sm=params.programs_per_sm,
         programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
+    )
+
+
+def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int,
+                             backward: Any) -> dict[str, int]:
+    """Programs per SM of each kernel of the training step, from shared memory and warps only.
+
+    :func:`iomodel.schedule.grid.estimate_programs_per_sm` per kernel: the forward with
+    ``tiling.sram_bytes(spec)`` and ``num_warps``; ``_bwd_preprocess`` with no shared memory and
+    :data:`~iomodel.schedule.grid.PREPROCESS_NUM_WARPS`; ``_bwd_dkdv`` and ``_bwd_dq`` with
+    :func:`~iomodel.schedule.grid.dkdv_program_sram_bytes` /
+    :func:`~iomodel.schedule.grid.dq_program_sram_bytes` and the launch's warps. Registers
+    are ignored (the dK/dV kernel is register-limited to 2 programs per SM at d = 64 on the
+    H200, one fewer than this estimate).
+
+    Args:
+        spec: the layer; tiling: forward and backward tiles; hardware: ``smem_per_sm`` (bytes);
+        num_warps: the forward's warps per program;
+        backward: the backward launch (``kernels.heuristics.BackwardConfig``: ``num_warps``,
+            ``num_stages``, ``dq_num_warps``, ``dq_num_stages``).
+
+    Returns:
+        ``{kernel name: programs per SM}`` for :data:`iomodel.cache.predict.TRAINING_KERNELS`.
+    """
+    smem = hardware.smem_per_sm
+    return {
+        "_attn_fwd": estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, smem),
+        "_bwd_preprocess": estimate_programs_per_sm(0, PREPROCESS_NUM_WARPS, smem),
+        "_bwd_dkdv": estimate_programs_per_sm(dkdv_program_sram_bytes(spec, tiling, backward.num_stages),
+                                              backward.num_warps, smem),
+        "_bwd_dq": estimate_programs_per_sm(dq_program_sram_bytes(spec, tiling, backward.dq_num_stages),
+                                            backward.dq_num_warps, smem),
+    }
+
+
+def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops: int, peak_flops: float,
+                           num_warps: int, tile_order: str, backward: Any, config_source: str) -> L2Estimate:
+    """The L2-aware DRAM estimate of the bundled training step (forward + three backward kernels).
+
+    :func:`iomodel.cache.predict.predict_training_step` with programs per SM from
+    :func:`training_programs_per_sm` and default :class:`~iomodel.cache.params.L2Params`
+    otherwise (the forward's constants; every kernel starts with a cold L2, as Nsight Compute
+    measures it). Roofline as :func:`estimate_tiled`, over the whole step.
+
+    Args:
+        spec: the layer (prefill, within :func:`not_estimated`'s bounds).
+        tiling: forward and backward tiles; hardware: L2 bytes, SMs, shared memory, bandwidth.
+        flops, peak_flops: FLOPs of the step and peak FLOP/s.
+        num_warps, tile_order: the forward launch.
+        backward: the backward launch (``kernels.heuristics.BackwardConfig``).
+        config_source: one sentence on where the launches come from.
+
+    Returns:
+        :class:`L2Estimate` whose ``kernels`` lists the four kernels (bytes each).
+
+    Raises:
+        IomodelError: a layer :func:`not_estimated` refuses; hardware without L2 or SMs.
+    """
+    why = not_estimated(spec, tiling)
+    if why is not None:
+        raise IomodelError(f"no L2-aware estimate for this layer: {why}")
+    pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward)
+    params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
+    l2 = predict_training_step(spec, tiling, params, pps, tile_order)
+    moved = l2.hbm_read_bytes + l2.hbm_write_bytes
+    t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
+    kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
+                     "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name]}
+                    for k in l2.kernels)
+    return L2Estimate(
+        read_bytes=l2.hbm_read_bytes, write_bytes=l2.hbm_write_bytes, written_bytes=l2.no_reuse_write_bytes,
+        dirty_bytes=l2.no_reuse_write_bytes - l2.hbm_write_bytes, flops=flops,
+        roofline_time_s=max(t_c, t_m), intensity=flops / moved if moved else math.inf,
+        bound="memory" if t_m >= t_c else "compute", programs_per_sm=pps["_attn_fwd"],
+        programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored",
+        num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
+        kernels=kernels, function="predict_training_step",
     )

@@ -12,7 +12,7 @@ named causes (:mod:`iomodel.cache.causes`). The model, its fits and their receip
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
@@ -20,8 +20,9 @@ from iomodel.cache.params import STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
-from iomodel.schedule.grid import Access, combine_waves, decode_split_rows, decode_waves, prefill_key_rows, prefill_waves
-from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
+from iomodel.schedule.grid import (Access, combine_waves, decode_split_rows, decode_waves, dkdv_query_lo, dkdv_waves,
+                                   dq_waves, prefill_key_rows, prefill_waves, preprocess_waves)
+from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Tensors of the forward pass that are layer inputs (the rest are outputs or intermediates).
 _INPUTS = ("Q", "K", "V")
@@ -315,3 +316,137 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
         f"({STREAM_SLICES} interleaved slices); matmul operands are re-read from L2, not HBM.",
     ]
     return _finish("baseline", kernels, floor_r, floor_w, req_r, req_w, None, None, causes, assumptions)
+
+
+#: The kernels of one bundled training step, in launch order (``kernels/backward.py``; the
+#: names the profiler reports, ``_attn_fwd`` for either forward variant).
+TRAINING_KERNELS = ("_attn_fwd", "_bwd_preprocess", "_bwd_dkdv", "_bwd_dq")
+
+
+def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]]:
+    """Per backward kernel, the bytes it touches once (reads) and stores once (writes), in bytes.
+
+    With the profiler's flush every kernel starts cold, so each kernel's floor is every byte
+    it loads at all, once: ``_bwd_preprocess`` O and dO, Delta written; ``_bwd_dkdv`` K, V
+    and the Q, dO, LSE, Delta rows from its lowest first row lo_0
+    (:func:`iomodel.schedule.grid.dkdv_query_lo`), dK, dV written; ``_bwd_dq`` Q, dO, LSE,
+    Delta and the K/V rows its longest key range loads
+    (:func:`iomodel.schedule.grid.prefill_key_rows` with the dQ tiles), dQ written.
+
+    Args:
+        spec: the layer (its backward kernels); tiling: the backward tiles.
+
+    Returns:
+        ``{kernel: (read_bytes, write_bytes)}`` for the three backward kernels.
+    """
+    B, H, Hk, d, s, n_q, n_k = (spec.batch, spec.heads, spec.kv_heads, spec.head_dim, spec.width,
+                                spec.seqlen_q, spec.seqlen_k)
+    row_q = 2 * d * s + LSE_WIDTH + FP32_WIDTH  # Q, dO, LSE, Delta bytes of one query row
+    q_bytes, kv_bytes = B * H * n_q * d * s, B * Hk * n_k * d * s
+    lo0 = dkdv_query_lo(spec, tiling)[0]
+    dq_keys = max(prefill_key_rows(spec, Tiling(block_m=tiling.dq_block_m, block_n=tiling.dq_block_n)))
+    return {
+        "_bwd_preprocess": (2 * q_bytes, B * H * n_q * FP32_WIDTH),
+        "_bwd_dkdv": (2 * kv_bytes + B * H * (n_q - lo0) * row_q, 2 * kv_bytes),
+        "_bwd_dq": (B * H * n_q * row_q + 2 * B * Hk * dq_keys * d * s, q_bytes),
+    }
+
+
+def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
+                          programs_per_sm: dict[str, int] | None = None,
+                          tile_order: str = "forward") -> L2Prediction:
+    """L2-aware HBM bytes of the bundled training step: forward, then the three backward kernels.
+
+    Each kernel of :data:`TRAINING_KERNELS` is simulated on its own, from a cold L2 (Nsight
+    Compute's ``--cache-control all`` flushes before every kernel): the forward as
+    :func:`predict_tiled`, ``_bwd_preprocess``, ``_bwd_dkdv`` and ``_bwd_dq`` from the waves of
+    :mod:`iomodel.schedule.grid` (:func:`~iomodel.schedule.grid.preprocess_waves`,
+    :func:`~iomodel.schedule.grid.dkdv_waves`, :func:`~iomodel.schedule.grid.dq_waves`), with the
+    forward's constants (effective L2 fraction, ways, chunk rows; nothing fitted on the backward).
+
+    Args:
+        spec: the layer (prefill; ``spec.backward`` True or False, the step is modelled either way).
+        tiling: the forward tiles and the backward tiles (``bwd_block_m`` ... ``preprocess_block_m``).
+        params: device, effective L2 and replacement (``programs_per_sm`` is the default of
+            every kernel); ``flush_between_kernels`` must be True.
+        programs_per_sm: programs one SM runs at once per kernel name of
+            :data:`TRAINING_KERNELS` (Nsight Compute's occupancy limit, or
+            :func:`iomodel.cache.estimate.training_programs_per_sm`); absent names take
+            ``params.programs_per_sm``.
+        tile_order: the forward kernel's query-tile order (``forward`` or ``reverse``).
+
+    Returns:
+        :class:`L2Prediction` of algorithm ``tiled``, kernels named as :data:`TRAINING_KERNELS`;
+        floor = Σ per kernel of the bytes it touches once (the forward's compulsory reads,
+        :func:`training_floor` for the backward); causes ``masked_reads`` (forward),
+        ``l2_capacity`` and ``dirty_at_end`` (every kernel).
+
+    Raises:
+        IomodelError: a decode layer, L2 content carried between kernels
+            (``flush_between_kernels=False``: only the profiler's flushed setting is modelled),
+            an unknown kernel name or a programs-per-SM count below 1, an unknown tile_order.
+    """
+    if spec.phase != "prefill":
+        raise IomodelError("the training-step estimate covers prefill layers only: use --phase prefill")
+    if not params.flush_between_kernels:
+        raise IomodelError("the training-step estimate models the profiler's cache flush between kernels only: "
+                           "measure with ncu --cache-control all")
+    pps = dict(programs_per_sm or {})
+    bad = sorted(set(pps) - set(TRAINING_KERNELS))
+    if bad:
+        raise IomodelError(f"unknown kernel(s) {', '.join(bad)}: use {', '.join(TRAINING_KERNELS)}")
+    if any(not isinstance(v, int) or v < 1 for v in pps.values()):
+        raise IomodelError(f"programs per SM must be positive integers, got {pps}")
+    par = {k: replace(params, programs_per_sm=pps.get(k, params.programs_per_sm)) for k in TRAINING_KERNELS}
+    fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order)
+    kernels = [replace(k, name="_attn_fwd") for k in fwd.kernels]
+    floor = training_floor(spec, tiling)
+    cap, share, ways = params.capacity, params.write_share, params.ways
+    refetch: dict[str, int] = {}
+    for name, build in (("_bwd_preprocess", preprocess_waves), ("_bwd_dkdv", dkdv_waves), ("_bwd_dq", dq_waves)):
+        waves, r, wr = build(spec, tiling, par[name].resident_programs)
+        k = simulate(name, waves, cap, share, ways)
+        k.requested_read, k.requested_write = r, wr
+        kernels.append(k)
+        refetch[name] = sum(k.hbm_read.values()) - floor[name][0]
+    floor_r = fwd.floor_read_bytes + sum(f[0] for f in floor.values())
+    floor_w = fwd.floor_write_bytes + sum(f[1] for f in floor.values())
+    by_key = {c.key: c for c in fwd.causes}
+    fwd_refetch = by_key["l2_capacity"].read_bytes if "l2_capacity" in by_key else 0
+    masked = by_key["masked_reads"].read_bytes if "masked_reads" in by_key else 0
+    refetch_total = fwd_refetch + sum(refetch.values())
+    stored = {k.name: sum(k.requested_write.values()) for k in kernels}
+    written = {k.name: sum(k.hbm_write.values()) for k in kernels}
+    dirty = sum(stored.values()) - sum(written.values())
+    dk = kernels[2]
+    ws_dkdv = (f"_bwd_dkdv: W = {par['_bwd_dkdv'].resident_programs} programs of {cdiv(spec.seqlen_k, tiling.bwd_block_n)} "
+               f"key tiles per KV head stream the Q/dO/LSE/Delta rows of their G = {spec.group} query heads")
+    causes = [
+        Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
+              detail=by_key["masked_reads"].detail if "masked_reads" in by_key else ""),
+        Cause("l2_capacity", CAUSES["l2_capacity"], read_bytes=refetch_total,
+              detail="re-fetched beyond each kernel's bytes touched once: "
+                     + ", ".join(f"{n} {human_bytes(v, decimals=1)}" for n, v in
+                                 (("_attn_fwd", fwd_refetch), *refetch.items()))
+                     + f" ({ws_dkdv}; {dk.waves} waves)"),
+        Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
+              detail=f"{human_bytes(dirty, decimals=1)} of {human_bytes(sum(stored.values()), decimals=1)} stored bytes still "
+                     "dirty in L2 at the end of their kernels: "
+                     + ", ".join(f"{n} {human_bytes(stored[n] - written[n], decimals=1)}" for n in TRAINING_KERNELS)),
+    ]
+    req_r: dict[str, int] = {}
+    req_w: dict[str, int] = {}
+    for k in kernels:
+        _add(req_r, k.requested_read)
+        _add(req_w, k.requested_write)
+    no_reuse_r, no_reuse_w = sum(req_r.values()), sum(req_w.values())
+    assumptions = _common_assumptions(params)[:1] + [
+        "Programs per SM, per kernel: " + ", ".join(f"{n} {par[n].programs_per_sm}" for n in TRAINING_KERNELS)
+        + f" ({params.num_sms} SMs); programs run in grid order (axis 0 fastest), in waves.",
+        *_common_assumptions(params)[2:],
+        "The four kernels load and store exactly what docs/traffic-contract.md lists; the programs of one wave "
+        "that share a head stream the same K/V (forward, dQ) or Q/dO/LSE/Delta (dK/dV) blocks together, so one "
+        "fetch serves the wave. Register spills (local memory) are not modelled.",
+    ]
+    return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
+                   assumptions)

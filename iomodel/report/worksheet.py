@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from iomodel.cache.estimate import L2_ESTIMATE_SOURCE, L2Estimate, estimate_tiled, not_estimated
+from iomodel.cache.estimate import L2_ESTIMATE_SOURCE, L2Estimate, estimate_tiled, estimate_training_step, not_estimated
 from iomodel.errors import IomodelError
 from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
@@ -145,8 +145,8 @@ class Worksheet:
         layer: the layer, tiles and hardware (and where the tiles come from).
         prediction: the traffic model's numbers (bytes, FLOPs, seconds) per algorithm.
         units: the units check of every row (see :func:`units_check`).
-        l2_aware: the L2-aware DRAM estimate of the tiled prefill forward kernel
-            (:func:`l2_estimate`), or None where it is not computed.
+        l2_aware: the L2-aware DRAM estimate of the tiled prefill forward kernel, or of the
+            training step with ``--pass fwd+bwd`` (:func:`l2_estimate`), or None where it is not computed.
     """
 
     layer: Layer
@@ -269,21 +269,31 @@ class Worksheet:
                     f"{not_estimated(s, self.layer.tiling)}.", ""]
         total, comp = e.read_bytes + e.write_bytes, self.prediction.compulsory_bytes
         # the stores still in L2 at kernel end are missing from the total: say so on the same line
-        dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored (O, LSE) stays dirty in L2 "
+        outputs = "(O, LSE)" if not e.kernels else "(by the four kernels)"
+        dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored {outputs} stays dirty in L2 "
                  "at kernel end and reaches DRAM only after the kernel, so neither this total nor ncu's dram__bytes "
                  "of this kernel counts it" if e.dirty_bytes else "; every stored byte reaches DRAM during the kernel")
         below = ("; that is why the total is below the compulsory bytes, which count every output written once "
                  "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
+        step = ("" if not e.kernels else
+                " of the training step: forward and the three backward kernels, each from a cold L2 as Nsight "
+                "Compute measures them (--cache-control all)")
+        per_kernel = [f"- `{k['name']}`: DRAM read {fmt_bytes(k['read_bytes'])}, written {fmt_bytes(k['write_bytes'])} "
+                      f"of {fmt_bytes(k['written_bytes'])} stored; {k['programs_per_sm']} programs per SM"
+                      for k in e.kernels]
         return [
-            f"**L2-aware DRAM estimate of `tiled`** (an estimate from {L2_ESTIMATE_SOURCE} `predict_tiled`, "
+            f"**L2-aware DRAM estimate of `tiled`**{step} (an estimate from {L2_ESTIMATE_SOURCE} `{e.function}`, "
             "not a measurement; the receipts under receipts/ compare it with Nsight Compute):",
             "",
             f"- DRAM read {fmt_bytes(e.read_bytes)}, written {fmt_bytes(e.write_bytes)}, "
             f"total {fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
             f"- roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** "
             f"(intensity {e.intensity:,.1f} FLOP/B)",
-            f"- programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); num_warps = {e.num_warps}, "
-            f"{e.tile_order} query-tile order ({e.config_source})",
+            (f"- programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); num_warps = {e.num_warps}, "
+             if not e.kernels else f"- programs per SM: per kernel below ({e.programs_per_sm_source}); forward "
+             f"num_warps = {e.num_warps}, ")
+            + f"{e.tile_order} query-tile order ({e.config_source})",
+            *per_kernel,
             "- the L2 model's assumptions:",
             *[f"  - {_md(a)}" for a in e.assumptions],
             "",
@@ -555,14 +565,17 @@ def l2_launch(spec: LayerSpec, hardware: Hardware) -> tuple[int, str, str]:
 
 
 def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
-    """The L2-aware DRAM estimate of the tiled kernel for a prefill forward layer.
+    """The L2-aware DRAM estimate of the tiled kernel for a prefill layer.
 
     :func:`iomodel.cache.estimate.estimate_tiled` for the launch the bundled kernel would
-    run (:func:`l2_launch`); FLOPs and peak FLOP/s of the model's tiled algorithm.
+    run (:func:`l2_launch`); FLOPs and peak FLOP/s of the model's tiled algorithm. With
+    ``--pass fwd+bwd``: :func:`iomodel.cache.estimate.estimate_training_step` with the
+    backward launch of ``kernels/heuristics.py backward_config`` (None if that module is not
+    importable).
 
     Returns:
         An :class:`~iomodel.cache.estimate.L2Estimate`, or None where
-        :func:`~iomodel.cache.estimate.not_estimated` gives a reason (decode, ``fwd+bwd``,
+        :func:`~iomodel.cache.estimate.not_estimated` gives a reason (decode,
         seqlen above ``L2_ESTIMATE_MAX_SEQLEN``, more than ``L2_ESTIMATE_MAX_PROGRAMS`` programs).
 
     Raises:
@@ -573,6 +586,15 @@ def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
         return None
     warps, order, cfg_src = l2_launch(s, hw)
     tiled = prediction.algorithms["tiled"]
+    if s.backward:
+        h = _heuristics()
+        if h is None:
+            return None
+        bwd = h.backward_config(s.head_dim, s.dtype, s.causal)
+        return estimate_training_step(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
+                                      num_warps=warps, tile_order=order, backward=bwd,
+                                      config_source=cfg_src + "; backward warps and stages from kernels/heuristics.py "
+                                      "backward_config")
     return estimate_tiled(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
                           num_warps=warps, tile_order=order, config_source=cfg_src)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.tiles import decode_split_len
-from iomodel.spec import LSE_WIDTH, LayerSpec, Tiling, cdiv
+from iomodel.schedule.tiles import decode_split_len, program_sram_bytes
+from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Upper bound on programs one Hopper SM runs at once (CUDA C Programming Guide, compute
 #: capability 9.0: 32 resident blocks, 64 resident warps per SM).
@@ -89,6 +89,74 @@ def prefill_key_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
 KV_CHUNK_ROWS = 1024
 
 
+def _wave_ranges(total: int, w: int) -> list[tuple[int, int]]:
+    """Program index ranges ``[p0, p1)`` of the waves of W = ``w`` programs over a grid of ``total``."""
+    return [(p0, min(total, p0 + w)) for p0 in range(0, total, w)]
+
+
+def _chunk_rows(block: int) -> int:
+    """Rows per chunk of a streamed tensor: :data:`KV_CHUNK_ROWS` rounded up to a multiple of ``block`` (rows)."""
+    return cdiv(max(KV_CHUNK_ROWS, block), block) * block
+
+
+def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
+                        row_reads: dict[str, int], row_writes: dict[str, int],
+                        ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of a Q-stationary kernel (the forward, or the backward's ``_bwd_dq``).
+
+    Grid ``(T_r, B·H)``, T_r = ceil(seqlen_q / block_m); program i of a head reads
+    ``row_reads[t]`` bytes per query row of each per-row tensor t (in that order), streams
+    the K/V rows of :func:`prefill_key_rows` (``block_m``, ``block_n``) in chunks of
+    :data:`KV_CHUNK_ROWS` shared by the wave, and writes ``row_writes[t]`` bytes per row.
+    See :func:`prefill_waves` for the order; units: bytes.
+    """
+    if tile_order not in ("forward", "reverse"):
+        raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
+    B, H, G = spec.batch, spec.heads, spec.group
+    d, s = spec.head_dim, spec.width
+    t_r = cdiv(spec.seqlen_q, block_m)
+    kv_rows = prefill_key_rows(spec, Tiling(block_m=block_m, block_n=block_n))
+    q_rows = [min(block_m, spec.seqlen_q - i * block_m) for i in range(t_r)]
+    if tile_order == "reverse":
+        kv_rows, q_rows = kv_rows[::-1], q_rows[::-1]  # program i runs tile T_r-1-i
+    req_r = {t: B * H * spec.seqlen_q * b for t, b in row_reads.items()}
+    req_r["K"] = B * H * sum(kv_rows) * d * s
+    req_r["V"] = req_r["K"]
+    req_w = {t: B * H * spec.seqlen_q * b for t, b in row_writes.items()}
+    chunk = _chunk_rows(block_n)
+    total = t_r * B * H
+    waves: list[list[Access]] = []
+    for p0, p1 in _wave_ranges(total, w):
+        acc: list[Access] = []
+        need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
+        order: list[int] = []
+        qo: list[tuple[int, int, int]] = []  # (bh, i0, i1) in program index
+        for bh in range(p0 // t_r, (p1 - 1) // t_r + 1):
+            i0 = max(0, p0 - bh * t_r)
+            i1 = min(t_r, p1 - bh * t_r)
+            b, h = divmod(bh, H)
+            kv = b * spec.kv_heads + h // G
+            rows = max(kv_rows[i0:i1])
+            if kv not in need:
+                order.append(kv)
+            need[kv] = max(need.get(kv, 0), rows)
+            qo.append((bh, i0, i1))
+        for bh, i0, i1 in qo:
+            for t, b in row_reads.items():
+                acc.append(Access(t, (t, bh, i0, tile_order), sum(q_rows[i0:i1]) * b))
+        for c0 in range(0, max(need.values()), chunk):
+            for kv in order:
+                rows = min(chunk, need[kv] - c0)
+                if rows > 0:
+                    acc.append(Access("K", ("K", kv, c0), rows * d * s, whole=True))
+                    acc.append(Access("V", ("V", kv, c0), rows * d * s, whole=True))
+        for bh, i0, i1 in qo:
+            for t, b in row_writes.items():
+                acc.append(Access(t, (t, bh, i0, tile_order), sum(q_rows[i0:i1]) * b, write=True))
+        waves.append(acc)
+    return waves, req_r, req_w
+
+
 def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "forward",
                   ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
     """Waves of the Q-stationary prefill kernel in grid order, and its requested bytes.
@@ -113,50 +181,181 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
     Raises:
         IomodelError: an unknown ``tile_order``.
     """
-    if tile_order not in ("forward", "reverse"):
-        raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
-    B, H, G = spec.batch, spec.heads, spec.group
     d, s = spec.head_dim, spec.width
-    t_r = cdiv(spec.seqlen_q, tiling.block_m)
-    kv_rows = prefill_key_rows(spec, tiling)
-    q_rows = [min(tiling.block_m, spec.seqlen_q - i * tiling.block_m) for i in range(t_r)]
-    if tile_order == "reverse":
-        kv_rows, q_rows = kv_rows[::-1], q_rows[::-1]  # program i runs tile T_r-1-i
-    req_r = {"Q": B * H * spec.seqlen_q * d * s, "K": B * H * sum(kv_rows) * d * s}
-    req_r["V"] = req_r["K"]
-    req_w = {"O": B * H * spec.seqlen_q * d * s, "LSE": B * H * spec.seqlen_q * LSE_WIDTH}
-    chunk = cdiv(max(KV_CHUNK_ROWS, tiling.block_n), tiling.block_n) * tiling.block_n
-    total = t_r * B * H
+    return _q_stationary_waves(spec, tiling.block_m, tiling.block_n, w, tile_order,
+                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH})
+
+
+#: Warps of one ``_bwd_preprocess`` program (``kernels/backward.py`` launches it with this;
+#: the other backward launches take theirs from ``kernels.heuristics.BackwardConfig``).
+PREPROCESS_NUM_WARPS = 4
+
+
+def dkdv_program_sram_bytes(spec: LayerSpec, tiling: Tiling, num_stages: int) -> int:
+    """Shared memory one ``_bwd_dkdv`` program holds, in bytes:
+    ``(2·BWD_BLOCK_N·d + 2·num_stages·BWD_BLOCK_M·d)·s``.
+
+    Its K and V tiles ``(BWD_BLOCK_N, d)`` stay, ``num_stages`` Q and dO tiles
+    ``(BWD_BLOCK_M, d)`` stream: :func:`~iomodel.schedule.tiles.program_sram_bytes` with the
+    roles of the tiles swapped, plus the second stationary tile. Matches Nsight Compute's
+    shared-memory occupancy limit on receipts/ncu-h200-train1-2026-12-01.json (3 programs
+    per SM at d = 64, 1 or 2 at d = 128).
+
+    Args:
+        spec: HEAD_DIM and element width; tiling: ``bwd_block_m``, ``bwd_block_n``;
+        num_stages: the dK/dV launch's ``BackwardConfig.num_stages``.
+    """
+    d, s = spec.head_dim, spec.width
+    return program_sram_bytes(tiling.bwd_block_n, tiling.bwd_block_m, num_stages, d, s) + tiling.bwd_block_n * d * s
+
+
+def dq_program_sram_bytes(spec: LayerSpec, tiling: Tiling, num_stages: int) -> int:
+    """Shared memory one ``_bwd_dq`` program holds, in bytes:
+    ``(2·DQ_BLOCK_M·d + 2·num_stages·DQ_BLOCK_N·d)·s``: the forward's layout
+    (:func:`~iomodel.schedule.tiles.program_sram_bytes`) plus the dO tile beside Q.
+
+    Args:
+        spec: HEAD_DIM and element width; tiling: ``dq_block_m``, ``dq_block_n``;
+        num_stages: the dQ launch's ``BackwardConfig.dq_num_stages``.
+    """
+    d, s = spec.head_dim, spec.width
+    return program_sram_bytes(tiling.dq_block_m, tiling.dq_block_n, num_stages, d, s) + tiling.dq_block_m * d * s
+
+
+def preprocess_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of ``_bwd_preprocess`` (D = rowsum(dO ∘ O)): grid ``(ceil(N_q / PREPROCESS_BLOCK_M), B·H)``.
+
+    Each program reads its O and dO rows once and writes its Delta rows (fp32) once
+    (docs/traffic-contract.md, "Backward"); nothing is re-read, so one wave is one access
+    per tensor over the wave's rows. Units: bytes.
+
+    Args:
+        spec: the layer; tiling: ``preprocess_block_m``; w: programs running at once.
+
+    Returns:
+        (waves, requested read bytes per tensor, requested write bytes per tensor).
+    """
+    B, H, n_q, d, s = spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, spec.width
+    bm = tiling.preprocess_block_m
+    t_p = cdiv(n_q, bm)
+    rows_of = [min(bm, n_q - i * bm) for i in range(t_p)]
+    total = t_p * B * H
+    req_r = {"O": B * H * n_q * d * s, "dO": B * H * n_q * d * s}
+    req_w = {"Delta": B * H * n_q * FP32_WIDTH}
+    waves = []
+    for p0, p1 in _wave_ranges(total, w):
+        full, r0 = divmod(p1 - p0, t_p)  # rows of the wave: whole heads plus a run of tiles
+        rows = full * n_q + sum(rows_of[(p0 + k) % t_p] for k in range(r0))
+        waves.append([Access("O", ("O", p0), rows * d * s), Access("dO", ("dO", p0), rows * d * s),
+                      Access("Delta", ("Delta", p0), rows * FP32_WIDTH, write=True)])
+    return waves, req_r, req_w
+
+
+def dkdv_query_lo(spec: LayerSpec, tiling: Tiling) -> list[int]:
+    """First query row each key tile j of ``_bwd_dkdv`` loads (rows, not bytes).
+
+    Source: docs/traffic-contract.md, "Backward": lo_j = min(BWD_BLOCK_M·⌊max(0, j·BWD_BLOCK_N
+    − off)/BWD_BLOCK_M⌋, N_q) under a causal mask, 0 otherwise; the program loads rows
+    lo_j .. N_q − 1 of each query head of its group (:class:`~iomodel.traffic.sums.KTileQueryRows`).
+
+    Returns:
+        a list of ceil(N_k / BWD_BLOCK_N) row indices.
+    """
+    bm, bn, n_q = tiling.bwd_block_m, tiling.bwd_block_n, spec.seqlen_q
+    off = spec.causal_offset
+    t_c = cdiv(spec.seqlen_k, bn)
+    if not spec.causal:
+        return [0] * t_c
+    return [min(bm * (max(0, j * bn - off) // bm), n_q) for j in range(t_c)]
+
+
+def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of the K/V-stationary ``_bwd_dkdv`` kernel in grid order, and its requested bytes.
+
+    Grid ``(T_c, B·H_kv)``, T_c = ceil(N_k / BWD_BLOCK_N), linear program p = j + T_c·(b·H_kv +
+    hk): it loads K_j and V_j once, then for each query head g of its group (outer loop) the
+    Q, dO (dtype) and LSE, Delta (fp32) rows lo_j .. N_q − 1 (:func:`dkdv_query_lo`), and
+    writes dK_j, dV_j once. The query rows are tracked in chunks of :data:`KV_CHUNK_ROWS`
+    rows (rounded up to a multiple of BWD_BLOCK_M), each touched when a program first reaches
+    it: every program advances one BWD_BLOCK_M tile per step, so program j reaches row r of
+    head g at step g·(N_q − lo_j) + r − lo_j and stores dK_j, dV_j at step G·(N_q − lo_j); the
+    wave's touches run in that time order (programs at the same row share one touch, as the
+    forward's K/V chunks; causal programs with different lo_j drift apart over the G heads).
+
+    Args:
+        spec: the layer (prefill, backward).
+        tiling: ``bwd_block_m`` and ``bwd_block_n``.
+        w: programs running at once (W = num_SMs × programs_per_SM).
+
+    Returns:
+        (waves, requested read bytes per tensor, requested write bytes per tensor); the
+        requested bytes equal the model's SRAM_fill rows of ``_bwd_dkdv``.
+    """
+    B, Hk, G, n_q, n_k = spec.batch, spec.kv_heads, spec.group, spec.seqlen_q, spec.seqlen_k
+    d, s, bm, bn = spec.head_dim, spec.width, tiling.bwd_block_m, tiling.bwd_block_n
+    lo = dkdv_query_lo(spec, tiling)
+    t_c = len(lo)
+    k_rows = [min(bn, n_k - j * bn) for j in range(t_c)]
+    per_row = {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}
+    q_rows = sum(n_q - x for x in lo)  # per (batch, query head)
+    req_r = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
+    req_r.update({t: B * Hk * G * q_rows * b for t, b in per_row.items()})
+    req_w = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
+    chunk = _chunk_rows(bm)
+    total = t_c * B * Hk
     waves: list[list[Access]] = []
-    for p0 in range(0, total, w):
-        p1 = min(total, p0 + w)
+    for p0, p1 in _wave_ranges(total, w):
         acc: list[Access] = []
-        need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
-        order: list[int] = []
-        qo: list[tuple[int, int, int]] = []  # (bh, i0, i1) in program index
-        for bh in range(p0 // t_r, (p1 - 1) // t_r + 1):
-            i0 = max(0, p0 - bh * t_r)
-            i1 = min(t_r, p1 - bh * t_r)
-            b, h = divmod(bh, H)
-            kv = b * spec.kv_heads + h // G
-            rows = max(kv_rows[i0:i1])
-            if kv not in need:
-                order.append(kv)
-            need[kv] = max(need.get(kv, 0), rows)
-            qo.append((bh, i0, i1))
-        for bh, i0, i1 in qo:
-            acc.append(Access("Q", ("Q", bh, i0, tile_order), sum(q_rows[i0:i1]) * d * s))
-        for c0 in range(0, max(need.values()), chunk):
-            for kv in order:
-                rows = min(chunk, need[kv] - c0)
-                if rows > 0:
-                    acc.append(Access("K", ("K", kv, c0), rows * d * s, whole=True))
-                    acc.append(Access("V", ("V", kv, c0), rows * d * s, whole=True))
-        for bh, i0, i1 in qo:
-            acc.append(Access("O", ("O", bh, i0, tile_order), sum(q_rows[i0:i1]) * d * s, write=True))
-            acc.append(Access("LSE", ("LSE", bh, i0, tile_order), sum(q_rows[i0:i1]) * LSE_WIDTH, write=True))
+        heads: list[tuple[int, int, int]] = []  # (kv head, j0, j1)
+        for kv in range(p0 // t_c, (p1 - 1) // t_c + 1):
+            heads.append((kv, max(0, p0 - kv * t_c), min(t_c, p1 - kv * t_c)))
+        for kv, j0, j1 in heads:
+            rows = sum(k_rows[j0:j1])
+            acc.append(Access("K", ("K", kv, j0), rows * d * s))
+            acc.append(Access("V", ("V", kv, j0), rows * d * s))
+        # each program advances one BWD_BLOCK_M tile per step: program j reaches row r of head g
+        # at step g·(N_q − lo_j) + r − lo_j and ends at G·(N_q − lo_j); touches sorted by that time
+        touch: dict[tuple[int, int, int, int], int] = {}  # (time, head, c0, kv) -> rows
+        ends: list[tuple[int, int, int, int]] = []  # (time, kv, j0 of the run, rows)
+        for kv, j0, j1 in heads:
+            for j in range(j0, j1):
+                span = n_q - lo[j]
+                for g in range(G):
+                    for c0 in range(chunk * (lo[j] // chunk), n_q, chunk):
+                        start = max(c0, lo[j])
+                        key = (g * span + start - lo[j], kv * G + g, c0, kv)  # b·H + h = kv·G + g
+                        touch[key] = max(touch.get(key, 0), min(c0 + chunk, n_q) - start)
+                ends.append((G * span, kv, j, k_rows[j]))
+        events = sorted([(t, 0, h, c0, rows) for (t, h, c0, _), rows in touch.items()]
+                        + [(t, 1, kv, j, rows) for t, kv, j, rows in ends])
+        for t, is_write, a, b_, rows in events:
+            if is_write:
+                acc.append(Access("dK", ("dK", a, b_), rows * d * s, write=True))
+                acc.append(Access("dV", ("dV", a, b_), rows * d * s, write=True))
+            else:
+                for name, per in per_row.items():
+                    acc.append(Access(name, (name, a, b_), rows * per, whole=True))
         waves.append(acc)
     return waves, req_r, req_w
+
+
+def dq_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of the Q-stationary ``_bwd_dq`` kernel: the forward's schedule
+    (:func:`prefill_waves`, forward query-tile order) with tiles ``dq_block_m``/``dq_block_n``;
+    each program reads Q, dO (dtype), LSE, Delta (fp32) of its rows once, streams the
+    forward's key range of K and V, and writes dQ once (docs/traffic-contract.md, "Backward").
+
+    Args:
+        spec: the layer (prefill, backward); tiling: ``dq_block_m``, ``dq_block_n``;
+        w: programs running at once.
+
+    Returns:
+        (waves, requested read bytes per tensor, requested write bytes per tensor); the
+        requested bytes equal the model's SRAM_fill rows of ``_bwd_dq``.
+    """
+    d, s = spec.head_dim, spec.width
+    return _q_stationary_waves(spec, tiling.dq_block_m, tiling.dq_block_n, w, "forward",
+                               {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s})
 
 
 def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:

@@ -1,0 +1,102 @@
+"""The L2-aware DRAM estimate of the bundled training step (issue 11, item 4): every kernel
+from a cold L2, bytes hand-computed on shapes that fit L2 and on one whose dK/dV query stream
+overflows it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iomodel.cache.params import L2Params
+from iomodel.cache.predict import TRAINING_KERNELS, predict_training_step
+from iomodel.errors import IomodelError
+from iomodel.report.worksheet import make_worksheet
+from iomodel.spec import LayerSpec, Tiling
+from iomodel.spec.resolve import resolve_layer
+
+
+def _spec(**kw) -> LayerSpec:
+    base = dict(batch=1, heads=2, kv_heads=2, head_dim=64, seqlen_q=256, seqlen_k=256, dtype="fp16",
+                causal=False, backward=True)
+    return LayerSpec(**{**base, **kw})
+
+
+def _per_kernel(p):
+    return {k.name: (sum(k.hbm_read.values()), sum(k.hbm_write.values())) for k in p.kernels}
+
+
+def test_fits_l2_every_kernel_reads_its_inputs_once():
+    """B=1, H=2, N=256, d=64 fp16: a (B, H, N, d) tensor is 2·256·64·2 = 65,536 B, LSE or Delta
+    2·256·4 = 2,048 B. Each kernel starts cold, so each reads its inputs once; nothing is
+    evicted, so every store is still dirty at kernel end (0 bytes written during the kernels)."""
+    t = 65_536
+    p = predict_training_step(_spec(), Tiling(), L2Params(60 << 20, 132, 1, ways=None))
+    assert [k.name for k in p.kernels] == list(TRAINING_KERNELS)
+    assert _per_kernel(p) == {
+        "_attn_fwd": (3 * t, 0),  # Q, K, V
+        "_bwd_preprocess": (2 * t, 0),  # O, dO
+        "_bwd_dkdv": (4 * t + 2 * 2_048, 0),  # K, V, Q, dO, LSE, Delta
+        "_bwd_dq": (4 * t + 2 * 2_048, 0),
+    }
+    assert p.hbm_read_bytes == p.floor_read_bytes == 13 * t + 4 * 2_048
+    # stored: O + LSE, Delta, dK + dV, dQ
+    assert p.floor_write_bytes == (t + 2_048) + 2_048 + 2 * t + t
+    assert [c.key for c in p.causes] == ["dirty_at_end"] and p.causes[0].write_bytes == -p.floor_write_bytes
+
+
+def test_requests_equal_the_model_sram_fill_per_kernel():
+    """The waves request exactly the traffic model's SRAM_fill bytes, kernel by kernel
+    (causal bottom-right, GQA, ragged lengths)."""
+    from iomodel.traffic import predict
+    from iomodel.traffic.tiled_bwd import sram_fill_by_kernel
+
+    spec = _spec(heads=4, kv_heads=2, seqlen_q=300, seqlen_k=700, causal=True, causal_align="bottom-right")
+    tiling = Tiling(block_m=64, block_n=32, bwd_block_m=16, bwd_block_n=64, dq_block_m=32, dq_block_n=16,
+                    preprocess_block_m=32)
+    p = predict_training_step(spec, tiling, L2Params(60 << 20, 4, 1))
+    from iomodel.spec.hardware import get_hardware
+
+    model = sram_fill_by_kernel(predict(spec, tiling, get_hardware("H200")))
+    for k in p.kernels:
+        got = {t: [k.requested_read.get(t, 0), k.requested_write.get(t, 0)] for t in {*k.requested_read, *k.requested_write}}
+        assert got == {t: v for t, v in model[k.name].items() if v != [0, 0]}, k.name
+
+
+def test_dkdv_query_stream_overflowing_l2_is_fetched_once_per_wave():
+    """One KV head, N_q = 4096 query rows, N_k = 256 keys (2 key tiles of 128), one program
+    at a time (1 SM): each dK/dV program streams Q, dO (64·2 B) and LSE, Delta (4 B) of every
+    row, 4,096 · 264 = 1,081,344 B. An effective L2 of 512 KiB cannot hold it, so the second
+    program fetches it again (cyclic LRU: every chunk is gone before its reuse); an 8 MiB one can."""
+    spec = _spec(heads=1, kv_heads=1, seqlen_q=4096, seqlen_k=256)
+    stream, kv = 4096 * 264, 2 * 256 * 64 * 2
+    small = predict_training_step(spec, Tiling(), L2Params(1 << 20, 1, 1, ways=None))
+    big = predict_training_step(spec, Tiling(), L2Params(16 << 20, 1, 1, ways=None))
+    assert _per_kernel(big)["_bwd_dkdv"][0] == kv + stream
+    assert _per_kernel(small)["_bwd_dkdv"][0] == kv + 2 * stream
+    cause = next(c for c in small.causes if c.key == "l2_capacity")
+    assert cause.read_bytes >= stream and "_bwd_dkdv 1.0 MiB" in cause.detail
+
+
+def test_training_step_refuses_what_it_does_not_model():
+    with pytest.raises(IomodelError, match="cache-control all"):
+        predict_training_step(_spec(), Tiling(), L2Params(60 << 20, 132, 1, flush_between_kernels=False))
+    with pytest.raises(IomodelError, match="unknown kernel"):
+        predict_training_step(_spec(), Tiling(), L2Params(60 << 20, 132, 1), {"_bwd_foo": 2})
+    with pytest.raises(IomodelError, match="positive integers"):
+        predict_training_step(_spec(), Tiling(), L2Params(60 << 20, 132, 1), {"_bwd_dq": 0})
+
+
+def test_worksheet_fwd_bwd_gives_the_step_and_each_kernel():
+    ws = make_worksheet(resolve_layer(seqlen=1024, passes="fwd+bwd"))
+    j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
+    names = [k["name"] for k in j["kernels"]]
+    assert names == list(TRAINING_KERNELS)
+    assert j["read_bytes"] == sum(k["read_bytes"] for k in j["kernels"]) > 0
+    assert j["write_bytes"] == sum(k["write_bytes"] for k in j["kernels"])
+    assert j["source"] == "estimate from iomodel/cache/predict.py predict_training_step (not a measurement)"
+    # the preprocess kernel streams O and dO once: (B, H, N, d) = 1·32·1024·128 bf16 each, every byte cold
+    assert j["kernels"][1]["read_bytes"] == 2 * 32 * 1024 * 128 * 2
+    md = ws.to_markdown()
+    assert "of the training step: forward and the three backward kernels" in md
+    assert "- `_bwd_dkdv`: DRAM read" in md and "stored (by the four kernels) stays dirty in L2" in md
