@@ -100,7 +100,7 @@ def structure_key(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> tupl
     function.
     """
     return (
-        spec.dtype, spec.causal, spec.causal_align, spec.phase, spec.backward,
+        spec.dtype, spec.causal, spec.causal_align, spec.phase, spec.backward, spec.window,
         spec.kv_heads < spec.heads,  # GQA rows (baseline repeat_interleave, backward reduction)
         spec.phase == "decode" and tiling.num_splits > 1,  # split-KV partials and combine
         spec.causal and spec.causal_align == "bottom-right" and spec.seqlen_q > spec.seqlen_k,  # empty rows
