@@ -177,3 +177,96 @@ def test_kernel_refuses_bad_windows(window, needle):
         fa.flash_attention(q, q, q, window=window)
     with pytest.raises(IomodelError, match=needle):
         reference_attention(q, q, q, window=window)
+
+
+def test_eager_baseline_window_chain_and_values():
+    from kernels.baseline import eager_attention
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 9, 8, generator=g)
+    k = torch.randn(1, 2, 7, 8, generator=g)
+    v = torch.randn(1, 2, 7, 8, generator=g)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ not in {"unsqueeze", "expand", "view", "transpose", "_unsafe_view",
+                                                    "slice", "alias", "t", "select"}:
+                self.names.append(func.overloadpacket.__name__)
+            return out
+
+    # window (1, 0), bottom-right, N_q = 9 > N_k = 7: rows 0 and 1 see no key (all(-1), then one masked_fill)
+    with Ops() as log:
+        o = eager_attention(q, k, v, causal=True, causal_align="bottom-right", window=(1, None))
+    assert log.names == ["bmm", "mul", "ones", "tril", "triu", "bitwise_not", "masked_fill", "all", "_softmax",
+                         "masked_fill", "bmm"]
+    ro, _ = reference_attention(q, k, v, True, "bottom-right", window=(1, None))
+    torch.testing.assert_close(o.double(), ro, atol=1e-6, rtol=1e-6)
+    assert (o[:, :, :2] == 0).all()
+    # the model counts the same ops: ones, tril, triu, ~mask, masked_fill, all, masked_fill on P
+    spec = LayerSpec(1, 2, 2, 8, 9, 7, "fp32", causal=True, causal_align="bottom-right", window_left=1)
+    steps = [r.step for r in predict(spec, __import__("iomodel.spec", fromlist=["Tiling"]).Tiling(), H200)
+             .algorithms["baseline"].rows if r.level == "HBM"]
+    for step in ("mask = mask.triu(diagonal=off - WL)", "empty = (~mask).all(-1, keepdim=True)",
+                 "P = P.masked_fill(empty, 0)"):
+        assert step in steps
+
+
+def test_worksheet_window_option_and_config(tmp_path):
+    import json
+
+    from iomodel.spec.resolve import parse_window, resolve_layer
+
+    assert parse_window("4095") == (4095, None) and parse_window("8,-1") == (8, None)
+    assert parse_window("none") == (None, None)
+    with pytest.raises(IomodelError, match="is not a window"):
+        parse_window("4k")
+    with pytest.raises(IomodelError, match="window left must be >= 0"):
+        parse_window("-2")
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+                               "num_key_value_heads": 8, "sliding_window": 4096, "num_hidden_layers": 32,
+                               "torch_dtype": "bfloat16"}))
+    layer = resolve_layer(config=cfg, seqlen=16384)
+    assert layer.spec.window == (4095, 0)
+    assert any("sliding window of 4,096 tokens on all 32 layers" in n for n in layer.notes)
+    assert resolve_layer(config=cfg, seqlen=16384, window="none").spec.window is None
+    # the windowed layer moves fewer K bytes than the full layer
+    full = resolve_layer(config=cfg, seqlen=16384, window="none")
+    k_bytes = [sum(r.read_bytes for r in predict(x.spec, x.tiling, H200).algorithms["tiled"].rows
+                   if r.level == "HBM" and r.tensor == "K") for x in (layer, full)]
+    assert k_bytes[0] < k_bytes[1] / 2
+
+
+def test_band_sums_closed_forms_equal_their_definitions():
+    import random
+
+    import numpy as np
+    import sympy as sp
+
+    from iomodel.traffic.compile import python_function
+    from iomodel.traffic.sums import (KTileQueryRowsBand, QTileKeyRowsBand, VisiblePairsBand,
+                                      np_k_tile_query_rows_band, np_q_tile_key_rows_band, np_visible_pairs_band)
+
+    S = sp.symbols("N_q N_k BM BN off WL WR", integer=True)
+    fq = python_function(S, [QTileKeyRowsBand(*S)])
+    fk = python_function(S, [KTileQueryRowsBand(*S)])
+    pairs = (S[0], S[1], S[4], S[5], S[6])
+    fv = python_function(pairs, [VisiblePairsBand(*pairs)])
+    rng = random.Random(7)
+    for _ in range(400):
+        Nq, Nk = rng.randint(1, 200), rng.randint(1, 200)
+        BM, BN = rng.choice([1, 3, 16, 32, 64]), rng.choice([1, 7, 16, 64])
+        off = rng.choice([0, Nk - Nq])
+        WL, WR = rng.choice([0, 1, 5, 40, Nq + Nk]), rng.choice([0, 2, 30, Nq + Nk])
+        args = (Nq, Nk, BM, BN, off, WL, WR)
+        assert fq(*args)[0] == int(np_q_tile_key_rows_band(*args))
+        assert fk(*args)[0] == int(np_k_tile_query_rows_band(*args))
+        m, n = np.arange(Nq)[:, None], np.arange(Nk)[None, :]
+        brute = int(((n >= m + off - WL) & (n <= m + off + WR)).sum())
+        assert fv(Nq, Nk, off, WL, WR)[0] == int(np_visible_pairs_band(Nq, Nk, off, WL, WR)) == brute

@@ -112,6 +112,13 @@ def window_band(causal: bool, left: int | None, right: int | None, seqlen_q: int
     return (wide if eff[0] is None else eff[0]), (wide if eff[1] is None else eff[1])
 
 
+def band_has_empty_rows(band: tuple[int, int], seqlen_q: int, seqlen_k: int, off: int) -> bool:
+    """Whether a window band ``(WL, WR)`` leaves some query row without any key: the first row
+    (0 + off + WR < 0) or the last (N_q − 1 + off − WL > N_k − 1); the rows' bands move by one
+    key per row, so an empty row exists only at either end. Works elementwise on numpy arrays."""
+    return (off + band[1] < 0) | (seqlen_q - 1 + off - band[0] > seqlen_k - 1)
+
+
 def is_power_of_two(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
 
@@ -200,6 +207,14 @@ class LayerSpec:
     def band(self) -> tuple[int, int] | None:
         """The finite window band ``(WL, WR)`` in tokens (:func:`window_band`), or None."""
         return window_band(self.causal, self.window_left, self.window_right, self.seqlen_q, self.seqlen_k)
+
+    @property
+    def has_empty_rows(self) -> bool:
+        """Whether some query row sees no key (causal bottom-right with N_q > N_k, or a window band)."""
+        band = self.band
+        if band is not None:
+            return bool(band_has_empty_rows(band, self.seqlen_q, self.seqlen_k, self.causal_offset))
+        return self.causal and self.causal_align == "bottom-right" and self.seqlen_q > self.seqlen_k
 
     def with_(self, **changes: Any) -> "LayerSpec":
         """A copy with some fields changed (validated again)."""
