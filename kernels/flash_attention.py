@@ -319,6 +319,21 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
 
 
 @triton.jit
+def _tma_masked_blocks(acc, l_i, m_i, q, desc_k, desc_v, b, hk, qk_scale, lo, hi, N_K, offs_m, offs_n, CAUSAL_OFF,
+                       WIN_L, WIN_R, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                       EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr):
+    """``_masked_blocks`` through tensor descriptors: the K/V blocks at keys lo, lo + BLOCK_N, ... < hi
+    (TMA zero-fills keys >= N_K), scores masked as ``_online_softmax_step`` MASKED does."""
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
+                                             CAUSAL_OFF, True, CAUSAL, "tf32", EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
                   H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET, WIN_L, WIN_R,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -346,12 +361,9 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
     if WINDOW:  # the band's left edge, masked
         lo, full_lo, full_end, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q),
                                                  (i + 1) * BLOCK_M - 1, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
-        for start_n in tl.range(lo, full_lo, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-            v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-            acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
-                                                 CAUSAL_OFF, True, CAUSAL, "tf32", EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+        acc, l_i, m_i = _tma_masked_blocks(acc, l_i, m_i, q, desc_k, desc_v, b, hk, qk_scale, lo, full_lo, N_K,
+                                           offs_m, offs_n, CAUSAL_OFF, WIN_L, WIN_R, HEAD_DIM, BLOCK_N, CAUSAL,
+                                           EMULATE_BF16, WINDOW)
     else:
         full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
     for start_n in tl.range(full_lo, full_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
@@ -360,12 +372,9 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
         v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
                                              CAUSAL_OFF, False, CAUSAL, "tf32", EMULATE_BF16)
-    for start_n in tl.range(full_end, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
-                                             CAUSAL_OFF, True, CAUSAL, "tf32", EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    acc, l_i, m_i = _tma_masked_blocks(acc, l_i, m_i, q, desc_k, desc_v, b, hk, qk_scale, full_end, hi, N_K, offs_m,
+                                       offs_n, CAUSAL_OFF, WIN_L, WIN_R, HEAD_DIM, BLOCK_N, CAUSAL, EMULATE_BF16,
+                                       WINDOW)
 
     o, lse = _finish_rows(acc, l_i, m_i)
     desc_o.store([b, h, i * BLOCK_M, 0], _to_dtype(o, desc_o.dtype, EMULATE_BF16).reshape(1, 1, BLOCK_M, HEAD_DIM))

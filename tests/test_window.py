@@ -270,3 +270,14 @@ def test_band_sums_closed_forms_equal_their_definitions():
         m, n = np.arange(Nq)[:, None], np.arange(Nk)[None, :]
         brute = int(((n >= m + off - WL) & (n <= m + off + WR)).sum())
         assert fv(Nq, Nk, off, WL, WR)[0] == int(np_visible_pairs_band(Nq, Nk, off, WL, WR)) == brute
+
+
+@interp
+@pytest.mark.parametrize("causal,align,window", [(True, "bottom-right", (8, None)), (False, "top-left", (5, 7))])
+def test_tma_path_window_moves_the_model_bytes(causal, align, window):
+    spec = LayerSpec(1, 2, 1, 32, 40, 72, "fp16", causal=causal, causal_align=align, window_left=window[0],
+                     window_right=window[1])
+    counts, cfg, counter = interpret.count_flash_attention(spec, seed=2, path="prefill-tma")
+    assert counter.kernels() == ["_attn_fwd_tma"]
+    counted = {k: (v.read_bytes, v.write_bytes) for k, v in counts.items() if (v.read_bytes, v.write_bytes) != (0, 0)}
+    assert counted == _model_sram_fill(spec, cfg.tiling())
