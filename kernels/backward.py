@@ -141,7 +141,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
     """dK, dV of one key tile of one KV head, summed over the G query heads of its group.
     Grid (cdiv(N_K, BLOCK_N), B*H_KV). ATOMIC_DQ: dQ accumulates by fp32 atomics into
     DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``. WINDOW: only the
-    query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract)."""
+    query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract), all masked."""
     j = tl.program_id(0)
     b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
     start_n = j * BLOCK_N
@@ -155,18 +155,14 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
 
     # query tiles that see a key of this tile: rows m >= start_n - CAUSAL_OFF (causal);
     # from full_m on, every row sees every key of the tile (no mask).
-    hi_m = N_Q
-    full_hi_m = N_Q
     if WINDOW:
         # rows m that see a key of [start_n, start_n + BLOCK_N): start_n − off − WIN_R <= m and
-        # m < start_n + BLOCK_N − off + WIN_L; full rows see every key of the tile.
+        # m < start_n + BLOCK_N − off + WIN_L; all masked (one loop: a second masked copy of
+        # the step would spill registers on sm_90)
         lo = tl.maximum(start_n - CAUSAL_OFF - WIN_R, 0)
         lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
         hi_m = tl.minimum(tl.maximum(start_n + BLOCK_N - CAUSAL_OFF + WIN_L, 0), N_Q)
-        full_m = tl.maximum(start_n + BLOCK_N - 1 - CAUSAL_OFF - WIN_R, 0)
-        full_m = tl.minimum(tl.maximum(((full_m + BLOCK_M - 1) // BLOCK_M) * BLOCK_M, lo), hi_m)
-        full_hi_m = (tl.minimum(tl.maximum(start_n - CAUSAL_OFF + WIN_L + 1, 0), hi_m) // BLOCK_M) * BLOCK_M
-        full_hi_m = tl.minimum(tl.maximum(full_hi_m, full_m), hi_m)
+        full_m = tl.maximum(hi_m, lo)  # the one (masked) loop runs [lo, full_m)
     elif CAUSAL:
         lo = tl.maximum(start_n - CAUSAL_OFF, 0)
         lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
@@ -186,16 +182,11 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
                                 offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
                                 N_Q, CAUSAL_OFF, HEAD_DIM, True, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16,
                                 WIN_L, WIN_R, WINDOW)
-        for start_m in tl.range(full_m, full_hi_m, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
-                                offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
-                                N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
-        if WINDOW:  # the band's lower edge, masked
-            for start_m in tl.range(full_hi_m, hi_m, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m,
-                                    offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod,
-                                    qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, True, ATOMIC_DQ, DOT_PRECISION,
-                                    EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+        if not WINDOW:
+            for start_m in tl.range(full_m, N_Q, BLOCK_M):
+                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
+                                    offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale,
+                                    sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
     dk = dk * sm_scale
     tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
              _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
@@ -240,7 +231,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
             WINDOW: tl.constexpr = False):
     """dQ of one query tile of one head. Grid (cdiv(N_Q, BLOCK_M), B*H); key range as the
     forward's (causal: up to the diagonal, unmasked below ``full_end``; WINDOW: the forward's
-    band bounds, ``_band_bounds``)."""
+    band bounds, ``_band_bounds``, every block masked)."""
     i = tl.program_id(0)
     bh = tl.program_id(1)
     b, h, hk = _head_of(bh, H, G)
@@ -255,14 +246,10 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
     dq = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
-    full_lo = 0
-    if WINDOW:  # the band's left edge, masked
-        lo, full_lo, full_end, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q),
-                                                 (i + 1) * BLOCK_M - 1, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
-        for start_n in tl.range(lo, full_lo, BLOCK_N):
-            dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
-                          stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
-                          True, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    if WINDOW:  # the band's blocks [lo, hi), all masked (one loop: fewer registers on sm_90)
+        lo, _, _, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q), (i + 1) * BLOCK_M - 1, N_K,
+                                    CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
+        full_end = lo
     elif CAUSAL:
         row_end = tl.minimum((i + 1) * BLOCK_M, N_Q)
         hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF, 0), N_K)
@@ -271,10 +258,11 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     else:
         hi = N_K
         full_end = N_K
-    for start_n in tl.range(full_lo, full_end, BLOCK_N):
-        dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
-                      stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
-                      False, DOT_PRECISION, EMULATE_BF16)
+    if not WINDOW:
+        for start_n in tl.range(0, full_end, BLOCK_N):
+            dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
+                          stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
+                          False, DOT_PRECISION, EMULATE_BF16)
     for start_n in tl.range(full_end, hi, BLOCK_N):
         dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
                       stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
