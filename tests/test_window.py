@@ -281,3 +281,20 @@ def test_tma_path_window_moves_the_model_bytes(causal, align, window):
     assert counter.kernels() == ["_attn_fwd_tma"]
     counted = {k: (v.read_bytes, v.write_bytes) for k, v in counts.items() if (v.read_bytes, v.write_bytes) != (0, 0)}
     assert counted == _model_sram_fill(spec, cfg.tiling())
+
+
+def test_cli_worksheet_models_a_config_sliding_window(tmp_path, capsys):
+    import json
+
+    from tests.test_cli_errors import assert_one_line_error, run_cli
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"num_attention_heads": 32, "hidden_size": 4096, "torch_dtype": "bfloat16",
+                               "sliding_window": 4096}))
+    code, out, err = run_cli(capsys, ["worksheet", "--config", str(cfg), "--format", "json"])
+    assert code == 0, err
+    ws = json.loads(out)
+    assert (ws["spec"]["window_left"], ws["spec"]["window_right"]) == (4095, None)
+    assert "sliding window of 4,096 tokens on every layer: modelled as one of those layers" in out
+    assert_one_line_error(capsys, ["worksheet", "--window", "-5"], "window left must be >= 0 tokens")
+    assert_one_line_error(capsys, ["worksheet", "--window", "4k"], "is not a window")

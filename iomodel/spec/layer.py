@@ -221,8 +221,12 @@ class LayerSpec:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields and ``pass``; the window fields only when a side is bounded (so a layer
+        without a window reads as it did before windows existed)."""
         d = asdict(self)
         d["pass"] = self.passes
+        if self.window_left is None and self.window_right is None:
+            del d["window_left"], d["window_right"]
         return d
 
 

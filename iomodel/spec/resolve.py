@@ -213,7 +213,7 @@ def resolve_layer(
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
                        f"--window {window} models the layer asked for.")
     spec = spec.with_(window_left=left, window_right=right)
-    if cfg is not None and not sliding and window is None:
+    if cfg is not None and not sliding:
         cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)  # chunked or local attention: not modelled
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
