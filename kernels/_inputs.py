@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import KERNEL_DTYPES
 from iomodel.spec import dtype_name
-from iomodel.spec.layer import causal_offset
+from iomodel.spec.layer import causal_offset, window_band, window_side
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,22 @@ def check_inputs(
         raise IomodelError(f"sm_scale must be finite and > 0, got {sm_scale}: pass a positive float or None")
     shape = AttnShape(B, H, H_kv, N_q, N_k, d, dtype)
     return shape, sm_scale
+
+
+def window_argument(window: Any, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple[int, int] | None:
+    """The kernels' band ``(WIN_L, WIN_R)`` (tokens) of a ``window=(left, right)`` argument, or None.
+
+    :func:`iomodel.spec.layer.window_band` (the rule the traffic model reads too) after
+    checking the argument; -1 or None = unbounded side.
+
+    Raises:
+        IomodelError: window is not a pair, or a side is not an int >= 0, -1 or None.
+    """
+    if window is None:
+        return None
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise IomodelError(f"window must be a pair (left, right) of token counts (-1 or None: unbounded), got "
+                           f"{window!r}: pass e.g. window=(4096, 0)")
+    left = window_side(window[0], "window left", "window=(left, right)", unbounded_minus_one=True)
+    right = window_side(window[1], "window right", "window=(left, right)", unbounded_minus_one=True)
+    return window_band(bool(causal), left, right, seqlen_q, seqlen_k)

@@ -39,10 +39,10 @@ from iomodel.schedule.capabilities import kernel_refusal
 from iomodel.schedule.grid import PREPROCESS_NUM_WARPS
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
-from kernels._inputs import check_inputs
+from kernels._inputs import check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
-from kernels.flash_attention import (INTERPRET, _alloc, _check_device, _dot, _dot_precision, _emulate_bf16,
-                                     _head_of, _to_dtype)
+from kernels.flash_attention import (INTERPRET, _alloc, _band_args, _band_bounds, _check_device, _dot,
+                                     _dot_precision, _emulate_bf16, _head_of, _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
 
@@ -99,9 +99,10 @@ def _lse2(LSE_ROW, offs_m, N_Q):
 def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, DQ_ROW, start_m, offs_m0, offs_n, offs_d, d_ok,
                stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM,
                MASKED: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               EMULATE_BF16: tl.constexpr):
+               EMULATE_BF16: tl.constexpr, WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
     """One query tile against the program's K/V tile (Algorithm 2, lines 8-20, transposed:
-    rows of the score tile are keys). MASKED: the causal bound n <= m + CAUSAL_OFF.
+    rows of the score tile are keys). MASKED: the causal bound n <= m + CAUSAL_OFF (WINDOW: the
+    band m + CAUSAL_OFF − WIN_L <= n <= m + CAUSAL_OFF + WIN_R, which includes the causal cap).
     ATOMIC_DQ: also add this tile's dQ = scale * dS K into the fp32 rows at DQ_ROW."""
     offs_m = start_m + offs_m0
     row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
@@ -112,7 +113,11 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, DQ_ROW, start_m, o
     s_t = _dot(k, tl.trans(q), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_N, BLOCK_M) = (Q K^T)^T, fp32
     p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])
     if MASKED:
-        p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFF, p_t, 0.0)
+        if WINDOW:
+            rel = offs_n[:, None] - (offs_m[None, :] + CAUSAL_OFF)  # key minus the row's aligned diagonal
+            p_t = tl.where((rel <= WIN_R) & (rel >= -WIN_L), p_t, 0.0)
+        else:
+            p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFF, p_t, 0.0)
     dv = _dot(_to_dtype(p_t, do.dtype, EMULATE_BF16), do, dv, DOT_PRECISION, EMULATE_BF16)  # dV += P^T dO
     dp_t = _dot(v, tl.trans(do), None, DOT_PRECISION, EMULATE_BF16)  # (dO V^T)^T
     ds_t = p_t * (dp_t - delta[None, :])
@@ -129,14 +134,15 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
               stride_qz, stride_qh, stride_qm, stride_qd, stride_kz, stride_kh, stride_kn, stride_kd,
               stride_vz, stride_vh, stride_vn, stride_vd, stride_doz, stride_doh, stride_dom, stride_dod,
               stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh, stride_dvn, stride_dvd,
-              H, H_KV, G, N_Q, N_K, CAUSAL_OFF,
+              H, H_KV, G, N_Q, N_K, CAUSAL_OFF, WIN_L, WIN_R,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              EMULATE_BF16: tl.constexpr):
+              EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False):
     """dK, dV of one key tile of one KV head, summed over the G query heads of its group.
     Grid (cdiv(N_K, BLOCK_N), B*H_KV). ATOMIC_DQ: dQ accumulates by fp32 atomics into
-    DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``."""
+    DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``. WINDOW: only the
+    query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract), all masked."""
     j = tl.program_id(0)
     b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
     start_n = j * BLOCK_N
@@ -150,7 +156,15 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
 
     # query tiles that see a key of this tile: rows m >= start_n - CAUSAL_OFF (causal);
     # from full_m on, every row sees every key of the tile (no mask).
-    if CAUSAL:
+    if WINDOW:
+        # rows m that see a key of [start_n, start_n + BLOCK_N): start_n − off − WIN_R <= m and
+        # m < start_n + BLOCK_N − off + WIN_L; all masked (one loop: a second masked copy of
+        # the step would spill registers on sm_90)
+        lo = tl.maximum(start_n - CAUSAL_OFF - WIN_R, 0)
+        lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
+        hi_m = tl.minimum(tl.maximum(start_n + BLOCK_N - CAUSAL_OFF + WIN_L, 0), N_Q)
+        full_m = tl.maximum(hi_m, lo)  # the one (masked) loop runs [lo, full_m)
+    elif CAUSAL:
         lo = tl.maximum(start_n - CAUSAL_OFF, 0)
         lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
         full_m = start_n + BLOCK_N - 1 - CAUSAL_OFF
@@ -167,11 +181,13 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
         for start_m in tl.range(lo, full_m, BLOCK_M):
             dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
                                 offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
-                                N_Q, CAUSAL_OFF, HEAD_DIM, True, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
-        for start_m in tl.range(full_m, N_Q, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
-                                offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
-                                N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
+                                N_Q, CAUSAL_OFF, HEAD_DIM, True, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16,
+                                WIN_L, WIN_R, WINDOW)
+        if not WINDOW:
+            for start_m in tl.range(full_m, N_Q, BLOCK_M):
+                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
+                                    offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale,
+                                    sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
     dk = dk * sm_scale
     tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
              _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
@@ -182,9 +198,11 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
 @triton.jit
 def _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
              stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
-             MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+             MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
+             WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
     """One key tile against the program's query tile: dQ += dS K (Algorithm 2, line 19).
-    Keys beyond N_K load as zeros, so they add nothing to dQ; MASKED: the causal bound."""
+    Keys beyond N_K load as zeros, so they add nothing to dQ; MASKED: the causal bound (WINDOW:
+    the band)."""
     offs_n = start_n + offs_n0
     kv_ok = (offs_n < N_K)[:, None] & d_ok[None, :]
     k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
@@ -192,7 +210,11 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, o
     s = _dot(q, tl.trans(k), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_M, BLOCK_N) fp32
     p = tl.math.exp2(s * qk_scale - lse2[:, None])
     if MASKED:
-        p = tl.where(offs_n[None, :] <= offs_m[:, None] + CAUSAL_OFF, p, 0.0)
+        if WINDOW:
+            rel = offs_n[None, :] - (offs_m[:, None] + CAUSAL_OFF)  # key minus the row's aligned diagonal
+            p = tl.where((rel <= WIN_R) & (rel >= -WIN_L), p, 0.0)
+        else:
+            p = tl.where(offs_n[None, :] <= offs_m[:, None] + CAUSAL_OFF, p, 0.0)
     dp = _dot(do, tl.trans(v), None, DOT_PRECISION, EMULATE_BF16)
     ds = p * (dp - delta[:, None])
     return _dot(_to_dtype(ds, k.dtype, EMULATE_BF16), k, dq, DOT_PRECISION, EMULATE_BF16)
@@ -203,12 +225,14 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
             stride_qz, stride_qh, stride_qm, stride_qd, stride_kz, stride_kh, stride_kn, stride_kd,
             stride_vz, stride_vh, stride_vn, stride_vd, stride_doz, stride_doh, stride_dom, stride_dod,
             stride_dqz, stride_dqh, stride_dqm, stride_dqd,
-            H, G, N_Q, N_K, CAUSAL_OFF,
+            H, G, N_Q, N_K, CAUSAL_OFF, WIN_L, WIN_R,
             HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-            CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+            CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
+            WINDOW: tl.constexpr = False):
     """dQ of one query tile of one head. Grid (cdiv(N_Q, BLOCK_M), B*H); key range as the
-    forward's (causal: up to the diagonal, unmasked below ``full_end``)."""
+    forward's (causal: up to the diagonal, unmasked below ``full_end``; WINDOW: the forward's
+    band bounds, ``_band_bounds``, every block masked)."""
     i = tl.program_id(0)
     bh = tl.program_id(1)
     b, h, hk = _head_of(bh, H, G)
@@ -223,7 +247,11 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
     dq = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
-    if CAUSAL:
+    if WINDOW:  # the band's blocks [lo, hi), all masked (one loop: fewer registers on sm_90)
+        lo, _, _, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q), (i + 1) * BLOCK_M - 1, N_K,
+                                    CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
+        full_end = lo
+    elif CAUSAL:
         row_end = tl.minimum((i + 1) * BLOCK_M, N_Q)
         hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF, 0), N_K)
         full = tl.minimum(tl.maximum(i * BLOCK_M + CAUSAL_OFF + 1, 0), hi)
@@ -231,14 +259,15 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     else:
         hi = N_K
         full_end = N_K
-    for start_n in tl.range(0, full_end, BLOCK_N):
-        dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
-                      stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
-                      False, DOT_PRECISION, EMULATE_BF16)
+    if not WINDOW:
+        for start_n in tl.range(0, full_end, BLOCK_N):
+            dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
+                          stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
+                          False, DOT_PRECISION, EMULATE_BF16)
     for start_n in tl.range(full_end, hi, BLOCK_N):
         dq = _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
                       stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
-                      CAUSAL, DOT_PRECISION, EMULATE_BF16)
+                      CAUSAL or WINDOW, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
     dq = dq * sm_scale
     tl.store(_tile(DQ, b, h, stride_dqz, stride_dqh, stride_dqm, stride_dqd, offs_m, offs_d),
              _to_dtype(dq, DQ.dtype.element_ty, EMULATE_BF16), mask=row_ok)
@@ -274,6 +303,7 @@ def flash_attention_backward(
     *,
     config: BackwardConfig | None = None,
     return_config: bool = False,
+    window: tuple[int | None, int | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, torch.Tensor, BackwardConfig]:
     """Gradients of ``o = softmax(sm_scale · q kᵀ + mask) v`` (FlashAttention-2 backward).
 
@@ -285,6 +315,9 @@ def flash_attention_backward(
         causal, causal_align, sm_scale: as the forward (:func:`kernels.flash_attention.flash_attention`).
         config: tiles (default :func:`backward_config`).
         return_config: also return the :class:`BackwardConfig` that ran.
+        window: the forward's sliding window ``(left, right)`` (tokens; -1 or None
+            unbounded), see :func:`kernels.flash_attention.flash_attention`: only the tiles
+            inside the band are visited.
 
     Returns:
         ``(dq, dk, dv)`` in q's dtype, shaped like q, k, v (GQA: dk, dv summed over each
@@ -293,8 +326,8 @@ def flash_attention_backward(
     Raises:
         IomodelError: any bad forward input (see ``check_inputs``), a layer the kernel does
             not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
-            wrong shape, dtype or device, or not contiguous; non-CUDA tensors outside the
-            interpreter.
+            wrong shape, dtype or device, or not contiguous; a bad window; non-CUDA tensors
+            outside the interpreter.
     """
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     reason = kernel_refusal(replace(shape, phase="prefill"))  # the statement the worksheet reads too
@@ -310,7 +343,9 @@ def flash_attention_backward(
         raise IomodelError(f"config must be a kernels.heuristics.BackwardConfig, got {type(config).__name__}: build one")
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
-    off = causal_offset(causal_align, N_q, N_k) if causal else 0
+    band = window_argument(window, causal, N_q, N_k)
+    off = causal_offset(causal_align, N_q, N_k) if causal or band else 0
+    win = _band_args(band)
     pad = head_dim_padded(d)
     flags = dict(DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q))
     dq = _alloc((B, H, N_q, d), q.dtype, q.device)
@@ -325,7 +360,7 @@ def flash_attention_backward(
     _bwd_dkdv[(triton.cdiv(N_k, config.block_n), B * H_kv)](
         q, k, v, do, lse, delta, dk, dv, sm_scale, dq_acc,
         *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
-        H, H_kv, shape.group, N_q, N_k, off, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        H, H_kv, shape.group, N_q, N_k, off, **win, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
         ATOMIC_DQ=config.atomic_dq, **common, num_warps=config.num_warps, num_stages=config.num_stages)
     if config.atomic_dq:
         dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
@@ -333,7 +368,7 @@ def flash_attention_backward(
         _bwd_dq[(triton.cdiv(N_q, config.dq_block_m), B * H)](
             q, k, v, do, lse, delta, dq, sm_scale,
             *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),
-            H, shape.group, N_q, N_k, off, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common,
+            H, shape.group, N_q, N_k, off, **win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common,
             num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
     if return_config:
         return dq, dk, dv, config
@@ -354,6 +389,7 @@ class FlashAttentionFunction(torch.autograd.Function):
         o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, **forward_kwargs)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.causal, ctx.causal_align, ctx.sm_scale = causal, causal_align, sm_scale
+        ctx.window = forward_kwargs.get("window")
         ctx.mark_non_differentiable(lse)
         return o, lse, cfg
 
@@ -363,5 +399,5 @@ class FlashAttentionFunction(torch.autograd.Function):
         # autograd may hand an expanded or strided gradient (o.sum().backward() gives stride 0):
         # the kernels read dO row-major, so it is laid out once here
         dq, dk, dv = flash_attention_backward(do.contiguous(), q, k, v, o, lse, ctx.causal, ctx.causal_align,
-                                              ctx.sm_scale)
+                                              ctx.sm_scale, window=ctx.window)
         return dq, dk, dv, None, None, None, None

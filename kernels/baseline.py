@@ -27,8 +27,8 @@ import torch
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import KERNEL_DTYPES
 from iomodel.spec import canonical_dtype, torch_dtype
-from iomodel.spec.layer import causal_offset
-from kernels._inputs import check_inputs
+from iomodel.spec.layer import band_has_empty_rows, causal_offset
+from kernels._inputs import check_inputs, window_argument
 
 
 def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtype:
@@ -50,10 +50,11 @@ def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtyp
     return torch_dtype(name)
 
 
-def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse):
+def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse, window=None):
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale)
     G = shape.group
     N_q, N_k = shape.seqlen_q, shape.seqlen_k
+    band = window_argument(window, causal, N_q, N_k)
     sd = _dtype(score_dtype, q)
     in_dtype = q.dtype  # O keeps the input dtype (q is replaced by its upcast copy below)
     # 1. GQA: materialise the KV heads per query head (one op per tensor).
@@ -68,8 +69,17 @@ def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse):
     # 3. scores, 4. scale.
     s = q @ k.transpose(-2, -1)  # (B, H, N_q, N_k) score dtype
     s = s * sm_scale
-    inv = None
-    if causal:
+    inv = empty = None
+    if band is not None:
+        off = causal_offset(causal_align, N_q, N_k)
+        # 5'. window mask (bool): ones, tril at the band's right edge, triu at its left edge, invert.
+        mask = torch.ones(N_q, N_k, dtype=torch.bool, device=q.device).tril(diagonal=off + band[1])  # (N_q, N_k)
+        mask = mask.triu(diagonal=off - band[0])
+        inv = ~mask
+        s = s.masked_fill(inv, float("-inf"))
+        if band_has_empty_rows(band, N_q, N_k, off):
+            empty = inv.all(-1, keepdim=True)  # (N_q, 1): rows that see no key
+    elif causal:
         off = causal_offset(causal_align, N_q, N_k)
         # 5. mask (bool, 1 byte per element): ones, tril, invert, masked_fill.
         mask = torch.ones(N_q, N_k, dtype=torch.bool, device=q.device).tril(diagonal=off)  # (N_q, N_k)
@@ -77,7 +87,9 @@ def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse):
         s = s.masked_fill(inv, float("-inf"))
     # 6. softmax (NaN on rows that see no key, fixed by one masked_fill).
     p = torch.softmax(s, dim=-1)  # (B, H, N_q, N_k) score dtype
-    if inv is not None and _has_empty_row(N_q, N_k, causal_align):
+    if empty is not None:
+        p = p.masked_fill(empty, 0.0)
+    elif band is None and inv is not None and _has_empty_row(N_q, N_k, causal_align):
         p = p.masked_fill(inv[:, :1], 0.0)
     # 7. output.
     o = p @ v  # (B, H, N_q, d) score dtype
@@ -101,6 +113,7 @@ def eager_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
     causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
     score_dtype: torch.dtype | str | None = None,
+    window: tuple[int | None, int | None] | None = None,
 ) -> torch.Tensor:
     """Eager attention with materialised scores, exactly the op chain of the module docstring.
 
@@ -112,6 +125,8 @@ def eager_attention(
         sm_scale: score scale, default ``1 / sqrt(d)``.
         score_dtype: dtype of S, P and the O accumulator (``None``: q's dtype; ``fp32``:
             PyTorch MATH backend behaviour for half inputs).
+        window: sliding window ``(left, right)`` in tokens (-1 or None unbounded), as the
+            kernel's; the (N_q, N_k) band mask is materialised (step 5').
 
     Returns:
         o ``(B, H, N_q, d)`` in q's dtype; rows that see no key are 0.
@@ -119,17 +134,18 @@ def eager_attention(
     Raises:
         IomodelError: bad shapes, dtypes, alignment, scale or score dtype.
     """
-    return _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse=False)
+    return _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse=False, window=window)
 
 
 def eager_attention_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
     causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
     score_dtype: torch.dtype | str | None = None,
+    window: tuple[int | None, int | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`eager_attention` plus ``lse = torch.logsumexp(S, -1)`` (step 8), as fp32 ``(B, H, N_q)``.
 
     Raises:
         IomodelError: as :func:`eager_attention`.
     """
-    return _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse=True)
+    return _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse=True, window=window)

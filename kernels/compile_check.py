@@ -106,8 +106,10 @@ def _report(kernel: str, config: dict[str, Any], compiled: Any, arch: int) -> Co
 
 
 def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
-                    num_stages: int, warp_specialize: bool = False, arch: int = 90) -> CompileReport:
-    """Compile one prefill configuration (``prefill`` or ``prefill-tma``) for ``sm_<arch>``."""
+                    num_stages: int, warp_specialize: bool = False, arch: int = 90,
+                    window: bool = False) -> CompileReport:
+    """Compile one prefill configuration (``prefill`` or ``prefill-tma``) for ``sm_<arch>``; ``window``:
+    the sliding-window variant (``WINDOW=True``, a band of 1024 keys)."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -116,12 +118,15 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
 
     cfg = dict(path=path, head_dim=head_dim, dtype=dtype, causal=causal, block_m=block_m, block_n=block_n,
                num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize)
+    if window:
+        cfg["window"] = True
     dt = torch_dtype(dtype)
     B, H, N = 2, 16, 4096
     q = torch.empty(B, H, N, head_dim, dtype=dt)
     k, v, o = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
     lse = torch.empty(B, H, N)
-    common = dict(H=H, G=1, N_Q=N, N_K=N, CAUSAL_OFF=0, N_Q_BUCKET=hx.seqlen_bucket(N), N_K_BUCKET=hx.seqlen_bucket(N))
+    common = dict(H=H, G=1, N_Q=N, N_K=N, CAUSAL_OFF=0, N_Q_BUCKET=hx.seqlen_bucket(N), N_K_BUCKET=hx.seqlen_bucket(N),
+                  WIN_L=1024 if window else 0, WIN_R=0, WINDOW=window)
     try:
         if path == "prefill-tma":
             descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, bm, head_dim])
@@ -143,8 +148,10 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
 
 
 def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seqlen_q: int = 1, block_n: int = 64,
-                   num_warps: int = 4, num_stages: int = 3, split: bool = True, arch: int = 90) -> list[CompileReport]:
-    """Compile the split-KV decode kernel and its combine kernel for ``sm_<arch>``."""
+                   num_warps: int = 4, num_stages: int = 3, split: bool = True, arch: int = 90,
+                   window: bool = False) -> list[CompileReport]:
+    """Compile the split-KV decode kernel and its combine kernel for ``sm_<arch>`` (``window``: the
+    sliding-window variant)."""
     import torch
 
     import kernels.flash_attention as fa
@@ -163,11 +170,13 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
     lp = torch.empty(B, H, S, seqlen_q)
     cfg = dict(head_dim=head_dim, dtype=dtype, group=group, seqlen_q=seqlen_q, block_m=BM, block_n=block_n,
                num_warps=num_warps, num_stages=num_stages, heads_per_program=P)
+    if window:
+        cfg["window"] = True
     reports = []
     try:
         c = fa._attn_decode.warmup(
             q, k, v, o, lse, op, lp, 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-            H, H_kv, group, seqlen_q, N_k, 0, 256, S, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim),
+            H, H_kv, group, seqlen_q, N_k, 0, 256, S, 1024 if window else 0, 0, WINDOW=window, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim),
             BLOCK_M=BM, BLOCK_N=block_n, HEADS_PER_PROGRAM=P, CAUSAL=False, SPLIT=split,
             DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
             num_warps=num_warps, num_stages=num_stages, grid=(1,))
@@ -204,7 +213,11 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
                         for c in (cands[:1] if quick else cands):
                             reports.append(compile_prefill(path, d, dtype, causal, c.block_m, c.block_n, c.num_warps,
                                                            c.num_stages, c.warp_specialize, arch))
+            c = hx.prefill_candidates(128, "bf16", True, path)[0]  # the sliding-window variant, once per path
+            reports.append(compile_prefill(path, 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
+                                           c.warp_specialize, arch, window=True))
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch)
+        reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
     finally:
         try:
             driver.reset_active()

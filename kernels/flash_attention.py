@@ -62,7 +62,7 @@ from iomodel.schedule.tiles import (
 )
 from iomodel.spec.layer import causal_offset
 from kernels import heuristics as hx
-from kernels._inputs import check_inputs, tensor_dtype_name
+from kernels._inputs import check_inputs, tensor_dtype_name, window_argument
 from kernels.heuristics import KernelConfig
 
 try:  # triton >= 3.3
@@ -119,12 +119,12 @@ def _to_dtype(x, dtype: tl.constexpr, EMULATE_BF16: tl.constexpr):
 @triton.jit
 def _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K, CAUSAL_OFF,
                          MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                         EMULATE_BF16: tl.constexpr):
+                         EMULATE_BF16: tl.constexpr, WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
     """One K/V block of the online softmax (FlashAttention-2, Algorithm 1, lines 8-10).
 
     q (BLOCK_M, D), k and v (BLOCK_N, D); acc (BLOCK_M, D) fp32; l_i, m_i (BLOCK_M,) fp32,
     m_i in log2 units of the scaled scores. MASKED: apply key < N_K (and the causal bound
-    when CAUSAL) to the scores; rows whose every score so far is masked keep m_i = -inf,
+    when CAUSAL, the band m + off - WIN_L <= n <= m + off + WIN_R when WINDOW) to the scores; rows whose every score so far is masked keep m_i = -inf,
     l_i = 0 and acc = 0 (no NaN).
     """
     qk = _dot(q, tl.trans(k), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_M, BLOCK_N) fp32
@@ -133,6 +133,9 @@ def _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs
         visible = keys[None, :] < N_K
         if CAUSAL:
             visible = visible & (keys[None, :] <= offs_m[:, None] + CAUSAL_OFF)
+        if WINDOW:
+            rel = keys[None, :] - (offs_m[:, None] + CAUSAL_OFF)  # key minus the row's aligned diagonal
+            visible = visible & (rel <= WIN_R) & (rel >= -WIN_L)
         qk = tl.where(visible, qk * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-masked row: exp2(-inf - 0) = 0
@@ -161,17 +164,19 @@ def _load_kv(k_base, v_base, keys, offs_d, mask, stride_kn, stride_kd, stride_vn
 @triton.jit
 def _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, lo, hi, key_end, offs_m, offs_n, offs_d, d_ok,
                    stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF, BLOCK_N: tl.constexpr,
-                   CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr):
+                   CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
+                   WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
     """The masked K/V blocks starting at keys lo, lo + BLOCK_N, ... < hi: loads masked to keys
     < key_end only (the causal bound is applied to the scores, never to the loads: traffic
-    contract); scores masked to keys < key_end and, when CAUSAL, the diagonal."""
+    contract); scores masked to keys < key_end and, when CAUSAL, the diagonal, when WINDOW the band."""
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         keys = start_n + offs_n
         kv_ok = (keys < key_end)[:, None] & d_ok[None, :]
         k, v = _load_kv(k_base, v_base, keys, offs_d, kv_ok, stride_kn, stride_kd, stride_vn, stride_vd)
         acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, key_end,
-                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R,
+                                             WINDOW)
     return acc, l_i, m_i
 
 
@@ -222,18 +227,40 @@ def _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
 
 
 @triton.jit
+def _band_bounds(row0, row_end, row_last, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N: tl.constexpr):
+    """Key range of the query rows [row0, row_end) under a window band (traffic contract):
+    ``(lo, full_lo, full_hi, hi)``, blocks [lo, full_lo) and [full_hi, hi) masked, [full_lo,
+    full_hi) seen entirely by every row up to ``row_last`` (no mask).
+
+    hi = clamp(row_end + off + WIN_R, 0, N_K); lo = BLOCK_N·⌊clamp(row0 + off − WIN_L, 0, N_K) / BLOCK_N⌋,
+    or hi when that first key is >= hi (no row sees a key: nothing loaded). Operands are
+    clamped at 0 before each division (Triton's ``//`` truncates toward zero).
+    """
+    hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF + WIN_R, 0), N_K)
+    first = tl.minimum(tl.maximum(row0 + CAUSAL_OFF - WIN_L, 0), N_K)
+    lo = tl.where(first < hi, (first // BLOCK_N) * BLOCK_N, hi)
+    full_lo = ((tl.maximum(row_last + CAUSAL_OFF - WIN_L, 0) + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
+    full_hi = (tl.minimum(tl.maximum(row0 + CAUSAL_OFF + WIN_R + 1, 0), hi) // BLOCK_N) * BLOCK_N
+    full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
 def _attn_fwd(Q, K, V, O, LSE, sm_scale,
               stride_qz, stride_qh, stride_qm, stride_qd,
               stride_kz, stride_kh, stride_kn, stride_kd,
               stride_vz, stride_vh, stride_vn, stride_vd,
               stride_oz, stride_oh, stride_om, stride_od,
-              H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET,
+              H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET, WIN_L, WIN_R,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
-              REVERSE: tl.constexpr = False):
+              REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False):
     """Prefill forward, pointer loads. Grid (T_r, B*H): program (p, b*H + h) runs query tile
-    i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first)."""
+    i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first).
+    WINDOW: keys outside the band m + off − WIN_L <= n <= m + off + WIN_R are masked and blocks
+    outside it skipped (``_band_bounds``)."""
     i = _query_tile(REVERSE)
     bh = tl.program_id(1)
     b, h, hk = _head_of(bh, H, G)
@@ -257,9 +284,17 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
 
-    full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
+    full_lo = 0
+    if WINDOW:  # stage 0: the band's left edge, masked
+        lo, full_lo, full_end, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q),
+                                                 (i + 1) * BLOCK_M - 1, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
+        acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, lo, full_lo, N_K, offs_m,
+                                       offs_n, offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
+                                       BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    else:
+        full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
     # stage 1: blocks every row sees entirely (no key tail, no diagonal): no mask.
-    for start_n in tl.range(0, full_end, BLOCK_N):
+    for start_n in tl.range(full_lo, full_end, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         keys = start_n + offs_n
         if HEAD_DIM == HEAD_DIM_PAD:
@@ -273,7 +308,7 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
     # bound is applied to the scores, never to the loads: traffic contract).
     acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, full_end, hi, N_K, offs_m, offs_n,
                                    offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
-                                   BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+                                   BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
 
     o, lse = _finish_rows(acc, l_i, m_i)
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
@@ -283,11 +318,26 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
 
 
 @triton.jit
+def _tma_masked_blocks(acc, l_i, m_i, q, desc_k, desc_v, b, hk, qk_scale, lo, hi, N_K, offs_m, offs_n, CAUSAL_OFF,
+                       WIN_L, WIN_R, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                       EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr):
+    """``_masked_blocks`` through tensor descriptors: the K/V blocks at keys lo, lo + BLOCK_N, ... < hi
+    (TMA zero-fills keys >= N_K), scores masked as ``_online_softmax_step`` MASKED does."""
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
+                                             CAUSAL_OFF, True, CAUSAL, "tf32", EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
-                  H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET,
+                  H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET, WIN_L, WIN_R,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, IN_DTYPE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                  EMULATE_BF16: tl.constexpr, REVERSE: tl.constexpr = False):
+                  EMULATE_BF16: tl.constexpr, REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False):
     """Prefill forward, tensor descriptors (TMA). Same grid and blocks as ``_attn_fwd``.
 
     Descriptors are rank 4 over (B, H, N, d) (K, V: (B, H_kv, N_k, d)) with boxes
@@ -306,19 +356,24 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
 
-    full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
-    for start_n in tl.range(0, full_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+    full_lo = 0
+    if WINDOW:  # the band's left edge, masked
+        lo, full_lo, full_end, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q),
+                                                 (i + 1) * BLOCK_M - 1, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
+        acc, l_i, m_i = _tma_masked_blocks(acc, l_i, m_i, q, desc_k, desc_v, b, hk, qk_scale, lo, full_lo, N_K,
+                                           offs_m, offs_n, CAUSAL_OFF, WIN_L, WIN_R, HEAD_DIM, BLOCK_N, CAUSAL,
+                                           EMULATE_BF16, WINDOW)
+    else:
+        full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
+    for start_n in tl.range(full_lo, full_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
                                              CAUSAL_OFF, False, CAUSAL, "tf32", EMULATE_BF16)
-    for start_n in tl.range(full_end, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
-                                             CAUSAL_OFF, True, CAUSAL, "tf32", EMULATE_BF16)
+    acc, l_i, m_i = _tma_masked_blocks(acc, l_i, m_i, q, desc_k, desc_v, b, hk, qk_scale, full_end, hi, N_K, offs_m,
+                                       offs_n, CAUSAL_OFF, WIN_L, WIN_R, HEAD_DIM, BLOCK_N, CAUSAL, EMULATE_BF16,
+                                       WINDOW)
 
     o, lse = _finish_rows(acc, l_i, m_i)
     desc_o.store([b, h, i * BLOCK_M, 0], _to_dtype(o, desc_o.dtype, EMULATE_BF16).reshape(1, 1, BLOCK_M, HEAD_DIM))
@@ -331,17 +386,18 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
                  stride_kz, stride_kh, stride_kn, stride_kd,
                  stride_vz, stride_vh, stride_vn, stride_vd,
                  stride_oz, stride_oh, stride_om, stride_od,
-                 H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLIT_LEN, NUM_SPLITS,
+                 H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLIT_LEN, NUM_SPLITS, WIN_L, WIN_R,
                  HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_PER_PROGRAM: tl.constexpr,
                  CAUSAL: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                 EMULATE_BF16: tl.constexpr):
+                 EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False):
     """Split-KV decode. Grid (num_splits, B*H_kv*(G/P)): program (sp, (b*H_kv + hk)*(G/P) + gp).
 
     Rows r < P*N_Q of the program are (query head hk*G + gp*P + r // N_Q, query r % N_Q).
     Split sp covers keys [sp*SPLIT_LEN, min((sp+1)*SPLIT_LEN, N_K)); K/V loads are masked
     to keys < split end; causal blocks whose first key >= hi = clamp(N_Q + off, 0, N_K)
-    are skipped. SPLIT: write fp32 partials (O_PART (B, H, S, N_Q, d), LSE_PART
+    are skipped. WINDOW: blocks outside the band of rows 0..N_Q-1 ([lo, hi) of ``_band_bounds``)
+    are skipped and the band masks the scores. SPLIT: write fp32 partials (O_PART (B, H, S, N_Q, d), LSE_PART
     (B, H, S, N_Q)); else write O and LSE directly.
     """
     sp = tl.program_id(0)
@@ -375,11 +431,15 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
     start = sp * SPLIT_LEN
     end = tl.minimum(start + SPLIT_LEN, N_K)
     stop = end
-    if CAUSAL:
+    if WINDOW:
+        lo, _, _, hi = _band_bounds(0, N_Q, N_Q - 1, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
+        start = tl.maximum(start, lo)
+        stop = tl.minimum(end, hi)
+    elif CAUSAL:
         stop = tl.minimum(end, tl.minimum(tl.maximum(N_Q + CAUSAL_OFF, 0), N_K))
     acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, start, stop, end, qm, offs_n,
                                    offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
-                                   BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+                                   BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
 
     o, lse = _finish_rows(acc, l_i, m_i)
     if SPLIT:
@@ -443,7 +503,7 @@ def _attn_decode_combine(O, LSE, O_PART, LSE_PART,
 # ====================================================================================
 # Autotuned wrappers (GPU only; the interpreter runs one fixed configuration)
 # ====================================================================================
-_TUNE_KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "CAUSAL"]
+_TUNE_KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW"]
 
 
 def _tma_pre_hook(nargs: dict[str, Any]) -> None:
@@ -603,6 +663,7 @@ def flash_attention(
     autotune: bool | None = None,
     num_sms: int | None = None,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    window: tuple[int | None, int | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, KernelConfig]:
     """FlashAttention forward: ``o = softmax(sm_scale · q kᵀ + mask) v`` and its LSE.
 
@@ -628,6 +689,11 @@ def flash_attention(
         num_sms: SM count for the split-KV heuristic (default: the device's; 4 in the interpreter).
         out: preallocated ``(o, lse)`` of shapes ``(B, H, N_q, d)`` (q's dtype) and
             ``(B, H, N_q)`` fp32, contiguous, on q's device.
+        window: sliding window ``(left, right)`` in tokens (flash-attn's ``window_size``):
+            row m sees key n only if ``m + off − left <= n <= m + off + right``, with off
+            the alignment offset of ``causal_align`` (applied whether or not ``causal``);
+            -1 or None = unbounded side; ``causal`` caps right at 0. Key blocks outside the
+            band are skipped (``docs/traffic-contract.md``). Prefill, decode and backward.
 
     Returns:
         ``(o, lse)`` or ``(o, lse, config)``: o like q (q's dtype), lse ``(B, H, N_q)``
@@ -637,14 +703,14 @@ def flash_attention(
     Raises:
         IomodelError: non-tensor or non-floating input (integer dtypes), mixed dtypes or
             devices, mismatched batch/heads/HEAD_DIM, H not a multiple of H_kv, an unknown
-            alignment, a non-positive scale, a layer the kernel does not run
+            alignment, a non-positive scale, a window that is not two sides each >= 0, -1 or None, a layer the kernel does not run
             (:func:`iomodel.schedule.capabilities.kernel_refusal`: HEAD_DIM > 256, fp8 or
             fp64, decode with seqlen_q > 16), non-CUDA tensors outside the interpreter, an
             impossible forced path (:func:`~iomodel.schedule.capabilities.tma_refusal`) or
             config, or a bad ``out``.
     """
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
-        forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out)
+        forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out, window=window)
         from kernels.backward import FlashAttentionFunction
 
         if path == "decode-split-kv" or (config is not None and config.path == "decode-split-kv"):
@@ -657,7 +723,7 @@ def flash_attention(
         o, lse, cfg = FlashAttentionFunction.apply(q, k, v, causal, causal_align, sm_scale, forward_kwargs)
     else:
         o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, config=config, path=path,
-                               autotune=autotune, num_sms=num_sms, out=out)
+                               autotune=autotune, num_sms=num_sms, out=out, window=window)
     if return_config:
         return o, lse, cfg
     return o, lse
@@ -793,14 +859,14 @@ _MAX_PLANS = 4096
 
 
 def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
-              autotune: Any, num_sms: Any) -> tuple:
+              autotune: Any, num_sms: Any, window: Any = None) -> tuple:
     """The key of a launch plan: everything :func:`_build_plan` reads (shapes, strides, dtypes,
     devices, 16-byte alignment of q, k, v for the TMA choice, the flags and the module switches).
     Raises AttributeError or TypeError for inputs that are not tensors (the caller then builds
     the plan uncached, which raises the one-line error)."""
     return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
             v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
-            causal, causal_align, sm_scale, config, path, autotune, num_sms, INTERPRET, USE_TMA)
+            causal, causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET, USE_TMA)
 
 
 def _aligned(*tensors: torch.Tensor) -> bool:
@@ -812,8 +878,8 @@ def _aligned(*tensors: torch.Tensor) -> bool:
 
 
 def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any = None,
-          path: Any = None, autotune: Any = None, num_sms: Any = None, o_stride: tuple[int, ...] | None = None
-          ) -> _Plan:
+          path: Any = None, autotune: Any = None, num_sms: Any = None, o_stride: tuple[int, ...] | None = None,
+          window: Any = None) -> _Plan:
     """The cached launch plan of one call (a dictionary lookup after the first call of a key).
 
     Args: as :func:`flash_attention`; ``o_stride``: strides (elements) of a preallocated o,
@@ -823,9 +889,9 @@ def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any,
     Example (CPU interpreter): ``_plan(q, k, v, False, "top-left", None) is _plan(q, k, v, False,
     "top-left", None)`` — the second call is one dictionary lookup.
     """
-    args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride)
+    args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window)
     try:
-        key = (*_plan_key(*args[:10]), o_stride)
+        key = (*_plan_key(*args[:10], window), o_stride)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):  # not tensors, or an unhashable flag: the checks say why
         return _build_plan(*args)
@@ -838,7 +904,7 @@ def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any,
 
 
 def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
-                autotune: Any, num_sms: Any, o_stride: tuple[int, ...] | None) -> _Plan:
+                autotune: Any, num_sms: Any, o_stride: tuple[int, ...] | None, window: Any = None) -> _Plan:
     """Check the inputs and work out the launch plan of one call (no allocation, no launch)."""
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     if causal not in (True, False):
@@ -855,7 +921,8 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
         reason = tma_refusal(shape.dtype, shape.head_dim, _tma_ok(q, k, v))
     if reason is not None:
         raise IomodelError(reason)
-    off = causal_offset(causal_align, shape.seqlen_q, shape.seqlen_k) if causal else 0
+    band = window_argument(window, causal, shape.seqlen_q, shape.seqlen_k)
+    off = causal_offset(causal_align, shape.seqlen_q, shape.seqlen_k) if causal or band else 0
     plan = _Plan()
     plan.path, plan.shape = chosen, shape
     plan.o_shape = (shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
@@ -865,15 +932,16 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     if o_stride is None:
         o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
     if chosen == "decode-split-kv":
-        _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride)
+        _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride, band)
     else:
-        _prefill_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, chosen, config, autotune, o_stride)
+        _prefill_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, chosen, config, autotune, o_stride, band)
     return plan
 
 
 def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, causal_align: str,
              sm_scale: float | None, *, config: KernelConfig | None, path: str | None, autotune: bool | None,
-             num_sms: int | None, out: tuple[torch.Tensor, torch.Tensor] | None
+             num_sms: int | None, out: tuple[torch.Tensor, torch.Tensor] | None,
+             window: tuple[int | None, int | None] | None = None
              ) -> tuple[torch.Tensor, torch.Tensor, KernelConfig]:
     """The forward launch of :func:`flash_attention` (no autograd): ``(o, lse, config)``.
 
@@ -881,16 +949,17 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, ca
     launches; no host synchronisation and no value-dependent allocation (CUDA-graph capturable
     once a first call of the key has compiled, and autotuned, the kernels).
     """
-    plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms)
+    plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, window=window)
     if out is None:
         o = _alloc(plan.o_shape, q.dtype, q.device)
         lse = _alloc(plan.lse_shape, torch.float32, q.device)
     else:
         o, lse = _check_out(out, plan, q)
         if not _aligned(o, lse):  # a one-off plan: Triton's JIT launch specialises on these pointers
-            plan = _build_plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride())
+            plan = _build_plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride(),
+                               window)
         elif not o.is_contiguous():  # the plan of these strides (its own key)
-            plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride())
+            plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride(), window)
     return o, lse, plan.launch(q, k, v, o, lse)
 
 
@@ -912,6 +981,16 @@ def _check_out(out: Any, plan: _Plan, q: torch.Tensor) -> tuple[torch.Tensor, to
     return o, lse
 
 
+def _band_args(band: tuple[int, int] | None) -> dict[str, Any]:
+    """Kernel arguments of a band: WIN_L, WIN_R (tokens) and the WINDOW switch."""
+    return dict(WIN_L=band[0] if band else 0, WIN_R=band[1] if band else 0, WINDOW=band is not None)
+
+
+def _band_args(band: tuple[int, int] | None) -> dict[str, Any]:
+    """Kernel arguments of a band: WIN_L, WIN_R (tokens) and the WINDOW switch."""
+    return dict(WIN_L=band[0] if band else 0, WIN_R=band[1] if band else 0, WINDOW=band is not None)
+
+
 def _dot_precision(q: torch.Tensor) -> str:
     # fp32: exact IEEE products (TF32 would lose 13 mantissa bits); ignored for fp16/bf16.
     return "ieee" if q.dtype == torch.float32 else "tf32"
@@ -928,7 +1007,7 @@ def _positional(kernel: Any, start: int, values: tuple) -> dict[str, Any]:
 
 def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: Any, sm_scale: float,
                       causal: bool, off: int, path: str, config: KernelConfig | None, autotune: bool | None,
-                      o_stride: tuple[int, ...]) -> None:
+                      o_stride: tuple[int, ...], band: tuple[int, int] | None = None) -> None:
     """Fill ``plan`` for the prefill paths: the fixed config's launch, or the autotuner's first call."""
     B, H, N_q, d = plan.o_shape
     N_k = shape.seqlen_k
@@ -942,7 +1021,7 @@ def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         if path == "prefill" and config.warp_specialize:
             raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
     common = dict(H=H, G=shape.group, N_Q=N_q, N_K=N_k, CAUSAL_OFF=off,
-                  N_Q_BUCKET=hx.seqlen_bucket(N_q), N_K_BUCKET=hx.seqlen_bucket(N_k))
+                  N_Q_BUCKET=hx.seqlen_bucket(N_q), N_K_BUCKET=hx.seqlen_bucket(N_k), **_band_args(band))
     if path == "prefill-tma":
         named = dict(sm_scale=sm_scale, **common, HEAD_DIM=d, CAUSAL=causal, IN_DTYPE=shape.dtype,
                      EMULATE_BF16=_emulate_bf16(q))
@@ -974,7 +1053,7 @@ def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> 
 
 def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: Any, sm_scale: float,
                      causal: bool, off: int, config: KernelConfig | None, num_sms: int | None,
-                     o_stride: tuple[int, ...]) -> None:
+                     o_stride: tuple[int, ...], band: tuple[int, int] | None = None) -> None:
     """Fill ``plan`` for the split-KV decode: the decode launch, and the combine when num_splits > 1."""
     B, H, N_q, d = plan.o_shape
     H_kv, N_k, G = shape.kv_heads, shape.seqlen_k, shape.group
@@ -1006,7 +1085,7 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     named = dict(sm_scale=sm_scale, **_positional(_attn_decode, 8, sizes),
                  HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
                  HEADS_PER_PROGRAM=p, CAUSAL=causal, SPLIT=split, DOT_PRECISION=_dot_precision(q),
-                 EMULATE_BF16=_emulate_bf16(q))
+                 EMULATE_BF16=_emulate_bf16(q), **_band_args(band))
     plan.config = config
     plan.main = _Launch(_attn_decode, (S, B * H_kv * (G // p), 1), named,
                         dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)

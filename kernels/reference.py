@@ -3,8 +3,9 @@
 Same conventions as :func:`kernels.flash_attention.flash_attention`: q ``(B, H, N_q, d)``,
 k and v ``(B, H_kv, N_k, d)`` with GQA/MQA by index mapping (query head h reads KV head
 ``h // G``, G = H / H_kv), causal alignment top-left (PyTorch ``is_causal``: row m sees
-key n iff n <= m) or bottom-right (flash-attn >= 2.1: n <= m + N_k - N_q). A row that sees
-no key has output 0 and LSE −inf (never NaN).
+key n iff n <= m) or bottom-right (flash-attn >= 2.1: n <= m + N_k - N_q), and a sliding
+window ``(left, right)`` (:func:`iomodel.spec.layer.window_band`: m + off − left <= n <=
+m + off + right). A row that sees no key has output 0 and LSE −inf (never NaN).
 """
 
 from __future__ import annotations
@@ -14,26 +15,34 @@ import torch
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import KERNEL_DTYPES
 from iomodel.spec.layer import causal_offset
-from kernels._inputs import check_inputs
+from kernels._inputs import check_inputs, window_argument
 
 
-def visible_mask(seqlen_q: int, seqlen_k: int, causal: bool, causal_align: str, device: torch.device | str = "cpu") -> torch.Tensor:
+def visible_mask(seqlen_q: int, seqlen_k: int, causal: bool, causal_align: str, device: torch.device | str = "cpu",
+                 window: tuple[int | None, int | None] | None = None) -> torch.Tensor:
     """Boolean ``(N_q, N_k)`` tensor: True where query row m sees key n.
 
+    ``window``: ``(left, right)`` tokens, -1 or None unbounded (the kernel's argument).
+
     Raises:
-        IomodelError: unknown ``causal_align``.
+        IomodelError: unknown ``causal_align``, or a bad window.
     """
     off = causal_offset(causal_align, seqlen_q, seqlen_k)
-    if not causal:
-        return torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
+    band = window_argument(window, causal, seqlen_q, seqlen_k)
     m = torch.arange(seqlen_q, device=device)[:, None]
     n = torch.arange(seqlen_k, device=device)[None, :]
-    return n <= m + off
+    vis = torch.ones(seqlen_q, seqlen_k, dtype=torch.bool, device=device)
+    if causal:
+        vis = vis & (n <= m + off)
+    if band is not None:
+        vis = vis & (n >= m + off - band[0]) & (n <= m + off + band[1])
+    return vis
 
 
 def reference_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
     causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact softmax attention in float64.
 
@@ -43,6 +52,7 @@ def reference_attention(
         causal: apply the causal mask.
         causal_align: ``top-left`` or ``bottom-right``.
         sm_scale: score scale, default ``1 / sqrt(d)`` (Vaswani et al. 2017, eq. 1).
+        window: sliding window ``(left, right)`` in tokens (-1 or None unbounded), as the kernel's.
 
     Returns:
         ``(o, lse)``: o ``(B, H, N_q, d)`` float64; lse ``(B, H, N_q)`` float64, the natural
@@ -58,7 +68,7 @@ def reference_attention(
     k64 = k.detach().to(torch.float64)  # (B, H_kv, N_k, d)
     v64 = v.detach().to(torch.float64)
     s = torch.einsum("bkgmd,bknd->bkgmn", q64, k64) * sm_scale  # (B, H_kv, G, N_q, N_k)
-    vis = visible_mask(N_q, N_k, causal, causal_align, q.device)
+    vis = visible_mask(N_q, N_k, causal, causal_align, q.device, window)
     s = s.masked_fill(~vis, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)  # (B, H_kv, G, N_q); -inf for rows that see nothing
     p = torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None])
@@ -74,14 +84,15 @@ def reference_attention_backward(
     causal: bool = False,
     causal_align: str = "top-left",
     sm_scale: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Exact gradients of softmax attention in float64 (FlashAttention-2, Dao 2023, Algorithm 2
     in closed form: dV = Pᵀ dO, dP = dO Vᵀ, D = rowsum(dO ∘ O), dS = P ∘ (dP − D),
     dQ = scale · dS K, dK = scale · dSᵀ Q).
 
     Args:
-        do: ``(B, H, N_q, d)`` gradient of o; q, k, v, causal, causal_align, sm_scale as
-            :func:`reference_attention`.
+        do: ``(B, H, N_q, d)`` gradient of o; q, k, v, causal, causal_align, sm_scale, window
+            as :func:`reference_attention`.
 
     Returns:
         ``(dq, dk, dv)`` float64, shaped like q, k, v; GQA/MQA: dk and dv summed over the
@@ -100,7 +111,7 @@ def reference_attention_backward(
     k64 = k.detach().to(torch.float64)  # (B, H_kv, N_k, d)
     v64 = v.detach().to(torch.float64)
     s = torch.einsum("bkgmd,bknd->bkgmn", q64, k64) * sm_scale  # (B, H_kv, G, N_q, N_k)
-    s = s.masked_fill(~visible_mask(N_q, N_k, causal, causal_align, q.device), float("-inf"))
+    s = s.masked_fill(~visible_mask(N_q, N_k, causal, causal_align, q.device, window), float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None])  # 0 where masked
     o = torch.einsum("bkgmn,bknd->bkgmd", p, v64)

@@ -79,8 +79,9 @@ def test_bad_layer_options(capsys, cmd, args, needles):
                      "torch_dtype": "bfloat16"}), ["not divisible by num_key_value_heads"]),
         (json.dumps({"num_attention_heads": 32, "hidden_size": 4096}), ["torch_dtype", "--dtype"]),
         (json.dumps({"num_attention_heads": 32, "hidden_size": 4096, "torch_dtype": "int8"}), ["unsupported dtype"]),
+        # a sliding window is modelled (tests/test_window.py); chunked attention is still refused
         (json.dumps({"num_attention_heads": 32, "hidden_size": 4096, "torch_dtype": "bfloat16",
-                     "sliding_window": 4096}), ["sliding-window"]),
+                     "attention_chunk_size": 4096}), ["chunked"]),
         (json.dumps({"num_attention_heads": -8, "hidden_size": 4096, "torch_dtype": "bfloat16"}),
          ["positive integer"]),
     ],

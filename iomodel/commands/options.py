@@ -66,6 +66,9 @@ class LayerOptions:
     causal_align: Annotated[Optional[str], _option(
         "--causal-align", "top-left (PyTorch is_causal; prefill default) or bottom-right (flash-attn >= 2.1; "
         "decode default).")] = None
+    window: Annotated[Optional[str], _option(
+        "--window", "Sliding window: L (keys up to L tokens left of the diagonal), L,R (and up to R right of it; "
+        "-1 = unbounded side) or none. Default: the config's sliding_window (W - 1 left) for its windowed layers.")] = None
     phase: Annotated[str, _option("--phase", "prefill or decode (1-16 query rows against a KV cache).")] = "prefill"
     passes: Annotated[str, _option("--pass", "fwd or fwd+bwd.")] = "fwd"
     block_m: Annotated[Optional[int], _option(

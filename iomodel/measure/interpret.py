@@ -415,7 +415,7 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     """Run the bundled kernel on one shape in the interpreter and count its traffic per tensor.
 
     Inputs are random (seeded) CPU tensors: q ``(B, H, N_q, d)``, k and v ``(B, H_kv, N_k, d)``
-    in ``spec.dtype``. The kernel's launches (the forward or split-KV decode kernel, and the
+    in ``spec.dtype``; the spec's sliding window (``LayerSpec.window``) is passed on. The kernel's launches (the forward or split-KV decode kernel, and the
     combine kernel when ``num_splits > 1``) are all counted; counts are labelled with the
     model's tensor names: ``Q, K, V, O, LSE`` by allocation, internal buffers by their kernel
     argument name (``O_PART``, ``LSE_PART``).
@@ -453,7 +453,7 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     v = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
     with TrafficCounter() as counter:
         o, lse, cfg = fa.flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align,
-                                         return_config=True, config=config, path=path)
+                                         return_config=True, config=config, path=path, window=spec.window)
     return counter.by_tensor({"Q": q, "K": k, "V": v, "O": o, "LSE": lse}), cfg, counter
 
 
@@ -507,9 +507,10 @@ def count_flash_attention_backward(
     do = torch.randn(spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, generator=g).to(dt)  # (B, H, N_q, d)
     with TrafficCounter() as counter:
         o, lse, cfg = fa.flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align,
-                                         return_config=True, config=config, path="prefill")
+                                         return_config=True, config=config, path="prefill", window=spec.window)
         dq, dk, dv, bcfg = kb.flash_attention_backward(do, q, k, v, o, lse, spec.causal, spec.causal_align,
-                                                       config=backward_config, return_config=True)
+                                                       config=backward_config, return_config=True,
+                                                       window=spec.window)
     named = {"Q": q, "K": k, "V": v, "O": o, "LSE": lse, "dO": do, "dQ": dq, "dK": dk, "dV": dv}
     per_kernel: dict[str, dict[str, TensorTraffic]] = {}
     for name in dict.fromkeys(counter.kernels()):

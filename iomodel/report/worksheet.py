@@ -245,7 +245,8 @@ class Worksheet:
             ("shapes", f"Q, O ({s.batch}, {s.heads}, {s.seqlen_q:,}, {s.head_dim}); K, V ({s.batch}, "
                        f"{s.kv_heads}, {s.seqlen_k:,}, {s.head_dim}); LSE ({s.batch}, {s.heads}, {s.seqlen_q:,}) fp32"),
             ("dtype", f"{s.dtype} ({s.width} B per element)"),
-            ("mask", _mask_sentence(s) if s.causal else "none (every query row sees every key)"),
+            ("mask", (_mask_sentence(s) if s.causal else "none (every query row sees every key)")
+             + (_window_sentence(s) if s.window else "")),
             ("phase, pass", f"{s.phase}, {s.passes}"),
             ("tiles", f"BLOCK_M = {t.block_m}, BLOCK_N = {t.block_n}, num_stages = {t.num_stages}, "
                       f"num_splits = {t.num_splits}, heads_per_program = {t.heads_per_program}; {lay.tiling_source}"),
@@ -463,6 +464,12 @@ def _relative(path: str) -> str:
         return str(Path(path).resolve().relative_to(WORKSHEETS_DIR.parent))
     except ValueError:
         return str(path)
+
+
+def _window_sentence(s: LayerSpec) -> str:
+    left, right = s.window
+    return (f"; sliding window: row m sees keys m + off - {'inf' if left is None else f'{left:,}'} <= n <= m + off + "
+            f"{'inf' if right is None else f'{right:,}'} (off = {s.causal_offset:,}, the {s.causal_align} alignment)")
 
 
 def _mask_sentence(s: LayerSpec) -> str:

@@ -53,6 +53,72 @@ def causal_offset(causal_align: str, seqlen_q: int, seqlen_k: int) -> int:
     return 0 if causal_align == "top-left" else seqlen_k - seqlen_q
 
 
+def window_side(value: Any, what: str, flag: str, unbounded_minus_one: bool = False) -> int | None:
+    """One side of a sliding window (tokens): ``None`` (unbounded) or an int >= 0.
+
+    ``unbounded_minus_one``: also accept -1 for unbounded (flash-attn's ``window_size``
+    convention, used by the kernel's ``window=(left, right)``).
+
+    Raises:
+        IomodelError: a bool, fraction, string or negative value (-1 allowed only with
+            ``unbounded_minus_one``), naming ``flag``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise IomodelError(f"{what} must be a whole number of tokens (or None for unbounded), got {value!r}: "
+                           f"set {flag}")
+    if value == -1 and unbounded_minus_one:
+        return None
+    if value < 0:
+        allowed = "-1 or None" if unbounded_minus_one else "None"
+        raise IomodelError(f"{what} must be >= 0 tokens ({allowed} for unbounded), got {value}: set {flag} to 0 "
+                           "or more")
+    return value
+
+
+def effective_window(causal: bool, left: int | None, right: int | None) -> tuple[int | None, int | None] | None:
+    """The window that masks anything beyond the causal mask: ``(left, right)`` or ``None``.
+
+    Sides are tokens (``None`` = unbounded). A window with no finite side, or only a finite
+    right side under a causal mask (which already caps the right side at 0), masks nothing
+    more than the mask without it, so it is ``None``; under a causal mask the right side is
+    capped at 0 (flash-attn: ``causal=True`` is ``window_size=(left, 0)``).
+    """
+    if causal:
+        right = 0 if right is None else min(right, 0)
+        return None if left is None else (left, right)
+    if left is None and right is None:
+        return None
+    return left, right
+
+
+def window_band(causal: bool, left: int | None, right: int | None, seqlen_q: int,
+                seqlen_k: int) -> tuple[int, int] | None:
+    """The finite band ``(WL, WR)`` (tokens) the kernel and the model use, or ``None`` (no window).
+
+    With ``off`` the alignment offset (:func:`causal_offset`, applied to the window whether
+    or not the layer is causal), query row m sees key n iff
+    ``m + off - WL <= n <= m + off + WR`` (and 0 <= n < seqlen_k): flash-attn's
+    ``window_size=(left, right)`` rule (Beltagy et al. 2020 Longformer's sliding window;
+    Jiang et al. 2023 Mistral 7B, Section 2). An unbounded side becomes
+    ``seqlen_q + seqlen_k`` (wider than any row's reach, so it bounds nothing); a causal mask
+    caps WR at 0 (:func:`effective_window`).
+    """
+    eff = effective_window(causal, left, right)
+    if eff is None:
+        return None
+    wide = seqlen_q + seqlen_k
+    return (wide if eff[0] is None else eff[0]), (wide if eff[1] is None else eff[1])
+
+
+def band_has_empty_rows(band: tuple[int, int], seqlen_q: int, seqlen_k: int, off: int) -> bool:
+    """Whether a window band ``(WL, WR)`` leaves some query row without any key: the first row
+    (0 + off + WR < 0) or the last (N_q − 1 + off − WL > N_k − 1); the rows' bands move by one
+    key per row, so an empty row exists only at either end. Works elementwise on numpy arrays."""
+    return (off + band[1] < 0) | (seqlen_q - 1 + off - band[0] > seqlen_k - 1)
+
+
 def is_power_of_two(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
 
@@ -81,6 +147,8 @@ class LayerSpec:
     phase: Literal["prefill", "decode"] = "prefill"  # decode: few query rows against a long KV cache
     backward: bool = False  # pass "fwd+bwd" when True, "fwd" when False
     name: str = ""  # preset or config name, for headers only
+    window_left: int | None = None  # sliding window: keys up to this many tokens left of the aligned diagonal (None: unbounded)
+    window_right: int | None = None  # ... and right of it (None: unbounded; a causal mask caps it at 0)
 
     def __post_init__(self) -> None:
         for attr, flag in (
@@ -106,6 +174,8 @@ class LayerSpec:
             raise IomodelError(f"phase {self.phase!r} is unknown: use 'prefill' or 'decode'")
         if self.phase == "decode" and self.backward:
             raise IomodelError("decode has no backward pass: use --pass fwd with --phase decode")
+        object.__setattr__(self, "window_left", window_side(self.window_left, "window_left", "--window"))
+        object.__setattr__(self, "window_right", window_side(self.window_right, "window_right", "--window L,R"))
 
     # ----- derived quantities (element counts and bytes) -----
     @property
@@ -128,13 +198,35 @@ class LayerSpec:
         """Diagonal offset of the causal mask (see :func:`causal_offset`)."""
         return causal_offset(self.causal_align, self.seqlen_q, self.seqlen_k)
 
+    @property
+    def window(self) -> tuple[int | None, int | None] | None:
+        """The sliding window that masks keys beyond the causal mask (:func:`effective_window`), or None."""
+        return effective_window(self.causal, self.window_left, self.window_right)
+
+    @property
+    def band(self) -> tuple[int, int] | None:
+        """The finite window band ``(WL, WR)`` in tokens (:func:`window_band`), or None."""
+        return window_band(self.causal, self.window_left, self.window_right, self.seqlen_q, self.seqlen_k)
+
+    @property
+    def has_empty_rows(self) -> bool:
+        """Whether some query row sees no key (causal bottom-right with N_q > N_k, or a window band)."""
+        band = self.band
+        if band is not None:
+            return bool(band_has_empty_rows(band, self.seqlen_q, self.seqlen_k, self.causal_offset))
+        return self.causal and self.causal_align == "bottom-right" and self.seqlen_q > self.seqlen_k
+
     def with_(self, **changes: Any) -> "LayerSpec":
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields and ``pass``; the window fields only when a side is bounded (so a layer
+        without a window reads as it did before windows existed)."""
         d = asdict(self)
         d["pass"] = self.passes
+        if self.window_left is None and self.window_right is None:
+            del d["window_left"], d["window_right"]
         return d
 
 

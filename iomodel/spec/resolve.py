@@ -77,6 +77,11 @@ class Layer:
             parts.append(f"--seqlen-q {s.seqlen_q} --seqlen-k {s.seqlen_k}")
         parts.append(f"--batch {s.batch}")
         parts.append(f"--causal --causal-align {s.causal_align}" if s.causal else "--no-causal")
+        if s.window_left is not None or s.window_right is not None:
+            sides = [s.window_left, s.window_right] if s.window_right is not None else [s.window_left]
+            parts.append("--window " + ",".join("-1" if v is None else str(v) for v in sides))
+        elif self.config is not None and self.config.window_kind == "sliding-window":
+            parts.append("--window none")
         if s.backward:
             parts.append("--pass fwd+bwd")
         if tiles_given if tiles_given is not None else "given on the command line" in self.tiling_source:
@@ -107,6 +112,7 @@ def resolve_layer(
     dtype: str | None = None,
     causal: bool | None = None,
     causal_align: str | None = None,
+    window: str | None = None,
     phase: str = "prefill",
     passes: str = "fwd",
     block_m: int | None = None,
@@ -127,6 +133,9 @@ def resolve_layer(
     encoder of T5), which is not causal unless ``causal`` says so, with a note saying why; batch 1; the config's dtype; H200;
     the tiles of :func:`iomodel.report.worksheet.kernel_tiling` unless ``block_m``/``block_n``/``num_stages``/
     ``num_splits`` are given (then checked against the hardware's shared memory per block).
+    ``window`` (:func:`parse_window`): ``"L"``, ``"L,R"`` or ``"none"``; default a config's
+    sliding window (``sliding_window`` W: left W − 1, HF transformers' flash-attention call)
+    on its windowed layers, with a note naming them (``--window none`` models its full layers).
 
     Raises:
         IomodelError: both a preset and a config; unknown preset, dtype, phase, pass,
@@ -192,8 +201,20 @@ def resolve_layer(
         name=(cfg.name if cfg else "custom"),
     )
 
-    if cfg is not None:
-        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)
+    sliding = cfg is not None and cfg.window is not None and cfg.window_kind == "sliding-window"
+    left, right = parse_window(window) if window is not None else (None, None)
+    window_note = ""
+    if window is None and sliding:
+        left = cfg.window - 1
+        window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: "
+                       f"modelled as one of those layers (window {left:,} tokens left of the diagonal); "
+                       "pass --window none to model a full-attention layer.")
+    elif sliding and window is not None:
+        window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
+                       f"--window {window} models the layer asked for.")
+    spec = spec.with_(window_left=left, window_right=right)
+    if cfg is not None and not sliding:
+        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)  # chunked or local attention: not modelled
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
     from iomodel.report.worksheet import kernel_tiling  # the kernel heuristics' tiles; imported where used
@@ -221,6 +242,8 @@ def resolve_layer(
     tiling.check_fits(spec, hw.smem_per_block, hw.name)
 
     notes: list[str] = list(cfg.notes) if cfg else []
+    if window_note:
+        notes.append(window_note)
     if bidirectional:
         notes.append(f"{cfg.bidirectional_source}: modelled without a causal mask; pass --causal to model a "
                      "causal layer.")
@@ -235,4 +258,30 @@ def resolve_layer(
                  notes=tuple(notes), preset=preset if config is None else None, overrides=overrides)
 
 
-__all__ = ["DEFAULT_HARDWARE", "DEFAULT_PRESET", "DEFAULT_SEQLEN", "Layer", "resolve_layer"]
+def parse_window(text: str) -> tuple[int | None, int | None]:
+    """``--window``: ``"L"`` (left only), ``"L,R"`` or ``"none"`` → ``(left, right)`` tokens (None = unbounded).
+
+    -1 stands for an unbounded side (flash-attn's ``window_size`` convention).
+
+    Raises:
+        IomodelError: anything else, or a side below -1, naming the accepted spellings.
+    """
+    from iomodel.spec.layer import window_side
+
+    raw = str(text).strip().lower()
+    if raw == "none":
+        return None, None
+    parts = [p.strip() for p in raw.split(",")]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2) or len(values) != len(parts):
+        raise IomodelError(f"--window {text!r} is not a window: use L (tokens left of the diagonal), L,R or none")
+    left = window_side(values[0], "window left", "--window L (0 or more; -1 unbounded)", unbounded_minus_one=True)
+    right = window_side(values[1], "window right", "--window L,R (0 or more; -1 unbounded)",
+                        unbounded_minus_one=True) if len(values) == 2 else None
+    return left, right
+
+
+__all__ = ["DEFAULT_HARDWARE", "DEFAULT_PRESET", "DEFAULT_SEQLEN", "Layer", "parse_window", "resolve_layer"]

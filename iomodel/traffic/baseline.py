@@ -83,7 +83,10 @@ def baseline_model(
     gqa = spec.kv_heads < spec.heads
     causal = spec.causal
     # bottom-right with N_q > N_k: the first N_q - N_k rows see no key
-    empty_rows = causal and spec.causal_align == "bottom-right" and spec.seqlen_q > spec.seqlen_k
+    window = spec.window is not None  # the band mask of kernels/baseline.py step 5'
+    empty_rows = spec.has_empty_rows
+    causal = causal or window
+    fix = "empty" if window else "inv[:, :1]"  # what marks the rows that see no key
     dt = spec.dtype
 
     E_q = B * H * N_q * d  # Q, O, dQ, dO elements
@@ -125,7 +128,11 @@ def baseline_model(
     if causal:
         row("mask", "mask = torch.ones(N_q, N_k, dtype=bool)", sm, "bool", MASK_WIDTH, E_m, wb=E_m,
             note="One mask for all (batch, head), 1 byte per element.")
-        row("mask", "mask = mask.tril(diagonal=off)", sm, "bool", MASK_WIDTH, E_m, rb=E_m, wb=E_m)
+        row("mask", "mask = mask.tril(diagonal=off + WR)" if window else "mask = mask.tril(diagonal=off)", sm,
+            "bool", MASK_WIDTH, E_m, rb=E_m, wb=E_m)
+        if window:
+            row("mask", "mask = mask.triu(diagonal=off - WL)", sm, "bool", MASK_WIDTH, E_m, rb=E_m, wb=E_m,
+                note="Sliding window: the band's left edge.")
         row("mask", "~mask", sm, "bool", MASK_WIDTH, E_m, rb=E_m)
         row("~mask", "~mask", sm, "bool", MASK_WIDTH, E_m, wb=E_m)
         row("S", "S = S.masked_fill(~mask, -inf)", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
@@ -144,12 +151,17 @@ def baseline_model(
             row("LSE32", "LSE = LSE.to(fp32)", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, wb=E_l * LSE_WIDTH)
     row("S", "P = softmax(S, dim=-1)", sS, sname, w, E_S, rb=E_S * w)
     row("P", "P = softmax(S, dim=-1)", sS, sname, w, E_S, wb=E_S * w, note="P has the dtype of S.")
+    if empty_rows and window:
+        step = "empty = (~mask).all(-1, keepdim=True)"
+        row("~mask", step, sm, "bool", MASK_WIDTH, E_m, rb=E_m, note="Sliding window: rows without keys.")
+        row("empty", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, wb=N_q)
     if empty_rows:
-        step = "P = P.masked_fill(inv[:, :1], 0)"
+        step = f"P = P.masked_fill({fix}, 0)"
         row("P", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w,
-            note="Only when some query row sees no key (bottom-right, N_q > N_k): softmax gave NaN there, set to 0.")
-        row("~mask", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, rb=N_q,
-            note="Column 0 of the inverted mask marks exactly the empty rows (a view, N_q bytes read).")
+            note="Only when some query row sees no key: softmax gave NaN there, set to 0.")
+        row("empty" if window else "~mask", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, rb=N_q,
+            note="Marks exactly the empty rows (N_q bytes read)" + ("." if window else "; column 0 of the inverted "
+                                                                   "mask, a view."))
     if dropout:
         row("P", "P = dropout(P)", sS, sname, w, E_S, rb=E_S * w, wb=E_S * w, note="Optional dropout pass.")
         row("dropout_mask", "P = dropout(P)", sS, "bool", MASK_WIDTH, E_S, wb=E_S,
@@ -189,9 +201,9 @@ def baseline_model(
             row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w)
             row("dropout_mask", step, sS, "bool", MASK_WIDTH, E_S, rb=E_S)
         if empty_rows:
-            step = "dP = dP.masked_fill(inv[:, :1], 0)"
+            step = f"dP = dP.masked_fill({fix}, 0)"
             row("dP", step, sS, sname, w, E_S, rb=E_S * w, wb=E_S * w, note="Backward of the empty-row masked_fill.")
-            row("~mask", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, rb=N_q)
+            row("empty" if window else "~mask", step, "(N_q, 1)", "bool", MASK_WIDTH, N_q, rb=N_q)
         step = "T = dP * P"
         row("dP", step, sS, sname, w, E_S, rb=E_S * w,
             note="CUDA's softmax backward (softmax_backward_cuda_out) first multiplies grad by output in a "
@@ -252,7 +264,8 @@ def baseline_model(
         + ("P (saved), dP and dS during softmax_backward" if spec.backward else "S and P during softmax (or old and new S)"),
     ))
     if causal:
-        alloc.append(Allocation("mask, ~mask", sm, "bool", 2 * E_m * MASK_WIDTH, "causal mask and its inverse"))
+        alloc.append(Allocation("mask, ~mask", sm, "bool", 2 * E_m * MASK_WIDTH,
+                                ("window" if window else "causal") + " mask and its inverse"))
     if dropout:
         alloc.append(Allocation("dropout_mask", sS, "bool", E_S * MASK_WIDTH, "saved for backward"))
     if with_lse:

@@ -37,11 +37,19 @@ def compulsory_rows(spec: LayerSpec) -> list[Row]:
 
     Tensors: Q, O, dQ, dO ``(B, H, N_q, d)``; K, V, dK, dV ``(B, H_kv, N_k, d)``; width s.
     """
-    from iomodel.traffic.tiled_fwd import causal_offset_expr
+    from iomodel.traffic.tiled_fwd import band_exprs, causal_offset_expr
 
     B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
     E_q, E_k = B * H * N_q * d, B * H_kv * N_k * d
-    if spec.causal:
+    band = band_exprs(spec)
+    if band is not None:
+        # the rows' bands [m + off − WL, m + off + WR] overlap from one row to the next, so the
+        # keys some row sees are one interval, and so are the rows that see some key
+        off, (wl, wr) = causal_offset_expr(spec), band
+        keys = sp.Max(0, sp.Min(N_k, N_q + off + wr) - sp.Max(0, off - wl))
+        qrows = sp.Max(0, sp.Min(N_q, N_k - off + wl) - sp.Max(0, -off - wr))
+        why = " (sliding window: only the elements that can affect an output)"
+    elif spec.causal:
         off = causal_offset_expr(spec)
         keys = sp.Min(N_k, sp.Max(0, N_q + off))  # keys some query row sees
         qrows = N_q - sp.Min(N_q, sp.Max(0, -off))  # query rows that see some key

@@ -28,14 +28,20 @@ import sympy as sp
 
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, both_levels, make_row
-from iomodel.traffic.tiled_fwd import causal_offset_expr, visible_pairs_expr
+from iomodel.traffic.sums import band_key_rows
+from iomodel.traffic.tiled_fwd import band_exprs, causal_offset_expr, visible_pairs_expr
 
 
 def decode_key_rows(spec: LayerSpec) -> sp.Expr:
     """Keys one program group (P query heads of one KV head) loads over all splits (rows).
 
-    N_k without a mask; causal: min(N_k, BLOCK_N·⌈hi/BLOCK_N⌉), hi = clamp(N_q + off, 0, N_k).
+    N_k without a mask; causal: min(N_k, BLOCK_N·⌈hi/BLOCK_N⌉), hi = clamp(N_q + off, 0, N_k);
+    window: the band's blocks of rows 0..N_q-1 (:func:`~iomodel.traffic.sums.band_key_rows`:
+    splits are multiples of BLOCK_N, so together they load what one program over all keys would).
     """
+    band = band_exprs(spec)
+    if band is not None:
+        return band_key_rows(0, SYM.N_q, SYM.N_k, SYM.BLOCK_N, causal_offset_expr(spec), *band)
     if not spec.causal:
         return SYM.N_k
     hi = sp.Max(0, sp.Min(SYM.N_q + causal_offset_expr(spec), SYM.N_k))
@@ -60,7 +66,8 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
     kv = decode_key_rows(spec)
     step = "decode kernel (split-KV)" if tiling.num_splits > 1 else "decode kernel"
     kv_note = ("Each group of P = heads_per_program query heads reads its KV head's keys once over all splits"
-               + (" (causal: blocks from hi = clamp(N_q + off, 0, N_k) on skipped)." if spec.causal else "."))
+               + (" (window: blocks outside the band skipped)." if spec.window else
+                  " (causal: blocks from hi = clamp(N_q + off, 0, N_k) on skipped)." if spec.causal else "."))
     rows = [
         make_row("Q", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, splits * E_q * s, 0,
                  "Every program loads its P·N_q query rows once: Q is read num_splits times."),

@@ -100,10 +100,10 @@ def structure_key(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> tupl
     function.
     """
     return (
-        spec.dtype, spec.causal, spec.causal_align, spec.phase, spec.backward,
+        spec.dtype, spec.causal, spec.causal_align, spec.phase, spec.backward, spec.window,
         spec.kv_heads < spec.heads,  # GQA rows (baseline repeat_interleave, backward reduction)
         spec.phase == "decode" and tiling.num_splits > 1,  # split-KV partials and combine
-        spec.causal and spec.causal_align == "bottom-right" and spec.seqlen_q > spec.seqlen_k,  # empty rows
+        spec.has_empty_rows,  # rows that see no key (the baseline's masked_fill)
         tuple(sorted(opts.items())),
     )
 
@@ -184,9 +184,18 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
             f"Causal {spec.causal_align}: query row m sees key n iff n <= m + off with off = "
             + ("0." if spec.causal_align == "top-left" else "seqlen_k - seqlen_q.")
         )
+    if spec.window is not None:
+        left, right = spec.window
+        a.append(
+            f"Sliding window ({'unbounded' if left is None else left} left, {'unbounded' if right is None else right} "
+            f"right, after the {spec.causal_align} alignment): query row m sees key n iff m + off - left <= n <= "
+            "m + off + right; the tiled kernels skip the key blocks outside the band (docs/traffic-contract.md). "
+            "The eager baseline materialises the (N_q, N_k) band mask (kernels/baseline.py); FlashAttention-1 "
+            "(tiled_kv_stationary) is not modelled with a window."
+        )
     if spec.phase == "prefill" and spec.backward:
         a.append("tiled_kv_stationary (FlashAttention-1 Algorithm 1, a forward pass) is listed for pass fwd only.")
-    if spec.phase == "prefill" and not spec.backward:
+    if spec.phase == "prefill" and not spec.backward and spec.window is None:
         a.append(
             "tiled_kv_stationary uses "
             + ("FlashAttention-1's block sizes B_c = ceil(M/(4d)), B_r = min(B_c, d) with M = smem_per_sm / s elements."
@@ -273,7 +282,7 @@ def _build(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> TrafficMode
 
             tiled = add_backward(tiled, spec, opts)
         algorithms["tiled"] = tiled
-        if not spec.backward:  # Algorithm 1 is a forward pass; comparing it with fwd+bwd would mislead
+        if not spec.backward and spec.window is None:  # Algorithm 1 is a forward pass, without a window
             algorithms["tiled_kv_stationary"] = kv_stationary_model(spec, opts["kv_blocks"])
     return TrafficModel(
         spec=spec,
@@ -719,7 +728,16 @@ def sweep(
     # ---- group points by model structure, evaluate each group with its compiled function ----
     gqa = cols["kv_heads"] < cols["heads"]
     split = (cols["num_splits"] > 1) & (spec.phase == "decode")
-    empty = (cols["seqlen_q"] > cols["seqlen_k"]) & (spec.causal and spec.causal_align == "bottom-right")
+    if spec.window is not None:  # the band of each point (an unbounded side is N_q + N_k, as window_band)
+        from iomodel.spec.layer import band_has_empty_rows
+
+        wide = cols["seqlen_q"] + cols["seqlen_k"]
+        left, right = spec.window
+        band = (wide if left is None else np.full(n, left), wide if right is None else np.full(n, right))
+        off = (cols["seqlen_k"] - cols["seqlen_q"]) if spec.causal_align == "bottom-right" else 0
+        empty = np.asarray(band_has_empty_rows(band, cols["seqlen_q"], cols["seqlen_k"], off), dtype=bool)
+    else:
+        empty = (cols["seqlen_q"] > cols["seqlen_k"]) & (spec.causal and spec.causal_align == "bottom-right")
     code = gqa.astype(np.int64) * 4 + split.astype(np.int64) * 2 + empty.astype(np.int64)
     result: dict[str, dict[str, np.ndarray]] = {}
     args_all = [cols[f] for f in _SPEC_FIELDS] + [np.full(n, spec.width, dtype=np.int64)] + \

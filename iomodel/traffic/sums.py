@@ -154,6 +154,75 @@ class VisiblePairs(TileSum):
         return sp.Sum(sp.Min(N_k, sp.Max(0, _m + off + 1)), (_m, 0, N_q - 1))
 
 
+def band_key_rows(row0, row_end, N_k, BN, off, WL, WR) -> sp.Expr:
+    """Keys one program loads for the query rows [row0, row_end) under a window band (rows).
+
+    hi = clamp(row_end + off + WR, 0, N_k), first = clamp(row0 + off − WL, 0, N_k); the kernel
+    loads the blocks of BN keys from BN·⌊first/BN⌋ below hi, masked to keys < N_k, and nothing
+    when first >= hi (``_band_bounds`` in ``kernels/flash_attention.py``;
+    ``docs/traffic-contract.md``): [first < hi]·(min(N_k, BN·⌈hi/BN⌉) − BN·⌊first/BN⌋).
+    """
+    hi = sp.Max(0, sp.Min(row_end + off + WR, N_k))
+    first = sp.Max(0, sp.Min(row0 + off - WL, N_k))
+    return sp.Min(1, sp.Max(0, hi - first)) * (sp.Min(N_k, BN * sp.ceiling(hi / BN)) - BN * sp.floor(first / BN))
+
+
+class QTileKeyRowsBand(TileSum):
+    """Key rows loaded by all query tiles of one (batch, head) of the Q-stationary kernel under
+    a sliding-window band (:func:`iomodel.spec.layer.window_band`: row m sees key n iff
+    m + off − WL <= n <= m + off + WR).
+
+    ``QTileKeyRowsBand(N_q, N_k, BM, BN, off, WL, WR)`` = Σ_{i=0}^{⌈N_q/BM⌉-1}
+    :func:`band_key_rows` (i·BM, min((i+1)·BM, N_q)): each query tile loads the blocks from
+    the one holding its first row's first key to its last row's last key, and nothing when no
+    row sees a key (``docs/traffic-contract.md``). Units: rows.
+    """
+
+    nargs = 7
+    np_name = "np_q_tile_key_rows_band"
+
+    def as_sum(self) -> sp.Expr:
+        N_q, N_k, BM, BN, off, WL, WR = self.args
+        return sp.Sum(band_key_rows(_i * BM, sp.Min((_i + 1) * BM, N_q), N_k, BN, off, WL, WR),
+                      (_i, 0, sp.ceiling(N_q / BM) - 1))
+
+
+class KTileQueryRowsBand(TileSum):
+    """Query rows loaded by all key tiles of one (batch, query head) of the backward's dK/dV
+    kernel under a window band.
+
+    ``KTileQueryRowsBand(N_q, N_k, BM, BN, off, WL, WR)`` = Σ_{j=0}^{⌈N_k/BN⌉-1}
+    [hi_j > lo_j]·(min(N_q, BM·⌈hi_j/BM⌉) − lo_j) with lo_j = min(BM·⌊max(0, j·BN − off − WR)/BM⌋, N_q)
+    (the tile holding the first row that sees key j·BN) and hi_j = clamp((j+1)·BN − off + WL, 0, N_q)
+    (one past the last row that sees key (j+1)·BN − 1): key tile j streams the query tiles
+    from lo_j while their start is below hi_j, masked to rows < N_q (``_bwd_dkdv``,
+    ``docs/traffic-contract.md``). Units: rows.
+    """
+
+    nargs = 7
+    np_name = "np_k_tile_query_rows_band"
+
+    def as_sum(self) -> sp.Expr:
+        N_q, N_k, BM, BN, off, WL, WR = self.args
+        lo = sp.Min(BM * sp.floor(sp.Max(0, _j * BN - off - WR) / BM), N_q)
+        hi = sp.Max(0, sp.Min((_j + 1) * BN - off + WL, N_q))
+        term = sp.Min(1, sp.Max(0, hi - lo)) * (sp.Min(N_q, BM * sp.ceiling(hi / BM)) - lo)
+        return sp.Sum(term, (_j, 0, sp.ceiling(N_k / BN) - 1))
+
+
+class VisiblePairsBand(TileSum):
+    """(query, key) pairs of one (batch, head) inside a window band:
+    ``VisiblePairsBand(N_q, N_k, off, WL, WR)`` = Σ_{m=0}^{N_q-1}
+    max(0, min(N_k, m + off + WR + 1) − max(0, m + off − WL)). Units: pairs."""
+
+    nargs = 5
+    np_name = "np_visible_pairs_band"
+
+    def as_sum(self) -> sp.Expr:
+        N_q, N_k, off, WL, WR = self.args
+        return sp.Sum(sp.Max(0, sp.Min(N_k, _m + off + WR + 1) - sp.Max(0, _m + off - WL)), (_m, 0, N_q - 1))
+
+
 # ----------------------------------------------------------------------------------
 # numpy closed forms (vectorized, exact in int64)
 # ----------------------------------------------------------------------------------
@@ -258,24 +327,87 @@ def np_visible_pairs(N_q, N_k, off) -> np.ndarray:
     return middle + top
 
 
+def clamped_floor_sum(n, a, c, low, high, D) -> np.ndarray:
+    """Σ_{i=0}^{n-1} ⌊clamp(a·i + c, low, high) / D⌋ elementwise, for n >= 0, a >= 1, D >= 1,
+    0 <= low <= high (exact in int64): the terms are ⌊low/D⌋ up to the first i with
+    a·i + c > low, ⌊high/D⌋ from the first i with a·i + c >= high, and a :func:`floor_sum` between."""
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
+    n, a, c, low, high, D = np.broadcast_arrays(_i64(n), _i64(a), _i64(c), _i64(low), _i64(high), _i64(D))
+    i0 = np.clip((low - c) // a + 1, 0, n)
+    i1 = np.clip(-((c - high) // a), i0, n)
+    cnt = i1 - i0
+    mid = floor_sum(cnt, D, a, np.where(cnt > 0, a * i0 + c, 0))
+    return i0 * (low // D) + mid + (n - i1) * (high // D)
+
+
+def np_q_tile_key_rows_band(N_q, N_k, BM, BN, off, WL, WR) -> np.ndarray:
+    """Closed form of :class:`QTileKeyRowsBand` (vectorized, exact): the tiles' last keys are
+    :func:`np_q_tile_key_rows` at offset off + WR; their first blocks a :func:`clamped_floor_sum`;
+    tiles whose first key is >= N_k (nothing loaded) would otherwise count the key tail N_k mod BN."""
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
+    N_q, N_k, BM, BN, off, WL, WR = np.broadcast_arrays(*(_i64(x) for x in (N_q, N_k, BM, BN, off, WL, WR)))
+    t_r = cdiv(N_q, BM)
+    last = np_q_tile_key_rows(N_q, N_k, BM, BN, off + WR)
+    first = BN * clamped_floor_sum(t_r, BM, off - WL, 0, N_k, BN)
+    far = t_r - np.clip(-((off - WL - N_k) // BM), 0, t_r)  # tiles i with i·BM + off − WL >= N_k
+    return last - first - far * (N_k % BN)
+
+
+def np_k_tile_query_rows_band(N_q, N_k, BM, BN, off, WL, WR) -> np.ndarray:
+    """Closed form of :class:`KTileQueryRowsBand` (vectorized, exact). Every term is
+    min(N_q, BM·⌈hi_j/BM⌉) − lo_j (a tile no row sees gives 0 by itself); min(N_q, BM·y) is
+    BM·y less BM·T_r − N_q when y = T_r, and lo_j likewise."""
+    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
+    N_q, N_k, BM, BN, off, WL, WR = np.broadcast_arrays(*(_i64(x) for x in (N_q, N_k, BM, BN, off, WL, WR)))
+    t_r, t_c = cdiv(N_q, BM), cdiv(N_k, BN)
+    pad = BM * t_r - N_q
+    c_hi = BN - off + WL  # hi_j = clamp(BN·j + c_hi, 0, N_q)
+    ceil_sum = clamped_floor_sum(t_c, BN, c_hi + BM - 1, BM - 1, N_q + BM - 1, BM)
+    top = t_c - np.clip((BM * (t_r - 1) - c_hi) // BN + 1, 0, t_c)  # j with hi_j > BM·(T_r − 1)
+    c_lo = -off - WR  # lo_j from BN·j + c_lo
+    lo_sum = BM * clamped_floor_sum(t_c, BN, c_lo, 0, BM * t_r, BM)
+    lo_top = t_c - np.clip(-((c_lo - BM * t_r) // BN), 0, t_c)  # j with BN·j + c_lo >= BM·T_r: lo_j = N_q
+    return (BM * ceil_sum - top * pad) - (lo_sum - lo_top * pad)
+
+
+def np_visible_pairs_band(N_q, N_k, off, WL, WR) -> np.ndarray:
+    """Closed form of :class:`VisiblePairsBand`: Σ_m clamp(m + off + WR + 1, 0, N_k) − Σ_m clamp(m + off − WL, 0, N_k)
+    (the first never below the second), two :func:`np_visible_pairs`."""
+    return np_visible_pairs(N_q, N_k, _i64(off) + WR) - np_visible_pairs(N_q, N_k, _i64(off) - WL - 1)
+
+
 #: Name -> numpy implementation, for the lambdify namespace of the numpy printer.
 NUMPY_IMPLS = {
     "np_q_tile_key_rows": np_q_tile_key_rows,
     "np_k_block_query_rows": np_k_block_query_rows,
     "np_k_tile_query_rows": np_k_tile_query_rows,
     "np_visible_pairs": np_visible_pairs,
+    "np_q_tile_key_rows_band": np_q_tile_key_rows_band,
+    "np_k_tile_query_rows_band": np_k_tile_query_rows_band,
+    "np_visible_pairs_band": np_visible_pairs_band,
 }
 
 __all__ = [
     "KBlockQueryRows",
     "KTileQueryRows",
+    "KTileQueryRowsBand",
     "NUMPY_IMPLS",
     "QTileKeyRows",
+    "QTileKeyRowsBand",
     "TileSum",
     "VisiblePairs",
+    "VisiblePairsBand",
+    "band_key_rows",
+    "clamped_floor_sum",
     "floor_sum",
     "np_k_block_query_rows",
     "np_k_tile_query_rows",
+    "np_k_tile_query_rows_band",
     "np_q_tile_key_rows",
+    "np_q_tile_key_rows_band",
     "np_visible_pairs",
+    "np_visible_pairs_band",
 ]

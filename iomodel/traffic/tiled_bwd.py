@@ -48,8 +48,8 @@ import sympy as sp
 
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, Row, both_levels, make_row
-from iomodel.traffic.sums import KTileQueryRows
-from iomodel.traffic.tiled_fwd import causal_offset_expr, q_stationary_key_rows, visible_pairs_expr
+from iomodel.traffic.sums import KTileQueryRows, KTileQueryRowsBand
+from iomodel.traffic.tiled_fwd import band_exprs, causal_offset_expr, q_stationary_key_rows, visible_pairs_expr
 
 #: Step of the model's rows -> the bundled kernel (``@triton.jit`` name) whose loads and
 #: stores they count (the interpreter's launches carry these names).
@@ -87,9 +87,12 @@ def dkdv_query_rows(spec: LayerSpec) -> sp.Expr:
     """Query rows the dK/dV kernel loads for one (batch, query head), over all its key tiles.
 
     Non-causal: ⌈N_k/BWD_BLOCK_N⌉·N_q (every key tile streams every row). Causal: the exact
-    :class:`~iomodel.traffic.sums.KTileQueryRows` sum (``docs/traffic-contract.md``).
-    Multiply by d·s for Q or dO bytes, by 4 for LSE or Delta bytes. Units: rows.
+    :class:`~iomodel.traffic.sums.KTileQueryRows` sum (``docs/traffic-contract.md``); sliding
+    window: :class:`~iomodel.traffic.sums.KTileQueryRowsBand`. Multiply by d·s for Q or dO bytes, by 4 for LSE or Delta bytes. Units: rows.
     """
+    band = band_exprs(spec)
+    if band is not None:  # window: only the query tiles that can see the key tile
+        return KTileQueryRowsBand(SYM.N_q, SYM.N_k, SYM.BWD_BLOCK_M, SYM.BWD_BLOCK_N, causal_offset_expr(spec), *band)
     if not spec.causal:
         return sp.ceiling(SYM.N_k / SYM.BWD_BLOCK_N) * SYM.N_q
     return KTileQueryRows(SYM.N_q, SYM.N_k, SYM.BWD_BLOCK_M, SYM.BWD_BLOCK_N, causal_offset_expr(spec))

@@ -22,7 +22,7 @@ import sympy as sp
 
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, Row, both_levels, make_row
-from iomodel.traffic.sums import KBlockQueryRows, QTileKeyRows
+from iomodel.traffic.sums import KBlockQueryRows, QTileKeyRows, QTileKeyRowsBand
 
 
 def causal_offset_expr(spec: LayerSpec) -> sp.Expr:
@@ -30,13 +30,30 @@ def causal_offset_expr(spec: LayerSpec) -> sp.Expr:
     return sp.Integer(0) if spec.causal_align == "top-left" else SYM.N_k - SYM.N_q
 
 
+def band_exprs(spec: LayerSpec) -> tuple[sp.Expr, sp.Expr] | None:
+    """The window band ``(WL, WR)`` as expressions (tokens), or None without a window.
+
+    :func:`iomodel.spec.layer.window_band`: an unbounded side is N_q + N_k (wider than any
+    row's reach), a causal mask caps WR at 0.
+    """
+    w = spec.window
+    if w is None:
+        return None
+    wide = SYM.N_q + SYM.N_k
+    return (wide if w[0] is None else sp.Integer(w[0])), (wide if w[1] is None else sp.Integer(w[1]))
+
+
 def q_stationary_key_rows(spec: LayerSpec, block_m: sp.Expr, block_n: sp.Expr) -> sp.Expr:
     """Key rows one (batch, head) loads over all its query tiles (K or V; multiply by d·s).
 
     Non-causal: ⌈N_q/BLOCK_M⌉·N_k (every tile reads all keys, masked to < N_k). Causal: the
     exact :class:`~iomodel.traffic.sums.QTileKeyRows` sum (``docs/traffic-contract.md``).
-    Units: rows.
+    Sliding window: :class:`~iomodel.traffic.sums.QTileKeyRowsBand` (blocks outside the band
+    skipped). Units: rows.
     """
+    band = band_exprs(spec)
+    if band is not None:
+        return QTileKeyRowsBand(SYM.N_q, SYM.N_k, block_m, block_n, causal_offset_expr(spec), *band)
     if not spec.causal:
         return sp.ceiling(SYM.N_q / block_m) * SYM.N_k
     return QTileKeyRows(SYM.N_q, SYM.N_k, block_m, block_n, causal_offset_expr(spec))
@@ -52,7 +69,8 @@ def tiled_fwd_rows(spec: LayerSpec, step: str = "fwd kernel") -> list[Row]:
     kr = q_stationary_key_rows(spec, SYM.BLOCK_M, SYM.BLOCK_N)
     E_q, E_k = B * H * N_q * d, B * H_kv * N_k * d
     kv_note = ("K/V re-read by every query tile (T_r = ⌈N_q/BLOCK_M⌉ times per query head), "
-               "no reuse above SRAM" + ("; causal: blocks above the diagonal skipped." if spec.causal else "."))
+               "no reuse above SRAM" + ("; window: blocks outside the band skipped." if spec.window else
+                                        "; causal: blocks above the diagonal skipped." if spec.causal else "."))
     return [
         make_row("Q", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, read_bytes=E_q * s,
                  note="Each program loads its BLOCK_M query rows once (masked to rows < N_q)."),
@@ -65,9 +83,12 @@ def tiled_fwd_rows(spec: LayerSpec, step: str = "fwd kernel") -> list[Row]:
 
 
 def visible_pairs_expr(spec: LayerSpec) -> sp.Expr:
-    """(query, key) pairs one (batch, head) computes: N_q·N_k, or the exact causal count."""
-    from iomodel.traffic.sums import VisiblePairs
+    """(query, key) pairs one (batch, head) computes: N_q·N_k, or the exact causal (or window band) count."""
+    from iomodel.traffic.sums import VisiblePairs, VisiblePairsBand
 
+    band = band_exprs(spec)
+    if band is not None:
+        return VisiblePairsBand(SYM.N_q, SYM.N_k, causal_offset_expr(spec), *band)
     if not spec.causal:
         return SYM.N_q * SYM.N_k
     return VisiblePairs(SYM.N_q, SYM.N_k, causal_offset_expr(spec))
@@ -178,6 +199,7 @@ def kv_stationary_model(spec: LayerSpec, blocks: str = "paper") -> AlgorithmMode
 
 
 __all__ = [
+    "band_exprs",
     "causal_offset_expr",
     "kv_stationary_model",
     "paper_block_sizes",
