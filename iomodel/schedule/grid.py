@@ -188,7 +188,7 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
             for t, b in row_reads.items():
                 acc.append(Access(t, (t, bh, i0, tile_order), sum(q_rows[i0:i1]) * b))
         if spec.band is not None:
-            acc += _band_kv_accesses(qo, kv_ranges, spec, chunk, order)
+            acc += _band_kv_accesses(qo, kv_ranges, spec, block_n, order)
         else:
             for c0 in range(0, max(need.values()), chunk):
                 for kv in order:
@@ -213,7 +213,11 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
     per KV head) at step ``max(c0, lo_i) − lo_i``. Each chunk is touched once per wave, at the
     earliest such step among its programs, with the rows ``[start, stop)`` of it they need
     (start the lowest, stop the highest); ties in KV-head order of ``order``, then by chunk.
-    Without a window (every lo_i = 0) this is the order of the windowless loop.
+    :func:`_q_stationary_waves` passes ``chunk`` = BLOCK_N: the bands of successive programs
+    slide through a larger chunk, so its extent would no longer say which of its rows were
+    loaded (an item's bytes only grow); every range is whole BLOCK_N blocks (the last capped at
+    N_k), so a block item is always loaded whole. With every lo_i = 0 and ``chunk`` =
+    :data:`KV_CHUNK_ROWS` this is the order of the windowless loop.
     """
     d, s, H, G = spec.head_dim, spec.width, spec.heads, spec.group
     rank = {kv: n for n, kv in enumerate(order)}
@@ -385,7 +389,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
     Q, dO (dtype) and LSE, Delta (fp32) rows [lo_j, end_j) (:func:`dkdv_query_ranges`; end_j =
     N_q without a window), and
     writes dK_j, dV_j once. The query rows are tracked in chunks of :data:`KV_CHUNK_ROWS`
-    rows (rounded up to a multiple of BWD_BLOCK_M), each touched when a program first reaches
+    rows (rounded up to a multiple of BWD_BLOCK_M; one BWD_BLOCK_M tile under a window), each touched when a program first reaches
     it: every program advances one BWD_BLOCK_M tile per step, so program j reaches row r of
     head g at step g·(end_j − lo_j) + r − lo_j and stores dK_j, dV_j at step G·(end_j − lo_j); the
     wave's touches run in that time order (programs at the same row share one touch, as the
@@ -412,7 +416,9 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
     req_r = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
     req_r.update({t: B * Hk * G * q_rows * b for t, b in per_row.items()})
     req_w = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
-    chunk = _chunk_rows(bm)
+    # under a window the query ranges [lo_j, end_j) slide through a chunk (its extent would not say
+    # which rows were loaded): items of one BWD_BLOCK_M tile, each loaded whole
+    chunk = _chunk_rows(bm) if spec.band is None else bm
     total = t_c * B * Hk
     waves: list[list[Access]] = []
     for p0, p1 in _wave_ranges(total, w):
