@@ -51,8 +51,9 @@ def simulated_programs(spec: LayerSpec, tiling: Tiling) -> int:
 def not_estimated(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
     """Why :func:`estimate_tiled` does not cover ``spec`` (one clause), or None when it does.
 
-    It covers the prefill forward pass (and, with ``spec.backward``, the training step) without a sliding
-    window, with seqlen_q and seqlen_k up to
+    It covers the prefill forward pass (and, with ``spec.backward``, the training step), with or
+    without a sliding window (the simulation walks each program's band,
+    :func:`iomodel.schedule.grid.prefill_key_ranges`), with seqlen_q and seqlen_k up to
     :data:`L2_ESTIMATE_MAX_SEQLEN` tokens and, when ``tiling`` is given, at most
     :data:`L2_ESTIMATE_MAX_PROGRAMS` programs (:func:`simulated_programs`): the simulation
     visits every program, so its cost grows with batch × heads. Past either bound the
@@ -65,8 +66,6 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
     Returns:
         The reason, one clause without a final period, or None.
     """
-    if spec.window is not None:
-        return "its L2 simulation walks the causal or full key ranges, not a sliding window's band"
     if spec.phase != "prefill":
         return "it models the prefill kernel here (decode: see `iomodel reconcile`)"
     if max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:

@@ -20,8 +20,9 @@ from iomodel.cache.params import STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
-from iomodel.schedule.grid import (Access, combine_waves, decode_split_rows, decode_waves, dkdv_query_lo, dkdv_waves,
-                                   dq_waves, prefill_key_rows, prefill_waves, preprocess_waves)
+from iomodel.schedule.grid import (Access, combine_waves, decode_split_rows, decode_waves, dkdv_waves,
+                                   dq_waves, dkdv_query_ranges, key_span_rows, prefill_key_ranges, prefill_waves,
+                                   preprocess_waves)
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Tensors of the forward pass that are layer inputs (the rest are outputs or intermediates).
@@ -194,7 +195,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         span = "decode programs of one KV head run together"
     else:
         launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order))
-        touched_rows = B * Hk * max(prefill_key_rows(spec, tiling))
+        touched_rows = B * Hk * key_span_rows(prefill_key_ranges(spec, tiling))  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
         heads = cdiv(w, t_r) + 1
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
@@ -328,10 +329,11 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
 
     With the profiler's flush every kernel starts cold, so each kernel's floor is every byte
     it loads at all, once: ``_bwd_preprocess`` O and dO, Delta written; ``_bwd_dkdv`` K, V
-    and the Q, dO, LSE, Delta rows from its lowest first row lo_0
-    (:func:`iomodel.schedule.grid.dkdv_query_lo`), dK, dV written; ``_bwd_dq`` Q, dO, LSE,
-    Delta and the K/V rows its longest key range loads
-    (:func:`iomodel.schedule.grid.prefill_key_rows` with the dQ tiles), dQ written.
+    and the Q, dO, LSE, Delta rows some key tile loads (the union of
+    :func:`iomodel.schedule.grid.dkdv_query_ranges`: rows from its lowest first row lo_0
+    without a window), dK, dV written; ``_bwd_dq`` Q, dO, LSE, Delta and the K/V rows some
+    query tile loads (the union of :func:`iomodel.schedule.grid.prefill_key_ranges` with the
+    dQ tiles: its longest key range without a window), dQ written.
 
     Args:
         spec: the layer (its backward kernels); tiling: the backward tiles.
@@ -343,11 +345,11 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
                                 spec.seqlen_q, spec.seqlen_k)
     row_q = 2 * d * s + LSE_WIDTH + FP32_WIDTH  # Q, dO, LSE, Delta bytes of one query row
     q_bytes, kv_bytes = B * H * n_q * d * s, B * Hk * n_k * d * s
-    lo0 = dkdv_query_lo(spec, tiling)[0]
-    dq_keys = max(prefill_key_rows(spec, Tiling(block_m=tiling.dq_block_m, block_n=tiling.dq_block_n)))
+    q_span = key_span_rows(dkdv_query_ranges(spec, tiling))  # query rows some key tile loads (n_q - lo_0 unwindowed)
+    dq_keys = key_span_rows(prefill_key_ranges(spec, Tiling(block_m=tiling.dq_block_m, block_n=tiling.dq_block_n)))
     return {
         "_bwd_preprocess": (2 * q_bytes, B * H * n_q * FP32_WIDTH),
-        "_bwd_dkdv": (2 * kv_bytes + B * H * (n_q - lo0) * row_q, 2 * kv_bytes),
+        "_bwd_dkdv": (2 * kv_bytes + B * H * q_span * row_q, 2 * kv_bytes),
         "_bwd_dq": (B * H * n_q * row_q + 2 * B * Hk * dq_keys * d * s, q_bytes),
     }
 

@@ -120,7 +120,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
 
     Args:
         impl: a name of :data:`~iomodel.measure.records.IMPLS`.
-        spec: the layer call.
+        spec: the layer call (its sliding window, ``LayerSpec.window``, goes to the bundled kernel,
+            its backward and the eager chain; SDPA takes none).
         q: ``(B, H, seqlen_q, HEAD_DIM)``; k, v: ``(B, H_kv, seqlen_k, HEAD_DIM)``, on one device.
         pinned: (``tiled`` only) ``KernelConfig`` fields to run instead of autotuning.
 
@@ -132,7 +133,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         eager chain, the backend for SDPA).
 
     Raises:
-        IomodelError: an unknown implementation, or a pinned config that is not a ``KernelConfig``.
+        IomodelError: an unknown implementation, a pinned config that is not a ``KernelConfig``,
+            or an SDPA implementation asked for a window.
     """
     if spec.backward:
         return training_call(impl, spec, q, k, v, pinned)
@@ -152,7 +154,7 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
 
         def call():
             o, lse, cfg = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, return_config=True,
-                                          config=kc)
+                                          config=kc, window=spec.window)
             state["cfg"] = cfg
             return o
 
@@ -167,10 +169,13 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         from kernels.baseline import eager_attention
 
         score = torch.float32 if impl == "baseline-fp32" else None
-        return (lambda: eager_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, score_dtype=score)), (
+        return (lambda: eager_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, score_dtype=score,
+                                        window=spec.window)), (
             lambda: {"score_dtype": "fp32" if score is not None else spec.dtype}
         )
     if impl.startswith("sdpa-") and impl in IMPLS:
+        if spec.window is not None:
+            raise IomodelError(f"{impl} takes no sliding window: measure a window shape with tiled or baseline")
         return _sdpa_call(impl, spec, q, k, v), (lambda: {"backend": impl})
     raise IomodelError(f"unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")
 
@@ -209,9 +214,11 @@ def training_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         state: dict[str, Any] = {}
 
         def step():
-            o, lse = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, config=kc)
+            o, lse = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, config=kc,
+                                     window=spec.window)
             dq, dk, dv, state["backward"] = flash_attention_backward(do, q, k, v, o, lse, spec.causal,
-                                                                     spec.causal_align, return_config=True)
+                                                                     spec.causal_align, return_config=True,
+                                                                     window=spec.window)
             return dq, dk, dv
 
         def config():

@@ -61,6 +61,8 @@ CONFIG_COUNTS = ("block_m", "block_n", "num_warps", "num_stages", "num_splits", 
 SPEC_COUNTS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k")
 SPEC_FLAGS = ("causal", "backward")
 SPEC_WORDS = ("dtype", "causal_align", "phase", "name")
+#: Sliding-window sides of a record's spec (tokens; null or absent: unbounded).
+SPEC_WINDOW = ("window_left", "window_right")
 #: Hardware fields of a record that are positive numbers (bytes, bytes/s, SMs).
 HARDWARE_NUMBERS = ("hbm_bandwidth", "hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "num_sms")
 #: Those of them that count whole things (bytes, SMs).
@@ -241,6 +243,10 @@ class ShapeMeasurement:
         for k in SPEC_WORDS:
             if k in spec:
                 jv.string(spec[k], f"{where}: spec.{k}", fix=FIX)
+        for k in SPEC_WINDOW:
+            if k in spec:
+                spec[k] = jv.number(spec[k], f"{where}: spec.{k}", what="a whole number of tokens, 0 or more (null: unbounded)",
+                          integer=True, allow_none=True, fix=FIX)
         try:
             layer = LayerSpec(**spec)
         except TypeError as exc:  # an unknown field
@@ -441,9 +447,15 @@ def shape_id(spec: LayerSpec, impl: str) -> str:
     """A readable unique id of a (shape, implementation), e.g. ``b1-h32-kv8-d128-bf16-q4096-k4096-tl-tiled``
     (``-bwd`` appended for a forward + backward step).
 
-    The mask part is ``nc`` (not causal), ``tl`` (causal top-left) or ``br`` (causal bottom-right).
+    The mask part is ``nc`` (not causal), ``tl`` (causal top-left) or ``br`` (causal bottom-right),
+    followed by ``-wL_R`` when the spec gives a sliding window (its sides in tokens as given,
+    ``inf`` for an unbounded one: ``...-tl-w4096_inf-tiled``); no suffix without a window, so
+    the ids of windowless shapes are those of the committed receipts.
     """
     mask = "nc" if not spec.causal else ("tl" if spec.causal_align == "top-left" else "br")
+    if spec.window_left is not None or spec.window_right is not None:
+        side = lambda v: "inf" if v is None else str(v)  # noqa: E731
+        mask += f"-w{side(spec.window_left)}_{side(spec.window_right)}"
     return (
         f"b{spec.batch}-h{spec.heads}-kv{spec.kv_heads}-d{spec.head_dim}-{spec.dtype}"
         f"-q{spec.seqlen_q}-k{spec.seqlen_k}-{mask}-{impl}" + ("-bwd" if spec.backward else "")

@@ -21,7 +21,7 @@ from iomodel.measure.records import IMPLS, shape_id
 from iomodel.spec import PASSES, LayerSpec
 
 #: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``pass`` = "fwd" or
-#: "fwd+bwd" (one training step), ``impls``, ``seed``).
+#: "fwd+bwd" (one training step), ``window`` = L or [L, R] (the sliding window), ``impls``, ``seed``).
 _SPEC_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k", "dtype", "causal",
                 "causal_align", "phase", "name", "backward")  # backward: set from ``pass`` only
 
@@ -115,9 +115,32 @@ class Sweep:
             raise IomodelError("no shapes left to measure: check --impl and --limit")
 
 
+#: Implementations that take a sliding window (SDPA has no window argument).
+WINDOW_IMPLS = ("tiled", "baseline", "baseline-fp32")
+
+
+def _window_sides(value: Any, where: str) -> tuple[int | None, int | None]:
+    """A sweep's ``window``: ``L`` (keys up to L tokens left of the diagonal, right side
+    unbounded, as ``iomodel worksheet --window L``) or ``[L, R]`` (-1: that side unbounded,
+    flash-attn's ``window_size``), as ``(window_left, window_right)`` in tokens (None: unbounded).
+
+    Raises:
+        IomodelError: anything else (a bool, a fraction, a list of another length, a side below -1).
+    """
+    sides = [value, -1] if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(sides, list) or len(sides) != 2 or any(isinstance(v, bool) or not isinstance(v, int) or v < -1
+                                                               for v in sides):
+        raise IomodelError(f"{where}: window must be L or [L, R], whole numbers of tokens (-1: that side unbounded), "
+                           f"got {jv.describe(value)}: fix the file")
+    return tuple(None if v == -1 else v for v in sides)  # type: ignore[return-value]
+
+
 def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list)."""
-    keys = [k for k, v in entry.items() if isinstance(v, list) and k != "impls"]
+    """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list;
+    ``window`` expands only when it holds a list: ``window = [[4096, 0], 256]`` is two windows,
+    ``window = [4096, 0]`` is one)."""
+    keys = [k for k, v in entry.items() if isinstance(v, list) and k != "impls"
+            and (k != "window" or any(isinstance(x, list) for x in v))]
     for values in itertools.product(*(entry[k] for k in keys)):
         out = dict(entry)
         out.update(zip(keys, values))
@@ -140,11 +163,14 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
 
     Keys of a shape: the :class:`~iomodel.spec.LayerSpec` fields (``batch`` defaults to 1,
     ``phase`` to decode when seqlen_q <= 16), ``seqlen`` (sets seqlen_q and seqlen_k),
+    ``window`` (the sliding window in tokens: ``L``, or ``[L, R]`` with -1 for an unbounded
+    side; a list of such pairs expands like any list; see :func:`_window_sides`),
     ``impls`` (list of implementations, default ``["tiled"]``) and ``seed`` (default 0).
 
     Raises:
-        IomodelError: an unknown key, an invalid shape, an unknown implementation, a
-            duplicate shape, or no shapes at all.
+        IomodelError: an unknown key, an invalid shape or window, an unknown implementation, an
+            SDPA implementation on a window shape (SDPA has no window), a duplicate shape, or no
+            shapes at all.
     """
     known_top = {"name", "hardware", "defaults", "ncu", "shape", "l2_model", "description"}
     bad = set(data) - known_top
@@ -188,9 +214,12 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 s = entry.pop("seqlen")
                 entry.setdefault("seqlen_q", s)
                 entry.setdefault("seqlen_k", s)
-            unknown = set(entry) - set(_SPEC_FIELDS)
+            unknown = set(entry) - set(_SPEC_FIELDS) - {"window"}
             if unknown:
-                raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, impls, seed")
+                raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, "
+                                   "window, impls, seed")
+            if "window" in entry:
+                entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
             if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
                 entry["phase"] = "decode"
             missing = [k for k in ("heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") if k not in entry]
@@ -212,6 +241,9 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             for impl in impls:
                 if impl not in IMPLS:
                     raise IomodelError(f"{source}: shape {n} has unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")
+                if spec.window is not None and impl not in WINDOW_IMPLS:
+                    raise IomodelError(f"{where}: {impl} takes no sliding window: use impls among {', '.join(WINDOW_IMPLS)} "
+                                       "for a window shape")
                 sid = shape_id(spec, impl)
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate")

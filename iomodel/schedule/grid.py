@@ -73,6 +73,8 @@ def prefill_key_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
     Returns:
         a list of T_r row counts (rows, not bytes).
     """
+    if spec.band is not None:
+        return [end - lo for lo, end in prefill_key_ranges(spec, tiling)]
     n_q, n_k, bm, bn = spec.seqlen_q, spec.seqlen_k, tiling.block_m, tiling.block_n
     off = spec.causal_offset
     rows = []
@@ -80,6 +82,46 @@ def prefill_key_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
         hi = n_k if not spec.causal else min(max(min((i + 1) * bm, n_q) + off, 0), n_k)
         rows.append(min(n_k, cdiv(hi, bn) * bn))
     return rows
+
+
+def prefill_key_ranges(spec: LayerSpec, tiling: Tiling) -> list[tuple[int, int]]:
+    """Key rows ``[lo_i, end_i)`` program i of a prefill head loads (row indices, not bytes).
+
+    Without a window ``lo_i = 0`` and ``end_i`` is :func:`prefill_key_rows`. Under a window band
+    (``LayerSpec.band`` = (WL, WR)), with r0 = i·BM, r1 = min((i+1)·BM, N_q):
+    hi_i = clamp(r1 + off + WR, 0, N_k), first_i = clamp(r0 + off − WL, 0, N_k),
+    lo_i = BN·⌊first_i/BN⌋, end_i = min(N_k, BN·⌈hi_i/BN⌉), and ``(hi_i, hi_i)`` (nothing
+    loaded) when first_i >= hi_i. Source: docs/traffic-contract.md, "Sliding window"
+    (``_band_bounds`` in kernels/flash_attention.py; the model's ``QTileKeyRowsBand``).
+
+    Args:
+        spec: the layer (seqlen_q, seqlen_k, causal alignment, window).
+        tiling: BLOCK_M and BLOCK_N.
+
+    Returns:
+        a list of T_r ``(lo, end)`` pairs, ``end - lo`` rows each.
+    """
+    band = spec.band
+    if band is None:
+        return [(0, r) for r in prefill_key_rows(spec, tiling)]
+    n_q, n_k, bm, bn = spec.seqlen_q, spec.seqlen_k, tiling.block_m, tiling.block_n
+    off, (wl, wr) = spec.causal_offset, band
+    out = []
+    for i in range(cdiv(n_q, bm)):
+        hi = min(max(min((i + 1) * bm, n_q) + off + wr, 0), n_k)
+        first = min(max(i * bm + off - wl, 0), n_k)
+        out.append(((first // bn) * bn, min(n_k, cdiv(hi, bn) * bn)) if first < hi else (hi, hi))
+    return out
+
+
+def key_span_rows(ranges: list[tuple[int, int]]) -> int:
+    """Rows of the union of key ranges ``[lo, end)`` (:func:`prefill_key_ranges`): the K (or V)
+    rows of one head that some program loads at all (rows)."""
+    total, reach = 0, 0
+    for lo, end in sorted(r for r in ranges if r[1] > r[0]):
+        total += max(0, end - max(lo, reach))
+        reach = max(reach, end)
+    return total
 
 
 #: Key rows per K/V chunk of the prefill simulation: a wave's programs stream their KV heads'
@@ -115,10 +157,11 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
     B, H, G = spec.batch, spec.heads, spec.group
     d, s = spec.head_dim, spec.width
     t_r = cdiv(spec.seqlen_q, block_m)
-    kv_rows = prefill_key_rows(spec, Tiling(block_m=block_m, block_n=block_n))
+    kv_ranges = prefill_key_ranges(spec, Tiling(block_m=block_m, block_n=block_n))
+    kv_rows = [end - lo for lo, end in kv_ranges]
     q_rows = [min(block_m, spec.seqlen_q - i * block_m) for i in range(t_r)]
     if tile_order == "reverse":
-        kv_rows, q_rows = kv_rows[::-1], q_rows[::-1]  # program i runs tile T_r-1-i
+        kv_rows, q_rows, kv_ranges = kv_rows[::-1], q_rows[::-1], kv_ranges[::-1]  # program i runs tile T_r-1-i
     req_r = {t: B * H * spec.seqlen_q * b for t, b in row_reads.items()}
     req_r["K"] = B * H * sum(kv_rows) * d * s
     req_r["V"] = req_r["K"]
@@ -144,17 +187,59 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
         for bh, i0, i1 in qo:
             for t, b in row_reads.items():
                 acc.append(Access(t, (t, bh, i0, tile_order), sum(q_rows[i0:i1]) * b))
-        for c0 in range(0, max(need.values()), chunk):
-            for kv in order:
-                rows = min(chunk, need[kv] - c0)
-                if rows > 0:
-                    acc.append(Access("K", ("K", kv, c0), rows * d * s, whole=True))
-                    acc.append(Access("V", ("V", kv, c0), rows * d * s, whole=True))
+        if spec.band is not None:
+            acc += _band_kv_accesses(qo, kv_ranges, spec, block_n, order)
+        else:
+            for c0 in range(0, max(need.values()), chunk):
+                for kv in order:
+                    rows = min(chunk, need[kv] - c0)
+                    if rows > 0:
+                        acc.append(Access("K", ("K", kv, c0), rows * d * s, whole=True))
+                        acc.append(Access("V", ("V", kv, c0), rows * d * s, whole=True))
         for bh, i0, i1 in qo:
             for t, b in row_writes.items():
                 acc.append(Access(t, (t, bh, i0, tile_order), sum(q_rows[i0:i1]) * b, write=True))
         waves.append(acc)
     return waves, req_r, req_w
+
+
+def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int, int]], spec: LayerSpec,
+                      chunk: int, order: list[int]) -> list[Access]:
+    """K/V chunk touches of one wave under a window band, in time order (bytes).
+
+    Program i of the wave (query tile ranges ``qo`` of :func:`_q_stationary_waves`, key ranges
+    ``kv_ranges`` in program order) scans its keys ``[lo_i, end_i)`` from lo_i upward, one block
+    per step, all programs at once: it reaches chunk c0 (chunks of ``chunk`` rows from key 0,
+    per KV head) at step ``max(c0, lo_i) − lo_i``. Each chunk is touched once per wave, at the
+    earliest such step among its programs, with the rows ``[start, stop)`` of it they need
+    (start the lowest, stop the highest); ties in KV-head order of ``order``, then by chunk.
+    :func:`_q_stationary_waves` passes ``chunk`` = BLOCK_N: the bands of successive programs
+    slide through a larger chunk, so its extent would no longer say which of its rows were
+    loaded (an item's bytes only grow); every range is whole BLOCK_N blocks (the last capped at
+    N_k), so a block item is always loaded whole. With every lo_i = 0 and ``chunk`` =
+    :data:`KV_CHUNK_ROWS` this is the order of the windowless loop.
+    """
+    d, s, H, G = spec.head_dim, spec.width, spec.heads, spec.group
+    rank = {kv: n for n, kv in enumerate(order)}
+    need: dict[tuple[int, int], list[int]] = {}  # (kv, c0) -> [first step, start row, stop row]
+    for bh, i0, i1 in qo:
+        b, h = divmod(bh, H)
+        kv = b * spec.kv_heads + h // G
+        for lo, end in kv_ranges[i0:i1]:
+            if end <= lo:
+                continue  # no row of the tile sees a key: nothing loaded
+            for c0 in range(chunk * (lo // chunk), end, chunk):
+                start, stop = max(c0, lo), min(c0 + chunk, end)
+                got = need.get((kv, c0))
+                if got is None:
+                    need[(kv, c0)] = [start - lo, start, stop]
+                else:
+                    got[0], got[1], got[2] = min(got[0], start - lo), min(got[1], start), max(got[2], stop)
+    acc: list[Access] = []
+    for (kv, c0), (_, start, stop) in sorted(need.items(), key=lambda kv_: (kv_[1][0], rank[kv_[0][0]], kv_[0][1])):
+        acc.append(Access("K", ("K", kv, c0), (stop - start) * d * s, whole=True))
+        acc.append(Access("V", ("V", kv, c0), (stop - start) * d * s, whole=True))
+    return acc
 
 
 def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "forward",
@@ -261,6 +346,8 @@ def dkdv_query_lo(spec: LayerSpec, tiling: Tiling) -> list[int]:
     Returns:
         a list of ceil(N_k / BWD_BLOCK_N) row indices.
     """
+    if spec.band is not None:
+        return [lo for lo, _ in dkdv_query_ranges(spec, tiling)]
     bm, bn, n_q = tiling.bwd_block_m, tiling.bwd_block_n, spec.seqlen_q
     off = spec.causal_offset
     t_c = cdiv(spec.seqlen_k, bn)
@@ -269,16 +356,42 @@ def dkdv_query_lo(spec: LayerSpec, tiling: Tiling) -> list[int]:
     return [min(bm * (max(0, j * bn - off) // bm), n_q) for j in range(t_c)]
 
 
+def dkdv_query_ranges(spec: LayerSpec, tiling: Tiling) -> list[tuple[int, int]]:
+    """Query rows ``[lo_j, end_j)`` each key tile j of ``_bwd_dkdv`` loads, per query head (rows).
+
+    Without a window ``(lo_j, N_q)`` (:func:`dkdv_query_lo`). Under a window band (WL, WR):
+    lo_j = min(BWD_BLOCK_M·⌊max(0, j·BWD_BLOCK_N − off − WR)/BWD_BLOCK_M⌋, N_q),
+    hi_j = clamp((j+1)·BWD_BLOCK_N − off + WL, 0, N_q), end_j = min(N_q, BWD_BLOCK_M·⌈hi_j/BWD_BLOCK_M⌉),
+    and ``(lo_j, lo_j)`` (nothing loaded) when hi_j <= lo_j. Source: docs/traffic-contract.md,
+    "Sliding window" (the model's ``KTileQueryRowsBand``).
+
+    Returns:
+        a list of ceil(N_k / BWD_BLOCK_N) ``(lo, end)`` pairs.
+    """
+    band = spec.band
+    n_q = spec.seqlen_q
+    if band is None:
+        return [(lo, n_q) for lo in dkdv_query_lo(spec, tiling)]
+    bm, bn, off, (wl, wr) = tiling.bwd_block_m, tiling.bwd_block_n, spec.causal_offset, band
+    out = []
+    for j in range(cdiv(spec.seqlen_k, bn)):
+        lo = min(bm * (max(0, j * bn - off - wr) // bm), n_q)
+        hi = min(max((j + 1) * bn - off + wl, 0), n_q)
+        out.append((lo, min(n_q, cdiv(hi, bm) * bm)) if hi > lo else (lo, lo))
+    return out
+
+
 def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
     """Waves of the K/V-stationary ``_bwd_dkdv`` kernel in grid order, and its requested bytes.
 
     Grid ``(T_c, B·H_kv)``, T_c = ceil(N_k / BWD_BLOCK_N), linear program p = j + T_c·(b·H_kv +
     hk): it loads K_j and V_j once, then for each query head g of its group (outer loop) the
-    Q, dO (dtype) and LSE, Delta (fp32) rows lo_j .. N_q − 1 (:func:`dkdv_query_lo`), and
+    Q, dO (dtype) and LSE, Delta (fp32) rows [lo_j, end_j) (:func:`dkdv_query_ranges`; end_j =
+    N_q without a window), and
     writes dK_j, dV_j once. The query rows are tracked in chunks of :data:`KV_CHUNK_ROWS`
-    rows (rounded up to a multiple of BWD_BLOCK_M), each touched when a program first reaches
+    rows (rounded up to a multiple of BWD_BLOCK_M; one BWD_BLOCK_M tile under a window), each touched when a program first reaches
     it: every program advances one BWD_BLOCK_M tile per step, so program j reaches row r of
-    head g at step g·(N_q − lo_j) + r − lo_j and stores dK_j, dV_j at step G·(N_q − lo_j); the
+    head g at step g·(end_j − lo_j) + r − lo_j and stores dK_j, dV_j at step G·(end_j − lo_j); the
     wave's touches run in that time order (programs at the same row share one touch, as the
     forward's K/V chunks; causal programs with different lo_j drift apart over the G heads).
 
@@ -293,15 +406,19 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
     """
     B, Hk, G, n_q, n_k = spec.batch, spec.kv_heads, spec.group, spec.seqlen_q, spec.seqlen_k
     d, s, bm, bn = spec.head_dim, spec.width, tiling.bwd_block_m, tiling.bwd_block_n
-    lo = dkdv_query_lo(spec, tiling)
+    ranges = dkdv_query_ranges(spec, tiling)
+    lo = [a for a, _ in ranges]
+    end = [e for _, e in ranges]  # N_q for every tile without a window
     t_c = len(lo)
     k_rows = [min(bn, n_k - j * bn) for j in range(t_c)]
     per_row = {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}
-    q_rows = sum(n_q - x for x in lo)  # per (batch, query head)
+    q_rows = sum(e - x for x, e in ranges)  # per (batch, query head)
     req_r = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
     req_r.update({t: B * Hk * G * q_rows * b for t, b in per_row.items()})
     req_w = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
-    chunk = _chunk_rows(bm)
+    # under a window the query ranges [lo_j, end_j) slide through a chunk (its extent would not say
+    # which rows were loaded): items of one BWD_BLOCK_M tile, each loaded whole
+    chunk = _chunk_rows(bm) if spec.band is None else bm
     total = t_c * B * Hk
     waves: list[list[Access]] = []
     for p0, p1 in _wave_ranges(total, w):
@@ -319,12 +436,12 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
         ends: list[tuple[int, int, int, int]] = []  # (time, kv, j0 of the run, rows)
         for kv, j0, j1 in heads:
             for j in range(j0, j1):
-                span = n_q - lo[j]
-                for g in range(G):
-                    for c0 in range(chunk * (lo[j] // chunk), n_q, chunk):
+                span = end[j] - lo[j]
+                for g in range(G if span > 0 else 0):  # span 0: no query row sees the tile's keys
+                    for c0 in range(chunk * (lo[j] // chunk), end[j], chunk):
                         start = max(c0, lo[j])
                         key = (g * span + start - lo[j], kv * G + g, c0, kv)  # b·H + h = kv·G + g
-                        touch[key] = max(touch.get(key, 0), min(c0 + chunk, n_q) - start)
+                        touch[key] = max(touch.get(key, 0), min(c0 + chunk, end[j]) - start)
                 ends.append((G * span, kv, j, k_rows[j]))
         events = sorted([(t, 0, h, c0, rows) for (t, h, c0, _), rows in touch.items()]
                         + [(t, 1, kv, j, rows) for t, kv, j, rows in ends])
@@ -374,10 +491,15 @@ def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
     """
     n_k, bn, S = spec.seqlen_k, tiling.block_n, tiling.num_splits
     length = decode_split_len(n_k, S, bn)
-    hi = n_k if not spec.causal else min(max(spec.seqlen_q + spec.causal_offset, 0), n_k)
+    lo, hi = 0, (n_k if not spec.causal else min(max(spec.seqlen_q + spec.causal_offset, 0), n_k))
+    if spec.band is not None:  # the band of rows 0..N_q-1 as one tile (_band_bounds)
+        (wl, wr), off = spec.band, spec.causal_offset
+        hi = min(max(spec.seqlen_q + off + wr, 0), n_k)
+        first = min(max(off - wl, 0), n_k)
+        lo = (first // bn) * bn if first < hi else hi
     rows = []
     for sp in range(S):
-        start, end = sp * length, min((sp + 1) * length, n_k)
+        start, end = max(sp * length, lo), min((sp + 1) * length, n_k)
         stop = min(end, hi)
         if stop <= start:
             rows.append(0)
