@@ -172,11 +172,11 @@ def test_layer_spec_refuses_bad_windows(kwargs, needle):
     ((1.0, 0), "window left must be a whole number"),
 ])
 def test_kernel_refuses_bad_windows(window, needle):
-    q = torch.zeros(1, 1, 32, 16)
+    q = torch.zeros(1, 1, 32, 16, device="cuda" if torch.cuda.is_available() else "cpu")  # the kernel's device
     with pytest.raises(IomodelError, match=needle):
         fa.flash_attention(q, q, q, window=window)
     with pytest.raises(IomodelError, match=needle):
-        reference_attention(q, q, q, window=window)
+        reference_attention(q.cpu(), q.cpu(), q.cpu(), window=window)
 
 
 def test_eager_baseline_window_chain_and_values():
