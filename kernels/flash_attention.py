@@ -925,13 +925,19 @@ def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any,
     "top-left", None)`` — the second call is one dictionary lookup.
     """
     args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window)
+    return _cached_plan(lambda: (*_plan_key(*args[:10], window), o_stride), _build_plan, args)
+
+
+def _cached_plan(make_key: Any, build: Any, args: tuple) -> _Plan:
+    """``_PLANS[make_key()]``, built by ``build(*args)`` on a miss; uncached when the key cannot be
+    made (not tensors, an unhashable flag: ``build`` then raises the one-line error)."""
     try:
-        key = (*_plan_key(*args[:10], window), o_stride)
+        key = make_key()
         plan = _PLANS.get(key)
-    except (AttributeError, TypeError):  # not tensors, or an unhashable flag: the checks say why
-        return _build_plan(*args)
+    except (AttributeError, TypeError):
+        return build(*args)
     if plan is None:
-        plan = _build_plan(*args)
+        plan = build(*args)
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -1220,22 +1226,13 @@ def _varlen_plan(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, seqused: Any, max
     """The cached launch plan of one :func:`flash_attention_varlen` call (a dictionary lookup
     after the first call of a key; refused calls are never cached)."""
     args = (q, k, v, cu_q, cu_k, seqused, max_q, max_k, causal, causal_align, sm_scale, window, config, autotune)
-    try:
-        key = ("varlen", q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
-               v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
-               cu_q.shape, cu_q.dtype, cu_q.device, cu_k.shape, cu_k.dtype, cu_k.device,
-               None if seqused is None else (seqused.shape, seqused.dtype, seqused.device),
-               max_q, type(max_q), max_k, type(max_k), causal, causal_align, sm_scale, window, config, autotune,
-               INTERPRET, USE_TMA)
-        plan = _PLANS.get(key)
-    except (AttributeError, TypeError):  # not tensors, or an unhashable flag: the checks say why
-        return _build_varlen_plan(*args)
-    if plan is None:
-        plan = _build_varlen_plan(*args)
-        if len(_PLANS) >= _MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = plan
-    return plan
+    key = lambda: ("varlen", q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,  # noqa: E731
+                   v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
+                   cu_q.shape, cu_q.dtype, cu_q.device, cu_k.shape, cu_k.dtype, cu_k.device,
+                   None if seqused is None else (seqused.shape, seqused.dtype, seqused.device),
+                   max_q, type(max_q), max_k, type(max_k), causal, causal_align, sm_scale, window, config, autotune,
+                   INTERPRET, USE_TMA)
+    return _cached_plan(key, lambda *a: _build_varlen_plan(*a), args)
 
 
 def _int32_vector(t: Any, name: str, length: int, what: str, device: torch.device) -> None:
