@@ -107,9 +107,10 @@ def _report(kernel: str, config: dict[str, Any], compiled: Any, arch: int) -> Co
 
 def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
                     num_stages: int, warp_specialize: bool = False, arch: int = 90,
-                    window: bool = False) -> CompileReport:
+                    window: bool = False, varlen: bool = False) -> CompileReport:
     """Compile one prefill configuration (``prefill`` or ``prefill-tma``) for ``sm_<arch>``; ``window``:
-    the sliding-window variant (``WINDOW=True``, a band of 1024 keys)."""
+    the sliding-window variant (``WINDOW=True``, a band of 1024 keys); ``varlen`` (path ``prefill``):
+    the ragged-batch variant (``VARLEN=True`` with ``seqused_k``, as ``flash_attention_varlen`` runs it)."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -120,6 +121,8 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
                num_warps=num_warps, num_stages=num_stages, warp_specialize=warp_specialize)
     if window:
         cfg["window"] = True
+    if varlen:
+        cfg["varlen"] = True
     dt = torch_dtype(dtype)
     B, H, N = 2, 16, 4096
     q = torch.empty(B, H, N, head_dim, dtype=dt)
@@ -136,11 +139,12 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
                 IN_DTYPE=dtype, WARP_SPECIALIZE=warp_specialize, EMULATE_BF16=False, num_warps=num_warps,
                 num_stages=num_stages, grid=(1,))
         else:
+            cu = torch.zeros(B + 1, dtype=torch.int32)
             compiled = fa._attn_fwd.warmup(
-                q, k, v, o, lse, 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(), **common,
+                q, k, v, o, lse, cu, cu, cu[:B], 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(), **common,
                 HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim), BLOCK_M=block_m, BLOCK_N=block_n,
                 CAUSAL=causal, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
-                num_warps=num_warps, num_stages=num_stages, grid=(1,))
+                VARLEN=varlen, SEQUSED=varlen, num_warps=num_warps, num_stages=num_stages, grid=(1,))
     except Exception as exc:  # report, never abort the sweep
         return CompileReport("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, False,
                              error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"[:300])
@@ -216,6 +220,9 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
             c = hx.prefill_candidates(128, "bf16", True, path)[0]  # the sliding-window variant, once per path
             reports.append(compile_prefill(path, 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                            c.warp_specialize, arch, window=True))
+        c = hx.prefill_candidates(128, "bf16", True, "prefill")[0]  # the ragged-batch variant (pointer path only)
+        reports.append(compile_prefill("prefill", 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
+                                       False, arch, varlen=True))
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch)
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
     finally:

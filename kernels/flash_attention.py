@@ -88,7 +88,7 @@ USE_TMA = os.environ.get("IOMODEL_TMA", "1").strip().lower() not in ("0", "false
 LOG2E = 1.4426950408889634  # 1 / ln 2: scores are kept in log2 units so exp2 can be used
 LN2 = 0.6931471805599453
 
-__all__ = ["INTERPRET", "KernelConfig", "flash_attention", "kernel_path"]
+__all__ = ["INTERPRET", "KernelConfig", "flash_attention", "flash_attention_varlen", "kernel_path"]
 
 
 # ====================================================================================
@@ -247,7 +247,7 @@ def _band_bounds(row0, row_end, row_last, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N
 
 
 @triton.jit
-def _attn_fwd(Q, K, V, O, LSE, sm_scale,
+def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
               stride_qz, stride_qh, stride_qm, stride_qd,
               stride_kz, stride_kh, stride_kn, stride_kd,
               stride_vz, stride_vh, stride_vn, stride_vd,
@@ -256,18 +256,45 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
-              REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False):
+              REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
+              VARLEN: tl.constexpr = False, SEQUSED: tl.constexpr = False):
     """Prefill forward, pointer loads. Grid (T_r, B*H): program (p, b*H + h) runs query tile
     i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first).
     WINDOW: keys outside the band m + off − WIN_L <= n <= m + off + WIN_R are masked and blocks
-    outside it skipped (``_band_bounds``)."""
+    outside it skipped (``_band_bounds``).
+
+    VARLEN (ragged batch, flash-attn's varlen layout): Q, O packed ``(total_q, H, d)``, K, V
+    ``(total_k, H_kv, d)``, LSE ``(H, total_q)``; sequence b owns query rows
+    [CU_Q[b], CU_Q[b+1]) and key rows [CU_K[b], CU_K[b+1]) (int32), the first SEQUSED_K[b] of
+    them when SEQUSED. The host passes N_Q = total_q (LSE's row stride) and CAUSAL_OFF = 1 for
+    bottom-right, 0 for top-left; each program then reads its sequence's N_Q, N_K and offset
+    N_K − N_Q (bottom-right) and runs the body above on them. Grid (cdiv(max_seqlen_q,
+    BLOCK_M), B*H): tiles past the sequence's end return at once (they read only the cu_seqlens).
+    """
     i = _query_tile(REVERSE)
     bh = tl.program_id(1)
     b, h, hk = _head_of(bh, H, G)
-    q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
-    k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
-    v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
-    o_base = O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
+    if VARLEN:
+        q_start = tl.load(CU_Q + b)
+        k_start = tl.load(CU_K + b)
+        lse_base = LSE + h.to(tl.int64) * N_Q + q_start  # LSE (H, total_q): N_Q is total_q here
+        N_Q = tl.load(CU_Q + b + 1) - q_start
+        N_K = tl.load(CU_K + b + 1) - k_start
+        if SEQUSED:
+            N_K = tl.load(SEQUSED_K + b)  # key padding: the first seqused_k[b] keys only
+        CAUSAL_OFF = CAUSAL_OFF * (N_K - N_Q)  # bottom-right: this sequence's own offset
+        if i * BLOCK_M >= N_Q:
+            return
+        q_base = Q + q_start.to(tl.int64) * stride_qm + h.to(tl.int64) * stride_qh
+        k_base = K + k_start.to(tl.int64) * stride_kn + hk.to(tl.int64) * stride_kh
+        v_base = V + k_start.to(tl.int64) * stride_vn + hk.to(tl.int64) * stride_vh
+        o_base = O + q_start.to(tl.int64) * stride_om + h.to(tl.int64) * stride_oh
+    else:
+        q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
+        k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
+        v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
+        o_base = O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
+        lse_base = LSE + bh.to(tl.int64) * N_Q
 
     offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -314,7 +341,7 @@ def _attn_fwd(Q, K, V, O, LSE, sm_scale,
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
              _to_dtype(o, O.dtype.element_ty, EMULATE_BF16),
              mask=row_ok[:, None] & d_ok[None, :])
-    tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, lse, mask=row_ok)
+    tl.store(lse_base + offs_m, lse, mask=row_ok)
 
 
 @triton.jit
@@ -503,7 +530,7 @@ def _attn_decode_combine(O, LSE, O_PART, LSE_PART,
 # ====================================================================================
 # Autotuned wrappers (GPU only; the interpreter runs one fixed configuration)
 # ====================================================================================
-_TUNE_KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW"]
+_TUNE_KEY = ["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOW", "VARLEN"]
 
 
 def _tma_pre_hook(nargs: dict[str, Any]) -> None:
@@ -814,11 +841,14 @@ class _Plan:
     """
 
     __slots__ = ("path", "shape", "o_shape", "lse_shape", "part_shapes", "config", "main", "combine",
-                 "tma_block", "autotune_args", "direct")
+                 "tma_block", "autotune_args", "direct", "grid_rows")
 
     def launch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-               lse: torch.Tensor) -> KernelConfig:
-        """Run the plan's kernels on these tensors (already checked against the plan); returns the config."""
+               lse: torch.Tensor, cu: tuple[torch.Tensor, ...] | None = None) -> KernelConfig:
+        """Run the plan's kernels on these tensors (already checked against the plan); returns the config.
+
+        ``cu``: the pointer path's ``(CU_Q, CU_K, SEQUSED_K)`` (a varlen call's int32 tensors);
+        None: a dense call, which passes an unused buffer for each."""
         if self.path == "decode-split-kv":
             if self.part_shapes is None:
                 unused = _unused_buffer(q.device)
@@ -833,12 +863,17 @@ class _Plan:
         if self.config is None:  # the first autotuned launch of this key: the autotuner picks the tiles
             kernel, grid, named = self.autotune_args
             # TMA: the descriptors' boxes are set by the chosen config's pre-hook (_tma_pre_hook)
-            ptrs: tuple = (*_descriptors([16, 16, self.o_shape[3]], q, k, v, o), lse) if tma else (q, k, v, o, lse)
+            if cu is None and not tma:
+                cu = (_unused_buffer(q.device),) * 3
+            ptrs: tuple = (*_descriptors([16, 16, self.shape.head_dim], q, k, v, o), lse) if tma else (q, k, v, o, lse, *cu)
             kernel[grid](*ptrs, **named)
             config = _choice_to_config(kernel.best_config, self.path)
             _fixed_prefill(self, config, named)  # later calls of this key launch the chosen tiles directly
             return config
-        self.main(*(_descriptors(self.tma_block, q, k, v, o) if tma else (q, k, v, o)), lse)
+        if tma:
+            self.main(*_descriptors(self.tma_block, q, k, v, o), lse)
+        else:
+            self.main(q, k, v, o, lse, *(cu if cu is not None else (_unused_buffer(q.device),) * 3))
         return self.config
 
 
@@ -890,13 +925,19 @@ def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any,
     "top-left", None)`` — the second call is one dictionary lookup.
     """
     args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window)
+    return _cached_plan(lambda: (*_plan_key(*args[:10], window), o_stride), _build_plan, args)
+
+
+def _cached_plan(make_key: Any, build: Any, args: tuple) -> _Plan:
+    """``_PLANS[make_key()]``, built by ``build(*args)`` on a miss; uncached when the key cannot be
+    made (not tensors, an unhashable flag: ``build`` then raises the one-line error)."""
     try:
-        key = (*_plan_key(*args[:10], window), o_stride)
+        key = make_key()
         plan = _PLANS.get(key)
-    except (AttributeError, TypeError):  # not tensors, or an unhashable flag: the checks say why
-        return _build_plan(*args)
+    except (AttributeError, TypeError):
+        return build(*args)
     if plan is None:
-        plan = _build_plan(*args)
+        plan = build(*args)
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -927,6 +968,7 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     plan.path, plan.shape = chosen, shape
     plan.o_shape = (shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
     plan.lse_shape = (shape.batch, shape.heads, shape.seqlen_q)
+    plan.grid_rows = (shape.batch, shape.heads, shape.seqlen_q)  # (B, H, N_q): the prefill grid's extent
     plan.part_shapes = plan.combine = plan.tma_block = plan.autotune_args = None
     plan.direct = _aligned(q, k, v)  # direct launches allowed (the plan key holds this bit)
     if o_stride is None:
@@ -986,11 +1028,6 @@ def _band_args(band: tuple[int, int] | None) -> dict[str, Any]:
     return dict(WIN_L=band[0] if band else 0, WIN_R=band[1] if band else 0, WINDOW=band is not None)
 
 
-def _band_args(band: tuple[int, int] | None) -> dict[str, Any]:
-    """Kernel arguments of a band: WIN_L, WIN_R (tokens) and the WINDOW switch."""
-    return dict(WIN_L=band[0] if band else 0, WIN_R=band[1] if band else 0, WINDOW=band is not None)
-
-
 def _dot_precision(q: torch.Tensor) -> str:
     # fp32: exact IEEE products (TF32 would lose 13 mantissa bits); ignored for fp16/bf16.
     return "ieee" if q.dtype == torch.float32 else "tf32"
@@ -1007,9 +1044,15 @@ def _positional(kernel: Any, start: int, values: tuple) -> dict[str, Any]:
 
 def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: Any, sm_scale: float,
                       causal: bool, off: int, path: str, config: KernelConfig | None, autotune: bool | None,
-                      o_stride: tuple[int, ...], band: tuple[int, int] | None = None) -> None:
-    """Fill ``plan`` for the prefill paths: the fixed config's launch, or the autotuner's first call."""
-    B, H, N_q, d = plan.o_shape
+                      o_stride: tuple[int, ...], band: tuple[int, int] | None = None,
+                      varlen: dict[str, Any] | None = None) -> None:
+    """Fill ``plan`` for the prefill paths: the fixed config's launch, or the autotuner's first call.
+
+    ``varlen``: the ragged call's kernel arguments that replace the dense ones (the 4-axis
+    strides of the packed tensors, N_Q = total_q, CAUSAL_OFF = alignment flag, VARLEN, SEQUSED);
+    ``plan.grid_rows`` then holds (B, H, max_seqlen_q)."""
+    B, H, N_q = plan.grid_rows
+    d = shape.head_dim
     N_k = shape.seqlen_k
     if config is None:
         if INTERPRET and not autotune:
@@ -1026,9 +1069,10 @@ def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         named = dict(sm_scale=sm_scale, **common, HEAD_DIM=d, CAUSAL=causal, IN_DTYPE=shape.dtype,
                      EMULATE_BF16=_emulate_bf16(q))
     else:
-        named = dict(sm_scale=sm_scale, **_positional(_attn_fwd, 6, (*q.stride(), *k.stride(), *v.stride(), *o_stride)),
+        named = dict(sm_scale=sm_scale, **_positional(_attn_fwd, 9, (*q.stride(), *k.stride(), *v.stride(), *o_stride)),
                      **common, HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), CAUSAL=causal,
-                     DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q))
+                     DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q), VARLEN=False, SEQUSED=False)
+        named.update(varlen or {})
     plan.main = plan.config = None
     if config is None:
         kernel = _tuned_kernel(path, d, shape.dtype, causal)
@@ -1040,7 +1084,8 @@ def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Te
 
 def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> None:
     """Set ``plan``'s prefill launch to ``config``'s tiles (``named``: the shape's arguments)."""
-    B, H, N_q, d = plan.o_shape
+    B, H, N_q = plan.grid_rows
+    d = plan.shape.head_dim
     kernel = _attn_fwd_tma if plan.path == "prefill-tma" else _attn_fwd
     tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, REVERSE=config.tile_order == "reverse")
     if plan.path == "prefill-tma":
@@ -1095,3 +1140,197 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
                      HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_S=hx.combine_block_s(S, d),
                      EMULATE_BF16=_emulate_bf16(q))
         plan.combine = _Launch(_attn_decode_combine, (B * H, N_q, 1), named, dict(num_warps=4), plan.direct)
+
+
+# ====================================================================================
+# Ragged (varlen) batches: flash-attn's packed layout on the prefill kernel (VARLEN)
+# ====================================================================================
+def flash_attention_varlen(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (total_q, H, d), (total_k, H_kv, d), (total_k, H_kv, d)
+    cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,  # (B + 1,) int32 each
+    max_seqlen_q: int, max_seqlen_k: int,
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
+    seqused_k: torch.Tensor | None = None,  # (B,) int32
+    *,
+    check: bool = True,
+    config: KernelConfig | None = None,
+    autotune: bool | None = None,
+    return_config: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, KernelConfig]:
+    """FlashAttention forward of a ragged batch in flash-attn's varlen layout (prefill kernel, VARLEN).
+
+    Sequence b has the query rows ``q[cu_seqlens_q[b]:cu_seqlens_q[b+1]]`` and the key/value
+    rows ``k[cu_seqlens_k[b]:cu_seqlens_k[b+1]]`` (the first ``seqused_k[b]`` of them when
+    ``seqused_k`` is given: key padding); each sequence is attended on its own, exactly as
+    :func:`flash_attention` on a batch of one with ``N_q_b``, ``N_k_b`` (the causal and window
+    alignment offset is the sequence's own: ``N_k_b − N_q_b`` for bottom-right).
+
+    Args:
+        q: ``(total_q, H, d)`` fp16, bf16 or fp32 (CUDA, or CPU under TRITON_INTERPRET=1).
+        k, v: ``(total_k, H_kv, d)``, same dtype and device; H divisible by H_kv (GQA/MQA).
+        cu_seqlens_q, cu_seqlens_k: ``(B + 1,)`` int32 on q's device, cumulative lengths:
+            first 0, strictly increasing (every sequence has >= 1 query row and >= 1 key),
+            last = total_q (total_k).
+        max_seqlen_q, max_seqlen_k: ints >= the longest sequence's query (key) length; the
+            grid has ``cdiv(max_seqlen_q, BLOCK_M)`` query tiles per (sequence, head), and
+            tiles past a sequence's end return after reading its cu_seqlens.
+        causal, causal_align, sm_scale, window: as :func:`flash_attention`, per sequence.
+        seqused_k: ``(B,)`` int32, 1 <= seqused_k[b] <= N_k_b: keys actually used per sequence.
+        check: validate the contents of cu_seqlens (and seqused_k) on the host before the
+            launch (default): one device-to-host copy, i.e. a synchronisation. ``check=False``
+            skips it (CUDA-graph capture, hot loops); then bad contents are undefined
+            behaviour. Dtypes, shapes and devices are always checked (no sync).
+        config: run these tiles (``config.path`` must be ``prefill``); None: autotuned on a
+            GPU (keyed also by VARLEN), the fixed interpreter tiles on a CPU.
+        autotune: as :func:`flash_attention`.
+        return_config: also return the :class:`KernelConfig` that ran.
+
+    Returns:
+        ``(o, lse)`` (or with the config): o ``(total_q, H, d)`` in q's dtype, lse
+        ``(H, total_q)`` fp32 natural-log LSE (flash-attn's varlen layout). A row that sees no
+        key has o = 0 and lse = −inf.
+
+    Launch plans are cached like :func:`flash_attention`'s (keyed by shapes, strides, dtypes,
+    devices, max lengths and flags); cu_seqlens and seqused_k are per-call tensors that the
+    kernel reads, never the host (except the opt-out ``check``).
+
+    Raises:
+        IomodelError: one line naming the fix, for: inputs that are not 3-D tensors; what
+            :func:`flash_attention` refuses (dtype, devices, heads, HEAD_DIM, scale, window);
+            cu_seqlens not int32, not 1-D of length B + 1 for both q and k, or (``check``)
+            first not 0, not strictly increasing, or last not the packed length;
+            max_seqlen not an int >= 1 or smaller than a real length; seqused_k not int32 of
+            shape (B,) or (``check``) outside 1..N_k_b; q, k or v requiring grad (no varlen
+            backward yet); a config whose path is not ``prefill``.
+    """
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        raise IomodelError("flash_attention_varlen has no backward yet: call it under torch.no_grad() or pass "
+                           "detached q, k, v (the dense flash_attention has one)")
+    if check not in (True, False):
+        raise IomodelError(f"check must be True or False, got {check!r}: pass a bool")
+    plan = _varlen_plan(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, causal,
+                        causal_align, sm_scale, window, config, autotune)
+    if check:
+        _check_cu_contents(cu_seqlens_q, cu_seqlens_k, seqused_k, plan.o_shape[0], k.shape[0], max_seqlen_q,
+                           max_seqlen_k)
+    o = _alloc(plan.o_shape, q.dtype, q.device)  # (total_q, H, d)
+    lse = _alloc(plan.lse_shape, torch.float32, q.device)  # (H, total_q)
+    cu = (cu_seqlens_q, cu_seqlens_k, seqused_k if seqused_k is not None else _unused_buffer(q.device))
+    cfg = plan.launch(q, k, v, o, lse, cu)
+    return (o, lse, cfg) if return_config else (o, lse)
+
+
+def _varlen_plan(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, seqused: Any, max_q: Any, max_k: Any, causal: Any,
+                 causal_align: Any, sm_scale: Any, window: Any, config: Any, autotune: Any) -> _Plan:
+    """The cached launch plan of one :func:`flash_attention_varlen` call (a dictionary lookup
+    after the first call of a key; refused calls are never cached)."""
+    args = (q, k, v, cu_q, cu_k, seqused, max_q, max_k, causal, causal_align, sm_scale, window, config, autotune)
+    key = lambda: ("varlen", q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,  # noqa: E731
+                   v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
+                   cu_q.shape, cu_q.dtype, cu_q.device, cu_k.shape, cu_k.dtype, cu_k.device,
+                   None if seqused is None else (seqused.shape, seqused.dtype, seqused.device),
+                   max_q, type(max_q), max_k, type(max_k), causal, causal_align, sm_scale, window, config, autotune,
+                   INTERPRET, USE_TMA)
+    return _cached_plan(key, lambda *a: _build_varlen_plan(*a), args)
+
+
+def _int32_vector(t: Any, name: str, length: int, what: str, device: torch.device) -> None:
+    """Raise unless ``t`` is a 1-D int32 tensor of ``length`` elements on ``device``."""
+    if not isinstance(t, torch.Tensor):
+        raise IomodelError(f"{name} must be a torch.Tensor of int32, got {type(t).__name__}: pass "
+                           f"torch.tensor(..., dtype=torch.int32)")
+    if t.dtype != torch.int32:
+        raise IomodelError(f"{name} must be int32, got {t.dtype}: pass {name}.to(torch.int32)")
+    if t.dim() != 1 or t.shape[0] != length:
+        raise IomodelError(f"{name} must have shape ({length},) ({what}), got {tuple(t.shape)}: fix its length")
+    if t.device != device:
+        raise IomodelError(f"{name} is on {t.device} but q is on {device}: move it to q's device")
+
+
+def _build_varlen_plan(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, seqused: Any, max_q: Any, max_k: Any,
+                       causal: Any, causal_align: Any, sm_scale: Any, window: Any, config: Any,
+                       autotune: Any) -> _Plan:
+    """Check the structure of a varlen call (no device values read) and build its plan."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise IomodelError(f"{name} must be a packed 3-D tensor (total_tokens, heads, HEAD_DIM), got {got}: "
+                               "pack the sequences along the first axis")
+    for name, m in (("max_seqlen_q", max_q), ("max_seqlen_k", max_k)):
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise IomodelError(f"{name} must be an int >= 1 (the longest sequence's length), got {m!r}: pass it")
+    # the dense checks on (1, H, tokens, d) views: dtypes, devices, heads, HEAD_DIM, alignment, scale
+    shape, sm_scale = check_inputs(q.permute(1, 0, 2)[None], k.permute(1, 0, 2)[None], v.permute(1, 0, 2)[None],
+                                   causal_align, sm_scale, dtypes=None)
+    if causal not in (True, False):
+        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    _check_device(q)
+    if not isinstance(cu_q, torch.Tensor) or cu_q.dim() != 1 or cu_q.shape[0] < 2:
+        raise IomodelError("cu_seqlens_q must be a 1-D int32 tensor of B + 1 cumulative lengths (B >= 1), got "
+                           f"{tuple(cu_q.shape) if isinstance(cu_q, torch.Tensor) else type(cu_q).__name__}: "
+                           "pass e.g. torch.tensor([0, 512, 3512], dtype=torch.int32)")
+    B = cu_q.shape[0] - 1
+    _int32_vector(cu_q, "cu_seqlens_q", B + 1, "B + 1", q.device)
+    _int32_vector(cu_k, "cu_seqlens_k", B + 1, f"B + 1, as cu_seqlens_q has {B + 1} entries", q.device)
+    if seqused is not None:
+        _int32_vector(seqused, "seqused_k", B, f"B = {B} sequences", q.device)
+    if config is not None and not isinstance(config, KernelConfig):
+        raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
+    if config is not None and config.path != "prefill":
+        raise IomodelError(f"flash_attention_varlen runs the 'prefill' path only, config.path is {config.path!r}: "
+                           "set config.path='prefill'")
+    shape = replace(shape, batch=B, seqlen_q=max_q, seqlen_k=max_k, phase="prefill")
+    reason = kernel_refusal(shape)
+    if reason is not None:
+        raise IomodelError(reason)
+    band = window_argument(window, causal, max_q, max_k)  # an unbounded side: max_q + max_k >= any sequence's reach
+    total_q, H, d = q.shape
+    plan = _Plan()
+    plan.path, plan.shape = "prefill", shape
+    plan.o_shape = (total_q, H, d)
+    plan.lse_shape = (H, total_q)
+    plan.grid_rows = (B, H, max_q)
+    plan.part_shapes = plan.combine = plan.tma_block = plan.autotune_args = None
+    plan.direct = _aligned(q, k, v)
+    o_stride = torch.empty(plan.o_shape, device="meta").stride()
+    packed = lambda st: (0, st[1], st[0], st[2])  # noqa: E731  (token, head, d) -> the kernel's (z, h, m, d)
+    varlen = dict(**_positional(_attn_fwd, 9, (*packed(q.stride()), *packed(k.stride()), *packed(v.stride()),
+                                               *packed(o_stride))),
+                  N_Q=total_q, CAUSAL_OFF=1 if causal_align == "bottom-right" else 0, VARLEN=True,
+                  SEQUSED=seqused is not None)
+    _prefill_launches(plan, q, k, v, shape, sm_scale, bool(causal), 0, "prefill", config, autotune, o_stride, band,
+                      varlen)
+    return plan
+
+
+def _check_cu_contents(cu_q: torch.Tensor, cu_k: torch.Tensor, seqused: torch.Tensor | None, total_q: int,
+                       total_k: int, max_q: int, max_k: int) -> None:
+    """The opt-out host check of :func:`flash_attention_varlen` (one device-to-host copy).
+
+    Raises:
+        IomodelError: first entry not 0, not strictly increasing, last not the packed length,
+            a length above max_seqlen, or seqused_k outside 1..N_k_b.
+    """
+    lens = {}
+    for name, cu, total, mx, mx_name, t in (("cu_seqlens_q", cu_q, total_q, max_q, "max_seqlen_q", "q"),
+                                            ("cu_seqlens_k", cu_k, total_k, max_k, "max_seqlen_k", "k")):
+        c = cu.tolist()
+        if c[0] != 0:
+            raise IomodelError(f"{name}[0] must be 0, got {c[0]}: start the cumulative lengths at 0")
+        steps = [b - a for a, b in zip(c, c[1:])]
+        bad = next((i for i, s in enumerate(steps) if s <= 0), None)
+        if bad is not None:
+            raise IomodelError(f"{name} must be strictly increasing (every sequence >= 1 token), but entries {bad} "
+                               f"and {bad + 1} are {c[bad]}, {c[bad + 1]}: drop empty sequences or fix the lengths")
+        if c[-1] != total:
+            raise IomodelError(f"{name}[-1] is {c[-1]} but {t} packs {total} tokens: the last entry must equal "
+                               f"{t}.shape[0]")
+        if max(steps) > mx:
+            raise IomodelError(f"{mx_name} is {mx} but sequence {steps.index(max(steps))} has {max(steps)} tokens: "
+                               f"pass {mx_name} >= {max(steps)}")
+        lens[t] = steps
+    if seqused is not None:
+        for b, (u, n) in enumerate(zip(seqused.tolist(), lens["k"])):
+            if not 1 <= u <= n:
+                raise IomodelError(f"seqused_k[{b}] is {u} but sequence {b} has {n} keys: use 1..{n}")

@@ -121,3 +121,47 @@ def reference_attention_backward(
     dq = torch.einsum("bkgmn,bknd->bkgmd", ds, k64) * sm_scale
     dk = torch.einsum("bkgmn,bkgmd->bknd", ds, q64) * sm_scale
     return dq.reshape(B, H, N_q, d), dk, dv
+
+
+def reference_attention_varlen(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (total_q, H, d), (total_k, H_kv, d), (total_k, H_kv, d)
+    cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,  # (B + 1,) int
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
+    window: tuple[int | None, int | None] | None = None,
+    seqused_k: torch.Tensor | None = None,  # (B,) int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact attention of a ragged batch in float64: :func:`reference_attention` on each sequence.
+
+    Args:
+        q: ``(total_q, H, d)`` packed queries; k, v: ``(total_k, H_kv, d)`` packed keys/values.
+        cu_seqlens_q, cu_seqlens_k: ``(B + 1,)`` cumulative lengths (sequence b: rows
+            ``[cu[b], cu[b+1])``); seqused_k: ``(B,)`` keys used per sequence (the first ones), or None.
+        causal, causal_align, sm_scale, window: per sequence, as :func:`reference_attention`
+            (bottom-right offset = that sequence's N_k_b − N_q_b).
+
+    Returns:
+        ``(o, lse)``: o ``(total_q, H, d)`` float64, lse ``(H, total_q)`` float64
+        (flash-attn's varlen layout; −inf and o = 0 for rows that see no key).
+
+    Raises:
+        IomodelError: inputs that are not 3-D tensors, cu_seqlens of different lengths, or what
+            :func:`reference_attention` refuses for a sequence.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            raise IomodelError(f"{name} must be a packed 3-D tensor (total_tokens, heads, HEAD_DIM): pack it")
+    cq, ck = [int(x) for x in cu_seqlens_q.tolist()], [int(x) for x in cu_seqlens_k.tolist()]
+    if len(cq) != len(ck) or len(cq) < 2:
+        raise IomodelError(f"cu_seqlens_q and cu_seqlens_k must both have B + 1 >= 2 entries, got {len(cq)} and "
+                           f"{len(ck)}: give one entry per sequence boundary")
+    used = None if seqused_k is None else [int(x) for x in seqused_k.tolist()]
+    o = torch.zeros(q.shape, dtype=torch.float64, device=q.device)  # (total_q, H, d)
+    lse = torch.zeros(q.shape[1], q.shape[0], dtype=torch.float64, device=q.device)  # (H, total_q)
+    for b in range(len(cq) - 1):
+        k_end = ck[b + 1] if used is None else ck[b] + used[b]
+        ob, lb = reference_attention(q[cq[b]:cq[b + 1]].transpose(0, 1)[None],  # (1, H, N_q_b, d)
+                                     k[ck[b]:k_end].transpose(0, 1)[None], v[ck[b]:k_end].transpose(0, 1)[None],
+                                     causal, causal_align, sm_scale, window)
+        o[cq[b]:cq[b + 1]] = ob[0].transpose(0, 1)
+        lse[:, cq[b]:cq[b + 1]] = lb[0]
+    return o, lse

@@ -273,12 +273,12 @@ def test_kernel_backend_is_lazy_and_says_why_it_cannot_run(monkeypatch):
     monkeypatch.setitem(sys.modules, "kernels.flash_attention", None)  # import fails
     be = kernel_backend("cuda")
     assert not be.available and "could not be imported" in be.reason
-    # a padded batch is refused before any launch: the kernel takes no key-padding mask
+    # a padded batch goes to flash_attention_varlen (issue 13): the eager chain still refuses it before any launch
     mx = parse_matrix(TINY, "tiny.toml")
     pad = mx.buckets[1]
     inp = make_inputs(pad, pad.shapes[0], 0, "cpu")
-    with pytest.raises(KernelRefusal, match="key-padding"):  # refused before the kernel is even imported
-        attention_call("tiled", inp)
+    with pytest.raises(KernelRefusal, match="key-padding"):
+        attention_call("eager", inp)
 
 
 _ADAPTER_CHECK = r"""
@@ -293,6 +293,17 @@ for causal, align, nq, nk in ((True, "top-left", 32, 32), (True, "bottom-right",
     o = attention_call("tiled", inp)()
     ref = reference_output(b, b.shapes[0], inp)
     out[f"{causal}-{align}-{nq}"] = float((o.double() - ref).abs().max())
+# padded ragged batches (flash_attention_varlen with seqused_k): valid query rows against the masked reference
+for causal, align, nq, nk, lens in ((True, "top-left", 40, 40, [40, 17, 3]), (False, "top-left", 2, 50, [50, 9, 1])):
+    s = Shape(3, nq, nk, tuple(lens))
+    b = Bucket("p", 1.0, "prefill" if nq == nk else "decode", causal, align, 4, 2, 16, "fp32", (s,))
+    inp = make_inputs(b, s, 0, "cpu")
+    call = attention_call("tiled", inp)
+    o, o2 = call(), call()  # the first call checks cu_seqlens on the host, the second does not
+    assert torch.equal(o, o2)
+    ref = reference_output(b, s, inp)
+    rows = inp.valid_rows if inp.valid_rows is not None else torch.ones(3, nq, dtype=torch.bool)
+    out[f"padded-{causal}-{nq}"] = float((o.double() - ref).abs().permute(0, 2, 1, 3)[rows].max())
 print(json.dumps(out))
 """
 
@@ -315,7 +326,7 @@ def test_triton_adapter_calls_the_kernel_api_correctly():
                        timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     errs = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(errs) == 3 and all(e < 1e-5 for e in errs.values()), errs
+    assert len(errs) == 5 and all(e < 1e-5 for e in errs.values()), errs
 
 
 def test_receipt_json_is_strict_even_with_non_finite_numbers(tmp_path):

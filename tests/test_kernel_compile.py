@@ -35,6 +35,8 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
     # each prefill and decode kernel once without and once with a sliding window (WINDOW=True)
     assert sorted(r["kernel"] for r in every if r["config"].get("window")) == ["_attn_decode", "_attn_fwd",
                                                                               "_attn_fwd_tma"]
+    # the ragged-batch variant (VARLEN with seqused_k) of the pointer-path prefill kernel
+    assert [r["kernel"] for r in every if r["config"].get("varlen")] == ["_attn_fwd"]
     for r in every:
         if r["kernel"] == "_attn_fwd_tma":
             assert r["wgmma"] > 0 and r["tma"] > 0  # Hopper tensor cores fed by TMA

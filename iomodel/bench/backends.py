@@ -89,6 +89,40 @@ class KernelRefusal(Exception):
     """The bundled kernel does not take these inputs (raised before launching it)."""
 
 
+def _padded_varlen_call(inp: AttentionInputs) -> Callable[[], Any]:
+    """The bundled kernel on a padded ragged batch: ``flash_attention_varlen`` with key padding.
+
+    The padded ``(B, H, N, d)`` tensors are packed (a copy, inside the timed call: the
+    padded layout has no uniform token stride) into ``(B·N_q, H, d)`` and ``(B·N_k, H_kv, d)``
+    with ``cu_seqlens = b·N`` and ``seqused_k = lengths``, so every sequence keeps its padded
+    query rows and the alignment offset ``lengths[b] − N_q`` of the bucket's mask
+    (``inputs.visible_keys``); padded query rows are computed, as the padded batch does, and
+    left out of the statistics by the harness. Returns o ``(B, H, N_q, d)`` (a view).
+    """
+    import torch
+
+    from kernels.flash_attention import flash_attention_varlen
+
+    q, k, v, causal, align = inp.q, inp.k, inp.v, inp.causal, inp.causal_align
+    B, H, nq, d = q.shape
+    H_kv, nk = k.shape[1], k.shape[2]
+    dev = q.device
+    cu_q = torch.arange(0, (B + 1) * nq, nq, dtype=torch.int32, device=dev)  # (B + 1,)
+    cu_k = torch.arange(0, (B + 1) * nk, nk, dtype=torch.int32, device=dev)  # (B + 1,)
+    used = torch.tensor(inp.lengths, dtype=torch.int32, device=dev)  # (B,)
+    checked: list[bool] = []  # the first call checks cu_seqlens and lengths on the host; later calls do not sync
+
+    def run() -> Any:
+        o, _ = flash_attention_varlen(q.transpose(1, 2).reshape(B * nq, H, d),  # (B*N_q, H, d)
+                                      k.transpose(1, 2).reshape(B * nk, H_kv, d),  # (B*N_k, H_kv, d)
+                                      v.transpose(1, 2).reshape(B * nk, H_kv, d), cu_q, cu_k, nq, nk,
+                                      causal=causal, causal_align=align, seqused_k=used, check=not checked)
+        checked.append(True)
+        return o.view(B, nq, H, d).transpose(1, 2)  # (B, H, N_q, d)
+
+    return run
+
+
 def attention_call(backend: str, inp: AttentionInputs) -> Callable[[], Any]:
     """The zero-argument callable that runs one attention call on ``inp`` with ``backend``.
 
@@ -104,7 +138,8 @@ def attention_call(backend: str, inp: AttentionInputs) -> Callable[[], Any]:
         copying K/V.
 
     Raises:
-        KernelRefusal: ``tiled`` or ``eager`` with a key-padding mask (neither takes one).
+        KernelRefusal: ``eager`` with a key-padding mask (it takes none). ``tiled`` runs a
+            padded batch through ``flash_attention_varlen`` (:func:`_padded_varlen_call`).
         IomodelError: an unknown backend name.
     """
     match backend:
@@ -118,8 +153,7 @@ def attention_call(backend: str, inp: AttentionInputs) -> Callable[[], Any]:
             return lambda: eager_attention(q, k, v, causal=causal, causal_align=align)
         case "tiled":
             if inp.lengths is not None:
-                raise KernelRefusal("the tiled kernel takes no key-padding mask (attn_mask): padded ragged "
-                                    "batches are unsupported")
+                return _padded_varlen_call(inp)
             from kernels.flash_attention import flash_attention
 
             q, k, v, causal, align = inp.q, inp.k, inp.v, inp.causal, inp.causal_align

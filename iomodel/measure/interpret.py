@@ -457,6 +457,57 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     return counter.by_tensor({"Q": q, "K": k, "V": v, "O": o, "LSE": lse}), cfg, counter
 
 
+def count_flash_attention_varlen(spec: Any, seed: int = 0, config: Any = None,
+                                 seqused_k: Any = None) -> tuple[dict[str, TensorTraffic], Any, "TrafficCounter"]:
+    """Run ``flash_attention_varlen`` on a ragged batch in the interpreter and count its traffic.
+
+    Inputs are random (seeded) packed CPU tensors in ``spec.layer.dtype``: q ``(total_q, H, d)``,
+    k and v ``(total_k, H_kv, d)`` with ``total_k`` = sum of the key lengths (or of
+    ``seqused_k``'s sequence lengths when given: then sequence b holds ``seqused_k[b][1]`` keys
+    of which the first ``spec.seqlens[b][1]`` are used); int32 cu_seqlens.
+
+    Args:
+        spec: a :class:`iomodel.spec.ragged.RaggedSpec`.
+        seed: torch seed of the random inputs.
+        config: a ``KernelConfig`` (None: the launcher's choice).
+        seqused_k: None, or the key lengths stored per sequence (ints >= the used lengths of
+            ``spec``): the call then passes ``seqused_k`` = the spec's key lengths.
+
+    Returns:
+        (label -> :class:`TensorTraffic` in bytes with labels ``Q, K, V, O, LSE,
+        cu_seqlens_q, cu_seqlens_k, seqused_k``, the ``KernelConfig`` that ran, the counter).
+
+    Raises:
+        IomodelError: torch or triton missing, the kernel module compiled for the GPU, or
+            the kernel rejects the batch.
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        raise IomodelError("counting the kernel needs torch: pip install -e '.[kernels]'") from None
+    fa = _kernels_module()
+    lay = spec.layer
+    used = [k for _, k in spec.seqlens]
+    stored = used if seqused_k is None else list(seqused_k)
+    lens_q = [q for q, _ in spec.seqlens]
+    g = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(lay.dtype)
+    q = torch.randn(sum(lens_q), lay.heads, lay.head_dim, generator=g).to(dt)  # (total_q, H, d)
+    k = torch.randn(sum(stored), lay.kv_heads, lay.head_dim, generator=g).to(dt)  # (total_k, H_kv, d)
+    v = torch.randn(sum(stored), lay.kv_heads, lay.head_dim, generator=g).to(dt)  # (total_k, H_kv, d)
+    cu_q = torch.tensor([0, *np.cumsum(lens_q).tolist()], dtype=torch.int32)  # (B + 1,)
+    cu_k = torch.tensor([0, *np.cumsum(stored).tolist()], dtype=torch.int32)  # (B + 1,)
+    su = None if seqused_k is None else torch.tensor(used, dtype=torch.int32)  # (B,)
+    with TrafficCounter() as counter:
+        o, lse, cfg = fa.flash_attention_varlen(q, k, v, cu_q, cu_k, spec.max_seqlen_q, max(stored),
+                                                causal=lay.causal, causal_align=lay.causal_align,
+                                                window=lay.window, seqused_k=su, config=config, return_config=True)
+    named = {"Q": q, "K": k, "V": v, "O": o, "LSE": lse, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
+    if su is not None:
+        named["seqused_k"] = su
+    return counter.by_tensor(named), cfg, counter
+
+
 #: Kernel-argument names of the backward's internal buffers -> the traffic model's tensor names.
 BACKWARD_BUFFERS = {"DELTA": "Delta", "DQ_ACC": "dQ_acc"}
 
@@ -525,6 +576,7 @@ __all__ = [
     "LaunchTraffic",
     "count_flash_attention",
     "count_flash_attention_backward",
+    "count_flash_attention_varlen",
     "OUTSIDE",
     "TensorTraffic",
     "TrafficCounter",

@@ -1,0 +1,149 @@
+"""A ragged (varlen) batch: one attention layer over sequences of different lengths.
+
+Plain data, as :class:`~iomodel.spec.layer.LayerSpec`: the shared head/dtype/mask fields and
+one ``(N_q, N_k)`` pair per sequence (``N_k`` = the keys the sequence uses, i.e.
+``seqused_k`` when keys are padded). The model treats each sequence as a batch-1 layer of
+its own lengths (:meth:`RaggedSpec.sequences`), as ``kernels.flash_attention.
+flash_attention_varlen`` runs it; the eager baseline of a ragged batch is the batch padded
+to the longest sequence (:meth:`RaggedSpec.padded`), which is what an eager chain
+(``kernels/baseline.py``) computes on a padded batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iomodel.errors import IomodelError
+from iomodel.spec.layer import LayerSpec
+
+
+@dataclass(frozen=True)
+class RaggedSpec:
+    """A layer over a ragged batch.
+
+    Fields: ``layer`` carries heads, kv_heads, head_dim, dtype, causal, causal_align and the
+    window (its batch and seqlen fields are ignored); ``seqlens`` one ``(N_q, N_k)`` pair per
+    sequence (element counts, each >= 1). Forward prefill only.
+
+    Raises:
+        IomodelError: no sequence, a length that is not an int >= 1, a backward or decode layer.
+    """
+
+    layer: LayerSpec
+    seqlens: tuple[tuple[int, int], ...]  # ((N_q, N_k), ...) per sequence
+
+    def __post_init__(self) -> None:
+        pairs = tuple(tuple(p) for p in self.seqlens)
+        if not pairs:
+            raise IomodelError("a ragged batch needs at least one sequence: pass --seqlens 512,3000,77")
+        for p in pairs:
+            if len(p) != 2 or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in p):
+                raise IomodelError(f"every sequence length must be an int >= 1 (q or q,k), got {p!r}: fix the list")
+        if self.layer.backward or self.layer.phase != "prefill":
+            raise IomodelError("ragged batches are modelled for the forward prefill only: use --pass fwd "
+                               "--phase prefill with --seqlens")
+        object.__setattr__(self, "seqlens", pairs)
+
+    @property
+    def batch(self) -> int:
+        """B, the number of sequences."""
+        return len(self.seqlens)
+
+    @property
+    def max_seqlen_q(self) -> int:
+        return max(q for q, _ in self.seqlens)
+
+    @property
+    def max_seqlen_k(self) -> int:
+        return max(k for _, k in self.seqlens)
+
+    def kinds(self) -> list[tuple[tuple[int, int], int]]:
+        """Distinct ``(N_q, N_k)`` pairs with their counts, in first-seen order."""
+        return list(Counter(self.seqlens).items())
+
+    def sequence(self, n_q: int, n_k: int) -> LayerSpec:
+        """The batch-1 :class:`LayerSpec` of one sequence (phase prefill: the varlen kernel
+        runs its prefill path whatever N_q)."""
+        return self.layer.with_(batch=1, seqlen_q=n_q, seqlen_k=n_k, phase="prefill")
+
+    def sequences(self) -> list[LayerSpec]:
+        """One batch-1 layer per sequence, in batch order."""
+        return [self.sequence(q, k) for q, k in self.seqlens]
+
+    def padded(self) -> LayerSpec:
+        """The dense layer of the batch padded to the longest sequence: ``(B, H, max N_q, d)``
+        queries against ``(B, H_kv, max N_k, d)`` keys (the eager baseline's input)."""
+        return self.layer.with_(batch=self.batch, seqlen_q=self.max_seqlen_q, seqlen_k=self.max_seqlen_k,
+                                phase="prefill")
+
+    def histogram(self) -> dict[str, Any]:
+        """Count, min, max, mean of the query and key lengths (tokens)."""
+        out: dict[str, Any] = {"count": self.batch}
+        for name, i in (("q", 0), ("k", 1)):
+            xs = [p[i] for p in self.seqlens]
+            out[name] = {"min": min(xs), "max": max(xs), "mean": sum(xs) / len(xs), "total": sum(xs)}
+        return out
+
+
+def _pair(item: Any, where: str) -> tuple[int, int]:
+    """``n`` -> (n, n); ``(q, k)`` -> (q, k); strings as ``"n"`` or ``"q,k"``."""
+    if isinstance(item, str):
+        parts = [p.strip() for p in item.split(",")]
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise IomodelError(f"{where}: {item!r} is not a length or a q,k pair of whole numbers: "
+                               "write e.g. 512 or 512,4096") from None
+        item = nums if len(nums) > 1 else nums[0]
+    if isinstance(item, int) and not isinstance(item, bool):
+        return item, item
+    if isinstance(item, (list, tuple)) and len(item) == 2:
+        return item[0], item[1]
+    raise IomodelError(f"{where}: {item!r} is not a length or a [q, k] pair: write e.g. 512 or [512, 4096]")
+
+
+def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
+    """``--seqlens 512,3000,77``: one length per sequence (N_q = N_k), comma separated.
+
+    Raises:
+        IomodelError: an empty list or an entry that is not a whole number.
+    """
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise IomodelError("--seqlens is empty: give one length per sequence, e.g. --seqlens 512,3000,77")
+    return tuple(_pair(t, "--seqlens") for t in items)
+
+
+def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:
+    """``--seqlens-file FILE``: a JSON list (``[512, [77, 4096], ...]``), or text with one length
+    (``512``) or one ``q,k`` pair (``77,4096``) per line; blank lines and ``#`` comments skipped.
+
+    Raises:
+        IomodelError: the file cannot be read, is empty, or has an entry that is not a length or a pair.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IomodelError(f"--seqlens-file {path}: cannot read it ({exc.__class__.__name__}): give a readable "
+                           "text or JSON file") from None
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise IomodelError(f"--seqlens-file {path}: invalid JSON ({exc.msg}, line {exc.lineno}): fix it") from None
+        if not isinstance(items, list):
+            raise IomodelError(f"--seqlens-file {path}: the JSON must be a list of lengths or [q, k] pairs")
+        where = lambda i: f"--seqlens-file {path} entry {i}"  # noqa: E731
+    else:
+        lines = [(i, ln.split("#")[0].strip()) for i, ln in enumerate(text.splitlines(), 1)]
+        numbered = [(i, ln) for i, ln in lines if ln]
+        items = [ln for _, ln in numbered]
+        where = lambda j: f"--seqlens-file {path} line {numbered[j][0]}"  # noqa: E731
+    if not items:
+        raise IomodelError(f"--seqlens-file {path} lists no sequence: one length (or q,k pair) per line")
+    return tuple(_pair(item, where(j)) for j, item in enumerate(items))
