@@ -51,14 +51,47 @@ def evict_probability(distance: float, capacity: float, ways: int | None) -> flo
         return 1.0
     if lam <= ways - 12.0 * math.sqrt(ways) - 12.0:
         return 0.0
-    # P(N < A) = sum_{k < A} e^-lam lam^k / k!, summed in log space (lam may exceed 700)
+    key = (lam, ways)
+    p = _MEMO.get(key)
+    if p is None:
+        p = _MEMO[key] = _poisson_tail(lam, ways)
+        if len(_MEMO) > _MEMO_SIZE:
+            _MEMO.clear()
+    return p
+
+
+#: Memo of :func:`_poisson_tail` by (λ, A): equal stack distances recur within a kernel's
+#: waves (same wave composition, same bytes); bounded so a long run cannot grow it without end.
+_MEMO: dict[tuple[float, int], float] = {}
+_MEMO_SIZE = 1 << 16
+
+
+def _poisson_tail(lam: float, ways: int) -> float:
+    """``P(Poisson(lam) >= ways)`` for λ = ``lam`` within 12 standard deviations of A = ``ways``.
+
+    Exactly 1.0 when the Chernoff bound ``P(N <= A-1) <= e^-λ (eλ/(A-1))^(A-1)`` (λ > A-1) is below
+    2^-60: the sum below would then round 1 − below to 1.0 in double precision anyway. Otherwise
+    ``P(N < A) = Σ_{k<A} e^-λ λ^k / k!`` summed in log space (λ may exceed 700), the terms and
+    their order exactly those of the original loop (so results are identical to the bit).
+    """
     log_lam = math.log(lam)
-    logs = [-lam]
-    for k in range(1, ways):
-        logs.append(logs[-1] + log_lam - _LOG_INT[k])
+    a1 = ways - 1
+    if a1 > 0 and lam > a1 and -lam + a1 * (1.0 + log_lam - _LOG_INT[a1]) < _LOG_TINY:
+        return 1.0
+    x = -lam
+    logs = [x]
+    append = logs.append
+    for lk in _LOG_INT[1:ways]:
+        x = x + log_lam - lk
+        append(x)
     top = max(logs)
-    below = math.exp(top) * sum(math.exp(x - top) for x in logs)
+    exp = math.exp
+    below = exp(top) * sum([exp(v - top) for v in logs])
     return min(1.0, max(0.0, 1.0 - below))
+
+
+#: log(2^-60): below it the Poisson head cannot change 1 − below in double precision.
+_LOG_TINY = -60.0 * math.log(2.0)
 
 
 #: Points of the midpoint rule over an item's bytes at the kernel's end (:meth:`SetAssoc.finish`).
@@ -97,10 +130,11 @@ class SetAssoc:
 
     def _add(self, t: int, v: float) -> None:
         self._vals[t] += v
+        tree = self._tree
         i = t + 1
-        n = len(self._tree)
+        n = len(tree)
         while i < n:
-            self._tree[i] += v
+            tree[i] += v
             i += i & -i
 
     def _grow(self) -> None:
@@ -113,10 +147,11 @@ class SetAssoc:
 
     def _after(self, t: int) -> float:
         """Weighted bytes of the items used after time ``t``."""
+        tree = self._tree
         i, below = t + 1, 0.0
         while i > 0:
-            below += self._tree[i]
-            i -= i & -i
+            below += tree[i]
+            i &= i - 1
         return max(0.0, self._total - below)
 
     def _touch(self, key: Any, tensor: str, weight: float) -> tuple[list, float]:
