@@ -93,14 +93,14 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
     out = KernelL2(name)
     reads: dict[str, float] = {}
     n = 0
+    read, write = cache.read, cache.write
     for wave in waves:
         n += 1
-        for a in wave:
-            if a.write:
-                cache.write(a.key, a.tensor, a.nbytes)
+        for tensor, key, nbytes, is_write, whole in wave:  # Access fields, unpacked
+            if is_write:
+                write(key, tensor, nbytes)
             else:
-                miss = cache.read(a.key, a.tensor, a.nbytes, a.whole)
-                reads[a.tensor] = reads.get(a.tensor, 0) + miss
+                reads[tensor] = reads.get(tensor, 0) + read(key, tensor, nbytes, whole)
     out.waves = n
     return _close(cache, out, reads)
 

@@ -9,8 +9,7 @@ bytes for the accesses and the requested totals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.tiles import decode_split_len, program_sram_bytes
@@ -41,9 +40,11 @@ def estimate_programs_per_sm(smem_per_program: int, num_warps: int, smem_per_sm:
     return max(1, min(by_smem, MAX_WARPS_PER_SM // max(1, num_warps), MAX_BLOCKS_PER_SM))
 
 
-@dataclass(frozen=True)
-class Access:
+class Access(NamedTuple):
     """One touch of one item by a wave: ``read`` (may miss) or ``write`` (dirties it).
+
+    A named tuple (immutable; built hundreds of thousands of times per long shape, where a
+    frozen dataclass's constructor dominated the wave building).
 
     Attributes:
         tensor: model tensor name (``Q``, ``K``, ``V``, ``O``, ``LSE``, ``O_PART`` ...).
