@@ -3,7 +3,8 @@
 The reference (tests/l2_reference.py) is the set-associative cache as it stood before the speed
 work; the shapes are random but seeded and small, on a small L2 (so that the K/V of a wave
 overflows it: evictions, partial hits and dirty write-backs all occur), with both the
-set-associative and the fully associative replacement. Equality is exact: every byte of every
+set-associative and the fully associative replacement, and written bytes weighing 0.5 (one
+stack entry per read group) or 0.6 (member by member). Equality is exact: every byte of every
 kernel, per tensor.
 """
 
@@ -37,7 +38,7 @@ def _shapes(n: int, seed: int) -> list[tuple[LayerSpec, Tiling, L2Params, str]]:
                         bwd_block_m=rng.choice([16, 32]), bwd_block_n=rng.choice([32, 64, 128]),
                         dq_block_m=rng.choice([32, 64]), dq_block_n=rng.choice([16, 32]))
         params = L2Params(rng.choice([256 << 10, 1 << 20, 4 << 20]), rng.choice([2, 4, 8]), rng.choice([1, 2]),
-                          ways=rng.choice([None, 4, 16, 24, 24]))
+                          l2_fraction=rng.choice([0.5, 0.5, 0.5, 0.6]), ways=rng.choice([None, 4, 16, 24, 24]))
         out.append((spec, tiling, params, rng.choice(["forward", "reverse"])))
     return out
 

@@ -122,6 +122,7 @@ class SetAssoc:
         self.write_share = write_share
         self.ways = ways
         self.items: dict[Any, list] = {}  # key -> [bytes, weight, last time, dirty fraction, tensor]
+        self.groups: dict[tuple, list] = {}  # member keys -> [bytes per member, last time] (read groups)
         self.writeback: dict[str, float] = {}
         self._tree = [0.0] * 1025
         self._vals = [0.0] * 1024
@@ -189,6 +190,54 @@ class SetAssoc:
         item[0] = max(item[0], nbytes)
         self._push(item)
         return miss
+
+    def read_group(self, keys: tuple[Any, ...], nbytes: tuple[int, ...]) -> list[float]:
+        """Touch the members of a :class:`~iomodel.schedule.grid.ReadGroup` in order; returns
+        the expected bytes each misses: exactly what :meth:`read` per member returns.
+
+        The members (read-only items always touched together, never apart) share one entry of
+        the stack. Member i, last pushed right after members 0..i-1, is touched again after
+        the members behind it at their old bytes, the B bytes of the other items used since,
+        and the members before it at their new bytes: ``D_i = B + Σ_{j>i} old_j + Σ_{j<i} new_j
+        + old_i``, the distance :meth:`read` finds (every term a whole number of bytes, so the
+        sums are exact in any order).
+
+        Raises:
+            IomodelError: a member key is also used by a single access (an item belongs to
+                one group only).
+        """
+        group = self.groups.get(keys)
+        if group is None:
+            if any(k in self.items for k in keys):
+                raise IomodelError(f"L2 model: the read group {keys!r} shares an item with a single access")
+            old = [0] * len(keys)
+            group = [old, -1]
+            self.groups[keys] = group
+            misses = [0.0 + b for b in nbytes]  # a new item: p = 1, the original's 0·1.0 + nbytes
+        else:
+            old = group[0]
+            new = [max(o, b) for o, b in zip(old, nbytes)]
+            w_old = sum(old)
+            between = self._after(group[1])
+            self._add(group[1], -float(w_old))
+            self._total -= w_old
+            behind, before = w_old, 0
+            cap, ways, misses = self.capacity, self.ways, []
+            for o, n_, b in zip(old, new, nbytes):
+                behind -= o
+                p = evict_probability(between + (behind + before + o), cap, ways)
+                misses.append(min(o, b) * p + max(0, b - o))
+                before += n_
+            old = new
+        group[0] = [max(o, b) for o, b in zip(old, nbytes)]
+        if self._now >= len(self._vals):
+            self._grow()
+        group[1] = self._now
+        w = sum(group[0])
+        self._add(self._now, float(w))
+        self._total += w
+        self._now += 1
+        return misses
 
     def write(self, key: Any, tensor: str, nbytes: int) -> None:
         """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
