@@ -122,7 +122,7 @@ class SetAssoc:
         self.write_share = write_share
         self.ways = ways
         self.items: dict[Any, list] = {}  # key -> [bytes, weight, last time, dirty fraction, tensor]
-        self.groups: dict[tuple, list] = {}  # member keys -> [bytes per member, last time] (read groups)
+        self.groups: dict[tuple, list] = {}  # member keys -> [bytes per member, last time, their sum] (read groups)
         self.writeback: dict[str, float] = {}
         self._tree = [0.0] * 1025
         self._vals = [0.0] * 1024
@@ -210,30 +210,32 @@ class SetAssoc:
         if group is None:
             if any(k in self.items for k in keys):
                 raise IomodelError(f"L2 model: the read group {keys!r} shares an item with a single access")
-            old = [0] * len(keys)
-            group = [old, -1]
+            sizes = list(nbytes)
+            group = [sizes, -1, sum(sizes)]
             self.groups[keys] = group
             misses = [0.0 + b for b in nbytes]  # a new item: p = 1, the original's 0·1.0 + nbytes
         else:
-            old = group[0]
-            new = [max(o, b) for o, b in zip(old, nbytes)]
-            w_old = sum(old)
-            between = self._after(group[1])
-            self._add(group[1], -float(w_old))
+            old, t_old, w_old = group
+            between = self._after(t_old)
+            self._add(t_old, -float(w_old))
             self._total -= w_old
-            behind, before = w_old, 0
-            cap, ways, misses = self.capacity, self.ways, []
-            for o, n_, b in zip(old, new, nbytes):
-                behind -= o
-                p = evict_probability(between + (behind + before + o), cap, ways)
-                misses.append(min(o, b) * p + max(0, b - o))
-                before += n_
-            old = new
-        group[0] = [max(o, b) for o, b in zip(old, nbytes)]
+            if all(b <= o for o, b in zip(old, nbytes)):  # no member grows: one distance for all
+                p = evict_probability(between + w_old, self.capacity, self.ways)
+                misses = [min(o, b) * p + max(0, b - o) for o, b in zip(old, nbytes)]
+            else:
+                behind, before = w_old, 0
+                cap, ways, misses = self.capacity, self.ways, []
+                for o, b in zip(old, nbytes):
+                    behind -= o
+                    p = evict_probability(between + (behind + before + o), cap, ways)
+                    misses.append(min(o, b) * p + max(0, b - o))
+                    before += max(o, b)
+                group[0] = [max(o, b) for o, b in zip(old, nbytes)]
+                group[2] = sum(group[0])
         if self._now >= len(self._vals):
             self._grow()
         group[1] = self._now
-        w = sum(group[0])
+        w = group[2]
         self._add(self._now, float(w))
         self._total += w
         self._now += 1
