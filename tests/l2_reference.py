@@ -1,173 +1,61 @@
-"""The slow reference of the L2 model, kept only as the oracle of tests/test_l2_fast.py.
+"""An independent, slow oracle of the set-associative L2 model, for tests/test_l2_fast.py only.
 
-A verbatim copy of ``iomodel/cache/set_assoc.py`` (``evict_probability`` and ``SetAssoc``) as
-they stood before the speed work of issue 12 (commit 84c9807): one Poisson sum per touch, no
-memo, no shortcut. The fast code must give the same bytes on every shape.
+The stack is a plain list of items, most recent last; an item's stack distance is the sum of
+the weighted bytes of the items after it (a Python ``sum`` over the list), with no Fenwick
+tree, no read groups and no memo: the definitions of :mod:`iomodel.cache.set_assoc` written
+the slow way. The eviction probability is the model's own
+:func:`iomodel.cache.set_assoc.evict_probability` (tested apart against the Poisson tail).
 """
+
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from iomodel.cache.params import MAX_L2_WAYS
-from iomodel.errors import IomodelError
-
-#: log(k) for k = 0 .. MAX_L2_WAYS (entry 0 unused): the Poisson terms of :func:`evict_probability`.
-_LOG_INT = [0.0] + [math.log(k) for k in range(1, MAX_L2_WAYS + 1)]
+from iomodel.cache.set_assoc import _ITEM_POINTS, evict_probability
 
 
-def evict_probability(distance: float, capacity: float, ways: int | None) -> float:
-    """Probability that a line is gone after ``distance`` bytes of other lines were touched.
-
-    Set-associative LRU with hashed set indices (module doc): ``P(Poisson(A·D/C) ≥ A)`` for A =
-    ``ways``, D = ``distance`` and C = ``capacity`` (read-equivalent bytes); ``ways=None`` is the
-    fully associative LRU, 1 when D > C else 0.
-
-    Args:
-        distance: distinct bytes touched since the line's last use (stack distance, bytes).
-        capacity: effective L2 bytes.
-        ways: associativity A, or None.
-
-    Returns:
-        a probability in [0, 1].
-
-    Source: A. J. Smith, IEEE TSE 1978; M. D. Hill and A. J. Smith, IEEE TC 1989 (random set
-    mapping of a stack-distance trace).
-    """
-    if distance <= 0:
-        return 0.0
-    if ways is None:
-        return 1.0 if distance > capacity else 0.0
-    lam = ways * distance / capacity
-    # far tails (beyond 12 standard deviations): 0 or 1 to double precision
-    if lam >= ways + 12.0 * math.sqrt(lam) + 12.0:
-        return 1.0
-    if lam <= ways - 12.0 * math.sqrt(ways) - 12.0:
-        return 0.0
-    # P(N < A) = sum_{k < A} e^-lam lam^k / k!, summed in log space (lam may exceed 700)
-    log_lam = math.log(lam)
-    logs = [-lam]
-    for k in range(1, ways):
-        logs.append(logs[-1] + log_lam - _LOG_INT[k])
-    top = max(logs)
-    below = math.exp(top) * sum(math.exp(x - top) for x in logs)
-    return min(1.0, max(0.0, 1.0 - below))
-
-
-#: Points of the midpoint rule over an item's bytes at the kernel's end (:meth:`SetAssoc.finish`).
-_ITEM_POINTS = 8
-
-
-class SetAssoc:
-    """Expected bytes of a set-associative LRU, from stack distances (see :func:`evict_probability`).
-
-    Items carry bytes, a weight per byte (read data 1, written lines ``write_share``) and the
-    fraction of their bytes still dirty. Stack distances come from a Fenwick tree over access
-    times holding each item's weighted bytes at its last use. Same interface as
-    :class:`iomodel.cache.lru.LRU`; reads return expected (float) misses.
-
-    Approximations: an item has one recency, so a touch of part of it (a later wave needing
-    fewer key rows of a K/V chunk) refreshes all of its bytes; the ``whole`` flag of
-    :class:`iomodel.schedule.grid.Access` has no effect here (every byte of an item shares one
-    eviction probability).
-
-    Raises:
-        IomodelError: write_share outside (0, 1].
-    """
+class StackOracle:
+    """Same interface as :class:`iomodel.cache.set_assoc.SetAssoc` (read, write, finish, writeback)."""
 
     def __init__(self, capacity: int, write_share: float, ways: int) -> None:
-        if not 0 < write_share <= 1:
-            raise IomodelError(f"write_share must be in (0, 1], got {write_share}")
-        self.capacity = float(capacity)
-        self.write_share = write_share
-        self.ways = ways
-        self.items: dict[Any, list] = {}  # key -> [bytes, weight, last time, dirty fraction, tensor]
+        self.capacity, self.write_share, self.ways = float(capacity), write_share, ways
+        self.order: list[Any] = []  # keys, least recently used first
+        self.items: dict[Any, list] = {}  # key -> [bytes, weight, dirty fraction, tensor]
         self.writeback: dict[str, float] = {}
-        self._tree = [0.0] * 1025
-        self._vals = [0.0] * 1024
-        self._now = 0
-        self._total = 0.0
 
-    def _add(self, t: int, v: float) -> None:
-        self._vals[t] += v
-        i = t + 1
-        n = len(self._tree)
-        while i < n:
-            self._tree[i] += v
-            i += i & -i
-
-    def _grow(self) -> None:
-        vals = self._vals + [0.0] * len(self._vals)
-        self._vals = [0.0] * len(vals)
-        self._tree = [0.0] * (len(vals) + 1)
-        for t, v in enumerate(vals):
-            if v:
-                self._add(t, v)
-
-    def _after(self, t: int) -> float:
-        """Weighted bytes of the items used after time ``t``."""
-        i, below = t + 1, 0.0
-        while i > 0:
-            below += self._tree[i]
-            i -= i & -i
-        return max(0.0, self._total - below)
+    def _above(self, key: Any) -> float:
+        i = self.order.index(key)
+        return sum(self.items[k][0] * self.items[k][1] for k in self.order[i + 1:])
 
     def _touch(self, key: Any, tensor: str, weight: float) -> tuple[list, float]:
-        """Take the item out of the stack; returns it and its eviction probability (1 when new).
-
-        A line of an item scanned in order is touched again after every other line of the item
-        and the D bytes of the items used since: its stack distance is D + the item's own bytes.
-        """
         item = self.items.get(key)
         if item is None:
-            item = [0, weight, -1, 0.0, tensor]
-            self.items[key] = item
+            item = self.items[key] = [0, weight, 0.0, tensor]
+            self.order.append(key)
             return item, 1.0
-        own = item[0] * item[1]
-        p = evict_probability(self._after(item[2]) + own, self.capacity, self.ways)
-        self._add(item[2], -own)
-        self._total -= own
-        if item[3] > 0.0 and item[0]:  # dirty bytes evicted since the last use were written back
-            self.writeback[item[4]] = self.writeback.get(item[4], 0.0) + item[0] * item[3] * p
-            item[3] *= 1.0 - p
+        p = evict_probability(self._above(key) + item[0] * item[1], self.capacity, self.ways)
+        if item[2] > 0.0 and item[0]:
+            self.writeback[tensor] = self.writeback.get(tensor, 0.0) + item[0] * item[2] * p
+            item[2] *= 1.0 - p
+        self.order.remove(key)
+        self.order.append(key)
         return item, p
 
-    def _push(self, item: list) -> None:
-        if self._now >= len(self._vals):
-            self._grow()
-        item[2] = self._now
-        self._add(self._now, item[0] * item[1])
-        self._total += item[0] * item[1]
-        self._now += 1
-
     def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> float:
-        """Touch ``nbytes`` of an item; returns the expected bytes that miss (read from HBM)."""
         item, p = self._touch(key, tensor, 1.0)
         miss = min(item[0], nbytes) * p + max(0, nbytes - item[0])
         item[0] = max(item[0], nbytes)
-        self._push(item)
         return miss
 
     def write(self, key: Any, tensor: str, nbytes: int) -> None:
-        """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
         item, _ = self._touch(key, tensor, self.write_share)
-        item[0] = max(item[0], nbytes)
-        item[1] = self.write_share
-        item[3] = 1.0
-        self._push(item)
+        item[0], item[1], item[2] = max(item[0], nbytes), self.write_share, 1.0
 
     def finish(self) -> dict[str, float]:
-        """End of the kernel: dirty bytes evicted since their last use are written back;
-        returns the expected bytes still dirty, per tensor.
-
-        The line at offset x of an item written in order has D + (item bytes − x) bytes above
-        it; the evicted fraction is the mean of :func:`evict_probability` over the item
-        (midpoint rule, :data:`_ITEM_POINTS` points).
-        """
         out: dict[str, float] = {}
-        for nbytes, weight, t, dirty, tensor in self.items.values():
+        for key, (nbytes, weight, dirty, tensor) in self.items.items():  # first-touch order, as SetAssoc
             if dirty > 0.0 and nbytes:
-                d, own = self._after(t), nbytes * weight
+                d, own = self._above(key), nbytes * weight
                 p = sum(evict_probability(d + own * (1.0 - (k + 0.5) / _ITEM_POINTS), self.capacity, self.ways)
                         for k in range(_ITEM_POINTS)) / _ITEM_POINTS
                 self.writeback[tensor] = self.writeback.get(tensor, 0.0) + nbytes * dirty * p

@@ -1,7 +1,7 @@
 """The fast L2 model (issue 12, item 4) gives the very bytes of the slow reference.
 
-The reference (tests/l2_reference.py) is the set-associative cache as it stood before the speed
-work; the shapes are random but seeded and small, on a small L2 (so that the K/V of a wave
+The reference (tests/l2_reference.py) is the set-associative cache written the slow way (a
+plain list as the LRU stack, each distance a sum over it, no read groups, no memo); the shapes are random but seeded and small, on a small L2 (so that the K/V of a wave
 overflows it: evictions, partial hits and dirty write-backs all occur), with both the
 set-associative and the fully associative replacement, and written bytes weighing 0.5 (one
 stack entry per read group) or 0.6 (member by member). Equality is exact: every byte of every
@@ -50,7 +50,7 @@ def _bytes(pred) -> list:
 
 def _reference(monkeypatch: pytest.MonkeyPatch, run):
     with monkeypatch.context() as m:
-        m.setattr(simulate_mod, "SetAssoc", ref.SetAssoc)
+        m.setattr(simulate_mod, "SetAssoc", ref.StackOracle)
         return run()
 
 
@@ -72,23 +72,33 @@ def test_the_random_shapes_evict():
     assert refetching >= 10
 
 
-def test_evict_probability_equals_reference_to_the_bit():
-    """Over λ across both tails and the middle, A from 1 to 64: the same double, memo or not."""
+def _poisson_tail(lam: float, ways: int) -> float:
+    """P(Poisson(λ) >= A), independently: 1 − Σ_{k<A} exp(−λ + k ln λ − ln k!), summed exactly-rounded."""
+    return 1.0 - math.fsum(math.exp(-lam + k * math.log(lam) - math.lgamma(k + 1)) for k in range(ways))
+
+
+def test_evict_probability_is_the_poisson_tail():
+    """Over λ across both tails and the middle, A from 1 to 64: within 1e-12 of the tail, and the
+    same double again from the memo."""
     rng = random.Random(3)
     for ways in (1, 2, 3, 8, 24, 64):
         for _ in range(400):
             d = rng.uniform(0.0, 20.0) * 1000.0
-            assert fast.evict_probability(d, 1000.0, ways) == ref.evict_probability(d, 1000.0, ways)
-            assert fast.evict_probability(d, 1000.0, ways) == ref.evict_probability(d, 1000.0, ways)  # memo hit
+            p = fast.evict_probability(d, 1000.0, ways)
+            assert p == pytest.approx(_poisson_tail(ways * d / 1000.0, ways) if d else 0.0, abs=1e-12)
+            assert fast.evict_probability(d, 1000.0, ways) == p  # memo hit
 
 
-def test_chernoff_shortcut_returns_one_only_where_the_sum_does():
-    """At λ just above the shortcut's edge (A = 24) the full sum already rounds to 1.0."""
+def test_chernoff_shortcut_returns_one_only_where_the_sum_rounds_to_one():
+    """Where the shortcut answers 1.0 (A = 24, λ from 40 up), 1 − (the Poisson head) is 1.0 in double
+    precision; below its edge the answer is the sum's, under 1.0."""
     ways, seen = 24, 0
     for k in range(2000):
         lam = 40.0 + k * 0.05
         a1 = ways - 1
+        head = math.fsum(math.exp(-lam + j * math.log(lam) - math.lgamma(j + 1)) for j in range(ways))
         if -lam + a1 * (1.0 + math.log(lam) - math.log(a1)) < fast._LOG_TINY:
             seen += 1
-            assert ref.evict_probability(lam, ways, ways) == 1.0
+            assert 1.0 - head == 1.0 and fast.evict_probability(lam, ways, ways) == 1.0
     assert seen > 100
+    assert fast.evict_probability(40.0, 24, 24) < 1.0
