@@ -4,14 +4,15 @@ The stack is a plain list of items, most recent last; an item's stack distance i
 the weighted bytes of the items after it (a Python ``sum`` over the list), with no Fenwick
 tree, no read groups and no memo: the definitions of :mod:`iomodel.cache.set_assoc` written
 the slow way. The eviction probability is the model's own
-:func:`iomodel.cache.set_assoc.evict_probability` (tested apart against the Poisson tail).
+:func:`iomodel.cache.set_assoc.evict_probability` (tested apart against the Poisson tail), and an
+item's end-of-kernel write-back its :func:`~iomodel.cache.set_assoc.finish_item`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from iomodel.cache.set_assoc import _ITEM_POINTS, evict_probability
+from iomodel.cache.set_assoc import evict_probability, finish_item
 
 
 class StackOracle:
@@ -55,9 +56,6 @@ class StackOracle:
         out: dict[str, float] = {}
         for key, (nbytes, weight, dirty, tensor) in self.items.items():  # first-touch order, as SetAssoc
             if dirty > 0.0 and nbytes:
-                d, own = self._above(key), nbytes * weight
-                p = sum(evict_probability(d + own * (1.0 - (k + 0.5) / _ITEM_POINTS), self.capacity, self.ways)
-                        for k in range(_ITEM_POINTS)) / _ITEM_POINTS
-                self.writeback[tensor] = self.writeback.get(tensor, 0.0) + nbytes * dirty * p
-                out[tensor] = out.get(tensor, 0.0) + nbytes * dirty * (1.0 - p)
+                finish_item(self.writeback, out, tensor, nbytes, dirty, self._above(key), nbytes * weight,
+                            self.capacity, self.ways)
         return out

@@ -260,9 +260,20 @@ class SetAssoc:
         out: dict[str, float] = {}
         for nbytes, weight, t, dirty, tensor in self.items.values():
             if dirty > 0.0 and nbytes:
-                d, own = self._after(t), nbytes * weight
-                p = sum(evict_probability(d + own * (1.0 - (k + 0.5) / _ITEM_POINTS), self.capacity, self.ways)
-                        for k in range(_ITEM_POINTS)) / _ITEM_POINTS
-                self.writeback[tensor] = self.writeback.get(tensor, 0.0) + nbytes * dirty * p
-                out[tensor] = out.get(tensor, 0.0) + nbytes * dirty * (1.0 - p)
+                finish_item(self.writeback, out, tensor, nbytes, dirty, self._after(t), nbytes * weight,
+                            self.capacity, self.ways)
         return out
+
+
+def finish_item(writeback: dict[str, float], still_dirty: dict[str, float], tensor: str, nbytes: int, dirty: float,
+                above: float, own: float, capacity: float, ways: int) -> None:
+    """Add one dirty item's expected write-back and still-dirty bytes at the kernel's end (bytes).
+
+    The line at offset x of an item written in order has ``above`` + (``own`` − x) weighted bytes
+    above it; the evicted fraction is the mean of :func:`evict_probability` over the item
+    (midpoint rule, :data:`_ITEM_POINTS` points); ``nbytes × dirty`` bytes are dirty.
+    """
+    p = sum(evict_probability(above + own * (1.0 - (k + 0.5) / _ITEM_POINTS), capacity, ways)
+            for k in range(_ITEM_POINTS)) / _ITEM_POINTS
+    writeback[tensor] = writeback.get(tensor, 0.0) + nbytes * dirty * p
+    still_dirty[tensor] = still_dirty.get(tensor, 0.0) + nbytes * dirty * (1.0 - p)
