@@ -71,8 +71,12 @@ def _poisson_tail(lam: float, ways: int) -> float:
 
     Exactly 1.0 when the Chernoff bound ``P(N <= A-1) <= e^-λ (eλ/(A-1))^(A-1)`` (λ > A-1) is below
     2^-60: the sum below would then round 1 − below to 1.0 in double precision anyway. Otherwise
-    ``P(N < A) = Σ_{k<A} e^-λ λ^k / k!`` summed in log space (λ may exceed 700), the terms and
-    their order exactly those of the original loop (so results are identical to the bit).
+    ``P(N < A) = Σ_{k<A} e^-λ λ^k / k!`` summed in log space (λ may exceed 700): the same terms in
+    the same order as the un-memoised sum of commit 84c9807, so every result is the same double
+    (the committed receipts' bytes are pinned by tests/test_reconcile_receipts.py).
+
+    Source: the Chernoff bound of the Poisson lower tail (e.g. M. Mitzenmacher and E. Upfal,
+    "Probability and Computing", Theorem 5.4).
     """
     log_lam = math.log(lam)
     a1 = ways - 1
