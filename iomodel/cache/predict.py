@@ -194,7 +194,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         touched_rows = B * Hk * sum(decode_split_rows(spec, tiling))
         span = "decode programs of one KV head run together"
     else:
-        launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order))
+        launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order, grouped=True))
         touched_rows = B * Hk * key_span_rows(prefill_key_ranges(spec, tiling))  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
         heads = cdiv(w, t_r) + 1
@@ -406,7 +406,8 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     cap, share, ways = params.capacity, params.write_share, params.ways
     refetch: dict[str, int] = {}
     for name, build in (("_bwd_preprocess", preprocess_waves), ("_bwd_dkdv", dkdv_waves), ("_bwd_dq", dq_waves)):
-        waves, r, wr = build(spec, tiling, par[name].resident_programs)
+        grouped = {} if build is preprocess_waves else {"grouped": True}
+        waves, r, wr = build(spec, tiling, par[name].resident_programs, **grouped)
         k = simulate(name, waves, cap, share, ways)
         k.requested_read, k.requested_write = r, wr
         kernels.append(k)

@@ -51,14 +51,51 @@ def evict_probability(distance: float, capacity: float, ways: int | None) -> flo
         return 1.0
     if lam <= ways - 12.0 * math.sqrt(ways) - 12.0:
         return 0.0
-    # P(N < A) = sum_{k < A} e^-lam lam^k / k!, summed in log space (lam may exceed 700)
+    key = (lam, ways)
+    p = _MEMO.get(key)
+    if p is None:
+        p = _MEMO[key] = _poisson_tail(lam, ways)
+        if len(_MEMO) > _MEMO_SIZE:
+            _MEMO.clear()
+    return p
+
+
+#: Memo of :func:`_poisson_tail` by (λ, A): equal stack distances recur within a kernel's
+#: waves (same wave composition, same bytes); bounded so a long run cannot grow it without end.
+_MEMO: dict[tuple[float, int], float] = {}
+_MEMO_SIZE = 1 << 16
+
+
+def _poisson_tail(lam: float, ways: int) -> float:
+    """``P(Poisson(lam) >= ways)`` for λ = ``lam`` within 12 standard deviations of A = ``ways``.
+
+    Exactly 1.0 when the Chernoff bound ``P(N <= A-1) <= e^-λ (eλ/(A-1))^(A-1)`` (λ > A-1) is below
+    2^-60: the sum below would then round 1 − below to 1.0 in double precision anyway. Otherwise
+    ``P(N < A) = Σ_{k<A} e^-λ λ^k / k!`` summed in log space (λ may exceed 700): the same terms in
+    the same order as the un-memoised sum of commit 84c9807, so every result is the same double
+    (the committed receipts' bytes are pinned by tests/test_reconcile_receipts.py).
+
+    Source: the Chernoff bound of the Poisson lower tail (e.g. M. Mitzenmacher and E. Upfal,
+    "Probability and Computing", Theorem 5.4).
+    """
     log_lam = math.log(lam)
-    logs = [-lam]
-    for k in range(1, ways):
-        logs.append(logs[-1] + log_lam - _LOG_INT[k])
+    a1 = ways - 1
+    if a1 > 0 and lam > a1 and -lam + a1 * (1.0 + log_lam - _LOG_INT[a1]) < _LOG_TINY:
+        return 1.0
+    x = -lam
+    logs = [x]
+    append = logs.append
+    for lk in _LOG_INT[1:ways]:
+        x = x + log_lam - lk
+        append(x)
     top = max(logs)
-    below = math.exp(top) * sum(math.exp(x - top) for x in logs)
+    exp = math.exp
+    below = exp(top) * sum([exp(v - top) for v in logs])
     return min(1.0, max(0.0, 1.0 - below))
+
+
+#: log(2^-60): below it the Poisson head cannot change 1 − below in double precision.
+_LOG_TINY = -60.0 * math.log(2.0)
 
 
 #: Points of the midpoint rule over an item's bytes at the kernel's end (:meth:`SetAssoc.finish`).
@@ -89,6 +126,7 @@ class SetAssoc:
         self.write_share = write_share
         self.ways = ways
         self.items: dict[Any, list] = {}  # key -> [bytes, weight, last time, dirty fraction, tensor]
+        self.groups: dict[tuple, list] = {}  # member keys -> [bytes per member, last time, their sum] (read groups)
         self.writeback: dict[str, float] = {}
         self._tree = [0.0] * 1025
         self._vals = [0.0] * 1024
@@ -97,10 +135,11 @@ class SetAssoc:
 
     def _add(self, t: int, v: float) -> None:
         self._vals[t] += v
+        tree = self._tree
         i = t + 1
-        n = len(self._tree)
+        n = len(tree)
         while i < n:
-            self._tree[i] += v
+            tree[i] += v
             i += i & -i
 
     def _grow(self) -> None:
@@ -113,10 +152,11 @@ class SetAssoc:
 
     def _after(self, t: int) -> float:
         """Weighted bytes of the items used after time ``t``."""
+        tree = self._tree
         i, below = t + 1, 0.0
         while i > 0:
-            below += self._tree[i]
-            i -= i & -i
+            below += tree[i]
+            i &= i - 1
         return max(0.0, self._total - below)
 
     def _touch(self, key: Any, tensor: str, weight: float) -> tuple[list, float]:
@@ -155,6 +195,56 @@ class SetAssoc:
         self._push(item)
         return miss
 
+    def read_group(self, keys: tuple[Any, ...], nbytes: tuple[int, ...]) -> list[float]:
+        """Touch the members of a :class:`~iomodel.schedule.grid.ReadGroup` in order; returns
+        the expected bytes each misses: exactly what :meth:`read` per member returns.
+
+        The members (read-only items always touched together, never apart) share one entry of
+        the stack. Member i, last pushed right after members 0..i-1, is touched again after
+        the members behind it at their old bytes, the B bytes of the other items used since,
+        and the members before it at their new bytes: ``D_i = B + Σ_{j>i} old_j + Σ_{j<i} new_j
+        + old_i``, the distance :meth:`read` finds (every term a whole number of bytes, so the
+        sums are exact in any order).
+
+        Raises:
+            IomodelError: a member key is also used by a single access (an item belongs to
+                one group only).
+        """
+        group = self.groups.get(keys)
+        if group is None:
+            if any(k in self.items for k in keys):
+                raise IomodelError(f"L2 model: the read group {keys!r} shares an item with a single access")
+            sizes = list(nbytes)
+            group = [sizes, -1, sum(sizes)]
+            self.groups[keys] = group
+            misses = [0.0 + b for b in nbytes]  # a new item: p = 1, the original's 0·1.0 + nbytes
+        else:
+            old, t_old, w_old = group
+            between = self._after(t_old)
+            self._add(t_old, -float(w_old))
+            self._total -= w_old
+            if all(b <= o for o, b in zip(old, nbytes)):  # no member grows: one distance for all
+                p = evict_probability(between + w_old, self.capacity, self.ways)
+                misses = [min(o, b) * p + max(0, b - o) for o, b in zip(old, nbytes)]
+            else:
+                behind, before = w_old, 0
+                cap, ways, misses = self.capacity, self.ways, []
+                for o, b in zip(old, nbytes):
+                    behind -= o
+                    p = evict_probability(between + (behind + before + o), cap, ways)
+                    misses.append(min(o, b) * p + max(0, b - o))
+                    before += max(o, b)
+                group[0] = [max(o, b) for o, b in zip(old, nbytes)]
+                group[2] = sum(group[0])
+        if self._now >= len(self._vals):
+            self._grow()
+        group[1] = self._now
+        w = group[2]
+        self._add(self._now, float(w))
+        self._total += w
+        self._now += 1
+        return misses
+
     def write(self, key: Any, tensor: str, nbytes: int) -> None:
         """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
         item, _ = self._touch(key, tensor, self.write_share)
@@ -174,9 +264,20 @@ class SetAssoc:
         out: dict[str, float] = {}
         for nbytes, weight, t, dirty, tensor in self.items.values():
             if dirty > 0.0 and nbytes:
-                d, own = self._after(t), nbytes * weight
-                p = sum(evict_probability(d + own * (1.0 - (k + 0.5) / _ITEM_POINTS), self.capacity, self.ways)
-                        for k in range(_ITEM_POINTS)) / _ITEM_POINTS
-                self.writeback[tensor] = self.writeback.get(tensor, 0.0) + nbytes * dirty * p
-                out[tensor] = out.get(tensor, 0.0) + nbytes * dirty * (1.0 - p)
+                finish_item(self.writeback, out, tensor, nbytes, dirty, self._after(t), nbytes * weight,
+                            self.capacity, self.ways)
         return out
+
+
+def finish_item(writeback: dict[str, float], still_dirty: dict[str, float], tensor: str, nbytes: int, dirty: float,
+                above: float, own: float, capacity: float, ways: int) -> None:
+    """Add one dirty item's expected write-back and still-dirty bytes at the kernel's end (bytes).
+
+    The line at offset x of an item written in order has ``above`` + (``own`` − x) weighted bytes
+    above it; the evicted fraction is the mean of :func:`evict_probability` over the item
+    (midpoint rule, :data:`_ITEM_POINTS` points); ``nbytes × dirty`` bytes are dirty.
+    """
+    p = sum(evict_probability(above + own * (1.0 - (k + 0.5) / _ITEM_POINTS), capacity, ways)
+            for k in range(_ITEM_POINTS)) / _ITEM_POINTS
+    writeback[tensor] = writeback.get(tensor, 0.0) + nbytes * dirty * p
+    still_dirty[tensor] = still_dirty.get(tensor, 0.0) + nbytes * dirty * (1.0 - p)

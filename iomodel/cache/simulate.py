@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 from iomodel.cache.lru import LRU, new_lru
 from iomodel.cache.params import STREAM_SLICES
 from iomodel.cache.set_assoc import SetAssoc
-from iomodel.schedule.grid import Access
+from iomodel.schedule.grid import Access, ReadGroup
 from iomodel.spec import LayerSpec
 
 
@@ -73,7 +73,8 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
 
     Args:
         name: kernel name for the record.
-        waves: per wave, its accesses in time order (see :class:`~iomodel.schedule.grid.Access`).
+        waves: per wave, its accesses in time order (:class:`~iomodel.schedule.grid.Access`, or
+            :class:`~iomodel.schedule.grid.ReadGroup` for loads always made together).
         capacity: effective L2 bytes.
         write_share: L2 bytes a written byte occupies per byte of read-allocated data
             (1: the same; ``l2_fraction``: read data is held in both L2 partitions, written
@@ -93,14 +94,27 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
     out = KernelL2(name)
     reads: dict[str, float] = {}
     n = 0
+    read, write = cache.read, cache.write
+    # one stack entry per group needs exact byte sums: written bytes weigh write_share, so only
+    # when it is a dyadic fraction (0.5, 1); otherwise member by member, as before
+    exact = float(write_share).as_integer_ratio()[1] <= 1 << 10
+    read_group = getattr(cache, "read_group", None) if exact else None  # the LRU has none
     for wave in waves:
         n += 1
         for a in wave:
-            if a.write:
-                cache.write(a.key, a.tensor, a.nbytes)
+            if a.__class__ is ReadGroup:
+                if read_group is None:  # the LRU (exact integers) or a non-dyadic write_share
+                    misses = [read(k, t, b, a.whole) for t, k, b in zip(a.tensors, a.keys, a.nbytes)]
+                else:
+                    misses = read_group(a.keys, a.nbytes)
+                for t, m in zip(a.tensors, misses):
+                    reads[t] = reads.get(t, 0) + m
+                continue
+            tensor, key, nbytes, is_write, whole = a
+            if is_write:
+                write(key, tensor, nbytes)
             else:
-                miss = cache.read(a.key, a.tensor, a.nbytes, a.whole)
-                reads[a.tensor] = reads.get(a.tensor, 0) + miss
+                reads[tensor] = reads.get(tensor, 0) + read(key, tensor, nbytes, whole)
     out.waves = n
     return _close(cache, out, reads)
 

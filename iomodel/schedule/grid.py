@@ -9,8 +9,7 @@ bytes for the accesses and the requested totals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.tiles import decode_split_len, program_sram_bytes
@@ -41,9 +40,11 @@ def estimate_programs_per_sm(smem_per_program: int, num_warps: int, smem_per_sm:
     return max(1, min(by_smem, MAX_WARPS_PER_SM // max(1, num_warps), MAX_BLOCKS_PER_SM))
 
 
-@dataclass(frozen=True)
-class Access:
+class Access(NamedTuple):
     """One touch of one item by a wave: ``read`` (may miss) or ``write`` (dirties it).
+
+    A named tuple (immutable; built hundreds of thousands of times per long shape, where a
+    frozen dataclass's constructor dominated the wave building).
 
     Attributes:
         tensor: model tensor name (``Q``, ``K``, ``V``, ``O``, ``LSE``, ``O_PART`` ...).
@@ -58,6 +59,39 @@ class Access:
     nbytes: int
     write: bool = False
     whole: bool = False
+
+
+class ReadGroup(NamedTuple):
+    """Loads of several items that are always touched together, in this order, and never apart
+    (K and V of one chunk; the Q, dO, LSE, Delta rows of one chunk): one wave entry, read by
+    :meth:`iomodel.cache.set_assoc.SetAssoc.read_group` as one stack entry with the very bytes of
+    one :class:`Access` per member (the fully associative LRU reads the members one by one).
+
+    Attributes:
+        tensors: model tensor name of each member.
+        keys: identity of each member item.
+        nbytes: bytes each member touches (the item's extent needed so far).
+        whole: evict each member only entirely (see :class:`Access`).
+    """
+
+    tensors: tuple[str, ...]
+    keys: tuple[Any, ...]
+    nbytes: tuple[int, ...]
+    whole: bool = False
+
+
+def members(waves: list[list[Any]]) -> list[list[Access]]:
+    """The waves with every :class:`ReadGroup` replaced by one :class:`Access` per member, in order."""
+    out = []
+    for wave in waves:
+        flat: list[Access] = []
+        for a in wave:
+            if a.__class__ is ReadGroup:
+                flat += [Access(t, k, b, False, a.whole) for t, k, b in zip(a.tensors, a.keys, a.nbytes)]
+            else:
+                flat.append(a)
+        out.append(flat)
+    return out
 
 
 def prefill_key_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
@@ -142,8 +176,8 @@ def _chunk_rows(block: int) -> int:
 
 
 def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
-                        row_reads: dict[str, int], row_writes: dict[str, int],
-                        ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+                        row_reads: dict[str, int], row_writes: dict[str, int], grouped: bool = False,
+                        ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of a Q-stationary kernel (the forward, or the backward's ``_bwd_dq``).
 
     Grid ``(T_r, B·H)``, T_r = ceil(seqlen_q / block_m); program i of a head reads
@@ -184,9 +218,11 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
                 order.append(kv)
             need[kv] = max(need.get(kv, 0), rows)
             qo.append((bh, i0, i1))
+        names = tuple(row_reads)
         for bh, i0, i1 in qo:
-            for t, b in row_reads.items():
-                acc.append(Access(t, (t, bh, i0, tile_order), sum(q_rows[i0:i1]) * b))
+            q = sum(q_rows[i0:i1])
+            acc.append(ReadGroup(names, tuple((t, bh, i0, tile_order) for t in names),
+                                 tuple(q * b for b in row_reads.values())))
         if spec.band is not None:
             acc += _band_kv_accesses(qo, kv_ranges, spec, block_n, order)
         else:
@@ -194,13 +230,12 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
                 for kv in order:
                     rows = min(chunk, need[kv] - c0)
                     if rows > 0:
-                        acc.append(Access("K", ("K", kv, c0), rows * d * s, whole=True))
-                        acc.append(Access("V", ("V", kv, c0), rows * d * s, whole=True))
+                        acc.append(ReadGroup(("K", "V"), (("K", kv, c0), ("V", kv, c0)), (rows * d * s,) * 2, True))
         for bh, i0, i1 in qo:
             for t, b in row_writes.items():
                 acc.append(Access(t, (t, bh, i0, tile_order), sum(q_rows[i0:i1]) * b, write=True))
         waves.append(acc)
-    return waves, req_r, req_w
+    return (waves if grouped else members(waves)), req_r, req_w
 
 
 def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int, int]], spec: LayerSpec,
@@ -242,8 +277,8 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
     return acc
 
 
-def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "forward",
-                  ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "forward", grouped: bool = False,
+                  ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of the Q-stationary prefill kernel in grid order, and its requested bytes.
 
     Grid ``(T_r, B·H)``, linear program p = i + T_r·(b·H + h) (axis 0 fastest); program i of
@@ -258,6 +293,9 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
         tiling: BLOCK_M and BLOCK_N.
         w: programs running at once (W = num_SMs × programs_per_SM).
         tile_order: ``forward`` or ``reverse``.
+        grouped: True: loads always made together (K and V of a chunk; the per-row reads of one
+            chunk or program) come as one :class:`ReadGroup` (what the simulation reads); False
+            (default): one :class:`Access` each (:func:`members`).
 
     Returns:
         (waves, requested read bytes per tensor, requested write bytes per tensor); the
@@ -268,7 +306,7 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
     """
     d, s = spec.head_dim, spec.width
     return _q_stationary_waves(spec, tiling.block_m, tiling.block_n, w, tile_order,
-                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH})
+                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH}, grouped)
 
 
 #: Warps of one ``_bwd_preprocess`` program (``kernels/backward.py`` launches it with this;
@@ -381,7 +419,8 @@ def dkdv_query_ranges(spec: LayerSpec, tiling: Tiling) -> list[tuple[int, int]]:
     return out
 
 
-def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
+               ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of the K/V-stationary ``_bwd_dkdv`` kernel in grid order, and its requested bytes.
 
     Grid ``(T_c, B·H_kv)``, T_c = ceil(N_k / BWD_BLOCK_N), linear program p = j + T_c·(b·H_kv +
@@ -399,6 +438,9 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
         spec: the layer (prefill, backward).
         tiling: ``bwd_block_m`` and ``bwd_block_n``.
         w: programs running at once (W = num_SMs × programs_per_SM).
+        grouped: True: loads always made together (K and V of a chunk; the per-row reads of one
+            chunk or program) come as one :class:`ReadGroup` (what the simulation reads); False
+            (default): one :class:`Access` each (:func:`members`).
 
     Returns:
         (waves, requested read bytes per tensor, requested write bytes per tensor); the
@@ -412,6 +454,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
     t_c = len(lo)
     k_rows = [min(bn, n_k - j * bn) for j in range(t_c)]
     per_row = {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}
+    row_names, row_bytes = tuple(per_row), tuple(per_row.values())
     q_rows = sum(e - x for x, e in ranges)  # per (batch, query head)
     req_r = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
     req_r.update({t: B * Hk * G * q_rows * b for t, b in per_row.items()})
@@ -428,8 +471,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
             heads.append((kv, max(0, p0 - kv * t_c), min(t_c, p1 - kv * t_c)))
         for kv, j0, j1 in heads:
             rows = sum(k_rows[j0:j1])
-            acc.append(Access("K", ("K", kv, j0), rows * d * s))
-            acc.append(Access("V", ("V", kv, j0), rows * d * s))
+            acc.append(ReadGroup(("K", "V"), (("K", kv, j0), ("V", kv, j0)), (rows * d * s,) * 2))
         # each program advances one BWD_BLOCK_M tile per step: program j reaches row r of head g
         # at step g·(N_q − lo_j) + r − lo_j and ends at G·(N_q − lo_j); touches sorted by that time
         touch: dict[tuple[int, int, int, int], int] = {}  # (time, head, c0, kv) -> rows
@@ -450,13 +492,14 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acces
                 acc.append(Access("dK", ("dK", a, b_), rows * d * s, write=True))
                 acc.append(Access("dV", ("dV", a, b_), rows * d * s, write=True))
             else:
-                for name, per in per_row.items():
-                    acc.append(Access(name, (name, a, b_), rows * per, whole=True))
+                acc.append(ReadGroup(row_names, tuple((name, a, b_) for name in row_names),
+                                     tuple(rows * per for per in row_bytes), True))
         waves.append(acc)
-    return waves, req_r, req_w
+    return (waves if grouped else members(waves)), req_r, req_w
 
 
-def dq_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+def dq_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
+             ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of the Q-stationary ``_bwd_dq`` kernel: the forward's schedule
     (:func:`prefill_waves`, forward query-tile order) with tiles ``dq_block_m``/``dq_block_n``;
     each program reads Q, dO (dtype), LSE, Delta (fp32) of its rows once, streams the
@@ -465,6 +508,9 @@ def dq_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]
     Args:
         spec: the layer (prefill, backward); tiling: ``dq_block_m``, ``dq_block_n``;
         w: programs running at once.
+        grouped: True: loads always made together (K and V of a chunk; the per-row reads of one
+            chunk or program) come as one :class:`ReadGroup` (what the simulation reads); False
+            (default): one :class:`Access` each (:func:`members`).
 
     Returns:
         (waves, requested read bytes per tensor, requested write bytes per tensor); the
@@ -472,7 +518,7 @@ def dq_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]
     """
     d, s = spec.head_dim, spec.width
     return _q_stationary_waves(spec, tiling.dq_block_m, tiling.dq_block_n, w, "forward",
-                               {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s})
+                               {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s}, grouped)
 
 
 def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:

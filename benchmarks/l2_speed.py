@@ -1,0 +1,103 @@
+"""Speed of the L2-aware estimate (issue 12, item 4): per shape, and per hold-out receipt.
+
+Run: ``python benchmarks/l2_speed.py [--max-log2 24] [--receipts FILE ...]``.
+
+Part 1 prints, for seqlen 2^10 .. 2^max-log2 (Llama-3-8B-like layer: 32 query heads, MHA with
+32 KV heads or GQA with 8, HEAD_DIM 128, bf16, H200), causal and not, forward
+(:func:`iomodel.cache.estimate.estimate_tiled`) and forward + backward
+(:func:`~iomodel.cache.estimate.estimate_training_step`), the estimate's wall time in ms, or
+why the worksheet does not compute it (:func:`~iomodel.cache.estimate.not_estimated`). The
+target is at most 50 ms per shape.
+
+Part 2 reconciles each receipt in-process twice (:func:`iomodel.reconcile.compare.reconcile`)
+and prints its shapes, the cold time (the traffic model's sympy formulas compiled on first
+use), the warm time (compiled formulas cached) and the part of the warm time spent in the L2
+model (:mod:`iomodel.cache.predict`). The target is under 5 s for a 30-shape receipt on a
+2-core CPU. Times are wall-clock seconds of this process; other load on the machine adds to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import iomodel.reconcile.compare as compare
+from iomodel.cache.estimate import estimate_tiled, estimate_training_step, not_estimated
+from iomodel.measure.records import Measurement
+from iomodel.spec import LayerSpec, Tiling
+from iomodel.spec.hardware import get_hardware
+
+ROOT = Path(__file__).resolve().parents[1]
+RECEIPTS = ("receipts/ncu-h200-holdout4-2026-11-29.json", "receipts/ncu-h200-train-holdout1-2026-12-01.json")
+
+
+def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
+    """The estimate's wall time in ms (one run), or the worksheet's reason for skipping it."""
+    from kernels.heuristics import backward_config
+
+    why = not_estimated(spec, tiling)
+    if why is not None:
+        return "skipped: " + why
+    hw = get_hardware("H200")
+    t0 = time.perf_counter()
+    if spec.backward:
+        estimate_training_step(spec, tiling, hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
+                               backward=backward_config(spec.head_dim, spec.dtype, spec.causal), config_source="bench")
+    else:
+        estimate_tiled(spec, tiling, hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
+                       config_source="bench")
+    return f"{(time.perf_counter() - t0) * 1e3:10.1f}"
+
+
+def _reconcile_times(path: Path) -> tuple[int, float, float, float]:
+    """(shapes, cold s, warm s, L2-model s of the warm run) of one receipt."""
+    m = Measurement.load(path)
+    spent = [0.0]
+
+    def timed(fn):
+        def run(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        return run
+
+    t0 = time.perf_counter()
+    compare.reconcile(m)
+    cold = time.perf_counter() - t0
+    saved = {n: getattr(compare, n) for n in ("predict_tiled", "predict_training_step", "predict_baseline")}
+    for n, fn in saved.items():
+        setattr(compare, n, timed(fn))
+    try:
+        t0 = time.perf_counter()
+        compare.reconcile(m)
+        warm = time.perf_counter() - t0
+    finally:
+        for n, fn in saved.items():
+            setattr(compare, n, fn)
+    return len(m.select(None)), cold, warm, spent[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-log2", type=int, default=24, help="longest seqlen, as a power of two (10..24)")
+    ap.add_argument("--receipts", nargs="*", default=list(RECEIPTS), help="receipts to reconcile")
+    args = ap.parse_args()
+    print(f"{'seqlen':>9} {'kv':>3} {'causal':>6} {'pass':>8} {'estimate ms':>12}")
+    for log2 in range(10, args.max_log2 + 1):
+        for kv in (32, 8):
+            for causal in (False, True):
+                for backward in (False, True):
+                    spec = LayerSpec(1, 32, kv, 128, 2**log2, 2**log2, dtype="bf16", causal=causal, backward=backward)
+                    print(f"{2**log2:>9} {kv:>3} {str(causal):>6} {spec.passes:>8} {_estimate_ms(spec, Tiling())}",
+                          flush=True)
+    print(f"\n{'receipt':<52} {'shapes':>6} {'cold s':>7} {'warm s':>7} {'L2 s':>6}")
+    for r in args.receipts:
+        n, cold, warm, l2 = _reconcile_times(ROOT / r)
+        print(f"{Path(r).name:<52} {n:>6} {cold:>7.2f} {warm:>7.2f} {l2:>6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
