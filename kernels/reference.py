@@ -121,3 +121,49 @@ def reference_attention_backward(
     dq = torch.einsum("bkgmn,bknd->bkgmd", ds, k64) * sm_scale
     dk = torch.einsum("bkgmn,bkgmd->bknd", ds, q64) * sm_scale
     return dq.reshape(B, H, N_q, d), dk, dv
+
+
+def gather_pages(cache: torch.Tensor, block_table: torch.Tensor, seqlen: int, b: int) -> torch.Tensor:
+    """Sequence b's first ``seqlen`` keys of a paged cache as a dense ``(1, H_kv, seqlen, d)`` tensor.
+
+    Args:
+        cache: ``(num_blocks, page_size, H_kv, d)``; block_table: ``(B, max_pages)`` int32
+            (page of each ``page_size`` keys); seqlen: keys of sequence b (elements).
+    """
+    pages = block_table[b, : -(-seqlen // cache.shape[1])].long()  # the pages the sequence uses
+    dense = cache[pages].reshape(-1, cache.shape[2], cache.shape[3])[:seqlen]  # (seqlen, H_kv, d)
+    return dense.permute(1, 0, 2)[None]
+
+
+def reference_attention_paged(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,  # (B, H, N_q, d), (num_blocks, page_size, H_kv, d) x2
+    block_table: torch.Tensor, cache_seqlens: torch.Tensor,  # (B, max_pages) int32, (B,) int32
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact attention in float64 over a paged KV cache (``kernels.flash_attention.flash_attention``'s
+    ``block_table``/``cache_seqlens`` convention): each sequence's pages gathered into dense K/V
+    (:func:`gather_pages`) and passed to :func:`reference_attention`, so the causal
+    alignment is per sequence. A sequence with no key gives o = 0 and lse = −inf.
+
+    Returns:
+        ``(o, lse)``: ``(B, H, N_q, d)`` and ``(B, H, N_q)`` float64.
+
+    Raises:
+        IomodelError: as :func:`kernels._inputs.check_paged_inputs` (shapes, dtypes, int32
+            tables) and :func:`kernels._inputs.check_paged_tables` (their contents).
+    """
+    from kernels._inputs import check_paged_inputs, check_paged_tables
+
+    pshape, sm_scale = check_paged_inputs(q, k_cache, v_cache, block_table, cache_seqlens, causal_align, sm_scale,
+                                          dtypes=(*KERNEL_DTYPES, "fp64"))
+    check_paged_tables(block_table, cache_seqlens, pshape.num_blocks, pshape.page_size)
+    B, H, N_q, d = q.shape
+    o = torch.zeros(B, H, N_q, d, dtype=torch.float64, device=q.device)
+    lse = torch.full((B, H, N_q), float("-inf"), dtype=torch.float64, device=q.device)
+    for b, n in enumerate(cache_seqlens.tolist()):
+        if n == 0:
+            continue
+        o[b], lse[b] = (t[0] for t in reference_attention(
+            q[b:b + 1], gather_pages(k_cache, block_table, n, b), gather_pages(v_cache, block_table, n, b),
+            causal, causal_align, sm_scale))
+    return o, lse
