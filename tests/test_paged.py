@@ -11,18 +11,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 fa = pytest.importorskip("kernels.flash_attention")
+_NUMPY_WARNING = "ignore:Conversion of an array with ndim:DeprecationWarning"
+pytestmark = [pytest.mark.interpreter, pytest.mark.filterwarnings(_NUMPY_WARNING),
+              pytest.mark.skipif(not fa.INTERPRET, reason="runs the kernel in Triton's interpreter (TRITON_INTERPRET=1)")]
 interpret = pytest.importorskip("iomodel.measure.interpret")
-
 from iomodel import LayerSpec, get_hardware  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
 from iomodel.traffic import predict  # noqa: E402
 from kernels.reference import random_paged_cache, reference_attention_paged  # noqa: E402
-
-pytestmark = [
-    pytest.mark.interpreter,
-    pytest.mark.skipif(not fa.INTERPRET, reason="runs the kernel in Triton's interpreter (TRITON_INTERPRET=1)"),
-    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning"),
-]
 
 H200 = get_hardware("H200")
 
