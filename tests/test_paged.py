@@ -178,3 +178,14 @@ def test_layer_spec_page_size():
         spec.with_(page_size=24)
     with pytest.raises(IomodelError, match="decode only"):
         spec.with_(phase="prefill")
+
+
+def test_dense_and_paged_models_do_not_share_a_cached_structure():
+    from iomodel.spec import Tiling
+
+    dense = LayerSpec(batch=1, heads=2, kv_heads=1, head_dim=16, seqlen_q=1, seqlen_k=40, dtype="fp16", phase="decode")
+    tiles = Tiling(block_m=16, block_n=16, num_splits=2, heads_per_program=2)
+    for spec in (dense.with_(page_size=16), dense, dense.with_(page_size=32)):
+        rows = _model(spec, tiles)
+        assert ("BLOCK_TABLE" in rows) == (spec.page_size is not None)
+    assert _model(dense.with_(page_size=16), tiles)["CACHE_SEQLENS"] == (2 * 1 * 1 * 4, 0)  # splits x B x H/P
