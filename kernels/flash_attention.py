@@ -943,10 +943,11 @@ def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: 
 
 def _paged_key(paged: Any) -> tuple | None:
     """The plan-key part of ``(block_table, cache_seqlens)``: shapes, strides, dtypes, devices (never
-    their values: they change per call). None for a dense call."""
+    their values: they change per call) and their 16-byte alignment (what a direct launch was
+    specialised on). None for a dense call."""
     if paged is None:
         return None
-    return tuple((t.shape, t.stride(), t.dtype, t.device) for t in paged)
+    return (*((t.shape, t.stride(), t.dtype, t.device) for t in paged), _aligned(*paged))
 
 
 def _aligned(*tensors: torch.Tensor) -> bool:
