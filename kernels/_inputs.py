@@ -118,16 +118,133 @@ def check_inputs(
             "pick H_kv among the divisors of H"
         )
     causal_offset(causal_align, N_q, N_k)
+    shape = AttnShape(B, H, H_kv, N_q, N_k, d, dtype)
+    return shape, _scale(sm_scale, d)
+
+
+def _scale(sm_scale: Any, head_dim: int) -> float:
+    """``sm_scale`` as a float (None: ``1 / sqrt(d)``, Vaswani et al. 2017, eq. 1); IomodelError unless finite and > 0."""
     if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(d)
+        sm_scale = 1.0 / math.sqrt(head_dim)
     try:
         sm_scale = float(sm_scale)
     except (TypeError, ValueError):
         raise IomodelError(f"sm_scale must be a number, got {sm_scale!r}: pass a positive float or None") from None
     if not (math.isfinite(sm_scale) and sm_scale > 0):
         raise IomodelError(f"sm_scale must be finite and > 0, got {sm_scale}: pass a positive float or None")
-    shape = AttnShape(B, H, H_kv, N_q, N_k, d, dtype)
-    return shape, sm_scale
+    return sm_scale
+
+
+@dataclass(frozen=True)
+class PagedShape:
+    """Sizes of a paged KV cache call (element counts), as :func:`check_paged_inputs` found them."""
+
+    attn: AttnShape  # seqlen_k = max_pages * page_size (the tables' capacity), phase "decode"
+    num_blocks: int  # pages in the cache
+    page_size: int  # tokens per page
+    max_pages: int  # pages per sequence in block_table
+
+
+def check_paged_inputs(q: object, k_cache: object, v_cache: object, block_table: object, cache_seqlens: object,
+                       causal_align: str, sm_scale: float | None, *,
+                       dtypes: tuple[str, ...] | None = None) -> tuple[PagedShape, float]:
+    """Validate a paged-KV-cache call (flash-attn ``flash_attn_with_kvcache`` / vLLM convention).
+
+    Args:
+        q: ``(B, H, N_q, d)`` floating, N_q <= 16 (the decode path).
+        k_cache, v_cache: ``(num_blocks, page_size, H_kv, d)``, q's dtype and device,
+            page_size in :data:`iomodel.schedule.tiles.PAGE_SIZES`.
+        block_table: ``(B, max_pages)`` int32: page of each sequence's p-th ``page_size`` keys.
+        cache_seqlens: ``(B,)`` int32: keys of each sequence.
+        causal_align, sm_scale, dtypes: as :func:`check_inputs`.
+
+    Returns:
+        ``(PagedShape, sm_scale)``; the shapes only (the tables' contents are checked by
+        :func:`check_paged_tables`).
+
+    Raises:
+        IomodelError: a non-tensor, wrong rank or dtype (non-int32 tables), mismatched
+            batch/H_kv/HEAD_DIM/devices, an unsupported page_size, N_q > 16, an unknown
+            alignment or a bad scale.
+    """
+    from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q, page_size_refusal
+
+    for name, t, rank, what in (("q", q, 4, "(B, H, N_q, d)"), ("k_cache", k_cache, 4, "(num_blocks, page_size, H_kv, d)"),
+                                ("v_cache", v_cache, 4, "(num_blocks, page_size, H_kv, d)"),
+                                ("block_table", block_table, 2, "(B, max_pages)"), ("cache_seqlens", cache_seqlens, 1, "(B,)")):
+        if not isinstance(t, torch.Tensor):
+            raise IomodelError(f"{name} must be a torch.Tensor {what}, got {type(t).__name__}: pass a tensor")
+        if t.dim() != rank:
+            raise IomodelError(f"{name} must have shape {what}, got {tuple(t.shape)}: reshape it")
+    assert isinstance(q, torch.Tensor) and isinstance(k_cache, torch.Tensor) and isinstance(v_cache, torch.Tensor)
+    assert isinstance(block_table, torch.Tensor) and isinstance(cache_seqlens, torch.Tensor)
+    for name, t in (("block_table", block_table), ("cache_seqlens", cache_seqlens)):
+        if t.dtype != torch.int32:
+            raise IomodelError(f"{name} must be int32, got {t.dtype}: pass {name}.to(torch.int32)")
+    dtype = tensor_dtype_name(q.dtype)
+    if not q.dtype.is_floating_point or (dtypes is not None and dtype not in dtypes):
+        use = ", ".join(dtypes) if dtypes is not None else "a floating dtype"
+        raise IomodelError(f"dtype {q.dtype} is not supported: use {use} for q, k_cache and v_cache")
+    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        raise IomodelError(f"q, k_cache and v_cache must share one dtype, got {q.dtype}, {k_cache.dtype}, "
+                           f"{v_cache.dtype}: cast them to one dtype")
+    devices = {t.device for t in (q, k_cache, v_cache, block_table, cache_seqlens)}
+    if len(devices) != 1:
+        raise IomodelError(f"q, k_cache, v_cache, block_table and cache_seqlens are on different devices "
+                           f"({', '.join(sorted(map(str, devices)))}): move them to one")
+    B, H, N_q, d = q.shape
+    num_blocks, page_size, H_kv, dk = k_cache.shape
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise IomodelError(f"v_cache has shape {tuple(v_cache.shape)} but k_cache has {tuple(k_cache.shape)}: "
+                           "give them the same shape")
+    if dk != d:
+        raise IomodelError(f"q has HEAD_DIM {d} but k_cache and v_cache have {dk}: use one HEAD_DIM")
+    if min(B, H, N_q, d, num_blocks, H_kv, block_table.shape[1]) == 0:
+        raise IomodelError(f"empty input (q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}, block_table "
+                           f"{tuple(block_table.shape)}): every size must be at least 1")
+    if H % H_kv:
+        raise IomodelError(f"query heads ({H}) must be a multiple of the cache's key/value heads ({H_kv}) for "
+                           "GQA/MQA: pick H_kv among the divisors of H")
+    if block_table.shape[0] != B or tuple(cache_seqlens.shape) != (B,):
+        raise IomodelError(f"block_table {tuple(block_table.shape)} and cache_seqlens {tuple(cache_seqlens.shape)} "
+                           f"must have q's batch {B} rows: pass one row per sequence")
+    reason = page_size_refusal(page_size, "allocate k_cache and v_cache with such pages (dimension 1)")
+    if reason is not None:
+        raise IomodelError(reason)
+    if N_q > DECODE_MAX_SEQLEN_Q:
+        raise IomodelError(f"the paged KV cache runs on the decode path, 1 to {DECODE_MAX_SEQLEN_Q} query rows, got "
+                           f"seqlen_q = {N_q}: split the queries into chunks of at most {DECODE_MAX_SEQLEN_Q} rows")
+    max_pages = block_table.shape[1]
+    causal_offset(causal_align, N_q, max_pages * page_size)
+    attn = AttnShape(B, H, H_kv, N_q, max_pages * page_size, d, dtype, phase="decode")
+    return PagedShape(attn, num_blocks, page_size, max_pages), _scale(sm_scale, d)
+
+
+def check_paged_tables(block_table: torch.Tensor, cache_seqlens: torch.Tensor, num_blocks: int, page_size: int) -> None:
+    """Check the contents of the tables (a host synchronisation; ``check=False`` skips it).
+
+    Every ``cache_seqlens[b]`` in ``[0, max_pages · page_size]`` and every entry of the pages
+    a sequence uses (``block_table[b, p]``, p < ceil(cache_seqlens[b] / page_size)) in
+    ``[0, num_blocks)``; entries past a sequence's last page are never read and not checked.
+
+    Raises:
+        IomodelError: naming the first offending sequence, page and value.
+    """
+    max_pages = block_table.shape[1]
+    lens = cache_seqlens.to("cpu", torch.int64)  # (B,)
+    bad = ((lens < 0) | (lens > max_pages * page_size)).nonzero()
+    if len(bad):
+        b = int(bad[0, 0])
+        raise IomodelError(f"cache_seqlens[{b}] = {int(lens[b])} is outside 0..{max_pages * page_size} (max_pages "
+                           f"{max_pages} x page_size {page_size}): give fewer keys or more pages")
+    pages = (lens + page_size - 1) // page_size  # (B,) pages each sequence reads
+    table = block_table.to("cpu", torch.int64)  # (B, max_pages)
+    used = torch.arange(max_pages)[None, :] < pages[:, None]
+    bad = (used & ((table < 0) | (table >= num_blocks))).nonzero()
+    if len(bad):
+        b, p = int(bad[0, 0]), int(bad[0, 1])
+        raise IomodelError(f"block_table[{b}, {p}] = {int(table[b, p])} is not a page of the cache (0..{num_blocks - 1}): "
+                           "point it at an allocated page")
 
 
 def window_argument(window: Any, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple[int, int] | None:

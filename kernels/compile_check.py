@@ -153,9 +153,9 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
 
 def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seqlen_q: int = 1, block_n: int = 64,
                    num_warps: int = 4, num_stages: int = 3, split: bool = True, arch: int = 90,
-                   window: bool = False) -> list[CompileReport]:
+                   window: bool = False, page_size: int | None = None) -> list[CompileReport]:
     """Compile the split-KV decode kernel and its combine kernel for ``sm_<arch>`` (``window``: the
-    sliding-window variant)."""
+    sliding-window variant; ``page_size``: the paged-KV-cache variant, BLOCK_N = min(block_n, page_size))."""
     import torch
 
     import kernels.flash_attention as fa
@@ -167,7 +167,16 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
     P = decode_heads_per_program(group, seqlen_q)
     BM = decode_block_m(P, seqlen_q)
     q = torch.empty(B, H, seqlen_q, head_dim, dtype=dt)
-    k = torch.empty(B, H_kv, N_k, head_dim, dtype=dt)
+    paged = page_size is not None
+    if paged:
+        block_n = min(block_n, page_size)
+        k = torch.empty(B * N_k // page_size, page_size, H_kv, head_dim, dtype=dt)  # (num_blocks, page_size, H_kv, d)
+        kst = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))  # the kernel's (page, head, row, d) strides
+    else:
+        k = torch.empty(B, H_kv, N_k, head_dim, dtype=dt)
+        kst = k.stride()
+    table = torch.empty(B, max(1, N_k // (page_size or 1)), dtype=torch.int32)
+    seqlens = torch.empty(B, dtype=torch.int32)
     v, o = torch.empty_like(k), torch.empty_like(q)
     lse = torch.empty(B, H, seqlen_q)
     op = torch.empty(B, H, S, seqlen_q, head_dim)
@@ -176,12 +185,16 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
                num_warps=num_warps, num_stages=num_stages, heads_per_program=P)
     if window:
         cfg["window"] = True
+    if paged:
+        cfg["page_size"] = page_size
     reports = []
     try:
         c = fa._attn_decode.warmup(
-            q, k, v, o, lse, op, lp, 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-            H, H_kv, group, seqlen_q, N_k, 0, 256, S, 1024 if window else 0, 0, WINDOW=window, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim),
-            BLOCK_M=BM, BLOCK_N=block_n, HEADS_PER_PROGRAM=P, CAUSAL=False, SPLIT=split,
+            q, k, v, o, lse, op, lp, table, seqlens, 0.125, *q.stride(), *kst, *kst, *o.stride(), *table.stride(),
+            H, H_kv, group, seqlen_q, N_k, -seqlen_q if paged else 0, 256, S, 1024 if window else 0, 0,
+            1 if paged else 0, WINDOW=window, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim),
+            BLOCK_M=BM, BLOCK_N=block_n, HEADS_PER_PROGRAM=P, CAUSAL=paged, SPLIT=split,
+            PAGED=paged, PAGE_SIZE=page_size or 16,
             DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
             num_warps=num_warps, num_stages=num_stages, grid=(1,))
         reports.append(_report("_attn_decode", cfg, c, arch))
@@ -225,6 +238,8 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
                                        False, arch, varlen=True))
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch)
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
+        for page_size in ((16,) if quick else (16, 256)):  # the paged variant: BLOCK_N 16 and 64
+            reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, page_size=page_size)[:1]
     finally:
         try:
             driver.reset_active()

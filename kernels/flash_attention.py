@@ -62,7 +62,7 @@ from iomodel.schedule.tiles import (
 )
 from iomodel.spec.layer import causal_offset
 from kernels import heuristics as hx
-from kernels._inputs import check_inputs, tensor_dtype_name, window_argument
+from kernels._inputs import check_inputs, check_paged_inputs, check_paged_tables, tensor_dtype_name, window_argument
 from kernels.heuristics import KernelConfig
 
 try:  # triton >= 3.3
@@ -408,17 +408,47 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
 
 
 @triton.jit
-def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
+def _paged_blocks(acc, l_i, m_i, q, k_base, v_base, bt_base, stride_btp, qk_scale, lo, hi, key_end, offs_m, offs_n,
+                  offs_d, d_ok, stride_kz, stride_kn, stride_kd, stride_vz, stride_vn, stride_vd, CAUSAL_OFF,
+                  BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                  EMULATE_BF16: tl.constexpr):
+    """``_masked_blocks`` over a paged cache: key block [start_n, start_n + BLOCK_N) (BLOCK_N <=
+    PAGE_SIZE, both powers of two: one page) lies in page ``block_table[b, start_n // PAGE_SIZE]``
+    at rows ``start_n % PAGE_SIZE + j``. Per block one int32 table entry is loaded, and the K/V
+    rows masked to keys < key_end only (traffic contract, "Paged KV cache")."""
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        page = tl.load(bt_base + (start_n // PAGE_SIZE) * stride_btp).to(tl.int64)
+        keys = start_n + offs_n
+        rows = start_n % PAGE_SIZE + offs_n  # rows within the page
+        kv_ok = (keys < key_end)[:, None] & d_ok[None, :]
+        k, v = _load_kv(k_base + page * stride_kz, v_base + page * stride_vz, rows, offs_d, kv_ok, stride_kn,
+                        stride_kd, stride_vn, stride_vd)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, key_end,
+                                             CAUSAL_OFF, True, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, BLOCK_TABLE, SEQLENS, sm_scale,
                  stride_qz, stride_qh, stride_qm, stride_qd,
                  stride_kz, stride_kh, stride_kn, stride_kd,
                  stride_vz, stride_vh, stride_vn, stride_vd,
                  stride_oz, stride_oh, stride_om, stride_od,
-                 H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLIT_LEN, NUM_SPLITS, WIN_L, WIN_R,
+                 stride_btz, stride_btp,
+                 H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLIT_LEN, NUM_SPLITS, WIN_L, WIN_R, OFF_SEQLEN,
                  HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_PER_PROGRAM: tl.constexpr,
                  CAUSAL: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                 EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False):
+                 EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False,
+                 PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 16):
     """Split-KV decode. Grid (num_splits, B*H_kv*(G/P)): program (sp, (b*H_kv + hk)*(G/P) + gp).
+
+    PAGED: K, V are ``(num_blocks, PAGE_SIZE, H_kv, d)`` pages (strides kz = page, kn = row in
+    the page), BLOCK_TABLE ``(B, max_pages)`` int32 and SEQLENS ``(B,)`` int32; the program reads
+    its sequence's N_K = SEQLENS[b] once and uses CAUSAL_OFF + OFF_SEQLEN * N_K as the causal
+    offset (bottom-right: -N_Q + N_K per sequence); N_K passed is the tables' capacity, which
+    SPLIT_LEN covers (splits past a sequence's keys are empty).
 
     Rows r < P*N_Q of the program are (query head hk*G + gp*P + r // N_Q, query r % N_Q).
     Split sp covers keys [sp*SPLIT_LEN, min((sp+1)*SPLIT_LEN, N_K)); K/V loads are masked
@@ -447,8 +477,14 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
     q_ptrs = (Q + b.to(tl.int64) * stride_qz + h.to(tl.int64)[:, None] * stride_qh
               + qm[:, None] * stride_qm + offs_d[None, :] * stride_qd)
     q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-    k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
-    v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
+    if PAGED:  # the page's base is added per key block (_paged_blocks)
+        k_base = K + hk.to(tl.int64) * stride_kh
+        v_base = V + hk.to(tl.int64) * stride_vh
+        N_K = tl.load(SEQLENS + b)  # this sequence's keys
+        CAUSAL_OFF = CAUSAL_OFF + OFF_SEQLEN * N_K
+    else:
+        k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
+        v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -464,9 +500,15 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, sm_scale,
         stop = tl.minimum(end, hi)
     elif CAUSAL:
         stop = tl.minimum(end, tl.minimum(tl.maximum(N_Q + CAUSAL_OFF, 0), N_K))
-    acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, start, stop, end, qm, offs_n,
-                                   offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
-                                   BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    if PAGED:
+        acc, l_i, m_i = _paged_blocks(acc, l_i, m_i, q, k_base, v_base, BLOCK_TABLE + b.to(tl.int64) * stride_btz,
+                                      stride_btp, qk_scale, start, stop, end, qm, offs_n, offs_d, d_ok, stride_kz,
+                                      stride_kn, stride_kd, stride_vz, stride_vn, stride_vd, CAUSAL_OFF, BLOCK_N,
+                                      PAGE_SIZE, CAUSAL, DOT_PRECISION, EMULATE_BF16)
+    else:
+        acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, start, stop, end, qm, offs_n,
+                                       offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
+                                       BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
 
     o, lse = _finish_rows(acc, l_i, m_i)
     if SPLIT:
@@ -691,6 +733,9 @@ def flash_attention(
     num_sms: int | None = None,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
     window: tuple[int | None, int | None] | None = None,
+    block_table: torch.Tensor | None = None,
+    cache_seqlens: torch.Tensor | None = None,
+    check: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, KernelConfig]:
     """FlashAttention forward: ``o = softmax(sm_scale · q kᵀ + mask) v`` and its LSE.
 
@@ -721,6 +766,19 @@ def flash_attention(
             the alignment offset of ``causal_align`` (applied whether or not ``causal``);
             -1 or None = unbounded side; ``causal`` caps right at 0. Key blocks outside the
             band are skipped (``docs/traffic-contract.md``). Prefill, decode and backward.
+        block_table, cache_seqlens: a paged KV cache (flash-attn ``flash_attn_with_kvcache`` /
+            vLLM convention): k and v are then ``k_cache``, ``v_cache`` of shape
+            ``(num_blocks, page_size, H_kv, d)`` (page_size in 16, 32, ..., 1024), ``block_table``
+            ``(B, max_pages)`` int32 gives the page of each sequence's p-th ``page_size`` keys and
+            ``cache_seqlens`` ``(B,)`` int32 its number of keys (read on the device: each program
+            loads its own, so causal bottom-right aligns each sequence's last query row with its
+            last key). Decode path only (N_q <= 16), no window, no backward; BLOCK_N is
+            ``min(BLOCK_N, page_size)``; the split length covers ``max_pages * page_size`` keys.
+        check: paged only: check the tables' contents on the host (every cache_seqlens in
+            ``0..max_pages * page_size``, every entry of the pages a sequence uses in
+            ``0..num_blocks - 1``). It copies both tables to the host (a synchronisation): pass
+            ``check=False`` when capturing a CUDA graph or in a serving loop whose tables are
+            known good (an out-of-range entry then reads outside the cache).
 
     Returns:
         ``(o, lse)`` or ``(o, lse, config)``: o like q (q's dtype), lse ``(B, H, N_q)``
@@ -734,8 +792,19 @@ def flash_attention(
             (:func:`iomodel.schedule.capabilities.kernel_refusal`: HEAD_DIM > 256, fp8 or
             fp64, decode with seqlen_q > 16), non-CUDA tensors outside the interpreter, an
             impossible forced path (:func:`~iomodel.schedule.capabilities.tma_refusal`) or
-            config, or a bad ``out``.
+            config, or a bad ``out``; paged: non-int32 tables, an unsupported page_size,
+            mismatched H_kv/HEAD_DIM/batch, N_q > 16, a window, inputs requiring grad, and (when
+            ``check``) a block_table entry out of range or cache_seqlens outside 0..max_pages·page_size.
     """
+    if block_table is not None or cache_seqlens is not None:
+        if block_table is None or cache_seqlens is None:
+            raise IomodelError("a paged KV cache needs both block_table and cache_seqlens: pass both (or neither)")
+        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+            raise IomodelError("the paged KV cache (decode) has no backward: call it under torch.no_grad()")
+        o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, config=config, path=path, autotune=autotune,
+                               num_sms=num_sms, out=out, window=window, paged=(block_table, cache_seqlens),
+                               check=check)
+        return (o, lse, cfg) if return_config else (o, lse)
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
         forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out, window=window)
         from kernels.backward import FlashAttentionFunction
@@ -844,19 +913,22 @@ class _Plan:
                  "tma_block", "autotune_args", "direct", "grid_rows")
 
     def launch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-               lse: torch.Tensor, cu: tuple[torch.Tensor, ...] | None = None) -> KernelConfig:
+               lse: torch.Tensor, cu: tuple[torch.Tensor, ...] | None = None,
+               paged: tuple[torch.Tensor, torch.Tensor] | None = None) -> KernelConfig:
         """Run the plan's kernels on these tensors (already checked against the plan); returns the config.
 
         ``cu``: the pointer path's ``(CU_Q, CU_K, SEQUSED_K)`` (a varlen call's int32 tensors);
-        None: a dense call, which passes an unused buffer for each."""
+        None: a dense call, which passes an unused buffer for each. ``paged``:
+        ``(block_table, cache_seqlens)`` of a paged decode plan."""
         if self.path == "decode-split-kv":
+            unused = _unused_buffer(q.device)
+            tables = paged if paged is not None else (unused, unused)
             if self.part_shapes is None:
-                unused = _unused_buffer(q.device)
-                self.main(q, k, v, o, lse, unused, unused)
+                self.main(q, k, v, o, lse, unused, unused, *tables)
             else:
                 o_part = _alloc(self.part_shapes[0], torch.float32, q.device)
                 lse_part = _alloc(self.part_shapes[1], torch.float32, q.device)
-                self.main(q, k, v, o, lse, o_part, lse_part)
+                self.main(q, k, v, o, lse, o_part, lse_part, *tables)
                 self.combine(o, lse, o_part, lse_part)
             return self.config
         tma = self.path == "prefill-tma"
@@ -894,14 +966,24 @@ _MAX_PLANS = 4096
 
 
 def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
-              autotune: Any, num_sms: Any, window: Any = None) -> tuple:
+              autotune: Any, num_sms: Any, window: Any = None, paged: Any = None) -> tuple:
     """The key of a launch plan: everything :func:`_build_plan` reads (shapes, strides, dtypes,
     devices, 16-byte alignment of q, k, v for the TMA choice, the flags and the module switches).
     Raises AttributeError or TypeError for inputs that are not tensors (the caller then builds
     the plan uncached, which raises the one-line error)."""
     return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
             v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
-            causal, causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET, USE_TMA)
+            causal, causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET, USE_TMA,
+            _paged_key(paged))
+
+
+def _paged_key(paged: Any) -> tuple | None:
+    """The plan-key part of ``(block_table, cache_seqlens)``: shapes, strides, dtypes, devices (never
+    their values: they change per call) and their 16-byte alignment (what a direct launch was
+    specialised on). None for a dense call."""
+    if paged is None:
+        return None
+    return (*((t.shape, t.stride(), t.dtype, t.device) for t in paged), _aligned(*paged))
 
 
 def _aligned(*tensors: torch.Tensor) -> bool:
@@ -914,18 +996,20 @@ def _aligned(*tensors: torch.Tensor) -> bool:
 
 def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any = None,
           path: Any = None, autotune: Any = None, num_sms: Any = None, o_stride: tuple[int, ...] | None = None,
-          window: Any = None) -> _Plan:
+          window: Any = None, paged: Any = None) -> _Plan:
     """The cached launch plan of one call (a dictionary lookup after the first call of a key).
 
     Args: as :func:`flash_attention`; ``o_stride``: strides (elements) of a preallocated o,
-    None for a contiguous one. Returns a :class:`_Plan`. Raises: IomodelError, as
+    None for a contiguous one; ``paged``: ``(block_table, cache_seqlens)`` of a paged cache (k, v
+    are then k_cache, v_cache), None for a dense one. Returns a :class:`_Plan`. Raises: IomodelError, as
     :func:`flash_attention` (never cached: a refused call raises on every call).
 
     Example (CPU interpreter): ``_plan(q, k, v, False, "top-left", None) is _plan(q, k, v, False,
     "top-left", None)`` — the second call is one dictionary lookup.
     """
     args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window)
-    return _cached_plan(lambda: (*_plan_key(*args[:10], window), o_stride), _build_plan, args)
+    return _cached_plan(lambda: (*_plan_key(*args[:10], window, paged), o_stride),
+                        lambda *a: _build_plan(*a, paged=paged), args)
 
 
 def _cached_plan(make_key: Any, build: Any, args: tuple) -> _Plan:
@@ -945,8 +1029,12 @@ def _cached_plan(make_key: Any, build: Any, args: tuple) -> _Plan:
 
 
 def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
-                autotune: Any, num_sms: Any, o_stride: tuple[int, ...] | None, window: Any = None) -> _Plan:
+                autotune: Any, num_sms: Any, o_stride: tuple[int, ...] | None, window: Any = None,
+                paged: Any = None) -> _Plan:
     """Check the inputs and work out the launch plan of one call (no allocation, no launch)."""
+    if paged is not None:
+        return _build_paged_plan(q, k, v, causal, causal_align, sm_scale, config, path, num_sms, o_stride, window,
+                                 paged)
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     if causal not in (True, False):
         raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
@@ -980,10 +1068,47 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     return plan
 
 
+def _build_paged_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
+                      num_sms: Any, o_stride: tuple[int, ...] | None, window: Any, paged: Any) -> _Plan:
+    """:func:`_build_plan` of a paged KV cache (k, v = k_cache, v_cache ``(num_blocks, page_size, H_kv, d)``;
+    ``paged`` = ``(block_table, cache_seqlens)``): the split-KV decode with PAGED on."""
+    pshape, sm_scale = check_paged_inputs(q, k, v, *paged, causal_align, sm_scale)
+    shape = pshape.attn
+    if causal not in (True, False):
+        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    if window is not None:
+        raise IomodelError("the paged KV cache has no sliding window: pass window=None (or a dense k and v)")
+    if path not in (None, "decode-split-kv"):
+        raise IomodelError(f"a paged KV cache runs on path 'decode-split-kv', not {path!r}: pass path=None")
+    _check_device(q)
+    if config is not None and not isinstance(config, KernelConfig):
+        raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
+    if config is not None and isinstance(config.block_n, int) and config.block_n > pshape.page_size:
+        raise IomodelError(f"config.block_n {config.block_n} exceeds page_size {pshape.page_size} (a key block must "
+                           f"lie in one page): use block_n <= {pshape.page_size}")
+    reason = kernel_refusal(shape)
+    if reason is not None:
+        raise IomodelError(reason)
+    plan = _Plan()
+    plan.path, plan.shape = "decode-split-kv", shape
+    plan.o_shape = (shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
+    plan.lse_shape = (shape.batch, shape.heads, shape.seqlen_q)
+    plan.part_shapes = plan.combine = plan.tma_block = plan.autotune_args = None
+    plan.direct = _aligned(q, k, v, *paged)
+    if o_stride is None:
+        o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
+    # bottom-right: off = N_k - N_q per sequence (the kernel adds its N_k); top-left: 0
+    off, off_seqlen = (-shape.seqlen_q, 1) if causal_align == "bottom-right" else (0, 0)
+    _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride, None,
+                     paged=(pshape, paged[0], off_seqlen))
+    return plan
+
+
 def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, causal_align: str,
              sm_scale: float | None, *, config: KernelConfig | None, path: str | None, autotune: bool | None,
              num_sms: int | None, out: tuple[torch.Tensor, torch.Tensor] | None,
-             window: tuple[int | None, int | None] | None = None
+             window: tuple[int | None, int | None] | None = None,
+             paged: tuple[torch.Tensor, torch.Tensor] | None = None, check: bool = True,
              ) -> tuple[torch.Tensor, torch.Tensor, KernelConfig]:
     """The forward launch of :func:`flash_attention` (no autograd): ``(o, lse, config)``.
 
@@ -991,7 +1116,9 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, ca
     launches; no host synchronisation and no value-dependent allocation (CUDA-graph capturable
     once a first call of the key has compiled, and autotuned, the kernels).
     """
-    plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, window=window)
+    plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, window=window, paged=paged)
+    if paged is not None and check:  # the tables' contents (a host sync; check=False skips it)
+        check_paged_tables(*paged, num_blocks=k.shape[0], page_size=k.shape[1])
     if out is None:
         o = _alloc(plan.o_shape, q.dtype, q.device)
         lse = _alloc(plan.lse_shape, torch.float32, q.device)
@@ -999,10 +1126,11 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, ca
         o, lse = _check_out(out, plan, q)
         if not _aligned(o, lse):  # a one-off plan: Triton's JIT launch specialises on these pointers
             plan = _build_plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride(),
-                               window)
+                               window, paged)
         elif not o.is_contiguous():  # the plan of these strides (its own key)
-            plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride(), window)
-    return o, lse, plan.launch(q, k, v, o, lse)
+            plan = _plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o.stride(), window,
+                         paged)
+    return o, lse, plan.launch(q, k, v, o, lse, paged=paged)
 
 
 def _check_out(out: Any, plan: _Plan, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1098,15 +1226,19 @@ def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> 
 
 def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: Any, sm_scale: float,
                      causal: bool, off: int, config: KernelConfig | None, num_sms: int | None,
-                     o_stride: tuple[int, ...], band: tuple[int, int] | None = None) -> None:
-    """Fill ``plan`` for the split-KV decode: the decode launch, and the combine when num_splits > 1."""
+                     o_stride: tuple[int, ...], band: tuple[int, int] | None = None, paged: Any = None) -> None:
+    """Fill ``plan`` for the split-KV decode: the decode launch, and the combine when num_splits > 1.
+
+    ``paged``: ``(PagedShape, block_table, OFF_SEQLEN)`` of a paged cache (N_k is then the
+    tables' capacity max_pages · page_size, k and v the caches), None for a dense one."""
     B, H, N_q, d = plan.o_shape
     H_kv, N_k, G = shape.kv_heads, shape.seqlen_k, shape.group
+    page_size = paged[0].page_size if paged is not None else None
     if num_sms is None:
         num_sms = _num_sms(q.device)
     if config is None:
         config = hx.decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d,
-                                  num_sms=num_sms, interpreter=INTERPRET)
+                                  num_sms=num_sms, interpreter=INTERPRET, page_size=page_size)
     else:
         _check_config(config, "decode-split-kv")
         p = config.heads_per_program
@@ -1125,12 +1257,18 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     S = config.num_splits
     split = S > 1
     p = config.heads_per_program
-    sizes = (*q.stride(), *k.stride(), *v.stride(), *o_stride,
+    if paged is None:
+        kv_strides, bt_strides = (*k.stride(), *v.stride()), (0, 0)
+    else:  # (num_blocks, page_size, H_kv, d) as the kernel's (page, head, row, d) strides
+        ks, vs = k.stride(), v.stride()
+        kv_strides, bt_strides = (ks[0], ks[2], ks[1], ks[3], vs[0], vs[2], vs[1], vs[3]), paged[1].stride()
+    sizes = (*q.stride(), *kv_strides, *o_stride, *bt_strides,
              H, H_kv, G, N_q, N_k, off, decode_split_len(N_k, S, config.block_n), S)
-    named = dict(sm_scale=sm_scale, **_positional(_attn_decode, 8, sizes),
+    named = dict(sm_scale=sm_scale, **_positional(_attn_decode, 10, sizes),
                  HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
                  HEADS_PER_PROGRAM=p, CAUSAL=causal, SPLIT=split, DOT_PRECISION=_dot_precision(q),
-                 EMULATE_BF16=_emulate_bf16(q), **_band_args(band))
+                 EMULATE_BF16=_emulate_bf16(q), **_band_args(band), OFF_SEQLEN=paged[2] if paged else 0,
+                 PAGED=paged is not None, PAGE_SIZE=page_size or 16)
     plan.config = config
     plan.main = _Launch(_attn_decode, (S, B * H_kv * (G // p), 1), named,
                         dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)

@@ -36,6 +36,7 @@ from iomodel.schedule.tiles import (
     decode_split_len,
     head_dim_padded,
     next_pow2,
+    paged_block_n,
 )
 from iomodel.spec import Tiling, cdiv
 
@@ -284,6 +285,7 @@ def decode_config(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    page_size: int | None = None,
 ) -> KernelConfig:
     """The decode (split-KV) configuration the launcher runs for one call.
 
@@ -295,13 +297,16 @@ def decode_config(
         interpreter: use the interpreter's small BLOCK_N.
         num_splits, heads_per_program, block_n, num_warps, num_stages: overrides
             (``None``: the heuristic).
+        page_size: tokens per page of a paged KV cache (None: dense); BLOCK_N is then
+            :func:`iomodel.schedule.tiles.paged_block_n` of the heuristic's, and ``seqlen_k``
+            is the table's capacity ``max_pages * page_size`` (what the split length covers).
 
     Returns:
         A :class:`KernelConfig` with ``path="decode-split-kv"``.
     """
     group = heads // kv_heads
     p = heads_per_program or decode_heads_per_program(group, seqlen_q)
-    bn = block_n or decode_block_n(head_dim, interpreter)
+    bn = block_n or paged_block_n(decode_block_n(head_dim, interpreter), page_size)
     if num_splits is None:
         num_splits = decode_num_splits(batch * kv_heads * (group // p), seqlen_k, bn, num_sms)
     return KernelConfig(

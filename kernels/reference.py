@@ -165,3 +165,67 @@ def reference_attention_varlen(
         o[cq[b]:cq[b + 1]] = ob[0].transpose(0, 1)
         lse[:, cq[b]:cq[b + 1]] = lb[0]
     return o, lse
+
+
+def gather_pages(cache: torch.Tensor, block_table: torch.Tensor, seqlen: int, b: int) -> torch.Tensor:
+    """Sequence b's first ``seqlen`` keys of a paged cache as a dense ``(1, H_kv, seqlen, d)`` tensor.
+
+    Args:
+        cache: ``(num_blocks, page_size, H_kv, d)``; block_table: ``(B, max_pages)`` int32
+            (page of each ``page_size`` keys); seqlen: keys of sequence b (elements).
+    """
+    pages = block_table[b, : -(-seqlen // cache.shape[1])].long()  # the pages the sequence uses
+    dense = cache[pages].reshape(-1, cache.shape[2], cache.shape[3])[:seqlen]  # (seqlen, H_kv, d)
+    return dense.permute(1, 0, 2)[None]
+
+
+def reference_attention_paged(
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,  # (B, H, N_q, d), (num_blocks, page_size, H_kv, d) x2
+    block_table: torch.Tensor, cache_seqlens: torch.Tensor,  # (B, max_pages) int32, (B,) int32
+    causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact attention in float64 over a paged KV cache (``kernels.flash_attention.flash_attention``'s
+    ``block_table``/``cache_seqlens`` convention): each sequence's pages gathered into dense K/V
+    (:func:`gather_pages`) and passed to :func:`reference_attention`, so the causal
+    alignment is per sequence. A sequence with no key gives o = 0 and lse = −inf.
+
+    Returns:
+        ``(o, lse)``: ``(B, H, N_q, d)`` and ``(B, H, N_q)`` float64.
+
+    Raises:
+        IomodelError: as :func:`kernels._inputs.check_paged_inputs` (shapes, dtypes, int32
+            tables) and :func:`kernels._inputs.check_paged_tables` (their contents).
+    """
+    from kernels._inputs import check_paged_inputs, check_paged_tables
+
+    pshape, sm_scale = check_paged_inputs(q, k_cache, v_cache, block_table, cache_seqlens, causal_align, sm_scale,
+                                          dtypes=(*KERNEL_DTYPES, "fp64"))
+    check_paged_tables(block_table, cache_seqlens, pshape.num_blocks, pshape.page_size)
+    B, H, N_q, d = q.shape
+    o = torch.zeros(B, H, N_q, d, dtype=torch.float64, device=q.device)
+    lse = torch.full((B, H, N_q), float("-inf"), dtype=torch.float64, device=q.device)
+    for b, n in enumerate(cache_seqlens.tolist()):
+        if n == 0:
+            continue
+        o[b], lse[b] = (t[0] for t in reference_attention(
+            q[b:b + 1], gather_pages(k_cache, block_table, n, b), gather_pages(v_cache, block_table, n, b),
+            causal, causal_align, sm_scale))
+    return o, lse
+
+
+def random_paged_cache(batch: int, kv_heads: int, head_dim: int, page_size: int, seqlens: list[int], dtype: torch.dtype,
+                       generator: torch.Generator, max_pages: int | None = None,
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random paged inputs: ``(k_cache, v_cache, block_table, cache_seqlens)``.
+
+    ``k_cache``, ``v_cache`` ``(num_blocks, page_size, H_kv, d)`` with num_blocks = batch · max_pages
+    (default max_pages = ⌈max(seqlens) / page_size⌉, at least 1), pages handed out in a random
+    order (so a sequence's pages are not contiguous); ``block_table`` ``(batch, max_pages)`` int32
+    (every entry a valid page); ``cache_seqlens`` ``(batch,)`` int32 = ``seqlens``.
+    """
+    max_pages = max_pages or max(1, -(-max(seqlens) // page_size))
+    num_blocks = batch * max_pages
+    k_cache = torch.randn(num_blocks, page_size, kv_heads, head_dim, generator=generator).to(dtype)
+    v_cache = torch.randn(num_blocks, page_size, kv_heads, head_dim, generator=generator).to(dtype)
+    block_table = torch.randperm(num_blocks, generator=generator).reshape(batch, max_pages).to(torch.int32)
+    return k_cache, v_cache, block_table, torch.tensor(seqlens, dtype=torch.int32)

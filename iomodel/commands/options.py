@@ -69,6 +69,9 @@ class LayerOptions:
     window: Annotated[Optional[str], _option(
         "--window", "Sliding window: L (keys up to L tokens left of the diagonal), L,R (and up to R right of it; "
         "-1 = unbounded side) or none. Default: the config's sliding_window (W - 1 left) for its windowed layers.")] = None
+    page_size: Annotated[Optional[int], _option(
+        "--page-size", "Decode: tokens per page of a paged KV cache (16, 32, ..., 1024; default: a dense "
+        "cache).")] = None
     phase: Annotated[str, _option("--phase", "prefill or decode (1-16 query rows against a KV cache).")] = "prefill"
     passes: Annotated[str, _option("--pass", "fwd or fwd+bwd.")] = "fwd"
     block_m: Annotated[Optional[int], _option(

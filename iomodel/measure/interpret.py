@@ -449,6 +449,8 @@ def count_flash_attention(spec: Any, seed: int = 0, config: Any = None, path: st
     g = torch.Generator().manual_seed(seed)
     dt = torch_dtype(spec.dtype)
     q = torch.randn(spec.batch, spec.heads, spec.seqlen_q, spec.head_dim, generator=g).to(dt)  # (B, H, N_q, d)
+    if spec.page_size is not None:  # paged: a tight table, every sequence spec.seqlen_k keys
+        return count_flash_attention_paged(q, spec, [spec.seqlen_k] * spec.batch, g, config=config)
     k = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
     v = torch.randn(spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, generator=g).to(dt)  # (B, H_kv, N_k, d)
     with TrafficCounter() as counter:
@@ -505,6 +507,27 @@ def count_flash_attention_varlen(spec: Any, seed: int = 0, config: Any = None,
     named = {"Q": q, "K": k, "V": v, "O": o, "LSE": lse, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
     if su is not None:
         named["seqused_k"] = su
+    return counter.by_tensor(named), cfg, counter
+
+
+def count_flash_attention_paged(q: Any, spec: Any, seqlens: list[int], generator: Any, config: Any = None,
+                                max_pages: int | None = None) -> tuple[dict[str, TensorTraffic], Any, "TrafficCounter"]:
+    """Count the paged decode on ``q`` ``(B, H, N_q, d)`` over a random paged cache
+    (:func:`kernels.reference.random_paged_cache`: ``spec.page_size`` tokens per page, sequence b
+    holding ``seqlens[b]`` keys, pages in random order). Labels: ``Q, K, V, O, LSE, BLOCK_TABLE,
+    CACHE_SEQLENS`` by allocation, the split-KV partials by argument name. Units: bytes.
+
+    Returns and raises as :func:`count_flash_attention`.
+    """
+    fa = _kernels_module()
+    from kernels.reference import random_paged_cache
+
+    k, v, table, lens = random_paged_cache(spec.batch, spec.kv_heads, spec.head_dim, spec.page_size, seqlens, q.dtype,
+                                           generator, max_pages)
+    with TrafficCounter() as counter:
+        o, lse, cfg = fa.flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align,
+                                         return_config=True, config=config, block_table=table, cache_seqlens=lens)
+    named = {"Q": q, "K": k, "V": v, "O": o, "LSE": lse, "BLOCK_TABLE": table, "CACHE_SEQLENS": lens}
     return counter.by_tensor(named), cfg, counter
 
 
@@ -577,6 +600,7 @@ __all__ = [
     "count_flash_attention",
     "count_flash_attention_backward",
     "count_flash_attention_varlen",
+    "count_flash_attention_paged",
     "OUTSIDE",
     "TensorTraffic",
     "TrafficCounter",

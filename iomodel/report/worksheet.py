@@ -110,9 +110,10 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
     h = _heuristics()
     if h is not None:
         if spec.phase == "decode":
+            capacity = spec.seqlen_k if spec.page_size is None else spec.max_pages * spec.page_size
             cfg = h.decode_config(batch=spec.batch, heads=spec.heads, kv_heads=spec.kv_heads,
-                                  seqlen_q=spec.seqlen_q, seqlen_k=spec.seqlen_k, head_dim=spec.head_dim,
-                                  num_sms=hardware.num_sms)
+                                  seqlen_q=spec.seqlen_q, seqlen_k=capacity, head_dim=spec.head_dim,
+                                  num_sms=hardware.num_sms, page_size=spec.page_size)
             return cfg.tiling(), (
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
                 "kernel runs for this shape)"
@@ -242,8 +243,11 @@ class Worksheet:
             ("layer", f"{s.name}{src}{over}"),
             ("sizes", f"B = {s.batch}, H = {s.heads}, H_kv = {s.kv_heads} (GQA group {s.group}), "
                       f"HEAD_DIM = {s.head_dim}, seqlen_q = {s.seqlen_q:,}, seqlen_k = {s.seqlen_k:,}"),
-            ("shapes", f"Q, O ({s.batch}, {s.heads}, {s.seqlen_q:,}, {s.head_dim}); K, V ({s.batch}, "
-                       f"{s.kv_heads}, {s.seqlen_k:,}, {s.head_dim}); LSE ({s.batch}, {s.heads}, {s.seqlen_q:,}) fp32"),
+            ("shapes", f"Q, O ({s.batch}, {s.heads}, {s.seqlen_q:,}, {s.head_dim}); K, V " + (
+                f"({s.batch}, {s.kv_heads}, {s.seqlen_k:,}, {s.head_dim})" if s.page_size is None else
+                f"paged ({s.batch * s.max_pages:,}, {s.page_size}, {s.kv_heads}, {s.head_dim}) with block_table "
+                f"({s.batch}, {s.max_pages:,}) and cache_seqlens ({s.batch},) int32")
+             + f"; LSE ({s.batch}, {s.heads}, {s.seqlen_q:,}) fp32"),
             ("dtype", f"{s.dtype} ({s.width} B per element)"),
             ("mask", (_mask_sentence(s) if s.causal else "none (every query row sees every key)")
              + (_window_sentence(s) if s.window else "")),

@@ -26,6 +26,35 @@ MIN_HEAD_DIM_PAD = 16
 DECODE_MIN_BLOCK_M = 16
 
 
+#: Page sizes (tokens per KV-cache page) the paged decode runs: powers of two from 16 (the
+#: smallest BLOCK_N a ``tl.dot`` takes) to 1024 (flash-attn's paged kvcache takes multiples
+#: of 256, vLLM 16 or 32; both fall in this set when powers of two).
+PAGE_SIZES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def page_size_refusal(page_size: Any, fix: str = "use a power of two from 16 to 1024") -> str | None:
+    """Why the paged decode does not run ``page_size`` (tokens per page), or None.
+
+    Example:
+        >>> page_size_refusal(48)
+        'page_size must be one of 16, 32, 64, 128, 256, 512, 1024 tokens, got 48: use a power of two from 16 to 1024'
+    """
+    if not isinstance(page_size, bool) and isinstance(page_size, int) and page_size in PAGE_SIZES:
+        return None
+    return f"page_size must be one of {', '.join(map(str, PAGE_SIZES))} tokens, got {page_size!r}: {fix}"
+
+
+def paged_block_n(block_n: int, page_size: int | None) -> int:
+    """BLOCK_N of the paged decode: ``min(BLOCK_N, page_size)``, so every key block lies in one
+    page (both are powers of two) and one block-table entry locates it. ``page_size`` None: ``block_n``.
+
+    Example:
+        >>> paged_block_n(64, 16), paged_block_n(64, 256), paged_block_n(64, None)
+        (16, 64, 64)
+    """
+    return block_n if page_size is None else min(block_n, page_size)
+
+
 def next_pow2(n: int) -> int:
     """Smallest power of two >= ``n`` (``n >= 1``; 1 for ``n <= 1``)."""
     return 1 << max(int(n) - 1, 0).bit_length()
@@ -144,6 +173,7 @@ __all__ = [
     "DECODE_MAX_SEQLEN_Q",
     "DECODE_MIN_BLOCK_M",
     "MIN_HEAD_DIM_PAD",
+    "PAGE_SIZES",
     "decode_block_m",
     "decode_block_m_refusal",
     "decode_heads_per_program",
@@ -151,5 +181,7 @@ __all__ = [
     "decode_splits_refusal",
     "head_dim_padded",
     "next_pow2",
+    "page_size_refusal",
+    "paged_block_n",
     "program_sram_bytes",
 ]

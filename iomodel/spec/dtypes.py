@@ -40,6 +40,8 @@ DTYPE_ALIASES: dict[str, str] = {
 LSE_WIDTH = 4
 #: Width of fp32 accumulators and fp32 intermediates (MATH backend scores, dQ accumulator).
 FP32_WIDTH = 4
+#: Width of the paged cache's int32 tables (block_table, cache_seqlens; flash-attn / vLLM convention).
+INT32_WIDTH = 4
 
 
 def canonical_dtype(name: str) -> str:

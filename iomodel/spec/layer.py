@@ -149,6 +149,7 @@ class LayerSpec:
     name: str = ""  # preset or config name, for headers only
     window_left: int | None = None  # sliding window: keys up to this many tokens left of the aligned diagonal (None: unbounded)
     window_right: int | None = None  # ... and right of it (None: unbounded; a causal mask caps it at 0)
+    page_size: int | None = None  # decode: tokens per KV-cache page (paged cache, (num_blocks, page_size, H_kv, d)); None: dense
 
     def __post_init__(self) -> None:
         for attr, flag in (
@@ -176,6 +177,21 @@ class LayerSpec:
             raise IomodelError("decode has no backward pass: use --pass fwd with --phase decode")
         object.__setattr__(self, "window_left", window_side(self.window_left, "window_left", "--window"))
         object.__setattr__(self, "window_right", window_side(self.window_right, "window_right", "--window L,R"))
+        if self.page_size is not None:
+            from iomodel.schedule.tiles import page_size_refusal  # schedule reads spec: imported at call time
+
+            reason = page_size_refusal(self.page_size, "set --page-size to a power of two from 16 to 1024")
+            if reason is not None:
+                raise IomodelError(reason)
+            if self.phase != "decode":
+                raise IomodelError("a paged KV cache (--page-size) is modelled for decode only: add --phase decode")
+            if self.window is not None:
+                raise IomodelError("the paged decode has no sliding window: drop --window or --page-size")
+
+    @property
+    def max_pages(self) -> int | None:
+        """Pages per sequence of a paged cache: ``ceil(seqlen_k / page_size)`` (a tight block table), or None."""
+        return None if self.page_size is None else cdiv(self.seqlen_k, self.page_size)
 
     # ----- derived quantities (element counts and bytes) -----
     @property
@@ -221,12 +237,14 @@ class LayerSpec:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields and ``pass``; the window fields only when a side is bounded (so a layer
-        without a window reads as it did before windows existed)."""
+        """The fields and ``pass``; the window fields only when a side is bounded and
+        ``page_size`` only when paged (so a layer without them reads as it did before they existed)."""
         d = asdict(self)
         d["pass"] = self.passes
         if self.window_left is None and self.window_right is None:
             del d["window_left"], d["window_right"]
+        if self.page_size is None:
+            del d["page_size"]
         return d
 
 

@@ -82,6 +82,8 @@ class Layer:
             parts.append("--window " + ",".join("-1" if v is None else str(v) for v in sides))
         elif self.config is not None and self.config.window_kind == "sliding-window":
             parts.append("--window none")
+        if s.page_size is not None:
+            parts.append(f"--page-size {s.page_size}")
         if s.backward:
             parts.append("--pass fwd+bwd")
         if tiles_given if tiles_given is not None else "given on the command line" in self.tiling_source:
@@ -120,6 +122,7 @@ def resolve_layer(
     num_stages: int | None = None,
     num_splits: int | None = None,
     hardware: str = DEFAULT_HARDWARE,
+    page_size: int | None = None,
 ) -> Layer:
     """Build a :class:`Layer` from the options of ``iomodel worksheet`` / ``iomodel plot``.
 
@@ -136,6 +139,8 @@ def resolve_layer(
     ``window`` (:func:`parse_window`): ``"L"``, ``"L,R"`` or ``"none"``; default a config's
     sliding window (``sliding_window`` W: left W − 1, HF transformers' flash-attention call)
     on its windowed layers, with a note naming them (``--window none`` models its full layers).
+    ``page_size``: decode over a paged KV cache of that many tokens per page
+    (:attr:`LayerSpec.page_size`; None: dense).
 
     Raises:
         IomodelError: both a preset and a config; unknown preset, dtype, phase, pass,
@@ -212,7 +217,7 @@ def resolve_layer(
     elif sliding and window is not None:
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
                        f"--window {window} models the layer asked for.")
-    spec = spec.with_(window_left=left, window_right=right)
+    spec = spec.with_(window_left=left, window_right=right, page_size=page_size)
     if cfg is not None and not sliding:
         cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)  # chunked or local attention: not modelled
     if num_splits is not None and phase != "decode":
@@ -237,6 +242,9 @@ def resolve_layer(
                                          "use --block-m {value} or leave it out") if "block_m" in explicit else None)
         if reason is None and explicit.keys() & {"num_splits", "block_n"}:
             reason = decode_splits_refusal(tiling.num_splits, spec.seqlen_k, tiling.block_n)
+        if reason is None and spec.page_size is not None and tiling.block_n > spec.page_size:
+            reason = (f"BLOCK_N {tiling.block_n} exceeds --page-size {spec.page_size} (a key block must lie in one "
+                      f"page): use --block-n {spec.page_size} or less")
         if reason is not None:
             raise IomodelError(reason)
     tiling.check_fits(spec, hw.smem_per_block, hw.name)

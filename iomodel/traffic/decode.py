@@ -18,6 +18,14 @@ Follows ``docs/traffic-contract.md`` ("Decode (split-KV)") exactly:
   program (empty splits included) writes an fp32 partial O (P·N_q × d) and partial LSE
   (P·N_q), and a combine kernel reads all partials of a (b, h) and writes O and LSE once.
 
+Paged KV cache (``spec.page_size``; ``docs/traffic-contract.md``, "Paged KV cache"): K and V
+are ``(num_blocks, page_size, H_kv, d)`` pages, modelled with a tight block table
+(max_pages = ⌈N_k/page_size⌉ per sequence, num_blocks = B·max_pages). The kernel masks its
+loads to keys < N_k, so the K/V bytes are the dense ones: a sequence's ⌈N_k/page_size⌉ pages
+are read, the last one only up to its N_k-th key. Each K/V block of BLOCK_N (<= page_size)
+keys loads one int32 block_table entry (⌈rows/BLOCK_N⌉ per program group) and every program
+loads its sequence's cache_seqlens entry once (num_splits·B·H/P int32 reads).
+
 Sources: Dao et al. 2023, "Flash-Decoding for long-context inference" (split-KV and the
 log-sum-exp combine); the contract above for the exact element requests.
 """
@@ -26,7 +34,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling
+from iomodel.spec import FP32_WIDTH, INT32_WIDTH, LSE_WIDTH, LayerSpec, Tiling
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, both_levels, make_row
 from iomodel.traffic.sums import band_key_rows
 from iomodel.traffic.tiled_fwd import band_exprs, causal_offset_expr, visible_pairs_expr
@@ -81,6 +89,23 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
         Allocation("O", "(B, H, N_q, d)", dt, E_q * s, "output"),
         Allocation("LSE", "(B, H, N_q)", "fp32", E_l * LSE_WIDTH, "output"),
     ]
+    if spec.page_size is not None:  # paged: K/V stored as pages; the two int32 tables
+        pages = B * sp.ceiling(N_k / spec.page_size)  # num_blocks of a tight table: B·max_pages
+        e_kv = pages * spec.page_size * H_kv * d
+        shape_kv = "(num_blocks, page_size, H_kv, d)"
+        for i, name in ((1, "K"), (2, "V")):
+            rows[i] = make_row(name, step, "SRAM_fill", shape_kv, dt, s, e_kv, groups * kv * d * s, 0, kv_note
+                               + " Pages: loads masked to keys < N_k, so the last page is read up to N_k only.")
+            alloc[i] = Allocation(name, shape_kv, dt, e_kv * s, "input (paged KV cache)")
+        rows += [
+            make_row("BLOCK_TABLE", step, "SRAM_fill", "(B, max_pages)", "int32", INT32_WIDTH, pages,
+                     groups * sp.ceiling(kv / SYM.BLOCK_N) * INT32_WIDTH, 0,
+                     "One int32 entry per K/V block of BLOCK_N <= page_size keys, per program group."),
+            make_row("CACHE_SEQLENS", step, "SRAM_fill", "(B,)", "int32", INT32_WIDTH, B,
+                     splits * groups * INT32_WIDTH, 0, "Every program reads its sequence's N_k once."),
+        ]
+        alloc += [Allocation("BLOCK_TABLE", "(B, max_pages)", "int32", pages * INT32_WIDTH, "input (paged KV cache)"),
+                  Allocation("CACHE_SEQLENS", "(B,)", "int32", B * INT32_WIDTH, "input (paged KV cache)")]
     if tiling.num_splits == 1:
         rows += [
             make_row("O", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, 0, E_q * s, "num_splits == 1: written directly."),

@@ -104,6 +104,7 @@ def structure_key(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> tupl
         spec.kv_heads < spec.heads,  # GQA rows (baseline repeat_interleave, backward reduction)
         spec.phase == "decode" and tiling.num_splits > 1,  # split-KV partials and combine
         spec.has_empty_rows,  # rows that see no key (the baseline's masked_fill)
+        spec.page_size,  # paged decode: the table rows, and page_size as a number in the K/V allocation
         tuple(sorted(opts.items())),
     )
 
