@@ -49,7 +49,7 @@ class LayerOptions:
         "--preset", "Bundled layer preset (see `iomodel presets`); default llama-3-8b.")] = None
     config: Annotated[Optional[Path], _option(
         "--config", "HF-style config.json to read the layer from instead of a preset.")] = None
-    batch: Annotated[int, _option("--batch", "B, sequences in the batch.")] = 1
+    batch: Annotated[Optional[int], _option("--batch", "B, sequences in the batch (default 1).")] = None
     heads: Annotated[Optional[int], _option("--heads", "H, query heads (overrides the config).")] = None
     kv_heads: Annotated[Optional[int], _option(
         "--kv-heads", "H_kv, key/value heads; H must be divisible by it (GQA).")] = None
@@ -59,6 +59,12 @@ class LayerOptions:
     seqlen_q: Annotated[Optional[int], _option(
         "--seqlen-q", "Query rows per sequence (decode: 1-16, default 1).")] = None
     seqlen_k: Annotated[Optional[int], _option("--seqlen-k", "Key/value rows per sequence.")] = None
+    seqlens: Annotated[Optional[str], _option(
+        "--seqlens", "Ragged batch, one length per sequence: 512,3000,77 (q:k for other key lengths, 77:4096); "
+        "sets the batch and lengths, so no --batch or --seqlen*. Forward prefill.")] = None
+    seqlens_file: Annotated[Optional[Path], _option(
+        "--seqlens-file", "Ragged batch from a file: one length or q,k pair per line, or a JSON list "
+        "([512, [77, 4096]]).")] = None
     dtype: Annotated[Optional[str], _option(
         "--dtype", "Element type of Q, K, V, O: fp32, fp16, bf16, fp8_e4m3, fp8_e5m2 (default: the config's "
         "torch_dtype).")] = None

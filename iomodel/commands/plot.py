@@ -64,6 +64,9 @@ def plot(
 
     check_output_dir(out_dir, "-o/--out-dir")  # a file, a device or a read-only folder: said before any work
     lay = layer.resolve()
+    if lay.ragged is not None:
+        raise IomodelError("iomodel plot draws one dense layer: drop --seqlens/--seqlens-file (use iomodel "
+                           "worksheet --seqlens for a ragged batch)")
     kinds = tuple(kind) if kind else PLOT_KINDS
     if "sram" in kinds and kind and lay.spec.phase != "prefill":
         raise IomodelError("the SRAM-size plot compares prefill schedules: drop --kind sram or use --phase prefill")

@@ -31,7 +31,7 @@ def worksheet(
 ) -> None:
     """Print the HBM-traffic worksheet of one attention layer: every tensor, step and byte.
 
-    Default: one Llama-3-8B layer, prefill of 8,192 tokens, batch 1, causal top-left, bf16, H200, the bundled kernel's tiles. Prints Markdown; --format json|csv or -o FILE write the other formats (schema in the README).
+    Default: one Llama-3-8B layer, prefill of 8,192 tokens, batch 1, causal top-left, bf16, H200, the bundled kernel's tiles. Prints Markdown; --format json|csv or -o FILE write the other formats (schema in the README). --seqlens 512,3000,77 (or --seqlens-file) models a ragged batch, summed exactly per sequence, against the padded batch's eager baseline.
     """
     from iomodel.report import worksheet as W
 
@@ -52,7 +52,14 @@ def worksheet(
     if plot_dir is not None:
         check_output_dir(plot_dir, "--plot-dir")
     lay = layer.resolve()
-    ws = W.make_worksheet(lay)
+    if lay.ragged is not None:  # summed per sequence (iomodel.report.ragged); no dense plots of it
+        from iomodel.report.ragged import make_ragged_worksheet
+
+        if plot_dir is not None:
+            raise IomodelError("--plot-dir draws one dense layer: drop it with --seqlens/--seqlens-file")
+        ws = make_ragged_worksheet(lay)
+    else:
+        ws = W.make_worksheet(lay)
     text = W.render(ws, fmt)
     if plot_dir is not None:  # the plots first: a plot that fails leaves no worksheet behind either
         from iomodel.report.plot import write_plots

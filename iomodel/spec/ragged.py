@@ -107,15 +107,27 @@ def _pair(item: Any, where: str) -> tuple[int, int]:
 
 
 def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
-    """``--seqlens 512,3000,77``: one length per sequence (N_q = N_k), comma separated.
+    """``--seqlens 512,3000,77``: one length per sequence (N_q = N_k), comma separated; ``q:k``
+    (``77:4096``) for a sequence of q query rows against k keys.
 
     Raises:
-        IomodelError: an empty list or an entry that is not a whole number.
+        IomodelError: an empty list or an entry that is not a whole number or a q:k pair.
     """
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
         raise IomodelError("--seqlens is empty: give one length per sequence, e.g. --seqlens 512,3000,77")
-    return tuple(_pair(t, "--seqlens") for t in items)
+    pairs = []
+    for t in items:
+        parts = t.split(":")
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            nums = []
+        if len(nums) not in (1, 2):
+            raise IomodelError(f"--seqlens: {t!r} is not a length or a q:k pair of whole numbers: write e.g. "
+                               "--seqlens 512,3000,77:4096")
+        pairs.append((nums[0], nums[-1]))
+    return tuple(pairs)
 
 
 def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:

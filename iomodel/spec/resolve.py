@@ -20,6 +20,7 @@ from iomodel.spec.config import AttentionConfig, load_config, load_preset
 from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling
+from iomodel.spec.ragged import RaggedSpec, parse_seqlens, read_seqlens_file
 from iomodel.schedule.tiles import decode_block_m_refusal, decode_splits_refusal
 
 #: Default layer of ``iomodel worksheet`` with no arguments (the README's quick start).
@@ -28,6 +29,8 @@ DEFAULT_PRESET = "llama-3-8b"
 DEFAULT_SEQLEN = 8192
 #: Default hardware preset.
 DEFAULT_HARDWARE = "H200"
+#: Most sequences a ragged batch (``--seqlens``, ``--seqlens-file``) may list.
+MAX_SEQUENCES = 10**6
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class Layer:
         notes: extra header sentences (e.g. a length beyond the model's context window).
         preset: the bundled preset name, if one was used.
         overrides: the config fields replaced by flags (for the header).
+        ragged: the ragged batch (``--seqlens``/``--seqlens-file``), else None; then ``spec``
+            is the batch padded to its longest sequence (:meth:`RaggedSpec.padded`).
+        seqlens_file: the ``--seqlens-file`` the ragged batch was read from (for the command).
     """
 
     spec: LayerSpec
@@ -53,6 +59,8 @@ class Layer:
     notes: tuple[str, ...] = ()
     preset: str | None = None
     overrides: tuple[str, ...] = ()
+    ragged: RaggedSpec | None = None
+    seqlens_file: str | None = None
 
     def command(self, tiles_given: bool | None = None) -> str:
         """The ``iomodel worksheet`` command line that reproduces this layer."""
@@ -71,11 +79,16 @@ class Layer:
         if self.config is None or "dtype" in self.overrides:
             parts.append(f"--dtype {s.dtype}")
         parts.append(f"--phase {s.phase}")
-        if s.phase == "prefill" and s.seqlen_q == s.seqlen_k:
+        if self.seqlens_file is not None:
+            parts.append(f"--seqlens-file {self.seqlens_file}")
+        elif self.ragged is not None:
+            parts.append("--seqlens " + ",".join(str(q) if q == k else f"{q}:{k}" for q, k in self.ragged.seqlens))
+        elif s.phase == "prefill" and s.seqlen_q == s.seqlen_k:
             parts.append(f"--seqlen {s.seqlen_q}")
         else:
             parts.append(f"--seqlen-q {s.seqlen_q} --seqlen-k {s.seqlen_k}")
-        parts.append(f"--batch {s.batch}")
+        if self.ragged is None:
+            parts.append(f"--batch {s.batch}")
         parts.append(f"--causal --causal-align {s.causal_align}" if s.causal else "--no-causal")
         if s.window_left is not None or s.window_right is not None:
             sides = [s.window_left, s.window_right] if s.window_right is not None else [s.window_left]
@@ -104,7 +117,7 @@ def resolve_layer(
     *,
     preset: str | None = None,
     config: str | Path | None = None,
-    batch: int = 1,
+    batch: int | None = None,
     heads: int | None = None,
     kv_heads: int | None = None,
     head_dim: int | None = None,
@@ -123,6 +136,8 @@ def resolve_layer(
     num_splits: int | None = None,
     hardware: str = DEFAULT_HARDWARE,
     page_size: int | None = None,
+    seqlens: str | None = None,
+    seqlens_file: str | Path | None = None,
 ) -> Layer:
     """Build a :class:`Layer` from the options of ``iomodel worksheet`` / ``iomodel plot``.
 
@@ -141,6 +156,11 @@ def resolve_layer(
     on its windowed layers, with a note naming them (``--window none`` models its full layers).
     ``page_size``: decode over a paged KV cache of that many tokens per page
     (:attr:`LayerSpec.page_size`; None: dense).
+    ``seqlens`` (``"512,3000,77"``; ``q:k`` for a sequence with other key length,
+    :func:`iomodel.spec.ragged.parse_seqlens`) or ``seqlens_file``
+    (:func:`iomodel.spec.ragged.read_seqlens_file`) make a ragged batch: :attr:`Layer.ragged`
+    holds it and :attr:`Layer.spec` is the batch padded to its longest sequence (tiles, config
+    checks and the eager baseline are the padded batch's).
 
     Raises:
         IomodelError: both a preset and a config; unknown preset, dtype, phase, pass,
@@ -148,8 +168,16 @@ def resolve_layer(
             negative; heads not divisible by kv_heads; conflicting sequence lengths;
             tiles that are not powers of two or do not fit shared memory; a decode
             ``block_m`` other than the kernel's (:func:`iomodel.schedule.tiles.decode_block_m_refusal`)
-            or more splits than key blocks (:func:`iomodel.schedule.tiles.decode_splits_refusal`).
+            or more splits than key blocks (:func:`iomodel.schedule.tiles.decode_splits_refusal`);
+            ``seqlens`` with ``seqlens_file``, ``batch`` or a sequence length; a bad length
+            list (empty, a length below 1 or not a whole number, more than
+            :data:`MAX_SEQUENCES` sequences, a file that cannot be read); a ragged batch
+            with decode or backward.
     """
+    ragged_pairs = _ragged_pairs(seqlens, seqlens_file, batch=batch, seqlen=seqlen, seqlen_q=seqlen_q,
+                                 seqlen_k=seqlen_k)
+    if ragged_pairs is not None:  # the padded batch is the dense layer resolved below
+        batch, seqlen_q, seqlen_k = len(ragged_pairs), max(q for q, _ in ragged_pairs), max(k for _, k in ragged_pairs)
     if preset is not None and config is not None:
         raise IomodelError("pass either --preset or --config, not both")
     if phase not in PHASES:
@@ -192,7 +220,7 @@ def resolve_layer(
     align = _pick(causal_align, "top-left" if phase == "prefill" else "bottom-right")
 
     spec = LayerSpec(
-        batch=batch,
+        batch=_pick(batch, 1),
         heads=_pick(heads, cfg.heads if cfg else None),
         kv_heads=_pick(kv_heads, cfg.kv_heads if cfg else None),
         head_dim=_pick(head_dim, cfg.head_dim if cfg else None),
@@ -218,6 +246,7 @@ def resolve_layer(
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
                        f"--window {window} models the layer asked for.")
     spec = spec.with_(window_left=left, window_right=right, page_size=page_size)
+    ragged = RaggedSpec(spec, ragged_pairs) if ragged_pairs is not None else None  # refuses decode, backward
     if cfg is not None and not sliding:
         cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)  # chunked or local attention: not modelled
     if num_splits is not None and phase != "decode":
@@ -263,7 +292,38 @@ def resolve_layer(
             "not a configuration the checkpoint supports."
         )
     return Layer(spec=spec, tiling=tiling, hardware=hw, tiling_source=source, config=cfg,
-                 notes=tuple(notes), preset=preset if config is None else None, overrides=overrides)
+                 notes=tuple(notes), preset=preset if config is None else None, overrides=overrides,
+                 ragged=ragged, seqlens_file=str(seqlens_file) if seqlens_file is not None else None)
+
+
+def _ragged_pairs(seqlens: str | None, seqlens_file: str | Path | None, **dense: Any
+                  ) -> tuple[tuple[int, int], ...] | None:
+    """The ``(N_q, N_k)`` pairs of ``--seqlens`` or ``--seqlens-file``, or None when neither is given.
+
+    ``dense``: the dense-length options (``batch``, ``seqlen``, ``seqlen_q``, ``seqlen_k``);
+    any of them given with a ragged batch is refused rather than overridden.
+
+    Raises:
+        IomodelError: both sources, a dense-length option beside them, a bad list (see
+            :func:`iomodel.spec.ragged.parse_seqlens`), more than :data:`MAX_SEQUENCES` sequences.
+    """
+    if seqlens is None and seqlens_file is None:
+        return None
+    if seqlens is not None and seqlens_file is not None:
+        raise IomodelError("give either --seqlens or --seqlens-file, not both")
+    flag = "--seqlens" if seqlens is not None else "--seqlens-file"
+    given = [f"--{k.replace('_', '-')}" for k, v in dense.items() if v is not None]
+    if given:
+        raise IomodelError(f"{flag} sets the batch and every sequence length: drop {', '.join(given)}")
+    pairs = parse_seqlens(seqlens) if seqlens is not None else read_seqlens_file(seqlens_file)
+    if len(pairs) > MAX_SEQUENCES:
+        raise IomodelError(f"{flag} lists {len(pairs):,} sequences, more than the {MAX_SEQUENCES:,} modelled: "
+                           "split the batch")
+    bad = next((p for p in pairs if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in p)), None)
+    if bad is not None:
+        shown = bad[0] if bad[0] == bad[1] else f"{bad[0]}:{bad[1]}"
+        raise IomodelError(f"{flag}: {shown} is not a length: every length must be a whole number >= 1")
+    return pairs
 
 
 def parse_window(text: str) -> tuple[int | None, int | None]:
@@ -292,4 +352,4 @@ def parse_window(text: str) -> tuple[int | None, int | None]:
     return left, right
 
 
-__all__ = ["DEFAULT_HARDWARE", "DEFAULT_PRESET", "DEFAULT_SEQLEN", "Layer", "parse_window", "resolve_layer"]
+__all__ = ["DEFAULT_HARDWARE", "DEFAULT_PRESET", "DEFAULT_SEQLEN", "MAX_SEQUENCES", "Layer", "parse_window", "resolve_layer"]
