@@ -172,22 +172,23 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
     else:
         lo = 0
         full_m = 0
-    for g in range(0, G):
+    # one loop over (group head g, query tile) pairs, one copy of the step: nested loops (the
+    # group's heads around masked and unmasked query loops) kept extra copies of the state live
+    # and spilled registers on sm_90 (kernels/compile_check.py). Causal: every tile takes the
+    # mask, which is all-true from full_m on (same loads, same values).
+    hi = full_m if WINDOW else N_Q
+    n_m = (hi - lo + BLOCK_M - 1) // BLOCK_M  # query tiles per head
+    for it in tl.range(0, G * n_m):
+        g = it // n_m
+        start_m = lo + (it - g * n_m) * BLOCK_M
         h = hk * G + g
         q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
         do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
         row = (b * H + h).to(tl.int64) * N_Q
-        dq_row = DQ_ACC + row * HEAD_DIM
-        for start_m in tl.range(lo, full_m, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
-                                offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
-                                N_Q, CAUSAL_OFF, HEAD_DIM, True, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16,
-                                WIN_L, WIN_R, WINDOW)
-        if not WINDOW:
-            for start_m in tl.range(full_m, N_Q, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
-                                    offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale,
-                                    sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
+        dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, DQ_ACC + row * HEAD_DIM, start_m,
+                            offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale,
+                            sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ, DOT_PRECISION,
+                            EMULATE_BF16, WIN_L, WIN_R, WINDOW)
     dk = dk * sm_scale
     tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
              _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)

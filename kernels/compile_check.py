@@ -10,7 +10,8 @@ sm_90 and what it costs: shared memory (bytes), registers per thread and spills 
 
 Usage (TRITON_INTERPRET must be unset)::
 
-    python -m kernels.compile_check               # the autotune candidates of heuristics.py, sm_90
+    python -m kernels.compile_check               # the autotune candidates of heuristics.py and the
+                                                  # backward's GPU_BACKWARD tiles (MHA and GQA), sm_90
     python -m kernels.compile_check --quick       # one configuration per kernel
     python -m kernels.compile_check --arch 80     # Ampere (pointer path only)
 
@@ -98,6 +99,12 @@ def _ptxas_info(ptx: str, arch: int) -> tuple[int | None, int | None]:
     return (int(regs.group(1)) if regs else None), (sum(int(s) for s in spills) if spills else None)
 
 
+def _error_line(exc: Exception) -> str:
+    """One line (at most 300 characters) naming a compile failure: its type and last message line."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"[:300]
+
+
 def _report(kernel: str, config: dict[str, Any], compiled: Any, arch: int) -> CompileReport:
     ptx = compiled.asm.get("ptx", "")
     regs, spills = _ptxas_info(ptx, arch)
@@ -143,7 +150,7 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
                 num_warps=num_warps, num_stages=num_stages, grid=(1,))
     except Exception as exc:  # report, never abort the sweep
         return CompileReport("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, False,
-                             error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"[:300])
+                             error=_error_line(exc))
     return _report("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, compiled, arch)
 
 
@@ -187,7 +194,54 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
         reports.append(_report("_attn_decode_combine", dict(seqlen_q=seqlen_q, head_dim=head_dim), c2, arch))
     except Exception as exc:
         reports.append(CompileReport("_attn_decode", cfg, False,
-                                     error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"[:300]))
+                                     error=_error_line(exc)))
+    return reports
+
+
+def compile_backward(head_dim: int, dtype: str, causal: bool, group: int = 1, block_m: int = 32, block_n: int = 128,
+                     num_warps: int = 4, num_stages: int = 3, dq_block_m: int = 128, dq_block_n: int = 64,
+                     dq_num_warps: int = 8, dq_num_stages: int = 3, arch: int = 90,
+                     seqlen: int = 4096) -> list[CompileReport]:
+    """Compile the backward's ``_bwd_dkdv`` and ``_bwd_dq`` kernels (``kernels/backward.py``) for
+    ``sm_<arch>``: B = 2, H = 16 · ``group`` query heads over H_kv = 16 KV heads, N = ``seqlen``
+    (Triton specialises integers divisible by 16, so 3000 and 4096 may compile differently).
+    ``group`` matters: Triton specialises an integer argument equal to 1, so MHA (G = 1) compiles
+    without the dK/dV kernel's loop over the group's heads and GQA (G > 1) with it."""
+    import torch
+
+    import kernels.backward as bw
+
+    dt = torch_dtype(dtype)
+    B, H_kv, N = 2, 16, seqlen
+    H = H_kv * group
+    q = torch.empty(B, H, N, head_dim, dtype=dt)
+    k = torch.empty(B, H_kv, N, head_dim, dtype=dt)
+    v, do = torch.empty_like(k), torch.empty_like(q)
+    lse, delta = torch.empty(B, H, N), torch.empty(B, H, N)
+    pad = head_dim_padded(head_dim)
+    flags = dict(HEAD_DIM=head_dim, HEAD_DIM_PAD=pad, CAUSAL=causal,
+                 DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False)
+    base = dict(head_dim=head_dim, dtype=dtype, causal=causal, group=group)
+    reports = []
+    for kernel, cfg in (("_bwd_dkdv", dict(block_m=block_m, block_n=block_n, num_warps=num_warps,
+                                           num_stages=num_stages)),
+                        ("_bwd_dq", dict(block_m=dq_block_m, block_n=dq_block_n, num_warps=dq_num_warps,
+                                         num_stages=dq_num_stages))):
+        try:
+            tiles = dict(BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], num_warps=cfg["num_warps"],
+                         num_stages=cfg["num_stages"], grid=(1,))
+            if kernel == "_bwd_dkdv":
+                c = bw._bwd_dkdv.warmup(q, k, v, do, lse, delta, k, v, 0.125, delta, *q.stride(), *k.stride(),
+                                        *v.stride(), *do.stride(), *k.stride(), *v.stride(), H, H_kv, group, N, N,
+                                        0, 0, 0, ATOMIC_DQ=False, WINDOW=False, **flags, **tiles)
+            else:
+                c = bw._bwd_dq.warmup(q, k, v, do, lse, delta, q, 0.125, *q.stride(), *k.stride(), *v.stride(),
+                                      *do.stride(), *q.stride(), H, group, N, N, 0, 0, 0, WINDOW=False, **flags,
+                                      **tiles)
+        except Exception as exc:  # report, never abort the sweep
+            reports.append(CompileReport(kernel, {**base, **cfg}, False, error=_error_line(exc)))
+            continue
+        reports.append(_report(kernel, {**base, **cfg}, c, arch))
     return reports
 
 
@@ -217,6 +271,13 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
             reports.append(compile_prefill(path, 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                            c.warp_specialize, arch, window=True))
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch)
+        # the backward's GPU tiles, MHA and GQA (a group of 4 compiles the loop over the group's heads)
+        for (d, causal), c in hx.GPU_BACKWARD.items():
+            if quick and (d, causal) != (128, True):
+                continue
+            for group in ((4,) if quick else (1, 4)):
+                reports += compile_backward(d, "bf16", causal, group, c.block_m, c.block_n, c.num_warps, c.num_stages,
+                                            c.dq_block_m, c.dq_block_n, c.dq_num_warps, c.dq_num_stages, arch)
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
     finally:
         try:
@@ -253,6 +314,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["CompileReport", "compile_decode", "compile_prefill", "run"]
+__all__ = ["CompileReport", "compile_backward", "compile_decode", "compile_prefill", "run"]
 
 

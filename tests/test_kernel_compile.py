@@ -30,7 +30,12 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
     assert out.returncode == 0, out.stderr[-2000:]
     every = json.loads(out.stdout.strip().splitlines()[-1])
     reports = {r["kernel"]: r for r in every}
-    assert set(reports) == {"_attn_fwd_tma", "_attn_fwd", "_attn_decode", "_attn_decode_combine"}
+    assert set(reports) == {"_attn_fwd_tma", "_attn_fwd", "_attn_decode", "_attn_decode_combine", "_bwd_dkdv",
+                            "_bwd_dq"}
+    # the backward: HEAD_DIM 128 causal with a GQA group of 4 (the loop over the group's heads; it
+    # spilled 536 B per thread before the (head, query tile) loop was flattened, issue 11 hold-out)
+    assert reports["_bwd_dkdv"]["config"] == dict(head_dim=128, dtype="bf16", causal=True, group=4, block_m=32,
+                                                  block_n=64, num_warps=4, num_stages=3)
     assert all(r["ok"] for r in every), [r["error"] for r in every if not r["ok"]]
     # each prefill and decode kernel once without and once with a sliding window (WINDOW=True)
     assert sorted(r["kernel"] for r in every if r["config"].get("window")) == ["_attn_decode", "_attn_fwd",
@@ -43,3 +48,19 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
         # the default tiles fit: no register spills, shared memory <= 227 KiB
         assert r["spill_bytes"] == 0, r
         assert r["shared_bytes"] <= 227 * 1024, r
+
+
+def test_backward_dkdv_head_dim_128_gqa_compiles_without_spills():
+    """The non-causal HEAD_DIM 128 GQA dK/dV kernel too (176 B of spills with nested loops)."""
+    pytest.importorskip("triton.backends.nvidia.driver")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = ("import json; from kernels import compile_check as cc; from kernels.heuristics import GPU_BACKWARD as G; "
+            "cc._install_fake_driver(90); c = G[(128, False)]; "
+            "r = cc.compile_backward(128, 'fp16', False, 8, c.block_m, c.block_n, c.num_warps, c.num_stages); "
+            "print(json.dumps([x.__dict__ for x in r]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    dkdv, dq = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (dkdv["kernel"], dq["kernel"]) == ("_bwd_dkdv", "_bwd_dq")
+    assert dkdv["ok"] and dkdv["spill_bytes"] == 0, dkdv
+    assert dq["ok"] and dq["spill_bytes"] == 0, dq
