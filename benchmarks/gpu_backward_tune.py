@@ -63,9 +63,10 @@ DQ_CANDIDATES = {  # dQ kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages)
 
 
 #: Stage 4: per (HEAD_DIM, causal), dK/dV tiles (BLOCK_M, BLOCK_N, num_warps, num_stages) to time
-#: against GPU_BACKWARD's (dQ tiles unchanged). ptxas spill bytes of the flattened kernel,
-#: bf16, MHA / GQA group 4: GPU_BACKWARD (64, F) 0 / 16, (64, T) 24 / 96, (128, *) 0 / 0;
-#: every candidate below 0 / 0.
+#: against GPU_BACKWARD's (dQ tiles unchanged). ptxas spill bytes per thread of the one-loop
+#: kernel, bf16, MHA / GQA group 4 (``python -m kernels.compile_check``): GPU_BACKWARD (64, F)
+#: 24 / 0, (64, T) 8 / 56 (every store outside the loop), (128, *) 0 / 0; the nested-loop kernel of the
+#: hold-out receipt: 24 / 308, 80 / 580, 0 / 176, 0 / 536.
 CONFIG_CANDIDATES = {
     (64, False): [(32, 128, 8, 4), (32, 128, 8, 3), (32, 64, 4, 3)],
     (64, True): [(16, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3)],

@@ -138,8 +138,9 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False):
-    """dK, dV of one key tile of one KV head, summed over the G query heads of its group.
+              EMULATE_BF16: tl.constexpr, GQA: tl.constexpr, WINDOW: tl.constexpr = False):
+    """dK, dV of one key tile of one KV head, summed over the G query heads of its group
+    (GQA = G > 1: a compile-time switch, so that only one of the two loops is compiled).
     Grid (cdiv(N_K, BLOCK_N), B*H_KV). ATOMIC_DQ: dQ accumulates by fp32 atomics into
     DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``. WINDOW: only the
     query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract), all masked."""
@@ -168,23 +169,36 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
     else:
         lo = 0
         hi = N_Q
-    # one loop over (group head g, query tile) pairs, one copy of the step: nested loops (the
-    # group's heads around a masked and an unmasked query loop) kept more state live and spilled
-    # registers on sm_90 (536 B per thread at HEAD_DIM 128 causal GQA; kernels/compile_check.py).
-    # Causal/window: every tile takes the mask, all-true on the tiles below the diagonal's
-    # (same loads, same values).
-    n_m = (hi - lo + BLOCK_M - 1) // BLOCK_M  # query tiles per head
-    for it in tl.range(0, G * n_m):
-        g = it // n_m
-        start_m = lo + (it - g * n_m) * BLOCK_M
-        h = hk * G + g
-        q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
-        do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
-        row = (b * H + h).to(tl.int64) * N_Q
-        dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, DQ_ACC + row * HEAD_DIM, start_m,
-                            offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale,
-                            sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ, DOT_PRECISION,
-                            EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    # One loop and one copy of the step: MHA over the query tiles, GQA over (group head, query
+    # tile) pairs. Nested loops (the group's heads around a masked and an unmasked query loop)
+    # spilled registers on sm_90 (536 B per thread at HEAD_DIM 128 causal GQA, stored once per
+    # program plus 16 B per head: the hold-out's extra dK/dV L2 writes; kernels/compile_check.py).
+    # Causal/window: every tile takes the mask, all-true below the diagonal (same loads, values).
+    if not GQA:  # MHA: the query tiles of head hk
+        q_base = Q + b.to(tl.int64) * stride_qz + hk.to(tl.int64) * stride_qh
+        do_base = DO + b.to(tl.int64) * stride_doz + hk.to(tl.int64) * stride_doh
+        row = (b * H + hk).to(tl.int64) * N_Q
+        for start_m in tl.range(lo, hi, BLOCK_M):
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, DQ_ACC + row * HEAD_DIM,
+                                start_m, offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod,
+                                qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
+                                DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    else:
+        g = 0
+        start_m = lo
+        for _ in tl.range(0, G * ((hi - lo + BLOCK_M - 1) // BLOCK_M)):  # G heads x query tiles
+            h = hk * G + g
+            q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
+            do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
+            row = (b * H + h).to(tl.int64) * N_Q
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, DQ_ACC + row * HEAD_DIM,
+                                start_m, offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod,
+                                qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
+                                DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+            start_m += BLOCK_M  # the next query tile, or the next head's first (no division per step)
+            wrap = start_m >= hi
+            g += wrap.to(tl.int32)
+            start_m = tl.where(wrap, lo, start_m)
     dk = dk * sm_scale
     tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
              _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
@@ -358,7 +372,8 @@ def flash_attention_backward(
         q, k, v, do, lse, delta, dk, dv, sm_scale, dq_acc,
         *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
         H, H_kv, shape.group, N_q, N_k, off, **win, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        ATOMIC_DQ=config.atomic_dq, **common, num_warps=config.num_warps, num_stages=config.num_stages)
+        ATOMIC_DQ=config.atomic_dq, GQA=shape.group > 1, **common, num_warps=config.num_warps,
+        num_stages=config.num_stages)
     if config.atomic_dq:
         dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
     else:

@@ -80,6 +80,9 @@ class CompileReport:
     spill_bytes: int | None = None  # spill stores + spill loads (ptxas -v)
     wgmma: int = 0  # wgmma.mma_async instructions in the PTX (Hopper tensor cores)
     tma: int = 0  # cp.async.bulk.tensor instructions in the PTX (TMA)
+    # bytes per thread of the local-memory (spill) instructions in the SASS, by loop depth:
+    # {"store@0": outside every loop, "load@1": inside one loop, ...} (:func:`local_memory_sites`)
+    local_bytes: dict[str, int] | None = None
 
 
 def _ptxas_info(ptx: str, arch: int) -> tuple[int | None, int | None]:
@@ -99,6 +102,47 @@ def _ptxas_info(ptx: str, arch: int) -> tuple[int | None, int | None]:
     return (int(regs.group(1)) if regs else None), (sum(int(s) for s in spills) if spills else None)
 
 
+def local_memory_sites(cubin: bytes) -> dict[str, int]:
+    """Bytes per thread of the local-memory instructions (``STL``/``LDL``, where ptxas puts
+    spills) in a cubin, by loop depth, from the bundled ``nvdisasm``.
+
+    A loop is the address range of a backward branch; an instruction's depth is the number of
+    such ranges around it. Keys ``"store@<depth>"``, ``"load@<depth>"``; values: bytes one
+    thread moves each time the instructions at that depth run (``STL`` 4 B, ``STL.64`` 8 B,
+    ``STL.128`` 16 B). Local memory is interleaved by thread, so a warp's access of 4 B is
+    128 contiguous bytes: local bytes of a launch = threads × Σ bytes × times each depth runs.
+    Empty when nothing spills.
+    """
+    import triton
+
+    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.cubin"
+        src.write_bytes(cubin)
+        sass = subprocess.run([str(nvdisasm), "-c", str(src)], capture_output=True, text=True, timeout=300).stdout
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    code: list[tuple[int, str]] = []  # (address, instruction)
+    for line in sass.splitlines():
+        if m := re.match(r"\s*\.(L_x_\d+):", line):
+            pending.append(m.group(1))
+        elif m := re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", line):
+            addr = int(m.group(1), 16)
+            labels.update((name, addr) for name in pending)
+            pending = []
+            code.append((addr, m.group(2)))
+    loops = [(labels[m.group(1)], addr) for addr, ins in code
+             if (m := re.search(r"\bBRA\s+`\(\.(L_x_\d+)\)", ins)) and labels.get(m.group(1), addr + 1) <= addr]
+    out: dict[str, int] = {}
+    for addr, ins in code:
+        if m := re.search(r"\b(STL|LDL)((?:\.[A-Z0-9]+)*)", ins):  # e.g. LDL.LU.64: width = the number
+            depth = sum(1 for lo, hi in loops if lo <= addr <= hi)
+            key = f"{'store' if m.group(1) == 'STL' else 'load'}@{depth}"
+            bits = [int(x) for x in m.group(2).split(".") if x.isdigit()]
+            out[key] = out.get(key, 0) + (bits[0] // 8 if bits else 4)
+    return out
+
+
 def _error_line(exc: Exception) -> str:
     """One line (at most 300 characters) naming a compile failure: its type and last message line."""
     text = str(exc).strip()
@@ -109,7 +153,8 @@ def _report(kernel: str, config: dict[str, Any], compiled: Any, arch: int) -> Co
     ptx = compiled.asm.get("ptx", "")
     regs, spills = _ptxas_info(ptx, arch)
     return CompileReport(kernel, config, True, shared_bytes=int(compiled.metadata.shared), registers=regs,
-                         spill_bytes=spills, wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"))
+                         spill_bytes=spills, wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
+                         local_bytes=local_memory_sites(compiled.asm["cubin"]) if spills else {})
 
 
 def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
@@ -201,12 +246,13 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
 def compile_backward(head_dim: int, dtype: str, causal: bool, group: int = 1, block_m: int = 32, block_n: int = 128,
                      num_warps: int = 4, num_stages: int = 3, dq_block_m: int = 128, dq_block_n: int = 64,
                      dq_num_warps: int = 8, dq_num_stages: int = 3, arch: int = 90,
-                     seqlen: int = 4096) -> list[CompileReport]:
+                     seqlen: int = 4096, window: bool = False) -> list[CompileReport]:
     """Compile the backward's ``_bwd_dkdv`` and ``_bwd_dq`` kernels (``kernels/backward.py``) for
     ``sm_<arch>``: B = 2, H = 16 · ``group`` query heads over H_kv = 16 KV heads, N = ``seqlen``
     (Triton specialises integers divisible by 16, so 3000 and 4096 may compile differently).
-    ``group`` matters: Triton specialises an integer argument equal to 1, so MHA (G = 1) compiles
-    without the dK/dV kernel's loop over the group's heads and GQA (G > 1) with it."""
+    ``group`` matters: Triton specialises an integer argument equal to 1, so MHA (G = 1) compiled
+    without the dK/dV kernel's loop over the group's heads and GQA (G > 1) with it. ``window``:
+    the sliding-window variant (``WINDOW=True``, a band of 1024 keys)."""
     import torch
 
     import kernels.backward as bw
@@ -221,7 +267,8 @@ def compile_backward(head_dim: int, dtype: str, causal: bool, group: int = 1, bl
     pad = head_dim_padded(head_dim)
     flags = dict(HEAD_DIM=head_dim, HEAD_DIM_PAD=pad, CAUSAL=causal,
                  DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False)
-    base = dict(head_dim=head_dim, dtype=dtype, causal=causal, group=group)
+    base = dict(head_dim=head_dim, dtype=dtype, causal=causal, group=group, **({"window": True} if window else {}))
+    win = (1024 if window else 0, 0)  # WIN_L, WIN_R (tokens)
     reports = []
     for kernel, cfg in (("_bwd_dkdv", dict(block_m=block_m, block_n=block_n, num_warps=num_warps,
                                            num_stages=num_stages)),
@@ -233,10 +280,10 @@ def compile_backward(head_dim: int, dtype: str, causal: bool, group: int = 1, bl
             if kernel == "_bwd_dkdv":
                 c = bw._bwd_dkdv.warmup(q, k, v, do, lse, delta, k, v, 0.125, delta, *q.stride(), *k.stride(),
                                         *v.stride(), *do.stride(), *k.stride(), *v.stride(), H, H_kv, group, N, N,
-                                        0, 0, 0, ATOMIC_DQ=False, WINDOW=False, **flags, **tiles)
+                                        0, *win, ATOMIC_DQ=False, WINDOW=window, GQA=group > 1, **flags, **tiles)
             else:
                 c = bw._bwd_dq.warmup(q, k, v, do, lse, delta, q, 0.125, *q.stride(), *k.stride(), *v.stride(),
-                                      *do.stride(), *q.stride(), H, group, N, N, 0, 0, 0, WINDOW=False, **flags,
+                                      *do.stride(), *q.stride(), H, group, N, N, 0, *win, WINDOW=window, **flags,
                                       **tiles)
         except Exception as exc:  # report, never abort the sweep
             reports.append(CompileReport(kernel, {**base, **cfg}, False, error=_error_line(exc)))
@@ -298,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     bad = 0
-    print(f"{'kernel':22s} {'config':64s} {'smem KiB':>8s} {'regs':>5s} {'spill B':>7s} {'wgmma':>5s} {'tma':>4s}")
+    print(f"{'kernel':22s} {'config':64s} {'smem KiB':>8s} {'regs':>5s} {'spill B':>7s} {'wgmma':>5s} {'tma':>4s} local B/thread by loop depth")
     for r in reports:
         c = r.config
         desc = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("path",))[:64]
@@ -306,14 +353,15 @@ def main(argv: list[str] | None = None) -> int:
             bad += 1
             print(f"{r.kernel:22s} {desc:64s} ERROR {r.error}")
             continue
+        local = " ".join(f"{k}={v}" for k, v in sorted((r.local_bytes or {}).items()))
         print(f"{r.kernel:22s} {desc:64s} {r.shared_bytes / 1024:8.1f} {r.registers!s:>5s} {r.spill_bytes!s:>7s} "
-              f"{r.wgmma:5d} {r.tma:4d}")
+              f"{r.wgmma:5d} {r.tma:4d} {local}")
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["CompileReport", "compile_backward", "compile_decode", "compile_prefill", "run"]
+__all__ = ["CompileReport", "compile_backward", "compile_decode", "compile_prefill", "local_memory_sites", "run"]
 
 
