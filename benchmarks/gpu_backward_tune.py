@@ -2,6 +2,7 @@
 against SDPA FLASH and cuDNN in one run (issue 11). Writes JSON to ``--out``.
 
     python benchmarks/gpu_backward_tune.py --out $OUT/bwd.json [--quick]
+    python benchmarks/gpu_backward_tune.py --out $OUT/bwd-configs.json --configs   # stage 4 alone, < 2 min
 
 1. Correctness: dq, dk, dv of a few shapes (GQA, both alignments, ragged, empty rows) against
    ``kernels.reference.reference_attention_backward``: relative Frobenius errors.
@@ -13,6 +14,13 @@ against SDPA FLASH and cuDNN in one run (issue 11). Writes JSON to ``--out``.
    FLASH_ATTENTION and SDPA CUDNN_ATTENTION, interleaved (:func:`iomodel.bench.timing.do_bench_interleaved`);
    TFLOP/s with forward 4·B·H·d·visible pairs and backward 2.5x that; peak memory above the
    inputs (``torch.cuda.max_memory_allocated``).
+4. ``--configs`` (alone): the GPU tiles of :data:`kernels.heuristics.GPU_BACKWARD` against the
+   candidates of :data:`CONFIG_CANDIDATES` that compile without register spills on sm_90
+   (``python -m kernels.compile_check``), side by side in one run: the backward alone on the
+   GQA shapes of the training hold-out (``sweeps/h200-train-holdout1.toml``, the steps whose
+   dK/dV writes the model missed), and forward + backward against SDPA FLASH on the 20 speed
+   rows of stage 3 (ratios, with the committed receipt's ratio of the kernel before its group
+   loop was flattened).
 """
 
 from __future__ import annotations
@@ -52,6 +60,25 @@ DQ_CANDIDATES = {  # dQ kernel: (BLOCK_M, BLOCK_N, num_warps, num_stages)
           (128, 32, 8, 3), (128, 64, 8, 3)],
     256: [(32, 32, 4, 2), (64, 32, 8, 1), (32, 64, 8, 1)],
 }
+
+
+#: Stage 4: per (HEAD_DIM, causal), dK/dV tiles (BLOCK_M, BLOCK_N, num_warps, num_stages) to time
+#: against GPU_BACKWARD's (dQ tiles unchanged). ptxas spill bytes per thread of the one-loop
+#: kernel, bf16, MHA / GQA group 4 (``python -m kernels.compile_check``): GPU_BACKWARD (64, F)
+#: 24 / 0, (64, T) 8 / 56 (every store outside the loop), (128, *) 0 / 0; the nested-loop kernel of the
+#: hold-out receipt: 24 / 308, 80 / 580, 0 / 176, 0 / 536.
+CONFIG_CANDIDATES = {
+    (64, False): [(32, 128, 8, 4), (32, 128, 8, 3), (32, 64, 4, 3)],
+    (64, True): [(16, 128, 4, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 4, 3)],
+    (128, False): [(32, 64, 4, 3)],
+    (128, True): [(32, 64, 8, 3), (64, 128, 8, 3)],
+}
+#: Stage 4: the GQA training steps of the hold-out (B, H, H_kv, N, HEAD_DIM, causal, alignment).
+HOLDOUT_GQA = [(2, 32, 8, 3000, 128, True, "top-left"), (4, 24, 8, 1024, 64, False, "top-left"),
+               (1, 40, 8, 4096, 128, True, "bottom-right"), (2, 16, 2, 2048, 128, False, "top-left"),
+               (4, 8, 1, 2048, 64, True, "top-left"), (1, 64, 8, 2048, 128, True, "top-left"),
+               (1, 28, 4, 8000, 128, False, "top-left"), (1, 32, 8, 2048, 128, True, "top-left")]
+RECEIPT = Path(__file__).resolve().parents[1] / "receipts" / "bwd-tune-h200-2026-12-01.json"
 
 
 def config_of(kv: tuple, dq: tuple, atomic: bool = False) -> bw.BackwardConfig:
@@ -179,15 +206,80 @@ def speed(best: dict, quick: bool) -> list[dict]:
     return out
 
 
+def _candidates(d: int, causal: bool) -> dict[str, bw.BackwardConfig]:
+    """Stage 4's configurations of one (HEAD_DIM, causal): ``current`` (GPU_BACKWARD) first."""
+    cur = bw.backward_config(d, "bf16", causal)
+    out = {"current": cur}
+    for bm, bn, w, st in CONFIG_CANDIDATES[(d, causal)]:
+        out[f"{bm}x{bn}w{w}s{st}"] = dataclasses.replace(cur, block_m=bm, block_n=bn, num_warps=w, num_stages=st)
+    return out
+
+
+def configs(quick: bool) -> dict:
+    """Stage 4: the backward alone on the hold-out's GQA shapes (ms; ratio current / candidate,
+    > 1 = the candidate is faster), then forward + backward on the speed rows against SDPA FLASH
+    (ratio SDPA time / ours, as stage 3), every candidate of one row interleaved in one run."""
+    rows_gqa, rows_speed = [], []
+    for B, H, Hkv, N, d, causal, align in HOLDOUT_GQA[: 3 if quick else None]:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, do = (torch.randn(B, H, N, d, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(2))
+        k, v = (torch.randn(B, Hkv, N, d, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(2))
+        o, lse = flash_attention(q, k, v, causal, align)
+        fns = {name: (lambda c=c: bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=c))
+               for name, c in _candidates(d, causal).items()}
+        med = {n: sorted(t)[len(t) // 2] for n, t in do_bench_interleaved(fns, rounds=3, warmup_ms=5,
+                                                                          rep_ms=30).items()}
+        row = dict(shape=[B, H, Hkv, N, d, causal, align], median_s=med,
+                   speedup_vs_current={n: med["current"] / t for n, t in med.items()})
+        print("gqa", row["shape"], {n: f"{t * 1e3:.3f}ms x{row['speedup_vs_current'][n]:.3f}" for n, t in med.items()},
+              flush=True)
+        rows_gqa.append(row)
+        del q, k, v, do, o, lse
+    before = {}
+    if RECEIPT.exists():
+        for r in json.loads(RECEIPT.read_text()).get("speed", []):
+            before[(r["d"], r["causal"], r["N"])] = r.get("ratio_vs_sdpa-flash")
+    seqlens = (1024, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
+    for d, causal, N in itertools.product((64, 128), (False, True), seqlens):
+        B, H = 16384 // N, 16
+        q, k, v, do = _inputs(B, H, N, d, torch.bfloat16)
+        fns = {}
+        for name, c in _candidates(d, causal).items():
+            def ours(c=c):
+                o, lse = flash_attention(q, k, v, causal)
+                return bw.flash_attention_backward(do, q.detach(), k.detach(), v.detach(), o.detach(), lse, causal,
+                                                   config=c)
+            fns[name] = ours
+        call = attention_call("sdpa-flash", dense_inputs(q, k, v, causal))
+        fns["sdpa-flash"] = lambda: torch.autograd.grad(call(), (q, k, v), do)
+        med = {n: sorted(t)[len(t) // 2] for n, t in do_bench_interleaved(fns, rounds=3, warmup_ms=5,
+                                                                          rep_ms=30).items()}
+        ratio = {n: med["sdpa-flash"] / t for n, t in med.items() if n != "sdpa-flash"}
+        row = dict(N=N, d=d, causal=causal, median_s=med, ratio_vs_sdpa_flash=ratio,
+                   receipt_ratio_vs_sdpa_flash=before.get((d, causal, N)))
+        print("speed", d, causal, N, {n: round(r, 3) for n, r in ratio.items()}, "receipt",
+              None if row["receipt_ratio_vs_sdpa_flash"] is None else round(row["receipt_ratio_vs_sdpa_flash"], 3),
+              flush=True)
+        rows_speed.append(row)
+        del q, k, v, do
+        torch.cuda.empty_cache()
+    return {"candidates": {f"{d}-{c}": {n: x.to_dict() for n, x in _candidates(d, c).items()}
+                           for d, c in CONFIG_CANDIDATES}, "gqa": rows_gqa, "speed": rows_speed}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--configs", action="store_true", help="stage 4 alone: GPU_BACKWARD vs CONFIG_CANDIDATES")
     ap.add_argument("--skip", default="", help="comma list of stages to skip: check,tune,speed")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     t0 = time.time()
     res = {"environment": environment("cuda"), "command": " ".join(sys.argv)}
+    if args.configs:
+        skip = {"check", "tune", "speed"}
+        res["configs"] = configs(args.quick)
     if "check" not in skip:
         res["correctness"] = correctness()
     if "tune" not in skip:

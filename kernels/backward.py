@@ -138,8 +138,9 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False):
-    """dK, dV of one key tile of one KV head, summed over the G query heads of its group.
+              EMULATE_BF16: tl.constexpr, GQA: tl.constexpr, WINDOW: tl.constexpr = False):
+    """dK, dV of one key tile of one KV head, summed over the G query heads of its group
+    (GQA = G > 1: a compile-time switch, so that only one of the two loops is compiled).
     Grid (cdiv(N_K, BLOCK_N), B*H_KV). ATOMIC_DQ: dQ accumulates by fp32 atomics into
     DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``. WINDOW: only the
     query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract), all masked."""
@@ -154,40 +155,50 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
     dv = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
 
-    # query tiles that see a key of this tile: rows m >= start_n - CAUSAL_OFF (causal);
-    # from full_m on, every row sees every key of the tile (no mask).
+    # query tiles [lo, hi) that see a key of this tile: rows m >= start_n - CAUSAL_OFF (causal)
     if WINDOW:
         # rows m that see a key of [start_n, start_n + BLOCK_N): start_n − off − WIN_R <= m and
-        # m < start_n + BLOCK_N − off + WIN_L; all masked (one loop: a second masked copy of
-        # the step would spill registers on sm_90)
+        # m < start_n + BLOCK_N − off + WIN_L
         lo = tl.maximum(start_n - CAUSAL_OFF - WIN_R, 0)
         lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
-        hi_m = tl.minimum(tl.maximum(start_n + BLOCK_N - CAUSAL_OFF + WIN_L, 0), N_Q)
-        full_m = tl.maximum(hi_m, lo)  # the one (masked) loop runs [lo, full_m)
+        hi = tl.maximum(tl.minimum(tl.maximum(start_n + BLOCK_N - CAUSAL_OFF + WIN_L, 0), N_Q), lo)
     elif CAUSAL:
         lo = tl.maximum(start_n - CAUSAL_OFF, 0)
         lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
-        full_m = start_n + BLOCK_N - 1 - CAUSAL_OFF
-        full_m = tl.minimum(tl.maximum(((full_m + BLOCK_M - 1) // BLOCK_M) * BLOCK_M, lo), N_Q)
+        hi = N_Q
     else:
         lo = 0
-        full_m = 0
-    for g in range(0, G):
-        h = hk * G + g
-        q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
-        do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
-        row = (b * H + h).to(tl.int64) * N_Q
-        dq_row = DQ_ACC + row * HEAD_DIM
-        for start_m in tl.range(lo, full_m, BLOCK_M):
-            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
-                                offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale,
-                                N_Q, CAUSAL_OFF, HEAD_DIM, True, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16,
-                                WIN_L, WIN_R, WINDOW)
-        if not WINDOW:
-            for start_m in tl.range(full_m, N_Q, BLOCK_M):
-                dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, dq_row, start_m, offs_m0,
-                                    offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod, qk_scale,
-                                    sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, False, ATOMIC_DQ, DOT_PRECISION, EMULATE_BF16)
+        hi = N_Q
+    # One loop and one copy of the step: MHA over the query tiles, GQA over (group head, query
+    # tile) pairs. Nested loops (the group's heads around a masked and an unmasked query loop)
+    # spilled registers on sm_90 (536 B per thread at HEAD_DIM 128 causal GQA, stored once per
+    # program plus 16 B per head: the hold-out's extra dK/dV L2 writes; kernels/compile_check.py).
+    # Causal/window: every tile takes the mask, all-true below the diagonal (same loads, values).
+    if not GQA:  # MHA: the query tiles of head hk
+        q_base = Q + b.to(tl.int64) * stride_qz + hk.to(tl.int64) * stride_qh
+        do_base = DO + b.to(tl.int64) * stride_doz + hk.to(tl.int64) * stride_doh
+        row = (b * H + hk).to(tl.int64) * N_Q
+        for start_m in tl.range(lo, hi, BLOCK_M):
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, DQ_ACC + row * HEAD_DIM,
+                                start_m, offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod,
+                                qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
+                                DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+    else:
+        g = 0
+        start_m = lo
+        for _ in tl.range(0, G * ((hi - lo + BLOCK_M - 1) // BLOCK_M)):  # G heads x query tiles
+            h = hk * G + g
+            q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
+            do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
+            row = (b * H + h).to(tl.int64) * N_Q
+            dk, dv = _dkdv_step(dk, dv, k, v, q_base, do_base, LSE + row, DELTA + row, DQ_ACC + row * HEAD_DIM,
+                                start_m, offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod,
+                                qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
+                                DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+            start_m += BLOCK_M  # the next query tile, or the next head's first (no division per step)
+            wrap = start_m >= hi
+            g += wrap.to(tl.int32)
+            start_m = tl.where(wrap, lo, start_m)
     dk = dk * sm_scale
     tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
              _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
@@ -361,7 +372,8 @@ def flash_attention_backward(
         q, k, v, do, lse, delta, dk, dv, sm_scale, dq_acc,
         *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
         H, H_kv, shape.group, N_q, N_k, off, **win, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        ATOMIC_DQ=config.atomic_dq, **common, num_warps=config.num_warps, num_stages=config.num_stages)
+        ATOMIC_DQ=config.atomic_dq, GQA=shape.group > 1, **common, num_warps=config.num_warps,
+        num_stages=config.num_stages)
     if config.atomic_dq:
         dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
     else:

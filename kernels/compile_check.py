@@ -10,7 +10,8 @@ sm_90 and what it costs: shared memory (bytes), registers per thread and spills 
 
 Usage (TRITON_INTERPRET must be unset)::
 
-    python -m kernels.compile_check               # the autotune candidates of heuristics.py, sm_90
+    python -m kernels.compile_check               # the autotune candidates of heuristics.py and the
+                                                  # backward's GPU_BACKWARD tiles (MHA and GQA), sm_90
     python -m kernels.compile_check --quick       # one configuration per kernel
     python -m kernels.compile_check --arch 80     # Ampere (pointer path only)
 
@@ -79,6 +80,9 @@ class CompileReport:
     spill_bytes: int | None = None  # spill stores + spill loads (ptxas -v)
     wgmma: int = 0  # wgmma.mma_async instructions in the PTX (Hopper tensor cores)
     tma: int = 0  # cp.async.bulk.tensor instructions in the PTX (TMA)
+    # bytes per thread of the local-memory (spill) instructions in the SASS, by loop depth:
+    # {"store@0": outside every loop, "load@1": inside one loop, ...} (:func:`local_memory_sites`)
+    local_bytes: dict[str, int] | None = None
 
 
 def _ptxas_info(ptx: str, arch: int) -> tuple[int | None, int | None]:
@@ -98,11 +102,59 @@ def _ptxas_info(ptx: str, arch: int) -> tuple[int | None, int | None]:
     return (int(regs.group(1)) if regs else None), (sum(int(s) for s in spills) if spills else None)
 
 
+def local_memory_sites(cubin: bytes) -> dict[str, int]:
+    """Bytes per thread of the local-memory instructions (``STL``/``LDL``, where ptxas puts
+    spills) in a cubin, by loop depth, from the bundled ``nvdisasm``.
+
+    A loop is the address range of a backward branch; an instruction's depth is the number of
+    such ranges around it. Keys ``"store@<depth>"``, ``"load@<depth>"``; values: bytes one
+    thread moves each time the instructions at that depth run (``STL`` 4 B, ``STL.64`` 8 B,
+    ``STL.128`` 16 B). Local memory is interleaved by thread, so a warp's access of 4 B is
+    128 contiguous bytes: local bytes of a launch = threads × Σ bytes × times each depth runs.
+    Empty when nothing spills.
+    """
+    import triton
+
+    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.cubin"
+        src.write_bytes(cubin)
+        sass = subprocess.run([str(nvdisasm), "-c", str(src)], capture_output=True, text=True, timeout=300).stdout
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    code: list[tuple[int, str]] = []  # (address, instruction)
+    for line in sass.splitlines():
+        if m := re.match(r"\s*\.(L_x_\d+):", line):
+            pending.append(m.group(1))
+        elif m := re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", line):
+            addr = int(m.group(1), 16)
+            labels.update((name, addr) for name in pending)
+            pending = []
+            code.append((addr, m.group(2)))
+    loops = [(labels[m.group(1)], addr) for addr, ins in code
+             if (m := re.search(r"\bBRA\s+`\(\.(L_x_\d+)\)", ins)) and labels.get(m.group(1), addr + 1) <= addr]
+    out: dict[str, int] = {}
+    for addr, ins in code:
+        if m := re.search(r"\b(STL|LDL)((?:\.[A-Z0-9]+)*)", ins):  # e.g. LDL.LU.64: width = the number
+            depth = sum(1 for lo, hi in loops if lo <= addr <= hi)
+            key = f"{'store' if m.group(1) == 'STL' else 'load'}@{depth}"
+            bits = [int(x) for x in m.group(2).split(".") if x.isdigit()]
+            out[key] = out.get(key, 0) + (bits[0] // 8 if bits else 4)
+    return out
+
+
+def _error_line(exc: Exception) -> str:
+    """One line (at most 300 characters) naming a compile failure: its type and last message line."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}"[:300]
+
+
 def _report(kernel: str, config: dict[str, Any], compiled: Any, arch: int) -> CompileReport:
     ptx = compiled.asm.get("ptx", "")
     regs, spills = _ptxas_info(ptx, arch)
     return CompileReport(kernel, config, True, shared_bytes=int(compiled.metadata.shared), registers=regs,
-                         spill_bytes=spills, wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"))
+                         spill_bytes=spills, wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
+                         local_bytes=local_memory_sites(compiled.asm["cubin"]) if spills else {})
 
 
 def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
@@ -147,7 +199,7 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
                 VARLEN=varlen, SEQUSED=varlen, num_warps=num_warps, num_stages=num_stages, grid=(1,))
     except Exception as exc:  # report, never abort the sweep
         return CompileReport("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, False,
-                             error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"[:300])
+                             error=_error_line(exc))
     return _report("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, compiled, arch)
 
 
@@ -204,7 +256,56 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
         reports.append(_report("_attn_decode_combine", dict(seqlen_q=seqlen_q, head_dim=head_dim), c2, arch))
     except Exception as exc:
         reports.append(CompileReport("_attn_decode", cfg, False,
-                                     error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"[:300]))
+                                     error=_error_line(exc)))
+    return reports
+
+
+def compile_backward(head_dim: int, dtype: str, causal: bool, group: int = 1, block_m: int = 32, block_n: int = 128,
+                     num_warps: int = 4, num_stages: int = 3, dq_block_m: int = 128, dq_block_n: int = 64,
+                     dq_num_warps: int = 8, dq_num_stages: int = 3, arch: int = 90,
+                     seqlen: int = 4096, window: bool = False) -> list[CompileReport]:
+    """Compile the backward's ``_bwd_dkdv`` and ``_bwd_dq`` kernels (``kernels/backward.py``) for
+    ``sm_<arch>``: B = 2, H = 16 · ``group`` query heads over H_kv = 16 KV heads, N = ``seqlen``
+    (Triton specialises integers divisible by 16, so 3000 and 4096 may compile differently).
+    ``group`` matters: Triton specialises an integer argument equal to 1, so MHA (G = 1) compiled
+    without the dK/dV kernel's loop over the group's heads and GQA (G > 1) with it. ``window``:
+    the sliding-window variant (``WINDOW=True``, a band of 1024 keys)."""
+    import torch
+
+    import kernels.backward as bw
+
+    dt = torch_dtype(dtype)
+    B, H_kv, N = 2, 16, seqlen
+    H = H_kv * group
+    q = torch.empty(B, H, N, head_dim, dtype=dt)
+    k = torch.empty(B, H_kv, N, head_dim, dtype=dt)
+    v, do = torch.empty_like(k), torch.empty_like(q)
+    lse, delta = torch.empty(B, H, N), torch.empty(B, H, N)
+    pad = head_dim_padded(head_dim)
+    flags = dict(HEAD_DIM=head_dim, HEAD_DIM_PAD=pad, CAUSAL=causal,
+                 DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False)
+    base = dict(head_dim=head_dim, dtype=dtype, causal=causal, group=group, **({"window": True} if window else {}))
+    win = (1024 if window else 0, 0)  # WIN_L, WIN_R (tokens)
+    reports = []
+    for kernel, cfg in (("_bwd_dkdv", dict(block_m=block_m, block_n=block_n, num_warps=num_warps,
+                                           num_stages=num_stages)),
+                        ("_bwd_dq", dict(block_m=dq_block_m, block_n=dq_block_n, num_warps=dq_num_warps,
+                                         num_stages=dq_num_stages))):
+        try:
+            tiles = dict(BLOCK_M=cfg["block_m"], BLOCK_N=cfg["block_n"], num_warps=cfg["num_warps"],
+                         num_stages=cfg["num_stages"], grid=(1,))
+            if kernel == "_bwd_dkdv":
+                c = bw._bwd_dkdv.warmup(q, k, v, do, lse, delta, k, v, 0.125, delta, *q.stride(), *k.stride(),
+                                        *v.stride(), *do.stride(), *k.stride(), *v.stride(), H, H_kv, group, N, N,
+                                        0, *win, ATOMIC_DQ=False, WINDOW=window, GQA=group > 1, **flags, **tiles)
+            else:
+                c = bw._bwd_dq.warmup(q, k, v, do, lse, delta, q, 0.125, *q.stride(), *k.stride(), *v.stride(),
+                                      *do.stride(), *q.stride(), H, group, N, N, 0, *win, WINDOW=window, **flags,
+                                      **tiles)
+        except Exception as exc:  # report, never abort the sweep
+            reports.append(CompileReport(kernel, {**base, **cfg}, False, error=_error_line(exc)))
+            continue
+        reports.append(_report(kernel, {**base, **cfg}, c, arch))
     return reports
 
 
@@ -237,6 +338,13 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
         reports.append(compile_prefill("prefill", 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                        False, arch, varlen=True))
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch)
+        # the backward's GPU tiles, MHA and GQA (a group of 4 compiles the loop over the group's heads)
+        for (d, causal), c in hx.GPU_BACKWARD.items():
+            if quick and (d, causal) != (128, True):
+                continue
+            for group in ((4,) if quick else (1, 4)):
+                reports += compile_backward(d, "bf16", causal, group, c.block_m, c.block_n, c.num_warps, c.num_stages,
+                                            c.dq_block_m, c.dq_block_n, c.dq_num_warps, c.dq_num_stages, arch)
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
         for page_size in ((16,) if quick else (16, 256)):  # the paged variant: BLOCK_N 16 and 64
             reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, page_size=page_size)[:1]
@@ -259,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     bad = 0
-    print(f"{'kernel':22s} {'config':64s} {'smem KiB':>8s} {'regs':>5s} {'spill B':>7s} {'wgmma':>5s} {'tma':>4s}")
+    print(f"{'kernel':22s} {'config':64s} {'smem KiB':>8s} {'regs':>5s} {'spill B':>7s} {'wgmma':>5s} {'tma':>4s} local B/thread by loop depth")
     for r in reports:
         c = r.config
         desc = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("path",))[:64]
@@ -267,14 +375,15 @@ def main(argv: list[str] | None = None) -> int:
             bad += 1
             print(f"{r.kernel:22s} {desc:64s} ERROR {r.error}")
             continue
+        local = " ".join(f"{k}={v}" for k, v in sorted((r.local_bytes or {}).items()))
         print(f"{r.kernel:22s} {desc:64s} {r.shared_bytes / 1024:8.1f} {r.registers!s:>5s} {r.spill_bytes!s:>7s} "
-              f"{r.wgmma:5d} {r.tma:4d}")
+              f"{r.wgmma:5d} {r.tma:4d} {local}")
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["CompileReport", "compile_decode", "compile_prefill", "run"]
+__all__ = ["CompileReport", "compile_backward", "compile_decode", "compile_prefill", "local_memory_sites", "run"]
 
 

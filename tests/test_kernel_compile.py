@@ -30,7 +30,12 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
     assert out.returncode == 0, out.stderr[-2000:]
     every = json.loads(out.stdout.strip().splitlines()[-1])
     reports = {r["kernel"]: r for r in every}
-    assert set(reports) == {"_attn_fwd_tma", "_attn_fwd", "_attn_decode", "_attn_decode_combine"}
+    assert set(reports) == {"_attn_fwd_tma", "_attn_fwd", "_attn_decode", "_attn_decode_combine", "_bwd_dkdv",
+                            "_bwd_dq"}
+    # the backward: HEAD_DIM 128 causal with a GQA group of 4 (the loop over the group's heads; it
+    # spilled 536 B per thread before the (head, query tile) loop was flattened, issue 11 hold-out)
+    assert reports["_bwd_dkdv"]["config"] == dict(head_dim=128, dtype="bf16", causal=True, group=4, block_m=32,
+                                                  block_n=64, num_warps=4, num_stages=3)
     assert all(r["ok"] for r in every), [r["error"] for r in every if not r["ok"]]
     # each prefill and decode kernel once without and once with a sliding window (WINDOW=True)
     assert sorted(r["kernel"] for r in every if r["config"].get("window")) == ["_attn_decode", "_attn_fwd",
@@ -45,3 +50,29 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
         # the default tiles fit: no register spills, shared memory <= 227 KiB
         assert r["spill_bytes"] == 0, r
         assert r["shared_bytes"] <= 227 * 1024, r
+
+
+def test_backward_dkdv_spills_and_their_sites():
+    """HEAD_DIM 128 GQA non-causal compiles without spills (176 B with the nested loops);
+    HEAD_DIM 64 causal GQA and non-causal MHA still spill a little: the SASS sites of their
+    local-memory instructions add up to ptxas's spill bytes, and every store is outside the loop
+    (once per program, so the spills add no per-step L2 writes)."""
+    pytest.importorskip("triton.backends.nvidia.driver")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = ("import json; from kernels import compile_check as cc; from kernels.heuristics import GPU_BACKWARD as G; "
+            "cc._install_fake_driver(90); r = []\n"
+            "for d, causal, dtype, group in ((128, False, 'fp16', 8), (64, True, 'bf16', 4), (64, False, 'bf16', 1)):\n"
+            "    c = G[(d, causal)]\n"
+            "    r += cc.compile_backward(d, dtype, causal, group, c.block_m, c.block_n, c.num_warps, c.num_stages)\n"
+            "print(json.dumps([x.__dict__ for x in r]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    every = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [r["kernel"] for r in every] == ["_bwd_dkdv", "_bwd_dq"] * 3
+    assert all(r["ok"] for r in every), [r["error"] for r in every]
+    for r in every[:2] + every[3:4] + every[5:]:
+        assert r["spill_bytes"] == 0 and r["local_bytes"] == {}, r
+    for r in (every[2], every[4]):
+        assert r["kernel"] == "_bwd_dkdv" and r["spill_bytes"] > 0, r
+        assert sum(r["local_bytes"].values()) == r["spill_bytes"], r  # ptxas -v against the SASS
+        assert [k for k in r["local_bytes"] if k.startswith("store")] == ["store@0"], r
