@@ -1,4 +1,4 @@
-"""The training hold-out receipt (issue 11, item 5): validation of the backward DRAM estimate.
+"""The training hold-outs (issue 11, item 5) and the sliding-window receipt (issue 13): validation receipts.
 
 ``receipts/ncu-h200-train-holdout1-2026-12-01.json`` (sweeps/h200-train-holdout1.toml, 38
 bundled training steps and 6 eager steps, chosen and committed before they were measured and
@@ -86,3 +86,25 @@ def test_second_holdout_gqa_d128_dkdv_writes_are_exact(rec2):
     for r in rows:
         lv = r.level("L2 _bwd_dkdv")
         assert lv.measured_write == lv.predicted_write == 2 * r.spec.batch * r.spec.kv_heads * r.spec.seqlen_k * 128 * 2
+
+
+# --- the sliding-window receipt (issue 13, item 4): sweeps/h200-window1.toml, 16 bundled-kernel
+# shapes (forward, decode, training steps) and 3 eager-chain shapes, committed before measurement
+WINDOW = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-window1-2026-12-01.json"
+
+
+@pytest.fixture(scope="module")
+def rec_window():
+    return reconcile(Measurement.load(WINDOW))
+
+
+@pytest.mark.parametrize("impl, level, read, write", [
+    ("baseline", "HBM", (3, 3), (3, 3)),
+    # misses: Mistral-like 32k with a 4096 window reads 0.85x the prediction (GQA K/V re-fetch
+    # predicted at the L2 capacity edge, issue 12's kind); a B=16 decode wrote 2.9 MiB, 19 KiB predicted
+    ("tiled", "HBM", (15, 16), (15, 16)),
+    ("tiled", "L2", (16, 16), (16, 16)),
+])
+def test_window_counts(rec_window, impl, level, read, write):
+    assert _counts(rec_window, impl, level, "read") == read
+    assert _counts(rec_window, impl, level, "write") == write
