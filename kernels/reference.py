@@ -221,11 +221,13 @@ def random_paged_cache(batch: int, kv_heads: int, head_dim: int, page_size: int,
     ``k_cache``, ``v_cache`` ``(num_blocks, page_size, H_kv, d)`` with num_blocks = batch · max_pages
     (default max_pages = ⌈max(seqlens) / page_size⌉, at least 1), pages handed out in a random
     order (so a sequence's pages are not contiguous); ``block_table`` ``(batch, max_pages)`` int32
-    (every entry a valid page); ``cache_seqlens`` ``(batch,)`` int32 = ``seqlens``.
+    (every entry a valid page); ``cache_seqlens`` ``(batch,)`` int32 = ``seqlens``; all on
+    ``generator.device``.
     """
     max_pages = max_pages or max(1, -(-max(seqlens) // page_size))
     num_blocks = batch * max_pages
-    k_cache = torch.randn(num_blocks, page_size, kv_heads, head_dim, generator=generator).to(dtype)
-    v_cache = torch.randn(num_blocks, page_size, kv_heads, head_dim, generator=generator).to(dtype)
-    block_table = torch.randperm(num_blocks, generator=generator).reshape(batch, max_pages).to(torch.int32)
-    return k_cache, v_cache, block_table, torch.tensor(seqlens, dtype=torch.int32)
+    dev = generator.device  # the tensors live where the generator does (a CUDA generator: on the GPU)
+    k_cache = torch.randn(num_blocks, page_size, kv_heads, head_dim, generator=generator, device=dev).to(dtype)
+    v_cache = torch.randn(num_blocks, page_size, kv_heads, head_dim, generator=generator, device=dev).to(dtype)
+    block_table = torch.randperm(num_blocks, generator=generator, device=dev).reshape(batch, max_pages).to(torch.int32)
+    return k_cache, v_cache, block_table, torch.tensor(seqlens, dtype=torch.int32, device=dev)

@@ -115,7 +115,8 @@ def _sdpa_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any) -> Callable[[
 
 
 def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
-              pinned: dict[str, Any] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+              pinned: dict[str, Any] | None = None,
+              paged: tuple[Any, Any] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
     """The zero-argument call of one implementation, and a function giving its config.
 
     Args:
@@ -124,6 +125,9 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
             its backward and the eager chain; SDPA takes none).
         q: ``(B, H, seqlen_q, HEAD_DIM)``; k, v: ``(B, H_kv, seqlen_k, HEAD_DIM)``, on one device.
         pinned: (``tiled`` only) ``KernelConfig`` fields to run instead of autotuning.
+        paged: (``tiled``, ``spec.page_size`` set) ``(block_table, cache_seqlens)``, int32
+            ``(B, max_pages)`` and ``(B,)``; k, v are then the page pools
+            ``(num_blocks, page_size, H_kv, HEAD_DIM)`` (:func:`kernels.reference.random_paged_cache`).
 
     Returns:
         ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)`` (with
@@ -134,8 +138,13 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
 
     Raises:
         IomodelError: an unknown implementation, a pinned config that is not a ``KernelConfig``,
-            or an SDPA implementation asked for a window.
+            or an SDPA implementation asked for a window, a paged shape without its tables or with an
+            implementation other than ``tiled``.
     """
+    if spec.page_size is not None and impl != "tiled":
+        raise IomodelError(f"{impl} reads no paged KV cache: measure a page_size shape with tiled")
+    if (spec.page_size is None) != (paged is None):
+        raise IomodelError("pass paged = (block_table, cache_seqlens) exactly when spec.page_size is set")
     if spec.backward:
         return training_call(impl, spec, q, k, v, pinned)
     if impl == "tiled":
@@ -154,7 +163,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
 
         def call():
             o, lse, cfg = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, return_config=True,
-                                          config=kc, window=spec.window)
+                                          config=kc, window=spec.window,
+                                          **({} if paged is None else {"block_table": paged[0], "cache_seqlens": paged[1]}))
             state["cfg"] = cfg
             return o
 
@@ -262,14 +272,22 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
     for s in shapes:
         sp = s.spec
         entry: dict[str, Any] = {"config": None, "error": None}
-        q = k = v = None
+        q = k = v = paged = None
         try:
             torch.manual_seed(s.seed)
             dt = torch_dtype(sp.dtype)
             q = torch.randn(sp.batch, sp.heads, sp.seqlen_q, sp.head_dim, device=dev, dtype=dt)  # (B, H, N_q, d)
-            k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
-            v = torch.randn_like(k)  # (B, H_kv, N_k, d)
-            call, config = impl_call(s.impl, sp, q, k, v, s.config)
+            if sp.page_size is not None:  # a tight table, pages in random order, every sequence seqlen_k keys
+                from kernels.reference import random_paged_cache
+
+                g = torch.Generator(device=dev).manual_seed(s.seed)
+                k, v, table, lens = random_paged_cache(sp.batch, sp.kv_heads, sp.head_dim, sp.page_size,
+                                                       [sp.seqlen_k] * sp.batch, dt, g)  # (pages, page_size, H_kv, d)
+                paged = (table, lens)
+            else:
+                k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
+                v = torch.randn_like(k)  # (B, H_kv, N_k, d)
+            call, config = impl_call(s.impl, sp, q, k, v, s.config, paged)
             call()  # warm-up: compilation and autotuning, outside the profiled region
             with profiled_range(s.id) if gpu else contextlib.nullcontext():
                 call()
@@ -277,7 +295,7 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
         except Exception as exc:  # recorded per shape; the batch goes on
             entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
         finally:
-            del q, k, v
+            del q, k, v, paged
             if gpu:
                 torch.cuda.empty_cache()
         manifest[s.id] = entry

@@ -243,6 +243,9 @@ class ShapeMeasurement:
         for k in SPEC_WORDS:
             if k in spec:
                 jv.string(spec[k], f"{where}: spec.{k}", fix=FIX)
+        if spec.get("page_size") is not None:
+            spec["page_size"] = jv.number(spec["page_size"], f"{where}: spec.page_size", what="a whole number of tokens per page",
+                                          positive=True, integer=True, fix=FIX)
         for k in SPEC_WINDOW:
             if k in spec:
                 spec[k] = jv.number(spec[k], f"{where}: spec.{k}", what="a whole number of tokens, 0 or more (null: unbounded)",
@@ -449,13 +452,16 @@ def shape_id(spec: LayerSpec, impl: str) -> str:
 
     The mask part is ``nc`` (not causal), ``tl`` (causal top-left) or ``br`` (causal bottom-right),
     followed by ``-wL_R`` when the spec gives a sliding window (its sides in tokens as given,
-    ``inf`` for an unbounded one: ``...-tl-w4096_inf-tiled``); no suffix without a window, so
-    the ids of windowless shapes are those of the committed receipts.
+    ``inf`` for an unbounded one: ``...-tl-w4096_inf-tiled``) and ``-pN`` for a paged KV cache of
+    N tokens per page (``...-br-p64-tiled``); no suffix without them, so the ids of dense
+    windowless shapes are those of the committed receipts.
     """
     mask = "nc" if not spec.causal else ("tl" if spec.causal_align == "top-left" else "br")
     if spec.window_left is not None or spec.window_right is not None:
         side = lambda v: "inf" if v is None else str(v)  # noqa: E731
         mask += f"-w{side(spec.window_left)}_{side(spec.window_right)}"
+    if spec.page_size is not None:
+        mask += f"-p{spec.page_size}"
     return (
         f"b{spec.batch}-h{spec.heads}-kv{spec.kv_heads}-d{spec.head_dim}-{spec.dtype}"
         f"-q{spec.seqlen_q}-k{spec.seqlen_k}-{mask}-{impl}" + ("-bwd" if spec.backward else "")

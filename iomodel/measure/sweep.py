@@ -22,8 +22,9 @@ from iomodel.spec import PASSES, LayerSpec
 
 #: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``pass`` = "fwd" or
 #: "fwd+bwd" (one training step), ``window`` = L or [L, R] (the sliding window), ``impls``, ``seed``).
+#: ``page_size``: decode over a paged KV cache of that many tokens per page (bundled kernel only).
 _SPEC_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k", "dtype", "causal",
-                "causal_align", "phase", "name", "backward")  # backward: set from ``pass`` only
+                "causal_align", "phase", "name", "backward", "page_size")  # backward: set from ``pass`` only
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class Sweep:
 
 #: Implementations that take a sliding window (SDPA has no window argument).
 WINDOW_IMPLS = ("tiled", "baseline", "baseline-fp32")
+#: Implementations that read a paged KV cache (block_table / cache_seqlens): the bundled kernel only.
+PAGED_IMPLS = ("tiled",)
 
 
 def _window_sides(value: Any, where: str) -> tuple[int | None, int | None]:
@@ -165,11 +168,14 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     ``phase`` to decode when seqlen_q <= 16), ``seqlen`` (sets seqlen_q and seqlen_k),
     ``window`` (the sliding window in tokens: ``L``, or ``[L, R]`` with -1 for an unbounded
     side; a list of such pairs expands like any list; see :func:`_window_sides`),
+    ``page_size`` (decode over a paged KV cache of that many tokens per page, 16 ... 1024;
+    :attr:`~iomodel.spec.LayerSpec.page_size`),
     ``impls`` (list of implementations, default ``["tiled"]``) and ``seed`` (default 0).
 
     Raises:
         IomodelError: an unknown key, an invalid shape or window, an unknown implementation, an
-            SDPA implementation on a window shape (SDPA has no window), a duplicate shape, or no
+            SDPA implementation on a window shape (SDPA has no window), a page_size on a prefill shape
+            or with an implementation other than ``tiled``, a duplicate shape, or no
             shapes at all.
     """
     known_top = {"name", "hardware", "defaults", "ncu", "shape", "l2_model", "description"}
@@ -229,6 +235,15 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if k in ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") and (
                         isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                     raise IomodelError(f"{where}: {k} must be a positive whole number, got {jv.describe(v)}: fix the file")
+            if entry.get("page_size") is not None:
+                from iomodel.schedule.tiles import page_size_refusal
+
+                reason = page_size_refusal(entry["page_size"], "fix the file")
+                if reason is not None:
+                    raise IomodelError(f"{where}: {reason}")
+            if entry.get("page_size") is not None and entry.get("phase") != "decode":
+                raise IomodelError(f"{where}: page_size (a paged KV cache) is measured for decode only: set seqlen_q "
+                                   "<= 16 or phase = \"decode\", or drop page_size")
             if entry.get("phase") == "decode" and entry.get("backward"):
                 raise IomodelError(f"{where}: a decode shape has no backward: drop pass = \"fwd+bwd\" or set phase = "
                                    "\"prefill\"")
@@ -244,6 +259,9 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if spec.window is not None and impl not in WINDOW_IMPLS:
                     raise IomodelError(f"{where}: {impl} takes no sliding window: use impls among {', '.join(WINDOW_IMPLS)} "
                                        "for a window shape")
+                if spec.page_size is not None and impl not in PAGED_IMPLS:
+                    raise IomodelError(f"{where}: {impl} reads no paged KV cache: use impls = [\"tiled\"] for a "
+                                       "page_size shape")
                 sid = shape_id(spec, impl)
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate")
