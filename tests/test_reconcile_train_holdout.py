@@ -108,3 +108,15 @@ def rec_window():
 def test_window_counts(rec_window, impl, level, read, write):
     assert _counts(rec_window, impl, level, "read") == read
     assert _counts(rec_window, impl, level, "write") == write
+
+
+# --- the paged KV cache receipt (issue 13, item 4): sweeps/h200-serving1.toml, 10 decode shapes
+# over a paged cache (pages 16/64/256), committed before measurement
+SERVING = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-serving1-2026-12-01.json"
+
+
+@pytest.mark.parametrize("level, read, write", [("HBM", (10, 10), (10, 10)), ("L2", (10, 10), (10, 10))])
+def test_paged_counts(level, read, write):
+    rec = reconcile(Measurement.load(SERVING))
+    assert _counts(rec, "tiled", level, "read") == read
+    assert _counts(rec, "tiled", level, "write") == write
