@@ -51,7 +51,7 @@ def run_interpreter(sweep, command: str, echo) -> "object":
             is checked before the first is counted), or torch/triton are missing.
     """
     from iomodel.spec.hardware import get_hardware
-    from iomodel.measure.interpret import count_flash_attention
+    from iomodel.measure.interpret import count_flash_attention, count_flash_attention_varlen
     from iomodel.measure.ncu import environment
     from iomodel.measure.records import Measurement, ShapeMeasurement
     from kernels.heuristics import INTERPRETER_DECODE_BLOCK_N, INTERPRETER_PREFILL
@@ -73,10 +73,12 @@ def run_interpreter(sweep, command: str, echo) -> "object":
             )
     shapes = []
     for s in tiled:
-        counts, cfg, _ = count_flash_attention(s.spec, seed=s.seed)
+        counts, cfg, _ = (count_flash_attention(s.spec, seed=s.seed) if s.seqlens is None
+                          else count_flash_attention_varlen(s.ragged(), seed=s.seed))
         shapes.append(ShapeMeasurement(
             id=s.id, impl="tiled", spec=s.spec, config=cfg.to_dict(),
             sram_fill={k: {"read_bytes": v.read_bytes, "write_bytes": v.write_bytes} for k, v in counts.items()},
+            seqlens=s.seqlens,
         ))
         echo(f"{s.id}: counted")
     if not shapes:

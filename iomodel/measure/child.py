@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -116,7 +117,8 @@ def _sdpa_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any) -> Callable[[
 
 def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
               pinned: dict[str, Any] | None = None,
-              paged: tuple[Any, Any] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+              paged: tuple[Any, Any] | None = None,
+              varlen: tuple[Any, Any, int, int] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
     """The zero-argument call of one implementation, and a function giving its config.
 
     Args:
@@ -128,6 +130,9 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         paged: (``tiled``, ``spec.page_size`` set) ``(block_table, cache_seqlens)``, int32
             ``(B, max_pages)`` and ``(B,)``; k, v are then the page pools
             ``(num_blocks, page_size, H_kv, HEAD_DIM)`` (:func:`kernels.reference.random_paged_cache`).
+        varlen: (``tiled``, a ragged batch) ``(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)``,
+            int32 ``(B + 1,)`` each and two ints; q is then packed ``(total_q, H, HEAD_DIM)`` and
+            k, v ``(total_k, H_kv, HEAD_DIM)``, run by ``kernels.flash_attention.flash_attention_varlen``.
 
     Returns:
         ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)`` (with
@@ -143,6 +148,9 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
     """
     if spec.page_size is not None and impl != "tiled":
         raise IomodelError(f"{impl} reads no paged KV cache: measure a page_size shape with tiled")
+    if varlen is not None and (impl != "tiled" or spec.backward or paged is not None):
+        raise IomodelError(f"{impl}: a packed ragged batch runs the tiled forward only (no backward, no paged cache): "
+                           "measure a seqlens shape with tiled, pass fwd")
     if (spec.page_size is None) != (paged is None):
         raise IomodelError("pass paged = (block_table, cache_seqlens) exactly when spec.page_size is set")
     if spec.backward:
@@ -162,6 +170,14 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
                 raise IomodelError(f"pinned config {pinned} is not a KernelConfig ({exc}): pin a recorded config") from exc
 
         def call():
+            if varlen is not None:
+                from kernels.flash_attention import flash_attention_varlen
+
+                o, lse, cfg = flash_attention_varlen(q, k, v, *varlen, causal=spec.causal,
+                                                     causal_align=spec.causal_align, window=spec.window,
+                                                     config=kc, return_config=True)  # o: (total_q, H, d)
+                state["cfg"] = cfg
+                return o
             o, lse, cfg = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, return_config=True,
                                           config=kc, window=spec.window,
                                           **({} if paged is None else {"block_table": paged[0], "cache_seqlens": paged[1]}))
@@ -272,12 +288,22 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
     for s in shapes:
         sp = s.spec
         entry: dict[str, Any] = {"config": None, "error": None}
-        q = k = v = paged = None
+        q = k = v = paged = varlen = None
         try:
             torch.manual_seed(s.seed)
             dt = torch_dtype(sp.dtype)
-            q = torch.randn(sp.batch, sp.heads, sp.seqlen_q, sp.head_dim, device=dev, dtype=dt)  # (B, H, N_q, d)
-            if sp.page_size is not None:  # a tight table, pages in random order, every sequence seqlen_k keys
+            if s.seqlens is not None:  # a packed ragged batch: sequences back to back, int32 cu_seqlens
+                lens_q, lens_k = [p[0] for p in s.seqlens], [p[1] for p in s.seqlens]
+                q = torch.randn(sum(lens_q), sp.heads, sp.head_dim, device=dev, dtype=dt)  # (total_q, H, d)
+                k = torch.randn(sum(lens_k), sp.kv_heads, sp.head_dim, device=dev, dtype=dt)  # (total_k, H_kv, d)
+                v = torch.randn_like(k)  # (total_k, H_kv, d)
+                cu = lambda xs: torch.tensor([0, *itertools.accumulate(xs)], dtype=torch.int32, device=dev)  # noqa: E731
+                varlen = (cu(lens_q), cu(lens_k), max(lens_q), max(lens_k))  # (B + 1,) each
+            else:
+                q = torch.randn(sp.batch, sp.heads, sp.seqlen_q, sp.head_dim, device=dev, dtype=dt)  # (B, H, N_q, d)
+            if s.seqlens is not None:
+                pass  # packed above
+            elif sp.page_size is not None:  # a tight table, pages in random order, every sequence seqlen_k keys
                 from kernels.reference import random_paged_cache
 
                 g = torch.Generator(device=dev).manual_seed(s.seed)
@@ -287,7 +313,7 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
             else:
                 k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
                 v = torch.randn_like(k)  # (B, H_kv, N_k, d)
-            call, config = impl_call(s.impl, sp, q, k, v, s.config, paged)
+            call, config = impl_call(s.impl, sp, q, k, v, s.config, paged, varlen)
             call()  # warm-up: compilation and autotuning, outside the profiled region
             with profiled_range(s.id) if gpu else contextlib.nullcontext():
                 call()
@@ -295,7 +321,7 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
         except Exception as exc:  # recorded per shape; the batch goes on
             entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
         finally:
-            del q, k, v, paged
+            del q, k, v, paged, varlen
             if gpu:
                 torch.cuda.empty_cache()
         manifest[s.id] = entry

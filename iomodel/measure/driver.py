@@ -101,7 +101,7 @@ def assemble(shapes: Sequence[SweepShape], manifest: dict[str, dict[str, Any]], 
         if error is None and not kernels:
             error = "no profiled kernel carries this shape's NVTX tag" if info else "the profiled process never reached this shape"
         out.append(ShapeMeasurement(id=s.id, impl=s.impl, spec=s.spec, config=info.get("config"),
-                                    kernels=kernels, error=error))
+                                    kernels=kernels, error=error, seqlens=s.seqlens))
     return out
 
 
@@ -344,7 +344,7 @@ def profile(
     for n, batch in enumerate(batches(sweep.shapes, sweep.batch_size)):
         left = None if budget_s is None else budget_s - (time.time() - t_start)
         if left is not None and left <= 5:
-            results += [ShapeMeasurement(s.id, s.impl, s.spec, error="not run: the time budget was spent")
+            results += [ShapeMeasurement(s.id, s.impl, s.spec, error="not run: the time budget was spent", seqlens=s.seqlens)
                         for s in batch]
             continue
         shapes_file, manifest_file, log_file = batch_files(work, n)

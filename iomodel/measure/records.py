@@ -168,6 +168,9 @@ class ShapeMeasurement:
         kernels: Nsight Compute records of the profiled kernels, in launch order.
         sram_fill: interpreter counts: tensor -> ``{"read_bytes", "write_bytes"}`` (bytes).
         error: why this shape has no data (a message), else None.
+        seqlens: a ragged (varlen) batch: one ``(N_q, N_k)`` pair per sequence (tokens); ``spec``
+            is then the batch padded to its longest sequence (:meth:`RaggedSpec.padded
+            <iomodel.spec.ragged.RaggedSpec.padded>`). None for a dense batch.
     """
 
     id: str
@@ -177,6 +180,11 @@ class ShapeMeasurement:
     kernels: list[KernelRecord] = field(default_factory=list)
     sram_fill: dict[str, dict[str, int]] | None = None
     error: str | None = None
+    seqlens: tuple[tuple[int, int], ...] | None = None
+
+    def ragged(self) -> Any:
+        """The :class:`~iomodel.spec.ragged.RaggedSpec` of a ragged record (None for a dense one)."""
+        return ragged_spec(self.spec, self.seqlens)
 
     def quantity(self, quantity: str) -> float | None:
         """Sum over the profiled kernels of one quantity (bytes or seconds); None if unmeasured."""
@@ -210,6 +218,7 @@ class ShapeMeasurement:
             "kernels": [k.to_dict() for k in self.kernels],
             "sram_fill": self.sram_fill,
             "error": self.error,
+            **({} if self.seqlens is None else {"seqlens": [list(p) for p in self.seqlens]}),
         }
 
     @classmethod
@@ -278,6 +287,7 @@ class ShapeMeasurement:
             kernels=[KernelRecord.from_dict(k, f"{where}: kernels[{i}]") for i, k in enumerate(kernels)],
             sram_fill=sram_fill,
             error=jv.string(d.get("error"), f"{where}: error", allow_none=True, fix=FIX),
+            seqlens=read_seqlens(d.get("seqlens"), layer, f"{where}: seqlens", FIX),
         )
 
 
@@ -446,7 +456,45 @@ def expected_kernels(impl: str, spec: LayerSpec, config: dict[str, Any] | None) 
     return 2 if spec.phase == "decode" and int(config.get("num_splits", 1)) > 1 else 1
 
 
-def shape_id(spec: LayerSpec, impl: str) -> str:
+def ragged_spec(spec: LayerSpec, seqlens: tuple[tuple[int, int], ...] | None) -> Any:
+    """The :class:`~iomodel.spec.ragged.RaggedSpec` of ``seqlens`` (``(N_q, N_k)`` pairs, tokens)
+    over ``spec``'s heads, dtype and mask; None when ``seqlens`` is None.
+
+    Raises:
+        IomodelError: as :class:`~iomodel.spec.ragged.RaggedSpec` (no sequence, a length < 1,
+            a backward or decode layer).
+    """
+    if seqlens is None:
+        return None
+    from iomodel.spec.ragged import RaggedSpec
+
+    return RaggedSpec(spec, tuple(tuple(p) for p in seqlens))
+
+
+def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tuple[int, int], ...] | None:
+    """A record's ``seqlens``: None, or a list of ``[N_q, N_k]`` pairs (tokens) whose padded
+    batch is ``spec`` (batch = the count, seqlen_q / seqlen_k = the longest).
+
+    Raises:
+        IomodelError: not a list of pairs of whole numbers >= 1, or a spec that is not their padded batch.
+    """
+    if value is None:
+        return None
+    items = jv.array(value, where, fix=fix)
+    pairs = []
+    for i, p in enumerate(items):
+        if not isinstance(p, list) or len(p) != 2:
+            raise IomodelError(f"{where}[{i}]: expected an [N_q, N_k] pair, got {jv.describe(p)}: {fix}")
+        pairs.append(tuple(int(jv.number(n, f"{where}[{i}]", what="a whole number of tokens, 1 or more",
+                                         positive=True, integer=True, fix=fix)) for n in p))
+    rs = ragged_spec(spec, tuple(pairs))
+    if rs.padded() != spec.with_(phase="prefill"):
+        raise IomodelError(f"{where}: spec is not the batch padded to these sequences (batch {rs.batch}, "
+                           f"seqlen_q {rs.max_seqlen_q}, seqlen_k {rs.max_seqlen_k}): {fix}")
+    return rs.seqlens
+
+
+def shape_id(spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None = None) -> str:
     """A readable unique id of a (shape, implementation), e.g. ``b1-h32-kv8-d128-bf16-q4096-k4096-tl-tiled``
     (``-bwd`` appended for a forward + backward step).
 
@@ -454,7 +502,9 @@ def shape_id(spec: LayerSpec, impl: str) -> str:
     followed by ``-wL_R`` when the spec gives a sliding window (its sides in tokens as given,
     ``inf`` for an unbounded one: ``...-tl-w4096_inf-tiled``) and ``-pN`` for a paged KV cache of
     N tokens per page (``...-br-p64-tiled``); no suffix without them, so the ids of dense
-    windowless shapes are those of the committed receipts.
+    windowless shapes are those of the committed receipts. A ragged batch (``seqlens``, ``spec``
+    its padded batch) adds ``-ragCxQ_K``: C sequences of Q query and K key tokens in all
+    (``b3-...-q3000-k3000-tl-rag3x3589_3589-tiled``).
     """
     mask = "nc" if not spec.causal else ("tl" if spec.causal_align == "top-left" else "br")
     if spec.window_left is not None or spec.window_right is not None:
@@ -462,6 +512,8 @@ def shape_id(spec: LayerSpec, impl: str) -> str:
         mask += f"-w{side(spec.window_left)}_{side(spec.window_right)}"
     if spec.page_size is not None:
         mask += f"-p{spec.page_size}"
+    if seqlens is not None:
+        mask += f"-rag{len(seqlens)}x{sum(q for q, _ in seqlens)}_{sum(k for _, k in seqlens)}"
     return (
         f"b{spec.batch}-h{spec.heads}-kv{spec.kv_heads}-d{spec.head_dim}-{spec.dtype}"
         f"-q{spec.seqlen_q}-k{spec.seqlen_k}-{mask}-{impl}" + ("-bwd" if spec.backward else "")
@@ -475,5 +527,7 @@ __all__ = [
     "SCHEMA",
     "ShapeMeasurement",
     "expected_kernels",
+    "ragged_spec",
+    "read_seqlens",
     "shape_id",
 ]

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import DEFAULT_METRICS
-from iomodel.measure.records import IMPLS, shape_id
+from iomodel.measure.records import IMPLS, ragged_spec, read_seqlens, shape_id
 from iomodel.spec import PASSES, LayerSpec
 
 #: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``pass`` = "fwd" or
@@ -38,6 +38,8 @@ class SweepShape:
         seed: torch seed for the random inputs.
         config: the bundled kernel's configuration to run (``KernelConfig`` fields), pinned
             instead of autotuned; None: the kernel chooses (autotuning on a GPU).
+        seqlens: a ragged (varlen) batch: one ``(N_q, N_k)`` pair per sequence (tokens), ``spec``
+            then being the batch padded to its longest sequence; None for a dense batch.
     """
 
     id: str
@@ -45,6 +47,11 @@ class SweepShape:
     spec: LayerSpec
     seed: int = 0
     config: dict[str, Any] | None = None
+    seqlens: tuple[tuple[int, int], ...] | None = None
+
+    def ragged(self) -> Any:
+        """The :class:`~iomodel.spec.ragged.RaggedSpec` of a ragged shape (None for a dense one)."""
+        return ragged_spec(self.spec, self.seqlens)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the child process reads it)."""
@@ -53,6 +60,8 @@ class SweepShape:
         out = {"id": self.id, "impl": self.impl, "spec": spec, "seed": self.seed}
         if self.config is not None:
             out["config"] = dict(self.config)
+        if self.seqlens is not None:
+            out["seqlens"] = [list(p) for p in self.seqlens]
         return out
 
     @classmethod
@@ -61,8 +70,10 @@ class SweepShape:
         spec = dict(d["spec"])
         spec.pop("pass", None)
         cfg = d.get("config")
-        return cls(id=d["id"], impl=d["impl"], spec=LayerSpec(**spec), seed=int(d.get("seed", 0)),
-                   config=dict(cfg) if cfg else None)
+        layer = LayerSpec(**spec)
+        return cls(id=d["id"], impl=d["impl"], spec=layer, seed=int(d.get("seed", 0)),
+                   config=dict(cfg) if cfg else None,
+                   seqlens=read_seqlens(d.get("seqlens"), layer, "shape seqlens", "rewrite the shapes file"))
 
 
 @dataclass
@@ -120,6 +131,43 @@ class Sweep:
 WINDOW_IMPLS = ("tiled", "baseline", "baseline-fp32")
 #: Implementations that read a paged KV cache (block_table / cache_seqlens): the bundled kernel only.
 PAGED_IMPLS = ("tiled",)
+#: Implementations that take a packed ragged batch (cu_seqlens): the bundled kernel's varlen entry only.
+RAGGED_IMPLS = ("tiled",)
+
+
+def _ragged_entry(entry: dict[str, Any], where: str) -> tuple[tuple[int, int], ...]:
+    """Pop a sweep entry's ``seqlens`` (a list of lengths ``n`` or ``[N_q, N_k]`` pairs, tokens)
+    and set the entry's batch and lengths to the padded batch (count, longest q, longest k;
+    phase prefill).
+
+    Raises:
+        IomodelError: seqlens not a non-empty list of such items, or the entry also sets batch,
+            seqlen, seqlen_q, seqlen_k, page_size, a decode phase or pass = "fwd+bwd" (a ragged batch
+            is a forward prefill whose sequences give batch and lengths).
+    """
+    from iomodel.spec.ragged import _pair
+
+    raw = entry.pop("seqlens")
+    if not isinstance(raw, list) or not raw:
+        raise IomodelError(f"{where}: seqlens must be a non-empty list of lengths or [q, k] pairs such as "
+                           f"[512, 3000, 77], got {jv.describe(raw)}: fix the file")
+    clash = [k for k in ("batch", "seqlen", "seqlen_q", "seqlen_k", "page_size") if entry.get(k) is not None]
+    if clash:
+        raise IomodelError(f"{where}: seqlens gives the batch and the lengths: drop {', '.join(clash)} from the entry "
+                           "(and from [defaults])")
+    if entry.get("phase", "prefill") != "prefill" or entry.get("backward"):
+        raise IomodelError(f"{where}: a ragged batch (seqlens) is measured for the forward prefill only: drop "
+                           "phase = \"decode\" and pass = \"fwd+bwd\"")
+    pairs = []
+    for i, item in enumerate(raw):
+        q, k = _pair(item, f"{where}: seqlens[{i}]")
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in (q, k)):
+            raise IomodelError(f"{where}: seqlens[{i}] = {jv.describe(item)}: every length must be a whole number "
+                               "of tokens, 1 or more: fix the file")
+        pairs.append((q, k))
+    entry.update(batch=len(pairs), seqlen_q=max(q for q, _ in pairs), seqlen_k=max(k for _, k in pairs),
+                 phase="prefill")
+    return tuple(pairs)
 
 
 def _window_sides(value: Any, where: str) -> tuple[int | None, int | None]:
@@ -141,8 +189,8 @@ def _window_sides(value: Any, where: str) -> tuple[int | None, int | None]:
 def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
     """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list;
     ``window`` expands only when it holds a list: ``window = [[4096, 0], 256]`` is two windows,
-    ``window = [4096, 0]`` is one)."""
-    keys = [k for k, v in entry.items() if isinstance(v, list) and k != "impls"
+    ``window = [4096, 0]`` is one; ``seqlens`` never expands: it is one ragged batch)."""
+    keys = [k for k, v in entry.items() if isinstance(v, list) and k not in ("impls", "seqlens")
             and (k != "window" or any(isinstance(x, list) for x in v))]
     for values in itertools.product(*(entry[k] for k in keys)):
         out = dict(entry)
@@ -170,13 +218,18 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     side; a list of such pairs expands like any list; see :func:`_window_sides`),
     ``page_size`` (decode over a paged KV cache of that many tokens per page, 16 ... 1024;
     :attr:`~iomodel.spec.LayerSpec.page_size`),
+    ``seqlens`` (one ragged batch: a list of lengths, or ``[N_q, N_k]`` pairs, in tokens, e.g.
+    ``[512, 3000, 77]``; the forward prefill of ``tiled`` only, run by
+    ``kernels.flash_attention.flash_attention_varlen``; it gives batch and lengths, the spec
+    being the batch padded to its longest sequence; never expanded: one entry per batch),
     ``impls`` (list of implementations, default ``["tiled"]``) and ``seed`` (default 0).
 
     Raises:
         IomodelError: an unknown key, an invalid shape or window, an unknown implementation, an
             SDPA implementation on a window shape (SDPA has no window), a page_size on a prefill shape
-            or with an implementation other than ``tiled``, a duplicate shape, or no
-            shapes at all.
+            or with an implementation other than ``tiled``, a seqlens entry that also sets the
+            batch or a length, page_size, decode or backward, or names an implementation other than
+            ``tiled``, a duplicate shape, or no shapes at all.
     """
     known_top = {"name", "hardware", "defaults", "ncu", "shape", "l2_model", "description"}
     bad = set(data) - known_top
@@ -216,6 +269,11 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             if passes not in PASSES:
                 raise IomodelError(f"{source}: shape {n} has pass {passes!r}: use one of {', '.join(PASSES)}")
             entry["backward"] = passes == "fwd+bwd"
+            seqlens = None
+            if "seqlens" in entry:
+                if "batch" not in raw and "batch" not in defaults:
+                    entry.pop("batch")  # the implicit batch = 1: the sequences give the batch
+                seqlens = _ragged_entry(entry, where)
             if "seqlen" in entry:
                 s = entry.pop("seqlen")
                 entry.setdefault("seqlen_q", s)
@@ -223,7 +281,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             unknown = set(entry) - set(_SPEC_FIELDS) - {"window"}
             if unknown:
                 raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, "
-                                   "window, impls, seed")
+                                   "seqlens, window, impls, seed")
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
             if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
@@ -262,11 +320,16 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if spec.page_size is not None and impl not in PAGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} reads no paged KV cache: use impls = [\"tiled\"] for a "
                                        "page_size shape")
-                sid = shape_id(spec, impl)
+                if seqlens is not None and impl not in RAGGED_IMPLS:
+                    raise IomodelError(f"{where}: {impl} takes no packed ragged batch: use impls = [\"tiled\"] for a "
+                                       "seqlens shape")
+                sid = shape_id(spec, impl, seqlens)
                 if sid in seen:
-                    raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate")
+                    raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate"
+                                       + (" (a ragged id names the count and total tokens: change a length)"
+                                          if seqlens is not None else ""))
                 seen.add(sid)
-                shapes.append(SweepShape(sid, impl, spec, seed))
+                shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens))
     metrics = ncu.get("metrics", DEFAULT_METRICS)
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
         raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")

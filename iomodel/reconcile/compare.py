@@ -463,6 +463,72 @@ def default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **optio
 #: simulation (iomodel.cache.predict) does not walk: a few KiB beside the K/V pages.
 PAGE_TABLES = ("BLOCK_TABLE", "CACHE_SEQLENS")
 
+def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tiling: Tiling, hardware: Hardware,
+                      expected: set[str], l2_source: str, l2_fraction: float, flush_between_kernels: bool,
+                      l2_ways: int | None) -> None:
+    """The levels of a ragged (varlen) batch, appended to ``out`` (bytes).
+
+    SRAM_fill (interpreter counts) and L2 (profiled) against
+    :func:`iomodel.traffic.ragged.predict_ragged`'s SRAM_fill rows, exact per sequence plus the
+    int32 cu_seqlens reads. HBM against the sum over sequences of each sequence's batch-1
+    L2-aware estimate (:func:`iomodel.cache.predict.predict_tiled`): an approximation, said in a
+    note, since the sequences share one launch and one L2 (their tiles run concurrently, and
+    the cu_seqlens reads are left out); floor and bound summed the same way.
+
+    Raises:
+        IomodelError: from the model (the caller records it as the shape's error).
+    """
+    from iomodel.traffic.ragged import predict_ragged
+
+    rs = shape.ragged()
+    pred = predict_ragged(rs, tiling, hardware)
+    model_fill = {t: list(rw) for t, rw in pred.by_tensor("SRAM_fill").items()}
+    fill_read, fill_write = pred.level_bytes("SRAM_fill")
+    if shape.sram_fill is not None:  # interpreter record: exact per tensor
+        counted = {k: [int(v.get("read_bytes", 0)), int(v.get("write_bytes", 0))] for k, v in shape.sram_fill.items()}
+        nz = lambda d: {k: v for k, v in d.items() if v != [0, 0]}  # noqa: E731
+        same = nz(counted) == nz(model_fill)
+        if not same:
+            out.notes.append(f"per-tensor SRAM_fill differs: counted {nz(counted)}, model {nz(model_fill)}")
+        out.levels.append(LevelCompare("SRAM_fill", fill_read, sum(v[0] for v in counted.values()),
+                                       fill_write, sum(v[1] for v in counted.values()),
+                                       extra={"per_tensor_match": float(same)}))
+    if not shape.kernels:
+        return
+    pps, src = _programs_per_sm(shape, tiling, hardware)
+    out.programs_per_sm = (pps, src)
+    params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels, ways=l2_ways)
+    out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
+    hbm = [0, 0, 0, 0]  # estimate read, write; floor read, write
+    for seq in rs.sequences():
+        too_big = not_simulated(seq, tiling)
+        if too_big is not None:
+            out.error = f"the L2-aware prediction is not computed: {too_big}"
+            return
+        l2 = predict_tiled(seq, tiling, params, out.tile_order)
+        for i, v in enumerate((l2.hbm_read_bytes, l2.hbm_write_bytes, l2.floor_read_bytes, l2.floor_write_bytes)):
+            hbm[i] += int(v)
+    hbm_tiled = pred.level_bytes("HBM")
+    out.notes.append(f"ragged batch of {rs.batch} sequences: the HBM estimate sums each sequence's batch-1 L2-aware "
+                     "estimate, an approximation (the sequences share one launch and one L2; the int32 cu_seqlens "
+                     "reads are left out); SRAM_fill and L2 are the exact per-sequence sum (iomodel/traffic/ragged.py)")
+    out.levels.append(LevelCompare(
+        "HBM", hbm[0], shape.quantity("dram_read_bytes"), hbm[1], shape.quantity("dram_write_bytes"),
+        hbm[2], hbm[3], hbm_tiled[0], hbm_tiled[1],
+        missing=_missing(shape, "dram_read_bytes", "dram_write_bytes", expected)))
+    q_read, q_write = L2_SOURCES[l2_source]
+    if l2_source == "auto" and q_read not in expected:  # the SM side was not collected
+        q_read, q_write = L2_SOURCES["tex"]
+    out.l2_metric = q_read
+    out.levels.append(LevelCompare("L2", fill_read, shape.quantity(q_read), fill_write, shape.quantity(q_write),
+                                   missing=_missing(shape, q_read, q_write, expected)))
+    out.notes += foreign_write_notes(shape)
+    n_expected = expected_kernels(shape.impl, shape.spec, shape.config)
+    if len(shape.kernels) != n_expected:
+        out.notes.append(f"{len(shape.kernels)} kernels profiled, {n_expected} expected: "
+                         + ", ".join(k.name for k in shape.kernels))
+
+
 #: ``--l2-source`` -> the measured quantities compared with SRAM_fill (see records.QUANTITY_METRICS).
 L2_SOURCES: dict[str, tuple[str, str]] = {
     "auto": ("sm_read_bytes", "sm_write_bytes"),  # SM side if measured, else "tex" (see reconcile_shape)
@@ -661,6 +727,10 @@ def reconcile_shape(
                 out.error = "the record has no kernel configuration (config)"
                 return out
             out.tiling = tiling
+            if shape.seqlens is not None:  # a ragged batch: its own model (iomodel/traffic/ragged.py)
+                _reconcile_ragged(out, shape, tiling, hardware, expected, l2_source,
+                                  l2_fraction, flush_between_kernels, l2_ways)
+                return out
             pred = predict_fn(spec, tiling, hardware)
             alg = pred.algorithms["tiled"]
             model_fill = _sum_rows(alg.rows, "SRAM_fill")
