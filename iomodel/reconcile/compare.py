@@ -463,6 +463,20 @@ def default_predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **optio
 #: simulation (iomodel.cache.predict) does not walk: a few KiB beside the K/V pages.
 PAGE_TABLES = ("BLOCK_TABLE", "CACHE_SEQLENS")
 
+def _interpreter_fill(out: "ShapeReconciliation", shape: ShapeMeasurement, model_fill: dict[str, list[int]],
+                      model_read: int, model_write: int) -> None:
+    """Append the SRAM_fill level of an interpreter record (bytes, exact per tensor) to ``out``,
+    with a note naming the tensors whose counts differ from ``model_fill`` (tensor -> [read, write])."""
+    counted = {k: [int(v.get("read_bytes", 0)), int(v.get("write_bytes", 0))] for k, v in shape.sram_fill.items()}
+    nz = lambda d: {k: v for k, v in d.items() if v != [0, 0]}  # noqa: E731
+    same = nz(counted) == nz(model_fill)
+    if not same:
+        out.notes.append(f"per-tensor SRAM_fill differs: counted {nz(counted)}, model {nz(model_fill)}")
+    out.levels.append(LevelCompare("SRAM_fill", model_read, sum(v[0] for v in counted.values()),
+                                   model_write, sum(v[1] for v in counted.values()),
+                                   extra={"per_tensor_match": float(same)}))
+
+
 def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tiling: Tiling, hardware: Hardware,
                       expected: set[str], l2_source: str, l2_fraction: float, flush_between_kernels: bool,
                       l2_ways: int | None) -> None:
@@ -485,14 +499,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
     model_fill = {t: list(rw) for t, rw in pred.by_tensor("SRAM_fill").items()}
     fill_read, fill_write = pred.level_bytes("SRAM_fill")
     if shape.sram_fill is not None:  # interpreter record: exact per tensor
-        counted = {k: [int(v.get("read_bytes", 0)), int(v.get("write_bytes", 0))] for k, v in shape.sram_fill.items()}
-        nz = lambda d: {k: v for k, v in d.items() if v != [0, 0]}  # noqa: E731
-        same = nz(counted) == nz(model_fill)
-        if not same:
-            out.notes.append(f"per-tensor SRAM_fill differs: counted {nz(counted)}, model {nz(model_fill)}")
-        out.levels.append(LevelCompare("SRAM_fill", fill_read, sum(v[0] for v in counted.values()),
-                                       fill_write, sum(v[1] for v in counted.values()),
-                                       extra={"per_tensor_match": float(same)}))
+        _interpreter_fill(out, shape, model_fill, fill_read, fill_write)
     if not shape.kernels:
         return
     pps, src = _programs_per_sm(shape, tiling, hardware)
@@ -735,15 +742,7 @@ def reconcile_shape(
             alg = pred.algorithms["tiled"]
             model_fill = _sum_rows(alg.rows, "SRAM_fill")
             if shape.sram_fill is not None:  # interpreter record: exact per tensor
-                counted = {k: [int(v.get("read_bytes", 0)), int(v.get("write_bytes", 0))] for k, v in shape.sram_fill.items()}
-                nz = lambda d: {k: v for k, v in d.items() if v != [0, 0]}  # noqa: E731
-                same = nz(counted) == nz(model_fill)
-                if not same:
-                    out.notes.append(f"per-tensor SRAM_fill differs: counted {nz(counted)}, model {nz(model_fill)}")
-                out.levels.append(LevelCompare(
-                    "SRAM_fill", alg.sram_fill_read_bytes, sum(v[0] for v in counted.values()),
-                    alg.sram_fill_write_bytes, sum(v[1] for v in counted.values()),
-                    extra={"per_tensor_match": float(same)}))
+                _interpreter_fill(out, shape, model_fill, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes)
             if shape.kernels and spec.backward:
                 _reconcile_training_step(out, shape, pred, expected,
                                          L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction,
