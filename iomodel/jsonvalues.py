@@ -69,16 +69,32 @@ def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -
     if not p.is_file():
         raise IomodelError(f"{what} {str(p)!r} does not exist: {missing_fix}")
     try:
-        return json.loads(p.read_bytes(), object_pairs_hook=_unique_keys)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise IomodelError(f"{what} {str(p)!r} is not valid JSON ({exc}): {invalid_fix}") from None
-    except _DuplicateKey as exc:
-        raise IomodelError(f"{what} {str(p)!r} gives the key {exc.args[0]!r} twice in one object (JSON keeps only "
-                           f"the last, silently): {invalid_fix}") from None
-    except ValueError as exc:  # an integer literal longer than Python's int-string conversion limit
-        raise IomodelError(f"{what} {str(p)!r} holds a number iomodel cannot read ({exc}): {invalid_fix}") from None
+        data = p.read_bytes()
     except OSError as exc:
         raise IomodelError(f"{what} {str(p)!r} cannot be read ({exc.strerror or exc}): check its permissions") from None
+    return parse_json(data, f"{what} {str(p)!r}", invalid_fix)
+
+
+def parse_json(data: str | bytes, label: str, invalid_fix: str) -> Any:
+    """The parsed JSON of ``data`` (text or bytes, any encoding :func:`read_json` reads), or one line.
+
+    Args:
+        label: how the message names the source (``"receipt 'r.json'"``).
+        invalid_fix: what to do when it is not valid JSON.
+
+    Raises:
+        IomodelError: not valid JSON (nesting too deep included), a key twice in one object, or a
+            number Python cannot convert.
+    """
+    try:
+        return json.loads(data, object_pairs_hook=_unique_keys)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise IomodelError(f"{label} is not valid JSON ({exc}): {invalid_fix}") from None
+    except _DuplicateKey as exc:
+        raise IomodelError(f"{label} gives the key {exc.args[0]!r} twice in one object (JSON keeps only "
+                           f"the last, silently): {invalid_fix}") from None
+    except ValueError as exc:  # an integer literal longer than Python's int-string conversion limit
+        raise IomodelError(f"{label} holds a number iomodel cannot read ({exc}): {invalid_fix}") from None
 
 
 def describe(value: Any) -> str:

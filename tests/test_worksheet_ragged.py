@@ -150,3 +150,19 @@ def test_cli_file_errors(capsys, tmp_path):
                           "--plot-dir draws one dense layer")
     assert_one_line_error(capsys, ["plot", "--seqlens", "40", "-o", str(tmp_path / "p")],
                           "drop --seqlens")
+
+
+def test_seqlens_file_json_too_deep_or_duplicated_is_one_line(tmp_path):
+    """The JSON form is read by the project's one JSON reader (iomodel.jsonvalues.parse_json):
+    nesting too deep for Python's parser was a RecursionError traceback."""
+    from iomodel.errors import IomodelError
+    from iomodel.spec.ragged import read_seqlens_file
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(IomodelError, match="is not valid JSON") as e:
+        read_seqlens_file(deep)
+    assert "\n" not in str(e.value)
+    ok = tmp_path / "ok.json"
+    ok.write_text("[512, [77, 4096]]")
+    assert read_seqlens_file(ok) == ((512, 512), (77, 4096))

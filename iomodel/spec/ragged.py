@@ -11,13 +11,13 @@ to the longest sequence (:meth:`RaggedSpec.padded`), which is what an eager chai
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iomodel.errors import IomodelError
+from iomodel.jsonvalues import parse_json
 from iomodel.spec.layer import LayerSpec
 
 
@@ -144,10 +144,7 @@ def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:
         raise IomodelError(f"--seqlens-file {path}: cannot read it ({exc.__class__.__name__}): give a readable "
                            "text or JSON file") from None
     if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise IomodelError(f"--seqlens-file {path}: invalid JSON ({exc.msg}, line {exc.lineno}): fix it") from None
+        items = parse_json(text, f"--seqlens-file {path}", "fix it")
         if not isinstance(items, list):
             raise IomodelError(f"--seqlens-file {path}: the JSON must be a list of lengths or [q, k] pairs")
         where = lambda i: f"--seqlens-file {path} entry {i}"  # noqa: E731
