@@ -641,16 +641,17 @@ def _alloc(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-_UNUSED: dict[str, torch.Tensor] = {}
+_UNUSED: dict[torch.device, torch.Tensor] = {}
 
 
 def _unused_buffer(device: torch.device) -> torch.Tensor:
     """A 1-element fp32 buffer passed for kernel arguments a launch never reads or writes
-    (so traffic counters never attribute bytes to an alias of O or LSE)."""
-    key = str(device)
-    if key not in _UNUSED:
-        _UNUSED[key] = torch.zeros(1, dtype=torch.float32, device=device)
-    return _UNUSED[key]
+    (so traffic counters never attribute bytes to an alias of O or LSE); one per device, looked
+    up by the device itself (no string per call on the launch path)."""
+    buf = _UNUSED.get(device)
+    if buf is None:
+        buf = _UNUSED[device] = torch.zeros(1, dtype=torch.float32, device=device)
+    return buf
 
 
 _NUM_SMS: dict[Any, int] = {}
@@ -932,11 +933,11 @@ class _Plan:
                 self.combine(o, lse, o_part, lse_part)
             return self.config
         tma = self.path == "prefill-tma"
+        if cu is None and not tma:  # a dense call on the pointer path: the sequence tables are unused
+            cu = (_unused_buffer(q.device),) * 3
         if self.config is None:  # the first autotuned launch of this key: the autotuner picks the tiles
             kernel, grid, named = self.autotune_args
             # TMA: the descriptors' boxes are set by the chosen config's pre-hook (_tma_pre_hook)
-            if cu is None and not tma:
-                cu = (_unused_buffer(q.device),) * 3
             ptrs: tuple = (*_descriptors([16, 16, self.shape.head_dim], q, k, v, o), lse) if tma else (q, k, v, o, lse, *cu)
             kernel[grid](*ptrs, **named)
             config = _choice_to_config(kernel.best_config, self.path)
@@ -945,7 +946,7 @@ class _Plan:
         if tma:
             self.main(*_descriptors(self.tma_block, q, k, v, o), lse)
         else:
-            self.main(q, k, v, o, lse, *(cu if cu is not None else (_unused_buffer(q.device),) * 3))
+            self.main(q, k, v, o, lse, *cu)
         return self.config
 
 

@@ -8,6 +8,7 @@ that moves them must say so here. Tolerances: DRAM ±10 % or 1 MiB; L2 ±15 % or
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,26 @@ import pytest
 from iomodel.measure.records import Measurement
 from iomodel.reconcile import reconcile
 
-RECEIPT = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-train-holdout1-2026-12-01.json"
+RECEIPTS = Path(__file__).resolve().parents[1] / "receipts"
+HOLDOUT1, HOLDOUT2 = "ncu-h200-train-holdout1-2026-12-01.json", "ncu-h200-train-holdout2-2026-12-01.json"
+WINDOW, SERVING = "ncu-h200-window1-2026-12-01.json", "ncu-h200-serving1-2026-12-01.json"
+
+
+@functools.lru_cache(maxsize=None)
+def _rec(name):
+    """The reconciliation of one committed receipt (once per test process)."""
+    return reconcile(Measurement.load(RECEIPTS / name))
+
+
+def _assert_counts(name, impl, level, read, write):
+    rec = _rec(name)
+    assert _counts(rec, impl, level, "read") == read
+    assert _counts(rec, impl, level, "write") == write
 
 
 @pytest.fixture(scope="module")
 def rec():
-    return reconcile(Measurement.load(RECEIPT))
+    return _rec(HOLDOUT1)
 
 
 def _counts(rec, impl, level, which):
@@ -42,9 +57,8 @@ def _counts(rec, impl, level, which):
     ("tiled", "L2 _bwd_dkdv", (38, 38), (24, 38)),
     ("tiled", "L2 _bwd_dq", (38, 38), (38, 38)),
 ])
-def test_holdout_counts(rec, impl, level, read, write):
-    assert _counts(rec, impl, level, "read") == read
-    assert _counts(rec, impl, level, "write") == write
+def test_holdout_counts(impl, level, read, write):
+    _assert_counts(HOLDOUT1, impl, level, read, write)
 
 
 def test_step_misses_are_the_named_ones(rec):
@@ -59,12 +73,6 @@ def test_step_misses_are_the_named_ones(rec):
     ])
 
 
-HOLDOUT2 = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-train-holdout2-2026-12-01.json"
-
-
-@pytest.fixture(scope="module")
-def rec2():
-    return reconcile(Measurement.load(HOLDOUT2))
 
 
 @pytest.mark.parametrize("level, read, write", [
@@ -73,15 +81,14 @@ def rec2():
     ("L2 _bwd_dkdv", (14, 14), (14, 14)),
     ("L2", (14, 14), (14, 14)),
 ])
-def test_second_holdout_counts(rec2, level, read, write):
-    assert _counts(rec2, "tiled", level, "read") == read
-    assert _counts(rec2, "tiled", level, "write") == write
+def test_second_holdout_counts(level, read, write):
+    _assert_counts(HOLDOUT2, "tiled", level, read, write)
 
 
-def test_second_holdout_gqa_d128_dkdv_writes_are_exact(rec2):
+def test_second_holdout_gqa_d128_dkdv_writes_are_exact():
     """No register spills: the dK/dV kernel of every GQA HEAD_DIM 128 step writes exactly dK and dV
     (the first hold-out measured 1.2-2.2x with the nested-loop kernel)."""
-    rows = [r for r in rec2.rows if r.spec.head_dim == 128 and r.spec.group > 1]
+    rows = [r for r in _rec(HOLDOUT2).rows if r.spec.head_dim == 128 and r.spec.group > 1]
     assert len(rows) == 9
     for r in rows:
         lv = r.level("L2 _bwd_dkdv")
@@ -90,12 +97,6 @@ def test_second_holdout_gqa_d128_dkdv_writes_are_exact(rec2):
 
 # --- the sliding-window receipt (issue 13, item 4): sweeps/h200-window1.toml, 16 bundled-kernel
 # shapes (forward, decode, training steps) and 3 eager-chain shapes, committed before measurement
-WINDOW = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-window1-2026-12-01.json"
-
-
-@pytest.fixture(scope="module")
-def rec_window():
-    return reconcile(Measurement.load(WINDOW))
 
 
 @pytest.mark.parametrize("impl, level, read, write", [
@@ -105,18 +106,14 @@ def rec_window():
     ("tiled", "HBM", (15, 16), (15, 16)),
     ("tiled", "L2", (16, 16), (16, 16)),
 ])
-def test_window_counts(rec_window, impl, level, read, write):
-    assert _counts(rec_window, impl, level, "read") == read
-    assert _counts(rec_window, impl, level, "write") == write
+def test_window_counts(impl, level, read, write):
+    _assert_counts(WINDOW, impl, level, read, write)
 
 
 # --- the paged KV cache receipt (issue 13, item 4): sweeps/h200-serving1.toml, 10 decode shapes
 # over a paged cache (pages 16/64/256), committed before measurement
-SERVING = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-serving1-2026-12-01.json"
 
 
 @pytest.mark.parametrize("level, read, write", [("HBM", (10, 10), (10, 10)), ("L2", (10, 10), (10, 10))])
 def test_paged_counts(level, read, write):
-    rec = reconcile(Measurement.load(SERVING))
-    assert _counts(rec, "tiled", level, "read") == read
-    assert _counts(rec, "tiled", level, "write") == write
+    _assert_counts(SERVING, "tiled", level, read, write)
