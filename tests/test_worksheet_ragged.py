@@ -166,3 +166,26 @@ def test_seqlens_file_json_too_deep_or_duplicated_is_one_line(tmp_path):
     ok = tmp_path / "ok.json"
     ok.write_text("[512, [77, 4096]]")
     assert read_seqlens_file(ok) == ((512, 512), (77, 4096))
+
+
+@pytest.mark.parametrize("text, needle", [("512,,77", "has an empty entry"), ("512,", "has an empty entry")])
+def test_seqlens_empty_entries_are_refused(text, needle):
+    """An empty entry was dropped silently (512,,77 ran as 2 sequences)."""
+    from iomodel.errors import IomodelError
+    from iomodel.spec.ragged import parse_seqlens
+
+    with pytest.raises(IomodelError, match=needle):
+        parse_seqlens(text)
+
+
+@pytest.mark.parametrize("body, needle", [('["512"]', "a JSON length is a string"),
+                                          ("[null]", "entry 0: null is not a length"),
+                                          ('[[3, "x"]]', r"entry 0: \[3, 'x'\] is not a length")])
+def test_seqlens_file_json_wrong_types_name_the_entry(tmp_path, body, needle):
+    from iomodel.errors import IomodelError
+    from iomodel.spec.ragged import read_seqlens_file
+
+    f = tmp_path / "s.json"
+    f.write_text(body)
+    with pytest.raises(IomodelError, match=needle):
+        read_seqlens_file(f)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from iomodel.errors import IomodelError
-from iomodel.jsonvalues import parse_json
+from iomodel.jsonvalues import describe, parse_json
 from iomodel.spec.layer import LayerSpec
 
 
@@ -99,11 +99,11 @@ def _pair(item: Any, where: str) -> tuple[int, int]:
             raise IomodelError(f"{where}: {item!r} is not a length or a q,k pair of whole numbers: "
                                "write e.g. 512 or 512,4096") from None
         item = nums if len(nums) > 1 else nums[0]
-    if isinstance(item, int) and not isinstance(item, bool):
-        return item, item
-    if isinstance(item, (list, tuple)) and len(item) == 2:
-        return item[0], item[1]
-    raise IomodelError(f"{where}: {item!r} is not a length or a [q, k] pair: write e.g. 512 or [512, 4096]")
+    nums = list(item) if isinstance(item, (list, tuple)) and len(item) == 2 else [item]
+    if all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
+        return nums[0], nums[-1]
+    raise IomodelError(f"{where}: {describe(item) if not isinstance(item, (list, tuple)) else repr(item)} is not a "
+                       "length or a [q, k] pair of whole numbers: write e.g. 512 or [512, 4096]")
 
 
 def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
@@ -113,9 +113,12 @@ def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
     Raises:
         IomodelError: an empty list or an entry that is not a whole number or a q:k pair.
     """
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
+    items = [t.strip() for t in str(text).split(",")]
+    if not any(items):
         raise IomodelError("--seqlens is empty: give one length per sequence, e.g. --seqlens 512,3000,77")
+    if not all(items):
+        raise IomodelError(f"--seqlens {text!r} has an empty entry (two commas, or a trailing one): give one "
+                           "length per sequence, e.g. --seqlens 512,3000,77")
     pairs = []
     for t in items:
         parts = t.split(":")
@@ -145,6 +148,9 @@ def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:
                            "text or JSON file") from None
     if text.lstrip().startswith("["):
         items = parse_json(text, f"--seqlens-file {path}", "fix it")
+        if isinstance(items, list) and any(isinstance(x, str) for x in items):
+            raise IomodelError(f"--seqlens-file {path}: a JSON length is a string "
+                               f"({next(x for x in items if isinstance(x, str))!r}): write it as a number")
         if not isinstance(items, list):
             raise IomodelError(f"--seqlens-file {path}: the JSON must be a list of lengths or [q, k] pairs")
         where = lambda i: f"--seqlens-file {path} entry {i}"  # noqa: E731
