@@ -191,3 +191,13 @@ def test_bench_receipt_edits_are_refused(edit, message):
 def test_every_committed_bucket_receipt_holds_its_element_counts():
     for name in ("bench-cpu.json", "bench-h200.json", "bench-h200-v2.json"):
         check_receipt_fields(json.loads((RECEIPTS / name).read_text()), name)
+
+
+def test_bench_check_on_a_file_that_is_no_bench_receipt_is_bad_input(tmp_path):
+    """An ncu measurement or {} given to `bench --check` was a policy FAIL (exit 1, two lines)."""
+    from iomodel.bench.receipt import check_receipt
+    from iomodel.errors import IomodelError
+
+    for receipt in ({}, {"schema": "iomodel.measurement/1"}):
+        with pytest.raises(IomodelError, match="unknown receipt schema"):
+            check_receipt(receipt)

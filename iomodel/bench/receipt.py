@@ -610,8 +610,9 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
     if receipt.get("schema") == SPEED_SCHEMA:
         return check_speed_receipt(receipt, policy)  # type: ignore[arg-type]
     out: list[str] = []
-    if receipt.get("schema") != BUCKET_SCHEMA:
-        return [f"unknown receipt schema {receipt.get('schema')!r}: expected {BUCKET_SCHEMA}"]
+    if receipt.get("schema") != BUCKET_SCHEMA:  # not a bench receipt at all: bad input, not a violation
+        raise IomodelError(f"unknown receipt schema {receipt.get('schema')!r}: pass a receipt written by "
+                           f"`iomodel bench` (schema {BUCKET_SCHEMA} or {SPEED_SCHEMA})")
     declared = receipt.get("policy", {})
     bundled = policy is None
     flags: list[str] = []  # stored booleans that disagree with their recomputation
