@@ -201,3 +201,10 @@ def test_bench_check_on_a_file_that_is_no_bench_receipt_is_bad_input(tmp_path):
     for receipt in ({}, {"schema": "iomodel.measurement/1"}):
         with pytest.raises(IomodelError, match="unknown receipt schema"):
             check_receipt(receipt)
+
+
+def test_plot_refusing_the_layer_creates_no_output_folder(capsys, tmp_path):
+    """The output folder was created before the layer was refused (an empty -o folder left behind)."""
+    out = tmp_path / "plots"
+    code, _, err = run_cli(capsys, ["plot", "--pass", "fwd+bwd", "--phase", "decode", "-o", str(out)])
+    assert code == 2 and "decode has no backward pass" in err and not out.exists()

@@ -62,7 +62,6 @@ def plot(
     from iomodel.paths import check_output_dir
     from iomodel.report.plot import PLOT_KINDS, write_plots
 
-    check_output_dir(out_dir, "-o/--out-dir")  # a file, a device or a read-only folder: said before any work
     lay = layer.resolve()
     if lay.ragged is not None:
         raise IomodelError("iomodel plot draws one dense layer: drop --seqlens/--seqlens-file (use iomodel "
@@ -70,6 +69,9 @@ def plot(
     kinds = tuple(kind) if kind else PLOT_KINDS
     if "sram" in kinds and kind and lay.spec.phase != "prefill":
         raise IomodelError("the SRAM-size plot compares prefill schedules: drop --kind sram or use --phase prefill")
+    # a file, a device or a read-only folder: said before any plot is drawn, after the layer is
+    # known to be valid (the check creates the folder)
+    check_output_dir(out_dir, "-o/--out-dir")
     for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
                             config=lay.config,
                             measured=_load_measured(measured)):
