@@ -117,3 +117,19 @@ def test_window_counts(impl, level, read, write):
 @pytest.mark.parametrize("level, read, write", [("HBM", (10, 10), (10, 10)), ("L2", (10, 10), (10, 10))])
 def test_paged_counts(level, read, write):
     _assert_counts(SERVING, "tiled", level, read, write)
+
+
+def test_third_holdout_repeats_no_earlier_training_shape():
+    """sweeps/h200-train-holdout3.toml was chosen after the first two hold-outs: none of its 32
+    steps is a step of the calibration sweep (train1) or of hold-outs 1 and 2 (same id: batch,
+    heads, KV heads, HEAD_DIM, dtype, lengths, mask)."""
+    from iomodel.measure.sweep import load_sweep
+
+    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
+    new = [s.id for s in load_sweep(sweeps / "h200-train-holdout3.toml").shapes]
+    assert len(new) == len(set(new)) == 32
+    assert all(i.endswith("-tiled-bwd") for i in new)
+    old = set()
+    for name in ("h200-train1", "h200-train-holdout1", "h200-train-holdout2"):
+        old |= {s.id for s in load_sweep(sweeps / f"{name}.toml").shapes}
+    assert not set(new) & old
