@@ -20,7 +20,7 @@ from iomodel.cache.params import STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
-from iomodel.schedule.grid import (Access, combine_waves, decode_split_rows, decode_waves, dkdv_waves,
+from iomodel.schedule.grid import (Access, ReadGroup, combine_waves, decode_split_rows, decode_waves, dkdv_waves,
                                    dq_waves, dkdv_query_ranges, key_span_rows, prefill_key_ranges, prefill_waves,
                                    preprocess_waves)
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
@@ -128,6 +128,12 @@ def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
     return out
 
 
+def compulsory_write_bytes(spec: LayerSpec) -> int:
+    """The forward pass's compulsory writes in bytes: O ``(B, H, N_q, d)`` in the dtype and the
+    LSE ``(B, H, N_q)`` in fp32, once (docs/traffic-contract.md, "Forward")."""
+    return spec.batch * spec.heads * spec.seqlen_q * (spec.head_dim * spec.width + LSE_WIDTH)
+
+
 def _common_assumptions(params: L2Params) -> list[str]:
     return [
         f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
@@ -174,7 +180,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     q_bytes = B * H * spec.seqlen_q * d * s
     o_bytes, lse_bytes = q_bytes, B * H * spec.seqlen_q * LSE_WIDTH
     comp = compulsory_read_bytes(spec)
-    floor_r, floor_w = sum(comp.values()), o_bytes + lse_bytes
+    floor_r, floor_w = sum(comp.values()), compulsory_write_bytes(spec)
     kernels: list[KernelL2] = []
     req_r: dict[str, int] = {}
     req_w: dict[str, int] = {}
@@ -241,6 +247,63 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     ]
     return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                    assumptions)
+
+
+def _rekeyed(wave: list[Any], n: int) -> list[Any]:
+    """One wave's accesses with every item key tagged by sequence ``n`` (distinct items per sequence)."""
+    out = []
+    for a in wave:
+        if a.__class__ is ReadGroup:
+            out.append(a._replace(keys=tuple((n, k) for k in a.keys)))
+        else:
+            out.append(a._replace(key=(n, a.key)))
+    return out
+
+
+def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params: L2Params,
+                          tile_order: str = "forward") -> KernelL2:
+    """L2-aware HBM bytes of one varlen launch over a ragged batch: one kernel, one L2.
+
+    The varlen grid is ``(cdiv(max N_q, BLOCK_M), B·H)`` with the query tile fastest, so the
+    sequences run in batch order, and the programs past a sequence's end return at once
+    (kernels/flash_attention.py, ``_attn_fwd``). Each sequence's waves are those of its batch-1
+    layer (:func:`iomodel.schedule.grid.prefill_waves`, W = ``params.resident_programs``), its
+    items tagged by sequence, and all waves run through one cold L2 in that order: the L2 state
+    (clean K/V, dirty O/LSE) carries from one sequence to the next, so what stays dirty at the
+    end is what the launch's last waves leave, not the sum of every sequence's own kernel end
+    (the estimate of receipts/ncu-h200-ragged1-2026-12-01.json, which summed batch-1 estimates and
+    under-predicted every DRAM write, 1.4-6000x). Approximation: the last wave of one sequence and
+    the first of the next are simulated one after the other, while on the GPU they overlap.
+
+    Args:
+        sequences: the batch-1 prefill layers of the sequences, in batch order
+            (``RaggedSpec.sequences()``).
+        tiling: the forward kernel's tiles (BLOCK_M, BLOCK_N).
+        params: device, effective L2, programs per SM.
+        tile_order: the kernel's query-tile order (``forward`` or ``reverse``).
+
+    Returns:
+        :class:`~iomodel.cache.simulate.KernelL2` named ``fwd kernel (varlen)``: HBM reads, writes
+        and dirty-at-end bytes per tensor (bytes); the int32 cu_seqlens reads are not in it.
+
+    Raises:
+        IomodelError: an empty batch, a decode or backward layer, an unknown tile_order.
+    """
+    if not sequences:
+        raise IomodelError("a ragged launch needs at least one sequence")
+    waves: list[list[Any]] = []
+    req_r: dict[str, int] = {}
+    req_w: dict[str, int] = {}
+    for n, seq in enumerate(sequences):
+        if seq.phase != "prefill" or seq.backward:
+            raise IomodelError("the varlen launch estimate covers the prefill forward only: use --phase prefill --pass fwd")
+        ws, r, w = prefill_waves(seq, tiling, params.resident_programs, tile_order, grouped=True)
+        waves += [_rekeyed(wave, n) for wave in ws]
+        _add(req_r, r)
+        _add(req_w, w)
+    k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways)
+    k.requested_read, k.requested_write = req_r, req_w
+    return k
 
 
 def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> L2Prediction:

@@ -42,8 +42,8 @@ from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kern
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params
-from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, predict_baseline, predict_tiled,
-                                   predict_training_step)
+from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
+                                   predict_ragged_launch, predict_tiled, predict_training_step)
 from iomodel.schedule.grid import estimate_programs_per_sm
 
 #: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
@@ -506,19 +506,22 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
     out.programs_per_sm = (pps, src)
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels, ways=l2_ways)
     out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
-    hbm = [0, 0, 0, 0]  # estimate read, write; floor read, write
-    for seq in rs.sequences():
+    floor = [0, 0]  # floor read, write: each sequence's compulsory bytes
+    seqs = rs.sequences()
+    for seq in seqs:
         too_big = not_simulated(seq, tiling)
         if too_big is not None:
             out.error = f"the L2-aware prediction is not computed: {too_big}"
             return
-        l2 = predict_tiled(seq, tiling, params, out.tile_order)
-        for i, v in enumerate((l2.hbm_read_bytes, l2.hbm_write_bytes, l2.floor_read_bytes, l2.floor_write_bytes)):
-            hbm[i] += int(v)
+        floor[0] += sum(compulsory_read_bytes(seq).values())
+        floor[1] += compulsory_write_bytes(seq)
+    launch = predict_ragged_launch(seqs, tiling, params, out.tile_order)
+    hbm = [sum(launch.hbm_read.values()), sum(launch.hbm_write.values()), *floor]
     hbm_tiled = pred.level_bytes("HBM")
-    out.notes.append(f"ragged batch of {rs.batch} sequences: the HBM estimate sums each sequence's batch-1 L2-aware "
-                     "estimate, an approximation (the sequences share one launch and one L2; the int32 cu_seqlens "
-                     "reads are left out); SRAM_fill and L2 are the exact per-sequence sum (iomodel/traffic/ragged.py)")
+    out.notes.append(f"ragged batch of {rs.batch} sequences: the HBM estimate is one varlen launch through one L2, "
+                     "the sequences' batch-1 waves in batch order (iomodel.cache.predict.predict_ragged_launch; the "
+                     "int32 cu_seqlens reads are left out); SRAM_fill and L2 are the exact per-sequence sum "
+                     "(iomodel/traffic/ragged.py)")
     out.levels.append(LevelCompare(
         "HBM", hbm[0], shape.quantity("dram_read_bytes"), hbm[1], shape.quantity("dram_write_bytes"),
         hbm[2], hbm[3], hbm_tiled[0], hbm_tiled[1],
