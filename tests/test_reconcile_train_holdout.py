@@ -20,6 +20,7 @@ RECEIPTS = Path(__file__).resolve().parents[1] / "receipts"
 HOLDOUT1, HOLDOUT2 = "ncu-h200-train-holdout1-2026-12-01.json", "ncu-h200-train-holdout2-2026-12-01.json"
 WINDOW, SERVING = "ncu-h200-window1-2026-12-01.json", "ncu-h200-serving1-2026-12-01.json"
 HOLDOUT3, RAGGED1 = "ncu-h200-train-holdout3-2026-12-01.json", "ncu-h200-ragged1-2026-12-01.json"
+RAGGED2 = "ncu-h200-ragged2-2026-12-01.json"
 
 
 @functools.lru_cache(maxsize=None)
@@ -177,3 +178,12 @@ def test_third_holdout_misses_are_the_named_ones():
 @pytest.mark.parametrize("level, read, write", [("HBM", (8, 8), (8, 8)), ("L2", (8, 8), (8, 8))])
 def test_ragged1_counts(level, read, write):
     _assert_counts(RAGGED1, "tiled", level, read, write)
+
+
+# --- the second ragged receipt (issue 13, item 4): sweeps/h200-ragged2.toml, 10 varlen batches of
+# 5-128 sequences, committed (ae3e360) after the one-launch estimate and before measurement: VALIDATION
+
+
+@pytest.mark.parametrize("level, read, write", [("HBM", (10, 10), (10, 10)), ("L2", (10, 10), (10, 10))])
+def test_ragged2_holdout_counts(level, read, write):
+    _assert_counts(RAGGED2, "tiled", level, read, write)
