@@ -109,6 +109,8 @@ UNIT_SCALE: dict[str, float] = {
     "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1,
     # counts (no conversion): grid size, occupancy limits, registers
     "": 1, "block": 1, "register/thread": 1, "warp": 1, "thread": 1, "cycle": 1,
+    # shared memory per block (launch__shared_mem_per_block_*: receipts/ncu-h200-peers-calib1-2026-12-01.json)
+    "byte/block": 1,
 }
 
 
