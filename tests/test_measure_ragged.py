@@ -50,7 +50,9 @@ def test_sweep_seqlens_padded_spec_ids_and_no_expansion():
     ({"impls": ["baseline"]}, None, "baseline takes no packed ragged batch"),
     ({"seqlens": []}, None, "seqlens must be a non-empty list"),
     ({"seqlens": [40, 0]}, None, "seqlens[1] = 0: every length must be a whole number of tokens, 1 or more"),
-    ({"seqlens": [40, "x"]}, None, "seqlens[1]: 'x' is not a length"),
+    ({"seqlens": [40, "x"]}, None, "seqlens[1] = the string 'x' is text"),
+    ({"seqlens": ["40"]}, None, "seqlens[0] = the string '40' is text: write the length as a number"),
+    ({"seqlens": [[77, "4096"]]}, None, "seqlens[0] = "),
     ({"seqlens": [40, [1, 2, 3]]}, None, "is not a length or a [q, k] pair"),
 ])
 def test_sweep_refuses_bad_ragged(shape, defaults, needle):

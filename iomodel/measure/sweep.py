@@ -160,6 +160,9 @@ def _ragged_entry(entry: dict[str, Any], where: str) -> tuple[tuple[int, int], .
                            "phase = \"decode\" and pass = \"fwd+bwd\"")
     pairs = []
     for i, item in enumerate(raw):
+        if isinstance(item, str) or (isinstance(item, list) and any(isinstance(n, str) for n in item)):
+            raise IomodelError(f"{where}: seqlens[{i}] = {jv.describe(item)} is text: write the length as a number "
+                               "(512) or a [q, k] pair of numbers ([77, 4096]) in the sweep file")
         q, k = _pair(item, f"{where}: seqlens[{i}]")
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in (q, k)):
             raise IomodelError(f"{where}: seqlens[{i}] = {jv.describe(item)}: every length must be a whole number "
