@@ -68,3 +68,39 @@ def test_bad_grid_order_is_one_line(cfg, path, fragment):
     with pytest.raises(IomodelError) as exc:
         flash_attention(q, k, v, config=cfg)
     assert fragment in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_sweep_shape_grid_order_runs_the_kernel_heads_fastest():
+    """A sweep's ``grid_order = "heads-fastest"`` (iomodel/measure/sweep.py) gets its own shape id and
+    reaches the kernel through the child's call: the first autotune candidate in that order."""
+    from iomodel.measure.child import impl_call
+    from iomodel.measure.sweep import SweepShape, parse_sweep
+    from kernels import heuristics as hx
+
+    sw = parse_sweep({"defaults": {"heads": 2, "kv_heads": 1, "head_dim": 16, "dtype": "fp16"},
+                      "shape": [{"seqlen": 40, "causal": True, "grid_order": ["tiles-fastest", "heads-fastest"]}]})
+    assert [s.id for s in sw.shapes] == ["b1-h2-kv1-d16-fp16-q40-k40-tl-tiled",
+                                         "b1-h2-kv1-d16-fp16-q40-k40-tl-tiled-heads-fastest"]
+    shape = sw.shapes[1]
+    assert SweepShape.from_dict(shape.to_dict()) == shape and shape.to_dict()["grid_order"] == "heads-fastest"
+    q, k, v = _inputs(1, 2, 1, 40, 40, 16, torch.float16, seed=3)
+    call, config = impl_call("tiled", shape.spec, q, k, v, grid_order=shape.grid_order)
+    o = call()
+    want = hx.prefill_default(16, "fp16", True, "prefill").config("prefill")
+    assert config() == {**want.to_dict(), "grid_order": "heads-fastest"}
+    ref, _ = flash_attention(q, k, v, True, config=want)
+    assert torch.equal(o, ref)
+
+
+@pytest.mark.parametrize("entry,fragment", [
+    ({"seqlen": 40, "grid_order": "grouped:2"}, "grid_order must be one of 'tiles-fastest', 'heads-fastest'"),
+    ({"seqlen": 40, "grid_order": "heads-fastest", "impls": ["tiled", "baseline"]}, "option of the bundled kernel's dense prefill"),
+    ({"seqlen": 8, "grid_order": "heads-fastest"}, "option of the bundled kernel's dense prefill"),
+    ({"seqlen": 40, "grid_order": "heads-fastest", "pass": "fwd+bwd"}, "option of the bundled kernel's dense prefill"),
+])
+def test_sweep_bad_grid_order_is_one_line(entry, fragment):
+    from iomodel.measure.sweep import parse_sweep
+
+    with pytest.raises(IomodelError) as exc:
+        parse_sweep({"defaults": {"heads": 2, "kv_heads": 1, "head_dim": 16, "dtype": "fp16"}, "shape": [entry]})
+    assert fragment in str(exc.value) and "\n" not in str(exc.value)
