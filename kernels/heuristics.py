@@ -82,8 +82,12 @@ class KernelConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable fields."""
-        return asdict(self)
+        """JSON-serialisable fields; ``grid_order`` only when not ``tiles-fastest`` (so a record of the
+        default launch reads as it did before the field existed)."""
+        d = asdict(self)
+        if d["grid_order"] == "tiles-fastest":
+            del d["grid_order"]
+        return d
 
     def with_(self, **changes: Any) -> "KernelConfig":
         """A copy with some fields changed."""

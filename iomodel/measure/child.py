@@ -198,6 +198,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
 
         def config():
             cfg = state.get("cfg")
+            if hasattr(cfg, "to_dict"):  # a KernelConfig (its grid_order only when not the default)
+                return cfg.to_dict()
             return asdict(cfg) if is_dataclass(cfg) else (dict(cfg) if cfg is not None else None)
 
         return call, config
