@@ -9,7 +9,8 @@ interpreter counts the requested bytes and compares them with the traffic model)
 
 * prefill (``N_q > 16``): Q-stationary forward (FlashAttention-2, Dao 2023, Algorithm 1;
   Triton tutorial ``06-fused-attention.py``). Grid ``(T_r, B*H)``, axis 0 the query tile
-  (``tile_order`` "reverse": tile T_r - 1 - program_id(0), heaviest causal tiles first).
+  (``tile_order`` "reverse": tile T_r - 1 - program_id(0), heaviest causal tiles first;
+  ``grid_order`` "heads-fastest": grid ``(B*H, T_r)``, axis 0 the head, a fixed config only).
   Online softmax in fp32 with exp2; causal K/V blocks above the diagonal are skipped,
   blocks fully below it run without a mask (stage 1), blocks crossing it or the key tail
   run masked (stage 2). Two variants move the same blocks:
@@ -52,6 +53,7 @@ from iomodel.schedule.capabilities import (
     prefill_path,
     tma_refusal,
 )
+from iomodel.schedule.launch import KERNEL_GRID_ORDERS
 from iomodel.schedule.tiles import (
     DECODE_MAX_ROWS,
     DECODE_MAX_SEQLEN_Q,
@@ -200,12 +202,20 @@ def _head_of(bh, H, G):
 
 
 @triton.jit
-def _query_tile(REVERSE: tl.constexpr):
-    """Query tile i of this program: program_id(0), or T_r - 1 - program_id(0) when REVERSE."""
-    i = tl.program_id(0)
+def _query_tile(REVERSE: tl.constexpr, HEADS_FASTEST: tl.constexpr):
+    """Query tile i and grid row bh = b*H + h of this program: grid (T_r, B*H) (tiles fastest), or
+    (B*H, T_r) when HEADS_FASTEST (grid_order "heads-fastest"); i runs T_r - 1 down to 0 when REVERSE."""
+    if HEADS_FASTEST:
+        i = tl.program_id(1)
+        bh = tl.program_id(0)
+        t_r = tl.num_programs(1)
+    else:
+        i = tl.program_id(0)
+        bh = tl.program_id(1)
+        t_r = tl.num_programs(0)
     if REVERSE:
-        i = tl.num_programs(0) - 1 - i
-    return i
+        i = t_r - 1 - i
+    return i, bh
 
 
 @triton.jit
@@ -257,9 +267,10 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
               REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
-              VARLEN: tl.constexpr = False, SEQUSED: tl.constexpr = False):
+              VARLEN: tl.constexpr = False, SEQUSED: tl.constexpr = False, HEADS_FASTEST: tl.constexpr = False):
     """Prefill forward, pointer loads. Grid (T_r, B*H): program (p, b*H + h) runs query tile
-    i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first).
+    i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first);
+    HEADS_FASTEST (grid_order "heads-fastest"): grid (B*H, T_r), program (b*H + h, p).
     WINDOW: keys outside the band m + off − WIN_L <= n <= m + off + WIN_R are masked and blocks
     outside it skipped (``_band_bounds``).
 
@@ -271,8 +282,7 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
     N_K − N_Q (bottom-right) and runs the body above on them. Grid (cdiv(max_seqlen_q,
     BLOCK_M), B*H): tiles past the sequence's end return at once (they read only the cu_seqlens).
     """
-    i = _query_tile(REVERSE)
-    bh = tl.program_id(1)
+    i, bh = _query_tile(REVERSE, HEADS_FASTEST)
     b, h, hk = _head_of(bh, H, G)
     if VARLEN:
         q_start = tl.load(CU_Q + b)
@@ -364,15 +374,15 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
                   H, G, N_Q, N_K, CAUSAL_OFF, N_Q_BUCKET, N_K_BUCKET, WIN_L, WIN_R,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, IN_DTYPE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                  EMULATE_BF16: tl.constexpr, REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False):
-    """Prefill forward, tensor descriptors (TMA). Same grid and blocks as ``_attn_fwd``.
+                  EMULATE_BF16: tl.constexpr, REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
+                  HEADS_FASTEST: tl.constexpr = False):
+    """Prefill forward, tensor descriptors (TMA). Same grid (and grid orders) and blocks as ``_attn_fwd``.
 
     Descriptors are rank 4 over (B, H, N, d) (K, V: (B, H_kv, N_k, d)) with boxes
     [1, 1, BLOCK, HEAD_DIM]: TMA zero-fills reads and drops writes beyond each head's
     sequence bound, which moves exactly the rows the pointer path's masks request.
     """
-    i = _query_tile(REVERSE)
-    bh = tl.program_id(1)
+    i, bh = _query_tile(REVERSE, HEADS_FASTEST)
     b, h, hk = _head_of(bh, H, G)
     offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -721,6 +731,11 @@ def _check_config(config: KernelConfig, path: str) -> None:
         raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
     if path == "decode-split-kv" and config.tile_order != "forward":
         raise IomodelError("tile_order applies to the prefill paths only: set config.tile_order='forward'")
+    if config.grid_order not in KERNEL_GRID_ORDERS:
+        raise IomodelError(f"config.grid_order must be one of {', '.join(map(repr, KERNEL_GRID_ORDERS))}, "
+                           f"got {config.grid_order!r}: change it")
+    if path == "decode-split-kv" and config.grid_order != KERNEL_GRID_ORDERS[0]:
+        raise IomodelError(f"grid_order applies to the prefill paths only: set config.grid_order={KERNEL_GRID_ORDERS[0]!r}")
 
 
 def flash_attention(
@@ -1216,11 +1231,15 @@ def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> 
     B, H, N_q = plan.grid_rows
     d = plan.shape.head_dim
     kernel = _attn_fwd_tma if plan.path == "prefill-tma" else _attn_fwd
-    tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, REVERSE=config.tile_order == "reverse")
+    heads_fastest = config.grid_order == "heads-fastest"
+    tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, REVERSE=config.tile_order == "reverse",
+                 HEADS_FASTEST=heads_fastest)
     if plan.path == "prefill-tma":
         tiles["WARP_SPECIALIZE"] = config.warp_specialize
         plan.tma_block = [config.block_m, config.block_n, d]
-    plan.main = _Launch(kernel, (triton.cdiv(N_q, config.block_m), B * H, 1), {**named, **tiles},
+    t_r = triton.cdiv(N_q, config.block_m)
+    grid = (B * H, t_r, 1) if heads_fastest else (t_r, B * H, 1)
+    plan.main = _Launch(kernel, grid, {**named, **tiles},
                         dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)
     plan.config = config
 

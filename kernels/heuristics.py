@@ -38,14 +38,16 @@ from iomodel.schedule.tiles import (
     next_pow2,
     paged_block_n,
 )
+from iomodel.schedule.launch import TILE_ORDERS as _SCHEDULE_TILE_ORDERS
 from iomodel.spec import Tiling, cdiv
 
 #: Query-tile orders of the prefill grid (``KernelConfig.tile_order``): ``forward`` maps
 #: ``program_id(0)`` to query tile i = program_id(0); ``reverse`` to i = T_r - 1 - program_id(0)
 #: (causal: the heaviest tiles, those with the most visible K/V blocks, start first, so the
 #: last wave holds the lightest tiles; FlashAttention-3's causal scheduler does the same).
-#: The set of blocks every tile moves is the same in both orders (traffic contract).
-TILE_ORDERS = ("forward", "reverse")
+#: The set of blocks every tile moves is the same in both orders (traffic contract). The names
+#: are :data:`iomodel.schedule.launch.TILE_ORDERS` (the schedule the L2 model reads).
+TILE_ORDERS = _SCHEDULE_TILE_ORDERS
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class KernelConfig:
     heads_per_program: int = 1  # decode: query heads of one GQA group per program (P)
     warp_specialize: bool = False  # prefill-tma: automatic warp specialization of the K/V loop
     tile_order: str = "forward"  # prefill: "forward" or "reverse" query-tile order (TILE_ORDERS)
+    grid_order: str = "tiles-fastest"  # prefill: program order, "tiles-fastest" or "heads-fastest" (a fixed config)
 
     def tiling(self) -> Any:
         """This configuration as an :class:`iomodel.spec.Tiling` (same BLOCK_M/BLOCK_N/stages/splits/P)."""
@@ -79,8 +82,12 @@ class KernelConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable fields."""
-        return asdict(self)
+        """JSON-serialisable fields; ``grid_order`` only when not ``tiles-fastest`` (so a record of the
+        default launch reads as it did before the field existed)."""
+        d = asdict(self)
+        if d["grid_order"] == "tiles-fastest":
+            del d["grid_order"]
+        return d
 
     def with_(self, **changes: Any) -> "KernelConfig":
         """A copy with some fields changed."""

@@ -9,7 +9,7 @@ and renders the result.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from iomodel.cache.params import L2Params
@@ -17,6 +17,7 @@ from iomodel.cache.predict import predict_tiled, predict_training_step
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, dkdv_program_sram_bytes, dq_program_sram_bytes,
                                    estimate_programs_per_sm)
+from iomodel.schedule.launch import Schedule
 from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
 
@@ -100,6 +101,8 @@ class L2Estimate:
         programs_per_sm_source: where that number comes from.
         num_warps, tile_order: the launch's warps per program and query-tile order.
         config_source: where num_warps and tile_order come from.
+        schedule: the forward launch the estimate simulated (:class:`~iomodel.schedule.launch.Schedule`,
+            its ``programs_per_sm`` the number used), or None (training step).
         assumptions: the L2 model's own assumptions, one sentence each.
         kernels: training step only: per kernel ``{"name", "read_bytes", "write_bytes",
             "written_bytes", "programs_per_sm"}`` (bytes), in launch order; empty for the forward.
@@ -122,6 +125,7 @@ class L2Estimate:
     assumptions: tuple[str, ...]
     kernels: tuple[dict[str, Any], ...] = ()
     function: str = "predict_tiled"
+    schedule: Schedule | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``algorithms.tiled.l2_aware``): bytes, seconds and the assumptions."""
@@ -135,6 +139,8 @@ class L2Estimate:
             "num_warps": self.num_warps, "tile_order": self.tile_order, "config_source": self.config_source,
             "assumptions": list(self.assumptions),
         }
+        if self.schedule is not None:
+            out["schedule"] = self.schedule.to_dict()
         if self.kernels:
             out["kernels"] = [dict(k) for k in self.kernels]
         return out
@@ -159,11 +165,13 @@ def launch_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps
 
 
 def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops: int, peak_flops: float,
-                   num_warps: int, tile_order: str, config_source: str) -> L2Estimate:
-    """The L2-aware DRAM estimate of the tiled kernel for a prefill forward layer.
+                   num_warps: int | None = None, tile_order: str | None = None, config_source: str,
+                   schedule: Schedule | None = None) -> L2Estimate:
+    """The L2-aware DRAM estimate of the tiled kernel (or of any Q-stationary launch ``schedule``)
+    for a prefill forward layer.
 
-    Programs per SM from :func:`iomodel.schedule.grid.estimate_programs_per_sm` (shared
-    memory of the tiles and warps; registers ignored), default
+    Programs per SM: the schedule's, else from :func:`iomodel.schedule.grid.estimate_programs_per_sm`
+    (shared memory of the tiles and warps; registers ignored); default
     :class:`~iomodel.cache.params.L2Params` otherwise (effective L2 fraction 0.5, 24 ways,
     caches flushed before the kernel). Roofline time ``max(flops / peak_flops, DRAM bytes /
     hardware.hbm_bandwidth)`` (seconds).
@@ -174,20 +182,38 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
         tiling: the tiles (BLOCK_M, BLOCK_N, num_stages).
         hardware: L2 bytes, SMs, shared memory per SM (bytes), HBM bandwidth (B/s).
         flops: FLOPs of the tiled kernel; peak_flops: its peak FLOP/s.
-        num_warps, tile_order: the launch (warps per program; ``forward`` or ``reverse``).
-        config_source: one sentence on where num_warps and tile_order come from.
+        num_warps, tile_order: the launch (warps per program, default 4; ``forward`` (default)
+            or ``reverse``); with ``schedule`` leave them out or give the schedule's.
+        config_source: one sentence on where the launch comes from.
+        schedule: the launch (:class:`~iomodel.schedule.launch.Schedule`: tiles, warps, programs per
+            SM, grid, tile and key order); None: the bundled kernel's order with ``num_warps``
+            and ``tile_order``. Checked against ``spec`` and ``hardware`` (:meth:`Schedule.check`).
 
     Raises:
-        IomodelError: a layer :func:`not_estimated` refuses; from
-            :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
+        IomodelError: a layer :func:`not_estimated` refuses; a schedule that cannot launch
+            (:meth:`Schedule.check`) or disagrees with ``tiling``, ``num_warps`` or ``tile_order``;
+            from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
     why = not_estimated(spec, tiling)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
     if spec.backward:
         raise IomodelError("estimate_tiled covers the forward kernel: use estimate_training_step for --pass fwd+bwd")
-    params = launch_params(spec, tiling, hardware, num_warps)
-    l2 = predict_tiled(spec, tiling, params, tile_order)
+    if schedule is None:
+        schedule = Schedule.for_tiling(tiling, num_warps=4 if num_warps is None else num_warps,
+                                       tile_order=tile_order or "forward")
+    else:
+        for name, given in (("num_warps", num_warps), ("tile_order", tile_order)):
+            if given is not None and given != getattr(schedule, name):
+                raise IomodelError(f"{name} {given!r} and the schedule's {getattr(schedule, name)!r} disagree: give it once")
+        if (schedule.block_m, schedule.block_n, schedule.num_stages) != (tiling.block_m, tiling.block_n, tiling.num_stages):
+            raise IomodelError(f"the schedule's tiles BLOCK_M={schedule.block_m}, BLOCK_N={schedule.block_n}, "
+                               f"num_stages={schedule.num_stages} are not the layer's {tiling.block_m}, {tiling.block_n}, "
+                               f"{tiling.num_stages}: give them once")
+    schedule.check(spec, hardware)
+    pps, pps_source = schedule.resident_programs_per_sm(spec, hardware)
+    params = L2Params(hardware.l2_bytes, hardware.num_sms, pps)
+    l2 = predict_tiled(spec, tiling, params, schedule=schedule)
     moved = l2.hbm_read_bytes + l2.hbm_write_bytes
     t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
     return L2Estimate(
@@ -195,8 +221,9 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
         dirty_bytes=l2.no_reuse_write_bytes - l2.hbm_write_bytes, flops=flops,
         roofline_time_s=max(t_c, t_m), intensity=flops / moved if moved else math.inf,
         bound="memory" if t_m >= t_c else "compute", programs_per_sm=params.programs_per_sm,
-        programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
-        num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
+        programs_per_sm_source=pps_source,
+        num_warps=schedule.num_warps, tile_order=schedule.tile_order, config_source=config_source,
+        assumptions=tuple(l2.assumptions), schedule=replace(schedule, programs_per_sm=pps),
     )
 
 

@@ -20,6 +20,7 @@ from iomodel.cache.params import STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
+from iomodel.schedule.launch import TILE_ORDERS, Schedule, tiles_per_group
 from iomodel.schedule.grid import (Access, ReadGroup, combine_waves, decode_split_rows, decode_waves, dkdv_waves,
                                    dq_waves, dkdv_query_ranges, key_span_rows, prefill_key_ranges, prefill_waves,
                                    preprocess_waves)
@@ -151,8 +152,10 @@ def _common_assumptions(params: L2Params) -> list[str]:
     ]
 
 
-def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order: str = "forward") -> L2Prediction:
-    """L2-aware HBM bytes of the bundled kernel (prefill Q-stationary, or split-KV decode).
+def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order: str = "forward", *,
+                  schedule: Schedule | None = None) -> L2Prediction:
+    """L2-aware HBM bytes of the bundled kernel (prefill Q-stationary, or split-KV decode), or of
+    any Q-stationary prefill schedule.
 
     Args:
         spec: the layer (forward only: ``spec.backward`` must be False).
@@ -160,17 +163,26 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         params: device and occupancy (:class:`L2Params`).
         tile_order: grid order of the query tiles, the kernel config's ``tile_order``
             (``forward``, the default for records without it, or ``reverse``).
+        schedule: prefill only: the launch (:class:`~iomodel.schedule.launch.Schedule`: grid,
+            tile and key order) instead of ``tile_order``; its BLOCK_M and BLOCK_N must be
+            ``tiling``'s and a ``programs_per_sm`` it gives must be ``params``'. None: the
+            bundled kernel's tiles-fastest, ascending schedule in ``tile_order``.
 
     Returns:
         :class:`L2Prediction` with causes ``l2_capacity``, ``masked_reads``,
         ``dirty_at_end`` and (split-KV) ``intermediates``.
 
     Raises:
-        IomodelError: a backward pass is asked for (not modelled at the L2 level), or an
-            unknown tile_order.
+        IomodelError: a backward pass is asked for (not modelled at the L2 level), an
+            unknown tile_order, a schedule for a decode layer, or one that disagrees with
+            ``tile_order``, ``tiling`` or ``params`` (one line each).
     """
     if spec.backward:
         raise IomodelError("the L2-aware prediction covers the forward kernel only: use --pass fwd")
+    if schedule is None:
+        schedule = Schedule.for_tiling(tiling, tile_order=tile_order) if tile_order in TILE_ORDERS else None
+    else:
+        _check_schedule(schedule, spec, tiling, params, tile_order)
     w = params.resident_programs
     cap = params.capacity
     share, ways = params.write_share, params.ways
@@ -200,14 +212,19 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         touched_rows = B * Hk * sum(decode_split_rows(spec, tiling))
         span = "decode programs of one KV head run together"
     else:
-        launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order, grouped=True))
+        grid_order = schedule.grid_order if schedule is not None else "tiles-fastest"
+        key_order = schedule.key_order if schedule is not None else "ascending"
+        launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order if schedule is None else schedule.tile_order,
+                                           grouped=True, grid_order=grid_order, key_order=key_order))
         touched_rows = B * Hk * key_span_rows(prefill_key_ranges(spec, tiling))  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
-        heads = cdiv(w, t_r) + 1
+        heads = cdiv(w, tiles_per_group(grid_order, t_r)) + 1  # query heads one wave spans
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
         span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
                 f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(cap, decimals=1)} effective L2")
+        if schedule is not None and (grid_order, key_order) != ("tiles-fastest", "ascending"):
+            span += f" ({grid_order} grid, {key_order} key loops)"
     hbm_r: dict[str, int] = {}
     hbm_w: dict[str, int] = {}
     dirty: dict[str, int] = {}
@@ -245,6 +262,11 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
+    if spec.phase != "decode" and schedule is not None and not (schedule.grid_order == "tiles-fastest"
+                                                                  and schedule.key_order == "ascending"):
+        assumptions[1] = (f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {w} programs run at "
+                          f"once, in the order of the {schedule.grid_order} grid (iomodel/schedule/launch.py), in waves; "
+                          f"each program scans its key blocks {schedule.key_order}.")
     return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                    assumptions)
 
@@ -304,6 +326,18 @@ def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params
     k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways)
     k.requested_read, k.requested_write = req_r, req_w
     return k
+def _check_schedule(schedule: Schedule, spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order: str) -> None:
+    """Raise (one line) where a schedule given to :func:`predict_tiled` disagrees with its other arguments."""
+    if spec.phase == "decode":
+        raise IomodelError("a launch schedule describes the prefill kernel: drop it for a decode layer")
+    if tile_order != "forward" and tile_order != schedule.tile_order:
+        raise IomodelError(f"tile_order {tile_order!r} and the schedule's {schedule.tile_order!r} disagree: give it once")
+    if (schedule.block_m, schedule.block_n) != (tiling.block_m, tiling.block_n):
+        raise IomodelError(f"the schedule's tiles BLOCK_M={schedule.block_m}, BLOCK_N={schedule.block_n} are not the "
+                           f"tiling's {tiling.block_m}, {tiling.block_n}: give them once")
+    if schedule.programs_per_sm is not None and schedule.programs_per_sm != params.programs_per_sm:
+        raise IomodelError(f"the schedule's programs_per_sm {schedule.programs_per_sm} is not the L2 parameters' "
+                           f"{params.programs_per_sm}: give it once")
 
 
 def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> L2Prediction:

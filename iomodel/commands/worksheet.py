@@ -6,6 +6,7 @@ the layer options are :class:`iomodel.commands.options.LayerOptions`, shared wit
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,6 +16,8 @@ import typer
 from iomodel.errors import IomodelError
 
 from iomodel.commands.options import LayerOptions, layer_options
+
+_SCHEDULE = "Launch schedule (L2-aware estimate)"
 
 @layer_options
 def worksheet(
@@ -28,6 +31,23 @@ def worksheet(
     regenerate_bundled: Annotated[bool, typer.Option("--regenerate-bundled", help="Regenerate every bundled "
                                                      "worksheet under worksheets/ and exit (layer options "
                                                      "are ignored).")] = False,
+    grid_order: Annotated[Optional[str], typer.Option(
+        "--grid-order", help="Program order of the forward grid: tiles-fastest (the bundled kernel), heads-fastest, "
+        "or grouped:N (N query tiles per group).", rich_help_panel=_SCHEDULE)] = None,
+    tile_order: Annotated[Optional[str], typer.Option(
+        "--tile-order", help="Query-tile order within a head: forward or reverse (default: the bundled kernel's).",
+        rich_help_panel=_SCHEDULE)] = None,
+    key_order: Annotated[Optional[str], typer.Option(
+        "--key-order", help="Each program's key-block loop: ascending (the bundled kernel) or descending.",
+        rich_help_panel=_SCHEDULE)] = None,
+    programs_per_sm: Annotated[Optional[int], typer.Option(
+        "--programs-per-sm", help="Programs one SM runs at once (default: estimated from shared memory and warps).",
+        rich_help_panel=_SCHEDULE)] = None,
+    num_warps: Annotated[Optional[int], typer.Option(
+        "--num-warps", help="Warps per program (default: the bundled kernel's).", rich_help_panel=_SCHEDULE)] = None,
+    schedule: Annotated[Optional[Path], typer.Option(
+        "--schedule", help="TOML file of schedule fields (block_m, block_n, num_stages, num_warps, programs_per_sm, "
+        "grid_order, tile_order, key_order); the flags above override it.", rich_help_panel=_SCHEDULE)] = None,
 ) -> None:
     """Print the HBM-traffic worksheet of one attention layer: every tensor, step and byte.
 
@@ -51,15 +71,21 @@ def worksheet(
         check_output_file(output, "-o")
     if plot_dir is not None:
         check_output_dir(plot_dir, "--plot-dir")
+    flags = {"num_warps": num_warps, "programs_per_sm": programs_per_sm, "grid_order": grid_order,
+             "tile_order": tile_order, "key_order": key_order}
+    layer, launch = _with_schedule(layer, schedule, {k: v for k, v in flags.items() if v is not None})
     lay = layer.resolve()
     if lay.ragged is not None:  # summed per sequence (iomodel.report.ragged); no dense plots of it
         from iomodel.report.ragged import make_ragged_worksheet
 
         if plot_dir is not None:
             raise IomodelError("--plot-dir draws one dense layer: drop it with --seqlens/--seqlens-file")
+        if launch:
+            raise IomodelError(f"{', '.join(W.schedule_flags(launch))}: the launch schedule describes one dense layer: "
+                               "drop it with --seqlens/--seqlens-file")
         ws = make_ragged_worksheet(lay)
     else:
-        ws = W.make_worksheet(lay)
+        ws = W.make_worksheet(lay, schedule=launch)
     text = W.render(ws, fmt)
     if plot_dir is not None:  # the plots first: a plot that fails leaves no worksheet behind either
         from iomodel.report.plot import write_plots
@@ -74,6 +100,28 @@ def worksheet(
     if not ws.units_ok:  # a model defect, not bad input: exit 1
         typer.echo("error: some rows do not reduce to bytes (see the units check): report it", err=True)
         raise typer.Exit(1)
+
+
+#: Schedule fields that are the layer's tiles (:class:`LayerOptions` fields of the same name).
+_TILE_FIELDS = ("block_m", "block_n", "num_stages")
+
+
+def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tuple[LayerOptions, dict]:
+    """The layer options with the tiles of the schedule file ``path`` where no flag gives them,
+    and the launch fields (file, then ``flags`` over it) for :func:`iomodel.report.worksheet.l2_schedule`.
+
+    Raises:
+        IomodelError: the file is missing, not TOML, or has an unknown key or a bad value
+            (:func:`iomodel.schedule.launch.read_schedule_file`, one line).
+    """
+    if path is None:
+        return layer, flags
+    from iomodel.schedule.launch import read_schedule_file
+
+    given = read_schedule_file(path)
+    tiles = {f: v for f, v in given.items() if f in _TILE_FIELDS and getattr(layer, f) is None}
+    launch = {f: v for f, v in given.items() if f not in _TILE_FIELDS}
+    return dataclasses.replace(layer, **tiles), {**launch, **flags}
 
 
 def _write(path: Path, text: str) -> None:

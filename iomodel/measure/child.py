@@ -118,7 +118,8 @@ def _sdpa_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any) -> Callable[[
 def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
               pinned: dict[str, Any] | None = None,
               paged: tuple[Any, Any] | None = None,
-              varlen: tuple[Any, Any, int, int] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+              varlen: tuple[Any, Any, int, int] | None = None,
+              grid_order: str = "tiles-fastest") -> tuple[Callable[[], Any], Callable[[], dict | None]]:
     """The zero-argument call of one implementation, and a function giving its config.
 
     Args:
@@ -133,6 +134,9 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         varlen: (``tiled``, a ragged batch) ``(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)``,
             int32 ``(B + 1,)`` each and two ints; q is then packed ``(total_q, H, HEAD_DIM)`` and
             k, v ``(total_k, H_kv, HEAD_DIM)``, run by ``kernels.flash_attention.flash_attention_varlen``.
+        grid_order: (``tiled`` prefill) the kernel's program order (``KernelConfig.grid_order``);
+            other than ``tiles-fastest`` it runs the pinned config, else the first autotune
+            candidate (``kernels.heuristics.prefill_default``), in that order.
 
     Returns:
         ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)`` (with
@@ -168,6 +172,14 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
                 kc = KernelConfig(**{k_: pinned[k_] for k_ in CONFIG_KEYS if k_ in pinned})
             except TypeError as exc:
                 raise IomodelError(f"pinned config {pinned} is not a KernelConfig ({exc}): pin a recorded config") from exc
+        if grid_order != "tiles-fastest":  # a fixed config in that order (the autotuner runs tiles-fastest)
+            from kernels import heuristics as hx
+            from kernels.flash_attention import kernel_path
+
+            if kc is None:
+                path = kernel_path(q, k, v)
+                kc = hx.prefill_default(spec.head_dim, spec.dtype, spec.causal, path).config(path)
+            kc = kc.with_(grid_order=grid_order)
 
         def call():
             if varlen is not None:
@@ -186,6 +198,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
 
         def config():
             cfg = state.get("cfg")
+            if hasattr(cfg, "to_dict"):  # a KernelConfig (its grid_order only when not the default)
+                return cfg.to_dict()
             return asdict(cfg) if is_dataclass(cfg) else (dict(cfg) if cfg is not None else None)
 
         return call, config
@@ -313,7 +327,7 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
             else:
                 k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
                 v = torch.randn_like(k)  # (B, H_kv, N_k, d)
-            call, config = impl_call(s.impl, sp, q, k, v, s.config, paged, varlen)
+            call, config = impl_call(s.impl, sp, q, k, v, s.config, paged, varlen, grid_order=s.grid_order)
             call()  # warm-up: compilation and autotuning, outside the profiled region
             with profiled_range(s.id) if gpu else contextlib.nullcontext():
                 call()

@@ -40,6 +40,10 @@ class SweepShape:
             instead of autotuned; None: the kernel chooses (autotuning on a GPU).
         seqlens: a ragged (varlen) batch: one ``(N_q, N_k)`` pair per sequence (tokens), ``spec``
             then being the batch padded to its longest sequence; None for a dense batch.
+        grid_order: the bundled kernel's program order (``KernelConfig.grid_order``;
+            :data:`iomodel.schedule.launch.KERNEL_GRID_ORDERS`); ``heads-fastest`` runs the
+            kernel's first autotune candidate (``kernels.heuristics.prefill_default``) in that
+            order unless a config is pinned.
     """
 
     id: str
@@ -48,6 +52,7 @@ class SweepShape:
     seed: int = 0
     config: dict[str, Any] | None = None
     seqlens: tuple[tuple[int, int], ...] | None = None
+    grid_order: str = "tiles-fastest"
 
     def ragged(self) -> Any:
         """The :class:`~iomodel.spec.ragged.RaggedSpec` of a ragged shape (None for a dense one)."""
@@ -62,6 +67,8 @@ class SweepShape:
             out["config"] = dict(self.config)
         if self.seqlens is not None:
             out["seqlens"] = [list(p) for p in self.seqlens]
+        if self.grid_order != "tiles-fastest":
+            out["grid_order"] = self.grid_order
         return out
 
     @classmethod
@@ -73,7 +80,8 @@ class SweepShape:
         layer = LayerSpec(**spec)
         return cls(id=d["id"], impl=d["impl"], spec=layer, seed=int(d.get("seed", 0)),
                    config=dict(cfg) if cfg else None,
-                   seqlens=read_seqlens(d.get("seqlens"), layer, "shape seqlens", "rewrite the shapes file"))
+                   seqlens=read_seqlens(d.get("seqlens"), layer, "shape seqlens", "rewrite the shapes file"),
+                   grid_order=str(d.get("grid_order", "tiles-fastest")))
 
 
 @dataclass
@@ -189,6 +197,28 @@ def _window_sides(value: Any, where: str) -> tuple[int | None, int | None]:
     return tuple(None if v == -1 else v for v in sides)  # type: ignore[return-value]
 
 
+def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> str:
+    """A sweep entry's ``grid_order``, checked: one of the bundled kernel's grid orders, on a prefill
+    forward shape measured with ``tiled`` only.
+
+    Raises:
+        IomodelError: one line naming the entry and what to change.
+    """
+    from iomodel.schedule.launch import KERNEL_GRID_ORDERS
+
+    if value not in KERNEL_GRID_ORDERS:
+        raise IomodelError(f"{where}: grid_order must be one of {', '.join(map(repr, KERNEL_GRID_ORDERS))}, got "
+                           f"{jv.describe(value)}: fix the file")
+    if value != KERNEL_GRID_ORDERS[0]:
+        n_q = entry.get("seqlen_q", entry.get("seqlen"))
+        decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
+        if impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry:
+            raise IomodelError(f"{where}: grid_order {value!r} is an option of the bundled kernel's dense prefill "
+                               "forward: use impls = [\"tiled\"], pass = \"fwd\" and a dense prefill shape, or drop "
+                               "grid_order")
+    return value
+
+
 def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
     """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list;
     ``window`` expands only when it holds a list: ``window = [[4096, 0], 256]`` is two windows,
@@ -225,7 +255,9 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     ``[512, 3000, 77]``; the forward prefill of ``tiled`` only, run by
     ``kernels.flash_attention.flash_attention_varlen``; it gives batch and lengths, the spec
     being the batch padded to its longest sequence; never expanded: one entry per batch),
-    ``impls`` (list of implementations, default ``["tiled"]``) and ``seed`` (default 0).
+    ``impls`` (list of implementations, default ``["tiled"]``), ``seed`` (default 0) and
+    ``grid_order`` (the bundled kernel's program order, ``"tiles-fastest"`` (default) or
+    ``"heads-fastest"``; prefill forward of ``tiled`` only; the shape id gains ``-heads-fastest``).
 
     Raises:
         IomodelError: an unknown key, an invalid shape or window, an unknown implementation, an
@@ -272,6 +304,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             if passes not in PASSES:
                 raise IomodelError(f"{source}: shape {n} has pass {passes!r}: use one of {', '.join(PASSES)}")
             entry["backward"] = passes == "fwd+bwd"
+            grid_order = _grid_order(entry.pop("grid_order", "tiles-fastest"), entry, impls, where)
             seqlens = None
             if "seqlens" in entry:
                 if "batch" not in raw and "batch" not in defaults:
@@ -284,7 +317,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             unknown = set(entry) - set(_SPEC_FIELDS) - {"window"}
             if unknown:
                 raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, "
-                                   "seqlens, window, impls, seed")
+                                   "seqlens, window, impls, seed, grid_order")
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
             if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
@@ -326,13 +359,13 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if seqlens is not None and impl not in RAGGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} takes no packed ragged batch: use impls = [\"tiled\"] for a "
                                        "seqlens shape")
-                sid = shape_id(spec, impl, seqlens)
+                sid = shape_id(spec, impl, seqlens) + ("" if grid_order == "tiles-fastest" else f"-{grid_order}")
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate"
                                        + (" (a ragged id names the count and total tokens: change a length)"
                                           if seqlens is not None else ""))
                 seen.add(sid)
-                shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens))
+                shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order))
     metrics = ncu.get("metrics", DEFAULT_METRICS)
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
         raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")

@@ -42,6 +42,7 @@ from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kern
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params
+from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step)
 from iomodel.schedule.grid import estimate_programs_per_sm
@@ -760,7 +761,10 @@ def reconcile_shape(
                 params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels,
                                   ways=l2_ways)
                 out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
-                l2 = predict_tiled(spec, tiling, params, out.tile_order)
+                grid_order = str((shape.config or {}).get("grid_order", "tiles-fastest"))
+                l2 = (predict_tiled(spec, tiling, params, out.tile_order) if grid_order == "tiles-fastest" else
+                      predict_tiled(spec, tiling, params, schedule=Schedule.for_tiling(
+                          tiling, tile_order=out.tile_order, grid_order=grid_order)))  # the kernel's grid order
                 out.l2 = l2
                 sim_fill = {}
                 for k in l2.kernels:

@@ -33,6 +33,7 @@ from iomodel.spec.hardware import Hardware
 from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
 from iomodel.schedule.capabilities import decode_refusal, kernel_refusal, prefill_path
+from iomodel.schedule.launch import Schedule
 from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
 from iomodel.traffic.units import RowUnits, check_row_units
 
@@ -148,12 +149,20 @@ class Worksheet:
         units: the units check of every row (see :func:`units_check`).
         l2_aware: the L2-aware DRAM estimate of the tiled prefill forward kernel, or of the
             training step with ``--pass fwd+bwd`` (:func:`l2_estimate`), or None where it is not computed.
+        schedule_given: the launch fields given (``--grid-order`` ..., :func:`l2_schedule`); empty
+            for the bundled kernel's own launch.
     """
 
     layer: Layer
     prediction: "Prediction"
     units: list[RowUnits] = field(default_factory=list)
     l2_aware: "L2Estimate | None" = None
+    schedule_given: dict[str, Any] = field(default_factory=dict)
+
+    def command(self) -> str:
+        """The ``iomodel worksheet`` command line that reproduces this worksheet (the layer's, plus
+        the schedule options given, :func:`schedule_flags`)."""
+        return " ".join([self.layer.command(), *schedule_flags(self.schedule_given)])
 
     # ----- derived -----
     @property
@@ -179,7 +188,7 @@ class Worksheet:
         if self.l2_aware is None:
             d["algorithms"]["tiled"]["l2_aware_not_computed"] = not_estimated(self.layer.spec, self.layer.tiling)
         d["worksheet"] = {
-            "command": self.layer.command(),
+            "command": self.command(),
             "tiling_source": self.layer.tiling_source,
             "notes": list(self.layer.notes),
             "units_check": {
@@ -297,7 +306,9 @@ class Worksheet:
             (f"- programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); num_warps = {e.num_warps}, "
              if not e.kernels else f"- programs per SM: per kernel below ({e.programs_per_sm_source}); forward "
              f"num_warps = {e.num_warps}, ")
-            + f"{e.tile_order} query-tile order ({e.config_source})",
+            + f"{e.tile_order} query-tile order"
+            + (f", {e.schedule.grid_order} grid, {e.schedule.key_order} key loops" if e.schedule else "")
+            + f" ({e.config_source})",
             *per_kernel,
             "- the L2 model's assumptions:",
             *[f"  - {_md(a)}" for a in e.assumptions],
@@ -314,7 +325,7 @@ class Worksheet:
         out.append(f"# HBM traffic worksheet: {s.name}, {s.phase} {s.passes}, {lens}, {s.dtype}, {mask}, "
                    f"{lay.hardware.name}")
         out.append("")
-        out.append(f"Reproduce: `{lay.command()}`")
+        out.append(f"Reproduce: `{self.command()}`")
         out.append("")
         out.append("Bytes are exact integers; the value in brackets uses binary prefixes (1 KiB = 1,024 B, "
                    "1 MiB = 2^20 B, 1 GiB = 2^30 B). FLOPs and bandwidths use SI prefixes (1 GFLOP = 10^9 FLOP, "
@@ -575,11 +586,48 @@ def l2_launch(spec: LayerSpec, hardware: Hardware) -> tuple[int, str, str]:
     return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order"
 
 
-def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
+#: Command-line flag of each launch field the worksheet takes (``iomodel worksheet --grid-order`` ...).
+SCHEDULE_FLAGS = {"num_warps": "--num-warps", "programs_per_sm": "--programs-per-sm", "grid_order": "--grid-order",
+                  "tile_order": "--tile-order", "key_order": "--key-order"}
+
+
+def schedule_flags(given: dict[str, Any]) -> list[str]:
+    """The command-line flags that give the launch fields ``given`` (:data:`SCHEDULE_FLAGS`)."""
+    return [f"{SCHEDULE_FLAGS[k]} {v}" for k, v in given.items()]
+
+
+def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Schedule, str]:
+    """The forward launch the L2-aware estimate simulates, and where it comes from (one sentence).
+
+    The layer's tiles with the bundled kernel's num_warps and query-tile order (:func:`l2_launch`),
+    tiles-fastest and ascending, then each field of ``given`` (:data:`SCHEDULE_FLAGS`'s keys)
+    in their place.
+
+    Raises:
+        IomodelError: an unknown field, a bad value (:class:`~iomodel.schedule.launch.Schedule`),
+            or fields given for a layer the forward schedule does not describe (decode, ``--pass fwd+bwd``).
+    """
+    given = dict(given or {})
+    bad = sorted(set(given) - set(SCHEDULE_FLAGS))
+    if bad:
+        raise IomodelError(f"unknown launch field(s) {', '.join(bad)}: use {', '.join(SCHEDULE_FLAGS)}")
+    s = layer.spec
+    if given and (s.phase != "prefill" or s.backward):
+        raise IomodelError(f"{', '.join(schedule_flags(given))}: the launch schedule describes the prefill forward "
+                           "kernel: drop it, or use --phase prefill --pass fwd")
+    warps, order, src = l2_launch(s, layer.hardware)
+    sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **given})
+    if given:
+        src += "; given: " + " ".join(schedule_flags(given))
+    return sched, src
+
+
+def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any] | None = None) -> L2Estimate | None:
     """The L2-aware DRAM estimate of the tiled kernel for a prefill layer.
 
     :func:`iomodel.cache.estimate.estimate_tiled` for the launch the bundled kernel would
-    run (:func:`l2_launch`); FLOPs and peak FLOP/s of the model's tiled algorithm. With
+    run (:func:`l2_launch`), with the launch fields ``schedule`` in place (:func:`l2_schedule`);
+    FLOPs and peak FLOP/s of the model's tiled algorithm. With
     ``--pass fwd+bwd``: :func:`iomodel.cache.estimate.estimate_training_step` with the
     backward launch of ``kernels/heuristics.py backward_config`` (None if that module is not
     importable).
@@ -590,12 +638,14 @@ def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
         seqlen above ``L2_ESTIMATE_MAX_SEQLEN``, more than ``L2_ESTIMATE_MAX_PROGRAMS`` programs).
 
     Raises:
-        IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
+        IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs);
+            a launch that cannot run (:meth:`Schedule.check`) or bad launch fields (:func:`l2_schedule`).
     """
     s, hw = layer.spec, layer.hardware
+    sched, cfg_src = l2_schedule(layer, schedule)  # bad launch fields are refused even where nothing is estimated
     if not_estimated(s, layer.tiling) is not None:
         return None
-    warps, order, cfg_src = l2_launch(s, hw)
+    warps, order = sched.num_warps, sched.tile_order
     tiled = prediction.algorithms["tiled"]
     if s.backward:
         h = _heuristics()
@@ -607,19 +657,23 @@ def l2_estimate(layer: Layer, prediction: "Prediction") -> L2Estimate | None:
                                       config_source=cfg_src + "; backward warps and stages from kernels/heuristics.py "
                                       "backward_config")
     return estimate_tiled(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
-                          num_warps=warps, tile_order=order, config_source=cfg_src)
+                          config_source=cfg_src, schedule=sched)
 
 
-def make_worksheet(layer: Layer, **options: Any) -> Worksheet:
+def make_worksheet(layer: Layer, schedule: dict[str, Any] | None = None, **options: Any) -> Worksheet:
     """Evaluate the traffic model for ``layer`` and check its units.
 
     Args:
         layer: see :func:`iomodel.spec.resolve.resolve_layer`.
+        schedule: launch fields of the L2-aware estimate (``grid_order``, ``tile_order``,
+            ``key_order``, ``num_warps``, ``programs_per_sm``; :func:`l2_schedule`); None: the
+            bundled kernel's launch.
         **options: traffic-model options (baseline score dtype, GQA expansion ...), passed
             to :func:`iomodel.traffic.predict`.
 
     Raises:
-        IomodelError: from the model (e.g. an option it does not know).
+        IomodelError: from the model (e.g. an option it does not know); a launch that cannot
+            run or bad launch fields (:func:`l2_estimate`).
     """
     from iomodel.traffic import predict
 
@@ -634,7 +688,8 @@ def make_worksheet(layer: Layer, **options: Any) -> Worksheet:
             for name, a in pred.algorithms.items() if a.allocated_bytes > hw.hbm_bytes]
     if over:
         layer = replace(layer, notes=(*layer.notes, *over))
-    return Worksheet(layer=layer, prediction=pred, units=units_check(pred), l2_aware=l2_estimate(layer, pred))
+    return Worksheet(layer=layer, prediction=pred, units=units_check(pred), l2_aware=l2_estimate(layer, pred, schedule),
+                     schedule_given=dict(schedule or {}))
 
 
 def render(ws: Worksheet, fmt: str) -> str:

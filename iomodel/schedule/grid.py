@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from iomodel.errors import IomodelError
+from iomodel.schedule.launch import KEY_ORDERS, TILE_ORDERS, program_runs, tiles_per_group
 from iomodel.schedule.tiles import decode_split_len, program_sram_bytes
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
+from iomodel.spec.hardware import RESIDENT_LIMITS
 
-#: Upper bound on programs one Hopper SM runs at once (CUDA C Programming Guide, compute
-#: capability 9.0: 32 resident blocks, 64 resident warps per SM).
-MAX_BLOCKS_PER_SM = 32
-MAX_WARPS_PER_SM = 64
+#: Upper bound on programs one Hopper SM runs at once: compute capability 9.0's resident blocks
+#: and warps per SM (:data:`iomodel.spec.hardware.RESIDENT_LIMITS`, CUDA C++ Programming Guide).
+MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM = RESIDENT_LIMITS[(9, 0)]
 
 
 def estimate_programs_per_sm(smem_per_program: int, num_warps: int, smem_per_sm: int) -> int:
@@ -177,20 +178,26 @@ def _chunk_rows(block: int) -> int:
 
 def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
                         row_reads: dict[str, int], row_writes: dict[str, int], grouped: bool = False,
+                        grid_order: str = "tiles-fastest", key_order: str = "ascending",
                         ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of a Q-stationary kernel (the forward, or the backward's ``_bwd_dq``).
 
-    Grid ``(T_r, B·H)``, T_r = ceil(seqlen_q / block_m); program i of a head reads
-    ``row_reads[t]`` bytes per query row of each per-row tensor t (in that order), streams
-    the K/V rows of :func:`prefill_key_rows` (``block_m``, ``block_n``) in chunks of
-    :data:`KV_CHUNK_ROWS` shared by the wave, and writes ``row_writes[t]`` bytes per row.
-    See :func:`prefill_waves` for the order; units: bytes.
+    T_r = ceil(seqlen_q / block_m) query tiles per grid row bh = b·H + h; the linear program
+    order is ``grid_order``'s (:func:`iomodel.schedule.launch.program_runs`). Program i of a head
+    reads ``row_reads[t]`` bytes per query row of each per-row tensor t (in that order), streams
+    the K/V rows of :func:`prefill_key_ranges` (``block_m``, ``block_n``) in chunks of
+    :data:`KV_CHUNK_ROWS` shared by the wave, each program from its first key up
+    (``key_order="ascending"``) or from its last block down (``"descending"``), and writes
+    ``row_writes[t]`` bytes per row. See :func:`prefill_waves` for the order; units: bytes.
     """
-    if tile_order not in ("forward", "reverse"):
+    if tile_order not in TILE_ORDERS:
         raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
+    if key_order not in KEY_ORDERS:
+        raise IomodelError(f"key_order {key_order!r} is unknown: use ascending or descending")
     B, H, G = spec.batch, spec.heads, spec.group
     d, s = spec.head_dim, spec.width
     t_r = cdiv(spec.seqlen_q, block_m)
+    per_group = tiles_per_group(grid_order, t_r)
     kv_ranges = prefill_key_ranges(spec, Tiling(block_m=block_m, block_n=block_n))
     kv_rows = [end - lo for lo, end in kv_ranges]
     q_rows = [min(block_m, spec.seqlen_q - i * block_m) for i in range(t_r)]
@@ -207,24 +214,23 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
         acc: list[Access] = []
         need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
         order: list[int] = []
-        qo: list[tuple[int, int, int]] = []  # (bh, i0, i1) in program index
-        for bh in range(p0 // t_r, (p1 - 1) // t_r + 1):
-            i0 = max(0, p0 - bh * t_r)
-            i1 = min(t_r, p1 - bh * t_r)
+        qo = program_runs(p0, p1, t_r, B * H, per_group)  # (bh, i0, i1) in program index
+        for bh, i0, i1 in qo:
             b, h = divmod(bh, H)
             kv = b * spec.kv_heads + h // G
             rows = max(kv_rows[i0:i1])
             if kv not in need:
                 order.append(kv)
             need[kv] = max(need.get(kv, 0), rows)
-            qo.append((bh, i0, i1))
         names = tuple(row_reads)
         for bh, i0, i1 in qo:
             q = sum(q_rows[i0:i1])
             acc.append(ReadGroup(names, tuple((t, bh, i0, tile_order) for t in names),
                                  tuple(q * b for b in row_reads.values())))
         if spec.band is not None:
-            acc += _band_kv_accesses(qo, kv_ranges, spec, block_n, order)
+            acc += _band_kv_accesses(qo, kv_ranges, spec, block_n, order, key_order == "descending")
+        elif key_order == "descending":  # every range starts at key 0: a chunk's loaded rows stay a prefix of it
+            acc += _band_kv_accesses(qo, kv_ranges, spec, chunk, order, True)
         else:
             for c0 in range(0, max(need.values()), chunk):
                 for kv in order:
@@ -239,13 +245,14 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
 
 
 def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int, int]], spec: LayerSpec,
-                      chunk: int, order: list[int]) -> list[Access]:
-    """K/V chunk touches of one wave under a window band, in time order (bytes).
+                      chunk: int, order: list[int], descending: bool = False) -> list[Access]:
+    """K/V chunk touches of one wave under a window band (or in descending key order), in time order (bytes).
 
     Program i of the wave (query tile ranges ``qo`` of :func:`_q_stationary_waves`, key ranges
     ``kv_ranges`` in program order) scans its keys ``[lo_i, end_i)`` from lo_i upward, one block
     per step, all programs at once: it reaches chunk c0 (chunks of ``chunk`` rows from key 0,
-    per KV head) at step ``max(c0, lo_i) − lo_i``. Each chunk is touched once per wave, at the
+    per KV head) at step ``max(c0, lo_i) − lo_i`` (in rows). With ``descending`` it scans from
+    end_i down and reaches chunk c0 at step ``end_i − min(c0 + chunk, end_i)``. Each chunk is touched once per wave, at the
     earliest such step among its programs, with the rows ``[start, stop)`` of it they need
     (start the lowest, stop the highest); ties in KV-head order of ``order``, then by chunk.
     :func:`_q_stationary_waves` passes ``chunk`` = BLOCK_N: the bands of successive programs
@@ -265,11 +272,12 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
                 continue  # no row of the tile sees a key: nothing loaded
             for c0 in range(chunk * (lo // chunk), end, chunk):
                 start, stop = max(c0, lo), min(c0 + chunk, end)
+                step = end - stop if descending else start - lo
                 got = need.get((kv, c0))
                 if got is None:
-                    need[(kv, c0)] = [start - lo, start, stop]
+                    need[(kv, c0)] = [step, start, stop]
                 else:
-                    got[0], got[1], got[2] = min(got[0], start - lo), min(got[1], start), max(got[2], stop)
+                    got[0], got[1], got[2] = min(got[0], step), min(got[1], start), max(got[2], stop)
     acc: list[Access] = []
     for (kv, c0), (_, start, stop) in sorted(need.items(), key=lambda kv_: (kv_[1][0], rank[kv_[0][0]], kv_[0][1])):
         acc.append(Access("K", ("K", kv, c0), (stop - start) * d * s, whole=True))
@@ -278,15 +286,22 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
 
 
 def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "forward", grouped: bool = False,
+                  grid_order: str = "tiles-fastest", key_order: str = "ascending",
                   ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of the Q-stationary prefill kernel in grid order, and its requested bytes.
 
-    Grid ``(T_r, B·H)``, linear program p = i + T_r·(b·H + h) (axis 0 fastest); program i of
+    ``grid_order`` ``tiles-fastest`` (the bundled kernel): grid ``(T_r, B·H)``, linear program
+    p = i + T_r·(b·H + h) (axis 0 fastest); ``heads-fastest``: p = (b·H + h) + B·H·i, so a wave
+    holds the same query tile of many heads (the K/V of many KV heads at once, little reuse);
+    ``grouped:N``: :func:`iomodel.schedule.launch.program_runs`. Program i of
     a head runs query tile i (``tile_order="forward"``) or T_r − 1 − i (``"reverse"``, the
     kernel's ``tile_order`` config field: longest causal tiles first); K/V of KV head h // G.
     Within a wave the KV heads' K and V are streamed side by side in chunks of
     :data:`KV_CHUNK_ROWS` key rows (all programs of the wave run at once, each scanning its
-    keys from 0 upward, so one fetch of a chunk serves every program of the wave that needs it).
+    keys from 0 upward, so one fetch of a chunk serves every program of the wave that needs it);
+    ``key_order="descending"``: each program scans from its last block down, so a chunk is
+    touched when the earliest program reaches it (:func:`_band_kv_accesses`: the chunk order
+    within the wave reversed per program).
 
     Args:
         spec: the layer (prefill).
@@ -296,17 +311,19 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
         grouped: True: loads always made together (K and V of a chunk; the per-row reads of one
             chunk or program) come as one :class:`ReadGroup` (what the simulation reads); False
             (default): one :class:`Access` each (:func:`members`).
+        grid_order: ``tiles-fastest`` (default), ``heads-fastest`` or ``grouped:N``.
+        key_order: ``ascending`` (default) or ``descending``.
 
     Returns:
         (waves, requested read bytes per tensor, requested write bytes per tensor); the
-        requested bytes equal the model's SRAM_fill rows.
+        requested bytes equal the model's SRAM_fill rows (the same for every order).
 
     Raises:
-        IomodelError: an unknown ``tile_order``.
+        IomodelError: an unknown ``tile_order``, ``grid_order`` or ``key_order``.
     """
     d, s = spec.head_dim, spec.width
     return _q_stationary_waves(spec, tiling.block_m, tiling.block_n, w, tile_order,
-                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH}, grouped)
+                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH}, grouped, grid_order, key_order)
 
 
 #: Warps of one ``_bwd_preprocess`` program (``kernels/backward.py`` launches it with this;

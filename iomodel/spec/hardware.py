@@ -44,6 +44,24 @@ class Hardware:
             )
         return self.peak_flops[dtype]
 
+    @property
+    def max_blocks_per_sm(self) -> int:
+        """Most programs (thread blocks) one SM holds at once, from :data:`RESIDENT_LIMITS` by compute capability.
+
+        Raises:
+            IomodelError: a compute capability outside :data:`RESIDENT_LIMITS`.
+        """
+        return _resident_limits(self)[0]
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        """Most warps one SM holds at once, from :data:`RESIDENT_LIMITS` by compute capability.
+
+        Raises:
+            IomodelError: a compute capability outside :data:`RESIDENT_LIMITS`.
+        """
+        return _resident_limits(self)[1]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable fields (``compute_capability`` as ``[major, minor]`` in JSON)."""
         return asdict(self)
@@ -74,6 +92,25 @@ class Hardware:
             return cls(**d)
         except TypeError as exc:
             raise IomodelError(f"the measurement's hardware entry is malformed ({exc}): pass --hardware") from None
+
+
+#: Resident limits of one SM by compute capability: (thread blocks, warps). Source: CUDA C++
+#: Programming Guide, "Technical Specifications per Compute Capability", rows "Maximum number of
+#: resident blocks per SM" and "Maximum number of resident warps per SM" (8.0: 32, 64;
+#: 8.6: 16, 48; 8.9: 24, 48; 9.0: 32, 64). Properties of :class:`Hardware`, not fields, so
+#: records and worksheets written before them read the same.
+RESIDENT_LIMITS: dict[tuple[int, int], tuple[int, int]] = {(8, 0): (32, 64), (8, 6): (16, 48), (8, 9): (24, 48),
+                                                           (9, 0): (32, 64)}
+
+
+def _resident_limits(hw: "Hardware") -> tuple[int, int]:
+    """``RESIDENT_LIMITS[hw.compute_capability]``, or IomodelError naming the capabilities known."""
+    cc = tuple(hw.compute_capability)
+    if cc not in RESIDENT_LIMITS:
+        known = ", ".join(f"{a}.{b}" for a, b in RESIDENT_LIMITS)
+        raise IomodelError(f"{hw.name} has compute capability {cc[0]}.{cc[1]}, whose resident-block limits are not "
+                           f"known here (known: {known}): use a preset with --hardware")
+    return RESIDENT_LIMITS[cc]  # type: ignore[index]
 
 
 _TB = 1e12

@@ -1,0 +1,313 @@
+"""A prefill forward kernel's launch schedule as data: tiles, warps, occupancy and the three orders.
+
+:class:`Schedule` says what the L2 model (:func:`iomodel.schedule.grid.prefill_waves`,
+:func:`iomodel.cache.predict.predict_tiled`) needs to know about a Q-stationary forward launch:
+
+* tiles BLOCK_M, BLOCK_N and ``num_stages`` (shared memory per program,
+  :func:`iomodel.schedule.tiles.program_sram_bytes`), ``num_warps`` per program;
+* ``programs_per_sm``: programs one SM runs at once (None: estimated from shared memory and
+  warps, :func:`iomodel.schedule.grid.estimate_programs_per_sm`);
+* ``grid_order``: how the linear program index p (the order in which the hardware starts
+  programs) maps to (query tile i, grid row bh = b·H + h), T_r = ceil(seqlen_q / BLOCK_M):
+
+  - ``tiles-fastest``: p = i + T_r·bh (the bundled kernel's grid ``(T_r, B·H)``);
+  - ``heads-fastest``: p = bh + B·H·i (grid ``(B·H, T_r)``: a wave holds the same query tile
+    of many heads);
+  - ``grouped:N``: query tiles in groups of N; within a group the group's tiles of one head
+    run before the next head (tiles fastest), the whole group over every head before the next
+    group. ``grouped:1`` is heads-fastest, ``grouped:N`` with N >= T_r is tiles-fastest;
+
+* ``tile_order``: program index i along the tile axis runs query tile i (``forward``) or
+  T_r − 1 − i (``reverse``, longest causal tiles first);
+* ``key_order``: each program's key-block loop runs from its first block up (``ascending``,
+  the bundled kernel) or from its last block down (``descending``).
+
+The bundled kernel's schedules are :data:`BUNDLED` (tiles-fastest, forward or reverse,
+ascending; any of its tiles and warps). Pure Python; no torch, no triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import NUM_WARPS
+
+if TYPE_CHECKING:
+    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.spec.hardware import Hardware
+
+#: Plain grid orders (a grouped swizzle is written ``grouped:N``, :data:`GROUPED_PREFIX`).
+GRID_ORDERS = ("tiles-fastest", "heads-fastest")
+#: Prefix of the grouped swizzle ``grouped:N`` (N query tiles per group, N >= 1).
+GROUPED_PREFIX = "grouped:"
+#: Query-tile orders within a head (the bundled kernel's ``tile_order``).
+TILE_ORDERS = ("forward", "reverse")
+#: Directions of each program's key-block loop.
+KEY_ORDERS = ("ascending", "descending")
+
+
+def tiles_per_group(grid_order: str, t_r: int) -> int:
+    """Query tiles per group of ``grid_order`` for T_r = ``t_r`` tiles per head (tiles).
+
+    ``tiles-fastest`` = T_r (one group), ``heads-fastest`` = 1, ``grouped:N`` = min(N, T_r).
+
+    Raises:
+        IomodelError: an unknown grid order (:func:`grid_order_refusal`).
+
+    Example:
+        >>> tiles_per_group("grouped:4", 16), tiles_per_group("heads-fastest", 16), tiles_per_group("tiles-fastest", 16)
+        (4, 1, 16)
+    """
+    why = grid_order_refusal(grid_order)
+    if why is not None:
+        raise IomodelError(why)
+    if grid_order == "tiles-fastest":
+        return t_r
+    if grid_order == "heads-fastest":
+        return 1
+    return min(int(grid_order[len(GROUPED_PREFIX):]), t_r)
+
+
+def grid_order_refusal(grid_order: Any, flag: str = "--grid-order") -> str | None:
+    """Why ``grid_order`` is no grid order, or None (one line that says what to use)."""
+    if isinstance(grid_order, str):
+        if grid_order in GRID_ORDERS:
+            return None
+        n = grid_order[len(GROUPED_PREFIX):] if grid_order.startswith(GROUPED_PREFIX) else ""
+        if n.isdigit() and not n.startswith("0"):
+            return None
+    return (f"grid order {grid_order!r} is unknown: use {flag} {', '.join(GRID_ORDERS)} or "
+            f"{GROUPED_PREFIX}N (N query tiles per group, N >= 1)")
+
+
+def program_runs(p0: int, p1: int, t_r: int, rows: int, group: int) -> list[tuple[int, int, int]]:
+    """The programs ``[p0, p1)`` of a grid as runs ``(bh, i0, i1)``: grid row bh, tile-axis indices i0..i1−1.
+
+    Programs are visited in linear order p; a run is a maximal stretch of consecutive
+    programs of one grid row and consecutive tile indices. With G = ``group`` tiles per group
+    (:func:`tiles_per_group`): group g = p // (G·rows) holds tiles gG .. gG + n_g − 1 (n_g =
+    min(G, T_r − gG)); within it r = p − gG·rows gives bh = r // n_g and i = gG + r mod n_g.
+
+    Args:
+        p0, p1: linear program indices (programs).
+        t_r: query tiles per grid row (T_r).
+        rows: grid rows (B·H).
+        group: query tiles per group (1 .. T_r).
+
+    Returns:
+        runs in program order; their lengths add up to ``p1 − p0``.
+
+    Example (T_r = 3, B·H = 2, heads fastest, then tiles fastest):
+        >>> program_runs(0, 4, 3, 2, 1)
+        [(0, 0, 1), (1, 0, 1), (0, 1, 2), (1, 1, 2)]
+        >>> program_runs(2, 5, 3, 2, 3)
+        [(0, 2, 3), (1, 0, 2)]
+    """
+    out = []
+    p = p0
+    while p < p1:
+        g, r = divmod(p, group * rows)
+        base = g * group
+        n_g = min(group, t_r - base)
+        bh, j = divmod(r, n_g)
+        take = min(n_g - j, p1 - p)
+        out.append((bh, base + j, base + j + take))
+        p += take
+    return out
+
+
+def _positive_int(value: Any, name: str, flag: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise IomodelError(f"{name} must be a positive whole number, got {value!r}: set {flag}")
+    return value
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The launch schedule of a Q-stationary prefill forward kernel (see the module docstring).
+
+    Raises:
+        IomodelError: (one line each) a tile that is not a power of two, a non-positive stage,
+            warp or program count, warps outside :data:`~iomodel.schedule.capabilities.NUM_WARPS`,
+            an unknown grid, tile or key order. Limits that depend on the layer and the hardware
+            are checked by :meth:`check`.
+    """
+
+    block_m: int = 128  # BLOCK_M, query rows per program
+    block_n: int = 64  # BLOCK_N, key rows per inner step
+    num_stages: int = 2  # K/V tiles in flight per program (shared memory holds this many)
+    num_warps: int = 4  # warps per program
+    programs_per_sm: int | None = None  # programs one SM runs at once; None: estimated (shared memory, warps)
+    grid_order: str = "tiles-fastest"  # tiles-fastest, heads-fastest or grouped:N
+    tile_order: str = "forward"  # forward or reverse query-tile order within a head
+    key_order: str = "ascending"  # each program's key-block loop: ascending or descending
+
+    def __post_init__(self) -> None:
+        from iomodel.spec import Tiling
+
+        Tiling(block_m=self.block_m, block_n=self.block_n, num_stages=self.num_stages)  # powers of two, stages >= 1
+        if self.num_warps not in NUM_WARPS or isinstance(self.num_warps, bool):
+            raise IomodelError(f"num_warps must be one of {', '.join(map(str, NUM_WARPS))}, got {self.num_warps!r}: "
+                               "set --num-warps")
+        if self.programs_per_sm is not None:
+            _positive_int(self.programs_per_sm, "programs_per_sm", "--programs-per-sm")
+        why = grid_order_refusal(self.grid_order)
+        if why is not None:
+            raise IomodelError(why)
+        if self.tile_order not in TILE_ORDERS:
+            raise IomodelError(f"tile order {self.tile_order!r} is unknown: use --tile-order {' or '.join(TILE_ORDERS)}")
+        if self.key_order not in KEY_ORDERS:
+            raise IomodelError(f"key order {self.key_order!r} is unknown: use --key-order {' or '.join(KEY_ORDERS)}")
+
+    @property
+    def bundled(self) -> bool:
+        """The bundled kernel runs this schedule: tiles-fastest, ascending keys (either tile order)."""
+        return self.grid_order in KERNEL_GRID_ORDERS and self.key_order == "ascending"
+
+    def tiling(self, base: "Tiling | None" = None) -> "Tiling":
+        """These tiles as a :class:`~iomodel.spec.Tiling` (``base``'s other fields, e.g. the backward tiles, kept)."""
+        from iomodel.spec import Tiling
+
+        return replace(base or Tiling(), block_m=self.block_m, block_n=self.block_n, num_stages=self.num_stages)
+
+    @classmethod
+    def for_tiling(cls, tiling: "Tiling", **launch: Any) -> "Schedule":
+        """The schedule of ``tiling``'s forward tiles with the launch fields ``launch`` (num_warps, orders ...)."""
+        return cls(block_m=tiling.block_m, block_n=tiling.block_n, num_stages=tiling.num_stages, **launch)
+
+    def resident_programs_per_sm(self, spec: "LayerSpec", hardware: "Hardware") -> tuple[int, str]:
+        """Programs per SM the L2 model assumes, and where the number comes from (one clause).
+
+        ``programs_per_sm`` when given, else :func:`iomodel.schedule.grid.estimate_programs_per_sm`
+        from the shared memory of one program (:meth:`Tiling.sram_bytes`) and ``num_warps``
+        (registers ignored).
+        """
+        if self.programs_per_sm is not None:
+            return self.programs_per_sm, "given by the schedule"
+        from iomodel.schedule.grid import estimate_programs_per_sm
+
+        pps = estimate_programs_per_sm(self.tiling().sram_bytes(spec), self.num_warps, hardware.smem_per_sm)
+        return pps, "estimated from shared memory per program and warps; registers ignored"
+
+    def check(self, spec: "LayerSpec", hardware: "Hardware") -> None:
+        """Raise if this schedule cannot launch ``spec`` on ``hardware``.
+
+        Checks, in order: the tiles fit one block's shared memory (:meth:`Tiling.check_fits`,
+        ``hardware.smem_per_block``); a given ``programs_per_sm`` is at most the hardware's
+        resident blocks per SM (:attr:`Hardware.max_blocks_per_sm`), its warps
+        ``programs_per_sm × num_warps`` at most the resident warps per SM
+        (:attr:`Hardware.max_warps_per_sm`), and its shared memory ``programs_per_sm ×
+        program bytes`` at most ``hardware.smem_per_sm``.
+
+        Raises:
+            IomodelError: one line naming the limit and the value to use.
+        """
+        tiling = self.tiling()
+        tiling.check_fits(spec, hardware.smem_per_block, hardware.name)
+        pps = self.programs_per_sm
+        if pps is None:
+            return
+        cc = "{}.{}".format(*hardware.compute_capability)
+        blocks, warps = hardware.max_blocks_per_sm, hardware.max_warps_per_sm
+        if pps > blocks:
+            raise IomodelError(f"programs_per_sm {pps} is over the {hardware.name}'s {blocks} resident blocks per SM "
+                               f"(CUDA C++ Programming Guide, compute capability {cc}): use --programs-per-sm {blocks} "
+                               "or fewer")
+        if pps * self.num_warps > warps:
+            raise IomodelError(f"programs_per_sm {pps} × num_warps {self.num_warps} = {pps * self.num_warps} warps is over "
+                               f"the {hardware.name}'s {warps} resident warps per SM (compute capability {cc}): use "
+                               f"--programs-per-sm {warps // self.num_warps} or fewer")
+        need = tiling.sram_bytes(spec)
+        if pps * need > hardware.smem_per_sm:
+            fit = hardware.smem_per_sm // need
+            raise IomodelError(f"programs_per_sm {pps} × {need:,} B of shared memory per program = {pps * need:,} B is over "
+                               f"the {hardware.name}'s {hardware.smem_per_sm:,} B per SM: use --programs-per-sm {fit} "
+                               "or fewer, or smaller tiles")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: every field (``programs_per_sm`` None = estimated)."""
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, data: Any, source: str = "schedule") -> "Schedule":
+        """A schedule from a mapping of its field names (a TOML table), defaults for the rest.
+
+        Raises:
+            IomodelError: not a table, an unknown key, or a bad value (one line naming ``source``).
+        """
+        if not isinstance(data, dict):
+            raise IomodelError(f"{source}: a schedule must be a table of {', '.join(FIELDS)}: fix the file")
+        bad = sorted(set(data) - set(FIELDS))
+        if bad:
+            raise IomodelError(f"{source}: unknown key(s) {', '.join(bad)}: use {', '.join(FIELDS)}")
+        try:
+            return cls(**data)
+        except IomodelError as exc:
+            raise IomodelError(f"{source}: {exc}") from None
+
+
+#: The field names of :class:`Schedule` (the keys a schedule TOML may set).
+FIELDS = tuple(f.name for f in fields(Schedule))
+#: Grid orders the bundled kernel runs (``kernels/flash_attention.py``, ``KernelConfig.grid_order``).
+KERNEL_GRID_ORDERS = GRID_ORDERS
+#: The bundled kernel's schedules at its default tiles: tiles-fastest, ascending keys, forward
+#: or reverse query tiles (its ``tile_order`` config field); other tiles and warps by
+#: :meth:`Schedule.for_tiling`.
+BUNDLED = tuple(Schedule(tile_order=o) for o in TILE_ORDERS)
+
+
+def read_schedule_file(path: str | Path) -> dict[str, Any]:
+    """The fields a schedule TOML file gives, checked: top-level keys of :data:`FIELDS` (or a
+    ``[schedule]`` table of them). Fields it leaves out are absent (the caller's defaults apply).
+
+    Example file::
+
+        grid_order = "heads-fastest"
+        key_order = "descending"
+        programs_per_sm = 2
+
+    Raises:
+        IomodelError: the file is missing, not TOML, or has an unknown key or a bad value (one line).
+    """
+    import tomllib
+
+    path = Path(path)
+    if not path.is_file():
+        raise IomodelError(f"schedule file {str(path)!r} does not exist: pass a TOML file (--schedule FILE.toml)")
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise IomodelError(f"schedule file {str(path)!r} is not valid TOML ({exc}): fix the file") from None
+    if set(data) == {"schedule"}:
+        data = data["schedule"]
+    Schedule.from_mapping(data, f"schedule file {str(path)!r}")  # every value checked
+    return dict(data)
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    """The :class:`Schedule` of a schedule TOML file (:func:`read_schedule_file`; defaults for the fields it leaves out).
+
+    Raises:
+        IomodelError: as :func:`read_schedule_file`.
+    """
+    return Schedule(**read_schedule_file(path))
+
+
+__all__ = [
+    "BUNDLED",
+    "FIELDS",
+    "GRID_ORDERS",
+    "GROUPED_PREFIX",
+    "KERNEL_GRID_ORDERS",
+    "KEY_ORDERS",
+    "Schedule",
+    "TILE_ORDERS",
+    "grid_order_refusal",
+    "load_schedule",
+    "program_runs",
+    "read_schedule_file",
+    "tiles_per_group",
+]
