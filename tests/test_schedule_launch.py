@@ -205,3 +205,20 @@ def test_schedule_file_tiles_and_loader(tmp_path):
     f.write_text("[schedule]\nblock_m = 64\nblock_n = 32\ngrid_order = 'grouped:4'\n")
     s = load_schedule(f)
     assert (s.block_m, s.block_n, s.num_stages, s.grid_order, s.key_order) == (64, 32, 2, "grouped:4", "ascending")
+
+
+def test_descending_programs_touch_a_chunk_at_their_own_steps():
+    """Descending key loops: program i reaches chunk c at step end_i − min(c + chunk, end_i), its own
+    time, so two programs of one wave that reach the same chunk at different steps touch it twice
+    (the L2 decides whether the second touch hits). Causal N = 2048, BLOCK_M = 1024, BLOCK_N = 128
+    (chunks of 1024 keys), W = 2: tile 0 sees keys [0, 1024) and reaches chunk 0 at step 0; tile 1
+    sees [0, 2048), reaches chunk 1024 at step 0 and chunk 0 at step 1024."""
+    from iomodel.schedule.grid import prefill_waves
+
+    spec = LayerSpec(batch=1, heads=1, kv_heads=1, head_dim=16, seqlen_q=2048, seqlen_k=2048, dtype="fp16",
+                     causal=True)
+    waves, _, _ = prefill_waves(spec, Tiling(block_m=1024, block_n=128), 2, key_order="descending")
+    k = [(a.key, a.nbytes) for a in waves[0] if a.tensor == "K"]
+    assert k == [(("K", 0, 0), 1024 * 32), (("K", 0, 1024), 1024 * 32), (("K", 0, 0), 1024 * 32)]
+    waves, _, _ = prefill_waves(spec, Tiling(block_m=1024, block_n=128), 2)  # ascending: one touch per chunk
+    assert [a.key for a in waves[0] if a.tensor == "K"] == [("K", 0, 0), ("K", 0, 1024)]

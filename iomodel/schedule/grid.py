@@ -252,8 +252,9 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
     ``kv_ranges`` in program order) scans its keys ``[lo_i, end_i)`` from lo_i upward, one block
     per step, all programs at once: it reaches chunk c0 (chunks of ``chunk`` rows from key 0,
     per KV head) at step ``max(c0, lo_i) − lo_i`` (in rows). With ``descending`` it scans from
-    end_i down and reaches chunk c0 at step ``end_i − min(c0 + chunk, end_i)``. Each chunk is touched once per wave, at the
-    earliest such step among its programs, with the rows ``[start, stop)`` of it they need
+    end_i down and reaches chunk c0 at step ``end_i − min(c0 + chunk, end_i)``, its own time: then each
+    (chunk, step) is one touch (programs that reach a chunk at different steps touch it again). Ascending, each
+    chunk is touched once per wave, at the earliest such step among its programs, with the rows ``[start, stop)`` of it they need
     (start the lowest, stop the highest); ties in KV-head order of ``order``, then by chunk.
     :func:`_q_stationary_waves` passes ``chunk`` = BLOCK_N: the bands of successive programs
     slide through a larger chunk, so its extent would no longer say which of its rows were
@@ -263,7 +264,8 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
     """
     d, s, H, G = spec.head_dim, spec.width, spec.heads, spec.group
     rank = {kv: n for n, kv in enumerate(order)}
-    need: dict[tuple[int, int], list[int]] = {}  # (kv, c0) -> [first step, start row, stop row]
+    need: dict[tuple[int, ...], list[int]] = {}  # (kv, c0[, step]) -> [first step, start row, stop row]
+    per_step: dict[tuple[int, int, int], list[int]] = {}  # descending: (kv, c0, step) -> [start row, stop row]
     for bh, i0, i1 in qo:
         b, h = divmod(bh, H)
         kv = b * spec.kv_heads + h // G
@@ -273,13 +275,23 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
             for c0 in range(chunk * (lo // chunk), end, chunk):
                 start, stop = max(c0, lo), min(c0 + chunk, end)
                 step = end - stop if descending else start - lo
+                if descending:  # programs reach a chunk at their own steps: one touch per (chunk, step)
+                    got = per_step.get((kv, c0, step))
+                    if got is None:
+                        per_step[(kv, c0, step)] = [start, stop]
+                    else:
+                        got[0], got[1] = min(got[0], start), max(got[1], stop)
+                    continue
                 got = need.get((kv, c0))
                 if got is None:
                     need[(kv, c0)] = [step, start, stop]
                 else:
                     got[0], got[1], got[2] = min(got[0], step), min(got[1], start), max(got[2], stop)
+    for (kv, c0, step), (start, stop) in per_step.items():
+        need[(kv, c0, step)] = [step, start, stop]
     acc: list[Access] = []
-    for (kv, c0), (_, start, stop) in sorted(need.items(), key=lambda kv_: (kv_[1][0], rank[kv_[0][0]], kv_[0][1])):
+    for key, (_, start, stop) in sorted(need.items(), key=lambda kv_: (kv_[1][0], rank[kv_[0][0]], kv_[0][1])):
+        kv, c0 = key[0], key[1]
         acc.append(Access("K", ("K", kv, c0), (stop - start) * d * s, whole=True))
         acc.append(Access("V", ("V", kv, c0), (stop - start) * d * s, whole=True))
     return acc
