@@ -14,9 +14,10 @@ fit of A is in ``docs/l2-calibration.md``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from iomodel.cache.params import MAX_L2_WAYS
 from iomodel.errors import IomodelError
@@ -102,6 +103,9 @@ _LOG_TINY = -60.0 * math.log(2.0)
 
 #: Points of the midpoint rule over an item's bytes at the kernel's end (:meth:`SetAssoc.finish`).
 _ITEM_POINTS = 8
+#: Dirty items from which :meth:`SetAssoc.finish` evaluates them with numpy (below, item by item:
+#: numpy's import and call overhead outweigh a few items). A speed choice, not a model constant.
+_VECTOR_MIN_ITEMS = 256
 
 
 class SetAssoc:
@@ -261,14 +265,19 @@ class SetAssoc:
 
         The line at offset x of an item written in order has D + (item bytes − x) bytes above
         it; the evicted fraction is the mean of :func:`evict_probability` over the item
-        (midpoint rule, :data:`_ITEM_POINTS` points), evaluated for all dirty items at once by
+        (midpoint rule, :data:`_ITEM_POINTS` points): :func:`finish_item` per item below
+        :data:`_VECTOR_MIN_ITEMS` dirty items, else evaluated for all of them at once by
         :func:`finish_probabilities` (numpy) and added up item by item as :func:`finish_item` does.
         """
         dirty_items = [(nbytes, dirty, tensor, self._after(t), nbytes * weight)
                        for nbytes, weight, t, dirty, tensor in self.items.values() if dirty > 0.0 and nbytes]
         out: dict[str, float] = {}
-        if not dirty_items:
+        if len(dirty_items) < _VECTOR_MIN_ITEMS:  # few items: the math module, no numpy import
+            for nbytes, dirty, tensor, above_t, own_t in dirty_items:
+                finish_item(self.writeback, out, tensor, nbytes, dirty, above_t, own_t, self.capacity, self.ways)
             return out
+        import numpy as np  # here only: a one-layer worksheet imports no numpy (tests/test_cli_latency.py)
+
         above = np.array([it[3] for it in dirty_items], dtype=np.float64)
         own = np.array([it[4] for it in dirty_items], dtype=np.float64)
         probs = finish_probabilities(above, own, self.capacity, self.ways).tolist()
@@ -299,6 +308,8 @@ def finish_probabilities(above: np.ndarray, own: np.ndarray, capacity: float, wa
     Source: A. J. Smith, IEEE TSE 1978; M. D. Hill and A. J. Smith, IEEE TC 1989 (as
     :func:`evict_probability`); Chernoff bound as :func:`_poisson_tail`.
     """
+    import numpy as np  # here only (see SetAssoc.finish)
+
     frac = np.array([1.0 - (k + 0.5) / _ITEM_POINTS for k in range(_ITEM_POINTS)])
     dist = above[:, None] + own[:, None] * frac[None, :]
     p = np.zeros(dist.shape)
