@@ -49,7 +49,14 @@ def test_ragged_json_hand_computed(capsys):
     # (40 + 17 + 5)·128 + (40 + 17 + 5)·64 = 11,904, plus 2 x (3 + 1) x 4 B of cu_seqlens
     assert d["compulsory"] == {"sequences": 11904, "sequence_table": 32}
     assert d["compulsory_bytes"] == 11936
-    assert d["l2_aware"] is None and "not computed for ragged batches" in d["l2_aware_not_computed"]
+    # L2-aware estimate, by hand: the batch (11 KiB) fits the H200's L2, so every byte some program loads is read
+    # from DRAM once and every store stays dirty at launch end. Q 3,968; K = V = 32 B per key row of the one KV
+    # head (H_kv d s) x the rows some tile loads: 40 + 17 + 16 (5:33 top-left: one 16-row key tile) = 2,336 each.
+    e = d["l2_aware"]
+    assert "l2_aware_not_computed" not in d
+    assert (e["read_bytes"], e["write_bytes"]) == (3968 + 2 * 2336, 0) == (8640, 0)
+    assert (e["written_bytes"], e["dirty_at_end_bytes"]) == (3968 + 496, 4464)
+    assert "receipts/ncu-h200-ragged2-2026-12-01.json" in e["note"] and "one varlen launch" in e["note"]
 
 
 def test_ragged_equals_sum_of_batch_one_worksheets(capsys):
@@ -90,7 +97,10 @@ def test_markdown_states_histogram_and_baseline(capsys):
     assert "- **Compulsory bytes**: 11,936 B (11.7 KiB)" in out
     assert "| K | 8,768 B (8.56 KiB) | 0 | 8,768 B (8.56 KiB) | 0 |" in out
     assert "| 5 | 33 | 1 | 2,728 B (2.66 KiB) |" in out
-    assert "L2-aware DRAM estimate: not computed for ragged batches" in out
+    assert ("- **L2-aware DRAM estimate of `tiled`** (an estimate from iomodel/cache/predict.py "
+            "`predict_ragged_launch`, not a measurement): DRAM read 8,640 B (8.44 KiB), written 0 B, total 8,640 B "
+            "(8.44 KiB)") in out
+    assert "not computed" not in out
     assert "--seqlens 40,17,5:33" in out  # the reproduce command
 
 

@@ -20,6 +20,7 @@ from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, dkdv_program_sram_bytes
 from iomodel.schedule.launch import Schedule
 from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
+from iomodel.spec.ragged import RaggedSpec
 
 #: Longest seqlen for which the worksheet runs the L2 simulation (the K/V chunks one wave
 #: streams grow with the length; Llama-3-8B, 32 heads, at 2^18 tokens: 2.5 s, 136 MB max RSS for
@@ -301,4 +302,104 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored",
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
+    )
+
+
+#: Most sequences of a ragged batch the worksheet simulates: each sequence brings its own K/V, O and
+#: LSE items, so the simulation's time grows with the sequence count even at few programs each.
+#: Measured for the whole ``iomodel worksheet`` run on the 2-core development machine: 4,096
+#: Llama-3-8B sequences of 128 tokens (131,072 programs): 9.9 s, 350 MB max RSS (the dense batch of
+#: the same shape: 8.3 s); 131,072 one-token sequences of one head (within the program bound) took
+#: 40 s, hence this bound.
+RAGGED_ESTIMATE_MAX_SEQUENCES = 4096
+
+
+def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
+    """Why :func:`estimate_ragged` does not cover a ragged batch (one clause), or None when it does.
+
+    Each sequence (its batch-1 prefill layer, ``RaggedSpec.sequence``) must be within
+    :func:`not_estimated`'s bounds, and the launch's simulated programs,
+    ``Σ_b H·ceil(N_q_b / BLOCK_M)`` (programs past a sequence's end do nothing and are not
+    simulated), at most :data:`L2_ESTIMATE_MAX_PROGRAMS`: the simulation visits every program,
+    as for a dense layer; and at most :data:`RAGGED_ESTIMATE_MAX_SEQUENCES` sequences. Evaluated
+    per distinct ``(N_q, N_k)`` kind, so a batch of 10^6 sequences is refused at once.
+
+    Args:
+        ragged: the ragged batch; tiling: the forward kernel's tiles (BLOCK_M sets T_r).
+
+    Returns:
+        The reason, one clause without a final period (naming the first sequence refused), or None.
+    """
+    if ragged.batch > RAGGED_ESTIMATE_MAX_SEQUENCES:
+        return (f"{ragged.batch:,} sequences, above {RAGGED_ESTIMATE_MAX_SEQUENCES:,} (each sequence adds its own "
+                "K/V and output items to the simulation: its cost grows with the sequence count)")
+    total = 0
+    for (q, k), count in ragged.kinds():
+        seq = ragged.sequence(q, k)
+        why = not_estimated(seq, tiling)
+        if why is not None:
+            n = ragged.seqlens.index((q, k))
+            return f"sequence {n} (N_q {q:,}, N_k {k:,}): {why}"
+        total += count * simulated_programs(seq, tiling)
+    if total > L2_ESTIMATE_MAX_PROGRAMS:
+        return (f"the launch runs {total:,} programs that do work (H·ceil(N_q / BLOCK_M) summed over the "
+                f"{ragged.batch:,} sequences), above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every "
+                "program: its cost grows with the tokens × heads)")
+    return None
+
+
+def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, flops: int,
+                    peak_flops: float, num_warps: int, tile_order: str, config_source: str) -> L2Estimate:
+    """The L2-aware DRAM estimate of one varlen launch over a ragged batch (forward prefill).
+
+    :func:`iomodel.cache.predict.predict_ragged_launch` on ``ragged.sequences()``: the
+    sequences' batch-1 waves in batch order through one cold L2 (validated on the H200 by
+    receipts/ncu-h200-ragged2-2026-12-01.json). :class:`~iomodel.cache.params.L2Params` as
+    :func:`launch_params` (programs per SM from the shared memory of one program and
+    ``num_warps``; registers ignored; a program's shared memory depends on HEAD_DIM and dtype
+    only, the same for every sequence). Roofline as :func:`estimate_tiled`.
+
+    Args:
+        ragged: the ragged batch (forward prefill), within :func:`ragged_not_estimated`'s bounds.
+        tiling: the varlen kernel's tiles (BLOCK_M, BLOCK_N, num_stages).
+        hardware: L2 bytes, SMs, shared memory per SM (bytes), HBM bandwidth (B/s).
+        flops: FLOPs of the tiled kernel summed over the sequences; peak_flops: peak FLOP/s.
+        num_warps, tile_order: the launch (warps per program; ``forward`` or ``reverse``).
+        config_source: one sentence on where num_warps and tile_order come from.
+
+    Returns:
+        :class:`L2Estimate` (``function`` ``predict_ragged_launch``): DRAM read and written bytes,
+        the stored bytes (O and LSE of every sequence) and those still dirty at launch end (bytes).
+        The int32 cu_seqlens reads are not in it.
+
+    Raises:
+        IomodelError: a batch :func:`ragged_not_estimated` refuses (one line); from
+            :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
+    """
+    from iomodel.cache.predict import _common_assumptions, predict_ragged_launch
+
+    why = ragged_not_estimated(ragged, tiling)
+    if why is not None:
+        raise IomodelError(f"no L2-aware estimate for this ragged batch: {why}")
+    sequences = ragged.sequences()
+    params = launch_params(sequences[0], tiling, hardware, num_warps)
+    k = predict_ragged_launch(sequences, tiling, params, tile_order)
+    read, write = sum(k.hbm_read.values()), sum(k.hbm_write.values())
+    written = sum(k.requested_write.values())
+    moved = read + write
+    t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
+    assumptions = _common_assumptions(params) + [
+        "One varlen launch, one L2: each sequence's waves are those of its batch-1 layer "
+        "(iomodel.schedule.grid.prefill_waves), run in batch order with the L2 state (clean K/V, dirty O/LSE) "
+        "carried from one sequence to the next; the last wave of one sequence and the first of the next run one "
+        "after the other here, while on the GPU they overlap.",
+        "The int32 cu_seqlens reads are not in these bytes (they are in the no-reuse HBM rows).",
+    ]
+    return L2Estimate(
+        read_bytes=read, write_bytes=write, written_bytes=written, dirty_bytes=written - write, flops=flops,
+        roofline_time_s=max(t_c, t_m), intensity=flops / moved if moved else math.inf,
+        bound="memory" if t_m >= t_c else "compute", programs_per_sm=params.programs_per_sm,
+        programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
+        num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(assumptions),
+        function="predict_ragged_launch",
     )

@@ -6,8 +6,9 @@ is the batch padded to its longest sequence. This worksheet shows the length his
 tiled kernel's bytes summed exactly per sequence (:func:`iomodel.traffic.ragged.predict_ragged`:
 per tensor, read and write, HBM and SRAM_fill, and per distinct sequence kind); the compulsory
 bytes summed per sequence plus the sequence table read once; and the eager baseline as the
-padded batch (what an eager chain computes on a ragged batch). The L2-aware estimate is not
-made for ragged batches (docs/traffic-contract.md, "Ragged batches").
+padded batch (what an eager chain computes on a ragged batch); and the L2-aware DRAM estimate
+of the one varlen launch (:func:`iomodel.cache.estimate.estimate_ragged`), or the one line that
+says why it is not computed.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from iomodel.cache.estimate import (DIRTY_NOTE, L2_ESTIMATE_SOURCE, L2Estimate, estimate_ragged,
+                                    ragged_not_estimated)
 from iomodel.errors import IomodelError
-from iomodel.format import fmt_bytes, fmt_flops
+from iomodel.format import fmt_bytes, fmt_flops, fmt_seconds
 from iomodel.report.worksheet import _cell_bytes as _cell, _md
 from iomodel.spec.resolve import Layer
 from iomodel.traffic.ragged import INDEX_WIDTH, RaggedPrediction
@@ -30,9 +33,11 @@ if TYPE_CHECKING:
 
 #: Sequence kinds listed in the Markdown table (JSON and CSV list every kind).
 MD_KINDS_SHOWN = 50
-#: Why the L2-aware estimate is absent (one line in every format).
-L2_NOT_COMPUTED = ("not computed for ragged batches: the L2 model simulates one dense launch grid, not a grid "
-                   "whose programs end at their own sequence's length")
+#: What the ragged L2-aware estimate is and what validates it (every format).
+L2_RAGGED_NOTE = ("one varlen launch through one L2: the sequences' batch-1 waves in batch order, the L2 state "
+                  "carried from one sequence to the next (iomodel.cache.predict.predict_ragged_launch); validated "
+                  "on the H200 by the hold-out receipts/ncu-h200-ragged2-2026-12-01.json (10 varlen batches of 5-128 "
+                  "sequences: DRAM reads and writes within ±10% in 10 of 10)")
 #: The tensors of the sequence table (read once each in the compulsory bytes).
 TABLE_TENSORS = ("cu_seqlens_q", "cu_seqlens_k")
 
@@ -48,6 +53,9 @@ class RaggedWorksheet:
         compulsory_sequences: the dense model's compulsory bytes summed over the sequences.
         units: units check of the dense model's rows (the per-sequence rows are the same
             formulas evaluated at each sequence's lengths).
+        l2_aware: the L2-aware DRAM estimate of the varlen launch
+            (:func:`iomodel.cache.estimate.estimate_ragged`), or None.
+        l2_not_computed: why ``l2_aware`` is None (one clause), else None.
     """
 
     layer: Layer
@@ -55,6 +63,8 @@ class RaggedWorksheet:
     padded: "Prediction"
     compulsory_sequences: int
     units: list[RowUnits] = field(default_factory=list)
+    l2_aware: L2Estimate | None = None
+    l2_not_computed: str | None = None
 
     @property
     def units_ok(self) -> bool:
@@ -92,8 +102,11 @@ class RaggedWorksheet:
         mean, total tokens), ``tiling``, ``hardware``, ``assumptions``, ``compulsory_bytes``
         and ``compulsory`` (``sequences``, ``sequence_table``), ``flops``, ``tiled`` (``hbm``,
         ``sram_fill`` totals, ``tensors`` rows, ``kinds``), ``padded_baseline`` (``hbm``, the
-        padded shape, ``note``), ``padded_tiled_hbm_bytes``, ``l2_aware`` (null) with
-        ``l2_aware_not_computed``, ``worksheet`` (command, tile source, notes, units check).
+        padded shape, ``note``), ``padded_tiled_hbm_bytes``, ``l2_aware`` (the
+        :class:`~iomodel.cache.estimate.L2Estimate` JSON: ``read_bytes``, ``write_bytes``,
+        ``written_bytes``, ``dirty_at_end_bytes``, ``programs_per_sm`` and its source, the
+        launch, ``assumptions``, plus ``note``; null where not computed, with
+        ``l2_aware_not_computed`` saying why), ``worksheet`` (command, tile source, notes, units check).
         """
         p, s = self.prediction, self.layer.spec
         spec = {k: v for k, v in s.to_dict().items() if k not in ("batch", "seqlen_q", "seqlen_k")}
@@ -120,8 +133,8 @@ class RaggedWorksheet:
                                 "seqlen_k": s.seqlen_k, "note": self.padded_sentence(),
                                 "ratio_vs_tiled": self._baseline()["bytes"] / tiled_hbm},
             "padded_tiled_hbm_bytes": p.padded_tiled_hbm_bytes,
-            "l2_aware": None,
-            "l2_aware_not_computed": L2_NOT_COMPUTED,
+            "l2_aware": self._l2_dict(),
+            **({} if self.l2_aware else {"l2_aware_not_computed": self.l2_not_computed}),
             "worksheet": {
                 "command": self.layer.command(),
                 "tiling_source": self.layer.tiling_source,
@@ -131,6 +144,36 @@ class RaggedWorksheet:
                                               "reason": u.message} for u in self.units if not u.ok]},
             },
         }
+
+    def _l2_dict(self) -> dict[str, Any] | None:
+        """``l2_aware`` of the JSON: the estimate's JSON with :data:`L2_RAGGED_NOTE`, or None."""
+        if self.l2_aware is None:
+            return None
+        return {**self.l2_aware.to_dict(), "note": L2_RAGGED_NOTE}
+
+    def _l2_markdown(self) -> list[str]:
+        """The summary lines of the L2-aware estimate, or the one line that says why there is none."""
+        e = self.l2_aware
+        if e is None:
+            return [f"- L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, {self.l2_not_computed}.", ""]
+        total, comp = e.read_bytes + e.write_bytes, self.compulsory_bytes
+        dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored (O, LSE) stays dirty in L2 "
+                 "at launch end and reaches DRAM only after the kernel, so neither this total nor ncu's dram__bytes "
+                 "of this kernel counts it" if e.dirty_bytes else "; every stored byte reaches DRAM during the kernel")
+        below = ("; that is why the total is below the compulsory bytes, which count every output written once "
+                 "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
+        return [
+            f"- **L2-aware DRAM estimate of `tiled`** (an estimate from {L2_ESTIMATE_SOURCE} `{e.function}`, not a "
+            f"measurement): DRAM read {fmt_bytes(e.read_bytes)}, written {fmt_bytes(e.write_bytes)}, total "
+            f"{fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
+            f"  - {L2_RAGGED_NOTE}",
+            f"  - roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** (intensity "
+            f"{e.intensity:,.1f} FLOP/B); programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); "
+            f"num_warps = {e.num_warps}, {e.tile_order} query-tile order ({e.config_source})",
+            "  - the L2 model's assumptions:",
+            *[f"    - {_md(a)}" for a in e.assumptions],
+            "",
+        ]
 
     def to_json(self) -> str:
         """:meth:`to_dict` as indented JSON (trailing newline)."""
@@ -210,8 +253,8 @@ class RaggedWorksheet:
                 f"{fmt_bytes(base['write_bytes'])}, total {fmt_bytes(base['bytes'])} "
                 f"({base['bytes'] / tiled['bytes']:,.2f} x the ragged `tiled`)",
                 f"- `tiled` on the padded batch (for comparison): HBM {fmt_bytes(p.padded_tiled_hbm_bytes)}",
-                f"- **FLOPs** (fwd, summed per sequence): {fmt_flops(p.flops)}",
-                f"- L2-aware DRAM estimate: {L2_NOT_COMPUTED}.", ""]
+                f"- **FLOPs** (fwd, summed per sequence): {fmt_flops(p.flops)}"]
+        out += self._l2_markdown()
 
         out += ["## `tiled` per tensor (summed over the sequences)", "",
                 "| tensor | HBM read | HBM written | SRAM_fill read | SRAM_fill written |",
@@ -248,18 +291,30 @@ class RaggedWorksheet:
     def to_csv(self) -> str:
         """One CSV line per statistic, tensor total, sequence kind and baseline.
 
-        Leading ``# `` lines carry the assumptions. Columns: kind (histogram | row | total |
-        sequence_kind | compulsory | padded_baseline), tensor (the statistic for histogram
+        Leading ``# `` lines carry the assumptions (and the L2-aware estimate's, or why it is
+        not computed). Columns: kind (histogram | row | total | sequence_kind | compulsory |
+        padded_baseline | l2_aware | l2_aware_dirty_at_end), tensor (the statistic for histogram
         lines), level, seqlen_q, seqlen_k, count, read_bytes, write_bytes, bytes, note. A
         histogram line holds the statistic of the query lengths in seqlen_q and of the key
         lengths in seqlen_k; a sequence_kind line holds one sequence's bytes (count of them).
+        The ``l2_aware`` line (level DRAM) holds the estimate's read and written bytes; the
+        ``l2_aware_dirty_at_end`` line (level L2) the stored bytes still dirty at launch end in
+        write_bytes. Neither is written where the estimate is not computed.
         """
         out = io.StringIO()
         for k, v in self.header_items():
             out.write(f"# {k}: {v}\n")
         for line in [*self.layer.notes, *self.assumptions()]:
             out.write(f"# {line}\n")
-        out.write(f"# L2-aware DRAM estimate: {L2_NOT_COMPUTED}\n")
+        e = self.l2_aware
+        if e is None:
+            out.write(f"# L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, {self.l2_not_computed}\n")
+        else:
+            out.write(f"# L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE} {e.function}, not a measurement): "
+                      f"{L2_RAGGED_NOTE}; programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); "
+                      f"num_warps = {e.num_warps}, {e.tile_order} query-tile order ({e.config_source})\n")
+            for a in e.assumptions:
+                out.write(f"# L2 model: {a}\n")
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["kind", "tensor", "level", "seqlen_q", "seqlen_k", "count", "read_bytes", "write_bytes", "bytes",
                     "note"])
@@ -282,6 +337,11 @@ class RaggedWorksheet:
         w.writerow(["padded_baseline", "", "HBM", self.layer.spec.seqlen_q, self.layer.spec.seqlen_k,
                     self.layer.spec.batch, base["read_bytes"], base["write_bytes"], base["bytes"],
                     self.padded_sentence()])
+        if e is not None:
+            w.writerow(["l2_aware", "", "DRAM", "", "", "", e.read_bytes, e.write_bytes, e.read_bytes + e.write_bytes,
+                        "L2-aware DRAM estimate of tiled, one varlen launch (not a measurement)"])
+            w.writerow(["l2_aware_dirty_at_end", "", "L2", "", "", "", "", e.dirty_bytes, e.dirty_bytes,
+                        DIRTY_NOTE])
         return out.getvalue()
 
 
@@ -292,10 +352,15 @@ def make_ragged_worksheet(layer: Layer) -> RaggedWorksheet:
         layer: a layer with ``ragged`` set (:func:`iomodel.spec.resolve.resolve_layer` with
             ``seqlens`` or ``seqlens_file``).
 
+    The L2-aware estimate (:func:`iomodel.cache.estimate.estimate_ragged`) runs with the launch
+    :func:`iomodel.report.worksheet.l2_launch` gives for the varlen kernel's path, unless
+    :func:`iomodel.cache.estimate.ragged_not_estimated` gives a reason, which the worksheet
+    then shows instead.
+
     Raises:
         IomodelError: ``layer.ragged`` is None, or what the traffic model raises.
     """
-    from iomodel.report.worksheet import units_check
+    from iomodel.report.worksheet import l2_launch, units_check
     from iomodel.traffic import predict
     from iomodel.traffic.ragged import predict_ragged
 
@@ -305,8 +370,14 @@ def make_ragged_worksheet(layer: Layer) -> RaggedWorksheet:
     pred = predict_ragged(r, t, hw)
     compulsory = sum(count * predict(r.sequence(q, k), t, hw).compulsory_bytes for (q, k), count in r.kinds())
     padded = predict(layer.spec, t, hw)
+    why = ragged_not_estimated(r, t)
+    est = None
+    if why is None:
+        warps, order, cfg_src = l2_launch(layer.spec, hw, varlen=True)
+        est = estimate_ragged(r, t, hw, flops=pred.flops, peak_flops=padded.algorithms["tiled"].peak_flops,
+                              num_warps=warps, tile_order=order, config_source=cfg_src)
     return RaggedWorksheet(layer=layer, prediction=pred, padded=padded, compulsory_sequences=compulsory,
-                           units=units_check(padded))
+                           units=units_check(padded), l2_aware=est, l2_not_computed=why)
 
 
-__all__ = ["L2_NOT_COMPUTED", "RaggedWorksheet", "make_ragged_worksheet"]
+__all__ = ["L2_RAGGED_NOTE", "RaggedWorksheet", "make_ragged_worksheet"]

@@ -70,7 +70,8 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
     return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0])
 
 
-def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False) -> tuple[Tiling, str]:
+def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False,
+                  varlen: bool = False) -> tuple[Tiling, str]:
     """The tiles the bundled kernel (``kernels/flash_attention.py``) would run for ``spec``.
 
     Uses ``kernels/heuristics.py`` (the launcher's own pure-Python tile choice) when it is
@@ -92,6 +93,8 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
         spec: the layer.
         hardware: the device (SM count for decode splits, compute capability for the path).
         tiles_given: BLOCK_M and BLOCK_N are given explicitly (``--block-m``, ``--block-n``).
+        varlen: a ragged batch: ``kernels.flash_attention.flash_attention_varlen`` runs the
+            ``prefill`` path whatever the hardware, so its tiles are that path's.
 
     Returns:
         ``(tiling, source)``: the tiles and one sentence naming where they come from.
@@ -119,10 +122,11 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
                 "kernel runs for this shape)"
             )
-        path = _kernel_prefill_path(spec, hardware)
+        path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         tiling = Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
-        source = (f"kernels/heuristics.py prefill_default for the {path} path (the bundled kernel's first autotune "
+        source = (f"kernels/heuristics.py prefill_default for the {path} path"
+                  f"{', which flash_attention_varlen runs' if varlen else ''} (the bundled kernel's first autotune "
                   "candidate; the autotuner on the GPU may pick another)")
         if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask
             tiling = h.backward_config(spec.head_dim, spec.dtype, spec.causal).tiling(tiling)
@@ -567,18 +571,20 @@ def units_check(prediction: "Prediction") -> list[RowUnits]:
     return out
 
 
-def l2_launch(spec: LayerSpec, hardware: Hardware) -> tuple[int, str, str]:
+def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tuple[int, str, str]:
     """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source).
 
     num_warps and the query-tile order of the bundled kernel's first autotune candidate
     (``kernels/heuristics.py prefill_default`` on the path
-    :func:`iomodel.schedule.capabilities.prefill_path` picks); 4 warps and forward order where
-    the kernel refuses the layer or that module is not importable. The source is one sentence.
+    :func:`iomodel.schedule.capabilities.prefill_path` picks; with ``varlen``, a ragged batch
+    whose ``spec`` is the padded batch, the ``prefill`` path ``flash_attention_varlen`` runs);
+    4 warps and forward order where the kernel refuses the layer or that module is not
+    importable. The source is one sentence.
     """
     h = _heuristics()
     refusal = kernel_refusal(spec, hardware)
     if h is not None and refusal is None:
-        path = _kernel_prefill_path(spec, hardware)
+        path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         return c.num_warps, c.tile_order, f"kernels/heuristics.py prefill_default, {path} path"
     if refusal is not None:

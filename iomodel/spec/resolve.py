@@ -255,7 +255,8 @@ def resolve_layer(
 
     explicit = {k: v for k, v in dict(block_m=block_m, block_n=block_n, num_stages=num_stages,
                                        num_splits=num_splits).items() if v is not None}
-    tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys())
+    tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys(),
+                                   varlen=ragged is not None)
     if explicit:
         tiling = replace(tiling, **explicit)  # the rest (backward tiles, heads per program) as the kernel's
         named = ", ".join(f"{k.upper() if k.startswith('block') else k} = {v}" for k, v in explicit.items())
