@@ -35,7 +35,10 @@ ALL = sorted(RECEIPTS_DIR.glob("ncu-*.json"))
 #: Receipts of one feature, smaller than the 30-shape hold-outs: their own committed shape count.
 FEATURE_SHAPES = {"ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdout2-2026-12-01.json": 14,
                   "ncu-h200-serving1-2026-12-01.json": 10, "ncu-h200-ragged1-2026-12-01.json": 8,
-                  "ncu-h200-ragged2-2026-12-01.json": 10}
+                  "ncu-h200-ragged2-2026-12-01.json": 10,
+                  # calibration probes of issue 12 (capacity edge, peers): bundled-kernel shapes in each
+                  "ncu-h200-edge-probe1-tma-2026-12-01.json": 5, "ncu-h200-edge-probe1-notma-2026-12-01.json": 5,
+                  "ncu-h200-peers-calib1-2026-12-01.json": 12}
 
 
 def test_the_receipts_are_committed():
