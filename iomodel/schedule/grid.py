@@ -313,6 +313,12 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
 #: the other backward launches take theirs from ``kernels.heuristics.BackwardConfig``).
 PREPROCESS_NUM_WARPS = 4
 
+#: Key rows per program of ``_bwd_reduce_dkdv`` (the sum of the dK/dV kernel's S > 1 group-slice
+#: partials, ``kernels/backward.py``) and its warps: it sets the grid only, every partial row
+#: is read once and every dK/dV row written once whatever the tile.
+DKDV_REDUCE_BLOCK_N = 64
+DKDV_REDUCE_NUM_WARPS = 4
+
 
 def dkdv_program_sram_bytes(spec: LayerSpec, tiling: Tiling, num_stages: int) -> int:
     """Shared memory one ``_bwd_dkdv`` program holds, in bytes:
