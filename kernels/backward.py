@@ -2,7 +2,7 @@
 
 ``flash_attention_backward(do, q, k, v, o, lse, causal, causal_align, sm_scale) -> (dq, dk, dv)``
 with q, o, do ``(B, H, N_q, d)``, k, v ``(B, H_kv, N_k, d)`` and lse ``(B, H, N_q)`` fp32 (the
-natural-log LSE the forward returned). Three launches, each program's loads and stores fixed
+natural-log LSE the forward returned). Three launches (four with S > 1), each program's loads and stores fixed
 in ``docs/traffic-contract.md`` (the interpreter counts them against the traffic model):
 
 1. ``_bwd_preprocess``, grid ``(cdiv(N_q, BLOCK_M), B*H)``: D = rowsum(dO ∘ O) ``(B, H, N_q)``
@@ -13,7 +13,11 @@ in ``docs/traffic-contract.md`` (the interpreter counts them against the traffic
    the tile), reading Q, dO, LSE and D of each; it recomputes P = exp(S − LSE) and
    accumulates dV += Pᵀ dO and dK += dSᵀ Q with dS = P ∘ (dP − D), dP = dO Vᵀ, in fp32
    (Algorithm 2, lines 6-21). GQA/MQA: dK and dV are summed over the group in registers;
-   repeated K/V is never materialised.
+   repeated K/V is never materialised. When that grid is too small for the GPU (MQA, large
+   groups with few KV heads), ``BackwardConfig.group_splits`` S > 1 adds a third grid axis of
+   S group slices (``heuristics.dkdv_group_splits``): each program sums its slice's query heads
+   and writes fp32 partials, and ``_bwd_reduce_dkdv`` (grid ``(cdiv(N_k, 64), B*H_kv)``) sums
+   the S partials in slice order (deterministic, no atomics) into dK, dV.
 3. ``_bwd_dq``, grid ``(cdiv(N_q, BLOCK_M), B*H)``, Q-stationary: a program keeps Q, dO,
    LSE and D of one query tile and reads the K and V tiles its rows see (the forward's key
    range), accumulating dQ += dS K. A separate kernel, not fp32 atomics in kernel 2: it is
@@ -368,8 +372,10 @@ def flash_attention_backward(
         o: the forward's output ``(B, H, N_q, d)``; lse: its ``(B, H, N_q)`` fp32
             natural-log LSE (``flash_attention`` returns both).
         causal, causal_align, sm_scale: as the forward (:func:`kernels.flash_attention.flash_attention`).
-        config: tiles (default :func:`backward_config`).
-        return_config: also return the :class:`BackwardConfig` that ran.
+        config: tiles (default :func:`backward_config`); ``group_splits`` 0 is chosen here for
+            the device's SM count (:meth:`BackwardConfig.resolve`), 1..G forces S.
+        return_config: also return the :class:`BackwardConfig` that ran (``group_splits``
+            resolved: the S that ran).
         window: the forward's sliding window ``(left, right)`` (tokens; -1 or None
             unbounded), see :func:`kernels.flash_attention.flash_attention`: only the tiles
             inside the band are visited.
@@ -382,7 +388,7 @@ def flash_attention_backward(
         IomodelError: any bad forward input (see ``check_inputs``), a layer the kernel does
             not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
             wrong shape, dtype or device, or not contiguous; a bad window; non-CUDA tensors
-            outside the interpreter.
+            outside the interpreter; ``group_splits`` negative or above G.
     """
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     reason = kernel_refusal(replace(shape, phase="prefill"))  # the statement the worksheet reads too
