@@ -26,10 +26,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.gpu_backward_tune import extra_peak_bytes  # noqa: E402
 from iomodel.bench.backends import attention_call  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
+from iomodel.paths import write_text  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 from kernels.reference import reference_attention_backward  # noqa: E402
@@ -78,19 +80,7 @@ def row(name: str, B: int, H: int, Hkv: int, d: int, N: int, causal: bool, quick
     flops = 3.5 * 4 * B * H * d * pairs
     out = dict(name=name, B=B, H=H, H_kv=Hkv, d=d, N=N, causal=causal, flops=flops,
                group_splits=ran.group_splits, config=ran.to_dict())
-    peak = {}
-    for n, fn in list(fns.items()):
-        try:
-            fn()
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            fn()
-            torch.cuda.synchronize()
-            peak[n] = torch.cuda.max_memory_allocated() - base
-        except Exception as exc:  # a backend that refuses the layer: said in the row, not fatal
-            out[f"{n}_refused"] = str(exc).splitlines()[0][:200]
-            fns.pop(n)
+    peak = extra_peak_bytes(fns, out)
     samples = do_bench_interleaved(fns, rounds=2 if quick else 3, warmup_ms=10, rep_ms=50)
     med = {n: sorted(s)[len(s) // 2] for n, s in samples.items()}
     out.update(samples_s=samples, median_s=med, tflops={n: flops / t / 1e12 for n, t in med.items()},
@@ -127,8 +117,8 @@ def main() -> int:
         res["rows"].append(row(*r, quick=args.quick, check=args.check))
         torch.cuda.empty_cache()
     res["seconds"] = time.time() - t0
-    Path(args.out).write_text(json.dumps(res, indent=1, default=str))
-    print("wrote", args.out, f"{res['seconds']:.0f}s")
+    out = write_text(args.out, json.dumps(res, indent=1, default=str), "--out")
+    print(f"wrote {out} in {res['seconds']:.0f} s")
     return 0
 
 

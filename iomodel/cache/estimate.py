@@ -15,8 +15,8 @@ from typing import Any
 from iomodel.cache.params import L2Params
 from iomodel.cache.predict import predict_tiled, predict_training_step
 from iomodel.errors import IomodelError
-from iomodel.schedule.grid import (DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_program_sram_bytes, dq_program_sram_bytes,
-                                   estimate_programs_per_sm)
+from iomodel.schedule.grid import (DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL,
+                                   dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm)
 from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
 

@@ -533,7 +533,8 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         "Programs per SM, per kernel: " + ", ".join(f"{n} {par[n].programs_per_sm}" for n in names)
         + f" ({params.num_sms} SMs); programs run in grid order (axis 0 fastest), in waves.",
         *_common_assumptions(params)[2:],
-        f"The {'four' if len(names) == 4 else 'five'} kernels load and store exactly what docs/traffic-contract.md lists; the programs of one wave "
+        f"The {'four' if len(names) == 4 else 'five'} kernels load and store exactly what docs/traffic-contract.md "
+        "lists; the programs of one wave "
         "that share a head stream the same K/V (forward, dQ) or Q/dO/LSE/Delta (dK/dV) blocks together, so one "
         "fetch serves the wave. Register spills (local memory) are not modelled.",
     ]

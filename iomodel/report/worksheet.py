@@ -291,7 +291,8 @@ class Worksheet:
         below = ("; that is why the total is below the compulsory bytes, which count every output written once "
                  "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
         step = ("" if not e.kernels else
-                f" of the training step: forward and the {_NUMBER_WORDS[n_bwd]} backward kernels, each from a cold L2 as Nsight "
+                f" of the training step: forward and the {_NUMBER_WORDS[n_bwd]} backward kernels, each from a cold L2 "
+                "as Nsight "
                 "Compute measures them (--cache-control all)")
         per_kernel = [f"- `{k['name']}`: DRAM read {fmt_bytes(k['read_bytes'])}, written {fmt_bytes(k['write_bytes'])} "
                       f"of {fmt_bytes(k['written_bytes'])} stored; {k['programs_per_sm']} programs per SM"

@@ -505,7 +505,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
             for kv, j in dict.fromkeys((kv, j) for kv, _, j0, j1 in runs for j in range(j0, j1)):
                 acc.append(ReadGroup(("K", "V"), (("K", kv, j), ("V", kv, j)), (k_rows[j] * d * s,) * 2))
         # each program advances one BWD_BLOCK_M tile per step: program j reaches row r of its k-th
-        # head at step k·(end_j − lo_j) + r − lo_j and ends at (g1 − g0)·(end_j − lo_j); touches sorted by that time
+        # head at step k·(end_j − lo_j) + r − lo_j and ends at (g1 − g0)·(end_j − lo_j); touches sorted by time
         touch: dict[tuple[int, int, int, int], int] = {}  # (time, head, c0, kv) -> rows
         ends: list[tuple[int, int, Any, int]] = []  # (time, kv, output tile key, rows)
         for kv, sl, j0, j1 in runs:
@@ -531,7 +531,8 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     return (waves if grouped else members(waves)), req_r, req_w
 
 
-def reduce_dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+def reduce_dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int,
+                      ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
     """Waves of ``_bwd_reduce_dkdv`` (S = ``tiling.bwd_group_splits`` > 1): grid
     ``(ceil(N_k / DKDV_REDUCE_BLOCK_N), B·H_kv)``; program (j, b·H_kv + hk) reads the S fp32
     partials of dK and dV of its key rows once and writes dK, dV (dtype) once

@@ -240,4 +240,5 @@ def add_backward(fwd: AlgorithmModel, spec: LayerSpec, opts: dict[str, Any], spl
     )
 
 
-__all__ = ["KERNEL_STEPS", "REDUCE_KERNEL", "REDUCE_STEP", "add_backward", "dkdv_query_rows", "sram_fill_by_kernel", "tiled_bwd_rows"]
+__all__ = ["KERNEL_STEPS", "REDUCE_KERNEL", "REDUCE_STEP", "add_backward", "dkdv_query_rows", "sram_fill_by_kernel",
+           "tiled_bwd_rows"]
