@@ -176,19 +176,7 @@ def speed(best: dict, quick: bool) -> list[dict]:
         bw.backward_config = lambda *a, **k: cfg  # the tuned tiles for this (d, causal)
         fns = {"tiled": ours, "sdpa-flash": sdpa("sdpa-flash"), "sdpa-cudnn": sdpa("sdpa-cudnn")}
         row = dict(B=B, H=H, N=N, d=d, causal=causal, flops=flops, config=cfg.to_dict())
-        peak = {}
-        for name, fn in list(fns.items()):
-            try:
-                fn()
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-                fn()
-                torch.cuda.synchronize()
-                peak[name] = torch.cuda.max_memory_allocated() - base
-            except Exception as exc:
-                row[f"{name}_refused"] = str(exc).splitlines()[0][:200]
-                fns.pop(name)
+        peak = extra_peak_bytes(fns, row)
         samples = do_bench_interleaved(fns, rounds=2 if quick else 3, warmup_ms=10, rep_ms=50)
         bw.backward_config = orig
         med = {n: sorted(s)[len(s) // 2] for n, s in samples.items()}
@@ -204,6 +192,26 @@ def speed(best: dict, quick: bool) -> list[dict]:
         del q, k, v, do
         torch.cuda.empty_cache()
     return out
+
+
+def extra_peak_bytes(fns: dict, row: dict) -> dict[str, int]:
+    """Peak memory above the allocation before the call (bytes) of each function, run twice
+    (the first warms up); a function that raises is dropped from ``fns`` and its first error
+    line recorded in ``row`` as ``<name>_refused``."""
+    peak = {}
+    for name, fn in list(fns.items()):
+        try:
+            fn()
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            fn()
+            torch.cuda.synchronize()
+            peak[name] = torch.cuda.max_memory_allocated() - base
+        except Exception as exc:  # a backend that refuses the layer: said in the row, not fatal
+            row[f"{name}_refused"] = str(exc).splitlines()[0][:200]
+            fns.pop(name)
+    return peak
 
 
 def _candidates(d: int, causal: bool) -> dict[str, bw.BackwardConfig]:

@@ -2,7 +2,7 @@
 
 ``flash_attention_backward(do, q, k, v, o, lse, causal, causal_align, sm_scale) -> (dq, dk, dv)``
 with q, o, do ``(B, H, N_q, d)``, k, v ``(B, H_kv, N_k, d)`` and lse ``(B, H, N_q)`` fp32 (the
-natural-log LSE the forward returned). Three launches, each program's loads and stores fixed
+natural-log LSE the forward returned). Three launches (four with S > 1), each program's loads and stores fixed
 in ``docs/traffic-contract.md`` (the interpreter counts them against the traffic model):
 
 1. ``_bwd_preprocess``, grid ``(cdiv(N_q, BLOCK_M), B*H)``: D = rowsum(dO ∘ O) ``(B, H, N_q)``
@@ -13,7 +13,11 @@ in ``docs/traffic-contract.md`` (the interpreter counts them against the traffic
    the tile), reading Q, dO, LSE and D of each; it recomputes P = exp(S − LSE) and
    accumulates dV += Pᵀ dO and dK += dSᵀ Q with dS = P ∘ (dP − D), dP = dO Vᵀ, in fp32
    (Algorithm 2, lines 6-21). GQA/MQA: dK and dV are summed over the group in registers;
-   repeated K/V is never materialised.
+   repeated K/V is never materialised. When that grid is too small for the GPU (MQA, large
+   groups with few KV heads), ``BackwardConfig.group_splits`` S > 1 adds a third grid axis of
+   S group slices (``heuristics.dkdv_group_splits``): each program sums its slice's query heads
+   and writes fp32 partials, and ``_bwd_reduce_dkdv`` (grid ``(cdiv(N_k, 64), B*H_kv)``) sums
+   the S partials in slice order (deterministic, no atomics) into dK, dV.
 3. ``_bwd_dq``, grid ``(cdiv(N_q, BLOCK_M), B*H)``, Q-stationary: a program keeps Q, dO,
    LSE and D of one query tile and reads the K and V tiles its rows see (the forward's key
    range), accumulating dQ += dS K. A separate kernel, not fp32 atomics in kernel 2: it is
@@ -36,13 +40,13 @@ import triton.language as tl
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import kernel_refusal
-from iomodel.schedule.grid import PREPROCESS_NUM_WARPS
+from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
 from kernels.flash_attention import (INTERPRET, _alloc, _band_args, _band_bounds, _check_device, _dot,
-                                     _dot_precision, _emulate_bf16, _head_of, _to_dtype)
+                                     _dot_precision, _emulate_bf16, _head_of, _num_sms, _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
 
@@ -138,14 +142,26 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
               HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              EMULATE_BF16: tl.constexpr, GQA: tl.constexpr, WINDOW: tl.constexpr = False):
+              EMULATE_BF16: tl.constexpr, GQA: tl.constexpr, WINDOW: tl.constexpr = False,
+              SPLIT: tl.constexpr = False, SPLITS=1):
     """dK, dV of one key tile of one KV head, summed over the G query heads of its group
     (GQA = G > 1: a compile-time switch, so that only one of the two loops is compiled).
-    Grid (cdiv(N_K, BLOCK_N), B*H_KV). ATOMIC_DQ: dQ accumulates by fp32 atomics into
+    Grid (cdiv(N_K, BLOCK_N), B*H_KV) or, SPLIT, (cdiv(N_K, BLOCK_N), B*H_KV, SPLITS): program
+    (j, b*H_KV + hk, sl) sums the query heads g in [sl*G // SPLITS, (sl+1)*G // SPLITS) only and
+    stores its fp32 partials as head hk*SPLITS + sl of DK, DV ``(B, H_KV*SPLITS, N_K, HEAD_DIM)``
+    (the workspace ``_bwd_reduce_dkdv`` sums). ATOMIC_DQ: dQ accumulates by fp32 atomics into
     DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``. WINDOW: only the
     query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract), all masked."""
     j = tl.program_id(0)
     b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
+    if SPLIT:  # this program's slice of the group: balanced, never empty (1 <= SPLITS <= G)
+        sl = tl.program_id(2)
+        g0 = sl * G // SPLITS
+        g1 = (sl + 1) * G // SPLITS
+    else:
+        sl = 0
+        g0 = 0
+        g1 = G
     start_n = j * BLOCK_N
     offs_n, offs_d, d_ok, kv_ok = _rows(start_n, BLOCK_N, N_K, HEAD_DIM, HEAD_DIM_PAD)
     offs_m0 = tl.arange(0, BLOCK_M)
@@ -184,9 +200,9 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
                                 qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
                                 DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
     else:
-        g = 0
+        g = g0
         start_m = lo
-        for _ in tl.range(0, G * ((hi - lo + BLOCK_M - 1) // BLOCK_M)):  # G heads x query tiles
+        for _ in tl.range(0, (g1 - g0) * ((hi - lo + BLOCK_M - 1) // BLOCK_M)):  # the slice's heads x query tiles
             h = hk * G + g
             q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
             do_base = DO + b.to(tl.int64) * stride_doz + h.to(tl.int64) * stride_doh
@@ -200,10 +216,42 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
             g += wrap.to(tl.int32)
             start_m = tl.where(wrap, lo, start_m)
     dk = dk * sm_scale
-    tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
-             _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
-    tl.store(_tile(DV, b, hk, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
-             _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+    if SPLIT:  # fp32 partials of this slice, summed by _bwd_reduce_dkdv (no rounding here)
+        hs = hk * SPLITS + sl
+        tl.store(_tile(DK, b, hs, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d), dk, mask=kv_ok)
+        tl.store(_tile(DV, b, hs, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d), dv, mask=kv_ok)
+    else:
+        tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
+                 _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+        tl.store(_tile(DV, b, hk, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
+                 _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+
+
+@triton.jit
+def _bwd_reduce_dkdv(DK, DV, DK_OUT, DV_OUT, SPLITS, N_K,
+                     stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+                     stride_oz, stride_oh, stride_on, stride_od, stride_wz, stride_wh, stride_wn, stride_wd,
+                     H_KV, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+                     EMULATE_BF16: tl.constexpr):
+    """dK, dV = the sum of the SPLITS fp32 partials of one key tile of one KV head, in slice
+    order (deterministic: no atomics), stored in the output dtype. DK, DV: the workspace
+    ``(B, H_KV*SPLITS, N_K, HEAD_DIM)`` fp32 of ``_bwd_dkdv`` (head hk*SPLITS + sl holds slice sl);
+    DK_OUT, DV_OUT ``(B, H_KV, N_K, HEAD_DIM)``. Grid (cdiv(N_K, BLOCK_N), B*H_KV)."""
+    j = tl.program_id(0)
+    b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
+    offs_n, offs_d, d_ok, kv_ok = _rows(j * BLOCK_N, BLOCK_N, N_K, HEAD_DIM, HEAD_DIM_PAD)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM_PAD], dtype=tl.float32)
+    for sl in tl.range(0, SPLITS):
+        hs = hk * SPLITS + sl
+        dk += tl.load(_tile(DK, b, hs, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
+                      mask=kv_ok, other=0.0)
+        dv += tl.load(_tile(DV, b, hs, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
+                      mask=kv_ok, other=0.0)
+    tl.store(_tile(DK_OUT, b, hk, stride_oz, stride_oh, stride_on, stride_od, offs_n, offs_d),
+             _to_dtype(dk, DK_OUT.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+    tl.store(_tile(DV_OUT, b, hk, stride_wz, stride_wh, stride_wn, stride_wd, offs_n, offs_d),
+             _to_dtype(dv, DV_OUT.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
 
 
 @triton.jit
@@ -324,8 +372,10 @@ def flash_attention_backward(
         o: the forward's output ``(B, H, N_q, d)``; lse: its ``(B, H, N_q)`` fp32
             natural-log LSE (``flash_attention`` returns both).
         causal, causal_align, sm_scale: as the forward (:func:`kernels.flash_attention.flash_attention`).
-        config: tiles (default :func:`backward_config`).
-        return_config: also return the :class:`BackwardConfig` that ran.
+        config: tiles (default :func:`backward_config`); ``group_splits`` 0 is chosen here for
+            the device's SM count (:meth:`BackwardConfig.resolve`), 1..G forces S.
+        return_config: also return the :class:`BackwardConfig` that ran (``group_splits``
+            resolved: the S that ran).
         window: the forward's sliding window ``(left, right)`` (tokens; -1 or None
             unbounded), see :func:`kernels.flash_attention.flash_attention`: only the tiles
             inside the band are visited.
@@ -338,7 +388,7 @@ def flash_attention_backward(
         IomodelError: any bad forward input (see ``check_inputs``), a layer the kernel does
             not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
             wrong shape, dtype or device, or not contiguous; a bad window; non-CUDA tensors
-            outside the interpreter.
+            outside the interpreter; ``group_splits`` negative or above G.
     """
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     reason = kernel_refusal(replace(shape, phase="prefill"))  # the statement the worksheet reads too
@@ -354,6 +404,7 @@ def flash_attention_backward(
         raise IomodelError(f"config must be a kernels.heuristics.BackwardConfig, got {type(config).__name__}: build one")
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
+    config = config.resolve(B, H_kv, shape.group, N_k, _num_sms(q.device))  # group_splits S fixed for this launch
     band = window_argument(window, causal, N_q, N_k)
     off = causal_offset(causal_align, N_q, N_k) if causal or band else 0
     win = _band_args(band)
@@ -368,12 +419,24 @@ def flash_attention_backward(
         HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m, num_warps=PREPROCESS_NUM_WARPS)
     common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags)
     dq_acc = torch.zeros((B, H, N_q, d), dtype=torch.float32, device=q.device) if config.atomic_dq else delta
-    _bwd_dkdv[(triton.cdiv(N_k, config.block_n), B * H_kv)](
-        q, k, v, do, lse, delta, dk, dv, sm_scale, dq_acc,
-        *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(),
+    S = config.group_splits
+    t_c = triton.cdiv(N_k, config.block_n)
+    if S > 1:  # fp32 partials of the S group slices, slice-major per KV head: (B, H_kv, S, N_k, d)
+        dk_out = _alloc((B, H_kv * S, N_k, d), torch.float32, q.device)
+        dv_out = _alloc((B, H_kv * S, N_k, d), torch.float32, q.device)
+    else:
+        dk_out, dv_out = dk, dv
+    _bwd_dkdv[(t_c, B * H_kv, S)](
+        q, k, v, do, lse, delta, dk_out, dv_out, sm_scale, dq_acc,
+        *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk_out.stride(), *dv_out.stride(),
         H, H_kv, shape.group, N_q, N_k, off, **win, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
         ATOMIC_DQ=config.atomic_dq, GQA=shape.group > 1, **common, num_warps=config.num_warps,
-        num_stages=config.num_stages)
+        num_stages=config.num_stages, **({"SPLIT": True, "SPLITS": S} if S > 1 else {}))
+    if S > 1:
+        _bwd_reduce_dkdv[(triton.cdiv(N_k, DKDV_REDUCE_BLOCK_N), B * H_kv)](
+            dk_out, dv_out, dk, dv, S, N_k, *dk_out.stride(), *dv_out.stride(), *dk.stride(), *dv.stride(),
+            H_kv, HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_N=DKDV_REDUCE_BLOCK_N, EMULATE_BF16=flags["EMULATE_BF16"],
+            num_warps=DKDV_REDUCE_NUM_WARPS)
     if config.atomic_dq:
         dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
     else:

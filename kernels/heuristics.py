@@ -38,6 +38,7 @@ from iomodel.schedule.tiles import (
     next_pow2,
     paged_block_n,
 )
+from iomodel.errors import IomodelError
 from iomodel.schedule.launch import TILE_ORDERS as _SCHEDULE_TILE_ORDERS
 from iomodel.spec import Tiling, cdiv
 
@@ -342,9 +343,11 @@ __all__ = [
     "prefill_default",
     "seqlen_bucket",
     "BackwardConfig",
+    "DKDV_MIN_PROGRAMS_PER_SM",
     "GPU_BACKWARD",
     "INTERPRETER_BACKWARD",
     "backward_config",
+    "dkdv_group_splits",
 ]
 
 
@@ -360,6 +363,10 @@ class BackwardConfig:
     ``block_m``/``block_n``: query and key rows per tile of the K/V-stationary dK/dV kernel
     (BLOCK_N keys stay in SRAM, BLOCK_M query rows stream); ``dq_block_m``/``dq_block_n``:
     the Q-stationary dQ kernel; ``preprocess_block_m``: rows per D program.
+    ``group_splits`` S: slices of each GQA group the dK/dV grid's third axis runs (each
+    program handles ⌊(s+1)·G/S⌋ − ⌊s·G/S⌋ of the G query heads, at most ⌈G/S⌉), 1 to G; S > 1
+    writes fp32 partials that ``_bwd_reduce_dkdv`` sums (``docs/traffic-contract.md``);
+    0: chosen at launch by :func:`dkdv_group_splits` (:meth:`resolve`).
     """
 
     # tile defaults: the one home of the backward tiles is iomodel.spec.Tiling (the traffic model's input)
@@ -373,18 +380,48 @@ class BackwardConfig:
     dq_num_warps: int = 4
     dq_num_stages: int = 3
     atomic_dq: bool = False  # dQ by fp32 atomics inside the dK/dV kernel instead of the dQ kernel
+    group_splits: int = 1  # dK/dV kernel: slices S of each GQA group (grid axis 2); 0 = chosen at launch
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
+
+    def resolve(self, batch: int, kv_heads: int, group: int, seqlen_k: int, num_sms: int) -> "BackwardConfig":
+        """This config with ``group_splits`` fixed for one launch: :func:`dkdv_group_splits` of
+        the dK/dV grid ``cdiv(seqlen_k, block_n)·batch·kv_heads`` programs when it is 0, else as given.
+
+        Args:
+            batch, kv_heads, group (G = H / H_kv), seqlen_k (tokens): the layer;
+            num_sms: SMs of the device (:data:`INTERPRETER_NUM_SMS` in the interpreter).
+
+        Raises:
+            IomodelError: ``group_splits`` negative, not an integer, or above G.
+        """
+        S = self.group_splits
+        if isinstance(S, bool) or not isinstance(S, int) or S < 0:
+            raise IomodelError(f"group_splits must be a whole number 0..G (0 chooses), got {S!r}: pass e.g. 0 or 1")
+        if S > group:
+            raise IomodelError(f"group_splits={S} exceeds the GQA group H/H_kv={group} (a slice would hold no "
+                               f"query head): use 1..{group}, or 0 to choose")
+        if S == 0:
+            S = dkdv_group_splits(cdiv(seqlen_k, self.block_n) * batch * kv_heads, num_sms, group)
+        return replace(self, group_splits=S)
 
     def tiling(self, base: Tiling | None = None) -> Tiling:
         """These tiles as the traffic model's :class:`iomodel.spec.Tiling` (its backward
         fields; the forward fields from ``base``, default ``Tiling()``), so the model is
         evaluated on exactly what ran. ``atomic_dq`` is not a tile: evaluate the model with
-        ``dq_mode="atomic"`` for it (``docs/traffic-contract.md``)."""
+        ``dq_mode="atomic"`` for it (``docs/traffic-contract.md``). ``group_splits`` becomes
+        ``Tiling.bwd_group_splits``.
+
+        Raises:
+            IomodelError: ``group_splits`` is 0 (chosen at launch): resolve it first.
+        """
+        if self.group_splits == 0:
+            raise IomodelError("group_splits=0 is chosen at launch from the SM count: model the config the launcher "
+                               "returned (return_config=True) or BackwardConfig.resolve(...)")
         return replace(base or Tiling(), bwd_block_m=self.block_m, bwd_block_n=self.block_n,
                        dq_block_m=self.dq_block_m, dq_block_n=self.dq_block_n,
-                       preprocess_block_m=self.preprocess_block_m)
+                       preprocess_block_m=self.preprocess_block_m, bwd_group_splits=self.group_splits)
 
 
 #: Tiles of the interpreter (CPU) runs: small, so CI covers multi-tile loops and ragged tails.
@@ -392,11 +429,46 @@ INTERPRETER_BACKWARD = BackwardConfig(block_m=16, block_n=32, dq_block_m=32, dq_
                                       preprocess_block_m=32, num_warps=4, num_stages=1)
 
 
+#: Programs per SM the dK/dV grid should reach: below it the GQA group is split over a third
+#: grid axis (:func:`dkdv_group_splits`). The dK/dV kernel runs 1-3 programs per SM on the H200
+#: (receipts/ncu-h200-train1-2026-12-01.json), so 2 keeps every SM busy and leaves a second
+#: program to hide the first one's latency.
+DKDV_MIN_PROGRAMS_PER_SM = 2
+
+
+def dkdv_group_splits(programs: int, num_sms: int, group: int) -> int:
+    """Group slices S of the dK/dV kernel: the smallest S in 1..G for which ``programs·S >=
+    DKDV_MIN_PROGRAMS_PER_SM·num_sms`` (G if none), so S = 1 (the unsplit kernel) whenever
+    the grid already fills the GPU and for MHA (G = 1).
+
+    Args:
+        programs: programs of the unsplit grid, ``cdiv(N_k, block_n)·B·H_kv``.
+        num_sms: SMs of the device; group: G = H / H_kv.
+
+    Returns:
+        S (a whole number, 1 <= S <= G).
+
+    Raises:
+        IomodelError: an argument that is not a positive integer.
+
+    >>> dkdv_group_splits(16, 132, 71)  # Falcon-7B, N = 2048, BLOCK_N 128: 16 x 17 = 272 >= 264
+    17
+    >>> dkdv_group_splits(512, 132, 8), dkdv_group_splits(16, 132, 1)
+    (1, 1)
+    """
+    for name, v in (("programs", programs), ("num_sms", num_sms), ("group", group)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise IomodelError(f"{name} must be a positive integer, got {v!r}")
+    return min(group, cdiv(DKDV_MIN_PROGRAMS_PER_SM * num_sms, programs))
+
+
 def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool = False) -> BackwardConfig:
     """The backward tiles: the interpreter's small tiles on a CPU, else the GPU tiles of
     :data:`GPU_BACKWARD` for the padded HEAD_DIM (chosen by measurement on the H200:
     ``benchmarks/gpu_backward_tune.py``, receipts under ``receipts/``). Units: elements.
     HEAD_DIM up to the kernel's maximum (:data:`iomodel.schedule.capabilities.MAX_HEAD_DIM`).
+    The interpreter's tiles fix ``group_splits`` = 1 (tests force S > 1 through the config);
+    the GPU tiles choose it at launch (``group_splits`` 0, :meth:`BackwardConfig.resolve`).
     """
     if interpreter:
         return INTERPRETER_BACKWARD
@@ -407,7 +479,8 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: on the H200 (B = 4, H = 16, N = 4096, bf16; receipts/bwd-tune-h200-2026-12-01.json): dK/dV
 #: tiles first, then dQ tiles on the winner. fp32 atomics for dQ lost on every shape (+13 to
 #: +47 %), so dQ is the separate kernel. HEAD_DIM 256: untuned, checked for exactness only.
-GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
+#: ``group_splits`` 0: the GQA group split is chosen per launch (:func:`dkdv_group_splits`).
+GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {k: replace(c, group_splits=0) for k, c in {
     (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
     (64, True): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=3,
@@ -418,4 +491,4 @@ GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
     **{(256, causal): BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1, dq_block_m=64,
                                      dq_block_n=16, dq_num_warps=8, dq_num_stages=1) for causal in (False, True)},
-}
+}.items()}

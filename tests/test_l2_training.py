@@ -9,7 +9,7 @@ import json
 import pytest
 
 from iomodel.cache.params import L2Params
-from iomodel.cache.predict import TRAINING_KERNELS, predict_training_step
+from iomodel.cache.predict import TRAINING_KERNELS, predict_training_step, training_kernels
 from iomodel.errors import IomodelError
 from iomodel.report.worksheet import make_worksheet
 from iomodel.spec import LayerSpec, Tiling
@@ -91,12 +91,23 @@ def test_worksheet_fwd_bwd_gives_the_step_and_each_kernel():
     ws = make_worksheet(resolve_layer(seqlen=1024, passes="fwd+bwd"))
     j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
     names = [k["name"] for k in j["kernels"]]
-    assert names == list(TRAINING_KERNELS)
+    # Llama-3-8B at 1k tokens: 16 key tiles x 8 KV heads = 128 dK/dV programs < 2 x 132 SMs, so the GQA
+    # group (G = 4) runs in S = 3 slices (heuristics.dkdv_group_splits) and the reduction kernel follows dK/dV
+    assert ws.layer.tiling.bwd_group_splits == 3
+    assert names == list(training_kernels(ws.layer.tiling)) == list(TRAINING_KERNELS[:3]) + ["_bwd_reduce_dkdv",
+                                                                                           "_bwd_dq"]
     assert j["read_bytes"] == sum(k["read_bytes"] for k in j["kernels"]) > 0
     assert j["write_bytes"] == sum(k["write_bytes"] for k in j["kernels"])
     assert j["source"] == "estimate from iomodel/cache/predict.py predict_training_step (not a measurement)"
     # the preprocess kernel streams O and dO once: (B, H, N, d) = 1·32·1024·128 bf16 each, every byte cold
     assert j["kernels"][1]["read_bytes"] == 2 * 32 * 1024 * 128 * 2
     md = ws.to_markdown()
-    assert "of the training step: forward and the three backward kernels" in md
-    assert "- `_bwd_dkdv`: DRAM read" in md and "stored (by the four kernels) stays dirty in L2" in md
+    assert "of the training step: forward and the four backward kernels" in md
+    assert "- `_bwd_dkdv`: DRAM read" in md and "stored (by the five kernels) stays dirty in L2" in md
+    assert "dK/dV over 3 GQA group slices for 132 SMs" in md
+    mha = make_worksheet(resolve_layer(seqlen=1024, heads=32, kv_heads=32, passes="fwd+bwd"))  # G = 1: S = 1
+    assert mha.layer.tiling.bwd_group_splits == 1
+    md = mha.to_markdown()
+    assert "forward and the three backward kernels" in md and "stored (by the four kernels)" in md
+    assert [k["name"] for k in json.loads(mha.to_json())["algorithms"]["tiled"]["l2_aware"]["kernels"]] == list(
+        TRAINING_KERNELS)

@@ -1,11 +1,12 @@
 """The backward kernels' SRAM_fill bytes, counted in Triton's interpreter, equal the model exactly.
 
 Per kernel (``_attn_fwd``, ``_bwd_preprocess``, ``_bwd_dkdv``, ``_bwd_dq``) and per tensor, to
-the byte, on 24 shapes: GQA and MQA, causal top-left and bottom-right, ragged tails, rows
+the byte, on 30 shapes: GQA and MQA, causal top-left and bottom-right, ragged tails, rows
 that see no key (bottom-right with seqlen_q > seqlen_k), seqlen_q > seqlen_k and
 seqlen_k > seqlen_q, HEAD_DIM not a power of two, fp32/fp16/bf16, the interpreter tiles
 ``INTERPRETER_BACKWARD`` and other tiles (BWD_BLOCK_N < BWD_BLOCK_M, where a key tile
-loads query rows none of which sees it), and the dK/dV kernel of ``atomic_dq``.
+loads query rows none of which sees it), the dK/dV kernel of ``atomic_dq``, and the dK/dV
+kernel split over S > 1 slices of the GQA group with its reduction kernel.
 """
 
 from __future__ import annotations
@@ -54,13 +55,20 @@ SHAPES = [  # B, H, H_kv, d, N_q, N_k, causal, align, dtype, config
     (1, 2, 1, 20, 19, 19, False, "top-left", "fp32", SQUARE),
     (1, 2, 2, 16, 33, 65, True, "top-left", "fp32", replace(IB, atomic_dq=True)),  # dK/dV with fp32 atomics
     (1, 4, 1, 16, 50, 31, True, "bottom-right", "fp32", replace(WIDE, atomic_dq=True)),
+    # the dK/dV kernel's GQA group split over S programs (fp32 partials, then _bwd_reduce_dkdv)
+    (1, 4, 1, 16, 37, 53, True, "top-left", "fp32", replace(IB, group_splits=3)),  # MQA, slices of 1 and 2 heads
+    (2, 6, 2, 24, 70, 20, True, "bottom-right", "fp32", replace(IB, group_splits=2)),  # rows without keys
+    (1, 5, 1, 16, 40, 70, False, "top-left", "bf16", replace(WIDE, group_splits=5)),  # S = G, 70 keys: 2 reduce tiles
+    (1, 4, 2, 48, 61, 35, True, "bottom-right", "fp16", replace(SQUARE, group_splits=2)),  # HEAD_DIM 48 (pad 64)
+    (1, 4, 1, 16, 33, 65, True, "top-left", "fp32", replace(IB, group_splits=2, atomic_dq=True)),
+    (1, 8, 1, 16, 20, 30, True, "top-left", "fp32", replace(IB, group_splits=0)),  # chosen: 4 interpreter SMs -> S = 8
 ]
 
 
 def counted_and_modelled(B, H, H_kv, d, N_q, N_k, causal, align, dtype, config):
     spec = LayerSpec(B, H, H_kv, d, N_q, N_k, dtype=dtype, causal=causal, causal_align=align, backward=True)
     got, cfg, bcfg, _ = interpret.count_flash_attention_backward(spec, seed=3, backward_config=config)
-    assert bcfg == config
+    assert bcfg == (config if config.group_splits else replace(config, group_splits=bcfg.group_splits))
     pred = predict(spec, bcfg.tiling(cfg.tiling()), H200, dq_mode="atomic" if config.atomic_dq else "separate")
     counted = {k: {t: [r.read_bytes, r.write_bytes] for t, r in v.items() if r.read_bytes or r.write_bytes}
                for k, v in got.items()}
@@ -71,7 +79,8 @@ def counted_and_modelled(B, H, H_kv, d, N_q, N_k, causal, align, dtype, config):
 @pytest.mark.parametrize("B,H,H_kv,d,N_q,N_k,causal,align,dtype,config", SHAPES)
 def test_backward_model_equals_interpreter(B, H, H_kv, d, N_q, N_k, causal, align, dtype, config):
     counted, model = counted_and_modelled(B, H, H_kv, d, N_q, N_k, causal, align, dtype, config)
-    launched = ["_attn_fwd", "_bwd_preprocess", "_bwd_dkdv"] + ([] if config.atomic_dq else ["_bwd_dq"])
+    launched = (["_attn_fwd", "_bwd_preprocess", "_bwd_dkdv"] + ([] if config.atomic_dq else ["_bwd_dq"])
+                + (["_bwd_reduce_dkdv"] if config.group_splits != 1 else []))
     assert sorted(counted) == sorted(launched)
     for kernel in launched:
         assert counted[kernel] == model[kernel], kernel
@@ -82,3 +91,19 @@ def test_backward_model_equals_interpreter(B, H, H_kv, d, N_q, N_k, causal, alig
 
 def test_enough_shapes():
     assert len(SHAPES) >= 20 and set(KERNEL_STEPS) == {"_bwd_preprocess", "_bwd_dkdv", "_bwd_dq"}
+
+
+def test_group_split_counts_by_hand():
+    """MQA B1 H4 d16, 37 queries x 53 keys causal, S = 3 on the interpreter tiles (BN 32): 2 key
+    tiles x 3 slices load K and V (53 rows x 16 x 4 B each, 3 times), write fp32 partials
+    (3 x 53 x 16 x 4 B each); the reduction reads them once and writes dK, dV once (fp32 input)."""
+    counted, model = counted_and_modelled(1, 4, 1, 16, 37, 53, True, "top-left", "fp32", replace(IB, group_splits=3))
+    kv, part = 53 * 16 * 4, 3 * 53 * 16 * 4
+    assert counted["_bwd_dkdv"]["K"] == [3 * kv, 0] == model["_bwd_dkdv"]["K"]
+    assert counted["_bwd_dkdv"]["dK_part"] == [0, part] and counted["_bwd_dkdv"]["dV_part"] == [0, part]
+    assert "dK" not in counted["_bwd_dkdv"]
+    assert counted["_bwd_reduce_dkdv"] == {"dK_part": [part, 0], "dV_part": [part, 0], "dK": [0, kv], "dV": [0, kv]}
+    # the query side is the unsplit kernel's: every head's rows once per key tile
+    unsplit, _ = counted_and_modelled(1, 4, 1, 16, 37, 53, True, "top-left", "fp32", IB)
+    for t in ("Q", "dO", "LSE", "Delta"):
+        assert counted["_bwd_dkdv"][t] == unsplit["_bwd_dkdv"][t], t

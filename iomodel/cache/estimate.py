@@ -15,8 +15,8 @@ from typing import Any
 from iomodel.cache.params import L2Params
 from iomodel.cache.predict import predict_tiled, predict_training_step
 from iomodel.errors import IomodelError
-from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, dkdv_program_sram_bytes, dq_program_sram_bytes,
-                                   estimate_programs_per_sm)
+from iomodel.schedule.grid import (DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL,
+                                   dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm)
 from iomodel.schedule.launch import Schedule
 from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
@@ -236,7 +236,9 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
     ``tiling.sram_bytes(spec)`` and ``num_warps``; ``_bwd_preprocess`` with no shared memory and
     :data:`~iomodel.schedule.grid.PREPROCESS_NUM_WARPS`; ``_bwd_dkdv`` and ``_bwd_dq`` with
     :func:`~iomodel.schedule.grid.dkdv_program_sram_bytes` /
-    :func:`~iomodel.schedule.grid.dq_program_sram_bytes` and the launch's warps. Registers
+    :func:`~iomodel.schedule.grid.dq_program_sram_bytes` and the launch's warps; with
+    ``tiling.bwd_group_splits`` > 1 also ``_bwd_reduce_dkdv`` (no shared memory,
+    :data:`~iomodel.schedule.grid.DKDV_REDUCE_NUM_WARPS`). Registers
     are ignored (the dK/dV kernel is register-limited to 2 programs per SM at d = 64 on the
     H200, one fewer than this estimate).
 
@@ -247,7 +249,7 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
             ``num_stages``, ``dq_num_warps``, ``dq_num_stages``).
 
     Returns:
-        ``{kernel name: programs per SM}`` for :data:`iomodel.cache.predict.TRAINING_KERNELS`.
+        ``{kernel name: programs per SM}`` for :func:`iomodel.cache.predict.training_kernels`.
     """
     smem = hardware.smem_per_sm
     return {
@@ -257,6 +259,8 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
                                               backward.num_warps, smem),
         "_bwd_dq": estimate_programs_per_sm(dq_program_sram_bytes(spec, tiling, backward.dq_num_stages),
                                             backward.dq_num_warps, smem),
+        **({REDUCE_DKDV_KERNEL: estimate_programs_per_sm(0, DKDV_REDUCE_NUM_WARPS, smem)}
+           if tiling.bwd_group_splits > 1 else {}),
     }
 
 

@@ -21,9 +21,9 @@ from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
 from iomodel.schedule.launch import TILE_ORDERS, Schedule, tiles_per_group
-from iomodel.schedule.grid import (Access, ReadGroup, combine_waves, decode_split_rows, decode_waves, dkdv_waves,
-                                   dq_waves, dkdv_query_ranges, key_span_rows, prefill_key_ranges, prefill_waves,
-                                   preprocess_waves)
+from iomodel.schedule.grid import (REDUCE_DKDV_KERNEL, Access, ReadGroup, combine_waves, decode_split_rows,
+                                   decode_waves, dkdv_waves, dq_waves, dkdv_query_ranges, key_span_rows,
+                                   prefill_key_ranges, prefill_waves, preprocess_waves, reduce_dkdv_waves)
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Tensors of the forward pass that are layer inputs (the rest are outputs or intermediates).
@@ -421,6 +421,15 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
 TRAINING_KERNELS = ("_attn_fwd", "_bwd_preprocess", "_bwd_dkdv", "_bwd_dq")
 
 
+def training_kernels(tiling: Tiling) -> tuple[str, ...]:
+    """The kernels of one bundled training step with these tiles, in launch order:
+    :data:`TRAINING_KERNELS`, with ``_bwd_reduce_dkdv`` after ``_bwd_dkdv`` when the dK/dV
+    kernel splits the GQA group (``tiling.bwd_group_splits`` > 1, ``kernels/backward.py``)."""
+    if tiling.bwd_group_splits == 1:
+        return TRAINING_KERNELS
+    return TRAINING_KERNELS[:3] + (REDUCE_DKDV_KERNEL,) + TRAINING_KERNELS[3:]
+
+
 def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]]:
     """Per backward kernel, the bytes it touches once (reads) and stores once (writes), in bytes.
 
@@ -430,13 +439,16 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
     :func:`iomodel.schedule.grid.dkdv_query_ranges`: rows from its lowest first row lo_0
     without a window), dK, dV written; ``_bwd_dq`` Q, dO, LSE, Delta and the K/V rows some
     query tile loads (the union of :func:`iomodel.schedule.grid.prefill_key_ranges` with the
-    dQ tiles: its longest key range without a window), dQ written.
+    dQ tiles: its longest key range without a window), dQ written. Group slices (S =
+    ``tiling.bwd_group_splits`` > 1): ``_bwd_dkdv`` touches K, V once still (its S slices load the
+    same rows) and writes the fp32 partials (2·S·B·H_kv·N_k·d·4) instead of dK, dV;
+    ``_bwd_reduce_dkdv`` reads the partials and writes dK, dV.
 
     Args:
         spec: the layer (its backward kernels); tiling: the backward tiles.
 
     Returns:
-        ``{kernel: (read_bytes, write_bytes)}`` for the three backward kernels.
+        ``{kernel: (read_bytes, write_bytes)}`` for the backward kernels of :func:`training_kernels`.
     """
     B, H, Hk, d, s, n_q, n_k = (spec.batch, spec.heads, spec.kv_heads, spec.head_dim, spec.width,
                                 spec.seqlen_q, spec.seqlen_k)
@@ -444,11 +456,16 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
     q_bytes, kv_bytes = B * H * n_q * d * s, B * Hk * n_k * d * s
     q_span = key_span_rows(dkdv_query_ranges(spec, tiling))  # query rows some key tile loads (n_q - lo_0 unwindowed)
     dq_keys = key_span_rows(prefill_key_ranges(spec, Tiling(block_m=tiling.dq_block_m, block_n=tiling.dq_block_n)))
-    return {
+    S = tiling.bwd_group_splits
+    part_bytes = 2 * S * B * Hk * n_k * d * FP32_WIDTH  # dK_part and dV_part (S > 1)
+    floor = {
         "_bwd_preprocess": (2 * q_bytes, B * H * n_q * FP32_WIDTH),
-        "_bwd_dkdv": (2 * kv_bytes + B * H * q_span * row_q, 2 * kv_bytes),
+        "_bwd_dkdv": (2 * kv_bytes + B * H * q_span * row_q, 2 * kv_bytes if S == 1 else part_bytes),
         "_bwd_dq": (B * H * n_q * row_q + 2 * B * Hk * dq_keys * d * s, q_bytes),
     }
+    if S > 1:
+        floor[REDUCE_DKDV_KERNEL] = (part_bytes, 2 * kv_bytes)
+    return floor
 
 
 def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
@@ -490,20 +507,24 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     if not params.flush_between_kernels:
         raise IomodelError("the training-step estimate models the profiler's cache flush between kernels only: "
                            "measure with ncu --cache-control all")
+    names = training_kernels(tiling)
     pps = dict(programs_per_sm or {})
-    bad = sorted(set(pps) - set(TRAINING_KERNELS))
+    bad = sorted(set(pps) - set(names) - {REDUCE_DKDV_KERNEL})  # an estimate may name the reduction when S = 1
     if bad:
-        raise IomodelError(f"unknown kernel(s) {', '.join(bad)}: use {', '.join(TRAINING_KERNELS)}")
+        raise IomodelError(f"unknown kernel(s) {', '.join(bad)}: use {', '.join(names)}")
     if any(not isinstance(v, int) or v < 1 for v in pps.values()):
         raise IomodelError(f"programs per SM must be positive integers, got {pps}")
-    par = {k: replace(params, programs_per_sm=pps.get(k, params.programs_per_sm)) for k in TRAINING_KERNELS}
+    par = {k: replace(params, programs_per_sm=pps.get(k, params.programs_per_sm)) for k in names}
     fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order)
     kernels = [replace(k, name="_attn_fwd") for k in fwd.kernels]
     floor = training_floor(spec, tiling)
     cap, share, ways = params.capacity, params.write_share, params.ways
     refetch: dict[str, int] = {}
-    for name, build in (("_bwd_preprocess", preprocess_waves), ("_bwd_dkdv", dkdv_waves), ("_bwd_dq", dq_waves)):
-        grouped = {} if build is preprocess_waves else {"grouped": True}
+    builds = {"_bwd_preprocess": preprocess_waves, "_bwd_dkdv": dkdv_waves, REDUCE_DKDV_KERNEL: reduce_dkdv_waves,
+              "_bwd_dq": dq_waves}
+    for name in names[1:]:
+        build = builds[name]
+        grouped = {} if build in (preprocess_waves, reduce_dkdv_waves) else {"grouped": True}
         waves, r, wr = build(spec, tiling, par[name].resident_programs, **grouped)
         k = simulate(name, waves, cap, share, ways)
         k.requested_read, k.requested_write = r, wr
@@ -519,8 +540,10 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     written = {k.name: sum(k.hbm_write.values()) for k in kernels}
     dirty = sum(stored.values()) - sum(written.values())
     dk = kernels[2]
+    S = tiling.bwd_group_splits
     ws_dkdv = (f"_bwd_dkdv: W = {par['_bwd_dkdv'].resident_programs} programs of {cdiv(spec.seqlen_k, tiling.bwd_block_n)} "
-               f"key tiles per KV head stream the Q/dO/LSE/Delta rows of their G = {spec.group} query heads")
+               f"key tiles per KV head stream the Q/dO/LSE/Delta rows of their G = {spec.group} query heads"
+               + (f" in {S} group slices of at most {cdiv(spec.group, S)} heads" if S > 1 else ""))
     causes = [
         Cause("masked_reads", CAUSES["masked_reads"], read_bytes=masked,
               detail=by_key["masked_reads"].detail if "masked_reads" in by_key else ""),
@@ -532,7 +555,7 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty,
               detail=f"{human_bytes(dirty, decimals=1)} of {human_bytes(sum(stored.values()), decimals=1)} stored bytes still "
                      "dirty in L2 at the end of their kernels: "
-                     + ", ".join(f"{n} {human_bytes(stored[n] - written[n], decimals=1)}" for n in TRAINING_KERNELS)),
+                     + ", ".join(f"{n} {human_bytes(stored[n] - written[n], decimals=1)}" for n in names)),
     ]
     req_r: dict[str, int] = {}
     req_w: dict[str, int] = {}
@@ -541,10 +564,11 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         _add(req_w, k.requested_write)
     no_reuse_r, no_reuse_w = sum(req_r.values()), sum(req_w.values())
     assumptions = _common_assumptions(params)[:1] + [
-        "Programs per SM, per kernel: " + ", ".join(f"{n} {par[n].programs_per_sm}" for n in TRAINING_KERNELS)
+        "Programs per SM, per kernel: " + ", ".join(f"{n} {par[n].programs_per_sm}" for n in names)
         + f" ({params.num_sms} SMs); programs run in grid order (axis 0 fastest), in waves.",
         *_common_assumptions(params)[2:],
-        "The four kernels load and store exactly what docs/traffic-contract.md lists; the programs of one wave "
+        f"The {'four' if len(names) == 4 else 'five'} kernels load and store exactly what docs/traffic-contract.md "
+        "lists; the programs of one wave "
         "that share a head stream the same K/V (forward, dQ) or Q/dO/LSE/Delta (dK/dV) blocks together, so one "
         "fetch serves the wave. Register spills (local memory) are not modelled.",
     ]

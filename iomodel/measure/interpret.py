@@ -532,7 +532,10 @@ def count_flash_attention_paged(q: Any, spec: Any, seqlens: list[int], generator
 
 
 #: Kernel-argument names of the backward's internal buffers -> the traffic model's tensor names.
-BACKWARD_BUFFERS = {"DELTA": "Delta", "DQ_ACC": "dQ_acc"}
+#: DK, DV: the arguments of ``_bwd_dkdv`` (stores) and ``_bwd_reduce_dkdv`` (loads) that point at
+#: the fp32 group-slice workspace when S > 1 (pointing at dk, dv they are relabelled dK, dV by
+#: allocation first, :meth:`TrafficCounter.by_tensor`).
+BACKWARD_BUFFERS = {"DELTA": "Delta", "DQ_ACC": "dQ_acc", "DK": "dK_part", "DV": "dV_part"}
 
 
 def count_flash_attention_backward(

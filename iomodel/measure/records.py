@@ -201,7 +201,8 @@ class ShapeMeasurement:
         bwd = c.get("backward") or {}  # the BackwardConfig of a training step (kernels/heuristics.py)
         back = {f: int(bwd[k]) for f, k in (("bwd_block_m", "block_m"), ("bwd_block_n", "block_n"),
                                              ("dq_block_m", "dq_block_m"), ("dq_block_n", "dq_block_n"),
-                                             ("preprocess_block_m", "preprocess_block_m")) if k in bwd}
+                                             ("preprocess_block_m", "preprocess_block_m"),
+                                             ("bwd_group_splits", "group_splits")) if k in bwd}  # absent S: 1
         return Tiling(block_m=int(c["block_m"]), block_n=int(c["block_n"]), num_stages=int(c.get("num_stages", 2)),
                       num_splits=int(c.get("num_splits", 1)), heads_per_program=int(c.get("heads_per_program", 1)),
                       **back)
@@ -447,12 +448,13 @@ def _json_default(obj: Any) -> Any:
 
 def expected_kernels(impl: str, spec: LayerSpec, config: dict[str, Any] | None) -> int | None:
     """Kernels one call of the bundled kernel launches: 2 for split-KV decode (the split
-    kernel and its combine kernel), 4 for a forward + backward step, else 1; None for other
-    implementations or without a config."""
+    kernel and its combine kernel), 4 for a forward + backward step (5 when its dK/dV kernel
+    split the GQA group, ``config["backward"]["group_splits"]`` > 1, adding its reduction),
+    else 1; None for other implementations or without a config."""
     if impl != "tiled" or not config:
         return None
     if spec.backward:  # the prefill forward, then D = rowsum(dO ∘ O), dK/dV and dQ (kernels/backward.py)
-        return 4
+        return 5 if int((config.get("backward") or {}).get("group_splits", 1)) > 1 else 4
     return 2 if spec.phase == "decode" and int(config.get("num_splits", 1)) > 1 else 1
 
 

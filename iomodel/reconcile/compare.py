@@ -44,7 +44,7 @@ from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params
 from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
-                                   predict_ragged_launch, predict_tiled, predict_training_step)
+                                   predict_ragged_launch, predict_tiled, predict_training_step, training_kernels)
 from iomodel.schedule.grid import estimate_programs_per_sm
 
 #: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
@@ -551,7 +551,7 @@ L2_SOURCES: dict[str, tuple[str, str]] = {
 
 def _kernel_of(name: str) -> str | None:
     """The modelled kernel a profiled kernel name is (``_attn_fwd`` for either forward variant)."""
-    for k in ("_bwd_preprocess", "_bwd_dkdv", "_bwd_dq", "_attn_fwd"):
+    for k in ("_bwd_preprocess", "_bwd_reduce_dkdv", "_bwd_dkdv", "_bwd_dq", "_attn_fwd"):
         if k in name:
             return k
     return None
@@ -636,9 +636,10 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
     est = ({} if not cfg.get("backward") else  # the record's BackwardConfig (kernels/heuristics.py)
            training_programs_per_sm(shape.spec, out.tiling, hardware, int(cfg.get("num_warps", 4)),
                                     SimpleNamespace(**cfg["backward"])))
-    src = ("measured occupancy limit of each kernel" if len(pps) == 4 else
+    n_kernels = len(training_kernels(out.tiling))
+    src = ("measured occupancy limit of each kernel" if len(pps) == n_kernels else
            "estimated from shared memory and warps" if not pps else "measured occupancy limits, the rest estimated")
-    if len(pps) + len(set(est) - set(pps)) < 4:
+    if len(pps) + len(set(est) - set(pps)) < n_kernels:
         src += f"; {params.programs_per_sm} where neither is known (no backward launch in the record)"
     pps = {**est, **pps}
     out.programs_per_sm = (pps.get("_bwd_dkdv", params.programs_per_sm), f"_bwd_dkdv; {src}")

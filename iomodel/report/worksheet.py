@@ -60,6 +60,10 @@ def _heuristics():
     return heuristics
 
 
+#: Kernel counts of a training step in words (forward + 3 backward kernels, 4 with the dK/dV reduction).
+_NUMBER_WORDS = {3: "three", 4: "four", 5: "five"}
+
+
 def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
     """The prefill path the launcher takes for ``spec`` on ``hardware`` (contiguous tensors assumed).
 
@@ -128,9 +132,14 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
         source = (f"kernels/heuristics.py prefill_default for the {path} path"
                   f"{', which flash_attention_varlen runs' if varlen else ''} (the bundled kernel's first autotune "
                   "candidate; the autotuner on the GPU may pick another)")
-        if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask
-            tiling = h.backward_config(spec.head_dim, spec.dtype, spec.causal).tiling(tiling)
+        if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask, S for this GPU's SMs
+            bwd = h.backward_config(spec.head_dim, spec.dtype, spec.causal).resolve(
+                spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, hardware.num_sms)
+            tiling = bwd.tiling(tiling)
             source += "; backward tiles from kernels/heuristics.py backward_config (GPU_BACKWARD, tuned on the H200)"
+            if bwd.group_splits > 1:
+                source += (f", dK/dV over {bwd.group_splits} GQA group slices for {hardware.num_sms} SMs "
+                           "(heuristics.dkdv_group_splits)")
         return tiling, source
     return Tiling(), (
         "Tiling defaults (kernels/heuristics.py was not importable, so these may differ from the "
@@ -287,14 +296,16 @@ class Worksheet:
                     f"{not_estimated(s, self.layer.tiling)}.", ""]
         total, comp = e.read_bytes + e.write_bytes, self.prediction.compulsory_bytes
         # the stores still in L2 at kernel end are missing from the total: say so on the same line
-        outputs = "(O, LSE)" if not e.kernels else "(by the four kernels)"
+        n_bwd = len(e.kernels) - 1  # the backward kernels of the step (4 with the dK/dV group reduction)
+        outputs = "(O, LSE)" if not e.kernels else f"(by the {_NUMBER_WORDS[n_bwd + 1]} kernels)"
         dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored {outputs} stays dirty in L2 "
                  "at kernel end and reaches DRAM only after the kernel, so neither this total nor ncu's dram__bytes "
                  "of this kernel counts it" if e.dirty_bytes else "; every stored byte reaches DRAM during the kernel")
         below = ("; that is why the total is below the compulsory bytes, which count every output written once "
                  "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
         step = ("" if not e.kernels else
-                " of the training step: forward and the three backward kernels, each from a cold L2 as Nsight "
+                f" of the training step: forward and the {_NUMBER_WORDS[n_bwd]} backward kernels, each from a cold L2 "
+                "as Nsight "
                 "Compute measures them (--cache-control all)")
         per_kernel = [f"- `{k['name']}`: DRAM read {fmt_bytes(k['read_bytes'])}, written {fmt_bytes(k['write_bytes'])} "
                       f"of {fmt_bytes(k['written_bytes'])} stored; {k['programs_per_sm']} programs per SM"

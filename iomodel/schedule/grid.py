@@ -342,6 +342,14 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
 #: the other backward launches take theirs from ``kernels.heuristics.BackwardConfig``).
 PREPROCESS_NUM_WARPS = 4
 
+#: Key rows per program of ``_bwd_reduce_dkdv`` (the sum of the dK/dV kernel's S > 1 group-slice
+#: partials, ``kernels/backward.py``) and its warps: it sets the grid only, every partial row
+#: is read once and every dK/dV row written once whatever the tile.
+DKDV_REDUCE_BLOCK_N = 64
+DKDV_REDUCE_NUM_WARPS = 4
+#: The name of that kernel (``@triton.jit``; the profiler and the interpreter report it).
+REDUCE_DKDV_KERNEL = "_bwd_reduce_dkdv"
+
 
 def dkdv_program_sram_bytes(spec: LayerSpec, tiling: Tiling, num_stages: int) -> int:
     """Shared memory one ``_bwd_dkdv`` program holds, in bytes:
@@ -448,24 +456,40 @@ def dkdv_query_ranges(spec: LayerSpec, tiling: Tiling) -> list[tuple[int, int]]:
     return out
 
 
+def dkdv_slices(group: int, splits: int) -> list[tuple[int, int]]:
+    """Query heads ``[g0, g1)`` of each of the S group slices of ``_bwd_dkdv`` (heads of one GQA group).
+
+    Source: docs/traffic-contract.md, "Backward": slice sl holds heads ⌊sl·G/S⌋ .. ⌊(sl+1)·G/S⌋ − 1
+    (balanced, never empty for 1 <= S <= G; at most ⌈G/S⌉ heads).
+
+    >>> dkdv_slices(5, 2)
+    [(0, 2), (2, 5)]
+    """
+    return [(sl * group // splits, (sl + 1) * group // splits) for sl in range(splits)]
+
+
 def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
                ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of the K/V-stationary ``_bwd_dkdv`` kernel in grid order, and its requested bytes.
 
-    Grid ``(T_c, B·H_kv)``, T_c = ceil(N_k / BWD_BLOCK_N), linear program p = j + T_c·(b·H_kv +
-    hk): it loads K_j and V_j once, then for each query head g of its group (outer loop) the
-    Q, dO (dtype) and LSE, Delta (fp32) rows [lo_j, end_j) (:func:`dkdv_query_ranges`; end_j =
-    N_q without a window), and
-    writes dK_j, dV_j once. The query rows are tracked in chunks of :data:`KV_CHUNK_ROWS`
-    rows (rounded up to a multiple of BWD_BLOCK_M; one BWD_BLOCK_M tile under a window), each touched when a program first reaches
-    it: every program advances one BWD_BLOCK_M tile per step, so program j reaches row r of
-    head g at step g·(end_j − lo_j) + r − lo_j and stores dK_j, dV_j at step G·(end_j − lo_j); the
-    wave's touches run in that time order (programs at the same row share one touch, as the
-    forward's K/V chunks; causal programs with different lo_j drift apart over the G heads).
+    Grid ``(T_c, B·H_kv, S)``, T_c = ceil(N_k / BWD_BLOCK_N), S = ``tiling.bwd_group_splits``,
+    linear program p = j + T_c·(b·H_kv + hk + B·H_kv·sl): it loads K_j and V_j once, then for
+    each query head g of its slice (:func:`dkdv_slices`; the whole group when S = 1; outer
+    loop) the Q, dO (dtype) and LSE, Delta (fp32) rows [lo_j, end_j) (:func:`dkdv_query_ranges`;
+    end_j = N_q without a window), and writes dK_j, dV_j once (S = 1) or its fp32 partials
+    dK_part, dV_part (S > 1). The query rows are tracked in chunks of :data:`KV_CHUNK_ROWS`
+    rows (rounded up to a multiple of BWD_BLOCK_M; one BWD_BLOCK_M tile under a window), each
+    touched when a program first reaches it: every program advances one BWD_BLOCK_M tile per
+    step, so program j reaches row r of its slice's k-th head at step k·(end_j − lo_j) + r − lo_j
+    and stores at step (g1 − g0)·(end_j − lo_j); the wave's touches run in that time order
+    (programs at the same row share one touch, as the forward's K/V chunks; causal programs
+    with different lo_j drift apart over the heads). K/V: one item per run of key tiles of a
+    KV head in the wave (S = 1), one item per key tile (S > 1: the S slices of a tile load the
+    same rows, one fetch serving the wave, a later wave's slice finding them in L2 or not).
 
     Args:
         spec: the layer (prefill, backward).
-        tiling: ``bwd_block_m`` and ``bwd_block_n``.
+        tiling: ``bwd_block_m``, ``bwd_block_n`` and ``bwd_group_splits``.
         w: programs running at once (W = num_SMs × programs_per_SM).
         grouped: True: loads always made together (K and V of a chunk; the per-row reads of one
             chunk or program) come as one :class:`ReadGroup` (what the simulation reads); False
@@ -477,6 +501,8 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     """
     B, Hk, G, n_q, n_k = spec.batch, spec.kv_heads, spec.group, spec.seqlen_q, spec.seqlen_k
     d, s, bm, bn = spec.head_dim, spec.width, tiling.bwd_block_m, tiling.bwd_block_n
+    S = tiling.bwd_group_splits
+    slices = dkdv_slices(G, S)
     ranges = dkdv_query_ranges(spec, tiling)
     lo = [a for a, _ in ranges]
     end = [e for _, e in ranges]  # N_q for every tile without a window
@@ -485,46 +511,84 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     per_row = {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}
     row_names, row_bytes = tuple(per_row), tuple(per_row.values())
     q_rows = sum(e - x for x, e in ranges)  # per (batch, query head)
-    req_r = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
+    req_r = {"K": S * B * Hk * n_k * d * s, "V": S * B * Hk * n_k * d * s}
     req_r.update({t: B * Hk * G * q_rows * b for t, b in per_row.items()})
-    req_w = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
+    out_k, out_v, out_w = ("dK", "dV", s) if S == 1 else ("dK_part", "dV_part", FP32_WIDTH)
+    req_w = {out_k: S * B * Hk * n_k * d * out_w, out_v: S * B * Hk * n_k * d * out_w}
     # under a window the query ranges [lo_j, end_j) slide through a chunk (its extent would not say
     # which rows were loaded): items of one BWD_BLOCK_M tile, each loaded whole
     chunk = _chunk_rows(bm) if spec.band is None else bm
-    total = t_c * B * Hk
+    total = t_c * B * Hk * S
     waves: list[list[Access]] = []
     for p0, p1 in _wave_ranges(total, w):
         acc: list[Access] = []
-        heads: list[tuple[int, int, int]] = []  # (kv head, j0, j1)
-        for kv in range(p0 // t_c, (p1 - 1) // t_c + 1):
-            heads.append((kv, max(0, p0 - kv * t_c), min(t_c, p1 - kv * t_c)))
-        for kv, j0, j1 in heads:
-            rows = sum(k_rows[j0:j1])
-            acc.append(ReadGroup(("K", "V"), (("K", kv, j0), ("V", kv, j0)), (rows * d * s,) * 2))
-        # each program advances one BWD_BLOCK_M tile per step: program j reaches row r of head g
-        # at step g·(N_q − lo_j) + r − lo_j and ends at G·(N_q − lo_j); touches sorted by that time
+        runs: list[tuple[int, int, int, int]] = []  # (kv head b·H_kv + hk, slice, j0, j1)
+        for r in range(p0 // t_c, (p1 - 1) // t_c + 1):
+            sl, kv = divmod(r, B * Hk)
+            runs.append((kv, sl, max(0, p0 - r * t_c), min(t_c, p1 - r * t_c)))
+        if S == 1:
+            for kv, _, j0, j1 in runs:
+                rows = sum(k_rows[j0:j1])
+                acc.append(ReadGroup(("K", "V"), (("K", kv, j0), ("V", kv, j0)), (rows * d * s,) * 2))
+        else:
+            for kv, j in dict.fromkeys((kv, j) for kv, _, j0, j1 in runs for j in range(j0, j1)):
+                acc.append(ReadGroup(("K", "V"), (("K", kv, j), ("V", kv, j)), (k_rows[j] * d * s,) * 2))
+        # each program advances one BWD_BLOCK_M tile per step: program j reaches row r of its k-th
+        # head at step k·(end_j − lo_j) + r − lo_j and ends at (g1 − g0)·(end_j − lo_j); touches sorted by time
         touch: dict[tuple[int, int, int, int], int] = {}  # (time, head, c0, kv) -> rows
-        ends: list[tuple[int, int, int, int]] = []  # (time, kv, j0 of the run, rows)
-        for kv, j0, j1 in heads:
+        ends: list[tuple[int, int, Any, int]] = []  # (time, kv, output tile key, rows)
+        for kv, sl, j0, j1 in runs:
+            g0, g1 = slices[sl]
             for j in range(j0, j1):
                 span = end[j] - lo[j]
-                for g in range(G if span > 0 else 0):  # span 0: no query row sees the tile's keys
+                for g in range(g0, g1 if span > 0 else g0):  # span 0: no query row sees the tile's keys
                     for c0 in range(chunk * (lo[j] // chunk), end[j], chunk):
                         start = max(c0, lo[j])
-                        key = (g * span + start - lo[j], kv * G + g, c0, kv)  # b·H + h = kv·G + g
+                        key = ((g - g0) * span + start - lo[j], kv * G + g, c0, kv)  # b·H + h = kv·G + g
                         touch[key] = max(touch.get(key, 0), min(c0 + chunk, end[j]) - start)
-                ends.append((G * span, kv, j, k_rows[j]))
+                ends.append(((g1 - g0) * span, kv, j if S == 1 else (sl, j), k_rows[j]))
         events = sorted([(t, 0, h, c0, rows) for (t, h, c0, _), rows in touch.items()]
                         + [(t, 1, kv, j, rows) for t, kv, j, rows in ends])
         for t, is_write, a, b_, rows in events:
             if is_write:
-                acc.append(Access("dK", ("dK", a, b_), rows * d * s, write=True))
-                acc.append(Access("dV", ("dV", a, b_), rows * d * s, write=True))
+                acc.append(Access(out_k, (out_k, a, b_), rows * d * out_w, write=True))
+                acc.append(Access(out_v, (out_v, a, b_), rows * d * out_w, write=True))
             else:
                 acc.append(ReadGroup(row_names, tuple((name, a, b_) for name in row_names),
                                      tuple(rows * per for per in row_bytes), True))
         waves.append(acc)
     return (waves if grouped else members(waves)), req_r, req_w
+
+
+def reduce_dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int,
+                      ) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
+    """Waves of ``_bwd_reduce_dkdv`` (S = ``tiling.bwd_group_splits`` > 1): grid
+    ``(ceil(N_k / DKDV_REDUCE_BLOCK_N), B·H_kv)``; program (j, b·H_kv + hk) reads the S fp32
+    partials of dK and dV of its key rows once and writes dK, dV (dtype) once
+    (docs/traffic-contract.md, "Backward"). Nothing is re-read: one access per tensor per wave.
+
+    Args:
+        spec: the layer; tiling: ``bwd_group_splits``; w: programs running at once.
+
+    Returns:
+        (waves, requested read bytes per tensor, requested write bytes per tensor); the
+        requested bytes equal the model's SRAM_fill rows of ``_bwd_reduce_dkdv``.
+    """
+    B, Hk, n_k, d, s, S = spec.batch, spec.kv_heads, spec.seqlen_k, spec.head_dim, spec.width, tiling.bwd_group_splits
+    bn = DKDV_REDUCE_BLOCK_N
+    t_n = cdiv(n_k, bn)
+    rows_of = [min(bn, n_k - j * bn) for j in range(t_n)]
+    req_r = {"dK_part": S * B * Hk * n_k * d * FP32_WIDTH, "dV_part": S * B * Hk * n_k * d * FP32_WIDTH}
+    req_w = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
+    waves = []
+    for p0, p1 in _wave_ranges(t_n * B * Hk, w):
+        full, r0 = divmod(p1 - p0, t_n)  # rows of the wave: whole KV heads plus a run of tiles
+        rows = full * n_k + sum(rows_of[(p0 + k) % t_n] for k in range(r0))
+        waves.append([Access("dK_part", ("dK_part", p0), S * rows * d * FP32_WIDTH),
+                      Access("dV_part", ("dV_part", p0), S * rows * d * FP32_WIDTH),
+                      Access("dK", ("dK", p0), rows * d * s, write=True),
+                      Access("dV", ("dV", p0), rows * d * s, write=True)])
+    return waves, req_r, req_w
 
 
 def dq_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,

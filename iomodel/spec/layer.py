@@ -268,10 +268,13 @@ class Tiling:
     K/V-stationary dK/dV kernel's query rows per step and key rows per program (its
     BLOCK_M/BLOCK_N), ``dq_block_m``/``dq_block_n`` the Q-stationary dQ kernel's query rows
     per program and key rows per step, ``preprocess_block_m`` rows per D = rowsum(dO ∘ O)
-    program (it sets the grid only: every row is read once whatever the tile).
+    program (it sets the grid only: every row is read once whatever the tile),
+    ``bwd_group_splits`` S the dK/dV kernel's slices of each GQA group (grid axis 2; S > 1 adds
+    fp32 partial dK/dV and their reduction kernel, ``docs/traffic-contract.md``; any whole
+    number 1..G, not a power of two necessarily).
 
     Raises:
-        IomodelError: a size is not a positive power of two, or num_splits < 1.
+        IomodelError: a size is not a positive power of two, or num_splits or bwd_group_splits < 1.
     """
 
     block_m: int = 128  # BLOCK_M, query rows per program
@@ -284,6 +287,7 @@ class Tiling:
     dq_block_m: int = 128  # backward dQ kernel: query rows one program owns
     dq_block_n: int = 32  # backward dQ kernel: key rows streamed per step
     preprocess_block_m: int = 128  # backward D = rowsum(dO ∘ O): query rows per program
+    bwd_group_splits: int = 1  # backward dK/dV kernel: slices S of each GQA group (1 = unsplit)
 
     def __post_init__(self) -> None:
         for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")) + tuple(
@@ -297,6 +301,8 @@ class Tiling:
             object.__setattr__(self, attr, v)
         object.__setattr__(self, "num_stages", _positive_int(self.num_stages, "num_stages", "--num-stages"))
         object.__setattr__(self, "num_splits", _positive_int(self.num_splits, "num_splits", "--num-splits"))
+        object.__setattr__(self, "bwd_group_splits",
+                           _positive_int(self.bwd_group_splits, "bwd_group_splits", "Tiling.bwd_group_splits"))
         object.__setattr__(
             self, "heads_per_program", _positive_int(self.heads_per_program, "heads_per_program", "--heads-per-program")
         )

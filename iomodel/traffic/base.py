@@ -49,6 +49,7 @@ SYM = SimpleNamespace(
     BWD_BLOCK_N=sp.Symbol("BWD_BLOCK_N", **_pos_int),
     DQ_BLOCK_M=sp.Symbol("DQ_BLOCK_M", **_pos_int),
     DQ_BLOCK_N=sp.Symbol("DQ_BLOCK_N", **_pos_int),
+    BWD_SPLITS=sp.Symbol("BWD_SPLITS", **_pos_int),  # dK/dV kernel: slices S of each GQA group
 )
 
 #: LayerSpec / Tiling / Hardware field name -> the model symbol it sets (sweep ``vary`` keys).
@@ -68,6 +69,7 @@ FIELD_SYMBOLS: dict[str, sp.Symbol] = {
     "bwd_block_n": SYM.BWD_BLOCK_N,
     "dq_block_m": SYM.DQ_BLOCK_M,
     "dq_block_n": SYM.DQ_BLOCK_N,
+    "bwd_group_splits": SYM.BWD_SPLITS,
     "smem_per_sm": SYM.M,
 }
 

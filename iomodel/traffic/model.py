@@ -47,7 +47,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 ARG_SYMBOLS: tuple[sp.Symbol, ...] = (
     SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s,
     SYM.BLOCK_M, SYM.BLOCK_N, SYM.stages, SYM.splits, SYM.P,
-    SYM.BWD_BLOCK_M, SYM.BWD_BLOCK_N, SYM.DQ_BLOCK_M, SYM.DQ_BLOCK_N, SYM.M,
+    SYM.BWD_BLOCK_M, SYM.BWD_BLOCK_N, SYM.DQ_BLOCK_M, SYM.DQ_BLOCK_N, SYM.BWD_SPLITS, SYM.M,
 )
 
 #: Quantities of :func:`sweep` per algorithm.
@@ -77,6 +77,9 @@ def _resolve_options(options: dict[str, Any]) -> dict[str, Any]:
 
 def _validate(spec: LayerSpec, tiling: Tiling) -> None:
     """Checks that depend on spec and tiling together (the kernel's own limits)."""
+    if spec.backward and tiling.bwd_group_splits > spec.group:
+        raise IomodelError(f"bwd_group_splits={tiling.bwd_group_splits} exceeds the GQA group H/H_kv={spec.group} "
+                           f"(the dK/dV kernel's slices each hold at least one query head): use 1..{spec.group}")
     if spec.phase == "decode":
         reason = decode_refusal(spec)  # the decode model is the kernel's contract: its limit
         if reason is not None:
@@ -103,6 +106,7 @@ def structure_key(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> tupl
         spec.dtype, spec.causal, spec.causal_align, spec.phase, spec.backward, spec.window,
         spec.kv_heads < spec.heads,  # GQA rows (baseline repeat_interleave, backward reduction)
         spec.phase == "decode" and tiling.num_splits > 1,  # split-KV partials and combine
+        spec.backward and tiling.bwd_group_splits > 1,  # dK/dV group-slice partials and their reduction
         spec.has_empty_rows,  # rows that see no key (the baseline's masked_fill)
         spec.page_size,  # paged decode: the table rows, and page_size as a number in the K/V allocation
         tuple(sorted(opts.items())),
@@ -155,6 +159,7 @@ def symbol_values(spec: LayerSpec, tiling: Tiling, hardware: Hardware | None = N
         SYM.splits: tiling.num_splits, SYM.P: tiling.heads_per_program, SYM.M: hw.smem_per_sm,
         SYM.BWD_BLOCK_M: tiling.bwd_block_m, SYM.BWD_BLOCK_N: tiling.bwd_block_n,
         SYM.DQ_BLOCK_M: tiling.dq_block_m, SYM.DQ_BLOCK_N: tiling.dq_block_n,
+        SYM.BWD_SPLITS: tiling.bwd_group_splits,
     }
 
 
@@ -281,7 +286,7 @@ def _build(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> TrafficMode
         if spec.backward:
             from iomodel.traffic.tiled_bwd import add_backward
 
-            tiled = add_backward(tiled, spec, opts)
+            tiled = add_backward(tiled, spec, opts, split=tiling.bwd_group_splits > 1)
         algorithms["tiled"] = tiled
         if not spec.backward and spec.window is None:  # Algorithm 1 is a forward pass, without a window
             algorithms["tiled_kv_stationary"] = kv_stationary_model(spec, opts["kv_blocks"])
@@ -458,6 +463,8 @@ def _tiling_dict(tiling: Tiling, spec: LayerSpec) -> dict[str, int]:
     if not spec.backward:
         for key in BACKWARD_TILE_FIELDS:
             d.pop(key)
+    if not spec.backward or tiling.bwd_group_splits == 1:  # the unsplit kernel reads as before S existed
+        d.pop("bwd_group_splits")
     return d
 
 
@@ -582,7 +589,7 @@ def predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any)
 
 _SPEC_FIELDS = ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k")
 _TILING_FIELDS = ("block_m", "block_n", "num_stages", "num_splits", "heads_per_program",
-                  "bwd_block_m", "bwd_block_n", "dq_block_m", "dq_block_n")  # the order of ARG_SYMBOLS
+                  "bwd_block_m", "bwd_block_n", "dq_block_m", "dq_block_n", "bwd_group_splits")  # ARG_SYMBOLS' order
 _HW_FIELDS = ("smem_per_sm", "smem_per_block", "hbm_bandwidth")
 
 
@@ -640,7 +647,7 @@ def sweep(
         vary: field name -> array of values; names are LayerSpec fields (``batch``, ``heads``,
             ``kv_heads``, ``head_dim``, ``seqlen_q``, ``seqlen_k``), Tiling fields (``block_m``,
             ``block_n``, ``num_stages``, ``num_splits``, ``heads_per_program``, the backward's
-            ``bwd_block_m``, ``bwd_block_n``, ``dq_block_m``, ``dq_block_n``) or Hardware
+            ``bwd_block_m``, ``bwd_block_n``, ``dq_block_m``, ``dq_block_n``, ``bwd_group_splits``) or Hardware
             fields (``smem_per_sm``, ``smem_per_block``, ``hbm_bandwidth``). Arrays broadcast
             together; the result has their broadcast shape.
         **options: model options, see :func:`build_model`.
@@ -739,7 +746,11 @@ def sweep(
         empty = np.asarray(band_has_empty_rows(band, cols["seqlen_q"], cols["seqlen_k"], off), dtype=bool)
     else:
         empty = (cols["seqlen_q"] > cols["seqlen_k"]) & (spec.causal and spec.causal_align == "bottom-right")
-    code = gqa.astype(np.int64) * 4 + split.astype(np.int64) * 2 + empty.astype(np.int64)
+    bwd_split = (cols["bwd_group_splits"] > 1) & spec.backward
+    if spec.backward and np.any(cols["bwd_group_splits"] > cols["heads"] // cols["kv_heads"]):
+        raise IomodelError("bwd_group_splits exceeds the GQA group H/H_kv at some point: sweep 1..H/H_kv only")
+    code = (bwd_split.astype(np.int64) * 8 + gqa.astype(np.int64) * 4 + split.astype(np.int64) * 2
+            + empty.astype(np.int64))
     result: dict[str, dict[str, np.ndarray]] = {}
     args_all = [cols[f] for f in _SPEC_FIELDS] + [np.full(n, spec.width, dtype=np.int64)] + \
         [cols[f] for f in _TILING_FIELDS] + [cols["smem_per_sm"]]

@@ -17,6 +17,11 @@ Section 3.1 "Backward pass" and Algorithm 2; Triton tutorial ``06-fused-attentio
    otherwise) to N_q, loading Q_i, dO_i (dtype) and LSE_i, Delta_i (fp32) rows at each step
    (:class:`~iomodel.traffic.sums.KTileQueryRows`); writes dK_j, dV_j once (summed over the
    group). Key tiles that no row sees still load K/V and write dK = dV = 0.
+   Group slices (``Tiling.bwd_group_splits`` S > 1, symbol ``BWD_SPLITS``): S programs per
+   (KV head, key tile), each over its slice of the group's query heads, so K/V are read S
+   times, the query rows of every head once as before, and each program writes fp32 partials
+   dK_part, dV_part ``(B, H_kv, S, N_k, d)`` instead of dK, dV; ``_bwd_reduce_dkdv`` reads every
+   partial once and writes dK, dV once (dtype).
 3. dQ, option ``dq_mode``:
 
    * ``"separate"`` (default; what the kernel runs): ``_bwd_dq``, Q-stationary, one program
@@ -46,6 +51,8 @@ from typing import Any
 
 import sympy as sp
 
+from iomodel.errors import IomodelError
+from iomodel.schedule.grid import REDUCE_DKDV_KERNEL
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, Row, both_levels, make_row
 from iomodel.traffic.sums import KTileQueryRows, KTileQueryRowsBand
@@ -59,6 +66,11 @@ KERNEL_STEPS = {
     "_bwd_dq": "bwd dq kernel (Q-stationary)",
 }
 
+#: The kernel that sums the dK/dV kernel's group-slice partials (runs only with S > 1) and
+#: the step of its rows.
+REDUCE_KERNEL = REDUCE_DKDV_KERNEL
+REDUCE_STEP = "bwd dK/dV reduction over the group slices"
+
 
 def sram_fill_by_kernel(prediction: Any) -> dict[str, dict[str, list[int]]]:
     """The ``tiled`` algorithm's SRAM_fill bytes of a prediction, per kernel and tensor.
@@ -68,11 +80,12 @@ def sram_fill_by_kernel(prediction: Any) -> dict[str, dict[str, list[int]]]:
 
     Returns:
         kernel name (``_attn_fwd`` for the forward rows, the keys of :data:`KERNEL_STEPS`
-        for the backward; steps of no kernel, e.g. the atomic mode's torch ops, under their
+        and :data:`REDUCE_KERNEL` for the backward; steps of no kernel, e.g. the atomic mode's torch ops, under their
         step name) -> tensor -> ``[read_bytes, write_bytes]`` (bytes), the form
         :func:`iomodel.measure.interpret.count_flash_attention_backward` counts.
     """
-    kernel_of = {step: kernel for kernel, step in KERNEL_STEPS.items()} | {"fwd kernel": "_attn_fwd"}
+    kernel_of = ({step: kernel for kernel, step in KERNEL_STEPS.items()} | {"fwd kernel": "_attn_fwd"}
+                 | {REDUCE_STEP: REDUCE_KERNEL})
     out: dict[str, dict[str, list[int]]] = {}
     for r in prediction.algorithms["tiled"].rows:
         if r.level != "SRAM_fill":
@@ -98,18 +111,27 @@ def dkdv_query_rows(spec: LayerSpec) -> sp.Expr:
     return KTileQueryRows(SYM.N_q, SYM.N_k, SYM.BWD_BLOCK_M, SYM.BWD_BLOCK_N, causal_offset_expr(spec))
 
 
-def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], list[Allocation]]:
+def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any], split: bool = False) -> tuple[list[Row], list[Allocation]]:
     """Rows (one level) and extra allocations of the bundled backward kernels.
 
     Tensors: Q, O, dO, dQ ``(B, H, N_q, d)`` dtype s; K, V, dK, dV ``(B, H_kv, N_k, d)``;
     LSE, Delta ``(B, H, N_q)`` fp32; dQ_acc ``(B, H, N_q, d)`` fp32 (atomic mode); dK_exp,
-    dV_exp ``(B, H, N_k, d)`` (expand_sum with GQA). Units: bytes. Options ``dq_mode`` and
-    ``gqa_bwd`` as :func:`~iomodel.traffic.build_model` validates them.
+    dV_exp ``(B, H, N_k, d)`` (expand_sum with GQA); dK_part, dV_part ``(B, H_kv, S, N_k, d)``
+    fp32 (S = ``bwd_group_splits`` > 1). Units: bytes. Options ``dq_mode`` and
+    ``gqa_bwd`` as :func:`~iomodel.traffic.build_model` validates them; ``split``: the
+    dK/dV kernel runs S = ``BWD_SPLITS`` > 1 group slices (``Tiling.bwd_group_splits``).
+
+    Raises:
+        IomodelError: ``gqa_bwd="expand_sum"`` with S > 1 (that what-if has no group slices).
     """
     B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
+    S = SYM.BWD_SPLITS
     dt = spec.dtype
     gqa = spec.kv_heads < spec.heads
     expand = gqa and opts["gqa_bwd"] == "expand_sum"
+    if expand and split:
+        raise IomodelError("gqa_bwd='expand_sum' models flash-attn's per-query-head programs, which have no group "
+                           "slices: use bwd_group_splits=1 with it")
     qrows = dkdv_query_rows(spec)
     E_q, E_k, E_kx, E_l = B * H * N_q * d, B * H_kv * N_k * d, B * H * N_k * d, B * H * N_q
     sq, skv, sl, skx = "(B, H, N_q, d)", "(B, H_kv, N_k, d)", "(B, H, N_q)", "(B, H, N_k, d)"
@@ -136,9 +158,11 @@ def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], li
         alloc.append(Allocation("dQ_acc", sq, "fp32", E_q * FP32_WIDTH, "fp32 dQ accumulator"))
 
     step = KERNEL_STEPS["_bwd_dkdv"]
-    kv_reads = E_kx if expand else E_k
+    kv_reads = E_kx if expand else S * E_k if split else E_k
     kv_note = ("One program per (query head, key tile): K/V read once per query head (expand_sum what-if)."
-               if expand else "One program per (KV head, key tile of BWD_BLOCK_N keys) loads K_j, V_j once"
+               if expand else "One program per (KV head, key tile of BWD_BLOCK_N keys, group slice) loads K_j, V_j "
+               "once and loops over its slice's query heads: K/V read BWD_SPLITS times." if split else
+               "One program per (KV head, key tile of BWD_BLOCK_N keys) loads K_j, V_j once"
                + (" and loops over its G query heads." if gqa else "."))
     row("K", step, skv, dt, s, E_k, rb=kv_reads * s, note=kv_note)
     row("V", step, skv, dt, s, E_k, rb=kv_reads * s)
@@ -159,6 +183,17 @@ def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], li
             row(f"{t}_exp", rstep, skx, dt, s, E_kx, rb=E_kx * s)
             row(t, rstep, skv, dt, s, E_k, wb=E_k * s)
         alloc.append(Allocation("dK_exp, dV_exp", skx, dt, 2 * E_kx * s, "per-query-head dK/dV before the group sum"))
+    elif split:
+        E_p, sp_ = S * E_k, "(B, H_kv, S, N_k, d)"
+        row("dK_part", step, sp_, "fp32", FP32_WIDTH, E_p, wb=E_p * FP32_WIDTH,
+            note="Each group slice writes its fp32 partial once per key tile.")
+        row("dV_part", step, sp_, "fp32", FP32_WIDTH, E_p, wb=E_p * FP32_WIDTH)
+        for t in ("dK", "dV"):
+            row(f"{t}_part", REDUCE_STEP, sp_, "fp32", FP32_WIDTH, E_p, rb=E_p * FP32_WIDTH,
+                note="Every partial read once, summed in slice order (no atomics)." if t == "dK" else "")
+            row(t, REDUCE_STEP, skv, dt, s, E_k, wb=E_k * s)
+        alloc.append(Allocation("dK_part, dV_part", sp_, "fp32", 2 * E_p * FP32_WIDTH,
+                                "fp32 partial dK/dV of the group slices"))
     else:
         row("dK", step, skv, dt, s, E_k, wb=E_k * s, note="Written once per key tile (summed over the GQA group).")
         row("dV", step, skv, dt, s, E_k, wb=E_k * s)
@@ -181,13 +216,14 @@ def tiled_bwd_rows(spec: LayerSpec, opts: dict[str, Any]) -> tuple[list[Row], li
     return rows, alloc
 
 
-def add_backward(fwd: AlgorithmModel, spec: LayerSpec, opts: dict[str, Any]) -> AlgorithmModel:
-    """The forward model with the backward's rows, allocations and FLOPs appended.
+def add_backward(fwd: AlgorithmModel, spec: LayerSpec, opts: dict[str, Any], split: bool = False) -> AlgorithmModel:
+    """The forward model with the backward's rows, allocations and FLOPs appended (``split``:
+    the dK/dV kernel's group slices, :func:`tiled_bwd_rows`).
 
     Raises:
-        Nothing; options are validated by ``build_model``.
+        IomodelError: as :func:`tiled_bwd_rows`; options are validated by ``build_model``.
     """
-    rows, alloc = tiled_bwd_rows(spec, opts)
+    rows, alloc = tiled_bwd_rows(spec, opts, split)
     per_pair = 10 if opts["dq_mode"] == "atomic" else 14
     bwd_flops = per_pair * SYM.B * SYM.H * SYM.d * visible_pairs_expr(spec)
     fwd_sram = [r for r in fwd.rows if r.level == "SRAM_fill"]
@@ -204,4 +240,5 @@ def add_backward(fwd: AlgorithmModel, spec: LayerSpec, opts: dict[str, Any]) -> 
     )
 
 
-__all__ = ["KERNEL_STEPS", "add_backward", "dkdv_query_rows", "sram_fill_by_kernel", "tiled_bwd_rows"]
+__all__ = ["KERNEL_STEPS", "REDUCE_KERNEL", "REDUCE_STEP", "add_backward", "dkdv_query_rows", "sram_fill_by_kernel",
+           "tiled_bwd_rows"]
