@@ -825,6 +825,19 @@ def _check_config(config: KernelConfig, path: str) -> None:
         raise IomodelError("tile_order applies to the prefill paths only: set config.tile_order='forward'")
 
 
+def _needs_grad(q: Any, k: Any, v: Any) -> bool:
+    """Grad mode is on and q, k or v is a tensor that requires grad (three attribute reads in
+    the common case: no per-call generator)."""
+    if not torch.is_grad_enabled():
+        return False
+    try:
+        if not (q.requires_grad or k.requires_grad or v.requires_grad):
+            return False
+    except AttributeError:  # not tensors: the plan's checks refuse them
+        pass
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v))
+
+
 def flash_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
     causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
@@ -902,13 +915,13 @@ def flash_attention(
     if block_table is not None or cache_seqlens is not None:
         if block_table is None or cache_seqlens is None:
             raise IomodelError("a paged KV cache needs both block_table and cache_seqlens: pass both (or neither)")
-        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        if _needs_grad(q, k, v):
             raise IomodelError("the paged KV cache (decode) has no backward: call it under torch.no_grad()")
         o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, config=config, path=path, autotune=autotune,
                                num_sms=num_sms, out=out, window=window, paged=(block_table, cache_seqlens),
                                check=check)
         return (o, lse, cfg) if return_config else (o, lse)
-    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+    if _needs_grad(q, k, v):
         forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out, window=window)
         from kernels.backward import FlashAttentionFunction
 
@@ -1013,13 +1026,14 @@ class _Plan:
     """
 
     __slots__ = ("path", "shape", "o_shape", "lse_shape", "part_shapes", "config", "main", "combine",
-                 "tma_block", "autotune_args", "direct", "grid_rows", "sem_count", "workspace")
+                 "tma_block", "autotune_args", "direct", "grid_rows", "sem_count", "workspace", "unused")
 
     def __init__(self) -> None:
+        self.unused: torch.Tensor | None = None  # decode: _unused_buffer of the plan's device (in the key)
         self.sem_count = 0  # fused split-KV decode: one int32 counter per program group; 0 otherwise
         self.workspace: dict[Any, tuple[torch.Tensor, ...]] = {}  # stream key -> (O_PART, LSE_PART, SEM) views
 
-    def _workspace(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+    def _workspace(self, q: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The fused decode's ``(o_part, lse_part, sem)`` on the current stream: views of that
         stream's shared buffers (:func:`_shared_workspace`), carved once per plan and stream."""
         key = _stream_key()
@@ -1027,7 +1041,7 @@ class _Plan:
         if ws is None:
             (po, pl) = self.part_shapes
             n_o = _round_up(_numel(po), 4)  # LSE_PART starts 16-byte aligned
-            part, sem = _shared_workspace(key, device, n_o + _numel(pl), self.sem_count)
+            part, sem = _shared_workspace(key, q.device, n_o + _numel(pl), self.sem_count)
             ws = self.workspace[key] = (part[:_numel(po)].view(po), part[n_o:n_o + _numel(pl)].view(pl),
                                         sem[:self.sem_count])
         return ws
@@ -1041,12 +1055,12 @@ class _Plan:
         None: a dense call, which passes an unused buffer for each. ``paged``:
         ``(block_table, cache_seqlens)`` of a paged decode plan."""
         if self.path == "decode-split-kv":
-            unused = _unused_buffer(q.device)
+            unused = self.unused
             tables = paged if paged is not None else (unused, unused)
             if self.part_shapes is None:
                 self.main(q, k, v, o, lse, unused, unused, unused, *tables)
             elif self.sem_count:  # fused: one launch on the cached workspace
-                self.main(q, k, v, o, lse, *self._workspace(q.device), *tables)
+                self.main(q, k, v, o, lse, *self._workspace(q), *tables)
             else:
                 o_part = _alloc(self.part_shapes[0], torch.float32, q.device)
                 lse_part = _alloc(self.part_shapes[1], torch.float32, q.device)
@@ -1094,9 +1108,9 @@ def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: 
     Raises AttributeError or TypeError for inputs that are not tensors (the caller then builds
     the plan uncached, which raises the one-line error)."""
     return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
-            v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
+            v.shape, v.stride(), v.dtype, v.device, not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15,
             causal, causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET, USE_TMA,
-            _paged_key(paged))
+            None if paged is None else _paged_key(paged))
 
 
 def _paged_key(paged: Any) -> tuple | None:
@@ -1129,9 +1143,21 @@ def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any,
     Example (CPU interpreter): ``_plan(q, k, v, False, "top-left", None) is _plan(q, k, v, False,
     "top-left", None)`` — the second call is one dictionary lookup.
     """
-    args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window)
-    return _cached_plan(lambda: (*_plan_key(*args[:10], window, paged), o_stride),
-                        lambda *a: _build_plan(*a, paged=paged), args)
+    try:  # the hit path: one key tuple, one dictionary lookup (no closures per call)
+        key = (*_plan_key(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, window, paged),
+               o_stride)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, an unhashable flag: build raises the one-line error
+        key = plan = None
+    if plan is not None:
+        return plan
+    plan = _build_plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window,
+                       paged=paged)
+    if key is not None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
 
 
 def _cached_plan(make_key: Any, build: Any, args: tuple) -> _Plan:
@@ -1356,6 +1382,7 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     B, H, N_q, d = plan.o_shape
     H_kv, N_k, G = shape.kv_heads, shape.seqlen_k, shape.group
     page_size = paged[0].page_size if paged is not None else None
+    plan.unused = _unused_buffer(q.device)
     if num_sms is None:
         num_sms = _num_sms(q.device)
     if config is None:
