@@ -22,9 +22,12 @@ interpreter counts the requested bytes and compares them with the traffic model)
 
 * decode (``N_q <= 16``): split-KV (Flash-Decoding). Grid ``(num_splits, B*H_kv*(G/P))``;
   one program packs P query heads of one GQA group into its rows, covers one split of
-  the KV cache and writes a partial O and LSE (fp32) that a separate combine kernel (grid
-  ``(B*H, N_q)``, splits read in tiles of up to 64) merges by their LSEs (or O and LSE
-  directly when ``num_splits == 1``).
+  the KV cache and writes a partial O and LSE (fp32); the last split program of each group
+  to finish (an int32 counter per group, ``atomic_add`` acq_rel) merges the group's
+  partials by their LSEs in the same launch (``fused_combine``, the default: one launch,
+  partials and counters in a workspace cached per device and stream). With
+  ``fused_combine=False`` a separate combine kernel (grid ``(B*H, N_q)``, splits read in
+  tiles of up to 64) merges them instead; ``num_splits == 1`` writes O and LSE directly.
 
 Conventions: GQA/MQA by index mapping (query head h reads KV head ``h // G``); causal
 top-left (PyTorch ``is_causal``) or bottom-right (flash-attn >= 2.1); a row that sees no
@@ -896,6 +899,12 @@ def flash_attention(
             ``check=False`` when capturing a CUDA graph or in a serving loop whose tables are
             known good (an out-of-range entry then reads outside the cache).
 
+    Split-KV decode (``num_splits > 1``, ``config.fused_combine`` True, the default) is one
+    launch whose partials and int32 counters live in a workspace cached per (device, stream):
+    the first call on a stream (or a larger shape) allocates it; calls on one stream share it
+    in stream order, other streams get their own. Warm up on the stream a CUDA graph is
+    captured on, or the allocation (and its counter memset) is captured into the graph.
+
     Returns:
         ``(o, lse)`` or ``(o, lse, config)``: o like q (q's dtype), lse ``(B, H, N_q)``
         fp32 natural-log LSE. A row that sees no key (causal bottom-right with
@@ -1021,8 +1030,10 @@ class _Plan:
     ``(B, H, N_q, d)`` and ``lse_shape`` ``(B, H, N_q)`` (elements); ``part_shapes`` the
     split-KV partial O ``(B, H, S, N_q, d)`` and LSE ``(B, H, S, N_q)`` fp32 buffers, or None;
     ``config`` (None until an autotuned launch has picked one); the launches ``main`` and
-    ``combine`` (decode with S > 1). Allocations stay per call (their size depends on shapes
-    only, so CUDA-graph capture records them).
+    ``combine`` (decode with S > 1 and ``fused_combine=False``); ``sem_count`` the fused
+    decode's counters (one per program group; 0 otherwise) and ``workspace`` its partial and
+    counter views per stream. O and LSE are allocated per call (their size depends on shapes
+    only, so CUDA-graph capture records them); the fused decode's partials are not (cached).
     """
 
     __slots__ = ("path", "shape", "o_shape", "lse_shape", "part_shapes", "config", "main", "combine",
