@@ -124,3 +124,19 @@ def test_workspace_grows_and_keeps_the_outgrown_buffers(monkeypatch):
     n_part = 4 * 8 * 5 * 32 + 4 * 8 * 5  # O_PART (rounded to 4) + LSE_PART, fp32 elements
     assert now[0].numel() == n_part and now[1] is first[1]  # 8 counters fit in the first 64
     assert fa._RETIRED == [first[0]]
+
+
+def test_records_before_the_fused_decode_keep_the_two_launch_model():
+    """A measured config without ``fused_combine`` (every receipt before issue 14) ran the combine
+    kernel: its Tiling and expected kernel count say so; the new configs say one launch."""
+    from iomodel import LayerSpec
+    from iomodel.measure.records import ShapeMeasurement, expected_kernels
+
+    spec = LayerSpec(1, 32, 8, 128, 1, 8192, "bf16", phase="decode")
+    old = dict(block_m=16, block_n=64, num_warps=4, num_stages=3, path="decode-split-kv", num_splits=32,
+               heads_per_program=4)
+    new = {**old, "fused_combine": True}
+    assert expected_kernels("tiled", spec, old) == 2 and expected_kernels("tiled", spec, new) == 1
+    assert ShapeMeasurement(id="a", impl="tiled", spec=spec, config=old).tiling().fused_combine is False
+    assert ShapeMeasurement(id="b", impl="tiled", spec=spec, config=new).tiling().fused_combine is True
+    assert KernelConfig(**new).tiling().fused_combine is True

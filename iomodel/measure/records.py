@@ -164,7 +164,8 @@ class ShapeMeasurement:
             ``sdpa-<backend>`` (PyTorch SDPA forced to one backend).
         spec: the layer call.
         config: the configuration the launcher reported (``KernelConfig`` fields:
-            block_m, block_n, num_warps, num_stages, path, num_splits, heads_per_program).
+            block_m, block_n, num_warps, num_stages, path, num_splits, heads_per_program, and since
+            issue 14 fused_combine; absent: the two-launch split-KV decode).
         kernels: Nsight Compute records of the profiled kernels, in launch order.
         sram_fill: interpreter counts: tensor -> ``{"read_bytes", "write_bytes"}`` (bytes).
         error: why this shape has no data (a message), else None.
