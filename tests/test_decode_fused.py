@@ -140,3 +140,19 @@ def test_records_before_the_fused_decode_keep_the_two_launch_model():
     assert ShapeMeasurement(id="a", impl="tiled", spec=spec, config=old).tiling().fused_combine is False
     assert ShapeMeasurement(id="b", impl="tiled", spec=spec, config=new).tiling().fused_combine is True
     assert KernelConfig(**new).tiling().fused_combine is True
+
+
+def test_model_cache_tells_the_fused_merge_from_the_combine_kernel():
+    """The compiled-model cache keys on the merge design: a two-launch model built first is not
+    reused for the fused tiles (which add SEM: 2 atomics of 4 B read and written, one 4 B reset)."""
+    from iomodel import LayerSpec, get_hardware
+    from iomodel.spec import Tiling
+    from iomodel.traffic import predict
+
+    spec = LayerSpec(1, 2, 1, 16, 1, 1, "fp16", phase="decode")
+    hw = get_hardware("H200")
+    two = predict(spec, Tiling(16, 16, 1, num_splits=2, heads_per_program=2, fused_combine=False), hw)
+    one = predict(spec, Tiling(16, 16, 1, num_splits=2, heads_per_program=2), hw)
+    a, b = two.algorithms["tiled"], one.algorithms["tiled"]
+    assert (b.sram_fill_read_bytes - a.sram_fill_read_bytes, b.sram_fill_write_bytes - a.sram_fill_write_bytes) == (
+        2 * 4, 3 * 4)
