@@ -8,11 +8,22 @@ wall seconds per call to enqueue (``iomodel.bench.timing.host_overhead_s``). Eac
 the median of ``--repeats`` samples, with its spread (min, max). The graph output is checked
 bitwise against the plain call's.
 
+Decode rows are measured twice, side by side: the default fused split-KV decode (one launch,
+partials in a cached workspace) and, in ``two_launch``, the same tiles with
+``fused_combine=False`` (the decode kernel plus the separate combine kernel, partials allocated
+per call: the design before issue 14), each with its own ``host_overhead_us``.
+
+``--python-only`` (no GPU; TRITON_INTERPRET=1 is set for it) times the Python side of one call
+of issue 14's 8k decode shape on the CPU with the kernel launches replaced by a no-op, and
+counts the launches and ``torch.empty`` calls per call, fused and two-launch; the receipt then
+has ``kind`` ``host-python``.
+
 Shapes: the decode shapes of issue 14 (B = 1, H = 32, H_kv = 8, HEAD_DIM 128, bf16, N_k = 8192
 and 65536), the decode grid of the kernel-speed bench matrix
 (``iomodel/bench/matrices/kernel-speed-v1.toml``), and the prefill rows of issue 14's table.
 
     python benchmarks/host_overhead.py --out receipts/host-overhead-h200.json [--quick]
+    python benchmarks/host_overhead.py --out /tmp/host-python.json --python-only
 
 Needs a CUDA GPU (one line and exit 2 otherwise). Runs in well under 60 s on an H200.
 """
@@ -81,7 +92,9 @@ def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
         fn()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # capture on the warmed-up stream: the fused decode's workspace of that stream exists, so
+    # no allocation (and no counter memset) is captured into the graph
+    with torch.cuda.graph(graph, stream=stream):
         outs = [fn() for _ in range(calls)]  # the same calls, captured back to back
     graph.replay()
     torch.cuda.synchronize()
@@ -98,13 +111,69 @@ def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
     return rec
 
 
+def python_side(calls: int, repeats: int) -> list[dict[str, Any]]:
+    """CPU microseconds of the Python side of one plain decode call (issue 14's 8k shape: B = 1,
+    H = 32, H_kv = 8, HEAD_DIM 128, bf16, causal bottom-right), launches replaced by a no-op, for
+    the fused decode and the two-launch design. Needs TRITON_INTERPRET=1 before the import.
+
+    Returns one dict per design: ``design``, ``launches_per_call``, ``torch_empty_per_call``,
+    ``python_us`` (``{median, min, max}`` over ``repeats`` samples of ``calls`` calls).
+    """
+    import torch
+
+    import kernels.flash_attention as fa
+
+    launches = [0]
+    fa._Launch.__call__ = lambda self, *ptrs: launches.__setitem__(0, launches[0] + 1)  # type: ignore[method-assign]
+    q = torch.randn(1, 32, 1, 128, dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 8192, 128, dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    rows = []
+    _, _, cfg = fa.flash_attention(q, k, v, True, "bottom-right", return_config=True)
+    for design, config in (("fused", None), ("two-launch", cfg.with_(fused_combine=False))):
+        def call(config=config):
+            return fa.flash_attention(q, k, v, True, "bottom-right", config=config)
+
+        call()
+        empty, n_empty = torch.empty, [0]
+
+        def counting(*a: Any, **kw: Any) -> Any:
+            n_empty[0] += 1
+            return empty(*a, **kw)
+
+        launches[0] = 0
+        torch.empty = counting  # type: ignore[assignment]
+        try:
+            call()
+        finally:
+            torch.empty = empty  # type: ignore[assignment]
+        n_launch = launches[0]
+        samples = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for _ in range(calls):
+                call()
+            samples.append((time.perf_counter() - t) / calls * 1e6)
+        rows.append({"design": design, "config": (config or cfg).to_dict(), "launches_per_call": n_launch,
+                     "torch_empty_per_call": n_empty[0], "python_us": _median(samples)})
+        print(f"{design:10} launches {n_launch}  torch.empty {n_empty[0]}  python "
+              f"{statistics.median(samples):.2f} us/call (min {min(samples):.2f}, max {max(samples):.2f})")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON receipt path")
     ap.add_argument("--calls", type=int, default=20, help="calls per sample (and per captured graph)")
     ap.add_argument("--repeats", type=int, default=5, help="samples per shape (median and spread reported)")
     ap.add_argument("--quick", action="store_true", help="issue 14's rows only (no bench-matrix grid)")
+    ap.add_argument("--python-only", action="store_true",
+                    help="no GPU: time the Python side of a decode call with the launches stubbed (interpreter)")
     args = ap.parse_args(argv)
+    if args.python_only:
+        import os
+
+        os.environ["TRITON_INTERPRET"] = "1"  # before kernels.flash_attention is imported
     try:
         import torch
 
@@ -117,6 +186,20 @@ def main(argv: list[str] | None = None) -> int:
         out = check_output_file(args.out, "--out")
         if args.calls < 1 or args.repeats < 1:
             raise IomodelError("--calls and --repeats must be at least 1: raise them")
+        if args.python_only:
+            import triton
+
+            t0 = time.perf_counter()
+            rows_py = python_side(max(args.calls, 2000), args.repeats)
+            receipt = {"kind": "host-python", "issue": 14, "command": "python3 " + " ".join(sys.argv),
+                       "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
+                       "triton": triton.__version__, "python": platform.python_version(),
+                       "method": "CPU wall time of plain calls under TRITON_INTERPRET=1 with every kernel launch "
+                                 "replaced by a no-op (the Python side only; CUDA allocations and launches cost more)",
+                       "seconds": round(time.perf_counter() - t0, 1), "rows": rows_py}
+            write_text(out, json.dumps(receipt, indent=1) + "\n", "--out")
+            print(f"wrote {out}")
+            return 0
         if not torch.cuda.is_available():
             raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
         import kernels.flash_attention as fa
@@ -149,6 +232,17 @@ def main(argv: list[str] | None = None) -> int:
         rec = measure(call, args.calls, args.repeats)
         row = {"phase": phase, "batch": B, "heads": H, "kv_heads": H_kv, "seqlen_q": N_q, "seqlen_k": N_k,
                "head_dim": d, "dtype": dt, "causal": causal, "causal_align": align, "config": cfg.to_dict(), **rec}
+        if phase == "decode" and cfg.num_splits > 1 and cfg.fused_combine:  # the two-launch design, same tiles
+            two = cfg.with_(fused_combine=False)
+
+            def call2(q=q, k=k, v=v, causal=causal, align=align, two=two):
+                return fa.flash_attention(q, k, v, causal, align, config=two)
+
+            call2()
+            row["two_launch"] = {"config": two.to_dict(), **measure(call2, args.calls, args.repeats)}
+            tl_rec = row["two_launch"]
+            print(f"{'':8} two-launch: plain {tl_rec['plain_us']['median']:.1f} graph {tl_rec['graph_us']['median']:.1f}"
+                  f" host {tl_rec['host_overhead_us']:.1f} us", flush=True)
         rows.append(row)
         print(f"{phase:8} {B:>2} {H:>3} {H_kv:>4} {N_q:>5} {N_k:>7} {d:>4} {dt:5} {str(causal):6} "
               f"{rec['plain_us']['median']:9.1f} {rec['graph_us']['median']:9.1f} {rec['host_overhead_us']:8.1f} "
@@ -168,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_text(out, json.dumps(receipt, indent=1) + "\n", "--out")
     print(f"wrote {out} ({len(rows)} shapes, {receipt['seconds']} s)")
-    return 0 if all(r["graph_bitwise"] for r in rows) else 1
+    return 0 if all(r["graph_bitwise"] and r.get("two_launch", r)["graph_bitwise"] for r in rows) else 1
 
 
 if __name__ == "__main__":

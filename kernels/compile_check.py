@@ -205,9 +205,10 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
 
 def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seqlen_q: int = 1, block_n: int = 64,
                    num_warps: int = 4, num_stages: int = 3, split: bool = True, arch: int = 90,
-                   window: bool = False, page_size: int | None = None) -> list[CompileReport]:
+                   window: bool = False, page_size: int | None = None, fused: bool = True) -> list[CompileReport]:
     """Compile the split-KV decode kernel and its combine kernel for ``sm_<arch>`` (``window``: the
-    sliding-window variant; ``page_size``: the paged-KV-cache variant, BLOCK_N = min(block_n, page_size))."""
+    sliding-window variant; ``page_size``: the paged-KV-cache variant, BLOCK_N = min(block_n, page_size);
+    ``fused``: the decode kernel merges its partials itself, FUSED, the default since issue 14)."""
     import torch
 
     import kernels.flash_attention as fa
@@ -233,8 +234,9 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
     lse = torch.empty(B, H, seqlen_q)
     op = torch.empty(B, H, S, seqlen_q, head_dim)
     lp = torch.empty(B, H, S, seqlen_q)
+    sem = torch.zeros(B * H_kv * (group // P), dtype=torch.int32)
     cfg = dict(head_dim=head_dim, dtype=dtype, group=group, seqlen_q=seqlen_q, block_m=BM, block_n=block_n,
-               num_warps=num_warps, num_stages=num_stages, heads_per_program=P)
+               num_warps=num_warps, num_stages=num_stages, heads_per_program=P, fused=split and fused)
     if window:
         cfg["window"] = True
     if paged:
@@ -242,11 +244,11 @@ def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seq
     reports = []
     try:
         c = fa._attn_decode.warmup(
-            q, k, v, o, lse, op, lp, table, seqlens, 0.125, *q.stride(), *kst, *kst, *o.stride(), *table.stride(),
+            q, k, v, o, lse, op, lp, sem, table, seqlens, 0.125, *q.stride(), *kst, *kst, *o.stride(), *table.stride(),
             H, H_kv, group, seqlen_q, N_k, -seqlen_q if paged else 0, 256, S, 1024 if window else 0, 0,
             1 if paged else 0, WINDOW=window, HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim),
             BLOCK_M=BM, BLOCK_N=block_n, HEADS_PER_PROGRAM=P, CAUSAL=paged, SPLIT=split,
-            PAGED=paged, PAGE_SIZE=page_size or 16,
+            PAGED=paged, PAGE_SIZE=page_size or 16, FUSED=split and fused,
             DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
             num_warps=num_warps, num_stages=num_stages, grid=(1,))
         reports.append(_report("_attn_decode", cfg, c, arch))

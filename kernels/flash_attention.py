@@ -23,9 +23,12 @@ interpreter counts the requested bytes and compares them with the traffic model)
 
 * decode (``N_q <= 16``): split-KV (Flash-Decoding). Grid ``(num_splits, B*H_kv*(G/P))``;
   one program packs P query heads of one GQA group into its rows, covers one split of
-  the KV cache and writes a partial O and LSE (fp32) that a separate combine kernel (grid
-  ``(B*H, N_q)``, splits read in tiles of up to 64) merges by their LSEs (or O and LSE
-  directly when ``num_splits == 1``).
+  the KV cache and writes a partial O and LSE (fp32); the last split program of each group
+  to finish (an int32 counter per group, ``atomic_add`` acq_rel) merges the group's
+  partials by their LSEs in the same launch (``fused_combine``, the default: one launch,
+  partials and counters in a workspace cached per device and stream). With
+  ``fused_combine=False`` a separate combine kernel (grid ``(B*H, N_q)``, splits read in
+  tiles of up to 64) merges them instead; ``num_splits == 1`` writes O and LSE directly.
 
 Conventions: GQA/MQA by index mapping (query head h reads KV head ``h // G``); causal
 top-left (PyTorch ``is_causal``) or bottom-right (flash-attn >= 2.1); a row that sees no
@@ -440,7 +443,7 @@ def _paged_blocks(acc, l_i, m_i, q, k_base, v_base, bt_base, stride_btp, qk_scal
 
 
 @triton.jit
-def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, BLOCK_TABLE, SEQLENS, sm_scale,
+def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, SEM, BLOCK_TABLE, SEQLENS, sm_scale,
                  stride_qz, stride_qh, stride_qm, stride_qd,
                  stride_kz, stride_kh, stride_kn, stride_kd,
                  stride_vz, stride_vh, stride_vn, stride_vd,
@@ -451,7 +454,7 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, BLOCK_TABLE, SEQLENS, sm_sca
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_PER_PROGRAM: tl.constexpr,
                  CAUSAL: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
                  EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False,
-                 PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 16):
+                 PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 16, FUSED: tl.constexpr = False):
     """Split-KV decode. Grid (num_splits, B*H_kv*(G/P)): program (sp, (b*H_kv + hk)*(G/P) + gp).
 
     PAGED: K, V are ``(num_blocks, PAGE_SIZE, H_kv, d)`` pages (strides kz = page, kn = row in
@@ -466,6 +469,14 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, BLOCK_TABLE, SEQLENS, sm_sca
     are skipped. WINDOW: blocks outside the band of rows 0..N_Q-1 ([lo, hi) of ``_band_bounds``)
     are skipped and the band masks the scores. SPLIT: write fp32 partials (O_PART (B, H, S, N_Q, d), LSE_PART
     (B, H, S, N_Q)); else write O and LSE directly.
+
+    FUSED (with SPLIT; one launch, no combine kernel): after its partial stores every program
+    adds 1 to its group's int32 counter ``SEM[pid]`` (``pid`` = program_id(1): one counter per
+    (b, KV head, head group); acq_rel at GPU scope, after a CTA barrier so the release orders
+    every thread's stores). The program that reads NUM_SPLITS - 1 is the last: it reads the
+    NUM_SPLITS partials of its P·N_Q rows back (split order, so the result does not depend on
+    which program is last), merges them by their LSEs as ``_attn_decode_combine`` does, writes O
+    and LSE, and stores 0 to the counter (ready for the next launch: no memset).
     """
     sp = tl.program_id(0)
     pid = tl.program_id(1)
@@ -521,15 +532,58 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, BLOCK_TABLE, SEQLENS, sm_sca
                                        BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
 
     o, lse = _finish_rows(acc, l_i, m_i)
+    o_ptrs = (O + b.to(tl.int64) * stride_oz + h.to(tl.int64)[:, None] * stride_oh
+              + qm[:, None] * stride_om + offs_d[None, :] * stride_od)
+    lse_ptrs = LSE + (b.to(tl.int64) * H + h.to(tl.int64)) * N_Q + qm
+    out_ok = row_ok[:, None] & d_ok[None, :]
     if SPLIT:
-        part = ((b.to(tl.int64) * H + h.to(tl.int64)) * NUM_SPLITS + sp) * N_Q + qm  # (BLOCK_M,) row index
-        tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], o, mask=row_ok[:, None] & d_ok[None, :])
+        first = (b.to(tl.int64) * H + h.to(tl.int64)) * NUM_SPLITS * N_Q + qm  # (BLOCK_M,) row of split 0
+        part = first + sp * N_Q
+        tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], o, mask=out_ok)
         tl.store(LSE_PART + part, lse, mask=row_ok)
+        if FUSED:
+            tl.debug_barrier()  # every thread's partial stores precede the release below
+            done = tl.atomic_add(SEM + pid, 1, sem="acq_rel")
+            if done == NUM_SPLITS - 1:  # the last split program of this group merges
+                o, lse = _merge_partials(O_PART, LSE_PART, first, N_Q, NUM_SPLITS, offs_d, row_ok, d_ok,
+                                         HEAD_DIM, BLOCK_M, HEAD_DIM_PAD)
+                tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=out_ok)
+                tl.store(lse_ptrs, lse, mask=row_ok)
+                tl.store(SEM + pid, 0)  # reset for the next launch
     else:
-        o_ptrs = (O + b.to(tl.int64) * stride_oz + h.to(tl.int64)[:, None] * stride_oh
-                  + qm[:, None] * stride_om + offs_d[None, :] * stride_od)
-        tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=row_ok[:, None] & d_ok[None, :])
-        tl.store(LSE + (b.to(tl.int64) * H + h.to(tl.int64)) * N_Q + qm, lse, mask=row_ok)
+        tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=out_ok)
+        tl.store(lse_ptrs, lse, mask=row_ok)
+
+
+@triton.jit
+def _merge_partials(O_PART, LSE_PART, first, N_Q, NUM_SPLITS, offs_d, row_ok, d_ok, HEAD_DIM: tl.constexpr,
+                    BLOCK_M: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+    """Merge the NUM_SPLITS partials of a program's rows (fused split-KV decode): ``(o, lse)``.
+
+    ``first`` (BLOCK_M,): each row's partial row index in split 0 (split sp at first + sp·N_Q);
+    rows outside ``row_ok`` and columns outside ``d_ok`` are not loaded. o = Σ_s exp(lse_s − lse)
+    O_s, lse = log Σ_s exp(lse_s) (Flash-Decoding), kept online in split order; a row whose
+    every split is empty gets o = 0, lse = −inf. Loads bypass L1 (``.cg``): the partials were
+    written by other programs of this launch.
+    """
+    m_run = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_run = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+    for s in range(0, NUM_SPLITS):
+        row = first + s * N_Q
+        lse_s = tl.load(LSE_PART + row, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
+        o_s = tl.load(O_PART + row[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :],
+                      other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_run, lse_s)
+        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # every split so far empty
+        alpha = tl.exp(m_run - m_sub)
+        w = tl.exp(lse_s - m_sub)  # 0 for an empty split
+        l_run = l_run * alpha + w
+        acc = acc * alpha[:, None] + w[:, None] * o_s
+        m_run = m_new
+    empty = l_run == 0.0
+    l_safe = tl.where(empty, 1.0, l_run)
+    return acc / l_safe[:, None], tl.where(empty, float("-inf"), m_run + tl.log(l_safe))
 
 
 @triton.jit
@@ -664,6 +718,57 @@ def _unused_buffer(device: torch.device) -> torch.Tensor:
     return buf
 
 
+#: Fused decode workspaces: (device index, stream) -> [fp32 partials, int32 counters], grown
+#: on demand and never freed (a CUDA graph captured on them keeps their addresses).
+_WORKSPACES: dict[Any, list[torch.Tensor]] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown workspace buffers, kept alive for captured graphs
+
+
+def _stream_key() -> Any:
+    """(current device index, current stream handle): what one fused-decode workspace serves
+    (launches of one stream run in order, so they may share it; two streams may not). The
+    interpreter has one: None."""
+    if INTERPRET:
+        return None
+    drv = triton.runtime.driver.active
+    device = drv.get_current_device()
+    return device, drv.get_current_stream(device)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _shared_workspace(key: Any, device: torch.device, n_part: int, n_sem: int) -> list[torch.Tensor]:
+    """The fused decode's buffers of stream ``key``, with at least ``n_part`` fp32 elements of
+    partials (uninitialised: every element a launch reads it wrote first, allocated by
+    :func:`_alloc`) and ``n_sem`` int32 counters (zero, and zero again after every launch: the
+    merging program resets its counter). A buffer too small is replaced by one twice as large
+    (at least the need) and kept alive in ``_RETIRED``. Allocates only on a miss (first call
+    on a stream, or a larger shape): plain calls afterwards allocate nothing here. A miss
+    while a CUDA graph is being captured allocates inside the capture (the graph then zeroes
+    the counters on replay): warm up on the capture stream to keep that out of the graph."""
+    bufs = _WORKSPACES.get(key)
+    if bufs is None:
+        bufs = _WORKSPACES[key] = [_alloc((_round_up(n_part, 64),), torch.float32, device),
+                                   torch.zeros(_round_up(n_sem, 64), dtype=torch.int32, device=device)]
+        return bufs
+    if bufs[0].numel() < n_part:
+        _RETIRED.append(bufs[0])
+        bufs[0] = _alloc((max(n_part, 2 * bufs[0].numel()),), torch.float32, device)
+    if bufs[1].numel() < n_sem:
+        _RETIRED.append(bufs[1])
+        bufs[1] = torch.zeros(max(n_sem, 2 * bufs[1].numel()), dtype=torch.int32, device=device)
+    return bufs
+
+
 _NUM_SMS: dict[Any, int] = {}
 
 
@@ -738,6 +843,19 @@ def _check_config(config: KernelConfig, path: str) -> None:
         raise IomodelError(f"grid_order applies to the prefill paths only: set config.grid_order={KERNEL_GRID_ORDERS[0]!r}")
 
 
+def _needs_grad(q: Any, k: Any, v: Any) -> bool:
+    """Grad mode is on and q, k or v is a tensor that requires grad (three attribute reads in
+    the common case: no per-call generator)."""
+    if not torch.is_grad_enabled():
+        return False
+    try:
+        if not (q.requires_grad or k.requires_grad or v.requires_grad):
+            return False
+    except AttributeError:  # not tensors: the plan's checks refuse them
+        pass
+    return any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v))
+
+
 def flash_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,  # (B, H, N_q, d), (B, H_kv, N_k, d), (B, H_kv, N_k, d)
     causal: bool = False, causal_align: str = "top-left", sm_scale: float | None = None,
@@ -796,6 +914,12 @@ def flash_attention(
             ``check=False`` when capturing a CUDA graph or in a serving loop whose tables are
             known good (an out-of-range entry then reads outside the cache).
 
+    Split-KV decode (``num_splits > 1``, ``config.fused_combine`` True, the default) is one
+    launch whose partials and int32 counters live in a workspace cached per (device, stream):
+    the first call on a stream (or a larger shape) allocates it; calls on one stream share it
+    in stream order, other streams get their own. Warm up on the stream a CUDA graph is
+    captured on, or the allocation (and its counter memset) is captured into the graph.
+
     Returns:
         ``(o, lse)`` or ``(o, lse, config)``: o like q (q's dtype), lse ``(B, H, N_q)``
         fp32 natural-log LSE. A row that sees no key (causal bottom-right with
@@ -815,13 +939,13 @@ def flash_attention(
     if block_table is not None or cache_seqlens is not None:
         if block_table is None or cache_seqlens is None:
             raise IomodelError("a paged KV cache needs both block_table and cache_seqlens: pass both (or neither)")
-        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        if _needs_grad(q, k, v):
             raise IomodelError("the paged KV cache (decode) has no backward: call it under torch.no_grad()")
         o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, config=config, path=path, autotune=autotune,
                                num_sms=num_sms, out=out, window=window, paged=(block_table, cache_seqlens),
                                check=check)
         return (o, lse, cfg) if return_config else (o, lse)
-    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+    if _needs_grad(q, k, v):
         forward_kwargs = dict(config=config, path=path, autotune=autotune, num_sms=num_sms, out=out, window=window)
         from kernels.backward import FlashAttentionFunction
 
@@ -921,12 +1045,32 @@ class _Plan:
     ``(B, H, N_q, d)`` and ``lse_shape`` ``(B, H, N_q)`` (elements); ``part_shapes`` the
     split-KV partial O ``(B, H, S, N_q, d)`` and LSE ``(B, H, S, N_q)`` fp32 buffers, or None;
     ``config`` (None until an autotuned launch has picked one); the launches ``main`` and
-    ``combine`` (decode with S > 1). Allocations stay per call (their size depends on shapes
-    only, so CUDA-graph capture records them).
+    ``combine`` (decode with S > 1 and ``fused_combine=False``); ``sem_count`` the fused
+    decode's counters (one per program group; 0 otherwise) and ``workspace`` its partial and
+    counter views per stream. O and LSE are allocated per call (their size depends on shapes
+    only, so CUDA-graph capture records them); the fused decode's partials are not (cached).
     """
 
     __slots__ = ("path", "shape", "o_shape", "lse_shape", "part_shapes", "config", "main", "combine",
-                 "tma_block", "autotune_args", "direct", "grid_rows")
+                 "tma_block", "autotune_args", "direct", "grid_rows", "sem_count", "workspace", "unused")
+
+    def __init__(self) -> None:
+        self.unused: torch.Tensor | None = None  # decode: _unused_buffer of the plan's device (in the key)
+        self.sem_count = 0  # fused split-KV decode: one int32 counter per program group; 0 otherwise
+        self.workspace: dict[Any, tuple[torch.Tensor, ...]] = {}  # stream key -> (O_PART, LSE_PART, SEM) views
+
+    def _workspace(self, q: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The fused decode's ``(o_part, lse_part, sem)`` on the current stream: views of that
+        stream's shared buffers (:func:`_shared_workspace`), carved once per plan and stream."""
+        key = _stream_key()
+        ws = self.workspace.get(key)
+        if ws is None:
+            (po, pl) = self.part_shapes
+            n_o = _round_up(_numel(po), 4)  # LSE_PART starts 16-byte aligned
+            part, sem = _shared_workspace(key, q.device, n_o + _numel(pl), self.sem_count)
+            ws = self.workspace[key] = (part[:_numel(po)].view(po), part[n_o:n_o + _numel(pl)].view(pl),
+                                        sem[:self.sem_count])
+        return ws
 
     def launch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                lse: torch.Tensor, cu: tuple[torch.Tensor, ...] | None = None,
@@ -937,14 +1081,16 @@ class _Plan:
         None: a dense call, which passes an unused buffer for each. ``paged``:
         ``(block_table, cache_seqlens)`` of a paged decode plan."""
         if self.path == "decode-split-kv":
-            unused = _unused_buffer(q.device)
+            unused = self.unused
             tables = paged if paged is not None else (unused, unused)
             if self.part_shapes is None:
-                self.main(q, k, v, o, lse, unused, unused, *tables)
+                self.main(q, k, v, o, lse, unused, unused, unused, *tables)
+            elif self.sem_count:  # fused: one launch on the cached workspace
+                self.main(q, k, v, o, lse, *self._workspace(q), *tables)
             else:
                 o_part = _alloc(self.part_shapes[0], torch.float32, q.device)
                 lse_part = _alloc(self.part_shapes[1], torch.float32, q.device)
-                self.main(q, k, v, o, lse, o_part, lse_part, *tables)
+                self.main(q, k, v, o, lse, o_part, lse_part, unused, *tables)
                 self.combine(o, lse, o_part, lse_part)
             return self.config
         tma = self.path == "prefill-tma"
@@ -988,9 +1134,9 @@ def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: 
     Raises AttributeError or TypeError for inputs that are not tensors (the caller then builds
     the plan uncached, which raises the one-line error)."""
     return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
-            v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
+            v.shape, v.stride(), v.dtype, v.device, not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15,
             causal, causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET, USE_TMA,
-            _paged_key(paged))
+            None if paged is None else _paged_key(paged))
 
 
 def _paged_key(paged: Any) -> tuple | None:
@@ -1023,9 +1169,21 @@ def _plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any,
     Example (CPU interpreter): ``_plan(q, k, v, False, "top-left", None) is _plan(q, k, v, False,
     "top-left", None)`` — the second call is one dictionary lookup.
     """
-    args = (q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window)
-    return _cached_plan(lambda: (*_plan_key(*args[:10], window, paged), o_stride),
-                        lambda *a: _build_plan(*a, paged=paged), args)
+    try:  # the hit path: one key tuple, one dictionary lookup (no closures per call)
+        key = (*_plan_key(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, window, paged),
+               o_stride)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not tensors, an unhashable flag: build raises the one-line error
+        key = plan = None
+    if plan is not None:
+        return plan
+    plan = _build_plan(q, k, v, causal, causal_align, sm_scale, config, path, autotune, num_sms, o_stride, window,
+                       paged=paged)
+    if key is not None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
 
 
 def _cached_plan(make_key: Any, build: Any, args: tuple) -> _Plan:
@@ -1254,6 +1412,7 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     B, H, N_q, d = plan.o_shape
     H_kv, N_k, G = shape.kv_heads, shape.seqlen_k, shape.group
     page_size = paged[0].page_size if paged is not None else None
+    plan.unused = _unused_buffer(q.device)
     if num_sms is None:
         num_sms = _num_sms(q.device)
     if config is None:
@@ -1284,16 +1443,23 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         kv_strides, bt_strides = (ks[0], ks[2], ks[1], ks[3], vs[0], vs[2], vs[1], vs[3]), paged[1].stride()
     sizes = (*q.stride(), *kv_strides, *o_stride, *bt_strides,
              H, H_kv, G, N_q, N_k, off, decode_split_len(N_k, S, config.block_n), S)
-    named = dict(sm_scale=sm_scale, **_positional(_attn_decode, 10, sizes),
+    named = dict(sm_scale=sm_scale, **_positional(_attn_decode, 11, sizes),
                  HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
                  HEADS_PER_PROGRAM=p, CAUSAL=causal, SPLIT=split, DOT_PRECISION=_dot_precision(q),
                  EMULATE_BF16=_emulate_bf16(q), **_band_args(band), OFF_SEQLEN=paged[2] if paged else 0,
                  PAGED=paged is not None, PAGE_SIZE=page_size or 16)
+    if not isinstance(config.fused_combine, bool):
+        raise IomodelError(f"config.fused_combine must be True or False, got {config.fused_combine!r}: pass a bool")
+    fused = split and config.fused_combine
+    named["FUSED"] = fused
     plan.config = config
     plan.main = _Launch(_attn_decode, (S, B * H_kv * (G // p), 1), named,
                         dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)
-    if split:  # the kernel writes partials that the combine merges; else O and LSE directly
+    if split:  # the kernel writes partials that its last split program (fused) or the combine merges
         plan.part_shapes = ((B, H, S, N_q, d), (B, H, S, N_q))
+    if fused:  # one counter per program group (grid axis 1), in the cached workspace
+        plan.sem_count = B * H_kv * (G // p)
+    elif split:
         named = dict(**_positional(_attn_decode_combine, 4, (*o_stride, H, N_q, S)),
                      HEAD_DIM=d, HEAD_DIM_PAD=head_dim_padded(d), BLOCK_S=hx.combine_block_s(S, d),
                      EMULATE_BF16=_emulate_bf16(q))

@@ -69,6 +69,10 @@ class KernelConfig:
     warp_specialize: bool = False  # prefill-tma: automatic warp specialization of the K/V loop
     tile_order: str = "forward"  # prefill: "forward" or "reverse" query-tile order (TILE_ORDERS)
     grid_order: str = "tiles-fastest"  # prefill: program order, "tiles-fastest" or "heads-fastest" (a fixed config)
+    #: decode with num_splits > 1: True, the last split program of each (b, KV head, head
+    #: group) merges the partials in the same launch (one launch); False, the separate
+    #: ``_attn_decode_combine`` launch (the design measured before issue 14). Ignored otherwise.
+    fused_combine: bool = True
 
     def tiling(self) -> Any:
         """This configuration as an :class:`iomodel.spec.Tiling` (same BLOCK_M/BLOCK_N/stages/splits/P)."""
@@ -80,6 +84,7 @@ class KernelConfig:
             num_stages=self.num_stages,
             num_splits=self.num_splits,
             heads_per_program=self.heads_per_program,
+            fused_combine=self.fused_combine,
         )
 
     def to_dict(self) -> dict[str, Any]:

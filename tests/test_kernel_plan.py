@@ -43,7 +43,26 @@ def test_decode_plan_holds_the_split_kv_launches():
     # target cdiv(3 waves * 4, 2) = 6, capped by 256 / 16 = 16 blocks // 4 blocks per split = 4
     assert p.path == "decode-split-kv" and p.config.num_splits == 4 and p.config.heads_per_program == 4
     assert p.part_shapes == ((1, 8, 4, 1, 32), (1, 8, 4, 1))
-    assert p.main.grid == (4, 2, 1) and p.combine.grid == (8, 1, 1)
+    # fused (the default): one launch, one int32 counter per program group (B·H_kv·G/P = 2)
+    assert p.main.grid == (4, 2, 1) and p.combine is None and p.sem_count == 2 and p.main.named["FUSED"]
+    two = fa._plan(q, k, v, True, "bottom-right", None, config=p.config.with_(fused_combine=False))
+    assert two.main.grid == (4, 2, 1) and two.combine.grid == (8, 1, 1) and two.sem_count == 0
+    assert not two.main.named["FUSED"]
+
+
+def test_fused_decode_workspace_is_cached_and_allocates_nothing_per_call(monkeypatch):
+    q, k, v = _qkv(B=1, H=8, H_kv=2, N_q=1, N_k=256, d=32)
+    fa.flash_attention(q, k, v, True, "bottom-right")
+    p = fa._plan(q, k, v, True, "bottom-right", None)
+    o_part, lse_part, sem = p.workspace[None]  # the interpreter's one stream key
+    assert o_part.shape == (1, 8, 4, 1, 32) and lse_part.shape == (1, 8, 4, 1) and sem.shape == (2,)
+    # LSE_PART follows O_PART in one buffer, 16-byte aligned; the counters are back at 0
+    assert lse_part.data_ptr() - o_part.data_ptr() == 8 * 4 * 32 * 4 and sem.tolist() == [0, 0]
+    calls = []
+    monkeypatch.setattr(fa, "_alloc", lambda *a: calls.append(a) or torch.empty(a[0], dtype=a[1]))
+    fa.flash_attention(q, k, v, True, "bottom-right")
+    assert [c[0] for c in calls] == [(1, 8, 1, 32), (1, 8, 1)]  # o and lse only: no partials
+    assert p.workspace[None][0].data_ptr() == o_part.data_ptr()
 
 
 def test_cached_calls_equal_the_first_bitwise():

@@ -41,8 +41,10 @@ def contract_prefill(B, H, H_kv, N_q, N_k, d, s, causal, off, BM, BN):
     }
 
 
-def contract_decode(B, H, H_kv, N_q, N_k, d, s, causal, off, BN, S, P):
-    """Bytes per tensor of split-KV decode plus its combine (traffic contract)."""
+def contract_decode(B, H, H_kv, N_q, N_k, d, s, causal, off, BN, S, P, fused=True):
+    """Bytes per tensor of split-KV decode plus its merge (traffic contract): fused, each
+    program's one int32 atomic on its group's counter and the merging program's reset store;
+    else the combine kernel's reads (the same partial bytes)."""
     G = H // H_kv
     L = cdiv(cdiv(N_k, S), BN) * BN
     hi = min(max(N_q + off, 0), N_k) if causal else N_k
@@ -64,10 +66,12 @@ def contract_decode(B, H, H_kv, N_q, N_k, d, s, causal, off, BN, S, P):
         out["LSE"] = (0, B * H * N_q * 4)
     else:
         part_o, part_lse = S * B * H * N_q * d * 4, S * B * H * N_q * 4
-        out["O_PART"] = (part_o, part_o)  # written by the split programs, read by the combine
+        out["O_PART"] = (part_o, part_o)  # written by the split programs, read by the merge
         out["LSE_PART"] = (part_lse, part_lse)
         out["O"] = (0, B * H * N_q * d * s)
         out["LSE"] = (0, B * H * N_q * 4)
+        if fused:  # S atomics (4 B read + 4 B written) per group, one reset store of 4 B
+            out["SEM"] = (S * programs * 4, (S + 1) * programs * 4)
     return out
 
 
@@ -111,7 +115,8 @@ def test_prefill_bytes_match_the_contract(path, B, H, H_kv, N_q, N_k, d, dtype, 
         (1, 4, 1, 5, 40, False, "top-left", 4, 4),  # MQA, L = 16: the 4th split is empty
     ],
 )
-def test_decode_bytes_match_the_contract(B, H, H_kv, N_q, N_k, causal, align, S, P):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "combine-kernel"])
+def test_decode_bytes_match_the_contract(B, H, H_kv, N_q, N_k, causal, align, S, P, fused):
     d = 32
     g = torch.Generator().manual_seed(0)
     q = torch.randn(B, H, N_q, d, generator=g).half()
@@ -120,11 +125,17 @@ def test_decode_bytes_match_the_contract(B, H, H_kv, N_q, N_k, causal, align, S,
     config = None
     if S is not None:
         config = KernelConfig(decode_block_m(P, N_q), 16, 4, 1, "decode-split-kv", num_splits=S,
-                              heads_per_program=P)
+                              heads_per_program=P, fused_combine=fused)
+    elif not fused:  # the heuristic's tiles with the separate combine kernel
+        from kernels.heuristics import decode_config
+
+        config = decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d, num_sms=4,
+                               interpreter=True).with_(fused_combine=False)
     got, cfg = _count(q, k, v, causal=causal, causal_align=align, config=config, num_sms=4)
+    assert cfg.fused_combine is fused
     off = 0 if align == "top-left" else N_k - N_q
     want = contract_decode(B, H, H_kv, N_q, N_k, d, 2, causal, off, cfg.block_n, cfg.num_splits,
-                           cfg.heads_per_program)
+                           cfg.heads_per_program, fused)
     assert got == want
 
 

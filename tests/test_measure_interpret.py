@@ -197,8 +197,8 @@ def test_interpreter_counts_equal_model_sram_fill(shape):
     counts, cfg, counter = count_flash_attention(spec, seed=1)
     assert OUTSIDE not in counts  # every byte lies in a kernel argument
     assert _counted(counts) == _model_sram_fill(spec, cfg.tiling())
-    if spec.phase == "decode" and cfg.num_splits > 1:
-        assert counter.kernels() == ["_attn_decode", "_attn_decode_combine"]
+    if spec.phase == "decode" and cfg.num_splits > 1:  # the fused split-KV decode: one launch
+        assert cfg.fused_combine and counter.kernels() == ["_attn_decode"]
 
 
 def test_decode_shapes_cover_split_and_no_split():

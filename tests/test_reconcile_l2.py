@@ -176,7 +176,7 @@ def test_gqa_group_in_one_wave_reads_kv_once_else_once_per_wave():
 
 def test_decode_split_kv_partials_cross_hbm_between_the_two_kernels():
     spec = LayerSpec(2, 8, 2, 16, 1, 300, "fp16", phase="decode")
-    tiles = Tiling(16, 16, 1, num_splits=4, heads_per_program=4)
+    tiles = Tiling(16, 16, 1, num_splits=4, heads_per_program=4, fused_combine=False)
     r = predict_tiled(spec, tiles, params(BIG))
     assert [k.name for k in r.kernels] == ["decode kernel", "combine kernel"]
     part_o, part_l = 2 * 8 * 4 * 1 * 16 * 4, 2 * 8 * 4 * 4  # (B, H, splits, N_q, d) fp32 and LSE
@@ -184,6 +184,24 @@ def test_decode_split_kv_partials_cross_hbm_between_the_two_kernels():
     assert inter == (part_o + part_l, part_o + part_l)
     assert r.hbm_read_bytes == r.floor_read_bytes + part_o + part_l  # K/V read once, partials read back
     assert r.kernels[0].hbm_read["K"] == 2 * 2 * 300 * 16 * 2
+
+
+def test_fused_decode_reads_its_partials_back_from_l2():
+    """The fused split-KV decode (one launch): the partials each group's last program reads back
+    were written by the same launch, so with an L2 that holds them no partial byte is read from
+    HBM; only the first touch of each group's int32 counter is (B·H/P = 4 groups, 4 B each)."""
+    spec = LayerSpec(2, 8, 2, 16, 1, 300, "fp16", phase="decode")
+    r = predict_tiled(spec, Tiling(16, 16, 1, num_splits=4, heads_per_program=4), params(BIG))
+    assert [k.name for k in r.kernels] == ["decode kernel"]
+    part_o, part_l = 2 * 8 * 4 * 1 * 16 * 4, 2 * 8 * 4 * 4
+    sem_w = (4 * 4 + 4) * 4  # an atomic per program (4 splits x 4 groups) and a reset per group
+    k = r.kernels[0]
+    assert k.hbm_read["O_PART"] == k.hbm_read["LSE_PART"] == 0 and k.hbm_read["SEM"] == 4 * 4
+    assert k.requested_read["O_PART"] == part_o and k.requested_read["SEM"] == 4 * 4 * 4
+    assert k.requested_write["SEM"] == sem_w
+    inter = {c.key: (c.read_bytes, c.write_bytes) for c in r.causes}["intermediates"]
+    assert inter == (16, part_o + part_l + sem_w)
+    assert r.hbm_read_bytes == r.floor_read_bytes + 16
 
 
 def _row(tensor, shape, rb=0, wb=0, step="op"):

@@ -78,6 +78,8 @@ def test_worksheet_json_schema(files):
         want = (2 * q + 2 * kv) * s["head_dim"] * width + 4 * q
         if s["phase"] == "decode" and t["num_splits"] > 1:
             want += t["num_splits"] * q * (s["head_dim"] + 1) * 4
+            if t["fused_combine"]:  # the fused decode's int32 counter per group of P query heads
+                want += 4 * s["batch"] * s["heads"] // t["heads_per_program"]
         if s["pass"] == "fwd+bwd":  # dO, dQ, dK, dV in the layer's dtype and Delta = rowsum(dO * O) in fp32
             want += (2 * q + 2 * kv) * s["head_dim"] * width + 4 * q
         assert d["algorithms"]["tiled"]["allocated_bytes"] == want, path

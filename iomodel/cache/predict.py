@@ -207,7 +207,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
 
     if spec.phase == "decode":
         launch("decode kernel", decode_waves(spec, tiling, w))
-        if tiling.num_splits > 1:
+        if tiling.num_splits > 1 and not tiling.fused_combine:  # fused: merged in the decode launch
             launch("combine kernel", combine_waves(spec, tiling, w))
         touched_rows = B * Hk * sum(decode_split_rows(spec, tiling))
         span = "decode programs of one KV head run together"
@@ -238,8 +238,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     kv_read = hbm_r.get("K", 0) + hbm_r.get("V", 0)
     refetch = kv_read - 2 * kv_touched
     q_extra = hbm_r.get("Q", 0) - q_bytes  # decode: Q reloads per split missing L2 (normally 0)
-    inter_r = hbm_r.get("O_PART", 0) + hbm_r.get("LSE_PART", 0)
-    inter_w = (req_w.get("O_PART", 0) + req_w.get("LSE_PART", 0))
+    inter_r = hbm_r.get("O_PART", 0) + hbm_r.get("LSE_PART", 0) + hbm_r.get("SEM", 0)  # SEM: fused counters
+    inter_w = (req_w.get("O_PART", 0) + req_w.get("LSE_PART", 0) + req_w.get("SEM", 0))
     out_w = o_bytes + lse_bytes
     total_w = sum(hbm_w.values())
     dirty_total = (out_w + inter_w) - total_w
@@ -251,7 +251,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
               detail=(f"{human_bytes(refetch + q_extra, decimals=1)} re-fetched; " if refetch + q_extra else "all re-reads hit L2; ") + span),
         Cause("intermediates", CAUSES["intermediates"], read_bytes=inter_r, write_bytes=inter_w,
               detail=f"split-KV partials (num_splits = {tiling.num_splits}): {human_bytes(inter_w, decimals=1)} written, "
-                     f"{human_bytes(inter_r, decimals=1)} read back by the combine kernel"),
+                     f"{human_bytes(inter_r, decimals=1)} read back by "
+                     + ("each group's last split program" if tiling.fused_combine else "the combine kernel")),
         Cause("dirty_at_end", CAUSES["dirty_at_end"], write_bytes=-dirty_total,
               detail=f"{human_bytes(dirty_total, decimals=1)} of {human_bytes(out_w + inter_w, decimals=1)} written bytes still dirty in L2 at kernel end; "
                      f"{human_bytes(total_w, decimals=1)} written back during the kernel"),

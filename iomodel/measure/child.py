@@ -169,7 +169,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         kc = None
         if pinned:
             try:
-                kc = KernelConfig(**{k_: pinned[k_] for k_ in CONFIG_KEYS if k_ in pinned})
+                # a config recorded before the fused decode has no fused_combine: it ran the combine kernel
+                kc = KernelConfig(**{"fused_combine": False, **{k_: pinned[k_] for k_ in CONFIG_KEYS if k_ in pinned}})
             except TypeError as exc:
                 raise IomodelError(f"pinned config {pinned} is not a KernelConfig ({exc}): pin a recorded config") from exc
         if grid_order != "tiles-fastest":  # a fixed config in that order (the autotuner runs tiles-fastest)

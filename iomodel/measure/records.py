@@ -164,7 +164,8 @@ class ShapeMeasurement:
             ``sdpa-<backend>`` (PyTorch SDPA forced to one backend).
         spec: the layer call.
         config: the configuration the launcher reported (``KernelConfig`` fields:
-            block_m, block_n, num_warps, num_stages, path, num_splits, heads_per_program).
+            block_m, block_n, num_warps, num_stages, path, num_splits, heads_per_program, and since
+            issue 14 fused_combine; absent: the two-launch split-KV decode).
         kernels: Nsight Compute records of the profiled kernels, in launch order.
         sram_fill: interpreter counts: tensor -> ``{"read_bytes", "write_bytes"}`` (bytes).
         error: why this shape has no data (a message), else None.
@@ -205,6 +206,7 @@ class ShapeMeasurement:
                                              ("bwd_group_splits", "group_splits")) if k in bwd}  # absent S: 1
         return Tiling(block_m=int(c["block_m"]), block_n=int(c["block_n"]), num_stages=int(c.get("num_stages", 2)),
                       num_splits=int(c.get("num_splits", 1)), heads_per_program=int(c.get("heads_per_program", 1)),
+                      fused_combine=bool(c.get("fused_combine", False)),  # absent: measured before the fused decode
                       **back)
 
     def to_dict(self) -> dict[str, Any]:
@@ -447,15 +449,17 @@ def _json_default(obj: Any) -> Any:
 
 
 def expected_kernels(impl: str, spec: LayerSpec, config: dict[str, Any] | None) -> int | None:
-    """Kernels one call of the bundled kernel launches: 2 for split-KV decode (the split
-    kernel and its combine kernel), 4 for a forward + backward step (5 when its dK/dV kernel
-    split the GQA group, ``config["backward"]["group_splits"]`` > 1, adding its reduction),
-    else 1; None for other implementations or without a config."""
+    """Kernels one call of the bundled kernel launches: 2 for split-KV decode with a separate
+    combine kernel (``fused_combine`` false or absent: records measured before issue 14), 4 for a
+    forward + backward step (5 when its dK/dV kernel split the GQA group,
+    ``config["backward"]["group_splits"]`` > 1, adding its reduction), else 1 (the fused split-KV
+    decode included); None for other implementations or without a config."""
     if impl != "tiled" or not config:
         return None
     if spec.backward:  # the prefill forward, then D = rowsum(dO ∘ O), dK/dV and dQ (kernels/backward.py)
         return 5 if int((config.get("backward") or {}).get("group_splits", 1)) > 1 else 4
-    return 2 if spec.phase == "decode" and int(config.get("num_splits", 1)) > 1 else 1
+    separate = not config.get("fused_combine", False)
+    return 2 if spec.phase == "decode" and int(config.get("num_splits", 1)) > 1 and separate else 1
 
 
 def ragged_spec(spec: LayerSpec, seqlens: tuple[tuple[int, int], ...] | None) -> Any:

@@ -652,7 +652,12 @@ def decode_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acc
 
     Program (sp, (b·H_kv + hk)·(G/P) + gp) loads the P·N_q query rows of its P heads, the
     K/V rows of split sp, and writes partial O and LSE in fp32 (num_splits > 1) or O and
-    LSE directly (docs/traffic-contract.md, "Decode (split-KV)").
+    LSE directly (docs/traffic-contract.md, "Decode (split-KV)"). Fused (num_splits > 1 and
+    ``tiling.fused_combine``): every program then adds 1 to its group's int32 counter ``SEM``
+    (a 4-byte read and write), and the group's merge (its partials read back, O and LSE written,
+    the counter stored 0) follows in the wave of the group's last split program, sp =
+    num_splits − 1 (programs start in grid order, split fastest, so the last to start is
+    modelled as the last to finish; the bytes do not depend on which one merges).
 
     Args:
         spec: the layer (decode: seqlen_q <= 16).
@@ -673,9 +678,14 @@ def decode_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acc
     req_r = {"Q": total * rows_q * d * s, "K": B * Hk * groups * sum(split_rows) * d * s}
     req_r["V"] = req_r["K"]
     req_w = {o_name: total * rows_q * d * o_w, l_name: total * rows_q * LSE_WIDTH}
+    fused = S > 1 and tiling.fused_combine
+    n_groups = B * Hk * groups
+    if fused:  # the counters (4 B per atomic, read and written), the merge's reads and writes
+        req_r.update(O_PART=total * rows_q * d * 4, LSE_PART=total * rows_q * LSE_WIDTH, SEM=total * 4)
+        req_w.update(O=n_groups * rows_q * d * s, LSE=n_groups * rows_q * LSE_WIDTH, SEM=(total + n_groups) * 4)
     waves: list[list[Access]] = []
     for p0 in range(0, total, w):
-        reads_q, reads_kv, writes = [], [], []
+        reads_q, reads_kv, writes, merges = [], [], [], []
         seen_kv = set()
         for p in range(p0, min(total, p0 + w)):
             pid, sp = divmod(p, S)
@@ -689,7 +699,16 @@ def decode_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Acc
                 reads_kv.append(Access("V", ("V",) + kv, split_rows[sp] * d * s, whole=True))
             writes.append(Access(o_name, (o_name, pid, sp), rows_q * d * o_w, write=True))
             writes.append(Access(l_name, (l_name, pid, sp), rows_q * LSE_WIDTH, write=True))
-        waves.append(reads_q + reads_kv + writes)
+            if fused:
+                writes.append(Access("SEM", ("SEM", pid), 4))
+                writes.append(Access("SEM", ("SEM", pid), 4, write=True))
+                if sp == S - 1:  # the group's merge
+                    merges += [Access("O_PART", ("O_PART", pid, j), rows_q * d * 4) for j in range(S)]
+                    merges += [Access("LSE_PART", ("LSE_PART", pid, j), rows_q * LSE_WIDTH) for j in range(S)]
+                    merges += [Access("O", ("O", pid), rows_q * d * s, write=True),
+                               Access("LSE", ("LSE", pid), rows_q * LSE_WIDTH, write=True),
+                               Access("SEM", ("SEM", pid), 4, write=True)]
+        waves.append(reads_q + reads_kv + writes + merges)
     return waves, req_r, req_w
 
 

@@ -261,6 +261,10 @@ class Tiling:
     K and V tiles). ``num_splits``: split-KV partitions for decode (1 = no split).
     ``heads_per_program``: decode only, how many query heads of one GQA group one program
     packs into its BLOCK_M rows (K/V are then read H / (H_kv * heads_per_program) times).
+    ``fused_combine``: decode with num_splits > 1 only: True (the kernel since issue 14) the
+    last split program of each program group merges the partials in the same launch; False
+    a separate combine kernel merges them (the two-launch design the receipts measured before
+    it, whose records carry no such key).
 
     The backward kernels' tiles (``kernels/backward.py``, pass ``fwd+bwd`` only; this is
     their one home: ``kernels.heuristics.BackwardConfig`` takes its defaults from here and
@@ -282,6 +286,7 @@ class Tiling:
     num_stages: int = 2  # K/V tiles in flight per program (pipelining depth)
     num_splits: int = 1  # decode split-KV partitions
     heads_per_program: int = 1  # decode: query heads of one GQA group packed into one program's rows
+    fused_combine: bool = True  # decode, num_splits > 1: partials merged in the decode launch (else a combine kernel)
     bwd_block_m: int = 32  # backward dK/dV kernel: query rows streamed per step
     bwd_block_n: int = 128  # backward dK/dV kernel: key rows one program owns
     dq_block_m: int = 128  # backward dQ kernel: query rows one program owns
@@ -306,6 +311,8 @@ class Tiling:
         object.__setattr__(
             self, "heads_per_program", _positive_int(self.heads_per_program, "heads_per_program", "--heads-per-program")
         )
+        if self.fused_combine not in (True, False):
+            raise IomodelError(f"fused_combine must be True or False, got {self.fused_combine!r}: pass a bool")
 
     def sram_bytes(self, spec: LayerSpec) -> int:
         """Shared memory one forward program needs, in bytes: the schedule's formula

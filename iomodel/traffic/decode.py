@@ -16,7 +16,12 @@ Follows ``docs/traffic-contract.md`` ("Decode (split-KV)") exactly:
   (N_k without a mask) — so K/V traffic is that times d·s per group of P query heads;
 * ``num_splits == 1``: O (dtype) and LSE (fp32) written directly; ``num_splits > 1``: every
   program (empty splits included) writes an fp32 partial O (P·N_q × d) and partial LSE
-  (P·N_q), and a combine kernel reads all partials of a (b, h) and writes O and LSE once.
+  (P·N_q); then, fused (``Tiling.fused_combine``, the kernel since issue 14), every program
+  adds 1 to its group's int32 counter (one atomic: 4 bytes read and 4 written) and the last
+  program of each group (of B·H/P) reads the num_splits partials of its P·N_q rows back,
+  writes O and LSE once and stores 0 to the counter (4 bytes), all in the one decode launch;
+  not fused (the design measured before), a combine kernel reads all partials of a (b, h) and
+  writes O and LSE once. Either way the partials are written and read once each.
 
 Paged KV cache (``spec.page_size``; ``docs/traffic-contract.md``, "Paged KV cache"): K and V
 are ``(num_blocks, page_size, H_kv, d)`` pages, modelled with a tight block table
@@ -61,7 +66,8 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
 
     Tensors: Q, O ``(B, H, N_q, d)`` dtype s; K, V ``(B, H_kv, N_k, d)``; LSE ``(B, H, N_q)``
     fp32; partial O ``(num_splits, B, H, N_q, d)`` fp32 and partial LSE
-    ``(num_splits, B, H, N_q)`` fp32 when num_splits > 1. Units: bytes, FLOPs.
+    ``(num_splits, B, H, N_q)`` fp32 when num_splits > 1, and with ``tiling.fused_combine`` the
+    ``SEM`` counters ``(B·H/P,)`` int32. Units: bytes, FLOPs.
 
     Raises:
         Nothing itself; ``build_model`` validates heads_per_program and seqlen_q.
@@ -72,7 +78,9 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
     E_q, E_k, E_l = B * H * N_q * d, B * H_kv * N_k * d, B * H * N_q
     groups = B * sp.floor(H / P)  # program groups per split: B·H_kv·(G/P) = B·H/P
     kv = decode_key_rows(spec)
-    step = "decode kernel (split-KV)" if tiling.num_splits > 1 else "decode kernel"
+    fused = tiling.num_splits > 1 and tiling.fused_combine
+    step = ("decode kernel (split-KV, fused combine)" if fused else
+            "decode kernel (split-KV)" if tiling.num_splits > 1 else "decode kernel")
     kv_note = ("Each group of P = heads_per_program query heads reads its KV head's keys once over all splits"
                + (" (window: blocks outside the band skipped)." if spec.window else
                   " (causal: blocks from hi = clamp(N_q + off, 0, N_k) on skipped)." if spec.causal else "."))
@@ -115,22 +123,31 @@ def decode_model(spec: LayerSpec, tiling: Tiling) -> AlgorithmModel:
     else:
         so, sl = "(num_splits, B, H, N_q, d)", "(num_splits, B, H, N_q)"
         e_po, e_pl = splits * E_q, splits * E_l
+        merge = step if fused else "combine kernel"
         rows += [
             make_row("O_PART", step, "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, 0, e_po * FP32_WIDTH,
                      "Every split writes its fp32 partial O (empty splits write 0)."),
             make_row("LSE_PART", step, "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, 0, e_pl * FP32_WIDTH,
                      "Every split writes its partial LSE (empty splits write −inf)."),
-            make_row("O_PART", "combine kernel", "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, e_po * FP32_WIDTH, 0,
+            make_row("O_PART", merge, "SRAM_fill", so, "fp32", FP32_WIDTH, e_po, e_po * FP32_WIDTH, 0,
+                     "The last split program of each group reads its group's partials back." if fused else
                      "The combine reads all partials of each (b, h)."),
-            make_row("LSE_PART", "combine kernel", "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, e_pl * FP32_WIDTH, 0),
-            make_row("O", "combine kernel", "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, 0, E_q * s, "Written once."),
-            make_row("LSE", "combine kernel", "SRAM_fill", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, 0, E_l * LSE_WIDTH,
+            make_row("LSE_PART", merge, "SRAM_fill", sl, "fp32", FP32_WIDTH, e_pl, e_pl * FP32_WIDTH, 0),
+            make_row("O", merge, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, 0, E_q * s, "Written once."),
+            make_row("LSE", merge, "SRAM_fill", "(B, H, N_q)", "fp32", LSE_WIDTH, E_l, 0, E_l * LSE_WIDTH,
                      "Written once."),
         ]
         alloc += [
             Allocation("O_PART", so, "fp32", e_po * FP32_WIDTH, "split-KV partials"),
             Allocation("LSE_PART", sl, "fp32", e_pl * FP32_WIDTH, "split-KV partials"),
         ]
+        if fused:
+            rows.append(make_row("SEM", step, "SRAM_fill", "(B·H/P,)", "int32", INT32_WIDTH, groups,
+                                 splits * groups * INT32_WIDTH, (splits + 1) * groups * INT32_WIDTH,
+                                 "One atomic add per program (4 B read, 4 B written); the merging program "
+                                 "stores 0 (4 B per group)."))
+            alloc.append(Allocation("SEM", "(B·H/P,)", "int32", groups * INT32_WIDTH,
+                                    "fused split-KV counters (cached workspace)"))
     return AlgorithmModel(
         name="tiled",
         title="Decode, split-KV with heads_per_program GQA packing (the bundled Triton kernel)",

@@ -105,7 +105,9 @@ def structure_key(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> tupl
     return (
         spec.dtype, spec.causal, spec.causal_align, spec.phase, spec.backward, spec.window,
         spec.kv_heads < spec.heads,  # GQA rows (baseline repeat_interleave, backward reduction)
-        spec.phase == "decode" and tiling.num_splits > 1,  # split-KV partials and combine
+        # split-KV partials and their merge: fused in the decode kernel (SEM rows) or a combine kernel
+        (("fused" if tiling.fused_combine else "combine") if spec.phase == "decode" and tiling.num_splits > 1
+         else None),
         spec.backward and tiling.bwd_group_splits > 1,  # dK/dV group-slice partials and their reduction
         spec.has_empty_rows,  # rows that see no key (the baseline's masked_fill)
         spec.page_size,  # paged decode: the table rows, and page_size as a number in the K/V allocation
