@@ -330,11 +330,24 @@ def decode_config(
         path="decode-split-kv",
         num_splits=num_splits,
         heads_per_program=p,
+        fused_combine=batch * seqlen_k * kv_heads * head_dim <= FUSED_COMBINE_MAX_K_ELEMENTS,
     )
+
+
+#: The fused split-KV merge (one launch) is used while K holds at most this many elements
+#: (B·N_k·H_kv·HEAD_DIM; 2^25 = 64 MiB of K in bf16, 128 MiB of K and V); larger decodes run the
+#: separate combine kernel. Source: receipts/host-overhead-h200-2026-12-01-c.json (H200, plain
+#: calls, both designs side by side in one run, H = 32, H_kv = 8, d = 128, bf16): up to 32k cached
+#: tokens the fused call was as fast or faster (5 of 6 rows faster by 10-20 µs: one launch fewer),
+#: at 64k tokens the two-launch call was faster on 4 of 4 rows (71-83 µs against 84-87 µs: the
+#: fused kernel's GPU time is 7-13 µs longer), beyond that they tie within 1 %. A calibration, not
+#: a validated model of why.
+FUSED_COMBINE_MAX_K_ELEMENTS = 1 << 25
 
 
 __all__ = [
     "DECODE_WAVES",
+    "FUSED_COMBINE_MAX_K_ELEMENTS",
     "INTERPRETER_NUM_SMS",
     "INTERPRETER_PREFILL",
     "KernelConfig",

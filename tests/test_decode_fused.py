@@ -156,3 +156,17 @@ def test_model_cache_tells_the_fused_merge_from_the_combine_kernel():
     a, b = two.algorithms["tiled"], one.algorithms["tiled"]
     assert (b.sram_fill_read_bytes - a.sram_fill_read_bytes, b.sram_fill_write_bytes - a.sram_fill_write_bytes) == (
         2 * 4, 3 * 4)
+
+
+def test_decode_config_fuses_the_merge_up_to_32k_cached_tokens_of_llama_3_8b():
+    """kernels.heuristics.FUSED_COMBINE_MAX_K_ELEMENTS (2^25 elements of K): H_kv = 8, d = 128 is
+    fused up to B·N_k = 32,768 tokens and runs the separate combine kernel beyond (the side-by-side
+    H200 receipt host-overhead-h200-2026-12-01-c.json)."""
+    from kernels.heuristics import FUSED_COMBINE_MAX_K_ELEMENTS, decode_config
+
+    assert FUSED_COMBINE_MAX_K_ELEMENTS == 32768 * 8 * 128
+    got = {(b, n): decode_config(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=n, head_dim=128,
+                                 num_sms=132).fused_combine
+           for b, n in ((1, 8192), (1, 32768), (2, 16384), (4, 8192), (1, 32769), (1, 65536), (4, 16384))}
+    assert got == {(1, 8192): True, (1, 32768): True, (2, 16384): True, (4, 8192): True,
+                   (1, 32769): False, (1, 65536): False, (4, 16384): False}

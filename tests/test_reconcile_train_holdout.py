@@ -21,6 +21,8 @@ HOLDOUT1, HOLDOUT2 = "ncu-h200-train-holdout1-2026-12-01.json", "ncu-h200-train-
 WINDOW, SERVING = "ncu-h200-window1-2026-12-01.json", "ncu-h200-serving1-2026-12-01.json"
 HOLDOUT3, RAGGED1 = "ncu-h200-train-holdout3-2026-12-01.json", "ncu-h200-ragged1-2026-12-01.json"
 RAGGED2 = "ncu-h200-ragged2-2026-12-01.json"
+SERVING_FUSED, GRID_ORDER = "ncu-h200-serving1-fused-2026-12-01.json", "ncu-h200-grid-order1-2026-12-01.json"
+SPLIT1 = "ncu-h200-train-split1-2026-12-01.json"
 
 
 @functools.lru_cache(maxsize=None)
@@ -187,3 +189,25 @@ def test_ragged1_counts(level, read, write):
 @pytest.mark.parametrize("level, read, write", [("HBM", (10, 10), (10, 10)), ("L2", (10, 10), (10, 10))])
 def test_ragged2_holdout_counts(level, read, write):
     _assert_counts(RAGGED2, "tiled", level, read, write)
+
+
+# --- three hold-outs measured 2026-12-01 after their models, on shapes committed before measurement:
+# the fused split-KV merge (serving1's 10 paged decode shapes re-measured with the one-launch kernel),
+# the grid-order model (sweeps/h200-grid-order1.toml: 6 shapes, tiles-fastest and heads-fastest) and
+# the dK/dV group split (sweeps/h200-train-split1.toml: 12 training steps with S > 1)
+
+
+@pytest.mark.parametrize("name, level, read, write", [
+    (SERVING_FUSED, "HBM", (10, 10), (10, 10)),
+    (SERVING_FUSED, "L2", (10, 10), (10, 10)),
+    # miss: B8 H32 KV8 1k causal heads-fastest, reads 0.81x and writes 0.83x the prediction
+    (GRID_ORDER, "HBM", (11, 12), (11, 12)),
+    (GRID_ORDER, "L2", (12, 12), (12, 12)),
+    # L2 exact for every kernel (the reduction included); DRAM writes miss on 5 steps by 1.3-3.9 MiB
+    # of write-back during the dK/dV (fp32 partials) and dQ kernels; reads miss Falcon-7B at 4k (0.83x)
+    (SPLIT1, "HBM", (11, 12), (7, 12)),
+    (SPLIT1, "L2", (12, 12), (12, 12)),
+    (SPLIT1, "L2 _bwd_reduce_dkdv", (12, 12), (12, 12)),
+])
+def test_hold_outs_of_the_third_session(name, level, read, write):
+    _assert_counts(name, "tiled", level, read, write)
