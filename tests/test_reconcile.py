@@ -40,7 +40,8 @@ def synthetic(shape_specs, factor=lambda sid, what: 1.0, pps=1) -> Measurement:
     for sid, impl, spec in shape_specs:
         if impl == "tiled":
             cfg = config_for(spec)
-            tiling = Tiling(cfg["block_m"], cfg["block_n"], cfg["num_stages"], cfg["num_splits"], cfg["heads_per_program"])
+            tiling = Tiling(cfg["block_m"], cfg["block_n"], cfg["num_stages"], cfg["num_splits"], cfg["heads_per_program"],
+                            fused_combine=bool(cfg.get("fused_combine", False)))  # a record without it: two launches
             l2 = predict_tiled(spec, tiling, L2Params(H200.l2_bytes, H200.num_sms, pps))
             kernels = []
             for k in l2.kernels:
