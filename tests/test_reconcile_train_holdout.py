@@ -23,6 +23,7 @@ HOLDOUT3, RAGGED1 = "ncu-h200-train-holdout3-2026-12-01.json", "ncu-h200-ragged1
 RAGGED2 = "ncu-h200-ragged2-2026-12-01.json"
 SERVING_FUSED, GRID_ORDER = "ncu-h200-serving1-fused-2026-12-01.json", "ncu-h200-grid-order1-2026-12-01.json"
 SPLIT1 = "ncu-h200-train-split1-2026-12-01.json"
+WINDOW2 = "ncu-h200-window2-2026-12-01.json"
 
 
 @functools.lru_cache(maxsize=None)
@@ -211,3 +212,13 @@ def test_ragged2_holdout_counts(level, read, write):
 ])
 def test_hold_outs_of_the_third_session(name, level, read, write):
     _assert_counts(name, "tiled", level, read, write)
+
+
+def test_second_window_holdout_every_shape_within_both_ways():
+    """sweeps/h200-window2.toml (14 shapes on the current kernels: 7 prefill, 3 decode, 4 training
+    steps), committed before measurement: every shape's DRAM reads AND writes within ±10 % or 1 MiB."""
+    rec = _rec(WINDOW2)
+    rows = [r for r in rec.rows if r.impl == "tiled"]
+    assert len(rows) == 14
+    assert all(rec.within(r, "HBM", "read") and rec.within(r, "HBM", "write") for r in rows)
+    _assert_counts(WINDOW2, "tiled", "L2", (14, 14), (13, 14))

@@ -236,6 +236,11 @@ def test_worksheet_window_option_and_config(tmp_path):
     assert layer.spec.window == (4095, 0)
     assert any("sliding window of 4,096 tokens on all 32 layers" in n for n in layer.notes)
     assert resolve_layer(config=cfg, seqlen=16384, window="none").spec.window is None
+    # the config's window and a paged decode: the error names the config, not a --window never given
+    with pytest.raises(IomodelError) as exc:
+        resolve_layer(config=cfg, seqlen=8192, phase="decode", page_size=16)
+    assert "gives a sliding window of 4,096 tokens and the paged decode has none: pass --window none" in str(exc.value)
+    assert resolve_layer(config=cfg, seqlen=8192, phase="decode", page_size=16, window="none").spec.page_size == 16
     # the windowed layer moves fewer K bytes than the full layer
     full = resolve_layer(config=cfg, seqlen=16384, window="none")
     k_bytes = [sum(r.read_bytes for r in predict(x.spec, x.tiling, H200).algorithms["tiled"].rows

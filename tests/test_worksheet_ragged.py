@@ -199,3 +199,20 @@ def test_seqlens_file_json_wrong_types_name_the_entry(tmp_path, body, needle):
     f.write_text(body)
     with pytest.raises(IomodelError, match=needle):
         read_seqlens_file(f)
+
+
+def test_histogram_entries_equal_the_listed_sequences(tmp_path):
+    """``LEN*COUNT`` (``--seqlens`` and ``--seqlens-file``) is COUNT sequences of LEN: the same pairs,
+    hence the same bytes, as listing them; a bad count is one line."""
+    from iomodel.errors import IomodelError
+    from iomodel.spec.ragged import parse_seqlens, read_seqlens_file
+
+    assert parse_seqlens("512*3,77:4096*2,9") == parse_seqlens("512,512,512,77:4096,77:4096,9")
+    f = tmp_path / "hist.txt"
+    f.write_text("# length * count\n512*3\n77,4096 * 2\n9\n")
+    assert read_seqlens_file(f) == ((512, 512),) * 3 + ((77, 4096),) * 2 + ((9, 9),)
+    for bad in ("512*0", "512*x", "512*1000001"):
+        with pytest.raises(IomodelError) as exc:
+            parse_seqlens(bad)
+        assert "the count after '*' must be a whole number from 1 to 1,000,000" in str(exc.value)
+        assert "\n" not in str(exc.value)

@@ -290,6 +290,25 @@ def _bidirectional(f: _Fields) -> str:
     return ""
 
 
+def _which_layers(indices: list[int]) -> str:
+    """The layer indices (0-based) as text: runs of consecutive layers as ``a–b``, a stride as
+    ``a, a+s, …, z`` (step s), else the list; e.g. ``layers 0, 2, …, 40 (every 2nd from 0)``."""
+    if not indices:
+        return "no layer"
+    if len(indices) == 1:
+        return f"layer {indices[0]}"
+    steps = {b - a for a, b in zip(indices, indices[1:])}
+    if steps == {1}:
+        return f"layers {indices[0]}–{indices[-1]}"
+    if len(steps) == 1 and len(indices) > 3:
+        step = steps.pop()
+        return f"layers {indices[0]}, {indices[1]}, …, {indices[-1]} (every {step}th from {indices[0]})".replace(
+            "every 2th", "every 2nd").replace("every 3th", "every 3rd")
+    if len(indices) <= 12:
+        return "layers " + ", ".join(map(str, indices))
+    return "layers " + ", ".join(map(str, indices[:6])) + ", …, " + ", ".join(map(str, indices[-3:]))
+
+
 def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
     """Local attention under its other published names, as the keys each query row can reach
     on one side (so the window covers every key while max(seqlen_q, seqlen_k) <= it): GPT-Neo
@@ -303,7 +322,8 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
                  for _ in range(entry[1]) for k in (entry[0] if isinstance(entry[0], list) else [])]
         n = kinds.count("local")
         if n:
-            return f.int_(("window_size",)), "local", f"{n} of {len(kinds)} layers (attention_types)"
+            return f.int_(("window_size",)), "local", (f"{n} of {len(kinds)} layers (attention_types): "
+                                                       + _which_layers([i for i, k in enumerate(kinds) if k == "local"]))
     if f.has("attention_window_size"):  # RecurrentGemma: the attention blocks of block_types
         return f.int_(("attention_window_size",)), "local", "the attention blocks (block_types)"
     if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
@@ -346,14 +366,16 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
             if n:
                 if w is None:
                     raise IomodelError(f"{f.where}: layer_types names {kind} but '{key}' is missing: fix the file")
-                return w, name, f"{n} of {len(types)} layers (layer_types)"
+                return w, name, (f"{n} of {len(types)} layers (layer_types): "
+                                 + _which_layers([i for i, t in enumerate(types) if t == kind]))
         return None, "", ""
     local = _local_window(f, total)
     if local is not None:
         return local
     if chunk is not None:  # Llama-4: layers with RoPE are chunked, every no_rope_layer_interval-th is global
         return chunk, "chunked", ("3 of every 4 layers" if not total else f"{total - total // 4}{of}") + \
-            " (Llama-4 interleaved RoPE/NoPE)"
+            " (Llama-4 interleaved RoPE/NoPE)" + (": " + _which_layers([i for i in range(total) if (i + 1) % 4])
+                                                   if total else "")
     if window is None:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
@@ -363,16 +385,17 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         pattern, said = GEMMA3_SLIDING_WINDOW_PATTERN, "Gemma-3's default sliding_window_pattern"
     if pattern is not None:  # Gemma-3: every pattern-th layer is global
         return window, "sliding-window", (f"{total - total // pattern}{of}" if total else
-                                          f"all but every {pattern}th layer") + f" ({said} {pattern})"
+                                          f"all but every {pattern}th layer") + f" ({said} {pattern})" + \
+            (": all but " + _which_layers([i for i in range(total) if (i + 1) % pattern == 0]) if total else "")
     if f.cfg.get("model_type") == "gemma2":  # Gemma-2: even layers slide
         return window, "sliding-window", (f"{(total + 1) // 2}{of}" if total else "every other layer") + \
-            " (Gemma-2 alternation)"
+            " (Gemma-2 alternation)" + (": " + _which_layers(list(range(0, total, 2))) if total else "")
     if f.flag("use_sliding_window") and f.has("max_window_layers"):  # Qwen2: layers from max_window_layers on
         first = f.int_(("max_window_layers",))
         if total is not None and first >= total:
             return None, "", ""
         return window, "sliding-window", (f"{total - first}{of}" if total else f"layers {first} and up") + \
-            " (max_window_layers)"
+            " (max_window_layers)" + (": " + _which_layers(list(range(first, total))) if total else "")
     return window, "sliding-window", (f"all {total} layers" if total else "every layer")
 
 

@@ -72,8 +72,7 @@ def window_side(value: Any, what: str, flag: str, unbounded_minus_one: bool = Fa
         return None
     if value < 0:
         allowed = "-1 or None" if unbounded_minus_one else "None"
-        raise IomodelError(f"{what} must be >= 0 tokens ({allowed} for unbounded), got {value}: set {flag} to 0 "
-                           "or more")
+        raise IomodelError(f"{what} must be >= 0 tokens ({allowed} for unbounded), got {value}: set {flag}")
     return value
 
 

@@ -108,7 +108,8 @@ def _pair(item: Any, where: str) -> tuple[int, int]:
 
 def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
     """``--seqlens 512,3000,77``: one length per sequence (N_q = N_k), comma separated; ``q:k``
-    (``77:4096``) for a sequence of q query rows against k keys.
+    (``77:4096``) for a sequence of q query rows against k keys; ``*COUNT`` after an entry
+    (``512*100``) for COUNT such sequences (a histogram of lengths).
 
     Raises:
         IomodelError: an empty list or an entry that is not a whole number or a q:k pair.
@@ -119,8 +120,9 @@ def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
     if not all(items):
         raise IomodelError(f"--seqlens {text!r} has an empty entry (two commas, or a trailing one): give one "
                            "length per sequence, e.g. --seqlens 512,3000,77")
-    pairs = []
+    pairs: list[tuple[int, int]] = []
     for t in items:
+        t, count = _histogram_count(t, f"--seqlens: {t!r}")
         parts = t.split(":")
         try:
             nums = [int(p) for p in parts]
@@ -128,14 +130,39 @@ def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
             nums = []
         if len(nums) not in (1, 2):
             raise IomodelError(f"--seqlens: {t!r} is not a length or a q:k pair of whole numbers: write e.g. "
-                               "--seqlens 512,3000,77:4096")
-        pairs.append((nums[0], nums[-1]))
+                               "--seqlens 512,3000,77:4096 (or 512*100 for 100 sequences of 512)")
+        pairs += [(nums[0], nums[-1])] * count
     return tuple(pairs)
+
+
+#: Most sequences one histogram entry (``LEN*COUNT``) may stand for.
+MAX_HISTOGRAM_COUNT = 1_000_000
+
+
+def _histogram_count(text: str, where: str) -> tuple[str, int]:
+    """Split a histogram entry ``LEN*COUNT`` (or ``q:k*COUNT``, ``q,k*COUNT`` in a file) into the
+    entry and its count of sequences (1 without ``*``).
+
+    Raises:
+        IomodelError: a count that is not a whole number from 1 to :data:`MAX_HISTOGRAM_COUNT`.
+    """
+    if "*" not in text:
+        return text, 1
+    entry, _, count = text.rpartition("*")
+    try:
+        n = int(count.strip())
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_HISTOGRAM_COUNT:
+        raise IomodelError(f"{where}: the count after '*' must be a whole number from 1 to {MAX_HISTOGRAM_COUNT:,} "
+                           "(LEN*COUNT: COUNT sequences of LEN tokens), e.g. 512*100")
+    return entry.strip(), n
 
 
 def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:
     """``--seqlens-file FILE``: a JSON list (``[512, [77, 4096], ...]``), or text with one length
-    (``512``) or one ``q,k`` pair (``77,4096``) per line; blank lines and ``#`` comments skipped.
+    (``512``) or one ``q,k`` pair (``77,4096``) per line, each optionally with ``*COUNT`` for COUNT
+    such sequences (``512*100``: a histogram bin); blank lines and ``#`` comments skipped.
 
     Raises:
         IomodelError: the file cannot be read, is empty, or has an entry that is not a length or a pair.
@@ -161,4 +188,10 @@ def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:
         where = lambda j: f"--seqlens-file {path} line {numbered[j][0]}"  # noqa: E731
     if not items:
         raise IomodelError(f"--seqlens-file {path} lists no sequence: one length (or q,k pair) per line")
-    return tuple(_pair(item, where(j)) for j, item in enumerate(items))
+    pairs: list[tuple[int, int]] = []
+    for j, item in enumerate(items):
+        count = 1
+        if isinstance(item, str):  # a text line: LEN, q,k, or either with *COUNT (a histogram bin)
+            item, count = _histogram_count(item, where(j))
+        pairs += [_pair(item, where(j))] * count
+    return tuple(pairs)

@@ -245,6 +245,9 @@ def resolve_layer(
     elif sliding and window is not None:
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
                        f"--window {window} models the layer asked for.")
+    if page_size is not None and window is None and sliding:  # the window came from the config, not a flag
+        raise IomodelError(f"{cfg.source or cfg.name} gives a sliding window of {cfg.window:,} tokens and the paged "
+                           "decode has none: pass --window none (a full-attention layer) or drop --page-size")
     spec = spec.with_(window_left=left, window_right=right, page_size=page_size)
     ragged = RaggedSpec(spec, ragged_pairs) if ragged_pairs is not None else None  # refuses decode, backward
     if cfg is not None and not sliding:
