@@ -23,7 +23,8 @@ RECEIPTS = sorted((Path(__file__).resolve().parent.parent / "receipts").glob("be
 
 def test_the_receipts_are_committed():
     # the tests below are parametrized over RECEIPTS: an empty list must fail here, not skip them all
-    assert [p.name for p in RECEIPTS] == ["bench-cpu.json", "bench-h200-v2.json", "bench-h200.json"]
+    assert [p.name for p in RECEIPTS] == ["bench-cpu.json", "bench-h200-v2.json", "bench-h200-v3.json",
+                                          "bench-h200.json"]
 
 
 def _load(path: Path) -> dict:
@@ -107,6 +108,11 @@ def test_planted_slow_bucket_names_the_bucket(receipt):
 def test_planted_drifting_receipt_is_rejected(receipt):
     drift = copy.deepcopy(receipt)
     b, s, name, res = next(_fused_ok(drift))
+    if "max_abs" not in res["accuracy"]["limits"]:  # policy v3: the one element-wise rule
+        res["error"]["element_violations"] = 3  # the flag "accuracy.pass" is left claiming success
+        v = check_receipt(drift)
+        assert any("drift above policy" in x and name in x and s["label"] in x for x in v), v
+        return
     lim = res["accuracy"]["limits"]["max_abs"]
     res["error"]["max_abs"] = lim * 1.5  # the flag "accuracy.pass" is left claiming success
     v = check_receipt(drift)

@@ -78,7 +78,7 @@ def test_layer_shapes_the_model_cannot_represent_are_refused(tmp_path, fields, r
     # GPT-Neo-1.3B: local layers of a 256-token causal window
     ({"model_type": "gpt_neo", "num_heads": 16, "hidden_size": 2048, "num_layers": 24, "window_size": 256,
       "attention_types": [[["global", "local"], 12]], "torch_dtype": "float32"},
-     (16, 16, 128, (256, "12 of 24 layers (attention_types)"))),
+     (16, 16, 128, (256, "12 of 24 layers (attention_types): layers 1, 3, …, 23 (every 2nd from 1)"))),
     # RecurrentGemma-2B: 2,048-token local attention blocks
     ({"model_type": "recurrent_gemma", "num_attention_heads": 10, "num_key_value_heads": 1, "hidden_size": 2560,
       "attention_window_size": 2048, "torch_dtype": "bfloat16"}, (10, 1, 256, (2048, "the attention blocks (block_types)"))),
@@ -106,7 +106,7 @@ def test_no_seqlen_curve_past_a_models_window(tmp_path):
                                "layer_types": ["sliding_attention", "full_attention"] * 2, "torch_dtype": "bfloat16"}))
     p = _cli("plot", "--config", str(cfg), "--seqlen", "128", "-o", str(tmp_path / "pl"), "--kind", "seqlen")
     assert p.returncode == 2 and p.stderr.count("\n") == 1
-    assert "past the model's sliding-window attention (128 tokens on 2 of 4 layers (layer_types))" in p.stderr
+    assert "past the model's sliding-window attention (128 tokens on 2 of 4 layers (layer_types): layers 0, 2)" in p.stderr
     assert not (tmp_path / "pl").exists() or not list((tmp_path / "pl").iterdir())
 
 

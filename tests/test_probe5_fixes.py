@@ -69,7 +69,7 @@ def test_gemma3_without_a_pattern_slides_five_layers_of_six(tmp_path):
     it was described as sliding on all 62 layers; 62 - 62 // 6 = 52 slide."""
     c = load_config(_config(tmp_path, GEMMA3_27B))
     assert (c.heads, c.kv_heads, c.head_dim, c.window) == (32, 16, 128, 1024)
-    assert c.window_layers == "52 of 62 layers (Gemma-3's default sliding_window_pattern 6)"
+    assert c.window_layers == "52 of 62 layers (Gemma-3's default sliding_window_pattern 6): all but layers 5, 11, …, 59 (every 6th from 5)"
 
 
 def test_config_with_a_byte_order_mark_is_read(tmp_path):
