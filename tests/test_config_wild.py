@@ -90,7 +90,7 @@ REAL = [
                                                           "hidden_size": 5120, "num_hidden_layers": 48,
                                                           "attention_chunk_size": 8192,
                                                           "max_position_embeddings": 10485760}},
-     None, (40, 8, 128), (8192, "chunked", "36 of 48 layers (Llama-4 interleaved RoPE/NoPE): layers 0, 1, 2, 4, 5, 6, …, 44, 45, 46"), None),
+     None, (40, 8, 128), (8192, "chunked", "36 of 48 layers (Llama-4 interleaved RoPE/NoPE): all but layers 3, 7, …, 47 (every 4th from 3)"), None),
     ("openai/gpt-oss-20b", {"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8,
                             "head_dim": 64, "hidden_size": 2880, "num_hidden_layers": 24, "sliding_window": 128,
                             "layer_types": ["sliding_attention", "full_attention"] * 12, "torch_dtype": "bfloat16"},
@@ -261,3 +261,19 @@ def test_linear_attention_layers_say_what_to_change(tmp_path):
         f"{path}: layer_types ['linear_attention'] are not attention kinds iomodel knows (chunked_attention, "
         "full_attention, sliding_attention), so it cannot say what those layers move: pass the sizes with "
         "--heads/--kv-heads/--head-dim instead of a config to model a softmax-attention layer")
+
+
+
+def test_window_note_names_the_layers_of_an_irregular_layer_types_list(tmp_path):
+    """A layer_types list (newer HF Gemma-3 configs) whose full-attention layers are few: the note
+    names those, not an elided list of the sliding ones (34 layers, full at 5, 11, 17, 23, 29)."""
+    from iomodel.spec.config import load_config
+
+    types = ["full_attention" if i in (5, 11, 17, 23, 29) else "sliding_attention" for i in range(34)]
+    types[33] = "full_attention"  # irregular: no stride
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gemma3_text", "num_attention_heads": 8, "num_key_value_heads": 4,
+                                "head_dim": 256, "hidden_size": 2560, "num_hidden_layers": 34,
+                                "sliding_window": 1024, "layer_types": types, "torch_dtype": "bfloat16"}))
+    cfg = load_config(path)
+    assert cfg.window_layers == "28 of 34 layers (layer_types): all but layers 5, 11, 17, 23, 29, 33"

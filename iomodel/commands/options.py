@@ -60,11 +60,12 @@ class LayerOptions:
         "--seqlen-q", "Query rows per sequence (decode: 1-16, default 1).")] = None
     seqlen_k: Annotated[Optional[int], _option("--seqlen-k", "Key/value rows per sequence.")] = None
     seqlens: Annotated[Optional[str], _option(
-        "--seqlens", "Ragged batch, one length per sequence: 512,3000,77 (q:k for other key lengths, 77:4096); "
-        "sets the batch and lengths, so no --batch or --seqlen*. Forward prefill.")] = None
+        "--seqlens", "Ragged batch, one length per sequence: 512,3000,77 (q:k for other key lengths, 77:4096; "
+        "LEN*COUNT for COUNT sequences of LEN, 512*100); sets the batch and lengths, so no --batch or --seqlen*. "
+        "Forward prefill.")] = None
     seqlens_file: Annotated[Optional[Path], _option(
-        "--seqlens-file", "Ragged batch from a file: one length or q,k pair per line, or a JSON list "
-        "([512, [77, 4096]]).")] = None
+        "--seqlens-file", "Ragged batch from a file: one length or q,k pair per line (LEN*COUNT for a "
+        "histogram bin), or a JSON list ([512, [77, 4096]]).")] = None
     dtype: Annotated[Optional[str], _option(
         "--dtype", "Element type of Q, K, V, O: fp32, fp16, bf16, fp8_e4m3, fp8_e5m2 (default: the config's "
         "torch_dtype).")] = None

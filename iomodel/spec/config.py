@@ -290,9 +290,14 @@ def _bidirectional(f: _Fields) -> str:
     return ""
 
 
-def _which_layers(indices: list[int]) -> str:
+def _which_layers(indices: list[int], total: int | None = None) -> str:
     """The layer indices (0-based) as text: runs of consecutive layers as ``a–b``, a stride as
-    ``a, a+s, …, z`` (step s), else the list; e.g. ``layers 0, 2, …, 40 (every 2nd from 0)``."""
+    ``a, a+s, …, z`` (step s), a long irregular list of ``total`` layers by the few it leaves out
+    (``all but layers 5, 11, 17``), else the list; e.g. ``layers 0, 2, …, 40 (every 2nd from 0)``."""
+    if total and len(indices) > 12 and len(indices) < total:
+        rest = [i for i in range(total) if i not in set(indices)]
+        if len(rest) <= 12:
+            return "all but " + _which_layers(rest)
     if not indices:
         return "no layer"
     if len(indices) == 1:
@@ -367,14 +372,14 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                 if w is None:
                     raise IomodelError(f"{f.where}: layer_types names {kind} but '{key}' is missing: fix the file")
                 return w, name, (f"{n} of {len(types)} layers (layer_types): "
-                                 + _which_layers([i for i, t in enumerate(types) if t == kind]))
+                                 + _which_layers([i for i, t in enumerate(types) if t == kind], len(types)))
         return None, "", ""
     local = _local_window(f, total)
     if local is not None:
         return local
     if chunk is not None:  # Llama-4: layers with RoPE are chunked, every no_rope_layer_interval-th is global
         return chunk, "chunked", ("3 of every 4 layers" if not total else f"{total - total // 4}{of}") + \
-            " (Llama-4 interleaved RoPE/NoPE)" + (": " + _which_layers([i for i in range(total) if (i + 1) % 4])
+            " (Llama-4 interleaved RoPE/NoPE)" + (": " + _which_layers([i for i in range(total) if (i + 1) % 4], total)
                                                    if total else "")
     if window is None:
         return None, "", ""
