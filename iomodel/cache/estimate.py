@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from iomodel.cache.params import L2Params
-from iomodel.cache.predict import predict_tiled, predict_training_step
+from iomodel.cache.predict import _common_assumptions, predict_ragged_launch, predict_tiled, predict_training_step
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL,
                                    dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm)
@@ -128,6 +128,19 @@ class L2Estimate:
     function: str = "predict_tiled"
     schedule: Schedule | None = None
 
+    @classmethod
+    def of(cls, read_bytes: int, write_bytes: int, written_bytes: int, *, flops: int, peak_flops: float,
+           hardware: Hardware, **launch: Any) -> "L2Estimate":
+        """An estimate from its DRAM bytes: the dirty bytes (``written - write``) and the roofline
+        ``max(flops / peak_flops, (read + write) / hardware.hbm_bandwidth)`` (seconds), intensity
+        (FLOPs per DRAM byte) and bound derived here; ``launch`` gives the remaining fields."""
+        moved = read_bytes + write_bytes
+        t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
+        return cls(read_bytes=read_bytes, write_bytes=write_bytes, written_bytes=written_bytes,
+                   dirty_bytes=written_bytes - write_bytes, flops=flops, roofline_time_s=max(t_c, t_m),
+                   intensity=flops / moved if moved else math.inf, bound="memory" if t_m >= t_c else "compute",
+                   **launch)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``algorithms.tiled.l2_aware``): bytes, seconds and the assumptions."""
         out = {
@@ -215,14 +228,9 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
     pps, pps_source = schedule.resident_programs_per_sm(spec, hardware)
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps)
     l2 = predict_tiled(spec, tiling, params, schedule=schedule)
-    moved = l2.hbm_read_bytes + l2.hbm_write_bytes
-    t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
-    return L2Estimate(
-        read_bytes=l2.hbm_read_bytes, write_bytes=l2.hbm_write_bytes, written_bytes=l2.no_reuse_write_bytes,
-        dirty_bytes=l2.no_reuse_write_bytes - l2.hbm_write_bytes, flops=flops,
-        roofline_time_s=max(t_c, t_m), intensity=flops / moved if moved else math.inf,
-        bound="memory" if t_m >= t_c else "compute", programs_per_sm=params.programs_per_sm,
-        programs_per_sm_source=pps_source,
+    return L2Estimate.of(
+        l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
+        hardware=hardware, programs_per_sm=params.programs_per_sm, programs_per_sm_source=pps_source,
         num_warps=schedule.num_warps, tile_order=schedule.tile_order, config_source=config_source,
         assumptions=tuple(l2.assumptions), schedule=replace(schedule, programs_per_sm=pps),
     )
@@ -293,16 +301,12 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward)
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order)
-    moved = l2.hbm_read_bytes + l2.hbm_write_bytes
-    t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name]}
                     for k in l2.kernels)
-    return L2Estimate(
-        read_bytes=l2.hbm_read_bytes, write_bytes=l2.hbm_write_bytes, written_bytes=l2.no_reuse_write_bytes,
-        dirty_bytes=l2.no_reuse_write_bytes - l2.hbm_write_bytes, flops=flops,
-        roofline_time_s=max(t_c, t_m), intensity=flops / moved if moved else math.inf,
-        bound="memory" if t_m >= t_c else "compute", programs_per_sm=pps["_attn_fwd"],
+    return L2Estimate.of(
+        l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
+        hardware=hardware, programs_per_sm=pps["_attn_fwd"],
         programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored",
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
@@ -380,18 +384,12 @@ def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, f
         IomodelError: a batch :func:`ragged_not_estimated` refuses (one line); from
             :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    from iomodel.cache.predict import _common_assumptions, predict_ragged_launch
-
     why = ragged_not_estimated(ragged, tiling)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this ragged batch: {why}")
     sequences = ragged.sequences()
     params = launch_params(sequences[0], tiling, hardware, num_warps)
     k = predict_ragged_launch(sequences, tiling, params, tile_order)
-    read, write = sum(k.hbm_read.values()), sum(k.hbm_write.values())
-    written = sum(k.requested_write.values())
-    moved = read + write
-    t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
     assumptions = _common_assumptions(params) + [
         "One varlen launch, one L2: each sequence's waves are those of its batch-1 layer "
         "(iomodel.schedule.grid.prefill_waves), run in batch order with the L2 state (clean K/V, dirty O/LSE) "
@@ -399,10 +397,9 @@ def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, f
         "after the other here, while on the GPU they overlap.",
         "The int32 cu_seqlens reads are not in these bytes (they are in the no-reuse HBM rows).",
     ]
-    return L2Estimate(
-        read_bytes=read, write_bytes=write, written_bytes=written, dirty_bytes=written - write, flops=flops,
-        roofline_time_s=max(t_c, t_m), intensity=flops / moved if moved else math.inf,
-        bound="memory" if t_m >= t_c else "compute", programs_per_sm=params.programs_per_sm,
+    return L2Estimate.of(
+        sum(k.hbm_read.values()), sum(k.hbm_write.values()), sum(k.requested_write.values()), flops=flops,
+        peak_flops=peak_flops, hardware=hardware, programs_per_sm=params.programs_per_sm,
         programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(assumptions),
         function="predict_ragged_launch",
