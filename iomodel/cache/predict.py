@@ -205,6 +205,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         _add(req_r, r)
         _add(req_w, wr)
 
+    custom = False  # a prefill schedule other than the bundled kernel's (set below)
     if spec.phase == "decode":
         launch("decode kernel", decode_waves(spec, tiling, w))
         if tiling.num_splits > 1 and not tiling.fused_combine:  # fused: merged in the decode launch
@@ -214,6 +215,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     else:
         grid_order = schedule.grid_order if schedule is not None else "tiles-fastest"
         key_order = schedule.key_order if schedule is not None else "ascending"
+        custom = (grid_order, key_order) != ("tiles-fastest", "ascending")  # not the bundled kernel's launch
         launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order if schedule is None else schedule.tile_order,
                                            grouped=True, grid_order=grid_order, key_order=key_order))
         touched_rows = B * Hk * key_span_rows(prefill_key_ranges(spec, tiling))  # the keys some tile loads
@@ -223,7 +225,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
         span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
                 f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(cap, decimals=1)} effective L2")
-        if schedule is not None and (grid_order, key_order) != ("tiles-fastest", "ascending"):
+        if custom:
             span += f" ({grid_order} grid, {key_order} key loops)"
     hbm_r: dict[str, int] = {}
     hbm_w: dict[str, int] = {}
@@ -263,8 +265,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
-    if spec.phase != "decode" and schedule is not None and not (schedule.grid_order == "tiles-fastest"
-                                                                  and schedule.key_order == "ascending"):
+    if custom:
         assumptions[1] = (f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {w} programs run at "
                           f"once, in the order of the {schedule.grid_order} grid (iomodel/schedule/launch.py), in waves; "
                           f"each program scans its key blocks {schedule.key_order}.")
@@ -327,6 +328,8 @@ def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params
     k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways)
     k.requested_read, k.requested_write = req_r, req_w
     return k
+
+
 def _check_schedule(schedule: Schedule, spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order: str) -> None:
     """Raise (one line) where a schedule given to :func:`predict_tiled` disagrees with its other arguments."""
     if spec.phase == "decode":
