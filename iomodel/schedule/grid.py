@@ -264,8 +264,9 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
     """
     d, s, H, G = spec.head_dim, spec.width, spec.heads, spec.group
     rank = {kv: n for n, kv in enumerate(order)}
-    need: dict[tuple[int, ...], list[int]] = {}  # (kv, c0[, step]) -> [first step, start row, stop row]
-    per_step: dict[tuple[int, int, int], list[int]] = {}  # descending: (kv, c0, step) -> [start row, stop row]
+    # (kv, c0) ascending, (kv, c0, step) descending (programs reach a chunk at their own steps: one
+    # touch per step) -> [first step, start row, stop row]
+    need: dict[tuple[int, ...], list[int]] = {}
     for bh, i0, i1 in qo:
         b, h = divmod(bh, H)
         kv = b * spec.kv_heads + h // G
@@ -275,23 +276,14 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
             for c0 in range(chunk * (lo // chunk), end, chunk):
                 start, stop = max(c0, lo), min(c0 + chunk, end)
                 step = end - stop if descending else start - lo
-                if descending:  # programs reach a chunk at their own steps: one touch per (chunk, step)
-                    got = per_step.get((kv, c0, step))
-                    if got is None:
-                        per_step[(kv, c0, step)] = [start, stop]
-                    else:
-                        got[0], got[1] = min(got[0], start), max(got[1], stop)
-                    continue
-                got = need.get((kv, c0))
+                item = (kv, c0, step) if descending else (kv, c0)
+                got = need.get(item)
                 if got is None:
-                    need[(kv, c0)] = [step, start, stop]
+                    need[item] = [step, start, stop]
                 else:
                     got[0], got[1], got[2] = min(got[0], step), min(got[1], start), max(got[2], stop)
-    for (kv, c0, step), (start, stop) in per_step.items():
-        need[(kv, c0, step)] = [step, start, stop]
     acc: list[Access] = []
-    for key, (_, start, stop) in sorted(need.items(), key=lambda kv_: (kv_[1][0], rank[kv_[0][0]], kv_[0][1])):
-        kv, c0 = key[0], key[1]
+    for (kv, c0, *_), (_, start, stop) in sorted(need.items(), key=lambda kv_: (kv_[1][0], rank[kv_[0][0]], kv_[0][1])):
         acc.append(Access("K", ("K", kv, c0), (stop - start) * d * s, whole=True))
         acc.append(Access("V", ("V", kv, c0), (stop - start) * d * s, whole=True))
     return acc
@@ -499,7 +491,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
         (waves, requested read bytes per tensor, requested write bytes per tensor); the
         requested bytes equal the model's SRAM_fill rows of ``_bwd_dkdv``.
     """
-    B, Hk, G, n_q, n_k = spec.batch, spec.kv_heads, spec.group, spec.seqlen_q, spec.seqlen_k
+    B, Hk, G, n_k = spec.batch, spec.kv_heads, spec.group, spec.seqlen_k
     d, s, bm, bn = spec.head_dim, spec.width, tiling.bwd_block_m, tiling.bwd_block_n
     S = tiling.bwd_group_splits
     slices = dkdv_slices(G, S)
