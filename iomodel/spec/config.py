@@ -307,8 +307,8 @@ def _which_layers(indices: list[int], total: int | None = None) -> str:
         return f"layers {indices[0]}–{indices[-1]}"
     if len(steps) == 1 and len(indices) > 3:
         step = steps.pop()
-        return f"layers {indices[0]}, {indices[1]}, …, {indices[-1]} (every {step}th from {indices[0]})".replace(
-            "every 2th", "every 2nd").replace("every 3th", "every 3rd")
+        nth = "th" if step % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(step % 10, "th")
+        return f"layers {indices[0]}, {indices[1]}, …, {indices[-1]} (every {step}{nth} from {indices[0]})"
     if len(indices) <= 12:
         return "layers " + ", ".join(map(str, indices))
     return "layers " + ", ".join(map(str, indices[:6])) + ", …, " + ", ".join(map(str, indices[-3:]))
