@@ -216,3 +216,12 @@ def test_histogram_entries_equal_the_listed_sequences(tmp_path):
             parse_seqlens(bad)
         assert "the count after '*' must be a whole number from 1 to 1,000,000" in str(exc.value)
         assert "\n" not in str(exc.value)
+
+
+def test_a_histogram_of_more_than_ten_million_sequences_is_one_line():
+    from iomodel.errors import IomodelError
+    from iomodel.spec.ragged import MAX_SEQUENCES, parse_seqlens
+
+    assert len(parse_seqlens(",".join(["1*1000000"] * 10))) == MAX_SEQUENCES
+    with pytest.raises(IomodelError, match="lists more than 10,000,000 sequences: model a sample"):
+        parse_seqlens(",".join(["1*1000000"] * 11))

@@ -132,11 +132,21 @@ def parse_seqlens(text: str) -> tuple[tuple[int, int], ...]:
             raise IomodelError(f"--seqlens: {t!r} is not a length or a q:k pair of whole numbers: write e.g. "
                                "--seqlens 512,3000,77:4096 (or 512*100 for 100 sequences of 512)")
         pairs += [(nums[0], nums[-1])] * count
+        _check_total(len(pairs), "--seqlens")
     return tuple(pairs)
 
 
 #: Most sequences one histogram entry (``LEN*COUNT``) may stand for.
 MAX_HISTOGRAM_COUNT = 1_000_000
+#: Most sequences a ragged batch may hold in all (each is a tuple in memory).
+MAX_SEQUENCES = 10_000_000
+
+
+def _check_total(n: int, where: str) -> None:
+    """Raise (one line) once a ragged batch lists more than :data:`MAX_SEQUENCES` sequences."""
+    if n > MAX_SEQUENCES:
+        raise IomodelError(f"{where} lists more than {MAX_SEQUENCES:,} sequences: model a sample of the batch "
+                           "(bytes add up per sequence)")
 
 
 def _histogram_count(text: str, where: str) -> tuple[str, int]:
@@ -194,4 +204,5 @@ def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:
         if isinstance(item, str):  # a text line: LEN, q,k, or either with *COUNT (a histogram bin)
             item, count = _histogram_count(item, where(j))
         pairs += [_pair(item, where(j))] * count
+        _check_total(len(pairs), f"--seqlens-file {path}")
     return tuple(pairs)
