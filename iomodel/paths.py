@@ -161,3 +161,36 @@ def write_text(path: str | Path, text: str, option: str) -> Path:
         IomodelError: the file cannot be written.
     """
     return write_bytes(path, text.encode("utf-8"), option)
+
+
+def read_toml(path: str | Path, label: str, missing_fix: str) -> dict:
+    """The table of a TOML file (``tomllib``; ``tomli`` on Python 3.10), every failure one line
+    naming ``label`` (e.g. ``sweep file 'x.toml'``): missing or not a file (then ``missing_fix``),
+    unreadable (permissions, I/O), not UTF-8, or not valid TOML (the parser's line and column).
+
+    Raises:
+        IomodelError: as above.
+    """
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise IomodelError("reading TOML files needs Python >= 3.11 or the tomli package: pip install tomli") from None
+    p = Path(path)
+    if not p.is_file():
+        why = "is a directory" if p.is_dir() else "does not exist"
+        raise IomodelError(f"{label} {why}: {missing_fix}")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise IomodelError(f"{label} cannot be read ({exc.strerror or exc.__class__.__name__}): check its "
+                           "permissions") from None
+    except UnicodeDecodeError:
+        raise IomodelError(f"{label} is not UTF-8 text: save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise IomodelError(f"{label} is not valid TOML ({exc}): fix the file") from None
+

@@ -273,8 +273,8 @@ class ShapeMeasurement:
             if config is not None and (k in config or (impl == "tiled" and k in ("block_m", "block_n"))):
                 jv.number(config.get(k), f"{where}: config.{k}", what="a positive integer", positive=True,
                           integer=True, fix=FIX)
-        if config is not None and "tile_order" in config:
-            jv.string(config["tile_order"], f"{where}: config.tile_order", fix=FIX)
+        if config is not None:
+            _check_launch_fields(config, where)
         kernels = jv.array(d.get("kernels", []), f"{where}: kernels", fix=FIX)
         sram_fill = jv.mapping(d.get("sram_fill"), f"{where}: sram_fill", allow_none=True, fix=FIX)
         for t, v in (sram_fill or {}).items():
@@ -475,6 +475,35 @@ def ragged_spec(spec: LayerSpec, seqlens: tuple[tuple[int, int], ...] | None) ->
     from iomodel.spec.ragged import RaggedSpec
 
     return RaggedSpec(spec, tuple(tuple(p) for p in seqlens))
+
+
+#: Counts of a training step's ``config.backward`` (``kernels.heuristics.BackwardConfig``) the
+#: model reads; absent ``group_splits`` means 1 (records before the dK/dV group split).
+BACKWARD_COUNTS = ("block_m", "block_n", "dq_block_m", "dq_block_n", "preprocess_block_m", "group_splits")
+
+
+def _check_launch_fields(config: dict[str, Any], where: str) -> None:
+    """The launch fields of a record's ``config`` the model reads, each its type or one line:
+    ``tile_order`` and ``grid_order`` names the kernel knows, ``fused_combine`` a boolean, and
+    ``backward`` a mapping whose :data:`BACKWARD_COUNTS` are positive integers.
+
+    Raises:
+        IomodelError: a field of the wrong type or value, naming it.
+    """
+    from iomodel.schedule.launch import GRID_ORDERS, TILE_ORDERS
+
+    if "tile_order" in config:
+        jv.choice(config["tile_order"], f"{where}: config.tile_order", TILE_ORDERS, fix=FIX)
+    if "grid_order" in config:
+        jv.choice(config["grid_order"], f"{where}: config.grid_order", GRID_ORDERS, fix=FIX)
+    if "fused_combine" in config:
+        jv.boolean(config["fused_combine"], f"{where}: config.fused_combine", fix=FIX)
+    if "backward" in config:
+        bwd = jv.mapping(config["backward"], f"{where}: config.backward", allow_none=True, fix=FIX) or {}
+        for k in BACKWARD_COUNTS:
+            if k in bwd:
+                jv.number(bwd[k], f"{where}: config.backward.{k}", what="a positive integer", positive=True,
+                          integer=True, fix=FIX)
 
 
 def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tuple[int, int], ...] | None:

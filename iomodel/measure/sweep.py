@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
+from iomodel.paths import read_toml
 from iomodel.measure.metrics import DEFAULT_METRICS
 from iomodel.measure.records import IMPLS, ragged_spec, read_seqlens, shape_id
 from iomodel.spec import PASSES, LayerSpec
@@ -288,7 +289,12 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     for n, raw in enumerate(entries, 1):
         if not isinstance(raw, dict):
             raise IomodelError(f"{source}: shape {n} must be a table, got {jv.describe(raw)}: fix the file")
-        for entry in _expand({**defaults, **raw}):
+        merged = {**defaults, **raw}
+        empty = sorted(k for k, v in merged.items() if v == [] and k not in ("seqlens",))
+        if empty:  # an empty list expands to no shape at all
+            raise IomodelError(f"{source}: shape {n} gives an empty list for {', '.join(empty)}: give at least one "
+                               "value or drop the key")
+        for entry in _expand(merged):
             entry = {"batch": 1, **entry}
             where = f"{source}: shape {n}"
             impls = entry.pop("impls", ["tiled"])
@@ -394,19 +400,7 @@ def load_sweep(path: str | Path) -> Sweep:
         IomodelError: the file is missing, not TOML, or invalid.
     """
     path = Path(path)
-    if not path.is_file():
-        raise IomodelError(f"sweep file {str(path)!r} does not exist: pass a TOML file such as sweeps/h200.toml")
-    try:
-        import tomllib
-    except ImportError:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            raise IomodelError("reading TOML sweep files needs Python >= 3.11 or the tomli package: pip install tomli") from None
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise IomodelError(f"sweep file {str(path)!r} is not valid TOML ({exc}): fix the file") from None
+    data = read_toml(path, f"sweep file {str(path)!r}", "pass a TOML file such as sweeps/h200.toml")
     return parse_sweep(data, source=str(path))
 
 

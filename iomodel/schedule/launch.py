@@ -148,8 +148,10 @@ class Schedule:
     def __post_init__(self) -> None:
         from iomodel.spec import Tiling
 
+        for name in ("block_m", "block_n", "num_stages", "num_warps"):  # whole numbers (a TOML 64.0 is a float)
+            _positive_int(getattr(self, name), name, "--" + name.replace("_", "-"))
         Tiling(block_m=self.block_m, block_n=self.block_n, num_stages=self.num_stages)  # powers of two, stages >= 1
-        if self.num_warps not in NUM_WARPS or isinstance(self.num_warps, bool):
+        if self.num_warps not in NUM_WARPS:
             raise IomodelError(f"num_warps must be one of {', '.join(map(str, NUM_WARPS))}, got {self.num_warps!r}: "
                                "set --num-warps")
         if self.programs_per_sm is not None:
@@ -272,15 +274,10 @@ def read_schedule_file(path: str | Path) -> dict[str, Any]:
     Raises:
         IomodelError: the file is missing, not TOML, or has an unknown key or a bad value (one line).
     """
-    import tomllib
+    from iomodel.paths import read_toml
 
     path = Path(path)
-    if not path.is_file():
-        raise IomodelError(f"schedule file {str(path)!r} does not exist: pass a TOML file (--schedule FILE.toml)")
-    try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise IomodelError(f"schedule file {str(path)!r} is not valid TOML ({exc}): fix the file") from None
+    data = read_toml(path, f"schedule file {str(path)!r}", "pass a TOML file (--schedule FILE.toml)")
     if set(data) == {"schedule"}:
         data = data["schedule"]
     Schedule.from_mapping(data, f"schedule file {str(path)!r}")  # every value checked
