@@ -275,7 +275,7 @@ def main() -> int:
                     try:
                         P = decode_heads_per_program(H // H_kv, 1)
                         splits = hx.decode_num_splits(B * H_kv * (H // H_kv // P), N_k, var["block_n"],
-                                                      props.multi_processor_count, waves=var["waves"],
+                                                      props.multi_processor_count, var["waves"],  # waves = programs per SM of one round
                                                       min_blocks_per_split=var.get("min_blocks", 4))
                         c = KernelConfig(decode_block_m(P, 1), var["block_n"], var["num_warps"], var["num_stages"],
                                          "decode-split-kv", num_splits=splits, heads_per_program=P)

@@ -18,9 +18,18 @@ of issue 14's 8k decode shape on the CPU with the kernel launches replaced by a 
 counts the launches and ``torch.empty`` calls per call, fused and two-launch; the receipt then
 has ``kind`` ``host-python``.
 
+Every row also times SDPA CUDNN_ATTENTION (GQA as ``enable_gqa=True``) the same way in the same
+run: ``sdpa_cudnn.plain_us`` (back-to-back plain calls) and ``ratio_vs_cudnn`` = cuDNN's plain_us /
+ours (> 1: ours is faster); decode rows add ``device_us`` of both with L2 flushed before each call
+and the host's launch time hidden (:func:`iomodel.bench.timing.time_device_interleaved`) and
+``ratio_vs_cudnn_device``.
+
 Shapes: the decode shapes of issue 14 (B = 1, H = 32, H_kv = 8, HEAD_DIM 128, bf16, N_k = 8192
 and 65536), the decode grid of the kernel-speed bench matrix
-(``iomodel/bench/matrices/kernel-speed-v1.toml``), and the prefill rows of issue 14's table.
+(``iomodel/bench/matrices/kernel-speed-v1.toml``), the ``decode-gqa`` bucket of
+``iomodel/bench/matrices/cuda-v2.toml`` (B = 16, N_k 1k/4k/8k), :data:`HOLDOUT_DECODE` (decode
+shapes outside the split rule's calibration, chosen before they were measured), and the prefill
+rows of issue 14's table.
 
     python benchmarks/host_overhead.py --out receipts/host-overhead-h200.json [--quick]
     python benchmarks/host_overhead.py --out /tmp/host-python.json --python-only
@@ -44,6 +53,14 @@ PREFILL = ((2, 16, 8192, 128, "bf16", False), (2, 16, 8192, 128, "bf16", True),
 #: Decode rows of issue 14 (B, H, H_kv, N_k, HEAD_DIM, dtype); the bench matrix's grid is added.
 ISSUE_DECODE = ((1, 32, 8, 8192, 128, "bf16"), (1, 32, 8, 65536, 128, "bf16"))
 MATRIX = "kernel-speed"
+#: The decode-gqa bucket of the cuda-v2 bench matrix (B, H, H_kv, N_k, HEAD_DIM, dtype).
+BENCH_DECODE = ((16, 32, 8, 1024, 128, "bf16"), (16, 32, 8, 4096, 128, "bf16"), (16, 32, 8, 8192, 128, "bf16"))
+#: Decode shapes outside the calibration of ``kernels.heuristics.decode_num_splits`` (the 8 shapes
+#: of receipts/decode-tune-h200-2026-12-01.json), committed before they were measured: other
+#: groups (Llama-70B's 64/8, MHA 32/32, MQA-like 16/2), HEAD_DIM 64, fp16, odd lengths and batches.
+HOLDOUT_DECODE = ((4, 64, 8, 8192, 128, "bf16"), (8, 32, 32, 4096, 128, "fp16"), (16, 16, 2, 2048, 64, "bf16"),
+                  (3, 28, 4, 20000, 128, "bf16"), (32, 32, 8, 1024, 128, "bf16"), (2, 40, 8, 12345, 128, "fp16"),
+                  (6, 32, 8, 6000, 64, "bf16"), (1, 64, 8, 100000, 128, "bf16"))
 
 
 def decode_shapes(quick: bool) -> list[tuple[int, int, int, int, int, str]]:
@@ -56,6 +73,7 @@ def decode_shapes(quick: bool) -> list[tuple[int, int, int, int, int, str]]:
             row = (s.batch, s.heads, s.kv_heads, s.seqlen_k, s.head_dim, s.dtype)
             if row not in shapes:
                 shapes.append(row)
+        shapes += [r for r in BENCH_DECODE + HOLDOUT_DECODE if r not in shapes]
     return shapes
 
 
@@ -109,6 +127,35 @@ def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
     rec["host_overhead_us"] = rec["plain_us"]["median"] - rec["graph_us"]["median"]
     rec["graph_bitwise"] = bitwise
     return rec
+
+
+def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int, repeats: int) -> dict[str, Any]:
+    """SDPA CUDNN_ATTENTION on the same tensors (``iomodel.bench.backends.attention_call``, GQA as
+    ``enable_gqa=True``; decode rows unmasked: one query row sees every key): ``plain_us``
+    (``{median, min, max}`` over ``repeats`` samples of ``calls`` back-to-back calls, CUDA events),
+    or ``error`` (its first line) when cuDNN refuses the shape."""
+    import torch
+
+    from iomodel.bench.backends import attention_call
+    from iomodel.bench.inputs import dense_inputs
+
+    try:
+        fn = attention_call("sdpa-cudnn", dense_inputs(q, k, v, causal))
+        fn()
+        torch.cuda.synchronize()
+    except Exception as exc:  # a refusal is data, not a crash
+        return {"error": str(exc).splitlines()[0][:200]}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / calls)
+    return {"plain_us": _median(samples)}
 
 
 def python_side(calls: int, repeats: int) -> list[dict[str, Any]]:
@@ -232,6 +279,23 @@ def main(argv: list[str] | None = None) -> int:
         rec = measure(call, args.calls, args.repeats)
         row = {"phase": phase, "batch": B, "heads": H, "kv_heads": H_kv, "seqlen_q": N_q, "seqlen_k": N_k,
                "head_dim": d, "dtype": dt, "causal": causal, "causal_align": align, "config": cfg.to_dict(), **rec}
+        row["set"] = ("holdout" if (B, H, H_kv, N_k, d, dt) in HOLDOUT_DECODE else "bench") if phase == "decode" \
+            else "prefill"
+        cudnn = sdpa_cudnn(q, k, v, causal and phase == "prefill", args.calls, args.repeats)
+        row["sdpa_cudnn"] = cudnn
+        if "plain_us" in cudnn:
+            row["ratio_vs_cudnn"] = cudnn["plain_us"]["median"] / rec["plain_us"]["median"]
+            if phase == "decode":  # device time, L2 flushed, host hidden: ours and cuDNN interleaved
+                from iomodel.bench.backends import attention_call
+                from iomodel.bench.inputs import dense_inputs
+                from iomodel.bench.timing import time_device_interleaved
+
+                dev = time_device_interleaved({"ours": call, "cudnn": attention_call("sdpa-cudnn", dense_inputs(
+                    q, k, v, False))}, rounds=3, reps=20)
+                med = {n: statistics.median(t) * 1e6 for n, t in dev.items()}
+                row["device_us"] = med["ours"]
+                cudnn["device_us"] = med["cudnn"]
+                row["ratio_vs_cudnn_device"] = med["cudnn"] / med["ours"]
         if phase == "decode" and cfg.num_splits > 1 and cfg.fused_combine:  # the two-launch design, same tiles
             two = cfg.with_(fused_combine=False)
 
@@ -246,8 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{phase:8} {B:>2} {H:>3} {H_kv:>4} {N_q:>5} {N_k:>7} {d:>4} {dt:5} {str(causal):6} "
               f"{rec['plain_us']['median']:9.1f} {rec['graph_us']['median']:9.1f} {rec['host_overhead_us']:8.1f} "
-              f"{rec['enqueue_us']['median']:10.1f} {cfg.path} S={cfg.num_splits}"
-              + ("" if rec["graph_bitwise"] else "  GRAPH OUTPUT DIFFERS"), flush=True)
+              f"{rec['enqueue_us']['median']:10.1f} {cfg.path} S={cfg.num_splits} "
+              f"x cuDNN {row.get('ratio_vs_cudnn', float('nan')):.3f} (plain)"
+              + (f" {row['ratio_vs_cudnn_device']:.3f} (device)" if "ratio_vs_cudnn_device" in row else "")
+              + f" [{row['set']}]" + ("" if rec["graph_bitwise"] else "  GRAPH OUTPUT DIFFERS"), flush=True)
         del q, k, v, o, lse
         torch.cuda.empty_cache()
     import triton

@@ -782,6 +782,20 @@ def _num_sms(device: torch.device) -> int:
     return hx.INTERPRETER_NUM_SMS
 
 
+def _smem_per_sm(device: torch.device) -> int:
+    """Shared memory per SM of ``device`` in bytes (cached per device;
+    :data:`heuristics.INTERPRETER_SMEM_PER_SM` off CUDA)."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        key = device.index if device.index is not None else torch.cuda.current_device()
+        if key not in _SMEM_PER_SM:
+            _SMEM_PER_SM[key] = int(torch.cuda.get_device_properties(key).shared_memory_per_multiprocessor)
+        return _SMEM_PER_SM[key]
+    return hx.INTERPRETER_SMEM_PER_SM
+
+
+_SMEM_PER_SM: dict[int, int] = {}
+
+
 def _tma_ok(*tensors: torch.Tensor) -> bool:
     """Whether host tensor descriptors can describe these tensors (16-byte base and strides, unit last stride)."""
     if TensorDescriptor is None:
@@ -1417,7 +1431,8 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         num_sms = _num_sms(q.device)
     if config is None:
         config = hx.decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d,
-                                  num_sms=num_sms, interpreter=INTERPRET, page_size=page_size)
+                                  num_sms=num_sms, dtype=shape.dtype, smem_per_sm=_smem_per_sm(q.device),
+                                  interpreter=INTERPRET, page_size=page_size)
     else:
         _check_config(config, "decode-split-kv")
         p = config.heads_per_program

@@ -21,8 +21,8 @@ Three regimes choose tiles differently:
   dtype, causal and the seqlen buckets of :func:`seqlen_bucket`; the launcher reports the
   configuration the autotuner picked. Without autotuning the launcher runs
   :func:`prefill_default`.
-* GPU decode: deterministic, :func:`decode_plan` (split-KV over ~``DECODE_WAVES`` waves of
-  the SM count).
+* GPU decode: deterministic, :func:`decode_config` (split-KV: as many splits as fill one round
+  of the programs the SMs hold at once, :func:`decode_num_splits`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from iomodel.schedule.grid import estimate_programs_per_sm
 from iomodel.schedule.tiles import (
     decode_block_m,
     decode_heads_per_program,
@@ -37,10 +38,12 @@ from iomodel.schedule.tiles import (
     head_dim_padded,
     next_pow2,
     paged_block_n,
+    program_sram_bytes,
 )
 from iomodel.errors import IomodelError
 from iomodel.schedule.launch import TILE_ORDERS as _SCHEDULE_TILE_ORDERS
-from iomodel.spec import Tiling, cdiv
+from iomodel.spec import Tiling, cdiv, dtype_width
+from iomodel.spec.hardware import H200
 
 #: Query-tile orders of the prefill grid (``KernelConfig.tile_order``): ``forward`` maps
 #: ``program_id(0)`` to query tile i = program_id(0); ``reverse`` to i = T_r - 1 - program_id(0)
@@ -127,6 +130,9 @@ INTERPRETER_DECODE_BLOCK_N = 16
 #: SM count assumed for the split-KV heuristic where no GPU reports one (the interpreter):
 #: small, so that the CPU tests exercise num_splits > 1 with few programs.
 INTERPRETER_NUM_SMS = 4
+#: Shared memory per SM assumed where no GPU reports one (the interpreter): the H200's
+#: (:data:`iomodel.spec.hardware.H200`), so the decode heuristic's resident-program count is a GPU's.
+INTERPRETER_SMEM_PER_SM = H200.smem_per_sm
 
 
 # ----------------------------------------------------------------------------------
@@ -226,11 +232,11 @@ def seqlen_bucket(seqlen: int) -> int:
 # ----------------------------------------------------------------------------------
 # Decode (split-KV), docs/traffic-contract.md "Decode (split-KV), N_q <= 16"
 # ----------------------------------------------------------------------------------
-#: Waves of the SM count the decode grid aims to fill (programs ~= DECODE_WAVES * num_sms).
-DECODE_WAVES = 3
-#: Each split covers at least this many BLOCK_N blocks (keeps the combine and the per-split
-#: Q reload small next to the K/V bytes).
-DECODE_MIN_BLOCKS_PER_SPLIT = 4
+#: Each split covers at least this many BLOCK_N blocks (the per-split Q load, partial store and
+#: merge stay small next to the K/V bytes). 8, not the 4 of issue 3: on the H200 a B = 1, 8k-key
+#: decode ran 22.4 µs with 16 splits of 8 blocks against 26.6 µs with 32 of 4 (fused merge,
+#: device time; receipts/decode-tune-h200-2026-12-01.json, calibration).
+DECODE_MIN_BLOCKS_PER_SPLIT = 8
 #: Upper bound on num_splits (partial buffers and the combine loop stay small).
 DECODE_MAX_SPLITS = 256
 
@@ -251,25 +257,39 @@ def decode_num_splits(
     seqlen_k: int,
     block_n: int,
     num_sms: int,
-    waves: int = DECODE_WAVES,
+    programs_per_sm: int,
     min_blocks_per_split: int = DECODE_MIN_BLOCKS_PER_SPLIT,
 ) -> int:
-    """num_splits so that ``programs_per_split * num_splits`` covers ~``waves`` waves of the SMs.
+    """num_splits so that the decode grid fills one round of resident programs, no more.
+
+    ``target = max(1, ⌊programs_per_sm · num_sms / programs_per_split⌋)``: the most splits whose
+    programs all run at once (one round, no tail of a second, part-filled round), clamped to
+    ``⌊cdiv(seqlen_k, block_n) / min_blocks_per_split⌋`` and :data:`DECODE_MAX_SPLITS`, then
+    recomputed from the split length :func:`iomodel.schedule.tiles.decode_split_len` so that no
+    split is empty. Source (a calibration, not a model of why): on the H200
+    (receipts/decode-tune-h200-2026-12-01.json, B 1..16, H 32 / H_kv 8, d 128, bf16, 8 shapes,
+    every split count side by side) the grid of one round (256 programs on 132 SMs × 2) was the
+    fastest or within 2 % of it on 7 of 8 shapes, while 1.5-2 rounds (416-512 programs, the former
+    rule of ~3 waves of the SM count) were 10-20 % slower than one round.
 
     Args:
         programs_per_split: B * H_kv * (G / P), decode programs per split.
         seqlen_k: keys in the KV cache.
         block_n: BLOCK_N.
         num_sms: streaming multiprocessors of the device.
-        waves: target waves (programs / SMs).
+        programs_per_sm: decode programs one SM holds at once
+            (:func:`iomodel.schedule.grid.estimate_programs_per_sm` of the decode tiles).
         min_blocks_per_split: each split keeps at least this many BLOCK_N blocks.
 
     Returns:
-        The number of non-empty splits (>= 1): the target is clamped by the
-        minimum split length, then recomputed from the split length
-        :func:`iomodel.schedule.tiles.decode_split_len` so that no split is empty.
+        The number of non-empty splits (>= 1).
+
+    >>> decode_num_splits(128, 8192, 64, 132, 2)  # B 16, H_kv 8, one program per group: 264 // 128
+    2
+    >>> decode_num_splits(8, 8192, 64, 132, 2)  # B 1: 33 by the round, 128 blocks // 8 = 16 by length
+    16
     """
-    target = cdiv(waves * num_sms, programs_per_split)
+    target = max(1, (programs_per_sm * num_sms) // programs_per_split)
     max_by_len = max(1, cdiv(seqlen_k, block_n) // min_blocks_per_split)
     splits = max(1, min(target, max_by_len, DECODE_MAX_SPLITS))
     return cdiv(seqlen_k, decode_split_len(seqlen_k, splits, block_n))
@@ -292,6 +312,8 @@ def decode_config(
     seqlen_k: int,
     head_dim: int,
     num_sms: int,
+    dtype: str,
+    smem_per_sm: int,
     interpreter: bool = False,
     num_splits: int | None = None,
     heads_per_program: int | None = None,
@@ -307,6 +329,11 @@ def decode_config(
         seqlen_q, seqlen_k: N_q (1..16) and N_k.
         head_dim: HEAD_DIM (d).
         num_sms: SM count (the device's; :data:`INTERPRETER_NUM_SMS` in the interpreter).
+        dtype: canonical dtype name of q, k, v (its width sizes the K/V stages in shared memory).
+        smem_per_sm: shared memory of one SM in bytes (the device's, ``Hardware.smem_per_sm``;
+            :data:`INTERPRETER_SMEM_PER_SM` in the interpreter): with the tiles' shared memory
+            (:func:`iomodel.schedule.tiles.program_sram_bytes`) it gives the programs one SM
+            holds, which :func:`decode_num_splits` fills one round of.
         interpreter: use the interpreter's small BLOCK_N.
         num_splits, heads_per_program, block_n, num_warps, num_stages: overrides
             (``None``: the heuristic).
@@ -320,13 +347,18 @@ def decode_config(
     group = heads // kv_heads
     p = heads_per_program or decode_heads_per_program(group, seqlen_q)
     bn = block_n or paged_block_n(decode_block_n(head_dim, interpreter), page_size)
+    bm = decode_block_m(p, seqlen_q)
+    warps = num_warps or 4
+    stages = num_stages or (1 if interpreter else 3)
     if num_splits is None:
-        num_splits = decode_num_splits(batch * kv_heads * (group // p), seqlen_k, bn, num_sms)
+        per_sm = estimate_programs_per_sm(
+            program_sram_bytes(bm, bn, stages, head_dim_padded(head_dim), dtype_width(dtype)), warps, smem_per_sm)
+        num_splits = decode_num_splits(batch * kv_heads * (group // p), seqlen_k, bn, num_sms, per_sm)
     return KernelConfig(
-        block_m=decode_block_m(p, seqlen_q),
+        block_m=bm,
         block_n=bn,
-        num_warps=num_warps or 4,
-        num_stages=num_stages or (1 if interpreter else 3),
+        num_warps=warps,
+        num_stages=stages,
         path="decode-split-kv",
         num_splits=num_splits,
         heads_per_program=p,
@@ -346,9 +378,10 @@ FUSED_COMBINE_MAX_K_ELEMENTS = 1 << 25
 
 
 __all__ = [
-    "DECODE_WAVES",
+    "DECODE_MIN_BLOCKS_PER_SPLIT",
     "FUSED_COMBINE_MAX_K_ELEMENTS",
     "INTERPRETER_NUM_SMS",
+    "INTERPRETER_SMEM_PER_SM",
     "INTERPRETER_PREFILL",
     "KernelConfig",
     "TILE_ORDERS",

@@ -166,7 +166,7 @@ def test_decode_config_fuses_the_merge_up_to_32k_cached_tokens_of_llama_3_8b():
 
     assert FUSED_COMBINE_MAX_K_ELEMENTS == 32768 * 8 * 128
     got = {(b, n): decode_config(batch=b, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=n, head_dim=128,
-                                 num_sms=132).fused_combine
+                                 num_sms=132, dtype="bf16", smem_per_sm=228 * 1024).fused_combine
            for b, n in ((1, 8192), (1, 32768), (2, 16384), (4, 8192), (1, 32769), (1, 65536), (4, 16384))}
     assert got == {(1, 8192): True, (1, 32768): True, (2, 16384): True, (4, 8192): True,
                    (1, 32769): False, (1, 65536): False, (4, 16384): False}

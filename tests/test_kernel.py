@@ -183,7 +183,8 @@ def test_every_output_element_is_written(monkeypatch, N_q, N_k, causal, align, s
     config = None
     if splits is not None:
         config = hx.decode_config(batch=2, heads=4, kv_heads=2, seqlen_q=N_q, seqlen_k=N_k, head_dim=48,
-                                  num_sms=4, interpreter=True, num_splits=splits)
+                                  num_sms=4, dtype="fp16", smem_per_sm=hx.INTERPRETER_SMEM_PER_SM, interpreter=True,
+                                  num_splits=splits)
     o, lse = flash_attention(q, k, v, causal, align, config=config)
     assert not torch.isnan(o).any() and not torch.isnan(lse).any()
     assert_matches_reference(q, k, v, causal, align, o, lse)
@@ -231,15 +232,17 @@ def test_reported_config_prefill_in_interpreter():
 
 
 def test_reported_config_decode_is_the_heuristic_hand_computed():
-    """B=1, H=8, H_kv=2, N_q=1, N_k=300, 4 SMs: G=4, P=4 (4*1 <= 128), BLOCK_M=16, BLOCK_N=16;
-    programs per split = 1*2*(4/4) = 2; target = ceil(3*4/2) = 6 splits; at least 4 blocks
-    per split caps it at ceil(300/16) // 4 = 4; L = ceil(ceil(300/4)/16)*16 = 80; ceil(300/80) = 4."""
+    """B=1, H=8, H_kv=2, N_q=1, N_k=300, 4 SMs of 228 KiB: G=4, P=4 (4*1 <= 128), BLOCK_M=16,
+    BLOCK_N=16, 1 stage; a program's shared memory (16·32 + 2·16·32)·2 = 3,072 B, so an SM holds
+    min(233472 // 3072, 64 // 4 warps, 32) = 16 programs; programs per split = 1*2*(4/4) = 2;
+    one round = 16*4 // 2 = 32 splits; at least 8 blocks per split caps it at ceil(300/16) // 8
+    = 2; L = ceil(ceil(300/2)/16)*16 = 160; ceil(300/160) = 2."""
     q, k, v = _make(1, 8, 2, 1, 300, 32, torch.bfloat16, seed=0)
     o, lse, cfg = flash_attention(q, k, v, return_config=True, num_sms=4)
     assert (cfg.path, cfg.block_m, cfg.block_n, cfg.num_splits, cfg.heads_per_program) == (
-        "decode-split-kv", 16, 16, 4, 4)
-    assert tiles.decode_split_len(300, 4, 16) == 80
-    assert cfg.tiling() == Tiling(block_m=16, block_n=16, num_stages=1, num_splits=4, heads_per_program=4)
+        "decode-split-kv", 16, 16, 2, 4)
+    assert tiles.decode_split_len(300, 2, 16) == 160
+    assert cfg.tiling() == Tiling(block_m=16, block_n=16, num_stages=1, num_splits=2, heads_per_program=4)
     assert_matches_reference(q, k, v, False, "top-left", o, lse)
 
 
@@ -358,12 +361,31 @@ def test_decode_block_m_and_split_len():
 
 
 def test_decode_num_splits_on_h200():
-    """B=1, H_kv=8, G/P=1, N_k=8192, BLOCK_N=64, 132 SMs: target ceil(3*132/8) = 50 splits,
-    cap 128 blocks // 4 = 32; L = ceil(256/64)*64 = 256 keys; 8192 / 256 = 32 splits."""
-    assert hx.decode_num_splits(8, 8192, 64, 132) == 32
-    # B=8: 64 programs per split -> ceil(396/64) = 7 splits; L = ceil(1171/64)*64 = 1216 -> 7
-    assert hx.decode_num_splits(64, 8192, 64, 132) == 7
-    assert hx.decode_num_splits(8, 100, 64, 132) == 1
+    """B=1, H_kv=8, G/P=1, N_k=8192, BLOCK_N=64, 132 SMs holding 2 programs each: one round is
+    264 // 8 = 33 splits, capped at 128 blocks // 8 = 16; L = 512 keys; 8192 / 512 = 16 splits."""
+    assert hx.decode_num_splits(8, 8192, 64, 132, 2) == 16
+    # B=8: 64 programs per split -> 264 // 64 = 4 splits (one round of 256 programs); L = 2048 -> 4
+    assert hx.decode_num_splits(64, 8192, 64, 132, 2) == 4
+    # B=16: 128 per split -> 2; B=40: 320 per split, more than one round -> 1
+    assert hx.decode_num_splits(128, 8192, 64, 132, 2) == 2
+    assert hx.decode_num_splits(320, 8192, 64, 132, 2) == 1
+    assert hx.decode_num_splits(8, 100, 64, 132, 2) == 1
+    # 3000 keys in 47 blocks: 47 // 8 = 5 splits by length; L = ceil(600/64)*64 = 640 -> 5
+    assert hx.decode_num_splits(8, 3000, 64, 132, 2) == 5
+
+
+def test_decode_config_programs_per_sm_from_shared_memory():
+    """The H200 decode tiles (BLOCK_M 16, BLOCK_N 64, 3 stages, d 128, bf16) take
+    (16 + 2·3·64)·128·2 = 102,400 B: 2 per 228 KiB SM, so B = 16, H 32 / H_kv 8 gets 264 // 128 = 2
+    splits; fp32 doubles the bytes (1 per SM: 132 // 128 = 1 split) and d 64 halves them (4 per SM:
+    528 // 128 = 4 splits, capped by 8192 / 64 = 128 blocks // 8 = 16)."""
+    from iomodel.spec.hardware import H200
+
+    def splits(dtype, d):
+        return hx.decode_config(batch=16, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=8192, head_dim=d, num_sms=132,
+                                dtype=dtype, smem_per_sm=H200.smem_per_sm).num_splits
+
+    assert (splits("bf16", 128), splits("fp32", 128), splits("fp16", 64)) == (2, 1, 4)
 
 
 def test_heuristics_import_neither_torch_nor_triton():

@@ -37,10 +37,10 @@ def test_same_key_same_plan_other_key_other_plan():
 
 
 def test_decode_plan_holds_the_split_kv_launches():
-    q, k, v = _qkv(B=1, H=8, H_kv=2, N_q=1, N_k=256, d=32)
+    q, k, v = _qkv(B=1, H=8, H_kv=2, N_q=1, N_k=512, d=32)
     p = fa._plan(q, k, v, True, "bottom-right", None)
-    # interpreter decode: BLOCK_N 16, 4 SMs, P = 4 heads per program, 2 programs per split:
-    # target cdiv(3 waves * 4, 2) = 6, capped by 256 / 16 = 16 blocks // 4 blocks per split = 4
+    # interpreter decode: BLOCK_N 16, 4 SMs holding 16 programs each, P = 4 heads per program, 2
+    # programs per split: one round 64 // 2 = 32 splits, capped by 512 / 16 = 32 blocks // 8 per split = 4
     assert p.path == "decode-split-kv" and p.config.num_splits == 4 and p.config.heads_per_program == 4
     assert p.part_shapes == ((1, 8, 4, 1, 32), (1, 8, 4, 1))
     # fused (the default): one launch, one int32 counter per program group (B·H_kv·G/P = 2)
@@ -51,7 +51,7 @@ def test_decode_plan_holds_the_split_kv_launches():
 
 
 def test_fused_decode_workspace_is_cached_and_allocates_nothing_per_call(monkeypatch):
-    q, k, v = _qkv(B=1, H=8, H_kv=2, N_q=1, N_k=256, d=32)
+    q, k, v = _qkv(B=1, H=8, H_kv=2, N_q=1, N_k=512, d=32)
     fa.flash_attention(q, k, v, True, "bottom-right")
     p = fa._plan(q, k, v, True, "bottom-right", None)
     o_part, lse_part, sem = p.workspace[None]  # the interpreter's one stream key

@@ -127,9 +127,10 @@ def test_decode_bytes_match_the_contract(B, H, H_kv, N_q, N_k, causal, align, S,
         config = KernelConfig(decode_block_m(P, N_q), 16, 4, 1, "decode-split-kv", num_splits=S,
                               heads_per_program=P, fused_combine=fused)
     elif not fused:  # the heuristic's tiles with the separate combine kernel
-        from kernels.heuristics import decode_config
+        from kernels.heuristics import INTERPRETER_SMEM_PER_SM, decode_config
 
         config = decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d, num_sms=4,
+                               dtype="fp16", smem_per_sm=INTERPRETER_SMEM_PER_SM,
                                interpreter=True).with_(fused_combine=False)
     got, cfg = _count(q, k, v, causal=causal, causal_align=align, config=config, num_sms=4)
     assert cfg.fused_combine is fused

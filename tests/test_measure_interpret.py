@@ -202,14 +202,15 @@ def test_interpreter_counts_equal_model_sram_fill(shape):
 
 
 def test_decode_shapes_cover_split_and_no_split():
-    from kernels.heuristics import INTERPRETER_NUM_SMS, decode_config
+    from kernels.heuristics import INTERPRETER_NUM_SMS, INTERPRETER_SMEM_PER_SM, decode_config
 
     splits = set()
     for s in SHAPES:
         if s[4] <= 16:
             B, H, H_kv, d, N_q, N_k = s[:6]
             cfg = decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d,
-                                num_sms=INTERPRETER_NUM_SMS, interpreter=True)
+                                num_sms=INTERPRETER_NUM_SMS, dtype=s[6], smem_per_sm=INTERPRETER_SMEM_PER_SM,
+                                interpreter=True)
             splits.add(cfg.num_splits > 1)
     assert splits == {True, False}
     assert len(SHAPES) >= 20

@@ -29,7 +29,8 @@ def config_for(spec: LayerSpec) -> dict:
     """What the launcher would report on an H200 without autotuning (kernels/heuristics.py, pure Python)."""
     if spec.phase == "decode":
         return hx.decode_config(batch=spec.batch, heads=spec.heads, kv_heads=spec.kv_heads, seqlen_q=spec.seqlen_q,
-                                seqlen_k=spec.seqlen_k, head_dim=spec.head_dim, num_sms=H200.num_sms).to_dict()
+                                seqlen_k=spec.seqlen_k, head_dim=spec.head_dim, num_sms=H200.num_sms,
+                                dtype=spec.dtype, smem_per_sm=H200.smem_per_sm).to_dict()
     c = hx.prefill_default(spec.head_dim, spec.dtype, spec.causal, "prefill-tma")
     return hx.KernelConfig(c.block_m, c.block_n, c.num_warps, c.num_stages, "prefill-tma").to_dict()
 

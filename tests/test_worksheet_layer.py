@@ -72,7 +72,7 @@ def test_kernel_tiles_come_from_the_kernel_heuristics():
     t = resolve_layer(phase="decode", seqlen=8192).tiling
     assert (t.heads_per_program, t.block_m) == (4, 16)
     cfg = heuristics.decode_config(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=8192, head_dim=128,
-                                   num_sms=132)
+                                   num_sms=132, dtype="bf16", smem_per_sm=228 * 1024)
     assert t == cfg.tiling()
 
 

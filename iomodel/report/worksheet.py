@@ -121,7 +121,8 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
             capacity = spec.seqlen_k if spec.page_size is None else spec.max_pages * spec.page_size
             cfg = h.decode_config(batch=spec.batch, heads=spec.heads, kv_heads=spec.kv_heads,
                                   seqlen_q=spec.seqlen_q, seqlen_k=capacity, head_dim=spec.head_dim,
-                                  num_sms=hardware.num_sms, page_size=spec.page_size)
+                                  num_sms=hardware.num_sms, dtype=spec.dtype, smem_per_sm=hardware.smem_per_sm,
+                                  page_size=spec.page_size)
             return cfg.tiling(), (
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
                 "kernel runs for this shape)"
