@@ -362,7 +362,8 @@ def decode_config(
         path="decode-split-kv",
         num_splits=num_splits,
         heads_per_program=p,
-        fused_combine=batch * seqlen_k * kv_heads * head_dim <= FUSED_COMBINE_MAX_K_ELEMENTS,
+        fused_combine=(num_splits <= FUSED_COMBINE_MAX_SPLITS
+                       or batch * seqlen_k * kv_heads * head_dim <= FUSED_COMBINE_MAX_K_ELEMENTS),
     )
 
 
@@ -375,11 +376,18 @@ def decode_config(
 #: fused kernel's GPU time is 7-13 µs longer), beyond that they tie within 1 %. A calibration, not
 #: a validated model of why.
 FUSED_COMBINE_MAX_K_ELEMENTS = 1 << 25
+#: ... and, whatever the size, while num_splits is at most this: the last program of a group then
+#: reads at most 8 partials. Source: receipts/decode-tune-h200-2026-12-01.json (H200, device time,
+#: both designs at every split count side by side): with S <= 8 the fused kernel was as fast or
+#: faster on 6 of 7 (shape, S) pairs (B 4..16, up to 1.3 µs slower once), at S = 13-14 mixed, at
+#: S >= 16 the combine kernel faster on every pair (by 1.8-33 µs). A calibration, not a model.
+FUSED_COMBINE_MAX_SPLITS = 8
 
 
 __all__ = [
     "DECODE_MIN_BLOCKS_PER_SPLIT",
     "FUSED_COMBINE_MAX_K_ELEMENTS",
+    "FUSED_COMBINE_MAX_SPLITS",
     "INTERPRETER_NUM_SMS",
     "INTERPRETER_SMEM_PER_SM",
     "INTERPRETER_PREFILL",

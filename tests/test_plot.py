@@ -58,17 +58,18 @@ def test_decode_seqlen_plot_varies_the_kv_cache():
     lay = resolve_layer(phase="decode", seqlen=8192)
     fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[1024, 8192])
     assert "KV-cache length" in fig.axes[0].get_xlabel()
-    assert (lay.tiling.num_splits, lay.tiling.heads_per_program) == (32, 4)  # the layer's tiles, kept along the curve
+    assert (lay.tiling.num_splits, lay.tiling.heads_per_program) == (16, 4)  # the layer's tiles, kept along the curve
     tiled = _line(fig.axes[0], "tiled (bundled kernel)")
-    # Llama-3-8B decode, bf16, H = 32, H_kv = 8, HEAD_DIM 128, one query row, 32 splits. Per N_k:
+    # Llama-3-8B decode, bf16, H = 32, H_kv = 8, HEAD_DIM 128, one query row, 16 splits (one round of
+    # 132 SMs x 2 programs is 33, capped by 128 blocks // 8 per split). Per N_k:
     #   K and V (1, 8, N_k, 128) read once: 2 * 8 * N_k * 128 * 2 B
-    #   Q (1, 32, 1, 128) read by every split: 32 * 32 * 128 * 2 = 262,144 B
-    #   fp32 partials O_PART (32, 1, 32, 1, 128) and LSE_PART (32, 1, 32, 1) written, then read by each
-    #   group's last split program: 2 * (524,288 + 4,096) = 1,056,768 B; O written 8,192 B, LSE (fp32) 128 B
-    #   fused counters SEM: 8 groups (B·H/P = 32 / 4), one int32 atomic per program (32 · 8 · 4 B read
-    #   and written) and one reset store per group (8 · 4 B): 1,024 + 1,056 = 2,080 B
+    #   Q (1, 32, 1, 128) read by every split: 16 * 32 * 128 * 2 = 131,072 B
+    #   fp32 partials O_PART (1, 32, 16, 1, 128) and LSE_PART (1, 32, 16, 1) written, then read by each
+    #   group's last split program: 2 * (262,144 + 2,048) = 528,384 B; O written 8,192 B, LSE (fp32) 128 B
+    #   fused counters SEM: 8 groups (B·H/P = 32 / 4), one int32 atomic per program (16 · 8 · 4 B read
+    #   and written) and one reset store per group (8 · 4 B): 512 + 544 = 1,056 B
     assert lay.tiling.fused_combine
-    fixed = 262_144 + 1_056_768 + 8_192 + 128 + 2_080
+    fixed = 131_072 + 528_384 + 8_192 + 128 + 1_056
     assert list(tiled.get_ydata()) == [2 * 8 * n * 128 * 2 + fixed for n in (1024, 8192)]
 
 
