@@ -332,71 +332,6 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
              _to_dtype(dq, DQ.dtype.element_ty, EMULATE_BF16), mask=row_ok)
 
 
-@triton.jit
-def _bwd_dkdv_tma(desc_q, desc_k, desc_v, desc_do, desc_dq, desc_dk, desc_dv, LSE, DELTA, sm_scale,
-                  H, H_KV, G, N_Q, N_K, CAUSAL_OFF,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  CAUSAL: tl.constexpr, GQA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
-    """dK, dV of one key tile of one KV head and its dQ contributions, tensor descriptors (TMA)
-    on sm_90: the loads and dots of ``_bwd_dkdv`` with ATOMIC_DQ (the same tiles, rows and
-    bytes), five dots per (key tile, query tile) pair, and each pair's fp32 dQ rows
-    ``scale · dS K`` added into the fp32 accumulator by a TMA reduce (``cp.reduce.async.bulk``,
-    FlashAttention-3's dQ) instead of element atomics. Descriptors rank 4 with boxes
-    [1, 1, BLOCK, HEAD_DIM] (TMA zero-fills rows beyond N and drops their writes)."""
-    j = tl.program_id(0)
-    b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
-    start_n = j * BLOCK_N
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    offs_m0 = tl.arange(0, BLOCK_M)
-    k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-    v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
-    if CAUSAL:
-        lo = tl.maximum(start_n - CAUSAL_OFF, 0)
-        lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
-    else:
-        lo = 0
-    hi = N_Q
-    n_m = (hi - lo + BLOCK_M - 1) // BLOCK_M
-    g = 0
-    start_m = lo
-    for _ in tl.range(0, G * n_m, warp_specialize=WARP_SPECIALIZE):
-        h = hk * G + g
-        q = desc_q.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
-        do = desc_do.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
-        offs_m = start_m + offs_m0
-        row = (b * H + h).to(tl.int64) * N_Q
-        lse2 = _lse2(LSE + row, offs_m, N_Q)
-        delta = tl.load(DELTA + row + offs_m, mask=offs_m < N_Q, other=0.0)
-        s_t = tl.dot(k, tl.trans(q))  # (BLOCK_N, BLOCK_M) fp32
-        p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])
-        if CAUSAL:
-            p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFF, p_t, 0.0)
-        dv = tl.dot(p_t.to(do.dtype), do, dv)  # dV += P^T dO
-        dp_t = tl.dot(v, tl.trans(do))  # (dO V^T)^T
-        ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)
-        dk = tl.dot(ds_t, q, dk)  # dK += dS^T Q
-        dq = tl.dot(tl.trans(ds_t), k) * sm_scale  # (BLOCK_M, HEAD_DIM) fp32
-        desc_dq.atomic_add([b, h, start_m, 0], dq.reshape(1, 1, BLOCK_M, HEAD_DIM))
-        start_m += BLOCK_M
-        wrap = start_m >= hi
-        g += wrap.to(tl.int32)
-        start_m = tl.where(wrap, lo, start_m)
-    dk = dk * sm_scale
-    desc_dk.store([b, hk, start_n, 0], dk.to(desc_dk.dtype).reshape(1, 1, BLOCK_N, HEAD_DIM))
-    desc_dv.store([b, hk, start_n, 0], dv.to(desc_dv.dtype).reshape(1, 1, BLOCK_N, HEAD_DIM))
-
-
-@triton.jit
-def _bwd_dq_convert(DQ_ACC, DQ, n, BLOCK: tl.constexpr):
-    """dQ in the input dtype from the fp32 accumulator (flat, contiguous): one read, one write."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    ok = offs < n
-    tl.store(DQ + offs, tl.load(DQ_ACC + offs, mask=ok).to(DQ.dtype.element_ty), mask=ok)
-
-
 # ====================================================================================
 # Host code
 # ====================================================================================
@@ -512,34 +447,6 @@ def flash_attention_backward(
             num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
     if return_config:
         return dq, dk, dv, config
-    return dq, dk, dv
-
-
-def _backward_tma(do, q, k, v, o, lse, causal, causal_align="top-left", sm_scale=None, *, block_m=64, block_n=128,
-                  num_warps=8, num_stages=2, warp_specialize=False, preprocess_block_m=128):
-    """Experimental (GPU, sm_90): the fused dK/dV + TMA-reduce dQ backward. Returns (dq, dk, dv)."""
-    from kernels.flash_attention import TensorDescriptor
-    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
-    B, H, N_q, d = q.shape
-    H_kv, N_k = k.shape[1], k.shape[2]
-    off = causal_offset(causal_align, N_q, N_k) if causal else 0
-    dq = _alloc((B, H, N_q, d), q.dtype, q.device)
-    dk = _alloc((B, H_kv, N_k, d), q.dtype, q.device)
-    dv = _alloc((B, H_kv, N_k, d), q.dtype, q.device)
-    delta = _alloc((B, H, N_q), torch.float32, q.device)
-    dq_acc = torch.zeros((B, H, N_q, d), dtype=torch.float32, device=q.device)
-    _bwd_preprocess[(triton.cdiv(N_q, preprocess_block_m), B * H)](
-        o, do, delta, *o.stride(), *do.stride(), H, N_q,
-        HEAD_DIM=d, HEAD_DIM_PAD=d, BLOCK_M=preprocess_block_m, num_warps=PREPROCESS_NUM_WARPS)
-    def desc(t, rows):
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, d])
-    _bwd_dkdv_tma[(triton.cdiv(N_k, block_n), B * H_kv)](
-        desc(q, block_m), desc(k, block_n), desc(v, block_n), desc(do, block_m), desc(dq_acc, block_m),
-        desc(dk, block_n), desc(dv, block_n), lse, delta, sm_scale, H, H_kv, shape.group, N_q, N_k, off,
-        HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, GQA=shape.group > 1,
-        WARP_SPECIALIZE=warp_specialize, num_warps=num_warps, num_stages=num_stages)
-    n = dq.numel()
-    _bwd_dq_convert[(triton.cdiv(n, 4096),)](dq_acc, dq, n, BLOCK=4096, num_warps=4)
     return dq, dk, dv
 
 

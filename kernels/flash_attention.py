@@ -122,40 +122,9 @@ def _to_dtype(x, dtype: tl.constexpr, EMULATE_BF16: tl.constexpr):
 
 
 @triton.jit
-def _exp2_fma(x):
-    """2^x for x <= 0 on the FMA/ALU pipes only (no MUFU ``ex2``; FlashAttention-4's trick):
-    x = j + f with j = round(x) by the 1.5·2^23 magic add and f in [-1/2, 1/2]; 2^f by a cubic
-    (relative-error least squares on [-1/2, 1/2], max relative error 1.3e-4, below bf16's 2^-8);
-    2^j added to the exponent bits. x below -127 gives 2^-127 (not 0): finite scores only."""
-    x = tl.maximum(x, -127.0)
-    t = x + 12582912.0  # 1.5 * 2^23: the low mantissa bits of t hold round(x)
-    f = x - (t - 12582912.0)
-    p = (0.05494387 * f + 0.2420823) * f + 0.69327698
-    p = p * f + 1.0
-    bits = p.to(tl.int32, bitcast=True) + (t.to(tl.int32, bitcast=True) << 23)
-    return bits.to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _exp2_mixed(x, EXP2_FMA: tl.constexpr):
-    """2^x of a (BLOCK_M, BLOCK_N) score tile: EXP2_FMA 0, all on MUFU (``tl.math.exp2``); 1, the odd
-    columns by :func:`_exp2_fma` (half the exponentials move to the FMA pipes); 2, all by it."""
-    if EXP2_FMA == 0:
-        return tl.math.exp2(x)
-    elif EXP2_FMA == 1:
-        BM: tl.constexpr = x.shape[0]
-        BN: tl.constexpr = x.shape[1]
-        a, b = tl.split(tl.reshape(x, [BM, BN // 2, 2]))
-        return tl.reshape(tl.join(tl.math.exp2(a), _exp2_fma(b)), [BM, BN])
-    else:
-        return _exp2_fma(x)
-
-
-@triton.jit
 def _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K, CAUSAL_OFF,
                          MASKED: tl.constexpr, CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                         EMULATE_BF16: tl.constexpr, WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False,
-                         EXP2_FMA: tl.constexpr = 0):
+                         EMULATE_BF16: tl.constexpr, WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
     """One K/V block of the online softmax (FlashAttention-2, Algorithm 1, lines 8-10).
 
     q (BLOCK_M, D), k and v (BLOCK_N, D); acc (BLOCK_M, D) fp32; l_i, m_i (BLOCK_M,) fp32,
@@ -180,7 +149,7 @@ def _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs
     else:
         # every key of the block is visible to every row: scores are finite.
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # qk_scale > 0 (checked on the host)
-        p = _exp2_mixed(qk * qk_scale - m_new[:, None], EXP2_FMA)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None]
@@ -409,7 +378,7 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, IN_DTYPE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                   EMULATE_BF16: tl.constexpr, REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
-                  HEADS_FASTEST: tl.constexpr = False, EXP2_FMA: tl.constexpr = 0):
+                  HEADS_FASTEST: tl.constexpr = False):
     """Prefill forward, tensor descriptors (TMA). Same grid (and grid orders) and blocks as ``_attn_fwd``.
 
     Descriptors are rank 4 over (B, H, N, d) (K, V: (B, H_kv, N_k, d)) with boxes
@@ -441,7 +410,7 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
         k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, q, k, v, qk_scale, start_n, offs_m, offs_n, N_K,
-                                             CAUSAL_OFF, False, CAUSAL, "tf32", EMULATE_BF16, EXP2_FMA=EXP2_FMA)
+                                             CAUSAL_OFF, False, CAUSAL, "tf32", EMULATE_BF16)
     acc, l_i, m_i = _tma_masked_blocks(acc, l_i, m_i, q, desc_k, desc_v, b, hk, qk_scale, full_end, hi, N_K, offs_m,
                                        offs_n, CAUSAL_OFF, WIN_L, WIN_R, HEAD_DIM, BLOCK_N, CAUSAL, EMULATE_BF16,
                                        WINDOW)
