@@ -56,23 +56,40 @@ for _command in COMMANDS:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``iomodel`` console script (exit 2 with one line on bad input).
 
-    Usage errors (unknown option, non-integer size) are typer's own: one usage line and
-    exit status 2. :class:`IomodelError` from any command is printed as one line. Standard
-    output that cannot be written (a full device, a closed pipe) is one line on standard
-    error and exit status 2 as well (files are written atomically: see :mod:`iomodel.paths`).
+    Usage errors that typer finds (an unknown option, ``--batch 1.5``, ``--programs-per-sm nan``)
+    are one line too, naming the option and the command's ``--help``, with typer's exit status
+    (2). :class:`IomodelError` from any command is printed as one line. Standard output that
+    cannot be written (a full device, a closed pipe) is one line on standard error and exit
+    status 2 as well (files are written atomically: see :mod:`iomodel.paths`).
     """
     try:
-        app(args=argv, prog_name="iomodel")
+        code = app(args=argv, prog_name="iomodel", standalone_mode=False)
     except IomodelError as exc:
-        one_line = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # a path or value holding a newline
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
+        _error_line(str(exc))
         sys.exit(exc.exit_code)
+    except typer.Abort:  # Ctrl-C or end of input at a prompt
+        _error_line("aborted")
+        sys.exit(1)
+    except typer.TyperException as exc:  # typer's usage errors: its message, without the usage box
+        ctx = getattr(exc, "ctx", None)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        hint = f" (see '{ctx.command_path} --help')" if getattr(ctx, "command_path", None) else ""
+        _error_line(f"{message}{hint}")
+        sys.exit(getattr(exc, "exit_code", 2))
     except OSError as exc:  # writing standard output failed: ENOSPC on a full device, EPIPE on a closed pipe
         _quiet_stdout()
         with contextlib.suppress(OSError):
             print(f"error: cannot write the output ({exc.strerror or exc}): write it to a file with -o, "
                   "or to a device with space", file=sys.stderr)
         sys.exit(2)
+    if isinstance(code, int) and not isinstance(code, bool) and code:  # typer.Exit(code) of a command
+        sys.exit(code)
+
+
+def _error_line(text: str) -> None:
+    """Print ``error: text`` as one line on standard error (a newline in a path or value is shown as \\n)."""
+    one_line = text.replace("\r", "\\r").replace("\n", "\\n")
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
 
 
 def _quiet_stdout() -> None:

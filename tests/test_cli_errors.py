@@ -192,3 +192,28 @@ def test_stdout_on_a_full_device_is_one_line(args):
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == [
         "error: cannot write the output (No space left on device): write it to a file with -o, or to a device with space"]
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["worksheet", "--batch", "1.5"], ["Invalid value for '--batch'", "valid integer", "'iomodel worksheet --help'"]),
+    (["worksheet", "--programs-per-sm", "nan"], ["Invalid value for '--programs-per-sm'", "iomodel worksheet --help"]),
+    (["plot", "--nosuch"], ["No such option: --nosuch", "'iomodel plot --help'"]),
+    (["nosuchcmd"], ["No such command 'nosuchcmd'", "'iomodel --help'"]),
+    (["reconcile"], ["Missing argument", "'iomodel reconcile --help'"]),
+])
+def test_typer_usage_errors_are_one_line(capsys, argv, needles):
+    """Usage errors that typer itself finds (a float where an integer goes, an unknown option or
+    command, a missing argument) are one line naming the option and the command's --help, exit 2,
+    not typer's six-line box."""
+    assert_one_line_error(capsys, argv, *needles)
+
+
+def test_a_command_exit_status_survives_the_entry_point(capsys, monkeypatch):
+    """typer.Exit(1) of a command (the worksheet's failed units check, a model defect) still exits
+    1 through the entry point, and a normal run exits 0."""
+    import iomodel.report.worksheet as W
+
+    assert run_cli(capsys, ["presets"])[0] == 0
+    monkeypatch.setattr(W.Worksheet, "units_ok", property(lambda self: False))
+    code, _, err = run_cli(capsys, ["worksheet"])
+    assert code == 1 and "do not reduce to bytes" in err

@@ -120,8 +120,9 @@ def test_limits_come_from_the_hardware():
     small.check(spec, H200)
     with pytest.raises(IomodelError) as exc:
         Schedule(block_m=16, block_n=16, num_stages=1, num_warps=1, programs_per_sm=33).check(spec, H200)
+    # the advice meets every limit at once: 233,472 // 12,288 = 19 programs of shared memory
     assert str(exc.value) == ("programs_per_sm 33 is over the H200's 32 resident blocks per SM (CUDA C++ Programming "
-                              "Guide, compute capability 9.0): use --programs-per-sm 32 or fewer")
+                              "Guide, compute capability 9.0): use --programs-per-sm 19 or fewer")
     with pytest.raises(IomodelError) as exc:
         Schedule(block_m=16, block_n=16, num_stages=1, num_warps=4, programs_per_sm=17).check(spec, H200)
     assert "17 × num_warps 4 = 68 warps is over the H200's 64 resident warps per SM" in str(exc.value)
@@ -175,7 +176,7 @@ def test_worksheet_records_the_schedule_and_its_estimate(capsys, tmp_path):
     (["--seqlen", "1024", "--grid-order", "zigzag"], "grid order 'zigzag' is unknown"),
     (["--seqlen", "1024", "--key-order", "up"], "key order 'up' is unknown"),
     (["--seqlen", "1024", "--tile-order", "up"], "tile order 'up' is unknown"),
-    (["--seqlen", "1024", "--programs-per-sm", "40"], "use --programs-per-sm 32 or fewer"),
+    (["--seqlen", "1024", "--programs-per-sm", "40"], "use --programs-per-sm 1 or fewer"),  # 229,376 B per program
     (["--seqlen", "1024", "--num-warps", "3"], "num_warps must be one of 1, 2, 4, 8, 16"),
     (["--phase", "decode", "--seqlen", "1024", "--seqlen-q", "1", "--grid-order", "heads-fastest"],
      "the launch schedule describes the prefill forward kernel"),

@@ -205,7 +205,8 @@ class Schedule:
         program bytes`` at most ``hardware.smem_per_sm``.
 
         Raises:
-            IomodelError: one line naming the limit and the value to use.
+            IomodelError: one line naming the first limit broken and the largest value that meets
+                all three (not only that one).
         """
         tiling = self.tiling()
         tiling.check_fits(spec, hardware.smem_per_block, hardware.name)
@@ -214,19 +215,20 @@ class Schedule:
             return
         cc = "{}.{}".format(*hardware.compute_capability)
         blocks, warps = hardware.max_blocks_per_sm, hardware.max_warps_per_sm
+        need = tiling.sram_bytes(spec)
+        # the most that meets all three limits at once, so one message gives a value that launches
+        most = max(1, min(blocks, warps // self.num_warps, hardware.smem_per_sm // need))
         if pps > blocks:
             raise IomodelError(f"programs_per_sm {pps} is over the {hardware.name}'s {blocks} resident blocks per SM "
-                               f"(CUDA C++ Programming Guide, compute capability {cc}): use --programs-per-sm {blocks} "
+                               f"(CUDA C++ Programming Guide, compute capability {cc}): use --programs-per-sm {most} "
                                "or fewer")
         if pps * self.num_warps > warps:
             raise IomodelError(f"programs_per_sm {pps} × num_warps {self.num_warps} = {pps * self.num_warps} warps is over "
                                f"the {hardware.name}'s {warps} resident warps per SM (compute capability {cc}): use "
-                               f"--programs-per-sm {warps // self.num_warps} or fewer")
-        need = tiling.sram_bytes(spec)
+                               f"--programs-per-sm {most} or fewer")
         if pps * need > hardware.smem_per_sm:
-            fit = hardware.smem_per_sm // need
             raise IomodelError(f"programs_per_sm {pps} × {need:,} B of shared memory per program = {pps * need:,} B is over "
-                               f"the {hardware.name}'s {hardware.smem_per_sm:,} B per SM: use --programs-per-sm {fit} "
+                               f"the {hardware.name}'s {hardware.smem_per_sm:,} B per SM: use --programs-per-sm {most} "
                                "or fewer, or smaller tiles")
 
     def to_dict(self) -> dict[str, Any]:
