@@ -41,7 +41,9 @@ FEATURE_SHAPES = {"ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdou
                   "ncu-h200-peers-calib1-2026-12-01.json": 12,
                   # hold-outs of the fused decode merge, the grid-order model and the dK/dV group split
                   "ncu-h200-serving1-fused-2026-12-01.json": 10, "ncu-h200-grid-order1-2026-12-01.json": 12,
-                  "ncu-h200-train-split1-2026-12-01.json": 12, "ncu-h200-window2-2026-12-01.json": 14}
+                  "ncu-h200-train-split1-2026-12-01.json": 12, "ncu-h200-window2-2026-12-01.json": 14,
+                  # the decode hold-out of the one-round split rule (issue 14)
+                  "ncu-h200-decode-splits1-2026-12-01.json": 12}
 
 
 def test_the_receipts_are_committed():

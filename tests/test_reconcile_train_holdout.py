@@ -24,6 +24,7 @@ RAGGED2 = "ncu-h200-ragged2-2026-12-01.json"
 SERVING_FUSED, GRID_ORDER = "ncu-h200-serving1-fused-2026-12-01.json", "ncu-h200-grid-order1-2026-12-01.json"
 SPLIT1 = "ncu-h200-train-split1-2026-12-01.json"
 WINDOW2 = "ncu-h200-window2-2026-12-01.json"
+DECODE_SPLITS1 = "ncu-h200-decode-splits1-2026-12-01.json"
 
 
 @functools.lru_cache(maxsize=None)
@@ -222,3 +223,15 @@ def test_second_window_holdout_every_shape_within_both_ways():
     assert len(rows) == 14
     assert all(rec.within(r, "HBM", "read") and rec.within(r, "HBM", "write") for r in rows)
     _assert_counts(WINDOW2, "tiled", "L2", (14, 14), (13, 14))
+
+
+@pytest.mark.parametrize("level, read, write", [
+    # reads within ±10 % on every shape; the writes (KiB of partials, O and counters) stay dirty in
+    # L2 and pass by the 1 MiB floor, as in the earlier decode receipts
+    ("HBM", (12, 12), (12, 12)),
+    ("L2", (12, 12), (12, 12)),
+])
+def test_decode_hold_out_of_the_one_round_split_rule(level, read, write):
+    """sweeps/h200-decode-splits1.toml (committed before measurement, fourth session): 12 decode
+    shapes under kernels.heuristics' one-round split rule, 1 to 32 splits, fused and combine."""
+    _assert_counts(DECODE_SPLITS1, "tiled", level, read, write)
