@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     if isinstance(code, int) and not isinstance(code, bool) and code:  # typer.Exit(code) of a command
         sys.exit(code)
+    sys.exit(0)  # a normal run ends in SystemExit(0), as typer's standalone mode did (in-process callers rely on it)
 
 
 def _error_line(text: str) -> None:
