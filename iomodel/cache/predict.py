@@ -13,17 +13,18 @@ named causes (:mod:`iomodel.cache.causes`). The model, its fits and their receip
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
 from iomodel.cache.params import STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
+from iomodel.cache.stream import fast_kernel_l2
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
 from iomodel.schedule.launch import TILE_ORDERS, Schedule, tiles_per_group
 from iomodel.schedule.grid import (REDUCE_DKDV_KERNEL, Access, ReadGroup, combine_waves, decode_split_rows,
-                                   decode_waves, dkdv_waves, dq_waves, dkdv_query_ranges, key_span_rows,
-                                   prefill_key_ranges, prefill_waves, preprocess_waves, reduce_dkdv_waves)
+                                   decode_waves, dkdv_query_span, dkdv_waves, dq_waves, prefill_key_span,
+                                   prefill_waves, preprocess_waves, reduce_dkdv_waves)
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Tensors of the forward pass that are layer inputs (the rest are outputs or intermediates).
@@ -101,6 +102,42 @@ def _finish(algorithm: str, kernels: list[KernelL2], floor_r: int, floor_w: int,
     assert floor_w + sum(c.write_bytes for c in causes) == write, "write causes do not add up"
     return L2Prediction(algorithm, read, write, floor_r, floor_w, no_reuse_r, no_reuse_w, l2_r, l2_w,
                         no_reuse_r - read, causes, kernels, assumptions)
+
+
+def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, build: Callable[..., Any], *,
+              tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending") -> KernelL2:
+    """One kernel launch of a prefill layer through a cold L2, as simulated bytes per tensor.
+
+    :func:`iomodel.cache.stream.fast_kernel_l2` where it applies (the streaming kernels: the same
+    bytes as the simulation, computed without visiting every wave), else
+    :func:`~iomodel.cache.simulate.simulate` on the waves ``build`` gives
+    (:mod:`iomodel.schedule.grid`: ``prefill_waves``, ``dkdv_waves`` ...; read groups where it
+    takes ``grouped``).
+
+    Args:
+        name: the kernel (``fwd kernel``, ``_bwd_preprocess``, ``_bwd_dkdv``, ``_bwd_dq``,
+            ``_bwd_reduce_dkdv``); spec, tiling: the layer and its tiles.
+        params: the L2 and the launch (``resident_programs`` is W).
+        build: the wave builder of this kernel.
+        tile_order, grid_order, key_order: the forward's launch (``prefill_waves``).
+
+    Returns:
+        :class:`~iomodel.cache.simulate.KernelL2` with its requested bytes.
+
+    Raises:
+        IomodelError: from the wave builder (an unknown order).
+    """
+    w = params.resident_programs
+    k = fast_kernel_l2(name, spec, tiling, w, params.capacity, params.write_share, params.ways,
+                       tile_order=tile_order, grid_order=grid_order, key_order=key_order)
+    if k is not None:
+        return k
+    launch = {"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order} if build is prefill_waves else {}
+    grouped = {} if build in (preprocess_waves, reduce_dkdv_waves) else {"grouped": True}
+    waves, r, wr = build(spec, tiling, w, **launch, **grouped)
+    k = simulate(name, waves, params.capacity, params.write_share, params.ways)
+    k.requested_read, k.requested_write = r, wr
+    return k
 
 
 def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
@@ -197,13 +234,16 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     req_r: dict[str, int] = {}
     req_w: dict[str, int] = {}
 
-    def launch(name: str, built: tuple[list[list[Access]], dict[str, int], dict[str, int]]) -> None:
-        waves, r, wr = built
-        k = simulate(name, waves, cap, share, ways)
-        k.requested_read, k.requested_write = r, wr
+    def launch(name: str, built: tuple[list[list[Access]], dict[str, int], dict[str, int]] | KernelL2) -> None:
+        if isinstance(built, KernelL2):  # the fast exact evaluation (iomodel.cache.stream)
+            k = built
+        else:
+            waves, r, wr = built
+            k = simulate(name, waves, cap, share, ways)
+            k.requested_read, k.requested_write = r, wr
         kernels.append(k)
-        _add(req_r, r)
-        _add(req_w, wr)
+        _add(req_r, k.requested_read)
+        _add(req_w, k.requested_write)
 
     custom = False  # a prefill schedule other than the bundled kernel's (set below)
     if spec.phase == "decode":
@@ -216,9 +256,10 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         grid_order = schedule.grid_order if schedule is not None else "tiles-fastest"
         key_order = schedule.key_order if schedule is not None else "ascending"
         custom = (grid_order, key_order) != ("tiles-fastest", "ascending")  # not the bundled kernel's launch
-        launch("fwd kernel", prefill_waves(spec, tiling, w, tile_order if schedule is None else schedule.tile_order,
-                                           grouped=True, grid_order=grid_order, key_order=key_order))
-        touched_rows = B * Hk * key_span_rows(prefill_key_ranges(spec, tiling))  # the keys some tile loads
+        order = tile_order if schedule is None else schedule.tile_order
+        launch("fwd kernel", kernel_l2("fwd kernel", spec, tiling, params, prefill_waves, tile_order=order,
+                                       grid_order=grid_order, key_order=key_order))
+        touched_rows = B * Hk * prefill_key_span(spec, tiling)  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
         heads = cdiv(w, tiles_per_group(grid_order, t_r)) + 1  # query heads one wave spans
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
@@ -458,8 +499,8 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
                                 spec.seqlen_q, spec.seqlen_k)
     row_q = 2 * d * s + LSE_WIDTH + FP32_WIDTH  # Q, dO, LSE, Delta bytes of one query row
     q_bytes, kv_bytes = B * H * n_q * d * s, B * Hk * n_k * d * s
-    q_span = key_span_rows(dkdv_query_ranges(spec, tiling))  # query rows some key tile loads (n_q - lo_0 unwindowed)
-    dq_keys = key_span_rows(prefill_key_ranges(spec, Tiling(block_m=tiling.dq_block_m, block_n=tiling.dq_block_n)))
+    q_span = dkdv_query_span(spec, tiling)  # query rows some key tile loads (n_q - lo_0 unwindowed)
+    dq_keys = prefill_key_span(spec, Tiling(block_m=tiling.dq_block_m, block_n=tiling.dq_block_n))
     S = tiling.bwd_group_splits
     part_bytes = 2 * S * B * Hk * n_k * d * FP32_WIDTH  # dK_part and dV_part (S > 1)
     floor = {
@@ -522,16 +563,11 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order)
     kernels = [replace(k, name="_attn_fwd") for k in fwd.kernels]
     floor = training_floor(spec, tiling)
-    cap, share, ways = params.capacity, params.write_share, params.ways
     refetch: dict[str, int] = {}
     builds = {"_bwd_preprocess": preprocess_waves, "_bwd_dkdv": dkdv_waves, REDUCE_DKDV_KERNEL: reduce_dkdv_waves,
               "_bwd_dq": dq_waves}
     for name in names[1:]:
-        build = builds[name]
-        grouped = {} if build in (preprocess_waves, reduce_dkdv_waves) else {"grouped": True}
-        waves, r, wr = build(spec, tiling, par[name].resident_programs, **grouped)
-        k = simulate(name, waves, cap, share, ways)
-        k.requested_read, k.requested_write = r, wr
+        k = kernel_l2(name, spec, tiling, par[name], builds[name])
         kernels.append(k)
         refetch[name] = sum(k.hbm_read.values()) - floor[name][0]
     floor_r = fwd.floor_read_bytes + sum(f[0] for f in floor.values())

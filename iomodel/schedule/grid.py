@@ -159,6 +159,23 @@ def key_span_rows(ranges: list[tuple[int, int]]) -> int:
     return total
 
 
+def prefill_key_span(spec: LayerSpec, tiling: Tiling) -> int:
+    """K (or V) rows of one head that some prefill program loads: :func:`key_span_rows` of
+    :func:`prefill_key_ranges` (rows).
+
+    Without a window every range starts at key 0 and ``end_i`` grows with the tile i, so the union
+    is the last tile's range (O(1), not a pass over the T_r tiles); under a band, the union of the
+    ranges.
+    """
+    if spec.band is not None:
+        return key_span_rows(prefill_key_ranges(spec, tiling))
+    n_q, n_k, bm, bn = spec.seqlen_q, spec.seqlen_k, tiling.block_m, tiling.block_n
+    if not spec.causal:
+        return n_k
+    hi = min(max(n_q + spec.causal_offset, 0), n_k)  # the last tile, i = T_r − 1: min((i+1)·BM, N_q) = N_q
+    return min(n_k, cdiv(hi, bn) * bn)
+
+
 #: Key rows per K/V chunk of the prefill simulation: a wave's programs stream their KV heads'
 #: K/V side by side, block after block, so the simulation interleaves them in chunks of
 #: this many key rows (rounded up to a multiple of BLOCK_N). Source: L2 model round 2, from
@@ -446,6 +463,22 @@ def dkdv_query_ranges(spec: LayerSpec, tiling: Tiling) -> list[tuple[int, int]]:
         hi = min(max((j + 1) * bn - off + wl, 0), n_q)
         out.append((lo, min(n_q, cdiv(hi, bm) * bm)) if hi > lo else (lo, lo))
     return out
+
+
+def dkdv_query_span(spec: LayerSpec, tiling: Tiling) -> int:
+    """Query rows of one head that some ``_bwd_dkdv`` key tile loads: :func:`key_span_rows` of
+    :func:`dkdv_query_ranges` (rows).
+
+    Without a window the ranges are ``[lo_j, N_q)`` with lo_j growing with j, so the union is
+    ``N_q − lo_0`` (O(1)); under a band, the union of the ranges.
+    """
+    if spec.band is not None:
+        return key_span_rows(dkdv_query_ranges(spec, tiling))
+    if not spec.causal:
+        return spec.seqlen_q
+    bm = tiling.bwd_block_m
+    lo0 = min(bm * (max(0, -spec.causal_offset) // bm), spec.seqlen_q)  # dkdv_query_lo at j = 0
+    return spec.seqlen_q - lo0
 
 
 def dkdv_slices(group: int, splits: int) -> list[tuple[int, int]]:

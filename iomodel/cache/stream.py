@@ -1,0 +1,1042 @@
+"""The L2 model of the streaming kernels, exact and fast (issue 12, item 4): the simulation's
+bytes, to the bit, without visiting every wave.
+
+:func:`iomodel.cache.simulate.simulate` walks every access of every wave through the
+set-associative cache (:class:`~iomodel.cache.set_assoc.SetAssoc`, a Fenwick tree of stack
+distances); its cost grows with the square of the length (waves × K/V chunks per wave). This
+module computes the same expected bytes for the kernels whose waves have a simple structure,
+the *streaming* kernels:
+
+* the Q-stationary forward (``fwd kernel``) and ``_bwd_dq`` in the bundled kernel's order (grid
+  tiles-fastest, key blocks ascending, no window band; either query-tile order): each wave reads
+  fresh Q rows, streams its KV heads' K/V chunks (chunk-major, KV heads in ascending order) and
+  writes fresh outputs;
+* ``_bwd_dkdv`` when every key tile loads every query row (no causal mask cuts a tile's rows,
+  no band; one group slice): the wave's programs run in lockstep, each (query head, row chunk)
+  touched once per wave, passes over the group's heads outermost;
+* ``_bwd_preprocess`` and ``_bwd_reduce_dkdv``: nothing is re-read.
+
+Three facts make it fast and keep it exact:
+
+1. **Saturation.** :func:`~iomodel.cache.set_assoc.evict_probability` returns exactly 1.0 once a
+   stack distance passes :func:`saturation_distance` (about 4·C for 24 ways): an item that deep
+   is gone, whatever its exact depth. So only the top of the LRU stack is kept
+   (:class:`_Engine`, numpy arrays of entry weights), and an access is a whole number of missed
+   bytes once it is deep.
+2. **One touch per item per wave.** Within a wave every item is touched at most once, so a
+   wave's stack distances come from prefix sums (numpy): the weight above an item's last entry,
+   less what this wave already moved up, plus what this wave pushed before it. Weights are whole
+   bytes times the write share (0.5): every sum is exact, so the distances are the very doubles
+   the Fenwick tree gives, and each probability is :func:`evict_probability` of that double.
+3. **Certified waves.** A wave whose every re-touched item is provably deep (a lower bound on
+   its distance, from the previous wave's stream, past the saturation distance) misses exactly
+   its requested bytes: runs of such waves (the bulk of a long sequence) are added in closed
+   form (:mod:`iomodel.cache.sums` adds their whole numbers in the simulation's order), and only
+   their last waves, whose entries set the state the next wave sees, are processed.
+
+Sums are taken in the simulation's order (:class:`~iomodel.cache.sums.OrderedSums`), so the
+expected bytes equal the simulation's floats, not only their rounding (tests/test_l2_stream.py
+compares the floats on random shapes). Kernels or schedules outside this list (causal
+``_bwd_dkdv``, window bands, other grid or key orders, decode, a fully associative L2 or a
+write share that is not a dyadic fraction) get None from :func:`fast_kernel_l2`: the caller
+simulates them wave by wave.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from iomodel.cache.set_assoc import (_LOG_INT, _LOG_TINY, _VECTOR_MIN_ITEMS, evict_probability, finish_item,
+                                     finish_probabilities)
+from iomodel.cache.simulate import KernelL2, _rounded
+from iomodel.cache.sums import OrderedSums
+from iomodel.errors import IomodelError
+from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows
+from iomodel.schedule.launch import TILE_ORDERS
+from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
+
+#: Kernels :func:`fast_kernel_l2` knows, by the name :func:`iomodel.cache.predict.predict_training_step` gives them.
+FAST_KERNELS = ("fwd kernel", "_attn_fwd", "_bwd_preprocess", "_bwd_dkdv", "_bwd_dq", REDUCE_DKDV_KERNEL)
+#: Most stream items (lanes × row chunks) the engine indexes densely (8 bytes each): beyond it the
+#: caller simulates (a bound on memory, 256 MiB, not on time).
+MAX_STREAM_ITEMS = 1 << 25
+
+
+def _one_by_shortcut(distance: float, capacity: float, ways: int) -> bool:
+    """Whether :func:`evict_probability` returns 1.0 by one of its shortcuts (far tail, Chernoff)."""
+    lam = ways * distance / capacity
+    if lam >= ways + 12.0 * math.sqrt(lam) + 12.0:
+        return True
+    a1 = ways - 1
+    return a1 > 0 and lam > a1 and -lam + a1 * (1.0 + math.log(lam) - _LOG_INT[a1]) < _LOG_TINY
+
+
+def saturation_distance(capacity: float, ways: int) -> float:
+    """A stack distance from which :func:`~iomodel.cache.set_assoc.evict_probability` is exactly 1.0 (bytes).
+
+    Both of its shortcuts to 1.0 are monotone in the distance D (λ = A·D/C): the far tail
+    ``λ >= A + 12√λ + 12`` grows with λ past λ = 36, the Chernoff bound
+    ``−λ + (A−1)(1 + ln λ − ln(A−1)) < ln 2^-60`` falls with λ past A − 1. The threshold is found
+    by bisection on D and widened by 2^-20 of itself, so every D at or above it takes a shortcut.
+
+    Args:
+        capacity: effective L2 bytes C; ways: associativity A (1 .. MAX_L2_WAYS).
+
+    Returns:
+        the distance in bytes (for A = 24 about 4.1·C).
+    """
+    lo, hi = 0.0, capacity
+    while not _one_by_shortcut(hi, capacity, ways):
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if _one_by_shortcut(mid, capacity, ways):
+            hi = mid
+        else:
+            lo = mid
+    out = hi * (1.0 + 2.0**-20)
+    assert _one_by_shortcut(out, capacity, ways) and _one_by_shortcut(out * 2.0, capacity, ways)
+    return out
+
+
+class _Wave:
+    """Consecutive waves' accesses for :meth:`_Engine.steps`, in time order (positions 0 .. n−1).
+
+    Attributes:
+        weight: float64 (n,), the weight each access pushes (bytes × 1 for reads, × write share for
+            writes); the stream slots are filled by the engine (they depend on the item's extent).
+        spos: int64, positions of the stream accesses; lane, chunk, rows: their item (lane, row
+            chunk) and the rows they touch; wave_of: the wave (0 .. n_waves−1) of each.
+        need_wave, need_lanes, need_rows: per wave, the prefix of rows each of its lanes streams
+            (the lane's extent afterwards), in wave order.
+        wpos, wtensor, wbytes: positions, tensors (indices into the engine's ``write_names``) and
+            bytes of the fresh writes (dirty items).
+        fresh: (tensor, total bytes, largest term) of the fresh reads (each a whole miss).
+        n_waves: how many waves.
+    """
+
+    __slots__ = ("weight", "spos", "lane", "chunk", "rows", "wave_of", "need_wave", "need_lanes", "need_rows", "wpos",
+                 "wtensor", "wbytes", "fresh", "n_waves")
+
+    def __init__(self, weight, spos, lane, chunk, rows, need_lanes, need_rows, wpos, wtensor, wbytes, fresh,
+                 wave_of=None, need_wave=None, n_waves=1):
+        self.weight, self.spos, self.lane, self.chunk, self.rows = weight, spos, lane, chunk, rows
+        self.wave_of = np.zeros(len(spos), dtype=np.int64) if wave_of is None else wave_of
+        self.need_lanes, self.need_rows = need_lanes, need_rows
+        self.need_wave = np.zeros(len(need_lanes), dtype=np.int64) if need_wave is None else need_wave
+        self.wpos, self.wtensor, self.wbytes, self.fresh, self.n_waves = wpos, wtensor, wbytes, fresh, n_waves
+
+    def cut(self, weight_kept: float, per_sum: int) -> tuple["_Wave", int]:
+        """This (one) wave without the head of its stream: the fewest last stream accesses whose
+        rows weigh at least ``weight_kept`` (rows × ``per_sum`` bytes) are kept. Returns the cut
+        wave and the rows dropped (their misses are whole: the caller adds them)."""
+        keep_from = len(self.rows)
+        if keep_from:
+            tail = np.cumsum(self.rows[::-1] * per_sum)  # weight of the last 1, 2, ... accesses
+            keep_from = len(self.rows) - min(len(self.rows), int(np.searchsorted(tail, weight_kept)) + 1)
+        if keep_from == 0:
+            return self, 0
+        first = int(self.spos[0])
+        assert self.n_waves == 1 and int(self.spos[-1]) - first + 1 == len(self.spos)  # one stretch of one wave
+        drop = np.arange(first, first + keep_from)
+        cut = _Wave(np.delete(self.weight, drop), self.spos[keep_from:] - keep_from, self.lane[keep_from:],
+                    self.chunk[keep_from:], self.rows[keep_from:], self.need_lanes, self.need_rows,
+                    self.wpos - keep_from, self.wtensor, self.wbytes, self.fresh)
+        return cut, int(self.rows[:keep_from].sum())
+
+
+def _concat(blocks: list[_Wave]) -> _Wave:
+    """Consecutive blocks of waves as one (positions and wave indices shifted)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    offs = np.cumsum([0] + [len(b.weight) for b in blocks]).tolist()
+    wofs = np.cumsum([0] + [b.n_waves for b in blocks]).tolist()
+    cat = np.concatenate
+    fresh: dict[str, list[int]] = {}
+    for b in blocks:
+        for t, total, largest in b.fresh:
+            got = fresh.setdefault(t, [0, 0])
+            got[0] += total
+            got[1] = max(got[1], largest)
+    return _Wave(cat([b.weight for b in blocks]), cat([b.spos + o for b, o in zip(blocks, offs)]),
+                 cat([b.lane for b in blocks]), cat([b.chunk for b in blocks]), cat([b.rows for b in blocks]),
+                 cat([b.need_lanes for b in blocks]), cat([b.need_rows for b in blocks]),
+                 cat([b.wpos + o for b, o in zip(blocks, offs)]), cat([b.wtensor for b in blocks]),
+                 cat([b.wbytes for b in blocks]), [(t, tot, big) for t, (tot, big) in fresh.items()],
+                 cat([b.wave_of + o for b, o in zip(blocks, wofs)]), cat([b.need_wave + o for b, o in zip(blocks, wofs)]),
+                 wofs[-1])
+
+
+class _Engine:
+    """The top of the set-associative LRU stack, and the expected bytes so far, for one kernel.
+
+    Items: *stream* items (lane, row chunk), read-only groups of the tensors ``names`` with
+    ``per_row`` bytes per row each, whose extent is ``clip(M[lane] − chunk·c, 0, chunk)`` rows (M:
+    the longest prefix of the lane streamed so far); *fresh* items, touched once (new Q rows,
+    outputs). Entries: one per access, in time order; ``w`` holds the weight of the entries from
+    time ``t0`` on (0 once an entry is superseded), older ones are deep (at least
+    :func:`saturation_distance` below the top). Same semantics as
+    :class:`~iomodel.cache.set_assoc.SetAssoc` with read groups (``simulate``'s exact case).
+    """
+
+    def __init__(self, capacity: int, write_share: float, ways: int, n_lanes: int, n_chunks: int, chunk: int,
+                 per_row: tuple[int, ...], names: tuple[str, ...], write_names: tuple[str, ...]) -> None:
+        self.capacity = float(capacity)
+        self.share = write_share
+        self.ways = ways
+        self.d_sat = saturation_distance(self.capacity, ways)
+        self.chunk, self.n_chunks = chunk, max(1, n_chunks)
+        self.per = np.array(per_row, dtype=np.int64)
+        self.per_sum = int(sum(per_row))
+        self.per_after = np.array([sum(per_row[m:]) for m in range(len(per_row))], dtype=np.int64)
+        self.per_before = np.array([sum(per_row[:m]) for m in range(len(per_row))], dtype=np.int64)
+        self.names = names
+        self.M = np.zeros(max(1, n_lanes), dtype=np.int64)
+        self.entry = np.full(max(1, n_lanes) * self.n_chunks, -1, dtype=np.int64)  # time of the item's entry, -1 none
+        self.w = np.zeros(0)  # entry weights from time t0 on
+        self.item = np.zeros(0, dtype=np.int64)  # the stream item of each entry, -1 for fresh ones
+        self.t0 = 0
+        self.now = 0
+        self.sums = OrderedSums()
+        self.write_names = write_names
+        self._dirty: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (tensor, bytes, entry time) not yet deep
+        self.deep_bytes: dict[str, int] = {}  # dirty items known deep: bytes per tensor
+        self.deep_count = 0
+        self.waves = 0
+        self._trim_at = 4096
+
+    def _suffix(self) -> np.ndarray:
+        """``out[k]`` = weight of the entries after entry k (exact: dyadic sums)."""
+        out = np.zeros(len(self.w))
+        if len(self.w) > 1:
+            out[:-1] = np.cumsum(self.w[:0:-1])[::-1]
+        return out
+
+    def _probabilities(self, dist: np.ndarray) -> np.ndarray:
+        """:func:`evict_probability` of each distance (1.0 at or past the saturation distance)."""
+        p = np.ones(dist.shape)
+        low = dist < self.d_sat
+        if low.any():
+            vals, inv = np.unique(dist[low], return_inverse=True)
+            cap, ways = self.capacity, self.ways
+            p[low] = np.array([evict_probability(v, cap, ways) for v in vals.tolist()])[inv.ravel()]
+        return p
+
+    def steps(self, block: _Wave) -> None:
+        """Run consecutive waves: their misses into the sums, their entries onto the stack.
+
+        An access whose item has an entry at time t_old (on the kept stack, or earlier in these
+        waves) lies below the weight pushed after t_old (prefix sums of the entry weights), less the
+        entries superseded since: those of the earlier re-touches whose old entries lay above t_old
+        (:func:`_moved_up`; none when items are re-touched in the order of their last touches).
+        """
+        weight, spos, lane, chunk_of, rows = block.weight, block.spos, block.lane, block.chunk, block.rows
+        chunk, n = self.chunk, len(weight)
+        item = lane * self.n_chunks + chunk_of
+        old = np.minimum(np.maximum(self._extent_before(block) - chunk_of * chunk, 0), chunk)  # rows before
+        np.maximum.at(self.M, block.need_lanes, block.need_rows)
+        weight[spos] = np.maximum(old, rows) * self.per_sum
+        t_new = self.now + spos
+        t_old = self.entry[item]
+        last = None
+        if block.n_waves > 1 and len(item):  # an earlier touch within these waves supersedes the kept entry
+            order = np.argsort(item, kind="stable")
+            same = item[order[1:]] == item[order[:-1]]
+            t_old[order[1:][same]] = t_new[order[:-1][same]]
+            last = order[np.concatenate((~same, [True]))]  # each item's last touch
+        alive = np.nonzero(t_old >= self.t0)[0]
+        miss = [(rows * per).astype(np.float64) for per in self.per.tolist()]  # new or deep: every byte misses
+        if len(alive):
+            g_old = t_old[alive] - self.t0
+            pushed = np.concatenate((self.w, weight))  # weights as pushed (superseded ones not yet zeroed)
+            cum = np.cumsum(pushed)
+            g_new = t_new[alive] - self.t0
+            between = cum[g_new - 1] - cum[g_old]  # pushed after the old entry, before this access
+            if len(g_old) > 1 and bool((g_old[1:] < g_old[:-1]).any()):
+                between = between - _moved_up(g_old, pushed[g_old])  # entries moved up before this access
+            o, b = old[alive], rows[alive]
+            grow = b > o
+            dist = np.empty((len(alive), len(self.per)))
+            dist[:] = (between + o * self.per_sum)[:, None]  # no member grows: one distance, the group's weight on top
+            if grow.any():  # member m: the members behind it at their old bytes, those before it at their new
+                g = np.nonzero(grow)[0]
+                dist[g] = between[g, None] + (o[g, None] * self.per_after[None, :] + b[g, None] * self.per_before[None, :])
+            p = self._probabilities(dist)
+            for m, per in enumerate(self.per.tolist()):
+                om, bm = o * per, b * per
+                miss[m][alive] = np.where(grow, om * p[:, m] + (bm - om), bm * p[:, m])
+            pre = g_old < len(self.w)  # superseded entries: kept ones, and those of these waves
+            self.w[g_old[pre]] = 0.0
+            self.item[g_old[pre]] = -1
+            inner = g_old[~pre] - len(self.w)
+            weight[inner] = 0.0
+        else:
+            inner = np.zeros(0, dtype=np.int64)
+        for m, name in enumerate(self.names):
+            self.sums.add_array(name, miss[m])
+        for tensor, total, largest in block.fresh:
+            self.sums.add_whole_run(tensor, total, largest)
+        new_item = np.full(n, -1, dtype=np.int64)
+        new_item[spos] = item
+        new_item[inner] = -1
+        self.w = np.concatenate((self.w, weight))
+        self.item = np.concatenate((self.item, new_item))
+        if last is None:
+            self.entry[item] = t_new
+        else:
+            self.entry[item[last]] = t_new[last]
+        if len(block.wpos):
+            self._dirty.append((block.wtensor, block.wbytes, self.now + block.wpos))
+        self.now += n
+        self.waves += block.n_waves
+        if len(self.w) > self._trim_at:
+            self._trim()
+
+    def _extent_before(self, block: _Wave) -> np.ndarray:
+        """M of each stream access's lane before its wave: the engine's M, grown by the earlier
+        waves of the block (rows; a running maximum per lane over the waves' needs)."""
+        base = self.M[block.lane]
+        if block.n_waves == 1 or not len(block.lane):
+            return base
+        span = block.n_waves + 1
+        key = block.need_lanes * span + block.need_wave
+        order = np.argsort(key, kind="stable")
+        key_s, rows_s, lane_s = key[order], block.need_rows[order], block.need_lanes[order]
+        rank = np.concatenate(([0], np.cumsum(lane_s[1:] != lane_s[:-1])))  # lane segments, ascending
+        lift = rank * (int(rows_s.max()) + 1)
+        run = np.maximum.accumulate(rows_s + lift) - lift  # running maximum within each lane
+        at = np.searchsorted(key_s, block.lane * span + block.wave_of) - 1  # the lane's last need before the wave
+        ok = at >= 0
+        ok[ok] = lane_s[at[ok]] == block.lane[ok]
+        prev = np.zeros(len(block.lane), dtype=np.int64)
+        prev[ok] = run[at[ok]]
+        return np.maximum(base, prev)
+
+    def _trim(self) -> None:
+        """Drop the entries at least the saturation distance deep (their items are gone)."""
+        suffix = self._suffix()
+        k = int(np.searchsorted(-suffix, -self.d_sat, side="right"))  # entries with suffix >= d_sat
+        if k:
+            gone = self.item[:k]
+            self.entry[gone[gone >= 0]] = -1
+            self.w, self.item = self.w[k:], self.item[k:]
+            self.t0 += k
+            self._deepen(self.t0)
+        self._trim_at = max(4096, 2 * len(self.w))
+
+    def _dirty_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The dirty items not yet deep, in time order: (tensor index, bytes, entry time)."""
+        if len(self._dirty) != 1:
+            parts = self._dirty or [(np.zeros(0, np.int64),) * 3]
+            self._dirty = [tuple(np.concatenate([p[k] for p in parts]) for k in range(3))]
+        return self._dirty[0]
+
+    def _deepen(self, t: int) -> None:
+        """Dirty items with entries before time ``t`` are deep: whole bytes written back at the end."""
+        tid, nbytes, time = self._dirty_arrays()
+        k = int(np.searchsorted(time, t))
+        if k:
+            per = np.bincount(tid[:k], weights=nbytes[:k], minlength=len(self.write_names))  # exact below 2^53
+            for i, name in enumerate(self.write_names):
+                if np.count_nonzero(tid[:k] == i):
+                    self.deep_bytes[name] = self.deep_bytes.get(name, 0) + int(per[i])
+            self.deep_count += k
+            self._dirty = [(tid[k:], nbytes[k:], time[k:])]
+
+    def drop_all(self) -> None:
+        """Everything on the stack is deep (the caller proved it)."""
+        gone = self.item
+        self.entry[gone[gone >= 0]] = -1
+        self.w, self.item = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self.t0 = self.now
+        self._deepen(self.now)
+
+    def bulk(self, reads: list[tuple[str, int, int]], dirty: list[tuple[str, int, int]], lanes: np.ndarray,
+             rows: np.ndarray, waves: int) -> None:
+        """Certified waves in closed form: every read a whole miss, every write deep, extents grown.
+
+        Args:
+            reads: (tensor, total bytes, largest term) read; dirty: (tensor, bytes, items) written;
+            lanes, rows: the stream prefixes touched (M grows to them); waves: how many waves.
+        """
+        for tensor, total, largest in reads:
+            self.sums.add_whole_run(tensor, total, largest)
+        for tensor, nbytes, count in dirty:
+            self.deep_bytes[tensor] = self.deep_bytes.get(tensor, 0) + nbytes
+            self.deep_count += count
+        if len(lanes):
+            np.maximum.at(self.M, lanes, rows)
+        self.waves += waves
+
+    def can_bulk(self, reads: list[tuple[str, int, int]]) -> bool:
+        """Whether each read run can be added in closed form now (:meth:`OrderedSums.can_add_whole_run`)."""
+        return all(self.sums.can_add_whole_run(t, total, largest) for t, total, largest in reads)
+
+    def totals(self) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """The kernel's end, before rounding: expected bytes read, written back and still dirty, per
+        tensor (dirty items evicted since their write are written back, as :meth:`SetAssoc.finish`)."""
+        writeback = {t: float(b) for t, b in self.deep_bytes.items()}  # deep: p = 1 for every line
+        still = {t: 0.0 for t in self.deep_bytes}
+        tid, nbytes, time = self._dirty_arrays()
+        if len(tid):
+            above = self._suffix()[time - self.t0]
+            own = nbytes * self.share
+            if self.deep_count + len(tid) < _VECTOR_MIN_ITEMS:  # SetAssoc.finish's scalar path
+                for i, b, a, o in zip(tid.tolist(), nbytes.tolist(), above.tolist(), own.tolist()):
+                    finish_item(writeback, still, self.write_names[i], b, 1.0, a, o, self.capacity, self.ways)
+            else:  # its numpy path, the sums in item order per tensor
+                p = finish_probabilities(above, own, self.capacity, self.ways)
+                for i, name in enumerate(self.write_names):
+                    mine = tid == i
+                    if mine.any():
+                        b = nbytes[mine] * 1.0
+                        ordered = OrderedSums()
+                        ordered.values = {"w": writeback.get(name, 0.0), "s": still.get(name, 0.0)}
+                        ordered.add_array("w", b * p[mine])
+                        ordered.add_array("s", b * (1.0 - p[mine]))
+                        writeback[name], still[name] = ordered.values["w"], ordered.values["s"]
+        return dict(self.sums.values), writeback, still
+
+    def finish(self, name: str, requested_read: dict[str, int], requested_write: dict[str, int]) -> KernelL2:
+        """The record of the kernel: :meth:`totals` rounded to whole bytes per tensor (zeros dropped)."""
+        reads, writeback, still = self.totals()
+        out = KernelL2(name, requested_read=dict(requested_read), requested_write=dict(requested_write))
+        out.hbm_read, out.hbm_write, out.dirty_at_end = _rounded(reads), _rounded(writeback), _rounded(still)
+        out.waves = self.waves
+        return out
+
+
+def _moved_up(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
+    """For each re-touch k (in time order), the weight of the earlier re-touches' old entries that
+    lay above re-touch k's old entry ``idx[k]``: ``out[k] = Σ_{j<k, idx[j] > idx[k]} w_old[j]``.
+
+    Those entries moved to the top before k, so they no longer lie between k's old entry and k.
+    The old entries come in increasing runs (items re-touched in the order of their last touch);
+    an earlier run's entries above ``idx[k]`` are a suffix of it (one ``searchsorted``), and only
+    the re-touches below the running maximum get any. Exact (dyadic weights).
+    """
+    n = len(idx)
+    out = np.zeros(n)
+    if n < 2:
+        return out
+    suspect = np.nonzero(idx[1:] < np.maximum.accumulate(idx)[:-1])[0] + 1
+    if not len(suspect):
+        return out
+    starts = np.concatenate(([0], np.nonzero(idx[1:] < idx[:-1])[0] + 1))
+    ends = np.append(starts[1:], n)
+    cum = np.concatenate(([0.0], np.cumsum(w_old)))
+    for a, e in zip(starts.tolist(), ends.tolist()):
+        later = suspect[np.searchsorted(suspect, e):]
+        if not len(later):
+            break
+        pos = a + np.searchsorted(idx[a:e], idx[later], side="right")  # entries of the run above each
+        out[later] += cum[e] - cum[pos]
+    return out
+
+
+#: Most waves :func:`_drive` hands :meth:`_Engine.steps` at once (a speed choice: numpy calls per wave).
+_BLOCK_WAVES = 256
+
+
+def _drive(model: Any, engine: _Engine) -> None:
+    """Run a kernel's waves: certified runs in closed form but for the entries that set the state,
+    the other waves in blocks.
+
+    In a run of certified waves [v, b] (every re-touched item at least the saturation distance
+    deep, so every read is a whole miss), the state the next wave sees is the top of the stack:
+    with a the last wave of the run whose stream alone weighs the saturation distance, waves
+    v .. a−1 and the head of a's stream are added in closed form (``model.bulk``), and the tail of
+    a's stream that weighs the saturation distance, with waves a+1 .. b, is processed. Every
+    entry older than that tail is deep for the waves that follow and at the kernel's end (each of
+    the tail's entries stays above them, or its item's later entry does), so the stack is dropped
+    first. Without such a wave, the fewest last waves whose fresh entries plus the last stream weigh
+    the saturation distance are processed and the rest added.
+    """
+    cert = model.certified(engine.d_sat)
+    fresh, stream = model.fresh_weight, model.stream_weight
+    d_sat = engine.d_sat
+    n = len(cert)
+    pending: list[_Wave] = []
+
+    def queue(a: int, b: int) -> None:  # waves a..b, processed in order
+        for u in range(a, b + 1, _BLOCK_WAVES):
+            pending.append(model.build_block(u, min(b, u + _BLOCK_WAVES - 1)))
+            if sum(p.n_waves for p in pending) >= _BLOCK_WAVES:
+                flush()
+
+    def flush() -> None:
+        if pending:
+            engine.steps(_concat(pending))
+            pending.clear()
+
+    v = 0
+    while v < n:
+        if not cert[v]:
+            u = v
+            while u + 1 < n and not cert[u + 1]:
+                u += 1
+            queue(v, u)
+            v = u + 1
+            continue
+        b = v
+        while b + 1 < n and cert[b + 1]:
+            b += 1
+        heavy = np.nonzero(stream[v:b + 1] >= d_sat)[0]
+        if len(heavy):
+            a = v + int(heavy[-1])
+            wave, dropped = model.build(a, tail=d_sat)
+            if int(wave.rows.sum()) * engine.per_sum < d_sat:  # the built tail fell short: the whole stream
+                wave, dropped = model.build(a)
+            wave, more = wave.cut(d_sat, engine.per_sum)
+            dropped += more
+            empty = np.zeros(0, np.int64)
+            reads, dirty, lanes, rows = model.bulk(v, a - 1) if a > v else ([], [], empty, empty)
+            merged: dict[str, list[int]] = {t: [tot, big] for t, tot, big in reads}
+            for name, per in zip(engine.names, engine.per.tolist()):
+                got = merged.setdefault(name, [0, 0])
+                got[0] += dropped * per
+                got[1] = max(got[1], engine.chunk * per)
+            reads = [(t, tot, big) for t, (tot, big) in merged.items()]
+            flush()
+            if engine.can_bulk(reads):
+                engine.drop_all()
+                engine.bulk(reads, dirty, lanes, rows, a - v)
+                pending.append(wave)
+                v = a + 1
+        else:
+            acc, k = stream[b] + fresh[b], 1  # the last wave is always processed: its entries are the state
+            while b - k >= v and acc < d_sat:
+                acc += fresh[b - k]
+                k += 1
+            first_kept = b - k + 1 if acc >= d_sat else v
+            if first_kept > v:
+                reads, dirty, lanes, rows = model.bulk(v, first_kept - 1)
+                flush()
+                if engine.can_bulk(reads):
+                    engine.drop_all()
+                    engine.bulk(reads, dirty, lanes, rows, first_kept - v)
+                    v = first_kept
+        if v <= b:
+            queue(v, b)
+        v = b + 1
+    flush()
+
+
+def _build_block(model: Any, a: int, b: int) -> _Wave:
+    """Waves a..b of ``model`` as one block (each built alone, then joined)."""
+    return _concat([model.build(u)[0] for u in range(a, b + 1)])
+
+
+def _fresh_runs(tensors: list[tuple[str, int]], rows: np.ndarray, largest_rows: int) -> list[tuple[str, int, int]]:
+    """(tensor, total bytes, largest term) of fresh accesses of ``rows`` rows each, ``bytes per row`` per tensor."""
+    total = int(rows.sum())
+    return [(t, total * b, largest_rows * b) for t, b in tensors]
+
+
+class _QStationary:
+    """Waves of a Q-stationary kernel in the bundled kernel's order (as
+    :func:`iomodel.schedule.grid._q_stationary_waves` with ``grid_order="tiles-fastest"``,
+    ``key_order="ascending"``, no band): per wave the runs (b·H + h, tiles i0..i1) of its W programs,
+    fresh per-row reads of their rows (one group per run), the K/V chunks of their KV heads
+    (chunk-major, KV heads ascending; KV head of run bh is bh // G) up to each head's longest key
+    range, fresh per-row writes (per run, in ``row_writes`` order). Units: rows and bytes."""
+
+    def __init__(self, spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
+                 row_reads: dict[str, int], row_writes: dict[str, int], share: float) -> None:
+        if tile_order not in TILE_ORDERS:
+            raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
+        B, H, Hk = spec.batch, spec.heads, spec.kv_heads
+        self.G = spec.group
+        n_q, n_k, d, s = spec.seqlen_q, spec.seqlen_k, spec.head_dim, spec.width
+        self.t_r = t_r = cdiv(n_q, block_m)
+        i = np.arange(t_r, dtype=np.int64)
+        if spec.causal:  # prefill_key_rows, vectorised
+            hi = np.clip(np.minimum((i + 1) * block_m, n_q) + spec.causal_offset, 0, n_k)
+            kv = np.minimum(n_k, -(-hi // block_n) * block_n)
+        else:
+            kv = np.full(t_r, n_k, dtype=np.int64)
+        q = np.minimum(block_m, n_q - i * block_m)
+        if tile_order == "reverse":
+            kv, q = kv[::-1].copy(), q[::-1].copy()
+        self.kv, self.q, self.n_q = kv, q, n_q
+        self.qcum = np.concatenate(([0], np.cumsum(q)))
+        self.w, self.total = w, t_r * B * H
+        self.chunk = _chunk_rows(block_n)
+        self.n_chunks = max(1, cdiv(int(kv.max()), self.chunk))
+        self.n_lanes = B * Hk
+        self.rr, self.rw = list(row_reads.items()), list(row_writes.items())
+        self.rr_sum, self.rw_sum = sum(row_reads.values()), sum(row_writes.values())
+        self.rw_names = [t for t, _ in self.rw]
+        self.rw_ids = np.arange(len(self.rw), dtype=np.int64)
+        self.rw_bytes = np.array([b for _, b in self.rw], dtype=np.int64)
+        self.share = share
+        self.kv_bytes = d * s  # per key row, K and V each
+        self.requested_read = {t: B * H * n_q * b for t, b in row_reads.items()}
+        self.requested_read["K"] = B * H * int(kv.sum()) * d * s
+        self.requested_read["V"] = self.requested_read["K"]
+        self.requested_write = {t: B * H * n_q * b for t, b in row_writes.items()}
+        self._describe()
+
+    def engine(self, capacity: int, ways: int) -> _Engine:
+        """A cold engine for this kernel's stream items (K and V chunks of each KV head)."""
+        return _Engine(capacity, self.share, ways, self.n_lanes, self.n_chunks, self.chunk,
+                       (self.kv_bytes, self.kv_bytes), ("K", "V"), tuple(self.rw_names))
+
+    def _rows_before(self, p: np.ndarray) -> np.ndarray:
+        return (p // self.t_r) * self.n_q + self.qcum[p % self.t_r]
+
+    def _describe(self) -> None:
+        """Per wave (numpy, all waves at once): rows, fresh weights, and for waves of at most two
+        grid rows their KV heads (a, b) and key rows needed."""
+        t_r, w, G, kv = self.t_r, self.w, self.G, self.kv
+        nw = cdiv(self.total, w)
+        p0 = np.arange(nw, dtype=np.int64) * w
+        p1 = np.minimum(p0 + w, self.total)
+        rows = self._rows_before(p1) - self._rows_before(p0)
+        self.p0, self.p1, self.rows = p0, p1, rows
+        self.fresh_weight = rows * float(self.rr_sum) + rows * (self.rw_sum * self.share)
+        bh0, bh1 = p0 // t_r, (p1 - 1) // t_r
+        self.bh0, self.bh1 = bh0, bh1
+        self.two = bh1 - bh0 <= 1
+        a0 = p0 - bh0 * t_r
+        e0 = np.minimum(t_r, p1 - bh0 * t_r)
+        m0 = np.maximum(kv[a0], kv[e0 - 1])  # longest key range of run 0 (the ranges are monotone in the tile)
+        e1 = np.maximum(1, p1 - bh1 * t_r)
+        m1 = np.maximum(kv[0], kv[e1 - 1])  # run 1 (tiles 0 .. e1-1 of grid row bh1), where bh1 > bh0
+        kv0, kv1 = bh0 // G, bh1 // G
+        second = bh1 > bh0
+        self.lane_a = kv0
+        self.need_a = np.where(second & (kv1 == kv0), np.maximum(m0, m1), m0)
+        self.lane_b = np.where(second & (kv1 != kv0), kv1, -1)
+        self.need_b = np.where(self.lane_b >= 0, m1, 0)
+        self.stream_weight = (self.need_a + self.need_b) * float(2 * self.kv_bytes)
+
+    def certified(self, d_sat: float) -> np.ndarray:
+        """Waves whose every K/V re-read is at least ``d_sat`` deep (bool per wave).
+
+        Lane b of a two-lane wave is a KV head's first grid row: new. Lane a is new if its first
+        program is in the wave; else it was in the previous wave, and an item (a, c) read again
+        lies below at least that wave's writes, this wave's fresh reads and the previous wave's
+        chunks of lane a but one (each either still above it or moved up by this wave before it):
+        ``LB = writes(v−1) + reads(v) + 2·d·s·need_a(v−1) − 2·d·s·chunk``.
+        """
+        n = len(self.p0)
+        cert = np.zeros(n, dtype=bool)
+        new_a = self.lane_a * self.G * self.t_r >= self.p0
+        prev = np.zeros(n, dtype=np.int64) - 1
+        prev[1:] = np.where(self.lane_b[:-1] == self.lane_a[1:], self.need_b[:-1],
+                            np.where(self.lane_a[:-1] == self.lane_a[1:], self.need_a[:-1], -1))
+        per_sum = 2 * self.kv_bytes
+        writes = self.rows * (self.rw_sum * self.share)
+        lb = np.full(n, -np.inf)
+        lb[1:] = writes[:-1] + self.rows[1:] * float(self.rr_sum) + (prev[1:] - self.chunk) * float(per_sum)
+        ok_prev = np.zeros(n, dtype=bool)
+        ok_prev[1:] = self.two[:-1] & (prev[1:] >= 0) & (lb[1:] >= d_sat)
+        cert[:] = self.two & (new_a | ok_prev)
+        return cert
+
+    def build(self, v: int, tail: float | None = None) -> tuple[_Wave, int]:
+        """Wave v's accesses: fresh reads per run, the K/V stream, fresh writes per run.
+
+        With ``tail``, only the last chunks of the stream whose rows weigh at least ``tail`` bytes
+        (× 2·d·s) are built. Returns the wave and the K (or V) rows of the stream left out.
+        """
+        t_r, G, chunk = self.t_r, self.G, self.chunk
+        p0, p1 = int(self.p0[v]), int(self.p1[v])
+        bh0, bh1 = p0 // t_r, (p1 - 1) // t_r
+        if bh1 - bh0 <= 1:  # one or two grid rows: plain arithmetic
+            i0 = [p0 - bh0 * t_r] + ([0] if bh1 > bh0 else [])
+            i1 = [min(t_r, p1 - bh0 * t_r)] + ([p1 - bh1 * t_r] if bh1 > bh0 else [])
+            kv, qcum = self.kv, self.qcum
+            q = np.array([int(qcum[e] - qcum[a]) for a, e in zip(i0, i1)], dtype=np.int64)
+            run_need = [max(int(kv[a]), int(kv[e - 1])) for a, e in zip(i0, i1)]
+            if bh1 > bh0 and bh1 // G == bh0 // G:
+                lanes, need = np.array([bh0 // G], dtype=np.int64), np.array([max(run_need)], dtype=np.int64)
+            else:
+                lanes = np.array([bh // G for bh in range(bh0, bh1 + 1)], dtype=np.int64)
+                need = np.array(run_need, dtype=np.int64)
+        else:
+            bh = np.arange(bh0, bh1 + 1, dtype=np.int64)
+            i0a = np.maximum(0, p0 - bh * t_r)
+            i1a = np.minimum(t_r, p1 - bh * t_r)
+            q = self.qcum[i1a] - self.qcum[i0a]
+            run_need_a = np.maximum(self.kv[i0a], self.kv[i1a - 1])
+            lanes, first = np.unique(bh // G, return_index=True)  # ascending = order of first appearance
+            need = np.maximum.reduceat(run_need_a, first)
+        runs = len(q)
+        top = int(need.max())
+        n_c = cdiv(top, chunk) if top > 0 else 0
+        c0 = 0
+        if tail is not None:  # every chunk step but the last has a full chunk of the longest lane
+            c0 = max(0, n_c - 1 - cdiv(int(math.ceil(tail)), chunk * 2 * self.kv_bytes))
+        c = np.arange(c0, n_c, dtype=np.int64)
+        rows = np.minimum(np.maximum(need[None, :] - c[:, None] * chunk, 0), chunk)  # (chunk, lane), chunk-major
+        if len(lanes) == 1:
+            s_rows = rows[:, 0]
+            keep = s_rows > 0
+            s_rows, s_chunk = s_rows[keep], c[keep]
+            s_lane = np.full(len(s_rows), int(lanes[0]), dtype=np.int64)
+        else:
+            flat = rows.ravel()
+            keep = flat > 0
+            s_lane = np.tile(lanes, len(c))[keep]
+            s_chunk = np.repeat(c, len(lanes))[keep]
+            s_rows = flat[keep]
+        ns = len(s_rows)
+        nwr = len(self.rw)
+        weight = np.empty(runs + ns + runs * nwr)
+        weight[:runs] = q * self.rr_sum
+        wb = (q[:, None] * self.rw_bytes[None, :]).ravel()  # (run, tensor)
+        weight[runs + ns:] = wb * self.share
+        dropped = int(np.minimum(need, c0 * chunk).sum())
+        return _Wave(weight, np.arange(runs, runs + ns, dtype=np.int64), s_lane, s_chunk, s_rows, lanes, need,
+                     np.arange(runs + ns, runs + ns + runs * nwr, dtype=np.int64), np.tile(self.rw_ids, runs),
+                     wb, _fresh_runs(self.rr, q, int(q.max()))), dropped
+
+    def build_block(self, a: int, b: int) -> _Wave:
+        """Waves a..b as one block: vectorised over the waves when each has at most two grid rows
+        (as :meth:`build` wave by wave: fresh reads per run, the stream chunk-major with lane a
+        before lane b, fresh writes per run)."""
+        if a == b or not self.two[a:b + 1].all():
+            return _build_block(self, a, b)
+        sl = slice(a, b + 1)
+        t_r, chunk, nw = self.t_r, self.chunk, b - a + 1
+        p0, p1, bh0, bh1 = self.p0[sl], self.p1[sl], self.bh0[sl], self.bh1[sl]
+        second = bh1 > bh0
+        runs_w = 1 + second.astype(np.int64)  # runs per wave
+        r_wave = np.repeat(np.arange(nw, dtype=np.int64), runs_w)
+        first_run = np.concatenate(([True], r_wave[1:] != r_wave[:-1]))
+        r_i0 = np.where(first_run, (p0 - bh0 * t_r)[r_wave], 0)
+        r_i1 = np.where(first_run, np.minimum(t_r, p1 - bh0 * t_r)[r_wave], (p1 - bh1 * t_r)[r_wave])
+        q = self.qcum[r_i1] - self.qcum[r_i0]  # rows per run
+        la, na, lb, nb = self.lane_a[sl], self.need_a[sl], self.lane_b[sl], self.need_b[sl]
+        n_c = -(-np.maximum(na, nb) // chunk)  # chunk steps per wave
+        steps = int(n_c.sum())
+        s_wave = np.repeat(np.arange(nw, dtype=np.int64), n_c)
+        c = np.arange(steps, dtype=np.int64) - np.repeat(np.cumsum(n_c) - n_c, n_c)
+        rows2 = np.stack((np.minimum(np.maximum(na[s_wave] - c * chunk, 0), chunk),
+                          np.minimum(np.maximum(nb[s_wave] - c * chunk, 0), chunk)), axis=1)  # (step, lane a/b)
+        flat = rows2.ravel()
+        keep = flat > 0
+        s_rows = flat[keep]
+        s_lane = np.stack((la[s_wave], lb[s_wave]), axis=1).ravel()[keep]
+        s_chunk = np.repeat(c, 2)[keep]
+        s_w = np.repeat(s_wave, 2)[keep]
+        ns_w = np.bincount(s_w, minlength=nw)
+        nwr = len(self.rw)
+        size = runs_w + ns_w + runs_w * nwr
+        start = np.cumsum(size) - size  # first position of each wave
+        run_k = np.arange(len(r_wave), dtype=np.int64) - np.repeat(np.cumsum(runs_w) - runs_w, runs_w)  # run in wave
+        q_pos = start[r_wave] + run_k
+        s_k = np.arange(len(s_rows), dtype=np.int64) - np.repeat(np.cumsum(ns_w) - ns_w, ns_w)
+        spos = start[s_w] + runs_w[s_w] + s_k
+        w_pos = (start[r_wave] + runs_w[r_wave] + ns_w[r_wave] + run_k * nwr)[:, None] + np.arange(nwr)[None, :]
+        weight = np.zeros(int(size.sum()))
+        weight[q_pos] = q * self.rr_sum
+        wb = (q[:, None] * self.rw_bytes[None, :]).ravel()
+        weight[w_pos.ravel()] = wb * self.share
+        has_b = lb >= 0
+        wave_ix = np.arange(nw, dtype=np.int64)
+        need_wave = np.concatenate((wave_ix, wave_ix[has_b]))
+        order = np.argsort(need_wave, kind="stable")
+        return _Wave(weight, spos, s_lane, s_chunk, s_rows, np.concatenate((la, lb[has_b]))[order],
+                     np.concatenate((na, nb[has_b]))[order], w_pos.ravel(), np.tile(self.rw_ids, len(q)), wb,
+                     _fresh_runs(self.rr, q, int(q.max())), s_w, need_wave[order], nw)
+
+    def bulk(self, a: int, b: int) -> tuple[list, list, np.ndarray, np.ndarray]:
+        """Waves a..b (certified, at most two grid rows each) in closed form: (reads, dirty, lanes, rows)."""
+        sl = slice(a, b + 1)
+        rows = self.rows[sl]
+        la, na, lb_, nb = self.lane_a[sl], self.need_a[sl], self.lane_b[sl], self.need_b[sl]
+        kv_rows = int(na.sum() + nb.sum())
+        reads = _fresh_runs(self.rr, rows, self.w * int(self.q.max()))
+        reads += [("K", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes),
+                  ("V", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes)]
+        runs = int((self.bh1[sl] - self.bh0[sl] + 1).sum())
+        total = int(rows.sum())
+        dirty = [(t, total * bb, runs) for t, bb in self.rw]
+        has_b = lb_ >= 0
+        return reads, dirty, np.concatenate((la, lb_[has_b])), np.concatenate((na, nb[has_b]))
+
+
+class _DkdvLockstep:
+    """Waves of ``_bwd_dkdv`` when every key tile loads query rows [0, N_q) and S = 1 (as
+    :func:`iomodel.schedule.grid.dkdv_waves`): per wave its runs (KV head, key tiles j0..j1), a
+    fresh K/V group per run, the query-row chunks (Q, dO, LSE, Delta) of every head of its KV heads
+    (passes over the group outermost, then chunks, then query heads ascending: every program is at
+    the same row at the same step, so one touch serves the wave), and dK, dV per program."""
+
+    def __init__(self, spec: LayerSpec, tiling: Tiling, w: int, share: float) -> None:
+        B, Hk, G, n_k, n_q = spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, spec.seqlen_q
+        d, s, bn = spec.head_dim, spec.width, tiling.bwd_block_n
+        self.G, self.n_q, self.w, self.share = G, n_q, w, share
+        self.t_c = t_c = cdiv(n_k, bn)
+        j = np.arange(t_c, dtype=np.int64)
+        self.k_rows = np.minimum(bn, n_k - j * bn)
+        self.kcum = np.concatenate(([0], np.cumsum(self.k_rows)))
+        self.chunk = _chunk_rows(tiling.bwd_block_m)
+        self.n_chunks = cdiv(n_q, self.chunk)
+        self.n_lanes = B * Hk * G
+        self.per_row = (d * s, d * s, LSE_WIDTH, FP32_WIDTH)
+        self.row_q = sum(self.per_row)
+        self.kv_bytes = d * s
+        self.total = t_c * B * Hk
+        names = ("Q", "dO", "LSE", "Delta")
+        self.requested_read = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
+        self.requested_read.update({t: B * Hk * G * t_c * n_q * b for t, b in zip(names, self.per_row)})
+        self.requested_write = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
+        self._describe()
+
+    def engine(self, capacity: int, ways: int) -> _Engine:
+        """A cold engine for the query-row chunks of each query head."""
+        return _Engine(capacity, self.share, ways, self.n_lanes, self.n_chunks, self.chunk, self.per_row,
+                       ("Q", "dO", "LSE", "Delta"), ("dK", "dV"))
+
+    def _describe(self) -> None:
+        t_c, w = self.t_c, self.w
+        nw = cdiv(self.total, w)
+        p0 = np.arange(nw, dtype=np.int64) * w
+        p1 = np.minimum(p0 + w, self.total)
+        before = lambda p: (p // t_c) * int(self.kcum[-1]) + self.kcum[p % t_c]  # noqa: E731 key rows before program p
+        krows = before(p1) - before(p0)
+        self.p0, self.p1, self.krows = p0, p1, krows
+        kv2 = 2 * self.kv_bytes
+        self.fresh_weight = krows * float(kv2) + krows * (kv2 * self.share)
+        self.kv0, self.kv1 = p0 // t_c, (p1 - 1) // t_c
+        self.two = self.kv1 - self.kv0 <= 1
+        heads = (self.kv1 - self.kv0 + 1) * self.G
+        self.stream_weight = heads * float(self.n_q * self.row_q)
+
+    def certified(self, d_sat: float) -> np.ndarray:
+        """Waves whose every query-row re-read is at least ``d_sat`` deep (bool per wave).
+
+        KV head kv1 of a two-head wave is new; kv0 is new if its first program is in the wave,
+        else it ran in the previous wave, which read every row of its query heads: an item
+        (h, c) read again lies below at least the previous wave's dK/dV, this wave's K/V and the
+        previous wave's other chunks of head h: ``LB = writes(v−1) + reads(v) + row_q·(N_q − chunk)``.
+        """
+        n = len(self.p0)
+        new0 = self.kv0 * self.t_c >= self.p0
+        kv2 = 2 * self.kv_bytes
+        lb = np.full(n, -np.inf)
+        lb[1:] = (self.krows[:-1] * (kv2 * self.share) + self.krows[1:] * float(kv2)
+                  + float(self.row_q * (self.n_q - self.chunk)))
+        ok = np.zeros(n, dtype=bool)
+        ok[1:] = self.two[:-1] & (lb[1:] >= d_sat)
+        return self.two & (new0 | ok)
+
+    def build(self, v: int, tail: float | None = None) -> tuple[_Wave, int]:
+        """Wave v's accesses: K/V per run, the query-row stream, dK and dV per program.
+
+        With ``tail``, only the last stream accesses whose rows weigh at least ``tail`` bytes
+        (× row bytes) are built. Returns the wave and the rows of the stream left out.
+        """
+        t_c, G, chunk, nc = self.t_c, self.G, self.chunk, self.n_chunks
+        p0, p1 = int(self.p0[v]), int(self.p1[v])
+        kv = np.arange(p0 // t_c, (p1 - 1) // t_c + 1, dtype=np.int64)
+        j0 = np.maximum(0, p0 - kv * t_c)
+        j1 = np.minimum(t_c, p1 - kv * t_c)
+        runs, nk = len(kv), len(kv)
+        krun = self.kcum[j1] - self.kcum[j0]
+        total = G * nc * nk  # stream accesses, in order (pass g, chunk c, KV head)
+        f0 = 0
+        if tail is not None:  # enough whole chunks of the last pass, and one chunk step for the short last chunk
+            f0 = max(0, total - nk * (cdiv(int(math.ceil(tail)), self.row_q * chunk) + 2))
+        f = np.arange(f0, total, dtype=np.int64)
+        gc, k_i = np.divmod(f, nk)
+        g, c = np.divmod(gc, nc)
+        s_lane = kv[k_i] * G + g
+        s_chunk = c
+        s_rows = np.minimum(chunk, self.n_q - s_chunk * chunk)
+        ns = len(s_rows)
+        progs = np.concatenate([np.arange(a, e, dtype=np.int64) for a, e in zip(j0.tolist(), j1.tolist())])
+        rows_p = self.k_rows[progs] * self.kv_bytes  # dK (and dV) bytes per program
+        nwr = 2 * len(progs)
+        weight = np.empty(runs + ns + nwr)
+        weight[:runs] = krun * (2 * self.kv_bytes)
+        wb = np.repeat(rows_p, 2)
+        weight[runs + ns:] = wb * self.share
+        lanes = (kv[:, None] * G + np.arange(G, dtype=np.int64)[None, :]).ravel()
+        dropped = G * nk * self.n_q - int(s_rows.sum())
+        return _Wave(weight, np.arange(runs, runs + ns, dtype=np.int64), s_lane, s_chunk, s_rows,
+                     lanes, np.full(len(lanes), self.n_q, dtype=np.int64),
+                     np.arange(runs + ns, runs + ns + nwr, dtype=np.int64), np.tile(np.array([0, 1]), len(progs)), wb,
+                     _fresh_runs([("K", self.kv_bytes), ("V", self.kv_bytes)], krun, int(krun.max()))), dropped
+
+    def build_block(self, a: int, b: int) -> _Wave:
+        """Waves a..b as one block."""
+        return _build_block(self, a, b)
+
+    def bulk(self, a: int, b: int) -> tuple[list, list, np.ndarray, np.ndarray]:
+        """Waves a..b (certified) in closed form: (reads, dirty, lanes, rows)."""
+        sl = slice(a, b + 1)
+        krows = self.krows[sl]
+        heads = int(((self.kv1[sl] - self.kv0[sl] + 1) * self.G).sum())
+        reads = _fresh_runs([("K", self.kv_bytes), ("V", self.kv_bytes)], krows, self.w * int(self.k_rows.max()))
+        reads += [(t, heads * self.n_q * per, self.chunk * per)
+                  for t, per in zip(("Q", "dO", "LSE", "Delta"), self.per_row)]
+        programs = int((self.p1[sl] - self.p0[sl]).sum())
+        total = int(krows.sum()) * self.kv_bytes
+        dirty = [("dK", total, programs), ("dV", total, programs)]
+        kv = np.arange(int(self.kv0[a]), int(self.kv1[b]) + 1, dtype=np.int64)
+        lanes = (kv[:, None] * self.G + np.arange(self.G, dtype=np.int64)[None, :]).ravel()
+        return reads, dirty, lanes, np.full(len(lanes), self.n_q, dtype=np.int64)
+
+
+class _Fresh:
+    """Waves of a kernel that reads and writes every row once (``_bwd_preprocess``,
+    ``_bwd_reduce_dkdv``): per wave one read item per tensor of ``reads``, then one write item per
+    tensor of ``writes``, each over the wave's rows (bytes per row given)."""
+
+    def __init__(self, tiles: int, rows_of: np.ndarray, grid_rows: int, w: int, reads: list[tuple[str, int]],
+                 writes: list[tuple[str, int]], share: float) -> None:
+        self.t = tiles
+        self.cum = np.concatenate(([0], np.cumsum(rows_of)))
+        self.total = tiles * grid_rows
+        self.w, self.reads, self.writes, self.share = w, reads, writes, share
+        nw = cdiv(self.total, w)
+        p0 = np.arange(nw, dtype=np.int64) * w
+        p1 = np.minimum(p0 + w, self.total)
+        before = lambda p: (p // tiles) * int(self.cum[-1]) + self.cum[p % tiles]  # noqa: E731
+        self.rows = before(p1) - before(p0)
+        self.fresh_weight = (self.rows * float(sum(b for _, b in reads))
+                             + self.rows * (sum(b for _, b in writes) * share))
+        self.stream_weight = np.zeros(nw)
+        n_rows = int(self.cum[-1]) * grid_rows
+        self.requested_read = {t: n_rows * b for t, b in reads}
+        self.requested_write = {t: n_rows * b for t, b in writes}
+
+    def engine(self, capacity: int, ways: int) -> _Engine:
+        """A cold engine without stream items."""
+        return _Engine(capacity, self.share, ways, 0, 1, 1, (1,), ("",), tuple(t for t, _ in self.writes))
+
+    def certified(self, d_sat: float) -> np.ndarray:
+        """Every wave: nothing is read twice."""
+        return np.ones(len(self.rows), dtype=bool)
+
+    def build(self, v: int, tail: float | None = None) -> tuple[_Wave, int]:
+        """Wave v: its reads (one item per tensor), then its writes (no stream: nothing left out)."""
+        r = int(self.rows[v])
+        nr, nw = len(self.reads), len(self.writes)
+        weight = np.array([float(r * b) for _, b in self.reads] + [r * b * self.share for _, b in self.writes])
+        empty = np.zeros(0, dtype=np.int64)
+        return _Wave(weight, empty, empty, empty, empty, empty, empty, np.arange(nr, nr + nw, dtype=np.int64),
+                     np.arange(nw, dtype=np.int64), np.array([r * b for _, b in self.writes], dtype=np.int64),
+                     [(t, r * b, r * b) for t, b in self.reads]), 0
+
+    def build_block(self, a: int, b: int) -> _Wave:
+        """Waves a..b as one block."""
+        return _build_block(self, a, b)
+
+    def bulk(self, a: int, b: int) -> tuple[list, list, np.ndarray, np.ndarray]:
+        """Waves a..b in closed form: (reads, dirty, no lanes)."""
+        rows = self.rows[a:b + 1]
+        total = int(rows.sum())
+        largest = int(rows.max())
+        empty = np.zeros(0, dtype=np.int64)
+        return ([(t, total * bb, largest * bb) for t, bb in self.reads],
+                [(t, total * bb, b - a + 1) for t, bb in self.writes], empty, empty)
+
+
+def dkdv_last_lo(spec: LayerSpec, tiling: Tiling) -> int:
+    """First query row the last key tile of ``_bwd_dkdv`` loads (rows; no band): lo_j of
+    :func:`iomodel.schedule.grid.dkdv_query_lo` at j = T_c − 1, the largest (lo_j grows with j)."""
+    if not spec.causal:
+        return 0
+    bm, bn = tiling.bwd_block_m, tiling.bwd_block_n
+    j = cdiv(spec.seqlen_k, bn) - 1
+    return min(bm * (max(0, j * bn - spec.causal_offset) // bm), spec.seqlen_q)
+
+
+def _dyadic(x: float) -> bool:
+    """Whether weights of ``x`` per byte keep every sum exact (a dyadic fraction, as ``simulate`` requires for groups)."""
+    return float(x).as_integer_ratio()[1] <= 1 << 10
+
+
+def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: float, *,
+               tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending") -> Any:
+    """The wave model of kernel ``name`` for the fast evaluation, or None where it does not apply.
+
+    Applies to (see the module doc): ``fwd kernel``/``_attn_fwd`` and ``_bwd_dq`` without a window
+    band, in the tiles-fastest grid with ascending key blocks (either tile order for the
+    forward); ``_bwd_dkdv`` without a band, with one group slice, when every key tile's query
+    rows are [0, N_q); ``_bwd_preprocess``; ``_bwd_reduce_dkdv``; a write share that is a dyadic
+    fraction; at most :data:`MAX_STREAM_ITEMS` stream items.
+
+    Raises:
+        IomodelError: an unknown tile_order (forward).
+    """
+    if not _dyadic(write_share) or spec.phase != "prefill":
+        return None
+    d, s = spec.head_dim, spec.width
+    B, H, Hk = spec.batch, spec.heads, spec.kv_heads
+    if name in ("fwd kernel", "_attn_fwd", "_bwd_dq"):
+        if spec.band is not None or grid_order != "tiles-fastest" or key_order != "ascending":
+            return None
+        if name == "_bwd_dq":
+            model = _QStationary(spec, tiling.dq_block_m, tiling.dq_block_n, w, "forward",
+                                 {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s},
+                                 write_share)
+        else:
+            model = _QStationary(spec, tiling.block_m, tiling.block_n, w, tile_order, {"Q": d * s},
+                                 {"O": d * s, "LSE": LSE_WIDTH}, write_share)
+        return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
+    if name == "_bwd_dkdv":
+        if spec.band is not None or tiling.bwd_group_splits != 1:
+            return None
+        if spec.causal and dkdv_last_lo(spec, tiling) > 0:
+            return None  # lo_j grows with j: the last key tile's first row bounds them all
+        model = _DkdvLockstep(spec, tiling, w, write_share)
+        return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
+    if name == "_bwd_preprocess":
+        bm = tiling.preprocess_block_m
+        t = cdiv(spec.seqlen_q, bm)
+        rows = np.minimum(bm, spec.seqlen_q - np.arange(t, dtype=np.int64) * bm)
+        return _Fresh(t, rows, B * H, w, [("O", d * s), ("dO", d * s)], [("Delta", FP32_WIDTH)], write_share)
+    if name == REDUCE_DKDV_KERNEL:
+        S, bn = tiling.bwd_group_splits, DKDV_REDUCE_BLOCK_N
+        t = cdiv(spec.seqlen_k, bn)
+        rows = np.minimum(bn, spec.seqlen_k - np.arange(t, dtype=np.int64) * bn)
+        return _Fresh(t, rows, B * Hk, w, [("dK_part", S * d * FP32_WIDTH), ("dV_part", S * d * FP32_WIDTH)],
+                      [("dK", d * s), ("dV", d * s)], write_share)
+    return None
+
+
+def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity: int, write_share: float,
+                   ways: int | None, *, tile_order: str = "forward", grid_order: str = "tiles-fastest",
+                   key_order: str = "ascending") -> KernelL2 | None:
+    """One kernel launch through a cold set-associative L2, evaluated fast, or None where it does not apply.
+
+    The result equals ``simulate(name, waves, capacity, write_share, ways)`` on the kernel's waves
+    (:mod:`iomodel.schedule.grid`, grouped) with their requested bytes: the same expected bytes per
+    tensor, before and after rounding (module doc). None for a fully associative L2
+    (``ways=None``) or where :func:`fast_model` gives none.
+
+    Args:
+        name: the kernel (``fwd kernel`` or ``_attn_fwd``, ``_bwd_preprocess``, ``_bwd_dkdv``,
+            ``_bwd_dq``, ``_bwd_reduce_dkdv``).
+        spec: the layer (prefill); tiling: its tiles; w: programs resident at once (W).
+        capacity: effective L2 bytes; write_share: read-equivalent bytes per written byte; ways:
+            associativity A, or None.
+        tile_order, grid_order, key_order: the forward's launch (see :func:`iomodel.schedule.grid.prefill_waves`).
+
+    Returns:
+        :class:`~iomodel.cache.simulate.KernelL2` (bytes per tensor), or None.
+
+    Raises:
+        IomodelError: an unknown tile_order.
+    """
+    if ways is None or name not in FAST_KERNELS:
+        return None
+    model = fast_model(name, spec, tiling, w, write_share, tile_order=tile_order, grid_order=grid_order,
+                       key_order=key_order)
+    if model is None:
+        return None
+    engine = model.engine(capacity, ways)
+    _drive(model, engine)
+    return engine.finish(name, model.requested_read, model.requested_write)
