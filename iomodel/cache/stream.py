@@ -185,7 +185,9 @@ class _Engine:
     """
 
     def __init__(self, capacity: int, write_share: float, ways: int, n_lanes: int, n_chunks: int, chunk: int,
-                 per_row: tuple[int, ...], names: tuple[str, ...], write_names: tuple[str, ...]) -> None:
+                 per_row: tuple[int, ...], names: tuple[str, ...], write_names: tuple[str, ...],
+                 prefix_extents: bool = True) -> None:
+        self.prefix = prefix_extents  # extents from M per lane; else one extent per item (self.ext)
         self.capacity = float(capacity)
         self.share = write_share
         self.ways = ways
@@ -198,6 +200,7 @@ class _Engine:
         self.names = names
         self.M = np.zeros(max(1, n_lanes), dtype=np.int64)
         self.entry = np.full(max(1, n_lanes) * self.n_chunks, -1, dtype=np.int64)  # time of the item's entry, -1 none
+        self.ext = None if prefix_extents else np.zeros(len(self.entry), dtype=np.int64)  # rows, per item
         self.w = np.zeros(0)  # entry weights from time t0 on
         self.item = np.zeros(0, dtype=np.int64)  # the stream item of each entry, -1 for fresh ones
         self.t0 = 0
@@ -238,17 +241,30 @@ class _Engine:
         weight, spos, lane, chunk_of, rows = block.weight, block.spos, block.lane, block.chunk, block.rows
         chunk, n = self.chunk, len(weight)
         item = lane * self.n_chunks + chunk_of
-        old = np.minimum(np.maximum(self._extent_before(block) - chunk_of * chunk, 0), chunk)  # rows before
-        np.maximum.at(self.M, block.need_lanes, block.need_rows)
-        weight[spos] = np.maximum(old, rows) * self.per_sum
         t_new = self.now + spos
         t_old = self.entry[item]
         last = None
-        if block.n_waves > 1 and len(item):  # an earlier touch within these waves supersedes the kept entry
+        if (block.n_waves > 1 or not self.prefix) and len(item):  # an earlier touch here supersedes the kept entry
             order = np.argsort(item, kind="stable")
             same = item[order[1:]] == item[order[:-1]]
             t_old[order[1:][same]] = t_new[order[:-1][same]]
             last = order[np.concatenate((~same, [True]))]  # each item's last touch
+        if self.prefix:
+            old = np.minimum(np.maximum(self._extent_before(block) - chunk_of * chunk, 0), chunk)  # rows before
+            np.maximum.at(self.M, block.need_lanes, block.need_rows)
+        elif len(item):  # the item's extent: its largest touch so far (a running maximum per item)
+            rows_s = rows[order]
+            first = np.concatenate(([True], ~same))
+            lift = np.cumsum(first) * (int(rows_s.max()) + 1)
+            run = np.maximum.accumulate(rows_s + lift) - lift  # including each touch
+            prev = np.zeros(len(item), dtype=np.int64)
+            prev[1:][same] = run[:-1][same]
+            old = np.empty(len(item), dtype=np.int64)
+            old[order] = np.maximum(self.ext[item[order]], prev)
+            self.ext[item[last]] = np.maximum(self.ext[item[last]], run[np.nonzero(np.concatenate((~same, [True])))[0]])
+        else:
+            old = np.zeros(0, dtype=np.int64)
+        weight[spos] = np.maximum(old, rows) * self.per_sum
         alive = np.nonzero(t_old >= self.t0)[0]
         miss = [(rows * per).astype(np.float64) for per in self.per.tolist()]  # new or deep: every byte misses
         if len(alive):
@@ -416,18 +432,21 @@ def _moved_up(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
     lay above re-touch k's old entry ``idx[k]``: ``out[k] = Σ_{j<k, idx[j] > idx[k]} w_old[j]``.
 
     Those entries moved to the top before k, so they no longer lie between k's old entry and k.
-    The old entries come in increasing runs (items re-touched in the order of their last touch);
-    an earlier run's entries above ``idx[k]`` are a suffix of it (one ``searchsorted``), and only
-    the re-touches below the running maximum get any. Exact (dyadic weights).
+    When the old entries come in a few increasing runs (items re-touched in the order of their last
+    touch, as the forward's K/V), an earlier run's entries above ``idx[k]`` are a suffix of it (one
+    ``searchsorted`` per run); else a bottom-up merge sort counts them (O(n log² n), numpy). Exact:
+    dyadic weights.
     """
     n = len(idx)
     out = np.zeros(n)
     if n < 2:
         return out
-    suspect = np.nonzero(idx[1:] < np.maximum.accumulate(idx)[:-1])[0] + 1
+    suspect = np.nonzero(idx[1:] < np.maximum.accumulate(idx)[:-1])[0] + 1  # only these get any
     if not len(suspect):
         return out
     starts = np.concatenate(([0], np.nonzero(idx[1:] < idx[:-1])[0] + 1))
+    if len(starts) > _RUNS_MERGE:
+        return _moved_up_merge(idx, w_old)
     ends = np.append(starts[1:], n)
     cum = np.concatenate(([0.0], np.cumsum(w_old)))
     for a, e in zip(starts.tolist(), ends.tolist()):
@@ -436,6 +455,39 @@ def _moved_up(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
             break
         pos = a + np.searchsorted(idx[a:e], idx[later], side="right")  # entries of the run above each
         out[later] += cum[e] - cum[pos]
+    return out
+
+
+#: Touches per engine call of :class:`_DkdvEvents` (a speed choice: the merge sort of
+#: :func:`_moved_up_merge` costs n log² n).
+_BLOCK_TOUCHES = 1 << 14
+#: Increasing runs beyond which :func:`_moved_up` merge-sorts (a speed choice).
+_RUNS_MERGE = 32
+
+
+def _moved_up_merge(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
+    """:func:`_moved_up` by a bottom-up merge sort: at each level, every element of a block's right
+    half adds the weight of the left half's larger keys (the left half sorted by key, one global
+    ``searchsorted`` on keys offset by block), then the halves merge (a stable sort of sorted runs)."""
+    n = len(idx)
+    out = np.zeros(n)
+    order = np.arange(n)  # the elements, sorted by key within blocks of s
+    pos = np.arange(n)
+    big = int(idx.max()) + 1
+    s = 1
+    while s < n:
+        blk = pos // (2 * s)
+        right = (pos % (2 * s)) >= s
+        comp = blk * big + idx[order]
+        left = ~right
+        comp_l = comp[left]
+        cw = np.concatenate(([0.0], np.cumsum(w_old[order][left])))
+        left_end = np.cumsum(np.bincount(blk[left], minlength=int(blk[-1]) + 1))
+        r = np.nonzero(right)[0]
+        if len(r):
+            out[order[r]] += cw[left_end[blk[r]]] - cw[np.searchsorted(comp_l, comp[r], side="right")]
+        order = order[np.argsort(comp, kind="stable")]
+        s *= 2
     return out
 
 
@@ -463,10 +515,12 @@ def _drive(model: Any, engine: _Engine) -> None:
     n = len(cert)
     pending: list[_Wave] = []
 
+    per_block = getattr(model, "block_waves", _BLOCK_WAVES)
+
     def queue(a: int, b: int) -> None:  # waves a..b, processed in order
-        for u in range(a, b + 1, _BLOCK_WAVES):
-            pending.append(model.build_block(u, min(b, u + _BLOCK_WAVES - 1)))
-            if sum(p.n_waves for p in pending) >= _BLOCK_WAVES:
+        for u in range(a, b + 1, per_block):
+            pending.append(model.build_block(u, min(b, u + per_block - 1)))
+            if sum(p.n_waves for p in pending) >= per_block:
                 flush()
 
     def flush() -> None:
@@ -591,8 +645,9 @@ class _QStationary:
         return (p // self.t_r) * self.n_q + self.qcum[p % self.t_r]
 
     def _describe(self) -> None:
-        """Per wave (numpy, all waves at once): rows, fresh weights, and for waves of at most two
-        grid rows their KV heads (a, b) and key rows needed."""
+        """Per wave (numpy, all waves at once): rows, fresh weights, and its KV heads: lane a (of its
+        first grid row), lane b (of its last, when another), the lanes between (every grid row of
+        theirs inside the wave), with the key rows each needs."""
         t_r, w, G, kv = self.t_r, self.w, self.G, self.kv
         nw = cdiv(self.total, w)
         p0 = np.arange(nw, dtype=np.int64) * w
@@ -603,30 +658,36 @@ class _QStationary:
         bh0, bh1 = p0 // t_r, (p1 - 1) // t_r
         self.bh0, self.bh1 = bh0, bh1
         self.two = bh1 - bh0 <= 1
+        full = max(int(kv[0]), int(kv[-1]))  # a whole grid row's longest key range (monotone in the tile)
         a0 = p0 - bh0 * t_r
         e0 = np.minimum(t_r, p1 - bh0 * t_r)
-        m0 = np.maximum(kv[a0], kv[e0 - 1])  # longest key range of run 0 (the ranges are monotone in the tile)
+        m0 = np.maximum(kv[a0], kv[e0 - 1])  # run of grid row bh0
         e1 = np.maximum(1, p1 - bh1 * t_r)
-        m1 = np.maximum(kv[0], kv[e1 - 1])  # run 1 (tiles 0 .. e1-1 of grid row bh1), where bh1 > bh0
+        m1 = np.maximum(kv[0], kv[e1 - 1])  # run of grid row bh1, where bh1 > bh0
         kv0, kv1 = bh0 // G, bh1 // G
         second = bh1 > bh0
-        self.lane_a = kv0
-        self.need_a = np.where(second & (kv1 == kv0), np.maximum(m0, m1), m0)
-        self.lane_b = np.where(second & (kv1 != kv0), kv1, -1)
-        self.need_b = np.where(self.lane_b >= 0, m1, 0)
-        self.stream_weight = (self.need_a + self.need_b) * float(2 * self.kv_bytes)
+        same = kv1 == kv0
+        last_a = np.minimum(bh1, (kv0 + 1) * G - 1)  # lane a's last grid row in the wave
+        need_a = np.where(second & (last_a > bh0) & (last_a < bh1), np.maximum(m0, full), m0)
+        need_a = np.where(second & same, np.maximum(need_a, m1), need_a)
+        self.lane_a, self.need_a = kv0, need_a
+        self.lane_b = np.where(same, -1, kv1)
+        self.need_b = np.where(same, 0, np.where(kv1 * G < bh1, np.maximum(m1, full), m1))
+        self.middle = np.where(same, 0, np.maximum(0, kv1 - kv0 - 1))  # lanes between a and b, each a whole KV head
+        self.full = full
+        self.stream_weight = (self.need_a + self.need_b + self.middle * full) * float(2 * self.kv_bytes)
 
     def certified(self, d_sat: float) -> np.ndarray:
         """Waves whose every K/V re-read is at least ``d_sat`` deep (bool per wave).
 
-        Lane b of a two-lane wave is a KV head's first grid row: new. Lane a is new if its first
-        program is in the wave; else it was in the previous wave, and an item (a, c) read again
-        lies below at least that wave's writes, this wave's fresh reads and the previous wave's
-        chunks of lane a but one (each either still above it or moved up by this wave before it):
+        Every lane but a starts in the wave (its KV heads' grid rows are consecutive): new. Lane a
+        is new if its first program is in the wave; else it was in the previous wave (as that
+        wave's lane b, or a), and an item (a, c) read again lies below at least that wave's writes,
+        this wave's fresh reads and the previous wave's chunks of lane a but one (each either still
+        above it or moved up by this wave before it):
         ``LB = writes(v−1) + reads(v) + 2·d·s·need_a(v−1) − 2·d·s·chunk``.
         """
         n = len(self.p0)
-        cert = np.zeros(n, dtype=bool)
         new_a = self.lane_a * self.G * self.t_r >= self.p0
         prev = np.zeros(n, dtype=np.int64) - 1
         prev[1:] = np.where(self.lane_b[:-1] == self.lane_a[1:], self.need_b[:-1],
@@ -636,9 +697,8 @@ class _QStationary:
         lb = np.full(n, -np.inf)
         lb[1:] = writes[:-1] + self.rows[1:] * float(self.rr_sum) + (prev[1:] - self.chunk) * float(per_sum)
         ok_prev = np.zeros(n, dtype=bool)
-        ok_prev[1:] = self.two[:-1] & (prev[1:] >= 0) & (lb[1:] >= d_sat)
-        cert[:] = self.two & (new_a | ok_prev)
-        return cert
+        ok_prev[1:] = (prev[1:] >= 0) & (lb[1:] >= d_sat)
+        return new_a | ok_prev
 
     def build(self, v: int, tail: float | None = None) -> tuple[_Wave, int]:
         """Wave v's accesses: fresh reads per run, the K/V stream, fresh writes per run.
@@ -749,11 +809,11 @@ class _QStationary:
                      _fresh_runs(self.rr, q, int(q.max())), s_w, need_wave[order], nw)
 
     def bulk(self, a: int, b: int) -> tuple[list, list, np.ndarray, np.ndarray]:
-        """Waves a..b (certified, at most two grid rows each) in closed form: (reads, dirty, lanes, rows)."""
+        """Waves a..b (certified) in closed form: (reads, dirty, lanes, rows)."""
         sl = slice(a, b + 1)
         rows = self.rows[sl]
-        la, na, lb_, nb = self.lane_a[sl], self.need_a[sl], self.lane_b[sl], self.need_b[sl]
-        kv_rows = int(na.sum() + nb.sum())
+        la, na, lb_, nb, mid = self.lane_a[sl], self.need_a[sl], self.lane_b[sl], self.need_b[sl], self.middle[sl]
+        kv_rows = int(na.sum() + nb.sum() + mid.sum() * self.full)
         reads = _fresh_runs(self.rr, rows, self.w * int(self.q.max()))
         reads += [("K", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes),
                   ("V", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes)]
@@ -761,7 +821,13 @@ class _QStationary:
         total = int(rows.sum())
         dirty = [(t, total * bb, runs) for t, bb in self.rw]
         has_b = lb_ >= 0
-        return reads, dirty, np.concatenate((la, lb_[has_b])), np.concatenate((na, nb[has_b]))
+        lanes, need = [la, lb_[has_b]], [na, nb[has_b]]
+        if mid.any():  # the lanes between a and b: whole KV heads
+            m = np.nonzero(mid)[0]
+            between = np.concatenate([np.arange(x + 1, y, dtype=np.int64) for x, y in zip(la[m].tolist(), lb_[m].tolist())])
+            lanes.append(between)
+            need.append(np.full(len(between), self.full, dtype=np.int64))
+        return reads, dirty, np.concatenate(lanes), np.concatenate(need)
 
 
 class _DkdvLockstep:
@@ -815,7 +881,7 @@ class _DkdvLockstep:
     def certified(self, d_sat: float) -> np.ndarray:
         """Waves whose every query-row re-read is at least ``d_sat`` deep (bool per wave).
 
-        KV head kv1 of a two-head wave is new; kv0 is new if its first program is in the wave,
+        Every KV head but the first starts in the wave: new; kv0 is new if its first program is in the wave,
         else it ran in the previous wave, which read every row of its query heads: an item
         (h, c) read again lies below at least the previous wave's dK/dV, this wave's K/V and the
         previous wave's other chunks of head h: ``LB = writes(v−1) + reads(v) + row_q·(N_q − chunk)``.
@@ -827,8 +893,8 @@ class _DkdvLockstep:
         lb[1:] = (self.krows[:-1] * (kv2 * self.share) + self.krows[1:] * float(kv2)
                   + float(self.row_q * (self.n_q - self.chunk)))
         ok = np.zeros(n, dtype=bool)
-        ok[1:] = self.two[:-1] & (lb[1:] >= d_sat)
-        return self.two & (new0 | ok)
+        ok[1:] = lb[1:] >= d_sat
+        return new0 | ok
 
     def build(self, v: int, tail: float | None = None) -> tuple[_Wave, int]:
         """Wave v's accesses: K/V per run, the query-row stream, dK and dV per program.
@@ -886,6 +952,129 @@ class _DkdvLockstep:
         kv = np.arange(int(self.kv0[a]), int(self.kv1[b]) + 1, dtype=np.int64)
         lanes = (kv[:, None] * self.G + np.arange(self.G, dtype=np.int64)[None, :]).ravel()
         return reads, dirty, lanes, np.full(len(lanes), self.n_q, dtype=np.int64)
+
+
+class _DkdvEvents:
+    """Waves of ``_bwd_dkdv`` with one group slice (S = 1), any mask or band (as
+    :func:`iomodel.schedule.grid.dkdv_waves`): per wave a fresh K/V group per run, then its events
+    in time order: program j reaches query-row chunk c0 of its k-th head at step
+    k·(end_j − lo_j) + max(c0, lo_j) − lo_j (one touch per (step, head, chunk), the rows the longest
+    of its programs needs) and stores dK_j, dV_j at step G·(end_j − lo_j), sorted by (step, touch
+    before store, head or KV head, chunk or tile). An item is touched many times per wave and its
+    extent is its largest touch so far: the engine tracks one extent per item. Nothing is certified:
+    every wave is processed (its cost grows with the touches, W·G·N_q/chunk per wave causal)."""
+
+    def __init__(self, spec: LayerSpec, tiling: Tiling, w: int, share: float) -> None:
+        B, Hk, G, n_k, n_q = spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, spec.seqlen_q
+        d, s, bm, bn = spec.head_dim, spec.width, tiling.bwd_block_m, tiling.bwd_block_n
+        self.G, self.n_q, self.w, self.share = G, n_q, w, share
+        self.t_c = t_c = cdiv(n_k, bn)
+        j = np.arange(t_c, dtype=np.int64)
+        off = spec.causal_offset
+        if spec.band is None:  # dkdv_query_ranges, vectorised
+            lo = np.minimum(bm * (np.maximum(0, j * bn - off) // bm), n_q) if spec.causal else np.zeros(t_c, np.int64)
+            end = np.full(t_c, n_q, dtype=np.int64)
+        else:
+            wl, wr = spec.band
+            lo = np.minimum(bm * (np.maximum(0, j * bn - off - wr) // bm), n_q)
+            hi = np.clip((j + 1) * bn - off + wl, 0, n_q)
+            end = np.where(hi > lo, np.minimum(n_q, -(-hi // bm) * bm), lo)
+        self.lo, self.end = lo, end
+        self.k_rows = np.minimum(bn, n_k - j * bn)
+        self.kcum = np.concatenate(([0], np.cumsum(self.k_rows)))
+        self.chunk = _chunk_rows(bm) if spec.band is None else bm
+        self.n_chunks = cdiv(n_q, self.chunk)
+        self.n_lanes = B * Hk * G
+        self.per_row = (d * s, d * s, LSE_WIDTH, FP32_WIDTH)
+        self.kv_bytes = d * s
+        self.total = t_c * B * Hk
+        names = ("Q", "dO", "LSE", "Delta")
+        q_rows = int((end - lo).sum())
+        self.requested_read = {"K": B * Hk * n_k * d * s, "V": B * Hk * n_k * d * s}
+        self.requested_read.update({t: B * Hk * G * q_rows * b for t, b in zip(names, self.per_row)})
+        self.requested_write = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
+        nw = cdiv(self.total, w)
+        self.p0 = np.arange(nw, dtype=np.int64) * w
+        self.p1 = np.minimum(self.p0 + w, self.total)
+        self.fresh_weight = self.stream_weight = np.zeros(nw)
+        span = np.where(end > lo, end - lo, 0)
+        ch = self.chunk
+        self.touch_chunks = np.where(span > 0, -(-end // ch) - lo // ch, 0)  # query-row chunks per head, per tile
+        per_wave = max(1, int(self.touch_chunks.mean() * G * min(w, self.total)))
+        self.block_waves = max(1, min(_BLOCK_WAVES, _BLOCK_TOUCHES // per_wave))  # waves per engine call
+
+    def engine(self, capacity: int, ways: int) -> _Engine:
+        """A cold engine for the query-row chunks of each query head, one extent per chunk."""
+        return _Engine(capacity, self.share, ways, self.n_lanes, self.n_chunks, self.chunk, self.per_row,
+                       ("Q", "dO", "LSE", "Delta"), ("dK", "dV"), prefix_extents=False)
+
+    def certified(self, d_sat: float) -> np.ndarray:
+        """No wave is certified (within a wave the programs re-read each other's rows)."""
+        return np.zeros(len(self.p0), dtype=bool)
+
+    def touches(self, a: int, b: int) -> int:
+        """Touches (before merging) of waves a..b: the engine's work."""
+        p = np.arange(int(self.p0[a]), int(self.p1[b]), dtype=np.int64)
+        return int(self.touch_chunks[p % self.t_c].sum()) * self.G
+
+    def build(self, v: int, tail: float | None = None) -> tuple[_Wave, int]:
+        """Wave v's accesses: K/V per run, then its touches and stores in time order."""
+        t_c, G, ch, nc = self.t_c, self.G, self.chunk, self.n_chunks
+        p0, p1 = int(self.p0[v]), int(self.p1[v])
+        prog = np.arange(p0, p1, dtype=np.int64)
+        kv_p, j_p = np.divmod(prog, t_c)  # KV head and key tile of each program, in grid order
+        kvs = np.arange(p0 // t_c, (p1 - 1) // t_c + 1, dtype=np.int64)
+        j0 = np.maximum(0, p0 - kvs * t_c)
+        j1 = np.minimum(t_c, p1 - kvs * t_c)
+        krun = self.kcum[j1] - self.kcum[j0]
+        runs = len(kvs)
+        lo, end = self.lo[j_p], self.end[j_p]
+        span = np.where(end > lo, end - lo, 0)
+        n_ch = self.touch_chunks[j_p]
+        # touches: (program, head k, chunk)
+        pk = np.repeat(np.arange(len(prog), dtype=np.int64), G)
+        k = np.tile(np.arange(G, dtype=np.int64), len(prog))
+        cnt = n_ch[pk]
+        tp = np.repeat(pk, cnt)
+        tk = np.repeat(k, cnt)
+        c = np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt) + lo[tp] // ch
+        c0 = c * ch
+        start = np.maximum(c0, lo[tp])
+        t = tk * span[tp] + start - lo[tp]
+        h = kv_p[tp] * G + tk
+        rows = np.minimum(c0 + ch, end[tp]) - start
+        order = np.lexsort((c0, h, t))  # one touch per (step, head, chunk): the most rows
+        t, h, c0, rows = t[order], h[order], c0[order], rows[order]
+        new = np.ones(len(t), dtype=bool)
+        new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1]) | (c0[1:] != c0[:-1])
+        at = np.nonzero(new)[0]
+        rows = np.maximum.reduceat(rows, at) if len(at) else rows
+        t, h, c0 = t[at], h[at], c0[at]
+        # events: touches (type 0: head, chunk) and stores (type 1: KV head, tile), in time order
+        e_t = np.concatenate((t, G * span))
+        e_type = np.concatenate((np.zeros(len(t), np.int64), np.ones(len(prog), np.int64)))
+        e_a = np.concatenate((h, kv_p))
+        e_b = np.concatenate((c0, j_p))
+        ev = np.lexsort((e_b, e_a, e_type, e_t))
+        is_store = e_type[ev] == 1
+        slots = np.where(is_store, 2, 1)
+        pos = runs + np.cumsum(slots) - slots  # first position of each event
+        ns = len(t)
+        touch_ev = ev[~is_store]  # indices into the touch arrays, in time order
+        spos = pos[~is_store]
+        store_ev = ev[is_store] - ns  # program of each store, in time order
+        wpos = np.repeat(pos[is_store], 2) + np.tile(np.array([0, 1]), len(store_ev))
+        wb = np.repeat(self.k_rows[j_p[store_ev]] * self.kv_bytes, 2)
+        weight = np.zeros(runs + ns + 2 * len(prog))
+        weight[:runs] = krun * (2 * self.kv_bytes)
+        weight[wpos] = wb * self.share
+        return _Wave(weight, spos, h[touch_ev], c0[touch_ev] // ch, rows[touch_ev], np.zeros(0, np.int64),
+                     np.zeros(0, np.int64), wpos, np.tile(np.array([0, 1]), len(store_ev)), wb,
+                     _fresh_runs([("K", self.kv_bytes), ("V", self.kv_bytes)], krun, int(krun.max()))), 0
+
+    def build_block(self, a: int, b: int) -> _Wave:
+        """Waves a..b as one block."""
+        return _build_block(self, a, b)
 
 
 class _Fresh:
@@ -987,10 +1176,11 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
                                  {"O": d * s, "LSE": LSE_WIDTH}, write_share)
         return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
     if name == "_bwd_dkdv":
-        if spec.band is not None or tiling.bwd_group_splits != 1:
+        if tiling.bwd_group_splits != 1:
             return None
-        if spec.causal and dkdv_last_lo(spec, tiling) > 0:
-            return None  # lo_j grows with j: the last key tile's first row bounds them all
+        if spec.band is not None or (spec.causal and dkdv_last_lo(spec, tiling) > 0):  # lo_j grows with j
+            model = _DkdvEvents(spec, tiling, w, write_share)
+            return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
         model = _DkdvLockstep(spec, tiling, w, write_share)
         return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
     if name == "_bwd_preprocess":
