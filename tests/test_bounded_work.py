@@ -1,7 +1,8 @@
 """Bounded work: the worksheet's L2-aware estimate does not grow with batch × heads (issue 10).
 
-The estimate simulates every program of the prefill grid (B·H·T_r of them); above
-L2_ESTIMATE_MAX_PROGRAMS it is not computed, and the worksheet says why instead of a number.
+The simulation visits every program of the prefill grid (B·H·T_r of them); above
+L2_ESTIMATE_MAX_PROGRAMS it is not run, and past the fast evaluation's L2_FAST_MAX_ROWS grid rows
+(issue 12 item 4) the estimate is not computed: the worksheet says why instead of a number.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import resource
 import time
 
-from iomodel.cache.estimate import L2_ESTIMATE_MAX_PROGRAMS, not_estimated, simulated_programs
+from iomodel.cache.estimate import L2_ESTIMATE_MAX_PROGRAMS, L2_FAST_MAX_ROWS, not_estimated, simulated_programs
 from iomodel.report.worksheet import make_worksheet
 from iomodel.spec.resolve import resolve_layer
 from test_cli_errors import run_cli
@@ -27,7 +28,8 @@ def test_batch_100000_finishes_in_seconds_with_the_note(capsys):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 200 * 1024  # KiB: under 200 MiB more
     assert ("L2-aware DRAM estimate (iomodel/cache/predict.py): not computed, B·H·T_r = 100,000·32·64 = "
             "204,800,000 programs, above 131,072 (the simulation visits every program: its cost grows with "
-            "batch × heads).") in out
+            "batch × heads), and B·H = 100,000·32 = 3,200,000 grid rows, above 1,024 (past the simulation's bounds "
+            "the fast evaluation's cost grows with the grid rows).") in out
 
 
 def test_heads_65536_finishes_with_the_note(capsys):
@@ -39,7 +41,8 @@ def test_heads_65536_finishes_with_the_note(capsys):
     assert tiled["l2_aware"] is None
     assert tiled["l2_aware_not_computed"] == (
         "B·H·T_r = 1·65,536·64 = 4,194,304 programs, above 131,072 (the simulation visits every program: "
-        "its cost grows with batch × heads)")
+        "its cost grows with batch × heads), and B·H = 1·65,536 = 65,536 grid rows, above 1,024 (past the "
+        "simulation's bounds the fast evaluation's cost grows with the grid rows)")
 
 
 def test_the_bound_is_on_programs():
@@ -53,3 +56,15 @@ def test_the_bound_is_on_programs():
     assert not_estimated(over.spec) is None  # without tiles only the seqlen bound applies
     ws = make_worksheet(resolve_layer(seqlen=512, batch=8))  # small: computed
     assert ws.l2_aware is not None and "l2_aware_not_computed" not in json.loads(ws.to_json())["algorithms"]["tiled"]
+
+
+def test_past_the_simulation_bounds_the_bound_is_on_grid_rows():
+    """Past 2^18 tokens the fast evaluation computes the estimate up to L2_FAST_MAX_ROWS grid rows B·H:
+    its cost grows with the rows, not with the length (iomodel/cache/estimate.py)."""
+    assert L2_FAST_MAX_ROWS == 1024
+    at = resolve_layer(seqlen=2**19, heads=1024, kv_heads=8)
+    assert simulated_programs(at.spec, at.tiling) > L2_ESTIMATE_MAX_PROGRAMS and not_estimated(at.spec, at.tiling) is None
+    over = resolve_layer(seqlen=2**19, heads=1032, kv_heads=8)
+    assert not_estimated(over.spec, over.tiling) == (
+        "seqlen above 262,144 (its simulation grows with the square of the length), and B·H = 1·1,032 = 1,032 grid "
+        "rows, above 1,024 (past the simulation's bounds the fast evaluation's cost grows with the grid rows)")

@@ -198,16 +198,21 @@ def test_seqlen_plot_draws_the_l2_aware_estimate_beside_the_no_reuse_bound(small
 
 
 def test_l2_aware_curve_skips_points_past_its_budget_and_says_so():
-    """Llama-3-8B, batch 32, BLOCK_M 128: N = 8k is 32·32·64 = 65,536 programs, 4k 32,768; 16k would be
-    131,072 more, past the curve's budget of 131,072 programs in all: skipped, named in the legend."""
+    """Llama-3-8B, batch 50, BLOCK_M 128: 1,600 grid rows, past the fast evaluation's 1,024, so the points
+    count as simulated. Its own length first, N = 8k: 50·32·64 = 102,400 programs, then 2k 25,600; 4k
+    would be 51,200 more, past the curve's budget of 131,072 programs in all: skipped, named in the
+    legend. At batch 32 (1,024 rows) the fast evaluation covers every point: all drawn."""
     from iomodel.report.plot import L2_AWARE_LABEL
 
-    lay = resolve_layer(batch=32)
-    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[4096, 8192, 16384])
+    lay = resolve_layer(batch=50)
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[2048, 4096, 8192])
     ax = fig.axes[0]
-    assert list(_line(ax, f"{L2_AWARE_LABEL},\nsimulated").get_xdata()) == [4096, 8192]
+    assert list(_line(ax, f"{L2_AWARE_LABEL},\nsimulated").get_xdata()) == [2048, 8192]
     note = _line(ax, f"{L2_AWARE_LABEL}\nnot computed").get_label()
-    assert "not computed at N = 16k:" in note and "budget of 131,072 programs" in note
+    assert "not computed at N = 4k:" in note and "budget of 131,072 programs" in note
+    fast = resolve_layer(batch=32)
+    fig = plot_seqlen(fast.spec, fast.tiling, fast.hardware, seqlens=[2048, 4096, 8192])
+    assert list(_line(fig.axes[0], f"{L2_AWARE_LABEL},\nsimulated").get_xdata()) == [2048, 4096, 8192]
 
 
 def test_decode_seqlen_plot_says_the_l2_aware_estimate_is_not_drawn():

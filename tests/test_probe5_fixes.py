@@ -106,8 +106,9 @@ def _record(tmp_path, shape_id, **spec):
      "64,000,000 programs (batch 1,000,000, heads 16) are above 131,072"),
     ("b1-h16-kv16-d128-bf16-q512-k512-nc-tiled", {"heads": 10**5, "kv_heads": 10**5},
      "400,000 programs (batch 1, heads 100,000) are above 131,072"),
-    ("b1-h16-kv16-d128-bf16-q512-k512-nc-tiled", {"seqlen_q": 2**24, "seqlen_k": 2**24},
-     "seqlen 16,777,216 is above 262,144"),
+    ("b1-h16-kv16-d128-bf16-q512-k512-nc-tiled", {"seqlen_q": 2**24, "seqlen_k": 2**24, "heads": 2048, "kv_heads": 2048},
+     "seqlen 16,777,216 is above 262,144 (the simulation grows with the square of the length), and B·H = 1·2,048 = "
+     "2,048 grid rows, above 1,024"),
     ("b32-h32-kv8-d128-fp16-q1-k2048-nc-tiled", {"batch": 10**6},
      "16,000,000 programs (batch 1,000,000, heads 32) are above 131,072"),
 ])
@@ -120,6 +121,18 @@ def test_a_record_shape_too_large_to_simulate_is_not_reconciled_in_seconds(tmp_p
     (row,) = rec.rows
     assert row.error.startswith("the L2-aware prediction is not computed: " + why), row.error
     assert [r.id for r, _, _ in rec.not_reconciled()] == [shape_id]
+
+
+def test_a_long_record_shape_the_fast_evaluation_covers_is_reconciled_in_seconds(tmp_path):
+    """Past the simulation's 2^18 tokens a bandless forward shape is predicted by the fast evaluation
+    (iomodel/cache/stream.py, issue 12 item 4) instead of refused: 2^24 tokens, 16 heads, in seconds."""
+    t0 = time.perf_counter()
+    rec = reconcile(Measurement.load(_record(tmp_path, "b1-h16-kv16-d128-bf16-q512-k512-nc-tiled",
+                                             seqlen_q=2**24, seqlen_k=2**24)))
+    assert time.perf_counter() - t0 < 10
+    (row,) = rec.rows
+    assert row.error is None and row.l2 is not None
+    assert row.l2.floor_read_bytes < row.l2.hbm_read_bytes <= row.l2.no_reuse_read_bytes
 
 
 def test_validate_checks_every_shape_before_counting_any(tmp_path, capsys):

@@ -51,10 +51,14 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
     assert j["source"] == "estimate from iomodel/cache/predict.py predict_tiled (not a measurement)" and any("Effective L2 capacity" in a for a in j["assumptions"])
 
 
-def test_no_estimate_for_decode_or_very_long():
-    # fwd+bwd has its estimate since issue 11 (tests/test_l2_training.py)
+def test_no_estimate_for_decode_or_very_long_where_the_fast_evaluation_does_not_apply():
+    # fwd+bwd has its estimate since issue 11 (tests/test_l2_training.py); past 2^18 tokens the fast
+    # evaluation covers bandless layers in the bundled order (issue 12 item 4), not a causal dK/dV kernel
+    long = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 2, "heads": 1, "kv_heads": 1}
+    assert make_worksheet(resolve_layer(**long)).l2_aware is not None
     for kw, why in (({"phase": "decode", "seqlen": 4096}, "decode"),
-                    ({"seqlen": L2_ESTIMATE_MAX_SEQLEN * 2, "heads": 1, "kv_heads": 1}, "square of the length")):
+                    ({**long, "passes": "fwd+bwd"}, "square of the length), and its causal dK/dV kernel is simulated "
+                                                     "touch by touch")):
         ws = make_worksheet(resolve_layer(**kw))
         assert ws.l2_aware is None
         assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None

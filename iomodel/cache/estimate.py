@@ -22,18 +22,31 @@ from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
 from iomodel.spec.ragged import RaggedSpec
 
-#: Longest seqlen for which the worksheet runs the L2 simulation (the K/V chunks one wave
-#: streams grow with the length; Llama-3-8B, 32 heads, at 2^18 tokens: 2.5 s, 136 MB max RSS for
-#: the whole ``iomodel worksheet`` run on the 2-core development machine).
+#: Longest seqlen for which the worksheet runs the wave-by-wave L2 simulation (the K/V chunks one
+#: wave streams grow with the length; Llama-3-8B, 32 heads, at 2^18 tokens: 2.5 s, 136 MB max RSS
+#: for the whole ``iomodel worksheet`` run on the 2-core development machine, before the fast
+#: evaluation). Past it the estimate is computed only where the fast evaluation covers every
+#: kernel (:func:`fast_refusal`).
 L2_ESTIMATE_MAX_SEQLEN = 2**18
-#: Most programs (B·H·T_r, the grid of the prefill kernel) the worksheet simulates: the
-#: simulation (:func:`iomodel.schedule.grid.prefill_waves` through :mod:`iomodel.cache.simulate`)
+#: Most programs (B·H·T_r, the grid of the prefill kernel) the worksheet simulates wave by wave:
+#: the simulation (:func:`iomodel.schedule.grid.prefill_waves` through :mod:`iomodel.cache.simulate`)
 #: visits every program and keeps an item per tile it touched, so its time and memory grow with
 #: B·H·T_r. Measured for the whole ``iomodel worksheet`` run on the 2-core development
-#: machine at this bound: 5.2 s and 334 MB max RSS at T_r = 1 (seqlen 128, batch 4096: each
-#: program writes its own O and LSE items, the slowest case), 4.4 s and 184 MB for Llama-3-70B
-#: (64 heads) at 2^18 tokens, which is exactly 2^17 programs.
+#: machine at this bound, before the fast evaluation: 5.2 s and 334 MB max RSS at T_r = 1 (seqlen
+#: 128, batch 4096: each program writes its own O and LSE items, the slowest case), 4.4 s and 184
+#: MB for Llama-3-70B (64 heads) at 2^18 tokens, which is exactly 2^17 programs. With fewer
+#: tokens than a wave's worth per grid row, the fast evaluation visits every wave too (no wave's
+#: re-reads are certified deep), so this bound stays.
 L2_ESTIMATE_MAX_PROGRAMS = 2**17
+#: Most grid rows B·H (batch × query heads) for which the estimate is computed past
+#: :data:`L2_ESTIMATE_MAX_SEQLEN` tokens: there the fast evaluation (:mod:`iomodel.cache.stream`)
+#: adds the certified waves in closed form and processes, per grid row, its waves whose K/V
+#: re-reads are not certified deep (the first waves of a causal head) and the last waves of each
+#: certified run, so its cost grows with the grid rows, not the length. Measured on the 2-core
+#: development machine (``estimate_tiled``, H200, bf16, causal, the slowest case): about 1 ms per
+#: grid row at HEAD_DIM 128 and 2^24 tokens (Llama-3-8B, 32 rows: 30-50 ms; 128 rows: 0.13 s),
+#: up to about 3 ms per row for HEAD_DIM 32 fp8 (16 programs per SM); non-causal a few ms in all.
+L2_FAST_MAX_ROWS = 2**10
 #: Where the estimate's bytes come from (worksheet text and JSON).
 L2_ESTIMATE_SOURCE = "iomodel/cache/predict.py"
 
@@ -50,26 +63,20 @@ def simulated_programs(spec: LayerSpec, tiling: Tiling) -> int:
     return max(fwd, bh * cdiv(spec.seqlen_k, tiling.bwd_block_n), bh * cdiv(spec.seqlen_q, tiling.dq_block_m))
 
 
-def not_estimated(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
-    """Why :func:`estimate_tiled` does not cover ``spec`` (one clause), or None when it does.
+def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
+    """Why a prefill layer is past the bounds of the wave-by-wave simulation (one clause), or None.
 
-    It covers the prefill forward pass (and, with ``spec.backward``, the training step), with or
-    without a sliding window (the simulation walks each program's band,
-    :func:`iomodel.schedule.grid.prefill_key_ranges`), with seqlen_q and seqlen_k up to
-    :data:`L2_ESTIMATE_MAX_SEQLEN` tokens and, when ``tiling`` is given, at most
-    :data:`L2_ESTIMATE_MAX_PROGRAMS` programs (:func:`simulated_programs`): the simulation
-    visits every program, so its cost grows with batch × heads. Past either bound the
-    estimate is not computed (never extrapolated).
+    The bounds: seqlen_q and seqlen_k up to :data:`L2_ESTIMATE_MAX_SEQLEN` tokens and, when
+    ``tiling`` is given, at most :data:`L2_ESTIMATE_MAX_PROGRAMS` programs (:func:`simulated_programs`):
+    the simulation visits every program, so its cost grows with batch × heads. Within them the
+    estimate is always computed (fast where :mod:`iomodel.cache.stream` applies, else simulated).
 
     Args:
-        spec: the layer.
-        tiling: the tiles (BLOCK_M sets T_r); None skips the program-count bound.
+        spec: the layer (prefill); tiling: the tiles (BLOCK_M sets T_r); None skips the program count.
 
     Returns:
         The reason, one clause without a final period, or None.
     """
-    if spec.phase != "prefill":
-        return "it models the prefill kernel here (decode: see `iomodel reconcile`)"
     if max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
         return f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)"
     if tiling is not None and simulated_programs(spec, tiling) > L2_ESTIMATE_MAX_PROGRAMS:
@@ -82,6 +89,79 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None) -> str | None:
                 f"above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows with "
                 "batch × heads)")
     return None
+
+
+def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None) -> str | None:
+    """Why the fast evaluation (:mod:`iomodel.cache.stream`) does not cover every kernel of the
+    estimate at any length (one clause), or None.
+
+    It covers, with the default L2 (24 ways, written lines weighing 0.5): the forward and
+    ``_bwd_dq`` in the tiles-fastest grid with ascending key blocks, without a window band;
+    ``_bwd_dkdv`` with one group slice when every key tile loads every query row (no causal
+    mask cuts a tile's rows: :func:`iomodel.schedule.grid.dkdv_last_lo` is 0); ``_bwd_preprocess``;
+    at most :data:`L2_FAST_MAX_ROWS` grid rows B·H and :data:`iomodel.cache.params.MAX_STREAM_ITEMS`
+    stream items (memory). Other kernels are simulated wave by wave, or touch by touch (a causal
+    dK/dV kernel), whose cost grows with the square of the length.
+
+    Args:
+        spec: the layer (prefill); tiling: its tiles (None: the defaults, and a causal training
+            step is refused); schedule: the forward launch (None: the bundled kernel's order).
+
+    Returns:
+        The reason, one clause without a final period, or None.
+    """
+    from iomodel.cache.params import MAX_STREAM_ITEMS
+    from iomodel.schedule.grid import _chunk_rows, dkdv_last_lo
+
+    if spec.band is not None:
+        return "its window band is simulated block by block (the fast evaluation covers layers without a window)"
+    if schedule is not None and (schedule.grid_order, schedule.key_order) != ("tiles-fastest", "ascending"):
+        return (f"the {schedule.grid_order} grid with {schedule.key_order} key blocks is simulated wave by wave (the fast "
+                "evaluation covers the bundled kernel's order)")
+    rows = spec.batch * spec.heads
+    if rows > L2_FAST_MAX_ROWS:
+        return (f"B·H = {spec.batch:,}·{spec.heads:,} = {rows:,} grid rows, above {L2_FAST_MAX_ROWS:,} (past the "
+                "simulation's bounds the fast evaluation's cost grows with the grid rows)")
+    t = tiling or Tiling()
+    items = spec.batch * spec.kv_heads * cdiv(spec.seqlen_k, _chunk_rows(t.block_n))
+    if spec.backward:
+        items = max(items, rows * cdiv(spec.seqlen_q, _chunk_rows(t.bwd_block_m)),
+                    spec.batch * spec.kv_heads * cdiv(spec.seqlen_k, _chunk_rows(t.dq_block_n)))
+        if t.bwd_group_splits > 1:
+            return "its dK/dV kernel's group slices are simulated wave by wave"
+        if spec.causal and (tiling is None or dkdv_last_lo(spec, t) > 0):
+            return ("its causal dK/dV kernel is simulated touch by touch (its programs re-read each other's query rows "
+                    "within a wave: the cost grows with the square of the length)")
+    if items > MAX_STREAM_ITEMS:
+        return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
+    return None
+
+
+def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None) -> str | None:
+    """Why :func:`estimate_tiled` does not cover ``spec`` (one clause), or None when it does.
+
+    It covers the prefill forward pass (and, with ``spec.backward``, the training step), with or
+    without a sliding window: within the wave-by-wave simulation's bounds
+    (:func:`simulation_bound`: :data:`L2_ESTIMATE_MAX_SEQLEN` tokens, :data:`L2_ESTIMATE_MAX_PROGRAMS`
+    programs) always, and past them wherever the fast evaluation covers every kernel
+    (:func:`fast_refusal`: any length, up to :data:`L2_FAST_MAX_ROWS` grid rows). Otherwise the
+    estimate is not computed (never extrapolated).
+
+    Args:
+        spec: the layer.
+        tiling: the tiles (BLOCK_M sets T_r); None skips the program-count bound.
+        schedule: the forward launch (grid and key order); None: the bundled kernel's.
+
+    Returns:
+        The reason, one clause without a final period, or None.
+    """
+    if spec.phase != "prefill":
+        return "it models the prefill kernel here (decode: see `iomodel reconcile`)"
+    slow = simulation_bound(spec, tiling)
+    if slow is None:
+        return None
+    fast = fast_refusal(spec, tiling, schedule)
+    return None if fast is None else f"{slow}, and {fast}"
 
 
 @dataclass(frozen=True)
@@ -208,7 +288,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
             (:meth:`Schedule.check`) or disagrees with ``tiling``, ``num_warps`` or ``tile_order``;
             from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    why = not_estimated(spec, tiling)
+    why = not_estimated(spec, tiling, schedule)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
     if spec.backward:
@@ -282,7 +362,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     measures it). Roofline as :func:`estimate_tiled`, over the whole step.
 
     Args:
-        spec: the layer (prefill, within :func:`not_estimated`'s bounds).
+        spec: the layer (prefill, covered by :func:`not_estimated`).
         tiling: forward and backward tiles; hardware: L2 bytes, SMs, shared memory, bandwidth.
         flops, peak_flops: FLOPs of the step and peak FLOP/s.
         num_warps, tile_order: the forward launch.
@@ -325,8 +405,9 @@ RAGGED_ESTIMATE_MAX_SEQUENCES = 4096
 def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
     """Why :func:`estimate_ragged` does not cover a ragged batch (one clause), or None when it does.
 
-    Each sequence (its batch-1 prefill layer, ``RaggedSpec.sequence``) must be within
-    :func:`not_estimated`'s bounds, and the launch's simulated programs,
+    Each sequence (its batch-1 prefill layer, ``RaggedSpec.sequence``) must be within the
+    wave-by-wave simulation's bounds (:func:`simulation_bound`: the varlen launch is simulated, not
+    evaluated fast), and the launch's simulated programs,
     ``Σ_b H·ceil(N_q_b / BLOCK_M)`` (programs past a sequence's end do nothing and are not
     simulated), at most :data:`L2_ESTIMATE_MAX_PROGRAMS`: the simulation visits every program,
     as for a dense layer; and at most :data:`RAGGED_ESTIMATE_MAX_SEQUENCES` sequences. Evaluated
@@ -344,7 +425,7 @@ def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
     total = 0
     for (q, k), count in ragged.kinds():
         seq = ragged.sequence(q, k)
-        why = not_estimated(seq, tiling)
+        why = simulation_bound(seq, tiling)  # the varlen launch is simulated wave by wave
         if why is not None:
             n = ragged.seqlens.index((q, k))
             return f"sequence {n} (N_q {q:,}, N_k {k:,}): {why}"

@@ -30,6 +30,18 @@ MAX_L2_WAYS = 4096
 #: Interleaved slices a streaming kernel of the eager chain is split into (a modelling choice
 #: of round 1, not fitted).
 STREAM_SLICES = 64
+#: Most stream items (lanes × row chunks) the fast evaluation (:mod:`iomodel.cache.stream`) indexes
+#: densely, 8 bytes each: beyond it the kernel is simulated (a bound on memory, 256 MiB, not a model
+#: constant).
+MAX_STREAM_ITEMS = 1 << 25
+
+
+def exact_write_share(write_share: float) -> bool:
+    """Whether written bytes weighing ``write_share`` keep every sum of entry weights exact: a dyadic
+    fraction (denominator at most 2^10, e.g. 0.5 or 1), so stack distances are the same double in any
+    order of summation. The simulation keeps a read group as one stack entry only then, and the
+    fast evaluation applies only then."""
+    return float(write_share).as_integer_ratio()[1] <= 1 << 10
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from typing import Any, Callable, Sequence
 from iomodel.cache.causes import CAUSES, Cause
 from iomodel.cache.params import STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
-from iomodel.cache.stream import fast_kernel_l2
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
 from iomodel.schedule.launch import TILE_ORDERS, Schedule, tiles_per_group
@@ -104,12 +103,39 @@ def _finish(algorithm: str, kernels: list[KernelL2], floor_r: int, floor_w: int,
                         no_reuse_r - read, causes, kernels, assumptions)
 
 
+#: Program × row-chunk pairs of a kernel (:func:`_fast_pays`) from which it is evaluated fast even
+#: in a process without numpy: below, its simulation takes milliseconds, less than importing numpy
+#: (~0.1 s), and a one-layer worksheet stays numpy-free (tests/test_cli_latency.py). A speed choice:
+#: both give the same bytes.
+FAST_MIN_WORK = 1 << 16
+
+
+def _fast_pays(name: str, spec: LayerSpec, tiling: Tiling) -> bool:
+    """Whether to evaluate kernel ``name`` fast rather than simulate it: numpy is loaded already, or
+    its programs × row chunks streamed per program (× the GQA group for ``_bwd_dkdv``) reach
+    :data:`FAST_MIN_WORK`."""
+    import sys
+
+    if "numpy" in sys.modules:
+        return True
+    n_q, n_k, rows = spec.seqlen_q, spec.seqlen_k, spec.batch * spec.heads
+    if name == "_bwd_dkdv":
+        work = rows * cdiv(n_k, tiling.bwd_block_n) * cdiv(n_q, 1024)
+    elif name == "_bwd_dq":
+        work = rows * cdiv(n_q, tiling.dq_block_m) * cdiv(n_k, 1024)
+    elif name in ("fwd kernel", "_attn_fwd"):
+        work = rows * cdiv(n_q, tiling.block_m) * cdiv(n_k, 1024)
+    else:
+        work = rows * cdiv(n_q, 128)
+    return work >= FAST_MIN_WORK
+
+
 def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, build: Callable[..., Any], *,
               tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending") -> KernelL2:
     """One kernel launch of a prefill layer through a cold L2, as simulated bytes per tensor.
 
     :func:`iomodel.cache.stream.fast_kernel_l2` where it applies (the streaming kernels: the same
-    bytes as the simulation, computed without visiting every wave), else
+    bytes as the simulation, computed without visiting every wave) and pays (:func:`_fast_pays`), else
     :func:`~iomodel.cache.simulate.simulate` on the waves ``build`` gives
     (:mod:`iomodel.schedule.grid`: ``prefill_waves``, ``dkdv_waves`` ...; read groups where it
     takes ``grouped``).
@@ -128,10 +154,13 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
         IomodelError: from the wave builder (an unknown order).
     """
     w = params.resident_programs
-    k = fast_kernel_l2(name, spec, tiling, w, params.capacity, params.write_share, params.ways,
-                       tile_order=tile_order, grid_order=grid_order, key_order=key_order)
-    if k is not None:
-        return k
+    if _fast_pays(name, spec, tiling):
+        from iomodel.cache.stream import fast_kernel_l2  # numpy: imported only here
+
+        k = fast_kernel_l2(name, spec, tiling, w, params.capacity, params.write_share, params.ways,
+                           tile_order=tile_order, grid_order=grid_order, key_order=key_order)
+        if k is not None:
+            return k
     launch = {"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order} if build is prefill_waves else {}
     grouped = {} if build in (preprocess_waves, reduce_dkdv_waves) else {"grouped": True}
     waves, r, wr = build(spec, tiling, w, **launch, **grouped)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from iomodel.cache.lru import LRU, new_lru
-from iomodel.cache.params import STREAM_SLICES
+from iomodel.cache.params import STREAM_SLICES, exact_write_share
 from iomodel.cache.set_assoc import SetAssoc
 from iomodel.schedule.grid import Access, ReadGroup
 from iomodel.spec import LayerSpec
@@ -97,7 +97,7 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
     read, write = cache.read, cache.write
     # one stack entry per group needs exact byte sums: written bytes weigh write_share, so only
     # when it is a dyadic fraction (0.5, 1); otherwise member by member, as before
-    exact = float(write_share).as_integer_ratio()[1] <= 1 << 10
+    exact = exact_write_share(write_share)
     read_group = getattr(cache, "read_group", None) if exact else None  # the LRU has none
     for wave in waves:
         n += 1

@@ -54,15 +54,13 @@ from iomodel.cache.set_assoc import (_LOG_INT, _LOG_TINY, _VECTOR_MIN_ITEMS, evi
 from iomodel.cache.simulate import KernelL2, _rounded
 from iomodel.cache.sums import OrderedSums
 from iomodel.errors import IomodelError
-from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows
+from iomodel.cache.params import MAX_STREAM_ITEMS, exact_write_share
+from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows, dkdv_last_lo
 from iomodel.schedule.launch import TILE_ORDERS
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Kernels :func:`fast_kernel_l2` knows, by the name :func:`iomodel.cache.predict.predict_training_step` gives them.
 FAST_KERNELS = ("fwd kernel", "_attn_fwd", "_bwd_preprocess", "_bwd_dkdv", "_bwd_dq", REDUCE_DKDV_KERNEL)
-#: Most stream items (lanes × row chunks) the engine indexes densely (8 bytes each): beyond it the
-#: caller simulates (a bound on memory, 256 MiB, not on time).
-MAX_STREAM_ITEMS = 1 << 25
 
 
 def _one_by_shortcut(distance: float, capacity: float, ways: int) -> bool:
@@ -1132,21 +1130,6 @@ class _Fresh:
                 [(t, total * bb, b - a + 1) for t, bb in self.writes], empty, empty)
 
 
-def dkdv_last_lo(spec: LayerSpec, tiling: Tiling) -> int:
-    """First query row the last key tile of ``_bwd_dkdv`` loads (rows; no band): lo_j of
-    :func:`iomodel.schedule.grid.dkdv_query_lo` at j = T_c − 1, the largest (lo_j grows with j)."""
-    if not spec.causal:
-        return 0
-    bm, bn = tiling.bwd_block_m, tiling.bwd_block_n
-    j = cdiv(spec.seqlen_k, bn) - 1
-    return min(bm * (max(0, j * bn - spec.causal_offset) // bm), spec.seqlen_q)
-
-
-def _dyadic(x: float) -> bool:
-    """Whether weights of ``x`` per byte keep every sum exact (a dyadic fraction, as ``simulate`` requires for groups)."""
-    return float(x).as_integer_ratio()[1] <= 1 << 10
-
-
 def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: float, *,
                tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending") -> Any:
     """The wave model of kernel ``name`` for the fast evaluation, or None where it does not apply.
@@ -1160,7 +1143,7 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
     Raises:
         IomodelError: an unknown tile_order (forward).
     """
-    if not _dyadic(write_share) or spec.phase != "prefill":
+    if not exact_write_share(write_share) or spec.phase != "prefill":
         return None
     d, s = spec.head_dim, spec.width
     B, H, Hk = spec.batch, spec.heads, spec.kv_heads

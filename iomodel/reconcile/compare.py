@@ -41,7 +41,7 @@ from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params
+from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params, exact_write_share
 from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels)
@@ -510,7 +510,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
     floor = [0, 0]  # floor read, write: each sequence's compulsory bytes
     seqs = rs.sequences()
     for seq in seqs:
-        too_big = not_simulated(seq, tiling)
+        too_big = not_simulated(seq, tiling, fast=False)  # the varlen launch is simulated wave by wave
         if too_big is not None:
             out.error = f"the L2-aware prediction is not computed: {too_big}"
             return
@@ -663,8 +663,9 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
                          + ", ".join(k.name for k in shape.kernels))
 
 
-def not_simulated(spec: LayerSpec, tiling: Tiling) -> str | None:
-    """Why the L2 simulation of a measured tiled forward shape is not run (one clause), or None.
+def not_simulated(spec: LayerSpec, tiling: Tiling, schedule: Schedule | None = None, *,
+                  fast: bool = True) -> str | None:
+    """Why the L2 prediction of a measured tiled forward shape is not computed (one clause), or None.
 
     Programs simulated: prefill ``B·H·T_r`` (:func:`iomodel.cache.estimate.simulated_programs`),
     decode the split-KV grid ``num_splits·B·H_kv·(G/P)`` (the combine kernel's ``B·H``
@@ -673,21 +674,42 @@ def not_simulated(spec: LayerSpec, tiling: Tiling) -> str | None:
     (:data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_SEQLEN` tokens in prefill,
     :data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_PROGRAMS` programs) is not reconciled, and
     said so, rather than run for minutes and gigabytes (a record with batch 10^6 took over
-    20 GB). Every committed receipt is far inside both bounds (at most 16,384 programs).
+    20 GB), unless the fast evaluation covers it (``fast``; a prefill forward shape within
+    :func:`iomodel.cache.estimate.fast_refusal`, in the launch ``schedule``: None the bundled
+    kernel's). Every committed receipt is far inside both bounds (at most 16,384 programs).
     """
-    from iomodel.cache.estimate import L2_ESTIMATE_MAX_PROGRAMS, L2_ESTIMATE_MAX_SEQLEN, simulated_programs
+    from iomodel.cache.estimate import (L2_ESTIMATE_MAX_PROGRAMS, L2_ESTIMATE_MAX_SEQLEN, fast_refusal,
+                                        simulated_programs)
 
+    why = None
     if spec.phase == "prefill" and max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
-        return (f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} is above {L2_ESTIMATE_MAX_SEQLEN:,} (the simulation "
-                "grows with the square of the length): check the record's spec")
-    if spec.phase == "decode":  # the split-KV grid num_splits·B·H_kv·(G/P) of iomodel.schedule.grid.decode_waves
-        n = tiling.num_splits * spec.batch * spec.kv_heads * max(1, spec.group // tiling.heads_per_program)
-    else:  # B·H·T_r
-        n = simulated_programs(spec, tiling)
-    if n > L2_ESTIMATE_MAX_PROGRAMS:
-        return (f"{n:,} programs (batch {spec.batch:,}, heads {spec.heads:,}) are above {L2_ESTIMATE_MAX_PROGRAMS:,}, "
-                "the most the simulation visits (its cost grows with batch × heads): check the record's spec")
-    return None
+        why = (f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} is above {L2_ESTIMATE_MAX_SEQLEN:,} (the simulation "
+               "grows with the square of the length)")
+    else:
+        if spec.phase == "decode":  # the split-KV grid num_splits·B·H_kv·(G/P) of iomodel.schedule.grid.decode_waves
+            n = tiling.num_splits * spec.batch * spec.kv_heads * max(1, spec.group // tiling.heads_per_program)
+        else:  # B·H·T_r
+            n = simulated_programs(spec, tiling)
+        if n > L2_ESTIMATE_MAX_PROGRAMS:
+            why = (f"{n:,} programs (batch {spec.batch:,}, heads {spec.heads:,}) are above {L2_ESTIMATE_MAX_PROGRAMS:,}, "
+                   "the most the simulation visits (its cost grows with batch × heads)")
+    if why is None:
+        return None
+    if fast and spec.phase == "prefill":
+        refusal = fast_refusal(spec.with_(backward=False), tiling, schedule)
+        if refusal is None:
+            return None
+        why += f", and {refusal}"
+    return why + ": check the record's spec"
+
+
+def _record_schedule(tiling: Tiling, tile_order: str, grid_order: str) -> Schedule | None:
+    """The forward launch a record ran (its grid order, ascending key blocks), or None where its
+    fields name no launch (the prediction then says why)."""
+    try:
+        return Schedule.for_tiling(tiling, tile_order=tile_order, grid_order=grid_order)
+    except IomodelError:
+        return None
 
 
 def reconcile_shape(
@@ -753,7 +775,11 @@ def reconcile_shape(
                                          L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction,
                                                   flush_between_kernels, ways=l2_ways), hardware)
             elif shape.kernels:
-                too_big = not_simulated(spec, tiling)
+                out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
+                grid_order = str((shape.config or {}).get("grid_order", "tiles-fastest"))
+                launch = _record_schedule(tiling, out.tile_order, grid_order)
+                too_big = not_simulated(spec, tiling, launch, fast=launch is not None and l2_ways is not None
+                                        and exact_write_share(l2_fraction))  # the fast evaluation's L2
                 if too_big is not None:
                     out.error = f"the L2-aware prediction is not computed: {too_big}"
                     return out
@@ -761,8 +787,6 @@ def reconcile_shape(
                 out.programs_per_sm = (pps, src)
                 params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels,
                                   ways=l2_ways)
-                out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
-                grid_order = str((shape.config or {}).get("grid_order", "tiles-fastest"))
                 l2 = (predict_tiled(spec, tiling, params, out.tile_order) if grid_order == "tiles-fastest" else
                       predict_tiled(spec, tiling, params, schedule=Schedule.for_tiling(
                           tiling, tile_order=out.tile_order, grid_order=grid_order)))  # the kernel's grid order

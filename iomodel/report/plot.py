@@ -220,8 +220,8 @@ def default_seqlens(spec: LayerSpec) -> np.ndarray:
 
 
 #: Programs the L2-aware curve of :func:`plot_seqlen` may simulate in all (B·H·T_r summed over
-#: its points): the worksheet's own bound for one layer, so the curve costs at most about as
-#: much as one worksheet estimate (see :data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_PROGRAMS`).
+#: its simulated points): the worksheet's own bound for one layer, so the curve costs at most about
+#: as much as one worksheet estimate (see :data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_PROGRAMS`).
 L2_CURVE_MAX_PROGRAMS = 2**17
 L2_AWARE_LABEL = "tiled: L2-aware DRAM estimate (what ncu's dram__bytes counts)"
 NO_REUSE_LABEL = "tiled (bundled kernel): HBM bytes transferred,\nno-reuse HBM bound (every load leaves the chip)"
@@ -239,7 +239,8 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
     :func:`iomodel.cache.estimate.launch_params`): read + written DRAM bytes. A point is
     skipped where :func:`iomodel.cache.estimate.not_estimated` gives a reason (seqlen or
     program-count bound) or where its programs would take the curve past
-    :data:`L2_CURVE_MAX_PROGRAMS` in all: the simulation's cost grows with B·H·T_r.
+    :data:`L2_CURVE_MAX_PROGRAMS` in all: the simulation's cost grows with B·H·T_r (points the fast
+    evaluation covers, :func:`iomodel.cache.estimate.fast_refusal`, are not simulated and cost none).
 
     Args:
         spec, tiling, hardware: the layer (prefill forward), its tiles and hardware.
@@ -249,7 +250,7 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
         (lengths in tokens, ascending; DRAM bytes at each; skipped ``(length, reason)`` pairs).
         All empty where the estimate does not cover the layer at all (decode, ``fwd+bwd``).
     """
-    from iomodel.cache.estimate import launch_params, not_estimated, simulated_programs
+    from iomodel.cache.estimate import fast_refusal, launch_params, not_estimated, simulated_programs
     from iomodel.cache.predict import predict_tiled
     from iomodel.report.worksheet import l2_launch
 
@@ -267,7 +268,7 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
     for x in candidates:
         at = spec.with_(seqlen_q=x, seqlen_k=x)
         why = not_estimated(at, tiling)
-        cost = simulated_programs(at, tiling)
+        cost = 0 if fast_refusal(at, tiling) is None else simulated_programs(at, tiling)  # fast: not simulated
         if why is None and spent + cost > L2_CURVE_MAX_PROGRAMS:
             why = (f"the curve's simulation budget of {L2_CURVE_MAX_PROGRAMS:,} programs (B·H·T_r summed over "
                    "its points) is spent")

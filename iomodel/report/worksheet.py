@@ -200,7 +200,7 @@ class Worksheet:
         d["ratio_baseline_vs_tiled"] = self.ratio
         d["algorithms"]["tiled"]["l2_aware"] = self.l2_aware.to_dict() if self.l2_aware else None
         if self.l2_aware is None:
-            d["algorithms"]["tiled"]["l2_aware_not_computed"] = not_estimated(self.layer.spec, self.layer.tiling)
+            d["algorithms"]["tiled"]["l2_aware_not_computed"] = self.l2_not_computed()
         d["worksheet"] = {
             "command": self.command(),
             "tiling_source": self.layer.tiling_source,
@@ -284,6 +284,11 @@ class Worksheet:
                          f"peak {_peak(hw, s.dtype)} ({hw.source})"),
         ]
 
+    def l2_not_computed(self) -> str | None:
+        """Why the L2-aware estimate is not computed (:func:`~iomodel.cache.estimate.not_estimated`
+        for this layer and the launch of :func:`l2_schedule`), or None."""
+        return not_estimated(self.layer.spec, self.layer.tiling, _l2_schedule_or_none(self.layer, self.schedule_given))
+
     def header_lines(self) -> list[str]:
         """Every assumption, one line each: layer, tiles, hardware, notes, then the model's."""
         return ([f"{k}: {v}" for k, v in self.header_items()] + list(self.layer.notes)
@@ -294,7 +299,7 @@ class Worksheet:
         s, e = self.layer.spec, self.l2_aware
         if e is None:
             return [f"L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, "
-                    f"{not_estimated(s, self.layer.tiling)}.", ""]
+                    f"{self.l2_not_computed()}.", ""]
         total, comp = e.read_bytes + e.write_bytes, self.prediction.compulsory_bytes
         # the stores still in L2 at kernel end are missing from the total: say so on the same line
         n_bwd = len(e.kernels) - 1  # the backward kernels of the step (4 with the dK/dV group reduction)
@@ -640,6 +645,14 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     return sched, src
 
 
+def _l2_schedule_or_none(layer: Layer, given: dict[str, Any] | None) -> Schedule | None:
+    """The launch of :func:`l2_schedule`, or None where it describes no launch (decode)."""
+    try:
+        return l2_schedule(layer, given)[0]
+    except IomodelError:
+        return None
+
+
 def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any] | None = None) -> L2Estimate | None:
     """The L2-aware DRAM estimate of the tiled kernel for a prefill layer.
 
@@ -652,8 +665,8 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
 
     Returns:
         An :class:`~iomodel.cache.estimate.L2Estimate`, or None where
-        :func:`~iomodel.cache.estimate.not_estimated` gives a reason (decode,
-        seqlen above ``L2_ESTIMATE_MAX_SEQLEN``, more than ``L2_ESTIMATE_MAX_PROGRAMS`` programs).
+        :func:`~iomodel.cache.estimate.not_estimated` gives a reason (decode; past the simulation's
+        bounds, a layer the fast evaluation does not cover).
 
     Raises:
         IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs);
@@ -661,7 +674,7 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
     """
     s, hw = layer.spec, layer.hardware
     sched, cfg_src = l2_schedule(layer, schedule)  # bad launch fields are refused even where nothing is estimated
-    if not_estimated(s, layer.tiling) is not None:
+    if not_estimated(s, layer.tiling, sched) is not None:
         return None
     warps, order = sched.num_warps, sched.tile_order
     tiled = prediction.algorithms["tiled"]

@@ -465,6 +465,17 @@ def dkdv_query_ranges(spec: LayerSpec, tiling: Tiling) -> list[tuple[int, int]]:
     return out
 
 
+def dkdv_last_lo(spec: LayerSpec, tiling: Tiling) -> int:
+    """First query row the last key tile of ``_bwd_dkdv`` loads without a window (rows):
+    :func:`dkdv_query_lo` at j = T_c − 1, the largest (lo_j grows with j); 0 without a causal mask,
+    so 0 means every key tile loads every query row."""
+    if not spec.causal:
+        return 0
+    bm, bn = tiling.bwd_block_m, tiling.bwd_block_n
+    j = cdiv(spec.seqlen_k, bn) - 1
+    return min(bm * (max(0, j * bn - spec.causal_offset) // bm), spec.seqlen_q)
+
+
 def dkdv_query_span(spec: LayerSpec, tiling: Tiling) -> int:
     """Query rows of one head that some ``_bwd_dkdv`` key tile loads: :func:`key_span_rows` of
     :func:`dkdv_query_ranges` (rows).
