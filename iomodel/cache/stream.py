@@ -1,45 +1,44 @@
 """The L2 model of the streaming kernels, exact and fast (issue 12, item 4): the simulation's
-bytes, to the bit, without visiting every wave.
+bytes, to the bit, without visiting every access of every wave one by one.
 
 :func:`iomodel.cache.simulate.simulate` walks every access of every wave through the
 set-associative cache (:class:`~iomodel.cache.set_assoc.SetAssoc`, a Fenwick tree of stack
 distances); its cost grows with the square of the length (waves × K/V chunks per wave). This
-module computes the same expected bytes for the kernels whose waves have a simple structure,
-the *streaming* kernels:
+module computes the same expected bytes (:func:`fast_kernel_l2`) for
 
 * the Q-stationary forward (``fwd kernel``) and ``_bwd_dq`` in the bundled kernel's order (grid
   tiles-fastest, key blocks ascending, no window band; either query-tile order): each wave reads
   fresh Q rows, streams its KV heads' K/V chunks (chunk-major, KV heads in ascending order) and
-  writes fresh outputs;
-* ``_bwd_dkdv`` when every key tile loads every query row (no causal mask cuts a tile's rows,
-  no band; one group slice): the wave's programs run in lockstep, each (query head, row chunk)
-  touched once per wave, passes over the group's heads outermost;
-* ``_bwd_preprocess`` and ``_bwd_reduce_dkdv``: nothing is re-read.
+  writes fresh outputs (:class:`_QStationary`);
+* ``_bwd_dkdv`` with one group slice: in lockstep when every key tile loads every query row (no
+  causal mask cuts a tile's rows, no band: :class:`_DkdvLockstep`, each (query head, row chunk)
+  touched once per wave), else touch by touch in the events' time order (:class:`_DkdvEvents`);
+* ``_bwd_preprocess`` and ``_bwd_reduce_dkdv``: nothing is re-read (:class:`_Fresh`).
 
 Three facts make it fast and keep it exact:
 
 1. **Saturation.** :func:`~iomodel.cache.set_assoc.evict_probability` returns exactly 1.0 once a
-   stack distance passes :func:`saturation_distance` (about 4·C for 24 ways): an item that deep
-   is gone, whatever its exact depth. So only the top of the LRU stack is kept
-   (:class:`_Engine`, numpy arrays of entry weights), and an access is a whole number of missed
-   bytes once it is deep.
-2. **One touch per item per wave.** Within a wave every item is touched at most once, so a
-   wave's stack distances come from prefix sums (numpy): the weight above an item's last entry,
-   less what this wave already moved up, plus what this wave pushed before it. Weights are whole
-   bytes times the write share (0.5): every sum is exact, so the distances are the very doubles
-   the Fenwick tree gives, and each probability is :func:`evict_probability` of that double.
-3. **Certified waves.** A wave whose every re-touched item is provably deep (a lower bound on
-   its distance, from the previous wave's stream, past the saturation distance) misses exactly
-   its requested bytes: runs of such waves (the bulk of a long sequence) are added in closed
-   form (:mod:`iomodel.cache.sums` adds their whole numbers in the simulation's order), and only
-   their last waves, whose entries set the state the next wave sees, are processed.
+   stack distance passes :func:`saturation_distance` (about 4.1·C for 24 ways): an item that deep
+   is gone, whatever its exact depth. So only the top of the LRU stack is kept (:class:`_Engine`,
+   numpy arrays of entry weights), and an access is a whole number of missed bytes once it is deep.
+2. **Prefix sums.** A block of waves' stack distances are the weight pushed after each item's
+   last entry, less the entries superseded since (:func:`_moved_up`), computed for all its accesses
+   at once. Weights are whole bytes times the write share (0.5): every sum is exact, so the
+   distances are the very doubles the Fenwick tree gives, and each probability is
+   :func:`evict_probability` of that double.
+3. **Certified waves.** A wave whose every re-touched item is provably deep (a lower bound on its
+   distance, from the previous wave's stream, past the saturation distance) misses exactly its
+   requested bytes: runs of such waves (the bulk of a long sequence) are added in closed form, and
+   only the entries that set the state the next wave sees are processed (:func:`_drive`).
 
 Sums are taken in the simulation's order (:class:`~iomodel.cache.sums.OrderedSums`), so the
 expected bytes equal the simulation's floats, not only their rounding (tests/test_l2_stream.py
-compares the floats on random shapes). Kernels or schedules outside this list (causal
-``_bwd_dkdv``, window bands, other grid or key orders, decode, a fully associative L2 or a
-write share that is not a dyadic fraction) get None from :func:`fast_kernel_l2`: the caller
-simulates them wave by wave.
+compares the floats on random shapes). The causal ``_bwd_dkdv`` has no certified waves (its
+programs re-read each other's rows within a wave, well below saturation): its cost still grows
+with the square of the length, 13-18 times below the simulation's. Kernels or schedules outside
+this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
+fully associative L2, a write share that is not a dyadic fraction) get None from
+:func:`fast_kernel_l2`: the caller simulates them wave by wave.
 """
 
 from __future__ import annotations
@@ -175,8 +174,8 @@ class _Engine:
 
     Items: *stream* items (lane, row chunk), read-only groups of the tensors ``names`` with
     ``per_row`` bytes per row each, whose extent is ``clip(M[lane] − chunk·c, 0, chunk)`` rows (M:
-    the longest prefix of the lane streamed so far); *fresh* items, touched once (new Q rows,
-    outputs). Entries: one per access, in time order; ``w`` holds the weight of the entries from
+    the longest prefix of the lane streamed so far; with ``prefix_extents=False`` each item's
+    largest touch so far); *fresh* items, touched once (new Q rows, outputs). Entries: one per access, in time order; ``w`` holds the weight of the entries from
     time ``t0`` on (0 once an entry is superseded), older ones are deep (at least
     :func:`saturation_distance` below the top). Same semantics as
     :class:`~iomodel.cache.set_assoc.SetAssoc` with read groups (``simulate``'s exact case).
@@ -872,7 +871,6 @@ class _DkdvLockstep:
         kv2 = 2 * self.kv_bytes
         self.fresh_weight = krows * float(kv2) + krows * (kv2 * self.share)
         self.kv0, self.kv1 = p0 // t_c, (p1 - 1) // t_c
-        self.two = self.kv1 - self.kv0 <= 1
         heads = (self.kv1 - self.kv0 + 1) * self.G
         self.stream_weight = heads * float(self.n_q * self.row_q)
 
