@@ -271,8 +271,8 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
     hardware.hbm_bandwidth)`` (seconds).
 
     Args:
-        spec: the layer (prefill forward, seqlen up to :data:`L2_ESTIMATE_MAX_SEQLEN`, at most
-            :data:`L2_ESTIMATE_MAX_PROGRAMS` programs).
+        spec: the layer (prefill forward, covered by :func:`not_estimated` with this tiling and schedule:
+            within the simulation's bounds, or any length the fast evaluation covers).
         tiling: the tiles (BLOCK_M, BLOCK_N, num_stages).
         hardware: L2 bytes, SMs, shared memory per SM (bytes), HBM bandwidth (B/s).
         flops: FLOPs of the tiled kernel; peak_flops: its peak FLOP/s.

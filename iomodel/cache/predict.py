@@ -103,31 +103,34 @@ def _finish(algorithm: str, kernels: list[KernelL2], floor_r: int, floor_w: int,
                         no_reuse_r - read, causes, kernels, assumptions)
 
 
-#: Program × row-chunk pairs of a kernel (:func:`_fast_pays`) from which it is evaluated fast even
-#: in a process without numpy: below, its simulation takes milliseconds, less than importing numpy
-#: (~0.1 s), and a one-layer worksheet stays numpy-free (tests/test_cli_latency.py). A speed choice:
-#: both give the same bytes.
+#: Program × row-chunk pairs of a kernel (:func:`_fast_pays`) from which the fast evaluation beats
+#: the simulation, numpy loaded (measured on the hold-out receipts' shapes, 2-core CPU: a forward of
+#: a few waves simulates in about a millisecond, its fast evaluation's numpy calls take one or two;
+#: the dK/dV kernel is faster evaluated at any size). A speed choice: both give the same bytes.
+FAST_FROM_WORK = {"fwd": 1 << 14, "dkdv": 0, "fresh": 1 << 17}
+#: With numpy not loaded yet, a kernel is evaluated fast only from this much work: below, its
+#: simulation takes milliseconds, less than importing numpy (~0.1 s), and a one-layer worksheet stays
+#: numpy-free (tests/test_cli_latency.py).
 FAST_MIN_WORK = 1 << 16
 
 
 def _fast_pays(name: str, spec: LayerSpec, tiling: Tiling) -> bool:
-    """Whether to evaluate kernel ``name`` fast rather than simulate it: numpy is loaded already, or
-    its programs × row chunks streamed per program (× the GQA group for ``_bwd_dkdv``) reach
-    :data:`FAST_MIN_WORK`."""
+    """Whether to evaluate kernel ``name`` fast rather than simulate it: its programs × row chunks
+    streamed per program (× the GQA group for ``_bwd_dkdv``; programs for the kernels that stream
+    nothing twice) reach :data:`FAST_FROM_WORK`, and :data:`FAST_MIN_WORK` too where numpy is not
+    loaded yet."""
     import sys
 
-    if "numpy" in sys.modules:
-        return True
     n_q, n_k, rows = spec.seqlen_q, spec.seqlen_k, spec.batch * spec.heads
     if name == "_bwd_dkdv":
-        work = rows * cdiv(n_k, tiling.bwd_block_n) * cdiv(n_q, 1024)
+        kind, work = "dkdv", rows * cdiv(n_k, tiling.bwd_block_n) * cdiv(n_q, 1024)
     elif name == "_bwd_dq":
-        work = rows * cdiv(n_q, tiling.dq_block_m) * cdiv(n_k, 1024)
+        kind, work = "fwd", rows * cdiv(n_q, tiling.dq_block_m) * cdiv(n_k, 1024)
     elif name in ("fwd kernel", "_attn_fwd"):
-        work = rows * cdiv(n_q, tiling.block_m) * cdiv(n_k, 1024)
+        kind, work = "fwd", rows * cdiv(n_q, tiling.block_m) * cdiv(n_k, 1024)
     else:
-        work = rows * cdiv(n_q, 128)
-    return work >= FAST_MIN_WORK
+        kind, work = "fresh", rows * cdiv(max(n_q, n_k), 64)
+    return work >= max(FAST_FROM_WORK[kind], 0 if "numpy" in sys.modules else FAST_MIN_WORK)
 
 
 def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, build: Callable[..., Any], *,
