@@ -6,7 +6,7 @@ Part 1 prints, for seqlen 2^10 .. 2^max-log2 (Llama-3-8B-like layer: 32 query he
 32 KV heads or GQA with 8, HEAD_DIM 128, bf16, H200), causal and not, forward
 (:func:`iomodel.cache.estimate.estimate_tiled`) and forward + backward
 (:func:`~iomodel.cache.estimate.estimate_training_step`), the estimate's wall time in ms (one run,
-after a warm-up estimate of each pass that compiles the traffic model's formulas), or why the worksheet does
+after a warm-up estimate of each layer structure that compiles the traffic model's formulas), or why the worksheet does
 not compute it (:func:`~iomodel.cache.estimate.not_estimated`). The target is at most 50 ms per
 shape. The streaming kernels are evaluated fast (:mod:`iomodel.cache.stream`); a causal dK/dV
 kernel is processed touch by touch, so the causal training step grows with the square of the
@@ -88,8 +88,11 @@ def main() -> None:
     ap.add_argument("--max-log2", type=int, default=24, help="longest seqlen, as a power of two (10..24)")
     ap.add_argument("--receipts", nargs="*", default=list(RECEIPTS), help="receipts to reconcile")
     args = ap.parse_args()
-    for backward in (False, True):  # warm-up: compiles the traffic model's formulas of either pass once
-        _estimate_ms(LayerSpec(1, 32, 8, 128, 1024, 1024, dtype="bf16", backward=backward), Tiling())
+    for kv in (32, 8):  # warm-up: compiles the traffic model's formulas of each structure once
+        for causal in (False, True):
+            for backward in (False, True):
+                _estimate_ms(LayerSpec(1, 32, kv, 128, 1024, 1024, dtype="bf16", causal=causal, backward=backward),
+                             Tiling())
     print(f"{'seqlen':>9} {'kv':>3} {'causal':>6} {'pass':>8} {'estimate ms':>12}")
     for log2 in range(10, args.max_log2 + 1):
         for kv in (32, 8):
