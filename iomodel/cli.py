@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> None:
     except typer.TyperException as exc:  # typer's usage errors: its message, without the usage box
         ctx = getattr(exc, "ctx", None)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        hint = f" (see '{ctx.command_path} --help')" if getattr(ctx, "command_path", None) else ""
-        _error_line(f"{message}{hint}")
+        if message.strip():  # a bare ``iomodel`` has printed the help already: no empty error line
+            hint = f" (see '{ctx.command_path} --help')" if getattr(ctx, "command_path", None) else ""
+            _error_line(f"{message}{hint}")
         sys.exit(getattr(exc, "exit_code", 2))
     except OSError as exc:  # writing standard output failed: ENOSPC on a full device, EPIPE on a closed pipe
         _quiet_stdout()

@@ -208,6 +208,12 @@ def test_typer_usage_errors_are_one_line(capsys, argv, needles):
     assert_one_line_error(capsys, argv, *needles)
 
 
+def test_bare_iomodel_prints_the_help_and_no_empty_error(capsys):
+    """``iomodel`` alone prints the help (typer's no_args_is_help) and exits 2, with no error line."""
+    code, out, err = run_cli(capsys, [])
+    assert code == 2 and "Usage: iomodel" in out and "error:" not in err
+
+
 def test_a_command_exit_status_survives_the_entry_point(capsys, monkeypatch):
     """typer.Exit(1) of a command (the worksheet's failed units check, a model defect) still exits
     1 through the entry point, and a normal run exits 0."""

@@ -176,7 +176,7 @@ def test_worksheet_records_the_schedule_and_its_estimate(capsys, tmp_path):
     (["--seqlen", "1024", "--grid-order", "zigzag"], "grid order 'zigzag' is unknown"),
     (["--seqlen", "1024", "--key-order", "up"], "key order 'up' is unknown"),
     (["--seqlen", "1024", "--tile-order", "up"], "tile order 'up' is unknown"),
-    (["--seqlen", "1024", "--programs-per-sm", "40"], "use --programs-per-sm 1 or fewer"),  # 229,376 B per program
+    (["--seqlen", "1024", "--programs-per-sm", "40"], "compute capability 9.0): use --programs-per-sm 1"),  # 229,376 B per program
     (["--seqlen", "1024", "--num-warps", "3"], "num_warps must be one of 1, 2, 4, 8, 16"),
     (["--phase", "decode", "--seqlen", "1024", "--seqlen-q", "1", "--grid-order", "heads-fastest"],
      "the launch schedule describes the prefill forward kernel"),

@@ -218,18 +218,16 @@ class Schedule:
         need = tiling.sram_bytes(spec)
         # the most that meets all three limits at once, so one message gives a value that launches
         most = max(1, min(blocks, warps // self.num_warps, hardware.smem_per_sm // need))
+        use = f"--programs-per-sm {most}" + (" or fewer" if most > 1 else "")
         if pps > blocks:
             raise IomodelError(f"programs_per_sm {pps} is over the {hardware.name}'s {blocks} resident blocks per SM "
-                               f"(CUDA C++ Programming Guide, compute capability {cc}): use --programs-per-sm {most} "
-                               "or fewer")
+                               f"(CUDA C++ Programming Guide, compute capability {cc}): use {use}")
         if pps * self.num_warps > warps:
             raise IomodelError(f"programs_per_sm {pps} × num_warps {self.num_warps} = {pps * self.num_warps} warps is over "
-                               f"the {hardware.name}'s {warps} resident warps per SM (compute capability {cc}): use "
-                               f"--programs-per-sm {most} or fewer")
+                               f"the {hardware.name}'s {warps} resident warps per SM (compute capability {cc}): use {use}")
         if pps * need > hardware.smem_per_sm:
             raise IomodelError(f"programs_per_sm {pps} × {need:,} B of shared memory per program = {pps * need:,} B is over "
-                               f"the {hardware.name}'s {hardware.smem_per_sm:,} B per SM: use --programs-per-sm {most} "
-                               "or fewer, or smaller tiles")
+                               f"the {hardware.name}'s {hardware.smem_per_sm:,} B per SM: use {use}, or smaller tiles")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: every field (``programs_per_sm`` None = estimated)."""
