@@ -30,6 +30,8 @@ from iomodel.bench.backends import attention_call  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import time_device_interleaved  # noqa: E402
+from iomodel.errors import IomodelError  # noqa: E402
+from iomodel.paths import check_output_file, write_text  # noqa: E402
 from kernels import heuristics as hx  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 
@@ -62,6 +64,15 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    try:  # bad arguments, an unwritable --out or no GPU: one line before any timing (nothing half-written)
+        out = check_output_file(args.out, "--out")
+        if args.rounds < 1:
+            raise IomodelError(f"--rounds must be at least 1, got {args.rounds}: raise it")
+        if not torch.cuda.is_available():
+            raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
+    except IomodelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     t0 = time.time()
     bw = copy_bandwidth()
     res = {"environment": environment("cuda"), "command": " ".join(sys.argv), "copy_bytes_per_s": bw, "rows": []}
@@ -122,8 +133,8 @@ def main() -> int:
         del q, k, v
         torch.cuda.empty_cache()
     res["seconds"] = time.time() - t0
-    Path(args.out).write_text(json.dumps(res, indent=1, default=str))
-    print("wrote", args.out, f"{res['seconds']:.0f}s")
+    write_text(out, json.dumps(res, indent=1, default=str), "--out")  # atomically: no half-written receipt
+    print(f"wrote {out} ({res['seconds']:.0f} s)")
     return 0
 
 

@@ -129,11 +129,16 @@ def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
     return rec
 
 
-def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int, repeats: int) -> dict[str, Any]:
+def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int,
+               repeats: int) -> tuple[dict[str, Any], Callable[[], Any] | None]:
     """SDPA CUDNN_ATTENTION on the same tensors (``iomodel.bench.backends.attention_call``, GQA as
-    ``enable_gqa=True``; decode rows unmasked: one query row sees every key): ``plain_us``
-    (``{median, min, max}`` over ``repeats`` samples of ``calls`` back-to-back calls, CUDA events),
-    or ``error`` (its first line) when cuDNN refuses the shape."""
+    ``enable_gqa=True``; decode rows unmasked: one query row sees every key).
+
+    Returns:
+        ``({"plain_us": {median, min, max}}, call)`` over ``repeats`` samples of ``calls``
+        back-to-back calls (CUDA events), or ``({"error": its first line}, None)`` when cuDNN
+        refuses the shape.
+    """
     import torch
 
     from iomodel.bench.backends import attention_call
@@ -144,7 +149,7 @@ def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int, repeats: int) -
         fn()
         torch.cuda.synchronize()
     except Exception as exc:  # a refusal is data, not a crash
-        return {"error": str(exc).splitlines()[0][:200]}
+        return {"error": str(exc).splitlines()[0][:200]}, None
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
     for _ in range(repeats):
@@ -155,7 +160,7 @@ def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int, repeats: int) -
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return {"plain_us": _median(samples)}
+    return {"plain_us": _median(samples)}, fn
 
 
 def python_side(calls: int, repeats: int) -> list[dict[str, Any]]:
@@ -250,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
         import kernels.flash_attention as fa
+        from iomodel.bench.timing import time_device_interleaved
 
         if fa.INTERPRET:
             raise IomodelError("TRITON_INTERPRET is set: unset it to time the compiled kernels")
@@ -281,17 +287,12 @@ def main(argv: list[str] | None = None) -> int:
                "head_dim": d, "dtype": dt, "causal": causal, "causal_align": align, "config": cfg.to_dict(), **rec}
         row["set"] = ("holdout" if (B, H, H_kv, N_k, d, dt) in HOLDOUT_DECODE else "bench") if phase == "decode" \
             else "prefill"
-        cudnn = sdpa_cudnn(q, k, v, causal and phase == "prefill", args.calls, args.repeats)
+        cudnn, cudnn_call = sdpa_cudnn(q, k, v, causal and phase == "prefill", args.calls, args.repeats)
         row["sdpa_cudnn"] = cudnn
-        if "plain_us" in cudnn:
+        if cudnn_call is not None:
             row["ratio_vs_cudnn"] = cudnn["plain_us"]["median"] / rec["plain_us"]["median"]
             if phase == "decode":  # device time, L2 flushed, host hidden: ours and cuDNN interleaved
-                from iomodel.bench.backends import attention_call
-                from iomodel.bench.inputs import dense_inputs
-                from iomodel.bench.timing import time_device_interleaved
-
-                dev = time_device_interleaved({"ours": call, "cudnn": attention_call("sdpa-cudnn", dense_inputs(
-                    q, k, v, False))}, rounds=3, reps=20)
+                dev = time_device_interleaved({"ours": call, "cudnn": cudnn_call}, rounds=3, reps=20)
                 med = {n: statistics.median(t) * 1e6 for n, t in dev.items()}
                 row["device_us"] = med["ours"]
                 cudnn["device_us"] = med["cudnn"]

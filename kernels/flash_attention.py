@@ -769,31 +769,25 @@ def _shared_workspace(key: Any, device: torch.device, n_part: int, n_sem: int) -
     return bufs
 
 
-_NUM_SMS: dict[Any, int] = {}
+_SM_LIMITS: dict[Any, tuple[int, int]] = {}
+
+
+def _sm_limits(device: torch.device) -> tuple[int, int]:
+    """(SM count, shared memory per SM in bytes) of ``device``, read once per device from
+    ``torch.cuda.get_device_properties``; off CUDA (the interpreter)
+    (:data:`heuristics.INTERPRETER_NUM_SMS`, :data:`heuristics.INTERPRETER_SMEM_PER_SM`)."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        key = device.index if device.index is not None else torch.cuda.current_device()
+        if key not in _SM_LIMITS:
+            props = torch.cuda.get_device_properties(key)
+            _SM_LIMITS[key] = (props.multi_processor_count, int(props.shared_memory_per_multiprocessor))
+        return _SM_LIMITS[key]
+    return hx.INTERPRETER_NUM_SMS, hx.INTERPRETER_SMEM_PER_SM
 
 
 def _num_sms(device: torch.device) -> int:
-    """SM count of ``device`` (cached per device; :data:`heuristics.INTERPRETER_NUM_SMS` off CUDA)."""
-    if device.type == "cuda" and torch.cuda.is_available():
-        key = device.index if device.index is not None else torch.cuda.current_device()
-        if key not in _NUM_SMS:
-            _NUM_SMS[key] = torch.cuda.get_device_properties(key).multi_processor_count
-        return _NUM_SMS[key]
-    return hx.INTERPRETER_NUM_SMS
-
-
-def _smem_per_sm(device: torch.device) -> int:
-    """Shared memory per SM of ``device`` in bytes (cached per device;
-    :data:`heuristics.INTERPRETER_SMEM_PER_SM` off CUDA)."""
-    if device.type == "cuda" and torch.cuda.is_available():
-        key = device.index if device.index is not None else torch.cuda.current_device()
-        if key not in _SMEM_PER_SM:
-            _SMEM_PER_SM[key] = int(torch.cuda.get_device_properties(key).shared_memory_per_multiprocessor)
-        return _SMEM_PER_SM[key]
-    return hx.INTERPRETER_SMEM_PER_SM
-
-
-_SMEM_PER_SM: dict[int, int] = {}
+    """SM count of ``device`` (:func:`_sm_limits`)."""
+    return _sm_limits(device)[0]
 
 
 def _tma_ok(*tensors: torch.Tensor) -> bool:
@@ -1431,7 +1425,7 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         num_sms = _num_sms(q.device)
     if config is None:
         config = hx.decode_config(batch=B, heads=H, kv_heads=H_kv, seqlen_q=N_q, seqlen_k=N_k, head_dim=d,
-                                  num_sms=num_sms, dtype=shape.dtype, smem_per_sm=_smem_per_sm(q.device),
+                                  num_sms=num_sms, dtype=shape.dtype, smem_per_sm=_sm_limits(q.device)[1],
                                   interpreter=INTERPRET, page_size=page_size)
     else:
         _check_config(config, "decode-split-kv")
