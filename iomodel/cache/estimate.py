@@ -115,6 +115,9 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
 
     if spec.band is not None:
         return "its window band is simulated block by block (the fast evaluation covers layers without a window)"
+    if schedule is not None and schedule.persistent == "blocked":
+        return ("its blocked persistent loop is simulated wave by wave (the fast evaluation covers the bundled kernel's "
+                "order)")
     if schedule is not None and (schedule.grid_order, schedule.key_order) != ("tiles-fastest", "ascending"):
         return (f"the {schedule.grid_order} grid with {schedule.key_order} key blocks is simulated wave by wave (the fast "
                 "evaluation covers the bundled kernel's order)")

@@ -134,7 +134,8 @@ def _fast_pays(name: str, spec: LayerSpec, tiling: Tiling) -> bool:
 
 
 def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, build: Callable[..., Any], *,
-              tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending") -> KernelL2:
+              tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending",
+              persistent: str | None = None) -> KernelL2:
     """One kernel launch of a prefill layer through a cold L2, as simulated bytes per tensor.
 
     :func:`iomodel.cache.stream.fast_kernel_l2` where it applies (the streaming kernels: the same
@@ -148,7 +149,8 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
             ``_bwd_reduce_dkdv``); spec, tiling: the layer and its tiles.
         params: the L2 and the launch (``resident_programs`` is W).
         build: the wave builder of this kernel.
-        tile_order, grid_order, key_order: the forward's launch (``prefill_waves``).
+        tile_order, grid_order, key_order, persistent: the forward's launch (``prefill_waves``; a
+            ``blocked`` persistent loop is always simulated).
 
     Returns:
         :class:`~iomodel.cache.simulate.KernelL2` with its requested bytes.
@@ -157,14 +159,15 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
         IomodelError: from the wave builder (an unknown order).
     """
     w = params.resident_programs
-    if _fast_pays(name, spec, tiling):
+    if persistent != "blocked" and _fast_pays(name, spec, tiling):
         from iomodel.cache.stream import fast_kernel_l2  # numpy: imported only here
 
         k = fast_kernel_l2(name, spec, tiling, w, params.capacity, params.write_share, params.ways,
                            tile_order=tile_order, grid_order=grid_order, key_order=key_order)
         if k is not None:
             return k
-    launch = {"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order} if build is prefill_waves else {}
+    launch = ({"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order, "persistent": persistent}
+              if build is prefill_waves else {})
     grouped = {} if build in (preprocess_waves, reduce_dkdv_waves) else {"grouped": True}
     waves, r, wr = build(spec, tiling, w, **launch, **grouped)
     k = simulate(name, waves, params.capacity, params.write_share, params.ways)
@@ -287,19 +290,22 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     else:
         grid_order = schedule.grid_order if schedule is not None else "tiles-fastest"
         key_order = schedule.key_order if schedule is not None else "ascending"
-        custom = (grid_order, key_order) != ("tiles-fastest", "ascending")  # not the bundled kernel's launch
+        persistent = schedule.persistent if schedule is not None else None
+        # not the bundled kernel's launch
+        custom = (grid_order, key_order) != ("tiles-fastest", "ascending") or persistent is not None
         order = tile_order if schedule is None else schedule.tile_order
         launch("fwd kernel", kernel_l2("fwd kernel", spec, tiling, params, prefill_waves, tile_order=order,
-                                       grid_order=grid_order, key_order=key_order))
+                                       grid_order=grid_order, key_order=key_order, persistent=persistent))
         touched_rows = B * Hk * prefill_key_span(spec, tiling)  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
-        heads = cdiv(w, tiles_per_group(grid_order, t_r)) + 1  # query heads one wave spans
+        # query heads one wave spans (a blocked persistent loop: its W tiles lie T/W apart, each its own head)
+        heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
         span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
                 f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(cap, decimals=1)} effective L2")
         if custom:
-            span += f" ({grid_order} grid, {key_order} key loops)"
+            span += f" ({grid_order} grid, {key_order} key loops" + (f", {persistent} persistent loop)" if persistent else ")")
     hbm_r: dict[str, int] = {}
     hbm_w: dict[str, int] = {}
     dirty: dict[str, int] = {}
@@ -339,9 +345,13 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
     if custom:
+        loop = ("" if schedule.persistent is None else
+                f" A persistent loop of these {w} programs ({schedule.persistent}: "
+                + ("program j runs tiles j, j + W, ..., the same waves)." if schedule.persistent == "strided" else
+                   "program j runs a contiguous share of the tiles; the W tiles in flight lie T/W apart)."))
         assumptions[1] = (f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {w} programs run at "
                           f"once, in the order of the {schedule.grid_order} grid (iomodel/schedule/launch.py), in waves; "
-                          f"each program scans its key blocks {schedule.key_order}.")
+                          f"each program scans its key blocks {schedule.key_order}.{loop}")
     return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                    assumptions)
 

@@ -40,6 +40,10 @@ def worksheet(
     key_order: Annotated[Optional[str], typer.Option(
         "--key-order", help="Each program's key-block loop: ascending (the bundled kernel) or descending.",
         rich_help_panel=_SCHEDULE)] = None,
+    persistent: Annotated[Optional[str], typer.Option(
+        "--persistent", help="A persistent loop of num_SMs x programs-per-SM programs over the tiles in grid order: "
+        "strided (program j runs tiles j, j+P, ...; FlashAttention-3, cuDNN) or blocked (a contiguous share each). "
+        "Default: one program per tile.", rich_help_panel=_SCHEDULE)] = None,
     programs_per_sm: Annotated[Optional[int], typer.Option(
         "--programs-per-sm", help="Programs one SM runs at once (default: estimated from shared memory and warps).",
         rich_help_panel=_SCHEDULE)] = None,
@@ -47,7 +51,7 @@ def worksheet(
         "--num-warps", help="Warps per program (default: the bundled kernel's).", rich_help_panel=_SCHEDULE)] = None,
     schedule: Annotated[Optional[Path], typer.Option(
         "--schedule", help="TOML file of schedule fields (block_m, block_n, num_stages, num_warps, programs_per_sm, "
-        "grid_order, tile_order, key_order); the flags above override it.", rich_help_panel=_SCHEDULE)] = None,
+        "grid_order, tile_order, key_order, persistent); the flags above override it.", rich_help_panel=_SCHEDULE)] = None,
 ) -> None:
     """Print the HBM-traffic worksheet of one attention layer: every tensor, step and byte.
 
@@ -72,7 +76,7 @@ def worksheet(
     if plot_dir is not None:
         check_output_dir(plot_dir, "--plot-dir")
     flags = {"num_warps": num_warps, "programs_per_sm": programs_per_sm, "grid_order": grid_order,
-             "tile_order": tile_order, "key_order": key_order}
+             "tile_order": tile_order, "key_order": key_order, "persistent": persistent}
     layer, launch = _with_schedule(layer, schedule, {k: v for k, v in flags.items() if v is not None})
     lay = layer.resolve()
     if lay.ragged is not None:  # summed per sequence (iomodel.report.ragged); no dense plots of it

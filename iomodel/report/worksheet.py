@@ -329,6 +329,7 @@ class Worksheet:
              f"num_warps = {e.num_warps}, ")
             + f"{e.tile_order} query-tile order"
             + (f", {e.schedule.grid_order} grid, {e.schedule.key_order} key loops" if e.schedule else "")
+            + (f", {e.schedule.persistent} persistent loop" if e.schedule and e.schedule.persistent else "")
             + f" ({e.config_source})",
             *per_kernel,
             "- the L2 model's assumptions:",
@@ -611,7 +612,7 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tupl
 
 #: Command-line flag of each launch field the worksheet takes (``iomodel worksheet --grid-order`` ...).
 SCHEDULE_FLAGS = {"num_warps": "--num-warps", "programs_per_sm": "--programs-per-sm", "grid_order": "--grid-order",
-                  "tile_order": "--tile-order", "key_order": "--key-order"}
+                  "tile_order": "--tile-order", "key_order": "--key-order", "persistent": "--persistent"}
 
 
 def schedule_flags(given: dict[str, Any]) -> list[str]:

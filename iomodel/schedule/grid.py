@@ -188,6 +188,29 @@ def _wave_ranges(total: int, w: int) -> list[tuple[int, int]]:
     return [(p0, min(total, p0 + w)) for p0 in range(0, total, w)]
 
 
+def _blocked_steps(total: int, w: int) -> list[list[int]]:
+    """Linear program indices in flight at each step of a ``blocked`` persistent loop: P = ``w``
+    programs, program j runs the contiguous tiles ``[floor(j·T/P), floor((j+1)·T/P))`` of the
+    T = ``total`` in grid order (shares differing by at most one tile), one tile per step."""
+    p = min(w, total)
+    starts = [j * total // p for j in range(p + 1)]
+    steps = max(starts[j + 1] - starts[j] for j in range(p))
+    return [[starts[j] + t for j in range(p) if starts[j] + t < starts[j + 1]] for t in range(steps)]
+
+
+def wave_runs(total: int, w: int, t_r: int, rows: int, group: int,
+              persistent: str | None = None) -> list[list[tuple[int, int, int]]]:
+    """The waves of a Q-stationary grid as runs ``(bh, i0, i1)`` (:func:`program_runs`).
+
+    One program per tile or a ``strided`` persistent loop: W = ``w`` consecutive programs of the
+    grid order per wave. ``blocked``: the tiles in flight at each step of the loop
+    (:func:`_blocked_steps`), a run per tile. Units: programs (tiles).
+    """
+    if persistent == "blocked":
+        return [[r for p in ps for r in program_runs(p, p + 1, t_r, rows, group)] for ps in _blocked_steps(total, w)]
+    return [program_runs(p0, p1, t_r, rows, group) for p0, p1 in _wave_ranges(total, w)]
+
+
 def _chunk_rows(block: int) -> int:
     """Rows per chunk of a streamed tensor: :data:`KV_CHUNK_ROWS` rounded up to a multiple of ``block`` (rows)."""
     return cdiv(max(KV_CHUNK_ROWS, block), block) * block
@@ -196,8 +219,10 @@ def _chunk_rows(block: int) -> int:
 def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
                         row_reads: dict[str, int], row_writes: dict[str, int], grouped: bool = False,
                         grid_order: str = "tiles-fastest", key_order: str = "ascending",
+                        persistent: str | None = None,
                         ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
-    """Waves of a Q-stationary kernel (the forward, or the backward's ``_bwd_dq``).
+    """Waves of a Q-stationary kernel (the forward, or the backward's ``_bwd_dq``); ``persistent``
+    as :class:`iomodel.schedule.launch.Schedule`'s (:func:`wave_runs`).
 
     T_r = ceil(seqlen_q / block_m) query tiles per grid row bh = b·H + h; the linear program
     order is ``grid_order``'s (:func:`iomodel.schedule.launch.program_runs`). Program i of a head
@@ -227,11 +252,10 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
     chunk = _chunk_rows(block_n)
     total = t_r * B * H
     waves: list[list[Access]] = []
-    for p0, p1 in _wave_ranges(total, w):
+    for qo in wave_runs(total, w, t_r, B * H, per_group, persistent):  # (bh, i0, i1) in program index
         acc: list[Access] = []
         need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
         order: list[int] = []
-        qo = program_runs(p0, p1, t_r, B * H, per_group)  # (bh, i0, i1) in program index
         for bh, i0, i1 in qo:
             b, h = divmod(bh, H)
             kv = b * spec.kv_heads + h // G
@@ -307,7 +331,7 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
 
 
 def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "forward", grouped: bool = False,
-                  grid_order: str = "tiles-fastest", key_order: str = "ascending",
+                  grid_order: str = "tiles-fastest", key_order: str = "ascending", persistent: str | None = None,
                   ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of the Q-stationary prefill kernel in grid order, and its requested bytes.
 
@@ -334,6 +358,8 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
             (default): one :class:`Access` each (:func:`members`).
         grid_order: ``tiles-fastest`` (default), ``heads-fastest`` or ``grouped:N``.
         key_order: ``ascending`` (default) or ``descending``.
+        persistent: None (a program per tile, default), ``strided`` (the same waves) or
+            ``blocked`` (the tiles in flight at each step of the loop: :func:`wave_runs`).
 
     Returns:
         (waves, requested read bytes per tensor, requested write bytes per tensor); the
@@ -344,7 +370,8 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
     """
     d, s = spec.head_dim, spec.width
     return _q_stationary_waves(spec, tiling.block_m, tiling.block_n, w, tile_order,
-                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH}, grouped, grid_order, key_order)
+                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH}, grouped, grid_order, key_order,
+                               persistent)
 
 
 #: Warps of one ``_bwd_preprocess`` program (``kernels/backward.py`` launches it with this;

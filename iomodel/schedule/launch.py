@@ -20,7 +20,15 @@
 * ``tile_order``: program index i along the tile axis runs query tile i (``forward``) or
   T_r − 1 − i (``reverse``, longest causal tiles first);
 * ``key_order``: each program's key-block loop runs from its first block up (``ascending``,
-  the bundled kernel) or from its last block down (``descending``).
+  the bundled kernel) or from its last block down (``descending``);
+* ``persistent``: None (one program per tile, started by the hardware in grid order as SMs free
+  up) or a persistent loop of P = num_SMs × programs_per_sm programs over the tiles in grid
+  order: ``strided`` (program j runs tiles j, j + P, j + 2P, ...: FlashAttention-3's
+  ``StaticPersistentTileScheduler``, ``hopper/tile_scheduler.hpp``; what cuDNN's forward is
+  inferred to do, docs/l2-calibration.md "Peers") or ``blocked`` (program j runs a contiguous
+  share of about T/P tiles, so the P tiles in flight lie T/P apart in grid order). A strided loop
+  keeps the tiles in flight P consecutive tiles, the waves of a one-program-per-tile launch with
+  W = P, so the L2 model gives it the same bytes.
 
 The bundled kernel's schedules are :data:`BUNDLED` (tiles-fastest, forward or reverse,
 ascending; any of its tiles and warps). Pure Python; no torch, no triton.
@@ -47,6 +55,8 @@ GROUPED_PREFIX = "grouped:"
 TILE_ORDERS = ("forward", "reverse")
 #: Directions of each program's key-block loop.
 KEY_ORDERS = ("ascending", "descending")
+#: Tile assignments of a persistent loop (``Schedule.persistent``; None: one program per tile).
+PERSISTENT = ("strided", "blocked")
 
 
 def tiles_per_group(grid_order: str, t_r: int) -> int:
@@ -144,6 +154,7 @@ class Schedule:
     grid_order: str = "tiles-fastest"  # tiles-fastest, heads-fastest or grouped:N
     tile_order: str = "forward"  # forward or reverse query-tile order within a head
     key_order: str = "ascending"  # each program's key-block loop: ascending or descending
+    persistent: str | None = None  # None: a program per tile; strided or blocked: a persistent loop of P programs
 
     def __post_init__(self) -> None:
         from iomodel.spec import Tiling
@@ -163,11 +174,14 @@ class Schedule:
             raise IomodelError(f"tile order {self.tile_order!r} is unknown: use --tile-order {' or '.join(TILE_ORDERS)}")
         if self.key_order not in KEY_ORDERS:
             raise IomodelError(f"key order {self.key_order!r} is unknown: use --key-order {' or '.join(KEY_ORDERS)}")
+        if self.persistent is not None and self.persistent not in PERSISTENT:
+            raise IomodelError(f"persistent tile assignment {self.persistent!r} is unknown: use --persistent "
+                               f"{' or '.join(PERSISTENT)} (or leave it out: one program per tile)")
 
     @property
     def bundled(self) -> bool:
-        """The bundled kernel runs this schedule: tiles-fastest, ascending keys (either tile order)."""
-        return self.grid_order in KERNEL_GRID_ORDERS and self.key_order == "ascending"
+        """The bundled kernel runs this schedule: its grid orders, ascending keys (either tile order), a program per tile."""
+        return self.grid_order in KERNEL_GRID_ORDERS and self.key_order == "ascending" and self.persistent is None
 
     def tiling(self, base: "Tiling | None" = None) -> "Tiling":
         """These tiles as a :class:`~iomodel.spec.Tiling` (``base``'s other fields, e.g. the backward tiles, kept)."""
@@ -300,6 +314,7 @@ __all__ = [
     "GROUPED_PREFIX",
     "KERNEL_GRID_ORDERS",
     "KEY_ORDERS",
+    "PERSISTENT",
     "Schedule",
     "TILE_ORDERS",
     "grid_order_refusal",
