@@ -663,6 +663,54 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
                          + ", ".join(k.name for k in shape.kernels))
 
 
+def _peer_of(shape: ShapeMeasurement, hardware: Hardware) -> Any:
+    """The :class:`~iomodel.schedule.peers.PeerLaunch` of an SDPA shape whose one profiled kernel is
+    FlashAttention-2's or cuDNN's prefill forward (:func:`iomodel.schedule.peers.peer_launch`), else None."""
+    if shape.impl not in ("sdpa-flash", "sdpa-cudnn") or len(shape.kernels) != 1:
+        return None
+    from iomodel.schedule.peers import peer_launch
+
+    k = shape.kernels[0]
+    return peer_launch(k.name, k.grid, k.block, k.metrics, shape.spec, hardware)
+
+
+def _reconcile_peer(out: "ShapeReconciliation", shape: ShapeMeasurement, peer: Any, hardware: Hardware,
+                    expected: Iterable[str], l2_fraction: float, flush_between_kernels: bool,
+                    l2_ways: int | None) -> None:
+    """HBM of a peer's forward kernel against the L2-aware prediction of its recorded launch
+    (:func:`iomodel.cache.predict.predict_tiled` with ``peer.schedule``); the L2 level is not
+    compared (the peer's loads and stores are not in docs/traffic-contract.md). Notes the launch's
+    source and, where recorded, the bytes the SMs wrote into L2 beyond O and LSE (register spills
+    to local memory, which the model does not hold)."""
+    spec = shape.spec
+    tiling = peer.tiling()
+    out.tiling = tiling
+    sched = peer.schedule
+    fast = (l2_ways is not None and exact_write_share(l2_fraction) and sched.persistent != "blocked"
+            and (sched.grid_order, sched.key_order) == ("tiles-fastest", "ascending"))
+    too_big = not_simulated(spec, tiling, sched, fast=fast)
+    if too_big is not None:
+        out.error = f"the L2-aware prediction is not computed: {too_big}"
+        return
+    out.programs_per_sm = (peer.programs_per_sm, "the recorded launch")
+    params = L2Params(hardware.l2_bytes, hardware.num_sms, peer.programs_per_sm, l2_fraction, flush_between_kernels,
+                      ways=l2_ways)
+    l2 = predict_tiled(spec, tiling, params, schedule=sched)
+    out.l2 = l2
+    out.levels.append(LevelCompare(
+        "HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"), l2.hbm_write_bytes,
+        shape.quantity("dram_write_bytes"), l2.floor_read_bytes, l2.floor_write_bytes,
+        l2.no_reuse_read_bytes, l2.no_reuse_write_bytes,
+        missing=_missing(shape, "dram_read_bytes", "dram_write_bytes", expected)))
+    out.notes.append(peer.source)
+    to_l2 = shape.quantity("sm_write_bytes")
+    outputs = compulsory_write_bytes(spec)
+    if to_l2 is not None and to_l2 > 1.1 * outputs:
+        out.notes.append(f"its SMs wrote {human_bytes(to_l2, decimals=1)} into L2, {to_l2 / outputs:.1f}x O and LSE "
+                         f"({human_bytes(outputs, decimals=1)}): local-memory (register spill) traffic the model does "
+                         "not hold, part of which reaches DRAM")
+
+
 def not_simulated(spec: LayerSpec, tiling: Tiling, schedule: Schedule | None = None, *,
                   fast: bool = True) -> str | None:
     """Why the L2 prediction of a measured tiled forward shape is not computed (one clause), or None.
@@ -848,7 +896,9 @@ def reconcile_shape(
                 out.notes.append(f"{len(shape.kernels)} kernels profiled for {n_steps} modelled ops")
             elif shape.kernels and spec.backward:
                 out.notes.append(_eager_kernel_note(shape, l2, **opts))
-        else:  # SDPA backends: measured only, against the floor
+        elif (peer := _peer_of(shape, hardware)) is not None:  # FlashAttention-2 or cuDNN: its recorded launch
+            _reconcile_peer(out, shape, peer, hardware, expected, l2_fraction, flush_between_kernels, l2_ways)
+        else:  # other SDPA backends: measured only, against the floor
             q = spec.batch * spec.heads * spec.seqlen_q * spec.head_dim * spec.width
             out.levels.append(LevelCompare("HBM", None, shape.quantity("dram_read_bytes"), None,
                                            shape.quantity("dram_write_bytes"),

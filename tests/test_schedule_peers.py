@@ -1,0 +1,69 @@
+"""Peers' launches read from the Nsight Compute record (issue 12, item 5): FlashAttention-2 and cuDNN.
+
+The names, grids and blocks are those of receipts/ncu-h200-peers-calib1-2026-12-01.json (calibration
+data: the numbers below were seen when the parser was written; they pin it, they do not validate it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iomodel.measure.records import Measurement
+from iomodel.reconcile.compare import reconcile
+from iomodel.schedule.peers import peer_launch
+from iomodel.spec import LayerSpec
+from iomodel.spec.hardware import H200
+
+FA2 = ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, 0, 0, cutlass::bfloat16_t, "
+       "Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t>>, 0, 0, 0, 0, 1, 1, 0, 0>(pytorch_flash::Flash_fwd_params)")
+CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+OCC = {"launch__occupancy_limit_blocks": 32.0, "launch__occupancy_limit_registers": 2.0,
+       "launch__occupancy_limit_shared_mem": 2.0, "launch__occupancy_limit_warps": 16.0}
+PEERS = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-peers-calib1-2026-12-01.json"
+
+
+def test_flash_attention_2_launch_from_its_template_arguments():
+    spec = LayerSpec(1, 16, 16, 128, 4096, 4096, "bf16")
+    p = peer_launch(FA2, "(32, 1, 16)", "(128, 1, 1)", OCC, spec, H200)
+    s = p.schedule
+    assert p.kernel == "flash-attention-2" and p.programs_per_sm == 2  # the least occupancy limit
+    assert (s.block_m, s.block_n, s.num_warps, s.num_stages) == (128, 64, 4, 1)
+    assert (s.grid_order, s.tile_order, s.key_order, s.persistent) == ("tiles-fastest", "forward", "descending", None)
+    # another HEAD_DIM, or a grid that is not (ceil(N_q / 128), B, H): not this layer's launch
+    assert peer_launch(FA2, "(32, 1, 16)", "(128, 1, 1)", OCC, LayerSpec(1, 16, 16, 64, 4096, 4096, "bf16"), H200) is None
+    assert peer_launch(FA2, "(33, 1, 16)", "(128, 1, 1)", OCC, spec, H200) is None
+    assert peer_launch(FA2, "(32, 1, 16)", "(128, 1, 1)", OCC, LayerSpec(1, 16, 16, 128, 4096, 4096, "bf16",
+                                                                          backward=True), H200) is None
+
+
+def test_cudnn_launch_is_a_strided_persistent_loop_of_128_row_tiles():
+    spec = LayerSpec(1, 16, 16, 128, 8192, 8192, "bf16", causal=True)
+    p = peer_launch(CUDNN, "(132, 1, 1)", "(384, 1, 1)", {}, spec, H200)
+    s = p.schedule
+    assert p.kernel == "cudnn" and p.programs_per_sm == 1
+    # 384 threads = a producer and two consumer warpgroups of 64 rows: BLOCK_M 128; BLOCK_N 128
+    assert (s.block_m, s.block_n, s.persistent, s.grid_order, s.key_order) == (128, 128, "strided", "tiles-fastest",
+                                                                             "ascending")
+    assert peer_launch(CUDNN, "(100, 1, 1)", "(384, 1, 1)", {}, spec, H200) is None  # not a multiple of the SMs
+    assert peer_launch(CUDNN, "(132, 1, 1)", "(128, 1, 1)", {}, spec, H200) is None  # no consumer warpgroup
+    assert peer_launch("sm90_xmma_gemm_bf16bf16_bf16f32", "(132, 1, 1)", "(384, 1, 1)", {}, spec, H200) is None
+
+
+@pytest.fixture(scope="module")
+def peers_rec():
+    return reconcile(Measurement.load(PEERS))
+
+
+def test_peers_receipt_reconciles_both_backends(peers_rec):
+    frac = {(s["impl"], s["which"]): (s["within_rel"], s["within"], s["shapes"]) for s in peers_rec.summary()
+            if s["level"] == "HBM"}
+    # cuDNN: reads within 10 % on 11 of 12 (the miss: 32k non-causal, the capacity edge); writes 11 + 1 by the floor
+    assert frac[("sdpa-cudnn", "read")] == (11, 11, 12) and frac[("sdpa-cudnn", "write")] == (11, 12, 12)
+    # FlashAttention-2: reads 11 of 12 (the miss: 32k causal, 2.7x); writes 0 of 12 (local-memory traffic)
+    assert frac[("sdpa-flash", "read")] == (11, 11, 12) and frac[("sdpa-flash", "write")] == (0, 0, 12)
+    flash = [r for r in peers_rec.rows if r.impl == "sdpa-flash"]
+    assert all(any("local-memory" in n for n in r.notes) for r in flash)
+    (miss,) = [r for r in flash if not r.level("HBM").within("read", 0.10, 0)]
+    assert miss.id.startswith("b1-h16-kv16-d128-bf16-q32768-k32768-tl") and 2.6 < miss.level("HBM").ratio_read < 2.9
