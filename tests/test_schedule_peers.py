@@ -67,3 +67,33 @@ def test_peers_receipt_reconciles_both_backends(peers_rec):
     assert all(any("local-memory" in n for n in r.notes) for r in flash)
     (miss,) = [r for r in flash if not r.level("HBM").within("read", 0.10, 0)]
     assert miss.id.startswith("b1-h16-kv16-d128-bf16-q32768-k32768-tl") and 2.6 < miss.level("HBM").ratio_read < 2.9
+
+
+HOLDOUT = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-peers-holdout1-2026-12-02.json"
+
+
+def test_peer_holdout_is_what_it_is():
+    """The hold-out of issue 12 item 5 (sweeps/h200-peers-holdout1.toml, committed before it was
+    measured, after the last change of the model): 40 new shapes by FlashAttention-2, cuDNN and the
+    bundled forward (14 beyond L2), and 6 heads-fastest bundled shapes. The bar (>= 95 % within
+    +-10 %) is not met; these are its counts, and where it misses."""
+    rec = reconcile(Measurement.load(HOLDOUT))
+    frac = {(s["impl"], s["which"]): (s["within_rel"], s["within"], s["shapes"]) for s in rec.summary()
+            if s["level"] == "HBM"}
+    assert frac[("sdpa-cudnn", "read")] == (30, 30, 40) and frac[("sdpa-cudnn", "write")] == (38, 38, 40)
+    assert frac[("sdpa-flash", "read")] == (34, 34, 40) and frac[("sdpa-flash", "write")] == (3, 3, 40)
+    assert frac[("tiled", "read")] == (39, 39, 46) and frac[("tiled", "write")] == (40, 43, 46)
+    beyond = {"q24576", "q32768", "q40000", "q40960", "q49152", "q65536", "q28672", "q98304"}
+
+    def is_beyond(r):
+        return any(f"-{q}-" in r.id for q in beyond) and "heads-fastest" not in r.id
+
+    # every read the cuDNN or tiles-fastest bundled prediction misses is beyond L2, and over-predicted
+    for r in rec.rows:
+        lv = r.level("HBM")
+        if r.impl in ("sdpa-cudnn", "tiled") and "heads-fastest" not in r.id and not rec.within(r, "HBM", "read"):
+            assert is_beyond(r) and 0.65 < lv.ratio_read < 0.91, (r.id, lv.ratio_read)
+    # FlashAttention-2's long causal reads: 1.7-8.9x the prediction (its programs are not in waves)
+    flash_causal = {r.id: r.level("HBM").ratio_read for r in rec.rows if r.impl == "sdpa-flash" and is_beyond(r)
+                    and "-tl-" in r.id and not rec.within(r, "HBM", "read")}
+    assert len(flash_causal) == 3 and min(flash_causal.values()) > 1.6 and max(flash_causal.values()) > 8
