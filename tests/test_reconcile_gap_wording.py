@@ -21,17 +21,23 @@ HOLDOUT = Path(__file__).resolve().parent.parent / "receipts" / "ncu-h200-holdou
 
 @pytest.mark.parametrize("p, m, moved, want", [
     (0, 321.2 * 1024, 513.9 * 2**20,
-     "predicted 0 B, measured 321.2 KiB (none predicted); the gap is 321.2 KiB, 0.06% of the 513.9 MiB the shape moved at HBM"),
+     "predicted 0 B, measured 321.2 KiB (none predicted); the gap is 321.2 KiB, 0.06% of the 513.9 MiB "
+     "the shape moved at HBM"),
     (159, 0, 12.3 * 2**20,
-     "predicted 159 B, measured 0 B (none measured); the gap is 159 B, under 0.01% of the 12.3 MiB the shape moved at HBM"),
+     "predicted 159 B, measured 0 B (none measured); the gap is 159 B, under 0.01% of the 12.3 MiB "
+     "the shape moved at HBM"),
     (2.8 * 2**20, 2.5 * 2**20, 41.6 * 2**20,
-     "predicted 2.8 MiB, measured 2.5 MiB (+12%); the gap is 307.2 KiB, 0.72% of the 41.6 MiB the shape moved at HBM"),
+     "predicted 2.8 MiB, measured 2.5 MiB (+12%); the gap is 307.2 KiB, 0.72% of the 41.6 MiB "
+     "the shape moved at HBM"),
     (105.6 * 1024, 273 * 1024, 470.1 * 2**20,
-     "predicted 105.6 KiB, measured 273.0 KiB (-61%); the gap is 167.4 KiB, 0.03% of the 470.1 MiB the shape moved at HBM"),
+     "predicted 105.6 KiB, measured 273.0 KiB (-61%); the gap is 167.4 KiB, 0.03% of the 470.1 MiB "
+     "the shape moved at HBM"),
     (5 * 2**20, 2**20, 88 * 2**20,
-     "predicted 5.0 MiB, measured 1.0 MiB (5.0× measured); the gap is 4.0 MiB, 4.55% of the 88.0 MiB the shape moved at HBM"),
+     "predicted 5.0 MiB, measured 1.0 MiB (5.0× measured); the gap is 4.0 MiB, 4.55% of the 88.0 MiB "
+     "the shape moved at HBM"),
     (2 * 2**20, 2**20, 100 * 2**20,  # exactly twice: a multiple, not +100%
-     "predicted 2.0 MiB, measured 1.0 MiB (2.0× measured); the gap is 1.0 MiB, 1.00% of the 100.0 MiB the shape moved at HBM"),
+     "predicted 2.0 MiB, measured 1.0 MiB (2.0× measured); the gap is 1.0 MiB, 1.00% of the 100.0 MiB "
+     "the shape moved at HBM"),
     (7, 7, 0, "predicted 7 B, measured 7 B; the gap is 0 B, 0.00% of the 0 B the shape moved at L2"),
 ])
 def test_gap_sentence(p, m, moved, want):

@@ -1,4 +1,4 @@
-"""The exact tile sums: definition (Python loop), closed forms (Python ints, numpy) and a brute-force kernel walk agree."""
+"""The exact tile sums: definition (Python loop), closed forms (Python ints, numpy) and a kernel walk agree."""
 
 from __future__ import annotations
 
