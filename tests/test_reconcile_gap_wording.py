@@ -1,10 +1,11 @@
 """The reconcile report's "within only by the absolute floor" lines read the way a kernel engineer reads them.
 
-A prediction of 0 B against some KiB measured was written ``(-100%)``: (predicted − measured) /
-measured, correct but read as "the model is off by everything". The sentence
-(:func:`iomodel.reconcile.gap_sentence`) now says ``none predicted`` (or ``none measured``), a
-multiple from twice the measurement on, and always the gap in bytes and as a share of all bytes
-the shape moved at that level; the Markdown report and the console print the same sentences.
+A prediction of 0 B (or a few bytes) against some KiB measured was written ``(-100%)``:
+(predicted − measured) / measured, correct but read as "the model is off by everything". The
+sentence (:func:`iomodel.reconcile.gap_sentence`) now says ``none predicted`` (or ``none
+measured``), a multiple beyond a factor of two either way, and always the gap in bytes and as a
+share of all bytes the shape moved at that level; the Markdown report and the console print the
+same sentences.
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ HOLDOUT = Path(__file__).resolve().parent.parent / "receipts" / "ncu-h200-holdou
      "predicted 2.8 MiB, measured 2.5 MiB (+12%); the gap is 307.2 KiB, 0.72% of the 41.6 MiB "
      "the shape moved at HBM"),
     (105.6 * 1024, 273 * 1024, 470.1 * 2**20,
-     "predicted 105.6 KiB, measured 273.0 KiB (-61%); the gap is 167.4 KiB, 0.03% of the 470.1 MiB "
+     "predicted 105.6 KiB, measured 273.0 KiB (measured 2.6× predicted); the gap is 167.4 KiB, 0.03% of the "
+     "470.1 MiB the shape moved at HBM"),
+    (4, 6.8 * 1024, 12 * 2**20,  # a percentage would read -100%
+     "predicted 4 B, measured 6.8 KiB (measured 1,741× predicted); the gap is 6.8 KiB, 0.06% of the 12.0 MiB "
      "the shape moved at HBM"),
+    (0.6 * 2**20, 2**20, 50 * 2**20,
+     "predicted 614.4 KiB, measured 1.0 MiB (-40%); the gap is 409.6 KiB, 0.80% of the 50.0 MiB the shape moved at HBM"),
     (5 * 2**20, 2**20, 88 * 2**20,
      "predicted 5.0 MiB, measured 1.0 MiB (5.0× measured); the gap is 4.0 MiB, 4.55% of the 88.0 MiB "
      "the shape moved at HBM"),
@@ -74,3 +80,4 @@ def test_markdown_and_console_print_the_same_floor_lines(tmp_path, capsys):
     zero = [why for _, _, why in md_lines if why.startswith("predicted 0 B")]
     assert len(zero) == 3 and all("(none predicted); the gap is" in why for why in zero)
     assert "-100%" not in md and "-100%" not in console
+    assert not re.search(r"\(-[5-9]\d%\)", md)  # beyond a factor of two is a multiple, not -50 % to -99 %

@@ -53,6 +53,11 @@ DEFAULT_TOLERANCES: dict[str, float] = {"HBM": 0.10, "L2": 0.15, "SRAM_fill": 0.
 DEFAULT_ABS_TOL = 1 << 20
 
 
+def _times(x: float) -> str:
+    """A multiple of at least 2: one decimal below 100 (``2.6``), whole with separators from 100 (``1,741``)."""
+    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
 def gap_sentence(predicted: float, measured: float, moved: float, level: str) -> str:
     """One level and direction of one shape, predicted against measured, in words a kernel engineer reads.
 
@@ -64,12 +69,12 @@ def gap_sentence(predicted: float, measured: float, moved: float, level: str) ->
 
     Returns:
         ``"predicted P, measured M (miss); the gap is G, S of the T the shape moved at LEVEL"``.
-        The miss is relative to the measured bytes (``+12%``, ``-61%``) when both are nonzero and
-        the prediction is under twice the measurement, a multiple (``5.0× measured``) from
-        twice on, and ``none predicted`` or ``none measured`` when one side is 0 (where a
-        percentage would read ``-100%`` or be undefined). S is the gap over T (``0.06%``;
-        ``under 0.01%`` for a gap that is not 0 but rounds to it). Bytes in binary prefixes with
-        one decimal (:func:`iomodel.format.human_bytes`).
+        The miss is relative to the measured bytes (``+12%``, ``-40%``) while the two are within
+        a factor of two, a multiple beyond (``5.0× measured`` for an over-prediction, ``measured
+        1,741× predicted`` for an under-prediction, which a percentage would show as ``-100%``),
+        and ``none predicted`` or ``none measured`` when one side is 0. S is the gap over T
+        (``0.06%``; ``under 0.01%`` for a gap that is not 0 but rounds to it). Bytes in binary
+        prefixes with one decimal (:func:`iomodel.format.human_bytes`).
 
     Raises:
         ValueError: a negative or non-finite byte count (a record that is not bytes).
@@ -84,7 +89,9 @@ def gap_sentence(predicted: float, measured: float, moved: float, level: str) ->
     elif measured == 0:
         miss = " (none measured)"
     elif predicted >= 2 * measured:
-        miss = f" ({predicted / measured:.1f}× measured)"
+        miss = f" ({_times(predicted / measured)}× measured)"
+    elif measured >= 2 * predicted:
+        miss = f" (measured {_times(measured / predicted)}× predicted)"
     else:
         miss = f" ({(predicted - measured) / measured:+.0%})"
     gap = abs(predicted - measured)
