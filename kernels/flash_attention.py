@@ -914,7 +914,8 @@ def flash_attention(
             ``(B, max_pages)`` int32 gives the page of each sequence's p-th ``page_size`` keys and
             ``cache_seqlens`` ``(B,)`` int32 its number of keys (read on the device: each program
             loads its own, so causal bottom-right aligns each sequence's last query row with its
-            last key). Decode path only (N_q <= 16), no window, no backward; BLOCK_N is
+            last key; 0 is an empty slot: o = 0, lse = −inf, as ``seqused_k[b] = 0`` in
+            :func:`flash_attention_varlen`). Decode path only (N_q <= 16), no window, no backward; BLOCK_N is
             ``min(BLOCK_N, page_size)``; the split length covers ``max_pages * page_size`` keys.
         check: paged only: check the tables' contents on the host (every cache_seqlens in
             ``0..max_pages * page_size``, every entry of the pages a sequence uses in
@@ -931,7 +932,7 @@ def flash_attention(
     Returns:
         ``(o, lse)`` or ``(o, lse, config)``: o like q (q's dtype), lse ``(B, H, N_q)``
         fp32 natural-log LSE. A row that sees no key (causal bottom-right with
-        N_q > N_k) has o = 0 and lse = −inf.
+        N_q > N_k, a window, or a paged sequence with cache_seqlens[b] = 0) has o = 0 and lse = −inf.
 
     Raises:
         IomodelError: non-tensor or non-floating input (integer dtypes), mixed dtypes or
@@ -1509,7 +1510,9 @@ def flash_attention_varlen(
             grid has ``cdiv(max_seqlen_q, BLOCK_M)`` query tiles per (sequence, head), and
             tiles past a sequence's end return after reading its cu_seqlens.
         causal, causal_align, sm_scale, window: as :func:`flash_attention`, per sequence.
-        seqused_k: ``(B,)`` int32, 1 <= seqused_k[b] <= N_k_b: keys actually used per sequence.
+        seqused_k: ``(B,)`` int32, 0 <= seqused_k[b] <= N_k_b: keys actually used per sequence.
+            0 is an empty slot (serving): the sequence's rows see no key and get o = 0, lse = −inf,
+            as a paged sequence with ``cache_seqlens[b] = 0`` in :func:`flash_attention`.
         check: validate the contents of cu_seqlens (and seqused_k) on the host before the
             launch (default): one device-to-host copy, i.e. a synchronisation. ``check=False``
             skips it (CUDA-graph capture, hot loops); then bad contents are undefined
@@ -1522,7 +1525,8 @@ def flash_attention_varlen(
     Returns:
         ``(o, lse)`` (or with the config): o ``(total_q, H, d)`` in q's dtype, lse
         ``(H, total_q)`` fp32 natural-log LSE (flash-attn's varlen layout). A row that sees no
-        key has o = 0 and lse = −inf.
+        key (causal bottom-right with N_q_b > N_k_b, a window, or seqused_k[b] = 0) has o = 0 and
+        lse = −inf.
 
     Launch plans are cached like :func:`flash_attention`'s (keyed by shapes, strides, dtypes,
     devices, max lengths and flags); cu_seqlens and seqused_k are per-call tensors that the
@@ -1534,7 +1538,7 @@ def flash_attention_varlen(
             cu_seqlens not int32, not 1-D of length B + 1 for both q and k, or (``check``)
             first not 0, not strictly increasing, or last not the packed length;
             max_seqlen not an int >= 1 or smaller than a real length; seqused_k not int32 of
-            shape (B,) or (``check``) outside 1..N_k_b; q, k or v requiring grad (no varlen
+            shape (B,) or (``check``) outside 0..N_k_b; q, k or v requiring grad (no varlen
             backward yet); a config whose path is not ``prefill``.
     """
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
@@ -1643,7 +1647,7 @@ def _check_cu_contents(cu_q: torch.Tensor, cu_k: torch.Tensor, seqused: torch.Te
 
     Raises:
         IomodelError: first entry not 0, not strictly increasing, last not the packed length,
-            a length above max_seqlen, or seqused_k outside 1..N_k_b.
+            a length above max_seqlen, or seqused_k outside 0..N_k_b.
     """
     lens = {}
     for name, cu, total, mx, mx_name, t in (("cu_seqlens_q", cu_q, total_q, max_q, "max_seqlen_q", "q"),
@@ -1665,5 +1669,6 @@ def _check_cu_contents(cu_q: torch.Tensor, cu_k: torch.Tensor, seqused: torch.Te
         lens[t] = steps
     if seqused is not None:
         for b, (u, n) in enumerate(zip(seqused.tolist(), lens["k"])):
-            if not 1 <= u <= n:
-                raise IomodelError(f"seqused_k[{b}] is {u} but sequence {b} has {n} keys: use 1..{n}")
+            if not 0 <= u <= n:
+                raise IomodelError(f"seqused_k[{b}] is {u} but sequence {b} has {n} keys: use 0..{n} (0: the "
+                                   "sequence uses no key, its rows give o = 0 and lse = -inf)")

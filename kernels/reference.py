@@ -135,7 +135,8 @@ def reference_attention_varlen(
     Args:
         q: ``(total_q, H, d)`` packed queries; k, v: ``(total_k, H_kv, d)`` packed keys/values.
         cu_seqlens_q, cu_seqlens_k: ``(B + 1,)`` cumulative lengths (sequence b: rows
-            ``[cu[b], cu[b+1])``); seqused_k: ``(B,)`` keys used per sequence (the first ones), or None.
+            ``[cu[b], cu[b+1])``); seqused_k: ``(B,)`` keys used per sequence (the first ones; 0:
+            none, the sequence's rows give o = 0 and lse = −inf), or None.
         causal, causal_align, sm_scale, window: per sequence, as :func:`reference_attention`
             (bottom-right offset = that sequence's N_k_b − N_q_b).
 
@@ -159,6 +160,9 @@ def reference_attention_varlen(
     lse = torch.zeros(q.shape[1], q.shape[0], dtype=torch.float64, device=q.device)  # (H, total_q)
     for b in range(len(cq) - 1):
         k_end = ck[b + 1] if used is None else ck[b] + used[b]
+        if k_end == ck[b]:  # no key used: every row sees none
+            lse[:, cq[b]:cq[b + 1]] = float("-inf")
+            continue
         ob, lb = reference_attention(q[cq[b]:cq[b + 1]].transpose(0, 1)[None],  # (1, H, N_q_b, d)
                                      k[ck[b]:k_end].transpose(0, 1)[None], v[ck[b]:k_end].transpose(0, 1)[None],
                                      causal, causal_align, sm_scale, window)

@@ -160,8 +160,8 @@ def test_console_script_bad_input_subprocess():
 @pytest.mark.parametrize("args", [["--seqlen", "99999999999"], ["--seqlen", str(2**24 + 1), "--no-causal"],
                                   ["--phase", "decode", "--seqlen", "99999999999"]])
 def test_worksheet_seqlen_too_long_for_exact_sums(capsys, args):
-    """predict's causal tile sums are exact Python loops over rows: above 2^24 rows the CLI
-    refuses at once (one line, exit 2) instead of looping for hours."""
+    """Above 2^24 rows (where the model's tests and the worksheet's L2-aware estimate stop) the
+    CLI refuses at once (one line, exit 2)."""
     from iomodel.traffic.model import PREDICT_MAX_SEQLEN
 
     assert PREDICT_MAX_SEQLEN == 16_777_216
@@ -170,7 +170,7 @@ def test_worksheet_seqlen_too_long_for_exact_sums(capsys, args):
 
 
 def test_predict_accepts_the_largest_seqlen_without_the_loop_cost():
-    """Exactly 2^24 is accepted (non-causal: closed forms, no loop); the guard is strict '>'."""
+    """Exactly 2^24 is accepted; the guard is strict '>'."""
     from iomodel.spec.hardware import get_hardware
     from iomodel.spec import LayerSpec, Tiling
     from iomodel.traffic.model import predict

@@ -203,7 +203,11 @@ def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
 
     md = markdown(holdout)
     assert "## Within only by the absolute floor of 1.0 MiB (11)" in md
-    assert "`b2-h28-kv4-d128-fp16-q8-k20000-br-tiled` (HBM write): predicted 1.2 MiB, measured 246.0 KiB (+397%)" in md
+    assert ("`b2-h28-kv4-d128-fp16-q8-k20000-br-tiled` (HBM write): predicted 1.2 MiB, measured 246.0 KiB "
+            "(5.0× measured); the gap is 975.9 KiB, 1.08% of the 88.5 MiB the shape moved at HBM") in md
+    assert ("`b1-h64-kv8-d128-bf16-q1-k131072-nc-tiled` (HBM write): predicted 0 B, measured 321.2 KiB "
+            "(none predicted); the gap is 321.2 KiB, 0.06% of the 513.9 MiB the shape moved at HBM") in md
+    assert "-100%" not in md and "−100" not in md
     assert len(holdout.to_dict()["floor_only"]) == 11
     outside = [(r, bad) for r, bad in holdout.outside() if r.impl == "tiled"]
     assert len(outside) == shapes - within

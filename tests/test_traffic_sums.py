@@ -1,4 +1,4 @@
-"""The exact tile sums: definition (Python loop), closed form (numpy) and a brute-force kernel walk agree."""
+"""The exact tile sums: definition (Python loop), closed forms (Python ints, numpy) and a kernel walk agree."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from iomodel.traffic.compile import numpy_function, python_function
 from iomodel.traffic.sums import KBlockQueryRows, QTileKeyRows, VisiblePairs, floor_sum
+from tile_sum_reference import loop_function
 
 N_q, N_k, BM, BN, off = sp.symbols("N_q N_k BM BN off", integer=True)
 EXPRS = [QTileKeyRows(N_q, N_k, BM, BN, off), KBlockQueryRows(N_q, N_k, BM, BN, off), VisiblePairs(N_q, N_k, off)]
-PY = python_function([N_q, N_k, BM, BN, off], EXPRS)
+PY = python_function([N_q, N_k, BM, BN, off], EXPRS)  # closed forms on Python ints (predict)
+LOOP = loop_function([N_q, N_k, BM, BN, off], EXPRS)  # the definitions' loops
 NP = numpy_function([N_q, N_k, BM, BN, off], EXPRS)
 
 
@@ -46,7 +48,7 @@ def test_sums_small_grid_exhaustive():
     got = NP(*[np.array(c) for c in zip(*pts)])
     for idx, p in enumerate(pts):
         want = walk(*p)
-        assert tuple(PY(*p)) == want, p
+        assert tuple(PY(*p)) == tuple(LOOP(*p)) == want, p
         assert tuple(int(g[idx]) for g in got) == want, p
 
 
@@ -57,7 +59,7 @@ def test_sums_small_grid_exhaustive():
     o=st.integers(-450, 450),
 )
 def test_closed_form_equals_definition(nq, nk, bm, bn, o):
-    assert [int(v) for v in NP(nq, nk, bm, bn, o)] == list(PY(nq, nk, bm, bn, o))
+    assert [int(v) for v in NP(nq, nk, bm, bn, o)] == list(PY(nq, nk, bm, bn, o)) == list(LOOP(nq, nk, bm, bn, o))
 
 
 @settings(max_examples=100, deadline=None)

@@ -151,7 +151,9 @@ def _good():
     (dict(max_seqlen_k=8), "max_seqlen_k is 8 but sequence 1 has 9 tokens"),
     (dict(max_seqlen_q=0), "max_seqlen_q must be an int >= 1"),
     (dict(seqused_k=torch.tensor([6, 10], dtype=torch.int32)), "seqused_k[1] is 10 but sequence 1 has 9 keys"),
-    (dict(seqused_k=torch.tensor([0, 1], dtype=torch.int32)), "seqused_k[0] is 0"),
+    (dict(seqused_k=torch.tensor([-1, 1], dtype=torch.int32)), "seqused_k[0] is -1 but sequence 0 has 6 keys: "
+     "use 0..6"),
+    (dict(seqused_k=torch.tensor([0, 1], dtype=torch.int32)), None),  # valid: sequence 0 uses no key
     (dict(seqused_k=torch.tensor([6], dtype=torch.int32)), "seqused_k must have shape (2,)"),
     (dict(seqused_k=torch.tensor([6, 9], dtype=torch.int64)), "seqused_k must be int32"),
     (dict(q=torch.zeros(2, 12, 2, 16)), "q must be a packed 3-D tensor"),
@@ -207,7 +209,7 @@ def test_seqlens_parsing_and_file_forms(tmp_path):
     with pytest.raises(IomodelError, match="line 2: 'x' is not a length"):
         (tmp_path / "c.txt").write_text("5\nx\n")
         read_seqlens_file(tmp_path / "c.txt")
-    with pytest.raises(IomodelError, match="every sequence length must be an int >= 1"):
+    with pytest.raises(IomodelError, match="every sequence needs an int >= 1 of query rows"):
         RaggedSpec(LayerSpec(1, 1, 1, 16, 1, 1), parse_seqlens("5,0"))
     h = RaggedSpec(LayerSpec(1, 1, 1, 16, 1, 1), parse_seqlens("512,3000,77")).histogram()
     assert h["count"] == 3 and h["q"] == {"min": 77, "max": 3000, "mean": 3589 / 3, "total": 3589}

@@ -254,15 +254,17 @@ def test_band_sums_closed_forms_equal_their_definitions():
     import numpy as np
     import sympy as sp
 
-    from iomodel.traffic.compile import python_function
+    from tile_sum_reference import loop_function
+
     from iomodel.traffic.sums import (KTileQueryRowsBand, QTileKeyRowsBand, VisiblePairsBand,
-                                      np_k_tile_query_rows_band, np_q_tile_key_rows_band, np_visible_pairs_band)
+                                      np_k_tile_query_rows_band, np_q_tile_key_rows_band, np_visible_pairs_band,
+                                      py_k_tile_query_rows_band, py_q_tile_key_rows_band, py_visible_pairs_band)
 
     S = sp.symbols("N_q N_k BM BN off WL WR", integer=True)
-    fq = python_function(S, [QTileKeyRowsBand(*S)])
-    fk = python_function(S, [KTileQueryRowsBand(*S)])
+    fq = loop_function(S, [QTileKeyRowsBand(*S)])  # the definitions, as loops
+    fk = loop_function(S, [KTileQueryRowsBand(*S)])
     pairs = (S[0], S[1], S[4], S[5], S[6])
-    fv = python_function(pairs, [VisiblePairsBand(*pairs)])
+    fv = loop_function(pairs, [VisiblePairsBand(*pairs)])
     rng = random.Random(7)
     for _ in range(200):
         Nq, Nk = rng.randint(1, 200), rng.randint(1, 200)
@@ -270,11 +272,12 @@ def test_band_sums_closed_forms_equal_their_definitions():
         off = rng.choice([0, Nk - Nq])
         WL, WR = rng.choice([0, 1, 5, 40, Nq + Nk]), rng.choice([0, 2, 30, Nq + Nk])
         args = (Nq, Nk, BM, BN, off, WL, WR)
-        assert fq(*args)[0] == int(np_q_tile_key_rows_band(*args))
-        assert fk(*args)[0] == int(np_k_tile_query_rows_band(*args))
+        assert fq(*args)[0] == int(np_q_tile_key_rows_band(*args)) == py_q_tile_key_rows_band(*args)
+        assert fk(*args)[0] == int(np_k_tile_query_rows_band(*args)) == py_k_tile_query_rows_band(*args)
         m, n = np.arange(Nq)[:, None], np.arange(Nk)[None, :]
         brute = int(((n >= m + off - WL) & (n <= m + off + WR)).sum())
         assert fv(Nq, Nk, off, WL, WR)[0] == int(np_visible_pairs_band(Nq, Nk, off, WL, WR)) == brute
+        assert py_visible_pairs_band(Nq, Nk, off, WL, WR) == brute
 
 
 @interp

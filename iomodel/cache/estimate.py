@@ -414,7 +414,8 @@ def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
     ``Σ_b H·ceil(N_q_b / BLOCK_M)`` (programs past a sequence's end do nothing and are not
     simulated), at most :data:`L2_ESTIMATE_MAX_PROGRAMS`: the simulation visits every program,
     as for a dense layer; and at most :data:`RAGGED_ESTIMATE_MAX_SEQUENCES` sequences. Evaluated
-    per distinct ``(N_q, N_k)`` kind, so a batch of 10^6 sequences is refused at once.
+    per distinct ``(N_q, N_k)`` kind, so a batch of 10^6 sequences is refused at once. A
+    sequence that uses no key (N_k = 0) has no batch-1 layer to simulate: the batch is not covered.
 
     Args:
         ragged: the ragged batch; tiling: the forward kernel's tiles (BLOCK_M sets T_r).
@@ -425,6 +426,13 @@ def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
     if ragged.batch > RAGGED_ESTIMATE_MAX_SEQUENCES:
         return (f"{ragged.batch:,} sequences, above {RAGGED_ESTIMATE_MAX_SEQUENCES:,} (each sequence adds its own "
                 "K/V and output items to the simulation: its cost grows with the sequence count)")
+    keyless = ragged.keyless()
+    if keyless:
+        n = keyless[0]
+        verb = "uses" if len(keyless) == 1 else "use"
+        return (f"sequence {n} (N_q {ragged.seqlens[n][0]:,}, N_k 0) uses no key, and the simulation runs batch-1 "
+                f"layers with keys ({len(keyless):,} of the {ragged.batch:,} sequences {verb} none; the no-reuse "
+                "rows count them)")
     total = 0
     for (q, k), count in ragged.kinds():
         seq = ragged.sequence(q, k)

@@ -472,8 +472,10 @@ def count_flash_attention_varlen(spec: Any, seed: int = 0, config: Any = None,
         spec: a :class:`iomodel.spec.ragged.RaggedSpec`.
         seed: torch seed of the random inputs.
         config: a ``KernelConfig`` (None: the launcher's choice).
-        seqused_k: None, or the key lengths stored per sequence (ints >= the used lengths of
-            ``spec``): the call then passes ``seqused_k`` = the spec's key lengths.
+        seqused_k: None, or the key lengths stored per sequence (ints >= 1 and >= the used
+            lengths of ``spec``): the call then passes ``seqused_k`` = the spec's key lengths. A
+            spec with a sequence that uses no key (N_k = 0) needs it (cu_seqlens_k gives every
+            sequence >= 1 stored key).
 
     Returns:
         (label -> :class:`TensorTraffic` in bytes with labels ``Q, K, V, O, LSE,

@@ -53,6 +53,55 @@ DEFAULT_TOLERANCES: dict[str, float] = {"HBM": 0.10, "L2": 0.15, "SRAM_fill": 0.
 DEFAULT_ABS_TOL = 1 << 20
 
 
+def _times(x: float) -> str:
+    """A multiple of at least 2: one decimal below 100 (``2.6``), whole with separators from 100 (``1,741``)."""
+    return f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def gap_sentence(predicted: float, measured: float, moved: float, level: str) -> str:
+    """One level and direction of one shape, predicted against measured, in words a kernel engineer reads.
+
+    Args:
+        predicted, measured: bytes (>= 0) of one direction (read or write) at ``level``.
+        moved: every byte the shape moved at that level (read + write, measured), the scale a
+            gap is judged against.
+        level: the level's name (``HBM``, ``L2``, ``HBM _bwd_dq`` ...), for the sentence.
+
+    Returns:
+        ``"predicted P, measured M (miss); the gap is G, S of the T the shape moved at LEVEL"``.
+        The miss is relative to the measured bytes (``+12%``, ``-40%``) while the two are within
+        a factor of two, a multiple beyond (``5.0× measured`` for an over-prediction, ``measured
+        1,741× predicted`` for an under-prediction, which a percentage would show as ``-100%``),
+        and ``none predicted`` or ``none measured`` when one side is 0. S is the gap over T
+        (``0.06%``; ``under 0.01%`` for a gap that is not 0 but rounds to it). Bytes in binary
+        prefixes with one decimal (:func:`iomodel.format.human_bytes`).
+
+    Raises:
+        ValueError: a negative or non-finite byte count (a record that is not bytes).
+    """
+    for name, v in (("predicted", predicted), ("measured", measured), ("moved", moved)):
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name} bytes must be finite and >= 0, got {v}: pass byte counts")
+    if predicted == measured:
+        miss = ""
+    elif predicted == 0:
+        miss = " (none predicted)"
+    elif measured == 0:
+        miss = " (none measured)"
+    elif predicted >= 2 * measured:
+        miss = f" ({_times(predicted / measured)}× measured)"
+    elif measured >= 2 * predicted:
+        miss = f" (measured {_times(measured / predicted)}× predicted)"
+    else:
+        miss = f" ({(predicted - measured) / measured:+.0%})"
+    gap = abs(predicted - measured)
+    share = gap / moved if moved else 0.0
+    share_text = "under 0.01%" if 0 < share < 0.00005 else f"{share:.2%}"
+    pb, mb, gb, tb = (human_bytes(v, decimals=1) for v in (predicted, measured, gap, moved))
+    return (f"predicted {pb}, measured {mb}{miss}; the gap is {gb}, {share_text} of the {tb} "
+            f"the shape moved at {level}")
+
+
 @dataclass
 class LevelCompare:
     """Predicted and measured bytes of one level of one shape (None where not available).
@@ -290,9 +339,9 @@ class Reconciliation:
 
         Returns:
             (shape, ``"<level> <read|write>"``, sentence) for every level and direction that is
-            outside the relative tolerance but within ``abs_tol``; the sentence gives predicted
-            and measured bytes, the relative miss and the gap's share of all bytes the shape moved
-            at that level (read + write, measured).
+            outside the relative tolerance but within ``abs_tol``; the sentence is
+            :func:`gap_sentence` (predicted and measured bytes, the gap in bytes and its share of
+            all bytes the shape moved at that level, read + write, measured).
         """
         out = []
         for r in self.rows:
@@ -302,12 +351,7 @@ class Reconciliation:
                         p = lv.predicted_read if w == "read" else lv.predicted_write
                         m = lv.measured_read if w == "read" else lv.measured_write
                         total = (lv.measured_read or 0) + (lv.measured_write or 0)
-                        rel = f" ({(p - m) / m:+.0%})" if m else ""
-                        share = abs(p - m) / total if total else 0.0
-                        pb, mb, tb = (human_bytes(v, decimals=1) for v in (p, m, total))
-                        out.append((r, f"{lv.level} {w}",
-                                    f"predicted {pb}, measured {mb}{rel}; the gap is "
-                                    f"{share:.2%} of the {tb} the shape moved at {lv.level}"))
+                        out.append((r, f"{lv.level} {w}", gap_sentence(p, m, total, lv.level)))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -1017,6 +1061,7 @@ __all__ = [
     "default_predict",
     "foreign_write_bytes",
     "foreign_write_notes",
+    "gap_sentence",
     "hardware_of",
     "not_simulated",
     "missing_reason",

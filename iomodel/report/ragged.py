@@ -72,8 +72,11 @@ class RaggedWorksheet:
 
     @property
     def compulsory_table(self) -> int:
-        """cu_seqlens_q and cu_seqlens_k read once: (B + 1) int32 entries each (bytes)."""
-        return len(TABLE_TENSORS) * (self.prediction.spec.batch + 1) * INDEX_WIDTH
+        """cu_seqlens_q and cu_seqlens_k read once, (B + 1) int32 entries each, and seqused_k (B
+        entries) when the launch passes it (a sequence with no key): bytes."""
+        b = self.prediction.spec.batch
+        seqused = b * INDEX_WIDTH if ("HBM", "seqused_k") in self.prediction.tensors else 0  # one entry a sequence
+        return len(TABLE_TENSORS) * (b + 1) * INDEX_WIDTH + seqused
 
     @property
     def compulsory_bytes(self) -> int:
@@ -191,6 +194,15 @@ class RaggedWorksheet:
             f"cu_seqlens_q and cu_seqlens_k read once ((B + 1)·{INDEX_WIDTH} B each).",
             "The eager baseline is the padded batch (B sequences padded to the longest N_q and N_k).",
         ]
+        keyless = self.prediction.spec.keyless()
+        if keyless:
+            ragged.append(
+                f"{len(keyless):,} of the {self.prediction.spec.batch:,} sequences "
+                f"{'uses' if len(keyless) == 1 else 'use'} no key (N_k = 0, passed as "
+                "seqused_k[b] = 0): their rows see no key, o = 0 and LSE = -inf; their programs load Q and store O and "
+                "LSE (the dense tiled rows, which do not depend on N_k), no K or V, no FLOPs; their compulsory bytes "
+                f"are their O; every program also reads its seqused_k entry ({INDEX_WIDTH} B), and the compulsory "
+                f"bytes read seqused_k once (B·{INDEX_WIDTH} B).")
         return ragged + [a for a in self.padded.assumptions if not a.startswith("Causal ")]
 
     def header_items(self) -> list[tuple[str, str]]:
@@ -203,7 +215,8 @@ class RaggedWorksheet:
                           f"{s.group}), HEAD_DIM = {s.head_dim}")
         items["shapes"] = (f"packed Q, O (total_q = {h['q']['total']:,}, {s.heads}, {s.head_dim}); K, V (total_k = "
                            f"{h['k']['total']:,}, {s.kv_heads}, {s.head_dim}); LSE ({s.heads}, {h['q']['total']:,}) "
-                           f"fp32; cu_seqlens_q, cu_seqlens_k ({h['count'] + 1:,},) int32")
+                           f"fp32; cu_seqlens_q, cu_seqlens_k ({h['count'] + 1:,},) int32"
+                           + (f"; seqused_k ({h['count']:,},) int32" if self.prediction.spec.keyless() else ""))
         if s.causal:
             items["mask"] = (f"causal, {s.causal_align}, per sequence: query row m of sequence b sees keys n <= m + "
                              f"off_b with off_b = {'0' if s.causal_align == 'top-left' else 'N_k_b - N_q_b'}")
@@ -367,8 +380,8 @@ def make_ragged_worksheet(layer: Layer) -> RaggedWorksheet:
     if layer.ragged is None:
         raise IomodelError("make_ragged_worksheet needs a ragged batch: pass --seqlens or --seqlens-file")
     r, t, hw = layer.ragged, layer.tiling, layer.hardware
-    pred = predict_ragged(r, t, hw)
-    compulsory = sum(count * predict(r.sequence(q, k), t, hw).compulsory_bytes for (q, k), count in r.kinds())
+    pred = predict_ragged(r, t, hw, seqused=bool(r.keyless()))  # a sequence with no key needs seqused_k = 0
+    compulsory = pred.compulsory_bytes  # each sequence's compulsory bytes (a sequence with no key: its O only)
     padded = predict(layer.spec, t, hw)
     why = ragged_not_estimated(r, t)
     est = None

@@ -7,6 +7,13 @@ its own lengths (:meth:`RaggedSpec.sequences`), as ``kernels.flash_attention.
 flash_attention_varlen`` runs it; the eager baseline of a ragged batch is the batch padded
 to the longest sequence (:meth:`RaggedSpec.padded`), which is what an eager chain
 (``kernels/baseline.py``) computes on a padded batch.
+
+A sequence may use no key (``N_k = 0``: ``seqused_k[b] = 0``, an empty cache slot in serving):
+its rows see no key, and the kernel gives them o = 0 and LSE = −inf, as a paged decode does
+for ``cache_seqlens[b] = 0``. It has no batch-1 :class:`LayerSpec` (a layer has >= 1 key);
+:func:`iomodel.traffic.ragged.predict_ragged` models its bytes (the Q loads and O, LSE stores
+of its programs), and the L2-aware estimate, which simulates batch-1 layers, is not made for
+a batch that holds one (:func:`iomodel.cache.estimate.ragged_not_estimated` says so).
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ class RaggedSpec:
 
     Fields: ``layer`` carries heads, kv_heads, head_dim, dtype, causal, causal_align and the
     window (its batch and seqlen fields are ignored); ``seqlens`` one ``(N_q, N_k)`` pair per
-    sequence (element counts, each >= 1). Forward prefill only.
+    sequence (element counts: N_q >= 1, N_k >= 0, at least one sequence with N_k >= 1; N_k = 0
+    is a sequence that uses no key, see the module docstring). Forward prefill only.
 
     Raises:
-        IomodelError: no sequence, a length that is not an int >= 1, a backward or decode layer.
+        IomodelError: no sequence, a query length that is not an int >= 1, a key length that is
+            not an int >= 0, every sequence without keys, a backward or decode layer.
     """
 
     layer: LayerSpec
@@ -41,8 +50,12 @@ class RaggedSpec:
         if not pairs:
             raise IomodelError("a ragged batch needs at least one sequence: pass --seqlens 512,3000,77")
         for p in pairs:
-            if len(p) != 2 or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in p):
-                raise IomodelError(f"every sequence length must be an int >= 1 (q or q,k), got {p!r}: fix the list")
+            if len(p) != 2 or any(isinstance(n, bool) or not isinstance(n, int) for n in p) or p[0] < 1 or p[1] < 0:
+                raise IomodelError(f"every sequence needs an int >= 1 of query rows and an int >= 0 of keys (q or "
+                                   f"q,k), got {p!r}: fix the list")
+        if all(k == 0 for _, k in pairs):
+            raise IomodelError("every sequence of the ragged batch uses 0 keys (each output is 0, its LSE -inf): "
+                               "give at least one sequence keys")
         if self.layer.backward or self.layer.phase != "prefill":
             raise IomodelError("ragged batches are modelled for the forward prefill only: use --pass fwd "
                                "--phase prefill with --seqlens")
@@ -65,13 +78,29 @@ class RaggedSpec:
         """Distinct ``(N_q, N_k)`` pairs with their counts, in first-seen order."""
         return list(Counter(self.seqlens).items())
 
+    def keyless(self) -> list[int]:
+        """Indices of the sequences that use no key (N_k = 0), in batch order."""
+        return [i for i, (_, k) in enumerate(self.seqlens) if k == 0]
+
     def sequence(self, n_q: int, n_k: int) -> LayerSpec:
         """The batch-1 :class:`LayerSpec` of one sequence (phase prefill: the varlen kernel
-        runs its prefill path whatever N_q)."""
+        runs its prefill path whatever N_q).
+
+        Raises:
+            IomodelError: ``n_k`` = 0 (a layer has at least one key; the sequence's bytes are
+                :func:`iomodel.traffic.ragged.predict_ragged`'s).
+        """
+        if n_k == 0:
+            raise IomodelError(f"a sequence with no key (N_q {n_q:,}, N_k 0) has no batch-1 layer: its bytes are "
+                               "iomodel.traffic.ragged.predict_ragged's; drop it for a per-layer model")
         return self.layer.with_(batch=1, seqlen_q=n_q, seqlen_k=n_k, phase="prefill")
 
     def sequences(self) -> list[LayerSpec]:
-        """One batch-1 layer per sequence, in batch order."""
+        """One batch-1 layer per sequence, in batch order.
+
+        Raises:
+            IomodelError: a sequence uses no key (:meth:`sequence`).
+        """
         return [self.sequence(q, k) for q, k in self.seqlens]
 
     def padded(self) -> LayerSpec:

@@ -309,7 +309,8 @@ def _ragged_pairs(seqlens: str | None, seqlens_file: str | Path | None, **dense:
 
     Raises:
         IomodelError: both sources, a dense-length option beside them, a bad list (see
-            :func:`iomodel.spec.ragged.parse_seqlens`), more than :data:`MAX_SEQUENCES` sequences.
+            :func:`iomodel.spec.ragged.parse_seqlens`), more than :data:`MAX_SEQUENCES` sequences,
+            a query length below 1 or a key length below 0, or no sequence with a key.
     """
     if seqlens is None and seqlens_file is None:
         return None
@@ -323,10 +324,14 @@ def _ragged_pairs(seqlens: str | None, seqlens_file: str | Path | None, **dense:
     if len(pairs) > MAX_SEQUENCES:
         raise IomodelError(f"{flag} lists {len(pairs):,} sequences, more than the {MAX_SEQUENCES:,} modelled: "
                            "split the batch")
-    bad = next((p for p in pairs if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in p)), None)
+    bad = next((p for p in pairs if any(isinstance(n, bool) or not isinstance(n, int) for n in p)
+                or p[0] < 1 or p[1] < 0), None)
     if bad is not None:
         shown = bad[0] if bad[0] == bad[1] else f"{bad[0]}:{bad[1]}"
-        raise IomodelError(f"{flag}: {shown} is not a length: every length must be a whole number >= 1")
+        raise IomodelError(f"{flag}: {shown} is not a length: every length must be a whole number >= 1 (a key "
+                           "length may be 0, q:0, for a sequence that uses no key)")
+    if all(k == 0 for _, k in pairs):
+        raise IomodelError(f"{flag}: every sequence uses 0 keys (each output is 0): give at least one sequence keys")
     return pairs
 
 

@@ -4,8 +4,9 @@ Two printers, both integer-exact (``⌈a/b⌉`` prints as ``-(-a // b)``, ``⌊a
 ``a // b``, never through floats):
 
 * :func:`python_function` — plain Python on ``int``: ``Min``/``Max`` are ``min``/``max``
-  and every :class:`~iomodel.traffic.sums.TileSum` is the literal ``sum(... for i in
-  range(...))`` of its definition. Arbitrary precision; used by ``predict``.
+  and every :class:`~iomodel.traffic.sums.TileSum` is a call to its closed form on Python
+  ints (``iomodel.traffic.sums.py_*``: arbitrary precision, no loop over tiles or rows, no
+  numpy). Used by ``predict``.
 * :func:`numpy_function` — numpy on int64 arrays: ``numpy.minimum``/``numpy.maximum``
   and the tile sums' vectorized closed forms. Used by ``sweep``.
 
@@ -21,7 +22,7 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
-from iomodel.traffic.sums import NUMPY_IMPLS
+from iomodel.traffic.sums import NUMPY_IMPLS, PYTHON_IMPLS
 
 
 def _split(printer, arg) -> tuple[str, str]:
@@ -61,7 +62,10 @@ class _IntDivisionMixin:
 
 
 class _IntPythonPrinter(_IntDivisionMixin, PythonCodePrinter):
-    """Python code on exact integers (no ``math``: floor/ceil are integer divisions)."""
+    """Python code on exact integers (no ``math``: floor/ceil are integer divisions); tile sums
+    print as calls to their Python-int closed forms (a raw ``Sum`` still prints as a loop)."""
+
+    tile_sum_closed_forms = True  # read by TileSum._pythoncode
 
     def _print_Min(self, expr):
         return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
@@ -111,11 +115,12 @@ def python_function(args: Sequence[sp.Symbol], exprs: Sequence[sp.Expr]) -> Call
     """Compile ``exprs`` to one Python function of ``args`` returning a tuple (exact ints).
 
     Divisions outside floor/ceiling (only in informative ratios such as ``reads``) come
-    out as :class:`fractions.Fraction`; callers convert them.
+    out as :class:`fractions.Fraction`; callers convert them. Tile sums are their closed forms
+    (:data:`iomodel.traffic.sums.PYTHON_IMPLS`), so the cost does not grow with the lengths.
     """
     from fractions import Fraction
 
-    return sp.lambdify(list(args), list(exprs), modules=[{"Fraction": Fraction}],
+    return sp.lambdify(list(args), list(exprs), modules=[{"Fraction": Fraction, **PYTHON_IMPLS}],
                        printer=_IntPythonPrinter({"fully_qualified_modules": False}), cse=False,
                        docstring_limit=0)
 

@@ -2,8 +2,9 @@
 
 ``build_model`` returns the symbolic :class:`TrafficModel` (sympy rows per algorithm, per
 tensor, per level). ``predict`` evaluates it at one point in exact Python integers through
-a compiled function (tile sums summed term by term, by definition). ``sweep`` evaluates
-totals over arrays through a compiled numpy function (tile sums in closed form). Both
+a compiled function (tile sums in closed form on Python ints, exact at any size). ``sweep``
+evaluates totals over arrays through a compiled numpy function (the same closed forms on
+int64, within a bound that keeps them exact). Both
 compile once per model *structure* (dtype, mask, phase, pass, GQA or not, split or not,
 options) and cache it; nothing is evaluated by ``subs``.
 """
@@ -54,8 +55,10 @@ ARG_SYMBOLS: tuple[sp.Symbol, ...] = (
 QUANTITIES = ("hbm_read_bytes", "hbm_write_bytes", "hbm_bytes", "sram_fill_read_bytes",
               "sram_fill_write_bytes", "allocated_bytes", "flops")
 
-#: Largest seqlen_q / seqlen_k that :func:`predict` evaluates: its causal tile sums are exact
-#: Python loops over query rows and tiles (about 0.6 s per million rows on one CPU core).
+#: Largest seqlen_q / seqlen_k that :func:`predict` evaluates. Its tile sums are closed forms
+#: on Python ints (exact at any length, about a millisecond per layer); the bound is where the
+#: tests stop and what the worksheet's L2-aware estimate (``iomodel/cache/stream.py``, memory
+#: growing with the length: 2 GiB arrays at 2^30 tokens) is kept within.
 PREDICT_MAX_SEQLEN = 2**24
 
 
@@ -529,8 +532,10 @@ def predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any)
     Raises:
         IomodelError: tiles do not fit shared memory (:meth:`Tiling.check_fits`), a bad
             option, a decode spec outside the decode path, no peak FLOP/s for the dtype, or
-            seqlen_q / seqlen_k above :data:`PREDICT_MAX_SEQLEN` (the exact tile sums loop
-            over rows and tiles).
+            seqlen_q / seqlen_k above :data:`PREDICT_MAX_SEQLEN`.
+
+    Byte and FLOP counts are Python ints, exact at any size (past 2^63 too): the causal and
+    windowed tile sums are closed forms (:mod:`iomodel.traffic.sums`, ``py_*``), not loops.
     """
     opts = _resolve_options(options)
     _validate(spec, tiling)
@@ -538,7 +543,7 @@ def predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any)
     if longest > PREDICT_MAX_SEQLEN:
         raise IomodelError(
             f"seqlen {longest:,} is above the largest the exact model evaluates ({PREDICT_MAX_SEQLEN:,}, "
-            "its tile sums loop over every row): pass a seqlen of at most that"
+            "where its tests and the L2-aware estimate stop): pass a seqlen of at most that"
         )
     tiling.check_fits(spec, hardware.smem_per_block, hardware.name)
     key = structure_key(spec, tiling, opts)

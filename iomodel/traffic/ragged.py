@@ -10,8 +10,14 @@ varlen kernel also reads its sequence table: every program of the grid
 programs past their sequence's end included (they return after these loads):
 ``docs/traffic-contract.md``, "Ragged batches".
 
+A sequence that uses no key (N_k = 0, ``seqused_k[b] = 0``) has no batch-1 layer; its programs
+load their Q tile, load no K or V block (every key bound is 0) and store O = 0 and LSE = −inf:
+the tiled forward's Q, O and LSE rows, which do not depend on N_k, with no K or V bytes and no
+FLOPs. Its compulsory bytes are its outputs written once (no input can affect an output): the
+O row. ``docs/traffic-contract.md``, "Ragged batches".
+
 The eager baseline of a ragged batch is the padded batch (``RaggedSpec.padded``). The
-L2-aware estimate is not made for ragged batches.
+L2-aware estimate is :func:`iomodel.cache.estimate.estimate_ragged`.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from iomodel.spec.ragged import RaggedSpec
 
 #: Bytes of one cu_seqlens / seqused_k entry (int32, flash-attn's convention).
 INDEX_WIDTH = 4
+#: The tiled forward's tensors whose bytes grow with N_k (none are moved for a sequence with no key).
+KEY_TENSORS = ("K", "V")
 
 
 @dataclass
@@ -39,6 +47,8 @@ class RaggedPrediction:
         kinds: one entry per distinct ``(N_q, N_k)``: count, HBM and SRAM_fill bytes of one
             sequence of that kind (read + write).
         flops: forward FLOPs summed over sequences.
+        compulsory_bytes: the compulsory HBM bytes summed over the sequences (each sequence's
+            inputs read once and outputs written once; the sequence table is not in it).
         padded_baseline_hbm_bytes: the eager chain's HBM bytes on the padded batch.
         padded_tiled_hbm_bytes: the tiled kernel's HBM bytes on the padded batch (for comparison).
     """
@@ -48,6 +58,7 @@ class RaggedPrediction:
     tensors: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     kinds: list[dict[str, Any]] = field(default_factory=list)
     flops: int = 0
+    compulsory_bytes: int = 0
     padded_baseline_hbm_bytes: int = 0
     padded_tiled_hbm_bytes: int = 0
 
@@ -72,6 +83,25 @@ def sequence_table_reads(spec: RaggedSpec, tiling: Tiling, seqused: bool = False
     return out
 
 
+def _sequence_bytes(spec: RaggedSpec, n_q: int, n_k: int, tiling: Tiling, hardware: Hardware
+                    ) -> tuple[list[tuple[str, str, int, int]], int, int]:
+    """One sequence's tiled rows ``(level, tensor, read, write)`` (bytes), FLOPs and compulsory bytes.
+
+    N_k >= 1: :func:`iomodel.traffic.predict` of its batch-1 layer. N_k = 0: the rows of the
+    same layer at one key (Q, O and LSE do not depend on N_k) with the :data:`KEY_TENSORS`
+    moving nothing, no FLOPs, and the compulsory bytes of its outputs (the O row) only.
+    """
+    from iomodel.traffic.model import predict
+
+    pred = predict(spec.sequence(n_q, max(n_k, 1)), tiling, hardware)
+    tiled = pred.algorithms["tiled"]
+    rows = [(r.level, r.tensor, r.read_bytes, r.write_bytes) for r in tiled.rows]
+    if n_k > 0:
+        return rows, tiled.flops, pred.compulsory_bytes
+    rows = [(lv, t, 0, 0) if t in KEY_TENSORS else (lv, t, rd, wr) for lv, t, rd, wr in rows]
+    return rows, 0, sum(r.write_bytes for r in pred.compulsory_rows)
+
+
 def predict_ragged(spec: RaggedSpec, tiling: Tiling, hardware: Hardware, seqused: bool = False) -> RaggedPrediction:
     """The tiled forward's traffic of a ragged batch, summed exactly per sequence.
 
@@ -82,26 +112,28 @@ def predict_ragged(spec: RaggedSpec, tiling: Tiling, hardware: Hardware, seqused
         seqused: the call passes ``seqused_k`` (key padding): its reads are counted.
 
     Returns:
-        :class:`RaggedPrediction` (bytes).
+        :class:`RaggedPrediction` (bytes). A sequence with no key (N_k = 0) moves its Q, O and
+        LSE rows only (module docstring).
 
     Raises:
         IomodelError: what :func:`iomodel.traffic.predict` raises for a sequence.
     """
-    from iomodel.traffic.model import predict
-
     out = RaggedPrediction(spec, tiling)
     for (n_q, n_k), count in spec.kinds():
-        pred = predict(spec.sequence(n_q, n_k), tiling, hardware)
-        tiled = pred.algorithms["tiled"]
-        for r in tiled.rows:
-            rd, wr = out.tensors.get((r.level, r.tensor), (0, 0))
-            out.tensors[(r.level, r.tensor)] = (rd + count * r.read_bytes, wr + count * r.write_bytes)
-        out.flops += count * tiled.flops
-        out.kinds.append({"seqlen_q": n_q, "seqlen_k": n_k, "count": count, "hbm_bytes": tiled.hbm_bytes,
-                          "sram_fill_bytes": (tiled.sram_fill_read_bytes or 0) + (tiled.sram_fill_write_bytes or 0)})
+        rows, flops, compulsory = _sequence_bytes(spec, n_q, n_k, tiling, hardware)
+        for level, tensor, rd, wr in rows:
+            r0, w0 = out.tensors.get((level, tensor), (0, 0))
+            out.tensors[(level, tensor)] = (r0 + count * rd, w0 + count * wr)
+        out.flops += count * flops
+        out.compulsory_bytes += count * compulsory
+        out.kinds.append({"seqlen_q": n_q, "seqlen_k": n_k, "count": count,
+                          "hbm_bytes": sum(rd + wr for lv, _, rd, wr in rows if lv == "HBM"),
+                          "sram_fill_bytes": sum(rd + wr for lv, _, rd, wr in rows if lv == "SRAM_fill")})
     for name, nbytes in sequence_table_reads(spec, tiling, seqused).items():
         for level in ("HBM", "SRAM_fill"):
             out.tensors[(level, name)] = (nbytes, 0)
+    from iomodel.traffic.model import predict
+
     padded = predict(spec.padded(), tiling, hardware)
     out.padded_baseline_hbm_bytes = padded.algorithms["baseline"].hbm_bytes
     out.padded_tiled_hbm_bytes = padded.algorithms["tiled"].hbm_bytes

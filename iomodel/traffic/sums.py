@@ -1,17 +1,22 @@
-"""Exact per-tile sums of a tiled schedule: printable as sympy ``Sum``, compiled to numpy.
+"""Exact per-tile sums of a tiled schedule: printable as sympy ``Sum``, evaluated in closed form.
 
 A causal (or ragged) tiled kernel visits a different number of blocks from each tile, so
 its byte count is a sum over the tile index with floors, ceilings and clamps. Each such
 sum is a sympy :class:`~sympy.Function` subclass here that
 
-* prints (``str``, LaTeX, Python code) as the literal ``Sum`` over the tile index — the
-  definition, which :func:`iomodel.traffic.compile.python_function` evaluates term by term
-  in exact Python integers (that is how :func:`iomodel.traffic.predict` evaluates it);
-* prints for numpy as a call to a vectorized closed form (this module's ``np_*``
-  functions, built on the floor-sum recursion), which is how
-  :func:`iomodel.traffic.sweep` evaluates it.
+* prints (``str``, LaTeX, and Python code for a plain printer) as the literal ``Sum`` over
+  the tile index — the definition, which the worksheet shows as the row's formula;
+* prints, for :func:`iomodel.traffic.compile.python_function` (how
+  :func:`iomodel.traffic.predict` evaluates it), as a call to its closed form on Python ints
+  (this module's ``py_*`` functions: exact at any size, O(log) steps instead of a loop over
+  every tile or row);
+* prints, for numpy, as a call to the same closed form on int64 arrays (the ``np_*``
+  functions), which is how :func:`iomodel.traffic.sweep` evaluates it.
 
-The tests hold the two equal on random shapes (``tests/test_traffic_sums.py``).
+Each closed form is written once (the ``_*`` functions, over an operation set: numpy's
+``minimum``/``where``/``clip`` and the vectorized floor-sum recursion, or their Python-int
+counterparts). The tests hold the closed forms equal to the definition's loop on random
+shapes (``tests/test_traffic_sums.py``, ``tests/test_tile_sums_exact.py``).
 
 Notation: ``N_q``/``N_k`` seqlen_q/seqlen_k, ``BM``/``BN`` block sizes (any positive
 integers, not only powers of two), ``off`` the causal diagonal offset (query row m sees
@@ -39,13 +44,15 @@ _m = sp.Symbol("m", integer=True, nonnegative=True)
 class TileSum(sp.Function):
     """Base class: an exact sum over a tile index, kept unevaluated.
 
-    Subclasses define :meth:`as_sum` (the definition) and ``np_name`` (the name of the
-    vectorized numpy closed form in :data:`NUMPY_IMPLS`).
+    Subclasses define :meth:`as_sum` (the definition), ``np_name`` (the name of the
+    vectorized numpy closed form in :data:`NUMPY_IMPLS`) and ``py_name`` (the exact
+    Python-int closed form in :data:`PYTHON_IMPLS`).
     """
 
     is_integer = True
     is_nonnegative = True
     np_name = ""
+    py_name = ""
 
     @classmethod
     def eval(cls, *args):  # noqa: D102 - never auto-evaluate: keep the sum printable
@@ -65,6 +72,10 @@ class TileSum(sp.Function):
         return f"\\left({text}\\right)^{{{exp}}}" if exp else f"\\left({text}\\right)"
 
     def _pythoncode(self, printer):
+        # a printer that sets tile_sum_closed_forms (iomodel.traffic.compile's) calls the
+        # closed form; any other prints the definition, a loop over the tile index
+        if getattr(printer, "tile_sum_closed_forms", False):
+            return f"{self.py_name}({', '.join(printer._print(a) for a in self.args)})"
         return printer._print(self.as_sum())
 
     def _numpycode(self, printer):
@@ -85,6 +96,7 @@ class QTileKeyRows(TileSum):
 
     nargs = 5
     np_name = "np_q_tile_key_rows"
+    py_name = "py_q_tile_key_rows"
 
     def as_sum(self) -> sp.Expr:
         N_q, N_k, BM, BN, off = self.args
@@ -108,6 +120,7 @@ class KBlockQueryRows(TileSum):
 
     nargs = 5
     np_name = "np_k_block_query_rows"
+    py_name = "py_k_block_query_rows"
 
     def as_sum(self) -> sp.Expr:
         N_q, N_k, BM, BN, off = self.args
@@ -131,6 +144,7 @@ class KTileQueryRows(TileSum):
 
     nargs = 5
     np_name = "np_k_tile_query_rows"
+    py_name = "py_k_tile_query_rows"
 
     def as_sum(self) -> sp.Expr:
         N_q, N_k, BM, BN, off = self.args
@@ -148,6 +162,7 @@ class VisiblePairs(TileSum):
 
     nargs = 3
     np_name = "np_visible_pairs"
+    py_name = "py_visible_pairs"
 
     def as_sum(self) -> sp.Expr:
         N_q, N_k, off = self.args
@@ -180,6 +195,7 @@ class QTileKeyRowsBand(TileSum):
 
     nargs = 7
     np_name = "np_q_tile_key_rows_band"
+    py_name = "py_q_tile_key_rows_band"
 
     def as_sum(self) -> sp.Expr:
         N_q, N_k, BM, BN, off, WL, WR = self.args
@@ -201,6 +217,7 @@ class KTileQueryRowsBand(TileSum):
 
     nargs = 7
     np_name = "np_k_tile_query_rows_band"
+    py_name = "py_k_tile_query_rows_band"
 
     def as_sum(self) -> sp.Expr:
         N_q, N_k, BM, BN, off, WL, WR = self.args
@@ -217,6 +234,7 @@ class VisiblePairsBand(TileSum):
 
     nargs = 5
     np_name = "np_visible_pairs_band"
+    py_name = "py_visible_pairs_band"
 
     def as_sum(self) -> sp.Expr:
         N_q, N_k, off, WL, WR = self.args
@@ -224,8 +242,61 @@ class VisiblePairsBand(TileSum):
 
 
 # ----------------------------------------------------------------------------------
-# numpy closed forms (vectorized, exact in int64)
+# Closed forms, written once over an operation set: numpy on int64 arrays (vectorized, for
+# sweep) or Python ints (arbitrary precision, for predict)
 # ----------------------------------------------------------------------------------
+
+
+class _IntOps:
+    """The closed forms' operations on Python ints: exact at any size, no numpy import."""
+
+    minimum = staticmethod(min)
+    maximum = staticmethod(max)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+    @staticmethod
+    def clip(x, lo, hi):  # as numpy.clip: hi when lo > hi
+        return min(max(x, lo), hi)
+
+    @staticmethod
+    def floor_sum(n, m, a, b):
+        return py_floor_sum(n, m, a, b)
+
+    @staticmethod
+    def ints(*xs) -> tuple[int, ...]:
+        return tuple(_py_int(x) for x in xs)
+
+
+def _py_int(x) -> int:
+    """``x`` as a Python int; a float or other non-integer is a TypeError naming it."""
+    import operator
+
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"tile sums take integers, got {x!r} ({type(x).__name__}): pass Python or numpy ints") from None
+
+
+_INT_OPS = _IntOps()
+_NUMPY_OPS = None
+
+
+def _numpy_ops():
+    """The closed forms' operations on broadcast int64 arrays (numpy imported on first use)."""
+    global _NUMPY_OPS
+    if _NUMPY_OPS is None:
+        import types
+
+        import numpy as np  # imported where used: the single-point CLI path needs no numpy
+
+        _NUMPY_OPS = types.SimpleNamespace(
+            minimum=np.minimum, maximum=np.maximum, where=np.where, clip=np.clip, floor_sum=floor_sum,
+            ints=lambda *xs: tuple(np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in xs))),
+        )
+    return _NUMPY_OPS
 
 
 def _i64(x) -> np.ndarray:
@@ -235,10 +306,11 @@ def _i64(x) -> np.ndarray:
 
 
 def floor_sum(n, m, a, b) -> np.ndarray:
-    """Σ_{i=0}^{n-1} ⌊(a·i + b)/m⌋ elementwise, for n >= 0, m >= 1, a >= 0, b >= 0.
+    """Σ_{i=0}^{n-1} ⌊(a·i + b)/m⌋ elementwise, for n >= 0, m >= 1, a >= 0, b >= 0 (0 where n <= 0).
 
     The Euclid-like floor-sum recursion (as in the AtCoder Library's ``floor_sum``),
-    vectorized: O(log m) numpy passes, exact in int64.
+    vectorized: O(log m) numpy passes, exact in int64 while the sum and a·n + b fit (the
+    callers' sums are rows of one head, far below 2^63; :func:`py_floor_sum` is exact at any size).
     """
     import numpy as np  # imported where used: the single-point CLI path needs no numpy
 
@@ -262,121 +334,254 @@ def floor_sum(n, m, a, b) -> np.ndarray:
     return ans
 
 
-def np_q_tile_key_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
-    """Closed form of :class:`QTileKeyRows` (vectorized, exact).
+def py_floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """Σ_{i=0}^{n-1} ⌊(a·i + b)/m⌋ on Python ints (exact at any size), for m >= 1, a >= 0, b >= 0;
+    0 for n <= 0. The same recursion as :func:`floor_sum` (AtCoder Library ``floor_sum``), O(log m) steps.
+
+    Raises:
+        ValueError: m < 1, a < 0 or b < 0 (the recursion's domain): shift the terms first.
+    """
+    if m < 1 or a < 0 or b < 0:
+        raise ValueError(f"floor sum needs m >= 1, a >= 0, b >= 0, got m={m}, a={a}, b={b}: shift the terms first")
+    ans = 0
+    while n > 0:
+        q, a = divmod(a, m)
+        ans += (n * (n - 1) // 2) * q
+        q, b = divmod(b, m)
+        ans += n * q
+        y_max = a * n + b
+        if y_max < m:
+            break
+        n, b = divmod(y_max, m)
+        m, a = a, m
+    return ans
+
+
+def _q_tile_key_rows(xp, N_q, N_k, BM, BN, off):
+    """:class:`QTileKeyRows` closed form over the operation set ``xp``.
 
     Splits the query tiles into the last (partial) tile and the full tiles j = 1..T_r-1,
     whose key count g(j·BM + off) with g(x) = min(N_k, BN·⌈max(0, x)/BN⌉) is 0 for x <= 0,
-    N_k for x > BN·⌊N_k/BN⌋, and BN·⌈x/BN⌉ in between (a floor sum).
+    N_k for x > BN·⌊N_k/BN⌋, and BN·⌈x/BN⌉ in between (a floor sum); 0 when N_q = 0 (no tile).
     """
-    import numpy as np  # imported where used: the single-point CLI path needs no numpy
-
-    N_q, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_k), _i64(BM), _i64(BN), _i64(off))
 
     def g(x):
-        return np.minimum(N_k, BN * cdiv(np.maximum(0, x), BN))
+        return xp.minimum(N_k, BN * cdiv(xp.maximum(0, x), BN))
 
     n = cdiv(N_q, BM) - 1  # full tiles j = 1..n
     last = g(N_q + off)
-    z = np.clip((-off) // BM, 0, n)  # j <= z: x <= 0, no key
+    z = xp.clip((-off) // BM, 0, n)  # j <= z: x <= 0, no key
     k_full = BN * (N_k // BN)
-    f0 = np.clip((k_full - off) // BM + 1, z + 1, n + 1)  # j >= f0: all N_k keys
+    f0 = xp.clip((k_full - off) // BM + 1, z + 1, n + 1)  # j >= f0: all N_k keys
     full = N_k * (n + 1 - f0)
     cnt = f0 - 1 - z  # middle tiles j = z+1 .. f0-1
-    b = np.where(cnt > 0, (z + 1) * BM + off + BN - 1, 0)
-    middle = BN * floor_sum(cnt, BN, BM, b)
-    return last + full + middle
+    b = xp.where(cnt > 0, (z + 1) * BM + off + BN - 1, 0)
+    middle = BN * xp.floor_sum(cnt, BN, BM, b)
+    return xp.where(N_q > 0, last + full + middle, 0)
 
 
-def np_k_block_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
-    """Closed form of :class:`KBlockQueryRows` (vectorized, exact)."""
-    return _k_block_rows(N_q, N_q, N_k, BM, BN, off)
-
-
-def np_k_tile_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
-    """Closed form of :class:`KTileQueryRows` (vectorized, exact): the key tiles that load any
-    row are those with j·BN - off < BM·⌈N_q/BM⌉ (the padded query length)."""
-    N_q, BM = _i64(N_q), _i64(BM)
-    return _k_block_rows(N_q, BM * cdiv(N_q, BM), N_k, BM, BN, off)
-
-
-def _k_block_rows(N_q, N_seen, N_k, BM, BN, off) -> np.ndarray:
-    """Σ_{j: j·BN - off < N_seen, j < ⌈N_k/BN⌉} (N_q - BM·⌊max(0, j·BN - off)/BM⌋), exact in int64."""
-    import numpy as np  # imported where used: the single-point CLI path needs no numpy
-
-    N_q, N_seen, N_k, BM, BN, off = np.broadcast_arrays(_i64(N_q), _i64(N_seen), _i64(N_k), _i64(BM), _i64(BN),
-                                                        _i64(off))
+def _k_block_rows(xp, N_q, N_seen, N_k, BM, BN, off):
+    """Σ_{j: j·BN - off < N_seen, j < ⌈N_k/BN⌉} (N_q - BM·⌊max(0, j·BN - off)/BM⌋) over ``xp``."""
     t_c = cdiv(N_k, BN)
-    jmax = np.minimum(t_c - 1, (N_seen - 1 + off) // BN)  # last key block that loads some row
-    cnt = np.maximum(jmax + 1, 0)
-    z = np.clip(off // BN + 1, 0, cnt)  # j < z: j·BN <= off, every query row loaded
+    jmax = xp.minimum(t_c - 1, (N_seen - 1 + off) // BN)  # last key block that loads some row
+    cnt = xp.maximum(jmax + 1, 0)
+    z = xp.clip(off // BN + 1, 0, cnt)  # j < z: j·BN <= off, every query row loaded
     rest = cnt - z
-    b = np.where(rest > 0, z * BN - off, 0)
-    return z * N_q + rest * N_q - BM * floor_sum(rest, BM, BN, b)
+    b = xp.where(rest > 0, z * BN - off, 0)
+    return z * N_q + rest * N_q - BM * xp.floor_sum(rest, BM, BN, b)
 
 
-def np_visible_pairs(N_q, N_k, off) -> np.ndarray:
-    """Closed form of :class:`VisiblePairs`: Σ over t = off+1 .. N_q+off of clamp(t, 0, N_k)."""
-    import numpy as np  # imported where used: the single-point CLI path needs no numpy
+def _k_tile_query_rows(xp, N_q, N_k, BM, BN, off):
+    """:class:`KTileQueryRows` over ``xp``: the key tiles that load any row are those with
+    j·BN - off < BM·⌈N_q/BM⌉ (the padded query length)."""
+    return _k_block_rows(xp, N_q, BM * cdiv(N_q, BM), N_k, BM, BN, off)
 
-    N_q, N_k, off = np.broadcast_arrays(_i64(N_q), _i64(N_k), _i64(off))
+
+def _visible_pairs(xp, N_q, N_k, off):
+    """:class:`VisiblePairs` over ``xp``: Σ over t = off+1 .. N_q+off of clamp(t, 0, N_k)."""
     lo, hi = off + 1, N_q + off
-    a, b = np.maximum(lo, 1), np.minimum(hi, N_k)
-    middle = np.where(b >= a, (a + b) * (b - a + 1) // 2, 0)
-    top = np.maximum(0, hi - np.maximum(lo, N_k + 1) + 1) * N_k
+    a, b = xp.maximum(lo, 1), xp.minimum(hi, N_k)
+    middle = xp.where(b >= a, (a + b) * (b - a + 1) // 2, 0)
+    top = xp.maximum(0, hi - xp.maximum(lo, N_k + 1) + 1) * N_k
     return middle + top
 
 
-def clamped_floor_sum(n, a, c, low, high, D) -> np.ndarray:
-    """Σ_{i=0}^{n-1} ⌊clamp(a·i + c, low, high) / D⌋ elementwise, for n >= 0, a >= 1, D >= 1,
-    0 <= low <= high (exact in int64): the terms are ⌊low/D⌋ up to the first i with
-    a·i + c > low, ⌊high/D⌋ from the first i with a·i + c >= high, and a :func:`floor_sum` between."""
-    import numpy as np  # imported where used: the single-point CLI path needs no numpy
-
-    n, a, c, low, high, D = np.broadcast_arrays(_i64(n), _i64(a), _i64(c), _i64(low), _i64(high), _i64(D))
-    i0 = np.clip((low - c) // a + 1, 0, n)
-    i1 = np.clip(-((c - high) // a), i0, n)
+def _clamped_floor_sum(xp, n, a, c, low, high, D):
+    """Σ_{i=0}^{n-1} ⌊clamp(a·i + c, low, high) / D⌋ over ``xp``, for n >= 0, a >= 1, D >= 1,
+    0 <= low <= high: the terms are ⌊low/D⌋ up to the first i with a·i + c > low, ⌊high/D⌋
+    from the first i with a·i + c >= high, and a floor sum between."""
+    i0 = xp.clip((low - c) // a + 1, 0, n)
+    i1 = xp.clip(-((c - high) // a), i0, n)
     cnt = i1 - i0
-    mid = floor_sum(cnt, D, a, np.where(cnt > 0, a * i0 + c, 0))
+    mid = xp.floor_sum(cnt, D, a, xp.where(cnt > 0, a * i0 + c, 0))
     return i0 * (low // D) + mid + (n - i1) * (high // D)
 
 
-def np_q_tile_key_rows_band(N_q, N_k, BM, BN, off, WL, WR) -> np.ndarray:
-    """Closed form of :class:`QTileKeyRowsBand` (vectorized, exact): the tiles' last keys are
-    :func:`np_q_tile_key_rows` at offset off + WR; their first blocks a :func:`clamped_floor_sum`;
-    tiles whose first key is >= N_k (nothing loaded) would otherwise count the key tail N_k mod BN."""
-    import numpy as np  # imported where used: the single-point CLI path needs no numpy
-
-    N_q, N_k, BM, BN, off, WL, WR = np.broadcast_arrays(*(_i64(x) for x in (N_q, N_k, BM, BN, off, WL, WR)))
+def _q_tile_key_rows_band(xp, N_q, N_k, BM, BN, off, WL, WR):
+    """:class:`QTileKeyRowsBand` over ``xp``: the tiles' last keys are :class:`QTileKeyRows` at
+    offset off + WR; their first blocks a clamped floor sum; tiles whose first key is >= N_k
+    (nothing loaded) would otherwise count the key tail N_k mod BN."""
     t_r = cdiv(N_q, BM)
-    last = np_q_tile_key_rows(N_q, N_k, BM, BN, off + WR)
-    first = BN * clamped_floor_sum(t_r, BM, off - WL, 0, N_k, BN)
-    far = t_r - np.clip(-((off - WL - N_k) // BM), 0, t_r)  # tiles i with i·BM + off − WL >= N_k
+    last = _q_tile_key_rows(xp, N_q, N_k, BM, BN, off + WR)
+    first = BN * _clamped_floor_sum(xp, t_r, BM, off - WL, 0, N_k, BN)
+    far = t_r - xp.clip(-((off - WL - N_k) // BM), 0, t_r)  # tiles i with i·BM + off − WL >= N_k
     return last - first - far * (N_k % BN)
 
 
-def np_k_tile_query_rows_band(N_q, N_k, BM, BN, off, WL, WR) -> np.ndarray:
-    """Closed form of :class:`KTileQueryRowsBand` (vectorized, exact). Every term is
-    min(N_q, BM·⌈hi_j/BM⌉) − lo_j (a tile no row sees gives 0 by itself); min(N_q, BM·y) is
-    BM·y less BM·T_r − N_q when y = T_r, and lo_j likewise."""
-    import numpy as np  # imported where used: the single-point CLI path needs no numpy
-
-    N_q, N_k, BM, BN, off, WL, WR = np.broadcast_arrays(*(_i64(x) for x in (N_q, N_k, BM, BN, off, WL, WR)))
+def _k_tile_query_rows_band(xp, N_q, N_k, BM, BN, off, WL, WR):
+    """:class:`KTileQueryRowsBand` over ``xp``. Every term is min(N_q, BM·⌈hi_j/BM⌉) − lo_j (a
+    tile no row sees gives 0 by itself); min(N_q, BM·y) is BM·y less BM·T_r − N_q when
+    y = T_r, and lo_j likewise."""
     t_r, t_c = cdiv(N_q, BM), cdiv(N_k, BN)
     pad = BM * t_r - N_q
     c_hi = BN - off + WL  # hi_j = clamp(BN·j + c_hi, 0, N_q)
-    ceil_sum = clamped_floor_sum(t_c, BN, c_hi + BM - 1, BM - 1, N_q + BM - 1, BM)
-    top = t_c - np.clip((BM * (t_r - 1) - c_hi) // BN + 1, 0, t_c)  # j with hi_j > BM·(T_r − 1)
+    ceil_sum = _clamped_floor_sum(xp, t_c, BN, c_hi + BM - 1, BM - 1, N_q + BM - 1, BM)
+    top = t_c - xp.clip((BM * (t_r - 1) - c_hi) // BN + 1, 0, t_c)  # j with hi_j > BM·(T_r − 1)
     c_lo = -off - WR  # lo_j from BN·j + c_lo
-    lo_sum = BM * clamped_floor_sum(t_c, BN, c_lo, 0, BM * t_r, BM)
-    lo_top = t_c - np.clip(-((c_lo - BM * t_r) // BN), 0, t_c)  # j with BN·j + c_lo >= BM·T_r: lo_j = N_q
+    lo_sum = BM * _clamped_floor_sum(xp, t_c, BN, c_lo, 0, BM * t_r, BM)
+    lo_top = t_c - xp.clip(-((c_lo - BM * t_r) // BN), 0, t_c)  # j with BN·j + c_lo >= BM·T_r: lo_j = N_q
     return (BM * ceil_sum - top * pad) - (lo_sum - lo_top * pad)
 
 
+def _visible_pairs_band(xp, N_q, N_k, off, WL, WR):
+    """:class:`VisiblePairsBand` over ``xp``: Σ_m clamp(m + off + WR + 1, 0, N_k) −
+    Σ_m clamp(m + off − WL, 0, N_k) (the first never below the second), two visible-pair sums."""
+    return _visible_pairs(xp, N_q, N_k, off + WR) - _visible_pairs(xp, N_q, N_k, off - WL - 1)
+
+
+def _check_blocks(*blocks: int) -> None:
+    if min(blocks) < 1:
+        raise ValueError(f"tile sums need block sizes >= 1, got {', '.join(map(str, blocks))}: pass positive blocks")
+
+
+# ---- numpy (int64 arrays; every argument broadcasts; exact while the result fits int64,
+# ---- which iomodel.traffic.sweep's bound guarantees) ----
+
+def np_q_tile_key_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
+    """:class:`QTileKeyRows` on broadcast int64 arrays (rows per (batch, head); N_q, N_k >= 0, BM, BN >= 1)."""
+    xp = _numpy_ops()
+    return _q_tile_key_rows(xp, *xp.ints(N_q, N_k, BM, BN, off))
+
+
+def np_k_block_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
+    """:class:`KBlockQueryRows` on broadcast int64 arrays (rows per (batch, head); N_q, N_k >= 0, BM, BN >= 1)."""
+    xp = _numpy_ops()
+    N_q, N_k, BM, BN, off = xp.ints(N_q, N_k, BM, BN, off)
+    return _k_block_rows(xp, N_q, N_q, N_k, BM, BN, off)
+
+
+def np_k_tile_query_rows(N_q, N_k, BM, BN, off) -> np.ndarray:
+    """:class:`KTileQueryRows` on broadcast int64 arrays (rows per (batch, head); N_q, N_k >= 0, BM, BN >= 1)."""
+    xp = _numpy_ops()
+    return _k_tile_query_rows(xp, *xp.ints(N_q, N_k, BM, BN, off))
+
+
+def np_visible_pairs(N_q, N_k, off) -> np.ndarray:
+    """:class:`VisiblePairs` on broadcast int64 arrays (pairs per (batch, head))."""
+    xp = _numpy_ops()
+    return _visible_pairs(xp, *xp.ints(N_q, N_k, off))
+
+
+def clamped_floor_sum(n, a, c, low, high, D) -> np.ndarray:
+    """Σ_{i=0}^{n-1} ⌊clamp(a·i + c, low, high) / D⌋ on broadcast int64 arrays, for n >= 0,
+    a >= 1, D >= 1, 0 <= low <= high."""
+    xp = _numpy_ops()
+    return _clamped_floor_sum(xp, *xp.ints(n, a, c, low, high, D))
+
+
+def np_q_tile_key_rows_band(N_q, N_k, BM, BN, off, WL, WR) -> np.ndarray:
+    """:class:`QTileKeyRowsBand` on broadcast int64 arrays (rows per (batch, head); N_q, N_k >= 0, BM, BN >= 1)."""
+    xp = _numpy_ops()
+    return _q_tile_key_rows_band(xp, *xp.ints(N_q, N_k, BM, BN, off, WL, WR))
+
+
+def np_k_tile_query_rows_band(N_q, N_k, BM, BN, off, WL, WR) -> np.ndarray:
+    """:class:`KTileQueryRowsBand` on broadcast int64 arrays (rows per (batch, head); N_q, N_k >= 0, BM, BN >= 1)."""
+    xp = _numpy_ops()
+    return _k_tile_query_rows_band(xp, *xp.ints(N_q, N_k, BM, BN, off, WL, WR))
+
+
 def np_visible_pairs_band(N_q, N_k, off, WL, WR) -> np.ndarray:
-    """Closed form of :class:`VisiblePairsBand`: Σ_m clamp(m + off + WR + 1, 0, N_k) − Σ_m clamp(m + off − WL, 0, N_k)
-    (the first never below the second), two :func:`np_visible_pairs`."""
-    return np_visible_pairs(N_q, N_k, _i64(off) + WR) - np_visible_pairs(N_q, N_k, _i64(off) - WL - 1)
+    """:class:`VisiblePairsBand` on broadcast int64 arrays (pairs per (batch, head))."""
+    xp = _numpy_ops()
+    return _visible_pairs_band(xp, *xp.ints(N_q, N_k, off, WL, WR))
+
+
+# ---- Python ints (arbitrary precision: what predict evaluates; no numpy import) ----
+
+def py_q_tile_key_rows(N_q: int, N_k: int, BM: int, BN: int, off: int) -> int:
+    """:class:`QTileKeyRows` on Python ints, exact at any size (rows per (batch, head)).
+
+    Raises:
+        TypeError: a non-integer argument. ValueError: BM or BN below 1.
+    """
+    N_q, N_k, BM, BN, off = _INT_OPS.ints(N_q, N_k, BM, BN, off)
+    _check_blocks(BM, BN)
+    return _q_tile_key_rows(_INT_OPS, N_q, N_k, BM, BN, off)
+
+
+def py_k_block_query_rows(N_q: int, N_k: int, BM: int, BN: int, off: int) -> int:
+    """:class:`KBlockQueryRows` on Python ints, exact at any size (rows per (batch, head)).
+
+    Raises:
+        TypeError: a non-integer argument. ValueError: BM or BN below 1.
+    """
+    N_q, N_k, BM, BN, off = _INT_OPS.ints(N_q, N_k, BM, BN, off)
+    _check_blocks(BM, BN)
+    return _k_block_rows(_INT_OPS, N_q, N_q, N_k, BM, BN, off)
+
+
+def py_k_tile_query_rows(N_q: int, N_k: int, BM: int, BN: int, off: int) -> int:
+    """:class:`KTileQueryRows` on Python ints, exact at any size (rows per (batch, head)).
+
+    Raises:
+        TypeError: a non-integer argument. ValueError: BM or BN below 1.
+    """
+    N_q, N_k, BM, BN, off = _INT_OPS.ints(N_q, N_k, BM, BN, off)
+    _check_blocks(BM, BN)
+    return _k_tile_query_rows(_INT_OPS, N_q, N_k, BM, BN, off)
+
+
+def py_visible_pairs(N_q: int, N_k: int, off: int) -> int:
+    """:class:`VisiblePairs` on Python ints, exact at any size (pairs per (batch, head)).
+
+    Raises:
+        TypeError: a non-integer argument.
+    """
+    N_q, N_k, off = _INT_OPS.ints(N_q, N_k, off)
+    return _visible_pairs(_INT_OPS, N_q, N_k, off)
+
+
+def py_q_tile_key_rows_band(N_q: int, N_k: int, BM: int, BN: int, off: int, WL: int, WR: int) -> int:
+    """:class:`QTileKeyRowsBand` on Python ints, exact at any size (rows per (batch, head)).
+
+    Raises:
+        TypeError: a non-integer argument. ValueError: BM or BN below 1.
+    """
+    N_q, N_k, BM, BN, off, WL, WR = _INT_OPS.ints(N_q, N_k, BM, BN, off, WL, WR)
+    _check_blocks(BM, BN)
+    return _q_tile_key_rows_band(_INT_OPS, N_q, N_k, BM, BN, off, WL, WR)
+
+
+def py_k_tile_query_rows_band(N_q: int, N_k: int, BM: int, BN: int, off: int, WL: int, WR: int) -> int:
+    """:class:`KTileQueryRowsBand` on Python ints, exact at any size (rows per (batch, head)).
+
+    Raises:
+        TypeError: a non-integer argument. ValueError: BM or BN below 1.
+    """
+    N_q, N_k, BM, BN, off, WL, WR = _INT_OPS.ints(N_q, N_k, BM, BN, off, WL, WR)
+    _check_blocks(BM, BN)
+    return _k_tile_query_rows_band(_INT_OPS, N_q, N_k, BM, BN, off, WL, WR)
+
+
+def py_visible_pairs_band(N_q: int, N_k: int, off: int, WL: int, WR: int) -> int:
+    """:class:`VisiblePairsBand` on Python ints, exact at any size (pairs per (batch, head)).
+
+    Raises:
+        TypeError: a non-integer argument.
+    """
+    N_q, N_k, off, WL, WR = _INT_OPS.ints(N_q, N_k, off, WL, WR)
+    return _visible_pairs_band(_INT_OPS, N_q, N_k, off, WL, WR)
 
 
 #: Name -> numpy implementation, for the lambdify namespace of the numpy printer.
@@ -390,11 +595,23 @@ NUMPY_IMPLS = {
     "np_visible_pairs_band": np_visible_pairs_band,
 }
 
+#: Name -> exact Python-int implementation, for the lambdify namespace of the Python printer.
+PYTHON_IMPLS = {
+    "py_q_tile_key_rows": py_q_tile_key_rows,
+    "py_k_block_query_rows": py_k_block_query_rows,
+    "py_k_tile_query_rows": py_k_tile_query_rows,
+    "py_visible_pairs": py_visible_pairs,
+    "py_q_tile_key_rows_band": py_q_tile_key_rows_band,
+    "py_k_tile_query_rows_band": py_k_tile_query_rows_band,
+    "py_visible_pairs_band": py_visible_pairs_band,
+}
+
 __all__ = [
     "KBlockQueryRows",
     "KTileQueryRows",
     "KTileQueryRowsBand",
     "NUMPY_IMPLS",
+    "PYTHON_IMPLS",
     "QTileKeyRows",
     "QTileKeyRowsBand",
     "TileSum",
@@ -410,4 +627,12 @@ __all__ = [
     "np_q_tile_key_rows_band",
     "np_visible_pairs",
     "np_visible_pairs_band",
+    "py_floor_sum",
+    "py_k_block_query_rows",
+    "py_k_tile_query_rows",
+    "py_k_tile_query_rows_band",
+    "py_q_tile_key_rows",
+    "py_q_tile_key_rows_band",
+    "py_visible_pairs",
+    "py_visible_pairs_band",
 ]
