@@ -274,12 +274,12 @@ class _Engine:
                 between = between - _moved_up(g_old, pushed[g_old])  # entries moved up before this access
             o, b = old[alive], rows[alive]
             grow = b > o
-            dist = np.empty((len(alive), len(self.per)))
-            dist[:] = (between + o * self.per_sum)[:, None]  # no member grows: one distance, the group's weight on top
+            # no member grows: one distance, the group's weight on top (one probability per access)
+            p = np.repeat(self._probabilities(between + o * self.per_sum)[:, None], len(self.per), axis=1)
             if grow.any():  # member m: the members behind it at their old bytes, those before it at their new
                 g = np.nonzero(grow)[0]
-                dist[g] = between[g, None] + (o[g, None] * self.per_after[None, :] + b[g, None] * self.per_before[None, :])
-            p = self._probabilities(dist)
+                p[g] = self._probabilities(between[g, None] + (o[g, None] * self.per_after[None, :]
+                                                               + b[g, None] * self.per_before[None, :]))
             for m, per in enumerate(self.per.tolist()):
                 om, bm = o * per, b * per
                 miss[m][alive] = np.where(grow, om * p[:, m] + (bm - om), bm * p[:, m])
