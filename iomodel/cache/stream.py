@@ -35,7 +35,9 @@ Sums are taken in the simulation's order (:class:`~iomodel.cache.sums.OrderedSum
 expected bytes equal the simulation's floats, not only their rounding (tests/test_l2_stream.py
 compares the floats on random shapes). The causal ``_bwd_dkdv`` has no certified waves (its
 programs re-read each other's rows within a wave, well below saturation): its cost still grows
-with the square of the length, 13-18 times below the simulation's. Kernels or schedules outside
+with the square of the length, 13-18 times below the simulation's (Llama-3-8B at 2^18 tokens: 58 %
+of it in :func:`_moved_up_merge`; what a fast path would need: docs/l2-calibration.md, "The same
+bytes, fast"). Kernels or schedules outside
 this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
 fully associative L2, a write share that is not a dyadic fraction) get None from
 :func:`fast_kernel_l2`: the caller simulates them wave by wave.
