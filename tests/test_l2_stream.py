@@ -120,8 +120,9 @@ def test_fast_equals_simulated_floats_on_longer_random_shapes(spec, tiling, para
 
 def test_the_random_shapes_take_every_path(monkeypatch):
     """Not vacuous: certified waves are added in closed form (with lanes between a wave's first and last
-    grid row), stream heads are cut, superseded entries are counted by both rules, dK/dV runs touch by touch."""
-    seen = {"bulk": 0, "middle": 0, "cut": 0, "runs": 0, "merge": 0, "events": 0}
+    grid row), stream heads are cut, superseded entries are counted by both rules, dK/dV runs touch by touch,
+    and re-reads take both probability rules (one per access; one per member where a member grows)."""
+    seen = {"bulk": 0, "middle": 0, "cut": 0, "runs": 0, "merge": 0, "events": 0, "one": 0, "grow": 0}
 
     def counting(fn, key, extra=None):
         def run(*a, **k):
@@ -139,6 +140,13 @@ def test_the_random_shapes_take_every_path(monkeypatch):
     monkeypatch.setattr(stream._Wave, "cut", counting(stream._Wave.cut, "cut"))
     monkeypatch.setattr(stream, "_moved_up_merge", counting(stream._moved_up_merge, "merge"))
     monkeypatch.setattr(stream._DkdvEvents, "build", counting(stream._DkdvEvents.build, "events"))
+    probabilities = stream._Engine._probabilities
+
+    def by_shape(engine, dist):  # one probability per access, or one per member where a member grows
+        seen["grow" if dist.ndim == 2 else "one"] += 1
+        return probabilities(engine, dist)
+
+    monkeypatch.setattr(stream._Engine, "_probabilities", by_shape)
     for spec, tiling, params, order in _shapes(24, 7):
         for name in BUILD:
             _fast(name, spec.with_(backward=name != "fwd kernel"), tiling, params, order)
@@ -147,7 +155,7 @@ def test_the_random_shapes_take_every_path(monkeypatch):
         for kv in (8, 2):
             s = LayerSpec(2, 8, kv, 64, 512, 512, dtype="fp16", causal=causal)
             assert _assert_same("fwd kernel", s, Tiling(block_m=64), small_w, "forward")
-    assert all(seen[k] > 0 for k in ("bulk", "middle", "cut", "merge", "events")), seen
+    assert all(seen[k] > 0 for k in ("bulk", "middle", "cut", "merge", "events", "one", "grow")), seen
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -35,7 +35,9 @@ Sums are taken in the simulation's order (:class:`~iomodel.cache.sums.OrderedSum
 expected bytes equal the simulation's floats, not only their rounding (tests/test_l2_stream.py
 compares the floats on random shapes). The causal ``_bwd_dkdv`` has no certified waves (its
 programs re-read each other's rows within a wave, well below saturation): its cost still grows
-with the square of the length, 13-18 times below the simulation's. Kernels or schedules outside
+with the square of the length, 13-18 times below the simulation's (Llama-3-8B at 2^18 tokens: 58 %
+of it in :func:`_moved_up_merge`; what a fast path would need: docs/l2-calibration.md, "The same
+bytes, fast"). Kernels or schedules outside
 this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
 fully associative L2, a write share that is not a dyadic fraction) get None from
 :func:`fast_kernel_l2`: the caller simulates them wave by wave.
@@ -274,12 +276,12 @@ class _Engine:
                 between = between - _moved_up(g_old, pushed[g_old])  # entries moved up before this access
             o, b = old[alive], rows[alive]
             grow = b > o
-            dist = np.empty((len(alive), len(self.per)))
-            dist[:] = (between + o * self.per_sum)[:, None]  # no member grows: one distance, the group's weight on top
+            # no member grows: one distance, the group's weight on top (one probability per access)
+            p = np.repeat(self._probabilities(between + o * self.per_sum)[:, None], len(self.per), axis=1)
             if grow.any():  # member m: the members behind it at their old bytes, those before it at their new
                 g = np.nonzero(grow)[0]
-                dist[g] = between[g, None] + (o[g, None] * self.per_after[None, :] + b[g, None] * self.per_before[None, :])
-            p = self._probabilities(dist)
+                p[g] = self._probabilities(between[g, None] + (o[g, None] * self.per_after[None, :]
+                                                               + b[g, None] * self.per_before[None, :]))
             for m, per in enumerate(self.per.tolist()):
                 om, bm = o * per, b * per
                 miss[m][alive] = np.where(grow, om * p[:, m] + (bm - om), bm * p[:, m])
