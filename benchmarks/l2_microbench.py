@@ -180,6 +180,36 @@ def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
     return rows
 
 
+def profile_cases(script: str, make_cases, metrics, out: str | None) -> tuple[list[dict], dict[str, dict], str, int]:
+    """Run ``script --child CASES`` once under ``ncu --cache-control all --clock-control none``
+    (each case in its own NVTX range) and parse its CSV: ``(cases, metrics per case id, ncu path,
+    SM count)``; ``make_cases(num_sms)`` builds the cases. Shared by the L2 microbenchmarks.
+
+    Raises:
+        IomodelError: no GPU or ncu, no ``out`` path, or ncu failing (one line).
+    """
+    from iomodel.measure.ncu import build_command, check_gpu, find_ncu, parse_csv
+
+    check_gpu()
+    ncu = find_ncu()
+    if not out:
+        raise IomodelError("give --out PATH for the JSON receipt")
+    import torch
+
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cases = make_cases(num_sms)
+    with tempfile.TemporaryDirectory() as tmp:
+        cf = Path(tmp) / "cases.json"
+        cf.write_text(json.dumps(cases))
+        log = Path(tmp) / "ncu.csv"
+        argv2 = build_command(ncu, [sys.executable, script, "--child", str(cf)], log, metrics=metrics)
+        proc = subprocess.run(argv2, capture_output=True, text=True, timeout=540)
+        text = log.read_text() if log.exists() else ""
+        if proc.returncode != 0:
+            raise IomodelError(f"ncu exited {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}")
+    return cases, {k.tag: k.record.metrics for k in parse_csv(text, metrics) if k.tag}, ncu, num_sms
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="JSON receipt path")
@@ -188,26 +218,11 @@ def main(argv=None) -> int:
     if a.child:
         return child(a.child)
     try:
-        from iomodel.measure.ncu import build_command, check_gpu, environment, find_ncu, parse_csv
+        from iomodel.measure.ncu import environment
 
-        check_gpu()
-        ncu = find_ncu()
-        if not a.out:
-            raise IomodelError("give --out PATH for the JSON receipt")
+        cases, measured, ncu, num_sms = profile_cases(__file__, _cases, METRICS, a.out)
         import torch
 
-        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-        cases = _cases(num_sms)
-        with tempfile.TemporaryDirectory() as tmp:
-            cf = Path(tmp) / "cases.json"
-            cf.write_text(json.dumps(cases))
-            log = Path(tmp) / "ncu.csv"
-            argv2 = build_command(ncu, [sys.executable, __file__, "--child", str(cf)], log, metrics=METRICS)
-            proc = subprocess.run(argv2, capture_output=True, text=True, timeout=540)
-            text = log.read_text() if log.exists() else ""
-            if proc.returncode != 0:
-                raise IomodelError(f"ncu exited {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}")
-        measured = {k.tag: k.record.metrics for k in parse_csv(text, METRICS) if k.tag}
         rows = summarise(cases, measured)
         times = timing(cases)
     except IomodelError as e:

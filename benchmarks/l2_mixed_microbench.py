@@ -33,12 +33,11 @@ import argparse
 import datetime as _dt
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from iomodel.errors import IomodelError  # noqa: E402
 
@@ -170,26 +169,13 @@ def main(argv=None) -> int:
     if a.child:
         return child(a.child)
     try:
-        from iomodel.measure.ncu import build_command, check_gpu, environment, find_ncu, parse_csv
+        from iomodel.measure.ncu import environment
 
-        check_gpu()
-        ncu = find_ncu()
-        if not a.out:
-            raise IomodelError("give --out PATH for the JSON receipt")
+        from l2_microbench import profile_cases
+
+        cases, measured, ncu, num_sms = profile_cases(__file__, _cases, METRICS, a.out)
         import torch
 
-        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-        cases = _cases(num_sms)
-        with tempfile.TemporaryDirectory() as tmp:
-            cf = Path(tmp) / "cases.json"
-            cf.write_text(json.dumps(cases))
-            log = Path(tmp) / "ncu.csv"
-            argv2 = build_command(ncu, [sys.executable, __file__, "--child", str(cf)], log, metrics=METRICS)
-            proc = subprocess.run(argv2, capture_output=True, text=True, timeout=540)
-            text = log.read_text() if log.exists() else ""
-            if proc.returncode != 0:
-                raise IomodelError(f"ncu exited {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}")
-        measured = {k.tag: k.record.metrics for k in parse_csv(text, METRICS) if k.tag}
         rows = summarise(cases, measured)
     except IomodelError as e:
         print(f"error: {e}", file=sys.stderr)
