@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 
 from iomodel.cli import main
-from iomodel.measure.records import Measurement
-from iomodel.reconcile import reconcile
 from iomodel.report.reconcile_plot import _family, plot
 
 RECEIPT = Path(__file__).resolve().parent.parent / "receipts" / "ncu-h200-holdout3-2026-11-29.json"
@@ -40,10 +38,10 @@ def test_validate_checks_the_output_before_counting(capsys):
     assert "counted" not in capsys.readouterr().out  # no shape was counted before the check
 
 
-def test_summary_shows_relative_and_absolute_counts_and_markdown_labels_the_floor():
+def test_summary_shows_relative_and_absolute_counts_and_markdown_labels_the_floor(reconciled_receipt):
     from iomodel.report.reconcile_md import markdown
 
-    rec = reconcile(Measurement.load(RECEIPT))
+    rec = reconciled_receipt(RECEIPT.name)
     s = {(e["impl"], e["level"], e["which"]): e for e in rec.summary()}
     tw = s[("tiled", "HBM", "write")]
     # recount by hand from the rows: relative alone vs relative or 1 MiB
@@ -62,10 +60,10 @@ def test_summary_shows_relative_and_absolute_counts_and_markdown_labels_the_floo
     assert all("within_rel" in e and "abs_tol_bytes" in e for e in d)
 
 
-def test_plot_shows_every_family_across_files(tmp_path):
+def test_plot_shows_every_family_across_files(tmp_path, reconciled_receipt):
     import matplotlib.image as mpimg
 
-    rec = reconcile(Measurement.load(RECEIPT))
+    rec = reconciled_receipt(RECEIPT.name)
     fams = {_family(r) for r in rec.rows if r.level("HBM") is not None and r.error is None}
     paths = plot(rec, tmp_path, max_panels=12)
     names = [p.name for p in paths]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from iomodel.measure.records import Measurement
-from iomodel.reconcile import foreign_write_notes, reconcile
+from iomodel.reconcile import foreign_write_notes
 
 RECEIPTS_DIR = Path(__file__).resolve().parent.parent / "receipts"
 #: The acceptance receipt: hold-out 4 measured with the final pipeline (DRAM-only pass on the
@@ -54,13 +54,26 @@ def test_the_receipts_are_committed():
         assert path in ALL, path.name
 
 
+def test_the_shared_reconciliation_is_the_direct_one(reconciled_receipt):
+    """conftest's ``reconciled_receipt`` (computed once per session, pickled between xdist workers) gives
+    what ``reconcile(Measurement.load(...))`` gives, field for field, and a fresh copy per call."""
+    from iomodel.reconcile import reconcile
+
+    name = "ncu-h200-edge-probe1-tma-2026-12-01.json"  # small: 5 shapes, 0.05 s
+    direct = reconcile(Measurement.load(RECEIPTS_DIR / name))
+    shared = reconciled_receipt(name)
+    assert shared.to_dict() == direct.to_dict() and shared.summary() == direct.summary()
+    assert [(r.id, r.notes, r.explanation()) for r in shared.rows] == [(r.id, r.notes, r.explanation()) for r in direct.rows]
+    assert reconciled_receipt(name) is not shared
+
+
 def _fractions(rec):
     return {(s["impl"], s["level"], s["which"]): (s["within"], s["shapes"]) for s in rec.summary()}
 
 
 @pytest.fixture(scope="module", params=ALL, ids=lambda p: p.name)
-def any_rec(request):
-    rec = reconcile(Measurement.load(request.param))
+def any_rec(request, reconciled_receipt):
+    rec = reconciled_receipt(request.param.name)
     rec.receipt_name = request.param.name
     return rec
 
@@ -76,19 +89,19 @@ def test_receipt_is_complete_and_every_shape_outside_is_explained(any_rec):
         assert row.explanation() and not row.explanation().startswith("no model")
 
 
-def test_decode_kernels_write_more_to_dram_than_into_l2_on_the_first_holdout():
+def test_decode_kernels_write_more_to_dram_than_into_l2_on_the_first_holdout(reconciled_receipt):
     """The measured residue the decode misses rest on: the unsplit-output decode kernel of
     b4-h16-kv16 d64 (partials 112 KiB) wrote more to DRAM than every sector written into L2
     while it ran; no prefill kernel of the receipt does."""
-    rec = reconcile(Measurement.load(HOLDOUT1))
+    rec = reconciled_receipt(HOLDOUT1.name)
     flagged = {r.id for r in rec.rows if any("more to DRAM than all sectors" in n for n in r.notes)}
     assert "b4-h16-kv16-d64-bf16-q1-k16384-nc-tiled" in flagged
     assert all(r.spec.phase == "decode" for r in rec.rows if r.id in flagged)
 
 
 @pytest.fixture(scope="module")
-def holdout():
-    return reconcile(Measurement.load(HOLDOUT))
+def holdout(reconciled_receipt):
+    return reconciled_receipt(HOLDOUT.name)
 
 
 def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
@@ -153,9 +166,9 @@ def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
                                                               "bHw": (2, 2)}),
     ],
 )
-def test_receipts_pin_the_counts_the_model_reaches(name, counts):
+def test_receipts_pin_the_counts_the_model_reaches(reconciled_receipt, name, counts):
     """Regression guard: within-tolerance counts on each receipt under the current model."""
-    f = _fractions(reconcile(Measurement.load(RECEIPTS_DIR / name)))
+    f = _fractions(reconciled_receipt(name))
     keys = {"tHr": ("tiled", "HBM", "read"), "tHw": ("tiled", "HBM", "write"), "tLr": ("tiled", "L2", "read"),
             "tLw": ("tiled", "L2", "write"), "bHr": ("baseline", "HBM", "read"), "bHw": ("baseline", "HBM", "write")}
     assert {k: f[v] for k, v in keys.items() if v in f} == counts

@@ -8,15 +8,11 @@ that moves them must say so here. Tolerances: DRAM ±10 % or 1 MiB; L2 ±15 % or
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-from iomodel.measure.records import Measurement
-from iomodel.reconcile import reconcile
 
-RECEIPTS = Path(__file__).resolve().parents[1] / "receipts"
 HOLDOUT1, HOLDOUT2 = "ncu-h200-train-holdout1-2026-12-01.json", "ncu-h200-train-holdout2-2026-12-01.json"
 WINDOW, SERVING = "ncu-h200-window1-2026-12-01.json", "ncu-h200-serving1-2026-12-01.json"
 HOLDOUT3, RAGGED1 = "ncu-h200-train-holdout3-2026-12-01.json", "ncu-h200-ragged1-2026-12-01.json"
@@ -27,21 +23,20 @@ WINDOW2 = "ncu-h200-window2-2026-12-01.json"
 DECODE_SPLITS1 = "ncu-h200-decode-splits1-2026-12-01.json"
 
 
-@functools.lru_cache(maxsize=None)
-def _rec(name):
-    """The reconciliation of one committed receipt (once per test process)."""
-    return reconcile(Measurement.load(RECEIPTS / name))
+@pytest.fixture(scope="module")
+def rec_of(reconciled_receipt):
+    """``rec_of(name)``: the reconciliation of one committed receipt (once per test session: conftest.py)."""
+    return reconciled_receipt
 
 
-def _assert_counts(name, impl, level, read, write):
-    rec = _rec(name)
+def _assert_counts(rec, impl, level, read, write):
     assert _counts(rec, impl, level, "read") == read
     assert _counts(rec, impl, level, "write") == write
 
 
 @pytest.fixture(scope="module")
-def rec():
-    return _rec(HOLDOUT1)
+def rec(rec_of):
+    return rec_of(HOLDOUT1)
 
 
 def _counts(rec, impl, level, which):
@@ -63,8 +58,8 @@ def _counts(rec, impl, level, which):
     ("tiled", "L2 _bwd_dkdv", (38, 38), (24, 38)),
     ("tiled", "L2 _bwd_dq", (38, 38), (38, 38)),
 ])
-def test_holdout_counts(impl, level, read, write):
-    _assert_counts(HOLDOUT1, impl, level, read, write)
+def test_holdout_counts(rec_of, impl, level, read, write):
+    _assert_counts(rec_of(HOLDOUT1), impl, level, read, write)
 
 
 def test_step_misses_are_the_named_ones(rec):
@@ -87,14 +82,14 @@ def test_step_misses_are_the_named_ones(rec):
     ("L2 _bwd_dkdv", (14, 14), (14, 14)),
     ("L2", (14, 14), (14, 14)),
 ])
-def test_second_holdout_counts(level, read, write):
-    _assert_counts(HOLDOUT2, "tiled", level, read, write)
+def test_second_holdout_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT2), "tiled", level, read, write)
 
 
-def test_second_holdout_gqa_d128_dkdv_writes_are_exact():
+def test_second_holdout_gqa_d128_dkdv_writes_are_exact(rec_of):
     """No register spills: the dK/dV kernel of every GQA HEAD_DIM 128 step writes exactly dK and dV
     (the first hold-out measured 1.2-2.2x with the nested-loop kernel)."""
-    rows = [r for r in _rec(HOLDOUT2).rows if r.spec.head_dim == 128 and r.spec.group > 1]
+    rows = [r for r in rec_of(HOLDOUT2).rows if r.spec.head_dim == 128 and r.spec.group > 1]
     assert len(rows) == 9
     for r in rows:
         lv = r.level("L2 _bwd_dkdv")
@@ -112,8 +107,8 @@ def test_second_holdout_gqa_d128_dkdv_writes_are_exact():
     ("tiled", "HBM", (15, 16), (15, 16)),
     ("tiled", "L2", (16, 16), (16, 16)),
 ])
-def test_window_counts(impl, level, read, write):
-    _assert_counts(WINDOW, impl, level, read, write)
+def test_window_counts(rec_of, impl, level, read, write):
+    _assert_counts(rec_of(WINDOW), impl, level, read, write)
 
 
 # --- the paged KV cache receipt (issue 13, item 4): sweeps/h200-serving1.toml, 10 decode shapes
@@ -121,8 +116,8 @@ def test_window_counts(impl, level, read, write):
 
 
 @pytest.mark.parametrize("level, read, write", [("HBM", (10, 10), (10, 10)), ("L2", (10, 10), (10, 10))])
-def test_paged_counts(level, read, write):
-    _assert_counts(SERVING, "tiled", level, read, write)
+def test_paged_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(SERVING), "tiled", level, read, write)
 
 
 def test_third_holdout_repeats_no_earlier_training_shape():
@@ -153,16 +148,16 @@ def test_third_holdout_repeats_no_earlier_training_shape():
     ("HBM _bwd_dq", (32, 32), (29, 32)),
     ("L2", (32, 32), (32, 32)),
 ])
-def test_third_holdout_counts(level, read, write):
-    _assert_counts(HOLDOUT3, "tiled", level, read, write)
+def test_third_holdout_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT3), "tiled", level, read, write)
 
 
-def test_third_holdout_misses_are_the_named_ones():
+def test_third_holdout_misses_are_the_named_ones(rec_of):
     """Reads: two causal GQA-8 HEAD_DIM 128 steps whose dK/dV Q/dO re-reads the model predicts
     for programs drifting apart and the GPU does not pay (0.87x, 0.61x measured / predicted).
     Writes: two MQA steps whose dQ kernel writes back 1.3-1.8 MiB less than predicted (most of dQ
     still dirty in L2 at the kernel's end)."""
-    rec = _rec(HOLDOUT3)
+    rec = rec_of(HOLDOUT3)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv2-d128-bf16-q8192-k8192-tl-tiled-bwd",
                              "b2-h32-kv4-d128-bf16-q2048-k2048-br-tiled-bwd"],
@@ -180,8 +175,8 @@ def test_third_holdout_misses_are_the_named_ones():
 
 
 @pytest.mark.parametrize("level, read, write", [("HBM", (8, 8), (8, 8)), ("L2", (8, 8), (8, 8))])
-def test_ragged1_counts(level, read, write):
-    _assert_counts(RAGGED1, "tiled", level, read, write)
+def test_ragged1_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(RAGGED1), "tiled", level, read, write)
 
 
 # --- the second ragged receipt (issue 13, item 4): sweeps/h200-ragged2.toml, 10 varlen batches of
@@ -189,8 +184,8 @@ def test_ragged1_counts(level, read, write):
 
 
 @pytest.mark.parametrize("level, read, write", [("HBM", (10, 10), (10, 10)), ("L2", (10, 10), (10, 10))])
-def test_ragged2_holdout_counts(level, read, write):
-    _assert_counts(RAGGED2, "tiled", level, read, write)
+def test_ragged2_holdout_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(RAGGED2), "tiled", level, read, write)
 
 
 # --- three hold-outs measured 2026-12-01 after their models, on shapes committed before measurement:
@@ -211,18 +206,18 @@ def test_ragged2_holdout_counts(level, read, write):
     (SPLIT1, "L2", (12, 12), (12, 12)),
     (SPLIT1, "L2 _bwd_reduce_dkdv", (12, 12), (12, 12)),
 ])
-def test_hold_outs_of_the_third_session(name, level, read, write):
-    _assert_counts(name, "tiled", level, read, write)
+def test_hold_outs_of_the_third_session(rec_of, name, level, read, write):
+    _assert_counts(rec_of(name), "tiled", level, read, write)
 
 
-def test_second_window_holdout_every_shape_within_both_ways():
+def test_second_window_holdout_every_shape_within_both_ways(rec_of):
     """sweeps/h200-window2.toml (14 shapes on the current kernels: 7 prefill, 3 decode, 4 training
     steps), committed before measurement: every shape's DRAM reads AND writes within ±10 % or 1 MiB."""
-    rec = _rec(WINDOW2)
+    rec = rec_of(WINDOW2)
     rows = [r for r in rec.rows if r.impl == "tiled"]
     assert len(rows) == 14
     assert all(rec.within(r, "HBM", "read") and rec.within(r, "HBM", "write") for r in rows)
-    _assert_counts(WINDOW2, "tiled", "L2", (14, 14), (13, 14))
+    _assert_counts(rec_of(WINDOW2), "tiled", "L2", (14, 14), (13, 14))
 
 
 @pytest.mark.parametrize("level, read, write", [
@@ -231,7 +226,7 @@ def test_second_window_holdout_every_shape_within_both_ways():
     ("HBM", (12, 12), (12, 12)),
     ("L2", (12, 12), (12, 12)),
 ])
-def test_decode_hold_out_of_the_one_round_split_rule(level, read, write):
+def test_decode_hold_out_of_the_one_round_split_rule(rec_of, level, read, write):
     """sweeps/h200-decode-splits1.toml (committed before measurement, fourth session): 12 decode
     shapes under kernels.heuristics' one-round split rule, 1 to 32 splits, fused and combine."""
-    _assert_counts(DECODE_SPLITS1, "tiled", level, read, write)
+    _assert_counts(rec_of(DECODE_SPLITS1), "tiled", level, read, write)

@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from iomodel.measure.records import Measurement
-from iomodel.reconcile import reconcile
 
 RECEIPT = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-train1-2026-12-01.json"
 
 
 @pytest.fixture(scope="module")
-def rec():
-    return reconcile(Measurement.load(RECEIPT))
+def rec(reconciled_receipt):
+    return reconciled_receipt(RECEIPT.name)
 
 
 def _counts(rec, level, which):

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from iomodel.measure.records import Measurement
-from iomodel.reconcile.compare import reconcile
 from iomodel.schedule.peers import peer_launch
 from iomodel.spec import LayerSpec
 from iomodel.spec.hardware import H200
@@ -52,8 +50,8 @@ def test_cudnn_launch_is_a_strided_persistent_loop_of_128_row_tiles():
 
 
 @pytest.fixture(scope="module")
-def peers_rec():
-    return reconcile(Measurement.load(PEERS))
+def peers_rec(reconciled_receipt):
+    return reconciled_receipt(PEERS.name)
 
 
 def test_peers_receipt_reconciles_both_backends(peers_rec):
@@ -72,12 +70,12 @@ def test_peers_receipt_reconciles_both_backends(peers_rec):
 HOLDOUT = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-peers-holdout1-2026-12-02.json"
 
 
-def test_peer_holdout_is_what_it_is():
+def test_peer_holdout_is_what_it_is(reconciled_receipt):
     """The hold-out of issue 12 item 5 (sweeps/h200-peers-holdout1.toml, committed before it was
     measured, after the last change of the model): 40 new shapes by FlashAttention-2, cuDNN and the
     bundled forward (14 beyond L2), and 6 heads-fastest bundled shapes. The bar (>= 95 % within
     +-10 %) is not met; these are its counts, and where it misses."""
-    rec = reconcile(Measurement.load(HOLDOUT))
+    rec = reconciled_receipt(HOLDOUT.name)
     frac = {(s["impl"], s["which"]): (s["within_rel"], s["within"], s["shapes"]) for s in rec.summary()
             if s["level"] == "HBM"}
     assert frac[("sdpa-cudnn", "read")] == (30, 30, 40) and frac[("sdpa-cudnn", "write")] == (38, 38, 40)

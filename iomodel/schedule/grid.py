@@ -603,13 +603,16 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
         for kv, sl, j0, j1 in runs:
             g0, g1 = slices[sl]
             for j in range(j0, j1):
-                span = end[j] - lo[j]
+                ends.append(((g1 - g0) * (end[j] - lo[j]), kv, j if S == 1 else (sl, j), k_rows[j]))
+            # a program's touches depend on j only through (lo_j, end_j): programs of a run with the same
+            # range make the same keys and rows (merged by max), so each distinct range is visited once
+            for a, e in dict.fromkeys(ranges[j0:j1]):
+                span = e - a
                 for g in range(g0, g1 if span > 0 else g0):  # span 0: no query row sees the tile's keys
-                    for c0 in range(chunk * (lo[j] // chunk), end[j], chunk):
-                        start = max(c0, lo[j])
-                        key = ((g - g0) * span + start - lo[j], kv * G + g, c0, kv)  # b·H + h = kv·G + g
-                        touch[key] = max(touch.get(key, 0), min(c0 + chunk, end[j]) - start)
-                ends.append(((g1 - g0) * span, kv, j if S == 1 else (sl, j), k_rows[j]))
+                    for c0 in range(chunk * (a // chunk), e, chunk):
+                        start = max(c0, a)
+                        key = ((g - g0) * span + start - a, kv * G + g, c0, kv)  # b·H + h = kv·G + g
+                        touch[key] = max(touch.get(key, 0), min(c0 + chunk, e) - start)
         events = sorted([(t, 0, h, c0, rows) for (t, h, c0, _), rows in touch.items()]
                         + [(t, 1, kv, j, rows) for t, kv, j, rows in ends])
         for t, is_write, a, b_, rows in events:

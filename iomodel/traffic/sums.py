@@ -26,6 +26,7 @@ key n iff n <= m + off; 0 top-left, N_k - N_q bottom-right), see
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import sympy as sp
@@ -62,13 +63,13 @@ class TileSum(sp.Function):
         raise NotImplementedError
 
     def doit(self, **hints):
-        return self.as_sum().doit(**hints)
+        return definition(self).doit(**hints)
 
     def _sympystr(self, printer):
-        return printer._print(self.as_sum())
+        return printer._print(definition(self))
 
     def _latex(self, printer, exp=None):
-        text = printer._print(self.as_sum())
+        text = printer._print(definition(self))
         return f"\\left({text}\\right)^{{{exp}}}" if exp else f"\\left({text}\\right)"
 
     def _pythoncode(self, printer):
@@ -76,10 +77,18 @@ class TileSum(sp.Function):
         # closed form; any other prints the definition, a loop over the tile index
         if getattr(printer, "tile_sum_closed_forms", False):
             return f"{self.py_name}({', '.join(printer._print(a) for a in self.args)})"
-        return printer._print(self.as_sum())
+        return printer._print(definition(self))
 
     def _numpycode(self, printer):
         return f"{self.np_name}({', '.join(printer._print(a) for a in self.args)})"
+
+
+@functools.lru_cache(maxsize=4096)
+def definition(tile_sum: TileSum) -> sp.Expr:
+    """``tile_sum.as_sum()``, built once per sum (class and arguments): sympy re-canonicalises the
+    Min/Max of a definition slowly (about 0.1 s for a window band's), and a model prints each sum
+    many times (every row and formula holding it, for Python code and for ``str``)."""
+    return tile_sum.as_sum()
 
 
 class QTileKeyRows(TileSum):
