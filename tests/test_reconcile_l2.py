@@ -323,3 +323,29 @@ def test_baseline_floor_under_a_mask_hiding_keys():
     q, kv_seen, kv_full = 2 * 64 * 16 * 2, 2 * 64 * 16 * 2, 2 * 256 * 16 * 2
     assert r.floor_read_bytes == q + 2 * kv_seen
     assert {c.key: c.read_bytes for c in r.causes}["masked_reads"] == 2 * (kv_full - kv_seen)
+
+
+def test_lru_never_writes_back_a_line_twice():
+    """A written item evicted in part (written back), read again (a clean copy comes back) and
+    evicted again is written back once: capacity 100 B, write 80 B, read 60 B of another item
+    (40 dirty bytes leave), re-read the first item whole (its 40 B return clean), read 100 B of a
+    third (everything leaves): 80 B written back in all, never 120."""
+    from iomodel.cache.lru import LRU
+
+    c = LRU(100)
+    c.write("o", "O", 80)
+    assert c.read("k", "K", 60, False) == 60 and c.writeback == {"O": 40}
+    assert c.read("o", "O", 80, False) == 40  # the 40 B written back come back from HBM, clean
+    c.read("x", "K", 100, False)
+    assert c.writeback == {"O": 80} and c.dirty() == {}
+
+
+def test_fused_decode_found_by_hypothesis_stays_under_the_write_bound():
+    """B2 H8 KV2 d16, N_q 2, N_k 1, 2 splits of 4 heads per program, a 2,000 B fully associative L2
+    on 2 SMs x 2 programs: the LRU wrote O_PART back twice (6,160 B predicted against a bound of
+    1,152 + 4,400 B) before the LRU counted dirty bytes."""
+    spec = LayerSpec(2, 8, 2, 16, 2, 1, "fp16", phase="decode")
+    r = predict_tiled(spec, Tiling(16, 16, 1, num_splits=2, heads_per_program=4),
+                      L2Params(2000, 2, 2, 1.0, write_once=False, ways=None))
+    inter_w = sum(c.write_bytes for c in r.causes if c.key == "intermediates")
+    assert r.hbm_write_bytes <= r.floor_write_bytes + inter_w == 5552

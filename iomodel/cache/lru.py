@@ -15,16 +15,18 @@ class LRU:
     """Fully associative LRU over items; an item is resident with some bytes, clean or dirty.
 
     ``whole`` items (a KV head's K/V) are evicted entirely; stream items may be evicted in
-    part (their oldest bytes first). Sizes are in weight units: a read byte occupies
-    ``read_weight``, a written byte ``write_weight`` (see :func:`new_lru`). Bytes are exact
-    integers; ``writeback`` collects, per tensor, the dirty bytes evicted (written to HBM).
+    part (their oldest bytes first, the dirty ones among them first). Sizes are in weight units:
+    a read byte occupies ``read_weight``, a written byte ``write_weight`` (see :func:`new_lru`).
+    Bytes are exact integers; an item counts its dirty bytes, so a written line that was written
+    back and read again is clean: ``writeback`` collects, per tensor, the dirty bytes evicted
+    (written to HBM), never more than were written.
     """
 
     def __init__(self, capacity: int, read_weight: int = 1, write_weight: int = 1) -> None:
         self.capacity = capacity  # in weight units: a read byte occupies read_weight, a written byte write_weight
         self.read_weight = read_weight
         self.write_weight = write_weight
-        self.items: OrderedDict[Any, list] = OrderedDict()  # key -> [bytes, dirty, whole, tensor, weight]
+        self.items: OrderedDict[Any, list] = OrderedDict()  # key -> [bytes, dirty bytes, whole, tensor, weight]
         self.size = 0
         self.writeback: dict[str, int] = {}
 
@@ -45,20 +47,23 @@ class LRU:
                 gone = -(-excess // wt)
                 item[0] -= gone
             self.size -= gone * wt
-            if dirty:
-                self.writeback[tensor] = self.writeback.get(tensor, 0) + gone
+            out = min(gone, dirty)  # the dirty bytes leave first
+            if out:
+                item[1] = dirty - out
+                self.writeback[tensor] = self.writeback.get(tensor, 0) + out
 
     def _grow(self, key: Any, tensor: str, nbytes: int, dirty: bool, whole: bool, weight: int) -> int:
         """Bring an item to at least ``nbytes`` as the most recently used; returns the bytes added."""
         item = self.items.get(key)
         if item is None:
-            self.items[key] = [nbytes, dirty, whole, tensor, weight]
+            self.items[key] = [nbytes, nbytes if dirty else 0, whole, tensor, weight]
             grown = nbytes
         else:
             self.items.move_to_end(key)
             grown = max(0, nbytes - item[0])
             item[0] += grown
-            item[1] = item[1] or dirty
+            if dirty:  # a write dirties the extent it writes
+                item[1] = max(item[1], nbytes)
             weight = item[4]
         self.size += grown * weight
         self._evict(protect=key)
@@ -75,9 +80,9 @@ class LRU:
     def dirty(self) -> dict[str, int]:
         """Bytes still dirty, per tensor."""
         out: dict[str, int] = {}
-        for nbytes, dirty, _, tensor, _ in self.items.values():
+        for _, dirty, _, tensor, _ in self.items.values():
             if dirty:
-                out[tensor] = out.get(tensor, 0) + nbytes
+                out[tensor] = out.get(tensor, 0) + dirty
         return out
 
 
