@@ -148,7 +148,8 @@ def main() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        sys.exit("error: this probe needs a CUDA GPU (run it on the H200)")
+        print("error: this probe needs a CUDA GPU (run it on the H200)", file=sys.stderr)
+        sys.exit(2)
     import datetime
     import platform
 

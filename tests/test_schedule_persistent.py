@@ -144,3 +144,8 @@ def test_worksheet_takes_the_persistent_loop(capsys, tmp_path):
     assert blocked["schedule"]["persistent"] == "blocked" and blocked["read_bytes"] > 2 * base["read_bytes"]
     assert_one_line_error(capsys, ["worksheet", "--seqlen", "1024", "--persistent", "dynamic"],
                           "persistent tile assignment 'dynamic' is unknown")
+    # the flag overrides the file: --persistent none undoes its loop
+    code, out, err = run_cli(capsys, ["worksheet", *small, "--schedule", str(f), "--persistent", "none"])
+    assert code == 0, err
+    undone = json.loads(out)["algorithms"]["tiled"]["l2_aware"]
+    assert undone["schedule"]["persistent"] is None and undone["read_bytes"] == base["read_bytes"]

@@ -42,8 +42,8 @@ def worksheet(
         rich_help_panel=_SCHEDULE)] = None,
     persistent: Annotated[Optional[str], typer.Option(
         "--persistent", help="A persistent loop of num_SMs x programs-per-SM programs over the tiles in grid order: "
-        "strided (program j runs tiles j, j+P, ...; FlashAttention-3, cuDNN) or blocked (a contiguous share each). "
-        "Default: one program per tile.", rich_help_panel=_SCHEDULE)] = None,
+        "strided (program j runs tiles j, j+P, ...; FlashAttention-3, cuDNN) or blocked (a contiguous share each); "
+        "none (the default): one program per tile.", rich_help_panel=_SCHEDULE)] = None,
     programs_per_sm: Annotated[Optional[int], typer.Option(
         "--programs-per-sm", help="Programs one SM runs at once (default: estimated from shared memory and warps).",
         rich_help_panel=_SCHEDULE)] = None,

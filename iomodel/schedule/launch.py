@@ -174,9 +174,11 @@ class Schedule:
             raise IomodelError(f"tile order {self.tile_order!r} is unknown: use --tile-order {' or '.join(TILE_ORDERS)}")
         if self.key_order not in KEY_ORDERS:
             raise IomodelError(f"key order {self.key_order!r} is unknown: use --key-order {' or '.join(KEY_ORDERS)}")
+        if self.persistent == "none":  # the spelling that undoes a schedule file's loop from the command line
+            object.__setattr__(self, "persistent", None)
         if self.persistent is not None and self.persistent not in PERSISTENT:
             raise IomodelError(f"persistent tile assignment {self.persistent!r} is unknown: use --persistent "
-                               f"{' or '.join(PERSISTENT)} (or leave it out: one program per tile)")
+                               f"{' or '.join(PERSISTENT)}, or none (one program per tile)")
 
     @property
     def bundled(self) -> bool:
