@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from iomodel.measure.records import KernelRecord
 from iomodel.schedule.peers import peer_launch
 from iomodel.spec import LayerSpec
 from iomodel.spec.hardware import H200
@@ -24,7 +25,7 @@ PEERS = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-peers-calib
 
 def test_flash_attention_2_launch_from_its_template_arguments():
     spec = LayerSpec(1, 16, 16, 128, 4096, 4096, "bf16")
-    p = peer_launch(FA2, "(32, 1, 16)", "(128, 1, 1)", OCC, spec, H200)
+    p = peer_launch(FA2, "(32, 1, 16)", "(128, 1, 1)", OCC, spec, H200, KernelRecord(FA2, OCC).programs_per_sm())
     s = p.schedule
     assert p.kernel == "flash-attention-2" and p.programs_per_sm == 2  # the least occupancy limit
     assert (s.block_m, s.block_n, s.num_warps, s.num_stages) == (128, 64, 4, 1)

@@ -715,7 +715,7 @@ def _peer_of(shape: ShapeMeasurement, hardware: Hardware) -> Any:
     from iomodel.schedule.peers import peer_launch
 
     k = shape.kernels[0]
-    return peer_launch(k.name, k.grid, k.block, k.metrics, shape.spec, hardware)
+    return peer_launch(k.name, k.grid, k.block, k.metrics, shape.spec, hardware, k.programs_per_sm())
 
 
 def _reconcile_peer(out: "ShapeReconciliation", shape: ShapeMeasurement, peer: Any, hardware: Hardware,

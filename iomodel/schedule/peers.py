@@ -62,22 +62,19 @@ def _dims(text: str) -> tuple[int, ...]:
     return tuple(int(n) for n in nums) if len(nums) == 3 else ()
 
 
-def _occupancy(metrics: dict[str, Any]) -> int | None:
-    vals = [v for k, v in metrics.items() if k.startswith("launch__occupancy_limit_") and isinstance(v, (int, float))]
-    return int(min(vals)) if vals and min(vals) >= 1 else None
-
-
 def peer_launch(name: str, grid: str, block: str, metrics: dict[str, Any], spec: "LayerSpec",
-                hardware: "Hardware") -> PeerLaunch | None:
+                hardware: "Hardware", occupancy: int | None = None) -> PeerLaunch | None:
     """The schedule of a profiled FlashAttention-2 or cuDNN forward kernel, or None.
 
     Args:
         name: the demangled kernel name Nsight Compute printed.
         grid, block: the launch's grid and block as printed, e.g. ``"(32, 1, 16)"``.
-        metrics: its metrics (``launch__occupancy_limit_*``, ``launch__grid_size``,
-            ``launch__block_size`` read where present).
+        metrics: its metrics (``launch__grid_size``, ``launch__block_size`` read where the
+            printed grid or block is missing).
         spec: the layer it ran (a prefill forward; HEAD_DIM and N_q are checked against the launch).
         hardware: the device (its SM count, for a persistent grid).
+        occupancy: programs per SM the launch's occupancy limits allow
+            (:meth:`iomodel.measure.records.KernelRecord.programs_per_sm`), None if not recorded.
 
     Returns:
         A :class:`PeerLaunch`, or None where the name is neither kernel or the launch disagrees
@@ -87,7 +84,7 @@ def peer_launch(name: str, grid: str, block: str, metrics: dict[str, Any], spec:
     if spec.backward or spec.phase != "prefill":
         return None
     g, b = _dims(grid), _dims(block)
-    occ = _occupancy(metrics)
+    occ = occupancy
     m = _FA2.search(name)
     if m:
         d, bm, bn, warps = (int(x) for x in m.groups())
