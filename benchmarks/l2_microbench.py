@@ -190,10 +190,13 @@ def profile_cases(script: str, make_cases, metrics, out: str | None) -> tuple[li
     """
     from iomodel.measure.ncu import build_command, check_gpu, find_ncu, parse_csv
 
-    check_gpu()
-    ncu = find_ncu()
+    from iomodel.paths import check_output_file
+
     if not out:
         raise IomodelError("give --out PATH for the JSON receipt")
+    check_output_file(out, "--out", "receipt JSON")  # before any GPU time is spent
+    check_gpu()
+    ncu = find_ncu()
     import torch
 
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -249,8 +252,9 @@ def main(argv=None) -> int:
         "summary": rows,
         "timing": times,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(receipt, indent=1) + "\n")
+    from iomodel.paths import write_text
+
+    write_text(a.out, json.dumps(receipt, indent=1) + "\n", "--out")  # atomic: nothing half-written
     print(f"wrote {a.out}")
     return 0
 

@@ -205,8 +205,9 @@ def main(argv=None) -> int:
         "passes": PASSES, "block_elems": BLOCK, "cases": cases, "measured": measured, "summary": rows,
         "half_points_mib": halves, "displacement_weights": weights,
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(receipt, indent=1) + "\n")
+    from iomodel.paths import write_text
+
+    write_text(a.out, json.dumps(receipt, indent=1) + "\n", "--out")  # atomic: nothing half-written
     print(f"wrote {a.out}")
     return 0
 

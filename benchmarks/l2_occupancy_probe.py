@@ -80,10 +80,12 @@ def main() -> None:
     ap.add_argument("--write-share", type=float, default=None, help="L2 weight of a written byte (the model: 0.5)")
     args = ap.parse_args()
     if not 0 < args.q_share <= 1 or (args.write_share is not None and not 0 < args.write_share <= 1):
-        sys.exit("error: --q-share and --write-share must be in (0, 1]")
+        print("error: --q-share and --write-share must be in (0, 1]", file=sys.stderr)
+        sys.exit(2)
     missing = [str(p) for p in args.receipts if not p.is_file()]
     if missing:
-        sys.exit(f"error: no such receipt: {', '.join(missing)}")
+        print(f"error: no such receipt: {', '.join(missing)}: pass ncu receipt JSON files", file=sys.stderr)
+        sys.exit(2)
     predict._fast_pays = lambda *a, **k: False  # the simulation, which the weights change
     predict.simulate = simulate_mod.simulate = _weighted_simulation(args.q_share, args.write_share)
     from iomodel.cli import app

@@ -145,6 +145,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Per-program timing of the bundled forward's waves (issue 12).")
     ap.add_argument("--out", type=Path, required=True, help="JSON receipt to write")
     args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from iomodel.errors import IomodelError
+    from iomodel.paths import check_output_file, write_text
+
+    try:
+        check_output_file(args.out, "--out", "receipt JSON")
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     import torch
 
     if not torch.cuda.is_available():
@@ -169,7 +178,7 @@ def main() -> None:
               f"({r['cold_programs']} programs), cold end - next wave start "
               f"{(r['cold_end_after_next_wave_start_ns_median'] or 0) / 1e3:.1f} us; cold SMs {r['cold_smids'][:24]}")
         print("   waves (head: programs):", r["waves_heads"][:6])
-    args.out.write_text(json.dumps(out))
+    write_text(args.out, json.dumps(out), "--out")  # atomic: nothing half-written
     print(f"wrote {args.out}")
 
 
