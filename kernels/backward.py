@@ -39,14 +39,14 @@ import triton
 import triton.language as tl
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import kernel_refusal
+from iomodel.schedule.capabilities import kernel_refusal, tma_refusal
 from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
-from kernels.flash_attention import (INTERPRET, _alloc, _band_args, _band_bounds, _check_device, _dot,
-                                     _dot_precision, _emulate_bf16, _head_of, _num_sms, _to_dtype)
+from kernels.flash_attention import (INTERPRET, TensorDescriptor, _alloc, _band_args, _band_bounds, _check_device,
+                                     _dot, _dot_precision, _emulate_bf16, _head_of, _num_sms, _tma_ok, _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
 
@@ -100,20 +100,13 @@ def _lse2(LSE_ROW, offs_m, N_Q):
 
 
 @triton.jit
-def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, DQ_ROW, start_m, offs_m0, offs_n, offs_d, d_ok,
-               stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM,
-               MASKED: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               EMULATE_BF16: tl.constexpr, WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
-    """One query tile against the program's K/V tile (Algorithm 2, lines 8-20, transposed:
-    rows of the score tile are keys). MASKED: the causal bound n <= m + CAUSAL_OFF (WINDOW: the
-    band m + CAUSAL_OFF − WIN_L <= n <= m + CAUSAL_OFF + WIN_R, which includes the causal cap).
-    ATOMIC_DQ: also add this tile's dQ = scale * dS K into the fp32 rows at DQ_ROW."""
-    offs_m = start_m + offs_m0
-    row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
-    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_ok, other=0.0)
-    do = tl.load(do_base + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, mask=row_ok, other=0.0)
-    lse2 = _lse2(LSE_ROW, offs_m, N_Q)
-    delta = tl.load(D_ROW + offs_m, mask=offs_m < N_Q, other=0.0)
+def _dkdv_math(dk, dv, k, v, q, do, lse2, delta, offs_m, offs_n, qk_scale, CAUSAL_OFF,
+               MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
+               WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
+    """The arithmetic of one (key tile, query tile) pair of the dK/dV kernel, on loaded tiles
+    (Algorithm 2, lines 11-20, transposed: rows of the score tile are keys): returns dK, dV
+    updated and dSᵀ ``(BLOCK_N, BLOCK_M)`` in the input dtype. MASKED: the causal bound
+    n <= m + CAUSAL_OFF (WINDOW: the band m + CAUSAL_OFF − WIN_L <= n <= m + CAUSAL_OFF + WIN_R)."""
     s_t = _dot(k, tl.trans(q), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_N, BLOCK_M) = (Q K^T)^T, fp32
     p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])
     if MASKED:
@@ -127,9 +120,45 @@ def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, DQ_ROW, start_m, o
     ds_t = p_t * (dp_t - delta[None, :])
     ds_t = _to_dtype(ds_t, q.dtype, EMULATE_BF16)
     dk = _dot(ds_t, q, dk, DOT_PRECISION, EMULATE_BF16)  # dK += dS^T Q
+    return dk, dv, ds_t
+
+
+@triton.jit
+def _dkdv_step(dk, dv, k, v, q_base, do_base, LSE_ROW, D_ROW, DQ_ROW, start_m, offs_m0, offs_n, offs_d, d_ok,
+               stride_qm, stride_qd, stride_dom, stride_dod, qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM,
+               MASKED: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
+               EMULATE_BF16: tl.constexpr, WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
+    """One query tile against the program's K/V tile (Algorithm 2, lines 8-20): loads Q, dO,
+    LSE and D of rows ``start_m + offs_m0``, then :func:`_dkdv_math`. ATOMIC_DQ: also add this
+    tile's dQ = scale * dS K into the fp32 rows at DQ_ROW."""
+    offs_m = start_m + offs_m0
+    row_ok = (offs_m < N_Q)[:, None] & d_ok[None, :]
+    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_ok, other=0.0)
+    do = tl.load(do_base + offs_m[:, None] * stride_dom + offs_d[None, :] * stride_dod, mask=row_ok, other=0.0)
+    lse2 = _lse2(LSE_ROW, offs_m, N_Q)
+    delta = tl.load(D_ROW + offs_m, mask=offs_m < N_Q, other=0.0)
+    dk, dv, ds_t = _dkdv_math(dk, dv, k, v, q, do, lse2, delta, offs_m, offs_n, qk_scale, CAUSAL_OFF, MASKED,
+                              DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
     if ATOMIC_DQ:
         dq = _dot(tl.trans(ds_t), k, None, DOT_PRECISION, EMULATE_BF16) * sm_scale  # (BLOCK_M, D) fp32
         tl.atomic_add(DQ_ROW + offs_m[:, None] * HEAD_DIM + offs_d[None, :], dq, mask=row_ok, sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, h, LSE_ROW, D_ROW, start_m, offs_m0, offs_n, qk_scale, N_Q,
+                   CAUSAL_OFF, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+                   EMULATE_BF16: tl.constexpr):
+    """:func:`_dkdv_step` with Q and dO through tensor descriptors (TMA zero-fills rows >= N_Q:
+    the rows the pointer path's masks load)."""
+    start_m = tl.multiple_of(start_m, BLOCK_M)
+    offs_m = start_m + offs_m0
+    q = desc_q.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    do = desc_do.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    lse2 = _lse2(LSE_ROW, offs_m, N_Q)
+    delta = tl.load(D_ROW + offs_m, mask=offs_m < N_Q, other=0.0)
+    dk, dv, _ = _dkdv_math(dk, dv, k, v, q, do, lse2, delta, offs_m, offs_n, qk_scale, CAUSAL_OFF, MASKED,
+                           "tf32", EMULATE_BF16)
     return dk, dv
 
 
@@ -255,17 +284,10 @@ def _bwd_reduce_dkdv(DK, DV, DK_OUT, DV_OUT, SPLITS, N_K,
 
 
 @triton.jit
-def _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
-             stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
+def _dq_math(dq, q, do, k, v, lse2, delta, offs_m, offs_n, qk_scale, CAUSAL_OFF,
              MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
              WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
-    """One key tile against the program's query tile: dQ += dS K (Algorithm 2, line 19).
-    Keys beyond N_K load as zeros, so they add nothing to dQ; MASKED: the causal bound (WINDOW:
-    the band)."""
-    offs_n = start_n + offs_n0
-    kv_ok = (offs_n < N_K)[:, None] & d_ok[None, :]
-    k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
-    v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
+    """dQ += dS K for one loaded key tile (Algorithm 2, line 19); MASKED: the causal bound (WINDOW: the band)."""
     s = _dot(q, tl.trans(k), None, DOT_PRECISION, EMULATE_BF16)  # (BLOCK_M, BLOCK_N) fp32
     p = tl.math.exp2(s * qk_scale - lse2[:, None])
     if MASKED:
@@ -277,6 +299,32 @@ def _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, o
     dp = _dot(do, tl.trans(v), None, DOT_PRECISION, EMULATE_BF16)
     ds = p * (dp - delta[:, None])
     return _dot(_to_dtype(ds, k.dtype, EMULATE_BF16), k, dq, DOT_PRECISION, EMULATE_BF16)
+
+
+@triton.jit
+def _dq_step(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, offs_n0, offs_d, d_ok,
+             stride_kn, stride_kd, stride_vn, stride_vd, qk_scale, N_K, CAUSAL_OFF,
+             MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
+             WIN_L=0, WIN_R=0, WINDOW: tl.constexpr = False):
+    """One key tile against the program's query tile: loads K, V of keys ``start_n + offs_n0``
+    (keys beyond N_K load as zeros, so they add nothing to dQ), then :func:`_dq_math`."""
+    offs_n = start_n + offs_n0
+    kv_ok = (offs_n < N_K)[:, None] & d_ok[None, :]
+    k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_ok, other=0.0)
+    v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_ok, other=0.0)
+    return _dq_math(dq, q, do, k, v, lse2, delta, offs_m, offs_n, qk_scale, CAUSAL_OFF, MASKED, DOT_PRECISION,
+                    EMULATE_BF16, WIN_L, WIN_R, WINDOW)
+
+
+@triton.jit
+def _tma_dq_step(dq, q, do, lse2, delta, desc_k, desc_v, b, hk, start_n, offs_m, offs_n0, qk_scale, CAUSAL_OFF,
+                 HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """:func:`_dq_step` with K and V through tensor descriptors (TMA zero-fills keys >= N_K)."""
+    start_n = tl.multiple_of(start_n, BLOCK_N)
+    k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    return _dq_math(dq, q, do, k, v, lse2, delta, offs_m, start_n + offs_n0, qk_scale, CAUSAL_OFF, MASKED, "tf32",
+                    EMULATE_BF16)
 
 
 @triton.jit
@@ -330,6 +378,179 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     dq = dq * sm_scale
     tl.store(_tile(DQ, b, h, stride_dqz, stride_dqh, stride_dqm, stride_dqd, offs_m, offs_d),
              _to_dtype(dq, DQ.dtype.element_ty, EMULATE_BF16), mask=row_ok)
+
+
+@triton.jit
+def _dkdv_tma_program(j, b, hk, sl, desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK, DV, sm_scale,
+                      stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+                      H, G, N_Q, N_K, CAUSAL_OFF, SPLITS,
+                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                      EMULATE_BF16: tl.constexpr, GQA: tl.constexpr, SPLIT: tl.constexpr,
+                      MASK_SPLIT: tl.constexpr, STAGES: tl.constexpr):
+    """One program of the TMA dK/dV kernel: key tile j of KV head hk of sequence b, group slice sl."""
+    if SPLIT:
+        g0 = sl * G // SPLITS
+        g1 = (sl + 1) * G // SPLITS
+    else:
+        g0 = 0
+        g1 = G
+    start_n = j * BLOCK_N
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    k = desc_k.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    v = desc_v.load([b, hk, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    if CAUSAL:
+        lo = tl.maximum(start_n - CAUSAL_OFF, 0)
+        lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
+    else:
+        lo = 0
+    hi = N_Q
+    if not GQA:
+        row = (b * H + hk).to(tl.int64) * N_Q
+        if MASK_SPLIT and CAUSAL:
+            # query tiles from full_lo on see every key of the tile: m0 + CAUSAL_OFF >= start_n + BLOCK_N - 1
+            full_lo = tl.maximum(start_n + BLOCK_N - 1 - CAUSAL_OFF, 0)
+            full_lo = tl.minimum(tl.maximum((full_lo + BLOCK_M - 1) // BLOCK_M * BLOCK_M, lo), hi)
+            for start_m in tl.range(lo, full_lo, BLOCK_M, num_stages=STAGES):
+                dk, dv = _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, hk, LSE + row, DELTA + row, start_m,
+                                        offs_m0, offs_n, qk_scale, N_Q, CAUSAL_OFF, HEAD_DIM, BLOCK_M, True,
+                                        EMULATE_BF16)
+            for start_m in tl.range(full_lo, hi, BLOCK_M, num_stages=STAGES):
+                dk, dv = _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, hk, LSE + row, DELTA + row, start_m,
+                                        offs_m0, offs_n, qk_scale, N_Q, CAUSAL_OFF, HEAD_DIM, BLOCK_M, False,
+                                        EMULATE_BF16)
+        else:
+            for start_m in tl.range(lo, hi, BLOCK_M, num_stages=STAGES):
+                dk, dv = _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, hk, LSE + row, DELTA + row, start_m,
+                                        offs_m0, offs_n, qk_scale, N_Q, CAUSAL_OFF, HEAD_DIM, BLOCK_M, CAUSAL,
+                                        EMULATE_BF16)
+    else:
+        g = g0
+        start_m = lo
+        for _ in tl.range(0, (g1 - g0) * ((hi - lo + BLOCK_M - 1) // BLOCK_M), num_stages=STAGES):
+            h = hk * G + g
+            row = (b * H + h).to(tl.int64) * N_Q
+            dk, dv = _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, h, LSE + row, DELTA + row, start_m,
+                                    offs_m0, offs_n, qk_scale, N_Q, CAUSAL_OFF, HEAD_DIM, BLOCK_M, CAUSAL,
+                                    EMULATE_BF16)
+            start_m += BLOCK_M
+            wrap = start_m >= hi
+            g += wrap.to(tl.int32)
+            start_m = tl.where(wrap, lo, start_m)
+    dk = dk * sm_scale
+    kv_ok = (offs_n < N_K)[:, None]
+    if SPLIT:
+        hs = hk * SPLITS + sl
+        tl.store(_tile(DK, b, hs, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d), dk, mask=kv_ok)
+        tl.store(_tile(DV, b, hs, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d), dv, mask=kv_ok)
+    else:
+        tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
+                 _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+        tl.store(_tile(DV, b, hk, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
+                 _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+
+
+@triton.jit
+def _dq_tma_program(i, bh, desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
+                    stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                    EMULATE_BF16: tl.constexpr, STAGES: tl.constexpr):
+    """One program of the TMA dQ kernel: query tile i of query head bh (``b*H + h``)."""
+    b, h, hk = _head_of(bh, H, G)
+    offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    q = desc_q.load([b, h, i * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+    do = desc_do.load([b, h, i * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+    row = bh.to(tl.int64) * N_Q
+    lse2 = _lse2(LSE + row, offs_m, N_Q)
+    delta = tl.load(DELTA + row + offs_m, mask=offs_m < N_Q, other=0.0)
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    if CAUSAL:
+        row_end = tl.minimum((i + 1) * BLOCK_M, N_Q)
+        hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF, 0), N_K)
+        full = tl.minimum(tl.maximum(i * BLOCK_M + CAUSAL_OFF + 1, 0), hi)
+        full_end = (full // BLOCK_N) * BLOCK_N
+    else:
+        hi = N_K
+        full_end = N_K
+    for start_n in tl.range(0, full_end, BLOCK_N, num_stages=STAGES):
+        dq = _tma_dq_step(dq, q, do, lse2, delta, desc_k, desc_v, b, hk, start_n, offs_m, offs_n0, qk_scale,
+                          CAUSAL_OFF, HEAD_DIM, BLOCK_N, False, EMULATE_BF16)
+    for start_n in tl.range(full_end, hi, BLOCK_N, num_stages=STAGES):
+        dq = _tma_dq_step(dq, q, do, lse2, delta, desc_k, desc_v, b, hk, start_n, offs_m, offs_n0, qk_scale,
+                          CAUSAL_OFF, HEAD_DIM, BLOCK_N, CAUSAL, EMULATE_BF16)
+    dq = dq * sm_scale
+    tl.store(_tile(DQ, b, h, stride_dqz, stride_dqh, stride_dqm, stride_dqd, offs_m, offs_d),
+             _to_dtype(dq, DQ.dtype.element_ty, EMULATE_BF16), mask=(offs_m < N_Q)[:, None])
+
+
+@triton.jit
+def _bwd_dkdv_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK, DV, sm_scale,
+                  stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh, stride_dvn, stride_dvd,
+                  H, H_KV, G, N_Q, N_K, CAUSAL_OFF,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, GQA: tl.constexpr,
+                  SPLIT: tl.constexpr = False, SPLITS=1, MASK_SPLIT: tl.constexpr = False,
+                  STAGES: tl.constexpr = 3):
+    """``_bwd_dkdv`` (same grid, tiles, loop order, loads and stores) with K, V, Q and dO
+    through rank-4 tensor descriptors (TMA, sm_90; boxes [1, 1, BLOCK, HEAD_DIM], rows beyond
+    each head's sequence zero-filled, so the same rows move as the pointer path's masks load).
+    MASK_SPLIT (MHA, causal): the query tiles that cross the key tile's diagonal take the mask,
+    the rest run unmasked (the same tiles in the same order; no sliding window here)."""
+    b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
+    _dkdv_tma_program(tl.program_id(0), b, hk, tl.program_id(2), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK,
+                      DV, sm_scale, stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh,
+                      stride_dvn, stride_dvd, H, G, N_Q, N_K, CAUSAL_OFF, SPLITS, HEAD_DIM, BLOCK_M, BLOCK_N,
+                      CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES)
+
+
+@triton.jit
+def _bwd_dq_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
+                stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+                H, G, N_Q, N_K, CAUSAL_OFF,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, STAGES: tl.constexpr = 3):
+    """``_bwd_dq`` (same grid, tiles, key range and stores) with Q, dO, K and V through rank-4
+    tensor descriptors (TMA, sm_90; no sliding window here)."""
+    _dq_tma_program(tl.program_id(0), tl.program_id(1), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
+                    stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_M,
+                    BLOCK_N, CAUSAL, EMULATE_BF16, STAGES)
+
+
+@triton.jit
+def _bwd_fused_tma(desc_q, desc_k, desc_v, desc_do, desc_q2, desc_k2, desc_v2, desc_do2, LSE, DELTA, DK, DV, DQ,
+                   sm_scale, stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh, stride_dvn,
+                   stride_dvd, stride_dqz, stride_dqh, stride_dqm, stride_dqd,
+                   H, H_KV, G, N_Q, N_K, CAUSAL_OFF, T_KV, N_KV_PROGRAMS, T_Q,
+                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   DQ_BLOCK_M: tl.constexpr, DQ_BLOCK_N: tl.constexpr,
+                   CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, GQA: tl.constexpr,
+                   SPLIT: tl.constexpr = False, SPLITS=1, MASK_SPLIT: tl.constexpr = False,
+                   STAGES: tl.constexpr = 3, DQ_STAGES: tl.constexpr = 3):
+    """The TMA dK/dV and dQ kernels as one launch, 1-D grid: programs 0 .. N_KV_PROGRAMS − 1 are
+    ``_bwd_dkdv_tma``'s (in its grid order: key tile fastest, then KV head, then group slice),
+    the rest ``_bwd_dq_tma``'s (query tile fastest, then head). desc_*2: the dQ programs' boxes."""
+    pid = tl.program_id(0)
+    if pid < N_KV_PROGRAMS:
+        j = pid % T_KV
+        rest = pid // T_KV
+        bhk = rest % (N_KV_PROGRAMS // T_KV // SPLITS)
+        b, hk, _ = _head_of(bhk, H_KV, 1)
+        _dkdv_tma_program(j, b, hk, rest // (N_KV_PROGRAMS // T_KV // SPLITS), desc_q, desc_k, desc_v, desc_do,
+                          LSE, DELTA, DK, DV, sm_scale, stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz,
+                          stride_dvh, stride_dvn, stride_dvd, H, G, N_Q, N_K, CAUSAL_OFF, SPLITS, HEAD_DIM, BLOCK_M,
+                          BLOCK_N, CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES)
+    else:
+        p = pid - N_KV_PROGRAMS
+        _dq_tma_program(p % T_Q, p // T_Q, desc_q2, desc_k2, desc_v2, desc_do2, LSE, DELTA, DQ, sm_scale,
+                        stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_DIM,
+                        DQ_BLOCK_M, DQ_BLOCK_N, CAUSAL, EMULATE_BF16, DQ_STAGES)
 
 
 # ====================================================================================
@@ -426,12 +647,40 @@ def flash_attention_backward(
         dv_out = _alloc((B, H_kv * S, N_k, d), torch.float32, q.device)
     else:
         dk_out, dv_out = dk, dv
-    _bwd_dkdv[(t_c, B * H_kv, S)](
-        q, k, v, do, lse, delta, dk_out, dv_out, sm_scale, dq_acc,
-        *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk_out.stride(), *dv_out.stride(),
-        H, H_kv, shape.group, N_q, N_k, off, **win, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        ATOMIC_DQ=config.atomic_dq, GQA=shape.group > 1, **common, num_warps=config.num_warps,
-        num_stages=config.num_stages, **({"SPLIT": True, "SPLITS": S} if S > 1 else {}))
+    tma = (config.tma and not config.atomic_dq and band is None and (q.is_cuda or INTERPRET)
+           and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
+    fused = tma and config.fused_launch and config.num_warps == config.dq_num_warps
+    if tma:
+        def desc(t: torch.Tensor, rows: int) -> Any:
+            return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, d])
+        kv_descs = (desc(q, config.block_m), desc(k, config.block_n), desc(v, config.block_n),
+                    desc(do, config.block_m))
+        dq_descs = (desc(q, config.dq_block_m), desc(k, config.dq_block_n), desc(v, config.dq_block_n),
+                    desc(do, config.dq_block_m))
+        split = {"SPLIT": True, "SPLITS": S} if S > 1 else {}
+    if fused:
+        n_kv = t_c * B * H_kv * S
+        t_q = triton.cdiv(N_q, config.dq_block_m)
+        _bwd_fused_tma[(n_kv + t_q * B * H,)](
+            *kv_descs, *dq_descs, lse, delta, dk_out, dv_out, dq, sm_scale, *dk_out.stride(), *dv_out.stride(),
+            *dq.stride(), H, H_kv, shape.group, N_q, N_k, off, t_c, n_kv, t_q, HEAD_DIM=d, BLOCK_M=config.block_m,
+            BLOCK_N=config.block_n, DQ_BLOCK_M=config.dq_block_m, DQ_BLOCK_N=config.dq_block_n, CAUSAL=causal,
+            EMULATE_BF16=flags["EMULATE_BF16"], GQA=shape.group > 1, MASK_SPLIT=config.mask_split, STAGES=config.num_stages,
+            DQ_STAGES=config.dq_num_stages, num_warps=config.num_warps,
+            num_stages=max(config.num_stages, config.dq_num_stages), **split)
+    elif tma:
+        _bwd_dkdv_tma[(t_c, B * H_kv, S)](
+            *kv_descs, lse, delta, dk_out, dv_out, sm_scale, *dk_out.stride(), *dv_out.stride(),
+            H, H_kv, shape.group, N_q, N_k, off, HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"], GQA=shape.group > 1, MASK_SPLIT=config.mask_split,
+            STAGES=config.num_stages, num_warps=config.num_warps, num_stages=config.num_stages, **split)
+    else:
+        _bwd_dkdv[(t_c, B * H_kv, S)](
+            q, k, v, do, lse, delta, dk_out, dv_out, sm_scale, dq_acc,
+            *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk_out.stride(), *dv_out.stride(),
+            H, H_kv, shape.group, N_q, N_k, off, **win, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            ATOMIC_DQ=config.atomic_dq, GQA=shape.group > 1, **common, num_warps=config.num_warps,
+            num_stages=config.num_stages, **({"SPLIT": True, "SPLITS": S} if S > 1 else {}))
     if S > 1:
         _bwd_reduce_dkdv[(triton.cdiv(N_k, DKDV_REDUCE_BLOCK_N), B * H_kv)](
             dk_out, dv_out, dk, dv, S, N_k, *dk_out.stride(), *dv_out.stride(), *dk.stride(), *dv.stride(),
@@ -439,6 +688,13 @@ def flash_attention_backward(
             num_warps=DKDV_REDUCE_NUM_WARPS)
     if config.atomic_dq:
         dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
+    elif fused:
+        pass  # dQ ran in the fused launch
+    elif tma:
+        _bwd_dq_tma[(triton.cdiv(N_q, config.dq_block_m), B * H)](
+            *dq_descs, lse, delta, dq, sm_scale, *dq.stride(), H, shape.group, N_q, N_k, off,
+            HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"],
+            STAGES=config.dq_num_stages, num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
     else:
         _bwd_dq[(triton.cdiv(N_q, config.dq_block_m), B * H)](
             q, k, v, do, lse, delta, dq, sm_scale,

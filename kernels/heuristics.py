@@ -440,6 +440,9 @@ class BackwardConfig:
     dq_num_stages: int = 3
     atomic_dq: bool = False  # dQ by fp32 atomics inside the dK/dV kernel instead of the dQ kernel
     group_splits: int = 1  # dK/dV kernel: slices S of each GQA group (grid axis 2); 0 = chosen at launch
+    tma: bool = False  # sm_90: Q, dO, K, V through tensor descriptors (same tiles and bytes); no window
+    mask_split: bool = False  # TMA dK/dV, MHA causal: only the query tiles crossing the diagonal take the mask
+    fused_launch: bool = False  # TMA: dK/dV and dQ programs in one launch (needs num_warps == dq_num_warps)
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -539,7 +542,14 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: tiles first, then dQ tiles on the winner. fp32 atomics for dQ lost on every shape (+13 to
 #: +47 %), so dQ is the separate kernel. HEAD_DIM 256: untuned, checked for exactness only.
 #: ``group_splits`` 0: the GQA group split is chosen per launch (:func:`dkdv_group_splits`).
-GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {k: replace(c, group_splits=0) for k, c in {
+#: ``tma``: Q, dO, K, V through tensor descriptors where the inputs allow it (fp16/bf16, a
+#: power-of-two HEAD_DIM, no window; same tiles and bytes) and ``mask_split`` for causal: on the
+#: H200 the backward alone ran 0.98-1.10x the pointer kernels on the 20 speed rows, and
+#: forward+backward 0.99-1.07x (benchmarks/gpu_bwd_tma_loads.py, receipts
+#: bwd-tma-loads{,-r2}-h200-2026-12-02.json, columns ``tma``/``tma-ms``). ``fused_launch`` (one
+#: launch of the dK/dV and dQ programs) won another 1-8 % on HEAD_DIM 128 and causal 64 in
+#: round 2 but stays off: the L2 model has no estimate of the fused launch yet.
+GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {k: replace(c, group_splits=0, tma=True, mask_split=k[1]) for k, c in {
     (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
     (64, True): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=3,

@@ -136,6 +136,22 @@ def test_third_holdout_repeats_no_earlier_training_shape():
     assert not set(new) & old
 
 
+def test_fourth_holdout_repeats_no_earlier_training_shape():
+    """sweeps/h200-train-holdout4.toml (32 steps on the TMA backward) repeats no step of the
+    calibration sweep, the three earlier hold-outs or the split hold-out."""
+    from iomodel.measure.sweep import load_sweep
+
+    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
+    new = [s.id for s in load_sweep(sweeps / "h200-train-holdout4.toml").shapes]
+    assert len(new) == len(set(new)) == 32
+    assert all(i.endswith("-tiled-bwd") for i in new)
+    old = set()
+    for name in ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
+                 "h200-train-split1"):
+        old |= {s.id for s in load_sweep(sweeps / f"{name}.toml").shapes}
+    assert not set(new) & old
+
+
 # --- the third training hold-out (issue 11, item 5): sweeps/h200-train-holdout3.toml, 32 steps of
 # real models' layers on the current kernels, committed before measurement (2cf2954)
 
