@@ -163,6 +163,24 @@ def _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, h, LSE_ROW, D_ROW, start_m,
 
 
 @triton.jit
+def _store_dkdv(DK, DV, dk, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+                stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, kv_ok,
+                SPLIT: tl.constexpr, EMULATE_BF16: tl.constexpr):
+    """Store one key tile's dK (already scaled) and dV, masked by ``kv_ok``: SPLIT, the fp32
+    partials of group slice sl as head ``hk*SPLITS + sl`` of the workspace (summed by
+    ``_bwd_reduce_dkdv``, no rounding here); else dK, dV of KV head hk in the output dtype."""
+    if SPLIT:
+        hs = hk * SPLITS + sl
+        tl.store(_tile(DK, b, hs, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d), dk, mask=kv_ok)
+        tl.store(_tile(DV, b, hs, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d), dv, mask=kv_ok)
+    else:
+        tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
+                 _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+        tl.store(_tile(DV, b, hk, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
+                 _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+
+
+@triton.jit
 def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
               stride_qz, stride_qh, stride_qm, stride_qd, stride_kz, stride_kh, stride_kn, stride_kd,
               stride_vz, stride_vh, stride_vn, stride_vd, stride_doz, stride_doh, stride_dom, stride_dod,
@@ -244,16 +262,8 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
             wrap = start_m >= hi
             g += wrap.to(tl.int32)
             start_m = tl.where(wrap, lo, start_m)
-    dk = dk * sm_scale
-    if SPLIT:  # fp32 partials of this slice, summed by _bwd_reduce_dkdv (no rounding here)
-        hs = hk * SPLITS + sl
-        tl.store(_tile(DK, b, hs, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d), dk, mask=kv_ok)
-        tl.store(_tile(DV, b, hs, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d), dv, mask=kv_ok)
-    else:
-        tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
-                 _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
-        tl.store(_tile(DV, b, hk, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
-                 _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+    _store_dkdv(DK, DV, dk * sm_scale, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+                stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, kv_ok, SPLIT, EMULATE_BF16)
 
 
 @triton.jit
@@ -441,17 +451,8 @@ def _dkdv_tma_program(j, b, hk, sl, desc_q, desc_k, desc_v, desc_do, LSE, DELTA,
             wrap = start_m >= hi
             g += wrap.to(tl.int32)
             start_m = tl.where(wrap, lo, start_m)
-    dk = dk * sm_scale
-    kv_ok = (offs_n < N_K)[:, None]
-    if SPLIT:
-        hs = hk * SPLITS + sl
-        tl.store(_tile(DK, b, hs, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d), dk, mask=kv_ok)
-        tl.store(_tile(DV, b, hs, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d), dv, mask=kv_ok)
-    else:
-        tl.store(_tile(DK, b, hk, stride_dkz, stride_dkh, stride_dkn, stride_dkd, offs_n, offs_d),
-                 _to_dtype(dk, DK.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
-        tl.store(_tile(DV, b, hk, stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d),
-                 _to_dtype(dv, DV.dtype.element_ty, EMULATE_BF16), mask=kv_ok)
+    _store_dkdv(DK, DV, dk * sm_scale, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
+                stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, (offs_n < N_K)[:, None], SPLIT, EMULATE_BF16)
 
 
 @triton.jit
