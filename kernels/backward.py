@@ -610,7 +610,10 @@ def flash_attention_backward(
         IomodelError: any bad forward input (see ``check_inputs``), a layer the kernel does
             not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
             wrong shape, dtype or device, or not contiguous; a bad window; non-CUDA tensors
-            outside the interpreter; ``group_splits`` negative or above G.
+            outside the interpreter; ``group_splits`` negative or above G; ``fused_launch`` with
+            ``num_warps`` != ``dq_num_warps``. ``tma``/``fused_launch`` apply where the inputs allow
+            descriptors (fp16/bf16, power-of-two HEAD_DIM, aligned, no window); other inputs run the
+            pointer kernels (the same bytes and gradients).
     """
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     reason = kernel_refusal(replace(shape, phase="prefill"))  # the statement the worksheet reads too
@@ -650,7 +653,11 @@ def flash_attention_backward(
         dk_out, dv_out = dk, dv
     tma = (config.tma and not config.atomic_dq and band is None and (q.is_cuda or INTERPRET)
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
-    fused = tma and config.fused_launch and config.num_warps == config.dq_num_warps
+    if config.fused_launch and config.num_warps != config.dq_num_warps:
+        raise IomodelError(f"fused_launch runs the dK/dV and dQ programs in one launch, so num_warps "
+                           f"({config.num_warps}) must equal dq_num_warps ({config.dq_num_warps}): set them equal "
+                           "or pass fused_launch=False")
+    fused = tma and config.fused_launch
     if tma:
         def desc(t: torch.Tensor, rows: int) -> Any:
             return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, d])

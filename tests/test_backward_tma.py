@@ -112,3 +112,13 @@ def test_tma_window_and_fp32_take_the_pointer_kernels():
                  LayerSpec(1, 2, 2, 16, 40, 40, dtype="fp16", causal=True, backward=True, window_left=8)):
         got, _, _, _ = interpret.count_flash_attention_backward(spec, backward_config=replace(IB, tma=True))
         assert {"_bwd_dkdv", "_bwd_dq"} <= set(got) and "_bwd_dkdv_tma" not in got, spec
+
+
+def test_fused_launch_with_unequal_warps_is_refused():
+    from iomodel.errors import IomodelError
+
+    q, k, v, do = _inputs(1, 2, 2, 16, 40, 40, "fp16")
+    o, lse = fa.flash_attention(q, k, v, True)
+    with pytest.raises(IomodelError, match="num_warps .4. must equal dq_num_warps .8."):
+        kb.flash_attention_backward(do, q, k, v, o, lse, True,
+                                    config=replace(IB, tma=True, fused_launch=True, dq_num_warps=8))
