@@ -233,7 +233,8 @@ def main() -> int:
     global ROUND
     ROUND = args.round
     t0 = time.time()
-    res = {"environment": environment("cuda"), "command": " ".join(sys.argv)}
+    res = {"environment": environment("cuda"), "command": " ".join(sys.argv),
+           "date": time.strftime("%Y-%m-%d", time.gmtime())}
     if not args.skip_exactness:
         res["exactness"] = exactness()
     res["backward"] = backward_alone(args.quick)

@@ -611,7 +611,7 @@ def flash_attention_backward(
             not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
             wrong shape, dtype or device, or not contiguous; a bad window; non-CUDA tensors
             outside the interpreter; ``group_splits`` negative or above G; ``fused_launch`` with
-            ``num_warps`` != ``dq_num_warps``. ``tma``/``fused_launch`` apply where the inputs allow
+            ``num_warps`` != ``dq_num_warps`` (a check of the config, whichever kernels the inputs take). ``tma``/``fused_launch`` apply where the inputs allow
             descriptors (fp16/bf16, power-of-two HEAD_DIM, aligned, no window); other inputs run the
             pointer kernels (the same bytes and gradients).
     """
@@ -709,8 +709,8 @@ def flash_attention_backward(
             *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),
             H, shape.group, N_q, N_k, off, **win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common,
             num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
-    if return_config:
-        return dq, dk, dv, config
+    if return_config:  # what ran: the descriptor flags only where the TMA kernels did
+        return dq, dk, dv, replace(config, tma=tma, mask_split=config.mask_split and tma, fused_launch=fused)
     return dq, dk, dv
 
 

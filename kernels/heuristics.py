@@ -547,8 +547,9 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: H200 the backward alone ran 0.98-1.10x the pointer kernels on the 20 speed rows, and
 #: forward+backward 0.99-1.07x (benchmarks/gpu_bwd_tma_loads.py, receipts
 #: bwd-tma-loads{,-r2}-h200-2026-12-02.json, columns ``tma``/``tma-ms``). ``fused_launch`` (one
-#: launch of the dK/dV and dQ programs) won another 1-8 % on HEAD_DIM 128 and causal 64 in
-#: round 2 but stays off: the L2 model has no estimate of the fused launch yet.
+#: launch of the dK/dV and dQ programs), best tiles per class, ran -2 % to +6 % forward+backward
+#: against it on HEAD_DIM 128 and causal 64 in round 2 (slower at 1k causal) and stays off: the
+#: L2 model has no estimate of the fused launch yet.
 GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {k: replace(c, group_splits=0, tma=True, mask_split=k[1]) for k, c in {
     (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),

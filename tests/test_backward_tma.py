@@ -112,6 +112,14 @@ def test_tma_window_and_fp32_take_the_pointer_kernels():
                  LayerSpec(1, 2, 2, 16, 40, 40, dtype="fp16", causal=True, backward=True, window_left=8)):
         got, _, _, _ = interpret.count_flash_attention_backward(spec, backward_config=replace(IB, tma=True))
         assert {"_bwd_dkdv", "_bwd_dq"} <= set(got) and "_bwd_dkdv_tma" not in got, spec
+    q, k, v, do = _inputs(1, 2, 2, 16, 40, 40, "fp16")
+    o, lse = fa.flash_attention(q, k, v, True)
+    ran = kb.flash_attention_backward(do, q, k, v, o, lse, True, config=replace(IB, tma=True, mask_split=True),
+                                      return_config=True)[3]
+    assert ran.tma and ran.mask_split and not ran.fused_launch
+    ran = kb.flash_attention_backward(do, q, k, v, o, lse, True, window=(8, 0), return_config=True,
+                                      config=replace(IB, tma=True, mask_split=True, fused_launch=True))[3]
+    assert not (ran.tma or ran.mask_split or ran.fused_launch)  # the config says the pointer kernels ran
 
 
 def test_fused_launch_with_unequal_warps_is_refused():

@@ -208,7 +208,7 @@ def test_fourth_holdout_misses_are_the_named_ones(rec_of):
     (0.61x measured / predicted at the step). Writes: three steps whose dQ kernel writes back
     1.1-1.6 MiB less than predicted (the over-prediction seen on every earlier training receipt),
     Falcon's MQA step (dK/dV and dQ both), and a non-causal MQA step whose fp32 dK/dV partials
-    write back 3.3 MiB more than predicted."""
+    write back 3.4 MiB more than predicted."""
     rec = rec_of(HOLDOUT4)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h48-kv1-d128-bf16-q4096-k4096-tl-tiled-bwd"],
