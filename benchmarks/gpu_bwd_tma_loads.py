@@ -39,6 +39,9 @@ from iomodel.bench.backends import attention_call  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
+from iomodel.errors import IomodelError  # noqa: E402
+from iomodel.measure.ncu import check_gpu  # noqa: E402
+from iomodel.paths import check_output_file, write_text  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 from kernels.reference import reference_attention_backward  # noqa: E402
@@ -232,6 +235,12 @@ def main() -> int:
     args = ap.parse_args()
     global ROUND
     ROUND = args.round
+    try:
+        check_output_file(args.out, "--out", "receipt JSON")  # before any GPU time is spent
+        check_gpu()
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     t0 = time.time()
     res = {"environment": environment("cuda"), "command": " ".join(sys.argv),
            "date": time.strftime("%Y-%m-%d", time.gmtime())}
@@ -241,7 +250,11 @@ def main() -> int:
     res["best"] = best_per_class(res["backward"])
     res["fwd_bwd"] = fwd_bwd(res["best"], args.quick)
     res["seconds"] = time.time() - t0
-    Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    try:
+        write_text(args.out, json.dumps(res, indent=1, default=str), "--out")
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print("wrote", args.out, f"{res['seconds']:.0f}s")
     return 0
 

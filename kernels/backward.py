@@ -45,8 +45,9 @@ from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
-from kernels.flash_attention import (INTERPRET, TensorDescriptor, _alloc, _band_args, _band_bounds, _check_device,
-                                     _dot, _dot_precision, _emulate_bf16, _head_of, _num_sms, _tma_ok, _to_dtype)
+from kernels.flash_attention import (INTERPRET, TensorDescriptor, _alloc, _band_args, _band_bounds, _causal_bounds,
+                                     _check_device, _dot, _dot_precision, _emulate_bf16, _head_of, _num_sms, _tma_ok,
+                                     _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
 
@@ -163,6 +164,23 @@ def _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, h, LSE_ROW, D_ROW, start_m,
 
 
 @triton.jit
+def _first_query_tile(start_n, CAUSAL_OFF, N_Q, BLOCK_M: tl.constexpr):
+    """Causal dK/dV: the start of the query tile holding the first row that sees key start_n
+    (rows m >= start_n − CAUSAL_OFF), at most N_Q (traffic contract, lo_j)."""
+    lo = tl.maximum(start_n - CAUSAL_OFF, 0)
+    return tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
+
+
+@triton.jit
+def _next_pair(start_m, g, lo, hi, BLOCK_M: tl.constexpr):
+    """The GQA dK/dV loop's next (query tile, group head): the next tile of head g, or the first
+    tile lo of head g + 1 once start_m reaches hi (no division per step)."""
+    start_m += BLOCK_M
+    wrap = start_m >= hi
+    return tl.where(wrap, lo, start_m), g + wrap.to(tl.int32)
+
+
+@triton.jit
 def _store_dkdv(DK, DV, dk, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
                 stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, kv_ok,
                 SPLIT: tl.constexpr, EMULATE_BF16: tl.constexpr):
@@ -226,8 +244,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
         lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
         hi = tl.maximum(tl.minimum(tl.maximum(start_n + BLOCK_N - CAUSAL_OFF + WIN_L, 0), N_Q), lo)
     elif CAUSAL:
-        lo = tl.maximum(start_n - CAUSAL_OFF, 0)
-        lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
+        lo = _first_query_tile(start_n, CAUSAL_OFF, N_Q, BLOCK_M)
         hi = N_Q
     else:
         lo = 0
@@ -258,10 +275,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
                                 start_m, offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod,
                                 qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
                                 DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
-            start_m += BLOCK_M  # the next query tile, or the next head's first (no division per step)
-            wrap = start_m >= hi
-            g += wrap.to(tl.int32)
-            start_m = tl.where(wrap, lo, start_m)
+            start_m, g = _next_pair(start_m, g, lo, hi, BLOCK_M)
     _store_dkdv(DK, DV, dk * sm_scale, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
                 stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, kv_ok, SPLIT, EMULATE_BF16)
 
@@ -368,12 +382,9 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
         lo, _, _, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q), (i + 1) * BLOCK_M - 1, N_K,
                                     CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
         full_end = lo
-    elif CAUSAL:
-        row_end = tl.minimum((i + 1) * BLOCK_M, N_Q)
-        hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF, 0), N_K)
-        full = tl.minimum(tl.maximum(i * BLOCK_M + CAUSAL_OFF + 1, 0), hi)
-        full_end = (full // BLOCK_N) * BLOCK_N
-    else:
+    elif CAUSAL:  # the forward's key range (traffic contract)
+        full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, True)
+    else:  # every block unmasked: keys beyond N_K load as zeros and add nothing to dQ
         hi = N_K
         full_end = N_K
     if not WINDOW:
@@ -414,8 +425,7 @@ def _dkdv_tma_program(j, b, hk, sl, desc_q, desc_k, desc_v, desc_do, LSE, DELTA,
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
     if CAUSAL:
-        lo = tl.maximum(start_n - CAUSAL_OFF, 0)
-        lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, N_Q)
+        lo = _first_query_tile(start_n, CAUSAL_OFF, N_Q, BLOCK_M)
     else:
         lo = 0
     hi = N_Q
@@ -447,12 +457,10 @@ def _dkdv_tma_program(j, b, hk, sl, desc_q, desc_k, desc_v, desc_do, LSE, DELTA,
             dk, dv = _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, h, LSE + row, DELTA + row, start_m,
                                     offs_m0, offs_n, qk_scale, N_Q, CAUSAL_OFF, HEAD_DIM, BLOCK_M, CAUSAL,
                                     EMULATE_BF16)
-            start_m += BLOCK_M
-            wrap = start_m >= hi
-            g += wrap.to(tl.int32)
-            start_m = tl.where(wrap, lo, start_m)
+            start_m, g = _next_pair(start_m, g, lo, hi, BLOCK_M)
     _store_dkdv(DK, DV, dk * sm_scale, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
-                stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, (offs_n < N_K)[:, None], SPLIT, EMULATE_BF16)
+                stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, (offs_n < N_K)[:, None], SPLIT,
+                EMULATE_BF16)
 
 
 @triton.jit
@@ -472,12 +480,9 @@ def _dq_tma_program(i, bh, desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_s
     delta = tl.load(DELTA + row + offs_m, mask=offs_m < N_Q, other=0.0)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = sm_scale * 1.4426950408889634
-    if CAUSAL:
-        row_end = tl.minimum((i + 1) * BLOCK_M, N_Q)
-        hi = tl.minimum(tl.maximum(row_end + CAUSAL_OFF, 0), N_K)
-        full = tl.minimum(tl.maximum(i * BLOCK_M + CAUSAL_OFF + 1, 0), hi)
-        full_end = (full // BLOCK_N) * BLOCK_N
-    else:
+    if CAUSAL:  # the forward's key range (traffic contract)
+        full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, True)
+    else:  # every block unmasked: keys beyond N_K are zero-filled and add nothing to dQ
         hi = N_K
         full_end = N_K
     for start_n in tl.range(0, full_end, BLOCK_N, num_stages=STAGES):
@@ -611,7 +616,8 @@ def flash_attention_backward(
             not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
             wrong shape, dtype or device, or not contiguous; a bad window; non-CUDA tensors
             outside the interpreter; ``group_splits`` negative or above G; ``fused_launch`` with
-            ``num_warps`` != ``dq_num_warps`` (a check of the config, whichever kernels the inputs take). ``tma``/``fused_launch`` apply where the inputs allow
+            ``num_warps`` != ``dq_num_warps`` (a check of the config, whichever kernels the inputs
+            take). ``tma``/``fused_launch`` apply where the inputs allow
             descriptors (fp16/bf16, power-of-two HEAD_DIM, aligned, no window); other inputs run the
             pointer kernels (the same bytes and gradients).
     """
@@ -653,10 +659,6 @@ def flash_attention_backward(
         dk_out, dv_out = dk, dv
     tma = (config.tma and not config.atomic_dq and band is None and (q.is_cuda or INTERPRET)
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
-    if config.fused_launch and config.num_warps != config.dq_num_warps:
-        raise IomodelError(f"fused_launch runs the dK/dV and dQ programs in one launch, so num_warps "
-                           f"({config.num_warps}) must equal dq_num_warps ({config.dq_num_warps}): set them equal "
-                           "or pass fused_launch=False")
     fused = tma and config.fused_launch
     if tma:
         def desc(t: torch.Tensor, rows: int) -> Any:
@@ -673,7 +675,8 @@ def flash_attention_backward(
             *kv_descs, *dq_descs, lse, delta, dk_out, dv_out, dq, sm_scale, *dk_out.stride(), *dv_out.stride(),
             *dq.stride(), H, H_kv, shape.group, N_q, N_k, off, t_c, n_kv, t_q, HEAD_DIM=d, BLOCK_M=config.block_m,
             BLOCK_N=config.block_n, DQ_BLOCK_M=config.dq_block_m, DQ_BLOCK_N=config.dq_block_n, CAUSAL=causal,
-            EMULATE_BF16=flags["EMULATE_BF16"], GQA=shape.group > 1, MASK_SPLIT=config.mask_split, STAGES=config.num_stages,
+            EMULATE_BF16=flags["EMULATE_BF16"], GQA=shape.group > 1, MASK_SPLIT=config.mask_split,
+            STAGES=config.num_stages,
             DQ_STAGES=config.dq_num_stages, num_warps=config.num_warps,
             num_stages=max(config.num_stages, config.dq_num_stages), **split)
     elif tma:
@@ -701,7 +704,8 @@ def flash_attention_backward(
     elif tma:
         _bwd_dq_tma[(triton.cdiv(N_q, config.dq_block_m), B * H)](
             *dq_descs, lse, delta, dq, sm_scale, *dq.stride(), H, shape.group, N_q, N_k, off,
-            HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"],
+            HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal,
+            EMULATE_BF16=flags["EMULATE_BF16"],
             STAGES=config.dq_num_stages, num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
     else:
         _bwd_dq[(triton.cdiv(N_q, config.dq_block_m), B * H)](

@@ -456,8 +456,17 @@ class BackwardConfig:
             num_sms: SMs of the device (:data:`INTERPRETER_NUM_SMS` in the interpreter).
 
         Raises:
-            IomodelError: ``group_splits`` negative, not an integer, or above G.
+            IomodelError: ``group_splits`` negative, not an integer, or above G; a switch
+                (``atomic_dq``, ``tma``, ``mask_split``, ``fused_launch``) that is not a bool;
+                ``fused_launch`` with ``num_warps`` != ``dq_num_warps``.
         """
+        for name in ("atomic_dq", "tma", "mask_split", "fused_launch"):
+            if not isinstance(getattr(self, name), bool):
+                raise IomodelError(f"BackwardConfig.{name} must be True or False, got {getattr(self, name)!r}: pass a bool")
+        if self.fused_launch and self.num_warps != self.dq_num_warps:
+            raise IomodelError(f"fused_launch runs the dK/dV and dQ programs in one launch, so num_warps "
+                               f"({self.num_warps}) must equal dq_num_warps ({self.dq_num_warps}): set them equal "
+                               "or pass fused_launch=False")
         S = self.group_splits
         if isinstance(S, bool) or not isinstance(S, int) or S < 0:
             raise IomodelError(f"group_splits must be a whole number 0..G (0 chooses), got {S!r}: pass e.g. 0 or 1")
@@ -550,7 +559,8 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: launch of the dK/dV and dQ programs), best tiles per class, ran -2 % to +6 % forward+backward
 #: against it on HEAD_DIM 128 and causal 64 in round 2 (slower at 1k causal) and stays off: the
 #: L2 model has no estimate of the fused launch yet.
-GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {k: replace(c, group_splits=0, tma=True, mask_split=k[1]) for k, c in {
+GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
+    k: replace(c, group_splits=0, tma=True, mask_split=k[1]) for k, c in {
     (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
     (64, True): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=3,

@@ -130,3 +130,13 @@ def test_fused_launch_with_unequal_warps_is_refused():
     with pytest.raises(IomodelError, match="num_warps .4. must equal dq_num_warps .8."):
         kb.flash_attention_backward(do, q, k, v, o, lse, True,
                                     config=replace(IB, tma=True, fused_launch=True, dq_num_warps=8))
+
+
+@pytest.mark.parametrize("field", ["tma", "mask_split", "fused_launch", "atomic_dq"])
+def test_a_switch_that_is_not_a_bool_is_refused(field):
+    from iomodel.errors import IomodelError
+
+    q, k, v, do = _inputs(1, 2, 2, 16, 40, 40, "fp16")
+    o, lse = fa.flash_attention(q, k, v, True)
+    with pytest.raises(IomodelError, match=f"BackwardConfig.{field} must be True or False, got 'no'"):
+        kb.flash_attention_backward(do, q, k, v, o, lse, True, config=replace(IB, **{field: "no"}))
