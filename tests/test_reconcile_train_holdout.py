@@ -48,13 +48,15 @@ def _counts(rec, impl, level, which):
 @pytest.mark.parametrize("impl, level, read, write", [
     # the eager chain, every kernel autograd launches (up to 8k tokens): 6/6
     ("baseline", "HBM", (6, 6), (6, 6)),
-    # the bundled step: reads 95 %, writes 87 % (the 5 misses: 4 causal GQA HEAD_DIM 128 steps
-    # whose _bwd_dkdv makes 1.2-2.2x the modelled L2 requests, and one MHA d64 causal +13 % write)
-    ("tiled", "HBM", (36, 38), (33, 38)),
+    # the bundled step: reads 95 %, writes 84 % (the 6 misses: 4 causal GQA HEAD_DIM 128 steps
+    # whose _bwd_dkdv makes 1.2-2.2x the modelled L2 requests, one MHA d64 causal +14 % write, and
+    # a GQA d64 step writing 1.8 MiB whose dK/dV writes back 1.2 MiB more than predicted). Since
+    # DQ_WRITE_SHARE (fitted on this receipt among six) this receipt is CALIBRATION data.
+    ("tiled", "HBM", (36, 38), (32, 38)),
     ("tiled", "HBM _attn_fwd", (37, 38), (37, 38)),
     ("tiled", "HBM _bwd_preprocess", (38, 38), (38, 38)),
     ("tiled", "HBM _bwd_dkdv", (35, 38), (30, 38)),
-    ("tiled", "HBM _bwd_dq", (38, 38), (37, 38)),
+    ("tiled", "HBM _bwd_dq", (38, 38), (38, 38)),
     ("tiled", "L2", (38, 38), (34, 38)),
     ("tiled", "L2 _bwd_dkdv", (38, 38), (24, 38)),
     ("tiled", "L2 _bwd_dq", (38, 38), (38, 38)),
@@ -72,6 +74,7 @@ def test_step_misses_are_the_named_ones(rec):
         "b1-h40-kv8-d128-bf16-q4096-k4096-br-tiled-bwd",
         "b1-h64-kv8-d128-bf16-q2048-k2048-tl-tiled-bwd",
         "b1-h32-kv8-d128-bf16-q2048-k2048-tl-tiled-bwd",
+        "b4-h24-kv8-d64-fp16-q1024-k1024-nc-tiled-bwd",
     ])
 
 
@@ -153,16 +156,32 @@ def test_fourth_holdout_repeats_no_earlier_training_shape():
     assert not set(new) & old
 
 
+def test_fifth_holdout_repeats_no_earlier_training_shape():
+    """sweeps/h200-train-holdout5.toml (32 steps, chosen after DQ_WRITE_SHARE was fitted on the six
+    earlier training receipts) repeats no step of any of them."""
+    from iomodel.measure.sweep import load_sweep
+
+    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
+    new = [s.id for s in load_sweep(sweeps / "h200-train-holdout5.toml").shapes]
+    assert len(new) == len(set(new)) == 32
+    assert all(i.endswith("-tiled-bwd") for i in new)
+    old = set()
+    for name in ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
+                 "h200-train-split1", "h200-train-holdout4"):
+        old |= {s.id for s in load_sweep(sweeps / f"{name}.toml").shapes}
+    assert not set(new) & old
+
+
 # --- the third training hold-out (issue 11, item 5): sweeps/h200-train-holdout3.toml, 32 steps of
 # real models' layers on the current kernels, committed before measurement (2cf2954)
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (30, 32), (30, 32)),  # 93.75 % both ways
+    ("HBM", (30, 32), (31, 32)),  # reads 93.75 %, writes 97 % (calibration since DQ_WRITE_SHARE)
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (29, 32), (30, 32)),
-    ("HBM _bwd_dq", (32, 32), (29, 32)),
+    ("HBM _bwd_dq", (32, 32), (32, 32)),
     ("L2", (32, 32), (32, 32)),
 ])
 def test_third_holdout_counts(rec_of, level, read, write):
@@ -172,14 +191,14 @@ def test_third_holdout_counts(rec_of, level, read, write):
 def test_third_holdout_misses_are_the_named_ones(rec_of):
     """Reads: two causal GQA-8 HEAD_DIM 128 steps whose dK/dV Q/dO re-reads the model predicts
     for programs drifting apart and the GPU does not pay (0.87x, 0.61x measured / predicted).
-    Writes: two MQA steps whose dQ kernel writes back 1.3-1.8 MiB less than predicted (most of dQ
-    still dirty in L2 at the kernel's end)."""
+    Write: a causal MHA HEAD_DIM 80 step whose three kernels each write back 0.2-0.5 MiB more than
+    predicted (1.2 MiB of 10.5). Before DQ_WRITE_SHARE the misses were two MQA steps whose dQ
+    kernel wrote back 1.3-1.8 MiB less than predicted; the share was fitted on them among others."""
     rec = rec_of(HOLDOUT3)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv2-d128-bf16-q8192-k8192-tl-tiled-bwd",
                              "b2-h32-kv4-d128-bf16-q2048-k2048-br-tiled-bwd"],
-                    "write": ["b1-h71-kv1-d64-bf16-q2048-k2048-tl-tiled-bwd",
-                              "b1-h8-kv1-d128-bf16-q8192-k8192-tl-tiled-bwd"]}
+                    "write": ["b1-h32-kv32-d80-fp16-q2048-k2048-tl-tiled-bwd"]}
     for r in rec.rows:
         if r.id in miss["read"]:
             lv = r.level("HBM")
@@ -192,11 +211,13 @@ def test_third_holdout_misses_are_the_named_ones(rec_of):
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (31, 32), (27, 32)),  # reads 97 %, writes 84 %: the writes miss the 90 % bar
+    # reads 97 %, writes 94 % with DQ_WRITE_SHARE (84 % before it, the model it validated): since the
+    # share was fitted on this receipt among six, these counts are CALIBRATION, not validation
+    ("HBM", (31, 32), (30, 32)),
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (29, 32), (27, 32)),
-    ("HBM _bwd_dq", (32, 32), (27, 32)),
+    ("HBM _bwd_dq", (32, 32), (32, 32)),
     ("L2", (31, 32), (32, 32)),
 ])
 def test_fourth_holdout_counts(rec_of, level, read, write):
@@ -205,18 +226,16 @@ def test_fourth_holdout_counts(rec_of, level, read, write):
 
 def test_fourth_holdout_misses_are_the_named_ones(rec_of):
     """Read: StarCoder's MQA step (S > 1), whose dK/dV K/V and Q/dO re-reads the model over-predicts
-    (0.61x measured / predicted at the step). Writes: three steps whose dQ kernel writes back
-    1.1-1.6 MiB less than predicted (the over-prediction seen on every earlier training receipt),
-    Falcon's MQA step (dK/dV and dQ both), and a non-causal MQA step whose fp32 dK/dV partials
-    write back 3.4 MiB more than predicted."""
+    (0.61x measured / predicted at the step). Writes (with DQ_WRITE_SHARE): a non-causal MQA step
+    whose fp32 dK/dV partials write back 3.4 MiB more than predicted, and a 257-token MHA HEAD_DIM
+    80 step writing 8.8 MiB whose three kernels write back 1.4 MiB less than predicted. The three
+    dQ write-back misses and Falcon's MQA step of the model it validated are gone: the share was
+    fitted on them among others."""
     rec = rec_of(HOLDOUT4)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h48-kv1-d128-bf16-q4096-k4096-tl-tiled-bwd"],
-                    "write": ["b1-h71-kv1-d64-bf16-q3000-k3000-tl-tiled-bwd",
-                              "b16-h16-kv16-d80-fp16-q257-k257-nc-tiled-bwd",
-                              "b2-h12-kv2-d128-bf16-q3072-k3072-tl-tiled-bwd",
-                              "b2-h16-kv1-d128-bf16-q2048-k2048-nc-tiled-bwd",
-                              "b4-h14-kv2-d64-bf16-q2048-k2048-tl-tiled-bwd"]}
+                    "write": ["b16-h16-kv16-d80-fp16-q257-k257-nc-tiled-bwd",
+                              "b2-h16-kv1-d128-bf16-q2048-k2048-nc-tiled-bwd"]}
 
 
 # --- the first ragged receipt (issue 13): sweeps/h200-ragged1.toml, 8 varlen batches. Measured as a
@@ -250,9 +269,10 @@ def test_ragged2_holdout_counts(rec_of, level, read, write):
     # miss: B8 H32 KV8 1k causal heads-fastest, reads 0.81x and writes 0.83x the prediction
     (GRID_ORDER, "HBM", (11, 12), (11, 12)),
     (GRID_ORDER, "L2", (12, 12), (12, 12)),
-    # L2 exact for every kernel (the reduction included); DRAM writes miss on 5 steps by 1.3-3.9 MiB
-    # of write-back during the dK/dV (fp32 partials) and dQ kernels; reads miss Falcon-7B at 4k (0.83x)
-    (SPLIT1, "HBM", (11, 12), (7, 12)),
+    # L2 exact for every kernel (the reduction included); DRAM writes miss on 3 steps by the write-back
+    # of the dK/dV kernel's fp32 partials (5 before DQ_WRITE_SHARE, fitted on this receipt among six:
+    # calibration); reads miss Falcon-7B at 4k (0.83x)
+    (SPLIT1, "HBM", (11, 12), (9, 12)),
     (SPLIT1, "L2", (12, 12), (12, 12)),
     (SPLIT1, "L2 _bwd_reduce_dkdv", (12, 12), (12, 12)),
 ])

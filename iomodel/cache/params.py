@@ -24,6 +24,17 @@ DEFAULT_L2_FRACTION = 0.5
 #: measurements of receipts/ncu-h200-calib-dram-*, ncu-h200-holdout2-dp-* and
 #: ncu-h200-holdout3-* (docs/l2-calibration.md, "Set-associative replacement").
 DEFAULT_L2_WAYS = 24
+#: Read-equivalent bytes one byte stored by the ``_bwd_dq`` kernel occupies in L2 (the forward's
+#: stores and the other backward kernels' weigh ``l2_fraction``, 0.5). Source: fitted, not a
+#: mechanism: with 0.5 the model over-predicts the dQ kernel's DRAM writes on the 159 dQ launches
+#: of the six training receipts (receipts/ncu-h200-train1-*, -train-split1-*, -train-holdout1..4-*;
+#: these are calibration data from now on) by 0.55 MiB on average (sd 0.61 MiB, 145/159 within
+#: ±10 % or 1 MiB): more of dQ is still dirty in L2 at the kernel's end than modelled, most on
+#: GQA and on 8-warp 128-row dQ tiles. A dyadic scan (0.125 … 0.375) gives −0.06 MiB (sd 0.36 MiB,
+#: 159/159) at 0.25. The same share on the dK/dV kernel's stores (also ``tl.store``, like dQ's)
+#: over-predicts its retention on MHA, so it is not a store-instruction effect
+#: (docs/l2-calibration.md, "The dQ kernel's write-back").
+DQ_WRITE_SHARE = 0.25
 #: Largest associativity accepted: the estimate's step from 0 to 1 spans about C/sqrt(A) bytes
 #: around D = C, 1.6 % of C at 4096 ways; for the fully associative limit pass None.
 MAX_L2_WAYS = 4096
@@ -63,9 +74,13 @@ class L2Params:
         ways: effective associativity A of the set-associative replacement (default
             :data:`DEFAULT_L2_WAYS`, fitted); None: fully associative LRU
             (exact integer bytes, the model of rounds 1-3).
+        stored_share: read-equivalent bytes one written byte occupies, overriding
+            :attr:`write_share`'s rule (None: the rule; the training step gives ``_bwd_dq``
+            :data:`DQ_WRITE_SHARE`); a dyadic fraction in (0, 1] keeps the sums exact.
 
     Raises:
-        IomodelError: l2_fraction outside (0, 1], a non-positive size or count, ways < 1.
+        IomodelError: l2_fraction outside (0, 1], a non-positive size or count, ways < 1,
+            stored_share outside (0, 1].
     """
 
     l2_bytes: int
@@ -75,6 +90,7 @@ class L2Params:
     flush_between_kernels: bool = True
     write_once: bool = True
     ways: int | None = DEFAULT_L2_WAYS
+    stored_share: float | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.l2_fraction <= 1:
@@ -84,6 +100,8 @@ class L2Params:
         if self.ways is not None and (not isinstance(self.ways, int) or not 1 <= self.ways <= MAX_L2_WAYS):
             raise IomodelError(f"L2 ways must be an integer from 1 to {MAX_L2_WAYS} or None (fully associative), "
                                f"got {self.ways!r}")
+        if self.stored_share is not None and not 0 < self.stored_share <= 1:
+            raise IomodelError(f"stored_share must be in (0, 1] or None, got {self.stored_share}")
 
     @property
     def capacity(self) -> int:
@@ -92,7 +110,10 @@ class L2Params:
 
     @property
     def write_share(self) -> float:
-        """Read-equivalent bytes one written byte occupies (``l2_fraction`` when write_once, else 1)."""
+        """Read-equivalent bytes one written byte occupies: ``stored_share`` where set, else
+        ``l2_fraction`` when write_once, else 1."""
+        if self.stored_share is not None:
+            return self.stored_share
         return self.l2_fraction if self.write_once else 1.0
 
     @property

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
-from iomodel.cache.params import STREAM_SLICES, L2Params
+from iomodel.cache.params import DQ_WRITE_SHARE, STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
@@ -602,6 +602,8 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     if any(not isinstance(v, int) or v < 1 for v in pps.values()):
         raise IomodelError(f"programs per SM must be positive integers, got {pps}")
     par = {k: replace(params, programs_per_sm=pps.get(k, params.programs_per_sm)) for k in names}
+    if params.write_once and params.stored_share is None:  # the dQ kernel's fitted share (DQ_WRITE_SHARE's source)
+        par["_bwd_dq"] = replace(par["_bwd_dq"], stored_share=DQ_WRITE_SHARE)
     fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order)
     kernels = [replace(k, name="_attn_fwd") for k in fwd.kernels]
     floor = training_floor(spec, tiling)
@@ -654,5 +656,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         "that share a head stream the same K/V (forward, dQ) or Q/dO/LSE/Delta (dK/dV) blocks together, so one "
         "fetch serves the wave. Register spills (local memory) are not modelled.",
     ]
+    if par["_bwd_dq"].stored_share is not None and params.stored_share is None:
+        assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
+                           f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "
+                           "(iomodel/cache/params.py DQ_WRITE_SHARE).")
     return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                    assumptions)
