@@ -335,3 +335,24 @@ def test_fifth_holdout_misses_are_the_named_ones(rec_of):
                              "b2-h71-kv1-d64-bf16-q2048-k2048-tl-tiled-bwd"],
                     "write": ["b1-h32-kv8-d128-bf16-q1536-k4096-br-tiled-bwd",
                               "b2-h12-kv2-d128-bf16-q2048-k2048-nc-tiled-bwd"]}
+
+
+# --- the eager-chain hold-out at 6k-8k tokens (issue 11, item 5): sweeps/h200-train-eager-holdout1.toml,
+# 6 eager training steps committed (1a1b33f) before measurement and after the last change to the eager
+# model: VALIDATION. Measured 2026-12-02 on the H200 (receipts/ncu-h200-train-eager-holdout1-2026-12-02.json).
+EAGER_HOLDOUT1 = "ncu-h200-train-eager-holdout1-2026-12-02.json"
+
+
+def test_eager_holdout_reaches_8k_tokens_and_is_within(rec_of):
+    """DRAM reads and writes of every eager step within +-10 % (0.98-1.01x reads, 1.00-1.02x writes);
+    the largest steps are 8,192 tokens (B x seqlen_q), two of them 8,192-token sequences."""
+    rec = rec_of(EAGER_HOLDOUT1)
+    rows = [r for r in rec.rows if r.impl == "baseline"]
+    assert len(rows) == 6
+    assert max(r.spec.batch * r.spec.seqlen_q for r in rows) == 8192
+    assert sum(r.spec.seqlen_q == 8192 for r in rows) == 2
+    _assert_counts(rec, "baseline", "HBM", (6, 6), (6, 6))
+    for r in rows:
+        lv = r.level("HBM")
+        assert abs(lv.predicted_read - lv.measured_read) <= 0.1 * lv.measured_read
+        assert abs(lv.predicted_write - lv.measured_write) <= 0.1 * lv.measured_write
