@@ -77,8 +77,14 @@ ROUNDS = {1: ROUND1, 2: ROUND2}
 ROUND = 1
 
 
+def _pointer(cfg: bw.BackwardConfig) -> bw.BackwardConfig:
+    """``cfg``'s tiles on the pointer kernels: ``backward_config`` has tma (and the causal mask
+    split) on for the GPU, so every variant sets the three switches itself."""
+    return dataclasses.replace(cfg, tma=False, mask_split=False, fused_launch=False)
+
+
 def _variants(d: int, causal: bool) -> dict[str, bw.BackwardConfig]:
-    cur = bw.backward_config(d, "bf16", causal)
+    cur = _pointer(bw.backward_config(d, "bf16", causal))
     out = {"pointer": cur, "tma": dataclasses.replace(cur, tma=True)}
     if causal:
         out["tma-ms"] = dataclasses.replace(cur, tma=True, mask_split=True)
@@ -97,6 +103,16 @@ def _variants(d: int, causal: bool) -> dict[str, bw.BackwardConfig]:
     return out
 
 
+def exactness_variants(d: int, causal: bool, S: int) -> dict[str, bw.BackwardConfig]:
+    """Stage 1's configs: the GPU tiles with S group slices on the pointer kernels, the TMA
+    kernels, with the mask split, and fused (dQ tiles 64 x 64 on the dK/dV warps)."""
+    base = _pointer(dataclasses.replace(bw.backward_config(d, "bf16", causal), group_splits=S))
+    return {"pointer": base, "tma": dataclasses.replace(base, tma=True),
+            "tma-ms": dataclasses.replace(base, tma=True, mask_split=True),
+            "tma-fused": dataclasses.replace(base, tma=True, mask_split=True, fused_launch=True, dq_block_m=64,
+                                             dq_block_n=64, dq_num_warps=base.num_warps)}
+
+
 def exactness() -> list[dict]:
     rows = []
     cases = [(2, 8, 2, 1000, 1000, 128, torch.bfloat16, True, "top-left", 0),
@@ -112,12 +128,8 @@ def exactness() -> list[dict]:
         k, v = (torch.randn(B, Hkv, Nk, d, device="cuda", generator=g, dtype=dt) for _ in range(2))
         o, lse = flash_attention(q, k, v, causal, align)
         ref = reference_attention_backward(do, q, k, v, causal, align)
-        base = dataclasses.replace(bw.backward_config(d, "bf16", causal), group_splits=S)
         got = {}
-        fused = dataclasses.replace(base, tma=True, mask_split=True, fused_launch=True,
-                                    dq_block_m=64, dq_block_n=64, dq_num_warps=base.num_warps)
-        for name, cfg in (("pointer", base), ("tma", dataclasses.replace(base, tma=True)),
-                          ("tma-ms", dataclasses.replace(base, tma=True, mask_split=True)), ("tma-fused", fused)):
+        for name, cfg in exactness_variants(d, causal, S).items():
             got[name] = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg)
         row = dict(shape=[B, H, Hkv, Nq, Nk, d, str(dt), causal, align, S])
         for name, t in got.items():

@@ -44,6 +44,17 @@ class AttnShape:
         return self.heads // self.kv_heads
 
 
+def check_causal(causal: object) -> None:
+    """``causal`` is True or False, nothing else: 1, 0 and numpy or torch booleans are refused
+    (one spelling, so one launch-plan key per mask; the launchers key their plans on its type too).
+
+    Raises:
+        IomodelError: any other value.
+    """
+    if causal is not True and causal is not False:
+        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+
+
 def tensor_dtype_name(dtype: torch.dtype) -> str:
     """Canonical name of a floating torch dtype (``fp64`` for float64, else ``str(dtype)`` if unknown)."""
     if dtype == torch.float64:

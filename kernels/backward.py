@@ -2,8 +2,9 @@
 
 ``flash_attention_backward(do, q, k, v, o, lse, causal, causal_align, sm_scale) -> (dq, dk, dv)``
 with q, o, do ``(B, H, N_q, d)``, k, v ``(B, H_kv, N_k, d)`` and lse ``(B, H, N_q)`` fp32 (the
-natural-log LSE the forward returned). Three launches (four with S > 1), each program's loads and stores fixed
-in ``docs/traffic-contract.md`` (the interpreter counts them against the traffic model):
+natural-log LSE the forward returned). Three launches (four with S > 1; with ``fused_launch`` two, D then
+``_bwd_fused_tma``, or three with S > 1), each program's loads and stores fixed in
+``docs/traffic-contract.md`` (the interpreter counts them against the traffic model):
 
 1. ``_bwd_preprocess``, grid ``(cdiv(N_q, BLOCK_M), B*H)``: D = rowsum(dO ∘ O) ``(B, H, N_q)``
    fp32 (Algorithm 2, line 4).
@@ -43,7 +44,7 @@ from iomodel.schedule.capabilities import kernel_refusal, tma_refusal
 from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
-from kernels._inputs import check_inputs, window_argument
+from kernels._inputs import check_causal, check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
 from kernels.flash_attention import (INTERPRET, TensorDescriptor, _alloc, _band_args, _band_bounds, _causal_bounds,
                                      _check_device, _dot, _dot_precision, _emulate_bf16, _head_of, _num_sms, _tma_ok,
@@ -602,7 +603,8 @@ def flash_attention_backward(
         config: tiles (default :func:`backward_config`); ``group_splits`` 0 is chosen here for
             the device's SM count (:meth:`BackwardConfig.resolve`), 1..G forces S.
         return_config: also return the :class:`BackwardConfig` that ran (``group_splits``
-            resolved: the S that ran).
+            resolved: the S that ran; ``tma`` and ``fused_launch`` True only where the TMA
+            kernels ran, ``mask_split`` only where they split the mask: causal MHA).
         window: the forward's sliding window ``(left, right)`` (tokens; -1 or None
             unbounded), see :func:`kernels.flash_attention.flash_attention`: only the tiles
             inside the band are visited.
@@ -627,8 +629,7 @@ def flash_attention_backward(
         raise IomodelError(reason)
     _check_device(q)
     _check_grad_tensors(do, o, lse, q)
-    if causal not in (True, False):
-        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    check_causal(causal)
     if config is None:
         config = backward_config(shape.head_dim, shape.dtype, causal, interpreter=INTERPRET)
     elif not isinstance(config, BackwardConfig):
@@ -714,7 +715,8 @@ def flash_attention_backward(
             H, shape.group, N_q, N_k, off, **win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common,
             num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
     if return_config:  # what ran: the descriptor flags only where the TMA kernels did
-        return dq, dk, dv, replace(config, tma=tma, mask_split=config.mask_split and tma, fused_launch=fused)
+        ran_split = config.mask_split and tma and causal and shape.group == 1  # the TMA dK/dV splits causal MHA only
+        return dq, dk, dv, replace(config, tma=tma, mask_split=ran_split, fused_launch=fused)
     return dq, dk, dv
 
 
@@ -738,6 +740,13 @@ class FlashAttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, do: torch.Tensor, _dlse: Any, _dcfg: Any = None) -> tuple[Any, ...]:
+        """dO goes to :func:`flash_attention_backward`, whose check of do, o and lse is the one
+        home of that check. Through ``o.backward(do)`` or ``torch.autograd.grad`` a dO of the
+        wrong shape never gets here: PyTorch refuses it first (``torch.autograd.backward``
+        checks the root's gradient shape in Python, "Mismatch in shape: grad_output[0] ...",
+        before the engine runs any node; a node's gradient is checked by the engine), and a
+        dO of another dtype is cast to o's by the engine before this runs (torch 2.x); neither
+        can be reached or rephrased from inside a Function (``tests/test_kernel_backward.py``)."""
         q, k, v, o, lse = ctx.saved_tensors
         # autograd may hand an expanded or strided gradient (o.sum().backward() gives stride 0):
         # the kernels read dO row-major, so it is laid out once here

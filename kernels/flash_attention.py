@@ -67,7 +67,8 @@ from iomodel.schedule.tiles import (
 )
 from iomodel.spec.layer import causal_offset
 from kernels import heuristics as hx
-from kernels._inputs import check_inputs, check_paged_inputs, check_paged_tables, tensor_dtype_name, window_argument
+from kernels._inputs import (check_causal, check_inputs, check_paged_inputs, check_paged_tables, tensor_dtype_name,
+                             window_argument)
 from kernels.heuristics import KernelConfig
 
 try:  # triton >= 3.3
@@ -885,7 +886,7 @@ def flash_attention(
         q: ``(B, H, N_q, d)`` fp16, bf16 or fp32, on CUDA (or CPU under TRITON_INTERPRET=1).
         k, v: ``(B, H_kv, N_k, d)``, same dtype and device; H divisible by H_kv (GQA/MQA by
             index mapping, no copies).
-        causal: apply the causal mask.
+        causal: apply the causal mask (True or False; 1, 0 and other values are refused).
         causal_align: ``top-left`` (row m sees keys n <= m, PyTorch ``is_causal``) or
             ``bottom-right`` (n <= m + N_k - N_q, flash-attn >= 2.1, KV-cache decode).
         sm_scale: score scale (> 0), default ``1 / sqrt(d)``.
@@ -1139,13 +1140,14 @@ _MAX_PLANS = 4096
 def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
               autotune: Any, num_sms: Any, window: Any = None, paged: Any = None) -> tuple:
     """The key of a launch plan: everything :func:`_build_plan` reads (shapes, strides, dtypes,
-    devices, 16-byte alignment of q, k, v for the TMA choice, the flags and the module switches).
+    devices, 16-byte alignment of q, k, v for the TMA choice, the flags and the module switches;
+    causal with its type, so that causal=1, equal to True, misses True's plan and is refused).
     Raises AttributeError or TypeError for inputs that are not tensors (the caller then builds
     the plan uncached, which raises the one-line error)."""
     return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
             v.shape, v.stride(), v.dtype, v.device, not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15,
-            causal, causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET, USE_TMA,
-            None if paged is None else _paged_key(paged))
+            causal, type(causal), causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET,
+            USE_TMA, None if paged is None else _paged_key(paged))
 
 
 def _paged_key(paged: Any) -> tuple | None:
@@ -1219,8 +1221,7 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
         return _build_paged_plan(q, k, v, causal, causal_align, sm_scale, config, path, num_sms, o_stride, window,
                                  paged)
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
-    if causal not in (True, False):
-        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    check_causal(causal)
     _check_device(q)
     if config is not None and not isinstance(config, KernelConfig):
         raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
@@ -1257,8 +1258,7 @@ def _build_paged_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm
     ``paged`` = ``(block_table, cache_seqlens)``): the split-KV decode with PAGED on."""
     pshape, sm_scale = check_paged_inputs(q, k, v, *paged, causal_align, sm_scale)
     shape = pshape.attn
-    if causal not in (True, False):
-        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    check_causal(causal)
     if window is not None:
         raise IomodelError("the paged KV cache has no sliding window: pass window=None (or a dense k and v)")
     if path not in (None, "decode-split-kv"):
@@ -1567,8 +1567,8 @@ def _varlen_plan(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, seqused: Any, max
                    v.shape, v.stride(), v.dtype, v.device, _aligned(q, k, v),
                    cu_q.shape, cu_q.dtype, cu_q.device, cu_k.shape, cu_k.dtype, cu_k.device,
                    None if seqused is None else (seqused.shape, seqused.dtype, seqused.device),
-                   max_q, type(max_q), max_k, type(max_k), causal, causal_align, sm_scale, window, config, autotune,
-                   INTERPRET, USE_TMA)
+                   max_q, type(max_q), max_k, type(max_k), causal, type(causal), causal_align, sm_scale, window,
+                   config, autotune, INTERPRET, USE_TMA)
     return _cached_plan(key, lambda *a: _build_varlen_plan(*a), args)
 
 
@@ -1600,8 +1600,7 @@ def _build_varlen_plan(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, seqused: An
     # the dense checks on (1, H, tokens, d) views: dtypes, devices, heads, HEAD_DIM, alignment, scale
     shape, sm_scale = check_inputs(q.permute(1, 0, 2)[None], k.permute(1, 0, 2)[None], v.permute(1, 0, 2)[None],
                                    causal_align, sm_scale, dtypes=None)
-    if causal not in (True, False):
-        raise IomodelError(f"causal must be True or False, got {causal!r}: pass a bool")
+    check_causal(causal)
     _check_device(q)
     if not isinstance(cu_q, torch.Tensor) or cu_q.dim() != 1 or cu_q.shape[0] < 2:
         raise IomodelError("cu_seqlens_q must be a 1-D int32 tensor of B + 1 cumulative lengths (B >= 1), got "

@@ -122,6 +122,20 @@ def test_tma_window_and_fp32_take_the_pointer_kernels():
     assert not (ran.tma or ran.mask_split or ran.fused_launch)  # the config says the pointer kernels ran
 
 
+@pytest.mark.parametrize("H,H_kv,causal,split", [(2, 2, True, True), (4, 2, True, False), (4, 1, True, False),
+                                                  (2, 2, False, False)])
+def test_the_config_says_where_the_mask_split_ran(H, H_kv, causal, split):
+    """``mask_split`` splits the causal mask of the MHA TMA dK/dV kernel only (``MASK_SPLIT and
+    CAUSAL``, not GQA): the config that ran, which the GPU records store
+    (``config.backward``), says mask_split=True on causal MHA alone, fused launch or not."""
+    q, k, v, do = _inputs(1, H, H_kv, 16, 40, 40, "fp16")
+    o, lse = fa.flash_attention(q, k, v, causal)
+    for flags in (dict(tma=True, mask_split=True), dict(tma=True, mask_split=True, fused_launch=True)):
+        ran = kb.flash_attention_backward(do, q, k, v, o, lse, causal, config=replace(IB, **flags),
+                                          return_config=True)[3]
+        assert (ran.tma, ran.mask_split, ran.fused_launch) == (True, split, "fused_launch" in flags), flags
+
+
 def test_fused_launch_with_unequal_warps_is_refused():
     from iomodel.errors import IomodelError
 

@@ -24,3 +24,20 @@ def test_fig2_worksheets_and_readme():
     tiled = next(x for x in rec["shapes"] if x["id"] == "b8-h16-kv16-d64-fp16-q1024-k1024-nc-tiled-bwd")
     dram = sum(k["metrics"]["dram__bytes_read.sum"] + k["metrics"]["dram__bytes_write.sum"] for k in tiled["kernels"])
     assert f"{dram * 8 / 1e9:,.1f} GB (bundled kernels) |" in readme
+
+
+def test_fig2_readme_states_the_l2_aware_estimate_and_the_ratio_to_compulsory(reconciled_receipt):
+    """The tiled bullet gives the measured step's multiple of the compulsory bytes (from the
+    receipt and the worksheet) and the L2-aware estimate the receipt's reconciliation makes of
+    that step (the whole receipt's, shared with the receipt tests)."""
+    ws = json.loads((ROOT / "worksheets" / "fig2" / "gpt2-medium-b64-fwd-bwd-a100.json").read_text())
+    readme = (ROOT / "worksheets" / "fig2" / "README.md").read_text()
+    rec = reconciled_receipt("ncu-h200-train1-2026-12-01.json")
+    hbm = next(r for r in rec.rows if r.id == "b8-h16-kv16-d64-fp16-q1024-k1024-nc-tiled-bwd").level("HBM")
+    measured = (hbm.measured_read, hbm.measured_write)
+    ratio = sum(measured) * 8 / ws["compulsory_bytes"]
+    assert 1.3 < ratio < 1.4 and f"DRAM sees {ratio:.2f}× the compulsory bytes" in readme
+    assert abs(hbm.predicted_read / measured[0] - 1) < 0.01 and abs(hbm.predicted_write / measured[1] - 1) < 0.01
+    assert (f"predicts {hbm.predicted_read / 1e6:,.1f} MB read and {hbm.predicted_write / 1e6:,.1f} MB written at "
+            f"batch 8, against {measured[0] / 1e6:,.1f} MB and {measured[1] / 1e6:,.1f} MB measured") in readme
+    assert "does not exist yet" not in readme and "twice the compulsory" not in readme

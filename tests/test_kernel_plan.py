@@ -93,6 +93,30 @@ def test_errors_are_not_cached():
             fa.flash_attention(q, k, v, out=(q,))
 
 
+@pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning")
+@pytest.mark.parametrize("causal, bad", [(True, 1), (False, 0), (True, 1.0)])
+def test_causal_must_be_a_bool_even_after_a_cached_call(causal, bad):
+    """causal=1 equals True (and hashes like it): after a call with True has cached its plan,
+    1 is still refused, by the dense, the autograd and the varlen launchers and the backward."""
+    q, k, v = _qkv()
+    o, lse = fa.flash_attention(q, k, v, causal)  # the plan of causal=True (False) is cached
+    match = f"causal must be True or False, got {bad!r}: pass a bool"
+    with pytest.raises(IomodelError, match=match):
+        fa.flash_attention(q, k, v, bad)
+    with pytest.raises(IomodelError, match=match):  # through autograd (FlashAttentionFunction)
+        fa.flash_attention(q.clone().requires_grad_(True), k, v, bad)
+    from kernels.backward import flash_attention_backward
+
+    flash_attention_backward(torch.ones_like(q), q, k, v, o, lse, causal)
+    with pytest.raises(IomodelError, match=match):
+        flash_attention_backward(torch.ones_like(q), q, k, v, o, lse, bad)
+    qv, kv, vv = (t[0].transpose(0, 1).contiguous() for t in (q, k, v))  # (tokens, heads, d)
+    cu_q, cu_k = (torch.tensor([0, t.shape[0]], dtype=torch.int32) for t in (qv, kv))
+    fa.flash_attention_varlen(qv, kv, vv, cu_q, cu_k, 40, 48, causal)
+    with pytest.raises(IomodelError, match=match):
+        fa.flash_attention_varlen(qv, kv, vv, cu_q, cu_k, 40, 48, bad)
+
+
 def test_module_switch_is_part_of_the_key(monkeypatch):
     q, k, v = _qkv()
     fa.flash_attention(q, k, v)  # cached under INTERPRET = True
