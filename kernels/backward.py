@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import kernel_refusal, tma_refusal
+from iomodel.schedule.capabilities import TMA_SM_MAJOR, kernel_refusal, tma_refusal
 from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
@@ -658,7 +658,8 @@ def flash_attention_backward(
         dv_out = _alloc((B, H_kv * S, N_k, d), torch.float32, q.device)
     else:
         dk_out, dv_out = dk, dv
-    tma = (config.tma and not config.atomic_dq and band is None and (q.is_cuda or INTERPRET)
+    on_tma_gpu = INTERPRET or (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == TMA_SM_MAJOR)
+    tma = (config.tma and not config.atomic_dq and band is None and on_tma_gpu  # TMA: sm_90, as the forward's path
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
     fused = tma and config.fused_launch
     if tma:

@@ -551,8 +551,8 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: tiles first, then dQ tiles on the winner. fp32 atomics for dQ lost on every shape (+13 to
 #: +47 %), so dQ is the separate kernel. HEAD_DIM 256: untuned, checked for exactness only.
 #: ``group_splits`` 0: the GQA group split is chosen per launch (:func:`dkdv_group_splits`).
-#: ``tma``: Q, dO, K, V through tensor descriptors where the inputs allow it (fp16/bf16, a
-#: power-of-two HEAD_DIM, no window; same tiles and bytes) and ``mask_split`` for causal: on the
+#: ``tma``: Q, dO, K, V through tensor descriptors where the GPU and inputs allow it (sm_90,
+#: fp16/bf16, a power-of-two HEAD_DIM, no window; same tiles and bytes) and ``mask_split`` for causal: on the
 #: H200 the backward alone ran 0.98-1.10x the pointer kernels on the 20 speed rows, and
 #: forward+backward 0.99-1.07x (benchmarks/gpu_bwd_tma_loads.py, receipts
 #: bwd-tma-loads{,-r2}-h200-2026-12-02.json, columns ``tma``/``tma-ms``). ``fused_launch`` (one
