@@ -4,7 +4,8 @@ Three methods, each recorded in the receipt that uses it:
 
 * :func:`time_interleaved` (shape matrices, ``iomodel bench``): one call per sample. CUDA:
   device time between two ``torch.cuda.Event``s after zeroing an L2-sized buffer (cold L2)
-  and a fixed GPU spin (:data:`CUDA_SPIN_CYCLES`); CPU: ``time.perf_counter`` around the
+  and a GPU spin of at least :data:`CUDA_SPIN_CYCLES` and at least twice the call's host
+  enqueue time (:func:`spin_cycles_for`); CPU: ``time.perf_counter`` around the
   synchronous call, repeated inside a sample when one call is shorter than
   :data:`CPU_MIN_SAMPLE_S`.
 * :func:`do_bench_interleaved` (kernel-speed prefill): each sample is
@@ -27,10 +28,13 @@ from typing import Any, Callable, Iterator
 
 #: CPU: a timed sample repeats the call until it lasts at least this long (seconds).
 CPU_MIN_SAMPLE_S = 1e-3
-#: CUDA: GPU clock cycles of ``torch.cuda._sleep`` before each sample's start event (about
-#: 1 ms at 2 GHz): the host enqueues the start event, every kernel of the call and the end
-#: event while the GPU spins, so a multi-kernel eager call (MATH) is not charged for host
-#: launch gaps and the samples are device time of the call's kernels.
+#: CUDA: the least GPU clock cycles of ``torch.cuda._sleep`` before each sample's start event
+#: (about 1 ms at 2 GHz): the host enqueues the start event, every kernel of the call and the
+#: end event while the GPU spins, so a multi-kernel call is not charged for host launch gaps
+#: and the samples are device time of the call's kernels. A call whose host enqueue time is
+#: longer gets a longer spin (:func:`spin_cycles_for`): a bundled training step enqueues in
+#: 0.9-1.3 ms on the H200 (receipts/train-host-probe-h200-2026-12-02.json), which this fixed
+#: spin alone let leak into the 2k-token training rows of receipts/bench-h200-v4.json.
 CUDA_SPIN_CYCLES = 2_000_000
 #: Bytes zeroed before each decode call to evict L2 (the H200's L2 is 50 MiB), as ``do_bench`` does.
 FLUSH_BYTES = 256 * 2**20
@@ -91,6 +95,10 @@ def time_interleaved(calls: dict[str, Callable[[], Any]], device: str, warmup: i
     if device == "cuda" and l2_flush_bytes:
         flush = torch.empty(l2_flush_bytes, dtype=torch.int8, device="cuda")
     sleep = getattr(torch.cuda, "_sleep", None) if device == "cuda" else None
+    spin = {n: CUDA_SPIN_CYCLES for n in names}
+    if sleep is not None:
+        rate = sleep_cycles_per_s()
+        spin = {n: spin_cycles_for(calls[n], CUDA_SPIN_CYCLES, rate) for n in names}
     for order in rotations(names, reps):
         for n in order:
             fn = calls[n]
@@ -99,7 +107,7 @@ def time_interleaved(calls: dict[str, Callable[[], Any]], device: str, warmup: i
                 if flush is not None:
                     flush.zero_()
                 if sleep is not None:
-                    sleep(CUDA_SPIN_CYCLES)  # the GPU spins while the host enqueues the call: launch overhead untimed
+                    sleep(spin[n])  # the GPU spins while the host enqueues the call: launch overhead untimed
                 start.record()
                 fn()
                 end.record()
@@ -169,13 +177,7 @@ def time_device_interleaved(fns: dict[str, Callable[[], Any]], rounds: int, reps
             fns[n]()
     torch.cuda.synchronize()
     host_s = max(host_overhead_s(fns[n], calls=10) for n in names)
-    probe = 1_000_000
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    torch.cuda._sleep(probe)
-    b.record()
-    torch.cuda.synchronize()
-    cycles_per_s = probe / max(a.elapsed_time(b) / 1e3, 1e-6)
+    cycles_per_s = sleep_cycles_per_s()
     spin = max(int(spin_cycles), int((2.0 * host_s + 50e-6) * cycles_per_s))
     if info is not None:
         info.update(spin_cycles=spin, spin_s=spin / cycles_per_s, host_s=host_s)
@@ -206,3 +208,39 @@ def host_overhead_s(fn: Callable[[], Any], calls: int = 50) -> float:
     dt = (time.perf_counter() - t0) / calls
     torch.cuda.synchronize()
     return dt
+
+
+def sleep_cycles_per_s(probe: int = 1_000_000) -> float:
+    """Cycles per second of ``torch.cuda._sleep`` on the current GPU (one timed spin of ``probe`` cycles)."""
+    import torch
+
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(probe)
+    b.record()
+    torch.cuda.synchronize()
+    return probe / max(a.elapsed_time(b) / 1e3, 1e-6)
+
+
+def enqueue_seconds(fn: Callable[[], Any], calls: int = 5) -> float:
+    """Host seconds to enqueue one call of ``fn`` with the GPU idle before it: the median of
+    ``calls`` single calls, each after ``torch.cuda.synchronize`` (so a full launch queue never
+    blocks the host and device time is not counted)."""
+    import torch
+
+    samples = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def spin_cycles_for(fn: Callable[[], Any], least: int, cycles_per_s: float) -> int:
+    """GPU spin (cycles) that hides the host enqueue time of ``fn``: at least ``least`` and at
+    least 2x :func:`enqueue_seconds` + 50 us at ``cycles_per_s`` (the rule of
+    :func:`time_device_interleaved`)."""
+    return max(int(least), int((2.0 * enqueue_seconds(fn) + 50e-6) * cycles_per_s))
+

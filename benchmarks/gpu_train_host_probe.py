@@ -1,0 +1,105 @@
+"""GPU probe (issue 11, the bench's training rows): host seconds and device seconds of one bundled
+training step (``flash_attention`` forward, then ``torch.autograd.grad``), the TMA backward (the GPU
+default) against the pointer kernels, on the bench matrix's training shapes. Writes JSON to ``--out``.
+
+    python benchmarks/gpu_train_host_probe.py --out $OUT/train-host-probe.json
+
+Per shape and variant: ``host_us`` (median ``time.perf_counter`` around one step with the GPU idle
+before it, after ``torch.cuda.synchronize``: the time the host needs to enqueue the step), ``device_us``
+from :func:`iomodel.bench.timing.do_bench_interleaved` (triton's do_bench per round, L2 flushed before
+every repetition, rounds rotated), and ``queued_us`` (100 steps enqueued back to back, CUDA events / 100).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
+from iomodel.errors import IomodelError  # noqa: E402
+from iomodel.measure.ncu import check_gpu  # noqa: E402
+from iomodel.paths import check_output_file, write_text  # noqa: E402
+from kernels import heuristics as hx  # noqa: E402
+from kernels.flash_attention import flash_attention  # noqa: E402
+
+SHAPES = [(8, 16, 2048, 64), (2, 16, 8192, 64), (8, 16, 2048, 128), (2, 16, 8192, 128)]
+
+
+def _pointer_tiles() -> dict:
+    return {k: dataclasses.replace(c, tma=False, mask_split=False, fused_launch=False) for k, c in hx.GPU_BACKWARD.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    try:
+        out = check_output_file(args.out, "--out")
+        check_gpu()
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    default, pointer = dict(hx.GPU_BACKWARD), _pointer_tiles()
+    rows = []
+    for B, H, N, d in SHAPES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn((B, H, N, d), device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+                   for _ in range(3))
+        do = torch.randn((B, H, N, d), device="cuda", dtype=torch.bfloat16, generator=g)
+
+        def step():
+            o = flash_attention(q, k, v, causal=True)
+            o = o[0] if isinstance(o, tuple) else o  # (o, lse)
+            return torch.autograd.grad(o, (q, k, v), do)
+
+        fns, host = {}, {}
+        for name, tiles in (("tma", default), ("pointer", pointer)):
+            def fn(tiles=tiles):
+                hx.GPU_BACKWARD.clear()
+                hx.GPU_BACKWARD.update(tiles)
+                return step()
+            for _ in range(5):
+                fn()
+            torch.cuda.synchronize()
+            samples = []
+            for _ in range(30):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                fn()
+                samples.append(time.perf_counter() - t0)
+            torch.cuda.synchronize()
+            host[name] = statistics.median(samples) * 1e6
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for _ in range(100):
+                fn()
+            e1.record()
+            torch.cuda.synchronize()
+            host[name + "_queued"] = e0.elapsed_time(e1) * 10.0  # ms/100 -> us
+            fns[name] = fn
+        dev = do_bench_interleaved(fns, rounds=3, warmup_ms=50, rep_ms=200)
+        row = {"B": B, "H": H, "N": N, "d": d, "causal": True, "dtype": "bf16"}
+        for name in fns:
+            med = statistics.median(dev[name])
+            row[name] = {"host_us": round(host[name], 1), "queued_us": round(host[name + "_queued"], 1),
+                         "device_us": round(float(med) * 1e6, 1)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    hx.GPU_BACKWARD.clear()
+    hx.GPU_BACKWARD.update(default)
+    write_text(out, json.dumps({"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+                                "device": torch.cuda.get_device_name(), "rows": rows}, indent=1) + "\n", "--out")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
