@@ -46,9 +46,9 @@ from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_causal, check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
-from kernels.flash_attention import (INTERPRET, TensorDescriptor, _alloc, _band_args, _band_bounds, _causal_bounds,
-                                     _check_device, _dot, _dot_precision, _emulate_bf16, _head_of, _num_sms, _tma_ok,
-                                     _to_dtype)
+from kernels.flash_attention import (INTERPRET, TensorDescriptor, _aligned, _alloc, _band_args, _band_bounds,
+                                     _cached_plan, _causal_bounds, _check_device, _dot, _dot_precision, _emulate_bf16,
+                                     _head_of, _Launch, _num_sms, _positional, _tma_ok, _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
 
@@ -623,6 +623,122 @@ def flash_attention_backward(
             descriptors (fp16/bf16, power-of-two HEAD_DIM, aligned, no window); other inputs run the
             pointer kernels (the same bytes and gradients).
     """
+    plan = _cached_plan(lambda: _bwd_plan_key(do, q, k, v, o, lse, causal, causal_align, sm_scale, config, window),
+                        _build_bwd_plan, (do, q, k, v, o, lse, causal, causal_align, sm_scale, config, window))
+    dq, dk, dv = plan.launch(do, q, k, v, o, lse)
+    if return_config:  # what ran: the descriptor flags only where the TMA kernels did
+        return dq, dk, dv, plan.ran
+    return dq, dk, dv
+
+
+# The backward's launch plans (issue 14: host overhead): the checks, the config, the grids and
+# every launch argument but the per-call tensors are worked out once per key and kept in the
+# forward's plan dictionary (kernels.flash_attention._PLANS); each launch is the forward's
+# _Launch (Triton's JIT on the first call, the compiled kernel's launcher after it on a GPU).
+
+
+def _bwd_kernels() -> tuple:
+    """The module's backward kernel objects, read per call (tests may swap one: a plan is keyed on them)."""
+    return (_bwd_preprocess, _bwd_dkdv, _bwd_dkdv_tma, _bwd_dq, _bwd_dq_tma, _bwd_fused_tma, _bwd_reduce_dkdv)
+
+
+def _bwd_plan_key(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: Any, causal_align: Any, sm_scale: Any,
+                  config: Any, window: Any) -> tuple:
+    """Everything :func:`_build_bwd_plan` reads: shapes, strides, dtypes and devices of the six
+    tensors, their 16-byte alignment (the TMA choice and the specialisation a direct launch saw),
+    the flags (causal with its type), the config, the window and the kernel objects. Raises
+    AttributeError or TypeError for inputs that are not tensors (the plan is then built uncached,
+    which raises the one-line error)."""
+    ts = (do, q, k, v, o, lse)
+    return ("backward", *(f(t) for t in ts for f in (_t_shape, _t_stride, _t_dtype, _t_device)), _aligned(*ts),
+            causal, type(causal), causal_align, sm_scale, config, window, INTERPRET, _bwd_kernels())
+
+
+def _t_shape(t: torch.Tensor) -> Any:
+    return t.shape
+
+
+def _t_stride(t: torch.Tensor) -> Any:
+    return t.stride()
+
+
+def _t_dtype(t: torch.Tensor) -> Any:
+    return t.dtype
+
+
+def _t_device(t: torch.Tensor) -> Any:
+    return t.device
+
+
+def _launch_of(kernel: Any, grid: tuple, n_ptrs: int, rest: tuple, named: dict[str, Any],
+               options: dict[str, Any]) -> _Launch:
+    """A :class:`kernels.flash_attention._Launch` of ``kernel``: the first ``n_ptrs`` parameters come
+    per call; ``rest`` are the next positional values (strides, sizes), ``named`` the keyword ones;
+    parameters left out take their defaults explicitly (a direct launch passes every parameter)."""
+    import inspect
+
+    args = dict(_positional(kernel, n_ptrs, rest), **named)
+    for name, p in list(inspect.signature(kernel.fn).parameters.items())[n_ptrs:]:
+        if name not in args and p.default is not inspect.Parameter.empty:
+            args[name] = p.default
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    return _Launch(kernel, grid, args, options, direct=True)
+
+
+class _BwdPlan:
+    """What one call of :func:`flash_attention_backward` runs, for one key of :func:`_bwd_plan_key`:
+    the output shapes (elements), the S > 1 partials' shape, whether dQ accumulates by atomics
+    and the ``_Launch`` of each kernel, in launch order; ``ran`` the config that runs
+    (:func:`flash_attention_backward`'s ``return_config``)."""
+
+    __slots__ = ("q_shape", "kv_shape", "dtype", "part_shape", "atomic", "tma", "fused", "block", "preprocess",
+                 "dkdv", "reduce", "dq", "ran", "ran_scale")
+
+    def launch(self, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+               lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Allocate dq, dk, dv (and D, the partials) and run the plan's kernels on these tensors."""
+        dev = q.device
+        dq = _alloc(self.q_shape, self.dtype, dev)
+        dk = _alloc(self.kv_shape, self.dtype, dev)
+        dv = _alloc(self.kv_shape, self.dtype, dev)
+        delta = _alloc(self.q_shape[:3], torch.float32, dev)
+        self.preprocess(o, do, delta)
+        if self.part_shape is not None:  # fp32 partials of the S group slices, slice-major per KV head
+            dk_out, dv_out = _alloc(self.part_shape, torch.float32, dev), _alloc(self.part_shape, torch.float32, dev)
+        else:
+            dk_out, dv_out = dk, dv
+        scale = self.ran_scale
+        if self.tma:
+            bm, bn, dbm, dbn, d = self.block
+            kv_descs = (_desc(q, bm, d), _desc(k, bn, d), _desc(v, bn, d), _desc(do, bm, d))
+            dq_descs = (_desc(q, dbm, d), _desc(k, dbn, d), _desc(v, dbn, d), _desc(do, dbm, d))
+            if self.fused:
+                self.dkdv(*kv_descs, *dq_descs, lse, delta, dk_out, dv_out, dq, scale)
+            else:
+                self.dkdv(*kv_descs, lse, delta, dk_out, dv_out, scale)
+        else:
+            dq_acc = torch.zeros(self.q_shape, dtype=torch.float32, device=dev) if self.atomic else delta
+            self.dkdv(q, k, v, do, lse, delta, dk_out, dv_out, scale, dq_acc)
+        if self.reduce is not None:
+            self.reduce(dk_out, dv_out, dk, dv)
+        if self.atomic:
+            dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
+        elif self.dq is not None:
+            if self.tma:
+                self.dq(*dq_descs, lse, delta, dq, scale)
+            else:
+                self.dq(q, k, v, do, lse, delta, dq, scale)
+        return dq, dk, dv
+
+
+def _desc(t: torch.Tensor, rows: int, d: int) -> Any:
+    """Host tensor descriptor of a rank-4 ``(B, H, N, d)`` tensor with box ``(1, 1, rows, d)``."""
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, d])
+
+
+def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: Any, causal_align: Any, sm_scale: Any,
+                    config: Any, window: Any) -> _BwdPlan:
+    """Check the inputs and work out the backward's launches (no allocation, no launch)."""
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=None)
     reason = kernel_refusal(replace(shape, phase="prefill"))  # the statement the worksheet reads too
     if reason is not None:
@@ -642,83 +758,92 @@ def flash_attention_backward(
     win = _band_args(band)
     pad = head_dim_padded(d)
     flags = dict(DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q))
-    dq = _alloc((B, H, N_q, d), q.dtype, q.device)
-    dk = _alloc((B, H_kv, N_k, d), q.dtype, q.device)
-    dv = _alloc((B, H_kv, N_k, d), q.dtype, q.device)
-    delta = _alloc((B, H, N_q), torch.float32, q.device)
-    _bwd_preprocess[(triton.cdiv(N_q, config.preprocess_block_m), B * H)](
-        o, do, delta, *o.stride(), *do.stride(), H, N_q,
-        HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m, num_warps=PREPROCESS_NUM_WARPS)
-    common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags)
-    dq_acc = torch.zeros((B, H, N_q, d), dtype=torch.float32, device=q.device) if config.atomic_dq else delta
+    plan = _BwdPlan()
+    plan.q_shape, plan.kv_shape, plan.dtype = (B, H, N_q, d), (B, H_kv, N_k, d), q.dtype
+    plan.ran_scale = sm_scale
+    plan.atomic = config.atomic_dq
     S = config.group_splits
     t_c = triton.cdiv(N_k, config.block_n)
-    if S > 1:  # fp32 partials of the S group slices, slice-major per KV head: (B, H_kv, S, N_k, d)
-        dk_out = _alloc((B, H_kv * S, N_k, d), torch.float32, q.device)
-        dv_out = _alloc((B, H_kv * S, N_k, d), torch.float32, q.device)
-    else:
-        dk_out, dv_out = dk, dv
+    plan.part_shape = (B, H_kv * S, N_k, d) if S > 1 else None
+    o_str, do_str = o.stride(), do.stride()
+    plan.preprocess = _launch_of(_bwd_preprocess, (triton.cdiv(N_q, config.preprocess_block_m), B * H), 3,
+                                 (*o_str, *do_str, H, N_q),
+                                 dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m),
+                                 dict(num_warps=PREPROCESS_NUM_WARPS))
+    # strides of the outputs and partials: contiguous tensors _alloc makes per call
+    dq_str = _contiguous_strides(plan.q_shape)
+    dkv_str = _contiguous_strides(plan.kv_shape)
+    part_str = _contiguous_strides(plan.part_shape) if S > 1 else dkv_str
+    common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags)
     on_tma_gpu = INTERPRET or (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == TMA_SM_MAJOR)
     tma = (config.tma and not config.atomic_dq and band is None and on_tma_gpu  # TMA: sm_90, as the forward's path
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
     fused = tma and config.fused_launch
-    if tma:
-        def desc(t: torch.Tensor, rows: int) -> Any:
-            return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, d])
-        kv_descs = (desc(q, config.block_m), desc(k, config.block_n), desc(v, config.block_n),
-                    desc(do, config.block_m))
-        dq_descs = (desc(q, config.dq_block_m), desc(k, config.dq_block_n), desc(v, config.dq_block_n),
-                    desc(do, config.dq_block_m))
-        split = {"SPLIT": True, "SPLITS": S} if S > 1 else {}
+    plan.tma, plan.fused = tma, fused
+    plan.block = (config.block_m, config.block_n, config.dq_block_m, config.dq_block_n, d)
+    split = {"SPLIT": True, "SPLITS": S} if S > 1 else {}
+    gqa = shape.group > 1
     if fused:
         n_kv = t_c * B * H_kv * S
         t_q = triton.cdiv(N_q, config.dq_block_m)
-        _bwd_fused_tma[(n_kv + t_q * B * H,)](
-            *kv_descs, *dq_descs, lse, delta, dk_out, dv_out, dq, sm_scale, *dk_out.stride(), *dv_out.stride(),
-            *dq.stride(), H, H_kv, shape.group, N_q, N_k, off, t_c, n_kv, t_q, HEAD_DIM=d, BLOCK_M=config.block_m,
-            BLOCK_N=config.block_n, DQ_BLOCK_M=config.dq_block_m, DQ_BLOCK_N=config.dq_block_n, CAUSAL=causal,
-            EMULATE_BF16=flags["EMULATE_BF16"], GQA=shape.group > 1, MASK_SPLIT=config.mask_split,
-            STAGES=config.num_stages,
-            DQ_STAGES=config.dq_num_stages, num_warps=config.num_warps,
-            num_stages=max(config.num_stages, config.dq_num_stages), **split)
+        plan.dkdv = _launch_of(
+            _bwd_fused_tma, (n_kv + t_q * B * H,), 14,
+            (*part_str, *part_str, *dq_str, H, H_kv, shape.group, N_q, N_k, off, t_c, n_kv, t_q),
+            dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, DQ_BLOCK_M=config.dq_block_m,
+                 DQ_BLOCK_N=config.dq_block_n, CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa,
+                 MASK_SPLIT=config.mask_split, STAGES=config.num_stages, DQ_STAGES=config.dq_num_stages, **split),
+            dict(num_warps=config.num_warps, num_stages=max(config.num_stages, config.dq_num_stages)))
     elif tma:
-        _bwd_dkdv_tma[(t_c, B * H_kv, S)](
-            *kv_descs, lse, delta, dk_out, dv_out, sm_scale, *dk_out.stride(), *dv_out.stride(),
-            H, H_kv, shape.group, N_q, N_k, off, HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-            CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"], GQA=shape.group > 1, MASK_SPLIT=config.mask_split,
-            STAGES=config.num_stages, num_warps=config.num_warps, num_stages=config.num_stages, **split)
+        plan.dkdv = _launch_of(
+            _bwd_dkdv_tma, (t_c, B * H_kv, S), 9,
+            (*part_str, *part_str, H, H_kv, shape.group, N_q, N_k, off),
+            dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
+                 EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa, MASK_SPLIT=config.mask_split, STAGES=config.num_stages,
+                 **split),
+            dict(num_warps=config.num_warps, num_stages=config.num_stages))
     else:
-        _bwd_dkdv[(t_c, B * H_kv, S)](
-            q, k, v, do, lse, delta, dk_out, dv_out, sm_scale, dq_acc,
-            *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk_out.stride(), *dv_out.stride(),
-            H, H_kv, shape.group, N_q, N_k, off, **win, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-            ATOMIC_DQ=config.atomic_dq, GQA=shape.group > 1, **common, num_warps=config.num_warps,
-            num_stages=config.num_stages, **({"SPLIT": True, "SPLITS": S} if S > 1 else {}))
+        plan.dkdv = _launch_of(
+            _bwd_dkdv, (t_c, B * H_kv, S), 10,
+            (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *part_str, *part_str,
+             H, H_kv, shape.group, N_q, N_k, off),
+            dict(**win, BLOCK_M=config.block_m, BLOCK_N=config.block_n, ATOMIC_DQ=config.atomic_dq, GQA=gqa,
+                 **common, **split),
+            dict(num_warps=config.num_warps, num_stages=config.num_stages))
+    plan.reduce = None
     if S > 1:
-        _bwd_reduce_dkdv[(triton.cdiv(N_k, DKDV_REDUCE_BLOCK_N), B * H_kv)](
-            dk_out, dv_out, dk, dv, S, N_k, *dk_out.stride(), *dv_out.stride(), *dk.stride(), *dv.stride(),
-            H_kv, HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_N=DKDV_REDUCE_BLOCK_N, EMULATE_BF16=flags["EMULATE_BF16"],
-            num_warps=DKDV_REDUCE_NUM_WARPS)
-    if config.atomic_dq:
-        dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
-    elif fused:
-        pass  # dQ ran in the fused launch
+        plan.reduce = _launch_of(
+            _bwd_reduce_dkdv, (triton.cdiv(N_k, DKDV_REDUCE_BLOCK_N), B * H_kv), 4,
+            (S, N_k, *part_str, *part_str, *dkv_str, *dkv_str, H_kv),
+            dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_N=DKDV_REDUCE_BLOCK_N, EMULATE_BF16=flags["EMULATE_BF16"]),
+            dict(num_warps=DKDV_REDUCE_NUM_WARPS))
+    plan.dq = None
+    if config.atomic_dq or fused:
+        pass  # dQ: the atomics' conversion pass, or the fused launch
     elif tma:
-        _bwd_dq_tma[(triton.cdiv(N_q, config.dq_block_m), B * H)](
-            *dq_descs, lse, delta, dq, sm_scale, *dq.stride(), H, shape.group, N_q, N_k, off,
-            HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal,
-            EMULATE_BF16=flags["EMULATE_BF16"],
-            STAGES=config.dq_num_stages, num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
+        plan.dq = _launch_of(
+            _bwd_dq_tma, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,
+            (*dq_str, H, shape.group, N_q, N_k, off),
+            dict(HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal,
+                 EMULATE_BF16=flags["EMULATE_BF16"], STAGES=config.dq_num_stages),
+            dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages))
     else:
-        _bwd_dq[(triton.cdiv(N_q, config.dq_block_m), B * H)](
-            q, k, v, do, lse, delta, dq, sm_scale,
-            *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),
-            H, shape.group, N_q, N_k, off, **win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common,
-            num_warps=config.dq_num_warps, num_stages=config.dq_num_stages)
-    if return_config:  # what ran: the descriptor flags only where the TMA kernels did
-        ran_split = config.mask_split and tma and causal and shape.group == 1  # the TMA dK/dV splits causal MHA only
-        return dq, dk, dv, replace(config, tma=tma, mask_split=ran_split, fused_launch=fused)
-    return dq, dk, dv
+        plan.dq = _launch_of(
+            _bwd_dq, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,
+            (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq_str, H, shape.group, N_q, N_k, off),
+            dict(**win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common),
+            dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages))
+    ran_split = config.mask_split and tma and causal and shape.group == 1  # the TMA dK/dV splits causal MHA only
+    plan.ran = replace(config, tma=tma, mask_split=ran_split, fused_launch=fused)
+    return plan
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides (elements) of a contiguous tensor of ``shape``."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
 
 
 class FlashAttentionFunction(torch.autograd.Function):

@@ -201,6 +201,9 @@ class _Planted:
         self.kernel, self.rel = kernel, rel
         self.index = {"_bwd_dq": 7, "_bwd_dkdv": 8, "_bwd_dq_tma": 7, "_bwd_dkdv_tma": 8}[kernel.__name__]  # sm_scale
 
+    def __getattr__(self, name):  # arg_names, fn: the launch plan reads the kernel's parameters
+        return getattr(self.kernel, name)
+
     def __getitem__(self, grid):
         def launch(*args, **kw):
             args = list(args)

@@ -123,3 +123,27 @@ def test_module_switch_is_part_of_the_key(monkeypatch):
     monkeypatch.setattr(fa, "INTERPRET", False)
     with pytest.raises(IomodelError, match="needs CUDA tensors"):
         fa.flash_attention(q, k, v)
+
+
+def test_backward_plan_is_one_lookup_after_the_first_call():
+    """flash_attention_backward keeps its checks, config and launches in the plan dictionary: the
+    second call of a key finds the same plan and gives the same gradients; another layout of dO
+    (strides) or a swapped kernel object is another key; a refused call is never cached."""
+    from kernels import backward as bw
+
+    g = torch.Generator().manual_seed(5)
+    q, k, v, do = (torch.randn((1, 2, 40, 32), generator=g) for _ in range(4))
+    o, lse = fa.flash_attention(q, k, v, True)
+    key = bw._bwd_plan_key(do, q, k, v, o, lse, True, "top-left", None, None, None)
+    fa._PLANS.pop(key, None)
+    first = bw.flash_attention_backward(do, q, k, v, o, lse, True)
+    plan = fa._PLANS[key]
+    second = bw.flash_attention_backward(do, q, k, v, o, lse, True)
+    assert fa._PLANS[key] is plan and all(torch.equal(a, b) for a, b in zip(first, second))
+    do_t = do.transpose(2, 3).contiguous().transpose(2, 3)  # same values, column-major rows: not last-dim contiguous
+    assert bw._bwd_plan_key(do_t, q, k, v, o, lse, True, "top-left", None, None, None) != key
+    n = len(fa._PLANS)
+    for _ in range(2):
+        with pytest.raises(IomodelError, match="causal must be"):
+            bw.flash_attention_backward(do, q, k, v, o, lse, 1)
+    assert len(fa._PLANS) == n
