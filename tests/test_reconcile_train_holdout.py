@@ -124,52 +124,33 @@ def test_paged_counts(rec_of, level, read, write):
     _assert_counts(rec_of(SERVING), "tiled", level, read, write)
 
 
-def test_third_holdout_repeats_no_earlier_training_shape():
-    """sweeps/h200-train-holdout3.toml was chosen after the first two hold-outs: none of its 32
-    steps is a step of the calibration sweep (train1) or of hold-outs 1 and 2 (same id: batch,
-    heads, KV heads, HEAD_DIM, dtype, lengths, mask)."""
+def _assert_new_steps(sweep: str, earlier: tuple[str, ...], count: int = 32) -> None:
+    """``sweeps/<sweep>.toml`` has ``count`` distinct bundled training steps, none of them a step
+    (same id: batch, heads, KV heads, HEAD_DIM, dtype, lengths, mask) of the ``earlier`` sweeps."""
     from iomodel.measure.sweep import load_sweep
 
     sweeps = Path(__file__).resolve().parents[1] / "sweeps"
-    new = [s.id for s in load_sweep(sweeps / "h200-train-holdout3.toml").shapes]
-    assert len(new) == len(set(new)) == 32
+    new = [s.id for s in load_sweep(sweeps / f"{sweep}.toml").shapes]
+    assert len(new) == len(set(new)) == count
     assert all(i.endswith("-tiled-bwd") for i in new)
     old = set()
-    for name in ("h200-train1", "h200-train-holdout1", "h200-train-holdout2"):
+    for name in earlier:
         old |= {s.id for s in load_sweep(sweeps / f"{name}.toml").shapes}
     assert not set(new) & old
 
 
-def test_fourth_holdout_repeats_no_earlier_training_shape():
-    """sweeps/h200-train-holdout4.toml (32 steps on the TMA backward) repeats no step of the
-    calibration sweep, the three earlier hold-outs or the split hold-out."""
-    from iomodel.measure.sweep import load_sweep
-
-    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
-    new = [s.id for s in load_sweep(sweeps / "h200-train-holdout4.toml").shapes]
-    assert len(new) == len(set(new)) == 32
-    assert all(i.endswith("-tiled-bwd") for i in new)
-    old = set()
-    for name in ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
-                 "h200-train-split1"):
-        old |= {s.id for s in load_sweep(sweeps / f"{name}.toml").shapes}
-    assert not set(new) & old
-
-
-def test_fifth_holdout_repeats_no_earlier_training_shape():
-    """sweeps/h200-train-holdout5.toml (32 steps, chosen after DQ_WRITE_SHARE was fitted on the six
-    earlier training receipts) repeats no step of any of them."""
-    from iomodel.measure.sweep import load_sweep
-
-    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
-    new = [s.id for s in load_sweep(sweeps / "h200-train-holdout5.toml").shapes]
-    assert len(new) == len(set(new)) == 32
-    assert all(i.endswith("-tiled-bwd") for i in new)
-    old = set()
-    for name in ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
-                 "h200-train-split1", "h200-train-holdout4"):
-        old |= {s.id for s in load_sweep(sweeps / f"{name}.toml").shapes}
-    assert not set(new) & old
+@pytest.mark.parametrize("sweep, earlier", [
+    # hold-out 3 was chosen after the first two hold-outs and the calibration sweep (train1)
+    ("h200-train-holdout3", ("h200-train1", "h200-train-holdout1", "h200-train-holdout2")),
+    # hold-out 4 (32 steps on the TMA backward): after those, hold-out 3 and the split hold-out
+    ("h200-train-holdout4", ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
+                             "h200-train-split1")),
+    # hold-out 5: chosen after DQ_WRITE_SHARE was fitted on the six earlier training receipts
+    ("h200-train-holdout5", ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
+                             "h200-train-split1", "h200-train-holdout4")),
+])
+def test_holdout_repeats_no_earlier_training_shape(sweep, earlier):
+    _assert_new_steps(sweep, earlier)
 
 
 # --- the third training hold-out (issue 11, item 5): sweeps/h200-train-holdout3.toml, 32 steps of
