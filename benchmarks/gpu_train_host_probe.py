@@ -7,7 +7,8 @@ default) against the pointer kernels, on the bench matrix's training shapes. Wri
 Per shape and variant: ``host_us`` (median ``time.perf_counter`` around one step with the GPU idle
 before it, after ``torch.cuda.synchronize``: the time the host needs to enqueue the step), ``device_us``
 from :func:`iomodel.bench.timing.do_bench_interleaved` (triton's do_bench per round, L2 flushed before
-every repetition, rounds rotated), and ``queued_us`` (100 steps enqueued back to back, CUDA events / 100).
+every repetition, rounds rotated; it does not hide host time, so a step whose host time exceeds its
+device time reads as host time there), and ``queued_us`` (100 steps enqueued back to back, CUDA events / 100).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
 from iomodel.measure.ncu import check_gpu  # noqa: E402
@@ -101,7 +103,8 @@ def main() -> int:
     hx.GPU_BACKWARD.update(default)
     fa._PLANS.clear()
     write_text(out, json.dumps({"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
-                                "device": torch.cuda.get_device_name(), "rows": rows}, indent=1) + "\n", "--out")
+                                "device": torch.cuda.get_device_name(), "environment": environment("cuda"),
+                                "rows": rows}, indent=1) + "\n", "--out")
     return 0
 
 

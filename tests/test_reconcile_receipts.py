@@ -43,7 +43,10 @@ FEATURE_SHAPES = {"ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdou
                   "ncu-h200-serving1-fused-2026-12-01.json": 10, "ncu-h200-grid-order1-2026-12-01.json": 12,
                   "ncu-h200-train-split1-2026-12-01.json": 12, "ncu-h200-window2-2026-12-01.json": 14,
                   # the decode hold-out of the one-round split rule (issue 14)
-                  "ncu-h200-decode-splits1-2026-12-01.json": 12}
+                  "ncu-h200-decode-splits1-2026-12-01.json": 12,
+                  # the eager-chain training hold-out: no bundled-kernel shape (its 6 eager steps are
+                  # pinned in tests/test_reconcile_train_holdout.py)
+                  "ncu-h200-train-eager-holdout1-2026-12-02.json": 0}
 
 
 def test_the_receipts_are_committed():
@@ -277,3 +280,18 @@ def test_holdout4_repeats_on_the_same_configs_bound_the_measurement_noise():
         "b8-h8-kv8-d128-fp16-q1024-k1024-nc-tiled"]
     assert 0.25 < max(spreads.values()) < 0.35
     assert runs[1].settings["pinned_configs"].endswith("ncu-h200-holdout4-flush-2026-11-29.json")
+
+
+_REPORTS = sorted(p for p in RECEIPTS_DIR.glob("reconcile-h200-*.md")
+                  if (RECEIPTS_DIR / p.name.replace("reconcile-", "ncu-").replace(".md", ".json")).exists())
+
+
+@pytest.mark.parametrize("report", _REPORTS, ids=[p.name for p in _REPORTS])
+def test_committed_reconcile_report_is_the_current_models(report, reconciled_receipt):
+    """Each committed ``receipts/reconcile-h200-*.md`` of an ncu receipt is what ``iomodel reconcile
+    RECEIPT --markdown`` writes under the current model: a model change that moves a count must
+    regenerate the reports (the README calls them the reconciliation under the current model)."""
+    from iomodel.report.reconcile_md import markdown
+
+    rec = reconciled_receipt(report.name.replace("reconcile-", "ncu-").replace(".md", ".json"))
+    assert markdown(rec).rstrip("\n") == report.read_text().rstrip("\n"), f"regenerate {report.name}"

@@ -34,7 +34,7 @@ CPU_MIN_SAMPLE_S = 1e-3
 #: and the samples are device time of the call's kernels. A call whose host enqueue time is
 #: longer gets a longer spin (:func:`spin_cycles_for`): a bundled training step enqueues in
 #: 0.9-1.3 ms on the H200 (receipts/train-host-probe-h200-2026-12-02.json), which this fixed
-#: spin alone let leak into the 2k-token training rows of receipts/bench-h200-v4.json.
+#: spin alone let leak into the 2k-token training rows of receipts/bench-h200-v4-fixed-spin.json.
 CUDA_SPIN_CYCLES = 2_000_000
 #: Bytes zeroed before each decode call to evict L2 (the H200's L2 is 50 MiB), as ``do_bench`` does.
 FLUSH_BYTES = 256 * 2**20
