@@ -300,3 +300,13 @@ def test_committed_receipt_loads_with_the_kernel_named_tiled(path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["bench", "--check", str(path)])
     assert e.value.code in (0, None) and "PASS" in capsys.readouterr().out
+
+
+def test_decision_line_gradient_limit_names_the_policy_rule():
+    """Policy v2 stores a max-abs limit per gradient, policy v3 the element rule's floor: the
+    decision line shows whichever the receipt has (it showed a dash for v3 before)."""
+    from iomodel.bench.receipt import _e, _grad_limit
+
+    assert _grad_limit({"max_abs": 0.0125}) == _e(0.0125)
+    assert _grad_limit({"abs_floor": 0.0509}) == f"per element, floor {_e(0.0509)}"
+    assert _grad_limit({}) == "—"

@@ -1332,6 +1332,16 @@ def _times(v: Any) -> str:
     return "—" if v is None else f"{float(v):.2f}×"
 
 
+def _grad_limit(lim: dict[str, Any]) -> str:
+    """One gradient's limit for a decision line: the max-abs limit (policy v2), else the element
+    rule's absolute floor (policy v3: ``|g - g64| <= k x |g_eager - g64| + floor``), else a dash."""
+    if lim.get("max_abs") is not None:
+        return _e(lim["max_abs"])
+    if lim.get("abs_floor") is not None:
+        return f"per element, floor {_e(lim['abs_floor'])}"
+    return "—"
+
+
 def _grad_errors(r: dict[str, Any]) -> str:
     """``dq a / dk b / dv c`` max errors of a training result."""
     return " / ".join(f"{g} {_e(r['grad_error'][g]['max_abs'])}" for g in GRADIENTS)
@@ -1355,7 +1365,7 @@ def _training_proof_row(b: dict[str, Any]) -> str:
         parts.append(f"N={s['shape']['seqlen_q']} B={s['shape']['batch']}: fwd+bwd {fmt_time(r['time_s']['median'])}, "
                      f"{r['tflops']:.3g} TFLOP/s, peak {fmt_bytes(r.get('peak_allocated_bytes'))}, "
                      f"{_times(r.get('speedup_vs_eager'))} vs eager, {_times(r.get('speedup'))} vs math; gradient max error "
-                     f"{_grad_errors(r)} (limits " + " / ".join(_e(lim[g].get('max_abs')) for g in GRADIENTS) + ")")
+                     f"{_grad_errors(r)} (limits " + " / ".join(_grad_limit(lim.get(g, {})) for g in GRADIENTS) + ")")
     proof = (f"{d['speedup']:.2f}× faster than SDPA MATH (fp32 intermediates; geomean, policy ≥ {d['min_speedup']:g}×), "
              f"{_times(d.get('speedup_vs_eager'))} vs the eager chain in {b['dtype']}; " + "; ".join(parts))
     decision = f"train with {TITLES.get(d['backend'], d['backend'])} (forward + backward, no N × N scores in memory)"
