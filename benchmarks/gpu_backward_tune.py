@@ -115,6 +115,22 @@ def correctness() -> list[dict]:
     return rows
 
 
+def bundled_step(q, k, v, do, causal, config):
+    """A callable of one training step of the bundled kernels: the forward, then
+    ``flash_attention_backward`` with ``config`` (tiles forced, not the heuristics')."""
+    def fn():
+        o, lse = flash_attention(q, k, v, causal)
+        return bw.flash_attention_backward(do, q.detach(), k.detach(), v.detach(), o.detach(), lse, causal,
+                                           config=config)
+    return fn
+
+
+def sdpa_step(name, q, k, v, do, causal):
+    """A callable of one training step of SDPA backend ``name`` (the harness's one dispatcher, then the gradients)."""
+    call = attention_call(name, dense_inputs(q, k, v, causal))
+    return lambda: torch.autograd.grad(call(), (q, k, v), do)
+
+
 def _inputs(B, H, N, d, dt, grad=True):
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v, do = (torch.randn(B, H, N, d, device="cuda", generator=g, dtype=dt) for _ in range(4))
@@ -168,13 +184,9 @@ def speed(best: dict, quick: bool) -> list[dict]:
             o, lse = flash_attention(q, k, v, causal)
             return torch.autograd.grad(o, (q, k, v), do)
 
-        def sdpa(name):  # the one dispatcher of the harness, then the gradients
-            call = attention_call(name, dense_inputs(q, k, v, causal))
-            return lambda: torch.autograd.grad(call(), (q, k, v), do)
-
         orig = bw.backward_config
         bw.backward_config = lambda *a, **k: cfg  # the tuned tiles for this (d, causal)
-        fns = {"tiled": ours, "sdpa-flash": sdpa("sdpa-flash"), "sdpa-cudnn": sdpa("sdpa-cudnn")}
+        fns = {"tiled": ours, **{n: sdpa_step(n, q, k, v, do, causal) for n in ("sdpa-flash", "sdpa-cudnn")}}
         row = dict(B=B, H=H, N=N, d=d, causal=causal, flops=flops, config=cfg.to_dict())
         peak = extra_peak_bytes(fns, row)
         samples = do_bench_interleaved(fns, rounds=2 if quick else 3, warmup_ms=10, rep_ms=50)
@@ -251,15 +263,8 @@ def configs(quick: bool) -> dict:
     for d, causal, N in itertools.product((64, 128), (False, True), seqlens):
         B, H = 16384 // N, 16
         q, k, v, do = _inputs(B, H, N, d, torch.bfloat16)
-        fns = {}
-        for name, c in _candidates(d, causal).items():
-            def ours(c=c):
-                o, lse = flash_attention(q, k, v, causal)
-                return bw.flash_attention_backward(do, q.detach(), k.detach(), v.detach(), o.detach(), lse, causal,
-                                                   config=c)
-            fns[name] = ours
-        call = attention_call("sdpa-flash", dense_inputs(q, k, v, causal))
-        fns["sdpa-flash"] = lambda: torch.autograd.grad(call(), (q, k, v), do)
+        fns = {name: bundled_step(q, k, v, do, causal, c) for name, c in _candidates(d, causal).items()}
+        fns["sdpa-flash"] = sdpa_step("sdpa-flash", q, k, v, do, causal)
         med = {n: sorted(t)[len(t) // 2] for n, t in do_bench_interleaved(fns, rounds=3, warmup_ms=5,
                                                                           rep_ms=30).items()}
         ratio = {n: med["sdpa-flash"] / t for n, t in med.items() if n != "sdpa-flash"}

@@ -34,10 +34,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_backward_tune import _inputs, extra_peak_bytes  # noqa: E402
-from iomodel.bench.backends import attention_call  # noqa: E402
+from gpu_backward_tune import _inputs, bundled_step, extra_peak_bytes, sdpa_step  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
-from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
 from iomodel.measure.ncu import check_gpu  # noqa: E402
@@ -205,20 +203,10 @@ def fwd_bwd(best: dict[str, str], quick: bool) -> list[dict]:
         variants = _variants(d, causal)
         pick = best[f"{d}-{causal}"]
 
-        def ours(cfg):
-            def fn():
-                o, lse = flash_attention(q, k, v, causal)
-                return bw.flash_attention_backward(do, q.detach(), k.detach(), v.detach(), o.detach(), lse, causal,
-                                                   config=cfg)
-            return fn
-
-        def sdpa(name):
-            call = attention_call(name, dense_inputs(q, k, v, causal))
-            return lambda: torch.autograd.grad(call(), (q, k, v), do)
-
-        fns = {"pointer": ours(variants["pointer"]), "tma": ours(variants["tma-ms" if causal else "tma"]),
-               "tma-best": ours(variants[pick]),
-               "sdpa-flash": sdpa("sdpa-flash"), "sdpa-cudnn": sdpa("sdpa-cudnn")}
+        fns = {"pointer": bundled_step(q, k, v, do, causal, variants["pointer"]),
+               "tma": bundled_step(q, k, v, do, causal, variants["tma-ms" if causal else "tma"]),
+               "tma-best": bundled_step(q, k, v, do, causal, variants[pick]),
+               **{n: sdpa_step(n, q, k, v, do, causal) for n in ("sdpa-flash", "sdpa-cudnn")}}
         row = dict(B=B, H=H, N=N, d=d, causal=causal, flops=flops, tma_best=pick,
                    tma_best_config=variants[pick].to_dict())
         peak = extra_peak_bytes(fns, row)

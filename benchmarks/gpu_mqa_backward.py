@@ -26,10 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gpu_backward_tune import extra_peak_bytes  # noqa: E402
-from iomodel.bench.backends import attention_call  # noqa: E402
+from benchmarks.gpu_backward_tune import bundled_step, extra_peak_bytes, sdpa_step  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
-from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.paths import write_text  # noqa: E402
 from kernels import backward as bw  # noqa: E402
@@ -63,19 +61,9 @@ def row(name: str, B: int, H: int, Hkv: int, d: int, N: int, causal: bool, quick
                                       return_config=True)[3]
     one = dataclasses.replace(auto, group_splits=1)
 
-    def ours(c):
-        def fn():
-            o, lse = flash_attention(q, k, v, causal)
-            return bw.flash_attention_backward(do, q.detach(), k.detach(), v.detach(), o.detach(), lse, causal,
-                                               config=c)
-        return fn
-
-    def sdpa(backend):
-        call = attention_call(backend, dense_inputs(q, k, v, causal))
-        return lambda: torch.autograd.grad(call(), (q, k, v), do)
-
-    fns = {"tiled": ours(auto), "tiled-S1": ours(one), "sdpa-flash": sdpa("sdpa-flash"),
-           "sdpa-cudnn": sdpa("sdpa-cudnn")}
+    fns = {"tiled": bundled_step(q, k, v, do, causal, auto), "tiled-S1": bundled_step(q, k, v, do, causal, one),
+           "sdpa-flash": sdpa_step("sdpa-flash", q, k, v, do, causal),
+           "sdpa-cudnn": sdpa_step("sdpa-cudnn", q, k, v, do, causal)}
     pairs = N * (N + 1) // 2 if causal else N * N
     flops = 3.5 * 4 * B * H * d * pairs
     out = dict(name=name, B=B, H=H, H_kv=Hkv, d=d, N=N, causal=causal, flops=flops,

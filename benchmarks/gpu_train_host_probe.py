@@ -4,8 +4,8 @@ default) against the pointer kernels, on the bench matrix's training shapes. Wri
 
     python benchmarks/gpu_train_host_probe.py --out $OUT/train-host-probe.json
 
-Per shape and variant: ``host_us`` (median ``time.perf_counter`` around one step with the GPU idle
-before it, after ``torch.cuda.synchronize``: the time the host needs to enqueue the step), ``device_us``
+Per shape and variant: ``host_us`` (:func:`iomodel.bench.timing.enqueue_seconds` over 30 steps: the
+median host time to enqueue one step with the GPU idle before it), ``device_us``
 from :func:`iomodel.bench.timing.do_bench_interleaved` (triton's do_bench per round, L2 flushed before
 every repetition, rounds rotated; it does not hide host time, so a step whose host time exceeds its
 device time reads as host time there), and ``queued_us`` (100 steps enqueued back to back, CUDA events / 100).
@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from iomodel.bench.environment import environment  # noqa: E402
-from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
+from iomodel.bench.timing import do_bench_interleaved, enqueue_seconds  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
 from iomodel.measure.ncu import check_gpu  # noqa: E402
 from iomodel.paths import check_output_file, write_text  # noqa: E402
@@ -75,14 +75,7 @@ def main() -> int:
             for _ in range(5):
                 fn()
             torch.cuda.synchronize()
-            samples = []
-            for _ in range(30):
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn()
-                samples.append(time.perf_counter() - t0)
-            torch.cuda.synchronize()
-            host[name] = statistics.median(samples) * 1e6
+            host[name] = enqueue_seconds(fn, calls=30) * 1e6
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             e0.record()
             for _ in range(100):

@@ -47,7 +47,7 @@ from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_causal, check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
 from kernels.flash_attention import (INTERPRET, TensorDescriptor, _aligned, _alloc, _band_args, _band_bounds,
-                                     _cached_plan, _causal_bounds, _check_device, _dot, _dot_precision, _emulate_bf16,
+                                     _cached_plan, _causal_bounds, _check_device, _descriptors, _dot, _dot_precision, _emulate_bf16,
                                      _head_of, _Launch, _num_sms, _positional, _tma_ok, _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
@@ -650,24 +650,8 @@ def _bwd_plan_key(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: Any
     AttributeError or TypeError for inputs that are not tensors (the plan is then built uncached,
     which raises the one-line error)."""
     ts = (do, q, k, v, o, lse)
-    return ("backward", *(f(t) for t in ts for f in (_t_shape, _t_stride, _t_dtype, _t_device)), _aligned(*ts),
+    return ("backward", *((t.shape, t.stride(), t.dtype, t.device) for t in ts), _aligned(*ts),
             causal, type(causal), causal_align, sm_scale, config, window, INTERPRET, _bwd_kernels())
-
-
-def _t_shape(t: torch.Tensor) -> Any:
-    return t.shape
-
-
-def _t_stride(t: torch.Tensor) -> Any:
-    return t.stride()
-
-
-def _t_dtype(t: torch.Tensor) -> Any:
-    return t.dtype
-
-
-def _t_device(t: torch.Tensor) -> Any:
-    return t.device
 
 
 def _launch_of(kernel: Any, grid: tuple, n_ptrs: int, rest: tuple, named: dict[str, Any],
@@ -692,7 +676,7 @@ class _BwdPlan:
     (:func:`flash_attention_backward`'s ``return_config``)."""
 
     __slots__ = ("q_shape", "kv_shape", "dtype", "part_shape", "atomic", "tma", "fused", "block", "preprocess",
-                 "dkdv", "reduce", "dq", "ran", "ran_scale")
+                 "dkdv", "reduce", "dq", "ran", "sm_scale")
 
     def launch(self, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -707,11 +691,11 @@ class _BwdPlan:
             dk_out, dv_out = _alloc(self.part_shape, torch.float32, dev), _alloc(self.part_shape, torch.float32, dev)
         else:
             dk_out, dv_out = dk, dv
-        scale = self.ran_scale
+        scale = self.sm_scale
         if self.tma:
             bm, bn, dbm, dbn, d = self.block
-            kv_descs = (_desc(q, bm, d), _desc(k, bn, d), _desc(v, bn, d), _desc(do, bm, d))
-            dq_descs = (_desc(q, dbm, d), _desc(k, dbn, d), _desc(v, dbn, d), _desc(do, dbm, d))
+            kv_descs = _descriptors([bm, bn, d], q, k, v, do)  # Q and dO boxes BLOCK_M rows, K and V BLOCK_N
+            dq_descs = _descriptors([dbm, dbn, d], q, k, v, do)
             if self.fused:
                 self.dkdv(*kv_descs, *dq_descs, lse, delta, dk_out, dv_out, dq, scale)
             else:
@@ -729,11 +713,6 @@ class _BwdPlan:
             else:
                 self.dq(q, k, v, do, lse, delta, dq, scale)
         return dq, dk, dv
-
-
-def _desc(t: torch.Tensor, rows: int, d: int) -> Any:
-    """Host tensor descriptor of a rank-4 ``(B, H, N, d)`` tensor with box ``(1, 1, rows, d)``."""
-    return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, d])
 
 
 def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: Any, causal_align: Any, sm_scale: Any,
@@ -760,7 +739,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     flags = dict(DOT_PRECISION=_dot_precision(q), EMULATE_BF16=_emulate_bf16(q))
     plan = _BwdPlan()
     plan.q_shape, plan.kv_shape, plan.dtype = (B, H, N_q, d), (B, H_kv, N_k, d), q.dtype
-    plan.ran_scale = sm_scale
+    plan.sm_scale = sm_scale
     plan.atomic = config.atomic_dq
     S = config.group_splits
     t_c = triton.cdiv(N_k, config.block_n)
@@ -770,10 +749,10 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
                                  (*o_str, *do_str, H, N_q),
                                  dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_M=config.preprocess_block_m),
                                  dict(num_warps=PREPROCESS_NUM_WARPS))
-    # strides of the outputs and partials: contiguous tensors _alloc makes per call
-    dq_str = _contiguous_strides(plan.q_shape)
-    dkv_str = _contiguous_strides(plan.kv_shape)
-    part_str = _contiguous_strides(plan.part_shape) if S > 1 else dkv_str
+    # strides of the outputs and partials: contiguous tensors _alloc makes per call (torch's rule, on meta tensors)
+    dq_str = torch.empty(plan.q_shape, device="meta").stride()
+    dkv_str = torch.empty(plan.kv_shape, device="meta").stride()
+    part_str = torch.empty(plan.part_shape, device="meta").stride() if S > 1 else dkv_str
     common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags)
     on_tma_gpu = INTERPRET or (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == TMA_SM_MAJOR)
     tma = (config.tma and not config.atomic_dq and band is None and on_tma_gpu  # TMA: sm_90, as the forward's path
@@ -816,17 +795,15 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (S, N_k, *part_str, *part_str, *dkv_str, *dkv_str, H_kv),
             dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_N=DKDV_REDUCE_BLOCK_N, EMULATE_BF16=flags["EMULATE_BF16"]),
             dict(num_warps=DKDV_REDUCE_NUM_WARPS))
-    plan.dq = None
-    if config.atomic_dq or fused:
-        pass  # dQ: the atomics' conversion pass, or the fused launch
-    elif tma:
+    plan.dq = None  # no dQ launch: the atomics' conversion pass, or the fused launch
+    if tma and not fused:
         plan.dq = _launch_of(
             _bwd_dq_tma, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,
             (*dq_str, H, shape.group, N_q, N_k, off),
             dict(HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal,
                  EMULATE_BF16=flags["EMULATE_BF16"], STAGES=config.dq_num_stages),
             dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages))
-    else:
+    elif not tma and not config.atomic_dq:
         plan.dq = _launch_of(
             _bwd_dq, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,
             (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq_str, H, shape.group, N_q, N_k, off),
@@ -835,15 +812,6 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     ran_split = config.mask_split and tma and causal and shape.group == 1  # the TMA dK/dV splits causal MHA only
     plan.ran = replace(config, tma=tma, mask_split=ran_split, fused_launch=fused)
     return plan
-
-
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides (elements) of a contiguous tensor of ``shape``."""
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return tuple(reversed(out))
 
 
 class FlashAttentionFunction(torch.autograd.Function):

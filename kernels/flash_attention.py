@@ -1123,8 +1123,9 @@ class _Plan:
 
 def _descriptors(block: list[int], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  o: torch.Tensor) -> tuple[Any, ...]:
-    """Host tensor descriptors (rank 4, the real ``(B, H, N, d)`` extents) of q, k, v, o;
-    ``block`` = [BLOCK_M, BLOCK_N, HEAD_DIM] (Q and O boxes ``(1, 1, BLOCK_M, d)``, K and V ``(1, 1, BLOCK_N, d)``)."""
+    """Host tensor descriptors (rank 4, the real ``(B, H, N, d)`` extents) of q, k, v and o (the
+    backward passes dO there); ``block`` = [BLOCK_M, BLOCK_N, HEAD_DIM] (Q and O boxes
+    ``(1, 1, BLOCK_M, d)``, K and V ``(1, 1, BLOCK_N, d)``)."""
     bm, bn, d = block
     return (TensorDescriptor(q, list(q.shape), list(q.stride()), [1, 1, bm, d]),
             TensorDescriptor(k, list(k.shape), list(k.stride()), [1, 1, bn, d]),

@@ -29,7 +29,7 @@ def test_share_is_the_fitted_value_and_validated():
     assert DQ_WRITE_SHARE == 0.25
     assert L2Params(**H200).write_share == 0.5  # the forward's: l2_fraction
     assert L2Params(**H200, stored_share=0.25).write_share == 0.25
-    for bad in (0.0, -0.5, 1.5):
+    for bad in (0.0, -0.5, 1.5, float("nan"), "0.5", True):
         with pytest.raises(IomodelError, match="stored_share must be in"):
             L2Params(**H200, stored_share=bad)
 

@@ -124,19 +124,26 @@ def test_paged_counts(rec_of, level, read, write):
     _assert_counts(rec_of(SERVING), "tiled", level, read, write)
 
 
-def _assert_new_steps(sweep: str, earlier: tuple[str, ...], count: int = 32) -> None:
-    """``sweeps/<sweep>.toml`` has ``count`` distinct bundled training steps, none of them a step
-    (same id: batch, heads, KV heads, HEAD_DIM, dtype, lengths, mask) of the ``earlier`` sweeps."""
+#: The training sweeps before hold-out 5, in the order they were chosen (train1 first).
+EARLIER_TRAINING = ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
+                    "h200-train-split1", "h200-train-holdout4")
+
+
+def _sweep_ids(*names: str) -> list[str]:
+    """The step ids of ``sweeps/<name>.toml`` for each name, in order."""
     from iomodel.measure.sweep import load_sweep
 
     sweeps = Path(__file__).resolve().parents[1] / "sweeps"
-    new = [s.id for s in load_sweep(sweeps / f"{sweep}.toml").shapes]
+    return [s.id for name in names for s in load_sweep(sweeps / f"{name}.toml").shapes]
+
+
+def _assert_new_steps(sweep: str, earlier: tuple[str, ...], count: int = 32) -> None:
+    """``sweeps/<sweep>.toml`` has ``count`` distinct bundled training steps, none of them a step
+    (same id: batch, heads, KV heads, HEAD_DIM, dtype, lengths, mask) of the ``earlier`` sweeps."""
+    new = _sweep_ids(sweep)
     assert len(new) == len(set(new)) == count
     assert all(i.endswith("-tiled-bwd") for i in new)
-    old = set()
-    for name in earlier:
-        old |= {s.id for s in load_sweep(sweeps / f"{name}.toml").shapes}
-    assert not set(new) & old
+    assert not set(new) & set(_sweep_ids(*earlier))
 
 
 @pytest.mark.parametrize("sweep, earlier", [
@@ -146,8 +153,7 @@ def _assert_new_steps(sweep: str, earlier: tuple[str, ...], count: int = 32) -> 
     ("h200-train-holdout4", ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
                              "h200-train-split1")),
     # hold-out 5: chosen after DQ_WRITE_SHARE was fitted on the six earlier training receipts
-    ("h200-train-holdout5", ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
-                             "h200-train-split1", "h200-train-holdout4")),
+    ("h200-train-holdout5", EARLIER_TRAINING),
 ])
 def test_holdout_repeats_no_earlier_training_shape(sweep, earlier):
     _assert_new_steps(sweep, earlier)
@@ -344,16 +350,10 @@ def test_fifth_holdout_without_its_byte_identical_steps(rec_of):
     the same bytes for the model): without them the step DRAM reads are 27/30, writes 28/30 (93 %)."""
     import re
 
-    from iomodel.measure.sweep import load_sweep
-
     def width_id(i):
         return re.sub(r"-(fp16|bf16)-", "-2B-", i)
 
-    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
-    old = set()
-    for name in ("h200-train1", "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3",
-                 "h200-train-split1", "h200-train-holdout4"):
-        old |= {width_id(s.id) for s in load_sweep(sweeps / f"{name}.toml").shapes}
+    old = {width_id(i) for i in _sweep_ids(*EARLIER_TRAINING)}
     rec = rec_of(HOLDOUT5)
     rows = [r for r in rec.rows if r.impl == "tiled"]
     same = sorted(r.id for r in rows if width_id(r.id) in old)

@@ -178,7 +178,7 @@ def time_device_interleaved(fns: dict[str, Callable[[], Any]], rounds: int, reps
     torch.cuda.synchronize()
     host_s = max(host_overhead_s(fns[n], calls=10) for n in names)
     cycles_per_s = sleep_cycles_per_s()
-    spin = max(int(spin_cycles), int((2.0 * host_s + 50e-6) * cycles_per_s))
+    spin = _spin(host_s, spin_cycles, cycles_per_s)
     if info is not None:
         info.update(spin_cycles=spin, spin_s=spin / cycles_per_s, host_s=host_s)
     for order in rotations(names, rounds):
@@ -242,5 +242,10 @@ def spin_cycles_for(fn: Callable[[], Any], least: int, cycles_per_s: float) -> i
     """GPU spin (cycles) that hides the host enqueue time of ``fn``: at least ``least`` and at
     least 2x :func:`enqueue_seconds` + 50 us at ``cycles_per_s`` (the rule of
     :func:`time_device_interleaved`)."""
-    return max(int(least), int((2.0 * enqueue_seconds(fn) + 50e-6) * cycles_per_s))
+    return _spin(enqueue_seconds(fn), least, cycles_per_s)
+
+
+def _spin(host_s: float, least: int, cycles_per_s: float) -> int:
+    """Spin cycles hiding ``host_s`` host seconds: at least ``least``, at least 2x + 50 us."""
+    return max(int(least), int((2.0 * host_s + 50e-6) * cycles_per_s))
 

@@ -100,8 +100,10 @@ class L2Params:
         if self.ways is not None and (not isinstance(self.ways, int) or not 1 <= self.ways <= MAX_L2_WAYS):
             raise IomodelError(f"L2 ways must be an integer from 1 to {MAX_L2_WAYS} or None (fully associative), "
                                f"got {self.ways!r}")
-        if self.stored_share is not None and not 0 < self.stored_share <= 1:
-            raise IomodelError(f"stored_share must be in (0, 1] or None, got {self.stored_share}")
+        if self.stored_share is not None and (isinstance(self.stored_share, bool)
+                                              or not isinstance(self.stored_share, (int, float))
+                                              or not 0 < self.stored_share <= 1):
+            raise IomodelError(f"stored_share must be in (0, 1] (a number) or None, got {self.stored_share!r}")
 
     @property
     def capacity(self) -> int:

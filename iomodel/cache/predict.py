@@ -602,7 +602,8 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     if any(not isinstance(v, int) or v < 1 for v in pps.values()):
         raise IomodelError(f"programs per SM must be positive integers, got {pps}")
     par = {k: replace(params, programs_per_sm=pps.get(k, params.programs_per_sm)) for k in names}
-    if params.write_once and params.stored_share is None:  # the dQ kernel's fitted share (DQ_WRITE_SHARE's source)
+    dq_fitted = params.write_once and params.stored_share is None  # the dQ kernel's fitted share (DQ_WRITE_SHARE)
+    if dq_fitted:
         par["_bwd_dq"] = replace(par["_bwd_dq"], stored_share=DQ_WRITE_SHARE)
     fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order)
     kernels = [replace(k, name="_attn_fwd") for k in fwd.kernels]
@@ -656,7 +657,7 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         "that share a head stream the same K/V (forward, dQ) or Q/dO/LSE/Delta (dK/dV) blocks together, so one "
         "fetch serves the wave. Register spills (local memory) are not modelled.",
     ]
-    if par["_bwd_dq"].stored_share is not None and params.stored_share is None:
+    if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "
                            "(iomodel/cache/params.py DQ_WRITE_SHARE).")
