@@ -38,8 +38,8 @@ from gpu_backward_tune import _inputs, bundled_step, extra_peak_bytes, sdpa_step
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.measure.ncu import check_gpu  # noqa: E402
-from iomodel.paths import check_output_file, write_text  # noqa: E402
+from iomodel.measure.ncu import benchmark_preflight  # noqa: E402
+from iomodel.paths import write_text  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 from kernels.reference import reference_attention_backward  # noqa: E402
@@ -236,8 +236,7 @@ def main() -> int:
     global ROUND
     ROUND = args.round
     try:
-        check_output_file(args.out, "--out", "receipt JSON")  # before any GPU time is spent
-        check_gpu()
+        benchmark_preflight(args.out)  # before any GPU time is spent
     except IomodelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

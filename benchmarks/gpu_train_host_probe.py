@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved, enqueue_seconds  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.measure.ncu import check_gpu  # noqa: E402
-from iomodel.paths import check_output_file, write_text  # noqa: E402
+from iomodel.measure.ncu import benchmark_preflight  # noqa: E402
+from iomodel.paths import write_text  # noqa: E402
 from kernels import heuristics as hx  # noqa: E402
 import kernels.flash_attention as fa  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
@@ -46,8 +46,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     try:
-        out = check_output_file(args.out, "--out")
-        check_gpu()
+        benchmark_preflight(args.out)
     except IomodelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -95,7 +94,7 @@ def main() -> int:
     hx.GPU_BACKWARD.clear()
     hx.GPU_BACKWARD.update(default)
     fa._PLANS.clear()
-    write_text(out, json.dumps({"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+    write_text(args.out, json.dumps({"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
                                 "device": torch.cuda.get_device_name(), "environment": environment("cuda"),
                                 "rows": rows}, indent=1) + "\n", "--out")
     return 0

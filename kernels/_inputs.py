@@ -135,6 +135,8 @@ def check_inputs(
 
 def _scale(sm_scale: Any, head_dim: int) -> float:
     """``sm_scale`` as a float (None: ``1 / sqrt(d)``, Vaswani et al. 2017, eq. 1); IomodelError unless finite and > 0."""
+    if isinstance(sm_scale, bool):  # True == 1.0 would pass the float() below unnoticed
+        raise IomodelError(f"sm_scale must be a number, got {sm_scale!r}: pass a positive float or None")
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(head_dim)
     try:

@@ -56,3 +56,10 @@ def test_an_explicit_share_overrides_the_fitted_one():
     dq = [k for k in step.kernels if k.name == "_bwd_dq"][0]
     assert dq.hbm_write == kernel_l2("_bwd_dq", spec, tiling, params, dq_waves).hbm_write
     assert not any("DQ_WRITE_SHARE" in a for a in step.assumptions)
+
+
+def test_l2_params_refuse_non_numbers_in_one_line():
+    for field in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction"):
+        kw = dict(H200, **{field: "x"})
+        with pytest.raises(IomodelError, match=f"{field} must be a number"):
+            L2Params(**kw)

@@ -147,3 +147,9 @@ def test_backward_plan_is_one_lookup_after_the_first_call():
         with pytest.raises(IomodelError, match="causal must be"):
             bw.flash_attention_backward(do, q, k, v, o, lse, 1)
     assert len(fa._PLANS) == n
+
+
+def test_sm_scale_true_is_refused_not_taken_as_one():
+    q = torch.randn((1, 1, 16, 16))
+    with pytest.raises(IomodelError, match="sm_scale must be a number"):
+        fa.flash_attention(q, q, q, sm_scale=True)

@@ -22,3 +22,18 @@ def test_enqueue_seconds_is_the_median_single_call(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     calls = iter([0.0, 0.0, 0.002, 0.002, 0.002])
     assert 0.0015 < timing.enqueue_seconds(lambda: time.sleep(next(calls)), calls=5) < 0.006
+
+
+def test_benchmark_preflight_without_a_gpu_leaves_no_folder(tmp_path, monkeypatch):
+    """The GPU benchmark scripts' preflight: no GPU is one IomodelError line, and the output's
+    missing folders are not made (nothing is left behind by a refused run)."""
+    import pytest
+
+    from iomodel.errors import IomodelError
+    from iomodel.measure.ncu import benchmark_preflight
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "new" / "sub" / "x.json"
+    with pytest.raises(IomodelError, match="this GPU benchmark has nothing to time"):
+        benchmark_preflight(str(out))
+    assert not (tmp_path / "new").exists()

@@ -7,6 +7,7 @@ grid order in :mod:`iomodel.schedule.grid`.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from iomodel.errors import IomodelError
@@ -93,6 +94,10 @@ class L2Params:
     stored_share: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction"):
+            x = getattr(self, name)
+            if isinstance(x, bool) or not isinstance(x, numbers.Real):
+                raise IomodelError(f"{name} must be a number, got {x!r}: check the hardware and occupancy")
         if not 0 < self.l2_fraction <= 1:
             raise IomodelError(f"l2_fraction must be in (0, 1], got {self.l2_fraction}: pass e.g. 0.5")
         if self.programs_per_sm < 1 or self.num_sms < 1 or self.l2_bytes < 1:
@@ -101,7 +106,7 @@ class L2Params:
             raise IomodelError(f"L2 ways must be an integer from 1 to {MAX_L2_WAYS} or None (fully associative), "
                                f"got {self.ways!r}")
         if self.stored_share is not None and (isinstance(self.stored_share, bool)
-                                              or not isinstance(self.stored_share, (int, float))
+                                              or not isinstance(self.stored_share, numbers.Real)
                                               or not 0 < self.stored_share <= 1):
             raise IomodelError(f"stored_share must be in (0, 1] (a number) or None, got {self.stored_share!r}")
 

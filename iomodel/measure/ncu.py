@@ -272,8 +272,11 @@ def environment(ncu: str | None = None) -> dict[str, Any]:
     return env
 
 
-def check_gpu() -> None:
+def check_gpu(why: str = "Nsight Compute has nothing to profile", instead: str = INSTEAD) -> None:
     """Raise unless torch sees a CUDA GPU.
+
+    Args:
+        why: what has no GPU to run on (the message's middle); instead: what works instead.
 
     Raises:
         IomodelError: torch is missing or no GPU is visible (the message says what works instead).
@@ -281,9 +284,27 @@ def check_gpu() -> None:
     try:
         import torch
     except ImportError:
-        raise IomodelError("measuring on a GPU needs torch: pip install -e '.[kernels]'; " + INSTEAD) from None
+        raise IomodelError("measuring on a GPU needs torch: pip install -e '.[kernels]'; " + instead) from None
     if not torch.cuda.is_available():
-        raise IomodelError("no CUDA GPU is visible to torch, so Nsight Compute has nothing to profile; " + INSTEAD)
+        raise IomodelError(f"no CUDA GPU is visible to torch, so {why}; {instead}")
+
+
+#: What a GPU benchmark script (benchmarks/gpu_*.py) says it needs and where to run it instead.
+BENCHMARK_NEEDS = ("this GPU benchmark has nothing to time", "run it on the GPU machine (no file was written)")
+
+
+def benchmark_preflight(out: str, what: str = "receipt JSON") -> None:
+    """Before any GPU time: a GPU is visible, then ``out`` (``--out``) is a writable file path (its
+    folders are made only when a GPU is there, so a refused run leaves nothing behind).
+
+    Raises:
+        IomodelError: no GPU (:func:`check_gpu`), or ``out`` is a folder or cannot be written
+            (:func:`iomodel.paths.check_output_file`).
+    """
+    from iomodel.paths import check_output_file
+
+    check_gpu(*BENCHMARK_NEEDS)
+    check_output_file(out, "--out", what)
 
 
 __all__ = [
@@ -292,6 +313,7 @@ __all__ = [
     "INSTEAD",
     "NVTX_PREFIX",
     "build_command",
+    "benchmark_preflight",
     "check_gpu",
     "diagnose",
     "environment",
