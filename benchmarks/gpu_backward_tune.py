@@ -41,9 +41,7 @@ from iomodel.bench.backends import attention_call  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
-from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.measure.ncu import benchmark_preflight  # noqa: E402
-from iomodel.paths import write_text  # noqa: E402
+from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 from kernels.reference import reference_attention_backward  # noqa: E402
@@ -290,11 +288,8 @@ def main() -> int:
     ap.add_argument("--configs", action="store_true", help="stage 4 alone: GPU_BACKWARD vs CONFIG_CANDIDATES")
     ap.add_argument("--skip", default="", help="comma list of stages to skip: check,tune,speed")
     args = ap.parse_args()
-    try:
-        benchmark_preflight(args.out)  # before any GPU time is spent
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if (rc := benchmark_start(args.out)) is not None:  # before any GPU time is spent
+        return rc
     skip = set(filter(None, args.skip.split(",")))
     t0 = time.time()
     res = {"environment": environment("cuda"), "command": " ".join(sys.argv)}
@@ -311,13 +306,7 @@ def main() -> int:
     if "speed" not in skip:
         res["speed"] = speed(best, args.quick)
     res["seconds"] = time.time() - t0
-    try:
-        write_text(args.out, json.dumps(res, indent=1, default=str), "--out")
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print("wrote", args.out, f"{res['seconds']:.0f}s")
-    return 0
+    return benchmark_finish(args.out, res)
 
 
 if __name__ == "__main__":

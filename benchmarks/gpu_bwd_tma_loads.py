@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
 import math
 import sys
 import time
@@ -37,9 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_backward_tune import _inputs, bundled_step, extra_peak_bytes, sdpa_step  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
-from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.measure.ncu import benchmark_preflight  # noqa: E402
-from iomodel.paths import write_text  # noqa: E402
+from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 from kernels.reference import reference_attention_backward  # noqa: E402
@@ -235,11 +232,8 @@ def main() -> int:
     args = ap.parse_args()
     global ROUND
     ROUND = args.round
-    try:
-        benchmark_preflight(args.out)  # before any GPU time is spent
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if (rc := benchmark_start(args.out)) is not None:  # before any GPU time is spent
+        return rc
     t0 = time.time()
     res = {"environment": environment("cuda"), "command": " ".join(sys.argv),
            "date": time.strftime("%Y-%m-%d", time.gmtime())}
@@ -249,13 +243,7 @@ def main() -> int:
     res["best"] = best_per_class(res["backward"])
     res["fwd_bwd"] = fwd_bwd(res["best"], args.quick)
     res["seconds"] = time.time() - t0
-    try:
-        write_text(args.out, json.dumps(res, indent=1, default=str), "--out")
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print("wrote", args.out, f"{res['seconds']:.0f}s")
-    return 0
+    return benchmark_finish(args.out, res)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -29,9 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.gpu_backward_tune import bundled_step, extra_peak_bytes, sdpa_step  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
-from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.measure.ncu import benchmark_preflight  # noqa: E402
-from iomodel.paths import write_text  # noqa: E402
+from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 from kernels.reference import reference_attention_backward  # noqa: E402
@@ -101,24 +98,15 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="2 timing rounds instead of 3")
     ap.add_argument("--no-check", dest="check", action="store_false", help="skip the fp64 error check")
     args = ap.parse_args()
-    try:
-        benchmark_preflight(args.out)  # before any GPU time is spent
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if (rc := benchmark_start(args.out)) is not None:  # before any GPU time is spent
+        return rc
     t0 = time.time()
     res = {"environment": environment("cuda"), "command": " ".join(sys.argv), "rows": []}
     for r in ROWS:
         res["rows"].append(row(*r, quick=args.quick, check=args.check))
         torch.cuda.empty_cache()
     res["seconds"] = time.time() - t0
-    try:
-        out = write_text(args.out, json.dumps(res, indent=1, default=str), "--out")
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {out} in {res['seconds']:.0f} s")
-    return 0
+    return benchmark_finish(args.out, res)
 
 
 if __name__ == "__main__":

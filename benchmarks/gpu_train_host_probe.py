@@ -27,9 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved, enqueue_seconds  # noqa: E402
-from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.measure.ncu import benchmark_preflight  # noqa: E402
-from iomodel.paths import write_text  # noqa: E402
+from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
 from kernels import heuristics as hx  # noqa: E402
 import kernels.flash_attention as fa  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
@@ -45,11 +43,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    try:
-        benchmark_preflight(args.out)
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    if (rc := benchmark_start(args.out)) is not None:  # before any GPU time is spent
+        return rc
     default, pointer = dict(hx.GPU_BACKWARD), _pointer_tiles()
     rows = []
     for B, H, N, d in SHAPES:
@@ -94,10 +89,9 @@ def main() -> int:
     hx.GPU_BACKWARD.clear()
     hx.GPU_BACKWARD.update(default)
     fa._PLANS.clear()
-    write_text(args.out, json.dumps({"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
-                                "device": torch.cuda.get_device_name(), "environment": environment("cuda"),
-                                "rows": rows}, indent=1) + "\n", "--out")
-    return 0
+    return benchmark_finish(args.out, {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+                                       "device": torch.cuda.get_device_name(), "environment": environment("cuda"),
+                                       "rows": rows})
 
 
 if __name__ == "__main__":

@@ -37,3 +37,16 @@ def test_benchmark_preflight_without_a_gpu_leaves_no_folder(tmp_path, monkeypatc
     with pytest.raises(IomodelError, match="this GPU benchmark has nothing to time"):
         benchmark_preflight(str(out))
     assert not (tmp_path / "new").exists()
+
+
+def test_benchmark_finish_writes_the_json_or_refuses_in_one_line(tmp_path, capsys):
+    import json
+
+    from iomodel.measure.ncu import benchmark_finish
+
+    out = tmp_path / "r.json"
+    assert benchmark_finish(str(out), {"rows": [1, 2]}) == 0
+    assert json.loads(out.read_text()) == {"rows": [1, 2]}
+    assert benchmark_finish(str(tmp_path), {"rows": []}) == 2  # a folder: refused, one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")

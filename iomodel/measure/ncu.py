@@ -307,13 +307,42 @@ def benchmark_preflight(out: str, what: str = "receipt JSON") -> None:
     check_output_file(out, "--out", what)
 
 
+def benchmark_start(out: str) -> int | None:
+    """:func:`benchmark_preflight` for a script's ``main``: None when it may run, else 2 after one
+    ``error:`` line on stderr (``if (rc := benchmark_start(args.out)) is not None: return rc``)."""
+    try:
+        benchmark_preflight(out)
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return None
+
+
+def benchmark_finish(out: str, result: dict[str, Any]) -> int:
+    """Write a GPU benchmark's ``result`` as JSON to ``out`` atomically (:func:`iomodel.paths.write_text`)
+    and print ``wrote PATH``; returns the exit status: 0, or 2 after one ``error:`` line."""
+    import json
+
+    from iomodel.paths import write_text
+
+    try:
+        path = write_text(out, json.dumps(result, indent=1, default=str) + "\n", "--out")
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
 __all__ = [
     "CsvKernel",
     "FLUSH_TAG",
     "INSTEAD",
     "NVTX_PREFIX",
     "build_command",
+    "benchmark_finish",
     "benchmark_preflight",
+    "benchmark_start",
     "check_gpu",
     "diagnose",
     "environment",
