@@ -56,7 +56,7 @@ from iomodel.schedule.capabilities import (
     prefill_path,
     tma_refusal,
 )
-from iomodel.schedule.launch import KERNEL_GRID_ORDERS
+from iomodel.schedule.launch import KERNEL_GRID_ORDERS, head_group_of
 from iomodel.schedule.tiles import (
     DECODE_MAX_ROWS,
     DECODE_MAX_SEQLEN_Q,
@@ -206,9 +206,28 @@ def _head_of(bh, H, G):
 
 
 @triton.jit
-def _query_tile(REVERSE: tl.constexpr, HEADS_FASTEST: tl.constexpr):
+def _head_grouped(T, ROWS, HEAD_GROUP):
+    """(tile-axis index, grid row) of this program of a grid (T, ROWS) started in the order of
+    ``grid_order`` "head-grouped:HEAD_GROUP": linear index p = pid0 + T·pid1; the grid rows in
+    groups of HEAD_GROUP, a whole group (all T indices of its rows) before the next group, and
+    within a group the rows fastest (index slowest): p = g·HEAD_GROUP·T + t·n_g + r with
+    n_g = min(HEAD_GROUP, ROWS − g·HEAD_GROUP) runs index t of row g·HEAD_GROUP + r. With the
+    heaviest causal index first this is FlashAttention-3's ``SingleTileLPTScheduler`` order
+    (``hopper/tile_scheduler.hpp``: longest-processing-time first within L2-sized head groups)."""
+    p = tl.program_id(0) + T * tl.program_id(1)
+    span = HEAD_GROUP * T
+    g = p // span
+    r = p - g * span
+    n_g = tl.minimum(HEAD_GROUP, ROWS - g * HEAD_GROUP)
+    t = r // n_g
+    return t, g * HEAD_GROUP + (r - t * n_g)
+
+
+@triton.jit
+def _query_tile(REVERSE: tl.constexpr, HEADS_FASTEST: tl.constexpr, HEAD_GROUP=0):
     """Query tile i and grid row bh = b*H + h of this program: grid (T_r, B*H) (tiles fastest), or
-    (B*H, T_r) when HEADS_FASTEST (grid_order "heads-fastest"); i runs T_r - 1 down to 0 when REVERSE."""
+    (B*H, T_r) when HEADS_FASTEST (grid_order "heads-fastest"), or grid (T_r, B*H) started in
+    head groups when HEAD_GROUP > 0 (:func:`_head_grouped`); i runs T_r - 1 down to 0 when REVERSE."""
     if HEADS_FASTEST:
         i = tl.program_id(1)
         bh = tl.program_id(0)
@@ -217,6 +236,8 @@ def _query_tile(REVERSE: tl.constexpr, HEADS_FASTEST: tl.constexpr):
         i = tl.program_id(0)
         bh = tl.program_id(1)
         t_r = tl.num_programs(0)
+        if HEAD_GROUP > 0:
+            i, bh = _head_grouped(t_r, tl.num_programs(1), HEAD_GROUP)
     if REVERSE:
         i = t_r - 1 - i
     return i, bh
@@ -271,7 +292,8 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
               REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
-              VARLEN: tl.constexpr = False, SEQUSED: tl.constexpr = False, HEADS_FASTEST: tl.constexpr = False):
+              VARLEN: tl.constexpr = False, SEQUSED: tl.constexpr = False, HEADS_FASTEST: tl.constexpr = False,
+              HEAD_GROUP=0):
     """Prefill forward, pointer loads. Grid (T_r, B*H): program (p, b*H + h) runs query tile
     i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first);
     HEADS_FASTEST (grid_order "heads-fastest"): grid (B*H, T_r), program (b*H + h, p).
@@ -286,7 +308,7 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
     N_K − N_Q (bottom-right) and runs the body above on them. Grid (cdiv(max_seqlen_q,
     BLOCK_M), B*H): tiles past the sequence's end return at once (they read only the cu_seqlens).
     """
-    i, bh = _query_tile(REVERSE, HEADS_FASTEST)
+    i, bh = _query_tile(REVERSE, HEADS_FASTEST, HEAD_GROUP)
     b, h, hk = _head_of(bh, H, G)
     if VARLEN:
         q_start = tl.load(CU_Q + b)
@@ -379,14 +401,14 @@ def _attn_fwd_tma(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, IN_DTYPE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                   EMULATE_BF16: tl.constexpr, REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
-                  HEADS_FASTEST: tl.constexpr = False):
+                  HEADS_FASTEST: tl.constexpr = False, HEAD_GROUP=0):
     """Prefill forward, tensor descriptors (TMA). Same grid (and grid orders) and blocks as ``_attn_fwd``.
 
     Descriptors are rank 4 over (B, H, N, d) (K, V: (B, H_kv, N_k, d)) with boxes
     [1, 1, BLOCK, HEAD_DIM]: TMA zero-fills reads and drops writes beyond each head's
     sequence bound, which moves exactly the rows the pointer path's masks request.
     """
-    i, bh = _query_tile(REVERSE, HEADS_FASTEST)
+    i, bh = _query_tile(REVERSE, HEADS_FASTEST, HEAD_GROUP)
     b, h, hk = _head_of(bh, H, G)
     offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -845,7 +867,7 @@ def _check_config(config: KernelConfig, path: str) -> None:
         raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
     if path == "decode-split-kv" and config.tile_order != "forward":
         raise IomodelError("tile_order applies to the prefill paths only: set config.tile_order='forward'")
-    if config.grid_order not in KERNEL_GRID_ORDERS:
+    if config.grid_order not in KERNEL_GRID_ORDERS and not head_group_of(config.grid_order):
         raise IomodelError(f"config.grid_order must be one of {', '.join(map(repr, KERNEL_GRID_ORDERS))}, "
                            f"got {config.grid_order!r}: change it")
     if path == "decode-split-kv" and config.grid_order != KERNEL_GRID_ORDERS[0]:
@@ -1401,7 +1423,7 @@ def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> 
     kernel = _attn_fwd_tma if plan.path == "prefill-tma" else _attn_fwd
     heads_fastest = config.grid_order == "heads-fastest"
     tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, REVERSE=config.tile_order == "reverse",
-                 HEADS_FASTEST=heads_fastest)
+                 HEADS_FASTEST=heads_fastest, HEAD_GROUP=head_group_of(config.grid_order))
     if plan.path == "prefill-tma":
         tiles["WARP_SPECIALIZE"] = config.warp_specialize
         plan.tma_block = [config.block_m, config.block_n, d]

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 GRID_ORDERS = ("tiles-fastest", "heads-fastest")
 #: Prefix of the grouped swizzle ``grouped:N`` (N query tiles per group, N >= 1).
 GROUPED_PREFIX = "grouped:"
+#: Prefix of the head-grouped order ``head-grouped:G`` (grid rows in groups of G, rows fastest within a
+#: group: FlashAttention-3's LPT scheduler order with the heaviest causal tile first).
+HEAD_GROUPED_PREFIX = "head-grouped:"
 #: Query-tile orders within a head (the bundled kernel's ``tile_order``).
 TILE_ORDERS = ("forward", "reverse")
 #: Directions of each program's key-block loop.
@@ -79,6 +82,20 @@ def tiles_per_group(grid_order: str, t_r: int) -> int:
     if grid_order == "heads-fastest":
         return 1
     return min(int(grid_order[len(GROUPED_PREFIX):]), t_r)
+
+
+def head_group_of(grid_order: Any) -> int:
+    """G of ``head-grouped:G`` (grid rows per group, >= 1), 0 for any other order (no head groups).
+
+    Example:
+        >>> head_group_of("head-grouped:8"), head_group_of("tiles-fastest")
+        (8, 0)
+    """
+    if isinstance(grid_order, str) and grid_order.startswith(HEAD_GROUPED_PREFIX):
+        n = grid_order[len(HEAD_GROUPED_PREFIX):]
+        if n.isdigit() and not n.startswith("0"):
+            return int(n)
+    return 0
 
 
 def grid_order_refusal(grid_order: Any, flag: str = "--grid-order") -> str | None:
@@ -320,6 +337,8 @@ __all__ = [
     "Schedule",
     "TILE_ORDERS",
     "grid_order_refusal",
+    "head_group_of",
+    "HEAD_GROUPED_PREFIX",
     "load_schedule",
     "program_runs",
     "read_schedule_file",
