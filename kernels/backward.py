@@ -46,7 +46,7 @@ from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_causal, check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
-from kernels.flash_attention import (INTERPRET, TensorDescriptor, _aligned, _head_grouped, _alloc, _band_args, _band_bounds,
+from kernels.flash_attention import (INTERPRET, TensorDescriptor, _aligned, _alloc, _band_args, _band_bounds,
                                      _cached_plan, _causal_bounds, _check_device, _descriptors, _dot, _dot_precision, _emulate_bf16,
                                      _head_of, _Launch, _num_sms, _positional, _tma_ok, _to_dtype)
 
@@ -504,18 +504,14 @@ def _bwd_dkdv_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK, DV, sm_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, GQA: tl.constexpr,
                   SPLIT: tl.constexpr = False, SPLITS=1, MASK_SPLIT: tl.constexpr = False,
-                  STAGES: tl.constexpr = 3, HEAD_GROUP=0):
+                  STAGES: tl.constexpr = 3):
     """``_bwd_dkdv`` (same grid, tiles, loop order, loads and stores) with K, V, Q and dO
     through rank-4 tensor descriptors (TMA, sm_90; boxes [1, 1, BLOCK, HEAD_DIM], rows beyond
     each head's sequence zero-filled, so the same rows move as the pointer path's masks load).
     MASK_SPLIT (MHA, causal): the query tiles that cross the key tile's diagonal take the mask,
     the rest run unmasked (the same tiles in the same order; no sliding window here)."""
-    j = tl.program_id(0)
-    bhk = tl.program_id(1)
-    if HEAD_GROUP > 0:
-        j, bhk = _head_grouped(tl.num_programs(0), tl.num_programs(1), HEAD_GROUP)
-    b, hk, _ = _head_of(bhk, H_KV, 1)
-    _dkdv_tma_program(j, b, hk, tl.program_id(2), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK,
+    b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
+    _dkdv_tma_program(tl.program_id(0), b, hk, tl.program_id(2), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK,
                       DV, sm_scale, stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh,
                       stride_dvn, stride_dvd, H, G, N_Q, N_K, CAUSAL_OFF, SPLITS, HEAD_DIM, BLOCK_M, BLOCK_N,
                       CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES)
@@ -526,18 +522,10 @@ def _bwd_dq_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
                 stride_dqz, stride_dqh, stride_dqm, stride_dqd,
                 H, G, N_Q, N_K, CAUSAL_OFF,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, STAGES: tl.constexpr = 3, HEAD_GROUP=0,
-                REVERSE: tl.constexpr = False):
+                CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, STAGES: tl.constexpr = 3):
     """``_bwd_dq`` (same grid, tiles, key range and stores) with Q, dO, K and V through rank-4
-    tensor descriptors (TMA, sm_90; no sliding window here). HEAD_GROUP > 0: grid rows started in
-    head groups (``_head_grouped``); REVERSE: query tile T_q − 1 − i (heaviest causal tiles first)."""
-    i = tl.program_id(0)
-    bh = tl.program_id(1)
-    if HEAD_GROUP > 0:
-        i, bh = _head_grouped(tl.num_programs(0), tl.num_programs(1), HEAD_GROUP)
-    if REVERSE:
-        i = tl.num_programs(0) - 1 - i
-    _dq_tma_program(i, bh, desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
+    tensor descriptors (TMA, sm_90; no sliding window here)."""
+    _dq_tma_program(tl.program_id(0), tl.program_id(1), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
                     stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_M,
                     BLOCK_N, CAUSAL, EMULATE_BF16, STAGES)
 
@@ -790,7 +778,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (*part_str, *part_str, H, H_kv, shape.group, N_q, N_k, off),
             dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
                  EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa, MASK_SPLIT=config.mask_split, STAGES=config.num_stages,
-                 HEAD_GROUP=config.head_group, **split),
+                 **split),
             dict(num_warps=config.num_warps, num_stages=config.num_stages))
     else:
         plan.dkdv = _launch_of(
@@ -813,8 +801,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             _bwd_dq_tma, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,
             (*dq_str, H, shape.group, N_q, N_k, off),
             dict(HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal,
-                 EMULATE_BF16=flags["EMULATE_BF16"], STAGES=config.dq_num_stages, HEAD_GROUP=config.head_group,
-                 REVERSE=config.dq_reverse),
+                 EMULATE_BF16=flags["EMULATE_BF16"], STAGES=config.dq_num_stages),
             dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages))
     elif not tma and not config.atomic_dq:
         plan.dq = _launch_of(

@@ -443,10 +443,6 @@ class BackwardConfig:
     tma: bool = False  # sm_90: Q, dO, K, V through tensor descriptors (same tiles and bytes); no window
     mask_split: bool = False  # TMA dK/dV, MHA causal: only the query tiles crossing the diagonal take the mask
     fused_launch: bool = False  # TMA: dK/dV and dQ programs in one launch (needs num_warps == dq_num_warps)
-    #: TMA, separate launches: grid rows started in head groups of this many (``grid_order``
-    #: "head-grouped:G", kernels.flash_attention._head_grouped); 0: tiles fastest (as before)
-    head_group: int = 0
-    dq_reverse: bool = False  # TMA dQ kernel: query tiles from the last down (heaviest causal tiles first)
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

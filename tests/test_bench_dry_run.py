@@ -122,9 +122,13 @@ def test_gpu_kernel_check_dry_run(tmp_path):
         ("prefill", "default"), ("prefill", "flip-order"), ("prefill-tma", "default"), ("prefill-tma", "flip-order"),
         ("prefill", "default"), ("decode-split-kv", "default")]
     assert all(r["status"] == "PASS" for r in corr), [r for r in corr if r["status"] != "PASS"]
-    orders = {(r["path"], r["mode"]): r["config"]["tile_order"] for r in corr if r["shape"][5] == 128}
-    assert orders[("prefill", "default")] == "forward" and orders[("prefill", "flip-order")] == "reverse"
-    assert orders[("prefill-tma", "default")] == "reverse" and orders[("prefill-tma", "flip-order")] == "forward"
+    orders = {(r["path"], r["mode"]): (r["config"]["tile_order"], r["config"].get("grid_order", "tiles-fastest"))
+              for r in corr if r["shape"][5] == 128}
+    # the default tiles of a causal layer launch in the kernel's LPT order (B·H = 4 rows of 50 keys: one group of
+    # 4, lpt_launch_order); a given config (flip-order: prefill_default's tiles in the other order) as given
+    assert orders[("prefill", "default")] == orders[("prefill-tma", "default")] == ("reverse", "head-grouped:4")
+    assert orders[("prefill", "flip-order")] == ("reverse", "tiles-fastest")
+    assert orders[("prefill-tma", "flip-order")] == ("forward", "tiles-fastest")
     for rec in data["sections"]["sweep"]:
         # the reverse tile order is swept for causal shapes only
         assert [(c["path"], c["tile_order"]) for c in rec["configs"]] == [

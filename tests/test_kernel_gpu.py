@@ -104,6 +104,26 @@ def test_autotuned_config_is_a_candidate(fa):
     _check(q, k, v, True, "top-left", o, lse)
 
 
+@pytest.mark.parametrize("path", ["prefill", "prefill-tma"])
+def test_causal_default_launch_takes_the_lpt_order(fa, path):
+    """The first call runs the autotuner's pick (tiles-fastest); the kernel then keeps those tiles in
+    its LPT order (iomodel.schedule.launch.lpt_launch_order: 2 x 8 rows of 600 keys, d 64, bf16 = 150 KiB
+    of K/V per row, programs <= 16,384: one head group of 16 rows, reverse tiles). Same bytes out:
+    every tile is computed by the same program body, only the start order differs."""
+    q, k, v = _make(2, 8, 8, 600, 600, 64, "bf16", seed=7)
+    o1, lse1, first = fa.flash_attention(q, k, v, causal=True, path=path, return_config=True)
+    o2, lse2, kept = fa.flash_attention(q, k, v, causal=True, path=path, return_config=True)
+    assert first.grid_order == "tiles-fastest"
+    assert (kept.grid_order, kept.tile_order) == ("head-grouped:16", "reverse")
+    assert (kept.block_m, kept.block_n, kept.num_warps, kept.num_stages) == (
+        first.block_m, first.block_n, first.num_warps, first.num_stages)
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+    _check(q, k, v, True, "top-left", o2, lse2)
+    given = fa.flash_attention(q, k, v, causal=True, path=path, config=first, return_config=True)[2]
+    assert given == first  # a given config runs as given
+    assert fa.flash_attention(q, k, v, causal=False, path=path, return_config=True)[2].grid_order == "tiles-fastest"
+
+
 BACKWARD = [
     (2, 8, 2, 1000, 1000, 128, "bf16", True, "top-left"),
     (2, 4, 1, 513, 257, 64, "fp16", True, "bottom-right"),  # 256 rows see no key

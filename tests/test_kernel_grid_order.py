@@ -42,24 +42,25 @@ def test_heads_fastest_is_exact_and_moves_the_contract_bytes(path, B, H, H_kv, N
                                                              tile_order):
     q, k, v = _inputs(B, H, H_kv, N_q, N_k, d, dtype, seed=N_q)
     runs = {}
-    for grid_order in ("tiles-fastest", "heads-fastest"):
+    for grid_order in ("tiles-fastest", "heads-fastest", "head-grouped:3"):
         cfg = KernelConfig(32, 16, 4, 1, path, tile_order=tile_order, grid_order=grid_order)
         with interpret.TrafficCounter() as counter:
             o, lse, ran = flash_attention(q, k, v, causal, align, return_config=True, config=cfg)
         assert ran.grid_order == grid_order
         got = counter.by_tensor({"Q": q, "K": k, "V": v, "O": o, "LSE": lse})
         runs[grid_order] = ({n: (t.read_bytes, t.write_bytes) for n, t in got.items()}, o, lse)
-    counts, o, lse = runs["heads-fastest"]
-    assert_matches_reference(q, k, v, causal, align, o, lse)
     off = 0 if align == "top-left" else N_k - N_q
-    assert counts == runs["tiles-fastest"][0] == contract_prefill(B, H, H_kv, N_q, N_k, d, q.element_size(), causal,
-                                                                  off, 32, 16)
-    assert torch.equal(o, runs["tiles-fastest"][1]) and torch.equal(lse, runs["tiles-fastest"][2])
+    for order in ("heads-fastest", "head-grouped:3"):  # head-grouped:3: groups of 3 grid rows, the last one partial
+        counts, o, lse = runs[order]
+        assert_matches_reference(q, k, v, causal, align, o, lse)
+        assert counts == runs["tiles-fastest"][0] == contract_prefill(B, H, H_kv, N_q, N_k, d, q.element_size(),
+                                                                      causal, off, 32, 16)
+        assert torch.equal(o, runs["tiles-fastest"][1]) and torch.equal(lse, runs["tiles-fastest"][2])
 
 
 @pytest.mark.parametrize("cfg,path,fragment", [
     (KernelConfig(32, 16, 4, 1, "prefill", grid_order="grouped:4"), None,
-     "config.grid_order must be one of 'tiles-fastest', 'heads-fastest', got 'grouped:4'"),
+     "config.grid_order must be one of 'tiles-fastest', 'heads-fastest' or 'head-grouped:G' (G >= 1), got 'grouped:4'"),
     (KernelConfig(16, 16, 4, 1, "decode-split-kv", grid_order="heads-fastest"), None,
      "grid_order applies to the prefill paths only"),
 ])

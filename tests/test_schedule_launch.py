@@ -150,6 +150,12 @@ _SMALL = ["--preset", "llama-3-8b", "--seqlen", "1024", "-f", "json"]
 def test_worksheet_records_the_schedule_and_its_estimate(capsys, tmp_path):
     code, out, err = run_cli(capsys, ["worksheet", *_SMALL])
     assert code == 0, err
+    lpt = json.loads(out)["algorithms"]["tiled"]["l2_aware"]
+    # causal, 32 rows whose K/V fit 8 MiB together, 32·8 programs: the kernel's LPT launch (lpt_launch_order)
+    assert (lpt["schedule"]["grid_order"], lpt["schedule"]["tile_order"]) == ("head-grouped:32", "reverse")
+    assert "head-grouped:32 grid with reverse tiles" in lpt["config_source"]
+    code, out, err = run_cli(capsys, ["worksheet", *_SMALL, "--grid-order", "tiles-fastest"])
+    assert code == 0, err
     base = json.loads(out)["algorithms"]["tiled"]["l2_aware"]
     assert base["schedule"]["grid_order"] == "tiles-fastest" and base["schedule"]["key_order"] == "ascending"
     assert base["schedule"]["programs_per_sm"] == base["programs_per_sm"]

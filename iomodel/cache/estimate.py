@@ -356,7 +356,8 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
 
 
 def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops: int, peak_flops: float,
-                           num_warps: int, tile_order: str, backward: Any, config_source: str) -> L2Estimate:
+                           num_warps: int, tile_order: str, backward: Any, config_source: str,
+                           grid_order: str = "tiles-fastest") -> L2Estimate:
     """The L2-aware DRAM estimate of the bundled training step (forward + three backward kernels).
 
     :func:`iomodel.cache.predict.predict_training_step` with programs per SM from
@@ -371,6 +372,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         num_warps, tile_order: the forward launch.
         backward: the backward launch (``kernels.heuristics.BackwardConfig``).
         config_source: one sentence on where the launches come from.
+        grid_order: the forward launch's grid order (``tiles-fastest`` or ``head-grouped:G``).
 
     Returns:
         :class:`L2Estimate` whose ``kernels`` lists the four kernels (bytes each).
@@ -378,12 +380,14 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     Raises:
         IomodelError: a layer :func:`not_estimated` refuses; hardware without L2 or SMs.
     """
-    why = not_estimated(spec, tiling)
+    launch = None if grid_order == "tiles-fastest" else Schedule.for_tiling(tiling, tile_order=tile_order,
+                                                                           grid_order=grid_order)
+    why = not_estimated(spec, tiling, launch)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward)
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
-    l2 = predict_training_step(spec, tiling, params, pps, tile_order)
+    l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name]}
                     for k in l2.kernels)

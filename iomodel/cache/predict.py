@@ -20,7 +20,7 @@ from iomodel.cache.params import DQ_WRITE_SHARE, STREAM_SLICES, L2Params
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
-from iomodel.schedule.launch import TILE_ORDERS, Schedule, tiles_per_group
+from iomodel.schedule.launch import TILE_ORDERS, Schedule, head_group_of, tiles_per_group
 from iomodel.schedule.grid import (REDUCE_DKDV_KERNEL, Access, ReadGroup, combine_waves, decode_split_rows,
                                    decode_waves, dkdv_query_span, dkdv_waves, dq_waves, prefill_key_span,
                                    prefill_waves, preprocess_waves, reduce_dkdv_waves)
@@ -299,7 +299,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         touched_rows = B * Hk * prefill_key_span(spec, tiling)  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
         # query heads one wave spans (a blocked persistent loop: its W tiles lie T/W apart, each its own head)
-        heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1
+        # (head-grouped:G: the wave's W/T_r rows' worth of programs, plus one group at its edges)
+        heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1 + head_group_of(grid_order)
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
         span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
@@ -557,7 +558,7 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
 
 def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                           programs_per_sm: dict[str, int] | None = None,
-                          tile_order: str = "forward") -> L2Prediction:
+                          tile_order: str = "forward", grid_order: str = "tiles-fastest") -> L2Prediction:
     """L2-aware HBM bytes of the bundled training step: forward, then the three backward kernels.
 
     Each kernel of :data:`TRAINING_KERNELS` is simulated on its own, from a cold L2 (Nsight
@@ -577,6 +578,8 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
             :func:`iomodel.cache.estimate.training_programs_per_sm`); absent names take
             ``params.programs_per_sm``.
         tile_order: the forward kernel's query-tile order (``forward`` or ``reverse``).
+        grid_order: the forward kernel's grid order (``tiles-fastest`` or ``head-grouped:G``, its
+            ``KernelConfig.grid_order``; :class:`iomodel.schedule.launch.Schedule`).
 
     Returns:
         :class:`L2Prediction` of algorithm ``tiled``, kernels named as :data:`TRAINING_KERNELS`;
@@ -605,7 +608,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     dq_fitted = params.write_once and params.stored_share is None  # the dQ kernel's fitted share (DQ_WRITE_SHARE)
     if dq_fitted:
         par["_bwd_dq"] = replace(par["_bwd_dq"], stored_share=DQ_WRITE_SHARE)
-    fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order)
+    fwd_launch = None if grid_order == "tiles-fastest" else Schedule.for_tiling(tiling, tile_order=tile_order,
+                                                                               grid_order=grid_order)
+    fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order, schedule=fwd_launch)
     kernels = [replace(k, name="_attn_fwd") for k in fwd.kernels]
     floor = training_floor(spec, tiling)
     refetch: dict[str, int] = {}

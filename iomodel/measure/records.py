@@ -490,11 +490,11 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
     Raises:
         IomodelError: a field of the wrong type or value, naming it.
     """
-    from iomodel.schedule.launch import GRID_ORDERS, TILE_ORDERS
+    from iomodel.schedule.launch import GRID_ORDERS, TILE_ORDERS, head_group_of
 
     if "tile_order" in config:
         jv.choice(config["tile_order"], f"{where}: config.tile_order", TILE_ORDERS, fix=FIX)
-    if "grid_order" in config:
+    if "grid_order" in config and not head_group_of(config["grid_order"]):  # head-grouped:G, or one of GRID_ORDERS
         jv.choice(config["grid_order"], f"{where}: config.grid_order", GRID_ORDERS, fix=FIX)
     if "fused_combine" in config:
         jv.boolean(config["fused_combine"], f"{where}: config.fused_combine", fix=FIX)

@@ -687,7 +687,9 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
         src += f"; {params.programs_per_sm} where neither is known (no backward launch in the record)"
     pps = {**est, **pps}
     out.programs_per_sm = (pps.get("_bwd_dkdv", params.programs_per_sm), f"_bwd_dkdv; {src}")
-    l2 = predict_training_step(shape.spec, out.tiling, params, pps, str((shape.config or {}).get("tile_order", "forward")))
+    cfg = shape.config or {}
+    l2 = predict_training_step(shape.spec, out.tiling, params, pps, str(cfg.get("tile_order", "forward")),
+                               str(cfg.get("grid_order", "tiles-fastest")))
     out.l2 = l2
     dram_total = _missing(shape, "dram_read_bytes", "dram_write_bytes", expected) or whole
     out.levels.append(LevelCompare("HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"), l2.hbm_write_bytes,

@@ -252,7 +252,8 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
     """
     from iomodel.cache.estimate import fast_refusal, launch_params, not_estimated, simulated_programs
     from iomodel.cache.predict import predict_tiled
-    from iomodel.report.worksheet import l2_launch
+    from iomodel.report.worksheet import bundled_launch_order, l2_launch
+    from iomodel.schedule.launch import Schedule
 
     xs = [int(x) for x in seqlens]
     lo, hi = (min(xs), max(xs)) if xs else (1, 0)
@@ -267,8 +268,10 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
     spent = 0
     for x in candidates:
         at = spec.with_(seqlen_q=x, seqlen_k=x)
-        why = not_estimated(at, tiling)
-        cost = 0 if fast_refusal(at, tiling) is None else simulated_programs(at, tiling)  # fast: not simulated
+        lpt = bundled_launch_order(at, tiling)  # the kernel's causal launch order at this length
+        launch = Schedule.for_tiling(tiling, num_warps=warps, **{"tile_order": order, **lpt}) if lpt else None
+        why = not_estimated(at, tiling, launch)
+        cost = 0 if fast_refusal(at, tiling, launch) is None else simulated_programs(at, tiling)  # fast: not simulated
         if why is None and spent + cost > L2_CURVE_MAX_PROGRAMS:
             why = (f"the curve's simulation budget of {L2_CURVE_MAX_PROGRAMS:,} programs (B·H·T_r summed over "
                    "its points) is spent")
@@ -276,7 +279,8 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
             skipped.append((x, why))
             continue
         spent += cost
-        l2 = predict_tiled(at, tiling, launch_params(at, tiling, hardware, warps), order)
+        l2 = predict_tiled(at, tiling, launch_params(at, tiling, hardware, warps), lpt.get("tile_order", order),
+                           schedule=launch)
         done[x] = l2.hbm_read_bytes + l2.hbm_write_bytes
     got = sorted(done)
     return got, [done[x] for x in got], sorted(skipped)

@@ -30,10 +30,10 @@ from iomodel.cache.estimate import L2_ESTIMATE_SOURCE, L2Estimate, estimate_tile
 from iomodel.errors import IomodelError
 from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
-from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling
+from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling, cdiv
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
 from iomodel.schedule.capabilities import decode_refusal, kernel_refusal, prefill_path
-from iomodel.schedule.launch import Schedule
+from iomodel.schedule.launch import Schedule, lpt_launch_order
 from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
 from iomodel.traffic.units import RowUnits, check_row_units
 
@@ -589,6 +589,23 @@ def units_check(prediction: "Prediction") -> list[RowUnits]:
     return out
 
 
+def bundled_launch_order(spec: LayerSpec, tiling: Tiling) -> dict[str, str]:
+    """The grid and tile order the bundled kernel gives its own tiles ``tiling`` for a dense
+    prefill layer (:func:`iomodel.schedule.launch.lpt_launch_order`: small causal grids
+    head-grouped, heaviest tiles first); ``{}`` where that leaves the tiles' order (not causal, a
+    window band, a large grid, decode).
+
+    Raises:
+        IomodelError: as :func:`~iomodel.schedule.launch.lpt_head_group` (never for a valid spec).
+    """
+    if spec.phase != "prefill":
+        return {}
+    rows = spec.batch * spec.heads
+    return lpt_launch_order(spec.causal, spec.band is None, rows,
+                            2 * spec.seqlen_k * spec.head_dim * spec.width // spec.group,
+                            rows * cdiv(spec.seqlen_q, tiling.block_m))
+
+
 def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tuple[int, str, str]:
     """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source).
 
@@ -624,8 +641,9 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     """The forward launch the L2-aware estimate simulates, and where it comes from (one sentence).
 
     The layer's tiles with the bundled kernel's num_warps and query-tile order (:func:`l2_launch`),
-    tiles-fastest and ascending, then each field of ``given`` (:data:`SCHEDULE_FLAGS`'s keys)
-    in their place.
+    tiles-fastest and ascending, or, for a small causal grid, the kernel's LPT launch
+    (:func:`bundled_launch_order`: head-grouped, reverse tiles) unless ``given`` names a grid or
+    tile order; then each field of ``given`` (:data:`SCHEDULE_FLAGS`'s keys) in their place.
 
     Raises:
         IomodelError: an unknown field, a bad value (:class:`~iomodel.schedule.launch.Schedule`),
@@ -640,7 +658,12 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
         raise IomodelError(f"{', '.join(schedule_flags(given))}: the launch schedule describes the prefill forward "
                            "kernel: drop it, or use --phase prefill --pass fwd")
     warps, order, src = l2_launch(s, layer.hardware)
-    sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **given})
+    lpt = bundled_launch_order(s, layer.tiling)
+    if lpt and not {"grid_order", "tile_order"} & set(given):
+        src += f"; {lpt['grid_order']} grid with reverse tiles (the kernel's causal launch rule, lpt_launch_order)"
+    else:
+        lpt = {}
+    sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **lpt, **given})
     if given:
         src += "; given: " + " ".join(schedule_flags(given))
     return sched, src
@@ -685,7 +708,7 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
             return None
         bwd = h.backward_config(s.head_dim, s.dtype, s.causal)
         return estimate_training_step(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
-                                      num_warps=warps, tile_order=order, backward=bwd,
+                                      num_warps=warps, tile_order=order, grid_order=sched.grid_order, backward=bwd,
                                       config_source=cfg_src + "; backward warps and stages from kernels/heuristics.py "
                                       "backward_config")
     return estimate_tiled(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,

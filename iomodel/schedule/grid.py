@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.launch import KEY_ORDERS, TILE_ORDERS, program_runs, tiles_per_group
+from iomodel.schedule.launch import KEY_ORDERS, TILE_ORDERS, head_group_of, program_runs, tiles_per_group
 from iomodel.schedule.tiles import decode_split_len, program_sram_bytes
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import RESIDENT_LIMITS
@@ -199,16 +199,18 @@ def _blocked_steps(total: int, w: int) -> list[list[int]]:
 
 
 def wave_runs(total: int, w: int, t_r: int, rows: int, group: int,
-              persistent: str | None = None) -> list[list[tuple[int, int, int]]]:
+              persistent: str | None = None, head_group: int = 0) -> list[list[tuple[int, int, int]]]:
     """The waves of a Q-stationary grid as runs ``(bh, i0, i1)`` (:func:`program_runs`).
 
     One program per tile or a ``strided`` persistent loop: W = ``w`` consecutive programs of the
     grid order per wave. ``blocked``: the tiles in flight at each step of the loop
-    (:func:`_blocked_steps`), a run per tile. Units: programs (tiles).
+    (:func:`_blocked_steps`), a run per tile. ``head_group``: rows per group of ``head-grouped:G``
+    (0: none). Units: programs (tiles).
     """
     if persistent == "blocked":
-        return [[r for p in ps for r in program_runs(p, p + 1, t_r, rows, group)] for ps in _blocked_steps(total, w)]
-    return [program_runs(p0, p1, t_r, rows, group) for p0, p1 in _wave_ranges(total, w)]
+        return [[r for p in ps for r in program_runs(p, p + 1, t_r, rows, group, head_group)]
+                for ps in _blocked_steps(total, w)]
+    return [program_runs(p0, p1, t_r, rows, group, head_group) for p0, p1 in _wave_ranges(total, w)]
 
 
 def _chunk_rows(block: int) -> int:
@@ -252,7 +254,8 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
     chunk = _chunk_rows(block_n)
     total = t_r * B * H
     waves: list[list[Access]] = []
-    for qo in wave_runs(total, w, t_r, B * H, per_group, persistent):  # (bh, i0, i1) in program index
+    for qo in wave_runs(total, w, t_r, B * H, per_group, persistent,
+                        head_group_of(grid_order)):  # (bh, i0, i1) in program index
         acc: list[Access] = []
         need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
         order: list[int] = []
@@ -356,7 +359,7 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
         grouped: True: loads always made together (K and V of a chunk; the per-row reads of one
             chunk or program) come as one :class:`ReadGroup` (what the simulation reads); False
             (default): one :class:`Access` each (:func:`members`).
-        grid_order: ``tiles-fastest`` (default), ``heads-fastest`` or ``grouped:N``.
+        grid_order: ``tiles-fastest`` (default), ``heads-fastest``, ``grouped:N`` or ``head-grouped:G``.
         key_order: ``ascending`` (default) or ``descending``.
         persistent: None (a program per tile, default), ``strided`` (the same waves) or
             ``blocked`` (the tiles in flight at each step of the loop: :func:`wave_runs`).

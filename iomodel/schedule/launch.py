@@ -16,6 +16,14 @@
   - ``grouped:N``: query tiles in groups of N; within a group the group's tiles of one head
     run before the next head (tiles fastest), the whole group over every head before the next
     group. ``grouped:1`` is heads-fastest, ``grouped:N`` with N >= T_r is tiles-fastest;
+  - ``head-grouped:G``: grid rows in groups of G; a group's programs (all T_r tile indices of
+    its G rows) before the next group's, and within a group the rows fastest: p = g·G·T_r +
+    t·n_g + r with n_g = min(G, B·H − g·G) runs index t of row g·G + r. With ``tile_order``
+    reverse (heaviest causal tile first) it is FlashAttention-3's LPT order
+    (``hopper/tile_scheduler.hpp``, ``SingleTileLPTScheduler``); the bundled kernel runs it
+    (``kernels.flash_attention._head_grouped``), the default for causal prefill
+    (:func:`lpt_head_group`). ``head-grouped:1`` is tiles-fastest, ``head-grouped:G`` with
+    G >= B·H heads-fastest;
 
 * ``tile_order``: program index i along the tile axis runs query tile i (``forward``) or
   T_r − 1 − i (``reverse``, longest causal tiles first);
@@ -65,7 +73,8 @@ PERSISTENT = ("strided", "blocked")
 def tiles_per_group(grid_order: str, t_r: int) -> int:
     """Query tiles per group of ``grid_order`` for T_r = ``t_r`` tiles per head (tiles).
 
-    ``tiles-fastest`` = T_r (one group), ``heads-fastest`` = 1, ``grouped:N`` = min(N, T_r).
+    ``tiles-fastest`` = T_r (one group), ``heads-fastest`` = 1, ``grouped:N`` = min(N, T_r);
+    ``head-grouped:G`` = T_r (its groups are of grid rows: :func:`head_group_of`).
 
     Raises:
         IomodelError: an unknown grid order (:func:`grid_order_refusal`).
@@ -77,7 +86,7 @@ def tiles_per_group(grid_order: str, t_r: int) -> int:
     why = grid_order_refusal(grid_order)
     if why is not None:
         raise IomodelError(why)
-    if grid_order == "tiles-fastest":
+    if grid_order == "tiles-fastest" or head_group_of(grid_order):
         return t_r
     if grid_order == "heads-fastest":
         return 1
@@ -98,31 +107,105 @@ def head_group_of(grid_order: Any) -> int:
     return 0
 
 
+#: K/V bytes (bytes) the programs of one row group of the bundled kernel's causal ``head-grouped`` launch
+#: may stream: G = the largest power of two whose rows' K/V fit it (:func:`lpt_head_group`). Chosen by
+#: measurement on the H200 (receipts/lpt-probe-h200-2026-12-02.json): 8 MiB groups were never slower than
+#: the autotuned tiles-fastest launch on six causal prefill shapes (+0 to +7.5 %), 32 MiB groups lost up to
+#: 6 % (K/V of the group's heads no longer held in L2 beside the other traffic).
+LPT_GROUP_BYTES = 8 * 2**20
+
+
+def lpt_head_group(rows: int, row_bytes: int, budget: int = LPT_GROUP_BYTES) -> int:
+    """Grid rows per group of the bundled kernel's causal launch (``head-grouped:G``), 1 = none.
+
+    The largest power of two G with G · ``row_bytes`` <= ``budget``, at most ``rows`` (a
+    power of two at least 1). The balance it buys: a group's programs run heaviest first, so the
+    launch ends on light tiles (longest processing time first, FlashAttention-3's
+    ``SingleTileLPTScheduler``, whose group is the heads whose K/V fit its L2 budget).
+
+    Args:
+        rows: grid rows B·H (query heads; adjacent rows of a GQA group share K/V).
+        row_bytes: K/V bytes one row streams, shared rows counted once (bytes): 2·N_k·d·s / G_gqa.
+        budget: bytes per group (default :data:`LPT_GROUP_BYTES`).
+
+    Raises:
+        IomodelError: a non-positive ``rows``, ``row_bytes`` or ``budget``.
+
+    Example (2 × 16 heads, 8192 keys, HEAD_DIM 128, bf16: 4 MiB per head):
+        >>> lpt_head_group(32, 2 * 8192 * 128 * 2)
+        2
+    """
+    for name, v in (("rows", rows), ("row_bytes", row_bytes), ("budget", budget)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise IomodelError(f"{name} must be a positive whole number, got {v!r}")
+    g = 1
+    while 2 * g <= rows and 2 * g * row_bytes <= budget:
+        g *= 2
+    return g
+
+
+#: Most programs (B·H·T_r) a launch may have for the LPT order (:func:`lpt_launch_order`): the time lost to
+#: the last, unbalanced wave falls as 1/programs (a list-scheduling model of 264 resident programs with causal
+#: tile work ∝ i + 1: 16 % at 2,048 programs, 4 % at 8,192, 1 % at 32,768), and larger grids keep the
+#: tiles-fastest order, whose L2 estimate the fast evaluation gives at any length (iomodel/cache/stream.py).
+LPT_MAX_PROGRAMS = 2**14
+
+
+def lpt_launch_order(causal: bool, dense: bool, rows: int, kv_row_bytes: int, programs: int) -> dict[str, str]:
+    """The grid and tile order of the bundled kernel's default prefill launch on a GPU, where its
+    rule changes them: ``{"grid_order": "head-grouped:G", "tile_order": "reverse"}`` for a causal,
+    dense (no window band, not ragged) layer of at most :data:`LPT_MAX_PROGRAMS` programs whose
+    :func:`lpt_head_group` G is at least 2; ``{}`` otherwise (the chosen tiles' own order:
+    tiles-fastest, the autotuner's tile order).
+
+    The one home of the rule: ``kernels.flash_attention`` applies it to every launch whose tiles it
+    chooses itself (not to a given config, nor in the interpreter), the worksheet and the plots
+    model it.
+
+    Args:
+        causal: the causal mask; dense: no window band and not a ragged (varlen) batch;
+        rows: grid rows B·H; kv_row_bytes: K/V bytes of one row, shared rows once (bytes:
+        2·N_k·d·s / G_gqa); programs: the launch's programs B·H·T_r, T_r = ceil(N_q / BLOCK_M).
+
+    Raises:
+        IomodelError: as :func:`lpt_head_group`.
+    """
+    if not (causal and dense) or programs > LPT_MAX_PROGRAMS:
+        return {}
+    g = lpt_head_group(rows, max(1, kv_row_bytes))
+    return {"grid_order": f"{HEAD_GROUPED_PREFIX}{g}", "tile_order": "reverse"} if g > 1 else {}
+
+
 def grid_order_refusal(grid_order: Any, flag: str = "--grid-order") -> str | None:
     """Why ``grid_order`` is no grid order, or None (one line that says what to use)."""
     if isinstance(grid_order, str):
         if grid_order in GRID_ORDERS:
             return None
         n = grid_order[len(GROUPED_PREFIX):] if grid_order.startswith(GROUPED_PREFIX) else ""
-        if n.isdigit() and not n.startswith("0"):
+        if (n.isdigit() and not n.startswith("0")) or head_group_of(grid_order):
             return None
-    return (f"grid order {grid_order!r} is unknown: use {flag} {', '.join(GRID_ORDERS)} or "
-            f"{GROUPED_PREFIX}N (N query tiles per group, N >= 1)")
+    return (f"grid order {grid_order!r} is unknown: use {flag} {', '.join(GRID_ORDERS)}, "
+            f"{GROUPED_PREFIX}N (N query tiles per group, N >= 1) or {HEAD_GROUPED_PREFIX}G (G grid rows per group)")
 
 
-def program_runs(p0: int, p1: int, t_r: int, rows: int, group: int) -> list[tuple[int, int, int]]:
+def program_runs(p0: int, p1: int, t_r: int, rows: int, group: int,
+                 head_group: int = 0) -> list[tuple[int, int, int]]:
     """The programs ``[p0, p1)`` of a grid as runs ``(bh, i0, i1)``: grid row bh, tile-axis indices i0..i1−1.
 
     Programs are visited in linear order p; a run is a maximal stretch of consecutive
     programs of one grid row and consecutive tile indices. With G = ``group`` tiles per group
     (:func:`tiles_per_group`): group g = p // (G·rows) holds tiles gG .. gG + n_g − 1 (n_g =
     min(G, T_r − gG)); within it r = p − gG·rows gives bh = r // n_g and i = gG + r mod n_g.
+    ``head_group`` G_h > 0 (``head-grouped:G_h``, ``group`` ignored): row group g = p // (G_h·T_r),
+    r = p mod (G_h·T_r), n_g = min(G_h, rows − g·G_h): index i = r // n_g of row g·G_h + r mod n_g
+    (the kernel's ``_head_grouped``).
 
     Args:
         p0, p1: linear program indices (programs).
         t_r: query tiles per grid row (T_r).
         rows: grid rows (B·H).
         group: query tiles per group (1 .. T_r).
+        head_group: grid rows per group of ``head-grouped:G`` (0: no row groups).
 
     Returns:
         runs in program order; their lengths add up to ``p1 − p0``.
@@ -135,6 +218,16 @@ def program_runs(p0: int, p1: int, t_r: int, rows: int, group: int) -> list[tupl
     """
     out = []
     p = p0
+    if head_group:
+        span = head_group * t_r
+        while p < p1:
+            g, r = divmod(p, span)
+            n_g = min(head_group, rows - g * head_group)
+            i, k = divmod(r, n_g)
+            take = min(t_r - i, p1 - p) if n_g == 1 else 1  # a lone row runs its tiles in order
+            out.append((g * head_group + k, i, i + take))
+            p += take
+        return out
     while p < p1:
         g, r = divmod(p, group * rows)
         base = g * group
@@ -168,7 +261,7 @@ class Schedule:
     num_stages: int = 2  # K/V tiles in flight per program (shared memory holds this many)
     num_warps: int = 4  # warps per program
     programs_per_sm: int | None = None  # programs one SM runs at once; None: estimated (shared memory, warps)
-    grid_order: str = "tiles-fastest"  # tiles-fastest, heads-fastest or grouped:N
+    grid_order: str = "tiles-fastest"  # tiles-fastest, heads-fastest, grouped:N or head-grouped:G
     tile_order: str = "forward"  # forward or reverse query-tile order within a head
     key_order: str = "ascending"  # each program's key-block loop: ascending or descending
     persistent: str | None = None  # None: a program per tile; strided or blocked: a persistent loop of P programs
@@ -200,7 +293,7 @@ class Schedule:
     @property
     def bundled(self) -> bool:
         """The bundled kernel runs this schedule: its grid orders, ascending keys (either tile order), a program per tile."""
-        return self.grid_order in KERNEL_GRID_ORDERS and self.key_order == "ascending" and self.persistent is None
+        return (self.grid_order in KERNEL_GRID_ORDERS or head_group_of(self.grid_order) > 0) and self.key_order == "ascending" and self.persistent is None
 
     def tiling(self, base: "Tiling | None" = None) -> "Tiling":
         """These tiles as a :class:`~iomodel.spec.Tiling` (``base``'s other fields, e.g. the backward tiles, kept)."""
@@ -339,6 +432,10 @@ __all__ = [
     "grid_order_refusal",
     "head_group_of",
     "HEAD_GROUPED_PREFIX",
+    "LPT_GROUP_BYTES",
+    "lpt_head_group",
+    "lpt_launch_order",
+    "LPT_MAX_PROGRAMS",
     "load_schedule",
     "program_runs",
     "read_schedule_file",
