@@ -46,7 +46,9 @@ FEATURE_SHAPES = {"ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdou
                   "ncu-h200-decode-splits1-2026-12-01.json": 12,
                   # the eager-chain training hold-out: no bundled-kernel shape (its 6 eager steps are
                   # pinned in tests/test_reconcile_train_holdout.py)
-                  "ncu-h200-train-eager-holdout1-2026-12-02.json": 0}
+                  "ncu-h200-train-eager-holdout1-2026-12-02.json": 0,
+                  # the hold-out of the causal LPT launch (head-grouped:G): 16 forwards, 4 steps
+                  "ncu-h200-lpt-holdout1-2026-12-02.json": 20}
 
 
 def test_the_receipts_are_committed():

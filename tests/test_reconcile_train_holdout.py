@@ -362,3 +362,39 @@ def test_fifth_holdout_without_its_byte_identical_steps(rec_of):
     assert (sum(bool(rec.within(r, "HBM", "read")) for r in rest),
             sum(bool(rec.within(r, "HBM", "write")) for r in rest), len(rest)) == (27, 28, 30)
     assert sum(bool(rec.within(r, "HBM", "read") and rec.within(r, "HBM", "write")) for r in rows) == 27
+
+
+LPT_HOLDOUT1 = "ncu-h200-lpt-holdout1-2026-12-02.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    # 16 causal forwards in head-grouped:G (G 2..64, the kernel's LPT rule) and 4 training steps
+    ("HBM", (19, 20), (20, 20)),
+    ("HBM _attn_fwd", (4, 4), (4, 4)),
+    ("HBM _bwd_dkdv", (3, 4), (4, 4)),
+    ("L2", (20, 20), (20, 20)),
+])
+def test_lpt_holdout_counts(rec_of, level, read, write):
+    """sweeps/h200-lpt-holdout1.toml, committed (25a9f1e) before it was measured, after the model of
+    head-grouped:G (program_runs) was written: validation. Every head-grouped forward is within."""
+    _assert_counts(rec_of(LPT_HOLDOUT1), "tiled", level, read, write)
+
+
+def test_lpt_holdout_forwards_are_head_grouped_and_the_miss_is_the_named_backward(rec_of):
+    rec = rec_of(LPT_HOLDOUT1)
+    fwd = [r for r in rec.rows if r.impl == "tiled" and not r.id.endswith("-bwd")]
+    assert len(fwd) == 16
+    assert all(r.spec.causal for r in fwd)
+    missed = [r.id for r in rec.rows if r.impl == "tiled" and not rec.within(r, "HBM", "read")]
+    assert missed == ["b1-h28-kv4-d128-bf16-q8192-k8192-tl-tiled-bwd"]
+
+
+def test_lpt_holdout_every_launch_ran_head_grouped():
+    """The receipt records the launch the kernel's rule chose: every forward (and every training
+    step's forward) ran head-grouped:G, G from 2 to 64."""
+    import json
+
+    shapes = json.loads((Path(__file__).parent.parent / "receipts" / LPT_HOLDOUT1).read_text())["shapes"]
+    orders = [s["config"]["grid_order"] for s in shapes]
+    assert len(orders) == 20 and all(o.startswith("head-grouped:") for o in orders)
+    assert sorted({int(o.split(":")[1]) for o in orders}) == [2, 4, 8, 16, 32, 64]

@@ -32,8 +32,9 @@ def worksheet(
                                                      "worksheet under worksheets/ and exit (layer options "
                                                      "are ignored).")] = False,
     grid_order: Annotated[Optional[str], typer.Option(
-        "--grid-order", help="Program order of the forward grid: tiles-fastest (the bundled kernel), heads-fastest, "
-        "or grouped:N (N query tiles per group).", rich_help_panel=_SCHEDULE)] = None,
+        "--grid-order", help="Program order of the forward grid: tiles-fastest, heads-fastest, grouped:N (N query "
+        "tiles per group) or head-grouped:G (G grid rows per group, rows fastest; the bundled kernel's causal "
+        "prefill launch, default: its rule).", rich_help_panel=_SCHEDULE)] = None,
     tile_order: Annotated[Optional[str], typer.Option(
         "--tile-order", help="Query-tile order within a head: forward or reverse (default: the bundled kernel's).",
         rich_help_panel=_SCHEDULE)] = None,
