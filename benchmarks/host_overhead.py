@@ -8,6 +8,10 @@ wall seconds per call to enqueue (``iomodel.bench.timing.host_overhead_s``). Eac
 the median of ``--repeats`` samples, with its spread (min, max). The graph output is checked
 bitwise against the plain call's.
 
+Every row also records ``wrapped_launch``: ``enqueue_us`` and ``plain_us`` with every compiled
+launch taken through Triton's ``CompiledKernel.run`` (the design before the C launcher and the
+cached TMA tensor maps), and ``enqueue_us_again``, a second sample of the default after it.
+
 Decode rows are measured twice, side by side: the default fused split-KV decode (one launch,
 partials in a cached workspace) and, in ``two_launch``, the same tiles with
 ``fused_combine=False`` (the decode kernel plus the separate combine kernel, partials allocated
@@ -127,6 +131,49 @@ def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
     rec["host_overhead_us"] = rec["plain_us"]["median"] - rec["graph_us"]["median"]
     rec["graph_bitwise"] = bitwise
     return rec
+
+
+def _launches(fa: Any) -> list[Any]:
+    """Every kernel launch of the cached plans (forward main and combine, backward kernels)."""
+    found = []
+    for plan in fa._PLANS.values():
+        for name in ("main", "combine", "preprocess", "dkdv", "reduce", "dq"):
+            launch = getattr(plan, name, None)
+            if isinstance(launch, fa._Launch):
+                found.append(launch)
+    return found
+
+
+def wrapped_launch(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
+    """``enqueue_us`` and ``plain_us`` of ``fn`` with every compiled launch taken through
+    Triton's ``CompiledKernel.run`` (its Python ``CudaLauncher`` frame, and for the TMA kernels
+    four fresh ``TensorDescriptor`` objects encoded per call): the launch design before the C
+    launcher and the cached tensor maps, measured in the same run as the default."""
+    import torch
+
+    from iomodel.bench.timing import host_overhead_s
+
+    launches = [launch for launch in _launches(fa) if launch.raw is not None]
+    saved = [launch.raw for launch in launches]
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    plain, enqueue = [], []
+    try:
+        for launch in launches:
+            launch.raw = None
+        fn()
+        for _ in range(repeats):
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            plain.append(start.elapsed_time(end) * 1e3 / calls)
+            enqueue.append(host_overhead_s(fn, calls) * 1e6)
+    finally:
+        for launch, raw in zip(launches, saved):
+            launch.raw = raw
+    return {"direct_launches": len(launches), "plain_us": _median(plain), "enqueue_us": _median(enqueue)}
 
 
 def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int,
@@ -255,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
         import kernels.flash_attention as fa
-        from iomodel.bench.timing import time_device_interleaved
+        from iomodel.bench.timing import host_overhead_s, time_device_interleaved
 
         if fa.INTERPRET:
             raise IomodelError("TRITON_INTERPRET is set: unset it to time the compiled kernels")
@@ -283,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
 
         call()
         rec = measure(call, args.calls, args.repeats)
+        rec["wrapped_launch"] = wrapped_launch(fa, call, args.calls, args.repeats)
+        rec["enqueue_us_again"] = _median([host_overhead_s(call, args.calls) * 1e6 for _ in range(args.repeats)])
         row = {"phase": phase, "batch": B, "heads": H, "kv_heads": H_kv, "seqlen_q": N_q, "seqlen_k": N_k,
                "head_dim": d, "dtype": dt, "causal": causal, "causal_align": align, "config": cfg.to_dict(), **rec}
         row["set"] = ("holdout" if (B, H, H_kv, N_k, d, dt) in HOLDOUT_DECODE else "bench") if phase == "decode" \
@@ -315,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
               f"x cuDNN {row.get('ratio_vs_cudnn', float('nan')):.3f} (plain)"
               + (f" {row['ratio_vs_cudnn_device']:.3f} (device)" if "ratio_vs_cudnn_device" in row else "")
               + f" [{row['set']}]" + ("" if rec["graph_bitwise"] else "  GRAPH OUTPUT DIFFERS"), flush=True)
+        wr = rec["wrapped_launch"]
+        print(f"{'':8} enqueue: C launcher {rec['enqueue_us']['median']:.1f} / {rec['enqueue_us_again']['median']:.1f}"
+              f" us, wrapped launcher (descriptors per call) {wr['enqueue_us']['median']:.1f} us"
+              f" ({wr['direct_launches']} cached launches switched)", flush=True)
         del q, k, v, o, lse
         torch.cuda.empty_cache()
     import triton

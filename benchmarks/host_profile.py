@@ -1,34 +1,76 @@
-"""Where the host time of one decode call of ``flash_attention`` goes (GPU only; issue 14).
+"""Where the host time of one plain ``flash_attention`` call goes (GPU only; issue 14).
 
     python3 benchmarks/host_profile.py
 
-B = 1, H = 32, H_kv = 8, HEAD_DIM = 128, bf16, 8192 cached keys (split-KV decode): prints
-whether the cached plan launches the compiled kernels directly, the mean wall time of 2000
-back-to-back calls (host-bound at this size), the plan lookup and one ``torch.empty`` alone,
-and cProfile's top functions by own time. Measured on the H200, 2026-12-01: 38 µs a call, of
-which 4 ``torch.empty`` (o, lse, partial O, partial LSE) 19 µs, 2 launches through Triton's
-``CudaLauncher`` 15 µs, the plan lookup 3.3 µs.
+Two host-bound calls: a decode (B = 1, H = 32, H_kv = 8, HEAD_DIM = 128, bf16, 8192 cached keys,
+split-KV) and a TMA prefill (B = 1, H = 16, N = 1024, HEAD_DIM = 128, bf16, causal). Per call it
+prints whether the cached plan launches through Triton's C launcher (``_Launch.raw``), the mean
+wall time of 2000 back-to-back calls, then the same with every launch through
+``CompiledKernel.run`` (the wrapped launcher; TMA: four ``TensorDescriptor`` objects encoded per
+call), the pieces alone (plan lookup, one ``torch.empty``, encoding the four tensor maps) and
+cProfile's top functions by own time. Measured on the H200, 2026-12-01, before the C launcher:
+decode 38 µs a call, of which 4 ``torch.empty`` 19 µs, 2 launches through ``CudaLauncher`` 15 µs,
+the plan lookup 3.3 µs.
 """
-import cProfile, pstats, time, torch, sys
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+
 sys.path.insert(0, '.')
-from kernels import flash_attention as fa
-q = torch.randn(1, 32, 1, 128, device='cuda', dtype=torch.bfloat16)
-k = torch.randn(1, 8, 8192, 128, device='cuda', dtype=torch.bfloat16)
-v = torch.randn_like(k)
-for _ in range(5): fa.flash_attention(q, k, v, causal=True, causal_align='bottom-right')
-torch.cuda.synchronize()
-plan = next(iter(fa._PLANS.values()))
-print('path', plan.path, 'main.compiled', plan.main.compiled is not None, 'tail', plan.main.tail is not None, 'direct', plan.main.direct,
-      'combine', plan.combine and plan.combine.compiled is not None, 'hooks ok', fa._no_launch_hooks())
-def loop(n):
-    for _ in range(n): fa.flash_attention(q, k, v, causal=True, causal_align='bottom-right')
-t = time.perf_counter(); loop(2000); torch.cuda.synchronize(); print('us/call', (time.perf_counter()-t)/2000*1e6)
-# pieces
-t = time.perf_counter()
-for _ in range(2000): fa._plan(q, k, v, True, 'bottom-right', None)
-print('plan us', (time.perf_counter()-t)/2000*1e6)
-t = time.perf_counter()
-for _ in range(2000): torch.empty((1,32,1,128), device='cuda', dtype=torch.bfloat16)
-print('empty us', (time.perf_counter()-t)/2000*1e6)
-pr = cProfile.Profile(); pr.enable(); loop(2000); pr.disable(); torch.cuda.synchronize()
-pstats.Stats(pr).sort_stats('tottime').print_stats(22)
+from kernels import flash_attention as fa  # noqa: E402
+
+
+def _us(fn, n=2000):
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    dt = (time.perf_counter() - t) / n * 1e6
+    torch.cuda.synchronize()
+    return dt
+
+
+CASES = {
+    "decode B1 H32/8 Nk8192 d128 bf16": ((1, 32, 1), (1, 8, 8192), True, "bottom-right"),
+    "prefill-tma B1 H16 N1024 d128 bf16 causal": ((1, 16, 1024), (1, 16, 1024), True, "top-left"),
+}
+for name, (qs, ks, causal, align) in CASES.items():
+    fa._PLANS.clear()
+    q = torch.randn(*qs, 128, device='cuda', dtype=torch.bfloat16)
+    k = torch.randn(*ks, 128, device='cuda', dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+
+    def call():
+        return fa.flash_attention(q, k, v, causal, align)
+
+    for _ in range(5):
+        call()
+    torch.cuda.synchronize()
+    plan = next(iter(fa._PLANS.values()))
+    launches = [x for x in (plan.main, plan.combine) if x is not None]
+    print(f"== {name}: path {plan.path}, launches {len(launches)}, C launcher "
+          f"{[x.raw is not None for x in launches]}, hooks ok {fa._no_launch_hooks()}")
+    print(f"us/call (C launcher)       {_us(call):.2f}")
+    saved = [x.raw for x in launches]
+    for x in launches:
+        x.raw = None
+    print(f"us/call (wrapped launcher) {_us(call):.2f}")
+    for x, r in zip(launches, saved):
+        x.raw = r
+    print(f"us/call (C launcher again) {_us(call):.2f}")
+    print(f"plan lookup us             {_us(lambda: fa._plan(q, k, v, causal, align, None)):.2f}")
+    print(f"torch.empty us             {_us(lambda: torch.empty(qs + (128,), device='cuda', dtype=q.dtype)):.2f}")
+    if plan.main.boxes:
+        o = torch.empty_like(q)
+        print(f"4 tensor maps us           {_us(lambda: plan.main._tensor_maps((q, k, v, o), plan.main.raw[3])):.2f}")
+        print(f"4 TensorDescriptor us      {_us(lambda: plan.main._host_descriptors((q, k, v, o))):.2f}")
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(2000):
+        call()
+    pr.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(pr).sort_stats('tottime').print_stats(14)

@@ -46,8 +46,8 @@ from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_causal, check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
-from kernels.flash_attention import (INTERPRET, TensorDescriptor, _aligned, _alloc, _band_args, _band_bounds,
-                                     _cached_plan, _causal_bounds, _check_device, _descriptors, _dot, _dot_precision, _emulate_bf16,
+from kernels.flash_attention import (INTERPRET, _aligned, _alloc, _band_args, _band_bounds,
+                                     _boxes, _cached_plan, _causal_bounds, _check_device, _dot, _dot_precision, _emulate_bf16,
                                      _head_of, _Launch, _num_sms, _positional, _tma_ok, _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
@@ -655,10 +655,11 @@ def _bwd_plan_key(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: Any
 
 
 def _launch_of(kernel: Any, grid: tuple, n_ptrs: int, rest: tuple, named: dict[str, Any],
-               options: dict[str, Any]) -> _Launch:
+               options: dict[str, Any], boxes: tuple[tuple[int, ...], ...] | None = None) -> _Launch:
     """A :class:`kernels.flash_attention._Launch` of ``kernel``: the first ``n_ptrs`` parameters come
     per call; ``rest`` are the next positional values (strides, sizes), ``named`` the keyword ones;
-    parameters left out take their defaults explicitly (a direct launch passes every parameter)."""
+    parameters left out take their defaults explicitly (a direct launch passes every parameter).
+    ``boxes``: the TMA kernels' descriptor boxes of the leading per-call tensors."""
     import inspect
 
     args = dict(_positional(kernel, n_ptrs, rest), **named)
@@ -666,7 +667,7 @@ def _launch_of(kernel: Any, grid: tuple, n_ptrs: int, rest: tuple, named: dict[s
         if name not in args and p.default is not inspect.Parameter.empty:
             args[name] = p.default
     grid = tuple(grid) + (1,) * (3 - len(grid))
-    return _Launch(kernel, grid, args, options, direct=True)
+    return _Launch(kernel, grid, args, options, direct=True, boxes=boxes)
 
 
 class _BwdPlan:
@@ -675,7 +676,7 @@ class _BwdPlan:
     and the ``_Launch`` of each kernel, in launch order; ``ran`` the config that runs
     (:func:`flash_attention_backward`'s ``return_config``)."""
 
-    __slots__ = ("q_shape", "kv_shape", "dtype", "part_shape", "atomic", "tma", "fused", "block", "preprocess",
+    __slots__ = ("q_shape", "kv_shape", "dtype", "part_shape", "atomic", "tma", "fused", "preprocess",
                  "dkdv", "reduce", "dq", "ran", "sm_scale")
 
     def launch(self, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
@@ -692,14 +693,11 @@ class _BwdPlan:
         else:
             dk_out, dv_out = dk, dv
         scale = self.sm_scale
-        if self.tma:
-            bm, bn, dbm, dbn, d = self.block
-            kv_descs = _descriptors([bm, bn, d], q, k, v, do)  # Q and dO boxes BLOCK_M rows, K and V BLOCK_N
-            dq_descs = _descriptors([dbm, dbn, d], q, k, v, do)
-            if self.fused:
-                self.dkdv(*kv_descs, *dq_descs, lse, delta, dk_out, dv_out, dq, scale)
+        if self.tma:  # the launches make (or reuse) the descriptors of q, k, v, dO in their boxes
+            if self.fused:  # dK/dV boxes (BLOCK_M, BLOCK_N), then the dQ programs' (DQ_BLOCK_M, DQ_BLOCK_N)
+                self.dkdv(q, k, v, do, q, k, v, do, lse, delta, dk_out, dv_out, dq, scale)
             else:
-                self.dkdv(*kv_descs, lse, delta, dk_out, dv_out, scale)
+                self.dkdv(q, k, v, do, lse, delta, dk_out, dv_out, scale)
         else:
             dq_acc = torch.zeros(self.q_shape, dtype=torch.float32, device=dev) if self.atomic else delta
             self.dkdv(q, k, v, do, lse, delta, dk_out, dv_out, scale, dq_acc)
@@ -709,7 +707,7 @@ class _BwdPlan:
             dq.copy_(dq_acc)  # one conversion pass: read fp32 dQ, write it in q's dtype
         elif self.dq is not None:
             if self.tma:
-                self.dq(*dq_descs, lse, delta, dq, scale)
+                self.dq(q, k, v, do, lse, delta, dq, scale)
             else:
                 self.dq(q, k, v, do, lse, delta, dq, scale)
         return dq, dk, dv
@@ -759,7 +757,6 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
     fused = tma and config.fused_launch
     plan.tma, plan.fused = tma, fused
-    plan.block = (config.block_m, config.block_n, config.dq_block_m, config.dq_block_n, d)
     split = {"SPLIT": True, "SPLITS": S} if S > 1 else {}
     gqa = shape.group > 1
     if fused:
@@ -771,7 +768,8 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, DQ_BLOCK_M=config.dq_block_m,
                  DQ_BLOCK_N=config.dq_block_n, CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa,
                  MASK_SPLIT=config.mask_split, STAGES=config.num_stages, DQ_STAGES=config.dq_num_stages, **split),
-            dict(num_warps=config.num_warps, num_stages=max(config.num_stages, config.dq_num_stages)))
+            dict(num_warps=config.num_warps, num_stages=max(config.num_stages, config.dq_num_stages)),
+            boxes=(*_boxes(config.block_m, config.block_n, d), *_boxes(config.dq_block_m, config.dq_block_n, d)))
     elif tma:
         plan.dkdv = _launch_of(
             _bwd_dkdv_tma, (t_c, B * H_kv, S), 9,
@@ -779,7 +777,8 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
                  EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa, MASK_SPLIT=config.mask_split, STAGES=config.num_stages,
                  **split),
-            dict(num_warps=config.num_warps, num_stages=config.num_stages))
+            dict(num_warps=config.num_warps, num_stages=config.num_stages),
+            boxes=_boxes(config.block_m, config.block_n, d))
     else:
         plan.dkdv = _launch_of(
             _bwd_dkdv, (t_c, B * H_kv, S), 10,
@@ -802,7 +801,8 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (*dq_str, H, shape.group, N_q, N_k, off),
             dict(HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal,
                  EMULATE_BF16=flags["EMULATE_BF16"], STAGES=config.dq_num_stages),
-            dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages))
+            dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages),
+            boxes=_boxes(config.dq_block_m, config.dq_block_n, d))
     elif not tma and not config.atomic_dq:
         plan.dq = _launch_of(
             _bwd_dq, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,

@@ -753,9 +753,16 @@ def _stream_key() -> Any:
     interpreter has one: None."""
     if INTERPRET:
         return None
-    drv = triton.runtime.driver.active
-    device = drv.get_current_device()
-    return device, drv.get_current_stream(device)
+    device = _GET_DEVICE()
+    return device, _GET_STREAM(device)
+
+
+#: (device index, its current stream handle) lookups of the launch path: torch's C calls where
+#: this torch has them. ``torch._C._cuda_getDevice`` is what ``torch.cuda.current_device``
+#: (Triton 3.6's ``get_current_device``) returns after its lazy-init check, which a launch has
+#: passed; Triton's ``get_current_stream`` is ``torch._C._cuda_getCurrentRawStream`` itself.
+_GET_DEVICE = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_GET_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (lambda i: torch.cuda.current_stream(i).cuda_stream)
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -1018,14 +1025,27 @@ class _Launch:
     3.6 ``JITFunction.run`` itself ends with (``triton/runtime/jit.py``), without re-binding
     the arguments or recomputing the specialisation key. Launch hooks (proton) and an unaligned
     pointer take the JIT path.
+
+    Once compiled, a kernel that needs no scratch memory is launched by Triton's C launcher
+    itself (:func:`_raw_launcher`), without ``CudaLauncher.__call__``'s Python frame.
+
+    ``boxes``: the TMA launches' descriptor boxes (elements per axis), one per leading
+    per-call tensor, which the launch turns into host tensor descriptors of the tensor's real
+    extents. Once compiled, the CUDA tensor maps that Triton's launcher would encode per call
+    (``make_tensordesc_arg``: one ``cuTensorMapEncodeTiled`` per descriptor,
+    ``triton/backends/nvidia/driver.py``) are cached per tuple of the tensors' addresses (a map
+    is a function of address, extents, strides, box and dtype; the plan fixes all but the
+    address) and passed to the C launcher: no ``TensorDescriptor`` object per call.
     """
 
-    __slots__ = ("kernel", "grid", "named", "options", "tail", "compiled", "direct", "device")
+    __slots__ = ("kernel", "grid", "named", "options", "tail", "compiled", "direct", "device", "boxes", "raw",
+                 "tma_args")
 
     def __init__(self, kernel: Any, grid: tuple[int, int, int], named: dict[str, Any], options: dict[str, Any],
-                 direct: bool) -> None:
+                 direct: bool, boxes: tuple[tuple[int, ...], ...] | None = None) -> None:
         self.kernel, self.grid, self.named, self.options = kernel, grid, named, options
         self.direct = direct  # the plan's q, k, v are 16-byte aligned (the plan key says so)
+        self.boxes = boxes
         names = getattr(kernel, "arg_names", None) or []
         # the arguments after the per-call pointers, in parameter order (constexprs included:
         # the launcher receives every parameter, as JITFunction.run passes bound_args.values());
@@ -1034,9 +1054,12 @@ class _Launch:
         self.tail = tuple(named[n] for n in rest) if set(rest) == set(named) else None
         self.compiled = None
         self.device = None
+        self.raw = None  # (C launcher, cooperative, pdl, descriptor metadata) of the compiled kernel
+        self.tma_args: dict[tuple[int, ...], list[Any]] = {}  # addresses -> the tensor maps' launcher arguments
 
     def __call__(self, *ptrs: Any) -> Any:
-        """Launch on ``ptrs`` (the per-call tensors or descriptors, in parameter order).
+        """Launch on ``ptrs`` (the per-call tensors, in parameter order; with ``boxes``, the
+        leading ones are the tensors the descriptors describe).
 
         Callers pass 16-byte aligned tensors whenever ``direct`` is set: q, k, v by the plan
         key, outputs and partials from :func:`_alloc` (the caching allocator aligns to 512
@@ -1044,18 +1067,82 @@ class _Launch:
         """
         c = self.compiled
         if c is not None and _no_launch_hooks():
-            drv = triton.runtime.driver.active
-            device = drv.get_current_device()
+            device = _GET_DEVICE()
             if device == self.device:
                 g = self.grid
-                c.run(g[0], g[1], g[2], drv.get_current_stream(device), c.function, c.packed_metadata,
-                      None, None, None, *ptrs, *self.tail)
+                stream = _GET_STREAM(device)
+                raw = self.raw
+                if raw is not None:  # Triton's C launcher directly (TMA: with cached tensor maps)
+                    if self.boxes:
+                        n = len(self.boxes)
+                        key = tuple([t.data_ptr() for t in ptrs[:n]])
+                        maps = self.tma_args.get(key)
+                        if maps is None:
+                            maps = self._tensor_maps(ptrs[:n], raw[3])
+                            if len(self.tma_args) >= _MAX_TMA_MAPS:
+                                self.tma_args.clear()
+                            self.tma_args[key] = maps
+                        ptrs = (*maps, *ptrs[n:])
+                    raw[0](g[0], g[1], g[2], stream, c.function, raw[1], raw[2], None, None, c.packed_metadata,
+                           None, None, None, *ptrs, *self.tail)
+                    return c
+                c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata,
+                      None, None, None, *self._host_descriptors(ptrs), *self.tail)
                 return c
-        ret = self.kernel[self.grid](*ptrs, **self.named, **self.options)
+        ret = self.kernel[self.grid](*self._host_descriptors(ptrs), **self.named, **self.options)
         handle = _compiled_handle(ret)
         if handle is not None and self.direct and self.tail is not None:
             self.compiled, self.device = handle, triton.runtime.driver.active.get_current_device()
+            self.raw = _raw_launcher(handle, len(self.boxes) if self.boxes else 0)
         return ret
+
+    def _host_descriptors(self, ptrs: tuple) -> tuple:
+        """``ptrs`` with its leading ``len(boxes)`` tensors as host ``TensorDescriptor`` objects
+        (rank 4, the real extents; box ``boxes[i]``); ``ptrs`` itself without boxes."""
+        if not self.boxes:
+            return ptrs
+        n = len(self.boxes)
+        return (*(TensorDescriptor(t, list(t.shape), list(t.stride()), list(b)) for t, b in zip(ptrs, self.boxes)),
+                *ptrs[n:])
+
+    def _tensor_maps(self, tensors: tuple, metas: tuple) -> list[Any]:
+        """The launcher arguments of the descriptors of ``tensors``: per descriptor the encoded
+        CUDA tensor map, then its extents and strides (Triton's own ``make_tensordesc_arg``)."""
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+
+        args: list[Any] = []
+        for d, meta in zip(self._host_descriptors(tensors), metas):
+            args.extend(make_tensordesc_arg(d, meta))
+        return args
+
+
+#: Cached tensor-map sets per TMA launch (a new address tuple beyond it clears that launch's cache).
+_MAX_TMA_MAPS = 64
+
+
+def _raw_launcher(compiled: Any, n_desc: int) -> tuple | None:
+    """``(launcher, cooperative, pdl, metas)`` of a compiled kernel: the C launcher of Triton 3.6's
+    ``CudaLauncher`` (``triton/backends/nvidia/driver.py``; for a kernel with ``n_desc`` host
+    tensor descriptors, the one ``wrap_handle_tensordesc`` wraps, which encodes every descriptor
+    per call), its launch flags and the descriptors' metadata. ``CudaLauncher.__call__`` adds
+    only the scratch buffers, so a kernel that needs none may skip it. None (the kernel keeps
+    ``compiled.run``) if it needs scratch memory, a descriptor was not lowered to a tensor map,
+    or this Triton build differs in any of these names."""
+    try:
+        run = compiled.run
+        if run.global_scratch_size or run.profile_scratch_size:
+            return None
+        launcher, metas = run.launch, ()
+        if n_desc:
+            cells = dict(zip(launcher.__code__.co_freevars, (cell.cell_contents for cell in launcher.__closure__)))
+            launcher, metas = cells["launcher"], tuple(cells["tensordesc_meta"])
+            if len(metas) != n_desc or any(m is None for m in metas):
+                return None
+        if hasattr(launcher, "__code__"):  # a Python wrapper: not the C launcher this expects
+            return None
+        return launcher, run.launch_cooperative_grid, run.launch_pdl, metas
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _no_launch_hooks() -> bool:
@@ -1084,7 +1171,7 @@ class _Plan:
     """
 
     __slots__ = ("path", "shape", "o_shape", "lse_shape", "part_shapes", "config", "main", "combine",
-                 "tma_block", "autotune_args", "direct", "grid_rows", "sem_count", "workspace", "unused", "lpt")
+                 "autotune_args", "direct", "grid_rows", "sem_count", "workspace", "unused", "lpt")
 
     def __init__(self) -> None:
         self.unused: torch.Tensor | None = None  # decode: _unused_buffer of the plan's device (in the key)
@@ -1138,10 +1225,16 @@ class _Plan:
             _fixed_prefill(self, _lpt_config(config, self.lpt), named)  # later calls launch it directly
             return config
         if tma:
-            self.main(*_descriptors(self.tma_block, q, k, v, o), lse)
+            self.main(q, k, v, o, lse)  # the launch makes (or reuses) the descriptors of its boxes
         else:
             self.main(q, k, v, o, lse, *cu)
         return self.config
+
+
+def _boxes(bm: int, bn: int, d: int) -> tuple[tuple[int, ...], ...]:
+    """The descriptor boxes of q, k, v, o (the backward: dO for o): ``(1, 1, BLOCK_M, d)`` for Q
+    and O, ``(1, 1, BLOCK_N, d)`` for K and V (elements)."""
+    return (1, 1, bm, d), (1, 1, bn, d), (1, 1, bn, d), (1, 1, bm, d)
 
 
 def _descriptors(block: list[int], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -1265,7 +1358,7 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     plan.o_shape = (shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
     plan.lse_shape = (shape.batch, shape.heads, shape.seqlen_q)
     plan.grid_rows = (shape.batch, shape.heads, shape.seqlen_q)  # (B, H, N_q): the prefill grid's extent
-    plan.part_shapes = plan.combine = plan.tma_block = plan.autotune_args = None
+    plan.part_shapes = plan.combine = plan.autotune_args = None
     plan.direct = _aligned(q, k, v)  # direct launches allowed (the plan key holds this bit)
     if o_stride is None:
         o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
@@ -1300,7 +1393,7 @@ def _build_paged_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm
     plan.path, plan.shape = "decode-split-kv", shape
     plan.o_shape = (shape.batch, shape.heads, shape.seqlen_q, shape.head_dim)
     plan.lse_shape = (shape.batch, shape.heads, shape.seqlen_q)
-    plan.part_shapes = plan.combine = plan.tma_block = plan.autotune_args = None
+    plan.part_shapes = plan.combine = plan.autotune_args = None
     plan.direct = _aligned(q, k, v, *paged)
     if o_stride is None:
         o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
@@ -1444,11 +1537,13 @@ def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> 
                  HEADS_FASTEST=heads_fastest, HEAD_GROUP=head_group_of(config.grid_order))
     if plan.path == "prefill-tma":
         tiles["WARP_SPECIALIZE"] = config.warp_specialize
-        plan.tma_block = [config.block_m, config.block_n, d]
     t_r = triton.cdiv(N_q, config.block_m)
     grid = (B * H, t_r, 1) if heads_fastest else (t_r, B * H, 1)
+    boxes = None
+    if plan.path == "prefill-tma":
+        boxes = _boxes(config.block_m, config.block_n, d)
     plan.main = _Launch(kernel, grid, {**named, **tiles},
-                        dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)
+                        dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct, boxes)
     plan.config = config
 
 
@@ -1668,7 +1763,7 @@ def _build_varlen_plan(q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any, seqused: An
     plan.o_shape = (total_q, H, d)
     plan.lse_shape = (H, total_q)
     plan.grid_rows = (B, H, max_q)
-    plan.part_shapes = plan.combine = plan.tma_block = plan.autotune_args = None
+    plan.part_shapes = plan.combine = plan.autotune_args = None
     plan.direct = _aligned(q, k, v)
     o_stride = torch.empty(plan.o_shape, device="meta").stride()
     packed = lambda st: (0, st[1], st[0], st[2])  # noqa: E731  (token, head, d) -> the kernel's (z, h, m, d)

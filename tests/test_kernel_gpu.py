@@ -262,3 +262,58 @@ def test_misaligned_out_takes_the_jit_launch(fa):
 
     with pytest.raises(IomodelError, match="not TMA-aligned"):
         fa.flash_attention(q, k, v, False, "top-left", autotune=False, path="prefill-tma", out=(o, lse))
+
+
+# ----------------------------------------------------------------------------------
+# The C launcher and cached TMA tensor maps (issue 14: host overhead)
+# ----------------------------------------------------------------------------------
+def test_tma_prefill_reuses_tensor_maps_and_equals_the_jit_launch(fa):
+    """The TMA prefill's direct launch (Triton's C launcher, tensor maps cached per address
+    tuple) equals the JIT launch bit for bit on the same addresses (a cache hit) and on new
+    ones (a miss), and equals the wrapped launcher that encodes fresh descriptors per call."""
+    q, k, v = _make(2, 4, 2, 300, 300, 128, "bf16")
+    kw = dict(path="prefill-tma", autotune=False)
+    ref = fa.flash_attention(q, k, v, True, "top-left", **kw)  # the JIT launch
+    launch = fa._plan(q, k, v, True, "top-left", None, None, "prefill-tma", False).main
+    assert launch.compiled is not None and launch.raw is not None and len(launch.boxes) == 4
+    hit = fa.flash_attention(q, k, v, True, "top-left", **kw)
+    n = len(launch.tma_args)
+    assert n >= 1
+    q2, k2, v2 = (t.clone() for t in (q, k, v))  # the same values at new addresses
+    miss = fa.flash_attention(q2, k2, v2, True, "top-left", **kw)
+    assert len(launch.tma_args) > n
+    raw, launch.raw = launch.raw, None
+    try:
+        wrapped = fa.flash_attention(q2, k2, v2, True, "top-left", **kw)  # descriptors encoded per call
+    finally:
+        launch.raw = raw
+    for o, lse in (hit, miss, wrapped):
+        assert torch.equal(o, ref[0]) and torch.equal(lse, ref[1])
+    _check(q, k, v, True, "top-left", *hit)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_tma_backward_direct_launch_equals_the_jit_launch(fa, fused):
+    """The TMA backward (separate dK/dV and dQ launches, or the fused one) gives the same
+    gradients bit for bit through the JIT launch, the direct launch with cached tensor maps and
+    the direct launch on new addresses."""
+    from dataclasses import replace
+
+    from kernels import backward as bw
+
+    fa._PLANS.clear()  # this test's plans only
+    q, k, v = _make(2, 8, 2, 777, 777, 128, "bf16")
+    do = torch.randn_like(q)
+    o, lse = fa.flash_attention(q, k, v, True, "top-left")
+    base = bw.backward_config(128, "bf16", True)
+    w = base.num_warps
+    cfg = replace(base, tma=True, fused_launch=fused,
+                  **(dict(dq_num_warps=w, dq_block_m=64 if w == 4 else 128) if fused else {}))
+    first = bw.flash_attention_backward(do, q, k, v, o, lse, True, "top-left", config=cfg)
+    second = bw.flash_attention_backward(do, q, k, v, o, lse, True, "top-left", config=cfg)
+    moved = bw.flash_attention_backward(*(t.clone() for t in (do, q, k, v, o, lse)), True, "top-left", config=cfg)
+    plans = [p for p in fa._PLANS.values() if isinstance(p, bw._BwdPlan) and p.tma and p.fused is fused]
+    assert plans and all(p.dkdv.raw is not None and len(p.dkdv.tma_args) >= 2 for p in plans)
+    for got in (second, moved):
+        for name, a, b in zip(("dq", "dk", "dv"), got, first):
+            assert torch.equal(a, b), (fused, name)
