@@ -85,6 +85,20 @@ def _median(samples: list[float]) -> dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
+def _plain_us(fn: Callable[[], Any], calls: int) -> float:
+    """Device microseconds per call of ``calls`` back-to-back calls of ``fn`` (CUDA events)."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
+
+
 def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
     """Plain-call and graph-replay device microseconds per call of ``fn`` (already warmed up).
 
@@ -95,17 +109,6 @@ def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
     import torch
 
     from iomodel.bench.timing import host_overhead_s
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def device_us(run: Callable[[], Any], n: int) -> float:
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(n):
-            run()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / n
 
     ref = [t.clone() for t in fn()]
     stream = torch.cuda.Stream()
@@ -123,8 +126,8 @@ def measure(fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
     bitwise = all(torch.equal(a, b) for out in outs for a, b in zip(out, ref))
     plain, replay, enqueue = [], [], []
     for _ in range(repeats):
-        plain.append(device_us(fn, calls))
-        replay.append(device_us(graph.replay, 1) / calls)
+        plain.append(_plain_us(fn, calls))
+        replay.append(_plain_us(graph.replay, 1) / calls)
         enqueue.append(host_overhead_s(fn, calls) * 1e6)
     del graph, outs
     rec = {"plain_us": _median(plain), "graph_us": _median(replay), "enqueue_us": _median(enqueue)}
@@ -149,26 +152,17 @@ def wrapped_launch(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> 
     Triton's ``CompiledKernel.run`` (its Python ``CudaLauncher`` frame, and for the TMA kernels
     four fresh ``TensorDescriptor`` objects encoded per call): the launch design before the C
     launcher and the cached tensor maps, measured in the same run as the default."""
-    import torch
-
     from iomodel.bench.timing import host_overhead_s
 
     launches = [launch for launch in _launches(fa) if launch.raw is not None]
     saved = [launch.raw for launch in launches]
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     plain, enqueue = [], []
     try:
         for launch in launches:
             launch.raw = None
         fn()
         for _ in range(repeats):
-            torch.cuda.synchronize()
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-            plain.append(start.elapsed_time(end) * 1e3 / calls)
+            plain.append(_plain_us(fn, calls))
             enqueue.append(host_overhead_s(fn, calls) * 1e6)
     finally:
         for launch, raw in zip(launches, saved):
@@ -197,17 +191,7 @@ def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int,
         torch.cuda.synchronize()
     except Exception as exc:  # a refusal is data, not a crash
         return {"error": str(exc).splitlines()[0][:200]}, None
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return {"plain_us": _median(samples)}, fn
+    return {"plain_us": _median([_plain_us(fn, calls) for _ in range(repeats)])}, fn
 
 
 def python_side(calls: int, repeats: int) -> list[dict[str, Any]]:
