@@ -1020,11 +1020,12 @@ class _Launch:
 
     The first call goes through Triton's JIT (``kernel[grid](...)``: binds, specialises and
     compiles). On a GPU the compiled kernel it returns is kept; later calls whose pointers are
-    16-byte aligned (the specialisation the JIT saw; checked per call) call its launcher
+    16-byte aligned (the specialisation the JIT saw) call its launcher
     directly, ``compiled.run(grid, stream, function, metadata, hooks, *args)``, the call Triton
     3.6 ``JITFunction.run`` itself ends with (``triton/runtime/jit.py``), without re-binding
-    the arguments or recomputing the specialisation key. Launch hooks (proton) and an unaligned
-    pointer take the JIT path.
+    the arguments or recomputing the specialisation key. Alignment is the callers' guarantee
+    (see :meth:`__call__`), not checked per call; launch hooks (proton) and another device take
+    the JIT path.
 
     Once compiled, a kernel that needs no scratch memory is launched by Triton's C launcher
     itself (:func:`_raw_launcher`), without ``CudaLauncher.__call__``'s Python frame.
@@ -1034,8 +1035,8 @@ class _Launch:
     extents. Once compiled, the CUDA tensor maps that Triton's launcher would encode per call
     (``make_tensordesc_arg``: one ``cuTensorMapEncodeTiled`` per descriptor,
     ``triton/backends/nvidia/driver.py``) are cached per tuple of the tensors' addresses (a map
-    is a function of address, extents, strides, box and dtype; the plan fixes all but the
-    address) and passed to the C launcher: no ``TensorDescriptor`` object per call.
+    is a function of address, extents, strides, box, dtype, swizzle and padding; the plan and
+    the compiled kernel's descriptor metadata fix all but the address) and passed to the C launcher: no ``TensorDescriptor`` object per call.
     """
 
     __slots__ = ("kernel", "grid", "named", "options", "tail", "compiled", "direct", "device", "boxes", "raw",
