@@ -284,8 +284,11 @@ def test_holdout4_repeats_on_the_same_configs_bound_the_measurement_noise():
     assert runs[1].settings["pinned_configs"].endswith("ncu-h200-holdout4-flush-2026-11-29.json")
 
 
-_REPORTS = sorted(p for p in RECEIPTS_DIR.glob("reconcile-h200-*.md")
-                  if (RECEIPTS_DIR / p.name.replace("reconcile-", "ncu-").replace(".md", ".json")).exists())
+#: In reverse name order, against ``any_rec``'s forward order: under xdist the two tests of one receipt then
+#: seldom run at once on two workers, one of them idle on the other's reconciliation (receipt_cache.py).
+_REPORTS = sorted((p for p in RECEIPTS_DIR.glob("reconcile-h200-*.md")
+                   if (RECEIPTS_DIR / p.name.replace("reconcile-", "ncu-").replace(".md", ".json")).exists()),
+                  reverse=True)
 
 
 @pytest.mark.parametrize("report", _REPORTS, ids=[p.name for p in _REPORTS])

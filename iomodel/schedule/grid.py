@@ -306,30 +306,50 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
     N_k), so a block item is always loaded whole. With every lo_i = 0 and ``chunk`` =
     :data:`KV_CHUNK_ROWS` this is the order of the windowless loop.
     """
+    import numpy as np  # here only: a one-layer worksheet without a band or descending keys imports no numpy
+
     d, s, H, G = spec.head_dim, spec.width, spec.heads, spec.group
-    rank = {kv: n for n, kv in enumerate(order)}
-    # (kv, c0) ascending, (kv, c0, step) descending (programs reach a chunk at their own steps: one
-    # touch per step) -> [first step, start row, stop row]
-    need: dict[tuple[int, ...], list[int]] = {}
+    kvs: list[int] = []  # one entry per (program, tile) that sees a key: its KV head, lo, end
+    los: list[int] = []
+    ends: list[int] = []
     for bh, i0, i1 in qo:
         b, h = divmod(bh, H)
         kv = b * spec.kv_heads + h // G
         for lo, end in kv_ranges[i0:i1]:
-            if end <= lo:
-                continue  # no row of the tile sees a key: nothing loaded
-            for c0 in range(chunk * (lo // chunk), end, chunk):
-                start, stop = max(c0, lo), min(c0 + chunk, end)
-                step = end - stop if descending else start - lo
-                item = (kv, c0, step) if descending else (kv, c0)
-                got = need.get(item)
-                if got is None:
-                    need[item] = [step, start, stop]
-                else:
-                    got[0], got[1], got[2] = min(got[0], step), min(got[1], start), max(got[2], stop)
+            if end > lo:  # else no row of the tile sees a key: nothing loaded
+                kvs.append(kv)
+                los.append(lo)
+                ends.append(end)
+    if not kvs:
+        return []
+    kv, lo, end = (np.array(v, dtype=np.int64) for v in (kvs, los, ends))
+    first = chunk * (lo // chunk)  # the first chunk each range touches
+    n = (end - first + chunk - 1) // chunk  # chunks per range
+    at = np.repeat(np.arange(n.size), n)  # each (range, chunk) touch -> its range
+    c0 = first[at] + chunk * (np.arange(at.size) - np.repeat(np.cumsum(n) - n, n))
+    lo, end, kv = lo[at], end[at], kv[at]
+    start, stop = np.maximum(c0, lo), np.minimum(c0 + chunk, end)
+    step = end - stop if descending else start - lo
+    # items: (kv, c0) ascending, (kv, c0, step) descending; per item its first step, lowest start, highest stop
+    keys = (step, c0, kv) if descending else (c0, kv)
+    by = np.lexsort(keys)
+    new = np.ones(by.size, dtype=bool)
+    new[1:] = np.any(np.stack([k[by][1:] != k[by][:-1] for k in keys]), axis=0)
+    heads = np.flatnonzero(new)
+    kv_i, c0_i = kv[by][heads], c0[by][heads]
+    step_i = np.minimum.reduceat(step[by], heads)
+    start_i = np.minimum.reduceat(start[by], heads)
+    stop_i = np.maximum.reduceat(stop[by], heads)
+    ranked = np.array(order, dtype=np.int64)  # may name KV heads whose tiles load nothing
+    rank_of = np.zeros(int(max(kv_i.max(), ranked.max())) + 1, dtype=np.int64)
+    rank_of[ranked] = np.arange(ranked.size)
+    # time order: first step, then KV head in ``order``, then chunk (an item is unique in this key)
+    seq = np.lexsort((c0_i, rank_of[kv_i], step_i))
+    nbytes = ((stop_i - start_i) * (d * s))[seq].tolist()
     acc: list[Access] = []
-    for (kv, c0, *_), (_, start, stop) in sorted(need.items(), key=lambda kv_: (kv_[1][0], rank[kv_[0][0]], kv_[0][1])):
-        acc.append(Access("K", ("K", kv, c0), (stop - start) * d * s, whole=True))
-        acc.append(Access("V", ("V", kv, c0), (stop - start) * d * s, whole=True))
+    for kv_n, c, nb in zip(kv_i[seq].tolist(), c0_i[seq].tolist(), nbytes):
+        acc.append(Access("K", ("K", kv_n, c), nb, whole=True))
+        acc.append(Access("V", ("V", kv_n, c), nb, whole=True))
     return acc
 
 
