@@ -10,7 +10,9 @@ bitwise against the plain call's.
 
 Every row also records ``wrapped_launch``: ``enqueue_us`` and ``plain_us`` with every compiled
 launch taken through Triton's ``CompiledKernel.run`` (the design before the C launcher and the
-cached TMA tensor maps), and ``enqueue_us_again``, a second sample of the default after it.
+cached TMA tensor maps), ``empty_o``: the same with o allocated by ``torch.empty`` instead of
+``torch.empty_like(q)`` (the allocation before 2026-12-03), and ``enqueue_us_again``, a second
+sample of the default after both.
 
 Decode rows are measured twice, side by side: the default fused split-KV decode (one launch,
 partials in a cached workspace) and, in ``two_launch``, the same tiles with
@@ -147,27 +149,59 @@ def _launches(fa: Any) -> list[Any]:
     return found
 
 
-def wrapped_launch(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
-    """``enqueue_us`` and ``plain_us`` of ``fn`` with every compiled launch taken through
-    Triton's ``CompiledKernel.run`` (its Python ``CudaLauncher`` frame, and for the TMA kernels
-    four fresh ``TensorDescriptor`` objects encoded per call): the launch design before the C
-    launcher and the cached tensor maps, measured in the same run as the default."""
+def _switched(fn: Callable[[], Any], calls: int, repeats: int, switch: Callable[[], Callable[[], None]]) -> dict[str, Any]:
+    """``plain_us`` and ``enqueue_us`` (medians with spread) of ``fn`` while ``switch()`` is in force:
+    ``switch`` changes the cached plans and returns the function that undoes it (called even on error)."""
     from iomodel.bench.timing import host_overhead_s
 
-    launches = [launch for launch in _launches(fa) if launch.raw is not None]
-    saved = [launch.raw for launch in launches]
     plain, enqueue = [], []
+    undo = switch()
     try:
-        for launch in launches:
-            launch.raw = None
         fn()
         for _ in range(repeats):
             plain.append(_plain_us(fn, calls))
             enqueue.append(host_overhead_s(fn, calls) * 1e6)
     finally:
-        for launch, raw in zip(launches, saved):
-            launch.raw = raw
-    return {"direct_launches": len(launches), "plain_us": _median(plain), "enqueue_us": _median(enqueue)}
+        undo()
+    return {"plain_us": _median(plain), "enqueue_us": _median(enqueue)}
+
+
+def wrapped_launch(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
+    """``enqueue_us`` and ``plain_us`` of ``fn`` with every compiled launch taken through
+    Triton's ``CompiledKernel.run`` (its Python ``CudaLauncher`` frame, and for the TMA kernels
+    four fresh ``TensorDescriptor`` objects encoded per call): the launch design before the C
+    launcher and the cached tensor maps, measured in the same run as the default."""
+    launches = [launch for launch in _launches(fa) if launch.raw is not None]
+
+    def switch() -> Callable[[], None]:
+        saved = [launch.raw for launch in launches]
+        for launch in launches:
+            launch.raw = None
+
+        def undo() -> None:
+            for launch, raw in zip(launches, saved):
+                launch.raw = raw
+        return undo
+
+    return {"direct_launches": len(launches), **_switched(fn, calls, repeats, switch)}
+
+
+def empty_o(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
+    """``enqueue_us`` and ``plain_us`` of ``fn`` with o allocated by ``torch.empty(shape, dtype, device)``
+    (``_alloc``) in every plan instead of ``torch.empty_like(q)`` (``_Plan.o_like_q``): the allocation
+    before 2026-12-03's change, measured in the same run as the default."""
+    plans = [p for p in fa._PLANS.values() if p.o_like_q]
+
+    def switch() -> Callable[[], None]:
+        for p in plans:
+            p.o_like_q = False
+
+        def undo() -> None:
+            for p in plans:
+                p.o_like_q = True
+        return undo
+
+    return {"plans_switched": len(plans), **_switched(fn, calls, repeats, switch)}
 
 
 def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int,
@@ -315,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         call()
         rec = measure(call, args.calls, args.repeats)
         rec["wrapped_launch"] = wrapped_launch(fa, call, args.calls, args.repeats)
+        rec["empty_o"] = empty_o(fa, call, args.calls, args.repeats)
         rec["enqueue_us_again"] = _median([host_overhead_s(call, args.calls) * 1e6 for _ in range(args.repeats)])
         row = {"phase": phase, "batch": B, "heads": H, "kv_heads": H_kv, "seqlen_q": N_q, "seqlen_k": N_k,
                "head_dim": d, "dtype": dt, "causal": causal, "causal_align": align, "config": cfg.to_dict(), **rec}
@@ -351,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         wr = rec["wrapped_launch"]
         print(f"{'':8} enqueue: C launcher {rec['enqueue_us']['median']:.1f} / {rec['enqueue_us_again']['median']:.1f}"
               f" us, wrapped launcher (descriptors per call) {wr['enqueue_us']['median']:.1f} us"
-              f" ({wr['direct_launches']} cached launches switched)", flush=True)
+              f" ({wr['direct_launches']} cached launches switched), o by torch.empty"
+              f" {rec['empty_o']['enqueue_us']['median']:.1f} us", flush=True)
         del q, k, v, o, lse
         torch.cuda.empty_cache()
     import triton

@@ -63,6 +63,32 @@ for name, (qs, ks, causal, align) in CASES.items():
     print(f"us/call (C launcher again) {_us(call):.2f}")
     print(f"plan lookup us             {_us(lambda: fa._plan(q, k, v, causal, align, None)):.2f}")
     print(f"torch.empty us             {_us(lambda: torch.empty(qs + (128,), device='cuda', dtype=q.dtype)):.2f}")
+    print("pieces of one call, us (each alone, 2000 calls):")
+    o_shape, lse_shape = plan.o_shape, plan.lse_shape
+    n_o = q.numel() * q.element_size()
+    n_all = n_o + 4 * (n_o // (q.element_size() * q.shape[-1]))
+    device = q.device
+
+    def one_buffer():
+        buf = torch.empty(n_all, dtype=torch.uint8, device=device)
+        return buf[:n_o].view(q.dtype).view(o_shape), buf[n_o:].view(torch.float32).view(lse_shape)
+
+    pieces = {
+        "python call of a no-op": lambda: None,
+        "_needs_grad": lambda: fa._needs_grad(q, k, v),
+        "_plan_key": lambda: fa._plan_key(q, k, v, causal, align, None, None, None, None, None),
+        "_no_launch_hooks": fa._no_launch_hooks,
+        "_stream_key": fa._stream_key,
+        "torch.empty(o, dtype, device obj)": lambda: torch.empty(o_shape, dtype=q.dtype, device=device),
+        "torch.empty(lse, dtype, device obj)": lambda: torch.empty(lse_shape, dtype=torch.float32, device=device),
+        "torch.empty(o, dtype, device str)": lambda: torch.empty(o_shape, dtype=q.dtype, device="cuda"),
+        "q.new_empty(o)": lambda: q.new_empty(o_shape),
+        "q.new_empty(lse, fp32)": lambda: q.new_empty(lse_shape, dtype=torch.float32),
+        "torch.empty_like(q)": lambda: torch.empty_like(q),
+        "one uint8 buffer + 4 views": one_buffer,
+    }
+    for label, fn in pieces.items():
+        print(f"  {label:36s} {_us(fn):.2f}")
     if plan.main.boxes:
         o = torch.empty_like(q)
         print(f"4 tensor maps us           {_us(lambda: plan.main._tensor_maps((q, k, v, o), plan.main.raw[3])):.2f}")

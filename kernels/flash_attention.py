@@ -728,6 +728,15 @@ def _alloc(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
     return torch.empty(shape, dtype=dtype, device=device)
 
 
+def _alloc_like(t: torch.Tensor) -> torch.Tensor:
+    """An uninitialised tensor of ``t``'s shape, dtype, device and strides: ``o`` of a plan whose q is
+    contiguous (``_Plan.o_like_q``). ``torch.empty_like`` skips the shape, dtype and device parsing of
+    :func:`_alloc`'s ``torch.empty``: 1.5 against 3.5 µs a call on the H200's host
+    (``benchmarks/host_profile.py``, receipts/host-profile-h200-2026-12-03-c.txt). Tests replace it
+    with :func:`_alloc` to poison the buffers."""
+    return torch.empty_like(t)
+
+
 _UNUSED: dict[torch.device, torch.Tensor] = {}
 
 
@@ -1167,14 +1176,16 @@ class _Plan:
     ``config`` (None until an autotuned launch has picked one); the launches ``main`` and
     ``combine`` (decode with S > 1 and ``fused_combine=False``); ``sem_count`` the fused
     decode's counters (one per program group; 0 otherwise) and ``workspace`` its partial and
-    counter views per stream. O and LSE are allocated per call (their size depends on shapes
+    counter views per stream; ``o_like_q``: q is contiguous with o's shape (the plan key holds
+    q's strides), so o is ``torch.empty_like(q)``. O and LSE are allocated per call (their size depends on shapes
     only, so CUDA-graph capture records them); the fused decode's partials are not (cached).
     """
 
     __slots__ = ("path", "shape", "o_shape", "lse_shape", "part_shapes", "config", "main", "combine",
-                 "autotune_args", "direct", "grid_rows", "sem_count", "workspace", "unused", "lpt")
+                 "autotune_args", "direct", "grid_rows", "sem_count", "workspace", "unused", "lpt", "o_like_q")
 
     def __init__(self) -> None:
+        self.o_like_q = False  # o has q's shape and q is contiguous (its strides are in the key): empty_like(q)
         self.unused: torch.Tensor | None = None  # decode: _unused_buffer of the plan's device (in the key)
         self.sem_count = 0  # fused split-KV decode: one int32 counter per program group; 0 otherwise
         self.workspace: dict[Any, tuple[torch.Tensor, ...]] = {}  # stream key -> (O_PART, LSE_PART, SEM) views
@@ -1363,6 +1374,7 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     plan.direct = _aligned(q, k, v)  # direct launches allowed (the plan key holds this bit)
     if o_stride is None:
         o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
+        plan.o_like_q = tuple(q.shape) == plan.o_shape and tuple(q.stride()) == tuple(o_stride)
     if chosen == "decode-split-kv":
         _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride, band)
     else:
@@ -1398,6 +1410,7 @@ def _build_paged_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm
     plan.direct = _aligned(q, k, v, *paged)
     if o_stride is None:
         o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
+        plan.o_like_q = tuple(q.shape) == plan.o_shape and tuple(q.stride()) == tuple(o_stride)
     # bottom-right: off = N_k - N_q per sequence (the kernel adds its N_k); top-left: 0
     off, off_seqlen = (-shape.seqlen_q, 1) if causal_align == "bottom-right" else (0, 0)
     _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride, None,
@@ -1421,7 +1434,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, ca
     if paged is not None and check:  # the tables' contents (a host sync; check=False skips it)
         check_paged_tables(*paged, num_blocks=k.shape[0], page_size=k.shape[1])
     if out is None:
-        o = _alloc(plan.o_shape, q.dtype, q.device)
+        o = _alloc_like(q) if plan.o_like_q else _alloc(plan.o_shape, q.dtype, q.device)
         lse = _alloc(plan.lse_shape, torch.float32, q.device)
     else:
         o, lse = _check_out(out, plan, q)

@@ -179,6 +179,7 @@ def test_every_output_element_is_written(monkeypatch, N_q, N_k, causal, align, s
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
     monkeypatch.setattr(fa, "_alloc", poisoned)
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: poisoned(t.shape, t.dtype, t.device))
     q, k, v = _make(2, 4, 2, N_q, N_k, 48, torch.float16, seed=3)
     config = None
     if splits is not None:

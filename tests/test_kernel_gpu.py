@@ -73,6 +73,7 @@ def test_prefill_paths(fa, monkeypatch, path, case):
     if path == "prefill-tma" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the TMA path needs sm_90 or newer")
     monkeypatch.setattr(fa, "_alloc", lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev))
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: torch.full_like(t, float("nan")))
     q, k, v = _make(B, H, H_kv, N_q, N_k, d, dtype)
     o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True, path=path, autotune=False)
     assert cfg.path == path
@@ -86,6 +87,7 @@ def test_prefill_paths(fa, monkeypatch, path, case):
 )
 def test_decode(fa, monkeypatch, B, H, H_kv, N_q, N_k, dtype, causal, align):
     monkeypatch.setattr(fa, "_alloc", lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev))
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: torch.full_like(t, float("nan")))
     q, k, v = _make(B, H, H_kv, N_q, N_k, 128, dtype)
     o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True)
     assert cfg.path == "decode-split-kv"

@@ -60,8 +60,9 @@ def test_fused_decode_workspace_is_cached_and_allocates_nothing_per_call(monkeyp
     assert lse_part.data_ptr() - o_part.data_ptr() == 8 * 4 * 32 * 4 and sem.tolist() == [0, 0]
     calls = []
     monkeypatch.setattr(fa, "_alloc", lambda *a: calls.append(a) or torch.empty(a[0], dtype=a[1]))
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: calls.append((tuple(t.shape), "like q")) or torch.empty_like(t))
     fa.flash_attention(q, k, v, True, "bottom-right")
-    assert [c[0] for c in calls] == [(1, 8, 1, 32), (1, 8, 1)]  # o and lse only: no partials
+    assert [c[:2] for c in calls] == [((1, 8, 1, 32), "like q"), ((1, 8, 1), torch.float32)]  # o, lse: no partials
     assert p.workspace[None][0].data_ptr() == o_part.data_ptr()
 
 
@@ -153,3 +154,21 @@ def test_sm_scale_true_is_refused_not_taken_as_one():
     q = torch.randn((1, 1, 16, 16))
     with pytest.raises(IomodelError, match="sm_scale must be a number"):
         fa.flash_attention(q, q, q, sm_scale=True)
+
+
+def test_o_is_allocated_like_q_only_when_q_is_contiguous(monkeypatch):
+    """o is ``torch.empty_like(q)`` only for a plan whose q is contiguous with o's shape (the plan key
+    holds q's strides); a transposed q gets a contiguous o from ``_alloc``. Both give the same o, lse."""
+    q, k, v = _qkv(N_q=40, N_k=70)
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # (B, H, N, d) values, (B, N, H, d) memory
+    assert not qt.is_contiguous() and torch.equal(qt, q)
+    like = []
+    real = fa._alloc_like
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: like.append(tuple(t.stride())) or real(t))
+    o1, l1 = fa.flash_attention(q, k, v, True, "bottom-right")
+    o2, l2 = fa.flash_attention(qt, k, v, True, "bottom-right")
+    assert like == [tuple(q.stride())]  # the contiguous q only
+    assert o1.is_contiguous() and o2.is_contiguous() and o2.stride() == q.stride()
+    assert fa._plan(q, k, v, True, "bottom-right", None).o_like_q
+    assert not fa._plan(qt, k, v, True, "bottom-right", None).o_like_q
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
