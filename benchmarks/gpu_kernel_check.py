@@ -199,8 +199,9 @@ def main() -> int:
                     rec = {"shape": case, "path": path, "mode": mode}
                     try:
                         q, k, v = make(B, H, H_kv, N_q, N_k, d, dtype, seed=len(corr))
-                        saved = fa._alloc
+                        saved = fa._alloc, fa._alloc_like  # poisoned outputs: every element must be written
                         fa._alloc = lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev)
+                        fa._alloc_like = lambda t: torch.full_like(t, float("nan"))
                         try:
                             kw = dict(path=path) if path != "decode-split-kv" else {}
                             if mode == "default" and path != "decode-split-kv":
@@ -215,7 +216,7 @@ def main() -> int:
                             o, lse, cfg = flash_attention(q, k, v, causal, align, return_config=True, **kw)
                             torch.cuda.synchronize()
                         finally:
-                            fa._alloc = saved
+                            fa._alloc, fa._alloc_like = saved
                         ro, rl = reference_attention(q, k, v, causal, align)
                         eo, el = eager_attention_with_lse(q, k, v, causal, align)
                         empty = torch.isinf(rl)

@@ -96,6 +96,7 @@ def test_fused_decode_is_bitwise_repeatable_and_writes_every_element(monkeypatch
     shapes = []
     monkeypatch.setattr(fa, "_alloc", lambda shape, dt, dev: shapes.append(shape) or torch.full(
         shape, float("nan"), dtype=dt, device=dev))
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: shapes.append(tuple(t.shape)) or torch.full_like(t, float("nan")))
     q, k, v = _dense(2, 8, 2, 2, 150, d=48, seed=7)
     cfg = _config(2, 2, 6)
     o1, l1 = fa.flash_attention(q, k, v, True, "bottom-right", config=cfg)
