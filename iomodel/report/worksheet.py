@@ -34,6 +34,7 @@ from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling, cdiv
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
 from iomodel.schedule.capabilities import decode_refusal, kernel_refusal, prefill_path
 from iomodel.schedule.launch import Schedule, lpt_launch_order
+from iomodel.schedule.tiles import head_dim_padded
 from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
 from iomodel.traffic.units import RowUnits, check_row_units
 
@@ -278,7 +279,10 @@ class Worksheet:
             ("tiles", f"BLOCK_M = {t.block_m}, BLOCK_N = {t.block_n}, num_stages = {t.num_stages}, "
                       f"num_splits = {t.num_splits}, heads_per_program = {t.heads_per_program}; {lay.tiling_source}"),
             ("SRAM per program", f"{fmt_bytes(t.sram_bytes(s))} of {fmt_bytes(hw.smem_per_block)} shared memory "
-                                 "per block (Q tile + num_stages K and V tiles)"),
+                                 "per block (Q tile + num_stages K and V tiles"
+                                 + (f", {head_dim_padded(s.head_dim)} columns wide: the kernel pads HEAD_DIM "
+                                    f"{s.head_dim} to a power of two" if head_dim_padded(s.head_dim) != s.head_dim
+                                    else "") + ")"),
             ("hardware", f"{hw.name}: HBM {human_si(hw.hbm_bandwidth, 'B/s')}, L2 {human_bytes(hw.l2_bytes)}, "
                          f"{hw.num_sms} SMs, {human_bytes(hw.smem_per_sm)} shared memory per SM, {s.dtype} dense "
                          f"peak {_peak(hw, s.dtype)} ({hw.source})"),

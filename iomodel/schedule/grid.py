@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.launch import KEY_ORDERS, TILE_ORDERS, head_group_of, program_runs, tiles_per_group
-from iomodel.schedule.tiles import decode_split_len, program_sram_bytes
+from iomodel.schedule.tiles import decode_split_len, head_dim_padded, program_sram_bytes
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import RESIDENT_LIMITS
 
@@ -423,8 +423,11 @@ def dkdv_program_sram_bytes(spec: LayerSpec, tiling: Tiling, num_stages: int) ->
     Args:
         spec: HEAD_DIM and element width; tiling: ``bwd_block_m``, ``bwd_block_n``;
         num_stages: the dK/dV launch's ``BackwardConfig.num_stages``.
+
+    d is the HEAD_DIM the kernel computes with (:func:`~iomodel.schedule.tiles.head_dim_padded`: its
+    tiles are ``HEAD_DIM_PAD`` columns wide in shared memory, the masked ones included).
     """
-    d, s = spec.head_dim, spec.width
+    d, s = head_dim_padded(spec.head_dim), spec.width
     return program_sram_bytes(tiling.bwd_block_n, tiling.bwd_block_m, num_stages, d, s) + tiling.bwd_block_n * d * s
 
 
@@ -436,8 +439,10 @@ def dq_program_sram_bytes(spec: LayerSpec, tiling: Tiling, num_stages: int) -> i
     Args:
         spec: HEAD_DIM and element width; tiling: ``dq_block_m``, ``dq_block_n``;
         num_stages: the dQ launch's ``BackwardConfig.dq_num_stages``.
+
+    d is the padded HEAD_DIM (:func:`~iomodel.schedule.tiles.head_dim_padded`), as in the kernel.
     """
-    d, s = spec.head_dim, spec.width
+    d, s = head_dim_padded(spec.head_dim), spec.width
     return program_sram_bytes(tiling.dq_block_m, tiling.dq_block_n, num_stages, d, s) + tiling.dq_block_m * d * s
 
 

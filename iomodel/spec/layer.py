@@ -316,10 +316,13 @@ class Tiling:
     def sram_bytes(self, spec: LayerSpec) -> int:
         """Shared memory one forward program needs, in bytes: the schedule's formula
         :func:`iomodel.schedule.tiles.program_sram_bytes` (Q tile plus ``num_stages`` K and V
-        tiles) for these tiles and ``spec``'s HEAD_DIM and element width."""
-        from iomodel.schedule.tiles import program_sram_bytes  # schedule reads spec: imported at call time
+        tiles) for these tiles, ``spec``'s element width and the HEAD_DIM the kernel computes with,
+        :func:`iomodel.schedule.tiles.head_dim_padded` (a power of two, at least 16: the kernel's
+        tiles are ``HEAD_DIM_PAD`` columns wide in shared memory; HEAD_DIM 80 holds 128 columns)."""
+        from iomodel.schedule.tiles import head_dim_padded, program_sram_bytes  # schedule reads spec: at call time
 
-        return program_sram_bytes(self.block_m, self.block_n, self.num_stages, spec.head_dim, spec.width)
+        return program_sram_bytes(self.block_m, self.block_n, self.num_stages, head_dim_padded(spec.head_dim),
+                                  spec.width)
 
     def check_fits(self, spec: LayerSpec, smem_per_block: int, hardware_name: str = "") -> None:
         """Raise if the tiles do not fit ``smem_per_block`` bytes of shared memory.
@@ -327,11 +330,15 @@ class Tiling:
         Raises:
             IomodelError: naming the bytes needed, the bytes available and what to shrink.
         """
-        need = self.sram_bytes(spec)
+        from iomodel.schedule.tiles import head_dim_padded
+
+        need, pad = self.sram_bytes(spec), head_dim_padded(spec.head_dim)
         if need > smem_per_block:
             raise IomodelError(
                 f"tiles BLOCK_M={self.block_m}, BLOCK_N={self.block_n}, num_stages={self.num_stages} need "
-                f"{need} B of shared memory for HEAD_DIM={spec.head_dim} {spec.dtype}, but "
+                f"{need} B of shared memory for HEAD_DIM={spec.head_dim} {spec.dtype}"
+                + (f" (padded to {pad} columns, as the kernel holds it)" if pad != spec.head_dim else "")
+                + ", but "
                 f"{hardware_name or 'the hardware'} offers {smem_per_block} B per block: "
                 "lower --block-m, --block-n or --num-stages"
             )
