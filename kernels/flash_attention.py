@@ -731,9 +731,9 @@ def _alloc(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
 def _alloc_like(t: torch.Tensor) -> torch.Tensor:
     """An uninitialised tensor of ``t``'s shape, dtype, device and strides: ``o`` of a plan whose q is
     contiguous (``_Plan.o_like_q``). ``torch.empty_like`` skips the shape, dtype and device parsing of
-    :func:`_alloc`'s ``torch.empty``: 1.5 against 3.5 µs a call on the H200's host
-    (``benchmarks/host_profile.py``, receipts/host-profile-h200-2026-12-03-c.txt). Tests replace it
-    with :func:`_alloc` to poison the buffers."""
+    :func:`_alloc`'s ``torch.empty``: 1.8 against 3.0–3.4 µs a call on the H200's host
+    (``benchmarks/host_profile.py``, receipts/host-profile-h200-2026-12-03-c.txt). Tests replace it,
+    as they replace :func:`_alloc`, by a NaN-filled tensor to prove every element is written."""
     return torch.empty_like(t)
 
 

@@ -13,6 +13,8 @@ from iomodel.spec import LayerSpec
 
 def band_kv_accesses_loop(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int, int]], spec: LayerSpec,
                           chunk: int, order: list[int], descending: bool = False) -> list[Access]:
+    """K/V chunk touches of one wave, in time order (bytes): the definition of
+    :func:`iomodel.schedule.grid._band_kv_accesses` (same arguments, same result), item by item."""
     d, s, H, G = spec.head_dim, spec.width, spec.heads, spec.group
     rank = {kv: n for n, kv in enumerate(order)}
     need: dict[tuple[int, ...], list[int]] = {}

@@ -66,4 +66,5 @@ def test_a_hand_counted_wave():
     # descending: each program from its last block down; program 1 reaches chunk 64 at step 0, chunk 0 at
     # step 32; program 2 chunk 128 at step 0, chunk 64 at step 32, chunk 0 at step 96: (step, chunk) order
     got = _band_kv_accesses([(0, 0, 1), (1, 1, 2)], [(0, 96), (32, 160)], spec, 64, [0], descending=True)
-    assert [(a.key[2], a.nbytes // row) for a in got[::2]] == [(64, 32), (128, 32), (0, 64), (64, 64), (0, 32)]
+    assert got == [Access(t, (t, 0, c0), rows * row, whole=True)
+                   for c0, rows in ((64, 32), (128, 32), (0, 64), (64, 64), (0, 32)) for t in ("K", "V")]

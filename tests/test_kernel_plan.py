@@ -156,19 +156,27 @@ def test_sm_scale_true_is_refused_not_taken_as_one():
         fa.flash_attention(q, q, q, sm_scale=True)
 
 
-def test_o_is_allocated_like_q_only_when_q_is_contiguous(monkeypatch):
-    """o is ``torch.empty_like(q)`` only for a plan whose q is contiguous with o's shape (the plan key
-    holds q's strides); a transposed q gets a contiguous o from ``_alloc``. Both give the same o, lse."""
+def test_o_is_allocated_like_q_only_when_q_has_the_contiguous_strides(monkeypatch):
+    """o is ``torch.empty_like(q)`` only for a plan whose q has exactly o's shape and contiguous strides
+    (the plan key holds q's strides); a transposed q, or a q whose size-1 axis has another stride
+    (``is_contiguous()`` though it is), gets a contiguous o from ``_alloc``. All give the same o, lse."""
     q, k, v = _qkv(N_q=40, N_k=70)
     qt = q.transpose(1, 2).contiguous().transpose(1, 2)  # (B, H, N, d) values, (B, N, H, d) memory
     assert not qt.is_contiguous() and torch.equal(qt, q)
+    q1 = torch.empty_strided((1, 4, 1, 32), (4 * 32, 32, 7, 1)).copy_(q[:, :, -1:])  # stride 7 on the size-1 axis
+    assert q1.is_contiguous() and q1.stride() != (4 * 32, 32, 32, 1)
     like = []
     real = fa._alloc_like
-    monkeypatch.setattr(fa, "_alloc_like", lambda t: like.append(tuple(t.stride())) or real(t))
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: like.append(t) or real(t))
     o1, l1 = fa.flash_attention(q, k, v, True, "bottom-right")
+    assert len(like) == 1 and like[0] is q
     o2, l2 = fa.flash_attention(qt, k, v, True, "bottom-right")
-    assert like == [tuple(q.stride())]  # the contiguous q only
-    assert o1.is_contiguous() and o2.is_contiguous() and o2.stride() == q.stride()
+    o3, l3 = fa.flash_attention(q1, k, v, True, "bottom-right")
+    assert len(like) == 1  # neither the transposed q nor the size-1-axis one
+    assert o1.stride() == o2.stride() == q.stride() and o3.stride() == (4 * 32, 32, 32, 1)
     assert fa._plan(q, k, v, True, "bottom-right", None).o_like_q
     assert not fa._plan(qt, k, v, True, "bottom-right", None).o_like_q
+    assert not fa._plan(q1, k, v, True, "bottom-right", None).o_like_q
     assert torch.equal(o1, o2) and torch.equal(l1, l2)
+    ref_o, ref_l = fa.flash_attention(q1.contiguous(), k, v, True, "bottom-right")
+    assert torch.equal(o3, ref_o) and torch.equal(l3, ref_l)

@@ -1,11 +1,18 @@
 """Shared memory of a program at a HEAD_DIM that is not a power of two: the kernel's tiles are
 HEAD_DIM_PAD = max(16, next_pow2(d)) columns wide (``tl.arange(0, HEAD_DIM_PAD)``), so the model's
-SRAM figure, the fit check and the programs per SM use the padded width (a fresh user's report,
-2026-12-03: HEAD_DIM 200 with 128x64 tiles and 3 stages was said to fit in 200 KiB)."""
+SRAM figure, the fit checks (one layer and ``sweep``) and the estimated programs per SM use the
+padded width (a fresh user's report, 2026-12-03: HEAD_DIM 200 with 128x64 tiles and 3 stages was
+said to fit in 200 KiB)."""
 
 from __future__ import annotations
 
+import pytest
+
 from test_cli_errors import run_cli
+from iomodel.cache.estimate import launch_params
+from iomodel.errors import IomodelError
+from iomodel.spec.hardware import H200
+from iomodel.traffic.model import sweep
 from iomodel.schedule.grid import dkdv_program_sram_bytes, dq_program_sram_bytes
 from iomodel.spec import Tiling
 from iomodel.spec.resolve import resolve_layer
@@ -43,3 +50,18 @@ def test_tiles_that_fit_only_unpadded_are_refused(capsys):
     assert code == 0, err
     assert ("| SRAM per program | 131,072 B (128 KiB) of 232,448 B (227 KiB) shared memory per block (Q tile + "
             "num_stages K and V tiles, 128 columns wide: the kernel pads HEAD_DIM 80 to a power of two) |") in out
+
+
+def test_programs_per_sm_from_the_padded_tiles():
+    """HEAD_DIM 80, 128x64 tiles, 3 stages, 4 warps: 131,072 B a program (padded), so one program in the
+    H200's 233,472 B per SM; the unpadded 81,920 B would have said two."""
+    assert H200.smem_per_sm == 233472
+    assert launch_params(_spec(80), Tiling(block_m=128, block_n=64, num_stages=3), H200, 4).programs_per_sm == 1
+    assert launch_params(_spec(64), Tiling(block_m=128, block_n=64, num_stages=3), H200, 4).programs_per_sm == 3
+
+
+def test_sweep_refuses_a_head_dim_whose_padded_tiles_do_not_fit():
+    spec, t = _spec(128), Tiling(block_m=128, block_n=64, num_stages=3)
+    sweep(spec, t, H200, {"head_dim": [96, 128]})  # both pad to 128: 131,072 B, fits
+    with pytest.raises(IomodelError, match=r"need 262144 B of shared memory at HEAD_DIM=200 \(padded to 256 columns"):
+        sweep(spec, t, H200, {"head_dim": [128, 200]})

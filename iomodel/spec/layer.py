@@ -327,6 +327,11 @@ class Tiling:
     def check_fits(self, spec: LayerSpec, smem_per_block: int, hardware_name: str = "") -> None:
         """Raise if the tiles do not fit ``smem_per_block`` bytes of shared memory.
 
+        Args:
+            spec: the layer (HEAD_DIM, padded as the kernel holds it, and element width).
+            smem_per_block: shared memory one block may use, bytes (``Hardware.smem_per_block``).
+            hardware_name: named in the message.
+
         Raises:
             IomodelError: naming the bytes needed, the bytes available and what to shrink.
         """

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # annotations only: numpy is imported where it is used
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import decode_refusal
-from iomodel.schedule.tiles import DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, program_sram_bytes
+from iomodel.schedule.tiles import DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, head_dim_padded, program_sram_bytes
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling, canonical_dtype
 from iomodel.spec.layer import BACKWARD_TILE_FIELDS
@@ -713,11 +713,14 @@ def sweep(
             raise IomodelError(f"{fld.upper()} must be a power of two, got {int(v[bad][0])}: use powers of two only")
     if np.any(cols["heads"] % cols["kv_heads"]):
         raise IomodelError("heads must be divisible by kv_heads at every point: pick kv_heads among the divisors of heads")
-    need = program_sram_bytes(cols["block_m"], cols["block_n"], cols["num_stages"], cols["head_dim"], spec.width)
+    dims, at = np.unique(cols["head_dim"], return_inverse=True)  # the kernel's padded HEAD_DIM, as Tiling.sram_bytes
+    padded = np.array([head_dim_padded(int(d)) for d in dims], dtype=np.int64)[at.ravel()]
+    need = program_sram_bytes(cols["block_m"], cols["block_n"], cols["num_stages"], padded, spec.width)
     if np.any(need > cols["smem_per_block"]):
         i = int(np.argmax(need > cols["smem_per_block"]))
         raise IomodelError(
             f"tiles BLOCK_M={cols['block_m'][i]}, BLOCK_N={cols['block_n'][i]} need {need[i]} B of shared memory "
+            f"at HEAD_DIM={cols['head_dim'][i]} (padded to {padded[i]} columns, as the kernel holds it) "
             f"but {cols['smem_per_block'][i]} B are available at some sweep point: lower the block sizes swept"
         )
     if spec.phase == "decode":
