@@ -52,6 +52,7 @@ import statistics
 import sys
 import time
 from typing import Any, Callable
+from pathlib import Path
 
 #: Prefill rows of issue 14's table: (B, H, N, HEAD_DIM, dtype, causal).
 PREFILL = ((2, 16, 8192, 128, "bf16", False), (2, 16, 8192, 128, "bf16", True),
@@ -149,20 +150,25 @@ def _launches(fa: Any) -> list[Any]:
     return found
 
 
-def _switched(fn: Callable[[], Any], calls: int, repeats: int, switch: Callable[[], Callable[[], None]]) -> dict[str, Any]:
-    """``plain_us`` and ``enqueue_us`` (medians with spread) of ``fn`` while ``switch()`` is in force:
-    ``switch`` changes the cached plans and returns the function that undoes it (called even on error)."""
+def _switched(fn: Callable[[], Any], calls: int, repeats: int, objects: list[Any], attr: str,
+              value: Any) -> dict[str, Any]:
+    """``plain_us`` and ``enqueue_us`` (medians with spread, µs per call) of ``fn`` while attribute
+    ``attr`` of every object in ``objects`` is ``value``; each object's own value is restored after,
+    also on error."""
     from iomodel.bench.timing import host_overhead_s
 
+    saved = [getattr(o, attr) for o in objects]
     plain, enqueue = [], []
-    undo = switch()
     try:
+        for o in objects:
+            setattr(o, attr, value)
         fn()
         for _ in range(repeats):
             plain.append(_plain_us(fn, calls))
             enqueue.append(host_overhead_s(fn, calls) * 1e6)
     finally:
-        undo()
+        for o, v in zip(objects, saved):
+            setattr(o, attr, v)
     return {"plain_us": _median(plain), "enqueue_us": _median(enqueue)}
 
 
@@ -172,18 +178,7 @@ def wrapped_launch(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> 
     four fresh ``TensorDescriptor`` objects encoded per call): the launch design before the C
     launcher and the cached tensor maps, measured in the same run as the default."""
     launches = [launch for launch in _launches(fa) if launch.raw is not None]
-
-    def switch() -> Callable[[], None]:
-        saved = [launch.raw for launch in launches]
-        for launch in launches:
-            launch.raw = None
-
-        def undo() -> None:
-            for launch, raw in zip(launches, saved):
-                launch.raw = raw
-        return undo
-
-    return {"direct_launches": len(launches), **_switched(fn, calls, repeats, switch)}
+    return {"direct_launches": len(launches), **_switched(fn, calls, repeats, launches, "raw", None)}
 
 
 def empty_o(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> dict[str, Any]:
@@ -201,17 +196,7 @@ def empty_o(fa: Any, fn: Callable[[], Any], calls: int, repeats: int) -> dict[st
         with their spread, µs per call. Every switched plan is restored, also on error.
     """
     plans = [p for p in fa._PLANS.values() if p.o_like_q]
-
-    def switch() -> Callable[[], None]:
-        for p in plans:
-            p.o_like_q = False
-
-        def undo() -> None:
-            for p in plans:
-                p.o_like_q = True
-        return undo
-
-    return {"plans_switched": len(plans), **_switched(fn, calls, repeats, switch)}
+    return {"plans_switched": len(plans), **_switched(fn, calls, repeats, plans, "o_like_q", False)}
 
 
 def sdpa_cudnn(q: Any, k: Any, v: Any, causal: bool, calls: int,
@@ -305,15 +290,16 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         from iomodel.errors import IomodelError
+        from iomodel.measure.ncu import benchmark_preflight
         from iomodel.paths import check_output_file, write_text
     except ImportError as e:  # pragma: no cover
         print(f"error: {e}: install the project's dependencies", file=sys.stderr)
         return 2
     try:
-        out = check_output_file(args.out, "--out")
         if args.calls < 1 or args.repeats < 1:
             raise IomodelError("--calls and --repeats must be at least 1: raise them")
         if args.python_only:
+            out = check_output_file(args.out, "--out")
             import triton
 
             t0 = time.perf_counter()
@@ -327,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
             write_text(out, json.dumps(receipt, indent=1) + "\n", "--out")
             print(f"wrote {out}")
             return 0
-        if not torch.cuda.is_available():
-            raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
+        benchmark_preflight(args.out)  # a GPU, then a writable --out: a refused run makes no folder
+        out = Path(args.out)
         import kernels.flash_attention as fa
         from iomodel.bench.timing import host_overhead_s, time_device_interleaved
 

@@ -20,6 +20,14 @@ import time
 import torch
 
 sys.path.insert(0, '.')
+from iomodel.errors import IomodelError  # noqa: E402
+from iomodel.measure.ncu import BENCHMARK_NEEDS, check_gpu  # noqa: E402
+
+try:
+    check_gpu(*BENCHMARK_NEEDS)  # one line and exit 2 on a machine without a GPU
+except IomodelError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
 from kernels import flash_attention as fa  # noqa: E402
 
 
@@ -81,7 +89,6 @@ for name, (qs, ks, causal, align) in CASES.items():
         "_stream_key": fa._stream_key,
         "torch.empty(o, dtype, device obj)": lambda: torch.empty(o_shape, dtype=q.dtype, device=device),
         "torch.empty(lse, dtype, device obj)": lambda: torch.empty(lse_shape, dtype=torch.float32, device=device),
-        "torch.empty(o, dtype, device str)": lambda: torch.empty(o_shape, dtype=q.dtype, device="cuda"),
         "q.new_empty(o)": lambda: q.new_empty(o_shape),
         "q.new_empty(lse, fp32)": lambda: q.new_empty(lse_shape, dtype=torch.float32),
         "torch.empty_like(q)": lambda: torch.empty_like(q),

@@ -1342,6 +1342,15 @@ def _cached_plan(make_key: Any, build: Any, args: tuple) -> _Plan:
     return plan
 
 
+def _o_layout(plan: _Plan, q: torch.Tensor, o_stride: tuple[int, ...] | None) -> tuple[int, ...]:
+    """o's strides (elements): ``o_stride`` of a preallocated o, else contiguous for ``plan.o_shape``,
+    and then ``plan.o_like_q`` (q has exactly that shape and those strides: o is ``torch.empty_like(q)``)."""
+    if o_stride is None:
+        o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
+        plan.o_like_q = tuple(q.shape) == plan.o_shape and tuple(q.stride()) == tuple(o_stride)
+    return o_stride
+
+
 def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: Any, config: Any, path: Any,
                 autotune: Any, num_sms: Any, o_stride: tuple[int, ...] | None, window: Any = None,
                 paged: Any = None) -> _Plan:
@@ -1372,9 +1381,7 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     plan.grid_rows = (shape.batch, shape.heads, shape.seqlen_q)  # (B, H, N_q): the prefill grid's extent
     plan.part_shapes = plan.combine = plan.autotune_args = None
     plan.direct = _aligned(q, k, v)  # direct launches allowed (the plan key holds this bit)
-    if o_stride is None:
-        o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
-        plan.o_like_q = tuple(q.shape) == plan.o_shape and tuple(q.stride()) == tuple(o_stride)
+    o_stride = _o_layout(plan, q, o_stride)
     if chosen == "decode-split-kv":
         _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride, band)
     else:
@@ -1408,9 +1415,7 @@ def _build_paged_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm
     plan.lse_shape = (shape.batch, shape.heads, shape.seqlen_q)
     plan.part_shapes = plan.combine = plan.autotune_args = None
     plan.direct = _aligned(q, k, v, *paged)
-    if o_stride is None:
-        o_stride = torch.empty(plan.o_shape, device="meta").stride()  # contiguous
-        plan.o_like_q = tuple(q.shape) == plan.o_shape and tuple(q.stride()) == tuple(o_stride)
+    o_stride = _o_layout(plan, q, o_stride)
     # bottom-right: off = N_k - N_q per sequence (the kernel adds its N_k); top-left: 0
     off, off_seqlen = (-shape.seqlen_q, 1) if causal_align == "bottom-right" else (0, 0)
     _decode_launches(plan, q, k, v, shape, sm_scale, bool(causal), off, config, num_sms, o_stride, None,

@@ -263,6 +263,7 @@ class Worksheet:
         if lay.config is not None and lay.config.source:
             src = f" ({_relative(lay.config.source)})"
         over = f"; flags override {', '.join(lay.overrides)}" if lay.overrides else ""
+        pad = head_dim_padded(s.head_dim)  # the columns the kernel's tiles hold in shared memory
         return [
             ("layer", f"{s.name}{src}{over}"),
             ("sizes", f"B = {s.batch}, H = {s.heads}, H_kv = {s.kv_heads} (GQA group {s.group}), "
@@ -280,9 +281,8 @@ class Worksheet:
                       f"num_splits = {t.num_splits}, heads_per_program = {t.heads_per_program}; {lay.tiling_source}"),
             ("SRAM per program", f"{fmt_bytes(t.sram_bytes(s))} of {fmt_bytes(hw.smem_per_block)} shared memory "
                                  "per block (Q tile + num_stages K and V tiles"
-                                 + (f", {head_dim_padded(s.head_dim)} columns wide: the kernel pads HEAD_DIM "
-                                    f"{s.head_dim} to a power of two" if head_dim_padded(s.head_dim) != s.head_dim
-                                    else "") + ")"),
+                                 + (f", {pad} columns wide: the kernel pads HEAD_DIM {s.head_dim} to a power of two"
+                                    if pad != s.head_dim else "") + ")"),
             ("hardware", f"{hw.name}: HBM {human_si(hw.hbm_bandwidth, 'B/s')}, L2 {human_bytes(hw.l2_bytes)}, "
                          f"{hw.num_sms} SMs, {human_bytes(hw.smem_per_sm)} shared memory per SM, {s.dtype} dense "
                          f"peak {_peak(hw, s.dtype)} ({hw.source})"),

@@ -331,15 +331,17 @@ def _band_kv_accesses(qo: list[tuple[int, int, int]], kv_ranges: list[tuple[int,
     start, stop = np.maximum(c0, lo), np.minimum(c0 + chunk, end)
     step = end - stop if descending else start - lo
     # items: (kv, c0) ascending, (kv, c0, step) descending; per item its first step, lowest start, highest stop
-    keys = (step, c0, kv) if descending else (c0, kv)
-    by = np.lexsort(keys)
+    by = np.lexsort((step, c0, kv) if descending else (c0, kv))
+    kv, c0, step, start, stop = kv[by], c0[by], step[by], start[by], stop[by]  # in item order
     new = np.ones(by.size, dtype=bool)
-    new[1:] = np.any(np.stack([k[by][1:] != k[by][:-1] for k in keys]), axis=0)
-    heads = np.flatnonzero(new)
-    kv_i, c0_i = kv[by][heads], c0[by][heads]
-    step_i = np.minimum.reduceat(step[by], heads)
-    start_i = np.minimum.reduceat(start[by], heads)
-    stop_i = np.maximum.reduceat(stop[by], heads)
+    new[1:] = (kv[1:] != kv[:-1]) | (c0[1:] != c0[:-1])
+    if descending:
+        new[1:] |= step[1:] != step[:-1]
+    heads = np.flatnonzero(new)  # each item's first touch
+    kv_i, c0_i = kv[heads], c0[heads]
+    step_i = np.minimum.reduceat(step, heads)
+    start_i = np.minimum.reduceat(start, heads)
+    stop_i = np.maximum.reduceat(stop, heads)
     ranked = np.array(order, dtype=np.int64)  # may name KV heads whose tiles load nothing
     rank_of = np.zeros(int(max(kv_i.max(), ranked.max())) + 1, dtype=np.int64)
     rank_of[ranked] = np.arange(ranked.size)
