@@ -282,3 +282,33 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
         main(["bench", "--matrix", str(bad), "-o", str(tmp_path / "r.json")])
     assert info.value.code == 2
     assert "does not divide" in capsys.readouterr().err
+
+
+def test_round_ratio_range_pairs_the_rounds_by_hand():
+    """The spread column pairs round i of ours with round i of the backend (seconds per call):
+    cuDNN 1.0, 1.2, 0.9 ms against ours 1.0, 1.5, 1.0 ms gives ratios 1.0, 0.8, 0.9."""
+    from iomodel.bench.speed import round_ratio_range
+
+    res = {"tiled": {"status": "ran", "samples_s": [1.0e-3, 1.5e-3, 1.0e-3]},
+           "sdpa-cudnn": {"status": "ran", "samples_s": [1.0e-3, 1.2e-3, 0.9e-3]},
+           "sdpa-math": {"status": "skipped: too big"},
+           "sdpa-flash": {"status": "ran", "samples_s": [1.0e-3]}}
+    lo, hi = round_ratio_range(res, "sdpa-cudnn")
+    assert lo == pytest.approx(0.8) and hi == pytest.approx(1.0)
+    assert round_ratio_range(res, "sdpa-math") is None  # did not run
+    assert round_ratio_range(res, "sdpa-flash") is None  # round counts differ: no pairing
+
+
+def test_markdown_states_the_spread_over_rounds(tmp_path):
+    """Rounds of 2.0, 2.0, 2.5 ms (ours) against 1.8, 2.2, 2.5 ms (cuDNN): ratios 0.9, 1.1, 1.0."""
+    entry = _entry(4096, 128, 0.95, 1.5)
+    receipt = {"schema": SPEED_SCHEMA, "command": "iomodel bench", "date": "2026-12-03T00:00:00+00:00",
+               "environment": {"name": "NVIDIA H200", "sm": "9.0", "sms": 132}, "timing": "do_bench median",
+               "flop_convention": "4 B H N N d", "prefill": [entry]}
+    entry["results"]["tiled"]["samples_s"] = [2.0e-3, 2.0e-3, 2.5e-3]
+    entry["results"]["sdpa-cudnn"]["samples_s"] = [1.8e-3, 2.2e-3, 2.5e-3]
+    from iomodel.bench.speed import render_speed_markdown
+
+    md = render_speed_markdown(receipt)
+    assert "| vs CUDNN | vs CUDNN, rounds | vs FLASH |" in md
+    assert "| 0.95 | 0.90–1.10 | 1.50 |" in md, md

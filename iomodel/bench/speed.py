@@ -429,6 +429,30 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
     return "—" if x is None else format(x, spec)
 
 
+def round_ratio_range(results: dict[str, dict[str, Any]], other: str) -> tuple[float, float] | None:
+    """Spread of ours / ``other`` over the interleaved rounds of one shape: (min, max) of the
+    paired per-round ratios ``other's seconds / ours`` (round i of each was timed in the same
+    rotation, so the pair shares the GPU's state; > 1: ours is faster). Dimensionless.
+
+    Args:
+        results: a receipt entry's ``results`` (impl -> ``samples_s``, seconds per call per round).
+        other: the backend compared with (e.g. ``sdpa-cudnn``).
+
+    Returns:
+        (min, max), or None when either did not run or their round counts differ.
+    """
+    ours, them = results.get(KERNEL, {}), results.get(other, {})
+    a, b = ours.get("samples_s") or [], them.get("samples_s") or []
+    if ours.get("status") != "ran" or them.get("status") != "ran" or not a or len(a) != len(b):
+        return None
+    ratios = [y / x for x, y in zip(a, b) if x > 0]
+    return (min(ratios), max(ratios)) if ratios else None
+
+
+def _spread(rng: tuple[float, float] | None) -> str:
+    return "—" if rng is None else f"{rng[0]:.2f}–{rng[1]:.2f}"
+
+
 def render_speed_markdown(receipt: dict[str, Any]) -> str:
     """A kernel-speed receipt as Markdown: header, prefill TFLOP/s table, decode bandwidth table, acceptance.
 
@@ -449,9 +473,11 @@ def render_speed_markdown(receipt: dict[str, Any]) -> str:
         "",
     ]
     if receipt.get("prefill"):
-        lines += ["## Prefill forward (TFLOP/s, median of the run; ratio = ours / backend)", "",
-                  "| B | N | d | dtype | causal | ours | FLASH | EFFICIENT | CUDNN | MATH | vs CUDNN | vs FLASH | ours config |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["## Prefill forward (TFLOP/s, median of the run; ratio = ours / backend; rounds: the lowest "
+                  "and highest of the per-round ratios, each round's two timings taken in the same rotation)", "",
+                  "| B | N | d | dtype | causal | ours | FLASH | EFFICIENT | CUDNN | MATH | vs CUDNN | vs CUDNN, rounds "
+                  "| vs FLASH | ours config |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for e in receipt["prefill"]:
             s, r = e["shape"], e["results"]
 
@@ -465,6 +491,7 @@ def render_speed_markdown(receipt: dict[str, Any]) -> str:
             lines.append(f"| {s['batch']} | {s['seqlen']} | {s['head_dim']} | {s['dtype']} | {s['causal']} | "
                          f"{cell(KERNEL)} | {cell('sdpa-flash')} | {cell('sdpa-efficient')} | {cell('sdpa-cudnn')} | "
                          f"{cell('sdpa-math')} | {_fmt(e['ratios'].get('sdpa-cudnn'), '.2f')} | "
+                         f"{_spread(round_ratio_range(r, 'sdpa-cudnn'))} | "
                          f"{_fmt(e['ratios'].get('sdpa-flash'), '.2f')} | {cfg_s} |")
         lines.append("")
     if receipt.get("decode"):
@@ -501,6 +528,8 @@ def render_speed_markdown(receipt: dict[str, Any]) -> str:
                   f"Prefill, seqlen >= {t['min_seqlen']}, HEAD_DIM {t['head_dim']}: ours >= {t['vs_cudnn']} x CUDNN and "
                   f">= {t['vs_flash']} x FLASH. Decode, KV >= {t['decode_min_kv']}: ours >= "
                   f"{t['decode_fraction']:.0%} of the copy bandwidth.", ""]
+        if not acc["prefill"] and not acc["decode"]:
+            lines.append("- no shape of this receipt falls under these targets (nothing measured passes nothing)")
         for row in acc["prefill"]:
             s = row["shape"]
             lines.append(f"- prefill N={s['seqlen']} {s['dtype']} causal={s['causal']}: vs CUDNN "
