@@ -312,3 +312,35 @@ def test_markdown_states_the_spread_over_rounds(tmp_path):
     md = render_speed_markdown(receipt)
     assert "| vs CUDNN | vs CUDNN, rounds | vs FLASH |" in md
     assert "| 0.95 | 0.90–1.10 | 1.50 |" in md, md
+
+
+_KERNEL_RECEIPTS = sorted(KERNEL_RECEIPT.parent.glob("bench_kernel*.json"))
+
+
+def test_the_kernel_speed_receipts_are_committed():
+    assert [p.name for p in _KERNEL_RECEIPTS] == ["bench_kernel_h200-2026-12-03.json", "bench_kernel_h200.json",
+                                                  "bench_kernel_short_h200-2026-12-03.json"]
+
+
+@pytest.mark.parametrize("path", _KERNEL_RECEIPTS, ids=[p.name for p in _KERNEL_RECEIPTS])
+def test_every_kernel_speed_receipt_recomputes_and_renders(path):
+    """Each committed kernel-speed receipt passes its check (every median and ratio from its
+    samples) and its Markdown is the rendering of its JSON, the per-round spread included."""
+    r = load_receipt(path)
+    assert check_receipt(r) == []
+    assert path.with_suffix(".md").read_text() == render_markdown(r)
+
+
+def test_short_receipt_has_fifteen_rounds_and_the_stated_spread():
+    """The re-measured rows below 2k tokens: 16 shapes, 15 paired rounds each; the widest spread
+    of ours / cuDNN is the README's (N 512, d 64, bf16, non-causal: 0.87-1.05)."""
+    from iomodel.bench.speed import round_ratio_range
+
+    r = load_receipt(KERNEL_RECEIPT.parent / "bench_kernel_short_h200-2026-12-03.json")
+    assert len(r["prefill"]) == 16 and not r.get("decode")
+    assert all(len(e["results"][k]["samples_s"]) == 15 for e in r["prefill"] for k in ("tiled", "sdpa-cudnn"))
+    spreads = {(e["shape"]["seqlen"], e["shape"]["head_dim"], e["shape"]["dtype"], e["shape"]["causal"]):
+               round_ratio_range(e["results"], "sdpa-cudnn") for e in r["prefill"]}
+    widest = max(spreads, key=lambda k: spreads[k][1] - spreads[k][0])
+    assert widest == (512, 64, "bf16", False)
+    assert [round(x, 2) for x in spreads[widest]] == [0.87, 1.05]
