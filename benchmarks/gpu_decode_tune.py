@@ -2,6 +2,8 @@
 side in one run. Writes JSON to ``--out``.
 
     python benchmarks/gpu_decode_tune.py --out $OUT/decode-tune.json
+    python benchmarks/gpu_decode_tune.py --out $OUT/t.json --shapes 1:16384,1:32768 --block-n 64 --warps 4 \
+        --stages 3 --splits 8,16,24,32 --rounds 5   # chosen shapes, tiles and split counts only
 
 For each decode shape (the ``decode-gqa`` bucket of ``iomodel/bench/matrices/cuda-v2.toml``, B = 16,
 N_k 1k/4k/8k, and a sample of the kernel-speed matrix's decode grid, B 1..8, N_k 8k..128k; H = 32,
@@ -59,15 +61,39 @@ def copy_bandwidth() -> float:
     return 2 * a.numel() / sorted(ts[2:])[5]
 
 
+def _ints(text: str, flag: str, sep: str = ",") -> list[int]:
+    """Positive integers from ``text`` split at ``sep``; one clear error otherwise."""
+    try:
+        vals = [int(x) for x in text.split(sep)]
+    except ValueError:
+        raise IomodelError(f"{flag} takes positive integers separated by {sep!r}, got {text!r}") from None
+    if not vals or min(vals) < 1:
+        raise IomodelError(f"{flag} takes positive integers, got {text!r}")
+    return vals
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--shapes", default=None, help="B:N_k,... (default: the 8 shapes of SHAPES)")
+    ap.add_argument("--block-n", default=None, help="BLOCK_N values, comma-separated (default 32,64,128)")
+    ap.add_argument("--warps", default=None, help="num_warps values (default 4,8)")
+    ap.add_argument("--stages", default=None, help="num_stages values (default 2,3,4)")
+    ap.add_argument("--splits", default=None,
+                    help="split counts to try, comma-separated (default: 0.5, 1 and 2 times the rule's)")
     args = ap.parse_args()
     try:  # bad arguments, an unwritable --out or no GPU: one line before any timing (nothing half-written)
         out = check_output_file(args.out, "--out")
         if args.rounds < 1:
             raise IomodelError(f"--rounds must be at least 1, got {args.rounds}: raise it")
+        shapes = SHAPES if args.shapes is None else [tuple(_ints(x, "--shapes", ":")) for x in args.shapes.split(",")]
+        if any(len(x) != 2 for x in shapes):
+            raise IomodelError(f"--shapes takes B:N_k pairs, got {args.shapes!r}: e.g. --shapes 1:16384,2:32768")
+        block_ns = BLOCK_N if args.block_n is None else _ints(args.block_n, "--block-n")
+        warps = WARPS if args.warps is None else _ints(args.warps, "--warps")
+        stages = STAGES if args.stages is None else _ints(args.stages, "--stages")
+        fixed = None if args.splits is None else _ints(args.splits, "--splits")
         if not torch.cuda.is_available():
             raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
     except IomodelError as exc:
@@ -79,7 +105,7 @@ def main() -> int:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     smem = torch.cuda.get_device_properties(0).shared_memory_per_multiprocessor
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s, {sms} SMs", flush=True)
-    for B, N in SHAPES:
+    for B, N in shapes:
         g = torch.Generator(device="cuda").manual_seed(0)
         q = torch.randn(B, H, 1, D, device="cuda", generator=g, dtype=torch.bfloat16)
         k, v = (torch.randn(B, H_KV, N, D, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(2))
@@ -88,8 +114,8 @@ def main() -> int:
         ref = flash_attention(q, k, v, True, "bottom-right", config=base)[0]
         fns = {"default": (lambda: flash_attention(q, k, v, True, "bottom-right", config=base))}
         configs = {"default": base}
-        for bn, w, st, f in itertools.product(BLOCK_N, WARPS, STAGES, SPLIT_FACTORS):
-            splits = max(1, round(base.num_splits * f))
+        counts = fixed or [max(1, round(base.num_splits * f)) for f in SPLIT_FACTORS]
+        for bn, w, st, splits in itertools.product(block_ns, warps, stages, counts):
             c = hx.decode_config(batch=B, heads=H, kv_heads=H_KV, seqlen_q=1, seqlen_k=N, head_dim=D, num_sms=sms,
                                  dtype="bf16", smem_per_sm=smem, num_splits=splits, block_n=bn, num_warps=w, num_stages=st)
             for fused in ((True, False) if c.num_splits > 1 else (True,)):
