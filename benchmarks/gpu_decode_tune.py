@@ -124,9 +124,9 @@ def main() -> int:
                 if name in fns or c2 == base:
                     continue
                 try:
-                    out = flash_attention(q, k, v, True, "bottom-right", config=c2)[0]
+                    got = flash_attention(q, k, v, True, "bottom-right", config=c2)[0]
                     torch.cuda.synchronize()
-                    err = (out.float() - ref.float()).abs().max().item()
+                    err = (got.float() - ref.float()).abs().max().item()
                 except Exception as exc:  # a config that does not compile or fit: recorded, skipped
                     print("skip", B, N, name, str(exc).splitlines()[0][:160], flush=True)
                     continue
