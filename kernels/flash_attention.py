@@ -477,7 +477,8 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, SEM, BLOCK_TABLE, SEQLENS, s
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_PER_PROGRAM: tl.constexpr,
                  CAUSAL: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
                  EMULATE_BF16: tl.constexpr, WINDOW: tl.constexpr = False,
-                 PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 16, FUSED: tl.constexpr = False):
+                 PAGED: tl.constexpr = False, PAGE_SIZE: tl.constexpr = 16, FUSED: tl.constexpr = False,
+                 MERGE_STAGES: tl.constexpr = 1):
     """Split-KV decode. Grid (num_splits, B*H_kv*(G/P)): program (sp, (b*H_kv + hk)*(G/P) + gp).
 
     PAGED: K, V are ``(num_blocks, PAGE_SIZE, H_kv, d)`` pages (strides kz = page, kn = row in
@@ -569,7 +570,7 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, SEM, BLOCK_TABLE, SEQLENS, s
             done = tl.atomic_add(SEM + pid, 1, sem="acq_rel")
             if done == NUM_SPLITS - 1:  # the last split program of this group merges
                 o, lse = _merge_partials(O_PART, LSE_PART, first, N_Q, NUM_SPLITS, offs_d, row_ok, d_ok,
-                                         HEAD_DIM, BLOCK_M, HEAD_DIM_PAD)
+                                         HEAD_DIM, BLOCK_M, HEAD_DIM_PAD, MERGE_STAGES)
                 tl.store(o_ptrs, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16), mask=out_ok)
                 tl.store(lse_ptrs, lse, mask=row_ok)
                 tl.store(SEM + pid, 0)  # reset for the next launch
@@ -580,7 +581,7 @@ def _attn_decode(Q, K, V, O, LSE, O_PART, LSE_PART, SEM, BLOCK_TABLE, SEQLENS, s
 
 @triton.jit
 def _merge_partials(O_PART, LSE_PART, first, N_Q, NUM_SPLITS, offs_d, row_ok, d_ok, HEAD_DIM: tl.constexpr,
-                    BLOCK_M: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+                    BLOCK_M: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, MERGE_STAGES: tl.constexpr):
     """Merge the NUM_SPLITS partials of a program's rows (fused split-KV decode): ``(o, lse)``.
 
     ``first`` (BLOCK_M,): each row's partial row index in split 0 (split sp at first + sp·N_Q);
@@ -592,7 +593,7 @@ def _merge_partials(O_PART, LSE_PART, first, N_Q, NUM_SPLITS, offs_d, row_ok, d_
     m_run = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_run = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
-    for s in range(0, NUM_SPLITS):
+    for s in tl.range(0, NUM_SPLITS, num_stages=MERGE_STAGES):  # 1: not pipelined (FUSED_MERGE_STAGES)
         row = first + s * N_Q
         lse_s = tl.load(LSE_PART + row, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
         o_s = tl.load(O_PART + row[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :],
@@ -1617,6 +1618,7 @@ def _decode_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         raise IomodelError(f"config.fused_combine must be True or False, got {config.fused_combine!r}: pass a bool")
     fused = split and config.fused_combine
     named["FUSED"] = fused
+    named["MERGE_STAGES"] = hx.FUSED_MERGE_STAGES if fused else 1
     plan.config = config
     plan.main = _Launch(_attn_decode, (S, B * H_kv * (G // p), 1), named,
                         dict(num_warps=config.num_warps, num_stages=config.num_stages), plan.direct)

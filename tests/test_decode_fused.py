@@ -164,7 +164,8 @@ def test_decode_config_fuses_the_merge_up_to_32k_cached_tokens_or_8_splits():
     d = 128: B·N_k <= 32,768 tokens, receipts/host-overhead-h200-2026-12-01-c.json) or the grid has
     at most FUSED_COMBINE_MAX_SPLITS = 8 splits (receipts/decode-tune-h200-2026-12-01.json); the
     separate combine kernel beyond both. Splits by hand (132 SMs x 2 programs, 8 per split at B = 1):
-    B 1: 16 at 8k, 32 at 32k and 64k, 33 at 32k + 1; B 2: 16; B 4: 8; B 16: 2."""
+    B 1: 16 at 8k, 32 at 32k and 64k, 33 at 32k + 1 (the fused design then cut to
+    FUSED_MAX_SPLITS = 16: at 32k, 16); B 2: 16; B 4: 8; B 16: 2."""
     from kernels.heuristics import FUSED_COMBINE_MAX_K_ELEMENTS, FUSED_COMBINE_MAX_SPLITS, decode_config
 
     assert (FUSED_COMBINE_MAX_K_ELEMENTS, FUSED_COMBINE_MAX_SPLITS) == (32768 * 8 * 128, 8)
@@ -173,6 +174,6 @@ def test_decode_config_fuses_the_merge_up_to_32k_cached_tokens_or_8_splits():
            for b, n in ((1, 8192), (1, 32768), (2, 16384), (4, 8192), (1, 32769), (1, 65536), (4, 16384),
                         (2, 65536), (16, 4096))}
     assert {key: (c.num_splits, c.fused_combine) for key, c in cfg.items()} == {
-        (1, 8192): (16, True), (1, 32768): (32, True), (2, 16384): (16, True), (4, 8192): (8, True),
+        (1, 8192): (16, True), (1, 32768): (16, True), (2, 16384): (16, True), (4, 8192): (8, True),
         (1, 32769): (33, False), (1, 65536): (32, False), (4, 16384): (8, True), (2, 65536): (16, False),
         (16, 4096): (2, True)}
