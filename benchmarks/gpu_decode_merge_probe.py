@@ -16,7 +16,6 @@ in the plain-call time of every fused variant alike).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -34,7 +33,7 @@ from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.matrix import load_matrix  # noqa: E402
 from iomodel.bench.timing import time_device_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.paths import check_output_file, write_text  # noqa: E402
+from iomodel.paths import check_output_file, finish_probe_receipt  # noqa: E402
 from kernels import flash_attention as fa  # noqa: E402
 from kernels import heuristics as hx  # noqa: E402
 
@@ -117,9 +116,7 @@ def main() -> int:
               + " | plain " + ", ".join(f"{n} {t:.1f}" for n, t in row["plain_us"].items()), flush=True)
         del q, k, v
         torch.cuda.empty_cache()
-    res["seconds"] = time.time() - t0
-    write_text(out_path, json.dumps(res, indent=1, default=str), "--out")
-    print(f"wrote {out_path} ({res['seconds']:.0f} s)")
+    finish_probe_receipt(out_path, res, t0)
     return 0
 
 

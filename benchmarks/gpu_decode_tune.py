@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import time_device_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.paths import check_output_file, write_text  # noqa: E402
+from iomodel.paths import check_output_file, finish_probe_receipt  # noqa: E402
 from kernels import heuristics as hx  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
 
@@ -158,9 +157,7 @@ def main() -> int:
               + ", ".join(f"{n} {med[n] * 1e6:.1f}" for n in top), flush=True)
         del q, k, v
         torch.cuda.empty_cache()
-    res["seconds"] = time.time() - t0
-    write_text(out, json.dumps(res, indent=1, default=str), "--out")  # atomically: no half-written receipt
-    print(f"wrote {out} ({res['seconds']:.0f} s)")
+    finish_probe_receipt(out, res, t0)
     return 0
 
 

@@ -18,7 +18,6 @@ Shapes: issue 14's prefill table and the kernel-speed matrix's HEAD_DIM 128 bf16
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -35,7 +34,7 @@ from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.paths import check_output_file, write_text  # noqa: E402
+from iomodel.paths import check_output_file, finish_probe_receipt  # noqa: E402
 from kernels import flash_attention as fa  # noqa: E402
 
 #: (B, H, N, HEAD_DIM, dtype, causal): issue 14's table, then the kernel-speed d 128 bf16 rows at N >= 2k.
@@ -153,9 +152,7 @@ def main() -> int:
               + f" | diff {diffs}", flush=True)
         del q, k, v
         torch.cuda.empty_cache()
-    res["seconds"] = time.time() - t0
-    write_text(out_path, json.dumps(res, indent=1, default=str), "--out")
-    print(f"wrote {out_path} ({res['seconds']:.0f} s)")
+    finish_probe_receipt(out_path, res, t0)
     return 0
 
 

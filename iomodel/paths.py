@@ -163,6 +163,23 @@ def write_text(path: str | Path, text: str, option: str) -> Path:
     return write_bytes(path, text.encode("utf-8"), option)
 
 
+def finish_probe_receipt(path: str | Path, receipt: dict, started: float, option: str = "--out") -> Path:
+    """End of a GPU probe: record ``receipt["seconds"]`` (wall seconds since ``started``, a
+    ``time.time()`` value), write it as indented JSON atomically (:func:`write_text`; values JSON
+    cannot hold go through ``str``) and print one line naming the file.
+
+    Raises:
+        IomodelError: the file cannot be written.
+    """
+    import json
+    import time
+
+    receipt["seconds"] = time.time() - started
+    out = write_text(path, json.dumps(receipt, indent=1, default=str), option)
+    print(f"wrote {out} ({receipt['seconds']:.0f} s)")
+    return out
+
+
 def read_toml(path: str | Path, label: str, missing_fix: str) -> dict:
     """The table of a TOML file (``tomllib``; ``tomli`` on Python 3.10), every failure one line
     naming ``label`` (e.g. ``sweep file 'x.toml'``): missing or not a file (then ``missing_fix``),
