@@ -333,9 +333,10 @@ def decode_config(
         smem_per_sm: shared memory of one SM in bytes (the device's, ``Hardware.smem_per_sm``;
             :data:`INTERPRETER_SMEM_PER_SM` in the interpreter): with the tiles' shared memory
             (:func:`iomodel.schedule.tiles.program_sram_bytes`) it gives the programs one SM
-            holds, which :func:`decode_num_splits` fills one round of; where the fused merge
-            runs (K of at most :data:`FUSED_COMBINE_MAX_K_ELEMENTS` elements) that count is cut to
-            :data:`FUSED_MAX_SPLITS`.
+            holds, which :func:`decode_num_splits` fills one round of; for a dense cache where
+            the fused merge runs (K of at most :data:`FUSED_COMBINE_MAX_K_ELEMENTS` elements)
+            that count is cut to :data:`FUSED_MAX_SPLITS` (a paged cache keeps the rule's count:
+            the cut was measured on dense caches only).
         interpreter: use the interpreter's small BLOCK_N.
         num_splits, heads_per_program, block_n, num_warps, num_stages: overrides
             (``None``: the heuristic).
@@ -356,7 +357,8 @@ def decode_config(
         per_sm = estimate_programs_per_sm(
             program_sram_bytes(bm, bn, stages, head_dim_padded(head_dim), dtype_width(dtype)), warps, smem_per_sm)
         num_splits = decode_num_splits(batch * kv_heads * (group // p), seqlen_k, bn, num_sms, per_sm)
-        if num_splits > FUSED_MAX_SPLITS and batch * seqlen_k * kv_heads * head_dim <= FUSED_COMBINE_MAX_K_ELEMENTS:
+        if (page_size is None and num_splits > FUSED_MAX_SPLITS
+                and batch * seqlen_k * kv_heads * head_dim <= FUSED_COMBINE_MAX_K_ELEMENTS):
             num_splits = cdiv(seqlen_k, decode_split_len(seqlen_k, FUSED_MAX_SPLITS, bn))  # fused: the shorter merge
     return KernelConfig(
         block_m=bm,
@@ -392,7 +394,7 @@ FUSED_COMBINE_MAX_SPLITS = 8
 #: model): receipts/decode-tune-split-calib-h200-2026-12-03.json (H200, device time, split counts
 #: 8-64 side by side on 12 B 1-3 shapes between the bench's lengths): at B 1 the fused design ran
 #: 16 splits in 27.9 µs against 29.7 with the rule's 24 (12k keys) and 42.9 against 46.0 with its
-#: 32 (24k keys); 12 and 20 splits were slower than 16 on both.
+#: 32 (24k keys); 12 and 20 splits were slower than 16 on both. Dense caches only (measured there).
 FUSED_MAX_SPLITS = 16
 #: Software-pipeline stages of the fused split-KV decode's merge loop (``_merge_partials``,
 #: ``tl.range(..., num_stages=FUSED_MERGE_STAGES)``; 1: not pipelined). 2, 3 and 4 gained nothing

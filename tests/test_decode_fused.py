@@ -177,3 +177,18 @@ def test_decode_config_fuses_the_merge_up_to_32k_cached_tokens_or_8_splits():
         (1, 8192): (16, True), (1, 32768): (16, True), (2, 16384): (16, True), (4, 8192): (8, True),
         (1, 32769): (33, False), (1, 65536): (32, False), (4, 16384): (8, True), (2, 65536): (16, False),
         (16, 4096): (2, True)}
+
+
+def test_fused_split_cut_applies_to_dense_caches_only():
+    """B 1, H 32 / H_kv 8, d 128, bf16 at 16k keys: the round rule gives 32 splits (264 programs //
+    8 per split, 256 blocks // 8); the dense fused decode is cut to FUSED_MAX_SPLITS = 16, a paged
+    cache of 256-token pages (BLOCK_N 64, the same count by the rule) keeps 32."""
+    from kernels.heuristics import FUSED_MAX_SPLITS, decode_config
+
+    kw = dict(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=16384, head_dim=128, num_sms=132, dtype="bf16",
+              smem_per_sm=228 * 1024)
+    dense = decode_config(**kw)
+    paged = decode_config(**kw, page_size=256)
+    assert FUSED_MAX_SPLITS == 16
+    assert (dense.num_splits, dense.fused_combine) == (16, True)
+    assert (paged.block_n, paged.num_splits, paged.fused_combine) == (64, 32, True)
