@@ -4,7 +4,9 @@ two-launch design (the same tiles with ``fused_combine=False``) and SDPA cuDNN. 
     python benchmarks/gpu_decode_merge_probe.py --out $OUT/decode-merge-probe.json [--merge-stages 1,2,3,4]
 
 Shapes: the decode grid of the kernel-speed bench matrix (B 1..8, H 32 / H_kv 8, HEAD_DIM 128,
-bf16, N_k 8k..128k) and the ``decode-gqa`` bucket of cuda-v2 (B 16, N_k 1k/4k/8k). Per shape and
+bf16, N_k 8k..128k) and the ``decode-gqa`` bucket of cuda-v2 (B 16, N_k 1k/4k/8k): 23, of which the
+5 whose K exceeds ``FUSED_COMBINE_MAX_K_ELEMENTS`` with more than 8 splits run the combine kernel
+(no fused merge: their variants differ only by noise). Per shape and
 variant: ``device_us`` (:func:`iomodel.bench.timing.time_device_interleaved`: L2 flushed, the
 host's launch time hidden; median of the rounds) and ``plain_us`` (back-to-back plain calls timed
 by CUDA events, median of ``--repeats``, as ``benchmarks/host_overhead.py``); each fused variant's
@@ -59,6 +61,8 @@ def main() -> int:
             merges = [int(x) for x in args.merge_stages.split(",")]
         except ValueError:
             raise IomodelError(f"--merge-stages takes positive integers separated by ',', got {args.merge_stages!r}") from None
+        if len(set(merges)) != len(merges):
+            raise IomodelError(f"--merge-stages lists a value twice ({args.merge_stages!r}): list each once")
         if not merges or min(merges) < 1 or min(args.rounds, args.repeats, args.calls) < 1:
             raise IomodelError("--merge-stages values, --rounds, --repeats and --calls must be positive: raise them")
         if not torch.cuda.is_available():

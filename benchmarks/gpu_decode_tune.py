@@ -93,6 +93,11 @@ def main() -> int:
         warps = WARPS if args.warps is None else _ints(args.warps, "--warps")
         stages = STAGES if args.stages is None else _ints(args.stages, "--stages")
         fixed = None if args.splits is None else _ints(args.splits, "--splits")
+        bad = [f"{flag} {x}" for flag, xs in (("--block-n", block_ns), ("--warps", warps)) for x in xs if x & (x - 1)]
+        if bad:
+            raise IomodelError(f"{', '.join(bad)}: BLOCK_N and num_warps must be powers of two (e.g. 32, 64, 128; 4, 8)")
+        if any(len(set(xs)) != len(xs) for xs in (block_ns, warps, stages, fixed or [])):
+            raise IomodelError("a value is given twice in --block-n, --warps, --stages or --splits: list each once")
         if not torch.cuda.is_available():
             raise IomodelError("no CUDA GPU is visible: run this benchmark on a GPU machine")
     except IomodelError as exc:

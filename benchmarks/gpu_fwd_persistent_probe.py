@@ -9,9 +9,10 @@ the ``T_r · B·H`` query tiles (FlashAttention-3's static persistent schedule; 
 ``_attn_fwd_persist`` loop), tiles fastest within a head and, causal, the heaviest tile of a head
 first. Each tile is the body of the bundled ``_attn_fwd_tma`` (its helpers, its tiles: the
 bundled kernel's autotuned BLOCK_M, BLOCK_N, warps and stages for the shape), so the two differ
-only in how tiles reach the SMs. Per shape: ``triton.testing.do_bench`` medians (L2 flushed, 3
-interleaved rounds: :func:`iomodel.bench.timing.do_bench_interleaved`), TFLOP/s (4·B·H·N²·d,
-×0.5 causal), ratios to cuDNN, and the persistent output's largest difference from the bundled one.
+only in how tiles reach the SMs. Per shape: ``triton.testing.do_bench`` medians (L2 flushed,
+``--rounds`` interleaved rounds, default 3: :func:`iomodel.bench.timing.do_bench_interleaved`), TFLOP/s (4·B·H·N²·d,
+×0.5 causal), ratios to cuDNN, and the persistent output's largest absolute difference from the
+bundled one (``max_abs_diff_vs_bundled``; 0.0 does not tell −0 from +0).
 Shapes: issue 14's prefill table and the kernel-speed matrix's HEAD_DIM 128 bf16 rows at N ≥ 2k.
 """
 

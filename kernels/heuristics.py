@@ -22,7 +22,8 @@ Three regimes choose tiles differently:
   configuration the autotuner picked. Without autotuning the launcher runs
   :func:`prefill_default`.
 * GPU decode: deterministic, :func:`decode_config` (split-KV: as many splits as fill one round
-  of the programs the SMs hold at once, :func:`decode_num_splits`).
+  of the programs the SMs hold at once, :func:`decode_num_splits`; the fused merge's count cut
+  to :data:`FUSED_MAX_SPLITS` where that was measured).
 """
 
 from __future__ import annotations
@@ -333,10 +334,10 @@ def decode_config(
         smem_per_sm: shared memory of one SM in bytes (the device's, ``Hardware.smem_per_sm``;
             :data:`INTERPRETER_SMEM_PER_SM` in the interpreter): with the tiles' shared memory
             (:func:`iomodel.schedule.tiles.program_sram_bytes`) it gives the programs one SM
-            holds, which :func:`decode_num_splits` fills one round of; for a dense cache where
-            the fused merge runs (K of at most :data:`FUSED_COMBINE_MAX_K_ELEMENTS` elements)
-            that count is cut to :data:`FUSED_MAX_SPLITS` (a paged cache keeps the rule's count:
-            the cut was measured on dense caches only).
+            holds, which :func:`decode_num_splits` fills one round of; where the fused merge
+            runs (K of at most :data:`FUSED_COMBINE_MAX_K_ELEMENTS` elements) on a dense cache
+            at HEAD_DIM 128 a count of 17 to :data:`FUSED_CUT_MAX_RULE_SPLITS` is cut to
+            :data:`FUSED_MAX_SPLITS` (the domain it was measured in; see there).
         interpreter: use the interpreter's small BLOCK_N.
         num_splits, heads_per_program, block_n, num_warps, num_stages: overrides
             (``None``: the heuristic).
@@ -357,7 +358,8 @@ def decode_config(
         per_sm = estimate_programs_per_sm(
             program_sram_bytes(bm, bn, stages, head_dim_padded(head_dim), dtype_width(dtype)), warps, smem_per_sm)
         num_splits = decode_num_splits(batch * kv_heads * (group // p), seqlen_k, bn, num_sms, per_sm)
-        if (page_size is None and num_splits > FUSED_MAX_SPLITS
+        if (page_size is None and head_dim_padded(head_dim) == FUSED_CUT_HEAD_DIM
+                and FUSED_MAX_SPLITS < num_splits <= FUSED_CUT_MAX_RULE_SPLITS
                 and batch * seqlen_k * kv_heads * head_dim <= FUSED_COMBINE_MAX_K_ELEMENTS):
             num_splits = cdiv(seqlen_k, decode_split_len(seqlen_k, FUSED_MAX_SPLITS, bn))  # fused: the shorter merge
     return KernelConfig(
@@ -392,10 +394,18 @@ FUSED_COMBINE_MAX_SPLITS = 8
 #: merges the partials one after another, so more splits lengthen that chain; above it the rule's
 #: count is cut to this (one round of programs is no longer filled). Source (a calibration, not a
 #: model): receipts/decode-tune-split-calib-h200-2026-12-03.json (H200, device time, split counts
-#: 8-64 side by side on 12 B 1-3 shapes between the bench's lengths): at B 1 the fused design ran
-#: 16 splits in 27.9 µs against 29.7 with the rule's 24 (12k keys) and 42.9 against 46.0 with its
-#: 32 (24k keys); 12 and 20 splits were slower than 16 on both. Dense caches only (measured there).
+#: 8-64 side by side on 12 B 1-3 shapes between the bench's lengths, H 32 / H_kv 8, HEAD_DIM 128,
+#: bf16): at B 1 the fused design ran 16 splits in 27.9 µs against 29.7 with the rule's 24 (12k
+#: keys) and 42.9 against 46.0 with its 32 (24k keys); 12 and 20 splits were slower than 16 on
+#: both. Applied only inside what was measured: a dense cache, HEAD_DIM padded to
+#: :data:`FUSED_CUT_HEAD_DIM`, a rule count of at most :data:`FUSED_CUT_MAX_RULE_SPLITS`; elsewhere
+#: (HEAD_DIM 64, caches of 1-2 KV heads whose rule gives 64-256 splits, paged caches) the rule's
+#: count stands.
 FUSED_MAX_SPLITS = 16
+#: The padded HEAD_DIM of the cut's calibration (:data:`FUSED_MAX_SPLITS`).
+FUSED_CUT_HEAD_DIM = 128
+#: The largest rule count the cut's calibration measured (32 and 33 splits at B 1).
+FUSED_CUT_MAX_RULE_SPLITS = 33
 #: Software-pipeline stages of the fused split-KV decode's merge loop (``_merge_partials``,
 #: ``tl.range(..., num_stages=FUSED_MERGE_STAGES)``; 1: not pipelined). 2, 3 and 4 gained nothing
 #: on 23 decode shapes (receipts/decode-merge-stages-probe-h200-2026-12-03.json,
@@ -407,6 +417,8 @@ __all__ = [
     "DECODE_MIN_BLOCKS_PER_SPLIT",
     "FUSED_COMBINE_MAX_K_ELEMENTS",
     "FUSED_COMBINE_MAX_SPLITS",
+    "FUSED_CUT_HEAD_DIM",
+    "FUSED_CUT_MAX_RULE_SPLITS",
     "FUSED_MAX_SPLITS",
     "FUSED_MERGE_STAGES",
     "INTERPRETER_NUM_SMS",

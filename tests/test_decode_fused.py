@@ -179,16 +179,26 @@ def test_decode_config_fuses_the_merge_up_to_32k_cached_tokens_or_8_splits():
         (16, 4096): (2, True)}
 
 
-def test_fused_split_cut_applies_to_dense_caches_only():
-    """B 1, H 32 / H_kv 8, d 128, bf16 at 16k keys: the round rule gives 32 splits (264 programs //
-    8 per split, 256 blocks // 8); the dense fused decode is cut to FUSED_MAX_SPLITS = 16, a paged
-    cache of 256-token pages (BLOCK_N 64, the same count by the rule) keeps 32."""
-    from kernels.heuristics import FUSED_MAX_SPLITS, decode_config
+def test_fused_split_cut_applies_only_where_it_was_measured():
+    """The cut to FUSED_MAX_SPLITS = 16 (dense cache, HEAD_DIM 128, a rule count of 17..33, K of at
+    most 2^25 elements). By hand, 132 SMs x 2 programs, 8 programs per split at H 32 / H_kv 8:
+    B 1 at 16k keys: the rule's 32 (264 // 8, 256 blocks // 8) is cut to 16; at 8,704 keys its 17
+    is cut, at 8,640 its 15 stands; 3 x 28/4 at 20,000 keys: 21 -> 16. Outside: HEAD_DIM 64 at 32k
+    keys keeps 64, H_kv 2 at 128k keys keeps 128, a paged cache keeps its count (256-token pages:
+    BLOCK_N 64, 32; 16-token pages: BLOCK_N 16, 128)."""
+    from kernels.heuristics import FUSED_CUT_HEAD_DIM, FUSED_CUT_MAX_RULE_SPLITS, FUSED_MAX_SPLITS, decode_config
 
-    kw = dict(batch=1, heads=32, kv_heads=8, seqlen_q=1, seqlen_k=16384, head_dim=128, num_sms=132, dtype="bf16",
-              smem_per_sm=228 * 1024)
-    dense = decode_config(**kw)
-    paged = decode_config(**kw, page_size=256)
-    assert FUSED_MAX_SPLITS == 16
-    assert (dense.num_splits, dense.fused_combine) == (16, True)
-    assert (paged.block_n, paged.num_splits, paged.fused_combine) == (64, 32, True)
+    def cfg(b, h, hk, n, d=128, page=None):
+        c = decode_config(batch=b, heads=h, kv_heads=hk, seqlen_q=1, seqlen_k=n, head_dim=d, num_sms=132,
+                          dtype="bf16", smem_per_sm=228 * 1024, page_size=page)
+        return c.block_n, c.num_splits, c.fused_combine
+
+    assert (FUSED_MAX_SPLITS, FUSED_CUT_HEAD_DIM, FUSED_CUT_MAX_RULE_SPLITS) == (16, 128, 33)
+    assert cfg(1, 32, 8, 16384) == (64, 16, True)
+    assert cfg(1, 32, 8, 8704) == (64, 16, True)
+    assert cfg(1, 32, 8, 8640) == (64, 15, True)
+    assert cfg(3, 28, 4, 20000) == (64, 16, True)
+    assert cfg(1, 32, 8, 32768, d=64) == (64, 64, True)
+    assert cfg(1, 32, 2, 131072) == (64, 128, True)
+    assert cfg(1, 32, 8, 16384, page=256) == (64, 32, True)
+    assert cfg(1, 32, 8, 16384, page=16) == (16, 128, True)

@@ -178,6 +178,8 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
 #: Compiled compulsory-read rows per layer structure (causal, alignment, window): the tensors and
 #: one exact Python function of (B, H, H_kv, d, N_q, N_k, s) (:func:`iomodel.traffic.compile.python_function`).
 _COMPULSORY_READ: dict[tuple, tuple[tuple[str, ...], Any]] = {}
+#: Structures kept before the cache is emptied (a speed choice).
+_COMPULSORY_READ_MAX = 256
 
 
 def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
@@ -188,8 +190,8 @@ def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
     rows that see some key, K and V ``(B, H_kv, N_k, d)`` the keys some query row sees
     (every element without a causal mask). The rows depend on the layer only through its causal
     mask, alignment and window; they are compiled once per such structure to exact Python
-    (:mod:`iomodel.traffic.compile`), never evaluated by ``subs`` (a ragged batch of 128
-    sequences reconciled 3.7 s slower that way).
+    (:mod:`iomodel.traffic.compile`), never evaluated by ``subs`` (37 ms a call that way: a ragged
+    batch of 128 sequences reconciled 4.7 s slower).
 
     Args:
         spec: the layer (its forward pass is counted).
@@ -204,6 +206,8 @@ def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
     key = (spec.causal, spec.causal_align, spec.window)
     got = _COMPULSORY_READ.get(key)
     if got is None:
+        if len(_COMPULSORY_READ) >= _COMPULSORY_READ_MAX:  # every window is a structure: bounded
+            _COMPULSORY_READ.clear()
         rows = [r for r in compulsory_rows(spec.with_(backward=False)) if r.tensor in _INPUTS and r.step == "forward"]
         args = (SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s)
         got = _COMPULSORY_READ[key] = (tuple(r.tensor for r in rows), python_function(args, [r.read_bytes for r in rows]))
