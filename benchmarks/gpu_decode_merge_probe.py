@@ -28,11 +28,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from host_overhead import BENCH_DECODE, _plain_us  # noqa: E402
+from host_overhead import HOLDOUT_DECODE, _plain_us, decode_shapes  # noqa: E402
 from iomodel.bench.backends import attention_call  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
-from iomodel.bench.matrix import load_matrix  # noqa: E402
 from iomodel.bench.timing import time_device_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
 from iomodel.paths import check_output_file, finish_probe_receipt  # noqa: E402
@@ -41,10 +40,9 @@ from kernels import heuristics as hx  # noqa: E402
 
 
 def _shapes() -> list[tuple[int, int, int, int, int]]:
-    """(B, H, H_kv, N_k, HEAD_DIM): the kernel-speed decode grid, then the decode-gqa bucket."""
-    out = [(s.batch, s.heads, s.kv_heads, s.seqlen_k, s.head_dim) for s in load_matrix("kernel-speed").decode]
-    out += [(b, h, hk, n, d) for b, h, hk, n, d, _ in BENCH_DECODE]
-    return list(dict.fromkeys(out))
+    """(B, H, H_kv, N_k, HEAD_DIM): ``host_overhead.decode_shapes``'s bench rows (issue 14's two, the
+    kernel-speed decode grid, the decode-gqa bucket; all bf16), its hold-out rows left out."""
+    return [r[:5] for r in decode_shapes(False) if r not in HOLDOUT_DECODE]
 
 
 def main() -> int:
