@@ -154,6 +154,9 @@ def _assert_new_steps(sweep: str, earlier: tuple[str, ...], count: int = 32) -> 
                              "h200-train-split1")),
     # hold-out 5: chosen after DQ_WRITE_SHARE was fitted on the six earlier training receipts
     ("h200-train-holdout5", EARLIER_TRAINING),
+    # hold-out 6: chosen after the LPT launch and the padded-HEAD_DIM occupancy, the first hold-out of
+    # the current model; the LPT hold-out and the window sweeps hold earlier training steps too
+    ("h200-train-holdout6", EARLIER_TRAINING + ("h200-train-holdout5", "h200-lpt-holdout1", "h200-window1", "h200-window2")),
 ])
 def test_holdout_repeats_no_earlier_training_shape(sweep, earlier):
     _assert_new_steps(sweep, earlier)
