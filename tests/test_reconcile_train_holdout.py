@@ -162,6 +162,12 @@ def test_holdout_repeats_no_earlier_training_shape(sweep, earlier):
     _assert_new_steps(sweep, earlier)
 
 
+def test_d256_holdout_repeats_no_earlier_training_shape():
+    """The HEAD_DIM 256 hold-out (7 steps, after the spill-free 256 backward tiles) repeats none."""
+    _assert_new_steps("h200-train-d256-holdout1", EARLIER_TRAINING + (
+        "h200-train-holdout5", "h200-train-holdout6", "h200-lpt-holdout1", "h200-window1", "h200-window2"), count=7)
+
+
 # --- the third training hold-out (issue 11, item 5): sweeps/h200-train-holdout3.toml, 32 steps of
 # real models' layers on the current kernels, committed before measurement (2cf2954)
 
