@@ -133,6 +133,8 @@ BACKWARD = [
     (1, 4, 2, 150, 170, 96, "fp16", False, "top-left"),  # padded HEAD_DIM
     (1, 2, 2, 257, 333, 32, "fp32", True, "top-left"),
     (1, 4, 2, 200, 260, 200, "fp16", True, "bottom-right"),  # HEAD_DIM 200: the 256 tiles
+    (1, 4, 2, 300, 300, 256, "bf16", True, "top-left"),  # HEAD_DIM 256, TMA: GPU_BACKWARD's 256 tiles
+    (1, 2, 1, 200, 230, 256, "fp32", False, "top-left"),  # fp32 256: GPU_BACKWARD_FP32 (fits shared memory)
 ]
 
 
