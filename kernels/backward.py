@@ -41,7 +41,7 @@ import triton.language as tl
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import TMA_SM_MAJOR, kernel_refusal, tma_refusal
-from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS
+from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, PREPROCESS_NUM_WARPS, dkdv_reduce_num_warps
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
 from kernels._inputs import check_causal, check_inputs, window_argument
@@ -793,7 +793,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             _bwd_reduce_dkdv, (triton.cdiv(N_k, DKDV_REDUCE_BLOCK_N), B * H_kv), 4,
             (S, N_k, *part_str, *part_str, *dkv_str, *dkv_str, H_kv),
             dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, BLOCK_N=DKDV_REDUCE_BLOCK_N, EMULATE_BF16=flags["EMULATE_BF16"]),
-            dict(num_warps=DKDV_REDUCE_NUM_WARPS))
+            dict(num_warps=dkdv_reduce_num_warps(d)))
     plan.dq = None  # no dQ launch: the atomics' conversion pass, or the fused launch
     if tma and not fused:
         plan.dq = _launch_of(

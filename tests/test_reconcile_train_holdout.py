@@ -166,6 +166,9 @@ def test_d256_holdout_repeats_no_earlier_training_shape():
     """The HEAD_DIM 256 hold-out (7 steps, after the spill-free 256 backward tiles) repeats none."""
     _assert_new_steps("h200-train-d256-holdout1", EARLIER_TRAINING + (
         "h200-train-holdout5", "h200-train-holdout6", "h200-lpt-holdout1", "h200-window1", "h200-window2"), count=7)
+    _assert_new_steps("h200-train-d256-holdout2", EARLIER_TRAINING + (
+        "h200-train-holdout5", "h200-train-holdout6", "h200-lpt-holdout1", "h200-window1", "h200-window2",
+        "h200-train-d256-holdout1"), count=6)
 
 
 # --- the third training hold-out (issue 11, item 5): sweeps/h200-train-holdout3.toml, 32 steps of
@@ -446,3 +449,24 @@ def test_sixth_holdout_misses_are_the_named_ones(rec_of):
                               "b1-h28-kv4-d128-bf16-q1024-k4096-br-tiled-bwd",
                               "b2-h8-kv4-d256-bf16-q2048-k2048-tl-tiled-bwd",
                               "b4-h8-kv8-d40-fp16-q4096-k4096-nc-tiled-bwd"]}
+
+
+# --- the HEAD_DIM 256 hold-out (issue 11, item 5): sweeps/h200-train-d256-holdout1.toml, 7 Gemma training
+# steps committed (e85214f) before measurement, after the spill-free 256 dK/dV and dQ tiles: VALIDATION.
+# Measured 2026-12-03 on the H200 (receipts/ncu-h200-train-d256-holdout1-2026-12-03.json).
+D256_HOLDOUT1 = "ncu-h200-train-d256-holdout1-2026-12-03.json"
+
+
+def test_d256_holdout_reads_within_and_the_write_misses_are_the_reduce_kernels_spills(rec_of):
+    """Reads 7/7; writes 5/7: the two misses are steps with S > 1, whose ``_bwd_reduce_dkdv`` ran
+    4 warps at HEAD_DIM 256 and spilled (L2 writes 2.2x dK + dV; it has 8 warps since,
+    ``dkdv_reduce_num_warps``); the dK/dV and dQ kernels' L2 writes within on 7/7."""
+    rec = rec_of(D256_HOLDOUT1)
+    _assert_counts(rec, "tiled", "HBM", (7, 7), (5, 7))
+    _assert_counts(rec, "tiled", "L2 _bwd_dq", (7, 7), (7, 7))
+    _assert_counts(rec, "tiled", "L2 _bwd_dkdv", (7, 7), (7, 7))
+    miss = sorted(r.id for r in rec.rows if not rec.within(r, "HBM", "write"))
+    assert miss == ["b1-h8-kv4-d256-bf16-q1024-k4096-br-tiled-bwd", "b4-h8-kv4-d256-bf16-q1024-k1024-nc-tiled-bwd"]
+    for r in rec.rows:
+        red = r.level("L2 _bwd_reduce_dkdv")
+        assert red is None or red.measured_write > 2 * red.predicted_write

@@ -15,7 +15,7 @@ from typing import Any
 from iomodel.cache.params import L2Params
 from iomodel.cache.predict import _common_assumptions, predict_ragged_launch, predict_tiled, predict_training_step
 from iomodel.errors import IomodelError
-from iomodel.schedule.grid import (DKDV_REDUCE_NUM_WARPS, PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL,
+from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
                                    dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm)
 from iomodel.schedule.launch import Schedule
 from iomodel.spec import LayerSpec, Tiling, cdiv
@@ -329,7 +329,7 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
     :func:`~iomodel.schedule.grid.dkdv_program_sram_bytes` /
     :func:`~iomodel.schedule.grid.dq_program_sram_bytes` and the launch's warps; with
     ``tiling.bwd_group_splits`` > 1 also ``_bwd_reduce_dkdv`` (no shared memory,
-    :data:`~iomodel.schedule.grid.DKDV_REDUCE_NUM_WARPS`). Registers
+    :func:`~iomodel.schedule.grid.dkdv_reduce_num_warps`). Registers
     are ignored (the dK/dV kernel is register-limited to 2 programs per SM at d = 64 on the
     H200, one fewer than this estimate).
 
@@ -350,7 +350,7 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
                                               backward.num_warps, smem),
         "_bwd_dq": estimate_programs_per_sm(dq_program_sram_bytes(spec, tiling, backward.dq_num_stages),
                                             backward.dq_num_warps, smem),
-        **({REDUCE_DKDV_KERNEL: estimate_programs_per_sm(0, DKDV_REDUCE_NUM_WARPS, smem)}
+        **({REDUCE_DKDV_KERNEL: estimate_programs_per_sm(0, dkdv_reduce_num_warps(spec.head_dim), smem)}
            if tiling.bwd_group_splits > 1 else {}),
     }
 

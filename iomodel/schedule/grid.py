@@ -404,10 +404,20 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
 PREPROCESS_NUM_WARPS = 4
 
 #: Key rows per program of ``_bwd_reduce_dkdv`` (the sum of the dK/dV kernel's S > 1 group-slice
-#: partials, ``kernels/backward.py``) and its warps: it sets the grid only, every partial row
-#: is read once and every dK/dV row written once whatever the tile.
+#: partials, ``kernels/backward.py``): it sets the grid only, every partial row is read once and
+#: every dK/dV row written once whatever the tile. Its warps: :func:`dkdv_reduce_num_warps`.
 DKDV_REDUCE_BLOCK_N = 64
-DKDV_REDUCE_NUM_WARPS = 4
+
+
+def dkdv_reduce_num_warps(head_dim: int) -> int:
+    """Warps of one ``_bwd_reduce_dkdv`` program: 4, or 8 above a padded HEAD_DIM of 128.
+
+    Its two fp32 accumulators hold DKDV_REDUCE_BLOCK_N × HEAD_DIM_PAD elements each: at padded
+    HEAD_DIM 256 with 4 warps (256 elements per thread) ptxas spilled 1,000 B per thread (255
+    registers; hold-out receipts/ncu-h200-train-d256-holdout1-2026-12-03.json measured its L2
+    writes 2.2x dK + dV), with 8 warps none (254 registers; ``kernels.compile_check``, sm_90).
+    """
+    return 8 if head_dim_padded(head_dim) > 128 else 4
 #: The name of that kernel (``@triton.jit``; the profiler and the interpreter report it).
 REDUCE_DKDV_KERNEL = "_bwd_reduce_dkdv"
 
