@@ -470,3 +470,21 @@ def test_d256_holdout_reads_within_and_the_write_misses_are_the_reduce_kernels_s
     for r in rec.rows:
         red = r.level("L2 _bwd_reduce_dkdv")
         assert red is None or red.measured_write > 2 * red.predicted_write
+
+
+# --- the second HEAD_DIM 256 hold-out: sweeps/h200-train-d256-holdout2.toml, 6 steps (S > 1 on 5) committed
+# (4bbf774) before measurement, after the 8-warp reduction: VALIDATION. Measured 2026-12-03 on the H200.
+D256_HOLDOUT2 = "ncu-h200-train-d256-holdout2-2026-12-03.json"
+
+
+def test_second_d256_holdout_l2_exact_and_the_write_misses_are_partial_write_backs(rec_of):
+    """L2 6/6 both ways (the reduction no longer spills: its L2 writes within on 5/5); DRAM reads
+    6/6, writes 4/6: a non-causal MQA step (S = 4) and a bottom-right chunked-prefill step (S = 2)
+    whose dK/dV kernel writes back its fp32 partials 2.2x and 1.5x the prediction (the class of
+    hold-outs 4-6: S > 1 with every program's query range equal)."""
+    rec = rec_of(D256_HOLDOUT2)
+    _assert_counts(rec, "tiled", "HBM", (6, 6), (4, 6))
+    _assert_counts(rec, "tiled", "L2", (6, 6), (6, 6))
+    _assert_counts(rec, "tiled", "L2 _bwd_reduce_dkdv", (5, 5), (5, 5))
+    miss = sorted(r.id for r in rec.rows if not rec.within(r, "HBM", "write"))
+    assert miss == ["b1-h8-kv4-d256-bf16-q512-k3072-br-tiled-bwd", "b2-h4-kv1-d256-bf16-q2048-k2048-nc-tiled-bwd"]
