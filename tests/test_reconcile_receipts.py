@@ -48,7 +48,9 @@ FEATURE_SHAPES = {"ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdou
                   # pinned in tests/test_reconcile_train_holdout.py)
                   "ncu-h200-train-eager-holdout1-2026-12-02.json": 0,
                   # the hold-out of the causal LPT launch (head-grouped:G): 16 forwards, 4 steps
-                  "ncu-h200-lpt-holdout1-2026-12-02.json": 20}
+                  "ncu-h200-lpt-holdout1-2026-12-02.json": 20,
+                  # the HEAD_DIM 256 training hold-outs (Gemma's layers), after the spill-free 256 tiles
+                  "ncu-h200-train-d256-holdout1-2026-12-03.json": 7, "ncu-h200-train-d256-holdout2-2026-12-03.json": 6}
 
 
 def test_the_receipts_are_committed():
