@@ -73,6 +73,30 @@ class LRU:
         """Touch ``nbytes`` of an item; returns the bytes that miss (read from HBM)."""
         return self._grow(key, tensor, nbytes, False, whole, self.read_weight)
 
+    def read_group(self, keys: tuple[Any, ...], tensors: tuple[str, ...], nbytes: tuple[int, ...],
+                   whole: bool) -> list[int]:
+        """:meth:`read` of each member of a :class:`~iomodel.schedule.grid.ReadGroup` in order, with
+        the same evictions (after each member, protecting it), in one call: returns the bytes each
+        member misses. A speed form of the per-member loop, equal to it byte for byte."""
+        items, weight, out = self.items, self.read_weight, []
+        for key, tensor, n in zip(keys, tensors, nbytes):
+            item = items.get(key)
+            if item is None:
+                items[key] = [n, 0, whole, tensor, weight]
+                grown, wt = n, weight
+            else:
+                items.move_to_end(key)
+                grown = n - item[0]
+                if grown < 0:
+                    grown = 0
+                item[0] += grown
+                wt = item[4]
+            self.size += grown * wt
+            if self.size > self.capacity:
+                self._evict(protect=key)
+            out.append(grown)
+        return out
+
     def write(self, key: Any, tensor: str, nbytes: int) -> None:
         """Write ``nbytes`` (full sectors: no read for ownership); the item becomes dirty."""
         self._grow(key, tensor, nbytes, True, False, self.write_weight)

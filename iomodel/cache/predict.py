@@ -12,8 +12,9 @@ named causes (:mod:`iomodel.cache.causes`). The model, its fits and their receip
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
 from iomodel.cache.params import DQ_WRITE_SHARE, STREAM_SLICES, L2Params
@@ -133,6 +134,24 @@ def _fast_pays(name: str, spec: LayerSpec, tiling: Tiling) -> bool:
     return work >= max(FAST_FROM_WORK[kind], 0 if "numpy" in sys.modules else FAST_MIN_WORK)
 
 
+#: The waves built while :func:`wave_cache` is active, per (builder, layer, tiles, W, launch): the
+#: reconciliation of one shape predicts it twice (its L2 and the fully associative band) on the
+#: same waves, which are built once. None outside a ``with wave_cache():`` block (nothing kept).
+_WAVES: dict[tuple, tuple[Any, dict[str, int], dict[str, int]]] | None = None
+
+
+@contextmanager
+def wave_cache() -> Iterator[None]:
+    """Within the block, :func:`kernel_l2` builds each kernel's waves once and reuses them (the
+    simulation only reads them); on leaving, they are dropped (memory: one shape's kernels)."""
+    global _WAVES
+    saved, _WAVES = _WAVES, {}
+    try:
+        yield
+    finally:
+        _WAVES = saved
+
+
 def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, build: Callable[..., Any], *,
               tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending",
               persistent: str | None = None) -> KernelL2:
@@ -169,9 +188,15 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
     launch = ({"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order, "persistent": persistent}
               if build is prefill_waves else {})
     grouped = {} if build in (preprocess_waves, reduce_dkdv_waves) else {"grouped": True}
-    waves, r, wr = build(spec, tiling, w, **launch, **grouped)
+    key = (build, spec, tiling, w, tuple(launch.items()), bool(grouped))
+    built = _WAVES.get(key) if _WAVES is not None else None
+    if built is None:
+        built = build(spec, tiling, w, **launch, **grouped)
+        if _WAVES is not None:
+            _WAVES[key] = built
+    waves, r, wr = built
     k = simulate(name, waves, params.capacity, params.write_share, params.ways)
-    k.requested_read, k.requested_write = r, wr
+    k.requested_read, k.requested_write = dict(r), dict(wr)
     return k
 
 

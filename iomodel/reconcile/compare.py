@@ -44,7 +44,8 @@ from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params, exact_write_share
 from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
-                                   predict_ragged_launch, predict_tiled, predict_training_step, training_kernels)
+                                   predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
+                                   wave_cache)
 from iomodel.schedule.grid import estimate_programs_per_sm
 
 #: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
@@ -1009,23 +1010,33 @@ def reconcile(
                            f"fully associative LRU), got {l2_ways!r}")
     opts = dict(l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn, l2_source=l2_source,
                 collected=collected_quantities(measurement))
-    rows = [reconcile_shape(s, hw, l2_ways=l2_ways, **opts) for s in shapes]
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
-    rec = Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways)
-    if l2_ways is not None:  # the replacement-policy band of every HBM gap
-        by_id = {s.id: s for s in shapes}
-        for row, bad in rec.outside():
-            if row.error is None and row.l2 is not None and any(b.startswith("HBM") for b in bad):
-                alt = reconcile_shape(by_id[row.id], hw, l2_ways=None, **opts).level("HBM")
-                if alt is not None:
-                    lru = [human_bytes(v, decimals=1) for v in (alt.predicted_read, alt.predicted_write)]
-                    hbm = row.level("HBM")
-                    ways = [human_bytes(v, decimals=1) for v in (hbm.predicted_read, hbm.predicted_write)]
-                    row.notes.append(
-                        f"replacement-policy band: a fully associative LRU predicts {lru[0]} read, "
-                        f"{lru[1]} written, the {l2_ways}-way L2 {ways[0]} and {ways[1]}")
-    return rec
+    rows = []
+    for s in shapes:
+        # one shape's kernels are built once for both of its predictions (the band's LRU below)
+        with wave_cache():
+            row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
+            if l2_ways is not None:  # the replacement-policy band of every HBM gap
+                _add_band(row, s, Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways), hw, l2_ways, opts)
+        rows.append(row)
+    return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways)
+
+
+def _add_band(row: ShapeReconciliation, shape: ShapeMeasurement, alone: Reconciliation, hw: Hardware, l2_ways: int,
+              opts: dict[str, Any]) -> None:
+    """Note on ``row``, when its HBM level is outside tolerance (``alone``: the reconciliation of
+    that row by itself), what a fully associative LRU predicts beside the ``l2_ways``-way L2."""
+    for _, bad in alone.outside():
+        if row.error is None and row.l2 is not None and any(b.startswith("HBM") for b in bad):
+            alt = reconcile_shape(shape, hw, l2_ways=None, **opts).level("HBM")
+            if alt is not None:
+                lru = [human_bytes(v, decimals=1) for v in (alt.predicted_read, alt.predicted_write)]
+                hbm = row.level("HBM")
+                ways = [human_bytes(v, decimals=1) for v in (hbm.predicted_read, hbm.predicted_write)]
+                row.notes.append(
+                    f"replacement-policy band: a fully associative LRU predicts {lru[0]} read, "
+                    f"{lru[1]} written, the {l2_ways}-way L2 {ways[0]} and {ways[1]}")
 
 
 def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
