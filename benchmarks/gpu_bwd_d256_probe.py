@@ -37,7 +37,8 @@ from gpu_backward_tune import sdpa_step  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.paths import check_output_file, finish_probe_receipt  # noqa: E402
+from iomodel.measure.ncu import benchmark_preflight  # noqa: E402
+from iomodel.paths import finish_probe_receipt  # noqa: E402
 from kernels import backward as bw  # noqa: E402
 from kernels import heuristics as hx  # noqa: E402
 from kernels.flash_attention import flash_attention  # noqa: E402
@@ -171,9 +172,7 @@ def main() -> int:
     try:
         if args.rounds < 1:
             raise IomodelError(f"--rounds must be at least 1, got {args.rounds}")
-        out = check_output_file(args.out, "--out")
-        if not torch.cuda.is_available():
-            raise IomodelError("no CUDA GPU: this probe times the kernels on a GPU; run it on the H200")
+        benchmark_preflight(args.out)  # a GPU first, then a writable --out (nothing made without a GPU)
     except IomodelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -189,7 +188,7 @@ def main() -> int:
     receipt["geomean_vs_current"], receipt["best"] = geo, best
     print(f"best {best}: geomean {geo[best]:.3f}x the current tiles")
     receipt["step"] = step_speed(best, args.rounds)
-    finish_probe_receipt(out, receipt, started)
+    finish_probe_receipt(args.out, receipt, started)
     return 0
 
 
