@@ -58,7 +58,19 @@ def candidates(causal: bool, round_: int = 1) -> dict[str, hx.BackwardConfig]:
     other tilings. Round 2 (after round 1's receipt): every spill-free dK/dV tiling found on the
     CPU with round 1's best dQ tiles, then every spill-free dQ tiling with round 1's best dK/dV tiles
     (one kernel varied at a time). Round 3: the tiles ``GPU_BACKWARD`` took from round 2 (both
-    winners together, ``current``) beside the first tiles and round 2's best row."""
+    winners together, ``current``) beside the first tiles and round 2's best row.
+
+    Args:
+        causal: the mask of the rows the tiles are for; round_: 1, 2 or 3.
+
+    Returns:
+        name -> ``BackwardConfig`` (tiles in elements), ``current`` first.
+
+    Raises:
+        IomodelError: an unknown round.
+    """
+    if round_ not in (1, 2, 3):
+        raise IomodelError(f"round must be 1, 2 or 3, got {round_!r}")
     first = hx.GPU_BACKWARD_FP32[(256, causal)]  # the first tiles (fp32 keeps them)
     if round_ == 3:
         cur = hx.backward_config(256, "bf16", causal)

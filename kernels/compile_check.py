@@ -311,6 +311,53 @@ def compile_backward(head_dim: int, dtype: str, causal: bool, group: int = 1, bl
     return reports
 
 
+def compile_backward_tma(head_dim: int, dtype: str, causal: bool, group: int = 2, block_m: int = 32,
+                         block_n: int = 64, num_warps: int = 8, num_stages: int = 2, dq_block_m: int = 128,
+                         dq_block_n: int = 32, dq_num_warps: int = 8, dq_num_stages: int = 2,
+                         arch: int = 90, seqlen: int = 4096) -> list[CompileReport]:
+    """Compile the TMA backward's ``_bwd_dkdv_tma`` and ``_bwd_dq_tma`` (``kernels/backward.py``,
+    the GPU default for fp16/bf16 and a power-of-two HEAD_DIM on sm_90) for ``sm_<arch>``: B = 2,
+    H_kv = 8, H = 8 · ``group`` (G > 1 compiles the dK/dV loop over the group's heads), N =
+    ``seqlen``; tensor descriptors with the kernels' boxes ``(1, 1, rows, HEAD_DIM)``. Units:
+    elements (tiles), bytes and registers per thread (the reports)."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    import kernels.backward as bw
+
+    dt = torch_dtype(dtype)
+    B, H_kv, N = 2, 8, seqlen
+    H = H_kv * group
+    q = torch.empty(B, H, N, head_dim, dtype=dt)
+    k = torch.empty(B, H_kv, N, head_dim, dtype=dt)
+    lse = torch.empty(B, H, N)
+
+    def desc(t: Any, rows: int) -> Any:
+        return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, head_dim])
+
+    base = dict(head_dim=head_dim, dtype=dtype, causal=causal, group=group, path="tma")
+    reports = []
+    for kernel, cfg in (("_bwd_dkdv_tma", dict(block_m=block_m, block_n=block_n, num_warps=num_warps,
+                                               num_stages=num_stages)),
+                        ("_bwd_dq_tma", dict(block_m=dq_block_m, block_n=dq_block_n, num_warps=dq_num_warps,
+                                             num_stages=dq_num_stages))):
+        bm, bn, st = cfg["block_m"], cfg["block_n"], cfg["num_stages"]
+        common = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, EMULATE_BF16=False, STAGES=st,
+                      num_warps=cfg["num_warps"], num_stages=st, grid=(1,))
+        try:
+            if kernel == "_bwd_dkdv_tma":
+                c = bw._bwd_dkdv_tma.warmup(desc(q, bm), desc(k, bn), desc(k, bn), desc(q, bm), lse, lse, k, k, 0.125,
+                                            *k.stride(), *k.stride(), H, H_kv, group, N, N, 0, GQA=group > 1, **common)
+            else:
+                c = bw._bwd_dq_tma.warmup(desc(q, bm), desc(k, bn), desc(k, bn), desc(q, bm), lse, lse, q, 0.125,
+                                          *q.stride(), H, group, N, N, 0, **common)
+        except Exception as exc:  # report, never abort the sweep
+            reports.append(CompileReport(kernel, {**base, **cfg}, False, error=_error_line(exc)))
+            continue
+        reports.append(_report(kernel, {**base, **cfg}, c, arch))
+    return reports
+
+
 def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
     """Compile the kernels (the autotune candidates of ``heuristics``, or one each with ``quick``).
 
@@ -347,6 +394,10 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
             for group in ((4,) if quick else (1, 4)):
                 reports += compile_backward(d, "bf16", causal, group, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                             c.dq_block_m, c.dq_block_n, c.dq_num_warps, c.dq_num_stages, arch)
+                if arch >= 90 and c.tma:  # what the GPU runs for bf16 at this power-of-two HEAD_DIM
+                    reports += compile_backward_tma(d, "bf16", causal, max(group, 1), c.block_m, c.block_n,
+                                                    c.num_warps, c.num_stages, c.dq_block_m, c.dq_block_n,
+                                                    c.dq_num_warps, c.dq_num_stages, arch)
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
         for page_size in ((16,) if quick else (16, 256)):  # the paged variant: BLOCK_N 16 and 64
             reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, page_size=page_size)[:1]
@@ -386,6 +437,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["CompileReport", "compile_backward", "compile_decode", "compile_prefill", "local_memory_sites", "run"]
+__all__ = ["CompileReport", "compile_backward", "compile_backward_tma", "compile_decode", "compile_prefill", "local_memory_sites", "run"]
 
 

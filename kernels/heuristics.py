@@ -572,6 +572,8 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
     :data:`GPU_BACKWARD` for the padded HEAD_DIM (chosen by measurement on the H200:
     ``benchmarks/gpu_backward_tune.py``, receipts under ``receipts/``). Units: elements.
     HEAD_DIM up to the kernel's maximum (:data:`iomodel.schedule.capabilities.MAX_HEAD_DIM`).
+    ``dtype`` (``fp16``, ``bf16``, ``fp32``) matters only where fp32 has its own tiles
+    (:data:`GPU_BACKWARD_FP32`: the 2-byte tiles would not fit shared memory in fp32).
     The interpreter's tiles fix ``group_splits`` = 1 (tests force S > 1 through the config);
     the GPU tiles choose it at launch (``group_splits`` 0, :meth:`BackwardConfig.resolve`).
     """
@@ -587,11 +589,12 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: on the H200 (B = 4, H = 16, N = 4096, bf16; receipts/bwd-tune-h200-2026-12-01.json): dK/dV
 #: tiles first, then dQ tiles on the winner. fp32 atomics for dQ lost on every shape (+13 to
 #: +47 %), so dQ is the separate kernel. HEAD_DIM 256 (2-byte dtypes): the fastest spill-free tiles of
-#: ``benchmarks/gpu_bwd_d256_probe.py`` (receipts/bwd-d256-probe{,-r2}-h200-2026-12-03.json, Gemma-2's
+#: ``benchmarks/gpu_bwd_d256_probe.py`` (receipts/bwd-d256-probe{,-r2,-r3}-h200-2026-12-03.json, Gemma-2's
 #: layers and two more; the first, untuned tiles spilled 132 and 316 B per thread inside the dK/dV and
 #: dQ loops, the L2 writes hold-out 6 measured): dK/dV 32x64 in two stages (1.58-1.77x the first
 #: tiles' backward with round 2's base dQ tiles), dQ 128x32 in two stages (2.18-2.48x with round 1's
-#: best dK/dV tiles), one kernel varied at a time; fp32 keeps the first tiles (``GPU_BACKWARD_FP32``).
+#: best dK/dV tiles), one kernel varied at a time; round 3 timed the two together: 2.6-3.0x the first
+#: tiles' backward; fp32 keeps the first tiles (``GPU_BACKWARD_FP32``).
 #: ``group_splits`` 0: the GQA group split is chosen per launch (:func:`dkdv_group_splits`).
 #: ``tma``: Q, dO, K, V through tensor descriptors where the GPU and inputs allow it (sm_90,
 #: fp16/bf16, a power-of-two HEAD_DIM, no window; same tiles and bytes) and ``mask_split`` for causal: on the
@@ -615,8 +618,9 @@ GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
                                      dq_block_n=32, dq_num_warps=8, dq_num_stages=2) for causal in (False, True)},
 }.items()}
 #: fp32 (4-byte elements) overrides of :data:`GPU_BACKWARD` where its tiles do not fit shared memory
-#: in fp32: at padded HEAD_DIM 256 the dQ tiles above need 344 KiB (sm_90 has 227 KiB per block), so
-#: fp32 keeps the first, untuned 256 tiles (168 and 160 KiB, no spills; ``kernels.compile_check``).
+#: in fp32: at padded HEAD_DIM 256 the dQ tiles above need 336 KiB (sm_90 has 227 KiB per block) and
+#: the dK/dV tiles spill, so fp32 keeps the first, untuned 256 tiles (164 and 160 KiB, no spills; the
+#: pointer kernels, ``kernels.compile_check.compile_backward``).
 GPU_BACKWARD_FP32: dict[tuple[int, bool], BackwardConfig] = {
     (256, causal): replace(BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1, dq_block_m=64,
                                           dq_block_n=16, dq_num_warps=8, dq_num_stages=1),

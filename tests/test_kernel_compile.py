@@ -31,7 +31,9 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
     every = json.loads(out.stdout.strip().splitlines()[-1])
     reports = {r["kernel"]: r for r in every}
     assert set(reports) == {"_attn_fwd_tma", "_attn_fwd", "_attn_decode", "_attn_decode_combine", "_bwd_dkdv",
-                            "_bwd_dq"}
+                            "_bwd_dq", "_bwd_dkdv_tma", "_bwd_dq_tma"}
+    for name in ("_bwd_dkdv_tma", "_bwd_dq_tma"):  # the GPU's backward for bf16 at HEAD_DIM 128: TMA loads
+        assert reports[name]["tma"] > 0 and reports[name]["wgmma"] > 0, name
     # the backward: HEAD_DIM 128 causal with a GQA group of 4 (the loop over the group's heads; it
     # spilled 536 B per thread before the (head, query tile) loop was flattened, issue 11 hold-out)
     assert reports["_bwd_dkdv"]["config"] == dict(head_dim=128, dtype="bf16", causal=True, group=4, block_m=32,
@@ -76,3 +78,24 @@ def test_backward_dkdv_spills_and_their_sites():
         assert r["kernel"] == "_bwd_dkdv" and r["spill_bytes"] > 0, r
         assert sum(r["local_bytes"].values()) == r["spill_bytes"], r  # ptxas -v against the SASS
         assert [k for k in r["local_bytes"] if k.startswith("store")] == ["store@0"], r
+
+
+def test_head_dim_256_backward_tiles_do_not_spill_and_the_first_tiles_did():
+    """GPU_BACKWARD's HEAD_DIM 256 tiles (TMA kernels, G = 2, sm_90): no register spills; the first,
+    untuned tiles (GPU_BACKWARD_FP32's, which fp32 keeps on the pointer path) spilled 132 and 316 B per
+    thread inside the dK/dV and dQ loops (hold-out 6's L2 writes)."""
+    pytest.importorskip("triton.backends.nvidia.driver")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = ("import json; from kernels import compile_check as cc; from kernels import heuristics as hx; "
+            "d = cc._install_fake_driver(90); out = {}\n"
+            "for name, c in (('new', hx.GPU_BACKWARD[(256, True)]), ('first', hx.GPU_BACKWARD_FP32[(256, True)])):\n"
+            "    out[name] = [(r.kernel, r.ok, r.spill_bytes, r.shared_bytes) for r in cc.compile_backward_tma("
+            "256, 'bf16', True, 2, c.block_m, c.block_n, c.num_warps, c.num_stages, c.dq_block_m, c.dq_block_n, "
+            "c.dq_num_warps, c.dq_num_stages)]\n"
+            "print(json.dumps(out))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [(k, ok, spill) for k, ok, spill, _ in got["new"]] == [("_bwd_dkdv_tma", True, 0), ("_bwd_dq_tma", True, 0)]
+    assert all(smem <= 227 * 1024 for *_, smem in got["new"])
+    assert [(k, spill) for k, _, spill, _ in got["first"]] == [("_bwd_dkdv_tma", 132), ("_bwd_dq_tma", 316)]

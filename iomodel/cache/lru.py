@@ -77,7 +77,8 @@ class LRU:
                    whole: bool) -> list[int]:
         """:meth:`read` of each member of a :class:`~iomodel.schedule.grid.ReadGroup` in order, with
         the same evictions (after each member, protecting it), in one call: returns the bytes each
-        member misses. A speed form of the per-member loop, equal to it byte for byte."""
+        member misses (bytes). ``whole``: the members are evicted entirely, never in part (as
+        :meth:`read`'s). A speed form of the per-member loop, equal to it byte for byte."""
         items, weight, out = self.items, self.read_weight, []
         for key, tensor, n in zip(keys, tensors, nbytes):
             item = items.get(key)

@@ -415,7 +415,13 @@ def dkdv_reduce_num_warps(head_dim: int) -> int:
     Its two fp32 accumulators hold DKDV_REDUCE_BLOCK_N × HEAD_DIM_PAD elements each: at padded
     HEAD_DIM 256 with 4 warps (256 elements per thread) ptxas spilled 1,000 B per thread (255
     registers; hold-out receipts/ncu-h200-train-d256-holdout1-2026-12-03.json measured its L2
-    writes 2.2x dK + dV), with 8 warps none (254 registers; ``kernels.compile_check``, sm_90).
+    writes 2.2-3.7x dK + dV), with 8 warps none (254 registers; ``kernels.compile_check``, sm_90).
+
+    Args:
+        head_dim: HEAD_DIM (elements), padded as the kernel pads it (``head_dim_padded``).
+
+    Returns:
+        warps per program (4 or 8). Raises nothing (the caller has checked HEAD_DIM).
     """
     return 8 if head_dim_padded(head_dim) > 128 else 4
 #: The name of that kernel (``@triton.jit``; the profiler and the interpreter report it).
