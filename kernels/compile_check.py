@@ -314,12 +314,13 @@ def compile_backward(head_dim: int, dtype: str, causal: bool, group: int = 1, bl
 def compile_backward_tma(head_dim: int, dtype: str, causal: bool, group: int = 2, block_m: int = 32,
                          block_n: int = 64, num_warps: int = 8, num_stages: int = 2, dq_block_m: int = 128,
                          dq_block_n: int = 32, dq_num_warps: int = 8, dq_num_stages: int = 2,
-                         arch: int = 90, seqlen: int = 4096) -> list[CompileReport]:
+                         arch: int = 90, seqlen: int = 4096, mask_split: bool = False) -> list[CompileReport]:
     """Compile the TMA backward's ``_bwd_dkdv_tma`` and ``_bwd_dq_tma`` (``kernels/backward.py``,
     the GPU default for fp16/bf16 and a power-of-two HEAD_DIM on sm_90) for ``sm_<arch>``: B = 2,
     H_kv = 8, H = 8 · ``group`` (G > 1 compiles the dK/dV loop over the group's heads), N =
-    ``seqlen``; tensor descriptors with the kernels' boxes ``(1, 1, rows, HEAD_DIM)``. Units:
-    elements (tiles), bytes and registers per thread (the reports)."""
+    ``seqlen``; tensor descriptors with the kernels' boxes ``(1, 1, rows, HEAD_DIM)``. ``mask_split``:
+    the causal MHA dK/dV loop split at the diagonal (``BackwardConfig.mask_split``; the launcher runs
+    it for causal G = 1 only). Units: elements (tiles), bytes and registers per thread (the reports)."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -335,7 +336,8 @@ def compile_backward_tma(head_dim: int, dtype: str, causal: bool, group: int = 2
     def desc(t: Any, rows: int) -> Any:
         return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, head_dim])
 
-    base = dict(head_dim=head_dim, dtype=dtype, causal=causal, group=group, path="tma")
+    split = bool(mask_split and causal and group == 1)
+    base = dict(head_dim=head_dim, dtype=dtype, causal=causal, group=group, path="tma", **({"mask_split": True} if split else {}))
     reports = []
     for kernel, cfg in (("_bwd_dkdv_tma", dict(block_m=block_m, block_n=block_n, num_warps=num_warps,
                                                num_stages=num_stages)),
@@ -347,7 +349,8 @@ def compile_backward_tma(head_dim: int, dtype: str, causal: bool, group: int = 2
         try:
             if kernel == "_bwd_dkdv_tma":
                 c = bw._bwd_dkdv_tma.warmup(desc(q, bm), desc(k, bn), desc(k, bn), desc(q, bm), lse, lse, k, k, 0.125,
-                                            *k.stride(), *k.stride(), H, H_kv, group, N, N, 0, GQA=group > 1, **common)
+                                            *k.stride(), *k.stride(), H, H_kv, group, N, N, 0, GQA=group > 1,
+                                            MASK_SPLIT=split, **common)
             else:
                 c = bw._bwd_dq_tma.warmup(desc(q, bm), desc(k, bn), desc(k, bn), desc(q, bm), lse, lse, q, 0.125,
                                           *q.stride(), H, group, N, N, 0, **common)
@@ -397,7 +400,7 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
                 if arch >= 90 and c.tma:  # what the GPU runs for bf16 at this power-of-two HEAD_DIM
                     reports += compile_backward_tma(d, "bf16", causal, max(group, 1), c.block_m, c.block_n,
                                                     c.num_warps, c.num_stages, c.dq_block_m, c.dq_block_n,
-                                                    c.dq_num_warps, c.dq_num_stages, arch)
+                                                    c.dq_num_warps, c.dq_num_stages, arch, mask_split=c.mask_split)
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
         for page_size in ((16,) if quick else (16, 256)):  # the paged variant: BLOCK_N 16 and 64
             reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, page_size=page_size)[:1]
