@@ -21,14 +21,20 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_kernels_compile_for_sm90_with_wgmma_and_tma():
+def _compiled(code: str):
+    """Run ``code`` (Python printing one JSON line last) in a child without TRITON_INTERPRET, so the
+    kernels compile for sm_90 through the fake driver; returns the parsed last line."""
     pytest.importorskip("triton.backends.nvidia.driver")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    code = ("import json; from kernels import compile_check as cc; "
-            "print(json.dumps([r.__dict__ for r in cc.run(90, quick=True)]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    every = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_kernels_compile_for_sm90_with_wgmma_and_tma():
+    code = ("import json; from kernels import compile_check as cc; "
+            "print(json.dumps([r.__dict__ for r in cc.run(90, quick=True)]))")
+    every = _compiled(code)
     reports = {r["kernel"]: r for r in every}
     assert set(reports) == {"_attn_fwd_tma", "_attn_fwd", "_attn_decode", "_attn_decode_combine", "_bwd_dkdv",
                             "_bwd_dq", "_bwd_dkdv_tma", "_bwd_dq_tma"}
@@ -59,17 +65,13 @@ def test_backward_dkdv_spills_and_their_sites():
     HEAD_DIM 64 causal GQA and non-causal MHA still spill a little: the SASS sites of their
     local-memory instructions add up to ptxas's spill bytes, and every store is outside the loop
     (once per program, so the spills add no per-step L2 writes)."""
-    pytest.importorskip("triton.backends.nvidia.driver")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     code = ("import json; from kernels import compile_check as cc; from kernels.heuristics import GPU_BACKWARD as G; "
             "cc._install_fake_driver(90); r = []\n"
             "for d, causal, dtype, group in ((128, False, 'fp16', 8), (64, True, 'bf16', 4), (64, False, 'bf16', 1)):\n"
             "    c = G[(d, causal)]\n"
             "    r += cc.compile_backward(d, dtype, causal, group, c.block_m, c.block_n, c.num_warps, c.num_stages)\n"
             "print(json.dumps([x.__dict__ for x in r]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    every = json.loads(out.stdout.strip().splitlines()[-1])
+    every = _compiled(code)
     assert [r["kernel"] for r in every] == ["_bwd_dkdv", "_bwd_dq"] * 3
     assert all(r["ok"] for r in every), [r["error"] for r in every]
     for r in every[:2] + every[3:4] + every[5:]:
@@ -84,8 +86,6 @@ def test_head_dim_256_backward_tiles_do_not_spill_and_the_first_tiles_did():
     """GPU_BACKWARD's HEAD_DIM 256 tiles (TMA kernels, G = 2, sm_90): no register spills; the first,
     untuned tiles (GPU_BACKWARD_FP32's, which fp32 keeps on the pointer path) spilled 132 and 316 B per
     thread inside the dK/dV and dQ loops (hold-out 6's L2 writes)."""
-    pytest.importorskip("triton.backends.nvidia.driver")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     code = ("import json; from kernels import compile_check as cc; from kernels import heuristics as hx; "
             "d = cc._install_fake_driver(90); out = {}\n"
             "for name, c in (('new', hx.GPU_BACKWARD[(256, True)]), ('first', hx.GPU_BACKWARD_FP32[(256, True)])):\n"
@@ -93,9 +93,7 @@ def test_head_dim_256_backward_tiles_do_not_spill_and_the_first_tiles_did():
             "256, 'bf16', True, 2, c.block_m, c.block_n, c.num_warps, c.num_stages, c.dq_block_m, c.dq_block_n, "
             "c.dq_num_warps, c.dq_num_stages)]\n"
             "print(json.dumps(out))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = _compiled(code)
     assert [(k, ok, spill) for k, ok, spill, _ in got["new"]] == [("_bwd_dkdv_tma", True, 0), ("_bwd_dq_tma", True, 0)]
     assert all(smem <= 227 * 1024 for *_, smem in got["new"])
     assert [(k, spill) for k, _, spill, _ in got["first"]] == [("_bwd_dkdv_tma", 132), ("_bwd_dq_tma", 316)]
