@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_backward_tune import sdpa_step  # noqa: E402
+from gpu_backward_tune import bundled_step, sdpa_step  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
@@ -48,7 +48,6 @@ from kernels.reference import reference_attention_backward  # noqa: E402
 # 8k causal layer and a non-causal MHA layer
 ROWS = [("gemma2-9b-4k", 1, 16, 8, 4096, True), ("gemma2-2b-2k-b2", 2, 8, 4, 2048, True),
         ("h8-kv4-8k", 1, 8, 4, 8192, True), ("mha-4k-nc-b2", 2, 16, 16, 4096, False)]
-ROUND = 1  # the candidate list of this run (--round)
 
 
 def candidates(causal: bool, round_: int = 1) -> dict[str, hx.BackwardConfig]:
@@ -107,7 +106,7 @@ def _rel(a, ref):
     return float((a.double() - ref).norm() / ref.norm().clamp_min(1e-300))
 
 
-def exactness() -> list[dict]:
+def exactness(round_: int) -> list[dict]:
     out = []
     for causal, align in ((True, "top-left"), (True, "bottom-right"), (False, "top-left")):
         q, k, v, do = _gqa_inputs(1, 8, 2, 1024, torch.bfloat16, seed=1)
@@ -115,7 +114,7 @@ def exactness() -> list[dict]:
             q, do = q[:, :, :700].contiguous(), do[:, :, :700].contiguous()
         ref = reference_attention_backward(do, q, k, v, causal, align)
         o, lse = flash_attention(q, k, v, causal, align)
-        for name, cfg in candidates(causal, ROUND).items():
+        for name, cfg in candidates(causal, round_).items():
             got = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg)
             errs = {t: _rel(x, r) for t, x, r in zip(("dq", "dk", "dv"), got, ref)}
             out.append(dict(causal=causal, align=align, variant=name, **errs,
@@ -124,13 +123,13 @@ def exactness() -> list[dict]:
     return out
 
 
-def speed(rounds: int) -> list[dict]:
+def speed(round_: int, rounds: int) -> list[dict]:
     rows = []
     for name, B, H, H_kv, N, causal in ROWS:
         q, k, v, do = _gqa_inputs(B, H, H_kv, N, torch.bfloat16)
         o, lse = flash_attention(q, k, v, causal)
         fns = {n: (lambda c=c: bw.flash_attention_backward(do, q, k, v, o, lse, causal, config=c))
-               for n, c in candidates(causal, ROUND).items()}
+               for n, c in candidates(causal, round_).items()}
         t = do_bench_interleaved(fns, rounds, 25, 100)
         med = {n: statistics.median(s) for n, s in t.items()}
         row = dict(row=name, B=B, H=H, H_kv=H_kv, N=N, causal=causal, backward_us={n: m * 1e6 for n, m in med.items()},
@@ -140,20 +139,13 @@ def speed(rounds: int) -> list[dict]:
     return rows
 
 
-def step_speed(best: str, rounds: int) -> list[dict]:
+def step_speed(round_: int, best: str, rounds: int) -> list[dict]:
     rows = []
     for name, B, H, H_kv, N, causal in ROWS:
         q, k, v, do = _gqa_inputs(B, H, H_kv, N, torch.bfloat16)
         q, k, v = (t.requires_grad_(True) for t in (q, k, v))
-        cands = candidates(causal, ROUND)
-
-        def bundled(cfg):
-            def fn():
-                o, lse = flash_attention(q, k, v, causal)
-                return bw.flash_attention_backward(do, q.detach(), k.detach(), v.detach(), o.detach(), lse, causal,
-                                                   config=cfg)
-            return fn
-        fns = {"current": bundled(cands["current"]), best: bundled(cands[best])}
+        cands = candidates(causal, round_)
+        fns = {n: bundled_step(q, k, v, do, causal, cands[n]) for n in ("current", best)}
         refused = {}
         for backend in ("sdpa-flash", "sdpa-cudnn"):
             try:
@@ -179,8 +171,6 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--round", type=int, choices=(1, 2, 3), default=1, help="the candidate list (candidates())")
     args = ap.parse_args()
-    global ROUND
-    ROUND = args.round
     try:
         if args.rounds < 1:
             raise IomodelError(f"--rounds must be at least 1, got {args.rounds}")
@@ -190,16 +180,16 @@ def main() -> int:
         return 2
     started = time.time()
     receipt = dict(probe="bwd-d256", command=" ".join(sys.argv), environment=environment("cuda"),
-                   round=ROUND,
-                   candidates={n: dataclasses.asdict(c) for n, c in candidates(True, ROUND).items()})
-    receipt["exactness"] = exactness()
-    receipt["backward"] = speed(args.rounds)
+                   round=args.round,
+                   candidates={n: dataclasses.asdict(c) for n, c in candidates(True, args.round).items()})
+    receipt["exactness"] = exactness(args.round)
+    receipt["backward"] = speed(args.round, args.rounds)
     geo = {n: statistics.geometric_mean([r["vs_current"][n] for r in receipt["backward"]])
            for n in receipt["backward"][0]["vs_current"]}
     best = max(geo, key=geo.get)
     receipt["geomean_vs_current"], receipt["best"] = geo, best
     print(f"best {best}: geomean {geo[best]:.3f}x the current tiles")
-    receipt["step"] = step_speed(best, args.rounds)
+    receipt["step"] = step_speed(args.round, best, args.rounds)
     finish_probe_receipt(args.out, receipt, started)
     return 0
 
