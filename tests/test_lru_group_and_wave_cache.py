@@ -30,7 +30,7 @@ def _run(ops, capacity, share, grouped):
             keys = tuple(("g", ident, i) for i in range(len(size)))
             tensors = tuple(f"t{i}" for i in range(len(size)))
             if grouped:
-                misses += lru.read_group(keys, tensors, tuple(size), False)
+                misses += lru.read_group(keys, tuple(size), tensors, False)
             else:
                 misses += [lru.read(k, t, b, False) for k, t, b in zip(keys, tensors, size)]
         elif kind == "w":
@@ -53,9 +53,9 @@ def test_lru_read_group_hand_count():
     refill evicts the second member's oldest 2 (now the least recent), which then miss too; the
     second's refill takes 2 bytes of the first again (the group thrashes)."""
     lru = new_lru(10, 1.0)
-    assert lru.read_group(("a", "b"), ("Q", "dO"), (6, 6), False) == [6, 6]
+    assert lru.read_group(("a", "b"), (6, 6), ("Q", "dO"), False) == [6, 6]
     assert lru.items["a"][0] == 4 and lru.size == 10 * 1000
-    assert lru.read_group(("a", "b"), ("Q", "dO"), (6, 6), False) == [2, 2]
+    assert lru.read_group(("a", "b"), (6, 6), ("Q", "dO"), False) == [2, 2]
     assert lru.items["a"][0] == 4 and lru.items["b"][0] == 6
 
 

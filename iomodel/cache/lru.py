@@ -73,7 +73,7 @@ class LRU:
         """Touch ``nbytes`` of an item; returns the bytes that miss (read from HBM)."""
         return self._grow(key, tensor, nbytes, False, whole, self.read_weight)
 
-    def read_group(self, keys: tuple[Any, ...], tensors: tuple[str, ...], nbytes: tuple[int, ...],
+    def read_group(self, keys: tuple[Any, ...], nbytes: tuple[int, ...], tensors: tuple[str, ...],
                    whole: bool) -> list[int]:
         """:meth:`read` of each member of a :class:`~iomodel.schedule.grid.ReadGroup` in order, with
         the same evictions (after each member, protecting it), in one call: returns the bytes each

@@ -201,9 +201,11 @@ class SetAssoc:
         self._push(item)
         return miss
 
-    def read_group(self, keys: tuple[Any, ...], nbytes: tuple[int, ...]) -> list[float]:
+    def read_group(self, keys: tuple[Any, ...], nbytes: tuple[int, ...], tensors: Any = None,
+                   whole: bool = False) -> list[float]:
         """Touch the members of a :class:`~iomodel.schedule.grid.ReadGroup` in order; returns
-        the expected bytes each misses: exactly what :meth:`read` per member returns.
+        the expected bytes each misses: exactly what :meth:`read` per member returns (``tensors`` and
+        ``whole``: the LRU's signature, unused here: a group's items carry no tensor name).
 
         The members (read-only items always touched together, never apart) share one entry of
         the stack. Member i, last pushed right after members 0..i-1, is touched again after

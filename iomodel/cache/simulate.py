@@ -98,18 +98,16 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
     # one stack entry per group needs exact byte sums: written bytes weigh write_share, so only
     # when it is a dyadic fraction (0.5, 1); otherwise member by member, as before
     exact = exact_write_share(write_share)
-    lru = isinstance(cache, LRU)  # its read_group is the per-member loop in one call (exact integers)
-    read_group = getattr(cache, "read_group", None) if exact or lru else None
+    # the LRU's read_group is its per-member loop in one call (exact integers at any write share)
+    read_group = cache.read_group if exact or isinstance(cache, LRU) else None
     for wave in waves:
         n += 1
         for a in wave:
             if a.__class__ is ReadGroup:
                 if read_group is None:  # a non-dyadic write_share: member by member
                     misses = [read(k, t, b, a.whole) for t, k, b in zip(a.tensors, a.keys, a.nbytes)]
-                elif lru:
-                    misses = read_group(a.keys, a.tensors, a.nbytes, a.whole)
                 else:
-                    misses = read_group(a.keys, a.nbytes)
+                    misses = read_group(a.keys, a.nbytes, a.tensors, a.whole)
                 for t, m in zip(a.tensors, misses):
                     reads[t] = reads.get(t, 0) + m
                 continue
