@@ -48,7 +48,7 @@ from kernels._inputs import check_causal, check_inputs, window_argument
 from kernels.heuristics import BackwardConfig, backward_config
 from kernels.flash_attention import (INTERPRET, _aligned, _alloc, _band_args, _band_bounds,
                                      _boxes, _cached_plan, _causal_bounds, _check_device, _dot, _dot_precision, _emulate_bf16,
-                                     _head_of, _Launch, _num_sms, _positional, _tma_ok, _to_dtype)
+                                     _head_of, _l2_bytes, _Launch, _num_sms, _positional, _tma_ok, _to_dtype)
 
 __all__ = ["FlashAttentionFunction", "flash_attention_backward"]
 
@@ -173,12 +173,29 @@ def _first_query_tile(start_n, CAUSAL_OFF, N_Q, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
-def _next_pair(start_m, g, lo, hi, BLOCK_M: tl.constexpr):
-    """The GQA dK/dV loop's next (query tile, group head): the next tile of head g, or the first
-    tile lo of head g + 1 once start_m reaches hi (no division per step)."""
-    start_m += BLOCK_M
-    wrap = start_m >= hi
-    return tl.where(wrap, lo, start_m), g + wrap.to(tl.int32)
+def _first_pair(lo, hi, g0, BLOCK_M: tl.constexpr, DESCEND: tl.constexpr):
+    """The GQA dK/dV loop's first (query tile, group head): tile lo of head g0 (heads-outer), or
+    the last tile of [lo, hi) of head g0 (DESCEND: ``tiles-descending``, Tiling.bwd_dkdv_order)."""
+    if DESCEND:
+        return lo + tl.maximum(hi - lo - 1, 0) // BLOCK_M * BLOCK_M, g0
+    else:
+        return lo, g0
+
+
+@triton.jit
+def _next_pair(start_m, g, lo, hi, g0, g1, BLOCK_M: tl.constexpr, DESCEND: tl.constexpr):
+    """The GQA dK/dV loop's next (query tile, group head), no division per step. Heads-outer: the
+    next tile of head g, or the first tile lo of head g + 1 once start_m reaches hi. DESCEND
+    (tiles-descending): the next head of the slice [g0, g1) at the same tile, or head g0 of the
+    tile below once g reaches g1 (FlashAttention-2's reverse m_block loop, heads inner)."""
+    if DESCEND:
+        g += 1
+        wrap = g >= g1
+        return tl.where(wrap, start_m - BLOCK_M, start_m), tl.where(wrap, g0, g)
+    else:
+        start_m += BLOCK_M
+        wrap = start_m >= hi
+        return tl.where(wrap, lo, start_m), g + wrap.to(tl.int32)
 
 
 @triton.jit
@@ -209,7 +226,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, DOT_PRECISION: tl.constexpr,
               EMULATE_BF16: tl.constexpr, GQA: tl.constexpr, WINDOW: tl.constexpr = False,
-              SPLIT: tl.constexpr = False, SPLITS=1):
+              SPLIT: tl.constexpr = False, SPLITS=1, DESCEND: tl.constexpr = False):
     """dK, dV of one key tile of one KV head, summed over the G query heads of its group
     (GQA = G > 1: a compile-time switch, so that only one of the two loops is compiled).
     Grid (cdiv(N_K, BLOCK_N), B*H_KV) or, SPLIT, (cdiv(N_K, BLOCK_N), B*H_KV, SPLITS): program
@@ -217,7 +234,8 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
     stores its fp32 partials as head hk*SPLITS + sl of DK, DV ``(B, H_KV*SPLITS, N_K, HEAD_DIM)``
     (the workspace ``_bwd_reduce_dkdv`` sums). ATOMIC_DQ: dQ accumulates by fp32 atomics into
     DQ_ACC ``(B, H, N_Q, HEAD_DIM)`` (contiguous) instead of in ``_bwd_dq``. WINDOW: only the
-    query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract), all masked."""
+    query tiles in [lo, hi_m) that can see the key tile are visited (traffic contract), all masked.
+    DESCEND (GQA): the (query tile, head) pairs in the ``tiles-descending`` order (:func:`_next_pair`)."""
     j = tl.program_id(0)
     b, hk, _ = _head_of(tl.program_id(1), H_KV, 1)
     if SPLIT:  # this program's slice of the group: balanced, never empty (1 <= SPLITS <= G)
@@ -265,8 +283,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
                                 qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
                                 DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
     else:
-        g = g0
-        start_m = lo
+        start_m, g = _first_pair(lo, hi, g0, BLOCK_M, DESCEND)
         for _ in tl.range(0, (g1 - g0) * ((hi - lo + BLOCK_M - 1) // BLOCK_M)):  # the slice's heads x query tiles
             h = hk * G + g
             q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
@@ -276,7 +293,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, DQ_ACC,
                                 start_m, offs_m0, offs_n, offs_d, d_ok, stride_qm, stride_qd, stride_dom, stride_dod,
                                 qk_scale, sm_scale, N_Q, CAUSAL_OFF, HEAD_DIM, CAUSAL or WINDOW, ATOMIC_DQ,
                                 DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
-            start_m, g = _next_pair(start_m, g, lo, hi, BLOCK_M)
+            start_m, g = _next_pair(start_m, g, lo, hi, g0, g1, BLOCK_M, DESCEND)
     _store_dkdv(DK, DV, dk * sm_scale, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
                 stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, kv_ok, SPLIT, EMULATE_BF16)
 
@@ -408,8 +425,9 @@ def _dkdv_tma_program(j, b, hk, sl, desc_q, desc_k, desc_v, desc_do, LSE, DELTA,
                       H, G, N_Q, N_K, CAUSAL_OFF, SPLITS,
                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                       EMULATE_BF16: tl.constexpr, GQA: tl.constexpr, SPLIT: tl.constexpr,
-                      MASK_SPLIT: tl.constexpr, STAGES: tl.constexpr):
-    """One program of the TMA dK/dV kernel: key tile j of KV head hk of sequence b, group slice sl."""
+                      MASK_SPLIT: tl.constexpr, STAGES: tl.constexpr, DESCEND: tl.constexpr):
+    """One program of the TMA dK/dV kernel: key tile j of KV head hk of sequence b, group slice sl
+    (DESCEND, GQA: the tiles-descending pair order, :func:`_next_pair`)."""
     if SPLIT:
         g0 = sl * G // SPLITS
         g1 = (sl + 1) * G // SPLITS
@@ -450,15 +468,14 @@ def _dkdv_tma_program(j, b, hk, sl, desc_q, desc_k, desc_v, desc_do, LSE, DELTA,
                                         offs_m0, offs_n, qk_scale, N_Q, CAUSAL_OFF, HEAD_DIM, BLOCK_M, CAUSAL,
                                         EMULATE_BF16)
     else:
-        g = g0
-        start_m = lo
+        start_m, g = _first_pair(lo, hi, g0, BLOCK_M, DESCEND)
         for _ in tl.range(0, (g1 - g0) * ((hi - lo + BLOCK_M - 1) // BLOCK_M), num_stages=STAGES):
             h = hk * G + g
             row = (b * H + h).to(tl.int64) * N_Q
             dk, dv = _tma_dkdv_step(dk, dv, k, v, desc_q, desc_do, b, h, LSE + row, DELTA + row, start_m,
                                     offs_m0, offs_n, qk_scale, N_Q, CAUSAL_OFF, HEAD_DIM, BLOCK_M, CAUSAL,
                                     EMULATE_BF16)
-            start_m, g = _next_pair(start_m, g, lo, hi, BLOCK_M)
+            start_m, g = _next_pair(start_m, g, lo, hi, g0, g1, BLOCK_M, DESCEND)
     _store_dkdv(DK, DV, dk * sm_scale, dv, b, hk, sl, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dkd,
                 stride_dvz, stride_dvh, stride_dvn, stride_dvd, offs_n, offs_d, (offs_n < N_K)[:, None], SPLIT,
                 EMULATE_BF16)
@@ -504,7 +521,7 @@ def _bwd_dkdv_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK, DV, sm_scale,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, GQA: tl.constexpr,
                   SPLIT: tl.constexpr = False, SPLITS=1, MASK_SPLIT: tl.constexpr = False,
-                  STAGES: tl.constexpr = 3):
+                  STAGES: tl.constexpr = 3, DESCEND: tl.constexpr = False):
     """``_bwd_dkdv`` (same grid, tiles, loop order, loads and stores) with K, V, Q and dO
     through rank-4 tensor descriptors (TMA, sm_90; boxes [1, 1, BLOCK, HEAD_DIM], rows beyond
     each head's sequence zero-filled, so the same rows move as the pointer path's masks load).
@@ -514,7 +531,7 @@ def _bwd_dkdv_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK, DV, sm_scale,
     _dkdv_tma_program(tl.program_id(0), b, hk, tl.program_id(2), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DK,
                       DV, sm_scale, stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz, stride_dvh,
                       stride_dvn, stride_dvd, H, G, N_Q, N_K, CAUSAL_OFF, SPLITS, HEAD_DIM, BLOCK_M, BLOCK_N,
-                      CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES)
+                      CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES, DESCEND)
 
 
 @triton.jit
@@ -539,7 +556,7 @@ def _bwd_fused_tma(desc_q, desc_k, desc_v, desc_do, desc_q2, desc_k2, desc_v2, d
                    DQ_BLOCK_M: tl.constexpr, DQ_BLOCK_N: tl.constexpr,
                    CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, GQA: tl.constexpr,
                    SPLIT: tl.constexpr = False, SPLITS=1, MASK_SPLIT: tl.constexpr = False,
-                   STAGES: tl.constexpr = 3, DQ_STAGES: tl.constexpr = 3):
+                   STAGES: tl.constexpr = 3, DQ_STAGES: tl.constexpr = 3, DESCEND: tl.constexpr = False):
     """The TMA dK/dV and dQ kernels as one launch, 1-D grid: programs 0 .. N_KV_PROGRAMS − 1 are
     ``_bwd_dkdv_tma``'s (in its grid order: key tile fastest, then KV head, then group slice),
     the rest ``_bwd_dq_tma``'s (query tile fastest, then head). desc_*2: the dQ programs' boxes."""
@@ -552,7 +569,7 @@ def _bwd_fused_tma(desc_q, desc_k, desc_v, desc_do, desc_q2, desc_k2, desc_v2, d
         _dkdv_tma_program(j, b, hk, rest // (N_KV_PROGRAMS // T_KV // SPLITS), desc_q, desc_k, desc_v, desc_do,
                           LSE, DELTA, DK, DV, sm_scale, stride_dkz, stride_dkh, stride_dkn, stride_dkd, stride_dvz,
                           stride_dvh, stride_dvn, stride_dvd, H, G, N_Q, N_K, CAUSAL_OFF, SPLITS, HEAD_DIM, BLOCK_M,
-                          BLOCK_N, CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES)
+                          BLOCK_N, CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES, DESCEND)
     else:
         p = pid - N_KV_PROGRAMS
         _dq_tma_program(p % T_Q, p // T_Q, desc_q2, desc_k2, desc_v2, desc_do2, LSE, DELTA, DQ, sm_scale,
@@ -729,8 +746,10 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
         raise IomodelError(f"config must be a kernels.heuristics.BackwardConfig, got {type(config).__name__}: build one")
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
-    config = config.resolve(B, H_kv, shape.group, N_k, _num_sms(q.device))  # group_splits S fixed for this launch
     band = window_argument(window, causal, N_q, N_k)
+    # group_splits S fixed for this launch, dkdv_order as it runs (heads-outer for MHA and windows)
+    config = config.resolve(B, H_kv, shape.group, N_k, _num_sms(q.device), windowed=band is not None,
+                            seqlen_q=N_q, head_dim=d, width=q.element_size(), l2_bytes=_l2_bytes(q.device))
     off = causal_offset(causal_align, N_q, N_k) if causal or band else 0
     win = _band_args(band)
     pad = head_dim_padded(d)
@@ -757,7 +776,9 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
     fused = tma and config.fused_launch
     plan.tma, plan.fused = tma, fused
-    split = {"SPLIT": True, "SPLITS": S} if S > 1 else {}
+    dkdv_flags = {"SPLIT": True, "SPLITS": S} if S > 1 else {}  # the dK/dV launch's group split and loop order
+    if config.dkdv_order == "tiles-descending":  # resolve() left it only where a GQA program loops over heads
+        dkdv_flags["DESCEND"] = True
     gqa = shape.group > 1
     if fused:
         n_kv = t_c * B * H_kv * S
@@ -767,7 +788,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (*part_str, *part_str, *dq_str, H, H_kv, shape.group, N_q, N_k, off, t_c, n_kv, t_q),
             dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, DQ_BLOCK_M=config.dq_block_m,
                  DQ_BLOCK_N=config.dq_block_n, CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa,
-                 MASK_SPLIT=config.mask_split, STAGES=config.num_stages, DQ_STAGES=config.dq_num_stages, **split),
+                 MASK_SPLIT=config.mask_split, STAGES=config.num_stages, DQ_STAGES=config.dq_num_stages, **dkdv_flags),
             dict(num_warps=config.num_warps, num_stages=max(config.num_stages, config.dq_num_stages)),
             boxes=(*_boxes(config.block_m, config.block_n, d), *_boxes(config.dq_block_m, config.dq_block_n, d)))
     elif tma:
@@ -776,7 +797,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (*part_str, *part_str, H, H_kv, shape.group, N_q, N_k, off),
             dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, CAUSAL=causal,
                  EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa, MASK_SPLIT=config.mask_split, STAGES=config.num_stages,
-                 **split),
+                 **dkdv_flags),
             dict(num_warps=config.num_warps, num_stages=config.num_stages),
             boxes=_boxes(config.block_m, config.block_n, d))
     else:
@@ -785,7 +806,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *part_str, *part_str,
              H, H_kv, shape.group, N_q, N_k, off),
             dict(**win, BLOCK_M=config.block_m, BLOCK_N=config.block_n, ATOMIC_DQ=config.atomic_dq, GQA=gqa,
-                 **common, **split),
+                 **common, **dkdv_flags),
             dict(num_warps=config.num_warps, num_stages=config.num_stages))
     plan.reduce = None
     if S > 1:

@@ -830,6 +830,20 @@ def _num_sms(device: torch.device) -> int:
     return _sm_limits(device)[0]
 
 
+_L2_BYTES: dict[Any, int] = {}
+
+
+def _l2_bytes(device: torch.device) -> int:
+    """L2 bytes of ``device``, read once per device from ``torch.cuda.get_device_properties``; off
+    CUDA (the interpreter) :data:`heuristics.INTERPRETER_L2_BYTES`."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        key = device.index if device.index is not None else torch.cuda.current_device()
+        if key not in _L2_BYTES:
+            _L2_BYTES[key] = int(torch.cuda.get_device_properties(key).L2_cache_size)
+        return _L2_BYTES[key]
+    return hx.INTERPRETER_L2_BYTES
+
+
 def _tma_ok(*tensors: torch.Tensor) -> bool:
     """Whether host tensor descriptors can describe these tensors (16-byte base and strides, unit last stride)."""
     if TensorDescriptor is None:

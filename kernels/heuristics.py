@@ -134,6 +134,8 @@ INTERPRETER_NUM_SMS = 4
 #: Shared memory per SM assumed where no GPU reports one (the interpreter): the H200's
 #: (:data:`iomodel.spec.hardware.H200`), so the decode heuristic's resident-program count is a GPU's.
 INTERPRETER_SMEM_PER_SM = H200.smem_per_sm
+#: L2 bytes assumed where no GPU reports them (the interpreter): the H200's, for ``dkdv_order_for``.
+INTERPRETER_L2_BYTES = H200.l2_bytes
 
 
 # ----------------------------------------------------------------------------------
@@ -441,6 +443,7 @@ __all__ = [
     "INTERPRETER_BACKWARD",
     "backward_config",
     "dkdv_group_splits",
+    "dkdv_order_for",
 ]
 
 
@@ -459,7 +462,12 @@ class BackwardConfig:
     ``group_splits`` S: slices of each GQA group the dK/dV grid's third axis runs (each
     program handles ⌊(s+1)·G/S⌋ − ⌊s·G/S⌋ of the G query heads, at most ⌈G/S⌉), 1 to G; S > 1
     writes fp32 partials that ``_bwd_reduce_dkdv`` sums (``docs/traffic-contract.md``);
-    0: chosen at launch by :func:`dkdv_group_splits` (:meth:`resolve`).
+    0: chosen at launch by :func:`dkdv_group_splits` (:meth:`resolve`). ``dkdv_order``: the
+    GQA dK/dV program's loop over its (query tile, group head) pairs, ``heads-outer`` or
+    ``tiles-descending`` (:data:`iomodel.spec.layer.DKDV_ORDERS`), or ``auto`` (chosen per launch
+    by :func:`dkdv_order_for`); it runs where the program loops over heads (G > 1) without a
+    sliding window, and :meth:`resolve` sets ``heads-outer`` elsewhere (what ran, as
+    ``return_config`` reports it).
     """
 
     # tile defaults: the one home of the backward tiles is iomodel.spec.Tiling (the traffic model's input)
@@ -477,23 +485,38 @@ class BackwardConfig:
     tma: bool = False  # sm_90: Q, dO, K, V through tensor descriptors (same tiles and bytes); no window
     mask_split: bool = False  # TMA dK/dV, MHA causal: only the query tiles crossing the diagonal take the mask
     fused_launch: bool = False  # TMA: dK/dV and dQ programs in one launch (needs num_warps == dq_num_warps)
+    dkdv_order: str = "heads-outer"  # dK/dV GQA loop over (query tile, head) pairs: DKDV_ORDERS, or "auto"
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
-    def resolve(self, batch: int, kv_heads: int, group: int, seqlen_k: int, num_sms: int) -> "BackwardConfig":
+    def resolve(self, batch: int, kv_heads: int, group: int, seqlen_k: int, num_sms: int,
+                windowed: bool = False, *, seqlen_q: int | None = None, head_dim: int | None = None,
+                width: int | None = None, l2_bytes: int | None = None) -> "BackwardConfig":
         """This config with ``group_splits`` fixed for one launch: :func:`dkdv_group_splits` of
-        the dK/dV grid ``cdiv(seqlen_k, block_n)·batch·kv_heads`` programs when it is 0, else as given.
+        the dK/dV grid ``cdiv(seqlen_k, block_n)·batch·kv_heads`` programs when it is 0, else as
+        given; and ``dkdv_order`` as it runs: ``heads-outer`` for MHA (G = 1: one head per
+        program) and under a sliding window (``windowed``: every key tile's query range has about
+        the window's length, so the heads-outer loop keeps neighbouring programs one key tile apart).
 
         Args:
             batch, kv_heads, group (G = H / H_kv), seqlen_k (tokens): the layer;
-            num_sms: SMs of the device (:data:`INTERPRETER_NUM_SMS` in the interpreter).
+            num_sms: SMs of the device (:data:`INTERPRETER_NUM_SMS` in the interpreter);
+            windowed: the step runs under a sliding window;
+            seqlen_q, head_dim, width, l2_bytes: what ``dkdv_order="auto"`` is chosen from
+                (:func:`dkdv_order_for`; query rows, elements, element bytes, the device's L2 bytes).
 
         Raises:
             IomodelError: ``group_splits`` negative, not an integer, or above G; a switch
                 (``atomic_dq``, ``tma``, ``mask_split``, ``fused_launch``) that is not a bool;
-                ``fused_launch`` with ``num_warps`` != ``dq_num_warps``.
+                ``fused_launch`` with ``num_warps`` != ``dq_num_warps``; an unknown ``dkdv_order``, or
+                ``auto`` without seqlen_q, head_dim, width and l2_bytes.
         """
+        from iomodel.spec.layer import DKDV_ORDERS
+
+        if self.dkdv_order not in DKDV_ORDERS + ("auto",):
+            raise IomodelError(f"BackwardConfig.dkdv_order must be one of {', '.join(DKDV_ORDERS)} or auto, got "
+                               f"{self.dkdv_order!r}: pick one of them")
         for name in ("atomic_dq", "tma", "mask_split", "fused_launch"):
             if not isinstance(getattr(self, name), bool):
                 raise IomodelError(f"BackwardConfig.{name} must be True or False, got {getattr(self, name)!r}: pass a bool")
@@ -509,7 +532,13 @@ class BackwardConfig:
                                f"query head): use 1..{group}, or 0 to choose")
         if S == 0:
             S = dkdv_group_splits(cdiv(seqlen_k, self.block_n) * batch * kv_heads, num_sms, group)
-        return replace(self, group_splits=S)
+        order = self.dkdv_order if group > 1 and not windowed else "heads-outer"
+        if order == "auto":
+            if None in (seqlen_q, head_dim, width, l2_bytes):
+                raise IomodelError("dkdv_order='auto' is chosen per launch: pass seqlen_q, head_dim, width and "
+                                   "l2_bytes to BackwardConfig.resolve, or set heads-outer or tiles-descending")
+            order = dkdv_order_for(group, S, seqlen_q, head_dim, width, l2_bytes)
+        return replace(self, group_splits=S, dkdv_order=order)
 
     def tiling(self, base: Tiling | None = None) -> Tiling:
         """These tiles as the traffic model's :class:`iomodel.spec.Tiling` (its backward
@@ -521,12 +550,13 @@ class BackwardConfig:
         Raises:
             IomodelError: ``group_splits`` is 0 (chosen at launch): resolve it first.
         """
-        if self.group_splits == 0:
-            raise IomodelError("group_splits=0 is chosen at launch from the SM count: model the config the launcher "
-                               "returned (return_config=True) or BackwardConfig.resolve(...)")
+        if self.group_splits == 0 or self.dkdv_order == "auto":
+            raise IomodelError("group_splits=0 and dkdv_order='auto' are chosen at launch: model the config the "
+                               "launcher returned (return_config=True) or BackwardConfig.resolve(...)")
         return replace(base or Tiling(), bwd_block_m=self.block_m, bwd_block_n=self.block_n,
                        dq_block_m=self.dq_block_m, dq_block_n=self.dq_block_n,
-                       preprocess_block_m=self.preprocess_block_m, bwd_group_splits=self.group_splits)
+                       preprocess_block_m=self.preprocess_block_m, bwd_group_splits=self.group_splits,
+                       bwd_dkdv_order=self.dkdv_order)
 
 
 #: Tiles of the interpreter (CPU) runs: small, so CI covers multi-tile loops and ragged tails.
@@ -578,12 +608,46 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
     the GPU tiles choose it at launch (``group_splits`` 0, :meth:`BackwardConfig.resolve`).
     """
     if interpreter:
-        return INTERPRETER_BACKWARD
+        return replace(INTERPRETER_BACKWARD, dkdv_order=CAUSAL_DKDV_ORDER) if causal else INTERPRETER_BACKWARD
     d = max(64, head_dim_padded(head_dim))  # HEAD_DIM 16..64 run the 64 tiles
     key = (min(k for k, _ in GPU_BACKWARD if k >= d), bool(causal))
     if dtype == "fp32" and key in GPU_BACKWARD_FP32:
         return GPU_BACKWARD_FP32[key]
     return GPU_BACKWARD[key]
+
+#: The dK/dV GQA loop order of causal steps (``BackwardConfig.dkdv_order``; non-causal steps keep
+#: ``heads-outer``, under which every program already starts at query tile 0): ``auto``, chosen per
+#: launch by :func:`dkdv_order_for` (2026-12-04).
+CAUSAL_DKDV_ORDER = "auto"
+
+
+def dkdv_order_for(group: int, group_splits: int, seqlen_q: int, head_dim: int, width: int, l2_bytes: int) -> str:
+    """The causal GQA dK/dV loop order ``auto`` resolves to: ``tiles-descending`` while the query
+    rows one program streams (Q and dO at ``width`` bytes, LSE and Delta fp32: 2·d·s + 8 bytes a
+    row, over the ⌈G/S⌉ heads of its slice and ``seqlen_q`` rows) fit the effective L2
+    (:data:`iomodel.cache.params.DEFAULT_L2_FRACTION` of ``l2_bytes``), else ``heads-outer``.
+
+    Why (receipts/ncu-h200-train-order-calib1-2026-12-04.json against hold-outs 3-6, calibration):
+    programs that start together in the descending order read each (tile, head) at the same step,
+    which cut the dK/dV kernel's DRAM reads 1.4-2.5x where the slice's rows fit (Llama-2-70B at 6k:
+    565 -> 226 MiB; Falcon-7B at 6k, S = 6: 226 -> 113 MiB); but programs that start later, one by
+    one as earlier ones end, start at the last tile again and trail each other, and where the
+    slice's rows do not fit L2 every trailing read misses (Llama-2-70B at 16k, 64 MiB of rows:
+    6.2 -> 9.3 GiB; Llama-3-8B at 16k, 32.5 MiB: 388 -> 584 MiB), while heads-outer keeps one head's
+    rows (a G-th of them) between trailing programs.
+
+    Args:
+        group: G = H / H_kv; group_splits: S (resolved, >= 1); seqlen_q: query rows (tokens);
+        head_dim: d (elements); width: element bytes of q; l2_bytes: the device's L2 (bytes).
+
+    Returns:
+        ``tiles-descending`` or ``heads-outer``.
+    """
+    from iomodel.cache.params import DEFAULT_L2_FRACTION
+    from iomodel.spec import FP32_WIDTH, LSE_WIDTH
+
+    rows = cdiv(group, group_splits) * seqlen_q * (2 * head_dim * width + LSE_WIDTH + FP32_WIDTH)
+    return "tiles-descending" if rows <= DEFAULT_L2_FRACTION * l2_bytes else "heads-outer"
 
 #: GPU tiles per (padded HEAD_DIM, causal), the fastest of ``benchmarks/gpu_backward_tune.py``
 #: on the H200 (B = 4, H = 16, N = 4096, bf16; receipts/bwd-tune-h200-2026-12-01.json): dK/dV
@@ -605,7 +669,8 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: against it on HEAD_DIM 128 and causal 64 in round 2 (slower at 1k causal) and stays off: the
 #: L2 model has no estimate of the fused launch yet.
 GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
-    k: replace(c, group_splits=0, tma=True, mask_split=k[1]) for k, c in {
+    k: replace(c, group_splits=0, tma=True, mask_split=k[1], dkdv_order=CAUSAL_DKDV_ORDER if k[1] else "heads-outer")
+    for k, c in {
     (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
     (64, True): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=3,
@@ -624,4 +689,5 @@ GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
 GPU_BACKWARD_FP32: dict[tuple[int, bool], BackwardConfig] = {
     (256, causal): replace(BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1, dq_block_m=64,
                                           dq_block_n=16, dq_num_warps=8, dq_num_stages=1),
-                           group_splits=0, tma=True, mask_split=causal) for causal in (False, True)}
+                           group_splits=0, tma=True, mask_split=causal,
+                           dkdv_order=CAUSAL_DKDV_ORDER if causal else "heads-outer") for causal in (False, True)}

@@ -178,13 +178,17 @@ def test_backward_tma_equals_pointer(fa, case):
     o, lse = fa.flash_attention(q, k, v, causal, align)
     base = replace(bw.backward_config(d, "bf16", causal), group_splits=S, tma=False, mask_split=False,
                    fused_launch=False)
-    want = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=base)
     w = base.num_warps
-    for flags in (dict(tma=True), dict(tma=True, mask_split=True),
-                  dict(tma=True, mask_split=True, fused_launch=True, dq_num_warps=w, dq_block_m=64 if w == 4 else 128)):
-        got = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=replace(base, **flags))
-        for name, a, b in zip(("dq", "dk", "dv"), got, want):
-            assert torch.equal(a, b), (flags, name, (a.float() - b.float()).abs().max().item())
+    # causal GQA: both dK/dV loop orders (tiles-descending is the default there)
+    for order in ("heads-outer", "tiles-descending") if causal and H > H_kv else (base.dkdv_order,):
+        want = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=replace(base, dkdv_order=order))
+        for flags in (dict(tma=True), dict(tma=True, mask_split=True),
+                      dict(tma=True, mask_split=True, fused_launch=True, dq_num_warps=w,
+                           dq_block_m=64 if w == 4 else 128)):
+            got = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align,
+                                              config=replace(base, dkdv_order=order, **flags))
+            for name, a, b in zip(("dq", "dk", "dv"), got, want):
+                assert torch.equal(a, b), (order, flags, name, (a.float() - b.float()).abs().max().item())
 
 
 # ----------------------------------------------------------------------------------

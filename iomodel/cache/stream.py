@@ -1136,8 +1136,8 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
 
     Applies to (see the module doc): ``fwd kernel``/``_attn_fwd`` and ``_bwd_dq`` without a window
     band, in the tiles-fastest grid with ascending key blocks (either tile order for the
-    forward); ``_bwd_dkdv`` without a band, with one group slice, when every key tile's query
-    rows are [0, N_q); ``_bwd_preprocess``; ``_bwd_reduce_dkdv``; a write share that is a dyadic
+    forward); ``_bwd_dkdv`` with one group slice in the heads-outer loop order (or MHA);
+    ``_bwd_preprocess``; ``_bwd_reduce_dkdv``; a write share that is a dyadic
     fraction; at most :data:`MAX_STREAM_ITEMS` stream items.
 
     Raises:
@@ -1159,8 +1159,8 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
                                  {"O": d * s, "LSE": LSE_WIDTH}, write_share)
         return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
     if name == "_bwd_dkdv":
-        if tiling.bwd_group_splits != 1:
-            return None
+        if tiling.bwd_group_splits != 1 or (tiling.bwd_dkdv_order != "heads-outer" and spec.group > 1):
+            return None  # simulated (the fast forms follow the heads-outer loop)
         if spec.band is not None or (spec.causal and dkdv_last_lo(spec, tiling) > 0):  # lo_j grows with j
             model = _DkdvEvents(spec, tiling, w, write_share)
             return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None

@@ -136,12 +136,16 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
                   "candidate; the autotuner on the GPU may pick another)")
         if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask, S for this GPU's SMs
             bwd = h.backward_config(spec.head_dim, spec.dtype, spec.causal).resolve(
-                spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, hardware.num_sms)
+                spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, hardware.num_sms, spec.band is not None,
+                seqlen_q=spec.seqlen_q, head_dim=spec.head_dim, width=spec.width, l2_bytes=hardware.l2_bytes)
             tiling = bwd.tiling(tiling)
             source += "; backward tiles from kernels/heuristics.py backward_config (GPU_BACKWARD, tuned on the H200)"
             if bwd.group_splits > 1:
                 source += (f", dK/dV over {bwd.group_splits} GQA group slices for {hardware.num_sms} SMs "
                            "(heuristics.dkdv_group_splits)")
+            if bwd.dkdv_order != "heads-outer":
+                source += (f", dK/dV loop {bwd.dkdv_order} (heuristics.dkdv_order_for: the slice's query rows "
+                           f"fit the effective L2 of {hardware.name})")
         return tiling, source
     return Tiling(), (
         "Tiling defaults (kernels/heuristics.py was not importable, so these may differ from the "

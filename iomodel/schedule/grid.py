@@ -592,7 +592,13 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     step, so program j reaches row r of its slice's k-th head at step k·(end_j − lo_j) + r − lo_j
     and stores at step (g1 − g0)·(end_j − lo_j); the wave's touches run in that time order
     (programs at the same row share one touch, as the forward's K/V chunks; causal programs
-    with different lo_j drift apart over the heads). K/V: one item per run of key tiles of a
+    with different lo_j drift apart over the heads). With ``tiling.bwd_dkdv_order``
+    ``tiles-descending`` (G > 1) a program visits its query tiles from the last one down, the
+    slice's G' = g1 − g0 heads inner at each tile: the tile k tiles below the last one (the one
+    holding row end_j − 1, the same for every lo_j) at steps k·G' .. k·G' + G' − 1, a chunk first
+    reached at its highest tile, the store at step G'·ceil((end_j − lo_j) / BWD_BLOCK_M) (times in
+    rows: steps × BWD_BLOCK_M), so programs of one KV head with different lo_j touch each chunk at
+    the same step and never drift apart. K/V: one item per run of key tiles of a
     KV head in the wave (S = 1), one item per key tile (S > 1: the S slices of a tile load the
     same rows, one fetch serving the wave, a later wave's slice finding them in L2 or not).
 
@@ -611,6 +617,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     B, Hk, G, n_k = spec.batch, spec.kv_heads, spec.group, spec.seqlen_k
     d, s, bm, bn = spec.head_dim, spec.width, tiling.bwd_block_m, tiling.bwd_block_n
     S = tiling.bwd_group_splits
+    descending = tiling.bwd_dkdv_order == "tiles-descending" and G > 1  # MHA programs loop one head, ascending
     slices = dkdv_slices(G, S)
     ranges = dkdv_query_ranges(spec, tiling)
     lo = [a for a, _ in ranges]
@@ -649,15 +656,21 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
         for kv, sl, j0, j1 in runs:
             g0, g1 = slices[sl]
             for j in range(j0, j1):
-                ends.append(((g1 - g0) * (end[j] - lo[j]), kv, j if S == 1 else (sl, j), k_rows[j]))
+                steps = cdiv(end[j] - lo[j], bm) * bm if descending else end[j] - lo[j]
+                ends.append(((g1 - g0) * steps, kv, j if S == 1 else (sl, j), k_rows[j]))
             # a program's touches depend on j only through (lo_j, end_j): programs of a run with the same
             # range make the same keys and rows (merged by max), so each distinct range is visited once
             for a, e in dict.fromkeys(ranges[j0:j1]):
                 span = e - a
+                top = (e - 1) // bm  # descending: the last tile, whose index no lo_j changes
                 for g in range(g0, g1 if span > 0 else g0):  # span 0: no query row sees the tile's keys
                     for c0 in range(chunk * (a // chunk), e, chunk):
                         start = max(c0, a)
-                        key = ((g - g0) * span + start - a, kv * G + g, c0, kv)  # b·H + h = kv·G + g
+                        if descending:  # first reached at its highest tile; tile k from the top at step k·G'
+                            t = ((top - (min(c0 + chunk, e) - 1) // bm) * (g1 - g0) + g - g0) * bm
+                        else:
+                            t = (g - g0) * span + start - a
+                        key = (t, kv * G + g, c0, kv)  # b·H + h = kv·G + g
                         touch[key] = max(touch.get(key, 0), min(c0 + chunk, e) - start)
         events = sorted([(t, 0, h, c0, rows) for (t, h, c0, _), rows in touch.items()]
                         + [(t, 1, kv, j, rows) for t, kv, j, rows in ends])

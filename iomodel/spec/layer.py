@@ -250,6 +250,14 @@ class LayerSpec:
 #: The :class:`Tiling` fields that hold the backward kernels' tiles (``kernels/backward.py``).
 BACKWARD_TILE_FIELDS = ("bwd_block_m", "bwd_block_n", "dq_block_m", "dq_block_n", "preprocess_block_m")
 
+#: The dK/dV kernel's loop orders over the (query tile, group head) pairs of a GQA program
+#: (``Tiling.bwd_dkdv_order``; ``kernels/backward.py``): ``heads-outer``, each head of the slice in
+#: turn with its query tiles from lo_j up (the kernel before 2026-12-04, and every MHA program), or
+#: ``tiles-descending``, the query tiles from the last down with the slice's heads inner at each tile
+#: (FlashAttention-2's reverse ``m_block`` loop, ``flash_bwd_kernel.h``), so every program of a KV
+#: head reaches the same (tile, head) at the same step whatever its first tile lo_j.
+DKDV_ORDERS = ("heads-outer", "tiles-descending")
+
 
 @dataclass(frozen=True)
 class Tiling:
@@ -274,10 +282,13 @@ class Tiling:
     program (it sets the grid only: every row is read once whatever the tile),
     ``bwd_group_splits`` S the dK/dV kernel's slices of each GQA group (grid axis 2; S > 1 adds
     fp32 partial dK/dV and their reduction kernel, ``docs/traffic-contract.md``; any whole
-    number 1..G, not a power of two necessarily).
+    number 1..G, not a power of two necessarily). ``bwd_dkdv_order`` the dK/dV GQA program's
+    loop order over its (query tile, head) pairs, one of :data:`DKDV_ORDERS` (``heads-outer``
+    for records made before the order existed and for MHA, whose programs loop one head).
 
     Raises:
-        IomodelError: a size is not a positive power of two, or num_splits or bwd_group_splits < 1.
+        IomodelError: a size is not a positive power of two, or num_splits or bwd_group_splits < 1;
+            an unknown bwd_dkdv_order.
     """
 
     block_m: int = 128  # BLOCK_M, query rows per program
@@ -292,6 +303,7 @@ class Tiling:
     dq_block_n: int = 32  # backward dQ kernel: key rows streamed per step
     preprocess_block_m: int = 128  # backward D = rowsum(dO ∘ O): query rows per program
     bwd_group_splits: int = 1  # backward dK/dV kernel: slices S of each GQA group (1 = unsplit)
+    bwd_dkdv_order: str = "heads-outer"  # backward dK/dV kernel, GQA: loop order over (query tile, head) pairs
 
     def __post_init__(self) -> None:
         for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")) + tuple(
@@ -310,6 +322,9 @@ class Tiling:
         object.__setattr__(
             self, "heads_per_program", _positive_int(self.heads_per_program, "heads_per_program", "--heads-per-program")
         )
+        if self.bwd_dkdv_order not in DKDV_ORDERS:
+            raise IomodelError(f"bwd_dkdv_order must be one of {', '.join(DKDV_ORDERS)}, got {self.bwd_dkdv_order!r}: "
+                               "pick one of them")
         if self.fused_combine not in (True, False):
             raise IomodelError(f"fused_combine must be True or False, got {self.fused_combine!r}: pass a bool")
 

@@ -470,6 +470,8 @@ def _tiling_dict(tiling: Tiling, spec: LayerSpec) -> dict[str, int]:
             d.pop(key)
     if not spec.backward or tiling.bwd_group_splits == 1:  # the unsplit kernel reads as before S existed
         d.pop("bwd_group_splits")
+    if not spec.backward or tiling.bwd_dkdv_order == "heads-outer":  # as before the order existed
+        d.pop("bwd_dkdv_order")
     return d
 
 
