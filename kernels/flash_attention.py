@@ -809,39 +809,37 @@ def _shared_workspace(key: Any, device: torch.device, n_part: int, n_sem: int) -
     return bufs
 
 
-_SM_LIMITS: dict[Any, tuple[int, int]] = {}
+_DEVICE_LIMITS: dict[Any, tuple[int, int, int]] = {}
+
+
+def _device_limits(device: torch.device) -> tuple[int, int, int]:
+    """(SM count, shared memory per SM in bytes, L2 bytes) of ``device``, read once per device from
+    ``torch.cuda.get_device_properties``; off CUDA (the interpreter)
+    (:data:`heuristics.INTERPRETER_NUM_SMS`, :data:`heuristics.INTERPRETER_SMEM_PER_SM`,
+    :data:`heuristics.INTERPRETER_L2_BYTES`)."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        key = device.index if device.index is not None else torch.cuda.current_device()
+        if key not in _DEVICE_LIMITS:
+            props = torch.cuda.get_device_properties(key)
+            _DEVICE_LIMITS[key] = (props.multi_processor_count, int(props.shared_memory_per_multiprocessor),
+                                   int(props.L2_cache_size))
+        return _DEVICE_LIMITS[key]
+    return hx.INTERPRETER_NUM_SMS, hx.INTERPRETER_SMEM_PER_SM, hx.INTERPRETER_L2_BYTES
 
 
 def _sm_limits(device: torch.device) -> tuple[int, int]:
-    """(SM count, shared memory per SM in bytes) of ``device``, read once per device from
-    ``torch.cuda.get_device_properties``; off CUDA (the interpreter)
-    (:data:`heuristics.INTERPRETER_NUM_SMS`, :data:`heuristics.INTERPRETER_SMEM_PER_SM`)."""
-    if device.type == "cuda" and torch.cuda.is_available():
-        key = device.index if device.index is not None else torch.cuda.current_device()
-        if key not in _SM_LIMITS:
-            props = torch.cuda.get_device_properties(key)
-            _SM_LIMITS[key] = (props.multi_processor_count, int(props.shared_memory_per_multiprocessor))
-        return _SM_LIMITS[key]
-    return hx.INTERPRETER_NUM_SMS, hx.INTERPRETER_SMEM_PER_SM
+    """(SM count, shared memory per SM in bytes) of ``device`` (:func:`_device_limits`)."""
+    return _device_limits(device)[:2]
 
 
 def _num_sms(device: torch.device) -> int:
-    """SM count of ``device`` (:func:`_sm_limits`)."""
-    return _sm_limits(device)[0]
-
-
-_L2_BYTES: dict[Any, int] = {}
+    """SM count of ``device`` (:func:`_device_limits`)."""
+    return _device_limits(device)[0]
 
 
 def _l2_bytes(device: torch.device) -> int:
-    """L2 bytes of ``device``, read once per device from ``torch.cuda.get_device_properties``; off
-    CUDA (the interpreter) :data:`heuristics.INTERPRETER_L2_BYTES`."""
-    if device.type == "cuda" and torch.cuda.is_available():
-        key = device.index if device.index is not None else torch.cuda.current_device()
-        if key not in _L2_BYTES:
-            _L2_BYTES[key] = int(torch.cuda.get_device_properties(key).L2_cache_size)
-        return _L2_BYTES[key]
-    return hx.INTERPRETER_L2_BYTES
+    """L2 bytes of ``device`` (:func:`_device_limits`)."""
+    return _device_limits(device)[2]
 
 
 def _tma_ok(*tensors: torch.Tensor) -> bool:
