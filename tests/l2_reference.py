@@ -18,8 +18,9 @@ from iomodel.cache.set_assoc import evict_probability, finish_item
 class StackOracle:
     """Same interface as :class:`iomodel.cache.set_assoc.SetAssoc` (read, write, finish, writeback)."""
 
-    def __init__(self, capacity: int, write_share: float, ways: int) -> None:
+    def __init__(self, capacity: int, write_share: float, ways: int, read_capacity: int | None = None) -> None:
         self.capacity, self.write_share, self.ways = float(capacity), write_share, ways
+        self.read_capacity = float(capacity if read_capacity is None else read_capacity)  # a read miss's C
         self.order: list[Any] = []  # keys, least recently used first
         self.items: dict[Any, list] = {}  # key -> [bytes, weight, dirty fraction, tensor]
         self.writeback: dict[str, float] = {}
@@ -34,10 +35,12 @@ class StackOracle:
             item = self.items[key] = [0, weight, 0.0, tensor]
             self.order.append(key)
             return item, 1.0
-        p = evict_probability(self._above(key) + item[0] * item[1], self.capacity, self.ways)
-        if item[2] > 0.0 and item[0]:
-            self.writeback[tensor] = self.writeback.get(tensor, 0.0) + item[0] * item[2] * p
-            item[2] *= 1.0 - p
+        dist = self._above(key) + item[0] * item[1]
+        p = evict_probability(dist, self.read_capacity, self.ways)
+        if item[2] > 0.0 and item[0]:  # write-back at the write capacity
+            pw = evict_probability(dist, self.capacity, self.ways)
+            self.writeback[tensor] = self.writeback.get(tensor, 0.0) + item[0] * item[2] * pw
+            item[2] *= 1.0 - pw
         self.order.remove(key)
         self.order.append(key)
         return item, p

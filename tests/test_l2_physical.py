@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from iomodel.cache.params import DEFAULT_L2_FRACTION
+from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, L2Params
 from iomodel.cache.physical import H200_RECEIPT, measured_capacities, pattern_capacity
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import H200
@@ -33,6 +33,17 @@ def test_l2_fraction_is_the_shared_read_capacity():
     """DEFAULT_L2_FRACTION (set before any measurement) agrees with the microbenchmark within 0.05."""
     shared = measured_capacities()["shared-read"].half_miss_bytes
     assert abs(shared / H200.l2_bytes - DEFAULT_L2_FRACTION) < 0.05
+
+
+def test_read_fraction_is_the_measured_shared_read_capacity():
+    """DEFAULT_L2_READ_FRACTION is the shared-read half-miss point over the H200's L2 (31.13 / 60 MiB),
+    to the 4 digits it is written with; L2Params judges reads against it and keeps l2_fraction's capacity."""
+    shared = measured_capacities()["shared-read"].half_miss_bytes
+    assert abs(shared / H200.l2_bytes - DEFAULT_L2_READ_FRACTION) < 5e-4
+    p = L2Params(H200.l2_bytes, H200.num_sms)
+    assert p.capacity == 30 * MiB and p.read_capacity == int(60 * MiB * 0.5188) == 32_640_073
+    with pytest.raises(IomodelError, match="read_fraction must be in"):
+        L2Params(H200.l2_bytes, H200.num_sms, read_fraction=0.0)
 
 
 def test_corrupt_rows_refused():

@@ -36,9 +36,9 @@ BUILD = {"fwd kernel": lambda s, t, w, o: prefill_waves(s, t, w, o, grouped=True
          "_bwd_reduce_dkdv": lambda s, t, w, o: reduce_dkdv_waves(s, t, w)}
 
 
-def _simulated(waves, capacity, share, ways):
+def _simulated(waves, capacity, share, ways, read_capacity=None):
     """The simulation's sums before rounding: (reads, write-backs, still dirty) per tensor, waves."""
-    cache = SetAssoc(capacity, share, ways)
+    cache = SetAssoc(capacity, share, ways, read_capacity)
     reads: dict[str, float] = {}
     for wave in waves:
         for a in wave:
@@ -58,6 +58,7 @@ def _fast(name, spec, tiling, params, order):
     if model is None:
         return None
     engine = model.engine(params.capacity, params.ways)
+    engine.judge_reads_at(params.read_capacity)  # the model's split: reads at read_fraction, write-back at l2_fraction
     stream._drive(model, engine)
     return (*engine.totals(), engine.waves, model.requested_read, model.requested_write)
 
@@ -72,7 +73,7 @@ def _assert_same(name, spec, tiling, params, order):
     if fast is None:
         return False
     waves, req_r, req_w = BUILD[name](spec, tiling, params.resident_programs, order)
-    slow = _simulated(waves, params.capacity, params.write_share, params.ways)
+    slow = _simulated(waves, params.capacity, params.write_share, params.ways, params.read_capacity)
     for k in range(3):
         assert _nonzero(fast[k]) == _nonzero(slow[k]), (name, k, spec, tiling, params, order)
     assert fast[3] == slow[3] and (fast[4], fast[5]) == (req_r, req_w)

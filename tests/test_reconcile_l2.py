@@ -99,6 +99,22 @@ def test_set_associative_simulation_hand_computed():
         L2Params(1 << 20, 4, ways=0)
 
 
+def test_reads_and_write_back_take_their_own_capacity():
+    """A read miss is judged against ``read_capacity`` (the model: the measured shared-read capacity),
+    a dirty line's write-back against ``capacity``, from the same stack distance."""
+    # A re-read after B: D = 200; one way, read capacity 300: A misses 100 x (1 - e^-(200/300)) = 48.7
+    w = [[Access("A", "a", 100), Access("B", "b", 100), Access("A", "a", 100)]]
+    assert simulate("k", w, capacity=200, ways=1, read_capacity=300).hbm_read == {"A": 149, "B": 100}
+    assert round(100 + 100 * (1 - math.exp(-200 / 300))) == 149
+    # the dirty item re-written after 100 bytes: its write-back at C = 100 (1 - e^-2, then the end
+    # share) whatever the read capacity; K is new (all 100 bytes miss)
+    w = [[Access("O", "o", 100, write=True), Access("K", "k", 100), Access("O", "o", 100, write=True)]]
+    split = simulate("k", w, capacity=100, ways=1, read_capacity=400)
+    one = simulate("k", w, capacity=100, ways=1)
+    assert split.hbm_write == one.hbm_write == {"O": round(100 * (1 - math.exp(-2)) + 100 * _end_fraction(0, 100, 100, 1))}
+    assert split.dirty_at_end == one.dirty_at_end and split.hbm_read == one.hbm_read == {"K": 100}
+
+
 def test_kv_streams_of_one_wave_interleave_in_chunks():
     # two KV heads of 2048 keys (d=64 fp16: 256 KiB of K each), one wave each reading both, L2 of
     # 600 KiB: streamed side by side in 1024-row chunks, the second wave's re-read of head 0

@@ -53,7 +53,7 @@ def _counts(rec, impl, level, which):
     # a GQA d64 step writing 1.8 MiB whose dK/dV writes back 1.2 MiB more than predicted). Since
     # DQ_WRITE_SHARE (fitted on this receipt among six) this receipt is CALIBRATION data.
     ("tiled", "HBM", (36, 38), (32, 38)),
-    ("tiled", "HBM _attn_fwd", (37, 38), (37, 38)),
+    ("tiled", "HBM _attn_fwd", (38, 38), (37, 38)),  # reads 37/38 before the measured read capacity (2026-12-04)
     ("tiled", "HBM _bwd_preprocess", (38, 38), (38, 38)),
     ("tiled", "HBM _bwd_dkdv", (35, 38), (30, 38)),
     ("tiled", "HBM _bwd_dq", (38, 38), (38, 38)),
@@ -82,7 +82,7 @@ def test_step_misses_are_the_named_ones(rec):
 
 @pytest.mark.parametrize("level, read, write", [
     # the second hold-out, after the spill-free dK/dV loop (14 steps, 9 of them causal GQA)
-    ("HBM", (12, 14), (14, 14)),
+    ("HBM", (13, 14), (14, 14)),  # reads 12/14 before the measured read capacity (2026-12-04)
     ("L2 _bwd_dkdv", (14, 14), (14, 14)),
     ("L2", (14, 14), (14, 14)),
 ])
@@ -219,7 +219,7 @@ def test_third_holdout_misses_are_the_named_ones(rec_of):
     ("HBM", (31, 32), (30, 32)),
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (29, 32), (27, 32)),
+    ("HBM _bwd_dkdv", (30, 32), (27, 32)),  # reads 29/32 before the measured read capacity (2026-12-04)
     ("HBM _bwd_dq", (32, 32), (32, 32)),
     ("L2", (31, 32), (32, 32)),
 ])
@@ -316,7 +316,7 @@ HOLDOUT5 = "ncu-h200-train-holdout5-2026-12-02.json"
     ("HBM", (29, 32), (30, 32)),  # reads 91 %, writes 94 %: both over the 90 % bar
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (29, 32), (29, 32)),
+    ("HBM _bwd_dkdv", (28, 32), (29, 32)),  # reads 29/32 before the measured read capacity (2026-12-04)
     ("HBM _bwd_dq", (32, 32), (32, 32)),  # every dQ write-back within, the fitted share validated
     ("HBM _bwd_reduce_dkdv", (7, 7), (7, 7)),
     ("L2", (32, 32), (32, 32)),
@@ -424,10 +424,10 @@ HOLDOUT6 = "ncu-h200-train-holdout6-2026-12-03.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (28, 32), (28, 32)),  # 87.5 % both ways: under the 90 % bar
+    ("HBM", (27, 32), (28, 32)),  # under the 90 % bar; reads 28/32 before the measured read capacity (2026-12-04)
     ("HBM _attn_fwd", (32, 32), (31, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (27, 32), (28, 32)),
+    ("HBM _bwd_dkdv", (26, 32), (28, 32)),  # reads 27/32 before the measured read capacity
     ("HBM _bwd_dq", (32, 32), (30, 32)),
     ("HBM _bwd_reduce_dkdv", (7, 8), (7, 8)),
     ("L2", (32, 32), (28, 32)),
@@ -439,13 +439,16 @@ def test_sixth_holdout_counts(rec_of, level, read, write):
 def test_sixth_holdout_misses_are_the_named_ones(rec_of):
     """Reads: the dK/dV kernel's re-reads of four large-group causal steps (Llama-2-70B G = 8 at 5k and
     6k tokens read 0.68x and 0.65x the predicted dK/dV bytes, Falcon-7B MQA at 6k, S = 6, 0.20x;
-    Llama-3.1-405B G = 16, S = 2, 1.40x). Writes: register spills the model does not count, at
+    Llama-3.1-405B G = 16, S = 2, 1.40x), and since the measured read capacity (2026-12-04) Llama-2-70B
+    at 16k (heads-outer, 1.18x the predicted step reads: the model, with 3.7 % more read capacity,
+    holds more of the trailing programs' re-reads than the H200 did). Writes: register spills the model does not count, at
     HEAD_DIM 256 (Gemma-2: the TMA dK/dV and dQ kernels at 255 registers, dQ's L2 writes 2.22x dQ)
     and HEAD_DIM 40 (SD 1.5: dK/dV L2 writes 1.58x), and a chunked-prefill step's dK/dV write-back
     (1.3 MiB of 8.0 MiB)."""
     rec = rec_of(HOLDOUT6)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h128-kv8-d128-bf16-q2048-k2048-tl-tiled-bwd",
+                             "b1-h64-kv8-d128-bf16-q16384-k16384-tl-tiled-bwd",
                              "b1-h64-kv8-d128-bf16-q5120-k5120-tl-tiled-bwd",
                              "b1-h64-kv8-d128-bf16-q6144-k6144-tl-tiled-bwd",
                              "b1-h71-kv1-d64-bf16-q6144-k6144-tl-tiled-bwd"],

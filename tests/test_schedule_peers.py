@@ -79,9 +79,10 @@ def test_peer_holdout_is_what_it_is(reconciled_receipt):
     rec = reconciled_receipt(HOLDOUT.name)
     frac = {(s["impl"], s["which"]): (s["within_rel"], s["within"], s["shapes"]) for s in rec.summary()
             if s["level"] == "HBM"}
-    assert frac[("sdpa-cudnn", "read")] == (30, 30, 40) and frac[("sdpa-cudnn", "write")] == (38, 38, 40)
+    # reads: cuDNN 30/40 and tiled 39/46 before the measured read capacity (2026-12-04), 33 and 42 with it
+    assert frac[("sdpa-cudnn", "read")] == (33, 33, 40) and frac[("sdpa-cudnn", "write")] == (38, 38, 40)
     assert frac[("sdpa-flash", "read")] == (34, 34, 40) and frac[("sdpa-flash", "write")] == (3, 3, 40)
-    assert frac[("tiled", "read")] == (39, 39, 46) and frac[("tiled", "write")] == (40, 43, 46)
+    assert frac[("tiled", "read")] == (42, 42, 46) and frac[("tiled", "write")] == (40, 43, 46)
     beyond = {"q24576", "q32768", "q40000", "q40960", "q49152", "q65536", "q28672", "q98304"}
 
     def is_beyond(r):
@@ -91,8 +92,9 @@ def test_peer_holdout_is_what_it_is(reconciled_receipt):
     for r in rec.rows:
         lv = r.level("HBM")
         if r.impl in ("sdpa-cudnn", "tiled") and "heads-fastest" not in r.id and not rec.within(r, "HBM", "read"):
-            assert is_beyond(r) and 0.65 < lv.ratio_read < 0.91, (r.id, lv.ratio_read)
-    # FlashAttention-2's long causal reads: 1.7-8.9x the prediction (its programs are not in waves)
+            assert is_beyond(r) and 0.70 < lv.ratio_read < 0.89, (r.id, lv.ratio_read)
+    # FlashAttention-2's long causal reads: 1.7-8.9x the prediction (its programs are not in waves); since
+    # the measured read capacity (2026-12-04) a fourth, B1 H32 KV8 32k, at 1.12x
     flash_causal = {r.id: r.level("HBM").ratio_read for r in rec.rows if r.impl == "sdpa-flash" and is_beyond(r)
                     and "-tl-" in r.id and not rec.within(r, "HBM", "read")}
-    assert len(flash_causal) == 3 and min(flash_causal.values()) > 1.6 and max(flash_causal.values()) > 8
+    assert len(flash_causal) == 4 and min(flash_causal.values()) > 1.1 and max(flash_causal.values()) > 8

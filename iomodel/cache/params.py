@@ -19,6 +19,14 @@ from iomodel.errors import IomodelError
 #: = 0.52 of the H200's 60 MiB (receipts/l2-micro-h200-2026-12-01.json, read by
 #: :mod:`iomodel.cache.physical`; docs/l2-calibration.md, "Microbenchmarks").
 DEFAULT_L2_FRACTION = 0.5
+#: Fraction of L2 that a read of the set-associative model finds its line in (the capacity C of
+#: a read miss's ``P(Poisson(A·D/C) ≥ A)``; written lines and their write-back keep
+#: ``l2_fraction``). Source: measured, not fitted on any attention receipt: every SM re-reading a
+#: W-byte set misses half of it per pass at W = 31.13 MiB = 0.5188 of the H200's 60 MiB
+#: (``shared-read``, receipts/l2-micro-h200-2026-12-01.json, read by :mod:`iomodel.cache.physical`;
+#: a test pins the two within 0.0005). The model's re-reads are this pattern (K/V of a head read by
+#: every program of a wave); adopted 2026-12-04 (docs/l2-calibration.md, "Read capacity").
+DEFAULT_L2_READ_FRACTION = 0.5188
 #: Effective L2 associativity of the set-associative replacement (None in :class:`L2Params` is
 #: the fully associative LRU). Source: fitted, not a datasheet figure (NVIDIA does not publish
 #: the H100/H200 L2 associativity): fewest DRAM-write misses on the 124 single-pass kernel
@@ -67,6 +75,10 @@ class L2Params:
             Compute's occupancy limit when measured, else
             :func:`iomodel.schedule.grid.estimate_programs_per_sm`.
         l2_fraction: effective fraction of ``l2_bytes`` (default :data:`DEFAULT_L2_FRACTION`).
+        read_fraction: fraction of ``l2_bytes`` a read miss of the set-associative model is
+            judged against (default :data:`DEFAULT_L2_READ_FRACTION`, measured); ``l2_fraction``
+            still sets the capacity written lines occupy and their write-back. The fully
+            associative LRU (``ways=None``) has one capacity, ``l2_fraction``'s.
         flush_between_kernels: the profiler flushes caches before each kernel (ncu
             ``--cache-control all``); False: L2 content carries from kernel to kernel.
         write_once: written lines occupy one copy of L2 (their home partition) while read
@@ -92,14 +104,18 @@ class L2Params:
     write_once: bool = True
     ways: int | None = DEFAULT_L2_WAYS
     stored_share: float | None = None
+    read_fraction: float = DEFAULT_L2_READ_FRACTION
 
     def __post_init__(self) -> None:
-        for name in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction"):
+        for name in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction", "read_fraction"):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, numbers.Real):
                 raise IomodelError(f"{name} must be a number, got {x!r}: check the hardware and occupancy")
         if not 0 < self.l2_fraction <= 1:
             raise IomodelError(f"l2_fraction must be in (0, 1], got {self.l2_fraction}: pass e.g. 0.5")
+        if not 0 < self.read_fraction <= 1:
+            raise IomodelError(f"read_fraction must be in (0, 1], got {self.read_fraction}: pass e.g. "
+                               f"{DEFAULT_L2_READ_FRACTION}")
         if self.programs_per_sm < 1 or self.num_sms < 1 or self.l2_bytes < 1:
             raise IomodelError("l2_bytes, num_sms and programs_per_sm must be positive: check the hardware and occupancy")
         if self.ways is not None and (not isinstance(self.ways, int) or not 1 <= self.ways <= MAX_L2_WAYS):
@@ -114,6 +130,11 @@ class L2Params:
     def capacity(self) -> int:
         """Effective L2 capacity in bytes (``l2_fraction × l2_bytes``)."""
         return int(self.l2_bytes * self.l2_fraction)
+
+    @property
+    def read_capacity(self) -> int:
+        """Capacity a read miss is judged against, in bytes (``read_fraction × l2_bytes``, at least 1)."""
+        return max(1, int(self.l2_bytes * self.read_fraction))
 
     @property
     def write_share(self) -> float:

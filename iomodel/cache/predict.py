@@ -182,7 +182,8 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
         from iomodel.cache.stream import fast_kernel_l2  # numpy: imported only here
 
         k = fast_kernel_l2(name, spec, tiling, w, params.capacity, params.write_share, params.ways,
-                           tile_order=tile_order, grid_order=grid_order, key_order=key_order)
+                           tile_order=tile_order, grid_order=grid_order, key_order=key_order,
+                           read_capacity=params.read_capacity)
         if k is not None:
             return k
     launch = ({"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order, "persistent": persistent}
@@ -195,7 +196,7 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
         if _WAVES is not None:
             _WAVES[key] = built
     waves, r, wr = built
-    k = simulate(name, waves, params.capacity, params.write_share, params.ways)
+    k = simulate(name, waves, params.capacity, params.write_share, params.ways, params.read_capacity)
     k.requested_read, k.requested_write = dict(r), dict(wr)
     return k
 
@@ -260,7 +261,9 @@ def _common_assumptions(params: L2Params) -> list[str]:
          "K/V hits while the bytes touched since its last use fit the effective capacity." if params.ways is None else
          f"L2 is set-associative ({params.ways} ways, fitted; hashed sets, LRU within a set): an item touched again "
          f"after D distinct bytes is gone with probability P(Poisson({params.ways}·D/C) ≥ {params.ways}), "
-         "C the effective capacity; K/V are tracked in chunks of key rows and the bytes are expected values."),
+         f"C = {human_bytes(params.read_capacity, decimals=1)} for a read ({params.read_fraction:g} × the L2: "
+         "the half-miss point of a set every SM re-reads, measured) and the effective capacity for a dirty "
+         "line's write-back; K/V are tracked in chunks of key rows and the bytes are expected values."),
         "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
         "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else
         "L2 content is not flushed between kernels.",
@@ -317,7 +320,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
             k = built
         else:
             waves, r, wr = built
-            k = simulate(name, waves, cap, share, ways)
+            k = simulate(name, waves, cap, share, ways, params.read_capacity)
             k.requested_read, k.requested_write = r, wr
         kernels.append(k)
         _add(req_r, k.requested_read)
@@ -452,7 +455,7 @@ def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params
         waves += [_rekeyed(wave, n) for wave in ws]
         _add(req_r, r)
         _add(req_w, w)
-    k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways)
+    k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways, params.read_capacity)
     k.requested_read, k.requested_write = req_r, req_w
     return k
 
@@ -509,7 +512,7 @@ def predict_baseline(spec: LayerSpec, rows: Sequence[Any], params: L2Params) -> 
     kernels, notes = [], []
     for st in steps:
         k, n = stream_kernel(st, by_step[st], spec, params.capacity, write_share=params.write_share,
-                             ways=params.ways)
+                             ways=params.ways, read_capacity=params.read_capacity)
         kernels.append(k)
         notes += n
     d, s = spec.head_dim, spec.width

@@ -112,7 +112,9 @@ class SetAssoc:
     """Expected bytes of a set-associative LRU, from stack distances (see :func:`evict_probability`).
 
     Items carry bytes, a weight per byte (read data 1, written lines ``write_share``) and the
-    fraction of their bytes still dirty. Stack distances come from a Fenwick tree over access
+    fraction of their bytes still dirty. A read misses with the probability at ``read_capacity``
+    (default ``capacity``: :data:`iomodel.cache.params.DEFAULT_L2_READ_FRACTION` in the model), a
+    dirty line is written back with the one at ``capacity``; both from the same stack distance. Stack distances come from a Fenwick tree over access
     times holding each item's weighted bytes at its last use. Same interface as
     :class:`iomodel.cache.lru.LRU`; reads return expected (float) misses.
 
@@ -125,10 +127,11 @@ class SetAssoc:
         IomodelError: write_share outside (0, 1].
     """
 
-    def __init__(self, capacity: int, write_share: float, ways: int) -> None:
+    def __init__(self, capacity: int, write_share: float, ways: int, read_capacity: int | None = None) -> None:
         if not 0 < write_share <= 1:
             raise IomodelError(f"write_share must be in (0, 1], got {write_share}")
-        self.capacity = float(capacity)
+        self.capacity = float(capacity)  # C of a dirty line's write-back (read-equivalent bytes)
+        self.read_capacity = float(capacity if read_capacity is None else read_capacity)  # C of a read miss
         self.write_share = write_share
         self.ways = ways
         self.items: dict[Any, list] = {}  # key -> [bytes, weight, last time, dirty fraction, tensor]
@@ -177,12 +180,14 @@ class SetAssoc:
             self.items[key] = item
             return item, 1.0
         own = item[0] * item[1]
-        p = evict_probability(self._after(item[2]) + own, self.capacity, self.ways)
+        dist = self._after(item[2]) + own
+        p = evict_probability(dist, self.read_capacity, self.ways)
         self._add(item[2], -own)
         self._total -= own
         if item[3] > 0.0 and item[0]:  # dirty bytes evicted since the last use were written back
-            self.writeback[item[4]] = self.writeback.get(item[4], 0.0) + item[0] * item[3] * p
-            item[3] *= 1.0 - p
+            pw = p if self.read_capacity == self.capacity else evict_probability(dist, self.capacity, self.ways)
+            self.writeback[item[4]] = self.writeback.get(item[4], 0.0) + item[0] * item[3] * pw
+            item[3] *= 1.0 - pw
         return item, p
 
     def _push(self, item: list) -> None:
@@ -232,11 +237,11 @@ class SetAssoc:
             self._add(t_old, -float(w_old))
             self._total -= w_old
             if all(b <= o for o, b in zip(old, nbytes)):  # no member grows: one distance for all
-                p = evict_probability(between + w_old, self.capacity, self.ways)
+                p = evict_probability(between + w_old, self.read_capacity, self.ways)
                 misses = [min(o, b) * p + max(0, b - o) for o, b in zip(old, nbytes)]
             else:
                 behind, before = w_old, 0
-                cap, ways, misses = self.capacity, self.ways, []
+                cap, ways, misses = self.read_capacity, self.ways, []
                 for o, b in zip(old, nbytes):
                     behind -= o
                     p = evict_probability(between + (behind + before + o), cap, ways)

@@ -48,9 +48,10 @@ class KernelL2:
     note: str = ""
 
 
-def _new_cache(capacity: int, write_share: float, ways: int | None) -> LRU | SetAssoc:
-    """A cold cache: the fully associative LRU (``ways=None``) or the set-associative one."""
-    return new_lru(capacity, write_share) if ways is None else SetAssoc(capacity, write_share, ways)
+def _new_cache(capacity: int, write_share: float, ways: int | None, read_capacity: int | None = None) -> LRU | SetAssoc:
+    """A cold cache: the fully associative LRU (``ways=None``, one capacity) or the set-associative
+    one (read misses judged against ``read_capacity``, default ``capacity``)."""
+    return new_lru(capacity, write_share) if ways is None else SetAssoc(capacity, write_share, ways, read_capacity)
 
 
 def _close(cache: LRU | SetAssoc, out: KernelL2, reads: dict[str, float]) -> KernelL2:
@@ -68,7 +69,7 @@ def _close(cache: LRU | SetAssoc, out: KernelL2, reads: dict[str, float]) -> Ker
 
 
 def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_share: float = 1.0,
-             ways: int | None = None) -> KernelL2:
+             ways: int | None = None, read_capacity: int | None = None) -> KernelL2:
     """Run the L2 over the waves of one kernel (cold start) and collect HBM bytes per tensor.
 
     Args:
@@ -82,6 +83,8 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
         ways: None: fully associative LRU (exact integer bytes; a dirty line leaves only when
             evicted by capacity). An integer A: set-associative LRU with hashed sets, expected
             bytes rounded per tensor (:func:`evict_probability`).
+        read_capacity: the set-associative cache's capacity for read misses (bytes; default
+            ``capacity``, which stays the capacity of written lines' write-back).
 
     Returns:
         :class:`KernelL2` with HBM reads (misses), writes (dirty evictions) and what is
@@ -90,7 +93,7 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
     Raises:
         IomodelError: write_share outside (0, 1].
     """
-    cache = _new_cache(capacity, write_share, ways)
+    cache = _new_cache(capacity, write_share, ways, read_capacity)
     out = KernelL2(name)
     reads: dict[str, float] = {}
     n = 0
@@ -123,7 +126,7 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
 
 def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int,
                   slices: int = STREAM_SLICES, write_share: float = 1.0,
-                  ways: int | None = None) -> tuple[KernelL2, list[str]]:
+                  ways: int | None = None, read_capacity: int | None = None) -> tuple[KernelL2, list[str]]:
     """Simulate one op of the eager chain (one kernel) from its model rows.
 
     The op reads each input and writes its output in ``slices`` interleaved slices. A
@@ -138,7 +141,7 @@ def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int
         capacity: effective L2 bytes.
         slices: interleaved slices (default :data:`STREAM_SLICES`).
         write_share: see :func:`simulate`.
-        ways: see :func:`simulate` (None: fully associative LRU).
+        ways, read_capacity: see :func:`simulate` (ways None: fully associative LRU).
 
     Returns:
         (:class:`KernelL2`, notes on broadcast re-reads).
@@ -164,7 +167,7 @@ def stream_kernel(step: str, rows: Sequence[Any], spec: LayerSpec, capacity: int
         if per_use + reads[t] > capacity:
             extra[t] = (bh - 1) * reads[t]
             notes.append(f"{t} re-read from HBM for each of the B·H = {bh} (batch, head) pairs in '{step}'")
-    cache = _new_cache(capacity, write_share, ways)
+    cache = _new_cache(capacity, write_share, ways, read_capacity)
     got: dict[str, float] = {}
     n = max(1, slices)
     for k in range(n):

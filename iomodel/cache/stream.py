@@ -187,7 +187,8 @@ class _Engine:
                  per_row: tuple[int, ...], names: tuple[str, ...], write_names: tuple[str, ...],
                  prefix_extents: bool = True) -> None:
         self.prefix = prefix_extents  # extents from M per lane; else one extent per item (self.ext)
-        self.capacity = float(capacity)
+        self.capacity = float(capacity)  # C of a dirty line's write-back
+        self.read_capacity = self.capacity  # C of a read miss (:meth:`judge_reads_at`)
         self.share = write_share
         self.ways = ways
         self.d_sat = saturation_distance(self.capacity, ways)
@@ -212,6 +213,13 @@ class _Engine:
         self.waves = 0
         self._trim_at = 4096
 
+    def judge_reads_at(self, read_capacity: float) -> None:
+        """Read misses against ``read_capacity`` (bytes), as :class:`SetAssoc`'s ``read_capacity``; the
+        saturation distance becomes the larger of the two capacities' (past it a read and a dirty
+        line are both gone with probability 1, so the deep entries may still be dropped)."""
+        self.read_capacity = float(read_capacity)
+        self.d_sat = saturation_distance(max(self.capacity, self.read_capacity), self.ways)
+
     def _suffix(self) -> np.ndarray:
         """``out[k]`` = weight of the entries after entry k (exact: dyadic sums)."""
         out = np.zeros(len(self.w))
@@ -225,7 +233,7 @@ class _Engine:
         low = dist < self.d_sat
         if low.any():
             vals, inv = np.unique(dist[low], return_inverse=True)
-            cap, ways = self.capacity, self.ways
+            cap, ways = self.read_capacity, self.ways
             p[low] = np.array([evict_probability(v, cap, ways) for v in vals.tolist()])[inv.ravel()]
         return p
 
@@ -1182,10 +1190,10 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
 
 def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity: int, write_share: float,
                    ways: int | None, *, tile_order: str = "forward", grid_order: str = "tiles-fastest",
-                   key_order: str = "ascending") -> KernelL2 | None:
+                   key_order: str = "ascending", read_capacity: int | None = None) -> KernelL2 | None:
     """One kernel launch through a cold set-associative L2, evaluated fast, or None where it does not apply.
 
-    The result equals ``simulate(name, waves, capacity, write_share, ways)`` on the kernel's waves
+    The result equals ``simulate(name, waves, capacity, write_share, ways, read_capacity)`` on the kernel's waves
     (:mod:`iomodel.schedule.grid`, grouped) with their requested bytes: the same expected bytes per
     tensor, before and after rounding (module doc). None for a fully associative L2
     (``ways=None``) or where :func:`fast_model` gives none.
@@ -1197,6 +1205,7 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
         capacity: effective L2 bytes; write_share: read-equivalent bytes per written byte; ways:
             associativity A, or None.
         tile_order, grid_order, key_order: the forward's launch (see :func:`iomodel.schedule.grid.prefill_waves`).
+        read_capacity: capacity of a read miss (bytes; default ``capacity``).
 
     Returns:
         :class:`~iomodel.cache.simulate.KernelL2` (bytes per tensor), or None.
@@ -1211,5 +1220,7 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
     if model is None:
         return None
     engine = model.engine(capacity, ways)
+    if read_capacity is not None:
+        engine.judge_reads_at(read_capacity)
     _drive(model, engine)
     return engine.finish(name, model.requested_read, model.requested_write)
