@@ -33,7 +33,7 @@ CALIBRATION = RECEIPTS_DIR / "ncu-h200-2026-11-29.json"
 HOLDOUT1 = RECEIPTS_DIR / "ncu-h200-holdout-2026-11-29.json"
 ALL = sorted(RECEIPTS_DIR.glob("ncu-*.json"))
 #: Receipts of one feature, smaller than the 30-shape hold-outs: their own committed shape count.
-FEATURE_SHAPES = {"ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdout2-2026-12-01.json": 14,
+FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdout2-2026-12-01.json": 14,
                   # the dK/dV loop order's calibration (14 causal GQA steps, 2026-12-04)
                   "ncu-h200-train-order-calib1-2026-12-04.json": 14,
                   "ncu-h200-serving1-2026-12-01.json": 10, "ncu-h200-ragged1-2026-12-01.json": 8,
