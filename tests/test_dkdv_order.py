@@ -49,6 +49,23 @@ def test_resolve_reports_the_order_that_runs():
         Tiling(bwd_dkdv_order="auto")
 
 
+def test_worksheet_says_the_order_both_ways():
+    """The worksheet's tile source names the order ``auto`` resolved to, on either side of the threshold
+    (Llama-2-70B's layer, G 8: descending at 6,144 tokens, heads-outer at 9,216), and nothing for MHA."""
+    from iomodel.report.worksheet import kernel_tiling
+    from iomodel.spec.hardware import H200
+
+    def source(n, heads=64, kv=8):
+        spec = LayerSpec(batch=1, heads=heads, kv_heads=kv, head_dim=128, seqlen_q=n, seqlen_k=n, dtype="bf16",
+                         causal=True, backward=True)
+        return kernel_tiling(spec, H200)[1]
+
+    assert "dK/dV loop tiles-descending (heuristics.dkdv_order_for: the slice's query rows fit" in source(6144)
+    assert "dK/dV loop heads-outer (heuristics.dkdv_order_for: the slice's query rows exceed the effective L2 of H200)" \
+        in source(9216)
+    assert "dK/dV loop" not in source(9216, 64, 64)
+
+
 def test_records_carry_the_order_and_refuse_a_bad_one():
     base = {"id": "x", "impl": "tiled", "spec": {"batch": 1, "heads": 4, "kv_heads": 2, "head_dim": 32,
                                                  "seqlen_q": 64, "seqlen_k": 64, "causal": True, "backward": True},

@@ -135,7 +135,8 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
                   f"{', which flash_attention_varlen runs' if varlen else ''} (the bundled kernel's first autotune "
                   "candidate; the autotuner on the GPU may pick another)")
         if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask, S for this GPU's SMs
-            bwd = h.backward_config(spec.head_dim, spec.dtype, spec.causal).resolve(
+            chosen = h.backward_config(spec.head_dim, spec.dtype, spec.causal)
+            bwd = chosen.resolve(
                 spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, hardware.num_sms, spec.band is not None,
                 seqlen_q=spec.seqlen_q, head_dim=spec.head_dim, width=spec.width, l2_bytes=hardware.l2_bytes)
             tiling = bwd.tiling(tiling)
@@ -146,6 +147,9 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
             if bwd.dkdv_order != "heads-outer":
                 source += (f", dK/dV loop {bwd.dkdv_order} (heuristics.dkdv_order_for: the slice's query rows "
                            f"fit the effective L2 of {hardware.name})")
+            elif chosen.dkdv_order == "auto" and spec.group > 1 and spec.band is None:
+                source += (", dK/dV loop heads-outer (heuristics.dkdv_order_for: the slice's query rows "
+                           f"exceed the effective L2 of {hardware.name})")
         return tiling, source
     return Tiling(), (
         "Tiling defaults (kernels/heuristics.py was not importable, so these may differ from the "
