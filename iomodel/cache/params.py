@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 from iomodel.errors import IomodelError
 
-#: Effective fraction of L2 that holds data shared by all SMs. Source: set in round 1 before
-#: any measurement, for the two L2 partitions of A100/H100-class GPUs, each caching data for
-#: the SMs of its own GPCs (NVIDIA A100 whitepaper, "L2 cache"; H100 whitepaper, "H100 L2 cache").
-#: Measured since: every SM re-reading a W-byte set misses half of it per pass at W = 31.1 MiB
-#: = 0.52 of the H200's 60 MiB (receipts/l2-micro-h200-2026-12-01.json, read by
-#: :mod:`iomodel.cache.physical`; docs/l2-calibration.md, "Microbenchmarks").
+#: Effective fraction of L2 that holds data shared by all SMs: the capacity written lines occupy
+#: (a written byte, held in its home partition only, weighs this fraction of a read byte) and their
+#: write-back, and the one capacity of the fully associative LRU. Source: set in round 1 before any
+#: measurement, for the two L2 partitions of A100/H100-class GPUs, each caching data for the SMs of
+#: its own GPCs (NVIDIA A100 whitepaper, "L2 cache"; H100 whitepaper, "H100 L2 cache"). A read miss
+#: of the set-associative model is judged against :data:`DEFAULT_L2_READ_FRACTION` (measured) since
+#: 2026-12-04 (docs/l2-calibration.md, "Microbenchmarks", "Read capacity").
 DEFAULT_L2_FRACTION = 0.5
 #: Fraction of L2 that a read of the set-associative model finds its line in (the capacity C of
 #: a read miss's ``P(Poisson(A·D/C) ≥ A)``; written lines and their write-back keep

@@ -254,7 +254,10 @@ def compulsory_write_bytes(spec: LayerSpec) -> int:
 def _common_assumptions(params: L2Params) -> list[str]:
     return [
         f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
-        "(two L2 partitions each caching what their SMs read).",
+        "(two L2 partitions each caching what their SMs read) for written lines and their write-back"
+        + ("." if params.ways is None else
+           f"; a read is judged against {human_bytes(params.read_capacity, decimals=1)} = {params.read_fraction:g} × the L2 "
+           "(the measured half-miss point of a set every SM re-reads)."),
         f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
         "run at once, in grid order (axis 0 fastest), in waves.",
         ("L2 keeps the most recently used items (fully associative LRU) in chunks of K/V key rows, so re-read "
@@ -350,7 +353,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
         span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
-                f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(cap, decimals=1)} effective L2")
+                f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(params.read_capacity, decimals=1)} L2 a read finds")
         if custom:
             span += f" ({grid_order} grid, {key_order} key loops" + (f", {persistent} persistent loop)" if persistent else ")")
     hbm_r: dict[str, int] = {}

@@ -28,7 +28,9 @@ def reconcile(
     hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for "
                                                     "(default: the one recorded with the measurement).")] = None,
     l2_fraction: Annotated[Optional[float], typer.Option("--l2-fraction", help="Effective fraction of L2 for the "
-                                                         "L2-aware prediction (default: the record's, else 0.5).")] = None,
+                                                         "L2-aware prediction: written lines, their write-back and the "
+                                                         "fully associative LRU (default: the record's, else 0.5); a read "
+                                                         "of the set-associative L2 is judged at the measured 0.5188.")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
     tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
     tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,

@@ -333,8 +333,8 @@ def plot_seqlen(
     l2_x, l2_y, skipped = l2_aware_points(spec, tiling, hardware, n)
     fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
                                           "allocated = bytes resident in HBM at the peak (not traffic); L2-aware "
-                                          "= iomodel/cache/predict.py predict_tiled (cold L2, 24 ways, half the L2 "
-                                          "effective), a simulation, not a measurement"),
+                                          "= iomodel/cache/predict.py predict_tiled (cold L2, 24 ways, reads judged at "
+                                          "0.52 of the L2, writes at half), a simulation, not a measurement"),
                       legend_rows=6 + (2 if skipped else 0))  # room for the two-line and the skipped-point labels
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
