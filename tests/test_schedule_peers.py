@@ -124,3 +124,20 @@ def test_read_capacity_holdout_is_what_it_is(reconciled_receipt):
             assert rec.within(r, "HBM", "read"), r.id
         elif not rec.within(r, "HBM", "read"):
             assert 0.68 < ratio < 0.91, (r.id, ratio)
+
+
+def test_issue_12_capacity_edge_input(reconciled_receipt):
+    """Issue 12 item 3's input: the bundled forward at B 1, H = H_kv = 16, HEAD_DIM 128, bf16, non-causal,
+    N = 32768 read 560.5 MiB (629 MiB predicted then, +12 %). The same launch re-measured with pointer
+    loads (receipts/ncu-h200-edge-probe1-notma-2026-12-01.json, the kernel's tiles as recorded): 562.6 MiB;
+    since the measured read capacity the prediction is 602.3 MiB, within 10 % of both (0.93x). With the
+    TMA loads the kernel runs by default (edge-probe1-tma) it read 513.3 MiB: 0.85x, still outside."""
+    MiB = 2**20
+    for name, measured, ok in (("ncu-h200-edge-probe1-notma-2026-12-01.json", 562.6, True),
+                               ("ncu-h200-edge-probe1-tma-2026-12-01.json", 513.3, False)):
+        rec = reconciled_receipt(name)
+        (row,) = [r for r in rec.rows if r.id == "b1-h16-kv16-d128-bf16-q32768-k32768-nc-tiled"]
+        hbm = row.level("HBM")
+        assert round(hbm.predicted_read / MiB, 1) == 602.3 and round(hbm.measured_read / MiB, 1) == measured
+        assert bool(rec.within(row, "HBM", "read")) is ok
+    assert abs(560.5 * MiB - hbm.predicted_read) <= 0.10 * 560.5 * MiB  # the issue's number, 0.931x
