@@ -45,10 +45,10 @@ def _weighted_simulation(q_share: float, write_share: float | None):
         cache._push(item)
         return miss
 
-    def simulate(name, waves, capacity, share=1.0, ways=None):
+    def simulate(name, waves, capacity, share=1.0, ways=None, read_capacity=None):
         if ways is None or name != "fwd kernel":
-            return original(name, waves, capacity, share, ways)
-        cache = SetAssoc(capacity, share if write_share is None else write_share, ways)
+            return original(name, waves, capacity, share, ways, read_capacity)
+        cache = SetAssoc(capacity, share if write_share is None else write_share, ways, read_capacity)
         reads: dict[str, float] = {}
         out = simulate_mod.KernelL2(name)
         for wave in waves:
