@@ -41,6 +41,13 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def _rows(base, rows, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """A device-side descriptor over the ``(rows, HEAD_DIM)`` view of a contiguous (B, H, N, d) tensor,
+    boxes of BLOCK rows (rank 2: the data-partitioning pass fails on a reshaped rank-3 box)."""
+    return tl.make_tensor_descriptor(base, shape=[rows, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK, HEAD_DIM])
+
+
+@triton.jit
 def _fwd_ws(Q, K, V, O, LSE, sm_scale, BH, N_Q, N_K, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, WS: tl.constexpr):
     """Forward of one query tile (grid (T_r, B·H); causal: heaviest tile first, top-left)."""
@@ -49,10 +56,8 @@ def _fwd_ws(Q, K, V, O, LSE, sm_scale, BH, N_Q, N_K, HEAD_DIM: tl.constexpr, BLO
     else:
         pid = tl.program_id(0)
     bh = tl.program_id(1)
-    dq = tl.make_tensor_descriptor(Q, shape=[BH * N_Q, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
-    dk = tl.make_tensor_descriptor(K, shape=[BH * N_K, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
-    dv = tl.make_tensor_descriptor(V, shape=[BH * N_K, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
-    do = tl.make_tensor_descriptor(O, shape=[BH * N_Q, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
+    dq, do = _rows(Q, BH * N_Q, HEAD_DIM, BLOCK_M), _rows(O, BH * N_Q, HEAD_DIM, BLOCK_M)
+    dk, dv = _rows(K, BH * N_K, HEAD_DIM, BLOCK_N), _rows(V, BH * N_K, HEAD_DIM, BLOCK_N)
     q = dq.load([bh * N_Q + pid * BLOCK_M, 0])
     offs_m = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
@@ -92,10 +97,8 @@ def _dkdv_ws(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, BH, N_Q, N_K, HEAD_DIM: 
     """dK, dV of one key tile (grid (T_c, B·H), MHA; causal top-left: query tiles from the diagonal)."""
     j = tl.program_id(0)
     bh = tl.program_id(1)
-    d_q = tl.make_tensor_descriptor(Q, shape=[BH * N_Q, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
-    d_do = tl.make_tensor_descriptor(DO, shape=[BH * N_Q, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
-    d_k = tl.make_tensor_descriptor(K, shape=[BH * N_K, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
-    d_v = tl.make_tensor_descriptor(V, shape=[BH * N_K, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    d_q, d_do = _rows(Q, BH * N_Q, HEAD_DIM, BLOCK_M), _rows(DO, BH * N_Q, HEAD_DIM, BLOCK_M)
+    d_k, d_v = _rows(K, BH * N_K, HEAD_DIM, BLOCK_N), _rows(V, BH * N_K, HEAD_DIM, BLOCK_N)
     start_n = j * BLOCK_N
     k = d_k.load([bh * N_K + start_n, 0])
     v = d_v.load([bh * N_K + start_n, 0])
@@ -137,10 +140,8 @@ def _dq_ws(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, BH, N_Q, N_K, HEAD_DIM: tl.con
     else:
         i = tl.program_id(0)
     bh = tl.program_id(1)
-    d_q = tl.make_tensor_descriptor(Q, shape=[BH * N_Q, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
-    d_do = tl.make_tensor_descriptor(DO, shape=[BH * N_Q, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_M, HEAD_DIM])
-    d_k = tl.make_tensor_descriptor(K, shape=[BH * N_K, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
-    d_v = tl.make_tensor_descriptor(V, shape=[BH * N_K, HEAD_DIM], strides=[HEAD_DIM, 1], block_shape=[BLOCK_N, HEAD_DIM])
+    d_q, d_do = _rows(Q, BH * N_Q, HEAD_DIM, BLOCK_M), _rows(DO, BH * N_Q, HEAD_DIM, BLOCK_M)
+    d_k, d_v = _rows(K, BH * N_K, HEAD_DIM, BLOCK_N), _rows(V, BH * N_K, HEAD_DIM, BLOCK_N)
     q0 = bh * N_Q
     offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
     q = d_q.load([q0 + i * BLOCK_M, 0])
@@ -253,12 +254,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="JSON to write (GPU run)")
     ap.add_argument("--compile-only", action="store_true", help="compile for sm_90 here, no GPU")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape (>= 1)")
     args = ap.parse_args()
     if args.compile_only:
         return compile_only()
     if not args.out:
         print("error: --out OUT.json is required for the GPU run (or pass --compile-only)", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print("error: --rounds must be at least 1", file=sys.stderr)
         return 2
     from iomodel.bench.environment import environment
     from iomodel.bench.timing import do_bench_interleaved

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, shown, write_text
-from iomodel.cache.params import DEFAULT_L2_WAYS, MAX_L2_WAYS
+from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS
 
 
 def reconcile(
@@ -29,8 +29,9 @@ def reconcile(
                                                     "(default: the one recorded with the measurement).")] = None,
     l2_fraction: Annotated[Optional[float], typer.Option("--l2-fraction", help="Effective fraction of L2 for the "
                                                          "L2-aware prediction: written lines, their write-back and the "
-                                                         "fully associative LRU (default: the record's, else 0.5); a read "
-                                                         "of the set-associative L2 is judged at the measured 0.5188.")] = None,
+                                                         f"fully associative LRU (default: the record's, else {DEFAULT_L2_FRACTION:g}); a "
+                                                         "read of the set-associative L2 is judged at the measured "
+                                                         f"{DEFAULT_L2_READ_FRACTION:g}.")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
     tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
     tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,

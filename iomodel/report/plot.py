@@ -30,6 +30,7 @@ from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.format import human_bytes
 from iomodel.paths import write_bytes
+from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS
 
 #: Marker per measurement level of overlaid points.
 LEVEL_MARKERS = {"HBM": "o", "DRAM": "o", "L2": "s", "SRAM_fill": "^", "SRAM": "^"}
@@ -333,8 +334,9 @@ def plot_seqlen(
     l2_x, l2_y, skipped = l2_aware_points(spec, tiling, hardware, n)
     fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
                                           "allocated = bytes resident in HBM at the peak (not traffic); L2-aware "
-                                          "= iomodel/cache/predict.py predict_tiled (cold L2, 24 ways, reads judged at "
-                                          "0.52 of the L2, writes at half), a simulation, not a measurement"),
+                                          "= iomodel/cache/predict.py predict_tiled (cold L2, "
+                                          f"{DEFAULT_L2_WAYS} ways, reads judged at {DEFAULT_L2_READ_FRACTION:g} of "
+                                          f"the L2, writes at {DEFAULT_L2_FRACTION:g}), a simulation, not a measurement"),
                       legend_rows=6 + (2 if skipped else 0))  # room for the two-line and the skipped-point labels
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
