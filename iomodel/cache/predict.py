@@ -254,10 +254,8 @@ def compulsory_write_bytes(spec: LayerSpec) -> int:
 def _common_assumptions(params: L2Params) -> list[str]:
     return [
         f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
-        "(two L2 partitions each caching what their SMs read) for written lines and their write-back"
-        + ("." if params.ways is None else
-           f"; a read is judged against {human_bytes(params.read_capacity, decimals=1)} = {params.read_fraction:g} × the L2 "
-           "(the measured half-miss point of a set every SM re-reads)."),
+        "(two L2 partitions each caching what their SMs read)" + ("." if params.ways is None else
+                                                                  " for written lines and their write-back."),
         f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
         "run at once, in grid order (axis 0 fastest), in waves.",
         ("L2 keeps the most recently used items (fully associative LRU) in chunks of K/V key rows, so re-read "

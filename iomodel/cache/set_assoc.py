@@ -114,8 +114,9 @@ class SetAssoc:
     Items carry bytes, a weight per byte (read data 1, written lines ``write_share``) and the
     fraction of their bytes still dirty. A read misses with the probability at ``read_capacity``
     (default ``capacity``: :data:`iomodel.cache.params.DEFAULT_L2_READ_FRACTION` in the model), a
-    dirty line is written back with the one at ``capacity``; both from the same stack distance. Stack distances come from a Fenwick tree over access
-    times holding each item's weighted bytes at its last use. Same interface as
+    dirty line is written back with the one at ``capacity``; both from the same stack distance.
+    Stack distances come from a Fenwick tree over access times holding each item's weighted bytes
+    at its last use. Same interface as
     :class:`iomodel.cache.lru.LRU`; reads return expected (float) misses.
 
     Approximations: an item has one recency, so a touch of part of it (a later wave needing
