@@ -111,7 +111,8 @@ class L2Params:
         for name in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction", "read_fraction"):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, numbers.Real):
-                raise IomodelError(f"{name} must be a number, got {x!r}: check the hardware and occupancy")
+                hint = "pass a number in (0, 1]" if name.endswith("fraction") else "check the hardware and occupancy"
+                raise IomodelError(f"{name} must be a number, got {x!r}: {hint}")
         if not 0 < self.l2_fraction <= 1:
             raise IomodelError(f"l2_fraction must be in (0, 1], got {self.l2_fraction}: pass e.g. 0.5")
         if not 0 < self.read_fraction <= 1:

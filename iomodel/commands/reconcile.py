@@ -28,10 +28,12 @@ def reconcile(
     hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for "
                                                     "(default: the one recorded with the measurement).")] = None,
     l2_fraction: Annotated[Optional[float], typer.Option("--l2-fraction", help="Effective fraction of L2 for the "
-                                                         "L2-aware prediction: written lines, their write-back and the "
-                                                         f"fully associative LRU (default: the record's, else {DEFAULT_L2_FRACTION:g}); a "
-                                                         "read of the set-associative L2 is judged at the measured "
-                                                         f"{DEFAULT_L2_READ_FRACTION:g}.")] = None,
+                                                         "L2-aware prediction: the room written lines take (so reads "
+                                                         "move with it too), their write-back and the fully "
+                                                         "associative LRU's capacity (default: the record's, else "
+                                                         f"{DEFAULT_L2_FRACTION:g}). A read miss of the set-associative "
+                                                         f"L2 is judged at {DEFAULT_L2_READ_FRACTION:g} of the L2, "
+                                                         "measured on an H200; no option changes it.")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
     tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
     tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,
@@ -53,7 +55,8 @@ def reconcile(
                                          f"(default {DEFAULT_L2_WAYS}, fitted on the H200 calibration receipts; "
                                          "0: a fully associative LRU, the earlier model).")] = DEFAULT_L2_WAYS,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
-                                                   "effective L2 fractions 0.25 to 1.")] = False,
+                                                   "effective L2 fractions 0.25 to 1 (the read capacity stays at "
+                                                   f"{DEFAULT_L2_READ_FRACTION:g}).")] = False,
 ) -> None:
     """Compare predicted with measured bytes, level by level, and name each gap's cause."""
     import json

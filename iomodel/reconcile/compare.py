@@ -41,7 +41,7 @@ from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params, exact_write_share
+from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params, exact_write_share
 from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
@@ -362,6 +362,7 @@ class Reconciliation:
                             "command": self.measurement.command, "environment": self.measurement.environment},
             "hardware": self.hardware.to_dict(),
             "l2_fraction": self.l2_fraction,
+            "l2_read_fraction": DEFAULT_L2_READ_FRACTION if self.l2_ways else None,  # None: the LRU's one capacity
             "l2_ways": self.l2_ways,
             "tolerances": self.tolerances,
             "abs_tol_bytes": self.abs_tol,
