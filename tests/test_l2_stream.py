@@ -262,8 +262,8 @@ def test_moved_up_counts_the_earlier_entries_above():
 
 
 def test_where_the_fast_evaluation_does_not_apply_the_simulation_runs():
-    """A fully associative L2, a write share that is not a dyadic fraction, another grid or key order,
-    dK/dV with group slices: no fast model (predict simulates)."""
+    """A fully associative L2 (but for a windowed dK/dV kernel: tests/test_l2_lru_fast.py), a write share that
+    is not a dyadic fraction, another grid or key order, dK/dV with group slices: no fast model (predict simulates)."""
     spec, t = LayerSpec(1, 4, 2, 64, 1024, 1024, dtype="fp16", causal=True), Tiling()
     assert stream.fast_kernel_l2("fwd kernel", spec, t, 8, 1 << 20, 0.5, None) is None
     assert stream.fast_model("fwd kernel", spec, t, 8, 0.6) is None

@@ -111,15 +111,26 @@ class LRU:
         return out
 
 
+#: Weight units of one read byte in :func:`new_lru` (integer weights keep the LRU's bytes exact;
+#: a written byte weighs :func:`write_weight` units). A representation choice, not a model constant.
+READ_WEIGHT = 1000
+
+
+def write_weight(write_share: float) -> int:
+    """Weight units of one written byte in :func:`new_lru`: ``round(READ_WEIGHT × write_share)``, at least 1
+    (``write_share`` read-equivalent bytes per written byte, in (0, 1])."""
+    return max(1, round(READ_WEIGHT * write_share))
+
+
 def new_lru(capacity: int, write_share: float) -> LRU:
     """An LRU of ``capacity`` read-equivalent bytes where a written byte occupies ``write_share``.
 
-    Weights are integers: a read byte weighs 1000, a written byte ``round(1000 × write_share)``.
+    Weights are integers: a read byte weighs :data:`READ_WEIGHT` (1000), a written byte
+    :func:`write_weight` (``round(1000 × write_share)``).
 
     Raises:
         IomodelError: write_share outside (0, 1].
     """
     if not 0 < write_share <= 1:
         raise IomodelError(f"write_share must be in (0, 1], got {write_share}")
-    unit = 1000
-    return LRU(capacity * unit, unit, max(1, round(unit * write_share)))
+    return LRU(capacity * READ_WEIGHT, READ_WEIGHT, write_weight(write_share))

@@ -157,8 +157,9 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
               persistent: str | None = None) -> KernelL2:
     """One kernel launch of a prefill layer through a cold L2, as simulated bytes per tensor.
 
-    :func:`iomodel.cache.stream.fast_kernel_l2` where it applies (the streaming kernels: the same
-    bytes as the simulation, computed without visiting every wave) and pays (:func:`_fast_pays`), else
+    :func:`iomodel.cache.stream.fast_kernel_l2` where it applies (the streaming kernels, and the fully
+    associative LRU of a windowed ``_bwd_dkdv``: the same bytes as the simulation, computed without
+    visiting every access one by one) and pays (:func:`_fast_pays`), else
     :func:`~iomodel.cache.simulate.simulate` on the waves ``build`` gives
     (:mod:`iomodel.schedule.grid`: ``prefill_waves``, ``dkdv_waves`` ...; read groups where it
     takes ``grouped``).

@@ -13,7 +13,11 @@ module computes the same expected bytes (:func:`fast_kernel_l2`) for
 * ``_bwd_dkdv`` with one group slice: in lockstep when every key tile loads every query row (no
   causal mask cuts a tile's rows, no band: :class:`_DkdvLockstep`, each (query head, row chunk)
   touched once per wave), else touch by touch in the events' time order (:class:`_DkdvEvents`);
-* ``_bwd_preprocess`` and ``_bwd_reduce_dkdv``: nothing is re-read (:class:`_Fresh`).
+* ``_bwd_preprocess`` and ``_bwd_reduce_dkdv``: nothing is re-read (:class:`_Fresh`);
+* ``_bwd_dkdv`` under a window band with the fully associative LRU (``ways=None``, the
+  reconciliation's replacement-policy band; :class:`~iomodel.cache.lru.LRU`'s exact integer bytes):
+  each query-row chunk is one BWD_BLOCK_M tile touched whole, so the LRU is a stack distance against
+  one capacity (:func:`_lru_exact`), touch by touch as the set-associative case.
 
 Three facts make it fast and keep it exact:
 
@@ -39,7 +43,7 @@ with the square of the length, 13-18 times below the simulation's (Llama-3-8B at
 of it in :func:`_moved_up_merge`; what a fast path would need: docs/l2-calibration.md, "The same
 bytes, fast"). Kernels or schedules outside
 this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
-fully associative L2, a write share that is not a dyadic fraction) get None from
+fully associative L2 but for the windowed dK/dV kernel, a write share that is not a dyadic fraction) get None from
 :func:`fast_kernel_l2`: the caller simulates them wave by wave.
 """
 
@@ -50,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from iomodel.cache.lru import READ_WEIGHT, write_weight
 from iomodel.cache.set_assoc import (_LOG_INT, _LOG_TINY, _VECTOR_MIN_ITEMS, evict_probability, finish_item,
                                      finish_probabilities)
 from iomodel.cache.simulate import KernelL2, _rounded
@@ -62,6 +67,8 @@ from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Kernels :func:`fast_kernel_l2` knows, by the name :func:`iomodel.cache.predict.predict_training_step` gives them.
 FAST_KERNELS = ("fwd kernel", "_attn_fwd", "_bwd_preprocess", "_bwd_dkdv", "_bwd_dq", REDUCE_DKDV_KERNEL)
+#: Of those, the kernels whose model may meet :func:`_lru_exact` (the fully associative LRU evaluated fast).
+LRU_FAST_KERNELS = ("_bwd_dkdv",)
 
 
 def _one_by_shortcut(distance: float, capacity: float, ways: int) -> bool:
@@ -171,6 +178,11 @@ def _concat(blocks: list[_Wave]) -> _Wave:
                  wofs[-1])
 
 
+class _ExtentsVary(Exception):
+    """An item of the fully associative LRU was touched at another extent than before: its evicted
+    bytes would come back at the new extent, which :class:`_Engine` does not follow (the caller simulates)."""
+
+
 class _Engine:
     """The top of the set-associative LRU stack, and the expected bytes so far, for one kernel.
 
@@ -181,9 +193,16 @@ class _Engine:
     time ``t0`` on (0 once an entry is superseded), older ones are deep (at least
     :func:`saturation_distance` below the top). Same semantics as
     :class:`~iomodel.cache.set_assoc.SetAssoc` with read groups (``simulate``'s exact case).
+
+    ``ways=None`` is the fully associative LRU (:class:`~iomodel.cache.lru.LRU`, one capacity C, exact
+    integer bytes) for kernels whose re-read items are evicted whole, each touched at one extent
+    (:func:`_lru_exact`): an item is gone at its re-touch exactly when the weight above it and its own
+    pass C (a probability of 0 or 1), the saturation distance is C, and a dirty item keeps
+    ⌊(C − weight above)/write weight⌋ of its bytes at the end (:meth:`lru_totals`).
+    Raises :class:`_ExtentsVary` from :meth:`steps` if an item comes at another extent.
     """
 
-    def __init__(self, capacity: int, write_share: float, ways: int, n_lanes: int, n_chunks: int, chunk: int,
+    def __init__(self, capacity: int, write_share: float, ways: int | None, n_lanes: int, n_chunks: int, chunk: int,
                  per_row: tuple[int, ...], names: tuple[str, ...], write_names: tuple[str, ...],
                  prefix_extents: bool = True) -> None:
         self.prefix = prefix_extents  # extents from M per lane; else one extent per item (self.ext)
@@ -191,7 +210,11 @@ class _Engine:
         self.read_capacity = self.capacity  # C of a read miss (:meth:`judge_reads_at`)
         self.share = write_share
         self.ways = ways
-        self.d_sat = saturation_distance(self.capacity, ways)
+        if ways is None and prefix_extents:
+            raise IomodelError("the fully associative LRU is evaluated fast with one extent per item only")
+        # past d_sat every re-touch misses whole: the LRU's C (a re-touch adds its own weight), else where
+        # evict_probability is exactly 1
+        self.d_sat = self.capacity if ways is None else saturation_distance(self.capacity, ways)
         self.chunk, self.n_chunks = chunk, max(1, n_chunks)
         self.per = np.array(per_row, dtype=np.int64)
         self.per_sum = int(sum(per_row))
@@ -229,6 +252,8 @@ class _Engine:
 
     def _probabilities(self, dist: np.ndarray) -> np.ndarray:
         """:func:`evict_probability` of each distance (1.0 at or past the saturation distance)."""
+        if self.ways is None:  # the fully associative LRU: gone once the bytes above and its own pass C
+            return (dist > self.capacity).astype(np.float64)
         p = np.ones(dist.shape)
         low = dist < self.d_sat
         if low.any():
@@ -268,6 +293,8 @@ class _Engine:
             prev[1:][same] = run[:-1][same]
             old = np.empty(len(item), dtype=np.int64)
             old[order] = np.maximum(self.ext[item[order]], prev)
+            if self.ways is None and bool(((old != 0) & (old != rows)).any()):
+                raise _ExtentsVary  # evicted, an LRU item comes back at the new extent (not the running maximum)
             self.ext[item[last]] = np.maximum(self.ext[item[last]], run[np.nonzero(np.concatenate((~same, [True])))[0]])
         else:
             old = np.zeros(0, dtype=np.int64)
@@ -425,11 +452,45 @@ class _Engine:
                         writeback[name], still[name] = ordered.values["w"], ordered.values["s"]
         return dict(self.sums.values), writeback, still
 
+    def lru_totals(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        """The kernel's end under the fully associative LRU (``ways=None``): bytes read, written back and
+        still dirty, per tensor (exact integers, as :class:`~iomodel.cache.lru.LRU` counts them; write-backs
+        and dirty bytes only where non-zero).
+
+        A dirty item with A weighted bytes above it keeps ``min(bytes, max(0, ⌊(C − A)/w⌋))`` bytes in
+        weight units (C = capacity × :data:`~iomodel.cache.lru.READ_WEIGHT`, w =
+        :func:`~iomodel.cache.lru.write_weight`): the LRU evicts the bottom item in part, down to the capacity
+        the items above leave it, and A only grows until the end; the rest was written back.
+        """
+        reads = {t: int(v) for t, v in self.sums.values.items()}
+        writeback = {t: int(b) for t, b in self.deep_bytes.items()}  # deep: A >= C, nothing kept
+        still: dict[str, int] = {}
+        tid, nbytes, time = self._dirty_arrays()
+        if len(tid):
+            above = self._suffix()[time - self.t0]
+            kept = np.zeros(len(tid), dtype=np.int64)
+            live = above < self.capacity
+            if live.any():  # A in weight units: whole numbers below C × READ_WEIGHT < 2^53, exact
+                units = np.rint(above[live] * READ_WEIGHT).astype(np.int64)
+                room = (int(self.capacity) * READ_WEIGHT - units) // write_weight(self.share)
+                kept[live] = np.minimum(nbytes[live], np.maximum(0, room))
+            for i, name in enumerate(self.write_names):
+                mine = tid == i
+                if mine.any():
+                    writeback[name] = writeback.get(name, 0) + int((nbytes[mine] - kept[mine]).sum())
+                    still[name] = still.get(name, 0) + int(kept[mine].sum())
+        return reads, {t: v for t, v in writeback.items() if v}, {t: v for t, v in still.items() if v}
+
     def finish(self, name: str, requested_read: dict[str, int], requested_write: dict[str, int]) -> KernelL2:
-        """The record of the kernel: :meth:`totals` rounded to whole bytes per tensor (zeros dropped)."""
-        reads, writeback, still = self.totals()
+        """The record of the kernel: :meth:`totals` rounded to whole bytes per tensor (zeros dropped), or
+        :meth:`lru_totals` under the fully associative LRU (as :func:`~iomodel.cache.simulate.simulate`
+        records the LRU: every tensor read, zero or not)."""
         out = KernelL2(name, requested_read=dict(requested_read), requested_write=dict(requested_write))
-        out.hbm_read, out.hbm_write, out.dirty_at_end = _rounded(reads), _rounded(writeback), _rounded(still)
+        if self.ways is None:
+            out.hbm_read, out.hbm_write, out.dirty_at_end = self.lru_totals()
+        else:
+            reads, writeback, still = self.totals()
+            out.hbm_read, out.hbm_write, out.dirty_at_end = _rounded(reads), _rounded(writeback), _rounded(still)
         out.waves = self.waves
         return out
 
@@ -1008,8 +1069,14 @@ class _DkdvEvents:
         self.touch_chunks = np.where(span > 0, -(-end // ch) - lo // ch, 0)  # query-row chunks per head, per tile
         per_wave = max(1, int(self.touch_chunks.mean() * G * min(w, self.total)))
         self.block_waves = max(1, min(_BLOCK_WAVES, _BLOCK_TOUCHES // per_wave))  # waves per engine call
+        # under a band the chunk is one BWD_BLOCK_M tile and lo_j, end_j are tile multiples (or N_q): every
+        # touch of a chunk loads all of its rows, one extent per item (the fully associative LRU's condition)
+        self.one_extent = spec.band is not None
+        # the heaviest item that is re-read (a member of a chunk's group) or dirty (dK or dV of a tile), in
+        # read-equivalent bytes
+        self.largest_kept = max(self.chunk * max(self.per_row), float(int(self.k_rows.max()) * self.kv_bytes) * share)
 
-    def engine(self, capacity: int, ways: int) -> _Engine:
+    def engine(self, capacity: int, ways: int | None) -> _Engine:
         """A cold engine for the query-row chunks of each query head, one extent per chunk."""
         return _Engine(capacity, self.share, ways, self.n_lanes, self.n_chunks, self.chunk, self.per_row,
                        ("Q", "dO", "LSE", "Delta"), ("dK", "dV"), prefix_extents=False)
@@ -1188,24 +1255,42 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
     return None
 
 
+def _lru_exact(model: Any, capacity: int, write_share: float) -> bool:
+    """Whether :class:`_Engine` with ``ways=None`` gives the fully associative LRU's bytes for ``model``.
+
+    :class:`~iomodel.cache.lru.LRU` evicts from the bottom of its stack until the weight fits C, a whole
+    item entirely and a stream item in part, so an item whose bytes are all resident or all gone at its
+    re-touch is gone exactly when the weight above it plus its own exceeds C: a stack distance against one
+    capacity. That holds, and the engine follows it, when (1) the re-read items are evicted whole and each
+    is touched at one extent (``model.one_extent``: ``_bwd_dkdv`` under a band, whose query-row groups are
+    whole; its K/V and dK/dV items are touched once), (2) no re-read or dirty item outweighs C (the LRU
+    keeps such an item alone, over C: ``model.largest_kept``), (3) the engine's weights are the LRU's
+    units scaled exactly (:func:`~iomodel.cache.lru.write_weight` = READ_WEIGHT × write_share).
+    """
+    return (bool(getattr(model, "one_extent", False)) and model.largest_kept <= capacity
+            and write_weight(write_share) == READ_WEIGHT * write_share)
+
+
 def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity: int, write_share: float,
                    ways: int | None, *, tile_order: str = "forward", grid_order: str = "tiles-fastest",
                    key_order: str = "ascending", read_capacity: int | None = None) -> KernelL2 | None:
-    """One kernel launch through a cold set-associative L2, evaluated fast, or None where it does not apply.
+    """One kernel launch through a cold L2, evaluated fast, or None where it does not apply.
 
     The result equals ``simulate(name, waves, capacity, write_share, ways, read_capacity)`` on the kernel's waves
     (:mod:`iomodel.schedule.grid`, grouped) with their requested bytes: the same expected bytes per
-    tensor, before and after rounding (module doc). None for a fully associative L2
-    (``ways=None``) or where :func:`fast_model` gives none.
+    tensor, before and after rounding (module doc). None where :func:`fast_model` gives none, and for a
+    fully associative L2 (``ways=None``, exact integer bytes) unless :func:`_lru_exact` holds
+    (``_bwd_dkdv`` under a window band) and every item keeps one extent.
 
     Args:
         name: the kernel (``fwd kernel`` or ``_attn_fwd``, ``_bwd_preprocess``, ``_bwd_dkdv``,
             ``_bwd_dq``, ``_bwd_reduce_dkdv``).
         spec: the layer (prefill); tiling: its tiles; w: programs resident at once (W).
         capacity: effective L2 bytes; write_share: read-equivalent bytes per written byte; ways:
-            associativity A, or None.
+            associativity A, or None (the fully associative LRU).
         tile_order, grid_order, key_order: the forward's launch (see :func:`iomodel.schedule.grid.prefill_waves`).
-        read_capacity: capacity of a read miss (bytes; default ``capacity``).
+        read_capacity: capacity of a read miss (bytes; default ``capacity``; the fully associative LRU has
+            one capacity, ``capacity``, as in ``simulate``).
 
     Returns:
         :class:`~iomodel.cache.simulate.KernelL2` (bytes per tensor), or None.
@@ -1213,14 +1298,17 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
     Raises:
         IomodelError: an unknown tile_order.
     """
-    if ways is None or name not in FAST_KERNELS:
+    if name not in (FAST_KERNELS if ways is not None else LRU_FAST_KERNELS):
         return None
     model = fast_model(name, spec, tiling, w, write_share, tile_order=tile_order, grid_order=grid_order,
                        key_order=key_order)
-    if model is None:
+    if model is None or (ways is None and not _lru_exact(model, capacity, write_share)):
         return None
     engine = model.engine(capacity, ways)
-    if read_capacity is not None:
+    if read_capacity is not None and ways is not None:
         engine.judge_reads_at(read_capacity)
-    _drive(model, engine)
+    try:
+        _drive(model, engine)
+    except _ExtentsVary:  # not expected where _lru_exact holds: simulated instead
+        return None
     return engine.finish(name, model.requested_read, model.requested_write)
