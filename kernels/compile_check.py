@@ -203,6 +203,38 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
     return _report("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, compiled, arch)
 
 
+def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 90) -> CompileReport:
+    """Compile the Gluon prefill (``kernels/gluon_attention.py``, path ``prefill-gluon``) in its one
+    configuration (``heuristics.GLUON_TILES``) for ``sm_<arch>``: GQA (a group of 2), a causal
+    offset and ragged lengths as arguments, the head-grouped launch order's code included."""
+    import torch
+
+    from kernels import gluon_attention as ga
+    from kernels import heuristics as hx
+
+    c = hx.prefill_default(head_dim, dtype, causal, "prefill-gluon")
+    cfg = dict(path="prefill-gluon", head_dim=head_dim, dtype=dtype, causal=causal, block_m=c.block_m,
+               block_n=c.block_n, num_warps=c.num_warps, num_stages=c.num_stages, warp_specialize=True)
+    if ga.GLUON_IMPORT_ERROR is not None:
+        return CompileReport("_attn_fwd_gluon", cfg, False, error=ga.GLUON_IMPORT_ERROR[:300])
+    dt = torch_dtype(dtype)
+    B, H, G, N = 2, 4, 2, 1000
+    q = torch.empty(B, H, N, head_dim, dtype=dt)
+    k = torch.empty(B, H // G, N, head_dim, dtype=dt)
+    rows = ga.CONSUMER_ROWS
+    descs = [ga.gluon_descriptor(t, (1, 1, r, head_dim)) for t, r in ((q, rows), (k, c.block_n), (k, c.block_n),
+                                                                       (q, rows))]
+    try:
+        compiled = ga._attn_fwd_gluon.warmup(
+            *descs, torch.empty(B, H, N), 0.125, H, G, N, N, 0, 2, HEAD_DIM=head_dim, BLOCK_M=c.block_m,
+            BLOCK_N=c.block_n, NUM_STAGES=c.num_stages, CAUSAL=causal, REVERSE=c.tile_order == "reverse", MASK_TAIL=True,
+            CONSUMER_REGS=ga.CONSUMER_REGS, PRODUCER_REGS=ga.PRODUCER_REGS, PRODUCER_WARPS=ga.PRODUCER_WARPS,
+            num_warps=4, grid=(1,))
+    except Exception as exc:  # report, never abort the sweep
+        return CompileReport("_attn_fwd_gluon", cfg, False, error=_error_line(exc))
+    return _report("_attn_fwd_gluon", cfg, compiled, arch)
+
+
 def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seqlen_q: int = 1, block_n: int = 64,
                    num_warps: int = 4, num_stages: int = 3, split: bool = True, arch: int = 90,
                    window: bool = False, page_size: int | None = None, fused: bool = True) -> list[CompileReport]:
@@ -386,6 +418,11 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
             c = hx.prefill_candidates(128, "bf16", True, path)[0]  # the sliding-window variant, once per path
             reports.append(compile_prefill(path, 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                            c.warp_specialize, arch, window=True))
+        if arch == 90:  # the Gluon prefill (Hopper only)
+            for d in ((128,) if quick else (64, 128)):
+                for dtype in (("bf16",) if quick else ("fp16", "bf16")):
+                    for causal in ((True,) if quick else (False, True)):
+                        reports.append(compile_gluon_prefill(d, dtype, causal, arch))
         c = hx.prefill_candidates(128, "bf16", True, "prefill")[0]  # the ragged-batch variant (pointer path only)
         reports.append(compile_prefill("prefill", 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                        False, arch, varlen=True))
@@ -440,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["CompileReport", "compile_backward", "compile_backward_tma", "compile_decode", "compile_prefill", "local_memory_sites", "run"]
+__all__ = ["CompileReport", "compile_backward", "compile_backward_tma", "compile_decode", "compile_gluon_prefill",
+           "compile_prefill", "local_memory_sites", "run"]
 
 

@@ -52,6 +52,7 @@ from iomodel.schedule.capabilities import (
     NUM_WARPS,
     PATHS,
     block_size_refusal,
+    gluon_refusal,
     kernel_refusal,
     prefill_path,
     tma_refusal,
@@ -90,6 +91,9 @@ INTERPRET = _interpreting()
 #: Whether :func:`kernel_path` may pick the TMA path on sm_90. ``IOMODEL_TMA=0`` in the
 #: environment turns it off (an explicit switch for diagnosis, reported in every config).
 USE_TMA = os.environ.get("IOMODEL_TMA", "1").strip().lower() not in ("0", "false", "off", "no")
+#: Whether :func:`kernel_path` may pick the Gluon prefill (``prefill-gluon``) on sm_90:
+#: ``IOMODEL_GLUON=0`` turns it off, and a Triton without the Gluon dialect cannot run it.
+USE_GLUON = os.environ.get("IOMODEL_GLUON", "1").strip().lower() not in ("0", "false", "off", "no")
 
 LOG2E = 1.4426950408889634  # 1 / ln 2: scores are kept in log2 units so exp2 can be used
 LN2 = 0.6931471805599453
@@ -853,21 +857,39 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
     return True
 
 
-def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
+def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: bool = False) -> str:
     """The path :func:`flash_attention` takes for these inputs (without ``path=``).
 
     ``decode-split-kv`` when seqlen_q <= 16 (``DECODE_MAX_SEQLEN_Q``); else
     :func:`iomodel.schedule.capabilities.prefill_path` for the device's compute capability:
-    ``prefill-tma`` on an sm_90 GPU for fp16/bf16 with a power-of-two HEAD_DIM in 16..256 and
-    TMA-aligned tensors (unless ``IOMODEL_TMA=0``), else ``prefill`` (pointer loads; always in
-    the interpreter).
+    on an sm_90 GPU with TMA-aligned fp16/bf16 tensors (unless ``IOMODEL_TMA=0``),
+    ``prefill-gluon`` at HEAD_DIM 128 without a window (``windowed``; unless ``IOMODEL_GLUON=0``
+    or Triton lacks Gluon) and ``prefill-tma`` for the other power-of-two HEAD_DIMs in 16..256;
+    else ``prefill`` (pointer loads; always in the interpreter).
     """
     if q.shape[2] <= DECODE_MAX_SEQLEN_Q:
         return "decode-split-kv"
     if INTERPRET or not q.is_cuda:
         return "prefill"
     return prefill_path(tensor_dtype_name(q.dtype), q.shape[-1], torch.cuda.get_device_capability(q.device)[0],
-                        _tma_ok(q, k, v), USE_TMA)
+                        _tma_ok(q, k, v), USE_TMA, windowed, USE_GLUON and _gluon_import_error() is None)
+
+
+def _gluon_import_error() -> str | None:
+    """Why Triton's Gluon dialect cannot be imported here (one line), or None."""
+    from kernels.gluon_attention import GLUON_IMPORT_ERROR
+
+    return GLUON_IMPORT_ERROR
+
+
+def _gluon_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shape: Any, windowed: bool) -> str | None:
+    """Why path ``prefill-gluon`` cannot run these inputs here (one line), or None."""
+    sm_major = None if INTERPRET or not q.is_cuda else torch.cuda.get_device_capability(q.device)[0]
+    reason = gluon_refusal(shape.dtype, shape.head_dim, _tma_ok(q, k, v), windowed, sm_major)
+    if reason is None and _gluon_import_error() is not None:
+        reason = (f"path 'prefill-gluon' needs Triton's Gluon dialect, which does not import here "
+                  f"({_gluon_import_error()}): use path='prefill-tma' (or None)")
+    return reason
 
 
 def _check_device(q: torch.Tensor) -> None:
@@ -1015,8 +1037,9 @@ def flash_attention(
                                "or v requires grad, or call it under torch.no_grad()")
         if out is not None:
             raise IomodelError("out= cannot be used when q, k or v requires grad (autograd owns o): pass out=None")
-        if path is None and (config is None or config.path != "prefill-tma"):
-            forward_kwargs["path"] = "prefill-tma" if kernel_path(q, k, v) == "prefill-tma" else "prefill"
+        if path is None and (config is None or config.path not in ("prefill-tma", "prefill-gluon")):
+            chosen = kernel_path(q, k, v, window is not None)
+            forward_kwargs["path"] = chosen if chosen in ("prefill-tma", "prefill-gluon") else "prefill"
         o, lse, cfg = FlashAttentionFunction.apply(q, k, v, causal, causal_align, sm_scale, forward_kwargs)
     else:
         o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, config=config, path=path,
@@ -1062,13 +1085,16 @@ class _Launch:
     """
 
     __slots__ = ("kernel", "grid", "named", "options", "tail", "compiled", "direct", "device", "boxes", "raw",
-                 "tma_args")
+                 "tma_args", "descriptor")
 
     def __init__(self, kernel: Any, grid: tuple[int, int, int], named: dict[str, Any], options: dict[str, Any],
-                 direct: bool, boxes: tuple[tuple[int, ...], ...] | None = None) -> None:
+                 direct: bool, boxes: tuple[tuple[int, ...], ...] | None = None, descriptor: Any = None) -> None:
         self.kernel, self.grid, self.named, self.options = kernel, grid, named, options
         self.direct = direct  # the plan's q, k, v are 16-byte aligned (the plan key says so)
         self.boxes = boxes
+        #: (tensor, box) -> host descriptor; None: ``triton.tools`` descriptors (a Gluon kernel
+        #: takes Gluon's, which carry the shared-memory layout)
+        self.descriptor = descriptor
         names = getattr(kernel, "arg_names", None) or []
         # the arguments after the per-call pointers, in parameter order (constexprs included:
         # the launcher receives every parameter, as JITFunction.run passes bound_args.values());
@@ -1125,6 +1151,8 @@ class _Launch:
         if not self.boxes:
             return ptrs
         n = len(self.boxes)
+        if self.descriptor is not None:
+            return (*(self.descriptor(t, b) for t, b in zip(ptrs, self.boxes)), *ptrs[n:])
         return (*(TensorDescriptor(t, list(t.shape), list(t.stride()), list(b)) for t, b in zip(ptrs, self.boxes)),
                 *ptrs[n:])
 
@@ -1238,7 +1266,7 @@ class _Plan:
                 self.main(q, k, v, o, lse, o_part, lse_part, unused, *tables)
                 self.combine(o, lse, o_part, lse_part)
             return self.config
-        tma = self.path == "prefill-tma"
+        tma = self.path in ("prefill-tma", "prefill-gluon")
         if cu is None and not tma:  # a dense call on the pointer path: the sequence tables are unused
             cu = (_unused_buffer(q.device),) * 3
         if self.config is None:  # the first autotuned launch of this key: the autotuner picks the tiles
@@ -1289,7 +1317,7 @@ def _plan_key(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale: 
     return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
             v.shape, v.stride(), v.dtype, v.device, not (q.data_ptr() | k.data_ptr() | v.data_ptr()) & 15,
             causal, type(causal), causal_align, sm_scale, config, path, autotune, num_sms, window, INTERPRET,
-            USE_TMA, None if paged is None else _paged_key(paged))
+            USE_TMA, USE_GLUON, None if paged is None else _paged_key(paged))
 
 
 def _paged_key(paged: Any) -> tuple | None:
@@ -1376,13 +1404,15 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     _check_device(q)
     if config is not None and not isinstance(config, KernelConfig):
         raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
-    chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v)
+    chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v, window is not None)
     if chosen not in PATHS:
         raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(PATHS)} or None")
     shape = replace(shape, phase="decode" if chosen == "decode-split-kv" else "prefill")
     reason = kernel_refusal(shape)  # the statement the worksheet reads too
     if reason is None and chosen == "prefill-tma":
         reason = tma_refusal(shape.dtype, shape.head_dim, _tma_ok(q, k, v))
+    if reason is None and chosen == "prefill-gluon":
+        reason = _gluon_reason(q, k, v, shape, window is not None)
     if reason is not None:
         raise IomodelError(reason)
     band = window_argument(window, causal, shape.seqlen_q, shape.seqlen_k)
@@ -1478,7 +1508,7 @@ def _check_out(out: Any, plan: _Plan, q: torch.Tensor) -> tuple[torch.Tensor, to
             f"out must be (o, lse) with o {plan.o_shape} {q.dtype} and lse {plan.lse_shape} contiguous fp32 "
             "on q's device: allocate them so or pass out=None"
         )
-    if plan.path == "prefill-tma" and not _tma_ok(o):
+    if plan.path in ("prefill-tma", "prefill-gluon") and not _tma_ok(o):
         raise IomodelError("out o is not TMA-aligned: pass a contiguous o or path='prefill'")
     return o, lse
 
@@ -1518,6 +1548,9 @@ def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     kv_row_bytes = 2 * N_k * d * q.element_size() // shape.group  # K/V one grid row streams, shared rows once
     plan.lpt = None if INTERPRET or config is not None else (causal, band is None and varlen is None, B * H,
                                                             kv_row_bytes, N_q)
+    if path == "prefill-gluon":
+        _gluon_launch(plan, shape, sm_scale, causal, off, config, autotune)
+        return
     if config is None:
         if INTERPRET and not autotune:
             config = hx.INTERPRETER_PREFILL.config(path)
@@ -1544,6 +1577,56 @@ def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         plan.autotune_args = (kernel, grid, named)
         return
     _fixed_prefill(plan, config, named)
+
+
+def _gluon_launch(plan: _Plan, shape: Any, sm_scale: float, causal: bool, off: int, config: KernelConfig | None,
+                  autotune: bool | None) -> None:
+    """Set ``plan``'s launch to the Gluon prefill (``kernels/gluon_attention.py``): its one
+    configuration (:data:`kernels.heuristics.GLUON_TILES`) in the bundled launch order (the LPT rule
+    of :func:`_lpt_config` included); a given ``config`` must be that configuration (any
+    tiles-fastest or head-grouped grid order, either tile order)."""
+    from kernels import gluon_attention as ga
+
+    d = shape.head_dim
+    default = hx.prefill_default(d, shape.dtype, causal, "prefill-gluon").config("prefill-gluon")
+    if autotune:
+        raise IomodelError("path 'prefill-gluon' has one tile configuration, nothing to autotune: pass autotune=None "
+                           "or False (or path='prefill-tma' to autotune)")
+    if config is None:
+        config = _lpt_config(default, plan.lpt)
+    else:
+        _check_gluon_config(config, default)
+    B, H, N_q = plan.grid_rows
+    t_r = triton.cdiv(N_q, config.block_m)
+    named = dict(sm_scale=sm_scale, H=H, G=shape.group, N_Q=N_q, N_K=shape.seqlen_k, CAUSAL_OFF=off,
+                 HEAD_GROUP=head_group_of(config.grid_order), HEAD_DIM=d, BLOCK_M=config.block_m,
+                 BLOCK_N=config.block_n, NUM_STAGES=config.num_stages, CAUSAL=causal,
+                 REVERSE=config.tile_order == "reverse", MASK_TAIL=shape.seqlen_k % config.block_n != 0,
+                 CONSUMER_REGS=ga.CONSUMER_REGS,
+                 PRODUCER_REGS=ga.PRODUCER_REGS, PRODUCER_WARPS=ga.PRODUCER_WARPS)
+    rows = ga.CONSUMER_ROWS
+    boxes = ((1, 1, rows, d), (1, 1, config.block_n, d), (1, 1, config.block_n, d), (1, 1, rows, d))
+    plan.main = _Launch(ga._attn_fwd_gluon, (t_r, B * H, 1), named, dict(num_warps=4), plan.direct, boxes,
+                        ga.gluon_descriptor)
+    plan.config = config
+
+
+def _check_gluon_config(config: KernelConfig, default: KernelConfig) -> None:
+    """Refuse a given config that is not the Gluon prefill's one configuration (one line)."""
+    fixed = ("block_m", "block_n", "num_warps", "num_stages", "warp_specialize", "num_splits", "heads_per_program")
+    if config.path != "prefill-gluon":
+        raise IomodelError(f"config.path is {config.path!r} but this call runs 'prefill-gluon': set "
+                           "config.path='prefill-gluon'")
+    wrong = [f for f in fixed if getattr(config, f) != getattr(default, f)]
+    if wrong:
+        want = ", ".join(f"{f}={getattr(default, f)!r}" for f in fixed)
+        raise IomodelError(f"path 'prefill-gluon' runs one configuration ({want}); config has "
+                           f"{', '.join(f'{f}={getattr(config, f)!r}' for f in wrong)}: change it or pass config=None")
+    if config.tile_order not in hx.TILE_ORDERS:
+        raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
+    if config.grid_order != KERNEL_GRID_ORDERS[0] and not head_group_of(config.grid_order):
+        raise IomodelError(f"path 'prefill-gluon' runs grid orders {KERNEL_GRID_ORDERS[0]!r} and 'head-grouped:G', "
+                           f"got {config.grid_order!r}: change it (or use path='prefill-tma')")
 
 
 def _lpt_config(config: KernelConfig, lpt: tuple | None) -> KernelConfig:

@@ -67,10 +67,10 @@ class KernelConfig:
     block_n: int  # BLOCK_N, key rows per inner step
     num_warps: int  # warps per program (32 threads each)
     num_stages: int  # software-pipelining depth of the K/V loop
-    path: str  # "prefill", "prefill-tma" or "decode-split-kv"
+    path: str  # "prefill", "prefill-tma", "prefill-gluon" or "decode-split-kv"
     num_splits: int = 1  # decode split-KV partitions (1 for prefill)
     heads_per_program: int = 1  # decode: query heads of one GQA group per program (P)
-    warp_specialize: bool = False  # prefill-tma: automatic warp specialization of the K/V loop
+    warp_specialize: bool = False  # prefill-tma: automatic warp specialization of the K/V loop (prefill-gluon: always)
     tile_order: str = "forward"  # prefill: "forward" or "reverse" query-tile order (TILE_ORDERS)
     grid_order: str = "tiles-fastest"  # prefill: program order, "tiles-fastest" or "heads-fastest" (a fixed config)
     #: decode with num_splits > 1: True, the last split program of each (b, KV head, head
@@ -184,6 +184,15 @@ _FP32_CANDIDATES: dict[int, list[TileChoice]] = {
 }
 
 
+#: The one configuration of the Gluon prefill (path ``prefill-gluon``, ``kernels/gluon_attention.py``):
+#: BLOCK_M 128 (two consumer warpgroups of 64 rows), BLOCK_N 128, a ring of 2 K/V stages, 12 warps
+#: (4 + 4 consumers, 1 producer padded to a warpgroup); causal: the heaviest query tiles first.
+#: Measured on the H200 (receipts/gluon-fwd-probe-h200-2026-12-04-c.json, calibration): at HEAD_DIM
+#: 128, 3 stages ran within 1 % of 2 and BLOCK_N 64 (3 stages) 8-15 % slower; at 64, 2 to 4 stages
+#: within 1 %. Shared memory: (128·d + 2·2·128·d)·2 bytes = 160 KiB at d 128 (one program per SM).
+GLUON_TILES = TileChoice(128, 128, 12, 2, warp_specialize=True)
+
+
 def _by_head_dim(table: dict[int, list[TileChoice]], head_dim: int) -> list[TileChoice]:
     d = head_dim_padded(head_dim)
     key = min((k for k in table if k >= d), default=max(table))
@@ -197,7 +206,8 @@ def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> li
         head_dim: HEAD_DIM (d), elements.
         dtype: ``fp16``, ``bf16`` or ``fp32``.
         causal: whether the causal mask is applied.
-        path: ``prefill`` (pointer loads) or ``prefill-tma`` (tensor descriptors, sm_90).
+        path: ``prefill`` (pointer loads), ``prefill-tma`` (tensor descriptors, sm_90) or
+            ``prefill-gluon`` (one configuration, :data:`GLUON_TILES`, never autotuned).
 
     Returns:
         Candidate tiles, best first: the measured list of :data:`_MEASURED_TMA` where the
@@ -207,6 +217,8 @@ def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> li
     """
     if dtype == "fp32":
         return _by_head_dim(_FP32_CANDIDATES, head_dim)
+    if path == "prefill-gluon":
+        return [replace(GLUON_TILES, tile_order="reverse" if causal else "forward")]
     if path == "prefill-tma" and (head_dim_padded(head_dim), causal) in _MEASURED_TMA:
         return list(_MEASURED_TMA[(head_dim_padded(head_dim), causal)])
     table = _TMA_CANDIDATES if path == "prefill-tma" else _POINTER_CANDIDATES

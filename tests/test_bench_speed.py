@@ -318,7 +318,8 @@ _KERNEL_RECEIPTS = sorted(KERNEL_RECEIPT.parent.glob("bench_kernel*.json"))
 
 
 def test_the_kernel_speed_receipts_are_committed():
-    assert [p.name for p in _KERNEL_RECEIPTS] == ["bench_kernel_h200-2026-12-03.json", "bench_kernel_h200.json",
+    assert [p.name for p in _KERNEL_RECEIPTS] == ["bench_kernel_h200-2026-12-03.json",
+                                                  "bench_kernel_h200-2026-12-04-gluon.json", "bench_kernel_h200.json",
                                                   "bench_kernel_short_h200-2026-12-03.json"]
 
 

@@ -76,12 +76,14 @@ def test_detect_reads_the_compute_capability(monkeypatch):
 
 def test_the_worksheet_path_reads_the_compute_capability_not_the_name():
     pytest.importorskip("kernels.heuristics")
-    spec = resolve_layer().spec  # llama-3-8b, bf16, HEAD_DIM 128
-    assert "for the prefill-tma path" in kernel_tiling(spec, H200)[1]
+    spec = resolve_layer().spec  # llama-3-8b, bf16, HEAD_DIM 128: the Gluon prefill on sm_90
+    assert "for the prefill-gluon path" in kernel_tiling(spec, H200)[1]
     assert "for the prefill path" in kernel_tiling(spec, A100_80GB)[1]
-    # an H200 by name that reports sm_80 gets the pointer path; an A100 by name at sm_90 the TMA path
+    # an H200 by name that reports sm_80 gets the pointer path; an A100 by name at sm_90 the Gluon path
     assert "for the prefill path" in kernel_tiling(spec, replace(H200, compute_capability=(8, 0)))[1]
-    assert "for the prefill-tma path" in kernel_tiling(spec, replace(A100_80GB, compute_capability=(9, 0)))[1]
+    assert "for the prefill-gluon path" in kernel_tiling(spec, replace(A100_80GB, compute_capability=(9, 0)))[1]
+    # HEAD_DIM 64 on sm_90: the TMA prefill
+    assert "for the prefill-tma path" in kernel_tiling(replace(spec, head_dim=64), H200)[1]
 
 
 def test_worksheet_json_states_the_compute_capability():

@@ -37,7 +37,12 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
     every = _compiled(code)
     reports = {r["kernel"]: r for r in every}
     assert set(reports) == {"_attn_fwd_tma", "_attn_fwd", "_attn_decode", "_attn_decode_combine", "_bwd_dkdv",
-                            "_bwd_dq", "_bwd_dkdv_tma", "_bwd_dq_tma"}
+                            "_bwd_dq", "_bwd_dkdv_tma", "_bwd_dq_tma", "_attn_fwd_gluon"}
+    # the Gluon prefill: warpgroup MMAs and TMA, 160 KiB of shared memory (Q and a 2-stage K/V ring
+    # of 128-row blocks at HEAD_DIM 128, plus its barriers), no spill under setmaxnreg
+    gluon = reports["_attn_fwd_gluon"]
+    assert gluon["wgmma"] > 0 and gluon["tma"] > 0 and gluon["spill_bytes"] in (0, None), gluon
+    assert 160 * 1024 <= gluon["shared_bytes"] < 161 * 1024, gluon
     for name in ("_bwd_dkdv_tma", "_bwd_dq_tma"):  # the GPU's backward for bf16 at HEAD_DIM 128: TMA loads
         assert reports[name]["tma"] > 0 and reports[name]["wgmma"] > 0, name
     # the backward: HEAD_DIM 128 causal with a GQA group of 4 (the loop over the group's heads; it

@@ -103,7 +103,7 @@ def test_bundled_schedules_keep_the_bundled_bytes():
     ({"grid_order": "grouped:0"}, "grid order 'grouped:0' is unknown"),
     ({"tile_order": "sideways"}, "tile order 'sideways' is unknown: use --tile-order forward or reverse"),
     ({"key_order": "up"}, "key order 'up' is unknown: use --key-order ascending or descending"),
-    ({"num_warps": 3}, "num_warps must be one of 1, 2, 4, 8, 16, got 3"),
+    ({"num_warps": 33}, "num_warps must be 1..32 (1,024 threads per program), got 33"),
     ({"programs_per_sm": 0}, "programs_per_sm must be a positive whole number, got 0"),
     ({"block_m": 96}, "BLOCK_M must be a power of two, got 96: use 64 or 128"),
 ])
@@ -183,7 +183,7 @@ def test_worksheet_records_the_schedule_and_its_estimate(capsys, tmp_path):
     (["--seqlen", "1024", "--key-order", "up"], "key order 'up' is unknown"),
     (["--seqlen", "1024", "--tile-order", "up"], "tile order 'up' is unknown"),
     (["--seqlen", "1024", "--programs-per-sm", "40"], "compute capability 9.0): use --programs-per-sm 1"),  # 229,376 B per program
-    (["--seqlen", "1024", "--num-warps", "3"], "num_warps must be one of 1, 2, 4, 8, 16"),
+    (["--seqlen", "1024", "--num-warps", "33"], "num_warps must be 1..32"),
     (["--phase", "decode", "--seqlen", "1024", "--seqlen-q", "1", "--grid-order", "heads-fastest"],
      "the launch schedule describes the prefill forward kernel"),
     (["--seqlen", "1024", "--pass", "fwd+bwd", "--key-order", "descending"], "the launch schedule describes the prefill forward kernel"),

@@ -63,8 +63,9 @@ def test_config_file(tmp_path):
 def test_kernel_tiles_come_from_the_kernel_heuristics():
     heuristics = pytest.importorskip("kernels.heuristics")
     lay = resolve_layer()
-    c = heuristics.prefill_default(128, "bf16", True, "prefill-tma")
+    c = heuristics.prefill_default(128, "bf16", True, "prefill-gluon")  # HEAD_DIM 128 on the H200
     assert lay.tiling == Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
+    assert (c.block_m, c.block_n, c.num_stages) == (128, 128, 2)
     assert "kernels/heuristics.py" in lay.tiling_source
     # decode, Llama-3-8B (G = 4), seqlen_q = 1: the traffic contract packs P = 4 heads of a
     # GQA group into one program (largest divisor of G with P * N_q <= 128), BLOCK_M =

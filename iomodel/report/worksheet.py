@@ -69,10 +69,10 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
     """The prefill path the launcher takes for ``spec`` on ``hardware`` (contiguous tensors assumed).
 
     The launcher's own decision, :func:`iomodel.schedule.capabilities.prefill_path`, for the
-    hardware's compute capability (``prefill-tma`` on sm_90 for fp16/bf16 with a
-    power-of-two HEAD_DIM, else ``prefill``).
+    hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128
+    without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``).
     """
-    return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0])
+    return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0], windowed=spec.band is not None)
 
 
 def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False,
@@ -131,9 +131,13 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
         path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         tiling = Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
-        source = (f"kernels/heuristics.py prefill_default for the {path} path"
-                  f"{', which flash_attention_varlen runs' if varlen else ''} (the bundled kernel's first autotune "
-                  "candidate; the autotuner on the GPU may pick another)")
+        if path == "prefill-gluon":
+            source = (f"kernels/heuristics.py prefill_default for the {path} path (its one configuration, "
+                      "GLUON_TILES; never autotuned)")
+        else:
+            source = (f"kernels/heuristics.py prefill_default for the {path} path"
+                      f"{', which flash_attention_varlen runs' if varlen else ''} (the bundled kernel's first "
+                      "autotune candidate; the autotuner on the GPU may pick another)")
         if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask, S for this GPU's SMs
             chosen = h.backward_config(spec.head_dim, spec.dtype, spec.causal)
             bwd = chosen.resolve(

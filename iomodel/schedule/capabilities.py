@@ -6,8 +6,9 @@ labels tiles "the bundled kernel's" for a layer the kernel refuses:
 * :func:`kernel_refusal` — why the kernel refuses a layer (HEAD_DIM above
   :data:`MAX_HEAD_DIM`, a dtype outside :data:`KERNEL_DTYPES`, a decode call with more than
   :data:`~iomodel.schedule.tiles.DECODE_MAX_SEQLEN_Q` query rows), or None;
-* :func:`tma_refusal` and :func:`prefill_path` — when the prefill runs on tensor
-  descriptors (TMA, sm_90) and when on pointer loads;
+* :func:`tma_refusal`, :func:`gluon_refusal` and :func:`prefill_path` — when the prefill runs
+  the Gluon kernel (FlashAttention-3's schedule, sm_90), when on tensor descriptors (TMA, sm_90)
+  and when on pointer loads;
 * :data:`PATHS`, :data:`BLOCK_SIZES`, :data:`NUM_WARPS` — what a forced launch
   configuration may name.
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from iomodel.spec.hardware import Hardware
 
 #: Paths the launcher can take (``KernelConfig.path``).
-PATHS = ("prefill", "prefill-tma", "decode-split-kv")
+PATHS = ("prefill", "prefill-tma", "prefill-gluon", "decode-split-kv")
 #: Element types of q, k, v the kernel runs (canonical names of ``iomodel.spec.DTYPES``);
 #: no fp8: its ``tl.dot`` inputs would need scaling the kernel does not do.
 KERNEL_DTYPES = ("fp16", "bf16", "fp32")
@@ -35,6 +36,14 @@ MAX_HEAD_DIM = 256
 TMA_SM_MAJOR = 9
 #: Element types the TMA prefill runs (fp32 takes exact IEEE dots on the pointer path).
 TMA_DTYPES = ("fp16", "bf16")
+#: HEAD_DIMs the Gluon prefill (``kernels/gluon_attention.py``, path ``prefill-gluon``) compiles
+#: and was measured exact at (receipts/gluon-fwd-probe-h200-2026-12-04-*.json).
+GLUON_HEAD_DIMS = (64, 128)
+#: HEAD_DIMs at which :func:`prefill_path` picks ``prefill-gluon`` by itself: where it beat the
+#: TMA prefill on every measured shape (HEAD_DIM 128: 1.07-1.11x cuDNN against the TMA prefill's
+#: 0.84-1.01x, causal and not, 2k-8k tokens; at 64 it lost causal, 0.91-0.94x against 0.97x;
+#: receipts/gluon-fwd-probe-h200-2026-12-04-c.json, calibration).
+GLUON_AUTO_HEAD_DIMS = (128,)
 #: Smallest and largest BLOCK_M / BLOCK_N of a launch (powers of two; ``tl.dot`` needs >= 16).
 BLOCK_SIZES = (16, 256)
 #: Warps per program a launch may use.
@@ -128,8 +137,39 @@ def tma_refusal(dtype: str, head_dim: int, tma_aligned: bool = True) -> str | No
     return None
 
 
+def gluon_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, windowed: bool = False,
+                  sm_major: int | None = TMA_SM_MAJOR) -> str | None:
+    """Why the Gluon prefill (``prefill-gluon``, ``kernels/gluon_attention.py``) cannot take these inputs, or None.
+
+    Args:
+        dtype: canonical dtype name of q, k, v.
+        head_dim: HEAD_DIM (d), elements.
+        tma_aligned: as for :func:`tma_refusal` (its loads and stores are TMA copies).
+        windowed: a sliding-window band is asked for (the kernel has none).
+        sm_major: the GPU's compute capability major (its warpgroup MMAs, TMA and ``setmaxnreg``
+            are Hopper's, sm_90), ``None`` for Triton's interpreter (Gluon has none).
+
+    Returns:
+        The reason (one line), or None.
+    """
+    if sm_major != TMA_SM_MAJOR:
+        where = "Triton's interpreter" if sm_major is None else f"an sm_{sm_major}x GPU"
+        return f"path 'prefill-gluon' runs on Hopper (sm_90) only, not on {where}: use path='prefill' (or None)"
+    if dtype not in TMA_DTYPES:
+        return f"path 'prefill-gluon' needs fp16 or bf16, got {dtype}: use path='prefill'"
+    if head_dim not in GLUON_HEAD_DIMS:
+        return (f"path 'prefill-gluon' runs HEAD_DIM {' or '.join(map(str, GLUON_HEAD_DIMS))}, got {head_dim}: "
+                "use path='prefill-tma' (or None)")
+    if windowed:
+        return "path 'prefill-gluon' has no sliding window: use path='prefill-tma' (or None) with window="
+    if not tma_aligned:
+        return ("path 'prefill-gluon' needs 16-byte aligned, last-dim-contiguous q, k, v: use path='prefill' "
+                "or make the tensors contiguous")
+    return None
+
+
 def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
-                 use_tma: bool = True) -> str:
+                 use_tma: bool = True, windowed: bool = False, use_gluon: bool = True) -> str:
     """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``) and the worksheet models.
 
     Args:
@@ -138,12 +178,19 @@ def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: b
         sm_major: compute capability major of the GPU (9 = Hopper; ``Hardware.compute_capability[0]``),
             ``None`` for Triton's interpreter.
         tma_aligned: q, k, v (and o) are TMA-aligned (see :func:`tma_refusal`).
-        use_tma: the ``IOMODEL_TMA`` switch.
+        use_tma: the ``IOMODEL_TMA`` switch (off: pointer loads only, so no Gluon either).
+        windowed: a sliding-window band (the Gluon prefill has none).
+        use_gluon: the ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect.
 
     Returns:
-        ``prefill-tma`` on sm_90 when :func:`tma_refusal` finds nothing, else ``prefill``.
+        ``prefill-gluon`` on sm_90 at a HEAD_DIM of :data:`GLUON_AUTO_HEAD_DIMS` when
+        :func:`gluon_refusal` finds nothing; else ``prefill-tma`` on sm_90 when
+        :func:`tma_refusal` finds nothing; else ``prefill``.
     """
     if use_tma and sm_major == TMA_SM_MAJOR and tma_refusal(dtype, head_dim, tma_aligned) is None:
+        if use_gluon and head_dim in GLUON_AUTO_HEAD_DIMS and gluon_refusal(dtype, head_dim, tma_aligned,
+                                                                           windowed, sm_major) is None:
+            return "prefill-gluon"
         return "prefill-tma"
     return "prefill"
 
@@ -161,6 +208,8 @@ def block_size_refusal(name: str, value: Any) -> str | None:
 
 __all__ = [
     "BLOCK_SIZES",
+    "GLUON_AUTO_HEAD_DIMS",
+    "GLUON_HEAD_DIMS",
     "KERNEL_DTYPES",
     "LAYER_CHECKS",
     "MAX_HEAD_DIM",
@@ -171,6 +220,7 @@ __all__ = [
     "block_size_refusal",
     "decode_refusal",
     "dtype_refusal",
+    "gluon_refusal",
     "head_dim_refusal",
     "kernel_refusal",
     "prefill_path",

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import NUM_WARPS
+from iomodel.spec.hardware import MAX_WARPS_PER_PROGRAM
 
 if TYPE_CHECKING:
     from iomodel.spec import LayerSpec, Tiling
@@ -251,7 +251,7 @@ class Schedule:
 
     Raises:
         IomodelError: (one line each) a tile that is not a power of two, a non-positive stage,
-            warp or program count, warps outside :data:`~iomodel.schedule.capabilities.NUM_WARPS`,
+            warp or program count, warps outside 1..:data:`~iomodel.spec.hardware.MAX_WARPS_PER_PROGRAM`,
             an unknown grid, tile or key order. Limits that depend on the layer and the hardware
             are checked by :meth:`check`.
     """
@@ -272,9 +272,9 @@ class Schedule:
         for name in ("block_m", "block_n", "num_stages", "num_warps"):  # whole numbers (a TOML 64.0 is a float)
             _positive_int(getattr(self, name), name, "--" + name.replace("_", "-"))
         Tiling(block_m=self.block_m, block_n=self.block_n, num_stages=self.num_stages)  # powers of two, stages >= 1
-        if self.num_warps not in NUM_WARPS:
-            raise IomodelError(f"num_warps must be one of {', '.join(map(str, NUM_WARPS))}, got {self.num_warps!r}: "
-                               "set --num-warps")
+        if not 1 <= self.num_warps <= MAX_WARPS_PER_PROGRAM:  # any kernel's (FlashAttention-3 and ours: 12)
+            raise IomodelError(f"num_warps must be 1..{MAX_WARPS_PER_PROGRAM} (1,024 threads per program), got "
+                               f"{self.num_warps!r}: set --num-warps")
         if self.programs_per_sm is not None:
             _positive_int(self.programs_per_sm, "programs_per_sm", "--programs-per-sm")
         why = grid_order_refusal(self.grid_order)

@@ -101,6 +101,9 @@ class Hardware:
 #: records and worksheets written before them read the same.
 RESIDENT_LIMITS: dict[tuple[int, int], tuple[int, int]] = {(8, 0): (32, 64), (8, 6): (16, 48), (8, 9): (24, 48),
                                                            (9, 0): (32, 64)}
+#: Most warps of one program (thread block): 1,024 threads. Same source, row "Maximum number of
+#: threads per block" (every compute capability listed above).
+MAX_WARPS_PER_PROGRAM = 32
 
 
 def _resident_limits(hw: "Hardware") -> tuple[int, int]:

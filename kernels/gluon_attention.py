@@ -1,0 +1,281 @@
+"""Prefill forward for Hopper (sm_90) written in Gluon: FlashAttention-3's schedule (path ``prefill-gluon``).
+
+Triton's compiler does not form FlashAttention-3's structure from the bundled ``tl.dot`` kernels
+(``benchmarks/gpu_ws_probe.py``), so this kernel writes it out in Triton 3.6's Gluon dialect
+(``triton.experimental.gluon``), following Shah et al. 2024, "FlashAttention-3" (arXiv:2407.08608):
+
+* **Warp specialisation** (section 3.1): one producer warp issues every TMA load (Q once, then K
+  and V block by block into a ring of NUM_STAGES shared-memory slots, one mbarrier per slot and
+  direction); two consumer warpgroups of 64 query rows each (BLOCK_M = 128 per program) run the
+  MMAs and the softmax, with ``setmaxnreg`` giving them 240 registers and the producer 24.
+* **Ping-pong** (section 3.1): a consumer issues one step's MMAs only on its turn and hands the turn
+  to the other warpgroup once they are issued, so one warpgroup's softmax runs under the other's
+  MMAs.
+* **Intra-warpgroup overlap** (section 3.2, Algorithm 2): the scores of block j+1 (``S = Q K^T``)
+  and the output update of block j (``O += P V``, P in registers) are asynchronous warpgroup MMAs in
+  flight during the softmax of block j+1.
+* **Early K release**: a K slot is handed back once the score MMA that reads it is complete, a V
+  slot after the output MMA (one release for both cost 10-15 %: receipts
+  ``gluon-fwd-probe-h200-2026-12-04-b.json`` against ``-c.json``).
+
+It moves exactly the bytes of the traffic contract's tiled forward (``docs/traffic-contract.md``),
+as ``_attn_fwd_tma`` does with the same tiles: per query tile the Q tile once, the K and V blocks
+``[0, hi)`` (hi = N_k, or the causal bound clamp(min((i+1)·BLOCK_M, N_q) + off, 0, N_k)), O and the
+LSE once; TMA zero-fills rows past each head's end and drops stores there. The grid and its
+orders are the bundled kernel's (``kernels.flash_attention._query_tile``: tiles fastest, the
+reverse tile order, the head-grouped LPT launch), so the model's launch is the same.
+
+Gluon has no interpreter: this kernel runs on an sm_90 GPU only (the CPU tests compile it for
+sm_90, ``tests/test_gluon_path.py``; exactness and speed are measured on the H200:
+``benchmarks/gpu_gluon_fwd_probe.py``, ``tests/test_gpu_gluon.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:  # Triton 3.6 ships the dialect; an older or trimmed build lacks it (the path is then refused)
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
+
+    GLUON_IMPORT_ERROR: str | None = None
+except ImportError as exc:  # pragma: no cover - depends on the installed Triton
+    GLUON_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
+
+#: Query rows per consumer warpgroup (a warpgroup MMA's M is 64).
+CONSUMER_ROWS = 64
+#: Registers per thread of the worker consumer warpgroup and of the producer warp (``setmaxnreg``;
+#: the default partition takes what is left). Measured without spills at HEAD_DIM 64 and 128.
+CONSUMER_REGS, PRODUCER_REGS = 240, 24
+#: Warps of the producer partition, and warps per program in all (4 + 4 + the producer's, which
+#: Triton pads to a warpgroup): what ``KernelConfig.num_warps`` records for this path.
+PRODUCER_WARPS, PROGRAM_WARPS = 1, 12
+
+
+def gluon_descriptor(t: Any, box: tuple[int, ...]) -> Any:
+    """A Gluon host tensor descriptor of ``t`` (rank 4, its real extents and strides) with box ``box``
+    (elements per axis) and the NVMMA shared layout Triton picks for that box."""
+    dtype = {"torch.float16": gl.float16, "torch.bfloat16": gl.bfloat16}[str(t.dtype)]
+    layout = gl.NVMMASharedLayout.get_default_for(list(box), dtype)
+    return GluonTensorDescriptor(t, list(t.shape), list(t.stride()), list(box), layout)
+
+
+if GLUON_IMPORT_ERROR is None:
+
+    @gluon.jit
+    def _tile_of_program(T_R, ROWS, REVERSE: gl.constexpr, HEAD_GROUP):
+        """Query tile i and grid row bh of this program of grid (T_R, ROWS): tiles fastest, or
+        started in head groups of HEAD_GROUP rows (``kernels.flash_attention._head_grouped``);
+        i counts down when REVERSE."""
+        i = gl.program_id(0)
+        bh = gl.program_id(1)
+        if HEAD_GROUP > 0:
+            p = i + T_R * bh
+            span = HEAD_GROUP * T_R
+            g = p // span
+            r = p - g * span
+            n_g = gl.minimum(HEAD_GROUP, ROWS - g * HEAD_GROUP)
+            i = r // n_g
+            bh = g * HEAD_GROUP + (r - i * n_g)
+        if REVERSE:
+            i = T_R - 1 - i
+        return i, bh
+
+    @gluon.jit
+    def _issue_load(desc, smem, bars, b, h, row, slot):
+        """TMA copy of one (1, 1, rows, d) box at (b, h, row, 0) into ring slot ``slot``."""
+        bar = bars.index(slot)
+        mbarrier.expect(bar, desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(desc, [b, h, row, 0], bar, smem.index(slot))
+
+    @gluon.jit
+    def _softmax_step(qk, m_i, l_i, j, key_limit, offs_m, offs_n, qk_scale, N_K, CAUSAL_OFF,
+                      dtype: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr,
+                      BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, MASK_TAIL: gl.constexpr):
+        """Online softmax of key block j (FlashAttention-2 Algorithm 1, lines 8-10; m in log2 units of
+        the scaled scores): P as the A operand of the output MMA, O's rescale factor, new m and l.
+
+        When CAUSAL or MASK_TAIL (N_K not a multiple of BLOCK_N), a block reaching ``key_limit`` (the
+        first key not every row sees) is masked to keys < N_K and, when CAUSAL, keys <= row +
+        CAUSAL_OFF; a row with every score so far masked keeps m = -inf, l = 0 and contributes
+        nothing (no NaN). Otherwise no block is masked and the check is compiled out."""
+        if CAUSAL or MASK_TAIL:
+            if (j + 1) * BLOCK_N > key_limit:
+                keys = j * BLOCK_N + offs_n
+                visible = keys[None, :] < N_K
+                if CAUSAL:
+                    visible = visible & (keys[None, :] <= offs_m[:, None] + CAUSAL_OFF)
+                qk = gl.where(visible, qk, float("-inf"))
+                m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+                m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
+                p = gl.exp2(qk * qk_scale - m_sub[:, None])
+                alpha = gl.exp2(m_i - m_sub)
+            else:
+                m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+                p = gl.exp2(qk * qk_scale - m_new[:, None])
+                alpha = gl.exp2(m_i - m_new)
+        else:
+            m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+            p = gl.exp2(qk * qk_scale - m_new[:, None])
+            alpha = gl.exp2(m_i - m_new)
+        l_i = l_i * alpha + gl.sum(p, 1)
+        return gl.convert_layout(p.to(dtype), p_layout), gl.convert_layout(alpha, row_o), m_new, l_i
+
+    @gluon.jit
+    def _producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                  b, h, hk, i, n_blocks, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+        """The producer warp: both Q halves, then K and V blocks 0 .. n_blocks-1 into the ring, each
+        slot refilled once both consumers have released it (K after its score MMA, V after its
+        output MMA)."""
+        mbarrier.expect(q_bar, 2 * desc_q.block_type.nbytes)
+        tma.async_copy_global_to_shared(desc_q, [b, h, i * BLOCK_M, 0], q_bar, q_smem.index(0))
+        tma.async_copy_global_to_shared(desc_q, [b, h, i * BLOCK_M + desc_q.block_type.shape[2], 0], q_bar,
+                                        q_smem.index(1))
+        for j in range(n_blocks):
+            slot = j % NUM_STAGES
+            refill = j >= NUM_STAGES
+            mbarrier.wait(k_empty.index(slot), ((j // NUM_STAGES) - 1) & 1, pred=refill)
+            _issue_load(desc_k, k_smem, k_bars, b, hk, j * BLOCK_N, slot)
+            mbarrier.wait(v_empty.index(slot), ((j // NUM_STAGES) - 1) & 1, pred=refill)
+            _issue_load(desc_v, v_smem, v_bars, b, hk, j * BLOCK_N, slot)
+
+    @gluon.jit
+    def _consumer(desc_o, LSE, q_tile, o_tile, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                  my_turn, other_turn, qk_scale, bh, b, h, row0, n_blocks, N_Q, N_K, CAUSAL_OFF,
+                  HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                  MASK_TAIL: gl.constexpr, FIRST: gl.constexpr):
+        """One consumer warpgroup: query rows row0 .. row0+63 against K/V blocks 0 .. n_blocks-1, then
+        its O rows (TMA store, clipped at N_Q) and LSE (natural log; -inf and o = 0 where a row saw
+        no key)."""
+        dtype: gl.constexpr = desc_o.dtype
+        ROWS: gl.constexpr = 64
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+        row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+        offs_m = row0 + gl.arange(0, ROWS, layout=row_s)
+        offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+        m_i = gl.full([ROWS], float("-inf"), gl.float32, layout=row_s)
+        l_i = gl.full([ROWS], 0.0, gl.float32, layout=row_s)
+        acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+        s_zero = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=s_layout)
+        if CAUSAL:  # the first key some row of this warpgroup does not see
+            key_limit = gl.minimum(row0 + CAUSAL_OFF + 1, N_K)
+        else:
+            key_limit = N_K
+        q_op = q_tile.reshape([ROWS, HEAD_DIM])
+        mbarrier.wait(q_bar, 0)
+        if n_blocks > 0:
+            if not FIRST:
+                mbarrier.arrive(other_turn, count=1)  # the first warpgroup goes first
+            turn = 0
+            mbarrier.wait(my_turn, turn & 1)
+            turn += 1
+            mbarrier.wait(k_bars.index(0), 0)
+            s_tok = warpgroup_mma(q_op, k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), s_zero,
+                                  use_acc=False, is_async=True)
+            mbarrier.arrive(other_turn, count=1)
+            qk = warpgroup_mma_wait(0, deps=(s_tok, ))
+            mbarrier.arrive(k_empty.index(0), count=1)
+            p_op, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, key_limit, offs_m, offs_n, qk_scale, N_K,
+                                                  CAUSAL_OFF, dtype, p_layout, row_o, BLOCK_N, CAUSAL, MASK_TAIL)
+            for j in range(n_blocks - 1):
+                slot = j % NUM_STAGES
+                nxt = (j + 1) % NUM_STAGES
+                mbarrier.wait(my_turn, turn & 1)
+                turn += 1
+                mbarrier.wait(k_bars.index(nxt), ((j + 1) // NUM_STAGES) & 1)
+                s_tok = warpgroup_mma(q_op, k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), s_zero,
+                                      use_acc=False, is_async=True)
+                mbarrier.wait(v_bars.index(slot), (j // NUM_STAGES) & 1)
+                acc_tok = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+                mbarrier.arrive(other_turn, count=1)
+                qk = warpgroup_mma_wait(1, deps=(s_tok, ))
+                mbarrier.arrive(k_empty.index(nxt), count=1)
+                p_op, alpha_next, m_i, l_i = _softmax_step(qk, m_i, l_i, j + 1, key_limit, offs_m, offs_n, qk_scale,
+                                                           N_K, CAUSAL_OFF, dtype, p_layout, row_o, BLOCK_N, CAUSAL,
+                                                           MASK_TAIL)
+                acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
+                acc = acc * alpha_next[:, None]
+                mbarrier.arrive(v_empty.index(slot), count=1)
+            last = (n_blocks - 1) % NUM_STAGES
+            mbarrier.wait(my_turn, turn & 1)
+            mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // NUM_STAGES) & 1)
+            acc_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+            mbarrier.arrive(other_turn, count=1)
+            acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
+        empty = l_i == 0.0
+        l_safe = gl.where(empty, 1.0, l_i)
+        o = acc / gl.convert_layout(l_safe, row_o)[:, None]
+        lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * 0.6931471805599453)
+        gl.store(LSE + bh.to(gl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
+        o_tile.reshape([ROWS, HEAD_DIM]).store(o.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(desc_o, [b, h, row0, 0], o_tile)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def _attn_fwd_gluon(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_GROUP,
+                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                        NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr, MASK_TAIL: gl.constexpr,
+                        CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
+        """Prefill forward of one query tile of BLOCK_M = 128 rows (grid (T_r, B·H)); MASK_TAIL: N_K is
+        not a multiple of BLOCK_N (the last key block is masked).
+
+        Descriptors are rank 4 over (B, H, N_q, d) and (B, H_kv, N_k, d) with boxes
+        (1, 1, 64, d) for Q and O and (1, 1, BLOCK_N, d) for K and V; LSE (B, H, N_q) fp32.
+        """
+        dtype: gl.constexpr = desc_q.dtype
+        i, bh = _tile_of_program(gl.num_programs(0), gl.num_programs(1), REVERSE, HEAD_GROUP)
+        b = bh // H
+        h = bh % H
+        hk = h // G
+        if CAUSAL:
+            row_end = gl.minimum((i + 1) * BLOCK_M, N_Q)
+            hi = gl.minimum(gl.maximum(row_end + CAUSAL_OFF, 0), N_K)
+        else:
+            hi = N_K
+        n_blocks = gl.cdiv(hi, BLOCK_N)
+
+        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], desc_q.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_k.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_v.layout)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for s in gl.static_range(NUM_STAGES):
+            mbarrier.init(k_bars.index(s), count=1)
+            mbarrier.init(v_bars.index(s), count=1)
+            mbarrier.init(k_empty.index(s), count=2)
+            mbarrier.init(v_empty.index(s), count=2)
+        mbarrier.init(turns.index(0), count=1)
+        mbarrier.init(turns.index(1), count=1)
+        fence_async_shared()
+
+        qk_scale = sm_scale * 1.4426950408889634
+        row0 = i * BLOCK_M
+        gl.warp_specialize([
+            (_consumer, (desc_o, LSE, q_smem.index(0), q_smem.index(0), k_smem, v_smem, q_bar, k_bars, v_bars,
+                         k_empty, v_empty, turns.index(0), turns.index(1), qk_scale, bh, b, h, row0, n_blocks, N_Q,
+                         N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, True)),
+            (_consumer, (desc_o, LSE, q_smem.index(1), q_smem.index(1), k_smem, v_smem, q_bar, k_bars, v_bars,
+                         k_empty, v_empty, turns.index(1), turns.index(0), qk_scale, bh, b, h, row0 + 64, n_blocks,
+                         N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, False)),
+            (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                         b, h, hk, i, n_blocks, BLOCK_M, BLOCK_N, NUM_STAGES)),
+        ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

@@ -1,0 +1,140 @@
+"""The Gluon prefill's place on this CPU machine: when the launcher and the worksheet pick it, what it
+refuses (one line each), its one configuration, and that it compiles for sm_90 (no GPU here: the
+kernel itself is checked on the H200 by ``tests/test_gpu_gluon.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import GLUON_AUTO_HEAD_DIMS, PATHS, gluon_refusal, prefill_path
+from iomodel.schedule.tiles import program_sram_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("dtype,d,windowed,sm,expected", [
+    ("bf16", 128, False, 9, "prefill-gluon"),
+    ("fp16", 128, False, 9, "prefill-gluon"),
+    ("bf16", 64, False, 9, "prefill-tma"),  # lost causal at 64 (receipt c): not picked by itself
+    ("bf16", 128, True, 9, "prefill-tma"),  # no window band in the Gluon kernel
+    ("fp32", 128, False, 9, "prefill"),
+    ("bf16", 128, False, 8, "prefill"),
+    ("bf16", 128, False, None, "prefill"),
+])
+def test_prefill_path_picks_gluon_at_128_on_hopper(dtype, d, windowed, sm, expected):
+    assert prefill_path(dtype, d, sm, windowed=windowed) == expected
+    assert GLUON_AUTO_HEAD_DIMS == (128,) and "prefill-gluon" in PATHS
+
+
+def test_switches_turn_gluon_off():
+    assert prefill_path("bf16", 128, 9, use_gluon=False) == "prefill-tma"
+    assert prefill_path("bf16", 128, 9, use_tma=False) == "prefill"
+    assert prefill_path("bf16", 128, 9, tma_aligned=False) == "prefill"
+
+
+@pytest.mark.parametrize("args,match", [
+    (("bf16", 128, True, False, 8), "Hopper \\(sm_90\\) only, not on an sm_8x GPU"),
+    (("bf16", 128, True, False, None), "not on Triton's interpreter"),
+    (("fp32", 128, True, False, 9), "needs fp16 or bf16, got fp32"),
+    (("bf16", 96, True, False, 9), "runs HEAD_DIM 64 or 128, got 96"),
+    (("bf16", 128, True, True, 9), "no sliding window"),
+    (("bf16", 128, False, False, 9), "16-byte aligned"),
+])
+def test_gluon_refusal_says_what_to_change(args, match):
+    import re
+
+    reason = gluon_refusal(*args)
+    assert reason is not None and re.search(match, reason) and "use path=" in reason
+    assert "\n" not in reason
+    assert gluon_refusal("bf16", 128, True, False, 9) is None
+
+
+def test_one_configuration_and_its_shared_memory():
+    from kernels import heuristics as hx
+
+    for causal in (False, True):
+        (c,) = hx.prefill_candidates(128, "bf16", causal, "prefill-gluon")
+        assert (c.block_m, c.block_n, c.num_warps, c.num_stages, c.warp_specialize) == (128, 128, 12, 2, True)
+        assert c.tile_order == ("reverse" if causal else "forward")
+    # Q (128 x 128) and two stages of K and V (128 x 128), bf16: 160 KiB, one program per SM
+    assert program_sram_bytes(128, 128, 2, 128, 2) == 160 * 1024
+
+
+def test_interpreter_refuses_the_gluon_path_in_one_line():
+    from kernels.flash_attention import flash_attention
+
+    q = torch.randn(1, 2, 64, 128, dtype=torch.bfloat16)
+    with pytest.raises(IomodelError, match="not on Triton's interpreter: use path='prefill'") as err:
+        flash_attention(q, q, q, path="prefill-gluon")
+    assert "\n" not in str(err.value)
+
+
+def test_a_given_config_must_be_the_one_configuration():
+    from kernels import heuristics as hx
+    from kernels.flash_attention import _check_gluon_config
+
+    default = hx.prefill_default(128, "bf16", True, "prefill-gluon").config("prefill-gluon")
+    _check_gluon_config(default, default)
+    _check_gluon_config(default.with_(grid_order="head-grouped:4", tile_order="forward"), default)
+    with pytest.raises(IomodelError, match="runs one configuration .* config has block_n=64"):
+        _check_gluon_config(default.with_(block_n=64), default)
+    with pytest.raises(IomodelError, match="grid orders 'tiles-fastest' and 'head-grouped:G'"):
+        _check_gluon_config(default.with_(grid_order="heads-fastest"), default)
+    with pytest.raises(IomodelError, match="set config.path='prefill-gluon'"):
+        _check_gluon_config(default.with_(path="prefill-tma"), default)
+
+
+def test_worksheet_models_the_gluon_tiles_on_the_h200():
+    """The worksheet's prefill tiles on the H200 at HEAD_DIM 128 are the Gluon prefill's (2 stages)."""
+    from iomodel.report.worksheet import kernel_tiling
+    from iomodel.spec import LayerSpec
+    from iomodel.spec.hardware import get_hardware
+
+    spec = LayerSpec(batch=1, heads=32, kv_heads=8, head_dim=128, seqlen_q=8192, seqlen_k=8192, dtype="bf16",
+                     causal=True)
+    tiling, source = kernel_tiling(spec, get_hardware("H200"))
+    assert (tiling.block_m, tiling.block_n, tiling.num_stages) == (128, 128, 2)
+    assert "prefill-gluon path" in source
+
+
+@pytest.mark.slow
+def test_gluon_prefill_compiles_for_sm90():
+    """Compiled in a child without TRITON_INTERPRET (``kernels.compile_check``'s fake driver): warpgroup
+    MMAs and TMA copies in the PTX, no spill, 160 KiB of shared memory plus barriers at HEAD_DIM 128
+    and 80 KiB at 64."""
+    pytest.importorskip("triton.backends.nvidia.driver")
+    code = ("import json; from kernels import compile_check as cc; cc._install_fake_driver(90); "
+            "print(json.dumps([cc.compile_gluon_prefill(d, 'bf16', c).__dict__ for d in (64, 128) "
+            "for c in (False, True)]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    reports = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(r["ok"] for r in reports), [r["error"] for r in reports]
+    for r in reports:
+        d = r["config"]["head_dim"]
+        assert r["wgmma"] > 0 and r["tma"] > 0 and r["spill_bytes"] in (0, None)
+        assert program_sram_bytes(128, 128, 2, d, 2) <= r["shared_bytes"] < program_sram_bytes(128, 128, 2, d, 2) + 1024
+
+
+def test_kernel_speed_receipt_of_the_gluon_prefill():
+    """``receipts/bench_kernel_h200-2026-12-04-gluon.json`` (the kernel-speed matrix after the Gluon
+    prefill became the HEAD_DIM 128 default): every HEAD_DIM 128 row ran prefill-gluon; at N >= 2k
+    it is at or above cuDNN on 9 of 16 rows (0.96-1.12x), HEAD_DIM 64 (the TMA prefill) on 4 of 16."""
+    from iomodel.bench.receipt import check_receipt, load_receipt
+
+    r = load_receipt(ROOT / "receipts" / "bench_kernel_h200-2026-12-04-gluon.json")
+    assert check_receipt(r) == []
+    for d, path, at_least, lowest in ((128, "prefill-gluon", 9, 0.96), (64, "prefill-tma", 4, 0.89)):
+        rows = [e for e in r["prefill"] if e["shape"]["head_dim"] == d]
+        assert {e["results"]["tiled"]["config"]["path"] for e in rows} == {path}
+        long = [e["ratios"]["sdpa-cudnn"] for e in rows if e["shape"]["seqlen"] >= 2048]
+        assert len(long) == 16 and sum(x >= 1.0 for x in long) == at_least and min(long) > lowest

@@ -1,0 +1,160 @@
+"""The Gluon prefill (path ``prefill-gluon``, ``kernels/gluon_attention.py``) on an sm_90 GPU (skips elsewhere).
+
+Same error rule as ``tests/test_kernel_gpu.py``: max and p99 absolute error of o and LSE <= 2 x the
+same-dtype eager chain's + 1e-5 against the fp64 reference, exact empty-row semantics (o = 0,
+LSE = -inf), every output element written (outputs start as NaN). No timing here: speed is
+``benchmarks/gpu_gluon_fwd_probe.py``'s.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                       reason="needs an sm_90 GPU (Hopper)"),
+]
+
+
+@pytest.fixture(scope="module")
+def fa():
+    import kernels.flash_attention as module
+
+    if module.INTERPRET:
+        pytest.skip("TRITON_INTERPRET is set: the kernels are interpreted, not compiled")
+    return module
+
+
+def _make(B, H, H_kv, N_q, N_k, d, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    return tuple(torch.randn(B, h, n, d, device="cuda", dtype=dt, generator=g)
+                 for h, n in ((H, N_q), (H_kv, N_k), (H_kv, N_k)))
+
+
+def _check(q, k, v, causal, align, o, lse):
+    from kernels.baseline import eager_attention_with_lse
+    from kernels.reference import reference_attention
+
+    ro, rl = reference_attention(q, k, v, causal, align)
+    eo, el = eager_attention_with_lse(q, k, v, causal, align)
+    assert not torch.isnan(o).any() and not torch.isnan(lse).any()
+    empty = torch.isinf(rl)
+    assert torch.equal(torch.isinf(lse), empty)
+    assert (o[empty] == 0).all()
+    for ours, eager, ref in ((o, eo, ro), (lse, el, rl)):
+        fin = torch.isfinite(ref)
+        e_o = (ours.double() - ref)[fin].abs()
+        e_e = (eager.double() - ref)[fin].abs()
+        if e_o.numel():
+            assert e_o.max() <= 2 * e_e.max() + 1e-5
+            assert torch.quantile(e_o, 0.99) <= 2 * torch.quantile(e_e, 0.99) + 1e-5
+
+
+CASES = [
+    (2, 8, 2, 300, 300, 128, "fp16", True, "top-left"),  # GQA, ragged tiles
+    (1, 8, 8, 257, 513, 128, "bf16", True, "bottom-right"),
+    (2, 4, 1, 200, 100, 64, "bf16", True, "bottom-right"),  # 100 rows see no key; HEAD_DIM 64
+    (1, 4, 2, 190, 333, 64, "fp16", False, "top-left"),
+    (1, 4, 4, 1024, 1024, 128, "bf16", False, "top-left"),  # whole tiles, 8 K/V blocks: the ring wraps
+    (2, 4, 2, 700, 300, 128, "bf16", True, "top-left"),  # N_q > N_k, top-left: keys past N_k masked
+    (1, 2, 2, 64, 64, 128, "bf16", True, "top-left"),  # one tile, the second warpgroup's rows all past N_q
+    (1, 2, 1, 5, 40, 128, "bf16", True, "bottom-right"),  # forced prefill at 5 query rows
+    (1, 2, 2, 3000, 3000, 128, "fp16", True, "bottom-right"),
+    (3, 6, 3, 129, 1000, 128, "bf16", False, "top-left"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"B{c[0]}H{c[1]}/{c[2]}Nq{c[3]}Nk{c[4]}d{c[5]}{c[6]}"
+                                                     f"{c[8] if c[7] else 'full'}")
+def test_gluon_prefill_is_exact(fa, monkeypatch, case):
+    B, H, H_kv, N_q, N_k, d, dtype, causal, align = case
+    monkeypatch.setattr(fa, "_alloc", lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev))
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: torch.full_like(t, float("nan")))
+    q, k, v = _make(B, H, H_kv, N_q, N_k, d, dtype)
+    o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True, path="prefill-gluon")
+    assert (cfg.path, cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages) == ("prefill-gluon", 128, 128, 12, 2)
+    _check(q, k, v, causal, align, o, lse)
+    o2, lse2 = fa.flash_attention(q, k, v, causal, align, path="prefill-gluon")  # cached plan, direct launch
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+
+
+def test_default_path_at_head_dim_128_is_gluon(fa):
+    """The launcher picks the Gluon prefill at HEAD_DIM 128 (GLUON_AUTO_HEAD_DIMS), the TMA prefill
+    at 64 and under a sliding window."""
+    q, k, v = _make(1, 4, 2, 512, 512, 128, "bf16")
+    assert fa.kernel_path(q, k, v) == "prefill-gluon"
+    assert fa.flash_attention(q, k, v, True, return_config=True)[2].path == "prefill-gluon"
+    assert fa.flash_attention(q, k, v, True, window=(256, 0), return_config=True)[2].path == "prefill-tma"
+    q64, k64, v64 = _make(1, 4, 2, 512, 512, 64, "bf16")
+    assert fa.kernel_path(q64, k64, v64) == "prefill-tma"
+
+
+def test_gluon_causal_launch_takes_the_lpt_order_and_equals_tiles_fastest(fa):
+    """Small causal grid: the default config carries the LPT order (head-grouped, reverse tiles) as
+    on the other prefill paths; the same tiles launched tiles-fastest give the same bytes (each
+    tile is computed by the same program body; only the start order differs)."""
+    q, k, v = _make(2, 8, 8, 600, 600, 128, "bf16", seed=7)
+    o1, lse1, cfg = fa.flash_attention(q, k, v, causal=True, path="prefill-gluon", return_config=True)
+    assert (cfg.grid_order, cfg.tile_order) == ("head-grouped:16", "reverse")
+    plain = cfg.with_(grid_order="tiles-fastest", tile_order="forward")
+    o2, lse2 = fa.flash_attention(q, k, v, causal=True, path="prefill-gluon", config=plain)
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+    _check(q, k, v, True, "top-left", o1, lse1)
+
+
+def test_gluon_refuses_what_it_does_not_run(fa):
+    from iomodel.errors import IomodelError
+
+    q, k, v = _make(1, 2, 2, 256, 256, 96, "bf16")
+    with pytest.raises(IomodelError, match="runs HEAD_DIM 64 or 128"):
+        fa.flash_attention(q, k, v, path="prefill-gluon")
+    q, k, v = _make(1, 2, 2, 256, 256, 128, "bf16")
+    with pytest.raises(IomodelError, match="no sliding window"):
+        fa.flash_attention(q, k, v, True, window=(64, 0), path="prefill-gluon")
+    with pytest.raises(IomodelError, match="nothing to autotune"):
+        fa.flash_attention(q, k, v, path="prefill-gluon", autotune=True)
+    cfg = fa.flash_attention(q, k, v, path="prefill-gluon", return_config=True)[2]
+    with pytest.raises(IomodelError, match="runs one configuration"):
+        fa.flash_attention(q, k, v, path="prefill-gluon", config=cfg.with_(block_n=64))
+
+
+def test_gluon_graph_replay_equals_the_plain_call(fa):
+    q, k, v = _make(2, 8, 2, 1000, 1000, 128, "bf16")
+    o1, l1 = fa.flash_attention(q, k, v, True)
+    launch = fa._plan(q, k, v, True, "top-left", None, None, None, None).main
+    assert launch.compiled is not None  # the direct launch is in use
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fa.flash_attention(q, k, v, True)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        og, lg = fa.flash_attention(q, k, v, True)
+    og.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(og, o1) and torch.equal(lg, l1)
+
+
+def test_gluon_forward_feeds_the_backward(fa):
+    """Autograd through the default HEAD_DIM 128 path: the forward runs prefill-gluon, the backward
+    reads its o and LSE; gradients within the error rule of the fp64 reference."""
+    from kernels.reference import reference_attention_backward
+
+    q, k, v = (t.requires_grad_() for t in _make(1, 4, 2, 700, 700, 128, "bf16", seed=3))
+    o, lse, cfg = fa.flash_attention(q, k, v, True, return_config=True)
+    assert cfg.path == "prefill-gluon"
+    do = torch.randn_like(o)
+    o.backward(do)
+    rq, rk, rv = reference_attention_backward(do, q.detach(), k.detach(), v.detach(), True, "top-left")
+    qe, ke, ve = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    from kernels.baseline import eager_attention_with_lse
+
+    eo, _ = eager_attention_with_lse(qe, ke, ve, True, "top-left")
+    eo.backward(do)
+    for ours, eager, ref in ((q.grad, qe.grad, rq), (k.grad, ke.grad, rk), (v.grad, ve.grad, rv)):
+        assert (ours.double() - ref).abs().max() <= 2 * (eager.double() - ref).abs().max() + 1e-5
