@@ -154,3 +154,29 @@ def test_training_speed_receipt_with_the_gluon_forward():
     assert all(e["extra_peak_bytes"]["tiled"] < e["extra_peak_bytes"]["sdpa-flash"] for e in rows)
     for e in rows:  # each ratio from the medians it states
         assert e["ratio_vs_sdpa-cudnn"] == pytest.approx(e["median_s"]["sdpa-cudnn"] / e["median_s"]["tiled"])
+
+
+def test_gluon_holdout_sweep_is_new_and_as_described():
+    """``sweeps/h200-gluon-holdout1.toml`` (committed before measurement): 22 HEAD_DIM 128 shapes, the
+    bundled kernel only, none in an earlier sweep (lengths, heads, dtype, mask, alignment, pass), 4
+    training steps, 9 whose K/V of one KV head is 9.8-40 MiB."""
+    from iomodel.measure.sweep import load_sweep
+
+    sweeps = ROOT / "sweeps"
+    new = load_sweep(sweeps / "h200-gluon-holdout1.toml")
+
+    def key(s):
+        p = s.spec
+        return (p.batch, p.heads, p.kv_heads, p.head_dim, p.seqlen_q, p.seqlen_k, p.dtype, p.causal,
+                p.causal_align if p.causal else None, p.backward)
+
+    keys = {key(s) for s in new.shapes}
+    assert len(new.shapes) == len(keys) == 22
+    assert {s.impl for s in new.shapes} == {"tiled"} and {s.spec.head_dim for s in new.shapes} == {128}
+    assert sum(s.spec.backward for s in new.shapes) == 4
+    kv_mib = [s.spec.seqlen_k * 128 * 2 * 2 / 2**20 for s in new.shapes if s.spec.seqlen_q == s.spec.seqlen_k
+              and not s.spec.backward]
+    assert sum(9.5 < m <= 40 for m in kv_mib) == 9
+    for path in sorted(sweeps.glob("*.toml")):
+        if path.name != "h200-gluon-holdout1.toml":
+            assert not keys & {key(s) for s in load_sweep(path).shapes}, path.name
