@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.test_kernel_gpu import _check, _make  # the same inputs and error rule as the other GPU paths
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
@@ -25,32 +27,6 @@ def fa():
     if module.INTERPRET:
         pytest.skip("TRITON_INTERPRET is set: the kernels are interpreted, not compiled")
     return module
-
-
-def _make(B, H, H_kv, N_q, N_k, d, dtype, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    return tuple(torch.randn(B, h, n, d, device="cuda", dtype=dt, generator=g)
-                 for h, n in ((H, N_q), (H_kv, N_k), (H_kv, N_k)))
-
-
-def _check(q, k, v, causal, align, o, lse):
-    from kernels.baseline import eager_attention_with_lse
-    from kernels.reference import reference_attention
-
-    ro, rl = reference_attention(q, k, v, causal, align)
-    eo, el = eager_attention_with_lse(q, k, v, causal, align)
-    assert not torch.isnan(o).any() and not torch.isnan(lse).any()
-    empty = torch.isinf(rl)
-    assert torch.equal(torch.isinf(lse), empty)
-    assert (o[empty] == 0).all()
-    for ours, eager, ref in ((o, eo, ro), (lse, el, rl)):
-        fin = torch.isfinite(ref)
-        e_o = (ours.double() - ref)[fin].abs()
-        e_e = (eager.double() - ref)[fin].abs()
-        if e_o.numel():
-            assert e_o.max() <= 2 * e_e.max() + 1e-5
-            assert torch.quantile(e_o, 0.99) <= 2 * torch.quantile(e_e, 0.99) + 1e-5
 
 
 CASES = [
