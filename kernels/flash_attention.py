@@ -968,12 +968,16 @@ def flash_attention(
             match it); ``None``:
             autotuned on a GPU (or :func:`heuristics.prefill_default` if ``autotune`` is
             False), the fixed interpreter tiles on a CPU, :func:`heuristics.decode_config`
-            for decode.
-        path: force ``prefill``, ``prefill-tma`` or ``decode-split-kv`` (decode needs
-            N_q <= 16); ``None``: ``config.path`` if a config is given, else :func:`kernel_path`.
+            for decode; ``prefill-gluon`` has one configuration (``heuristics.GLUON_TILES``,
+            any tiles-fastest or head-grouped grid order and either tile order).
+        path: force ``prefill``, ``prefill-tma``, ``prefill-gluon`` (sm_90, fp16/bf16, HEAD_DIM 64
+            or 128, no window: ``kernels/gluon_attention.py``) or ``decode-split-kv`` (decode needs
+            N_q <= 16); ``None``: ``config.path`` if a config is given, else :func:`kernel_path`
+            (``prefill-gluon`` at HEAD_DIM 128 on Hopper).
         autotune: prefill only; default True on a GPU, False in the interpreter (where
             ``autotune=True`` runs the GPU candidates with a meaningless wall-clock
-            benchmark, to exercise the autotuning path).
+            benchmark, to exercise the autotuning path); ``prefill-gluon`` is never autotuned
+            (``autotune=True`` is refused there).
         num_sms: SM count for the split-KV heuristic (default: the device's; 4 in the interpreter).
         out: preallocated ``(o, lse)`` of shapes ``(B, H, N_q, d)`` (q's dtype) and
             ``(B, H, N_q)`` fp32, contiguous, on q's device.

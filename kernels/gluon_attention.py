@@ -61,8 +61,22 @@ PRODUCER_WARPS, PROGRAM_WARPS = 1, 12
 
 
 def gluon_descriptor(t: Any, box: tuple[int, ...]) -> Any:
-    """A Gluon host tensor descriptor of ``t`` (rank 4, its real extents and strides) with box ``box``
-    (elements per axis) and the NVMMA shared layout Triton picks for that box."""
+    """A Gluon host tensor descriptor of ``t`` with box ``box`` and the NVMMA shared layout Triton picks for it.
+
+    Args:
+        t: a CUDA (or, to compile only, CPU) fp16/bf16 tensor, here q or o ``(B, H, N_q, d)`` or k or v
+            ``(B, H_kv, N_k, d)``, 16-byte aligned base and strides, unit last stride (TMA's rules;
+            :func:`iomodel.schedule.capabilities.gluon_refusal` has refused anything else before).
+        box: elements per axis of one TMA copy: ``(1, 1, 64, d)`` for Q and O (one consumer
+            warpgroup's rows), ``(1, 1, BLOCK_N, d)`` for K and V.
+
+    Returns:
+        ``triton.experimental.gluon.nvidia.hopper.TensorDescriptor`` over ``t``'s real extents and
+        strides (TMA zero-fills reads and drops writes outside them).
+
+    Raises:
+        KeyError: ``t`` is neither fp16 nor bf16; AssertionError (Triton's): misaligned ``t``.
+    """
     dtype = {"torch.float16": gl.float16, "torch.bfloat16": gl.bfloat16}[str(t.dtype)]
     layout = gl.NVMMASharedLayout.get_default_for(list(box), dtype)
     return GluonTensorDescriptor(t, list(t.shape), list(t.stride()), list(box), layout)

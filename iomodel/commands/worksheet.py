@@ -49,7 +49,8 @@ def worksheet(
         "--programs-per-sm", help="Programs one SM runs at once (default: estimated from shared memory and warps).",
         rich_help_panel=_SCHEDULE)] = None,
     num_warps: Annotated[Optional[int], typer.Option(
-        "--num-warps", help="Warps per program (default: the bundled kernel's).", rich_help_panel=_SCHEDULE)] = None,
+        "--num-warps", help="Warps per program, 1..32 (default: the bundled kernel's; its Gluon prefill runs 12).",
+        rich_help_panel=_SCHEDULE)] = None,
     schedule: Annotated[Optional[Path], typer.Option(
         "--schedule", help="TOML file of schedule fields (block_m, block_n, num_stages, num_warps, programs_per_sm, "
         "grid_order, tile_order, key_order, persistent); the flags above override it.", rich_help_panel=_SCHEDULE)] = None,
