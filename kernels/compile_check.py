@@ -205,8 +205,21 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
 
 def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 90) -> CompileReport:
     """Compile the Gluon prefill (``kernels/gluon_attention.py``, path ``prefill-gluon``) in its one
-    configuration (``heuristics.GLUON_TILES``) for ``sm_<arch>``: GQA (a group of 2), a causal
-    offset and ragged lengths as arguments, the head-grouped launch order's code included."""
+    configuration (``heuristics.GLUON_TILES``) for ``sm_<arch>``, nothing launched: q ``(2, 4, 1000, d)``,
+    k and v ``(2, 2, 1000, d)`` (GQA, ragged lengths: MASK_TAIL on), the head-grouped launch order's
+    code included.
+
+    Args:
+        head_dim: HEAD_DIM d (64 or 128 run on the GPU), elements.
+        dtype: ``fp16`` or ``bf16``.
+        causal: the causal variant (reverse tile order).
+        arch: compute capability × 10 (90: Hopper; Gluon's warpgroup MMAs need it).
+
+    Returns:
+        A :class:`CompileReport`: shared memory (bytes), registers per thread, spill bytes,
+        warpgroup-MMA and TMA instruction counts in the PTX; ``ok`` False with one error line
+        (never raised) when Triton lacks Gluon or the compile fails.
+    """
     import torch
 
     from kernels import gluon_attention as ga
@@ -217,17 +230,18 @@ def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 9
                block_n=c.block_n, num_warps=c.num_warps, num_stages=c.num_stages, warp_specialize=True)
     if ga.GLUON_IMPORT_ERROR is not None:
         return CompileReport("_attn_fwd_gluon", cfg, False, error=ga.GLUON_IMPORT_ERROR[:300])
-    dt = torch_dtype(dtype)
     B, H, G, N = 2, 4, 2, 1000
-    q = torch.empty(B, H, N, head_dim, dtype=dt)
-    k = torch.empty(B, H // G, N, head_dim, dtype=dt)
     rows = ga.CONSUMER_ROWS
-    descs = [ga.gluon_descriptor(t, (1, 1, r, head_dim)) for t, r in ((q, rows), (k, c.block_n), (k, c.block_n),
-                                                                       (q, rows))]
     try:
+        dt = torch_dtype(dtype)
+        q = torch.empty(B, H, N, head_dim, dtype=dt)
+        k = torch.empty(B, H // G, N, head_dim, dtype=dt)
+        descs = [ga.gluon_descriptor(t, (1, 1, r, head_dim)) for t, r in ((q, rows), (k, c.block_n),
+                                                                           (k, c.block_n), (q, rows))]
         compiled = ga._attn_fwd_gluon.warmup(
             *descs, torch.empty(B, H, N), 0.125, H, G, N, N, 0, 2, HEAD_DIM=head_dim, BLOCK_M=c.block_m,
-            BLOCK_N=c.block_n, NUM_STAGES=c.num_stages, CAUSAL=causal, REVERSE=c.tile_order == "reverse", MASK_TAIL=True,
+            BLOCK_N=c.block_n, NUM_STAGES=c.num_stages, CAUSAL=causal, REVERSE=c.tile_order == "reverse",
+            MASK_TAIL=True,
             CONSUMER_REGS=ga.CONSUMER_REGS, PRODUCER_REGS=ga.PRODUCER_REGS, PRODUCER_WARPS=ga.PRODUCER_WARPS,
             num_warps=4, grid=(1,))
     except Exception as exc:  # report, never abort the sweep

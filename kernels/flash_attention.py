@@ -903,6 +903,8 @@ def _check_device(q: torch.Tensor) -> None:
 
 
 def _check_config(config: KernelConfig, path: str) -> None:
+    if config.path != path:  # first: another path's config (e.g. the Gluon prefill's 12 warps) fails here
+        raise IomodelError(f"config.path is {config.path!r} but this call runs {path!r}: set config.path={path!r}")
     for name in ("block_m", "block_n"):
         reason = block_size_refusal(name, getattr(config, name))
         if reason is not None:
@@ -912,8 +914,6 @@ def _check_config(config: KernelConfig, path: str) -> None:
                            f"got {config.num_warps!r}: change it")
     if not (isinstance(config.num_stages, int) and config.num_stages >= 1):
         raise IomodelError(f"config.num_stages must be a positive integer, got {config.num_stages!r}: change it")
-    if config.path != path:
-        raise IomodelError(f"config.path is {config.path!r} but this call runs {path!r}: set config.path={path!r}")
     if config.tile_order not in hx.TILE_ORDERS:
         raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
     if path == "decode-split-kv" and config.tile_order != "forward":
@@ -1018,8 +1018,10 @@ def flash_attention(
             alignment, a non-positive scale, a window that is not two sides each >= 0, -1 or None, a layer the kernel does not run
             (:func:`iomodel.schedule.capabilities.kernel_refusal`: HEAD_DIM > 256, fp8 or
             fp64, decode with seqlen_q > 16), non-CUDA tensors outside the interpreter, an
-            impossible forced path (:func:`~iomodel.schedule.capabilities.tma_refusal`) or
-            config, or a bad ``out``; paged: non-int32 tables, an unsupported page_size,
+            impossible forced path (:func:`~iomodel.schedule.capabilities.tma_refusal`,
+            :func:`~iomodel.schedule.capabilities.gluon_refusal`: Hopper only, HEAD_DIM 64 or 128,
+            no window, no interpreter) or config (``prefill-gluon``: not its one configuration,
+            or ``autotune=True``), or a bad ``out``; paged: non-int32 tables, an unsupported page_size,
             mismatched H_kv/HEAD_DIM/batch, N_q > 16, a window, inputs requiring grad, and (when
             ``check``) a block_table entry out of range or cache_seqlens outside 0..max_pages·page_size.
     """

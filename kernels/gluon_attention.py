@@ -50,14 +50,15 @@ try:  # Triton 3.6 ships the dialect; an older or trimmed build lacks it (the pa
 except ImportError as exc:  # pragma: no cover - depends on the installed Triton
     GLUON_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
 
-#: Query rows per consumer warpgroup (a warpgroup MMA's M is 64).
+#: Query rows per consumer warpgroup (a warpgroup MMA's M is 64): the rows of the Q and O descriptor
+#: boxes the launcher builds, which the kernel reads back as ``desc_q.block_type.shape[2]``.
 CONSUMER_ROWS = 64
 #: Registers per thread of the worker consumer warpgroup and of the producer warp (``setmaxnreg``;
 #: the default partition takes what is left). Measured without spills at HEAD_DIM 64 and 128.
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
-#: Warps of the producer partition, and warps per program in all (4 + 4 + the producer's, which
-#: Triton pads to a warpgroup): what ``KernelConfig.num_warps`` records for this path.
-PRODUCER_WARPS, PROGRAM_WARPS = 1, 12
+#: Warps of the producer partition (Triton pads it to a warpgroup: 4 + 4 + 4 = 12 warps per program,
+#: ``heuristics.GLUON_TILES.num_warps``, what ``KernelConfig.num_warps`` records for this path).
+PRODUCER_WARPS = 1
 
 
 def gluon_descriptor(t: Any, box: tuple[int, ...]) -> Any:
@@ -75,9 +76,13 @@ def gluon_descriptor(t: Any, box: tuple[int, ...]) -> Any:
         strides (TMA zero-fills reads and drops writes outside them).
 
     Raises:
-        KeyError: ``t`` is neither fp16 nor bf16; AssertionError (Triton's): misaligned ``t``.
+        IomodelError: ``t`` is neither fp16 nor bf16; AssertionError (Triton's): misaligned ``t``.
     """
-    dtype = {"torch.float16": gl.float16, "torch.bfloat16": gl.bfloat16}[str(t.dtype)]
+    dtype = {"torch.float16": gl.float16, "torch.bfloat16": gl.bfloat16}.get(str(t.dtype))
+    if dtype is None:
+        from iomodel.errors import IomodelError
+
+        raise IomodelError(f"the Gluon prefill takes fp16 or bf16 tensors, got {t.dtype}: use path='prefill' for it")
     layout = gl.NVMMASharedLayout.get_default_for(list(box), dtype)
     return GluonTensorDescriptor(t, list(t.shape), list(t.stride()), list(box), layout)
 
@@ -170,7 +175,7 @@ if GLUON_IMPORT_ERROR is None:
         its O rows (TMA store, clipped at N_Q) and LSE (natural log; -inf and o = 0 where a row saw
         no key)."""
         dtype: gl.constexpr = desc_o.dtype
-        ROWS: gl.constexpr = 64
+        ROWS: gl.constexpr = desc_o.block_type.shape[2]
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, BLOCK_N, 16])
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -251,6 +256,7 @@ if GLUON_IMPORT_ERROR is None:
         (1, 1, 64, d) for Q and O and (1, 1, BLOCK_N, d) for K and V; LSE (B, H, N_q) fp32.
         """
         dtype: gl.constexpr = desc_q.dtype
+        ROWS: gl.constexpr = desc_q.block_type.shape[2]  # one consumer warpgroup's query rows (64)
         i, bh = _tile_of_program(gl.num_programs(0), gl.num_programs(1), REVERSE, HEAD_GROUP)
         b = bh // H
         h = bh % H
@@ -262,7 +268,7 @@ if GLUON_IMPORT_ERROR is None:
             hi = N_K
         n_blocks = gl.cdiv(hi, BLOCK_N)
 
-        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, 64, HEAD_DIM], desc_q.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, ROWS, HEAD_DIM], desc_q.layout)
         k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_k.layout)
         v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_v.layout)
         q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -288,7 +294,7 @@ if GLUON_IMPORT_ERROR is None:
                          k_empty, v_empty, turns.index(0), turns.index(1), qk_scale, bh, b, h, row0, n_blocks, N_Q,
                          N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, True)),
             (_consumer, (desc_o, LSE, q_smem.index(1), q_smem.index(1), k_smem, v_smem, q_bar, k_bars, v_bars,
-                         k_empty, v_empty, turns.index(1), turns.index(0), qk_scale, bh, b, h, row0 + 64, n_blocks,
+                         k_empty, v_empty, turns.index(1), turns.index(0), qk_scale, bh, b, h, row0 + ROWS, n_blocks,
                          N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, False)),
             (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                          b, h, hk, i, n_blocks, BLOCK_M, BLOCK_N, NUM_STAGES)),

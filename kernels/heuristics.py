@@ -187,9 +187,9 @@ _FP32_CANDIDATES: dict[int, list[TileChoice]] = {
 #: The one configuration of the Gluon prefill (path ``prefill-gluon``, ``kernels/gluon_attention.py``):
 #: BLOCK_M 128 (two consumer warpgroups of 64 rows), BLOCK_N 128, a ring of 2 K/V stages, 12 warps
 #: (4 + 4 consumers, 1 producer padded to a warpgroup); causal: the heaviest query tiles first.
-#: Measured on the H200 (receipts/gluon-fwd-probe-h200-2026-12-04-c.json, calibration): at HEAD_DIM
-#: 128, 3 stages ran within 1 % of 2 and BLOCK_N 64 (3 stages) 8-15 % slower; at 64, 2 to 4 stages
-#: within 1 %. Shared memory: (128·d + 2·2·128·d)·2 bytes = 160 KiB at d 128 (one program per SM).
+#: Measured on the H200 (receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, calibration):
+#: at HEAD_DIM 128, 3 stages ran within 2 % of 2 (either side) and BLOCK_N 64 (3 stages) 8-15 % slower;
+#: at 64, 2 to 4 stages within 2 %. Shared memory: (128·d + 2·2·128·d)·2 bytes = 160 KiB at d 128 (one program per SM).
 GLUON_TILES = TileChoice(128, 128, 12, 2, warp_specialize=True)
 
 

@@ -39,10 +39,10 @@ TMA_DTYPES = ("fp16", "bf16")
 #: HEAD_DIMs the Gluon prefill (``kernels/gluon_attention.py``, path ``prefill-gluon``) compiles
 #: and was measured exact at (receipts/gluon-fwd-probe-h200-2026-12-04-*.json).
 GLUON_HEAD_DIMS = (64, 128)
-#: HEAD_DIMs at which :func:`prefill_path` picks ``prefill-gluon`` by itself: where it beat the
-#: TMA prefill on every measured shape (HEAD_DIM 128: 1.07-1.11x cuDNN against the TMA prefill's
-#: 0.84-1.01x, causal and not, 2k-8k tokens; at 64 it lost causal, 0.91-0.94x against 0.97x;
-#: receipts/gluon-fwd-probe-h200-2026-12-04-c.json, calibration).
+#: HEAD_DIMs at which :func:`prefill_path` picks ``prefill-gluon`` by itself: where it beat the TMA
+#: prefill on every measured shape in the same run (HEAD_DIM 128; at 64 causal neither is ahead in
+#: every run). Calibration: receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, the numbers
+#: in README.md, "The Gluon prefill".
 GLUON_AUTO_HEAD_DIMS = (128,)
 #: Smallest and largest BLOCK_M / BLOCK_N of a launch (powers of two; ``tl.dot`` needs >= 16).
 BLOCK_SIZES = (16, 256)
@@ -161,7 +161,7 @@ def gluon_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, windowed:
         return (f"path 'prefill-gluon' runs HEAD_DIM {' or '.join(map(str, GLUON_HEAD_DIMS))}, got {head_dim}: "
                 "use path='prefill-tma' (or None)")
     if windowed:
-        return "path 'prefill-gluon' has no sliding window: use path='prefill-tma' (or None) with window="
+        return "path 'prefill-gluon' has no sliding window: use path='prefill-tma' (or None) for a windowed call"
     if not tma_aligned:
         return ("path 'prefill-gluon' needs 16-byte aligned, last-dim-contiguous q, k, v: use path='prefill' "
                 "or make the tensors contiguous")
