@@ -102,6 +102,9 @@ def test_gluon_graph_replay_equals_the_plain_call(fa):
     o1, l1 = fa.flash_attention(q, k, v, True)
     launch = fa._plan(q, k, v, True, "top-left", None, None, None, None).main
     assert launch.compiled is not None  # the direct launch is in use
+    # Triton's C launcher with cached tensor maps (issue 14's host overhead), as for the TMA prefill:
+    # Gluon's descriptors carry base, shape, strides and padding, what make_tensordesc_arg reads
+    assert launch.raw is not None and len(launch.boxes) == 4 and len(launch.tma_args) >= 1
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
