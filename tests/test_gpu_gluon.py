@@ -99,7 +99,9 @@ def test_gluon_refuses_what_it_does_not_run(fa):
 
 def test_gluon_graph_replay_equals_the_plain_call(fa):
     q, k, v = _make(2, 8, 2, 1000, 1000, 128, "bf16")
-    o1, l1 = fa.flash_attention(q, k, v, True)
+    o1, l1 = fa.flash_attention(q, k, v, True)  # the JIT launch
+    o2, l2 = fa.flash_attention(q, k, v, True)  # the direct launch
+    assert torch.equal(o1, o2) and torch.equal(l1, l2)
     launch = fa._plan(q, k, v, True, "top-left", None, None, None, None).main
     assert launch.compiled is not None  # the direct launch is in use
     # Triton's C launcher with cached tensor maps (issue 14's host overhead), as for the TMA prefill:
