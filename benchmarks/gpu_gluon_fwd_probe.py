@@ -73,18 +73,27 @@ VARIANTS = {128: [(128, 2), (64, 3), (64, 2)], 64: [(128, 2), (128, 3), (64, 3)]
 WS_VARIANTS = {128: [(128, 2), (128, 3), (64, 3)], 64: [(128, 2), (128, 3), (128, 4)]}
 PWS_VARIANTS = {128: [(128, 2), (64, 3)], 64: [(128, 3), (128, 4)]}  # + O buffers: d 128 BLOCK_N 128 fits 2 stages
 WS_REGS = dict(consumer_regs=240, producer_regs=24, producer_warps=1)
+#: Four consumer warpgroups (``_gluon_fwd_ws4``, BLOCK_M 256) at HEAD_DIM 64: 20 warps, 112 registers per
+#: worker consumer (the default partition gets 120), no spill at BLOCK_N 64 (at 120 per worker the
+#: default partition is cut to 96 and spills 256 B); BLOCK_N 128 spills. Not yet measured on a GPU.
+WS4_VARIANTS = {64: [(64, 3), (64, 4)]}
+WS4_REGS = dict(consumer_regs=112, producer_regs=24, producer_warps=1)
 
 
 def _variants(d: int, kinds: tuple[str, ...] = ("plain", "ws", "pws")) -> list[tuple[str, int, int]]:
     """(kind, BLOCK_N, NUM_STAGES) of the variants at HEAD_DIM d; kind: plain, ws, pws (persistent ws),
-    ws1 and pws1 (ws and pws releasing a K slot with its V slot, after the output MMA)."""
-    table = {"plain": VARIANTS, "ws": WS_VARIANTS, "pws": PWS_VARIANTS, "ws1": WS_VARIANTS, "pws1": PWS_VARIANTS}
-    return [(kind, bn, st) for kind in kinds for bn, st in table[kind][d]]
+    ws1 and pws1 (ws and pws releasing a K slot with its V slot, after the output MMA), ws4 (four
+    consumer warpgroups, BLOCK_M 256, HEAD_DIM 64 only)."""
+    table = {"plain": VARIANTS, "ws": WS_VARIANTS, "pws": PWS_VARIANTS, "ws1": WS_VARIANTS, "pws1": PWS_VARIANTS,
+             "ws4": WS4_VARIANTS}
+    return [(kind, bn, st) for kind in kinds for bn, st in table[kind].get(d, [])]
 
 
 def _kind_kwargs(kind: str) -> dict:
     if kind == "plain":
         return {}
+    if kind == "ws4":
+        return dict(WS4_REGS, ws4=True, block_m=256)
     return dict(WS_REGS, ws=True, persistent=kind.startswith("pws"), early_k=not kind.endswith("1"),
                 num_sms=torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132)
 
@@ -550,17 +559,99 @@ def _gluon_fwd_pws(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX, T_R, TO
     ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
 
 
+# ---------------------------------------------------------------------------------------------
+# Variant 4 (compile-checked, not yet measured): four consumer warpgroups (BLOCK_M = 256, a power of
+# two the model's tiles allow) in a ring of turns, for HEAD_DIM 64, where the two-warpgroup design did
+# not beat the TMA prefill on causal rows. FlashAttention-3 runs 3 warpgroups (192 rows) at d 64; 192
+# rows would need tiles the model does not take today.
+# ---------------------------------------------------------------------------------------------
+@gluon.jit
+def _ws4_producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                  q_row, kv_row0, n_blocks, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    """``_ws_producer`` for four Q parts of 64 rows (``q_smem`` (4, 64, d))."""
+    ROWS: gl.constexpr = desc_q.block_type.shape[0]
+    mbarrier.expect(q_bar, 4 * desc_q.block_type.nbytes)
+    for c in gl.static_range(4):
+        tma.async_copy_global_to_shared(desc_q, [q_row + c * ROWS, 0], q_bar, q_smem.index(c))
+    for j in range(n_blocks):
+        slot = j % NUM_STAGES
+        mbarrier.wait(k_empty.index(slot), ((j // NUM_STAGES) - 1) & 1, pred=j >= NUM_STAGES)
+        _issue_kv(desc_k, k_smem, k_bars, kv_row0 + j * BLOCK_N, slot, True)
+        mbarrier.wait(v_empty.index(slot), ((j // NUM_STAGES) - 1) & 1, pred=j >= NUM_STAGES)
+        _issue_kv(desc_v, v_smem, v_bars, kv_row0 + j * BLOCK_N, slot, True)
+
+
+@gluon.jit
+def _gluon_fwd_ws4(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
+                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                   NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                   PRODUCER_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
+    """Forward of one query tile of BLOCK_M = 256 rows: a producer warp and four consumer warpgroups of
+    64 rows each, the turn passed round the ring 0 -> 1 -> 2 -> 3 -> 0 (consumer 3 opens it)."""
+    dtype: gl.constexpr = desc_q.dtype
+    ROWS: gl.constexpr = desc_q.block_type.shape[0]
+    if CAUSAL:
+        pid = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        pid = gl.program_id(0)
+    bh = gl.program_id(1)
+    q_row = bh * N_CTX + pid * BLOCK_M
+    kv_row0 = bh * N_CTX
+    if CAUSAL:
+        n_blocks = gl.cdiv((pid + 1) * BLOCK_M, BLOCK_N)
+    else:
+        n_blocks = N_CTX // BLOCK_N
+
+    q_smem = gl.allocate_shared_memory(dtype, [4, ROWS, HEAD_DIM], desc_q.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_v.layout)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for s in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_bars.index(s), count=1)
+        mbarrier.init(v_bars.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=4)
+        mbarrier.init(v_empty.index(s), count=4)
+    for c in gl.static_range(4):
+        mbarrier.init(turns.index(c), count=1)
+    fence_async_shared()
+
+    # _ws_consumer's FIRST=False makes a consumer hand the first turn on: only consumer 3 (to consumer 0)
+    gl.warp_specialize([
+        (_ws_consumer, (desc_o, LSE, q_smem.index(0), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                        turns.index(0), turns.index(1), sm_scale, bh, N_CTX, q_row, pid * BLOCK_M, pid, n_blocks,
+                        HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True)),
+        (_ws_consumer, (desc_o, LSE, q_smem.index(1), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                        turns.index(1), turns.index(2), sm_scale, bh, N_CTX, q_row + ROWS, pid * BLOCK_M + ROWS, pid,
+                        n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True)),
+        (_ws_consumer, (desc_o, LSE, q_smem.index(2), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                        turns.index(2), turns.index(3), sm_scale, bh, N_CTX, q_row + 2 * ROWS, pid * BLOCK_M + 2 * ROWS,
+                        pid, n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True)),
+        (_ws_consumer, (desc_o, LSE, q_smem.index(3), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                        turns.index(3), turns.index(0), sm_scale, bh, N_CTX, q_row + 3 * ROWS, pid * BLOCK_M + 3 * ROWS,
+                        pid, n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, True)),
+        (_ws4_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
+                         q_row, kv_row0, n_blocks, BLOCK_N, NUM_STAGES)),
+    ], [4, 4, 4, PRODUCER_WARPS], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
+
+
 def gluon_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, block_n: int, num_stages: int,
                   block_m: int = 128, num_warps: int = 8, out: tuple | None = None, warmup_only: bool = False,
                   ws: bool = False, consumer_regs: int = 232, producer_regs: int = 40, producer_warps: int = 1,
-                  persistent: bool = False, num_sms: int = 132, early_k: bool = True):
+                  persistent: bool = False, num_sms: int = 132, early_k: bool = True, ws4: bool = False):
     """o (B, H, N, d) and LSE (B, H, N) fp32 of contiguous q, k, v (B, H, N, d), N a multiple of the tiles.
 
     ``ws``: the warp-specialised ping-pong kernel (``_gluon_fwd_ws``: 4 + 4 consumer warps with
     ``consumer_regs`` registers for the worker consumer, ``producer_warps`` with ``producer_regs``);
     ``persistent`` (with ``ws``): ``_gluon_fwd_pws`` on min(num_sms, tiles) programs; ``early_k`` (with
     ``ws``): a K slot is released once the score MMA that reads it is complete (FA3), else together with
-    its V slot after the output MMA (the first design measured)."""
+    its V slot after the output MMA (the first design measured); ``ws4``: ``_gluon_fwd_ws4`` (four
+    consumer warpgroups, ``block_m`` 256)."""
     B, H, N, D = q.shape
     if N % block_m or N % block_n:
         raise ValueError(f"seqlen {N} must be a multiple of BLOCK_M {block_m} and BLOCK_N {block_n} in this probe")
@@ -568,7 +659,7 @@ def gluon_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     gdt = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[q.dtype]
     lay_n = gl.NVMMASharedLayout.get_default_for([block_n, D], gdt)
     rows = B * H * N
-    q_box = block_m // 2 if ws else block_m
+    q_box = block_m // 2 if ws else (block_m // 4 if ws4 else block_m)
     lay_m = gl.NVMMASharedLayout.get_default_for([q_box, D], gdt)
     dq = TensorDescriptor(q.view(rows, D), [rows, D], [D, 1], [q_box, D], lay_m)
     dk = TensorDescriptor(k.view(rows, D), [rows, D], [D, 1], [block_n, D], lay_n)
@@ -578,7 +669,11 @@ def gluon_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     args = (dq, dk, dv, do, lse, D ** -0.5, N)
     kw = dict(HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal)
     kernel = _gluon_fwd
-    if ws and persistent:
+    if ws4:
+        kernel = _gluon_fwd_ws4
+        kw.update(CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs, PRODUCER_WARPS=producer_warps,
+                  num_warps=4)
+    elif ws and persistent:
         kernel = _gluon_fwd_pws
         total = (N // block_m) * B * H
         grid = (min(num_sms, total),)
@@ -605,7 +700,7 @@ def _compile_only() -> int:
     ok = True
     for d, dt in ((128, torch.bfloat16), (64, torch.float16)):
         for causal in (False, True):
-            for kind, bn, st in _variants(d, ("plain", "ws", "pws", "ws1", "pws1")):
+            for kind, bn, st in _variants(d, ("plain", "ws", "pws", "ws1", "pws1", "ws4")):
                 q = torch.empty(1, 2, 1024, d, dtype=dt)
                 try:
                     c = gluon_forward(q, q, q, causal, bn, st, out=(q, torch.empty(1, 2, 1024)), warmup_only=True,
@@ -652,14 +747,15 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="run each variant once on small shapes (GPU), report errors")
     ap.add_argument("--kinds", default="plain,ws,pws",
                     help="comma-separated variant kinds: plain (no warp specialisation), ws, pws (persistent ws), "
-                         "ws1, pws1 (K released with V: the first measured design)")
+                         "ws1, pws1 (K released with V: the first measured design), ws4 (four consumer warpgroups, "
+                         "HEAD_DIM 64)")
     args = ap.parse_args()
     if args.rounds < 1:
         print("error: --rounds must be at least 1", file=sys.stderr)
         return 2
     kinds = tuple(k for k in args.kinds.split(",") if k)
-    if not kinds or set(kinds) - {"plain", "ws", "pws", "ws1", "pws1"}:
-        print(f"error: --kinds takes plain, ws, pws, ws1 and pws1, comma-separated; got {args.kinds!r}",
+    if not kinds or set(kinds) - {"plain", "ws", "pws", "ws1", "pws1", "ws4"}:
+        print(f"error: --kinds takes plain, ws, pws, ws1, pws1 and ws4, comma-separated; got {args.kinds!r}",
               file=sys.stderr)
         return 2
     if args.compile_only:
