@@ -7,7 +7,10 @@ write-backs and what stays dirty. The shapes are random but seeded, on small L2s
 query rows overflow it (partial hits, saturated re-reads, certified waves added in closed form, dirty
 lines written back at the end all occur), causal both ways, GQA, windows, multi-row waves. Past the
 simulation's 2^18-token bound the same holds: checked against the simulation run with the bound
-lifted at 2^19 tokens.
+lifted at 2^19 tokens. The causal dK/dV kernel, evaluated touch by touch, is compared on its own random
+shapes with each rule that counts superseded entries forced, and its parts (the event sort keys, the
+memoised probabilities, the windows rule) against their references; the worksheet's bound on its touches
+is pinned at Llama-3-8B's 2^19 and 2^20 tokens.
 """
 
 from __future__ import annotations
@@ -299,3 +302,162 @@ def test_the_benchmark_layer_at_2_24_tokens_is_fast():
                            backward=backward_config(128, "bf16", False), config_source="test")
     assert time.perf_counter() - t0 < 2.0
     assert "causal dK/dV kernel is simulated touch by touch" in not_estimated(step.with_(causal=True), Tiling())
+
+
+def _causal_dkdv_shapes(n, seed):
+    """Random causal dK/dV layers (both alignments, GQA, n_q != n_k, both loop orders) on small L2s."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        kv = rng.choice([1, 2, 4])
+        group = rng.choice([1, 2, 4])
+        n_q = rng.choice([700, 2048, 3000, 5000])
+        n_k = rng.choice([n_q, n_q, 1536, 6000])
+        spec = LayerSpec(batch=rng.choice([1, 2]), heads=kv * group, kv_heads=kv, head_dim=rng.choice([32, 64]),
+                         seqlen_q=n_q, seqlen_k=n_k, dtype=rng.choice(["fp16", "fp8_e4m3"]), causal=True,
+                         causal_align=rng.choice(["top-left", "bottom-right"]), backward=True)
+        tiling = Tiling(bwd_block_m=rng.choice([16, 32, 64]), bwd_block_n=rng.choice([32, 64, 128]),
+                        bwd_dkdv_order=rng.choice(["heads-outer", "heads-outer", "tiles-descending"]))
+        params = L2Params(rng.choice([256 << 10, 1 << 20, 4 << 20]), rng.choice([4, 8, 16]), rng.choice([1, 2]),
+                          l2_fraction=rng.choice([0.5, 0.25]), ways=rng.choice([4, 16, 24, 24]))
+        out.append((spec, tiling, params))
+    return out
+
+
+@pytest.mark.parametrize("rule", ["as chosen", "windows", "merge"])
+def test_causal_dkdv_touch_by_touch_equals_simulated_floats(monkeypatch, rule):
+    """The causal ``_bwd_dkdv`` evaluated touch by touch: the simulation's doubles per tensor on random
+    shapes, whichever rule counts the superseded entries (the windows of runs, forced on every block with
+    a run break, or the merge sort, forced by a negative pair budget). The tiles-descending GQA order is
+    simulated (no fast model)."""
+    if rule == "windows":
+        monkeypatch.setattr(stream, "_RUNS_MERGE", 0)
+        monkeypatch.setattr(stream, "_WINDOW_PAIRS", 1 << 30)
+    elif rule == "merge":
+        monkeypatch.setattr(stream, "_RUNS_MERGE", 0)
+        monkeypatch.setattr(stream, "_WINDOW_PAIRS", -1)
+    used = {"windows": 0, "merge": 0}
+
+    def counting(fn, key):
+        def run(*a, **k):
+            got = fn(*a, **k)
+            used[key] += key == "merge" or got is not None
+            return got
+        return run
+
+    monkeypatch.setattr(stream, "_moved_up_windows", counting(stream._moved_up_windows, "windows"))
+    monkeypatch.setattr(stream, "_moved_up_merge", counting(stream._moved_up_merge, "merge"))
+    applied = 0
+    for spec, tiling, params in _causal_dkdv_shapes(14, 23):
+        fast = _assert_same("_bwd_dkdv", spec, tiling, params, "forward")
+        descending = tiling.bwd_dkdv_order == "tiles-descending" and spec.group > 1
+        assert fast != descending, (spec, tiling)
+        applied += fast
+    assert applied >= 8
+    if rule == "windows":
+        assert used["windows"] > 0 and used["merge"] == 0, used
+    elif rule == "merge":
+        assert used["merge"] > 0 and used["windows"] == 0, used
+
+
+def test_a_longer_causal_dkdv_counts_by_windows_and_equals_simulated(monkeypatch):
+    """Not vacuous: a causal GQA dK/dV kernel long enough for hundreds of runs of re-touches per block takes
+    the windows rule by itself, and gives the simulation's doubles."""
+    seen = {"windows": 0}
+    windows = stream._moved_up_windows
+
+    def spy(*a):
+        got = windows(*a)
+        seen["windows"] += got is not None
+        return got
+
+    monkeypatch.setattr(stream, "_moved_up_windows", spy)
+    spec = LayerSpec(1, 8, 2, 32, 24576, 24576, dtype="fp16", causal=True, backward=True)
+    params = L2Params(2 << 20, 8, 2, ways=24)
+    assert _assert_same("_bwd_dkdv", spec, Tiling(bwd_block_m=16, bwd_block_n=32), params, "forward")
+    assert seen["windows"] > 0
+
+
+def test_moved_up_windows_counts_the_earlier_entries_above(monkeypatch):
+    """The windows rule against the definition, on re-touch streams whose old entries lie a bounded
+    distance back (the causal dK/dV kernel's) and on a random permutation (with the pair budget lifted);
+    None past its pair budget, where :func:`_moved_up` merge-sorts."""
+    monkeypatch.setattr(stream, "_WINDOW_PAIRS", 1 << 30)
+    rng = np.random.default_rng(9)
+    for n, back in ((2, 1), (50, 5), (400, 30), (3000, 200), (300, 10**6)):
+        t = np.sort(rng.choice(10 * n + back, n, replace=False)) + back + 1  # access times
+        idx = t - 1 - rng.integers(0, back, n)  # old entries at most `back` before, distinct below
+        idx = np.unique(idx)[:n] if back >= 10**6 else idx
+        _, first = np.unique(idx, return_index=True)
+        idx = idx[np.sort(first)]  # distinct, in time order
+        if back >= 10**6:
+            idx = rng.permutation(idx)
+        w = rng.integers(1, 2**20, len(idx)) * 0.5
+        want = np.array([w[:k][idx[:k] > idx[k]].sum() for k in range(len(idx))])
+        starts = np.concatenate(([0], np.nonzero(idx[1:] < idx[:-1])[0] + 1))
+        suspect = np.nonzero(idx[1:] < np.maximum.accumulate(idx)[:-1])[0] + 1
+        if not len(suspect):
+            continue
+        got = stream._moved_up_windows(idx, w, starts, suspect)
+        assert got is not None and np.array_equal(got, want), (n, back)
+        assert np.array_equal(stream._moved_up(idx, w), want)
+    monkeypatch.undo()
+    idx = np.arange(64)[::-1].copy()  # every element below every earlier one: n²/2 pairs
+    starts, suspect = np.arange(64), np.arange(1, 64)
+    assert stream._moved_up_windows(idx, np.ones(64), starts, suspect) is None
+    assert np.array_equal(stream._moved_up(idx, np.ones(64)), np.arange(64.0))
+
+
+def test_dkdv_events_sort_keys_give_the_lexsort_order(monkeypatch):
+    """The touch-by-touch dK/dV waves built with one int64 key per event equal those built by lexsort of the
+    key columns (the path taken where the key would pass _KEY_LIMIT), array by array."""
+    shapes = _causal_dkdv_shapes(10, 31) + [
+        (LayerSpec(2, 4, 2, 64, 3000, 3000, dtype="fp16", causal=False, window_left=700, backward=True),
+         Tiling(bwd_block_m=16, bwd_block_n=32), None)]
+    for spec, tiling, _ in shapes:
+        model = stream._DkdvEvents(spec, tiling, 7, 0.5)
+        keyed = [model.build(v)[0] for v in range(len(model.p0))]
+        monkeypatch.setattr(stream, "_KEY_LIMIT", 0)
+        for v, a in enumerate(keyed):
+            b = model.build(v)[0]
+            for f in a.__slots__:
+                x, y = getattr(a, f), getattr(b, f)
+                assert (np.array_equal(x, y) and x.dtype == y.dtype) if isinstance(x, np.ndarray) else x == y, f
+        monkeypatch.undo()
+
+
+def test_the_probability_memo_gives_evict_probability(monkeypatch):
+    """:meth:`_Engine._probabilities` remembers the distances met: each value is evict_probability's double,
+    after the read capacity changes (the memo starts again) and when the memo overflows."""
+    monkeypatch.setattr(stream, "_KNOWN_DISTANCES", 40)
+    rng = np.random.default_rng(3)
+    engine = stream._Engine(1 << 20, 0.5, 24, 1, 1, 1, (1,), ("Q",), ())
+    for read_capacity in (1 << 20, 600_000):
+        engine.judge_reads_at(read_capacity)
+        for _ in range(6):
+            dist = rng.integers(0, 2**24, (50, 2)).astype(np.float64) * 0.5
+            dist[:5] = dist[5:10]  # repeats within a call
+            want = np.array([[evict_probability(x, read_capacity, 24) if x < engine.d_sat else 1.0 for x in row]
+                             for row in dist.tolist()])
+            assert np.array_equal(engine._probabilities(dist), want)
+            assert np.array_equal(engine._probabilities(dist[:, 0]), want[:, 0])
+
+
+def test_the_causal_training_step_is_computed_past_2_18_tokens_up_to_the_touch_bound():
+    """The bound on the causal dK/dV kernel's touches (iomodel/cache/estimate.py): Llama-3-8B's causal
+    training step with the worksheet's tiles is computed at 2^19 tokens, refused at 2^20 with its count;
+    the count is the touches the evaluation builds."""
+    from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, not_estimated
+
+    ws = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
+    spec = LayerSpec(1, 32, 8, 128, 2**19, 2**19, dtype="bf16", causal=True, backward=True)
+    assert stream.dkdv_touches(spec, ws) == 67_239_936 <= L2_CAUSAL_DKDV_MAX_TOUCHES
+    assert not_estimated(spec, ws) is None
+    longer = spec.with_(seqlen_q=2**20, seqlen_k=2**20)
+    assert not_estimated(longer, ws).endswith(f"268,697,600 touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,}")
+    assert "touch by touch" in not_estimated(spec, None)  # without tiles: refused as before
+    descending = Tiling(bwd_block_m=32, bwd_block_n=64, bwd_dkdv_order="tiles-descending")
+    assert not_estimated(spec, descending) is not None  # simulated: refused past the simulation's bound
+    for spec, tiling, _ in _causal_dkdv_shapes(6, 5):
+        model = stream._DkdvEvents(spec, tiling, 5, 0.5)
+        assert stream.dkdv_touches(spec, tiling) == model.touches(0, len(model.p0) - 1)

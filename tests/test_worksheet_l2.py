@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from iomodel.cache.estimate import L2_ESTIMATE_MAX_SEQLEN
+from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, L2_ESTIMATE_MAX_SEQLEN
 from iomodel.report.worksheet import make_worksheet
 from iomodel.spec.resolve import resolve_layer
 
@@ -54,12 +54,16 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
 
 def test_no_estimate_for_decode_or_very_long_where_the_fast_evaluation_does_not_apply():
     # fwd+bwd has its estimate since issue 11 (tests/test_l2_training.py); past 2^18 tokens the fast
-    # evaluation covers bandless layers in the bundled order (issue 12 item 4), not a causal dK/dV kernel
+    # evaluation covers bandless layers in the bundled order (issue 12 item 4), and a causal dK/dV kernel
+    # up to L2_CAUSAL_DKDV_MAX_TOUCHES touches (2026-12-04): one head at 2^19 tokens, not 32 at 2^20
     long = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 2, "heads": 1, "kv_heads": 1}
     assert make_worksheet(resolve_layer(**long)).l2_aware is not None
+    assert make_worksheet(resolve_layer(**long, passes="fwd+bwd")).l2_aware is not None
+    longer = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 4, "heads": 32, "kv_heads": 8, "passes": "fwd+bwd"}
     for kw, why in (({"phase": "decode", "seqlen": 4096}, "decode"),
-                    ({**long, "passes": "fwd+bwd"}, "square of the length), and its causal dK/dV kernel is simulated "
-                                                     "touch by touch")):
+                    (longer, "square of the length), and its causal dK/dV kernel is simulated touch by touch (its "
+                             "programs re-read each other's query rows within a wave: the cost grows with the square "
+                             f"of the length): 268,697,600 touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,}")):
         ws = make_worksheet(resolve_layer(**kw))
         assert ws.l2_aware is None
         assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None

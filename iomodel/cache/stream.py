@@ -39,9 +39,10 @@ Sums are taken in the simulation's order (:class:`~iomodel.cache.sums.OrderedSum
 expected bytes equal the simulation's floats, not only their rounding (tests/test_l2_stream.py
 compares the floats on random shapes). The causal ``_bwd_dkdv`` has no certified waves (its
 programs re-read each other's rows within a wave, well below saturation): its cost still grows
-with the square of the length, 13-18 times below the simulation's (Llama-3-8B at 2^18 tokens: 58 %
-of it in :func:`_moved_up_merge`; what a fast path would need: docs/l2-calibration.md, "The same
-bytes, fast"). Kernels or schedules outside
+with the square of the length (its touches, :func:`dkdv_touches`; the superseded entries counted by
+windows of runs, :func:`_moved_up_windows`), so the worksheet bounds it
+(:data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`; what a fast path would need:
+docs/l2-calibration.md, "The same bytes, fast"). Kernels or schedules outside
 this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
 fully associative L2 but for the windowed dK/dV kernel, a write share that is not a dyadic fraction) get None from
 :func:`fast_kernel_l2`: the caller simulates them wave by wave.
@@ -235,6 +236,7 @@ class _Engine:
         self.deep_count = 0
         self.waves = 0
         self._trim_at = 4096
+        self._known = (np.zeros(0), np.zeros(0))  # distances met (ascending) and their evict_probability
 
     def judge_reads_at(self, read_capacity: float) -> None:
         """Read misses against ``read_capacity`` (bytes), as :class:`SetAssoc`'s ``read_capacity``; the
@@ -242,6 +244,7 @@ class _Engine:
         line are both gone with probability 1, so the deep entries may still be dropped)."""
         self.read_capacity = float(read_capacity)
         self.d_sat = saturation_distance(max(self.capacity, self.read_capacity), self.ways)
+        self._known = (np.zeros(0), np.zeros(0))  # the probabilities met so far were at the old capacity
 
     def _suffix(self) -> np.ndarray:
         """``out[k]`` = weight of the entries after entry k (exact: dyadic sums)."""
@@ -251,15 +254,36 @@ class _Engine:
         return out
 
     def _probabilities(self, dist: np.ndarray) -> np.ndarray:
-        """:func:`evict_probability` of each distance (1.0 at or past the saturation distance)."""
+        """:func:`evict_probability` of each distance (1.0 at or past the saturation distance), any shape.
+
+        The distances met so far in this kernel are kept sorted with their probabilities (up to
+        :data:`_KNOWN_DISTANCES`): a call looks its distances up and evaluates only the new ones, the
+        same doubles (re-touches repeat a few thousand distances across the waves of a kernel)."""
         if self.ways is None:  # the fully associative LRU: gone once the bytes above and its own pass C
             return (dist > self.capacity).astype(np.float64)
         p = np.ones(dist.shape)
         low = dist < self.d_sat
         if low.any():
-            vals, inv = np.unique(dist[low], return_inverse=True)
-            cap, ways = self.read_capacity, self.ways
-            p[low] = np.array([evict_probability(v, cap, ways) for v in vals.tolist()])[inv.ravel()]
+            x = dist[low]
+            known, probs = self._known
+            at = np.minimum(np.searchsorted(known, x), len(known) - 1)
+            miss = known[at] != x if len(known) else np.ones(len(x), dtype=bool)
+            if miss.any():  # distances not met before in this kernel: evaluated once each, then remembered
+                vals = np.unique(x[miss])
+                full = len(known) + len(vals) > _KNOWN_DISTANCES
+                if full:  # start again from this call's distances
+                    vals = np.unique(x)
+                cap, ways = self.read_capacity, self.ways
+                new = np.array([evict_probability(v, cap, ways) for v in vals.tolist()])
+                if full:
+                    known, probs = vals, new
+                else:
+                    known, probs = np.concatenate((known, vals)), np.concatenate((probs, new))
+                    order = np.argsort(known)
+                    known, probs = known[order], probs[order]
+                self._known = (known, probs)
+                at = np.minimum(np.searchsorted(known, x), len(known) - 1)
+            p[low] = probs[at]
         return p
 
     def steps(self, block: _Wave) -> None:
@@ -312,14 +336,18 @@ class _Engine:
             o, b = old[alive], rows[alive]
             grow = b > o
             # no member grows: one distance, the group's weight on top (one probability per access)
-            p = np.repeat(self._probabilities(between + o * self.per_sum)[:, None], len(self.per), axis=1)
-            if grow.any():  # member m: the members behind it at their old bytes, those before it at their new
-                g = np.nonzero(grow)[0]
-                p[g] = self._probabilities(between[g, None] + (o[g, None] * self.per_after[None, :]
-                                                               + b[g, None] * self.per_before[None, :]))
+            p = self._probabilities(between + o * self.per_sum)
+            g = np.nonzero(grow)[0]
+            if len(g):  # member m: the members behind it at their old bytes, those before it at their new
+                pg = self._probabilities(between[g, None] + (o[g, None] * self.per_after[None, :]
+                                                             + b[g, None] * self.per_before[None, :]))
             for m, per in enumerate(self.per.tolist()):
-                om, bm = o * per, b * per
-                miss[m][alive] = np.where(grow, om * p[:, m] + (bm - om), bm * p[:, m])
+                bm = b * per
+                got = bm * p
+                if len(g):  # the bytes it grows by miss whole, its old bytes with the member's probability
+                    om = o[g] * per
+                    got[g] = om * pg[:, m] + (bm[g] - om)
+                miss[m][alive] = got
             pre = g_old < len(self.w)  # superseded entries: kept ones, and those of these waves
             self.w[g_old[pre]] = 0.0
             self.item[g_old[pre]] = -1
@@ -502,8 +530,9 @@ def _moved_up(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
     Those entries moved to the top before k, so they no longer lie between k's old entry and k.
     When the old entries come in a few increasing runs (items re-touched in the order of their last
     touch, as the forward's K/V), an earlier run's entries above ``idx[k]`` are a suffix of it (one
-    ``searchsorted`` per run); else a bottom-up merge sort counts them (O(n log² n), numpy). Exact:
-    dyadic weights.
+    ``searchsorted`` per run); else each re-touch counts the runs of its reuse window
+    (:func:`_moved_up_windows`: the causal ``_bwd_dkdv``), or, where those windows are wide, a bottom-up
+    merge sort counts them (O(n log² n), numpy). Exact: dyadic weights.
     """
     n = len(idx)
     out = np.zeros(n)
@@ -514,7 +543,8 @@ def _moved_up(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
         return out
     starts = np.concatenate(([0], np.nonzero(idx[1:] < idx[:-1])[0] + 1))
     if len(starts) > _RUNS_MERGE:
-        return _moved_up_merge(idx, w_old)
+        windows = _moved_up_windows(idx, w_old, starts, suspect)
+        return _moved_up_merge(idx, w_old) if windows is None else windows
     ends = np.append(starts[1:], n)
     cum = np.concatenate(([0.0], np.cumsum(w_old)))
     for a, e in zip(starts.tolist(), ends.tolist()):
@@ -529,8 +559,54 @@ def _moved_up(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
 #: Touches per engine call of :class:`_DkdvEvents` (a speed choice: the merge sort of
 #: :func:`_moved_up_merge` costs n log² n).
 _BLOCK_TOUCHES = 1 << 14
-#: Increasing runs beyond which :func:`_moved_up` merge-sorts (a speed choice).
+#: Increasing runs beyond which :func:`_moved_up` counts by windows of runs, or merge-sorts (a speed choice).
 _RUNS_MERGE = 32
+#: (re-touch, earlier run) pairs per re-touch beyond which :func:`_moved_up_windows` gives way to the merge
+#: sort (a speed choice: each pair costs one binary search, the merge sort about log² n steps per element).
+_WINDOW_PAIRS = 16
+
+
+def _moved_up_windows(idx: np.ndarray, w_old: np.ndarray, starts: np.ndarray, suspect: np.ndarray) -> np.ndarray | None:
+    """:func:`_moved_up` by windows of increasing runs, or None where the windows are too wide.
+
+    An earlier element j lies above element k (``idx[j] > idx[k]``) only from the first position where
+    the running maximum of ``idx`` passes ``idx[k]`` on; k's own run lies below k (it increases). So k
+    adds, for each run that starts between that position's run and its own, the run's elements above
+    ``idx[k]``: a suffix of the run (one ``searchsorted`` on keys offset by run). Re-touched items of
+    the causal ``_bwd_dkdv`` come in hundreds of runs per block but each re-touch sees only the few runs
+    of its reuse window, so this costs a few binary searches per element (the merge sort, about log² n
+    steps). Exact: dyadic weights, so the sums do not depend on their order.
+
+    Args:
+        idx: (n,) int64, the old entries' positions, distinct; w_old: (n,) float64, their weights (whole
+            multiples of 1/2, sums below 2^53); starts: (r,) the first element of each increasing run
+            (starts[0] = 0); suspect: the elements below an earlier one (the only ones that get any).
+
+    Returns:
+        (n,) float64, as :func:`_moved_up`; None where there are more than :data:`_WINDOW_PAIRS` (element,
+        run) pairs per element.
+    """
+    n = len(idx)
+    runmax = np.maximum.accumulate(idx)
+    run_of = np.zeros(n, dtype=np.int64)
+    run_of[starts[1:]] = 1
+    run_of = np.cumsum(run_of)  # run of each element
+    lo = np.searchsorted(runmax, idx[suspect], side="right")  # no element before lo lies above
+    r_lo = run_of[lo]
+    cnt = run_of[suspect] - r_lo  # runs from lo's run to the run before k's
+    pairs = int(cnt.sum())
+    if pairs > _WINDOW_PAIRS * n:
+        return None
+    pk = np.repeat(np.arange(len(suspect), dtype=np.int64), cnt)
+    rr = np.repeat(r_lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(pairs, dtype=np.int64)  # each pair's run
+    big = int(runmax[-1]) + 1
+    keys = run_of * big + idx  # ascending: runs in order, each increasing
+    pos = np.searchsorted(keys, rr * big + idx[suspect][pk], side="right")  # the run's first element above
+    ends = np.append(starts[1:], n)
+    cum = np.concatenate(([0.0], np.cumsum(w_old)))
+    out = np.zeros(n)
+    out[suspect] = np.bincount(pk, weights=cum[ends[rr]] - cum[pos], minlength=len(suspect))
+    return out
 
 
 def _moved_up_merge(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
@@ -558,6 +634,11 @@ def _moved_up_merge(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
         s *= 2
     return out
 
+
+#: Bound on the events' int64 sort keys in :meth:`_DkdvEvents.build` (past it: numpy's lexsort of the key columns).
+_KEY_LIMIT = 1 << 62
+#: Most distinct distances :meth:`_Engine._probabilities` remembers (a speed choice: memory).
+_KNOWN_DISTANCES = 1 << 16
 
 #: Most waves :func:`_drive` hands :meth:`_Engine.steps` at once (a speed choice: numpy calls per wave).
 _BLOCK_WAVES = 256
@@ -1116,23 +1197,45 @@ class _DkdvEvents:
         t = tk * span[tp] + start - lo[tp]
         h = kv_p[tp] * G + tk
         rows = np.minimum(c0 + ch, end[tp]) - start
-        order = np.lexsort((c0, h, t))  # one touch per (step, head, chunk): the most rows
-        t, h, c0, rows = t[order], h[order], c0[order], rows[order]
-        new = np.ones(len(t), dtype=bool)
-        new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1]) | (c0[1:] != c0[:-1])
-        at = np.nonzero(new)[0]
-        rows = np.maximum.reduceat(rows, at) if len(at) else rows
-        t, h, c0 = t[at], h[at], c0[at]
-        # events: touches (type 0: head, chunk) and stores (type 1: KV head, tile), in time order
-        e_t = np.concatenate((t, G * span))
-        e_type = np.concatenate((np.zeros(len(t), np.int64), np.ones(len(prog), np.int64)))
-        e_a = np.concatenate((h, kv_p))
-        e_b = np.concatenate((c0, j_p))
-        ev = np.lexsort((e_b, e_a, e_type, e_t))
-        is_store = e_type[ev] == 1
+        # events: touches (type 0: head, chunk) and stores (type 1: KV head, tile), in time order, i.e. by
+        # (step, type, head or KV head, chunk or tile); one touch per (step, head, chunk): the most rows
+        n_a, n_b = self.n_lanes, max(nc, t_c)
+        if (2 * (G * self.n_q + 1) + 1) * n_a * n_b < _KEY_LIMIT:  # one int64 key per event
+            key = ((2 * t) * n_a + h) * n_b + c
+            order = np.argsort(key, kind="stable")
+            key, rows = key[order], rows[order]
+            new = np.ones(len(key), dtype=bool)
+            new[1:] = key[1:] != key[:-1]
+            at = np.nonzero(new)[0]
+            rows = np.maximum.reduceat(rows, at) if len(at) else rows
+            key = key[at]
+            h, c0 = (key // n_b) % n_a, (key % n_b) * ch
+            s_key = ((2 * (G * span) + 1) * n_a + kv_p) * n_b + j_p
+            s_order = np.argsort(s_key)
+            at_s = np.searchsorted(key, s_key[s_order])  # touches before each store
+            ns = len(key)
+            is_store = np.zeros(ns + len(prog), dtype=bool)
+            is_store[at_s + np.arange(len(prog))] = True
+            ev = np.empty(ns + len(prog), dtype=np.int64)
+            ev[~is_store] = np.arange(ns, dtype=np.int64)
+            ev[is_store] = ns + s_order
+        else:
+            order = np.lexsort((c0, h, t))
+            t, h, c0, rows = t[order], h[order], c0[order], rows[order]
+            new = np.ones(len(t), dtype=bool)
+            new[1:] = (t[1:] != t[:-1]) | (h[1:] != h[:-1]) | (c0[1:] != c0[:-1])
+            at = np.nonzero(new)[0]
+            rows = np.maximum.reduceat(rows, at) if len(at) else rows
+            t, h, c0 = t[at], h[at], c0[at]
+            e_t = np.concatenate((t, G * span))
+            e_type = np.concatenate((np.zeros(len(t), np.int64), np.ones(len(prog), np.int64)))
+            e_a = np.concatenate((h, kv_p))
+            e_b = np.concatenate((c0, j_p))
+            ev = np.lexsort((e_b, e_a, e_type, e_t))
+            is_store = e_type[ev] == 1
         slots = np.where(is_store, 2, 1)
         pos = runs + np.cumsum(slots) - slots  # first position of each event
-        ns = len(t)
+        ns = len(h)
         touch_ev = ev[~is_store]  # indices into the touch arrays, in time order
         spos = pos[~is_store]
         store_ev = ev[is_store] - ns  # program of each store, in time order
@@ -1203,6 +1306,22 @@ class _Fresh:
         empty = np.zeros(0, dtype=np.int64)
         return ([(t, total * bb, largest * bb) for t, bb in self.reads],
                 [(t, total * bb, b - a + 1) for t, bb in self.writes], empty, empty)
+
+
+def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
+    """Touches of (query head, query-row chunk) the touch-by-touch ``_bwd_dkdv`` evaluation builds
+    (:class:`_DkdvEvents`, before merging the touches of one step): B·H_kv·G·Σ_j c_j, c_j the query-row
+    chunks tile j's rows [lo_j, end_j) cross. Its time grows with this count (measured:
+    :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`).
+
+    Args:
+        spec: the layer (prefill, ``backward``); tiling: its tiles (BWD_BLOCK_M, BWD_BLOCK_N).
+
+    Returns:
+        The count (touches).
+    """
+    model = _DkdvEvents(spec, tiling, 1, 0.5)
+    return int(model.touch_chunks.sum()) * model.G * spec.batch * spec.kv_heads
 
 
 def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: float, *,
