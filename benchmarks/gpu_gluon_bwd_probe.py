@@ -218,7 +218,7 @@ def _compile_only() -> int:
                 c = gluon_dkdv(q, q, q, q, lse, lse, causal, bm, st, warmup_only=True, **REGS)
                 regs, spill = _ptxas_info(c.asm["ptx"], 90)
                 print(f"causal {causal!s:5} BLOCK_M {bm} stages {st}: shared {c.metadata.shared} B, registers {regs}, "
-                      f"spill stores {spill} B, warps {c.metadata.num_warps}")
+                      f"spill stores + loads {spill} B, warps {c.metadata.num_warps}")
             except Exception as exc:
                 ok = False
                 print(f"causal {causal} BLOCK_M {bm} stages {st}: FAILED {type(exc).__name__}: "

@@ -707,7 +707,8 @@ def _compile_only() -> int:
                                       **_kind_kwargs(kind))
                     regs, spill = _ptxas_info(c.asm["ptx"], 90)
                     print(f"{kind} d {d} causal {causal!s:5} BLOCK_N {bn} stages {st}: shared {c.metadata.shared} B, "
-                          f"registers {regs}, spill stores {spill} B")
+                          f"registers {regs} (the kernel's; setmaxnreg moves them per partition), spill stores + loads "
+                          f"{spill} B")
                 except Exception as exc:  # report every variant
                     ok = False
                     msg = str(exc).strip().splitlines()

@@ -40,7 +40,7 @@ CASES = [
     (1, 2, 1, 5, 40, 128, "bf16", True, "bottom-right"),  # forced prefill at 5 query rows
     (1, 2, 2, 3000, 3000, 128, "fp16", True, "bottom-right"),
     (3, 6, 3, 129, 1000, 128, "bf16", False, "top-left"),
-    (1, 2, 1, 500, 100, 128, "bf16", True, "bottom-right"),  # tiles 0 and 1 see no key: no K/V block at all
+    (1, 2, 1, 500, 100, 128, "bf16", True, "bottom-right"),  # tiles 0-2 (rows 0-383) see no key: no K/V block
     (2, 2, 2, 700, 64, 64, "fp16", True, "bottom-right"),  # the same at d 64, one key block for the rest
 ]
 

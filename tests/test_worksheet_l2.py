@@ -61,9 +61,10 @@ def test_no_estimate_for_decode_or_very_long_where_the_fast_evaluation_does_not_
     assert make_worksheet(resolve_layer(**long, passes="fwd+bwd")).l2_aware is not None
     longer = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 4, "heads": 32, "kv_heads": 8, "passes": "fwd+bwd"}
     for kw, why in (({"phase": "decode", "seqlen": 4096}, "decode"),
-                    (longer, "square of the length), and its causal dK/dV kernel is simulated touch by touch (its "
-                             "programs re-read each other's query rows within a wave: the cost grows with the square "
-                             f"of the length): 268,697,600 touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,}")):
+                    (longer, "square of the length), and its causal dK/dV kernel is evaluated touch by touch (its "
+                             "programs re-read each other's query rows within a wave): 268,697,600 touches, above "
+                             f"{L2_CAUSAL_DKDV_MAX_TOUCHES:,} (a shorter sequence, fewer heads or a smaller batch brings "
+                             "it under)")):
         ws = make_worksheet(resolve_layer(**kw))
         assert ws.l2_aware is None
         assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None

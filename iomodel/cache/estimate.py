@@ -147,13 +147,18 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         if t.bwd_group_splits > 1:
             return "its dK/dV kernel's group slices are simulated wave by wave"
         if spec.causal and (tiling is None or dkdv_last_lo(spec, t) > 0):
-            why = ("its causal dK/dV kernel is simulated touch by touch (its programs re-read each other's query rows "
-                   "within a wave: the cost grows with the square of the length)")
-            if tiling is None or (t.bwd_dkdv_order != "heads-outer" and spec.group > 1):
+            if tiling is not None and t.bwd_dkdv_order != "heads-outer" and spec.group > 1:
+                return "its causal dK/dV kernel in the tiles-descending order is simulated wave by wave"
+            why = ("its causal dK/dV kernel is evaluated touch by touch (its programs re-read each other's query rows "
+                   "within a wave)")
+            if tiling is None:
                 return why
+            if items > MAX_STREAM_ITEMS:
+                return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
             touches = dkdv_touches(spec, t)
             if touches > L2_CAUSAL_DKDV_MAX_TOUCHES:
-                return f"{why}: {touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,}"
+                return (f"{why}: {touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (a shorter sequence, "
+                        "fewer heads or a smaller batch brings it under)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None

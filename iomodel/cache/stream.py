@@ -1320,7 +1320,8 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     Returns:
         The count (touches).
     """
-    model = _DkdvEvents(spec, tiling, 1, 0.5)
+    programs = cdiv(spec.seqlen_k, tiling.bwd_block_n) * spec.batch * spec.kv_heads
+    model = _DkdvEvents(spec, tiling, programs, 0.5)  # one wave: per-tile arrays only, nothing per program
     return int(model.touch_chunks.sum()) * model.G * spec.batch * spec.kv_heads
 
 
