@@ -45,6 +45,8 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_gluon_fwd_probe import _issue_kv  # noqa: E402  (the forward probe's ring load: one TMA box into a slot)
+
 #: (BLOCK_M, NUM_STAGES) of the query-block ring; BLOCK_N = 128 keys per program (2 x 64).
 VARIANTS = [(64, 2), (64, 3)]
 REGS = dict(consumer_regs=240, producer_regs=24)
@@ -52,13 +54,6 @@ SHAPES = [  # issue 11's speed rows at HEAD_DIM 128 (B·N = 16k, H = 16, bf16)
     (16, 16, 1024, False), (8, 16, 2048, False), (2, 16, 8192, False),
     (16, 16, 1024, True), (8, 16, 2048, True), (1, 16, 16384, True),
 ]
-
-
-@gluon.jit
-def _load(desc, smem, bars, row, slot):
-    bar = bars.index(slot)
-    mbarrier.expect(bar, desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(desc, [row, 0], bar, smem.index(slot))
 
 
 @gluon.jit
@@ -74,9 +69,9 @@ def _dkdv_producer(desc_q, desc_do, desc_k, desc_v, q_smem, do_smem, k_smem, v_s
         slot = t % NUM_STAGES
         refill = t >= NUM_STAGES
         mbarrier.wait(q_empty.index(slot), ((t // NUM_STAGES) - 1) & 1, pred=refill)
-        _load(desc_q, q_smem, q_bars, q_row + t * BLOCK_M, slot)
+        _issue_kv(desc_q, q_smem, q_bars, q_row + t * BLOCK_M, slot, True)
         mbarrier.wait(do_empty.index(slot), ((t // NUM_STAGES) - 1) & 1, pred=refill)
-        _load(desc_do, do_smem, do_bars, q_row + t * BLOCK_M, slot)
+        _issue_kv(desc_do, do_smem, do_bars, q_row + t * BLOCK_M, slot, True)
 
 
 @gluon.jit

@@ -231,6 +231,26 @@ def _gluon_fwd(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
 # Variant 2: warp-specialised, two consumer warpgroups in ping-pong (FA3 sections 3.1 and 3.2).
 # ---------------------------------------------------------------------------------------------
 @gluon.jit
+def _ring_barriers(NUM_STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+    """The warp-specialised kernels' mbarriers, allocated and initialised: per K/V slot a full barrier for K
+    and for V (completed by the TMA bytes) and an empty one for each (one arrival per consumer), and one
+    turn barrier per consumer warpgroup. Returns (k_bars, v_bars, k_empty, v_empty, turns)."""
+    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_bars.index(s), count=1)
+        mbarrier.init(v_bars.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=CONSUMERS)
+        mbarrier.init(v_empty.index(s), count=CONSUMERS)
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.init(turns.index(c), count=1)
+    return k_bars, v_bars, k_empty, v_empty, turns
+
+
+@gluon.jit
 def _ws_producer(desc_q, desc_k, desc_v, q_smem0, q_smem1, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                  q_row, kv_row0, n_blocks, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
     """One warp issuing every TMA load: the two Q halves, then K and V block by block into the ring,
@@ -352,19 +372,8 @@ def _gluon_fwd_ws(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_v.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    for s in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(s), count=1)
-        mbarrier.init(v_bars.index(s), count=1)
-        mbarrier.init(k_empty.index(s), count=2)
-        mbarrier.init(v_empty.index(s), count=2)
-    mbarrier.init(turns.index(0), count=1)
-    mbarrier.init(turns.index(1), count=1)
+    k_bars, v_bars, k_empty, v_empty, turns = _ring_barriers(NUM_STAGES, 2)
     fence_async_shared()
 
     gl.warp_specialize([
@@ -531,20 +540,9 @@ def _gluon_fwd_pws(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX, T_R, TO
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_v.layout)
     q_full = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_full, count=1)
     mbarrier.init(q_empty, count=2)
-    for s in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(s), count=1)
-        mbarrier.init(v_bars.index(s), count=1)
-        mbarrier.init(k_empty.index(s), count=2)
-        mbarrier.init(v_empty.index(s), count=2)
-    mbarrier.init(turns.index(0), count=1)
-    mbarrier.init(turns.index(1), count=1)
+    k_bars, v_bars, k_empty, v_empty, turns = _ring_barriers(NUM_STAGES, 2)
     fence_async_shared()
 
     gl.warp_specialize([
@@ -606,19 +604,8 @@ def _gluon_fwd_ws4(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_v.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    turns = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
     mbarrier.init(q_bar, count=1)
-    for s in gl.static_range(NUM_STAGES):
-        mbarrier.init(k_bars.index(s), count=1)
-        mbarrier.init(v_bars.index(s), count=1)
-        mbarrier.init(k_empty.index(s), count=4)
-        mbarrier.init(v_empty.index(s), count=4)
-    for c in gl.static_range(4):
-        mbarrier.init(turns.index(c), count=1)
+    k_bars, v_bars, k_empty, v_empty, turns = _ring_barriers(NUM_STAGES, 4)
     fence_async_shared()
 
     # _ws_consumer's FIRST=False makes a consumer hand the first turn on: only consumer 3 (to consumer 0)

@@ -231,13 +231,11 @@ def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 9
     if ga.GLUON_IMPORT_ERROR is not None:
         return CompileReport("_attn_fwd_gluon", cfg, False, error=ga.GLUON_IMPORT_ERROR[:300])
     B, H, G, N = 2, 4, 2, 1000
-    rows = ga.CONSUMER_ROWS
     try:
         dt = torch_dtype(dtype)
         q = torch.empty(B, H, N, head_dim, dtype=dt)
         k = torch.empty(B, H // G, N, head_dim, dtype=dt)
-        descs = [ga.gluon_descriptor(t, (1, 1, r, head_dim)) for t, r in ((q, rows), (k, c.block_n),
-                                                                           (k, c.block_n), (q, rows))]
+        descs = [ga.gluon_descriptor(t, box) for t, box in zip((q, k, k, q), ga.descriptor_boxes(head_dim, c.block_n))]
         compiled = ga._attn_fwd_gluon.warmup(
             *descs, torch.empty(B, H, N), 0.125, H, G, N, N, 0, 2, HEAD_DIM=head_dim, BLOCK_M=c.block_m,
             BLOCK_N=c.block_n, NUM_STAGES=c.num_stages, CAUSAL=causal, REVERSE=c.tile_order == "reverse",

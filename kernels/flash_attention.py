@@ -902,9 +902,20 @@ def _check_device(q: torch.Tensor) -> None:
         )
 
 
-def _check_config(config: KernelConfig, path: str) -> None:
-    if config.path != path:  # first: another path's config (e.g. the Gluon prefill's 12 warps) fails here
+def _check_path(config: KernelConfig, path: str) -> None:
+    """Refuse ``config`` run on another path than its own (one line)."""
+    if config.path != path:
         raise IomodelError(f"config.path is {config.path!r} but this call runs {path!r}: set config.path={path!r}")
+
+
+def _check_tile_order(config: KernelConfig) -> None:
+    """Refuse an unknown query-tile order (one line)."""
+    if config.tile_order not in hx.TILE_ORDERS:
+        raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
+
+
+def _check_config(config: KernelConfig, path: str) -> None:
+    _check_path(config, path)  # first: another path's config (e.g. the Gluon prefill's 12 warps) fails here
     for name in ("block_m", "block_n"):
         reason = block_size_refusal(name, getattr(config, name))
         if reason is not None:
@@ -914,8 +925,7 @@ def _check_config(config: KernelConfig, path: str) -> None:
                            f"got {config.num_warps!r}: change it")
     if not (isinstance(config.num_stages, int) and config.num_stages >= 1):
         raise IomodelError(f"config.num_stages must be a positive integer, got {config.num_stages!r}: change it")
-    if config.tile_order not in hx.TILE_ORDERS:
-        raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
+    _check_tile_order(config)
     if path == "decode-split-kv" and config.tile_order != "forward":
         raise IomodelError("tile_order applies to the prefill paths only: set config.tile_order='forward'")
     if config.grid_order not in KERNEL_GRID_ORDERS and not head_group_of(config.grid_order):
@@ -1610,26 +1620,21 @@ def _gluon_launch(plan: _Plan, shape: Any, sm_scale: float, causal: bool, off: i
                  REVERSE=config.tile_order == "reverse", MASK_TAIL=shape.seqlen_k % config.block_n != 0,
                  CONSUMER_REGS=ga.CONSUMER_REGS,
                  PRODUCER_REGS=ga.PRODUCER_REGS, PRODUCER_WARPS=ga.PRODUCER_WARPS)
-    rows = ga.CONSUMER_ROWS
-    boxes = ((1, 1, rows, d), (1, 1, config.block_n, d), (1, 1, config.block_n, d), (1, 1, rows, d))
-    plan.main = _Launch(ga._attn_fwd_gluon, (t_r, B * H, 1), named, dict(num_warps=4), plan.direct, boxes,
-                        ga.gluon_descriptor)
+    plan.main = _Launch(ga._attn_fwd_gluon, (t_r, B * H, 1), named, dict(num_warps=4), plan.direct,
+                        ga.descriptor_boxes(d, config.block_n), ga.gluon_descriptor)
     plan.config = config
 
 
 def _check_gluon_config(config: KernelConfig, default: KernelConfig) -> None:
     """Refuse a given config that is not the Gluon prefill's one configuration (one line)."""
     fixed = ("block_m", "block_n", "num_warps", "num_stages", "warp_specialize", "num_splits", "heads_per_program")
-    if config.path != "prefill-gluon":
-        raise IomodelError(f"config.path is {config.path!r} but this call runs 'prefill-gluon': set "
-                           "config.path='prefill-gluon'")
+    _check_path(config, "prefill-gluon")
     wrong = [f for f in fixed if getattr(config, f) != getattr(default, f)]
     if wrong:
         want = ", ".join(f"{f}={getattr(default, f)!r}" for f in fixed)
         raise IomodelError(f"path 'prefill-gluon' runs one configuration ({want}); config has "
                            f"{', '.join(f'{f}={getattr(config, f)!r}' for f in wrong)}: change it or pass config=None")
-    if config.tile_order not in hx.TILE_ORDERS:
-        raise IomodelError(f"config.tile_order must be 'forward' or 'reverse', got {config.tile_order!r}: change it")
+    _check_tile_order(config)
     if config.grid_order != KERNEL_GRID_ORDERS[0] and not head_group_of(config.grid_order):
         raise IomodelError(f"path 'prefill-gluon' runs grid orders {KERNEL_GRID_ORDERS[0]!r} and 'head-grouped:G', "
                            f"got {config.grid_order!r}: change it (or use path='prefill-tma')")

@@ -61,6 +61,13 @@ CONSUMER_REGS, PRODUCER_REGS = 240, 24
 PRODUCER_WARPS = 1
 
 
+def descriptor_boxes(head_dim: int, block_n: int) -> tuple[tuple[int, ...], ...]:
+    """The TMA boxes (elements per axis) of q, k, v and o, in that order: ``(1, 1, CONSUMER_ROWS, d)``
+    for Q and O (one consumer warpgroup's rows), ``(1, 1, BLOCK_N, d)`` for K and V."""
+    q_box, kv_box = (1, 1, CONSUMER_ROWS, head_dim), (1, 1, block_n, head_dim)
+    return q_box, kv_box, kv_box, q_box
+
+
 def gluon_descriptor(t: Any, box: tuple[int, ...]) -> Any:
     """A Gluon host tensor descriptor of ``t`` with box ``box`` and the NVMMA shared layout Triton picks for it.
 
@@ -126,21 +133,16 @@ if GLUON_IMPORT_ERROR is None:
         first key not every row sees) is masked to keys < N_K and, when CAUSAL, keys <= row +
         CAUSAL_OFF; a row with every score so far masked keeps m = -inf, l = 0 and contributes
         nothing (no NaN). Otherwise no block is masked and the check is compiled out."""
-        if CAUSAL or MASK_TAIL:
-            if (j + 1) * BLOCK_N > key_limit:
-                keys = j * BLOCK_N + offs_n
-                visible = keys[None, :] < N_K
-                if CAUSAL:
-                    visible = visible & (keys[None, :] <= offs_m[:, None] + CAUSAL_OFF)
-                qk = gl.where(visible, qk, float("-inf"))
-                m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
-                m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
-                p = gl.exp2(qk * qk_scale - m_sub[:, None])
-                alpha = gl.exp2(m_i - m_sub)
-            else:
-                m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
-                p = gl.exp2(qk * qk_scale - m_new[:, None])
-                alpha = gl.exp2(m_i - m_new)
+        if (CAUSAL or MASK_TAIL) and (j + 1) * BLOCK_N > key_limit:
+            keys = j * BLOCK_N + offs_n
+            visible = keys[None, :] < N_K
+            if CAUSAL:
+                visible = visible & (keys[None, :] <= offs_m[:, None] + CAUSAL_OFF)
+            qk = gl.where(visible, qk, float("-inf"))
+            m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+            m_sub = gl.where(m_new == float("-inf"), 0.0, m_new)
+            p = gl.exp2(qk * qk_scale - m_sub[:, None])
+            alpha = gl.exp2(m_i - m_sub)
         else:
             m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
             p = gl.exp2(qk * qk_scale - m_new[:, None])
