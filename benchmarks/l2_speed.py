@@ -9,11 +9,9 @@ Part 1 prints, for seqlen 2^10 .. 2^max-log2 (Llama-3-8B-like layer: 32 query he
 after a warm-up estimate of each layer structure that compiles the traffic model's formulas), or why the worksheet does
 not compute it (:func:`~iomodel.cache.estimate.not_estimated`). The target is at most 50 ms per
 shape. The streaming kernels are evaluated fast (:mod:`iomodel.cache.stream`); a causal dK/dV
-kernel is processed touch by touch, so the causal training step grows with the square of the
-length and is computed past 2^18 tokens only up to
-:data:`~iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` dK/dV touches (this layer to 2^19 tokens;
-measured 2026-12-04 on the 2-core machine with other jobs on it: GQA 0.22 s at 2^16 tokens, 0.63 s at
-2^17, 2.2 s at 2^18, 7.7 s at 2^19; docs/l2-calibration.md, "The same bytes, fast").
+kernel is processed touch by touch up to :data:`~iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`
+touches (this layer, default tiles, to 2^17 tokens: 0.6 s for GQA at 2^17) and in closed form past them
+(:mod:`iomodel.cache.dkdv_closed`; docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
 
 Part 2 reconciles each receipt in-process twice (:func:`iomodel.reconcile.compare.reconcile`)
 and prints its shapes, the cold time (the traffic model's sympy formulas compiled on first

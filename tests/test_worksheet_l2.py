@@ -54,17 +54,19 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
 
 def test_no_estimate_for_decode_or_very_long_where_the_fast_evaluation_does_not_apply():
     # fwd+bwd has its estimate since issue 11 (tests/test_l2_training.py); past 2^18 tokens the fast
-    # evaluation covers bandless layers in the bundled order (issue 12 item 4), and a causal dK/dV kernel
-    # up to L2_CAUSAL_DKDV_MAX_TOUCHES touches (2026-12-04): one head at 2^19 tokens, not 32 at 2^20
+    # evaluation covers bandless layers in the bundled order (issue 12 item 4), a causal dK/dV kernel touch by
+    # touch up to L2_CAUSAL_DKDV_MAX_TOUCHES touches and in closed form past them (2026-12-04, night: 32 heads at
+    # 2^20 tokens were refused before; tests/test_dkdv_closed.py); past L2_FAST_MAX_ROWS grid rows it is refused
     long = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 2, "heads": 1, "kv_heads": 1}
     assert make_worksheet(resolve_layer(**long)).l2_aware is not None
     assert make_worksheet(resolve_layer(**long, passes="fwd+bwd")).l2_aware is not None
     longer = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 4, "heads": 32, "kv_heads": 8, "passes": "fwd+bwd"}
+    assert L2_CAUSAL_DKDV_MAX_TOUCHES < 268_697_600  # its touches: computed in closed form
+    assert make_worksheet(resolve_layer(**longer)).l2_aware is not None
+    wide = {**longer, "batch": 33}
     for kw, why in (({"phase": "decode", "seqlen": 4096}, "decode"),
-                    (longer, "square of the length), and its causal dK/dV kernel is evaluated touch by touch (its "
-                             "programs re-read each other's query rows within a wave): 268,697,600 touches, above "
-                             f"{L2_CAUSAL_DKDV_MAX_TOUCHES:,} (a shorter sequence, fewer heads or a smaller batch brings "
-                             "it under)")):
+                    (wide, "B·H = 33·32 = 1,056 grid rows, above 1,024 (past the simulation's bounds the fast "
+                           "evaluation's cost grows with the grid rows)")):
         ws = make_worksheet(resolve_layer(**kw))
         assert ws.l2_aware is None
         assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None

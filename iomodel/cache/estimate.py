@@ -47,17 +47,18 @@ L2_ESTIMATE_MAX_PROGRAMS = 2**17
 #: grid row at HEAD_DIM 128 and 2^24 tokens (Llama-3-8B, 32 rows: 30-50 ms; 128 rows: 0.13 s),
 #: up to about 3 ms per row for HEAD_DIM 32 fp8 (16 programs per SM); non-causal a few ms in all.
 L2_FAST_MAX_ROWS = 2**10
-#: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal ``_bwd_dkdv`` kernel for which the
-#: training step's estimate is computed past :data:`L2_ESTIMATE_MAX_SEQLEN` tokens: that kernel is
-#: evaluated touch by touch (its programs start at different query rows and re-read each other's rows
-#: within a wave below the saturation distance), so its time grows with the touches, the square of the
-#: length. Chosen so that the worksheet's longest such estimate takes about what its longest took before
-#: (2026-12-04, 2-core development machine, other jobs running): Llama-3-8B's causal training step with
-#: the worksheet's tiles (BWD_BLOCK_M 32, BWD_BLOCK_N 64; ``iomodel worksheet --preset llama-3-8b --pass
-#: fwd+bwd --causal``): 2^18 tokens, 16,842,752 touches, the whole worksheet 14.7-15.0 s before and
-#: 5.0-5.4 s now; 2^19 tokens, 67,239,936 touches, the estimate 15-16 s (about 0.23 µs per touch), admitted;
-#: 2^20 tokens, 268,697,600 touches (about a minute), refused.
-L2_CAUSAL_DKDV_MAX_TOUCHES = 68_000_000
+#: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal ``_bwd_dkdv`` kernel that the fast
+#: evaluation processes touch by touch (its programs start at different query rows and re-read each other's
+#: rows within a wave below the saturation distance, so its time grows with the touches, the square of the
+#: length: about 0.23 µs a touch on the 2-core development machine); past it the kernel's stream reads come
+#: from the closed form of the same waves (:mod:`iomodel.cache.dkdv_closed`, 2026-12-04 night: tens of ms at
+#: any length). Chosen where the closed form's measured agreement is within 2 %
+#: (``benchmarks/dkdv_closed_check.py``: from about 8 million touches on, +5.4 % to -5.2 % below; docs/
+#: l2-calibration.md, "The causal dK/dV kernel in closed form"), so the touch-by-touch evaluation costs at most
+#: about 2 s. Before the closed form the bound was 68,000,000 and the worksheet refused past it (Llama-3-8B's
+#: causal training step with the worksheet's tiles, BWD_BLOCK_M 32 and BWD_BLOCK_N 64: 2^18 tokens 16,842,752
+#: touches, 2^19 67,239,936 and 15-16 s, 2^20 268,697,600 refused); those steps now take the closed form.
+L2_CAUSAL_DKDV_MAX_TOUCHES = 8_000_000
 #: Where the estimate's bytes come from (worksheet text and JSON).
 L2_ESTIMATE_SOURCE = "iomodel/cache/predict.py"
 
@@ -113,8 +114,9 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
     at most :data:`L2_FAST_MAX_ROWS` grid rows B·H and :data:`iomodel.cache.params.MAX_STREAM_ITEMS`
     stream items (memory). Other kernels are simulated wave by wave, whose cost grows with the square
     of the length. A causal dK/dV kernel (one group slice, the heads-outer loop order or MHA) is
-    evaluated touch by touch, also the square of the length: covered up to
-    :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches (:func:`iomodel.cache.stream.dkdv_touches`).
+    evaluated touch by touch up to :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches
+    (:func:`iomodel.cache.stream.dkdv_touches`) and in closed form past them
+    (:mod:`iomodel.cache.dkdv_closed`).
 
     Args:
         spec: the layer (prefill); tiling: its tiles (None: the defaults, and a causal training
@@ -124,7 +126,6 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         The reason, one clause without a final period, or None.
     """
     from iomodel.cache.params import MAX_STREAM_ITEMS
-    from iomodel.cache.stream import dkdv_touches
     from iomodel.schedule.grid import _chunk_rows, dkdv_last_lo
 
     if spec.band is not None:
@@ -149,16 +150,9 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         if spec.causal and (tiling is None or dkdv_last_lo(spec, t) > 0):
             if tiling is not None and t.bwd_dkdv_order != "heads-outer" and spec.group > 1:
                 return "its causal dK/dV kernel in the tiles-descending order is simulated wave by wave"
-            why = ("its causal dK/dV kernel is evaluated touch by touch (its programs re-read each other's query rows "
-                   "within a wave)")
             if tiling is None:
-                return why
-            if items > MAX_STREAM_ITEMS:
-                return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
-            touches = dkdv_touches(spec, t)
-            if touches > L2_CAUSAL_DKDV_MAX_TOUCHES:
-                return (f"{why}: {touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (a shorter sequence, "
-                        "fewer heads or a smaller batch brings it under)")
+                return ("its causal dK/dV kernel's evaluation depends on the backward tiles (its programs re-read "
+                        "each other's query rows within a wave)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None
@@ -171,9 +165,9 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
     without a sliding window: within the wave-by-wave simulation's bounds
     (:func:`simulation_bound`: :data:`L2_ESTIMATE_MAX_SEQLEN` tokens, :data:`L2_ESTIMATE_MAX_PROGRAMS`
     programs) always, and past them wherever the fast evaluation covers every kernel
-    (:func:`fast_refusal`: any length, up to :data:`L2_FAST_MAX_ROWS` grid rows; a causal training step
-    up to :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` dK/dV touches). Otherwise the
-    estimate is not computed (never extrapolated).
+    (:func:`fast_refusal`: any length, up to :data:`L2_FAST_MAX_ROWS` grid rows; a causal training step's
+    dK/dV kernel past :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches in closed form, which the estimate's
+    assumptions then say). Otherwise the estimate is not computed (never extrapolated).
 
     Args:
         spec: the layer.

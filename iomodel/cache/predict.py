@@ -710,6 +710,12 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         "that share a head stream the same K/V (forward, dQ) or Q/dO/LSE/Delta (dK/dV) blocks together, so one "
         "fetch serves the wave. Register spills (local memory) are not modelled.",
     ]
+    closed = [k for k in kernels if k.note.startswith("closed form")]
+    if closed:
+        from iomodel.cache.dkdv_closed import CLOSED_FORM_AGREEMENT
+
+        assumptions.append(f"{closed[0].name}: {closed[0].note}; past the touch bound its Q/dO/LSE/Delta misses are the "
+                           f"mean count of the wave model's chunk entries, not each touch ({CLOSED_FORM_AGREEMENT}).")
     if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "

@@ -40,9 +40,10 @@ expected bytes equal the simulation's floats, not only their rounding (tests/tes
 compares the floats on random shapes). The causal ``_bwd_dkdv`` has no certified waves (its
 programs re-read each other's rows within a wave, well below saturation): its cost still grows
 with the square of the length (its touches, :func:`dkdv_touches`; the superseded entries counted by
-windows of runs, :func:`_moved_up_windows`), so the worksheet bounds it
-(:data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`; what a fast path would need:
-docs/l2-calibration.md, "The same bytes, fast"). Kernels or schedules outside
+windows of runs, :func:`_moved_up_windows`), so it is processed touch by touch only up to
+:data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` touches; past them :func:`fast_kernel_l2`
+returns the closed form of the same waves (:mod:`iomodel.cache.dkdv_closed`: the mean count of chunk
+entries, not the simulation's bytes; its agreement: docs/l2-calibration.md). Kernels or schedules outside
 this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
 fully associative L2 but for the windowed dK/dV kernel, a write share that is not a dyadic fraction) get None from
 :func:`fast_kernel_l2`: the caller simulates them wave by wave.
@@ -1148,6 +1149,7 @@ class _DkdvEvents:
         span = np.where(end > lo, end - lo, 0)
         ch = self.chunk
         self.touch_chunks = np.where(span > 0, -(-end // ch) - lo // ch, 0)  # query-row chunks per head, per tile
+        self.all_touches = int(self.touch_chunks.sum()) * G * B * Hk  # the kernel's, as dkdv_touches
         per_wave = max(1, int(self.touch_chunks.mean() * G * min(w, self.total)))
         self.block_waves = max(1, min(_BLOCK_WAVES, _BLOCK_TOUCHES // per_wave))  # waves per engine call
         # under a band the chunk is one BWD_BLOCK_M tile and lo_j, end_j are tile multiples (or N_q): every
@@ -1321,8 +1323,7 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
         The count (touches).
     """
     programs = cdiv(spec.seqlen_k, tiling.bwd_block_n) * spec.batch * spec.kv_heads
-    model = _DkdvEvents(spec, tiling, programs, 0.5)  # one wave: per-tile arrays only, nothing per program
-    return int(model.touch_chunks.sum()) * model.G * spec.batch * spec.kv_heads
+    return _DkdvEvents(spec, tiling, programs, 0.5).all_touches  # one wave: per-tile arrays only, nothing per program
 
 
 def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: float, *,
@@ -1398,7 +1399,9 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
 
     The result equals ``simulate(name, waves, capacity, write_share, ways, read_capacity)`` on the kernel's waves
     (:mod:`iomodel.schedule.grid`, grouped) with their requested bytes: the same expected bytes per
-    tensor, before and after rounding (module doc). None where :func:`fast_model` gives none, and for a
+    tensor, before and after rounding (module doc), but for a causal ``_bwd_dkdv`` past
+    :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` touches, which gets
+    :func:`iomodel.cache.dkdv_closed.closed_form_dkdv` (its ``note`` says so). None where :func:`fast_model` gives none, and for a
     fully associative L2 (``ways=None``, exact integer bytes) unless :func:`_lru_exact` holds
     (``_bwd_dkdv`` under a window band) and every item keeps one extent.
 
@@ -1424,6 +1427,13 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
                        key_order=key_order)
     if model is None or (ways is None and not _lru_exact(model, capacity, write_share)):
         return None
+    if isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent:
+        from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES  # the bound has one home, with the worksheet's
+
+        if model.all_touches > L2_CAUSAL_DKDV_MAX_TOUCHES:  # past it: the closed form of the same waves
+            from iomodel.cache.dkdv_closed import closed_form_dkdv
+
+            return closed_form_dkdv(model, capacity, write_share, ways, read_capacity)
     engine = model.engine(capacity, ways)
     if read_capacity is not None and ways is not None:
         engine.judge_reads_at(read_capacity)

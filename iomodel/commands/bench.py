@@ -43,7 +43,7 @@ def bench(
                                 "else the current version; the kernel-speed targets for a kernel-speed matrix)."),
     output: Path = typer.Option(None, "-o", "--output", help="Receipt JSON path (default: receipts/bench-<device>.json, "
                                 "receipts/<matrix>-cuda.json for a kernel-speed matrix); the Markdown goes beside it "
-                                "with suffix .md."),
+                                "with suffix .md; missing folders are created."),
     markdown: Path = typer.Option(None, "--markdown", help="Markdown path (default: the JSON path with suffix .md)."),
     reps: int = typer.Option(None, "--reps", help="Timed samples per backend and shape (default: the matrix's; the "
                              "interleaved rounds of a kernel-speed matrix)."),

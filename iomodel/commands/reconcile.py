@@ -43,8 +43,8 @@ def reconcile(
     plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Write hbm-vs-seqlen.png and "
                                                      "l2-vs-seqlen.png here (and hbm-vs-seqlen-2.png ... when more "
                                                      "than 12 shape families).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the reconciliation as JSON.")] = None,
-    markdown_out: Annotated[Optional[Path], typer.Option("--markdown", help="Write a Markdown report.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the reconciliation as JSON (missing folders are created).")] = None,
+    markdown_out: Annotated[Optional[Path], typer.Option("--markdown", help="Write a Markdown report (missing folders are created).")] = None,
     l2_source: Annotated[Optional[str], typer.Option("--l2-source", help="What is compared with SRAM_fill at the "
                                                      "L2 level: auto (sm when measured, else tex), sm (bytes the SMs "
                                                      "received from / sent to L2 over the crossbar), tex (L2 lookups "

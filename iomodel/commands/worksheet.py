@@ -25,7 +25,7 @@ def worksheet(
     fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="md (default), json or csv; default from "
                                                "the -o suffix.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of "
-                                                   "standard output.")] = None,
+                                                   "standard output (missing folders are created).")] = None,
     plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Also write this layer's plots "
                                                      "(PNG) into this folder.")] = None,
     regenerate_bundled: Annotated[bool, typer.Option("--regenerate-bundled", help="Regenerate every bundled "

@@ -1024,12 +1024,42 @@ def reconcile(
     return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways)
 
 
+#: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal dK/dV kernel without a window for which the
+#: replacement-policy band is computed: under the fully associative LRU that kernel is simulated access by access
+#: (the fast evaluation covers its windowed form only), about 7 µs a touch on the 2-core development machine
+#: (Llama-3-8B's layer, BWD 32×64 tiles, 2026-12-04: 2^15 tokens 262,144 touches 1.8 s, 2^16 1,048,576 touches 7.0 s;
+#: 2^18 would take about 2 min). Past it the row says the band was not computed (no committed receipt comes near).
+BAND_MAX_DKDV_TOUCHES = 1_100_000
+
+
+def _band_refusal(shape: ShapeMeasurement) -> str | None:
+    """Why the replacement-policy band of ``shape`` is not computed (one clause), or None."""
+    spec = shape.spec
+    if shape.impl != "tiled" or not (spec.backward and spec.causal and spec.band is None and spec.phase == "prefill"):
+        return None  # the bundled kernel's dK/dV only (the eager chain and SDPA have none)
+    tiling = shape.tiling()
+    if tiling is None:
+        return None
+    from iomodel.cache.stream import dkdv_touches  # numpy: imported only here
+
+    touches = dkdv_touches(spec, tiling)
+    if touches <= BAND_MAX_DKDV_TOUCHES:
+        return None
+    return (f"its causal dK/dV kernel has {touches:,} touches, above {BAND_MAX_DKDV_TOUCHES:,}, and the fully associative "
+            "LRU simulates them access by access")
+
+
 def _add_band(row: ShapeReconciliation, shape: ShapeMeasurement, alone: Reconciliation, hw: Hardware, l2_ways: int,
               opts: dict[str, Any]) -> None:
     """Note on ``row``, when its HBM level is outside tolerance (``alone``: the reconciliation of
-    that row by itself), what a fully associative LRU predicts beside the ``l2_ways``-way L2."""
+    that row by itself), what a fully associative LRU predicts beside the ``l2_ways``-way L2, or why
+    that band is not computed (:func:`_band_refusal`)."""
     for _, bad in alone.outside():
         if row.error is None and row.l2 is not None and any(b.startswith("HBM") for b in bad):
+            why = _band_refusal(shape)
+            if why is not None:
+                row.notes.append(f"replacement-policy band not computed: {why}")
+                continue
             alt = reconcile_shape(shape, hw, l2_ways=None, **opts).level("HBM")
             if alt is not None:
                 lru = [human_bytes(v, decimals=1) for v in (alt.predicted_read, alt.predicted_write)]

@@ -1,0 +1,97 @@
+"""The causal dK/dV kernel's closed form against its touch-by-touch evaluation (issue 12, item 4).
+
+Run: ``PYTHONPATH=. python benchmarks/dkdv_closed_check.py [--quick] [--out FILE.json]``.
+
+For each layer (H200, its default L2 and tiles, ``Tiling()``; the worksheet's programs per SM), the
+``_bwd_dkdv`` kernel of the causal training step is evaluated twice: touch by touch
+(:class:`iomodel.cache.stream._DkdvEvents`, the bound :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`
+lifted for this run) and in closed form (:func:`iomodel.cache.dkdv_closed.closed_form_dkdv`). It prints the
+kernel's DRAM read and write bytes by each, their ratio (closed / touch by touch) and both wall times. The
+layers cover GQA (G 4 and 8), MHA, G 16, HEAD_DIM 64 fp16, both causal alignments with seqlen_q ≠ seqlen_k,
+the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and the worksheet's (BWD_BLOCK_N 64), and lengths
+past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about 70 s on a
+2-core CPU). ``--quick`` keeps the layers under 2^18 tokens (seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+
+import iomodel.cache.estimate as estimate
+from iomodel.cache.dkdv_closed import closed_form_dkdv
+from iomodel.cache.params import L2Params
+from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
+from iomodel.spec import LayerSpec, Tiling
+from iomodel.spec.hardware import get_hardware
+
+#: The worksheet's backward tiles of a HEAD_DIM 128 layer (BWD_BLOCK_M 32, BWD_BLOCK_N 64).
+WORKSHEET_TILES = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
+#: (B, H, H_kv, HEAD_DIM, seqlen_q, seqlen_k, dtype, causal_align, tiles)
+LAYERS = (
+    (1, 32, 8, 128, 2**16, 2**16, "bf16", "top-left", Tiling()),
+    (1, 32, 32, 128, 2**16, 2**16, "bf16", "top-left", Tiling()),
+    (2, 16, 4, 64, 40_000, 40_000, "fp16", "top-left", Tiling()),
+    (1, 32, 8, 128, 60_000, 65_536, "bf16", "bottom-right", Tiling()),
+    (1, 64, 8, 128, 2**17, 2**17, "bf16", "top-left", Tiling()),
+    (1, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
+    (1, 32, 32, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
+    (1, 16, 1, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
+    (2, 16, 4, 64, 2**18, 2**18, "fp16", "top-left", Tiling()),
+    (1, 16, 16, 64, 2**18, 2**18, "fp16", "bottom-right", Tiling()),
+    (1, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", WORKSHEET_TILES),
+    (1, 32, 8, 128, 2**19, 2**19, "bf16", "top-left", Tiling()),
+    (1, 32, 8, 128, 2**19, 2**19, "bf16", "top-left", WORKSHEET_TILES),
+    (1, 32, 8, 128, 2**20, 2**20, "bf16", "top-left", Tiling()),
+    (1, 32, 32, 128, 2**20, 2**20, "bf16", "top-left", Tiling()),
+    (1, 32, 8, 128, 2**20, 2**20, "bf16", "top-left", WORKSHEET_TILES),
+)
+
+
+def _params(spec: LayerSpec, tiling: Tiling) -> L2Params:
+    from kernels.heuristics import backward_config
+
+    hw = get_hardware("H200")
+    pps = estimate.training_programs_per_sm(spec, tiling, hw, 4, backward_config(spec.head_dim, spec.dtype, True))
+    return replace(L2Params(hw.l2_bytes, hw.num_sms, pps["_attn_fwd"]), programs_per_sm=pps["_bwd_dkdv"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="only the layers below 2^18 tokens")
+    ap.add_argument("--out", help="also write the rows as JSON")
+    args = ap.parse_args()
+    estimate.L2_CAUSAL_DKDV_MAX_TOUCHES = 10**18  # touch by touch at any length, for this comparison
+    rows = []
+    print(f"{'layer':<51} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8}")
+    for B, H, kv, d, nq, nk, dt, align, tiling in LAYERS:
+        if args.quick and max(nq, nk) >= 2**18:
+            continue
+        spec = LayerSpec(B, H, kv, d, nq, nk, dtype=dt, causal=True, causal_align=align, backward=True)
+        p = _params(spec, tiling)
+        t0 = time.perf_counter()
+        k = fast_kernel_l2("_bwd_dkdv", spec, tiling, p.resident_programs, p.capacity, p.write_share, p.ways,
+                           read_capacity=p.read_capacity)
+        t_exact = time.perf_counter() - t0
+        model = _DkdvEvents(spec, tiling, p.resident_programs, p.write_share)
+        t0 = time.perf_counter()
+        c = closed_form_dkdv(model, p.capacity, p.write_share, p.ways, p.read_capacity)
+        t_closed = time.perf_counter() - t0
+        r_e, r_c = sum(k.hbm_read.values()), sum(c.hbm_read.values())
+        w_e, w_c = sum(k.hbm_write.values()), sum(c.hbm_write.values())
+        tiles = f"{tiling.bwd_block_m}x{tiling.bwd_block_n}"
+        name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}"
+        rows.append({"layer": name, "touches": model.all_touches, "read_bytes": {"touch_by_touch": r_e, "closed": r_c},
+                     "write_bytes": {"touch_by_touch": w_e, "closed": w_c}, "seconds": {"touch_by_touch": t_exact,
+                                                                                       "closed": t_closed}})
+        print(f"{name:<51} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f}",
+              flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

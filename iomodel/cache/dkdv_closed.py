@@ -1,0 +1,309 @@
+"""The causal ``_bwd_dkdv`` kernel's L2 misses in closed form, for sequences too long to evaluate touch by touch.
+
+:class:`iomodel.cache.stream._DkdvEvents` evaluates the causal dK/dV kernel (one group slice, the heads-outer
+loop order or MHA) touch by touch: its time grows with the touches (:func:`iomodel.cache.stream.dkdv_touches`),
+the square of the length, so past :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` touches the
+worksheet takes this closed form of the same wave model instead (issue 12 item 4; derivation, validation and
+its limits: docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
+
+The wave model (:func:`iomodel.schedule.grid.dkdv_waves`): W programs start together; program i of a wave
+(key tile j, first query row lo_i, span_i = N_q − lo_i rows) sweeps the query rows of its G query heads one
+after the other, one row per step, reaching row r of head k at step k·span_i + r − lo_i, and touches each
+query-row chunk (Q, dO, LSE, Delta: ``per_row`` bytes a row) it enters. In a wave, the rows a program re-reads
+were read last by the program with the next larger lo (i + 1), Δ_i = (k + 1)·(lo_{i+1} − lo_i) steps earlier;
+the stack distance of that re-read is the weight of the chunks entered in between. This module replaces the
+count of those chunks by its mean (the *fluid* count): over a window of Δ steps, the programs in head k'
+(contiguous in lo, each (k' + 1)·g rows apart) sweep the union of their row ranges, Σ min((k' + 1)·g, Δ) + Δ
+rows, so the distance is the weight of a row times the rows all of them sweep, plus the dK/dV stores in the
+window. Between two events (a program switching head, finishing, or starting to re-read) each head's members
+are fixed, so the misses are a sum over those intervals of (length × re-reading programs × evict probability)
+per head: O(W·G) intervals a wave, none per touch. A wave's first read of each row misses whole (the previous
+wave's copy is taken as evicted). The waves of W programs of one KV head, evenly spaced and long enough that
+their G head switches do not overlap, have misses affine in their length, so all of them (the bulk of a long
+sequence) are added from two evaluations of one template; the others are evaluated one by one (each distinct
+wave once). The kernel's last waves (two at least) are evaluated touch by touch from a cold L2 (they hold the
+dK/dV bytes still dirty at the end).
+
+What the mean leaves out (measured against the touch-by-touch evaluation: docs/l2-calibration.md): programs
+spaced g rows apart cross the 1,024-row chunk boundaries in phase classes, so while programs of two heads mix
+(the head switches) the exact count alternates (e.g. 5 and 61 chunks where the mean is 33) and the convex evict
+probability of the alternation differs from that of the mean; a program's first chunk of each new head is an
+entry the mean does not count (counting it made the agreement worse: docs); the previous wave's copy of a row
+(near the end of each KV head's sequence) is taken as gone. All three weigh less as the sequence grows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from iomodel.cache.simulate import KernelL2, _rounded
+from iomodel.errors import IomodelError
+
+#: Source line of the closed form (worksheet assumptions and docs).
+CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
+#: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
+#: ``benchmarks/dkdv_closed_check.py`` on 2026-12-04 (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
+CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.25 % to +1.85 % of the touch-by-touch evaluation's on the "
+                         "nine layers past the bound checked (2^18 to 2^20 tokens), the writes equal; up to 5.4 % either "
+                         "way on shorter layers, where it is not used: benchmarks/dkdv_closed_check.py")
+#: Most touches of the kernel's last waves evaluated touch by touch (at least its last two): they hold
+#: the dK/dV bytes still dirty at the end, and the previous wave's rows they re-read (about 14 ms at the
+#: engine's 0.23 µs a touch; a speed choice, not a model constant: with it the dK/dV write-back equals the
+#: touch-by-touch evaluation's to 1e-5 on the layers of benchmarks/dkdv_closed_check.py).
+EXACT_TAIL_TOUCHES = 60_000
+
+
+def evict_probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
+    """:func:`iomodel.cache.set_assoc.evict_probability` of many stack distances at once (numpy).
+
+    ``P(Poisson(A·D/C) ≥ A)`` for A = ``ways``, D = ``distance`` (bytes) and C = ``capacity`` (read-equivalent
+    bytes), with that function's far-tail shortcuts (0 or 1 beyond 12 standard deviations); the Poisson head
+    summed in log space with numpy's ``exp``/``log`` (equal to the scalar function's to about 1e-15).
+
+    Args:
+        distance: float64 array of stack distances (bytes), any shape.
+        capacity: effective L2 bytes; ways: associativity A (>= 1).
+
+    Returns:
+        float64 array of the same shape, in [0, 1].
+
+    Source: A. J. Smith, IEEE TSE 1978; M. D. Hill and A. J. Smith, IEEE TC 1989 (random set mapping of a
+    stack-distance trace), as :func:`~iomodel.cache.set_assoc.evict_probability`.
+    """
+    d_all = np.asarray(distance, dtype=np.float64)
+    d, inv = np.unique(d_all, return_inverse=True)  # configurations repeat: each distance once
+    lam = ways * d / capacity
+    p = np.zeros(d.shape)
+    root = np.sqrt(np.maximum(lam, 0.0))
+    one = lam >= ways + 12.0 * root + 12.0
+    zero = (d <= 0) | (lam <= ways - 12.0 * math.sqrt(ways) - 12.0)
+    p[one] = 1.0
+    mid = ~one & ~zero
+    if mid.any():
+        lm = lam[mid]
+        log_lam = np.log(lm)
+        terms = np.empty((ways, len(lm)))
+        x = -lm
+        terms[0] = x
+        for k in range(1, ways):
+            x = x + log_lam - math.log(k)
+            terms[k] = x
+        top = terms.max(axis=0)
+        below = np.exp(top) * np.exp(terms - top).sum(axis=0)
+        p[mid] = np.clip(1.0 - below, 0.0, 1.0)
+    return p[inv].reshape(d_all.shape)
+
+
+class _Group:
+    """The programs of one KV head in a wave, deduplicated by first query row (programs with the same lo touch
+    the same rows at the same steps: one toucher) and ordered by lo: spans (rows, descending), gaps to the
+    next program (rows, 0 for the last), dK/dV store weight (read-equivalent bytes)."""
+
+    def __init__(self, span: np.ndarray, gap: np.ndarray, store: np.ndarray) -> None:
+        self.span, self.gap, self.store = span, gap, store
+        self.asc = span[::-1].copy()  # ascending spans
+        self.n = len(span)
+
+    def count_above(self, x: np.ndarray) -> np.ndarray:
+        """Programs whose span exceeds x (each element of x): the first index past them in lo order."""
+        return self.n - np.searchsorted(self.asc, x, side="right")
+
+
+def _groups_of_wave(model: Any, v: int) -> list[_Group]:
+    """The KV-head groups of wave v of ``model`` (:class:`~iomodel.cache.stream._DkdvEvents`)."""
+    p0, p1 = int(model.p0[v]), int(model.p1[v])
+    prog = np.arange(p0, p1, dtype=np.int64)
+    kv, j = np.divmod(prog, model.t_c)
+    lo, end = model.lo[j], model.end[j]
+    store = model.k_rows[j] * model.kv_bytes * 2 * model.share
+    out = []
+    for h in np.unique(kv):
+        sel = (kv == h) & (end > lo)
+        if not sel.any():
+            continue
+        u, inv = np.unique(lo[sel], return_inverse=True)  # lo ascending (lo grows with j)
+        sw = np.bincount(inv, weights=store[sel])
+        e = int(end[sel][0])
+        span = e - u
+        gap = np.zeros(len(u), dtype=np.int64)
+        gap[:-1] = u[1:] - u[:-1]
+        out.append(_Group(span.astype(np.int64), gap, sw))
+    return out
+
+
+def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float, ways: int) -> float:
+    """Missed query rows of one wave (rows of all G heads; times ``per_row`` bytes per tensor), fluid count.
+
+    Args:
+        groups: the wave's KV-head groups (:func:`_groups_of_wave`).
+        G: query heads per KV head; per_row_sum: bytes a query row weighs in L2 (Q, dO, LSE, Delta);
+        capacity: read capacity (bytes); ways: associativity.
+
+    Returns:
+        Expected missed rows (first reads of the wave whole, re-reads times their evict probability).
+    """
+    if not groups:
+        return 0.0
+    ks = np.arange(G + 1, dtype=np.int64)
+    ev = [np.zeros(1, dtype=np.int64)]
+    for g in groups:
+        ev.append((ks[:, None] * g.span[None, :]).ravel())
+        nx = g.gap > 0
+        ev.append((ks[:G, None] * g.span[None, nx] + g.gap[None, nx]).ravel())
+    events = np.unique(np.concatenate(ev))
+    events = events[events <= max(int(G * g.span[0]) for g in groups)]
+    if len(events) < 2:
+        return float(sum((int(g.span[0]) + 0) * G for g in groups))
+    a, b = events[:-1], events[1:]
+    mid = (a + b) / 2.0
+    length = (b - a).astype(np.float64)
+    # members of head k' in each group: lo-order indices [lo_idx[k'], hi_idx[k'])
+    bounds = []
+    for g in groups:
+        hi = np.stack([g.count_above(mid / (k + 1)) for k in range(G)])
+        lo_idx = np.vstack([np.zeros((1, len(mid)), dtype=np.int64), hi[:-1]])
+        bounds.append((lo_idx, hi))
+    # touch classes: (group, head k, gap value) with their Δ; the rows swept in a window of each Δ
+    deltas = np.array(sorted({int((k + 1) * gv) for g in groups for gv in np.unique(g.gap[g.gap > 0])
+                              for k in range(G)}), dtype=np.int64)
+    kk = np.arange(1, G + 1, dtype=np.int64)
+    rows = np.zeros((len(deltas), len(mid)))
+    for g, (lo_idx, hi) in zip(groups, bounds):
+        members = hi - lo_idx  # (G, E)
+        rows += deltas[:, None] * (members > 0).sum(axis=0)[None, :].astype(np.float64)
+        inner = g.gap[:-1]
+        if len(inner) and bool((inner == inner[0]).all()):  # evenly spaced: Σ min((k'+1)·g, Δ) over members − 1
+            sweep = np.minimum(kk[None, :] * int(inner[0]), deltas[:, None]).astype(np.float64)  # (D, G)
+            rows += sweep @ np.maximum(members - 1, 0).astype(np.float64)
+        elif len(inner):
+            last_member = np.maximum(hi - 1, 0)
+            first = np.minimum(lo_idx, last_member)
+            for x, dl in enumerate(deltas.tolist()):
+                steps = np.minimum(kk[:, None] * g.gap[None, :], dl)  # (G, n): rows a member sweeps beyond the next
+                pref = np.concatenate((np.zeros((G, 1)), np.cumsum(steps, axis=1)), axis=1)
+                rows[x] += np.where(hi > lo_idx, np.take_along_axis(pref, last_member, axis=1)
+                                    - np.take_along_axis(pref, first, axis=1), 0.0).sum(axis=0)
+    finish = np.concatenate([G * g.span for g in groups])
+    order = np.argsort(finish, kind="stable")
+    fin_t = finish[order]
+    fin_w = np.concatenate(([0.0], np.cumsum(np.concatenate([g.store for g in groups])[order])))
+    stores = (fin_w[np.searchsorted(fin_t, mid, side="right")][None, :]
+              - fin_w[np.searchsorted(fin_t, mid[None, :] - deltas[:, None], side="right")])
+    prob = evict_probabilities(rows * per_row_sum + stores, capacity, ways)  # (D, E)
+    union = {int(dl): prob[x] for x, dl in enumerate(deltas.tolist())}
+    missed = 0.0
+    for g in groups:
+        missed += float(int(g.span[0]) * G)  # the wave's first read of each row of its G heads
+        for gv in np.unique(g.gap[g.gap > 0]):
+            spans = np.sort(g.span[g.gap == gv])
+            n = len(spans)
+            for k in range(G):
+                above = n - np.searchsorted(spans, mid / (k + 1), side="right")
+                if k == 0:
+                    cnt = np.where(mid >= gv, above, 0)
+                else:
+                    cnt = np.maximum(above - (n - np.searchsorted(spans, (mid - gv) / k, side="right")), 0)
+                missed += float((length * cnt * union[int((k + 1) * gv)]).sum())
+    return missed
+
+
+def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, ways: int,
+                template: bool = True) -> tuple[float, int]:
+    """Missed query rows of waves 0 .. last − 1 (fluid count), and the wave shapes evaluated one by one.
+
+    ``interior`` marks the waves added from the template (two evaluations, misses affine in the first
+    program's span); ``template=False`` evaluates every wave one by one instead (the same rows up to
+    rounding: tests/test_dkdv_closed.py)."""
+    G, w = model.G, model.w
+    per_sum = int(sum(model.per_row))
+    bn = int(model.k_rows[0])
+    missed = 0.0
+    if template and interior.any():
+        rel = np.arange(w, dtype=np.int64) * bn
+        gap = np.full(w, bn, dtype=np.int64)
+        gap[-1] = 0
+        store = np.full(w, float(bn * model.kv_bytes * 2 * model.share))
+        s1 = _interior_min_span(G, w, bn) + (w - 1) * bn
+        m1 = wave_misses([_Group(s1 - rel, gap, store)], G, per_sum, capacity, ways)
+        m2 = wave_misses([_Group(s1 + w * bn - rel, gap, store)], G, per_sum, capacity, ways)
+        s_int = (model.end[model.p0[:last][interior] % model.t_c]
+                 - model.lo[model.p0[:last][interior] % model.t_c]).astype(np.float64)
+        missed += float(len(s_int)) * m1 + (m2 - m1) / (w * bn) * float((s_int - s1).sum())
+    seen: dict[bytes, float] = {}
+    one_by_one = np.arange(last) if not template else np.nonzero(~interior)[0]
+    for v in one_by_one.tolist():
+        groups = _groups_of_wave(model, v)
+        key = b"|".join(g.span.tobytes() + g.gap.tobytes() + g.store.tobytes() for g in groups)
+        if key not in seen:
+            seen[key] = wave_misses(groups, G, per_sum, capacity, ways)
+        missed += seen[key]
+    return missed, len(seen)
+
+
+def _interior_min_span(G: int, w: int, bn: int) -> int:
+    """Smallest span of a template wave's last program (rows): its G head switches and its finish do not
+    overlap. The events of cluster k (k = 1 .. G: the switches into head k, or the finish, and the re-reads'
+    starts) lie in steps k·S_last .. k·S_first + bn, S_first = S_last + (w − 1)·bn, so cluster k + 1 starts
+    after cluster k ends when S_last > k·(w − 1)·bn + bn for every k < G."""
+    return (G - 1) * (w - 1) * bn + bn + 1
+
+
+def closed_form_dkdv(model: Any, capacity: int, write_share: float, ways: int, read_capacity: int | None = None,
+                     exact_tail_touches: int = EXACT_TAIL_TOUCHES) -> KernelL2:
+    """The causal ``_bwd_dkdv`` kernel through a cold L2, its stream reads in closed form (module doc).
+
+    Args:
+        model: the kernel's waves (:class:`iomodel.cache.stream._DkdvEvents`, no window band).
+        capacity: effective L2 bytes (dirty lines); write_share: read-equivalent bytes per written byte;
+        ways: associativity A; read_capacity: capacity of a read miss (bytes; default ``capacity``).
+        exact_tail_touches: most touches of the last waves evaluated touch by touch (the last two always).
+
+    Returns:
+        :class:`~iomodel.cache.simulate.KernelL2` (bytes per tensor: K and V read once, Q/dO/LSE/Delta from the
+        fluid count, dK and dV written back but for what the last waves leave dirty), ``note`` naming the form.
+
+    Raises:
+        IomodelError: a fully associative L2 (``ways=None``) or a window band (not covered).
+    """
+    if ways is None or getattr(model, "one_extent", False):
+        raise IomodelError("the closed form covers the set-associative L2 and causal layers without a window band")
+    rc = float(read_capacity if read_capacity is not None else capacity)
+    G, w = model.G, model.w
+    nw = len(model.p0)
+    bn = int(model.k_rows[0]) if len(model.k_rows) else 1
+    t_c = model.t_c
+    last = max(0, nw - 2)  # the first of the last waves, evaluated touch by touch (two at least: the dK/dV
+    while last > 0 and model.touches(last - 1, nw - 1) <= exact_tail_touches:  # bytes the one before the last
+        last -= 1  # stored can still be dirty at the end)
+    # interior waves: one KV head, w programs evenly spaced bn rows apart, head switches apart
+    p0 = model.p0[:last]
+    kv0, j0 = np.divmod(p0, t_c)
+    j1 = j0 + w - 1
+    even = np.concatenate(([0], np.cumsum(np.diff(model.lo) == bn))) if t_c > 1 else np.zeros(1, np.int64)
+    in_head = (model.p1[:last] - model.p0[:last] == w) & (j1 < t_c)
+    j1c = np.minimum(j1, t_c - 1)
+    s_first = model.end[j0] - model.lo[j0]
+    s_min = _interior_min_span(G, w, bn)
+    interior = in_head & (even[j1c] - even[j0] == j1c - j0) & (s_first - (w - 1) * bn >= s_min)
+    missed, shapes = _fluid_rows(model, last, interior, rc, ways, template=True)
+    # the last waves, touch by touch from a cold L2 (their dK/dV stay dirty at the end)
+    engine = model.engine(capacity, ways)
+    if read_capacity is not None:
+        engine.judge_reads_at(read_capacity)
+    for v in range(last, nw):
+        engine.steps(model.build_block(v, v))
+    reads_last, _, still_last = engine.totals()
+    reads = {t: float(b) for t, b in model.requested_read.items() if t in ("K", "V")}
+    for t, per in zip(("Q", "dO", "LSE", "Delta"), model.per_row):
+        reads[t] = missed * per + reads_last.get(t, 0.0)
+    still = {t: still_last.get(t, 0.0) for t in model.requested_write}
+    writes = {t: model.requested_write[t] - still[t] for t in model.requested_write}
+    out = KernelL2("_bwd_dkdv", requested_read=dict(model.requested_read), requested_write=dict(model.requested_write))
+    out.hbm_read, out.hbm_write, out.dirty_at_end = _rounded(reads), _rounded(writes), _rounded(still)
+    out.waves = nw
+    out.note = (f"closed form ({CLOSED_FORM_SOURCE}): {int(interior.sum()):,} of {nw:,} waves from one template, "
+                f"{shapes:,} other wave shapes evaluated, the last {nw - last} touch by touch")
+    return out
