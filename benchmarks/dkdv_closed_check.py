@@ -2,15 +2,19 @@
 
 Run: ``PYTHONPATH=. python benchmarks/dkdv_closed_check.py [--quick] [--out FILE.json]``.
 
-For each layer (H200, its default L2 and tiles, ``Tiling()``; the worksheet's programs per SM), the
+For each layer (H200, its default L2, the backward tiles the row names, the worksheet's programs per SM), the
 ``_bwd_dkdv`` kernel of the causal training step is evaluated twice: touch by touch
-(:class:`iomodel.cache.stream._DkdvEvents`, the bound :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`
-lifted for this run) and in closed form (:func:`iomodel.cache.dkdv_closed.closed_form_dkdv`). It prints the
+(:class:`iomodel.cache.stream._DkdvEvents`, the closed form's bound
+:data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` lifted for this run) and in closed form
+(:func:`iomodel.cache.dkdv_closed.closed_form_dkdv`). It prints the
 kernel's DRAM read and write bytes by each, their ratio (closed / touch by touch) and both wall times. The
 layers cover GQA (G 4 and 8), MHA, G 16, HEAD_DIM 64 fp16, both causal alignments with seqlen_q ≠ seqlen_k,
-the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and the worksheet's (BWD_BLOCK_N 64), and lengths
-past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about 70 s on a
-2-core CPU). ``--quick`` keeps the layers under 2^18 tokens (seconds).
+batches 1 to 64, the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and the worksheet's (BWD_BLOCK_N 64),
+and lengths past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about
+70 s on a 2-core CPU). The closed form is taken only where
+:func:`iomodel.cache.estimate.dkdv_closed_form_applies` (sequences of at least 2^18 tokens, past 8 million
+touches); the shorter rows show why (the last column says whether it applies). ``--quick`` keeps the layers
+under 2^18 tokens (seconds).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 from dataclasses import replace
 
 import iomodel.cache.estimate as estimate
+from iomodel.cache.estimate import dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
 from iomodel.cache.params import L2Params
 from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
@@ -34,11 +39,14 @@ LAYERS = (
     (1, 32, 8, 128, 2**16, 2**16, "bf16", "top-left", Tiling()),
     (1, 32, 32, 128, 2**16, 2**16, "bf16", "top-left", Tiling()),
     (2, 16, 4, 64, 40_000, 40_000, "fp16", "top-left", Tiling()),
+    (16, 32, 32, 128, 2**15, 2**15, "bf16", "top-left", WORKSHEET_TILES),
+    (64, 32, 8, 128, 2**14, 2**14, "bf16", "top-left", WORKSHEET_TILES),
     (1, 32, 8, 128, 60_000, 65_536, "bf16", "bottom-right", Tiling()),
     (1, 64, 8, 128, 2**17, 2**17, "bf16", "top-left", Tiling()),
     (1, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
     (1, 32, 32, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
     (1, 16, 1, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
+    (4, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
     (2, 16, 4, 64, 2**18, 2**18, "fp16", "top-left", Tiling()),
     (1, 16, 16, 64, 2**18, 2**18, "fp16", "bottom-right", Tiling()),
     (1, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", WORKSHEET_TILES),
@@ -63,9 +71,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="only the layers below 2^18 tokens")
     ap.add_argument("--out", help="also write the rows as JSON")
     args = ap.parse_args()
-    estimate.L2_CAUSAL_DKDV_MAX_TOUCHES = 10**18  # touch by touch at any length, for this comparison
+    bound = estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES
+    estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 10**18  # touch by touch at any length, for this comparison
     rows = []
-    print(f"{'layer':<51} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8}")
+    print(f"{'layer':<52} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8} "
+          f"{'applies':>7}")
     for B, H, kv, d, nq, nk, dt, align, tiling in LAYERS:
         if args.quick and max(nq, nk) >= 2**18:
             continue
@@ -83,11 +93,15 @@ def main() -> None:
         w_e, w_c = sum(k.hbm_write.values()), sum(c.hbm_write.values())
         tiles = f"{tiling.bwd_block_m}x{tiling.bwd_block_n}"
         name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}"
-        rows.append({"layer": name, "touches": model.all_touches, "read_bytes": {"touch_by_touch": r_e, "closed": r_c},
+        estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = bound  # whether the worksheet takes the closed form here
+        applies = dkdv_closed_form_applies(spec, model.all_touches)
+        estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 10**18
+        rows.append({"layer": name, "touches": model.all_touches, "closed_form_applies": applies,
+                     "read_bytes": {"touch_by_touch": r_e, "closed": r_c},
                      "write_bytes": {"touch_by_touch": w_e, "closed": w_c}, "seconds": {"touch_by_touch": t_exact,
                                                                                        "closed": t_closed}})
-        print(f"{name:<51} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f}",
-              flush=True)
+        print(f"{name:<52} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
+              f"{'yes' if applies else 'no':>7}", flush=True)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows}, fh, indent=1)

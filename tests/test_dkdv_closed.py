@@ -124,12 +124,39 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
     args = ("_bwd_dkdv", spec, TILES, H200_W, H200_CAP, 0.5, 24)
     below = stream.fast_kernel_l2(*args, read_capacity=H200_READ_CAP)
     assert below.note == ""  # touch by touch
-    monkeypatch.setattr(estimate, "L2_CAUSAL_DKDV_MAX_TOUCHES", stream.dkdv_touches(spec, TILES) - 1)
+    assert spec.seqlen_q == estimate.L2_DKDV_CLOSED_FORM_MIN_SEQLEN
+    monkeypatch.setattr(estimate, "L2_DKDV_CLOSED_FORM_MIN_TOUCHES", stream.dkdv_touches(spec, TILES) - 1)
     past = stream.fast_kernel_l2(*args, read_capacity=H200_READ_CAP)
     direct = closed_form_dkdv(stream._DkdvEvents(spec, TILES, H200_W, 0.5), H200_CAP, 0.5, 24, H200_READ_CAP)
     assert past.note.startswith("closed form") and past.hbm_read == direct.hbm_read != below.hbm_read
     assert past.hbm_write == direct.hbm_write == below.hbm_write
     assert stream.fast_kernel_l2(*args[:-1], None) is None  # the LRU band: not by the closed form (simulated)
+    shorter = spec.with_(batch=2, seqlen_q=2**18 - 1024, seqlen_k=2**18 - 1024)  # more touches, a shorter sequence
+    assert stream.dkdv_touches(shorter, TILES) > estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES
+    assert stream.fast_kernel_l2("_bwd_dkdv", shorter, TILES, H200_W, H200_CAP, 0.5, 24).note == ""
+
+
+def test_the_closed_form_needs_a_long_sequence():
+    """A large batch of short sequences passes the touch count but not the length (the previous wave's rows are
+    still in L2 there: the closed form read up to 42 % more), so it is evaluated touch by touch up to
+    L2_CAUSAL_DKDV_MAX_TOUCHES and refused past it, with the reason."""
+    from iomodel.cache.estimate import (L2_CAUSAL_DKDV_MAX_TOUCHES, L2_DKDV_CLOSED_FORM_MIN_SEQLEN,
+                                        L2_DKDV_CLOSED_FORM_MIN_TOUCHES, dkdv_closed_form_applies, not_estimated)
+
+    ws = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
+    long = LayerSpec(1, 32, 8, 128, 2**18, 2**18, dtype="bf16", causal=True, backward=True)
+    assert dkdv_closed_form_applies(long, stream.dkdv_touches(long, ws))  # 16,842,752 touches
+    assert not dkdv_closed_form_applies(long, L2_DKDV_CLOSED_FORM_MIN_TOUCHES)
+    cross = long.with_(seqlen_q=L2_DKDV_CLOSED_FORM_MIN_SEQLEN // 2, seqlen_k=2**20, causal_align="bottom-right")
+    assert not dkdv_closed_form_applies(cross, 10**12)  # the shorter of the two lengths counts
+    wide = LayerSpec(32, 32, 8, 128, 2**17, 2**17, dtype="bf16", causal=True, backward=True)  # 1,024 grid rows
+    touches = stream.dkdv_touches(wide, ws)
+    assert touches > L2_CAUSAL_DKDV_MAX_TOUCHES and not dkdv_closed_form_applies(wide, touches)
+    half = wide.with_(batch=16)
+    assert stream.dkdv_touches(half, ws) <= L2_CAUSAL_DKDV_MAX_TOUCHES and not_estimated(half, ws) is None  # by touch
+    assert not_estimated(wide, ws).endswith(
+        f"{touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs sequences of at least "
+        f"{L2_DKDV_CLOSED_FORM_MIN_SEQLEN:,} tokens; a shorter sequence, fewer heads or a smaller batch brings it under)")
 
 
 def test_closed_form_refuses_what_it_does_not_cover():
@@ -183,9 +210,9 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
 
 def test_long_training_holdout_is_new_and_past_the_bound():
     """``sweeps/h200-long-train-holdout1.toml`` (committed before measurement, after the closed form): 7 causal
-    training steps, the launcher's S = 1 and heads-outer order on the H200, 6 past the touch bound with its tiles
-    and 1 below, none in an earlier sweep."""
-    from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES
+    training steps, the launcher's S = 1 and heads-outer order on the H200, 6 taking the closed form with its tiles
+    and 1 touch by touch, none in an earlier sweep."""
+    from iomodel.cache.estimate import dkdv_closed_form_applies
     from iomodel.spec.hardware import get_hardware
     from kernels.heuristics import backward_config
 
@@ -209,7 +236,7 @@ def test_long_training_holdout_is_new_and_past_the_bound():
                                                                 width=p.width, l2_bytes=hw.l2_bytes)
         assert (bc.group_splits, bc.dkdv_order) == (1, "heads-outer")
         tiles = Tiling(bwd_block_m=bc.block_m, bwd_block_n=bc.block_n)
-        past.append(stream.dkdv_touches(p, tiles) > L2_CAUSAL_DKDV_MAX_TOUCHES)
+        past.append(dkdv_closed_form_applies(p, stream.dkdv_touches(p, tiles)))
     assert sum(past) == 6
     for name, shapes in all_shapes.items():
         assert not keys & {key(s) for s in shapes}, name

@@ -54,9 +54,10 @@ def test_llama3_8b_prefill_8k_is_compute_bound_with_l2_reuse():
 
 def test_no_estimate_for_decode_or_very_long_where_the_fast_evaluation_does_not_apply():
     # fwd+bwd has its estimate since issue 11 (tests/test_l2_training.py); past 2^18 tokens the fast
-    # evaluation covers bandless layers in the bundled order (issue 12 item 4), a causal dK/dV kernel touch by
-    # touch up to L2_CAUSAL_DKDV_MAX_TOUCHES touches and in closed form past them (2026-12-04, night: 32 heads at
-    # 2^20 tokens were refused before; tests/test_dkdv_closed.py); past L2_FAST_MAX_ROWS grid rows it is refused
+    # evaluation covers bandless layers in the bundled order (issue 12 item 4), a causal dK/dV kernel in closed
+    # form on long sequences past L2_DKDV_CLOSED_FORM_MIN_TOUCHES touches (2026-12-04, night: 32 heads at 2^20
+    # tokens were refused before; tests/test_dkdv_closed.py), else touch by touch up to
+    # L2_CAUSAL_DKDV_MAX_TOUCHES; past L2_FAST_MAX_ROWS grid rows it is refused
     long = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 2, "heads": 1, "kv_heads": 1}
     assert make_worksheet(resolve_layer(**long)).l2_aware is not None
     assert make_worksheet(resolve_layer(**long, passes="fwd+bwd")).l2_aware is not None

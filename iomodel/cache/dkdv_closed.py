@@ -2,8 +2,9 @@
 
 :class:`iomodel.cache.stream._DkdvEvents` evaluates the causal dK/dV kernel (one group slice, the heads-outer
 loop order or MHA) touch by touch: its time grows with the touches (:func:`iomodel.cache.stream.dkdv_touches`),
-the square of the length, so past :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` touches the
-worksheet takes this closed form of the same wave model instead (issue 12 item 4; derivation, validation and
+the square of the length, so on long sequences past :data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES`
+touches (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`) the worksheet takes this closed form of the same
+wave model instead (issue 12 item 4; derivation, validation and
 its limits: docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
 
 The wave model (:func:`iomodel.schedule.grid.dkdv_waves`): W programs start together; program i of a wave
@@ -46,9 +47,9 @@ from iomodel.errors import IomodelError
 CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-04 (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
-CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.25 % to +1.85 % of the touch-by-touch evaluation's on the "
-                         "nine layers past the bound checked (2^18 to 2^20 tokens), the writes equal; up to 5.4 % either "
-                         "way on shorter layers, where it is not used: benchmarks/dkdv_closed_check.py")
+CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.25 % to +1.85 % of the touch-by-touch evaluation's on "
+                         "the 10 layers checked where it is taken (2^18 to 2^20 tokens), the writes equal: "
+                         "benchmarks/dkdv_closed_check.py")
 #: Most touches of the kernel's last waves evaluated touch by touch (at least its last two): they hold
 #: the dK/dV bytes still dirty at the end, and the previous wave's rows they re-read (about 14 ms at the
 #: engine's 0.23 µs a touch; a speed choice, not a model constant: with it the dK/dV write-back equals the

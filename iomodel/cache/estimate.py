@@ -47,18 +47,37 @@ L2_ESTIMATE_MAX_PROGRAMS = 2**17
 #: grid row at HEAD_DIM 128 and 2^24 tokens (Llama-3-8B, 32 rows: 30-50 ms; 128 rows: 0.13 s),
 #: up to about 3 ms per row for HEAD_DIM 32 fp8 (16 programs per SM); non-causal a few ms in all.
 L2_FAST_MAX_ROWS = 2**10
-#: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal ``_bwd_dkdv`` kernel that the fast
-#: evaluation processes touch by touch (its programs start at different query rows and re-read each other's
-#: rows within a wave below the saturation distance, so its time grows with the touches, the square of the
-#: length: about 0.23 µs a touch on the 2-core development machine); past it the kernel's stream reads come
-#: from the closed form of the same waves (:mod:`iomodel.cache.dkdv_closed`, 2026-12-04 night: tens of ms at
-#: any length). Chosen where the closed form's measured agreement is within 2 %
-#: (``benchmarks/dkdv_closed_check.py``: from about 8 million touches on, +5.4 % to -5.2 % below; docs/
-#: l2-calibration.md, "The causal dK/dV kernel in closed form"), so the touch-by-touch evaluation costs at most
-#: about 2 s. Before the closed form the bound was 68,000,000 and the worksheet refused past it (Llama-3-8B's
-#: causal training step with the worksheet's tiles, BWD_BLOCK_M 32 and BWD_BLOCK_N 64: 2^18 tokens 16,842,752
-#: touches, 2^19 67,239,936 and 15-16 s, 2^20 268,697,600 refused); those steps now take the closed form.
-L2_CAUSAL_DKDV_MAX_TOUCHES = 8_000_000
+#: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal ``_bwd_dkdv`` kernel the fast evaluation
+#: processes touch by touch where the closed form does not apply (:func:`dkdv_closed_form_applies`): its programs
+#: start at different query rows and re-read each other's rows within a wave below the saturation distance, so its
+#: time grows with the touches (about 0.23 µs a touch on the 2-core development machine). Chosen so that the
+#: worksheet's longest such estimate takes about what its longest took before (2026-12-04, other jobs running):
+#: Llama-3-8B's causal training step with the worksheet's tiles (BWD_BLOCK_M 32, BWD_BLOCK_N 64) at 2^19 tokens,
+#: 67,239,936 touches, 15-16 s; past it, and short of the closed form's length, the worksheet says why not.
+L2_CAUSAL_DKDV_MAX_TOUCHES = 68_000_000
+#: Touches past which a causal ``_bwd_dkdv`` kernel of a long sequence (:data:`L2_DKDV_CLOSED_FORM_MIN_SEQLEN`)
+#: takes the closed form of its waves (:mod:`iomodel.cache.dkdv_closed`, 2026-12-04 night: tens of ms at any
+#: length) instead of the touch-by-touch evaluation (about 2 s at this count): from here on the closed form's
+#: reads were within -1.25 % to +1.85 % of the touch-by-touch evaluation's on the layers of
+#: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
+L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
+#: Shortest sequence (the smaller of seqlen_q and seqlen_k, tokens) for which the closed form is taken: it counts
+#: a wave's first read of each row as a miss, which holds when the previous wave's copy is deep, i.e. for spans
+#: well past the saturation distance (about 236k rows of 520 bytes at HEAD_DIM 128); on shorter sequences with
+#: many KV heads (a large batch) the previous wave's rows are still in L2 and the closed form read up to 42 %
+#: more than the touch-by-touch evaluation (B 16, MHA, 32k tokens: docs/l2-calibration.md).
+L2_DKDV_CLOSED_FORM_MIN_SEQLEN = 2**18
+
+
+def dkdv_closed_form_applies(spec: LayerSpec, touches: int) -> bool:
+    """Whether a causal ``_bwd_dkdv`` kernel of ``spec`` with ``touches`` touches
+    (:func:`iomodel.cache.stream.dkdv_touches`) takes the closed form (:mod:`iomodel.cache.dkdv_closed`): past
+    :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches on sequences of at least
+    :data:`L2_DKDV_CLOSED_FORM_MIN_SEQLEN` tokens (both lengths)."""
+    return (touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES
+            and min(spec.seqlen_q, spec.seqlen_k) >= L2_DKDV_CLOSED_FORM_MIN_SEQLEN)
+
+
 #: Where the estimate's bytes come from (worksheet text and JSON).
 L2_ESTIMATE_SOURCE = "iomodel/cache/predict.py"
 
@@ -114,9 +133,9 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
     at most :data:`L2_FAST_MAX_ROWS` grid rows B·H and :data:`iomodel.cache.params.MAX_STREAM_ITEMS`
     stream items (memory). Other kernels are simulated wave by wave, whose cost grows with the square
     of the length. A causal dK/dV kernel (one group slice, the heads-outer loop order or MHA) is
-    evaluated touch by touch up to :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches
-    (:func:`iomodel.cache.stream.dkdv_touches`) and in closed form past them
-    (:mod:`iomodel.cache.dkdv_closed`).
+    evaluated in closed form where :func:`dkdv_closed_form_applies` (long sequences past
+    :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches), else touch by touch up to
+    :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches (:func:`iomodel.cache.stream.dkdv_touches`).
 
     Args:
         spec: the layer (prefill); tiling: its tiles (None: the defaults, and a causal training
@@ -126,6 +145,7 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         The reason, one clause without a final period, or None.
     """
     from iomodel.cache.params import MAX_STREAM_ITEMS
+    from iomodel.cache.stream import dkdv_touches
     from iomodel.schedule.grid import _chunk_rows, dkdv_last_lo
 
     if spec.band is not None:
@@ -150,9 +170,17 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         if spec.causal and (tiling is None or dkdv_last_lo(spec, t) > 0):
             if tiling is not None and t.bwd_dkdv_order != "heads-outer" and spec.group > 1:
                 return "its causal dK/dV kernel in the tiles-descending order is simulated wave by wave"
+            why = ("its causal dK/dV kernel is evaluated touch by touch (its programs re-read each other's query rows "
+                   "within a wave)")
             if tiling is None:
-                return ("its causal dK/dV kernel's evaluation depends on the backward tiles (its programs re-read "
-                        "each other's query rows within a wave)")
+                return why
+            if items > MAX_STREAM_ITEMS:
+                return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
+            touches = dkdv_touches(spec, t)
+            if touches > L2_CAUSAL_DKDV_MAX_TOUCHES and not dkdv_closed_form_applies(spec, touches):
+                return (f"{why}: {touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
+                        f"sequences of at least {L2_DKDV_CLOSED_FORM_MIN_SEQLEN:,} tokens; a shorter sequence, fewer "
+                        "heads or a smaller batch brings it under)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None
@@ -166,8 +194,9 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
     (:func:`simulation_bound`: :data:`L2_ESTIMATE_MAX_SEQLEN` tokens, :data:`L2_ESTIMATE_MAX_PROGRAMS`
     programs) always, and past them wherever the fast evaluation covers every kernel
     (:func:`fast_refusal`: any length, up to :data:`L2_FAST_MAX_ROWS` grid rows; a causal training step's
-    dK/dV kernel past :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches in closed form, which the estimate's
-    assumptions then say). Otherwise the estimate is not computed (never extrapolated).
+    dK/dV kernel in closed form where :func:`dkdv_closed_form_applies`, which the estimate's assumptions then
+    say, else up to :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches). Otherwise the estimate is not computed
+    (never extrapolated).
 
     Args:
         spec: the layer.

@@ -40,9 +40,10 @@ expected bytes equal the simulation's floats, not only their rounding (tests/tes
 compares the floats on random shapes). The causal ``_bwd_dkdv`` has no certified waves (its
 programs re-read each other's rows within a wave, well below saturation): its cost still grows
 with the square of the length (its touches, :func:`dkdv_touches`; the superseded entries counted by
-windows of runs, :func:`_moved_up_windows`), so it is processed touch by touch only up to
-:data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` touches; past them :func:`fast_kernel_l2`
-returns the closed form of the same waves (:mod:`iomodel.cache.dkdv_closed`: the mean count of chunk
+windows of runs, :func:`_moved_up_windows`): on long sequences past
+:data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches
+(:func:`iomodel.cache.estimate.dkdv_closed_form_applies`) :func:`fast_kernel_l2` returns the closed form of the same
+waves instead (:mod:`iomodel.cache.dkdv_closed`: the mean count of chunk
 entries, not the simulation's bytes; its agreement: docs/l2-calibration.md). Kernels or schedules outside
 this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
 fully associative L2 but for the windowed dK/dV kernel, a write share that is not a dyadic fraction) get None from
@@ -1399,8 +1400,8 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
 
     The result equals ``simulate(name, waves, capacity, write_share, ways, read_capacity)`` on the kernel's waves
     (:mod:`iomodel.schedule.grid`, grouped) with their requested bytes: the same expected bytes per
-    tensor, before and after rounding (module doc), but for a causal ``_bwd_dkdv`` past
-    :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` touches, which gets
+    tensor, before and after rounding (module doc), but for a causal ``_bwd_dkdv`` where
+    :func:`iomodel.cache.estimate.dkdv_closed_form_applies`, which gets
     :func:`iomodel.cache.dkdv_closed.closed_form_dkdv` (its ``note`` says so). None where :func:`fast_model` gives none, and for a
     fully associative L2 (``ways=None``, exact integer bytes) unless :func:`_lru_exact` holds
     (``_bwd_dkdv`` under a window band) and every item keeps one extent.
@@ -1428,9 +1429,9 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
     if model is None or (ways is None and not _lru_exact(model, capacity, write_share)):
         return None
     if isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent:
-        from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES  # the bound has one home, with the worksheet's
+        from iomodel.cache.estimate import dkdv_closed_form_applies  # the bounds have one home, with the worksheet's
 
-        if model.all_touches > L2_CAUSAL_DKDV_MAX_TOUCHES:  # past it: the closed form of the same waves
+        if dkdv_closed_form_applies(spec, model.all_touches):  # a long sequence: the closed form of the same waves
             from iomodel.cache.dkdv_closed import closed_form_dkdv
 
             return closed_form_dkdv(model, capacity, write_share, ways, read_capacity)
