@@ -8,7 +8,8 @@ For each layer (H200, its default L2, the backward tiles the row names, the work
 :data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` lifted for this run) and in closed form
 (:func:`iomodel.cache.dkdv_closed.closed_form_dkdv`). It prints the
 kernel's DRAM read and write bytes by each, their ratio (closed / touch by touch) and both wall times. The
-layers cover GQA (G 4 and 8), MHA, G 16, HEAD_DIM 64 fp16, both causal alignments with seqlen_q ≠ seqlen_k,
+layers cover GQA (G 4 and 8), MHA, G 16, HEAD_DIM 32 to 256, fp16, bf16 and fp32, both causal alignments with
+seqlen_q ≠ seqlen_k,
 batches 1 to 64, the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and the worksheet's (BWD_BLOCK_N 64),
 and lengths past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about
 70 s on a 2-core CPU). The closed form is taken only where
@@ -49,6 +50,10 @@ LAYERS = (
     (4, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
     (2, 16, 4, 64, 2**18, 2**18, "fp16", "top-left", Tiling()),
     (1, 16, 16, 64, 2**18, 2**18, "fp16", "bottom-right", Tiling()),
+    (1, 16, 4, 256, 2**18, 2**18, "bf16", "top-left", WORKSHEET_TILES),
+    (1, 16, 4, 64, 2**18, 2**18, "fp32", "top-left", Tiling()),
+    (1, 32, 8, 32, 2**18, 2**18, "bf16", "top-left", Tiling()),
+    (1, 8, 1, 128, 2**19, 2**19, "fp16", "top-left", WORKSHEET_TILES),
     (1, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", WORKSHEET_TILES),
     (1, 32, 8, 128, 2**19, 2**19, "bf16", "top-left", Tiling()),
     (1, 32, 8, 128, 2**19, 2**19, "bf16", "top-left", WORKSHEET_TILES),

@@ -48,7 +48,7 @@ CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-04 (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
 CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.25 % to +1.85 % of the touch-by-touch evaluation's on "
-                         "the 10 layers checked where it is taken (2^18 to 2^20 tokens), the writes equal: "
+                         "the 13 layers checked where it is taken (2^18 to 2^20 tokens), the writes equal: "
                          "benchmarks/dkdv_closed_check.py")
 #: Most touches of the kernel's last waves evaluated touch by touch (at least its last two): they hold
 #: the dK/dV bytes still dirty at the end, and the previous wave's rows they re-read (about 14 ms at the
