@@ -99,19 +99,19 @@ def _exact_h200(spec: LayerSpec) -> "stream.KernelL2":
     (2, 1, "top-left", 200_000, 200_000, 0.005),  # +0.004 %
 ])
 def test_closed_form_against_touch_by_touch(G, kv, align, n_q, n_k, bound):
-    """H200-sized waves, HEAD_DIM 128 bf16: K/V read once and dK/dV written back as the touch-by-touch evaluation
-    gives them; Q/dO/LSE/Delta within the bound (the fluid mean against the exact count, measured when written)."""
+    """H200-sized waves, HEAD_DIM 128 bf16: K/V read once as the touch-by-touch evaluation reads them, dK/dV
+    written back within 0.1 % of it (the dirty bytes at the end by the fluid count: 0.02-0.06 % of dK when
+    written), Q/dO/LSE/Delta within the bound (the fluid mean against the exact count, measured when written)."""
     spec = LayerSpec(1, G * kv, kv, 128, n_q, n_k, dtype="bf16", causal=True, causal_align=align, backward=True)
     exact = _exact_h200(spec)
     model = stream._DkdvEvents(spec, TILES, H200_W, 0.5)
     closed = closed_form_dkdv(model, H200_CAP, 0.5, 24, H200_READ_CAP)
-    done_exactly = int(closed.note.rsplit("the last ", 1)[1].split()[0])
-    assert 2 <= done_exactly <= len(model.p0) // 2  # at least half the waves by the closed form
     assert closed.requested_read == exact.requested_read and closed.requested_write == exact.requested_write
     for t in ("K", "V"):
         assert closed.hbm_read[t] == exact.hbm_read[t] == exact.requested_read[t]
-    for t in ("dK", "dV"):
-        assert abs(closed.hbm_write[t] - exact.hbm_write[t]) <= 1e-6 * exact.hbm_write[t]
+    for t in ("dK", "dV"):  # all but the last waves' stores are written back; those by the fluid count too
+        assert 0.7 * exact.dirty_at_end[t] <= closed.dirty_at_end[t] <= 1.1 * exact.dirty_at_end[t]
+        assert abs(closed.hbm_write[t] - exact.hbm_write[t]) <= 1e-3 * exact.hbm_write[t]
     for t in ("Q", "dO", "LSE", "Delta"):
         assert abs(closed.hbm_read[t] / exact.hbm_read[t] - 1) <= bound, t
     assert closed.note.startswith("closed form (iomodel/cache/dkdv_closed.py)") and closed.waves == len(model.p0)
@@ -129,7 +129,8 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
     past = stream.fast_kernel_l2(*args, read_capacity=H200_READ_CAP)
     direct = closed_form_dkdv(stream._DkdvEvents(spec, TILES, H200_W, 0.5), H200_CAP, 0.5, 24, H200_READ_CAP)
     assert past.note.startswith("closed form") and past.hbm_read == direct.hbm_read != below.hbm_read
-    assert past.hbm_write == direct.hbm_write == below.hbm_write
+    assert past.hbm_write == direct.hbm_write
+    assert all(abs(past.hbm_write[t] - below.hbm_write[t]) <= 1e-3 * below.hbm_write[t] for t in ("dK", "dV"))
     assert stream.fast_kernel_l2(*args[:-1], None) is None  # the LRU band: not by the closed form (simulated)
     shorter = spec.with_(batch=2, seqlen_q=2**18 - 1024, seqlen_k=2**18 - 1024)  # more touches, a shorter sequence
     assert stream.dkdv_touches(shorter, TILES) > estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES
@@ -164,6 +165,44 @@ def test_closed_form_refuses_what_it_does_not_cover():
     model = stream._DkdvEvents(spec, TILES, 8, 0.5)
     with pytest.raises(IomodelError, match="set-associative L2"):
         closed_form_dkdv(model, 2 * MiB, 0.5, None)
+    banded = stream._DkdvEvents(spec.with_(window_left=1024, window_right=0), TILES, 8, 0.5)
+    assert banded.one_extent
+    with pytest.raises(IomodelError, match="without a window band"):
+        closed_form_dkdv(banded, 2 * MiB, 0.5, 24)
+
+
+def test_sparse_and_dense_heads_give_the_same_rows():
+    """The sparse form (only the heads with members in each interval) against the dense one (every head) on
+    random evenly spaced waves of one or two KV heads, G 1 to 40, short and long spans."""
+    rng = np.random.default_rng(7)
+    for _ in range(120):
+        G, g = int(rng.integers(1, 41)), int(rng.choice([32, 64, 128]))
+        groups = []
+        for _ in range(int(rng.integers(1, 3))):
+            n = int(rng.integers(1, 40))
+            s0 = int(rng.integers(n * g + 1, n * g + int(rng.choice([500, 5000, 200_000]))))
+            gap = np.full(n, g, dtype=np.int64)
+            gap[-1] = 0
+            groups.append(_Group(s0 - g * np.arange(n, dtype=np.int64), gap, rng.uniform(0, 1e5, n)))
+        cap, per = float(rng.choice([1, 4, 31]) * MiB), int(rng.choice([136, 264, 520]))
+        dense = wave_misses(groups, G, per, cap, 24, dense=True)
+        sparse = wave_misses(groups, G, per, cap, 24, dense=False)
+        assert math.isclose(dense, sparse, rel_tol=1e-12), (G, [x.n for x in groups])
+
+
+def test_still_dirty_by_the_fluid_count():
+    """Where the last waves are too many touches to evaluate (large groups), the dK/dV bytes still dirty at the end
+    come from the fluid count: within 0.1 % of the dK/dV bytes of the touch-by-touch evaluation's on a layer of
+    many KV heads (0.03 % when written)."""
+    from iomodel.cache.dkdv_closed import _still_dirty
+
+    spec = LayerSpec(1, 32, 8, 128, 2**16, 2**16, dtype="bf16", causal=True, backward=True)
+    exact = _exact_h200(spec)
+    still, looked = _still_dirty(stream._DkdvEvents(spec, TILES, H200_W, 0.5), H200_CAP, 24)
+    assert 1 <= looked <= 4
+    for t in ("dK", "dV"):
+        assert exact.dirty_at_end[t] > 0
+        assert abs(still[t] - exact.dirty_at_end[t]) <= 1e-3 * exact.requested_write[t]
 
 
 def test_worksheet_gives_the_causal_training_step_past_the_touch_bound():
@@ -175,9 +214,14 @@ def test_worksheet_gives_the_causal_training_step_past_the_touch_bound():
     ws = make_worksheet(resolve_layer(preset="llama-3-8b", seqlen=2**20, causal=True, passes="fwd+bwd"))
     assert ws.l2_aware is not None
     j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
-    assert j["read_bytes"] == ws.l2_aware.read_bytes > 0
+    assert j["read_bytes"] == ws.l2_aware.read_bytes == sum(k["read_bytes"] for k in j["kernels"])
     dkdv = [k for k in j["kernels"] if k["name"] == "_bwd_dkdv"][0]
-    assert dkdv["read_bytes"] > 0
+    n, d, s, b, hk, g = 2**20, 128, 2, 1, 8, 4
+    kv_once = 2 * b * hk * n * d * s  # K and V, read once
+    rows_once = b * hk * g * n * (2 * d * s + 8)  # each query row of each head once (Q, dO, LSE, Delta)
+    rows_all = b * hk * g * sum(n - lo for lo in range(0, n, 64)) * (2 * d * s + 8)  # every touch (key tiles of 64)
+    assert kv_once + rows_once < dkdv["read_bytes"] < kv_once + rows_all  # first reads miss, some re-reads hit
+    assert dkdv["written_bytes"] == kv_once and 0 < kv_once - dkdv["write_bytes"] < 0.01 * kv_once
     assert any(a.startswith("_bwd_dkdv: closed form (iomodel/cache/dkdv_closed.py)") for a in j["assumptions"])
 
 
@@ -191,10 +235,10 @@ def _sweep_shapes():
 
 
 def test_the_closed_form_changes_no_committed_sweeps_prediction():
-    """Every causal training step of the committed H200 sweeps but the long hold-out stays under the touch bound
-    even with 16×16 backward tiles (more touches than any launch's), so its dK/dV kernel is still evaluated touch
-    by touch (the receipts' reconciliations are pinned elsewhere; the unmeasured Gluon hold-out is covered here)."""
-    from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES
+    """No causal training step of the committed H200 sweeps but the long hold-out takes the closed form, even with
+    16×16 backward tiles (more touches than any launch's): its dK/dV kernel is still evaluated touch by touch (the
+    receipts' reconciliations are pinned elsewhere; the unmeasured Gluon hold-out is covered here)."""
+    from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, dkdv_closed_form_applies
 
     small = Tiling(bwd_block_m=16, bwd_block_n=16)
     steps = 0
@@ -204,7 +248,9 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
         for s in shapes:
             if s.spec.backward and s.spec.causal and s.spec.band is None and s.spec.phase == "prefill":
                 steps += 1
-                assert stream.dkdv_touches(s.spec, small) <= L2_CAUSAL_DKDV_MAX_TOUCHES, (name, s.spec)
+                touches = stream.dkdv_touches(s.spec, small)
+                assert touches <= L2_CAUSAL_DKDV_MAX_TOUCHES, (name, s.spec)
+                assert not dkdv_closed_form_applies(s.spec, touches), (name, s.spec)
     assert steps > 50
 
 
@@ -262,3 +308,28 @@ def test_the_replacement_policy_band_is_not_simulated_for_a_long_causal_training
     assert _band_refusal(long) == (f"its causal dK/dV kernel has {touches:,} touches, above {BAND_MAX_DKDV_TOUCHES:,}, "
                                    "and the fully associative LRU simulates them access by access")
     assert _band_refusal(replace(long, impl="baseline")) is None
+
+
+def test_the_band_is_skipped_with_a_note(monkeypatch):
+    """_add_band notes why it skipped a long causal training step and never runs the fully associative LRU."""
+    from dataclasses import replace
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import iomodel.reconcile.compare as compare
+    from iomodel.measure.records import Measurement
+
+    receipt = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-train-holdout6-2026-12-03.json"
+    shape = next(s for s in Measurement.load(receipt).select(None)
+                 if s.impl == "tiled" and s.spec.causal and s.spec.backward and s.spec.seqlen_q == 16384
+                 and s.spec.heads == 64)
+    long = replace(shape, spec=shape.spec.with_(seqlen_q=2**18, seqlen_k=2**18))
+
+    def refuse(*a, **k):
+        raise AssertionError("the fully associative LRU ran")
+
+    monkeypatch.setattr(compare, "reconcile_shape", refuse)
+    row = SimpleNamespace(error=None, l2=object(), notes=[])
+    alone = SimpleNamespace(outside=lambda: [(None, ["HBM read"])])
+    compare._add_band(row, long, alone, None, 24, {})
+    assert row.notes == [f"replacement-policy band not computed: {compare._band_refusal(long)}"]

@@ -22,8 +22,9 @@ per head: O(W·G) intervals a wave, none per touch. A wave's first read of each 
 wave's copy is taken as evicted). The waves of W programs of one KV head, evenly spaced and long enough that
 their G head switches do not overlap, have misses affine in their length, so all of them (the bulk of a long
 sequence) are added from two evaluations of one template; the others are evaluated one by one (each distinct
-wave once). The kernel's last waves (two at least) are evaluated touch by touch from a cold L2 (they hold the
-dK/dV bytes still dirty at the end).
+wave once). The kernel's last two waves are evaluated touch by touch from a cold L2 where that is cheap
+(:data:`EXACT_TAIL_TOUCHES`: they hold the dK/dV bytes still dirty at the end), else the dirty bytes come from
+the same count (:func:`_still_dirty`: what each store has above it until the end).
 
 What the mean leaves out (measured against the touch-by-touch evaluation: docs/l2-calibration.md): programs
 spaced g rows apart cross the 1,024-row chunk boundaries in phase classes, so while programs of two heads mix
@@ -45,16 +46,17 @@ from iomodel.errors import IomodelError
 
 #: Source line of the closed form (worksheet assumptions and docs).
 CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
+#: Most touches of the kernel's last two waves for which they are evaluated touch by touch (about 0.1 s at the
+#: engine's 0.23 µs a touch): they hold the dK/dV bytes still dirty at the end, which the fluid count
+#: (:func:`_still_dirty`) gets within 0.06 % of the dK bytes on many KV heads but about 2 % of them on two (B 1,
+#: MHA, 2^18 tokens: tests/test_dkdv_closed.py). Past it (large groups: Falcon-7B's 71 heads on one KV head, 2^20
+#: tokens, take seconds) the fluid count serves. A speed choice, not a model constant.
+EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-04 (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
-CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.25 % to +1.85 % of the touch-by-touch evaluation's on "
-                         "the 13 layers checked where it is taken (2^18 to 2^20 tokens), the writes equal: "
+CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.25 % to +2.01 % of the touch-by-touch evaluation's on "
+                         "the 14 layers checked where it is taken (2^18 to 2^20 tokens), the writes within 0.06 %: "
                          "benchmarks/dkdv_closed_check.py")
-#: Most touches of the kernel's last waves evaluated touch by touch (at least its last two): they hold
-#: the dK/dV bytes still dirty at the end, and the previous wave's rows they re-read (about 14 ms at the
-#: engine's 0.23 µs a touch; a speed choice, not a model constant: with it the dK/dV write-back equals the
-#: touch-by-touch evaluation's to 1e-5 on the layers of benchmarks/dkdv_closed_check.py).
-EXACT_TAIL_TOUCHES = 60_000
 
 
 def evict_probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
@@ -135,13 +137,18 @@ def _groups_of_wave(model: Any, v: int) -> list[_Group]:
     return out
 
 
-def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float, ways: int) -> float:
+def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float, ways: int,
+                dense: bool | None = None) -> float:
     """Missed query rows of one wave (rows of all G heads; times ``per_row`` bytes per tensor), fluid count.
 
     Args:
         groups: the wave's KV-head groups (:func:`_groups_of_wave`).
         G: query heads per KV head; per_row_sum: bytes a query row weighs in L2 (Q, dO, LSE, Delta);
         capacity: read capacity (bytes); ways: associativity.
+        dense: evaluate every (head, interval) pair (O(G²) per interval), or only the heads with members in each
+            interval (:func:`_sparse_misses`, programs evenly spaced, one spacing for the wave: a few heads at a
+            time on long spans); None picks the sparse form wherever the programs are evenly spaced. Both give the same rows (to
+            rounding: tests/test_dkdv_closed.py).
 
     Returns:
         Expected missed rows (first reads of the wave whole, re-reads times their evict probability).
@@ -161,6 +168,11 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
     a, b = events[:-1], events[1:]
     mid = (a + b) / 2.0
     length = (b - a).astype(np.float64)
+    if dense is None:  # the sparse form needs one spacing for the wave
+        gaps = {int(x) for g in groups if g.n > 1 for x in np.unique(g.gap[:-1])}
+        dense = len(gaps) > 1
+    if not dense:
+        return _sparse_misses(groups, G, per_row_sum, capacity, ways, mid, length)
     # members of head k' in each group: lo-order indices [lo_idx[k'], hi_idx[k'])
     bounds = []
     for g in groups:
@@ -211,6 +223,75 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
     return missed
 
 
+def _sparse_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float, ways: int, mid: np.ndarray,
+                   length: np.ndarray) -> float:
+    """:func:`wave_misses` for groups evenly spaced g rows apart (one g for the wave), visiting in each interval
+    only the heads with members.
+
+    In interval e the programs of a group occupy heads ⌊m/span_0⌋ .. ⌊m/span_{n−1}⌋ (m its midpoint): a few
+    on long spans whatever G is. The pairs (interval, head k') of those ranges carry the members C (a
+    difference of two counts); a head of C members adds Δ + (C − 1)·min((k' + 1)·g, Δ) rows to a window of Δ
+    steps. For the re-readers of head k, Δ = (k + 1)·g, so the sum over k' is
+    (k + 1)·g·(heads with members) + g·(Σ_{k' ≤ k} (C − 1)⁺·(k' + 1) + (k + 1)·Σ_{k' > k} (C − 1)⁺): prefix sums
+    over the pairs sorted by (interval, head), one binary search per re-reading (interval, head)."""
+    gap = next((int(g.gap[0]) for g in groups if g.n > 1), 0)
+    p_key, p_w, p_nz = [], [], []
+    r_e, r_k, r_count = [], [], []
+    missed = 0.0
+    n_e, stride = len(mid), G + 1
+    for g in groups:
+        missed += float(int(g.span[0]) * G)  # the wave's first read of each row of its G heads
+        kmin = np.floor(mid / g.span[0]).astype(np.int64)
+        kmax = np.minimum(np.floor(mid / g.span[-1]).astype(np.int64), G - 1)
+        width = np.where(kmin < G, kmax - kmin + 1, 0)
+        tot = int(width.sum())
+        if tot == 0:
+            continue
+        e_idx = np.repeat(np.arange(n_e), width)
+        kp = np.repeat(kmin, width) + (np.arange(tot) - np.repeat(np.cumsum(width) - width, width))
+        m = mid[e_idx]
+        members = g.count_above(m / (kp + 1)) - np.where(kp > 0, g.count_above(m / np.maximum(kp, 1)), 0)
+        p_key.append(e_idx * stride + kp)
+        p_w.append(np.maximum(members - 1, 0).astype(np.float64))
+        p_nz.append((members > 0).astype(np.float64))
+        if g.n < 2:
+            continue
+        spans = np.sort(g.span[:-1])  # the programs that re-read: all but the one with the largest lo
+        n = len(spans)
+        above = n - np.searchsorted(spans, m / (kp + 1), side="right")
+        started = n - np.searchsorted(spans, (m - gap) / np.maximum(kp, 1), side="right")
+        cnt = np.where(kp == 0, np.where(m >= gap, above, 0), np.maximum(above - started, 0))
+        keep = cnt > 0
+        r_e.append(e_idx[keep])
+        r_k.append(kp[keep])
+        r_count.append(cnt[keep])
+    if not r_e:
+        return missed
+    key = np.concatenate(p_key)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    w = np.concatenate(p_w)[order]
+    zero = np.zeros(1)
+    cum_w = np.concatenate((zero, np.cumsum(w)))
+    cum_wk = np.concatenate((zero, np.cumsum(w * (key % stride + 1))))
+    cum_nz = np.concatenate((zero, np.cumsum(np.concatenate(p_nz)[order])))
+    re_, rk, rc = np.concatenate(r_e), np.concatenate(r_k), np.concatenate(r_count)
+    first = np.searchsorted(key, re_ * stride)
+    last = np.searchsorted(key, (re_ + 1) * stride)
+    q = np.searchsorted(key, re_ * stride + rk, side="right")
+    heads = cum_nz[last] - cum_nz[first]
+    rows = gap * ((rk + 1) * heads + (cum_wk[q] - cum_wk[first]) + (rk + 1) * (cum_w[last] - cum_w[q]))
+    rd = (rk + 1) * gap
+    finish = np.concatenate([G * g.span for g in groups])
+    order = np.argsort(finish, kind="stable")
+    fin_t = finish[order]
+    fin_w = np.concatenate(([0.0], np.cumsum(np.concatenate([g.store for g in groups])[order])))
+    m = mid[re_]
+    stores = fin_w[np.searchsorted(fin_t, m, side="right")] - fin_w[np.searchsorted(fin_t, m - rd, side="right")]
+    prob = evict_probabilities(rows * per_row_sum + stores, capacity, ways)
+    return missed + float((length[re_] * rc * prob).sum())
+
+
 def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, ways: int,
                 template: bool = True) -> tuple[float, int]:
     """Missed query rows of waves 0 .. last − 1 (fluid count), and the wave shapes evaluated one by one.
@@ -252,15 +333,53 @@ def _interior_min_span(G: int, w: int, bn: int) -> int:
     return (G - 1) * (w - 1) * bn + bn + 1
 
 
-def closed_form_dkdv(model: Any, capacity: int, write_share: float, ways: int, read_capacity: int | None = None,
-                     exact_tail_touches: int = EXACT_TAIL_TOUCHES) -> KernelL2:
+def _still_dirty(model: Any, capacity: float, ways: int) -> tuple[dict[str, float], int]:
+    """Expected bytes of dK and dV still dirty in L2 at the kernel's end (fluid count), and the waves looked at.
+
+    A program stores dK then dV when it finishes (step G·span_i of its wave). What is pushed above them until the
+    end: the rows the wave's longest program of each KV head still sweeps (every other program of that head
+    sweeps a subset of them: it is behind in head order, ahead in rows), G·span_0 − G·span_i rows; the stores of
+    the programs that finish later; and all of every later wave (its K/V, G·span_0 rows of each KV head, its
+    stores). Each dirty item's evicted fraction is :func:`iomodel.cache.set_assoc.finish_probabilities` of that
+    weight (the rule the touch-by-touch evaluation ends with); waves are taken from the last back until what
+    follows them weighs the saturation distance (the rest is written back whole)."""
+    from iomodel.cache.set_assoc import finish_probabilities
+    from iomodel.cache.stream import saturation_distance
+
+    G, per_sum, share = model.G, int(sum(model.per_row)), model.share
+    d_sat = saturation_distance(capacity, ways)
+    later, still, v = 0.0, {"dK": 0.0, "dV": 0.0}, len(model.p0) - 1
+    while v >= 0 and later < d_sat:
+        groups = _groups_of_wave(model, v)
+        if groups:
+            finish = np.concatenate([G * g.span for g in groups])
+            store = np.concatenate([g.store for g in groups])  # dK and dV, read-equivalent bytes
+            order = np.argsort(finish, kind="stable")
+            f_s, w_s = finish[order], store[order]
+            after = np.concatenate((np.cumsum(w_s[::-1])[::-1][1:], [0.0]))  # stores finishing later
+            longest = np.array([G * int(g.span[0]) for g in groups], dtype=np.float64)
+            rows = np.maximum(longest[None, :] - f_s[:, None], 0.0).sum(axis=1)
+            above_dv = rows * per_sum + after + later
+            own = w_s / 2  # one tensor's item
+            nbytes = own / share
+            still["dV"] += float((nbytes * (1.0 - finish_probabilities(above_dv, own, capacity, ways))).sum())
+            still["dK"] += float((nbytes * (1.0 - finish_probabilities(above_dv + own, own, capacity, ways))).sum())
+            p0, p1 = int(model.p0[v]), int(model.p1[v])
+            kv = np.arange(p0, p1) % model.t_c
+            later += float(model.k_rows[kv].sum()) * 2 * model.kv_bytes  # this wave's K and V, read once
+            later += float(per_sum) * float(sum(G * int(g.span[0]) for g in groups)) + float(store.sum())
+        v -= 1
+    return still, len(model.p0) - 1 - v
+
+
+def closed_form_dkdv(model: Any, capacity: int, write_share: float, ways: int,
+                     read_capacity: int | None = None) -> KernelL2:
     """The causal ``_bwd_dkdv`` kernel through a cold L2, its stream reads in closed form (module doc).
 
     Args:
         model: the kernel's waves (:class:`iomodel.cache.stream._DkdvEvents`, no window band).
         capacity: effective L2 bytes (dirty lines); write_share: read-equivalent bytes per written byte;
         ways: associativity A; read_capacity: capacity of a read miss (bytes; default ``capacity``).
-        exact_tail_touches: most touches of the last waves evaluated touch by touch (the last two always).
 
     Returns:
         :class:`~iomodel.cache.simulate.KernelL2` (bytes per tensor: K and V read once, Q/dO/LSE/Delta from the
@@ -276,35 +395,39 @@ def closed_form_dkdv(model: Any, capacity: int, write_share: float, ways: int, r
     nw = len(model.p0)
     bn = int(model.k_rows[0]) if len(model.k_rows) else 1
     t_c = model.t_c
-    last = max(0, nw - 2)  # the first of the last waves, evaluated touch by touch (two at least: the dK/dV
-    while last > 0 and model.touches(last - 1, nw - 1) <= exact_tail_touches:  # bytes the one before the last
-        last -= 1  # stored can still be dirty at the end)
     # interior waves: one KV head, w programs evenly spaced bn rows apart, head switches apart
-    p0 = model.p0[:last]
-    kv0, j0 = np.divmod(p0, t_c)
+    kv0, j0 = np.divmod(model.p0, t_c)
     j1 = j0 + w - 1
     even = np.concatenate(([0], np.cumsum(np.diff(model.lo) == bn))) if t_c > 1 else np.zeros(1, np.int64)
-    in_head = (model.p1[:last] - model.p0[:last] == w) & (j1 < t_c)
+    in_head = (model.p1 - model.p0 == w) & (j1 < t_c)
     j1c = np.minimum(j1, t_c - 1)
     s_first = model.end[j0] - model.lo[j0]
     s_min = _interior_min_span(G, w, bn)
     interior = in_head & (even[j1c] - even[j0] == j1c - j0) & (s_first - (w - 1) * bn >= s_min)
-    missed, shapes = _fluid_rows(model, last, interior, rc, ways, template=True)
-    # the last waves, touch by touch from a cold L2 (their dK/dV stay dirty at the end)
-    engine = model.engine(capacity, ways)
-    if read_capacity is not None:
-        engine.judge_reads_at(read_capacity)
-    for v in range(last, nw):
-        engine.steps(model.build_block(v, v))
-    reads_last, _, still_last = engine.totals()
-    reads = {t: float(b) for t, b in model.requested_read.items() if t in ("K", "V")}
+    tail = min(nw, 2)  # the last two waves touch by touch where that is cheap: they hold the dirty dK/dV
+    exact = model.touches(nw - tail, nw - 1) <= EXACT_TAIL_TOUCHES
+    first = nw - tail if exact else nw
+    missed, shapes = _fluid_rows(model, first, interior[:first], rc, ways, template=True)
+    reads = {t: float(b) for t, b in model.requested_read.items() if t in ("K", "V")}  # read once, in no wave again
+    if exact:
+        engine = model.engine(capacity, ways)
+        if read_capacity is not None:
+            engine.judge_reads_at(read_capacity)
+        for v in range(first, nw):
+            engine.steps(model.build_block(v, v))
+        reads_tail, _, still = engine.totals()
+        how = f"the last {tail} touch by touch"
+    else:
+        reads_tail = {}
+        still, looked = _still_dirty(model, float(capacity), ways)
+        how = f"the dK/dV still dirty at the end by the same count (the last {looked} waves)"
     for t, per in zip(("Q", "dO", "LSE", "Delta"), model.per_row):
-        reads[t] = missed * per + reads_last.get(t, 0.0)
-    still = {t: still_last.get(t, 0.0) for t in model.requested_write}
+        reads[t] = missed * per + reads_tail.get(t, 0.0)
+    still = {t: still.get(t, 0.0) for t in model.requested_write}
     writes = {t: model.requested_write[t] - still[t] for t in model.requested_write}
     out = KernelL2("_bwd_dkdv", requested_read=dict(model.requested_read), requested_write=dict(model.requested_write))
     out.hbm_read, out.hbm_write, out.dirty_at_end = _rounded(reads), _rounded(writes), _rounded(still)
     out.waves = nw
     out.note = (f"closed form ({CLOSED_FORM_SOURCE}): {int(interior.sum()):,} of {nw:,} waves from one template, "
-                f"{shapes:,} other wave shapes evaluated, the last {nw - last} touch by touch")
+                f"{shapes:,} other wave shapes evaluated, {how}")
     return out

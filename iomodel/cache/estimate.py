@@ -56,9 +56,10 @@ L2_FAST_MAX_ROWS = 2**10
 #: 67,239,936 touches, 15-16 s; past it, and short of the closed form's length, the worksheet says why not.
 L2_CAUSAL_DKDV_MAX_TOUCHES = 68_000_000
 #: Touches past which a causal ``_bwd_dkdv`` kernel of a long sequence (:data:`L2_DKDV_CLOSED_FORM_MIN_SEQLEN`)
-#: takes the closed form of its waves (:mod:`iomodel.cache.dkdv_closed`, 2026-12-04 night: tens of ms at any
-#: length) instead of the touch-by-touch evaluation (about 2 s at this count): from here on the closed form's
-#: reads were within -1.25 % to +1.85 % of the touch-by-touch evaluation's on the layers of
+#: takes the closed form of its waves (:mod:`iomodel.cache.dkdv_closed`, 2026-12-04 night: tens to hundreds of ms
+#: at any length for groups of up to 8 query heads per KV head, seconds for larger groups, whose head switches
+#: overlap) instead of the touch-by-touch evaluation (about 2 s at this count for G = 4): from here on the closed form's
+#: reads were within -1.25 % to +2.01 % of the touch-by-touch evaluation's on the layers of
 #: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
 L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: Shortest sequence (the smaller of seqlen_q and seqlen_k, tokens) for which the closed form is taken: it counts
