@@ -13,8 +13,9 @@ seqlen_q ≠ seqlen_k,
 batches 1 to 64, the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and the worksheet's (BWD_BLOCK_N 64),
 and lengths past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about
 70 s on a 2-core CPU). The closed form is taken only where
-:func:`iomodel.cache.estimate.dkdv_closed_form_applies` (sequences of at least 2^18 tokens, past 8 million
-touches); the shorter rows show why (the last column says whether it applies). ``--quick`` keeps the layers
+:func:`iomodel.cache.estimate.dkdv_closed_form_applies` (past 8 million touches, the shorter length's query rows
+weighing the L2 model's saturation distance: 2^18 tokens at HEAD_DIM 128 in bf16); the other rows show why (the
+last column says whether it applies). ``--quick`` keeps the layers
 under 2^18 tokens and one where the closed form is taken (seconds).
 """
 
@@ -26,7 +27,7 @@ import time
 from dataclasses import replace
 
 import iomodel.cache.estimate as estimate
-from iomodel.cache.estimate import dkdv_closed_form_applies
+from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
 from iomodel.cache.params import L2Params
 from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
@@ -51,6 +52,9 @@ LAYERS = (
     (4, 32, 8, 128, 2**18, 2**18, "bf16", "top-left", Tiling()),
     (2, 16, 4, 64, 2**18, 2**18, "fp16", "top-left", Tiling()),
     (1, 16, 16, 64, 2**18, 2**18, "fp16", "bottom-right", Tiling()),
+    (1, 32, 32, 32, 2**18, 2**18, "bf16", "top-left", Tiling()),
+    (1, 32, 32, 64, 2**19, 2**19, "bf16", "top-left", Tiling()),
+    (1, 32, 8, 128, 262_144, 300_000, "bf16", "bottom-right", WORKSHEET_TILES),
     (1, 16, 4, 256, 2**18, 2**18, "bf16", "top-left", WORKSHEET_TILES),
     (1, 16, 4, 64, 2**18, 2**18, "fp32", "top-left", Tiling()),
     (1, 32, 8, 32, 2**18, 2**18, "bf16", "top-left", Tiling()),
@@ -67,6 +71,10 @@ LAYERS = (
 #: The one layer where the closed form is taken that ``--quick`` keeps (2 s touch by touch).
 QUICK_PAST = next(i for i, row in enumerate(LAYERS) if row[:8] == (1, 32, 8, 128, 2**18, 2**18, "bf16", "top-left")
                   and row[8] == Tiling())
+
+
+#: The H200's L2 (bytes).
+H200_L2 = get_hardware("H200").l2_bytes
 
 
 def _params(spec: LayerSpec, tiling: Tiling) -> L2Params:
@@ -105,7 +113,7 @@ def main() -> None:
         tiles = f"{tiling.bwd_block_m}x{tiling.bwd_block_n}"
         name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}"
         estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = bound  # whether the worksheet takes the closed form here
-        applies = dkdv_closed_form_applies(spec, model.all_touches)
+        applies = dkdv_closed_form_applies(spec, tiling, model.all_touches, closed_form_saturation(H200_L2))
         estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 10**18
         rows.append({"layer": name, "touches": model.all_touches, "closed_form_applies": applies,
                      "read_bytes": {"touch_by_touch": r_e, "closed": r_c},

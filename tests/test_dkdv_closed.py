@@ -124,7 +124,7 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
     args = ("_bwd_dkdv", spec, TILES, H200_W, H200_CAP, 0.5, 24)
     below = stream.fast_kernel_l2(*args, read_capacity=H200_READ_CAP)
     assert below.note == ""  # touch by touch
-    assert spec.seqlen_q == estimate.L2_DKDV_CLOSED_FORM_MIN_SEQLEN
+    assert spec.seqlen_q * 520 >= estimate.closed_form_saturation(60 * MiB) > (spec.seqlen_q - 8192) * 520  # just long enough
     monkeypatch.setattr(estimate, "L2_DKDV_CLOSED_FORM_MIN_TOUCHES", stream.dkdv_touches(spec, TILES) - 1)
     past = stream.fast_kernel_l2(*args, read_capacity=H200_READ_CAP)
     direct = closed_form_dkdv(stream._DkdvEvents(spec, TILES, H200_W, 0.5), H200_CAP, 0.5, 24, H200_READ_CAP)
@@ -132,32 +132,44 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
     assert past.hbm_write == direct.hbm_write
     assert all(abs(past.hbm_write[t] - below.hbm_write[t]) <= 1e-3 * below.hbm_write[t] for t in ("dK", "dV"))
     assert stream.fast_kernel_l2(*args[:-1], None) is None  # the LRU band: not by the closed form (simulated)
-    shorter = spec.with_(batch=2, seqlen_q=2**18 - 1024, seqlen_k=2**18 - 1024)  # more touches, a shorter sequence
+    shorter = spec.with_(batch=2, seqlen_q=2**18 - 8192, seqlen_k=2**18 - 8192)  # more touches, a shorter sequence
     assert stream.dkdv_touches(shorter, TILES) > estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES
-    assert stream.fast_kernel_l2("_bwd_dkdv", shorter, TILES, H200_W, H200_CAP, 0.5, 24).note == ""
+    assert stream.fast_kernel_l2("_bwd_dkdv", shorter, TILES, H200_W, H200_CAP, 0.5, 24,
+                                 read_capacity=H200_READ_CAP).note == ""
 
 
 def test_the_closed_form_needs_a_long_sequence():
-    """A large batch of short sequences passes the touch count but not the length (the previous wave's rows are
-    still in L2 there: the closed form read up to 42 % more), so it is evaluated touch by touch up to
+    """The closed form needs the shorter length's query rows to weigh the L2 model's saturation distance (2^18
+    rows of 520 bytes on the H200; a wave's first reads are misses only then) and BWD_BLOCK_M <= BWD_BLOCK_N. A
+    large batch of short sequences passes the touch count but not the length (the closed form read up to 42 %
+    more there), nor does MHA at HEAD_DIM 32 and 2^18 tokens (+3.9 %): evaluated touch by touch up to
     L2_CAUSAL_DKDV_MAX_TOUCHES and refused past it, with the reason."""
-    from iomodel.cache.estimate import (L2_CAUSAL_DKDV_MAX_TOUCHES, L2_DKDV_CLOSED_FORM_MIN_SEQLEN,
-                                        L2_DKDV_CLOSED_FORM_MIN_TOUCHES, dkdv_closed_form_applies, not_estimated)
+    from iomodel.cache.estimate import (L2_CAUSAL_DKDV_MAX_TOUCHES, L2_DKDV_CLOSED_FORM_MIN_TOUCHES,
+                                        closed_form_saturation, dkdv_closed_form_applies, not_estimated)
 
+    h200, a100 = closed_form_saturation(60 * MiB), closed_form_saturation(40 * MiB)
+    assert 133e6 < h200 < 133.2e6 and 88.7e6 < a100 < 88.8e6  # 4.1 × the read capacity (0.5188 of the L2)
     ws = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
     long = LayerSpec(1, 32, 8, 128, 2**18, 2**18, dtype="bf16", causal=True, backward=True)
-    assert dkdv_closed_form_applies(long, stream.dkdv_touches(long, ws))  # 16,842,752 touches
-    assert not dkdv_closed_form_applies(long, L2_DKDV_CLOSED_FORM_MIN_TOUCHES)
-    cross = long.with_(seqlen_q=L2_DKDV_CLOSED_FORM_MIN_SEQLEN // 2, seqlen_k=2**20, causal_align="bottom-right")
-    assert not dkdv_closed_form_applies(cross, 10**12)  # the shorter of the two lengths counts
+    assert dkdv_closed_form_applies(long, ws, stream.dkdv_touches(long, ws), h200)  # 16,842,752 touches
+    assert not dkdv_closed_form_applies(long, ws, L2_DKDV_CLOSED_FORM_MIN_TOUCHES, h200)
+    assert not dkdv_closed_form_applies(long, Tiling(bwd_block_m=64, bwd_block_n=32), 10**12, h200)
+    cross = long.with_(seqlen_q=2**17, seqlen_k=2**20, causal_align="bottom-right")
+    assert not dkdv_closed_form_applies(cross, ws, 10**12, h200)  # the shorter of the two lengths counts
+    assert dkdv_closed_form_applies(cross, ws, 10**12, a100 / 2)
+    narrow = long.with_(heads=32, kv_heads=32, head_dim=32)  # 136 bytes a row
+    assert not dkdv_closed_form_applies(narrow, ws, 10**12, h200)
+    assert dkdv_closed_form_applies(narrow.with_(seqlen_q=2**20, seqlen_k=2**20), ws, 10**12, h200)
     wide = LayerSpec(32, 32, 8, 128, 2**17, 2**17, dtype="bf16", causal=True, backward=True)  # 1,024 grid rows
     touches = stream.dkdv_touches(wide, ws)
-    assert touches > L2_CAUSAL_DKDV_MAX_TOUCHES and not dkdv_closed_form_applies(wide, touches)
+    assert touches > L2_CAUSAL_DKDV_MAX_TOUCHES and not dkdv_closed_form_applies(wide, ws, touches, h200)
     half = wide.with_(batch=16)
     assert stream.dkdv_touches(half, ws) <= L2_CAUSAL_DKDV_MAX_TOUCHES and not_estimated(half, ws) is None  # by touch
     assert not_estimated(wide, ws).endswith(
-        f"{touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs sequences of at least "
-        f"{L2_DKDV_CLOSED_FORM_MIN_SEQLEN:,} tokens; a shorter sequence, fewer heads or a smaller batch brings it under)")
+        f"{touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs the shorter length's query "
+        "rows to weigh the L2 model's saturation distance, and BWD_BLOCK_M <= BWD_BLOCK_N; a shorter sequence, fewer "
+        "heads or a smaller batch brings it under)")
+    assert not_estimated(wide, ws, l2_bytes=60 * MiB) == not_estimated(wide, ws)  # the H200 is the default
 
 
 def test_closed_form_refuses_what_it_does_not_cover():
@@ -238,7 +250,7 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
     """No causal training step of the committed H200 sweeps but the long hold-out takes the closed form, even with
     16×16 backward tiles (more touches than any launch's): its dK/dV kernel is still evaluated touch by touch (the
     receipts' reconciliations are pinned elsewhere; the unmeasured Gluon hold-out is covered here)."""
-    from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, dkdv_closed_form_applies
+    from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, closed_form_saturation, dkdv_closed_form_applies
 
     small = Tiling(bwd_block_m=16, bwd_block_n=16)
     steps = 0
@@ -250,7 +262,7 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
                 steps += 1
                 touches = stream.dkdv_touches(s.spec, small)
                 assert touches <= L2_CAUSAL_DKDV_MAX_TOUCHES, (name, s.spec)
-                assert not dkdv_closed_form_applies(s.spec, touches), (name, s.spec)
+                assert not dkdv_closed_form_applies(s.spec, small, touches, closed_form_saturation(60 * MiB) / 4)
     assert steps > 50
 
 
@@ -258,7 +270,7 @@ def test_long_training_holdout_is_new_and_past_the_bound():
     """``sweeps/h200-long-train-holdout1.toml`` (committed before measurement, after the closed form): 7 causal
     training steps, the launcher's S = 1 and heads-outer order on the H200, 6 taking the closed form with its tiles
     and 1 touch by touch, none in an earlier sweep."""
-    from iomodel.cache.estimate import dkdv_closed_form_applies
+    from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
     from iomodel.spec.hardware import get_hardware
     from kernels.heuristics import backward_config
 
@@ -282,7 +294,7 @@ def test_long_training_holdout_is_new_and_past_the_bound():
                                                                 width=p.width, l2_bytes=hw.l2_bytes)
         assert (bc.group_splits, bc.dkdv_order) == (1, "heads-outer")
         tiles = Tiling(bwd_block_m=bc.block_m, bwd_block_n=bc.block_n)
-        past.append(dkdv_closed_form_applies(p, stream.dkdv_touches(p, tiles)))
+        past.append(dkdv_closed_form_applies(p, tiles, stream.dkdv_touches(p, tiles), closed_form_saturation(hw.l2_bytes)))
     assert sum(past) == 6
     for name, shapes in all_shapes.items():
         assert not keys & {key(s) for s in shapes}, name

@@ -452,7 +452,8 @@ def test_the_causal_training_step_is_computed_past_2_18_tokens_at_any_touch_coun
     training step with the worksheet's tiles is evaluated touch by touch at 2^17 tokens and in closed form
     from 2^18 (iomodel/cache/dkdv_closed.py; before 2026-12-04, night, touch by touch to 2^19 and refused at
     2^20); the count is the touches the evaluation builds."""
-    from iomodel.cache.estimate import L2_DKDV_CLOSED_FORM_MIN_TOUCHES, dkdv_closed_form_applies, not_estimated
+    from iomodel.cache.estimate import (L2_DKDV_CLOSED_FORM_MIN_TOUCHES, closed_form_saturation,
+                                        dkdv_closed_form_applies, not_estimated)
 
     ws = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
     spec = LayerSpec(1, 32, 8, 128, 2**17, 2**17, dtype="bf16", causal=True, backward=True)
@@ -460,7 +461,8 @@ def test_the_causal_training_step_is_computed_past_2_18_tokens_at_any_touch_coun
     for n, touches in ((2**18, 16_842_752), (2**19, 67_239_936), (2**20, 268_697_600)):
         longer = spec.with_(seqlen_q=n, seqlen_k=n)
         assert stream.dkdv_touches(longer, ws) == touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES
-        assert dkdv_closed_form_applies(longer, touches) and not_estimated(longer, ws) is None
+        assert dkdv_closed_form_applies(longer, ws, touches, closed_form_saturation(60 * 2**20))
+        assert not_estimated(longer, ws) is None
     assert "touch by touch" in not_estimated(longer, None)  # without tiles: refused as before
     descending = Tiling(bwd_block_m=32, bwd_block_n=64, bwd_dkdv_order="tiles-descending")
     assert not_estimated(longer, descending).endswith("its causal dK/dV kernel in the tiles-descending order is "

@@ -18,7 +18,7 @@ from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
                                    dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm)
 from iomodel.schedule.launch import Schedule
-from iomodel.spec import LayerSpec, Tiling, cdiv
+from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
 from iomodel.spec.ragged import RaggedSpec
 
@@ -55,28 +55,47 @@ L2_FAST_MAX_ROWS = 2**10
 #: Llama-3-8B's causal training step with the worksheet's tiles (BWD_BLOCK_M 32, BWD_BLOCK_N 64) at 2^19 tokens,
 #: 67,239,936 touches, 15-16 s; past it, and short of the closed form's length, the worksheet says why not.
 L2_CAUSAL_DKDV_MAX_TOUCHES = 68_000_000
-#: Touches past which a causal ``_bwd_dkdv`` kernel of a long sequence (:data:`L2_DKDV_CLOSED_FORM_MIN_SEQLEN`)
+#: Touches past which a causal ``_bwd_dkdv`` kernel of a long sequence (:func:`dkdv_closed_form_applies`)
 #: takes the closed form of its waves (:mod:`iomodel.cache.dkdv_closed`, 2026-12-04 night: tens to hundreds of ms
 #: at any length for groups of up to 8 query heads per KV head, seconds for larger groups, whose head switches
 #: overlap) instead of the touch-by-touch evaluation (about 2 s at this count for G = 4): from here on the closed form's
-#: reads were within -1.25 % to +2.01 % of the touch-by-touch evaluation's on the layers of
+#: reads were within -1.58 % to +2.01 % of the touch-by-touch evaluation's on the layers of
 #: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
 L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
-#: Shortest sequence (the smaller of seqlen_q and seqlen_k, tokens) for which the closed form is taken: it counts
-#: a wave's first read of each row as a miss, which holds when the previous wave's copy is deep, i.e. for spans
-#: well past the saturation distance (about 236k rows of 520 bytes at HEAD_DIM 128); on shorter sequences with
-#: many KV heads (a large batch) the previous wave's rows are still in L2 and the closed form read up to 42 %
-#: more than the touch-by-touch evaluation (B 16, MHA, 32k tokens: docs/l2-calibration.md).
-L2_DKDV_CLOSED_FORM_MIN_SEQLEN = 2**18
+def closed_form_saturation(l2_bytes: int) -> float:
+    """Stack distance past which the default L2 model of ``l2_bytes`` bytes evicts a line for certain (bytes):
+    :func:`iomodel.cache.stream.saturation_distance` of the larger of its dirty-line and read capacities, 24 ways
+    (:class:`~iomodel.cache.params.L2Params` defaults; 133 MB for the H200's 60 MiB, 89 MB for the A100's 40)."""
+    from iomodel.cache.stream import saturation_distance
+
+    p = L2Params(l2_bytes, 1, 1)
+    return saturation_distance(max(p.capacity, p.read_capacity), p.ways)
 
 
-def dkdv_closed_form_applies(spec: LayerSpec, touches: int) -> bool:
-    """Whether a causal ``_bwd_dkdv`` kernel of ``spec`` with ``touches`` touches
-    (:func:`iomodel.cache.stream.dkdv_touches`) takes the closed form (:mod:`iomodel.cache.dkdv_closed`): past
-    :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches on sequences of at least
-    :data:`L2_DKDV_CLOSED_FORM_MIN_SEQLEN` tokens (both lengths)."""
-    return (touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES
-            and min(spec.seqlen_q, spec.seqlen_k) >= L2_DKDV_CLOSED_FORM_MIN_SEQLEN)
+def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, saturation: float) -> bool:
+    """Whether a causal ``_bwd_dkdv`` kernel takes the closed form (:mod:`iomodel.cache.dkdv_closed`) rather than
+    the touch-by-touch evaluation.
+
+    Three conditions: more than :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches (``touches``,
+    :func:`iomodel.cache.stream.dkdv_touches`); the query rows of the shorter length (Q, dO, LSE and Delta of
+    one head: 2·HEAD_DIM·width + 8 bytes a row) weigh at least ``saturation`` (the L2 model's saturation
+    distance, :func:`closed_form_saturation`: the closed form counts a wave's first read of each row as a
+    miss, true where the previous wave's copy lies that deep; 2^18 rows at HEAD_DIM 128 in bf16 on the H200,
+    four times as many at HEAD_DIM 32); BWD_BLOCK_M at most BWD_BLOCK_N (the closed form was checked on those
+    tiles only: 64×32 tiles read 4.5 % more than the touch-by-touch evaluation at 2^18 tokens).
+    Measured where it fails (docs/l2-calibration.md, "The causal dK/dV kernel in closed form"): large batches
+    of 16k-32k-token sequences +24 % and +42 %; MHA at 2^18 tokens with HEAD_DIM 16-64, +2.2 to +6.3 %.
+
+    Args:
+        spec: the layer; tiling: its backward tiles; touches: the kernel's touches; saturation: bytes.
+
+    Returns:
+        True where the closed form is taken.
+    """
+    rows = min(spec.seqlen_q, spec.seqlen_k)
+    row_bytes = 2 * spec.head_dim * spec.width + LSE_WIDTH + FP32_WIDTH
+    return (touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES and rows * row_bytes >= saturation
+            and tiling.bwd_block_m <= tiling.bwd_block_n)
 
 
 #: Where the estimate's bytes come from (worksheet text and JSON).
@@ -123,7 +142,8 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
     return None
 
 
-def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None) -> str | None:
+def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None,
+                 l2_bytes: int | None = None) -> str | None:
     """Why the fast evaluation (:mod:`iomodel.cache.stream`) does not cover every kernel of the
     estimate at any length (one clause), or None.
 
@@ -141,6 +161,8 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
     Args:
         spec: the layer (prefill); tiling: its tiles (None: the defaults, and a causal training
             step is refused); schedule: the forward launch (None: the bundled kernel's order).
+        l2_bytes: the device's L2 (bytes; None: the default hardware's, the H200's 60 MiB), which sets
+            where the closed form applies (:func:`dkdv_closed_form_applies`).
 
     Returns:
         The reason, one clause without a final period, or None.
@@ -178,16 +200,24 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
             if items > MAX_STREAM_ITEMS:
                 return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
             touches = dkdv_touches(spec, t)
-            if touches > L2_CAUSAL_DKDV_MAX_TOUCHES and not dkdv_closed_form_applies(spec, touches):
-                return (f"{why}: {touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
-                        f"sequences of at least {L2_DKDV_CLOSED_FORM_MIN_SEQLEN:,} tokens; a shorter sequence, fewer "
-                        "heads or a smaller batch brings it under)")
+            if touches > L2_CAUSAL_DKDV_MAX_TOUCHES:
+                if l2_bytes is None:
+                    from iomodel.spec.hardware import get_hardware
+                    from iomodel.spec.resolve import DEFAULT_HARDWARE
+
+                    l2_bytes = get_hardware(DEFAULT_HARDWARE).l2_bytes
+                if not dkdv_closed_form_applies(spec, t, touches, closed_form_saturation(l2_bytes)):
+                    return (f"{why}: {touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
+                            "the shorter length's query rows to weigh the L2 model's saturation distance, and "
+                            "BWD_BLOCK_M <= BWD_BLOCK_N; a shorter sequence, fewer heads or a smaller batch brings "
+                            "it under)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None
 
 
-def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None) -> str | None:
+def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None,
+                  l2_bytes: int | None = None) -> str | None:
     """Why :func:`estimate_tiled` does not cover ``spec`` (one clause), or None when it does.
 
     It covers the prefill forward pass (and, with ``spec.backward``, the training step), with or
@@ -203,6 +233,7 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
         spec: the layer.
         tiling: the tiles (BLOCK_M sets T_r); None skips the program-count bound.
         schedule: the forward launch (grid and key order); None: the bundled kernel's.
+        l2_bytes: the device's L2 (bytes; None: the default hardware's), as :func:`fast_refusal`.
 
     Returns:
         The reason, one clause without a final period, or None.
@@ -212,7 +243,7 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
     slow = simulation_bound(spec, tiling)
     if slow is None:
         return None
-    fast = fast_refusal(spec, tiling, schedule)
+    fast = fast_refusal(spec, tiling, schedule, l2_bytes)
     return None if fast is None else f"{slow}, and {fast}"
 
 
@@ -340,7 +371,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
             (:meth:`Schedule.check`) or disagrees with ``tiling``, ``num_warps`` or ``tile_order``;
             from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    why = not_estimated(spec, tiling, schedule)
+    why = not_estimated(spec, tiling, schedule, hardware.l2_bytes)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
     if spec.backward:
@@ -431,7 +462,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     """
     launch = None if grid_order == "tiles-fastest" else Schedule.for_tiling(tiling, tile_order=tile_order,
                                                                            grid_order=grid_order)
-    why = not_estimated(spec, tiling, launch)
+    why = not_estimated(spec, tiling, launch, hardware.l2_bytes)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward)

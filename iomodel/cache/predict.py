@@ -713,9 +713,12 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     closed = [k for k in kernels if k.note.startswith("closed form")]
     if closed:
         from iomodel.cache.dkdv_closed import CLOSED_FORM_AGREEMENT
+        from iomodel.cache.estimate import L2_DKDV_CLOSED_FORM_MIN_TOUCHES
 
-        assumptions.append(f"{closed[0].name}: {closed[0].note}; past the touch bound its Q/dO/LSE/Delta misses are the "
-                           f"mean count of the wave model's chunk entries, not each touch ({CLOSED_FORM_AGREEMENT}).")
+        assumptions.append(f"{closed[0].name}: {closed[0].note}; on a sequence this long (its query rows weigh the L2 "
+                           f"model's saturation distance; past {L2_DKDV_CLOSED_FORM_MIN_TOUCHES:,} touches) its "
+                           "Q/dO/LSE/Delta misses are the mean count of the wave model's chunk entries, not each touch "
+                           f"({CLOSED_FORM_AGREEMENT}).")
     if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "

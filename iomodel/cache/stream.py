@@ -1431,7 +1431,8 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
     if isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent:
         from iomodel.cache.estimate import dkdv_closed_form_applies  # the bounds have one home, with the worksheet's
 
-        if dkdv_closed_form_applies(spec, model.all_touches):  # a long sequence: the closed form of the same waves
+        d_sat = saturation_distance(max(capacity, read_capacity or capacity), ways)
+        if dkdv_closed_form_applies(spec, tiling, model.all_touches, d_sat):  # long: the closed form of the same waves
             from iomodel.cache.dkdv_closed import closed_form_dkdv
 
             return closed_form_dkdv(model, capacity, write_share, ways, read_capacity)

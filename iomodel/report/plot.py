@@ -271,8 +271,9 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
         at = spec.with_(seqlen_q=x, seqlen_k=x)
         lpt = bundled_launch_order(at, tiling)  # the kernel's causal launch order at this length
         launch = Schedule.for_tiling(tiling, num_warps=warps, **{"tile_order": order, **lpt}) if lpt else None
-        why = not_estimated(at, tiling, launch)
-        cost = 0 if fast_refusal(at, tiling, launch) is None else simulated_programs(at, tiling)  # fast: not simulated
+        why = not_estimated(at, tiling, launch, hardware.l2_bytes)
+        cost = (0 if fast_refusal(at, tiling, launch, hardware.l2_bytes) is None
+                else simulated_programs(at, tiling))  # fast: not simulated
         if why is None and spent + cost > L2_CURVE_MAX_PROGRAMS:
             why = (f"the curve's simulation budget of {L2_CURVE_MAX_PROGRAMS:,} programs (B·H·T_r summed over "
                    "its points) is spent")

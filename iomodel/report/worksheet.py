@@ -303,7 +303,8 @@ class Worksheet:
     def l2_not_computed(self) -> str | None:
         """Why the L2-aware estimate is not computed (:func:`~iomodel.cache.estimate.not_estimated`
         for this layer and the launch of :func:`l2_schedule`), or None."""
-        return not_estimated(self.layer.spec, self.layer.tiling, _l2_schedule_or_none(self.layer, self.schedule_given))
+        return not_estimated(self.layer.spec, self.layer.tiling, _l2_schedule_or_none(self.layer, self.schedule_given),
+                             self.layer.hardware.l2_bytes)
 
     def header_lines(self) -> list[str]:
         """Every assumption, one line each: layer, tiles, hardware, notes, then the model's."""
@@ -714,7 +715,7 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
     """
     s, hw = layer.spec, layer.hardware
     sched, cfg_src = l2_schedule(layer, schedule)  # bad launch fields are refused even where nothing is estimated
-    if not_estimated(s, layer.tiling, sched) is not None:
+    if not_estimated(s, layer.tiling, sched, hw.l2_bytes) is not None:
         return None
     warps, order = sched.num_warps, sched.tile_order
     tiled = prediction.algorithms["tiled"]
