@@ -185,17 +185,22 @@ def test_closed_form_refuses_what_it_does_not_cover():
 
 def test_sparse_and_dense_heads_give_the_same_rows():
     """The sparse form (only the heads with members in each interval) against the dense one (every head) on
-    random evenly spaced waves of one or two KV heads, G 1 to 40, short and long spans."""
+    random waves of one or two KV heads, G 1 to 40, short and long spans, evenly spaced or with up to two
+    programs at another gap (what a bottom-right offset leaves)."""
     rng = np.random.default_rng(7)
-    for _ in range(120):
+    for _ in range(160):
         G, g = int(rng.integers(1, 41)), int(rng.choice([32, 64, 128]))
         groups = []
         for _ in range(int(rng.integers(1, 3))):
             n = int(rng.integers(1, 40))
-            s0 = int(rng.integers(n * g + 1, n * g + int(rng.choice([500, 5000, 200_000]))))
             gap = np.full(n, g, dtype=np.int64)
+            for _ in range(int(rng.integers(0, 3))):
+                if n > 1:
+                    gap[int(rng.integers(0, n - 1))] = int(rng.choice([16, 32, 96, 200]))
             gap[-1] = 0
-            groups.append(_Group(s0 - g * np.arange(n, dtype=np.int64), gap, rng.uniform(0, 1e5, n)))
+            s0 = int(rng.integers(int(gap.sum()) + 1, int(gap.sum()) + int(rng.choice([500, 5000, 200_000]))))
+            span = s0 - np.concatenate(([0], np.cumsum(gap[:-1])))
+            groups.append(_Group(span.astype(np.int64), gap, rng.uniform(0, 1e5, n)))
         cap, per = float(rng.choice([1, 4, 31]) * MiB), int(rng.choice([136, 264, 520]))
         dense = wave_misses(groups, G, per, cap, 24, dense=True)
         sparse = wave_misses(groups, G, per, cap, 24, dense=False)

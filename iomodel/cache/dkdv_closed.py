@@ -44,6 +44,9 @@ import numpy as np
 from iomodel.cache.simulate import KernelL2, _rounded
 from iomodel.errors import IomodelError
 
+#: Most programs of a wave with another gap to their next than the wave's common one that the sparse sum
+#: (:func:`_sparse_misses`) corrects one by one; past it the form over every head serves (a speed choice).
+SPARSE_MAX_ODD = 8
 #: Source line of the closed form (worksheet assumptions and docs).
 CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: Most touches of the kernel's last two waves for which they are evaluated touch by touch (about 0.1 s at the
@@ -146,8 +149,8 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
         G: query heads per KV head; per_row_sum: bytes a query row weighs in L2 (Q, dO, LSE, Delta);
         capacity: read capacity (bytes); ways: associativity.
         dense: evaluate every (head, interval) pair (O(G²) per interval), or only the heads with members in each
-            interval (:func:`_sparse_misses`, programs evenly spaced, one spacing for the wave: a few heads at a
-            time on long spans); None picks the sparse form wherever the programs are evenly spaced. Both give the same rows (to
+            interval (:func:`_sparse_misses`: a few heads at a time on long spans); None picks the sparse form
+            unless more than :data:`SPARSE_MAX_ODD` programs have another gap than the wave's common one. Both give the same rows (to
             rounding: tests/test_dkdv_closed.py).
 
     Returns:
@@ -168,9 +171,10 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
     a, b = events[:-1], events[1:]
     mid = (a + b) / 2.0
     length = (b - a).astype(np.float64)
-    if dense is None:  # the sparse form needs one spacing for the wave
-        gaps = {int(x) for g in groups if g.n > 1 for x in np.unique(g.gap[:-1])}
-        dense = len(gaps) > 1
+    if dense is None:  # the sparse form, but where more than a few members have another gap than the common one
+        inner = np.concatenate([g.gap[:-1] for g in groups if g.n > 1] or [np.zeros(0, np.int64)])
+        _, counts = np.unique(inner, return_counts=True)
+        dense = len(inner) - (int(counts.max()) if len(counts) else 0) > SPARSE_MAX_ODD
     if not dense:
         return _sparse_misses(groups, G, per_row_sum, capacity, ways, mid, length)
     # members of head k' in each group: lo-order indices [lo_idx[k'], hi_idx[k'])
@@ -225,21 +229,25 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
 
 def _sparse_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float, ways: int, mid: np.ndarray,
                    length: np.ndarray) -> float:
-    """:func:`wave_misses` for groups evenly spaced g rows apart (one g for the wave), visiting in each interval
-    only the heads with members.
+    """:func:`wave_misses` visiting in each interval only the heads with members.
 
     In interval e the programs of a group occupy heads ⌊m/span_0⌋ .. ⌊m/span_{n−1}⌋ (m its midpoint): a few
     on long spans whatever G is. The pairs (interval, head k') of those ranges carry the members C (a
-    difference of two counts); a head of C members adds Δ + (C − 1)·min((k' + 1)·g, Δ) rows to a window of Δ
-    steps. For the re-readers of head k, Δ = (k + 1)·g, so the sum over k' is
-    (k + 1)·g·(heads with members) + g·(Σ_{k' ≤ k} (C − 1)⁺·(k' + 1) + (k + 1)·Σ_{k' > k} (C − 1)⁺): prefix sums
-    over the pairs sorted by (interval, head), one binary search per re-reading (interval, head)."""
-    gap = next((int(g.gap[0]) for g in groups if g.n > 1), 0)
+    difference of two counts); a head of C members adds Δ + Σ min((k' + 1)·g_i, Δ) rows to a window of Δ steps,
+    the sum over its members but the last. With every gap g_i the wave's common gap g, that sum is
+    (C − 1)⁺·min((k' + 1)·g, Δ), and over the heads of an interval it takes prefix sums over the pairs sorted by
+    (interval, head), one binary search per re-reading (interval, Δ). A member with another gap (a bottom-right
+    offset that is not a multiple of BWD_BLOCK_N leaves one) adds the difference wherever it and its next
+    program share a head, and re-reads in its own class (Δ = (k + 1)·g_i)."""
+    inner = np.concatenate([g.gap[:-1] for g in groups if g.n > 1] or [np.zeros(0, np.int64)])
+    vals, counts = np.unique(inner, return_counts=True)
+    gap = int(vals[np.argmax(counts)]) if len(vals) else 0  # the common gap
     p_key, p_w, p_nz = [], [], []
-    r_e, r_k, r_count = [], [], []
+    r_e, r_d, r_count = [], [], []
+    odd_sets = []  # (group, index) of members with another gap
     missed = 0.0
     n_e, stride = len(mid), G + 1
-    for g in groups:
+    for gi, g in enumerate(groups):
         missed += float(int(g.span[0]) * G)  # the wave's first read of each row of its G heads
         kmin = np.floor(mid / g.span[0]).astype(np.int64)
         kmax = np.minimum(np.floor(mid / g.span[-1]).astype(np.int64), G - 1)
@@ -256,16 +264,28 @@ def _sparse_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: flo
         p_nz.append((members > 0).astype(np.float64))
         if g.n < 2:
             continue
-        spans = np.sort(g.span[:-1])  # the programs that re-read: all but the one with the largest lo
+        common = g.gap[:-1] == gap
+        odd_sets.extend((gi, int(i)) for i in np.nonzero(~common)[0])
+        if not common.any():
+            continue
+        spans = np.sort(g.span[:-1][common])  # the programs that re-read at the common gap
         n = len(spans)
         above = n - np.searchsorted(spans, m / (kp + 1), side="right")
         started = n - np.searchsorted(spans, (m - gap) / np.maximum(kp, 1), side="right")
         cnt = np.where(kp == 0, np.where(m >= gap, above, 0), np.maximum(above - started, 0))
         keep = cnt > 0
         r_e.append(e_idx[keep])
-        r_k.append(kp[keep])
+        r_d.append((kp[keep] + 1) * gap)
         r_count.append(cnt[keep])
-    if not r_e:
+    for gi, i in odd_sets:  # a member with its own gap re-reads in its own class
+        g = groups[gi]
+        span, gi_gap = int(g.span[i]), int(g.gap[i])
+        k = np.floor(mid / span).astype(np.int64)
+        on = (k < G) & (mid >= k * span + gi_gap)
+        r_e.append(np.nonzero(on)[0])
+        r_d.append((k[on] + 1) * gi_gap)
+        r_count.append(np.ones(int(on.sum()), dtype=np.int64))
+    if not r_e or not p_key:
         return missed
     key = np.concatenate(p_key)
     order = np.argsort(key, kind="stable")
@@ -275,13 +295,20 @@ def _sparse_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: flo
     cum_w = np.concatenate((zero, np.cumsum(w)))
     cum_wk = np.concatenate((zero, np.cumsum(w * (key % stride + 1))))
     cum_nz = np.concatenate((zero, np.cumsum(np.concatenate(p_nz)[order])))
-    re_, rk, rc = np.concatenate(r_e), np.concatenate(r_k), np.concatenate(r_count)
+    re_, rd, rc = np.concatenate(r_e), np.concatenate(r_d), np.concatenate(r_count)
     first = np.searchsorted(key, re_ * stride)
     last = np.searchsorted(key, (re_ + 1) * stride)
-    q = np.searchsorted(key, re_ * stride + rk, side="right")
+    # heads k' with (k' + 1)·g <= Δ sweep (k' + 1)·g rows a member, the others Δ
+    kq = np.minimum(rd // gap - 1, G) if gap > 0 else np.full(len(rd), G)
+    q = np.maximum(np.searchsorted(key, re_ * stride + kq, side="right"), first)
     heads = cum_nz[last] - cum_nz[first]
-    rows = gap * ((rk + 1) * heads + (cum_wk[q] - cum_wk[first]) + (rk + 1) * (cum_w[last] - cum_w[q]))
-    rd = (rk + 1) * gap
+    rows = rd * heads + gap * (cum_wk[q] - cum_wk[first]) + rd * (cum_w[last] - cum_w[q])
+    for gi, i in odd_sets:  # its own gap where it and its next program share a head
+        g = groups[gi]
+        m = mid[re_]
+        h = np.floor(m / g.span[i]).astype(np.int64)
+        together = (h < G) & (np.floor(m / g.span[i + 1]).astype(np.int64) == h)
+        rows += np.where(together, np.minimum((h + 1) * int(g.gap[i]), rd) - np.minimum((h + 1) * gap, rd), 0)
     finish = np.concatenate([G * g.span for g in groups])
     order = np.argsort(finish, kind="stable")
     fin_t = finish[order]
