@@ -22,7 +22,7 @@ under 2^18 tokens and one where the closed form is taken (seconds).
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from dataclasses import replace
 
@@ -31,6 +31,8 @@ from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_appl
 from iomodel.cache.dkdv_closed import closed_form_dkdv
 from iomodel.cache.params import L2Params
 from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
+from iomodel.errors import IomodelError
+from iomodel.paths import check_output_file, finish_probe_receipt
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
@@ -85,11 +87,18 @@ def _params(spec: LayerSpec, tiling: Tiling) -> L2Params:
     return replace(L2Params(hw.l2_bytes, hw.num_sms, pps["_attn_fwd"]), programs_per_sm=pps["_bwd_dkdv"])
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
-    ap.add_argument("--out", help="also write the rows as JSON")
+    ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")
     args = ap.parse_args()
+    if args.out:
+        try:  # an unwritable path is refused before minutes of work, not after
+            check_output_file(args.out, "--out")
+        except IomodelError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    started = time.time()
     bound = estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES
     estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 10**18  # touch by touch at any length, for this comparison
     rows = []
@@ -106,7 +115,7 @@ def main() -> None:
         t_exact = time.perf_counter() - t0
         model = _DkdvEvents(spec, tiling, p.resident_programs, p.write_share)
         t0 = time.perf_counter()
-        c = closed_form_dkdv(model, p.capacity, p.write_share, p.ways, p.read_capacity)
+        c = closed_form_dkdv(model, p.capacity, p.ways, p.read_capacity)
         t_closed = time.perf_counter() - t0
         r_e, r_c = sum(k.hbm_read.values()), sum(c.hbm_read.values())
         w_e, w_c = sum(k.hbm_write.values()), sum(c.hbm_write.values())
@@ -122,9 +131,14 @@ def main() -> None:
         print(f"{name:<52} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
               f"{'yes' if applies else 'no':>7}", flush=True)
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows}, fh, indent=1)
+        try:
+            finish_probe_receipt(args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows},
+                                 started)
+        except IomodelError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -201,24 +201,18 @@ def gluon_dkdv(do, q, k, v, lse, delta, causal, block_m=64, num_stages=2, consum
 
 
 def _compile_only() -> int:
-    from kernels.compile_check import _install_fake_driver, _ptxas_info
+    """Compile every variant for sm_90 on this machine (a fake driver, as kernels/compile_check does)."""
+    from kernels.compile_check import _install_fake_driver, compile_report, print_reports
 
     _install_fake_driver(90)
-    ok = True
+    reports = []
     for causal in (False, True):
         for bm, st in VARIANTS:
             q = torch.empty(1, 2, 1024, 128, dtype=torch.bfloat16)
             lse = torch.empty(1, 2, 1024)
-            try:
-                c = gluon_dkdv(q, q, q, q, lse, lse, causal, bm, st, warmup_only=True, **REGS)
-                regs, spill = _ptxas_info(c.asm["ptx"], 90)
-                print(f"causal {causal!s:5} BLOCK_M {bm} stages {st}: shared {c.metadata.shared} B, registers {regs}, "
-                      f"spill stores + loads {spill} B, warps {c.metadata.num_warps}")
-            except Exception as exc:
-                ok = False
-                print(f"causal {causal} BLOCK_M {bm} stages {st}: FAILED {type(exc).__name__}: "
-                      f"{' | '.join(str(exc).strip().splitlines()[-6:])[:1500]}")
-    return 0 if ok else 1
+            reports.append(compile_report("gluon dkdv", dict(causal=causal, block_m=bm, stages=st), lambda: gluon_dkdv(
+                q, q, q, q, lse, lse, causal, bm, st, warmup_only=True, **REGS)))
+    return print_reports(reports)
 
 
 def main() -> int:

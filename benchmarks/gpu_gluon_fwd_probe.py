@@ -124,15 +124,10 @@ def _softmax_block(qk, m_i, l_i, j, row0, offs_m, offs_n, qk_scale, dtype: gl.co
 
 
 @gluon.jit
-def _gluon_fwd(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
-               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
-    """Forward of one query tile: o (BLOCK_M, HEAD_DIM) and LSE (BLOCK_M,) in natural-log units.
-
-    Descriptors are rank 2 over the (B·H·N_CTX, HEAD_DIM) view of contiguous (B, H, N, d) tensors;
-    N_CTX is a multiple of BLOCK_M and BLOCK_N (checked on the host).
-    """
-    dtype: gl.constexpr = desc_q.dtype
+def _tile_of_program(N_CTX, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """This program's query tile pid (the longest first when causal: reverse order), its (batch, head) bh, the
+    first Q/O row and the first K/V row of that head in the (B·H·N_CTX, HEAD_DIM) view, and its key blocks
+    (every block, or up to the diagonal when causal)."""
     if CAUSAL:
         pid = gl.num_programs(0) - 1 - gl.program_id(0)
     else:
@@ -144,6 +139,20 @@ def _gluon_fwd(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
         n_blocks = gl.cdiv((pid + 1) * BLOCK_M, BLOCK_N)
     else:
         n_blocks = N_CTX // BLOCK_N
+    return pid, bh, q_row, kv_row0, n_blocks
+
+
+@gluon.jit
+def _gluon_fwd(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
+               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, num_warps: gl.constexpr):
+    """Forward of one query tile: o (BLOCK_M, HEAD_DIM) and LSE (BLOCK_M,) in natural-log units.
+
+    Descriptors are rank 2 over the (B·H·N_CTX, HEAD_DIM) view of contiguous (B, H, N, d) tensors;
+    N_CTX is a multiple of BLOCK_M and BLOCK_N (checked on the host).
+    """
+    dtype: gl.constexpr = desc_q.dtype
+    pid, bh, q_row, kv_row0, n_blocks = _tile_of_program(N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
 
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -355,17 +364,7 @@ def _gluon_fwd_ws(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
     O's boxes of 64 rows."""
     dtype: gl.constexpr = desc_q.dtype
     HALF: gl.constexpr = desc_q.block_type.shape[0]
-    if CAUSAL:
-        pid = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        pid = gl.program_id(0)
-    bh = gl.program_id(1)
-    q_row = bh * N_CTX + pid * BLOCK_M
-    kv_row0 = bh * N_CTX
-    if CAUSAL:
-        n_blocks = gl.cdiv((pid + 1) * BLOCK_M, BLOCK_N)
-    else:
-        n_blocks = N_CTX // BLOCK_N
+    pid, bh, q_row, kv_row0, n_blocks = _tile_of_program(N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
 
     q_smem0 = gl.allocate_shared_memory(dtype, [HALF, HEAD_DIM], desc_q.layout)
     q_smem1 = gl.allocate_shared_memory(dtype, [HALF, HEAD_DIM], desc_q.layout)
@@ -588,17 +587,7 @@ def _gluon_fwd_ws4(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
     64 rows each, the turn passed round the ring 0 -> 1 -> 2 -> 3 -> 0 (consumer 3 opens it)."""
     dtype: gl.constexpr = desc_q.dtype
     ROWS: gl.constexpr = desc_q.block_type.shape[0]
-    if CAUSAL:
-        pid = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        pid = gl.program_id(0)
-    bh = gl.program_id(1)
-    q_row = bh * N_CTX + pid * BLOCK_M
-    kv_row0 = bh * N_CTX
-    if CAUSAL:
-        n_blocks = gl.cdiv((pid + 1) * BLOCK_M, BLOCK_N)
-    else:
-        n_blocks = N_CTX // BLOCK_N
+    pid, bh, q_row, kv_row0, n_blocks = _tile_of_program(N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
 
     q_smem = gl.allocate_shared_memory(dtype, [4, ROWS, HEAD_DIM], desc_q.layout)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], desc_k.layout)
@@ -681,27 +670,19 @@ def gluon_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
 
 def _compile_only() -> int:
     """Compile every variant for sm_90 on this machine (a fake driver, as kernels/compile_check does)."""
-    from kernels.compile_check import _install_fake_driver, _ptxas_info
+    from kernels.compile_check import _install_fake_driver, compile_report, print_reports
 
     _install_fake_driver(90)
-    ok = True
+    reports = []
     for d, dt in ((128, torch.bfloat16), (64, torch.float16)):
         for causal in (False, True):
             for kind, bn, st in _variants(d, ("plain", "ws", "pws", "ws1", "pws1", "ws4")):
                 q = torch.empty(1, 2, 1024, d, dtype=dt)
-                try:
-                    c = gluon_forward(q, q, q, causal, bn, st, out=(q, torch.empty(1, 2, 1024)), warmup_only=True,
-                                      **_kind_kwargs(kind))
-                    regs, spill = _ptxas_info(c.asm["ptx"], 90)
-                    print(f"{kind} d {d} causal {causal!s:5} BLOCK_N {bn} stages {st}: shared {c.metadata.shared} B, "
-                          f"registers {regs} (the kernel's; setmaxnreg moves them per partition), spill stores + loads "
-                          f"{spill} B")
-                except Exception as exc:  # report every variant
-                    ok = False
-                    msg = str(exc).strip().splitlines()
-                    print(f"{kind} d {d} causal {causal} BLOCK_N {bn} stages {st}: FAILED {type(exc).__name__}: "
-                          f"{' | '.join(msg[-6:])[:1500]}")
-    return 0 if ok else 1
+                cfg = dict(head_dim=d, causal=causal, block_n=bn, stages=st)
+                reports.append(compile_report(f"gluon fwd {kind}", cfg, lambda: gluon_forward(
+                    q, q, q, causal, bn, st, out=(q, torch.empty(1, 2, 1024)), warmup_only=True, **_kind_kwargs(kind))))
+    print("(registers: the kernel's; setmaxnreg moves them per partition)")
+    return print_reports(reports)
 
 
 def _smoke(kinds: tuple[str, ...]) -> int:

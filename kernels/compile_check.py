@@ -157,6 +157,43 @@ def _report(kernel: str, config: dict[str, Any], compiled: Any, arch: int) -> Co
                          local_bytes=local_memory_sites(compiled.asm["cubin"]) if spills else {})
 
 
+def compile_report(kernel: str, config: dict[str, Any], build: Any, arch: int = 90) -> CompileReport:
+    """Compile one configuration by ``build()`` (a ``warmup`` call returning the compiled kernel, nothing
+    launched) and report it as :func:`run`'s reports are; a failure is reported (``ok`` False, one error line),
+    never raised. For the probes' own kernels (``benchmarks/gpu_gluon_*_probe.py``).
+
+    Args:
+        kernel: the name printed; config: what it was compiled with; build: the compile call.
+        arch: compute capability × 10 the PTX was compiled for (ptxas's target).
+
+    Returns:
+        A :class:`CompileReport` (shared memory in bytes, registers per thread, spill bytes, instruction counts).
+    """
+    try:
+        compiled = build()
+    except Exception as exc:  # report, never abort the sweep
+        return CompileReport(kernel, config, False, error=_error_line(exc))
+    return _report(kernel, config, compiled, arch)
+
+
+def print_reports(reports: list[CompileReport]) -> int:
+    """Print one table row per report (shared memory in KiB, registers, spill bytes, warpgroup MMAs, TMA
+    copies, local-memory bytes per thread by loop depth); 1 if any failed to compile, else 0."""
+    bad = 0
+    print(f"{'kernel':22s} {'config':64s} {'smem KiB':>8s} {'regs':>5s} {'spill B':>7s} {'wgmma':>5s} {'tma':>4s} local B/thread by loop depth")
+    for r in reports:
+        c = r.config
+        desc = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("path",))[:64]
+        if not r.ok:
+            bad += 1
+            print(f"{r.kernel:22s} {desc:64s} ERROR {r.error}")
+            continue
+        local = " ".join(f"{k}={v}" for k, v in sorted((r.local_bytes or {}).items()))
+        print(f"{r.kernel:22s} {desc:64s} {r.shared_bytes / 1024:8.1f} {r.registers!s:>5s} {r.spill_bytes!s:>7s} "
+              f"{r.wgmma:5d} {r.tma:4d} {local}")
+    return 1 if bad else 0
+
+
 def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
                     num_stages: int, warp_specialize: bool = False, arch: int = 90,
                     window: bool = False, varlen: bool = False) -> CompileReport:
@@ -231,20 +268,20 @@ def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 9
     if ga.GLUON_IMPORT_ERROR is not None:
         return CompileReport("_attn_fwd_gluon", cfg, False, error=ga.GLUON_IMPORT_ERROR[:300])
     B, H, G, N = 2, 4, 2, 1000
-    try:
+
+    def build() -> Any:
         dt = torch_dtype(dtype)
         q = torch.empty(B, H, N, head_dim, dtype=dt)
         k = torch.empty(B, H // G, N, head_dim, dtype=dt)
         descs = [ga.gluon_descriptor(t, box) for t, box in zip((q, k, k, q), ga.descriptor_boxes(head_dim, c.block_n))]
-        compiled = ga._attn_fwd_gluon.warmup(
+        return ga._attn_fwd_gluon.warmup(
             *descs, torch.empty(B, H, N), 0.125, H, G, N, N, 0, 2, HEAD_DIM=head_dim, BLOCK_M=c.block_m,
             BLOCK_N=c.block_n, NUM_STAGES=c.num_stages, CAUSAL=causal, REVERSE=c.tile_order == "reverse",
             MASK_TAIL=True,
             CONSUMER_REGS=ga.CONSUMER_REGS, PRODUCER_REGS=ga.PRODUCER_REGS, PRODUCER_WARPS=ga.PRODUCER_WARPS,
             num_warps=4, grid=(1,))
-    except Exception as exc:  # report, never abort the sweep
-        return CompileReport("_attn_fwd_gluon", cfg, False, error=_error_line(exc))
-    return _report("_attn_fwd_gluon", cfg, compiled, arch)
+
+    return compile_report("_attn_fwd_gluon", cfg, build, arch)
 
 
 def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seqlen_q: int = 1, block_n: int = 64,
@@ -471,19 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     except IomodelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    bad = 0
-    print(f"{'kernel':22s} {'config':64s} {'smem KiB':>8s} {'regs':>5s} {'spill B':>7s} {'wgmma':>5s} {'tma':>4s} local B/thread by loop depth")
-    for r in reports:
-        c = r.config
-        desc = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("path",))[:64]
-        if not r.ok:
-            bad += 1
-            print(f"{r.kernel:22s} {desc:64s} ERROR {r.error}")
-            continue
-        local = " ".join(f"{k}={v}" for k, v in sorted((r.local_bytes or {}).items()))
-        print(f"{r.kernel:22s} {desc:64s} {r.shared_bytes / 1024:8.1f} {r.registers!s:>5s} {r.spill_bytes!s:>7s} "
-              f"{r.wgmma:5d} {r.tma:4d} {local}")
-    return 1 if bad else 0
+    return print_reports(reports)
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ def test_closed_form_against_touch_by_touch(G, kv, align, n_q, n_k, bound):
     spec = LayerSpec(1, G * kv, kv, 128, n_q, n_k, dtype="bf16", causal=True, causal_align=align, backward=True)
     exact = _exact_h200(spec)
     model = stream._DkdvEvents(spec, TILES, H200_W, 0.5)
-    closed = closed_form_dkdv(model, H200_CAP, 0.5, 24, H200_READ_CAP)
+    closed = closed_form_dkdv(model, H200_CAP, 24, H200_READ_CAP)
     assert closed.requested_read == exact.requested_read and closed.requested_write == exact.requested_write
     for t in ("K", "V"):
         assert closed.hbm_read[t] == exact.hbm_read[t] == exact.requested_read[t]
@@ -127,7 +127,7 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
     assert spec.seqlen_q * 520 >= estimate.closed_form_saturation(60 * MiB) > (spec.seqlen_q - 8192) * 520  # just long enough
     monkeypatch.setattr(estimate, "L2_DKDV_CLOSED_FORM_MIN_TOUCHES", stream.dkdv_touches(spec, TILES) - 1)
     past = stream.fast_kernel_l2(*args, read_capacity=H200_READ_CAP)
-    direct = closed_form_dkdv(stream._DkdvEvents(spec, TILES, H200_W, 0.5), H200_CAP, 0.5, 24, H200_READ_CAP)
+    direct = closed_form_dkdv(stream._DkdvEvents(spec, TILES, H200_W, 0.5), H200_CAP, 24, H200_READ_CAP)
     assert past.note.startswith("closed form") and past.hbm_read == direct.hbm_read != below.hbm_read
     assert past.hbm_write == direct.hbm_write
     assert all(abs(past.hbm_write[t] - below.hbm_write[t]) <= 1e-3 * below.hbm_write[t] for t in ("dK", "dV"))
@@ -176,11 +176,11 @@ def test_closed_form_refuses_what_it_does_not_cover():
     spec = LayerSpec(1, 8, 2, 64, 8192, 8192, dtype="bf16", causal=True, backward=True)
     model = stream._DkdvEvents(spec, TILES, 8, 0.5)
     with pytest.raises(IomodelError, match="set-associative L2"):
-        closed_form_dkdv(model, 2 * MiB, 0.5, None)
+        closed_form_dkdv(model, 2 * MiB, None)
     banded = stream._DkdvEvents(spec.with_(window_left=1024, window_right=0), TILES, 8, 0.5)
     assert banded.one_extent
     with pytest.raises(IomodelError, match="without a window band"):
-        closed_form_dkdv(banded, 2 * MiB, 0.5, 24)
+        closed_form_dkdv(banded, 2 * MiB, 24)
 
 
 def test_sparse_and_dense_heads_give_the_same_rows():

@@ -399,13 +399,12 @@ def _still_dirty(model: Any, capacity: float, ways: int) -> tuple[dict[str, floa
     return still, len(model.p0) - 1 - v
 
 
-def closed_form_dkdv(model: Any, capacity: int, write_share: float, ways: int,
-                     read_capacity: int | None = None) -> KernelL2:
+def closed_form_dkdv(model: Any, capacity: int, ways: int, read_capacity: int | None = None) -> KernelL2:
     """The causal ``_bwd_dkdv`` kernel through a cold L2, its stream reads in closed form (module doc).
 
     Args:
         model: the kernel's waves (:class:`iomodel.cache.stream._DkdvEvents`, no window band).
-        capacity: effective L2 bytes (dirty lines); write_share: read-equivalent bytes per written byte;
+        capacity: effective L2 bytes (dirty lines; a written byte weighs the model's ``share``);
         ways: associativity A; read_capacity: capacity of a read miss (bytes; default ``capacity``).
 
     Returns:
@@ -423,7 +422,7 @@ def closed_form_dkdv(model: Any, capacity: int, write_share: float, ways: int,
     bn = int(model.k_rows[0]) if len(model.k_rows) else 1
     t_c = model.t_c
     # interior waves: one KV head, w programs evenly spaced bn rows apart, head switches apart
-    kv0, j0 = np.divmod(model.p0, t_c)
+    j0 = model.p0 % t_c
     j1 = j0 + w - 1
     even = np.concatenate(([0], np.cumsum(np.diff(model.lo) == bn))) if t_c > 1 else np.zeros(1, np.int64)
     in_head = (model.p1 - model.p0 == w) & (j1 < t_c)

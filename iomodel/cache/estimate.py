@@ -66,10 +66,10 @@ def closed_form_saturation(l2_bytes: int) -> float:
     """Stack distance past which the default L2 model of ``l2_bytes`` bytes evicts a line for certain (bytes):
     :func:`iomodel.cache.stream.saturation_distance` of the larger of its dirty-line and read capacities, 24 ways
     (:class:`~iomodel.cache.params.L2Params` defaults; 133 MB for the H200's 60 MiB, 89 MB for the A100's 40)."""
-    from iomodel.cache.stream import saturation_distance
+    from iomodel.cache.stream import read_saturation
 
     p = L2Params(l2_bytes, 1, 1)
-    return saturation_distance(max(p.capacity, p.read_capacity), p.ways)
+    return read_saturation(p.capacity, p.read_capacity, p.ways)
 
 
 def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, saturation: float) -> bool:

@@ -113,6 +113,12 @@ def saturation_distance(capacity: float, ways: int) -> float:
     return out
 
 
+def read_saturation(capacity: float, read_capacity: float, ways: int) -> float:
+    """Stack distance past which a dirty line (judged at ``capacity``) and a read (at ``read_capacity``) are both
+    gone with probability 1 (bytes): :func:`saturation_distance` of the larger capacity, ``ways`` ways."""
+    return saturation_distance(max(capacity, read_capacity), ways)
+
+
 class _Wave:
     """Consecutive waves' accesses for :meth:`_Engine.steps`, in time order (positions 0 .. n−1).
 
@@ -245,7 +251,7 @@ class _Engine:
         saturation distance becomes the larger of the two capacities' (past it a read and a dirty
         line are both gone with probability 1, so the deep entries may still be dropped)."""
         self.read_capacity = float(read_capacity)
-        self.d_sat = saturation_distance(max(self.capacity, self.read_capacity), self.ways)
+        self.d_sat = read_saturation(self.capacity, self.read_capacity, self.ways)
         self._known = (np.zeros(0), np.zeros(0))  # the probabilities met so far were at the old capacity
 
     def _suffix(self) -> np.ndarray:
@@ -1431,11 +1437,11 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
     if isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent:
         from iomodel.cache.estimate import dkdv_closed_form_applies  # the bounds have one home, with the worksheet's
 
-        d_sat = saturation_distance(max(capacity, read_capacity or capacity), ways)
+        d_sat = read_saturation(capacity, read_capacity or capacity, ways)
         if dkdv_closed_form_applies(spec, tiling, model.all_touches, d_sat):  # long: the closed form of the same waves
             from iomodel.cache.dkdv_closed import closed_form_dkdv
 
-            return closed_form_dkdv(model, capacity, write_share, ways, read_capacity)
+            return closed_form_dkdv(model, capacity, ways, read_capacity)
     engine = model.engine(capacity, ways)
     if read_capacity is not None and ways is not None:
         engine.judge_reads_at(read_capacity)
