@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from iomodel.cache import stream
-from iomodel.cache.dkdv_closed import (_fluid_rows, _Group, _interior_min_span, closed_form_dkdv,
-                                       evict_probabilities, wave_misses)
-from iomodel.cache.set_assoc import evict_probability
+from iomodel.cache.dkdv_closed import _fluid_rows, _Group, _interior_min_span, closed_form_dkdv, wave_misses
+from iomodel.cache.set_assoc import evict_probabilities, evict_probability
 from iomodel.errors import IomodelError
 from iomodel.spec import LayerSpec, Tiling
 

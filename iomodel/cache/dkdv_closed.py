@@ -36,11 +36,11 @@ entry the mean does not count (counting it made the agreement worse: docs); the 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
+from iomodel.cache.set_assoc import evict_probabilities
 from iomodel.cache.simulate import KernelL2, _rounded
 from iomodel.errors import IomodelError
 
@@ -62,45 +62,11 @@ CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.58 % to +2.01 % of
                          "benchmarks/dkdv_closed_check.py")
 
 
-def evict_probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
-    """:func:`iomodel.cache.set_assoc.evict_probability` of many stack distances at once (numpy).
-
-    ``P(Poisson(A·D/C) ≥ A)`` for A = ``ways``, D = ``distance`` (bytes) and C = ``capacity`` (read-equivalent
-    bytes), with that function's far-tail shortcuts (0 or 1 beyond 12 standard deviations); the Poisson head
-    summed in log space with numpy's ``exp``/``log`` (equal to the scalar function's to about 1e-15).
-
-    Args:
-        distance: float64 array of stack distances (bytes), any shape.
-        capacity: effective L2 bytes; ways: associativity A (>= 1).
-
-    Returns:
-        float64 array of the same shape, in [0, 1].
-
-    Source: A. J. Smith, IEEE TSE 1978; M. D. Hill and A. J. Smith, IEEE TC 1989 (random set mapping of a
-    stack-distance trace), as :func:`~iomodel.cache.set_assoc.evict_probability`.
-    """
-    d_all = np.asarray(distance, dtype=np.float64)
-    d, inv = np.unique(d_all, return_inverse=True)  # configurations repeat: each distance once
-    lam = ways * d / capacity
-    p = np.zeros(d.shape)
-    root = np.sqrt(np.maximum(lam, 0.0))
-    one = lam >= ways + 12.0 * root + 12.0
-    zero = (d <= 0) | (lam <= ways - 12.0 * math.sqrt(ways) - 12.0)
-    p[one] = 1.0
-    mid = ~one & ~zero
-    if mid.any():
-        lm = lam[mid]
-        log_lam = np.log(lm)
-        terms = np.empty((ways, len(lm)))
-        x = -lm
-        terms[0] = x
-        for k in range(1, ways):
-            x = x + log_lam - math.log(k)
-            terms[k] = x
-        top = terms.max(axis=0)
-        below = np.exp(top) * np.exp(terms - top).sum(axis=0)
-        p[mid] = np.clip(1.0 - below, 0.0, 1.0)
-    return p[inv].reshape(d_all.shape)
+def _probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
+    """:func:`iomodel.cache.set_assoc.evict_probabilities` of ``distance`` (bytes, any shape), each distinct
+    value once (the configurations of a wave repeat)."""
+    d, inv = np.unique(np.asarray(distance, dtype=np.float64), return_inverse=True)
+    return evict_probabilities(d, capacity, ways)[inv].reshape(np.shape(distance))
 
 
 class _Group:
@@ -209,7 +175,7 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
     fin_w = np.concatenate(([0.0], np.cumsum(np.concatenate([g.store for g in groups])[order])))
     stores = (fin_w[np.searchsorted(fin_t, mid, side="right")][None, :]
               - fin_w[np.searchsorted(fin_t, mid[None, :] - deltas[:, None], side="right")])
-    prob = evict_probabilities(rows * per_row_sum + stores, capacity, ways)  # (D, E)
+    prob = _probabilities(rows * per_row_sum + stores, capacity, ways)  # (D, E)
     union = {int(dl): prob[x] for x, dl in enumerate(deltas.tolist())}
     missed = 0.0
     for g in groups:
@@ -315,7 +281,7 @@ def _sparse_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: flo
     fin_w = np.concatenate(([0.0], np.cumsum(np.concatenate([g.store for g in groups])[order])))
     m = mid[re_]
     stores = fin_w[np.searchsorted(fin_t, m, side="right")] - fin_w[np.searchsorted(fin_t, m - rd, side="right")]
-    prob = evict_probabilities(rows * per_row_sum + stores, capacity, ways)
+    prob = _probabilities(rows * per_row_sum + stores, capacity, ways)
     return missed + float((length[re_] * rc * prob).sum())
 
 

@@ -296,6 +296,49 @@ class SetAssoc:
         return out
 
 
+def evict_probabilities(dist: np.ndarray, capacity: float, ways: int) -> np.ndarray:
+    """:func:`evict_probability` of many stack distances at once (an array of any shape, bytes): the same
+    terms in the same order (far-tail shortcuts, Chernoff bound, the Poisson head summed in log space) with
+    numpy's ``exp``/``log``, which may differ from the math module's in the last bit.
+
+    Args:
+        dist: float64 array of stack distances (bytes); capacity: effective L2 bytes; ways: associativity A.
+
+    Returns:
+        float64 array of the same shape, in [0, 1].
+
+    Source: as :func:`evict_probability` and :func:`_poisson_tail`.
+    """
+    import numpy as np  # here only (see SetAssoc.finish)
+
+    p = np.zeros(dist.shape)
+    lam = ways * dist / capacity
+    root = np.sqrt(np.maximum(lam, 0.0))  # a distance of 0 or less is no eviction (zero, below)
+    one = lam >= ways + 12.0 * root + 12.0
+    zero = (dist <= 0) | (lam <= ways - 12.0 * math.sqrt(ways) - 12.0)
+    mid = ~one & ~zero
+    lm = lam[mid]
+    log_lam = np.log(lm)
+    a1 = ways - 1
+    chern = (lm > a1) & (-lm + a1 * (1.0 + log_lam - _LOG_INT[a1]) < _LOG_TINY) if a1 > 0 else np.zeros(lm.shape, bool)
+    x = -lm
+    top = x.copy()
+    for lk in _LOG_INT[1:ways]:  # top = max over k of the log terms (the recurrence of _poisson_tail)
+        x = x + log_lam - lk
+        np.maximum(top, x, out=top)
+    x = -lm
+    below = np.exp(x - top)
+    for lk in _LOG_INT[1:ways]:
+        x = x + log_lam - lk
+        below += np.exp(x - top)
+    below = np.exp(top) * below
+    pm = np.minimum(1.0, np.maximum(0.0, 1.0 - below))
+    pm[chern] = 1.0
+    p[one & ~zero] = 1.0
+    p[mid] = pm
+    return p
+
+
 def finish_probabilities(above: np.ndarray, own: np.ndarray, capacity: float, ways: int) -> np.ndarray:
     """Evicted fraction of each dirty item at the kernel's end, for n items at once (shape (n,)).
 
@@ -319,32 +362,7 @@ def finish_probabilities(above: np.ndarray, own: np.ndarray, capacity: float, wa
     import numpy as np  # here only (see SetAssoc.finish)
 
     frac = np.array([1.0 - (k + 0.5) / _ITEM_POINTS for k in range(_ITEM_POINTS)])
-    dist = above[:, None] + own[:, None] * frac[None, :]
-    p = np.zeros(dist.shape)
-    lam = ways * dist / capacity
-    root = np.sqrt(lam)
-    one = lam >= ways + 12.0 * root + 12.0
-    zero = (dist <= 0) | (lam <= ways - 12.0 * math.sqrt(ways) - 12.0)
-    mid = ~one & ~zero
-    lm = lam[mid]
-    log_lam = np.log(lm)
-    a1 = ways - 1
-    chern = (lm > a1) & (-lm + a1 * (1.0 + log_lam - _LOG_INT[a1]) < _LOG_TINY) if a1 > 0 else np.zeros(lm.shape, bool)
-    x = -lm
-    top = x.copy()
-    for lk in _LOG_INT[1:ways]:  # top = max over k of the log terms (the recurrence of _poisson_tail)
-        x = x + log_lam - lk
-        np.maximum(top, x, out=top)
-    x = -lm
-    below = np.exp(x - top)
-    for lk in _LOG_INT[1:ways]:
-        x = x + log_lam - lk
-        below += np.exp(x - top)
-    below = np.exp(top) * below
-    pm = np.minimum(1.0, np.maximum(0.0, 1.0 - below))
-    pm[chern] = 1.0
-    p[one & ~zero] = 1.0
-    p[mid] = pm
+    p = evict_probabilities(above[:, None] + own[:, None] * frac[None, :], capacity, ways)
     total = p[:, 0].copy()
     for k in range(1, _ITEM_POINTS):  # in order, as sum() over the points in finish_item
         total += p[:, k]
