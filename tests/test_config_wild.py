@@ -78,12 +78,23 @@ REAL = [
      None, (32, 32, 96), (2047, "sliding-window", "all 32 layers"), None),
     ("google/gemma-2-9b", GEMMA2_9B,
      None, (16, 8, 256), (4096, "sliding-window", "21 of 42 layers (Gemma-2 alternation): layers 0, 2, …, 40 (every 2nd from 0)"), None),
-    ("google/gemma-3-4b-it", {"model_type": "gemma3", "torch_dtype": "bfloat16",
-                              "text_config": {"model_type": "gemma3_text", "head_dim": 256, "hidden_size": 2560,
-                                              "num_attention_heads": 8, "num_key_value_heads": 4,
-                                              "num_hidden_layers": 34, "sliding_window": 1024,
-                                              "sliding_window_pattern": 6, "query_pre_attn_scalar": 256}},
-     None, (8, 4, 256), (1024, "sliding-window", "29 of 34 layers (sliding_window_pattern 6): all but layers 5, 11, …, 29 (every 6th from 5)"), None),
+    ("google/gemma-3-4b-it", {"model_type": "gemma3", "torch_dtype": "bfloat16",  # as published: no heads, no head_dim
+                              "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
+                                              "intermediate_size": 10240, "num_hidden_layers": 34,
+                                              "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                                              "sliding_window": 1024}},
+     None, (8, 4, 256), (1024, "sliding-window", "29 of 34 layers (Gemma-3's default sliding_window_pattern 6): all but layers 5, 11, …, 29 (every 6th from 5)"), None),
+    ("google/gemma-3-12b-it", {"model_type": "gemma3", "torch_dtype": "bfloat16",  # no head_dim: 3840/16 is not it
+                               "text_config": {"model_type": "gemma3_text", "hidden_size": 3840,
+                                               "num_attention_heads": 16, "num_key_value_heads": 8,
+                                               "num_hidden_layers": 48, "sliding_window": 1024}},
+     None, (16, 8, 256), (1024, "sliding-window", "40 of 48 layers (Gemma-3's default sliding_window_pattern 6): all but layers 5, 11, …, 47 (every 6th from 5)"), None),
+    ("Qwen/Qwen3-4B (head_dim left out)", {"model_type": "qwen3", "num_attention_heads": 32, "num_key_value_heads": 8,
+                                           "hidden_size": 2560, "num_hidden_layers": 36, "torch_dtype": "bfloat16"},
+     None, (32, 8, 128), None, None),
+    ("facebook/dinov2-base", {"architectures": ["Dinov2Model"], "model_type": "dinov2", "hidden_size": 768,
+                              "num_attention_heads": 12, "num_hidden_layers": 12, "torch_dtype": "float32"},
+     None, (12, 12, 64), None, None),
     ("meta-llama/Llama-4-Scout-17B-16E", {"model_type": "llama4", "torch_dtype": "bfloat16",
                                           "text_config": {"model_type": "llama4_text", "num_attention_heads": 40,
                                                           "num_key_value_heads": 8, "head_dim": 128,
@@ -277,3 +288,105 @@ def test_window_note_names_the_layers_of_an_irregular_layer_types_list(tmp_path)
                                 "sliding_window": 1024, "layer_types": types, "torch_dtype": "bfloat16"}))
     cfg = load_config(path)
     assert cfg.window_layers == "28 of 34 layers (layer_types): all but layers 5, 11, 17, 23, 29, 33"
+
+
+def test_family_defaults_fill_what_the_published_file_leaves_out_and_say_so(tmp_path):
+    """Gemma-3-4B's text_config gives neither heads nor KV heads nor head_dim: transformers' Gemma3TextConfig
+    defaults (8, 4, 256) are what the model runs, not 2560/8 = 320 nor KV heads = heads; the note names them."""
+    fields = next(r[1] for r in REAL if r[0] == "google/gemma-3-4b-it")
+    cfg = load_config(_write(tmp_path, fields))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (8, 4, 256)
+    (note,) = [n for n in cfg.notes if "Gemma3TextConfig" in n]
+    assert note.startswith("the file gives no 'num_attention_heads', 'num_key_value_heads', 'head_dim': "
+                           "num_attention_heads = 8, num_key_value_heads = 4, head_dim = 256, the defaults of HF "
+                           "transformers' Gemma3TextConfig (model_type 'gemma3_text')")
+    # a flag replaces a default, and the note no longer names it
+    cfg = load_config(_write(tmp_path, fields), heads=16, kv_heads=8)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (16, 8, 256)
+    assert [n for n in cfg.notes if "Gemma3TextConfig" in n][0].startswith("the file gives no 'head_dim': head_dim = 256")
+    # the layer's Q bytes follow: 16 heads · 1,024 rows · 256 · 2 B (within the 1,024-token window)
+    spec = cfg.layer(seqlen_q=1024)
+    assert spec.heads * spec.seqlen_q * spec.head_dim * spec.width == 16 * 1024 * 256 * 2
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12}, "'model_type' = 'vit': an encoder"),
+    ({"model_type": "hubert", "hidden_size": 1024, "num_attention_heads": 16}, "'model_type' = 'hubert': an encoder"),
+    ({"model_type": "siglip_vision_model", "hidden_size": 1152, "num_attention_heads": 16},
+     "'model_type' = 'siglip_vision_model': an encoder"),
+    ({"model_type": "gemma3_text", "num_attention_heads": 3, "num_key_value_heads": 1, "head_dim": 256,
+      "hidden_size": 768, "use_bidirectional_attention": True},
+     "'use_bidirectional_attention' = true: the self-attention is bidirectional"),
+])
+def test_vision_audio_and_embedding_encoders_are_bidirectional(tmp_path, fields, why):
+    cfg = load_config(_write(tmp_path, {**fields, "torch_dtype": "float32"}))
+    assert not cfg.causal_default and cfg.bidirectional_source.startswith(why)
+
+
+def test_a_bidirectional_sliding_window_reaches_both_ways(tmp_path):
+    """EmbeddingGemma (use_bidirectional_attention, sliding_window 512): transformers masks |q − k| < 512, so
+    the band is 511 keys each side of the diagonal, not a causal 511 to the left."""
+    from iomodel.spec.resolve import resolve_layer
+
+    path = _write(tmp_path, {"model_type": "gemma3_text", "num_attention_heads": 3, "num_key_value_heads": 1,
+                             "head_dim": 256, "hidden_size": 768, "num_hidden_layers": 24, "sliding_window": 512,
+                             "use_bidirectional_attention": True, "torch_dtype": "float32"})
+    lay = resolve_layer(config=path, seqlen=2048)
+    assert (lay.spec.causal, lay.spec.window_left, lay.spec.window_right) == (False, 511, 511)
+    assert any("bidirectional: modelled as one of those layers (keys with |q − k| < 512" in n for n in lay.notes)
+
+
+def test_modernbert_global_layers_are_every_nth_from_layer_0(tmp_path):
+    """ModernBERT: layer i is global when i % global_attn_every_n_layers == 0, so 22 layers every 3 have 8
+    global layers (0, 3, ..., 21) and 14 local ones."""
+    cfg = load_config(_write(tmp_path, {"model_type": "modernbert", "hidden_size": 768, "num_attention_heads": 12,
+                                        "num_hidden_layers": 22, "global_attn_every_n_layers": 3,
+                                        "local_attention": 128, "torch_dtype": "float32"}))
+    assert cfg.window_layers == "14 of 22 layers (global_attn_every_n_layers 3)"
+
+
+def test_window_flag_states_the_layer_of_a_chunked_or_local_config(tmp_path):
+    """--window models the layer asked for where the config's chunked or local attention would be refused at that
+    length (Llama-4's full-attention layers: --window none), with a note; the ragged refusal's advice names the
+    sequences, not --seqlen."""
+    from iomodel.spec.resolve import resolve_layer
+
+    fields = next(r[1] for r in REAL if r[0] == "meta-llama/Llama-4-Scout-17B-16E")
+    path = _write(tmp_path, fields)
+    lay = resolve_layer(config=path, phase="decode", seqlen=131072, window="none")
+    assert lay.spec.window_left is None and lay.spec.seqlen_k == 131072
+    assert any("chunked attention of 8,192 tokens on 36 of 48 layers" in n and "--window none models the layer"
+               in n for n in lay.notes)
+    with pytest.raises(IomodelError) as exc:
+        resolve_layer(config=path, seqlens="10000,100")
+    assert "keep every sequence of --seqlens at 8,192 tokens or fewer" in str(exc.value)
+    assert "use --seqlen" not in str(exc.value)
+
+
+def test_a_window_pattern_of_one_leaves_every_layer_global(tmp_path):
+    cfg = load_config(_write(tmp_path, {"model_type": "gemma3_text", "num_attention_heads": 32,
+                                        "num_key_value_heads": 8, "hidden_size": 4096, "num_hidden_layers": 26,
+                                        "sliding_window": 512, "sliding_window_pattern": 1,
+                                        "torch_dtype": "bfloat16"}))
+    assert cfg.window is None
+
+
+@pytest.mark.parametrize("value", [1e30, 32.0])
+def test_a_count_written_as_a_float_is_refused(tmp_path, value):
+    path = _write(tmp_path, {"num_attention_heads": value, "hidden_size": 4096, "torch_dtype": "bfloat16"})
+    with pytest.raises(IomodelError) as exc:
+        load_config(path)
+    assert "'num_attention_heads' must be a positive integer, got" in str(exc.value)
+    assert "write it as an integer" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_context_limits_of_encoder_decoders(tmp_path):
+    """Whisper's encoder holds max_source_positions frames (1,500): read as its context limit; T5's n_positions is
+    not a limit (relative position buckets), so no context note is made for it."""
+    whisper = load_config(_write(tmp_path, {"model_type": "whisper", "is_encoder_decoder": True,
+                                            "encoder_attention_heads": 20, "d_model": 1280,
+                                            "max_source_positions": 1500, "max_target_positions": 448,
+                                            "torch_dtype": "float16"}))
+    assert whisper.max_position_embeddings == 1500
+    t5 = load_config(_write(tmp_path, {**T5_SMALL, "n_positions": 512, "relative_attention_num_buckets": 32}))
+    assert t5.max_position_embeddings is None

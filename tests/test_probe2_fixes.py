@@ -82,10 +82,10 @@ def test_layer_shapes_the_model_cannot_represent_are_refused(tmp_path, fields, r
     # RecurrentGemma-2B: 2,048-token local attention blocks
     ({"model_type": "recurrent_gemma", "num_attention_heads": 10, "num_key_value_heads": 1, "hidden_size": 2560,
       "attention_window_size": 2048, "torch_dtype": "bfloat16"}, (10, 1, 256, (2048, "the attention blocks (block_types)"))),
-    # ModernBERT-base: a 128-token span centred on the query: 64 keys each side
+    # ModernBERT-base: a 128-token span centred on the query: 64 keys each side; layers 0, 3, ..., 21 global
     ({"model_type": "modernbert", "num_attention_heads": 12, "hidden_size": 768, "num_hidden_layers": 22,
       "local_attention": 128, "global_attn_every_n_layers": 3, "torch_dtype": "float32"},
-     (12, 12, 64, (64, "15 of 22 layers (global_attn_every_n_layers 3)"))),
+     (12, 12, 64, (64, "14 of 22 layers (global_attn_every_n_layers 3)"))),
     # Longformer-base: 512-token spans: 256 each side
     ({"model_type": "longformer", "num_attention_heads": 12, "hidden_size": 768, "num_hidden_layers": 12,
       "attention_window": [512] * 12, "torch_dtype": "float32"}, (12, 12, 64, (256, "all 12 layers"))),

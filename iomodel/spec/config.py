@@ -51,7 +51,9 @@ KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head"
 HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len")
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions")
+#: A field of relative position buckets (T5, mT5, UMT5): no absolute context limit, so ``n_positions`` is not one.
+RELATIVE_POSITION_KEY = "relative_attention_num_buckets"
 DTYPE_KEYS = ("torch_dtype", "dtype")
 #: Sub-objects that hold the language model's fields in multimodal configs (Gemma-3,
 #: Llama-4, LLaVA: ``text_config``; InternVL: ``llm_config``; DeepSeek-VL: ``language_config``).
@@ -87,7 +89,23 @@ UNMODELLED_VALUES: dict[tuple[str, str], str] = {
 ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text", "deberta", "deberta-v2",
                        "distilbert", "electra", "ernie", "longformer", "megatron-bert", "mobilebert", "modernbert",
                        "mpnet", "nomic_bert", "roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl",
-                       "xlnet")
+                       "xlnet",
+                       # vision and audio encoders (patches or frames attend to one another both ways)
+                       "beit", "clip_vision_model", "data2vec-audio", "data2vec-vision", "deit", "dinov2",
+                       "dinov2_with_registers", "hubert", "siglip", "siglip_text_model", "siglip_vision_model", "vit",
+                       "vit_mae", "vit_msn", "wav2vec2", "wavlm")
+#: Field that makes a decoder family's self-attention bidirectional (HF ``Gemma3TextConfig``: EmbeddingGemma).
+BIDIRECTIONAL_FLAG = "use_bidirectional_attention"
+#: Defaults of HF ``transformers`` configuration classes that differ from the generic reading (KV heads = query
+#: heads, HEAD_DIM = hidden_size / heads), by ``model_type``: a published file that leaves a field out gets the
+#: class default, as ``transformers`` reads it (Gemma-3-4B's text_config gives neither heads nor HEAD_DIM).
+#: Source: the ``__init__`` defaults of ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig`` and ``Qwen3Config``.
+FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
+    "gemma": ("GemmaConfig", {"num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256}),
+    "gemma2": ("Gemma2Config", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
+    "gemma3_text": ("Gemma3TextConfig", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
+    "qwen3": ("Qwen3Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128}),
+}
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: ``model_type`` of families whose attention always uses ALiBi, without an ``alibi`` field (BLOOM).
@@ -135,23 +153,27 @@ class AttentionConfig:
     causal_default: bool = True  # whether the model's self-attention is causal (see bidirectional_source)
     bidirectional_source: str = ""  # the field that makes it bidirectional, in words ("" when causal)
 
-    def check_seqlen(self, seqlen_q: int, seqlen_k: int) -> None:
+    def check_seqlen(self, seqlen_q: int, seqlen_k: int, ragged: bool = False) -> None:
         """Refuse lengths at which a sliding window or attention chunk would mask keys.
 
         A sliding window of W tokens, or chunks of W tokens, equal full attention while
         every query sees every key, i.e. while max(seqlen_q, seqlen_k) <= W; beyond that
-        the traffic differs and iomodel does not model it yet.
+        the traffic differs and iomodel does not model it yet (``--window`` states a layer's band instead:
+        the caller then does not ask). ``ragged``: the lengths are a ragged batch's longest (the advice names
+        the sequences, not ``--seqlen``).
 
         Raises:
             IomodelError: the config has such layers and a length exceeds W.
         """
         n = max(int(seqlen_q), int(seqlen_k))
         if self.window is not None and n > self.window:
+            shorter = (f"keep every sequence of --seqlens at {self.window:,} tokens or fewer" if ragged
+                       else f"use --seqlen {self.window:,} or less")
             raise IomodelError(
                 f"{self.source or self.name}: {self.window_kind} attention ({self.window:,} tokens on "
-                f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: use --seqlen "
-                f"{self.window:,} or less, or pass the sizes with --heads/--kv-heads/--head-dim instead of "
-                "a config to model a full-attention layer"
+                f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: {shorter}, or "
+                "pass --window for the layer to model (none: a full-attention layer; L,R: a band of L keys left "
+                "and R right of the diagonal)"
             )
 
     def layer(
@@ -228,6 +250,10 @@ class _Fields:
         return self.int_at(key, self.cfg[key])
 
     def int_at(self, key: str, value: Any) -> int:
+        if isinstance(value, float) and math.isfinite(value) and value == int(value) and value > 0:
+            # a count written as a float (1e30, 32.0): HF writes integers; refused rather than read
+            raise IomodelError(f"{self.where}: '{key}' must be a positive integer, got {value!r} (a JSON number "
+                               "with a fraction or an exponent): write it as an integer")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or value != int(value) or value <= 0:
             raise IomodelError(f"{self.where}: '{key}' must be a positive integer, got {_kind(value)}: fix the file")
@@ -264,7 +290,8 @@ def _bidirectional(f: _Fields) -> str:
 
     Rules, first match wins: ``"is_encoder_decoder": true`` (T5, BART, Whisper: the encoder's
     self-attention sees every token; their decoder's is causal); ``"is_decoder": true`` is
-    causal; a ``model_type`` in :data:`ENCODER_MODEL_TYPES`; an ``architectures`` entry
+    causal; ``"use_bidirectional_attention": true`` (EmbeddingGemma); a ``model_type`` in
+    :data:`ENCODER_MODEL_TYPES` (text, vision and audio encoders); an ``architectures`` entry
     ending in :data:`ENCODER_ARCHITECTURE_SUFFIX` (``BertForMaskedLM``).
 
     Raises:
@@ -276,6 +303,8 @@ def _bidirectional(f: _Fields) -> str:
                 "causal: pass --causal for it)")
     if f.flag("is_decoder"):
         return ""
+    if f.flag(BIDIRECTIONAL_FLAG):
+        return f"'{BIDIRECTIONAL_FLAG}' = true: the self-attention is bidirectional (an embedding model)"
     model_type = f.cfg.get("model_type")
     if isinstance(model_type, str) and model_type in ENCODER_MODEL_TYPES:
         return f"'model_type' = {model_type!r}: an encoder, whose self-attention is bidirectional"
@@ -288,6 +317,22 @@ def _bidirectional(f: _Fields) -> str:
     if enc is not None:
         return f"'architectures' names {enc!r}: a masked language model, whose self-attention is bidirectional"
     return ""
+
+
+def _family_defaults(f: _Fields) -> list[str]:
+    """Fill the fields a family's HF configuration class defaults (:data:`FAMILY_DEFAULTS`) where the file leaves
+    them out (absent or null), in place; the names filled, in the table's order."""
+    family = FAMILY_DEFAULTS.get(f.cfg.get("model_type")) if isinstance(f.cfg.get("model_type"), str) else None
+    if family is None:
+        return []
+    filled = []
+    for key, value in family[1].items():
+        spellings = {"num_attention_heads": HEADS_KEYS, "num_key_value_heads": KV_HEADS_KEYS,
+                     "head_dim": HEAD_DIM_KEYS}[key]
+        if f.key_of(spellings) is None:
+            f.cfg[key] = value
+            filled.append(key)
+    return filled
 
 
 def _which_layers(indices: list[int], total: int | None = None) -> str:
@@ -333,7 +378,7 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
         return f.int_(("attention_window_size",)), "local", "the attention blocks (block_types)"
     if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
         every = f.int_(("global_attn_every_n_layers",))
-        layers = (f"{total - total // every}{of}" if total and every else "its local layers")
+        layers = (f"{total - -(-total // every)}{of}" if total and every else "its local layers")  # 0, every, ... global
         return max(1, f.int_(("local_attention",)) // 2), "local (bidirectional, half the span each side)", \
             layers + (f" (global_attn_every_n_layers {every})" if every else "")
     win = f.cfg.get("attention_window")
@@ -388,6 +433,8 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     pattern, said = f.int_(("sliding_window_pattern",)), "sliding_window_pattern"
     if pattern is None and f.cfg.get("model_type") in GEMMA3_MODEL_TYPES:  # the published files omit it
         pattern, said = GEMMA3_SLIDING_WINDOW_PATTERN, "Gemma-3's default sliding_window_pattern"
+    if pattern == 1:  # every layer is global: the window applies to none
+        return None, "", ""
     if pattern is not None:  # Gemma-3: every pattern-th layer is global
         return window, "sliding-window", (f"{total - total // pattern}{of}" if total else
                                           f"all but every {pattern}th layer") + f" ({said} {pattern})" + \
@@ -449,9 +496,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model "
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model an ordinary layer")
+    defaulted = _family_defaults(f)
     file_heads = f.int_(HEADS_KEYS, None if heads is not None else "add it or pass --heads")
     n_heads = heads if heads is not None else file_heads
     n_kv = kv_heads if kv_heads is not None else _kv_heads(f, n_heads)
+    head_dim_flag = head_dim
     if head_dim is None:
         head_dim = f.int_(HEAD_DIM_KEYS)
     if head_dim is None:
@@ -477,6 +526,15 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     window, kind, layers = _window(f, num_layers)
     notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
                   if f.has(k) and f.cfg[k] is not False)
+    used = {"num_attention_heads": heads is None, "num_key_value_heads": kv_heads is None,
+            "head_dim": head_dim_flag is None}
+    filled = [k for k in defaulted if used.get(k)]
+    if filled:
+        cls, _ = FAMILY_DEFAULTS[f.cfg["model_type"]]
+        notes += (f"the file gives no {', '.join(repr(k) for k in filled)}: "
+                  f"{', '.join(f'{k} = {f.cfg[k]}' for k in filled)}, the defaults of HF transformers' {cls} "
+                  f"(model_type {f.cfg['model_type']!r}), as transformers reads the file; pass --heads/--kv-heads/"
+                  "--head-dim to change them.",)
     attn = f.cfg.get("attn_config")
     if (f.cfg.get("model_type") in ALIBI_MODEL_TYPES and not f.has("alibi")) or (
             isinstance(attn, dict) and attn.get("alibi") is True):  # MPT: attn_config.alibi
@@ -499,7 +557,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   f"{n_heads} heads read here: pass --heads for the decoder's layers.",)
     bidir = _bidirectional(f)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
-                           max_position_embeddings=f.int_(CONTEXT_KEYS), source=str(path), window=window,
+                           max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
+                           source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
                            bidirectional_source=bidir)
 

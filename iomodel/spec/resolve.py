@@ -237,7 +237,15 @@ def resolve_layer(
     sliding = cfg is not None and cfg.window is not None and cfg.window_kind == "sliding-window"
     left, right = parse_window(window) if window is not None else (None, None)
     window_note = ""
-    if window is None and sliding:
+    if window is None and sliding and bidirectional:
+        # a bidirectional model's window reaches both ways: |q − k| < W (HF transformers' Gemma-3 bidirectional
+        # window overlay, EmbeddingGemma)
+        left = right = cfg.window - 1
+        window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}, "
+                       f"bidirectional: modelled as one of those layers (keys with |q − k| < {cfg.window:,}, i.e. "
+                       f"{left:,} tokens each side of the diagonal, as transformers masks it); pass --window none to "
+                       "model a full-attention layer.")
+    elif window is None and sliding:
         left = cfg.window - 1
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: "
                        f"modelled as one of those layers (window {left:,} tokens left of the diagonal); "
@@ -250,8 +258,11 @@ def resolve_layer(
                            "decode has none: pass --window none (a full-attention layer) or drop --page-size")
     spec = spec.with_(window_left=left, window_right=right, page_size=page_size)
     ragged = RaggedSpec(spec, ragged_pairs) if ragged_pairs is not None else None  # refuses decode, backward
-    if cfg is not None and not sliding:
-        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k)  # chunked or local attention: not modelled
+    if cfg is not None and not sliding and window is None:
+        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k, ragged=ragged is not None)  # chunked or local: not modelled
+    elif cfg is not None and not sliding and cfg.window is not None:  # --window states the layer asked for
+        window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window:,} tokens on "
+                       f"{cfg.window_layers}; --window {window} models the layer asked for.")
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
     from iomodel.report.worksheet import kernel_tiling  # the kernel heuristics' tiles; imported where used
