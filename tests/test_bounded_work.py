@@ -2,7 +2,8 @@
 
 The simulation visits every program of the prefill grid (B·H·T_r of them); above
 L2_ESTIMATE_MAX_PROGRAMS it is not run, and past the fast evaluation's L2_FAST_MAX_ROWS grid rows
-(issue 12 item 4) the estimate is not computed: the worksheet says why instead of a number.
+(1,024 from 2^17 tokens, more on shorter sequences: fast_max_rows; issue 12 item 4) the estimate is not
+computed: the worksheet says why instead of a number.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import json
 import resource
 import time
 
-from iomodel.cache.estimate import L2_ESTIMATE_MAX_PROGRAMS, L2_FAST_MAX_ROWS, not_estimated, simulated_programs
+from iomodel.cache.estimate import (L2_ESTIMATE_MAX_PROGRAMS, L2_FAST_MAX_ROW_TOKENS, L2_FAST_MAX_ROWS, fast_max_rows,
+                                   not_estimated, simulated_programs)
 from iomodel.report.worksheet import make_worksheet
 from iomodel.spec.resolve import resolve_layer
 from test_cli_errors import run_cli
@@ -28,8 +30,8 @@ def test_batch_100000_finishes_in_seconds_with_the_note(capsys):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 200 * 1024  # KiB: under 200 MiB more
     assert ("L2-aware DRAM estimate (iomodel/cache/predict.py): not computed, B·H·T_r = 100,000·32·64 = "
             "204,800,000 programs, above 131,072 (the simulation visits every program: its cost grows with "
-            "batch × heads), and B·H = 100,000·32 = 3,200,000 grid rows, above 1,024 (past the simulation's bounds "
-            "the fast evaluation's cost grows with the grid rows).") in out
+            "batch × heads), and B·H = 100,000·32 = 3,200,000 grid rows, above 16,384 (past the simulation's bounds "
+            "the fast evaluation's cost grows with the grid rows and their length).") in out
 
 
 def test_heads_65536_finishes_with_the_note(capsys):
@@ -41,8 +43,8 @@ def test_heads_65536_finishes_with_the_note(capsys):
     assert tiled["l2_aware"] is None
     assert tiled["l2_aware_not_computed"] == (
         "B·H·T_r = 1·65,536·64 = 4,194,304 programs, above 131,072 (the simulation visits every program: "
-        "its cost grows with batch × heads), and B·H = 1·65,536 = 65,536 grid rows, above 1,024 (past the "
-        "simulation's bounds the fast evaluation's cost grows with the grid rows)")
+        "its cost grows with batch × heads), and B·H = 1·65,536 = 65,536 grid rows, above 16,384 (past the "
+        "simulation's bounds the fast evaluation's cost grows with the grid rows and their length)")
 
 
 def test_the_bound_is_on_programs():
@@ -50,9 +52,14 @@ def test_the_bound_is_on_programs():
     assert L2_ESTIMATE_MAX_PROGRAMS == 2**17
     at = resolve_layer(seqlen=2048, batch=256)  # 256 · 32 · 16 = 131,072 programs
     assert simulated_programs(at.spec, at.tiling) == 131_072 and not_estimated(at.spec, at.tiling) is None
-    over = resolve_layer(seqlen=2049, batch=256)  # T_r = 17: 256 · 32 · 17 = 139,264
+    # a window band is simulated only: past the bound it is not computed (without a window the fast evaluation takes
+    # it: test_on_shorter_sequences_the_fast_evaluation_takes_more_rows)
+    over = resolve_layer(seqlen=2049, batch=256, window="1024")  # T_r = 17: 256 · 32 · 17 = 139,264
     assert simulated_programs(over.spec, over.tiling) == 139_264
-    assert not_estimated(over.spec, over.tiling).startswith("B·H·T_r = 256·32·17 = 139,264 programs, above 131,072")
+    assert not_estimated(over.spec, over.tiling) == (
+        "B·H·T_r = 256·32·17 = 139,264 programs, above 131,072 (the simulation visits every program: its cost grows "
+        "with batch × heads), and its window band is simulated block by block (the fast evaluation covers layers "
+        "without a window)")
     assert not_estimated(over.spec) is None  # without tiles only the seqlen bound applies
     ws = make_worksheet(resolve_layer(seqlen=512, batch=8))  # small: computed
     assert ws.l2_aware is not None and "l2_aware_not_computed" not in json.loads(ws.to_json())["algorithms"]["tiled"]
@@ -67,4 +74,28 @@ def test_past_the_simulation_bounds_the_bound_is_on_grid_rows():
     over = resolve_layer(seqlen=2**19, heads=1032, kv_heads=8)
     assert not_estimated(over.spec, over.tiling) == (
         "seqlen above 262,144 (its simulation grows with the square of the length), and B·H = 1·1,032 = 1,032 grid "
-        "rows, above 1,024 (past the simulation's bounds the fast evaluation's cost grows with the grid rows)")
+        "rows, above 1,024 (past the simulation's bounds the fast evaluation's cost grows with the grid rows and "
+        "their length)")
+
+
+def test_on_shorter_sequences_the_fast_evaluation_takes_more_rows():
+    """The row bound is 2^27 grid-row tokens over the length, between 1,024 and 32,768 rows (fast_max_rows): a
+    serving prefill of 512 sequences of 8,192 tokens (16,384 rows, 8,388,608 programs) is estimated, one more
+    sequence is not; from 2^17 tokens on the bound stays 1,024 rows and below 4,096 tokens 32,768; a causal
+    training step keeps 1,024 rows (its dK/dV kernel touch by touch)."""
+    assert L2_FAST_MAX_ROW_TOKENS == 2**27
+    assert [fast_max_rows(resolve_layer(seqlen=n).spec) for n in (512, 4096, 8192, 2**16, 2**17, 2**20)] == [
+        32768, 32768, 16384, 2048, 1024, 1024]
+    assert fast_max_rows(resolve_layer(seqlen=8192, passes="fwd+bwd", causal=False).spec) == 16384
+    assert fast_max_rows(resolve_layer(seqlen=8192, passes="fwd+bwd").spec) == 1024  # causal: touch by touch
+    at = resolve_layer(seqlen=8192, batch=512)  # 512 · 32 = 16,384 rows
+    assert simulated_programs(at.spec, at.tiling) == 512 * 32 * 64 and not_estimated(at.spec, at.tiling) is None
+    over = resolve_layer(seqlen=8192, batch=513)
+    assert not_estimated(over.spec, over.tiling).endswith(
+        "and B·H = 513·32 = 16,416 grid rows, above 16,384 (past the simulation's bounds the fast evaluation's cost "
+        "grows with the grid rows and their length)")
+    t0 = time.perf_counter()
+    ws = json.loads(make_worksheet(resolve_layer(seqlen=4096, batch=128)).to_json())  # 4,096 rows, past 2^17 programs
+    assert time.perf_counter() - t0 < 30  # about 0.3 s idle on the 2-core development machine
+    l2 = ws["algorithms"]["tiled"]["l2_aware"]
+    assert l2 is not None and l2["read_bytes"] >= 128 * 32 * 4096 * 128 * 2  # at least Q once (bf16)

@@ -198,19 +198,20 @@ def test_seqlen_plot_draws_the_l2_aware_estimate_beside_the_no_reuse_bound(small
 
 
 def test_l2_aware_curve_skips_points_past_its_budget_and_says_so():
-    """Llama-3-8B, batch 50, BLOCK_M 128: 1,600 grid rows, past the fast evaluation's 1,024, so the points
-    count as simulated. Its own length first, N = 8k: 50·32·64 = 102,400 programs, then 2k 25,600; 4k
-    would be 51,200 more, past the curve's budget of 131,072 programs in all: skipped, named in the
-    legend. At batch 32 (1,024 rows) the fast evaluation covers every point: all drawn."""
+    """Llama-3-8B, batch 50, BLOCK_M 128, a 1,024-token window: the fast evaluation does not take window bands,
+    so the points count as simulated. Its own length first, N = 8k: 50·32·64 = 102,400 programs, then 2k
+    25,600; 4k would be 51,200 more, past the curve's budget of 131,072 programs in all: skipped, named in the
+    legend. Without the window (1,600 grid rows: past 1,024 but within the fast evaluation's 16,384 at 8k
+    tokens, estimate.fast_max_rows) the fast evaluation covers every point: all drawn."""
     from iomodel.report.plot import L2_AWARE_LABEL
 
-    lay = resolve_layer(batch=50)
+    lay = resolve_layer(batch=50, window="1024")
     fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[2048, 4096, 8192])
     ax = fig.axes[0]
     assert list(_line(ax, f"{L2_AWARE_LABEL},\nsimulated").get_xdata()) == [2048, 8192]
     note = _line(ax, f"{L2_AWARE_LABEL}\nnot computed").get_label()
     assert "not computed at N = 4k:" in note and "budget of 131,072 programs" in note
-    fast = resolve_layer(batch=32)
+    fast = resolve_layer(batch=50)
     fig = plot_seqlen(fast.spec, fast.tiling, fast.hardware, seqlens=[2048, 4096, 8192])
     assert list(_line(fig.axes[0], f"{L2_AWARE_LABEL},\nsimulated").get_xdata()) == [2048, 4096, 8192]
 

@@ -57,7 +57,7 @@ def test_no_estimate_for_decode_or_very_long_where_the_fast_evaluation_does_not_
     # evaluation covers bandless layers in the bundled order (issue 12 item 4), a causal dK/dV kernel in closed
     # form on long sequences past L2_DKDV_CLOSED_FORM_MIN_TOUCHES touches (2026-12-04, night: 32 heads at 2^20
     # tokens were refused before; tests/test_dkdv_closed.py), else touch by touch up to
-    # L2_CAUSAL_DKDV_MAX_TOUCHES; past L2_FAST_MAX_ROWS grid rows it is refused
+    # L2_CAUSAL_DKDV_MAX_TOUCHES; past fast_max_rows grid rows (1,024 from 2^17 tokens) it is refused
     long = {"seqlen": L2_ESTIMATE_MAX_SEQLEN * 2, "heads": 1, "kv_heads": 1}
     assert make_worksheet(resolve_layer(**long)).l2_aware is not None
     assert make_worksheet(resolve_layer(**long, passes="fwd+bwd")).l2_aware is not None
@@ -67,7 +67,7 @@ def test_no_estimate_for_decode_or_very_long_where_the_fast_evaluation_does_not_
     wide = {**longer, "batch": 33}
     for kw, why in (({"phase": "decode", "seqlen": 4096}, "decode"),
                     (wide, "B·H = 33·32 = 1,056 grid rows, above 1,024 (past the simulation's bounds the fast "
-                           "evaluation's cost grows with the grid rows)")):
+                           "evaluation's cost grows with the grid rows and their length)")):
         ws = make_worksheet(resolve_layer(**kw))
         assert ws.l2_aware is None
         assert json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"] is None

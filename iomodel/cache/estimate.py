@@ -47,6 +47,29 @@ L2_ESTIMATE_MAX_PROGRAMS = 2**17
 #: grid row at HEAD_DIM 128 and 2^24 tokens (Llama-3-8B, 32 rows: 30-50 ms; 128 rows: 0.13 s),
 #: up to about 3 ms per row for HEAD_DIM 32 fp8 (16 programs per SM); non-causal a few ms in all.
 L2_FAST_MAX_ROWS = 2**10
+#: Grid-row tokens (B·H × the longer of seqlen_q and seqlen_k) up to which the fast evaluation takes more grid rows
+#: than :data:`L2_FAST_MAX_ROWS` past the simulation's bounds (:func:`fast_max_rows`): on shorter sequences a row
+#: costs less (its waves are fewer). Measured for the whole ``iomodel worksheet`` on the 2-core development machine
+#: (2026-12-05, H200, bf16, 32 query heads on 8 KV heads, HEAD_DIM 64-256, causal or not, forward or training step)
+#: at this many row tokens: 0.1-2.6 s for the forward, 0.2-4.4 s for the non-causal training step (the slowest:
+#: HEAD_DIM 256, 32,768 rows of 4,096 tokens); 1,024 rows stay the bound from 2^17 tokens on, and for a causal
+#: training step at any length.
+L2_FAST_MAX_ROW_TOKENS = 2**27
+#: Most grid rows the fast evaluation takes at any length (:func:`fast_max_rows`): below a few hundred tokens a
+#: grid row is less than a wave and every wave is visited, so the cost follows the programs, not the row tokens.
+L2_FAST_MAX_ROWS_SHORT = 2**15
+
+
+def fast_max_rows(spec: LayerSpec) -> int:
+    """Most grid rows B·H for which the fast evaluation computes the estimate past the simulation's bounds (rows):
+    :data:`L2_FAST_MAX_ROW_TOKENS` over the longer length, between :data:`L2_FAST_MAX_ROWS` and
+    :data:`L2_FAST_MAX_ROWS_SHORT` (1,024 rows from 2^17 tokens, 16,384 at 8,192 tokens, 32,768 up to 4,096).
+    A causal training step keeps :data:`L2_FAST_MAX_ROWS`: its dK/dV kernel is evaluated touch by touch, and on
+    short sequences a touch costs more (1-3.4 µs on the 2-core development machine at 16k tokens, 2026-12-05,
+    the more the larger the group: B 64, 32 heads on one KV head, 2^16 tokens took 52 s with 2,048 rows)."""
+    if spec.backward and spec.causal:
+        return L2_FAST_MAX_ROWS
+    return min(L2_FAST_MAX_ROWS_SHORT, max(L2_FAST_MAX_ROWS, L2_FAST_MAX_ROW_TOKENS // max(spec.seqlen_q, spec.seqlen_k)))
 #: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal ``_bwd_dkdv`` kernel the fast evaluation
 #: processes touch by touch where the closed form does not apply (:func:`dkdv_closed_form_applies`): its programs
 #: start at different query rows and re-read each other's rows within a wave below the saturation distance, so its
@@ -55,6 +78,19 @@ L2_FAST_MAX_ROWS = 2**10
 #: Llama-3-8B's causal training step with the worksheet's tiles (BWD_BLOCK_M 32, BWD_BLOCK_N 64) at 2^19 tokens,
 #: 67,239,936 touches, 15-16 s; past it, and short of the closed form's length, the worksheet says why not.
 L2_CAUSAL_DKDV_MAX_TOUCHES = 68_000_000
+#: Query heads per KV head up to which a touch of the causal dK/dV kernel costs what the bound above assumes; a
+#: touch of a larger group G costs about G / this as much, and the bound counts it so (:func:`dkdv_work`).
+#: Measured on the 2-core development machine (2026-12-05, touch by touch, the worksheet's tiles): 0.22-0.32 µs a
+#: touch at G 1-8, 0.74 at G 16 (2^16 tokens), 1.4-2.4 at G 71 (Falcon-7B, 2^15-2^16 tokens; a reviewer saw 34 s
+#: for its 2^18-token training step worksheet, 122 s with other jobs beside it).
+L2_DKDV_GROUP_COST_HEADS = 5
+
+
+def dkdv_work(spec: LayerSpec, touches: int) -> int:
+    """Touches of a causal ``_bwd_dkdv`` kernel weighted by what one costs in its group: ``touches`` × max(1,
+    G / :data:`L2_DKDV_GROUP_COST_HEADS`) (G query heads per KV head), the count :data:`L2_CAUSAL_DKDV_MAX_TOUCHES`
+    bounds (touch equivalents)."""
+    return touches if spec.group <= L2_DKDV_GROUP_COST_HEADS else -(-touches * spec.group // L2_DKDV_GROUP_COST_HEADS)
 #: Touches past which a causal ``_bwd_dkdv`` kernel of a long sequence (:func:`dkdv_closed_form_applies`)
 #: takes the closed form of its waves (:mod:`iomodel.cache.dkdv_closed`, 2026-12-04 night: tens to hundreds of ms
 #: at any length for groups of up to 8 query heads per KV head, seconds for larger groups, whose head switches
@@ -151,12 +187,14 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
     ``_bwd_dq`` in the tiles-fastest grid with ascending key blocks, without a window band;
     ``_bwd_dkdv`` with one group slice when every key tile loads every query row (no causal
     mask cuts a tile's rows: :func:`iomodel.schedule.grid.dkdv_last_lo` is 0); ``_bwd_preprocess``;
-    at most :data:`L2_FAST_MAX_ROWS` grid rows B·H and :data:`iomodel.cache.params.MAX_STREAM_ITEMS`
+    at most :func:`fast_max_rows` grid rows B·H (1,024 from 2^17 tokens, more on shorter sequences) and
+    :data:`iomodel.cache.params.MAX_STREAM_ITEMS`
     stream items (memory). Other kernels are simulated wave by wave, whose cost grows with the square
     of the length. A causal dK/dV kernel (one group slice, the heads-outer loop order or MHA) is
     evaluated in closed form where :func:`dkdv_closed_form_applies` (long sequences past
     :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches), else touch by touch up to
-    :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches (:func:`iomodel.cache.stream.dkdv_touches`).
+    :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches (:func:`iomodel.cache.stream.dkdv_touches`; a large group's weighed
+    by :func:`dkdv_work`).
 
     Args:
         spec: the layer (prefill); tiling: its tiles (None: the defaults, and a causal training
@@ -180,9 +218,9 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         return (f"the {schedule.grid_order} grid with {schedule.key_order} key blocks is simulated wave by wave (the fast "
                 "evaluation covers the bundled kernel's order)")
     rows = spec.batch * spec.heads
-    if rows > L2_FAST_MAX_ROWS:
-        return (f"B·H = {spec.batch:,}·{spec.heads:,} = {rows:,} grid rows, above {L2_FAST_MAX_ROWS:,} (past the "
-                "simulation's bounds the fast evaluation's cost grows with the grid rows)")
+    if rows > fast_max_rows(spec):
+        return (f"B·H = {spec.batch:,}·{spec.heads:,} = {rows:,} grid rows, above {fast_max_rows(spec):,} (past the "
+                "simulation's bounds the fast evaluation's cost grows with the grid rows and their length)")
     t = tiling or Tiling()
     items = spec.batch * spec.kv_heads * cdiv(spec.seqlen_k, _chunk_rows(t.block_n))
     if spec.backward:
@@ -200,14 +238,17 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
             if items > MAX_STREAM_ITEMS:
                 return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
             touches = dkdv_touches(spec, t)
-            if touches > L2_CAUSAL_DKDV_MAX_TOUCHES:
+            if dkdv_work(spec, touches) > L2_CAUSAL_DKDV_MAX_TOUCHES:
                 if l2_bytes is None:
                     from iomodel.spec.hardware import get_hardware
                     from iomodel.spec.resolve import DEFAULT_HARDWARE
 
                     l2_bytes = get_hardware(DEFAULT_HARDWARE).l2_bytes
                 if not dkdv_closed_form_applies(spec, t, touches, closed_form_saturation(l2_bytes)):
-                    return (f"{why}: {touches:,} touches, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
+                    weighed = ("" if dkdv_work(spec, touches) == touches else
+                               f" weighing {dkdv_work(spec, touches):,} (a touch of {spec.group} query heads per KV "
+                               f"head costs {spec.group}/{L2_DKDV_GROUP_COST_HEADS} as much)")
+                    return (f"{why}: {touches:,} touches{weighed}, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
                             "the shorter length's query rows to weigh the L2 model's saturation distance, and "
                             "BWD_BLOCK_M <= BWD_BLOCK_N; a shorter sequence, fewer heads or a smaller batch brings "
                             "it under)")
@@ -224,7 +265,7 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
     without a sliding window: within the wave-by-wave simulation's bounds
     (:func:`simulation_bound`: :data:`L2_ESTIMATE_MAX_SEQLEN` tokens, :data:`L2_ESTIMATE_MAX_PROGRAMS`
     programs) always, and past them wherever the fast evaluation covers every kernel
-    (:func:`fast_refusal`: any length, up to :data:`L2_FAST_MAX_ROWS` grid rows; a causal training step's
+    (:func:`fast_refusal`: any length, up to :func:`fast_max_rows` grid rows; a causal training step's
     dK/dV kernel in closed form where :func:`dkdv_closed_form_applies`, which the estimate's assumptions then
     say, else up to :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches). Otherwise the estimate is not computed
     (never extrapolated).

@@ -1399,6 +1399,177 @@ def _lru_exact(model: Any, capacity: int, write_share: float) -> bool:
             and write_weight(write_share) == READ_WEIGHT * write_share)
 
 
+#: Touches past which a causal ``_bwd_dkdv`` kernel of many KV lanes is evaluated one wave per phase
+#: (:func:`periodic_dkdv`) where that pays; below it every wave is evaluated (a speed choice).
+PERIODIC_MIN_TOUCHES = 1_000_000
+#: Most warm-up waves :func:`periodic_dkdv` runs before a wave it evaluates (a speed choice: past it, every wave).
+PERIODIC_MAX_WARMUP = 8
+
+
+def _full_extents(model: "_DkdvEvents", engine: _Engine, lanes: np.ndarray) -> None:
+    """Set each query-row chunk of ``lanes`` (KV lanes b·H_kv + kv) to the extent the lane's programs before a
+    window gave it: the rows of the chunk its first program (the lowest lo) sweeps, as a run from the kernel's
+    start would have left it (:meth:`_Engine.steps` keeps each item's largest touch)."""
+    if not len(lanes):
+        return
+    ch, nc, G = model.chunk, model.n_chunks, model.G
+    c0 = np.arange(nc, dtype=np.int64) * ch
+    ext = np.maximum(0, np.minimum(c0 + ch, model.end[0]) - np.maximum(c0, model.lo[0]))
+    heads = (lanes[:, None] * G + np.arange(G, dtype=np.int64)[None, :]).ravel()
+    items = (heads[:, None] * nc + np.arange(nc, dtype=np.int64)[None, :]).ravel()
+    engine.ext[items] = np.maximum(engine.ext[items], np.tile(ext, len(heads)))
+
+
+def _window_engine(model: "_DkdvEvents", capacity: int, ways: int, read_capacity: int | None, first: int) -> _Engine:
+    """A cold engine for waves from ``first`` on, its chunks' extents those of a run from the kernel's start."""
+    engine = model.engine(capacity, ways)
+    if read_capacity is not None:
+        engine.judge_reads_at(read_capacity)
+    p0 = int(model.p0[first])
+    lanes = np.arange(p0 // model.t_c, (int(model.p1[-1]) - 1) // model.t_c + 1, dtype=np.int64)
+    _full_extents(model, engine, lanes[lanes * model.t_c < p0])  # lanes whose first program ran before the window
+    return engine
+
+
+def _certified_wave(model: "_DkdvEvents", capacity: int, ways: int, read_capacity: int | None, v: int,
+                    warmup: int) -> _Engine | None:
+    """A cold engine run over waves v − warmup .. v − 1, or None where their distinct weight (the stack's
+    entries, superseded ones zeroed) is below the saturation distance: then an item last touched before them
+    might still be in L2 at wave v, which the cold engine would count as a miss."""
+    engine = _window_engine(model, capacity, ways, read_capacity, v - warmup)
+    for u in range(v - warmup, v):
+        engine.steps(model.build_block(u, u))
+    if engine.t0 == 0 and float(engine.w.sum()) < engine.d_sat:
+        return None
+    return engine
+
+
+def _window_weight(model: "_DkdvEvents", a: int, b: int) -> float:
+    """About the distinct bytes of waves a..b (read-equivalent): per KV lane, the query-row chunks of its G heads
+    from its lowest first row in the window to the end, its K/V and its dK/dV stores. An estimate that sets where
+    :func:`periodic_dkdv` starts its search for a warm-up (:func:`_certified_wave` checks the real weight)."""
+    p0, p1 = int(model.p0[a]), int(model.p1[b])
+    lanes = np.arange(p0 // model.t_c, (p1 - 1) // model.t_c + 1, dtype=np.int64)
+    j0 = np.maximum(0, p0 - lanes * model.t_c)
+    j1 = np.minimum(model.t_c, p1 - lanes * model.t_c)
+    ch = model.chunk
+    rows = np.maximum(0, model.end[0] - (model.lo[j0] // ch) * ch)
+    k_rows = model.kcum[j1] - model.kcum[j0]
+    return float(model.G * int(rows.sum()) * int(sum(model.per_row))
+                 + int(k_rows.sum()) * model.kv_bytes * (2 + 2 * model.share))
+
+
+def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity: int | None = None
+                  ) -> KernelL2 | None:
+    """A causal ``_bwd_dkdv`` kernel of many KV lanes, one wave per phase: the touch-by-touch evaluation's bytes
+    (to the rounding of their sums) at a fraction of its waves, or None where that does not pay.
+
+    Wave v runs programs v·W .. v·W + W − 1 of the grid (KV lanes b·H_kv + kv, key tiles j fastest), so a full
+    wave is fixed, up to which lanes it names, by its phase (v·W) mod T_c (T_c key tiles a lane): its accesses,
+    their order and weights are those of any other full wave of that phase. What differs is the L2 it meets.
+    After warm-up waves whose distinct bytes weigh the saturation distance (:func:`saturation_distance`: an
+    entry that deep is gone with probability exactly 1), every item touched before them is a whole miss in
+    the run from the kernel's start as in a cold engine, and every other item has the same stack distance in
+    both (whole bytes times a dyadic share: exact sums). So wave v's misses are those of a cold engine run over
+    its warm-up and then v, with each chunk's extent set to what the lane's earlier programs left
+    (:func:`_full_extents`). The waves before the longest warm-up are run from the kernel's start; each phase
+    of the waves after them once (the latest wave of that phase); the last wave with its warm-up, which also
+    gives the dK/dV bytes still dirty at the end (every earlier store is that deep by then: written back whole).
+    The kernel's bytes are the same expected bytes as :func:`fast_kernel_l2`'s touch by touch, summed per wave
+    then over waves (not access by access: the last bit of a sum may differ, so a rounded byte may too).
+
+    Pays where the KV lanes are many against the phases: B·H_kv ≫ W / gcd(W, T_c) (large batches of MHA or
+    GQA layers). None, before any wave is run, where the phases and their warm-ups (estimated by
+    :func:`_window_weight`) would cost more than half the waves; None too where a warm-up of
+    :data:`PERIODIC_MAX_WARMUP` waves does not weigh the saturation distance or the real warm-ups cost more.
+
+    Args:
+        model: the kernel's waves (:class:`_DkdvEvents`, no window band); capacity: effective L2 bytes of a dirty
+            line; ways: associativity A; read_capacity: capacity of a read miss (bytes; default ``capacity``).
+
+    Returns:
+        :class:`~iomodel.cache.simulate.KernelL2` (bytes per tensor) with ``note``, or None.
+    """
+    if ways is None or model.one_extent:
+        return None
+    nw = len(model.p0)
+    if nw < 8:
+        return None
+    d_sat = read_saturation(capacity, read_capacity or capacity, ways)
+    phase = (model.p0 % model.t_c)[: nw - 1]  # every wave but the last is full
+    phases, latest = np.unique(phase[::-1], return_index=True)
+    latest = (nw - 2) - latest  # the latest wave of each phase: the most waves before it
+    budget = nw // 2
+
+    def warmup_guess(v: int) -> int:
+        k = 1
+        while k < min(v, PERIODIC_MAX_WARMUP) and _window_weight(model, v - k, v - 1) < d_sat:
+            k += 1
+        return k
+
+    guess = {int(ph): warmup_guess(int(v)) for ph, v in zip(phases, latest) if v >= 1}
+    if len(guess) < len(phases) - 1 or sum(k + 1 for k in guess.values()) + 2 * max(guess.values(), default=1) + 1 > budget:
+        return None  # wave 0's phase may have no later wave; any other missing phase cannot be warmed up
+    cost = 0
+    per_phase: dict[int, dict[str, float]] = {}
+    warm: dict[int, int] = {}
+    for ph, v in zip(phases.tolist(), latest.tolist()):
+        if v < 1:
+            continue
+        k, engine = guess[ph], None
+        while engine is None:
+            cost += k + 1
+            if cost > budget:
+                return None
+            engine = _certified_wave(model, capacity, ways, read_capacity, v, k)
+            if engine is None:
+                if k >= min(v, PERIODIC_MAX_WARMUP):
+                    return None
+                k += 1
+        engine.sums = OrderedSums()
+        engine.steps(model.build_block(v, v))
+        per_phase[ph] = dict(engine.sums.values)
+        warm[ph] = k
+    head = max(warm.values(), default=1)
+    if head + cost > budget:
+        return None
+    # the waves before the longest warm-up from the kernel's start, as the touch-by-touch evaluation runs them
+    engine = model.engine(capacity, ways)
+    if read_capacity is not None:
+        engine.judge_reads_at(read_capacity)
+    for u in range(head):
+        engine.steps(model.build_block(u, u))
+    reads = {t: float(x) for t, x in engine.sums.values.items()}
+    for v in range(head, nw - 1):
+        for t, x in per_phase[int(phase[v])].items():
+            reads[t] = reads.get(t, 0.0) + x
+    # the last wave (full or not), after its warm-up: its reads, and the dK/dV still dirty at the end
+    last = nw - 1
+    k = min(head, last)
+    engine = None
+    while engine is None and k <= min(last, PERIODIC_MAX_WARMUP):
+        engine = _certified_wave(model, capacity, ways, read_capacity, last, k)
+        k += 1
+    if engine is None:
+        return None
+    engine.sums = OrderedSums()
+    engine.steps(model.build_block(last, last))
+    _, _, still = engine.totals()
+    for t, x in engine.sums.values.items():
+        reads[t] = reads.get(t, 0.0) + x
+    still = {t: still.get(t, 0.0) for t in model.requested_write}
+    out = KernelL2("_bwd_dkdv", requested_read=dict(model.requested_read), requested_write=dict(model.requested_write))
+    out.hbm_read = _rounded(reads)
+    out.hbm_write = _rounded({t: model.requested_write[t] - still[t] for t in model.requested_write})
+    out.dirty_at_end = _rounded(still)
+    out.waves = nw
+    n_ph = len(per_phase)
+    out.note = (f"one wave per phase ({n_ph:,} phase{'s' * (n_ph != 1)} of {nw:,} waves, warm-ups of up to {head} "
+                f"wave{'s' * (head != 1)}; iomodel/cache/stream.py periodic_dkdv): the touch-by-touch bytes, summed "
+                "per wave")
+    return out
+
+
 def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity: int, write_share: float,
                    ways: int | None, *, tile_order: str = "forward", grid_order: str = "tiles-fastest",
                    key_order: str = "ascending", read_capacity: int | None = None) -> KernelL2 | None:
@@ -1442,6 +1613,11 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
             from iomodel.cache.dkdv_closed import closed_form_dkdv
 
             return closed_form_dkdv(model, capacity, ways, read_capacity)
+    if (isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent
+            and model.all_touches >= PERIODIC_MIN_TOUCHES):
+        k = periodic_dkdv(model, capacity, ways, read_capacity)
+        if k is not None:
+            return k
     engine = model.engine(capacity, ways)
     if read_capacity is not None and ways is not None:
         engine.judge_reads_at(read_capacity)
