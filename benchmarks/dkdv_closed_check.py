@@ -24,12 +24,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 
 import iomodel.cache.estimate as estimate
 from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
-from iomodel.cache.params import L2Params
 from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_file, finish_probe_receipt
@@ -79,14 +77,6 @@ QUICK_PAST = next(i for i, row in enumerate(LAYERS) if row[:8] == (1, 32, 8, 128
 H200_L2 = get_hardware("H200").l2_bytes
 
 
-def _params(spec: LayerSpec, tiling: Tiling) -> L2Params:
-    from kernels.heuristics import backward_config
-
-    hw = get_hardware("H200")
-    pps = estimate.training_programs_per_sm(spec, tiling, hw, 4, backward_config(spec.head_dim, spec.dtype, True))
-    return replace(L2Params(hw.l2_bytes, hw.num_sms, pps["_attn_fwd"]), programs_per_sm=pps["_bwd_dkdv"])
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
@@ -108,7 +98,7 @@ def main() -> int:
         if args.quick and max(nq, nk) >= 2**18 and (B, H, kv, d, nq, nk, dt, align, tiling) != LAYERS[QUICK_PAST]:
             continue
         spec = LayerSpec(B, H, kv, d, nq, nk, dtype=dt, causal=True, causal_align=align, backward=True)
-        p = _params(spec, tiling)
+        p = estimate.dkdv_l2_params(spec, tiling, get_hardware("H200"))
         t0 = time.perf_counter()
         k = fast_kernel_l2("_bwd_dkdv", spec, tiling, p.resident_programs, p.capacity, p.write_share, p.ways,
                            read_capacity=p.read_capacity)

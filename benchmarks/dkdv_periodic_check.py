@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 
 from iomodel.cache import estimate
-from iomodel.cache.params import L2Params
 from iomodel.cache.stream import _DkdvEvents, _drive, periodic_dkdv
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_file, finish_probe_receipt
@@ -42,14 +40,6 @@ LAYERS = (
 )
 
 
-def _params(spec: LayerSpec, tiling: Tiling) -> L2Params:
-    from kernels.heuristics import backward_config
-
-    hw = get_hardware("H200")
-    pps = estimate.training_programs_per_sm(spec, tiling, hw, 4, backward_config(spec.head_dim, spec.dtype, True))
-    return replace(L2Params(hw.l2_bytes, hw.num_sms, pps["_attn_fwd"]), programs_per_sm=pps["_bwd_dkdv"])
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the first three layers only")
@@ -66,7 +56,7 @@ def main() -> int:
     print(f"{'layer':<40} {'touches':>11} {'waves':>6} {'same bytes':>10} {'every wave s':>12} {'per phase s':>11}  how")
     for B, H, kv, d, n, dt, tiling in LAYERS[:3] if args.quick else LAYERS:
         spec = LayerSpec(B, H, kv, d, n, n, dtype=dt, causal=True, backward=True)
-        p = _params(spec, tiling)
+        p = estimate.dkdv_l2_params(spec, tiling, get_hardware("H200"))
         model = _DkdvEvents(spec, tiling, p.resident_programs, p.write_share)
         t0 = time.perf_counter()
         engine = model.engine(p.capacity, p.ways)

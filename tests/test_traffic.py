@@ -366,3 +366,23 @@ def test_to_dict_is_json():
     assert back["algorithms"]["baseline"]["ratio_vs_tiled"] > 1
     row = back["algorithms"]["tiled"]["rows"][1]
     assert {"tensor", "level", "width_bytes", "read_bytes", "read_formula"} <= set(row)
+
+
+def test_baseline_peak_with_rows_that_see_no_key():
+    """Causal bottom-right with N_q > N_k: rows 0 .. N_q − N_k − 1 see no key and the eager chain fixes them with
+    P = P.masked_fill(...), out of place: S, the old P and its copy live at once before O exists. A reviewer measured
+    the peak on the CPU by tracking every live tensor: 111,233,880 B for this layer (3 scores, no O), where the model
+    said 88,481,880 (2 scores + O). Where O outweighs a score the P·V step (2 scores + O) is the peak."""
+    spec = LayerSpec(1, 16, 4, 96, 1500, 333, dtype="fp32", causal=True, causal_align="bottom-right")
+    base = predict(spec, Tiling(64, 32), H200).algorithms["baseline"]
+    q, kv, rep = 16 * 1500 * 96 * 4, 4 * 333 * 96 * 4, 16 * 333 * 96 * 4
+    score, mask = 16 * 1500 * 333 * 4, 1500 * 333
+    assert base.allocated_bytes == q + 2 * kv + 2 * rep + 3 * score + 2 * mask == 111_233_880
+    wide = LayerSpec(1, 2, 2, 256, 40, 4, dtype="fp32", causal=True, causal_align="bottom-right")  # O > a score
+    base = predict(wide, Tiling(16, 16), H200).algorithms["baseline"]
+    q, kv, score, mask = 2 * 40 * 256 * 4, 2 * 4 * 256 * 4, 2 * 40 * 4 * 4, 40 * 4
+    assert base.allocated_bytes == q + 2 * kv + 2 * score + q + 2 * mask
+    # a window whose band leaves rows empty adds the (N_q, 1) mask of those rows: 107,602,000 B measured
+    win = LayerSpec(1, 8, 1, 96, 2000, 500, dtype="fp32", causal=True, causal_align="bottom-right", window_left=100)
+    base = predict(win, Tiling(64, 32), H200).algorithms["baseline"]
+    assert base.allocated_bytes == 107_602_000

@@ -631,14 +631,18 @@ def _moved_up_merge(idx: np.ndarray, w_old: np.ndarray) -> np.ndarray:
         blk = pos // (2 * s)
         right = (pos % (2 * s)) >= s
         comp = blk * big + idx[order]
-        left = ~right
-        comp_l = comp[left]
-        cw = np.concatenate(([0.0], np.cumsum(w_old[order][left])))
-        left_end = np.cumsum(np.bincount(blk[left], minlength=int(blk[-1]) + 1))
+        merged = np.argsort(comp, kind="stable")  # left half before right on ties: the merge of the two halves
         r = np.nonzero(right)[0]
         if len(r):
-            out[order[r]] += cw[left_end[blk[r]]] - cw[np.searchsorted(comp_l, comp[r], side="right")]
-        order = order[np.argsort(comp, kind="stable")]
+            # a block with a right half has a full left half of s elements, the left elements of block b being
+            # b·s .. b·s + s − 1 in position order; a right element r lands at new position q, after the
+            # q − (r − s) − 2s·b left elements of its block whose keys are not above its own
+            cw = np.concatenate(([0.0], np.cumsum(w_old[order][~right])))
+            new_pos = np.empty(n, dtype=np.int64)
+            new_pos[merged] = pos
+            b = blk[r]
+            out[order[r]] += cw[(b + 1) * s] - cw[b * s + new_pos[r] - r + s]
+        order = order[merged]
         s *= 2
     return out
 

@@ -89,11 +89,14 @@ class Layer:
             parts.append(f"--seqlen-q {s.seqlen_q} --seqlen-k {s.seqlen_k}")
         if self.ragged is None:
             parts.append(f"--batch {s.batch}")
-        parts.append(f"--causal --causal-align {s.causal_align}" if s.causal else "--no-causal")
-        if s.window_left is not None or s.window_right is not None:
+        windowed = s.window_left is not None or s.window_right is not None
+        # without a causal mask the alignment still sets a window's offset: said whenever there is a window
+        parts.append(f"--causal --causal-align {s.causal_align}" if s.causal else
+                     "--no-causal" + (f" --causal-align {s.causal_align}" if windowed else ""))
+        if windowed:
             sides = [s.window_left, s.window_right] if s.window_right is not None else [s.window_left]
             parts.append("--window " + ",".join("-1" if v is None else str(v) for v in sides))
-        elif self.config is not None and self.config.window_kind == "sliding-window":
+        elif self.config is not None and self.config.window is not None:  # the config's window, sliding or chunked
             parts.append("--window none")
         if s.page_size is not None:
             parts.append(f"--page-size {s.page_size}")

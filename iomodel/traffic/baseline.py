@@ -258,14 +258,28 @@ def baseline_model(
         alloc += [Allocation(n, sh, sname, el * w, "upcast copy")
                   for n, sh, el in (("Q32", sq, E_q), ("K32", skr, E_kr), ("V32", skr, E_kr), ("O32", sq, E_q))]
     n_scores = 3 if spec.backward else 2
-    alloc.append(Allocation(
-        "S, P" + (", dP/dS" if spec.backward else ""), sS, sname, n_scores * E_S * w,
-        f"{n_scores} score-sized tensors live at once: "
-        + ("P (saved), dP and dS during softmax_backward" if spec.backward else "S and P during softmax (or old and new S)"),
-    ))
+    if empty_rows and not spec.backward:
+        # P = P.masked_fill(...) is out of place: S, the old P and its copy live at once before O exists; the
+        # peak is the larger of that and S, P and O (O32 and O with the upcast) at P·V
+        outs = [a for a in alloc if a.tensor in ("O", "O32")]
+        alloc = [a for a in alloc if a.tensor not in ("O", "O32")]
+        out_bytes = sum((a.bytes for a in outs), sp.Integer(0))
+        alloc.append(Allocation(
+            "S, P, and P's copy or O", sS, sname, 2 * E_S * w + sp.Max(E_S * w, out_bytes),
+            "the larger of two live sets: S, P and the copy P.masked_fill writes for the rows that see no key "
+            "(3 score-sized tensors), then S, P and " + " and ".join(a.tensor for a in outs) + " at P·V",
+        ))
+    else:
+        alloc.append(Allocation(
+            "S, P" + (", dP/dS" if spec.backward else ""), sS, sname, n_scores * E_S * w,
+            f"{n_scores} score-sized tensors live at once: "
+            + ("P (saved), dP and dS during softmax_backward" if spec.backward else "S and P during softmax (or old and new S)"),
+        ))
     if causal:
         alloc.append(Allocation("mask, ~mask", sm, "bool", 2 * E_m * MASK_WIDTH,
                                 ("window" if window else "causal") + " mask and its inverse"))
+    if empty_rows and window:
+        alloc.append(Allocation("empty", "(N_q, 1)", "bool", N_q * MASK_WIDTH, "the rows that see no key"))
     if dropout:
         alloc.append(Allocation("dropout_mask", sS, "bool", E_S * MASK_WIDTH, "saved for backward"))
     if with_lse:
