@@ -324,16 +324,39 @@ def test_vision_audio_and_embedding_encoders_are_bidirectional(tmp_path, fields,
 
 
 def test_a_bidirectional_sliding_window_reaches_both_ways(tmp_path):
-    """EmbeddingGemma (use_bidirectional_attention, sliding_window 512): transformers masks |q − k| < 512, so
-    the band is 511 keys each side of the diagonal, not a causal 511 to the left."""
+    """EmbeddingGemma (use_bidirectional_attention, sliding_window 512): transformers' Gemma3TextConfig sets the
+    window to 512 // 2 + 1 = 257 and masks |q − k| < 257 (modular_gemma3.py: "due to fa we set exclusive bounds";
+    _bidirectional_window_overlay), so the band is 256 keys each side of the diagonal, not a causal 511 to the left
+    (a reviewer found the first version's 511 each side)."""
     from iomodel.spec.resolve import resolve_layer
 
     path = _write(tmp_path, {"model_type": "gemma3_text", "num_attention_heads": 3, "num_key_value_heads": 1,
                              "head_dim": 256, "hidden_size": 768, "num_hidden_layers": 24, "sliding_window": 512,
                              "use_bidirectional_attention": True, "torch_dtype": "float32"})
     lay = resolve_layer(config=path, seqlen=2048)
-    assert (lay.spec.causal, lay.spec.window_left, lay.spec.window_right) == (False, 511, 511)
-    assert any("bidirectional: modelled as one of those layers (keys with |q − k| < 512" in n for n in lay.notes)
+    assert (lay.spec.causal, lay.spec.window_left, lay.spec.window_right) == (False, 256, 256)
+    assert any("bidirectional: modelled as one of those layers (keys with |q − k| < 257: 256 tokens each side" in n
+               for n in lay.notes)
+    # an explicit --no-causal keeps the encoder's note (the Reproduce line gives it)
+    again = resolve_layer(config=path, seqlen=2048, causal=False)
+    assert again.notes == lay.notes and again.spec == lay.spec
+
+
+def test_more_encoders_and_a_nested_gemma3_config_without_model_type(tmp_path):
+    """siglip2, unispeech-sat, sew, the audio spectrogram transformer and VideoMAE are bidirectional; Gemma3Config
+    builds Gemma3TextConfig(**text_config), so a text_config without its own model_type takes its defaults too; a
+    ModernBERT whose every layer is global has no local window."""
+    for mt in ("siglip2", "siglip2_vision_model", "unispeech-sat", "sew", "audio-spectrogram-transformer", "videomae"):
+        cfg = load_config(_write(tmp_path, {"model_type": mt, "hidden_size": 768, "num_attention_heads": 12,
+                                            "torch_dtype": "float32"}))
+        assert not cfg.causal_default, mt
+    cfg = load_config(_write(tmp_path, {"model_type": "gemma3", "torch_dtype": "bfloat16",
+                                        "text_config": {"hidden_size": 2560, "num_hidden_layers": 34}}))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (8, 4, 256)
+    cfg = load_config(_write(tmp_path, {"model_type": "modernbert", "hidden_size": 768, "num_attention_heads": 12,
+                                        "num_hidden_layers": 22, "global_attn_every_n_layers": 1,
+                                        "local_attention": 128, "torch_dtype": "float32"}))
+    assert cfg.window is None
 
 
 def test_modernbert_global_layers_are_every_nth_from_layer_0(tmp_path):
@@ -390,3 +413,29 @@ def test_context_limits_of_encoder_decoders(tmp_path):
     assert whisper.max_position_embeddings == 1500
     t5 = load_config(_write(tmp_path, {**T5_SMALL, "n_positions": 512, "relative_attention_num_buckets": 32}))
     assert t5.max_position_embeddings is None
+
+
+@pytest.mark.parametrize("model, extra", [
+    ("meta-llama/Llama-4-Scout-17B-16E", ["--seqlen", "4096"]),  # within the chunk: no --window none added
+    ("meta-llama/Llama-4-Scout-17B-16E", ["--phase", "decode", "--seqlen", "131072", "--window", "none"]),
+    ("google/gemma-3-4b-it", ["--seqlen", "4096"]),
+    ("google/gemma-3-4b-it", ["--seqlen", "4096", "--window", "1023"]),  # the config's own window, given
+    ("google-bert/bert-base-uncased", ["--seqlen", "512"]),  # the encoder's note survives --no-causal
+    ("facebook/dinov2-base", ["--seqlen", "1370"]),
+])
+def test_the_reproduce_line_of_a_config_regenerates_the_same_worksheet(tmp_path, capsys, model, extra):
+    """A reviewer found notes that changed when the Reproduce line was run (bytes equal): an added --window none
+    note for Llama-4 within its chunk, the encoder note dropped by --no-causal, the window note reworded by the
+    config's own window given as --window."""
+    import shlex
+
+    from test_cli_errors import run_cli
+
+    fields = next(r[1] for r in REAL if r[0] == model)
+    path = _write(tmp_path, {**fields, "torch_dtype": fields.get("torch_dtype", "float32")})
+    code, first, err = run_cli(capsys, ["worksheet", "--config", str(path), *extra])
+    assert code == 0, err
+    line = next(x for x in first.splitlines() if x.startswith("Reproduce: `"))
+    code, second, err = run_cli(capsys, shlex.split(line[len("Reproduce: `"):-1])[1:])
+    assert code == 0, err
+    assert second == first

@@ -1,5 +1,5 @@
 """The causal dK/dV kernel one wave per phase (iomodel/cache/stream.py ``periodic_dkdv``) against its
-touch-by-touch evaluation: the same bytes, and the cases where it does not pay.
+touch-by-touch evaluation: the same bytes (the reads' very doubles), and the cases where it does not pay.
 
 Full waves of the same phase (v·W mod T_c) are the same accesses on other KV lanes; after a warm-up whose distinct
 bytes weigh the saturation distance, a cold engine gives them the touch-by-touch misses (module doc). The bytes
@@ -36,6 +36,9 @@ LAYERS = (
     (32, 16, 16, 64, 4096, 4196, "bf16", "bottom-right", WORKSHEET_TILES, 660),
     (64, 12, 3, 128, 3000, 2800, "fp32", "top-left", Tiling(), 132),
     (32, 32, 8, 128, 2048, 2048, "fp32", "top-left", Tiling(), 100),
+    # a reviewer's layer whose Q sum lands near half a byte (…465.50098): per-wave sums added over waves rounded to
+    # …465, the touch-by-touch evaluation to …466; the additions replayed in wave order give its very double
+    (128, 32, 4, 64, 7527, 7249, "bf16", "bottom-right", Tiling(bwd_block_m=32, bwd_block_n=128), 532),
 )
 
 
@@ -49,6 +52,18 @@ def test_one_wave_per_phase_gives_the_touch_by_touch_bytes(layer):
     want = _touch_by_touch(model)
     assert got.hbm_read == want.hbm_read
     assert got.hbm_write == want.hbm_write
+    # the reads' doubles themselves, not only their rounding: the additions are replayed in the same order
+    engine = model.engine(H200.capacity, H200.ways)
+    engine.judge_reads_at(H200.read_capacity)
+    stream._drive(model, engine)
+    spied = {}
+    real = stream._rounded
+    try:
+        stream._rounded = lambda d: spied.setdefault(len(spied), dict(d)) and real(d)
+        stream.periodic_dkdv(model, H200.capacity, H200.ways, H200.read_capacity)
+    finally:
+        stream._rounded = real
+    assert spied[0] == engine.sums.values
     assert got.dirty_at_end == want.dirty_at_end
     assert got.requested_read == want.requested_read and got.waves == want.waves == len(model.p0)
 

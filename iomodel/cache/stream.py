@@ -1463,6 +1463,32 @@ def _window_weight(model: "_DkdvEvents", a: int, b: int) -> float:
                  + int(k_rows.sum()) * model.kv_bytes * (2 + 2 * model.share))
 
 
+class _RecordedSums(OrderedSums):
+    """:class:`~iomodel.cache.sums.OrderedSums` that also keeps each addition (tensor, array or (total, largest)), so
+    that a wave's additions can be replayed, in the same order, onto another wave's running sums."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[str, Any]] = []
+
+    def add_array(self, tensor: str, xs: np.ndarray) -> None:
+        self.ops.append((tensor, xs))
+        super().add_array(tensor, xs)
+
+    def add_whole_run(self, tensor: str, total: int, largest: int) -> None:
+        self.ops.append((tensor, (total, largest)))
+        super().add_whole_run(tensor, total, largest)
+
+
+def _replay(sums: OrderedSums, ops: list[tuple[str, Any]]) -> None:
+    """Apply recorded additions (:class:`_RecordedSums`) to ``sums``, in order."""
+    for tensor, op in ops:
+        if isinstance(op, tuple):
+            sums.add_whole_run(tensor, *op)
+        else:
+            sums.add_array(tensor, op)
+
+
 def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity: int | None = None
                   ) -> KernelL2 | None:
     """A causal ``_bwd_dkdv`` kernel of many KV lanes, one wave per phase: the touch-by-touch evaluation's bytes
@@ -1479,8 +1505,10 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
     (:func:`_full_extents`). The waves before the longest warm-up are run from the kernel's start; each phase
     of the waves after them once (the latest wave of that phase); the last wave with its warm-up, which also
     gives the dK/dV bytes still dirty at the end (every earlier store is that deep by then: written back whole).
-    The kernel's bytes are the same expected bytes as :func:`fast_kernel_l2`'s touch by touch, summed per wave
-    then over waves (not access by access: the last bit of a sum may differ, so a rounded byte may too).
+    Each wave's additions to the per-tensor sums are recorded and replayed in wave order onto one running sum, so
+    the reads are the touch-by-touch evaluation's very doubles; the dK/dV written back are the requested bytes less
+    those still dirty, which the last wave's engine gives (the touch-by-touch evaluation sums the write-back
+    itself: the same expected bytes, a rounded byte may differ where a sum lands on half a byte).
 
     Pays where the KV lanes are many against the phases: B·H_kv ≫ W / gcd(W, T_c) (large batches of MHA or
     GQA layers). None, before any wave is run, where the phases and their warm-ups (estimated by
@@ -1515,7 +1543,7 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
     if len(guess) < len(phases) - 1 or sum(k + 1 for k in guess.values()) + 2 * max(guess.values(), default=1) + 1 > budget:
         return None  # wave 0's phase may have no later wave; any other missing phase cannot be warmed up
     cost = 0
-    per_phase: dict[int, dict[str, float]] = {}
+    per_phase: dict[int, list[tuple[str, Any]]] = {}  # each phase's additions to the sums, in order
     warm: dict[int, int] = {}
     for ph, v in zip(phases.tolist(), latest.tolist()):
         if v < 1:
@@ -1530,9 +1558,9 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
                 if k >= min(v, PERIODIC_MAX_WARMUP):
                     return None
                 k += 1
-        engine.sums = OrderedSums()
+        engine.sums = _RecordedSums()
         engine.steps(model.build_block(v, v))
-        per_phase[ph] = dict(engine.sums.values)
+        per_phase[ph] = engine.sums.ops
         warm[ph] = k
     head = max(warm.values(), default=1)
     if head + cost > budget:
@@ -1543,10 +1571,7 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
         engine.judge_reads_at(read_capacity)
     for u in range(head):
         engine.steps(model.build_block(u, u))
-    reads = {t: float(x) for t, x in engine.sums.values.items()}
-    for v in range(head, nw - 1):
-        for t, x in per_phase[int(phase[v])].items():
-            reads[t] = reads.get(t, 0.0) + x
+    sums = engine.sums  # the reads so far, summed as the touch-by-touch evaluation sums them
     # the last wave (full or not), after its warm-up: its reads, and the dK/dV still dirty at the end
     last = nw - 1
     k = min(head, last)
@@ -1556,11 +1581,16 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
         k += 1
     if engine is None:
         return None
-    engine.sums = OrderedSums()
+    engine.sums = _RecordedSums()
     engine.steps(model.build_block(last, last))
     _, _, still = engine.totals()
-    for t, x in engine.sums.values.items():
-        reads[t] = reads.get(t, 0.0) + x
+    # every wave's additions in wave order onto one running sum: the touch-by-touch evaluation's doubles (its
+    # additions are the same values in the same order; an engine call over several waves adds their arrays one
+    # after the other, as here)
+    for v in range(head, nw - 1):
+        _replay(sums, per_phase[int(phase[v])])
+    _replay(sums, engine.sums.ops)
+    reads = dict(sums.values)
     still = {t: still.get(t, 0.0) for t in model.requested_write}
     out = KernelL2("_bwd_dkdv", requested_read=dict(model.requested_read), requested_write=dict(model.requested_write))
     out.hbm_read = _rounded(reads)
@@ -1569,8 +1599,7 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
     out.waves = nw
     n_ph = len(per_phase)
     out.note = (f"one wave per phase ({n_ph:,} phase{'s' * (n_ph != 1)} of {nw:,} waves, warm-ups of up to {head} "
-                f"wave{'s' * (head != 1)}; iomodel/cache/stream.py periodic_dkdv): the touch-by-touch bytes, summed "
-                "per wave")
+                f"wave{'s' * (head != 1)}; iomodel/cache/stream.py periodic_dkdv): the touch-by-touch bytes")
     return out
 
 

@@ -91,9 +91,11 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        "mpnet", "nomic_bert", "roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl",
                        "xlnet",
                        # vision and audio encoders (patches or frames attend to one another both ways)
-                       "beit", "clip_vision_model", "data2vec-audio", "data2vec-vision", "deit", "dinov2",
-                       "dinov2_with_registers", "hubert", "siglip", "siglip_text_model", "siglip_vision_model", "vit",
-                       "vit_mae", "vit_msn", "wav2vec2", "wavlm")
+                       "audio-spectrogram-transformer", "beit", "clip_vision_model", "data2vec-audio",
+                       "data2vec-vision", "deit", "dinov2", "dinov2_with_registers", "hubert", "ijepa", "sew", "sew-d",
+                       "siglip", "siglip2", "siglip2_text_model", "siglip2_vision_model", "siglip_text_model",
+                       "siglip_vision_model", "unispeech", "unispeech-sat", "videomae", "vit", "vit_mae", "vit_msn",
+                       "vivit", "wav2vec2", "wavlm", "yolos")
 #: Field that makes a decoder family's self-attention bidirectional (HF ``Gemma3TextConfig``: EmbeddingGemma).
 BIDIRECTIONAL_FLAG = "use_bidirectional_attention"
 #: Defaults of HF ``transformers`` configuration classes that differ from the generic reading (KV heads = query
@@ -104,6 +106,8 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "gemma": ("GemmaConfig", {"num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256}),
     "gemma2": ("Gemma2Config", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
     "gemma3_text": ("Gemma3TextConfig", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
+    # Gemma3Config builds Gemma3TextConfig(**text_config): a text_config without its own model_type gets these too
+    "gemma3": ("Gemma3TextConfig", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
     "qwen3": ("Qwen3Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128}),
 }
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
@@ -378,6 +382,8 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
         return f.int_(("attention_window_size",)), "local", "the attention blocks (block_types)"
     if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
         every = f.int_(("global_attn_every_n_layers",))
+        if every == 1:  # every layer global: no local attention
+            return None
         layers = (f"{total - -(-total // every)}{of}" if total and every else "its local layers")  # 0, every, ... global
         return max(1, f.int_(("local_attention",)) // 2), "local (bidirectional, half the span each side)", \
             layers + (f" (global_attn_every_n_layers {every})" if every else "")

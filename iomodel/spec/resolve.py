@@ -96,8 +96,9 @@ class Layer:
         if windowed:
             sides = [s.window_left, s.window_right] if s.window_right is not None else [s.window_left]
             parts.append("--window " + ",".join("-1" if v is None else str(v) for v in sides))
-        elif self.config is not None and self.config.window is not None:  # the config's window, sliding or chunked
-            parts.append("--window none")
+        elif self.config is not None and self.config.window is not None and (
+                self.config.window_kind == "sliding-window" or max(s.seqlen_q, s.seqlen_k) > self.config.window):
+            parts.append("--window none")  # the config's window, sliding, or chunked or local where it masks keys
         if s.page_size is not None:
             parts.append(f"--page-size {s.page_size}")
         if s.backward:
@@ -217,7 +218,7 @@ def resolve_layer(
             raise IomodelError("for decode --seqlen is the KV-cache length: give either --seqlen or --seqlen-k")
         nk = _pick(seqlen_k, _pick(seqlen, DEFAULT_SEQLEN))
         nq = _pick(seqlen_q, 1)  # the decode limit is the kernel's: kernel_tiling refuses beyond it
-    bidirectional = causal is None and phase == "prefill" and cfg is not None and not cfg.causal_default
+    bidirectional = phase == "prefill" and cfg is not None and not cfg.causal_default and not causal
     if causal is None:
         causal = not bidirectional  # a decode step is a decoder's (causal over its KV cache)
     align = _pick(causal_align, "top-left" if phase == "prefill" else "bottom-right")
@@ -240,14 +241,18 @@ def resolve_layer(
     sliding = cfg is not None and cfg.window is not None and cfg.window_kind == "sliding-window"
     left, right = parse_window(window) if window is not None else (None, None)
     window_note = ""
-    if window is None and sliding and bidirectional:
-        # a bidirectional model's window reaches both ways: |q − k| < W (HF transformers' Gemma-3 bidirectional
-        # window overlay, EmbeddingGemma)
-        left = right = cfg.window - 1
+    both_ways = sliding and not causal and not cfg.causal_default  # a bidirectional model's window
+    if sliding and window is not None and (left, right) == ((cfg.window // 2, cfg.window // 2) if both_ways
+                                                            else (cfg.window - 1, None)):
+        window = None  # the config's own window, given as a flag (a Reproduce line): the same layer, the same note
+    if window is None and both_ways:
+        # a bidirectional model's window reaches both ways: HF transformers' Gemma3TextConfig sets sliding_window to
+        # W // 2 + 1 under use_bidirectional_attention and masks |q − k| < that (EmbeddingGemma)
+        left = right = cfg.window // 2
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}, "
-                       f"bidirectional: modelled as one of those layers (keys with |q − k| < {cfg.window:,}, i.e. "
-                       f"{left:,} tokens each side of the diagonal, as transformers masks it); pass --window none to "
-                       "model a full-attention layer.")
+                       f"bidirectional: modelled as one of those layers (keys with |q − k| < {cfg.window // 2 + 1:,}: "
+                       f"{left:,} tokens each side of the diagonal, as transformers masks a bidirectional window of "
+                       f"{cfg.window:,}); pass --window none to model a full-attention layer.")
     elif window is None and sliding:
         left = cfg.window - 1
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: "
@@ -263,7 +268,9 @@ def resolve_layer(
     ragged = RaggedSpec(spec, ragged_pairs) if ragged_pairs is not None else None  # refuses decode, backward
     if cfg is not None and not sliding and window is None:
         cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k, ragged=ragged is not None)  # chunked or local: not modelled
-    elif cfg is not None and not sliding and cfg.window is not None:  # --window states the layer asked for
+    elif cfg is not None and not sliding and cfg.window is not None and (
+            left is not None or right is not None or max(spec.seqlen_q, spec.seqlen_k) > cfg.window):
+        # --window states the layer asked for (--window none within the config's window: the same full layer)
         window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window:,} tokens on "
                        f"{cfg.window_layers}; --window {window} models the layer asked for.")
     if num_splits is not None and phase != "decode":
