@@ -62,7 +62,10 @@ def test_reproduce_command_round_trip(capsys, case):
      "3000", "--seqlen-q", "8", "--window", "500,10", "--no-causal", "--causal-align", "top-left"],
     ["--heads", "16", "--kv-heads", "4", "--head-dim", "64", "--dtype", "fp16", "--seqlens", "900,300:2500",
      "--no-causal", "--window", "300,77", "--causal-align", "bottom-right"],
-], ids=["prefill", "decode", "ragged"])
+    # tile flags repeat as given (all three tiles pinned reworded the tiles' source line)
+    ["--block-m", "64"],
+    ["--phase", "decode", "--num-splits", "3"],
+], ids=["prefill", "decode", "ragged", "block-m", "num-splits"])
 def test_reproduce_command_keeps_a_windows_alignment_without_a_causal_mask(capsys, argv):
     code, first, err = run_cli(capsys, ["worksheet", *argv, "--format", "json"])
     assert code == 0, err

@@ -49,6 +49,8 @@ class Layer:
         ragged: the ragged batch (``--seqlens``/``--seqlens-file``), else None; then ``spec``
             is the batch padded to its longest sequence (:meth:`RaggedSpec.padded`).
         seqlens_file: the ``--seqlens-file`` the ragged batch was read from (for the command).
+        tiles: the tile flags given (``block_m``, ``block_n``, ``num_stages``, ``num_splits`` and their values,
+            in that order), which the command repeats as given.
     """
 
     spec: LayerSpec
@@ -61,6 +63,7 @@ class Layer:
     overrides: tuple[str, ...] = ()
     ragged: RaggedSpec | None = None
     seqlens_file: str | None = None
+    tiles: tuple[tuple[str, int], ...] = ()
 
     def command(self, tiles_given: bool | None = None) -> str:
         """The ``iomodel worksheet`` command line that reproduces this layer."""
@@ -103,7 +106,9 @@ class Layer:
             parts.append(f"--page-size {s.page_size}")
         if s.backward:
             parts.append("--pass fwd+bwd")
-        if tiles_given if tiles_given is not None else "given on the command line" in self.tiling_source:
+        if self.tiles and tiles_given is None:  # the tile flags as given: the same tiles, the same wording
+            parts.append(" ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.tiles))
+        elif tiles_given if tiles_given is not None else "given on the command line" in self.tiling_source:
             t = self.tiling
             parts.append(f"--block-m {t.block_m} --block-n {t.block_n} --num-stages {t.num_stages}")
             if s.phase == "decode":
@@ -318,7 +323,8 @@ def resolve_layer(
         )
     return Layer(spec=spec, tiling=tiling, hardware=hw, tiling_source=source, config=cfg,
                  notes=tuple(notes), preset=preset if config is None else None, overrides=overrides,
-                 ragged=ragged, seqlens_file=str(seqlens_file) if seqlens_file is not None else None)
+                 ragged=ragged, seqlens_file=str(seqlens_file) if seqlens_file is not None else None,
+                 tiles=tuple(explicit.items()))
 
 
 def _ragged_pairs(seqlens: str | None, seqlens_file: str | Path | None, **dense: Any
