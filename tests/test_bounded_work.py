@@ -81,13 +81,13 @@ def test_past_the_simulation_bounds_the_bound_is_on_grid_rows():
 def test_on_shorter_sequences_the_fast_evaluation_takes_more_rows():
     """The row bound is 2^27 grid-row tokens over the length, between 1,024 and 32,768 rows (fast_max_rows): a
     serving prefill of 512 sequences of 8,192 tokens (16,384 rows, 8,388,608 programs) is estimated, one more
-    sequence is not; from 2^17 tokens on the bound stays 1,024 rows and below 4,096 tokens 32,768; a causal
-    training step keeps 1,024 rows (its dK/dV kernel touch by touch)."""
+    sequence is not; from 2^17 tokens on the bound stays 1,024 rows and below 4,096 tokens 32,768. A causal training
+    step of 256 sequences of 16k tokens (8,192 rows, its dK/dV kernel once per wave phase) is estimated."""
     assert L2_FAST_MAX_ROW_TOKENS == 2**27
     assert [fast_max_rows(resolve_layer(seqlen=n).spec) for n in (512, 4096, 8192, 2**16, 2**17, 2**20)] == [
         32768, 32768, 16384, 2048, 1024, 1024]
     assert fast_max_rows(resolve_layer(seqlen=8192, passes="fwd+bwd", causal=False).spec) == 16384
-    assert fast_max_rows(resolve_layer(seqlen=8192, passes="fwd+bwd").spec) == 1024  # causal: touch by touch
+    assert fast_max_rows(resolve_layer(seqlen=8192, passes="fwd+bwd").spec) == 16384  # causal: its dK/dV bound too
     at = resolve_layer(seqlen=8192, batch=512)  # 512 · 32 = 16,384 rows
     assert simulated_programs(at.spec, at.tiling) == 512 * 32 * 64 and not_estimated(at.spec, at.tiling) is None
     over = resolve_layer(seqlen=8192, batch=513)
@@ -99,3 +99,10 @@ def test_on_shorter_sequences_the_fast_evaluation_takes_more_rows():
     assert time.perf_counter() - t0 < 30  # about 0.3 s idle on the 2-core development machine
     l2 = ws["algorithms"]["tiled"]["l2_aware"]
     assert l2 is not None and l2["read_bytes"] >= 128 * 32 * 4096 * 128 * 2  # at least Q once (bf16)
+    train = resolve_layer(seqlen=16384, batch=256, passes="fwd+bwd")  # causal: 8,192 rows of 16k tokens
+    assert not_estimated(train.spec, train.tiling) is None
+    t0 = time.perf_counter()
+    l2 = json.loads(make_worksheet(train).to_json())["algorithms"]["tiled"]["l2_aware"]
+    assert time.perf_counter() - t0 < 60  # 0.9 s idle
+    dkdv = next(k for k in l2["kernels"] if k["name"] == "_bwd_dkdv")
+    assert dkdv["read_bytes"] >= 256 * 32 * 16384 * (2 * 128 * 2 + 8)  # each query row of each head once at least

@@ -52,8 +52,8 @@ L2_FAST_MAX_ROWS = 2**10
 #: costs less (its waves are fewer). Measured for the whole ``iomodel worksheet`` on the 2-core development machine
 #: (2026-12-05, H200, bf16, 32 query heads on 8 KV heads, HEAD_DIM 64-256, causal or not, forward or training step)
 #: at this many row tokens: 0.1-2.6 s for the forward, 0.2-4.4 s for the non-causal training step (the slowest:
-#: HEAD_DIM 256, 32,768 rows of 4,096 tokens); 1,024 rows stay the bound from 2^17 tokens on, and for a causal
-#: training step at any length.
+#: HEAD_DIM 256, 32,768 rows of 4,096 tokens), 0.3-8.3 s for the causal one (:func:`fast_max_rows`); 1,024 rows stay
+#: the bound from 2^17 tokens on.
 L2_FAST_MAX_ROW_TOKENS = 2**27
 #: Most grid rows the fast evaluation takes at any length (:func:`fast_max_rows`): below a few hundred tokens a
 #: grid row is less than a wave and every wave is visited, so the cost follows the programs, not the row tokens.
@@ -64,11 +64,13 @@ def fast_max_rows(spec: LayerSpec) -> int:
     """Most grid rows B·H for which the fast evaluation computes the estimate past the simulation's bounds (rows):
     :data:`L2_FAST_MAX_ROW_TOKENS` over the longer length, between :data:`L2_FAST_MAX_ROWS` and
     :data:`L2_FAST_MAX_ROWS_SHORT` (1,024 rows from 2^17 tokens, 16,384 at 8,192 tokens, 32,768 up to 4,096).
-    A causal training step keeps :data:`L2_FAST_MAX_ROWS`: its dK/dV kernel is evaluated touch by touch, and on
-    short sequences a touch costs more (1-3.4 µs on the 2-core development machine at 16k tokens, 2026-12-05,
-    the more the larger the group: B 64, 32 heads on one KV head, 2^16 tokens took 52 s with 2,048 rows)."""
-    if spec.backward and spec.causal:
-        return L2_FAST_MAX_ROWS
+    A causal training step takes the same rows: its dK/dV kernel, evaluated touch by touch, has its own bound
+    (:data:`L2_CAUSAL_DKDV_MAX_TOUCHES` of :func:`dkdv_work`, which weighs a large group's touches; many KV lanes are
+    evaluated once per wave phase, :func:`iomodel.cache.stream.periodic_dkdv`). Measured on 38 causal training
+    steps past 1,024 rows at the bound (34 random, 4 chosen; 2026-12-05, whole worksheets, the 2-core development
+    machine): 0.3-3.6 s, one 8.3 s (16 sequences of 32k tokens, 128 heads on 8 KV heads); before the touch bound
+    weighed the group, 64 sequences of 2^16 tokens with 32 heads on one KV head took 52 s (now refused by that
+    bound)."""
     return min(L2_FAST_MAX_ROWS_SHORT, max(L2_FAST_MAX_ROWS, L2_FAST_MAX_ROW_TOKENS // max(spec.seqlen_q, spec.seqlen_k)))
 #: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal ``_bwd_dkdv`` kernel the fast evaluation
 #: processes touch by touch where the closed form does not apply (:func:`dkdv_closed_form_applies`): its programs
