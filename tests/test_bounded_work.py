@@ -106,3 +106,17 @@ def test_on_shorter_sequences_the_fast_evaluation_takes_more_rows():
     assert time.perf_counter() - t0 < 60  # 0.9 s idle
     dkdv = next(k for k in l2["kernels"] if k["name"] == "_bwd_dkdv")
     assert dkdv["read_bytes"] >= 256 * 32 * 16384 * (2 * 128 * 2 + 8)  # each query row of each head once at least
+
+
+def test_a_training_steps_refusal_names_its_largest_grid_and_advice_it_can_follow():
+    """A reviewer read "16,777,216 programs (per query head)" as a count per head: the refusal now names the kernel
+    and its factors (the dK/dV kernel's grid counts a pass per query head), and at batch 1 it does not advise a
+    smaller batch."""
+    big = resolve_layer(seqlen=16384, batch=2048, passes="fwd+bwd")
+    assert not_estimated(big.spec, big.tiling).startswith(
+        "the training step's largest grid, the dK/dV kernel, a pass per query head, B·H·T_c = 2,048·32·256 = "
+        "16,777,216 programs, is above 131,072")
+    falcon = resolve_layer(heads=71, kv_heads=1, head_dim=64, dtype="bf16", seqlen=262144, passes="fwd+bwd")
+    why = not_estimated(falcon.spec, falcon.tiling)
+    assert why.startswith("the training step's largest grid, the dQ kernel B·H·T_r = 1·71·4,096 = 290,816 programs")
+    assert why.endswith("a shorter sequence or fewer heads brings it under)") and "smaller batch" not in why

@@ -169,10 +169,14 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
     if max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
         return f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)"
     if tiling is not None and simulated_programs(spec, tiling) > L2_ESTIMATE_MAX_PROGRAMS:
-        if spec.backward:
-            return (f"the training step's largest kernel grid is {simulated_programs(spec, tiling):,} programs (per query "
-                    f"head), above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows "
-                    "with batch × heads)")
+        if spec.backward:  # name the largest grid and its factors (the dK/dV kernel's counts its G query-head passes)
+            grids = [("the forward", "T_r", cdiv(spec.seqlen_q, tiling.block_m)),
+                     ("the dK/dV kernel, a pass per query head,", "T_c", cdiv(spec.seqlen_k, tiling.bwd_block_n)),
+                     ("the dQ kernel", "T_r", cdiv(spec.seqlen_q, tiling.dq_block_m))]
+            kernel, tiles, t = max(grids, key=lambda g: g[2])
+            return (f"the training step's largest grid, {kernel} B·H·{tiles} = {spec.batch:,}·{spec.heads:,}·{t:,} = "
+                    f"{simulated_programs(spec, tiling):,} programs, is above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation "
+                    "visits every program: its cost grows with batch × heads)")
         t_r = cdiv(spec.seqlen_q, tiling.block_m)
         return (f"B·H·T_r = {spec.batch:,}·{spec.heads:,}·{t_r:,} = {simulated_programs(spec, tiling):,} programs, "
                 f"above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows with "
@@ -250,10 +254,11 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
                     weighed = ("" if dkdv_work(spec, touches) == touches else
                                f" weighing {dkdv_work(spec, touches):,} (a touch of {spec.group} query heads per KV "
                                f"head costs {spec.group}/{L2_DKDV_GROUP_COST_HEADS} as much)")
+                    fewer = "a shorter sequence, fewer heads or a smaller batch" if spec.batch > 1 else \
+                        "a shorter sequence or fewer heads"
                     return (f"{why}: {touches:,} touches{weighed}, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
                             "the shorter length's query rows to weigh the L2 model's saturation distance, and "
-                            "BWD_BLOCK_M <= BWD_BLOCK_N; a shorter sequence, fewer heads or a smaller batch brings "
-                            "it under)")
+                            f"BWD_BLOCK_M <= BWD_BLOCK_N; {fewer} brings it under)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None
