@@ -54,7 +54,9 @@ FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-win
                   # the HEAD_DIM 256 training hold-outs (Gemma's layers), after the spill-free 256 tiles
                   "ncu-h200-train-d256-holdout1-2026-12-03.json": 7, "ncu-h200-train-d256-holdout2-2026-12-03.json": 6,
                   # hold-outs measured 2026-12-05: the Gluon prefill (22 shapes) and long causal steps (7)
-                  "ncu-h200-gluon-holdout1-2026-12-05.json": 22, "ncu-h200-long-train-holdout1-2026-12-05.json": 7}
+                  "ncu-h200-gluon-holdout1-2026-12-05.json": 22, "ncu-h200-long-train-holdout1-2026-12-05.json": 7,
+                  # the diagnostic that followed (16k-128k tokens, calibration data)
+                  "ncu-h200-long-train-probe1-2026-12-05.json": 4}
 
 
 def test_the_receipts_are_committed():
