@@ -29,8 +29,7 @@ import iomodel.cache.estimate as estimate
 from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
 from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
-from iomodel.errors import IomodelError
-from iomodel.paths import check_output_file, finish_probe_receipt
+from iomodel.paths import check_output_file, exit_code_of, finish_probe_receipt
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
@@ -82,12 +81,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
     ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")
     args = ap.parse_args()
-    if args.out:
-        try:  # an unwritable path is refused before minutes of work, not after
-            check_output_file(args.out, "--out")
-        except IomodelError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    if args.out and exit_code_of(lambda: check_output_file(args.out, "--out")):  # refused before minutes of work
+        return 2
     started = time.time()
     bound = estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES
     estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 10**18  # touch by touch at any length, for this comparison
@@ -121,12 +116,8 @@ def main() -> int:
         print(f"{name:<52} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
               f"{'yes' if applies else 'no':>7}", flush=True)
     if args.out:
-        try:
-            finish_probe_receipt(args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows},
-                                 started)
-        except IomodelError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        return exit_code_of(lambda: finish_probe_receipt(
+            args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows}, started))
     return 0
 
 

@@ -20,8 +20,7 @@ import time
 
 from iomodel.cache import estimate
 from iomodel.cache.stream import _DkdvEvents, _drive, periodic_dkdv
-from iomodel.errors import IomodelError
-from iomodel.paths import check_output_file, finish_probe_receipt
+from iomodel.paths import check_output_file, exit_code_of, finish_probe_receipt
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
@@ -45,12 +44,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the first three layers only")
     ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")
     args = ap.parse_args()
-    if args.out:
-        try:
-            check_output_file(args.out, "--out")
-        except IomodelError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    if args.out and exit_code_of(lambda: check_output_file(args.out, "--out")):
+        return 2
     started = time.time()
     rows = []
     print(f"{'layer':<40} {'touches':>11} {'waves':>6} {'same bytes':>10} {'every wave s':>12} {'per phase s':>11}  how")
@@ -80,12 +75,8 @@ def main() -> int:
         print("error: a layer's bytes differ", file=sys.stderr)
         return 1
     if args.out:
-        try:
-            finish_probe_receipt(args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_periodic_check.py",
-                                            "rows": rows}, started)
-        except IomodelError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        return exit_code_of(lambda: finish_probe_receipt(
+            args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_periodic_check.py", "rows": rows}, started))
     return 0
 
 

@@ -10,7 +10,9 @@ a crash leaves the old file or none, never half a file.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from iomodel.errors import IomodelError
@@ -161,6 +163,17 @@ def write_text(path: str | Path, text: str, option: str) -> Path:
         IomodelError: the file cannot be written.
     """
     return write_bytes(path, text.encode("utf-8"), option)
+
+
+def exit_code_of(step: Callable[[], object]) -> int:
+    """Run one output step of a benchmark script (checking or writing its ``--out`` file): 0 where it works, else
+    the :class:`~iomodel.errors.IomodelError`'s message as one ``error:`` line on stderr and 2 (the CLI's code)."""
+    try:
+        step()
+    except IomodelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def finish_probe_receipt(path: str | Path, receipt: dict, started: float, option: str = "--out") -> Path:

@@ -224,8 +224,9 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         return (f"the {schedule.grid_order} grid with {schedule.key_order} key blocks is simulated wave by wave (the fast "
                 "evaluation covers the bundled kernel's order)")
     rows = spec.batch * spec.heads
-    if rows > fast_max_rows(spec):
-        return (f"B·H = {spec.batch:,}·{spec.heads:,} = {rows:,} grid rows, above {fast_max_rows(spec):,} (past the "
+    max_rows = fast_max_rows(spec)
+    if rows > max_rows:
+        return (f"B·H = {spec.batch:,}·{spec.heads:,} = {rows:,} grid rows, above {max_rows:,} (past the "
                 "simulation's bounds the fast evaluation's cost grows with the grid rows and their length)")
     t = tiling or Tiling()
     items = spec.batch * spec.kv_heads * cdiv(spec.seqlen_k, _chunk_rows(t.block_n))
@@ -244,15 +245,16 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
             if items > MAX_STREAM_ITEMS:
                 return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
             touches = dkdv_touches(spec, t)
-            if dkdv_work(spec, touches) > L2_CAUSAL_DKDV_MAX_TOUCHES:
+            work = dkdv_work(spec, touches)
+            if work > L2_CAUSAL_DKDV_MAX_TOUCHES:
                 if l2_bytes is None:
                     from iomodel.spec.hardware import get_hardware
                     from iomodel.spec.resolve import DEFAULT_HARDWARE
 
                     l2_bytes = get_hardware(DEFAULT_HARDWARE).l2_bytes
                 if not dkdv_closed_form_applies(spec, t, touches, closed_form_saturation(l2_bytes)):
-                    weighed = ("" if dkdv_work(spec, touches) == touches else
-                               f" weighing {dkdv_work(spec, touches):,} (a touch of {spec.group} query heads per KV "
+                    weighed = ("" if work == touches else
+                               f" weighing {work:,} (a touch of {spec.group} query heads per KV "
                                f"head costs {spec.group}/{L2_DKDV_GROUP_COST_HEADS} as much)")
                     fewer = "a shorter sequence, fewer heads or a smaller batch" if spec.batch > 1 else \
                         "a shorter sequence or fewer heads"

@@ -106,10 +106,13 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "gemma": ("GemmaConfig", {"num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256}),
     "gemma2": ("Gemma2Config", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
     "gemma3_text": ("Gemma3TextConfig", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
-    # Gemma3Config builds Gemma3TextConfig(**text_config): a text_config without its own model_type gets these too
-    "gemma3": ("Gemma3TextConfig", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
     "qwen3": ("Qwen3Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128}),
 }
+# Gemma3Config builds Gemma3TextConfig(**text_config): a text_config without its own model_type gets these too
+FAMILY_DEFAULTS["gemma3"] = FAMILY_DEFAULTS["gemma3_text"]
+#: The published spellings of each field :data:`FAMILY_DEFAULTS` fills.
+_DEFAULTED_SPELLINGS = {"num_attention_heads": HEADS_KEYS, "num_key_value_heads": KV_HEADS_KEYS,
+                        "head_dim": HEAD_DIM_KEYS}
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: ``model_type`` of families whose attention always uses ALiBi, without an ``alibi`` field (BLOOM).
@@ -331,9 +334,7 @@ def _family_defaults(f: _Fields) -> list[str]:
         return []
     filled = []
     for key, value in family[1].items():
-        spellings = {"num_attention_heads": HEADS_KEYS, "num_key_value_heads": KV_HEADS_KEYS,
-                     "head_dim": HEAD_DIM_KEYS}[key]
-        if f.key_of(spellings) is None:
+        if f.key_of(_DEFAULTED_SPELLINGS[key]) is None:
             f.cfg[key] = value
             filled.append(key)
     return filled
