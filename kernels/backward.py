@@ -370,6 +370,15 @@ def _tma_dq_step(dq, q, do, lse2, delta, desc_k, desc_v, b, hk, start_n, offs_m,
 
 
 @triton.jit
+def _dq_tile(pid, REVERSE: tl.constexpr):
+    """Query tile of dQ program ``pid`` of a head: ``pid``, or T_r − 1 − pid in the reverse order
+    (``BackwardConfig.dq_tile_order``; the forward's ``tile_order`` ``reverse``)."""
+    if REVERSE:
+        return tl.num_programs(0) - 1 - pid
+    return pid
+
+
+@triton.jit
 def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
             stride_qz, stride_qh, stride_qm, stride_qd, stride_kz, stride_kh, stride_kn, stride_kd,
             stride_vz, stride_vh, stride_vn, stride_vd, stride_doz, stride_doh, stride_dom, stride_dod,
@@ -378,11 +387,12 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
             HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
             CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
-            WINDOW: tl.constexpr = False):
+            WINDOW: tl.constexpr = False, REVERSE: tl.constexpr = False):
     """dQ of one query tile of one head. Grid (cdiv(N_Q, BLOCK_M), B*H); key range as the
     forward's (causal: up to the diagonal, unmasked below ``full_end``; WINDOW: the forward's
-    band bounds, ``_band_bounds``, every block masked)."""
-    i = tl.program_id(0)
+    band bounds, ``_band_bounds``, every block masked). REVERSE (``BackwardConfig.dq_tile_order``
+    ``reverse``): program 0 of a head takes its last query tile, the one with the most keys."""
+    i = _dq_tile(tl.program_id(0), REVERSE)
     bh = tl.program_id(1)
     b, h, hk = _head_of(bh, H, G)
     offs_m, offs_d, d_ok, row_ok = _rows(i * BLOCK_M, BLOCK_M, N_Q, HEAD_DIM, HEAD_DIM_PAD)
@@ -539,10 +549,11 @@ def _bwd_dq_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
                 stride_dqz, stride_dqh, stride_dqm, stride_dqd,
                 H, G, N_Q, N_K, CAUSAL_OFF,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, STAGES: tl.constexpr = 3):
-    """``_bwd_dq`` (same grid, tiles, key range and stores) with Q, dO, K and V through rank-4
+                CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, STAGES: tl.constexpr = 3,
+                REVERSE: tl.constexpr = False):
+    """``_bwd_dq`` (same grid, tiles, tile order, key range and stores) with Q, dO, K and V through rank-4
     tensor descriptors (TMA, sm_90; no sliding window here)."""
-    _dq_tma_program(tl.program_id(0), tl.program_id(1), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
+    _dq_tma_program(_dq_tile(tl.program_id(0), REVERSE), tl.program_id(1), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
                     stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_M,
                     BLOCK_N, CAUSAL, EMULATE_BF16, STAGES)
 
@@ -556,7 +567,8 @@ def _bwd_fused_tma(desc_q, desc_k, desc_v, desc_do, desc_q2, desc_k2, desc_v2, d
                    DQ_BLOCK_M: tl.constexpr, DQ_BLOCK_N: tl.constexpr,
                    CAUSAL: tl.constexpr, EMULATE_BF16: tl.constexpr, GQA: tl.constexpr,
                    SPLIT: tl.constexpr = False, SPLITS=1, MASK_SPLIT: tl.constexpr = False,
-                   STAGES: tl.constexpr = 3, DQ_STAGES: tl.constexpr = 3, DESCEND: tl.constexpr = False):
+                   STAGES: tl.constexpr = 3, DQ_STAGES: tl.constexpr = 3, DESCEND: tl.constexpr = False,
+                   REVERSE: tl.constexpr = False):
     """The TMA dK/dV and dQ kernels as one launch, 1-D grid: programs 0 .. N_KV_PROGRAMS − 1 are
     ``_bwd_dkdv_tma``'s (in its grid order: key tile fastest, then KV head, then group slice),
     the rest ``_bwd_dq_tma``'s (query tile fastest, then head). desc_*2: the dQ programs' boxes."""
@@ -572,7 +584,10 @@ def _bwd_fused_tma(desc_q, desc_k, desc_v, desc_do, desc_q2, desc_k2, desc_v2, d
                           BLOCK_N, CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES, DESCEND)
     else:
         p = pid - N_KV_PROGRAMS
-        _dq_tma_program(p % T_Q, p // T_Q, desc_q2, desc_k2, desc_v2, desc_do2, LSE, DELTA, DQ, sm_scale,
+        i = p % T_Q
+        if REVERSE:  # the dQ programs' query tiles from the last one down (BackwardConfig.dq_tile_order)
+            i = T_Q - 1 - i
+        _dq_tma_program(i, p // T_Q, desc_q2, desc_k2, desc_v2, desc_do2, LSE, DELTA, DQ, sm_scale,
                         stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_DIM,
                         DQ_BLOCK_M, DQ_BLOCK_N, CAUSAL, EMULATE_BF16, DQ_STAGES)
 
@@ -780,6 +795,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     if config.dkdv_order == "tiles-descending":  # resolve() left it only where a GQA program loops over heads
         dkdv_flags["DESCEND"] = True
     gqa = shape.group > 1
+    dq_flags = {"REVERSE": True} if config.dq_tile_order == "reverse" else {}  # the dQ programs' query-tile order
     if fused:
         n_kv = t_c * B * H_kv * S
         t_q = triton.cdiv(N_q, config.dq_block_m)
@@ -788,7 +804,8 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (*part_str, *part_str, *dq_str, H, H_kv, shape.group, N_q, N_k, off, t_c, n_kv, t_q),
             dict(HEAD_DIM=d, BLOCK_M=config.block_m, BLOCK_N=config.block_n, DQ_BLOCK_M=config.dq_block_m,
                  DQ_BLOCK_N=config.dq_block_n, CAUSAL=causal, EMULATE_BF16=flags["EMULATE_BF16"], GQA=gqa,
-                 MASK_SPLIT=config.mask_split, STAGES=config.num_stages, DQ_STAGES=config.dq_num_stages, **dkdv_flags),
+                 MASK_SPLIT=config.mask_split, STAGES=config.num_stages, DQ_STAGES=config.dq_num_stages, **dkdv_flags,
+                 **dq_flags),
             dict(num_warps=config.num_warps, num_stages=max(config.num_stages, config.dq_num_stages)),
             boxes=(*_boxes(config.block_m, config.block_n, d), *_boxes(config.dq_block_m, config.dq_block_n, d)))
     elif tma:
@@ -821,14 +838,14 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             _bwd_dq_tma, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,
             (*dq_str, H, shape.group, N_q, N_k, off),
             dict(HEAD_DIM=d, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, CAUSAL=causal,
-                 EMULATE_BF16=flags["EMULATE_BF16"], STAGES=config.dq_num_stages),
+                 EMULATE_BF16=flags["EMULATE_BF16"], STAGES=config.dq_num_stages, **dq_flags),
             dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages),
             boxes=_boxes(config.dq_block_m, config.dq_block_n, d))
     elif not tma and not config.atomic_dq:
         plan.dq = _launch_of(
             _bwd_dq, (triton.cdiv(N_q, config.dq_block_m), B * H), 8,
             (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq_str, H, shape.group, N_q, N_k, off),
-            dict(**win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common),
+            dict(**win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common, **dq_flags),
             dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages))
     ran_split = config.mask_split and tma and causal and shape.group == 1  # the TMA dK/dV splits causal MHA only
     plan.ran = replace(config, tma=tma, mask_split=ran_split, fused_launch=fused)

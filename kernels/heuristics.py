@@ -498,6 +498,7 @@ class BackwardConfig:
     mask_split: bool = False  # TMA dK/dV, MHA causal: only the query tiles crossing the diagonal take the mask
     fused_launch: bool = False  # TMA: dK/dV and dQ programs in one launch (needs num_warps == dq_num_warps)
     dkdv_order: str = "heads-outer"  # dK/dV GQA loop over (query tile, head) pairs: DKDV_ORDERS, or "auto"
+    dq_tile_order: str = "forward"  # dQ kernel: query tiles of a head from the first (forward) or the last (reverse)
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -529,6 +530,9 @@ class BackwardConfig:
         if self.dkdv_order not in DKDV_ORDERS + ("auto",):
             raise IomodelError(f"BackwardConfig.dkdv_order must be one of {', '.join(DKDV_ORDERS)} or auto, got "
                                f"{self.dkdv_order!r}: pick one of them")
+        if self.dq_tile_order not in TILE_ORDERS:
+            raise IomodelError(f"BackwardConfig.dq_tile_order must be one of {', '.join(TILE_ORDERS)}, got "
+                               f"{self.dq_tile_order!r}: pick one of them")
         for name in ("atomic_dq", "tma", "mask_split", "fused_launch"):
             if not isinstance(getattr(self, name), bool):
                 raise IomodelError(f"BackwardConfig.{name} must be True or False, got {getattr(self, name)!r}: pass a bool")
@@ -568,7 +572,7 @@ class BackwardConfig:
         return replace(base or Tiling(), bwd_block_m=self.block_m, bwd_block_n=self.block_n,
                        dq_block_m=self.dq_block_m, dq_block_n=self.dq_block_n,
                        preprocess_block_m=self.preprocess_block_m, bwd_group_splits=self.group_splits,
-                       bwd_dkdv_order=self.dkdv_order)
+                       bwd_dkdv_order=self.dkdv_order, dq_tile_order=self.dq_tile_order)
 
 
 #: Tiles of the interpreter (CPU) runs: small, so CI covers multi-tile loops and ragged tails.

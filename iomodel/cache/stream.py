@@ -1343,7 +1343,7 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
 
     Applies to (see the module doc): ``fwd kernel``/``_attn_fwd`` and ``_bwd_dq`` without a window
     band, in the tiles-fastest grid with ascending key blocks (either tile order for the
-    forward); ``_bwd_dkdv`` with one group slice in the heads-outer loop order (or MHA);
+    forward and ``_bwd_dq``); ``_bwd_dkdv`` with one group slice in the heads-outer loop order (or MHA);
     ``_bwd_preprocess``; ``_bwd_reduce_dkdv``; a write share that is a dyadic
     fraction; at most :data:`MAX_STREAM_ITEMS` stream items.
 
@@ -1358,7 +1358,7 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
         if spec.band is not None or grid_order != "tiles-fastest" or key_order != "ascending":
             return None
         if name == "_bwd_dq":
-            model = _QStationary(spec, tiling.dq_block_m, tiling.dq_block_n, w, "forward",
+            model = _QStationary(spec, tiling.dq_block_m, tiling.dq_block_n, w, tiling.dq_tile_order,
                                  {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s},
                                  write_share)
         else:

@@ -206,6 +206,8 @@ class ShapeMeasurement:
                                              ("bwd_group_splits", "group_splits")) if k in bwd}  # absent S: 1
         if "dkdv_order" in bwd:  # absent: the heads-outer loop, the only one before 2026-12-04
             back["bwd_dkdv_order"] = str(bwd["dkdv_order"])
+        if "dq_tile_order" in bwd:  # absent: query tiles first to last, the only order before 2026-12-05
+            back["dq_tile_order"] = str(bwd["dq_tile_order"])
         return Tiling(block_m=int(c["block_m"]), block_n=int(c["block_n"]), num_stages=int(c.get("num_stages", 2)),
                       num_splits=int(c.get("num_splits", 1)), heads_per_program=int(c.get("heads_per_program", 1)),
                       fused_combine=bool(c.get("fused_combine", False)),  # absent: measured before the fused decode
@@ -488,7 +490,8 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
     """The launch fields of a record's ``config`` the model reads, each its type or one line:
     ``tile_order`` and ``grid_order`` names the kernel knows, ``fused_combine`` a boolean, and
     ``backward`` a mapping whose :data:`BACKWARD_COUNTS` are positive integers and whose
-    ``dkdv_order`` (if any) is one of :data:`iomodel.spec.layer.DKDV_ORDERS`.
+    ``dkdv_order`` (if any) is one of :data:`iomodel.spec.layer.DKDV_ORDERS`, ``dq_tile_order`` (if any) one of
+    :data:`iomodel.schedule.launch.TILE_ORDERS`.
 
     Raises:
         IomodelError: a field of the wrong type or value, naming it.
@@ -510,6 +513,8 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
                           integer=True, fix=FIX)
         if "dkdv_order" in bwd:
             jv.choice(bwd["dkdv_order"], f"{where}: config.backward.dkdv_order", DKDV_ORDERS, fix=FIX)
+        if "dq_tile_order" in bwd:
+            jv.choice(bwd["dq_tile_order"], f"{where}: config.backward.dq_tile_order", TILE_ORDERS, fix=FIX)
 
 
 def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tuple[int, int], ...] | None:

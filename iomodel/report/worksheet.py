@@ -154,6 +154,8 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
             elif chosen.dkdv_order == "auto" and spec.group > 1 and spec.band is None:
                 source += (", dK/dV loop heads-outer (heuristics.dkdv_order_for: the slice's query rows "
                            f"exceed the effective L2 of {hardware.name})")
+            if bwd.dq_tile_order == "reverse":
+                source += ", dQ query tiles longest first (dq_tile_order reverse)"
         return tiling, source
     return Tiling(), (
         "Tiling defaults (kernels/heuristics.py was not importable, so these may differ from the "

@@ -719,7 +719,7 @@ def reduce_dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int,
 def dq_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
              ) -> tuple[list[list[Any]], dict[str, int], dict[str, int]]:
     """Waves of the Q-stationary ``_bwd_dq`` kernel: the forward's schedule
-    (:func:`prefill_waves`, forward query-tile order) with tiles ``dq_block_m``/``dq_block_n``;
+    (:func:`prefill_waves`, query-tile order ``tiling.dq_tile_order``) with tiles ``dq_block_m``/``dq_block_n``;
     each program reads Q, dO (dtype), LSE, Delta (fp32) of its rows once, streams the
     forward's key range of K and V, and writes dQ once (docs/traffic-contract.md, "Backward").
 
@@ -735,7 +735,7 @@ def dq_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
         requested bytes equal the model's SRAM_fill rows of ``_bwd_dq``.
     """
     d, s = spec.head_dim, spec.width
-    return _q_stationary_waves(spec, tiling.dq_block_m, tiling.dq_block_n, w, "forward",
+    return _q_stationary_waves(spec, tiling.dq_block_m, tiling.dq_block_n, w, tiling.dq_tile_order,
                                {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s}, grouped)
 
 

@@ -285,10 +285,13 @@ class Tiling:
     number 1..G, not a power of two necessarily). ``bwd_dkdv_order`` the dK/dV GQA program's
     loop order over its (query tile, head) pairs, one of :data:`DKDV_ORDERS` (``heads-outer``
     for records made before the order existed and for MHA, whose programs loop one head).
+    ``dq_tile_order`` the dQ kernel's query-tile order within a head: ``forward`` (program i takes
+    tile i: the shortest causal tile first; records made before the order existed) or ``reverse``
+    (tile T_r − 1 − i first: the longest first, as the forward's ``tile_order`` reverse).
 
     Raises:
         IomodelError: a size is not a positive power of two, or num_splits or bwd_group_splits < 1;
-            an unknown bwd_dkdv_order.
+            an unknown bwd_dkdv_order or dq_tile_order.
     """
 
     block_m: int = 128  # BLOCK_M, query rows per program
@@ -304,6 +307,7 @@ class Tiling:
     preprocess_block_m: int = 128  # backward D = rowsum(dO ∘ O): query rows per program
     bwd_group_splits: int = 1  # backward dK/dV kernel: slices S of each GQA group (1 = unsplit)
     bwd_dkdv_order: str = "heads-outer"  # backward dK/dV kernel, GQA: loop order over (query tile, head) pairs
+    dq_tile_order: str = "forward"  # backward dQ kernel: query tiles of a head first to last (forward) or reverse
 
     def __post_init__(self) -> None:
         for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")) + tuple(
@@ -325,6 +329,8 @@ class Tiling:
         if self.bwd_dkdv_order not in DKDV_ORDERS:
             raise IomodelError(f"bwd_dkdv_order must be one of {', '.join(DKDV_ORDERS)}, got {self.bwd_dkdv_order!r}: "
                                "pick one of them")
+        if self.dq_tile_order not in ("forward", "reverse"):  # iomodel.schedule.launch.TILE_ORDERS
+            raise IomodelError(f"dq_tile_order must be forward or reverse, got {self.dq_tile_order!r}: pick one of them")
         if self.fused_combine not in (True, False):
             raise IomodelError(f"fused_combine must be True or False, got {self.fused_combine!r}: pass a bool")
 

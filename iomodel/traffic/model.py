@@ -472,6 +472,8 @@ def _tiling_dict(tiling: Tiling, spec: LayerSpec) -> dict[str, int]:
         d.pop("bwd_group_splits")
     if not spec.backward or tiling.bwd_dkdv_order == "heads-outer":  # as before the order existed
         d.pop("bwd_dkdv_order")
+    if not spec.backward or tiling.dq_tile_order == "forward":  # as before the order existed
+        d.pop("dq_tile_order")
     return d
 
 
