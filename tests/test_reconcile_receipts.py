@@ -56,7 +56,9 @@ FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-win
                   # hold-outs measured 2026-12-05: the Gluon prefill (22 shapes) and long causal steps (7)
                   "ncu-h200-gluon-holdout1-2026-12-05.json": 22, "ncu-h200-long-train-holdout1-2026-12-05.json": 7,
                   # the diagnostic that followed (16k-128k tokens, calibration data)
-                  "ncu-h200-long-train-probe1-2026-12-05.json": 4}
+                  "ncu-h200-long-train-probe1-2026-12-05.json": 4,
+                  # the hold-out of the dQ kernel's reverse tile order (12 causal steps, 2k-164k tokens)
+                  "ncu-h200-dq-order-holdout1-2026-12-05.json": 12}
 
 
 def test_the_receipts_are_committed():

@@ -294,8 +294,36 @@ def test_fwd_bwd_baseline_autograd_chain():
     assert base.hbm_read_bytes == fwd_r + bwd_r
     assert base.hbm_write_bytes == fwd_w + bwd_w
     assert base.flops == 4 * 2 * 64 * 64 * 32 * 3  # 2 matmuls forward + 4 backward
-    # peak: inputs/outputs and their gradients plus 3 score-sized tensors (P, dP, dS)
-    assert base.allocated_bytes == 4 * x + 3 * S + 4 * x
+    # peak, at CUDA's softmax backward: Q, K, V, O, dO and dV (written first) plus 4 score-sized tensors (P, dP,
+    # T, dS); dQ and dK are not written yet
+    assert base.allocated_bytes == 6 * x + 4 * S
+
+
+def test_eager_backward_peak_matches_the_h200_to_the_byte():
+    """receipts/eager-peak-h200-2026-12-05.json (benchmarks/gpu_eager_peak.py, NVIDIA H200, 2026-12-05): the
+    eager chain's forward + backward peak above Q, K, V and dO, measured by torch.cuda.max_memory_allocated after a
+    warm-up step, on MHA and GQA, causal and not. The model's allocated bytes less those inputs equal each one."""
+    from pathlib import Path
+
+    rec = json.loads((Path(__file__).resolve().parents[1] / "receipts" / "eager-peak-h200-2026-12-05.json").read_text())
+    assert rec["device"] == "NVIDIA H200" and len(rec["rows"]) == 4
+    for r in rec["rows"]:
+        spec = LayerSpec(r["B"], r["H"], r["H_kv"], r["d"], r["N"], r["N"], dtype=r["dtype"], causal=r["causal"],
+                         backward=True)
+        base = predict(spec, Tiling(64, 64), H200).algorithms["baseline"]
+        inputs = sum(a.bytes for a in base.allocations if a.tensor in ("Q", "K", "V", "dO"))
+        assert base.allocated_bytes - inputs == r["measured_extra_peak_bytes"], r
+
+
+def test_eager_backward_peak_where_v_copy_outweighs_two_scores():
+    """GQA H 4 on 1, N 16, HEAD_DIM 256, fp16: a score tensor is 4*16*16*2 = 2,048 B, a repeated K or V 32,768 B.
+    At the softmax backward dO, K_rep, dV_rep (32,768 B each) and 4 scores (8,192 B) are live, 106,496 B; at P·V's
+    backward, as dP is written, dO, K_rep, V_rep, dV_rep and 2 scores: 135,168 B, the peak (excess 28,672 B)."""
+    spec = LayerSpec(1, 4, 1, 256, 16, 16, dtype="fp16", backward=True)
+    base = predict(spec, Tiling(16, 16), H200).algorithms["baseline"]
+    rows = {a.tensor: a.bytes for a in base.allocations}
+    assert rows["other steps' excess"] == 28_672 and rows["P, dP, T, dS"] == 8_192
+    assert base.allocated_bytes == (32_768 + 8_192 + 8_192 + 32_768) + 135_168
 
 
 def test_gqa_backward_expand_sum():

@@ -246,49 +246,13 @@ def baseline_model(
                 row(t, step, skv, dt, s, E_k, wb=E_k * s)
 
     # ---------------- allocations (resident in HBM at the peak step) ----------------
-    alloc = [
-        Allocation("Q", sq, dt, E_q * s, "input"),
-        Allocation("K", skv, dt, E_k * s, "input"),
-        Allocation("V", skv, dt, E_k * s, "input"),
-        Allocation("O", sq, dt, E_q * s, "output"),
-    ]
-    if gqa:
-        alloc += [Allocation("K_rep", skr, dt, E_kr * s, "GQA copy"), Allocation("V_rep", skr, dt, E_kr * s, "GQA copy")]
-    if upcast:
-        alloc += [Allocation(n, sh, sname, el * w, "upcast copy")
-                  for n, sh, el in (("Q32", sq, E_q), ("K32", skr, E_kr), ("V32", skr, E_kr), ("O32", sq, E_q))]
-    n_scores = 3 if spec.backward else 2
-    if empty_rows and not spec.backward:
-        # P = P.masked_fill(...) is out of place: S, the old P and its copy live at once before O exists; the
-        # peak is the larger of that and S, P and O (O32 and O with the upcast) at P·V
-        outs = [a for a in alloc if a.tensor in ("O", "O32")]
-        alloc = [a for a in alloc if a.tensor not in ("O", "O32")]
-        out_bytes = sum((a.bytes for a in outs), sp.Integer(0))
-        alloc.append(Allocation(
-            "S, P, and P's copy or O", sS, sname, 2 * E_S * w + sp.Max(E_S * w, out_bytes),
-            "the larger of two live sets: S, P and the copy P.masked_fill writes for the rows that see no key "
-            "(3 score-sized tensors), then S, P and " + " and ".join(a.tensor for a in outs) + " at P·V",
-        ))
-    else:
-        alloc.append(Allocation(
-            "S, P" + (", dP/dS" if spec.backward else ""), sS, sname, n_scores * E_S * w,
-            f"{n_scores} score-sized tensors live at once: "
-            + ("P (saved), dP and dS during softmax_backward" if spec.backward else "S and P during softmax (or old and new S)"),
-        ))
-    if causal:
-        alloc.append(Allocation("mask, ~mask", sm, "bool", 2 * E_m * MASK_WIDTH,
-                                ("window" if window else "causal") + " mask and its inverse"))
-    if empty_rows and window:
-        alloc.append(Allocation("empty", "(N_q, 1)", "bool", N_q * MASK_WIDTH, "the rows that see no key"))
-    if dropout:
-        alloc.append(Allocation("dropout_mask", sS, "bool", E_S * MASK_WIDTH, "saved for backward"))
-    if with_lse:
-        alloc.append(Allocation("LSE", "(B, H, N_q)", "fp32", B * H * N_q * LSE_WIDTH, "output"))
+    fwd = _forward_peak(sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa, upcast, causal, window,
+                        empty_rows, dropout, with_lse, B * H * N_q, N_q)
     if spec.backward:
-        alloc += [Allocation("dO", sq, dt, E_q * s, "input of the backward"),
-                  Allocation("dQ", sq, dt, E_q * s, "output"),
-                  Allocation("dK", skv, dt, E_k * s, "output"),
-                  Allocation("dV", skv, dt, E_k * s, "output")]
+        alloc = fwd[:4] + _backward_peak(fwd, sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa,
+                                         upcast, causal, empty_rows, dropout, with_lse, B * H * N_q)
+    else:
+        alloc = fwd
 
     # FLOPs actually executed by the matmuls: the eager chain computes all N_q·N_k scores
     # whatever the mask (2 matmuls forward, 4 backward: dP, dV, dQ, dK; no recomputation).
@@ -377,3 +341,89 @@ def eager_launches(spec: LayerSpec, **options: Any) -> list[Launch]:
 
 
 __all__ = ["baseline_model", "eager_launches", "Launch", "MASK_WIDTH", "FP32_WIDTH"]
+
+
+def _forward_peak(sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa, upcast, causal, window,
+                  empty_rows, dropout, with_lse, E_l, N_q) -> list[Allocation]:
+    """The forward's live tensors at its peak (bytes), Q, K, V and O first: the GQA copies, the upcast copies, two
+    score-sized tensors (S and P during softmax; where ``P.masked_fill`` copies P for rows that see no key, the
+    larger of S, P and that copy, and S, P and O at P·V), the masks, the dropout keep-mask and the LSE."""
+    alloc = [
+        Allocation("Q", sq, dt, E_q * s, "input"),
+        Allocation("K", skv, dt, E_k * s, "input"),
+        Allocation("V", skv, dt, E_k * s, "input"),
+        Allocation("O", sq, dt, E_q * s, "output"),
+    ]
+    if gqa:
+        alloc += [Allocation("K_rep", skr, dt, E_kr * s, "GQA copy"), Allocation("V_rep", skr, dt, E_kr * s, "GQA copy")]
+    if upcast:
+        alloc += [Allocation(n, sh, sname, el * w, "upcast copy")
+                  for n, sh, el in (("Q32", sq, E_q), ("K32", skr, E_kr), ("V32", skr, E_kr), ("O32", sq, E_q))]
+    if empty_rows:
+        # P = P.masked_fill(...) is out of place: S, the old P and its copy live at once before O exists; the
+        # peak is the larger of that and S, P and O (O32 and O with the upcast) at P·V
+        outs = [a for a in alloc if a.tensor in ("O", "O32")]
+        alloc = [a for a in alloc if a.tensor not in ("O", "O32")]
+        out_bytes = sum((a.bytes for a in outs), sp.Integer(0))
+        alloc.append(Allocation(
+            "S, P, and P's copy or O", sS, sname, 2 * E_S * w + sp.Max(E_S * w, out_bytes),
+            "the larger of two live sets: S, P and the copy P.masked_fill writes for the rows that see no key "
+            "(3 score-sized tensors), then S, P and " + " and ".join(a.tensor for a in outs) + " at P·V",
+        ))
+    else:
+        alloc.append(Allocation("S, P", sS, sname, 2 * E_S * w,
+                                "2 score-sized tensors live at once: S and P during softmax (or old and new S)"))
+    if causal:
+        alloc.append(Allocation("mask, ~mask", sm, "bool", 2 * E_m * MASK_WIDTH,
+                                ("window" if window else "causal") + " mask and its inverse"))
+    if empty_rows and window:
+        alloc.append(Allocation("empty", "(N_q, 1)", "bool", N_q * MASK_WIDTH, "the rows that see no key"))
+    if dropout:
+        alloc.append(Allocation("dropout_mask", sS, "bool", E_S * MASK_WIDTH, "saved for backward"))
+    if with_lse:
+        alloc.append(Allocation("LSE", "(B, H, N_q)", "fp32", E_l * LSE_WIDTH, "output"))
+    return alloc
+
+
+def _backward_peak(fwd, sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa, upcast, causal,
+                   empty_rows, dropout, with_lse, E_l) -> list[Allocation]:
+    """The training step's live tensors at its peak beyond Q, K, V and O, in bytes: the tensors live while CUDA's
+    ``_softmax_backward_data`` writes dS, plus one row for another step's excess (0 unless the forward's peak,
+    ``fwd``, or the P·V backward's, with fewer score-sized tensors but V's copy, is larger).
+
+    Live at the softmax backward (autograd frees a node's saved tensors and its incoming gradient once the node has
+    run; the inputs' casts and GQA sums run last): dO; K_rep (GQA), or Q32 and K32 (upcast), saved by S = Q Kᵀ;
+    four score-sized tensors, P (saved by softmax), dP, T = dP·P (CUDA writes it in its own kernel; the CPU fuses it)
+    and dS; ~mask (saved by the causal masked_fill); the LSE; and dV as P·V's backward left it (dV, dV_rep for GQA,
+    dV32 with the upcast). dQ, dK and dV's final sum are not written yet; V_rep or V32, the keep-mask of dropout and
+    the empty-row marks are freed by then. Measured on the H200 (receipts/eager-peak-h200-2026-12-05.json,
+    ``benchmarks/gpu_eager_peak.py``): MHA and GQA, causal and not, to the byte. Extra elementwise passes
+    (``extra_score_passes``) are assumed to save nothing."""
+    dv_name, dv_shape, dv_dtype, dv_bytes = (("dV32", skr, sname, E_kr * w) if upcast else
+                                             ("dV_rep", skr, dt, E_kr * s) if gqa else ("dV", skv, dt, E_k * s))
+    live = [Allocation("dO", sq, dt, E_q * s, "input of the backward")]
+    if upcast:
+        live += [Allocation("Q32", sq, sname, E_q * w, "upcast copy saved by S = Q Kᵀ"),
+                 Allocation("K32", skr, sname, E_kr * w, "upcast copy saved by S = Q Kᵀ")]
+    elif gqa:
+        live.append(Allocation("K_rep", skr, dt, E_kr * s, "GQA copy saved by S = Q Kᵀ"))
+    live.append(Allocation("P, dP, T, dS", sS, sname, 4 * E_S * w,
+                           "4 score-sized tensors while CUDA's softmax backward writes dS: P (saved), dP, T = dP·P "
+                           "(its own kernel on CUDA) and dS"))
+    if causal:
+        live.append(Allocation("~mask", sm, "bool", E_m * MASK_WIDTH, "saved by the masked_fill; the mask itself is freed"))
+    if with_lse:
+        live.append(Allocation("LSE", "(B, H, N_q)", "fp32", E_l * LSE_WIDTH, "output"))
+    live.append(Allocation(dv_name, dv_shape, dv_dtype, dv_bytes, "P·V's backward wrote it first"))
+    base = sum((a.bytes for a in fwd[:4]), sp.Integer(0))  # Q, K, V and O
+    softmax_total = sum((a.bytes for a in live), sp.Integer(0))
+    fwd_total = sum((a.bytes for a in fwd), sp.Integer(0)) - base + E_q * s  # the forward's peak, dO beside it
+    # P·V's backward as dP is written: dO (and dO32), the matmuls' saved operands, P (and the copy P·V saved:
+    # P.masked_fill's or dropout's, with its keep-mask), dV and dP
+    pv = E_q * s + (2 * E_q * w + 2 * E_kr * w if upcast else (2 * E_kr * s if gqa else 0))
+    pv += (2 + int(empty_rows) + int(dropout)) * E_S * w + (E_S * MASK_WIDTH if dropout else 0) + dv_bytes
+    pv += (E_m * MASK_WIDTH if causal else 0) + (E_l * LSE_WIDTH if with_lse else 0)
+    live.append(Allocation("other steps' excess", "-", "-", sp.Max(0, fwd_total - softmax_total, pv - softmax_total),
+                           "0 unless the forward's peak or P·V's backward (dP written, V's copy still saved) holds "
+                           "more than the softmax backward"))
+    return live
