@@ -66,15 +66,19 @@ def test_worksheet_says_the_order_both_ways():
     assert "dK/dV loop" not in source(9216, 64, 64)
 
 
-def test_records_carry_the_order_and_refuse_a_bad_one():
+@pytest.mark.parametrize("key, field, absent, other, bad", [
+    ("dkdv_order", "bwd_dkdv_order", "heads-outer", "tiles-descending", 3),  # the dK/dV loop order
+    ("dq_tile_order", "dq_tile_order", "forward", "reverse", "last-first"),  # the dQ kernel's tile order
+])
+def test_records_carry_the_order_and_refuse_a_bad_one(key, field, absent, other, bad):
     base = {"id": "x", "impl": "tiled", "spec": {"batch": 1, "heads": 4, "kv_heads": 2, "head_dim": 32,
                                                  "seqlen_q": 64, "seqlen_k": 64, "causal": True, "backward": True},
             "config": {"block_m": 32, "block_n": 16, "backward": {"block_m": 16, "block_n": 32}}}
-    assert ShapeMeasurement.from_dict(base).tiling().bwd_dkdv_order == "heads-outer"  # absent: before the order
-    base["config"]["backward"]["dkdv_order"] = "tiles-descending"
-    assert ShapeMeasurement.from_dict(base).tiling().bwd_dkdv_order == "tiles-descending"
-    base["config"]["backward"]["dkdv_order"] = 3
-    with pytest.raises(IomodelError, match="config.backward.dkdv_order must be"):
+    assert getattr(ShapeMeasurement.from_dict(base).tiling(), field) == absent  # absent: recorded before the order
+    base["config"]["backward"][key] = other
+    assert getattr(ShapeMeasurement.from_dict(base).tiling(), field) == other
+    base["config"]["backward"][key] = bad
+    with pytest.raises(IomodelError, match=f"config.backward.{key} must be"):
         ShapeMeasurement.from_dict(base)
 
 

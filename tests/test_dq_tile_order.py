@@ -1,6 +1,7 @@
 """The dQ kernel's query-tile order (``BackwardConfig.dq_tile_order``, ``Tiling.dq_tile_order``): the kernel's
-tile mapping, the bit-identical gradients of both orders, the records that carry it, the worksheet that says it,
-the L2 model's waves (hand counts) and the fast model against the simulation in the reverse order."""
+tile mapping, the bit-identical gradients of both orders, the worksheet that says it, the L2 model's waves (hand
+counts) and the fast model against the simulation in the reverse order (the records that carry it:
+tests/test_dkdv_order.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import triton.language as tl
 import kernels.heuristics as kh
 from kernels.backward import _dq_tile
 from iomodel.errors import IomodelError
-from iomodel.measure.records import ShapeMeasurement
 from iomodel.schedule.grid import dq_waves
 from iomodel.spec import LayerSpec, Tiling
 
@@ -31,18 +31,6 @@ def test_config_converts_to_the_tiling():
                   dkdv_order="heads-outer")
     assert cfg.tiling().dq_tile_order == "reverse"
     assert replace(cfg, dq_tile_order="forward").tiling().dq_tile_order == "forward"
-
-
-def test_records_carry_the_order_and_refuse_a_bad_one():
-    base = {"id": "x", "impl": "tiled", "spec": {"batch": 1, "heads": 4, "kv_heads": 2, "head_dim": 32,
-                                                 "seqlen_q": 64, "seqlen_k": 64, "causal": True, "backward": True},
-            "config": {"block_m": 32, "block_n": 16, "backward": {"block_m": 16, "block_n": 32}}}
-    assert ShapeMeasurement.from_dict(base).tiling().dq_tile_order == "forward"  # absent: before the order
-    base["config"]["backward"]["dq_tile_order"] = "reverse"
-    assert ShapeMeasurement.from_dict(base).tiling().dq_tile_order == "reverse"
-    base["config"]["backward"]["dq_tile_order"] = "last-first"
-    with pytest.raises(IomodelError, match="config.backward.dq_tile_order must be"):
-        ShapeMeasurement.from_dict(base)
 
 
 def test_waves_by_hand():
