@@ -1,10 +1,13 @@
 """GPU check (issue 11, item 4): the eager chain's peak memory over one forward + backward step, measured
 against the model's allocated bytes.
 
-``iomodel.traffic.baseline.baseline_model`` counts three score-sized tensors live at the backward's peak (P
-saved, dP and dS during ``softmax_backward``). On CUDA, ``softmax_backward_cuda_out`` first writes
-T = dP * P in its own kernel (the model's HBM rows list it), so P, dP, T and dS may all be live at once: four.
-The CPU fuses that product, so only a GPU can tell. Per shape this prints the measured extra peak (bytes
+Written when ``iomodel.traffic.baseline.baseline_model`` counted three score-sized tensors live at the backward's
+peak (P saved, dP and dS during ``softmax_backward``, and dQ, dK, dV). On CUDA, ``softmax_backward_cuda_out``
+first writes T = dP * P in its own kernel (the model's HBM rows list it), so P, dP, T and dS may all be live at
+once: four. The CPU fuses that product, so only a GPU can tell. Its first receipt
+(receipts/eager-peak-h200-2026-12-05.json) measured four and no dQ, dK yet; its ``model_extra_peak_bytes`` are
+the three-tensor model's, and the model now follows the measurement (``tests/test_traffic.py`` compares the
+current one with it). Per shape this prints the measured extra peak (bytes
 above the inputs Q, K, V and dO, after a warm-up step so that cuBLAS's workspace is already allocated), the
 model's (allocated bytes less Q, K, V, dO) and their difference in score tensors.
 

@@ -479,7 +479,9 @@ class BackwardConfig:
     ``tiles-descending`` (:data:`iomodel.spec.layer.DKDV_ORDERS`), or ``auto`` (chosen per launch
     by :func:`dkdv_order_for`); it runs where the program loops over heads (G > 1) without a
     sliding window, and :meth:`resolve` sets ``heads-outer`` elsewhere (what ran, as
-    ``return_config`` reports it).
+    ``return_config`` reports it). ``dq_tile_order``: the dQ kernel's query tiles of a head first to
+    last (``forward``, program i takes tile i) or from the last one down (``reverse``: the longest
+    causal tile first; :data:`CAUSAL_DQ_TILE_ORDER` for causal steps); the same programs and bytes.
     """
 
     # tile defaults: the one home of the backward tiles is iomodel.spec.Tiling (the traffic model's input)
@@ -522,7 +524,8 @@ class BackwardConfig:
         Raises:
             IomodelError: ``group_splits`` negative, not an integer, or above G; a switch
                 (``atomic_dq``, ``tma``, ``mask_split``, ``fused_launch``) that is not a bool;
-                ``fused_launch`` with ``num_warps`` != ``dq_num_warps``; an unknown ``dkdv_order``, or
+                ``fused_launch`` with ``num_warps`` != ``dq_num_warps``; an unknown ``dq_tile_order``;
+                an unknown ``dkdv_order``, or
                 ``auto`` without seqlen_q, head_dim, width and l2_bytes.
         """
         from iomodel.spec.layer import DKDV_ORDERS
@@ -622,6 +625,8 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
     (:data:`GPU_BACKWARD_FP32`: the 2-byte tiles would not fit shared memory in fp32).
     The interpreter's tiles fix ``group_splits`` = 1 (tests force S > 1 through the config);
     the GPU tiles choose it at launch (``group_splits`` 0, :meth:`BackwardConfig.resolve`).
+    Causal steps (GPU and interpreter) run the dK/dV order :data:`CAUSAL_DKDV_ORDER` and the dQ
+    tiles longest first (:data:`CAUSAL_DQ_TILE_ORDER`).
     """
     if interpreter:
         return (replace(INTERPRETER_BACKWARD, dkdv_order=CAUSAL_DKDV_ORDER, dq_tile_order=CAUSAL_DQ_TILE_ORDER)

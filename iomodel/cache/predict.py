@@ -703,7 +703,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     no_reuse_r, no_reuse_w = sum(req_r.values()), sum(req_w.values())
     assumptions = _common_assumptions(params)[:1] + [
         "Programs per SM, per kernel: " + ", ".join(f"{n} {par[n].programs_per_sm}" for n in names)
-        + f" ({params.num_sms} SMs); programs run in grid order (axis 0 fastest), in waves.",
+        + f" ({params.num_sms} SMs); programs run in grid order (axis 0 fastest), in waves"
+        + ("; the dQ kernel's query tiles from the last one down (dq_tile_order reverse)."
+           if tiling.dq_tile_order == "reverse" else "."),
         *_common_assumptions(params)[2:],
         f"The {'four' if len(names) == 4 else 'five'} kernels load and store exactly what docs/traffic-contract.md "
         "lists; the programs of one wave "

@@ -724,7 +724,7 @@ def dq_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     forward's key range of K and V, and writes dQ once (docs/traffic-contract.md, "Backward").
 
     Args:
-        spec: the layer (prefill, backward); tiling: ``dq_block_m``, ``dq_block_n``;
+        spec: the layer (prefill, backward); tiling: ``dq_block_m``, ``dq_block_n``, ``dq_tile_order``;
         w: programs running at once.
         grouped: True: loads always made together (K and V of a chunk; the per-row reads of one
             chunk or program) come as one :class:`ReadGroup` (what the simulation reads); False
