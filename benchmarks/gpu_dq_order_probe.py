@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
 
-#: (B, H, H_kv, N, d) of the ncu stage: the Llama-3-8B-like layer of the long-train probe, and one d 64 layer.
-NCU_SHAPES = [(1, 32, 8, 32768, 128), (1, 32, 8, 65536, 128), (1, 32, 8, 131072, 128), (1, 24, 8, 131072, 64)]
+#: (B, H, H_kv, N, d) of the ncu stage: the Llama-3-8B-like layer of the long-train probe at 64k and 128k tokens.
+NCU_SHAPES = [(1, 32, 8, 65536, 128), (1, 32, 8, 131072, 128)]
 METRICS = "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_sectors_srcunit_tex_op_read.sum"
 
 
