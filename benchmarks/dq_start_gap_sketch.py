@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import sys
 
 import numpy as np
 
@@ -46,7 +47,9 @@ def distances(seqlen: int, order: str, samples: int, seed: int = 0) -> np.ndarra
     rng = np.random.default_rng(seed)
     block_bytes = BLOCK_N * HEAD_DIM * WIDTH * 2  # K and V
     out = []
-    while len(out) < samples:
+    for _ in range(100 * samples):  # draws whose block no earlier program read are skipped
+        if len(out) == samples:
+            break
         p = int(rng.integers(len(kv) // 4, 3 * len(kv) // 4))
         b = int(rng.integers(0, nb[p]))
         t1 = st[p] + b
@@ -64,16 +67,26 @@ def distances(seqlen: int, order: str, samples: int, seed: int = 0) -> np.ndarra
     return np.array(out)
 
 
+def _one_line_error(message: str) -> None:
+    """A bad argument: one ``error:`` line on stderr and exit status 2 (argparse would print its usage too)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.error = _one_line_error  # type: ignore[method-assign]
     ap.add_argument("--seqlen", type=int, nargs="+", default=[65536, 131072], help="tokens (multiples of 128)")
     ap.add_argument("--samples", type=int, default=300)
     args = ap.parse_args()
     if any(n < BLOCK_M or n % BLOCK_M for n in args.seqlen) or args.samples < 1:
-        ap.error(f"--seqlen must be positive multiples of {BLOCK_M} and --samples at least 1")
+        _one_line_error(f"--seqlen must be positive multiples of {BLOCK_M} and --samples at least 1")
     for n in args.seqlen:
         for order in ("forward", "reverse"):
             d = distances(n, order, args.samples)
+            if not len(d):
+                print(f"{order:8s} {n:7d} tokens: no re-read drawn (every sampled block read once)")
+                continue
             print(f"{order:8s} {n:7d} tokens: re-read distance median {np.median(d):5.1f} MiB, p90 "
                   f"{np.percentile(d, 90):5.1f} MiB, past {READ_CAPACITY_MIB} MiB: {(d > READ_CAPACITY_MIB).mean():.0%}")
     return 0

@@ -25,8 +25,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_backward_tune import extra_peak_bytes  # noqa: E402  (peak above the allocation before a call, after a warm-up)
 from iomodel import LayerSpec, Tiling, get_hardware  # noqa: E402
+from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
 from iomodel.traffic import predict  # noqa: E402
 from kernels.baseline import eager_attention  # noqa: E402
 
@@ -44,9 +47,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON receipt path")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("error: no CUDA device; this check measures torch.cuda.max_memory_allocated on a GPU", file=sys.stderr)
-        return 2
+    if (rc := benchmark_start(args.out)) is not None:  # a GPU, and a writable --out, before any work
+        return rc
     hw = get_hardware("H200")
     rows = []
     for B, H, Hkv, N, d, dt, causal in SHAPES:
@@ -60,25 +62,18 @@ def main() -> int:
             o = eager_attention(q, k, v, causal)
             return torch.autograd.grad(o, (q, k, v), do)
 
-        grads = step()  # warm-up: cuBLAS workspace, allocator pools
-        del grads
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        grads = step()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - before
-        del grads
+        row = {}
+        peak = extra_peak_bytes({"eager": step}, row)["eager"]  # the first call warms cuBLAS's workspace up
         spec = LayerSpec(B, H, Hkv, d, N, N, dtype=dt, causal=causal, backward=True)
         base = predict(spec, Tiling(64, 64), hw).algorithms["baseline"]
         inputs = {"Q", "K", "V", "dO"}
         alloc = {a.tensor: int(a.bytes) for a in base.allocations}
         model = sum(b for t, b in alloc.items() if t not in inputs)
         score = B * H * N * N * q.element_size()
-        row = {"B": B, "H": H, "H_kv": Hkv, "N": N, "d": d, "dtype": dt, "causal": causal,
-               "measured_extra_peak_bytes": int(peak), "model_extra_peak_bytes": model,
-               "difference_in_score_tensors": (peak - model) / score, "score_tensor_bytes": score,
-               "model_allocations": alloc}
+        row.update({"B": B, "H": H, "H_kv": Hkv, "N": N, "d": d, "dtype": dt, "causal": causal,
+                    "measured_extra_peak_bytes": int(peak), "model_extra_peak_bytes": model,
+                    "difference_in_score_tensors": (peak - model) / score, "score_tensor_bytes": score,
+                    "model_allocations": alloc})
         rows.append(row)
         print(json.dumps({k_: row[k_] for k_ in ("B", "H", "H_kv", "N", "d", "dtype", "causal",
                                                   "measured_extra_peak_bytes", "model_extra_peak_bytes",
@@ -86,8 +81,7 @@ def main() -> int:
         del q, k, v, do
     rec = {"command": f"python3 benchmarks/gpu_eager_peak.py --out {args.out}", "device": torch.cuda.get_device_name(),
            "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "rows": rows}
-    Path(args.out).write_text(json.dumps(rec, indent=1))
-    return 0
+    return benchmark_finish(args.out, rec)
 
 
 if __name__ == "__main__":

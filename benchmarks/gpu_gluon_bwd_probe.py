@@ -229,9 +229,9 @@ def main() -> int:
     if not args.out:
         print("error: --out OUT.json is required for the GPU run (or pass --compile-only)", file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("error: no CUDA device; run with --compile-only here or on the H200", file=sys.stderr)
-        return 2
+    from iomodel.measure.ncu import benchmark_finish, benchmark_start
+    if (rc := benchmark_start(args.out)) is not None:  # a GPU, and a writable --out, before any work
+        return rc
     from gpu_ws_probe import _dkdv_ws
     from iomodel.bench.timing import do_bench_interleaved
     from kernels import backward as bw
@@ -289,8 +289,7 @@ def main() -> int:
     rec = {"command": "python3 benchmarks/gpu_gluon_bwd_probe.py --out " + args.out + f" --rounds {args.rounds}",
            "device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
            "triton": triton.__version__, "rows": rows}
-    Path(args.out).write_text(json.dumps(rec, indent=1))
-    return 0
+    return benchmark_finish(args.out, rec)
 
 
 if __name__ == "__main__":
