@@ -29,7 +29,7 @@ import iomodel.cache.estimate as estimate
 from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
 from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
-from iomodel.paths import check_output_file, exit_code_of, finish_probe_receipt
+from iomodel.paths import check_output_file, exit_code_of, probe_exit_code
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
@@ -115,10 +115,8 @@ def main() -> int:
                                                                                        "closed": t_closed}})
         print(f"{name:<52} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
               f"{'yes' if applies else 'no':>7}", flush=True)
-    if args.out:
-        return exit_code_of(lambda: finish_probe_receipt(
-            args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows}, started))
-    return 0
+    return probe_exit_code(args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows},
+                           started)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import time
 
 from iomodel.cache import estimate
 from iomodel.cache.stream import _DkdvEvents, _drive, periodic_dkdv
-from iomodel.paths import check_output_file, exit_code_of, finish_probe_receipt
+from iomodel.paths import check_output_file, exit_code_of, probe_exit_code
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
@@ -74,10 +74,8 @@ def main() -> int:
     if any(r["same_bytes"] is False for r in rows):
         print("error: a layer's bytes differ", file=sys.stderr)
         return 1
-    if args.out:
-        return exit_code_of(lambda: finish_probe_receipt(
-            args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_periodic_check.py", "rows": rows}, started))
-    return 0
+    return probe_exit_code(args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_periodic_check.py", "rows": rows},
+                           started)
 
 
 if __name__ == "__main__":

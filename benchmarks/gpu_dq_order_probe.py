@@ -22,9 +22,7 @@ tiles of each head from the last one down (the same programs, tiles and bytes re
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import io
 import itertools
 import json
 import subprocess
@@ -36,7 +34,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
+from iomodel.errors import IomodelError  # noqa: E402
+from iomodel.measure.ncu import benchmark_finish, benchmark_start, parse_csv  # noqa: E402
 
 #: (B, H, H_kv, N, d) of the ncu stage: the Llama-3-8B-like layer of the long-train probe at 64k and 128k tokens.
 NCU_SHAPES = [(1, 32, 8, 65536, 128), (1, 32, 8, 131072, 128)]
@@ -144,18 +143,15 @@ def ncu_stage() -> list[dict]:
     rows = []
     for (B, H, Hkv, N, d), order in itertools.product(NCU_SHAPES, ("forward", "reverse")):
         cmd = ["ncu", "--clock-control", "none", "--cache-control", "all", "--metrics", METRICS, "-k",
-               "regex:_bwd_dq", "-c", "1", "--csv", sys.executable, __file__, "--one",
+               "regex:_bwd_dq", "-c", "1", "--csv", "--page", "raw", sys.executable, __file__, "--one",
                ",".join(map(str, (B, H, Hkv, N, d))), order]
         t0 = time.time()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-        vals = {}
-        lines = [ln for ln in p.stdout.splitlines() if ln.startswith('"')]
-        for rec in csv.DictReader(io.StringIO("\n".join(lines))):
-            try:
-                vals[rec["Metric Name"]] = float(rec["Metric Value"].replace(",", ""))
-                vals["kernel"] = rec["Kernel Name"][:60]
-            except (KeyError, ValueError):
-                pass
+        try:  # the driver's parser of ncu's raw CSV page
+            kernels = parse_csv(p.stdout, METRICS.split(","))
+        except IomodelError:
+            kernels = []
+        vals = {**kernels[0].record.metrics, "kernel": kernels[0].record.name[:60]} if kernels else {}
         row = dict(shape=[B, H, Hkv, N, d], order=order, metrics=vals, rc=p.returncode, seconds=time.time() - t0,
                    stderr_tail=p.stderr[-400:] if p.returncode else "")
         rows.append(row)

@@ -193,6 +193,14 @@ def finish_probe_receipt(path: str | Path, receipt: dict, started: float, option
     return out
 
 
+def probe_exit_code(path: str | Path | None, receipt: dict, started: float) -> int:
+    """The exit status of a probe script's end: 0 with no ``--out`` (``path`` None or empty), else
+    :func:`finish_probe_receipt` through :func:`exit_code_of` (0, or one ``error:`` line and 2)."""
+    if not path:
+        return 0
+    return exit_code_of(lambda: finish_probe_receipt(path, receipt, started))
+
+
 def read_toml(path: str | Path, label: str, missing_fix: str) -> dict:
     """The table of a TOML file (``tomllib``; ``tomli`` on Python 3.10), every failure one line
     naming ``label`` (e.g. ``sweep file 'x.toml'``): missing or not a file (then ``missing_fix``),

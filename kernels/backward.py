@@ -370,11 +370,11 @@ def _tma_dq_step(dq, q, do, lse2, delta, desc_k, desc_v, b, hk, start_n, offs_m,
 
 
 @triton.jit
-def _dq_tile(pid, REVERSE: tl.constexpr):
-    """Query tile of dQ program ``pid`` of a head: ``pid``, or T_r − 1 − pid in the reverse order
-    (``BackwardConfig.dq_tile_order``; the forward's ``tile_order`` ``reverse``)."""
+def _dq_tile(pid, T_R, REVERSE: tl.constexpr):
+    """Query tile of dQ program ``pid`` of a head of T_R tiles: ``pid``, or T_R − 1 − pid in the reverse
+    order (``BackwardConfig.dq_tile_order``; the forward's ``tile_order`` ``reverse``)."""
     if REVERSE:
-        return tl.num_programs(0) - 1 - pid
+        return T_R - 1 - pid
     return pid
 
 
@@ -392,7 +392,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, sm_scale,
     forward's (causal: up to the diagonal, unmasked below ``full_end``; WINDOW: the forward's
     band bounds, ``_band_bounds``, every block masked). REVERSE (``BackwardConfig.dq_tile_order``
     ``reverse``): program 0 of a head takes its last query tile, the one with the most keys."""
-    i = _dq_tile(tl.program_id(0), REVERSE)
+    i = _dq_tile(tl.program_id(0), tl.num_programs(0), REVERSE)
     bh = tl.program_id(1)
     b, h, hk = _head_of(bh, H, G)
     offs_m, offs_d, d_ok, row_ok = _rows(i * BLOCK_M, BLOCK_M, N_Q, HEAD_DIM, HEAD_DIM_PAD)
@@ -553,7 +553,7 @@ def _bwd_dq_tma(desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
                 REVERSE: tl.constexpr = False):
     """``_bwd_dq`` (same grid, tiles, tile order, key range and stores) with Q, dO, K and V through rank-4
     tensor descriptors (TMA, sm_90; no sliding window here)."""
-    _dq_tma_program(_dq_tile(tl.program_id(0), REVERSE), tl.program_id(1), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
+    _dq_tma_program(_dq_tile(tl.program_id(0), tl.num_programs(0), REVERSE), tl.program_id(1), desc_q, desc_k, desc_v, desc_do, LSE, DELTA, DQ, sm_scale,
                     stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_M,
                     BLOCK_N, CAUSAL, EMULATE_BF16, STAGES)
 
@@ -584,10 +584,7 @@ def _bwd_fused_tma(desc_q, desc_k, desc_v, desc_do, desc_q2, desc_k2, desc_v2, d
                           BLOCK_N, CAUSAL, EMULATE_BF16, GQA, SPLIT, MASK_SPLIT, STAGES, DESCEND)
     else:
         p = pid - N_KV_PROGRAMS
-        i = p % T_Q
-        if REVERSE:  # the dQ programs' query tiles from the last one down (BackwardConfig.dq_tile_order)
-            i = T_Q - 1 - i
-        _dq_tma_program(i, p // T_Q, desc_q2, desc_k2, desc_v2, desc_do2, LSE, DELTA, DQ, sm_scale,
+        _dq_tma_program(_dq_tile(p % T_Q, T_Q, REVERSE), p // T_Q, desc_q2, desc_k2, desc_v2, desc_do2, LSE, DELTA, DQ, sm_scale,
                         stride_dqz, stride_dqh, stride_dqm, stride_dqd, H, G, N_Q, N_K, CAUSAL_OFF, HEAD_DIM,
                         DQ_BLOCK_M, DQ_BLOCK_N, CAUSAL, EMULATE_BF16, DQ_STAGES)
 

@@ -629,8 +629,7 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
     tiles longest first (:data:`CAUSAL_DQ_TILE_ORDER`).
     """
     if interpreter:
-        return (replace(INTERPRETER_BACKWARD, dkdv_order=CAUSAL_DKDV_ORDER, dq_tile_order=CAUSAL_DQ_TILE_ORDER)
-                if causal else INTERPRETER_BACKWARD)
+        return replace(INTERPRETER_BACKWARD, **_mask_orders(causal))
     d = max(64, head_dim_padded(head_dim))  # HEAD_DIM 16..64 run the 64 tiles
     key = (min(k for k, _ in GPU_BACKWARD if k >= d), bool(causal))
     if dtype == "fp32" and key in GPU_BACKWARD_FP32:
@@ -649,6 +648,14 @@ CAUSAL_DKDV_ORDER = "auto"
 #: 22.75x the L2 model's bytes at 128k tokens (about one K/V stream per program) where the forward, longest
 #: first, stayed within 10 % (receipts/ncu-h200-long-train-probe1-2026-12-05.json; docs/l2-calibration.md).
 CAUSAL_DQ_TILE_ORDER = "reverse"
+
+
+def _mask_orders(causal: bool) -> dict[str, str]:
+    """The backward's loop and tile orders for a causal or non-causal step (every backward config's one home of
+    them): causal steps :data:`CAUSAL_DKDV_ORDER` and :data:`CAUSAL_DQ_TILE_ORDER`; non-causal ``heads-outer``
+    and ``forward``, where every program streams the same rows."""
+    return ({"dkdv_order": CAUSAL_DKDV_ORDER, "dq_tile_order": CAUSAL_DQ_TILE_ORDER} if causal
+            else {"dkdv_order": "heads-outer", "dq_tile_order": "forward"})
 
 
 def dkdv_order_for(group: int, group_splits: int, seqlen_q: int, head_dim: int, width: int, l2_bytes: int) -> str:
@@ -699,8 +706,7 @@ def dkdv_order_for(group: int, group_splits: int, seqlen_q: int, head_dim: int, 
 #: against it on HEAD_DIM 128 and causal 64 in round 2 (slower at 1k causal) and stays off: the
 #: L2 model has no estimate of the fused launch yet.
 GPU_BACKWARD: dict[tuple[int, bool], BackwardConfig] = {
-    k: replace(c, group_splits=0, tma=True, mask_split=k[1], dkdv_order=CAUSAL_DKDV_ORDER if k[1] else "heads-outer",
-               dq_tile_order=CAUSAL_DQ_TILE_ORDER if k[1] else "forward")
+    k: replace(c, group_splits=0, tma=True, mask_split=k[1], **_mask_orders(k[1]))
     for k, c in {
     (64, False): BackwardConfig(block_m=32, block_n=128, num_warps=4, num_stages=4,
                                 dq_block_m=128, dq_block_n=64, dq_num_warps=8, dq_num_stages=3),
@@ -721,5 +727,4 @@ GPU_BACKWARD_FP32: dict[tuple[int, bool], BackwardConfig] = {
     (256, causal): replace(BackwardConfig(block_m=16, block_n=64, num_warps=8, num_stages=1, dq_block_m=64,
                                           dq_block_n=16, dq_num_warps=8, dq_num_stages=1),
                            group_splits=0, tma=True, mask_split=causal,
-                           dkdv_order=CAUSAL_DKDV_ORDER if causal else "heads-outer",
-                           dq_tile_order=CAUSAL_DQ_TILE_ORDER if causal else "forward") for causal in (False, True)}
+                           **_mask_orders(causal)) for causal in (False, True)}

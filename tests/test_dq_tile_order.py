@@ -84,7 +84,7 @@ def test_worksheet_names_a_reverse_order():
 def _tile_probe(OUT, REVERSE: tl.constexpr):
     """Writes the query tile the dQ kernels give program pid."""
     pid = tl.program_id(0)
-    tl.store(OUT + pid, _dq_tile(pid, REVERSE))
+    tl.store(OUT + pid, _dq_tile(pid, tl.num_programs(0), REVERSE))
 
 
 @pytest.mark.interpreter

@@ -329,8 +329,11 @@ class Tiling:
         if self.bwd_dkdv_order not in DKDV_ORDERS:
             raise IomodelError(f"bwd_dkdv_order must be one of {', '.join(DKDV_ORDERS)}, got {self.bwd_dkdv_order!r}: "
                                "pick one of them")
-        if self.dq_tile_order not in ("forward", "reverse"):  # iomodel.schedule.launch.TILE_ORDERS
-            raise IomodelError(f"dq_tile_order must be forward or reverse, got {self.dq_tile_order!r}: pick one of them")
+        from iomodel.schedule.launch import TILE_ORDERS  # here: the schedule package imports this module
+
+        if self.dq_tile_order not in TILE_ORDERS:
+            raise IomodelError(f"dq_tile_order must be {' or '.join(TILE_ORDERS)}, got {self.dq_tile_order!r}: "
+                               "pick one of them")
         if self.fused_combine not in (True, False):
             raise IomodelError(f"fused_combine must be True or False, got {self.fused_combine!r}: pass a bool")
 

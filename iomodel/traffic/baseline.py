@@ -246,13 +246,10 @@ def baseline_model(
                 row(t, step, skv, dt, s, E_k, wb=E_k * s)
 
     # ---------------- allocations (resident in HBM at the peak step) ----------------
-    fwd = _forward_peak(sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa, upcast, causal, window,
-                        empty_rows, dropout, with_lse, B * H * N_q, N_q)
-    if spec.backward:
-        alloc = fwd[:4] + _backward_peak(fwd, sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa,
-                                         upcast, causal, empty_rows, dropout, with_lse, B * H * N_q)
-    else:
-        alloc = fwd
+    live = _Live(sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, B * H * N_q, N_q, gqa, upcast, causal,
+                 window, empty_rows, dropout, with_lse)
+    fwd = _forward_peak(live)
+    alloc = fwd[:4] + _backward_peak(fwd, live) if spec.backward else fwd
 
     # FLOPs actually executed by the matmuls: the eager chain computes all N_q·N_k scores
     # whatever the mask (2 matmuls forward, 4 backward: dP, dV, dQ, dK; no recomputation).
@@ -343,11 +340,44 @@ def eager_launches(spec: LayerSpec, **options: Any) -> list[Launch]:
 __all__ = ["baseline_model", "eager_launches", "Launch", "MASK_WIDTH", "FP32_WIDTH"]
 
 
-def _forward_peak(sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa, upcast, causal, window,
-                  empty_rows, dropout, with_lse, E_l, N_q) -> list[Allocation]:
+@dataclass(frozen=True)
+class _Live:
+    """What the eager chain's live sets depend on: the shape labels, dtype names and widths (bytes), the element
+    counts of Q-, K-, repeated-K-, score-, mask- and LSE-sized tensors (sympy), N_q, and the chain's switches."""
+
+    sq: str
+    skv: str
+    skr: str
+    sS: str
+    sm: str
+    dt: str
+    s: Any
+    sname: str
+    w: Any
+    E_q: Any
+    E_k: Any
+    E_kr: Any
+    E_S: Any
+    E_m: Any
+    E_l: Any
+    N_q: Any
+    gqa: bool
+    upcast: bool
+    causal: bool
+    window: bool
+    empty_rows: bool
+    dropout: bool
+    with_lse: bool
+
+
+def _forward_peak(L: _Live) -> list[Allocation]:
     """The forward's live tensors at its peak (bytes), Q, K, V and O first: the GQA copies, the upcast copies, two
     score-sized tensors (S and P during softmax; where ``P.masked_fill`` copies P for rows that see no key, the
     larger of S, P and that copy, and S, P and O at P·V), the masks, the dropout keep-mask and the LSE."""
+    sq, skv, skr, sS, sm, dt, s, sname, w = L.sq, L.skv, L.skr, L.sS, L.sm, L.dt, L.s, L.sname, L.w
+    E_q, E_k, E_kr, E_S, E_m, E_l = L.E_q, L.E_k, L.E_kr, L.E_S, L.E_m, L.E_l
+    gqa, upcast, causal, window, empty_rows, dropout, with_lse = (L.gqa, L.upcast, L.causal, L.window, L.empty_rows,
+                                                                  L.dropout, L.with_lse)
     alloc = [
         Allocation("Q", sq, dt, E_q * s, "input"),
         Allocation("K", skv, dt, E_k * s, "input"),
@@ -377,7 +407,7 @@ def _forward_peak(sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_
         alloc.append(Allocation("mask, ~mask", sm, "bool", 2 * E_m * MASK_WIDTH,
                                 ("window" if window else "causal") + " mask and its inverse"))
     if empty_rows and window:
-        alloc.append(Allocation("empty", "(N_q, 1)", "bool", N_q * MASK_WIDTH, "the rows that see no key"))
+        alloc.append(Allocation("empty", "(N_q, 1)", "bool", L.N_q * MASK_WIDTH, "the rows that see no key"))
     if dropout:
         alloc.append(Allocation("dropout_mask", sS, "bool", E_S * MASK_WIDTH, "saved for backward"))
     if with_lse:
@@ -385,8 +415,7 @@ def _forward_peak(sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_
     return alloc
 
 
-def _backward_peak(fwd, sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E_S, E_m, gqa, upcast, causal,
-                   empty_rows, dropout, with_lse, E_l) -> list[Allocation]:
+def _backward_peak(fwd: list[Allocation], L: _Live) -> list[Allocation]:
     """The training step's live tensors at its peak beyond Q, K, V and O, in bytes: the tensors live while CUDA's
     ``_softmax_backward_data`` writes dS, plus one row for another step's excess (0 unless the forward's peak,
     ``fwd``, or the P·V backward's, with fewer score-sized tensors but V's copy, is larger).
@@ -399,6 +428,9 @@ def _backward_peak(fwd, sq, skv, skr, sS, sm, dt, s, sname, w, E_q, E_k, E_kr, E
     the empty-row marks are freed by then. Measured on the H200 (receipts/eager-peak-h200-2026-12-05.json,
     ``benchmarks/gpu_eager_peak.py``): MHA and GQA, causal and not, to the byte. Extra elementwise passes
     (``extra_score_passes``) are assumed to save nothing."""
+    sq, skv, skr, sS, sm, dt, s, sname, w = L.sq, L.skv, L.skr, L.sS, L.sm, L.dt, L.s, L.sname, L.w
+    E_q, E_k, E_kr, E_S, E_m, E_l = L.E_q, L.E_k, L.E_kr, L.E_S, L.E_m, L.E_l
+    gqa, upcast, causal, empty_rows, dropout, with_lse = L.gqa, L.upcast, L.causal, L.empty_rows, L.dropout, L.with_lse
     dv_name, dv_shape, dv_dtype, dv_bytes = (("dV32", skr, sname, E_kr * w) if upcast else
                                              ("dV_rep", skr, dt, E_kr * s) if gqa else ("dV", skv, dt, E_k * s))
     live = [Allocation("dO", sq, dt, E_q * s, "input of the backward")]
