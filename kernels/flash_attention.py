@@ -98,7 +98,18 @@ USE_GLUON = os.environ.get("IOMODEL_GLUON", "1").strip().lower() not in ("0", "f
 LOG2E = 1.4426950408889634  # 1 / ln 2: scores are kept in log2 units so exp2 can be used
 LN2 = 0.6931471805599453
 
-__all__ = ["INTERPRET", "KernelConfig", "flash_attention", "flash_attention_varlen", "kernel_path"]
+__all__ = ["INTERPRET", "KernelConfig", "flash_attention", "flash_attention_backward", "flash_attention_varlen",
+           "kernel_path"]
+
+
+def __getattr__(name: str) -> Any:
+    """``flash_attention_backward`` is :func:`kernels.backward.flash_attention_backward`, the name issue 11 gives it
+    here; imported on first use (``kernels.backward`` imports this module)."""
+    if name == "flash_attention_backward":
+        from kernels.backward import flash_attention_backward
+
+        return flash_attention_backward
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ====================================================================================

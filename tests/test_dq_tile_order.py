@@ -17,6 +17,8 @@ from iomodel.errors import IomodelError
 from iomodel.schedule.grid import dq_waves
 from iomodel.spec import LayerSpec, Tiling
 
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim:DeprecationWarning")  # the interpreter's
+
 
 def test_bad_orders_are_refused():
     with pytest.raises(IomodelError, match="dq_tile_order must be forward or reverse, got 'backwards'"):

@@ -246,3 +246,12 @@ def test_backward_through_forced_decode_path_is_refused():
     q, k, v, _ = _make(1, 2, 1, 4, 30, 32, torch.float32, seed=5)
     with pytest.raises(IomodelError, match="split-KV decode path has no backward: use path='prefill'"):
         flash_attention(q.requires_grad_(True), k, v, path="decode-split-kv")
+
+
+def test_backward_under_the_issue_name():
+    """Issue 11 names the functional backward ``kernels.flash_attention.flash_attention_backward``: the same function
+    as ``kernels.backward.flash_attention_backward`` (a lazy attribute: that module imports this one)."""
+    import kernels.backward as bw
+    from kernels.flash_attention import flash_attention_backward
+
+    assert flash_attention_backward is bw.flash_attention_backward
