@@ -188,7 +188,14 @@ def speed(best: dict, quick: bool) -> list[dict]:
         orig = bw.backward_config
         bw.backward_config = lambda *a, **k: cfg  # the tuned tiles for this (d, causal)
         fns = {"tiled": ours, **{n: sdpa_step(n, q, k, v, do, causal) for n in ("sdpa-flash", "sdpa-cudnn")}}
-        row = dict(B=B, H=H, N=N, d=d, causal=causal, flops=flops, config=cfg.to_dict())
+        o, lse = flash_attention(q.detach(), k.detach(), v.detach(), causal)
+        ran = bw.flash_attention_backward(do, q.detach(), k.detach(), v.detach(), o, lse, causal, config=cfg,
+                                          return_config=True)[3]
+        if cfg.dkdv_kernel == "gluon":  # the same step with each dK/dV kernel, config given: side by side
+            for kernel in ("gluon", "triton"):
+                fns[f"tiled-{kernel}-dkdv"] = bundled_step(q, k, v, do, causal,
+                                                           dataclasses.replace(cfg, dkdv_kernel=kernel))
+        row = dict(B=B, H=H, N=N, d=d, causal=causal, flops=flops, config=cfg.to_dict(), ran=ran.to_dict())
         peak = extra_peak_bytes(fns, row)
         samples = do_bench_interleaved(fns, rounds=2 if quick else 3, warmup_ms=10, rep_ms=50)
         bw.backward_config = orig
@@ -198,6 +205,8 @@ def speed(best: dict, quick: bool) -> list[dict]:
         for ref in ("sdpa-flash", "sdpa-cudnn"):
             if ref in med:
                 row[f"ratio_vs_{ref}"] = med[ref] / med["tiled"]
+        if "tiled-triton-dkdv" in med and "tiled-gluon-dkdv" in med:
+            row["ratio_gluon_vs_triton_dkdv"] = med["tiled-triton-dkdv"] / med["tiled-gluon-dkdv"]
         print("speed", {k: row[k] for k in ("N", "d", "causal")}, {n: round(x, 1) for n, x in row["tflops"].items()},
               {k: round(v, 3) for k, v in row.items() if k.startswith("ratio")},
               {n: round(b / 2**20) for n, b in peak.items()}, flush=True)

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import TMA_SM_MAJOR, kernel_refusal, tma_refusal
+from iomodel.schedule.capabilities import TMA_SM_MAJOR, gluon_dkdv_refusal, kernel_refusal, tma_refusal
 from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, PREPROCESS_NUM_WARPS, dkdv_reduce_num_warps
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
@@ -705,7 +705,7 @@ class _BwdPlan:
     and the ``_Launch`` of each kernel, in launch order; ``ran`` the config that runs
     (:func:`flash_attention_backward`'s ``return_config``)."""
 
-    __slots__ = ("q_shape", "kv_shape", "dtype", "part_shape", "atomic", "tma", "fused", "preprocess",
+    __slots__ = ("q_shape", "kv_shape", "dtype", "part_shape", "atomic", "tma", "fused", "gluon", "preprocess",
                  "dkdv", "reduce", "dq", "ran", "sm_scale")
 
     def launch(self, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
@@ -722,7 +722,10 @@ class _BwdPlan:
         else:
             dk_out, dv_out = dk, dv
         scale = self.sm_scale
-        if self.tma:  # the launches make (or reuse) the descriptors of q, k, v, dO in their boxes
+        if self.gluon:  # descriptors of q, k, v, dO and of dK, dV (S > 1: k and v stand in; fp32 partials by pointer)
+            split = self.part_shape is not None
+            self.dkdv(q, k, v, do, k if split else dk, v if split else dv, lse, delta, dk_out, dv_out, scale)
+        elif self.tma:  # the launches make (or reuse) the descriptors of q, k, v, dO in their boxes
             if self.fused:  # dK/dV boxes (BLOCK_M, BLOCK_N), then the dQ programs' (DQ_BLOCK_M, DQ_BLOCK_N)
                 self.dkdv(q, k, v, do, q, k, v, do, lse, delta, dk_out, dv_out, dq, scale)
             else:
@@ -753,12 +756,15 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     _check_grad_tensors(do, o, lse, q)
     check_causal(causal)
     if config is None:
-        config = backward_config(shape.head_dim, shape.dtype, causal, interpreter=INTERPRET)
+        config = backward_config(shape.head_dim, shape.dtype, causal, interpreter=INTERPRET,
+                                 sm_major=None if INTERPRET else torch.cuda.get_device_capability(q.device)[0])
     elif not isinstance(config, BackwardConfig):
         raise IomodelError(f"config must be a kernels.heuristics.BackwardConfig, got {type(config).__name__}: build one")
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
     band = window_argument(window, causal, N_q, N_k)
+    if config.dkdv_kernel == "gluon" and _gluon_dkdv_reason(q, k, v, do, shape, config, band is not None) is not None:
+        config = replace(config, dkdv_kernel="triton")  # the Triton launch with the config's tiles (return_config says so)
     # group_splits S fixed for this launch, dkdv_order as it runs (heads-outer for MHA and windows)
     config = config.resolve(B, H_kv, shape.group, N_k, _num_sms(q.device), windowed=band is not None,
                             seqlen_q=N_q, head_dim=d, width=q.element_size(), l2_bytes=_l2_bytes(q.device))
@@ -788,6 +794,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
     fused = tma and config.fused_launch
     plan.tma, plan.fused = tma, fused
+    plan.gluon = config.dkdv_kernel == "gluon"  # resolve() kept it only where it runs: tma on, no window
     dkdv_flags = {"SPLIT": True, "SPLITS": S} if S > 1 else {}  # the dK/dV launch's group split and loop order
     if config.dkdv_order == "tiles-descending":  # resolve() left it only where a GQA program loops over heads
         dkdv_flags["DESCEND"] = True
@@ -805,6 +812,20 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
                  **dq_flags),
             dict(num_warps=config.num_warps, num_stages=max(config.num_stages, config.dq_num_stages)),
             boxes=(*_boxes(config.block_m, config.block_n, d), *_boxes(config.dq_block_m, config.dq_block_n, d)))
+    elif plan.gluon:
+        from kernels import gluon_attention as ga
+        from kernels import gluon_backward as gb
+
+        part4 = part_str[:3]
+        plan.dkdv = _Launch(
+            gb._bwd_dkdv_gluon, (t_c, B * H_kv, S),
+            dict(stride_dkz=part4[0], stride_dkh=part4[1], stride_dkn=part4[2], stride_dvz=part4[0],
+                 stride_dvh=part4[1], stride_dvn=part4[2], H=H, H_KV=H_kv, G=shape.group, N_Q=N_q, N_K=N_k,
+                 CAUSAL_OFF=off, SPLITS=S, HEAD_DIM=d, BLOCK_M=config.block_m, NUM_STAGES=config.num_stages,
+                 CAUSAL=causal, SPLIT=S > 1, DESCEND=config.dkdv_order == "tiles-descending", GQA=gqa,
+                 MASK_Q=N_q % config.block_m != 0, NO_KEY_ROWS=bool(causal) and off < 0,
+                 CONSUMER_REGS=gb.CONSUMER_REGS, PRODUCER_REGS=gb.PRODUCER_REGS, PRODUCER_WARPS=gb.PRODUCER_WARPS),
+            dict(num_warps=4), True, gb.descriptor_boxes(d, config.block_m), ga.gluon_descriptor)
     elif tma:
         plan.dkdv = _launch_of(
             _bwd_dkdv_tma, (t_c, B * H_kv, S), 9,
@@ -844,9 +865,26 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
             (*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq_str, H, shape.group, N_q, N_k, off),
             dict(**win, BLOCK_M=config.dq_block_m, BLOCK_N=config.dq_block_n, **common, **dq_flags),
             dict(num_warps=config.dq_num_warps, num_stages=config.dq_num_stages))
-    ran_split = config.mask_split and tma and causal and shape.group == 1  # the TMA dK/dV splits causal MHA only
+    ran_split = config.mask_split and tma and causal and shape.group == 1 and not plan.gluon  # Triton's TMA dK/dV, causal MHA
     plan.ran = replace(config, tma=tma, mask_split=ran_split, fused_launch=fused)
     return plan
+
+
+def _gluon_dkdv_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, shape: Any,
+                       config: BackwardConfig, windowed: bool) -> str | None:
+    """Why the Gluon dK/dV launch (``kernels/gluon_backward.py``) cannot run these inputs here, or None:
+    :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` for this device and these tensors, the
+    ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect (``kernels.flash_attention``)."""
+    from kernels.flash_attention import USE_GLUON, _gluon_import_error
+
+    sm_major = None if INTERPRET else torch.cuda.get_device_capability(q.device)[0]
+    reason = gluon_dkdv_refusal(shape.dtype, shape.head_dim, config.tma and _tma_ok(q, k, v, do), windowed, sm_major,
+                                config.atomic_dq, config.fused_launch)
+    if reason is None and not USE_GLUON:
+        reason = "IOMODEL_GLUON is off"
+    if reason is None and _gluon_import_error() is not None:
+        reason = f"Triton's Gluon dialect does not import ({_gluon_import_error()})"
+    return reason
 
 
 class FlashAttentionFunction(torch.autograd.Function):

@@ -284,6 +284,47 @@ def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 9
     return compile_report("_attn_fwd_gluon", cfg, build, arch)
 
 
+def compile_gluon_dkdv(dtype: str, causal: bool, group: int = 1, split: bool = False, descend: bool = False,
+                       arch: int = 90) -> CompileReport:
+    """Compile the Gluon dK/dV launch (``kernels/gluon_backward.py``, ``BackwardConfig.dkdv_kernel = "gluon"``) in
+    its one configuration (``heuristics.GLUON_DKDV_TILES``, HEAD_DIM 128) for ``sm_<arch>``, nothing launched:
+    q ``(2, 2·group, 1000, 128)``, k and v ``(2, 2, 1000, 128)`` (ragged lengths; ``group`` > 1 compiles the loop
+    over the group's heads, ``split`` the fp32-partials store, ``descend`` the tiles-descending order).
+
+    Returns:
+        A :class:`CompileReport` (shared memory in bytes, registers per thread, spill bytes, warpgroup-MMA and
+        TMA counts); ``ok`` False with one error line (never raised) when Triton lacks Gluon or the compile fails.
+    """
+    import torch
+
+    from kernels import gluon_attention as ga
+    from kernels import gluon_backward as gb
+    from kernels import heuristics as hx
+
+    t = hx.GLUON_DKDV_TILES
+    d = 128
+    cfg = dict(kernel="gluon-dkdv", head_dim=d, dtype=dtype, causal=causal, group=group, split=split,
+               descend=descend, block_m=t.block_m, block_n=t.block_n, num_stages=t.num_stages)
+    if ga.GLUON_IMPORT_ERROR is not None:
+        return CompileReport("_bwd_dkdv_gluon", cfg, False, error=ga.GLUON_IMPORT_ERROR[:300])
+    B, H_kv, N = 2, 2, 1000
+
+    def build() -> Any:
+        dt = torch_dtype(dtype)
+        q = torch.empty(B, H_kv * group, N, d, dtype=dt)
+        k = torch.empty(B, H_kv, N, d, dtype=dt)
+        descs = [ga.gluon_descriptor(x, box) for x, box in zip((q, k, k, q, k, k), gb.descriptor_boxes(d, t.block_m))]
+        lse = torch.empty(B, H_kv * group, N)
+        out = torch.empty(B, H_kv * (2 if split else 1), N, d, dtype=torch.float32 if split else dt)
+        return gb._bwd_dkdv_gluon.warmup(
+            *descs, lse, lse, out, out, 0.125, *out.stride()[:3], *out.stride()[:3], H_kv * group, H_kv, group, N, N,
+            0, 2 if split else 1, HEAD_DIM=d, BLOCK_M=t.block_m, NUM_STAGES=t.num_stages, CAUSAL=causal, SPLIT=split,
+            DESCEND=descend, GQA=group > 1, MASK_Q=True, NO_KEY_ROWS=False, CONSUMER_REGS=gb.CONSUMER_REGS, PRODUCER_REGS=gb.PRODUCER_REGS,
+            PRODUCER_WARPS=gb.PRODUCER_WARPS, num_warps=4, grid=(1,))
+
+    return compile_report("_bwd_dkdv_gluon", cfg, build, arch)
+
+
 def compile_decode(head_dim: int = 128, dtype: str = "bf16", group: int = 4, seqlen_q: int = 1, block_n: int = 64,
                    num_warps: int = 4, num_stages: int = 3, split: bool = True, arch: int = 90,
                    window: bool = False, page_size: int | None = None, fused: bool = True) -> list[CompileReport]:
@@ -487,6 +528,11 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
                     reports += compile_backward_tma(d, "bf16", causal, max(group, 1), c.block_m, c.block_n,
                                                     c.num_warps, c.num_stages, c.dq_block_m, c.dq_block_n,
                                                     c.dq_num_warps, c.dq_num_stages, arch, mask_split=c.mask_split)
+        if arch == 90:  # the backward's Gluon dK/dV launch (Hopper only): MHA; GQA with the split and descending order
+            reports.append(compile_gluon_dkdv("bf16", True, arch=arch))
+            if not quick:
+                reports.append(compile_gluon_dkdv("bf16", False, arch=arch))
+                reports.append(compile_gluon_dkdv("fp16", True, 4, True, True, arch=arch))
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, window=True)[:1]
         for page_size in ((16,) if quick else (16, 256)):  # the paged variant: BLOCK_N 16 and 64
             reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch, page_size=page_size)[:1]
@@ -514,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["CompileReport", "compile_backward", "compile_backward_tma", "compile_decode", "compile_gluon_prefill",
+__all__ = ["CompileReport", "compile_backward", "compile_backward_tma", "compile_decode", "compile_gluon_dkdv",
+           "compile_gluon_prefill",
            "compile_prefill", "local_memory_sites", "run"]
 
 

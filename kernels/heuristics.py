@@ -42,6 +42,7 @@ from iomodel.schedule.tiles import (
     program_sram_bytes,
 )
 from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import DKDV_KERNELS
 from iomodel.schedule.launch import TILE_ORDERS as _SCHEDULE_TILE_ORDERS
 from iomodel.spec import Tiling, cdiv, dtype_width
 from iomodel.spec.hardware import H200
@@ -482,6 +483,12 @@ class BackwardConfig:
     ``return_config`` reports it). ``dq_tile_order``: the dQ kernel's query tiles of a head first to
     last (``forward``, program i takes tile i) or from the last one down (``reverse``: the longest
     causal tile first; :data:`CAUSAL_DQ_TILE_ORDER` for causal steps); the same programs and bytes.
+    ``dkdv_kernel``: the dK/dV launch's kernel, ``triton`` (``_bwd_dkdv`` / ``_bwd_dkdv_tma`` with these
+    tiles) or ``gluon`` (``kernels/gluon_backward.py``: the same grid, loop order and bytes in its own
+    tiles, :data:`GLUON_DKDV_TILES`, which :meth:`resolve` puts in place of ``block_m``, ``block_n``,
+    ``num_warps`` and ``num_stages``); ``gluon`` applies where
+    :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` finds nothing (the launcher turns it to
+    ``triton`` elsewhere, and ``return_config`` says which ran).
     """
 
     # tile defaults: the one home of the backward tiles is iomodel.spec.Tiling (the traffic model's input)
@@ -501,6 +508,7 @@ class BackwardConfig:
     fused_launch: bool = False  # TMA: dK/dV and dQ programs in one launch (needs num_warps == dq_num_warps)
     dkdv_order: str = "heads-outer"  # dK/dV GQA loop over (query tile, head) pairs: DKDV_ORDERS, or "auto"
     dq_tile_order: str = "forward"  # dQ kernel: query tiles of a head from the first (forward) or the last (reverse)
+    dkdv_kernel: str = "triton"  # dK/dV launch: "triton", or "gluon" (sm_90, HEAD_DIM 128: GLUON_DKDV_TILES)
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -536,6 +544,9 @@ class BackwardConfig:
         if self.dq_tile_order not in TILE_ORDERS:
             raise IomodelError(f"BackwardConfig.dq_tile_order must be one of {', '.join(TILE_ORDERS)}, got "
                                f"{self.dq_tile_order!r}: pick one of them")
+        if self.dkdv_kernel not in DKDV_KERNELS:
+            raise IomodelError(f"BackwardConfig.dkdv_kernel must be one of {', '.join(DKDV_KERNELS)}, got "
+                               f"{self.dkdv_kernel!r}: pick one of them")
         for name in ("atomic_dq", "tma", "mask_split", "fused_launch"):
             if not isinstance(getattr(self, name), bool):
                 raise IomodelError(f"BackwardConfig.{name} must be True or False, got {getattr(self, name)!r}: pass a bool")
@@ -543,6 +554,11 @@ class BackwardConfig:
             raise IomodelError(f"fused_launch runs the dK/dV and dQ programs in one launch, so num_warps "
                                f"({self.num_warps}) must equal dq_num_warps ({self.dq_num_warps}): set them equal "
                                "or pass fused_launch=False")
+        cfg = self
+        if cfg.dkdv_kernel == "gluon":  # the Gluon launch's own tiles; a window runs the Triton pointer kernels
+            cfg = (replace(cfg, dkdv_kernel="triton") if windowed else
+                   replace(cfg, block_m=GLUON_DKDV_TILES.block_m, block_n=GLUON_DKDV_TILES.block_n,
+                           num_warps=GLUON_DKDV_TILES.num_warps, num_stages=GLUON_DKDV_TILES.num_stages))
         S = self.group_splits
         if isinstance(S, bool) or not isinstance(S, int) or S < 0:
             raise IomodelError(f"group_splits must be a whole number 0..G (0 chooses), got {S!r}: pass e.g. 0 or 1")
@@ -550,14 +566,14 @@ class BackwardConfig:
             raise IomodelError(f"group_splits={S} exceeds the GQA group H/H_kv={group} (a slice would hold no "
                                f"query head): use 1..{group}, or 0 to choose")
         if S == 0:
-            S = dkdv_group_splits(cdiv(seqlen_k, self.block_n) * batch * kv_heads, num_sms, group)
+            S = dkdv_group_splits(cdiv(seqlen_k, cfg.block_n) * batch * kv_heads, num_sms, group)
         order = self.dkdv_order if group > 1 and not windowed else "heads-outer"
         if order == "auto":
             if None in (seqlen_q, head_dim, width, l2_bytes):
                 raise IomodelError("dkdv_order='auto' is chosen per launch: pass seqlen_q, head_dim, width and "
                                    "l2_bytes to BackwardConfig.resolve, or set heads-outer or tiles-descending")
             order = dkdv_order_for(group, S, seqlen_q, head_dim, width, l2_bytes)
-        return replace(self, group_splits=S, dkdv_order=order)
+        return replace(cfg, group_splits=S, dkdv_order=order)
 
     def tiling(self, base: Tiling | None = None) -> Tiling:
         """These tiles as the traffic model's :class:`iomodel.spec.Tiling` (its backward
@@ -616,7 +632,8 @@ def dkdv_group_splits(programs: int, num_sms: int, group: int) -> int:
     return min(group, cdiv(DKDV_MIN_PROGRAMS_PER_SM * num_sms, programs))
 
 
-def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool = False) -> BackwardConfig:
+def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool = False,
+                    sm_major: int | None = 9) -> BackwardConfig:
     """The backward tiles: the interpreter's small tiles on a CPU, else the GPU tiles of
     :data:`GPU_BACKWARD` for the padded HEAD_DIM (chosen by measurement on the H200:
     ``benchmarks/gpu_backward_tune.py``, receipts under ``receipts/``). Units: elements.
@@ -626,15 +643,50 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
     The interpreter's tiles fix ``group_splits`` = 1 (tests force S > 1 through the config);
     the GPU tiles choose it at launch (``group_splits`` 0, :meth:`BackwardConfig.resolve`).
     Causal steps (GPU and interpreter) run the dK/dV order :data:`CAUSAL_DKDV_ORDER` and the dQ
-    tiles longest first (:data:`CAUSAL_DQ_TILE_ORDER`).
+    tiles longest first (:data:`CAUSAL_DQ_TILE_ORDER`). On a GPU of compute capability major
+    ``sm_major`` (9: Hopper, the default; ``Hardware.compute_capability[0]``) the dK/dV launch is the
+    Gluon kernel (``dkdv_kernel="gluon"``, :data:`GLUON_DKDV_TILES` once resolved) wherever
+    :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` allows it for this dtype and HEAD_DIM
+    (contiguous tensors assumed; the launcher checks the real ones).
     """
+    from iomodel.schedule.capabilities import gluon_dkdv_refusal
+
     if interpreter:
         return replace(INTERPRETER_BACKWARD, **_mask_orders(causal))
     d = max(64, head_dim_padded(head_dim))  # HEAD_DIM 16..64 run the 64 tiles
     key = (min(k for k, _ in GPU_BACKWARD if k >= d), bool(causal))
     if dtype == "fp32" and key in GPU_BACKWARD_FP32:
         return GPU_BACKWARD_FP32[key]
+    if gluon_dkdv_refusal(dtype, head_dim, sm_major=sm_major) is None:
+        return replace(GPU_BACKWARD[key], dkdv_kernel="gluon")
     return GPU_BACKWARD[key]
+
+#: The one configuration of the Gluon dK/dV launch (``BackwardConfig.dkdv_kernel = "gluon"``,
+#: ``kernels/gluon_backward.py``): BLOCK_N = 128 keys per program (two consumer warpgroups of 64),
+#: BLOCK_M = 64 query rows per step in a ring of 2 stages, 12 warps (4 + 4 + the producer's warp padded to 4).
+#: The tiles of benchmarks/gpu_gluon_bwd_probe.py's faster variant (receipts/gluon-bwd-probe-h200-2026-12-05.json,
+#: calibration).
+GLUON_DKDV_TILES = BackwardConfig(block_m=64, block_n=128, num_warps=12, num_stages=2)
+
+
+def layer_backward_config(spec: Any, hardware: Any) -> BackwardConfig:
+    """The backward launch the launcher resolves for ``spec`` on ``hardware`` (contiguous tensors assumed): the
+    tiles of :func:`backward_config` for the hardware's compute capability, resolved
+    (:meth:`BackwardConfig.resolve`: ``group_splits`` for its SMs, ``dkdv_order`` for its L2, the Gluon
+    dK/dV launch's tiles where it runs). The one place the worksheet and the L2-aware estimate take the
+    backward's launch from.
+
+    Args:
+        spec: an ``iomodel.spec.LayerSpec`` (HEAD_DIM, dtype, causal, batch, heads, lengths, band).
+        hardware: an ``iomodel.spec.hardware.Hardware`` (compute capability, SMs, L2 bytes).
+
+    Raises:
+        IomodelError: from :meth:`BackwardConfig.resolve`.
+    """
+    return backward_config(spec.head_dim, spec.dtype, spec.causal, sm_major=hardware.compute_capability[0]).resolve(
+        spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, hardware.num_sms, spec.band is not None,
+        seqlen_q=spec.seqlen_q, head_dim=spec.head_dim, width=spec.width, l2_bytes=hardware.l2_bytes)
+
 
 #: The dK/dV GQA loop order of causal steps (``BackwardConfig.dkdv_order``; non-causal steps keep
 #: ``heads-outer``, under which every program already starts at query tile 0): ``auto``, chosen per

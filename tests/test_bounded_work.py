@@ -111,11 +111,15 @@ def test_on_shorter_sequences_the_fast_evaluation_takes_more_rows():
 def test_a_training_steps_refusal_names_its_largest_grid_and_advice_it_can_follow():
     """A reviewer read "16,777,216 programs (per query head)" as a count per head: the refusal now names the kernel
     and its factors (the dK/dV kernel's grid counts a pass per query head), and at batch 1 it does not advise a
-    smaller batch."""
-    big = resolve_layer(seqlen=16384, batch=2048, passes="fwd+bwd")
+    smaller batch. HEAD_DIM 96 keeps the Triton dK/dV launch's 64-key tiles (at 128 the Gluon launch's 128 keys
+    halve its grid and the forward's is the largest)."""
+    big = resolve_layer(seqlen=16384, batch=2048, head_dim=96, passes="fwd+bwd")
     assert not_estimated(big.spec, big.tiling).startswith(
         "the training step's largest grid, the dK/dV kernel, a pass per query head, B·H·T_c = 2,048·32·256 = "
         "16,777,216 programs, is above 131,072")
+    gluon = resolve_layer(seqlen=16384, batch=2048, passes="fwd+bwd")
+    assert not_estimated(gluon.spec, gluon.tiling).startswith(
+        "the training step's largest grid, the forward B·H·T_r = 2,048·32·128 = 8,388,608 programs, is above 131,072")
     falcon = resolve_layer(heads=71, kv_heads=1, head_dim=64, dtype="bf16", seqlen=262144, passes="fwd+bwd")
     why = not_estimated(falcon.spec, falcon.tiling)
     assert why.startswith("the training step's largest grid, the dQ kernel B·H·T_r = 1·71·4,096 = 290,816 programs")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -274,7 +275,8 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
 def test_long_training_holdout_is_new_and_past_the_bound():
     """``sweeps/h200-long-train-holdout1.toml`` (committed before measurement, after the closed form): 7 causal
     training steps, the launcher's S = 1 and heads-outer order on the H200, 6 taking the closed form with its tiles
-    and 1 touch by touch, none in an earlier sweep."""
+    and 1 touch by touch, none in an earlier sweep. The tiles are the Triton dK/dV launch's, which the sweep measured
+    (2026-12-05, before the Gluon dK/dV launch became the HEAD_DIM 128 default)."""
     from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
     from iomodel.spec.hardware import get_hardware
     from kernels.heuristics import backward_config
@@ -294,9 +296,9 @@ def test_long_training_holdout_is_new_and_past_the_bound():
     for s in new:
         p = s.spec
         assert p.backward and p.causal and p.band is None
-        bc = backward_config(p.head_dim, p.dtype, True).resolve(p.batch, p.kv_heads, p.group, p.seqlen_k, hw.num_sms,
-                                                                seqlen_q=p.seqlen_q, head_dim=p.head_dim,
-                                                                width=p.width, l2_bytes=hw.l2_bytes)
+        measured = replace(backward_config(p.head_dim, p.dtype, True), dkdv_kernel="triton")  # as measured
+        bc = measured.resolve(p.batch, p.kv_heads, p.group, p.seqlen_k, hw.num_sms, seqlen_q=p.seqlen_q,
+                              head_dim=p.head_dim, width=p.width, l2_bytes=hw.l2_bytes)
         assert (bc.group_splits, bc.dkdv_order) == (1, "heads-outer")
         tiles = Tiling(bwd_block_m=bc.block_m, bwd_block_n=bc.block_n)
         past.append(dkdv_closed_form_applies(p, tiles, stream.dkdv_touches(p, tiles), closed_form_saturation(hw.l2_bytes)))

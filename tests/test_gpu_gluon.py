@@ -141,3 +141,84 @@ def test_gluon_forward_feeds_the_backward(fa):
     eo.backward(do)
     for ours, eager, ref in ((q.grad, qe.grad, rq), (k.grad, ke.grad, rk), (v.grad, ve.grad, rv)):
         assert (ours.double() - ref).abs().max() <= 2 * (eager.double() - ref).abs().max() + 1e-5
+
+
+# ----------------------------------------------------------------------------------
+# The backward's Gluon dK/dV launch (kernels/gluon_backward.py, BackwardConfig.dkdv_kernel = "gluon")
+# ----------------------------------------------------------------------------------
+# (B, H, H_kv, N_q, N_k, causal, align, S, dkdv_order): HEAD_DIM 128
+GLUON_DKDV = [
+    (2, 4, 4, 1024, 1024, False, "top-left", 1, "heads-outer"),  # whole tiles, MHA
+    (2, 4, 4, 1024, 1024, True, "top-left", 1, "heads-outer"),
+    (1, 8, 2, 1000, 1000, True, "top-left", 1, "heads-outer"),  # GQA, ragged tails
+    (1, 8, 2, 1000, 1000, True, "top-left", 1, "tiles-descending"),
+    (1, 8, 2, 777, 777, True, "bottom-right", 4, "tiles-descending"),  # S = 4: fp32 partials, reduced
+    (1, 8, 1, 300, 700, False, "top-left", 3, "heads-outer"),  # MQA, S = 3 (uneven slices)
+    (2, 4, 1, 513, 257, True, "bottom-right", 1, "heads-outer"),  # 256 rows see no key
+    (1, 4, 4, 300, 700, True, "top-left", 1, "heads-outer"),  # keys no row sees: dk = dv = 0
+    (1, 2, 2, 65, 130, True, "bottom-right", 1, "heads-outer"),  # a key tile whose second half is past N_k
+    (1, 2, 2, 1, 200, False, "top-left", 1, "heads-outer"),  # one query row
+]
+
+
+@pytest.mark.parametrize("case", GLUON_DKDV, ids=lambda c: f"H{c[1]}/{c[2]}-{c[3]}x{c[4]}-{c[6] if c[5] else 'full'}"
+                                                           f"-S{c[7]}-{c[8]}")
+def test_gluon_dkdv_is_exact(fa, monkeypatch, case):
+    """dq, dk, dv with the Gluon dK/dV launch against fp64: max error <= 2 x the eager chain's + 1e-5 per tensor,
+    every element written (outputs and partials start as NaN), the launch reported as it ran."""
+    from dataclasses import replace
+
+    from kernels import backward as bw
+    from kernels import heuristics as hx
+    from kernels.baseline import eager_attention
+    from kernels.reference import reference_attention_backward
+
+    B, H, H_kv, N_q, N_k, causal, align, S, order = case
+    q, k, v = _make(B, H, H_kv, N_q, N_k, 128, "bf16", seed=7)
+    do = torch.randn_like(q)
+    o, lse = fa.flash_attention(q, k, v, causal, align)
+    monkeypatch.setattr(bw, "_alloc", lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev))
+    cfg = replace(hx.backward_config(128, "bf16", causal), group_splits=S, dkdv_order=order)
+    assert cfg.dkdv_kernel == "gluon"
+    dq, dk, dv, ran = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg, return_config=True)
+    t = hx.GLUON_DKDV_TILES
+    assert (ran.dkdv_kernel, ran.block_m, ran.block_n, ran.num_stages, ran.group_splits) == (
+        "gluon", t.block_m, t.block_n, t.num_stages, S)
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    eager = [torch.nan_to_num(g) for g in torch.autograd.grad(eager_attention(*leaves, causal, align), leaves, do)]
+    for name, ours, e, r in zip(("dq", "dk", "dv"), (dq, dk, dv), eager,
+                                reference_attention_backward(do, q, k, v, causal, align)):
+        assert not torch.isnan(ours).any(), name
+        assert (ours.double() - r).abs().max() <= 2 * (e.double() - r).abs().max() + 1e-5, name
+    again = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg)  # cached plan, direct launch
+    assert all(torch.equal(a, b) for a, b in zip(again, (dq, dk, dv)))
+
+
+def test_gluon_dkdv_is_the_default_at_head_dim_128_and_can_be_turned_off(fa, monkeypatch):
+    """The default backward at HEAD_DIM 128 (bf16, contiguous) runs the Gluon dK/dV launch in GLUON_DKDV_TILES;
+    with IOMODEL_GLUON off (``USE_GLUON``), at HEAD_DIM 64 and with tma=False it runs the Triton launch in
+    GPU_BACKWARD's tiles, and return_config says so."""
+    from dataclasses import replace
+
+    from kernels import backward as bw
+    from kernels import heuristics as hx
+
+    q, k, v = _make(1, 4, 4, 512, 512, 128, "bf16")
+    do = torch.randn_like(q)
+    o, lse = fa.flash_attention(q, k, v, True)
+    ran = bw.flash_attention_backward(do, q, k, v, o, lse, True, return_config=True)[3]
+    assert (ran.dkdv_kernel, ran.block_m, ran.block_n) == ("gluon", 64, 128)
+    triton_tiles = hx.GPU_BACKWARD[(128, True)]
+    off = bw.flash_attention_backward(do, q, k, v, o, lse, True, return_config=True,
+                                      config=replace(hx.backward_config(128, "bf16", True), tma=False))[3]
+    assert (off.dkdv_kernel, off.block_m, off.block_n) == ("triton", triton_tiles.block_m, triton_tiles.block_n)
+    monkeypatch.setattr(fa, "USE_GLUON", False)
+    q2 = q[:, :, :500].contiguous()  # another plan key (the switch is read when a plan is built)
+    o2, lse2 = fa.flash_attention(q2, k, v, True, "bottom-right")
+    ran = bw.flash_attention_backward(do[:, :, :500].contiguous(), q2, k, v, o2, lse2, True, "bottom-right",
+                                      return_config=True)[3]
+    assert (ran.dkdv_kernel, ran.block_m, ran.block_n) == ("triton", triton_tiles.block_m, triton_tiles.block_n)
+    q3, k3, v3 = _make(1, 4, 4, 512, 512, 64, "bf16")
+    o3, lse3 = fa.flash_attention(q3, k3, v3, True)
+    assert bw.flash_attention_backward(torch.randn_like(q3), q3, k3, v3, o3, lse3, True,
+                                       return_config=True)[3].dkdv_kernel == "triton"

@@ -177,7 +177,7 @@ def test_backward_tma_equals_pointer(fa, case):
     do = torch.randn_like(q)
     o, lse = fa.flash_attention(q, k, v, causal, align)
     base = replace(bw.backward_config(d, "bf16", causal), group_splits=S, tma=False, mask_split=False,
-                   fused_launch=False)
+                   fused_launch=False, dkdv_kernel="triton")  # Triton's launches (the Gluon one: test_gpu_gluon.py)
     w = base.num_warps
     # causal GQA: both dK/dV loop orders (tiles-descending is the default there)
     for order in ("heads-outer", "tiles-descending") if causal and H > H_kv else (base.dkdv_order,):
@@ -300,10 +300,10 @@ def test_tma_prefill_reuses_tensor_maps_and_equals_the_jit_launch(fa):
     _check(q, k, v, True, "top-left", *hit)
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_tma_backward_direct_launch_equals_the_jit_launch(fa, fused):
-    """The TMA backward (separate dK/dV and dQ launches, or the fused one) gives the same
-    gradients bit for bit through the JIT launch, the direct launch with cached tensor maps and
+@pytest.mark.parametrize("variant", ["separate", "fused", "gluon"])
+def test_tma_backward_direct_launch_equals_the_jit_launch(fa, variant):
+    """The TMA backward (separate dK/dV and dQ launches, the fused one, or the Gluon dK/dV launch) gives the
+    same gradients bit for bit through the JIT launch, the direct launch with cached tensor maps and
     the direct launch on new addresses."""
     from dataclasses import replace
 
@@ -314,14 +314,18 @@ def test_tma_backward_direct_launch_equals_the_jit_launch(fa, fused):
     do = torch.randn_like(q)
     o, lse = fa.flash_attention(q, k, v, True, "top-left")
     base = bw.backward_config(128, "bf16", True)
+    fused = variant == "fused"
     w = base.num_warps
-    cfg = replace(base, tma=True, fused_launch=fused,
+    cfg = replace(base, tma=True, fused_launch=fused, dkdv_kernel="gluon" if variant == "gluon" else "triton",
                   **(dict(dq_num_warps=w, dq_block_m=64 if w == 4 else 128) if fused else {}))
     first = bw.flash_attention_backward(do, q, k, v, o, lse, True, "top-left", config=cfg)
     second = bw.flash_attention_backward(do, q, k, v, o, lse, True, "top-left", config=cfg)
     moved = bw.flash_attention_backward(*(t.clone() for t in (do, q, k, v, o, lse)), True, "top-left", config=cfg)
-    plans = [p for p in fa._PLANS.values() if isinstance(p, bw._BwdPlan) and p.tma and p.fused is fused]
-    assert plans and all(p.dkdv.raw is not None and len(p.dkdv.tma_args) >= 2 for p in plans)
+    plans = [p for p in fa._PLANS.values() if isinstance(p, bw._BwdPlan) and p.tma and p.fused is fused
+             and p.gluon is (variant == "gluon")]
+    assert plans and all(len(p.dkdv.tma_args) >= 2 for p in plans)
+    if variant != "gluon":  # Triton's C launcher directly
+        assert all(p.dkdv.raw is not None for p in plans)
     for got in (second, moved):
         for name, a, b in zip(("dq", "dk", "dv"), got, first):
-            assert torch.equal(a, b), (fused, name)
+            assert torch.equal(a, b), (variant, name)

@@ -166,6 +166,14 @@ def test_holdout_repeats_no_earlier_training_shape(sweep, earlier):
     _assert_new_steps(sweep, earlier)
 
 
+def test_gluon_dkdv_holdout_repeats_no_step_of_any_earlier_sweep():
+    """The hold-out after the Gluon dK/dV launch (sweeps/h200-gluon-dkdv-holdout1.toml, 32 HEAD_DIM 128 steps)
+    repeats no step of any sweep committed before it, training or not."""
+    sweeps = Path(__file__).resolve().parents[1] / "sweeps"
+    earlier = sorted(p.stem for p in sweeps.glob("h200-*.toml") if p.stem != "h200-gluon-dkdv-holdout1")
+    _assert_new_steps("h200-gluon-dkdv-holdout1", tuple(earlier))
+
+
 def test_d256_holdout_repeats_no_earlier_training_shape():
     """The HEAD_DIM 256 hold-out (7 steps, after the spill-free 256 backward tiles) repeats none."""
     _assert_new_steps("h200-train-d256-holdout1", EARLIER_TRAINING + (

@@ -452,16 +452,15 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
 def dkdv_l2_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int = 4) -> L2Params:
     """The :class:`~iomodel.cache.params.L2Params` the training step's estimate gives its ``_bwd_dkdv`` kernel: the
     hardware's L2 and SMs, that kernel's programs per SM (:func:`training_programs_per_sm` with the bundled
-    backward's warps, ``kernels.heuristics.backward_config``), defaults otherwise (the benchmarks that evaluate the
+    backward's warps, ``kernels.heuristics.layer_backward_config``), defaults otherwise (the benchmarks that evaluate the
     kernel alone read it here).
 
     Raises:
         IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    from kernels.heuristics import backward_config
+    from kernels.heuristics import layer_backward_config
 
-    pps = training_programs_per_sm(spec, tiling, hardware, num_warps,
-                                   backward_config(spec.head_dim, spec.dtype, spec.causal))
+    pps = training_programs_per_sm(spec, tiling, hardware, num_warps, layer_backward_config(spec, hardware))
     return replace(L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"]), programs_per_sm=pps["_bwd_dkdv"])
 
 

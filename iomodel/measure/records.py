@@ -491,12 +491,14 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
     ``tile_order`` and ``grid_order`` names the kernel knows, ``fused_combine`` a boolean, and
     ``backward`` a mapping whose :data:`BACKWARD_COUNTS` are positive integers and whose
     ``dkdv_order`` (if any) is one of :data:`iomodel.spec.layer.DKDV_ORDERS`, ``dq_tile_order`` (if any) one of
-    :data:`iomodel.schedule.launch.TILE_ORDERS`.
+    :data:`iomodel.schedule.launch.TILE_ORDERS`, ``dkdv_kernel`` (if any) one of
+    :data:`iomodel.schedule.capabilities.DKDV_KERNELS`.
 
     Raises:
         IomodelError: a field of the wrong type or value, naming it.
     """
     from iomodel.schedule.launch import GRID_ORDERS, TILE_ORDERS, head_group_of
+    from iomodel.schedule.capabilities import DKDV_KERNELS
     from iomodel.spec.layer import DKDV_ORDERS
 
     if "tile_order" in config:
@@ -515,6 +517,8 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
             jv.choice(bwd["dkdv_order"], f"{where}: config.backward.dkdv_order", DKDV_ORDERS, fix=FIX)
         if "dq_tile_order" in bwd:
             jv.choice(bwd["dq_tile_order"], f"{where}: config.backward.dq_tile_order", TILE_ORDERS, fix=FIX)
+        if "dkdv_kernel" in bwd:  # absent: the Triton launch, the only one before 2026-12-05
+            jv.choice(bwd["dkdv_kernel"], f"{where}: config.backward.dkdv_kernel", DKDV_KERNELS, fix=FIX)
 
 
 def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tuple[int, int], ...] | None:

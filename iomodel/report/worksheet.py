@@ -139,12 +139,14 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
                       f"{', which flash_attention_varlen runs' if varlen else ''} (the bundled kernel's first "
                       "autotune candidate; the autotuner on the GPU may pick another)")
         if spec.backward:  # the backward kernels' GPU tiles for this HEAD_DIM and mask, S for this GPU's SMs
-            chosen = h.backward_config(spec.head_dim, spec.dtype, spec.causal)
-            bwd = chosen.resolve(
-                spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, hardware.num_sms, spec.band is not None,
-                seqlen_q=spec.seqlen_q, head_dim=spec.head_dim, width=spec.width, l2_bytes=hardware.l2_bytes)
+            chosen = h.backward_config(spec.head_dim, spec.dtype, spec.causal,
+                                       sm_major=hardware.compute_capability[0])
+            bwd = h.layer_backward_config(spec, hardware)
             tiling = bwd.tiling(tiling)
             source += "; backward tiles from kernels/heuristics.py backward_config (GPU_BACKWARD, tuned on the H200)"
+            if bwd.dkdv_kernel == "gluon":
+                source += (f", the dK/dV launch in Gluon (kernels/gluon_backward.py, its tiles "
+                           f"{bwd.block_m} x {bwd.block_n}: GLUON_DKDV_TILES)")
             if bwd.group_splits > 1:
                 source += (f", dK/dV over {bwd.group_splits} GQA group slices for {hardware.num_sms} SMs "
                            "(heuristics.dkdv_group_splits)")
@@ -725,7 +727,7 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
         h = _heuristics()
         if h is None:
             return None
-        bwd = h.backward_config(s.head_dim, s.dtype, s.causal)
+        bwd = h.layer_backward_config(s, hw)
         return estimate_training_step(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
                                       num_warps=warps, tile_order=order, grid_order=sched.grid_order, backward=bwd,
                                       config_source=cfg_src + "; backward warps and stages from kernels/heuristics.py "

@@ -44,6 +44,14 @@ GLUON_HEAD_DIMS = (64, 128)
 #: every run). Calibration: receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, the numbers
 #: in README.md, "The Gluon prefill".
 GLUON_AUTO_HEAD_DIMS = (128,)
+#: The backward's dK/dV launch kernels (``BackwardConfig.dkdv_kernel``): Triton's (``_bwd_dkdv``,
+#: ``_bwd_dkdv_tma``), or the Gluon one of ``kernels/gluon_backward.py`` (sm_90).
+DKDV_KERNELS = ("triton", "gluon")
+#: HEAD_DIMs of the Gluon dK/dV launch of the backward (``kernels/gluon_backward.py``,
+#: ``BackwardConfig.dkdv_kernel = "gluon"``): measured faster than the Triton dK/dV launch at 128
+#: (receipts/gluon-bwd-probe-h200-2026-12-05.json, calibration); its two 64 x d fp32 accumulators per
+#: consumer warpgroup leave no registers for 256, and at 64 the Triton launch already meets issue 11's bar.
+GLUON_DKDV_HEAD_DIMS = (128,)
 #: Smallest and largest BLOCK_M / BLOCK_N of a launch (powers of two; ``tl.dot`` needs >= 16).
 BLOCK_SIZES = (16, 256)
 #: Warps per program a launch may use.
@@ -168,6 +176,41 @@ def gluon_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, windowed:
     return None
 
 
+def gluon_dkdv_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, windowed: bool = False,
+                       sm_major: int | None = TMA_SM_MAJOR, atomic_dq: bool = False,
+                       fused_launch: bool = False) -> str | None:
+    """Why the backward's Gluon dK/dV launch (``kernels/gluon_backward.py``) cannot run these inputs, or None.
+
+    Where it cannot, the backward runs the Triton dK/dV launch with the config's own tiles
+    (``kernels.backward.flash_attention_backward``; ``return_config`` reports ``dkdv_kernel`` as it ran).
+
+    Args:
+        dtype: canonical dtype name of q, k, v; head_dim: HEAD_DIM (d), elements.
+        tma_aligned: q, k, v and dO are TMA-aligned (:func:`tma_refusal`) and the config's ``tma`` is on.
+        windowed: a sliding-window band (the backward's window runs the pointer kernels).
+        sm_major: the GPU's compute capability major, ``None`` for Triton's interpreter (Gluon has none).
+        atomic_dq, fused_launch: the config's other dK/dV launches (dQ by atomics inside dK/dV, or one
+            launch of the dK/dV and dQ programs), which the Gluon kernel does not run.
+
+    Returns:
+        The reason (one line), or None.
+    """
+    if sm_major != TMA_SM_MAJOR:
+        where = "Triton's interpreter" if sm_major is None else f"an sm_{sm_major}x GPU"
+        return f"the Gluon dK/dV launch runs on Hopper (sm_90) only, not on {where}"
+    if dtype not in TMA_DTYPES:
+        return f"the Gluon dK/dV launch needs fp16 or bf16, got {dtype}"
+    if head_dim not in GLUON_DKDV_HEAD_DIMS:
+        return f"the Gluon dK/dV launch runs HEAD_DIM {', '.join(map(str, GLUON_DKDV_HEAD_DIMS))}, got {head_dim}"
+    if windowed:
+        return "the Gluon dK/dV launch has no sliding window"
+    if atomic_dq or fused_launch:
+        return "the Gluon dK/dV launch computes dK and dV only (no atomic dQ, no fused dQ programs)"
+    if not tma_aligned:
+        return "the Gluon dK/dV launch needs 16-byte aligned, last-dim-contiguous q, k, v, dO and tma=True"
+    return None
+
+
 def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
                  use_tma: bool = True, windowed: bool = False, use_gluon: bool = True) -> str:
     """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``) and the worksheet models.
@@ -208,7 +251,9 @@ def block_size_refusal(name: str, value: Any) -> str | None:
 
 __all__ = [
     "BLOCK_SIZES",
+    "DKDV_KERNELS",
     "GLUON_AUTO_HEAD_DIMS",
+    "GLUON_DKDV_HEAD_DIMS",
     "GLUON_HEAD_DIMS",
     "KERNEL_DTYPES",
     "LAYER_CHECKS",
@@ -220,6 +265,7 @@ __all__ = [
     "block_size_refusal",
     "decode_refusal",
     "dtype_refusal",
+    "gluon_dkdv_refusal",
     "gluon_refusal",
     "head_dim_refusal",
     "kernel_refusal",

@@ -1,0 +1,271 @@
+"""The backward's dK/dV launch for Hopper (sm_90) written in Gluon (``BackwardConfig.dkdv_kernel = "gluon"``).
+
+The K/V-stationary half of FlashAttention-2's backward (Dao 2023, Algorithm 2, lines 6-21, transposed
+as ``_bwd_dkdv_tma`` in ``kernels/backward.py``: rows of the score tile are keys) with the forward
+Gluon kernel's structure (``kernels/gluon_attention.py``; Shah et al. 2024, "FlashAttention-3",
+arXiv:2407.08608, section 3.1, warp specialisation):
+
+* one **producer warp** loads the program's K and V (BLOCK_N = 128 keys, two boxes of 64 rows each)
+  once, then Q and dO of each (query tile, group head) pair into a ring of NUM_STAGES shared-memory
+  slots (TMA, one mbarrier per slot and direction);
+* two **consumer warpgroups** own 64 keys each and run four asynchronous warpgroup MMAs per query
+  tile: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ from shared memory, then dV += Pᵀ dO and dK += dSᵀ Q with Pᵀ and
+  dSᵀ in registers (FlashAttention-3's register A operand); a Q/dO slot is released once both
+  warpgroups' MMAs that read it are complete. ``setmaxnreg`` gives the consumers 240 registers.
+
+Grid, tiles, loop order and bytes are the Triton TMA kernel's with the same tiles
+(``_bwd_dkdv_tma``, the traffic contract's dK/dV kernel, ``docs/traffic-contract.md``): grid
+``(cdiv(N_k, BLOCK_N), B·H_kv, S)``; a program reads its K and V tiles once and, for each (query tile,
+head) pair of its GQA slice in the ``heads-outer`` or ``tiles-descending`` order
+(``BackwardConfig.dkdv_order``), the Q and dO tile (TMA) and the LSE and D rows; query tiles from the
+first one whose rows see the program's keys (causal, either alignment) to N_q; it stores dK and dV
+once (fp32 partials of its slice when S > 1, summed by ``_bwd_reduce_dkdv``). TMA zero-fills Q and dO
+rows past N_q and K and V rows past N_k (ragged lengths); rows past N_q take LSE = +inf, so P = 0
+there, and rows that saw no key (LSE = -inf) likewise; dK/dV rows past N_k are not stored. One
+difference at the SRAM level: each consumer warpgroup loads the LSE and D rows of a tile itself (two
+loads of 8 bytes a row where the Triton kernel makes one; the second normally hits L1); Q, dO, K, V
+and the stores are the contract's.
+
+Measured against the Triton dK/dV launch on the H200 (``benchmarks/gpu_gluon_bwd_probe.py``,
+receipts/gluon-bwd-probe-h200-2026-12-05.json, the MHA top-left probe this kernel generalises):
+1.07-1.10x non-causal, 1.14-1.27x causal at HEAD_DIM 128. Gluon has no interpreter: this kernel runs
+on an sm_90 GPU only (CPU tests compile it for sm_90; exactness is tested on the GPU,
+``tests/test_gpu_gluon.py``).
+"""
+
+from __future__ import annotations
+
+from kernels.gluon_attention import CONSUMER_REGS, GLUON_IMPORT_ERROR, PRODUCER_REGS, PRODUCER_WARPS
+
+if GLUON_IMPORT_ERROR is None:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+
+#: Keys per consumer warpgroup (a warpgroup MMA's M is 64): the K and V descriptor boxes' rows;
+#: a program owns two of them (BLOCK_N = 128, ``heuristics.GLUON_DKDV_TILES``).
+KEY_ROWS = 64
+
+__all__ = ["CONSUMER_REGS", "KEY_ROWS", "PRODUCER_REGS", "PRODUCER_WARPS", "descriptor_boxes"]
+
+
+def descriptor_boxes(head_dim: int, block_m: int) -> tuple[tuple[int, ...], ...]:
+    """The TMA boxes (elements per axis) of q, k, v, dO, dK and dV, in the launch's order: ``(1, 1, BLOCK_M, d)``
+    for Q and dO (one query tile), ``(1, 1, KEY_ROWS, d)`` for K, V, dK and dV (one consumer warpgroup's keys)."""
+    q_box, kv_box = (1, 1, block_m, head_dim), (1, 1, KEY_ROWS, head_dim)
+    return q_box, kv_box, kv_box, q_box, kv_box, kv_box
+
+
+if GLUON_IMPORT_ERROR is None:
+
+    @gluon.jit
+    def _first(lo, n_tiles, g0, BLOCK_M: gl.constexpr, DESCEND: gl.constexpr):
+        """A program's first (query tile start, group head) pair (``kernels.backward._first_pair``): tile lo of
+        head g0, or (DESCEND, tiles-descending) its last tile of head g0."""
+        if DESCEND:
+            return lo + gl.maximum(n_tiles - 1, 0) * BLOCK_M, g0
+        else:
+            return lo, g0
+
+    @gluon.jit
+    def _next(start_m, g, lo, hi, g0, g1, BLOCK_M: gl.constexpr, DESCEND: gl.constexpr):
+        """The next pair, no division per step (``kernels.backward._next_pair``): heads-outer, the next tile
+        of head g or tile lo of head g + 1 once start_m reaches hi; DESCEND, the next head of [g0, g1) at
+        the same tile or head g0 of the tile below once g reaches g1."""
+        if DESCEND:
+            g += 1
+            if g >= g1:
+                g = g0
+                start_m -= BLOCK_M
+        else:
+            start_m += BLOCK_M
+            if start_m >= hi:
+                start_m = lo
+                g += 1
+        return start_m, g
+
+    @gluon.jit
+    def _dkdv_producer(desc_q, desc_do, desc_k, desc_v, q_smem, do_smem, k_smem, v_smem, kv_bar, q_bars, do_bars,
+                       q_empty, do_empty, b, hk, G, start_n, lo, n_tiles, g0, g_slice, N_Q,
+                       BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr, DESCEND: gl.constexpr, GQA: gl.constexpr):
+        """The producer warp: K and V of the program's keys (two boxes each), then Q and dO of every
+        (query tile, head) pair into the ring, a slot refilled once both consumers released it."""
+        ROWS: gl.constexpr = desc_k.block_type.shape[2]
+        mbarrier.expect(kv_bar, 4 * desc_k.block_type.nbytes)
+        for c in gl.static_range(2):
+            tma.async_copy_global_to_shared(desc_k, [b, hk, start_n + c * ROWS, 0], kv_bar, k_smem.index(c))
+            tma.async_copy_global_to_shared(desc_v, [b, hk, start_n + c * ROWS, 0], kv_bar, v_smem.index(c))
+        start_m, g = _first(lo, n_tiles, g0, BLOCK_M, DESCEND)
+        for t in range(n_tiles * g_slice):
+            h = hk * G + g
+            if not GQA:
+                start_m = lo + t * BLOCK_M
+            slot = t % NUM_STAGES
+            refill = t >= NUM_STAGES
+            mbarrier.wait(q_empty.index(slot), ((t // NUM_STAGES) - 1) & 1, pred=refill)
+            bar = q_bars.index(slot)
+            mbarrier.expect(bar, desc_q.block_type.nbytes)
+            tma.async_copy_global_to_shared(desc_q, [b, h, start_m, 0], bar, q_smem.index(slot))
+            mbarrier.wait(do_empty.index(slot), ((t // NUM_STAGES) - 1) & 1, pred=refill)
+            bar = do_bars.index(slot)
+            mbarrier.expect(bar, desc_do.block_type.nbytes)
+            tma.async_copy_global_to_shared(desc_do, [b, h, start_m, 0], bar, do_smem.index(slot))
+            if GQA:
+                start_m, g = _next(start_m, g, lo, N_Q, g0, g0 + g_slice, BLOCK_M, DESCEND)
+
+    @gluon.jit
+    def _dkdv_consumer(desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_tile, v_tile, kv_bar, q_bars, do_bars, q_empty,
+                       do_empty, sm_scale, b, hk, H, G, N_Q, N_K, CAUSAL_OFF, n0, lo, n_tiles, g0, g_slice,
+                       out_head, stride_dkz, stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn,
+                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
+                       CAUSAL: gl.constexpr, DESCEND: gl.constexpr, SPLIT: gl.constexpr, GQA: gl.constexpr,
+                       MASK_Q: gl.constexpr, NO_KEY_ROWS: gl.constexpr):
+        """One consumer warpgroup: dK and dV of keys n0 .. n0+63 over the program's (query tile, head)
+        pairs; SPLIT: stored as fp32 partials, head ``out_head`` of DK and DV (keys < N_K); else through
+        the dK and dV descriptors in the input dtype (TMA drops rows past N_K)."""
+        dtype: gl.constexpr = k_tile.dtype
+        ROWS: gl.constexpr = k_tile.shape[2]
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, BLOCK_M, 16])
+        o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                           instr_shape=[16, HEAD_DIM, 16])
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        qk_scale = sm_scale * 1.4426950408889634
+        offs_n = n0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+        offs_mb = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+        s_zero = gl.zeros([ROWS, BLOCK_M], gl.float32, layout=s_layout)
+        dk = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+        dv = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+        k_op = k_tile.reshape([ROWS, HEAD_DIM])
+        v_op = v_tile.reshape([ROWS, HEAD_DIM])
+        mbarrier.wait(kv_bar, 0)
+        start_m, g = _first(lo, n_tiles, g0, BLOCK_M, DESCEND)
+        row = (b * H + hk * G + g).to(gl.int64) * N_Q
+        for t in range(n_tiles * g_slice):
+            if GQA:  # this pair's head (MHA: one head, tiles in order)
+                row = (b * H + hk * G + g).to(gl.int64) * N_Q
+            else:
+                start_m = lo + t * BLOCK_M
+            slot = t % NUM_STAGES
+            phase = (t // NUM_STAGES) & 1
+            q_op = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+            do_op = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
+            mbarrier.wait(q_bars.index(slot), phase)
+            s_tok = warpgroup_mma(k_op, q_op.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            mbarrier.wait(do_bars.index(slot), phase)
+            dp_tok = warpgroup_mma(v_op, do_op.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            offs_m = start_m + offs_mb
+            if MASK_Q:  # rows past N_Q: LSE = +inf, so P = 0 there
+                lse = gl.load(LSE + row + offs_m, mask=offs_m < N_Q, other=float("inf"))
+                delta = gl.load(DELTA + row + offs_m, mask=offs_m < N_Q, other=0.0)
+            else:
+                lse = gl.load(LSE + row + offs_m)
+                delta = gl.load(DELTA + row + offs_m)
+            if NO_KEY_ROWS:  # bottom-right with N_Q > N_K: rows that saw no key (LSE = -inf) give P = 0
+                lse = gl.where(lse == float("-inf"), float("inf"), lse)
+            lse2 = lse * 1.4426950408889634
+            s_t = warpgroup_mma_wait(1, deps=(s_tok, ))
+            p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
+            if CAUSAL:
+                if start_m + CAUSAL_OFF < n0 + ROWS:  # a key of this warpgroup above some row's diagonal
+                    p_t = gl.where(offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFF, p_t, 0.0)
+            dv_tok = warpgroup_mma(gl.convert_layout(p_t.to(dtype), a_layout), do_op, dv, is_async=True)
+            dp_t = warpgroup_mma_wait(1, deps=(dp_tok, ))
+            ds_t = p_t * (dp_t - delta[None, :])
+            dk_tok = warpgroup_mma(gl.convert_layout(ds_t.to(dtype), a_layout), q_op, dk, is_async=True)
+            dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
+            mbarrier.arrive(q_empty.index(slot), count=1)
+            mbarrier.arrive(do_empty.index(slot), count=1)
+            if GQA:
+                start_m, g = _next(start_m, g, lo, N_Q, g0, g0 + g_slice, BLOCK_M, DESCEND)
+        if SPLIT:  # fp32 partials of the group slice: pointer stores masked to keys < N_K
+            rows = n0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
+            cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            ok = (rows < N_K)[:, None]
+            dk_ptr = (DK + b.to(gl.int64) * stride_dkz + out_head.to(gl.int64) * stride_dkh
+                      + rows.to(gl.int64)[:, None] * stride_dkn + cols[None, :])
+            gl.store(dk_ptr, dk * sm_scale, mask=ok)
+            dv_ptr = (DV + b.to(gl.int64) * stride_dvz + out_head.to(gl.int64) * stride_dvh
+                      + rows.to(gl.int64)[:, None] * stride_dvn + cols[None, :])
+            gl.store(dv_ptr, dv, mask=ok)
+        else:  # dK and dV through the K and V tiles' shared memory (every MMA reading them is complete): TMA
+            k_op.store((dk * sm_scale).to(dtype))  # stores, which drop rows past N_K
+            v_op.store(dv.to(dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(desc_dk, [b, hk, n0, 0], k_tile)
+            tma.async_copy_shared_to_global(desc_dv, [b, hk, n0, 0], v_tile)
+            tma.store_wait(0)
+
+    @gluon.jit
+    def _bwd_dkdv_gluon(desc_q, desc_k, desc_v, desc_do, desc_dk, desc_dv, LSE, DELTA, DK, DV, sm_scale,
+                        stride_dkz, stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn,
+                        H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLITS,
+                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
+                        CAUSAL: gl.constexpr, SPLIT: gl.constexpr, DESCEND: gl.constexpr, GQA: gl.constexpr,
+                        MASK_Q: gl.constexpr, NO_KEY_ROWS: gl.constexpr, CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
+        """dK, dV of one key tile of BLOCK_N = 2·KEY_ROWS keys of KV head hk, summed over the query heads
+        of group slice sl (grid (cdiv(N_K, BLOCK_N), B·H_KV, S)): S = 1 (not SPLIT) stores dK, dV
+        ``(B, H_KV, N_K, d)`` in the input dtype; SPLIT stores fp32 partials as head hk·S + sl of
+        ``(B, H_KV·S, N_K, d)``. Descriptors rank 4 over (B, H, N_Q, d) for Q and dO (boxes (1, 1,
+        BLOCK_M, d)) and (B, H_KV, N_K, d) for K and V (boxes (1, 1, 64, d)); LSE (natural log) and
+        DELTA = rowsum(dO ∘ O) fp32 ``(B, H, N_Q)``; d is the unit last stride of DK and DV. GQA: G > 1 (the
+        loop over (query tile, head) pairs; MHA walks the tiles of one head); MASK_Q: N_Q is not a multiple of
+        BLOCK_M (the LSE and D loads are masked); NO_KEY_ROWS: causal with CAUSAL_OFF < 0 (rows that see no key)."""
+        dtype: gl.constexpr = desc_q.dtype
+        ROWS: gl.constexpr = desc_k.block_type.shape[2]
+        j = gl.program_id(0)
+        bhk = gl.program_id(1)
+        b = bhk // H_KV
+        hk = bhk % H_KV
+        if SPLIT:  # this program's slice of the group: balanced, never empty (1 <= SPLITS <= G)
+            sl = gl.program_id(2)
+            g0 = sl * G // SPLITS
+            g_slice = (sl + 1) * G // SPLITS - g0
+            out_head = hk * SPLITS + sl
+        else:
+            g0 = 0
+            g_slice = G
+            out_head = hk
+        start_n = j * (2 * ROWS)
+        if CAUSAL:  # the query tile holding the first row that sees key start_n (kernels.backward._first_query_tile)
+            lo = gl.minimum(gl.maximum(start_n - CAUSAL_OFF, 0) // BLOCK_M * BLOCK_M, N_Q)
+        else:
+            lo = 0
+        n_tiles = gl.cdiv(N_Q - lo, BLOCK_M)
+
+        q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_M, HEAD_DIM], desc_q.layout)
+        do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_M, HEAD_DIM], desc_do.layout)
+        k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, ROWS, HEAD_DIM], desc_k.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, ROWS, HEAD_DIM], desc_v.layout)
+        kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        q_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        do_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        q_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        do_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(kv_bar, count=1)
+        for s in gl.static_range(NUM_STAGES):
+            mbarrier.init(q_bars.index(s), count=1)
+            mbarrier.init(do_bars.index(s), count=1)
+            mbarrier.init(q_empty.index(s), count=2)
+            mbarrier.init(do_empty.index(s), count=2)
+        fence_async_shared()
+
+        gl.warp_specialize([
+            (_dkdv_consumer, (desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_smem.index(0), v_smem.index(0), kv_bar, q_bars,
+                              do_bars, q_empty, do_empty, sm_scale, b, hk, H, G, N_Q, N_K, CAUSAL_OFF, start_n, lo,
+                              n_tiles, g0, g_slice, out_head, stride_dkz, stride_dkh, stride_dkn, stride_dvz,
+                              stride_dvh, stride_dvn, HEAD_DIM, BLOCK_M, NUM_STAGES, CAUSAL, DESCEND, SPLIT, GQA, MASK_Q, NO_KEY_ROWS)),
+            (_dkdv_consumer, (desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_smem.index(1), v_smem.index(1), kv_bar, q_bars,
+                              do_bars, q_empty, do_empty, sm_scale, b, hk, H, G, N_Q, N_K, CAUSAL_OFF,
+                              start_n + ROWS, lo, n_tiles, g0, g_slice, out_head, stride_dkz, stride_dkh, stride_dkn,
+                              stride_dvz, stride_dvh, stride_dvn, HEAD_DIM, BLOCK_M, NUM_STAGES, CAUSAL, DESCEND, SPLIT, GQA, MASK_Q, NO_KEY_ROWS)),
+            (_dkdv_producer, (desc_q, desc_do, desc_k, desc_v, q_smem, do_smem, k_smem, v_smem, kv_bar, q_bars,
+                              do_bars, q_empty, do_empty, b, hk, G, start_n, lo, n_tiles, g0, g_slice, N_Q,
+                              BLOCK_M, NUM_STAGES, DESCEND, GQA)),
+        ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

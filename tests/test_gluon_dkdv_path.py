@@ -1,0 +1,124 @@
+"""The backward's Gluon dK/dV launch on this CPU machine (issue 11, item 3): where the config picks it, the
+tiles it runs and the model evaluates, what turns it off (one line each), and that it compiles for sm_90.
+The kernel itself is checked on the H200 by ``tests/test_gpu_gluon.py`` (Gluon has no interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from iomodel.errors import IomodelError
+from iomodel.schedule.capabilities import DKDV_KERNELS, gluon_dkdv_refusal
+from iomodel.schedule.grid import dkdv_program_sram_bytes
+from iomodel.spec import LayerSpec, Tiling
+from kernels import heuristics as hx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("head_dim,dtype,sm_major,expected", [
+    (128, "bf16", 9, "gluon"),
+    (128, "fp16", 9, "gluon"),
+    (96, "bf16", 9, "triton"),  # padded to 128 in the Triton tiles; TMA boxes need the whole row
+    (64, "bf16", 9, "triton"),
+    (256, "bf16", 9, "triton"),
+    (128, "fp32", 9, "triton"),
+    (128, "bf16", 8, "triton"),  # an A100 preset: no warpgroup MMA
+    (128, "bf16", None, "triton"),
+])
+def test_backward_config_picks_the_gluon_dkdv_launch_at_128_on_hopper(head_dim, dtype, sm_major, expected):
+    assert hx.backward_config(head_dim, dtype, True, sm_major=sm_major).dkdv_kernel == expected
+    assert hx.backward_config(head_dim, dtype, False, sm_major=sm_major).dkdv_kernel == expected
+    assert hx.backward_config(head_dim, dtype, True, interpreter=True).dkdv_kernel == "triton"
+
+
+def test_resolve_puts_the_gluon_tiles_in_place_and_a_window_keeps_the_triton_ones():
+    """GLUON_DKDV_TILES replace block_m, block_n, num_warps and num_stages (the dQ tiles stay); the group split is
+    chosen on the Gluon grid (128 keys per program); a sliding window runs the Triton pointer kernels."""
+    cfg = hx.backward_config(128, "bf16", True)
+    t = hx.GLUON_DKDV_TILES
+    # MQA, 2k tokens: 16 programs of 128 keys on 132 SMs -> S = cdiv(264, 16) = 17 (Triton's 64 keys: 32 -> 9)
+    r = cfg.resolve(1, 1, 32, 2048, 132, seqlen_q=2048, head_dim=128, width=2, l2_bytes=60 * 2**20)
+    assert (r.block_m, r.block_n, r.num_warps, r.num_stages, r.dkdv_kernel) == (64, 128, 12, 2, "gluon")
+    assert (r.dq_block_m, r.dq_block_n) == (cfg.dq_block_m, cfg.dq_block_n)
+    assert r.group_splits == 17 == hx.dkdv_group_splits(16, 132, 32)
+    assert (t.block_m, t.block_n, t.num_warps, t.num_stages) == (64, 128, 12, 2)
+    w = cfg.resolve(1, 1, 32, 2048, 132, windowed=True)
+    assert (w.dkdv_kernel, w.block_m, w.block_n, w.num_warps) == ("triton", cfg.block_m, cfg.block_n, cfg.num_warps)
+    with pytest.raises(IomodelError, match="dkdv_kernel must be one of triton, gluon"):
+        replace(cfg, dkdv_kernel="cuda").resolve(1, 1, 1, 2048, 132)
+    assert DKDV_KERNELS == ("triton", "gluon")
+
+
+def test_the_model_evaluates_the_gluon_tiles_and_its_shared_memory():
+    """The worksheet's training step on the H200 at HEAD_DIM 128 models the Gluon launch's tiles; its shared memory
+    (K and V of 128 keys, two stages of 64 Q and dO rows: 128 KiB) is what the compiled kernel allocates
+    (131,456 B with its barriers, kernels/compile_check.py), one program per SM."""
+    from iomodel.report.worksheet import kernel_tiling
+    from iomodel.spec.hardware import get_hardware
+
+    spec = LayerSpec(batch=1, heads=32, kv_heads=8, head_dim=128, seqlen_q=8192, seqlen_k=8192, dtype="bf16",
+                     causal=True, backward=True)
+    h200 = get_hardware("H200")
+    tiling, source = kernel_tiling(spec, h200)
+    assert (tiling.bwd_block_m, tiling.bwd_block_n) == (64, 128)
+    assert "the dK/dV launch in Gluon (kernels/gluon_backward.py, its tiles 64 x 128" in source
+    sram = dkdv_program_sram_bytes(spec, Tiling(bwd_block_m=64, bwd_block_n=128), hx.GLUON_DKDV_TILES.num_stages)
+    assert sram == (2 * 128 * 128 + 2 * 2 * 64 * 128) * 2 == 131072
+    from iomodel.cache.estimate import training_programs_per_sm
+
+    pps = training_programs_per_sm(spec, tiling, h200, 12, hx.layer_backward_config(spec, h200))
+    assert pps["_bwd_dkdv"] == 1
+    a100 = get_hardware("A100-80GB")
+    assert hx.layer_backward_config(spec, a100).dkdv_kernel == "triton"
+
+
+@pytest.mark.parametrize("args,match", [
+    (("bf16", 128, True, False, None), "runs on Hopper \\(sm_90\\) only, not on Triton's interpreter"),
+    (("bf16", 128, True, False, 8), "not on an sm_8x GPU"),
+    (("fp32", 128), "needs fp16 or bf16, got fp32"),
+    (("bf16", 64), "runs HEAD_DIM 128, got 64"),
+    (("bf16", 128, True, True), "has no sliding window"),
+    (("bf16", 128, True, False, 9, True), "no atomic dQ"),
+    (("bf16", 128, False), "needs 16-byte aligned"),
+])
+def test_gluon_dkdv_refusal_says_why(args, match):
+    with pytest.raises(AssertionError):
+        assert gluon_dkdv_refusal(*args) is None
+    import re
+
+    assert re.search(match, gluon_dkdv_refusal(*args))
+    assert gluon_dkdv_refusal("bf16", 128) is None
+
+
+def test_records_read_the_dkdv_kernel_and_refuse_an_unknown_one():
+    from iomodel.measure.records import _check_launch_fields
+
+    _check_launch_fields({"block_m": 128, "block_n": 128, "backward": {"dkdv_kernel": "gluon"}}, "rec")
+    with pytest.raises(IomodelError, match="config.backward.dkdv_kernel"):
+        _check_launch_fields({"block_m": 128, "block_n": 128, "backward": {"dkdv_kernel": "cuda"}}, "rec")
+
+
+@pytest.mark.slow
+def test_gluon_dkdv_compiles_for_sm90():
+    """Compiled in a child without TRITON_INTERPRET (the fake driver): MHA, GQA, the fp32-partials store (S > 1)
+    and the tiles-descending order, causal and not; warpgroup MMAs (4 per step, in a loop) and TMA copies in the
+    PTX, 128 KiB of shared memory plus barriers."""
+    pytest.importorskip("triton.backends.nvidia.driver")
+    code = ("import json; from kernels import compile_check as cc; cc._install_fake_driver(90); "
+            "print(json.dumps([cc.compile_gluon_dkdv(*a).__dict__ for a in "
+            "[('bf16', False), ('bf16', True), ('fp16', True, 4), ('bf16', True, 4, True, True)]]))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    reports = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(r["ok"] for r in reports), [r["error"] for r in reports]
+    for r in reports:
+        assert r["wgmma"] > 0 and r["tma"] > 0
+        assert 131072 <= r["shared_bytes"] < 131072 + 1024
