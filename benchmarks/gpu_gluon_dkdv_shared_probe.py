@@ -56,7 +56,7 @@ if GLUON_IMPORT_ERROR is None:
         warpgroup_mma_wait,
     )
 
-    from kernels.gluon_backward import _first, _next
+    from kernels.gluon_backward import _first, _next, _store_dkdv
 
 if GLUON_IMPORT_ERROR is None:
 
@@ -199,23 +199,8 @@ if GLUON_IMPORT_ERROR is None:
             mbarrier.arrive(do_empty.index(slot), count=1)
             if GQA:
                 start_m, g = _next(start_m, g, lo, N_Q, g0, g0 + g_slice, BLOCK_M, DESCEND)
-        if SPLIT:  # fp32 partials of the group slice: pointer stores masked to keys < N_K
-            rows = n0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
-            cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            ok = (rows < N_K)[:, None]
-            dk_ptr = (DK + b.to(gl.int64) * stride_dkz + out_head.to(gl.int64) * stride_dkh
-                      + rows.to(gl.int64)[:, None] * stride_dkn + cols[None, :])
-            gl.store(dk_ptr, dk * sm_scale, mask=ok)
-            dv_ptr = (DV + b.to(gl.int64) * stride_dvz + out_head.to(gl.int64) * stride_dvh
-                      + rows.to(gl.int64)[:, None] * stride_dvn + cols[None, :])
-            gl.store(dv_ptr, dv, mask=ok)
-        else:  # dK and dV through the K and V tiles' shared memory (every MMA reading them is complete): TMA
-            k_op.store((dk * sm_scale).to(dtype))  # stores, which drop rows past N_K
-            v_op.store(dv.to(dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(desc_dk, [b, hk, n0, 0], k_tile)
-            tma.async_copy_shared_to_global(desc_dv, [b, hk, n0, 0], v_tile)
-            tma.store_wait(0)
+        _store_dkdv(dk, dv, k_tile, v_tile, desc_dk, desc_dv, DK, DV, sm_scale, b, hk, n0, out_head, N_K, stride_dkz,
+                    stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn, o_layout, SPLIT)
 
     @gluon.jit
     def _bwd_dkdv_gluon_shared(desc_q, desc_k, desc_v, desc_do, desc_dk, desc_dv, LSE, DELTA, DK, DV, sm_scale,

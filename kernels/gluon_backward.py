@@ -31,7 +31,7 @@ about 12 KiB a program that the traffic model does not count; on the hold-out af
 short steps their DRAM write bar (docs/l2-calibration.md, "The Gluon dK/dV launch").
 ``benchmarks/gpu_gluon_dkdv_shared_probe.py`` holds the spill-free form, compiled but not yet run on a GPU.
 
-Measured against the Triton dK/dV launch on the H200 (``benchmarks/gpu_gluon_bwd_probe.py``,
+Measured against the Triton dK/dV launch on the H200 (``benchmarks/gpu_gluon_bwd_probe.py`` at commit 54fd506,
 receipts/gluon-bwd-probe-h200-2026-12-05.json, the MHA top-left probe this kernel generalises):
 1.07-1.10x non-causal, 1.14-1.27x causal at HEAD_DIM 128. Gluon has no interpreter: this kernel runs
 on an sm_90 GPU only (CPU tests compile it for sm_90; exactness is tested on the GPU,
@@ -125,6 +125,34 @@ if GLUON_IMPORT_ERROR is None:
                 start_m, g = _next(start_m, g, lo, N_Q, g0, g0 + g_slice, BLOCK_M, DESCEND)
 
     @gluon.jit
+    def _store_dkdv(dk, dv, k_tile, v_tile, desc_dk, desc_dv, DK, DV, sm_scale, b, hk, n0, out_head, N_K, stride_dkz,
+                    stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn, o_layout: gl.constexpr,
+                    SPLIT: gl.constexpr):
+        """Store one consumer warpgroup's dK (scaled by sm_scale) and dV, keys n0 .. n0+63: SPLIT, as fp32 partials,
+        head ``out_head`` of DK and DV, by pointer stores masked to keys < N_K; else in the input dtype through the K
+        and V tiles' shared memory (every product reading them is complete) and TMA stores, which drop rows past
+        N_K."""
+        ROWS: gl.constexpr = k_tile.shape[2]
+        HEAD_DIM: gl.constexpr = k_tile.shape[3]
+        if SPLIT:
+            rows = n0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
+            cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            ok = (rows < N_K)[:, None]
+            dk_ptr = (DK + b.to(gl.int64) * stride_dkz + out_head.to(gl.int64) * stride_dkh
+                      + rows.to(gl.int64)[:, None] * stride_dkn + cols[None, :])
+            gl.store(dk_ptr, dk * sm_scale, mask=ok)
+            dv_ptr = (DV + b.to(gl.int64) * stride_dvz + out_head.to(gl.int64) * stride_dvh
+                      + rows.to(gl.int64)[:, None] * stride_dvn + cols[None, :])
+            gl.store(dv_ptr, dv, mask=ok)
+        else:
+            k_tile.reshape([ROWS, HEAD_DIM]).store((dk * sm_scale).to(k_tile.dtype))
+            v_tile.reshape([ROWS, HEAD_DIM]).store(dv.to(v_tile.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(desc_dk, [b, hk, n0, 0], k_tile)
+            tma.async_copy_shared_to_global(desc_dv, [b, hk, n0, 0], v_tile)
+            tma.store_wait(0)
+
+    @gluon.jit
     def _dkdv_consumer(desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_tile, v_tile, kv_bar, q_bars, do_bars, q_empty,
                        do_empty, sm_scale, b, hk, H, G, N_Q, N_K, CAUSAL_OFF, n0, lo, n_tiles, g0, g_slice,
                        out_head, stride_dkz, stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn,
@@ -189,23 +217,8 @@ if GLUON_IMPORT_ERROR is None:
             mbarrier.arrive(do_empty.index(slot), count=1)
             if GQA:
                 start_m, g = _next(start_m, g, lo, N_Q, g0, g0 + g_slice, BLOCK_M, DESCEND)
-        if SPLIT:  # fp32 partials of the group slice: pointer stores masked to keys < N_K
-            rows = n0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
-            cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            ok = (rows < N_K)[:, None]
-            dk_ptr = (DK + b.to(gl.int64) * stride_dkz + out_head.to(gl.int64) * stride_dkh
-                      + rows.to(gl.int64)[:, None] * stride_dkn + cols[None, :])
-            gl.store(dk_ptr, dk * sm_scale, mask=ok)
-            dv_ptr = (DV + b.to(gl.int64) * stride_dvz + out_head.to(gl.int64) * stride_dvh
-                      + rows.to(gl.int64)[:, None] * stride_dvn + cols[None, :])
-            gl.store(dv_ptr, dv, mask=ok)
-        else:  # dK and dV through the K and V tiles' shared memory (every MMA reading them is complete): TMA
-            k_op.store((dk * sm_scale).to(dtype))  # stores, which drop rows past N_K
-            v_op.store(dv.to(dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(desc_dk, [b, hk, n0, 0], k_tile)
-            tma.async_copy_shared_to_global(desc_dv, [b, hk, n0, 0], v_tile)
-            tma.store_wait(0)
+        _store_dkdv(dk, dv, k_tile, v_tile, desc_dk, desc_dv, DK, DV, sm_scale, b, hk, n0, out_head, N_K, stride_dkz,
+                    stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn, o_layout, SPLIT)
 
     @gluon.jit
     def _bwd_dkdv_gluon(desc_q, desc_k, desc_v, desc_do, desc_dk, desc_dv, LSE, DELTA, DK, DV, sm_scale,

@@ -664,8 +664,8 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
 #: The one configuration of the Gluon dK/dV launch (``BackwardConfig.dkdv_kernel = "gluon"``,
 #: ``kernels/gluon_backward.py``): BLOCK_N = 128 keys per program (two consumer warpgroups of 64),
 #: BLOCK_M = 64 query rows per step in a ring of 2 stages, 12 warps (4 + 4 + the producer's warp padded to 4).
-#: The tiles of benchmarks/gpu_gluon_bwd_probe.py's faster variant (receipts/gluon-bwd-probe-h200-2026-12-05.json,
-#: calibration).
+#: The tiles of the faster variant of benchmarks/gpu_gluon_bwd_probe.py (at commit 54fd506; the probe became this
+#: launch): receipts/gluon-bwd-probe-h200-2026-12-05.json, calibration.
 GLUON_DKDV_TILES = BackwardConfig(block_m=64, block_n=128, num_warps=12, num_stages=2)
 
 

@@ -110,14 +110,11 @@ def test_gluon_dkdv_compiles_for_sm90():
     """Compiled in a child without TRITON_INTERPRET (the fake driver): MHA, GQA, the fp32-partials store (S > 1)
     and the tiles-descending order, causal and not; warpgroup MMAs (4 per step, in a loop) and TMA copies in the
     PTX, 128 KiB of shared memory plus barriers."""
-    pytest.importorskip("triton.backends.nvidia.driver")
-    code = ("import json; from kernels import compile_check as cc; cc._install_fake_driver(90); "
-            "print(json.dumps([cc.compile_gluon_dkdv(*a).__dict__ for a in "
-            "[('bf16', False), ('bf16', True), ('fp16', True, 4), ('bf16', True, 4, True, True)]]))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    reports = json.loads(out.stdout.strip().splitlines()[-1])
+    from test_kernel_compile import _compiled
+
+    reports = _compiled("import json; from kernels import compile_check as cc; cc._install_fake_driver(90); "
+                        "print(json.dumps([cc.compile_gluon_dkdv(*a).__dict__ for a in "
+                        "[('bf16', False), ('bf16', True), ('fp16', True, 4), ('bf16', True, 4, True, True)]]))")
     assert all(r["ok"] for r in reports), [r["error"] for r in reports]
     for r in reports:
         assert r["wgmma"] > 0 and r["tma"] > 0
