@@ -18,7 +18,9 @@ natural-log LSE the forward returned). Three launches (four with S > 1; with ``f
    groups with few KV heads), ``BackwardConfig.group_splits`` S > 1 adds a third grid axis of
    S group slices (``heuristics.dkdv_group_splits``): each program sums its slice's query heads
    and writes fp32 partials, and ``_bwd_reduce_dkdv`` (grid ``(cdiv(N_k, 64), B*H_kv)``) sums
-   the S partials in slice order (deterministic, no atomics) into dK, dV.
+   the S partials in slice order (deterministic, no atomics) into dK, dV. On sm_90 at HEAD_DIM 128 (fp16/bf16,
+   TMA-aligned, no window) this launch is the Gluon kernel of ``kernels/gluon_backward.py``
+   (``BackwardConfig.dkdv_kernel``): the same grid, loop orders and bytes in its own tiles (64 x 128).
 3. ``_bwd_dq``, grid ``(cdiv(N_q, BLOCK_M), B*H)``, Q-stationary: a program keeps Q, dO,
    LSE and D of one query tile and reads the K and V tiles its rows see (the forward's key
    range), accumulating dQ += dS K. A separate kernel, not fp32 atomics in kernel 2: it is
