@@ -1,9 +1,9 @@
 """GPU probe (issue 11 item 5, issue 14): a spill-free Gluon dK/dV kernel, ``_bwd_dkdv_gluon_shared``, beside the bundled one.
 
 The bundled Gluon dK/dV launch (``kernels/gluon_backward.py``, 2026-12-05) met issue 11's speed bar but ptxas spills
-32-270 B per thread in it (``python -m kernels.compile_check``), about 12 KiB of local-memory stores a program, which
-the traffic model does not count: the hold-out after it (receipts/ncu-h200-gluon-dkdv-holdout1-2026-12-05.json) read
-31/32 within but wrote only 27/32 (docs/l2-calibration.md, "The Gluon dK/dV launch"). This kernel moves the same
+in it (56-268 B of local-memory loads and stores per thread, ``python -m kernels.compile_check``), about 12 KiB of
+stores a program at L2, which the traffic model does not count (the hold-out after it,
+receipts/ncu-h200-gluon-dkdv-holdout1-2026-12-05.json; docs/l2-calibration.md, "The Gluon dK/dV launch"). This kernel moves the same
 HBM bytes through the same grid, tiles (64 query rows x 128 keys), loop orders, TMA loads and stores, with three
 changes, each measured on the CPU by ptxas alone (this file's ``--compile-only``; not yet run on a GPU):
 
@@ -20,7 +20,7 @@ changes, each measured on the CPU by ptxas alone (this file's ``--compile-only``
    memory (the STL.64 stores ahead of ``setmaxnreg.dealloc`` in the old SASS).
 
 ptxas (Triton 3.6, sm_90): 0 B of spill non-causal and for the S > 1 partials, 8 B causal (one 4-byte store and
-load after the loop, outside it), against 32-270 B in the bundled kernel.
+load after the loop, outside it), against 56-268 B in the bundled kernel.
 
     python benchmarks/gpu_gluon_dkdv_shared_probe.py --compile-only            # this machine: spills, no GPU
     python benchmarks/gpu_gluon_dkdv_shared_probe.py --out $OUT/shared.json    # the H200 (not yet run)
@@ -366,9 +366,16 @@ def main() -> int:
         do = torch.randn_like(q)
         o, lse = flash_attention(q, k, v, causal, align)
         cfg = dataclasses.replace(hx.backward_config(128, "bf16", causal), group_splits=S, dkdv_order=order)
-        with shared_kernel():
-            dq, dk, dv, ran = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg,
-                                                          return_config=True)
+        alloc = bw._alloc
+        bw._alloc = lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev)  # all written?
+        try:
+            with shared_kernel():
+                dq, dk, dv, ran = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg,
+                                                              return_config=True)
+        finally:
+            bw._alloc = alloc
+        if ran.dkdv_kernel != "gluon":  # a fallback would time and check the Triton launch on both sides
+            raise SystemExit(f"the Gluon dK/dV launch did not run at {B, H, H_kv, N_q, N_k, causal}: {ran}")
         leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
         eager = [torch.nan_to_num(t) for t in torch.autograd.grad(eager_attention(*leaves, causal, align), leaves, do)]
         row = {"case": [B, H, H_kv, N_q, N_k, causal, align, S, order], "ran": ran.to_dict(), "ok": True, "err": {}}
@@ -387,6 +394,8 @@ def main() -> int:
         plans = {"bundled": bw._build_bwd_plan(*args)}  # each side's launches, built once (no plan cache in the loop)
         with shared_kernel():
             plans["shared"] = bw._build_bwd_plan(*args)
+        if not all(p.gluon for p in plans.values()):
+            raise SystemExit(f"the Gluon dK/dV launch is not in both plans at {B, N, causal}")
 
         def step(plan):
             o2, lse2 = flash_attention(q, k, v, causal)

@@ -40,7 +40,7 @@ RECEIPTS = ("receipts/ncu-h200-holdout4-2026-11-29.json", "receipts/ncu-h200-tra
 
 def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
     """The estimate's wall time in ms (one run), or the worksheet's reason for skipping it."""
-    from kernels.heuristics import backward_config
+    from kernels.heuristics import layer_backward_config
 
     why = not_estimated(spec, tiling)
     if why is not None:
@@ -49,7 +49,7 @@ def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
     t0 = time.perf_counter()
     if spec.backward:
         estimate_training_step(spec, tiling, hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
-                               backward=backward_config(spec.head_dim, spec.dtype, spec.causal), config_source="bench")
+                               backward=layer_backward_config(spec, hw), config_source="bench")
     else:
         estimate_tiled(spec, tiling, hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
                        config_source="bench")

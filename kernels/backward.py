@@ -34,6 +34,7 @@ fp32, as FlashAttention does; fp32 inputs use exact ``ieee`` dots.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from typing import Any
 
@@ -42,7 +43,7 @@ import triton
 import triton.language as tl
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import TMA_SM_MAJOR, gluon_dkdv_refusal, kernel_refusal, tma_refusal
+from iomodel.schedule.capabilities import TMA_SM_MAJOR, kernel_refusal, tma_refusal
 from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, PREPROCESS_NUM_WARPS, dkdv_reduce_num_warps
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
@@ -652,7 +653,10 @@ def flash_attention_backward(
             ``num_warps`` != ``dq_num_warps`` (a check of the config, whichever kernels the inputs
             take). ``tma``/``fused_launch`` apply where the inputs allow
             descriptors (fp16/bf16, power-of-two HEAD_DIM, aligned, no window); other inputs run the
-            pointer kernels (the same bytes and gradients).
+            pointer kernels (the same bytes and gradients). ``dkdv_kernel="gluon"`` applies where
+            :func:`_gluon_dkdv_reason` finds nothing (sm_90, fp16/bf16, HEAD_DIM 128, aligned, no window, ``tma``
+            on, no atomic or fused dQ); elsewhere the Triton dK/dV launch runs in the config's tiles, and a config
+            given with it on a GPU says why in a ``UserWarning``.
     """
     plan = _cached_plan(lambda: _bwd_plan_key(do, q, k, v, o, lse, causal, causal_align, sm_scale, config, window),
                         _build_bwd_plan, (do, q, k, v, o, lse, causal, causal_align, sm_scale, config, window))
@@ -757,6 +761,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     _check_device(q)
     _check_grad_tensors(do, o, lse, q)
     check_causal(causal)
+    given = config is not None
     if config is None:
         config = backward_config(shape.head_dim, shape.dtype, causal, interpreter=INTERPRET,
                                  sm_major=None if INTERPRET else torch.cuda.get_device_capability(q.device)[0])
@@ -765,8 +770,13 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
     band = window_argument(window, causal, N_q, N_k)
-    if config.dkdv_kernel == "gluon" and _gluon_dkdv_reason(q, k, v, do, shape, config, band is not None) is not None:
-        config = replace(config, dkdv_kernel="triton")  # the Triton launch with the config's tiles (return_config says so)
+    if config.dkdv_kernel == "gluon":
+        why = _gluon_dkdv_reason(q, k, v, do, shape, config, band is not None)
+        if why is not None:  # the Triton launch with the config's tiles; return_config says so
+            if given and not INTERPRET:  # asked for by name on a GPU: said, once per plan (plans are cached)
+                warnings.warn(f"{why}: the Triton dK/dV launch runs instead (pass dkdv_kernel='triton' to ask for it)",
+                              stacklevel=4)
+            config = replace(config, dkdv_kernel="triton")
     # group_splits S fixed for this launch, dkdv_order as it runs (heads-outer for MHA and windows)
     config = config.resolve(B, H_kv, shape.group, N_k, _num_sms(q.device), windowed=band is not None,
                             seqlen_q=N_q, head_dim=d, width=q.element_size(), l2_bytes=_l2_bytes(q.device))
@@ -796,7 +806,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
     fused = tma and config.fused_launch
     plan.tma, plan.fused = tma, fused
-    plan.gluon = config.dkdv_kernel == "gluon"  # resolve() kept it only where it runs: tma on, no window
+    plan.gluon = config.dkdv_kernel == "gluon"  # kept where it runs (the device check above, then resolve())
     dkdv_flags = {"SPLIT": True, "SPLITS": S} if S > 1 else {}  # the dK/dV launch's group split and loop order
     if config.dkdv_order == "tiles-descending":  # resolve() left it only where a GQA program loops over heads
         dkdv_flags["DESCEND"] = True
@@ -874,14 +884,18 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
 
 def _gluon_dkdv_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, shape: Any,
                        config: BackwardConfig, windowed: bool) -> str | None:
-    """Why the Gluon dK/dV launch (``kernels/gluon_backward.py``) cannot run these inputs here, or None:
-    :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` for this device and these tensors, the
-    ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect (``kernels.flash_attention``)."""
+    """Why the Gluon dK/dV launch (``kernels/gluon_backward.py``) cannot run these inputs here, or None: the rule
+    :meth:`BackwardConfig.resolve` applies (:meth:`BackwardConfig.gluon_refusal`: the config and the layer) for this
+    device, then the tensors' TMA alignment, the ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect
+    (``kernels.flash_attention``)."""
     from kernels.flash_attention import USE_GLUON, _gluon_import_error
 
     sm_major = None if INTERPRET else torch.cuda.get_device_capability(q.device)[0]
-    reason = gluon_dkdv_refusal(shape.dtype, shape.head_dim, config.tma and _tma_ok(q, k, v, do), windowed, sm_major,
-                                config.atomic_dq, config.fused_launch)
+    reason = config.gluon_refusal(shape.head_dim, q.element_size(), windowed, sm_major)
+    if reason is None and shape.dtype not in ("fp16", "bf16"):
+        reason = f"the Gluon dK/dV launch needs fp16 or bf16, got {shape.dtype}"
+    if reason is None and not _tma_ok(q, k, v, do):
+        reason = "the Gluon dK/dV launch needs 16-byte aligned, last-dim-contiguous q, k, v and dO"
     if reason is None and not USE_GLUON:
         reason = "IOMODEL_GLUON is off"
     if reason is None and _gluon_import_error() is not None:

@@ -107,7 +107,9 @@ def local_memory_sites(cubin: bytes) -> dict[str, int]:
     spills) in a cubin, by loop depth, from the bundled ``nvdisasm``.
 
     A loop is the address range of a backward branch; an instruction's depth is the number of
-    such ranges around it. Keys ``"store@<depth>"``, ``"load@<depth>"``; values: bytes one
+    such ranges around it. In warp-specialised (Gluon) kernels the barrier spin-waits and the partitions'
+    dispatch are backward branches too, some spanning most of the kernel, so a depth there counts those as
+    well: read the SASS (``nvdisasm -c``) before calling a site "in the loop". Keys ``"store@<depth>"``, ``"load@<depth>"``; values: bytes one
     thread moves each time the instructions at that depth run (``STL`` 4 B, ``STL.64`` 8 B,
     ``STL.128`` 16 B). Local memory is interleaved by thread, so a warp's access of 4 B is
     128 contiguous bytes: local bytes of a launch = threads × Σ bytes × times each depth runs.

@@ -26,9 +26,9 @@ difference at the SRAM level: each consumer warpgroup loads the LSE and D rows o
 loads of 8 bytes a row where the Triton kernel makes one; the second normally hits L1); Q, dO, K, V
 and the stores are the contract's.
 
-Known defect: ptxas spills 32-270 B per thread here (``python -m kernels.compile_check``), local-memory stores of
-about 12 KiB a program that the traffic model does not count; on the hold-out after this launch they cost the
-short steps their DRAM write bar (docs/l2-calibration.md, "The Gluon dK/dV launch").
+Known defect: ptxas spills here (56-268 B of local-memory loads and stores per thread, ``python -m
+kernels.compile_check``), about 12 KiB of stores a program at L2 that the traffic model does not count
+(docs/l2-calibration.md, "The Gluon dK/dV launch").
 ``benchmarks/gpu_gluon_dkdv_shared_probe.py`` holds the spill-free form, compiled but not yet run on a GPU.
 
 Measured against the Triton dK/dV launch on the H200 (``benchmarks/gpu_gluon_bwd_probe.py`` at commit 54fd506,

@@ -520,14 +520,18 @@ class BackwardConfig:
         the dK/dV grid ``cdiv(seqlen_k, block_n)·batch·kv_heads`` programs when it is 0, else as
         given; and ``dkdv_order`` as it runs: ``heads-outer`` for MHA (G = 1: one head per
         program) and under a sliding window (``windowed``: every key tile's query range has about
-        the window's length, so the heads-outer loop keeps neighbouring programs one key tile apart).
+        the window's length, so the heads-outer loop keeps neighbouring programs one key tile apart);
+        ``dkdv_kernel`` ``gluon`` as it runs: :data:`GLUON_DKDV_TILES` in place of the dK/dV tiles (``mask_split`` off: the Gluon kernel masks the diagonal's tiles by itself) where
+        :meth:`gluon_refusal` finds nothing, else ``triton`` with the config's own tiles (the launcher has already
+        turned it to ``triton`` where the device or the tensors refuse it).
 
         Args:
             batch, kv_heads, group (G = H / H_kv), seqlen_k (tokens): the layer;
             num_sms: SMs of the device (:data:`INTERPRETER_NUM_SMS` in the interpreter);
             windowed: the step runs under a sliding window;
             seqlen_q, head_dim, width, l2_bytes: what ``dkdv_order="auto"`` is chosen from
-                (:func:`dkdv_order_for`; query rows, elements, element bytes, the device's L2 bytes).
+                (:func:`dkdv_order_for`; query rows, elements, element bytes, the device's L2 bytes); head_dim and
+                width also decide ``dkdv_kernel="gluon"`` (:meth:`gluon_refusal`).
 
         Raises:
             IomodelError: ``group_splits`` negative, not an integer, or above G; a switch
@@ -555,10 +559,11 @@ class BackwardConfig:
                                f"({self.num_warps}) must equal dq_num_warps ({self.dq_num_warps}): set them equal "
                                "or pass fused_launch=False")
         cfg = self
-        if cfg.dkdv_kernel == "gluon":  # the Gluon launch's own tiles; a window runs the Triton pointer kernels
-            cfg = (replace(cfg, dkdv_kernel="triton") if windowed else
+        if cfg.dkdv_kernel == "gluon":  # the Gluon launch's own tiles where it runs, else the config's Triton tiles
+            cfg = (replace(cfg, dkdv_kernel="triton") if self.gluon_refusal(head_dim, width, windowed) is not None else
                    replace(cfg, block_m=GLUON_DKDV_TILES.block_m, block_n=GLUON_DKDV_TILES.block_n,
-                           num_warps=GLUON_DKDV_TILES.num_warps, num_stages=GLUON_DKDV_TILES.num_stages))
+                           num_warps=GLUON_DKDV_TILES.num_warps, num_stages=GLUON_DKDV_TILES.num_stages,
+                           mask_split=False))
         S = self.group_splits
         if isinstance(S, bool) or not isinstance(S, int) or S < 0:
             raise IomodelError(f"group_splits must be a whole number 0..G (0 chooses), got {S!r}: pass e.g. 0 or 1")
@@ -574,6 +579,21 @@ class BackwardConfig:
                                    "l2_bytes to BackwardConfig.resolve, or set heads-outer or tiles-descending")
             order = dkdv_order_for(group, S, seqlen_q, head_dim, width, l2_bytes)
         return replace(cfg, group_splits=S, dkdv_order=order)
+
+    def gluon_refusal(self, head_dim: int | None, width: int | None, windowed: bool = False,
+                      sm_major: int | None = 9) -> str | None:
+        """Why this config's dK/dV launch cannot be the Gluon kernel for a layer of ``head_dim`` (elements) and element
+        ``width`` (bytes: 2 is fp16/bf16) on a GPU of compute capability major ``sm_major``, or None: the config's
+        ``tma``, ``atomic_dq`` and ``fused_launch`` and the layer, by
+        :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` (the one rule :meth:`resolve` and the launcher
+        apply; the launcher adds the tensors' alignment, the ``IOMODEL_GLUON`` switch and Triton's Gluon dialect).
+        An unknown ``head_dim`` or ``width`` refuses (nothing to check them against)."""
+        from iomodel.schedule.capabilities import gluon_dkdv_refusal
+
+        if head_dim is None or width is None:
+            return "the Gluon dK/dV launch is chosen per layer: pass head_dim and width to BackwardConfig.resolve"
+        return gluon_dkdv_refusal("bf16" if width == 2 else f"a {width}-byte dtype", head_dim, self.tma, windowed,
+                                  sm_major, self.atomic_dq, self.fused_launch)
 
     def tiling(self, base: Tiling | None = None) -> Tiling:
         """These tiles as the traffic model's :class:`iomodel.spec.Tiling` (its backward
@@ -602,7 +622,9 @@ INTERPRETER_BACKWARD = BackwardConfig(block_m=16, block_n=32, dq_block_m=32, dq_
 #: Programs per SM the dK/dV grid should reach: below it the GQA group is split over a third
 #: grid axis (:func:`dkdv_group_splits`). The dK/dV kernel runs 1-3 programs per SM on the H200
 #: (receipts/ncu-h200-train1-2026-12-01.json), so 2 keeps every SM busy and leaves a second
-#: program to hide the first one's latency.
+#: program to hide the first one's latency. Not re-tuned for the Gluon dK/dV launch, which runs one program per SM
+#: in a grid of half as many (128-key) programs, so S is about twice the Triton launch's; on its hold-out the four
+#: split steps' fp32 partials went back to DRAM beyond the model (docs/l2-calibration.md, "The Gluon dK/dV launch").
 DKDV_MIN_PROGRAMS_PER_SM = 2
 
 

@@ -286,7 +286,7 @@ def test_the_benchmark_layer_at_2_24_tokens_is_fast():
     import time
 
     from iomodel.cache.estimate import estimate_tiled, estimate_training_step, not_estimated
-    from kernels.heuristics import backward_config
+    from kernels.heuristics import layer_backward_config
 
     hw = get_hardware("H200")
     for causal in (False, True):
@@ -302,7 +302,7 @@ def test_the_benchmark_layer_at_2_24_tokens_is_fast():
         assert not_estimated(step, Tiling()) is None
         t0 = time.perf_counter()
         e = estimate_training_step(step, Tiling(), hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
-                                   backward=backward_config(128, "bf16", causal), config_source="test")
+                                   backward=layer_backward_config(step, hw), config_source="test")
         assert time.perf_counter() - t0 < 2.0
         assert e.read_bytes > 0
         assert any("closed form" in a for a in e.assumptions) == causal

@@ -586,9 +586,10 @@ def test_gluon_dkdv_holdout_counts(rec_of, level, read, write):
 def test_gluon_dkdv_holdout_misses_are_the_named_ones(rec_of):
     """Reads: one heads-outer causal step of a large group past the order's threshold (Llama-3-70B, G = 8, 12k
     tokens: the dK/dV kernel read 0.36x the lock-step estimate, the class of every earlier hold-out). Writes: the
-    five steps of about 1k tokens, where dK/dV is most of the step's writes and the Gluon kernel's register spills
-    (local memory, about 12 KiB a program: 32 B for each of its 384 threads, written once; the model counts no
-    spills) add 1.2-12x to what the step writes. The Gluon launch ran on every step."""
+    five steps of about 1k tokens; four split the group (S = 4-5) and their fp32 partials, above the effective L2,
+    go back to DRAM beyond the model (1.8-2.3x their whole dK/dV L2 excess, which is the register spills'), the
+    fifth misses by 1.25 MiB in the forward and dQ kernels. The Gluon launch ran on every step (the records'
+    config and kernel name)."""
     rec = rec_of(GLUON_DKDV)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h64-kv8-d128-bf16-q12288-k12288-tl-tiled-bwd"],
@@ -598,3 +599,10 @@ def test_gluon_dkdv_holdout_misses_are_the_named_ones(rec_of):
                               "b1-h40-kv8-d128-bf16-q943-k943-nc-tiled-bwd",
                               "b1-h56-kv8-d128-bf16-q1024-k1024-tl-tiled-bwd"]}
     assert all(r.tiling is not None and (r.tiling.bwd_block_m, r.tiling.bwd_block_n) == (64, 128) for r in rec.rows)
+    import json
+
+    shapes = json.loads((Path(__file__).resolve().parents[1] / "receipts" / GLUON_DKDV).read_text())["shapes"]
+    assert len(shapes) == 32 and all(s["config"]["backward"]["dkdv_kernel"] == "gluon" for s in shapes)
+    assert all(any(k["name"] == "_bwd_dkdv_gluon" for k in s["kernels"]) for s in shapes)
+    split = [s["id"] for s in shapes if s["config"]["backward"]["group_splits"] > 1]
+    assert len(split) == 10 and set(miss["write"]) - set(split) == {"b1-h40-kv40-d128-bf16-q1024-k1024-tl-tiled-bwd"}
