@@ -112,3 +112,19 @@ def test_worksheet_fwd_bwd_gives_the_step_and_each_kernel():
     assert "forward and the three backward kernels" in md and "stored (by the four kernels)" in md
     assert [k["name"] for k in json.loads(mha.to_json())["algorithms"]["tiled"]["l2_aware"]["kernels"]] == list(
         TRAINING_KERNELS)
+
+
+def test_long_causal_gqa_step_says_its_dkdv_reads_are_not_a_prediction():
+    """Past DKDV_CAUSAL_UNPREDICTED_KEYS the causal GQA dK/dV kernel (heads-outer) read 0.03-0.49x the wave model on
+    every H200 step measured: the estimate says so in its assumptions, and only there (MHA held; 16k keys held)."""
+    from iomodel.cache.params import DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_KEYS
+
+    def caveat(**kw):
+        j = json.loads(make_worksheet(resolve_layer(passes="fwd+bwd", **kw)).to_json())
+        return [a for a in j["algorithms"]["tiled"]["l2_aware"]["assumptions"] if a.startswith("NOT A PREDICTION")]
+
+    assert DKDV_CAUSAL_UNPREDICTED_KEYS == 32768 and DKDV_CAUSAL_MEASURED_RATIO == (0.03, 0.49)
+    long_gqa = caveat(seqlen=32768)  # Llama-3-8B: G = 4, heads-outer at 32k (the slice's rows exceed the L2)
+    assert len(long_gqa) == 1 and "0.03-0.49x" in long_gqa[0] and "32,768 keys" in long_gqa[0]
+    assert caveat(seqlen=16384) == []
+    assert caveat(seqlen=32768, kv_heads=32) == []  # MHA

@@ -45,6 +45,14 @@ DEFAULT_L2_WAYS = 24
 #: over-predicts its retention on MHA, so it is not a store-instruction effect
 #: (docs/l2-calibration.md, "The dQ kernel's write-back").
 DQ_WRITE_SHARE = 0.25
+#: Keys from which the causal dK/dV kernel's DRAM reads of a GQA step in the heads-outer order are not predicted:
+#: every such step measured on the H200 from 32k keys read 0.03-0.49x the wave model's bytes (the waves do not
+#: re-miss each other's query rows as the model says), and MHA steps held (receipts
+#: reconcile-h200-long-train-holdout1-2026-12-05.md, reconcile-h200-dq-order-holdout1-2026-12-05.md; docs/l2-calibration.md,
+#: "Two hold-outs measured"). The training step's estimate says so past it (:func:`iomodel.cache.predict.predict_training_step`).
+DKDV_CAUSAL_UNPREDICTED_KEYS = 32768
+#: The measured over modelled dK/dV DRAM reads of those steps, lowest and highest (the same receipts).
+DKDV_CAUSAL_MEASURED_RATIO = (0.03, 0.49)
 #: Largest associativity accepted: the estimate's step from 0 to 1 spans about C/sqrt(A) bytes
 #: around D = C, 1.6 % of C at 4096 ways; for the fully associative limit pass None.
 MAX_L2_WAYS = 4096
