@@ -57,11 +57,16 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``iomodel`` console script (exit 2 with one line on bad input).
 
     Usage errors that typer finds (an unknown option, ``--batch 1.5``, ``--programs-per-sm nan``)
+    and a single-valued option given twice (``--batch 1.5 --batch 2``, which typer would settle by keeping the last)
     are one line too, naming the option and the command's ``--help``, with typer's exit status
     (2). :class:`IomodelError` from any command is printed as one line. Standard output that
     cannot be written (a full device, a closed pipe) is one line on standard error and exit
     status 2 as well (files are written atomically: see :mod:`iomodel.paths`).
     """
+    repeated = _repeated_option(sys.argv[1:] if argv is None else list(argv))
+    if repeated is not None:
+        _error_line(repeated)
+        sys.exit(2)
     try:
         code = app(args=argv, prog_name="iomodel", standalone_mode=False)
     except IomodelError as exc:
@@ -86,6 +91,34 @@ def main(argv: list[str] | None = None) -> None:
     if isinstance(code, int) and not isinstance(code, bool) and code:  # typer.Exit(code) of a command
         sys.exit(code)
     sys.exit(0)  # a normal run ends in SystemExit(0), as typer's standalone mode did (in-process callers rely on it)
+
+
+def _repeated_option(args: list[str]) -> str | None:
+    """The sentence for a single-valued option of the subcommand given twice (``--batch 1.5 --batch 2``: click keeps
+    the last value, so the first would be dropped unseen), or None. Options that take several values
+    (``multiple``) may repeat; nothing after ``--`` is an option."""
+    names = [a.split("=", 1)[0] for a in args if a.startswith("-") and a != "--"]
+    if len(set(names)) == len(names) and all(n.startswith("--") for n in names):
+        return None  # no spelling twice and no short alias: nothing to look up (the commands are not built)
+    sub = next((a for a in args if not a.startswith("-")), None)
+    command = getattr(typer.main.get_command(app), "commands", {}).get(sub) if sub is not None else None
+    if command is None:
+        return None
+    single = {opt: p for p in command.params if getattr(p, "param_type_name", "") == "option" and not p.multiple
+              for opt in (*p.opts, *p.secondary_opts)}
+    seen: dict[str, str] = {}
+    for a in args[args.index(sub) + 1:]:
+        if a == "--":
+            break
+        p = single.get(a.split("=", 1)[0])
+        if p is None:
+            continue
+        spelled = a.split("=", 1)[0]
+        if p.name in seen:
+            also = "" if seen[p.name] == spelled else f" (also as {seen[p.name]})"
+            return f"option {spelled} is given more than once{also}: give it once (see 'iomodel {sub} --help')"
+        seen[p.name] = spelled
+    return None
 
 
 def _error_line(text: str) -> None:

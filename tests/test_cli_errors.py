@@ -223,3 +223,22 @@ def test_a_command_exit_status_survives_the_entry_point(capsys, monkeypatch):
     monkeypatch.setattr(W.Worksheet, "units_ok", property(lambda self: False))
     code, _, err = run_cli(capsys, ["worksheet"])
     assert code == 1 and "do not reduce to bytes" in err
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["worksheet", "--batch", "1.5", "--batch", "2"], ["option --batch is given more than once: give it once",
+                                                      "'iomodel worksheet --help'"]),
+    (["worksheet", "--batch=2", "--seqlen", "4", "--batch", "3"], ["option --batch is given more than once"]),
+    (["worksheet", "-o", "a.md", "--output", "b.md"], ["option --output is given more than once (also as -o)"]),
+])
+def test_a_single_valued_option_given_twice_is_one_line(capsys, argv, needles):
+    """typer keeps the last of a repeated option, so ``--batch 1.5 --batch 2`` ran at batch 2 and never said 1.5 was
+    bad (a reviewer, 2026-12-05): the entry point refuses the repetition before typer parses."""
+    assert_one_line_error(capsys, argv, *needles)
+
+
+def test_a_repeatable_option_may_repeat(capsys, tmp_path):
+    """``plot --kind`` takes several values: given twice it runs."""
+    code, _, err = run_cli(capsys, ["plot", "--kind", "seqlen", "--kind", "blocks", "-o", str(tmp_path)])
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bytes_vs_blocks.png", "bytes_vs_seqlen.png"]
