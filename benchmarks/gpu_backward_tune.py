@@ -105,7 +105,8 @@ def correctness() -> list[dict]:
         o, lse = flash_attention(q, k, v, causal, align, path="prefill")
         ref = reference_attention_backward(do, q, k, v, causal, align)
         for atomic in (False, True):
-            cfg = dataclasses.replace(bw.backward_config(d, "bf16", causal), atomic_dq=atomic)
+            cfg = dataclasses.replace(bw.backward_config(d, "bf16", causal), atomic_dq=atomic,
+                                      dkdv_kernel="triton")  # the Triton launches, with and without atomic dQ
             got = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg)
             errs = {n: ((a.double() - r).norm() / r.norm().clamp_min(1e-30)).item()
                     for n, a, r in zip(("dq", "dk", "dv"), got, ref)}
@@ -238,7 +239,7 @@ def extra_peak_bytes(fns: dict, row: dict) -> dict[str, int]:
 
 def _candidates(d: int, causal: bool) -> dict[str, bw.BackwardConfig]:
     """Stage 4's configurations of one (HEAD_DIM, causal): ``current`` (GPU_BACKWARD) first."""
-    cur = bw.backward_config(d, "bf16", causal)
+    cur = dataclasses.replace(bw.backward_config(d, "bf16", causal), dkdv_kernel="triton")  # Triton's tiles tuned
     out = {"current": cur}
     for bm, bn, w, st in CONFIG_CANDIDATES[(d, causal)]:
         out[f"{bm}x{bn}w{w}s{st}"] = dataclasses.replace(cur, block_m=bm, block_n=bn, num_warps=w, num_stages=st)

@@ -74,8 +74,9 @@ ROUND = 1
 
 def _pointer(cfg: bw.BackwardConfig) -> bw.BackwardConfig:
     """``cfg``'s tiles on the pointer kernels: ``backward_config`` has tma (and the causal mask
-    split) on for the GPU, so every variant sets the three switches itself."""
-    return dataclasses.replace(cfg, tma=False, mask_split=False, fused_launch=False)
+    split, and at HEAD_DIM 128 the Gluon dK/dV launch) on for the GPU, so every variant sets the switches itself
+    (the Triton launches throughout: this script compares Triton's pointer and TMA kernels)."""
+    return dataclasses.replace(cfg, tma=False, mask_split=False, fused_launch=False, dkdv_kernel="triton")
 
 
 def _variants(d: int, causal: bool) -> dict[str, bw.BackwardConfig]:

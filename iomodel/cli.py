@@ -94,30 +94,36 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _repeated_option(args: list[str]) -> str | None:
-    """The sentence for a single-valued option of the subcommand given twice (``--batch 1.5 --batch 2``: click keeps
-    the last value, so the first would be dropped unseen), or None. Options that take several values
-    (``multiple``) may repeat; nothing after ``--`` is an option."""
+    """The sentence for a single-valued option of the subcommand given twice, or None.
+
+    ``--batch 1.5 --batch 2``: click keeps the last value, so the first would be dropped unseen; the same for two
+    spellings of one parameter (``--causal --no-causal``, ``-o a.md --output b.md``) and for a flag given twice
+    (refused too, though click would accept it: one spelling a parameter is enough). Counted with click's own
+    parser (values, ``=``, attached short values and ``--`` as it reads them); options that take several values
+    (``multiple``) may repeat; ``--help`` and anything the parser refuses are left to typer."""
     names = [a.split("=", 1)[0] for a in args if a.startswith("-") and a != "--"]
-    if len(set(names)) == len(names) and all(n.startswith("--") for n in names):
-        return None  # no spelling twice and no short alias: nothing to look up (the commands are not built)
+    if (len(set(names)) == len(names) and all(n.startswith("--") and not n.startswith("--no-") for n in names)
+            or "--help" in args):
+        return None  # no spelling twice, no short or negative alias: nothing to look up (the commands are not built)
     sub = next((a for a in args if not a.startswith("-")), None)
     command = getattr(typer.main.get_command(app), "commands", {}).get(sub) if sub is not None else None
     if command is None:
         return None
-    single = {opt: p for p in command.params if getattr(p, "param_type_name", "") == "option" and not p.multiple
-              for opt in (*p.opts, *p.secondary_opts)}
-    seen: dict[str, str] = {}
-    for a in args[args.index(sub) + 1:]:
-        if a == "--":
-            break
-        p = single.get(a.split("=", 1)[0])
-        if p is None:
+    from typer._click import Context
+
+    try:
+        _, _, order = command.make_parser(Context(command, info_name=sub, resilient_parsing=True)).parse_args(
+            args=args[args.index(sub) + 1:])
+    except Exception:  # an unknown option, a missing value: typer says it in one line
+        return None
+    seen: set[str] = set()
+    for p in order:
+        if getattr(p, "param_type_name", "") != "option" or p.multiple:
             continue
-        spelled = a.split("=", 1)[0]
         if p.name in seen:
-            also = "" if seen[p.name] == spelled else f" (also as {seen[p.name]})"
-            return f"option {spelled} is given more than once{also}: give it once (see 'iomodel {sub} --help')"
-        seen[p.name] = spelled
+            return (f"option {'/'.join((*p.opts, *p.secondary_opts))} is given more than once: give it once "
+                    f"(see 'iomodel {sub} --help')")
+        seen.add(p.name)
     return None
 
 

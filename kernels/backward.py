@@ -656,7 +656,7 @@ def flash_attention_backward(
             pointer kernels (the same bytes and gradients). ``dkdv_kernel="gluon"`` applies where
             :func:`_gluon_dkdv_reason` finds nothing (sm_90, fp16/bf16, HEAD_DIM 128, aligned, no window, ``tma``
             on, no atomic or fused dQ); elsewhere the Triton dK/dV launch runs in the config's tiles, and a config
-            given with it on a GPU says why in a ``UserWarning``.
+            given with it that the GPU or the tensors refuse (not its own switches) says why in a ``UserWarning``.
     """
     plan = _cached_plan(lambda: _bwd_plan_key(do, q, k, v, o, lse, causal, causal_align, sm_scale, config, window),
                         _build_bwd_plan, (do, q, k, v, o, lse, causal, causal_align, sm_scale, config, window))
@@ -773,9 +773,10 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     if config.dkdv_kernel == "gluon":
         why = _gluon_dkdv_reason(q, k, v, do, shape, config, band is not None)
         if why is not None:  # the Triton launch with the config's tiles; return_config says so
-            if given and not INTERPRET:  # asked for by name on a GPU: said, once per plan (plans are cached)
+            own = config.gluon_refusal(shape.head_dim, q.element_size(), band is not None, TMA_SM_MAJOR)
+            if given and not INTERPRET and own is None:  # the config allows it, the device or tensors refuse it:
                 warnings.warn(f"{why}: the Triton dK/dV launch runs instead (pass dkdv_kernel='triton' to ask for it)",
-                              stacklevel=4)
+                              stacklevel=4)  # said once per plan (plans are cached); the config's own switches not
             config = replace(config, dkdv_kernel="triton")
     # group_splits S fixed for this launch, dkdv_order as it runs (heads-outer for MHA and windows)
     config = config.resolve(B, H_kv, shape.group, N_k, _num_sms(q.device), windowed=band is not None,

@@ -42,7 +42,7 @@ from iomodel.schedule.tiles import (
     program_sram_bytes,
 )
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import DKDV_KERNELS
+from iomodel.schedule.capabilities import DKDV_KERNELS, TMA_SM_MAJOR
 from iomodel.schedule.launch import TILE_ORDERS as _SCHEDULE_TILE_ORDERS
 from iomodel.spec import Tiling, cdiv, dtype_width
 from iomodel.spec.hardware import H200
@@ -531,7 +531,8 @@ class BackwardConfig:
             windowed: the step runs under a sliding window;
             seqlen_q, head_dim, width, l2_bytes: what ``dkdv_order="auto"`` is chosen from
                 (:func:`dkdv_order_for`; query rows, elements, element bytes, the device's L2 bytes); head_dim and
-                width also decide ``dkdv_kernel="gluon"`` (:meth:`gluon_refusal`).
+                width also decide ``dkdv_kernel="gluon"`` (:meth:`gluon_refusal`; without them a ``gluon`` config
+                resolves to ``triton`` with its own tiles).
 
         Raises:
             IomodelError: ``group_splits`` negative, not an integer, or above G; a switch
@@ -581,7 +582,7 @@ class BackwardConfig:
         return replace(cfg, group_splits=S, dkdv_order=order)
 
     def gluon_refusal(self, head_dim: int | None, width: int | None, windowed: bool = False,
-                      sm_major: int | None = 9) -> str | None:
+                      sm_major: int | None = TMA_SM_MAJOR) -> str | None:
         """Why this config's dK/dV launch cannot be the Gluon kernel for a layer of ``head_dim`` (elements) and element
         ``width`` (bytes: 2 is fp16/bf16) on a GPU of compute capability major ``sm_major``, or None: the config's
         ``tma``, ``atomic_dq`` and ``fused_launch`` and the layer, by
@@ -655,7 +656,7 @@ def dkdv_group_splits(programs: int, num_sms: int, group: int) -> int:
 
 
 def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool = False,
-                    sm_major: int | None = 9) -> BackwardConfig:
+                    sm_major: int | None = TMA_SM_MAJOR) -> BackwardConfig:
     """The backward tiles: the interpreter's small tiles on a CPU, else the GPU tiles of
     :data:`GPU_BACKWARD` for the padded HEAD_DIM (chosen by measurement on the H200:
     ``benchmarks/gpu_backward_tune.py``, receipts under ``receipts/``). Units: elements.

@@ -229,7 +229,9 @@ def test_a_command_exit_status_survives_the_entry_point(capsys, monkeypatch):
     (["worksheet", "--batch", "1.5", "--batch", "2"], ["option --batch is given more than once: give it once",
                                                       "'iomodel worksheet --help'"]),
     (["worksheet", "--batch=2", "--seqlen", "4", "--batch", "3"], ["option --batch is given more than once"]),
-    (["worksheet", "-o", "a.md", "--output", "b.md"], ["option --output is given more than once (also as -o)"]),
+    (["worksheet", "-o", "a.md", "--output", "b.md"], ["option --output/-o is given more than once"]),
+    (["worksheet", "-oa.md", "-o", "b.md"], ["option --output/-o is given more than once"]),  # attached value
+    (["worksheet", "--causal", "--no-causal"], ["option --causal/--no-causal is given more than once"]),
 ])
 def test_a_single_valued_option_given_twice_is_one_line(capsys, argv, needles):
     """typer keeps the last of a repeated option, so ``--batch 1.5 --batch 2`` ran at batch 2 and never said 1.5 was
@@ -238,7 +240,12 @@ def test_a_single_valued_option_given_twice_is_one_line(capsys, argv, needles):
 
 
 def test_a_repeatable_option_may_repeat(capsys, tmp_path):
-    """``plot --kind`` takes several values: given twice it runs."""
+    """``plot --kind`` takes several values: given twice it runs; a value that looks like an option is a value
+    (``--config --batch``: the config path), and ``--help`` prints the help even after a repetition."""
+    code, out, _ = run_cli(capsys, ["worksheet", "--batch", "1", "--batch", "2", "--help"])
+    assert code == 0 and "Usage" in out
+    code, _, err = run_cli(capsys, ["worksheet", "--config", "--batch", "--batch", "2"])
+    assert code == 2 and "given more than once" not in err and "--batch" in err
     code, _, err = run_cli(capsys, ["plot", "--kind", "seqlen", "--kind", "blocks", "-o", str(tmp_path)])
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bytes_vs_blocks.png", "bytes_vs_seqlen.png"]

@@ -586,9 +586,9 @@ def test_gluon_dkdv_holdout_counts(rec_of, level, read, write):
 def test_gluon_dkdv_holdout_misses_are_the_named_ones(rec_of):
     """Reads: one heads-outer causal step of a large group past the order's threshold (Llama-3-70B, G = 8, 12k
     tokens: the dK/dV kernel read 0.36x the lock-step estimate, the class of every earlier hold-out). Writes: the
-    five steps of about 1k tokens; four split the group (S = 4-5) and their fp32 partials, above the effective L2,
-    go back to DRAM beyond the model (1.8-2.3x their whole dK/dV L2 excess, which is the register spills'), the
-    fifth misses by 1.25 MiB in the forward and dQ kernels. The Gluon launch ran on every step (the records'
+    five steps of about 1k tokens; four split the group (S = 4-5) and write 1.8-2.3x their whole dK/dV L2 excess
+    (the register spills') beyond the model to DRAM (their fp32 partials above the effective L2 going back: a
+    reading, not measured), the fifth misses by 1.25 MiB over the forward, dK/dV and dQ kernels. The Gluon launch ran on every step (the records'
     config and kernel name)."""
     rec = rec_of(GLUON_DKDV)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}

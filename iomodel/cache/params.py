@@ -45,14 +45,22 @@ DEFAULT_L2_WAYS = 24
 #: over-predicts its retention on MHA, so it is not a store-instruction effect
 #: (docs/l2-calibration.md, "The dQ kernel's write-back").
 DQ_WRITE_SHARE = 0.25
-#: Keys from which the causal dK/dV kernel's DRAM reads of a GQA step in the heads-outer order are not predicted:
-#: every such step measured on the H200 from 32k keys read 0.03-0.49x the wave model's bytes (the waves do not
-#: re-miss each other's query rows as the model says), and MHA steps held (receipts
-#: reconcile-h200-long-train-holdout1-2026-12-05.md, reconcile-h200-dq-order-holdout1-2026-12-05.md; docs/l2-calibration.md,
-#: "Two hold-outs measured"). The training step's estimate says so past it (:func:`iomodel.cache.predict.predict_training_step`).
-DKDV_CAUSAL_UNPREDICTED_KEYS = 32768
+#: Query rows (seqlen_q, the rows a dK/dV program streams per head) from which the causal dK/dV kernel's DRAM reads
+#: of a GQA step in the heads-outer order, without a window, are not predicted: every such step measured on the H200
+#: (16, 32k to 524k rows, the Triton dK/dV launch) read 0.03-0.49x the wave model's bytes (the waves do not re-miss
+#: each other's query rows as the model says), while its 3 MHA steps read 0.89-0.94x (receipts
+#: reconcile-h200-long-train-holdout1-2026-12-05.md, reconcile-h200-dq-order-holdout1-2026-12-05.md, the steps of
+#: ncu-h200-long-train-probe1-2026-12-05.json; docs/l2-calibration.md, "Two hold-outs measured"). The training step's
+#: estimate says so there (:func:`iomodel.cache.predict.predict_training_step`).
+DKDV_CAUSAL_UNPREDICTED_ROWS = 32768
 #: The measured over modelled dK/dV DRAM reads of those steps, lowest and highest (the same receipts).
 DKDV_CAUSAL_MEASURED_RATIO = (0.03, 0.49)
+#: Query heads per KV head (G) and query rows from which heads-outer causal GQA steps shorter than
+#: :data:`DKDV_CAUSAL_UNPREDICTED_ROWS` were measured far from the model both ways: 13 steps of G 7-71 and 6k-16k rows
+#: on the H200 read 0.21-1.23x it, 2 of them within ±10 % (training hold-outs 2-7, split1, lpt1, dq-order and
+#: gluon-dkdv hold-outs; docs/l2-calibration.md). Steps of smaller groups there held (most within ±10 %).
+DKDV_LARGE_GROUP, DKDV_LARGE_GROUP_ROWS = 7, 6000
+DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: Largest associativity accepted: the estimate's step from 0 to 1 spans about C/sqrt(A) bytes
 #: around D = C, 1.6 % of C at 4096 ways; for the fully associative limit pass None.
 MAX_L2_WAYS = 4096

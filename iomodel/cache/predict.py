@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
-from iomodel.cache.params import (DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_KEYS, DQ_WRITE_SHARE, STREAM_SLICES,
-                                  L2Params)
+from iomodel.cache.params import (DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
+                                  DKDV_LARGE_GROUP_RATIO, DKDV_LARGE_GROUP_ROWS, DQ_WRITE_SHARE, STREAM_SLICES, L2Params)
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
@@ -722,14 +722,21 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            f"model's saturation distance; past {L2_DKDV_CLOSED_FORM_MIN_TOUCHES:,} touches) its "
                            "Q/dO/LSE/Delta misses are the mean count of the wave model's chunk entries, not each touch "
                            f"({CLOSED_FORM_AGREEMENT}).")
-    if (spec.causal and spec.group > 1 and tiling.bwd_dkdv_order == "heads-outer"
-            and spec.seqlen_k >= DKDV_CAUSAL_UNPREDICTED_KEYS):
-        assumptions.append(f"NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200 the dK/dV kernel of every causal GQA "
-                           f"step of {DKDV_CAUSAL_UNPREDICTED_KEYS:,} keys or more, heads-outer, read far fewer bytes "
-                           f"than this wave model ({DKDV_CAUSAL_MEASURED_RATIO[0]}-{DKDV_CAUSAL_MEASURED_RATIO[1]}x of it; "
-                           "docs/l2-calibration.md, \"Two hold-outs measured\"); read this kernel's estimate as far "
-                           "above what runs. "
-                           "benchmarks/dkdv_window_pass_sketch.py is nearer for groups of up to 4 (not a model).")
+    if spec.causal and spec.group > 1 and tiling.bwd_dkdv_order == "heads-outer" and spec.band is None:
+        if spec.seqlen_q >= DKDV_CAUSAL_UNPREDICTED_ROWS:
+            lo, hi = DKDV_CAUSAL_MEASURED_RATIO
+            assumptions.append(f"NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200 the dK/dV kernel of every causal GQA "
+                               f"step of {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows or more, heads-outer, read far fewer "
+                               f"bytes than this wave model ({lo}-{hi}x of it, the Triton dK/dV launch; "
+                               "docs/l2-calibration.md, \"Two hold-outs measured\"); read this kernel's estimate as far "
+                               "above what runs. benchmarks/dkdv_window_pass_sketch.py is nearer for groups of up to 4 "
+                               "(not a model).")
+        elif spec.group >= DKDV_LARGE_GROUP and spec.seqlen_q >= DKDV_LARGE_GROUP_ROWS:
+            lo, hi = DKDV_LARGE_GROUP_RATIO
+            assumptions.append(f"ROUGH: _bwd_dkdv's DRAM reads. Causal heads-outer steps of {DKDV_LARGE_GROUP} or more "
+                               f"query heads per KV head from {DKDV_LARGE_GROUP_ROWS:,} query rows read {lo}-{hi}x this "
+                               "wave model on the H200, seldom within 10 % (docs/l2-calibration.md): this kernel's "
+                               "estimate may be off either way.")
     if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "
