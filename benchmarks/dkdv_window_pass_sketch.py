@@ -22,11 +22,11 @@ sketch and compulsory (each row and K/V once) MiB, measured/sketch, measured/com
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
-import sys
 from pathlib import Path
+
+from iomodel.paths import argument_error, one_line_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM_SMS = 132  # the H200's (iomodel.spec.hardware.H200), where every receipt read here was measured
@@ -60,12 +60,11 @@ def window_pass_bytes(spec: dict, bwd: dict, window: int) -> tuple[int, int]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_parser(__doc__.splitlines()[0])
     ap.add_argument("--min-tokens", type=int, default=0, help="only steps with seqlen_k at least this (tokens)")
     args = ap.parse_args()
     if args.min_tokens < 0:
-        print("error: --min-tokens must be 0 or more", file=sys.stderr)
-        return 2
+        argument_error("--min-tokens must be 0 or more")
     n = within = 0
     for path in sorted(glob.glob(str(ROOT / "receipts" / "ncu-h200-*.json"))):
         if "repeat" in path:

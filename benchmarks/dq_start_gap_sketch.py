@@ -16,11 +16,11 @@ order and length, the median and 90th percentile of the sampled distances (MiB) 
 
 from __future__ import annotations
 
-import argparse
 import heapq
-import sys
 
 import numpy as np
+
+from iomodel.paths import argument_error, one_line_parser
 
 H, G, HEAD_DIM, WIDTH, BLOCK_M, BLOCK_N, W = 32, 4, 128, 2, 128, 64, 132
 READ_CAPACITY_MIB = 31.1
@@ -67,20 +67,13 @@ def distances(seqlen: int, order: str, samples: int, seed: int = 0) -> np.ndarra
     return np.array(out)
 
 
-def _one_line_error(message: str) -> None:
-    """A bad argument: one ``error:`` line on stderr and exit status 2 (argparse would print its usage too)."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.error = _one_line_error  # type: ignore[method-assign]
+    ap = one_line_parser(__doc__.splitlines()[0])
     ap.add_argument("--seqlen", type=int, nargs="+", default=[65536, 131072], help="tokens (multiples of 128)")
     ap.add_argument("--samples", type=int, default=300)
     args = ap.parse_args()
     if any(n < BLOCK_M or n % BLOCK_M for n in args.seqlen) or args.samples < 1:
-        _one_line_error(f"--seqlen must be positive multiples of {BLOCK_M} and --samples at least 1")
+        argument_error(f"--seqlen must be positive multiples of {BLOCK_M} and --samples at least 1")
     for n in args.seqlen:
         for order in ("forward", "reverse"):
             d = distances(n, order, args.samples)

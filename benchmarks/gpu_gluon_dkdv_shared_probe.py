@@ -36,15 +36,14 @@ shapes (MHA, GQA, MQA, S = 1, 3, 4, both loop orders and alignments, ragged, row
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from iomodel.paths import argument_error, one_line_parser  # noqa: E402
 from kernels.gluon_attention import GLUON_IMPORT_ERROR  # noqa: E402
 
 if GLUON_IMPORT_ERROR is None:
@@ -329,19 +328,17 @@ def compile_only() -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_parser(__doc__.splitlines()[0])
     ap.add_argument("--compile-only", action="store_true", help="compile for sm_90 here and print the spills, no GPU")
     ap.add_argument("--out", help="JSON receipt path (GPU run)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     if args.rounds < 1:
-        print("error: --rounds must be at least 1", file=sys.stderr)
-        return 2
+        argument_error("--rounds must be at least 1")
     if args.compile_only:
         return compile_only()
     if not args.out:
-        print("error: --out OUT.json is required for the GPU run (or pass --compile-only)", file=sys.stderr)
-        return 2
+        argument_error("--out OUT.json is required for the GPU run (or pass --compile-only)")
     from iomodel.measure.ncu import benchmark_finish, benchmark_start
 
     if (rc := benchmark_start(args.out)) is not None:  # a GPU, and a writable --out, before any work

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from iomodel.errors import IomodelError
 
@@ -174,6 +175,27 @@ def exit_code_of(step: Callable[[], object]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def argument_error(message: str) -> None:
+    """A benchmark script's bad argument: one ``error:`` line on stderr and exit status 2 (the CLI's code; argparse
+    would print its usage first). Set as ``ArgumentParser.error`` (:func:`one_line_parser`) or called directly.
+
+    Raises:
+        SystemExit: always, with code 2.
+    """
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def one_line_parser(description: str) -> Any:
+    """An ``argparse.ArgumentParser`` whose usage errors (a wrong type, an unknown option) are one
+    :func:`argument_error` line and exit status 2."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.error = argument_error  # type: ignore[method-assign]
+    return ap
 
 
 def finish_probe_receipt(path: str | Path, receipt: dict, started: float, option: str = "--out") -> Path:

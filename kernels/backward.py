@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import TMA_SM_MAJOR, kernel_refusal, tma_refusal
+from iomodel.schedule.capabilities import TMA_SM_MAJOR, kernel_refusal, sm90_refusal, tma_refusal
 from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, PREPROCESS_NUM_WARPS, dkdv_reduce_num_warps
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.spec.layer import causal_offset
@@ -654,7 +654,7 @@ def flash_attention_backward(
             take). ``tma``/``fused_launch`` apply where the inputs allow
             descriptors (fp16/bf16, power-of-two HEAD_DIM, aligned, no window); other inputs run the
             pointer kernels (the same bytes and gradients). ``dkdv_kernel="gluon"`` applies where
-            :func:`_gluon_dkdv_reason` finds nothing (sm_90, fp16/bf16, HEAD_DIM 128, aligned, no window, ``tma``
+            :meth:`BackwardConfig.gluon_refusal` and :func:`_gluon_dkdv_device_reason` find nothing (sm_90, fp16/bf16, HEAD_DIM 128, aligned, no window, ``tma``
             on, no atomic or fused dQ); elsewhere the Triton dK/dV launch runs in the config's tiles, and a config
             given with it that the GPU or the tensors refuse (not its own switches) says why in a ``UserWarning``.
     """
@@ -762,18 +762,18 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     _check_grad_tensors(do, o, lse, q)
     check_causal(causal)
     given = config is not None
+    sm_major = None if INTERPRET else torch.cuda.get_device_capability(q.device)[0]
     if config is None:
-        config = backward_config(shape.head_dim, shape.dtype, causal, interpreter=INTERPRET,
-                                 sm_major=None if INTERPRET else torch.cuda.get_device_capability(q.device)[0])
+        config = backward_config(shape.head_dim, shape.dtype, causal, interpreter=INTERPRET, sm_major=sm_major)
     elif not isinstance(config, BackwardConfig):
         raise IomodelError(f"config must be a kernels.heuristics.BackwardConfig, got {type(config).__name__}: build one")
     B, H, N_q, d = q.shape
     H_kv, N_k = k.shape[1], k.shape[2]
     band = window_argument(window, causal, N_q, N_k)
     if config.dkdv_kernel == "gluon":
-        why = _gluon_dkdv_reason(q, k, v, do, shape, config, band is not None)
+        own = config.gluon_refusal(shape.head_dim, q.element_size(), band is not None)  # the config and the layer
+        why = own or _gluon_dkdv_device_reason(q, k, v, do, sm_major)
         if why is not None:  # the Triton launch with the config's tiles; return_config says so
-            own = config.gluon_refusal(shape.head_dim, q.element_size(), band is not None, TMA_SM_MAJOR)
             if given and not INTERPRET and own is None:  # the config allows it, the device or tensors refuse it:
                 warnings.warn(f"{why}: the Triton dK/dV launch runs instead (pass dkdv_kernel='triton' to ask for it)",
                               stacklevel=4)  # said once per plan (plans are cached); the config's own switches not
@@ -802,7 +802,7 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     dkv_str = torch.empty(plan.kv_shape, device="meta").stride()
     part_str = torch.empty(plan.part_shape, device="meta").stride() if S > 1 else dkv_str
     common = dict(HEAD_DIM=d, HEAD_DIM_PAD=pad, CAUSAL=causal, **flags)
-    on_tma_gpu = INTERPRET or (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == TMA_SM_MAJOR)
+    on_tma_gpu = INTERPRET or sm_major == TMA_SM_MAJOR  # _check_device has refused non-CUDA tensors outside it
     tma = (config.tma and not config.atomic_dq and band is None and on_tma_gpu  # TMA: sm_90, as the forward's path
            and tma_refusal(shape.dtype, d, _tma_ok(q, k, v, do)) is None)
     fused = tma and config.fused_launch
@@ -883,18 +883,15 @@ def _build_bwd_plan(do: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: A
     return plan
 
 
-def _gluon_dkdv_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, shape: Any,
-                       config: BackwardConfig, windowed: bool) -> str | None:
-    """Why the Gluon dK/dV launch (``kernels/gluon_backward.py``) cannot run these inputs here, or None: the rule
-    :meth:`BackwardConfig.resolve` applies (:meth:`BackwardConfig.gluon_refusal`: the config and the layer) for this
-    device, then the tensors' TMA alignment, the ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect
-    (``kernels.flash_attention``)."""
+def _gluon_dkdv_device_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor,
+                              sm_major: int | None) -> str | None:
+    """What on this device or in these tensors refuses the Gluon dK/dV launch (``kernels/gluon_backward.py``), or
+    None: a GPU other than sm_90 (or the interpreter), tensors TMA cannot describe, the ``IOMODEL_GLUON`` switch, a
+    Triton without the Gluon dialect (``kernels.flash_attention``). The config's and the layer's half of the rule is
+    :meth:`BackwardConfig.gluon_refusal`, which :meth:`BackwardConfig.resolve` applies too."""
     from kernels.flash_attention import USE_GLUON, _gluon_import_error
 
-    sm_major = None if INTERPRET else torch.cuda.get_device_capability(q.device)[0]
-    reason = config.gluon_refusal(shape.head_dim, q.element_size(), windowed, sm_major)
-    if reason is None and shape.dtype not in ("fp16", "bf16"):
-        reason = f"the Gluon dK/dV launch needs fp16 or bf16, got {shape.dtype}"
+    reason = sm90_refusal("the Gluon dK/dV launch", sm_major)
     if reason is None and not _tma_ok(q, k, v, do):
         reason = "the Gluon dK/dV launch needs 16-byte aligned, last-dim-contiguous q, k, v and dO"
     if reason is None and not USE_GLUON:

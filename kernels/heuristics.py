@@ -42,7 +42,7 @@ from iomodel.schedule.tiles import (
     program_sram_bytes,
 )
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import DKDV_KERNELS, TMA_SM_MAJOR
+from iomodel.schedule.capabilities import DKDV_KERNELS, TMA_SM_MAJOR, gluon_dkdv_refusal
 from iomodel.schedule.launch import TILE_ORDERS as _SCHEDULE_TILE_ORDERS
 from iomodel.spec import Tiling, cdiv, dtype_width
 from iomodel.spec.hardware import H200
@@ -589,8 +589,6 @@ class BackwardConfig:
         :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` (the one rule :meth:`resolve` and the launcher
         apply; the launcher adds the tensors' alignment, the ``IOMODEL_GLUON`` switch and Triton's Gluon dialect).
         An unknown ``head_dim`` or ``width`` refuses (nothing to check them against)."""
-        from iomodel.schedule.capabilities import gluon_dkdv_refusal
-
         if head_dim is None or width is None:
             return "the Gluon dK/dV launch is chosen per layer: pass head_dim and width to BackwardConfig.resolve"
         return gluon_dkdv_refusal("bf16" if width == 2 else f"a {width}-byte dtype", head_dim, self.tma, windowed,
@@ -672,8 +670,6 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
     :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` allows it for this dtype and HEAD_DIM
     (contiguous tensors assumed; the launcher checks the real ones).
     """
-    from iomodel.schedule.capabilities import gluon_dkdv_refusal
-
     if interpreter:
         return replace(INTERPRETER_BACKWARD, **_mask_orders(causal))
     d = max(64, head_dim_padded(head_dim))  # HEAD_DIM 16..64 run the 64 tiles

@@ -216,3 +216,18 @@ def test_interpreter_runs_the_triton_launch_for_a_gluon_config():
     want = flash_attention_backward(do, q, k, v, o, lse, True, "bottom-right", config=replace(base, tma=True))
     assert (ran.dkdv_kernel, ran.block_m, ran.block_n) == ("triton", base.block_m, base.block_n)
     assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["benchmarks/dkdv_window_pass_sketch.py", "--min-tokens", "abc"], "argument --min-tokens: invalid int value"),
+    (["benchmarks/dkdv_window_pass_sketch.py", "--min-tokens", "-1"], "--min-tokens must be 0 or more"),
+    (["benchmarks/dq_start_gap_sketch.py", "--samples", "0"], "--samples at least 1"),
+    (["benchmarks/gpu_gluon_dkdv_shared_probe.py", "--rounds", "x"], "argument --rounds: invalid int value"),
+    (["benchmarks/gpu_gluon_dkdv_shared_probe.py"], "--out OUT.json is required"),
+])
+def test_the_sketches_and_the_probe_refuse_bad_arguments_in_one_line(argv, needle):
+    """iomodel.paths.one_line_parser: a bad argument of these scripts is one ``error:`` line and exit 2, no usage."""
+    out = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], out.stderr

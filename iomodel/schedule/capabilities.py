@@ -145,6 +145,15 @@ def tma_refusal(dtype: str, head_dim: int, tma_aligned: bool = True) -> str | No
     return None
 
 
+def sm90_refusal(what: str, sm_major: int | None) -> str | None:
+    """Why ``what`` (a Gluon kernel: warpgroup MMAs, TMA and ``setmaxnreg`` are Hopper's) cannot run on a GPU of
+    compute capability major ``sm_major`` (``None``: Triton's interpreter, which has no Gluon), or None on sm_90."""
+    if sm_major == TMA_SM_MAJOR:
+        return None
+    where = "Triton's interpreter" if sm_major is None else f"an sm_{sm_major}x GPU"
+    return f"{what} runs on Hopper (sm_90) only, not on {where}"
+
+
 def gluon_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, windowed: bool = False,
                   sm_major: int | None = TMA_SM_MAJOR) -> str | None:
     """Why the Gluon prefill (``prefill-gluon``, ``kernels/gluon_attention.py``) cannot take these inputs, or None.
@@ -160,9 +169,8 @@ def gluon_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, windowed:
     Returns:
         The reason (one line), or None.
     """
-    if sm_major != TMA_SM_MAJOR:
-        where = "Triton's interpreter" if sm_major is None else f"an sm_{sm_major}x GPU"
-        return f"path 'prefill-gluon' runs on Hopper (sm_90) only, not on {where}: use path='prefill' (or None)"
+    if (reason := sm90_refusal("path 'prefill-gluon'", sm_major)) is not None:
+        return f"{reason}: use path='prefill' (or None)"
     if dtype not in TMA_DTYPES:
         return f"path 'prefill-gluon' needs fp16 or bf16, got {dtype}: use path='prefill'"
     if head_dim not in GLUON_HEAD_DIMS:
@@ -195,9 +203,8 @@ def gluon_dkdv_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, wind
     Returns:
         The reason (one line), or None.
     """
-    if sm_major != TMA_SM_MAJOR:
-        where = "Triton's interpreter" if sm_major is None else f"an sm_{sm_major}x GPU"
-        return f"the Gluon dK/dV launch runs on Hopper (sm_90) only, not on {where}"
+    if (reason := sm90_refusal("the Gluon dK/dV launch", sm_major)) is not None:
+        return reason
     if dtype not in TMA_DTYPES:
         return f"the Gluon dK/dV launch needs fp16 or bf16, got {dtype}"
     if head_dim not in GLUON_DKDV_HEAD_DIMS:
@@ -270,5 +277,6 @@ __all__ = [
     "head_dim_refusal",
     "kernel_refusal",
     "prefill_path",
+    "sm90_refusal",
     "tma_refusal",
 ]
