@@ -25,7 +25,6 @@ against SDPA FLASH and cuDNN in one run (issue 11). Writes JSON to ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import json
@@ -37,6 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from iomodel.paths import one_line_parser  # noqa: E402
 from iomodel.bench.backends import attention_call  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.inputs import dense_inputs  # noqa: E402
@@ -292,7 +292,7 @@ def configs(quick: bool) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_parser(__doc__.splitlines()[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--configs", action="store_true", help="stage 4 alone: GPU_BACKWARD vs CONFIG_CANDIDATES")

@@ -20,7 +20,6 @@ pointer kernels, SDPA FLASH and SDPA cuDNN in one run. Writes JSON to ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import math
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_backward_tune import _inputs, bundled_step, extra_peak_bytes, sdpa_step  # noqa: E402
+from iomodel.paths import one_line_parser  # noqa: E402
 from iomodel.bench.environment import environment  # noqa: E402
 from iomodel.bench.timing import do_bench_interleaved  # noqa: E402
 from iomodel.measure.ncu import benchmark_finish, benchmark_start  # noqa: E402
@@ -225,7 +225,7 @@ def fwd_bwd(best: dict[str, str], quick: bool) -> list[dict]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_parser(__doc__.splitlines()[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--round", type=int, choices=sorted(ROUNDS), default=1, help="the candidate list (ROUND1, ROUND2)")

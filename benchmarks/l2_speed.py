@@ -24,11 +24,11 @@ model (:mod:`iomodel.cache.predict`). The target is under 5 s for a 30-shape rec
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import iomodel.reconcile.compare as compare
+from iomodel.paths import one_line_parser
 from iomodel.cache.estimate import estimate_tiled, estimate_training_step, not_estimated
 from iomodel.measure.records import Measurement
 from iomodel.spec import LayerSpec, Tiling
@@ -87,7 +87,7 @@ def _reconcile_times(path: Path) -> tuple[int, float, float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_parser(__doc__.splitlines()[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("--max-log2", type=int, default=24, help="longest seqlen, as a power of two (10..24)")
     ap.add_argument("--receipts", nargs="*", default=list(RECEIPTS), help="receipts to reconcile")
     args = ap.parse_args()
