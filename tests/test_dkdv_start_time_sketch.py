@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("dkdv_start_time_sketch", ROOT / "benchmarks" / "dkdv_start_time_sketch.py")
+_spec = importlib.util.spec_from_file_location("dkdv_start_time_sketch",
+                                               ROOT / "benchmarks" / "dkdv_start_time_sketch.py")
 sketch = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sketch)
 
