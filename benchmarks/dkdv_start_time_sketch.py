@@ -23,12 +23,14 @@ Long launches are simulated for their first ``--max-touches`` chunk entries and 
 Reading (2026-12-05, calibration data only: every receipt read here was measured before this sketch was written),
 the 16 causal GQA steps from 32k tokens (G 3-8, heads-outer), measured / sketch:
 
-* uniform pace: 0.05-0.30 on the G 4-8 steps past 64k tokens (1.05-1.75 on the three at G 3 and G 5 bottom-right),
-  the lock-step model's over-count again: start times alone do not remove it;
+* uniform pace: 0.05-0.30 on the G 4-8 steps past 64k tokens and the 100k:120k bottom-right one (1.05 and 1.30 on
+  the two of G 3, 1.75 on the 262k:300k bottom-right one), the lock-step model's over-count again: start times
+  alone do not remove it;
 * ``--alpha`` 0.25, 0.5 or 1.0 (alike): 0.96-1.91 on the 14 steps of G <= 5, 2.2-7.1 on the two of G 8. Any
-  coupling of pace to hits gathers the programs of a head into convoys that read each chunk about once, so the 10-30x gap closes to under 2x: the direction the hardware goes;
-* but the bytes are not robust: ``--capacity 20`` gives 0.29-0.60 on the same steps (1.78 on the bottom-right
-  one, in every pace), ``--chunk 256`` 1.18-2.09,
+  coupling of pace to hits gathers the programs of a head into convoys that read each chunk about once, so the
+  10-30x gap closes to under 2x: the direction the hardware goes;
+* but the bytes are not robust: ``--capacity 20`` gives 0.29-0.60 on the same steps (1.78 on the 262k:300k
+  bottom-right one, in every pace), ``--chunk 256`` 1.18-2.09,
   ``--alpha 0.5 --jitter 0.1`` 0.79-5.0 and ``--jitter 0.3`` 0.03-1.40 (convoys break and re-form).
 
 So the start-time reading explains the size of the gap (the pace of programs depends on their hits) but gives no
