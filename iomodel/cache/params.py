@@ -61,6 +61,13 @@ DKDV_CAUSAL_MEASURED_RATIO = (0.03, 0.49)
 #: gluon-dkdv hold-outs; docs/l2-calibration.md). Steps of smaller groups there held (most within ±10 %).
 DKDV_LARGE_GROUP, DKDV_LARGE_GROUP_ROWS = 7, 6000
 DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
+#: The dK/dV kernel's DRAM writes where its S > 1 group slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the
+#: effective L2 (:attr:`L2Params.capacity`): measured minus modelled bytes, lowest and highest, in MiB, on the 40 such
+#: steps of the committed H200 training receipts (27 of them more than 1 MiB above the model; the Triton and Gluon
+#: dK/dV launches, train1 to hold-out 7, split1, the d 256, LPT, order-calibration and Gluon dK/dV hold-outs), against
+#: -2.5 to +2.5 MiB on the 24 steps whose partials fit (docs/l2-calibration.md, "The Gluon dK/dV launch"). The
+#: training step's estimate says so there: where the step writes little, a few MiB are a large share.
+DKDV_PARTIAL_WRITE_EXCESS_MIB = (-2.2, 8.2)
 #: Largest associativity accepted: the estimate's step from 0 to 1 spans about C/sqrt(A) bytes
 #: around D = C, 1.6 % of C at 4096 ways; for the fully associative limit pass None.
 MAX_L2_WAYS = 4096

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
 from iomodel.cache.params import (DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
-                                  DKDV_LARGE_GROUP_RATIO, DKDV_LARGE_GROUP_ROWS, DQ_WRITE_SHARE, STREAM_SLICES, L2Params)
+                                  DKDV_LARGE_GROUP_RATIO, DKDV_LARGE_GROUP_ROWS, DKDV_PARTIAL_WRITE_EXCESS_MIB,
+                                  DQ_WRITE_SHARE, STREAM_SLICES, L2Params)
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
@@ -737,6 +738,13 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                                f"query heads per KV head from {DKDV_LARGE_GROUP_ROWS:,} query rows read {lo}-{hi}x this "
                                "wave model on the H200, seldom within 10 % (docs/l2-calibration.md): this kernel's "
                                "estimate may be off either way.")
+    part_bytes = floor["_bwd_dkdv"][1] if tiling.bwd_group_splits > 1 else 0  # the fp32 partials
+    if part_bytes > params.capacity:
+        lo, hi = DKDV_PARTIAL_WRITE_EXCESS_MIB
+        assumptions.append(f"ROUGH: _bwd_dkdv's DRAM writes. Its {tiling.bwd_group_splits} group slices' fp32 partials "
+                           f"({part_bytes / 2**20:.1f} MiB) exceed the effective L2 ({params.capacity / 2**20:.1f} "
+                           f"MiB); on the H200 such steps wrote {lo:+} to {hi:+} MiB beside this kernel's estimate, 27 of 40 "
+                           "more than 1 MiB above it (iomodel/cache/params.py DKDV_PARTIAL_WRITE_EXCESS_MIB).")
     if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "
