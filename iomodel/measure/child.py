@@ -119,7 +119,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
               pinned: dict[str, Any] | None = None,
               paged: tuple[Any, Any] | None = None,
               varlen: tuple[Any, Any, int, int] | None = None,
-              grid_order: str = "tiles-fastest") -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+              grid_order: str = "tiles-fastest", group_splits: int = 0,
+              ) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
     """The zero-argument call of one implementation, and a function giving its config.
 
     Args:
@@ -137,6 +138,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         grid_order: (``tiled`` prefill) the kernel's program order (``KernelConfig.grid_order``);
             other than ``tiles-fastest`` it runs the pinned config, else the first autotune
             candidate (``kernels.heuristics.prefill_default``), in that order.
+        group_splits: (``tiled`` training step) the dK/dV kernel's GQA group slices S, forced
+            (:func:`training_call`); 0 lets the launcher pick.
 
     Returns:
         ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)`` (with
@@ -158,7 +161,7 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
     if (spec.page_size is None) != (paged is None):
         raise IomodelError("pass paged = (block_table, cache_seqlens) exactly when spec.page_size is set")
     if spec.backward:
-        return training_call(impl, spec, q, k, v, pinned)
+        return training_call(impl, spec, q, k, v, pinned, group_splits)
     if impl == "tiled":
         from dataclasses import asdict, is_dataclass
 
@@ -222,7 +225,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
 
 
 def training_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
-                  pinned: dict[str, Any] | None = None) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
+                  pinned: dict[str, Any] | None = None,
+                  group_splits: int = 0) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
     """One forward + backward step of ``impl`` (``spec.backward``), every kernel on this thread.
 
     ``tiled``: the bundled forward, then :func:`kernels.backward.flash_attention_backward`
@@ -231,15 +235,21 @@ def training_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
     ``torch.autograd.grad`` with autograd's device threads off
     (``torch.autograd.set_multithreading_enabled(False)``), so the backward's kernels run on
     the calling thread, inside the NVTX range that tags them. dO is a seeded random tensor
-    like O ``(B, H, seqlen_q, HEAD_DIM)``.
+    like O ``(B, H, seqlen_q, HEAD_DIM)``. ``group_splits`` > 0 (``tiled`` only) forces the dK/dV
+    kernel's GQA group slices S on the launcher's own config for this device
+    (``kernels.heuristics.backward_config``); the config reported says the S that ran.
 
     Returns:
         ``(call, config)`` as :func:`impl_call`; ``call()`` returns ``(dq, dk, dv)``.
 
     Raises:
-        IomodelError: an unknown implementation.
+        IomodelError: an unknown implementation; ``group_splits`` with another implementation.
     """
     import torch
+
+    if group_splits and impl != "tiled":
+        raise IomodelError(f"group_splits forces the bundled backward's GQA group slices; {impl} has none: measure "
+                           "it without group_splits")
 
     do = torch.randn_like(q)  # (B, H, N_q, d)
     if impl == "tiled":
@@ -254,13 +264,22 @@ def training_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         fwd()  # then the launch later calls keep (a causal layer's LPT order, kernels.flash_attention._lpt_config)
         kc = KernelConfig(**{k_: v_ for k_, v_ in (fwd_config() or {}).items() if k_ in CONFIG_KEYS})
         state: dict[str, Any] = {}
+        bwd_config = None
+        if group_splits:  # the launcher's own tiles and switches for this device, S forced
+            from dataclasses import replace
+
+            from kernels.heuristics import backward_config
+
+            sm_major = torch.cuda.get_device_capability(q.device)[0] if q.is_cuda else None
+            bwd_config = replace(backward_config(spec.head_dim, spec.dtype, spec.causal, interpreter=not q.is_cuda,
+                                                 sm_major=sm_major), group_splits=group_splits)
 
         def step():
             o, lse = flash_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, config=kc,
                                      window=spec.window)
             dq, dk, dv, state["backward"] = flash_attention_backward(do, q, k, v, o, lse, spec.causal,
                                                                      spec.causal_align, return_config=True,
-                                                                     window=spec.window)
+                                                                     window=spec.window, config=bwd_config)
             return dq, dk, dv
 
         def config():
@@ -329,7 +348,8 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
             else:
                 k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
                 v = torch.randn_like(k)  # (B, H_kv, N_k, d)
-            call, config = impl_call(s.impl, sp, q, k, v, s.config, paged, varlen, grid_order=s.grid_order)
+            call, config = impl_call(s.impl, sp, q, k, v, s.config, paged, varlen, grid_order=s.grid_order,
+                                     group_splits=s.group_splits)
             call()  # warm-up: compilation and autotuning, outside the profiled region
             with profiled_range(s.id) if gpu else contextlib.nullcontext():
                 call()

@@ -45,6 +45,9 @@ class SweepShape:
             :data:`iomodel.schedule.launch.KERNEL_GRID_ORDERS`); ``heads-fastest`` runs the
             kernel's first autotune candidate (``kernels.heuristics.prefill_default``) in that
             order unless a config is pinned.
+        group_splits: (``tiled`` training step) the GQA group slices S of the dK/dV kernel, forced
+            (``kernels.heuristics.BackwardConfig.group_splits``, 1..G); 0: the launcher picks S
+            (``heuristics.dkdv_group_splits``), as a user's call does.
     """
 
     id: str
@@ -54,6 +57,7 @@ class SweepShape:
     config: dict[str, Any] | None = None
     seqlens: tuple[tuple[int, int], ...] | None = None
     grid_order: str = "tiles-fastest"
+    group_splits: int = 0
 
     def ragged(self) -> Any:
         """The :class:`~iomodel.spec.ragged.RaggedSpec` of a ragged shape (None for a dense one)."""
@@ -70,6 +74,8 @@ class SweepShape:
             out["seqlens"] = [list(p) for p in self.seqlens]
         if self.grid_order != "tiles-fastest":
             out["grid_order"] = self.grid_order
+        if self.group_splits:
+            out["group_splits"] = self.group_splits
         return out
 
     @classmethod
@@ -82,7 +88,8 @@ class SweepShape:
         return cls(id=d["id"], impl=d["impl"], spec=layer, seed=int(d.get("seed", 0)),
                    config=dict(cfg) if cfg else None,
                    seqlens=read_seqlens(d.get("seqlens"), layer, "shape seqlens", "rewrite the shapes file"),
-                   grid_order=str(d.get("grid_order", "tiles-fastest")))
+                   grid_order=str(d.get("grid_order", "tiles-fastest")),
+                   group_splits=int(d.get("group_splits", 0)))
 
 
 @dataclass
@@ -220,6 +227,27 @@ def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
     return value
 
 
+def _group_splits(value: Any, entry: dict[str, Any], impls: Any, where: str) -> int:
+    """A sweep entry's ``group_splits`` (S, forced), checked: a whole number from 1 to the GQA group G on a training
+    step (``pass = "fwd+bwd"``) measured with ``tiled`` only.
+
+    Raises:
+        IomodelError: one line naming the entry and what to change.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise IomodelError(f"{where}: group_splits must be a whole number, 1 or more, got {jv.describe(value)}: "
+                           "fix the file")
+    if impls != ["tiled"] or not entry.get("backward"):
+        raise IomodelError(f"{where}: group_splits forces the bundled backward's GQA group slices: use impls = "
+                           "[\"tiled\"] and pass = \"fwd+bwd\", or drop group_splits")
+    heads, kv_heads = entry.get("heads"), entry.get("kv_heads")
+    if isinstance(heads, int) and isinstance(kv_heads, int) and kv_heads > 0 and heads % kv_heads == 0 \
+            and value > heads // kv_heads:
+        raise IomodelError(f"{where}: group_splits {value} is more than the {heads // kv_heads} query heads per KV "
+                           "head: use 1 to that many")
+    return value
+
+
 def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
     """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list;
     ``window`` expands only when it holds a list: ``window = [[4096, 0], 256]`` is two windows,
@@ -258,14 +286,17 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     being the batch padded to its longest sequence; never expanded: one entry per batch),
     ``impls`` (list of implementations, default ``["tiled"]``), ``seed`` (default 0) and
     ``grid_order`` (the bundled kernel's program order, ``"tiles-fastest"`` (default) or
-    ``"heads-fastest"``; prefill forward of ``tiled`` only; the shape id gains ``-heads-fastest``).
+    ``"heads-fastest"``; prefill forward of ``tiled`` only; the shape id gains ``-heads-fastest``) and
+    ``group_splits`` (S, 1..G: the dK/dV kernel's GQA group slices forced on a ``tiled`` training step; the shape id
+    gains ``-sS``; absent, the launcher picks S).
 
     Raises:
         IomodelError: an unknown key, an invalid shape or window, an unknown implementation, an
             SDPA implementation on a window shape (SDPA has no window), a page_size on a prefill shape
             or with an implementation other than ``tiled``, a seqlens entry that also sets the
             batch or a length, page_size, decode or backward, or names an implementation other than
-            ``tiled``, a duplicate shape, or no shapes at all.
+            ``tiled``, a duplicate shape, a group_splits that is not 1..G or not on a ``tiled`` training
+            step, or no shapes at all.
     """
     known_top = {"name", "hardware", "defaults", "ncu", "shape", "l2_model", "description"}
     bad = set(data) - known_top
@@ -311,6 +342,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 raise IomodelError(f"{source}: shape {n} has pass {passes!r}: use one of {', '.join(PASSES)}")
             entry["backward"] = passes == "fwd+bwd"
             grid_order = _grid_order(entry.pop("grid_order", "tiles-fastest"), entry, impls, where)
+            group_splits = (_group_splits(entry.pop("group_splits"), entry, impls, where)
+                            if "group_splits" in entry else 0)
             seqlens = None
             if "seqlens" in entry:
                 if "batch" not in raw and "batch" not in defaults:
@@ -323,7 +356,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             unknown = set(entry) - set(_SPEC_FIELDS) - {"window"}
             if unknown:
                 raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, "
-                                   "seqlens, window, impls, seed, grid_order")
+                                   "seqlens, window, impls, seed, grid_order, group_splits")
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
             if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
@@ -365,13 +398,15 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if seqlens is not None and impl not in RAGGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} takes no packed ragged batch: use impls = [\"tiled\"] for a "
                                        "seqlens shape")
-                sid = shape_id(spec, impl, seqlens) + ("" if grid_order == "tiles-fastest" else f"-{grid_order}")
+                sid = (shape_id(spec, impl, seqlens) + ("" if grid_order == "tiles-fastest" else f"-{grid_order}")
+                       + (f"-s{group_splits}" if group_splits else ""))
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate"
                                        + (" (a ragged id names the count and total tokens: change a length)"
                                           if seqlens is not None else ""))
                 seen.add(sid)
-                shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order))
+                shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order,
+                                         group_splits=group_splits))
     metrics = ncu.get("metrics", DEFAULT_METRICS)
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
         raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")
