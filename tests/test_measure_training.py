@@ -110,3 +110,11 @@ def test_committed_split_calibration_sweep_forces_the_launchers_s_one_waves_s_an
         picked = hx.dkdv_group_splits(programs, 132, spec.group)
         one_wave = min(spec.group, -(-132 // programs))
         assert layers[s.id.rsplit("-s", 1)[0]] == sorted({picked, one_wave, 1}, reverse=True)
+
+
+def test_committed_long_split_probe_runs_one_head_a_program_beside_s_1():
+    """sweeps/h200-long-split-probe1.toml: S = G (one query head a dK/dV program) beside S = 1 on long causal GQA."""
+    sw = load_sweep("sweeps/h200-long-split-probe1.toml")
+    got = [(s.spec.heads, s.spec.kv_heads, s.spec.seqlen_q, s.group_splits) for s in sw.shapes]
+    assert got == [(32, 8, 65536, 1), (32, 8, 65536, 4), (32, 8, 131072, 4), (64, 8, 32768, 1), (64, 8, 32768, 8)]
+    assert all(s.spec.causal and s.spec.backward and s.group_splits in (1, s.spec.group) for s in sw.shapes)
