@@ -25,13 +25,17 @@ pass (causal, ragged N_q, rows without keys, GQA, S > 1, tiles-descending; fp16 
 but 16 B for causal + ragged + rows without keys + GQA tiles-descending (checked 2026-12-05 on the CPU).
 
     python benchmarks/gpu_gluon_dkdv_shared_probe.py --compile-only            # this machine: spills, no GPU
-    python benchmarks/gpu_gluon_dkdv_shared_probe.py --out $OUT/shared.json    # the H200 (not yet run)
+    timeout 300 python benchmarks/gpu_gluon_dkdv_shared_probe.py --out $OUT/shared.json    # the H200 (not yet run)
 
 On the GPU: (1) dq, dk, dv with this kernel in place of the bundled one (``flash_attention_backward``, the same
 plan, partials and reduction) against fp64 within the error rule (2x the eager chain's max error + 1e-5) on 10
 shapes (MHA, GQA, MQA, S = 1, 3, 4, both loop orders and alignments, ragged, rows without keys, keys no row sees);
 (2) forward + backward with each kernel, and the backward alone, interleaved on issue 11's ten HEAD_DIM 128 rows
 (each side's launch plan built once, ``kernels.backward._build_bwd_plan``). If it holds, it replaces the bundled kernel and a fresh training hold-out measures the writes again.
+Every exactness case checks that this kernel is the one in the plan (not only a Gluon launch), that the S asked for
+ran, and that a second call through the plan's cached launcher gives the same bits; the receipt is written after the
+exactness cases (so a hang in the timing keeps them; run it under ``timeout``), and a case outside the rule stops the
+run with exit status 1 before any timing.
 """
 
 from __future__ import annotations
@@ -185,6 +189,10 @@ if GLUON_IMPORT_ERROR is None:
             if CAUSAL:
                 if start_m + CAUSAL_OFF < n0 + ROWS:  # a key of this warpgroup above some row's diagonal
                     p = gl.where(offs_nb[None, :] <= offs_m[:, None] + (CAUSAL_OFF - n0), p, 0.0)
+            # P is overwritten here while the last step's dV product read p_tile: every warp of the warpgroup must be
+            # past that step's wait(0). The two mbarrier.arrive below, after the wait, lower to a 128-thread bar.sync
+            # of the warpgroup (then one thread's arrive), which orders it; keep them after the wait. An explicit
+            # gl.thread_barrier() here (FlashAttention-3's) costs 8 B of spill non-causal (ptxas, 2026-12-05).
             p_tile.store(p.to(dtype))
             fence_async_shared()
             gl.thread_barrier()
@@ -350,6 +358,7 @@ def main() -> int:
 
     from iomodel.bench.timing import do_bench_interleaved
     from kernels import backward as bw
+    from kernels import flash_attention as fa
     from kernels import heuristics as hx
     from kernels.baseline import eager_attention
     from kernels.flash_attention import flash_attention
@@ -371,10 +380,14 @@ def main() -> int:
             with shared_kernel():
                 dq, dk, dv, ran = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg,
                                                               return_config=True)
+                again = bw.flash_attention_backward(do, q, k, v, o, lse, causal, align, config=cfg)  # cached launcher
+                launched = [p.dkdv.kernel for p in fa._PLANS.values() if getattr(p, "dkdv", None) is not None]
         finally:
             bw._alloc = alloc
-        if ran.dkdv_kernel != "gluon":  # a fallback would time and check the Triton launch on both sides
-            raise SystemExit(f"the Gluon dK/dV launch did not run at {B, H, H_kv, N_q, N_k, causal}: {ran}")
+        if ran.dkdv_kernel != "gluon" or launched != [_bwd_dkdv_gluon_shared] or ran.group_splits != S:
+            # a fallback, the bundled kernel or another S would check something else than this kernel
+            raise SystemExit(f"this probe's dK/dV kernel did not run as asked at {B, H, H_kv, N_q, N_k, causal, S}: "
+                             f"{ran}, plans' dK/dV kernels {launched}")
         leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
         eager = [torch.nan_to_num(t) for t in torch.autograd.grad(eager_attention(*leaves, causal, align), leaves, do)]
         row = {"case": [B, H, H_kv, N_q, N_k, causal, align, S, order], "ran": ran.to_dict(), "ok": True, "err": {}}
@@ -383,18 +396,28 @@ def main() -> int:
             err, bar = float((ours.double() - r).abs().max()), float(2 * (e.double() - r).abs().max() + 1e-5)
             row["err"][name] = {"max_abs": err, "bar": bar, "nan": bool(torch.isnan(ours).any())}
             row["ok"] &= err <= bar and not row["err"][name]["nan"]
+        row["same_bits_again"] = all(bool(torch.equal(a, b)) for a, b in zip((dq, dk, dv), again))
+        row["ok"] &= row["same_bits_again"]
         rec["exactness"].append(row)
         print("exact", row["case"], row["ok"], flush=True)
+    rec["exact"] = all(r["ok"] for r in rec["exactness"])
+    if (rc := benchmark_finish(args.out, rec)) != 0:  # the exactness cases kept, whatever the timing does
+        return rc
+    if not rec["exact"]:
+        print("error: a case is outside the error rule (or not the same bits twice): no timing", file=sys.stderr)
+        return 1
     for B, N, causal in SPEED_ROWS:
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v, do = (torch.randn(B, 16, N, 128, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(4))
         o, lse = flash_attention(q, k, v, causal)
-        args = (do, q, k, v, o, lse, causal, "top-left", None, None, None)
-        plans = {"bundled": bw._build_bwd_plan(*args)}  # each side's launches, built once (no plan cache in the loop)
+        bargs = (do, q, k, v, o, lse, causal, "top-left", None, None, None)
+        plans = {"bundled": bw._build_bwd_plan(*bargs)}  # each side's launches, built once (no plan cache in the loop)
         with shared_kernel():
-            plans["shared"] = bw._build_bwd_plan(*args)
-        if not all(p.gluon for p in plans.values()):
-            raise SystemExit(f"the Gluon dK/dV launch is not in both plans at {B, N, causal}")
+            plans["shared"] = bw._build_bwd_plan(*bargs)
+        if not all(p.gluon for p in plans.values()) or plans["shared"].dkdv.kernel is not _bwd_dkdv_gluon_shared \
+                or plans["bundled"].dkdv.kernel is _bwd_dkdv_gluon_shared:
+            raise SystemExit(f"the two plans do not hold the bundled and this probe's Gluon dK/dV kernels at "
+                             f"{B, N, causal}")
 
         def step(plan):
             o2, lse2 = flash_attention(q, k, v, causal)
