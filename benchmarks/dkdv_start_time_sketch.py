@@ -40,9 +40,8 @@ caveat on these steps stays (``iomodel.cache.params.DKDV_CAUSAL_UNPREDICTED_ROWS
 
 from __future__ import annotations
 
-import glob
 import heapq
-import json
+import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -51,7 +50,9 @@ import numpy as np
 
 from iomodel.paths import argument_error, one_line_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dkdv_window_pass_sketch import causal_dkdv_steps  # noqa: E402  (the same receipts and steps)
+
 NUM_SMS = 132  # the H200's (iomodel.spec.hardware.H200), where every receipt read here was measured
 WIDTH = {"fp16": 2, "bf16": 2, "fp32": 4}
 READ_CAPACITY_MIB = 31.1
@@ -61,21 +62,24 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def simulate(spec: dict, bwd: dict, slots: int, chunk: int, capacity: float, overhead: int,
-             max_touches: int) -> tuple[float, float, float]:
-    """(sketch read bytes, compulsory read bytes, share of lanes simulated) of one causal step's dK/dV kernel."""
+def _layer(spec: dict, bwd: dict) -> tuple:
+    """A record's layer and dK/dV launch as the two paces use them: sizes, tiles, S, loop order, causal offset, bytes
+    of a query row (Q, dO, LSE, D), key tiles, KV lanes, K/V and store bytes of a program, and the programs in launch
+    order ``(slice, lane, key tile)``."""
     B, H, H_kv, d = spec["batch"], spec["heads"], spec["kv_heads"], spec["head_dim"]
     n_q, n_k, s = spec["seqlen_q"], spec["seqlen_k"], WIDTH[spec["dtype"]]
     G, bm, bn, S = H // H_kv, bwd["block_m"], bwd["block_n"], bwd.get("group_splits", 1)
-    order = bwd.get("dkdv_order", "heads-outer")
-    off = n_k - n_q if spec.get("causal_align") == "bottom-right" else 0
-    row = 2 * d * s + 8
-    t_c = cdiv(n_k, bn)
-    lanes = B * H_kv
-    kv_bytes = 2 * bn * d * s
-    store_bytes = 2 * bn * d * (4 if S > 1 else s)
-    # programs in launch order: (slice, lane, key tile)
+    t_c, lanes = cdiv(n_k, bn), B * H_kv
     prog = [(sl, ln, j) for sl in range(S) for ln in range(lanes) for j in range(t_c)]
+    return (B, H, d, n_q, n_k, s, G, bm, bn, S, bwd.get("dkdv_order", "heads-outer"),
+            n_k - n_q if spec.get("causal_align") == "bottom-right" else 0, 2 * d * s + 8, t_c, lanes, 2 * bn * d * s,
+            2 * bn * d * (4 if S > 1 else s), prog)
+
+
+def simulate(spec: dict, bwd: dict, slots: int, chunk: int, capacity: float, overhead: int,
+             max_touches: int) -> tuple[float, float, float]:
+    """(sketch read bytes, compulsory read bytes, share of lanes simulated) of one causal step's dK/dV kernel."""
+    B, H, d, n_q, n_k, s, G, bm, bn, S, order, off, row, t_c, lanes, kv_bytes, store_bytes, prog = _layer(spec, bwd)
     lo = np.array([min(max(j * bn - off, 0) // bm * bm, n_q) for (_, _, j) in prog])
     heads = np.array([(sl + 1) * G // S - sl * G // S for (sl, _, _) in prog])
     blocks = -(-(n_q - lo) // bm)
@@ -147,17 +151,7 @@ def simulate_dynamic(spec: dict, bwd: dict, slots: int, chunk: int, capacity: fl
                      max_touches: int, alpha: float, jitter: float = 0.0) -> tuple[float, float, float]:
     """As ``simulate``, but a program's time in a chunk is its blocks × (1 + alpha) where its entry missed and its
     blocks where it hit: programs that trail others through rows still in L2 run faster than the one ahead."""
-    B, H, H_kv, d = spec["batch"], spec["heads"], spec["kv_heads"], spec["head_dim"]
-    n_q, n_k, s = spec["seqlen_q"], spec["seqlen_k"], WIDTH[spec["dtype"]]
-    G, bm, bn, S = H // H_kv, bwd["block_m"], bwd["block_n"], bwd.get("group_splits", 1)
-    order = bwd.get("dkdv_order", "heads-outer")
-    off = n_k - n_q if spec.get("causal_align") == "bottom-right" else 0
-    row = 2 * d * s + 8
-    t_c = cdiv(n_k, bn)
-    lanes = B * H_kv
-    kv_bytes = 2 * bn * d * s
-    store_bytes = 2 * bn * d * (4 if S > 1 else s)
-    prog = [(sl, ln, j) for sl in range(S) for ln in range(lanes) for j in range(t_c)]
+    B, H, d, n_q, n_k, s, G, bm, bn, S, order, off, row, t_c, lanes, kv_bytes, store_bytes, prog = _layer(spec, bwd)
     n_chunks = cdiv(n_q, chunk)
 
     def steps(p):
@@ -268,42 +262,27 @@ def main() -> int:
         argument_error("--jitter needs --alpha (the paced simulation)")
     n = within = 0
     ratios = []
-    for path in sorted(glob.glob(str(ROOT / "receipts" / "ncu-h200-*.json"))):
-        if "repeat" in path or (args.receipt and not any(r in path for r in args.receipt)):
-            continue
-        for shape in json.loads(Path(path).read_text()).get("shapes", []):
-            spec, bwd = shape["spec"], (shape.get("config") or {}).get("backward")
-            if (shape["impl"] != "tiled" or not bwd or not spec.get("causal") or spec.get("window_left") is not None
-                    or spec.get("window_right") is not None or spec["seqlen_k"] < args.min_tokens):
-                continue
-            kernel = next((k for k in shape["kernels"] if "dkdv" in k["name"] and "reduce" not in k["name"]), None)
-            if kernel is None:
-                continue
-            m = kernel["metrics"]
-            measured = m.get("dram__bytes_read.sum@multipass", m.get("dram__bytes_read.sum"))
-            limits = [v for k, v in m.items() if k.startswith("launch__occupancy_limit_")]
-            if measured is None or not limits:
-                continue
-            slots = max(1, int(round(min(limits) * NUM_SMS * args.slots_scale)))
-            t = time.perf_counter()
-            if args.alpha is None:
-                sketch, floor, share = simulate(spec, bwd, slots, args.chunk, args.capacity, args.overhead,
-                                                args.max_touches)
-            else:
-                sketch, floor, share = simulate_dynamic(spec, bwd, slots, args.chunk, args.capacity, args.overhead,
-                                                        args.max_touches, args.alpha, args.jitter)
-            dt = time.perf_counter() - t
-            n += 1
-            ok = abs(measured - sketch) <= 0.1 * measured
-            within += ok
-            ratios.append(measured / sketch)
-            G = spec["heads"] // spec["kv_heads"]
-            print(f"{Path(path).name[9:-5][:24]:24s} B{spec['batch']} H{spec['heads']} G{G} d{spec['head_dim']} "
-                  f"{spec['seqlen_q']}:{spec['seqlen_k']} {bwd.get('dkdv_order', 'heads-outer')[:5]} "
-                  f"S{bwd.get('group_splits', 1)} R={slots:3d} meas {measured / 2**20:9.1f} sketch "
-                  f"{sketch / 2**20:9.1f} comp {floor / 2**20:8.1f} meas/sketch {measured / sketch:5.2f} "
-                  f"meas/comp {measured / floor:5.2f} sim {share:4.2f} {dt:5.1f}s {'ok' if ok else 'MISS'}",
-                  flush=True)
+    for path, shape, spec, bwd, measured, limit in causal_dkdv_steps(args.min_tokens, args.receipt):
+        slots = max(1, int(round(limit * NUM_SMS * args.slots_scale)))
+        t = time.perf_counter()
+        if args.alpha is None:
+            sketch, floor, share = simulate(spec, bwd, slots, args.chunk, args.capacity, args.overhead,
+                                            args.max_touches)
+        else:
+            sketch, floor, share = simulate_dynamic(spec, bwd, slots, args.chunk, args.capacity, args.overhead,
+                                                    args.max_touches, args.alpha, args.jitter)
+        dt = time.perf_counter() - t
+        n += 1
+        ok = abs(measured - sketch) <= 0.1 * measured
+        within += ok
+        ratios.append(measured / sketch)
+        G = spec["heads"] // spec["kv_heads"]
+        print(f"{Path(path).name[9:-5][:24]:24s} B{spec['batch']} H{spec['heads']} G{G} d{spec['head_dim']} "
+              f"{spec['seqlen_q']}:{spec['seqlen_k']} {bwd.get('dkdv_order', 'heads-outer')[:5]} "
+              f"S{bwd.get('group_splits', 1)} R={slots:3d} meas {measured / 2**20:9.1f} sketch "
+              f"{sketch / 2**20:9.1f} comp {floor / 2**20:8.1f} meas/sketch {measured / sketch:5.2f} "
+              f"meas/comp {measured / floor:5.2f} sim {share:4.2f} {dt:5.1f}s {'ok' if ok else 'MISS'}",
+              flush=True)
     print(f"{within}/{n} steps within ±10 % of the sketch; meas/sketch {min(ratios):.2f}-{max(ratios):.2f}")
     return 0
 

@@ -59,20 +59,18 @@ def window_pass_bytes(spec: dict, bwd: dict, window: int) -> tuple[int, int]:
     return total, B * H * n_q * row + 2 * B * H_kv * n_k * d * s
 
 
-def main() -> int:
-    ap = one_line_parser(__doc__.splitlines()[0])
-    ap.add_argument("--min-tokens", type=int, default=0, help="only steps with seqlen_k at least this (tokens)")
-    args = ap.parse_args()
-    if args.min_tokens < 0:
-        argument_error("--min-tokens must be 0 or more")
-    n = within = 0
+def causal_dkdv_steps(min_tokens: int = 0, names: list[str] | None = None):
+    """The committed causal training steps' dK/dV kernels (``receipts/ncu-h200-*.json``, the repeats of hold-out 4
+    left out; without a window; seqlen_k at least ``min_tokens``; receipts whose file name contains one of ``names``
+    if given): ``(receipt path, shape, spec, backward config, measured DRAM read bytes, occupancy limit)`` each, the
+    limit being the record's programs per SM (``launch__occupancy_limit_*``, the least)."""
     for path in sorted(glob.glob(str(ROOT / "receipts" / "ncu-h200-*.json"))):
-        if "repeat" in path:
+        if "repeat" in path or (names and not any(r in path for r in names)):
             continue
         for shape in json.loads(Path(path).read_text()).get("shapes", []):
             spec, bwd = shape["spec"], (shape.get("config") or {}).get("backward")
             if (shape["impl"] != "tiled" or not bwd or not spec.get("causal") or spec.get("window_left") is not None
-                    or spec.get("window_right") is not None or spec["seqlen_k"] < args.min_tokens):
+                    or spec.get("window_right") is not None or spec["seqlen_k"] < min_tokens):
                 continue
             kernel = next((k for k in shape["kernels"] if "dkdv" in k["name"] and "reduce" not in k["name"]), None)
             if kernel is None:
@@ -82,13 +80,24 @@ def main() -> int:
             limits = [v for k, v in m.items() if k.startswith("launch__occupancy_limit_")]
             if measured is None or not limits:
                 continue
-            window = int(min(limits)) * NUM_SMS
-            sketch, floor = window_pass_bytes(spec, bwd, window)
-            n += 1
-            within += abs(measured - sketch) <= 0.1 * measured
-            print(f"{Path(path).name[9:-5]:34s} {shape['id'][:52]:52s} {bwd.get('dkdv_order', 'heads-outer')[:5]} "
-                  f"R={window:3d} meas {measured / 2**20:10.1f} sketch {sketch / 2**20:10.1f} "
-                  f"comp {floor / 2**20:9.1f} meas/sketch {measured / sketch:5.2f} meas/comp {measured / floor:6.2f}")
+            yield path, shape, spec, bwd, measured, int(min(limits))
+
+
+def main() -> int:
+    ap = one_line_parser(__doc__.splitlines()[0])
+    ap.add_argument("--min-tokens", type=int, default=0, help="only steps with seqlen_k at least this (tokens)")
+    args = ap.parse_args()
+    if args.min_tokens < 0:
+        argument_error("--min-tokens must be 0 or more")
+    n = within = 0
+    for path, shape, spec, bwd, measured, limit in causal_dkdv_steps(args.min_tokens):
+        window = limit * NUM_SMS
+        sketch, floor = window_pass_bytes(spec, bwd, window)
+        n += 1
+        within += abs(measured - sketch) <= 0.1 * measured
+        print(f"{Path(path).name[9:-5]:34s} {shape['id'][:52]:52s} {bwd.get('dkdv_order', 'heads-outer')[:5]} "
+              f"R={window:3d} meas {measured / 2**20:10.1f} sketch {sketch / 2**20:10.1f} "
+              f"comp {floor / 2**20:9.1f} meas/sketch {measured / sketch:5.2f} meas/comp {measured / floor:6.2f}")
     print(f"{within}/{n} steps within ±10 % of the sketch")
     return 0
 
