@@ -266,12 +266,27 @@ def test_decoders_stay_causal(tmp_path):
 
 
 def test_linear_attention_layers_say_what_to_change(tmp_path):
+    """Only linear-attention layers: no attention traffic, refused; a kind iomodel does not know: refused, naming the
+    kinds it knows; a hybrid (Qwen3-Next: 3 linear-attention layers to 1 full): the full layers modelled, said."""
     path = _write(tmp_path, {"layer_types": ["linear_attention"], "num_attention_heads": 32, "hidden_size": 4096,
                              "torch_dtype": "bfloat16"})
     assert _refusal(path) == (
-        f"{path}: layer_types ['linear_attention'] are not attention kinds iomodel knows (chunked_attention, "
-        "full_attention, sliding_attention), so it cannot say what those layers move: pass the sizes with "
-        "--heads/--kv-heads/--head-dim instead of a config to model a softmax-attention layer")
+        f"{path}: layer_types has no attention layer (linear_attention): there is no attention traffic to model; "
+        "pass the sizes with --heads/--kv-heads/--head-dim instead of a config to model an attention layer")
+    path = _write(tmp_path, {"layer_types": ["retention", "full_attention"], "num_attention_heads": 32,
+                             "hidden_size": 4096, "torch_dtype": "bfloat16"})
+    assert _refusal(path) == (
+        f"{path}: layer_types ['retention'] are not layer kinds iomodel knows (attention: attention, chunked_attention, "
+        "full_attention, sliding_attention; without attention: mamba, mamba2, linear_attention, conv, recurrent, "
+        "ssm), so it cannot say what those layers move: pass the sizes with --heads/--kv-heads/--head-dim instead of "
+        "a config to model a softmax-attention layer")
+    path = _write(tmp_path, {"layer_types": ["linear_attention"] * 3 + ["full_attention"], "num_hidden_layers": 4,
+                             "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+                             "hidden_size": 2048, "torch_dtype": "bfloat16"})
+    cfg = load_config(path)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.window) == (16, 2, 256, None)
+    assert ("layer_types: 1 of 4 layers are softmax attention (layer 3); the other 3 (linear_attention) move no "
+            "attention traffic: this worksheet models one attention layer.") in cfg.notes
 
 
 
@@ -439,3 +454,136 @@ def test_the_reproduce_line_of_a_config_regenerates_the_same_worksheet(tmp_path,
     code, second, err = run_cli(capsys, shlex.split(line[len("Reproduce: `"):-1])[1:])
     assert code == 0, err
     assert second == first
+
+
+#: Configs a fresh user tried on 2026-12-05 that were read wrong without a word, or refused unhelpfully (attention
+#: fields as published: SantaCoder, Zamba2-7B, DINOv3, Swin, OpenELM, DistilBERT, Reformer as copied from their
+#: config.json files; Step-3 from transformers' Step3p5Config; gte-v1.5, PaliGemma-2, Qwen2.5-Omni, MiniCPM4,
+#: Qwen2.5-1M, the FP8-KV Llama and EXAONE-4.0's pattern string from their model cards and configuration code).
+WILD_2 = [
+    ("bigcode/santacoder", {"model_type": "gpt2", "architectures": ["GPT2LMHeadCustomModel"],
+                            "attention_head_type": "multiquery", "n_head": 16, "n_embd": 2048, "n_layer": 24,
+                            "torch_dtype": "float32"}, (16, 1, 128)),
+    ("stepfun-ai/step3 (text)", {"text_config": {"model_type": "step3_text", "hidden_size": 7168,
+                                                 "num_attention_heads": 64, "num_attention_groups": 1, "head_dim": 256,
+                                                 "torch_dtype": "bfloat16"}}, (64, 1, 256)),
+    ("Zyphra/Zamba2-7B", {"model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": 3584,
+                          "kv_channels": 112, "num_attention_heads": 32, "torch_dtype": "bfloat16"}, (32, 32, 224)),
+    ("Meta params.json style (dim, n_heads, n_kv_heads)", {"dim": 4096, "n_heads": 32, "n_kv_heads": 8,
+                                                           "n_layers": 32, "torch_dtype": "bfloat16"}, (32, 8, 128)),
+    ("distilbert-base-uncased", {"model_type": "distilbert", "architectures": ["DistilBertForMaskedLM"], "dim": 768,
+                                 "n_heads": 12, "n_layers": 6, "torch_dtype": "float32"}, (12, 12, 64)),
+    ("Qwen/Qwen2.5-Omni-7B (thinker_config.text_config)",
+     {"model_type": "qwen2_5_omni", "torch_dtype": "bfloat16",
+      "thinker_config": {"model_type": "qwen2_5_omni_thinker",
+                         "text_config": {"model_type": "qwen2_5_omni_text", "hidden_size": 3584,
+                                         "num_attention_heads": 28, "num_key_value_heads": 4}},
+      "talker_config": {"hidden_size": 896, "num_attention_heads": 12, "num_key_value_heads": 4}}, (28, 4, 128)),
+]
+
+
+@pytest.mark.parametrize("model, fields, shape", WILD_2, ids=[w[0] for w in WILD_2])
+def test_more_wild_configs_read_their_heads(tmp_path, model, fields, shape):
+    cfg = load_config(_write(tmp_path, fields))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == shape
+    if model.startswith("Zyphra"):
+        assert any("attention_head_dim = 2·hidden_size / num_attention_heads = 224" in n for n in cfg.notes)
+
+
+@pytest.mark.parametrize("fields, needle", [
+    ({"model_type": "rwkv7", "num_heads": 32, "head_dim": 64, "hidden_size": 2048, "torch_dtype": "bfloat16"},
+     "model_type 'rwkv7' has no attention layers"),
+    ({"model_type": "swin", "num_heads": [3, 6, 12, 24], "hidden_size": 768, "window_size": 7, "torch_dtype": "float32"},
+     "'num_heads' is a JSON array (4 values: one per stage or layer), so no one layer stands for the model"),
+    ({"model_type": "openelm", "num_query_heads": [16, 20], "num_kv_heads": [4, 5], "head_dim": 64, "model_dim": 2048,
+      "torch_dtype": "bfloat16"}, "query and KV heads that differ from layer to layer (OpenELM"),
+    ({"model_type": "reformer", "attn_layers": ["local", "lsh"], "num_attention_heads": 2, "attention_head_size": 64,
+      "hidden_size": 256, "torch_dtype": "float32"}, "Reformer's LSH and chunked local attention"),
+    ({"model_type": "step3p5", "num_attention_heads": 64, "num_attention_groups": 8, "head_dim": 128,
+      "attention_other_setting": {"num_attention_heads": 96}, "torch_dtype": "bfloat16"},
+     "layers with another head count (Step-3.5's sliding-window layers"),
+    ({"model_type": "exaone4", "num_attention_heads": 8, "hidden_size": 1024, "sliding_window": 4096,
+      "sliding_window_pattern": "LLXG", "torch_dtype": "bfloat16"}, "a pattern string holds L (sliding-window layer) "
+                                                                    "and G (global layer) only"),
+])
+def test_more_wild_configs_are_refused_in_one_line(tmp_path, fields, needle):
+    msg = _refusal(_write(tmp_path, fields))
+    assert needle in msg and "\n" not in msg and ("--heads" in msg or "fix the file" in msg), msg
+
+
+def test_swin_with_the_flags_models_the_layer_the_flags_name(tmp_path):
+    path = _write(tmp_path, {"model_type": "swin", "num_heads": [3, 6, 12, 24], "hidden_size": 768,
+                             "torch_dtype": "float32"})
+    cfg = load_config(path, heads=3, kv_heads=3, head_dim=32)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (3, 3, 32)
+
+
+def test_encoders_known_since_and_the_causal_guess_is_said(tmp_path):
+    """gte-v1.5 ("new"), arctic-embed v2 ("gte") and DINOv3 are encoders; a config whose architectures name no
+    decoder head and whose family iomodel does not know is modelled causal with a note saying so; a decoder head
+    (SantaCoder's GPT2LMHeadCustomModel) or none at all gets no note."""
+    for model_type, arch in (("new", "NewModel"), ("gte", "GteModel"), ("dinov3_vit", "DINOv3ViTModel")):
+        cfg = load_config(_write(tmp_path, {"model_type": model_type, "architectures": [arch],
+                                            "num_attention_heads": 12, "hidden_size": 768, "torch_dtype": "float32"}))
+        assert not cfg.causal_default and f"'model_type' = {model_type!r}: an encoder" in cfg.bidirectional_source
+    cfg = load_config(_write(tmp_path, {"model_type": "acme_embed", "architectures": ["AcmeModel"],
+                                        "num_attention_heads": 12, "hidden_size": 768, "torch_dtype": "float32"}))
+    assert cfg.causal_default and any("names no decoder head" in n and "pass --no-causal" in n for n in cfg.notes)
+    for arch in (["GPT2LMHeadCustomModel"], ["LlamaForCausalLM"], None):
+        fields = {"model_type": "acme", "num_attention_heads": 12, "hidden_size": 768, "torch_dtype": "float32"}
+        if arch:
+            fields["architectures"] = arch
+        assert not any("decoder head" in n for n in load_config(_write(tmp_path, fields)).notes)
+
+
+def test_hybrid_layer_types_model_the_attention_layers_and_say_so(tmp_path):
+    """Granite-4.0-H spells a full-attention layer 'attention' between Mamba layers."""
+    cfg = load_config(_write(tmp_path, {"model_type": "granitemoehybrid", "num_hidden_layers": 8,
+                                        "layer_types": ["mamba"] * 3 + ["attention"] + ["mamba"] * 3 + ["attention"],
+                                        "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 512,
+                                        "torch_dtype": "bfloat16"}))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.window) == (8, 8, 64, None)
+    assert ("layer_types: 2 of 8 layers are softmax attention (layers 3, 7); the other 6 (mamba) move no attention "
+            "traffic: this worksheet models one attention layer.") in cfg.notes
+
+
+def test_exaone_pattern_string_and_the_gemma2_default_window(tmp_path):
+    cfg = load_config(_write(tmp_path, {"model_type": "exaone4", "num_hidden_layers": 8, "num_attention_heads": 40,
+                                        "num_key_value_heads": 8, "head_dim": 128, "sliding_window": 4096,
+                                        "sliding_window_pattern": "LLLG", "torch_dtype": "bfloat16"}))
+    assert (cfg.window, cfg.window_kind) == (4096, "sliding-window")
+    assert cfg.window_layers == "6 of 8 layers (sliding_window_pattern 'LLLG'): layers 0, 1, 2, 4, 5, 6"
+    # PaliGemma-2: a gemma2 text_config with no sliding_window gets Gemma2Config's 4096 on the even layers, said;
+    # the prefix-LM is said too
+    cfg = load_config(_write(tmp_path, {"model_type": "paligemma", "torch_dtype": "bfloat16",
+                                        "architectures": ["PaliGemmaForConditionalGeneration"],
+                                        "text_config": {"model_type": "gemma2", "num_hidden_layers": 26,
+                                                        "num_attention_heads": 8, "num_key_value_heads": 4,
+                                                        "head_dim": 256, "hidden_size": 2304}}))
+    assert (cfg.window, cfg.window_layers.split(":")[0]) == (4096, "13 of 26 layers (Gemma-2 alternation)")
+    assert any("no 'sliding_window': 4096, the default of HF transformers' Gemma2Config" in n for n in cfg.notes)
+    assert any("model_type 'paligemma' is a prefix-LM" in n for n in cfg.notes)
+    # sliding_window null turns it off (as transformers reads null), no default
+    assert load_config(_write(tmp_path, {"model_type": "gemma2", "sliding_window": None, "num_attention_heads": 8,
+                                         "num_key_value_heads": 4, "head_dim": 256,
+                                         "torch_dtype": "bfloat16"})).window is None
+
+
+def test_quantized_kv_cache_is_said_and_sparse_long_context_is_refused_past_its_dense_length(tmp_path):
+    from iomodel.spec.resolve import resolve_layer
+
+    llama = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_attention_heads": 32,
+             "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, {**llama, "quantization_config": {
+        "quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float"}}}))
+    assert any(n.startswith("quantization_config.kv_cache_scheme (8-bit float): the checkpoint stores its KV cache "
+                            "quantized") for n in cfg.notes)
+    path = _write(tmp_path, {**llama, "sparse_config": {"dense_len": 8192, "topk": 64, "block_size": 64}})
+    assert resolve_layer(config=path, seqlen=8192).spec.seqlen_k == 8192  # dense up to dense_len
+    with pytest.raises(IomodelError) as exc:
+        resolve_layer(config=path, seqlen=16384)
+    assert ("past 8,192 tokens the model runs InfLLM v2 sparse attention" in str(exc.value)
+            and "use --seqlen 8,192 or less" in str(exc.value))
+    path = _write(tmp_path, {**llama, "dual_chunk_attention_config": {"chunk_size": 262144, "local_size": 8192}})
+    with pytest.raises(IomodelError, match="past 262,144 tokens the model runs dual chunk attention"):
+        resolve_layer(config=path, seqlen=300000)

@@ -45,11 +45,12 @@ def preset_path(name: str) -> Path:
 #: ``new_decoder_architecture``, MPT ``n_heads``/``d_model``/``attn_config.kv_n_heads``,
 #: ChatGLM ``kv_channels``/``multi_query_group_num``, T5 ``num_heads``/``d_kv``, BLOOM ``n_embed``,
 #: BART/Whisper/Marian ``encoder_attention_heads``: HF's ``attribute_map`` reads it as
-#: ``num_attention_heads``).
+#: ``num_attention_heads``; Step-3 ``num_attention_groups`` (``Step3p5Config`` maps it to
+#: ``num_key_value_heads``); DistilBERT and Meta's own ``params.json`` ``dim``).
 HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads")
-KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads")
+KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads", "num_attention_groups")
 HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions")
 #: A field of relative position buckets (T5, mT5, UMT5): no absolute context limit, so ``n_positions`` is not one.
@@ -58,6 +59,8 @@ DTYPE_KEYS = ("torch_dtype", "dtype")
 #: Sub-objects that hold the language model's fields in multimodal configs (Gemma-3,
 #: Llama-4, LLaVA: ``text_config``; InternVL: ``llm_config``; DeepSeek-VL: ``language_config``).
 NESTED_KEYS = ("text_config", "llm_config", "language_config")
+#: Sub-objects one level further out that hold such a config (Qwen2.5-Omni: ``thinker_config.text_config``).
+OUTER_NESTED_KEYS = ("thinker_config",)
 #: Every field the attention layer is read from (a nested config that disagrees on one is noted).
 ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + ("sliding_window", "torch_dtype"))
 
@@ -76,10 +79,18 @@ UNMODELLED: dict[str, str] = {
                                      "the model",
     "block_configs": "layers of different shapes, some without attention (NVIDIA Nemotron-NAS block_configs)",
     "true_hidden_size": "attention on a bottleneck width (MobileBERT's true_hidden_size), not hidden_size",
+    "attention_other_setting": "layers with another head count (Step-3.5's sliding-window layers, "
+                               "attention_other_setting): no one layer stands for the model",
+    "num_query_heads": "query and KV heads that differ from layer to layer (OpenELM's num_query_heads and "
+                       "num_kv_heads lists): no one layer stands for the model",
+    "attn_layers": "Reformer's LSH and chunked local attention (attn_layers) attend to hash buckets and chunks, "
+                   "not to every key",
 }
 #: ``model_type`` of families without attention layers (state-space and recurrent models): their
 #: ``num_heads``/``head_dim`` are not attention heads, so no attention layer is invented for them.
-NO_ATTENTION_MODEL_TYPES = ("falcon_mamba", "mamba", "mamba2", "rwkv", "rwkv5", "rwkv6", "xlstm")
+NO_ATTENTION_MODEL_TYPES = ("falcon_mamba", "mamba", "mamba2", "rwkv", "rwkv5", "rwkv6", "rwkv7", "xlstm",
+                            # flash-linear-attention's model types (linear attention and recurrences, no softmax)
+                            "delta_net", "gated_deltanet", "gla", "hgrn", "hgrn2", "retnet")
 #: Field values (not mere presence) that change the bytes and that the model cannot represent.
 UNMODELLED_VALUES: dict[tuple[str, str], str] = {
     ("attention_type", "block_sparse"): "block-sparse attention (BigBird) reads only the key blocks of its pattern",
@@ -95,7 +106,16 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        "data2vec-vision", "deit", "dinov2", "dinov2_with_registers", "hubert", "ijepa", "sew", "sew-d",
                        "siglip", "siglip2", "siglip2_text_model", "siglip2_vision_model", "siglip_text_model",
                        "siglip_vision_model", "unispeech", "unispeech-sat", "videomae", "vit", "vit_mae", "vit_msn",
-                       "vivit", "wav2vec2", "wavlm", "yolos")
+                       "vivit", "wav2vec2", "wavlm", "yolos",
+                       # embedding encoders with their own code (Alibaba-NLP gte-*-v1.5: "new"; Snowflake arctic-embed
+                       # v2: "gte") and DINOv3's ViT
+                       "new", "gte", "dinov3_vit")
+#: ``architectures`` name parts that say a model generates text left to right (a causal decoder): a config whose
+#: ``architectures`` name none of them and whose family iomodel does not know is modelled causal with a note.
+DECODER_ARCHITECTURE_PARTS = ("CausalLM", "LMHead", "ConditionalGeneration", "ImageTextToText", "Seq2SeqLM",
+                              "Vision2Seq")
+#: ``model_type`` of families whose prefix (image and prompt tokens) attends both ways (a prefix-LM), then causal.
+PREFIX_LM_MODEL_TYPES = ("paligemma",)
 #: Field that makes a decoder family's self-attention bidirectional (HF ``Gemma3TextConfig``: EmbeddingGemma).
 BIDIRECTIONAL_FLAG = "use_bidirectional_attention"
 #: Defaults of HF ``transformers`` configuration classes that differ from the generic reading (KV heads = query
@@ -122,6 +142,20 @@ ALIBI_MODEL_TYPES = ("bloom",)
 #: :data:`GEMMA3_SLIDING_WINDOW_PATTERN` (every 6th layer global, the other five slide).
 GEMMA3_MODEL_TYPES = ("gemma3", "gemma3_text")
 GEMMA3_SLIDING_WINDOW_PATTERN = 6
+#: ``sliding_window`` of families whose HF configuration class defaults it, for a file that leaves it out
+#: (``Gemma2Config`` and ``Gemma3TextConfig``: 4096; PaliGemma-2's gemma2 text_config gives none).
+DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config", 4096),
+                                                       "gemma3": ("Gemma3TextConfig", 4096),
+                                                       "gemma3_text": ("Gemma3TextConfig", 4096)}
+#: Families whose attention runs on twice the hidden size (HF ``ZambaConfig``/``Zamba2Config``:
+#: ``attention_hidden_size = 2·hidden_size``, ``attention_head_dim = 2·hidden_size / num_attention_heads``;
+#: their ``kv_channels`` is hidden_size / heads, not the attention's head dimension).
+DOUBLE_WIDTH_ATTENTION_MODEL_TYPES = ("zamba", "zamba2")
+#: Layer kinds of a ``layer_types`` list that are not softmax attention (hybrids: Granite-4.0-H ``mamba``,
+#: Qwen3-Next ``linear_attention``): they move no attention traffic, and the worksheet models the attention layers.
+NON_ATTENTION_LAYER_TYPES = ("mamba", "mamba2", "linear_attention", "conv", "recurrent", "ssm")
+#: ``layer_types`` spellings of a full softmax-attention layer (``attention``: Granite-4.0-H).
+FULL_ATTENTION_LAYER_TYPES = ("full_attention", "attention")
 #: Fields that change no HBM bytes: accepted, and named in the worksheet's notes.
 NO_BYTES: dict[str, str] = {
     "attn_logit_softcapping": "soft-capping of the attention scores (tanh; Gemma-2) changes arithmetic, not bytes",
@@ -159,6 +193,21 @@ class AttentionConfig:
     notes: tuple[str, ...] = ()  # fields read that change no bytes, one sentence each
     causal_default: bool = True  # whether the model's self-attention is causal (see bidirectional_source)
     bidirectional_source: str = ""  # the field that makes it bidirectional, in words ("" when causal)
+    dense_up_to: int | None = None  # tokens up to which long-context sparse attention stays dense (None: always)
+    sparse_what: str = ""  # that sparse attention, in words
+
+    def check_dense(self, seqlen_q: int, seqlen_k: int) -> None:
+        """Refuse lengths past which the model's long-context attention is sparse (:attr:`dense_up_to`).
+
+        Raises:
+            IomodelError: a length exceeds :attr:`dense_up_to`.
+        """
+        n = max(int(seqlen_q), int(seqlen_k))
+        if self.dense_up_to is not None and n > self.dense_up_to:
+            raise IomodelError(f"{self.source or self.name}: past {self.dense_up_to:,} tokens the model runs "
+                               f"{self.sparse_what}, which iomodel does not model ({n:,} tokens asked): use --seqlen "
+                               f"{self.dense_up_to:,} or less, or pass the sizes with --heads/--kv-heads/--head-dim "
+                               "instead of a config to model dense attention at that length")
 
     def check_seqlen(self, seqlen_q: int, seqlen_k: int, ragged: bool = False) -> None:
         """Refuse lengths at which a sliding window or attention chunk would mask keys.
@@ -225,7 +274,16 @@ class _Fields:
     def __init__(self, cfg: dict[str, Any], where: str) -> None:
         self.where = where
         self.cfg = dict(cfg)
+        self.top_model_type = cfg.get("model_type")  # the checkpoint's family (a nested config's may differ)
+        self.hybrid = ""  # a note: the layers of layer_types that are not attention (set by _window)
+        self.defaulted_window = ""  # a note: the family's default sliding window was used (set by _window)
         self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
+        for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
+            sub = cfg.get(outer)
+            if isinstance(sub, dict) and any(isinstance(sub.get(k), dict) for k in NESTED_KEYS):
+                cfg = {**cfg, **{k: v for k, v in sub.items() if k in NESTED_KEYS}}
+                where = f"{where} ({outer})"
+                break
         for key in NESTED_KEYS:
             sub = cfg.get(key)
             if sub is None:
@@ -257,6 +315,10 @@ class _Fields:
         return self.int_at(key, self.cfg[key])
 
     def int_at(self, key: str, value: Any) -> int:
+        if isinstance(value, list):  # Swin's heads per stage, OpenELM's per layer
+            raise IomodelError(f"{self.where}: '{key}' is a JSON array ({len(value)} value{'s' * (len(value) != 1)}: "
+                               "one per stage or layer), so no one layer stands for the model: pass the sizes with "
+                               "--heads/--kv-heads/--head-dim instead of a config to model one layer")
         if isinstance(value, float) and math.isfinite(value) and value == int(value) and value > 0:
             # a count written as a float (1e30, 32.0): HF writes integers; refused rather than read
             raise IomodelError(f"{self.where}: '{key}' must be a positive integer, got {value!r} (a JSON number "
@@ -282,6 +344,8 @@ def _kv_heads(f: _Fields, heads: int) -> int:
     if f.flag("new_decoder_architecture"):  # Falcon-40B/180B
         return f.int_(("num_kv_heads", "n_head_kv"), "give the KV heads of new_decoder_architecture")
     if f.flag("multi_query"):  # Falcon-7B, GPT-BigCode/StarCoder: one K/V head
+        return 1
+    if f.cfg.get("attention_head_type") == "multiquery":  # SantaCoder (its own GPT-2 code): one K/V head
         return 1
     attn = f.cfg.get("attn_config")
     if isinstance(attn, dict) and attn.get("attn_type") == "multiquery_attention":  # MPT (llm-foundry) MQA
@@ -405,18 +469,34 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     total = num_layers
     of = f" of {total} layers" if total else " layers"
     window = f.int_(("sliding_window",))
+    model_type = f.cfg.get("model_type") if isinstance(f.cfg.get("model_type"), str) else None
+    if window is None and "sliding_window" not in f.cfg and model_type in DEFAULT_SLIDING_WINDOW:
+        cls, window = DEFAULT_SLIDING_WINDOW[model_type]  # absent (not null: null turns it off), as transformers reads
+        f.defaulted_window = (f"the file gives no 'sliding_window': {window}, the default of HF transformers' {cls} "
+                              f"(model_type {model_type!r}), as transformers reads the file.")
     chunk = f.int_(("attention_chunk_size",))
     types = f.cfg.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
             raise IomodelError(f"{f.where}: 'layer_types' must be a list of strings: fix the file")
-        known = {"full_attention", "sliding_attention", "chunked_attention"}
-        odd = sorted(set(types) - known)
+        known = {*FULL_ATTENTION_LAYER_TYPES, "sliding_attention", "chunked_attention"}
+        odd = sorted(set(types) - known - set(NON_ATTENTION_LAYER_TYPES))
         if odd:
-            raise IomodelError(f"{f.where}: layer_types {odd} are not attention kinds iomodel knows "
-                               f"({', '.join(sorted(known))}), so it cannot say what those layers move: pass the "
-                               "sizes with --heads/--kv-heads/--head-dim instead of a config to model a "
-                               "softmax-attention layer")
+            raise IomodelError(f"{f.where}: layer_types {odd} are not layer kinds iomodel knows (attention: "
+                               f"{', '.join(sorted(known))}; without attention: {', '.join(NON_ATTENTION_LAYER_TYPES)}"
+                               "), so it cannot say what those layers move: pass the sizes with --heads/--kv-heads/"
+                               "--head-dim instead of a config to model a softmax-attention layer")
+        if not set(types) & known:
+            raise IomodelError(f"{f.where}: layer_types has no attention layer ({', '.join(sorted(set(types)))}): "
+                               "there is no attention traffic to model; pass the sizes with --heads/--kv-heads/"
+                               "--head-dim instead of a config to model an attention layer")
+        attention = [t for t in types if t in known]
+        if len(attention) < len(types):  # a hybrid: the attention layers are modelled, the others move none of it
+            f.hybrid = (f"layer_types: {len(attention)} of {len(types)} layers are softmax attention ("
+                        + _which_layers([i for i, t in enumerate(types) if t in known], len(types))
+                        + f"); the other {len(types) - len(attention)} ("
+                        + ", ".join(sorted(set(types) - known)) + ") move no attention traffic: this worksheet "
+                        "models one attention layer.")
         for kind, name, w, key in (("chunked_attention", "chunked", chunk, "attention_chunk_size"),
                                    ("sliding_attention", "sliding-window", window, "sliding_window")):
             n = types.count(kind)
@@ -437,6 +517,18 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
         return None, "", ""  # Qwen2: the window is declared but off
+    raw_pattern = f.cfg.get("sliding_window_pattern")
+    if isinstance(raw_pattern, str):  # EXAONE-4.0: "LLLG", one letter a layer, repeated (L local, G global)
+        if not raw_pattern or set(raw_pattern) - {"L", "G"}:
+            raise IomodelError(f"{f.where}: 'sliding_window_pattern' = {raw_pattern!r}: a pattern string holds L "
+                               "(sliding-window layer) and G (global layer) only: fix the file")
+        if "L" not in raw_pattern:
+            return None, "", ""
+        n = total or len(raw_pattern)
+        local = [i for i in range(n) if raw_pattern[i % len(raw_pattern)] == "L"]
+        return window, "sliding-window", (f"{len(local)}{of}" if total else f"{raw_pattern.count('L')} of every "
+                                          f"{len(raw_pattern)} layers") + f" (sliding_window_pattern {raw_pattern!r})" \
+            + (": " + _which_layers(local, total) if total else "")
     pattern, said = f.int_(("sliding_window_pattern",)), "sliding_window_pattern"
     if pattern is None and f.cfg.get("model_type") in GEMMA3_MODEL_TYPES:  # the published files omit it
         pattern, said = GEMMA3_SLIDING_WINDOW_PATTERN, "Gemma-3's default sliding_window_pattern"
@@ -456,6 +548,58 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return window, "sliding-window", (f"{total - first}{of}" if total else f"layers {first} and up") + \
             " (max_window_layers)" + (": " + _which_layers(list(range(first, total))) if total else "")
     return window, "sliding-window", (f"all {total} layers" if total else "every layer")
+
+
+def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
+    """A note where the causal mask is a guess: ``architectures`` is given but names no decoder head
+    (:data:`DECODER_ARCHITECTURE_PARTS`) and the file has no ``is_decoder`` (an encoder iomodel does not know would
+    be modelled causal: half its bytes and FLOPs); a prefix-LM family (:data:`PREFIX_LM_MODEL_TYPES`)."""
+    model_type = f.cfg.get("model_type")
+    if f.top_model_type in PREFIX_LM_MODEL_TYPES or model_type in PREFIX_LM_MODEL_TYPES:
+        model_type = f.top_model_type if f.top_model_type in PREFIX_LM_MODEL_TYPES else model_type
+        return (f"model_type {model_type!r} is a prefix-LM: its image and prompt tokens attend both ways and the "
+                "answer's causally; modelled causal (pass --no-causal for the prefix alone).",)
+    archs = f.cfg.get("architectures")
+    if f.flag("is_decoder") or not isinstance(archs, list) or not archs:
+        return ()
+    if any(isinstance(a, str) and part in a for a in archs for part in DECODER_ARCHITECTURE_PARTS):
+        return ()
+    return (f"'architectures' = {archs!r} names no decoder head ({', '.join(DECODER_ARCHITECTURE_PARTS)}) and "
+            f"model_type {model_type!r} is not a family iomodel knows as an encoder: modelled causal, as a decoder; "
+            "if this model's self-attention is bidirectional (an encoder or embedding model), pass --no-causal.",)
+
+
+def _unmodelled_notes(f: _Fields) -> tuple[str, ...]:
+    """Notes on fields that change the bytes of a real deployment but not of the attention call modelled here: a KV
+    cache stored in 8 bits (``quantization_config.kv_cache_scheme``, compressed-tensors; ``kv_cache_quant_algo``,
+    ModelOpt)."""
+    q = f.cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        return ()
+    scheme, algo = q.get("kv_cache_scheme"), q.get("kv_cache_quant_algo")
+    if isinstance(scheme, dict) or isinstance(algo, str):
+        bits = scheme.get("num_bits") if isinstance(scheme, dict) else None
+        said = (f"quantization_config.kv_cache_scheme ({bits}-bit {scheme.get('type', '')})".replace(" )", ")")
+                if isinstance(scheme, dict) else f"quantization_config.kv_cache_quant_algo = {algo!r}")
+        return (f"{said}: the checkpoint stores its KV cache quantized, which this worksheet does not model: K and V "
+                "are counted at the layer's dtype; pass --dtype fp8_e4m3 to count every tensor in 8 bits.",)
+    return ()
+
+
+def _sparse_beyond(f: _Fields) -> tuple[int | None, str]:
+    """(tokens up to which the attention is dense, what replaces it beyond) for long-context sparse attention:
+    MiniCPM4's InfLLM v2 (``sparse_config.dense_len``) and Qwen2.5-1M's dual chunk attention
+    (``dual_chunk_attention_config.chunk_size``); (None, "") otherwise."""
+    for key, inner, what in (("sparse_config", "dense_len", "InfLLM v2 sparse attention (MiniCPM4's sparse_config: "
+                              "each query reads its top-k key blocks)"),
+                             ("dual_chunk_attention_config", "chunk_size", "dual chunk attention (Qwen2.5-1M's "
+                              "dual_chunk_attention_config: intra- and inter-chunk attention)")):
+        sub = f.cfg.get(key)
+        if isinstance(sub, dict) and sub.get(inner) is not None:
+            return f.int_at(f"{key}.{inner}", sub[inner]), what
+        if sub is not None and not isinstance(sub, dict):
+            raise IomodelError(f"{f.where}: '{key}' must be a JSON object, got {_kind(sub)}: fix the file")
+    return None, ""
 
 
 def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None = None,
@@ -480,9 +624,15 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         IomodelError: the file is missing or not a JSON object; a field is missing, null,
             a boolean, a string, a fraction, out of range or not positive; the hidden size
             is not divisible by the heads; the dtype is missing or unsupported; heads not
-            divisible by KV heads; a field in :data:`UNMODELLED` (MLA, block-sparse attention)
-            is set; ``layer_types`` names a kind other than softmax attention: each with one
-            sentence naming the file and the field.
+            divisible by KV heads; a field in :data:`UNMODELLED` (MLA, block-sparse attention, per-layer
+            heads, LSH attention) is set; a count is a JSON array (heads per stage or layer) and no flag
+            replaces it; ``layer_types`` names a kind iomodel does not know, or no attention layer; a
+            ``sliding_window_pattern`` string with letters other than L and G: each with one
+            sentence naming the file and the field. Notes (``AttentionConfig.notes``) say where a value is a
+            family default (heads, HEAD_DIM, sliding window), a hybrid's attention layers, Zamba's doubled
+            attention width, a quantized KV cache, a prefix-LM, and a causal mask assumed for an unknown
+            family whose ``architectures`` name no decoder head; long-context sparse attention is refused past
+            its dense length by :meth:`AttentionConfig.check_dense`.
     """
     path = Path(path)
     cfg = read_json(path, "config file", "pass --config a HF-style config.json", "fix the file")
@@ -504,10 +654,24 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model an ordinary layer")
     defaulted = _family_defaults(f)
-    file_heads = f.int_(HEADS_KEYS, None if heads is not None else "add it or pass --heads")
+    heads_key = f.key_of(HEADS_KEYS)
+    if heads is not None and heads_key is not None and isinstance(f.cfg[heads_key], list):
+        file_heads = None  # per stage or layer in the file (Swin): the flag names the layer
+    else:
+        file_heads = f.int_(HEADS_KEYS, None if heads is not None else "add it or pass --heads")
     n_heads = heads if heads is not None else file_heads
     n_kv = kv_heads if kv_heads is not None else _kv_heads(f, n_heads)
     head_dim_flag = head_dim
+    double = f.cfg.get("model_type") in DOUBLE_WIDTH_ATTENTION_MODEL_TYPES
+    if head_dim is None and double:  # Zamba/Zamba2: attention on 2·hidden_size; kv_channels is not its head dim
+        head_dim = f.int_(("attention_head_dim",))
+        if head_dim is None:
+            hidden = f.int_(HIDDEN_KEYS, "add 'attention_head_dim' or 'hidden_size', or pass --head-dim")
+            per = file_heads or n_heads
+            if (2 * hidden) % per:
+                raise IomodelError(f"{f.where}: 2·hidden_size {2 * hidden} (Zamba's attention width) is not "
+                                   f"divisible by {per} heads: give 'attention_head_dim' or pass --head-dim")
+            head_dim = 2 * hidden // per
     if head_dim is None:
         head_dim = f.int_(HEAD_DIM_KEYS)
     if head_dim is None:
@@ -553,6 +717,12 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if f.overridden:
         notes += (f"the nested config gives {', '.join(f.overridden)} differently from the top level: the nested "
                   "(language model) values are used.",)
+    if double and head_dim_flag is None:
+        notes += (f"model_type {f.cfg['model_type']!r} attends on twice the hidden size (HF transformers' "
+                  f"Zamba2Config: attention_head_dim = 2·hidden_size / num_attention_heads = {head_dim}); a hybrid "
+                  "whose Mamba layers move no attention traffic: this worksheet models one attention block.",)
+    notes += tuple(n for n in (f.hybrid, f.defaulted_window) if n)
+    notes += _unmodelled_notes(f)
     if dtype_key is not None:  # read from the file: say which field, and that --dtype overrides it
         try:
             dtype = canonical_dtype(dtype)
@@ -563,11 +733,14 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += (f"'decoder_attention_heads' = {f.cfg['decoder_attention_heads']!r} differs from the encoder's "
                   f"{n_heads} heads read here: pass --heads for the decoder's layers.",)
     bidir = _bidirectional(f)
+    if not bidir:
+        notes += _causal_guess_note(f)
+    dense_up_to, sparse_what = _sparse_beyond(f)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
                            source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
-                           bidirectional_source=bidir)
+                           bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what)
 
 
 def load_preset(name: str, dtype: str | None = None) -> AttentionConfig:

@@ -271,6 +271,8 @@ def resolve_layer(
                            "decode has none: pass --window none (a full-attention layer) or drop --page-size")
     spec = spec.with_(window_left=left, window_right=right, page_size=page_size)
     ragged = RaggedSpec(spec, ragged_pairs) if ragged_pairs is not None else None  # refuses decode, backward
+    if cfg is not None:
+        cfg.check_dense(spec.seqlen_q, spec.seqlen_k)  # long-context sparse attention past its dense length
     if cfg is not None and not sliding and window is None:
         cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k, ragged=ragged is not None)  # chunked or local: not modelled
     elif cfg is not None and not sliding and cfg.window is not None and (
