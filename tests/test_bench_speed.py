@@ -334,7 +334,7 @@ def test_every_kernel_speed_receipt_recomputes_and_renders(path):
 
 def test_short_receipt_has_fifteen_rounds_and_the_stated_spread():
     """The re-measured rows below 2k tokens: 16 shapes, 15 paired rounds each; the widest spread
-    of ours / cuDNN is the README's (N 512, d 64, bf16, non-causal: 0.87-1.05)."""
+    of ours / cuDNN is docs/kernel-notes.md's (N 512, d 64, bf16, non-causal: 0.87-1.05)."""
     from iomodel.bench.speed import round_ratio_range
 
     r = load_receipt(KERNEL_RECEIPT.parent / "bench_kernel_short_h200-2026-12-03.json")

@@ -42,7 +42,7 @@ GLUON_HEAD_DIMS = (64, 128)
 #: HEAD_DIMs at which :func:`prefill_path` picks ``prefill-gluon`` by itself: where it beat the TMA
 #: prefill on every measured shape in the same run (HEAD_DIM 128; at 64 causal neither is ahead in
 #: every run). Calibration: receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, the numbers
-#: in README.md, "The Gluon prefill".
+#: in docs/kernel-notes.md, "The Gluon prefill".
 GLUON_AUTO_HEAD_DIMS = (128,)
 #: The backward's dK/dV launch kernels (``BackwardConfig.dkdv_kernel``): Triton's (``_bwd_dkdv``,
 #: ``_bwd_dkdv_tma``), or the Gluon one of ``kernels/gluon_backward.py`` (sm_90).
