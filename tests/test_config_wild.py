@@ -34,7 +34,7 @@ REAL = [
     ("openai-community/gpt2", {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_layer": 12, "n_positions": 1024},
      "fp32", (12, 12, 64), None, None),
     ("openai-community/gpt2 (no dtype, no flag)", {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_layer": 12},
-     None, None, None, "no 'torch_dtype' field: add it or pass --dtype"),
+     None, None, None, "no 'torch_dtype' field (transformers would load the weights in float32, the serving dtype is often another): add it or pass --dtype"),
     ("tiiuae/falcon-7b", {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "multi_query": True,
                           "new_decoder_architecture": False, "num_hidden_layers": 32, "parallel_attn": True,
                           "alibi": False, "torch_dtype": "bfloat16"},
@@ -587,3 +587,70 @@ def test_quantized_kv_cache_is_said_and_sparse_long_context_is_refused_past_its_
     path = _write(tmp_path, {**llama, "dual_chunk_attention_config": {"chunk_size": 262144, "local_size": 8192}})
     with pytest.raises(IomodelError, match="past 262,144 tokens the model runs dual chunk attention"):
         resolve_layer(config=path, seqlen=300000)
+
+
+def test_third_round_of_wild_configs(tmp_path):
+    """A second fresh user's finds (2026-12-05): MLA fields switched off are not refused (DeepSeek-OCR); per-layer
+    window layouts (SmallThinker, Hymba, a params.json window list); hybrids' attention layers said (Jamba, Bamba,
+    Nemotron-H, MiniMax-Text-01, LFM2); NeoBERT and XLM are encoders; a nested null dtype keeps the top level's
+    (CLIP), whose vision tower is said; relative position terms, ALiBi by position_embedding_type and attention
+    dropout in training are said."""
+    from iomodel.spec.resolve import resolve_layer
+
+    def read(fields, **kw):
+        return load_config(_write(tmp_path, fields), **kw)
+
+    ocr = read({"model_type": "deepseek_vl_v2", "torch_dtype": "bfloat16", "language_config": {
+        "hidden_size": 1280, "num_attention_heads": 10, "use_mla": False, "kv_lora_rank": None, "q_lora_rank": None,
+        "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0}})
+    assert (ocr.heads, ocr.kv_heads, ocr.head_dim) == (10, 10, 128)
+    assert "multi-head latent attention" in _refusal(_write(tmp_path, {
+        "num_attention_heads": 16, "hidden_size": 2048, "kv_lora_rank": 512, "torch_dtype": "bfloat16"}))
+    small = read({"model_type": "smallthinker", "num_attention_heads": 28, "num_key_value_heads": 4,
+                  "hidden_size": 3584, "num_hidden_layers": 8, "sliding_window_size": 4096,
+                  "sliding_window_layout": [0, 1, 1, 1, 0, 1, 1, 1], "torch_dtype": "bfloat16"})
+    assert (small.window, small.window_layers) == (4096, "6 of 8 layers (sliding_window_layout): layers 1, 2, 3, 5, 6, 7")
+    hymba = read({"model_type": "hymba", "num_attention_heads": 25, "num_key_value_heads": 5, "hidden_size": 1600,
+                  "num_hidden_layers": 32, "global_attn_idx": [0, 15, 31], "sliding_window": 1024,
+                  "num_memory_tokens": 128, "torch_dtype": "bfloat16"})
+    assert (hymba.window, hymba.window_layers) == (1024, "29 of 32 layers (all but global_attn_idx): all but layers "
+                                                         "0, 15, 31")
+    assert any(n.startswith("'num_memory_tokens' = 128: memory (meta) tokens prepended") for n in hymba.notes)
+    mistral = read({"dim": 4096, "n_heads": 32, "n_kv_heads": 8, "n_layers": 8,
+                    "sliding_window": [131072, 32768, 32768, 32768]}, dtype="bf16")
+    assert (mistral.window, mistral.window_layers) == (32768, "6 of 8 layers (the sliding_window list): layers 1, 2, "
+                                                              "3, 5, 6, 7")
+    for fields, said in [({"attn_layer_period": 8, "attn_layer_offset": 4, "num_hidden_layers": 32},
+                          "attn_layer_period/offset: 4 of 32 layers are softmax attention"),
+                         ({"attn_layer_indices": [9, 18, 27], "num_hidden_layers": 32},
+                          "attn_layer_indices: 3 of 32 layers are softmax attention (layers 9, 18, 27)"),
+                         ({"hybrid_override_pattern": "M-M*-M-M*"}, "hybrid_override_pattern: 2 of 9 layers"),
+                         ({"attn_type_list": [0, 0, 0, 1] * 2}, "attn_type_list (1: softmax): 2 of 8 layers"),
+                         ({"full_attn_idxs": [2, 5], "num_hidden_layers": 16}, "full_attn_idxs: 2 of 16 layers")]:
+        cfg = read({"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+                    "torch_dtype": "bfloat16", **fields})
+        assert any(n.startswith(said) for n in cfg.notes), (said, cfg.notes)
+    for fields in ({"model_type": "neobert", "architectures": ["NeoBERTLMHead"]},
+                   {"model_type": "flaubert", "causal": False, "emb_dim": 768},
+                   {"model_type": "acme", "causal": False}):
+        cfg = read({"num_attention_heads": 12, "hidden_size": 768, "torch_dtype": "float32", **fields})
+        assert not cfg.causal_default and cfg.head_dim == 64
+    clip = read({"model_type": "clip", "torch_dtype": "float32",
+                 "text_config": {"model_type": "clip_text_model", "torch_dtype": None, "hidden_size": 768,
+                                 "num_attention_heads": 12, "architectures": None},
+                 "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024, "num_attention_heads": 16}})
+    assert (clip.heads, clip.head_dim, clip.dtype, clip.causal_default) == (12, 64, "fp32", True)
+    assert any(n.startswith("vision_config: another tower of this model") for n in clip.notes)
+    assert not any("differently from the top level" in n or "decoder head" in n for n in clip.notes)
+    for fields, said in [({"relative_attention_num_buckets": 32}, "a relative position bias (T5, MPNet)"),
+                         ({"relative_attention": True}, "DeBERTa's disentangled attention"),
+                         ({"position_embedding_type": "relative_key_query"}, "relative position scores"),
+                         ({"position_embedding_type": "alibi"}, "ALiBi position biases")]:
+        cfg = read({"num_attention_heads": 12, "hidden_size": 768, "torch_dtype": "float32", **fields})
+        assert any(said in n for n in cfg.notes), (said, cfg.notes)
+    path = _write(tmp_path, {"model_type": "bert", "num_attention_heads": 12, "hidden_size": 768,
+                             "attention_probs_dropout_prob": 0.1, "torch_dtype": "float32"})
+    assert any("attention dropout p = 0.1" in n for n in resolve_layer(config=path, seqlen=512, passes="fwd+bwd").notes)
+    assert not any("dropout" in n for n in resolve_layer(config=path, seqlen=512).notes)  # inference: no dropout
+    assert "Baichuan-M1's num_swa_attention_heads" in _refusal(_write(tmp_path, {
+        "num_attention_heads": 20, "num_swa_attention_heads": 40, "hidden_size": 5120, "torch_dtype": "bfloat16"}))

@@ -50,7 +50,7 @@ def preset_path(name: str) -> Path:
 HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads")
 KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads", "num_attention_groups")
 HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "emb_dim")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions")
 #: A field of relative position buckets (T5, mT5, UMT5): no absolute context limit, so ``n_positions`` is not one.
@@ -85,6 +85,21 @@ UNMODELLED: dict[str, str] = {
                        "num_kv_heads lists): no one layer stands for the model",
     "attn_layers": "Reformer's LSH and chunked local attention (attn_layers) attend to hash buckets and chunks, "
                    "not to every key",
+    "num_swa_attention_heads": "sliding-window layers with another head count (Baichuan-M1's "
+                               "num_swa_attention_heads): no one layer stands for the model",
+}
+#: :data:`UNMODELLED` fields of multi-head latent attention, which a config may carry switched off
+#: (DeepSeek-OCR: ``use_mla`` false, the MLA widths 0 or null): then they are not refused.
+MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim")
+#: Fields that change the bytes of the layer modelled here and that the model leaves out: read, and said in a note.
+CHANGES_BYTES_NOTED: dict[str, str] = {
+    "relative_attention_num_buckets": "a relative position bias (T5, MPNet): an (H, N, N) bias added to the scores, "
+                                      "which the eager baseline reads and writes and a fused kernel must compute; "
+                                      "not counted here",
+    "relative_attention": "DeBERTa's disentangled attention: two more score terms (content-to-position, "
+                          "position-to-content) of N x N per head; not counted here",
+    "num_memory_tokens": "memory (meta) tokens prepended to every sequence (Hymba): K and V hold that many more rows "
+                         "than the sequence; pass --seqlen-k N + that count for the layer",
 }
 #: ``model_type`` of families without attention layers (state-space and recurrent models): their
 #: ``num_heads``/``head_dim`` are not attention heads, so no attention layer is invented for them.
@@ -109,7 +124,13 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        "vivit", "wav2vec2", "wavlm", "yolos",
                        # embedding encoders with their own code (Alibaba-NLP gte-*-v1.5: "new"; Snowflake arctic-embed
                        # v2: "gte") and DINOv3's ViT
-                       "new", "gte", "dinov3_vit")
+                       "new", "gte", "dinov3_vit", "neobert",
+                       # XLM's masked-LM checkpoints (their "causal": false says so too)
+                       "xlm", "flaubert")
+#: ``model_type`` of families iomodel knows as causal decoders although their ``architectures`` may name no decoder
+#: head (``ChatGLMModel``, ``CLIPTextModel``: CLIP's text tower is causal; ``Qwen2_5OmniModel``).
+KNOWN_DECODER_MODEL_TYPES = ("chatglm", "glm", "clip", "clip_text_model", "qwen2_5_omni", "qwen2_5_omni_thinker",
+                             "qwen2_5_omni_text")
 #: ``architectures`` name parts that say a model generates text left to right (a causal decoder): a config whose
 #: ``architectures`` name none of them and whose family iomodel does not know is modelled causal with a note.
 DECODER_ARCHITECTURE_PARTS = ("CausalLM", "LMHead", "ConditionalGeneration", "ImageTextToText", "Seq2SeqLM",
@@ -193,6 +214,7 @@ class AttentionConfig:
     notes: tuple[str, ...] = ()  # fields read that change no bytes, one sentence each
     causal_default: bool = True  # whether the model's self-attention is causal (see bidirectional_source)
     bidirectional_source: str = ""  # the field that makes it bidirectional, in words ("" when causal)
+    attention_dropout: float = 0.0  # attention_dropout / attention_probs_dropout_prob (training only)
     dense_up_to: int | None = None  # tokens up to which long-context sparse attention stays dense (None: always)
     sparse_what: str = ""  # that sparse attention, in words
 
@@ -277,6 +299,8 @@ class _Fields:
         self.top_model_type = cfg.get("model_type")  # the checkpoint's family (a nested config's may differ)
         self.hybrid = ""  # a note: the layers of layer_types that are not attention (set by _window)
         self.defaulted_window = ""  # a note: the family's default sliding window was used (set by _window)
+        self.towers: list[str] = []  # other towers' sub-configs with attention heads (vision_config ...), not modelled
+        self.window_note = ""  # a note on a per-layer window list (set by _window)
         self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
         for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
             sub = cfg.get(outer)
@@ -290,8 +314,11 @@ class _Fields:
                 continue
             if not isinstance(sub, dict):
                 raise IomodelError(f"{where}: '{key}' must be a JSON object, got {_kind(sub)}: fix the file")
+            sub = {k: v for k, v in sub.items() if v is not None or k not in cfg}  # a nested null: the top level's
             self.overridden = sorted(k for k, v in sub.items() if k in cfg and cfg[k] != v and k in ATTENTION_KEYS)
             self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
+            self.towers = sorted(k for k in ("vision_config", "audio_config", "speech_config")
+                                 if isinstance(cfg.get(k), dict) and any(h in cfg[k] for h in HEADS_KEYS))
             self.where = f"{where} ({key})"
             break
 
@@ -376,6 +403,8 @@ def _bidirectional(f: _Fields) -> str:
         return ""
     if f.flag(BIDIRECTIONAL_FLAG):
         return f"'{BIDIRECTIONAL_FLAG}' = true: the self-attention is bidirectional (an embedding model)"
+    if f.cfg.get("causal") is False:  # XLM, FlauBERT
+        return "'causal' = false: the self-attention is bidirectional"
     model_type = f.cfg.get("model_type")
     if isinstance(model_type, str) and model_type in ENCODER_MODEL_TYPES:
         return f"'model_type' = {model_type!r}: an encoder, whose self-attention is bidirectional"
@@ -468,6 +497,36 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     plain ``sliding_window`` (Mistral-7B-v0.1, Phi-3: every layer)."""
     total = num_layers
     of = f" of {total} layers" if total else " layers"
+    windows = f.cfg.get("sliding_window")
+    if isinstance(windows, list):  # Mistral params.json: a window per layer, the list repeated over the layers
+        sizes = [f.int_at("sliding_window", w) for w in windows]
+        n = total or len(sizes)
+        w_min = min(sizes)
+        on = [i for i in range(n) if sizes[i % len(sizes)] == w_min]
+        others = sorted(set(sizes) - {w_min})
+        if others:
+            f.window_note = (f"'sliding_window' = {windows!r}: a window per layer, repeated; the other layers' "
+                             f"window{'s' * (len(others) > 1)} ({', '.join(f'{o:,}' for o in others)} tokens) "
+                             "counted as full attention, which holds while the sequence fits them.")
+        return w_min, "sliding-window", f"{len(on)}{of} (the sliding_window list): " + _which_layers(on, total)
+    layout = f.cfg.get("sliding_window_layout")
+    if f.has("sliding_window_size") and isinstance(layout, list):  # SmallThinker: 1 = a sliding-window layer
+        if not all(v in (0, 1) for v in layout):
+            raise IomodelError(f"{f.where}: 'sliding_window_layout' must list 0 (global) or 1 (sliding window) per "
+                               "layer: fix the file")
+        on = [i for i, v in enumerate(layout) if v == 1]
+        if not on:
+            return None, "", ""
+        return (f.int_(("sliding_window_size",)), "sliding-window",
+                f"{len(on)} of {len(layout)} layers (sliding_window_layout): " + _which_layers(on, len(layout)))
+    glob = f.cfg.get("global_attn_idx")
+    if isinstance(glob, list) and f.has("sliding_window") and total:  # Hymba: all but these layers slide
+        if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in glob):
+            raise IomodelError(f"{f.where}: 'global_attn_idx' must list layer indices (whole numbers from 0): "
+                               "fix the file")
+        on = [i for i in range(total) if i not in set(glob)]
+        return (f.int_(("sliding_window",)), "sliding-window",
+                f"{len(on)}{of} (all but global_attn_idx): " + _which_layers(on, total))
     window = f.int_(("sliding_window",))
     model_type = f.cfg.get("model_type") if isinstance(f.cfg.get("model_type"), str) else None
     if window is None and "sliding_window" not in f.cfg and model_type in DEFAULT_SLIDING_WINDOW:
@@ -550,6 +609,34 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     return window, "sliding-window", (f"all {total} layers" if total else "every layer")
 
 
+def _hybrid_note(f: _Fields, total: int | None) -> str:
+    """A note on the attention layers of a hybrid whose layout is not a ``layer_types`` list: Jamba
+    (``attn_layer_period``/``attn_layer_offset``), Bamba (``attn_layer_indices``), Nemotron-H
+    (``hybrid_override_pattern``, ``*`` an attention layer), MiniMax-Text-01 (``attn_type_list``, 1 softmax),
+    LFM2 (``full_attn_idxs``); "" for none of these."""
+    cfg = f.cfg
+    attention: list[int] | None = None
+    said = ""
+    if isinstance(cfg.get("attn_layer_period"), int) and total:
+        period, offset = cfg["attn_layer_period"], cfg.get("attn_layer_offset", 0)
+        if period > 0 and isinstance(offset, int):
+            attention, said = [i for i in range(total) if i % period == offset], "attn_layer_period/offset"
+    for key in ("attn_layer_indices", "full_attn_idxs"):
+        if attention is None and isinstance(cfg.get(key), list):
+            attention, said = [i for i in cfg[key] if isinstance(i, int) and not isinstance(i, bool)], key
+    pattern = cfg.get("hybrid_override_pattern")
+    if attention is None and isinstance(pattern, str) and pattern:
+        attention, said, total = [i for i, c in enumerate(pattern) if c == "*"], "hybrid_override_pattern", len(pattern)
+    kinds = cfg.get("attn_type_list")
+    if attention is None and isinstance(kinds, list) and kinds:
+        attention, said, total = [i for i, k in enumerate(kinds) if k == 1], "attn_type_list (1: softmax)", len(kinds)
+    if attention is None or not total or len(attention) >= total:
+        return ""
+    return (f"{said}: {len(attention)} of {total} layers are softmax attention ({_which_layers(attention, total)}); "
+            "the others (state-space, linear attention or convolution) move no attention traffic: this worksheet "
+            "models one attention layer.")
+
+
 def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
     """A note where the causal mask is a guess: ``architectures`` is given but names no decoder head
     (:data:`DECODER_ARCHITECTURE_PARTS`) and the file has no ``is_decoder`` (an encoder iomodel does not know would
@@ -560,7 +647,8 @@ def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
         return (f"model_type {model_type!r} is a prefix-LM: its image and prompt tokens attend both ways and the "
                 "answer's causally; modelled causal (pass --no-causal for the prefix alone).",)
     archs = f.cfg.get("architectures")
-    if f.flag("is_decoder") or not isinstance(archs, list) or not archs:
+    if f.flag("is_decoder") or not isinstance(archs, list) or not archs or model_type in KNOWN_DECODER_MODEL_TYPES \
+            or f.top_model_type in KNOWN_DECODER_MODEL_TYPES:
         return ()
     if any(isinstance(a, str) and part in a for a in archs for part in DECODER_ARCHITECTURE_PARTS):
         return ()
@@ -584,6 +672,16 @@ def _unmodelled_notes(f: _Fields) -> tuple[str, ...]:
         return (f"{said}: the checkpoint stores its KV cache quantized, which this worksheet does not model: K and V "
                 "are counted at the layer's dtype; pass --dtype fp8_e4m3 to count every tensor in 8 bits.",)
     return ()
+
+
+def _dropout(f: _Fields) -> float:
+    """The attention dropout probability (``attention_dropout``, ``attention_probs_dropout_prob``,
+    ``attn_pdrop``), 0 where none is given or it is not a number in [0, 1)."""
+    for key in ("attention_dropout", "attention_probs_dropout_prob", "attn_pdrop"):
+        v = f.cfg.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1:
+            return float(v)
+    return 0.0
 
 
 def _sparse_beyond(f: _Fields) -> tuple[int | None, str]:
@@ -648,7 +746,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         if f.cfg.get(key) == value:
             raise IomodelError(f"{f.where}: '{key}' = {value!r}: {what}, which iomodel does not model: pass the "
                                "sizes with --heads/--kv-heads/--head-dim instead of a config to model full attention")
+    mla_off = f.cfg.get("use_mla") is False  # DeepSeek-OCR: MLA fields present, switched off
     for key, what in UNMODELLED.items():
+        if key in MLA_KEYS and (mla_off or f.cfg.get(key) == 0):
+            continue
         if f.has(key):
             raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model "
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
@@ -685,7 +786,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if dtype is None:
         key = dtype_key = f.key_of(DTYPE_KEYS)
         if key is None:
-            raise IomodelError(f"{f.where}: no 'torch_dtype' field: add it or pass --dtype")
+            raise IomodelError(f"{f.where}: no 'torch_dtype' field (transformers would load the weights in "
+                               "float32, the serving dtype is often another): add it or pass --dtype")
         dtype = f.cfg[key]
         if not isinstance(dtype, str):
             raise IomodelError(f"{f.where}: '{key}' must be a dtype name such as \"bfloat16\", got {_kind(dtype)}: "
@@ -721,8 +823,20 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += (f"model_type {f.cfg['model_type']!r} attends on twice the hidden size (HF transformers' "
                   f"Zamba2Config: attention_head_dim = 2·hidden_size / num_attention_heads = {head_dim}); a hybrid "
                   "whose Mamba layers move no attention traffic: this worksheet models one attention block.",)
-    notes += tuple(n for n in (f.hybrid, f.defaulted_window) if n)
+    notes += tuple(n for n in (f.hybrid or _hybrid_note(f, num_layers), f.defaulted_window, f.window_note) if n)
     notes += _unmodelled_notes(f)
+    notes += tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in CHANGES_BYTES_NOTED.items()
+                   if f.has(k) and f.cfg[k] is not False)
+    pet = f.cfg.get("position_embedding_type")
+    if pet in ("relative_key", "relative_key_query"):
+        notes += (f"'position_embedding_type' = {pet!r}: relative position scores (an N x N x d term per head in "
+                  "the eager code) added to the attention scores; not counted here.",)
+    if pet == "alibi":  # Jais
+        notes += ("'position_embedding_type' = 'alibi': ALiBi position biases are computed from the head index in "
+                  "the kernel: no tensor moves.",)
+    if f.towers:
+        notes += (f"{', '.join(f.towers)}: another tower of this model (an image or audio encoder with its own "
+                  "heads) is not modelled here; pass its sizes with --heads/--kv-heads/--head-dim to model it.",)
     if dtype_key is not None:  # read from the file: say which field, and that --dtype overrides it
         try:
             dtype = canonical_dtype(dtype)
@@ -740,7 +854,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                            max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
                            source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
-                           bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what)
+                           bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what,
+                           attention_dropout=_dropout(f))
 
 
 def load_preset(name: str, dtype: str | None = None) -> AttentionConfig:

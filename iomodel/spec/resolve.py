@@ -316,6 +316,10 @@ def resolve_layer(
     if bidirectional:
         notes.append(f"{cfg.bidirectional_source}: modelled without a causal mask; pass --causal to model a "
                      "causal layer.")
+    if cfg is not None and cfg.attention_dropout and passes == "fwd+bwd":
+        notes.append(f"the model trains with attention dropout p = {cfg.attention_dropout:g}: modelled without it "
+                     "(the bundled kernel has none; the eager chain would also write and read a keep-mask of the "
+                     "scores' size).")
     limit = cfg.max_position_embeddings if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
         notes.append(
