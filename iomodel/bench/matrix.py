@@ -517,6 +517,12 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
                 raise fail(f"[workload] {k} {ref!r} names no bucket: use one of {', '.join(by_name)}", lines.key(k, wline))
             if by_name[ref].phase != phase:
                 raise fail(f"[workload] {k} {ref!r} is a {by_name[ref].phase} bucket: name a {phase} bucket", lines.key(k, wline))
+            size = "seqlen_q" if phase == "prefill" else "seqlen_k"  # the request's time is interpolated over it
+            sizes = [getattr(sh, size) for sh in by_name[ref].shapes]
+            if len(set(sizes)) < len(sizes):
+                raise fail(f"[workload] {k} {ref!r} must hold one shape per {size} (the request's time is "
+                           f"interpolated over {size}), got {size} {sizes}: split the bucket or drop a shape",
+                           lines.key(k, wline))
         workload = Workload(
             prompt_len=_int(wl["prompt_len"], "workload.prompt_len", 1, fail, lines.key("prompt_len", wline)),
             output_len=_int(wl["output_len"], "workload.output_len", 1, fail, lines.key("output_len", wline)),

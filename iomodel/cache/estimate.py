@@ -80,6 +80,12 @@ def fast_max_rows(spec: LayerSpec) -> int:
 #: Llama-3-8B's causal training step with the worksheet's tiles (BWD_BLOCK_M 32, BWD_BLOCK_N 64) at 2^19 tokens,
 #: 67,239,936 touches, 15-16 s; past it, and short of the closed form's length, the worksheet says why not.
 L2_CAUSAL_DKDV_MAX_TOUCHES = 68_000_000
+#: Most query-row chunk touches (:func:`iomodel.cache.stream.dkdv_touches`) of a dK/dV kernel that only the wave-by-wave
+#: simulation evaluates (group slices S > 1; the tiles-descending order of a GQA group): it takes about 11 µs a touch
+#: and 6 KB of memory on the 2-core development machine (2026-12-05: 0.53 million touches 6-13 s, 2.1 million 50 s
+#: and 3.3 GB, 8.4 million 241 s and 12.6 GB, a reviewer's runs), so past this many the estimate is not computed
+#: rather than run for minutes. Every committed receipt's such step has at most 139,264.
+L2_SIMULATED_DKDV_MAX_TOUCHES = 1_100_000
 #: Query heads per KV head up to which a touch of the causal dK/dV kernel costs what the bound above assumes; a
 #: touch of a larger group G costs about G / this as much, and the bound counts it so (:func:`dkdv_work`).
 #: Measured on the 2-core development machine (2026-12-05, touch by touch, the worksheet's tiles): 0.22-0.32 µs a
@@ -157,7 +163,9 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
 
     The bounds: seqlen_q and seqlen_k up to :data:`L2_ESTIMATE_MAX_SEQLEN` tokens and, when
     ``tiling`` is given, at most :data:`L2_ESTIMATE_MAX_PROGRAMS` programs (:func:`simulated_programs`):
-    the simulation visits every program, so its cost grows with batch × heads. Within them the
+    the simulation visits every program, so its cost grows with batch × heads; a training step whose dK/dV
+    kernel only the simulation evaluates (S > 1 group slices, GQA tiles-descending) at most
+    :data:`L2_SIMULATED_DKDV_MAX_TOUCHES` touches. Within them the
     estimate is always computed (fast where :mod:`iomodel.cache.stream` applies, else simulated).
 
     Args:
@@ -168,6 +176,17 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
     """
     if max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
         return f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)"
+    if spec.backward and tiling is not None and (tiling.bwd_group_splits > 1 or (
+            tiling.bwd_dkdv_order == "tiles-descending" and spec.group > 1)):
+        from iomodel.cache.stream import dkdv_touches
+
+        touches = dkdv_touches(spec, tiling)
+        if touches > L2_SIMULATED_DKDV_MAX_TOUCHES:
+            how = (f"{tiling.bwd_group_splits} group slices" if tiling.bwd_group_splits > 1
+                   else "the tiles-descending order")
+            return (f"its dK/dV kernel with {how} is simulated wave by wave: {touches:,} query-row chunk touches, above "
+                    f"{L2_SIMULATED_DKDV_MAX_TOUCHES:,} (about 11 µs and 6 KB each; a shorter sequence, fewer heads or a "
+                    "smaller batch brings it under)")
     if tiling is not None and simulated_programs(spec, tiling) > L2_ESTIMATE_MAX_PROGRAMS:
         if spec.backward:  # name the largest grid and its factors (the dK/dV kernel's counts its G query-head passes)
             grids = [("the forward", "T_r", cdiv(spec.seqlen_q, tiling.block_m)),

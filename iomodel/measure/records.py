@@ -40,6 +40,10 @@ from typing import Any, Iterable
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_SCALE
+from iomodel.spec.hardware import RESIDENT_LIMITS
+
+#: The most resident programs per SM of any compute capability iomodel knows (an occupancy limit above it is damage).
+MOST_BLOCKS_PER_SM = max(blocks for blocks, _ in RESIDENT_LIMITS.values())
 from iomodel.spec import LayerSpec, Tiling
 
 #: Format tag written into every record file.
@@ -143,6 +147,14 @@ class KernelRecord:
         units = jv.mapping(d.get("units", {}), f"{where}.units", fix=FIX)
         for m, v in metrics.items():
             jv.number(v, f"{where}.metrics[{m!r}]", what=METRIC_VALUE, allow_none=True, fix=FIX)
+            if m in OCCUPANCY_METRICS and v is not None and not (v == int(v) and v >= 1):
+                raise IomodelError(f"{where}.metrics[{m!r}] is {v!r}: an occupancy limit is a whole number of programs "
+                                   f"per SM, 1 or more: {FIX}")
+        blocks = metrics.get("launch__occupancy_limit_blocks")
+        if blocks is not None and blocks > MOST_BLOCKS_PER_SM:  # the other limits may exceed it (the least counts)
+            raise IomodelError(f"{where}.metrics['launch__occupancy_limit_blocks'] is {blocks!r}, above the "
+                               f"{MOST_BLOCKS_PER_SM} resident programs per SM of any GPU iomodel knows "
+                               f"(iomodel.spec.hardware.RESIDENT_LIMITS): {FIX}")
         for m, u in units.items():
             jv.string(u, f"{where}.units[{m!r}]", fix=FIX)
             if u.strip().lower() not in UNIT_SCALE:

@@ -227,6 +227,32 @@ def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
     return value
 
 
+def _l2_model(table: dict[str, Any], source: str) -> dict[str, Any]:
+    """A sweep's ``[l2_model]`` table, checked before any measurement: ``l2_fraction`` a number in (0, 1] that leaves
+    at least one L2 line (:data:`iomodel.cache.params.MIN_L2_BYTES` of the H200's 60 MiB), ``l2_source`` one of
+    :data:`iomodel.reconcile.compare.L2_SOURCES`; no other key (``iomodel reconcile`` reads only these two).
+
+    Raises:
+        IomodelError: one line naming the key and what to write.
+    """
+    from iomodel.cache.params import MIN_L2_BYTES
+    from iomodel.reconcile.compare import L2_SOURCES
+
+    bad = sorted(set(table) - {"l2_fraction", "l2_source"})
+    if bad:
+        raise IomodelError(f"{source}: unknown [l2_model] key(s) {bad}: use l2_fraction, l2_source (the L2 ways are "
+                           "an option of iomodel reconcile, --l2-ways)")
+    if "l2_fraction" in table:
+        v = table["l2_fraction"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1 or v * 60 * 2**20 < MIN_L2_BYTES:
+            raise IomodelError(f"{source}: [l2_model] l2_fraction must be a number in (0, 1] that leaves at least one "
+                               f"{MIN_L2_BYTES}-byte L2 line, got {jv.describe(v)}: write e.g. 0.5")
+    if "l2_source" in table and table["l2_source"] not in L2_SOURCES:
+        raise IomodelError(f"{source}: [l2_model] l2_source must be one of {', '.join(map(repr, L2_SOURCES))}, got "
+                           f"{jv.describe(table['l2_source'])}: fix the file")
+    return table
+
+
 def _group_splits(value: Any, entry: dict[str, Any], impls: Any, where: str) -> int:
     """A sweep entry's ``group_splits`` (S, forced), checked: a whole number from 1 to the GQA group G on a training
     step (``pass = "fwd+bwd"``) measured with ``tiled`` only.
@@ -407,6 +433,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 seen.add(sid)
                 shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order,
                                          group_splits=group_splits))
+    l2_model = _l2_model(dict(data.get("l2_model", {})), source)
     metrics = ncu.get("metrics", DEFAULT_METRICS)
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
         raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")
@@ -423,7 +450,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
         cache_control=str(ncu.get("cache_control", "all")),
         clock_control=str(ncu.get("clock_control", "none")),
         dram_pass=bool(ncu.get("dram_pass", False)),
-        l2_model=dict(data.get("l2_model", {})),
+        l2_model=l2_model,
         source=source,
     )
 

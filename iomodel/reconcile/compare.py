@@ -451,6 +451,13 @@ def missing_reason(shape: ShapeMeasurement, quantity: str) -> str | None:
     return None
 
 
+def _not_whole(out: "ShapeReconciliation", why: str) -> None:
+    """Every level of ``out`` not reconciled, both directions: a shape whose profiled kernels are not the ones the
+    record's config launches (one missing, doubled or foreign) is not measured whole, whatever its totals say."""
+    for lv in out.levels:
+        lv.missing = {"read": why, "write": why}
+
+
 def _missing(shape: ShapeMeasurement, q_read: str, q_write: str, expected: Iterable[str]) -> dict[str, str]:
     """Per direction, why a collected quantity has no value for ``shape`` (see :func:`missing_reason`)."""
     out = {}
@@ -584,6 +591,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
     if len(shape.kernels) != n_expected:
         out.notes.append(f"{len(shape.kernels)} kernels profiled, {n_expected} expected: "
                          + ", ".join(k.name for k in shape.kernels))
+        _not_whole(out, f"{len(shape.kernels)} kernels profiled, {n_expected} expected")
 
 
 #: ``--l2-source`` -> the measured quantities compared with SRAM_fill (see records.QUANTITY_METRICS).
@@ -867,6 +875,12 @@ def reconcile_shape(
             if shape.sram_fill is not None:  # interpreter record: exact per tensor
                 _interpreter_fill(out, shape, model_fill, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes)
             if shape.kernels and spec.backward:
+                from iomodel.cache.estimate import not_estimated
+
+                too_big = not_estimated(spec, tiling, None, hardware.l2_bytes)  # the worksheet's bounds, the record's S
+                if too_big is not None:
+                    out.error = f"the L2-aware prediction is not computed: {too_big}: check the record's spec"
+                    return out
                 _reconcile_training_step(out, shape, pred, expected,
                                          L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction,
                                                   flush_between_kernels, ways=l2_ways), hardware)
@@ -925,6 +939,7 @@ def reconcile_shape(
                 if len(shape.kernels) != expected:
                     out.notes.append(f"{len(shape.kernels)} kernels profiled, {expected} expected: "
                                      + ", ".join(k.name for k in shape.kernels))
+                    _not_whole(out, f"{len(shape.kernels)} kernels profiled, {expected} expected")
         elif shape.impl in ("baseline", "baseline-fp32"):
             opts = {"score_dtype": "fp32"} if shape.impl == "baseline-fp32" else {}
             tiling = Tiling()
@@ -1002,6 +1017,7 @@ def reconcile(
         frac = float((measurement.settings.get("l2_model") or {}).get("l2_fraction", DEFAULT_L2_FRACTION))
     if not 0 < frac <= 1:
         raise IomodelError(f"l2_fraction must be in (0, 1], got {frac}: pass e.g. --l2-fraction 0.5")
+    L2Params(hw.l2_bytes, max(1, hw.num_sms), 1, frac)  # one line for a fraction that leaves no L2 (MIN_L2_BYTES)
     flush = measurement.settings.get("cache_control", "all") == "all"
     shapes = measurement.select(impls)
     if not shapes:

@@ -1,0 +1,158 @@
+"""Tampered and oversized inputs found by an adversarial user (2026-12-05): each is refused in one line or marked not
+reconciled, never a traceback, a silent result or a run of minutes."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from iomodel.errors import IomodelError
+from iomodel.measure.records import Measurement
+from iomodel.reconcile.compare import reconcile
+
+ROOT = Path(__file__).resolve().parents[1]
+SPLIT1 = ROOT / "receipts" / "ncu-h200-train-split1-2026-12-01.json"
+HOLDOUT4 = ROOT / "receipts" / "ncu-h200-holdout4-2026-11-29.json"
+
+
+def _write(tmp_path, data, name="r.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _one_shape(path: Path, pick) -> dict:
+    data = json.loads(path.read_text())
+    data["shapes"] = [copy.deepcopy(next(s for s in data["shapes"] if pick(s)))]
+    return data
+
+
+def test_a_training_record_past_the_simulations_bound_is_not_reconciled_at_once(tmp_path):
+    """The S = 17 step of train-split1 at batch 10,000 ran for minutes and gigabytes; a long S = 4 step took 241 s and
+    12.6 GB: both are now the worksheet's refusal, in under a second each."""
+    data = _one_shape(SPLIT1, lambda s: (s["config"].get("backward") or {}).get("group_splits", 1) == 17)
+    data["shapes"][0]["spec"]["batch"] = 10_000
+    t = time.perf_counter()
+    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    assert time.perf_counter() - t < 10
+    assert row.error.startswith("the L2-aware prediction is not computed: its dK/dV kernel with 17 group slices")
+    data = _one_shape(SPLIT1, lambda s: (s["config"].get("backward") or {}).get("group_splits", 1) == 3
+                      and s["spec"]["heads"] == 32)
+    data["shapes"][0]["spec"].update(seqlen_q=262_144, seqlen_k=262_144)
+    t = time.perf_counter()
+    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    assert time.perf_counter() - t < 10
+    assert "its dK/dV kernel with 3 group slices is simulated wave by wave" in row.error
+    assert "above 1,100,000" in row.error
+
+
+def test_an_l2_fraction_that_leaves_no_line_is_one_error():
+    with pytest.raises(IomodelError, match="l2_fraction 1e-09 leaves 0.0629 bytes of the 62,914,560-byte L2, less than "
+                                           "one 128-byte line"):
+        reconcile(Measurement.load(SPLIT1), l2_fraction=1e-9)
+
+
+@pytest.mark.parametrize("value, needle", [(1e9, "is 1000000000.0, above the 32 resident programs per SM"),
+                                           (0, "is 0: an occupancy limit is a whole number of programs per SM, 1 or "
+                                               "more"),
+                                           (2.5, "is 2.5: an occupancy limit is a whole number")])
+def test_occupancy_limits_out_of_range_are_refused(tmp_path, value, needle):
+    data = _one_shape(HOLDOUT4, lambda s: s["impl"] == "tiled")
+    for m in data["shapes"][0]["kernels"][0]["metrics"]:
+        if m == "launch__occupancy_limit_blocks":
+            data["shapes"][0]["kernels"][0]["metrics"][m] = value
+    with pytest.raises(IomodelError) as exc:
+        Measurement.load(_write(tmp_path, data))
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_foreign_kernel_makes_a_forward_shape_not_reconciled_however_small(tmp_path):
+    """A kernel appended with 0.1 % of the bytes used to leave the shape "within"; the count now says it is not the
+    launch the config describes."""
+    data = _one_shape(HOLDOUT4, lambda s: s["impl"] == "tiled" and not s["spec"].get("backward"))
+    k = copy.deepcopy(data["shapes"][0]["kernels"][0])
+    k["name"] = "foreign_kernel"
+    k["metrics"] = {m: (v / 1000 if isinstance(v, (int, float)) and "bytes" in m else v)
+                    for m, v in k["metrics"].items()}
+    data["shapes"][0]["kernels"].append(k)
+    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    hbm = next(lv for lv in row.levels if lv.level == "HBM")
+    assert hbm.missing == {"read": "2 kernels profiled, 1 expected", "write": "2 kernels profiled, 1 expected"}
+
+
+def test_a_sweeps_l2_model_table_is_checked_before_any_measurement():
+    from iomodel.measure.sweep import parse_sweep
+
+    shape = {"shape": [{"heads": 8, "kv_heads": 8, "head_dim": 64, "seqlen": 512, "dtype": "fp16"}]}
+    for table, needle in [({"l2_fraction": 0}, "l2_fraction must be a number in (0, 1] that leaves at least one"),
+                          ({"l2_source": "bogus"}, "l2_source must be one of 'auto', 'sm', 'tex', 'all'"),
+                          ({"l2_ways": 3}, "unknown [l2_model] key(s) ['l2_ways']: use l2_fraction, l2_source")]:
+        with pytest.raises(IomodelError) as exc:
+            parse_sweep({**shape, "l2_model": table}, "s.toml")
+        assert needle in str(exc.value) and "\n" not in str(exc.value)
+    assert parse_sweep({**shape, "l2_model": {"l2_fraction": 0.5, "l2_source": "auto"}}, "s.toml").l2_model == {
+        "l2_fraction": 0.5, "l2_source": "auto"}
+
+
+MATRIX = """version = 2
+policy = 3
+name = "tiny"
+device = "cpu"
+seed = 0
+description = "tiny"
+
+[timing]
+warmup = 1
+reps = 3
+
+[workload]
+prompt_len = 128
+output_len = 16
+layers = 2
+prefill_bucket = "p"
+decode_bucket = "d"
+
+[[bucket]]
+name = "p"
+weight = 0.5
+phase = "prefill"
+causal = true
+heads = 4
+kv_heads = 2
+head_dim = 32
+dtype = "bf16"
+note = "n"
+shapes = [ { batch = 1, seqlen_q = 128, seqlen_k = 128 }, { batch = 2, seqlen_q = SECOND, seqlen_k = SECOND } ]
+
+[[bucket]]
+name = "d"
+weight = 0.5
+phase = "decode"
+causal = false
+heads = 4
+kv_heads = 2
+head_dim = 32
+dtype = "bf16"
+note = "n"
+shapes = [ { batch = 2, seqlen_q = 1, seqlen_k = 256, lengths = [256, 100] } ]
+"""
+
+
+def test_a_workload_bucket_with_two_shapes_of_one_length_is_refused_when_parsed(tmp_path):
+    """Its request time is interpolated over the length: two points at one length divided by zero after the whole
+    run, and the receipt was lost. Two lengths still parse."""
+    from iomodel.bench.matrix import load_matrix
+
+    path = tmp_path / "m.toml"
+    path.write_text(MATRIX.replace("SECOND", "256"))
+    assert len(load_matrix(path).buckets) == 2
+    path.write_text(MATRIX.replace("SECOND", "128"))
+    with pytest.raises(IomodelError) as exc:
+        load_matrix(path)
+    assert str(exc.value) == (f"{path} line 16: [workload] prefill_bucket 'p' must hold one shape per seqlen_q (the "
+                              "request's time is interpolated over seqlen_q), got seqlen_q [128, 128]: split the bucket "
+                              "or drop a shape")
