@@ -156,3 +156,48 @@ def test_a_workload_bucket_with_two_shapes_of_one_length_is_refused_when_parsed(
     assert str(exc.value) == (f"{path} line 16: [workload] prefill_bucket 'p' must hold one shape per seqlen_q (the "
                               "request's time is interpolated over seqlen_q), got seqlen_q [128, 128]: split the bucket "
                               "or drop a shape")
+
+
+@pytest.mark.parametrize("tamper, needle", [
+    (lambda r: r.pop("downstream"), "downstream: no logits check for"),
+    (lambda r: r["downstream"].update(results={}), "downstream: no logits check for"),
+    (lambda r: r.pop("end_to_end"), "end_to_end: the matrix declares a workload, but the receipt holds no request"),
+    (lambda r: r["end_to_end"].update(paths={}), "end_to_end: the matrix declares a workload"),
+    (lambda r: r["buckets"].pop(), "buckets' weights sum to"),
+    (lambda r: r["verdict"].update(violations=["x"]), "verdict: pass is true but it lists 1 violation(s)"),
+])
+def test_bench_check_refuses_a_receipt_that_is_not_a_whole_run(tamper, needle):
+    """Sections deleted, a bucket dropped, a verdict contradicting itself: each passed ``iomodel bench --check``."""
+    from iomodel.bench.receipt import check_receipt
+
+    receipt = json.loads((ROOT / "receipts" / "bench-h200-v4.json").read_text())
+    assert check_receipt(copy.deepcopy(receipt)) == []
+    tamper(receipt)
+    assert any(needle in v for v in check_receipt(receipt)), check_receipt(receipt)
+
+
+def test_bench_check_refuses_an_emptied_sample_list():
+    from iomodel.bench.receipt import check_receipt
+
+    receipt = json.loads((ROOT / "receipts" / "bench-h200-v4.json").read_text())
+    res = receipt["buckets"][0]["shapes"][0]["results"]
+    fused = next(k for k, r in res.items() if k != "eager" and r.get("status") == "ok" and r.get("samples_s"))
+    res[fused]["samples_s"] = []
+    with pytest.raises(IomodelError, match="samples_s is empty, but the result ran"):
+        check_receipt(receipt)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"head_dim": 1024}, "the bundled kernel does not run this shape: HEAD_DIM 1024 is above the kernel's maximum"),
+    ({"dtype": "fp8_e4m3", "pass": "fwd+bwd"}, "the bundled kernel does not run this shape: dtype fp8_e4m3"),
+])
+def test_a_sweep_refuses_what_the_bundled_kernel_would_refuse_before_measuring(extra, needle):
+    from iomodel.measure.sweep import parse_sweep
+
+    with pytest.raises(IomodelError) as exc:
+        parse_sweep({"shape": [{"heads": 8, "kv_heads": 8, "head_dim": 64, "seqlen": 512, "dtype": "fp16", **extra}]},
+                    "s.toml")
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+    with pytest.raises(IomodelError, match="s.toml: hardware: unknown hardware 'B300'"):
+        parse_sweep({"hardware": "B300", "shape": [{"heads": 8, "kv_heads": 8, "head_dim": 64, "seqlen": 512,
+                                                    "dtype": "fp16"}]}, "s.toml")

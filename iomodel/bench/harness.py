@@ -388,6 +388,7 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
         receipt["buckets"].append({**{k: v for k, v in bucket.to_dict().items() if k != "shapes"},
                                    "signal": bucket.signal(), "shapes": shapes,
                                    "summary": summarize_bucket(bucket, shapes, bes, device, policy)})
+    receipt["downstream"] = None  # not run (downstream=False): said, so a receipt without the key is incomplete
     if downstream:
         step("downstream logits check")
         receipt["downstream"] = {

@@ -240,6 +240,36 @@ def _x(v: Any) -> str:
         return "none" if v is None else repr(v)
 
 
+def _check_whole(receipt: dict[str, Any], policy: Any) -> list[str]:
+    """What a whole run of the harness writes and the receipt lacks: the downstream logits check of every bucket
+    dtype the policy bounds (``iomodel bench`` always runs it; a run asked not to writes ``"downstream": null``),
+    the request estimate when the matrix declares a
+    workload, and traffic weights that sum to 1 per pass (a serving mix and a training mix; a bucket removed leaves
+    them short)."""
+    out = []
+    dtypes = sorted({b.get("dtype") for b in receipt.get("buckets", []) if isinstance(b.get("dtype"), str)})
+    results = (receipt.get("downstream") or {}).get("results") or {}
+    skipped = "downstream" in receipt and receipt["downstream"] is None  # a run asked not to (harness downstream=False)
+    for dt in dtypes:
+        if not skipped and dt in policy.downstream.bound and not results.get(dt):
+            out.append(f"downstream: no logits check for {dt}, which policy v{policy.version} bounds (iomodel bench "
+                       "runs it for every bucket dtype): the receipt is not a whole run")
+    if (receipt.get("matrix") or {}).get("workload") and not (receipt.get("end_to_end") or {}).get("paths"):
+        out.append("end_to_end: the matrix declares a workload, but the receipt holds no request estimate: the "
+                   "receipt is not a whole run")
+    sums: dict[str, float] = {}
+    for b in receipt.get("buckets", []):
+        w = b.get("weight")
+        if isinstance(w, (int, float)) and not isinstance(w, bool):
+            key = "training" if _training(b) else "serving"
+            sums[key] = sums.get(key, 0.0) + float(w)
+    for key, total in sums.items():
+        if not math.isclose(total, 1.0, rel_tol=1e-6):
+            out.append(f"the {key} buckets' weights sum to {total:.6g}, not 1: a bucket is missing or a weight was "
+                       "edited")
+    return out
+
+
 def _check_end_to_end(receipt: dict[str, Any]) -> list[str]:
     """The stored request-level speedups (every path and the decision) against :func:`end_to_end` recomputed."""
     stored = receipt.get("end_to_end")
@@ -297,6 +327,9 @@ def _check_result_fields(r: Any, where: str) -> None:
             jv.boolean(jv.field(acc, "pass", f"{where}: {k}", fix=fix), f"{where}: {k}.pass", fix=fix)
     if r.get("samples_s"):  # read for every result that has them, run or not
         jv.numbers(r["samples_s"], f"{where}: samples_s", fix=fix)
+    elif status == "ok" and "samples_s" in r:  # a run keeps its samples: an emptied list hides them
+        raise IomodelError(f"{where}: samples_s is empty, but the result ran (status ok): its timing samples are what "
+                           f"the medians and speedups are recomputed from: {fix}")
     if "time_s" in r or status == "ok":
         t = jv.mapping(jv.field(r, "time_s", where, fix=fix), f"{where}: time_s", fix=fix)
         jv.number(jv.field(t, "median", f"{where}: time_s", fix=fix), f"{where}: time_s.median",
@@ -726,7 +759,11 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
                 if bound is None or not (float(r["max_abs"]) <= bound):
                     out.append(f"downstream {dt} {key}: max |logit - logit64| {float(r['max_abs']):.3g} exceeds "
                                f"the declared bound {bound}")
+    out.extend(_check_whole(receipt, policy))
     verdict = receipt.get("verdict", {})
+    if verdict.get("pass") is True and verdict.get("violations"):
+        flags.append(f"verdict: pass is true but it lists {len(verdict['violations'])} violation(s): the stored "
+                     "verdict was edited")
     if bundled and "pass" in verdict and verdict["pass"] != (not out):  # the harness's verdict is under this policy
         flags.append(f"verdict.pass: the receipt states {str(verdict['pass']).lower()}, but the recomputation "
                      + (f"finds {len(out)} policy violation(s)" if out else "finds no policy violation")

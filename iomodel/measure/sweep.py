@@ -421,6 +421,12 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if spec.page_size is not None and impl not in PAGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} reads no paged KV cache: use impls = [\"tiled\"] for a "
                                        "page_size shape")
+                if impl == "tiled":  # the bundled kernel's own refusal (HEAD_DIM, dtype, decode limit), before the GPU
+                    from iomodel.schedule.capabilities import kernel_refusal
+
+                    why = kernel_refusal(spec)
+                    if why is not None:
+                        raise IomodelError(f"{where}: the bundled kernel does not run this shape: {why}")
                 if seqlens is not None and impl not in RAGGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} takes no packed ragged batch: use impls = [\"tiled\"] for a "
                                        "seqlens shape")
@@ -434,6 +440,13 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order,
                                          group_splits=group_splits))
     l2_model = _l2_model(dict(data.get("l2_model", {})), source)
+    if data.get("hardware"):  # the preset the predictions will use: known before any measurement
+        from iomodel.spec.hardware import get_hardware
+
+        try:
+            get_hardware(str(data["hardware"]))
+        except IomodelError as exc:
+            raise IomodelError(f"{source}: hardware: {exc}") from None
     metrics = ncu.get("metrics", DEFAULT_METRICS)
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
         raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")
