@@ -201,3 +201,13 @@ def test_a_sweep_refuses_what_the_bundled_kernel_would_refuse_before_measuring(e
     with pytest.raises(IomodelError, match="s.toml: hardware: unknown hardware 'B300'"):
         parse_sweep({"hardware": "B300", "shape": [{"heads": 8, "kv_heads": 8, "head_dim": 64, "seqlen": 512,
                                                     "dtype": "fp16"}]}, "s.toml")
+
+
+@pytest.mark.parametrize("field, value, needle", [("path", "warp-magic", "config.path must be"),
+                                                  ("score_dtype", "int4", "config.score_dtype must be")])
+def test_a_records_unknown_kernel_path_or_score_dtype_is_refused(tmp_path, field, value, needle):
+    data = _one_shape(HOLDOUT4, lambda s: s["impl"] == "tiled")
+    data["shapes"][0]["config"][field] = value
+    with pytest.raises(IomodelError) as exc:
+        Measurement.load(_write(tmp_path, data))
+    assert needle in str(exc.value) and "\n" not in str(exc.value)

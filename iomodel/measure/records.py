@@ -500,6 +500,7 @@ BACKWARD_COUNTS = ("block_m", "block_n", "dq_block_m", "dq_block_n", "preprocess
 
 def _check_launch_fields(config: dict[str, Any], where: str) -> None:
     """The launch fields of a record's ``config`` the model reads, each its type or one line:
+    ``path`` one of :data:`iomodel.schedule.capabilities.PATHS`, ``score_dtype`` a dtype iomodel knows,
     ``tile_order`` and ``grid_order`` names the kernel knows, ``fused_combine`` a boolean, and
     ``backward`` a mapping whose :data:`BACKWARD_COUNTS` are positive integers and whose
     ``dkdv_order`` (if any) is one of :data:`iomodel.spec.layer.DKDV_ORDERS`, ``dq_tile_order`` (if any) one of
@@ -513,6 +514,13 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
     from iomodel.schedule.capabilities import DKDV_KERNELS
     from iomodel.spec.layer import DKDV_ORDERS
 
+    from iomodel.schedule.capabilities import PATHS
+    from iomodel.spec.dtypes import DTYPES
+
+    if "path" in config:  # the kernel path that ran (kernels.flash_attention.kernel_path)
+        jv.choice(config["path"], f"{where}: config.path", PATHS, fix=FIX)
+    if "score_dtype" in config:  # the eager chain's score dtype
+        jv.choice(config["score_dtype"], f"{where}: config.score_dtype", tuple(DTYPES), fix=FIX)
     if "tile_order" in config:
         jv.choice(config["tile_order"], f"{where}: config.tile_order", TILE_ORDERS, fix=FIX)
     if "grid_order" in config and not head_group_of(config["grid_order"]):  # head-grouped:G, or one of GRID_ORDERS
