@@ -39,7 +39,7 @@ def test_a_training_record_past_the_simulations_bound_is_not_reconciled_at_once(
     t = time.perf_counter()
     row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
     assert time.perf_counter() - t < 10
-    assert row.error.startswith("the L2-aware prediction is not computed: its dK/dV kernel with 17 group slices")
+    assert row.error.startswith("the L2-aware prediction is not computed: the training step's largest grid")
     data = _one_shape(SPLIT1, lambda s: (s["config"].get("backward") or {}).get("group_splits", 1) == 3
                       and s["spec"]["heads"] == 32)
     data["shapes"][0]["spec"].update(seqlen_q=262_144, seqlen_k=262_144)

@@ -82,8 +82,9 @@ def fast_max_rows(spec: LayerSpec) -> int:
 L2_CAUSAL_DKDV_MAX_TOUCHES = 68_000_000
 #: Most query-row chunk touches (:func:`iomodel.cache.stream.dkdv_touches`) of a dK/dV kernel that only the wave-by-wave
 #: simulation evaluates (group slices S > 1; the tiles-descending order of a GQA group): it takes about 11 µs a touch
-#: and 6 KB of memory on the 2-core development machine (2026-12-05: 0.53 million touches 6-13 s, 2.1 million 50 s
-#: and 3.3 GB, 8.4 million 241 s and 12.6 GB, a reviewer's runs), so past this many the estimate is not computed
+#: and 0.8-1.5 KB of memory on the 2-core development machine (2026-12-05: 0.53 million touches 6-13 s and 0.48 GB,
+#: 1.06 million 0.89 GB, 2.1 million 50 s and 3.3 GB, 8.4 million 241 s and 12.6 GB, two reviewers' runs; the memory
+#: a touch grows with the length), so past this many the estimate is not computed
 #: rather than run for minutes. Every committed receipt's such step has at most 139,264.
 L2_SIMULATED_DKDV_MAX_TOUCHES = 1_100_000
 #: Query heads per KV head up to which a touch of the causal dK/dV kernel costs what the bound above assumes; a
@@ -176,17 +177,6 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
     """
     if max(spec.seqlen_q, spec.seqlen_k) > L2_ESTIMATE_MAX_SEQLEN:
         return f"seqlen above {L2_ESTIMATE_MAX_SEQLEN:,} (its simulation grows with the square of the length)"
-    if spec.backward and tiling is not None and (tiling.bwd_group_splits > 1 or (
-            tiling.bwd_dkdv_order == "tiles-descending" and spec.group > 1)):
-        from iomodel.cache.stream import dkdv_touches
-
-        touches = dkdv_touches(spec, tiling)
-        if touches > L2_SIMULATED_DKDV_MAX_TOUCHES:
-            how = (f"{tiling.bwd_group_splits} group slices" if tiling.bwd_group_splits > 1
-                   else "the tiles-descending order")
-            return (f"its dK/dV kernel with {how} is simulated wave by wave: {touches:,} query-row chunk touches, above "
-                    f"{L2_SIMULATED_DKDV_MAX_TOUCHES:,} (about 11 µs and 6 KB each; a shorter sequence, fewer heads or a "
-                    "smaller batch brings it under)")
     if tiling is not None and simulated_programs(spec, tiling) > L2_ESTIMATE_MAX_PROGRAMS:
         if spec.backward:  # name the largest grid and its factors (the dK/dV kernel's counts its G query-head passes)
             grids = [("the forward", "T_r", cdiv(spec.seqlen_q, tiling.block_m)),
@@ -200,6 +190,17 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
         return (f"B·H·T_r = {spec.batch:,}·{spec.heads:,}·{t_r:,} = {simulated_programs(spec, tiling):,} programs, "
                 f"above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows with "
                 "batch × heads)")
+    if spec.backward and tiling is not None and (tiling.bwd_group_splits > 1 or (
+            tiling.bwd_dkdv_order == "tiles-descending" and spec.group > 1)):
+        from iomodel.cache.stream import dkdv_touches
+
+        touches = dkdv_touches(spec, tiling)
+        if touches > L2_SIMULATED_DKDV_MAX_TOUCHES:
+            how = (f"{tiling.bwd_group_splits} group slices" if tiling.bwd_group_splits > 1
+                   else "the tiles-descending order")
+            return (f"its dK/dV kernel with {how} is simulated wave by wave: {touches:,} query-row chunk touches, above "
+                    f"{L2_SIMULATED_DKDV_MAX_TOUCHES:,} (about 11 µs and 0.8 KB each; a shorter sequence, fewer heads or a "
+                    "smaller batch brings it under)")
     return None
 
 

@@ -68,7 +68,8 @@ DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: -2.5 to +2.5 MiB on the 24 steps whose partials fit (docs/l2-calibration.md, "The Gluon dK/dV launch"). The
 #: training step's estimate says so there: where the step writes little, a few MiB are a large share.
 DKDV_PARTIAL_WRITE_EXCESS_MIB = (-2.2, 8.2)
-#: Smallest effective L2 (bytes) the model accepts: one 128-byte L2 line (NVIDIA's L2 line; sectors are 32 bytes).
+#: Smallest effective L2 (bytes) a user's L2 fraction may leave (``iomodel reconcile --l2-fraction``, a sweep's
+#: ``[l2_model]``): one 128-byte L2 line (NVIDIA's L2 line; sectors are 32 bytes). Tests build smaller L2s on purpose.
 MIN_L2_BYTES = 128
 #: Largest associativity accepted: the estimate's step from 0 to 1 spans about C/sqrt(A) bytes
 #: around D = C, 1.6 % of C at 4096 ways; for the fully associative limit pass None.
@@ -118,8 +119,7 @@ class L2Params:
             :data:`DQ_WRITE_SHARE`); a dyadic fraction in (0, 1] keeps the sums exact.
 
     Raises:
-        IomodelError: l2_fraction outside (0, 1] or leaving less than :data:`MIN_L2_BYTES` (also read_fraction), a
-            non-positive size or count, ways < 1,
+        IomodelError: l2_fraction outside (0, 1], a non-positive size or count, ways < 1,
             stored_share outside (0, 1].
     """
 
@@ -146,11 +146,7 @@ class L2Params:
                                f"{DEFAULT_L2_READ_FRACTION}")
         if self.programs_per_sm < 1 or self.num_sms < 1 or self.l2_bytes < 1:
             raise IomodelError("l2_bytes, num_sms and programs_per_sm must be positive: check the hardware and occupancy")
-        for name in ("l2_fraction", "read_fraction"):  # an L2 smaller than one line is no cache to model
-            if self.l2_bytes * getattr(self, name) < MIN_L2_BYTES:
-                raise IomodelError(f"{name} {getattr(self, name)} leaves {self.l2_bytes * getattr(self, name):.3g} "
-                                   f"bytes of the {self.l2_bytes:,}-byte L2, less than one {MIN_L2_BYTES}-byte line: "
-                                   "pass e.g. 0.5")
+
         if self.ways is not None and (not isinstance(self.ways, int) or not 1 <= self.ways <= MAX_L2_WAYS):
             raise IomodelError(f"L2 ways must be an integer from 1 to {MAX_L2_WAYS} or None (fully associative), "
                                f"got {self.ways!r}")
