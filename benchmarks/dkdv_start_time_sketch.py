@@ -20,18 +20,19 @@ Long launches are simulated for their first ``--max-touches`` chunk entries and 
 
     python benchmarks/dkdv_start_time_sketch.py --min-tokens 32768 --max-touches 400000 [--alpha 0.5]
 
-Reading (2026-12-05, calibration data only: every receipt read here was measured before this sketch was written),
-the 16 causal GQA steps from 32k tokens (G 3-8, heads-outer), measured / sketch:
+Reading (2026-12-05, calibration data only: every receipt read here was measured before this sketch was written;
+the single-pass DRAM bytes, as ``iomodel reconcile`` reads them), the 16 causal GQA steps from 32k tokens (G 3-8, all
+heads-outer; the command above, ``--max-touches 400000``), measured / sketch:
 
-* uniform pace: 0.05-0.30 on the G 4-8 steps past 64k tokens and the 100k:120k bottom-right one (1.05 and 1.30 on
-  the two of G 3, 1.75 on the 262k:300k bottom-right one), the lock-step model's over-count again: start times
-  alone do not remove it;
-* ``--alpha`` 0.25, 0.5 or 1.0 (alike): 0.96-1.91 on the 14 steps of G <= 5, 2.2-7.1 on the two of G 8. Any
+* uniform pace: 0.04-0.14 on the 8 G 4-5 steps from 81k tokens, 0.27 and 0.58 at 65k and 49k, 1.97 at 32k, 0.71
+  and 1.09 on the two of G 3, 1.00 on the 262k:300k bottom-right one, 0.12 and 0.21 at G 8: the lock-step model's
+  over-count again (start times alone do not remove it); it moves with ``--max-touches`` (the share simulated);
+* ``--alpha`` 0.25, 0.5 or 1.0 (alike): 0.97-1.97 on the 14 steps of G <= 5, 2.3-6.3 on the two of G 8. Any
   coupling of pace to hits gathers the programs of a head into convoys that read each chunk about once, so the
-  10-30x gap closes to under 2x: the direction the hardware goes;
-* but the bytes are not robust: ``--capacity 20`` gives 0.29-0.60 on the same steps (1.78 on the 262k:300k
-  bottom-right one, in every pace), ``--chunk 256`` 1.18-2.09,
-  ``--alpha 0.5 --jitter 0.1`` 0.79-5.0 and ``--jitter 0.3`` 0.03-1.40 (convoys break and re-form).
+  10-30x gap closes to about 2x: the direction the hardware goes;
+* but the bytes are not robust (``--alpha 0.5``): ``--capacity 20`` gives 0.30-0.61 on the same steps (1.68 on the
+  262k:300k bottom-right one), ``--chunk 256`` 1.16-2.00, ``--jitter 0.1`` 0.81-1.97 and ``--jitter 0.3`` 0.03-1.78
+  (convoys break and re-form).
 
 So the start-time reading explains the size of the gap (the pace of programs depends on their hits) but gives no
 bytes within the tolerance without fitting two knobs to a knife edge; it is not part of the model. The worksheet's
@@ -283,6 +284,9 @@ def main() -> int:
               f"{sketch / 2**20:9.1f} comp {floor / 2**20:8.1f} meas/sketch {measured / sketch:5.2f} "
               f"meas/comp {measured / floor:5.2f} sim {share:4.2f} {dt:5.1f}s {'ok' if ok else 'MISS'}",
               flush=True)
+    if not n:
+        argument_error("no committed causal training step matches --min-tokens and --receipt: lower --min-tokens or "
+                       "name a receipt under receipts/ (e.g. --receipt long-train)")
     print(f"{within}/{n} steps within ±10 % of the sketch; meas/sketch {min(ratios):.2f}-{max(ratios):.2f}")
     return 0
 

@@ -7,16 +7,18 @@ dK/dV programs in launch order (key tile fastest, then sequence and KV head, the
 programs the GPU holds at once (``launch__occupancy_limit_*`` of the record times 132 SMs); each window reads, for each
 (KV head, slice) in it and each query head of the slice, the query rows from the window's first query tile (the
 smallest lo_j of its key tiles, ``docs/traffic-contract.md``) to N_q once: Q, dO (2·d·s bytes a row), LSE and D
-(8 bytes); K and V once per program. The sketch's bytes against the record's ``_bwd_dkdv`` DRAM reads.
+(8 bytes); K and V once per program. The sketch's bytes against the record's ``_bwd_dkdv`` DRAM reads (the
+single-pass ``dram__bytes_read.sum``, as ``iomodel reconcile`` reads them; the replayed ``@multipass`` copy is not).
 
     python benchmarks/dkdv_window_pass_sketch.py                 # every causal training receipt, one row a step
     python benchmarks/dkdv_window_pass_sketch.py --min-tokens 32768
 
-Reading of the output (2026-12-05, calibration data only: every receipt here was measured before this sketch):
-within ±10 % on 154 of 260 steps; on the 17 steps from 32k tokens with at most 4 query heads per KV head, measured
-0.64-1.69x the sketch (the model: 0.03-0.10x); but 11x and 20x on the two long steps of 8 query heads per KV head in
-the heads-outer order, and 5-9x on three 8k-16k steps of G = 4-8, where programs that start a head at different
-times may drift apart by a head's rows each head (a hypothesis, not measured). Printed per step: window R, measured,
+Reading of the output (2026-12-05, calibration data only: every receipt here was measured before this sketch; read
+again that day with the single-pass DRAM bytes, which an earlier version did not prefer): within ±10 % on 155 of 260
+steps; on the 17 steps from 32k tokens with at most 4 query heads per KV head, measured 0.64-1.67x the sketch (the
+model: 0.03-0.10x); but 18x and 11x on the two long steps of 8 query heads per KV head in the heads-outer order, and
+4-9x on three 8k-16k steps of G = 4-8, where programs that start a head at different times may drift apart by a
+head's rows each head (a hypothesis, not measured). Printed per step: window R, measured,
 sketch and compulsory (each row and K/V once) MiB, measured/sketch, measured/compulsory.
 """
 
@@ -76,7 +78,7 @@ def causal_dkdv_steps(min_tokens: int = 0, names: list[str] | None = None):
             if kernel is None:
                 continue
             m = kernel["metrics"]
-            measured = m.get("dram__bytes_read.sum@multipass", m.get("dram__bytes_read.sum"))
+            measured = m.get("dram__bytes_read.sum")  # the single-pass DRAM bytes, as iomodel reconcile reads them
             limits = [v for k, v in m.items() if k.startswith("launch__occupancy_limit_")]
             if measured is None or not limits:
                 continue

@@ -56,14 +56,14 @@ def test_an_l2_fraction_that_leaves_no_line_is_one_error():
         reconcile(Measurement.load(SPLIT1), l2_fraction=1e-9)
 
 
-@pytest.mark.parametrize("value, needle", [(1e9, "is 1000000000.0, above the 32 resident programs per SM"),
+@pytest.mark.parametrize("value, needle", [(1e9, "the least occupancy limit is 1000000000.0"),
                                            (0, "is 0: an occupancy limit is a whole number of programs per SM, 1 or "
                                                "more"),
                                            (2.5, "is 2.5: an occupancy limit is a whole number")])
 def test_occupancy_limits_out_of_range_are_refused(tmp_path, value, needle):
     data = _one_shape(HOLDOUT4, lambda s: s["impl"] == "tiled")
-    for m in data["shapes"][0]["kernels"][0]["metrics"]:
-        if m == "launch__occupancy_limit_blocks":
+    for m in data["shapes"][0]["kernels"][0]["metrics"]:  # every limit (the least is the one that counts)
+        if m.startswith("launch__occupancy_limit_"):
             data["shapes"][0]["kernels"][0]["metrics"][m] = value
     with pytest.raises(IomodelError) as exc:
         Measurement.load(_write(tmp_path, data))
@@ -211,3 +211,12 @@ def test_a_records_unknown_kernel_path_or_score_dtype_is_refused(tmp_path, field
     with pytest.raises(IomodelError) as exc:
         Measurement.load(_write(tmp_path, data))
     assert needle in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_forward_shape_whose_kernel_is_not_the_bundled_forward_is_not_reconciled(tmp_path):
+    """Renamed to another kernel (the count right): it reconciled as whole and within before."""
+    data = _one_shape(HOLDOUT4, lambda s: s["impl"] == "tiled" and not s["spec"].get("backward"))
+    data["shapes"][0]["kernels"][0]["name"] = "void at::native::elementwise_kernel<128, 4>"
+    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    hbm = next(lv for lv in row.levels if lv.level == "HBM")
+    assert hbm.missing["read"].startswith("kernel void at::native::elementwise_kernel<128, 4> is not the bundled")

@@ -654,3 +654,10 @@ def test_third_round_of_wild_configs(tmp_path):
     assert not any("dropout" in n for n in resolve_layer(config=path, seqlen=512).notes)  # inference: no dropout
     assert "Baichuan-M1's num_swa_attention_heads" in _refusal(_write(tmp_path, {
         "num_attention_heads": 20, "num_swa_attention_heads": 40, "hidden_size": 5120, "torch_dtype": "bfloat16"}))
+
+
+def test_a_reward_model_of_a_known_decoder_family_gets_no_causal_guess_note(tmp_path):
+    cfg = load_config(_write(tmp_path, {"model_type": "llama", "architectures": ["LlamaForSequenceClassification"],
+                                        "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+                                        "torch_dtype": "bfloat16"}))
+    assert cfg.causal_default and not any("decoder head" in n for n in cfg.notes)

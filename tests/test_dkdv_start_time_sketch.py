@@ -56,6 +56,7 @@ def test_one_slot_heads_outer_rereads_only_across_programs():
     (["--alpha", "-1"], "--alpha, --jitter must be 0 or more"),
     (["--jitter", "0.1"], "--jitter needs --alpha"),
     (["--capacity", "x"], "argument --capacity: invalid float value"),
+    (["--receipt", "nosuch"], "no committed causal training step matches --min-tokens and --receipt"),
 ])
 def test_bad_arguments_are_one_line(argv, needle):
     out = subprocess.run([sys.executable, "benchmarks/dkdv_start_time_sketch.py", *argv], capture_output=True,

@@ -150,11 +150,11 @@ class KernelRecord:
             if m in OCCUPANCY_METRICS and v is not None and not (v == int(v) and v >= 1):
                 raise IomodelError(f"{where}.metrics[{m!r}] is {v!r}: an occupancy limit is a whole number of programs "
                                    f"per SM, 1 or more: {FIX}")
-        blocks = metrics.get("launch__occupancy_limit_blocks")
-        if blocks is not None and blocks > MOST_BLOCKS_PER_SM:  # the other limits may exceed it (the least counts)
-            raise IomodelError(f"{where}.metrics['launch__occupancy_limit_blocks'] is {blocks!r}, above the "
-                               f"{MOST_BLOCKS_PER_SM} resident programs per SM of any GPU iomodel knows "
-                               f"(iomodel.spec.hardware.RESIDENT_LIMITS): {FIX}")
+        limits = {m: v for m, v in metrics.items() if m in OCCUPANCY_METRICS and v is not None}
+        if limits and min(limits.values()) > MOST_BLOCKS_PER_SM:  # one limit may exceed it; the least may not
+            raise IomodelError(f"{where}.metrics: the least occupancy limit is {min(limits.values())!r} "
+                               f"({min(limits, key=limits.get)}), above the {MOST_BLOCKS_PER_SM} resident programs per "
+                               f"SM of any GPU iomodel knows (iomodel.spec.hardware.RESIDENT_LIMITS): {FIX}")
         for m, u in units.items():
             jv.string(u, f"{where}.units[{m!r}]", fix=FIX)
             if u.strip().lower() not in UNIT_SCALE:

@@ -937,10 +937,15 @@ def reconcile_shape(
                     missing=_missing(shape, q_read, q_write, expected)))
                 out.notes += foreign_write_notes(shape)
                 expected = expected_kernels(shape.impl, spec, shape.config)
+                foreign = ([k.name for k in shape.kernels if _kernel_of(k.name) != "_attn_fwd"]
+                           if spec.phase == "prefill" else [])  # a prefill forward launches _attn_fwd (any variant)
                 if len(shape.kernels) != expected:
                     out.notes.append(f"{len(shape.kernels)} kernels profiled, {expected} expected: "
                                      + ", ".join(k.name for k in shape.kernels))
                     _not_whole(out, f"{len(shape.kernels)} kernels profiled, {expected} expected")
+                elif foreign:
+                    out.notes.append(f"profiled kernel(s) {', '.join(foreign)} are not the bundled forward (_attn_fwd)")
+                    _not_whole(out, f"kernel {foreign[0][:60]} is not the bundled forward")
         elif shape.impl in ("baseline", "baseline-fp32"):
             opts = {"score_dtype": "fp32"} if shape.impl == "baseline-fp32" else {}
             tiling = Tiling()

@@ -129,8 +129,14 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        "xlm", "flaubert")
 #: ``model_type`` of families iomodel knows as causal decoders although their ``architectures`` may name no decoder
 #: head (``ChatGLMModel``, ``CLIPTextModel``: CLIP's text tower is causal; ``Qwen2_5OmniModel``).
-KNOWN_DECODER_MODEL_TYPES = ("chatglm", "glm", "clip", "clip_text_model", "qwen2_5_omni", "qwen2_5_omni_thinker",
-                             "qwen2_5_omni_text")
+KNOWN_DECODER_MODEL_TYPES = ("chatglm", "glm", "glm4", "clip", "clip_text_model", "qwen2_5_omni",
+                             "qwen2_5_omni_thinker", "qwen2_5_omni_text",
+                             # decoder families whose checkpoints may carry a non-LM head (reward models:
+                             # *ForSequenceClassification) or none (*Model)
+                             "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+                             "gemma3", "gemma3_text", "phi", "phi3", "falcon", "gpt2", "gpt_neox", "gptj", "gpt_bigcode",
+                             "mpt", "starcoder2", "olmo", "olmo2", "cohere", "cohere2", "deepseek_v2", "deepseek_v3",
+                             "internlm2", "granite", "exaone", "exaone4", "stablelm")
 #: ``architectures`` name parts that say a model generates text left to right (a causal decoder): a config whose
 #: ``architectures`` name none of them and whose family iomodel does not know is modelled causal with a note.
 DECODER_ARCHITECTURE_PARTS = ("CausalLM", "LMHead", "ConditionalGeneration", "ImageTextToText", "Seq2SeqLM",
