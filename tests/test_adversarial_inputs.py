@@ -220,3 +220,33 @@ def test_a_forward_shape_whose_kernel_is_not_the_bundled_forward_is_not_reconcil
     row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
     hbm = next(lv for lv in row.levels if lv.level == "HBM")
     assert hbm.missing["read"].startswith("kernel void at::native::elementwise_kernel<128, 4> is not the bundled")
+
+
+def _rescaled(r):
+    """Drop the last bucket from the results and the embedded matrix, and rescale the rest to sum to 1."""
+    gone = r["buckets"].pop()
+    kind = gone.get("pass", "fwd")
+    r["matrix"]["buckets"] = [b for b in r["matrix"]["buckets"] if b["name"] != gone["name"]]
+    for group in (r["buckets"], r["matrix"]["buckets"]):
+        total = sum(b["weight"] for b in group if b.get("pass", "fwd") == kind)
+        for b in group:
+            if b.get("pass", "fwd") == kind:
+                b["weight"] /= total
+
+
+def _swapped(r):
+    a, b = r["buckets"][0], r["buckets"][1]
+    a["weight"], b["weight"] = b["weight"], a["weight"]
+
+
+@pytest.mark.parametrize("tamper, needle", [
+    (_swapped, "where the matrix the receipt embeds has weight"),
+    (_rescaled, "differs from cuda-v2.toml, whose sha256 the receipt states"),
+])
+def test_bench_check_holds_the_buckets_to_the_declared_matrix(tamper, needle):
+    """A bucket re-weighted, or dropped with the rest rescaled to sum to 1, passed before."""
+    from iomodel.bench.receipt import check_receipt
+
+    receipt = json.loads((ROOT / "receipts" / "bench-h200-v4.json").read_text())
+    tamper(receipt)
+    assert any(needle in v for v in check_receipt(receipt)), check_receipt(receipt)

@@ -257,6 +257,7 @@ def _check_whole(receipt: dict[str, Any], policy: Any) -> list[str]:
     if (receipt.get("matrix") or {}).get("workload") and not (receipt.get("end_to_end") or {}).get("paths"):
         out.append("end_to_end: the matrix declares a workload, but the receipt holds no request estimate: the "
                    "receipt is not a whole run")
+    out.extend(_check_matrix(receipt))
     sums: dict[str, float] = {}
     for b in receipt.get("buckets", []):
         w = b.get("weight")
@@ -267,6 +268,46 @@ def _check_whole(receipt: dict[str, Any], policy: Any) -> list[str]:
         if not math.isclose(total, 1.0, rel_tol=1e-6):
             out.append(f"the {key} buckets' weights sum to {total:.6g}, not 1: a bucket is missing or a weight was "
                        "edited")
+    return out
+
+
+def _check_matrix(receipt: dict[str, Any]) -> list[str]:
+    """The receipt's buckets against the matrix it embeds (``matrix.buckets``: what the run was asked), each bucket once
+    with that weight and as many shapes; and, where ``matrix.name``/``version`` name a bundled matrix file
+    (``iomodel/bench/matrices``) whose sha256 is the one stored, each embedded bucket against the file's bucket of
+    that name (a run of some of its buckets is allowed; a bucket re-weighted or given other shapes is not)."""
+    from pathlib import Path
+
+    def table(buckets: Any) -> dict[Any, tuple[Any, int]]:
+        return {b.get("name"): (b.get("weight"), len(b.get("shapes") or [])) for b in buckets if isinstance(b, dict)}
+
+    matrix = receipt.get("matrix") or {}
+    if not isinstance(matrix.get("buckets"), list):
+        return []
+    embedded, got = table(matrix["buckets"]), table(receipt.get("buckets", []))
+    out = []
+    for n in sorted(set(embedded) | set(got), key=str):
+        if n not in got:
+            out.append(f"bucket {n!r} of the matrix the receipt embeds is missing from its results")
+        elif n not in embedded:
+            out.append(f"bucket {n!r} is not in the matrix the receipt embeds")
+        elif not same_number(got[n][0], embedded[n][0]) or got[n][1] != embedded[n][1]:
+            out.append(f"bucket {n!r}: weight {got[n][0]} and {got[n][1]} shapes, where the matrix the receipt embeds "
+                       f"has weight {embedded[n][0]} and {embedded[n][1]} shapes")
+    name, version = matrix.get("name"), matrix.get("version")
+    bundled = Path(__file__).resolve().parent / "matrices" / f"{name}-v{version}.toml"
+    if isinstance(name, str) and isinstance(version, int) and bundled.is_file():
+        import hashlib
+
+        if hashlib.sha256(bundled.read_bytes()).hexdigest() == matrix.get("sha256"):
+            from iomodel.bench.matrix import load_matrix
+
+            filed = {bk.name: (bk.weight, len(bk.shapes)) for bk in load_matrix(bundled).buckets}
+            for n, (w, k) in embedded.items():
+                if n not in filed or not same_number(w, filed[n][0]) or k != filed[n][1]:
+                    out.append(f"bucket {n!r} of the embedded matrix differs from {bundled.name}, whose sha256 the "
+                               f"receipt states (weight {w}, {k} shapes against "
+                               + (f"{filed[n][0]}, {filed[n][1]})" if n in filed else "no such bucket)"))
     return out
 
 
