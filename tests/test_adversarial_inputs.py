@@ -31,20 +31,32 @@ def _one_shape(path: Path, pick) -> dict:
     return data
 
 
+def _regrid(data: dict) -> dict:
+    """The forward kernel's launch__grid_size made the edited spec's T_r·B·H (a record as a GPU would write it)."""
+    import math
+
+    sh = data["shapes"][0]
+    want = math.ceil(sh["spec"]["seqlen_q"] / sh["config"]["block_m"]) * sh["spec"]["batch"] * sh["spec"]["heads"]
+    for k in sh["kernels"]:
+        if "_attn_fwd" in k["name"]:
+            k["metrics"]["launch__grid_size"] = want // sh["config"].get("heads_per_program", 1)
+    return data
+
+
 def test_a_training_record_past_the_simulations_bound_is_not_reconciled_at_once(tmp_path):
     """The S = 17 step of train-split1 at batch 10,000 ran for minutes and gigabytes; a long S = 4 step took 241 s and
     12.6 GB: both are now the worksheet's refusal, in under a second each."""
     data = _one_shape(SPLIT1, lambda s: (s["config"].get("backward") or {}).get("group_splits", 1) == 17)
     data["shapes"][0]["spec"]["batch"] = 10_000
     t = time.perf_counter()
-    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    row = reconcile(Measurement.load(_write(tmp_path, _regrid(data)))).rows[0]
     assert time.perf_counter() - t < 10
     assert row.error.startswith("the L2-aware prediction is not computed: the training step's largest grid")
     data = _one_shape(SPLIT1, lambda s: (s["config"].get("backward") or {}).get("group_splits", 1) == 3
                       and s["spec"]["heads"] == 32)
     data["shapes"][0]["spec"].update(seqlen_q=262_144, seqlen_k=262_144)
     t = time.perf_counter()
-    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    row = reconcile(Measurement.load(_write(tmp_path, _regrid(data)))).rows[0]
     assert time.perf_counter() - t < 10
     assert "its dK/dV kernel with 3 group slices is simulated wave by wave" in row.error
     assert "above 1,100,000" in row.error
@@ -250,3 +262,14 @@ def test_bench_check_holds_the_buckets_to_the_declared_matrix(tamper, needle):
     receipt = json.loads((ROOT / "receipts" / "bench-h200-v4.json").read_text())
     tamper(receipt)
     assert any(needle in v for v in check_receipt(receipt)), check_receipt(receipt)
+
+
+def test_a_spec_edited_after_measuring_is_caught_by_the_recorded_grid(tmp_path):
+    """Heads 71 -> 142 on a Falcon-7B training step reconciled as a model gap with a model cause; the forward's
+    launch__grid_size (T_r·B·H programs) says the spec is not what ran."""
+    data = _one_shape(SPLIT1, lambda s: s["spec"]["heads"] == 71)
+    data["shapes"][0]["spec"]["heads"] = 142
+    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    assert row.error.startswith("the forward kernel's recorded grid, ") and row.error.endswith(
+        "the spec or the record was edited after measuring")
+    assert "·142 = " in row.error

@@ -452,6 +452,27 @@ def missing_reason(shape: ShapeMeasurement, quantity: str) -> str | None:
     return None
 
 
+def grid_mismatch(shape: ShapeMeasurement) -> str | None:
+    """Why the bundled forward's recorded launch is not the record's spec, or None: its ``launch__grid_size`` must be
+    T_r·B·H / heads_per_program programs (T_r = ceil(seqlen_q / block_m), the config's tiles), as every committed
+    prefill forward and training step on the H200 is (890 kernels, 2026-12-05). A spec edited after measuring (heads
+    71 -> 142) reconciled as a model gap before."""
+    import math
+
+    cfg = shape.config or {}
+    spec = shape.spec
+    if shape.impl != "tiled" or spec.phase != "prefill" or shape.seqlens is not None or "block_m" not in cfg:
+        return None
+    want = math.ceil(spec.seqlen_q / int(cfg["block_m"])) * spec.batch * spec.heads // int(cfg.get("heads_per_program", 1))
+    for k in shape.kernels:
+        got = k.metrics.get("launch__grid_size")
+        if _kernel_of(k.name) == "_attn_fwd" and got is not None and int(got) != want:
+            return (f"the forward kernel's recorded grid, {int(got):,} programs, is not the spec's T_r·B·H = "
+                    f"{math.ceil(spec.seqlen_q / int(cfg['block_m'])):,}·{spec.batch:,}·{spec.heads:,} = {want:,}: the "
+                    "spec or the record was edited after measuring")
+    return None
+
+
 def _not_whole(out: "ShapeReconciliation", why: str) -> None:
     """Every level of ``out`` not reconciled, both directions: a shape whose profiled kernels are not the ones the
     record's config launches (one missing, doubled or foreign) is not measured whole, whatever its totals say."""
@@ -866,6 +887,9 @@ def reconcile_shape(
                 out.error = "the record has no kernel configuration (config)"
                 return out
             out.tiling = tiling
+            if (edited := grid_mismatch(shape)) is not None:
+                out.error = edited
+                return out
             if shape.seqlens is not None:  # a ragged batch: its own model (iomodel/traffic/ragged.py)
                 _reconcile_ragged(out, shape, tiling, hardware, expected, l2_source,
                                   l2_fraction, flush_between_kernels, l2_ways)
