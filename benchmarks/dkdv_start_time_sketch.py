@@ -42,6 +42,7 @@ caveat on these steps stays (``iomodel.cache.params.DKDV_CAUSAL_UNPREDICTED_ROWS
 from __future__ import annotations
 
 import heapq
+import math
 import sys
 import time
 from collections import OrderedDict
@@ -255,10 +256,13 @@ def main() -> int:
     ap.add_argument("--jitter", type=float, default=0.0, help="dynamic: relative spread of a chunk's time")
     ap.add_argument("--receipt", action="append", default=[], help="only receipts whose name contains this")
     args = ap.parse_args()
-    if (args.min_tokens < 0 or args.chunk <= 0 or args.capacity <= 0 or args.overhead < 0 or args.max_touches <= 0
-            or (args.alpha is not None and args.alpha < 0) or args.jitter < 0 or args.slots_scale <= 0):
+    # "not x >= 0" rather than "x < 0": a NaN (a float option given "nan") fails every comparison and is refused too
+    if (args.min_tokens < 0 or args.chunk <= 0 or args.overhead < 0 or args.max_touches <= 0
+            or not args.capacity > 0 or not args.jitter >= 0 or not args.slots_scale > 0
+            or (args.alpha is not None and not args.alpha >= 0)
+            or any(math.isinf(v) for v in (args.capacity, args.jitter, args.slots_scale, args.alpha or 0.0))):
         argument_error("--min-tokens, --overhead, --alpha, --jitter must be 0 or more; --chunk, --capacity, "
-                       "--max-touches, --slots-scale above 0")
+                       "--max-touches, --slots-scale above 0 (all finite)")
     if args.jitter and args.alpha is None:
         argument_error("--jitter needs --alpha (the paced simulation)")
     n = within = 0

@@ -54,6 +54,8 @@ def test_one_slot_heads_outer_rereads_only_across_programs():
 @pytest.mark.parametrize("argv, needle", [
     (["--chunk", "0"], "--chunk, --capacity, --max-touches, --slots-scale above 0"),
     (["--alpha", "-1"], "--alpha, --jitter must be 0 or more"),
+    (["--alpha", "nan"], "--alpha, --jitter must be 0 or more"),
+    (["--capacity", "inf"], "--max-touches, --slots-scale above 0 (all finite)"),
     (["--jitter", "0.1"], "--jitter needs --alpha"),
     (["--capacity", "x"], "argument --capacity: invalid float value"),
     (["--receipt", "nosuch"], "no committed causal training step matches --min-tokens and --receipt"),
