@@ -227,15 +227,15 @@ def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
     return value
 
 
-def _l2_model(table: dict[str, Any], source: str) -> dict[str, Any]:
-    """A sweep's ``[l2_model]`` table, checked before any measurement: ``l2_fraction`` a number in (0, 1] that leaves
-    at least one L2 line (:data:`iomodel.cache.params.MIN_L2_BYTES` of the H200's 60 MiB), ``l2_source`` one of
+def _l2_model(table: dict[str, Any], source: str, l2_bytes: int) -> dict[str, Any]:
+    """A sweep's ``[l2_model]`` table, checked before any measurement: ``l2_fraction`` a number that
+    :func:`iomodel.cache.params.l2_fraction_refusal` accepts on the sweep's L2 (``l2_bytes``), ``l2_source`` one of
     :data:`iomodel.reconcile.compare.L2_SOURCES`; no other key (``iomodel reconcile`` reads only these two).
 
     Raises:
         IomodelError: one line naming the key and what to write.
     """
-    from iomodel.cache.params import MIN_L2_BYTES
+    from iomodel.cache.params import MIN_L2_BYTES, l2_fraction_refusal
     from iomodel.reconcile.compare import L2_SOURCES
 
     bad = sorted(set(table) - {"l2_fraction", "l2_source"})
@@ -244,7 +244,7 @@ def _l2_model(table: dict[str, Any], source: str) -> dict[str, Any]:
                            "an option of iomodel reconcile, --l2-ways)")
     if "l2_fraction" in table:
         v = table["l2_fraction"]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1 or v * 60 * 2**20 < MIN_L2_BYTES:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or l2_fraction_refusal(v, l2_bytes) is not None:
             raise IomodelError(f"{source}: [l2_model] l2_fraction must be a number in (0, 1] that leaves at least one "
                                f"{MIN_L2_BYTES}-byte L2 line, got {jv.describe(v)}: write e.g. 0.5")
     if "l2_source" in table and table["l2_source"] not in L2_SOURCES:
@@ -439,14 +439,14 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 seen.add(sid)
                 shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order,
                                          group_splits=group_splits))
-    l2_model = _l2_model(dict(data.get("l2_model", {})), source)
-    if data.get("hardware"):  # the preset the predictions will use: known before any measurement
-        from iomodel.spec.hardware import get_hardware
+    from iomodel.spec.hardware import get_hardware
+    from iomodel.spec.resolve import DEFAULT_HARDWARE
 
-        try:
-            get_hardware(str(data["hardware"]))
-        except IomodelError as exc:
-            raise IomodelError(f"{source}: hardware: {exc}") from None
+    try:  # the preset the predictions will use: known before any measurement
+        hardware = get_hardware(str(data.get("hardware") or DEFAULT_HARDWARE))
+    except IomodelError as exc:
+        raise IomodelError(f"{source}: hardware: {exc}") from None
+    l2_model = _l2_model(dict(data.get("l2_model", {})), source, hardware.l2_bytes)
     metrics = ncu.get("metrics", DEFAULT_METRICS)
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
         raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")

@@ -41,8 +41,8 @@ from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, MIN_L2_BYTES,
-                                  L2Params, exact_write_share)
+from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
+                                  exact_write_share, l2_fraction_refusal)
 from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
@@ -1046,11 +1046,8 @@ def reconcile(
     frac = l2_fraction
     if frac is None:
         frac = float((measurement.settings.get("l2_model") or {}).get("l2_fraction", DEFAULT_L2_FRACTION))
-    if not 0 < frac <= 1:
-        raise IomodelError(f"l2_fraction must be in (0, 1], got {frac}: pass e.g. --l2-fraction 0.5")
-    if hw.l2_bytes * frac < MIN_L2_BYTES:  # a fraction that leaves no L2 line (it divided by zero further on)
-        raise IomodelError(f"l2_fraction {frac} leaves {hw.l2_bytes * frac:.3g} bytes of the {hw.l2_bytes:,}-byte L2, "
-                           f"less than one {MIN_L2_BYTES}-byte line: pass e.g. --l2-fraction 0.5")
+    if (why := l2_fraction_refusal(frac, hw.l2_bytes)) is not None:  # a fraction leaving no L2 line divided by zero
+        raise IomodelError(why.replace("pass e.g. 0.5", "pass e.g. --l2-fraction 0.5"))
     flush = measurement.settings.get("cache_control", "all") == "all"
     shapes = measurement.select(impls)
     if not shapes:
