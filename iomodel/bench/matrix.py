@@ -32,7 +32,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -429,6 +429,16 @@ def load_matrix(name_or_path: str | Path) -> ShapeMatrix | SpeedMatrix:
     return parse_matrix(text, str(path), sha256=hashlib.sha256(raw).hexdigest())
 
 
+def mix_weight_totals(buckets: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """The traffic weights summed per mix, ``{pass: total}`` from ``(pass, weight)`` pairs: a serving mix (``fwd``)
+    and a training mix (``fwd+bwd``) each sum to 1 in a matrix, and a receipt's buckets must still do
+    (:func:`iomodel.bench.receipt.check_receipt`)."""
+    out: dict[str, float] = {}
+    for passes, weight in buckets:
+        out[passes] = out.get(passes, 0.0) + float(weight)
+    return out
+
+
 def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMatrix | SpeedMatrix:
     """Parse and validate the text of a shape-matrix file (see :func:`load_matrix`).
 
@@ -487,9 +497,10 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
             raise fail(f"bucket name {b.name!r} is used twice: give each bucket its own name", lines.key("name", bline))
         names.add(b.name)
         buckets.append(b)
+    totals = mix_weight_totals((b.passes, b.weight) for b in buckets)
     for passes in ("fwd", "fwd+bwd"):  # a serving mix and a training mix are separate workloads
         group = [b for b in buckets if b.passes == passes]
-        total = sum(b.weight for b in group)
+        total = totals.get(passes, 0.0)
         if group and abs(total - 1.0) > 1e-6:
             which = "all buckets" if passes == "fwd" else "the fwd+bwd (training) buckets"
             raise fail(

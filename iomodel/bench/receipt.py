@@ -258,14 +258,13 @@ def _check_whole(receipt: dict[str, Any], policy: Any) -> list[str]:
         out.append("end_to_end: the matrix declares a workload, but the receipt holds no request estimate: the "
                    "receipt is not a whole run")
     out.extend(_check_matrix(receipt))
-    sums: dict[str, float] = {}
-    for b in receipt.get("buckets", []):
-        w = b.get("weight")
-        if isinstance(w, (int, float)) and not isinstance(w, bool):
-            key = "training" if _training(b) else "serving"
-            sums[key] = sums.get(key, 0.0) + float(w)
-    for key, total in sums.items():
+    from iomodel.bench.matrix import mix_weight_totals
+
+    totals = mix_weight_totals(("fwd+bwd" if _training(b) else "fwd", b["weight"]) for b in receipt.get("buckets", [])
+                               if isinstance(b.get("weight"), (int, float)) and not isinstance(b.get("weight"), bool))
+    for passes, total in totals.items():
         if not math.isclose(total, 1.0, rel_tol=1e-6):
+            key = "training" if passes == "fwd+bwd" else "serving"
             out.append(f"the {key} buckets' weights sum to {total:.6g}, not 1: a bucket is missing or a weight was "
                        "edited")
     return out

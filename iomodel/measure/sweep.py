@@ -324,6 +324,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             ``tiled``, a duplicate shape, a group_splits that is not 1..G or not on a ``tiled`` training
             step, or no shapes at all.
     """
+    from iomodel.schedule.capabilities import kernel_refusal  # the bundled kernel's refusal of a tiled shape
+
     known_top = {"name", "hardware", "defaults", "ncu", "shape", "l2_model", "description"}
     bad = set(data) - known_top
     if bad:
@@ -422,8 +424,6 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                     raise IomodelError(f"{where}: {impl} reads no paged KV cache: use impls = [\"tiled\"] for a "
                                        "page_size shape")
                 if impl == "tiled":  # the bundled kernel's own refusal (HEAD_DIM, dtype, decode limit), before the GPU
-                    from iomodel.schedule.capabilities import kernel_refusal
-
                     why = kernel_refusal(spec)
                     if why is not None:
                         raise IomodelError(f"{where}: the bundled kernel does not run this shape: {why}")

@@ -648,9 +648,9 @@ def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
     (:data:`DECODER_ARCHITECTURE_PARTS`) and the file has no ``is_decoder`` (an encoder iomodel does not know would
     be modelled causal: half its bytes and FLOPs); a prefix-LM family (:data:`PREFIX_LM_MODEL_TYPES`)."""
     model_type = f.cfg.get("model_type")
-    if f.top_model_type in PREFIX_LM_MODEL_TYPES or model_type in PREFIX_LM_MODEL_TYPES:
-        model_type = f.top_model_type if f.top_model_type in PREFIX_LM_MODEL_TYPES else model_type
-        return (f"model_type {model_type!r} is a prefix-LM: its image and prompt tokens attend both ways and the "
+    prefix_lm = next((t for t in (f.top_model_type, model_type) if t in PREFIX_LM_MODEL_TYPES), None)
+    if prefix_lm is not None:
+        return (f"model_type {prefix_lm!r} is a prefix-LM: its image and prompt tokens attend both ways and the "
                 "answer's causally; modelled causal (pass --no-causal for the prefix alone).",)
     archs = f.cfg.get("architectures")
     if f.flag("is_decoder") or not isinstance(archs, list) or not archs or model_type in KNOWN_DECODER_MODEL_TYPES \
