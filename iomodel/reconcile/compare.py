@@ -40,7 +40,7 @@ from iomodel.format import human_bytes
 from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
-from iomodel.spec import LayerSpec, Tiling
+from iomodel.spec import LayerSpec, Tiling, cdiv
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
                                   exact_write_share, l2_fraction_refusal)
 from iomodel.schedule.launch import Schedule
@@ -457,18 +457,17 @@ def grid_mismatch(shape: ShapeMeasurement) -> str | None:
     T_r·B·H / heads_per_program programs (T_r = ceil(seqlen_q / block_m), the config's tiles), as every committed
     prefill forward and training step on the H200 is (890 kernels, 2026-12-05). A spec edited after measuring (heads
     71 -> 142) reconciled as a model gap before."""
-    import math
-
     cfg = shape.config or {}
     spec = shape.spec
     if shape.impl != "tiled" or spec.phase != "prefill" or shape.seqlens is not None or "block_m" not in cfg:
         return None
-    want = math.ceil(spec.seqlen_q / int(cfg["block_m"])) * spec.batch * spec.heads // int(cfg.get("heads_per_program", 1))
+    t_r = cdiv(spec.seqlen_q, int(cfg["block_m"]))
+    want = t_r * spec.batch * spec.heads // int(cfg.get("heads_per_program", 1))
     for k in shape.kernels:
         got = k.metrics.get("launch__grid_size")
         if _kernel_of(k.name) == "_attn_fwd" and got is not None and int(got) != want:
             return (f"the forward kernel's recorded grid, {int(got):,} programs, is not the spec's T_r·B·H = "
-                    f"{math.ceil(spec.seqlen_q / int(cfg['block_m'])):,}·{spec.batch:,}·{spec.heads:,} = {want:,}: the "
+                    f"{t_r:,}·{spec.batch:,}·{spec.heads:,} = {want:,}: the "
                     "spec or the record was edited after measuring")
     return None
 
