@@ -174,6 +174,37 @@ def test_gluon_dkdv_holdout_repeats_no_step_of_any_earlier_sweep():
     _assert_new_steps("h200-gluon-dkdv-holdout1", tuple(earlier))
 
 
+#: every sweep committed before the ninth training hold-out (2026-12-05)
+BEFORE_HOLDOUT9 = (
+    "h200-calib-dram", "h200-decode-splits1", "h200-dkdv-split-calib1", "h200-dq-order-holdout1", "h200-edge-probe1",
+    "h200-gluon-dkdv-holdout1", "h200-gluon-holdout1", "h200-grid-order1", "h200-holdout", "h200-holdout2-dp",
+    "h200-holdout2", "h200-holdout3", "h200-holdout4-repeat", "h200-holdout4", "h200-long-split-probe1",
+    "h200-long-train-holdout1", "h200-long-train-probe1", "h200-lpt-holdout1", "h200-peers-calib1",
+    "h200-peers-holdout1", "h200-ragged1", "h200-ragged2", "h200-readcap-holdout1", "h200-replay-probe",
+    "h200-serving1", "h200-train-d256-holdout1", "h200-train-d256-holdout2", "h200-train-eager-holdout1",
+    "h200-train-holdout1", "h200-train-holdout2", "h200-train-holdout3", "h200-train-holdout4", "h200-train-holdout5",
+    "h200-train-holdout6", "h200-train-holdout7", "h200-train-order-calib1", "h200-train-split1", "h200-train1",
+    "h200-window1", "h200-window2")
+
+
+def test_ninth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
+    """sweeps/h200-train-holdout9.toml: 32 new steps, and exactly what sweeps/draw_training_holdout.py draws from its
+    seed beside the sweeps committed before it (so no step was picked or dropped by hand)."""
+    import importlib.util
+
+    _assert_new_steps("h200-train-holdout9", BEFORE_HOLDOUT9)
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    steps = draw.draw(2026120509, 32, set(_sweep_ids(*BEFORE_HOLDOUT9)))
+    assert [draw._id(__import__("iomodel.measure.sweep", fromlist=["parse_sweep"]).parse_sweep, s) for _, s in steps] \
+        == _sweep_ids("h200-train-holdout9")
+    # the mix the rules gave this seed: 23 HEAD_DIM 128 steps (the Gluon dK/dV launch), 5 at 64, 2 at 256, 80 and 96
+    d = sorted(s["head_dim"] for _, s in steps)
+    assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (23, 5, 2, 1, 1)
+
+
 def test_d256_holdout_repeats_no_earlier_training_shape():
     """The HEAD_DIM 256 hold-out (7 steps, after the spill-free 256 backward tiles) repeats none."""
     _assert_new_steps("h200-train-d256-holdout1", EARLIER_TRAINING + (
