@@ -9,9 +9,17 @@ arXiv:2407.08608, section 3.1, warp specialisation):
   once, then Q and dO of each (query tile, group head) pair into a ring of NUM_STAGES shared-memory
   slots (TMA, one mbarrier per slot and direction);
 * two **consumer warpgroups** own 64 keys each and run four asynchronous warpgroup MMAs per query
-  tile: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ from shared memory, then dV += Pᵀ dO and dK += dSᵀ Q with Pᵀ and
-  dSᵀ in registers (FlashAttention-3's register A operand); a Q/dO slot is released once both
-  warpgroups' MMAs that read it are complete. ``setmaxnreg`` gives the consumers 240 registers.
+  tile: S = Q Kᵀ and dP = dO Vᵀ with the tile's query rows as rows (so each thread holds two rows'
+  LSE and D: FlashAttention-3's ``SdP_swapAB = false`` at HEAD_DIM 128, its
+  hopper/flash_bwd_launch_template.h), then P and dS go through shared memory (64 x 64 per warpgroup
+  each) as the transposed A operands of dV += Pᵀ dO and dK += dSᵀ Q; a Q/dO slot is released once
+  both warpgroups' MMAs that read it are complete. ``setmaxnreg`` gives the consumers 240 registers.
+  Every partition works out its program's indices itself (``_program``) and the rows' and keys'
+  offsets pass through an opaque move, so that nothing computed before the partitions split reaches
+  them through local memory: ptxas spills 0 B non-causal and for the S > 1 partials, 8 B causal (one
+  store and load after the loop), where the first form of this kernel (2026-12-05, register A
+  operands) spilled 56-268 B a thread, about 12 KiB of local-memory stores a program
+  (docs/l2-calibration.md, "The Gluon dK/dV launch").
 
 Grid, tiles, loop order and bytes are the Triton TMA kernel's with the same tiles
 (``_bwd_dkdv_tma``, the traffic contract's dK/dV kernel, ``docs/traffic-contract.md``): grid
@@ -26,10 +34,12 @@ difference at the SRAM level: each consumer warpgroup loads the LSE and D rows o
 loads of 8 bytes a row where the Triton kernel makes one; the second normally hits L1); Q, dO, K, V
 and the stores are the contract's.
 
-Known defect: ptxas spills here (56-268 B of local-memory loads and stores per thread, ``python -m
-kernels.compile_check``), about 12 KiB of stores a program at L2 that the traffic model does not count
-(docs/l2-calibration.md, "The Gluon dK/dV launch").
-``benchmarks/gpu_gluon_dkdv_shared_probe.py`` holds the spill-free form, compiled but not yet run on a GPU.
+The spill-free form was measured against the first one before it replaced it, on an H100 (no H200 was
+free; ``benchmarks/gpu_gluon_dkdv_shared_probe.py`` at commit d9f05f3, since removed,
+receipts/gluon-dkdv-shared-probe-h100-2026-12-05.json): dq, dk, dv within the error rule on its 10 cases (MHA,
+GQA, MQA, S = 1, 3, 4, both loop orders and alignments, ragged, rows without keys), the same bits on a second
+call; forward + backward at B·N = 16k tokens, H = 16, bf16, interleaved medians, new over old: 1.01-1.05x
+non-causal, 0.98-1.01x causal (the backward alone 1.00-1.09x and 0.99-1.01x).
 
 Measured against the Triton dK/dV launch on the H200 (``benchmarks/gpu_gluon_bwd_probe.py`` at commit 54fd506,
 receipts/gluon-bwd-probe-h200-2026-12-05.json, the MHA top-left probe this kernel generalises):
@@ -96,12 +106,41 @@ if GLUON_IMPORT_ERROR is None:
         return start_m, g
 
     @gluon.jit
+    def _program(H_KV, G, N_Q, CAUSAL_OFF, SPLITS, ROWS: gl.constexpr, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr,
+                 SPLIT: gl.constexpr):
+        """This program's KV head and sequence, group slice [g0, g0 + g_slice), output head, first key and query
+        tiles lo .. lo + n_tiles·BLOCK_M: worked out inside each partition from the program ids and the kernel's
+        arguments (values computed before the partitions split reach them through local memory)."""
+        j = gl.program_id(0)
+        bhk = gl.program_id(1)
+        b = bhk // H_KV
+        hk = bhk % H_KV
+        if SPLIT:  # this program's slice of the group: balanced, never empty (1 <= SPLITS <= G)
+            sl = gl.program_id(2)
+            g0 = sl * G // SPLITS
+            g_slice = (sl + 1) * G // SPLITS - g0
+            out_head = hk * SPLITS + sl
+        else:
+            g0 = 0
+            g_slice = G
+            out_head = hk
+        start_n = j * (2 * ROWS)
+        if CAUSAL:  # the query tile holding the first row that sees key start_n (kernels.backward._first_query_tile)
+            lo = gl.minimum(gl.maximum(start_n - CAUSAL_OFF, 0) // BLOCK_M * BLOCK_M, N_Q)
+        else:
+            lo = 0
+        return b, hk, g0, g_slice, out_head, start_n, lo, gl.cdiv(N_Q - lo, BLOCK_M)
+
+    @gluon.jit
     def _dkdv_producer(desc_q, desc_do, desc_k, desc_v, q_smem, do_smem, k_smem, v_smem, kv_bar, q_bars, do_bars,
-                       q_empty, do_empty, b, hk, G, start_n, lo, n_tiles, g0, g_slice, N_Q,
-                       BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr, DESCEND: gl.constexpr, GQA: gl.constexpr):
+                       q_empty, do_empty, H_KV, G, N_Q, CAUSAL_OFF, SPLITS,
+                       BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr, DESCEND: gl.constexpr, GQA: gl.constexpr,
+                       CAUSAL: gl.constexpr, SPLIT: gl.constexpr):
         """The producer warp: K and V of the program's keys (two boxes each), then Q and dO of every
         (query tile, head) pair into the ring, a slot refilled once both consumers released it."""
         ROWS: gl.constexpr = desc_k.block_type.shape[2]
+        b, hk, g0, g_slice, _, start_n, lo, n_tiles = _program(H_KV, G, N_Q, CAUSAL_OFF, SPLITS, ROWS, BLOCK_M, CAUSAL,
+                                                               SPLIT)
         mbarrier.expect(kv_bar, 4 * desc_k.block_type.nbytes)
         for c in gl.static_range(2):
             tma.async_copy_global_to_shared(desc_k, [b, hk, start_n + c * ROWS, 0], kv_bar, k_smem.index(c))
@@ -153,26 +192,36 @@ if GLUON_IMPORT_ERROR is None:
             tma.store_wait(0)
 
     @gluon.jit
-    def _dkdv_consumer(desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_tile, v_tile, kv_bar, q_bars, do_bars, q_empty,
-                       do_empty, sm_scale, b, hk, H, G, N_Q, N_K, CAUSAL_OFF, n0, lo, n_tiles, g0, g_slice,
-                       out_head, stride_dkz, stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn,
+    def _dkdv_consumer(desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_tile, v_tile, p_tile, ds_tile, kv_bar,
+                       q_bars, do_bars, q_empty, do_empty, sm_scale, H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLITS,
+                       stride_dkz, stride_dkh, stride_dkn, stride_dvz, stride_dvh, stride_dvn,
                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, NUM_STAGES: gl.constexpr,
                        CAUSAL: gl.constexpr, DESCEND: gl.constexpr, SPLIT: gl.constexpr, GQA: gl.constexpr,
-                       MASK_Q: gl.constexpr, NO_KEY_ROWS: gl.constexpr):
+                       MASK_Q: gl.constexpr, NO_KEY_ROWS: gl.constexpr, HALF: gl.constexpr):
         """One consumer warpgroup: dK and dV of keys n0 .. n0+63 over the program's (query tile, head)
-        pairs; SPLIT: stored as fp32 partials, head ``out_head`` of DK and DV (keys < N_K); else through
-        the dK and dV descriptors in the input dtype (TMA drops rows past N_K)."""
+        pairs. S = Q Kᵀ and dP = dO Vᵀ with the tile's query rows as rows (so each thread holds two rows' LSE
+        and D), P and dS through shared memory (``p_tile``, ``ds_tile``) as the transposed A operands of
+        dV += Pᵀ dO and dK += dSᵀ Q (FlashAttention-3's backward at HEAD_DIM 128). SPLIT: stored as fp32
+        partials, head ``out_head`` of DK and DV (keys < N_K); else through the dK and dV descriptors in the
+        input dtype (TMA drops rows past N_K)."""
         dtype: gl.constexpr = k_tile.dtype
         ROWS: gl.constexpr = k_tile.shape[2]
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                           instr_shape=[16, BLOCK_M, 16])
+                                                           instr_shape=[16, ROWS, 16])
         o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                            instr_shape=[16, HEAD_DIM, 16])
-        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+        b, hk, g0, g_slice, out_head, start_n, lo, n_tiles = _program(H_KV, G, N_Q, CAUSAL_OFF, SPLITS, ROWS, BLOCK_M,
+                                                                      CAUSAL, SPLIT)
+        n0 = start_n + HALF * ROWS  # this warpgroup's keys
         qk_scale = sm_scale * 1.4426950408889634
-        offs_n = n0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
-        offs_mb = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-        s_zero = gl.zeros([ROWS, BLOCK_M], gl.float32, layout=s_layout)
+        # the rows' offsets through an opaque move: the compiler would hoist LSE + offs (per thread) out of the
+        # partition, and values computed before the partitions split reach them through local memory (a spill)
+        offs_mb = gl.inline_asm_elementwise("mov.u32 $0, $1;", "=r,r", [gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))],
+                                            dtype=gl.int32, is_pure=False, pack=1)
+        if CAUSAL:  # the keys' offsets in the warpgroup, likewise
+            offs_nb = gl.inline_asm_elementwise("mov.u32 $0, $1;", "=r,r", [gl.arange(0, ROWS, layout=gl.SliceLayout(0, s_layout))],
+                                                dtype=gl.int32, is_pure=False, pack=1)
+        s_zero = gl.zeros([BLOCK_M, ROWS], gl.float32, layout=s_layout)
         dk = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
         dv = gl.zeros([ROWS, HEAD_DIM], gl.float32, layout=o_layout)
         k_op = k_tile.reshape([ROWS, HEAD_DIM])
@@ -190,9 +239,9 @@ if GLUON_IMPORT_ERROR is None:
             q_op = q_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             do_op = do_smem.index(slot).reshape([BLOCK_M, HEAD_DIM])
             mbarrier.wait(q_bars.index(slot), phase)
-            s_tok = warpgroup_mma(k_op, q_op.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            s_tok = warpgroup_mma(q_op, k_op.permute((1, 0)), s_zero, use_acc=False, is_async=True)
             mbarrier.wait(do_bars.index(slot), phase)
-            dp_tok = warpgroup_mma(v_op, do_op.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            dp_tok = warpgroup_mma(do_op, v_op.permute((1, 0)), s_zero, use_acc=False, is_async=True)
             offs_m = start_m + offs_mb
             if MASK_Q:  # rows past N_Q: LSE = +inf, so P = 0 there
                 lse = gl.load(LSE + row + offs_m, mask=offs_m < N_Q, other=float("inf"))
@@ -203,15 +252,25 @@ if GLUON_IMPORT_ERROR is None:
             if NO_KEY_ROWS:  # bottom-right with N_Q > N_K: rows that saw no key (LSE = -inf) give P = 0
                 lse = gl.where(lse == float("-inf"), float("inf"), lse)
             lse2 = lse * 1.4426950408889634
-            s_t = warpgroup_mma_wait(1, deps=(s_tok, ))
-            p_t = gl.exp2(s_t * qk_scale - lse2[None, :])
+            s = warpgroup_mma_wait(1, deps=(s_tok, ))
+            p = gl.exp2(s * qk_scale - lse2[:, None])
             if CAUSAL:
                 if start_m + CAUSAL_OFF < n0 + ROWS:  # a key of this warpgroup above some row's diagonal
-                    p_t = gl.where(offs_n[:, None] <= offs_m[None, :] + CAUSAL_OFF, p_t, 0.0)
-            dv_tok = warpgroup_mma(gl.convert_layout(p_t.to(dtype), a_layout), do_op, dv, is_async=True)
-            dp_t = warpgroup_mma_wait(1, deps=(dp_tok, ))
-            ds_t = p_t * (dp_t - delta[None, :])
-            dk_tok = warpgroup_mma(gl.convert_layout(ds_t.to(dtype), a_layout), q_op, dk, is_async=True)
+                    p = gl.where(offs_nb[None, :] <= offs_m[:, None] + (CAUSAL_OFF - n0), p, 0.0)
+            # P is overwritten here while the last step's dV product read p_tile: every warp of the warpgroup must be
+            # past that step's wait(0). The two mbarrier.arrive below, after the wait, lower to a 128-thread bar.sync
+            # of the warpgroup (then one thread's arrive), which orders it; keep them after the wait. An explicit
+            # gl.thread_barrier() here (FlashAttention-3's) costs 8 B of spill non-causal (ptxas, 2026-12-05).
+            p_tile.store(p.to(dtype))
+            fence_async_shared()
+            gl.thread_barrier()
+            dv_tok = warpgroup_mma(p_tile.permute((1, 0)), do_op, dv, is_async=True)
+            dp = warpgroup_mma_wait(1, deps=(dp_tok, ))
+            ds = p * (dp - delta[:, None])
+            ds_tile.store(ds.to(dtype))
+            fence_async_shared()
+            gl.thread_barrier()
+            dk_tok = warpgroup_mma(ds_tile.permute((1, 0)), q_op, dk, is_async=True)
             dv, dk = warpgroup_mma_wait(0, deps=(dv_tok, dk_tok))
             mbarrier.arrive(q_empty.index(slot), count=1)
             mbarrier.arrive(do_empty.index(slot), count=1)
@@ -237,30 +296,13 @@ if GLUON_IMPORT_ERROR is None:
         BLOCK_M (the LSE and D loads are masked); NO_KEY_ROWS: causal with CAUSAL_OFF < 0 (rows that see no key)."""
         dtype: gl.constexpr = desc_q.dtype
         ROWS: gl.constexpr = desc_k.block_type.shape[2]
-        j = gl.program_id(0)
-        bhk = gl.program_id(1)
-        b = bhk // H_KV
-        hk = bhk % H_KV
-        if SPLIT:  # this program's slice of the group: balanced, never empty (1 <= SPLITS <= G)
-            sl = gl.program_id(2)
-            g0 = sl * G // SPLITS
-            g_slice = (sl + 1) * G // SPLITS - g0
-            out_head = hk * SPLITS + sl
-        else:
-            g0 = 0
-            g_slice = G
-            out_head = hk
-        start_n = j * (2 * ROWS)
-        if CAUSAL:  # the query tile holding the first row that sees key start_n (kernels.backward._first_query_tile)
-            lo = gl.minimum(gl.maximum(start_n - CAUSAL_OFF, 0) // BLOCK_M * BLOCK_M, N_Q)
-        else:
-            lo = 0
-        n_tiles = gl.cdiv(N_Q - lo, BLOCK_M)
-
         q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_M, HEAD_DIM], desc_q.layout)
         do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_M, HEAD_DIM], desc_do.layout)
         k_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, ROWS, HEAD_DIM], desc_k.layout)
         v_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, ROWS, HEAD_DIM], desc_v.layout)
+        ps_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, ROWS], dtype)
+        p_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, ROWS], ps_layout)  # P of each consumer
+        ds_smem = gl.allocate_shared_memory(dtype, [2, BLOCK_M, ROWS], ps_layout)  # dS of each consumer
         kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         q_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         do_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -275,15 +317,17 @@ if GLUON_IMPORT_ERROR is None:
         fence_async_shared()
 
         gl.warp_specialize([
-            (_dkdv_consumer, (desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_smem.index(0), v_smem.index(0), kv_bar, q_bars,
-                              do_bars, q_empty, do_empty, sm_scale, b, hk, H, G, N_Q, N_K, CAUSAL_OFF, start_n, lo,
-                              n_tiles, g0, g_slice, out_head, stride_dkz, stride_dkh, stride_dkn, stride_dvz,
-                              stride_dvh, stride_dvn, HEAD_DIM, BLOCK_M, NUM_STAGES, CAUSAL, DESCEND, SPLIT, GQA, MASK_Q, NO_KEY_ROWS)),
-            (_dkdv_consumer, (desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_smem.index(1), v_smem.index(1), kv_bar, q_bars,
-                              do_bars, q_empty, do_empty, sm_scale, b, hk, H, G, N_Q, N_K, CAUSAL_OFF,
-                              start_n + ROWS, lo, n_tiles, g0, g_slice, out_head, stride_dkz, stride_dkh, stride_dkn,
-                              stride_dvz, stride_dvh, stride_dvn, HEAD_DIM, BLOCK_M, NUM_STAGES, CAUSAL, DESCEND, SPLIT, GQA, MASK_Q, NO_KEY_ROWS)),
+            (_dkdv_consumer, (desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_smem.index(0), v_smem.index(0),
+                              p_smem.index(0), ds_smem.index(0), kv_bar, q_bars, do_bars, q_empty, do_empty, sm_scale,
+                              H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dvz,
+                              stride_dvh, stride_dvn, HEAD_DIM, BLOCK_M, NUM_STAGES, CAUSAL, DESCEND, SPLIT, GQA, MASK_Q,
+                              NO_KEY_ROWS, 0)),
+            (_dkdv_consumer, (desc_dk, desc_dv, DK, DV, LSE, DELTA, q_smem, do_smem, k_smem.index(1), v_smem.index(1),
+                              p_smem.index(1), ds_smem.index(1), kv_bar, q_bars, do_bars, q_empty, do_empty, sm_scale,
+                              H, H_KV, G, N_Q, N_K, CAUSAL_OFF, SPLITS, stride_dkz, stride_dkh, stride_dkn, stride_dvz,
+                              stride_dvh, stride_dvn, HEAD_DIM, BLOCK_M, NUM_STAGES, CAUSAL, DESCEND, SPLIT, GQA, MASK_Q,
+                              NO_KEY_ROWS, 1)),
             (_dkdv_producer, (desc_q, desc_do, desc_k, desc_v, q_smem, do_smem, k_smem, v_smem, kv_bar, q_bars,
-                              do_bars, q_empty, do_empty, b, hk, G, start_n, lo, n_tiles, g0, g_slice, N_Q,
-                              BLOCK_M, NUM_STAGES, DESCEND, GQA)),
+                              do_bars, q_empty, do_empty, H_KV, G, N_Q, CAUSAL_OFF, SPLITS, BLOCK_M, NUM_STAGES, DESCEND,
+                              GQA, CAUSAL, SPLIT)),
         ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])

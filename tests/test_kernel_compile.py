@@ -60,16 +60,16 @@ def test_kernels_compile_for_sm90_with_wgmma_and_tma():
             assert r["wgmma"] > 0 and r["tma"] > 0  # Hopper tensor cores fed by TMA
         if r["kernel"] == "_attn_fwd":
             assert r["wgmma"] > 0 and r["tma"] == 0  # pointer loads
-        # the default tiles fit: no register spills (but the Gluon dK/dV launch's, below), shared memory <= 227 KiB
+        # the default tiles fit: no register spills (but 8 B causal in the Gluon dK/dV launch, below), shared
+        # memory <= 227 KiB
         assert r["kernel"] == "_bwd_dkdv_gluon" or r["spill_bytes"] == 0, r
         assert r["shared_bytes"] <= 227 * 1024, r
-    # the Gluon dK/dV launch (HEAD_DIM 128, causal, ragged): warpgroup MMAs and TMA, 128 KiB plus barriers, and a
-    # known defect: ptxas spills loop-invariant scalars (local-memory stores the traffic model does not count,
-    # docs/l2-calibration.md, "The Gluon dK/dV launch"); benchmarks/gpu_gluon_dkdv_shared_probe.py compiles without
-    # them and is to replace it once measured on a GPU, when this assert turns to == 0
+    # the Gluon dK/dV launch (HEAD_DIM 128, causal, ragged): warpgroup MMAs and TMA, 160 KiB plus barriers (Q/dO
+    # ring and K/V 128 KiB, P and dS of both warpgroups 32 KiB); ptxas keeps 8 B of spill causal, one store and load
+    # after the loop (the launch before 2026-12-05 spilled 56-268 B, docs/l2-calibration.md, "The Gluon dK/dV launch")
     dkdv = reports["_bwd_dkdv_gluon"]
-    assert dkdv["wgmma"] > 0 and dkdv["tma"] > 0 and 128 * 1024 <= dkdv["shared_bytes"] < 129 * 1024, dkdv
-    assert dkdv["spill_bytes"] > 0, dkdv
+    assert dkdv["wgmma"] > 0 and dkdv["tma"] > 0 and 160 * 1024 <= dkdv["shared_bytes"] < 161 * 1024, dkdv
+    assert dkdv["spill_bytes"] <= 8, dkdv
 
 
 def test_backward_dkdv_spills_and_their_sites():
