@@ -34,7 +34,7 @@ REAL = [
     ("openai-community/gpt2", {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_layer": 12, "n_positions": 1024},
      "fp32", (12, 12, 64), None, None),
     ("openai-community/gpt2 (no dtype, no flag)", {"model_type": "gpt2", "n_head": 12, "n_embd": 768, "n_layer": 12},
-     None, None, None, "no 'torch_dtype' field (transformers would load the weights in float32, the serving dtype is often another): add it or pass --dtype"),
+     None, None, None, "no 'torch_dtype' field (transformers' default is float32; a model's own code may choose another): add it or pass --dtype"),
     ("tiiuae/falcon-7b", {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "multi_query": True,
                           "new_decoder_architecture": False, "num_hidden_layers": 32, "parallel_attn": True,
                           "alibi": False, "torch_dtype": "bfloat16"},
@@ -196,7 +196,10 @@ KEYS = st.sampled_from(["num_attention_heads", "n_head", "num_key_value_heads", 
                         "new_decoder_architecture", "head_dim", "hidden_size", "torch_dtype", "sliding_window",
                         "layer_types", "use_sliding_window", "sliding_window_pattern", "text_config",
                         "num_hidden_layers", "max_position_embeddings", "kv_lora_rank", "attention_chunk_size",
-                        "multi_query_attention", "multi_query_group_num", "attn_config", "max_window_layers"])
+                        "multi_query_attention", "multi_query_group_num", "attn_config", "max_window_layers",
+                        "use_bidirectional_attention", "global_head_dim", "num_global_key_value_heads",
+                        "attention_k_eq_v", "encoder", "decoder", "quantization_config", "attention_heads",
+                        "embed_dim"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -210,6 +213,8 @@ def test_any_json_is_read_or_refused_in_one_line(tmp_path_factory, fields, dtype
         assert "\n" not in str(exc) and str(exc)
         return
     assert cfg.heads > 0 and cfg.kv_heads > 0 and cfg.heads % cfg.kv_heads == 0 and cfg.head_dim > 0
+    full = cfg.full_geometry()
+    assert full is None or (cfg.heads % full[0] == 0 and full[1] > 0)
     assert cfg.window is None or (cfg.window > 0 and cfg.window_kind)
     assert not math.isnan(cfg.head_dim)
 
@@ -661,3 +666,281 @@ def test_a_reward_model_of_a_known_decoder_family_gets_no_causal_guess_note(tmp_
                                         "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
                                         "torch_dtype": "bfloat16"}))
     assert cfg.causal_default and not any("decoder head" in n for n in cfg.notes)
+
+
+#: google/gemma-4-31B-it's attention fields (text_config as published: 60 layers, 5 sliding to 1 full, head_dim 256
+#: and global_head_dim 512, 16 KV heads and 4 global KV heads under attention_k_eq_v).
+GEMMA4_31B = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "torch_dtype": "bfloat16",
+              "text_config": {"model_type": "gemma4_text", "hidden_size": 5376, "num_hidden_layers": 60,
+                              "num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4,
+                              "head_dim": 256, "global_head_dim": 512, "attention_k_eq_v": True,
+                              "sliding_window": 1024, "max_position_embeddings": 262144,
+                              "layer_types": ["sliding_attention" if (i + 1) % 6 else "full_attention"
+                                              for i in range(60)]},
+              "vision_config": {"model_type": "gemma4_vision", "hidden_size": 1152, "num_attention_heads": 16}}
+
+
+def test_gemma4_full_attention_layers_have_their_own_kv_heads_and_head_dim(tmp_path, capsys):
+    """A third fresh user's finding (Gemma-4): HF Gemma4TextAttention gives the full-attention layers HEAD_DIM
+    global_head_dim and, under attention_k_eq_v, num_global_key_value_heads KV heads; iomodel read H_kv 16 and
+    HEAD_DIM 256 for them, silently. A sliding layer is the default and says the full ones differ; --window none
+    models a full one with H_kv 4 and HEAD_DIM 512, which the bundled kernel refuses in one line."""
+    import shlex
+
+    from test_cli_errors import assert_one_line_error, run_cli
+
+    from iomodel.spec.resolve import resolve_layer
+
+    path = _write(tmp_path, GEMMA4_31B)
+    cfg = load_config(path)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.window) == (32, 16, 256, 1024)
+    assert (cfg.full_kv_heads, cfg.full_head_dim, cfg.full_geometry()) == (4, 512, (4, 512))
+    assert ("the full-attention layers (10 of 60, layer_types) have 4 KV heads (num_global_key_value_heads, with "
+            "attention_k_eq_v) and HEAD_DIM 512 (global_head_dim), the sliding-window layers 16 KV heads and HEAD_DIM "
+            "256 (HF transformers' Gemma4TextAttention); on the full layers the values are the keys' projection "
+            "(attention_k_eq_v: v_proj is None), yet the attention call still reads a V tensor of K's shape, whose "
+            "bytes are counted.") in cfg.notes
+    sliding = resolve_layer(config=path, seqlen=4096)
+    assert (sliding.spec.kv_heads, sliding.spec.head_dim, sliding.spec.window_left) == (16, 256, 1023)
+    assert (f"{path}: the sliding-window layers are modelled (H_kv 16, HEAD_DIM 256); the full-attention layers have "
+            "H_kv 4 and HEAD_DIM 512: pass --window none to model one of them.") in sliding.notes
+    full = resolve_layer(config=path, seqlen=4096, window="none", block_m=64, block_n=32)
+    s = full.spec
+    assert (s.heads, s.kv_heads, s.head_dim, s.window_left) == (32, 4, 512, None)
+    assert 2 * s.kv_heads * s.seqlen_k * s.head_dim * s.width == 2 * 4 * 4096 * 512 * 2  # K and V: 32 MiB
+    assert (f"{path}: a full-attention layer is modelled (--window none), with the full layers' own H_kv 4 (not 16) "
+            "and HEAD_DIM 512 (not 256), as HF transformers' Gemma4TextAttention builds them.") in full.notes
+    assert full.tiling_source.endswith("(no bundled kernel runs this layer: HEAD_DIM 512 is above the kernel's "
+                                       "maximum of 256: use HEAD_DIM <= 256)")
+    # the bundled kernel refuses HEAD_DIM 512: one line naming where 512 came from, never a traceback
+    assert_one_line_error(capsys, ["worksheet", "--config", str(path), "--seqlen", "4096", "--window", "none"],
+                          "the full-attention layer modelled has HEAD_DIM 512 (global_head_dim): no bundled kernel "
+                          "runs this layer", "give --block-m and --block-n")
+    # the Reproduce line of the full layer regenerates it (the same sizes, notes and bytes)
+    code, first, err = run_cli(capsys, ["worksheet", "--config", str(path), "--seqlen", "4096", "--window", "none",
+                                        "--block-m", "64", "--block-n", "32"])
+    assert code == 0, err
+    line = next(x for x in first.splitlines() if x.startswith("Reproduce: `"))
+    assert "--window none" in line and "--kv-heads" not in line
+    code, second, err = run_cli(capsys, shlex.split(line[len("Reproduce: `"):-1])[1:])
+    assert code == 0 and second == first, err
+    # a flag sets every layer's value, the full layers' too, and the note says what it replaces
+    flagged = resolve_layer(config=path, seqlen=4096, window="none", kv_heads=8, block_m=64, block_n=32)
+    assert (flagged.spec.kv_heads, flagged.spec.head_dim) == (8, 512)
+    assert "--kv-heads 8 (the file's 4) sets every layer's value, the full-attention layers' too." in flagged.notes
+    both = resolve_layer(config=path, seqlen=4096, window="none", kv_heads=16, head_dim=256)
+    assert (both.spec.kv_heads, both.spec.head_dim) == (16, 256)
+    assert not any("a full-attention layer is modelled" in n for n in both.notes)
+
+
+def test_gemma4_class_defaults_and_every_layer_full(tmp_path):
+    """Gemma4TextConfig gives global_head_dim 512 to a file that leaves it out (said), a null falls back to head_dim;
+    num_global_key_value_heads is read only under attention_k_eq_v (said where it would differ); a config whose every
+    layer is full models the full layers' sizes without --window none."""
+    from iomodel.spec.resolve import resolve_layer
+
+    text = {"model_type": "gemma4_text", "architectures": ["Gemma4ForCausalLM"], "hidden_size": 2560,
+            "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+            "sliding_window": 512, "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+            "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, text))
+    assert (cfg.kv_heads, cfg.head_dim, cfg.full_geometry()) == (2, 256, (2, 512))
+    assert ("the file gives no 'global_head_dim': 512, the default of HF transformers' Gemma4TextConfig (model_type "
+            "'gemma4_text'), as transformers reads the file.") in cfg.notes
+    assert load_config(_write(tmp_path, {**text, "global_head_dim": None})).full_geometry() is None
+    no_k_eq_v = load_config(_write(tmp_path, {**text, "global_head_dim": 256, "num_global_key_value_heads": 1}))
+    assert no_k_eq_v.full_geometry() is None
+    assert any(n.startswith("'num_global_key_value_heads' = 1 is not read: HF transformers' Gemma4TextAttention uses "
+                            "it only under attention_k_eq_v") for n in no_k_eq_v.notes)
+    all_full = _write(tmp_path, {**text, "attention_k_eq_v": True, "num_global_key_value_heads": 1,
+                                 "global_head_dim": 128, "layer_types": ["full_attention"] * 6})
+    cfg = load_config(all_full)
+    assert (cfg.window, cfg.full_geometry()) == (None, (1, 128))
+    spec = cfg.layer(seqlen_q=2048)
+    assert (spec.kv_heads, spec.head_dim) == (1, 128)
+    lay = resolve_layer(config=all_full, seqlen=2048)
+    assert (lay.spec.heads, lay.spec.kv_heads, lay.spec.head_dim) == (8, 1, 128)
+    assert any("a full-attention layer is modelled (no layer slides), with the full layers' own H_kv 1 (not 2) and "
+               "HEAD_DIM 128 (not 256)" in n for n in lay.notes)
+    with pytest.raises(IomodelError, match=r"num_attention_heads \(8\) is not divisible by num_global_key_value_heads "
+                                           r"\(3\), the full-attention layers' KV heads"):
+        load_config(_write(tmp_path, {**text, "attention_k_eq_v": True, "num_global_key_value_heads": 3}))
+
+
+def test_phi4_flash_sambay_is_refused_by_field(tmp_path):
+    """microsoft/Phi-4-mini-flash-reasoning (phi4flash, SambaY): Mamba, differential attention and cross-decoder
+    layers sharing one KV cache; iomodel read it as an ordinary sliding-window model (H 40, H_kv 20, d 64)."""
+    path = _write(tmp_path, {"architectures": ["Phi4FlashForCausalLM"], "model_type": "phi4flash",
+                             "hidden_size": 2560, "num_attention_heads": 40, "num_key_value_heads": 20,
+                             "num_hidden_layers": 32, "mb_per_layer": 2, "sliding_window": 512,
+                             "max_position_embeddings": 262144, "torch_dtype": "bfloat16"})
+    msg = _refusal(path)
+    assert msg.startswith(f"{path}: 'mb_per_layer' = 2: SambaY's decoder-hybrid-decoder layout (Phi-4-mini-flash's "
+                          "mb_per_layer: Mamba layers, sliding-window and global differential attention, two softmax "
+                          "maps per head, and cross-decoder layers that read one shared KV cache), which iomodel does "
+                          "not model")
+    assert "\n" not in msg and "--heads/--kv-heads/--head-dim" in msg
+
+
+def test_use_bidirectional_attention_strings(tmp_path):
+    """Gemma4TextConfig's use_bidirectional_attention is "all", "vision" or null (is_causal = value != "all"): "all"
+    is bidirectional (with the W // 2 + 1 window rule, as true), "vision" causal with a note, null and false causal,
+    anything else one line naming the allowed values (it was refused as "must be true or false")."""
+    from iomodel.spec.resolve import resolve_layer
+
+    base = {"model_type": "gemma4_text", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+            "global_head_dim": 256, "num_hidden_layers": 6, "sliding_window": 512,
+            "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "torch_dtype": "bfloat16"}
+    path = _write(tmp_path, {**base, "use_bidirectional_attention": "all"})
+    cfg = load_config(path)
+    assert not cfg.causal_default and cfg.bidirectional_source.startswith(
+        "'use_bidirectional_attention' = 'all': the self-attention is bidirectional")
+    lay = resolve_layer(config=path, seqlen=2048)
+    assert (lay.spec.causal, lay.spec.window_left, lay.spec.window_right) == (False, 256, 256)
+    assert resolve_layer(config=_write(tmp_path, {**base, "use_bidirectional_attention": True}),
+                         seqlen=2048).spec == lay.spec
+    vision = load_config(_write(tmp_path, {**base, "use_bidirectional_attention": "vision"}))
+    assert vision.causal_default and vision.bidirectional_source == ""
+    assert any(n.startswith("'use_bidirectional_attention' = 'vision': an image's tokens attend both ways among "
+                            "themselves and the text causally") and "modelled causal" in n for n in vision.notes)
+    for value in (None, False):
+        cfg = load_config(_write(tmp_path, {**base, "use_bidirectional_attention": value}))
+        assert cfg.causal_default and not any("use_bidirectional_attention" in n for n in cfg.notes)
+    msg = _refusal(_write(tmp_path, {**base, "use_bidirectional_attention": "both"}))
+    assert ("'use_bidirectional_attention' must be true, false, null, \"all\" or \"vision\" (HF Gemma3TextConfig, "
+            "Gemma4TextConfig), got the string 'both': fix the file") in msg and "\n" not in msg
+
+
+#: Multimodal configs whose text_config relies on its class's defaults (LLaVA-1.5's as published; the others' fields
+#: as their model cards and HF configuration classes give them): (model, fields, (H, H_kv, HEAD_DIM), window, note).
+CLASS_DEFAULTS = [
+    ("llava-hf/llava-1.5-7b-hf",
+     {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava", "torch_dtype": "float16",
+      "text_config": {"_name_or_path": "lmsys/vicuna-7b-v1.5", "architectures": ["LlamaForCausalLM"],
+                      "max_position_embeddings": 4096, "model_type": "llama", "rms_norm_eps": 1e-05,
+                      "torch_dtype": "float16", "vocab_size": 32064},
+      "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024, "num_attention_heads": 16}},
+     (32, 32, 128), None,
+     "the file gives no 'num_attention_heads', 'hidden_size': num_attention_heads = 32, hidden_size = 4096, the "
+     "defaults of HF transformers' LlamaConfig (model_type 'llama'), as transformers reads the file (HEAD_DIM = "
+     "hidden_size / heads = 128)"),
+    ("llava-hf/llava-v1.6-mistral-7b-hf",
+     {"architectures": ["LlavaNextForConditionalGeneration"], "model_type": "llava_next", "torch_dtype": "float16",
+      "text_config": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "num_key_value_heads": 8,
+                      "intermediate_size": 14336, "sliding_window": None, "torch_dtype": "bfloat16"}},
+     (32, 8, 128), None, "hidden_size = 4096, the defaults of HF transformers' MistralConfig"),
+    ("a mistral text_config without sliding_window",
+     {"model_type": "llava", "torch_dtype": "bfloat16", "text_config": {"model_type": "mistral",
+                                                                        "num_hidden_layers": 32}},
+     (32, 8, 128), 4096, "the file gives no 'sliding_window': 4096, the default of HF transformers' MistralConfig"),
+    ("a mixtral text_config", {"model_type": "llava", "torch_dtype": "bfloat16",
+                               "text_config": {"model_type": "mixtral"}},
+     (32, 8, 128), None, "the defaults of HF transformers' MixtralConfig"),
+    ("Qwen/Qwen2-Audio-7B", {"architectures": ["Qwen2AudioForConditionalGeneration"], "model_type": "qwen2_audio",
+                             "torch_dtype": "bfloat16",
+                             "audio_config": {"model_type": "qwen2_audio_encoder", "d_model": 1280,
+                                              "encoder_attention_heads": 20},
+                             "text_config": {"model_type": "qwen2", "intermediate_size": 11008,
+                                             "max_position_embeddings": 8192, "vocab_size": 156032}},
+     (32, 32, 128), None, "num_key_value_heads = 32, hidden_size = 4096, the defaults of HF transformers' Qwen2Config"),
+    ("a llama text_config with 40 heads and hidden_size 5120 (HEAD_DIM is never filled)",
+     {"model_type": "llava", "torch_dtype": "float16",
+      "text_config": {"model_type": "llama", "num_attention_heads": 40, "hidden_size": 5120}},
+     (40, 40, 128), None, None),
+]
+
+
+@pytest.mark.parametrize("model, fields, shape, window, note", CLASS_DEFAULTS, ids=[c[0] for c in CLASS_DEFAULTS])
+def test_nested_text_configs_get_their_class_defaults(tmp_path, model, fields, shape, window, note):
+    """LLaVA-1.5, LLaVA-NeXT-Mistral and Qwen2-Audio publish text_configs that rely on LlamaConfig/MistralConfig/
+    Qwen2Config defaults (Idefics2's and Pixtral's mistral text_configs take the MistralConfig row): refused before
+    as having no heads. HEAD_DIM is hidden_size / heads, never a filled default."""
+    cfg = load_config(_write(tmp_path, fields))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.window) == (*shape, window)
+    if note is None:
+        assert not any("the defaults of HF transformers'" in n for n in cfg.notes)
+    else:
+        assert any(note in n for n in cfg.notes), cfg.notes
+    if model == "llava-hf/llava-1.5-7b-hf":
+        assert cfg.dtype == "fp16" and any(n.startswith("vision_config: another tower") for n in cfg.notes)
+
+
+def test_encoder_decoder_fields_under_encoder_and_decoder(tmp_path):
+    """T5Gemma (and EncoderDecoderModel) give their attention fields only under 'encoder'/'decoder' (refused before
+    as having no heads): the encoder's are read, bidirectional, the decoder's sizes named; T5Gemma's encoder masks
+    |q − k| < W (modeling_t5gemma), so its sliding window reaches W − 1 keys each side, not W // 2; the top-level
+    torch_dtype stays where the encoder gives none."""
+    from iomodel.spec.resolve import resolve_layer
+
+    module = {"model_type": "t5_gemma_module", "hidden_size": 2304, "num_attention_heads": 8,
+              "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 26, "sliding_window": 4096,
+              "layer_types": ["sliding_attention", "full_attention"] * 13, "query_pre_attn_scalar": 256}
+    path = _write(tmp_path, {"architectures": ["T5GemmaForConditionalGeneration"], "model_type": "t5gemma",
+                             "is_encoder_decoder": True, "torch_dtype": "bfloat16", "encoder": module,
+                             "decoder": {**module, "num_attention_heads": 16, "num_key_value_heads": 8}})
+    cfg = load_config(path)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.dtype, cfg.causal_default) == (8, 4, 256, "bf16", False)
+    assert (cfg.window, cfg.window_each_side) == (4096, 4095)
+    assert ("'encoder' and 'decoder' hold the attention fields (an encoder-decoder whose top level gives no heads): "
+            "the encoder's are read, whose self-attention is bidirectional; the decoder's self-attention is causal (16 "
+            "heads, 8 KV heads, HEAD_DIM 256: pass --causal --heads 16 --kv-heads 8 --head-dim 256 to model it).") \
+        in cfg.notes
+    lay = resolve_layer(config=path, seqlen=8192)
+    assert (lay.spec.causal, lay.spec.window_left, lay.spec.window_right) == (False, 4095, 4095)
+    assert any("(keys with |q − k| < 4,096: 4,095 tokens each side of the diagonal" in n for n in lay.notes)
+    assert resolve_layer(config=path, seqlen=8192, window="4095,4095").notes == lay.notes  # its Reproduce line
+    # EncoderDecoderModel (BERT to BERT): no is_encoder_decoder needed for the encoder to be bidirectional
+    bert = {"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 12}
+    cfg = load_config(_write(tmp_path, {"architectures": ["EncoderDecoderModel"], "model_type": "encoder-decoder",
+                                        "torch_dtype": "float32", "encoder": bert,
+                                        "decoder": {**bert, "is_decoder": True, "add_cross_attention": True}}))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.dtype, cfg.causal_default) == (12, 12, 64, "fp32", False)
+    assert cfg.bidirectional_source.startswith("the fields of 'encoder': the encoder's self-attention is bidirectional")
+    # a top level with heads is read as before: the encoder is not looked at
+    cfg = load_config(_write(tmp_path, {**T5_SMALL, "encoder": {"num_heads": 99}}))
+    assert (cfg.heads, cfg.head_dim) == (8, 64)
+
+
+def test_xglm_and_kosmos2_attention_heads_and_embed_dim(tmp_path):
+    """XGLMConfig.attribute_map reads attention_heads as num_attention_heads; Kosmos-2's text config gives
+    attention_heads and embed_dim (refused before as having no heads)."""
+    xglm = load_config(_write(tmp_path, {"architectures": ["XGLMForCausalLM"], "model_type": "xglm",
+                                         "attention_heads": 16, "d_model": 1024, "num_layers": 24,
+                                         "torch_dtype": "float32"}))
+    assert (xglm.heads, xglm.kv_heads, xglm.head_dim, xglm.num_layers) == (16, 16, 64, 24)
+    kosmos = load_config(_write(tmp_path, {"architectures": ["Kosmos2ForConditionalGeneration"],
+                                           "model_type": "kosmos-2", "torch_dtype": "float32",
+                                           "text_config": {"model_type": "kosmos_2_text_model", "attention_heads": 32,
+                                                           "embed_dim": 2048, "layers": 24},
+                                           "vision_config": {"hidden_size": 1024, "num_attention_heads": 16}}))
+    assert (kosmos.heads, kosmos.kv_heads, kosmos.head_dim) == (32, 32, 64)
+
+
+def test_fp8_weights_are_not_the_attention_dtype(tmp_path):
+    """An FP8 checkpoint's torch_dtype float8_e4m3fn with a quantization_config is its weights' storage format: the
+    attention runs in the activations' dtype. Refused in one line unless --dtype says which (it was modelled as FP8
+    attention, then refused by the kernel for the dtype)."""
+    fields = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_attention_heads": 32,
+              "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "float8_e4m3fn",
+              "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}
+    path = _write(tmp_path, fields)
+    assert _refusal(path) == (
+        f"{path}: 'torch_dtype' = 'float8_e4m3fn' with a 'quantization_config' is the weights' storage format, not the "
+        "attention's dtype (it runs in the activations' dtype): pass --dtype bf16 (the activations' dtype), or --dtype "
+        "fp8_e4m3 to model FP8 attention on purpose")
+    assert load_config(path, dtype="bf16").dtype == "bf16"
+    assert load_config(path, dtype="fp8_e4m3").dtype == "fp8_e4m3"
+    del fields["quantization_config"]  # no quantization_config: the file's fp8 is read as the dtype, as before
+    assert load_config(_write(tmp_path, fields)).dtype == "fp8_e4m3"
+
+
+def test_another_tower_is_said_for_top_level_text_fields_too(tmp_path):
+    """Qwen2-VL gives its text fields at the top level and a vision_config with num_heads: the vision tower is said,
+    as for a nested text_config (it was said only there)."""
+    cfg = load_config(_write(tmp_path, {"architectures": ["Qwen2VLForConditionalGeneration"], "model_type": "qwen2_vl",
+                                        "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+                                        "torch_dtype": "bfloat16",
+                                        "vision_config": {"depth": 32, "embed_dim": 1280, "num_heads": 16}}))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (28, 4, 128)
+    assert ("vision_config: another tower of this model (an image or audio encoder with its own heads) is not modelled "
+            "here; pass its sizes with --heads/--kv-heads/--head-dim to model it.") in cfg.notes

@@ -45,12 +45,13 @@ def preset_path(name: str) -> Path:
 #: ``new_decoder_architecture``, MPT ``n_heads``/``d_model``/``attn_config.kv_n_heads``,
 #: ChatGLM ``kv_channels``/``multi_query_group_num``, T5 ``num_heads``/``d_kv``, BLOOM ``n_embed``,
 #: BART/Whisper/Marian ``encoder_attention_heads``: HF's ``attribute_map`` reads it as
-#: ``num_attention_heads``; Step-3 ``num_attention_groups`` (``Step3p5Config`` maps it to
+#: ``num_attention_heads``; XGLM and Kosmos-2's text model ``attention_heads`` (``XGLMConfig.attribute_map``),
+#: Kosmos-2's ``embed_dim`` (``Kosmos2TextConfig``); Step-3 ``num_attention_groups`` (``Step3p5Config`` maps it to
 #: ``num_key_value_heads``); DistilBERT and Meta's own ``params.json`` ``dim``).
-HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads")
+HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads", "attention_heads")
 KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads", "num_attention_groups")
 HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
-HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "emb_dim")
+HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "emb_dim", "embed_dim")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions")
 #: A field of relative position buckets (T5, mT5, UMT5): no absolute context limit, so ``n_positions`` is not one.
@@ -61,6 +62,11 @@ DTYPE_KEYS = ("torch_dtype", "dtype")
 NESTED_KEYS = ("text_config", "llm_config", "language_config")
 #: Sub-objects one level further out that hold such a config (Qwen2.5-Omni: ``thinker_config.text_config``).
 OUTER_NESTED_KEYS = ("thinker_config",)
+#: Sub-objects of an encoder-decoder config that hold its encoder's and its decoder's fields where the top level
+#: has none (HF ``T5GemmaConfig``: ``encoder``/``decoder``; ``EncoderDecoderConfig``): the encoder's are read.
+ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
+#: Sub-objects of another tower (an image or audio encoder with its own heads), named in a note, not modelled.
+TOWER_KEYS = ("vision_config", "audio_config", "speech_config")
 #: Every field the attention layer is read from (a nested config that disagrees on one is noted).
 ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + ("sliding_window", "torch_dtype"))
 
@@ -87,6 +93,9 @@ UNMODELLED: dict[str, str] = {
                    "not to every key",
     "num_swa_attention_heads": "sliding-window layers with another head count (Baichuan-M1's "
                                "num_swa_attention_heads): no one layer stands for the model",
+    "mb_per_layer": "SambaY's decoder-hybrid-decoder layout (Phi-4-mini-flash's mb_per_layer: Mamba layers, "
+                    "sliding-window and global differential attention, two softmax maps per head, and cross-decoder "
+                    "layers that read one shared KV cache)",
 }
 #: :data:`UNMODELLED` fields of multi-head latent attention, which a config may carry switched off
 #: (DeepSeek-OCR: ``use_mla`` false, the MLA widths 0 or null): then they are not refused.
@@ -143,23 +152,38 @@ DECODER_ARCHITECTURE_PARTS = ("CausalLM", "LMHead", "ConditionalGeneration", "Im
                               "Vision2Seq")
 #: ``model_type`` of families whose prefix (image and prompt tokens) attends both ways (a prefix-LM), then causal.
 PREFIX_LM_MODEL_TYPES = ("paligemma",)
-#: Field that makes a decoder family's self-attention bidirectional (HF ``Gemma3TextConfig``: EmbeddingGemma).
+#: Field that makes a decoder family's self-attention bidirectional (HF ``Gemma3TextConfig``: EmbeddingGemma, a
+#: boolean; ``Gemma4TextConfig``: ``"all"`` or ``"vision"``, and the model sets ``is_causal =
+#: use_bidirectional_attention != "all"``).
 BIDIRECTIONAL_FLAG = "use_bidirectional_attention"
-#: Defaults of HF ``transformers`` configuration classes that differ from the generic reading (KV heads = query
-#: heads, HEAD_DIM = hidden_size / heads), by ``model_type``: a published file that leaves a field out gets the
-#: class default, as ``transformers`` reads it (Gemma-3-4B's text_config gives neither heads nor HEAD_DIM).
-#: Source: the ``__init__`` defaults of ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig`` and ``Qwen3Config``.
+#: The string values of :data:`BIDIRECTIONAL_FLAG` (``Gemma4TextConfig``: ``Literal["all", "vision"] | None``):
+#: ``"all"`` makes every token attend both ways; ``"vision"`` only an image's tokens, among themselves.
+BIDIRECTIONAL_VALUES = ("all", "vision")
+#: Defaults of HF ``transformers`` configuration classes, by ``model_type``: a published file that leaves a field
+#: out gets the class default, as ``transformers`` reads it (Gemma-3-4B's text_config gives neither heads nor
+#: HEAD_DIM; LLaVA-1.5's ``text_config`` is ``{"model_type": "llama"}`` and a vocabulary). Where a family's class
+#: has no HEAD_DIM default (Llama, Mistral, Mixtral, Qwen2), HEAD_DIM is never filled: it is hidden_size / heads,
+#: the class rule, so a file giving 40 heads and hidden_size 5120 gets 128. KV heads not filled are the query heads.
+#: Source: the ``__init__`` defaults of ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig``,
+#: ``Gemma4TextConfig``, ``Qwen3Config``, ``LlamaConfig``, ``MistralConfig``, ``MixtralConfig`` and ``Qwen2Config``.
 FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "gemma": ("GemmaConfig", {"num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256}),
     "gemma2": ("Gemma2Config", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
     "gemma3_text": ("Gemma3TextConfig", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
+    "gemma4_text": ("Gemma4TextConfig", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
     "qwen3": ("Qwen3Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128}),
+    "llama": ("LlamaConfig", {"num_attention_heads": 32, "hidden_size": 4096}),
+    "mistral": ("MistralConfig", {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}),
+    "mixtral": ("MixtralConfig", {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}),
+    "qwen2": ("Qwen2Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "hidden_size": 4096}),
 }
-# Gemma3Config builds Gemma3TextConfig(**text_config): a text_config without its own model_type gets these too
+# Gemma3Config builds Gemma3TextConfig(**text_config) (Gemma4Config: Gemma4TextConfig): a text_config without its
+# own model_type gets these too
 FAMILY_DEFAULTS["gemma3"] = FAMILY_DEFAULTS["gemma3_text"]
+FAMILY_DEFAULTS["gemma4"] = FAMILY_DEFAULTS["gemma4_text"]
 #: The published spellings of each field :data:`FAMILY_DEFAULTS` fills.
 _DEFAULTED_SPELLINGS = {"num_attention_heads": HEADS_KEYS, "num_key_value_heads": KV_HEADS_KEYS,
-                        "head_dim": HEAD_DIM_KEYS}
+                        "head_dim": HEAD_DIM_KEYS, "hidden_size": HIDDEN_KEYS}
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: ``model_type`` of families whose attention always uses ALiBi, without an ``alibi`` field (BLOOM).
@@ -169,11 +193,24 @@ ALIBI_MODEL_TYPES = ("bloom",)
 #: :data:`GEMMA3_SLIDING_WINDOW_PATTERN` (every 6th layer global, the other five slide).
 GEMMA3_MODEL_TYPES = ("gemma3", "gemma3_text")
 GEMMA3_SLIDING_WINDOW_PATTERN = 6
+#: ``model_type`` of Gemma-4's language model, whose full-attention layers have another geometry than its
+#: sliding-window layers (HF ``Gemma4TextAttention``: HEAD_DIM ``global_head_dim``; KV heads
+#: ``num_global_key_value_heads`` under ``attention_k_eq_v``).
+GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text")
+#: ``Gemma4TextConfig``'s ``global_head_dim`` for a file that leaves the field out (a ``null`` falls back to
+#: ``head_dim``, as ``Gemma4TextAttention`` reads it).
+GEMMA4_GLOBAL_HEAD_DIM = 512
+#: Encoder-decoder families whose encoder's bidirectional sliding window reaches W − 1 keys each side (HF
+#: ``modeling_t5gemma.sliding_window_bidirectional_mask_function``: |q − k| < W), not W // 2 as Gemma-3's
+#: ``use_bidirectional_attention`` halves it.
+FULL_REACH_BIDIRECTIONAL_WINDOW_MODEL_TYPES = ("t5gemma",)
 #: ``sliding_window`` of families whose HF configuration class defaults it, for a file that leaves it out
 #: (``Gemma2Config`` and ``Gemma3TextConfig``: 4096; PaliGemma-2's gemma2 text_config gives none).
+#: ``MistralConfig``: 4096 too (a ``null`` turns it off, as Mistral-7B-v0.2's files write it).
 DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config", 4096),
                                                        "gemma3": ("Gemma3TextConfig", 4096),
-                                                       "gemma3_text": ("Gemma3TextConfig", 4096)}
+                                                       "gemma3_text": ("Gemma3TextConfig", 4096),
+                                                       "mistral": ("MistralConfig", 4096)}
 #: Families whose attention runs on twice the hidden size (HF ``ZambaConfig``/``Zamba2Config``:
 #: ``attention_hidden_size = 2·hidden_size``, ``attention_head_dim = 2·hidden_size / num_attention_heads``;
 #: their ``kv_channels`` is hidden_size / heads, not the attention's head dimension).
@@ -203,6 +240,11 @@ class AttentionConfig:
     self-attention), a ``model_type`` in :data:`ENCODER_MODEL_TYPES` (BERT, RoBERTa, ...)
     without ``"is_decoder": true``, or an ``architectures`` name ending in
     :data:`ENCODER_ARCHITECTURE_SUFFIX`); ``bidirectional_source`` says which.
+
+    ``full_kv_heads`` and ``full_head_dim`` are the KV heads and HEAD_DIM of the model's full-attention layers
+    where they differ from ``kv_heads``/``head_dim`` (Gemma-4: HF ``Gemma4TextAttention``), else None;
+    :meth:`full_geometry` gives them. ``window_each_side`` is the keys each side of the diagonal that a
+    bidirectional sliding window reaches where that is not ``window // 2`` (T5Gemma's encoder: W − 1).
     """
 
     name: str
@@ -223,6 +265,18 @@ class AttentionConfig:
     attention_dropout: float = 0.0  # attention_dropout / attention_probs_dropout_prob (training only)
     dense_up_to: int | None = None  # tokens up to which long-context sparse attention stays dense (None: always)
     sparse_what: str = ""  # that sparse attention, in words
+    full_kv_heads: int | None = None  # KV heads of the full-attention layers where they differ (Gemma-4), else None
+    full_head_dim: int | None = None  # HEAD_DIM of the full-attention layers where it differs (Gemma-4), else None
+    window_each_side: int | None = None  # keys each side of a bidirectional sliding window (None: window // 2)
+
+    def full_geometry(self) -> tuple[int, int] | None:
+        """(KV heads, HEAD_DIM) of the model's full-attention layers, counts of heads and elements per head, where
+        they differ from :attr:`kv_heads`/:attr:`head_dim` (Gemma-4's ``num_global_key_value_heads`` under
+        ``attention_k_eq_v`` and ``global_head_dim``, HF ``Gemma4TextAttention``); None where every layer has the
+        same. Raises nothing."""
+        if self.full_kv_heads is None and self.full_head_dim is None:
+            return None
+        return self.full_kv_heads or self.kv_heads, self.full_head_dim or self.head_dim
 
     def check_dense(self, seqlen_q: int, seqlen_k: int) -> None:
         """Refuse lengths past which the model's long-context attention is sparse (:attr:`dense_up_to`).
@@ -272,18 +326,21 @@ class AttentionConfig:
         phase: str = "prefill",
         backward: bool = False,
     ) -> LayerSpec:
-        """The :class:`LayerSpec` of one attention call of this model.
+        """The :class:`LayerSpec` of one attention call of this model: a layer with its window where the
+        config has one (up to the window's length), else a full-attention layer, with the full layers' sizes
+        where they differ (:meth:`full_geometry`).
 
         Raises:
             IomodelError: a bad size (see :class:`LayerSpec`), or a length beyond the
                 model's sliding window (:meth:`check_seqlen`).
         """
         self.check_seqlen(seqlen_q, seqlen_q if seqlen_k is None else seqlen_k)
+        kv_heads, head_dim = (self.full_geometry() if self.window is None else None) or (self.kv_heads, self.head_dim)
         return LayerSpec(
             batch=batch,
             heads=self.heads,
-            kv_heads=self.kv_heads,
-            head_dim=self.head_dim,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
             seqlen_q=seqlen_q,
             seqlen_k=seqlen_q if seqlen_k is None else seqlen_k,
             dtype=dtype or self.dtype,
@@ -296,8 +353,9 @@ class AttentionConfig:
 
 
 class _Fields:
-    """The fields of one config (nested ``text_config`` merged over the top level), read
-    with one-line errors that name the file and the field."""
+    """The fields of one config (nested ``text_config`` merged over the top level; where neither gives heads, an
+    ``encoder`` sub-object's: T5Gemma, ``EncoderDecoderModel``), read with one-line errors that name the file and the
+    field."""
 
     def __init__(self, cfg: dict[str, Any], where: str) -> None:
         self.where = where
@@ -308,6 +366,8 @@ class _Fields:
         self.towers: list[str] = []  # other towers' sub-configs with attention heads (vision_config ...), not modelled
         self.window_note = ""  # a note on a per-layer window list (set by _window)
         self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
+        self.decoder: dict[str, Any] | None = None  # the decoder's sub-config where the encoder's fields are read
+        self.encoder_read = False  # the attention fields are an ``encoder`` sub-object's (T5Gemma)
         for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
             sub = cfg.get(outer)
             if isinstance(sub, dict) and any(isinstance(sub.get(k), dict) for k in NESTED_KEYS):
@@ -323,10 +383,20 @@ class _Fields:
             sub = {k: v for k, v in sub.items() if v is not None or k not in cfg}  # a nested null: the top level's
             self.overridden = sorted(k for k, v in sub.items() if k in cfg and cfg[k] != v and k in ATTENTION_KEYS)
             self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
-            self.towers = sorted(k for k in ("vision_config", "audio_config", "speech_config")
-                                 if isinstance(cfg.get(k), dict) and any(h in cfg[k] for h in HEADS_KEYS))
             self.where = f"{where} ({key})"
             break
+        # another tower with heads, nested (LLaVA) or beside top-level text fields (Qwen2-VL's vision_config)
+        self.towers = sorted(k for k in TOWER_KEYS
+                             if isinstance(cfg.get(k), dict) and any(h in cfg[k] for h in HEADS_KEYS))
+        enc = cfg.get(ENCODER_KEY)
+        if self.key_of(HEADS_KEYS) is None and isinstance(enc, dict) and any(enc.get(h) is not None
+                                                                             for h in HEADS_KEYS):
+            # T5Gemma, EncoderDecoderModel: the attention fields are the encoder's and the decoder's only
+            self.cfg.update({k: v for k, v in enc.items() if v is not None or k not in self.cfg})  # top dtype stays
+            self.where = f"{self.where} ({ENCODER_KEY})"
+            self.encoder_read = True
+            dec = cfg.get(DECODER_KEY)
+            self.decoder = dec if isinstance(dec, dict) else None
 
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
@@ -393,22 +463,31 @@ def _bidirectional(f: _Fields) -> str:
     """Why the model's self-attention is bidirectional, in words; "" when it is causal (a decoder).
 
     Rules, first match wins: ``"is_encoder_decoder": true`` (T5, BART, Whisper: the encoder's
-    self-attention sees every token; their decoder's is causal); ``"is_decoder": true`` is
-    causal; ``"use_bidirectional_attention": true`` (EmbeddingGemma); a ``model_type`` in
-    :data:`ENCODER_MODEL_TYPES` (text, vision and audio encoders); an ``architectures`` entry
+    self-attention sees every token; their decoder's is causal); the fields read from an ``encoder``
+    sub-object (T5Gemma); ``"is_decoder": true`` is causal; ``"use_bidirectional_attention"``
+    true (EmbeddingGemma, HF ``Gemma3TextConfig``) or ``"all"`` (HF ``Gemma4TextAttention``: ``is_causal =
+    use_bidirectional_attention != "all"``; ``"vision"`` is causal, :func:`_bidirectional_value`); a ``model_type``
+    in :data:`ENCODER_MODEL_TYPES` (text, vision and audio encoders); an ``architectures`` entry
     ending in :data:`ENCODER_ARCHITECTURE_SUFFIX` (``BertForMaskedLM``).
 
     Raises:
-        IomodelError: ``is_encoder_decoder`` or ``is_decoder`` is not a boolean, or
-            ``architectures`` is not a list of strings.
+        IomodelError: ``is_encoder_decoder`` or ``is_decoder`` is not a boolean, ``use_bidirectional_attention``
+            is none of true, false, null, "all", "vision", or ``architectures`` is not a list of strings.
     """
     if f.flag("is_encoder_decoder"):
         return ("'is_encoder_decoder' = true: the encoder's self-attention is bidirectional (the decoder's is "
                 "causal: pass --causal for it)")
+    if f.encoder_read:
+        return (f"the fields of '{ENCODER_KEY}': the encoder's self-attention is bidirectional (the decoder's is "
+                "causal: pass --causal for it)")
     if f.flag("is_decoder"):
         return ""
-    if f.flag(BIDIRECTIONAL_FLAG):
+    both_ways = _bidirectional_value(f)
+    if both_ways is True:
         return f"'{BIDIRECTIONAL_FLAG}' = true: the self-attention is bidirectional (an embedding model)"
+    if both_ways == "all":
+        return (f"'{BIDIRECTIONAL_FLAG}' = 'all': the self-attention is bidirectional (HF transformers' "
+                "Gemma4TextAttention: is_causal = use_bidirectional_attention != 'all')")
     if f.cfg.get("causal") is False:  # XLM, FlauBERT
         return "'causal' = false: the self-attention is bidirectional"
     model_type = f.cfg.get("model_type")
@@ -425,6 +504,20 @@ def _bidirectional(f: _Fields) -> str:
     return ""
 
 
+def _bidirectional_value(f: _Fields) -> bool | str | None:
+    """``use_bidirectional_attention`` as the file gives it: true/false (HF ``Gemma3TextConfig``), "all" or "vision"
+    (HF ``Gemma4TextConfig``: ``Literal["all", "vision"] | None``), or None (absent or null).
+
+    Raises:
+        IomodelError: any other value (one line naming the allowed ones).
+    """
+    value = f.cfg.get(BIDIRECTIONAL_FLAG)
+    if value is None or isinstance(value, bool) or value in BIDIRECTIONAL_VALUES:
+        return value
+    raise IomodelError(f"{f.where}: '{BIDIRECTIONAL_FLAG}' must be true, false, null, \"all\" or \"vision\" (HF "
+                       f"Gemma3TextConfig, Gemma4TextConfig), got {_kind(value)}: fix the file")
+
+
 def _family_defaults(f: _Fields) -> list[str]:
     """Fill the fields a family's HF configuration class defaults (:data:`FAMILY_DEFAULTS`) where the file leaves
     them out (absent or null), in place; the names filled, in the table's order."""
@@ -437,6 +530,106 @@ def _family_defaults(f: _Fields) -> list[str]:
             f.cfg[key] = value
             filled.append(key)
     return filled
+
+
+def _full_layers(f: _Fields, heads: int, kv_heads: int, head_dim: int, *, kv_flag: bool,
+                 head_dim_flag: bool) -> tuple[int | None, int | None, tuple[str, ...]]:
+    """The KV heads and HEAD_DIM (counts of heads and elements per head) of Gemma-4's full-attention layers where they
+    differ from its sliding-window layers', and the notes that say so.
+
+    Rule (HF ``transformers`` ``Gemma4TextAttention``, modeling_gemma4.py): a layer slides when its ``layer_types``
+    entry is ``sliding_attention``; the others have HEAD_DIM ``global_head_dim`` (``Gemma4TextConfig`` gives 512,
+    :data:`GEMMA4_GLOBAL_HEAD_DIM`, to a file that leaves it out; a null falls back to ``head_dim``) and, under
+    ``attention_k_eq_v`` (``use_alternative_attention = attention_k_eq_v and not is_sliding``),
+    ``num_global_key_value_heads`` KV heads (when not null), whose values are the keys' projection (``v_proj`` is
+    None). Read for ``model_type`` gemma4/gemma4_text and for any file giving ``global_head_dim`` or
+    ``num_global_key_value_heads``. ``heads``, ``kv_heads``, ``head_dim``: the values in effect; ``kv_flag``,
+    ``head_dim_flag``: those came from --kv-heads/--head-dim, which set every layer's value, the full layers' too
+    (said in a note).
+
+    Returns:
+        ``(full_kv_heads, full_head_dim, notes)``: each None where it equals the sliding layers' or a flag gives it.
+
+    Raises:
+        IomodelError: ``global_head_dim`` or ``num_global_key_value_heads`` is not a positive integer,
+            ``attention_k_eq_v`` not a boolean, or the query heads are not divisible by the full layers' KV heads.
+    """
+    model_type = f.cfg.get("model_type")
+    gemma4 = model_type in GEMMA4_MODEL_TYPES
+    if not gemma4 and not f.has("global_head_dim") and not f.has("num_global_key_value_heads"):
+        return None, None, ()
+    if f.has("global_head_dim"):
+        full_d, d_said = f.int_(("global_head_dim",)), "global_head_dim"
+    elif gemma4 and "global_head_dim" not in f.cfg:
+        full_d, d_said = GEMMA4_GLOBAL_HEAD_DIM, "Gemma4TextConfig's default global_head_dim"
+    else:  # null: Gemma4TextAttention falls back to head_dim
+        full_d, d_said = None, ""
+    k_eq_v = f.flag("attention_k_eq_v")
+    global_kv = f.int_(("num_global_key_value_heads",))
+    full_kv = global_kv if k_eq_v else None
+    file_kv = _kv_heads(f, heads) if kv_flag else kv_heads  # the file's sliding-window layers'
+    file_d = (f.int_(HEAD_DIM_KEYS) or head_dim) if head_dim_flag else head_dim
+    differ_kv, differ_d = full_kv is not None and full_kv != file_kv, full_d is not None and full_d != file_d
+    notes: tuple[str, ...] = ()
+    if global_kv is not None and not k_eq_v and global_kv != file_kv:
+        notes += (f"'num_global_key_value_heads' = {global_kv} is not read: HF transformers' Gemma4TextAttention uses "
+                  "it only under attention_k_eq_v (false here), so the full-attention layers have "
+                  f"num_key_value_heads = {file_kv} KV heads.",)
+    if not (differ_kv or differ_d):
+        return None, None, notes
+    if differ_kv and not kv_flag and heads % full_kv:
+        raise IomodelError(f"{f.where}: num_attention_heads ({heads}) is not divisible by num_global_key_value_heads "
+                           f"({full_kv}), the full-attention layers' KV heads: fix the file or pass --kv-heads")
+    types = f.cfg.get("layer_types")
+    which = "the full-attention layers"
+    if isinstance(types, list):
+        which += f" ({sum(t in FULL_ATTENTION_LAYER_TYPES for t in types)} of {len(types)}, layer_types)"
+    full = [f"{full_kv} KV heads (num_global_key_value_heads, with attention_k_eq_v)"] * differ_kv + \
+        [f"HEAD_DIM {full_d} ({d_said})"] * differ_d
+    sliding = [f"{file_kv} KV heads"] * differ_kv + [f"HEAD_DIM {file_d}"] * differ_d
+    note = (f"{which} have {' and '.join(full)}, the sliding-window layers {' and '.join(sliding)} (HF transformers' "
+            "Gemma4TextAttention)")
+    if k_eq_v:
+        note += ("; on the full layers the values are the keys' projection (attention_k_eq_v: v_proj is None), yet "
+                 "the attention call still reads a V tensor of K's shape, whose bytes are counted")
+    notes += (note + ".",)
+    if differ_d and d_said != "global_head_dim" and not head_dim_flag:
+        notes += (f"the file gives no 'global_head_dim': {full_d}, the default of HF transformers' Gemma4TextConfig "
+                  f"(model_type {model_type!r}), as transformers reads the file.",)
+    flagged = [f"--kv-heads {kv_heads} (the file's {full_kv})"] * (differ_kv and kv_flag) + \
+        [f"--head-dim {head_dim} (the file's {full_d})"] * (differ_d and head_dim_flag)
+    if flagged:
+        notes += (f"{' and '.join(flagged)} set{'s' * (len(flagged) == 1)} every layer's value, the full-attention "
+                  "layers' too.",)
+    return (full_kv if differ_kv and not kv_flag else None, full_d if differ_d and not head_dim_flag else None,
+            notes)
+
+
+def _decoder_note(f: _Fields) -> str:
+    """A note where the attention fields were read from an ``encoder`` sub-object (T5Gemma, HF
+    ``EncoderDecoderConfig``): the encoder's self-attention is the layer modelled, and the decoder's causal
+    self-attention needs its own sizes (counts of heads, elements per head), named where the ``decoder`` sub-object
+    gives them; "" otherwise. Raises nothing: a decoder it cannot read gets the flags' names instead."""
+    if not f.encoder_read:
+        return ""
+    sizes = ""
+    if f.decoder is not None:
+        try:
+            d = _Fields(f.decoder, f"{f.where} ({DECODER_KEY})")
+            heads = d.int_(HEADS_KEYS)
+            if heads is not None:
+                kv, head_dim = _kv_heads(d, heads), d.int_(HEAD_DIM_KEYS)
+                hidden = d.int_(HIDDEN_KEYS) if head_dim is None else None
+                if head_dim is None and hidden is not None and hidden % heads == 0:
+                    head_dim = hidden // heads
+                if head_dim is not None:
+                    sizes = f"{heads} heads, {kv} KV heads, HEAD_DIM {head_dim}: pass --causal --heads {heads} " \
+                            f"--kv-heads {kv} --head-dim {head_dim} to model it"
+        except IomodelError:  # a decoder the note cannot read: the advice names the flags instead
+            sizes = ""
+    return (f"'{ENCODER_KEY}' and '{DECODER_KEY}' hold the attention fields (an encoder-decoder whose top level gives "
+            "no heads): the encoder's are read, whose self-attention is bidirectional; the decoder's self-attention "
+            f"is causal ({sizes or 'pass --causal with its --heads/--kv-heads/--head-dim to model it'}).")
 
 
 def _which_layers(indices: list[int], total: int | None = None) -> str:
@@ -505,6 +698,9 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     of = f" of {total} layers" if total else " layers"
     windows = f.cfg.get("sliding_window")
     if isinstance(windows, list):  # Mistral params.json: a window per layer, the list repeated over the layers
+        if not windows:
+            raise IomodelError(f"{f.where}: 'sliding_window' is an empty JSON array: give a window (tokens), one per "
+                               "layer, or null: fix the file")
         sizes = [f.int_at("sliding_window", w) for w in windows]
         n = total or len(sizes)
         w_min = min(sizes)
@@ -716,7 +912,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     MPT ``attn_config.kv_n_heads``; default: the query heads), ``head_dim`` (or
     ``kv_channels``, ``d_kv``; else ``hidden_size``/``n_embd``/``d_model`` / heads),
     ``torch_dtype`` (or ``dtype``), the layers and context length, from the top level or a
-    nested ``text_config`` (Gemma-3, Llama-4). The keyword arguments are the command-line
+    nested ``text_config`` (Gemma-3, Llama-4), or, where neither gives heads, an ``encoder``
+    sub-object (T5Gemma, ``EncoderDecoderModel``: the decoder's sizes are named in a note). Gemma-4's
+    full-attention layers' own KV heads and HEAD_DIM (:func:`_full_layers`, HF ``Gemma4TextAttention``) are
+    read into ``full_kv_heads``/``full_head_dim``. The keyword arguments are the command-line
     flags: a field they give is taken from them and not read from the file. Sliding
     windows and attention chunks are read (``sliding_window`` with ``layer_types``, Gemma's
     patterns, Qwen2's ``use_sliding_window``, ``attention_chunk_size``) and refused later
@@ -731,12 +930,16 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             divisible by KV heads; a field in :data:`UNMODELLED` (MLA, block-sparse attention, per-layer
             heads, LSH attention) is set; a count is a JSON array (heads per stage or layer) and no flag
             replaces it; ``layer_types`` names a kind iomodel does not know, or no attention layer; a
-            ``sliding_window_pattern`` string with letters other than L and G: each with one
-            sentence naming the file and the field. Notes (``AttentionConfig.notes``) say where a value is a
-            family default (heads, HEAD_DIM, sliding window), a hybrid's attention layers, Zamba's doubled
-            attention width, a quantized KV cache, a prefix-LM, and a causal mask assumed for an unknown
-            family whose ``architectures`` name no decoder head; long-context sparse attention is refused past
-            its dense length by :meth:`AttentionConfig.check_dense`.
+            ``sliding_window_pattern`` string with letters other than L and G; ``use_bidirectional_attention``
+            other than true, false, null, "all", "vision"; an 8-bit float ``torch_dtype`` read from a file
+            with a ``quantization_config`` (the weights' storage format, not the attention's dtype: pass
+            --dtype): each with one sentence naming the file and the field. Notes (``AttentionConfig.notes``)
+            say where a value is a family default (heads, hidden size, HEAD_DIM, sliding window, Gemma-4's
+            ``global_head_dim``), a hybrid's attention layers, Zamba's doubled attention width, Gemma-4's
+            full-attention geometry, an encoder read from an ``encoder`` sub-object, a quantized KV cache, a
+            prefix-LM, ``use_bidirectional_attention: "vision"`` (modelled causal), and a causal mask assumed for
+            an unknown family whose ``architectures`` name no decoder head; long-context sparse attention is
+            refused past its dense length by :meth:`AttentionConfig.check_dense`.
     """
     path = Path(path)
     cfg = read_json(path, "config file", "pass --config a HF-style config.json", "fix the file")
@@ -792,8 +995,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if dtype is None:
         key = dtype_key = f.key_of(DTYPE_KEYS)
         if key is None:
-            raise IomodelError(f"{f.where}: no 'torch_dtype' field (transformers would load the weights in "
-                               "float32, the serving dtype is often another): add it or pass --dtype")
+            raise IomodelError(f"{f.where}: no 'torch_dtype' field (transformers' default is float32; a model's "
+                               "own code may choose another): add it or pass --dtype")
         dtype = f.cfg[key]
         if not isinstance(dtype, str):
             raise IomodelError(f"{f.where}: '{key}' must be a dtype name such as \"bfloat16\", got {_kind(dtype)}: "
@@ -803,17 +1006,22 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                            f"({n_kv}): fix the file or pass --heads/--kv-heads")
     num_layers = f.int_(LAYERS_KEYS)
     window, kind, layers = _window(f, num_layers)
+    full_kv, full_d, full_notes = _full_layers(f, n_heads, n_kv, head_dim, kv_flag=kv_heads is not None,
+                                               head_dim_flag=head_dim_flag is not None)
     notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
                   if f.has(k) and f.cfg[k] is not False)
     used = {"num_attention_heads": heads is None, "num_key_value_heads": kv_heads is None,
             "head_dim": head_dim_flag is None}
+    # hidden_size is used where HEAD_DIM is hidden_size / heads (no flag, no head_dim field)
+    used["hidden_size"] = head_dim_flag is None and f.key_of(HEAD_DIM_KEYS) is None
     filled = [k for k in defaulted if used.get(k)]
     if filled:
         cls, _ = FAMILY_DEFAULTS[f.cfg["model_type"]]
         notes += (f"the file gives no {', '.join(repr(k) for k in filled)}: "
                   f"{', '.join(f'{k} = {f.cfg[k]}' for k in filled)}, the defaults of HF transformers' {cls} "
-                  f"(model_type {f.cfg['model_type']!r}), as transformers reads the file; pass --heads/--kv-heads/"
-                  "--head-dim to change them.",)
+                  f"(model_type {f.cfg['model_type']!r}), as transformers reads the file"
+                  + (f" (HEAD_DIM = hidden_size / heads = {head_dim})" if "hidden_size" in filled else "")
+                  + "; pass --heads/--kv-heads/--head-dim to change them.",)
     attn = f.cfg.get("attn_config")
     if (f.cfg.get("model_type") in ALIBI_MODEL_TYPES and not f.has("alibi")) or (
             isinstance(attn, dict) and attn.get("alibi") is True):  # MPT: attn_config.alibi
@@ -830,6 +1038,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   f"Zamba2Config: attention_head_dim = 2·hidden_size / num_attention_heads = {head_dim}); a hybrid "
                   "whose Mamba layers move no attention traffic: this worksheet models one attention block.",)
     notes += tuple(n for n in (f.hybrid or _hybrid_note(f, num_layers), f.defaulted_window, f.window_note) if n)
+    notes += full_notes
+    notes += tuple(n for n in (_decoder_note(f),) if n)
     notes += _unmodelled_notes(f)
     notes += tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in CHANGES_BYTES_NOTED.items()
                    if f.has(k) and f.cfg[k] is not False)
@@ -845,23 +1055,40 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   "heads) is not modelled here; pass its sizes with --heads/--kv-heads/--head-dim to model it.",)
     if dtype_key is not None:  # read from the file: say which field, and that --dtype overrides it
         try:
-            dtype = canonical_dtype(dtype)
+            raw_dtype, dtype = dtype, canonical_dtype(dtype)
         except IomodelError:
             raise IomodelError(f"{f.where}: '{dtype_key}' = {dtype!r} is an unsupported dtype (iomodel models "
                                f"{', '.join(DTYPES)}): pass --dtype") from None
+        if DTYPES[dtype] == 1 and isinstance(f.cfg.get("quantization_config"), dict):
+            # FP8 checkpoints (DeepSeek-V3, Llama FP8, Qwen3-FP8): the weights are stored in 8 bits; the attention
+            # runs on the activations, in their dtype
+            raise IomodelError(f"{f.where}: '{dtype_key}' = {raw_dtype!r} with a 'quantization_config' is the "
+                               "weights' storage format, not the attention's dtype (it runs in the activations' "
+                               "dtype): pass --dtype bf16 (the activations' dtype), or --dtype fp8_e4m3 to model FP8 "
+                               "attention on purpose")
     if f.has("decoder_attention_heads") and f.cfg.get("decoder_attention_heads") != n_heads and heads is None:
         notes += (f"'decoder_attention_heads' = {f.cfg['decoder_attention_heads']!r} differs from the encoder's "
                   f"{n_heads} heads read here: pass --heads for the decoder's layers.",)
     bidir = _bidirectional(f)
     if not bidir:
         notes += _causal_guess_note(f)
+    if _bidirectional_value(f) == "vision" and not bidir:
+        notes += (f"'{BIDIRECTIONAL_FLAG}' = 'vision': an image's tokens attend both ways among themselves and the "
+                  "text causally (HF transformers' Gemma4TextAttention: is_causal = use_bidirectional_attention != "
+                  "'all'); modelled causal (pass --no-causal with an image's token count as --seqlen to model one "
+                  "image's block).",)
+    each_side = None  # T5Gemma's encoder: |q − k| < W, W − 1 keys each side (not W // 2)
+    if bidir and window is not None and kind == "sliding-window" and f.encoder_read \
+            and f.top_model_type in FULL_REACH_BIDIRECTIONAL_WINDOW_MODEL_TYPES:
+        each_side = window - 1
     dense_up_to, sparse_what = _sparse_beyond(f)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
                            source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
                            bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what,
-                           attention_dropout=_dropout(f))
+                           attention_dropout=_dropout(f), full_kv_heads=full_kv, full_head_dim=full_d,
+                           window_each_side=each_side)
 
 
 def load_preset(name: str, dtype: str | None = None) -> AttentionConfig:

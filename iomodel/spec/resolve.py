@@ -161,8 +161,13 @@ def resolve_layer(
     the tiles of :func:`iomodel.report.worksheet.kernel_tiling` unless ``block_m``/``block_n``/``num_stages``/
     ``num_splits`` are given (then checked against the hardware's shared memory per block).
     ``window`` (:func:`parse_window`): ``"L"``, ``"L,R"`` or ``"none"``; default a config's
-    sliding window (``sliding_window`` W: left W − 1, HF transformers' flash-attention call)
+    sliding window (``sliding_window`` W: left W − 1, HF transformers' flash-attention call;
+    bidirectional: :attr:`AttentionConfig.window_each_side`, else W // 2, each side)
     on its windowed layers, with a note naming them (``--window none`` models its full layers).
+    A full-attention layer (``--window none`` on a config with a sliding window, or a config
+    without one) of a model whose full layers have their own KV heads and HEAD_DIM (Gemma-4,
+    :meth:`AttentionConfig.full_geometry`, HF ``Gemma4TextAttention``) gets those sizes unless
+    ``kv_heads``/``head_dim`` give them, with a note; a sliding layer's note says they differ.
     ``page_size``: decode over a paged KV cache of that many tokens per page
     (:attr:`LayerSpec.page_size`; None: dense).
     ``seqlens`` (``"512,3000,77"``; ``q:k`` for a sequence with other key length,
@@ -181,7 +186,8 @@ def resolve_layer(
             ``seqlens`` with ``seqlens_file``, ``batch`` or a sequence length; a bad length
             list (empty, a length below 1 or not a whole number, more than
             :data:`MAX_SEQUENCES` sequences, a file that cannot be read); a ragged batch
-            with decode or backward.
+            with decode or backward; a full-attention layer whose HEAD_DIM (Gemma-4's ``global_head_dim``) the
+            bundled kernel refuses, unless ``block_m`` and ``block_n`` are given (the message names the field).
     """
     ragged_pairs = _ragged_pairs(seqlens, seqlens_file, batch=batch, seqlen=seqlen, seqlen_q=seqlen_q,
                                  seqlen_k=seqlen_k)
@@ -247,15 +253,15 @@ def resolve_layer(
     left, right = parse_window(window) if window is not None else (None, None)
     window_note = ""
     both_ways = sliding and not causal and not cfg.causal_default  # a bidirectional model's window
-    if sliding and window is not None and (left, right) == ((cfg.window // 2, cfg.window // 2) if both_ways
-                                                            else (cfg.window - 1, None)):
+    # keys each side of a bidirectional window: HF transformers' Gemma3TextConfig sets sliding_window to W // 2 + 1
+    # under use_bidirectional_attention and masks |q − k| < that (EmbeddingGemma); T5Gemma's encoder masks |q − k| < W
+    reach = (cfg.window // 2 if cfg.window_each_side is None else cfg.window_each_side) if both_ways else None
+    if sliding and window is not None and (left, right) == ((reach, reach) if both_ways else (cfg.window - 1, None)):
         window = None  # the config's own window, given as a flag (a Reproduce line): the same layer, the same note
     if window is None and both_ways:
-        # a bidirectional model's window reaches both ways: HF transformers' Gemma3TextConfig sets sliding_window to
-        # W // 2 + 1 under use_bidirectional_attention and masks |q − k| < that (EmbeddingGemma)
-        left = right = cfg.window // 2
+        left = right = reach
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}, "
-                       f"bidirectional: modelled as one of those layers (keys with |q − k| < {cfg.window // 2 + 1:,}: "
+                       f"bidirectional: modelled as one of those layers (keys with |q − k| < {reach + 1:,}: "
                        f"{left:,} tokens each side of the diagonal, as transformers masks a bidirectional window of "
                        f"{cfg.window:,}); pass --window none to model a full-attention layer.")
     elif window is None and sliding:
@@ -269,7 +275,9 @@ def resolve_layer(
     if page_size is not None and window is None and sliding:  # the window came from the config, not a flag
         raise IomodelError(f"{cfg.source or cfg.name} gives a sliding window of {cfg.window:,} tokens and the paged "
                            "decode has none: pass --window none (a full-attention layer) or drop --page-size")
-    spec = spec.with_(window_left=left, window_right=right, page_size=page_size)
+    geometry, geometry_note = _full_layer_geometry(cfg, spec, kv_heads=kv_heads, head_dim=head_dim,
+                                                   full=window is not None and (left, right) == (None, None))
+    spec = spec.with_(window_left=left, window_right=right, page_size=page_size, **geometry)
     ragged = RaggedSpec(spec, ragged_pairs) if ragged_pairs is not None else None  # refuses decode, backward
     if cfg is not None:
         cfg.check_dense(spec.seqlen_q, spec.seqlen_k)  # long-context sparse attention past its dense length
@@ -286,8 +294,15 @@ def resolve_layer(
 
     explicit = {k: v for k, v in dict(block_m=block_m, block_n=block_n, num_stages=num_stages,
                                        num_splits=num_splits).items() if v is not None}
-    tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys(),
-                                   varlen=ragged is not None)
+    try:
+        tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys(),
+                                       varlen=ragged is not None)
+    except IomodelError as exc:
+        if "head_dim" not in geometry or "HEAD_DIM" not in str(exc):
+            raise
+        # the HEAD_DIM came from the config's full-attention layers, not a flag: say where, in the same line
+        raise IomodelError(f"{cfg.source or cfg.name}: the full-attention layer modelled has HEAD_DIM "
+                           f"{spec.head_dim} (global_head_dim): {exc}") from None
     if explicit:
         tiling = replace(tiling, **explicit)  # the rest (backward tiles, heads per program) as the kernel's
         named = ", ".join(f"{k.upper() if k.startswith('block') else k} = {v}" for k, v in explicit.items())
@@ -313,6 +328,8 @@ def resolve_layer(
     notes: list[str] = list(cfg.notes) if cfg else []
     if window_note:
         notes.append(window_note)
+    if geometry_note:
+        notes.append(geometry_note)
     if bidirectional:
         notes.append(f"{cfg.bidirectional_source}: modelled without a causal mask; pass --causal to model a "
                      "causal layer.")
@@ -331,6 +348,41 @@ def resolve_layer(
                  notes=tuple(notes), preset=preset if config is None else None, overrides=overrides,
                  ragged=ragged, seqlens_file=str(seqlens_file) if seqlens_file is not None else None,
                  tiles=tuple(explicit.items()))
+
+
+def _full_layer_geometry(cfg: AttentionConfig | None, spec: LayerSpec, *, kv_heads: int | None,
+                         head_dim: int | None, full: bool) -> tuple[dict[str, int], str]:
+    """The KV heads and HEAD_DIM (counts of heads and elements per head) of the layer modelled where the model's
+    full-attention layers have their own (:meth:`AttentionConfig.full_geometry`: Gemma-4, HF transformers'
+    ``Gemma4TextAttention``: ``global_head_dim``, ``num_global_key_value_heads`` under ``attention_k_eq_v``), and a
+    note saying which layer's sizes are modelled.
+
+    The layer modelled is a full-attention one when ``full`` (``--window none`` or ``-1``) or the config has no
+    window; then its sizes replace ``spec``'s, except the ones ``kv_heads``/``head_dim`` (the flags) give. Otherwise
+    (a sliding-window layer) nothing changes and the note names the full layers' sizes and ``--window none``.
+
+    Returns:
+        ``({"kv_heads": ..., "head_dim": ...} for the sizes to change, note)``; ``({}, "")`` for a model whose
+        layers all have one geometry. Raises nothing.
+    """
+    full_sizes = cfg.full_geometry() if cfg is not None else None
+    if full_sizes is None:
+        return {}, ""
+    full_kv, full_d = full_sizes
+    where = cfg.source or cfg.name
+    if not full and cfg.window is not None:
+        return {}, (f"{where}: the sliding-window layers are modelled (H_kv {spec.kv_heads}, HEAD_DIM "
+                    f"{spec.head_dim}); the full-attention layers have H_kv {full_kv} and HEAD_DIM {full_d}: "
+                    "pass --window none to model one of them.")
+    sizes = {k: v for k, v, flag in (("kv_heads", full_kv, kv_heads), ("head_dim", full_d, head_dim))
+             if flag is None and v != getattr(spec, k)}
+    if not sizes:
+        return {}, ""
+    why = "--window none" if cfg.window is not None else "no layer slides"
+    said = " and ".join(f"{'H_kv' if k == 'kv_heads' else 'HEAD_DIM'} {v} (not {getattr(spec, k)})"
+                        for k, v in sizes.items())
+    return sizes, (f"{where}: a full-attention layer is modelled ({why}), with the full layers' own {said}, as HF "
+                   "transformers' Gemma4TextAttention builds them.")
 
 
 def _ragged_pairs(seqlens: str | None, seqlens_file: str | Path | None, **dense: Any
