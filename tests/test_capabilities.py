@@ -90,7 +90,7 @@ def test_explicit_tiles_are_never_labelled_the_bundled_kernels(case, opts, tenso
         return
     lay = resolve_layer(**opts, block_m=64, block_n=32)
     assert (lay.tiling.block_m, lay.tiling.block_n) == (64, 32)
-    assert f"no bundled kernel runs this layer: {reason}" in lay.tiling_source
+    assert f"no bundled kernel runs this layer: {reason.split(': use ')[0]}" in lay.tiling_source
     assert "bundled kernel's" not in lay.tiling_source
     ws = make_worksheet(lay)
     tiles_row = dict(ws.header_items())["tiles"]

@@ -645,7 +645,7 @@ def test_third_round_of_wild_configs(tmp_path):
                                  "num_attention_heads": 12, "architectures": None},
                  "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024, "num_attention_heads": 16}})
     assert (clip.heads, clip.head_dim, clip.dtype, clip.causal_default) == (12, 64, "fp32", True)
-    assert any(n.startswith("vision_config: another tower of this model") for n in clip.notes)
+    assert any(n.startswith("vision_config (16 heads, HEAD_DIM 64): another tower of this model") for n in clip.notes)
     assert not any("differently from the top level" in n or "decoder head" in n for n in clip.notes)
     for fields, said in [({"relative_attention_num_buckets": 32}, "a relative position bias (T5, MPNet)"),
                          ({"relative_attention": True}, "DeBERTa's disentangled attention"),
@@ -702,8 +702,8 @@ def test_gemma4_full_attention_layers_have_their_own_kv_heads_and_head_dim(tmp_p
             "bytes are counted.") in cfg.notes
     sliding = resolve_layer(config=path, seqlen=4096)
     assert (sliding.spec.kv_heads, sliding.spec.head_dim, sliding.spec.window_left) == (16, 256, 1023)
-    assert (f"{path}: the sliding-window layers are modelled (H_kv 16, HEAD_DIM 256); the full-attention layers have "
-            "H_kv 4 and HEAD_DIM 512: pass --window none to model one of them.") in sliding.notes
+    assert (f"{path}: a sliding-window layer is modelled (H_kv 16, HEAD_DIM 256); pass --window none to model a "
+            "full-attention layer with its own sizes.") in sliding.notes
     full = resolve_layer(config=path, seqlen=4096, window="none", block_m=64, block_n=32)
     s = full.spec
     assert (s.heads, s.kv_heads, s.head_dim, s.window_left) == (32, 4, 512, None)
@@ -711,10 +711,10 @@ def test_gemma4_full_attention_layers_have_their_own_kv_heads_and_head_dim(tmp_p
     assert (f"{path}: a full-attention layer is modelled (--window none), with the full layers' own H_kv 4 (not 16) "
             "and HEAD_DIM 512 (not 256), as HF transformers' Gemma4TextAttention builds them.") in full.notes
     assert full.tiling_source.endswith("(no bundled kernel runs this layer: HEAD_DIM 512 is above the kernel's "
-                                       "maximum of 256: use HEAD_DIM <= 256)")
+                                       "maximum of 256)")
     # the bundled kernel refuses HEAD_DIM 512: one line naming where 512 came from, never a traceback
     assert_one_line_error(capsys, ["worksheet", "--config", str(path), "--seqlen", "4096", "--window", "none"],
-                          "the full-attention layer modelled has HEAD_DIM 512 (global_head_dim): no bundled kernel "
+                          "the full-attention layer asked for has HEAD_DIM 512 (global_head_dim): no bundled kernel "
                           "runs this layer", "give --block-m and --block-n")
     # the Reproduce line of the full layer regenerates it (the same sizes, notes and bytes)
     code, first, err = run_cli(capsys, ["worksheet", "--config", str(path), "--seqlen", "4096", "--window", "none",
@@ -823,7 +823,8 @@ CLASS_DEFAULTS = [
      (32, 32, 128), None,
      "the file gives no 'num_attention_heads', 'hidden_size': num_attention_heads = 32, hidden_size = 4096, the "
      "defaults of HF transformers' LlamaConfig (model_type 'llama'), as transformers reads the file (HEAD_DIM = "
-     "hidden_size / heads = 128)"),
+     "hidden_size / heads = 128); it gives no 'num_key_value_heads' either: KV heads = the query heads = 32, the "
+     "class rule"),
     ("llava-hf/llava-v1.6-mistral-7b-hf",
      {"architectures": ["LlavaNextForConditionalGeneration"], "model_type": "llava_next", "torch_dtype": "float16",
       "text_config": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "num_key_value_heads": 8,
@@ -862,7 +863,8 @@ def test_nested_text_configs_get_their_class_defaults(tmp_path, model, fields, s
     else:
         assert any(note in n for n in cfg.notes), cfg.notes
     if model == "llava-hf/llava-1.5-7b-hf":
-        assert cfg.dtype == "fp16" and any(n.startswith("vision_config: another tower") for n in cfg.notes)
+        assert cfg.dtype == "fp16" and any(n.startswith("vision_config (16 heads, HEAD_DIM 64): another tower")
+                                           for n in cfg.notes)
 
 
 def test_encoder_decoder_fields_under_encoder_and_decoder(tmp_path):
@@ -942,5 +944,7 @@ def test_another_tower_is_said_for_top_level_text_fields_too(tmp_path):
                                         "torch_dtype": "bfloat16",
                                         "vision_config": {"depth": 32, "embed_dim": 1280, "num_heads": 16}}))
     assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (28, 4, 128)
-    assert ("vision_config: another tower of this model (an image or audio encoder with its own heads) is not modelled "
-            "here; pass its sizes with --heads/--kv-heads/--head-dim to model it.") in cfg.notes
+    # the tower's sizes: HEAD_DIM = embed_dim / num_heads = 1280 / 16
+    assert ("vision_config (16 heads, HEAD_DIM 80): another tower of this model (an image or audio encoder with its "
+            "own heads, whose self-attention is bidirectional) is not modelled here; pass its sizes with "
+            "--heads/--kv-heads/--head-dim and --no-causal to model it.") in cfg.notes

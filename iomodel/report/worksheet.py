@@ -115,7 +115,8 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
         if not tiles_given:
             raise IomodelError(f"no bundled kernel runs this layer: {reason} "
                                "(or give --block-m and --block-n to model tiles no bundled kernel runs)")
-        return Tiling(), f"Tiling defaults (no bundled kernel runs this layer: {reason})"
+        # the tiles were given on purpose: the refusal's reason, without its advice ("...: use HEAD_DIM <= 256")
+        return Tiling(), f"Tiling defaults (no bundled kernel runs this layer: {reason.split(': use ')[0]})"
     h = _heuristics()
     if h is not None:
         if spec.phase == "decode":

@@ -632,6 +632,24 @@ def _decoder_note(f: _Fields) -> str:
             f"is causal ({sizes or 'pass --causal with its --heads/--kv-heads/--head-dim to model it'}).")
 
 
+def _tower_sizes(cfg: dict[str, Any], key: str) -> str:
+    """``key`` (a tower's sub-config, e.g. ``vision_config``) with its heads and HEAD_DIM where it gives them (heads
+    from :data:`HEADS_KEYS`; HEAD_DIM from :data:`HEAD_DIM_KEYS`, else hidden size / heads), e.g.
+    ``"vision_config (16 heads, HEAD_DIM 64)"``; just ``key`` where they cannot be read. Raises nothing."""
+    sub = cfg.get(key)
+    heads = next((sub[h] for h in HEADS_KEYS if isinstance(sub.get(h), int) and not isinstance(sub.get(h), bool)
+                  and sub[h] > 0), None) if isinstance(sub, dict) else None
+    if heads is None:
+        return key
+    d = next((sub[h] for h in HEAD_DIM_KEYS if isinstance(sub.get(h), int) and not isinstance(sub.get(h), bool)
+              and sub[h] > 0), None)
+    hidden = next((sub[h] for h in HIDDEN_KEYS if isinstance(sub.get(h), int) and not isinstance(sub.get(h), bool)
+                   and sub[h] > 0), None)
+    if d is None and hidden is not None and hidden % heads == 0:
+        d = hidden // heads
+    return f"{key} ({heads} heads" + (f", HEAD_DIM {d})" if d is not None else ")")
+
+
 def _which_layers(indices: list[int], total: int | None = None) -> str:
     """The layer indices (0-based) as text: runs of consecutive layers as ``a–b``, a stride as
     ``a, a+s, …, z`` (step s), a long irregular list of ``total`` layers by the few it leaves out
@@ -1021,6 +1039,9 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   f"{', '.join(f'{k} = {f.cfg[k]}' for k in filled)}, the defaults of HF transformers' {cls} "
                   f"(model_type {f.cfg['model_type']!r}), as transformers reads the file"
                   + (f" (HEAD_DIM = hidden_size / heads = {head_dim})" if "hidden_size" in filled else "")
+                  + (f"; it gives no 'num_key_value_heads' either: KV heads = the query heads = {n_kv}, the class "
+                     "rule" if "num_key_value_heads" not in filled and kv_heads is None and f.key_of(KV_HEADS_KEYS)
+                     is None and n_kv == n_heads else "")
                   + "; pass --heads/--kv-heads/--head-dim to change them.",)
     attn = f.cfg.get("attn_config")
     if (f.cfg.get("model_type") in ALIBI_MODEL_TYPES and not f.has("alibi")) or (
@@ -1051,8 +1072,9 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += ("'position_embedding_type' = 'alibi': ALiBi position biases are computed from the head index in "
                   "the kernel: no tensor moves.",)
     if f.towers:
-        notes += (f"{', '.join(f.towers)}: another tower of this model (an image or audio encoder with its own "
-                  "heads) is not modelled here; pass its sizes with --heads/--kv-heads/--head-dim to model it.",)
+        notes += (f"{', '.join(_tower_sizes(cfg, k) for k in f.towers)}: another tower of this model (an image or "
+                  "audio encoder with its own heads, whose self-attention is bidirectional) is not modelled here; pass "
+                  "its sizes with --heads/--kv-heads/--head-dim and --no-causal to model it.",)
     if dtype_key is not None:  # read from the file: say which field, and that --dtype overrides it
         try:
             raw_dtype, dtype = dtype, canonical_dtype(dtype)

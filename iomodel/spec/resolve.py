@@ -301,7 +301,7 @@ def resolve_layer(
         if "head_dim" not in geometry or "HEAD_DIM" not in str(exc):
             raise
         # the HEAD_DIM came from the config's full-attention layers, not a flag: say where, in the same line
-        raise IomodelError(f"{cfg.source or cfg.name}: the full-attention layer modelled has HEAD_DIM "
+        raise IomodelError(f"{cfg.source or cfg.name}: the full-attention layer asked for has HEAD_DIM "
                            f"{spec.head_dim} (global_head_dim): {exc}") from None
     if explicit:
         tiling = replace(tiling, **explicit)  # the rest (backward tiles, heads per program) as the kernel's
@@ -371,9 +371,8 @@ def _full_layer_geometry(cfg: AttentionConfig | None, spec: LayerSpec, *, kv_hea
     full_kv, full_d = full_sizes
     where = cfg.source or cfg.name
     if not full and cfg.window is not None:
-        return {}, (f"{where}: the sliding-window layers are modelled (H_kv {spec.kv_heads}, HEAD_DIM "
-                    f"{spec.head_dim}); the full-attention layers have H_kv {full_kv} and HEAD_DIM {full_d}: "
-                    "pass --window none to model one of them.")
+        return {}, (f"{where}: a sliding-window layer is modelled (H_kv {spec.kv_heads}, HEAD_DIM "
+                    f"{spec.head_dim}); pass --window none to model a full-attention layer with its own sizes.")
     sizes = {k: v for k, v, flag in (("kv_heads", full_kv, kv_heads), ("head_dim", full_d, head_dim))
              if flag is None and v != getattr(spec, k)}
     if not sizes:
