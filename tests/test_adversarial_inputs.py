@@ -273,3 +273,126 @@ def test_a_spec_edited_after_measuring_is_caught_by_the_recorded_grid(tmp_path):
     assert row.error.startswith("the forward kernel's recorded grid, ") and row.error.endswith(
         "the spec or the record was edited after measuring")
     assert "·142 = " in row.error
+
+
+# --- a third adversarial user (2026-12-05, later): each was a traceback, a hang, a silent result or a misleading line
+
+
+@pytest.mark.parametrize("argv, needles", [
+    # the SRAM-size figure's FlashAttention-1 reference has no window: a KeyError before
+    (["plot", "--window", "100", "-o", "{tmp}/p"], ("the SRAM-size plot compares FlashAttention-1's K/V-stationary "
+                                                    "schedule", "use --kind blocks, or --window none")),
+    (["worksheet", "--window", "100", "--plot-dir", "{tmp}/p"], ("use iomodel plot --kind blocks, or --window none",)),
+    # int64 overflow in numpy: an OverflowError before
+    (["plot", "--batch", str(2**63), "-o", "{tmp}/p"], ("too large for exact int64 evaluation",
+                                                        "use a smaller --batch, --heads or --seqlen for the plot")),
+    # a causal layer's right side was set to 0 silently, the Reproduce line keeping 1,1
+    (["worksheet", "--window", "1,1"], ("--window 1,1 reaches 1 key right of the diagonal, which the causal mask "
+                                        "hides",)),
+    (["worksheet", "--window", "-1,5"], ("reaches 5 keys right of the diagonal",)),
+])
+def test_third_round_cli_inputs_are_one_line_errors(capsys, tmp_path, argv, needles):
+    from test_cli_errors import assert_one_line_error
+
+    assert_one_line_error(capsys, [a.replace("{tmp}", str(tmp_path)) for a in argv], *needles)
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").iterdir())  # nothing half written
+
+
+def test_a_causal_window_with_no_right_side_still_runs(capsys):
+    from test_cli_errors import run_cli
+
+    for window in ("5,0", "4,-1"):
+        code, out, _ = run_cli(capsys, ["worksheet", "--window", window, "--seqlen", "1024", "--format", "json"])
+        assert code == 0 and json.loads(out)["spec"]["window_left"] == int(window.split(",")[0])
+
+
+def test_a_sweep_is_counted_before_it_is_expanded(tmp_path):
+    """Three lists of a thousand values (2·10^9 shapes) grew to 3.9 GB in 2 minutes before --limit applied."""
+    from iomodel.measure.sweep import MAX_SWEEP_SHAPES, load_sweep
+
+    many = ", ".join(str(i) for i in range(1, 1001))
+    path = tmp_path / "big.toml"
+    path.write_text(f'name = "big"\n[defaults]\nhead_dim = 16\ndtype = "fp16"\n[[shape]]\nheads = [{many}]\n'
+                    f"seqlen = [{', '.join(str(i) for i in range(16, 1016))}]\nbatch = [{many}]\n")
+    t = time.perf_counter()
+    with pytest.raises(IomodelError, match=f"expand to more than {MAX_SWEEP_SHAPES:,} shapes"):
+        load_sweep(path)
+    assert time.perf_counter() - t < 5
+
+
+@pytest.mark.parametrize("ncu, needle", [
+    ('dram_pass = "no"', "[ncu] dram_pass must be true or false, got the string 'no'"),
+    ('metrics = [""]', "[ncu] metrics has '', not one metric name"),
+    ('metrics = ["a,b"]', "[ncu] metrics has 'a,b', not one metric name"),
+])
+def test_a_sweeps_ncu_settings_are_checked(tmp_path, ncu, needle):
+    from iomodel.measure.sweep import load_sweep
+
+    path = tmp_path / "s.toml"
+    path.write_text(f'name = "s"\n[ncu]\n{ncu}\n[[shape]]\nheads = 2\nkv_heads = 2\nhead_dim = 16\nseqlen = 32\ndtype = "fp16"\n')
+    with pytest.raises(IomodelError) as exc:
+        load_sweep(path)
+    assert needle in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["../../etc/x", "a/b", ".hidden", "two words"])
+def test_a_sweep_name_that_would_leave_its_folder_is_refused(tmp_path, name):
+    """The name becomes part of output paths (interp-<name>/, <name>-<date>.json): '../../etc/x' wrote ./etc/x-...json."""
+    from iomodel.measure.sweep import load_sweep
+
+    path = tmp_path / "s.toml"
+    path.write_text(f'name = "{name}"\n[[shape]]\nheads = 2\nkv_heads = 2\nhead_dim = 16\nseqlen = 32\ndtype = "fp16"\n')
+    with pytest.raises(IomodelError, match="name must be letters, digits"):
+        load_sweep(path)
+
+
+@pytest.mark.parametrize("budget", [float("nan"), -1.0, 0.0])
+def test_a_budget_that_would_measure_nothing_is_refused_before_any_run(budget):
+    """NaN became max(1, nan) = 1 s a batch and every later batch 'not run'; 0 or -1 measured nothing."""
+    from iomodel.measure.driver import profile
+    from iomodel.measure.sweep import load_sweep
+
+    ran = []
+    with pytest.raises(IomodelError, match="--budget-s must be a positive number of seconds"):
+        profile(load_sweep(ROOT / "sweeps" / "interpreter-ragged.toml"), runner=lambda argv, t: ran.append(argv) or 0,
+                budget_s=budget)
+    assert ran == []
+
+
+def test_reconcile_outputs_that_would_overwrite_each_other_are_refused(capsys, tmp_path):
+    from test_cli_errors import assert_one_line_error
+
+    receipt = str(HOLDOUT4)
+    assert_one_line_error(capsys, ["reconcile", receipt, "--json", f"{tmp_path}/x.json", "--markdown",
+                                   f"{tmp_path}/./x.json"], "--json and --markdown name the same file")
+    assert_one_line_error(capsys, ["reconcile", receipt, "--plot-dir", f"{tmp_path}/px", "--json",
+                                   f"{tmp_path}/px/hbm-vs-seqlen.png"], "is a plot that --plot-dir writes")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_matrix_seed_torch_cannot_take_is_refused_when_parsed(tmp_path):
+    """seed = 10^20 parsed, then torch.manual_seed raised an overflow after the run started."""
+    from iomodel.bench.matrix import load_matrix
+
+    path = tmp_path / "m.toml"
+    path.write_text(MATRIX.replace("SECOND", "256").replace("seed = 0", "seed = 99999999999999999999"))
+    with pytest.raises(IomodelError, match="seed must be an integer from 0 to 2"):
+        load_matrix(path)
+
+
+def test_bench_check_recomputes_the_whole_spread_not_only_the_median():
+    from iomodel.bench.receipt import check_receipt
+
+    receipt = json.loads((ROOT / "receipts" / "bench-h200-v4.json").read_text())
+    res = receipt["buckets"][0]["shapes"][0]["results"]
+    fused = next(k for k, r in res.items() if k != "eager" and r.get("status") == "ok" and r.get("samples_s"))
+    res[fused]["time_s"].update(max=999.0, p90=500.0, n=1234)
+    got = check_receipt(receipt)
+    assert any(f"{fused}: time_s p90, max, n do not match its samples" in v for v in got), got
+
+
+def test_an_overlay_point_beyond_int64_is_refused():
+    from iomodel.report.plot import _check_measured
+
+    with pytest.raises(IomodelError, match="'bytes' = 1e\\+300 is above 2\\^63"):
+        _check_measured([{"seqlen": 1024, "bytes": 1e300, "level": "HBM"}], ("seqlen",), kind="seqlen")

@@ -473,8 +473,9 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
         policy = _int(policy, "policy (the policy version this matrix is checked under)", 1, fail,
                       lines.key("policy", None))
     seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise fail(f"seed must be a non-negative integer, got {seed!r}: fix it", lines.key("seed", None))
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        # torch.manual_seed takes a 64-bit integer: a larger seed would fail after the run started
+        raise fail(f"seed must be an integer from 0 to 2^63 - 1, got {seed!r}: fix it", lines.key("seed", None))
     device = data.get("device", "any")
     if device not in ("cpu", "cuda", "any"):
         raise fail(f"device {device!r} is unknown: use 'cpu', 'cuda' or 'any'", lines.key("device", None))

@@ -39,6 +39,7 @@ from iomodel.bench.harness import RECEIPT_SCHEMA
 from iomodel.bench.policy import (GRADIENTS, Policy, SpeedTargets, Tolerance, accuracy_verdict, gradient_verdict,
                                   load_policy, same_number)
 from iomodel.bench.speed import RECEIPT_FIX, SPEED_SCHEMA, check_speed_fields, check_speed_receipt, render_speed_markdown
+from iomodel.bench.timing import spread
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_seconds, human_bytes
 from iomodel.paths import check_output_file, write_text
@@ -720,6 +721,15 @@ def check_receipt(receipt: dict[str, Any], policy: Policy | SpeedTargets | None 
                         statistics.median(r["samples_s"]), r["time_s"]["median"], rel_tol=1e-9):
                     out.append(f"{where} {key}: median {r['time_s']['median']:.4g} s does not match its samples "
                                f"({statistics.median(r['samples_s']):.4g} s)")
+                elif r.get("samples_s") and isinstance(r.get("time_s"), dict):
+                    # the whole spread, not only the median: timing.spread of the same samples
+                    want = spread(list(r["samples_s"]))
+                    odd = [k for k, v in want.items() if k in r["time_s"] and not (
+                        isinstance(r["time_s"][k], (int, float)) and math.isclose(v, r["time_s"][k], rel_tol=1e-9,
+                                                                                  abs_tol=1e-15))]
+                    if odd:
+                        out.append(f"{where} {key}: time_s {', '.join(odd)} do not match its samples "
+                                   f"({', '.join(f'{k} {want[k]:.4g}' for k in odd)})")
             bv = accuracy_verdict(base["error"], None, tol)
             if not bv["pass"]:
                 out.append(f"{where} {BASELINE}: {'; '.join(bv['reasons'])}")

@@ -23,6 +23,23 @@ from iomodel.paths import check_output_dir, check_output_file, shown, write_text
 from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS
 
 
+def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, plot_dir: Path | None) -> None:
+    """Refuse outputs that would overwrite one another: --json and --markdown naming one file, or either naming a
+    plot that --plot-dir writes (``hbm-vs-seqlen*.png``, ``l2-vs-seqlen*.png``, iomodel.report.reconcile_plot).
+
+    Raises:
+        IomodelError: such a clash (one line naming both options).
+    """
+    import re
+
+    if json_out is not None and markdown_out is not None and json_out.resolve() == markdown_out.resolve():
+        raise IomodelError(f"--json and --markdown name the same file {str(json_out)!r}: give each its own path")
+    for flag, out in (("--json", json_out), ("--markdown", markdown_out)):
+        if out is not None and plot_dir is not None and out.resolve().parent == plot_dir.resolve() \
+                and re.fullmatch(r"(hbm|l2)-vs-seqlen(-\d+)?\.png", out.name):
+            raise IomodelError(f"{flag} {str(out)!r} is a plot that --plot-dir writes: give {flag} another path")
+
+
 def reconcile(
     results: Annotated[Path, typer.Argument(help="Measurement JSON written by `iomodel validate`.")],
     hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for "
@@ -82,6 +99,7 @@ def reconcile(
         check_output_file(json_out, "--json")
     if markdown_out is not None:
         check_output_file(markdown_out, "--markdown")
+    _check_distinct_outputs(json_out, markdown_out, plot_dir)
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
                   l2_source=l2_source, l2_ways=l2_ways or None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -287,9 +288,13 @@ def profile(
         the :class:`~iomodel.measure.records.Measurement` (kind ``ncu``).
 
     Raises:
-        IomodelError: no GPU, no ncu, no counter permission, or ncu failed for another
-            reason it explained in its log.
+        IomodelError: ``budget_s`` is not a positive finite number; no GPU, no ncu, no counter permission, or ncu
+            failed for another reason it explained in its log.
     """
+    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
+        # NaN would become max(1, nan) = 1 s a batch; 0 or less would measure nothing, each silently
+        raise IomodelError(f"--budget-s must be a positive number of seconds, got {budget_s}: pass e.g. --budget-s 540, "
+                           "or leave it out for no budget")
     if runner is None:
         check_gpu()
     ncu_path = find_ncu(ncu) if runner is None else (ncu or "ncu")

@@ -10,6 +10,8 @@ reconciliation uses. Nothing here imports torch.
 from __future__ import annotations
 
 import itertools
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -274,6 +276,11 @@ def _group_splits(value: Any, entry: dict[str, Any], impls: Any, where: str) -> 
     return value
 
 
+#: The most shapes (after every [[shape]] entry's cartesian product) a sweep may hold: counted before any is built,
+#: so a few lists of a thousand values each are refused at once, not after minutes and gigabytes of expansion.
+MAX_SWEEP_SHAPES = 100_000
+
+
 def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
     """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list;
     ``window`` expands only when it holds a list: ``window = [[4096, 0], 256]`` is two windows,
@@ -345,10 +352,18 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     entries = data.get("shape", [])
     if not isinstance(entries, list) or not entries:
         raise IomodelError(f"{source}: no [[shape]] entries: add at least one")
+    total = 0
     for n, raw in enumerate(entries, 1):
         if not isinstance(raw, dict):
             raise IomodelError(f"{source}: shape {n} must be a table, got {jv.describe(raw)}: fix the file")
         merged = {**defaults, **raw}
+        total += math.prod(len(v) for k, v in merged.items() if isinstance(v, list) and k not in ("impls", "seqlens")
+                           and (k != "window" or any(isinstance(x, list) for x in v))) * max(
+            len(merged["impls"]) if isinstance(merged.get("impls"), list) else 1, 1)
+        if total > MAX_SWEEP_SHAPES:
+            raise IomodelError(f"{source}: the [[shape]] entries expand to more than {MAX_SWEEP_SHAPES:,} shapes "
+                               f"(their lists' cartesian products, from shape {n} on): split the sweep or shorten the "
+                               "lists")
         empty = sorted(k for k, v in merged.items() if v == [] and k not in ("seqlens",))
         if empty:  # an empty list expands to no shape at all
             raise IomodelError(f"{source}: shape {n} gives an empty list for {', '.join(empty)}: give at least one "
@@ -451,18 +466,31 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
         raise IomodelError(f"{source}: [ncu] metrics must be a list of metric names, got {jv.describe(metrics)}")
     metrics = tuple(metrics)
+    odd = next((m for m in metrics if not m or any(c.isspace() or c == "," for c in m)), None)
+    if odd is not None:  # ncu takes a comma-separated list: "" or "a,b" would be read as something else
+        raise IomodelError(f"{source}: [ncu] metrics has {odd!r}, not one metric name: give each metric as its own "
+                           "string, without spaces or commas")
+    sweep_name = data.get("name", Path(source).stem)
+    if not isinstance(sweep_name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", sweep_name):
+        # the name becomes part of output paths (interp-<name>/, <name>-<date>.json): no folders, no "..", no spaces
+        raise IomodelError(f"{source}: name must be letters, digits, '.', '_' and '-' (not starting with '.' or '-'), "
+                           f"got {jv.describe(sweep_name)}: fix the file")
+    dram_pass = ncu.get("dram_pass", False)
+    if not isinstance(dram_pass, bool):  # bool("no") is True
+        raise IomodelError(f"{source}: [ncu] dram_pass must be true or false, got {jv.describe(dram_pass)}: fix the "
+                           "file")
     batch_size = ncu.get("batch_size", 12)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise IomodelError(f"{source}: [ncu] batch_size must be a whole number, 1 or more, got {jv.describe(batch_size)}")
     return Sweep(
-        name=str(data.get("name", Path(source).stem)),
+        name=sweep_name,
         hardware=str(data.get("hardware", "")),
         shapes=shapes,
         metrics=metrics,
         batch_size=batch_size,
         cache_control=str(ncu.get("cache_control", "all")),
         clock_control=str(ncu.get("clock_control", "none")),
-        dram_pass=bool(ncu.get("dram_pass", False)),
+        dram_pass=dram_pass,
         l2_model=l2_model,
         source=source,
     )

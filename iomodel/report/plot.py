@@ -126,6 +126,11 @@ def _legend_below(fig: Figure, ax: Any, ncol: int = 2) -> None:
                fontsize=8.2, frameon=False)
 
 
+#: The largest coordinate or byte count an overlay point may give (2^63: int64's range, which the curves are
+#: evaluated in; a larger point could only be a unit error, and would squeeze every curve out of the figure).
+MEASURED_MAX = 2**63
+
+
 def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[str],
                     grid: dict[str, Sequence[int]] | None = None, kind: str = "") -> list[dict[str, Any]]:
     """The overlay points, each checked: ``keys`` and ``bytes`` present, finite and positive
@@ -157,6 +162,9 @@ def _check_measured(measured: Iterable[dict[str, Any]] | None, keys: Sequence[st
             v = m[k]
             jv.number(v, f"{name} {i}: {k!r}", what="a positive finite number (log axes cannot show zero, "
                       "negative or NaN values)", positive=True, fix="fix the overlay data")
+            if v > MEASURED_MAX:  # a point far off every curve squeezes them out of the figure (and overflows exp2)
+                raise IomodelError(f"{name} {i}: {k!r} = {v!r} is above 2^63, far beyond any layer these plots draw: "
+                                   "fix the overlay data")
         for k in ("label", "level"):
             if k in m and not isinstance(m[k], str):
                 raise IomodelError(f"{name} {i}: {k!r} must be a string, got {m[k]!r}: fix the overlay data")
@@ -199,7 +207,18 @@ def _sweep(spec: LayerSpec, tiling: Tiling, hardware: Hardware, vary: dict[str, 
            **options: Any) -> dict[str, dict[str, np.ndarray]]:
     from iomodel.traffic import sweep
 
-    res = sweep(spec, tiling, hardware, vary, **options)
+    try:
+        res = sweep(spec, tiling, hardware, vary, **options)
+    except (OverflowError, IomodelError) as exc:
+        if isinstance(exc, IomodelError) and "too large for exact int64" not in str(exc):
+            raise
+        # the curves are evaluated in int64 (iomodel.traffic.sweep); the worksheet's one point is exact at any size
+        raise IomodelError(
+            f"the plot's points reach sizes too large for exact int64 evaluation (64·B·H·seqlen_q·seqlen_k·d must stay "
+            f"below 2^63 at every point; this layer has B {spec.batch:,}, H {spec.heads:,}, HEAD_DIM {spec.head_dim:,} "
+            "and the curves sweep lengths to 2^17 tokens for prefill, 2^20 for decode, or the layer's own): use a "
+            "smaller --batch, --heads or --seqlen for the plot (iomodel worksheet evaluates this layer exactly)"
+        ) from None
     n = len(next(iter(vary.values())))
     return {alg: {q: np.broadcast_to(np.asarray(v, dtype=float), (n,)) for q, v in quantities.items()}
             for alg, quantities in res.items()}
@@ -719,11 +738,19 @@ def write_plots(
     if unknown:
         raise IomodelError(f"unknown plot kind {unknown[0]!r}: use {', '.join(PLOT_KINDS)}")
     window = getattr(config, "window", None)
-    if "seqlen" in kinds and window is not None:  # the curve would model full attention past the window
+    windowed = spec.window_left is not None or spec.window_right is not None
+    # what to do instead, in the words of the command that draws them (iomodel plot's --kind, or the worksheet's)
+    instead = ("--kind blocks" if option == "-o/--out-dir" else "iomodel plot --kind blocks") + (
+        ", or --window none to plot a full-attention layer")
+    if "seqlen" in kinds and window is not None and (windowed or config.window_kind != "sliding-window"):
+        # the curve would model full attention past the window, where the windowed (or chunked) layer runs
         raise IomodelError(
             f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention ({window:,} "
-            f"tokens on {config.window_layers}), where full attention is not what runs: plot --kind blocks,sram, or "
-            "give the sizes with --heads/--kv-heads/--head-dim to plot a full-attention layer")
+            f"tokens on {config.window_layers}), where full attention is not what runs: use {instead}")
+    if "sram" in kinds and windowed and spec.phase == "prefill":
+        # FlashAttention-1's K/V-stationary schedule, the figure's reference, is modelled without a window
+        raise IomodelError("the SRAM-size plot compares FlashAttention-1's K/V-stationary schedule, which iomodel "
+                           f"models without a window, and this layer has one: use {instead}")
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

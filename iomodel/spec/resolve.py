@@ -251,6 +251,11 @@ def resolve_layer(
 
     sliding = cfg is not None and cfg.window is not None and cfg.window_kind == "sliding-window"
     left, right = parse_window(window) if window is not None else (None, None)
+    if causal and right is not None and right > 0:
+        # flash-attn's convention caps the right side at 0 under causal: a silent change of what was asked
+        raise IomodelError(f"--window {window} reaches {right:,} key{'s' * (right != 1)} right of the diagonal, which "
+                           "the causal mask hides: use --window L (or L,0) for a causal layer, or add --no-causal for a "
+                           "two-sided band")
     window_note = ""
     both_ways = sliding and not causal and not cfg.causal_default  # a bidirectional model's window
     # keys each side of a bidirectional window: HF transformers' Gemma3TextConfig sets sliding_window to W // 2 + 1
