@@ -52,6 +52,7 @@ from iomodel.schedule.capabilities import (
     NUM_WARPS,
     PATHS,
     block_size_refusal,
+    env_switch,
     gluon_refusal,
     kernel_refusal,
     prefill_path,
@@ -90,10 +91,10 @@ INTERPRET = _interpreting()
 
 #: Whether :func:`kernel_path` may pick the TMA path on sm_90. ``IOMODEL_TMA=0`` in the
 #: environment turns it off (an explicit switch for diagnosis, reported in every config).
-USE_TMA = os.environ.get("IOMODEL_TMA", "1").strip().lower() not in ("0", "false", "off", "no")
+USE_TMA = env_switch("IOMODEL_TMA")
 #: Whether :func:`kernel_path` may pick the Gluon prefill (``prefill-gluon``) on sm_90:
 #: ``IOMODEL_GLUON=0`` turns it off, and a Triton without the Gluon dialect cannot run it.
-USE_GLUON = os.environ.get("IOMODEL_GLUON", "1").strip().lower() not in ("0", "false", "off", "no")
+USE_GLUON = env_switch("IOMODEL_GLUON")
 
 LOG2E = 1.4426950408889634  # 1 / ln 2: scores are kept in log2 units so exp2 can be used
 LN2 = 0.6931471805599453

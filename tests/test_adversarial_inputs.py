@@ -396,3 +396,38 @@ def test_an_overlay_point_beyond_int64_is_refused():
 
     with pytest.raises(IomodelError, match="'bytes' = 1e\\+300 is above 2\\^63"):
         _check_measured([{"seqlen": 1024, "bytes": 1e300, "level": "HBM"}], ("seqlen",), kind="seqlen")
+
+
+def test_a_gpu_matrix_on_the_cpu_and_endless_reps_are_refused(capsys, monkeypatch):
+    """`bench --matrix cuda` on a machine without a GPU ran the GPU-sized matrix on the CPU (still going after 2
+    minutes); --reps 10^11 was accepted."""
+    from test_cli_errors import assert_one_line_error
+
+    import iomodel.commands.bench as bench_cmd
+
+    monkeypatch.setattr(bench_cmd, "_default_device", lambda: "cpu")
+    assert_one_line_error(capsys, ["bench", "--matrix", "cuda"], "matrix 'cuda' was sized for a CUDA GPU",
+                          "use --matrix cpu")
+    assert_one_line_error(capsys, ["bench", "--device", "cpu", "--reps", str(10**11)],
+                          f"is more than {bench_cmd.MAX_REPS:,} samples a backend and shape")
+
+
+@pytest.mark.parametrize("value, want", [("", True), ("0", False), ("Off", False), ("yes", True), ("disabled", None),
+                                         ("nope", None)])
+def test_the_kernel_switches_accept_only_switch_values(monkeypatch, value, want):
+    """IOMODEL_GLUON=disabled meant on, silently."""
+    from iomodel.schedule.capabilities import env_switch
+
+    monkeypatch.setenv("IOMODEL_GLUON", value)
+    if want is None:
+        with pytest.raises(IomodelError, match=f"IOMODEL_GLUON='{value}' is not a switch"):
+            env_switch("IOMODEL_GLUON")
+    else:
+        assert env_switch("IOMODEL_GLUON") is want
+
+
+def test_regenerate_bundled_refuses_an_output_it_would_ignore(capsys, tmp_path):
+    from test_cli_errors import assert_one_line_error
+
+    assert_one_line_error(capsys, ["worksheet", "--regenerate-bundled", "-o", str(tmp_path / "x.md")],
+                          "--regenerate-bundled rewrites the bundled worksheets", "drop -o")

@@ -27,6 +27,10 @@ from iomodel.errors import IomodelError
 from iomodel.paths import shown
 
 
+#: The most timed samples per backend and shape --reps may ask (the bundled matrices take 7-50).
+MAX_REPS = 10_000
+
+
 def _default_device() -> str:
     try:
         import torch
@@ -65,12 +69,18 @@ def bench(
     device = device or _default_device()
     check_device(device)
     mx = load_matrix(matrix or DEFAULT_MATRIX[device])
+    if not isinstance(mx, SpeedMatrix) and mx.device == "cuda" and device == "cpu":
+        # its sizes were chosen for a GPU: on the CPU it runs for hours, and its receipt says nothing of a GPU
+        raise IomodelError(f"matrix {mx.name!r} was sized for a CUDA GPU (device = \"cuda\") and this run is on the "
+                           "CPU: run it on a GPU (--device cuda), or use --matrix cpu")
     if isinstance(mx, SpeedMatrix):
         _speed(console, mx, device, policy, output, markdown, reps, warmup, progress,
                f"iomodel bench --device {device} --matrix {matrix}")
         return
-    if reps is not None and reps < 3:
-        raise IomodelError(f"--reps {reps} is too few for a median and spread: use 3 or more")
+    if reps is not None and not 3 <= reps <= MAX_REPS:
+        raise IomodelError(f"--reps {reps} is " + ("too few for a median and spread: use 3 or more" if reps < 3 else
+                           f"more than {MAX_REPS:,} samples a backend and shape (a run of days): use {MAX_REPS:,} or "
+                           "fewer"))
     if warmup is not None and warmup < 0:
         raise IomodelError(f"--warmup {warmup} is negative: use 0 or more")
     pol = load_policy(policy) if policy else (load_policy(mx.policy) if mx.policy else load_policy())
@@ -168,8 +178,8 @@ def _speed(console: Console, mx, device: str, policy: Path | None, output: Path 
     if warmup is not None:
         raise IomodelError(f"--warmup does not apply to matrix {mx.name}: its do_bench warm-up (ms) is in the "
                            "matrix's [timing]")
-    if reps is not None and reps < 1:
-        raise IomodelError(f"--reps {reps} is too few: use 1 or more interleaved rounds")
+    if reps is not None and not 1 <= reps <= MAX_REPS:
+        raise IomodelError(f"--reps {reps} is out of range: use 1 to {MAX_REPS:,} interleaved rounds")
     targets = load_targets(policy) if policy else load_targets()
     out = output or Path("receipts") / f"{mx.name}-{device}.json"
     check_output_paths(out, markdown)  # fail now, not after the whole benchmark has run

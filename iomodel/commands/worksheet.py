@@ -62,6 +62,10 @@ def worksheet(
     from iomodel.report import worksheet as W
 
     if regenerate_bundled:
+        ignored = [flag for flag, value in (("-o", output), ("--plot-dir", plot_dir)) if value is not None]
+        if ignored:  # it writes the bundled files in place: an output path would be ignored without a word
+            raise IomodelError(f"--regenerate-bundled rewrites the bundled worksheets under {W.WORKSHEETS_DIR} in "
+                               f"place: drop {' and '.join(ignored)}")
         paths = W.regenerate_bundled()
         typer.echo(f"wrote {len(paths)} files under {W.WORKSHEETS_DIR}")
         return

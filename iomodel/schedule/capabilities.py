@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from iomodel.errors import IomodelError
 from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q, head_dim_padded, next_pow2
 
 if TYPE_CHECKING:
@@ -218,6 +219,28 @@ def gluon_dkdv_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, wind
     return None
 
 
+#: Spellings of the kernels' environment switches (``IOMODEL_TMA``, ``IOMODEL_GLUON``), case-insensitive.
+SWITCH_ON, SWITCH_OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+
+
+def env_switch(name: str, default: bool = True) -> bool:
+    """The boolean environment switch ``name`` (absent or empty: ``default``).
+
+    Raises:
+        IomodelError: any value but those of :data:`SWITCH_ON` and :data:`SWITCH_OFF` (a typo such as
+            ``disabled`` silently meant on before).
+    """
+    import os
+
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in SWITCH_ON or raw in SWITCH_OFF:
+        return raw in SWITCH_ON
+    raise IomodelError(f"environment variable {name}={os.environ[name]!r} is not a switch: set it to "
+                       f"{' or '.join(SWITCH_OFF[:1] + SWITCH_ON[:1])} ({', '.join(SWITCH_OFF + SWITCH_ON)}), or unset it")
+
+
 def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
                  use_tma: bool = True, windowed: bool = False, use_gluon: bool = True) -> str:
     """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``) and the worksheet models.
@@ -260,6 +283,7 @@ __all__ = [
     "BLOCK_SIZES",
     "DKDV_KERNELS",
     "GLUON_AUTO_HEAD_DIMS",
+    "env_switch",
     "GLUON_DKDV_HEAD_DIMS",
     "GLUON_HEAD_DIMS",
     "KERNEL_DTYPES",
