@@ -276,7 +276,6 @@ def _check_matrix(receipt: dict[str, Any]) -> list[str]:
     with that weight and as many shapes; and, where ``matrix.name``/``version`` name a bundled matrix file
     (``iomodel/bench/matrices``) whose sha256 is the one stored, each embedded bucket against the file's bucket of
     that name (a run of some of its buckets is allowed; a bucket re-weighted or given other shapes is not)."""
-    from pathlib import Path
 
     def table(buckets: Any) -> dict[Any, tuple[Any, int]]:
         return {b.get("name"): (b.get("weight"), len(b.get("shapes") or [])) for b in buckets if isinstance(b, dict)}
@@ -295,14 +294,13 @@ def _check_matrix(receipt: dict[str, Any]) -> list[str]:
             out.append(f"bucket {n!r}: weight {got[n][0]} and {got[n][1]} shapes, where the matrix the receipt embeds "
                        f"has weight {embedded[n][0]} and {embedded[n][1]} shapes")
     name, version = matrix.get("name"), matrix.get("version")
-    bundled = Path(__file__).resolve().parent / "matrices" / f"{name}-v{version}.toml"
+    from iomodel.bench.matrix import MATRICES_DIR, load_matrix
+
+    bundled = MATRICES_DIR / f"{name}-v{version}.toml"
     if isinstance(name, str) and isinstance(version, int) and bundled.is_file():
-        import hashlib
-
-        if hashlib.sha256(bundled.read_bytes()).hexdigest() == matrix.get("sha256"):
-            from iomodel.bench.matrix import load_matrix
-
-            filed = {bk.name: (bk.weight, len(bk.shapes)) for bk in load_matrix(bundled).buckets}
+        filed_matrix = load_matrix(bundled)  # read and hashed once
+        if filed_matrix.sha256 == matrix.get("sha256"):
+            filed = {bk.name: (bk.weight, len(bk.shapes)) for bk in filed_matrix.buckets}
             for n, (w, k) in embedded.items():
                 if n not in filed or not same_number(w, filed[n][0]) or k != filed[n][1]:
                     out.append(f"bucket {n!r} of the embedded matrix differs from {bundled.name}, whose sha256 the "

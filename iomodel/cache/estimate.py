@@ -190,11 +190,10 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
         return (f"B·H·T_r = {spec.batch:,}·{spec.heads:,}·{t_r:,} = {simulated_programs(spec, tiling):,} programs, "
                 f"above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every program: its cost grows with "
                 "batch × heads)")
-    if spec.backward and tiling is not None and (tiling.bwd_group_splits > 1 or (
-            tiling.bwd_dkdv_order == "tiles-descending" and spec.group > 1)):
-        from iomodel.cache.stream import dkdv_touches
+    if spec.backward and tiling is not None:
+        from iomodel.cache.stream import dkdv_simulated, dkdv_touches
 
-        touches = dkdv_touches(spec, tiling)
+        touches = dkdv_touches(spec, tiling) if dkdv_simulated(spec, tiling) else 0
         if touches > L2_SIMULATED_DKDV_MAX_TOUCHES:
             how = (f"{tiling.bwd_group_splits} group slices" if tiling.bwd_group_splits > 1
                    else "the tiles-descending order")

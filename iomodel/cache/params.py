@@ -71,19 +71,19 @@ DKDV_PARTIAL_WRITE_EXCESS_MIB = (-2.2, 8.2)
 #: Smallest effective L2 (bytes) a user's L2 fraction may leave (``iomodel reconcile --l2-fraction``, a sweep's
 #: ``[l2_model]``): one 128-byte L2 line (NVIDIA's L2 line; sectors are 32 bytes). Tests build smaller L2s on purpose.
 MIN_L2_BYTES = 128
-def l2_fraction_refusal(fraction: float, l2_bytes: int) -> str | None:
+def l2_fraction_refusal(fraction: float, l2_bytes: int, fix: str = "pass e.g. 0.5") -> str | None:
     """Why an effective L2 fraction a user gives (``iomodel reconcile --l2-fraction``, a sweep's ``[l2_model]``) cannot
-    be modelled on an L2 of ``l2_bytes`` bytes, one clause naming the fix, or None: a fraction outside (0, 1] (NaN
-    included), or one that leaves less than :data:`MIN_L2_BYTES`.
+    be modelled on an L2 of ``l2_bytes`` bytes, one clause ending in ``fix`` (the caller's spelling of the fix), or
+    None: a fraction outside (0, 1] (NaN included), or one that leaves less than :data:`MIN_L2_BYTES`.
 
     >>> l2_fraction_refusal(1e-9, 60 * 2**20)
     'l2_fraction 1e-09 leaves 0.0629 bytes of the 62,914,560-byte L2, less than one 128-byte line: pass e.g. 0.5'
     """
     if not 0 < fraction <= 1:
-        return f"l2_fraction must be in (0, 1], got {fraction}: pass e.g. 0.5"
+        return f"l2_fraction must be in (0, 1], got {fraction}: {fix}"
     if l2_bytes * fraction < MIN_L2_BYTES:
         return (f"l2_fraction {fraction} leaves {l2_bytes * fraction:.3g} bytes of the {l2_bytes:,}-byte L2, less than "
-                f"one {MIN_L2_BYTES}-byte line: pass e.g. 0.5")
+                f"one {MIN_L2_BYTES}-byte line: {fix}")
     return None
 
 

@@ -1337,6 +1337,13 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     return _DkdvEvents(spec, tiling, programs, 0.5).all_touches  # one wave: per-tile arrays only, nothing per program
 
 
+
+def dkdv_simulated(spec: LayerSpec, tiling: Tiling) -> bool:
+    """Whether the training step's dK/dV kernel is simulated wave by wave (a group split, S > 1, or GQA in the
+    tiles-descending order) rather than taken by the fast forms, which follow the heads-outer loop. Raises nothing."""
+    return tiling.bwd_group_splits != 1 or (tiling.bwd_dkdv_order != "heads-outer" and spec.group > 1)
+
+
 def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: float, *,
                tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending") -> Any:
     """The wave model of kernel ``name`` for the fast evaluation, or None where it does not apply.
@@ -1366,7 +1373,7 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
                                  {"O": d * s, "LSE": LSE_WIDTH}, write_share)
         return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
     if name == "_bwd_dkdv":
-        if tiling.bwd_group_splits != 1 or (tiling.bwd_dkdv_order != "heads-outer" and spec.group > 1):
+        if dkdv_simulated(spec, tiling):
             return None  # simulated (the fast forms follow the heads-outer loop)
         if spec.band is not None or (spec.causal and dkdv_last_lo(spec, tiling) > 0):  # lo_j grows with j
             model = _DkdvEvents(spec, tiling, w, write_share)

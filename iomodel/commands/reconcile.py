@@ -25,18 +25,18 @@ from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, 
 
 def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, plot_dir: Path | None) -> None:
     """Refuse outputs that would overwrite one another: --json and --markdown naming one file, or either naming a
-    plot that --plot-dir writes (``hbm-vs-seqlen*.png``, ``l2-vs-seqlen*.png``, iomodel.report.reconcile_plot).
+    plot that --plot-dir writes (:data:`iomodel.report.reconcile_plot.PLOT_NAME`).
 
     Raises:
         IomodelError: such a clash (one line naming both options).
     """
-    import re
+    from iomodel.report.reconcile_plot import PLOT_NAME
 
     if json_out is not None and markdown_out is not None and json_out.resolve() == markdown_out.resolve():
         raise IomodelError(f"--json and --markdown name the same file {str(json_out)!r}: give each its own path")
     for flag, out in (("--json", json_out), ("--markdown", markdown_out)):
         if out is not None and plot_dir is not None and out.resolve().parent == plot_dir.resolve() \
-                and re.fullmatch(r"(hbm|l2)-vs-seqlen(-\d+)?\.png", out.name):
+                and PLOT_NAME.fullmatch(out.name):
             raise IomodelError(f"{flag} {str(out)!r} is a plot that --plot-dir writes: give {flag} another path")
 
 

@@ -281,12 +281,17 @@ def _group_splits(value: Any, entry: dict[str, Any], impls: Any, where: str) -> 
 MAX_SWEEP_SHAPES = 100_000
 
 
-def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    """Cartesian product over the list-valued keys of one sweep entry (``impls`` stays a list;
-    ``window`` expands only when it holds a list: ``window = [[4096, 0], 256]`` is two windows,
-    ``window = [4096, 0]`` is one; ``seqlens`` never expands: it is one ragged batch)."""
-    keys = [k for k, v in entry.items() if isinstance(v, list) and k not in ("impls", "seqlens")
+def _expanded_keys(entry: dict[str, Any]) -> list[str]:
+    """The keys of one sweep entry whose lists expand (``impls`` stays a list; ``window`` expands only when it holds a
+    list: ``window = [[4096, 0], 256]`` is two windows, ``window = [4096, 0]`` is one; ``seqlens`` never expands: it
+    is one ragged batch)."""
+    return [k for k, v in entry.items() if isinstance(v, list) and k not in ("impls", "seqlens")
             and (k != "window" or any(isinstance(x, list) for x in v))]
+
+
+def _expand(entry: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    """Cartesian product over the keys of one sweep entry that :func:`_expanded_keys` names."""
+    keys = _expanded_keys(entry)
     for values in itertools.product(*(entry[k] for k in keys)):
         out = dict(entry)
         out.update(zip(keys, values))
@@ -357,8 +362,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
         if not isinstance(raw, dict):
             raise IomodelError(f"{source}: shape {n} must be a table, got {jv.describe(raw)}: fix the file")
         merged = {**defaults, **raw}
-        total += math.prod(len(v) for k, v in merged.items() if isinstance(v, list) and k not in ("impls", "seqlens")
-                           and (k != "window" or any(isinstance(x, list) for x in v))) * max(
+        total += math.prod(len(merged[k]) for k in _expanded_keys(merged)) * max(
             len(merged["impls"]) if isinstance(merged.get("impls"), list) else 1, 1)
         if total > MAX_SWEEP_SHAPES:
             raise IomodelError(f"{source}: the [[shape]] entries expand to more than {MAX_SWEEP_SHAPES:,} shapes "

@@ -452,17 +452,16 @@ def missing_reason(shape: ShapeMeasurement, quantity: str) -> str | None:
     return None
 
 
-def grid_mismatch(shape: ShapeMeasurement) -> str | None:
+def grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
     """Why the bundled forward's recorded launch is not the record's spec, or None: its ``launch__grid_size`` must be
     T_r·B·H / heads_per_program programs (T_r = ceil(seqlen_q / block_m), the config's tiles), as every committed
     prefill forward and training step on the H200 is (890 kernels, 2026-12-05). A spec edited after measuring (heads
     71 -> 142) reconciled as a model gap before."""
-    cfg = shape.config or {}
     spec = shape.spec
-    if shape.impl != "tiled" or spec.phase != "prefill" or shape.seqlens is not None or "block_m" not in cfg:
+    if shape.impl != "tiled" or spec.phase != "prefill" or shape.seqlens is not None:
         return None
-    t_r = cdiv(spec.seqlen_q, int(cfg["block_m"]))
-    want = t_r * spec.batch * spec.heads // int(cfg.get("heads_per_program", 1))
+    t_r = cdiv(spec.seqlen_q, tiling.block_m)
+    want = t_r * spec.batch * spec.heads // tiling.heads_per_program
     for k in shape.kernels:
         got = k.metrics.get("launch__grid_size")
         if _kernel_of(k.name) == "_attn_fwd" and got is not None and int(got) != want:
@@ -470,6 +469,17 @@ def grid_mismatch(shape: ShapeMeasurement) -> str | None:
                     f"{t_r:,}·{spec.batch:,}·{spec.heads:,} = {want:,}: the "
                     "spec or the record was edited after measuring")
     return None
+
+
+def _kernel_count_differs(out: "ShapeReconciliation", shape: ShapeMeasurement, expected: int) -> bool:
+    """Whether the shape profiled another number of kernels than ``expected``; if so, a note naming them and the
+    shape marked not reconciled (:func:`_not_whole`)."""
+    if len(shape.kernels) == expected:
+        return False
+    why = f"{len(shape.kernels)} kernels profiled, {expected} expected"
+    out.notes.append(f"{why}: " + ", ".join(k.name for k in shape.kernels))
+    _not_whole(out, why)
+    return True
 
 
 def _not_whole(out: "ShapeReconciliation", why: str) -> None:
@@ -608,11 +618,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
     out.levels.append(LevelCompare("L2", fill_read, shape.quantity(q_read), fill_write, shape.quantity(q_write),
                                    missing=_missing(shape, q_read, q_write, expected)))
     out.notes += foreign_write_notes(shape)
-    n_expected = expected_kernels(shape.impl, shape.spec, shape.config)
-    if len(shape.kernels) != n_expected:
-        out.notes.append(f"{len(shape.kernels)} kernels profiled, {n_expected} expected: "
-                         + ", ".join(k.name for k in shape.kernels))
-        _not_whole(out, f"{len(shape.kernels)} kernels profiled, {n_expected} expected")
+    _kernel_count_differs(out, shape, expected_kernels(shape.impl, shape.spec, shape.config))
 
 
 #: ``--l2-source`` -> the measured quantities compared with SRAM_fill (see records.QUANTITY_METRICS).
@@ -886,7 +892,7 @@ def reconcile_shape(
                 out.error = "the record has no kernel configuration (config)"
                 return out
             out.tiling = tiling
-            if (edited := grid_mismatch(shape)) is not None:
+            if (edited := grid_mismatch(shape, tiling)) is not None:
                 out.error = edited
                 return out
             if shape.seqlens is not None:  # a ragged batch: its own model (iomodel/traffic/ragged.py)
@@ -960,14 +966,10 @@ def reconcile_shape(
                     missing=_missing(shape, q_read, q_write, expected)))
                 out.notes += foreign_write_notes(shape)
                 expected = expected_kernels(shape.impl, spec, shape.config)
-                modelled = {k.name for k in out.l2.kernels} if out.l2 is not None else set()  # the model's own names
+                modelled = {k.name for k in out.l2.kernels}  # the model's own names
                 foreign = ([k.name for k in shape.kernels if _kernel_of(k.name) != "_attn_fwd" and k.name not in modelled]
                            if spec.phase == "prefill" else [])  # a prefill forward launches _attn_fwd (any variant)
-                if len(shape.kernels) != expected:
-                    out.notes.append(f"{len(shape.kernels)} kernels profiled, {expected} expected: "
-                                     + ", ".join(k.name for k in shape.kernels))
-                    _not_whole(out, f"{len(shape.kernels)} kernels profiled, {expected} expected")
-                elif foreign:
+                if not _kernel_count_differs(out, shape, expected) and foreign:
                     out.notes.append(f"profiled kernel(s) {', '.join(foreign)} are not the bundled forward (_attn_fwd)")
                     _not_whole(out, f"kernel {foreign[0][:60]} is not the bundled forward")
         elif shape.impl in ("baseline", "baseline-fp32"):
@@ -1045,8 +1047,8 @@ def reconcile(
     frac = l2_fraction
     if frac is None:
         frac = float((measurement.settings.get("l2_model") or {}).get("l2_fraction", DEFAULT_L2_FRACTION))
-    if (why := l2_fraction_refusal(frac, hw.l2_bytes)) is not None:  # a fraction leaving no L2 line divided by zero
-        raise IomodelError(why.replace("pass e.g. 0.5", "pass e.g. --l2-fraction 0.5"))
+    if (why := l2_fraction_refusal(frac, hw.l2_bytes, "pass e.g. --l2-fraction 0.5")) is not None:
+        raise IomodelError(why)  # a fraction leaving no L2 line divided by zero
     flush = measurement.settings.get("cache_control", "all") == "all"
     shapes = measurement.select(impls)
     if not shapes:

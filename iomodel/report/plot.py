@@ -206,12 +206,11 @@ def _save(fig: Figure, path: str | Path | None) -> Figure:
 def _sweep(spec: LayerSpec, tiling: Tiling, hardware: Hardware, vary: dict[str, np.ndarray],
            **options: Any) -> dict[str, dict[str, np.ndarray]]:
     from iomodel.traffic import sweep
+    from iomodel.traffic.model import SweepRangeError
 
     try:
         res = sweep(spec, tiling, hardware, vary, **options)
-    except (OverflowError, IomodelError) as exc:
-        if isinstance(exc, IomodelError) and "too large for exact int64" not in str(exc):
-            raise
+    except SweepRangeError:
         # the curves are evaluated in int64 (iomodel.traffic.sweep); the worksheet's one point is exact at any size
         raise IomodelError(
             f"the plot's points reach sizes too large for exact int64 evaluation (64·B·H·seqlen_q·seqlen_k·d must stay "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,10 @@ from iomodel.paths import check_output_dir, write_bytes
 from iomodel.reconcile.compare import PredictFn, Reconciliation, ShapeReconciliation, default_predict
 from iomodel.format import human_bytes
 from iomodel.spec import Tiling
+
+
+#: The files :func:`plot` writes: ``<level>-vs-seqlen.png``, then ``-2``, ``-3`` ... for further pages.
+PLOT_NAME = re.compile(r"(hbm|l2)-vs-seqlen(-\d+)?\.png")
 
 
 def _family(r: ShapeReconciliation) -> tuple:

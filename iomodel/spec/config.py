@@ -612,41 +612,43 @@ def _decoder_note(f: _Fields) -> str:
     gives them; "" otherwise. Raises nothing: a decoder it cannot read gets the flags' names instead."""
     if not f.encoder_read:
         return ""
+    got = _sub_sizes(f.decoder, f"{f.where} ({DECODER_KEY})") if f.decoder is not None else None
     sizes = ""
-    if f.decoder is not None:
-        try:
-            d = _Fields(f.decoder, f"{f.where} ({DECODER_KEY})")
-            heads = d.int_(HEADS_KEYS)
-            if heads is not None:
-                kv, head_dim = _kv_heads(d, heads), d.int_(HEAD_DIM_KEYS)
-                hidden = d.int_(HIDDEN_KEYS) if head_dim is None else None
-                if head_dim is None and hidden is not None and hidden % heads == 0:
-                    head_dim = hidden // heads
-                if head_dim is not None:
-                    sizes = f"{heads} heads, {kv} KV heads, HEAD_DIM {head_dim}: pass --causal --heads {heads} " \
-                            f"--kv-heads {kv} --head-dim {head_dim} to model it"
-        except IomodelError:  # a decoder the note cannot read: the advice names the flags instead
-            sizes = ""
+    if got is not None and got[2] is not None:
+        heads, kv, head_dim = got
+        sizes = f"{heads} heads, {kv} KV heads, HEAD_DIM {head_dim}: pass --causal --heads {heads} " \
+                f"--kv-heads {kv} --head-dim {head_dim} to model it"
     return (f"'{ENCODER_KEY}' and '{DECODER_KEY}' hold the attention fields (an encoder-decoder whose top level gives "
             "no heads): the encoder's are read, whose self-attention is bidirectional; the decoder's self-attention "
             f"is causal ({sizes or 'pass --causal with its --heads/--kv-heads/--head-dim to model it'}).")
 
 
+def _sub_sizes(sub: dict[str, Any], where: str) -> tuple[int, int, int | None] | None:
+    """(heads, KV heads, HEAD_DIM) of a sub-config (another tower, an encoder-decoder's decoder), read as a config's
+    own fields are (:func:`_kv_heads`; HEAD_DIM from :data:`HEAD_DIM_KEYS`, else hidden size / heads, None where
+    neither gives it); None where it gives no heads or a field cannot be read (a note only: raises nothing)."""
+    try:
+        d = _Fields(sub, where)
+        heads = d.int_(HEADS_KEYS)
+        if heads is None:
+            return None
+        head_dim = d.int_(HEAD_DIM_KEYS)
+        hidden = d.int_(HIDDEN_KEYS) if head_dim is None else None
+        if head_dim is None and hidden is not None and hidden % heads == 0:
+            head_dim = hidden // heads
+        return heads, _kv_heads(d, heads), head_dim
+    except IomodelError:
+        return None
+
+
 def _tower_sizes(cfg: dict[str, Any], key: str) -> str:
-    """``key`` (a tower's sub-config, e.g. ``vision_config``) with its heads and HEAD_DIM where it gives them (heads
-    from :data:`HEADS_KEYS`; HEAD_DIM from :data:`HEAD_DIM_KEYS`, else hidden size / heads), e.g.
-    ``"vision_config (16 heads, HEAD_DIM 64)"``; just ``key`` where they cannot be read. Raises nothing."""
-    sub = cfg.get(key)
-    heads = next((sub[h] for h in HEADS_KEYS if isinstance(sub.get(h), int) and not isinstance(sub.get(h), bool)
-                  and sub[h] > 0), None) if isinstance(sub, dict) else None
-    if heads is None:
+    """``key`` (a tower's sub-config, e.g. ``vision_config``) with its heads and HEAD_DIM where it gives them
+    (:func:`_sub_sizes`), e.g. ``"vision_config (16 heads, HEAD_DIM 64)"``; just ``key`` where they cannot be read.
+    Raises nothing."""
+    got = _sub_sizes(cfg[key], key) if isinstance(cfg.get(key), dict) else None
+    if got is None:
         return key
-    d = next((sub[h] for h in HEAD_DIM_KEYS if isinstance(sub.get(h), int) and not isinstance(sub.get(h), bool)
-              and sub[h] > 0), None)
-    hidden = next((sub[h] for h in HIDDEN_KEYS if isinstance(sub.get(h), int) and not isinstance(sub.get(h), bool)
-                   and sub[h] > 0), None)
-    if d is None and hidden is not None and hidden % heads == 0:
-        d = hidden // heads
+    heads, _, d = got
     return f"{key} ({heads} heads" + (f", HEAD_DIM {d})" if d is not None else ")")
 
 

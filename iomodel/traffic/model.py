@@ -118,6 +118,11 @@ def structure_key(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> tupl
     )
 
 
+class SweepRangeError(IomodelError):
+    """A :func:`sweep` point whose sizes are too large for its exact int64 evaluation (the worksheet's single-point
+    :func:`predict` is exact at any size); callers that sweep on the user's behalf (the plots) say what to shrink."""
+
+
 @dataclass
 class TrafficModel:
     """The symbolic model of one layer call: rows per algorithm, references, assumptions.
@@ -674,7 +679,7 @@ def sweep(
     Raises:
         IomodelError: an unknown field, a non-positive or non-integer size, a block size
             that is not a power of two, tiles that do not fit shared memory at some point,
-            a point too large for exact int64 evaluation, or any :func:`build_model` error
+            a point too large for exact int64 evaluation (:class:`SweepRangeError`), or any :func:`build_model` error
             at some point.
     """
     import numpy as np  # imported where used: the single-point CLI path needs no numpy
@@ -703,6 +708,9 @@ def sweep(
                 base = base_vals[FIELD_SYMBOLS[fld]]
             else:
                 base = hardware.smem_per_block
+            if not -2**63 <= base < 2**63:  # numpy.full would raise OverflowError
+                raise SweepRangeError(f"{fld} = {base} is too large for exact int64 evaluation: shrink it or evaluate "
+                                      "the point with predict()")
             a = np.full(int(np.prod(shape)), base, dtype=np.int64)
         cols[fld] = a
     bandwidth = np.broadcast_to(np.asarray(arrays.get("hbm_bandwidth", hardware.hbm_bandwidth), dtype=float),
@@ -742,7 +750,7 @@ def sweep(
     # the baseline's score passes and the tiled re-reads likewise), so this bound keeps it exact
     bound = 64.0 * cols["batch"] * cols["heads"] * cols["seqlen_q"].astype(float) * cols["seqlen_k"] * cols["head_dim"]
     if np.any(bound >= 2.0**63):
-        raise IomodelError(
+        raise SweepRangeError(
             "some sweep points are too large for exact int64 evaluation (64·B·H·seqlen_q·seqlen_k·d >= 2^63): "
             "shrink the swept sizes or evaluate those points with predict()"
         )
