@@ -648,7 +648,7 @@ def flash_attention_backward(
     Raises:
         IomodelError: any bad forward input (see ``check_inputs``), a layer the kernel does
             not run (:func:`iomodel.schedule.capabilities.kernel_refusal`), a do/o/lse of the
-            wrong shape, dtype or device, or not contiguous; a bad window; non-CUDA tensors
+            wrong shape, dtype or device, or not contiguous in its last dimension (lse: not contiguous); a bad window; non-CUDA tensors
             outside the interpreter; ``group_splits`` negative or above G; ``fused_launch`` with
             ``num_warps`` != ``dq_num_warps`` (a check of the config, whichever kernels the inputs
             take). ``tma``/``fused_launch`` apply where the inputs allow

@@ -447,3 +447,12 @@ def test_a_ragged_batch_of_too_many_distinct_lengths_is_refused_at_once(capsys, 
                           f"holds {MAX_DISTINCT_LENGTHS + 1:,} distinct lengths, more than the "
                           f"{MAX_DISTINCT_LENGTHS:,}", "round the lengths")
     assert time.perf_counter() - t < 10
+
+
+def test_a_refused_plot_leaves_no_folder_behind(capsys, tmp_path):
+    """`iomodel plot -o DIR` made DIR (and its parents) before refusing the layer's SRAM-size figure."""
+    from test_cli_errors import assert_one_line_error
+
+    assert_one_line_error(capsys, ["plot", "--window", "100", "-o", str(tmp_path / "p" / "sub")],
+                          "the SRAM-size plot compares FlashAttention-1's K/V-stationary schedule")
+    assert not (tmp_path / "p").exists()

@@ -60,7 +60,7 @@ def plot(
     Same layer defaults as `iomodel worksheet` (Llama-3-8B, prefill 8,192 tokens, causal top-left, H200, the bundled kernel's tiles). Files: bytes_vs_seqlen.png, bytes_vs_blocks.png, bytes_vs_sram.png (prefill only).
     """
     from iomodel.paths import check_output_dir
-    from iomodel.report.plot import PLOT_KINDS, write_plots
+    from iomodel.report.plot import PLOT_KINDS, check_plots, write_plots
 
     lay = layer.resolve()
     if lay.ragged is not None:
@@ -71,6 +71,7 @@ def plot(
         raise IomodelError("the SRAM-size plot compares prefill schedules: drop --kind sram or use --phase prefill")
     # a file, a device or a read-only folder: said before any plot is drawn, after the layer is
     # known to be valid (the check creates the folder)
+    check_plots(lay.spec, kinds, lay.config, "-o/--out-dir")  # a refused kind leaves no folder behind
     check_output_dir(out_dir, "-o/--out-dir")
     for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
                             config=lay.config,

@@ -701,6 +701,34 @@ def _check_all_measured(spec: LayerSpec, tiling: Tiling, measured: dict[str, Any
             raise IomodelError(f"measured points: {kind!r} is not a plot kind: use {', '.join(PLOT_KINDS)}")
 
 
+def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, option: str = "--plot-dir") -> None:
+    """Refuse, before any folder is made or figure drawn, plot kinds that are unknown or that this layer cannot have:
+    the seqlen curve past a model's window (full attention is not what runs there), the SRAM-size figure of a windowed
+    layer (FlashAttention-1's schedule, its reference, is modelled without a window). ``option`` names the command's
+    output option (``-o/--out-dir`` for ``iomodel plot``), so the advice uses that command's flags.
+
+    Raises:
+        IomodelError: one line saying what to run instead.
+    """
+    unknown = [k for k in kinds if k not in PLOT_FILES]
+    if unknown:
+        raise IomodelError(f"unknown plot kind {unknown[0]!r}: use {', '.join(PLOT_KINDS)}")
+    window = getattr(config, "window", None)
+    windowed = spec.window_left is not None or spec.window_right is not None
+    # what to do instead, in the words of the command that draws them (iomodel plot's --kind, or the worksheet's)
+    instead = ("--kind blocks" if option == "-o/--out-dir" else "iomodel plot --kind blocks") + (
+        ", or --window none to plot a full-attention layer")
+    if "seqlen" in kinds and window is not None and (windowed or config.window_kind != "sliding-window"):
+        # the curve would model full attention past the window, where the windowed (or chunked) layer runs
+        raise IomodelError(
+            f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention ({window:,} "
+            f"tokens on {config.window_layers}), where full attention is not what runs: use {instead}")
+    if "sram" in kinds and windowed and spec.phase == "prefill":
+        # FlashAttention-1's K/V-stationary schedule, the figure's reference, is modelled without a window
+        raise IomodelError("the SRAM-size plot compares FlashAttention-1's K/V-stationary schedule, which iomodel "
+                           f"models without a window, and this layer has one: use {instead}")
+
+
 def write_plots(
     spec: LayerSpec,
     tiling: Tiling,
@@ -733,23 +761,7 @@ def write_plots(
             kind (drawn or not) is refused by :func:`_check_measured`; all are checked before
             anything is drawn.
     """
-    unknown = [k for k in kinds if k not in PLOT_FILES]
-    if unknown:
-        raise IomodelError(f"unknown plot kind {unknown[0]!r}: use {', '.join(PLOT_KINDS)}")
-    window = getattr(config, "window", None)
-    windowed = spec.window_left is not None or spec.window_right is not None
-    # what to do instead, in the words of the command that draws them (iomodel plot's --kind, or the worksheet's)
-    instead = ("--kind blocks" if option == "-o/--out-dir" else "iomodel plot --kind blocks") + (
-        ", or --window none to plot a full-attention layer")
-    if "seqlen" in kinds and window is not None and (windowed or config.window_kind != "sliding-window"):
-        # the curve would model full attention past the window, where the windowed (or chunked) layer runs
-        raise IomodelError(
-            f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention ({window:,} "
-            f"tokens on {config.window_layers}), where full attention is not what runs: use {instead}")
-    if "sram" in kinds and windowed and spec.phase == "prefill":
-        # FlashAttention-1's K/V-stationary schedule, the figure's reference, is modelled without a window
-        raise IomodelError("the SRAM-size plot compares FlashAttention-1's K/V-stationary schedule, which iomodel "
-                           f"models without a window, and this layer has one: use {instead}")
+    check_plots(spec, kinds, config, option)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -778,5 +790,6 @@ __all__ = [
     "plot_blocks",
     "plot_seqlen",
     "plot_sram",
+    "check_plots",
     "write_plots",
 ]
