@@ -948,3 +948,97 @@ def test_another_tower_is_said_for_top_level_text_fields_too(tmp_path):
     assert ("vision_config (16 heads, HEAD_DIM 80): another tower of this model (an image or audio encoder with its "
             "own heads, whose self-attention is bidirectional) is not modelled here; pass its sizes with "
             "--heads/--kv-heads/--head-dim and --no-causal to model it.") in cfg.notes
+
+
+def test_a_wrappers_text_config_without_model_type_gets_the_wrappers_default_family(tmp_path):
+    """LLaVA-1.5-7B's text_config names no model_type; HF LlavaConfig reads it as "llama" (LlamaConfig: 32 heads,
+    hidden_size 4096, KV heads = heads). iomodel kept the wrapper's 'llava', knew no defaults and refused the file for
+    its missing heads; LLaVA-OneVision's reads as qwen2, Idefics2's as mistral (whose class window is 4096)."""
+    text = {"_name_or_path": "lmsys/vicuna-7b-v1.5", "architectures": ["LlamaForCausalLM"],
+            "max_position_embeddings": 4096, "vocab_size": 32064}
+    cfg = load_config(_write(tmp_path, {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+                                        "torch_dtype": "float16", "text_config": text,
+                                        "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024,
+                                                          "num_attention_heads": 16}}))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.window) == (32, 32, 4096 // 32, None)
+    assert ("the text_config gives no 'model_type': 'llama', the one HF transformers' 'llava' configuration gives it, "
+            "so that family's defaults apply.") in cfg.notes
+    one = load_config(_write(tmp_path, {"model_type": "llava_onevision", "torch_dtype": "bfloat16",
+                                        "text_config": {"hidden_size": 3584, "num_attention_heads": 28,
+                                                        "num_key_value_heads": 4}}))
+    assert (one.heads, one.kv_heads, one.head_dim) == (28, 4, 128)  # qwen2: no class window
+    idefics2 = load_config(_write(tmp_path, {"model_type": "idefics2", "torch_dtype": "bfloat16",
+                                             "text_config": {"vocab_size": 32003}}))
+    # MistralConfig: 32 heads on 8, hidden_size 4096, sliding_window 4096 on every layer
+    assert (idefics2.heads, idefics2.kv_heads, idefics2.head_dim, idefics2.window) == (32, 8, 128, 4096)
+    # a text_config that names its family keeps it; an unknown wrapper's is not guessed
+    named = load_config(_write(tmp_path, {"model_type": "llava", "torch_dtype": "float16",
+                                          "text_config": {"model_type": "mistral", "vocab_size": 32000}}))
+    assert (named.kv_heads, named.window) == (8, 4096) and not any("gives no 'model_type'" in n for n in named.notes)
+    assert "add it or pass --heads" in _refusal(_write(tmp_path, {"model_type": "someone_vlm", "torch_dtype": "bf16",
+                                                                   "text_config": {"vocab_size": 32000}}))
+
+
+def test_jetmoe_query_heads_are_kv_heads_times_experts_per_token(tmp_path):
+    """JetMoE's mixture of attention heads: HF JetMoeConfig sets num_attention_heads = num_key_value_heads x
+    num_experts_per_tok (16 x 2 = 32 query heads on 16 KV heads of HEAD_DIM kv_channels 128). A file without
+    num_attention_heads was read as 16 heads (n_head) or refused; Q and O were half their bytes."""
+    fields = {"architectures": ["JetMoEForCausalLM"], "model_type": "jetmoe", "hidden_size": 2048, "n_head": 16,
+              "num_key_value_heads": 16, "kv_channels": 128, "num_experts_per_tok": 2, "num_local_experts": 8,
+              "num_hidden_layers": 24, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, fields))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (32, 16, 128)
+    assert ("model_type 'jetmoe': 32 query heads = num_key_value_heads 16 x num_experts_per_tok 2 (HF transformers' "
+            "JetMoeConfig: a token runs 2 attention experts of 16 query heads each on one K/V); 'n_head' is not what "
+            "the model reads.") in cfg.notes
+    spec = cfg.layer(seqlen_q=1024)
+    assert spec.heads * spec.seqlen_q * spec.head_dim * spec.width == 32 * 1024 * 128 * 2  # Q: 8 MiB, not 4
+    # the class defaults: 16 KV heads, kv_channels 128, two experts a token
+    bare = load_config(_write(tmp_path, {"model_type": "jetmoe", "torch_dtype": "bfloat16", "num_experts_per_tok": 4}))
+    assert (bare.heads, bare.kv_heads, bare.head_dim) == (64, 16, 128)
+    # a file's own num_attention_heads is what transformers reads; --heads replaces it with no JetMoE note
+    assert load_config(_write(tmp_path, {**fields, "num_attention_heads": 32})).heads == 32
+    flagged = load_config(_write(tmp_path, fields), heads=48)
+    assert flagged.heads == 48 and not any("jetmoe" in n for n in flagged.notes)
+
+
+def test_gemma4_default_layout_and_window(tmp_path):
+    """Gemma4TextConfig gives a file without layer_types every 6th layer full and the last one full (29 of 35
+    sliding), and sliding_window 512 to a file without it; a layer_types list ending on a sliding layer has its last
+    layer made full. iomodel read every layer as full attention (no window) or every layer as sliding."""
+    base = {"model_type": "gemma4_text", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+            "global_head_dim": 256, "num_hidden_layers": 35, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, base))
+    assert (cfg.window, cfg.window_kind) == (512, "sliding-window")
+    assert cfg.window_layers == "29 of 35 layers (layer_types): all but layers 5, 11, 17, 23, 29, 34"
+    assert ("the file gives no 'layer_types': every 6th of 35 layers and the last one full, the others sliding, the "
+            "default of HF transformers' Gemma4TextConfig, as transformers reads the file.") in cfg.notes
+    assert ("the file gives no 'sliding_window': 512, the default of HF transformers' Gemma4TextConfig (model_type "
+            "'gemma4_text'), as transformers reads the file.") in cfg.notes
+    # the full layers' count follows the default layout (6 of 35, with global_head_dim's default 512)
+    wide = load_config(_write(tmp_path, {k: v for k, v in base.items() if k != "global_head_dim"}))
+    assert any(n.startswith("the full-attention layers (6 of 35, layer_types) have HEAD_DIM 512") for n in wide.notes)
+    # no num_hidden_layers: the class's 30
+    assert load_config(_write(tmp_path, {k: v for k, v in base.items() if k != "num_hidden_layers"})).window_layers \
+        == "25 of 30 layers (layer_types): all but layers 5, 11, …, 29 (every 6th from 5)"
+    mended = load_config(_write(tmp_path, {**base, "num_hidden_layers": 4, "sliding_window": 1024,
+                                           "layer_types": ["sliding_attention"] * 4}))
+    assert (mended.window, mended.window_layers) == (1024, "3 of 4 layers (layer_types): layers 0–2")
+    assert ("'layer_types' ends on 'sliding_attention': HF transformers' Gemma4TextConfig makes the last layer "
+            "full_attention (\"Last layer must use `full_attention`\"), and so does this worksheet.") in mended.notes
+    # a sliding_window of null turns it off, as before
+    assert load_config(_write(tmp_path, {**base, "sliding_window": None})).window is None
+
+
+def test_baichuan_13b_materialised_alibi_is_said(tmp_path):
+    """Baichuan-13B/Baichuan2-13B (hidden_size 5120) add a materialised [heads, N, N] ALiBi bias to the scores in
+    their own code; the eager baseline here does not count it, and the worksheet now says so (it said nothing). The
+    7B models (RoPE) get no such note."""
+    fields = {"architectures": ["BaichuanForCausalLM"], "model_type": "baichuan", "hidden_size": 5120,
+              "num_attention_heads": 40, "num_hidden_layers": 40, "model_max_length": 4096, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, fields))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (40, 40, 128)
+    assert any(n.startswith("model_type 'baichuan' with hidden_size 5120 (Baichuan-13B, Baichuan2-13B) uses ALiBi, "
+                            "and its own code adds a materialised bias of [heads, N, N] elements") for n in cfg.notes)
+    seven = load_config(_write(tmp_path, {**fields, "hidden_size": 4096, "num_attention_heads": 32}))
+    assert not any("ALiBi" in n for n in seven.notes)

@@ -176,18 +176,36 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "mistral": ("MistralConfig", {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}),
     "mixtral": ("MixtralConfig", {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}),
     "qwen2": ("Qwen2Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "hidden_size": 4096}),
+    "jetmoe": ("JetMoeConfig", {"num_key_value_heads": 16, "kv_channels": 128}),  # its kv_channels; heads: _jetmoe_heads
 }
+#: ``JetMoeConfig``'s experts per token for a file that leaves ``num_experts_per_tok`` out: its mixture of attention
+#: heads runs that many experts of ``num_key_value_heads`` query heads each on one K/V
+#: (``num_attention_heads = num_key_value_heads * num_experts_per_tok``; HEAD_DIM ``kv_channels``).
+JETMOE_EXPERTS_PER_TOKEN = 2
 # Gemma3Config builds Gemma3TextConfig(**text_config) (Gemma4Config: Gemma4TextConfig): a text_config without its
 # own model_type gets these too
 FAMILY_DEFAULTS["gemma3"] = FAMILY_DEFAULTS["gemma3_text"]
 FAMILY_DEFAULTS["gemma4"] = FAMILY_DEFAULTS["gemma4_text"]
+#: The ``model_type`` a multimodal wrapper's configuration class gives a nested ``text_config`` that names none
+#: (``text_config["model_type"] = text_config.get("model_type", ...)`` in HF ``LlavaConfig``, ``LlavaNextConfig``,
+#: ``LlavaNextVideoConfig``, ``VipLlavaConfig``: ``"llama"``; ``LlavaOnevisionConfig``, ``InternVLConfig``:
+#: ``"qwen2"``; ``PaliGemmaConfig``: ``"gemma"``; ``Idefics2Config``, ``Mistral3Config``: ``"mistral"``), so the
+#: language model's family defaults (:data:`FAMILY_DEFAULTS`, :data:`DEFAULT_SLIDING_WINDOW`) are that family's,
+#: not the wrapper's.
+TEXT_CONFIG_MODEL_TYPE: dict[str, str] = {"llava": "llama", "llava_next": "llama", "llava_next_video": "llama",
+                                          "vipllava": "llama", "llava_onevision": "qwen2", "internvl": "qwen2",
+                                          "paligemma": "gemma", "idefics2": "mistral", "mistral3": "mistral"}
 #: The published spellings of each field :data:`FAMILY_DEFAULTS` fills.
 _DEFAULTED_SPELLINGS = {"num_attention_heads": HEADS_KEYS, "num_key_value_heads": KV_HEADS_KEYS,
-                        "head_dim": HEAD_DIM_KEYS, "hidden_size": HIDDEN_KEYS}
+                        "head_dim": HEAD_DIM_KEYS, "kv_channels": HEAD_DIM_KEYS, "hidden_size": HIDDEN_KEYS}
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: ``model_type`` of families whose attention always uses ALiBi, without an ``alibi`` field (BLOOM).
 ALIBI_MODEL_TYPES = ("bloom",)
+#: ``(model_type, hidden_size)`` of models whose own code adds a materialised ALiBi bias, ``[heads, N, N]`` in the
+#: model's dtype, to the scores: Baichuan-13B and Baichuan2-13B (``modeling_baichuan.py``: ``_gen_alibi_mask``, the
+#: bias added to the attention scores or passed as xformers' ``attn_bias``); their 7B models use RoPE.
+MATERIALISED_ALIBI = (("baichuan", 5120),)
 #: ``model_type`` of Gemma-3's language model, whose published config.json files give ``sliding_window``
 #: without ``sliding_window_pattern``: HF ``Gemma3TextConfig`` defaults it to
 #: :data:`GEMMA3_SLIDING_WINDOW_PATTERN` (every 6th layer global, the other five slide).
@@ -200,17 +218,26 @@ GEMMA4_MODEL_TYPES = ("gemma4", "gemma4_text")
 #: ``Gemma4TextConfig``'s ``global_head_dim`` for a file that leaves the field out (a ``null`` falls back to
 #: ``head_dim``, as ``Gemma4TextAttention`` reads it).
 GEMMA4_GLOBAL_HEAD_DIM = 512
+#: ``Gemma4TextConfig``'s layout for a file without ``layer_types``: every :data:`GEMMA4_SLIDING_WINDOW_PATTERN`-th
+#: layer full (``sliding_window_pattern = 6  # by default 5:1``) over ``num_hidden_layers`` (default
+#: :data:`GEMMA4_NUM_LAYERS`), and the last layer always full ("Last layer must use `full_attention`": a list whose
+#: last entry is not is mended so).
+GEMMA4_SLIDING_WINDOW_PATTERN = 6
+GEMMA4_NUM_LAYERS = 30
 #: Encoder-decoder families whose encoder's bidirectional sliding window reaches W − 1 keys each side (HF
 #: ``modeling_t5gemma.sliding_window_bidirectional_mask_function``: |q − k| < W), not W // 2 as Gemma-3's
 #: ``use_bidirectional_attention`` halves it.
 FULL_REACH_BIDIRECTIONAL_WINDOW_MODEL_TYPES = ("t5gemma",)
 #: ``sliding_window`` of families whose HF configuration class defaults it, for a file that leaves it out
 #: (``Gemma2Config`` and ``Gemma3TextConfig``: 4096; PaliGemma-2's gemma2 text_config gives none).
-#: ``MistralConfig``: 4096 too (a ``null`` turns it off, as Mistral-7B-v0.2's files write it).
+#: ``MistralConfig``: 4096 too (a ``null`` turns it off, as Mistral-7B-v0.2's files write it); ``Gemma4TextConfig``:
+#: 512.
 DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config", 4096),
                                                        "gemma3": ("Gemma3TextConfig", 4096),
                                                        "gemma3_text": ("Gemma3TextConfig", 4096),
-                                                       "mistral": ("MistralConfig", 4096)}
+                                                       "mistral": ("MistralConfig", 4096),
+                                                       "gemma4": ("Gemma4TextConfig", 512),
+                                                       "gemma4_text": ("Gemma4TextConfig", 512)}
 #: Families whose attention runs on twice the hidden size (HF ``ZambaConfig``/``Zamba2Config``:
 #: ``attention_hidden_size = 2·hidden_size``, ``attention_head_dim = 2·hidden_size / num_attention_heads``;
 #: their ``kv_channels`` is hidden_size / heads, not the attention's head dimension).
@@ -365,9 +392,12 @@ class _Fields:
         self.defaulted_window = ""  # a note: the family's default sliding window was used (set by _window)
         self.towers: list[str] = []  # other towers' sub-configs with attention heads (vision_config ...), not modelled
         self.window_note = ""  # a note on a per-layer window list (set by _window)
+        self.defaulted_layer_types = ""  # a note: Gemma-4's default layout or its last layer made full (_window)
         self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
         self.decoder: dict[str, Any] | None = None  # the decoder's sub-config where the encoder's fields are read
         self.encoder_read = False  # the attention fields are an ``encoder`` sub-object's (T5Gemma)
+        self.text_model_type = ""  # a note: the wrapper's default model_type of its text_config (LLaVA: llama)
+        self.jetmoe = ""  # a note: JetMoE's query heads from its KV heads and experts per token (_jetmoe_heads)
         for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
             sub = cfg.get(outer)
             if isinstance(sub, dict) and any(isinstance(sub.get(k), dict) for k in NESTED_KEYS):
@@ -382,6 +412,11 @@ class _Fields:
                 raise IomodelError(f"{where}: '{key}' must be a JSON object, got {_kind(sub)}: fix the file")
             sub = {k: v for k, v in sub.items() if v is not None or k not in cfg}  # a nested null: the top level's
             self.overridden = sorted(k for k, v in sub.items() if k in cfg and cfg[k] != v and k in ATTENTION_KEYS)
+            if key == "text_config" and sub.get("model_type") is None and self.top_model_type in TEXT_CONFIG_MODEL_TYPE:
+                sub["model_type"] = TEXT_CONFIG_MODEL_TYPE[self.top_model_type]  # as the wrapper's class reads it
+                self.text_model_type = (f"the text_config gives no 'model_type': {sub['model_type']!r}, the one HF "
+                                        f"transformers' {self.top_model_type!r} configuration gives it, so that "
+                                        "family's defaults apply.")
             self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
             self.where = f"{where} ({key})"
             break
@@ -530,6 +565,31 @@ def _family_defaults(f: _Fields) -> list[str]:
             f.cfg[key] = value
             filled.append(key)
     return filled
+
+
+def _jetmoe_heads(f: _Fields, defaulted: list[str]) -> None:
+    """JetMoE's query heads, in place, where the file gives no ``num_attention_heads``: HF ``JetMoeConfig`` sets
+    ``num_attention_heads = num_key_value_heads * num_experts_per_tok`` (the experts of its mixture of attention heads
+    that a token runs, :data:`JETMOE_EXPERTS_PER_TOKEN` by default, each with ``num_key_value_heads`` query heads on
+    one K/V of HEAD_DIM ``kv_channels``), not hidden_size / HEAD_DIM; a GPT-style ``n_head`` beside it is not what
+    the model reads. Sets :attr:`_Fields.jetmoe` to the note that says so.
+
+    Raises:
+        IomodelError: ``num_key_value_heads`` or ``num_experts_per_tok`` is not a positive integer.
+    """
+    if f.cfg.get("model_type") != "jetmoe" or f.has("num_attention_heads"):
+        return
+    kv = f.int_(("num_key_value_heads",))
+    top_k = f.int_(("num_experts_per_tok",))
+    said = "num_experts_per_tok" if top_k is not None else f"JetMoeConfig's default num_experts_per_tok"
+    top_k = top_k or JETMOE_EXPERTS_PER_TOKEN
+    f.cfg["num_attention_heads"] = kv * top_k
+    ignored = [k for k in HEADS_KEYS[1:] if f.has(k)]
+    f.jetmoe = (f"model_type 'jetmoe': {kv * top_k} query heads = num_key_value_heads {kv}"
+                + (" (the class default)" if "num_key_value_heads" in defaulted else "")
+                + f" x {said} {top_k} (HF transformers' JetMoeConfig: a token runs {top_k} attention experts of "
+                f"{kv} query heads each on one K/V)"
+                + (f"; {', '.join(repr(k) for k in ignored)} is not what the model reads" if ignored else "") + ".")
 
 
 def _full_layers(f: _Fields, heads: int, kv_heads: int, head_dim: int, *, kv_flag: bool,
@@ -757,6 +817,8 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                               f"(model_type {model_type!r}), as transformers reads the file.")
     chunk = f.int_(("attention_chunk_size",))
     types = f.cfg.get("layer_types")
+    if model_type in GEMMA4_MODEL_TYPES and (types is not None or window is not None):  # a null window: none slide
+        types = _gemma4_layer_types(f, types, total)
     if types is not None:
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
             raise IomodelError(f"{f.where}: 'layer_types' must be a list of strings: fix the file")
@@ -829,6 +891,33 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return window, "sliding-window", (f"{total - first}{of}" if total else f"layers {first} and up") + \
             " (max_window_layers)" + (": " + _which_layers(list(range(first, total))) if total else "")
     return window, "sliding-window", (f"all {total} layers" if total else "every layer")
+
+
+def _gemma4_layer_types(f: _Fields, types: Any, total: int | None) -> Any:
+    """Gemma-4's ``layer_types`` as HF ``Gemma4TextConfig.__post_init__`` makes them: absent or null, every
+    :data:`GEMMA4_SLIDING_WINDOW_PATTERN`-th of ``num_hidden_layers`` layers (:data:`GEMMA4_NUM_LAYERS` by default)
+    full and the others sliding; in either case the last layer full. Written back into the fields (so the full
+    layers' geometry counts them) with :attr:`_Fields.defaulted_layer_types` saying what was filled or mended; any
+    other value is returned as given (checked by the caller)."""
+    if types is None:
+        n = total or GEMMA4_NUM_LAYERS
+        types = ["sliding_attention" if (i + 1) % GEMMA4_SLIDING_WINDOW_PATTERN else "full_attention"
+                 for i in range(n)]
+        types[-1] = "full_attention"
+        f.defaulted_layer_types = (f"the file gives no 'layer_types': every {GEMMA4_SLIDING_WINDOW_PATTERN}th of "
+                                   f"{n} layers{'' if total else ' (the class default)'} and the last one full, the "
+                                   "others sliding, the default of HF transformers' Gemma4TextConfig, as transformers "
+                                   "reads the file.")
+    elif isinstance(types, list) and types and types[-1] != "full_attention" \
+            and types[-1] in ("sliding_attention", "chunked_attention", "attention"):
+        types = [*types[:-1], "full_attention"]
+        f.defaulted_layer_types = (f"'layer_types' ends on {f.cfg['layer_types'][-1]!r}: HF transformers' "
+                                   "Gemma4TextConfig makes the last layer full_attention (\"Last layer must use "
+                                   "`full_attention`\"), and so does this worksheet.")
+    else:
+        return types
+    f.cfg["layer_types"] = types
+    return types
 
 
 def _hybrid_note(f: _Fields, total: int | None) -> str:
@@ -984,6 +1073,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model an ordinary layer")
     defaulted = _family_defaults(f)
+    if heads is None:
+        _jetmoe_heads(f, defaulted)
     heads_key = f.key_of(HEADS_KEYS)
     if heads is not None and heads_key is not None and isinstance(f.cfg[heads_key], list):
         file_heads = None  # per stage or layer in the file (Swin): the flag names the layer
@@ -1034,6 +1125,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             "head_dim": head_dim_flag is None}
     # hidden_size is used where HEAD_DIM is hidden_size / heads (no flag, no head_dim field)
     used["hidden_size"] = head_dim_flag is None and f.key_of(HEAD_DIM_KEYS) is None
+    used["kv_channels"] = used["head_dim"]  # JetMoE's HEAD_DIM field
     filled = [k for k in defaulted if used.get(k)]
     if filled:
         cls, _ = FAMILY_DEFAULTS[f.cfg["model_type"]]
@@ -1050,6 +1142,12 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             isinstance(attn, dict) and attn.get("alibi") is True):  # MPT: attn_config.alibi
         notes += (f"model_type {f.cfg['model_type']!r} uses ALiBi position biases, computed from the head index in the "
                   "kernel: no tensor moves.",)
+    if (f.cfg.get("model_type"), f.cfg.get("hidden_size")) in MATERIALISED_ALIBI:
+        notes += (f"model_type {f.cfg['model_type']!r} with hidden_size {f.cfg['hidden_size']} (Baichuan-13B, "
+                  "Baichuan2-13B) uses ALiBi, and its own code adds a materialised bias of [heads, N, N] elements in "
+                  "the model's dtype to the scores (modeling_baichuan.py, _gen_alibi_mask): that code's eager chain "
+                  "reads heads x seqlen_q x seqlen_k x element bytes more per layer than the baseline here counts; a "
+                  "kernel that computes ALiBi from the head index (FlashAttention's alibi_slopes) moves no bias.",)
     if f.has("cross_attention_layers"):
         notes += ("'cross_attention_layers': those layers attend to another sequence (image tokens) with another key "
                   "length and no causal mask; this worksheet models the self-attention layers.",)
@@ -1060,7 +1158,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += (f"model_type {f.cfg['model_type']!r} attends on twice the hidden size (HF transformers' "
                   f"Zamba2Config: attention_head_dim = 2·hidden_size / num_attention_heads = {head_dim}); a hybrid "
                   "whose Mamba layers move no attention traffic: this worksheet models one attention block.",)
-    notes += tuple(n for n in (f.hybrid or _hybrid_note(f, num_layers), f.defaulted_window, f.window_note) if n)
+    notes += tuple(n for n in (f.text_model_type, f.jetmoe, f.hybrid or _hybrid_note(f, num_layers), f.defaulted_window,
+                               f.defaulted_layer_types, f.window_note) if n)
     notes += full_notes
     notes += tuple(n for n in (_decoder_note(f),) if n)
     notes += _unmodelled_notes(f)
