@@ -581,7 +581,7 @@ def _jetmoe_heads(f: _Fields, defaulted: list[str]) -> None:
         return
     kv = f.int_(("num_key_value_heads",))
     top_k = f.int_(("num_experts_per_tok",))
-    said = "num_experts_per_tok" if top_k is not None else f"JetMoeConfig's default num_experts_per_tok"
+    said = "num_experts_per_tok" if top_k is not None else "JetMoeConfig's default num_experts_per_tok"
     top_k = top_k or JETMOE_EXPERTS_PER_TOKEN
     f.cfg["num_attention_heads"] = kv * top_k
     ignored = [k for k in HEADS_KEYS[1:] if f.has(k)]
