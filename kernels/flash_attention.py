@@ -49,8 +49,10 @@ import triton.language as tl
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import (
+    GLUON_SWITCH,
     NUM_WARPS,
     PATHS,
+    TMA_SWITCH,
     block_size_refusal,
     env_switch,
     gluon_refusal,
@@ -91,10 +93,10 @@ INTERPRET = _interpreting()
 
 #: Whether :func:`kernel_path` may pick the TMA path on sm_90. ``IOMODEL_TMA=0`` in the
 #: environment turns it off (an explicit switch for diagnosis, reported in every config).
-USE_TMA = env_switch("IOMODEL_TMA")
+USE_TMA = env_switch(TMA_SWITCH)
 #: Whether :func:`kernel_path` may pick the Gluon prefill (``prefill-gluon``) on sm_90:
 #: ``IOMODEL_GLUON=0`` turns it off, and a Triton without the Gluon dialect cannot run it.
-USE_GLUON = env_switch("IOMODEL_GLUON")
+USE_GLUON = env_switch(GLUON_SWITCH)
 
 LOG2E = 1.4426950408889634  # 1 / ln 2: scores are kept in log2 units so exp2 can be used
 LN2 = 0.6931471805599453

@@ -587,7 +587,8 @@ class BackwardConfig:
         ``width`` (bytes: 2 is fp16/bf16) on a GPU of compute capability major ``sm_major``, or None: the config's
         ``tma``, ``atomic_dq`` and ``fused_launch`` and the layer, by
         :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` (the one rule :meth:`resolve` and the launcher
-        apply; the launcher adds the tensors' alignment, the ``IOMODEL_GLUON`` switch and Triton's Gluon dialect).
+        apply, the ``IOMODEL_GLUON`` switch with it; the launcher adds the tensors' alignment and Triton's Gluon
+        dialect).
         An unknown ``head_dim`` or ``width`` refuses (nothing to check them against)."""
         if head_dim is None or width is None:
             return "the Gluon dK/dV launch is chosen per layer: pass head_dim and width to BackwardConfig.resolve"

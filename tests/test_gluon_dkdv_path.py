@@ -230,3 +230,38 @@ def test_the_spill_free_dkdv_receipt():
         assert row["shared_vs_bundled_step"] == pytest.approx(med["bundled_step"] / med["shared_step"])
         step.append(row["shared_vs_bundled_step"])
     assert len(step) == 10 and 0.98 < min(step) < 0.983 and 1.049 < max(step) < 1.051
+
+
+def test_the_worksheet_models_the_launch_the_environment_switches_leave(monkeypatch):
+    """IOMODEL_GLUON=0 keeps the launcher off Gluon (prefill and dK/dV), IOMODEL_TMA=0 on pointer loads: the
+    worksheet modelled the default launch whatever they said (a fresh user's finding). It now reads the same
+    switches (iomodel.schedule.capabilities.TMA_SWITCH/GLUON_SWITCH) and names them in the tiles' source; the
+    tiles are the other paths' (heuristics.prefill_default, backward_config's Triton dK/dV tiles)."""
+    from iomodel.report.worksheet import kernel_tiling
+    from iomodel.spec.hardware import get_hardware
+
+    spec = LayerSpec(batch=1, heads=32, kv_heads=8, head_dim=128, seqlen_q=8192, seqlen_k=8192, dtype="bf16",
+                     causal=True, backward=True)
+    h200 = get_hardware("H200")
+    tiling, source = kernel_tiling(spec, h200)
+    assert (tiling.block_m, tiling.block_n, tiling.num_stages, tiling.bwd_block_m, tiling.bwd_block_n) == \
+        (128, 128, 2, 64, 128) and "IOMODEL" not in source
+    monkeypatch.setenv("IOMODEL_GLUON", "0")
+    tiling, source = kernel_tiling(spec, h200)
+    tma = hx.prefill_default(128, "bf16", True, "prefill-tma")
+    triton_bwd = hx.backward_config(128, "bf16", True, sm_major=9)
+    assert (tiling.block_m, tiling.block_n, tiling.num_stages) == (tma.block_m, tma.block_n, tma.num_stages)
+    assert (tiling.bwd_block_m, tiling.bwd_block_n) == (triton_bwd.block_m, triton_bwd.block_n) == (32, 64)
+    assert "prefill-tma path" in source and "dK/dV launch in Gluon" not in source
+    assert source.endswith("; IOMODEL_GLUON=0 in the environment: the launch the launcher picks under that switch is "
+                           "modelled")
+    assert hx.layer_backward_config(spec, h200).dkdv_kernel == "triton"
+    monkeypatch.setenv("IOMODEL_GLUON", "1")
+    monkeypatch.setenv("IOMODEL_TMA", "off")
+    tiling, source = kernel_tiling(spec, h200)
+    ptr = hx.prefill_default(128, "bf16", True, "prefill")
+    assert (tiling.block_m, tiling.block_n) == (ptr.block_m, ptr.block_n) and "for the prefill path" in source
+    assert "IOMODEL_TMA=0 in the environment" in source
+    monkeypatch.setenv("IOMODEL_TMA", "maybe")
+    with pytest.raises(IomodelError, match="IOMODEL_TMA='maybe' is not a switch"):
+        kernel_tiling(spec, h200)

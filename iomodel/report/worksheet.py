@@ -32,7 +32,8 @@ from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling, cdiv
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
-from iomodel.schedule.capabilities import decode_refusal, kernel_refusal, prefill_path
+from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, decode_refusal, env_switch, kernel_refusal,
+                                            prefill_path, switches_off)
 from iomodel.schedule.launch import Schedule, lpt_launch_order
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
@@ -70,9 +71,14 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
 
     The launcher's own decision, :func:`iomodel.schedule.capabilities.prefill_path`, for the
     hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128
-    without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``).
+    without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``), under the
+    environment's ``IOMODEL_TMA``/``IOMODEL_GLUON`` switches as the launcher reads them.
+
+    Raises:
+        IomodelError: a switch holds a value that is not one.
     """
-    return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0], windowed=spec.band is not None)
+    return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0], windowed=spec.band is not None,
+                        use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH))
 
 
 def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False,
@@ -159,6 +165,9 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
                            f"exceed the effective L2 of {hardware.name})")
             if bwd.dq_tile_order == "reverse":
                 source += ", dQ query tiles longest first (dq_tile_order reverse)"
+        if spec.phase != "decode" and (off := switches_off()):
+            source += (f"; {' and '.join(f'{n}=0' for n in off)} in the environment: the launch the launcher picks "
+                       "under that switch is modelled")
         return tiling, source
     return Tiling(), (
         "Tiling defaults (kernels/heuristics.py was not importable, so these may differ from the "

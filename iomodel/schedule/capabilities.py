@@ -200,6 +200,7 @@ def gluon_dkdv_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, wind
         sm_major: the GPU's compute capability major, ``None`` for Triton's interpreter (Gluon has none).
         atomic_dq, fused_launch: the config's other dK/dV launches (dQ by atomics inside dK/dV, or one
             launch of the dK/dV and dQ programs), which the Gluon kernel does not run.
+        The environment's :data:`GLUON_SWITCH` off refuses it too (read here, for the launcher and the worksheet).
 
     Returns:
         The reason (one line), or None.
@@ -216,10 +217,16 @@ def gluon_dkdv_refusal(dtype: str, head_dim: int, tma_aligned: bool = True, wind
         return "the Gluon dK/dV launch computes dK and dV only (no atomic dQ, no fused dQ programs)"
     if not tma_aligned:
         return "the Gluon dK/dV launch needs 16-byte aligned, last-dim-contiguous q, k, v, dO and tma=True"
+    if not env_switch(GLUON_SWITCH):
+        return f"{GLUON_SWITCH} is off"
     return None
 
 
-#: Spellings of the kernels' environment switches (``IOMODEL_TMA``, ``IOMODEL_GLUON``), case-insensitive.
+#: The kernels' environment switches, read by the launcher (``kernels.flash_attention``) and the worksheet alike:
+#: ``IOMODEL_TMA=0`` keeps the prefill on pointer loads (no TMA, so no Gluon either); ``IOMODEL_GLUON=0`` keeps the
+#: prefill and the backward's dK/dV launch off Gluon (:func:`prefill_path`, :func:`gluon_dkdv_refusal`).
+TMA_SWITCH, GLUON_SWITCH = "IOMODEL_TMA", "IOMODEL_GLUON"
+#: Spellings of the kernels' environment switches (:data:`TMA_SWITCH`, :data:`GLUON_SWITCH`), case-insensitive.
 SWITCH_ON, SWITCH_OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 
 
@@ -239,6 +246,16 @@ def env_switch(name: str, default: bool = True) -> bool:
         return raw in SWITCH_ON
     raise IomodelError(f"environment variable {name}={os.environ[name]!r} is not a switch: set it to "
                        f"{' or '.join(SWITCH_OFF[:1] + SWITCH_ON[:1])} ({', '.join(SWITCH_OFF + SWITCH_ON)}), or unset it")
+
+
+def switches_off() -> list[str]:
+    """The kernels' environment switches (:data:`TMA_SWITCH`, :data:`GLUON_SWITCH`) set off, in that order: the
+    worksheet names them where it models the launch they change.
+
+    Raises:
+        IomodelError: a switch holds a value that is not one (:func:`env_switch`).
+    """
+    return [name for name in (TMA_SWITCH, GLUON_SWITCH) if not env_switch(name)]
 
 
 def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
@@ -284,6 +301,9 @@ __all__ = [
     "DKDV_KERNELS",
     "GLUON_AUTO_HEAD_DIMS",
     "env_switch",
+    "TMA_SWITCH",
+    "GLUON_SWITCH",
+    "switches_off",
     "GLUON_DKDV_HEAD_DIMS",
     "GLUON_HEAD_DIMS",
     "KERNEL_DTYPES",
