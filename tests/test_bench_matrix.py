@@ -89,6 +89,13 @@ def test_invalid_toml_names_line_and_column():
         ('name = "d"', 'name = "p"', 31, ["used twice"]),
         ("weight = 0.5\nphase = \"decode\"", "weight = 0.25\nphase = \"decode\"", 16, ["sum to 0.75"]),
         ("seed = 3", "seed = 3\ncolour = 1", 4, ["unknown top-level key 'colour'"]),
+        # the request estimate reaches at most MAX_WORKLOAD_EXTRAPOLATION = 4x outside a bucket's measured sizes
+        # (prefill seqlen_q 32..64, decode seqlen_k 48); a prompt 10^6x the buckets' was extrapolated, labelled
+        ("prompt_len = 64", "prompt_len = 257", 10, ["prompt_len 257 lies more than 4x outside the seqlen_q of bucket "
+                                                     "'p' (32..64)", "add a shape to the bucket nearer it"]),
+        ("prompt_len = 64", "prompt_len = 7", 10, ["prompt_len 7 lies more than 4x outside the seqlen_q of bucket 'p'"]),
+        ("output_len = 4", "output_len = 130", 11, ["the decode steps' seqlen_k 64..193 (prompt_len + output_len - 1) "
+                                                    "lies more than 4x outside the seqlen_k of bucket 'd' (48..48)"]),
     ],
 )
 def test_schema_errors_name_bucket_and_line(old, new, expected_line, words):

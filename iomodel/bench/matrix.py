@@ -69,6 +69,10 @@ _DECODE_GRID_KEYS = {"batches", "heads", "kv_heads", "head_dim", "seqlens_k", "d
 #: Dtypes of the kernel-speed grids (the tensor-core dtypes both the kernel and SDPA's fused backends take).
 SPEED_DTYPES = ("fp16", "bf16")
 _TIMING_KEYS = {"warmup", "reps", "l2_flush_bytes"}
+#: How far outside a workload bucket's measured sizes the request estimate may reach (a factor each way): the
+#: prefill time extends the end segment's power law and decode scales linearly (``iomodel.bench.receipt._interp``),
+#: which says nothing of a prompt 10^6 times the measured ones; further out the matrix is refused.
+MAX_WORKLOAD_EXTRAPOLATION = 4
 _WORKLOAD_KEYS = {"prompt_len", "output_len", "layers", "prefill_bucket", "decode_bucket", "note"}
 _BUCKET_KEYS = {
     "name", "weight", "phase", "causal", "causal_align", "heads", "kv_heads", "head_dim", "dtype",
@@ -535,9 +539,22 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
                 raise fail(f"[workload] {k} {ref!r} must hold one shape per {size} (the request's time is "
                            f"interpolated over {size}), got {size} {sizes}: split the bucket or drop a shape",
                            lines.key(k, wline))
+        prompt = _int(wl["prompt_len"], "workload.prompt_len", 1, fail, lines.key("prompt_len", wline))
+        output = _int(wl["output_len"], "workload.output_len", 1, fail, lines.key("output_len", wline))
+        x = MAX_WORKLOAD_EXTRAPOLATION
+        for k, size, lo, hi, key in (("prefill_bucket", "seqlen_q", prompt, prompt, "prompt_len"),
+                                     ("decode_bucket", "seqlen_k", prompt, prompt + output - 1, "output_len")):
+            sizes = [getattr(sh, size) for sh in by_name[wl[k]].shapes]
+            if lo * x < min(sizes) or hi > x * max(sizes):
+                what = (f"prompt_len {prompt:,}" if key == "prompt_len" else
+                        f"the decode steps' seqlen_k {lo:,}..{hi:,} (prompt_len + output_len - 1)")
+                raise fail(f"[workload] {what} lies more than {x}x outside the {size} of bucket {wl[k]!r} "
+                           f"({min(sizes):,}..{max(sizes):,}), so the request estimate would be extrapolated that "
+                           f"far: add a shape to the bucket nearer it, or bring {key} within {x}x of the measured "
+                           "sizes", lines.key(key, wline))
         workload = Workload(
-            prompt_len=_int(wl["prompt_len"], "workload.prompt_len", 1, fail, lines.key("prompt_len", wline)),
-            output_len=_int(wl["output_len"], "workload.output_len", 1, fail, lines.key("output_len", wline)),
+            prompt_len=prompt,
+            output_len=output,
             layers=_int(wl["layers"], "workload.layers", 1, fail, lines.key("layers", wline)),
             prefill_bucket=wl["prefill_bucket"],
             decode_bucket=wl["decode_bucket"],
