@@ -1042,3 +1042,105 @@ def test_baichuan_13b_materialised_alibi_is_said(tmp_path):
                             "and its own code adds a materialised bias of [heads, N, N] elements") for n in cfg.notes)
     seven = load_config(_write(tmp_path, {**fields, "hidden_size": 4096, "num_attention_heads": 32}))
     assert not any("ALiBi" in n for n in seven.notes)
+
+
+def test_fifth_round_kv_heads_under_other_names(tmp_path):
+    """A fifth fresh user's findings, KV heads: CodeShell's group_query_attention with num_query_groups (its
+    modeling_codeshell.py: kv_heads = num_query_groups) was read as 32 KV heads, 1.6x the K/V bytes; CogVLM2's
+    num_multi_query_heads was not read; Moonshine's encoder_num_attention_heads and ProphetNet's
+    num_encoder_attention_heads (their attribute_map's num_attention_heads) were refused as missing."""
+    codeshell = {"architectures": ["CodeShellForCausalLM"], "model_type": "kclgpt", "group_query_attention": True,
+                 "num_query_groups": 8, "n_embd": 4096, "n_head": 32, "n_layer": 42, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, codeshell))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (32, 8, 128)
+    assert "give the KV groups of group_query_attention" in _refusal(
+        _write(tmp_path, {k: v for k, v in codeshell.items() if k != "num_query_groups"}))
+    cog = {"architectures": ["CogVLMForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
+           "torch_dtype": "bfloat16"}
+    assert load_config(_write(tmp_path, {**cog, "num_multi_query_heads": 8})).kv_heads == 8
+    bare = load_config(_write(tmp_path, cog))
+    assert bare.kv_heads == 32 and ("CogVLMForCausalLM without 'num_multi_query_heads': KV heads = the query heads = "
+                                    "32 (CogVLM v1); CogVLM2's own configuration_cogvlm.py defaults it to 8 (GQA), so "
+                                    "pass --kv-heads 8 for a CogVLM2 checkpoint whose file leaves it out.") in bare.notes
+    prophet = load_config(_write(tmp_path, {"model_type": "prophetnet", "is_encoder_decoder": True,
+                                            "num_encoder_attention_heads": 16, "hidden_size": 1024,
+                                            "torch_dtype": "float32"}))
+    assert (prophet.heads, prophet.kv_heads, prophet.head_dim, prophet.causal_default) == (16, 16, 64, False)
+
+
+def test_fifth_round_shapes_moonshine_padding_and_convbert_heads(tmp_path):
+    """Moonshine pads HEAD_DIM 416 / 8 = 52 to 56 (pad_head_dim_to_multiple_of, MoonshineAttention pads q, k, v)
+    before the attention call: Q/K/V/O were 7 % low. ConvBERT's attention runs num_attention_heads // head_ratio heads
+    (6 of 64) and is an encoder: it was read as 12 causal heads, 2x the bytes."""
+    moon = {"architectures": ["MoonshineForConditionalGeneration"], "model_type": "moonshine",
+            "is_encoder_decoder": True, "hidden_size": 416, "encoder_num_attention_heads": 8,
+            "encoder_num_key_value_heads": 8, "decoder_num_attention_heads": 8, "pad_head_dim_to_multiple_of": 8,
+            "dtype": "float32"}
+    cfg = load_config(_write(tmp_path, moon))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal_default) == (8, 8, 56, False)
+    assert ("'pad_head_dim_to_multiple_of' = 8: HEAD_DIM 52 padded to 56 before the attention call (HF transformers' "
+            "MoonshineAttention pads q, k and v), so the kernel moves that many elements per head.") in cfg.notes
+    assert load_config(_write(tmp_path, moon), head_dim=52).head_dim == 52  # a flag is taken as given
+    assert load_config(_write(tmp_path, {**moon, "pad_head_dim_to_multiple_of": 4})).head_dim == 52  # already a multiple
+    conv = {"architectures": ["ConvBertModel"], "model_type": "convbert", "hidden_size": 768,
+            "num_attention_heads": 12, "head_ratio": 2, "torch_dtype": "float32"}
+    cfg = load_config(_write(tmp_path, conv))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.causal_default) == (6, 6, 64, False)
+    assert cfg.notes[0].startswith("'head_ratio' = 2: 6 attention heads of HEAD_DIM 64 (HF transformers' "
+                                   "ConvBertSelfAttention: num_attention_heads 12 // head_ratio")
+    assert load_config(_write(tmp_path, {**conv, "head_ratio": 24})).heads == 1  # at least one head, as HF
+    assert load_config(_write(tmp_path, conv), heads=12).heads == 12
+
+
+def test_fifth_round_causal_or_not(tmp_path):
+    """LayoutLMv3 (no architectures in the file) and other encoders were modelled causal; NV-Embed-v2's
+    bidir_mistral causal with a hedge; Pix2Struct's text_config, its decoder (is_decoder true), bidirectional because
+    the top level is an encoder-decoder. LayoutLMv3's relative and spatial biases are said."""
+    lay = load_config(_write(tmp_path, {"model_type": "layoutlmv3", "hidden_size": 768, "num_attention_heads": 12,
+                                        "has_relative_attention_bias": True, "has_spatial_attention_bias": True,
+                                        "torch_dtype": "float32"}))
+    assert not lay.causal_default and lay.bidirectional_source.startswith("'model_type' = 'layoutlmv3': an encoder")
+    assert any(n.startswith("'has_spatial_attention_bias' = True: a 2D spatial (layout) position bias") for n in lay.notes)
+    emb = load_config(_write(tmp_path, {"model_type": "nvembed", "torch_dtype": "float16",
+                                        "text_config": {"model_type": "bidir_mistral", "hidden_size": 4096,
+                                                        "num_attention_heads": 32, "num_key_value_heads": 8}}))
+    assert not emb.causal_default
+    pix = load_config(_write(tmp_path, {"architectures": ["Pix2StructForConditionalGeneration"],
+                                        "model_type": "pix2struct", "is_encoder_decoder": True,
+                                        "torch_dtype": "float32",
+                                        "text_config": {"model_type": "pix2struct_text_model", "d_kv": 64,
+                                                        "hidden_size": 768, "num_heads": 12, "is_decoder": True},
+                                        "vision_config": {"hidden_size": 768, "num_attention_heads": 12}}))
+    assert (pix.heads, pix.head_dim, pix.causal_default) == (12, 64, True)
+    t5 = load_config(_write(tmp_path, {"model_type": "t5", "is_encoder_decoder": True, "num_heads": 8, "d_kv": 64,
+                                       "d_model": 512, "torch_dtype": "float32"}))
+    assert not t5.causal_default  # the top level's encoder, as before
+
+
+def test_fifth_round_local_and_approximate_attention(tmp_path):
+    """LongT5's local encoder attention (|i - j| < local_radius + 1) and Pegasus-X's block-local attention with
+    global tokens were modelled as full attention at any length; transient-global and Pegasus-X are refused by field,
+    LongT5 local is a local window refused past its length like ModernBERT's; the Nystrom, YOSO and MRA
+    approximations are refused by model_type."""
+    from iomodel.spec.resolve import resolve_layer
+
+    longt5 = {"architectures": ["LongT5ForConditionalGeneration"], "model_type": "longt5", "is_encoder_decoder": True,
+              "d_kv": 64, "d_model": 768, "num_heads": 12, "encoder_attention_type": "local", "local_radius": 127,
+              "global_block_size": 16, "relative_attention_num_buckets": 32, "torch_dtype": "float32"}
+    path = _write(tmp_path, longt5)
+    cfg = load_config(path)
+    assert (cfg.window, cfg.window_kind, cfg.window_layers, cfg.causal_default) == \
+        (128, "local (bidirectional, 127 keys each side)", "every encoder layer (LongT5 local)", False)
+    assert resolve_layer(config=path, seqlen=128).spec.seqlen_q == 128  # within the window: every key is seen
+    with pytest.raises(IomodelError, match=r"local \(bidirectional, 127 keys each side\) attention \(128 tokens on "
+                                           r"every encoder layer \(LongT5 local\)\) masks keys at 4,096 tokens"):
+        resolve_layer(config=path, seqlen=4096)
+    assert _refusal(_write(tmp_path, {**longt5, "encoder_attention_type": "transient-global"})).startswith(
+        f"{tmp_path / 'config.json'}: 'encoder_attention_type' = 'transient-global': LongT5's transient-global attention")
+    assert "Pegasus-X's block-local attention with global tokens" in _refusal(
+        _write(tmp_path, {"model_type": "pegasus_x", "is_encoder_decoder": True, "num_attention_heads": 16,
+                          "d_model": 1024, "block_size": 512, "num_global_tokens": 32, "torch_dtype": "float32"}))
+    for model_type, what in (("nystromformer", "Nystrom approximation"), ("yoso", "LSH-based"), ("mra", "multi-resolution")):
+        msg = _refusal(_write(tmp_path, {"model_type": model_type, "num_attention_heads": 12, "hidden_size": 768,
+                                         "torch_dtype": "float32"}))
+        assert what in msg and "which iomodel does not model" in msg and "\n" not in msg

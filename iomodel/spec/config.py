@@ -47,9 +47,14 @@ def preset_path(name: str) -> Path:
 #: BART/Whisper/Marian ``encoder_attention_heads``: HF's ``attribute_map`` reads it as
 #: ``num_attention_heads``; XGLM and Kosmos-2's text model ``attention_heads`` (``XGLMConfig.attribute_map``),
 #: Kosmos-2's ``embed_dim`` (``Kosmos2TextConfig``); Step-3 ``num_attention_groups`` (``Step3p5Config`` maps it to
-#: ``num_key_value_heads``); DistilBERT and Meta's own ``params.json`` ``dim``).
-HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads", "attention_heads")
-KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads", "num_attention_groups")
+#: ``num_key_value_heads``); DistilBERT and Meta's own ``params.json`` ``dim``; Moonshine
+#: ``encoder_num_attention_heads``/``encoder_num_key_value_heads`` and ProphetNet ``num_encoder_attention_heads``
+#: (their ``attribute_map``); CogVLM2 ``num_multi_query_heads`` (``VisionExpertAttention`` splits its fused QKV
+#: projection into that many K and V heads).
+HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads", "attention_heads",
+              "encoder_num_attention_heads", "num_encoder_attention_heads")
+KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads", "num_attention_groups",
+                 "encoder_num_key_value_heads", "num_multi_query_heads")
 HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "emb_dim", "embed_dim")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
@@ -93,6 +98,8 @@ UNMODELLED: dict[str, str] = {
                    "not to every key",
     "num_swa_attention_heads": "sliding-window layers with another head count (Baichuan-M1's "
                                "num_swa_attention_heads): no one layer stands for the model",
+    "num_global_tokens": "Pegasus-X's block-local attention with global tokens (blocks of block_size tokens attend "
+                         "among themselves and to num_global_tokens global tokens), not to every key",
     "mb_per_layer": "SambaY's decoder-hybrid-decoder layout (Phi-4-mini-flash's mb_per_layer: Mamba layers, "
                     "sliding-window and global differential attention, two softmax maps per head, and cross-decoder "
                     "layers that read one shared KV cache)",
@@ -107,6 +114,10 @@ CHANGES_BYTES_NOTED: dict[str, str] = {
                                       "not counted here",
     "relative_attention": "DeBERTa's disentangled attention: two more score terms (content-to-position, "
                           "position-to-content) of N x N per head; not counted here",
+    "has_relative_attention_bias": "a 1D relative position bias (LayoutLMv3): an (H, N, N) bias added to the "
+                                   "scores; not counted here",
+    "has_spatial_attention_bias": "a 2D spatial (layout) position bias (LayoutLMv3): an (H, N, N) bias added to the "
+                                  "scores; not counted here",
     "num_memory_tokens": "memory (meta) tokens prepended to every sequence (Hymba): K and V hold that many more rows "
                          "than the sequence; pass --seqlen-k N + that count for the layer",
 }
@@ -118,7 +129,19 @@ NO_ATTENTION_MODEL_TYPES = ("falcon_mamba", "mamba", "mamba2", "rwkv", "rwkv5", 
 #: Field values (not mere presence) that change the bytes and that the model cannot represent.
 UNMODELLED_VALUES: dict[tuple[str, str], str] = {
     ("attention_type", "block_sparse"): "block-sparse attention (BigBird) reads only the key blocks of its pattern",
+    ("encoder_attention_type", "transient-global"): "LongT5's transient-global attention (local windows of "
+                                                    "local_radius keys each side plus one summary token per "
+                                                    "global_block_size tokens), not every key",
 }
+#: ``model_type`` of families whose attention is not softmax over every key (approximations): refused, named.
+UNMODELLED_MODEL_TYPES: dict[str, str] = {
+    "nystromformer": "Nystromformer's Nystrom approximation (landmark queries and keys) of the softmax",
+    "yoso": "YOSO's LSH-based Bernoulli sampling approximation of attention",
+    "mra": "MRA's multi-resolution (block-sparse) approximation of attention",
+}
+#: ``LongT5Config``'s ``local_radius`` for a file that leaves it out (``encoder_attention_type`` "local": each query
+#: sees the keys with |i − j| < local_radius + 1, ``modeling_longt5.LongT5LocalAttention``).
+LONGT5_LOCAL_RADIUS = 127
 #: ``model_type`` of encoder-only families, whose self-attention is bidirectional (HF ``transformers``
 #: model names; a config with ``"is_decoder": true`` is the causal decoder variant and stays causal).
 ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text", "deberta", "deberta-v2",
@@ -135,7 +158,13 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        # v2: "gte") and DINOv3's ViT
                        "new", "gte", "dinov3_vit", "neobert",
                        # XLM's masked-LM checkpoints (their "causal": false says so too)
-                       "xlm", "flaubert")
+                       "xlm", "flaubert",
+                       # more text and document encoders (HF masked-LM families; a file may name no architecture)
+                       "convbert", "layoutlm", "layoutlmv2", "layoutlmv3", "lilt", "markuplm", "squeezebert",
+                       "roformer", "rembert", "canine", "esm", "funnel", "ibert", "xmod", "luke", "bros", "tapas",
+                       # decoders made bidirectional for embeddings (NV-Embed-v2's bidir_mistral, NVIDIA's
+                       # llama_bidirec retrievers: is_causal = False)
+                       "bidir_mistral", "llama_bidirec")
 #: ``model_type`` of families iomodel knows as causal decoders although their ``architectures`` may name no decoder
 #: head (``ChatGLMModel``, ``CLIPTextModel``: CLIP's text tower is causal; ``Qwen2_5OmniModel``).
 KNOWN_DECODER_MODEL_TYPES = ("chatglm", "glm", "glm4", "clip", "clip_text_model", "qwen2_5_omni",
@@ -398,6 +427,7 @@ class _Fields:
         self.encoder_read = False  # the attention fields are an ``encoder`` sub-object's (T5Gemma)
         self.text_model_type = ""  # a note: the wrapper's default model_type of its text_config (LLaVA: llama)
         self.jetmoe = ""  # a note: JetMoE's query heads from its KV heads and experts per token (_jetmoe_heads)
+        self.nested_decoder = False  # the nested config read says "is_decoder": true (Pix2Struct's text_config)
         for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
             sub = cfg.get(outer)
             if isinstance(sub, dict) and any(isinstance(sub.get(k), dict) for k in NESTED_KEYS):
@@ -417,6 +447,7 @@ class _Fields:
                 self.text_model_type = (f"the text_config gives no 'model_type': {sub['model_type']!r}, the one HF "
                                         f"transformers' {self.top_model_type!r} configuration gives it, so that "
                                         "family's defaults apply.")
+            self.nested_decoder = sub.get("is_decoder") is True  # Pix2Struct's text_config: the causal decoder
             self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
             self.where = f"{where} ({key})"
             break
@@ -481,6 +512,8 @@ def _kv_heads(f: _Fields, heads: int) -> int:
         return f.int_(("multi_query_group_num",), "give the KV groups of multi_query_attention")
     if f.flag("new_decoder_architecture"):  # Falcon-40B/180B
         return f.int_(("num_kv_heads", "n_head_kv"), "give the KV heads of new_decoder_architecture")
+    if f.flag("group_query_attention"):  # CodeShell (modeling_codeshell.py: kv_heads = num_query_groups)
+        return f.int_(("num_query_groups",), "give the KV groups of group_query_attention")
     if f.flag("multi_query"):  # Falcon-7B, GPT-BigCode/StarCoder: one K/V head
         return 1
     if f.cfg.get("attention_head_type") == "multiquery":  # SantaCoder (its own GPT-2 code): one K/V head
@@ -497,7 +530,9 @@ def _kv_heads(f: _Fields, heads: int) -> int:
 def _bidirectional(f: _Fields) -> str:
     """Why the model's self-attention is bidirectional, in words; "" when it is causal (a decoder).
 
-    Rules, first match wins: ``"is_encoder_decoder": true`` (T5, BART, Whisper: the encoder's
+    Rules, first match wins: a nested config read (``text_config``) that says ``"is_decoder": true`` is causal
+    (Pix2Struct: an encoder-decoder whose text_config is its decoder); ``"is_encoder_decoder": true`` (T5, BART,
+    Whisper: the encoder's
     self-attention sees every token; their decoder's is causal); the fields read from an ``encoder``
     sub-object (T5Gemma); ``"is_decoder": true`` is causal; ``"use_bidirectional_attention"``
     true (EmbeddingGemma, HF ``Gemma3TextConfig``) or ``"all"`` (HF ``Gemma4TextAttention``: ``is_causal =
@@ -509,6 +544,8 @@ def _bidirectional(f: _Fields) -> str:
         IomodelError: ``is_encoder_decoder`` or ``is_decoder`` is not a boolean, ``use_bidirectional_attention``
             is none of true, false, null, "all", "vision", or ``architectures`` is not a list of strings.
     """
+    if f.nested_decoder:  # Pix2Struct: the top level is an encoder-decoder, the fields read are its decoder's
+        return ""
     if f.flag("is_encoder_decoder"):
         return ("'is_encoder_decoder' = true: the encoder's self-attention is bidirectional (the decoder's is "
                 "causal: pass --causal for it)")
@@ -751,6 +788,9 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
         if n:
             return f.int_(("window_size",)), "local", (f"{n} of {len(kinds)} layers (attention_types): "
                                                        + _which_layers([i for i, k in enumerate(kinds) if k == "local"]))
+    if f.cfg.get("encoder_attention_type") == "local":  # LongT5: |i - j| < local_radius + 1 (LongT5LocalAttention)
+        radius = f.int_(("local_radius",)) or LONGT5_LOCAL_RADIUS
+        return radius + 1, f"local (bidirectional, {radius} keys each side)", "every encoder layer (LongT5 local)"
     if f.has("attention_window_size"):  # RecurrentGemma: the attention blocks of block_types
         return f.int_(("attention_window_size",)), "local", "the attention blocks (block_types)"
     if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
@@ -1060,6 +1100,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         raise IomodelError(f"{f.where}: model_type {f.cfg['model_type']!r} has no attention layers (a state-space or "
                            "recurrent model): there is no attention traffic to model; pass the sizes with --heads/"
                            "--kv-heads/--head-dim instead of a config to model an attention layer")
+    if f.cfg.get("model_type") in UNMODELLED_MODEL_TYPES:
+        raise IomodelError(f"{f.where}: model_type {f.cfg['model_type']!r}: "
+                           f"{UNMODELLED_MODEL_TYPES[f.cfg['model_type']]}, which iomodel does not model (it models "
+                           "softmax over every visible key): pass the sizes with --heads/--kv-heads/--head-dim instead "
+                           "of a config to model exact attention")
     for (key, value), what in UNMODELLED_VALUES.items():
         if f.cfg.get(key) == value:
             raise IomodelError(f"{f.where}: '{key}' = {value!r}: {what}, which iomodel does not model: pass the "
@@ -1102,6 +1147,27 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             raise IomodelError(f"{f.where}: hidden_size {hidden} is not divisible by {per} heads: "
                                "give 'head_dim' or pass --head-dim")
         head_dim = hidden // per
+    shape_notes: tuple[str, ...] = ()
+    if heads is None and f.cfg.get("model_type") == "convbert" and f.has("head_ratio"):
+        # ConvBertSelfAttention: num_attention_heads // head_ratio heads (at least 1) of hidden_size /
+        # num_attention_heads; the rest of the width is a span-based convolution
+        ratio = f.int_(("head_ratio",))
+        attn_heads = max(1, n_heads // ratio)
+        if kv_heads is None and n_kv == n_heads:
+            n_kv = attn_heads
+        shape_notes += (f"'head_ratio' = {ratio}: {attn_heads} attention heads of HEAD_DIM {head_dim} (HF transformers' "
+                        f"ConvBertSelfAttention: num_attention_heads {n_heads} // head_ratio; the other half of the "
+                        "width is a span-based convolution, which moves no attention traffic).",)
+        n_heads = attn_heads
+    if head_dim_flag is None and f.has("pad_head_dim_to_multiple_of"):
+        # Moonshine: q, k and v padded with zeros to a multiple of this before the attention call
+        multiple = f.int_(("pad_head_dim_to_multiple_of",))
+        padded = -(-head_dim // multiple) * multiple
+        if padded != head_dim:
+            shape_notes += (f"'pad_head_dim_to_multiple_of' = {multiple}: HEAD_DIM {head_dim} padded to {padded} "
+                            "before the attention call (HF transformers' MoonshineAttention pads q, k and v), so the "
+                            "kernel moves that many elements per head.",)
+            head_dim = padded
     dtype_key = None
     if dtype is None:
         key = dtype_key = f.key_of(DTYPE_KEYS)
@@ -1158,6 +1224,13 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += (f"model_type {f.cfg['model_type']!r} attends on twice the hidden size (HF transformers' "
                   f"Zamba2Config: attention_head_dim = 2·hidden_size / num_attention_heads = {head_dim}); a hybrid "
                   "whose Mamba layers move no attention traffic: this worksheet models one attention block.",)
+    notes += shape_notes
+    archs = f.cfg.get("architectures")
+    if isinstance(archs, list) and "CogVLMForCausalLM" in archs and kv_heads is None \
+            and f.key_of(KV_HEADS_KEYS) is None:
+        notes += (f"CogVLMForCausalLM without 'num_multi_query_heads': KV heads = the query heads = {n_kv} (CogVLM "
+                  "v1); CogVLM2's own configuration_cogvlm.py defaults it to 8 (GQA), so pass --kv-heads 8 for a "
+                  "CogVLM2 checkpoint whose file leaves it out.",)
     notes += tuple(n for n in (f.text_model_type, f.jetmoe, f.hybrid or _hybrid_note(f, num_layers), f.defaulted_window,
                                f.defaulted_layer_types, f.window_note) if n)
     notes += full_notes
