@@ -1071,6 +1071,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     only at lengths they mask
     (:meth:`AttentionConfig.check_seqlen`). Fields in :data:`NO_BYTES` are named in
     ``notes``. Encoders are read as bidirectional (``causal_default``, :func:`_bidirectional`).
+    Family rules, each said in a note: a wrapper's ``text_config`` without ``model_type`` reads as the family its HF
+    class gives it (:data:`TEXT_CONFIG_MODEL_TYPE`); JetMoE's heads are KV heads x experts per token
+    (:func:`_jetmoe_heads`); ConvBERT runs ``num_attention_heads // head_ratio`` heads; ``pad_head_dim_to_multiple_of``
+    (Moonshine) pads HEAD_DIM; Gemma-4's default ``layer_types`` (:func:`_gemma4_layer_types`); Baichuan-13B's
+    materialised ALiBi bias and a CogVLM file without ``num_multi_query_heads`` are said.
 
     Raises:
         IomodelError: the file is missing or not a JSON object; a field is missing, null,
