@@ -223,6 +223,21 @@ def probe_exit_code(path: str | Path | None, receipt: dict, started: float) -> i
     return exit_code_of(lambda: finish_probe_receipt(path, receipt, started))
 
 
+#: The message of TOML nested deeper than the parser's recursion allows (``tomllib`` raises RecursionError at about a
+#: thousand levels of arrays or inline tables).
+TOML_TOO_DEEP = "arrays or tables nested too deep to read"
+
+
+def toml_loads(loads: Any, text: str) -> dict:
+    """``loads(text)`` (``tomllib.loads`` or tomli's), with nesting too deep for the parser (its RecursionError) raised
+    as a ``ValueError`` of :data:`TOML_TOO_DEEP`, which every TOML reader here reports in one line as it reports a
+    ``TOMLDecodeError`` (itself a ``ValueError``)."""
+    try:
+        return loads(text)
+    except RecursionError:
+        raise ValueError(TOML_TOO_DEEP) from None
+
+
 def read_toml(path: str | Path, label: str, missing_fix: str) -> dict:
     """The table of a TOML file (``tomllib``; ``tomli`` on Python 3.10), every failure one line
     naming ``label`` (e.g. ``sweep file 'x.toml'``): missing or not a file (then ``missing_fix``),
@@ -250,7 +265,7 @@ def read_toml(path: str | Path, label: str, missing_fix: str) -> dict:
     except UnicodeDecodeError:
         raise IomodelError(f"{label} is not UTF-8 text: save it as UTF-8") from None
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return toml_loads(tomllib.loads, text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError, or nesting too deep
         raise IomodelError(f"{label} is not valid TOML ({exc}): fix the file") from None
 

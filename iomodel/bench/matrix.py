@@ -40,6 +40,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from iomodel.errors import IomodelError
+from iomodel.paths import toml_loads
 from iomodel.spec import CAUSAL_ALIGNS, FP32_WIDTH, PASSES, PHASES, canonical_dtype
 
 #: Folder of the bundled shape matrices (package data).
@@ -450,8 +451,8 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
         IomodelError: invalid TOML or a schema error, naming the line.
     """
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = toml_loads(tomllib.loads, text)
+    except ValueError as exc:  # tomllib.TOMLDecodeError, or nesting too deep
         msg = str(exc)
         raise IomodelError(f"{path}: invalid TOML: {msg}: fix the file at that line") from None
     lines = _Lines(text)

@@ -49,6 +49,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from iomodel.errors import IomodelError
+from iomodel.paths import toml_loads
 
 POLICIES_DIR = Path(__file__).resolve().parent / "policies"
 #: The policy version new receipts are made under.
@@ -310,8 +311,8 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], bytes]:
         raise IomodelError(f"policy {str(path)!r} does not exist: pass a policy TOML file or a bundled version")
     raw = path.read_bytes()
     try:
-        return tomllib.loads(raw.decode("utf-8")), raw
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return toml_loads(tomllib.loads, raw.decode("utf-8")), raw
+    except ValueError as exc:  # TOMLDecodeError, UnicodeDecodeError, nesting too deep
         raise IomodelError(f"{path}: invalid TOML: {exc}: fix the file at that line") from None
 
 

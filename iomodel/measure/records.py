@@ -73,6 +73,11 @@ HARDWARE_NUMBERS = ("hbm_bandwidth", "hbm_bytes", "l2_bytes", "smem_per_sm", "sm
 HARDWARE_COUNTS = ("hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "num_sms")
 
 
+#: Parts of the metric names whose values need a unit to become bytes or seconds (``dram__bytes_read.sum``: byte,
+#: ``lts__t_sectors_*``: sector, ``gpu__time_duration.sum``: nsecond).
+UNIT_BEARING = ("bytes", "sectors", "time_duration")
+
+
 def _scale(unit: str) -> float:
     key = (unit or "").strip().lower()
     if key not in UNIT_SCALE:
@@ -160,6 +165,10 @@ class KernelRecord:
             if u.strip().lower() not in UNIT_SCALE:
                 raise IomodelError(f"{where}.units[{m!r}] is {u!r}, a unit iomodel does not know "
                                    f"(known: {', '.join(k for k in UNIT_SCALE if k)}): {FIX}")
+        for m, v in metrics.items():  # a byte, sector or time without its unit would be read at scale 1
+            if v is not None and any(part in m for part in UNIT_BEARING) and not str(units.get(m, "")).strip():
+                raise IomodelError(f"{where}.units has no unit for {m!r} ({v!r}): a byte, sector or time count is "
+                                   f"read through its unit (a sector is 32 bytes): {FIX}")
         grid = jv.string(d.get("grid", ""), f"{where}.grid", fix=FIX)
         block = jv.string(d.get("block", ""), f"{where}.block", fix=FIX)
         return cls(name=name, metrics=dict(metrics), units=dict(units), grid=grid, block=block)

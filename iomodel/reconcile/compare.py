@@ -1037,7 +1037,8 @@ def reconcile(
 
     Raises:
         IomodelError: no hardware known, an l2_fraction outside (0, 1], an unknown
-            l2_source, l2_ways not a positive integer, or no shape left.
+            l2_source or one whose quantities the record did not collect (where it collected other L2 ones),
+            l2_ways not a positive integer, or no shape left.
     """
     if l2_source is None:
         l2_source = str((measurement.settings.get("l2_model") or {}).get("l2_source", "auto"))
@@ -1056,8 +1057,15 @@ def reconcile(
     if l2_ways is not None and (not isinstance(l2_ways, int) or not 1 <= l2_ways <= MAX_L2_WAYS):
         raise IomodelError(f"l2_ways must be an integer from 1 to {MAX_L2_WAYS} (or 0 on the command line for a "
                            f"fully associative LRU), got {l2_ways!r}")
+    collected = collected_quantities(measurement)
+    has_l2 = bool(collected & {q for pair in L2_SOURCES.values() for q in pair})
+    if l2_source != "auto" and has_l2 and not set(L2_SOURCES[l2_source]) & collected:
+        others = [s for s, pair in L2_SOURCES.items() if s != "auto" and set(pair) & collected]
+        raise IomodelError(f"l2_source {l2_source!r} compares {' and '.join(L2_SOURCES[l2_source])}, which this record "
+                           f"did not collect, so its L2 level would be empty: use --l2-source "
+                           f"{' or '.join(['auto'] + others)}")
     opts = dict(l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn, l2_source=l2_source,
-                collected=collected_quantities(measurement))
+                collected=collected)
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
     rows = []
