@@ -85,8 +85,11 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as exc:  # writing standard output failed: ENOSPC on a full device, EPIPE on a closed pipe
         _quiet_stdout()
         with contextlib.suppress(OSError):
-            print(f"error: cannot write the output ({exc.strerror or exc}): write it to a file with -o, "
-                  "or to a device with space", file=sys.stderr)
+            if exc.filename is not None:  # a named file (an input the checks did not catch): name it, not the output
+                print(f"error: {str(exc.filename)!r}: {exc.strerror or exc}: check the path", file=sys.stderr)
+            else:
+                print(f"error: cannot write the output ({exc.strerror or exc}): write it to a file with -o, "
+                      "or to a device with space", file=sys.stderr)
         sys.exit(2)
     if isinstance(code, int) and not isinstance(code, bool) and code:  # typer.Exit(code) of a command
         sys.exit(code)

@@ -46,6 +46,31 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def input_file_problem(path: str | Path) -> tuple[str, bool] | None:
+    """What keeps ``path`` from being read as an input file, or None: ``(words, missing)`` with ``missing`` True where
+    the caller's own fix applies (it does not exist, or is a folder). ``os.stat`` errors other than a missing file
+    (a name too long, a loop of links, no permission on a folder) are said as the system says them, and a device,
+    pipe or socket (``/dev/zero``, a FIFO) is not a regular file, which could not be read to its end."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "does not exist", True
+    except NotADirectoryError:
+        return "does not exist (a part of the path is a file, not a folder)", True
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc.__class__.__name__})", False
+    except ValueError:  # a NUL byte in the path
+        return "is not a usable path (it holds a NUL byte)", False
+    if stat.S_ISDIR(mode):
+        return "is a folder", True
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a device, pipe or socket)", False
+    return None
+
+
 def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -> Any:
     """The parsed JSON of file ``path``, or one line saying what is wrong with it.
 
@@ -56,7 +81,8 @@ def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -
         invalid_fix: what to do when it is not valid JSON (``"regenerate it"``).
 
     Raises:
-        IomodelError: the path is a folder or missing, unreadable, not valid JSON, holds a key
+        IomodelError: the path is a folder or missing, not a regular file (:func:`input_file_problem`),
+            unreadable, not valid JSON, holds a key
             twice in one object (JSON would keep the last silently) or a number Python
             cannot convert (an integer literal over 4,300 digits).
 
@@ -64,10 +90,10 @@ def read_json(path: str | Path, what: str, missing_fix: str, invalid_fix: str) -
     mark (Windows editors write one) and UTF-16/UTF-32 (RFC 8259, section 8.1; :func:`json.detect_encoding`).
     """
     p = Path(path)
-    if p.is_dir():
-        raise IomodelError(f"{what} {str(p)!r} is a folder: {missing_fix}")
-    if not p.is_file():
-        raise IomodelError(f"{what} {str(p)!r} does not exist: {missing_fix}")
+    problem = input_file_problem(p)
+    if problem is not None:
+        words, missing = problem
+        raise IomodelError(f"{what} {str(p)!r} {words}: {missing_fix if missing else 'pass a readable JSON file'}")
     try:
         data = p.read_bytes()
     except OSError as exc:

@@ -253,10 +253,14 @@ def read_toml(path: str | Path, label: str, missing_fix: str) -> dict:
             import tomli as tomllib  # type: ignore[no-redef]
         except ImportError:
             raise IomodelError("reading TOML files needs Python >= 3.11 or the tomli package: pip install tomli") from None
+    from iomodel.jsonvalues import input_file_problem
+
     p = Path(path)
-    if not p.is_file():
-        why = "is a directory" if p.is_dir() else "does not exist"
-        raise IomodelError(f"{label} {why}: {missing_fix}")
+    problem = input_file_problem(p)
+    if problem is not None:
+        words, missing = problem
+        raise IomodelError(f"{label} {words.replace('is a folder', 'is a directory')}: "
+                           f"{missing_fix if missing else 'pass a readable TOML file'}")
     try:
         text = p.read_bytes().decode("utf-8")
     except OSError as exc:

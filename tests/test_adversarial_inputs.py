@@ -456,3 +456,87 @@ def test_a_refused_plot_leaves_no_folder_behind(capsys, tmp_path):
     assert_one_line_error(capsys, ["plot", "--window", "100", "-o", str(tmp_path / "p" / "sub")],
                           "the SRAM-size plot compares FlashAttention-1's K/V-stationary schedule")
     assert not (tmp_path / "p").exists()
+
+
+# ---- a fourth fresh user's findings (2026-12-05) ----
+
+def test_a_byte_or_sector_metric_without_its_unit_is_refused(tmp_path):
+    """A record whose kernel lost its ``units`` read lts__t_sectors_* at scale 1: the L2 bytes came out 32x low and the
+    row said NO without a cause. Now the record is refused, naming the metric."""
+    data = json.loads(Path("receipts/ncu-h200-2026-11-29.json").read_text())
+    del data["shapes"][0]["kernels"][0]["units"]
+    with pytest.raises(IomodelError, match=r"kernels\[0\]\.units has no unit for '[a-z_]+__[a-z_.]+' .*a byte, sector "
+                                           r"or time count is read through its unit \(a sector is 32 bytes\)"):
+        Measurement.load(_write(tmp_path, data))
+
+
+def test_an_l2_source_the_record_did_not_collect_is_refused(capsys):
+    """--l2-source sm on a record without the SM (crossbar) metrics left every L2 cell empty, unsaid."""
+    from test_cli_errors import assert_one_line_error
+
+    assert_one_line_error(capsys, ["reconcile", "receipts/ncu-h200-2026-11-29.json", "--l2-source", "sm"],
+                          "l2_source 'sm' compares sm_read_bytes and sm_write_bytes, which this record did not collect",
+                          "use --l2-source auto or tex or all")
+
+
+def test_toml_nested_too_deep_is_one_line_in_every_reader(tmp_path, capsys):
+    """An array nested 1,000 deep made tomllib raise RecursionError: a 3,000-line traceback from --schedule, a sweep,
+    a bench matrix and a bench policy. Every TOML reader now says it in one line (iomodel.paths.toml_loads)."""
+    from test_cli_errors import assert_one_line_error
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 1000 + "]" * 1000 + "\n")
+    assert_one_line_error(capsys, ["worksheet", "--schedule", str(deep)], "is not valid TOML (arrays or tables nested "
+                                                                          "too deep to read)")
+    assert_one_line_error(capsys, ["validate", str(deep), "--interpreter"], "nested too deep")
+    assert_one_line_error(capsys, ["bench", "--matrix", str(deep)], "invalid TOML: arrays or tables nested too deep")
+    from iomodel.bench.policy import _read_toml
+
+    with pytest.raises(IomodelError, match="invalid TOML: arrays or tables nested too deep to read"):
+        _read_toml(deep)
+
+
+def test_input_paths_that_cannot_be_read_say_so(tmp_path, capsys):
+    """A file name too long was reported as 'cannot write the output'; /dev/zero as --config 'does not exist'; a
+    preset name with ../ loaded any file."""
+    from test_cli_errors import assert_one_line_error
+
+    long = str(tmp_path / ("a" * 300 + ".json"))
+    assert_one_line_error(capsys, ["worksheet", "--config", long], "cannot be read (File name too long)")
+    assert_one_line_error(capsys, ["reconcile", long], "measurement file", "cannot be read (File name too long)")
+    assert_one_line_error(capsys, ["worksheet", "--config", "/dev/zero"],
+                          "is not a regular file (a device, pipe or socket): pass a readable JSON file")
+    assert_one_line_error(capsys, ["worksheet", "--schedule", "/dev/null"], "is not a regular file")
+    assert_one_line_error(capsys, ["worksheet", "--config", str(tmp_path / "none.json")], "does not exist")
+    assert_one_line_error(capsys, ["worksheet", "--preset", "../presets/llama-3-8b"], "unknown preset")
+
+
+def test_reproduce_line_quotes_paths_and_csv_comments_keep_their_lines(tmp_path, capsys):
+    """A config path with a space gave a Reproduce line that failed when pasted; one with a line break spilled CSV
+    comment lines into the rows."""
+    import shlex
+    import shutil
+
+    from test_cli_errors import run_cli
+
+    folder = tmp_path / "odd dir"
+    folder.mkdir()
+    path = folder / "my config.json"
+    shutil.copy("worksheets/presets/llama-3-8b.json", path)
+    code, first, err = run_cli(capsys, ["worksheet", "--config", str(path), "--seqlen", "1024"])
+    assert code == 0, err
+    line = next(x for x in first.splitlines() if x.startswith("Reproduce: `"))
+    argv = shlex.split(line[len("Reproduce: `"):-1])
+    assert argv[argv.index("--config") + 1] == str(path)
+    code, second, err = run_cli(capsys, argv[1:])
+    assert code == 0 and second == first, err
+    broken = tmp_path / "a\nb"
+    broken.mkdir()
+    shutil.copy("worksheets/presets/llama-3-8b.json", broken / "c.json")
+    code, csv_text, err = run_cli(capsys, ["worksheet", "--config", str(broken / "c.json"), "--seqlen", "1024",
+                                           "-f", "csv"])
+    assert code == 0, err
+    rows = csv_text.splitlines()
+    head = [i for i, r in enumerate(rows) if not r.startswith("#")][0]
+    assert rows[head].startswith("algorithm,kind,tensor") and all(r.startswith("#") for r in rows[:head])
+    assert any("a\\nb" in r for r in rows[:head])

@@ -23,7 +23,7 @@ from iomodel.cache.estimate import (DIRTY_NOTE, L2_ESTIMATE_SOURCE, L2Estimate, 
                                     ragged_not_estimated)
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_bytes, fmt_flops, fmt_seconds
-from iomodel.report.worksheet import _cell_bytes as _cell, _md
+from iomodel.report.worksheet import _cell_bytes as _cell, _md, csv_comment
 from iomodel.spec.resolve import Layer
 from iomodel.traffic.ragged import INDEX_WIDTH, RaggedPrediction
 from iomodel.traffic.units import RowUnits
@@ -316,9 +316,9 @@ class RaggedWorksheet:
         """
         out = io.StringIO()
         for k, v in self.header_items():
-            out.write(f"# {k}: {v}\n")
+            out.write(csv_comment(f"{k}: {v}"))
         for line in [*self.layer.notes, *self.assumptions()]:
-            out.write(f"# {line}\n")
+            out.write(csv_comment(line))
         e = self.l2_aware
         if e is None:
             out.write(f"# L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, {self.l2_not_computed}\n")
@@ -327,7 +327,7 @@ class RaggedWorksheet:
                       f"{L2_RAGGED_NOTE}; programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); "
                       f"num_warps = {e.num_warps}, {e.tile_order} query-tile order ({e.config_source})\n")
             for a in e.assumptions:
-                out.write(f"# L2 model: {a}\n")
+                out.write(csv_comment(f"L2 model: {a}"))
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["kind", "tensor", "level", "seqlen_q", "seqlen_k", "count", "read_bytes", "write_bytes", "bytes",
                     "note"])

@@ -175,6 +175,12 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
     )
 
 
+def csv_comment(line: str) -> str:
+    """One ``# `` comment line of a CSV worksheet: a line break inside ``line`` (a config path holding one) is written
+    as ``\\n``, so the comment cannot spill into the CSV rows."""
+    return "# " + line.replace("\r", "\\r").replace("\n", "\\n") + "\n"
+
+
 # ----------------------------------------------------------------------------------
 # The worksheet
 # ----------------------------------------------------------------------------------
@@ -259,7 +265,7 @@ class Worksheet:
         """
         out = io.StringIO()
         for line in self.header_lines():
-            out.write(f"# {line}\n")
+            out.write(csv_comment(line))
         w = csv.writer(out, lineterminator="\n")
         cols = ["algorithm", "kind", "tensor", "step", "level", "shape", "dtype", "width_bytes", "elements",
                 "reads", "read_bytes", "write_bytes", "allocated_bytes", "read_formula", "write_formula", "note"]
@@ -327,7 +333,7 @@ class Worksheet:
 
     def _l2_markdown(self) -> list[str]:
         """Summary lines of the L2-aware estimate of the tiled kernel (or why there is none)."""
-        s, e = self.layer.spec, self.l2_aware
+        e = self.l2_aware
         if e is None:
             return [f"L2-aware DRAM estimate ({L2_ESTIMATE_SOURCE}): not computed, "
                     f"{self.l2_not_computed()}.", ""]

@@ -32,7 +32,7 @@ def preset_path(name: str) -> Path:
         IomodelError: no preset of that name.
     """
     path = PRESETS_DIR / f"{name}.json"
-    if not path.is_file():
+    if name not in list_presets():  # a name, not a path ('../x' would reach outside the presets)
         raise IomodelError(
             f"unknown preset {name!r}: use one of {', '.join(list_presets())}, or --config PATH"
         )

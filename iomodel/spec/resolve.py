@@ -10,6 +10,7 @@ as they are. Nothing here imports sympy, numpy or torch.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -69,13 +70,13 @@ class Layer:
     tiles: tuple[tuple[str, int], ...] = ()
 
     def command(self, tiles_given: bool | None = None) -> str:
-        """The ``iomodel worksheet`` command line that reproduces this layer."""
+        """The ``iomodel worksheet`` command line that reproduces this layer (paths quoted for a POSIX shell)."""
         s = self.spec
         parts = ["iomodel worksheet"]
         if self.preset:
             parts.append(f"--preset {self.preset}")
         elif self.config is not None:
-            parts.append(f"--config {self.config.source}")
+            parts.append(f"--config {shlex.quote(str(self.config.source))}")
         if self.config is None or "heads" in self.overrides:
             parts.append(f"--heads {s.heads}")
         if self.config is None or "kv_heads" in self.overrides:
@@ -86,7 +87,7 @@ class Layer:
             parts.append(f"--dtype {s.dtype}")
         parts.append(f"--phase {s.phase}")
         if self.seqlens_file is not None:
-            parts.append(f"--seqlens-file {self.seqlens_file}")
+            parts.append(f"--seqlens-file {shlex.quote(str(self.seqlens_file))}")
         elif self.ragged is not None:
             parts.append("--seqlens " + ",".join(str(q) if q == k else f"{q}:{k}" for q, k in self.ragged.seqlens))
         elif s.phase == "prefill" and s.seqlen_q == s.seqlen_k:
