@@ -540,3 +540,27 @@ def test_reproduce_line_quotes_paths_and_csv_comments_keep_their_lines(tmp_path,
     head = [i for i, r in enumerate(rows) if not r.startswith("#")][0]
     assert rows[head].startswith("algorithm,kind,tensor") and all(r.startswith("#") for r in rows[:head])
     assert any("a\\nb" in r for r in rows[:head])
+
+
+def test_a_long_window_band_or_another_key_order_is_not_simulated_for_minutes():
+    """A window band on a long training step (2^17 tokens, window 65,536: 85 s) and the descending key order at 2^18
+    tokens (97 s, 4.2 GB) ran the wave-by-wave simulation within its length bound; past L2_SIMULATED_MAX_WORK work
+    units the worksheet says why it does not compute the estimate. The work units are hand-counted here."""
+    from iomodel.cache.estimate import L2_SIMULATED_MAX_WORK, not_estimated, simulated_work
+    from iomodel.schedule.launch import Schedule
+    from iomodel.spec import LayerSpec, Tiling
+
+    t = Tiling(block_m=128, block_n=128, bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
+    band = LayerSpec(1, 32, 8, 128, 131072, 131072, dtype="bf16", causal=True, window_left=65536, backward=True)
+    # forward 32·1024·cdiv(65537, 128) = 32·1024·513; dK/dV 32·2048·cdiv(65537, 32); dQ 32·1024·cdiv(65537, 64)
+    assert simulated_work(band, t) == 32 * 1024 * 513 + 5 * 32 * (2048 * 2049 + 1024 * 1025) == 856_162_304
+    why = not_estimated(band, t)
+    assert why.startswith("its window band is simulated block by block") and "856,162,304 work units" in why
+    short = LayerSpec(1, 32, 8, 128, 32768, 32768, dtype="bf16", causal=True, window_left=16384, backward=True)
+    assert simulated_work(short, t) < L2_SIMULATED_MAX_WORK and not_estimated(short, t) is None
+    spec = LayerSpec(1, 32, 8, 128, 262144, 262144, dtype="bf16", causal=True)
+    desc = Schedule(block_m=128, block_n=128, key_order="descending")
+    assert simulated_work(spec, t, reordered=True) == 15 * 32 * 2048 * 2048 // 2
+    assert "descending key blocks is simulated wave by wave" in not_estimated(spec, t, desc)
+    assert not_estimated(spec, t) is None  # the bundled order: the fast evaluation, any length
+    assert not_estimated(LayerSpec(1, 32, 8, 128, 65536, 65536, dtype="bf16", causal=True), t, desc) is None

@@ -93,6 +93,40 @@ L2_SIMULATED_DKDV_MAX_TOUCHES = 1_100_000
 #: touch at G 1-8, 0.74 at G 16 (2^16 tokens), 1.4-2.4 at G 71 (Falcon-7B, 2^15-2^16 tokens; a reviewer saw 34 s
 #: for its 2^18-token training step worksheet, 122 s with other jobs beside it).
 L2_DKDV_GROUP_COST_HEADS = 5
+#: Most work units (:func:`simulated_work`) of a layer the wave-by-wave simulation evaluates within its bounds (a window
+#: band, a grid or key order other than the bundled kernel's): its cost grows with the program-key-block visits, not
+#: with the programs alone. Measured on the 2-core development machine (2026-12-05, Llama-3-8B, the worksheet's
+#: tiles, ``make_worksheet``): about 0.08-0.16 µs a unit for a band (32k tokens, window 16,384, training step: 53.6
+#: million units, 4.0 s; 2^18 tokens with a two-sided band of 131,072, forward: 134 million units, 22 s for the
+#: whole worksheet) and 1.4-1.9 µs a forward visit in another key order (2^16 tokens descending: 4.2 million
+#: visits, 6.5 s; 2^17: 31 s; 2^18: 97 s and 4.2 GB), so past this many (about 10-15 s) the estimate is not
+#: computed rather than run for minutes (a fresh user's finding).
+L2_SIMULATED_MAX_WORK = 120_000_000
+#: The work units of one forward program-key-block visit in a grid or key order the fast evaluation does not cover:
+#: it costs about 15 band visits (the measurements above).
+L2_ORDER_VISIT_WORK = 15
+#: The work units of one backward (dK/dV or dQ) visit of a band: it costs about 5 forward band visits.
+L2_BACKWARD_VISIT_WORK = 5
+
+
+def simulated_work(spec: LayerSpec, tiling: Tiling, reordered: bool = False) -> int:
+    """The work units of the wave-by-wave simulation of ``spec`` (a prefill layer) with ``tiling``: the forward's
+    program-key-block visits B·H·T_r·(the key blocks a row's band spans, or T_c; about half under a causal mask),
+    each :data:`L2_ORDER_VISIT_WORK` units where ``reordered`` (a grid or key order other than the bundled kernel's);
+    with ``spec.backward`` the dK/dV kernel's B·H·T_c·(query blocks a band spans) and the dQ kernel's visits,
+    :data:`L2_BACKWARD_VISIT_WORK` units each. Bounded by :data:`L2_SIMULATED_MAX_WORK` (:func:`not_estimated`)."""
+    band = spec.band
+    span_k = spec.seqlen_k if band is None else min(spec.seqlen_k, band[0] + band[1] + 1)
+    span_q = spec.seqlen_q if band is None else min(spec.seqlen_q, band[0] + band[1] + 1)
+    half = 2 if spec.causal and band is None else 1
+    rows = spec.batch * spec.heads
+    work = rows * cdiv(spec.seqlen_q, tiling.block_m) * cdiv(span_k, tiling.block_n) // half
+    work *= L2_ORDER_VISIT_WORK if reordered else 1
+    if spec.backward:
+        work += L2_BACKWARD_VISIT_WORK * rows * (
+            cdiv(spec.seqlen_k, tiling.bwd_block_n) * cdiv(span_q, tiling.bwd_block_m)
+            + cdiv(spec.seqlen_q, tiling.dq_block_m) * cdiv(span_k, tiling.dq_block_n)) // half
+    return work
 
 
 def dkdv_work(spec: LayerSpec, touches: int) -> int:
@@ -292,7 +326,8 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
     It covers the prefill forward pass (and, with ``spec.backward``, the training step), with or
     without a sliding window: within the wave-by-wave simulation's bounds
     (:func:`simulation_bound`: :data:`L2_ESTIMATE_MAX_SEQLEN` tokens, :data:`L2_ESTIMATE_MAX_PROGRAMS`
-    programs) always, and past them wherever the fast evaluation covers every kernel
+    programs) always, except a window band or another grid or key order past :data:`L2_SIMULATED_MAX_WORK` work units
+    (:func:`simulated_work`), and past them wherever the fast evaluation covers every kernel
     (:func:`fast_refusal`: any length, up to :func:`fast_max_rows` grid rows; a causal training step's
     dK/dV kernel in closed form where :func:`dkdv_closed_form_applies`, which the estimate's assumptions then
     say, else up to :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches). Otherwise the estimate is not computed
@@ -311,6 +346,18 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
         return "it models the prefill kernel here (decode: see `iomodel reconcile`)"
     slow = simulation_bound(spec, tiling)
     if slow is None:
+        if tiling is None or (spec.band is None and schedule is None):
+            return None
+        reordered = schedule is not None and (schedule.persistent == "blocked" or (
+            schedule.grid_order, schedule.key_order) != ("tiles-fastest", "ascending"))
+        if not (spec.band is not None or reordered):
+            return None
+        work = simulated_work(spec, tiling, reordered)
+        if work > L2_SIMULATED_MAX_WORK and (fast := fast_refusal(spec, tiling, schedule, l2_bytes)) is not None:
+            return (f"{fast}: {work:,} work units (program-key-block visits, simulated_work), above "
+                    f"{L2_SIMULATED_MAX_WORK:,} (tens of seconds to minutes on a 2-core CPU; a shorter sequence"
+                    f"{', a narrower window' if spec.band is not None else ''}, fewer heads or a smaller batch brings "
+                    "it under)")
         return None
     fast = fast_refusal(spec, tiling, schedule, l2_bytes)
     return None if fast is None else f"{slow}, and {fast}"
