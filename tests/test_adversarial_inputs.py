@@ -564,3 +564,25 @@ def test_a_long_window_band_or_another_key_order_is_not_simulated_for_minutes():
     assert "descending key blocks is simulated wave by wave" in not_estimated(spec, t, desc)
     assert not_estimated(spec, t) is None  # the bundled order: the fast evaluation, any length
     assert not_estimated(LayerSpec(1, 32, 8, 128, 65536, 65536, dtype="bf16", causal=True), t, desc) is None
+
+
+def test_bench_refuses_a_shape_that_cannot_fit_memory(monkeypatch):
+    """A decode shape of batch 100,000 and 256 keys ran for 71 s and was killed by the out-of-memory killer at 24 GB
+    with no message. The matrix is now refused before anything is allocated (bench.inputs.check_memory)."""
+    import iomodel.bench.inputs as inputs
+    from iomodel.bench.matrix import parse_matrix
+
+    text = Path("tests/data/matrix-good.toml").read_text()
+    m = parse_matrix(text, "m.toml")
+    d = m.buckets[1]  # the decode bucket (fp32)
+    s = d.shapes[0]
+    q = s.batch * d.heads * s.seqlen_q * d.head_dim
+    kv = s.batch * d.kv_heads * s.seqlen_k * d.head_dim
+    assert inputs.least_bytes(d, s) == (2 * q + 2 * kv) * 4 + 4 * max(q, kv) + 8 * (2 * kv + q)
+    monkeypatch.setattr(inputs, "available_bytes", lambda device: inputs.least_bytes(d, s) - 1)
+    with pytest.raises(IomodelError, match=r"bucket 'd' shape #1 \(.*\) needs at least .* GiB of cpu memory for its "
+                                           r"tensors and float64 reference, above the .* GiB available: lower its "
+                                           r"batch or lengths"):
+        inputs.check_memory([d], "cpu")
+    monkeypatch.setattr(inputs, "available_bytes", lambda device: None)  # unknown: not refused
+    inputs.check_memory([d], "cpu")

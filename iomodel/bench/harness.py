@@ -42,7 +42,7 @@ from iomodel.bench.backends import (AUTO, BASELINE, EAGER, SDPA_BACKENDS, Backen
                                     available_backends, eager_backend, training_step)
 from iomodel.bench.downstream import downstream_check
 from iomodel.bench.environment import check_device, environment
-from iomodel.bench.inputs import make_inputs, reference_gradients, reference_output, shape_seed
+from iomodel.bench.inputs import check_memory, make_inputs, reference_gradients, reference_output, shape_seed
 from iomodel.bench.matrix import Bucket, ShapeMatrix
 from iomodel.bench.policy import GRADIENTS, Policy, accuracy_verdict, drift_limits, error_stats, gradient_verdict
 from iomodel.bench.telemetry import probe_call, profile_call
@@ -315,14 +315,15 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
         The receipt (JSON-serialisable); see :mod:`iomodel.bench.receipt` for its fields.
 
     Raises:
-        IomodelError: bad device, or the policy lacks a tolerance for a bucket's dtype or a
-            speedup section for the device.
+        IomodelError: bad device, a shape that cannot fit the device's memory (:func:`check_memory`), or the
+            policy lacks a tolerance for a bucket's dtype or a speedup section for the device.
     """
     import torch
 
     from iomodel.bench.receipt import check_receipt, end_to_end
 
     check_device(device)
+    check_memory(matrix.buckets, device)
     for b in matrix.buckets:
         policy.tol(b.dtype)
         if b.training:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from iomodel.bench.matrix import Bucket, Shape
+from iomodel.errors import IomodelError
 from iomodel.spec import torch_dtype
+from iomodel.spec.dtypes import DTYPES
 
 
 @dataclass
@@ -96,6 +98,58 @@ def visible_keys(bucket: Bucket, shape: Shape, device: str):
         off = torch.zeros_like(lengths) if bucket.causal_align == "top-left" else lengths - nq
         vis = vis & (n <= m + off)
     return vis.expand(B, 1, nq, nk)
+
+
+def least_bytes(bucket: Bucket, shape: Shape) -> int:
+    """A lower bound on the device memory one shape's run holds at once (bytes): Q, K, V (and O, with dO for a
+    training bucket) in the bucket's dtype, the float32 draws they are cast from (one at a time: the largest), and
+    the float64 reference's K, V and output (:func:`reference_output`). Scores and masks come on top, so a shape
+    above the memory available cannot run; one below it still may not (:func:`check_memory`)."""
+    B, nq, nk, d = shape.batch, shape.seqlen_q, shape.seqlen_k, bucket.head_dim
+    q_elems, kv_elems = B * bucket.heads * nq * d, B * bucket.kv_heads * nk * d
+    width = DTYPES[bucket.dtype]
+    inputs = (2 + 2 * int(bucket.training)) * q_elems + 2 * kv_elems  # q, o (do, dq), k, v
+    return inputs * width + 4 * max(q_elems, kv_elems) + 8 * (2 * kv_elems + q_elems)
+
+
+def available_bytes(device: str) -> int | None:
+    """The memory a run on ``device`` may still take (bytes): the GPU's free memory (``torch.cuda.mem_get_info``) or,
+    on the CPU, Linux's ``MemAvailable`` (``/proc/meminfo``); None where neither can be read."""
+    if device == "cuda":
+        import torch
+
+        try:
+            return int(torch.cuda.mem_get_info()[0])
+        except (RuntimeError, AssertionError, AttributeError, TypeError, ValueError):  # no driver answer: unknown
+            return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_memory(buckets: Any, device: str) -> None:
+    """Refuse a matrix one of whose shapes cannot fit ``device``'s memory (:func:`least_bytes` above
+    :func:`available_bytes`), before anything is allocated: on the CPU such a run was ended by the kernel's
+    out-of-memory killer after a minute, with no message.
+
+    Raises:
+        IomodelError: one line naming the bucket, the shape and both sizes.
+    """
+    free = available_bytes(device)
+    if free is None:
+        return
+    for b in buckets:
+        for i, s in enumerate(b.shapes):
+            need = least_bytes(b, s)
+            if need > free:
+                raise IomodelError(f"bucket {b.name!r} shape #{i + 1} ({s.label()}) needs at least {need / 2**30:,.1f} "
+                                   f"GiB of {device} memory for its tensors and float64 reference, above the "
+                                   f"{free / 2**30:,.1f} GiB available: lower its batch or lengths")
 
 
 def make_inputs(bucket: Bucket, shape: Shape, seed: int, device: str) -> AttentionInputs:
