@@ -68,6 +68,7 @@ from iomodel.schedule.tiles import (
     decode_heads_per_program,
     decode_split_len,
     head_dim_padded,
+    page_block_refusal,
 )
 from iomodel.spec.layer import causal_offset
 from kernels import heuristics as hx
@@ -1476,9 +1477,9 @@ def _build_paged_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm
     _check_device(q)
     if config is not None and not isinstance(config, KernelConfig):
         raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
-    if config is not None and isinstance(config.block_n, int) and config.block_n > pshape.page_size:
-        raise IomodelError(f"config.block_n {config.block_n} exceeds page_size {pshape.page_size} (a key block must "
-                           f"lie in one page): use block_n <= {pshape.page_size}")
+    if config is not None and isinstance(config.block_n, int) and (
+            why := page_block_refusal(config.block_n, pshape.page_size, f"use block_n <= {pshape.page_size}")):
+        raise IomodelError(f"config.block_n: {why}")
     reason = kernel_refusal(shape)
     if reason is not None:
         raise IomodelError(reason)

@@ -586,3 +586,29 @@ def test_bench_refuses_a_shape_that_cannot_fit_memory(monkeypatch):
         inputs.check_memory([d], "cpu")
     monkeypatch.setattr(inputs, "available_bytes", lambda device: None)  # unknown: not refused
     inputs.check_memory([d], "cpu")
+
+
+def test_the_paged_decode_blocks_plot_does_not_price_tiles_that_cannot_run():
+    """`iomodel plot --phase decode --page-size 16 --kind blocks` drew bytes for BLOCK_N 32-256, which the worksheet
+    and the launcher refuse (a key block must lie in one page: schedule.tiles.page_block_refusal, their one rule).
+    Those cells now say they cannot run, carry no bytes and no colour, and the footer names the page size."""
+    from iomodel.report.plot import plot_blocks
+    from iomodel.schedule.tiles import page_block_refusal
+    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.spec.hardware import get_hardware
+
+    assert page_block_refusal(32, 16, "use --block-n 16 or less") == \
+        "BLOCK_N 32 exceeds page_size 16 (a key block must lie in one page): use --block-n 16 or less"
+    assert page_block_refusal(16, 16, "") is None and page_block_refusal(256, None, "") is None
+    spec = LayerSpec(1, 32, 8, 128, 1, 8192, dtype="bf16", causal=True, causal_align="bottom-right", phase="decode",
+                     page_size=16)
+    fig = plot_blocks(spec, Tiling(block_m=16, block_n=16, num_splits=64, heads_per_program=4),
+                      get_hardware("H200"), block_sizes=(16, 32, 64), splits=(1, 2))
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts] + [t.get_text() for t in fig.texts]
+    cannot = [t for t in texts if t.startswith("cannot run:")]
+    assert len(cannot) == 2 * 3  # BLOCK_N 32 and 64 on the rows 1, 2 and 64 (the layer's)
+    assert all("MiB" not in t for t in cannot)
+    assert "paged KV cache of 16 tokens a page: BLOCK_N above it cannot run" in " ".join(texts).replace("\n", " ")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

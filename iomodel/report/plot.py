@@ -30,6 +30,7 @@ from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.format import human_bytes
 from iomodel.paths import write_bytes
+from iomodel.schedule.tiles import page_block_refusal
 from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS
 
 #: Marker per measurement level of overlaid points.
@@ -485,17 +486,23 @@ def plot_blocks(
                    num_splits=row if decode else tiling.num_splits, heads_per_program=tiling.heads_per_program)
         return t.sram_bytes(spec) <= hardware.smem_per_block
 
+    def in_page(col: int) -> bool:  # the paged decode runs a key block within one page only
+        return page_block_refusal(col, spec.page_size, "") is None
+
     title = (f"{spec.name or 'layer'}: tiled HBM bytes per call over "
              + ("BLOCK_N and num_splits (decode)" if decode else "BLOCK_M and BLOCK_N"))
     fig, ax = _figure(title, _assumptions(
         spec, tiling, hardware,
         f"seqlen_q={spec.seqlen_q:,}, seqlen_k={spec.seqlen_k:,}; cell = HBM bytes (x compulsory floor of "
         f"{human_bytes(floor)}); hatched: tiles need more than {human_bytes(hardware.smem_per_block)} of shared "
-        "memory per block"))
+        "memory per block"
+        + (f"; paged KV cache of {spec.page_size} tokens a page: BLOCK_N above it cannot run (hatched, no "
+           "bytes)" if spec.page_size is not None else "")))
     # colour = multiple of the compulsory floor on a log scale from 1x to at least 2x, so a
     # spread of a few percent between cells shows as the near-uniform colour it is
-    rel = np.log2(hbm / floor)
-    lo, hi = 0.0, max(1.0, float(rel.max()))
+    runnable = np.array([[in_page(c) for c in sizes] for _ in row_vals])  # a paged decode's BLOCK_N <= page
+    rel = np.where(runnable, np.log2(hbm / floor), np.nan)  # a cell that cannot run has no colour
+    lo, hi = 0.0, max(1.0, float(np.nanmax(rel)) if runnable.any() else 1.0)
     img = ax.imshow(rel, cmap="viridis_r", aspect="auto", origin="lower", vmin=lo, vmax=hi)
     x0, y0, w, h = ax.get_position().bounds
     ax.set_position((x0, y0, w - 0.17, h))
@@ -508,7 +515,7 @@ def plot_blocks(
     cbar.set_ticks(ticks)
     cbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{2**v:.3g}x ({human_bytes(2**v * floor)})"))
     # cells that differ by less than a factor of ~2 need more digits to tell apart
-    spread = float(np.log2(hbm).max() - np.log2(hbm).min())
+    spread = float(np.log2(hbm[runnable]).max() - np.log2(hbm[runnable]).min()) if runnable.any() else 0.0
     digits = 3 if spread > 0.2 else 5
     meas: dict[tuple[int, int], list[str]] = {}
     for m in points:
@@ -522,7 +529,10 @@ def plot_blocks(
             ratio = hbm[i, j] / floor
             rtext = f"{ratio:.4f}" if digits > 3 else (f"{ratio:,.2f}" if ratio < 10 else f"{ratio:,.1f}")
             text = f"{human_bytes(hbm[i, j], digits)}\n{rtext}x floor"
-            if not ok:
+            if not in_page(cv):
+                text = f"cannot run:\nBLOCK_N > page\n({spec.page_size} tokens)"
+                ax.add_patch(_hatch(j, i))
+            elif not ok:
                 text += "\nno fit"
                 ax.add_patch(_hatch(j, i))
             for extra in meas.get((rv, cv), []):

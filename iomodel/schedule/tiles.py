@@ -55,6 +55,20 @@ def paged_block_n(block_n: int, page_size: int | None) -> int:
     return block_n if page_size is None else min(block_n, page_size)
 
 
+def page_block_refusal(block_n: int, page_size: int | None, fix: str) -> str | None:
+    """Why a forced BLOCK_N cannot run the paged decode over pages of ``page_size`` tokens, or None: a key block must
+    lie in one page (one block-table entry locates it), so BLOCK_N <= page_size. The one rule the launcher, the
+    worksheet and the plot apply; ``fix`` ends the sentence with the caller's spelling of the change.
+
+    Example:
+        >>> page_block_refusal(32, 16, "use --block-n 16 or less")
+        'BLOCK_N 32 exceeds page_size 16 (a key block must lie in one page): use --block-n 16 or less'
+    """
+    if page_size is None or block_n <= page_size:
+        return None
+    return f"BLOCK_N {block_n} exceeds page_size {page_size} (a key block must lie in one page): {fix}"
+
+
 def next_pow2(n: int) -> int:
     """Smallest power of two >= ``n`` (``n >= 1``; 1 for ``n <= 1``)."""
     return 1 << max(int(n) - 1, 0).bit_length()

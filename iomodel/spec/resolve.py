@@ -22,7 +22,7 @@ from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling
 from iomodel.spec.ragged import RaggedSpec, parse_seqlens, read_seqlens_file
-from iomodel.schedule.tiles import decode_block_m_refusal, decode_splits_refusal
+from iomodel.schedule.tiles import decode_block_m_refusal, decode_splits_refusal, page_block_refusal
 
 #: Default layer of ``iomodel worksheet`` with no arguments (the README's quick start).
 DEFAULT_PRESET = "llama-3-8b"
@@ -327,9 +327,8 @@ def resolve_layer(
                                          "use --block-m {value} or leave it out") if "block_m" in explicit else None)
         if reason is None and explicit.keys() & {"num_splits", "block_n"}:
             reason = decode_splits_refusal(tiling.num_splits, spec.seqlen_k, tiling.block_n)
-        if reason is None and spec.page_size is not None and tiling.block_n > spec.page_size:
-            reason = (f"BLOCK_N {tiling.block_n} exceeds --page-size {spec.page_size} (a key block must lie in one "
-                      f"page): use --block-n {spec.page_size} or less")
+        if reason is None:
+            reason = page_block_refusal(tiling.block_n, spec.page_size, f"use --block-n {spec.page_size} or less")
         if reason is not None:
             raise IomodelError(reason)
     tiling.check_fits(spec, hw.smem_per_block, hw.name)
