@@ -612,3 +612,21 @@ def test_the_paged_decode_blocks_plot_does_not_price_tiles_that_cannot_run():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--interpreter", "--budget-s", "-1"], "--budget-s applies to Nsight Compute runs, not to --interpreter"),
+    (["--interpreter", "--ncu", "/nonexistent", "--metrics", "foo"], "--ncu, --metrics apply to Nsight Compute runs"),
+    (["--interpreter", "--dry-run"], "--dry-run applies to Nsight Compute runs"),
+    (["--budget-s", "nan"], "--budget-s must be a positive number of seconds, got nan"),
+    (["--budget-s", "0", "--dry-run"], "--budget-s must be a positive number of seconds, got 0.0"),
+    (["--metrics", "foo", "--dry-run"], "--metrics 'foo': 'foo' is not an Nsight Compute metric name"),
+    (["--metrics", ",", "--dry-run"], "--metrics ',': no metric an Nsight Compute metric name"),
+    (["--limit", "-1", "--dry-run"], "--limit must be 1 or more (the first N shapes), got -1"),
+])
+def test_validate_options_that_do_not_apply_or_make_no_sense_are_refused(capsys, extra, words):
+    """validate --interpreter took --budget-s -1, --ncu /nonexistent, --metrics foo and --dry-run (which printed ncu
+    command lines) without a word; --limit -1 said only 'no shapes left'."""
+    from test_cli_errors import assert_one_line_error
+
+    assert_one_line_error(capsys, ["validate", "sweeps/h200-train-holdout9.toml", *extra], words)

@@ -43,8 +43,12 @@ def test_sweep_select_filters_limits_and_refuses():
     assert [s.impl for s in sw.shapes] == ["baseline", "baseline"]
     with pytest.raises(IomodelError, match="unknown implementation.*'cudnn'"):
         load_sweep(SWEEP).select(["cudnn"])
+    with pytest.raises(IomodelError, match=r"--limit must be 1 or more \(the first N shapes\), got 0"):
+        load_sweep(SWEEP).select(None, limit=0)  # it said "no shapes left", as if the sweep were empty
+    sw = load_sweep(SWEEP)
+    sw.shapes = [s for s in sw.shapes if s.impl == "baseline"]
     with pytest.raises(IomodelError, match="no shapes left"):
-        load_sweep(SWEEP).select(None, limit=0)
+        sw.select(["tiled"])
 
 
 def test_child_command_is_the_child_module():

@@ -9,7 +9,8 @@ CPU (``--interpreter``): Triton's interpreter with every load and store counted
 from __future__ import annotations
 
 import contextlib
-
+import math
+import re
 import shlex
 import sys
 from datetime import datetime, timezone
@@ -131,13 +132,31 @@ def validate(
 
     console = Console()
     sweep = load_sweep(sweep_file)
+    if interpreter:  # Nsight Compute's options mean nothing to Triton's interpreter: said, not ignored
+        ncu_only = [flag for flag, given in (("--ncu", ncu is not None), ("--metrics", metrics is not None),
+                                              ("--workdir", workdir is not None), ("--budget-s", budget_s is not None),
+                                              ("--pin", pin is not None), ("--dry-run", dry_run),
+                                              ("--batch-size", batch_size is not None)) if given]
+        if ncu_only:
+            raise IomodelError(f"{', '.join(ncu_only)} appl{'ies' if len(ncu_only) == 1 else 'y'} to Nsight Compute "
+                               "runs, not to --interpreter (which counts loads in Triton's interpreter, every shape in "
+                               f"one process): drop {'it' if len(ncu_only) == 1 else 'them'}")
+    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
+        raise IomodelError(f"--budget-s must be a positive number of seconds, got {budget_s}: pass e.g. --budget-s 540, "
+                           "or leave it out for no budget")
     sweep.select(impl, limit)
     if batch_size is not None:
         if batch_size < 1:
             raise IomodelError("--batch-size must be 1 or more")
         sweep.batch_size = batch_size
-    if metrics:
-        sweep.metrics = tuple(m.strip() for m in metrics.split(",") if m.strip())
+    if metrics is not None:
+        names = tuple(m.strip() for m in metrics.split(",") if m.strip())
+        odd = next((m for m in names if not re.fullmatch(r"[a-z0-9_]+__[A-Za-z0-9_.]+", m)), None)
+        if not names or odd is not None:
+            raise IomodelError(f"--metrics {metrics!r}: {'no metric' if not names else repr(odd) + ' is not'} an Nsight "
+                               "Compute metric name (unit__counter.rollup, e.g. dram__bytes_read.sum): give "
+                               "comma-separated names, or leave it out for the sweep's [ncu] metrics")
+        sweep.metrics = names
     command = shlex.join(["iomodel", "validate", *sys.argv[2:]]) if len(sys.argv) > 1 else "iomodel validate"
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     pinned = driver.load_pin(sweep, pin) if pin is not None else None

@@ -132,7 +132,7 @@ class Sweep:
         """Keep only the shapes of ``impls`` (all when None or empty), then the first ``limit``.
 
         Raises:
-            IomodelError: an implementation name is unknown, or no shape is left.
+            IomodelError: an implementation name is unknown, ``limit`` is below 1, or no shape is left.
         """
         if impls:
             bad = [i for i in impls if i not in IMPLS]
@@ -140,7 +140,10 @@ class Sweep:
                 raise IomodelError(f"unknown implementation(s) {bad}: use {', '.join(IMPLS)}")
             self.shapes = [s for s in self.shapes if s.impl in impls]
         if limit is not None:
-            self.shapes = self.shapes[: max(0, limit)]
+            if limit < 1:
+                raise IomodelError(f"--limit must be 1 or more (the first N shapes), got {limit}: drop it to measure "
+                                   "every shape")
+            self.shapes = self.shapes[:limit]
         if not self.shapes:
             raise IomodelError("no shapes left to measure: check --impl and --limit")
 
