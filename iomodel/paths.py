@@ -72,8 +72,9 @@ def check_output_file(path: str | Path, option: str, what: str = "output file") 
         IomodelError: ``path`` is a folder, its folder cannot be created, or it cannot be written.
     """
     p = Path(path)
-    if p.is_dir():
-        raise IomodelError(f"the {what} path {p} is a folder: pass a file path such as {p / 'out.json'} with {option}")
+    if p.is_dir() or str(path).endswith(("/", os.sep)):  # "dir/" names a folder even where none exists yet
+        raise IomodelError(f"the {what} path {str(path)} is a folder: pass a file path such as {p / 'out.json'} with "
+                           f"{option}")
     blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
     if blocker is not None:  # mkdir would say only "File exists"
         raise IomodelError(f"cannot create the folder {p.parent} for the {what}: {blocker} is a file, not a folder: "

@@ -630,3 +630,24 @@ def test_validate_options_that_do_not_apply_or_make_no_sense_are_refused(capsys,
     from test_cli_errors import assert_one_line_error
 
     assert_one_line_error(capsys, ["validate", "sweeps/h200-train-holdout9.toml", *extra], words)
+
+
+def test_run_options_with_bench_check_swapped_reconcile_formats_and_a_causal_two_sided_sweep_window(tmp_path, capsys):
+    """bench --check ignored --reps; reconcile --json x.md wrote JSON into a .md; a sweep shape with window [3, 3]
+    and causal = true was measured though the worksheet refuses --window 3,3 under causal (one rule now,
+    spec.layer.causal_right_refusal)."""
+    from test_cli_errors import assert_one_line_error
+
+    assert_one_line_error(capsys, ["bench", "--check", "receipts/bench-cpu.json", "--reps", "3"],
+                          "--reps applies to a benchmark run, not to --check")
+    assert_one_line_error(capsys, ["reconcile", "receipts/ncu-h200-2026-11-29.json", "--json", str(tmp_path / "r.md")],
+                          "--json", "has the suffix of the other format (--json writes JSON): name it r.json")
+    assert_one_line_error(capsys, ["reconcile", "receipts/ncu-h200-2026-11-29.json", "--markdown",
+                                   str(tmp_path / "r.json")], "(--markdown writes Markdown): name it r.md")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('name = "s"\nhardware = "H200"\n[defaults]\nheads = 4\nkv_heads = 4\nhead_dim = 64\n'
+                     'dtype = "fp16"\n[[shape]]\nseqlen = 256\ncausal = true\nwindow = [3, 3]\nimpls = ["tiled"]\n')
+    assert_one_line_error(capsys, ["validate", str(sweep), "--interpreter"],
+                          "window [3, 3] reaches 3 keys right of the diagonal, which the causal mask hides")
+    assert_one_line_error(capsys, ["worksheet", "--window", "3,3"],
+                          "--window 3,3 reaches 3 keys right of the diagonal, which the causal mask hides")

@@ -64,6 +64,13 @@ def bench(
 
     console = Console()
     if check is not None:
+        run_only = [flag for flag, given in (("--device", device), ("--matrix", matrix), ("-o", output),
+                                             ("--markdown", markdown), ("--reps", reps), ("--warmup", warmup))
+                    if given is not None]
+        if run_only:  # --check recomputes a receipt's verdicts from its samples; it runs nothing
+            raise IomodelError(f"{', '.join(run_only)} appl{'ies' if len(run_only) == 1 else 'y'} to a benchmark run, "
+                               f"not to --check (which re-checks the receipt's recorded samples): drop "
+                               f"{'it' if len(run_only) == 1 else 'them'}")
         _check(console, load_receipt(check), check, policy)
         return
     device = device or _default_device()

@@ -28,13 +28,17 @@ def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, pl
     plot that --plot-dir writes (:data:`iomodel.report.reconcile_plot.PLOT_NAME`).
 
     Raises:
-        IomodelError: such a clash (one line naming both options).
+        IomodelError: such a clash (one line naming both options), or a path with the other format's suffix.
     """
     from iomodel.report.reconcile_plot import PLOT_NAME
 
     if json_out is not None and markdown_out is not None and json_out.resolve() == markdown_out.resolve():
         raise IomodelError(f"--json and --markdown name the same file {str(json_out)!r}: give each its own path")
-    for flag, out in (("--json", json_out), ("--markdown", markdown_out)):
+    for flag, out, other in (("--json", json_out, (".md", ".markdown")), ("--markdown", markdown_out, (".json",))):
+        if out is not None and out.suffix.lower() in other:  # a JSON file named .md (or the reverse): a swap
+            raise IomodelError(f"{flag} {str(out)!r} has the suffix of the other format ({flag} writes "
+                               f"{'JSON' if flag == '--json' else 'Markdown'}): name it "
+                               f"{out.with_suffix('.json' if flag == '--json' else '.md').name}, or swap the options")
         if out is not None and plot_dir is not None and out.resolve().parent == plot_dir.resolve() \
                 and PLOT_NAME.fullmatch(out.name):
             raise IomodelError(f"{flag} {str(out)!r} is a plot that --plot-dir writes: give {flag} another path")

@@ -22,6 +22,7 @@ from iomodel.paths import read_toml
 from iomodel.measure.metrics import DEFAULT_METRICS
 from iomodel.measure.records import IMPLS, ragged_spec, read_seqlens, shape_id
 from iomodel.spec import PASSES, LayerSpec
+from iomodel.spec.layer import causal_right_refusal
 
 #: LayerSpec fields a sweep entry may set (plus ``seqlen`` = both lengths, ``pass`` = "fwd" or
 #: "fwd+bwd" (one training step), ``window`` = L or [L, R] (the sliding window), ``impls``, ``seed``).
@@ -436,6 +437,9 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 raise IomodelError(f"{where} is incomplete ({exc}): set it in the entry or in [defaults]") from None
             except IomodelError as exc:
                 raise IomodelError(f"{where}: {exc}") from None
+            if (why := causal_right_refusal(spec.causal, spec.window_right)) is not None:
+                raise IomodelError(f"{where}: window [{spec.window_left}, {spec.window_right}] {why}: use window = L "
+                                   "(or [L, 0]) for a causal shape, or causal = false for a two-sided band")
             for impl in impls:
                 if impl not in IMPLS:
                     raise IomodelError(f"{source}: shape {n} has unknown implementation {impl!r}: use one of {', '.join(IMPLS)}")

@@ -111,6 +111,15 @@ def window_band(causal: bool, left: int | None, right: int | None, seqlen_q: int
     return (wide if eff[0] is None else eff[0]), (wide if eff[1] is None else eff[1])
 
 
+def causal_right_refusal(causal: bool, right: int | None) -> str | None:
+    """Why a window's right side cannot go with a causal mask (one clause), or None: keys right of the diagonal are
+    what the causal mask hides, and flash-attn's convention (the kernel's too) caps the side at 0 under causal, a
+    silent change of what was asked. The rule the worksheet (``--window``) and the sweep (``window``) share."""
+    if causal and right is not None and right > 0:
+        return f"reaches {right:,} key{'s' * (right != 1)} right of the diagonal, which the causal mask hides"
+    return None
+
+
 def band_has_empty_rows(band: tuple[int, int], seqlen_q: int, seqlen_k: int, off: int) -> bool:
     """Whether a window band ``(WL, WR)`` leaves some query row without any key: the first row
     (0 + off + WR < 0) or the last (N_q − 1 + off − WL > N_k − 1); the rows' bands move by one

@@ -20,7 +20,7 @@ from iomodel.schedule.capabilities import block_size_refusal
 from iomodel.spec.config import AttentionConfig, load_config, load_preset
 from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
-from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling
+from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling, causal_right_refusal
 from iomodel.spec.ragged import RaggedSpec, parse_seqlens, read_seqlens_file
 from iomodel.schedule.tiles import decode_block_m_refusal, decode_splits_refusal, page_block_refusal
 
@@ -255,11 +255,9 @@ def resolve_layer(
 
     sliding = cfg is not None and cfg.window is not None and cfg.window_kind == "sliding-window"
     left, right = parse_window(window) if window is not None else (None, None)
-    if causal and right is not None and right > 0:
-        # flash-attn's convention caps the right side at 0 under causal: a silent change of what was asked
-        raise IomodelError(f"--window {window} reaches {right:,} key{'s' * (right != 1)} right of the diagonal, which "
-                           "the causal mask hides: use --window L (or L,0) for a causal layer, or add --no-causal for a "
-                           "two-sided band")
+    if (why := causal_right_refusal(bool(causal), right)) is not None:
+        raise IomodelError(f"--window {window} {why}: use --window L (or L,0) for a causal layer, or add --no-causal "
+                           "for a two-sided band")
     window_note = ""
     both_ways = sliding and not causal and not cfg.causal_default  # a bidirectional model's window
     # keys each side of a bidirectional window: HF transformers' Gemma3TextConfig sets sliding_window to W // 2 + 1
