@@ -651,3 +651,32 @@ def test_run_options_with_bench_check_swapped_reconcile_formats_and_a_causal_two
                           "window [3, 3] reaches 3 keys right of the diagonal, which the causal mask hides")
     assert_one_line_error(capsys, ["worksheet", "--window", "3,3"],
                           "--window 3,3 reaches 3 keys right of the diagonal, which the causal mask hides")
+
+
+def test_fourth_round_wording(tmp_path, capsys):
+    """A byte-order mark in --seqlens-file, reconcile --impl naming no recorded implementation, a 3,000-character
+    grid order echoed whole, BLOCK_M 2^63 - 1 answered with 'use 4611686018427387904', a record counting 1e30 bytes
+    reconciled as EiB: each now one short line that says what to change."""
+    from test_cli_errors import assert_one_line_error
+
+    from iomodel.spec import Tiling
+    from iomodel.spec.ragged import read_seqlens_file
+
+    bom = tmp_path / "lens.txt"
+    bom.write_bytes(b"\xef\xbb\xbf512\n77\n")
+    assert read_seqlens_file(bom) == ((512, 512), (77, 77))
+    assert_one_line_error(capsys, ["reconcile", "receipts/ncu-h200-2026-11-29.json", "--impl", "bogus"],
+                          "no measured shape of implementation(s) 'bogus': this record holds 'baseline', 'tiled'")
+    sched = tmp_path / "go.toml"
+    sched.write_text(f'grid_order = "{"x" * 3000}"\n')
+    line = assert_one_line_error(capsys, ["worksheet", "--schedule", str(sched)], "grid order 'xxx")
+    assert len(line) < 400
+    with pytest.raises(IomodelError, match=r"BLOCK_M must be a power of two, got 9223372036854775807: use a tile such "
+                                           r"as 64 or 128 rows"):
+        Tiling(block_m=2**63 - 1)
+    with pytest.raises(IomodelError, match=r"BLOCK_N must be a power of two, got 96: use 64 or 128"):
+        Tiling(block_n=96)
+    data = json.loads(Path("receipts/ncu-h200-2026-11-29.json").read_text())
+    data["shapes"][0]["kernels"][0]["metrics"]["dram__bytes_read.sum"] = 1e30
+    with pytest.raises(IomodelError, match=r"metrics\['dram__bytes_read.sum'\] is 1e\+30, above 9.22e\+18 \(2\^63\)"):
+        Measurement.load(_write(tmp_path, data))

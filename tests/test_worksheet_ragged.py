@@ -137,7 +137,7 @@ def test_csv_and_file_and_reproduce(capsys, tmp_path):
         (["--seqlens", "512", "--seqlens-file", "x.txt"], ["either --seqlens or --seqlens-file"]),
         (["--seqlens", "512", "--phase", "decode"], ["forward prefill only"]),
         (["--seqlens", "512", "--pass", "fwd+bwd"], ["forward prefill only"]),
-        (["--seqlens-file", "/nonexistent/lens.txt"], ["cannot read it"]),
+        (["--seqlens-file", "/nonexistent/lens.txt"], ["does not exist: give a readable text or JSON file"]),
     ],
 )
 def test_cli_errors(capsys, args, needles):
@@ -151,7 +151,7 @@ def test_cli_file_errors(capsys, tmp_path):
     floats = tmp_path / "f.json"
     floats.write_text("[512, 3.5]")
     assert_one_line_error(capsys, ["worksheet", "--seqlens-file", str(floats)], "3.5 is not a length")
-    assert_one_line_error(capsys, ["worksheet", "--seqlens-file", str(tmp_path)], "cannot read it")
+    assert_one_line_error(capsys, ["worksheet", "--seqlens-file", str(tmp_path)], "is a folder: give a readable text or JSON file")
     big = tmp_path / "big.txt"
     big.write_text("1\n" * (10**6 + 1))
     assert_one_line_error(capsys, ["worksheet", "--seqlens-file", str(big)], "1,000,001 sequences",

@@ -57,6 +57,9 @@ IMPLS = ("tiled", "baseline", "baseline-fp32", "sdpa-flash", "sdpa-efficient", "
 
 #: The end of every message about a damaged record.
 FIX = "regenerate the record with iomodel validate, or correct that value"
+#: The largest metric value a record may hold (2^63: a 64-bit counter's range; 8 EiB of bytes, 292 years of
+#: nanoseconds): a larger one is a corrupt record, reconciled as "867361737988.4 EiB" before.
+METRIC_MAX = 2**63
 #: What a metric value must be (ncu prints n/a for a metric it could not collect: null).
 METRIC_VALUE = "a finite number, 0 or more (or null where ncu printed n/a)"
 #: Kernel-configuration fields that are counts (tiles, warps, stages, splits, heads).
@@ -152,6 +155,9 @@ class KernelRecord:
         units = jv.mapping(d.get("units", {}), f"{where}.units", fix=FIX)
         for m, v in metrics.items():
             jv.number(v, f"{where}.metrics[{m!r}]", what=METRIC_VALUE, allow_none=True, fix=FIX)
+            if v is not None and v > METRIC_MAX:  # no counter of one launch comes near: a corrupt record
+                raise IomodelError(f"{where}.metrics[{m!r}] is {v!r}, above {METRIC_MAX:.3g} (2^63), more than any "
+                                   f"counter of one kernel launch can hold: {FIX}")
             if m in OCCUPANCY_METRICS and v is not None and not (v == int(v) and v >= 1):
                 raise IomodelError(f"{where}.metrics[{m!r}] is {v!r}: an occupancy limit is a whole number of programs "
                                    f"per SM, 1 or more: {FIX}")

@@ -406,7 +406,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 entry.setdefault("seqlen_k", s)
             unknown = set(entry) - set(_SPEC_FIELDS) - {"window"}
             if unknown:
-                raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {list(_SPEC_FIELDS)}, seqlen, "
+                keys = [k for k in _SPEC_FIELDS if k != "backward"] + ["pass"]  # backward is written as pass
+                raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {keys}, seqlen, "
                                    "seqlens, window, impls, seed, grid_order, group_splits")
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
@@ -461,7 +462,10 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate"
                                        + (" (a ragged id names the count and total tokens: change a length)"
-                                          if seqlens is not None else ""))
+                                          if seqlens is not None else "")
+                                       + (" (without a causal mask or a window causal_align changes nothing, so a "
+                                          "list of alignments gives one shape twice: give one alignment)"
+                                          if not spec.causal and spec.window is None else ""))
                 seen.add(sid)
                 shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order,
                                          group_splits=group_splits))

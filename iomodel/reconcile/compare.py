@@ -1053,7 +1053,9 @@ def reconcile(
     flush = measurement.settings.get("cache_control", "all") == "all"
     shapes = measurement.select(impls)
     if not shapes:
-        raise IomodelError("no measured shape of the requested implementation(s): check --impl against the record")
+        have = sorted({s.impl for s in measurement.shapes})
+        raise IomodelError(f"no measured shape of implementation(s) {', '.join(map(repr, impls or []))}: this record "
+                           f"holds {', '.join(map(repr, have)) or 'no shape'}: pass --impl among them")
     if l2_ways is not None and (not isinstance(l2_ways, int) or not 1 <= l2_ways <= MAX_L2_WAYS):
         raise IomodelError(f"l2_ways must be an integer from 1 to {MAX_L2_WAYS} (or 0 on the command line for a "
                            f"fully associative LRU), got {l2_ways!r}")

@@ -184,7 +184,8 @@ def grid_order_refusal(grid_order: Any, flag: str = "--grid-order") -> str | Non
         n = grid_order[len(GROUPED_PREFIX):] if grid_order.startswith(GROUPED_PREFIX) else ""
         if (n.isdigit() and not n.startswith("0")) or head_group_of(grid_order):
             return None
-    return (f"grid order {grid_order!r} is unknown: use {flag} {', '.join(GRID_ORDERS)}, "
+    shown = grid_order if not isinstance(grid_order, str) or len(grid_order) <= 40 else grid_order[:37] + "..."
+    return (f"grid order {shown!r} is unknown: use {flag} {', '.join(GRID_ORDERS)}, "
             f"{GROUPED_PREFIX}N (N query tiles per group, N >= 1) or {HEAD_GROUPED_PREFIX}G (G grid rows per group)")
 
 

@@ -324,9 +324,8 @@ class Tiling:
             v = _positive_int(getattr(self, attr), attr, flag)
             if not is_power_of_two(v):
                 lo = 1 << (v.bit_length() - 1)
-                raise IomodelError(
-                    f"{attr.upper()} must be a power of two, got {v}: use {lo} or {lo * 2}"
-                )
+                near = f"{lo} or {lo * 2}" if lo <= 2**16 else "a tile such as 64 or 128 rows"  # not 2^62 for 2^63 - 1
+                raise IomodelError(f"{attr.upper()} must be a power of two, got {v}: use {near}")
             object.__setattr__(self, attr, v)
         object.__setattr__(self, "num_stages", _positive_int(self.num_stages, "num_stages", "--num-stages"))
         object.__setattr__(self, "num_splits", _positive_int(self.num_splits, "num_splits", "--num-splits"))

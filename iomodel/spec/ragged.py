@@ -206,12 +206,17 @@ def read_seqlens_file(path: str | Path) -> tuple[tuple[int, int], ...]:
     Raises:
         IomodelError: the file cannot be read, is empty, or has an entry that is not a length or a pair.
     """
+    from iomodel.jsonvalues import input_file_problem
+
     p = Path(path)
+    problem = input_file_problem(p)
+    if problem is not None:
+        raise IomodelError(f"--seqlens-file {path} {problem[0]}: give a readable text or JSON file")
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors write one) is not a length
     except (OSError, UnicodeDecodeError) as exc:
         raise IomodelError(f"--seqlens-file {path}: cannot read it ({exc.__class__.__name__}): give a readable "
-                           "text or JSON file") from None
+                           "UTF-8 text or JSON file") from None
     if text.lstrip().startswith("["):
         items = parse_json(text, f"--seqlens-file {path}", "fix it")
         if isinstance(items, list) and any(isinstance(x, str) for x in items):
