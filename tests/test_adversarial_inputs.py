@@ -680,3 +680,20 @@ def test_fourth_round_wording(tmp_path, capsys):
     data["shapes"][0]["kernels"][0]["metrics"]["dram__bytes_read.sum"] = 1e30
     with pytest.raises(IomodelError, match=r"metrics\['dram__bytes_read.sum'\] is 1e\+30, above 9.22e\+18 \(2\^63\)"):
         Measurement.load(_write(tmp_path, data))
+
+
+def test_a_ragged_batch_with_a_long_window_band_is_bounded_as_a_dense_one():
+    """--seqlens 262144*2 --window 131072 simulated the band for 44-107 s and 1.4-3.1 GB where the dense --batch 2
+    layer said at once why not; the ragged bound now sums simulated_work over the sequences."""
+    from iomodel.cache.estimate import L2_SIMULATED_MAX_WORK, ragged_not_estimated, simulated_work
+    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.spec.ragged import RaggedSpec
+
+    t = Tiling(block_m=64, block_n=64)
+    base = LayerSpec(2, 32, 8, 128, 262144, 262144, dtype="bf16", causal=True, window_left=131072)
+    r = RaggedSpec(base, ((262144, 262144), (262144, 262144)))
+    work = 2 * simulated_work(r.sequence(262144, 262144), t)
+    assert work == 2 * 32 * 4096 * 2049 > L2_SIMULATED_MAX_WORK
+    assert ragged_not_estimated(r, t).startswith(f"its window band is simulated block by block: {work:,} work units")
+    short = RaggedSpec(base.with_(seqlen_q=4096, seqlen_k=4096, window_left=1024), ((4096, 4096), (2048, 2048)))
+    assert ragged_not_estimated(short, t) is None

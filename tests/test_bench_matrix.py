@@ -95,7 +95,9 @@ def test_invalid_toml_names_line_and_column():
                                                      "'p' (32..64)", "add a shape to the bucket nearer it"]),
         ("prompt_len = 64", "prompt_len = 7", 10, ["prompt_len 7 lies more than 4x outside the seqlen_q of bucket 'p'"]),
         ("output_len = 4", "output_len = 130", 11, ["the decode steps' seqlen_k 64..193 (prompt_len + output_len - 1) "
-                                                    "lies more than 4x outside the seqlen_k of bucket 'd' (48..48)"]),
+                                                    "lies more than 4x outside the seqlen_k of bucket 'd' (48..48)",
+                                                    "bring output_len within 4x"]),
+        ("layers = 2", "layers = 100000000000000000000", 12, ["workload.layers must be an integer >= 1 and <= 10,000"]),
     ],
 )
 def test_schema_errors_name_bucket_and_line(old, new, expected_line, words):

@@ -74,6 +74,8 @@ _TIMING_KEYS = {"warmup", "reps", "l2_flush_bytes"}
 #: prefill time extends the end segment's power law and decode scales linearly (``iomodel.bench.receipt._interp``),
 #: which says nothing of a prompt 10^6 times the measured ones; further out the matrix is refused.
 MAX_WORKLOAD_EXTRAPOLATION = 4
+#: Most layers a workload's request may run through (the largest published models have a few hundred).
+MAX_WORKLOAD_LAYERS = 10_000
 _WORKLOAD_KEYS = {"prompt_len", "output_len", "layers", "prefill_bucket", "decode_bucket", "note"}
 _BUCKET_KEYS = {
     "name", "weight", "phase", "causal", "causal_align", "heads", "kv_heads", "head_dim", "dtype",
@@ -547,7 +549,9 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
                                      ("decode_bucket", "seqlen_k", prompt, prompt + output - 1, "output_len")):
             sizes = [getattr(sh, size) for sh in by_name[wl[k]].shapes]
             if lo * x < min(sizes) or hi > x * max(sizes):
-                what = (f"prompt_len {prompt:,}" if key == "prompt_len" else
+                if lo * x < min(sizes):  # too short: only a longer prompt helps
+                    key = "prompt_len"
+                what = (f"prompt_len {prompt:,}" if k == "prefill_bucket" else
                         f"the decode steps' seqlen_k {lo:,}..{hi:,} (prompt_len + output_len - 1)")
                 raise fail(f"[workload] {what} lies more than {x}x outside the {size} of bucket {wl[k]!r} "
                            f"({min(sizes):,}..{max(sizes):,}), so the request estimate would be extrapolated that "
@@ -556,7 +560,7 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
         workload = Workload(
             prompt_len=prompt,
             output_len=output,
-            layers=_int(wl["layers"], "workload.layers", 1, fail, lines.key("layers", wline)),
+            layers=_int(wl["layers"], "workload.layers", 1, fail, lines.key("layers", wline), MAX_WORKLOAD_LAYERS),
             prefill_bucket=wl["prefill_bucket"],
             decode_bucket=wl["decode_bucket"],
             note=str(wl.get("note", "")),
@@ -566,9 +570,10 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
                        path=path, sha256=sha256, description=str(data.get("description", "")), policy=policy)
 
 
-def _int(value: Any, what: str, lo: int, fail, line: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise fail(f"{what} must be an integer >= {lo}, got {value!r}: fix it", line)
+def _int(value: Any, what: str, lo: int, fail, line: int | None, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        raise fail(f"{what} must be an integer >= {lo}" + (f" and <= {hi:,}" if hi is not None else "")
+                   + f", got {value!r}: fix it", line)
     return value
 
 

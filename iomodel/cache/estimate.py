@@ -628,7 +628,8 @@ def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
     evaluated fast), and the launch's simulated programs,
     ``Σ_b H·ceil(N_q_b / BLOCK_M)`` (programs past a sequence's end do nothing and are not
     simulated), at most :data:`L2_ESTIMATE_MAX_PROGRAMS`: the simulation visits every program,
-    as for a dense layer; and at most :data:`RAGGED_ESTIMATE_MAX_SEQUENCES` sequences. Evaluated
+    as for a dense layer; with a window band at most :data:`L2_SIMULATED_MAX_WORK` work units summed over the
+    sequences (:func:`simulated_work`); and at most :data:`RAGGED_ESTIMATE_MAX_SEQUENCES` sequences. Evaluated
     per distinct ``(N_q, N_k)`` kind, so a batch of 10^6 sequences is refused at once. A
     sequence that uses no key (N_k = 0) has no batch-1 layer to simulate: the batch is not covered.
 
@@ -648,7 +649,7 @@ def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
         return (f"sequence {n} (N_q {ragged.seqlens[n][0]:,}, N_k 0) uses no key, and the simulation runs batch-1 "
                 f"layers with keys ({len(keyless):,} of the {ragged.batch:,} sequences {verb} none; the no-reuse "
                 "rows count them)")
-    total = 0
+    total = work = 0
     for (q, k), count in ragged.kinds():
         seq = ragged.sequence(q, k)
         why = simulation_bound(seq, tiling)  # the varlen launch is simulated wave by wave
@@ -656,6 +657,12 @@ def ragged_not_estimated(ragged: RaggedSpec, tiling: Tiling) -> str | None:
             n = ragged.seqlens.index((q, k))
             return f"sequence {n} (N_q {q:,}, N_k {k:,}): {why}"
         total += count * simulated_programs(seq, tiling)
+        if seq.band is not None:  # a window band is simulated block by block, as for a dense layer
+            work += count * simulated_work(seq, tiling)
+    if work > L2_SIMULATED_MAX_WORK:
+        return (f"its window band is simulated block by block: {work:,} work units (program-key-block visits summed "
+                f"over the sequences, simulated_work), above {L2_SIMULATED_MAX_WORK:,} (tens of seconds to minutes on "
+                "a 2-core CPU; shorter sequences, a narrower window or fewer heads bring it under)")
     if total > L2_ESTIMATE_MAX_PROGRAMS:
         return (f"the launch runs {total:,} programs that do work (H·ceil(N_q / BLOCK_M) summed over the "
                 f"{ragged.batch:,} sequences), above {L2_ESTIMATE_MAX_PROGRAMS:,} (the simulation visits every "
