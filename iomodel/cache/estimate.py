@@ -109,6 +109,13 @@ L2_ORDER_VISIT_WORK = 15
 L2_BACKWARD_VISIT_WORK = 5
 
 
+def _bundled_order(schedule: Schedule | None) -> bool:
+    """Whether ``schedule`` launches the forward in the order the fast evaluation covers (None: the bundled kernel's):
+    the tiles-fastest grid, ascending key blocks, no blocked persistent loop."""
+    return schedule is None or (schedule.persistent != "blocked"
+                                and (schedule.grid_order, schedule.key_order) == ("tiles-fastest", "ascending"))
+
+
 def simulated_work(spec: LayerSpec, tiling: Tiling, reordered: bool = False) -> int:
     """The work units of the wave-by-wave simulation of ``spec`` (a prefill layer) with ``tiling``: the forward's
     program-key-block visits B·H·T_r·(the key blocks a row's band spans, or T_c; about half under a causal mask),
@@ -270,10 +277,10 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
 
     if spec.band is not None:
         return "its window band is simulated block by block (the fast evaluation covers layers without a window)"
-    if schedule is not None and schedule.persistent == "blocked":
+    if not _bundled_order(schedule) and schedule.persistent == "blocked":
         return ("its blocked persistent loop is simulated wave by wave (the fast evaluation covers the bundled kernel's "
                 "order)")
-    if schedule is not None and (schedule.grid_order, schedule.key_order) != ("tiles-fastest", "ascending"):
+    if not _bundled_order(schedule):
         return (f"the {schedule.grid_order} grid with {schedule.key_order} key blocks is simulated wave by wave (the fast "
                 "evaluation covers the bundled kernel's order)")
     rows = spec.batch * spec.heads
@@ -348,8 +355,7 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
     if slow is None:
         if tiling is None or (spec.band is None and schedule is None):
             return None
-        reordered = schedule is not None and (schedule.persistent == "blocked" or (
-            schedule.grid_order, schedule.key_order) != ("tiles-fastest", "ascending"))
+        reordered = not _bundled_order(schedule)
         if not (spec.band is not None or reordered):
             return None
         work = simulated_work(spec, tiling, reordered)
