@@ -637,3 +637,50 @@ def test_gluon_dkdv_holdout_misses_are_the_named_ones(rec_of):
     assert all(any(k["name"] == "_bwd_dkdv_gluon" for k in s["kernels"]) for s in shapes)
     split = [s["id"] for s in shapes if s["config"]["backward"]["group_splits"] > 1]
     assert len(split) == 10 and set(miss["write"]) - set(split) == {"b1-h40-kv40-d128-bf16-q1024-k1024-tl-tiled-bwd"}
+
+
+# The ninth training hold-out (sweeps/h200-train-holdout9.toml: 32 steps drawn by seed 2026120509, committed before the
+# spill-free dK/dV kernel was swapped in and before any measurement; the model unchanged since), measured on an H100
+# (the device tool gave one for an H200 call): receipts/ncu-h100-train-holdout9-2026-12-05.json, predicted for the
+# record's hardware (H100-SXM, L2 50 MiB). VALIDATION on the H100, not the H200 issue 11 names.
+HOLDOUT9_H100 = "ncu-h100-train-holdout9-2026-12-05.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (29, 32), (32, 32)),  # reads 90.6 %, writes 100 %: both over issue 11's 90 % (on an H100)
+    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    ("HBM _bwd_preprocess", (32, 32), (32, 32)),
+    ("HBM _bwd_dkdv", (22, 32), (32, 32)),
+    ("HBM _bwd_dq", (32, 32), (31, 32)),
+    ("HBM _bwd_reduce_dkdv", (7, 7), (5, 7)),
+    ("L2", (32, 32), (32, 32)),
+    ("L2 _bwd_dkdv", (32, 32), (32, 32)),  # 18/32 writes on the H200 with the spilling kernel (gluon-dkdv-holdout1)
+])
+def test_ninth_holdout_h100_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT9_H100), "tiled", level, read, write)
+
+
+def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
+    """The three step-read misses are causal heads-outer steps of large GQA groups, the class the worksheet marks
+    ROUGH (G >= 7 from 6,000 rows): 64 heads on 8 at 8k and 12k tokens, Falcon-7B's 71 on 1 at 12k; each read less
+    than the lock-step wave model (0.40-0.61x). The dK/dV kernel's ten read misses are all below the model
+    (0.25-0.88x), on causal GQA steps of 4k-12k tokens and one non-causal MHA step. Every HEAD_DIM 128 step ran the
+    spill-free Gluon dK/dV kernel (23 of 32), the others the Triton one; the record names the H100 it ran on."""
+    rec = rec_of(HOLDOUT9_H100)
+    miss = sorted(r.id for r in rec.rows if not rec.within(r, "HBM", "read"))
+    assert miss == ["b1-h64-kv8-d128-bf16-q8192-k8192-tl-tiled-bwd", "b1-h64-kv8-d128-fp16-q12288-k12288-tl-tiled-bwd",
+                    "b1-h71-kv1-d64-fp16-q12288-k12288-tl-tiled-bwd"]
+    ratios = [r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows if r.id in miss]
+    assert all(0.40 <= x <= 0.62 for x in ratios)
+    dkdv = [r.level("HBM _bwd_dkdv") for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read")]
+    assert len(dkdv) == 10 and all(0.25 <= lv.measured_read / lv.predicted_read <= 0.88 for lv in dkdv)
+    import json
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "receipts" / HOLDOUT9_H100).read_text())
+    assert "H100" in data["environment"]["device"] and len(data["shapes"]) == 32
+    ran = {s["id"]: s["config"]["backward"]["dkdv_kernel"] for s in data["shapes"]}
+    assert sorted(k for k, v in ran.items() if v == "gluon") == sorted(
+        s["id"] for s in data["shapes"] if s["spec"]["head_dim"] == 128)
+    assert sum(v == "gluon" for v in ran.values()) == 23
+    assert all(any(k["name"] == "_bwd_dkdv_gluon" for k in s["kernels"]) for s in data["shapes"]
+               if s["config"]["backward"]["dkdv_kernel"] == "gluon")
