@@ -665,6 +665,11 @@ def test_fourth_round_wording(tmp_path, capsys):
     bom = tmp_path / "lens.txt"
     bom.write_bytes(b"\xef\xbb\xbf512\n77\n")
     assert read_seqlens_file(bom) == ((512, 512), (77, 77))
+    sweep = tmp_path / "sq.toml"
+    sweep.write_text('name = "s"\nhardware = "H200"\n[defaults]\nheads = 4\nkv_heads = 4\nhead_dim = 64\n'
+                     'dtype = "fp16"\n[[shape]]\nseqlens = [[3, 0], 17]\nimpls = ["tiled"]\n')
+    assert_one_line_error(capsys, ["validate", str(sweep), "--interpreter"],
+                          "seqlens[0] = [3, 0]: every length must be a whole number of tokens, 1 or more")
     assert_one_line_error(capsys, ["reconcile", "receipts/ncu-h200-2026-11-29.json", "--impl", "bogus"],
                           "no measured shape of implementation(s) 'bogus': this record holds 'baseline', 'tiled'")
     sched = tmp_path / "go.toml"

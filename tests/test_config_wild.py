@@ -1144,3 +1144,15 @@ def test_fifth_round_local_and_approximate_attention(tmp_path):
         msg = _refusal(_write(tmp_path, {"model_type": model_type, "num_attention_heads": 12, "hidden_size": 768,
                                          "torch_dtype": "float32"}))
         assert what in msg and "which iomodel does not model" in msg and "\n" not in msg
+
+
+def test_layer_types_of_another_length_than_the_layers_is_said(tmp_path):
+    """A re-check's finding: layer_types of 10 entries beside num_hidden_layers 35 said "9 of 10 layers" and nothing
+    of the mismatch (recent transformers refuse such a file)."""
+    cfg = load_config(_write(tmp_path, {"model_type": "gemma4_text", "num_attention_heads": 8, "num_key_value_heads": 2,
+                                        "head_dim": 256, "global_head_dim": 256, "num_hidden_layers": 35,
+                                        "sliding_window": 512, "torch_dtype": "bfloat16",
+                                        "layer_types": ["sliding_attention"] * 9 + ["full_attention"]}))
+    assert cfg.window_layers == "9 of 10 layers (layer_types): layers 0–8"
+    assert ("'layer_types' lists 10 layers and 'num_hidden_layers' says 35: the list is read (recent transformers "
+            "refuse such a file): fix one of them.") in cfg.notes

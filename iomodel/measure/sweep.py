@@ -187,7 +187,8 @@ def _ragged_entry(entry: dict[str, Any], where: str) -> tuple[tuple[int, int], .
                                "(512) or a [q, k] pair of numbers ([77, 4096]) in the sweep file")
         q, k = _pair(item, f"{where}: seqlens[{i}]")
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in (q, k)):
-            raise IomodelError(f"{where}: seqlens[{i}] = {jv.describe(item)}: every length must be a whole number "
+            shown = repr(item) if isinstance(item, list) and len(item) <= 2 else jv.describe(item)  # [3, 0], not "array"
+            raise IomodelError(f"{where}: seqlens[{i}] = {shown}: every length must be a whole number "
                                "of tokens, 1 or more: fix the file")
         pairs.append((q, k))
     entry.update(batch=len(pairs), seqlen_q=max(q for q, _ in pairs), seqlen_k=max(k for _, k in pairs),

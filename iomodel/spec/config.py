@@ -874,6 +874,9 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                                "there is no attention traffic to model; pass the sizes with --heads/--kv-heads/"
                                "--head-dim instead of a config to model an attention layer")
         attention = [t for t in types if t in known]
+        if total is not None and len(types) != total:  # newer transformers refuse such a file; said, the list read
+            f.window_note = (f"'layer_types' lists {len(types)} layers and 'num_hidden_layers' says {total}: the list is "
+                             "read (recent transformers refuse such a file): fix one of them.")
         if len(attention) < len(types):  # a hybrid: the attention layers are modelled, the others move none of it
             f.hybrid = (f"layer_types: {len(attention)} of {len(types)} layers are softmax attention ("
                         + _which_layers([i for i, t in enumerate(types) if t in known], len(types))
