@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from iomodel.errors import IomodelError
+from iomodel.jsonvalues import input_file_problem
 
 
 def shown(path: str | Path) -> str:
@@ -254,8 +255,6 @@ def read_toml(path: str | Path, label: str, missing_fix: str) -> dict:
             import tomli as tomllib  # type: ignore[no-redef]
         except ImportError:
             raise IomodelError("reading TOML files needs Python >= 3.11 or the tomli package: pip install tomli") from None
-    from iomodel.jsonvalues import input_file_problem
-
     p = Path(path)
     problem = input_file_problem(p)
     if problem is not None:

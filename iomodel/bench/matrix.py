@@ -545,14 +545,13 @@ def parse_matrix(text: str, path: str = "<matrix>", sha256: str = "") -> ShapeMa
         prompt = _int(wl["prompt_len"], "workload.prompt_len", 1, fail, lines.key("prompt_len", wline))
         output = _int(wl["output_len"], "workload.output_len", 1, fail, lines.key("output_len", wline))
         x = MAX_WORKLOAD_EXTRAPOLATION
-        for k, size, lo, hi, key in (("prefill_bucket", "seqlen_q", prompt, prompt, "prompt_len"),
-                                     ("decode_bucket", "seqlen_k", prompt, prompt + output - 1, "output_len")):
+        for k, size, lo, hi, what in (
+                ("prefill_bucket", "seqlen_q", prompt, prompt, f"prompt_len {prompt:,}"),
+                ("decode_bucket", "seqlen_k", prompt, prompt + output - 1,
+                 f"the decode steps' seqlen_k {prompt:,}..{prompt + output - 1:,} (prompt_len + output_len - 1)")):
             sizes = [getattr(sh, size) for sh in by_name[wl[k]].shapes]
             if lo * x < min(sizes) or hi > x * max(sizes):
-                if lo * x < min(sizes):  # too short: only a longer prompt helps
-                    key = "prompt_len"
-                what = (f"prompt_len {prompt:,}" if k == "prefill_bucket" else
-                        f"the decode steps' seqlen_k {lo:,}..{hi:,} (prompt_len + output_len - 1)")
+                key = "prompt_len" if lo * x < min(sizes) or k == "prefill_bucket" else "output_len"  # what to change
                 raise fail(f"[workload] {what} lies more than {x}x outside the {size} of bucket {wl[k]!r} "
                            f"({min(sizes):,}..{max(sizes):,}), so the request estimate would be extrapolated that "
                            f"far: add a shape to the bucket nearer it, or bring {key} within {x}x of the measured "

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from iomodel.errors import IomodelError
+from iomodel.commands.options import refuse_flags
 from iomodel.paths import shown
 
 
@@ -64,13 +65,10 @@ def bench(
 
     console = Console()
     if check is not None:
-        run_only = [flag for flag, given in (("--device", device), ("--matrix", matrix), ("-o", output),
-                                             ("--markdown", markdown), ("--reps", reps), ("--warmup", warmup))
-                    if given is not None]
-        if run_only:  # --check recomputes a receipt's verdicts from its samples; it runs nothing
-            raise IomodelError(f"{', '.join(run_only)} appl{'ies' if len(run_only) == 1 else 'y'} to a benchmark run, "
-                               f"not to --check (which re-checks the receipt's recorded samples): drop "
-                               f"{'it' if len(run_only) == 1 else 'them'}")
+        # --check recomputes a receipt's verdicts from its samples; it runs nothing
+        refuse_flags(((flag, value is not None) for flag, value in (
+            ("--device", device), ("--matrix", matrix), ("-o", output), ("--markdown", markdown), ("--reps", reps),
+            ("--warmup", warmup))), "to a benchmark run, not to --check (which re-checks the receipt's recorded samples)")
         _check(console, load_receipt(check), check, policy)
         return
     device = device or _default_device()

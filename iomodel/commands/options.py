@@ -32,6 +32,21 @@ _LAYER = "Layer"
 _TILES = "Tiles and hardware"
 
 
+def refuse_flags(given: typing.Iterable[tuple[str, bool]], why: str) -> None:
+    """Refuse the flags of ``given`` (``(flag, was it given)`` pairs) that were given, in one line: they apply
+    to another mode of the command than the one asked for (``why``: "to a benchmark run, not to --check ...").
+
+    Raises:
+        IomodelError: "FLAGS appl(y|ies) WHY: drop it/them"; nothing when none was given.
+    """
+    from iomodel.errors import IomodelError
+
+    flags = [flag for flag, was in given if was]
+    if flags:
+        raise IomodelError(f"{', '.join(flags)} appl{'ies' if len(flags) == 1 else 'y'} {why}: drop "
+                           f"{'it' if len(flags) == 1 else 'them'}")
+
+
 def _option(flag: str, help: str, panel: str = _LAYER) -> Any:
     """The typer option ``flag`` with its help line, listed under ``panel`` in ``--help``."""
     return typer.Option(flag, help=help, rich_help_panel=panel)

@@ -9,8 +9,6 @@ CPU (``--interpreter``): Triton's interpreter with every load and store counted
 from __future__ import annotations
 
 import contextlib
-import math
-import re
 import shlex
 import sys
 from datetime import datetime, timezone
@@ -23,6 +21,7 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.measure.records import IMPLS  # plain data: no torch, sympy or numpy
+from iomodel.commands.options import refuse_flags
 from iomodel.paths import shown
 
 #: Interpreter cost guard: K/V blocks all programs load together (a few ms each on a CPU at HEAD_DIM 128).
@@ -127,23 +126,18 @@ def validate(
     """
     from iomodel.measure import driver
     from iomodel.measure.ncu import build_command
-    from iomodel.measure.metrics import DRAM_PASS_METRICS
+    from iomodel.measure.metrics import DRAM_PASS_METRICS, METRIC_NAME
     from iomodel.measure.sweep import load_sweep
 
     console = Console()
     sweep = load_sweep(sweep_file)
     if interpreter:  # Nsight Compute's options mean nothing to Triton's interpreter: said, not ignored
-        ncu_only = [flag for flag, given in (("--ncu", ncu is not None), ("--metrics", metrics is not None),
-                                              ("--workdir", workdir is not None), ("--budget-s", budget_s is not None),
-                                              ("--pin", pin is not None), ("--dry-run", dry_run),
-                                              ("--batch-size", batch_size is not None)) if given]
-        if ncu_only:
-            raise IomodelError(f"{', '.join(ncu_only)} appl{'ies' if len(ncu_only) == 1 else 'y'} to Nsight Compute "
-                               "runs, not to --interpreter (which counts loads in Triton's interpreter, every shape in "
-                               f"one process): drop {'it' if len(ncu_only) == 1 else 'them'}")
-    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
-        raise IomodelError(f"--budget-s must be a positive number of seconds, got {budget_s}: pass e.g. --budget-s 540, "
-                           "or leave it out for no budget")
+        refuse_flags((("--ncu", ncu is not None), ("--metrics", metrics is not None), ("--workdir", workdir is not None),
+                      ("--budget-s", budget_s is not None), ("--pin", pin is not None), ("--dry-run", dry_run),
+                      ("--batch-size", batch_size is not None)),
+                     "to Nsight Compute runs, not to --interpreter (which counts loads in Triton's interpreter, every "
+                     "shape in one process)")
+    driver.check_budget(budget_s)  # before anything runs (driver.profile checks it too, for its other callers)
     sweep.select(impl, limit)
     if batch_size is not None:
         if batch_size < 1:
@@ -151,7 +145,7 @@ def validate(
         sweep.batch_size = batch_size
     if metrics is not None:
         names = tuple(m.strip() for m in metrics.split(",") if m.strip())
-        odd = next((m for m in names if not re.fullmatch(r"[a-z0-9_]+__[A-Za-z0-9_.]+", m)), None)
+        odd = next((m for m in names if not METRIC_NAME.fullmatch(m)), None)
         if not names or odd is not None:
             raise IomodelError(f"--metrics {metrics!r}: {'no metric' if not names else repr(odd) + ' is not'} an Nsight "
                                "Compute metric name (unit__counter.rollup, e.g. dram__bytes_read.sum): give "

@@ -249,6 +249,18 @@ def _flush_rows(rows: Sequence[CsvKernel], batch: int, run: str) -> list[dict[st
             for r in rows if r.tag == FLUSH_TAG]
 
 
+def check_budget(budget_s: float | None) -> None:
+    """Refuse a wall-clock budget (seconds) that is not a positive finite number; None (no budget) passes.
+
+    Raises:
+        IomodelError: NaN (it would become max(1, nan) = 1 s a batch), infinity, 0 or less (nothing measured), each
+            silent before.
+    """
+    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
+        raise IomodelError(f"--budget-s must be a positive number of seconds, got {budget_s}: pass e.g. --budget-s 540, "
+                           "or leave it out for no budget")
+
+
 def profile(
     sweep: Sweep,
     *,
@@ -291,10 +303,7 @@ def profile(
         IomodelError: ``budget_s`` is not a positive finite number; no GPU, no ncu, no counter permission, or ncu
             failed for another reason it explained in its log.
     """
-    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
-        # NaN would become max(1, nan) = 1 s a batch; 0 or less would measure nothing, each silently
-        raise IomodelError(f"--budget-s must be a positive number of seconds, got {budget_s}: pass e.g. --budget-s 540, "
-                           "or leave it out for no budget")
+    check_budget(budget_s)
     if runner is None:
         check_gpu()
     ncu_path = find_ncu(ncu) if runner is None else (ncu or "ncu")

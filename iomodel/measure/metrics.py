@@ -12,7 +12,12 @@ Nothing here imports anything beyond the standard library.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
+
+#: The form of an Nsight Compute metric name (``unit__counter.rollup``: ``dram__bytes_read.sum``,
+#: ``launch__occupancy_limit_registers``), checked where a user types metric names (``iomodel validate --metrics``).
+METRIC_NAME = re.compile(r"[a-z0-9_]+__[A-Za-z0-9_.]+")
 
 #: Bytes per L2 sector (Nsight Compute Kernel Profiling Guide: "a sector is an aligned
 #: 32 byte-chunk of memory in a cache line or device memory").
