@@ -57,6 +57,23 @@ def check_output_dir(path: str | Path, option: str) -> Path:
     return out
 
 
+def refuse_folder(path: str | Path, option: str, what: str = "output file") -> None:
+    """Refuse an output file path that names a folder: an existing one, or ``dir/`` (a trailing separator).
+
+    Args:
+        path: the path as given (a str keeps its trailing ``/``, which :class:`~pathlib.Path` drops).
+        option: the command-line option that named it (for the message).
+        what: what the file is, for the message.
+
+    Raises:
+        IomodelError: ``path`` is a folder.
+    """
+    p = Path(path)
+    if p.is_dir() or str(path).endswith(("/", os.sep)):  # "dir/" names a folder even where none exists yet
+        raise IomodelError(f"the {what} path {str(path)} is a folder: pass a file path such as {p / 'out.json'} with "
+                           f"{option}")
+
+
 def check_output_file(path: str | Path, option: str, what: str = "output file") -> Path:
     """Check that file ``path`` can be written, creating its folder if missing; an existing
     file is opened for appending and left as it is, a new one is created and removed.
@@ -73,9 +90,7 @@ def check_output_file(path: str | Path, option: str, what: str = "output file") 
         IomodelError: ``path`` is a folder, its folder cannot be created, or it cannot be written.
     """
     p = Path(path)
-    if p.is_dir() or str(path).endswith(("/", os.sep)):  # "dir/" names a folder even where none exists yet
-        raise IomodelError(f"the {what} path {str(path)} is a folder: pass a file path such as {p / 'out.json'} with "
-                           f"{option}")
+    refuse_folder(path, option, what)
     blocker = next((a for a in p.parents if a.exists() and not a.is_dir()), None)
     if blocker is not None:  # mkdir would say only "File exists"
         raise IomodelError(f"cannot create the folder {p.parent} for the {what}: {blocker} is a file, not a folder: "

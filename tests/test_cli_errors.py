@@ -249,3 +249,18 @@ def test_a_repeatable_option_may_repeat(capsys, tmp_path):
     code, _, err = run_cli(capsys, ["plot", "--kind", "seqlen", "--kind", "blocks", "-o", str(tmp_path)])
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bytes_vs_blocks.png", "bytes_vs_seqlen.png"]
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["worksheet", "-o", "{d}/new/"], "-o"),
+    (["worksheet", "--format", "json", "-o", "{d}/new/"], "-o"),
+    (["bench", "--device", "cpu", "-o", "{d}/new/"], "-o"),
+    (["bench", "--device", "cpu", "-o", "{d}/r.json", "--markdown", "{d}/new/"], "--markdown"),
+    (["validate", str(Path(__file__).resolve().parents[1] / "sweeps/h200-train-holdout9.toml"), "--interpreter", "-o", "{d}/new/"], "--out"),
+])
+def test_an_output_path_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, capsys, argv, option):
+    """``-o dir/`` names a folder even where none exists: refused, and no file named ``dir`` is written (typer's Path
+    dropped the slash, and the worksheet wrote a file called ``new``)."""
+    argv = [a.format(d=tmp_path) for a in argv]
+    assert_one_line_error(capsys, argv, "is a folder", option)
+    assert not (tmp_path / "new").exists()

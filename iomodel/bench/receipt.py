@@ -951,8 +951,8 @@ def check_output_paths(json_path: str | Path, md_path: str | Path | None = None)
     if jp.resolve() == mp.resolve():
         raise IomodelError(f"the receipt JSON and its Markdown would both be {jp}: give -o a .json name or pass "
                            "--markdown a different path")
-    for path, what, flag in ((jp, "receipt JSON", "-o"), (mp, "receipt Markdown", md_flag)):
-        check_output_file(path, flag, what)
+    for path, what, flag in ((json_path, "receipt JSON", "-o"), (md_path or mp, "receipt Markdown", md_flag)):
+        check_output_file(path, flag, what)  # the given str: "dir/" names a folder
     return jp, mp
 
 

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -46,10 +47,10 @@ def bench(
                                "kernel-speed). Default: the bundled matrix of the device."),
     policy: Path = typer.Option(None, "--policy", help="Policy TOML (default: the bundled policy the matrix names, "
                                 "else the current version; the kernel-speed targets for a kernel-speed matrix)."),
-    output: Path = typer.Option(None, "-o", "--output", help="Receipt JSON path (default: receipts/bench-<device>.json, "
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Receipt JSON path (default: receipts/bench-<device>.json, "
                                 "receipts/<matrix>-cuda.json for a kernel-speed matrix); the Markdown goes beside it "
                                 "with suffix .md; missing folders are created."),
-    markdown: Path = typer.Option(None, "--markdown", help="Markdown path (default: the JSON path with suffix .md)."),
+    markdown: Optional[str] = typer.Option(None, "--markdown", help="Markdown path (default: the JSON path with suffix .md)."),
     reps: int = typer.Option(None, "--reps", help="Timed samples per backend and shape (default: the matrix's; the "
                              "interleaved rounds of a kernel-speed matrix)."),
     warmup: int = typer.Option(None, "--warmup", help="Untimed calls per backend and shape (default: the matrix's)."),
@@ -170,7 +171,7 @@ def _acceptance_line(acc: dict) -> str:
             f"of copy: {'PASSED' if acc['passed'] else 'NOT PASSED'}")
 
 
-def _speed(console: Console, mx, device: str, policy: Path | None, output: Path | None, markdown: Path | None,
+def _speed(console: Console, mx, device: str, policy: Path | None, output: str | None, markdown: str | None,
            reps: int | None, warmup: int | None, progress: bool, command: str) -> None:
     """Run a kernel-speed matrix (CUDA GPU), write its receipt and print it."""
     from iomodel.bench.policy import load_targets

@@ -96,7 +96,7 @@ def run_interpreter(sweep, command: str, echo) -> "object":
 
 def validate(
     sweep_file: Annotated[Path, typer.Argument(help="TOML sweep file (see sweeps/).")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Result JSON (default: "
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Result JSON (default: "
                                                 "ncu-<sweep>-<date>.json or interp-<sweep>-<date>.json; missing folders are created).")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable): "
                                                       f"{', '.join(IMPLS)}.")] = None,

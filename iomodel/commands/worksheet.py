@@ -24,8 +24,8 @@ def worksheet(
     layer: LayerOptions,
     fmt: Annotated[Optional[str], typer.Option("--format", "-f", help="md (default), json or csv; default from "
                                                "the -o suffix.")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of "
-                                                   "standard output (missing folders are created).")] = None,
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of "
+                                                  "standard output (missing folders are created).")] = None,
     plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Also write this layer's plots "
                                                      "(PNG) into this folder.")] = None,
     regenerate_bundled: Annotated[bool, typer.Option("--regenerate-bundled", help="Regenerate every bundled "
@@ -69,16 +69,18 @@ def worksheet(
         paths = W.regenerate_bundled()
         typer.echo(f"wrote {len(paths)} files under {W.WORKSHEETS_DIR}")
         return
-    from iomodel.paths import check_output_dir, check_output_file, shown
+    from iomodel.paths import check_output_dir, check_output_file, refuse_folder, shown
 
     if output is not None and str(output) == "-":  # the usual spelling of standard output
         output = None
+    if output is not None:  # before its suffix is read for the format
+        refuse_folder(output, "-o")
     fmt = W.format_for(output, fmt)
     if output is not None and plot_dir is not None and Path(output).resolve() == Path(plot_dir).resolve():
         raise IomodelError(f"-o {output} and --plot-dir {plot_dir} name the same path: give the plots a folder of "
                            "their own")
-    if output is not None:  # both destinations checked before anything is written
-        check_output_file(output, "-o")
+    if output is not None:  # both destinations checked before anything is written; a str, so "dir/" is a folder
+        output = check_output_file(output, "-o")
     if plot_dir is not None:
         check_output_dir(plot_dir, "--plot-dir")
     flags = {"num_warps": num_warps, "programs_per_sm": programs_per_sm, "grid_order": grid_order,
