@@ -430,7 +430,23 @@ def test_regenerate_bundled_refuses_an_output_it_would_ignore(capsys, tmp_path):
     from test_cli_errors import assert_one_line_error
 
     assert_one_line_error(capsys, ["worksheet", "--regenerate-bundled", "-o", str(tmp_path / "x.md")],
-                          "--regenerate-bundled rewrites the bundled worksheets", "drop -o")
+                          "-o applies to one layer's worksheet; --regenerate-bundled rewrites every bundled worksheet",
+                          "drop it")
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--seqlen", "4096"], "--seqlen applies"),
+    (["--preset", "mistral-7b", "--pass", "fwd+bwd"], "--preset, --pass apply"),
+    (["--grid-order", "heads-fastest", "--format", "json"], "--format, --grid-order apply"),
+    (["--no-causal"], "--causal applies"),
+])
+def test_regenerate_bundled_refuses_the_layer_flags_it_would_ignore(capsys, flags, named):
+    """Each bundled worksheet is written from its own layer: a layer or schedule flag beside --regenerate-bundled
+    was ignored without a word (the help said so); it is refused before any file is rewritten."""
+    from test_cli_errors import assert_one_line_error
+
+    assert_one_line_error(capsys, ["worksheet", "--regenerate-bundled", *flags], named, "drop them" if " apply" in
+                          named else "drop it")
 
 
 def test_a_ragged_batch_of_too_many_distinct_lengths_is_refused_at_once(capsys, tmp_path):

@@ -47,6 +47,13 @@ def refuse_flags(given: typing.Iterable[tuple[str, bool]], why: str) -> None:
                            f"{'it' if len(flags) == 1 else 'them'}")
 
 
+def layer_flags_given(layer: "LayerOptions") -> list[tuple[str, bool]]:
+    """``(flag, was it given)`` for every layer option of ``layer`` (given: other than its default), for
+    :func:`refuse_flags`."""
+    return [("--pass" if f.name == "passes" else "--" + f.name.replace("_", "-"), getattr(layer, f.name) != f.default)
+            for f in dataclasses.fields(layer)]
+
+
 def _option(flag: str, help: str, panel: str = _LAYER) -> Any:
     """The typer option ``flag`` with its help line, listed under ``panel`` in ``--help``."""
     return typer.Option(flag, help=help, rich_help_panel=panel)

@@ -29,8 +29,8 @@ def worksheet(
     plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Also write this layer's plots "
                                                      "(PNG) into this folder.")] = None,
     regenerate_bundled: Annotated[bool, typer.Option("--regenerate-bundled", help="Regenerate every bundled "
-                                                     "worksheet under worksheets/ and exit (layer options "
-                                                     "are ignored).")] = False,
+                                                     "worksheet under worksheets/ and exit (no other "
+                                                     "flag is taken).")] = False,
     grid_order: Annotated[Optional[str], typer.Option(
         "--grid-order", help="Program order of the forward grid: tiles-fastest, heads-fastest, grouped:N (N query "
         "tiles per group) or head-grouped:G (G grid rows per group, rows fastest; the bundled kernel's causal "
@@ -61,11 +61,15 @@ def worksheet(
     """
     from iomodel.report import worksheet as W
 
-    if regenerate_bundled:
-        ignored = [flag for flag, value in (("-o", output), ("--plot-dir", plot_dir)) if value is not None]
-        if ignored:  # it writes the bundled files in place: an output path would be ignored without a word
-            raise IomodelError(f"--regenerate-bundled rewrites the bundled worksheets under {W.WORKSHEETS_DIR} in "
-                               f"place: drop {' and '.join(ignored)}")
+    if regenerate_bundled:  # it writes the bundled files in place, each from its own layer: any other flag is ignored
+        from iomodel.commands.options import layer_flags_given, refuse_flags
+
+        given = [("-o", output), ("--plot-dir", plot_dir), ("--format", fmt), ("--grid-order", grid_order),
+                 ("--tile-order", tile_order), ("--key-order", key_order), ("--persistent", persistent),
+                 ("--programs-per-sm", programs_per_sm), ("--num-warps", num_warps), ("--schedule", schedule)]
+        refuse_flags([(flag, value is not None) for flag, value in given] + layer_flags_given(layer),
+                     f"to one layer's worksheet; --regenerate-bundled rewrites every bundled worksheet under "
+                     f"{W.WORKSHEETS_DIR} in place, each from its own layer")
         paths = W.regenerate_bundled()
         typer.echo(f"wrote {len(paths)} files under {W.WORKSHEETS_DIR}")
         return
