@@ -244,7 +244,7 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
 
 def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 90) -> CompileReport:
     """Compile the Gluon prefill (``kernels/gluon_attention.py``, path ``prefill-gluon``) in its one
-    configuration (``heuristics.GLUON_TILES``) for ``sm_<arch>``, nothing launched: q ``(2, 4, 1000, d)``,
+    configuration at ``head_dim`` (``heuristics.GLUON_TILES``) for ``sm_<arch>``, nothing launched: q ``(2, 4, 1000, d)``,
     k and v ``(2, 2, 1000, d)`` (GQA, ragged lengths: MASK_TAIL on), the head-grouped launch order's
     code included.
 
@@ -280,8 +280,8 @@ def compile_gluon_prefill(head_dim: int, dtype: str, causal: bool, arch: int = 9
             *descs, torch.empty(B, H, N), 0.125, H, G, N, N, 0, 2, HEAD_DIM=head_dim, BLOCK_M=c.block_m,
             BLOCK_N=c.block_n, NUM_STAGES=c.num_stages, CAUSAL=causal, REVERSE=c.tile_order == "reverse",
             MASK_TAIL=True,
-            CONSUMER_REGS=ga.CONSUMER_REGS, PRODUCER_REGS=ga.PRODUCER_REGS, PRODUCER_WARPS=ga.PRODUCER_WARPS,
-            num_warps=4, grid=(1,))
+            CONSUMER_REGS=ga.consumer_regs(c.block_m), PRODUCER_REGS=ga.PRODUCER_REGS,
+            PRODUCER_WARPS=ga.PRODUCER_WARPS, num_warps=4, grid=(1,))
 
     return compile_report("_attn_fwd_gluon", cfg, build, arch)
 

@@ -872,14 +872,15 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
     return True
 
 
-def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: bool = False) -> str:
+def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: bool = False, causal: bool = False) -> str:
     """The path :func:`flash_attention` takes for these inputs (without ``path=``).
 
     ``decode-split-kv`` when seqlen_q <= 16 (``DECODE_MAX_SEQLEN_Q``); else
     :func:`iomodel.schedule.capabilities.prefill_path` for the device's compute capability:
     on an sm_90 GPU with TMA-aligned fp16/bf16 tensors (unless ``IOMODEL_TMA=0``),
-    ``prefill-gluon`` at HEAD_DIM 128 without a window (``windowed``; unless ``IOMODEL_GLUON=0``
-    or Triton lacks Gluon) and ``prefill-tma`` for the other power-of-two HEAD_DIMs in 16..256;
+    ``prefill-gluon`` at HEAD_DIM 128, and 64 when not ``causal``, without a window (``windowed``; unless
+    ``IOMODEL_GLUON=0`` or Triton lacks Gluon; ``capabilities.GLUON_AUTO``) and ``prefill-tma`` for the
+    other power-of-two HEAD_DIMs in 16..256;
     else ``prefill`` (pointer loads; always in the interpreter).
     """
     if q.shape[2] <= DECODE_MAX_SEQLEN_Q:
@@ -887,7 +888,7 @@ def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: boo
     if INTERPRET or not q.is_cuda:
         return "prefill"
     return prefill_path(tensor_dtype_name(q.dtype), q.shape[-1], torch.cuda.get_device_capability(q.device)[0],
-                        _tma_ok(q, k, v), USE_TMA, windowed, USE_GLUON and _gluon_import_error() is None)
+                        _tma_ok(q, k, v), USE_TMA, windowed, USE_GLUON and _gluon_import_error() is None, causal)
 
 
 def _gluon_import_error() -> str | None:
@@ -1069,7 +1070,7 @@ def flash_attention(
         if out is not None:
             raise IomodelError("out= cannot be used when q, k or v requires grad (autograd owns o): pass out=None")
         if path is None and (config is None or config.path not in ("prefill-tma", "prefill-gluon")):
-            chosen = kernel_path(q, k, v, window is not None)
+            chosen = kernel_path(q, k, v, window is not None, causal)
             forward_kwargs["path"] = chosen if chosen in ("prefill-tma", "prefill-gluon") else "prefill"
         o, lse, cfg = FlashAttentionFunction.apply(q, k, v, causal, causal_align, sm_scale, forward_kwargs)
     else:
@@ -1435,7 +1436,8 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     _check_device(q)
     if config is not None and not isinstance(config, KernelConfig):
         raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
-    chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v, window is not None)
+    chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v, window is not None,
+                                                                                   causal)
     if chosen not in PATHS:
         raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(PATHS)} or None")
     shape = replace(shape, phase="decode" if chosen == "decode-split-kv" else "prefill")
@@ -1613,7 +1615,7 @@ def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Te
 def _gluon_launch(plan: _Plan, shape: Any, sm_scale: float, causal: bool, off: int, config: KernelConfig | None,
                   autotune: bool | None) -> None:
     """Set ``plan``'s launch to the Gluon prefill (``kernels/gluon_attention.py``): its one
-    configuration (:data:`kernels.heuristics.GLUON_TILES`) in the bundled launch order (the LPT rule
+    configuration at its HEAD_DIM (:data:`kernels.heuristics.GLUON_TILES`) in the bundled launch order (the LPT rule
     of :func:`_lpt_config` included); a given ``config`` must be that configuration (any
     tiles-fastest or head-grouped grid order, either tile order)."""
     from kernels import gluon_attention as ga
@@ -1633,7 +1635,7 @@ def _gluon_launch(plan: _Plan, shape: Any, sm_scale: float, causal: bool, off: i
                  HEAD_GROUP=head_group_of(config.grid_order), HEAD_DIM=d, BLOCK_M=config.block_m,
                  BLOCK_N=config.block_n, NUM_STAGES=config.num_stages, CAUSAL=causal,
                  REVERSE=config.tile_order == "reverse", MASK_TAIL=shape.seqlen_k % config.block_n != 0,
-                 CONSUMER_REGS=ga.CONSUMER_REGS,
+                 CONSUMER_REGS=ga.consumer_regs(config.block_m),
                  PRODUCER_REGS=ga.PRODUCER_REGS, PRODUCER_WARPS=ga.PRODUCER_WARPS)
     plan.main = _Launch(ga._attn_fwd_gluon, (t_r, B * H, 1), named, dict(num_warps=4), plan.direct,
                         ga.descriptor_boxes(d, config.block_n), ga.gluon_descriptor)

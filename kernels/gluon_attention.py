@@ -54,11 +54,34 @@ except ImportError as exc:  # pragma: no cover - depends on the installed Triton
 #: boxes the launcher builds, which the kernel reads back as ``desc_q.block_type.shape[2]``.
 CONSUMER_ROWS = 64
 #: Registers per thread of the worker consumer warpgroup and of the producer warp (``setmaxnreg``;
-#: the default partition takes what is left). Measured without spills at HEAD_DIM 64 and 128.
+#: the default partition takes what is left), with two consumer warpgroups (BLOCK_M 128). Measured
+#: without spills at HEAD_DIM 64 and 128. The backward's Gluon dK/dV kernel uses the same split.
 CONSUMER_REGS, PRODUCER_REGS = 240, 24
-#: Warps of the producer partition (Triton pads it to a warpgroup: 4 + 4 + 4 = 12 warps per program,
-#: ``heuristics.GLUON_TILES.num_warps``, what ``KernelConfig.num_warps`` records for this path).
+#: Worker-consumer registers by consumer warpgroups per program (BLOCK_M / CONSUMER_ROWS): four
+#: (BLOCK_M 256, HEAD_DIM 64) leave 112 a worker and 120 the default partition, no spill at BLOCK_N 64
+#: (at 120 a worker the default partition is cut to 96 and spills 256 B; ``python -m kernels.compile_check``).
+CONSUMER_REGS_BY_CONSUMERS = {2: CONSUMER_REGS, 4: 112}
+#: Warps of the producer partition (Triton pads it to a warpgroup: 4 per consumer warpgroup + 4 =
+#: 12 or 20 warps per program, ``heuristics.GLUON_TILES[d].num_warps``, what ``KernelConfig.num_warps``
+#: records for this path).
 PRODUCER_WARPS = 1
+
+
+def consumer_warpgroups(block_m: int) -> int:
+    """Consumer warpgroups of a program of BLOCK_M query rows: BLOCK_M / CONSUMER_ROWS (2 or 4).
+
+    Raises:
+        ValueError: BLOCK_M is not 128 or 256 (the launcher passes only ``heuristics.GLUON_TILES``).
+    """
+    n = block_m // CONSUMER_ROWS
+    if n not in CONSUMER_REGS_BY_CONSUMERS or n * CONSUMER_ROWS != block_m:
+        raise ValueError(f"the Gluon prefill runs BLOCK_M 128 or 256, got {block_m}")
+    return n
+
+
+def consumer_regs(block_m: int) -> int:
+    """``setmaxnreg`` registers of a worker consumer warpgroup at BLOCK_M (:data:`CONSUMER_REGS_BY_CONSUMERS`)."""
+    return CONSUMER_REGS_BY_CONSUMERS[consumer_warpgroups(block_m)]
 
 
 def descriptor_boxes(head_dim: int, block_n: int) -> tuple[tuple[int, ...], ...]:
@@ -153,13 +176,14 @@ if GLUON_IMPORT_ERROR is None:
     @gluon.jit
     def _producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                   b, h, hk, i, n_blocks, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-        """The producer warp: both Q halves, then K and V blocks 0 .. n_blocks-1 into the ring, each
-        slot refilled once both consumers have released it (K after its score MMA, V after its
-        output MMA)."""
-        mbarrier.expect(q_bar, 2 * desc_q.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_q, [b, h, i * BLOCK_M, 0], q_bar, q_smem.index(0))
-        tma.async_copy_global_to_shared(desc_q, [b, h, i * BLOCK_M + desc_q.block_type.shape[2], 0], q_bar,
-                                        q_smem.index(1))
+        """The producer warp: the Q parts of every consumer (BLOCK_M / 64 of them), then K and V blocks
+        0 .. n_blocks-1 into the ring, each slot refilled once every consumer has released it (K after
+        its score MMA, V after its output MMA)."""
+        ROWS: gl.constexpr = desc_q.block_type.shape[2]
+        PARTS: gl.constexpr = BLOCK_M // ROWS
+        mbarrier.expect(q_bar, PARTS * desc_q.block_type.nbytes)
+        for c in gl.static_range(PARTS):
+            tma.async_copy_global_to_shared(desc_q, [b, h, i * BLOCK_M + c * ROWS, 0], q_bar, q_smem.index(c))
         for j in range(n_blocks):
             slot = j % NUM_STAGES
             refill = j >= NUM_STAGES
@@ -251,14 +275,16 @@ if GLUON_IMPORT_ERROR is None:
                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                         NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, REVERSE: gl.constexpr, MASK_TAIL: gl.constexpr,
                         CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
-        """Prefill forward of one query tile of BLOCK_M = 128 rows (grid (T_r, B·H)); MASK_TAIL: N_K is
-        not a multiple of BLOCK_N (the last key block is masked).
+        """Prefill forward of one query tile of BLOCK_M = 128 or 256 rows (grid (T_r, B·H)): BLOCK_M / 64
+        consumer warpgroups (2: ping-pong; 4: the turn passed round the ring 0 -> 1 -> 2 -> 3 -> 0) and one
+        producer warp; MASK_TAIL: N_K is not a multiple of BLOCK_N (the last key block is masked).
 
         Descriptors are rank 4 over (B, H, N_q, d) and (B, H_kv, N_k, d) with boxes
         (1, 1, 64, d) for Q and O and (1, 1, BLOCK_N, d) for K and V; LSE (B, H, N_q) fp32.
         """
         dtype: gl.constexpr = desc_q.dtype
         ROWS: gl.constexpr = desc_q.block_type.shape[2]  # one consumer warpgroup's query rows (64)
+        PARTS: gl.constexpr = BLOCK_M // ROWS  # consumer warpgroups: 2 or 4
         i, bh = _tile_of_program(gl.num_programs(0), gl.num_programs(1), REVERSE, HEAD_GROUP)
         b = bh // H
         h = bh % H
@@ -270,7 +296,7 @@ if GLUON_IMPORT_ERROR is None:
             hi = N_K
         n_blocks = gl.cdiv(hi, BLOCK_N)
 
-        q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, ROWS, HEAD_DIM], desc_q.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [PARTS, 1, 1, ROWS, HEAD_DIM], desc_q.layout)
         k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_k.layout)
         v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_v.layout)
         q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -278,26 +304,46 @@ if GLUON_IMPORT_ERROR is None:
         v_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         k_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
         v_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-        turns = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        turns = gl.allocate_shared_memory(gl.int64, [PARTS, 1], mbarrier.MBarrierLayout())
         mbarrier.init(q_bar, count=1)
         for s in gl.static_range(NUM_STAGES):
             mbarrier.init(k_bars.index(s), count=1)
             mbarrier.init(v_bars.index(s), count=1)
-            mbarrier.init(k_empty.index(s), count=2)
-            mbarrier.init(v_empty.index(s), count=2)
-        mbarrier.init(turns.index(0), count=1)
-        mbarrier.init(turns.index(1), count=1)
+            mbarrier.init(k_empty.index(s), count=PARTS)
+            mbarrier.init(v_empty.index(s), count=PARTS)
+        for c in gl.static_range(PARTS):
+            mbarrier.init(turns.index(c), count=1)
         fence_async_shared()
 
         qk_scale = sm_scale * 1.4426950408889634
         row0 = i * BLOCK_M
-        gl.warp_specialize([
-            (_consumer, (desc_o, LSE, q_smem.index(0), q_smem.index(0), k_smem, v_smem, q_bar, k_bars, v_bars,
-                         k_empty, v_empty, turns.index(0), turns.index(1), qk_scale, bh, b, h, row0, n_blocks, N_Q,
-                         N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, True)),
-            (_consumer, (desc_o, LSE, q_smem.index(1), q_smem.index(1), k_smem, v_smem, q_bar, k_bars, v_bars,
-                         k_empty, v_empty, turns.index(1), turns.index(0), qk_scale, bh, b, h, row0 + ROWS, n_blocks,
-                         N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, False)),
-            (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
-                         b, h, hk, i, n_blocks, BLOCK_M, BLOCK_N, NUM_STAGES)),
-        ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+        # consumer c waits on turns[c] and hands the turn to turns[(c + 1) % PARTS]; the last one (FIRST
+        # False) opens the first turn for consumer 0
+        if PARTS == 2:
+            gl.warp_specialize([
+                (_consumer, (desc_o, LSE, q_smem.index(0), q_smem.index(0), k_smem, v_smem, q_bar, k_bars, v_bars,
+                             k_empty, v_empty, turns.index(0), turns.index(1), qk_scale, bh, b, h, row0, n_blocks,
+                             N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, True)),
+                (_consumer, (desc_o, LSE, q_smem.index(1), q_smem.index(1), k_smem, v_smem, q_bar, k_bars, v_bars,
+                             k_empty, v_empty, turns.index(1), turns.index(0), qk_scale, bh, b, h, row0 + ROWS,
+                             n_blocks, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, False)),
+                (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty,
+                             v_empty, b, h, hk, i, n_blocks, BLOCK_M, BLOCK_N, NUM_STAGES)),
+            ], [4, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+        else:
+            gl.warp_specialize([
+                (_consumer, (desc_o, LSE, q_smem.index(0), q_smem.index(0), k_smem, v_smem, q_bar, k_bars, v_bars,
+                             k_empty, v_empty, turns.index(0), turns.index(1), qk_scale, bh, b, h, row0, n_blocks,
+                             N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, True)),
+                (_consumer, (desc_o, LSE, q_smem.index(1), q_smem.index(1), k_smem, v_smem, q_bar, k_bars, v_bars,
+                             k_empty, v_empty, turns.index(1), turns.index(2), qk_scale, bh, b, h, row0 + ROWS,
+                             n_blocks, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, True)),
+                (_consumer, (desc_o, LSE, q_smem.index(2), q_smem.index(2), k_smem, v_smem, q_bar, k_bars, v_bars,
+                             k_empty, v_empty, turns.index(2), turns.index(3), qk_scale, bh, b, h, row0 + 2 * ROWS,
+                             n_blocks, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, True)),
+                (_consumer, (desc_o, LSE, q_smem.index(3), q_smem.index(3), k_smem, v_smem, q_bar, k_bars, v_bars,
+                             k_empty, v_empty, turns.index(3), turns.index(0), qk_scale, bh, b, h, row0 + 3 * ROWS,
+                             n_blocks, N_Q, N_K, CAUSAL_OFF, HEAD_DIM, BLOCK_N, NUM_STAGES, CAUSAL, MASK_TAIL, False)),
+                (_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty,
+                             v_empty, b, h, hk, i, n_blocks, BLOCK_M, BLOCK_N, NUM_STAGES)),
+            ], [4, 4, 4, PRODUCER_WARPS], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])

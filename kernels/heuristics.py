@@ -115,6 +115,11 @@ class TileChoice:
     num_stages: int
     warp_specialize: bool = False
     tile_order: str = "forward"
+    #: Programs one SM holds where the kernel fixes it, else None (estimated from shared memory and warps):
+    #: 1 for the warp-specialised Gluon prefill, whose setmaxnreg split is compiled to take the SM's whole
+    #: register file (168 registers a thread at 12 warps, 96 at 20: 65,536 / threads, rounded down to 8;
+    #: ``python -m kernels.compile_check``).
+    programs_per_sm: int | None = None
 
     def config(self, path: str) -> KernelConfig:
         """This tile choice as the :class:`KernelConfig` the launcher runs on ``path``."""
@@ -185,13 +190,36 @@ _FP32_CANDIDATES: dict[int, list[TileChoice]] = {
 }
 
 
-#: The one configuration of the Gluon prefill (path ``prefill-gluon``, ``kernels/gluon_attention.py``):
-#: BLOCK_M 128 (two consumer warpgroups of 64 rows), BLOCK_N 128, a ring of 2 K/V stages, 12 warps
-#: (4 + 4 consumers, 1 producer padded to a warpgroup); causal: the heaviest query tiles first.
-#: Measured on the H200 (receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, calibration):
-#: at HEAD_DIM 128, 3 stages ran within 2 % of 2 (either side) and BLOCK_N 64 (3 stages) 8-15 % slower;
-#: at 64, 2 to 4 stages within 2 %. Shared memory: (128·d + 2·2·128·d)·2 bytes = 160 KiB at d 128 (one program per SM).
-GLUON_TILES = TileChoice(128, 128, 12, 2, warp_specialize=True)
+#: The one configuration of the Gluon prefill (path ``prefill-gluon``, ``kernels/gluon_attention.py``) per
+#: HEAD_DIM; causal runs the heaviest query tiles first.
+#:
+#: * HEAD_DIM 128: BLOCK_M 128 (two consumer warpgroups of 64 rows, ping-pong), BLOCK_N 128, a ring of
+#:   2 K/V stages, 12 warps (4 + 4 consumers, 1 producer padded to a warpgroup). Measured on the H200
+#:   (receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, calibration): 3 stages ran within 2 %
+#:   of 2 (either side) and BLOCK_N 64 (3 stages) 8-15 % slower. Shared memory (128·d + 2·2·128·d)·2 bytes
+#:   = 160 KiB (one program per SM).
+#: * HEAD_DIM 64: BLOCK_M 256 (four consumer warpgroups in a ring of turns), BLOCK_N 64, 4 stages, 20 warps.
+#:   Measured on an H100 (receipts/gluon-fwd-probe-h100-2026-12-05-ws4.json, calibration): non-causal
+#:   1.053x cuDNN against the TMA prefill's 0.947x and the two-warpgroup design's 0.944x (best of 2-4
+#:   stages); causal 0.971x against the TMA prefill's 0.976x (3 stages 0.933x). At 128 x 128 it had been
+#:   within 2 % of the TMA prefill. Shared memory (256·d + 2·4·64·d)·2 bytes = 96 KiB.
+GLUON_TILES: dict[int, TileChoice] = {
+    64: TileChoice(256, 64, 20, 4, warp_specialize=True, programs_per_sm=1),
+    128: TileChoice(128, 128, 12, 2, warp_specialize=True, programs_per_sm=1),
+}
+
+
+def gluon_tiles(head_dim: int) -> TileChoice:
+    """The Gluon prefill's one configuration at HEAD_DIM (:data:`GLUON_TILES`).
+
+    Raises:
+        IomodelError: HEAD_DIM has none (the Gluon prefill runs
+            :data:`iomodel.schedule.capabilities.GLUON_HEAD_DIMS`).
+    """
+    if head_dim not in GLUON_TILES:
+        raise IomodelError(f"path 'prefill-gluon' runs HEAD_DIM {' or '.join(map(str, sorted(GLUON_TILES)))}, got "
+                           f"{head_dim}: use path='prefill-tma' (or None)")
+    return GLUON_TILES[head_dim]
 
 
 def _by_head_dim(table: dict[int, list[TileChoice]], head_dim: int) -> list[TileChoice]:
@@ -208,7 +236,7 @@ def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> li
         dtype: ``fp16``, ``bf16`` or ``fp32``.
         causal: whether the causal mask is applied.
         path: ``prefill`` (pointer loads), ``prefill-tma`` (tensor descriptors, sm_90) or
-            ``prefill-gluon`` (one configuration, :data:`GLUON_TILES`, never autotuned).
+            ``prefill-gluon`` (one configuration per HEAD_DIM, :data:`GLUON_TILES`, never autotuned).
 
     Returns:
         Candidate tiles, best first: the measured list of :data:`_MEASURED_TMA` where the
@@ -219,7 +247,7 @@ def prefill_candidates(head_dim: int, dtype: str, causal: bool, path: str) -> li
     if dtype == "fp32":
         return _by_head_dim(_FP32_CANDIDATES, head_dim)
     if path == "prefill-gluon":
-        return [replace(GLUON_TILES, tile_order="reverse" if causal else "forward")]
+        return [replace(gluon_tiles(head_dim), tile_order="reverse" if causal else "forward")]
     if path == "prefill-tma" and (head_dim_padded(head_dim), causal) in _MEASURED_TMA:
         return list(_MEASURED_TMA[(head_dim_padded(head_dim), causal)])
     table = _TMA_CANDIDATES if path == "prefill-tma" else _POINTER_CANDIDATES

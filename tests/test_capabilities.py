@@ -146,7 +146,9 @@ def test_tma_accepts_what_the_kernel_runs_on_it():
     for dtype in cap.TMA_DTYPES:
         for d in (16, 32, 64, 128, 256):
             assert d == head_dim_padded(d) and cap.tma_refusal(dtype, d) is None
-            assert cap.prefill_path(dtype, d, 9) == ("prefill-gluon" if d in cap.GLUON_AUTO_HEAD_DIMS else "prefill-tma")
+            for causal in (False, True):
+                assert cap.prefill_path(dtype, d, 9, causal=causal) == (
+                    "prefill-gluon" if causal in cap.GLUON_AUTO.get(d, ()) else "prefill-tma")
             assert cap.prefill_path(dtype, d, 9, use_gluon=False) == "prefill-tma"
             assert cap.prefill_path(dtype, d, 8) == "prefill"
             assert cap.prefill_path(dtype, d, None) == "prefill"

@@ -14,24 +14,27 @@ import pytest
 import torch
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import GLUON_AUTO_HEAD_DIMS, PATHS, gluon_refusal, prefill_path
+from iomodel.schedule.capabilities import GLUON_AUTO, PATHS, gluon_refusal, prefill_path
 from iomodel.schedule.tiles import program_sram_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("dtype,d,windowed,sm,expected", [
-    ("bf16", 128, False, 9, "prefill-gluon"),
-    ("fp16", 128, False, 9, "prefill-gluon"),
-    ("bf16", 64, False, 9, "prefill-tma"),  # lost causal at 64 (receipt c): not picked by itself
-    ("bf16", 128, True, 9, "prefill-tma"),  # no window band in the Gluon kernel
-    ("fp32", 128, False, 9, "prefill"),
-    ("bf16", 128, False, 8, "prefill"),
-    ("bf16", 128, False, None, "prefill"),
+@pytest.mark.parametrize("dtype,d,windowed,sm,causal,expected", [
+    ("bf16", 128, False, 9, False, "prefill-gluon"),
+    ("fp16", 128, False, 9, True, "prefill-gluon"),
+    ("bf16", 64, False, 9, False, "prefill-gluon"),  # four consumer warpgroups: 1.053x cuDNN against 0.947x (H100)
+    ("fp16", 64, False, 9, True, "prefill-tma"),  # causal at 64: neither ahead, not picked by itself
+    ("bf16", 64, True, 9, False, "prefill-tma"),  # no window band in the Gluon kernel
+    ("bf16", 128, True, 9, True, "prefill-tma"),
+    ("bf16", 32, False, 9, False, "prefill-tma"),
+    ("fp32", 128, False, 9, False, "prefill"),
+    ("bf16", 128, False, 8, False, "prefill"),
+    ("bf16", 64, False, None, False, "prefill"),
 ])
-def test_prefill_path_picks_gluon_at_128_on_hopper(dtype, d, windowed, sm, expected):
-    assert prefill_path(dtype, d, sm, windowed=windowed) == expected
-    assert GLUON_AUTO_HEAD_DIMS == (128,) and "prefill-gluon" in PATHS
+def test_prefill_path_picks_gluon_where_it_was_measured_ahead(dtype, d, windowed, sm, causal, expected):
+    assert prefill_path(dtype, d, sm, windowed=windowed, causal=causal) == expected
+    assert GLUON_AUTO == {64: (False,), 128: (False, True)} and "prefill-gluon" in PATHS
 
 
 def test_switches_turn_gluon_off():
@@ -63,7 +66,15 @@ def test_one_configuration_and_its_shared_memory():
     for causal in (False, True):
         (c,) = hx.prefill_candidates(128, "bf16", causal, "prefill-gluon")
         assert (c.block_m, c.block_n, c.num_warps, c.num_stages, c.warp_specialize) == (128, 128, 12, 2, True)
-        assert c.tile_order == ("reverse" if causal else "forward")
+        assert c.tile_order == ("reverse" if causal else "forward") and c.programs_per_sm == 1
+        (c,) = hx.prefill_candidates(64, "fp16", causal, "prefill-gluon")  # four consumer warpgroups
+        assert (c.block_m, c.block_n, c.num_warps, c.num_stages, c.programs_per_sm) == (256, 64, 20, 4, 1)
+    with pytest.raises(IomodelError, match="runs HEAD_DIM 64 or 128, got 32"):
+        hx.gluon_tiles(32)
+    # every HEAD_DIM the Gluon prefill runs has its configuration, and no other
+    from iomodel.schedule.capabilities import GLUON_HEAD_DIMS
+
+    assert tuple(sorted(hx.GLUON_TILES)) == GLUON_HEAD_DIMS and set(GLUON_AUTO) <= set(GLUON_HEAD_DIMS)
     # Q (128 x 128) and two stages of K and V (128 x 128), bf16: 160 KiB, one program per SM
     assert program_sram_bytes(128, 128, 2, 128, 2) == 160 * 1024
 
@@ -105,11 +116,32 @@ def test_worksheet_models_the_gluon_tiles_on_the_h200():
     assert "prefill-gluon path" in source
 
 
+def test_worksheet_models_the_four_warpgroup_tiles_at_64_non_causal():
+    """HEAD_DIM 64 non-causal runs the four-warpgroup Gluon prefill on the H200: the worksheet takes its
+    256 x 64 tiles (K/V re-read once per 256 query rows) and one program per SM (its register file), not
+    the two that shared memory alone would allow; causal keeps the TMA prefill's tiles."""
+    from iomodel.report.worksheet import kernel_tiling, l2_launch
+    from iomodel.spec import LayerSpec
+    from iomodel.spec.hardware import get_hardware
+
+    h200 = get_hardware("H200")
+    spec = LayerSpec(batch=4, heads=16, kv_heads=16, head_dim=64, seqlen_q=4096, seqlen_k=4096, dtype="fp16",
+                     causal=False)
+    tiling, source = kernel_tiling(spec, h200)
+    assert (tiling.block_m, tiling.block_n, tiling.num_stages) == (256, 64, 4) and "prefill-gluon path" in source
+    warps, order, src, pps = l2_launch(spec, h200)
+    assert (warps, order, pps) == (20, "forward", 1) and "register file" in src
+    causal = spec.with_(causal=True)
+    tiling, source = kernel_tiling(causal, h200)
+    assert "prefill-tma path" in source and l2_launch(causal, h200)[3] is None
+
+
 @pytest.mark.slow
 def test_gluon_prefill_compiles_for_sm90():
     """Compiled in a child without TRITON_INTERPRET (``kernels.compile_check``'s fake driver): warpgroup
-    MMAs and TMA copies in the PTX, no spill, 160 KiB of shared memory plus barriers at HEAD_DIM 128
-    and 80 KiB at 64."""
+    MMAs and TMA copies in the PTX, no spill, the shared memory of its tiles plus barriers: 160 KiB at
+    HEAD_DIM 128 (128 x 128, 2 stages) and 96 KiB at 64 (256 x 64, 4 stages); the registers that fill the
+    SM's register file (one program per SM: ``TileChoice.programs_per_sm``)."""
     pytest.importorskip("triton.backends.nvidia.driver")
     code = ("import json; from kernels import compile_check as cc; cc._install_fake_driver(90); "
             "print(json.dumps([cc.compile_gluon_prefill(d, 'bf16', c).__dict__ for d in (64, 128) "
@@ -120,9 +152,11 @@ def test_gluon_prefill_compiles_for_sm90():
     reports = json.loads(out.stdout.strip().splitlines()[-1])
     assert all(r["ok"] for r in reports), [r["error"] for r in reports]
     for r in reports:
-        d = r["config"]["head_dim"]
+        d, c = r["config"]["head_dim"], r["config"]
         assert r["wgmma"] > 0 and r["tma"] > 0 and r["spill_bytes"] in (0, None)
-        assert program_sram_bytes(128, 128, 2, d, 2) <= r["shared_bytes"] < program_sram_bytes(128, 128, 2, d, 2) + 1024
+        want = program_sram_bytes(c["block_m"], c["block_n"], c["num_stages"], d, 2)
+        assert want == {64: 96, 128: 160}[d] * 1024 and want <= r["shared_bytes"] < want + 1024
+        assert r["registers"] == 65536 // (32 * c["num_warps"]) // 8 * 8 == {64: 96, 128: 168}[d]
 
 
 def test_kernel_speed_receipt_of_the_gluon_prefill():

@@ -42,6 +42,12 @@ CASES = [
     (3, 6, 3, 129, 1000, 128, "bf16", False, "top-left"),
     (1, 2, 1, 500, 100, 128, "bf16", True, "bottom-right"),  # tiles 0-2 (rows 0-383) see no key: no K/V block
     (2, 2, 2, 700, 64, 64, "fp16", True, "bottom-right"),  # the same at d 64, one key block for the rest
+    # HEAD_DIM 64 runs four consumer warpgroups (BLOCK_M 256): rows of the third and fourth past N_q, a
+    # ring of 4 stages that wraps, GQA, a query tile whose last warpgroups see no key
+    (2, 8, 2, 1000, 1000, 64, "bf16", False, "top-left"),
+    (1, 4, 4, 300, 2048, 64, "fp16", True, "bottom-right"),
+    (1, 4, 1, 2048, 700, 64, "bf16", True, "top-left"),
+    (3, 2, 2, 129, 129, 64, "fp16", False, "top-left"),
 ]
 
 
@@ -53,21 +59,27 @@ def test_gluon_prefill_is_exact(fa, monkeypatch, case):
     monkeypatch.setattr(fa, "_alloc_like", lambda t: torch.full_like(t, float("nan")))
     q, k, v = _make(B, H, H_kv, N_q, N_k, d, dtype)
     o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True, path="prefill-gluon")
-    assert (cfg.path, cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages) == ("prefill-gluon", 128, 128, 12, 2)
+    want = {64: (256, 64, 20, 4), 128: (128, 128, 12, 2)}[d]  # heuristics.GLUON_TILES
+    assert (cfg.path, cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages) == ("prefill-gluon", *want)
     _check(q, k, v, causal, align, o, lse)
     o2, lse2 = fa.flash_attention(q, k, v, causal, align, path="prefill-gluon")  # cached plan, direct launch
     assert torch.equal(o, o2) and torch.equal(lse, lse2)
 
 
 def test_default_path_at_head_dim_128_is_gluon(fa):
-    """The launcher picks the Gluon prefill at HEAD_DIM 128 (GLUON_AUTO_HEAD_DIMS), the TMA prefill
-    at 64 and under a sliding window."""
+    """The launcher picks the Gluon prefill at HEAD_DIM 128 and at 64 non-causal (capabilities.GLUON_AUTO),
+    the TMA prefill at 64 causal and under a sliding window."""
     q, k, v = _make(1, 4, 2, 512, 512, 128, "bf16")
     assert fa.kernel_path(q, k, v) == "prefill-gluon"
     assert fa.flash_attention(q, k, v, True, return_config=True)[2].path == "prefill-gluon"
     assert fa.flash_attention(q, k, v, True, window=(256, 0), return_config=True)[2].path == "prefill-tma"
     q64, k64, v64 = _make(1, 4, 2, 512, 512, 64, "bf16")
-    assert fa.kernel_path(q64, k64, v64) == "prefill-tma"
+    assert fa.kernel_path(q64, k64, v64, causal=True) == "prefill-tma"
+    assert fa.flash_attention(q64, k64, v64, True, return_config=True)[2].path == "prefill-tma"
+    assert fa.kernel_path(q64, k64, v64) == "prefill-gluon"
+    o, lse, cfg = fa.flash_attention(q64, k64, v64, False, return_config=True)
+    assert (cfg.path, cfg.block_m) == ("prefill-gluon", 256)
+    _check(q64, k64, v64, False, "top-left", o, lse)
 
 
 def test_gluon_causal_launch_takes_the_lpt_order_and_equals_tiles_fastest(fa):

@@ -400,7 +400,8 @@ def test_heuristics_import_neither_torch_nor_triton():
 
 @pytest.mark.parametrize(
     "dtype,d,sm,aligned,use,path",
-    [("bf16", 128, 9, True, True, "prefill-gluon"), ("fp16", 64, 9, True, True, "prefill-tma"),
+    [("bf16", 128, 9, True, True, "prefill-gluon"), ("fp16", 64, 9, True, True, "prefill-gluon"),
+     ("fp16", 32, 9, True, True, "prefill-tma"),
      ("fp32", 128, 9, True, True, "prefill"), ("bf16", 96, 9, True, True, "prefill"),
      ("bf16", 128, 8, True, True, "prefill"), ("bf16", 128, 9, False, True, "prefill"),
      ("bf16", 128, 9, True, False, "prefill"), ("bf16", 128, None, True, True, "prefill")],

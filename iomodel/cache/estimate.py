@@ -451,15 +451,17 @@ DIRTY_NOTE = ("bytes the kernel stores that are still dirty in L2 at kernel end 
               "Nsight Compute's dram__bytes of this kernel does not count them")
 
 
-def launch_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int) -> L2Params:
+def launch_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int,
+                  programs_per_sm: int | None = None) -> L2Params:
     """The :class:`~iomodel.cache.params.L2Params` of the estimate: the hardware's L2 bytes and
-    SMs, programs per SM from :func:`iomodel.schedule.grid.estimate_programs_per_sm` (shared
+    SMs, programs per SM ``programs_per_sm`` where the kernel fixes it (``kernels.heuristics.TileChoice``),
+    else from :func:`iomodel.schedule.grid.estimate_programs_per_sm` (shared
     memory ``tiling.sram_bytes(spec)`` and ``num_warps``; registers ignored), defaults otherwise.
 
     Raises:
         IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    pps = estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm)
+    pps = programs_per_sm or estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm)
     return L2Params(hardware.l2_bytes, hardware.num_sms, pps)
 
 
@@ -537,7 +539,7 @@ def dkdv_l2_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warp
 
 
 def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int,
-                             backward: Any) -> dict[str, int]:
+                             backward: Any, fwd_programs_per_sm: int | None = None) -> dict[str, int]:
     """Programs per SM of each kernel of the training step, from shared memory and warps only.
 
     :func:`iomodel.schedule.grid.estimate_programs_per_sm` per kernel: the forward with
@@ -553,6 +555,8 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
     Args:
         spec: the layer; tiling: forward and backward tiles; hardware: ``smem_per_sm`` (bytes);
         num_warps: the forward's warps per program;
+        fwd_programs_per_sm: the forward's programs per SM where its kernel fixes it (the Gluon prefill: 1),
+            else None (estimated);
         backward: the backward launch (``kernels.heuristics.BackwardConfig``: ``num_warps``,
             ``num_stages``, ``dq_num_warps``, ``dq_num_stages``).
 
@@ -561,7 +565,7 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
     """
     smem = hardware.smem_per_sm
     return {
-        "_attn_fwd": estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, smem),
+        "_attn_fwd": fwd_programs_per_sm or estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, smem),
         "_bwd_preprocess": estimate_programs_per_sm(0, PREPROCESS_NUM_WARPS, smem),
         "_bwd_dkdv": estimate_programs_per_sm(dkdv_program_sram_bytes(spec, tiling, backward.num_stages),
                                               backward.num_warps, smem),
@@ -574,7 +578,7 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
 
 def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops: int, peak_flops: float,
                            num_warps: int, tile_order: str, backward: Any, config_source: str,
-                           grid_order: str = "tiles-fastest") -> L2Estimate:
+                           grid_order: str = "tiles-fastest", fwd_programs_per_sm: int | None = None) -> L2Estimate:
     """The L2-aware DRAM estimate of the bundled training step (forward + three backward kernels).
 
     :func:`iomodel.cache.predict.predict_training_step` with programs per SM from
@@ -590,6 +594,8 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         backward: the backward launch (``kernels.heuristics.BackwardConfig``).
         config_source: one sentence on where the launches come from.
         grid_order: the forward launch's grid order (``tiles-fastest`` or ``head-grouped:G``).
+        fwd_programs_per_sm: the forward's programs per SM where its kernel fixes it, else None
+            (:func:`training_programs_per_sm`).
 
     Returns:
         :class:`L2Estimate` whose ``kernels`` lists the four kernels (bytes each).
@@ -602,7 +608,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     why = not_estimated(spec, tiling, launch, hardware.l2_bytes)
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
-    pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward)
+    pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward, fwd_programs_per_sm)
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),

@@ -282,14 +282,15 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
     candidates = own + [x for x in pow2 if x not in own]
     if spec.backward or spec.phase != "prefill" or not candidates:
         return [], [], []
-    warps, order, _ = l2_launch(spec, hardware)
+    warps, order, _, pps = l2_launch(spec, hardware)
     done: dict[int, int] = {}
     skipped: list[tuple[int, str]] = []
     spent = 0
     for x in candidates:
         at = spec.with_(seqlen_q=x, seqlen_k=x)
         lpt = bundled_launch_order(at, tiling)  # the kernel's causal launch order at this length
-        launch = Schedule.for_tiling(tiling, num_warps=warps, **{"tile_order": order, **lpt}) if lpt else None
+        launch = (Schedule.for_tiling(tiling, num_warps=warps, programs_per_sm=pps, **{"tile_order": order, **lpt})
+                  if lpt else None)
         why = not_estimated(at, tiling, launch, hardware.l2_bytes)
         cost = (0 if fast_refusal(at, tiling, launch, hardware.l2_bytes) is None
                 else simulated_programs(at, tiling))  # fast: not simulated
@@ -300,7 +301,7 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
             skipped.append((x, why))
             continue
         spent += cost
-        l2 = predict_tiled(at, tiling, launch_params(at, tiling, hardware, warps), lpt.get("tile_order", order),
+        l2 = predict_tiled(at, tiling, launch_params(at, tiling, hardware, warps, pps), lpt.get("tile_order", order),
                            schedule=launch)
         done[x] = l2.hbm_read_bytes + l2.hbm_write_bytes
     got = sorted(done)

@@ -70,7 +70,7 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
     """The prefill path the launcher takes for ``spec`` on ``hardware`` (contiguous tensors assumed).
 
     The launcher's own decision, :func:`iomodel.schedule.capabilities.prefill_path`, for the
-    hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128
+    hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128, and 64 non-causal,
     without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``), under the
     environment's ``IOMODEL_TMA``/``IOMODEL_GLUON`` switches as the launcher reads them.
 
@@ -78,7 +78,7 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
         IomodelError: a switch holds a value that is not one.
     """
     return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0], windowed=spec.band is not None,
-                        use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH))
+                        use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH), causal=spec.causal)
 
 
 def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False,
@@ -643,8 +643,9 @@ def bundled_launch_order(spec: LayerSpec, tiling: Tiling) -> dict[str, str]:
                             rows * cdiv(spec.seqlen_q, tiling.block_m))
 
 
-def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tuple[int, str, str]:
-    """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source).
+def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tuple[int, str, str, int | None]:
+    """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source,
+    programs per SM where the kernel fixes it, else None).
 
     num_warps and the query-tile order of the bundled kernel's first autotune candidate
     (``kernels/heuristics.py prefill_default`` on the path
@@ -658,10 +659,14 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tupl
     if h is not None and refusal is None:
         path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
-        return c.num_warps, c.tile_order, f"kernels/heuristics.py prefill_default, {path} path"
+        src = f"kernels/heuristics.py prefill_default, {path} path"
+        if c.programs_per_sm is not None:
+            src += (f"; {c.programs_per_sm} program per SM (its warp-specialised setmaxnreg split takes the SM's register "
+                    "file: TileChoice.programs_per_sm)")
+        return c.num_warps, c.tile_order, src, c.programs_per_sm
     if refusal is not None:
-        return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order"
-    return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order"
+        return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order", None
+    return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order", None
 
 
 #: Command-line flag of each launch field the worksheet takes (``iomodel worksheet --grid-order`` ...).
@@ -694,13 +699,14 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     if given and (s.phase != "prefill" or s.backward):
         raise IomodelError(f"{', '.join(schedule_flags(given))}: the launch schedule describes the prefill forward "
                            "kernel: drop it, or use --phase prefill --pass fwd")
-    warps, order, src = l2_launch(s, layer.hardware)
+    warps, order, src, pps = l2_launch(s, layer.hardware)
     lpt = bundled_launch_order(s, layer.tiling)
     if lpt and not {"grid_order", "tile_order"} & set(given):
         src += f"; {lpt['grid_order']} grid with reverse tiles (the kernel's causal launch rule, lpt_launch_order)"
     else:
         lpt = {}
-    sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **lpt, **given})
+    fixed = {} if pps is None else {"programs_per_sm": pps}
+    sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:
         src += "; given: " + " ".join(schedule_flags(given))
     return sched, src
@@ -746,6 +752,7 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
         bwd = h.layer_backward_config(s, hw)
         return estimate_training_step(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
                                       num_warps=warps, tile_order=order, grid_order=sched.grid_order, backward=bwd,
+                                      fwd_programs_per_sm=sched.programs_per_sm,
                                       config_source=cfg_src + "; backward warps and stages from kernels/heuristics.py "
                                       "backward_config")
     return estimate_tiled(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,

@@ -40,11 +40,13 @@ TMA_DTYPES = ("fp16", "bf16")
 #: HEAD_DIMs the Gluon prefill (``kernels/gluon_attention.py``, path ``prefill-gluon``) compiles
 #: and was measured exact at (receipts/gluon-fwd-probe-h200-2026-12-04-*.json).
 GLUON_HEAD_DIMS = (64, 128)
-#: HEAD_DIMs at which :func:`prefill_path` picks ``prefill-gluon`` by itself: where it beat the TMA
-#: prefill on every measured shape in the same run (HEAD_DIM 128; at 64 causal neither is ahead in
-#: every run). Calibration: receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, the numbers
-#: in docs/kernel-notes.md, "The Gluon prefill".
-GLUON_AUTO_HEAD_DIMS = (128,)
+#: Where :func:`prefill_path` picks ``prefill-gluon`` by itself, HEAD_DIM -> the causal settings: where it
+#: beat the TMA prefill on every measured shape in the same run. HEAD_DIM 128, causal or not (calibration:
+#: receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, docs/kernel-notes.md, "The Gluon prefill");
+#: HEAD_DIM 64 non-causal with four consumer warpgroups (receipts/gluon-fwd-probe-h100-2026-12-05-ws4.json:
+#: 1.053x cuDNN against the TMA prefill's 0.947x, on an H100); at 64 causal neither is ahead (0.971x against
+#: 0.976x), so it keeps ``prefill-tma``.
+GLUON_AUTO: dict[int, tuple[bool, ...]] = {64: (False,), 128: (False, True)}
 #: The backward's dK/dV launch kernels (``BackwardConfig.dkdv_kernel``): Triton's (``_bwd_dkdv``,
 #: ``_bwd_dkdv_tma``), or the Gluon one of ``kernels/gluon_backward.py`` (sm_90).
 DKDV_KERNELS = ("triton", "gluon")
@@ -259,7 +261,7 @@ def switches_off() -> list[str]:
 
 
 def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
-                 use_tma: bool = True, windowed: bool = False, use_gluon: bool = True) -> str:
+                 use_tma: bool = True, windowed: bool = False, use_gluon: bool = True, causal: bool = False) -> str:
     """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``) and the worksheet models.
 
     Args:
@@ -271,14 +273,15 @@ def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: b
         use_tma: the ``IOMODEL_TMA`` switch (off: pointer loads only, so no Gluon either).
         windowed: a sliding-window band (the Gluon prefill has none).
         use_gluon: the ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect.
+        causal: the causal mask (either alignment).
 
     Returns:
-        ``prefill-gluon`` on sm_90 at a HEAD_DIM of :data:`GLUON_AUTO_HEAD_DIMS` when
+        ``prefill-gluon`` on sm_90 at a HEAD_DIM and causal setting of :data:`GLUON_AUTO` when
         :func:`gluon_refusal` finds nothing; else ``prefill-tma`` on sm_90 when
         :func:`tma_refusal` finds nothing; else ``prefill``.
     """
     if use_tma and sm_major == TMA_SM_MAJOR and tma_refusal(dtype, head_dim, tma_aligned) is None:
-        if use_gluon and head_dim in GLUON_AUTO_HEAD_DIMS and gluon_refusal(dtype, head_dim, tma_aligned,
+        if use_gluon and causal in GLUON_AUTO.get(head_dim, ()) and gluon_refusal(dtype, head_dim, tma_aligned,
                                                                            windowed, sm_major) is None:
             return "prefill-gluon"
         return "prefill-tma"
@@ -299,7 +302,7 @@ def block_size_refusal(name: str, value: Any) -> str | None:
 __all__ = [
     "BLOCK_SIZES",
     "DKDV_KERNELS",
-    "GLUON_AUTO_HEAD_DIMS",
+    "GLUON_AUTO",
     "env_switch",
     "TMA_SWITCH",
     "GLUON_SWITCH",
