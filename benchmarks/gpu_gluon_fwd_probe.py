@@ -28,7 +28,9 @@ blocks only).
 1. Exactness: o and LSE of every variant against the bundled ``flash_attention`` on the same
    inputs (max |difference|, and max |difference| / max |o|).
 2. Speed: the bundled kernel (its default path: ``prefill-gluon`` at HEAD_DIM 128 since
-   2026-12-04, then ``prefill-tma`` beside it as ``bundled_tma``), each Gluon variant, SDPA FLASH and SDPA cuDNN,
+   2026-12-04 and at 64 non-causal since 2026-12-05, then ``prefill-tma`` beside it as ``bundled_tma``; where the
+   default is ``prefill-tma``, the launcher's ``prefill-gluon`` beside it as ``bundled_gluon``), each Gluon variant,
+   SDPA FLASH and SDPA cuDNN,
    interleaved (``iomodel.bench.timing.do_bench_interleaved``, L2 flushed per repetition),
    TFLOP/s with FLOPs = 4·B·H·d·(visible pairs) and every ratio to cuDNN and to the bundled kernel.
 """
@@ -754,6 +756,8 @@ def main() -> int:
         path = flash_attention(q, k, v, causal=causal, return_config=True)[2].path
         if path != "prefill-tma":  # the launcher's default is the Gluon prefill here: the TMA one beside it
             fns["bundled_tma"] = lambda: flash_attention(q, k, v, causal=causal, path="prefill-tma")
+        else:  # the TMA prefill is the default here: the launcher's Gluon prefill (its tiles, LPT order) beside it
+            fns["bundled_gluon"] = lambda: flash_attention(q, k, v, causal=causal, path="prefill-gluon")
         row = {"B": B, "H": H, "N": N, "d": d, "causal": causal, "dtype": dts, "bundled_path": path, "variants": {}}
         for kind, bn, st in _variants(d, kinds):
             name = f"gluon_{kind}_bn{bn}_s{st}"
