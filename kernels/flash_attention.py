@@ -872,7 +872,7 @@ def _tma_ok(*tensors: torch.Tensor) -> bool:
     return True
 
 
-def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: bool = False, causal: bool = False) -> str:
+def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: bool = False, *, causal: bool) -> str:
     """The path :func:`flash_attention` takes for these inputs (without ``path=``).
 
     ``decode-split-kv`` when seqlen_q <= 16 (``DECODE_MAX_SEQLEN_Q``); else
@@ -888,7 +888,7 @@ def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: boo
     if INTERPRET or not q.is_cuda:
         return "prefill"
     return prefill_path(tensor_dtype_name(q.dtype), q.shape[-1], torch.cuda.get_device_capability(q.device)[0],
-                        _tma_ok(q, k, v), USE_TMA, windowed, USE_GLUON and _gluon_import_error() is None, causal)
+                        _tma_ok(q, k, v), USE_TMA, windowed, USE_GLUON and _gluon_import_error() is None, causal=causal)
 
 
 def _gluon_import_error() -> str | None:
@@ -999,7 +999,7 @@ def flash_attention(
         path: force ``prefill``, ``prefill-tma``, ``prefill-gluon`` (sm_90, fp16/bf16, HEAD_DIM 64
             or 128, no window: ``kernels/gluon_attention.py``) or ``decode-split-kv`` (decode needs
             N_q <= 16); ``None``: ``config.path`` if a config is given, else :func:`kernel_path`
-            (``prefill-gluon`` at HEAD_DIM 128 on Hopper).
+            (``prefill-gluon`` on Hopper at HEAD_DIM 128, and 64 non-causal: ``capabilities.GLUON_AUTO``).
         autotune: prefill only; default True on a GPU, False in the interpreter (where
             ``autotune=True`` runs the GPU candidates with a meaningless wall-clock
             benchmark, to exercise the autotuning path); ``prefill-gluon`` is never autotuned
@@ -1070,7 +1070,7 @@ def flash_attention(
         if out is not None:
             raise IomodelError("out= cannot be used when q, k or v requires grad (autograd owns o): pass out=None")
         if path is None and (config is None or config.path not in ("prefill-tma", "prefill-gluon")):
-            chosen = kernel_path(q, k, v, window is not None, causal)
+            chosen = kernel_path(q, k, v, window is not None, causal=causal)
             forward_kwargs["path"] = chosen if chosen in ("prefill-tma", "prefill-gluon") else "prefill"
         o, lse, cfg = FlashAttentionFunction.apply(q, k, v, causal, causal_align, sm_scale, forward_kwargs)
     else:
@@ -1437,7 +1437,7 @@ def _build_plan(q: Any, k: Any, v: Any, causal: Any, causal_align: Any, sm_scale
     if config is not None and not isinstance(config, KernelConfig):
         raise IomodelError(f"config must be a kernels.heuristics.KernelConfig, got {type(config).__name__}: build one")
     chosen = path or (config.path if config is not None else None) or kernel_path(q, k, v, window is not None,
-                                                                                   causal)
+                                                                                   causal=causal)
     if chosen not in PATHS:
         raise IomodelError(f"path {chosen!r} is unknown: use one of {', '.join(PATHS)} or None")
     shape = replace(shape, phase="decode" if chosen == "decode-split-kv" else "prefill")

@@ -6,11 +6,13 @@ Triton's compiler does not form FlashAttention-3's structure from the bundled ``
 
 * **Warp specialisation** (section 3.1): one producer warp issues every TMA load (Q once, then K
   and V block by block into a ring of NUM_STAGES shared-memory slots, one mbarrier per slot and
-  direction); two consumer warpgroups of 64 query rows each (BLOCK_M = 128 per program) run the
-  MMAs and the softmax, with ``setmaxnreg`` giving them 240 registers and the producer 24.
+  direction); BLOCK_M / 64 consumer warpgroups of 64 query rows each run the MMAs and the softmax:
+  two at HEAD_DIM 128 (BLOCK_M 128; ``setmaxnreg`` gives the worker consumer 240 registers and the
+  producer 24), four at HEAD_DIM 64 (BLOCK_M 256; 112 a worker consumer). One program per SM either way:
+  the split is compiled to take the SM's register file (``heuristics.GLUON_TILES``).
 * **Ping-pong** (section 3.1): a consumer issues one step's MMAs only on its turn and hands the turn
-  to the other warpgroup once they are issued, so one warpgroup's softmax runs under the other's
-  MMAs.
+  to the next warpgroup once they are issued (two: back and forth; four: round a ring), so one
+  warpgroup's softmax runs under the others' MMAs.
 * **Intra-warpgroup overlap** (section 3.2, Algorithm 2): the scores of block j+1 (``S = Q K^T``)
   and the output update of block j (``O += P V``, P in registers) are asynchronous warpgroup MMAs in
   flight during the softmax of block j+1.
@@ -285,6 +287,7 @@ if GLUON_IMPORT_ERROR is None:
         dtype: gl.constexpr = desc_q.dtype
         ROWS: gl.constexpr = desc_q.block_type.shape[2]  # one consumer warpgroup's query rows (64)
         PARTS: gl.constexpr = BLOCK_M // ROWS  # consumer warpgroups: 2 or 4
+        gl.static_assert(PARTS == 2 or PARTS == 4, "the Gluon prefill runs BLOCK_M 128 or 256")
         i, bh = _tile_of_program(gl.num_programs(0), gl.num_programs(1), REVERSE, HEAD_GROUP)
         b = bh // H
         h = bh % H

@@ -257,6 +257,10 @@ def test_a_repeatable_option_may_repeat(capsys, tmp_path):
     (["bench", "--device", "cpu", "-o", "{d}/new/"], "-o"),
     (["bench", "--device", "cpu", "-o", "{d}/r.json", "--markdown", "{d}/new/"], "--markdown"),
     (["validate", str(Path(__file__).resolve().parents[1] / "sweeps/h200-train-holdout9.toml"), "--interpreter", "-o", "{d}/new/"], "--out"),
+    (["reconcile", str(Path(__file__).resolve().parents[1] / "receipts/ncu-h100-gluon64-holdout1-2026-12-05.json"),
+      "--json", "{d}/new/"], "--json"),
+    (["reconcile", str(Path(__file__).resolve().parents[1] / "receipts/ncu-h100-gluon64-holdout1-2026-12-05.json"),
+      "--markdown", "{d}/new/"], "--markdown"),
 ])
 def test_an_output_path_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, capsys, argv, option):
     """``-o dir/`` names a folder even where none exists: refused, and no file named ``dir`` is written (typer's Path

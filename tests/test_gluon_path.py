@@ -4,6 +4,7 @@ kernel itself is checked on the H200 by ``tests/test_gpu_gluon.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -38,9 +39,11 @@ def test_prefill_path_picks_gluon_where_it_was_measured_ahead(dtype, d, windowed
 
 
 def test_switches_turn_gluon_off():
-    assert prefill_path("bf16", 128, 9, use_gluon=False) == "prefill-tma"
-    assert prefill_path("bf16", 128, 9, use_tma=False) == "prefill"
-    assert prefill_path("bf16", 128, 9, tma_aligned=False) == "prefill"
+    assert prefill_path("bf16", 128, 9, use_gluon=False, causal=True) == "prefill-tma"
+    assert prefill_path("bf16", 128, 9, use_tma=False, causal=True) == "prefill"
+    assert prefill_path("bf16", 128, 9, tma_aligned=False, causal=True) == "prefill"
+    with pytest.raises(TypeError, match="causal"):  # no default: HEAD_DIM 64 picks by it
+        prefill_path("bf16", 64, 9)
 
 
 @pytest.mark.parametrize("args,match", [
@@ -129,11 +132,31 @@ def test_worksheet_models_the_four_warpgroup_tiles_at_64_non_causal():
                      causal=False)
     tiling, source = kernel_tiling(spec, h200)
     assert (tiling.block_m, tiling.block_n, tiling.num_stages) == (256, 64, 4) and "prefill-gluon path" in source
-    warps, order, src, pps = l2_launch(spec, h200)
-    assert (warps, order, pps) == (20, "forward", 1) and "register file" in src
+    warps, order, src, pps = l2_launch(spec, h200, tiling=tiling)
+    assert (warps, order, pps) == (20, "forward", 1) and "prefill-gluon path" in src
     causal = spec.with_(causal=True)
-    tiling, source = kernel_tiling(causal, h200)
-    assert "prefill-tma path" in source and l2_launch(causal, h200)[3] is None
+    ctiling, source = kernel_tiling(causal, h200)
+    assert "prefill-tma path" in source and l2_launch(causal, h200, tiling=ctiling)[3] is None
+    # other tiles are not the Gluon kernel's launch: nothing is fixed (a reviewer found 1 pinned for 64 x 64 tiles)
+    assert l2_launch(spec, h200, tiling=dataclasses.replace(tiling, block_m=64, block_n=64, num_stages=2))[3] is None
+
+
+@pytest.mark.parametrize("given, pps, source", [
+    ({}, 1, "the kernel's: its warp-specialised setmaxnreg split"),
+    ({"num_warps": 8}, 2, "estimated from shared memory"),  # another launch: estimated again
+    ({"programs_per_sm": 2}, 2, "given by the schedule"),
+])
+def test_the_gluon_launch_fixes_one_program_per_sm_unless_the_launch_is_given(given, pps, source):
+    from iomodel.report.worksheet import l2_schedule
+    from iomodel.spec.hardware import get_hardware
+    from iomodel.spec.resolve import resolve_layer
+
+    layer = resolve_layer(heads=16, kv_heads=16, head_dim=64, seqlen=4096, batch=4, causal=False, dtype="fp16",
+                          hardware="H200")
+    sched, _ = l2_schedule(layer, given)
+    got, why = sched.resident_programs_per_sm(layer.spec, get_hardware("H200"))
+    assert got == pps and why.startswith(source)
+    assert "programs_per_sm_source" not in sched.to_dict()
 
 
 @pytest.mark.slow

@@ -59,8 +59,11 @@ def test_gluon_prefill_is_exact(fa, monkeypatch, case):
     monkeypatch.setattr(fa, "_alloc_like", lambda t: torch.full_like(t, float("nan")))
     q, k, v = _make(B, H, H_kv, N_q, N_k, d, dtype)
     o, lse, cfg = fa.flash_attention(q, k, v, causal, align, return_config=True, path="prefill-gluon")
-    want = {64: (256, 64, 20, 4), 128: (128, 128, 12, 2)}[d]  # heuristics.GLUON_TILES
-    assert (cfg.path, cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages) == ("prefill-gluon", *want)
+    from kernels.heuristics import gluon_tiles
+
+    t = gluon_tiles(d)
+    assert (cfg.path, cfg.block_m, cfg.block_n, cfg.num_warps, cfg.num_stages) == (
+        "prefill-gluon", t.block_m, t.block_n, t.num_warps, t.num_stages)
     _check(q, k, v, causal, align, o, lse)
     o2, lse2 = fa.flash_attention(q, k, v, causal, align, path="prefill-gluon")  # cached plan, direct launch
     assert torch.equal(o, o2) and torch.equal(lse, lse2)
@@ -70,13 +73,13 @@ def test_default_path_at_head_dim_128_is_gluon(fa):
     """The launcher picks the Gluon prefill at HEAD_DIM 128 and at 64 non-causal (capabilities.GLUON_AUTO),
     the TMA prefill at 64 causal and under a sliding window."""
     q, k, v = _make(1, 4, 2, 512, 512, 128, "bf16")
-    assert fa.kernel_path(q, k, v) == "prefill-gluon"
+    assert fa.kernel_path(q, k, v, causal=True) == "prefill-gluon"
     assert fa.flash_attention(q, k, v, True, return_config=True)[2].path == "prefill-gluon"
     assert fa.flash_attention(q, k, v, True, window=(256, 0), return_config=True)[2].path == "prefill-tma"
     q64, k64, v64 = _make(1, 4, 2, 512, 512, 64, "bf16")
     assert fa.kernel_path(q64, k64, v64, causal=True) == "prefill-tma"
     assert fa.flash_attention(q64, k64, v64, True, return_config=True)[2].path == "prefill-tma"
-    assert fa.kernel_path(q64, k64, v64) == "prefill-gluon"
+    assert fa.kernel_path(q64, k64, v64, causal=False) == "prefill-gluon"
     o, lse, cfg = fa.flash_attention(q64, k64, v64, False, return_config=True)
     assert (cfg.path, cfg.block_m) == ("prefill-gluon", 256)
     _check(q64, k64, v64, False, "top-left", o, lse)

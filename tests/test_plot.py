@@ -197,6 +197,28 @@ def test_seqlen_plot_draws_the_l2_aware_estimate_beside_the_no_reuse_bound(small
         assert y == want.hbm_read_bytes + want.hbm_write_bytes
 
 
+def test_l2_aware_curve_takes_the_gluon_prefills_one_program_per_sm():
+    """HEAD_DIM 64 non-causal on the H200 runs the four-warpgroup Gluon prefill, one program per SM
+    (``TileChoice.programs_per_sm``): the curve's points are the estimate at 1 program per SM, not at the 2 that
+    shared memory alone allows, and differ from it."""
+    from iomodel.cache.estimate import launch_params
+    from iomodel.cache.predict import predict_tiled
+    from iomodel.report.plot import L2_AWARE_LABEL
+
+    lay = resolve_layer(batch=1, heads=16, kv_heads=16, head_dim=64, seqlen=32768, causal=False, dtype="bf16",
+                        hardware="H200")
+    assert (lay.tiling.block_m, lay.tiling.block_n) == (256, 64)
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[32768, 65536])
+    l2 = _line(fig.axes[0], L2_AWARE_LABEL)
+    assert list(l2.get_xdata()) == [32768, 65536]
+    for x, y in zip(l2.get_xdata(), l2.get_ydata()):
+        at = lay.spec.with_(seqlen_q=int(x), seqlen_k=int(x))
+        one, two = (predict_tiled(at, lay.tiling, launch_params(at, lay.tiling, lay.hardware, 20, p), "forward")
+                    for p in (1, 2))
+        assert launch_params(at, lay.tiling, lay.hardware, 20).programs_per_sm == 2  # shared memory alone
+        assert y == one.hbm_read_bytes + one.hbm_write_bytes != two.hbm_read_bytes + two.hbm_write_bytes
+
+
 def test_l2_aware_curve_skips_points_past_its_budget_and_says_so():
     """Llama-3-8B, batch 50, BLOCK_M 128, a 1,024-token window: the fast evaluation does not take window bands,
     so the points count as simulated. Its own length first, N = 8k: 50·32·64 = 102,400 programs, then 2k

@@ -36,6 +36,8 @@ ALL = sorted(RECEIPTS_DIR.glob("ncu-*.json"))
 FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-window1-2026-12-01.json": 16, "ncu-h200-train-holdout2-2026-12-01.json": 14,
                   # the dK/dV loop order's calibration (14 causal GQA steps, 2026-12-04)
                   "ncu-h200-train-order-calib1-2026-12-04.json": 14,
+                  # the four-warpgroup HEAD_DIM 64 Gluon prefill's hold-out (17 shapes, on an H100, 2026-12-05)
+                  "ncu-h100-gluon64-holdout1-2026-12-05.json": 17,
                   "ncu-h200-serving1-2026-12-01.json": 10, "ncu-h200-ragged1-2026-12-01.json": 8,
                   "ncu-h200-ragged2-2026-12-01.json": 10,
                   # calibration probes of issue 12 (capacity edge, peers): bundled-kernel shapes in each

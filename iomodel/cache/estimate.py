@@ -540,10 +540,11 @@ def dkdv_l2_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warp
 
 def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int,
                              backward: Any, fwd_programs_per_sm: int | None = None) -> dict[str, int]:
-    """Programs per SM of each kernel of the training step, from shared memory and warps only.
+    """Programs per SM of each kernel of the training step, from shared memory and warps (the forward's where its
+    kernel fixes them).
 
     :func:`iomodel.schedule.grid.estimate_programs_per_sm` per kernel: the forward with
-    ``tiling.sram_bytes(spec)`` and ``num_warps``; ``_bwd_preprocess`` with no shared memory and
+    ``tiling.sram_bytes(spec)`` and ``num_warps`` (``fwd_programs_per_sm`` where given); ``_bwd_preprocess`` with no shared memory and
     :data:`~iomodel.schedule.grid.PREPROCESS_NUM_WARPS`; ``_bwd_dkdv`` and ``_bwd_dq`` with
     :func:`~iomodel.schedule.grid.dkdv_program_sram_bytes` /
     :func:`~iomodel.schedule.grid.dq_program_sram_bytes` and the launch's warps; with
@@ -617,7 +618,9 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
         hardware=hardware, programs_per_sm=pps["_attn_fwd"],
-        programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored",
+        programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored"
+        + ("; the forward's fixed by its kernel (a warp-specialised setmaxnreg split takes the SM's register file)"
+           if fwd_programs_per_sm is not None else ""),
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
     )

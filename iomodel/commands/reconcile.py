@@ -64,8 +64,8 @@ def reconcile(
     plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Write hbm-vs-seqlen.png and "
                                                      "l2-vs-seqlen.png here (and hbm-vs-seqlen-2.png ... when more "
                                                      "than 12 shape families).")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the reconciliation as JSON (missing folders are created).")] = None,
-    markdown_out: Annotated[Optional[Path], typer.Option("--markdown", help="Write a Markdown report (missing folders are created).")] = None,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the reconciliation as JSON (missing folders are created).")] = None,
+    markdown_out: Annotated[Optional[str], typer.Option("--markdown", help="Write a Markdown report (missing folders are created).")] = None,
     l2_source: Annotated[Optional[str], typer.Option("--l2-source", help="What is compared with SRAM_fill at the "
                                                      "L2 level: auto (sm when measured, else tex), sm (bytes the SMs "
                                                      "received from / sent to L2 over the crossbar), tex (L2 lookups "
@@ -99,10 +99,10 @@ def reconcile(
     # output paths first: a bad one fails before any work
     if plot_dir is not None:
         check_output_dir(plot_dir, "--plot-dir")
-    if json_out is not None:
-        check_output_file(json_out, "--json")
+    if json_out is not None:  # a str, so "dir/" is refused as a folder
+        json_out = check_output_file(json_out, "--json")
     if markdown_out is not None:
-        check_output_file(markdown_out, "--markdown")
+        markdown_out = check_output_file(markdown_out, "--markdown")
     _check_distinct_outputs(json_out, markdown_out, plot_dir)
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,

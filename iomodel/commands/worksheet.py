@@ -49,7 +49,8 @@ def worksheet(
         "--programs-per-sm", help="Programs one SM runs at once (default: estimated from shared memory and warps).",
         rich_help_panel=_SCHEDULE)] = None,
     num_warps: Annotated[Optional[int], typer.Option(
-        "--num-warps", help="Warps per program, 1..32 (default: the bundled kernel's; its Gluon prefill runs 12).",
+        "--num-warps", help="Warps per program, 1..32 (default: the bundled kernel's; its Gluon prefill runs 12 at "
+        "HEAD_DIM 128, 20 at 64).",
         rich_help_panel=_SCHEDULE)] = None,
     schedule: Annotated[Optional[Path], typer.Option(
         "--schedule", help="TOML file of schedule fields (block_m, block_n, num_stages, num_warps, programs_per_sm, "

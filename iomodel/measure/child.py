@@ -181,7 +181,7 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
             from kernels.flash_attention import kernel_path
 
             if kc is None:
-                path = kernel_path(q, k, v, causal=spec.causal)
+                path = kernel_path(q, k, v, spec.window is not None, causal=spec.causal)
                 kc = hx.prefill_default(spec.head_dim, spec.dtype, spec.causal, path).config(path)
             kc = kc.with_(grid_order=grid_order)
 

@@ -394,11 +394,29 @@ def hardware_of(measurement: Measurement, override: str | None = None) -> Hardwa
     return Hardware.from_dict(hw)
 
 
+def _kernel_programs_per_sm(shape: ShapeMeasurement) -> int | None:
+    """The forward's programs per SM where its recorded launch fixes them (the Gluon prefill in its own tiles:
+    ``kernels.heuristics.TileChoice.programs_per_sm``), else None (also where ``kernels`` is not importable)."""
+    cfg = shape.config or {}
+    if cfg.get("path") != "prefill-gluon":
+        return None
+    try:
+        from kernels.heuristics import GLUON_TILES
+    except ImportError:
+        return None
+    c = GLUON_TILES.get(shape.spec.head_dim)
+    return c.programs_per_sm if c is not None and (cfg.get("block_m"), cfg.get("block_n")) == (c.block_m,
+                                                                                               c.block_n) else None
+
+
 def _programs_per_sm(shape: ShapeMeasurement, tiling: Tiling, hw: Hardware) -> tuple[int, str]:
     for k in shape.kernels:
         v = k.programs_per_sm()
         if v:
             return v, f"measured occupancy limit of {k.name}"
+    fixed = _kernel_programs_per_sm(shape)
+    if fixed is not None:
+        return fixed, "the Gluon prefill's (its setmaxnreg split takes the SM's register file)"
     warps = int((shape.config or {}).get("num_warps", 4))
     est = estimate_programs_per_sm(tiling.sram_bytes(shape.spec), warps, hw.smem_per_sm)
     return est, "estimated from shared memory and warps"
@@ -716,7 +734,7 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
     cfg = shape.config or {}
     est = ({} if not cfg.get("backward") else  # the record's BackwardConfig (kernels/heuristics.py)
            training_programs_per_sm(shape.spec, out.tiling, hardware, int(cfg.get("num_warps", 4)),
-                                    SimpleNamespace(**cfg["backward"])))
+                                    SimpleNamespace(**cfg["backward"]), _kernel_programs_per_sm(shape)))
     n_kernels = len(training_kernels(out.tiling))
     src = ("measured occupancy limit of each kernel" if len(pps) == n_kernels else
            "estimated from shared memory and warps" if not pps else "measured occupancy limits, the rest estimated")

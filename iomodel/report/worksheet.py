@@ -643,9 +643,11 @@ def bundled_launch_order(spec: LayerSpec, tiling: Tiling) -> dict[str, str]:
                             rows * cdiv(spec.seqlen_q, tiling.block_m))
 
 
-def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tuple[int, str, str, int | None]:
+def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
+              tiling: Tiling | None = None) -> tuple[int, str, str, int | None]:
     """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source,
-    programs per SM where the kernel fixes it, else None).
+    programs per SM where the kernel fixes it for ``tiling``'s forward tiles (its own: the Gluon prefill's one
+    program per SM, ``TileChoice.programs_per_sm``; other tiles are not that launch), else None).
 
     num_warps and the query-tile order of the bundled kernel's first autotune candidate
     (``kernels/heuristics.py prefill_default`` on the path
@@ -660,10 +662,9 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False) -> tupl
         path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         src = f"kernels/heuristics.py prefill_default, {path} path"
-        if c.programs_per_sm is not None:
-            src += (f"; {c.programs_per_sm} program per SM (its warp-specialised setmaxnreg split takes the SM's register "
-                    "file: TileChoice.programs_per_sm)")
-        return c.num_warps, c.tile_order, src, c.programs_per_sm
+        own = tiling is None or (tiling.block_m, tiling.block_n, tiling.num_stages) == (c.block_m, c.block_n,
+                                                                                        c.num_stages)
+        return c.num_warps, c.tile_order, src, c.programs_per_sm if own else None
     if refusal is not None:
         return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order", None
     return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order", None
@@ -699,13 +700,17 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     if given and (s.phase != "prefill" or s.backward):
         raise IomodelError(f"{', '.join(schedule_flags(given))}: the launch schedule describes the prefill forward "
                            "kernel: drop it, or use --phase prefill --pass fwd")
-    warps, order, src, pps = l2_launch(s, layer.hardware)
+    warps, order, src, pps = l2_launch(s, layer.hardware, tiling=layer.tiling)
     lpt = bundled_launch_order(s, layer.tiling)
     if lpt and not {"grid_order", "tile_order"} & set(given):
         src += f"; {lpt['grid_order']} grid with reverse tiles (the kernel's causal launch rule, lpt_launch_order)"
     else:
         lpt = {}
-    fixed = {} if pps is None else {"programs_per_sm": pps}
+    fixed = {}
+    if pps is not None and not {"num_warps", "programs_per_sm"} & set(given):  # the kernel's own launch
+        fixed = {"programs_per_sm": pps, "programs_per_sm_source": (
+            "the kernel's: its warp-specialised setmaxnreg split takes the SM's register file "
+            "(kernels/heuristics.py TileChoice.programs_per_sm)")}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:
         src += "; given: " + " ".join(schedule_flags(given))

@@ -38,7 +38,9 @@ TMA_SM_MAJOR = 9
 #: Element types the TMA prefill runs (fp32 takes exact IEEE dots on the pointer path).
 TMA_DTYPES = ("fp16", "bf16")
 #: HEAD_DIMs the Gluon prefill (``kernels/gluon_attention.py``, path ``prefill-gluon``) compiles
-#: and was measured exact at (receipts/gluon-fwd-probe-h200-2026-12-04-*.json).
+#: and was measured exact at: 128 on the H200 (receipts/gluon-fwd-probe-h200-2026-12-04-*.json), 64 in its
+#: four-warpgroup tiles on an H100 (receipts/raw/gpu-gluon-tests-h100-2026-12-05-ws4.txt; one configuration per
+#: HEAD_DIM, ``kernels.heuristics.GLUON_TILES``).
 GLUON_HEAD_DIMS = (64, 128)
 #: Where :func:`prefill_path` picks ``prefill-gluon`` by itself, HEAD_DIM -> the causal settings: where it
 #: beat the TMA prefill on every measured shape in the same run. HEAD_DIM 128, causal or not (calibration:
@@ -261,7 +263,7 @@ def switches_off() -> list[str]:
 
 
 def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
-                 use_tma: bool = True, windowed: bool = False, use_gluon: bool = True, causal: bool = False) -> str:
+                 use_tma: bool = True, windowed: bool = False, use_gluon: bool = True, *, causal: bool) -> str:
     """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``) and the worksheet models.
 
     Args:
@@ -273,7 +275,7 @@ def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: b
         use_tma: the ``IOMODEL_TMA`` switch (off: pointer loads only, so no Gluon either).
         windowed: a sliding-window band (the Gluon prefill has none).
         use_gluon: the ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect.
-        causal: the causal mask (either alignment).
+        causal: the causal mask (either alignment); required, since HEAD_DIM 64 picks by it.
 
     Returns:
         ``prefill-gluon`` on sm_90 at a HEAD_DIM and causal setting of :data:`GLUON_AUTO` when

@@ -44,7 +44,7 @@ ascending; any of its tiles and warps). Pure Python; no torch, no triton.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -266,6 +266,9 @@ class Schedule:
     tile_order: str = "forward"  # forward or reverse query-tile order within a head
     key_order: str = "ascending"  # each program's key-block loop: ascending or descending
     persistent: str | None = None  # None: a program per tile; strided or blocked: a persistent loop of P programs
+    #: Where ``programs_per_sm`` comes from when the launch, not the user, fixed it (the Gluon prefill's one program
+    #: per SM); None: given (a flag or a schedule file) or estimated. Not a schedule-file key, not in :meth:`to_dict`.
+    programs_per_sm_source: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         from iomodel.spec import Tiling
@@ -315,7 +318,7 @@ class Schedule:
         (registers ignored).
         """
         if self.programs_per_sm is not None:
-            return self.programs_per_sm, "given by the schedule"
+            return self.programs_per_sm, self.programs_per_sm_source or "given by the schedule"
         from iomodel.schedule.grid import estimate_programs_per_sm
 
         pps = estimate_programs_per_sm(self.tiling().sram_bytes(spec), self.num_warps, hardware.smem_per_sm)
@@ -357,8 +360,10 @@ class Schedule:
                                f"the {hardware.name}'s {hardware.smem_per_sm:,} B per SM: use {use}, or smaller tiles")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: every field (``programs_per_sm`` None = estimated)."""
-        return asdict(self)
+        """JSON form: every schedule field (``programs_per_sm`` None = estimated)."""
+        out = asdict(self)
+        del out["programs_per_sm_source"]
+        return out
 
     @classmethod
     def from_mapping(cls, data: Any, source: str = "schedule") -> "Schedule":
@@ -379,7 +384,7 @@ class Schedule:
 
 
 #: The field names of :class:`Schedule` (the keys a schedule TOML may set).
-FIELDS = tuple(f.name for f in fields(Schedule))
+FIELDS = tuple(f.name for f in fields(Schedule) if f.name != "programs_per_sm_source")
 #: Grid orders the bundled kernel runs (``kernels/flash_attention.py``, ``KernelConfig.grid_order``).
 KERNEL_GRID_ORDERS = GRID_ORDERS
 #: The bundled kernel's schedules at its default tiles: tiles-fastest, ascending keys, forward
