@@ -115,3 +115,18 @@ def test_readme_quick_start(tmp_path):
     assert pngs == ["bytes_vs_blocks.png", "bytes_vs_seqlen.png", "bytes_vs_sram.png"]
     for name in pngs:
         assert (tmp_path / "plots" / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_the_title_names_the_config_fields_flags_replaced(capsys):
+    """A preset with its heads and HEAD_DIM replaced by flags is no longer that model: the title says which fields
+    came from flags (a fresh user read "llama-3-8b" above a 16-head HEAD_DIM 64 layer); a flag equal to the
+    config's value replaces nothing."""
+    code, out, _ = run_cli(capsys, ["worksheet", "--head-dim", "64", "--heads", "16", "--kv-heads", "16",
+                                    "--seqlen", "4096", "--no-causal"])
+    assert code == 0
+    assert out.startswith("# HBM traffic worksheet: llama-3-8b with heads, kv_heads, head_dim from flags, prefill fwd, "
+                          "4k tokens, bf16, no mask, H200")
+    code, out, _ = run_cli(capsys, ["worksheet", "--heads", "32"])
+    assert code == 0 and out.startswith("# HBM traffic worksheet: llama-3-8b, prefill fwd, 8k tokens")
+    code, out, _ = run_cli(capsys, ["worksheet", "--seqlens", "512,3000", "--kv-heads", "4"])
+    assert code == 0 and out.startswith("# HBM traffic worksheet: llama-3-8b with kv_heads from flags, ragged batch of 2")

@@ -237,7 +237,7 @@ class RaggedWorksheet:
         lay, s, p = self.layer, self.layer.spec, self.prediction
         h = p.spec.histogram()
         mask = f"causal {s.causal_align}" if s.causal else "no mask"
-        out = [f"# HBM traffic worksheet: {s.name}, ragged batch of {h['count']:,} sequences, {s.phase} {s.passes}, "
+        out = [f"# HBM traffic worksheet: {lay.title}, ragged batch of {h['count']:,} sequences, {s.phase} {s.passes}, "
                f"{s.dtype}, {mask}, {lay.hardware.name}", "",
                f"Reproduce: `{lay.command()}`", "",
                "Bytes are exact integers summed per sequence; the value in brackets uses binary prefixes "

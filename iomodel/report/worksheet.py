@@ -381,7 +381,7 @@ class Worksheet:
         mask = f"causal {s.causal_align}" if s.causal else "no mask"
         lens = (f"{fmt_tokens(s.seqlen_q)} tokens" if s.seqlen_q == s.seqlen_k
                 else f"seqlen_q {s.seqlen_q:,}, seqlen_k {s.seqlen_k:,}")
-        out.append(f"# HBM traffic worksheet: {s.name}, {s.phase} {s.passes}, {lens}, {s.dtype}, {mask}, "
+        out.append(f"# HBM traffic worksheet: {lay.title}, {s.phase} {s.passes}, {lens}, {s.dtype}, {mask}, "
                    f"{lay.hardware.name}")
         out.append("")
         out.append(f"Reproduce: `{self.command()}`")

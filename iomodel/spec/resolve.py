@@ -69,6 +69,12 @@ class Layer:
     seqlens_file: str | None = None
     tiles: tuple[tuple[str, int], ...] = ()
 
+    @property
+    def title(self) -> str:
+        """The layer's name for a header: the model's, with the config fields flags replaced named after it
+        (``llama-3-8b with heads, head_dim from flags``), so a title never names a model whose shape it is not."""
+        return self.spec.name + (f" with {', '.join(self.overrides)} from flags" if self.overrides else "")
+
     def command(self, tiles_given: bool | None = None) -> str:
         """The ``iomodel worksheet`` command line that reproduces this layer (paths quoted for a POSIX shell)."""
         s = self.spec
