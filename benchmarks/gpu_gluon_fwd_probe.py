@@ -85,17 +85,18 @@ WS4_REGS = dict(consumer_regs=112, producer_regs=24, producer_warps=1)
 def _variants(d: int, kinds: tuple[str, ...] = ("plain", "ws", "pws")) -> list[tuple[str, int, int]]:
     """(kind, BLOCK_N, NUM_STAGES) of the variants at HEAD_DIM d; kind: plain, ws, pws (persistent ws),
     ws1 and pws1 (ws and pws releasing a K slot with its V slot, after the output MMA), ws4 (four
-    consumer warpgroups, BLOCK_M 256, HEAD_DIM 64 only)."""
+    consumer warpgroups, BLOCK_M 256, HEAD_DIM 64 only), ws4e (ws4 whose warpgroups stop at their own causal
+    key blocks, then take their remaining turns idle; not yet run on a GPU)."""
     table = {"plain": VARIANTS, "ws": WS_VARIANTS, "pws": PWS_VARIANTS, "ws1": WS_VARIANTS, "pws1": PWS_VARIANTS,
-             "ws4": WS4_VARIANTS}
+             "ws4": WS4_VARIANTS, "ws4e": WS4_VARIANTS}
     return [(kind, bn, st) for kind in kinds for bn, st in table[kind].get(d, [])]
 
 
 def _kind_kwargs(kind: str) -> dict:
     if kind == "plain":
         return {}
-    if kind == "ws4":
-        return dict(WS4_REGS, ws4=True, block_m=256)
+    if kind in ("ws4", "ws4e"):
+        return dict(WS4_REGS, ws4=True, block_m=256, early_stop=kind == "ws4e")
     return dict(WS_REGS, ws=True, persistent=kind.startswith("pws"), early_k=not kind.endswith("1"),
                 num_sms=torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132)
 
@@ -283,8 +284,13 @@ def _ws_producer(desc_q, desc_k, desc_v, q_smem0, q_smem1, k_smem, v_smem, q_bar
 def _ws_consumer(desc_o, LSE, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty, my_turn, other_turn,
                  sm_scale, bh, N_CTX, q_row, row0, pid, n_blocks, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, FIRST: gl.constexpr,
-                 EARLY_K: gl.constexpr):
+                 EARLY_K: gl.constexpr, EARLY_STOP: gl.constexpr = False):
     """One consumer warpgroup: 64 query rows from ``row0`` against every K/V block of the ring.
+
+    ``EARLY_STOP`` (causal): the warpgroup computes only the key blocks its own rows see (a 256-row tile's first
+    warpgroup skips 3 fully masked 64-key blocks on the diagonal, the second 2, the third 1) and then takes its
+    remaining turns idle: it passes each turn on and releases each remaining slot once its block has arrived, so
+    the ring's phases and the producer's refills stay as they were.
 
     Its MMAs of one step are issued only on its turn (``my_turn``), and the turn is handed to the
     other warpgroup (``other_turn``) once they are issued, so one warpgroup's softmax runs while the
@@ -321,7 +327,10 @@ def _ws_consumer(desc_o, LSE, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_e
     mbarrier.arrive(k_empty.index(0), count=1, pred=EARLY_K)
     p_op, alpha, m_i, l_i = _softmax_block(qk, m_i, l_i, 0, row0, offs_m, offs_n, qk_scale, dtype, p_layout, row_o,
                                            BLOCK_N, CAUSAL)
-    for j in range(n_blocks - 1):
+    my_blocks = n_blocks
+    if EARLY_STOP and CAUSAL:  # the blocks this warpgroup's rows see (keys <= its last row)
+        my_blocks = gl.minimum(n_blocks, gl.cdiv(row0 + HALF, BLOCK_N))
+    for j in range(my_blocks - 1):
         slot = j % NUM_STAGES
         nxt = (j + 1) % NUM_STAGES
         mbarrier.wait(my_turn, turn & 1)
@@ -339,12 +348,25 @@ def _ws_consumer(desc_o, LSE, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_e
         acc = acc * alpha_next[:, None]
         mbarrier.arrive(k_empty.index(slot), count=1, pred=not EARLY_K)
         mbarrier.arrive(v_empty.index(slot), count=1)
-    last = n_blocks - 1
+    last = my_blocks - 1
     mbarrier.wait(my_turn, turn & 1)
+    turn += 1
     mbarrier.wait(v_bars.index(last % NUM_STAGES), (last // NUM_STAGES) & 1)
     acc_tok = warpgroup_mma(p_op, v_smem.index(last % NUM_STAGES), acc, is_async=True)
     mbarrier.arrive(other_turn, count=1)
     acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
+    if EARLY_STOP and CAUSAL:
+        mbarrier.arrive(k_empty.index(last % NUM_STAGES), count=1, pred=not EARLY_K)
+        mbarrier.arrive(v_empty.index(last % NUM_STAGES), count=1)  # the others may still need its refill
+        for j in range(my_blocks, n_blocks):  # idle turns: pass each on, release each slot once its block is in
+            slot = j % NUM_STAGES
+            mbarrier.wait(my_turn, turn & 1)
+            turn += 1
+            mbarrier.arrive(other_turn, count=1)
+            mbarrier.wait(k_bars.index(slot), (j // NUM_STAGES) & 1)
+            mbarrier.arrive(k_empty.index(slot), count=1)
+            mbarrier.wait(v_bars.index(slot), (j // NUM_STAGES) & 1)
+            mbarrier.arrive(v_empty.index(slot), count=1)
 
     l_o = gl.convert_layout(l_i, row_o)
     o = acc / l_o[:, None]
@@ -584,7 +606,7 @@ def _ws4_producer(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars,
 def _gluon_fwd_ws4(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                   PRODUCER_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
+                   PRODUCER_REGS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, EARLY_STOP: gl.constexpr = False):
     """Forward of one query tile of BLOCK_M = 256 rows: a producer warp and four consumer warpgroups of
     64 rows each, the turn passed round the ring 0 -> 1 -> 2 -> 3 -> 0 (consumer 3 opens it)."""
     dtype: gl.constexpr = desc_q.dtype
@@ -603,16 +625,16 @@ def _gluon_fwd_ws4(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
     gl.warp_specialize([
         (_ws_consumer, (desc_o, LSE, q_smem.index(0), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                         turns.index(0), turns.index(1), sm_scale, bh, N_CTX, q_row, pid * BLOCK_M, pid, n_blocks,
-                        HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True)),
+                        HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True, EARLY_STOP)),
         (_ws_consumer, (desc_o, LSE, q_smem.index(1), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                         turns.index(1), turns.index(2), sm_scale, bh, N_CTX, q_row + ROWS, pid * BLOCK_M + ROWS, pid,
-                        n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True)),
+                        n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True, EARLY_STOP)),
         (_ws_consumer, (desc_o, LSE, q_smem.index(2), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                         turns.index(2), turns.index(3), sm_scale, bh, N_CTX, q_row + 2 * ROWS, pid * BLOCK_M + 2 * ROWS,
-                        pid, n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True)),
+                        pid, n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, True, True, EARLY_STOP)),
         (_ws_consumer, (desc_o, LSE, q_smem.index(3), k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                         turns.index(3), turns.index(0), sm_scale, bh, N_CTX, q_row + 3 * ROWS, pid * BLOCK_M + 3 * ROWS,
-                        pid, n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, True)),
+                        pid, n_blocks, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, False, True, EARLY_STOP)),
         (_ws4_producer, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_bar, k_bars, v_bars, k_empty, v_empty,
                          q_row, kv_row0, n_blocks, BLOCK_N, NUM_STAGES)),
     ], [4, 4, 4, PRODUCER_WARPS], [CONSUMER_REGS, CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
@@ -621,7 +643,8 @@ def _gluon_fwd_ws4(desc_q, desc_k, desc_v, desc_o, LSE, sm_scale, N_CTX,
 def gluon_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, block_n: int, num_stages: int,
                   block_m: int = 128, num_warps: int = 8, out: tuple | None = None, warmup_only: bool = False,
                   ws: bool = False, consumer_regs: int = 232, producer_regs: int = 40, producer_warps: int = 1,
-                  persistent: bool = False, num_sms: int = 132, early_k: bool = True, ws4: bool = False):
+                  persistent: bool = False, num_sms: int = 132, early_k: bool = True, ws4: bool = False,
+                  early_stop: bool = False):
     """o (B, H, N, d) and LSE (B, H, N) fp32 of contiguous q, k, v (B, H, N, d), N a multiple of the tiles.
 
     ``ws``: the warp-specialised ping-pong kernel (``_gluon_fwd_ws``: 4 + 4 consumer warps with
@@ -650,7 +673,7 @@ def gluon_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     if ws4:
         kernel = _gluon_fwd_ws4
         kw.update(CONSUMER_REGS=consumer_regs, PRODUCER_REGS=producer_regs, PRODUCER_WARPS=producer_warps,
-                  num_warps=4)
+                  EARLY_STOP=early_stop, num_warps=4)
     elif ws and persistent:
         kernel = _gluon_fwd_pws
         total = (N // block_m) * B * H
@@ -678,7 +701,7 @@ def _compile_only() -> int:
     reports = []
     for d, dt in ((128, torch.bfloat16), (64, torch.float16)):
         for causal in (False, True):
-            for kind, bn, st in _variants(d, ("plain", "ws", "pws", "ws1", "pws1", "ws4")):
+            for kind, bn, st in _variants(d, ("plain", "ws", "pws", "ws1", "pws1", "ws4", "ws4e")):
                 q = torch.empty(1, 2, 1024, d, dtype=dt)
                 cfg = dict(head_dim=d, causal=causal, block_n=bn, stages=st)
                 reports.append(compile_report(f"gluon fwd {kind}", cfg, lambda: gluon_forward(
@@ -719,14 +742,14 @@ def main() -> int:
     ap.add_argument("--kinds", default="plain,ws,pws",
                     help="comma-separated variant kinds: plain (no warp specialisation), ws, pws (persistent ws), "
                          "ws1, pws1 (K released with V: the first measured design), ws4 (four consumer warpgroups, "
-                         "HEAD_DIM 64)")
+                         "HEAD_DIM 64), ws4e (ws4 stopping each warpgroup at its own causal key blocks)")
     args = ap.parse_args()
     if args.rounds < 1:
         print("error: --rounds must be at least 1", file=sys.stderr)
         return 2
     kinds = tuple(k for k in args.kinds.split(",") if k)
-    if not kinds or set(kinds) - {"plain", "ws", "pws", "ws1", "pws1", "ws4"}:
-        print(f"error: --kinds takes plain, ws, pws, ws1, pws1 and ws4, comma-separated; got {args.kinds!r}",
+    if not kinds or set(kinds) - {"plain", "ws", "pws", "ws1", "pws1", "ws4", "ws4e"}:
+        print(f"error: --kinds takes plain, ws, pws, ws1, pws1, ws4 and ws4e, comma-separated; got {args.kinds!r}",
               file=sys.stderr)
         return 2
     if args.compile_only:
