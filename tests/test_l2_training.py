@@ -140,6 +140,25 @@ def test_long_causal_gqa_step_says_its_dkdv_reads_are_not_a_prediction():
     assert caveat(seqlen=4096, heads=64, kv_heads=8) == []
 
 
+@pytest.mark.parametrize("kw, step, dkdv", [
+    (dict(seqlen=32768), "not a prediction", "not a prediction"),  # Llama-3-8B, G = 4, heads-outer
+    (dict(seqlen=16384), "predicted", "predicted"),
+    (dict(seqlen=32768, kv_heads=32), "predicted", "predicted"),  # MHA
+    (dict(seqlen=8192, heads=64, kv_heads=8), "rough", "rough"),  # G = 8 at 8k rows
+])
+def test_the_json_says_how_far_each_kernels_reads_can_be_taken(kw, step, dkdv):
+    """``read_bytes_quality``, per kernel and for the step (the least of its kernels), carries the caveat above in a
+    form a tool can read without parsing the assumptions; only the dK/dV kernel's classes are marked, and the
+    Markdown says it beside the bytes."""
+    ws = make_worksheet(resolve_layer(passes="fwd+bwd", **kw))
+    l2 = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
+    assert l2["read_bytes_quality"] == step
+    assert {k["name"]: k["read_bytes_quality"] for k in l2["kernels"]} == {
+        "_attn_fwd": "predicted", "_bwd_preprocess": "predicted", "_bwd_dkdv": dkdv, "_bwd_dq": "predicted"}
+    md = ws.to_markdown()
+    assert (f"(**{dkdv.upper()}**: the assumptions below)" in md) == (dkdv != "predicted")
+
+
 def test_group_split_partials_beyond_the_effective_l2_say_their_writes_are_rough():
     """Where the S > 1 slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the effective L2 (0.5 x 60 MiB on the
     H200), the dK/dV kernel's measured DRAM writes were -2.2 to +8.2 MiB beside the model on 40 steps: said once, with

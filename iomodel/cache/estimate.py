@@ -412,6 +412,9 @@ class L2Estimate:
     kernels: tuple[dict[str, Any], ...] = ()
     function: str = "predict_tiled"
     schedule: Schedule | None = None
+    #: The least of the kernels' ``read_bytes_quality`` (``iomodel.cache.predict.READ_QUALITIES``): how far
+    #: ``read_bytes`` can be taken; ``predicted`` but for the training step's classes the assumptions name.
+    read_bytes_quality: str = "predicted"
 
     @classmethod
     def of(cls, read_bytes: int, write_bytes: int, written_bytes: int, *, flops: int, peak_flops: float,
@@ -430,7 +433,7 @@ class L2Estimate:
         """JSON form (``algorithms.tiled.l2_aware``): bytes, seconds and the assumptions."""
         out = {
             "source": f"estimate from {L2_ESTIMATE_SOURCE} {self.function} (not a measurement)",
-            "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
+            "read_bytes": self.read_bytes, "read_bytes_quality": self.read_bytes_quality, "write_bytes": self.write_bytes,
             "written_bytes": self.written_bytes, "dirty_at_end_bytes": self.dirty_bytes,
             "dirty_at_end": DIRTY_NOTE,
             "roofline_time_s": self.roofline_time_s, "intensity": self.intensity, "bound": self.bound,
@@ -612,8 +615,12 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward, fwd_programs_per_sm)
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
+    from iomodel.cache.predict import READ_QUALITIES, dkdv_read_quality
+
+    dkdv_quality = dkdv_read_quality(spec, tiling)
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
-                     "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name]}
+                     "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name],
+                     "read_bytes_quality": dkdv_quality if k.name == "_bwd_dkdv" else "predicted"}
                     for k in l2.kernels)
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
@@ -623,6 +630,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
            if fwd_programs_per_sm is not None else ""),
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
+        read_bytes_quality=max((k["read_bytes_quality"] for k in kernels), key=READ_QUALITIES.index),
     )
 
 

@@ -606,6 +606,30 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
     return floor
 
 
+#: How far the training step's L2-aware DRAM reads of one kernel can be taken (``read_bytes_quality`` in the
+#: worksheet JSON): ``predicted`` (the model's claim, validated by the hold-outs), ``rough`` (a class measured
+#: seldom within 10 %), ``not a prediction`` (a class measured far from the model).
+READ_QUALITIES = ("predicted", "rough", "not a prediction")
+
+
+def dkdv_read_quality(spec: LayerSpec, tiling: Tiling) -> str:
+    """How far the wave model's ``_bwd_dkdv`` DRAM reads can be taken for this layer (one of :data:`READ_QUALITIES`).
+
+    Causal GQA steps, heads-outer, without a window: ``not a prediction`` from
+    :data:`~iomodel.cache.params.DKDV_CAUSAL_UNPREDICTED_ROWS` query rows (measured on the H200 at
+    :data:`~iomodel.cache.params.DKDV_CAUSAL_MEASURED_RATIO` of the model), else ``rough`` for groups of
+    :data:`~iomodel.cache.params.DKDV_LARGE_GROUP` or more from
+    :data:`~iomodel.cache.params.DKDV_LARGE_GROUP_ROWS` rows (:data:`~iomodel.cache.params.DKDV_LARGE_GROUP_RATIO`);
+    ``predicted`` otherwise. Source: docs/l2-calibration.md, "Two hold-outs measured" and the training hold-outs.
+    """
+    if spec.causal and spec.group > 1 and tiling.bwd_dkdv_order == "heads-outer" and spec.band is None:
+        if spec.seqlen_q >= DKDV_CAUSAL_UNPREDICTED_ROWS:
+            return "not a prediction"
+        if spec.group >= DKDV_LARGE_GROUP and spec.seqlen_q >= DKDV_LARGE_GROUP_ROWS:
+            return "rough"
+    return "predicted"
+
+
 def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                           programs_per_sm: dict[str, int] | None = None,
                           tile_order: str = "forward", grid_order: str = "tiles-fastest") -> L2Prediction:
@@ -723,8 +747,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            f"model's saturation distance; past {L2_DKDV_CLOSED_FORM_MIN_TOUCHES:,} touches) its "
                            "Q/dO/LSE/Delta misses are the mean count of the wave model's chunk entries, not each touch "
                            f"({CLOSED_FORM_AGREEMENT}).")
-    if spec.causal and spec.group > 1 and tiling.bwd_dkdv_order == "heads-outer" and spec.band is None:
-        if spec.seqlen_q >= DKDV_CAUSAL_UNPREDICTED_ROWS:
+    quality = dkdv_read_quality(spec, tiling)
+    if quality != "predicted":
+        if quality == "not a prediction":
             lo, hi = DKDV_CAUSAL_MEASURED_RATIO
             assumptions.append(f"NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200 the dK/dV kernel of every causal GQA "
                                f"step of {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows or more, heads-outer, read far fewer "
@@ -732,7 +757,7 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                                "docs/l2-calibration.md, \"Two hold-outs measured\"); read this kernel's estimate as far "
                                "above what runs. benchmarks/dkdv_window_pass_sketch.py is nearer for groups of up to 4 "
                                "(not a model).")
-        elif spec.group >= DKDV_LARGE_GROUP and spec.seqlen_q >= DKDV_LARGE_GROUP_ROWS:
+        else:
             lo, hi = DKDV_LARGE_GROUP_RATIO
             assumptions.append(f"ROUGH: _bwd_dkdv's DRAM reads. Causal heads-outer steps of {DKDV_LARGE_GROUP} or more "
                                f"query heads per KV head from {DKDV_LARGE_GROUP_ROWS:,} query rows read {lo}-{hi}x this "

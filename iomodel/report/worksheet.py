@@ -350,14 +350,19 @@ class Worksheet:
                 f" of the training step: forward and the {_NUMBER_WORDS[n_bwd]} backward kernels, each from a cold L2 "
                 "as Nsight "
                 "Compute measures them (--cache-control all)")
-        per_kernel = [f"- `{k['name']}`: DRAM read {fmt_bytes(k['read_bytes'])}, written {fmt_bytes(k['write_bytes'])} "
+        per_kernel = [f"- `{k['name']}`: DRAM read {fmt_bytes(k['read_bytes'])}"
+                      + ("" if k.get("read_bytes_quality", "predicted") == "predicted"
+                         else f" (**{k['read_bytes_quality'].upper()}**: the assumptions below)")
+                      + f", written {fmt_bytes(k['write_bytes'])} "
                       f"of {fmt_bytes(k['written_bytes'])} stored; {k['programs_per_sm']} programs per SM"
                       for k in e.kernels]
         return [
             f"**L2-aware DRAM estimate of `tiled`**{step} (an estimate from {L2_ESTIMATE_SOURCE} `{e.function}`, "
             "not a measurement; the receipts under receipts/ compare it with Nsight Compute):",
             "",
-            f"- DRAM read {fmt_bytes(e.read_bytes)}, written {fmt_bytes(e.write_bytes)}, "
+            f"- DRAM read {fmt_bytes(e.read_bytes)}"
+            + ("" if e.read_bytes_quality == "predicted" else f" (**{e.read_bytes_quality.upper()}**: see its kernels)")
+            + f", written {fmt_bytes(e.write_bytes)}, "
             f"total {fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
             f"- roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** "
             f"(intensity {e.intensity:,.1f} FLOP/B)",
