@@ -1156,3 +1156,71 @@ def test_layer_types_of_another_length_than_the_layers_is_said(tmp_path):
     assert cfg.window_layers == "9 of 10 layers (layer_types): layers 0–8"
     assert ("'layer_types' lists 10 layers and 'num_hidden_layers' says 35: the list is read (recent transformers "
             "refuse such a file): fix one of them.") in cfg.notes
+
+
+def test_plamo_and_stripedhyena_kv_heads_come_from_their_own_fields(tmp_path):
+    """A fresh user's sixth round: PLaMo-13B's file says num_key_value_heads 40, but its code runs
+    ceil(40 / n_shared_head 8) = 5 KV heads (pfnet modeling_plamo.py; mlx-lm and llama.cpp read it the same way);
+    StripedHyena's attention blocks run num_attention_heads // proj_groups KV heads. Both were read as MHA: K and V
+    8x and 4x their bytes."""
+    plamo = {"model_type": "plamo", "architectures": ["PlamoForCausalLM"], "hidden_size": 5120,
+             "num_attention_heads": 40, "num_key_value_heads": 40, "n_shared_head": 8, "num_hidden_layers": 40,
+             "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, plamo))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (40, 5, 128)
+    assert ("model_type 'plamo': 5 KV heads = ceil(40 query heads / n_shared_head 8) (modeling_plamo.py), whatever "
+            "'num_key_value_heads' says.") in cfg.notes
+    assert load_config(_write(tmp_path, {**plamo, "n_shared_head": 5})).kv_heads == 8  # ceil(40 / 5)
+    assert load_config(_write(tmp_path, plamo), kv_heads=40).kv_heads == 40  # a flag still wins, with no note
+    hyena = {"model_type": "stripedhyena", "architectures": ["StripedHyenaModelForCausalLM"], "hidden_size": 4096,
+             "num_attention_heads": 32, "proj_groups": 4, "num_layers": 32, "attn_layer_idxs": [8, 16, 24],
+             "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, hyena))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (32, 8, 128)
+    assert any(n.startswith("attn_layer_idxs: 3 of 32 layers are softmax attention (layers 8, 16, 24)")
+               for n in cfg.notes)
+    assert load_config(_write(tmp_path, {**hyena, "proj_groups": 1})).kv_heads == 32  # Evo-1: MHA
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"model_type": "qwen3_next", "num_hidden_layers": 48, "full_attention_interval": 4},
+     "full_attention_interval: 12 of 48 layers are softmax attention (layers 3, 7, "),
+    ({"model_type": "bailing_moe_linear", "num_hidden_layers": 20, "layer_group_size": 5},
+     "layer_group_size: 4 of 20 layers are softmax attention (layers 4, 9, "),
+    ({"model_type": "recurrent_gemma", "num_hidden_layers": 26, "block_types": ["recurrent", "recurrent", "attention"]},
+     "block_types: 8 of 26 layers are softmax attention (layers 2, 5, "),
+])
+def test_hybrids_without_layer_types_say_which_layers_are_attention(tmp_path, fields, said):
+    """Qwen3-Next written with full_attention_interval alone (HF Qwen3NextConfig: layer i is full attention where
+    (i + 1) % n == 0), Ring-linear's layer_group_size (the last layer of each group, vLLM is_linear_layer) and
+    RecurrentGemma's repeating block_types: every layer was counted as attention without a word."""
+    base = {"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 128,
+            "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, {**base, **fields}))
+    assert any(n.startswith(said) for n in cfg.notes), cfg.notes
+
+
+def test_chatglm_6b_v1_is_said_to_be_a_prefix_lm(tmp_path):
+    """ChatGLM-6B (v1) lets the whole prompt attend both ways (modeling_chatglm.py get_masks): its prefill was
+    modelled causal without a word, about half its work. ChatGLM2/3 (no position_encoding_2d) are causal."""
+    v1 = {"model_type": "chatglm", "architectures": ["ChatGLMModel"], "hidden_size": 4096, "num_attention_heads": 32,
+          "num_layers": 28, "position_encoding_2d": True, "torch_dtype": "float16"}
+    cfg = load_config(_write(tmp_path, v1))
+    assert cfg.causal_default and any(n.startswith("ChatGLM-6B (v1, 'position_encoding_2d'): a prefix-LM") for n in cfg.notes)
+    v2 = {**{k: v for k, v in v1.items() if k != "position_encoding_2d"}, "multi_query_attention": True,
+          "multi_query_group_num": 2}
+    cfg = load_config(_write(tmp_path, v2))
+    assert cfg.kv_heads == 2 and not any("prefix-LM" in n for n in cfg.notes)
+
+
+def test_mamba_ssm_configs_are_refused_in_their_own_words(tmp_path):
+    """mamba-ssm's own config files (d_model, n_layer, ssm_cfg, no model_type) were told to add num_attention_heads:
+    a pure state-space model has no attention; a hybrid's attention sizes are in attn_cfg, which the refusal turns
+    into flags."""
+    pure = {"d_model": 2560, "n_layer": 64, "vocab_size": 50277, "ssm_cfg": {}, "rms_norm": True}
+    assert "a state-space model has no attention layers" in _refusal(_write(tmp_path, pure))
+    hybrid = {**pure, "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [9, 18, 27, 36, 45, 56],
+              "attn_cfg": {"causal": True, "head_dim": 128, "num_heads": 30, "out_proj_bias": False}}
+    line = _refusal(_write(tmp_path, hybrid))
+    assert "its attention is in 'attn_cfg' on layers [9, 18, 27, 36, 45, 56]" in line
+    assert "pass --heads 30 --head-dim 128 (and --dtype)" in line

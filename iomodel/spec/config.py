@@ -427,6 +427,7 @@ class _Fields:
         self.encoder_read = False  # the attention fields are an ``encoder`` sub-object's (T5Gemma)
         self.text_model_type = ""  # a note: the wrapper's default model_type of its text_config (LLaVA: llama)
         self.jetmoe = ""  # a note: JetMoE's query heads from its KV heads and experts per token (_jetmoe_heads)
+        self.kv_note = ""  # a note: KV heads from a family's own field (PLaMo n_shared_head; _kv_heads)
         self.nested_decoder = False  # the nested config read says "is_decoder": true (Pix2Struct's text_config)
         for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
             sub = cfg.get(outer)
@@ -506,8 +507,44 @@ class _Fields:
         return value
 
 
+def _refuse_mamba_ssm(f: _Fields) -> None:
+    """Refuse a mamba-ssm config (``d_model``, ``n_layer``, ``ssm_cfg``; no ``model_type``) in words that fit it: a
+    pure state-space model has no attention; a hybrid's attention sizes are in ``attn_cfg`` (``num_heads``,
+    ``head_dim``, ``num_heads_kv``) on the layers of ``attn_layer_idx``, which the flags can carry.
+
+    Raises:
+        IomodelError: always (one line).
+    """
+    attn = f.cfg.get("attn_cfg")
+    if isinstance(attn, dict) and attn.get("num_heads"):
+        layers = f.cfg.get("attn_layer_idx")
+        where = f" on layers {layers}" if isinstance(layers, list) else ""
+        flags = f"--heads {attn['num_heads']}" + (f" --kv-heads {attn['num_heads_kv']}" if attn.get("num_heads_kv")
+                                                  else "") + (f" --head-dim {attn['head_dim']}" if attn.get("head_dim")
+                                                              else "")
+        raise IomodelError(f"{f.where}: a mamba-ssm hybrid ('ssm_cfg'): its attention is in 'attn_cfg'{where}, which "
+                           f"iomodel does not read: pass {flags} (and --dtype) instead of the config")
+    raise IomodelError(f"{f.where}: a mamba-ssm config ('ssm_cfg', no attention heads): a state-space model has no "
+                       "attention layers, so there is no attention traffic to model; pass the sizes with --heads/"
+                       "--kv-heads/--head-dim instead of a config to model an attention layer")
+
+
 def _kv_heads(f: _Fields, heads: int) -> int:
-    """KV heads the way each family states them (HF modelling code of each)."""
+    """KV heads the way each family states them (HF modelling code of each; PLaMo and StripedHyena from their
+    own modelling code, which ignores the file's ``num_key_value_heads``: :attr:`_Fields.kv_note` says so)."""
+    model_type = f.cfg.get("model_type")
+    if model_type == "plamo" and heads:  # pfnet modeling_plamo.py (and mlx-lm plamo.py): k_num_heads =
+        shared = f.int_(("n_shared_head",)) or 8  # ceil(num_attention_heads / n_shared_head), PlamoConfig default 8
+        kv = -(-heads // shared)
+        f.kv_note = (f"model_type 'plamo': {kv} KV heads = ceil({heads} query heads / n_shared_head {shared}) "
+                     "(modeling_plamo.py), whatever 'num_key_value_heads' says.")
+        return kv
+    if model_type == "stripedhyena" and heads:  # togethercomputer StripedHyena AttentionBlock: num_heads_kv =
+        groups = f.int_(("proj_groups",)) or 1  # num_attention_heads // proj_groups (StripedHyenaConfig default 1)
+        if heads % groups == 0:
+            f.kv_note = (f"model_type 'stripedhyena': {heads // groups} KV heads = {heads} query heads / proj_groups "
+                         f"{groups} (its AttentionBlock).")
+            return heads // groups
     if f.flag("multi_query_attention"):  # ChatGLM2/3, GLM-4
         return f.int_(("multi_query_group_num",), "give the KV groups of multi_query_attention")
     if f.flag("new_decoder_architecture"):  # Falcon-40B/180B
@@ -967,7 +1004,10 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     """A note on the attention layers of a hybrid whose layout is not a ``layer_types`` list: Jamba
     (``attn_layer_period``/``attn_layer_offset``), Bamba (``attn_layer_indices``), Nemotron-H
     (``hybrid_override_pattern``, ``*`` an attention layer), MiniMax-Text-01 (``attn_type_list``, 1 softmax),
-    LFM2 (``full_attn_idxs``); "" for none of these."""
+    LFM2 (``full_attn_idxs``), StripedHyena (``attn_layer_idxs``), Qwen3-Next (``full_attention_interval``: layer i
+    full where (i + 1) % n == 0, HF ``Qwen3NextConfig``), Ring-linear (``bailing_moe_linear``'s
+    ``layer_group_size``: the last layer of each group, vLLM ``is_linear_layer``), RecurrentGemma (``block_types``,
+    repeated over the layers); "" for none of these."""
     cfg = f.cfg
     attention: list[int] | None = None
     said = ""
@@ -975,7 +1015,17 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
         period, offset = cfg["attn_layer_period"], cfg.get("attn_layer_offset", 0)
         if period > 0 and isinstance(offset, int):
             attention, said = [i for i in range(total) if i % period == offset], "attn_layer_period/offset"
-    for key in ("attn_layer_indices", "full_attn_idxs"):
+    model_type = cfg.get("model_type")
+    interval = cfg.get("full_attention_interval")  # Qwen3-Next without layer_types (HF Qwen3NextConfig: layer i is
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 0 and total:  # full where (i+1) %
+        attention, said = [i for i in range(total) if (i + 1) % interval == 0], "full_attention_interval"  # n == 0
+    group = cfg.get("layer_group_size")  # Ring-linear (bailing_moe_linear, vLLM is_linear_layer): softmax attention
+    if attention is None and model_type == "bailing_moe_linear" and isinstance(group, int) and group > 0 and total:
+        attention, said = [i for i in range(total) if (i + 1) % group == 0], "layer_group_size"  # ends each group
+    blocks = cfg.get("block_types")  # RecurrentGemma: the pattern repeats over the layers
+    if attention is None and isinstance(blocks, list) and blocks and total:
+        attention, said = [i for i in range(total) if blocks[i % len(blocks)] == "attention"], "block_types"
+    for key in ("attn_layer_indices", "full_attn_idxs", "attn_layer_idxs"):  # Bamba, LFM2, StripedHyena
         if attention is None and isinstance(cfg.get(key), list):
             attention, said = [i for i in cfg[key] if isinstance(i, int) and not isinstance(i, bool)], key
     pattern = cfg.get("hybrid_override_pattern")
@@ -1000,6 +1050,10 @@ def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
     if prefix_lm is not None:
         return (f"model_type {prefix_lm!r} is a prefix-LM: its image and prompt tokens attend both ways and the "
                 "answer's causally; modelled causal (pass --no-causal for the prefix alone).",)
+    if model_type == "chatglm" and f.cfg.get("position_encoding_2d") is True:  # ChatGLM-6B v1 (v2/3 drop the field)
+        return ("ChatGLM-6B (v1, 'position_encoding_2d'): a prefix-LM, whose get_masks lets the whole prompt attend "
+                "both ways and the answer causally (modeling_chatglm.py); modelled causal, so a prompt's prefill is "
+                "about half its work here: pass --no-causal for the prompt's prefill.",)
     archs = f.cfg.get("architectures")
     if f.flag("is_decoder") or not isinstance(archs, list) or not archs or model_type in KNOWN_DECODER_MODEL_TYPES \
             or f.top_model_type in KNOWN_DECODER_MODEL_TYPES:
@@ -1128,6 +1182,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     defaulted = _family_defaults(f)
     if heads is None:
         _jetmoe_heads(f, defaulted)
+    if heads is None and f.key_of(HEADS_KEYS) is None and isinstance(f.cfg.get("ssm_cfg"), dict):
+        _refuse_mamba_ssm(f)
     heads_key = f.key_of(HEADS_KEYS)
     if heads is not None and heads_key is not None and isinstance(f.cfg[heads_key], list):
         file_heads = None  # per stage or layer in the file (Swin): the flag names the layer
@@ -1239,7 +1295,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += (f"CogVLMForCausalLM without 'num_multi_query_heads': KV heads = the query heads = {n_kv} (CogVLM "
                   "v1); CogVLM2's own configuration_cogvlm.py defaults it to 8 (GQA), so pass --kv-heads 8 for a "
                   "CogVLM2 checkpoint whose file leaves it out.",)
-    notes += tuple(n for n in (f.text_model_type, f.jetmoe, f.hybrid or _hybrid_note(f, num_layers), f.defaulted_window,
+    notes += tuple(n for n in (f.text_model_type, f.jetmoe, f.kv_note, f.hybrid or _hybrid_note(f, num_layers),
+                               f.defaulted_window,
                                f.defaulted_layer_types, f.window_note) if n)
     notes += full_notes
     notes += tuple(n for n in (_decoder_note(f),) if n)
