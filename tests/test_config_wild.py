@@ -1224,3 +1224,18 @@ def test_mamba_ssm_configs_are_refused_in_their_own_words(tmp_path):
     line = _refusal(_write(tmp_path, hybrid))
     assert "its attention is in 'attn_cfg' on layers [9, 18, 27, 36, 45, 56]" in line
     assert "pass --heads 30 --head-dim 128 (and --dtype)" in line
+
+
+def test_plamo2_says_its_attention_layers_and_reads_its_head_dim(tmp_path):
+    """PLaMo-2: mamba_step 2 makes every other layer Mamba (vLLM plamo2.py is_mamba: attention where
+    i % mamba_step == mamba_step // 2), said in a note; its head dim is hidden_size_per_head; its window refusal no
+    longer names RecurrentGemma's block_types."""
+    fields = {"model_type": "plamo2", "architectures": ["Plamo2ForCausalLM"], "hidden_size": 2048,
+              "num_attention_heads": 32, "num_key_value_heads": 4, "hidden_size_per_head": 128, "num_hidden_layers": 16,
+              "mamba_step": 2, "mamba_enabled": True, "attention_window_size": 2048, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, fields))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (32, 4, 128)
+    assert any(n.startswith("mamba_step: 8 of 16 layers are softmax attention (layers 1, 3, ") for n in cfg.notes)
+    assert cfg.window == 2048 and "attention layers ('attention_window_size')" in cfg.window_layers
+    assert not any(n.startswith("mamba_step") for n in load_config(
+        _write(tmp_path, {**fields, "mamba_enabled": False})).notes)

@@ -55,7 +55,7 @@ HEADS_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_
               "encoder_num_attention_heads", "num_encoder_attention_heads")
 KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head", "n_kv_heads", "num_attention_groups",
                  "encoder_num_key_value_heads", "num_multi_query_heads")
-HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim")
+HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim", "hidden_size_per_head")  # last: PLaMo-2
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "emb_dim", "embed_dim")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions")
@@ -829,7 +829,10 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
         radius = f.int_(("local_radius",)) or LONGT5_LOCAL_RADIUS
         return radius + 1, f"local (bidirectional, {radius} keys each side)", "every encoder layer (LongT5 local)"
     if f.has("attention_window_size"):  # RecurrentGemma: the attention blocks of block_types
-        return f.int_(("attention_window_size",)), "local", "the attention blocks (block_types)"
+        where = ("the attention blocks (block_types)" if f.has("block_types") or f.cfg.get("model_type") ==
+                 "recurrent_gemma" else
+                 "the attention layers ('attention_window_size')")
+        return f.int_(("attention_window_size",)), "local", where
     if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
         every = f.int_(("global_attn_every_n_layers",))
         if every == 1:  # every layer global: no local attention
@@ -1006,8 +1009,8 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     (``hybrid_override_pattern``, ``*`` an attention layer), MiniMax-Text-01 (``attn_type_list``, 1 softmax),
     LFM2 (``full_attn_idxs``), StripedHyena (``attn_layer_idxs``), Qwen3-Next (``full_attention_interval``: layer i
     full where (i + 1) % n == 0, HF ``Qwen3NextConfig``), Ring-linear (``bailing_moe_linear``'s
-    ``layer_group_size``: the last layer of each group, vLLM ``is_linear_layer``), RecurrentGemma (``block_types``,
-    repeated over the layers); "" for none of these."""
+    ``layer_group_size``: the last layer of each group, vLLM ``is_linear_layer``), PLaMo-2 (``mamba_step``: vLLM
+    ``plamo2.py is_mamba``), RecurrentGemma (``block_types``, repeated over the layers); "" for none of these."""
     cfg = f.cfg
     attention: list[int] | None = None
     said = ""
@@ -1022,7 +1025,14 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     group = cfg.get("layer_group_size")  # Ring-linear (bailing_moe_linear, vLLM is_linear_layer): softmax attention
     if attention is None and model_type == "bailing_moe_linear" and isinstance(group, int) and group > 0 and total:
         attention, said = [i for i in range(total) if (i + 1) % group == 0], "layer_group_size"  # ends each group
-    blocks = cfg.get("block_types")  # RecurrentGemma: the pattern repeats over the layers
+    step = cfg.get("mamba_step")  # PLaMo-2 (vLLM plamo2.py is_mamba): attention where i % step == step // 2, or
+    if attention is None and model_type == "plamo2" and isinstance(step, int) and step > 1 and total \
+            and cfg.get("mamba_enabled", True) is not False:  # only the last layer when the model is that short
+        attention = ([total - 1] if total <= step // 2 else [i for i in range(total) if i % step == step // 2])
+        said = "mamba_step"
+    blocks = cfg.get("block_types")  # RecurrentGemma: the pattern repeats over the layers (HF default below)
+    if blocks is None and model_type == "recurrent_gemma":
+        blocks = ["recurrent", "recurrent", "attention"]  # HF RecurrentGemmaConfig's default block_types
     if attention is None and isinstance(blocks, list) and blocks and total:
         attention, said = [i for i in range(total) if blocks[i % len(blocks)] == "attention"], "block_types"
     for key in ("attn_layer_indices", "full_attn_idxs", "attn_layer_idxs"):  # Bamba, LFM2, StripedHyena
