@@ -1239,3 +1239,17 @@ def test_plamo2_says_its_attention_layers_and_reads_its_head_dim(tmp_path):
     assert cfg.window == 2048 and "attention layers ('attention_window_size')" in cfg.window_layers
     assert not any(n.startswith("mamba_step") for n in load_config(
         _write(tmp_path, {**fields, "mamba_enabled": False})).notes)
+
+
+def test_a_decoder_sub_config_without_an_encoder_one_is_read(tmp_path):
+    """MusicGen keeps its language model in 'decoder' (a causal decoder of 16 heads) beside 'text_encoder' and
+    'audio_encoder': it was refused for a missing num_attention_heads with no word of the sub-config."""
+    fields = {"model_type": "musicgen", "architectures": ["MusicgenForConditionalGeneration"], "is_encoder_decoder": True,
+              "torch_dtype": "float32",
+              "decoder": {"model_type": "musicgen_decoder", "hidden_size": 1024, "num_attention_heads": 16,
+                          "num_hidden_layers": 24, "ffn_dim": 4096},
+              "text_encoder": {"model_type": "t5", "d_model": 768, "num_heads": 12, "d_kv": 64},
+              "audio_encoder": {"model_type": "encodec"}}
+    cfg = load_config(_write(tmp_path, fields))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.dtype, cfg.causal_default) == (16, 16, 64, "fp32", True)
+    assert any(n.startswith("'decoder' holds the attention fields") for n in cfg.notes)

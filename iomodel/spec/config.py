@@ -429,6 +429,7 @@ class _Fields:
         self.jetmoe = ""  # a note: JetMoE's query heads from its KV heads and experts per token (_jetmoe_heads)
         self.kv_note = ""  # a note: KV heads from a family's own field (PLaMo n_shared_head; _kv_heads)
         self.nested_decoder = False  # the nested config read says "is_decoder": true (Pix2Struct's text_config)
+        self.decoder_read = False  # the fields are a 'decoder' sub-object's, with no encoder holding heads (MusicGen)
         for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
             sub = cfg.get(outer)
             if isinstance(sub, dict) and any(isinstance(sub.get(k), dict) for k in NESTED_KEYS):
@@ -464,6 +465,14 @@ class _Fields:
             self.encoder_read = True
             dec = cfg.get(DECODER_KEY)
             self.decoder = dec if isinstance(dec, dict) else None
+        dec = cfg.get(DECODER_KEY)
+        if self.key_of(HEADS_KEYS) is None and not self.encoder_read and isinstance(dec, dict) and any(
+                dec.get(h) is not None for h in HEADS_KEYS):
+            # MusicGen: a decoder-only language model in 'decoder', its text encoder and audio codec beside it
+            self.cfg.update({k: v for k, v in dec.items() if v is not None or k not in self.cfg})  # top dtype stays
+            self.where = f"{self.where} ({DECODER_KEY})"
+            self.nested_decoder = True  # causal: the decoder's self-attention
+            self.decoder_read = True
 
     def has(self, key: str) -> bool:
         return self.cfg.get(key) is not None
@@ -744,6 +753,10 @@ def _decoder_note(f: _Fields) -> str:
     ``EncoderDecoderConfig``): the encoder's self-attention is the layer modelled, and the decoder's causal
     self-attention needs its own sizes (counts of heads, elements per head), named where the ``decoder`` sub-object
     gives them; "" otherwise. Raises nothing: a decoder it cannot read gets the flags' names instead."""
+    if f.decoder_read:
+        return (f"'{DECODER_KEY}' holds the attention fields (the top level gives no heads and no '{ENCODER_KEY}' "
+                "does): the decoder's causal self-attention is the layer modelled; other sub-configs (a text encoder, "
+                "an audio codec) are not.")
     if not f.encoder_read:
         return ""
     got = _sub_sizes(f.decoder, f"{f.where} ({DECODER_KEY})") if f.decoder is not None else None
