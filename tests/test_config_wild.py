@@ -1253,3 +1253,37 @@ def test_a_decoder_sub_config_without_an_encoder_one_is_read(tmp_path):
     cfg = load_config(_write(tmp_path, fields))
     assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.dtype, cfg.causal_default) == (16, 16, 64, "fp32", True)
     assert any(n.startswith("'decoder' holds the attention fields") for n in cfg.notes)
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"model_type": "stripedhyena", "proj_groups": 5}, "num_attention_heads (32) is not divisible by proj_groups (5)"),
+    ({"model_type": "stripedhyena", "proj_groups": True}, "'proj_groups' must be a positive integer, got the boolean"),
+    ({"model_type": "plamo", "n_shared_head": float("nan")}, "'n_shared_head' must be a positive integer, got nan"),
+    ({"model_type": "qwen3_next", "full_attention_interval": "4"}, "'full_attention_interval' must be a positive "
+                                                                   "integer, got the string '4'"),
+    ({"model_type": "qwen3_next", "full_attention_interval": -4}, "'full_attention_interval' must be a positive "
+                                                                  "integer, got -4"),
+    ({"model_type": "bailing_moe_linear", "layer_group_size": 0}, "'layer_group_size' must be a positive integer"),
+    ({"model_type": "recurrent_gemma", "block_types": "attention"}, "'block_types' must be a non-empty list of block "
+                                                                    "names"),
+    ({"model_type": "recurrent_gemma", "block_types": []}, "got an empty list"),
+    ({"model_type": "plamo2", "mamba_step": 1}, "'mamba_step' must be 2 or more"),
+    ({"model_type": "plamo2", "mamba_step": "2"}, "'mamba_step' must be a positive integer, got the string '2'"),
+    ({"model_type": "plamo2", "mamba_step": 2, "mamba_enabled": "yes"}, "'mamba_enabled' must be true or false"),
+    ({"model_type": "chatglm", "position_encoding_2d": "yes"}, "'position_encoding_2d' must be true or false"),
+])
+def test_the_sixth_rounds_fields_refuse_wrong_values_in_one_line(tmp_path, fields, said):
+    """The layout and head fields read since the sixth round were ignored when mistyped (no note, MHA, every layer
+    attention): a wrong type, NaN, a negative or an impossible value is one line naming the field."""
+    base = {"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32, "torch_dtype": "bfloat16"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**base, **fields}))  # NaN as JSON writes it
+    line = _refusal(path)
+    assert said in line and "\n" not in line
+
+
+def test_a_mamba_ssm_hybrids_attn_cfg_sizes_are_checked(tmp_path):
+    fields = {"d_model": 2560, "n_layer": 64, "ssm_cfg": {}, "attn_cfg": {"num_heads": "x", "head_dim": 128}}
+    assert "'attn_cfg.num_heads' must be a positive integer, got the string 'x'" in _refusal(_write(tmp_path, fields))
+    fields["attn_cfg"] = {"num_heads": 30, "num_heads_kv": 6, "head_dim": 128}
+    assert "pass --heads 30 --kv-heads 6 --head-dim 128 (and --dtype)" in _refusal(_write(tmp_path, fields))

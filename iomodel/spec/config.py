@@ -525,12 +525,13 @@ def _refuse_mamba_ssm(f: _Fields) -> None:
         IomodelError: always (one line).
     """
     attn = f.cfg.get("attn_cfg")
-    if isinstance(attn, dict) and attn.get("num_heads"):
+    if isinstance(attn, dict) and attn.get("num_heads") is not None:
         layers = f.cfg.get("attn_layer_idx")
         where = f" on layers {layers}" if isinstance(layers, list) else ""
-        flags = f"--heads {attn['num_heads']}" + (f" --kv-heads {attn['num_heads_kv']}" if attn.get("num_heads_kv")
-                                                  else "") + (f" --head-dim {attn['head_dim']}" if attn.get("head_dim")
-                                                              else "")
+        sizes = {flag: f.int_at(f"attn_cfg.{key}", attn[key]) for key, flag in
+                 (("num_heads", "--heads"), ("num_heads_kv", "--kv-heads"), ("head_dim", "--head-dim"))
+                 if attn.get(key) is not None}  # each a positive integer, else one line
+        flags = " ".join(f"{flag} {n}" for flag, n in sizes.items())
         raise IomodelError(f"{f.where}: a mamba-ssm hybrid ('ssm_cfg'): its attention is in 'attn_cfg'{where}, which "
                            f"iomodel does not read: pass {flags} (and --dtype) instead of the config")
     raise IomodelError(f"{f.where}: a mamba-ssm config ('ssm_cfg', no attention heads): a state-space model has no "
@@ -550,10 +551,12 @@ def _kv_heads(f: _Fields, heads: int) -> int:
         return kv
     if model_type == "stripedhyena" and heads:  # togethercomputer StripedHyena AttentionBlock: num_heads_kv =
         groups = f.int_(("proj_groups",)) or 1  # num_attention_heads // proj_groups (StripedHyenaConfig default 1)
-        if heads % groups == 0:
-            f.kv_note = (f"model_type 'stripedhyena': {heads // groups} KV heads = {heads} query heads / proj_groups "
-                         f"{groups} (its AttentionBlock).")
-            return heads // groups
+        if heads % groups:
+            raise IomodelError(f"{f.where}: num_attention_heads ({heads}) is not divisible by proj_groups ({groups}), "
+                               "the GQA groups of StripedHyena's attention: fix the file or pass --heads/--kv-heads")
+        f.kv_note = (f"model_type 'stripedhyena': {heads // groups} KV heads = {heads} query heads / proj_groups "
+                     f"{groups} (its AttentionBlock).")
+        return heads // groups
     if f.flag("multi_query_attention"):  # ChatGLM2/3, GLM-4
         return f.int_(("multi_query_group_num",), "give the KV groups of multi_query_attention")
     if f.flag("new_decoder_architecture"):  # Falcon-40B/180B
@@ -1032,21 +1035,27 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
         if period > 0 and isinstance(offset, int):
             attention, said = [i for i in range(total) if i % period == offset], "attn_layer_period/offset"
     model_type = cfg.get("model_type")
-    interval = cfg.get("full_attention_interval")  # Qwen3-Next without layer_types (HF Qwen3NextConfig: layer i is
-    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 0 and total:  # full where (i+1) %
-        attention, said = [i for i in range(total) if (i + 1) % interval == 0], "full_attention_interval"  # n == 0
-    group = cfg.get("layer_group_size")  # Ring-linear (bailing_moe_linear, vLLM is_linear_layer): softmax attention
-    if attention is None and model_type == "bailing_moe_linear" and isinstance(group, int) and group > 0 and total:
-        attention, said = [i for i in range(total) if (i + 1) % group == 0], "layer_group_size"  # ends each group
-    step = cfg.get("mamba_step")  # PLaMo-2 (vLLM plamo2.py is_mamba): attention where i % step == step // 2, or
-    if attention is None and model_type == "plamo2" and isinstance(step, int) and step > 1 and total \
-            and cfg.get("mamba_enabled", True) is not False:  # only the last layer when the model is that short
+    # the layouts below are read strictly (a wrong type or value is one line: IomodelError from f.int_/f.flag)
+    interval = f.int_(("full_attention_interval",))  # Qwen3-Next without layer_types (HF Qwen3NextConfig: layer i
+    if interval and total:  # is full attention where (i + 1) % n == 0)
+        attention, said = [i for i in range(total) if (i + 1) % interval == 0], "full_attention_interval"
+    group = f.int_(("layer_group_size",)) if model_type == "bailing_moe_linear" else None  # Ring-linear (vLLM
+    if attention is None and group and total:  # is_linear_layer): softmax attention ends each group
+        attention, said = [i for i in range(total) if (i + 1) % group == 0], "layer_group_size"
+    step = f.int_(("mamba_step",)) if model_type == "plamo2" else None  # PLaMo-2 (vLLM plamo2.py is_mamba):
+    if step is not None and step < 2:  # attention where i % step == step // 2, or only the last layer when the
+        raise IomodelError(f"{f.where}: 'mamba_step' must be 2 or more (PLaMo-2's is_mamba asserts it), got {step}: "
+                           "fix the file")  # model is that short
+    if attention is None and step and total and (not f.has("mamba_enabled") or f.flag("mamba_enabled")):
         attention = ([total - 1] if total <= step // 2 else [i for i in range(total) if i % step == step // 2])
         said = "mamba_step"
     blocks = cfg.get("block_types")  # RecurrentGemma: the pattern repeats over the layers (HF default below)
+    if blocks is not None and not (isinstance(blocks, list) and blocks and all(isinstance(b, str) for b in blocks)):
+        raise IomodelError(f"{f.where}: 'block_types' must be a non-empty list of block names (\"recurrent\", "
+                           f"\"attention\"), got {'an empty list' if blocks == [] else _kind(blocks)}: fix the file")
     if blocks is None and model_type == "recurrent_gemma":
         blocks = ["recurrent", "recurrent", "attention"]  # HF RecurrentGemmaConfig's default block_types
-    if attention is None and isinstance(blocks, list) and blocks and total:
+    if attention is None and blocks and total:
         attention, said = [i for i in range(total) if blocks[i % len(blocks)] == "attention"], "block_types"
     for key in ("attn_layer_indices", "full_attn_idxs", "attn_layer_idxs"):  # Bamba, LFM2, StripedHyena
         if attention is None and isinstance(cfg.get(key), list):
@@ -1073,7 +1082,7 @@ def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
     if prefix_lm is not None:
         return (f"model_type {prefix_lm!r} is a prefix-LM: its image and prompt tokens attend both ways and the "
                 "answer's causally; modelled causal (pass --no-causal for the prefix alone).",)
-    if model_type == "chatglm" and f.cfg.get("position_encoding_2d") is True:  # ChatGLM-6B v1 (v2/3 drop the field)
+    if model_type == "chatglm" and f.flag("position_encoding_2d"):  # ChatGLM-6B v1 (v2/3 drop the field)
         return ("ChatGLM-6B (v1, 'position_encoding_2d'): a prefix-LM, whose get_masks lets the whole prompt attend "
                 "both ways and the answer causally (modeling_chatglm.py); modelled causal, so a prompt's prefill is "
                 "about half its work here: pass --no-causal for the prompt's prefill.",)
