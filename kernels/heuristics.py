@@ -121,6 +121,12 @@ class TileChoice:
     #: ``python -m kernels.compile_check``).
     programs_per_sm: int | None = None
 
+    def fixed_programs_per_sm(self, block_m: Any, block_n: Any, num_stages: Any) -> int | None:
+        """:attr:`programs_per_sm` for a launch in these tiles (BLOCK_M, BLOCK_N, stages), else None: other tiles are
+        another launch, whose programs per SM are estimated."""
+        return self.programs_per_sm if (block_m, block_n, num_stages) == (self.block_m, self.block_n,
+                                                                          self.num_stages) else None
+
     def config(self, path: str) -> KernelConfig:
         """This tile choice as the :class:`KernelConfig` the launcher runs on ``path``."""
         return KernelConfig(self.block_m, self.block_n, self.num_warps, self.num_stages, path,

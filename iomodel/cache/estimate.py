@@ -13,10 +13,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from iomodel.cache.params import L2Params
-from iomodel.cache.predict import _common_assumptions, predict_ragged_launch, predict_tiled, predict_training_step
+from iomodel.cache.predict import (READ_QUALITIES, _common_assumptions, dkdv_read_quality, predict_ragged_launch,
+                                   predict_tiled, predict_training_step)
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
-                                   dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm)
+                                   dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm,
+                                   KERNEL_FIXED_PROGRAMS_SOURCE)
 from iomodel.schedule.launch import Schedule
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
@@ -615,8 +617,6 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward, fwd_programs_per_sm)
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
-    from iomodel.cache.predict import READ_QUALITIES, dkdv_read_quality
-
     dkdv_quality = dkdv_read_quality(spec, tiling)
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name],
@@ -626,8 +626,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
         hardware=hardware, programs_per_sm=pps["_attn_fwd"],
         programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored"
-        + ("; the forward's fixed by its kernel (a warp-specialised setmaxnreg split takes the SM's register file)"
-           if fwd_programs_per_sm is not None else ""),
+        + (f"; the forward's is {KERNEL_FIXED_PROGRAMS_SOURCE}" if fwd_programs_per_sm is not None else ""),
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
         read_bytes_quality=max((k["read_bytes_quality"] for k in kernels), key=READ_QUALITIES.index),

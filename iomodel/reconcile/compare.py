@@ -47,7 +47,7 @@ from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
                                    wave_cache)
-from iomodel.schedule.grid import estimate_programs_per_sm
+from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE, estimate_programs_per_sm
 
 #: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
 DEFAULT_TOLERANCES: dict[str, float] = {"HBM": 0.10, "L2": 0.15, "SRAM_fill": 0.0}
@@ -405,8 +405,7 @@ def _kernel_programs_per_sm(shape: ShapeMeasurement) -> int | None:
     except ImportError:
         return None
     c = GLUON_TILES.get(shape.spec.head_dim)
-    return c.programs_per_sm if c is not None and (cfg.get("block_m"), cfg.get("block_n")) == (c.block_m,
-                                                                                               c.block_n) else None
+    return None if c is None else c.fixed_programs_per_sm(cfg.get("block_m"), cfg.get("block_n"), cfg.get("num_stages"))
 
 
 def _programs_per_sm(shape: ShapeMeasurement, tiling: Tiling, hw: Hardware) -> tuple[int, str]:
@@ -416,7 +415,7 @@ def _programs_per_sm(shape: ShapeMeasurement, tiling: Tiling, hw: Hardware) -> t
             return v, f"measured occupancy limit of {k.name}"
     fixed = _kernel_programs_per_sm(shape)
     if fixed is not None:
-        return fixed, "the Gluon prefill's (its setmaxnreg split takes the SM's register file)"
+        return fixed, KERNEL_FIXED_PROGRAMS_SOURCE
     warps = int((shape.config or {}).get("num_warps", 4))
     est = estimate_programs_per_sm(tiling.sram_bytes(shape.spec), warps, hw.smem_per_sm)
     return est, "estimated from shared memory and warps"

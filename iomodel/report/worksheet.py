@@ -34,6 +34,7 @@ from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling, cdiv
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
 from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, decode_refusal, env_switch, kernel_refusal,
                                             prefill_path, switches_off)
+from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE
 from iomodel.schedule.launch import Schedule, lpt_launch_order
 from iomodel.schedule.tiles import head_dim_padded
 from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
@@ -667,9 +668,9 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
         path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         src = f"kernels/heuristics.py prefill_default, {path} path"
-        own = tiling is None or (tiling.block_m, tiling.block_n, tiling.num_stages) == (c.block_m, c.block_n,
-                                                                                        c.num_stages)
-        return c.num_warps, c.tile_order, src, c.programs_per_sm if own else None
+        pps = c.programs_per_sm if tiling is None else c.fixed_programs_per_sm(tiling.block_m, tiling.block_n,
+                                                                               tiling.num_stages)
+        return c.num_warps, c.tile_order, src, pps
     if refusal is not None:
         return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order", None
     return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order", None
@@ -713,9 +714,7 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
         lpt = {}
     fixed = {}
     if pps is not None and not {"num_warps", "programs_per_sm"} & set(given):  # the kernel's own launch
-        fixed = {"programs_per_sm": pps, "programs_per_sm_source": (
-            "the kernel's: its warp-specialised setmaxnreg split takes the SM's register file "
-            "(kernels/heuristics.py TileChoice.programs_per_sm)")}
+        fixed = {"programs_per_sm": pps, "programs_per_sm_source": KERNEL_FIXED_PROGRAMS_SOURCE}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:
         src += "; given: " + " ".join(schedule_flags(given))

@@ -22,6 +22,12 @@ from iomodel.spec.hardware import RESIDENT_LIMITS
 MAX_BLOCKS_PER_SM, MAX_WARPS_PER_SM = RESIDENT_LIMITS[(9, 0)]
 
 
+#: Where a kernel-fixed programs-per-SM count comes from (``kernels.heuristics.TileChoice.programs_per_sm``: the
+#: warp-specialised Gluon kernels are compiled so that one program takes the SM's register file).
+KERNEL_FIXED_PROGRAMS_SOURCE = ("the kernel's: its warp-specialised setmaxnreg split takes the SM's register file "
+                                "(kernels/heuristics.py TileChoice.programs_per_sm)")
+
+
 def estimate_programs_per_sm(smem_per_program: int, num_warps: int, smem_per_sm: int) -> int:
     """Programs one SM can hold, from shared memory and warps only (registers unknown).
 
