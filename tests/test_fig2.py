@@ -42,3 +42,12 @@ def test_fig2_readme_states_the_l2_aware_estimate_and_the_ratio_to_compulsory(re
     assert (f"predicts {hbm.predicted_read / 1e6:,.1f} MB read and {hbm.predicted_write / 1e6:,.1f} MB written at "
             f"batch 8, against {measured[0] / 1e6:,.1f} MB and {measured[1] / 1e6:,.1f} MB measured") in readme
     assert "does not exist yet" not in readme and "twice the compulsory" not in readme
+
+
+def test_fig2_readme_says_the_measured_step_ran_other_forward_tiles():
+    """The H200 worksheet models today's HEAD_DIM 64 non-causal forward (the four-warpgroup Gluon prefill, 256 x 64)
+    while the committed measurement ran 128 x 64: the README says so, instead of setting them side by side unmarked
+    (a fresh user's finding)."""
+    readme = (ROOT / "worksheets" / "fig2" / "README.md").read_text()
+    assert ("- **Kernels since**: the H200 worksheet models the forward the launcher picks today (256 × 64 tiles); "
+            "the measured step ran 128 × 64, the tiles the L2-aware figure above uses.") in readme
