@@ -205,6 +205,31 @@ def test_ninth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
     assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (23, 5, 2, 1, 1)
 
 
+#: every sweep committed before the tenth training hold-out (2026-12-05, after commit 2981147)
+BEFORE_HOLDOUT10 = BEFORE_HOLDOUT9 + ("h200-gluon64-holdout1", "h200-train-holdout9")
+
+
+def test_tenth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
+    """sweeps/h200-train-holdout10.toml (drawn after the four-warpgroup HEAD_DIM 64 forward and the kernel-fixed
+    programs per SM, commit 2981147): 32 new steps, exactly what sweeps/draw_training_holdout.py draws from seed
+    2026120510 beside every sweep committed before it."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    assert sorted(p.stem for p in (root / "sweeps").glob("h200-*.toml") if p.stem != "h200-train-holdout10") \
+        == sorted(BEFORE_HOLDOUT10)
+    _assert_new_steps("h200-train-holdout10", BEFORE_HOLDOUT10)
+    spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    steps = draw.draw(2026120510, 32, set(_sweep_ids(*BEFORE_HOLDOUT10)))
+    assert [draw._id(__import__("iomodel.measure.sweep", fromlist=["parse_sweep"]).parse_sweep, s) for _, s in steps] \
+        == _sweep_ids("h200-train-holdout10")
+    d = sorted(s["head_dim"] for _, s in steps)
+    assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (19, 4, 6, 2, 1)
+    assert sum(not s["causal"] for _, s in steps) == 2
+
+
 def test_d256_holdout_repeats_no_earlier_training_shape():
     """The HEAD_DIM 256 hold-out (7 steps, after the spill-free 256 backward tiles) repeats none."""
     _assert_new_steps("h200-train-d256-holdout1", EARLIER_TRAINING + (
