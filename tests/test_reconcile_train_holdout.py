@@ -709,3 +709,87 @@ def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
     assert sum(v == "gluon" for v in ran.values()) == 23
     assert all(any(k["name"] == "_bwd_dkdv_gluon" for k in s["kernels"]) for s in data["shapes"]
                if s["config"]["backward"]["dkdv_kernel"] == "gluon")
+
+
+# The ninth training hold-out on the H200 (2026-12-05): receipts/ncu-h200-train-holdout9-2026-12-05.json, measured with
+# the tree of 73913b0 (the kernels and model the sweep was committed to test; its predictions equal the current model's on
+# every row and level), predicted for the H200. VALIDATION on the device issue 11 names.
+HOLDOUT9_H200 = "ncu-h200-train-holdout9-2026-12-05.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (29, 32), (31, 32)),  # reads 90.6 %, writes 96.9 %: both at or over issue 11's 90 %
+    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    ("HBM _bwd_preprocess", (32, 32), (32, 32)),
+    ("HBM _bwd_dkdv", (22, 32), (31, 32)),
+    ("HBM _bwd_dq", (32, 32), (31, 32)),
+    ("HBM _bwd_reduce_dkdv", (7, 7), (5, 7)),
+    ("L2", (32, 32), (32, 32)),
+    ("L2 _bwd_dkdv", (32, 32), (32, 32)),
+])
+def test_ninth_holdout_h200_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT9_H200), "tiled", level, read, write)
+
+
+def test_ninth_holdout_h200_misses(rec_of):
+    """Reads: the same three causal heads-outer steps of large groups as on the H100 (the worksheet's ROUGH class),
+    0.54-0.77x the model. Write: one step of 12 heads on 2 (S > 1 fp32 partials, 2k tokens), 1.29x: its dK/dV kernel
+    wrote 4.6 MiB more than modelled (the DKDV_PARTIAL_WRITE_EXCESS_MIB band). The record names the H200."""
+    rec = rec_of(HOLDOUT9_H200)
+    miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
+    assert miss == {"read": ["b1-h64-kv8-d128-bf16-q8192-k8192-tl-tiled-bwd",
+                             "b1-h64-kv8-d128-fp16-q12288-k12288-tl-tiled-bwd",
+                             "b1-h71-kv1-d64-fp16-q12288-k12288-tl-tiled-bwd"],
+                    "write": ["b2-h12-kv2-d128-fp16-q2048-k2048-tl-tiled-bwd"]}
+    ratios = [r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows if r.id in miss["read"]]
+    assert all(0.53 <= x <= 0.78 for x in ratios)
+    import json
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "receipts" / HOLDOUT9_H200).read_text())
+    assert data["environment"]["device"] == "NVIDIA H200" and len(data["shapes"]) == 32
+
+
+# The tenth training hold-out on the H200 (sweeps/h200-train-holdout10.toml, committed at ea526f7 before any
+# measurement, after the last kernel and model change 2981147): receipts/ncu-h200-train-holdout10-2026-12-05.json.
+# VALIDATION of the kernels and model of today, on the H200.
+HOLDOUT10_H200 = "ncu-h200-train-holdout10-2026-12-05.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (29, 32), (27, 32)),  # reads 90.6 %; writes 84.4 %: UNDER issue 11's 90 % bar
+    ("HBM _attn_fwd", (30, 32), (32, 32)),
+    ("HBM _bwd_preprocess", (32, 32), (32, 32)),
+    ("HBM _bwd_dkdv", (26, 32), (27, 32)),
+    ("HBM _bwd_dq", (30, 32), (32, 32)),
+    ("HBM _bwd_reduce_dkdv", (12, 12), (11, 12)),
+    ("L2", (32, 32), (32, 32)),
+    ("L2 _bwd_dkdv", (32, 32), (32, 32)),
+])
+def test_tenth_holdout_h200_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT10_H200), "tiled", level, read, write)
+
+
+def test_tenth_holdout_h200_misses(rec_of):
+    """Reads: Falcon-7B's 71 heads on one at 16k (the ROUGH large-group class, 0.70x) and two HEAD_DIM 256 causal steps
+    of 2 heads per KV head at 8k and 16k tokens (0.79x and 0.83x: their forward, dK/dV and dQ kernels all read less than
+    modelled). Writes: five short causal GQA steps that split the group (S > 1), whose dK/dV kernel wrote 1.9-7.4 MiB
+    more than modelled (1.28-2.00x the step's writes): less of the fp32 partials stayed dirty in L2 at the kernel's end
+    than the model keeps, the class iomodel/cache/params.py DKDV_PARTIAL_WRITE_EXCESS_MIB states (-2.2 to +8.2 MiB)."""
+    rec = rec_of(HOLDOUT10_H200)
+    miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
+    assert miss == {"read": ["b1-h16-kv8-d256-bf16-q16293-k16293-tl-tiled-bwd",
+                             "b1-h16-kv8-d256-fp16-q8192-k8192-tl-tiled-bwd",
+                             "b1-h71-kv1-d64-fp16-q16384-k16384-tl-tiled-bwd"],
+                    "write": ["b1-h32-kv4-d64-bf16-q3072-k3072-tl-tiled-bwd",
+                              "b1-h48-kv4-d128-bf16-q1024-k1024-tl-tiled-bwd",
+                              "b1-h64-kv8-d128-fp16-q512-k2048-br-tiled-bwd",
+                              "b2-h32-kv8-d128-fp16-q512-k1002-br-tiled-bwd",
+                              "b4-h12-kv2-d128-bf16-q1024-k1024-tl-tiled-bwd"]}
+    for r in rec.rows:
+        if r.id in miss["write"]:
+            assert r.tiling.bwd_group_splits > 1
+            lv = r.level("HBM _bwd_dkdv")
+            assert 1.8 <= (lv.measured_write - lv.predicted_write) / 2**20 <= 7.5
+    ratios = sorted(r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows
+                    if r.id in miss["read"])
+    assert ratios == [pytest.approx(0.70, abs=0.01), pytest.approx(0.79, abs=0.01), pytest.approx(0.83, abs=0.01)]
