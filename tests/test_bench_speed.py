@@ -337,6 +337,11 @@ def test_the_four_warpgroup_default_at_64_against_cudnn_on_the_h200():
     now, before = rows("bench_kernel_h200-2026-12-05-gluon64.json", head_dim=64, causal=False), \
         rows("bench_kernel_h200-2026-12-04-gluon.json", head_dim=64, causal=False)
     assert len(now) == len(before) == 8
+    ran = {(e["shape"]["head_dim"], e["shape"]["causal"]): e["results"]["tiled"]["config"] for e in
+           load_receipt(KERNEL_RECEIPT.parent / "bench_kernel_h200-2026-12-05-gluon64.json")["prefill"]
+           if e["shape"]["seqlen"] >= 2048}
+    assert (ran[(64, False)]["path"], ran[(64, False)]["block_m"]) == ("prefill-gluon", 256)
+    assert ran[(64, True)]["path"] == "prefill-tma"
     assert (round(min(now), 3), round(max(now), 3), sum(x >= 1 for x in now)) == (0.995, 1.077, 7)
     assert (round(min(before), 3), round(max(before), 3), sum(x >= 1 for x in before)) == (0.891, 0.970, 0)
     every = rows("bench_kernel_h200-2026-12-05-gluon64.json")

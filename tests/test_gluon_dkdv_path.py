@@ -322,6 +322,10 @@ def test_training_speed_receipt_on_the_h200_with_the_kernels_of_today():
     assert min(e["ratio_vs_sdpa-flash"] for e in rows) == pytest.approx(1.326, abs=1e-3)
     assert min(e["ratio_vs_sdpa-cudnn"] for e in rows) == pytest.approx(0.829, abs=1e-3)
     assert all(e["extra_peak_bytes"]["tiled"] < e["extra_peak_bytes"]["sdpa-flash"] for e in rows)
+    least = {k: min(rows, key=lambda e: e[f"ratio_vs_{k}"]) for k in ("sdpa-flash", "sdpa-cudnn")}
+    assert (least["sdpa-flash"]["d"], least["sdpa-flash"]["N"], least["sdpa-flash"]["causal"]) == (64, 16384, True)
+    assert (least["sdpa-cudnn"]["d"], least["sdpa-cudnn"]["N"], least["sdpa-cudnn"]["causal"]) == (128, 2048, True)
+    assert all(e["ran"]["dkdv_kernel"] == ("gluon" if e["d"] == 128 else "triton") for e in rows)
     for e in rows:
         assert e["ratio_vs_sdpa-flash"] == pytest.approx(e["median_s"]["sdpa-flash"] / e["median_s"]["tiled"])
         assert e["ratio_vs_sdpa-cudnn"] == pytest.approx(e["median_s"]["sdpa-cudnn"] / e["median_s"]["tiled"])

@@ -81,6 +81,8 @@ def test_gluon64_holdout_h200_read_miss_is_the_long_gqa_forward(reconciled_recei
     for s in data["shapes"]:
         (fwd,) = [k for k in s["kernels"] if k["name"] == "_attn_fwd_gluon"]
         assert fwd["metrics"]["launch__occupancy_limit_registers"] == 1
+        assert fwd["metrics"]["launch__block_size"] == 640  # 20 warps: four consumer warpgroups and a producer
+        assert (s["config"]["block_m"], s["config"]["num_warps"]) == (256, 20)
     rec = reconciled_receipt(RECEIPT_H200)
     miss = [r for r in rec.rows if not rec.within(r, "HBM", "read")]
     assert [r.id for r in miss] == ["b1-h32-kv8-d64-bf16-q65536-k65536-nc-tiled"]

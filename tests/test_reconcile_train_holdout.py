@@ -212,12 +212,11 @@ BEFORE_HOLDOUT10 = BEFORE_HOLDOUT9 + ("h200-gluon64-holdout1", "h200-train-holdo
 def test_tenth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
     """sweeps/h200-train-holdout10.toml (drawn after the four-warpgroup HEAD_DIM 64 forward and the kernel-fixed
     programs per SM, commit 2981147): 32 new steps, exactly what sweeps/draw_training_holdout.py draws from seed
-    2026120510 beside every sweep committed before it."""
+    2026120510 beside every sweep committed before it; the rules gave this seed 19 HEAD_DIM 128 steps, 4 at 64, 6 at
+    256, 2 at 80 and 1 at 96, and 2 non-causal steps."""
     import importlib.util
 
     root = Path(__file__).resolve().parents[1]
-    assert sorted(p.stem for p in (root / "sweeps").glob("h200-*.toml") if p.stem != "h200-train-holdout10") \
-        == sorted(BEFORE_HOLDOUT10)
     _assert_new_steps("h200-train-holdout10", BEFORE_HOLDOUT10)
     spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
     draw = importlib.util.module_from_spec(spec)
@@ -734,7 +733,7 @@ def test_ninth_holdout_h200_counts(rec_of, level, read, write):
 def test_ninth_holdout_h200_misses(rec_of):
     """Reads: the same three causal heads-outer steps of large groups as on the H100 (the worksheet's ROUGH class),
     0.54-0.77x the model. Write: one step of 12 heads on 2 (S > 1 fp32 partials, 2k tokens), 1.29x: its dK/dV kernel
-    wrote 4.6 MiB more than modelled (the DKDV_PARTIAL_WRITE_EXCESS_MIB band). The record names the H200."""
+    wrote 4.7 MiB more than modelled (the DKDV_PARTIAL_WRITE_EXCESS_MIB band). The record names the H200."""
     rec = rec_of(HOLDOUT9_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h64-kv8-d128-bf16-q8192-k8192-tl-tiled-bwd",
@@ -774,7 +773,8 @@ def test_tenth_holdout_h200_misses(rec_of):
     of 2 heads per KV head at 8k and 16k tokens (0.79x and 0.83x: their forward, dK/dV and dQ kernels all read less than
     modelled). Writes: five short causal GQA steps that split the group (S > 1), whose dK/dV kernel wrote 1.9-7.4 MiB
     more than modelled (1.28-2.00x the step's writes): less of the fp32 partials stayed dirty in L2 at the kernel's end
-    than the model keeps, the class iomodel/cache/params.py DKDV_PARTIAL_WRITE_EXCESS_MIB states (-2.2 to +8.2 MiB)."""
+    than the model keeps. Four of them are the class iomodel/cache/params.py DKDV_PARTIAL_WRITE_EXCESS_MIB states
+    (partials above the effective L2, -2.2 to +8.2 MiB); the fifth (HEAD_DIM 64, 18 MiB of partials) is below it."""
     rec = rec_of(HOLDOUT10_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv8-d256-bf16-q16293-k16293-tl-tiled-bwd",
@@ -790,6 +790,8 @@ def test_tenth_holdout_h200_misses(rec_of):
             assert r.tiling.bwd_group_splits > 1
             lv = r.level("HBM _bwd_dkdv")
             assert 1.8 <= (lv.measured_write - lv.predicted_write) / 2**20 <= 7.5
+            step = r.level("HBM")
+            assert 1.27 <= step.measured_write / step.predicted_write <= 2.01
     ratios = sorted(r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows
                     if r.id in miss["read"])
     assert ratios == [pytest.approx(0.70, abs=0.01), pytest.approx(0.79, abs=0.01), pytest.approx(0.83, abs=0.01)]
