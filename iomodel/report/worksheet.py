@@ -355,7 +355,7 @@ class Worksheet:
                       + ("" if k.get("read_bytes_quality", "predicted") == "predicted"
                          else f" (**{k['read_bytes_quality'].upper()}**: the assumptions below)")
                       + f", written {fmt_bytes(k['write_bytes'])} "
-                      f"of {fmt_bytes(k['written_bytes'])} stored; {k['programs_per_sm']} programs per SM"
+                      f"of {fmt_bytes(k['written_bytes'])} stored; programs per SM: {k['programs_per_sm']}"
                       for k in e.kernels]
         return [
             f"**L2-aware DRAM estimate of `tiled`**{step} (an estimate from {L2_ESTIMATE_SOURCE} `{e.function}`, "

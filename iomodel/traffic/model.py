@@ -192,6 +192,9 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
         "Layer FLOPs are 4·B·H·d·(visible query-key pairs) forward and 2.5x that backward; causal pairs are "
         "counted exactly (N(N+1)/2 for square top-left), softmax and elementwise FLOPs are ignored.",
         "The baseline's matmuls compute all N_q·N_k scores whatever the mask (its FLOPs are not halved by causal).",
+        *(["An algorithm's FLOPs (its table row) count what it computes: the tiled backward recomputes the scores S "
+           "(and the separate dQ kernel S and dP once more), so its row is above the layer FLOPs, which count each "
+           "matmul once."] if spec.backward else []),
         "Roofline time is max(FLOPs / peak dense FLOP/s of the dtype, HBM bytes / HBM bandwidth), a lower bound.",
         "Allocated bytes (resident in HBM at the peak step) are separate from transferred bytes.",
     ]

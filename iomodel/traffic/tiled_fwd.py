@@ -110,7 +110,7 @@ def tiled_fwd_model(spec: LayerSpec) -> AlgorithmModel:
     ]
     return AlgorithmModel(
         name="tiled",
-        title="Tiled forward, Q-stationary (FlashAttention-2 order; the bundled Triton kernel)",
+        title="Tiled forward, Q-stationary (FlashAttention-2 order; the bundled Triton and Gluon prefill kernels)",
         source="Dao 2023 FlashAttention-2 Section 3.1; Triton tutorial 06-fused-attention; docs/traffic-contract.md",
         rows=both_levels(tiled_fwd_rows(spec)),
         allocated=alloc,
