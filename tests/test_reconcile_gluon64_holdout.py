@@ -20,18 +20,6 @@ def _counts(rec, level, which):
     return sum(bool(rec.within(r, level, which)) for r in rows), len(rows)
 
 
-@pytest.mark.parametrize("level, read, write", [
-    ("HBM", (17, 17), (17, 17)),  # 14/17 writes on +-10 % alone: three small forwards by the 1 MiB floor
-    ("HBM _attn_fwd", (4, 4), (4, 4)),
-    ("HBM _bwd_dkdv", (4, 4), (4, 4)),
-    ("HBM _bwd_dq", (4, 4), (4, 4)),
-    ("HBM _bwd_preprocess", (4, 4), (4, 4)),  # writes by the floor (11-57 KiB measured)
-    ("L2", (17, 17), (17, 17)),
-])
-def test_gluon64_holdout_h100_counts(reconciled_receipt, level, read, write):
-    rec = reconciled_receipt(RECEIPT)
-    assert _counts(rec, level, "read") == read
-    assert _counts(rec, level, "write") == write
 
 
 def test_gluon64_holdout_ran_the_four_warpgroup_kernel_one_program_per_sm(reconciled_receipt):
@@ -58,16 +46,19 @@ def test_gluon64_holdout_ran_the_four_warpgroup_kernel_one_program_per_sm(reconc
 RECEIPT_H200 = "ncu-h200-gluon64-holdout1-2026-12-05.json"
 
 
-@pytest.mark.parametrize("level, read, write", [
-    ("HBM", (16, 17), (17, 17)),  # the read miss: 65,536 tokens on 8 KV heads, 0.88x the model
-    ("HBM _attn_fwd", (4, 4), (4, 4)),
-    ("HBM _bwd_dkdv", (4, 4), (4, 4)),
-    ("HBM _bwd_dq", (4, 4), (4, 4)),
-    ("HBM _bwd_preprocess", (4, 4), (4, 4)),
-    ("L2", (17, 17), (17, 17)),
+_KERNEL_LEVELS = [(level, (4, 4), (4, 4)) for level in ("HBM _attn_fwd", "HBM _bwd_dkdv", "HBM _bwd_dq",
+                                                          "HBM _bwd_preprocess")]  # preprocess writes by the floor
+
+
+@pytest.mark.parametrize("receipt, level, read, write", [
+    (RECEIPT, "HBM", (17, 17), (17, 17)),  # H100: 14/17 writes on +-10 % alone, three small forwards by the floor
+    (RECEIPT_H200, "HBM", (16, 17), (17, 17)),  # H200: the read miss, 65,536 tokens on 8 KV heads, 0.88x the model
+    *[(r, *row) for r in (RECEIPT, RECEIPT_H200) for row in _KERNEL_LEVELS],
+    (RECEIPT, "L2", (17, 17), (17, 17)),
+    (RECEIPT_H200, "L2", (17, 17), (17, 17)),
 ])
-def test_gluon64_holdout_h200_counts(reconciled_receipt, level, read, write):
-    rec = reconciled_receipt(RECEIPT_H200)
+def test_gluon64_holdout_counts(reconciled_receipt, receipt, level, read, write):
+    rec = reconciled_receipt(receipt)
     assert _counts(rec, level, "read") == read
     assert _counts(rec, level, "write") == write
 

@@ -187,19 +187,27 @@ BEFORE_HOLDOUT9 = (
     "h200-window1", "h200-window2")
 
 
-def test_ninth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
-    """sweeps/h200-train-holdout9.toml: 32 new steps, and exactly what sweeps/draw_training_holdout.py draws from its
-    seed beside the sweeps committed before it (so no step was picked or dropped by hand)."""
+def _assert_seeds_draw(name, seed, before):
+    """Assert that sweeps/<name>.toml holds exactly the 32 steps sweeps/draw_training_holdout.py draws from ``seed``
+    beside the sweeps ``before`` it, in order; return those steps ((comment, fields) pairs)."""
     import importlib.util
 
-    _assert_new_steps("h200-train-holdout9", BEFORE_HOLDOUT9)
+    from iomodel.measure.sweep import parse_sweep
+
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
     draw = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(draw)
-    steps = draw.draw(2026120509, 32, set(_sweep_ids(*BEFORE_HOLDOUT9)))
-    assert [draw._id(__import__("iomodel.measure.sweep", fromlist=["parse_sweep"]).parse_sweep, s) for _, s in steps] \
-        == _sweep_ids("h200-train-holdout9")
+    steps = draw.draw(seed, 32, set(_sweep_ids(*before)))
+    assert [draw._id(parse_sweep, s) for _, s in steps] == _sweep_ids(name)
+    return steps
+
+
+def test_ninth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
+    """sweeps/h200-train-holdout9.toml: 32 new steps, and exactly what sweeps/draw_training_holdout.py draws from its
+    seed beside the sweeps committed before it (so no step was picked or dropped by hand)."""
+    _assert_new_steps("h200-train-holdout9", BEFORE_HOLDOUT9)
+    steps = _assert_seeds_draw("h200-train-holdout9", 2026120509, BEFORE_HOLDOUT9)
     # the mix the rules gave this seed: 23 HEAD_DIM 128 steps (the Gluon dK/dV launch), 5 at 64, 2 at 256, 80 and 96
     d = sorted(s["head_dim"] for _, s in steps)
     assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (23, 5, 2, 1, 1)
@@ -214,16 +222,8 @@ def test_tenth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
     programs per SM, commit 2981147): 32 new steps, exactly what sweeps/draw_training_holdout.py draws from seed
     2026120510 beside every sweep committed before it; the rules gave this seed 19 HEAD_DIM 128 steps, 4 at 64, 6 at
     256, 2 at 80 and 1 at 96, and 2 non-causal steps."""
-    import importlib.util
-
-    root = Path(__file__).resolve().parents[1]
     _assert_new_steps("h200-train-holdout10", BEFORE_HOLDOUT10)
-    spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
-    draw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(draw)
-    steps = draw.draw(2026120510, 32, set(_sweep_ids(*BEFORE_HOLDOUT10)))
-    assert [draw._id(__import__("iomodel.measure.sweep", fromlist=["parse_sweep"]).parse_sweep, s) for _, s in steps] \
-        == _sweep_ids("h200-train-holdout10")
+    steps = _assert_seeds_draw("h200-train-holdout10", 2026120510, BEFORE_HOLDOUT10)
     d = sorted(s["head_dim"] for _, s in steps)
     assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (19, 4, 6, 2, 1)
     assert sum(not s["causal"] for _, s in steps) == 2
