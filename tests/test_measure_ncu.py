@@ -461,3 +461,35 @@ def test_every_unit_of_the_h200_receipt_converts():
     assert first.quantity("duration_s") == pytest.approx(29216e-9)
     assert first.quantity("l2_read_bytes") == 1025484 * 32
     assert len(driver.summary_lines(meas)) >= len(meas.shapes)
+
+
+def test_source_digest_hashes_paths_and_bytes_of_the_code_folders(tmp_path):
+    """A receipt's ``source_sha256``: SHA-256 over (path, NUL, bytes, NUL) of every ``*.py`` under iomodel/ and
+    kernels/ in path order, caches and other files skipped; one changed byte or a renamed file changes it."""
+    import hashlib
+
+    (tmp_path / "iomodel" / "sub").mkdir(parents=True)
+    (tmp_path / "kernels" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "iomodel" / "sub" / "b.py").write_bytes(b"y = 2\n")
+    (tmp_path / "iomodel" / "a.py").write_bytes(b"x = 1\n")
+    (tmp_path / "kernels" / "k.py").write_bytes(b"k\n")
+    (tmp_path / "kernels" / "__pycache__" / "k.py").write_bytes(b"cached\n")
+    (tmp_path / "iomodel" / "notes.md").write_bytes(b"not code\n")
+    want = hashlib.sha256(b"iomodel/a.py\0x = 1\n\0iomodel/sub/b.py\0y = 2\n\0kernels/k.py\0k\n\0").hexdigest()
+    assert ncu.source_digest(tmp_path) == want
+    (tmp_path / "kernels" / "k.py").write_bytes(b"K\n")
+    assert ncu.source_digest(tmp_path) != want
+    (tmp_path / "kernels" / "k.py").write_bytes(b"k\n")
+    (tmp_path / "kernels" / "k.py").rename(tmp_path / "kernels" / "k2.py")
+    assert ncu.source_digest(tmp_path) not in (want, None)
+    assert ncu.source_digest(tmp_path / "empty") is None
+
+
+def test_environment_records_the_source_digest_of_this_checkout():
+    """Every receipt's environment names the code that produced it (the device's git history is not usable)."""
+    from iomodel.bench.environment import environment as bench_environment
+
+    here = ncu.source_digest()
+    assert len(here) == 64 and int(here, 16) >= 0
+    assert ncu.environment()["source_sha256"] == here
+    assert bench_environment("cpu")["source_sha256"] == here

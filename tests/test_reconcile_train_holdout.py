@@ -187,9 +187,9 @@ BEFORE_HOLDOUT9 = (
     "h200-window1", "h200-window2")
 
 
-def _assert_seeds_draw(name, seed, before):
-    """Assert that sweeps/<name>.toml holds exactly the 32 steps sweeps/draw_training_holdout.py draws from ``seed``
-    beside the sweeps ``before`` it, in order; return those steps ((comment, fields) pairs)."""
+def _assert_seeds_draw(name, seed, before, count=32):
+    """Assert that sweeps/<name>.toml holds exactly the ``count`` steps sweeps/draw_training_holdout.py draws from
+    ``seed`` beside the sweeps ``before`` it, in order; return those steps ((comment, fields) pairs)."""
     import importlib.util
 
     from iomodel.measure.sweep import parse_sweep
@@ -198,7 +198,7 @@ def _assert_seeds_draw(name, seed, before):
     spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
     draw = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(draw)
-    steps = draw.draw(seed, 32, set(_sweep_ids(*before)))
+    steps = draw.draw(seed, count, set(_sweep_ids(*before)))
     assert [draw._id(parse_sweep, s) for _, s in steps] == _sweep_ids(name)
     return steps
 
@@ -227,6 +227,22 @@ def test_tenth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
     d = sorted(s["head_dim"] for _, s in steps)
     assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (19, 4, 6, 2, 1)
     assert sum(not s["causal"] for _, s in steps) == 2
+
+
+#: every sweep committed before the eleventh training hold-out (2026-12-05, the model and kernels of 2981147)
+BEFORE_HOLDOUT11 = BEFORE_HOLDOUT10 + ("h200-train-holdout10",)
+
+
+def test_eleventh_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
+    """sweeps/h200-train-holdout11.toml (48 steps, drawn after hold-out 10 missed the write bar, with the model and
+    kernels unchanged since 2981147): new steps, exactly what sweeps/draw_training_holdout.py draws from seed
+    2026120511 beside every sweep committed before it: 23 HEAD_DIM 128 steps, 16 at 64, 4 at 256, 2 at 80 and 3 at 96;
+    14 non-causal."""
+    _assert_new_steps("h200-train-holdout11", BEFORE_HOLDOUT11, count=48)
+    steps = _assert_seeds_draw("h200-train-holdout11", 2026120511, BEFORE_HOLDOUT11, count=48)
+    d = sorted(s["head_dim"] for _, s in steps)
+    assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (23, 16, 4, 2, 3)
+    assert sum(not s["causal"] for _, s in steps) == 14
 
 
 def test_d256_holdout_repeats_no_earlier_training_shape():

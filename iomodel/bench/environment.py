@@ -46,9 +46,12 @@ def environment(device: str) -> dict[str, Any]:
         ``load_average_1m_at_start`` (where the OS has one), ``triton`` (None if absent),
         ``name``; CUDA adds ``cuda``, ``cudnn``, ``sm`` (``"9.0"``), ``memory_bytes``
         (bytes of device memory), ``sms`` (streaming multiprocessors) and ``driver``; a CPU
-        adds ``cores`` (from ``/proc/cpuinfo``).
+        adds ``cores`` (from ``/proc/cpuinfo``); ``source_sha256``, the code that ran
+        (:func:`iomodel.measure.ncu.source_digest`).
     """
     import torch
+
+    from iomodel.measure.ncu import source_digest
 
     env: dict[str, Any] = {
         "kind": device,
@@ -58,6 +61,7 @@ def environment(device: str) -> dict[str, Any]:
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),
         "threads": torch.get_num_threads(),
+        "source_sha256": source_digest(),
     }
     if hasattr(os, "getloadavg"):  # other work on the machine inflates CPU timings: say how much there was
         env["load_average_1m_at_start"] = round(os.getloadavg()[0], 2)

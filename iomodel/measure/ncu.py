@@ -238,12 +238,51 @@ def _run_quiet(argv: Sequence[str]) -> str:
         return ""
 
 
+#: The folders whose Python files :func:`source_digest` hashes: the model and the kernels a receipt measured.
+SOURCE_FOLDERS = ("iomodel", "kernels")
+
+
+def source_digest(root: str | Path | None = None) -> str | None:
+    """SHA-256 (hex) of the ``*.py`` files under :data:`SOURCE_FOLDERS` of a checkout, so a receipt
+    records which code produced it where the machine that ran it has no usable git history.
+
+    Each file contributes its path relative to ``root`` (POSIX form), a NUL byte, its bytes and a NUL
+    byte, in sorted path order; caches (``__pycache__``) are skipped. To check a receipt against a
+    commit: ``git archive <commit> iomodel kernels | tar -x -C /tmp/at`` then
+    ``python -c "from iomodel.measure.ncu import source_digest; print(source_digest('/tmp/at'))"``.
+
+    Args:
+        root: the checkout's top folder (default: the one this package was imported from).
+
+    Returns:
+        64 hex digits, or None where no file is found (an installed copy without ``kernels/``
+        still hashes ``iomodel/``). Nothing raises: an unreadable file is hashed as its path alone.
+    """
+    import hashlib
+
+    base = Path(root) if root is not None else Path(__file__).resolve().parents[2]
+    files = sorted(p for folder in SOURCE_FOLDERS for p in (base / folder).rglob("*.py")
+                   if "__pycache__" not in p.parts)
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.relative_to(base).as_posix().encode() + b"\0")
+        try:
+            h.update(p.read_bytes())
+        except OSError:
+            pass
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def environment(ncu: str | None = None) -> dict[str, Any]:
-    """Versions and device of this machine (device, driver, CUDA, torch, triton, ncu, python).
+    """Versions and device of this machine (device, driver, CUDA, torch, triton, ncu, python) and
+    ``source_sha256``, the :func:`source_digest` of the code that ran.
 
     Missing pieces are recorded as None; nothing raises.
     """
-    env: dict[str, Any] = {"python": sys.version.split()[0]}
+    env: dict[str, Any] = {"python": sys.version.split()[0], "source_sha256": source_digest()}
     try:
         import torch
 
@@ -346,6 +385,7 @@ __all__ = [
     "check_gpu",
     "diagnose",
     "environment",
+    "source_digest",
     "find_ncu",
     "missing_metrics",
     "nvtx_tag",
