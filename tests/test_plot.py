@@ -161,6 +161,13 @@ def test_seqlen_plot_marks_hbm_capacity_and_shows_tiled_allocation():
     assert list(cap.get_ydata()) == [141e9, 141e9]
     tiled_alloc = _line(ax, "tiled: allocated in HBM")
     assert tiled_alloc.get_marker() == "o" and tiled_alloc.get_label().endswith("lies on the compulsory floor")
+    # the L2-aware estimate (also at 16k) is under the floor, Q and O of 32 heads and K, V of 8 read or written once,
+    # (2·32 + 2·8)·N·128·2 B, where O stays dirty in L2 at the kernel's end (8k, 16k), over it where K/V re-reads
+    # outweigh that (32k, 64k); the legend names the first two
+    l2 = _line(ax, "tiled: L2-aware")
+    assert list(l2.get_xdata()) == [8192, 16384, 32768, 65536]
+    assert l2.get_ydata()[0] < 80 * 8192 * 256 and l2.get_ydata()[2] > 80 * 32768 * 256
+    assert "\nbelow the floor at N = 8k, 16k: outputs still dirty" in l2.get_label()
 
 
 def test_seqlen_plot_without_capacity_overflow_has_no_mark(small):
@@ -187,7 +194,11 @@ def test_seqlen_plot_draws_the_l2_aware_estimate_beside_the_no_reuse_bound(small
     assert NO_REUSE_LABEL.endswith("no-reuse HBM bound (every load leaves the chip)")
     l2 = _line(ax, L2_AWARE_LABEL)
     assert L2_AWARE_LABEL == "tiled: L2-aware DRAM estimate (what ncu's dram__bytes counts)"
-    assert l2.get_label().endswith("simulated at N = 64, 128, 256")
+    # 8,192 B is under the floor's 12,288 B (Q, K, V read, O written once): the legend says why, at each N under it
+    assert l2.get_label().endswith("simulated at N = 64, 128, 256;\nbelow the floor at N = 64, 128, 256: outputs "
+                                   "still dirty in L2 at the kernel's end\nreach DRAM after it, outside the kernel's "
+                                   "dram__bytes")
+    assert _line(ax, "compulsory floor").get_ydata()[0] == 12_288
     assert list(l2.get_xdata()) == [64, 128, 256]
     assert l2.get_ydata()[0] == 8_192
     warps, order, _, _ = l2_launch(small.spec, small.hardware)
