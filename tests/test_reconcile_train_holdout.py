@@ -811,3 +811,93 @@ def test_tenth_holdout_h200_misses(rec_of):
     ratios = sorted(r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows
                     if r.id in miss["read"])
     assert ratios == [pytest.approx(0.70, abs=0.01), pytest.approx(0.79, abs=0.01), pytest.approx(0.83, abs=0.01)]
+
+
+# The eleventh training hold-out on the H200 (sweeps/h200-train-holdout11.toml, 48 steps, committed at 36c9c62 before
+# any measurement; the kernels and model of 2981147, unchanged since): receipts/ncu-h200-train-holdout11-2026-12-05.json,
+# the first receipt that records the code it ran (environment.source_sha256, the tree of 15458ed). VALIDATION.
+HOLDOUT11_H200 = "ncu-h200-train-holdout11-2026-12-05.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (46, 48), (44, 48)),  # reads 95.8 %, writes 91.7 %: issue 11's 90 % holds each way
+    ("HBM _attn_fwd", (48, 48), (48, 48)),
+    ("HBM _bwd_preprocess", (48, 48), (48, 48)),
+    ("HBM _bwd_dkdv", (41, 48), (43, 48)),
+    ("HBM _bwd_dq", (47, 48), (46, 48)),
+    ("HBM _bwd_reduce_dkdv", (13, 13), (10, 13)),
+    ("L2", (48, 48), (48, 48)),
+    ("L2 _bwd_dkdv", (48, 48), (48, 48)),
+])
+def test_eleventh_holdout_h200_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT11_H200), "tiled", level, read, write)
+
+
+def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
+    """Reads: the worksheet's ROUGH class (32 heads on 4 at 16k causal: its dK/dV kernel read 0.41x the heads-outer
+    wave model, the step 0.63x) and one HEAD_DIM 256 causal MHA step at 16k (0.88x; forward 0.92x, dK/dV 0.96x).
+    Writes: an S = 4 step of fp32 partials above the effective L2 (+5.5 MiB, the DKDV_PARTIAL_WRITE_EXCESS_MIB class),
+    an S = 3 step of 18 MiB partials (+1.46 MiB) and two HEAD_DIM 64 causal MHA steps of 6k tokens whose kernels are
+    each within 1 MiB but whose step sums are 1.9-2.1 MiB (12-14 %) over. Three steps' writes are within only by the
+    1 MiB floor (issue 11 asks for each such case to be listed): 0.32, 0.41 and 0.0002 MiB over tiny predictions."""
+    rec = rec_of(HOLDOUT11_H200)
+    miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
+    assert miss == {"read": ["b1-h16-kv16-d256-fp16-q16287-k16287-tl-tiled-bwd",
+                             "b1-h32-kv4-d64-bf16-q16384-k16384-tl-tiled-bwd"],
+                    "write": ["b1-h16-kv16-d64-fp16-q6032-k6032-tl-tiled-bwd",
+                              "b1-h16-kv16-d64-fp16-q6144-k6144-tl-tiled-bwd",
+                              "b1-h32-kv4-d64-bf16-q3033-k3033-tl-tiled-bwd",
+                              "b1-h32-kv8-d128-bf16-q512-k983-br-tiled-bwd"]}
+    by_id = {r.id: r for r in rec.rows}
+    reads = [by_id[i].level("HBM").ratio_read for i in miss["read"]]
+    assert reads == [pytest.approx(0.881, abs=0.001), pytest.approx(0.630, abs=0.001)]
+    over = {i: (by_id[i].level("HBM").measured_write - by_id[i].level("HBM").predicted_write) / 2**20
+            for i in miss["write"]}
+    assert [round(v, 2) for v in over.values()] == [2.14, 1.95, 1.46, 5.55]
+    floor_only = sorted(r.id for r in rec.rows
+                        if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
+    assert floor_only == ["b1-h12-kv2-d128-fp16-q2020-k2020-nc-tiled-bwd",
+                          "b2-h14-kv2-d64-bf16-q1024-k1024-tl-tiled-bwd",
+                          "b2-h16-kv16-d128-fp16-q1024-k1024-tl-tiled-bwd"]
+    assert all(r.level("HBM").within("read", 0.10, 0) for r in rec.rows if r.id not in miss["read"])
+
+
+def test_training_holdouts_9_10_11_pooled(rec_of):
+    """The three hold-outs of the same predictions (9 ran the tree of 73913b0, which predicts every row as today's
+    model does; 10 and 11 the kernels and model of 2981147), each committed before it was measured: 112 steps, reads
+    104 (92.9 %) and writes 102 (91.1 %) within ±10 % or 1 MiB. Hold-out 10 alone missed the write bar (27/32)."""
+    got = [_counts(rec_of(name), "tiled", "HBM", w) for w in ("read", "write")
+           for name in (HOLDOUT9_H200, HOLDOUT10_H200, HOLDOUT11_H200)]
+    assert got == [(29, 32), (29, 32), (46, 48), (31, 32), (27, 32), (44, 48)]
+    assert sum(n for n, _ in got[:3]) == 104 and sum(n for n, _ in got[3:]) == 102
+
+
+def test_eleventh_holdout_records_the_tree_it_ran():
+    """The receipt's environment.source_sha256 is the source_digest of commit 15458ed's iomodel/ and kernels/ (the
+    sweep's commit 36c9c62 plus the plot legend); checked from git where the history is there."""
+    import json
+    import shutil
+    import subprocess
+
+    from iomodel.measure.ncu import SOURCE_FOLDERS, source_digest
+
+    root = Path(__file__).resolve().parents[1]
+    data = json.loads((root / "receipts" / HOLDOUT11_H200).read_text())
+    assert data["environment"]["device"] == "NVIDIA H200" and len(data["shapes"]) == 48
+    assert data["environment"]["source_sha256"] == "407e295fce130a79dbde41f6db4d9acee3322289b22ec7db96d91cb66547bfdb"
+    git = shutil.which("git")
+    if git is None or subprocess.run([git, "-C", str(root), "cat-file", "-e", "15458ed^{commit}"],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("no git history of commit 15458ed in this checkout")
+    listing = subprocess.run([git, "-C", str(root), "ls-tree", "-r", "--name-only", "15458ed", *SOURCE_FOLDERS],
+                             capture_output=True, text=True, check=True).stdout.split()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in listing:
+            if path.endswith(".py"):
+                blob = subprocess.run([git, "-C", str(root), "show", f"15458ed:{path}"], capture_output=True,
+                                      check=True).stdout
+                (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / path).write_bytes(blob)
+        assert source_digest(tmp) == data["environment"]["source_sha256"]
