@@ -901,6 +901,12 @@ def _gluon_dkdv_device_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return reason
 
 
+#: What differentiating the bundled kernels' gradients again raises (:class:`FlashAttentionFunction`).
+DOUBLE_BACKWARD_ERROR = ("flash_attention has no double backward (its gradients come from kernels that cannot be "
+                         "differentiated again): take higher-order gradients through kernels.baseline.eager_attention "
+                         "or torch SDPA's MATH backend")
+
+
 class FlashAttentionFunction(torch.autograd.Function):
     """``torch.autograd.Function`` whose forward is the bundled forward kernel and whose
     backward is :func:`flash_attention_backward` (``flash_attention`` uses it whenever q, k
@@ -927,10 +933,26 @@ class FlashAttentionFunction(torch.autograd.Function):
         checks the root's gradient shape in Python, "Mismatch in shape: grad_output[0] ...",
         before the engine runs any node; a node's gradient is checked by the engine), and a
         dO of another dtype is cast to o's by the engine before this runs (torch 2.x); neither
-        can be reached or rephrased from inside a Function (``tests/test_kernel_backward.py``)."""
+        can be reached or rephrased from inside a Function (``tests/test_kernel_backward.py``).
+
+        The kernels have no double backward. Where a graph is being built (``create_graph=True``)
+        and dO, q, k or v requires grad, the gradients carry a node that raises
+        :data:`DOUBLE_BACKWARD_ERROR` if they are differentiated again (``torch.autograd.function.
+        once_differentiable``'s device, which looks at dO alone and so misses ``o.sum()``), rather
+        than gradients without a grad_fn that fail later, far from the cause."""
         q, k, v, o, lse = ctx.saved_tensors
         # autograd may hand an expanded or strided gradient (o.sum().backward() gives stride 0):
         # the kernels read dO row-major, so it is laid out once here
-        dq, dk, dv = flash_attention_backward(do.contiguous(), q, k, v, o, lse, ctx.causal, ctx.causal_align,
-                                              ctx.sm_scale, window=ctx.window)
+        with torch.no_grad():
+            dq, dk, dv = flash_attention_backward(do.contiguous(), q, k, v, o, lse, ctx.causal, ctx.causal_align,
+                                                  ctx.sm_scale, window=ctx.window)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (do, q, k, v)):
+            from torch._C import _functions
+
+            def marked(t: torch.Tensor) -> torch.Tensor:
+                t = t.detach()
+                t.requires_grad = True
+                return t
+
+            dq, dk, dv = _functions.DelayedError(DOUBLE_BACKWARD_ERROR.encode(), 3)(marked(dq), marked(dk), marked(dv))
         return dq, dk, dv, None, None, None, None

@@ -645,7 +645,7 @@ class BackwardConfig:
         return replace(base or Tiling(), bwd_block_m=self.block_m, bwd_block_n=self.block_n,
                        dq_block_m=self.dq_block_m, dq_block_n=self.dq_block_n,
                        preprocess_block_m=self.preprocess_block_m, bwd_group_splits=self.group_splits,
-                       bwd_dkdv_order=self.dkdv_order, dq_tile_order=self.dq_tile_order)
+                       bwd_dkdv_order=self.dkdv_order, dq_tile_order=self.dq_tile_order, bwd_dkdv_kernel=self.dkdv_kernel)
 
 
 #: Tiles of the interpreter (CPU) runs: small, so CI covers multi-tile loops and ragged tails.

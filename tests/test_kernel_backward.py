@@ -81,6 +81,10 @@ def _tma_runs(cases) -> dict[int, str]:
 
 
 TMA_RUNS = _tma_runs(CASES)
+#: Case index -> the group split S its pointer kernels also run with (the fp32 partials and ``_bwd_reduce_dkdv``), for
+#: every GQA/MQA case: S = 2 where the group G is 2; 2, 3 and 4 in turn where it is 4 (3 slices of 4 heads are unequal).
+SPLIT_RUNS = {i: 2 + n % (c[1] // c[2] - 1)
+              for n, (i, c) in enumerate((i, c) for i, c in enumerate(CASES) if c[1] > c[2])}
 
 
 def test_cases_cover_the_issue_matrix():
@@ -100,6 +104,11 @@ def test_cases_cover_the_issue_matrix():
     assert all(any(c[2] < c[1] for c in tma[n]) for n in ("tma", "fused"))
     assert any(c[7] and c[8] == "bottom-right" and c[3] > c[4] for c in tma["tma"] + tma["fused"])
     assert {16, 32, 64, 128} <= {c[5] for c in tma["tma"] + tma["tma-ms"] + tma["fused"]}
+    # the group split on every GQA/MQA case: S = 2, 3 and 4 of groups of 4 among them, both alignments, rows without keys
+    split = [(CASES[i], S) for i, S in SPLIT_RUNS.items()]
+    assert len(split) >= 20 and {S for c, S in split if c[1] // c[2] == 4} == {2, 3, 4}
+    assert any(S < c[1] // c[2] for c, S in split) and {c[8] for c, _ in split if c[7]} == {"top-left", "bottom-right"}
+    assert any(c[7] and c[8] == "bottom-right" and c[3] > c[4] for c, _ in split)
 
 
 def _make(B, H, H_kv, N_q, N_k, d, dtype, seed):
@@ -140,7 +149,8 @@ def check_gradients(q, k, v, do, causal, align, *grad_sets):
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[
     f"{i}-B{c[0]}H{c[1]}kv{c[2]}-q{c[3]}k{c[4]}-d{c[5]}-{c[6]}-{c[8] if c[7] else 'full'}"
-    + (f"+{TMA_RUNS[i]}" if i in TMA_RUNS else "") for i, c in enumerate(CASES)])
+    + (f"+{TMA_RUNS[i]}" if i in TMA_RUNS else "") + (f"+S{SPLIT_RUNS[i]}" if i in SPLIT_RUNS else "")
+    for i, c in enumerate(CASES)])
 def test_backward_matches_reference(index):
     B, H, H_kv, N_q, N_k, d, dtype, causal, align = CASES[index]
     q, k, v, do = _make(B, H, H_kv, N_q, N_k, d, DTYPES[dtype], seed=500 + index)
@@ -152,6 +162,11 @@ def test_backward_matches_reference(index):
                                                config=replace(INTERPRETER_BACKWARD, **flags))
         assert (ran.tma, ran.mask_split, ran.fused_launch) == (  # they ran, the mask split on causal MHA only
             True, flags.get("mask_split", False) and causal and H == H_kv, flags.get("fused_launch", False))
+        grad_sets.append(grads)
+    if index in SPLIT_RUNS:  # and the group split: S slices' fp32 partials summed by _bwd_reduce_dkdv
+        *grads, ran = flash_attention_backward(do, q, k, v, o, lse, causal, align, return_config=True,
+                                               config=replace(INTERPRETER_BACKWARD, group_splits=SPLIT_RUNS[index]))
+        assert ran.group_splits == SPLIT_RUNS[index]
         grad_sets.append(grads)
     check_gradients(q, k, v, do, causal, align, *grad_sets)
 
@@ -255,3 +270,22 @@ def test_backward_under_the_issue_name():
     from kernels.flash_attention import flash_attention_backward
 
     assert flash_attention_backward is bw.flash_attention_backward
+
+
+def test_double_backward_is_one_clear_error():
+    """The kernels have no double backward: gradients taken with create_graph=True carry a node that raises one error
+    saying what to use instead, even where dO itself needs no grad (o.sum(): PyTorch's once_differentiable misses that
+    case and returns gradients without a grad_fn)."""
+    q, k, v, _ = _make(1, 2, 1, 20, 20, 32, torch.float32, seed=6)
+    q.requires_grad_(True)
+    o, _ = flash_attention(q, k, v)
+    (dq,) = torch.autograd.grad(o.sum(), q, create_graph=True)
+    assert dq.grad_fn is not None and torch.isfinite(dq).all()
+    with pytest.raises(RuntimeError, match="flash_attention has no double backward .* take higher-order gradients "
+                                           "through kernels.baseline.eager_attention or torch SDPA's MATH backend"):
+        dq.sum().backward()
+    # without create_graph the first backward is as before
+    q2 = q.detach().clone().requires_grad_(True)
+    o2, _ = flash_attention(q2, k, v)
+    o2.sum().backward()
+    assert torch.equal(q2.grad, dq.detach())

@@ -245,6 +245,45 @@ def test_eleventh_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
     assert sum(not s["causal"] for _, s in steps) == 14
 
 
+#: every sweep committed before the twelfth training hold-out (2026-12-05, with GLUON_DKDV_PARTIAL_WRITE_SHARE)
+BEFORE_HOLDOUT12 = BEFORE_HOLDOUT11 + ("h200-train-holdout11",)
+
+
+def test_twelfth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
+    """sweeps/h200-train-holdout12.toml (48 steps, drawn after GLUON_DKDV_PARTIAL_WRITE_SHARE was fitted on hold-outs
+    9-11 and the Gluon dK/dV hold-out, committed with it before any measurement): new steps, exactly what
+    sweeps/draw_training_holdout.py draws from seed 2026120512: 31 HEAD_DIM 128 steps, 4 at 64, 7 at 256, 2 at 80 and
+    4 at 96; 8 non-causal."""
+    _assert_new_steps("h200-train-holdout12", BEFORE_HOLDOUT12, count=48)
+    steps = _assert_seeds_draw("h200-train-holdout12", 2026120512, BEFORE_HOLDOUT12, count=48)
+    d = sorted(s["head_dim"] for _, s in steps)
+    assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (31, 4, 7, 2, 4)
+    assert sum(not s["causal"] for _, s in steps) == 8
+
+
+def test_second_eager_holdout_is_the_stated_filter_of_the_seeds_draw():
+    """sweeps/h200-train-eager-holdout2.toml: the first 6 steps of seed 2026120513's draw (24 steps beside every sweep
+    committed before it and hold-out 12, committed with it) with B x seqlen_k <= 8,192 tokens, at most 32 heads and HEAD_DIM <= 128, run as the eager
+    chain (impls = ["baseline"]); no eager step of an earlier sweep repeats."""
+    import importlib.util
+
+    from iomodel.measure.sweep import load_sweep, parse_sweep
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    steps = draw.draw(2026120513, 24, set(_sweep_ids(*BEFORE_HOLDOUT12, "h200-train-holdout12")))
+    kept = [f for _, f in steps if f.get("batch", 1) * f.get("seqlen_k", f.get("seqlen")) <= 8192
+            and f["heads"] <= 32 and f["head_dim"] <= 128][:6]
+    want = [draw._id(parse_sweep, f).replace("-tiled-bwd", "-baseline-bwd") for f in kept]
+    sweep = load_sweep(root / "sweeps" / "h200-train-eager-holdout2.toml")
+    assert [s.id for s in sweep.shapes] == want and len(want) == 6
+    earlier = {s.id for p in (root / "sweeps").glob("h200-*.toml") if p.stem != "h200-train-eager-holdout2"
+               for s in load_sweep(p).shapes}
+    assert not set(want) & earlier
+
+
 def test_d256_holdout_repeats_no_earlier_training_shape():
     """The HEAD_DIM 256 hold-out (7 steps, after the spill-free 256 backward tiles) repeats none."""
     _assert_new_steps("h200-train-d256-holdout1", EARLIER_TRAINING + (
@@ -636,16 +675,18 @@ def test_seventh_holdout_misses_are_the_named_ones(rec_of):
 
 # --- the hold-out after the Gluon dK/dV launch (issue 11, items 3 and 5): sweeps/h200-gluon-dkdv-holdout1.toml,
 # 32 HEAD_DIM 128 steps of real models' layers committed (b703f64) before measurement, after the last change to
-# the kernels and model it tests: VALIDATION. Measured 2026-12-05 on the H200
-# (receipts/ncu-h200-gluon-dkdv-holdout1-2026-12-05.json); every step ran _bwd_dkdv_gluon (64 x 128 tiles), S > 1 on 10.
+# the kernels and model it tests: VALIDATION then (reads 31/32, writes 27/32, dK/dV writes 20/32 under that model).
+# Measured 2026-12-05 on the H200 (receipts/ncu-h200-gluon-dkdv-holdout1-2026-12-05.json); every step ran
+# _bwd_dkdv_gluon (64 x 128 tiles), S > 1 on 10. CALIBRATION since GLUON_DKDV_PARTIAL_WRITE_SHARE (2026-12-05, ninth
+# session) was fitted on it: the counts below are the current model's.
 GLUON_DKDV = "ncu-h200-gluon-dkdv-holdout1-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (31, 32), (27, 32)),  # reads 96.9 %; writes 84.4 %: UNDER the 90 % bar (26/32 both ways)
+    ("HBM", (31, 32), (29, 32)),  # at validation, under the model of then: writes 27/32
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (26, 32), (20, 32)),
+    ("HBM _bwd_dkdv", (26, 32), (24, 32)),  # at validation: writes 20/32
     ("HBM _bwd_dq", (32, 32), (32, 32)),
     ("HBM _bwd_reduce_dkdv", (10, 10), (8, 10)),
     ("L2 _bwd_dkdv", (32, 32), (18, 32)),
@@ -656,18 +697,16 @@ def test_gluon_dkdv_holdout_counts(rec_of, level, read, write):
 
 def test_gluon_dkdv_holdout_misses_are_the_named_ones(rec_of):
     """Reads: one heads-outer causal step of a large group past the order's threshold (Llama-3-70B, G = 8, 12k
-    tokens: the dK/dV kernel read 0.36x the lock-step estimate, the class of every earlier hold-out). Writes: the
-    five steps of about 1k tokens; four split the group (S = 4-5) and write 1.8-2.3x their whole dK/dV L2 excess
-    (the register spills') beyond the model to DRAM (their fp32 partials above the effective L2 going back: a
-    reading, not measured), the fifth misses by 1.25 MiB over the forward, dK/dV and dQ kernels. The Gluon launch ran on every step (the records'
-    config and kernel name)."""
+    tokens: the dK/dV kernel read 0.36x the lock-step estimate, the class of every earlier hold-out). Writes, under the
+    current model (the Gluon launch's partials weigh GLUON_DKDV_PARTIAL_WRITE_SHARE): three steps of about 1k tokens,
+    two of them split (S = 4-5, 1.2-2.6 MiB over), the third unsplit, 1.25 MiB over the forward, dK/dV and dQ kernels
+    (at validation five missed: two more split steps, whose partials the model of then kept dirty in L2). The Gluon
+    launch ran on every step (the records' config and kernel name)."""
     rec = rec_of(GLUON_DKDV)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h64-kv8-d128-bf16-q12288-k12288-tl-tiled-bwd"],
                     "write": ["b1-h32-kv8-d128-bf16-q512-k982-br-tiled-bwd",
-                              "b1-h40-kv10-d128-fp16-q959-k959-tl-tiled-bwd",
                               "b1-h40-kv40-d128-bf16-q1024-k1024-tl-tiled-bwd",
-                              "b1-h40-kv8-d128-bf16-q943-k943-nc-tiled-bwd",
                               "b1-h56-kv8-d128-bf16-q1024-k1024-tl-tiled-bwd"]}
     assert all(r.tiling is not None and (r.tiling.bwd_block_m, r.tiling.bwd_block_n) == (64, 128) for r in rec.rows)
     import json
@@ -687,10 +726,13 @@ HOLDOUT9_H100 = "ncu-h100-train-holdout9-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (29, 32), (32, 32)),  # reads 90.6 %, writes 100 %: both over issue 11's 90 % (on an H100)
+    # at validation, under the model of then: writes 32/32, dK/dV reads 22/32 and writes 32/32 (the current model
+    # weighs the Gluon launch's partials GLUON_DKDV_PARTIAL_WRITE_SHARE, fitted on the H200: one split step, 12 heads
+    # on 2 at 2k, goes from +2.3 to -2.8 MiB)
+    ("HBM", (29, 32), (31, 32)),
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (22, 32), (32, 32)),
+    ("HBM _bwd_dkdv", (21, 32), (31, 32)),
     ("HBM _bwd_dq", (32, 32), (31, 32)),
     ("HBM _bwd_reduce_dkdv", (7, 7), (5, 7)),
     ("L2", (32, 32), (32, 32)),
@@ -703,8 +745,8 @@ def test_ninth_holdout_h100_counts(rec_of, level, read, write):
 def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
     """The three step-read misses are causal heads-outer steps of large GQA groups, the class the worksheet marks
     ROUGH (G >= 7 from 6,000 rows): 64 heads on 8 at 8k and 12k tokens, Falcon-7B's 71 on 1 at 12k; each read less
-    than the lock-step wave model (0.40-0.61x). The dK/dV kernel's ten read misses are all below the model
-    (0.25-0.88x), on causal GQA steps of 4k-12k tokens and one non-causal MHA step. Every HEAD_DIM 128 step ran the
+    than the lock-step wave model (0.40-0.61x). The dK/dV kernel's eleven read misses (ten at validation) are all
+    below the model (0.25-0.88x), on causal GQA steps of 4k-12k tokens and one non-causal MHA step. Every HEAD_DIM 128 step ran the
     spill-free Gluon dK/dV kernel (23 of 32), the others the Triton one; the record names the H100 it ran on."""
     rec = rec_of(HOLDOUT9_H100)
     miss = sorted(r.id for r in rec.rows if not rec.within(r, "HBM", "read"))
@@ -713,7 +755,7 @@ def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
     ratios = [r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows if r.id in miss]
     assert all(0.40 <= x <= 0.62 for x in ratios)
     dkdv = [r.level("HBM _bwd_dkdv") for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read")]
-    assert len(dkdv) == 10 and all(0.25 <= lv.measured_read / lv.predicted_read <= 0.88 for lv in dkdv)
+    assert len(dkdv) == 11 and all(0.25 <= lv.measured_read / lv.predicted_read <= 0.88 for lv in dkdv)
     import json
 
     data = json.loads((Path(__file__).resolve().parents[1] / "receipts" / HOLDOUT9_H100).read_text())
@@ -728,15 +770,16 @@ def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
 
 # The ninth training hold-out on the H200 (2026-12-05): receipts/ncu-h200-train-holdout9-2026-12-05.json, measured with
 # the tree of 73913b0 (the kernels and model the sweep was committed to test; its predictions equal the current model's on
-# every row and level), predicted for the H200. VALIDATION on the device issue 11 names.
+# every row and level), predicted for the H200. VALIDATION on the device issue 11 names then (writes 31/32); calibration
+# of GLUON_DKDV_PARTIAL_WRITE_SHARE since: the counts below are the current model's.
 HOLDOUT9_H200 = "ncu-h200-train-holdout9-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (29, 32), (31, 32)),  # reads 90.6 %, writes 96.9 %: both at or over issue 11's 90 %
+    ("HBM", (29, 32), (32, 32)),  # at validation: writes 31/32
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (22, 32), (31, 32)),
+    ("HBM _bwd_dkdv", (22, 32), (32, 32)),
     ("HBM _bwd_dq", (32, 32), (31, 32)),
     ("HBM _bwd_reduce_dkdv", (7, 7), (5, 7)),
     ("L2", (32, 32), (32, 32)),
@@ -748,14 +791,15 @@ def test_ninth_holdout_h200_counts(rec_of, level, read, write):
 
 def test_ninth_holdout_h200_misses(rec_of):
     """Reads: the same three causal heads-outer steps of large groups as on the H100 (the worksheet's ROUGH class),
-    0.54-0.77x the model. Write: one step of 12 heads on 2 (S > 1 fp32 partials, 2k tokens), 1.29x: its dK/dV kernel
-    wrote 4.7 MiB more than modelled (the DKDV_PARTIAL_WRITE_EXCESS_MIB band). The record names the H200."""
+    0.54-0.77x the model. Writes: none under the current model; at validation one step of 12 heads on 2 (S > 1 fp32
+    partials, 2k tokens), 1.29x: its dK/dV kernel wrote 4.7 MiB more than the model of then. The record names the
+    H200."""
     rec = rec_of(HOLDOUT9_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h64-kv8-d128-bf16-q8192-k8192-tl-tiled-bwd",
                              "b1-h64-kv8-d128-fp16-q12288-k12288-tl-tiled-bwd",
                              "b1-h71-kv1-d64-fp16-q12288-k12288-tl-tiled-bwd"],
-                    "write": ["b2-h12-kv2-d128-fp16-q2048-k2048-tl-tiled-bwd"]}
+                    "write": []}
     ratios = [r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows if r.id in miss["read"]]
     assert all(0.53 <= x <= 0.78 for x in ratios)
     import json
@@ -766,15 +810,16 @@ def test_ninth_holdout_h200_misses(rec_of):
 
 # The tenth training hold-out on the H200 (sweeps/h200-train-holdout10.toml, committed at ea526f7 before any
 # measurement, after the last kernel and model change 2981147): receipts/ncu-h200-train-holdout10-2026-12-05.json.
-# VALIDATION of the kernels and model of today, on the H200.
+# VALIDATION of the kernels and model of 2981147 then (writes 27/32, dK/dV reads 26/32 and writes 27/32 under that model);
+# calibration of GLUON_DKDV_PARTIAL_WRITE_SHARE since: the counts below are the current model's.
 HOLDOUT10_H200 = "ncu-h200-train-holdout10-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (29, 32), (27, 32)),  # reads 90.6 %; writes 84.4 %: UNDER issue 11's 90 % bar
+    ("HBM", (29, 32), (29, 32)),  # at validation: writes 27/32, UNDER issue 11's 90 % bar
     ("HBM _attn_fwd", (30, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (26, 32), (27, 32)),
+    ("HBM _bwd_dkdv", (25, 32), (29, 32)),
     ("HBM _bwd_dq", (30, 32), (32, 32)),
     ("HBM _bwd_reduce_dkdv", (12, 12), (11, 12)),
     ("L2", (32, 32), (32, 32)),
@@ -787,27 +832,23 @@ def test_tenth_holdout_h200_counts(rec_of, level, read, write):
 def test_tenth_holdout_h200_misses(rec_of):
     """Reads: Falcon-7B's 71 heads on one at 16k (the ROUGH large-group class, 0.70x) and two HEAD_DIM 256 causal steps
     of 2 heads per KV head at 8k and 16k tokens (0.79x and 0.83x: their forward, dK/dV and dQ kernels all read less than
-    modelled). Writes: five short causal GQA steps that split the group (S > 1), whose dK/dV kernel wrote 1.9-7.4 MiB
-    more than modelled (1.28-2.00x the step's writes): less of the fp32 partials stayed dirty in L2 at the kernel's end
-    than the model keeps. Four of them are the class iomodel/cache/params.py DKDV_PARTIAL_WRITE_EXCESS_MIB states
-    (partials above the effective L2, -2.2 to +8.2 MiB); the fifth (HEAD_DIM 64, 18 MiB of partials) is below it."""
+    modelled). Writes, under the current model: three steps that split the group (S = 3), one Triton launch at HEAD_DIM 64
+    (+1.9 MiB, 2.00x the step's writes) and two Gluon ones at 512 query rows after cached keys, now over-predicted
+    (-3.1 and -3.5 MiB, 0.89x). At validation, under the model of then, five split steps missed, all above it (+1.9 to
+    +7.4 MiB): less of the fp32 partials stayed dirty in L2 at the dK/dV kernel's end than that model kept."""
     rec = rec_of(HOLDOUT10_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv8-d256-bf16-q16293-k16293-tl-tiled-bwd",
                              "b1-h16-kv8-d256-fp16-q8192-k8192-tl-tiled-bwd",
                              "b1-h71-kv1-d64-fp16-q16384-k16384-tl-tiled-bwd"],
                     "write": ["b1-h32-kv4-d64-bf16-q3072-k3072-tl-tiled-bwd",
-                              "b1-h48-kv4-d128-bf16-q1024-k1024-tl-tiled-bwd",
                               "b1-h64-kv8-d128-fp16-q512-k2048-br-tiled-bwd",
-                              "b2-h32-kv8-d128-fp16-q512-k1002-br-tiled-bwd",
-                              "b4-h12-kv2-d128-bf16-q1024-k1024-tl-tiled-bwd"]}
-    for r in rec.rows:
-        if r.id in miss["write"]:
-            assert r.tiling.bwd_group_splits > 1
-            lv = r.level("HBM _bwd_dkdv")
-            assert 1.8 <= (lv.measured_write - lv.predicted_write) / 2**20 <= 7.5
-            step = r.level("HBM")
-            assert 1.27 <= step.measured_write / step.predicted_write <= 2.01
+                              "b2-h32-kv8-d128-fp16-q512-k1002-br-tiled-bwd"]}
+    over = {r.id: ((r.level("HBM _bwd_dkdv").measured_write - r.level("HBM _bwd_dkdv").predicted_write) / 2**20,
+                   r.level("HBM").ratio_write, r.tiling.bwd_group_splits, r.tiling.bwd_dkdv_kernel)
+            for r in rec.rows if r.id in miss["write"]}
+    assert [(round(e, 1), round(x, 2), S, k) for e, x, S, k in over.values()] == [
+        (1.9, 2.0, 3, "triton"), (-3.1, 0.89, 3, "gluon"), (-3.5, 0.89, 3, "gluon")]
     ratios = sorted(r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows
                     if r.id in miss["read"])
     assert ratios == [pytest.approx(0.70, abs=0.01), pytest.approx(0.79, abs=0.01), pytest.approx(0.83, abs=0.01)]
@@ -815,15 +856,16 @@ def test_tenth_holdout_h200_misses(rec_of):
 
 # The eleventh training hold-out on the H200 (sweeps/h200-train-holdout11.toml, 48 steps, committed at 36c9c62 before
 # any measurement; the kernels and model of 2981147, unchanged since): receipts/ncu-h200-train-holdout11-2026-12-05.json,
-# the first receipt that records the code it ran (environment.source_sha256, the tree of 15458ed). VALIDATION.
+# the first receipt that records the code it ran (environment.source_sha256, the tree of 15458ed). VALIDATION then
+# (dK/dV writes 43/48 under that model); calibration of GLUON_DKDV_PARTIAL_WRITE_SHARE since: current model's counts.
 HOLDOUT11_H200 = "ncu-h200-train-holdout11-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (46, 48), (44, 48)),  # reads 95.8 %, writes 91.7 %: issue 11's 90 % holds each way
+    ("HBM", (46, 48), (44, 48)),  # the same at validation: reads 95.8 %, writes 91.7 %
     ("HBM _attn_fwd", (48, 48), (48, 48)),
     ("HBM _bwd_preprocess", (48, 48), (48, 48)),
-    ("HBM _bwd_dkdv", (41, 48), (43, 48)),
+    ("HBM _bwd_dkdv", (41, 48), (44, 48)),
     ("HBM _bwd_dq", (47, 48), (46, 48)),
     ("HBM _bwd_reduce_dkdv", (13, 13), (10, 13)),
     ("L2", (48, 48), (48, 48)),
@@ -836,10 +878,12 @@ def test_eleventh_holdout_h200_counts(rec_of, level, read, write):
 def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
     """Reads: the worksheet's ROUGH class (32 heads on 4 at 16k causal: its dK/dV kernel read 0.41x the heads-outer
     wave model, the step 0.63x) and one HEAD_DIM 256 causal MHA step at 16k (0.88x; forward 0.92x, dK/dV 0.96x).
-    Writes: an S = 4 step of fp32 partials above the effective L2 (+5.5 MiB, the DKDV_PARTIAL_WRITE_EXCESS_MIB class),
-    an S = 3 step of 18 MiB partials (+1.46 MiB) and two HEAD_DIM 64 causal MHA steps of 6k tokens whose kernels are
-    each within 1 MiB but whose step sums are 1.9-2.1 MiB (12-14 %) over. Three steps' writes are within only by the
-    1 MiB floor (issue 11 asks for each such case to be listed): 0.32, 0.41 and 0.0002 MiB over tiny predictions."""
+    Writes, under the current model: an S = 2 Gluon step of 1,000 query rows after cached keys, now over-predicted
+    (-4.2 MiB, 0.88x), an S = 3 Triton step of 18 MiB partials (+1.46 MiB) and two HEAD_DIM 64 causal MHA steps of 6k
+    tokens whose kernels are each within 1 MiB but whose step sums are 1.9-2.1 MiB (12-14 %) over. At validation the
+    first was within and an S = 4 Gluon step (+5.5 MiB, the DKDV_PARTIAL_WRITE_EXCESS_MIB class) missed. Three steps'
+    writes are within only by the 1 MiB floor (issue 11 asks for each such case to be listed): 0.32, 0.41 and 0.0002
+    MiB over tiny predictions."""
     rec = rec_of(HOLDOUT11_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv16-d256-fp16-q16287-k16287-tl-tiled-bwd",
@@ -847,13 +891,13 @@ def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
                     "write": ["b1-h16-kv16-d64-fp16-q6032-k6032-tl-tiled-bwd",
                               "b1-h16-kv16-d64-fp16-q6144-k6144-tl-tiled-bwd",
                               "b1-h32-kv4-d64-bf16-q3033-k3033-tl-tiled-bwd",
-                              "b1-h32-kv8-d128-bf16-q512-k983-br-tiled-bwd"]}
+                              "b1-h56-kv8-d128-fp16-q1000-k3072-br-tiled-bwd"]}
     by_id = {r.id: r for r in rec.rows}
     reads = [by_id[i].level("HBM").ratio_read for i in miss["read"]]
     assert reads == [pytest.approx(0.881, abs=0.001), pytest.approx(0.630, abs=0.001)]
     over = {i: (by_id[i].level("HBM").measured_write - by_id[i].level("HBM").predicted_write) / 2**20
             for i in miss["write"]}
-    assert [round(v, 2) for v in over.values()] == [2.14, 1.95, 1.46, 5.55]
+    assert [round(v, 2) for v in over.values()] == [2.14, 1.95, 1.46, -4.21]
     floor_only = sorted(r.id for r in rec.rows
                         if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
     assert floor_only == ["b1-h12-kv2-d128-fp16-q2020-k2020-nc-tiled-bwd",
@@ -862,14 +906,14 @@ def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
     assert all(r.level("HBM").within("read", 0.10, 0) for r in rec.rows if r.id not in miss["read"])
 
 
-def test_training_holdouts_9_10_11_pooled(rec_of):
-    """The three hold-outs of the same predictions (9 ran the tree of 73913b0, which predicts every row as today's
-    model does; 10 and 11 the kernels and model of 2981147), each committed before it was measured: 112 steps, reads
-    104 (92.9 %) and writes 102 (91.1 %) within ±10 % or 1 MiB. Hold-out 10 alone missed the write bar (27/32)."""
-    got = [_counts(rec_of(name), "tiled", "HBM", w) for w in ("read", "write")
-           for name in (HOLDOUT9_H200, HOLDOUT10_H200, HOLDOUT11_H200)]
-    assert got == [(29, 32), (29, 32), (46, 48), (31, 32), (27, 32), (44, 48)]
-    assert sum(n for n, _ in got[:3]) == 104 and sum(n for n, _ in got[3:]) == 102
+def test_training_holdouts_10_and_11_pooled(rec_of):
+    """Hold-outs 10 and 11 tested the same kernels and model (2981147), each committed before it was measured; 11 was
+    drawn after 10 missed the write bar, so they are read together: at validation 80 steps, reads 75 (93.8 %), writes
+    71 (88.75 %), UNDER issue 11's 90 % (docs/l2-calibration.md). GLUON_DKDV_PARTIAL_WRITE_SHARE was fitted on them
+    since; the current model's counts (73 writes) are calibration, not a validation."""
+    got = [_counts(rec_of(name), "tiled", "HBM", w) for w in ("read", "write") for name in (HOLDOUT10_H200, HOLDOUT11_H200)]
+    assert got == [(29, 32), (46, 48), (29, 32), (44, 48)]
+    assert (got[0][0] + got[1][0], got[2][0] + got[3][0]) == (75, 73)
 
 
 def test_eleventh_holdout_records_the_tree_it_ran():

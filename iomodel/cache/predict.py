@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 from iomodel.cache.causes import CAUSES, Cause
 from iomodel.cache.params import (DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
                                   DKDV_LARGE_GROUP_RATIO, DKDV_LARGE_GROUP_ROWS, DKDV_PARTIAL_WRITE_EXCESS_MIB,
+                                  GLUON_DKDV_PARTIAL_WRITE_SHARE,
                                   DQ_WRITE_SHARE, STREAM_SLICES, L2Params)
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
 from iomodel.errors import IomodelError
@@ -682,6 +683,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     dq_fitted = params.write_once and params.stored_share is None  # the dQ kernel's fitted share (DQ_WRITE_SHARE)
     if dq_fitted:
         par["_bwd_dq"] = replace(par["_bwd_dq"], stored_share=DQ_WRITE_SHARE)
+    if (tiling.bwd_dkdv_kernel == "gluon" and tiling.bwd_group_splits > 1 and params.write_once
+            and params.stored_share is None):  # the Gluon launch's fp32 partials (GLUON_DKDV_PARTIAL_WRITE_SHARE)
+        par["_bwd_dkdv"] = replace(par["_bwd_dkdv"], stored_share=GLUON_DKDV_PARTIAL_WRITE_SHARE)
     fwd_launch = None if grid_order == "tiles-fastest" else Schedule.for_tiling(tiling, tile_order=tile_order,
                                                                                grid_order=grid_order)
     fwd = predict_tiled(spec.with_(backward=False), tiling, par["_attn_fwd"], tile_order, schedule=fwd_launch)
@@ -768,8 +772,14 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         lo, hi = DKDV_PARTIAL_WRITE_EXCESS_MIB
         assumptions.append(f"ROUGH: _bwd_dkdv's DRAM writes. Its {tiling.bwd_group_splits} group slices' fp32 partials "
                            f"({part_bytes / 2**20:.1f} MiB) exceed the effective L2 ({params.capacity / 2**20:.1f} "
-                           f"MiB); on the H200 such steps wrote {lo:+} to {hi:+} MiB beside this kernel's estimate, 27 of 40 "
-                           "more than 1 MiB above it (iomodel/cache/params.py DKDV_PARTIAL_WRITE_EXCESS_MIB).")
+                           f"MiB); on the H200 such steps wrote {lo:+} to {hi:+} MiB beside this kernel's estimate, 30 of 61 "
+                           "more than 1 MiB above it and 8 more than 1 MiB below (iomodel/cache/params.py "
+                           "DKDV_PARTIAL_WRITE_EXCESS_MIB).")
+    if par["_bwd_dkdv"].stored_share == GLUON_DKDV_PARTIAL_WRITE_SHARE and tiling.bwd_dkdv_kernel == "gluon":
+        assumptions.append(f"A byte of fp32 partials the Gluon _bwd_dkdv launch stores weighs {GLUON_DKDV_PARTIAL_WRITE_SHARE} "
+                           f"read-equivalent bytes of L2 (the Triton launch's {params.write_share}): fitted on that launch's "
+                           "29 split steps on the H200, not a mechanism (iomodel/cache/params.py "
+                           "GLUON_DKDV_PARTIAL_WRITE_SHARE).")
     if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "

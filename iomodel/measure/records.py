@@ -235,6 +235,8 @@ class ShapeMeasurement:
             back["bwd_dkdv_order"] = str(bwd["dkdv_order"])
         if "dq_tile_order" in bwd:  # absent: query tiles first to last, the only order before 2026-12-05
             back["dq_tile_order"] = str(bwd["dq_tile_order"])
+        if "dkdv_kernel" in bwd:  # absent: the Triton launch, the only one before 2026-12-05
+            back["bwd_dkdv_kernel"] = str(bwd["dkdv_kernel"])
         return Tiling(block_m=int(c["block_m"]), block_n=int(c["block_n"]), num_stages=int(c.get("num_stages", 2)),
                       num_splits=int(c.get("num_splits", 1)), heads_per_program=int(c.get("heads_per_program", 1)),
                       fused_combine=bool(c.get("fused_combine", False)),  # absent: measured before the fused decode

@@ -297,10 +297,13 @@ class Tiling:
     ``dq_tile_order`` the dQ kernel's query-tile order within a head: ``forward`` (program i takes
     tile i: the shortest causal tile first; records made before the order existed) or ``reverse``
     (tile T_r − 1 − i first: the longest first, as the forward's ``tile_order`` reverse).
+    ``bwd_dkdv_kernel`` the dK/dV launch, ``triton`` or ``gluon`` (``kernels/gluon_backward.py``): the same bytes
+    requested; the L2 model weighs the Gluon launch's fp32 partials apart
+    (:data:`iomodel.cache.params.GLUON_DKDV_PARTIAL_WRITE_SHARE`).
 
     Raises:
         IomodelError: a size is not a positive power of two, or num_splits or bwd_group_splits < 1;
-            an unknown bwd_dkdv_order or dq_tile_order.
+            an unknown bwd_dkdv_order, dq_tile_order or bwd_dkdv_kernel.
     """
 
     block_m: int = 128  # BLOCK_M, query rows per program
@@ -317,6 +320,7 @@ class Tiling:
     bwd_group_splits: int = 1  # backward dK/dV kernel: slices S of each GQA group (1 = unsplit)
     bwd_dkdv_order: str = "heads-outer"  # backward dK/dV kernel, GQA: loop order over (query tile, head) pairs
     dq_tile_order: str = "forward"  # backward dQ kernel: query tiles of a head first to last (forward) or reverse
+    bwd_dkdv_kernel: str = "triton"  # backward dK/dV launch: Triton's kernels or the Gluon one (sm_90)
 
     def __post_init__(self) -> None:
         for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")) + tuple(
@@ -342,6 +346,11 @@ class Tiling:
         if self.dq_tile_order not in TILE_ORDERS:
             raise IomodelError(f"dq_tile_order must be {' or '.join(TILE_ORDERS)}, got {self.dq_tile_order!r}: "
                                "pick one of them")
+        from iomodel.schedule.capabilities import DKDV_KERNELS
+
+        if self.bwd_dkdv_kernel not in DKDV_KERNELS:
+            raise IomodelError(f"bwd_dkdv_kernel must be one of {', '.join(DKDV_KERNELS)}, got "
+                               f"{self.bwd_dkdv_kernel!r}: pick one of them")
         if self.fused_combine not in (True, False):
             raise IomodelError(f"fused_combine must be True or False, got {self.fused_combine!r}: pass a bool")
 

@@ -482,6 +482,8 @@ def _tiling_dict(tiling: Tiling, spec: LayerSpec) -> dict[str, int]:
         d.pop("bwd_dkdv_order")
     if not spec.backward or tiling.dq_tile_order == "forward":  # as before the order existed
         d.pop("dq_tile_order")
+    if not spec.backward or tiling.bwd_dkdv_kernel == "triton":  # as before the Gluon dK/dV launch existed
+        d.pop("bwd_dkdv_kernel")
     return d
 
 
