@@ -258,3 +258,16 @@ def test_decode_seqlen_plot_says_the_l2_aware_estimate_is_not_drawn():
     assert note.get_label() == (f"{L2_AWARE_LABEL}\nnot drawn: it models the prefill kernel here "
                                 "(decode: see `iomodel reconcile`)")
     assert len(note.get_xdata()) == 0
+
+
+def test_training_step_seqlen_plot_says_where_its_l2_estimate_is():
+    """A fwd+bwd layer: the seqlen plot's L2-aware line is the forward kernel's, so it is not drawn, and the legend says
+    where the training step's estimate is (a fresh user saw 'not drawn: None' here)."""
+    from iomodel.report.plot import L2_AWARE_LABEL, L2_TRAINING_NOT_DRAWN
+
+    lay = resolve_layer(heads=40, kv_heads=10, head_dim=128, seqlen=959, dtype="fp16", causal=True, passes="fwd+bwd")
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[512, 1024, 2048])
+    note = _line(fig.axes[0], L2_AWARE_LABEL)
+    assert note.get_label() == f"{L2_AWARE_LABEL}\nnot drawn: {L2_TRAINING_NOT_DRAWN}"
+    assert "None" not in note.get_label() and "iomodel worksheet --pass fwd+bwd" in note.get_label()
+    assert len(note.get_xdata()) == 0

@@ -261,6 +261,24 @@ def test_twelfth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
     assert sum(not s["causal"] for _, s in steps) == 8
 
 
+#: every sweep committed before the thirteenth training hold-out (2026-12-05, GLUON_DKDV_PARTIAL_WRITE_SHARE = 0.75;
+#: hold-out 12, void and never measured, and the second eager hold-out among them)
+BEFORE_HOLDOUT13 = BEFORE_HOLDOUT12 + ("h200-train-holdout12", "h200-train-eager-holdout2")
+
+
+def test_thirteenth_holdout_repeats_no_earlier_step_and_is_the_seeds_draw():
+    """sweeps/h200-train-holdout13.toml (48 steps, committed with GLUON_DKDV_PARTIAL_WRITE_SHARE = 0.75 before any
+    measurement; it replaces hold-out 12, void): new steps, exactly what sweeps/draw_training_holdout.py draws from seed
+    2026120514: 25 HEAD_DIM 128 steps, 12 at 64, 5 at 256, 5 at 80 and 1 at 96; 17 non-causal."""
+    _assert_new_steps("h200-train-holdout13", BEFORE_HOLDOUT13, count=48)
+    steps = _assert_seeds_draw("h200-train-holdout13", 2026120514, BEFORE_HOLDOUT13, count=48)
+    d = sorted(s["head_dim"] for _, s in steps)
+    assert (d.count(128), d.count(64), d.count(256), d.count(80), d.count(96)) == (25, 12, 5, 5, 1)
+    assert sum(not s["causal"] for _, s in steps) == 17
+    head = (Path(__file__).resolve().parents[1] / "sweeps" / "h200-train-holdout12.toml").read_text()
+    assert head.startswith("# VOID, NEVER MEASURED")
+
+
 def test_second_eager_holdout_is_the_stated_filter_of_the_seeds_draw():
     """sweeps/h200-train-eager-holdout2.toml: the first 6 steps of seed 2026120513's draw (24 steps beside every sweep
     committed before it and hold-out 12, committed with it) with B x seqlen_k <= 8,192 tokens, at most 32 heads and HEAD_DIM <= 128, run as the eager
@@ -675,18 +693,18 @@ def test_seventh_holdout_misses_are_the_named_ones(rec_of):
 
 # --- the hold-out after the Gluon dK/dV launch (issue 11, items 3 and 5): sweeps/h200-gluon-dkdv-holdout1.toml,
 # 32 HEAD_DIM 128 steps of real models' layers committed (b703f64) before measurement, after the last change to
-# the kernels and model it tests: VALIDATION then (reads 31/32, writes 27/32, dK/dV writes 20/32 under that model).
-# Measured 2026-12-05 on the H200 (receipts/ncu-h200-gluon-dkdv-holdout1-2026-12-05.json); every step ran
-# _bwd_dkdv_gluon (64 x 128 tiles), S > 1 on 10. CALIBRATION since GLUON_DKDV_PARTIAL_WRITE_SHARE (2026-12-05, ninth
-# session) was fitted on it: the counts below are the current model's.
+# the kernels and model it tests: VALIDATION. Measured 2026-12-05 on the H200
+# (receipts/ncu-h200-gluon-dkdv-holdout1-2026-12-05.json); every step ran the register-spilling _bwd_dkdv_gluon
+# (64 x 128 tiles, replaced since), S > 1 on 10. Left out of GLUON_DKDV_PARTIAL_WRITE_SHARE's fit (a kernel that no
+# longer ships), whose 0.75 gives these steps the same counts as the model they validated.
 GLUON_DKDV = "ncu-h200-gluon-dkdv-holdout1-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (31, 32), (29, 32)),  # at validation, under the model of then: writes 27/32
+    ("HBM", (31, 32), (27, 32)),  # reads 96.9 %; writes 84.4 %: UNDER the 90 % bar (26/32 both ways)
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (26, 32), (24, 32)),  # at validation: writes 20/32
+    ("HBM _bwd_dkdv", (26, 32), (20, 32)),
     ("HBM _bwd_dq", (32, 32), (32, 32)),
     ("HBM _bwd_reduce_dkdv", (10, 10), (8, 10)),
     ("L2 _bwd_dkdv", (32, 32), (18, 32)),
@@ -697,16 +715,19 @@ def test_gluon_dkdv_holdout_counts(rec_of, level, read, write):
 
 def test_gluon_dkdv_holdout_misses_are_the_named_ones(rec_of):
     """Reads: one heads-outer causal step of a large group past the order's threshold (Llama-3-70B, G = 8, 12k
-    tokens: the dK/dV kernel read 0.36x the lock-step estimate, the class of every earlier hold-out). Writes, under the
-    current model (the Gluon launch's partials weigh GLUON_DKDV_PARTIAL_WRITE_SHARE): three steps of about 1k tokens,
-    two of them split (S = 4-5, 1.2-2.6 MiB over), the third unsplit, 1.25 MiB over the forward, dK/dV and dQ kernels
-    (at validation five missed: two more split steps, whose partials the model of then kept dirty in L2). The Gluon
-    launch ran on every step (the records' config and kernel name)."""
+    tokens: the dK/dV kernel read 0.36x the lock-step estimate, the class of every earlier hold-out). Writes: the
+    five steps of about 1k tokens; four split the group (S = 4-5) and write 1.8-2.3x their whole dK/dV L2 excess
+    (the register spills') beyond the model to DRAM (their fp32 partials above the effective L2 going back: a
+    reading, not measured), the fifth misses by 1.25 MiB over the forward, dK/dV and dQ kernels. The same five under
+    the current model (GLUON_DKDV_PARTIAL_WRITE_SHARE), 2.8-4.1 MiB over on the split ones. The Gluon launch ran on
+    every step (the records' config and kernel name)."""
     rec = rec_of(GLUON_DKDV)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h64-kv8-d128-bf16-q12288-k12288-tl-tiled-bwd"],
                     "write": ["b1-h32-kv8-d128-bf16-q512-k982-br-tiled-bwd",
+                              "b1-h40-kv10-d128-fp16-q959-k959-tl-tiled-bwd",
                               "b1-h40-kv40-d128-bf16-q1024-k1024-tl-tiled-bwd",
+                              "b1-h40-kv8-d128-bf16-q943-k943-nc-tiled-bwd",
                               "b1-h56-kv8-d128-bf16-q1024-k1024-tl-tiled-bwd"]}
     assert all(r.tiling is not None and (r.tiling.bwd_block_m, r.tiling.bwd_block_n) == (64, 128) for r in rec.rows)
     import json
@@ -726,13 +747,12 @@ HOLDOUT9_H100 = "ncu-h100-train-holdout9-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    # at validation, under the model of then: writes 32/32, dK/dV reads 22/32 and writes 32/32 (the current model
-    # weighs the Gluon launch's partials GLUON_DKDV_PARTIAL_WRITE_SHARE, fitted on the H200: one split step, 12 heads
-    # on 2 at 2k, goes from +2.3 to -2.8 MiB)
-    ("HBM", (29, 32), (31, 32)),
+    # at validation, under the model of then, dK/dV reads were 22/32 (the current model weighs the Gluon launch's
+    # partials GLUON_DKDV_PARTIAL_WRITE_SHARE, fitted on the H200: they evict one more step's query rows)
+    ("HBM", (29, 32), (32, 32)),  # reads 90.6 %, writes 100 %: both over issue 11's 90 % (on an H100)
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (21, 32), (31, 32)),
+    ("HBM _bwd_dkdv", (21, 32), (32, 32)),
     ("HBM _bwd_dq", (32, 32), (31, 32)),
     ("HBM _bwd_reduce_dkdv", (7, 7), (5, 7)),
     ("L2", (32, 32), (32, 32)),
@@ -745,8 +765,8 @@ def test_ninth_holdout_h100_counts(rec_of, level, read, write):
 def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
     """The three step-read misses are causal heads-outer steps of large GQA groups, the class the worksheet marks
     ROUGH (G >= 7 from 6,000 rows): 64 heads on 8 at 8k and 12k tokens, Falcon-7B's 71 on 1 at 12k; each read less
-    than the lock-step wave model (0.40-0.61x). The dK/dV kernel's eleven read misses (ten at validation) are all
-    below the model (0.25-0.88x), on causal GQA steps of 4k-12k tokens and one non-causal MHA step. Every HEAD_DIM 128 step ran the
+    than the lock-step wave model (0.40-0.61x). The dK/dV kernel's eleven read misses (ten at validation, 0.25-0.88x)
+    are all below the model (0.25-0.89x), on causal GQA steps of 4k-12k tokens and one non-causal MHA step. Every HEAD_DIM 128 step ran the
     spill-free Gluon dK/dV kernel (23 of 32), the others the Triton one; the record names the H100 it ran on."""
     rec = rec_of(HOLDOUT9_H100)
     miss = sorted(r.id for r in rec.rows if not rec.within(r, "HBM", "read"))
@@ -755,7 +775,7 @@ def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
     ratios = [r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows if r.id in miss]
     assert all(0.40 <= x <= 0.62 for x in ratios)
     dkdv = [r.level("HBM _bwd_dkdv") for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read")]
-    assert len(dkdv) == 11 and all(0.25 <= lv.measured_read / lv.predicted_read <= 0.88 for lv in dkdv)
+    assert len(dkdv) == 11 and all(0.25 <= lv.measured_read / lv.predicted_read <= 0.89 for lv in dkdv)
     import json
 
     data = json.loads((Path(__file__).resolve().parents[1] / "receipts" / HOLDOUT9_H100).read_text())
@@ -779,7 +799,7 @@ HOLDOUT9_H200 = "ncu-h200-train-holdout9-2026-12-05.json"
     ("HBM", (29, 32), (32, 32)),  # at validation: writes 31/32
     ("HBM _attn_fwd", (32, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (22, 32), (32, 32)),
+    ("HBM _bwd_dkdv", (22, 32), (32, 32)),  # at validation: writes 31/32
     ("HBM _bwd_dq", (32, 32), (31, 32)),
     ("HBM _bwd_reduce_dkdv", (7, 7), (5, 7)),
     ("L2", (32, 32), (32, 32)),
@@ -816,10 +836,10 @@ HOLDOUT10_H200 = "ncu-h200-train-holdout10-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (29, 32), (29, 32)),  # at validation: writes 27/32, UNDER issue 11's 90 % bar
+    ("HBM", (29, 32), (30, 32)),  # at validation: writes 27/32, UNDER issue 11's 90 % bar
     ("HBM _attn_fwd", (30, 32), (32, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
-    ("HBM _bwd_dkdv", (25, 32), (29, 32)),
+    ("HBM _bwd_dkdv", (25, 32), (30, 32)),  # at validation: reads 26/32, writes 27/32
     ("HBM _bwd_dq", (30, 32), (32, 32)),
     ("HBM _bwd_reduce_dkdv", (12, 12), (11, 12)),
     ("L2", (32, 32), (32, 32)),
@@ -832,23 +852,22 @@ def test_tenth_holdout_h200_counts(rec_of, level, read, write):
 def test_tenth_holdout_h200_misses(rec_of):
     """Reads: Falcon-7B's 71 heads on one at 16k (the ROUGH large-group class, 0.70x) and two HEAD_DIM 256 causal steps
     of 2 heads per KV head at 8k and 16k tokens (0.79x and 0.83x: their forward, dK/dV and dQ kernels all read less than
-    modelled). Writes, under the current model: three steps that split the group (S = 3), one Triton launch at HEAD_DIM 64
-    (+1.9 MiB, 2.00x the step's writes) and two Gluon ones at 512 query rows after cached keys, now over-predicted
-    (-3.1 and -3.5 MiB, 0.89x). At validation, under the model of then, five split steps missed, all above it (+1.9 to
-    +7.4 MiB): less of the fp32 partials stayed dirty in L2 at the dK/dV kernel's end than that model kept."""
+    modelled). Writes, under the current model: two split steps, a Triton launch at HEAD_DIM 64 (S = 3, +1.9 MiB,
+    2.00x the step's writes) and a Gluon one (S = 9, +2.2 MiB, 1.15x). At validation, under the model of then, five
+    split steps missed, all above it (+1.9 to +7.4 MiB): less of the fp32 partials stayed dirty in L2 at the dK/dV
+    kernel's end than that model kept."""
     rec = rec_of(HOLDOUT10_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv8-d256-bf16-q16293-k16293-tl-tiled-bwd",
                              "b1-h16-kv8-d256-fp16-q8192-k8192-tl-tiled-bwd",
                              "b1-h71-kv1-d64-fp16-q16384-k16384-tl-tiled-bwd"],
                     "write": ["b1-h32-kv4-d64-bf16-q3072-k3072-tl-tiled-bwd",
-                              "b1-h64-kv8-d128-fp16-q512-k2048-br-tiled-bwd",
-                              "b2-h32-kv8-d128-fp16-q512-k1002-br-tiled-bwd"]}
+                              "b1-h48-kv4-d128-bf16-q1024-k1024-tl-tiled-bwd"]}
     over = {r.id: ((r.level("HBM _bwd_dkdv").measured_write - r.level("HBM _bwd_dkdv").predicted_write) / 2**20,
                    r.level("HBM").ratio_write, r.tiling.bwd_group_splits, r.tiling.bwd_dkdv_kernel)
             for r in rec.rows if r.id in miss["write"]}
     assert [(round(e, 1), round(x, 2), S, k) for e, x, S, k in over.values()] == [
-        (1.9, 2.0, 3, "triton"), (-3.1, 0.89, 3, "gluon"), (-3.5, 0.89, 3, "gluon")]
+        (1.9, 2.0, 3, "triton"), (2.2, 1.15, 9, "gluon")]
     ratios = sorted(r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows
                     if r.id in miss["read"])
     assert ratios == [pytest.approx(0.70, abs=0.01), pytest.approx(0.79, abs=0.01), pytest.approx(0.83, abs=0.01)]
@@ -878,12 +897,12 @@ def test_eleventh_holdout_h200_counts(rec_of, level, read, write):
 def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
     """Reads: the worksheet's ROUGH class (32 heads on 4 at 16k causal: its dK/dV kernel read 0.41x the heads-outer
     wave model, the step 0.63x) and one HEAD_DIM 256 causal MHA step at 16k (0.88x; forward 0.92x, dK/dV 0.96x).
-    Writes, under the current model: an S = 2 Gluon step of 1,000 query rows after cached keys, now over-predicted
-    (-4.2 MiB, 0.88x), an S = 3 Triton step of 18 MiB partials (+1.46 MiB) and two HEAD_DIM 64 causal MHA steps of 6k
-    tokens whose kernels are each within 1 MiB but whose step sums are 1.9-2.1 MiB (12-14 %) over. At validation the
-    first was within and an S = 4 Gluon step (+5.5 MiB, the DKDV_PARTIAL_WRITE_EXCESS_MIB class) missed. Three steps'
-    writes are within only by the 1 MiB floor (issue 11 asks for each such case to be listed): 0.32, 0.41 and 0.0002
-    MiB over tiny predictions."""
+    Writes (the same four steps at validation and under the current model): an S = 4 Gluon step of fp32 partials above
+    the effective L2 (+5.5 MiB at validation, +2.3 MiB now, the DKDV_PARTIAL_WRITE_EXCESS_MIB class), an S = 3 Triton
+    step of 18 MiB partials (+1.46 MiB) and two HEAD_DIM 64 causal MHA steps of 6k tokens 1.9-2.1 MiB (12-14 %) over
+    on the step: their forward kernel wrote about 0.9 MiB more than modelled (within) and their dQ kernel 1.06 MiB
+    more (the dQ kernel's two write misses). Three steps' writes are within only by the 1 MiB floor (issue 11 asks for
+    each such case to be listed; at validation 0.41, 0.0002 and 0.32 MiB over tiny predictions)."""
     rec = rec_of(HOLDOUT11_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv16-d256-fp16-q16287-k16287-tl-tiled-bwd",
@@ -891,13 +910,15 @@ def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
                     "write": ["b1-h16-kv16-d64-fp16-q6032-k6032-tl-tiled-bwd",
                               "b1-h16-kv16-d64-fp16-q6144-k6144-tl-tiled-bwd",
                               "b1-h32-kv4-d64-bf16-q3033-k3033-tl-tiled-bwd",
-                              "b1-h56-kv8-d128-fp16-q1000-k3072-br-tiled-bwd"]}
+                              "b1-h32-kv8-d128-bf16-q512-k983-br-tiled-bwd"]}
     by_id = {r.id: r for r in rec.rows}
     reads = [by_id[i].level("HBM").ratio_read for i in miss["read"]]
     assert reads == [pytest.approx(0.881, abs=0.001), pytest.approx(0.630, abs=0.001)]
     over = {i: (by_id[i].level("HBM").measured_write - by_id[i].level("HBM").predicted_write) / 2**20
             for i in miss["write"]}
-    assert [round(v, 2) for v in over.values()] == [2.14, 1.95, 1.46, -4.21]
+    assert [round(v, 2) for v in over.values()] == [2.14, 1.95, 1.46, 2.28]
+    dq = {i: by_id[i].level("HBM _bwd_dq") for i in miss["write"][:2]}
+    assert all(1.0 * 2**20 < lv.measured_write - lv.predicted_write < 1.1 * 2**20 for lv in dq.values())
     floor_only = sorted(r.id for r in rec.rows
                         if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
     assert floor_only == ["b1-h12-kv2-d128-fp16-q2020-k2020-nc-tiled-bwd",
@@ -906,14 +927,24 @@ def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
     assert all(r.level("HBM").within("read", 0.10, 0) for r in rec.rows if r.id not in miss["read"])
 
 
-def test_training_holdouts_10_and_11_pooled(rec_of):
+def test_training_holdouts_10_and_11_pooled(rec_of, monkeypatch):
     """Hold-outs 10 and 11 tested the same kernels and model (2981147), each committed before it was measured; 11 was
     drawn after 10 missed the write bar, so they are read together: at validation 80 steps, reads 75 (93.8 %), writes
-    71 (88.75 %), UNDER issue 11's 90 % (docs/l2-calibration.md). GLUON_DKDV_PARTIAL_WRITE_SHARE was fitted on them
-    since; the current model's counts (73 writes) are calibration, not a validation."""
+    71 (88.75 %), UNDER issue 11's 90 %. The model of then is today's with the Gluon launch's partials at 0.5 (the
+    share fitted on these receipts since): reconciled that way here. Under the current model (calibration now, not a
+    validation) the writes are 74."""
+    import iomodel.cache.predict as predict
+    from iomodel.measure.records import Measurement
+    from iomodel.reconcile.compare import reconcile
+
     got = [_counts(rec_of(name), "tiled", "HBM", w) for w in ("read", "write") for name in (HOLDOUT10_H200, HOLDOUT11_H200)]
-    assert got == [(29, 32), (46, 48), (29, 32), (44, 48)]
-    assert (got[0][0] + got[1][0], got[2][0] + got[3][0]) == (75, 73)
+    assert got == [(29, 32), (46, 48), (30, 32), (44, 48)]
+    monkeypatch.setattr(predict, "GLUON_DKDV_PARTIAL_WRITE_SHARE", 0.5)
+    root = Path(__file__).resolve().parents[1] / "receipts"
+    then = [_counts(reconcile(Measurement.load(root / name)), "tiled", "HBM", w) for w in ("read", "write")
+            for name in (HOLDOUT10_H200, HOLDOUT11_H200)]
+    assert then == [(29, 32), (46, 48), (27, 32), (44, 48)]
+    assert (then[0][0] + then[1][0], then[2][0] + then[3][0]) == (75, 71)
 
 
 def test_eleventh_holdout_records_the_tree_it_ran():

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from iomodel.cache.params import L2Params
-from iomodel.cache.predict import (READ_QUALITIES, _common_assumptions, dkdv_read_quality, predict_ragged_launch,
-                                   predict_tiled, predict_training_step)
+from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions, dkdv_read_quality,
+                                   dkdv_write_quality, predict_ragged_launch, predict_tiled, predict_training_step)
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
                                    dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm,
@@ -417,6 +417,9 @@ class L2Estimate:
     #: The least of the kernels' ``read_bytes_quality`` (``iomodel.cache.predict.READ_QUALITIES``): how far
     #: ``read_bytes`` can be taken; ``predicted`` but for the training step's classes the assumptions name.
     read_bytes_quality: str = "predicted"
+    #: The least of the kernels' ``write_bytes_quality`` (``iomodel.cache.predict.WRITE_QUALITIES``): how far
+    #: ``write_bytes`` can be taken; ``rough`` where the dK/dV kernel's fp32 partials exceed the effective L2.
+    write_bytes_quality: str = "predicted"
 
     @classmethod
     def of(cls, read_bytes: int, write_bytes: int, written_bytes: int, *, flops: int, peak_flops: float,
@@ -436,6 +439,7 @@ class L2Estimate:
         out = {
             "source": f"estimate from {L2_ESTIMATE_SOURCE} {self.function} (not a measurement)",
             "read_bytes": self.read_bytes, "read_bytes_quality": self.read_bytes_quality, "write_bytes": self.write_bytes,
+            "write_bytes_quality": self.write_bytes_quality,
             "written_bytes": self.written_bytes, "dirty_at_end_bytes": self.dirty_bytes,
             "dirty_at_end": DIRTY_NOTE,
             "roofline_time_s": self.roofline_time_s, "intensity": self.intensity, "bound": self.bound,
@@ -618,9 +622,11 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
     dkdv_quality = dkdv_read_quality(spec, tiling)
+    dkdv_writes = dkdv_write_quality(spec, tiling, params.capacity)
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name],
-                     "read_bytes_quality": dkdv_quality if k.name == "_bwd_dkdv" else "predicted"}
+                     "read_bytes_quality": dkdv_quality if k.name == "_bwd_dkdv" else "predicted",
+                     "write_bytes_quality": dkdv_writes if k.name == "_bwd_dkdv" else "predicted"}
                     for k in l2.kernels)
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
@@ -630,6 +636,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
         read_bytes_quality=max((k["read_bytes_quality"] for k in kernels), key=READ_QUALITIES.index),
+        write_bytes_quality=max((k["write_bytes_quality"] for k in kernels), key=WRITE_QUALITIES.index),
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 from iomodel.cache.causes import CAUSES, Cause
 from iomodel.cache.params import (DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
                                   DKDV_LARGE_GROUP_RATIO, DKDV_LARGE_GROUP_ROWS, DKDV_PARTIAL_WRITE_EXCESS_MIB,
+                                  DKDV_PARTIAL_WRITE_EXCESS_STEPS, GLUON_DKDV_PARTIAL_FIT_STEPS,
                                   GLUON_DKDV_PARTIAL_WRITE_SHARE,
                                   DQ_WRITE_SHARE, STREAM_SLICES, L2Params)
 from iomodel.cache.simulate import KernelL2, simulate, stream_kernel
@@ -613,6 +614,21 @@ def training_floor(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, int]
 READ_QUALITIES = ("predicted", "rough", "not a prediction")
 
 
+#: How far the training step's L2-aware DRAM writes of one kernel can be taken (``write_bytes_quality`` in the
+#: worksheet JSON): ``predicted``, or ``rough`` (the band :data:`~iomodel.cache.params.DKDV_PARTIAL_WRITE_EXCESS_MIB`).
+WRITE_QUALITIES = ("predicted", "rough")
+
+
+def dkdv_write_quality(spec: LayerSpec, tiling: Tiling, capacity: float) -> str:
+    """How far the model's ``_bwd_dkdv`` DRAM writes can be taken (one of :data:`WRITE_QUALITIES`): ``rough`` where
+    its S > 1 group slices' fp32 partials (:func:`training_floor`'s dK/dV writes, bytes) exceed ``capacity`` (the
+    effective L2, bytes, :attr:`~iomodel.cache.params.L2Params.capacity`), measured on the H200 within
+    :data:`~iomodel.cache.params.DKDV_PARTIAL_WRITE_EXCESS_MIB` of the model; ``predicted`` otherwise."""
+    if tiling.bwd_group_splits > 1 and training_floor(spec, tiling)["_bwd_dkdv"][1] > capacity:
+        return "rough"
+    return "predicted"
+
+
 def dkdv_read_quality(spec: LayerSpec, tiling: Tiling) -> str:
     """How far the wave model's ``_bwd_dkdv`` DRAM reads can be taken for this layer (one of :data:`READ_QUALITIES`).
 
@@ -641,7 +657,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     :func:`predict_tiled`, ``_bwd_preprocess``, ``_bwd_dkdv`` and ``_bwd_dq`` from the waves of
     :mod:`iomodel.schedule.grid` (:func:`~iomodel.schedule.grid.preprocess_waves`,
     :func:`~iomodel.schedule.grid.dkdv_waves`, :func:`~iomodel.schedule.grid.dq_waves`), with the
-    forward's constants (effective L2 fraction, ways, chunk rows; nothing fitted on the backward).
+    forward's constants (effective L2 fraction, ways, chunk rows), except two weights fitted on training receipts
+    (:data:`~iomodel.cache.params.DQ_WRITE_SHARE` for the dQ kernel's stores and
+    :data:`~iomodel.cache.params.GLUON_DKDV_PARTIAL_WRITE_SHARE` for the Gluon dK/dV launch's fp32 partials).
 
     Args:
         spec: the layer (prefill; ``spec.backward`` True or False, the step is modelled either way).
@@ -683,8 +701,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
     dq_fitted = params.write_once and params.stored_share is None  # the dQ kernel's fitted share (DQ_WRITE_SHARE)
     if dq_fitted:
         par["_bwd_dq"] = replace(par["_bwd_dq"], stored_share=DQ_WRITE_SHARE)
-    if (tiling.bwd_dkdv_kernel == "gluon" and tiling.bwd_group_splits > 1 and params.write_once
-            and params.stored_share is None):  # the Gluon launch's fp32 partials (GLUON_DKDV_PARTIAL_WRITE_SHARE)
+    gluon_fitted = (tiling.bwd_dkdv_kernel == "gluon" and tiling.bwd_group_splits > 1 and params.write_once
+                    and params.stored_share is None)  # the Gluon launch's fp32 partials (GLUON_DKDV_PARTIAL_WRITE_SHARE)
+    if gluon_fitted:
         par["_bwd_dkdv"] = replace(par["_bwd_dkdv"], stored_share=GLUON_DKDV_PARTIAL_WRITE_SHARE)
     fwd_launch = None if grid_order == "tiles-fastest" else Schedule.for_tiling(tiling, tile_order=tile_order,
                                                                                grid_order=grid_order)
@@ -768,21 +787,22 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                                "wave model on the H200, seldom within 10 % (docs/l2-calibration.md): this kernel's "
                                "estimate may be off either way.")
     part_bytes = floor["_bwd_dkdv"][1] if tiling.bwd_group_splits > 1 else 0  # the fp32 partials
-    if part_bytes > params.capacity:
+    if dkdv_write_quality(spec, tiling, params.capacity) == "rough":
         lo, hi = DKDV_PARTIAL_WRITE_EXCESS_MIB
+        n, above, below = DKDV_PARTIAL_WRITE_EXCESS_STEPS
         assumptions.append(f"ROUGH: _bwd_dkdv's DRAM writes. Its {tiling.bwd_group_splits} group slices' fp32 partials "
                            f"({part_bytes / 2**20:.1f} MiB) exceed the effective L2 ({params.capacity / 2**20:.1f} "
-                           f"MiB); on the H200 such steps wrote {lo:+} to {hi:+} MiB beside this kernel's estimate, 30 of 61 "
-                           "more than 1 MiB above it and 8 more than 1 MiB below (iomodel/cache/params.py "
+                           f"MiB); on the H200 such steps wrote {lo:+} to {hi:+} MiB beside this kernel's estimate, {above} "
+                           f"of {n} more than 1 MiB above it and {below} more than 1 MiB below (iomodel/cache/params.py "
                            "DKDV_PARTIAL_WRITE_EXCESS_MIB).")
-    if par["_bwd_dkdv"].stored_share == GLUON_DKDV_PARTIAL_WRITE_SHARE and tiling.bwd_dkdv_kernel == "gluon":
+    if gluon_fitted:
         assumptions.append(f"A byte of fp32 partials the Gluon _bwd_dkdv launch stores weighs {GLUON_DKDV_PARTIAL_WRITE_SHARE} "
                            f"read-equivalent bytes of L2 (the Triton launch's {params.write_share}): fitted on that launch's "
-                           "29 split steps on the H200, not a mechanism (iomodel/cache/params.py "
+                           f"{GLUON_DKDV_PARTIAL_FIT_STEPS} split steps on the H200, not a mechanism (iomodel/cache/params.py "
                            "GLUON_DKDV_PARTIAL_WRITE_SHARE).")
     if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
-                           f"{params.write_share}): fitted on the dQ launches of six training receipts, not a mechanism "
+                           f"{params.write_share} but for the Gluon dK/dV partials above): fitted on the dQ launches of six training receipts, not a mechanism "
                            "(iomodel/cache/params.py DQ_WRITE_SHARE).")
     return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                    assumptions)

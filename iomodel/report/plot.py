@@ -244,6 +244,9 @@ def default_seqlens(spec: LayerSpec) -> np.ndarray:
 #: as much as one worksheet estimate (see :data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_PROGRAMS`).
 L2_CURVE_MAX_PROGRAMS = 2**17
 L2_AWARE_LABEL = "tiled: L2-aware DRAM estimate (what ncu's dram__bytes counts)"
+#: Why the seqlen plot draws no L2-aware line for a training step (the line is the forward kernel's, point by point).
+L2_TRAINING_NOT_DRAWN = ("this line is the prefill forward kernel's; the training step's estimate, per kernel,\n"
+                         "is in `iomodel worksheet --pass fwd+bwd`")
 NO_REUSE_LABEL = "tiled (bundled kernel): HBM bytes transferred,\nno-reuse HBM bound (every load leaves the chip)"
 
 
@@ -382,7 +385,9 @@ def plot_seqlen(
     elif not l2_x:
         from iomodel.cache.estimate import not_estimated
 
-        ax.plot([], [], ls="none", label=f"{L2_AWARE_LABEL}\nnot drawn: {not_estimated(spec)}")
+        why = (L2_TRAINING_NOT_DRAWN if spec.backward and spec.phase == "prefill"
+               else not_estimated(spec) or "no sequence length of the plot is a power of two or the layer's own")
+        ax.plot([], [], ls="none", label=f"{L2_AWARE_LABEL}\nnot drawn: {why}")
     ax.plot(n, res["compulsory"]["bytes"], color=COLORS["compulsory"], lw=2.0, ls=":", zorder=4,
             label="compulsory floor: inputs read once, outputs written once")
     floor = np.asarray(res["compulsory"]["bytes"], dtype=float)
@@ -395,7 +400,7 @@ def plot_seqlen(
                 marker="o" if alg == "tiled" else None, markevery=max(1, len(n) // 16), ms=6, mfc="none", mew=1.2,
                 zorder=5,
                 label=f"{label}: allocated in HBM (resident, not transferred)"
-                      + (" - lies on the compulsory floor" if on_floor else ""))
+                      + ("\n- lies on the compulsory floor" if on_floor else ""))
     over = np.asarray(res["baseline"]["allocated_bytes"], dtype=float) > hardware.hbm_bytes
     if over.any():
         first = int(n[over][0])
@@ -405,7 +410,7 @@ def plot_seqlen(
         ax.plot(n[over], base_alloc[over], color=COLORS["baseline"], lw=3.0, ls="--", zorder=6)
         ax.plot([first], [base_alloc[over][0]], ls="none", marker="X", ms=11, color=COLORS["baseline"],
                 mec="black", zorder=7,
-                label=f"baseline allocation exceeds HBM capacity from {first:,} tokens (thick dashes): cannot run")
+                label=f"baseline allocation exceeds HBM capacity\nfrom {first:,} tokens (thick dashes): cannot run")
     ax.axvline(spec.seqlen_k, color=COLORS["grey"], lw=1, ls="-.",
                label=f"this layer: {_tokens_label(spec.seqlen_k)} tokens")
     _overlay(ax, points, lambda m: float(m["seqlen"]))

@@ -354,8 +354,10 @@ class Worksheet:
         per_kernel = [f"- `{k['name']}`: DRAM read {fmt_bytes(k['read_bytes'])}"
                       + ("" if k.get("read_bytes_quality", "predicted") == "predicted"
                          else f" (**{k['read_bytes_quality'].upper()}**: the assumptions below)")
-                      + f", written {fmt_bytes(k['write_bytes'])} "
-                      f"of {fmt_bytes(k['written_bytes'])} stored; programs per SM: {k['programs_per_sm']}"
+                      + f", written {fmt_bytes(k['write_bytes'])}"
+                      + ("" if k.get("write_bytes_quality", "predicted") == "predicted"
+                         else f" (**{k['write_bytes_quality'].upper()}**: the assumptions below)")
+                      + f" of {fmt_bytes(k['written_bytes'])} stored; programs per SM: {k['programs_per_sm']}"
                       for k in e.kernels]
         return [
             f"**L2-aware DRAM estimate of `tiled`**{step} (an estimate from {L2_ESTIMATE_SOURCE} `{e.function}`, "
@@ -363,8 +365,9 @@ class Worksheet:
             "",
             f"- DRAM read {fmt_bytes(e.read_bytes)}"
             + ("" if e.read_bytes_quality == "predicted" else f" (**{e.read_bytes_quality.upper()}**: see its kernels)")
-            + f", written {fmt_bytes(e.write_bytes)}, "
-            f"total {fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
+            + f", written {fmt_bytes(e.write_bytes)}"
+            + ("" if e.write_bytes_quality == "predicted" else f" (**{e.write_bytes_quality.upper()}**: see its kernels)")
+            + f", total {fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
             f"- roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** "
             f"(intensity {e.intensity:,.1f} FLOP/B)",
             (f"- programs per SM = {e.programs_per_sm} ({e.programs_per_sm_source}); num_warps = {e.num_warps}, "
