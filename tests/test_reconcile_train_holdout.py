@@ -976,3 +976,37 @@ def test_eleventh_holdout_records_the_tree_it_ran():
                 (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
                 (Path(tmp) / path).write_bytes(blob)
         assert source_digest(tmp) == data["environment"]["source_sha256"]
+
+
+def test_gluon_partial_share_and_write_band_follow_from_the_receipts(rec_of):
+    """GLUON_DKDV_PARTIAL_FIT_STEPS, the fit's stated outcome and DKDV_PARTIAL_WRITE_EXCESS_MIB/_STEPS recomputed from
+    the committed H200 training receipts under the current model: the spill-free Gluon launch's split steps (hold-outs
+    9-11) are 19, 17 of them with step writes within ±10 % or 1 MiB, mean dK/dV write excess +0.51 MiB; the steps whose
+    fp32 partials exceed the effective L2 are 61, -2.40 to +6.88 MiB, 36 more than 1 MiB above and 5 more than 1 MiB
+    below."""
+    import json
+
+    from iomodel.cache.params import (DKDV_PARTIAL_WRITE_EXCESS_MIB, DKDV_PARTIAL_WRITE_EXCESS_STEPS,
+                                      GLUON_DKDV_PARTIAL_FIT_STEPS)
+    from iomodel.cache.predict import training_floor
+
+    root = Path(__file__).resolve().parents[1] / "receipts"
+    names = sorted(p.name for p in root.glob("ncu-h200-*.json")
+                   if any((s.get("spec") or {}).get("backward") for s in json.loads(p.read_text())["shapes"]))
+    fit, band = [], []
+    for name in names:
+        rec = rec_of(name)
+        for r in rec.rows:
+            lv = r.level("HBM _bwd_dkdv")
+            if r.error or r.tiling is None or r.tiling.bwd_group_splits <= 1 or lv is None or lv.measured_write is None:
+                continue
+            excess = (lv.measured_write - lv.predicted_write) / 2**20
+            if training_floor(r.spec, r.tiling)["_bwd_dkdv"][1] > 0.5 * 60 * 2**20:
+                band.append(excess)
+            if r.tiling.bwd_dkdv_kernel == "gluon" and "gluon-dkdv-holdout1" not in name:
+                fit.append((excess, bool(rec.within(r, "HBM", "write"))))
+    assert len(fit) == GLUON_DKDV_PARTIAL_FIT_STEPS == 19 and sum(ok for _, ok in fit) == 17
+    assert sum(e for e, _ in fit) / len(fit) == pytest.approx(0.51, abs=0.005)
+    lo, hi = DKDV_PARTIAL_WRITE_EXCESS_MIB
+    assert (round(min(band), 1), round(max(band), 1)) == (lo, hi)
+    assert (len(band), sum(e > 1 for e in band), sum(e < -1 for e in band)) == DKDV_PARTIAL_WRITE_EXCESS_STEPS
