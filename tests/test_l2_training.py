@@ -159,13 +159,6 @@ def test_the_json_says_how_far_each_kernels_reads_can_be_taken(kw, step, dkdv):
     assert (f"(**{dkdv.upper()}**: the assumptions below)" in md) == (dkdv != "predicted")
 
 
-def w_gluon_share_said(**kw) -> bool:
-    """Whether the training step's L2-aware assumptions name the Gluon launch's partial-store weight (0.75)."""
-    j = json.loads(make_worksheet(resolve_layer(passes="fwd+bwd", **kw)).to_json())
-    return any(a.startswith("A byte of fp32 partials the Gluon _bwd_dkdv launch stores weighs 0.75 read-equivalent")
-               for a in j["algorithms"]["tiled"]["l2_aware"]["assumptions"])
-
-
 def test_group_split_partials_beyond_the_effective_l2_say_their_writes_are_rough():
     """Where the S > 1 slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the effective L2 (0.5 x 60 MiB on the
     H200), the dK/dV kernel's measured DRAM writes were -2.4 to +6.9 MiB beside the model on 61 steps: said once, with
@@ -174,21 +167,20 @@ def test_group_split_partials_beyond_the_effective_l2_say_their_writes_are_rough
     from iomodel.cache.params import DKDV_PARTIAL_WRITE_EXCESS_MIB
 
     def caveat(**kw):
+        """(S, the assumptions on DRAM writes, the L2-aware JSON, the worksheet) of one training step."""
         w = make_worksheet(resolve_layer(passes="fwd+bwd", **kw))
-        j = json.loads(w.to_json())
-        return w.layer.tiling.bwd_group_splits, [a for a in j["algorithms"]["tiled"]["l2_aware"]["assumptions"]
-                                                 if "DRAM writes" in a]
+        l2 = json.loads(w.to_json())["algorithms"]["tiled"]["l2_aware"]
+        return w.layer.tiling.bwd_group_splits, [a for a in l2["assumptions"] if "DRAM writes" in a], l2, w
 
     assert DKDV_PARTIAL_WRITE_EXCESS_MIB == (-2.4, 6.9)
-    S, said = caveat(seqlen=959, heads=40, kv_heads=10, head_dim=128, dtype="fp16")
+    S, said, l2, w = caveat(seqlen=959, heads=40, kv_heads=10, head_dim=128, dtype="fp16")
     assert S == 4 and len(said) == 1 and said[0].startswith("ROUGH: _bwd_dkdv's DRAM writes")
     assert "4 group slices' fp32 partials (37.5 MiB) exceed the effective L2 (30.0 MiB)" in said[0]
     assert "-2.4 to +6.9 MiB" in said[0] and "36 of 61 more than 1 MiB above it and 5 more than 1 MiB below" in said[0]
     # this layer runs the Gluon dK/dV launch on the H200, whose partials weigh GLUON_DKDV_PARTIAL_WRITE_SHARE: said too
-    assert w_gluon_share_said(seqlen=959, heads=40, kv_heads=10, head_dim=128, dtype="fp16")
+    assert any(a.startswith("A byte of fp32 partials the Gluon _bwd_dkdv launch stores weighs 0.75 read-equivalent")
+               for a in l2["assumptions"])
     # and a tool reads it without parsing text: write_bytes_quality of the dK/dV kernel and the step; Markdown marks both
-    w = make_worksheet(resolve_layer(passes="fwd+bwd", seqlen=959, heads=40, kv_heads=10, head_dim=128, dtype="fp16"))
-    l2 = json.loads(w.to_json())["algorithms"]["tiled"]["l2_aware"]
     assert l2["write_bytes_quality"] == "rough"
     assert {k["name"]: k["write_bytes_quality"] for k in l2["kernels"]} == {
         "_attn_fwd": "predicted", "_bwd_preprocess": "predicted", "_bwd_dkdv": "rough", "_bwd_reduce_dkdv": "predicted",
@@ -199,10 +191,8 @@ def test_group_split_partials_beyond_the_effective_l2_say_their_writes_are_rough
     # 24 KV heads: 8 x 24 = 192 programs, S = 2, partials 2·2·24·959·128·4 = 45.0 MiB: said
     assert caveat(seqlen=959, heads=48, kv_heads=24, head_dim=128)[1] != []
     # fits: 8 KV heads, 64 programs, S = 5 capped at G = 4: 2·4·8·959·128·4 = 31,424,512 B < 30 MiB, not said
-    S, said = caveat(seqlen=959, heads=32, kv_heads=8, head_dim=128)
+    S, said, fits, _ = caveat(seqlen=959, heads=32, kv_heads=8, head_dim=128)
     assert S == 4 and said == []
-    fits = json.loads(make_worksheet(resolve_layer(passes="fwd+bwd", seqlen=959, heads=32, kv_heads=8, head_dim=128))
-                      .to_json())["algorithms"]["tiled"]["l2_aware"]
     assert fits["write_bytes_quality"] == "predicted"
     assert caveat(seqlen=8192, heads=32, kv_heads=8)[1] == []  # S = 1: no partials
 

@@ -187,17 +187,23 @@ BEFORE_HOLDOUT9 = (
     "h200-window1", "h200-window2")
 
 
-def _assert_seeds_draw(name, seed, before, count=32):
-    """Assert that sweeps/<name>.toml holds exactly the ``count`` steps sweeps/draw_training_holdout.py draws from
-    ``seed`` beside the sweeps ``before`` it, in order; return those steps ((comment, fields) pairs)."""
+def _draw_module():
+    """sweeps/draw_training_holdout.py as a module (the sweeps folder is not a package)."""
     import importlib.util
-
-    from iomodel.measure.sweep import parse_sweep
 
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
     draw = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(draw)
+    return draw
+
+
+def _assert_seeds_draw(name, seed, before, count=32):
+    """Assert that sweeps/<name>.toml holds exactly the ``count`` steps sweeps/draw_training_holdout.py draws from
+    ``seed`` beside the sweeps ``before`` it, in order; return those steps ((comment, fields) pairs)."""
+    from iomodel.measure.sweep import parse_sweep
+
+    draw = _draw_module()
     steps = draw.draw(seed, count, set(_sweep_ids(*before)))
     assert [draw._id(parse_sweep, s) for _, s in steps] == _sweep_ids(name)
     return steps
@@ -283,14 +289,10 @@ def test_second_eager_holdout_is_the_stated_filter_of_the_seeds_draw():
     """sweeps/h200-train-eager-holdout2.toml: the first 6 steps of seed 2026120513's draw (24 steps beside every sweep
     committed before it and hold-out 12, committed with it) with B x seqlen_k <= 8,192 tokens, at most 32 heads and HEAD_DIM <= 128, run as the eager
     chain (impls = ["baseline"]); no eager step of an earlier sweep repeats."""
-    import importlib.util
-
     from iomodel.measure.sweep import load_sweep, parse_sweep
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("draw_training_holdout", root / "sweeps" / "draw_training_holdout.py")
-    draw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(draw)
+    draw = _draw_module()
     steps = draw.draw(2026120513, 24, set(_sweep_ids(*BEFORE_HOLDOUT12, "h200-train-holdout12")))
     kept = [f for _, f in steps if f.get("batch", 1) * f.get("seqlen_k", f.get("seqlen")) <= 8192
             and f["heads"] <= 32 and f["head_dim"] <= 128][:6]
