@@ -53,6 +53,7 @@ FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-win
                   # the eager-chain training hold-out: no bundled-kernel shape (its 6 eager steps are
                   # pinned in tests/test_reconcile_train_holdout.py)
                   "ncu-h200-train-eager-holdout1-2026-12-02.json": 0,
+                  "ncu-h100-train-eager-holdout2-2026-12-05.json": 0,
                   # the hold-out of the causal LPT launch (head-grouped:G): 16 forwards, 4 steps
                   "ncu-h200-lpt-holdout1-2026-12-02.json": 20,
                   # the HEAD_DIM 256 training hold-outs (Gemma's layers), after the spill-free 256 tiles
@@ -301,14 +302,14 @@ def test_holdout4_repeats_on_the_same_configs_bound_the_measurement_noise():
 
 #: In reverse name order, against ``any_rec``'s forward order: under xdist the two tests of one receipt then
 #: seldom run at once on two workers, one of them idle on the other's reconciliation (receipt_cache.py).
-_REPORTS = sorted((p for p in RECEIPTS_DIR.glob("reconcile-h200-*.md")
+_REPORTS = sorted((p for p in RECEIPTS_DIR.glob("reconcile-h[12]00-*.md")
                    if (RECEIPTS_DIR / p.name.replace("reconcile-", "ncu-").replace(".md", ".json")).exists()),
                   reverse=True)
 
 
 @pytest.mark.parametrize("report", _REPORTS, ids=[p.name for p in _REPORTS])
 def test_committed_reconcile_report_is_the_current_models(report, reconciled_receipt):
-    """Each committed ``receipts/reconcile-h200-*.md`` of an ncu receipt is what ``iomodel reconcile
+    """Each committed ``receipts/reconcile-h200-*.md`` (and ``reconcile-h100-*.md``) of an ncu receipt is what ``iomodel reconcile
     RECEIPT --markdown`` writes under the current model: a model change that moves a count must
     regenerate the reports (the README calls them the reconciliation under the current model)."""
     from iomodel.report.reconcile_md import markdown

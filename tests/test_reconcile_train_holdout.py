@@ -1012,3 +1012,85 @@ def test_gluon_partial_share_and_write_band_follow_from_the_receipts(rec_of):
     lo, hi = DKDV_PARTIAL_WRITE_EXCESS_MIB
     assert (round(min(band), 1), round(max(band), 1)) == (lo, hi)
     assert (len(band), sum(e > 1 for e in band), sum(e < -1 for e in band)) == DKDV_PARTIAL_WRITE_EXCESS_STEPS
+
+
+# The thirteenth training hold-out (sweeps/h200-train-holdout13.toml, 48 steps, committed at 6900c5d with
+# GLUON_DKDV_PARTIAL_WRITE_SHARE = 0.75 before any measurement; the model and kernels unchanged since) and the second
+# eager hold-out (sweeps/h200-train-eager-holdout2.toml, 6 steps), measured on 2026-12-05 ON AN H100 (no H200 could be
+# started in seven tries that session), predicted for the record's H100-SXM: VALIDATION.
+HOLDOUT13_H100 = "ncu-h100-train-holdout13-2026-12-05.json"
+EAGER_HOLDOUT2_H100 = "ncu-h100-train-eager-holdout2-2026-12-05.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (48, 48), (44, 48)),  # issue 11 item 5's step bar, 90 %: reads 100 %, writes 91.7 %
+    ("HBM _attn_fwd", (47, 48), (47, 48)),
+    ("HBM _bwd_preprocess", (48, 48), (48, 48)),
+    ("HBM _bwd_dkdv", (39, 48), (44, 48)),
+    ("HBM _bwd_dq", (47, 48), (47, 48)),
+    ("HBM _bwd_reduce_dkdv", (12, 12), (10, 12)),
+    ("L2", (48, 48), (48, 48)),
+    ("L2 _bwd_dkdv", (48, 48), (48, 48)),
+])
+def test_thirteenth_holdout_h100_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT13_H100), "tiled", level, read, write)
+
+
+def test_thirteenth_holdout_h100_misses_and_floor_cases(rec_of):
+    """No step read misses. The four step write misses are the Triton dK/dV launch's group split (HEAD_DIM 64, S = 3
+    or 5 slices of fp32 partials that the model keeps in L2): its dK/dV kernel writes back 1.1-1.6 MiB more than
+    predicted, just past the 1 MiB floor. Three steps' writes are within only by the floor (listed, as issue 11 asks).
+    The dK/dV kernel's nine read misses are causal GQA steps of groups 4 to 8 at 2k-16k tokens, all below the model
+    (0.79-0.90x), the heads-outer class of docs/l2-calibration.md; the steps they belong to are within."""
+    rec = rec_of(HOLDOUT13_H100)
+    miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
+    assert miss == {"read": [],
+                    "write": ["b1-h32-kv4-d64-fp16-q3072-k3072-tl-tiled-bwd",
+                              "b2-h14-kv2-d64-bf16-q2048-k2048-tl-tiled-bwd",
+                              "b4-h14-kv2-d64-bf16-q1000-k1024-br-tiled-bwd",
+                              "b4-h14-kv2-d64-fp16-q512-k2048-br-tiled-bwd"]}
+    by_id = {r.id: r for r in rec.rows}
+    for i in miss["write"]:
+        r = by_id[i]
+        assert r.tiling.bwd_dkdv_kernel == "triton" and r.tiling.bwd_group_splits in (3, 5) and r.spec.head_dim == 64
+        dkdv = r.level("HBM _bwd_dkdv")
+        assert 1.1 * 2**20 < dkdv.measured_write - dkdv.predicted_write < 1.7 * 2**20
+    floor_only = sorted(r.id for r in rec.rows
+                        if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
+    assert floor_only == ["b1-h14-kv2-d64-fp16-q1024-k1024-tl-tiled-bwd",
+                          "b1-h32-kv32-d80-bf16-q1024-k1024-nc-tiled-bwd",
+                          "b2-h32-kv8-d64-bf16-q1000-k2974-br-tiled-bwd"]
+    assert all(r.level("HBM").within("read", 0.10, 0) for r in rec.rows)  # every read within ±10 % alone
+    ratios = sorted(round(r.level("HBM _bwd_dkdv").ratio_read, 2) for r in rec.rows
+                    if not rec.within(r, "HBM _bwd_dkdv", "read"))
+    assert len(ratios) == 9 and ratios[0] == 0.79 and ratios[-1] == 0.90
+    assert all(by_id[r.id].spec.causal and 4 <= by_id[r.id].spec.heads // by_id[r.id].spec.kv_heads <= 8
+               for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read"))
+
+
+def test_thirteenth_holdout_and_eager_holdout_ran_the_committed_tree_on_an_h100():
+    """Both receipts record the tree hold-out 13's header names (source digest 8cb64332..., the tree of 6900c5d and of
+    45f02d3, the session's base) and the device they ran on, an H100, not the H200 the sweeps were drawn for."""
+    import json
+
+    root = Path(__file__).resolve().parents[1] / "receipts"
+    header = (root.parent / "sweeps" / "h200-train-holdout13.toml").read_text()
+    for name, shapes in ((HOLDOUT13_H100, 48), (EAGER_HOLDOUT2_H100, 6)):
+        data = json.loads((root / name).read_text())
+        env = data["environment"]
+        assert env["device"] == "NVIDIA H100 80GB HBM3" and len(data["shapes"]) == shapes
+        assert env["source_sha256"] == "8cb643325250570518bf72ee9bd21cc92d2ed8b0c64a09aaf9c3b521f76b4ae6"
+        assert env["source_sha256"] in header
+
+
+def test_second_eager_holdout_h100_is_within(rec_of):
+    """The eager chain on the six steps of the second eager hold-out, up to 8,192 tokens: DRAM reads and writes within
+    ±10 % on 6/6 each way, without the 1 MiB floor (issue 11 item 5's eager bar)."""
+    rec = rec_of(EAGER_HOLDOUT2_H100)
+    rows = [r for r in rec.rows if r.impl == "baseline"]
+    assert len(rows) == 6 and max(r.spec.batch * r.spec.seqlen_k for r in rows) <= 8192
+    _assert_counts(rec, "baseline", "HBM", (6, 6), (6, 6))
+    for r in rows:
+        lv = r.level("HBM")
+        assert abs(lv.predicted_read - lv.measured_read) <= 0.1 * lv.measured_read
+        assert abs(lv.predicted_write - lv.measured_write) <= 0.1 * lv.measured_write
