@@ -565,6 +565,14 @@ def _kv_heads(f: _Fields, heads: int) -> int:
         return f.int_(("num_query_groups",), "give the KV groups of group_query_attention")
     if f.flag("multi_query"):  # Falcon-7B, GPT-BigCode/StarCoder: one K/V head
         return 1
+    if model_type in ("falcon", "RefinedWebModel") and f.cfg.get("multi_query") is None:
+        # HF FalconConfig (and Falcon-7B's own RWConfig, model_type RefinedWebModel) default multi_query=True, and
+        # FalconAttention keeps num_kv_heads only under new_decoder_architecture or multi_query=False: a file
+        # without the field is multi-query
+        f.kv_note = (f"model_type {model_type!r} without 'multi_query': 1 KV head, as transformers reads it (the "
+                     "configuration class's default multi_query=True; num_kv_heads counts only with "
+                     "new_decoder_architecture or multi_query false).")
+        return 1
     if f.cfg.get("attention_head_type") == "multiquery":  # SantaCoder (its own GPT-2 code): one K/V head
         return 1
     attn = f.cfg.get("attn_config")
