@@ -1289,12 +1289,13 @@ def test_a_mamba_ssm_hybrids_attn_cfg_sizes_are_checked(tmp_path):
     assert "pass --heads 30 --kv-heads 6 --head-dim 128 (and --dtype)" in _refusal(_write(tmp_path, fields))
 
 
-def test_falcon_without_multi_query_is_multi_query_as_transformers_reads_it(tmp_path):
+def test_falcon_and_bigcode_without_multi_query_are_multi_query_as_transformers_reads_them(tmp_path):
     """HF FalconConfig defaults multi_query=True and FalconAttention uses num_kv_heads only under
     new_decoder_architecture or multi_query=False: a falcon file that leaves multi_query out has 1 KV head (said in a
     note), even beside num_kv_heads; multi_query false keeps num_kv_heads (or the query heads without it), and
     new_decoder_architecture its num_kv_heads. Falcon-7B's own RWConfig (model_type RefinedWebModel) defaults
-    multi_query=True too. A fresh user found the first read as 71 KV heads, without a word."""
+    multi_query=True too, and so does GPTBigCodeConfig. A fresh user found the first read as 71 KV heads, without a
+    word."""
     base = {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "torch_dtype": "bfloat16"}
     cfg = load_config(_write(tmp_path, base, "a.json"))
     assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (71, 1, 64)
@@ -1311,3 +1312,7 @@ def test_falcon_without_multi_query_is_multi_query_as_transformers_reads_it(tmp_
     assert load_config(_write(tmp_path, {**rw, "multi_query": False}, "g.json")).kv_heads == 71
     rw40 = {"model_type": "RefinedWeb", "hidden_size": 8192, "n_head": 128, "n_head_kv": 8, "torch_dtype": "bfloat16"}
     assert load_config(_write(tmp_path, rw40, "h.json")).kv_heads == 8  # Falcon-40B's RWConfig: n_head_kv
+    bigcode = {"model_type": "gpt_bigcode", "n_embd": 6144, "n_head": 48, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, bigcode, "i.json"))  # GPTBigCodeConfig: multi_query=True too
+    assert (cfg.kv_heads, cfg.head_dim) == (1, 128) and any("GPTBigCodeConfig's default" in n for n in cfg.notes)
+    assert load_config(_write(tmp_path, {**bigcode, "multi_query": False}, "j.json")).kv_heads == 48

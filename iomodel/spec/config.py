@@ -207,6 +207,11 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "qwen2": ("Qwen2Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "hidden_size": 4096}),
     "jetmoe": ("JetMoeConfig", {"num_key_value_heads": 16, "kv_channels": 128}),  # its kv_channels; heads: _jetmoe_heads
 }
+#: Configuration classes whose ``multi_query`` defaults to True, by ``model_type``: a file that leaves the field out
+#: (or null) is multi-query, one K/V head, as transformers reads it. FalconAttention keeps ``num_kv_heads`` only under
+#: ``new_decoder_architecture`` (read first) or ``multi_query=False``. Source: the ``__init__`` defaults of HF
+#: ``FalconConfig`` and ``GPTBigCodeConfig``, and of Falcon-7B's own ``configuration_RW.py`` ``RWConfig``.
+MULTI_QUERY_DEFAULT = {"falcon": "FalconConfig", "RefinedWebModel": "RWConfig", "gpt_bigcode": "GPTBigCodeConfig"}
 #: ``JetMoeConfig``'s experts per token for a file that leaves ``num_experts_per_tok`` out: its mixture of attention
 #: heads runs that many experts of ``num_key_value_heads`` query heads each on one K/V
 #: (``num_attention_heads = num_key_value_heads * num_experts_per_tok``; HEAD_DIM ``kv_channels``).
@@ -565,13 +570,9 @@ def _kv_heads(f: _Fields, heads: int) -> int:
         return f.int_(("num_query_groups",), "give the KV groups of group_query_attention")
     if f.flag("multi_query"):  # Falcon-7B, GPT-BigCode/StarCoder: one K/V head
         return 1
-    if model_type in ("falcon", "RefinedWebModel") and f.cfg.get("multi_query") is None:
-        # HF FalconConfig (and Falcon-7B's own RWConfig, model_type RefinedWebModel) default multi_query=True, and
-        # FalconAttention keeps num_kv_heads only under new_decoder_architecture or multi_query=False: a file
-        # without the field is multi-query
-        f.kv_note = (f"model_type {model_type!r} without 'multi_query': 1 KV head, as transformers reads it (the "
-                     "configuration class's default multi_query=True; num_kv_heads counts only with "
-                     "new_decoder_architecture or multi_query false).")
+    if model_type in MULTI_QUERY_DEFAULT and f.cfg.get("multi_query") is None:
+        f.kv_note = (f"model_type {model_type!r} without 'multi_query': 1 KV head, as transformers reads it "
+                     f"({MULTI_QUERY_DEFAULT[model_type]}'s default multi_query=True).")
         return 1
     if f.cfg.get("attention_head_type") == "multiquery":  # SantaCoder (its own GPT-2 code): one K/V head
         return 1
