@@ -1316,3 +1316,12 @@ def test_falcon_and_bigcode_without_multi_query_are_multi_query_as_transformers_
     cfg = load_config(_write(tmp_path, bigcode, "i.json"))  # GPTBigCodeConfig: multi_query=True too
     assert (cfg.kv_heads, cfg.head_dim) == (1, 128) and any("GPTBigCodeConfig's default" in n for n in cfg.notes)
     assert load_config(_write(tmp_path, {**bigcode, "multi_query": False}, "j.json")).kv_heads == 48
+
+
+def test_starcoder2_without_kv_heads_gets_its_class_default(tmp_path):
+    """Starcoder2Config defaults num_key_value_heads to 2 (not the query heads): a starcoder2 file without the field is
+    GQA 24/2 at HEAD_DIM 3072/24 = 128, and a note names the defaulted field."""
+    cfg = load_config(_write(tmp_path, {"model_type": "starcoder2", "num_attention_heads": 24, "hidden_size": 3072,
+                                        "torch_dtype": "bfloat16"}))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (24, 2, 128)
+    assert any("Starcoder2Config" in n and "num_key_value_heads" in n for n in cfg.notes)

@@ -194,7 +194,8 @@ BIDIRECTIONAL_VALUES = ("all", "vision")
 #: has no HEAD_DIM default (Llama, Mistral, Mixtral, Qwen2), HEAD_DIM is never filled: it is hidden_size / heads,
 #: the class rule, so a file giving 40 heads and hidden_size 5120 gets 128. KV heads not filled are the query heads.
 #: Source: the ``__init__`` defaults of ``GemmaConfig``, ``Gemma2Config``, ``Gemma3TextConfig``,
-#: ``Gemma4TextConfig``, ``Qwen3Config``, ``LlamaConfig``, ``MistralConfig``, ``MixtralConfig`` and ``Qwen2Config``.
+#: ``Gemma4TextConfig``, ``Qwen3Config``, ``LlamaConfig``, ``MistralConfig``, ``MixtralConfig``, ``Qwen2Config`` and
+#: ``Starcoder2Config``.
 FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "gemma": ("GemmaConfig", {"num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256}),
     "gemma2": ("Gemma2Config", {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256}),
@@ -206,6 +207,7 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "mixtral": ("MixtralConfig", {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}),
     "qwen2": ("Qwen2Config", {"num_attention_heads": 32, "num_key_value_heads": 32, "hidden_size": 4096}),
     "jetmoe": ("JetMoeConfig", {"num_key_value_heads": 16, "kv_channels": 128}),  # its kv_channels; heads: _jetmoe_heads
+    "starcoder2": ("Starcoder2Config", {"num_attention_heads": 24, "num_key_value_heads": 2, "hidden_size": 3072}),
 }
 #: Configuration classes whose ``multi_query`` defaults to True, by ``model_type``: a file that leaves the field out
 #: (or null) is multi-query, one K/V head, as transformers reads it. FalconAttention keeps ``num_kv_heads`` only under
