@@ -1292,8 +1292,8 @@ def test_a_mamba_ssm_hybrids_attn_cfg_sizes_are_checked(tmp_path):
 def test_falcon_and_bigcode_without_multi_query_are_multi_query_as_transformers_reads_them(tmp_path):
     """HF FalconConfig defaults multi_query=True and FalconAttention uses num_kv_heads only under
     new_decoder_architecture or multi_query=False: a falcon file that leaves multi_query out has 1 KV head (said in a
-    note), even beside num_kv_heads; multi_query false keeps num_kv_heads (or the query heads without it), and
-    new_decoder_architecture its num_kv_heads. Falcon-7B's own RWConfig (model_type RefinedWebModel) defaults
+    note), even beside num_kv_heads; multi_query false projects K/V on every head (a file saying fewer is refused in
+    one line: transformers fails on it), and new_decoder_architecture keeps its num_kv_heads. Falcon-7B's own RWConfig (model_type RefinedWebModel) defaults
     multi_query=True too, and so does GPTBigCodeConfig. A fresh user found the first read as 71 KV heads, without a
     word."""
     base = {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "torch_dtype": "bfloat16"}
@@ -1302,7 +1302,10 @@ def test_falcon_and_bigcode_without_multi_query_are_multi_query_as_transformers_
     assert any("without 'multi_query': 1 KV head" in n for n in cfg.notes)
     assert load_config(_write(tmp_path, {**base, "num_kv_heads": 71}, "b.json")).kv_heads == 1
     assert load_config(_write(tmp_path, {**base, "multi_query": False}, "c.json")).kv_heads == 71
-    assert load_config(_write(tmp_path, {**base, "multi_query": False, "num_kv_heads": 1}, "d.json")).kv_heads == 1
+    with pytest.raises(IomodelError, match=r"multi_query false and no new_decoder_architecture projects K and V on all "
+                                           r"71 heads .* 'num_kv_heads' = 1 contradicts it .*pass --kv-heads"):
+        load_config(_write(tmp_path, {**base, "multi_query": False, "num_kv_heads": 1}, "d.json"))
+    assert load_config(_write(tmp_path, {**base, "multi_query": False, "num_kv_heads": 1}, "d.json"), kv_heads=1).kv_heads == 1
     big = {"model_type": "falcon", "hidden_size": 8192, "num_attention_heads": 128, "num_kv_heads": 8,
            "new_decoder_architecture": True, "torch_dtype": "bfloat16"}
     cfg = load_config(_write(tmp_path, big, "e.json"))

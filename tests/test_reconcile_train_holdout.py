@@ -949,35 +949,42 @@ def test_training_holdouts_10_and_11_pooled(rec_of, monkeypatch):
     assert (then[0][0] + then[1][0], then[2][0] + then[3][0]) == (75, 71)
 
 
+def _tree_digest(commit):
+    """iomodel.measure.ncu.source_digest of ``commit``'s iomodel/ and kernels/, read from git; skips the test where
+    this checkout lacks git or that commit."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from iomodel.measure.ncu import SOURCE_FOLDERS, source_digest
+
+    root = Path(__file__).resolve().parents[1]
+    git = shutil.which("git")
+    if git is None or subprocess.run([git, "-C", str(root), "cat-file", "-e", f"{commit}^{{commit}}"],
+                                     capture_output=True).returncode != 0:
+        pytest.skip(f"no git history of commit {commit} in this checkout")
+    listing = subprocess.run([git, "-C", str(root), "ls-tree", "-r", "--name-only", commit, *SOURCE_FOLDERS],
+                             capture_output=True, text=True, check=True).stdout.split()
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in listing:
+            if path.endswith(".py"):
+                blob = subprocess.run([git, "-C", str(root), "show", f"{commit}:{path}"], capture_output=True,
+                                      check=True).stdout
+                (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / path).write_bytes(blob)
+        return source_digest(tmp)
+
+
 def test_eleventh_holdout_records_the_tree_it_ran():
     """The receipt's environment.source_sha256 is the source_digest of commit 15458ed's iomodel/ and kernels/ (the
     sweep's commit 36c9c62 plus the plot legend); checked from git where the history is there."""
     import json
-    import shutil
-    import subprocess
-
-    from iomodel.measure.ncu import SOURCE_FOLDERS, source_digest
 
     root = Path(__file__).resolve().parents[1]
     data = json.loads((root / "receipts" / HOLDOUT11_H200).read_text())
     assert data["environment"]["device"] == "NVIDIA H200" and len(data["shapes"]) == 48
     assert data["environment"]["source_sha256"] == "407e295fce130a79dbde41f6db4d9acee3322289b22ec7db96d91cb66547bfdb"
-    git = shutil.which("git")
-    if git is None or subprocess.run([git, "-C", str(root), "cat-file", "-e", "15458ed^{commit}"],
-                                     capture_output=True).returncode != 0:
-        pytest.skip("no git history of commit 15458ed in this checkout")
-    listing = subprocess.run([git, "-C", str(root), "ls-tree", "-r", "--name-only", "15458ed", *SOURCE_FOLDERS],
-                             capture_output=True, text=True, check=True).stdout.split()
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in listing:
-            if path.endswith(".py"):
-                blob = subprocess.run([git, "-C", str(root), "show", f"15458ed:{path}"], capture_output=True,
-                                      check=True).stdout
-                (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
-                (Path(tmp) / path).write_bytes(blob)
-        assert source_digest(tmp) == data["environment"]["source_sha256"]
+    assert _tree_digest("15458ed") == data["environment"]["source_sha256"]
 
 
 def test_gluon_partial_share_and_write_band_follow_from_the_receipts(rec_of):
@@ -1038,10 +1045,11 @@ def test_thirteenth_holdout_h100_counts(rec_of, level, read, write):
 
 def test_thirteenth_holdout_h100_misses_and_floor_cases(rec_of):
     """No step read misses. The four step write misses are the Triton dK/dV launch's group split (HEAD_DIM 64, S = 3
-    or 5 slices of fp32 partials that the model keeps in L2): its dK/dV kernel writes back 1.1-1.6 MiB more than
-    predicted, just past the 1 MiB floor. Three steps' writes are within only by the floor (listed, as issue 11 asks).
-    The dK/dV kernel's nine read misses are causal GQA steps of groups 4 to 8 at 2k-16k tokens, all below the model
-    (0.79-0.90x), the heads-outer class of docs/l2-calibration.md; the steps they belong to are within."""
+    or 5 slices of fp32 partials that the model keeps in L2): the steps write 1.11-1.33 MiB more than predicted, just
+    past the 1 MiB floor, their dK/dV kernel 1.11-1.65 MiB. Three steps' writes are within only by the floor (listed,
+    as issue 11 asks). The dK/dV kernel's nine read misses are causal GQA steps of groups 4 to 8 at 2k-16k tokens, all
+    below the model (0.79-0.90x), eight of them in the tiles-descending order, as on the H200 (hold-outs 10 and 11); the
+    steps they belong to are within."""
     rec = rec_of(HOLDOUT13_H100)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": [],
@@ -1053,8 +1061,10 @@ def test_thirteenth_holdout_h100_misses_and_floor_cases(rec_of):
     for i in miss["write"]:
         r = by_id[i]
         assert r.tiling.bwd_dkdv_kernel == "triton" and r.tiling.bwd_group_splits in (3, 5) and r.spec.head_dim == 64
-        dkdv = r.level("HBM _bwd_dkdv")
-        assert 1.1 * 2**20 < dkdv.measured_write - dkdv.predicted_write < 1.7 * 2**20
+    over = [[(by_id[i].level(lv).measured_write - by_id[i].level(lv).predicted_write) / 2**20 for i in miss["write"]]
+            for lv in ("HBM", "HBM _bwd_dkdv")]
+    assert over == [pytest.approx([1.168, 1.109, 1.323, 1.331], abs=0.001),
+                    pytest.approx([1.645, 1.110, 1.323, 1.329], abs=0.001)]
     floor_only = sorted(r.id for r in rec.rows
                         if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
     assert floor_only == ["b1-h14-kv2-d64-fp16-q1024-k1024-tl-tiled-bwd",
@@ -1064,13 +1074,15 @@ def test_thirteenth_holdout_h100_misses_and_floor_cases(rec_of):
     ratios = sorted(round(r.level("HBM _bwd_dkdv").ratio_read, 2) for r in rec.rows
                     if not rec.within(r, "HBM _bwd_dkdv", "read"))
     assert len(ratios) == 9 and ratios[0] == 0.79 and ratios[-1] == 0.90
-    assert all(by_id[r.id].spec.causal and 4 <= by_id[r.id].spec.heads // by_id[r.id].spec.kv_heads <= 8
-               for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read"))
+    dkdv_miss = [r for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read")]
+    assert all(r.spec.causal and 4 <= r.spec.heads // r.spec.kv_heads <= 8 for r in dkdv_miss)
+    assert sorted(r.tiling.bwd_dkdv_order for r in dkdv_miss) == ["heads-outer"] + ["tiles-descending"] * 8
 
 
 def test_thirteenth_holdout_and_eager_holdout_ran_the_committed_tree_on_an_h100():
     """Both receipts record the tree hold-out 13's header names (source digest 8cb64332..., the tree of 6900c5d and of
-    45f02d3, the session's base) and the device they ran on, an H100, not the H200 the sweeps were drawn for."""
+    45f02d3, the session's base: checked from git where the history is there) and the device they ran on, an H100, not
+    the H200 the sweeps were drawn for."""
     import json
 
     root = Path(__file__).resolve().parents[1] / "receipts"
@@ -1081,6 +1093,7 @@ def test_thirteenth_holdout_and_eager_holdout_ran_the_committed_tree_on_an_h100(
         assert env["device"] == "NVIDIA H100 80GB HBM3" and len(data["shapes"]) == shapes
         assert env["source_sha256"] == "8cb643325250570518bf72ee9bd21cc92d2ed8b0c64a09aaf9c3b521f76b4ae6"
         assert env["source_sha256"] in header
+    assert _tree_digest("6900c5d") == _tree_digest("45f02d3") == env["source_sha256"]
 
 
 def test_second_eager_holdout_h100_is_within(rec_of):

@@ -210,8 +210,8 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "starcoder2": ("Starcoder2Config", {"num_attention_heads": 24, "num_key_value_heads": 2, "hidden_size": 3072}),
 }
 #: Configuration classes whose ``multi_query`` defaults to True, by ``model_type``: a file that leaves the field out
-#: (or null) is multi-query, one K/V head, as transformers reads it. FalconAttention keeps ``num_kv_heads`` only under
-#: ``new_decoder_architecture`` (read first) or ``multi_query=False``. Source: the ``__init__`` defaults of HF
+#: (or null) is multi-query, one K/V head, as transformers reads it. FalconAttention reads ``num_kv_heads`` only under
+#: ``new_decoder_architecture`` (read first); with ``multi_query=False`` alone it projects K/V on every head. Source: the ``__init__`` defaults of HF
 #: ``FalconConfig`` and ``GPTBigCodeConfig``, and of Falcon-7B's own ``configuration_RW.py`` ``RWConfig``.
 MULTI_QUERY_DEFAULT = {"falcon": "FalconConfig", "RefinedWebModel": "RWConfig", "gpt_bigcode": "GPTBigCodeConfig"}
 #: ``JetMoeConfig``'s experts per token for a file that leaves ``num_experts_per_tok`` out: its mixture of attention
@@ -576,6 +576,16 @@ def _kv_heads(f: _Fields, heads: int) -> int:
         f.kv_note = (f"model_type {model_type!r} without 'multi_query': 1 KV head, as transformers reads it "
                      f"({MULTI_QUERY_DEFAULT[model_type]}'s default multi_query=True).")
         return 1
+    if model_type in ("falcon", "RefinedWebModel") and f.cfg.get("multi_query") is False:
+        # without new_decoder_architecture (read above) FalconAttention projects Q, K and V on all heads
+        # (3 x hidden_size), whatever num_kv_heads says: a file giving fewer K/V heads is one transformers fails on
+        kv = f.int_(KV_HEADS_KEYS)
+        if kv is not None and kv != heads:
+            raise IomodelError(f"{f.where}: model_type {model_type!r} with multi_query false and no "
+                               f"new_decoder_architecture projects K and V on all {heads} heads (FalconAttention's "
+                               f"3 x hidden_size QKV), so '{f.key_of(KV_HEADS_KEYS)}' = {kv} contradicts it "
+                               "(transformers fails on this file): fix the file or pass --kv-heads")
+        return heads
     if f.cfg.get("attention_head_type") == "multiquery":  # SantaCoder (its own GPT-2 code): one K/V head
         return 1
     attn = f.cfg.get("attn_config")
