@@ -1024,7 +1024,7 @@ def test_gluon_partial_share_and_write_band_follow_from_the_receipts(rec_of):
 # The thirteenth training hold-out (sweeps/h200-train-holdout13.toml, 48 steps, committed at 6900c5d with
 # GLUON_DKDV_PARTIAL_WRITE_SHARE = 0.75 before any measurement; the model and kernels unchanged since) and the second
 # eager hold-out (sweeps/h200-train-eager-holdout2.toml, 6 steps), measured on 2026-12-05 ON AN H100 (no H200 could be
-# started in ten tries that session), predicted for the record's H100-SXM: VALIDATION.
+# started in eleven tries that session), predicted for the record's H100-SXM: VALIDATION.
 HOLDOUT13_H100 = "ncu-h100-train-holdout13-2026-12-05.json"
 EAGER_HOLDOUT2_H100 = "ncu-h100-train-eager-holdout2-2026-12-05.json"
 
