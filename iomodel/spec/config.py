@@ -211,8 +211,9 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
 }
 #: Configuration classes whose ``multi_query`` defaults to True, by ``model_type``: a file that leaves the field out
 #: (or null) is multi-query, one K/V head, as transformers reads it. FalconAttention reads ``num_kv_heads`` only under
-#: ``new_decoder_architecture`` (read first); with ``multi_query=False`` alone it projects K/V on every head. Source: the ``__init__`` defaults of HF
-#: ``FalconConfig`` and ``GPTBigCodeConfig``, and of Falcon-7B's own ``configuration_RW.py`` ``RWConfig``.
+#: ``new_decoder_architecture`` (read first); with ``multi_query=False`` alone it projects K/V on every head.
+#: Source: the ``__init__`` defaults of HF ``FalconConfig`` and ``GPTBigCodeConfig``, and of Falcon-7B's own
+#: ``configuration_RW.py`` ``RWConfig``.
 MULTI_QUERY_DEFAULT = {"falcon": "FalconConfig", "RefinedWebModel": "RWConfig", "gpt_bigcode": "GPTBigCodeConfig"}
 #: ``JetMoeConfig``'s experts per token for a file that leaves ``num_experts_per_tok`` out: its mixture of attention
 #: heads runs that many experts of ``num_key_value_heads`` query heads each on one K/V
