@@ -948,8 +948,8 @@ def test_training_holdouts_10_and_11_pooled(rec_of, monkeypatch):
     assert got == [(29, 32), (46, 48), (30, 32), (44, 48)]
     monkeypatch.setattr(predict, "GLUON_DKDV_PARTIAL_WRITE_SHARE", 0.5)
     root = Path(__file__).resolve().parents[1] / "receipts"
-    then = [_counts(reconcile(Measurement.load(root / name)), "tiled", "HBM", w) for w in ("read", "write")
-            for name in (HOLDOUT10_H200, HOLDOUT11_H200)]
+    recs = {name: reconcile(Measurement.load(root / name)) for name in (HOLDOUT10_H200, HOLDOUT11_H200)}  # once each
+    then = [_counts(recs[name], "tiled", "HBM", w) for w in ("read", "write") for name in (HOLDOUT10_H200, HOLDOUT11_H200)]
     assert then == [(29, 32), (46, 48), (27, 32), (44, 48)]
     assert (then[0][0] + then[1][0], then[2][0] + then[3][0]) == (75, 71)
 
