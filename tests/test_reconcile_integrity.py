@@ -93,7 +93,7 @@ def test_a_corrupt_dram_value_is_one_line_naming_shape_and_field(capsys, tmp_pat
     (lambda d: d["shapes"][0]["config"].__setitem__("num_splits", 1.5),
      f"shape {FIRST}: config.num_splits must be a positive integer, got 1.5"),
     (lambda d: d["shapes"][0].__setitem__("impl", "cublas"), f"shape {FIRST}: impl 'cublas' is not one iomodel measures"),
-    (lambda d: d["shapes"][1].__setitem__("id", FIRST), f"shape id {FIRST!r} appears twice"),
+    (lambda d: d["shapes"].__setitem__(1, copy.deepcopy(d["shapes"][0])), f"shape id {FIRST!r} appears twice"),
     (lambda d: d["shapes"][2].pop("id"), "shape shapes[2] has no 'id' field"),
     (lambda d: d["hardware"].__setitem__("l2_bytes", "60 MiB"), "hardware.l2_bytes must be a positive number"),
     (lambda d: d["settings"]["l2_model"].__setitem__("l2_fraction", 2), "settings.l2_model.l2_fraction must be a "
@@ -107,8 +107,49 @@ def test_every_kind_of_damage_is_one_line(capsys, tmp_path, raw, edit, words):
     assert words in line, line
 
 
+#: A windowed, bottom-right causal receipt (window2: every shape's id names its window, ``-br-w20_inf``).
+WINDOWED = RECEIPTS / "ncu-h200-window2-2026-12-01.json"
+
+
+@pytest.mark.parametrize("receipt, field, words", [
+    (HOLDOUT, "dtype", "spec has no 'dtype' field"),  # was read as bf16
+    (HOLDOUT, "causal", "spec has no 'causal' field"),  # was read as non-causal
+    (HOLDOUT, "backward", "spec has no 'backward' field"),  # was read as a forward
+    (WINDOWED, "causal_align", "spec has no 'causal_align' field"),  # was read as top-left
+    # the window sides are written only when set, so a dropped one is caught by the id that names it
+    (WINDOWED, "window_left", "names another layer than its spec, which gives "),
+])
+def test_a_dropped_spec_field_is_refused_not_defaulted(capsys, tmp_path, receipt, field, words):
+    """A fresh user's finding (2026-12-06): a receipt whose shapes lost ``dtype``, ``causal``, ``causal_align``,
+    ``backward`` or a window side was reconciled with the default (bf16, non-causal, top-left, forward, unbounded)
+    and the model blamed (window2's tiled reads 14/14 -> 9/14, exit 0). Now one line naming the shape and field."""
+    data = json.loads(receipt.read_text())
+    causal = [s for s in data["shapes"] if s["spec"]["causal"]]
+    shape = (causal or data["shapes"])[0]
+    assert field in shape["spec"]
+    del shape["spec"][field]
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert f"shape {shape['id']}: " in line and words in line, line
+
+
+def test_an_id_in_iomodels_form_must_name_the_spec_and_others_are_free():
+    spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
+            "causal": True, "causal_align": "bottom-right", "backward": False}
+    ok = "b1-h2-kv2-d64-fp16-q128-k128-br-tiled"
+    for sid in (ok, ok + "-heads-fastest", "my-own-run"):  # the id, a tag after it, a user's own id
+        assert Measurement.from_dict({"schema": "iomodel.measurement/1", "kind": "interpreter",
+                                      "shapes": [{"id": sid, "impl": "tiled", "spec": spec}]}).shapes[0].id == sid
+    for sid in ("b1-h2-kv2-d64-bf16-q128-k128-br-tiled", "b1-h2-kv2-d64-fp16-q128-k128-tl-tiled", ok + "-bwd",
+                "b1-h2-kv2-d64-fp16-q128-k128-br-w20_inf-tiled", "b1-h2-kv2-d64-fp16-q128-k128-br-sdpa-cudnn"):
+        with pytest.raises(IomodelError, match=f"^the record, shape {sid}: the id {sid!r} names another layer than "
+                                               f"its spec, which gives {ok!r}"):
+            Measurement.from_dict({"schema": "iomodel.measurement/1", "kind": "interpreter",
+                                   "shapes": [{"id": sid, "impl": "tiled", "spec": spec}]})
+
+
 def test_interpreter_counts_must_be_whole_bytes():
-    spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128}
+    spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
+            "causal": False, "backward": False}
     shape = {"id": "s", "impl": "tiled", "spec": spec, "config": {"block_m": 64, "block_n": 64},
              "sram_fill": {"K": {"read_bytes": -64, "write_bytes": 0}}}
     rec = {"schema": "iomodel.measurement/1", "kind": "interpreter", "shapes": [shape]}

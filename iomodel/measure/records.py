@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -70,6 +71,13 @@ SPEC_FLAGS = ("causal", "backward")
 SPEC_WORDS = ("dtype", "causal_align", "phase", "name")
 #: Sliding-window sides of a record's spec (tokens; null or absent: unbounded).
 SPEC_WINDOW = ("window_left", "window_right")
+#: Spec fields every record holds (``LayerSpec.to_dict`` always writes them): a record without one is damaged, not
+#: a default (a missing ``dtype`` was read as bf16, a missing ``causal`` as non-causal: a fresh user's finding,
+#: 2026-12-06). ``causal_align`` is required of causal shapes only; the window sides and ``page_size`` are written
+#: only when set, so their absence means unbounded and unpaged, which :func:`shape_id` then cross-checks.
+SPEC_REQUIRED = ("dtype", "causal", "backward")
+#: An id in :func:`shape_id`'s form (``b1-h32-kv8-d128-...``): such an id must agree with its spec.
+_SHAPE_ID_FORM = re.compile(r"b\d+-h\d+-kv\d+-d\d+-")
 #: Hardware fields of a record that are positive numbers (bytes, bytes/s, SMs).
 HARDWARE_NUMBERS = ("hbm_bandwidth", "hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "num_sms")
 #: Those of them that count whole things (bytes, SMs).
@@ -282,6 +290,8 @@ class ShapeMeasurement:
         for k in SPEC_COUNTS:
             jv.number(jv.field(spec, k, f"{where}: spec", fix=FIX), f"{where}: spec.{k}", what="a positive integer",
                       positive=True, integer=True, fix=FIX)
+        for k in SPEC_REQUIRED + (("causal_align",) if spec.get("causal") else ()):
+            jv.field(spec, k, f"{where}: spec", fix=FIX)
         for k in SPEC_FLAGS:
             if k in spec:
                 jv.boolean(spec[k], f"{where}: spec.{k}", fix=FIX)
@@ -315,6 +325,8 @@ class ShapeMeasurement:
             for k in ("read_bytes", "write_bytes"):
                 jv.number(jv.field(v, k, f"{where}: sram_fill[{t!r}]", fix=FIX), f"{where}: sram_fill[{t!r}].{k}",
                           what="a whole number of bytes, 0 or more", integer=True, fix=FIX)
+        seqlens = read_seqlens(d.get("seqlens"), layer, f"{where}: seqlens", FIX)
+        _check_id_agrees(sid, layer, impl, seqlens, where)
         return cls(
             id=sid,
             impl=impl,
@@ -323,7 +335,7 @@ class ShapeMeasurement:
             kernels=[KernelRecord.from_dict(k, f"{where}: kernels[{i}]") for i, k in enumerate(kernels)],
             sram_fill=sram_fill,
             error=jv.string(d.get("error"), f"{where}: error", allow_none=True, fix=FIX),
-            seqlens=read_seqlens(d.get("seqlens"), layer, f"{where}: seqlens", FIX),
+            seqlens=seqlens,
         )
 
 
@@ -579,6 +591,26 @@ def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tup
         raise IomodelError(f"{where}: spec is not the batch padded to these sequences (batch {rs.batch}, "
                            f"seqlen_q {rs.max_seqlen_q}, seqlen_k {rs.max_seqlen_k}): {fix}")
     return rs.seqlens
+
+
+def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None,
+                     where: str) -> None:
+    """Refuse a shape whose id, in :func:`shape_id`'s form, names another layer than its spec: the id is
+    :func:`shape_id` of the spec, or that followed by ``-`` and a tag other than ``bwd`` (e.g. ``-heads-fastest``).
+    A spec field dropped or edited by hand (a window side, the alignment, the dtype) would otherwise be reconciled
+    as a model error. Ids in another form (a user's own) are not checked.
+
+    Raises:
+        IomodelError: one line naming the shape, what its id says and what its spec gives.
+    """
+    if not _SHAPE_ID_FORM.match(sid):
+        return
+    expected = shape_id(spec, impl, seqlens)
+    rest = sid[len(expected):] if sid.startswith(expected) else None
+    if rest == "" or (rest is not None and rest.startswith("-") and not rest.startswith("-bwd")):
+        return
+    raise IomodelError(f"{where}: the id {sid!r} names another layer than its spec, which gives {expected!r} "
+                       f"(a spec field missing or edited?): {FIX}")
 
 
 def shape_id(spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None = None) -> str:
