@@ -6,7 +6,8 @@ output once (HBM no-reuse model). Keep the two in step (``docs/helpers`` api agr
 
 1. GQA only (H_kv < H): ``k_rep = k.repeat_interleave(G, dim=1)``, same for v.
 2. ``score_dtype`` given and != q.dtype: ``q.to(score_dtype)``, ``k_rep.to(...)``,
-   ``v_rep.to(...)`` (PyTorch's MATH backend keeps fp32 intermediates for half inputs).
+   ``v_rep.to(...)`` (PyTorch's MATH backend keeps fp32 intermediates for half inputs); by default
+   fp8 inputs are upcast to bf16 so (``iomodel.spec.dtypes.EAGER_SCORE_DTYPE``: torch has no fp8 matmul).
 3. ``S = q @ k.transpose(-2, -1)`` (transpose is a view), S in the score dtype.
 4. ``S = S * sm_scale`` (a separate elementwise pass).
 5. causal only: ``mask = torch.ones(N_q, N_k, dtype=torch.bool).tril(diagonal=off)``
@@ -27,15 +28,21 @@ import torch
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import KERNEL_DTYPES
 from iomodel.spec import canonical_dtype, torch_dtype
+from iomodel.spec.dtypes import EAGER_SCORE_DTYPE, eager_score_dtype
 from iomodel.spec.layer import band_has_empty_rows, causal_offset
 from kernels._inputs import check_inputs, window_argument
+
+
+#: Input dtypes the eager chain takes: the kernel's, and fp8, which it upcasts (:data:`EAGER_SCORE_DTYPE`).
+EAGER_DTYPES = KERNEL_DTYPES + tuple(EAGER_SCORE_DTYPE)
 
 
 def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtype:
     """The torch dtype of S, P and the O accumulator: q's, or ``score_dtype`` (a dtype of
     :data:`~iomodel.schedule.capabilities.KERNEL_DTYPES` or fp64, by name or torch dtype)."""
-    if score_dtype is None:
-        return q.dtype
+    if score_dtype is None:  # the input's, or its upcast where torch cannot multiply it (fp8 -> bf16)
+        name = {torch_dtype(n): n for n in EAGER_SCORE_DTYPE}.get(q.dtype)
+        return q.dtype if name is None else torch_dtype(eager_score_dtype(name))
     if isinstance(score_dtype, torch.dtype):
         return score_dtype
     key = str(score_dtype).lower().removeprefix("torch.")
@@ -51,7 +58,7 @@ def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtyp
 
 
 def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse, window=None):
-    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale)
+    shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=EAGER_DTYPES)
     G = shape.group
     N_q, N_k = shape.seqlen_q, shape.seqlen_k
     band = window_argument(window, causal, N_q, N_k)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from iomodel.errors import IomodelError
-from iomodel.measure.records import Measurement
+from iomodel.measure.records import Measurement, shape_id
 from iomodel.reconcile.compare import reconcile
+from iomodel.spec import LayerSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLIT1 = ROOT / "receipts" / "ncu-h200-train-split1-2026-12-01.json"
@@ -31,11 +32,19 @@ def _one_shape(path: Path, pick) -> dict:
     return data
 
 
+def _re_id(data: dict) -> dict:
+    """The first shape's id made its (edited) spec's, as a record of that layer would carry it."""
+    sh = data["shapes"][0]
+    sh["id"] = shape_id(LayerSpec(**{k: v for k, v in sh["spec"].items() if k != "pass"}), sh["impl"])
+    return data
+
+
 def _regrid(data: dict) -> dict:
-    """The forward kernel's launch__grid_size made the edited spec's T_r·B·H (a record as a GPU would write it)."""
+    """The forward kernel's launch__grid_size made the edited spec's T_r·B·H and the id the spec's (a record as a GPU
+    would write it)."""
     import math
 
-    sh = data["shapes"][0]
+    sh = _re_id(data)["shapes"][0]
     want = math.ceil(sh["spec"]["seqlen_q"] / sh["config"]["block_m"]) * sh["spec"]["batch"] * sh["spec"]["heads"]
     for k in sh["kernels"]:
         if "_attn_fwd" in k["name"]:
@@ -269,7 +278,10 @@ def test_a_spec_edited_after_measuring_is_caught_by_the_recorded_grid(tmp_path):
     launch__grid_size (T_r·B·H programs) says the spec is not what ran."""
     data = _one_shape(SPLIT1, lambda s: s["spec"]["heads"] == 71)
     data["shapes"][0]["spec"]["heads"] = 142
-    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    with pytest.raises(IomodelError, match=r"the id 'b1-h71-kv1-.*' names another layer than its spec, which gives "
+                                           r"'b1-h142-kv1-"):  # the id says what ran (since 2026-12-06)
+        Measurement.load(_write(tmp_path, data))
+    row = reconcile(Measurement.load(_write(tmp_path, _re_id(data)))).rows[0]  # the id edited too
     assert row.error.startswith("the forward kernel's recorded grid, ") and row.error.endswith(
         "the spec or the record was edited after measuring")
     assert "·142 = " in row.error

@@ -105,3 +105,37 @@ def test_sm_scale_default_is_one_over_sqrt_d():
 def test_bad_score_dtype():
     with pytest.raises(IomodelError, match="score_dtype"):
         eager_attention(*_qkv(), score_dtype="int8")
+
+
+def test_fp8_inputs_are_upcast_to_bf16_as_the_model_counts():
+    """PyTorch has no matmul or softmax for float8 tensors, so the eager chain upcasts fp8 inputs to bf16
+    (``iomodel.spec.dtypes.EAGER_SCORE_DTYPE``; a fresh user found the fp8 baseline modelled as a chain torch cannot
+    run, 2026-12-06). The chain: GQA copies in fp8, three upcasts, the bf16 chain, O cast back to fp8; its values
+    equal the fp64 reference on the fp8 values within bf16 and fp8 rounding."""
+    E4 = torch.float8_e4m3fn
+    q, k, v = _qkv(dtype=E4)
+    assert _chain(eager_attention, q, k, v) == [
+        ("clone", E4), ("clone", E4), ("_to_copy", torch.bfloat16), ("_to_copy", torch.bfloat16),
+        ("_to_copy", torch.bfloat16), ("bmm", torch.bfloat16), ("mul", torch.bfloat16), ("_softmax", torch.bfloat16),
+        ("bmm", torch.bfloat16), ("_to_copy", E4)]
+    o = eager_attention(q, k, v, causal=True, causal_align="bottom-right")
+    ro, _ = reference_attention(q.double(), k.double(), v.double(), True, "bottom-right")
+    assert o.dtype == E4
+    torch.testing.assert_close(o.double(), ro, rtol=0.07, atol=0.02)  # fp8 e4m3 keeps 3 mantissa bits: 2^-4 relative
+
+
+def test_fp8_baseline_bytes_by_hand():
+    """B 1, H 2 (MHA), N 128, HEAD_DIM 64, fp8, forward: 16,384 elements of Q, K, V and O, 32,768 scores.
+    Reads: the three fp8 inputs (3 x 16,384), Q and K in bf16 (65,536), S for the scale and the softmax (2 x 65,536),
+    P and V in bf16 (98,304), O in bf16 for the cast back (32,768): 376,832 bytes. Writes: the bf16 copies
+    (3 x 32,768), S twice and P (3 x 65,536), O in bf16 (32,768) and in fp8 (16,384): 344,064 bytes."""
+    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.spec.hardware import get_hardware
+    from iomodel.traffic.model import predict
+
+    base = predict(LayerSpec(1, 2, 2, 64, 128, 128, dtype="fp8_e4m3"), Tiling(block_m=64, block_n=64),
+                   get_hardware("H200")).algorithms["baseline"]
+    assert (base.hbm_read_bytes, base.hbm_write_bytes) == (376_832, 344_064)
+    assert base.hbm_read_bytes == 3 * 16_384 + 65_536 + 2 * 65_536 + 98_304 + 32_768
+    assert base.hbm_write_bytes == 3 * 32_768 + 3 * 65_536 + 32_768 + 16_384
+    assert {r.dtype for r in base.rows if r.tensor in ("S", "P")} == {"bf16"}

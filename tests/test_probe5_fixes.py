@@ -13,8 +13,10 @@ import pytest
 from iomodel.bench.receipt import check_receipt_fields
 from iomodel.errors import IomodelError
 from iomodel.measure.records import Measurement
+from iomodel.measure.records import shape_id as make_shape_id
 from iomodel.paths import shown
 from iomodel.reconcile import reconcile
+from iomodel.spec import LayerSpec
 from iomodel.spec.config import load_config
 from test_cli_errors import run_cli  # in-process: (exit code, stdout, stderr)
 
@@ -95,6 +97,7 @@ def _record(tmp_path, shape_id, **spec):
     data = json.loads(RECORD.read_text())
     shape = copy.deepcopy(next(s for s in data["shapes"] if s["id"] == shape_id))
     shape["spec"].update(spec)
+    shape["id"] = make_shape_id(LayerSpec(**{k: v for k, v in shape["spec"].items() if k != "pass"}), shape["impl"])
     if shape["spec"].get("phase", "prefill") == "prefill" and "block_m" in shape["config"]:  # as a GPU would record it
         t_r = -(-shape["spec"]["seqlen_q"] // shape["config"]["block_m"])
         for k in shape["kernels"]:  # (iomodel.reconcile.compare.grid_mismatch refuses an edited spec)
@@ -125,7 +128,7 @@ def test_a_record_shape_too_large_to_simulate_is_not_reconciled_in_seconds(tmp_p
     assert time.perf_counter() - t0 < 10
     (row,) = rec.rows
     assert row.error.startswith("the L2-aware prediction is not computed: " + why), row.error
-    assert [r.id for r, _, _ in rec.not_reconciled()] == [shape_id]
+    assert [r.id for r, _, _ in rec.not_reconciled()] == [make_shape_id(row.spec, "tiled")]
 
 
 def test_a_long_record_shape_the_fast_evaluation_covers_is_reconciled_in_seconds(tmp_path):

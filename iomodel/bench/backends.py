@@ -258,9 +258,11 @@ def eager_backend() -> Backend:
     """The eager chain (:data:`EAGER`), a baseline available on every device (training buckets only)."""
     import torch
 
+    from iomodel.spec.dtypes import TORCH_NAMES, dtype_name, eager_score_dtype
+
     def describe(inp: AttentionInputs) -> dict[str, Any]:
         return {"chain": "kernels/baseline.py eager_attention (score_dtype None)",
-                "score_dtype": str(inp.q.dtype).removeprefix("torch.")}
+                "score_dtype": TORCH_NAMES[eager_score_dtype(dtype_name(inp.q.dtype))]}
 
     return Backend(EAGER, "baseline", True, "", lambda inp: attention_call(EAGER, inp),
                    refusal_types=(KernelRefusal,), version=f"torch {torch.__version__}", describe=describe)

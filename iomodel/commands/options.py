@@ -79,8 +79,10 @@ class LayerOptions:
     seqlen: Annotated[Optional[int], _option(
         "--seqlen", "Prefill: seqlen_q = seqlen_k = N; decode: the KV-cache length seqlen_k. Default 8192.")] = None
     seqlen_q: Annotated[Optional[int], _option(
-        "--seqlen-q", "Query rows per sequence (decode: 1-16, default 1).")] = None
-    seqlen_k: Annotated[Optional[int], _option("--seqlen-k", "Key/value rows per sequence.")] = None
+        "--seqlen-q", "Query rows per sequence (decode: 1-16, default 1; prefill: given alone, seqlen_k "
+        "equals it).")] = None
+    seqlen_k: Annotated[Optional[int], _option(
+        "--seqlen-k", "Key/value rows per sequence (prefill: given alone, seqlen_q equals it).")] = None
     seqlens: Annotated[Optional[str], _option(
         "--seqlens", "Ragged batch, one length per sequence: 512,3000,77 (q:k for other key lengths, 77:4096; "
         "LEN*COUNT for COUNT sequences of LEN, 512*100); sets the batch and lengths, so no --batch or --seqlen*. "

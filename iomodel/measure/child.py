@@ -210,12 +210,13 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
     if impl in ("baseline", "baseline-fp32"):
         import torch
 
+        from iomodel.spec.dtypes import eager_score_dtype
         from kernels.baseline import eager_attention
 
         score = torch.float32 if impl == "baseline-fp32" else None
         return (lambda: eager_attention(q, k, v, causal=spec.causal, causal_align=spec.causal_align, score_dtype=score,
                                         window=spec.window)), (
-            lambda: {"score_dtype": "fp32" if score is not None else spec.dtype}
+            lambda: {"score_dtype": "fp32" if score is not None else eager_score_dtype(spec.dtype)}
         )
     if impl.startswith("sdpa-") and impl in IMPLS:
         if spec.window is not None:

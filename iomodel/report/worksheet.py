@@ -82,8 +82,26 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
                         use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH), causal=spec.causal)
 
 
+def _modelled_prefill_path(spec: LayerSpec, hardware: Hardware, varlen: bool,
+                           tiles: tuple[int | None, int | None, int | None] | None) -> str:
+    """The prefill path the bundled launcher runs ``spec`` on with forward ``tiles`` (BLOCK_M, BLOCK_N, num_stages;
+    None: a field not given, or no tiles given): :func:`_kernel_prefill_path`, except that tiles other than the Gluon
+    prefill's one configuration (``heuristics.GLUON_TILES``) run on ``prefill-tma`` (the launcher refuses them on
+    ``prefill-gluon``: a fresh user's finding, 2026-12-06, where the worksheet had labelled them Gluon's and
+    estimated L2 with its 12 warps); a ragged batch runs ``prefill``."""
+    if varlen:
+        return "prefill"
+    path = _kernel_prefill_path(spec, hardware)
+    if path == "prefill-gluon" and tiles is not None:
+        g = _heuristics().gluon_tiles(spec.head_dim)
+        if any(t is not None and t != want for t, want in zip(tiles, (g.block_m, g.block_n, g.num_stages))):
+            return "prefill-tma"
+    return path
+
+
 def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False,
-                  varlen: bool = False) -> tuple[Tiling, str]:
+                  varlen: bool = False,
+                  tiles: tuple[int | None, int | None, int | None] | None = None) -> tuple[Tiling, str]:
     """The tiles the bundled kernel (``kernels/flash_attention.py``) would run for ``spec``.
 
     Uses ``kernels/heuristics.py`` (the launcher's own pure-Python tile choice) when it is
@@ -107,6 +125,8 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
         tiles_given: BLOCK_M and BLOCK_N are given explicitly (``--block-m``, ``--block-n``).
         varlen: a ragged batch: ``kernels.flash_attention.flash_attention_varlen`` runs the
             ``prefill`` path whatever the hardware, so its tiles are that path's.
+        tiles: the forward (BLOCK_M, BLOCK_N, num_stages) given (None for a field not given): tiles other than
+            the Gluon prefill's one configuration are modelled on ``prefill-tma`` (:func:`_modelled_prefill_path`).
 
     Returns:
         ``(tiling, source)``: the tiles and one sentence naming where they come from.
@@ -136,10 +156,14 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
                 "kernel runs for this shape)"
             )
-        path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
+        path = _modelled_prefill_path(spec, hardware, varlen, tiles)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         tiling = Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
-        if path == "prefill-gluon":
+        if path != _modelled_prefill_path(spec, hardware, varlen, None):
+            source = (f"kernels/heuristics.py prefill_default for the {path} path, which runs the tiles given "
+                      "(the prefill-gluon path the launcher picks by default runs one configuration, GLUON_TILES: "
+                      "pass path='prefill-tma' to run these)")
+        elif path == "prefill-gluon":
             source = (f"kernels/heuristics.py prefill_default for the {path} path (its one configuration, "
                       "GLUON_TILES; never autotuned)")
         else:
@@ -668,7 +692,8 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
     h = _heuristics()
     refusal = kernel_refusal(spec, hardware)
     if h is not None and refusal is None:
-        path = "prefill" if varlen else _kernel_prefill_path(spec, hardware)
+        path = _modelled_prefill_path(spec, hardware, varlen, None if tiling is None else
+                                      (tiling.block_m, tiling.block_n, tiling.num_stages))
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         src = f"kernels/heuristics.py prefill_default, {path} path"
         pps = c.programs_per_sm if tiling is None else c.fixed_programs_per_sm(tiling.block_m, tiling.block_n,

@@ -379,8 +379,10 @@ class Schedule:
             raise IomodelError(f"{source}: unknown key(s) {', '.join(bad)}: use {', '.join(FIELDS)}")
         try:
             return cls(**data)
-        except IomodelError as exc:
-            raise IomodelError(f"{source}: {exc}") from None
+        except IomodelError as exc:  # the value's own advice names a flag; from a file, the file is what to fix
+            msg = str(exc)
+            cut = msg.rfind(": set --")
+            raise IomodelError(f"{source}: {msg if cut < 0 else msg[:cut] + ': fix that value in the file'}") from None
 
 
 #: The field names of :class:`Schedule` (the keys a schedule TOML may set).
@@ -412,6 +414,10 @@ def read_schedule_file(path: str | Path) -> dict[str, Any]:
     data = read_toml(path, f"schedule file {str(path)!r}", "pass a TOML file (--schedule FILE.toml)")
     if set(data) == {"schedule"}:
         data = data["schedule"]
+    elif "schedule" in data:  # a [schedule] table beside top-level fields: which one wins would be a guess
+        raise IomodelError(f"schedule file {str(path)!r} gives fields both at the top level "
+                           f"({', '.join(sorted(k for k in data if k != 'schedule'))}) and in a [schedule] table: "
+                           "put them all in one of the two")
     Schedule.from_mapping(data, f"schedule file {str(path)!r}")  # every value checked
     return dict(data)
 

@@ -36,6 +36,25 @@ DTYPE_ALIASES: dict[str, str] = {
     "fp8_e5m2": "fp8_e5m2",
 }
 
+#: The dtype an eager attention chain computes S and P in, by input dtype, where it is not the input's own: PyTorch
+#: has no matmul or softmax for plain float8 tensors (torch 2.13: ``q @ k.transpose(-2, -1)`` and ``torch.softmax`` on
+#: ``float8_e4m3fn`` raise NotImplementedError; only ``torch._scaled_mm`` multiplies fp8), so an eager chain on fp8
+#: inputs upcasts them first; bf16 keeps fp8's exponent range. The model's ``baseline`` and ``kernels/baseline.py``
+#: both read it (:func:`eager_score_dtype`); a fresh user found the fp8 baseline modelled as a chain torch cannot run.
+EAGER_SCORE_DTYPE: dict[str, str] = {"fp8_e4m3": "bf16", "fp8_e5m2": "bf16"}
+
+
+def eager_score_dtype(name: str) -> str:
+    """The canonical dtype the eager chain keeps S and P in for inputs of dtype ``name`` (the input dtype, or
+    :data:`EAGER_SCORE_DTYPE`'s upcast: ``fp8_e4m3`` -> ``bf16``).
+
+    Raises:
+        IomodelError: the dtype is not supported.
+    """
+    c = canonical_dtype(name)
+    return EAGER_SCORE_DTYPE.get(c, c)
+
+
 #: Width of the LSE (log-sum-exp per query row), which FlashAttention keeps in fp32.
 LSE_WIDTH = 4
 #: Width of fp32 accumulators and fp32 intermediates (MATH backend scores, dQ accumulator).

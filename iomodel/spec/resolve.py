@@ -228,6 +228,10 @@ def resolve_layer(
 
     if seqlen is not None and (isinstance(seqlen, bool) or not isinstance(seqlen, int) or seqlen <= 0):
         raise IomodelError(f"seqlen must be a positive integer, got {seqlen!r}: set --seqlen to 1 or more")
+    for flag, v in (("seqlen-q", seqlen_q), ("seqlen-k", seqlen_k)):  # named as given: one alone sets both lengths
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise IomodelError(f"{flag.replace('-', '_')} must be a positive integer, got {v!r}: set --{flag} to 1 or "
+                               "more")
     if phase == "prefill":
         if seqlen is not None and (seqlen_q is not None or seqlen_k is not None):
             raise IomodelError("give either --seqlen or --seqlen-q/--seqlen-k, not both")
@@ -309,7 +313,9 @@ def resolve_layer(
                                        num_splits=num_splits).items() if v is not None}
     try:
         tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys(),
-                                       varlen=ragged is not None)
+                                       varlen=ragged is not None,
+                                       tiles=(block_m, block_n, num_stages) if explicit.keys() - {"num_splits"}
+                                       else None)
     except IomodelError as exc:
         if "head_dim" not in geometry or "HEAD_DIM" not in str(exc):
             raise

@@ -29,14 +29,18 @@ from typing import Any
 import sympy as sp
 
 from iomodel.spec import DTYPES, FP32_WIDTH, LSE_WIDTH, LayerSpec, canonical_dtype
+from iomodel.spec.dtypes import eager_score_dtype
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, Row, make_row
 
 MASK_WIDTH = 1  # torch.bool is one byte per element
 
 
 def _score_dtype(spec: LayerSpec, score_dtype: str | None) -> tuple[str, sp.Expr, bool]:
-    """(name, width expression, upcast?) of the score tensors S and P."""
-    if score_dtype is None or canonical_dtype(score_dtype) == spec.dtype:
+    """(name, width expression, upcast?) of the score tensors S and P (``None``: :func:`eager_score_dtype` of the
+    input, which upcasts fp8)."""
+    if score_dtype is None:
+        score_dtype = eager_score_dtype(spec.dtype)
+    if canonical_dtype(score_dtype) == spec.dtype:
         return spec.dtype, SYM.s, False
     name = canonical_dtype(score_dtype)
     return name, sp.Integer(DTYPES[name]), True
@@ -58,7 +62,8 @@ def baseline_model(
     Args:
         spec: the layer.
         score_dtype: dtype of S, P (and of the upcast Q, K, V and O before the final cast);
-            ``None`` (default) = the input dtype, exactly ``kernels/baseline.py`` with
+            ``None`` (default) = the input dtype (bf16 for fp8 inputs, which PyTorch cannot multiply:
+            :data:`iomodel.spec.dtypes.EAGER_SCORE_DTYPE`), exactly ``kernels/baseline.py`` with
             ``score_dtype=None``. ``"fp32"`` models PyTorch's MATH backend for half inputs.
         dropout: add ``torch.nn.functional.dropout(P)`` (reads P, writes P and its 1-byte
             keep-mask, which autograd saves). Default off.

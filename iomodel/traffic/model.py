@@ -27,6 +27,7 @@ from iomodel.schedule.capabilities import decode_refusal
 from iomodel.schedule.tiles import DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, head_dim_padded, program_sram_bytes
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling, canonical_dtype
+from iomodel.spec.dtypes import eager_score_dtype
 from iomodel.spec.layer import BACKWARD_TILE_FIELDS
 from iomodel.traffic.base import FIELD_SYMBOLS, SYM, AlgorithmModel, Row
 from iomodel.traffic.baseline import baseline_model
@@ -173,6 +174,18 @@ def symbol_values(spec: LayerSpec, tiling: Tiling, hardware: Hardware | None = N
     }
 
 
+def _score_assumption(spec: LayerSpec, score_dtype: str | None) -> str:
+    """The worksheet's line on the baseline's S and P dtype."""
+    if score_dtype is not None:
+        return f"Baseline scores S and P are kept in {score_dtype}."
+    sd = eager_score_dtype(spec.dtype)
+    if sd == spec.dtype:
+        return f"Baseline scores S and P are kept in {sd} (input dtype, kernels/baseline.py default)."
+    return (f"Baseline scores S and P are kept in {sd}: PyTorch has no matmul or softmax for {spec.dtype} tensors, so "
+            f"the eager chain upcasts Q, K and V to {sd} first and casts O back (kernels/baseline.py default; "
+            "iomodel.spec.dtypes.EAGER_SCORE_DTYPE).")
+
+
 def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
     a = [
         "HBM rows assume no reuse in any cache above SRAM: every requested byte crosses HBM once per request.",
@@ -181,8 +194,7 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
         "For the bundled tiled kernels the HBM (no-reuse) rows equal the SRAM_fill rows.",
         "The baseline runs the eager op chain of kernels/baseline.py: every op reads its inputs once and writes its "
         "output once in HBM.",
-        f"Baseline scores S and P are kept in {opts['score_dtype'] or spec.dtype}"
-        + (" (input dtype, kernels/baseline.py default)." if opts["score_dtype"] is None else "."),
+        _score_assumption(spec, opts["score_dtype"]),
         "LSE is fp32 (4 bytes per query row); O has the input dtype.",
         "GQA in the tiled kernels is by index mapping (KV head = h // G): K/V bytes scale with H, not H_kv.",
         "Compulsory bytes read each input once and write each output once per pass: forward Q, K, V read and O written, "

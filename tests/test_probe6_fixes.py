@@ -1,0 +1,67 @@
+"""A fresh user's findings of 2026-12-06 (sixth probe), each a misleading line or a silently different model.
+
+The reconcile findings (a dropped spec field read with its default) are in ``tests/test_reconcile_integrity.py`` and
+the fp8 eager chain in ``tests/test_baseline.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_cli_errors import assert_one_line_error, run_cli
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["worksheet", "--seqlen-k", "0"], "seqlen_k must be a positive integer, got 0: set --seqlen-k to 1 or more"),
+    (["worksheet", "--seqlen-q", "-4"], "seqlen_q must be a positive integer, got -4: set --seqlen-q to 1 or more"),
+])
+def test_a_bad_length_names_the_flag_given(capsys, argv, needle):
+    """``--seqlen-k 0`` said "seqlen_q must be a positive integer ... set --seqlen-q", a flag the user had not given
+    (in prefill one length given alone sets both, which the help now says)."""
+    assert_one_line_error(capsys, argv, needle)
+
+
+def test_one_length_alone_sets_both_in_prefill_and_the_help_says_so(capsys):
+    code, out, _ = run_cli(capsys, ["worksheet", "--seqlen-k", "100", "--format", "json"])
+    spec = json.loads(out)["spec"]
+    assert code == 0 and (spec["seqlen_q"], spec["seqlen_k"]) == (100, 100)
+    code, out, _ = run_cli(capsys, ["worksheet", "--help"])
+    flat = " ".join(out.replace("│", " ").split())
+    assert "given alone, seqlen_q equals it" in flat and "given alone, seqlen_k equals it" in flat
+
+
+@pytest.mark.parametrize("tiles, path, warps", [
+    (["--block-m", "64"], "prefill-tma", 8),  # not the Gluon prefill's one configuration: the launcher refuses it there
+    (["--block-m", "256", "--block-n", "16"], "prefill-tma", 8),
+    (["--num-stages", "3"], "prefill-tma", 8),
+    (["--block-m", "128", "--block-n", "128"], "prefill-gluon", 12),  # GLUON_TILES at HEAD_DIM 128: still Gluon's
+    ([], "prefill-gluon", 12),
+])
+def test_explicit_tiles_off_the_gluon_configuration_are_modelled_on_the_tma_prefill(capsys, tiles, path, warps):
+    """Llama-3-8B (HEAD_DIM 128) on the H200: the launcher runs prefill-gluon by default, with one configuration
+    (128 x 128, 2 stages, 12 warps, one program per SM). Other tiles were labelled as that path and their L2 estimate
+    took its 12 warps; the kernel refuses them there and runs them with path='prefill-tma' (8 warps at HEAD_DIM 128)."""
+    code, out, _ = run_cli(capsys, ["worksheet", "--seqlen", "4096", "--format", "json", *tiles])
+    assert code == 0
+    data = json.loads(out)
+    assert f"prefill_default for the {path} path" in data["worksheet"]["tiling_source"]
+    l2 = data["algorithms"]["tiled"]["l2_aware"]
+    assert l2["num_warps"] == l2["schedule"]["num_warps"] == warps
+    assert l2["config_source"].startswith(f"kernels/heuristics.py prefill_default, {path} path")
+
+
+@pytest.mark.parametrize("text, needle", [
+    # the README's [schedule] form beside a top-level field: "unknown key(s) schedule" before
+    ('grid_order = "heads-fastest"\n[schedule]\nkey_order = "descending"\n',
+     "gives fields both at the top level (grid_order) and in a [schedule] table: put them all in one of the two"),
+    # a bad value in the file said "set --block-m"
+    ("block_m = 0\n", "block_m must be a positive whole number, got 0: fix that value in the file"),
+    ("[schedule]\nnum_warps = 0\n", "num_warps must be a positive whole number, got 0: fix that value in the file"),
+])
+def test_a_schedule_file_error_points_at_the_file(capsys, tmp_path, text, needle):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    line = assert_one_line_error(capsys, ["worksheet", "--schedule", str(path)], needle)
+    assert "set --" not in line
