@@ -65,3 +65,17 @@ def test_a_schedule_file_error_points_at_the_file(capsys, tmp_path, text, needle
     path.write_text(text)
     line = assert_one_line_error(capsys, ["worksheet", "--schedule", str(path)], needle)
     assert "set --" not in line
+
+
+def test_the_readme_names_every_formula_symbol():
+    """The README's JSON key table listed the forward symbols only; every fwd+bwd formula also holds BWD_BLOCK_M,
+    BWD_BLOCK_N, DQ_BLOCK_M, DQ_BLOCK_N and BWD_SPLITS. Each symbol a formula can hold is named there."""
+    from pathlib import Path
+
+    from iomodel.traffic.base import FIELD_SYMBOLS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (line,) = [ln for ln in readme.splitlines() if "formulas are sympy expressions in" in ln]
+    named = line.split("formulas are sympy expressions in", 1)[1]
+    missing = [str(sym) for sym in FIELD_SYMBOLS.values() if f" {sym}," not in named and f" {sym} " not in named]
+    assert missing == []
