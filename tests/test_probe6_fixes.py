@@ -79,3 +79,19 @@ def test_the_readme_names_every_formula_symbol():
     named = line.split("formulas are sympy expressions in", 1)[1]
     missing = [str(sym) for sym in FIELD_SYMBOLS.values() if f" {sym}," not in named and f" {sym} " not in named]
     assert missing == []
+
+
+@pytest.mark.parametrize("drop, needle", [
+    (lambda r: r.pop("policy"), "has no 'policy' field"),
+    (lambda r: r["policy"].pop("version"), "policy has no 'version' field"),
+])
+def test_a_bench_receipt_without_its_policy_is_bad_input_not_a_violation(capsys, tmp_path, drop, needle):
+    """``bench --check`` on a receipt without ``policy`` exited 1 (a policy violation) naming 'policy-v-1.toml';
+    the receipt is damaged: one line, exit 2."""
+    from pathlib import Path
+
+    receipt = json.loads((Path(__file__).resolve().parents[1] / "receipts" / "bench-cpu.json").read_text())
+    drop(receipt)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(receipt))
+    assert_one_line_error(capsys, ["bench", "--check", str(path)], needle)

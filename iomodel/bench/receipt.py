@@ -551,10 +551,9 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
         return
     if receipt.get("schema") != BUCKET_SCHEMA:
         return
-    pol = jv.mapping(receipt.get("policy", {}), f"{source}: policy", fix=fix)
-    if "version" in pol:
-        jv.number(pol["version"], f"{source}: policy.version", what="a positive integer", positive=True, integer=True,
-                  fix=fix)
+    pol = jv.mapping(jv.field(receipt, "policy", source, fix=fix), f"{source}: policy", fix=fix)
+    jv.number(jv.field(pol, "version", f"{source}: policy", fix=fix), f"{source}: policy.version",
+              what="a positive integer", positive=True, integer=True, fix=fix)  # the policy it is checked against
     jv.string(pol.get("sha256"), f"{source}: policy.sha256", allow_none=True, fix=fix)
     jv.string(jv.mapping(receipt.get("device", {}), f"{source}: device", fix=fix).get("kind"),
               f"{source}: device.kind", allow_none=True, fix=fix)
