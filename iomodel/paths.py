@@ -66,12 +66,13 @@ def refuse_folder(path: str | Path, option: str, what: str = "output file") -> N
         what: what the file is, for the message.
 
     Raises:
-        IomodelError: ``path`` is a folder.
+        IomodelError: ``path`` is empty or a folder.
     """
+    if not str(path).strip():
+        raise IomodelError(f"the {what} path is empty: pass a file path with {option}")
     p = Path(path)
     if p.is_dir() or str(path).endswith(("/", os.sep)):  # "dir/" names a folder even where none exists yet
-        raise IomodelError(f"the {what} path {str(path)} is a folder: pass a file path such as {p / 'out.json'} with "
-                           f"{option}")
+        raise IomodelError(f"the {what} path {str(path)} is a folder: pass a file path in it with {option}")
 
 
 def check_output_file(path: str | Path, option: str, what: str = "output file") -> Path:

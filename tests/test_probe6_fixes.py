@@ -95,3 +95,11 @@ def test_a_bench_receipt_without_its_policy_is_bad_input_not_a_violation(capsys,
     path = tmp_path / "r.json"
     path.write_text(json.dumps(receipt))
     assert_one_line_error(capsys, ["bench", "--check", str(path)], needle)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["worksheet", "-o", ""], "the output file path is empty: pass a file path with -o"),  # was "path  is a folder"
+    (["worksheet", "-o", "{tmp}"], "is a folder: pass a file path in it with -o"),  # suggested out.json for a .md
+])
+def test_an_empty_or_folder_output_path_says_what_it_is(capsys, tmp_path, argv, needle):
+    assert_one_line_error(capsys, [a.replace("{tmp}", str(tmp_path)) for a in argv], needle)
