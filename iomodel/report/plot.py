@@ -399,7 +399,7 @@ def plot_seqlen(
         ax.plot(n, alloc, color=COLORS[alg], lw=1.2, ls="--", alpha=0.75,
                 marker="o" if alg == "tiled" else None, markevery=max(1, len(n) // 16), ms=6, mfc="none", mew=1.2,
                 zorder=5,
-                label=f"{label}: allocated in HBM (resident, not transferred)"
+                label=f"{label}: allocated in HBM\n(resident, not transferred)"
                       + ("\n- lies on the compulsory floor" if on_floor else ""))
     over = np.asarray(res["baseline"]["allocated_bytes"], dtype=float) > hardware.hbm_bytes
     if over.any():
@@ -412,7 +412,7 @@ def plot_seqlen(
                 mec="black", zorder=7,
                 label=f"baseline allocation exceeds HBM capacity\nfrom {first:,} tokens (thick dashes): cannot run")
     ax.axvline(spec.seqlen_k, color=COLORS["grey"], lw=1, ls="-.",
-               label=f"this layer: {_tokens_label(spec.seqlen_k)} tokens")
+               label=f"this layer: {_tokens_label(spec.seqlen_k)} token{'s' if spec.seqlen_k != 1 else ''}")
     _overlay(ax, points, lambda m: float(m["seqlen"]))
     ax.set_xlabel(xlabel)
     ax.set_ylabel("bytes per call (log scale, binary prefixes)")
