@@ -6,8 +6,9 @@ output once (HBM no-reuse model). Keep the two in step (``docs/helpers`` api agr
 
 1. GQA only (H_kv < H): ``k_rep = k.repeat_interleave(G, dim=1)``, same for v.
 2. ``score_dtype`` given and != q.dtype: ``q.to(score_dtype)``, ``k_rep.to(...)``,
-   ``v_rep.to(...)`` (PyTorch's MATH backend keeps fp32 intermediates for half inputs); by default
-   fp8 inputs are upcast to bf16 so (``iomodel.spec.dtypes.EAGER_SCORE_DTYPE``: torch has no fp8 matmul).
+   ``v_rep.to(...)`` (PyTorch's MATH backend keeps fp32 intermediates for half inputs). With
+   ``score_dtype=None`` fp8 inputs are upcast to bf16 the same way (``iomodel.spec.dtypes.EAGER_SCORE_DTYPE``:
+   torch has no float8 matmul or softmax); every other dtype computes in itself.
 3. ``S = q @ k.transpose(-2, -1)`` (transpose is a view), S in the score dtype.
 4. ``S = S * sm_scale`` (a separate elementwise pass).
 5. causal only: ``mask = torch.ones(N_q, N_k, dtype=torch.bool).tril(diagonal=off)``
@@ -28,7 +29,7 @@ import torch
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import KERNEL_DTYPES
 from iomodel.spec import canonical_dtype, torch_dtype
-from iomodel.spec.dtypes import EAGER_SCORE_DTYPE, eager_score_dtype
+from iomodel.spec.dtypes import EAGER_SCORE_DTYPE, eager_backward_refusal, eager_score_dtype
 from iomodel.spec.layer import band_has_empty_rows, causal_offset
 from kernels._inputs import check_inputs, window_argument
 
@@ -38,8 +39,9 @@ EAGER_DTYPES = KERNEL_DTYPES + tuple(EAGER_SCORE_DTYPE)
 
 
 def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtype:
-    """The torch dtype of S, P and the O accumulator: q's, or ``score_dtype`` (a dtype of
-    :data:`~iomodel.schedule.capabilities.KERNEL_DTYPES` or fp64, by name or torch dtype)."""
+    """The torch dtype of S, P and the O accumulator: ``score_dtype`` (a dtype of
+    :data:`~iomodel.schedule.capabilities.KERNEL_DTYPES` or fp64, by name or torch dtype), or for None q's dtype,
+    except fp8's bf16 (:data:`~iomodel.spec.dtypes.EAGER_SCORE_DTYPE`)."""
     if score_dtype is None:  # the input's, or its upcast where torch cannot multiply it (fp8 -> bf16)
         name = {torch_dtype(n): n for n in EAGER_SCORE_DTYPE}.get(q.dtype)
         return q.dtype if name is None else torch_dtype(eager_score_dtype(name))
@@ -60,6 +62,10 @@ def _dtype(score_dtype: torch.dtype | str | None, q: torch.Tensor) -> torch.dtyp
 def _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse, window=None):
     shape, sm_scale = check_inputs(q, k, v, causal_align, sm_scale, dtypes=EAGER_DTYPES)
     G = shape.group
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        why = eager_backward_refusal(str(q.dtype), G)  # before the forward: its backward would fail in torch
+        if why is not None:
+            raise IomodelError(why)
     N_q, N_k = shape.seqlen_q, shape.seqlen_k
     band = window_argument(window, causal, N_q, N_k)
     sd = _dtype(score_dtype, q)
@@ -125,12 +131,12 @@ def eager_attention(
     """Eager attention with materialised scores, exactly the op chain of the module docstring.
 
     Args:
-        q: ``(B, H, N_q, d)`` fp16/bf16/fp32.
+        q: ``(B, H, N_q, d)`` fp16/bf16/fp32, or fp8 (e4m3, e5m2: upcast to bf16 with ``score_dtype=None``).
         k, v: ``(B, H_kv, N_k, d)``, H divisible by H_kv.
         causal: apply the causal mask.
         causal_align: ``top-left`` (PyTorch ``is_causal``) or ``bottom-right`` (flash-attn >= 2.1).
         sm_scale: score scale, default ``1 / sqrt(d)``.
-        score_dtype: dtype of S, P and the O accumulator (``None``: q's dtype; ``fp32``:
+        score_dtype: dtype of S, P and the O accumulator (``None``: q's dtype, bf16 for fp8 inputs; ``fp32``:
             PyTorch MATH backend behaviour for half inputs).
         window: sliding window ``(left, right)`` in tokens (-1 or None unbounded), as the
             kernel's; the (N_q, N_k) band mask is materialised (step 5').
@@ -139,7 +145,8 @@ def eager_attention(
         o ``(B, H, N_q, d)`` in q's dtype; rows that see no key are 0.
 
     Raises:
-        IomodelError: bad shapes, dtypes, alignment, scale or score dtype.
+        IomodelError: bad shapes, dtypes, alignment, scale or score dtype; fp8 GQA inputs that require grad
+            (:func:`iomodel.spec.dtypes.eager_backward_refusal`: torch cannot sum float8 gradients over a group).
     """
     return _eager(q, k, v, causal, causal_align, sm_scale, score_dtype, with_lse=False, window=window)
 

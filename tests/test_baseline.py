@@ -139,3 +139,25 @@ def test_fp8_baseline_bytes_by_hand():
     assert base.hbm_read_bytes == 3 * 16_384 + 65_536 + 2 * 65_536 + 98_304 + 32_768
     assert base.hbm_write_bytes == 3 * 32_768 + 3 * 65_536 + 32_768 + 16_384
     assert {r.dtype for r in base.rows if r.tensor in ("S", "P")} == {"bf16"}
+
+
+def test_fp8_gqa_training_step_is_refused_by_model_and_kernel_and_mha_runs():
+    """The eager GQA backward sums dK and dV over each group in the input dtype; torch has no float8 sum (a
+    reviewer's finding, 2026-12-06), so the model and the chain refuse it in one line; an fp8 MHA step runs and its
+    roofline peak is bf16's, where its matmuls run."""
+    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.spec.hardware import get_hardware
+    from iomodel.traffic.model import predict
+
+    hw = get_hardware("H200")
+    with pytest.raises(IomodelError, match=r"^the eager baseline cannot run a GQA training step in fp8_e4m3: .* "
+                                           r"group of 4 query heads .*: model the training step in bf16 or fp16"):
+        predict(LayerSpec(1, 8, 2, 64, 128, 128, dtype="fp8_e4m3", backward=True), Tiling(block_m=64, block_n=64), hw)
+    q, k, v = (t.requires_grad_() for t in _qkv(dtype=torch.float8_e4m3fn))
+    with pytest.raises(IomodelError, match="cannot run a GQA training step in fp8_e4m3"):
+        eager_attention(q, k, v)
+    mha = predict(LayerSpec(1, 2, 2, 64, 128, 128, dtype="fp8_e4m3", backward=True), Tiling(block_m=64, block_n=64), hw)
+    assert mha.algorithms["baseline"].peak_flops == hw.flops_for("bf16") < hw.flops_for("fp8_e4m3")
+    fwd = predict(LayerSpec(1, 2, 2, 64, 128, 128, dtype="fp8_e4m3"), Tiling(block_m=64, block_n=64), hw)
+    assert fwd.algorithms["baseline"].peak_flops == hw.flops_for("bf16")
+    assert fwd.algorithms["tiled"].peak_flops == hw.flops_for("fp8_e4m3")

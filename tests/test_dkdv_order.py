@@ -73,7 +73,7 @@ def test_worksheet_says_the_order_both_ways():
 def test_records_carry_the_order_and_refuse_a_bad_one(key, field, absent, other, bad):
     base = {"id": "x", "impl": "tiled", "spec": {"batch": 1, "heads": 4, "kv_heads": 2, "head_dim": 32,
                                                  "seqlen_q": 64, "seqlen_k": 64, "dtype": "bf16", "causal": True,
-                                                 "causal_align": "top-left", "backward": True},
+                                                 "causal_align": "top-left", "phase": "prefill", "backward": True},
             "config": {"block_m": 32, "block_n": 16, "backward": {"block_m": 16, "block_n": 32}}}
     assert getattr(ShapeMeasurement.from_dict(base).tiling(), field) == absent  # absent: recorded before the order
     base["config"]["backward"][key] = other

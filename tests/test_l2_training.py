@@ -241,7 +241,8 @@ def test_record_tiling_names_the_dkdv_launch_that_ran():
     base = {"block_m": 128, "block_n": 64, "backward": {"block_m": 64, "block_n": 128, "group_splits": 4}}
     rec = {"id": "x", "impl": "tiled", "spec": {"batch": 1, "heads": 40, "kv_heads": 10, "head_dim": 128,
                                                  "seqlen_q": 959, "seqlen_k": 959, "dtype": "fp16", "causal": True,
-                                                 "causal_align": "top-left", "backward": True}, "kernels": []}
+                                                 "causal_align": "top-left", "phase": "prefill", "backward": True},
+           "kernels": []}
     assert ShapeMeasurement.from_dict({**rec, "config": base}).tiling().bwd_dkdv_kernel == "triton"
     gl = {**base, "backward": {**base["backward"], "dkdv_kernel": "gluon"}}
     assert ShapeMeasurement.from_dict({**rec, "config": gl}).tiling().bwd_dkdv_kernel == "gluon"

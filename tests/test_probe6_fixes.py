@@ -58,6 +58,7 @@ def test_explicit_tiles_off_the_gluon_configuration_are_modelled_on_the_tma_pref
      "gives fields both at the top level (grid_order) and in a [schedule] table: put them all in one of the two"),
     # a bad value in the file said "set --block-m"
     ("block_m = 0\n", "block_m must be a positive whole number, got 0: fix that value in the file"),
+    ('tile_order = "sideways"\n', "tile order 'sideways' is unknown: use tile_order = forward or reverse"),
     ("[schedule]\nnum_warps = 0\n", "num_warps must be a positive whole number, got 0: fix that value in the file"),
 ])
 def test_a_schedule_file_error_points_at_the_file(capsys, tmp_path, text, needle):
@@ -69,16 +70,27 @@ def test_a_schedule_file_error_points_at_the_file(capsys, tmp_path, text, needle
 
 def test_the_readme_names_every_formula_symbol():
     """The README's JSON key table listed the forward symbols only; every fwd+bwd formula also holds BWD_BLOCK_M,
-    BWD_BLOCK_N, DQ_BLOCK_M, DQ_BLOCK_N and BWD_SPLITS. Each symbol a formula can hold is named there."""
+    BWD_BLOCK_N, DQ_BLOCK_M, DQ_BLOCK_N and BWD_SPLITS. Every symbol in a formula of a forward, a training step, a
+    decode and a GQA causal layer (all algorithms' rows) is named there."""
     from pathlib import Path
 
-    from iomodel.traffic.base import FIELD_SYMBOLS
+    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.spec.hardware import get_hardware
+    from iomodel.traffic.model import predict
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     (line,) = [ln for ln in readme.splitlines() if "formulas are sympy expressions in" in ln]
     named = line.split("formulas are sympy expressions in", 1)[1]
-    missing = [str(sym) for sym in FIELD_SYMBOLS.values() if f" {sym}," not in named and f" {sym} " not in named]
-    assert missing == []
+    hw, free = get_hardware("H200"), set()
+    for spec in (LayerSpec(1, 4, 4, 64, 256, 256), LayerSpec(2, 8, 2, 64, 300, 500, causal=True, backward=True),
+                 LayerSpec(2, 8, 2, 64, 1, 4096, causal=True, causal_align="bottom-right", phase="decode")):
+        tiling = (Tiling(block_m=16, block_n=64, num_splits=4) if spec.phase == "decode"
+                  else Tiling(bwd_group_splits=2) if spec.backward else Tiling())
+        for alg in predict(spec, tiling, hw).algorithms.values():
+            for r in alg.rows:
+                free |= {str(x) for e in (r.read_expr, r.write_expr) for x in getattr(e, "free_symbols", ())}
+    assert {"BWD_BLOCK_M", "BWD_SPLITS", "splits", "s"} <= free
+    assert sorted(sym for sym in free if f" {sym}," not in named and f" {sym} " not in named) == []
 
 
 @pytest.mark.parametrize("drop, needle", [
@@ -103,3 +115,19 @@ def test_a_bench_receipt_without_its_policy_is_bad_input_not_a_violation(capsys,
 ])
 def test_an_empty_or_folder_output_path_says_what_it_is(capsys, tmp_path, argv, needle):
     assert_one_line_error(capsys, [a.replace("{tmp}", str(tmp_path)) for a in argv], needle)
+
+
+def test_a_non_causal_window_names_its_alignment_where_it_moves_the_band():
+    """Without a causal mask the alignment still offsets a window's band when seqlen_q != seqlen_k (the tiled model
+    reads 20,971,520 B top-left and 38,666,240 B bottom-right for B 1, H 8, d 64, q 1024, k 4096, window (1024, 64):
+    a reviewer's numbers), so the two are two shapes with two ids; with equal lengths the ids stay as committed."""
+    from iomodel.measure.records import shape_id
+    from iomodel.spec import LayerSpec
+
+    def sid(align, q=1024, k=4096):
+        return shape_id(LayerSpec(1, 8, 8, 64, q, k, causal=False, causal_align=align, window_left=1024,
+                                  window_right=64), "tiled")
+
+    assert (sid("top-left"), sid("bottom-right")) == ("b1-h8-kv8-d64-bf16-q1024-k4096-nc-tl-w1024_64-tiled",
+                                                      "b1-h8-kv8-d64-bf16-q1024-k4096-nc-br-w1024_64-tiled")
+    assert sid("top-left", 4096) == sid("bottom-right", 4096) == "b1-h8-kv8-d64-bf16-q4096-k4096-nc-w1024_64-tiled"

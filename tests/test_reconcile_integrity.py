@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,8 @@ def test_every_kind_of_damage_is_one_line(capsys, tmp_path, raw, edit, words):
 
 #: A windowed, bottom-right causal receipt (window2: every shape's id names its window, ``-br-w20_inf``).
 WINDOWED = RECEIPTS / "ncu-h200-window2-2026-12-01.json"
+#: A decode receipt (split-KV decode shapes: their ids do not name the phase).
+DECODE = RECEIPTS / "ncu-h200-decode-splits1-2026-12-01.json"
 
 
 @pytest.mark.parametrize("receipt, field, words", [
@@ -116,13 +119,15 @@ WINDOWED = RECEIPTS / "ncu-h200-window2-2026-12-01.json"
     (HOLDOUT, "causal", "spec has no 'causal' field"),  # was read as non-causal
     (HOLDOUT, "backward", "spec has no 'backward' field"),  # was read as a forward
     (WINDOWED, "causal_align", "spec has no 'causal_align' field"),  # was read as top-left
+    (DECODE, "phase", "spec has no 'phase' field"),  # was read as a prefill (phase is not in the id)
     # the window sides are written only when set, so a dropped one is caught by the id that names it
     (WINDOWED, "window_left", "names another layer than its spec, which gives "),
 ])
 def test_a_dropped_spec_field_is_refused_not_defaulted(capsys, tmp_path, receipt, field, words):
     """A fresh user's finding (2026-12-06): a receipt whose shapes lost ``dtype``, ``causal``, ``causal_align``,
-    ``backward`` or a window side was reconciled with the default (bf16, non-causal, top-left, forward, unbounded)
-    and the model blamed (window2's tiled reads 14/14 -> 9/14, exit 0). Now one line naming the shape and field."""
+    ``backward``, ``phase`` or a window side was reconciled with the default (bf16, non-causal, top-left, forward,
+    prefill, unbounded) and the model blamed (window2's tiled reads 14/14 -> 9/14, exit 0). Now one line naming the
+    shape and field."""
     data = json.loads(receipt.read_text())
     causal = [s for s in data["shapes"] if s["spec"]["causal"]]
     shape = (causal or data["shapes"])[0]
@@ -134,22 +139,24 @@ def test_a_dropped_spec_field_is_refused_not_defaulted(capsys, tmp_path, receipt
 
 def test_an_id_in_iomodels_form_must_name_the_spec_and_others_are_free():
     spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
-            "causal": True, "causal_align": "bottom-right", "backward": False}
+            "causal": True, "causal_align": "bottom-right", "phase": "prefill", "backward": False}
     ok = "b1-h2-kv2-d64-fp16-q128-k128-br-tiled"
-    for sid in (ok, ok + "-heads-fastest", "my-own-run"):  # the id, a tag after it, a user's own id
+    for sid in (ok, ok + "-heads-fastest", ok + "-grouped:8-s3", "my-own-run", "b1-h2-kv2-d64-myrun"):
+        # the id, the tags a sweep writes (shape_tag), ids of a user's own form
         assert Measurement.from_dict({"schema": "iomodel.measurement/1", "kind": "interpreter",
                                       "shapes": [{"id": sid, "impl": "tiled", "spec": spec}]}).shapes[0].id == sid
     for sid in ("b1-h2-kv2-d64-bf16-q128-k128-br-tiled", "b1-h2-kv2-d64-fp16-q128-k128-tl-tiled", ok + "-bwd",
-                "b1-h2-kv2-d64-fp16-q128-k128-br-w20_inf-tiled", "b1-h2-kv2-d64-fp16-q128-k128-br-sdpa-cudnn"):
-        with pytest.raises(IomodelError, match=f"^the record, shape {sid}: the id {sid!r} names another layer than "
-                                               f"its spec, which gives {ok!r}"):
+                "b1-h2-kv2-d64-fp16-q128-k128-br-w20_inf-tiled", "b1-h2-kv2-d64-fp16-q128-k128-br-sdpa-cudnn",
+                ok + "-fp32", ok + "-notatag", ok + "-s0"):  # an impl (baseline vs baseline-fp32) or tag it is not
+        with pytest.raises(IomodelError, match=f"^the record, shape {re.escape(sid)}: the id {re.escape(repr(sid))} "
+                                               f"names another layer than its spec, which gives {ok!r} \\(the "):
             Measurement.from_dict({"schema": "iomodel.measurement/1", "kind": "interpreter",
                                    "shapes": [{"id": sid, "impl": "tiled", "spec": spec}]})
 
 
 def test_interpreter_counts_must_be_whole_bytes():
     spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
-            "causal": False, "backward": False}
+            "causal": False, "causal_align": "top-left", "phase": "prefill", "backward": False}
     shape = {"id": "s", "impl": "tiled", "spec": spec, "config": {"block_m": 64, "block_n": 64},
              "sram_fill": {"K": {"read_bytes": -64, "write_bytes": 0}}}
     rec = {"schema": "iomodel.measurement/1", "kind": "interpreter", "shapes": [shape]}

@@ -533,7 +533,8 @@ def check_receipt_fields(receipt: Any, source: str = "the receipt") -> None:
 
     Raises:
         IomodelError: one line naming the bucket, the shape, the backend and the field: the
-            receipt not a JSON object; a policy version that is not a positive integer; a
+            receipt not a JSON object; no ``policy`` or ``policy.version`` (the policy it is checked
+            against), or a policy version that is not a positive integer; a
             bucket without a name or dtype string; a result's status or reasons of the wrong
             type; for a result that ran, timing samples that are not positive seconds, a
             median that is not a positive number, error statistics of the wrong type; a

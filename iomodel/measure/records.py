@@ -73,11 +73,12 @@ SPEC_WORDS = ("dtype", "causal_align", "phase", "name")
 SPEC_WINDOW = ("window_left", "window_right")
 #: Spec fields every record holds (``LayerSpec.to_dict`` always writes them): a record without one is damaged, not
 #: a default (a missing ``dtype`` was read as bf16, a missing ``causal`` as non-causal: a fresh user's finding,
-#: 2026-12-06). ``causal_align`` is required of causal shapes only; the window sides and ``page_size`` are written
-#: only when set, so their absence means unbounded and unpaged, which :func:`shape_id` then cross-checks.
-SPEC_REQUIRED = ("dtype", "causal", "backward")
+#: 2026-12-06; ``phase`` and a non-causal window's ``causal_align`` are not in the id, so only this catches them). The
+#: window sides and ``page_size`` are written only when set, so their absence means unbounded and unpaged, which
+#: :func:`shape_id` then cross-checks.
+SPEC_REQUIRED = ("dtype", "causal", "causal_align", "phase", "backward")
 #: An id in :func:`shape_id`'s form (``b1-h32-kv8-d128-...``): such an id must agree with its spec.
-_SHAPE_ID_FORM = re.compile(r"b\d+-h\d+-kv\d+-d\d+-")
+_SHAPE_ID_FORM = re.compile(r"b\d+-h\d+-kv\d+-d\d+-[a-z0-9_]+-q\d+-k\d+-")
 #: Hardware fields of a record that are positive numbers (bytes, bytes/s, SMs).
 HARDWARE_NUMBERS = ("hbm_bandwidth", "hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "num_sms")
 #: Those of them that count whole things (bytes, SMs).
@@ -290,7 +291,7 @@ class ShapeMeasurement:
         for k in SPEC_COUNTS:
             jv.number(jv.field(spec, k, f"{where}: spec", fix=FIX), f"{where}: spec.{k}", what="a positive integer",
                       positive=True, integer=True, fix=FIX)
-        for k in SPEC_REQUIRED + (("causal_align",) if spec.get("causal") else ()):
+        for k in SPEC_REQUIRED:
             jv.field(spec, k, f"{where}: spec", fix=FIX)
         for k in SPEC_FLAGS:
             if k in spec:
@@ -593,24 +594,47 @@ def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tup
     return rs.seqlens
 
 
+def shape_tag(grid_order: str = "tiles-fastest", group_splits: int | None = None) -> str:
+    """The suffix a sweep appends to :func:`shape_id` for a launch it pins (``iomodel.measure.sweep``): ``-{grid_order}``
+    unless tiles-fastest (``-heads-fastest``, ``-grouped:8``), then ``-s{S}`` for a dK/dV group split S it sets."""
+    return ("" if grid_order == "tiles-fastest" else f"-{grid_order}") + (f"-s{group_splits}" if group_splits else "")
+
+
+_TAG = re.compile(r"(?:-(?P<grid>[a-z][a-z:-]*?[a-z0-9]))?(?:-s(?P<splits>[1-9][0-9]*))?")
+
+
+def _is_tag(rest: str) -> bool:
+    """Whether ``rest`` is a suffix :func:`shape_tag` writes (a known grid order, a group split, both or neither)."""
+    from iomodel.schedule.launch import grid_order_refusal
+
+    m = _TAG.fullmatch(rest)
+    return m is not None and (m["grid"] is None or (m["grid"] != "tiles-fastest"
+                                                     and grid_order_refusal(m["grid"]) is None))
+
+
 def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None,
                      where: str) -> None:
-    """Refuse a shape whose id, in :func:`shape_id`'s form, names another layer than its spec: the id is
-    :func:`shape_id` of the spec, or that followed by ``-`` and a tag other than ``bwd`` (e.g. ``-heads-fastest``).
-    A spec field dropped or edited by hand (a window side, the alignment, the dtype) would otherwise be reconciled
-    as a model error. Ids in another form (a user's own) are not checked.
+    """Refuse a shape whose id, in :func:`shape_id`'s form, names another layer than its spec: the id must be
+    :func:`shape_id` of the spec followed by a :func:`shape_tag` (none, ``-heads-fastest``, ``-s3``). A spec field
+    dropped or edited by hand (a window side, the alignment, the dtype, the impl) would otherwise be reconciled as
+    a model error. Ids in another form (a user's own: not ``b<B>-h<H>-kv<H_kv>-d<d>-<dtype>-q<N_q>-k<N_k>-``) are not
+    checked; ``phase`` and a non-causal window's alignment are not in the id (:data:`SPEC_REQUIRED` covers them).
 
     Raises:
-        IomodelError: one line naming the shape, what its id says and what its spec gives.
+        IomodelError: one line naming the shape and the parts its id and its spec disagree on.
     """
     if not _SHAPE_ID_FORM.match(sid):
         return
     expected = shape_id(spec, impl, seqlens)
-    rest = sid[len(expected):] if sid.startswith(expected) else None
-    if rest == "" or (rest is not None and rest.startswith("-") and not rest.startswith("-bwd")):
+    if sid.startswith(expected) and _is_tag(sid[len(expected):]):
         return
-    raise IomodelError(f"{where}: the id {sid!r} names another layer than its spec, which gives {expected!r} "
-                       f"(a spec field missing or edited?): {FIX}")
+    got, want = sid.split("-"), expected.split("-")
+    only_id = [t for t in got if t not in want]
+    only_spec = [t for t in want if t not in got]
+    said = "; ".join(x for x in (f"the id has {'-'.join(only_id)}" if only_id else "",
+                                 f"the spec gives {'-'.join(only_spec)}" if only_spec else "") if x)
+    raise IomodelError(f"{where}: the id {sid!r} names another layer than its spec, which gives {expected!r}"
+                       f"{f' ({said})' if said else ''}: {FIX}")
 
 
 def shape_id(spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None = None) -> str:
@@ -618,16 +642,20 @@ def shape_id(spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | 
     (``-bwd`` appended for a forward + backward step).
 
     The mask part is ``nc`` (not causal), ``tl`` (causal top-left) or ``br`` (causal bottom-right),
-    followed by ``-wL_R`` when the spec gives a sliding window (its sides in tokens as given,
+    followed by ``-wL_R`` when the spec gives a sliding window (a non-causal window with seqlen_q != seqlen_k names
+    its alignment first, ``nc-br-w64_64``: the alignment moves the band) (its sides in tokens as given,
     ``inf`` for an unbounded one: ``...-tl-w4096_inf-tiled``) and ``-pN`` for a paged KV cache of
     N tokens per page (``...-br-p64-tiled``); no suffix without them, so the ids of dense
     windowless shapes are those of the committed receipts. A ragged batch (``seqlens``, ``spec``
     its padded batch) adds ``-ragCxQ_K``: C sequences of Q query and K key tokens in all
     (``b3-...-q3000-k3000-tl-rag3x3589_3589-tiled``).
     """
-    mask = "nc" if not spec.causal else ("tl" if spec.causal_align == "top-left" else "br")
+    align = "tl" if spec.causal_align == "top-left" else "br"
+    mask = "nc" if not spec.causal else align
     if spec.window_left is not None or spec.window_right is not None:
         side = lambda v: "inf" if v is None else str(v)  # noqa: E731
+        if not spec.causal and spec.seqlen_q != spec.seqlen_k:  # the alignment moves a window's band: said
+            mask += f"-{align}"
         mask += f"-w{side(spec.window_left)}_{side(spec.window_right)}"
     if spec.page_size is not None:
         mask += f"-p{spec.page_size}"
@@ -649,4 +677,5 @@ __all__ = [
     "ragged_spec",
     "read_seqlens",
     "shape_id",
+    "shape_tag",
 ]

@@ -20,7 +20,7 @@ from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.paths import read_toml
 from iomodel.measure.metrics import DEFAULT_METRICS
-from iomodel.measure.records import IMPLS, ragged_spec, read_seqlens, shape_id
+from iomodel.measure.records import IMPLS, ragged_spec, read_seqlens, shape_id, shape_tag
 from iomodel.spec import PASSES, LayerSpec
 from iomodel.spec.layer import causal_right_refusal
 
@@ -458,8 +458,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if seqlens is not None and impl not in RAGGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} takes no packed ragged batch: use impls = [\"tiled\"] for a "
                                        "seqlens shape")
-                sid = (shape_id(spec, impl, seqlens) + ("" if grid_order == "tiles-fastest" else f"-{grid_order}")
-                       + (f"-s{group_splits}" if group_splits else ""))
+                sid = shape_id(spec, impl, seqlens) + shape_tag(grid_order, group_splits)
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate"
                                        + (" (a ragged id names the count and total tokens: change a length)"

@@ -684,7 +684,8 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
 
     num_warps and the query-tile order of the bundled kernel's first autotune candidate
     (``kernels/heuristics.py prefill_default`` on the path
-    :func:`iomodel.schedule.capabilities.prefill_path` picks; with ``varlen``, a ragged batch
+    :func:`iomodel.schedule.capabilities.prefill_path` picks, or ``prefill-tma`` where ``tiling`` is not the Gluon
+    prefill's one configuration: :func:`_modelled_prefill_path`; with ``varlen``, a ragged batch
     whose ``spec`` is the padded batch, the ``prefill`` path ``flash_attention_varlen`` runs);
     4 warps and forward order where the kernel refuses the layer or that module is not
     importable. The source is one sentence.
@@ -720,7 +721,9 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     The layer's tiles with the bundled kernel's num_warps and query-tile order (:func:`l2_launch`),
     tiles-fastest and ascending, or, for a small causal grid, the kernel's LPT launch
     (:func:`bundled_launch_order`: head-grouped, reverse tiles) unless ``given`` names a grid or
-    tile order; then each field of ``given`` (:data:`SCHEDULE_FLAGS`'s keys) in their place.
+    tile order or the layer's forward tiles were given (``layer.tiles``: the launcher runs given tiles through a
+    ``KernelConfig`` and orders only its own); then each field of ``given`` (:data:`SCHEDULE_FLAGS`'s keys) in
+    their place.
 
     Raises:
         IomodelError: an unknown field, a bad value (:class:`~iomodel.schedule.launch.Schedule`),
@@ -736,9 +739,13 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
                            "kernel: drop it, or use --phase prefill --pass fwd")
     warps, order, src, pps = l2_launch(s, layer.hardware, tiling=layer.tiling)
     lpt = bundled_launch_order(s, layer.tiling)
-    if lpt and not {"grid_order", "tile_order"} & set(given):
+    tiles_given = {k for k, _ in layer.tiles} & {"block_m", "block_n", "num_stages"}
+    if lpt and not {"grid_order", "tile_order"} & set(given) and not tiles_given:
         src += f"; {lpt['grid_order']} grid with reverse tiles (the kernel's causal launch rule, lpt_launch_order)"
     else:
+        if lpt and not {"grid_order", "tile_order"} & set(given):  # the launcher orders only its own tiles so
+            src += ("; tiles-fastest grid in the tile order above: tiles given run through a KernelConfig, which the "
+                    "launcher gives no LPT order (kernels/flash_attention.py, plan.lpt)")
         lpt = {}
     fixed = {}
     if pps is not None and not {"num_warps", "programs_per_sm"} & set(given):  # the kernel's own launch

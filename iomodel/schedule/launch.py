@@ -44,6 +44,7 @@ ascending; any of its tiles and warps). Pure Python; no torch, no triton.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -379,10 +380,10 @@ class Schedule:
             raise IomodelError(f"{source}: unknown key(s) {', '.join(bad)}: use {', '.join(FIELDS)}")
         try:
             return cls(**data)
-        except IomodelError as exc:  # the value's own advice names a flag; from a file, the file is what to fix
-            msg = str(exc)
-            cut = msg.rfind(": set --")
-            raise IomodelError(f"{source}: {msg if cut < 0 else msg[:cut] + ': fix that value in the file'}") from None
+        except IomodelError as exc:  # the value's own advice names a flag; from a file, the file's key is what to fix
+            msg = re.sub(r": set --[a-z-]+.*$", ": fix that value in the file", str(exc))
+            msg = re.sub(r"use --([a-z-]+) ", lambda m: f"use {m.group(1).replace('-', '_')} = ", msg)
+            raise IomodelError(f"{source}: {msg}") from None
 
 
 #: The field names of :class:`Schedule` (the keys a schedule TOML may set).
@@ -414,7 +415,7 @@ def read_schedule_file(path: str | Path) -> dict[str, Any]:
     data = read_toml(path, f"schedule file {str(path)!r}", "pass a TOML file (--schedule FILE.toml)")
     if set(data) == {"schedule"}:
         data = data["schedule"]
-    elif "schedule" in data:  # a [schedule] table beside top-level fields: which one wins would be a guess
+    elif isinstance(data.get("schedule"), dict):  # a [schedule] table beside top-level fields: which wins is a guess
         raise IomodelError(f"schedule file {str(path)!r} gives fields both at the top level "
                            f"({', '.join(sorted(k for k in data if k != 'schedule'))}) and in a [schedule] table: "
                            "put them all in one of the two")

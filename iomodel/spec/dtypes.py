@@ -55,6 +55,19 @@ def eager_score_dtype(name: str) -> str:
     return EAGER_SCORE_DTYPE.get(c, c)
 
 
+def eager_backward_refusal(name: str, group: int) -> str | None:
+    """Why the eager chain cannot run a training step on inputs of dtype ``name`` with ``group`` query heads per KV
+    head, or None: its GQA backward sums dK and dV over each group (``dK_rep.view(...).sum(2)``) in the input dtype,
+    which torch has no kernel for on float8 tensors (torch 2.13: ``"sum_cpu" not implemented for 'Float8_e4m3fn'``).
+    One line naming what to change."""
+    c = canonical_dtype(name)
+    if c in EAGER_SCORE_DTYPE and group > 1:
+        return (f"the eager baseline cannot run a GQA training step in {c}: its backward sums dK and dV over each "
+                f"group of {group} query heads in the input dtype, which PyTorch has no kernel for on float8 tensors: "
+                "model the training step in bf16 or fp16 (--dtype bf16), or without GQA")
+    return None
+
+
 #: Width of the LSE (log-sum-exp per query row), which FlashAttention keeps in fp32.
 LSE_WIDTH = 4
 #: Width of fp32 accumulators and fp32 intermediates (MATH backend scores, dQ accumulator).

@@ -29,7 +29,7 @@ from typing import Any
 import sympy as sp
 
 from iomodel.spec import DTYPES, FP32_WIDTH, LSE_WIDTH, LayerSpec, canonical_dtype
-from iomodel.spec.dtypes import eager_score_dtype
+from iomodel.spec.dtypes import eager_backward_refusal, eager_score_dtype
 from iomodel.traffic.base import SYM, AlgorithmModel, Allocation, Row, make_row
 
 MASK_WIDTH = 1  # torch.bool is one byte per element
@@ -77,7 +77,8 @@ def baseline_model(
         An :class:`AlgorithmModel` named ``baseline`` with HBM rows only.
 
     Raises:
-        IomodelError: unknown ``score_dtype`` or a negative ``extra_score_passes``.
+        IomodelError: unknown ``score_dtype``, a negative ``extra_score_passes``, or a GQA training step in fp8
+            (:func:`iomodel.spec.dtypes.eager_backward_refusal`: torch cannot sum float8 tensors).
     """
     from iomodel.errors import IomodelError
 
@@ -86,6 +87,8 @@ def baseline_model(
     B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
     sname, w, upcast = _score_dtype(spec, score_dtype)
     gqa = spec.kv_heads < spec.heads
+    if spec.backward and (why := eager_backward_refusal(spec.dtype, spec.heads // spec.kv_heads)) is not None:
+        raise IomodelError(why)
     causal = spec.causal
     # bottom-right with N_q > N_k: the first N_q - N_k rows see no key
     window = spec.window is not None  # the band mask of kernels/baseline.py step 5'
@@ -118,7 +121,8 @@ def baseline_model(
     if upcast:
         for src, dst, shape, el in (("Q", "Q32", sq, E_q), (k_name, "K32", skr, E_kr), (v_name, "V32", skr, E_kr)):
             step = f"{dst} = {src}.to({sname})"
-            row(src, step, shape, dt, s, el, rb=el * s, note=f"Upcast to the score dtype {sname} (MATH-backend style).")
+            row(src, step, shape, dt, s, el, rb=el * s, note=f"Upcast to the score dtype {sname} " + (
+                "(MATH-backend style)." if score_dtype is not None else "(torch has no float8 matmul)."))
             row(dst, step, shape, sname, w, el, wb=el * w)
         q_name, k_name, v_name = "Q32", "K32", "V32"
     qd, kd = (sname, sname) if upcast else (dt, dt)

@@ -532,8 +532,8 @@ def _formulas(key: tuple) -> dict[int, tuple[str, str]]:
 
 def _peak_for(alg_name: str, spec: LayerSpec, hardware: Hardware, opts: dict[str, Any]) -> float:
     dtype = spec.dtype
-    if alg_name == "baseline" and opts["score_dtype"] is not None:
-        dtype = opts["score_dtype"]
+    if alg_name == "baseline":  # its matmuls run in the score dtype (fp8 inputs upcast: EAGER_SCORE_DTYPE)
+        dtype = opts["score_dtype"] or eager_score_dtype(spec.dtype)
     return hardware.flops_for(dtype)
 
 
