@@ -1109,3 +1109,18 @@ def test_second_eager_holdout_h100_is_within(rec_of):
     assert len(rows) == 6 and max(r.spec.batch * r.spec.seqlen_k for r in rows) <= 8192
     _assert_counts(rec, "baseline", "HBM", (6, 6), (6, 6))
     _assert_each_within_10_percent(rows)
+
+
+def test_tiles_descending_dkdv_reads_sit_on_the_compulsory_floor(rec_of):
+    """docs/l2-calibration.md, "The tiles-descending dK/dV reads sit on the floor": on the 33 causal top-left GQA steps
+    of hold-outs 9-11 (H200) and 13 (H100) whose dK/dV kernel ran tiles-descending with one group slice, the kernel
+    read 1.001-1.035x its compulsory bytes; the model predicts 1.000-1.470x (the trailing programs' re-reads)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import dkdv_descending_floor as diag
+
+    rows = [(m, p) for _, _, t, m, p in diag.steps(list(diag.RECEIPTS), rec_of) if t.bwd_group_splits == 1]
+    assert len(rows) == 33
+    assert (round(min(m for m, _ in rows), 3), round(max(m for m, _ in rows), 3)) == (1.001, 1.035)
+    assert (round(min(p for _, p in rows), 3), round(max(p for _, p in rows), 3)) == (1.0, 1.47)
