@@ -54,6 +54,7 @@ FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-win
                   # pinned in tests/test_reconcile_train_holdout.py)
                   "ncu-h200-train-eager-holdout1-2026-12-02.json": 0,
                   "ncu-h100-train-eager-holdout2-2026-12-05.json": 0,
+                  "ncu-h200-train-eager-holdout2-2026-12-06.json": 0,
                   # the hold-out of the causal LPT launch (head-grouped:G): 16 forwards, 4 steps
                   "ncu-h200-lpt-holdout1-2026-12-02.json": 20,
                   # the HEAD_DIM 256 training hold-outs (Gemma's layers), after the spill-free 256 tiles

@@ -1124,3 +1124,77 @@ def test_tiles_descending_dkdv_reads_sit_on_the_compulsory_floor(rec_of):
     assert len(rows) == 33
     assert (round(min(m for m, _ in rows), 3), round(max(m for m, _ in rows), 3)) == (1.001, 1.035)
     assert (round(min(p for _, p in rows), 3), round(max(p for _, p in rows), 3)) == (1.0, 1.47)
+
+
+# Hold-out 13 and the second eager hold-out ON THE H200 (2026-12-06, eleventh session): the same sweeps, measured from
+# the tree of d80fb5d (digest d0326a5e...: the model and kernels of 6900c5d for these steps; what changed since in
+# iomodel/ and kernels/ moves none of their predictions or launches: the sweep's header), predicted for the record's
+# H200, nothing refitted: VALIDATION, issue 11 item 5 on the GPU it names.
+HOLDOUT13_H200 = "ncu-h200-train-holdout13-2026-12-06.json"
+EAGER_HOLDOUT2_H200 = "ncu-h200-train-eager-holdout2-2026-12-06.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (48, 48), (47, 48)),  # issue 11 item 5's step bar, 90 %: reads 100 %, writes 97.9 %
+    ("HBM _attn_fwd", (48, 48), (48, 48)),
+    ("HBM _bwd_preprocess", (48, 48), (48, 48)),
+    ("HBM _bwd_dkdv", (39, 48), (47, 48)),
+    ("HBM _bwd_dq", (47, 48), (47, 48)),
+    ("HBM _bwd_reduce_dkdv", (12, 12), (10, 12)),
+    ("L2", (48, 48), (48, 48)),
+    ("L2 _bwd_dkdv", (48, 48), (48, 48)),
+])
+def test_thirteenth_holdout_h200_counts(rec_of, level, read, write):
+    _assert_counts(rec_of(HOLDOUT13_H200), "tiled", level, read, write)
+
+
+def test_thirteenth_holdout_h200_misses_and_floor_cases(rec_of):
+    """No step read misses. The one step write miss is the class the H100 showed: the Triton dK/dV group split at
+    HEAD_DIM 64 (S = 3), 3.17 MiB written against 1.72 MiB predicted. Five steps' writes are within only by the 1 MiB
+    floor (listed, as issue 11 asks). The dK/dV kernel's nine read misses are causal GQA steps, all below the model
+    (0.79-0.90x), eight of them tiles-descending (docs/l2-calibration.md, "The tiles-descending dK/dV reads sit on the
+    floor")."""
+    rec = rec_of(HOLDOUT13_H200)
+    miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
+    assert miss == {"read": [], "write": ["b1-h32-kv4-d64-fp16-q3072-k3072-tl-tiled-bwd"]}
+    (r,) = [r for r in rec.rows if r.id in miss["write"]]
+    assert r.tiling.bwd_dkdv_kernel == "triton" and r.tiling.bwd_group_splits == 3 and r.spec.head_dim == 64
+    hbm = r.level("HBM")
+    assert (round(hbm.measured_write / 2**20, 3), round(hbm.predicted_write / 2**20, 3)) == (3.167, 1.718)
+    floor_only = sorted(r.id for r in rec.rows
+                        if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
+    assert floor_only == ["b1-h32-kv32-d80-bf16-q1024-k1024-nc-tiled-bwd",
+                          "b2-h14-kv2-d64-bf16-q2048-k2048-tl-tiled-bwd",
+                          "b2-h32-kv8-d64-bf16-q1000-k2974-br-tiled-bwd",
+                          "b4-h14-kv2-d64-bf16-q1000-k1024-br-tiled-bwd",
+                          "b4-h14-kv2-d64-fp16-q512-k2048-br-tiled-bwd"]
+    assert all(r.level("HBM").within("read", 0.10, 0) for r in rec.rows)  # every read within ±10 % alone
+    dkdv_miss = [r for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read")]
+    ratios = sorted(round(r.level("HBM _bwd_dkdv").ratio_read, 2) for r in dkdv_miss)
+    assert len(ratios) == 9 and ratios[0] == 0.79 and ratios[-1] == 0.90
+    assert all(r.spec.causal and r.spec.heads > r.spec.kv_heads for r in dkdv_miss)
+    assert sorted(r.tiling.bwd_dkdv_order for r in dkdv_miss) == ["heads-outer"] + ["tiles-descending"] * 8
+
+
+def test_thirteenth_holdout_and_eager_holdout_ran_on_the_h200_from_the_recorded_tree():
+    """Both receipts record the H200 and the digest of d80fb5d's iomodel/ and kernels/ (checked from git where the
+    history is there)."""
+    import json
+
+    root = Path(__file__).resolve().parents[1] / "receipts"
+    for name, shapes in ((HOLDOUT13_H200, 48), (EAGER_HOLDOUT2_H200, 6)):
+        data = json.loads((root / name).read_text())
+        env = data["environment"]
+        assert env["device"] == "NVIDIA H200" and len(data["shapes"]) == shapes
+        assert env["source_sha256"] == "d0326a5e33132a82d7663d2019395273dbb3430b2913e506a94228f8be7f7ccc"
+    assert _tree_digest("d80fb5d") == env["source_sha256"]
+
+
+def test_second_eager_holdout_h200_is_within(rec_of):
+    """The eager chain on the six steps of the second eager hold-out on the H200, up to 8,192 tokens: DRAM reads and
+    writes within ±10 % on 6/6 each way, without the 1 MiB floor (issue 11 item 5's eager bar; reads 0.92-0.99x)."""
+    rec = rec_of(EAGER_HOLDOUT2_H200)
+    rows = [r for r in rec.rows if r.impl == "baseline"]
+    assert len(rows) == 6 and max(r.spec.batch * r.spec.seqlen_k for r in rows) <= 8192
+    _assert_counts(rec, "baseline", "HBM", (6, 6), (6, 6))
+    _assert_each_within_10_percent(rows)
