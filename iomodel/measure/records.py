@@ -643,7 +643,7 @@ def shape_id(spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | 
 
     The mask part is ``nc`` (not causal), ``tl`` (causal top-left) or ``br`` (causal bottom-right),
     followed by ``-wL_R`` when the spec gives a sliding window (a non-causal window with seqlen_q != seqlen_k names
-    its alignment first, ``nc-br-w64_64``: the alignment moves the band) (its sides in tokens as given,
+    its alignment first, ``nc-br-w64_64``, as the alignment moves the band; the sides in tokens as given,
     ``inf`` for an unbounded one: ``...-tl-w4096_inf-tiled``) and ``-pN`` for a paged KV cache of
     N tokens per page (``...-br-p64-tiled``); no suffix without them, so the ids of dense
     windowless shapes are those of the committed receipts. A ragged batch (``seqlens``, ``spec``

@@ -740,10 +740,11 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     warps, order, src, pps = l2_launch(s, layer.hardware, tiling=layer.tiling)
     lpt = bundled_launch_order(s, layer.tiling)
     tiles_given = {k for k, _ in layer.tiles} & {"block_m", "block_n", "num_stages"}
-    if lpt and not {"grid_order", "tile_order"} & set(given) and not tiles_given:
+    order_given = bool({"grid_order", "tile_order"} & set(given))
+    if lpt and not order_given and not tiles_given:
         src += f"; {lpt['grid_order']} grid with reverse tiles (the kernel's causal launch rule, lpt_launch_order)"
     else:
-        if lpt and not {"grid_order", "tile_order"} & set(given):  # the launcher orders only its own tiles so
+        if lpt and not order_given:  # the launcher orders only its own tiles so
             src += ("; tiles-fastest grid in the tile order above: tiles given run through a KernelConfig, which the "
                     "launcher gives no LPT order (kernels/flash_attention.py, plan.lpt)")
         lpt = {}
