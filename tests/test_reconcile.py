@@ -126,6 +126,24 @@ def test_gaps_beyond_tolerance_are_listed_with_their_cause(sweep_shapes):
     assert row.explanation().split(":")[0] in ("dirty_at_end", "l2_capacity", "causal_skip", "intermediates")
     md = markdown(rec)
     assert f"`{target}` (HBM read)" in md and "## Outside tolerance (2)" in md
+    # each failing direction is explained by the model's own cause in that direction, never the other's
+    line = next(ln for ln in md.splitlines() if ln.startswith(f"- `{target}`"))
+    reads = [c for c in row.l2.causes if c.read_bytes]
+    want = (f"the model's largest read cause, {max(reads, key=lambda c: abs(c.read_bytes)).key}:" if reads
+            else "the model's reads are the compulsory floor")
+    assert f"HBM read: measured 1.25x the prediction; {want}" in line, line
+    brow = next(r for r in rec.rows if r.id == base)
+    writes = [c for c in brow.l2.causes if c.write_bytes]
+    assert brow.gap("HBM", "write").startswith("measured 0.5x the prediction; ")
+    assert (writes and f"write cause, {max(writes, key=lambda c: abs(c.write_bytes)).key}:" in brow.gap("HBM", "write")
+            or not writes and "compulsory floor" in brow.gap("HBM", "write"))
+    for c in brow.l2.causes:  # a cause with write bytes only never explains a read
+        if c.write_bytes and not c.read_bytes:
+            assert c.key not in brow.gap("HBM", "read")
+    assert "split the HBM totals only, not one kernel" in row.gap("L2", "write")
+    from iomodel.report.reconcile_md import _gaps
+    assert _gaps(row, ["HBM _attn_fwd read"]).startswith("HBM _attn_fwd read: the named causes split")  # a kernel's level
+    assert _gaps(row, ["HBM read not measured"]) == f"HBM read not measured: {row.explanation()}"
     lines = table_rows(rec)
     assert any(ln[0] == target and ln[8] == "NO" for ln in lines)
 

@@ -209,6 +209,26 @@ class ShapeReconciliation:
             return "exact: the interpreter's per-tensor counts equal the model's SRAM_fill rows"
         return "no model for this implementation"
 
+    def gap(self, level: str, which: str) -> str:
+        """Why ``level``'s ``which`` (``read`` or ``write``) differs, in one clause: the measured bytes as a multiple
+        of the prediction, then the model's largest cause in that direction (key: detail; :data:`CAUSES`), or that
+        the model puts that direction at its compulsory floor, or :meth:`explanation` where no L2-aware model
+        applies or the level is not ``HBM`` (the causes split the HBM totals, not one kernel's bytes). Unlike :meth:`explanation` (the cause largest in reads and writes together), a read miss is never
+        explained by a write-back cause (a reviewer's finding, 2026-12-06)."""
+        lv = self.level(level)
+        ratio = None if lv is None else (lv.ratio_read if which == "read" else lv.ratio_write)
+        head = f"measured {ratio:.3g}x the prediction; " if ratio is not None else ""
+        if self.error or self.l2 is None:
+            return head + self.explanation()
+        if level != "HBM":  # the causes split the HBM totals, not one kernel's bytes or the L2 level's
+            return head + "the named causes split the HBM totals only, not one kernel's bytes or the L2 level's"
+        attr = "read_bytes" if which == "read" else "write_bytes"
+        causes = [c for c in self.l2.causes if getattr(c, attr)]
+        if not causes:
+            return head + f"the model's {which}s are the compulsory floor (no cause moves them)"
+        c = max(causes, key=lambda c: abs(getattr(c, attr)))
+        return head + f"the model's largest {which} cause, {c.key}: {c.detail}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form with ratios, the L2-aware prediction and the explanation."""
         return {

@@ -8,6 +8,7 @@ writes with ``--markdown``); it computes nothing. Bytes in binary prefixes with 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from iomodel.cache.params import DEFAULT_L2_READ_FRACTION
 from iomodel.format import human_bytes
@@ -79,6 +80,20 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
     return out
 
 
+def _gaps(r: Any, bad: list[str]) -> str:
+    """The Outside-tolerance line's account of each failing ``"<level> <read|write>"`` of ``bad``: the direction's own
+    cause (:meth:`~iomodel.reconcile.compare.ShapeReconciliation.gap`); a value not measured, or a shape not
+    reconciled, keeps the row's explanation."""
+    parts = []
+    for item in bad:
+        level, _, which = item.rpartition(" ")  # the level may hold a space: "HBM _bwd_dkdv read"
+        if item.endswith(" not measured") or which not in ("read", "write"):
+            parts.append(f"{item}: {r.explanation()}")
+        else:
+            parts.append(f"{item}: {r.gap(level, which)}")
+    return "; ".join(parts)
+
+
 def markdown(rec: Reconciliation) -> str:
     """A Markdown report: environment, summary, the table, the shapes outside tolerance and
     those within only by the absolute floor; bytes in binary prefixes with one decimal."""
@@ -112,7 +127,7 @@ def markdown(rec: Reconciliation) -> str:
     outside = rec.outside()
     lines += ["", f"## Outside tolerance ({len(outside)})", ""]
     for r, bad in outside:
-        lines.append(f"- `{r.id}` ({', '.join(bad)}): {r.explanation()}" + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
+        lines.append(f"- `{r.id}` ({', '.join(bad)}): " + _gaps(r, bad) + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
     missing = rec.not_reconciled()
     lines += ["", f"## Not reconciled ({len(missing)})", "",
               "Counted in the summary as not within: values the run collected that the record lacks, "
