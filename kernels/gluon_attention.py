@@ -222,46 +222,70 @@ if GLUON_IMPORT_ERROR is None:
         else:
             key_limit = N_K
         q_op = q_tile.reshape([ROWS, HEAD_DIM])
+        # n_mine: the key blocks this warpgroup's rows see; under the causal mask the tile's last rows see up to
+        # BLOCK_M / BLOCK_N - 1 blocks more (three at BLOCK_M 256, BLOCK_N 64), which this warpgroup drains
+        # without a product: it takes their turns and releases their slots (the tile's loads are unchanged)
+        if CAUSAL:
+            n_mine = gl.minimum(gl.cdiv(gl.minimum(gl.maximum(row0 + ROWS + CAUSAL_OFF, 0), N_K), BLOCK_N), n_blocks)
+        else:
+            n_mine = n_blocks
         mbarrier.wait(q_bar, 0)
         if n_blocks > 0:
             if not FIRST:
                 mbarrier.arrive(other_turn, count=1)  # the first warpgroup goes first
-            turn = 0
-            mbarrier.wait(my_turn, turn & 1)
-            turn += 1
-            mbarrier.wait(k_bars.index(0), 0)
-            s_tok = warpgroup_mma(q_op, k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), s_zero,
-                                  use_acc=False, is_async=True)
-            mbarrier.arrive(other_turn, count=1)
-            qk = warpgroup_mma_wait(0, deps=(s_tok, ))
-            mbarrier.arrive(k_empty.index(0), count=1)
-            p_op, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, key_limit, offs_m, offs_n, qk_scale, N_K,
-                                                  CAUSAL_OFF, dtype, p_layout, row_o, BLOCK_N, CAUSAL, MASK_TAIL)
-            for j in range(n_blocks - 1):
-                slot = j % NUM_STAGES
-                nxt = (j + 1) % NUM_STAGES
-                mbarrier.wait(my_turn, turn & 1)
-                turn += 1
-                mbarrier.wait(k_bars.index(nxt), ((j + 1) // NUM_STAGES) & 1)
-                s_tok = warpgroup_mma(q_op, k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), s_zero,
+            if n_mine > 0:
+                tk = 0
+                mbarrier.wait(my_turn, tk & 1)
+                tk += 1
+                mbarrier.wait(k_bars.index(0), 0)
+                s_tok = warpgroup_mma(q_op, k_smem.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)), s_zero,
                                       use_acc=False, is_async=True)
-                mbarrier.wait(v_bars.index(slot), (j // NUM_STAGES) & 1)
-                acc_tok = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
                 mbarrier.arrive(other_turn, count=1)
-                qk = warpgroup_mma_wait(1, deps=(s_tok, ))
-                mbarrier.arrive(k_empty.index(nxt), count=1)
-                p_op, alpha_next, m_i, l_i = _softmax_step(qk, m_i, l_i, j + 1, key_limit, offs_m, offs_n, qk_scale,
-                                                           N_K, CAUSAL_OFF, dtype, p_layout, row_o, BLOCK_N, CAUSAL,
-                                                           MASK_TAIL)
+                qk = warpgroup_mma_wait(0, deps=(s_tok, ))
+                mbarrier.arrive(k_empty.index(0), count=1)
+                p_op, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, 0, key_limit, offs_m, offs_n, qk_scale, N_K,
+                                                      CAUSAL_OFF, dtype, p_layout, row_o, BLOCK_N, CAUSAL, MASK_TAIL)
+                for j in range(n_mine - 1):
+                    slot = j % NUM_STAGES
+                    nxt = (j + 1) % NUM_STAGES
+                    mbarrier.wait(my_turn, tk & 1)
+                    tk += 1
+                    mbarrier.wait(k_bars.index(nxt), ((j + 1) // NUM_STAGES) & 1)
+                    s_tok = warpgroup_mma(q_op, k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0)),
+                                          s_zero, use_acc=False, is_async=True)
+                    mbarrier.wait(v_bars.index(slot), (j // NUM_STAGES) & 1)
+                    acc_tok = warpgroup_mma(p_op, v_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+                    mbarrier.arrive(other_turn, count=1)
+                    qk = warpgroup_mma_wait(1, deps=(s_tok, ))
+                    mbarrier.arrive(k_empty.index(nxt), count=1)
+                    p_op, alpha_next, m_i, l_i = _softmax_step(qk, m_i, l_i, j + 1, key_limit, offs_m, offs_n,
+                                                               qk_scale, N_K, CAUSAL_OFF, dtype, p_layout, row_o,
+                                                               BLOCK_N, CAUSAL, MASK_TAIL)
+                    acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
+                    acc = acc * alpha_next[:, None]
+                    mbarrier.arrive(v_empty.index(slot), count=1)
+                last = (n_mine - 1) % NUM_STAGES
+                mbarrier.wait(my_turn, tk & 1)
+                mbarrier.wait(v_bars.index(last), ((n_mine - 1) // NUM_STAGES) & 1)
+                acc_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
+                mbarrier.arrive(other_turn, count=1)
                 acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
-                acc = acc * alpha_next[:, None]
-                mbarrier.arrive(v_empty.index(slot), count=1)
-            last = (n_blocks - 1) % NUM_STAGES
-            mbarrier.wait(my_turn, turn & 1)
-            mbarrier.wait(v_bars.index(last), ((n_blocks - 1) // NUM_STAGES) & 1)
-            acc_tok = warpgroup_mma(p_op, v_smem.index(last).reshape([BLOCK_N, HEAD_DIM]), acc, is_async=True)
-            mbarrier.arrive(other_turn, count=1)
-            acc = warpgroup_mma_wait(0, deps=(acc_tok, ))
+                if CAUSAL:  # the slot may be refilled for a block drained below
+                    mbarrier.arrive(v_empty.index(last), count=1)
+            else:  # rows that see no key (bottom-right alignment): take the turn the first block's scores took
+                mbarrier.wait(my_turn, 0)
+                mbarrier.arrive(other_turn, count=1)
+            if CAUSAL:  # every warpgroup takes n_blocks + 1 turns and releases every slot of the tile once
+                turn = n_mine + 1
+                for j in range(n_mine, n_blocks):
+                    slot = j % NUM_STAGES
+                    mbarrier.wait(my_turn, turn & 1)
+                    turn += 1
+                    mbarrier.arrive(other_turn, count=1)
+                    mbarrier.wait(k_bars.index(slot), (j // NUM_STAGES) & 1)
+                    mbarrier.arrive(k_empty.index(slot), count=1)
+                    mbarrier.wait(v_bars.index(slot), (j // NUM_STAGES) & 1)
+                    mbarrier.arrive(v_empty.index(slot), count=1)
         empty = l_i == 0.0
         l_safe = gl.where(empty, 1.0, l_i)
         o = acc / gl.convert_layout(l_safe, row_o)[:, None]

@@ -228,6 +228,31 @@ def gluon_tiles(head_dim: int) -> TileChoice:
     return GLUON_TILES[head_dim]
 
 
+#: The :class:`KernelConfig` fields the Gluon prefill fixes to its one configuration (:data:`GLUON_TILES`): the
+#: launcher refuses a given config that differs in any (``kernels.flash_attention``), and the worksheet models tiles
+#: that differ on ``prefill-tma`` (``iomodel.report.worksheet``), both through :func:`gluon_config_mismatch`.
+GLUON_FIXED_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "warp_specialize", "num_splits",
+                      "heads_per_program")
+
+
+def gluon_config_mismatch(head_dim: int, given: dict[str, Any]) -> list[str]:
+    """The fields of ``given`` (a :class:`KernelConfig` field -> its value; None or absent: not given) that differ
+    from the Gluon prefill's one configuration at HEAD_DIM (:data:`GLUON_FIXED_FIELDS`, in that order).
+
+    >>> gluon_config_mismatch(128, {"block_m": 128, "block_n": 64, "num_stages": None})
+    ['block_n']
+
+    Raises:
+        IomodelError: HEAD_DIM has no Gluon configuration (:func:`gluon_tiles`); a field outside
+            :data:`GLUON_FIXED_FIELDS`.
+    """
+    unknown = sorted(set(given) - set(GLUON_FIXED_FIELDS))
+    if unknown:
+        raise IomodelError(f"the Gluon prefill fixes {', '.join(GLUON_FIXED_FIELDS)}; got {', '.join(unknown)}")
+    want = gluon_tiles(head_dim).config("prefill-gluon")
+    return [f for f in GLUON_FIXED_FIELDS if given.get(f) is not None and given[f] != getattr(want, f)]
+
+
 def _by_head_dim(table: dict[int, list[TileChoice]], head_dim: int) -> list[TileChoice]:
     d = head_dim_padded(head_dim)
     key = min((k for k in table if k >= d), default=max(table))

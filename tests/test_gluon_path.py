@@ -15,35 +15,39 @@ import pytest
 import torch
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.capabilities import GLUON_AUTO, PATHS, gluon_refusal, prefill_path
+from iomodel.schedule.capabilities import GLUON_AUTO, GLUON_AUTO_MIN_SEQLEN_Q, PATHS, gluon_refusal, prefill_path
 from iomodel.schedule.tiles import program_sram_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("dtype,d,windowed,sm,causal,expected", [
-    ("bf16", 128, False, 9, False, "prefill-gluon"),
-    ("fp16", 128, False, 9, True, "prefill-gluon"),
-    ("bf16", 64, False, 9, False, "prefill-gluon"),  # four consumer warpgroups: 1.053x cuDNN against 0.947x (H100)
-    ("fp16", 64, False, 9, True, "prefill-tma"),  # causal at 64: neither ahead, not picked by itself
-    ("bf16", 64, True, 9, False, "prefill-tma"),  # no window band in the Gluon kernel
-    ("bf16", 128, True, 9, True, "prefill-tma"),
-    ("bf16", 32, False, 9, False, "prefill-tma"),
-    ("fp32", 128, False, 9, False, "prefill"),
-    ("bf16", 128, False, 8, False, "prefill"),
-    ("bf16", 64, False, None, False, "prefill"),
+@pytest.mark.parametrize("dtype,d,windowed,sm,causal,n,expected", [
+    ("bf16", 128, False, 9, False, 512, "prefill-gluon"),
+    ("fp16", 128, False, 9, True, 512, "prefill-gluon"),
+    ("bf16", 64, False, 9, False, 512, "prefill-gluon"),  # four consumer warpgroups: 1.053x cuDNN against 0.947x (H100)
+    ("fp16", 64, False, 9, True, 2048, "prefill-gluon"),  # causal at 64 from 2,048 rows: 1.012-1.097x the TMA prefill
+    ("fp16", 64, False, 9, True, 2047, "prefill-tma"),  # below: 0.953-0.957x it (H200, 2026-12-06)
+    ("bf16", 64, True, 9, False, 4096, "prefill-tma"),  # no window band in the Gluon kernel
+    ("bf16", 128, True, 9, True, 4096, "prefill-tma"),
+    ("bf16", 32, False, 9, False, 4096, "prefill-tma"),
+    ("fp32", 128, False, 9, False, 4096, "prefill"),
+    ("bf16", 128, False, 8, False, 4096, "prefill"),
+    ("bf16", 64, False, None, True, 4096, "prefill"),
 ])
-def test_prefill_path_picks_gluon_where_it_was_measured_ahead(dtype, d, windowed, sm, causal, expected):
-    assert prefill_path(dtype, d, sm, windowed=windowed, causal=causal) == expected
-    assert GLUON_AUTO == {64: (False,), 128: (False, True)} and "prefill-gluon" in PATHS
+def test_prefill_path_picks_gluon_where_it_was_measured_ahead(dtype, d, windowed, sm, causal, n, expected):
+    assert prefill_path(dtype, d, sm, windowed=windowed, causal=causal, seqlen_q=n) == expected
+    assert GLUON_AUTO == {64: (False, True), 128: (False, True)} and "prefill-gluon" in PATHS
+    assert GLUON_AUTO_MIN_SEQLEN_Q == {(64, True): 2048}
 
 
 def test_switches_turn_gluon_off():
-    assert prefill_path("bf16", 128, 9, use_gluon=False, causal=True) == "prefill-tma"
-    assert prefill_path("bf16", 128, 9, use_tma=False, causal=True) == "prefill"
-    assert prefill_path("bf16", 128, 9, tma_aligned=False, causal=True) == "prefill"
+    assert prefill_path("bf16", 128, 9, use_gluon=False, causal=True, seqlen_q=4096) == "prefill-tma"
+    assert prefill_path("bf16", 128, 9, use_tma=False, causal=True, seqlen_q=4096) == "prefill"
+    assert prefill_path("bf16", 128, 9, tma_aligned=False, causal=True, seqlen_q=4096) == "prefill"
     with pytest.raises(TypeError, match="causal"):  # no default: HEAD_DIM 64 picks by it
-        prefill_path("bf16", 64, 9)
+        prefill_path("bf16", 64, 9, seqlen_q=4096)
+    with pytest.raises(TypeError, match="seqlen_q"):  # no default: HEAD_DIM 64 causal picks by it
+        prefill_path("bf16", 64, 9, causal=True)
 
 
 @pytest.mark.parametrize("args,match", [
@@ -96,14 +100,14 @@ def test_a_given_config_must_be_the_one_configuration():
     from kernels.flash_attention import _check_gluon_config
 
     default = hx.prefill_default(128, "bf16", True, "prefill-gluon").config("prefill-gluon")
-    _check_gluon_config(default, default)
-    _check_gluon_config(default.with_(grid_order="head-grouped:4", tile_order="forward"), default)
+    _check_gluon_config(default, default, 128)
+    _check_gluon_config(default.with_(grid_order="head-grouped:4", tile_order="forward"), default, 128)
     with pytest.raises(IomodelError, match="runs one configuration .* config has block_n=64"):
-        _check_gluon_config(default.with_(block_n=64), default)
+        _check_gluon_config(default.with_(block_n=64), default, 128)
     with pytest.raises(IomodelError, match="grid orders 'tiles-fastest' and 'head-grouped:G'"):
-        _check_gluon_config(default.with_(grid_order="heads-fastest"), default)
+        _check_gluon_config(default.with_(grid_order="heads-fastest"), default, 128)
     with pytest.raises(IomodelError, match="set config.path='prefill-gluon'"):
-        _check_gluon_config(default.with_(path="prefill-tma"), default)
+        _check_gluon_config(default.with_(path="prefill-tma"), default, 128)
 
 
 def test_worksheet_models_the_gluon_tiles_on_the_h200():
@@ -122,7 +126,8 @@ def test_worksheet_models_the_gluon_tiles_on_the_h200():
 def test_worksheet_models_the_four_warpgroup_tiles_at_64_non_causal():
     """HEAD_DIM 64 non-causal runs the four-warpgroup Gluon prefill on the H200: the worksheet takes its
     256 x 64 tiles (K/V re-read once per 256 query rows) and one program per SM (its register file), not
-    the two that shared memory alone would allow; causal keeps the TMA prefill's tiles."""
+    the two that shared memory alone would allow; causal takes them from 2,048 query rows and keeps the TMA
+    prefill's tiles below."""
     from iomodel.report.worksheet import kernel_tiling, l2_launch
     from iomodel.spec import LayerSpec
     from iomodel.spec.hardware import get_hardware
@@ -136,7 +141,11 @@ def test_worksheet_models_the_four_warpgroup_tiles_at_64_non_causal():
     assert (warps, order, pps) == (20, "forward", 1) and "prefill-gluon path" in src
     causal = spec.with_(causal=True)
     ctiling, source = kernel_tiling(causal, h200)
-    assert "prefill-tma path" in source and l2_launch(causal, h200, tiling=ctiling)[3] is None
+    assert (ctiling.block_m, ctiling.block_n) == (256, 64) and "prefill-gluon path" in source
+    assert l2_launch(causal, h200, tiling=ctiling)[3] == 1
+    short = causal.with_(seqlen_q=2047, seqlen_k=2047)
+    stiling, source = kernel_tiling(short, h200)
+    assert "prefill-tma path" in source and l2_launch(short, h200, tiling=stiling)[3] is None
     # other tiles are not the Gluon kernel's launch: nothing is fixed (a reviewer found 1 pinned for 64 x 64 tiles)
     assert l2_launch(spec, h200, tiling=dataclasses.replace(tiling, block_m=64, block_n=64, num_stages=2))[3] is None
 

@@ -71,31 +71,31 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
     """The prefill path the launcher takes for ``spec`` on ``hardware`` (contiguous tensors assumed).
 
     The launcher's own decision, :func:`iomodel.schedule.capabilities.prefill_path`, for the
-    hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128, and 64 non-causal,
-    without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``), under the
+    hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128, and 64 (causal from
+    2,048 query rows, ``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``), without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``), under the
     environment's ``IOMODEL_TMA``/``IOMODEL_GLUON`` switches as the launcher reads them.
 
     Raises:
         IomodelError: a switch holds a value that is not one.
     """
     return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0], windowed=spec.band is not None,
-                        use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH), causal=spec.causal)
+                        use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH), causal=spec.causal,
+                        seqlen_q=spec.seqlen_q)
 
 
 def _modelled_prefill_path(spec: LayerSpec, hardware: Hardware, varlen: bool,
                            tiles: tuple[int | None, int | None, int | None] | None) -> str:
     """The prefill path the bundled launcher runs ``spec`` on with forward ``tiles`` (BLOCK_M, BLOCK_N, num_stages;
     None: a field not given, or no tiles given): :func:`_kernel_prefill_path`, except that tiles other than the Gluon
-    prefill's one configuration (``heuristics.GLUON_TILES``) run on ``prefill-tma`` (the launcher refuses them on
+    prefill's one configuration (``heuristics.gluon_config_mismatch``, the launcher's own check) run on ``prefill-tma`` (the launcher refuses them on
     ``prefill-gluon``: a fresh user's finding, 2026-12-06, where the worksheet had labelled them Gluon's and
     estimated L2 with its 12 warps); a ragged batch runs ``prefill``."""
     if varlen:
         return "prefill"
     path = _kernel_prefill_path(spec, hardware)
-    if path == "prefill-gluon" and tiles is not None:
-        g = _heuristics().gluon_tiles(spec.head_dim)
-        if any(t is not None and t != want for t, want in zip(tiles, (g.block_m, g.block_n, g.num_stages))):
-            return "prefill-tma"
+    if path == "prefill-gluon" and tiles is not None and _heuristics().gluon_config_mismatch(
+            spec.head_dim, dict(zip(("block_m", "block_n", "num_stages"), tiles))):
+        return "prefill-tma"
     return path
 
 

@@ -175,7 +175,7 @@ def prefill_key_span(spec: LayerSpec, tiling: Tiling) -> int:
     """
     if spec.band is not None:
         return key_span_rows(prefill_key_ranges(spec, tiling))
-    n_q, n_k, bm, bn = spec.seqlen_q, spec.seqlen_k, tiling.block_m, tiling.block_n
+    n_q, n_k, bn = spec.seqlen_q, spec.seqlen_k, tiling.block_n
     if not spec.causal:
         return n_k
     hi = min(max(n_q + spec.causal_offset, 0), n_k)  # the last tile, i = T_r − 1: min((i+1)·BM, N_q) = N_q
