@@ -1,0 +1,67 @@
+"""The hold-out of the Gluon prefill at HEAD_DIM 64 causal (``sweeps/h200-gluon64c-holdout1.toml``: 17 shapes of at
+least 2,048 query rows, 14 forwards and 3 training steps, committed at 46dc5e1 before any measurement, after ad9aef8
+made the Gluon prefill the launcher's choice there and after the last change of the model), measured on an H100 (the
+H200 did not start): ``receipts/ncu-h100-gluon64c-holdout1-2026-12-06.json``, predicted for the record's hardware
+(H100-SXM, L2 50 MiB, read capacity 25.9 MiB). VALIDATION on the H100: every count below is what the committed receipt
+reconciles to, and any change of the model that moves one has to say so here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+RECEIPT = "ncu-h100-gluon64c-holdout1-2026-12-06.json"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _counts(rec, level, which):
+    rows = [r for r in rec.rows if r.impl == "tiled" and r.level(level) is not None]
+    return sum(bool(rec.within(r, level, which)) for r in rows), len(rows)
+
+
+def test_holdout_ran_the_causal_gluon_prefill_in_the_lpt_order():
+    """Every forward ran ``prefill-gluon`` (256 x 64 tiles, 4 stages, 20 warps, one program per SM by the register
+    limit) with the heaviest causal tiles first, as the launcher picks it from 2,048 query rows; the tree that ran is
+    the committed one (its source digest)."""
+    data = json.loads((ROOT / "receipts" / RECEIPT).read_text())
+    assert "H100" in data["environment"]["device"] and len(data["shapes"]) == 17
+    assert data["settings"]["sweep_name"] == "h200-gluon64c-holdout1"
+    for s in data["shapes"]:
+        c = s["config"]
+        assert (c["path"], c["block_m"], c["block_n"], c["num_stages"], c["tile_order"]) == (
+            "prefill-gluon", 256, 64, 4, "reverse")
+        assert s["spec"]["causal"] and s["spec"]["head_dim"] == 64 and s["spec"]["seqlen_q"] >= 2048
+        (fwd,) = [k for k in s["kernels"] if k["name"] == "_attn_fwd_gluon"]
+        assert fwd["metrics"]["launch__occupancy_limit_registers"] == 1 and fwd["metrics"]["launch__block_size"] == 640
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (15, 17), (17, 17)),  # the read misses: two forwards past the H100's read capacity, 0.906x and 0.863x
+    ("HBM _attn_fwd", (3, 3), (3, 3)),  # the training steps' forwards; writes 1/3 on +-10 % alone, by the floor
+    ("HBM _bwd_dkdv", (2, 3), (3, 3)),  # the read miss: the causal GQA dK/dV class (0.871x)
+    ("HBM _bwd_dq", (3, 3), (3, 3)),
+    ("HBM _bwd_preprocess", (3, 3), (3, 3)),
+    ("HBM _bwd_reduce_dkdv", (1, 1), (1, 1)),
+    ("L2", (17, 17), (17, 17)),
+])
+def test_holdout_counts(reconciled_receipt, level, read, write):
+    rec = reconciled_receipt(RECEIPT)
+    assert _counts(rec, level, "read") == read
+    assert _counts(rec, level, "write") == write
+
+
+def test_holdout_misses_are_the_capacity_edge_and_the_dkdv_class(reconciled_receipt):
+    """The forward read misses are two of the six shapes whose K+V of one KV head (11-34 MiB) sits around or past the
+    H100's read capacity, both over-predicted (issue 12 item 3's class); the four others of them are within 10 %."""
+    rec = reconciled_receipt(RECEIPT)
+    miss = {r.id: round(r.level("HBM").measured_read / r.level("HBM").predicted_read, 3)
+            for r in rec.rows if not rec.within(r, "HBM", "read")}
+    assert miss == {"b1-h16-kv4-d64-fp16-q70000-k70000-tl-tiled": pytest.approx(0.906, abs=0.002),
+                    "b1-h12-kv1-d64-bf16-q100000-k100000-tl-tiled": pytest.approx(0.863, abs=0.002)}
+    big = [r for r in rec.rows if 2 * r.spec.seqlen_k * r.spec.head_dim * r.spec.width >= 10 * 2**20]
+    assert len(big) == 6 and sum(bool(rec.within(r, "HBM", "read")) for r in big) == 4
+    (dkdv,) = [r for r in rec.rows if r.level("HBM _bwd_dkdv") is not None
+               and not rec.within(r, "HBM _bwd_dkdv", "read")]
+    assert dkdv.id == "b2-h16-kv4-d64-bf16-q4000-k4000-tl-tiled-bwd"
