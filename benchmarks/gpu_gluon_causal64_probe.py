@@ -7,11 +7,17 @@ without a product (it releases each slot once its block has landed, so the produ
 are unchanged). The probe's ``ws4e`` measured that design on an H100 (``receipts/gluon-fwd-probe-h100-2026-12-05-ws4e.json``:
 0.986x cuDNN against the TMA prefill's 0.998x, in the probe's own grid order); this runs it through the launcher
 (its LPT order) on the kernel-speed matrix's HEAD_DIM 64 causal prefill shapes (H 16, B·N = 16k tokens), beside the
-launcher's default there (``prefill-tma``), SDPA cuDNN and SDPA FLASH, timed interleaved
+TMA prefill (the launcher's default there until 2026-12-06; since, from 2,048 query rows, the Gluon prefill),
+SDPA cuDNN and SDPA FLASH, timed interleaved
 (``iomodel.bench.timing.do_bench_interleaved``: do_bench medians, L2 flushed before every repetition, rounds in a
 rotating order). Exactness: the Gluon o and LSE against the TMA prefill's on the same inputs.
 
     python benchmarks/gpu_gluon_causal64_probe.py --out $OUT/gluon-causal64-probe.json [--rounds 5]
+    python benchmarks/gpu_gluon_causal64_probe.py --holdout --out $OUT/gluon-causal64-holdout.json
+
+``--holdout`` times :data:`HOLDOUT_SHAPES` instead: shapes chosen after the rule (``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``
+= 2,048 query rows) was set from the first run and committed before they were measured, to test it: at each, is the
+path the rule picks the faster of the two? Their B·N varies (128 to 640 programs of 256 rows at 2k tokens).
 
 FLOPs: 4·B·H·d·(visible pairs), N·(N+1)/2 pairs a head causal top-left.
 """
@@ -31,12 +37,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 #: (B, N) of the kernel-speed matrix's prefill buckets (H 16, HEAD_DIM 64, causal), both dtypes.
 SHAPES = [(32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384)]
 HEADS, HEAD_DIM = 16, 64
+#: The speed hold-out of the 2,048-row rule (B, H, N, dtype; HEAD_DIM 64, causal top-left), committed on 2026-12-06
+#: before any was measured: 5 at or above the threshold (one of 128 programs on 132 SMs), 3 below it.
+HOLDOUT_SHAPES = [(1, 16, 2048, "fp16"), (1, 32, 2048, "bf16"), (3, 12, 2560, "bf16"), (2, 24, 3072, "fp16"),
+                  (1, 8, 12288, "bf16"), (4, 8, 1536, "bf16"), (6, 16, 1792, "fp16"), (2, 20, 1280, "bf16")]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON receipt path")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--holdout", action="store_true", help="time HOLDOUT_SHAPES (the rule's speed hold-out)")
     args = ap.parse_args()
     import torch
 
@@ -51,44 +62,46 @@ def main() -> int:
     from kernels.flash_attention import flash_attention
 
     rows = []
-    for dts in ("bf16", "fp16"):
+    shapes = (HOLDOUT_SHAPES if args.holdout
+              else [(B, HEADS, N, dts) for dts in ("bf16", "fp16") for B, N in SHAPES])
+    for B, H, N, dts in shapes:
         dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dts]
-        for B, N in SHAPES:
-            g = torch.Generator(device="cuda").manual_seed(0)
-            q, k, v = (torch.randn(B, HEADS, N, HEAD_DIM, device="cuda", dtype=dt, generator=g) for _ in range(3))
-            o_t, lse_t, cfg_t = flash_attention(q, k, v, True, return_config=True, path="prefill-tma")
-            o_g, lse_g, cfg_g = flash_attention(q, k, v, True, return_config=True, path="prefill-gluon")
-            default = flash_attention(q, k, v, True, return_config=True)[2].path
-            torch.cuda.synchronize()
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(B, H, N, HEAD_DIM, device="cuda", dtype=dt, generator=g) for _ in range(3))
+        o_t, lse_t, cfg_t = flash_attention(q, k, v, True, return_config=True, path="prefill-tma")
+        o_g, lse_g, cfg_g = flash_attention(q, k, v, True, return_config=True, path="prefill-gluon")
+        default = flash_attention(q, k, v, True, return_config=True)[2].path
+        torch.cuda.synchronize()
 
-            def sdpa(backend):
-                def f():
-                    with sdpa_kernel([backend]):
-                        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                return f
+        def sdpa(backend):
+            def f():
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return f
 
-            fns = {"tma": lambda: flash_attention(q, k, v, True, path="prefill-tma"),
-                   "gluon": lambda: flash_attention(q, k, v, True, path="prefill-gluon"),
-                   "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION)}
-            times = do_bench_interleaved(fns, args.rounds, 25, 100)
-            flops = 4 * B * HEADS * HEAD_DIM * N * (N + 1) / 2
-            med = {n: statistics.median(ts) for n, ts in times.items()}
-            per_round = {n: [c / t for c, t in zip(times["sdpa_cudnn"], ts)] for n, ts in times.items()}
-            row = {"B": B, "H": HEADS, "N": N, "d": HEAD_DIM, "dtype": dts, "causal": True, "default_path": default,
-                   "configs": {"tma": dataclasses.asdict(cfg_t), "gluon": dataclasses.asdict(cfg_g)},
-                   "max_abs_diff_o_gluon_vs_tma": (o_g.float() - o_t.float()).abs().max().item(),
-                   "max_abs_diff_lse_gluon_vs_tma": (lse_g - lse_t).abs().max().item(),
-                   "finite": bool(torch.isfinite(o_g).all()),
-                   "seconds": times, "tflops": {n: flops / s / 1e12 for n, s in med.items()},
-                   "ratio_vs_cudnn": {n: med["sdpa_cudnn"] / s for n, s in med.items()},
-                   "ratio_vs_cudnn_rounds": {n: [min(r), max(r)] for n, r in per_round.items()},
-                   "gluon_over_tma": med["tma"] / med["gluon"]}
-            rows.append(row)
-            print(f"B{B} N{N} {dts}: " + " ".join(f"{n}={row['tflops'][n]:.0f}TF/{row['ratio_vs_cudnn'][n]:.3f}"
-                                                   for n in med)
-                  + f" gluon/tma={row['gluon_over_tma']:.3f} diff_o={row['max_abs_diff_o_gluon_vs_tma']:.2e}",
-                  flush=True)
-    rec = {"command": f"python3 benchmarks/gpu_gluon_causal64_probe.py --out {args.out} --rounds {args.rounds}",
+        fns = {"tma": lambda: flash_attention(q, k, v, True, path="prefill-tma"),
+               "gluon": lambda: flash_attention(q, k, v, True, path="prefill-gluon"),
+               "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION)}
+        times = do_bench_interleaved(fns, args.rounds, 25, 100)
+        flops = 4 * B * H * HEAD_DIM * N * (N + 1) / 2
+        med = {n: statistics.median(ts) for n, ts in times.items()}
+        per_round = {n: [c / t for c, t in zip(times["sdpa_cudnn"], ts)] for n, ts in times.items()}
+        row = {"B": B, "H": H, "N": N, "d": HEAD_DIM, "dtype": dts, "causal": True, "default_path": default,
+               "configs": {"tma": dataclasses.asdict(cfg_t), "gluon": dataclasses.asdict(cfg_g)},
+               "max_abs_diff_o_gluon_vs_tma": (o_g.float() - o_t.float()).abs().max().item(),
+               "max_abs_diff_lse_gluon_vs_tma": (lse_g - lse_t).abs().max().item(),
+               "finite": bool(torch.isfinite(o_g).all()),
+               "seconds": times, "tflops": {n: flops / s / 1e12 for n, s in med.items()},
+               "ratio_vs_cudnn": {n: med["sdpa_cudnn"] / s for n, s in med.items()},
+               "ratio_vs_cudnn_rounds": {n: [min(r), max(r)] for n, r in per_round.items()},
+               "gluon_over_tma": med["tma"] / med["gluon"]}
+        rows.append(row)
+        print(f"B{B} H{H} N{N} {dts} default={default}: " + " ".join(f"{n}={row['tflops'][n]:.0f}TF/{row['ratio_vs_cudnn'][n]:.3f}"
+                                               for n in med)
+              + f" gluon/tma={row['gluon_over_tma']:.3f} diff_o={row['max_abs_diff_o_gluon_vs_tma']:.2e}",
+              flush=True)
+    rec = {"command": f"python3 benchmarks/gpu_gluon_causal64_probe.py --out {args.out} --rounds {args.rounds}"
+                      + (" --holdout" if args.holdout else ""), "holdout": args.holdout,
            "device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
            "triton": triton.__version__, "rounds": args.rounds, "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -1631,7 +1631,7 @@ def _gluon_launch(plan: _Plan, shape: Any, sm_scale: float, causal: bool, off: i
     if config is None:
         config = _lpt_config(default, plan.lpt)
     else:
-        _check_gluon_config(config, default, d)
+        _check_gluon_config(config, d)
     B, H, N_q = plan.grid_rows
     t_r = triton.cdiv(N_q, config.block_m)
     named = dict(sm_scale=sm_scale, H=H, G=shape.group, N_Q=N_q, N_K=shape.seqlen_k, CAUSAL_OFF=off,
@@ -1645,14 +1645,15 @@ def _gluon_launch(plan: _Plan, shape: Any, sm_scale: float, causal: bool, off: i
     plan.config = config
 
 
-def _check_gluon_config(config: KernelConfig, default: KernelConfig, head_dim: int) -> None:
+def _check_gluon_config(config: KernelConfig, head_dim: int) -> None:
     """Refuse a given config that is not the Gluon prefill's one configuration at HEAD_DIM (one line;
     :func:`kernels.heuristics.gluon_config_mismatch`, which the worksheet's model of given tiles reads too)."""
     fixed = hx.GLUON_FIXED_FIELDS
     _check_path(config, "prefill-gluon")
     wrong = hx.gluon_config_mismatch(head_dim, {f: getattr(config, f) for f in fixed})
     if wrong:
-        want = ", ".join(f"{f}={getattr(default, f)!r}" for f in fixed)
+        one = hx.gluon_tiles(head_dim).config("prefill-gluon")
+        want = ", ".join(f"{f}={getattr(one, f)!r}" for f in fixed)
         raise IomodelError(f"path 'prefill-gluon' runs one configuration ({want}); config has "
                            f"{', '.join(f'{f}={getattr(config, f)!r}' for f in wrong)}: change it or pass config=None")
     _check_tile_order(config)

@@ -180,7 +180,8 @@ if GLUON_IMPORT_ERROR is None:
                   b, h, hk, i, n_blocks, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
         """The producer warp: the Q parts of every consumer (BLOCK_M / 64 of them), then K and V blocks
         0 .. n_blocks-1 into the ring, each slot refilled once every consumer has released it (K after
-        its score MMA, V after its output MMA)."""
+        its score MMA, V after its output MMA; under the causal mask a consumer releases the blocks its rows do
+        not see as soon as they land, without a product)."""
         ROWS: gl.constexpr = desc_q.block_type.shape[2]
         PARTS: gl.constexpr = BLOCK_M // ROWS
         mbarrier.expect(q_bar, PARTS * desc_q.block_type.nbytes)
@@ -199,9 +200,9 @@ if GLUON_IMPORT_ERROR is None:
                   my_turn, other_turn, qk_scale, bh, b, h, row0, n_blocks, N_Q, N_K, CAUSAL_OFF,
                   HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                   MASK_TAIL: gl.constexpr, FIRST: gl.constexpr):
-        """One consumer warpgroup: query rows row0 .. row0+63 against K/V blocks 0 .. n_blocks-1, then
-        its O rows (TMA store, clipped at N_Q) and LSE (natural log; -inf and o = 0 where a row saw
-        no key)."""
+        """One consumer warpgroup: query rows row0 .. row0+63 against the K/V blocks they see (0 .. n_blocks-1, or
+        under the causal mask 0 .. n_mine-1, the tile's later blocks drained without a product), then its O rows
+        (TMA store, clipped at N_Q) and LSE (natural log; -inf and o = 0 where a row saw no key)."""
         dtype: gl.constexpr = desc_o.dtype
         ROWS: gl.constexpr = desc_o.block_type.shape[2]
         s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -222,9 +223,10 @@ if GLUON_IMPORT_ERROR is None:
         else:
             key_limit = N_K
         q_op = q_tile.reshape([ROWS, HEAD_DIM])
-        # n_mine: the key blocks this warpgroup's rows see; under the causal mask the tile's last rows see up to
-        # BLOCK_M / BLOCK_N - 1 blocks more (three at BLOCK_M 256, BLOCK_N 64), which this warpgroup drains
-        # without a product: it takes their turns and releases their slots (the tile's loads are unchanged)
+        # n_mine: the key blocks this warpgroup's rows see; under the causal mask the tile's later rows can see
+        # more (the first of four warpgroups at BLOCK_M 256, BLOCK_N 64: three blocks; at 128 x 128 one block where a
+        # bottom-right offset mod 128 is 1-64), which this warpgroup drains without a product: it takes their
+        # turns and releases their slots (the tile's loads are unchanged)
         if CAUSAL:
             n_mine = gl.minimum(gl.cdiv(gl.minimum(gl.maximum(row0 + ROWS + CAUSAL_OFF, 0), N_K), BLOCK_N), n_blocks)
         else:

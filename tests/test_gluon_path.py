@@ -100,14 +100,14 @@ def test_a_given_config_must_be_the_one_configuration():
     from kernels.flash_attention import _check_gluon_config
 
     default = hx.prefill_default(128, "bf16", True, "prefill-gluon").config("prefill-gluon")
-    _check_gluon_config(default, default, 128)
-    _check_gluon_config(default.with_(grid_order="head-grouped:4", tile_order="forward"), default, 128)
+    _check_gluon_config(default, 128)
+    _check_gluon_config(default.with_(grid_order="head-grouped:4", tile_order="forward"), 128)
     with pytest.raises(IomodelError, match="runs one configuration .* config has block_n=64"):
-        _check_gluon_config(default.with_(block_n=64), default, 128)
+        _check_gluon_config(default.with_(block_n=64), 128)
     with pytest.raises(IomodelError, match="grid orders 'tiles-fastest' and 'head-grouped:G'"):
-        _check_gluon_config(default.with_(grid_order="heads-fastest"), default, 128)
+        _check_gluon_config(default.with_(grid_order="heads-fastest"), 128)
     with pytest.raises(IomodelError, match="set config.path='prefill-gluon'"):
-        _check_gluon_config(default.with_(path="prefill-tma"), default, 128)
+        _check_gluon_config(default.with_(path="prefill-tma"), 128)
 
 
 def test_worksheet_models_the_gluon_tiles_on_the_h200():

@@ -48,6 +48,8 @@ CASES = [
     (1, 4, 4, 300, 2048, 64, "fp16", True, "bottom-right"),
     (1, 4, 1, 2048, 700, 64, "bf16", True, "top-left"),
     (3, 2, 2, 129, 129, 64, "fp16", False, "top-left"),
+    # HEAD_DIM 128 under a bottom-right offset of 32 (mod 128 in 1-64): a warpgroup drains one key block
+    (1, 2, 2, 1000, 1032, 128, "bf16", True, "bottom-right"),
 ]
 
 

@@ -126,12 +126,15 @@ def test_gaps_beyond_tolerance_are_listed_with_their_cause(sweep_shapes):
     assert row.explanation().split(":")[0] in ("dirty_at_end", "l2_capacity", "causal_skip", "intermediates")
     md = markdown(rec)
     assert f"`{target}` (HBM read)" in md and "## Outside tolerance (2)" in md
-    # each failing direction is explained by the model's own cause in that direction, never the other's
+    # each failing direction is explained by the model's own cause in that direction, never the other's; a cause
+    # within the absolute tolerance (here l2_capacity's 22 B) is the floor
     line = next(ln for ln in md.splitlines() if ln.startswith(f"- `{target}`"))
-    reads = [c for c in row.l2.causes if c.read_bytes]
+    reads = [c for c in row.l2.causes if abs(c.read_bytes) > rec.abs_tol]
     want = (f"the model's largest read cause, {max(reads, key=lambda c: abs(c.read_bytes)).key}:" if reads
-            else "the model's reads are the compulsory floor")
-    assert f"HBM read: measured 1.25x the prediction; {want}" in line, line
+            else "the model's reads are the compulsory floor (no cause moves them by more than 1.0 MiB)")
+    assert f"(HBM read): measured 1.25x the prediction; {want}" in line, line
+    assert any(c.read_bytes for c in row.l2.causes) and not reads  # the small cause is there and not named
+    assert "l2_capacity" in row.gap("HBM", "read")  # without the floor it is
     brow = next(r for r in rec.rows if r.id == base)
     writes = [c for c in brow.l2.causes if c.write_bytes]
     assert brow.gap("HBM", "write").startswith("measured 0.5x the prediction; ")
@@ -141,9 +144,15 @@ def test_gaps_beyond_tolerance_are_listed_with_their_cause(sweep_shapes):
         if c.write_bytes and not c.read_bytes:
             assert c.key not in brow.gap("HBM", "read")
     assert "split the HBM totals only, not one kernel" in row.gap("L2", "write")
+    import copy
+    none = copy.deepcopy(brow)
+    none.level("HBM").predicted_write = 0  # no write predicted: the bytes, not an infinite ratio
+    assert none.gap("HBM", "write").startswith("measured ") and "where none was predicted; " in none.gap("HBM", "write")
     from iomodel.report.reconcile_md import _gaps
-    assert _gaps(row, ["HBM _attn_fwd read"]).startswith("HBM _attn_fwd read: the named causes split")  # a kernel's level
-    assert _gaps(row, ["HBM read not measured"]) == f"HBM read not measured: {row.explanation()}"
+    assert _gaps(row, ["HBM _attn_fwd read"]).startswith("the named causes split")  # a kernel's level
+    assert _gaps(row, ["HBM read not measured"]) == row.explanation()
+    two = _gaps(row, ["HBM read", "HBM write"], rec.abs_tol)
+    assert two.startswith("HBM read: measured 1.25x") and "; HBM write: measured" in two
     lines = table_rows(rec)
     assert any(ln[0] == target and ln[8] == "NO" for ln in lines)
 

@@ -209,23 +209,31 @@ class ShapeReconciliation:
             return "exact: the interpreter's per-tensor counts equal the model's SRAM_fill rows"
         return "no model for this implementation"
 
-    def gap(self, level: str, which: str) -> str:
+    def gap(self, level: str, which: str, floor_bytes: float = 0) -> str:
         """Why ``level``'s ``which`` (``read`` or ``write``) differs, in one clause: the measured bytes as a multiple
-        of the prediction, then the model's largest cause in that direction (key: detail; :data:`CAUSES`), or that
-        the model puts that direction at its compulsory floor, or :meth:`explanation` where no L2-aware model
-        applies or the level is not ``HBM`` (the causes split the HBM totals, not one kernel's bytes). Unlike :meth:`explanation` (the cause largest in reads and writes together), a read miss is never
-        explained by a write-back cause (a reviewer's finding, 2026-12-06)."""
+        of the prediction (or the bytes, where none were predicted), then the model's largest cause in that direction
+        (key: detail; :data:`CAUSES`), or that the model puts that direction at its compulsory floor (no cause moves
+        it by more than ``floor_bytes``, the reconciliation's absolute tolerance), or :meth:`explanation` where no
+        L2-aware model applies. A level other than ``HBM`` gets the ratio alone: the causes split the HBM totals, not
+        one kernel's bytes. Unlike :meth:`explanation` (the cause largest in reads and writes together), a read miss
+        is never explained by a write-back cause (a reviewer's finding, 2026-12-06)."""
         lv = self.level(level)
-        ratio = None if lv is None else (lv.ratio_read if which == "read" else lv.ratio_write)
-        head = f"measured {ratio:.3g}x the prediction; " if ratio is not None else ""
+        head = ""
+        if lv is not None:
+            p = lv.predicted_read if which == "read" else lv.predicted_write
+            m = lv.measured_read if which == "read" else lv.measured_write
+            if p is not None and m is not None:
+                head = (f"measured {m / p:.3g}x the prediction; " if p else
+                        f"measured {human_bytes(m, decimals=1)} where none was predicted; ")
         if self.error or self.l2 is None:
             return head + self.explanation()
         if level != "HBM":  # the causes split the HBM totals, not one kernel's bytes or the L2 level's
             return head + "the named causes split the HBM totals only, not one kernel's bytes or the L2 level's"
         attr = "read_bytes" if which == "read" else "write_bytes"
-        causes = [c for c in self.l2.causes if getattr(c, attr)]
+        causes = [c for c in self.l2.causes if abs(getattr(c, attr)) > floor_bytes]
         if not causes:
-            return head + f"the model's {which}s are the compulsory floor (no cause moves them)"
+            return head + f"the model's {which}s are the compulsory floor (no cause moves them by more than " \
+                          f"{human_bytes(int(floor_bytes), decimals=1)})"
         c = max(causes, key=lambda c: abs(getattr(c, attr)))
         return head + f"the model's largest {which} cause, {c.key}: {c.detail}"
 

@@ -80,17 +80,19 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
     return out
 
 
-def _gaps(r: Any, bad: list[str]) -> str:
+def _gaps(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
     """The Outside-tolerance line's account of each failing ``"<level> <read|write>"`` of ``bad``: the direction's own
-    cause (:meth:`~iomodel.reconcile.compare.ShapeReconciliation.gap`); a value not measured, or a shape not
-    reconciled, keeps the row's explanation."""
+    cause (:meth:`~iomodel.reconcile.compare.ShapeReconciliation.gap`, causes within ``floor_bytes`` counted as the
+    floor); a value not measured, or a shape not reconciled, keeps the row's explanation. With one item the line's
+    parentheses already name it, so the account is not prefixed with it again."""
     parts = []
     for item in bad:
         level, _, which = item.rpartition(" ")  # the level may hold a space: "HBM _bwd_dkdv read"
         if item.endswith(" not measured") or which not in ("read", "write"):
-            parts.append(f"{item}: {r.explanation()}")
+            why = r.explanation()
         else:
-            parts.append(f"{item}: {r.gap(level, which)}")
+            why = r.gap(level, which, floor_bytes)
+        parts.append(why if len(bad) == 1 else f"{item}: {why}")
     return "; ".join(parts)
 
 
@@ -127,7 +129,8 @@ def markdown(rec: Reconciliation) -> str:
     outside = rec.outside()
     lines += ["", f"## Outside tolerance ({len(outside)})", ""]
     for r, bad in outside:
-        lines.append(f"- `{r.id}` ({', '.join(bad)}): " + _gaps(r, bad) + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
+        lines.append(f"- `{r.id}` ({', '.join(bad)}): " + _gaps(r, bad, rec.abs_tol)
+                     + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
     missing = rec.not_reconciled()
     lines += ["", f"## Not reconciled ({len(missing)})", "",
               "Counted in the summary as not within: values the run collected that the record lacks, "

@@ -43,7 +43,8 @@ TMA_DTYPES = ("fp16", "bf16")
 #: HEAD_DIM, ``kernels.heuristics.GLUON_TILES``).
 GLUON_HEAD_DIMS = (64, 128)
 #: Where :func:`prefill_path` picks ``prefill-gluon`` by itself, HEAD_DIM -> the causal settings: where it
-#: beat the TMA prefill on every measured shape in the same run. HEAD_DIM 128, causal or not (calibration:
+#: beat the TMA prefill on every measured shape in the same run (HEAD_DIM 64 causal: from
+#: :data:`GLUON_AUTO_MIN_SEQLEN_Q` rows; below, the TMA prefill won). HEAD_DIM 128, causal or not (calibration:
 #: receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, docs/kernel-notes.md, "The Gluon prefill");
 #: HEAD_DIM 64 non-causal with four consumer warpgroups (receipts/gluon-fwd-probe-h100-2026-12-05-ws4.json:
 #: 1.053x cuDNN against the TMA prefill's 0.947x, on an H100); HEAD_DIM 64 causal from
