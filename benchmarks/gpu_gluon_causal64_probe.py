@@ -7,7 +7,8 @@ without a product (it releases each slot once its block has landed, so the produ
 are unchanged). The probe's ``ws4e`` measured that design on an H100 (``receipts/gluon-fwd-probe-h100-2026-12-05-ws4e.json``:
 0.986x cuDNN against the TMA prefill's 0.998x, in the probe's own grid order); this runs it through the launcher
 (its LPT order) on the kernel-speed matrix's HEAD_DIM 64 causal prefill shapes (H 16, B·N = 16k tokens), beside the
-TMA prefill (the launcher's default there until 2026-12-06; since, from 2,048 query rows, the Gluon prefill),
+TMA prefill (the launcher's default there; from 2,048 query rows the Gluon prefill for a few hours of 2026-12-06,
+until this probe's hold-out, run on an H100, found the TMA prefill faster on all 5 of its shapes of 2k rows or more),
 SDPA cuDNN and SDPA FLASH, timed interleaved
 (``iomodel.bench.timing.do_bench_interleaved``: do_bench medians, L2 flushed before every repetition, rounds in a
 rotating order). Exactness: the Gluon o and LSE against the TMA prefill's on the same inputs.
@@ -15,8 +16,8 @@ rotating order). Exactness: the Gluon o and LSE against the TMA prefill's on the
     python benchmarks/gpu_gluon_causal64_probe.py --out $OUT/gluon-causal64-probe.json [--rounds 5]
     python benchmarks/gpu_gluon_causal64_probe.py --holdout --out $OUT/gluon-causal64-holdout.json
 
-``--holdout`` times :data:`HOLDOUT_SHAPES` instead: shapes chosen after the rule (``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``
-= 2,048 query rows) was set from the first run and committed before they were measured, to test it: at each, is the
+``--holdout`` times :data:`HOLDOUT_SHAPES` instead: shapes chosen after the rule (the Gluon prefill from 2,048 query
+rows, then ``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``) was set from the first run and committed before they were measured, to test it: at each, is the
 path the rule picks the faster of the two? Their B·N varies (128 to 640 programs of 256 rows at 2k tokens).
 
 FLOPs: 4·B·H·d·(visible pairs), N·(N+1)/2 pairs a head causal top-left.

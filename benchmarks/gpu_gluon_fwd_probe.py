@@ -28,7 +28,7 @@ blocks only).
 1. Exactness: o and LSE of every variant against the bundled ``flash_attention`` on the same
    inputs (max |difference|, and max |difference| / max |o|).
 2. Speed: the bundled kernel (its default path: ``prefill-gluon`` at HEAD_DIM 128 since
-   2026-12-04, at 64 non-causal since 2026-12-05 and at 64 causal from 2,048 query rows since 2026-12-06, then ``prefill-tma`` beside it as ``bundled_tma``; where the
+   2026-12-04 and at 64 non-causal since 2026-12-05, then ``prefill-tma`` beside it as ``bundled_tma``; where the
    default is ``prefill-tma``, the launcher's ``prefill-gluon`` beside it as ``bundled_gluon``), each Gluon variant,
    SDPA FLASH and SDPA cuDNN,
    interleaved (``iomodel.bench.timing.do_bench_interleaved``, L2 flushed per repetition),

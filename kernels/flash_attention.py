@@ -878,9 +878,8 @@ def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: boo
     ``decode-split-kv`` when seqlen_q <= 16 (``DECODE_MAX_SEQLEN_Q``); else
     :func:`iomodel.schedule.capabilities.prefill_path` for the device's compute capability:
     on an sm_90 GPU with TMA-aligned fp16/bf16 tensors (unless ``IOMODEL_TMA=0``),
-    ``prefill-gluon`` at HEAD_DIM 128, and 64 (causal from 2,048 query rows), without a window (``windowed``; unless
-    ``IOMODEL_GLUON=0`` or Triton lacks Gluon; ``capabilities.GLUON_AUTO``, ``GLUON_AUTO_MIN_SEQLEN_Q``) and
-    ``prefill-tma`` for the
+    ``prefill-gluon`` at HEAD_DIM 128, and 64 when not ``causal``, without a window (``windowed``; unless
+    ``IOMODEL_GLUON=0`` or Triton lacks Gluon; ``capabilities.GLUON_AUTO``) and ``prefill-tma`` for the
     other power-of-two HEAD_DIMs in 16..256;
     else ``prefill`` (pointer loads; always in the interpreter).
     """
@@ -889,8 +888,7 @@ def kernel_path(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: boo
     if INTERPRET or not q.is_cuda:
         return "prefill"
     return prefill_path(tensor_dtype_name(q.dtype), q.shape[-1], torch.cuda.get_device_capability(q.device)[0],
-                        _tma_ok(q, k, v), USE_TMA, windowed, USE_GLUON and _gluon_import_error() is None, causal=causal,
-                        seqlen_q=q.shape[2])
+                        _tma_ok(q, k, v), USE_TMA, windowed, USE_GLUON and _gluon_import_error() is None, causal=causal)
 
 
 def _gluon_import_error() -> str | None:
@@ -1001,8 +999,7 @@ def flash_attention(
         path: force ``prefill``, ``prefill-tma``, ``prefill-gluon`` (sm_90, fp16/bf16, HEAD_DIM 64
             or 128, no window: ``kernels/gluon_attention.py``) or ``decode-split-kv`` (decode needs
             N_q <= 16); ``None``: ``config.path`` if a config is given, else :func:`kernel_path`
-            (``prefill-gluon`` on Hopper at HEAD_DIM 128, and 64 (causal from 2,048 query rows):
-            ``capabilities.GLUON_AUTO``).
+            (``prefill-gluon`` on Hopper at HEAD_DIM 128, and 64 non-causal: ``capabilities.GLUON_AUTO``).
         autotune: prefill only; default True on a GPU, False in the interpreter (where
             ``autotune=True`` runs the GPU candidates with a meaningless wall-clock
             benchmark, to exercise the autotuning path); ``prefill-gluon`` is never autotuned

@@ -208,8 +208,9 @@ _FP32_CANDIDATES: dict[int, list[TileChoice]] = {
 #:   Measured on an H100 (receipts/gluon-fwd-probe-h100-2026-12-05-ws4.json, calibration): non-causal
 #:   1.053x cuDNN against the TMA prefill's 0.947x and the two-warpgroup design's 0.944x (best of 2-4
 #:   stages); causal 0.971x against the TMA prefill's 0.976x (3 stages 0.933x), before its warpgroups skipped the
-#:   causal key blocks they do not see (2026-12-06; since then the causal default from 2,048 query rows:
-#:   ``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``). At 128 x 128 it had been within 2 % of the TMA prefill. Shared
+#:   causal key blocks they do not see (2026-12-06: ahead of the TMA prefill on the H200's calibration shapes from
+#:   2k rows, behind it on an H100 hold-out, so not the causal default: ``capabilities.GLUON_AUTO``). At 128 x 128
+#:   it had been within 2 % of the TMA prefill. Shared
 #:   memory (256·d + 2·4·64·d)·2 bytes = 96 KiB.
 GLUON_TILES: dict[int, TileChoice] = {
     64: TileChoice(256, 64, 20, 4, warp_specialize=True, programs_per_sm=1),

@@ -130,7 +130,7 @@ def test_tma_refusals_are_one_decision(dtype, d, aligned):
     reason = cap.tma_refusal(dtype, d, aligned)
     assert reason is not None and "prefill-tma" in reason
     # the one path decision: pointer loads on sm_90 for these inputs
-    assert cap.prefill_path(dtype, d, cap.TMA_SM_MAJOR, aligned, causal=False, seqlen_q=1024) == "prefill"
+    assert cap.prefill_path(dtype, d, cap.TMA_SM_MAJOR, aligned, causal=False) == "prefill"
     if aligned:  # the worksheet assumes contiguous tensors
         lay = resolve_layer(heads=4, kv_heads=4, head_dim=d, seqlen=1024, dtype=dtype, hardware="H200")
         assert "for the prefill path" in lay.tiling_source
@@ -147,14 +147,12 @@ def test_tma_accepts_what_the_kernel_runs_on_it():
         for d in (16, 32, 64, 128, 256):
             assert d == head_dim_padded(d) and cap.tma_refusal(dtype, d) is None
             for causal in (False, True):
-                for n in (1024, 4096):
-                    gluon = causal in cap.GLUON_AUTO.get(d, ()) and n >= cap.GLUON_AUTO_MIN_SEQLEN_Q.get((d, causal), 0)
-                    assert cap.prefill_path(dtype, d, 9, causal=causal, seqlen_q=n) == (
-                        "prefill-gluon" if gluon else "prefill-tma")
-            assert cap.prefill_path(dtype, d, 9, use_gluon=False, causal=False, seqlen_q=1024) == "prefill-tma"
-            assert cap.prefill_path(dtype, d, 8, causal=False, seqlen_q=1024) == "prefill"
-            assert cap.prefill_path(dtype, d, None, causal=False, seqlen_q=1024) == "prefill"
-            assert cap.prefill_path(dtype, d, 9, use_tma=False, causal=False, seqlen_q=1024) == "prefill"
+                assert cap.prefill_path(dtype, d, 9, causal=causal) == (
+                    "prefill-gluon" if causal in cap.GLUON_AUTO.get(d, ()) else "prefill-tma")
+            assert cap.prefill_path(dtype, d, 9, use_gluon=False, causal=False) == "prefill-tma"
+            assert cap.prefill_path(dtype, d, 8, causal=False) == "prefill"
+            assert cap.prefill_path(dtype, d, None, causal=False) == "prefill"
+            assert cap.prefill_path(dtype, d, 9, use_tma=False, causal=False) == "prefill"
 
 
 @pytest.mark.parametrize("name,value", [("block_m", 8), ("block_n", 24), ("block_n", 512), ("block_m", "64")])

@@ -72,9 +72,9 @@ def test_gluon_prefill_is_exact(fa, monkeypatch, case):
 
 
 def test_default_path_at_head_dim_128_is_gluon(fa):
-    """The launcher picks the Gluon prefill at HEAD_DIM 128, at 64 non-causal and at 64 causal from 2,048 query
-    rows (capabilities.GLUON_AUTO, GLUON_AUTO_MIN_SEQLEN_Q), the TMA prefill at 64 causal below that and under a
-    sliding window."""
+    """The launcher picks the Gluon prefill at HEAD_DIM 128 and at 64 non-causal (capabilities.GLUON_AUTO),
+    the TMA prefill at 64 causal and under a sliding window; forced at 64 causal, the Gluon prefill's warpgroups
+    skip the key blocks their rows do not see and the result is exact."""
     q, k, v = _make(1, 4, 2, 512, 512, 128, "bf16")
     assert fa.kernel_path(q, k, v, causal=True) == "prefill-gluon"
     assert fa.flash_attention(q, k, v, True, return_config=True)[2].path == "prefill-gluon"
@@ -87,8 +87,8 @@ def test_default_path_at_head_dim_128_is_gluon(fa):
     assert (cfg.path, cfg.block_m) == ("prefill-gluon", 256)
     _check(q64, k64, v64, False, "top-left", o, lse)
     q64, k64, v64 = _make(1, 4, 2, 2048, 2048, 64, "bf16")
-    assert fa.kernel_path(q64, k64, v64, causal=True) == "prefill-gluon"
-    o, lse, cfg = fa.flash_attention(q64, k64, v64, True, return_config=True)
+    assert fa.kernel_path(q64, k64, v64, causal=True) == "prefill-tma"
+    o, lse, cfg = fa.flash_attention(q64, k64, v64, True, return_config=True, path="prefill-gluon")
     assert (cfg.path, cfg.block_m) == ("prefill-gluon", 256)
     _check(q64, k64, v64, True, "top-left", o, lse)
 

@@ -82,11 +82,8 @@ def test_the_worksheet_path_reads_the_compute_capability_not_the_name():
     # an H200 by name that reports sm_80 gets the pointer path; an A100 by name at sm_90 the Gluon path
     assert "for the prefill path" in kernel_tiling(spec, replace(H200, compute_capability=(8, 0)))[1]
     assert "for the prefill-gluon path" in kernel_tiling(spec, replace(A100_80GB, compute_capability=(9, 0)))[1]
-    # HEAD_DIM 64 causal on sm_90: the Gluon prefill from 2,048 query rows, the TMA prefill below
-    assert spec.causal and spec.seqlen_q >= 2048
-    assert "for the prefill-gluon path" in kernel_tiling(replace(spec, head_dim=64), H200)[1]
-    short = replace(spec, head_dim=64, seqlen_q=1024, seqlen_k=1024)
-    assert "for the prefill-tma path" in kernel_tiling(short, H200)[1]
+    # HEAD_DIM 64 on sm_90: the TMA prefill
+    assert "for the prefill-tma path" in kernel_tiling(replace(spec, head_dim=64), H200)[1]
 
 
 def test_worksheet_json_states_the_compute_capability():

@@ -407,7 +407,7 @@ def test_heuristics_import_neither_torch_nor_triton():
      ("bf16", 128, 9, True, False, "prefill"), ("bf16", 128, None, True, True, "prefill")],
 )
 def test_prefill_path_choice(dtype, d, sm, aligned, use, path):
-    assert prefill_path(dtype, d, sm, aligned, use, causal=False, seqlen_q=1024) == path
+    assert prefill_path(dtype, d, sm, aligned, use, causal=False) == path
 
 
 def test_measured_candidates_and_tile_order():

@@ -1,6 +1,7 @@
 """The hold-out of the Gluon prefill at HEAD_DIM 64 causal (``sweeps/h200-gluon64c-holdout1.toml``: 17 shapes of at
 least 2,048 query rows, 14 forwards and 3 training steps, committed at 46dc5e1 before any measurement, after ad9aef8
-made the Gluon prefill the launcher's choice there and after the last change of the model), measured on an H100 (the
+made the Gluon prefill the launcher's choice there (withdrawn since: a speed hold-out found the TMA prefill faster on an
+H100; the Gluon prefill is still forceable there) and after the last change of the model), measured on an H100 (the
 H200 did not start): ``receipts/ncu-h100-gluon64c-holdout1-2026-12-06.json``, predicted for the record's hardware
 (H100-SXM, L2 50 MiB, read capacity 25.9 MiB). VALIDATION on the H100: every count below is what the committed receipt
 reconciles to, and any change of the model that moves one has to say so here."""
@@ -23,7 +24,7 @@ def _counts(rec, level, which):
 
 def test_holdout_ran_the_causal_gluon_prefill_in_the_lpt_order():
     """Every forward ran ``prefill-gluon`` (256 x 64 tiles, 4 stages, 20 warps, one program per SM by the register
-    limit) with the heaviest causal tiles first, as the launcher picks it from 2,048 query rows; the tree that ran is
+    limit) with the heaviest causal tiles first, as the launcher picked it from 2,048 query rows then; the tree that ran is
     the committed one (its source digest)."""
     data = json.loads((ROOT / "receipts" / RECEIPT).read_text())
     assert "H100" in data["environment"]["device"] and len(data["shapes"]) == 17

@@ -71,16 +71,15 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
     """The prefill path the launcher takes for ``spec`` on ``hardware`` (contiguous tensors assumed).
 
     The launcher's own decision, :func:`iomodel.schedule.capabilities.prefill_path`, for the
-    hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128, and 64 (causal from
-    2,048 query rows, ``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``), without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``), under the
+    hardware's compute capability (on sm_90 for fp16/bf16: ``prefill-gluon`` at HEAD_DIM 128, and 64 non-causal,
+    without a window band, ``prefill-tma`` for the other power-of-two HEAD_DIMs; else ``prefill``), under the
     environment's ``IOMODEL_TMA``/``IOMODEL_GLUON`` switches as the launcher reads them.
 
     Raises:
         IomodelError: a switch holds a value that is not one.
     """
     return prefill_path(spec.dtype, spec.head_dim, hardware.compute_capability[0], windowed=spec.band is not None,
-                        use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH), causal=spec.causal,
-                        seqlen_q=spec.seqlen_q)
+                        use_tma=env_switch(TMA_SWITCH), use_gluon=env_switch(GLUON_SWITCH), causal=spec.causal)
 
 
 def _modelled_prefill_path(spec: LayerSpec, hardware: Hardware, varlen: bool,

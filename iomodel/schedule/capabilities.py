@@ -43,20 +43,16 @@ TMA_DTYPES = ("fp16", "bf16")
 #: HEAD_DIM, ``kernels.heuristics.GLUON_TILES``).
 GLUON_HEAD_DIMS = (64, 128)
 #: Where :func:`prefill_path` picks ``prefill-gluon`` by itself, HEAD_DIM -> the causal settings: where it
-#: beat the TMA prefill on every measured shape in the same run (HEAD_DIM 64 causal: from
-#: :data:`GLUON_AUTO_MIN_SEQLEN_Q` rows; below, the TMA prefill won). HEAD_DIM 128, causal or not (calibration:
+#: beat the TMA prefill on every measured shape in the same run. HEAD_DIM 128, causal or not (calibration:
 #: receipts/gluon-fwd-probe-h200-2026-12-04-c.json and -d.json, docs/kernel-notes.md, "The Gluon prefill");
 #: HEAD_DIM 64 non-causal with four consumer warpgroups (receipts/gluon-fwd-probe-h100-2026-12-05-ws4.json:
-#: 1.053x cuDNN against the TMA prefill's 0.947x, on an H100); HEAD_DIM 64 causal from
-#: :data:`GLUON_AUTO_MIN_SEQLEN_Q` query rows since 2026-12-06, when each consumer warpgroup stopped computing the
-#: key blocks only the tile's later rows see (before, 0.971x cuDNN against the TMA prefill's 0.976x).
-GLUON_AUTO: dict[int, tuple[bool, ...]] = {64: (False, True), 128: (False, True)}
-#: (HEAD_DIM, causal) -> fewest query rows (seqlen_q) from which :func:`prefill_path` picks ``prefill-gluon`` there;
-#: absent: any. HEAD_DIM 64 causal: on the H200 the Gluon prefill ran 1.012-1.097x the TMA prefill's speed at 2k to
-#: 16k query rows (8 shapes, H 16, B·N = 16k tokens, fp16 and bf16) and 0.953-0.957x at 512 and 1k (4 shapes), in one
-#: run of 5 interleaved rounds (receipts/gluon-causal64-probe-h200-2026-12-06.json, calibration): 256-row tiles of
-#: few key blocks leave its pipeline little to overlap.
-GLUON_AUTO_MIN_SEQLEN_Q: dict[tuple[int, bool], int] = {(64, True): 2048}
+#: 1.053x cuDNN against the TMA prefill's 0.947x, on an H100); at 64 causal neither is ahead (0.971x against
+#: 0.976x), so it keeps ``prefill-tma``. Since its warpgroups skip the causal key blocks they do not see
+#: (2026-12-06) the Gluon prefill ran 1.012-1.097x the TMA prefill at 2k-16k query rows on the H200 (H 16,
+#: B·N = 16k tokens; receipts/gluon-causal64-probe-h200-2026-12-06.json, calibration), but a speed hold-out of 8
+#: other shapes, measured on an H100, found the TMA prefill faster on all 5 of 2k rows or more (0.755-0.991x;
+#: receipts/gluon-causal64-holdout-h100-2026-12-06.json): still ``prefill-tma`` (docs/kernel-notes.md).
+GLUON_AUTO: dict[int, tuple[bool, ...]] = {64: (False,), 128: (False, True)}
 #: The backward's dK/dV launch kernels (``BackwardConfig.dkdv_kernel``): Triton's (``_bwd_dkdv``,
 #: ``_bwd_dkdv_tma``), or the Gluon one of ``kernels/gluon_backward.py`` (sm_90).
 DKDV_KERNELS = ("triton", "gluon")
@@ -271,8 +267,7 @@ def switches_off() -> list[str]:
 
 
 def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: bool = True,
-                 use_tma: bool = True, windowed: bool = False, use_gluon: bool = True, *, causal: bool,
-                 seqlen_q: int) -> str:
+                 use_tma: bool = True, windowed: bool = False, use_gluon: bool = True, *, causal: bool) -> str:
     """The prefill path the launcher picks (``kernels.flash_attention.kernel_path``) and the worksheet models.
 
     Args:
@@ -285,18 +280,15 @@ def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: b
         windowed: a sliding-window band (the Gluon prefill has none).
         use_gluon: the ``IOMODEL_GLUON`` switch and whether Triton has the Gluon dialect.
         causal: the causal mask (either alignment); required, since HEAD_DIM 64 picks by it.
-        seqlen_q: query rows of a sequence (the padded length of a batch); required, since HEAD_DIM 64 causal
-            picks by it (:data:`GLUON_AUTO_MIN_SEQLEN_Q`).
 
     Returns:
-        ``prefill-gluon`` on sm_90 at a HEAD_DIM and causal setting of :data:`GLUON_AUTO` from
-        :data:`GLUON_AUTO_MIN_SEQLEN_Q` query rows when :func:`gluon_refusal` finds nothing; else ``prefill-tma`` on sm_90 when
+        ``prefill-gluon`` on sm_90 at a HEAD_DIM and causal setting of :data:`GLUON_AUTO` when
+        :func:`gluon_refusal` finds nothing; else ``prefill-tma`` on sm_90 when
         :func:`tma_refusal` finds nothing; else ``prefill``.
     """
     if use_tma and sm_major == TMA_SM_MAJOR and tma_refusal(dtype, head_dim, tma_aligned) is None:
-        if (use_gluon and causal in GLUON_AUTO.get(head_dim, ())
-                and seqlen_q >= GLUON_AUTO_MIN_SEQLEN_Q.get((head_dim, bool(causal)), 0)
-                and gluon_refusal(dtype, head_dim, tma_aligned, windowed, sm_major) is None):
+        if use_gluon and causal in GLUON_AUTO.get(head_dim, ()) and gluon_refusal(dtype, head_dim, tma_aligned,
+                                                                           windowed, sm_major) is None:
             return "prefill-gluon"
         return "prefill-tma"
     return "prefill"
@@ -317,7 +309,6 @@ __all__ = [
     "BLOCK_SIZES",
     "DKDV_KERNELS",
     "GLUON_AUTO",
-    "GLUON_AUTO_MIN_SEQLEN_Q",
     "env_switch",
     "TMA_SWITCH",
     "GLUON_SWITCH",
