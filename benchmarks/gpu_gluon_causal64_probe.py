@@ -17,8 +17,9 @@ rotating order). Exactness: the Gluon o and LSE against the TMA prefill's on the
     python benchmarks/gpu_gluon_causal64_probe.py --holdout --out $OUT/gluon-causal64-holdout.json
 
 ``--holdout`` times :data:`HOLDOUT_SHAPES` instead: shapes chosen after the rule (the Gluon prefill from 2,048 query
-rows, then ``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``) was set from the first run and committed before they were measured, to test it: at each, is the
-path the rule picks the faster of the two? Their B·N varies (128 to 640 programs of 256 rows at 2k tokens).
+rows, then ``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``, withdrawn at c3e5e64 after this hold-out) was set from the first run and committed before they were measured, to test it: at each, is the
+path the rule picks the faster of the two? Their grids vary: 128 to 672 programs of 256 rows (128 to 576 at 2k rows or
+more), where the calibration's had 1,024 from 2k rows.
 
 FLOPs: 4·B·H·d·(visible pairs), N·(N+1)/2 pairs a head causal top-left.
 """

@@ -355,7 +355,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1 + head_group_of(grid_order)
         kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
-        span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} KV heads "
+        span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} "
+                f"KV head{'s' if kv_heads_in_window != 1 else ''} "
                 f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(params.read_capacity, decimals=1)} L2 a read finds")
         if custom:
             span += f" ({grid_order} grid, {key_order} key loops" + (f", {persistent} persistent loop)" if persistent else ")")

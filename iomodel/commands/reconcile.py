@@ -131,7 +131,7 @@ def reconcile(
     if outside:
         console.print(f"[bold]Outside tolerance ({len(outside)}):[/]")
         for r, bad in outside:
-            console.print(escape(f"  {r.id} ({', '.join(bad)}): {r.explanation()}"
+            console.print(escape(f"  {r.id} ({', '.join(bad)}): {md.outside_account(r, bad, rec.abs_tol)}"
                                  + (f" [{'; '.join(r.notes)}]" if r.notes else "")), highlight=False)
     missing = md.not_reconciled_lines(rec)
     if missing:

@@ -225,7 +225,7 @@ class ShapeReconciliation:
             if p is not None and m is not None:
                 head = (f"measured {m / p:.3g}x the prediction; " if p else
                         f"measured {human_bytes(m, decimals=1)} where none was predicted; ")
-        if self.error or self.l2 is None:
+        if self.error or self.l2 is None or level == "SRAM_fill":
             return head + self.explanation()
         if level != "HBM":  # the causes split the HBM totals, not one kernel's bytes or the L2 level's
             return head + "the named causes split the HBM totals only, not one kernel's bytes or the L2 level's"

@@ -80,7 +80,7 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
     return out
 
 
-def _gaps(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
+def outside_account(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
     """The Outside-tolerance line's account of each failing ``"<level> <read|write>"`` of ``bad``: the direction's own
     cause (:meth:`~iomodel.reconcile.compare.ShapeReconciliation.gap`, causes within ``floor_bytes`` counted as the
     floor); a value not measured, or a shape not reconciled, keeps the row's explanation. With one item the line's
@@ -129,12 +129,14 @@ def markdown(rec: Reconciliation) -> str:
     outside = rec.outside()
     lines += ["", f"## Outside tolerance ({len(outside)})", ""]
     for r, bad in outside:
-        lines.append(f"- `{r.id}` ({', '.join(bad)}): " + _gaps(r, bad, rec.abs_tol)
+        why = outside_account(r, bad, rec.abs_tol)
+        lines.append(f"- `{r.id}` ({', '.join(bad)}): {why}" + ("" if why.endswith(".") or not r.notes else ".")
                      + (f" Notes: {'; '.join(r.notes)}" if r.notes else ""))
     missing = rec.not_reconciled()
-    lines += ["", f"## Not reconciled ({len(missing)})", "",
-              "Counted in the summary as not within: values the run collected that the record lacks, "
-              "and shapes that could not be reconciled:", ""]
+    lines += ["", f"## Not reconciled ({len(missing)})", ""]
+    if missing:
+        lines += ["Counted in the summary as not within: values the run collected that the record lacks, "
+                  "and shapes that could not be reconciled:", ""]
     for r, what, why in missing:
         lines.append(f"- `{r.id}` ({what}): {why}")
     floor = rec.floor_only()
@@ -145,5 +147,5 @@ def markdown(rec: Reconciliation) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "not_reconciled_lines", "summary_rows",
+__all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "not_reconciled_lines", "outside_account", "summary_rows",
            "table_rows"]
