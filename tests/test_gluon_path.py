@@ -254,3 +254,28 @@ def test_the_causal_64_rule_was_withdrawn_on_its_hold_out():
     assert min(r["gluon_over_tma"] for r in long) == pytest.approx(0.755, abs=0.001)
     assert False not in (r["max_abs_diff_lse_gluon_vs_tma"] < 1e-5 for r in cal["rows"] + hold["rows"])
     assert True not in GLUON_AUTO[64]
+
+
+@pytest.mark.parametrize("flags, path", [
+    (dict(head_dim=64, causal=True), "prefill-tma"),
+    (dict(head_dim=64, causal=False), "prefill-gluon"),
+    (dict(head_dim=128, causal=True), "prefill-gluon"),
+    (dict(head_dim=128, causal=True, block_m=64, block_n=64), "prefill-tma"),  # not the Gluon prefill's tiles
+    (dict(head_dim=128, causal=True, hardware="A100-80GB"), "prefill"),
+    (dict(head_dim=128, causal=True, phase="decode", seqlen_q=1, seqlen_k=8192), "decode-split-kv"),
+    (dict(head_dim=128, causal=True, block_m=8, block_n=64), None),  # tiles no launcher runs
+    (dict(head_dim=512, causal=True, block_m=16, block_n=16), None),  # no bundled kernel runs the layer
+])
+def test_worksheet_json_names_the_kernel_path_it_models(flags, path):
+    """``worksheet.kernel_path`` in the JSON: the bundled kernel's path whose launch the worksheet models (a fresh
+    user found it only in the ``tiling_source`` sentence), null where no bundled kernel runs the layer or tiles."""
+    from iomodel.report.worksheet import make_worksheet
+    from iomodel.spec.resolve import resolve_layer
+
+    kw = {"preset": "llama-3-8b", "hardware": "H200", **flags}
+    if "seqlen_q" not in kw:
+        kw["seqlen"] = 4096
+    d = make_worksheet(resolve_layer(**kw)).to_dict()
+    assert d["worksheet"]["kernel_path"] == path
+    if path is not None and path != "decode-split-kv":
+        assert f"{path} path" in d["worksheet"]["tiling_source"]

@@ -32,8 +32,8 @@ from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling, cdiv
 from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
-from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, decode_refusal, env_switch, kernel_refusal,
-                                            prefill_path, switches_off)
+from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, block_size_refusal, decode_refusal, env_switch,
+                                            kernel_refusal, prefill_path, switches_off)
 from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE
 from iomodel.schedule.launch import Schedule, lpt_launch_order
 from iomodel.schedule.tiles import head_dim_padded
@@ -96,6 +96,32 @@ def _modelled_prefill_path(spec: LayerSpec, hardware: Hardware, varlen: bool,
             spec.head_dim, dict(zip(("block_m", "block_n", "num_stages"), tiles))):
         return "prefill-tma"
     return path
+
+
+def kernel_path_of(layer: Layer) -> str | None:
+    """The path of the bundled kernel whose launch the worksheet models for ``layer`` (the worksheet JSON's
+    ``worksheet.kernel_path``): ``decode-split-kv`` for decode, else the prefill path :func:`_modelled_prefill_path`
+    gives for the layer's tiles (``prefill``, ``prefill-tma`` or ``prefill-gluon``; a ragged batch ``prefill``).
+
+    Returns:
+        The path's name, or None where no bundled kernel runs the layer (:func:`kernel_refusal`), the tiles given
+        are ones no launcher runs (:func:`iomodel.schedule.capabilities.block_size_refusal`), or
+        ``kernels/heuristics.py`` is not importable (the tiles are then the Tiling defaults, not a kernel's).
+
+    Raises:
+        IomodelError: an ``IOMODEL_TMA``/``IOMODEL_GLUON`` switch holds a value that is not one.
+    """
+    spec, hw = layer.spec, layer.hardware
+    if _heuristics() is None or kernel_refusal(spec, hw) is not None:
+        return None
+    given = dict(layer.tiles)
+    if any(block_size_refusal(k, given[k]) is not None for k in ("block_m", "block_n") if k in given):
+        return None
+    if spec.phase == "decode":
+        return "decode-split-kv"
+    tiles = (tuple(given.get(k) for k in ("block_m", "block_n", "num_stages"))
+             if given.keys() - {"num_splits"} else None)
+    return _modelled_prefill_path(spec, hw, layer.ragged is not None, tiles)
 
 
 def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False,
@@ -261,6 +287,7 @@ class Worksheet:
         d["worksheet"] = {
             "command": self.command(),
             "tiling_source": self.layer.tiling_source,
+            "kernel_path": kernel_path_of(self.layer),
             "notes": list(self.layer.notes),
             "units_check": {
                 "ok": self.units_ok,
