@@ -26,15 +26,16 @@ FLOPs: 4·B·H·d·(visible pairs), N·(N+1)/2 pairs a head causal top-left.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from iomodel.errors import IomodelError  # noqa: E402
+from iomodel.paths import check_output_file, exit_code_of, finish_probe_receipt, one_line_parser  # noqa: E402
 
 #: (B, N) of the kernel-speed matrix's prefill buckets (H 16, HEAD_DIM 64, causal), both dtypes.
 SHAPES = [(32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384)]
@@ -46,16 +47,23 @@ HOLDOUT_SHAPES = [(1, 16, 2048, "fp16"), (1, 32, 2048, "bf16"), (3, 12, 2560, "b
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_parser(__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON receipt path")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--holdout", action="store_true", help="time HOLDOUT_SHAPES (the rule's speed hold-out)")
     args = ap.parse_args()
     import torch
 
-    if not torch.cuda.is_available():
-        print("error: no CUDA device: run this on the H200 (the device tool)", file=sys.stderr)
+    def preflight() -> None:  # an unwritable --out, bad rounds or no GPU: one line before any timing
+        check_output_file(args.out, "--out")
+        if args.rounds < 1:
+            raise IomodelError(f"--rounds must be at least 1, got {args.rounds}: raise it")
+        if not torch.cuda.is_available():
+            raise IomodelError("no CUDA device: run this on the H200 (the device tool)")
+
+    if exit_code_of(preflight):
         return 2
+    started = time.time()
     import torch.nn.functional as F
     import triton
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -106,9 +114,7 @@ def main() -> int:
                       + (" --holdout" if args.holdout else ""), "holdout": args.holdout,
            "device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
            "triton": triton.__version__, "rounds": args.rounds, "rows": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rec, indent=1))
-    return 0
+    return exit_code_of(lambda: finish_probe_receipt(args.out, rec, started))
 
 
 if __name__ == "__main__":

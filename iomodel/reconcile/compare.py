@@ -218,13 +218,12 @@ class ShapeReconciliation:
         one kernel's bytes. Unlike :meth:`explanation` (the cause largest in reads and writes together), a read miss
         is never explained by a write-back cause (a reviewer's finding, 2026-12-06)."""
         lv = self.level(level)
+        ratio = None if lv is None else (lv.ratio_read if which == "read" else lv.ratio_write)
         head = ""
-        if lv is not None:
-            p = lv.predicted_read if which == "read" else lv.predicted_write
+        if ratio is not None:
             m = lv.measured_read if which == "read" else lv.measured_write
-            if p is not None and m is not None:
-                head = (f"measured {m / p:.3g}x the prediction; " if p else
-                        f"measured {human_bytes(m, decimals=1)} where none was predicted; ")
+            head = (f"measured {ratio:.3g}x the prediction; " if math.isfinite(ratio) else
+                    f"measured {human_bytes(m, decimals=1)} where none was predicted; ")
         if self.error or self.l2 is None or level == "SRAM_fill":
             return head + self.explanation()
         if level != "HBM":  # the causes split the HBM totals, not one kernel's bytes or the L2 level's

@@ -147,5 +147,5 @@ def markdown(rec: Reconciliation) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "not_reconciled_lines", "outside_account", "summary_rows",
-           "table_rows"]
+__all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "not_reconciled_lines", "outside_account",
+           "summary_rows", "table_rows"]
