@@ -15,11 +15,15 @@ rotating order). Exactness: the Gluon o and LSE against the TMA prefill's on the
 
     python benchmarks/gpu_gluon_causal64_probe.py --out $OUT/gluon-causal64-probe.json [--rounds 5]
     python benchmarks/gpu_gluon_causal64_probe.py --holdout --out $OUT/gluon-causal64-holdout.json
+    python benchmarks/gpu_gluon_causal64_probe.py --grid-scan --out $OUT/gluon-causal64-grid-scan.json --rounds 3
 
 ``--holdout`` times :data:`HOLDOUT_SHAPES` instead: shapes chosen after the rule (the Gluon prefill from 2,048 query
 rows, then ``capabilities.GLUON_AUTO_MIN_SEQLEN_Q``, withdrawn at c3e5e64 after this hold-out) was set from the first run and committed before they were measured, to test it: at each, is the
 path the rule picks the faster of the two? Their grids vary: 128 to 672 programs of 256 rows (128 to 576 at 2k rows or
 more), where the calibration's had 1,024 from 2k rows.
+
+``--grid-scan`` times :data:`GRID_SCAN_SHAPES` (calibration for a rule in the grid's size: programs of 256 rows from
+256 to 4,096 at three lengths).
 
 FLOPs: 4·B·H·d·(visible pairs), N·(N+1)/2 pairs a head causal top-left.
 """
@@ -44,6 +48,11 @@ HEADS, HEAD_DIM = 16, 64
 #: before any was measured: 5 at or above the threshold (one of 128 programs on 132 SMs), 3 below it.
 HOLDOUT_SHAPES = [(1, 16, 2048, "fp16"), (1, 32, 2048, "bf16"), (3, 12, 2560, "bf16"), (2, 24, 3072, "fp16"),
                   (1, 8, 12288, "bf16"), (4, 8, 1536, "bf16"), (6, 16, 1792, "fp16"), (2, 20, 1280, "bf16")]
+#: ``--grid-scan`` (2026-12-06, second attempt; calibration, to choose a rule in the grid's size, not to test one):
+#: H 16, bf16, the Gluon prefill's programs of 256 rows B·H·N/256 from 256 to 4,096 at N 2k, 4k and 8k, so the
+#: programs and the length vary apart (the first hold-out's losses were all at 128-576 programs).
+GRID_SCAN_SHAPES = [(B, 16, N, "bf16") for N, Bs in ((2048, (2, 4, 8, 16, 32)), (4096, (1, 2, 3, 4, 6, 8, 16)),
+                                                    (8192, (1, 2, 4, 8))) for B in Bs]
 
 
 def main() -> int:
@@ -51,6 +60,7 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="JSON receipt path")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--holdout", action="store_true", help="time HOLDOUT_SHAPES (the rule's speed hold-out)")
+    ap.add_argument("--grid-scan", action="store_true", help="time GRID_SCAN_SHAPES (calibration of a grid-size rule)")
     args = ap.parse_args()
     import torch
 
@@ -58,6 +68,8 @@ def main() -> int:
         check_output_file(args.out, "--out")
         if args.rounds < 1:
             raise IomodelError(f"--rounds must be at least 1, got {args.rounds}: raise it")
+        if args.holdout and args.grid_scan:
+            raise IomodelError("--holdout and --grid-scan time different shape lists: give one")
         if not torch.cuda.is_available():
             raise IomodelError("no CUDA device: run this on the H200 (the device tool)")
 
@@ -72,7 +84,7 @@ def main() -> int:
     from kernels.flash_attention import flash_attention
 
     rows = []
-    shapes = (HOLDOUT_SHAPES if args.holdout
+    shapes = (HOLDOUT_SHAPES if args.holdout else GRID_SCAN_SHAPES if args.grid_scan
               else [(B, HEADS, N, dts) for dts in ("bf16", "fp16") for B, N in SHAPES])
     for B, H, N, dts in shapes:
         dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dts]
@@ -97,6 +109,7 @@ def main() -> int:
         med = {n: statistics.median(ts) for n, ts in times.items()}
         per_round = {n: [c / t for c, t in zip(times["sdpa_cudnn"], ts)] for n, ts in times.items()}
         row = {"B": B, "H": H, "N": N, "d": HEAD_DIM, "dtype": dts, "causal": True, "default_path": default,
+               "gluon_programs": B * H * -(-N // 256), "sms": torch.cuda.get_device_properties(0).multi_processor_count,
                "configs": {"tma": dataclasses.asdict(cfg_t), "gluon": dataclasses.asdict(cfg_g)},
                "max_abs_diff_o_gluon_vs_tma": (o_g.float() - o_t.float()).abs().max().item(),
                "max_abs_diff_lse_gluon_vs_tma": (lse_g - lse_t).abs().max().item(),
@@ -111,7 +124,8 @@ def main() -> int:
               + f" gluon/tma={row['gluon_over_tma']:.3f} diff_o={row['max_abs_diff_o_gluon_vs_tma']:.2e}",
               flush=True)
     rec = {"command": f"python3 benchmarks/gpu_gluon_causal64_probe.py --out {args.out} --rounds {args.rounds}"
-                      + (" --holdout" if args.holdout else ""), "holdout": args.holdout,
+                      + (" --holdout" if args.holdout else "") + (" --grid-scan" if args.grid_scan else ""),
+           "holdout": args.holdout, "grid_scan": args.grid_scan,
            "device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
            "triton": triton.__version__, "rounds": args.rounds, "rows": rows}
     return exit_code_of(lambda: finish_probe_receipt(args.out, rec, started))

@@ -198,10 +198,12 @@ def print_reports(reports: list[CompileReport]) -> int:
 
 def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
                     num_stages: int, warp_specialize: bool = False, arch: int = 90,
-                    window: bool = False, varlen: bool = False) -> CompileReport:
+                    window: bool = False, varlen: bool = False, pack: int = 1) -> CompileReport:
     """Compile one prefill configuration (``prefill`` or ``prefill-tma``) for ``sm_<arch>``; ``window``:
     the sliding-window variant (``WINDOW=True``, a band of 1024 keys); ``varlen`` (path ``prefill``):
-    the ragged-batch variant (``VARLEN=True`` with ``seqused_k``, as ``flash_attention_varlen`` runs it)."""
+    the ragged-batch variant (``VARLEN=True`` with ``seqused_k``, as ``flash_attention_varlen`` runs it);
+    ``pack`` (path ``prefill``): query heads per program (``PACK``, ``KernelConfig.heads_per_program``) of a
+    GQA group of 4."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -214,12 +216,14 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
         cfg["window"] = True
     if varlen:
         cfg["varlen"] = True
+    if pack > 1:
+        cfg["pack"] = pack
     dt = torch_dtype(dtype)
     B, H, N = 2, 16, 4096
     q = torch.empty(B, H, N, head_dim, dtype=dt)
     k, v, o = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
     lse = torch.empty(B, H, N)
-    common = dict(H=H, G=1, N_Q=N, N_K=N, CAUSAL_OFF=0, N_Q_BUCKET=hx.seqlen_bucket(N), N_K_BUCKET=hx.seqlen_bucket(N),
+    common = dict(H=H, G=4 if pack > 1 else 1, N_Q=N, N_K=N, CAUSAL_OFF=0, N_Q_BUCKET=hx.seqlen_bucket(N), N_K_BUCKET=hx.seqlen_bucket(N),
                   WIN_L=1024 if window else 0, WIN_R=0, WINDOW=window)
     try:
         if path == "prefill-tma":
@@ -235,7 +239,7 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
                 q, k, v, o, lse, cu, cu, cu[:B], 0.125, *q.stride(), *k.stride(), *v.stride(), *o.stride(), **common,
                 HEAD_DIM=head_dim, HEAD_DIM_PAD=head_dim_padded(head_dim), BLOCK_M=block_m, BLOCK_N=block_n,
                 CAUSAL=causal, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", EMULATE_BF16=False,
-                VARLEN=varlen, SEQUSED=varlen, num_warps=num_warps, num_stages=num_stages, grid=(1,))
+                VARLEN=varlen, SEQUSED=varlen, PACK=pack, num_warps=num_warps, num_stages=num_stages, grid=(1,))
     except Exception as exc:  # report, never abort the sweep
         return CompileReport("_attn_fwd_tma" if path == "prefill-tma" else "_attn_fwd", cfg, False,
                              error=_error_line(exc))
@@ -518,6 +522,9 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
         c = hx.prefill_candidates(128, "bf16", True, "prefill")[0]  # the ragged-batch variant (pointer path only)
         reports.append(compile_prefill("prefill", 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                        False, arch, varlen=True))
+        # the packed GQA variant (KernelConfig.heads_per_program, pointer path only): 4 heads a program
+        reports.append(compile_prefill("prefill", 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
+                                       False, arch, pack=4))
         reports += compile_decode(block_n=hx.decode_block_n(128), arch=arch)
         # the backward's GPU tiles, MHA and GQA (a group of 4 compiles the loop over the group's heads)
         for (d, causal), c in hx.GPU_BACKWARD.items():

@@ -69,6 +69,7 @@ from iomodel.schedule.tiles import (
     decode_split_len,
     head_dim_padded,
     page_block_refusal,
+    prefill_packing_refusal,
 )
 from iomodel.spec.layer import causal_offset
 from kernels import heuristics as hx
@@ -312,7 +313,7 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
               CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr, EMULATE_BF16: tl.constexpr,
               REVERSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
               VARLEN: tl.constexpr = False, SEQUSED: tl.constexpr = False, HEADS_FASTEST: tl.constexpr = False,
-              HEAD_GROUP=0):
+              HEAD_GROUP=0, PACK: tl.constexpr = 1):
     """Prefill forward, pointer loads. Grid (T_r, B*H): program (p, b*H + h) runs query tile
     i = p (REVERSE False) or i = T_r - 1 - p (REVERSE True: heaviest causal tiles first);
     HEADS_FASTEST (grid_order "heads-fastest"): grid (B*H, T_r), program (b*H + h, p).
@@ -326,9 +327,14 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
     bottom-right, 0 for top-left; each program then reads its sequence's N_Q, N_K and offset
     N_K − N_Q (bottom-right) and runs the body above on them. Grid (cdiv(max_seqlen_q,
     BLOCK_M), B*H): tiles past the sequence's end return at once (they read only the cu_seqlens).
+
+    PACK > 1 (``KernelConfig.heads_per_program``, dense only; FlashAttention-3's PackGQA): grid
+    (cdiv(N_Q, BLOCK_M / PACK), B*H / PACK); grid row b*(H/PACK) + j holds query heads j*PACK ..
+    j*PACK + PACK - 1 (one KV head's), and row r of a tile is position i*BLOCK_M/PACK + r // PACK of
+    head j*PACK + r % PACK, so each K/V block loaded serves PACK heads (``iomodel.schedule.grid.packed_view``).
     """
     i, bh = _query_tile(REVERSE, HEADS_FASTEST, HEAD_GROUP)
-    b, h, hk = _head_of(bh, H, G)
+    b, h, hk = _head_of(bh, H // PACK, G // PACK)  # PACK 1: (b, h, hk); else h is the packed group's index
     if VARLEN:
         q_start = tl.load(CU_Q + b)
         k_start = tl.load(CU_K + b)
@@ -345,20 +351,36 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
         v_base = V + k_start.to(tl.int64) * stride_vn + hk.to(tl.int64) * stride_vh
         o_base = O + q_start.to(tl.int64) * stride_om + h.to(tl.int64) * stride_oh
     else:
-        q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
         k_base = K + b.to(tl.int64) * stride_kz + hk.to(tl.int64) * stride_kh
         v_base = V + b.to(tl.int64) * stride_vz + hk.to(tl.int64) * stride_vh
-        o_base = O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
-        lse_base = LSE + bh.to(tl.int64) * N_Q
+        if PACK == 1:
+            q_base = Q + b.to(tl.int64) * stride_qz + h.to(tl.int64) * stride_qh
+            o_base = O + b.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
+            lse_base = LSE + bh.to(tl.int64) * N_Q
+        else:  # each row's own head: the pointers below add it
+            q_base = Q + b.to(tl.int64) * stride_qz
+            o_base = O + b.to(tl.int64) * stride_oz
+            lse_base = LSE + (b * H).to(tl.int64) * N_Q
 
-    offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)
+    if PACK == 1:
+        offs_m = i * BLOCK_M + tl.arange(0, BLOCK_M)  # query positions of the tile's rows
+        q_rows = offs_m[:, None] * stride_qm
+        o_rows = offs_m[:, None] * stride_om
+        lse_rows = offs_m
+    else:
+        packed = i * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_m = packed // PACK  # position of each row
+        head = h * PACK + packed % PACK  # query head of each row
+        q_rows = offs_m[:, None] * stride_qm + head.to(tl.int64)[:, None] * stride_qh
+        o_rows = offs_m[:, None] * stride_om + head.to(tl.int64)[:, None] * stride_oh
+        lse_rows = head.to(tl.int64) * N_Q + offs_m
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM_PAD)
     d_ok = offs_d < HEAD_DIM
     row_ok = offs_m < N_Q
 
     # Q tile: rows < N_Q loaded once.
-    q_ptrs = q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    q_ptrs = q_base + q_rows + offs_d[None, :] * stride_qd
     q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
@@ -368,13 +390,13 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
 
     full_lo = 0
     if WINDOW:  # stage 0: the band's left edge, masked
-        lo, full_lo, full_end, hi = _band_bounds(i * BLOCK_M, tl.minimum((i + 1) * BLOCK_M, N_Q),
-                                                 (i + 1) * BLOCK_M - 1, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
+        lo, full_lo, full_end, hi = _band_bounds(i * (BLOCK_M // PACK), tl.minimum((i + 1) * (BLOCK_M // PACK), N_Q),
+                                                 (i + 1) * (BLOCK_M // PACK) - 1, N_K, CAUSAL_OFF, WIN_L, WIN_R, BLOCK_N)
         acc, l_i, m_i = _masked_blocks(acc, l_i, m_i, q, k_base, v_base, qk_scale, lo, full_lo, N_K, offs_m,
                                        offs_n, offs_d, d_ok, stride_kn, stride_kd, stride_vn, stride_vd, CAUSAL_OFF,
                                        BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
     else:
-        full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M, BLOCK_N, CAUSAL)
+        full_end, hi = _causal_bounds(i, N_Q, N_K, CAUSAL_OFF, BLOCK_M // PACK, BLOCK_N, CAUSAL)  # positions a tile
     # stage 1: blocks every row sees entirely (no key tail, no diagonal): no mask.
     for start_n in tl.range(full_lo, full_end, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -393,10 +415,9 @@ def _attn_fwd(Q, K, V, O, LSE, CU_Q, CU_K, SEQUSED_K, sm_scale,
                                    BLOCK_N, CAUSAL, DOT_PRECISION, EMULATE_BF16, WIN_L, WIN_R, WINDOW)
 
     o, lse = _finish_rows(acc, l_i, m_i)
-    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
-             _to_dtype(o, O.dtype.element_ty, EMULATE_BF16),
+    tl.store(o_base + o_rows + offs_d[None, :] * stride_od, _to_dtype(o, O.dtype.element_ty, EMULATE_BF16),
              mask=row_ok[:, None] & d_ok[None, :])
-    tl.store(lse_base + offs_m, lse, mask=row_ok)
+    tl.store(lse_base + lse_rows, lse, mask=row_ok)
 
 
 @triton.jit
@@ -1593,6 +1614,7 @@ def _prefill_launches(plan: _Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         _check_config(config, path)
         if path == "prefill" and config.warp_specialize:
             raise IomodelError("warp_specialize applies to path 'prefill-tma' only: set config.warp_specialize=False")
+        _check_prefill_packing(config, path, shape, varlen is not None)
     common = dict(H=H, G=shape.group, N_Q=N_q, N_K=N_k, CAUSAL_OFF=off,
                   N_Q_BUCKET=hx.seqlen_bucket(N_q), N_K_BUCKET=hx.seqlen_bucket(N_k), **_band_args(band))
     if path == "prefill-tma":
@@ -1672,18 +1694,38 @@ def _lpt_config(config: KernelConfig, lpt: tuple | None) -> KernelConfig:
     return config.with_(**lpt_launch_order(causal, dense, rows, kv_row_bytes, rows * triton.cdiv(n_q, config.block_m)))
 
 
+def _check_prefill_packing(config: KernelConfig, path: str, shape: Any, varlen: bool) -> None:
+    """Refuse a prefill ``config.heads_per_program`` P > 1 that cannot run (one line): only the pointer
+    prefill (path ``prefill``) of a dense batch packs query heads, P dividing the GQA group and BLOCK_M
+    (:func:`iomodel.schedule.tiles.prefill_packing_refusal`, the rule the model reads too)."""
+    p = config.heads_per_program
+    if p == 1:
+        return
+    if path != "prefill" or varlen:
+        raise IomodelError(f"config.heads_per_program {p!r}: packed query heads run on path 'prefill' of a dense batch "
+                           "only: pass path='prefill', or set config.heads_per_program=1")
+    reason = prefill_packing_refusal(p, shape.group, config.block_m, flag="config.heads_per_program =")
+    if reason is not None:
+        raise IomodelError(reason)
+
+
 def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> None:
-    """Set ``plan``'s prefill launch to ``config``'s tiles (``named``: the shape's arguments)."""
+    """Set ``plan``'s prefill launch to ``config``'s tiles (``named``: the shape's arguments); with
+    ``config.heads_per_program`` P > 1 its grid rows are groups of P query heads and its tiles BLOCK_M / P
+    positions of each (``_attn_fwd``'s PACK)."""
     B, H, N_q = plan.grid_rows
     d = plan.shape.head_dim
     kernel = _attn_fwd_tma if plan.path == "prefill-tma" else _attn_fwd
     heads_fastest = config.grid_order == "heads-fastest"
+    p = config.heads_per_program
     tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, REVERSE=config.tile_order == "reverse",
                  HEADS_FASTEST=heads_fastest, HEAD_GROUP=head_group_of(config.grid_order))
     if plan.path == "prefill-tma":
         tiles["WARP_SPECIALIZE"] = config.warp_specialize
-    t_r = triton.cdiv(N_q, config.block_m)
-    grid = (B * H, t_r, 1) if heads_fastest else (t_r, B * H, 1)
+    elif p > 1:
+        tiles["PACK"] = p
+    t_r = triton.cdiv(N_q, config.block_m // p)
+    grid = (B * H // p, t_r, 1) if heads_fastest else (t_r, B * H // p, 1)
     boxes = None
     if plan.path == "prefill-tma":
         boxes = _boxes(config.block_m, config.block_n, d)

@@ -62,6 +62,31 @@ SHAPES = [
 ]
 
 
+PACKED = [  # (B, H, H_kv, N_q, N_k, d, dtype, causal, align, P): P query heads of one KV head a program
+    (2, 8, 2, 300, 300, 128, "fp16", True, "top-left", 4),
+    (1, 8, 2, 257, 513, 128, "bf16", True, "bottom-right", 2),
+    (2, 4, 1, 200, 100, 64, "bf16", True, "bottom-right", 4),  # 100 positions see no key
+    (1, 16, 2, 64, 4000, 64, "fp16", False, "top-left", 8),  # a short query, one program per whole GQA group
+    (1, 4, 2, 100, 120, 96, "fp16", True, "top-left", 2),  # padded HEAD_DIM
+]
+
+
+@pytest.mark.parametrize("case", PACKED, ids=[f"{c[3]}x{c[4]}-d{c[5]}-{c[6]}-p{c[9]}" for c in PACKED])
+def test_packed_prefill(fa, monkeypatch, case):
+    """``KernelConfig.heads_per_program`` P on path ``prefill`` (FlashAttention-3's PackGQA): exact, every element
+    written (outputs start as NaN)."""
+    from kernels import heuristics as hx
+
+    B, H, H_kv, N_q, N_k, d, dtype, causal, align, p = case
+    monkeypatch.setattr(fa, "_alloc", lambda shape, dt, dev: torch.full(shape, float("nan"), dtype=dt, device=dev))
+    monkeypatch.setattr(fa, "_alloc_like", lambda t: torch.full_like(t, float("nan")))
+    q, k, v = _make(B, H, H_kv, N_q, N_k, d, dtype)
+    cfg = hx.prefill_default(d, dtype, causal, "prefill").config("prefill").with_(heads_per_program=p)
+    o, lse, ran = fa.flash_attention(q, k, v, causal, align, return_config=True, config=cfg)
+    assert (ran.path, ran.heads_per_program) == ("prefill", p)
+    _check(q, k, v, causal, align, o, lse)
+
+
 # the TMA path takes fp16/bf16 with a power-of-two HEAD_DIM
 PATH_CASES = [("prefill", c) for c in SHAPES] + [("prefill-tma", c) for c in SHAPES if c[6] != "fp32" and c[5] != 96]
 

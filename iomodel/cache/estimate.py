@@ -414,6 +414,8 @@ class L2Estimate:
     kernels: tuple[dict[str, Any], ...] = ()
     function: str = "predict_tiled"
     schedule: Schedule | None = None
+    #: What one program of ``schedule`` reads and writes, per tensor (:meth:`Schedule.tensors`); None without one.
+    program_tensors: dict[str, Any] | None = None
     #: The least of the kernels' ``read_bytes_quality`` (``iomodel.cache.predict.READ_QUALITIES``): how far
     #: ``read_bytes`` can be taken; ``predicted`` but for the training step's classes the assumptions name.
     read_bytes_quality: str = "predicted"
@@ -449,6 +451,8 @@ class L2Estimate:
         }
         if self.schedule is not None:
             out["schedule"] = self.schedule.to_dict()
+            if self.program_tensors is not None:
+                out["schedule"]["tensors"] = self.program_tensors
         if self.kernels:
             out["kernels"] = [dict(k) for k in self.kernels]
         return out
@@ -529,6 +533,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
         hardware=hardware, programs_per_sm=params.programs_per_sm, programs_per_sm_source=pps_source,
         num_warps=schedule.num_warps, tile_order=schedule.tile_order, config_source=config_source,
         assumptions=tuple(l2.assumptions), schedule=replace(schedule, programs_per_sm=pps),
+        program_tensors=schedule.tensors(spec),
     )
 
 

@@ -27,7 +27,7 @@ from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
 from iomodel.schedule.launch import TILE_ORDERS, Schedule, head_group_of, tiles_per_group
 from iomodel.schedule.grid import (REDUCE_DKDV_KERNEL, Access, ReadGroup, combine_waves, decode_split_rows,
-                                   decode_waves, dkdv_query_span, dkdv_waves, dq_waves, prefill_key_span,
+                                   decode_waves, dkdv_query_span, dkdv_waves, dq_waves, packed_view, prefill_key_span,
                                    prefill_waves, preprocess_waves, reduce_dkdv_waves)
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
@@ -250,10 +250,11 @@ def compulsory_read_bytes(spec: LayerSpec) -> dict[str, int]:
     return out
 
 
-def compulsory_write_bytes(spec: LayerSpec) -> int:
-    """The forward pass's compulsory writes in bytes: O ``(B, H, N_q, d)`` in the dtype and the
-    LSE ``(B, H, N_q)`` in fp32, once (docs/traffic-contract.md, "Forward")."""
-    return spec.batch * spec.heads * spec.seqlen_q * (spec.head_dim * spec.width + LSE_WIDTH)
+def compulsory_write_bytes(spec: LayerSpec, lse: bool = True) -> int:
+    """The forward kernel's floor of writes in bytes: O ``(B, H, N_q, d)`` in the dtype and, unless ``lse`` is
+    False (a schedule that keeps no LSE, ``Tiling.writes_lse``), the LSE ``(B, H, N_q)`` in fp32, once
+    (docs/traffic-contract.md, "Forward")."""
+    return spec.batch * spec.heads * spec.seqlen_q * (spec.head_dim * spec.width + (LSE_WIDTH if lse else 0))
 
 
 def _common_assumptions(params: L2Params) -> list[str]:
@@ -314,9 +315,9 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     B, H, Hk = spec.batch, spec.heads, spec.kv_heads
     kv_full = B * Hk * spec.seqlen_k * d * s  # K (or V) bytes, once
     q_bytes = B * H * spec.seqlen_q * d * s
-    o_bytes, lse_bytes = q_bytes, B * H * spec.seqlen_q * LSE_WIDTH
+    o_bytes, lse_bytes = q_bytes, (B * H * spec.seqlen_q * LSE_WIDTH if tiling.writes_lse else 0)
     comp = compulsory_read_bytes(spec)
-    floor_r, floor_w = sum(comp.values()), compulsory_write_bytes(spec)
+    floor_r, floor_w = sum(comp.values()), compulsory_write_bytes(spec, tiling.writes_lse)
     kernels: list[KernelL2] = []
     req_r: dict[str, int] = {}
     req_w: dict[str, int] = {}
@@ -344,19 +345,22 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         key_order = schedule.key_order if schedule is not None else "ascending"
         persistent = schedule.persistent if schedule is not None else None
         # not the bundled kernel's launch
-        custom = (grid_order, key_order) != ("tiles-fastest", "ascending") or persistent is not None
+        custom = ((grid_order, key_order) != ("tiles-fastest", "ascending") or persistent is not None
+                  or tiling.heads_per_program > 1 or not tiling.writes_lse)
         order = tile_order if schedule is None else schedule.tile_order
         launch("fwd kernel", kernel_l2("fwd kernel", spec, tiling, params, prefill_waves, tile_order=order,
                                        grid_order=grid_order, key_order=key_order, persistent=persistent))
-        touched_rows = B * Hk * prefill_key_span(spec, tiling)  # the keys some tile loads
-        t_r = cdiv(spec.seqlen_q, tiling.block_m)
+        view, view_m, packed = packed_view(spec, tiling)  # P > 1: programs of P heads, BLOCK_M / P positions each
+        touched_rows = B * Hk * prefill_key_span(view, replace(tiling, block_m=view_m))  # the keys some tile loads
+        t_r = cdiv(spec.seqlen_q, view_m)
         # query heads one wave spans (a blocked persistent loop: its W tiles lie T/W apart, each its own head)
         # (head-grouped:G: the wave's W/T_r rows' worth of programs, plus one group at its edges)
         heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1 + head_group_of(grid_order)
-        kv_heads_in_window = min(B * Hk, cdiv(heads, spec.group) + 1)
+        kv_heads_in_window = min(B * Hk, cdiv(heads, view.group) + 1)
         ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
-        span = (f"W = {w} resident programs span ~{min(heads, B * H)} query heads = {kv_heads_in_window} "
-                f"KV head{'s' if kv_heads_in_window != 1 else ''} "
+        span = (f"W = {w} resident programs span ~{min(heads, B * view.heads)} "
+                + (f"groups of P = {packed} query heads" if packed > 1 else "query heads")
+                + f" = {kv_heads_in_window} KV head{'s' if kv_heads_in_window != 1 else ''} "
                 f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(params.read_capacity, decimals=1)} L2 a read finds")
         if custom:
             span += f" ({grid_order} grid, {key_order} key loops" + (f", {persistent} persistent loop)" if persistent else ")")
@@ -403,9 +407,13 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
                 f" A persistent loop of these {w} programs ({schedule.persistent}: "
                 + ("program j runs tiles j, j + W, ..., the same waves)." if schedule.persistent == "strided" else
                    "program j runs a contiguous share of the tiles; the W tiles in flight lie T/W apart)."))
+        pack = ("" if tiling.heads_per_program == 1 else
+                f" Each program serves P = {tiling.heads_per_program} query heads of one KV head (BLOCK_M / P = "
+                f"{tiling.block_m // tiling.heads_per_program} positions of each; grid rows are groups of P heads).")
+        pack += "" if tiling.writes_lse else " Programs write O alone, no LSE."
         assumptions[1] = (f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {w} programs run at "
                           f"once, in the order of the {schedule.grid_order} grid (iomodel/schedule/launch.py), in waves; "
-                          f"each program scans its key blocks {schedule.key_order}.{loop}")
+                          f"each program scans its key blocks {schedule.key_order}.{loop}{pack}")
     return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                    assumptions)
 
@@ -476,6 +484,12 @@ def _check_schedule(schedule: Schedule, spec: LayerSpec, tiling: Tiling, params:
     if (schedule.block_m, schedule.block_n) != (tiling.block_m, tiling.block_n):
         raise IomodelError(f"the schedule's tiles BLOCK_M={schedule.block_m}, BLOCK_N={schedule.block_n} are not the "
                            f"tiling's {tiling.block_m}, {tiling.block_n}: give them once")
+    if ("LSE" in schedule.writes) != tiling.writes_lse:
+        raise IomodelError(f"the schedule writes {', '.join(schedule.writes)} but the tiling "
+                           f"{'writes' if tiling.writes_lse else 'keeps no'} LSE: give it once")
+    if schedule.heads_per_program != tiling.heads_per_program:
+        raise IomodelError(f"the schedule's heads_per_program {schedule.heads_per_program} is not the tiling's "
+                           f"{tiling.heads_per_program}: give it once")
     if schedule.programs_per_sm is not None and schedule.programs_per_sm != params.programs_per_sm:
         raise IomodelError(f"the schedule's programs_per_sm {schedule.programs_per_sm} is not the L2 parameters' "
                            f"{params.programs_per_sm}: give it once")

@@ -64,7 +64,8 @@ from iomodel.cache.simulate import KernelL2, _rounded
 from iomodel.cache.sums import OrderedSums
 from iomodel.errors import IomodelError
 from iomodel.cache.params import MAX_STREAM_ITEMS, exact_write_share
-from iomodel.schedule.grid import DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows, dkdv_last_lo
+from iomodel.schedule.grid import (DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows, dkdv_last_lo,
+                                   forward_row_writes, packed_view)
 from iomodel.schedule.launch import TILE_ORDERS
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
@@ -1368,9 +1369,10 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
             model = _QStationary(spec, tiling.dq_block_m, tiling.dq_block_n, w, tiling.dq_tile_order,
                                  {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s},
                                  write_share)
-        else:
-            model = _QStationary(spec, tiling.block_m, tiling.block_n, w, tile_order, {"Q": d * s},
-                                 {"O": d * s, "LSE": LSE_WIDTH}, write_share)
+        else:  # a packed GQA group per program: the layer of H / P heads, tiles of BLOCK_M / P rows of P heads each
+            spec, block_m, p = packed_view(spec, tiling)
+            model = _QStationary(spec, block_m, tiling.block_n, w, tile_order, {"Q": p * d * s},
+                                 forward_row_writes(tiling, p * d * s, p), write_share)
         return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
     if name == "_bwd_dkdv":
         if dkdv_simulated(spec, tiling):

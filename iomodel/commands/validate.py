@@ -73,7 +73,9 @@ def run_interpreter(sweep, command: str, echo) -> "object":
             )
     shapes = []
     for s in tiled:
-        counts, cfg, _ = (count_flash_attention(s.spec, seed=s.seed) if s.seqlens is None
+        packed = (INTERPRETER_PREFILL.config("prefill").with_(heads_per_program=s.heads_per_program)
+                  if s.heads_per_program > 1 else None)  # the interpreter's tiles, P heads a program
+        counts, cfg, _ = (count_flash_attention(s.spec, seed=s.seed, config=packed) if s.seqlens is None
                           else count_flash_attention_varlen(s.ragged(), seed=s.seed))
         shapes.append(ShapeMeasurement(
             id=s.id, impl="tiled", spec=s.spec, config=cfg.to_dict(),
@@ -206,7 +208,9 @@ def _print_summary(console: Console, meas, path: Path) -> None:
             r = sum(v["read_bytes"] for v in (s.sram_fill or {}).values())
             w = sum(v["write_bytes"] for v in (s.sram_fill or {}).values())
             cfg = s.config or {}
-            t.add_row(s.id, f"{cfg.get('block_m')}x{cfg.get('block_n')} splits {cfg.get('num_splits')}",
+            t.add_row(s.id, f"{cfg.get('block_m')}x{cfg.get('block_n')} splits {cfg.get('num_splits')}"
+                      + (f" P {cfg['heads_per_program']}" if (cfg.get("heads_per_program") or 1) > 1
+                         and s.spec.phase == "prefill" else ""),
                       size(r), size(w))
     else:
         for c in ("shape", "kernels", "DRAM read", "DRAM write", "L2 read", "L2 write", "time"):

@@ -53,8 +53,9 @@ def worksheet(
         "HEAD_DIM 128, 20 at 64).",
         rich_help_panel=_SCHEDULE)] = None,
     schedule: Annotated[Optional[Path], typer.Option(
-        "--schedule", help="TOML file of schedule fields (block_m, block_n, num_stages, num_warps, programs_per_sm, "
-        "grid_order, tile_order, key_order, persistent); the flags above override it.", rich_help_panel=_SCHEDULE)] = None,
+        "--schedule", help="TOML file of schedule fields (block_m, block_n, num_stages, heads_per_program, num_warps, "
+        "programs_per_sm, grid_order, tile_order, key_order, persistent, reads, writes); the flags override it.",
+        rich_help_panel=_SCHEDULE)] = None,
 ) -> None:
     """Print the HBM-traffic worksheet of one attention layer: every tensor, step and byte.
 
@@ -119,8 +120,9 @@ def worksheet(
         raise typer.Exit(1)
 
 
-#: Schedule fields that are the layer's tiles (:class:`LayerOptions` fields of the same name).
-_TILE_FIELDS = ("block_m", "block_n", "num_stages")
+#: Schedule fields that are the layer's tiles (:class:`LayerOptions` fields of the same name): the traffic model's
+#: SRAM_fill rows read them as well as the L2-aware estimate.
+_TILE_FIELDS = ("block_m", "block_n", "num_stages", "heads_per_program", "writes")
 
 
 def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tuple[LayerOptions, dict]:
@@ -136,6 +138,9 @@ def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tu
     from iomodel.schedule.launch import read_schedule_file
 
     given = read_schedule_file(path)
+    given.pop("reads", None)  # checked by the file's reader: a Q-stationary program's Q, K and V, nothing to carry
+    if isinstance(given.get("writes"), list):  # the flag's spelling: O,LSE
+        given["writes"] = ",".join(given["writes"])
     tiles = {f: v for f, v in given.items() if f in _TILE_FIELDS and getattr(layer, f) is None}
     launch = {f: v for f, v in given.items() if f not in _TILE_FIELDS}
     return dataclasses.replace(layer, **tiles), {**launch, **flags}

@@ -594,17 +594,21 @@ def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tup
     return rs.seqlens
 
 
-def shape_tag(grid_order: str = "tiles-fastest", group_splits: int | None = None) -> str:
+def shape_tag(grid_order: str = "tiles-fastest", group_splits: int | None = None, heads_per_program: int = 1) -> str:
     """The suffix a sweep appends to :func:`shape_id` for a launch it pins (``iomodel.measure.sweep``): ``-{grid_order}``
-    unless tiles-fastest (``-heads-fastest``, ``-grouped:8``), then ``-s{S}`` for a dK/dV group split S it sets."""
-    return ("" if grid_order == "tiles-fastest" else f"-{grid_order}") + (f"-s{group_splits}" if group_splits else "")
+    unless tiles-fastest (``-heads-fastest``, ``-grouped:8``), then ``-s{S}`` for a dK/dV group split S it sets, then
+    ``-p{P}`` for P > 1 query heads packed into each prefill program."""
+    return (("" if grid_order == "tiles-fastest" else f"-{grid_order}") + (f"-s{group_splits}" if group_splits else "")
+            + (f"-p{heads_per_program}" if heads_per_program > 1 else ""))
 
 
-_TAG = re.compile(r"(?:-(?P<grid>[a-z][a-z:-]*?[a-z0-9]))?(?:-s(?P<splits>[1-9][0-9]*))?")
+_TAG = re.compile(r"(?:-(?!p[0-9])(?P<grid>[a-z][a-z:-]*?[a-z0-9]))?(?:-s(?P<splits>[1-9][0-9]*))?"
+                  r"(?:-p(?P<packed>[2-9]|[1-9][0-9]+))?")
 
 
 def _is_tag(rest: str) -> bool:
-    """Whether ``rest`` is a suffix :func:`shape_tag` writes (a known grid order, a group split, both or neither)."""
+    """Whether ``rest`` is a suffix :func:`shape_tag` writes (a known grid order, a group split, a packing, any of
+    them or none)."""
     from iomodel.schedule.launch import grid_order_refusal
 
     m = _TAG.fullmatch(rest)

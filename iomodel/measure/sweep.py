@@ -51,6 +51,8 @@ class SweepShape:
         group_splits: (``tiled`` training step) the GQA group slices S of the dK/dV kernel, forced
             (``kernels.heuristics.BackwardConfig.group_splits``, 1..G); 0: the launcher picks S
             (``heuristics.dkdv_group_splits``), as a user's call does.
+        heads_per_program: (``tiled`` dense prefill forward) P > 1: the pointer prefill's first tiles with P query
+            heads of one KV head packed into each program (``KernelConfig.heads_per_program``, path ``prefill``).
     """
 
     id: str
@@ -61,6 +63,7 @@ class SweepShape:
     seqlens: tuple[tuple[int, int], ...] | None = None
     grid_order: str = "tiles-fastest"
     group_splits: int = 0
+    heads_per_program: int = 1
 
     def ragged(self) -> Any:
         """The :class:`~iomodel.spec.ragged.RaggedSpec` of a ragged shape (None for a dense one)."""
@@ -79,6 +82,8 @@ class SweepShape:
             out["grid_order"] = self.grid_order
         if self.group_splits:
             out["group_splits"] = self.group_splits
+        if self.heads_per_program > 1:
+            out["heads_per_program"] = self.heads_per_program
         return out
 
     @classmethod
@@ -92,7 +97,8 @@ class SweepShape:
                    config=dict(cfg) if cfg else None,
                    seqlens=read_seqlens(d.get("seqlens"), layer, "shape seqlens", "rewrite the shapes file"),
                    grid_order=str(d.get("grid_order", "tiles-fastest")),
-                   group_splits=int(d.get("group_splits", 0)))
+                   group_splits=int(d.get("group_splits", 0)),
+                   heads_per_program=int(d.get("heads_per_program", 1)))
 
 
 @dataclass
@@ -234,6 +240,38 @@ def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
     return value
 
 
+def _heads_per_program(value: Any, entry: dict[str, Any], impls: Any, where: str) -> int:
+    """A sweep entry's ``heads_per_program`` P (query heads of one KV head packed into each program of the bundled
+    pointer prefill, ``KernelConfig.heads_per_program``), checked: a whole number, and P > 1 only on a dense prefill
+    forward measured with ``tiled`` alone, P dividing the GQA group and the ``prefill`` path's BLOCK_M
+    (:func:`iomodel.schedule.tiles.prefill_packing_refusal`).
+
+    Raises:
+        IomodelError: one line naming the entry and what to change.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise IomodelError(f"{where}: heads_per_program must be a whole number, 1 or more, got {jv.describe(value)}: "
+                           "fix the file")
+    if value == 1:
+        return value
+    n_q = entry.get("seqlen_q", entry.get("seqlen"))
+    decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
+    if impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry:
+        raise IomodelError(f"{where}: heads_per_program {value} packs query heads in the bundled kernel's dense prefill "
+                           "forward: use impls = [\"tiled\"], pass = \"fwd\" and a dense prefill shape, or drop it")
+    heads, kv_heads = entry.get("heads"), entry.get("kv_heads")
+    if isinstance(heads, int) and isinstance(kv_heads, int) and kv_heads > 0 and heads % kv_heads == 0:
+        from iomodel.schedule.tiles import prefill_packing_refusal
+        from kernels import heuristics as hx  # pure Python: the prefill path's tiles, which the child runs
+
+        block_m = hx.prefill_default(int(entry.get("head_dim", 64)), str(entry.get("dtype", "bf16")),
+                                     bool(entry.get("causal", True)), "prefill").block_m
+        why = prefill_packing_refusal(value, heads // kv_heads, block_m, flag="heads_per_program =")
+        if why is not None:
+            raise IomodelError(f"{where}: {why}")
+    return value
+
+
 def _l2_model(table: dict[str, Any], source: str, l2_bytes: int) -> dict[str, Any]:
     """A sweep's ``[l2_model]`` table, checked before any measurement: ``l2_fraction`` a number that
     :func:`iomodel.cache.params.l2_fraction_refusal` accepts on the sweep's L2 (``l2_bytes``), ``l2_source`` one of
@@ -331,7 +369,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     ``grid_order`` (the bundled kernel's program order, ``"tiles-fastest"`` (default) or
     ``"heads-fastest"``; prefill forward of ``tiled`` only; the shape id gains ``-heads-fastest``) and
     ``group_splits`` (S, 1..G: the dK/dV kernel's GQA group slices forced on a ``tiled`` training step; the shape id
-    gains ``-sS``; absent, the launcher picks S).
+    gains ``-sS``; absent, the launcher picks S) and ``heads_per_program`` (P: query heads of one KV head packed into
+    each program of the bundled pointer prefill, a dense ``tiled`` prefill forward; the shape id gains ``-pP``).
 
     Raises:
         IomodelError: an unknown key, an invalid shape or window, an unknown implementation, an
@@ -396,6 +435,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             grid_order = _grid_order(entry.pop("grid_order", "tiles-fastest"), entry, impls, where)
             group_splits = (_group_splits(entry.pop("group_splits"), entry, impls, where)
                             if "group_splits" in entry else 0)
+            packed = _heads_per_program(entry.pop("heads_per_program", 1), entry, impls, where)
             seqlens = None
             if "seqlens" in entry:
                 if "batch" not in raw and "batch" not in defaults:
@@ -409,7 +449,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             if unknown:
                 keys = [k for k in _SPEC_FIELDS if k != "backward"] + ["pass"]  # backward is written as pass
                 raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {keys}, seqlen, "
-                                   "seqlens, window, impls, seed, grid_order, group_splits")
+                                   "seqlens, window, impls, seed, grid_order, group_splits, heads_per_program")
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
             if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
@@ -458,7 +498,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if seqlens is not None and impl not in RAGGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} takes no packed ragged batch: use impls = [\"tiled\"] for a "
                                        "seqlens shape")
-                sid = shape_id(spec, impl, seqlens) + shape_tag(grid_order, group_splits)
+                sid = shape_id(spec, impl, seqlens) + shape_tag(grid_order, group_splits, packed)
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate"
                                        + (" (a ragged id names the count and total tokens: change a length)"
@@ -468,7 +508,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                                           if not spec.causal and spec.window is None else ""))
                 seen.add(sid)
                 shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order,
-                                         group_splits=group_splits))
+                                         group_splits=group_splits, heads_per_program=packed))
     from iomodel.spec.hardware import get_hardware
     from iomodel.spec.resolve import DEFAULT_HARDWARE
 

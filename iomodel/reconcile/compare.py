@@ -498,19 +498,22 @@ def missing_reason(shape: ShapeMeasurement, quantity: str) -> str | None:
 
 def grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
     """Why the bundled forward's recorded launch is not the record's spec, or None: its ``launch__grid_size`` must be
-    T_r·B·H / heads_per_program programs (T_r = ceil(seqlen_q / block_m), the config's tiles), as every committed
+    T_r·B·H / P programs (T_r = ceil(seqlen_q / (block_m / P)), the config's tiles and P = heads_per_program query
+    heads packed a program), as every committed
     prefill forward and training step on the H200 is (890 kernels, 2026-12-05). A spec edited after measuring (heads
     71 -> 142) reconciled as a model gap before."""
     spec = shape.spec
     if shape.impl != "tiled" or spec.phase != "prefill" or shape.seqlens is not None:
         return None
-    t_r = cdiv(spec.seqlen_q, tiling.block_m)
+    t_r = cdiv(spec.seqlen_q, tiling.block_m // tiling.heads_per_program)  # packed: BLOCK_M / P positions a tile
     want = t_r * spec.batch * spec.heads // tiling.heads_per_program
     for k in shape.kernels:
         got = k.metrics.get("launch__grid_size")
         if _kernel_of(k.name) == "_attn_fwd" and got is not None and int(got) != want:
-            return (f"the forward kernel's recorded grid, {int(got):,} programs, is not the spec's T_r·B·H = "
-                    f"{t_r:,}·{spec.batch:,}·{spec.heads:,} = {want:,}: the "
+            return (f"the forward kernel's recorded grid, {int(got):,} programs, is not the spec's T_r·B·H"
+                    + (" / P" if tiling.heads_per_program > 1 else "") + " = "
+                    f"{t_r:,}·{spec.batch:,}·{spec.heads:,}"
+                    + (f" / {tiling.heads_per_program}" if tiling.heads_per_program > 1 else "") + f" = {want:,}: the "
                     "spec or the record was edited after measuring")
     return None
 

@@ -83,19 +83,29 @@ def _kernel_prefill_path(spec: LayerSpec, hardware: Hardware) -> str:
 
 
 def _modelled_prefill_path(spec: LayerSpec, hardware: Hardware, varlen: bool,
-                           tiles: tuple[int | None, int | None, int | None] | None) -> str:
+                           tiles: tuple[int | None, int | None, int | None] | None, packed: bool = False) -> str:
     """The prefill path the bundled launcher runs ``spec`` on with forward ``tiles`` (BLOCK_M, BLOCK_N, num_stages;
     None: a field not given, or no tiles given): :func:`_kernel_prefill_path`, except that tiles other than the Gluon
     prefill's one configuration (``heuristics.gluon_config_mismatch``, the launcher's own check) run on ``prefill-tma`` (the launcher refuses them on
     ``prefill-gluon``: a fresh user's finding, 2026-12-06, where the worksheet had labelled them Gluon's and
-    estimated L2 with its 12 warps); a ragged batch runs ``prefill``."""
-    if varlen:
+    estimated L2 with its 12 warps); a ragged batch, and ``packed`` programs (``heads_per_program`` > 1: only the
+    pointer kernel packs query heads, ``kernels.flash_attention._check_prefill_packing``), run ``prefill``."""
+    if varlen or packed:
         return "prefill"
     path = _kernel_prefill_path(spec, hardware)
     if path == "prefill-gluon" and tiles is not None and _heuristics().gluon_config_mismatch(
             spec.head_dim, dict(zip(("block_m", "block_n", "num_stages"), tiles))):
         return "prefill-tma"
     return path
+
+
+def _program_tensors(e: L2Estimate, access: str) -> str:
+    """One program's reads or writes as words: ``Q once, K and V streamed`` (``Schedule.tensors``)."""
+    by: dict[str, list[str]] = {}
+    for name, t in (e.program_tensors or {}).items():
+        if t["access"] == access:
+            by.setdefault(t["how"], []).append(name)
+    return ", ".join(" and ".join(names) + f" {how}" for how, names in by.items())
 
 
 def kernel_path_of(layer: Layer) -> str | None:
@@ -105,7 +115,9 @@ def kernel_path_of(layer: Layer) -> str | None:
 
     Returns:
         The path's name, or None where no bundled kernel runs the layer (:func:`kernel_refusal`), the tiles given
-        are ones no launcher runs (:func:`iomodel.schedule.capabilities.block_size_refusal`), or
+        are ones no launcher runs (:func:`iomodel.schedule.capabilities.block_size_refusal`), a prefill program
+        writes no LSE (``writes_lse`` False: no bundled prefill kernel does; packed query heads, ``heads_per_program``
+        > 1, run on ``prefill``), or
         ``kernels/heuristics.py`` is not importable (the tiles are then the Tiling defaults, not a kernel's).
 
     Raises:
@@ -117,16 +129,19 @@ def kernel_path_of(layer: Layer) -> str | None:
     given = dict(layer.tiles)
     if any(block_size_refusal(k, given[k]) is not None for k in ("block_m", "block_n") if k in given):
         return None
+    if spec.phase == "prefill" and not layer.tiling.writes_lse:
+        return None  # programs that keep no LSE: no bundled prefill kernel runs them
     if spec.phase == "decode":
         return "decode-split-kv"
     tiles = (tuple(given.get(k) for k in ("block_m", "block_n", "num_stages"))
-             if given.keys() - {"num_splits"} else None)
-    return _modelled_prefill_path(spec, hw, layer.ragged is not None, tiles)
+             if given.keys() & {"block_m", "block_n", "num_stages"} else None)
+    return _modelled_prefill_path(spec, hw, layer.ragged is not None, tiles, layer.tiling.heads_per_program > 1)
 
 
 def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False,
                   varlen: bool = False,
-                  tiles: tuple[int | None, int | None, int | None] | None = None) -> tuple[Tiling, str]:
+                  tiles: tuple[int | None, int | None, int | None] | None = None,
+                  packed: bool = False) -> tuple[Tiling, str]:
     """The tiles the bundled kernel (``kernels/flash_attention.py``) would run for ``spec``.
 
     Uses ``kernels/heuristics.py`` (the launcher's own pure-Python tile choice) when it is
@@ -152,6 +167,8 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
             ``prefill`` path whatever the hardware, so its tiles are that path's.
         tiles: the forward (BLOCK_M, BLOCK_N, num_stages) given (None for a field not given): tiles other than
             the Gluon prefill's one configuration are modelled on ``prefill-tma`` (:func:`_modelled_prefill_path`).
+        packed: programs pack query heads (``heads_per_program`` > 1): the ``prefill`` path's tiles, the one path
+            that runs them.
 
     Returns:
         ``(tiling, source)``: the tiles and one sentence naming where they come from.
@@ -181,10 +198,13 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
                 "kernel runs for this shape)"
             )
-        path = _modelled_prefill_path(spec, hardware, varlen, tiles)
+        path = _modelled_prefill_path(spec, hardware, varlen, tiles, packed)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         tiling = Tiling(block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
-        if path != _modelled_prefill_path(spec, hardware, varlen, None):
+        if packed and path != _modelled_prefill_path(spec, hardware, varlen, None):
+            source = (f"kernels/heuristics.py prefill_default for the {path} path, the one that packs query heads "
+                      "(KernelConfig(heads_per_program=P); the launcher's default path does not)")
+        elif path != _modelled_prefill_path(spec, hardware, varlen, None):
             source = (f"kernels/heuristics.py prefill_default for the {path} path, which runs the tiles given "
                       "(the prefill-gluon path the launcher picks by default runs one configuration, GLUON_TILES: "
                       "pass path='prefill-tma' to run these)")
@@ -391,7 +411,8 @@ class Worksheet:
         total, comp = e.read_bytes + e.write_bytes, self.prediction.compulsory_bytes
         # the stores still in L2 at kernel end are missing from the total: say so on the same line
         n_bwd = len(e.kernels) - 1  # the backward kernels of the step (4 with the dK/dV group reduction)
-        outputs = "(O, LSE)" if not e.kernels else f"(by the {_NUMBER_WORDS[n_bwd + 1]} kernels)"
+        outputs = (f"({', '.join(e.schedule.writes if e.schedule else ('O', 'LSE'))})" if not e.kernels
+                   else f"(by the {_NUMBER_WORDS[n_bwd + 1]} kernels)")
         dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored {outputs} stays dirty in L2 "
                  "at kernel end and reaches DRAM only after the kernel, so neither this total nor ncu's dram__bytes "
                  "of this kernel counts it" if e.dirty_bytes else "; every stored byte reaches DRAM during the kernel")
@@ -426,6 +447,10 @@ class Worksheet:
             + f"{e.tile_order} query-tile order"
             + (f", {e.schedule.grid_order} grid, {e.schedule.key_order} key loops" if e.schedule else "")
             + (f", {e.schedule.persistent} persistent loop" if e.schedule and e.schedule.persistent else "")
+            + (f", {e.schedule.heads_per_program} query heads per program" if e.schedule and
+               e.schedule.heads_per_program > 1 else "")
+            + (f"; each program reads {_program_tensors(e, 'read')} and writes {_program_tensors(e, 'write')}"
+               if e.program_tensors else "")
             + f" ({e.config_source})",
             *per_kernel,
             "- the L2 model's assumptions:",
@@ -720,7 +745,8 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
     refusal = kernel_refusal(spec, hardware)
     if h is not None and refusal is None:
         path = _modelled_prefill_path(spec, hardware, varlen, None if tiling is None else
-                                      (tiling.block_m, tiling.block_n, tiling.num_stages))
+                                      (tiling.block_m, tiling.block_n, tiling.num_stages),
+                                      tiling is not None and tiling.heads_per_program > 1)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)
         src = f"kernels/heuristics.py prefill_default, {path} path"
         pps = c.programs_per_sm if tiling is None else c.fixed_programs_per_sm(tiling.block_m, tiling.block_n,
@@ -766,16 +792,24 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     warps, order, src, pps = l2_launch(s, layer.hardware, tiling=layer.tiling)
     lpt = bundled_launch_order(s, layer.tiling)
     tiles_given = {k for k, _ in layer.tiles} & {"block_m", "block_n", "num_stages"}
+    if layer.tiling.heads_per_program > 1:  # a KernelConfig field: given tiles, which the launcher does not order
+        tiles_given.add("heads_per_program")
+    if not layer.tiling.writes_lse:  # programs no bundled kernel runs: not the launcher's order either
+        tiles_given.add("writes")
     order_given = bool({"grid_order", "tile_order"} & set(given))
     if lpt and not order_given and not tiles_given:
         src += f"; {lpt['grid_order']} grid with reverse tiles (the kernel's causal launch rule, lpt_launch_order)"
     else:
-        if lpt and not order_given:  # the launcher orders only its own tiles so
+        if lpt and not order_given and "writes" in tiles_given:
+            src += ("; tiles-fastest grid in the tile order above: the launcher's LPT order (lpt_launch_order) is "
+                    "its own launch's, and no bundled kernel runs these programs")
+        elif lpt and not order_given:  # the launcher orders only its own tiles so
             src += ("; tiles-fastest grid in the tile order above: tiles given run through a KernelConfig, which the "
                     "launcher gives no LPT order (kernels/flash_attention.py, plan.lpt)")
         lpt = {}
     fixed = {}
-    if pps is not None and not {"num_warps", "programs_per_sm"} & set(given):  # the kernel's own launch
+    if (pps is not None and not {"num_warps", "programs_per_sm"} & set(given)
+            and not {"heads_per_program", "writes"} & tiles_given):  # the kernel's own launch (of its own programs)
         fixed = {"programs_per_sm": pps, "programs_per_sm_source": KERNEL_FIXED_PROGRAMS_SOURCE}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:

@@ -9,6 +9,7 @@ bytes for the accesses and the requested totals.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from iomodel.errors import IomodelError
@@ -400,9 +401,31 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
         IomodelError: an unknown ``tile_order``, ``grid_order`` or ``key_order``.
     """
     d, s = spec.head_dim, spec.width
-    return _q_stationary_waves(spec, tiling.block_m, tiling.block_n, w, tile_order,
-                               {"Q": d * s}, {"O": d * s, "LSE": LSE_WIDTH}, grouped, grid_order, key_order,
-                               persistent)
+    spec, block_m, p = packed_view(spec, tiling)
+    return _q_stationary_waves(spec, block_m, tiling.block_n, w, tile_order, {"Q": p * d * s},
+                               forward_row_writes(tiling, p * d * s, p), grouped, grid_order, key_order, persistent)
+
+
+def forward_row_writes(tiling: Tiling, o_row_bytes: int, heads: int = 1) -> dict[str, int]:
+    """Bytes a prefill forward program writes per query row, by tensor: O (``o_row_bytes``) and, where
+    ``tiling.writes_lse`` (every bundled kernel), the fp32 LSE of ``heads`` heads (bytes)."""
+    return {"O": o_row_bytes, "LSE": heads * LSE_WIDTH} if tiling.writes_lse else {"O": o_row_bytes}
+
+
+def packed_view(spec: LayerSpec, tiling: Tiling) -> tuple[LayerSpec, int, int]:
+    """The prefill forward launch of ``tiling`` as one of a program per query head: (layer, BLOCK_M, P).
+
+    A schedule whose programs each serve P = ``tiling.heads_per_program`` query heads of one KV
+    head (FlashAttention-3's PackGQA; :func:`iomodel.schedule.tiles.prefill_packing_refusal`)
+    runs, position for position, the programs of the layer with H / P query heads (G / P per KV
+    head) and tiles of BLOCK_M / P query rows, each row P heads' rows: the caller multiplies
+    its per-row bytes (Q, O, LSE) by P. P = 1 (every bundled prefill launch): ``(spec,
+    tiling.block_m, 1)``. Units: heads, rows.
+    """
+    p = tiling.heads_per_program
+    if p == 1 or spec.phase != "prefill":
+        return spec, tiling.block_m, 1
+    return replace(spec, heads=spec.heads // p), tiling.block_m // p, p
 
 
 #: Warps of one ``_bwd_preprocess`` program (``kernels/backward.py`` launches it with this;

@@ -29,6 +29,16 @@
   T_r − 1 − i (``reverse``, longest causal tiles first);
 * ``key_order``: each program's key-block loop runs from its first block up (``ascending``,
   the bundled kernel) or from its last block down (``descending``);
+* ``heads_per_program`` P: query heads of one KV head that one program serves (1: one head per
+  program, every bundled prefill launch; P = G = H / H_kv: one program per whole GQA group).
+  Its BLOCK_M rows are BLOCK_M / P positions of each of P heads (FlashAttention-3's PackGQA,
+  ``hopper/pack_gqa.h``), so the K/V blocks it streams serve P heads at once; grid rows are
+  groups of P heads (:func:`iomodel.schedule.grid.packed_view`). The bundled pointer prefill runs
+  it from ``KernelConfig(heads_per_program=P)`` (``kernels/flash_attention.py``, ``_attn_fwd``'s PACK);
+* the tensors each program reads and writes: Q-stationary, so a program reads its BLOCK_M rows
+  of Q once, streams the K and V blocks of its key range and writes its rows of O and LSE
+  once (:data:`PROGRAM_READS`, :data:`PROGRAM_WRITES`, :meth:`Schedule.tensors`;
+  ``docs/traffic-contract.md``);
 * ``persistent``: None (one program per tile, started by the hardware in grid order as SMs free
   up) or a persistent loop of P = num_SMs × programs_per_sm programs over the tiles in grid
   order: ``strided`` (program j runs tiles j, j + P, j + 2P, ...: FlashAttention-3's
@@ -69,6 +79,13 @@ TILE_ORDERS = ("forward", "reverse")
 KEY_ORDERS = ("ascending", "descending")
 #: Tile assignments of a persistent loop (``Schedule.persistent``; None: one program per tile).
 PERSISTENT = ("strided", "blocked")
+#: What each program of a Q-stationary forward reads: its Q rows once, the K and V blocks of its key range streamed.
+PROGRAM_READS = ("Q", "K", "V")
+#: What each program writes once by default (every bundled prefill kernel): its O rows and their fp32 LSE.
+PROGRAM_WRITES = ("O", "LSE")
+#: The write sets a schedule may give (``Schedule.writes``): O and LSE, or O alone (an inference kernel that keeps
+#: no LSE; ``Tiling.writes_lse`` False).
+PROGRAM_WRITE_SETS = (PROGRAM_WRITES, ("O",))
 
 
 def tiles_per_group(grid_order: str, t_r: int) -> int:
@@ -241,6 +258,14 @@ def program_runs(p0: int, p1: int, t_r: int, rows: int, group: int,
     return out
 
 
+def _tensor_fix(name: str, allowed: tuple[tuple[str, ...], ...]) -> str:
+    """How to fix a schedule's ``reads`` or ``writes`` (the flag, or the file's key for ``reads``, which has none)."""
+    if name == "reads":
+        return f"give reads = {list(allowed[0])} or leave it out"
+    return ("give --writes " + " or ".join(",".join(a) for a in allowed) + " (in a schedule file: writes = "
+            + " or ".join("[" + ", ".join(f'"{t}"' for t in a) + "]" for a in allowed) + ")")
+
+
 def _positive_int(value: Any, name: str, flag: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise IomodelError(f"{name} must be a positive whole number, got {value!r}: set {flag}")
@@ -267,6 +292,9 @@ class Schedule:
     tile_order: str = "forward"  # forward or reverse query-tile order within a head
     key_order: str = "ascending"  # each program's key-block loop: ascending or descending
     persistent: str | None = None  # None: a program per tile; strided or blocked: a persistent loop of P programs
+    heads_per_program: int = 1  # query heads of one KV head packed into a program's rows (H/H_kv: the whole group)
+    reads: tuple[str, ...] = PROGRAM_READS  # what each program reads: Q once, K and V streamed (fixed: Q-stationary)
+    writes: tuple[str, ...] = PROGRAM_WRITES  # what each program writes once: O and LSE, or O alone (no LSE kept)
     #: Where ``programs_per_sm`` comes from when the launch, not the user, fixed it (the Gluon prefill's one program
     #: per SM); None: given (a flag or a schedule file) or estimated. Not a schedule-file key, not in :meth:`to_dict`.
     programs_per_sm_source: str | None = field(default=None, compare=False, repr=False)
@@ -282,6 +310,20 @@ class Schedule:
                                f"{self.num_warps!r}: set --num-warps")
         if self.programs_per_sm is not None:
             _positive_int(self.programs_per_sm, "programs_per_sm", "--programs-per-sm")
+        _positive_int(self.heads_per_program, "heads_per_program", "--heads-per-program")
+        for name, allowed in (("reads", (PROGRAM_READS,)), ("writes", PROGRAM_WRITE_SETS)):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(
+                    isinstance(t, str) for t in value):
+                raise IomodelError(f"{name} must be a list of tensor names, got {value!r}: " + _tensor_fix(name, allowed))
+            got = tuple(value)
+            match = [a for a in allowed if set(a) == set(got) and len(a) == len(got)]
+            if not match:
+                say = ("a Q-stationary program reads its Q rows once and streams K and V; other inputs (an attention "
+                       "bias, a mask tensor) are not modelled" if name == "reads" else
+                       "a program writes its O rows once, with or without their fp32 LSE")
+                raise IomodelError(f"{name} {', '.join(got) or '(none)'}: {say}: " + _tensor_fix(name, allowed))
+            object.__setattr__(self, name, match[0])  # the canonical order
         why = grid_order_refusal(self.grid_order)
         if why is not None:
             raise IomodelError(why)
@@ -297,19 +339,26 @@ class Schedule:
 
     @property
     def bundled(self) -> bool:
-        """The bundled kernel runs this schedule: its grid orders, ascending keys (either tile order), a program per tile."""
-        return (self.grid_order in KERNEL_GRID_ORDERS or head_group_of(self.grid_order) > 0) and self.key_order == "ascending" and self.persistent is None
+        """The bundled kernel runs this schedule: its grid orders, ascending keys (either tile order), a program per
+        tile, O and LSE written; packed query heads (``heads_per_program`` > 1) on its pointer prefill, from a given
+        ``KernelConfig``."""
+        return ((self.grid_order in KERNEL_GRID_ORDERS or head_group_of(self.grid_order) > 0)
+                and self.key_order == "ascending" and self.persistent is None and self.writes == PROGRAM_WRITES)
 
     def tiling(self, base: "Tiling | None" = None) -> "Tiling":
         """These tiles as a :class:`~iomodel.spec.Tiling` (``base``'s other fields, e.g. the backward tiles, kept)."""
         from iomodel.spec import Tiling
 
-        return replace(base or Tiling(), block_m=self.block_m, block_n=self.block_n, num_stages=self.num_stages)
+        return replace(base or Tiling(), block_m=self.block_m, block_n=self.block_n, num_stages=self.num_stages,
+                       heads_per_program=self.heads_per_program, writes_lse="LSE" in self.writes)
 
     @classmethod
     def for_tiling(cls, tiling: "Tiling", **launch: Any) -> "Schedule":
-        """The schedule of ``tiling``'s forward tiles with the launch fields ``launch`` (num_warps, orders ...)."""
-        return cls(block_m=tiling.block_m, block_n=tiling.block_n, num_stages=tiling.num_stages, **launch)
+        """The schedule of ``tiling``'s forward tiles and heads per program with the launch fields ``launch``
+        (num_warps, orders ...)."""
+        return cls(block_m=tiling.block_m, block_n=tiling.block_n, num_stages=tiling.num_stages,
+                   heads_per_program=tiling.heads_per_program,
+                   writes=PROGRAM_WRITES if tiling.writes_lse else ("O",), **launch)
 
     def resident_programs_per_sm(self, spec: "LayerSpec", hardware: "Hardware") -> tuple[int, str]:
         """Programs per SM the L2 model assumes, and where the number comes from (one clause).
@@ -329,7 +378,8 @@ class Schedule:
         """Raise if this schedule cannot launch ``spec`` on ``hardware``.
 
         Checks, in order: the tiles fit one block's shared memory (:meth:`Tiling.check_fits`,
-        ``hardware.smem_per_block``); a given ``programs_per_sm`` is at most the hardware's
+        ``hardware.smem_per_block``); ``heads_per_program`` divides the GQA group and BLOCK_M
+        (:func:`iomodel.schedule.tiles.prefill_packing_refusal`); a given ``programs_per_sm`` is at most the hardware's
         resident blocks per SM (:attr:`Hardware.max_blocks_per_sm`), its warps
         ``programs_per_sm × num_warps`` at most the resident warps per SM
         (:attr:`Hardware.max_warps_per_sm`), and its shared memory ``programs_per_sm ×
@@ -339,8 +389,13 @@ class Schedule:
             IomodelError: one line naming the first limit broken and the largest value that meets
                 all three (not only that one).
         """
+        from iomodel.schedule.tiles import prefill_packing_refusal
+
         tiling = self.tiling()
         tiling.check_fits(spec, hardware.smem_per_block, hardware.name)
+        why = prefill_packing_refusal(self.heads_per_program, spec.group, self.block_m, spec.backward)
+        if why is not None:
+            raise IomodelError(why)
         pps = self.programs_per_sm
         if pps is None:
             return
@@ -361,9 +416,35 @@ class Schedule:
                                f"the {hardware.name}'s {hardware.smem_per_sm:,} B per SM: use {use}, or smaller tiles")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: every schedule field (``programs_per_sm`` None = estimated)."""
+        """JSON form: every schedule field (``programs_per_sm`` None = estimated; ``reads`` and ``writes`` lists)."""
         out = asdict(self)
         del out["programs_per_sm_source"]
+        out["reads"], out["writes"] = list(self.reads), list(self.writes)
+        return out
+
+    def tensors(self, spec: "LayerSpec") -> dict[str, dict[str, Any]]:
+        """What one program reads and writes, per tensor: how (``once``: its own rows, loaded or stored once;
+        ``streamed``: the blocks of its key range, BLOCK_N rows a step), its rows (query rows: BLOCK_M, of
+        ``heads_per_program`` heads; key rows: BLOCK_N a step) and the bytes of one such load or store
+        (``docs/traffic-contract.md``). Units: rows, bytes.
+
+        Tensors: Q, O ``(B, H, seqlen_q, HEAD_DIM)``; K, V ``(B, H_kv, seqlen_k, HEAD_DIM)``; LSE
+        ``(B, H, seqlen_q)`` fp32.
+        """
+        from iomodel.spec import LSE_WIDTH
+
+        row = spec.head_dim * spec.width
+        out: dict[str, dict[str, Any]] = {
+            "Q": {"access": "read", "how": "once", "rows": self.block_m, "bytes": self.block_m * row},
+            "K": {"access": "read", "how": "streamed", "rows": self.block_n, "bytes": self.block_n * row},
+            "V": {"access": "read", "how": "streamed", "rows": self.block_n, "bytes": self.block_n * row},
+            "O": {"access": "write", "how": "once", "rows": self.block_m, "bytes": self.block_m * row},
+        }
+        if "LSE" in self.writes:
+            out["LSE"] = {"access": "write", "how": "once", "rows": self.block_m, "bytes": self.block_m * LSE_WIDTH}
+        for t in out.values():
+            if t["how"] == "once":
+                t["heads"] = self.heads_per_program
         return out
 
     @classmethod
@@ -440,6 +521,9 @@ __all__ = [
     "KERNEL_GRID_ORDERS",
     "KEY_ORDERS",
     "PERSISTENT",
+    "PROGRAM_READS",
+    "PROGRAM_WRITES",
+    "PROGRAM_WRITE_SETS",
     "Schedule",
     "TILE_ORDERS",
     "grid_order_refusal",

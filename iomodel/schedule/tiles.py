@@ -6,7 +6,7 @@ Each formula here is the one both sides read: the launcher in :mod:`kernels.flas
 :func:`program_sram_bytes` also takes numpy integer arrays (the compiled sweep).
 
 Vocabulary: BLOCK_M query rows per program, BLOCK_N key rows per inner step, P =
-heads_per_program (decode GQA packing), num_splits (decode split-KV partitions), L keys per
+heads_per_program (GQA packing: decode, and a prefill schedule's), num_splits (decode split-KV partitions), L keys per
 split, HEAD_DIM (d), element width s in bytes.
 """
 
@@ -182,6 +182,49 @@ def decode_split_len(seqlen_k: int, num_splits: int, block_n: int) -> int:
     return cdiv(cdiv(seqlen_k, num_splits), block_n) * block_n
 
 
+
+def prefill_packing_refusal(heads_per_program: Any, group: int, block_m: int, backward: bool = False,
+                            flag: str = "--heads-per-program") -> str | None:
+    """Why a prefill forward program cannot pack ``heads_per_program`` query heads of one GQA group, or None.
+
+    Packing (FlashAttention-3's PackGQA, ``hopper/pack_gqa.h``): a program's BLOCK_M rows are
+    BLOCK_M / P consecutive query positions of each of P query heads of one KV head (row r is
+    position r // P of head r % P), so the K/V blocks one program streams serve P heads. The
+    model needs P to divide the group G (whole programs per KV head) and BLOCK_M (a tile's rows
+    are whole positions); the backward kernels serve one query head per program.
+
+    Args:
+        heads_per_program: P asked for (heads).
+        group: G = H / H_kv query heads per KV head.
+        block_m: BLOCK_M, rows per program.
+        backward: the layer is a forward + backward step.
+        flag: the option to change, named in the message.
+
+    Returns:
+        One sentence, or None (P = 1 always runs).
+
+    Example:
+        >>> prefill_packing_refusal(3, 4, 128)
+        'heads_per_program 3 must divide the GQA group H/H_kv = 4: use --heads-per-program 1, 2 or 4'
+    """
+    p = heads_per_program
+    if p == 1:
+        return None
+    if backward:
+        return (f"heads_per_program {p}: a packed GQA group is modelled for the prefill forward only (the backward "
+                f"kernels run one query head per program): drop {flag}, or use --pass fwd")
+    divisors = [d for d in range(1, group + 1) if group % d == 0]
+    if group % p:
+        listed = ", ".join(str(d) for d in divisors[:-1]) + f" or {divisors[-1]}" if len(divisors) > 1 else "1"
+        return f"heads_per_program {p} must divide the GQA group H/H_kv = {group}: use {flag} {listed}"
+    if block_m % p:
+        fit = [d for d in divisors if block_m % d == 0]
+        wider = f", or --block-m {p} or more" if p & (p - 1) == 0 else " (BLOCK_M is a power of two, so P must be one)"
+        return (f"heads_per_program {p} must divide BLOCK_M = {block_m} (each program holds BLOCK_M / P whole query "
+                f"positions of P heads): use {flag} {max(fit)}{wider}")
+    return None
+
+
 __all__ = [
     "DECODE_MAX_ROWS",
     "DECODE_MAX_SEQLEN_Q",
@@ -197,5 +240,6 @@ __all__ = [
     "next_pow2",
     "page_size_refusal",
     "paged_block_n",
+    "prefill_packing_refusal",
     "program_sram_bytes",
 ]

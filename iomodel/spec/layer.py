@@ -275,8 +275,13 @@ class Tiling:
     BLOCK_M: query rows per program; BLOCK_N: key rows per inner-loop step; both powers of
     two. ``num_stages``: software-pipelining depth of the K/V loads (SRAM holds this many
     K and V tiles). ``num_splits``: split-KV partitions for decode (1 = no split).
-    ``heads_per_program``: decode only, how many query heads of one GQA group one program
-    packs into its BLOCK_M rows (K/V are then read H / (H_kv * heads_per_program) times).
+    ``heads_per_program``: how many query heads of one GQA group one program packs into its
+    BLOCK_M rows: decode (the kernel's choice; K/V are then read H / (H_kv * heads_per_program)
+    times), or a prefill forward schedule no bundled kernel runs (BLOCK_M / P positions of each
+    of P heads, FlashAttention-3's PackGQA; :func:`iomodel.schedule.tiles.prefill_packing_refusal`).
+    ``writes_lse``: the prefill forward's programs write their rows' fp32 LSE (True, every bundled
+    kernel: the backward reads it) or O alone (False: an inference kernel that keeps no LSE, e.g.
+    FlashInfer's prefill with ``return_lse=False``; forward only).
     ``fused_combine``: decode with num_splits > 1 only: True (the kernel since issue 14) the
     last split program of each program group merges the partials in the same launch; False
     a separate combine kernel merges them (the two-launch design the receipts measured before
@@ -310,7 +315,7 @@ class Tiling:
     block_n: int = 64  # BLOCK_N, key rows per inner step
     num_stages: int = 2  # K/V tiles in flight per program (pipelining depth)
     num_splits: int = 1  # decode split-KV partitions
-    heads_per_program: int = 1  # decode: query heads of one GQA group packed into one program's rows
+    heads_per_program: int = 1  # query heads of one GQA group packed into one program's rows (decode; a prefill schedule)
     fused_combine: bool = True  # decode, num_splits > 1: partials merged in the decode launch (else a combine kernel)
     bwd_block_m: int = 32  # backward dK/dV kernel: query rows streamed per step
     bwd_block_n: int = 128  # backward dK/dV kernel: key rows one program owns
@@ -321,6 +326,7 @@ class Tiling:
     bwd_dkdv_order: str = "heads-outer"  # backward dK/dV kernel, GQA: loop order over (query tile, head) pairs
     dq_tile_order: str = "forward"  # backward dQ kernel: query tiles of a head first to last (forward) or reverse
     bwd_dkdv_kernel: str = "triton"  # backward dK/dV launch: Triton's kernels or the Gluon one (sm_90)
+    writes_lse: bool = True  # prefill forward: each program writes its rows' LSE (False: O only, an inference kernel)
 
     def __post_init__(self) -> None:
         for attr, flag in (("block_m", "--block-m"), ("block_n", "--block-n")) + tuple(
@@ -353,6 +359,8 @@ class Tiling:
                                f"{self.bwd_dkdv_kernel!r}: pick one of them")
         if self.fused_combine not in (True, False):
             raise IomodelError(f"fused_combine must be True or False, got {self.fused_combine!r}: pass a bool")
+        if self.writes_lse not in (True, False):
+            raise IomodelError(f"writes_lse must be True or False, got {self.writes_lse!r}: pass a bool")
 
     def sram_bytes(self, spec: LayerSpec) -> int:
         """Shared memory one forward program needs, in bytes: the schedule's formula

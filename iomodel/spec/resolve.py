@@ -22,7 +22,8 @@ from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling, causal_right_refusal
 from iomodel.spec.ragged import RaggedSpec, parse_seqlens, read_seqlens_file
-from iomodel.schedule.tiles import decode_block_m_refusal, decode_splits_refusal, page_block_refusal
+from iomodel.schedule.tiles import (decode_block_m_refusal, decode_splits_refusal, page_block_refusal,
+                                    prefill_packing_refusal)
 
 #: Default layer of ``iomodel worksheet`` with no arguments (the README's quick start).
 DEFAULT_PRESET = "llama-3-8b"
@@ -53,8 +54,8 @@ class Layer:
         ragged: the ragged batch (``--seqlens``/``--seqlens-file``), else None; then ``spec``
             is the batch padded to its longest sequence (:meth:`RaggedSpec.padded`).
         seqlens_file: the ``--seqlens-file`` the ragged batch was read from (for the command).
-        tiles: the tile flags given (``block_m``, ``block_n``, ``num_stages``, ``num_splits`` and their values,
-            in that order), which the command repeats as given.
+        tiles: the tile flags given (``block_m``, ``block_n``, ``num_stages``, ``num_splits``, then ``writes`` and
+            ``heads_per_program``, with their values), which the command repeats as given.
     """
 
     spec: LayerSpec
@@ -67,7 +68,7 @@ class Layer:
     overrides: tuple[str, ...] = ()
     ragged: RaggedSpec | None = None
     seqlens_file: str | None = None
-    tiles: tuple[tuple[str, int], ...] = ()
+    tiles: tuple[tuple[str, Any], ...] = ()
 
     @property
     def title(self) -> str:
@@ -153,6 +154,8 @@ def resolve_layer(
     block_n: int | None = None,
     num_stages: int | None = None,
     num_splits: int | None = None,
+    heads_per_program: int | None = None,
+    writes: str | None = None,
     hardware: str = DEFAULT_HARDWARE,
     page_size: int | None = None,
     seqlens: str | None = None,
@@ -170,6 +173,10 @@ def resolve_layer(
     encoder of T5), which is not causal unless ``causal`` says so, with a note saying why; batch 1; the config's dtype; H200;
     the tiles of :func:`iomodel.report.worksheet.kernel_tiling` unless ``block_m``/``block_n``/``num_stages``/
     ``num_splits`` are given (then checked against the hardware's shared memory per block).
+    ``heads_per_program`` P (dense prefill forward only): each program packs P query heads of one KV head into its
+    BLOCK_M rows (:func:`iomodel.schedule.tiles.prefill_packing_refusal`; FlashAttention-3's PackGQA), which the
+    bundled pointer prefill runs from a given ``KernelConfig``; P = H/H_kv is one program per whole GQA group. ``writes`` (prefill forward only):
+    ``"O,LSE"`` (every bundled kernel) or ``"O"`` (programs that keep no LSE: ``Tiling.writes_lse`` False).
     ``window`` (:func:`parse_window`): ``"L"``, ``"L,R"`` or ``"none"``; default a config's
     sliding window (``sliding_window`` W: left W − 1, HF transformers' flash-attention call;
     bidirectional: :attr:`AttentionConfig.window_each_side`, else W // 2, each side)
@@ -307,6 +314,11 @@ def resolve_layer(
                        f"{cfg.window_layers}; --window {window} models the layer asked for.")
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
+    if heads_per_program is not None and (phase != "prefill" or ragged is not None):
+        raise IomodelError("--heads-per-program packs query heads into the programs of a dense prefill schedule"
+                           + (", not a ragged batch's: drop it with --seqlens/--seqlens-file" if ragged is not None else
+                              "; decode packs its own (the kernel's decode_heads_per_program): drop it with --phase "
+                              "decode"))
     from iomodel.report.worksheet import kernel_tiling  # the kernel heuristics' tiles; imported where used
 
     explicit = {k: v for k, v in dict(block_m=block_m, block_n=block_n, num_stages=num_stages,
@@ -315,7 +327,8 @@ def resolve_layer(
         tiling, source = kernel_tiling(spec, hw, tiles_given={"block_m", "block_n"} <= explicit.keys(),
                                        varlen=ragged is not None,
                                        tiles=(block_m, block_n, num_stages) if explicit.keys() - {"num_splits"}
-                                       else None)
+                                       else None,
+                                       packed=isinstance(heads_per_program, int) and heads_per_program > 1)
     except IomodelError as exc:
         if "head_dim" not in geometry or "HEAD_DIM" not in str(exc):
             raise
@@ -332,6 +345,31 @@ def resolve_layer(
                       f"({'; '.join(r.split(': change it')[0] for r in unrun)})")
         else:
             source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
+    if writes is not None:  # what each prefill forward program writes: O and LSE (every bundled kernel) or O alone
+        from iomodel.schedule.launch import PROGRAM_WRITES, Schedule
+
+        listed = [t.strip() for t in str(writes).split(",") if t.strip()]
+        written = Schedule(writes=listed).writes  # one line naming the sets a schedule may write
+        if written != PROGRAM_WRITES and (phase != "prefill" or passes != "fwd"):
+            raise IomodelError(f"--writes {writes}: a forward that writes O without its LSE is modelled for the prefill "
+                               "forward only (the backward reads the LSE; the decode kernel writes it): drop it, or "
+                               "use --phase prefill --pass fwd")
+        tiling = replace(tiling, writes_lse="LSE" in written)
+        explicit["writes"] = ",".join(written)
+        if written != PROGRAM_WRITES:
+            source += ("; --writes O given on the command line: each program writes O alone, no LSE (an inference "
+                       "kernel's schedule no bundled kernel runs)")
+    if heads_per_program is not None:  # FlashAttention-3's PackGQA: the pointer prefill runs it from a KernelConfig
+        tiling = replace(tiling, heads_per_program=heads_per_program)  # a positive whole number
+        reason = prefill_packing_refusal(heads_per_program, spec.group, tiling.block_m, spec.backward)
+        if reason is not None:
+            raise IomodelError(reason)
+        explicit["heads_per_program"] = heads_per_program
+        if heads_per_program > 1:
+            source += (f"; heads_per_program = {heads_per_program} given on the command line: each program packs "
+                       f"{heads_per_program} query heads of one KV head (FlashAttention-3's PackGQA), which the bundled "
+                       "pointer prefill runs through KernelConfig(heads_per_program=...) on path 'prefill' (its launcher "
+                       "never picks it)")
     if phase == "decode":  # the decode tiles the kernel runs (iomodel.schedule.tiles, read by the kernel too)
         reason = (decode_block_m_refusal(tiling.block_m, tiling.heads_per_program, spec.seqlen_q,
                                          "use --block-m {value} or leave it out") if "block_m" in explicit else None)

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # annotations only: numpy is imported where it is used
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import decode_refusal
-from iomodel.schedule.tiles import DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, head_dim_padded, program_sram_bytes
+from iomodel.schedule.tiles import (DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, head_dim_padded, prefill_packing_refusal,
+                                    program_sram_bytes)
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling, canonical_dtype
 from iomodel.spec.dtypes import eager_score_dtype
@@ -84,6 +85,14 @@ def _validate(spec: LayerSpec, tiling: Tiling) -> None:
     if spec.backward and tiling.bwd_group_splits > spec.group:
         raise IomodelError(f"bwd_group_splits={tiling.bwd_group_splits} exceeds the GQA group H/H_kv={spec.group} "
                            f"(the dK/dV kernel's slices each hold at least one query head): use 1..{spec.group}")
+    if spec.phase == "prefill":
+        reason = prefill_packing_refusal(tiling.heads_per_program, spec.group, tiling.block_m, spec.backward)
+        if reason is not None:
+            raise IomodelError(reason)
+    if not tiling.writes_lse and (spec.phase != "prefill" or spec.backward):
+        raise IomodelError("a forward that writes O without its LSE is modelled for the prefill forward only (the "
+                           "backward reads the LSE; the decode kernel writes it): write O and LSE, or use --phase "
+                           "prefill --pass fwd")
     if spec.phase == "decode":
         reason = decode_refusal(spec)  # the decode model is the kernel's contract: its limit
         if reason is not None:
@@ -115,6 +124,8 @@ def structure_key(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> tupl
         spec.backward and tiling.bwd_group_splits > 1,  # dK/dV group-slice partials and their reduction
         spec.has_empty_rows,  # rows that see no key (the baseline's masked_fill)
         spec.page_size,  # paged decode: the table rows, and page_size as a number in the K/V allocation
+        spec.phase == "prefill" and tiling.heads_per_program > 1,  # a packed GQA group per prefill program
+        spec.phase == "prefill" and not tiling.writes_lse,  # a prefill forward that writes O alone
         tuple(sorted(opts.items())),
     )
 
@@ -186,7 +197,7 @@ def _score_assumption(spec: LayerSpec, score_dtype: str | None) -> str:
             "iomodel.spec.dtypes.EAGER_SCORE_DTYPE).")
 
 
-def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
+def _assumptions(spec: LayerSpec, opts: dict[str, Any], packed: bool = False, lse: bool = True) -> list[str]:
     a = [
         "HBM rows assume no reuse in any cache above SRAM: every requested byte crosses HBM once per request.",
         "SRAM_fill rows count the bytes the tiled kernel's global loads and stores request, masked elements excluded "
@@ -257,6 +268,13 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any]) -> list[str]:
         )
     if spec.phase == "decode":
         a.append("Decode uses the split-KV kernel of docs/traffic-contract.md (heads_per_program GQA packing).")
+    if spec.phase == "prefill" and not lse:
+        a.append("The tiled forward writes O alone, no LSE (an inference kernel's schedule; no bundled kernel runs it).")
+    if spec.phase == "prefill" and packed:
+        a.append("The tiled forward packs P = heads_per_program query heads of one KV head into each program's "
+                 "BLOCK_M rows (BLOCK_M / P positions of each; FlashAttention-3's PackGQA, hopper/pack_gqa.h): "
+                 "K/V are streamed once per program for its P heads (the bundled pointer prefill with "
+                 "KernelConfig(heads_per_program=P), path 'prefill'; its launcher never picks it).")
     return a
 
 
@@ -290,7 +308,9 @@ def _build_cached(key: tuple, spec: LayerSpec, tiling: Tiling) -> TrafficModel:
         model = _build(spec, tiling, dict(key[-1]))
         _BUILD_CACHE[key] = model
     # same structure, other numbers: same expressions, this spec/tiling attached
-    return replace(model, spec=spec, tiling=tiling, assumptions=_assumptions(spec, model.options))
+    return replace(model, spec=spec, tiling=tiling,
+                   assumptions=_assumptions(spec, model.options, spec.phase == "prefill" and tiling.heads_per_program > 1,
+                                            tiling.writes_lse))
 
 
 _BUILD_CACHE: dict[tuple, TrafficModel] = {}
@@ -307,7 +327,7 @@ def _build(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> TrafficMode
 
         algorithms["tiled"] = decode_model(spec, tiling)
     else:
-        tiled = tiled_fwd_model(spec)
+        tiled = tiled_fwd_model(spec, packed=tiling.heads_per_program > 1, lse=tiling.writes_lse)
         if spec.backward:
             from iomodel.traffic.tiled_bwd import add_backward
 
@@ -323,7 +343,7 @@ def _build(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> TrafficMode
         compulsory=compulsory_rows(spec),
         flops=useful_flops(spec),
         references={"lower_bound_shape": lower_bound_shape(spec), "fa_theorem2_shape": fa_theorem2_shape(spec)},
-        assumptions=_assumptions(spec, opts),
+        assumptions=_assumptions(spec, opts, spec.phase == "prefill" and tiling.heads_per_program > 1, tiling.writes_lse),
     )
 
 
@@ -496,6 +516,8 @@ def _tiling_dict(tiling: Tiling, spec: LayerSpec) -> dict[str, int]:
         d.pop("dq_tile_order")
     if not spec.backward or tiling.bwd_dkdv_kernel == "triton":  # as before the Gluon dK/dV launch existed
         d.pop("bwd_dkdv_kernel")
+    if tiling.writes_lse:  # every bundled kernel: as before a schedule could keep no LSE
+        d.pop("writes_lse")
     return d
 
 
@@ -752,6 +774,14 @@ def sweep(
             f"at HEAD_DIM={cols['head_dim'][i]} (padded to {padded[i]} columns, as the kernel holds it) "
             f"but {cols['smem_per_block'][i]} B are available at some sweep point: lower the block sizes swept"
         )
+    packed = (cols["heads_per_program"] > 1) & (spec.phase == "prefill")
+    if np.any(packed):  # a prefill schedule's packed GQA group: the one rule, point by point
+        for i in np.unique(np.nonzero(packed)[0]):
+            reason = prefill_packing_refusal(int(cols["heads_per_program"][i]),
+                                             int(cols["heads"][i] // cols["kv_heads"][i]), int(cols["block_m"][i]),
+                                             spec.backward, "heads_per_program")
+            if reason is not None:
+                raise IomodelError(f"at a sweep point: {reason}")
     if spec.phase == "decode":
         group = cols["heads"] // cols["kv_heads"]
         if np.any(cols["seqlen_q"] > DECODE_MAX_SEQLEN_Q):
@@ -788,8 +818,8 @@ def sweep(
     bwd_split = (cols["bwd_group_splits"] > 1) & spec.backward
     if spec.backward and np.any(cols["bwd_group_splits"] > cols["heads"] // cols["kv_heads"]):
         raise IomodelError("bwd_group_splits exceeds the GQA group H/H_kv at some point: sweep 1..H/H_kv only")
-    code = (bwd_split.astype(np.int64) * 8 + gqa.astype(np.int64) * 4 + split.astype(np.int64) * 2
-            + empty.astype(np.int64))
+    code = (packed.astype(np.int64) * 16 + bwd_split.astype(np.int64) * 8 + gqa.astype(np.int64) * 4
+            + split.astype(np.int64) * 2 + empty.astype(np.int64))
     result: dict[str, dict[str, np.ndarray]] = {}
     args_all = [cols[f] for f in _SPEC_FIELDS] + [np.full(n, spec.width, dtype=np.int64)] + \
         [cols[f] for f in _TILING_FIELDS] + [cols["smem_per_sm"]]

@@ -59,27 +59,44 @@ def q_stationary_key_rows(spec: LayerSpec, block_m: sp.Expr, block_n: sp.Expr) -
     return QTileKeyRows(SYM.N_q, SYM.N_k, block_m, block_n, causal_offset_expr(spec))
 
 
-def tiled_fwd_rows(spec: LayerSpec, step: str = "fwd kernel") -> list[Row]:
+def tiled_fwd_rows(spec: LayerSpec, step: str = "fwd kernel", packed: bool = False, lse: bool = True) -> list[Row]:
     """Rows (one level) of the Q-stationary forward kernel; see the module docstring.
 
     Tensors: Q, O ``(B, H, N_q, d)`` dtype s; K, V ``(B, H_kv, N_k, d)``; LSE ``(B, H, N_q)`` fp32.
+
+    ``packed``: one program serves P = heads_per_program query heads of one GQA group
+    (FlashAttention-3's PackGQA, ``hopper/pack_gqa.h``; a schedule's ``heads_per_program``,
+    :func:`iomodel.schedule.tiles.prefill_packing_refusal`): its BLOCK_M rows are
+    ⌊BLOCK_M/P⌋ positions of each of P heads, so the B·⌊H/P⌋ program rows each stream the K/V
+    rows of a tile of ⌊BLOCK_M/P⌋ positions, once for their P heads. Q, O and LSE are unchanged.
+    ``lse`` False: the programs write O alone (``Tiling.writes_lse``; an inference kernel), no LSE row.
     """
     B, H, H_kv, d, N_q, N_k, s = SYM.B, SYM.H, SYM.H_kv, SYM.d, SYM.N_q, SYM.N_k, SYM.s
     dt = spec.dtype
-    kr = q_stationary_key_rows(spec, SYM.BLOCK_M, SYM.BLOCK_N)
+    if packed:  # P heads of BLOCK_M / P positions per program: the K/V of a tile of BLOCK_M / P rows, per P heads
+        kr = q_stationary_key_rows(spec, sp.floor(SYM.BLOCK_M / SYM.P), SYM.BLOCK_N)
+        kv_read = B * sp.floor(H / SYM.P) * kr * d * s
+        kv_note = ("K/V re-read by every program (T_r = ⌈N_q/⌊BLOCK_M/P⌋⌉ per group of P = heads_per_program query "
+                   "heads packed into one program's rows: FlashAttention-3's PackGQA)")
+    else:
+        kr = q_stationary_key_rows(spec, SYM.BLOCK_M, SYM.BLOCK_N)
+        kv_read = B * H * kr * d * s
+        kv_note = "K/V re-read by every query tile (T_r = ⌈N_q/BLOCK_M⌉ times per query head)"
     E_q, E_k = B * H * N_q * d, B * H_kv * N_k * d
-    kv_note = ("K/V re-read by every query tile (T_r = ⌈N_q/BLOCK_M⌉ times per query head), "
-               "no reuse above SRAM" + ("; window: blocks outside the band skipped." if spec.window else
-                                        "; causal: blocks above the diagonal skipped." if spec.causal else "."))
-    return [
+    kv_note += (", no reuse above SRAM" + ("; window: blocks outside the band skipped." if spec.window else
+                                          "; causal: blocks above the diagonal skipped." if spec.causal else "."))
+    rows = [
         make_row("Q", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, read_bytes=E_q * s,
                  note="Each program loads its BLOCK_M query rows once (masked to rows < N_q)."),
-        make_row("K", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, read_bytes=B * H * kr * d * s, note=kv_note),
-        make_row("V", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, read_bytes=B * H * kr * d * s, note=kv_note),
+        make_row("K", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, read_bytes=kv_read, note=kv_note),
+        make_row("V", step, "SRAM_fill", "(B, H_kv, N_k, d)", dt, s, E_k, read_bytes=kv_read, note=kv_note),
         make_row("O", step, "SRAM_fill", "(B, H, N_q, d)", dt, s, E_q, write_bytes=E_q * s, note="Written once."),
-        make_row("LSE", step, "SRAM_fill", "(B, H, N_q)", "fp32", LSE_WIDTH, B * H * N_q,
-                 write_bytes=B * H * N_q * LSE_WIDTH, note="fp32 log-sum-exp per row, written once (saved for backward)."),
     ]
+    if lse:
+        rows.append(make_row("LSE", step, "SRAM_fill", "(B, H, N_q)", "fp32", LSE_WIDTH, B * H * N_q,
+                             write_bytes=B * H * N_q * LSE_WIDTH,
+                             note="fp32 log-sum-exp per row, written once (saved for backward)."))
+    return rows
 
 
 def visible_pairs_expr(spec: LayerSpec) -> sp.Expr:
@@ -94,8 +111,10 @@ def visible_pairs_expr(spec: LayerSpec) -> sp.Expr:
     return VisiblePairs(SYM.N_q, SYM.N_k, causal_offset_expr(spec))
 
 
-def tiled_fwd_model(spec: LayerSpec) -> AlgorithmModel:
-    """The bundled kernel's prefill forward (Q-stationary), SRAM_fill rows = HBM rows.
+def tiled_fwd_model(spec: LayerSpec, packed: bool = False, lse: bool = True) -> AlgorithmModel:
+    """The bundled kernel's prefill forward (Q-stationary), SRAM_fill rows = HBM rows; ``packed``: a
+    schedule whose programs each serve P = heads_per_program query heads (:func:`tiled_fwd_rows`;
+    the bundled pointer prefill runs it from a given ``KernelConfig``); ``lse`` False: no LSE written or allocated (an inference kernel's schedule).
 
     Raises:
         Nothing; the tiling is validated by :class:`~iomodel.spec.Tiling` and ``predict``.
@@ -106,13 +125,19 @@ def tiled_fwd_model(spec: LayerSpec) -> AlgorithmModel:
         Allocation("K", "(B, H_kv, N_k, d)", spec.dtype, B * H_kv * N_k * d * s, "input"),
         Allocation("V", "(B, H_kv, N_k, d)", spec.dtype, B * H_kv * N_k * d * s, "input"),
         Allocation("O", "(B, H, N_q, d)", spec.dtype, B * H * N_q * d * s, "output"),
-        Allocation("LSE", "(B, H, N_q)", "fp32", B * H * N_q * LSE_WIDTH, "output (saved for backward)"),
     ]
+    if lse:
+        alloc.append(Allocation("LSE", "(B, H, N_q)", "fp32", B * H * N_q * LSE_WIDTH, "output (saved for backward)"))
     return AlgorithmModel(
         name="tiled",
-        title="Tiled forward, Q-stationary (FlashAttention-2 order; the bundled Triton and Gluon prefill kernels)",
-        source="Dao 2023 FlashAttention-2 Section 3.1; Triton tutorial 06-fused-attention; docs/traffic-contract.md",
-        rows=both_levels(tiled_fwd_rows(spec)),
+        title=("Tiled forward, Q-stationary"
+               + (", P = heads_per_program query heads per program (FlashAttention-3's PackGQA)" if packed else "")
+               + (", O written without LSE; no bundled kernel runs it" if not lse else
+                  "; the bundled pointer prefill with KernelConfig(heads_per_program=P)" if packed else
+                  " (FlashAttention-2 order; the bundled Triton and Gluon prefill kernels)")),
+        source="Dao 2023 FlashAttention-2 Section 3.1; Triton tutorial 06-fused-attention; docs/traffic-contract.md"
+               + ("; flash-attention hopper/pack_gqa.h" if packed else ""),
+        rows=both_levels(tiled_fwd_rows(spec, packed=packed, lse=lse)),
         allocated=alloc,
         flops=4 * B * H * d * visible_pairs_expr(spec),
     )

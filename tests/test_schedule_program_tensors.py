@@ -1,0 +1,261 @@
+"""A schedule's programs as data (issue 12, item 1): one program per GQA group, and what each program reads and writes.
+
+``heads_per_program`` P packs P query heads of one KV head into a program's BLOCK_M rows (BLOCK_M / P
+positions of each; FlashAttention-3's PackGQA); ``writes`` says whether a program writes its rows'
+LSE beside O. Every byte count here is worked out by hand in the test's docstring or comment.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from iomodel.cache.params import L2Params
+from iomodel.cache.predict import predict_tiled
+from iomodel.errors import IomodelError
+from iomodel.schedule.grid import prefill_waves
+from iomodel.schedule.launch import PROGRAM_READS, PROGRAM_WRITES, Schedule, load_schedule
+from iomodel.spec import LayerSpec, Tiling
+from iomodel.spec.hardware import H200
+from iomodel.traffic import predict
+from iomodel.traffic.model import sweep
+
+from test_cli_errors import assert_one_line_error, run_cli
+from test_l2_stream import _assert_same
+
+
+def _kv_fill(spec: LayerSpec, tiling: Tiling) -> tuple[int, int, int, int]:
+    """SRAM_fill bytes of the tiled forward: (K read, V read, O written, LSE written)."""
+    rows = {r.tensor: r for r in predict(spec, tiling, H200).algorithms["tiled"].rows if r.level == "SRAM_fill"}
+    return (rows["K"].read_bytes, rows["V"].read_bytes, rows["O"].write_bytes,
+            rows["LSE"].write_bytes if "LSE" in rows else 0)
+
+
+def test_packing_reads_kv_once_per_group_of_heads_by_hand():
+    """B 1, H 8, H_kv 2 (G 4), seqlen_q 16, seqlen_k 512, HEAD_DIM 64, fp16, BLOCK_M 64, non-causal.
+
+    A K (or V) row is 64·2 = 128 B; every program streams all 512 keys: 65,536 B.
+    P = 1: 8 heads × ⌈16/64⌉ = 1 tile each: 8 programs, 524,288 B.
+    P = 2: 4 groups × ⌈16/32⌉ = 1 tile: 262,144 B. P = 4: 2 groups × ⌈16/16⌉ = 1 tile: 131,072 B.
+    Q, O (8·16·128 = 16,384 B) and LSE (8·16·4 = 512 B) do not change.
+    """
+    spec = LayerSpec(1, 8, 2, 64, 16, 512, "fp16", causal=False)
+    for p, kv in ((1, 524288), (2, 262144), (4, 131072)):
+        assert _kv_fill(spec, Tiling(block_m=64, block_n=64, heads_per_program=p)) == (kv, kv, 16384, 512)
+
+
+def test_packing_of_a_long_causal_query_by_hand():
+    """B 1, H 32, H_kv 8, seqlen 1000, HEAD_DIM 128, bf16, causal top-left, BLOCK_M 128, BLOCK_N 64.
+
+    A key row is 256 B. P = 1: 8 tiles of 128 rows, tile i loads keys up to min(128(i + 1), 1000) rounded up
+    to 64 (capped at 1000): 128 + 256 + ... + 896 + 1000 = 4,584 rows × 32 heads × 256 B = 37,552,128 B.
+    P = 2: 16 tiles of 64 positions: 64·(1 + ... + 15) + 1000 = 8,680 rows × 16 groups × 256 B = 35,553,280 B.
+    P = 4: 32 tiles of 32 positions, rounded up to 64-key blocks: 2·64·(1 + ... + 15) + 1000 + 1000 = 17,360
+    rows × 8 groups × 256 B = 35,553,280 B (the same: BLOCK_N, not the tile, is the grain).
+    """
+    spec = LayerSpec(1, 32, 8, 128, 1000, 1000, "bf16", causal=True)
+    got = [_kv_fill(spec, Tiling(block_m=128, block_n=64, heads_per_program=p))[0] for p in (1, 2, 4)]
+    assert got == [37552128, 35553280, 35553280]
+
+
+def test_writes_without_lse_by_hand():
+    """Writing O alone drops the LSE row (8·16·4 = 512 B here) and nothing else."""
+    spec = LayerSpec(1, 8, 2, 64, 16, 512, "fp16", causal=False)
+    assert _kv_fill(spec, Tiling(block_m=64, block_n=64, writes_lse=False)) == (524288, 524288, 16384, 0)
+    model = predict(spec, Tiling(block_m=64, block_n=64, writes_lse=False), H200)
+    assert "LSE" not in [a.tensor for a in model.algorithms["tiled"].allocations]
+    assert any("writes O alone" in a for a in model.assumptions)
+
+
+def _lru(spec, tiling, capacity, **sched):
+    params = L2Params(capacity, 1, 1, l2_fraction=1.0, ways=None)  # W = 1, fully associative: exact bytes
+    return predict_tiled(spec, tiling, params, schedule=Schedule.for_tiling(tiling, **sched))
+
+
+def test_l2_packed_group_reads_kv_once_where_one_head_per_program_rereads_it():
+    """B 1, H 4, H_kv 1 (G 4), seqlen_q 16, seqlen_k 256, HEAD_DIM 16, fp16, BLOCK_M 64, non-causal, W = 1.
+
+    K (or V) of the KV head: 256·32 = 8,192 B; Q of one head 16·32 = 512 B; O 512 B, LSE 64 B a head.
+    A 4,096 B L2 never holds a K or V chunk to the next program. P = 1: 4 programs (one head each) read
+    Q 512 + K 8,192 + V 8,192 each: 67,584 B, all missed. P = 4: one program reads the 4 heads' Q (2,048)
+    and K, V once: 18,432 B. Requested (no reuse) are the same numbers; writes O 2,048 + LSE 256.
+    """
+    spec = LayerSpec(1, 4, 1, 16, 16, 256, "fp16", causal=False)
+    one = _lru(spec, Tiling(block_m=64, block_n=64), 4096)
+    group = _lru(spec, Tiling(block_m=64, block_n=64, heads_per_program=4), 4096)
+    assert (one.hbm_read_bytes, one.no_reuse_read_bytes) == (67584, 67584)
+    assert (group.hbm_read_bytes, group.no_reuse_read_bytes) == (18432, 18432)
+    assert one.no_reuse_write_bytes == group.no_reuse_write_bytes == 2048 + 256
+    bare = _lru(spec, Tiling(block_m=64, block_n=64, heads_per_program=4, writes_lse=False), 4096)
+    assert (bare.hbm_read_bytes, bare.no_reuse_write_bytes) == (18432, 2048)
+    assert any("Each program serves P = 4 query heads" in a for a in group.assumptions)
+
+
+def test_packed_waves_request_the_model_rows():
+    """The L2 model's requested bytes are the traffic model's SRAM_fill rows, packed or not, with or without LSE."""
+    for spec, ps in ((LayerSpec(2, 8, 2, 64, 700, 900, "bf16", causal=True, causal_align="bottom-right"), (1, 2, 4)),
+                     (LayerSpec(1, 16, 2, 128, 3000, 3000, "fp16", causal=False), (1, 8))):
+        for p in ps:
+            for lse in (True, False):
+                t = Tiling(block_m=64, block_n=32, heads_per_program=p, writes_lse=lse)
+                _, req_r, req_w = prefill_waves(spec, t, 16)
+                rows = predict(spec, t, H200).algorithms["tiled"].rows
+                assert req_r == {r.tensor: r.read_bytes for r in rows if r.level == "SRAM_fill" and r.read_bytes}
+                assert req_w == {r.tensor: r.write_bytes for r in rows if r.level == "SRAM_fill" and r.write_bytes}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_fast_evaluation_equals_the_simulation(seed):
+    """The fast evaluation (iomodel.cache.stream) gives the simulation's doubles for packed programs too."""
+    rng = random.Random(seed)
+    kv = rng.choice([1, 2])
+    p = rng.choice([2, 4])
+    spec = LayerSpec(rng.choice([1, 2]), kv * p * rng.choice([1, 2]), kv, rng.choice([32, 64]), rng.choice([300, 2048]),
+                     rng.choice([700, 2048]), rng.choice(["fp16", "fp32"]), causal=rng.random() < 0.5)
+    tiling = Tiling(block_m=rng.choice([64, 128]), block_n=rng.choice([16, 64]), heads_per_program=p,
+                    writes_lse=rng.random() < 0.5)
+    params = L2Params(rng.choice([64 << 10, 256 << 10]), rng.choice([2, 4]), 1, ways=rng.choice([4, 24]))
+    assert _assert_same("fwd kernel", spec, tiling, params, rng.choice(["forward", "reverse"]))
+
+
+def test_sweep_evaluates_packed_points_as_predict():
+    spec = LayerSpec(1, 32, 8, 128, 1000, 1000, "bf16", causal=True)
+    got = sweep(spec, Tiling(block_m=128, block_n=64), H200, {"heads_per_program": [1, 2, 4]})
+    assert list(got["tiled"]["hbm_read_bytes"]) == [
+        predict(spec, Tiling(block_m=128, block_n=64, heads_per_program=p), H200).algorithms["tiled"].hbm_read_bytes
+        for p in (1, 2, 4)]
+    with pytest.raises(IomodelError) as exc:
+        sweep(spec, Tiling(block_m=128, block_n=64), H200, {"heads_per_program": [3]})
+    assert "heads_per_program 3 must divide the GQA group H/H_kv = 4" in str(exc.value)
+
+
+def test_schedule_fields_and_the_program_tensors():
+    s = Schedule(block_m=128, block_n=64, heads_per_program=4, writes=["LSE", "O"])
+    assert s.writes == PROGRAM_WRITES and s.reads == PROGRAM_READS and s.bundled  # the pointer prefill packs
+    assert s.tiling().heads_per_program == 4 and s.tiling().writes_lse
+    spec = LayerSpec(1, 32, 8, 128, 4096, 4096, "bf16")
+    t = s.tensors(spec)
+    # per program: Q and O 128 rows × 256 B, of 4 heads (32 positions each); K, V a 64-row block a step
+    assert t["Q"] == {"access": "read", "how": "once", "rows": 128, "bytes": 32768, "heads": 4}
+    assert t["K"] == {"access": "read", "how": "streamed", "rows": 64, "bytes": 16384}
+    assert t["LSE"] == {"access": "write", "how": "once", "rows": 128, "bytes": 512, "heads": 4}
+    bare = Schedule(writes=["O"])
+    assert "LSE" not in bare.tensors(spec) and not bare.tiling().writes_lse and not bare.bundled
+    assert Schedule.for_tiling(Tiling(heads_per_program=2, writes_lse=False)).writes == ("O",)
+    assert Schedule().bundled
+
+
+@pytest.mark.parametrize("kw,fragment", [
+    ({"heads_per_program": 0}, "heads_per_program must be a positive whole number, got 0"),
+    ({"writes": ["O", "bias"]}, "writes O, bias: a program writes its O rows once, with or without their fp32 LSE: "
+                                "give --writes O,LSE or O"),
+    ({"writes": "O"}, "writes must be a list of tensor names, got 'O'"),
+    ({"reads": ["Q", "K", "V", "bias"]}, "other inputs (an attention bias, a mask tensor) are not modelled: "
+                                         "give reads = ['Q', 'K', 'V'] or leave it out"),
+])
+def test_bad_program_fields_are_one_line(kw, fragment):
+    with pytest.raises(IomodelError) as exc:
+        Schedule(**kw)
+    assert fragment in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("p,block_m,fragment", [
+    (3, 128, "heads_per_program 3 must divide the GQA group H/H_kv = 4: use --heads-per-program 1, 2 or 4"),
+    (4, 2, "heads_per_program 4 must divide BLOCK_M = 2"),
+])
+def test_a_schedule_that_cannot_pack_is_refused_by_check(p, block_m, fragment):
+    with pytest.raises(IomodelError) as exc:
+        Schedule(block_m=block_m, block_n=16, heads_per_program=p).check(LayerSpec(1, 32, 8, 64, 512, 512, "bf16"), H200)
+    assert fragment in str(exc.value)
+
+
+_LAYER = ["--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--dtype", "bf16", "--seqlen", "2048", "-f", "json"]
+
+
+def test_worksheet_flags_and_file_give_the_same_programs(capsys, tmp_path):
+    code, out, err = run_cli(capsys, ["worksheet", *_LAYER, "--heads-per-program", "4", "--writes", "O"])
+    assert code == 0, err
+    d = json.loads(out)
+    sched = d["algorithms"]["tiled"]["l2_aware"]["schedule"]
+    assert (sched["heads_per_program"], sched["reads"], sched["writes"]) == (4, ["Q", "K", "V"], ["O"])
+    assert sched["tensors"]["Q"]["heads"] == 4 and "LSE" not in sched["tensors"]
+    assert d["worksheet"]["kernel_path"] is None  # no bundled kernel writes O alone
+    assert "--writes O --heads-per-program 4" in d["worksheet"]["command"]
+    code, out3, err = run_cli(capsys, ["worksheet", *_LAYER, "--heads-per-program", "4"])
+    assert code == 0, err
+    d3 = json.loads(out3)
+    # packed programs run on the pointer prefill (KernelConfig(heads_per_program=4)), given tiles: no LPT order
+    assert d3["worksheet"]["kernel_path"] == "prefill"
+    s3 = d3["algorithms"]["tiled"]["l2_aware"]["schedule"]
+    assert (s3["heads_per_program"], s3["grid_order"], s3["writes"]) == (4, "tiles-fastest", ["O", "LSE"])
+    rows = {r["tensor"]: r for r in d["algorithms"]["tiled"]["rows"] if r["level"] == "SRAM_fill"}
+    assert "LSE" not in rows
+    f = tmp_path / "s.toml"
+    f.write_text('heads_per_program = 4\nreads = ["Q", "K", "V"]\nwrites = ["O"]\n')
+    code, out2, err = run_cli(capsys, ["worksheet", *_LAYER, "--schedule", str(f)])
+    assert code == 0, err
+    d2 = json.loads(out2)["algorithms"]["tiled"]["l2_aware"]
+    assert (d2["read_bytes"], d2["write_bytes"]) == (d["algorithms"]["tiled"]["l2_aware"]["read_bytes"],
+                                                     d["algorithms"]["tiled"]["l2_aware"]["write_bytes"])
+    s = load_schedule(f)
+    assert (s.heads_per_program, s.writes) == (4, ("O",))
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--seqlen", "1024", "--heads-per-program", "3"], "heads_per_program 3 must divide the GQA group H/H_kv = 4: use --heads-per-program 1, 2 or 4"),
+    (["--seqlen", "1024", "--heads-per-program", "0"], "heads_per_program must be a positive integer, got 0"),
+    (["--seqlen", "1024", "--heads-per-program", "4", "--block-m", "2", "--block-n", "16"], "must divide BLOCK_M = 2"),
+    (["--seqlen", "1024", "--heads-per-program", "2", "--pass", "fwd+bwd"], "a packed GQA group is modelled for the prefill forward only"),
+    (["--seqlen", "1024", "--heads-per-program", "2", "--phase", "decode", "--seqlen-q", "1"], "decode packs its own"),
+    (["--heads-per-program", "2", "--seqlens", "100,300"], "not a ragged batch's: drop it with --seqlens"),
+    (["--seqlen", "1024", "--writes", "O", "--pass", "fwd+bwd"], "a forward that writes O without its LSE is modelled for the prefill forward"),
+    (["--seqlen", "1024", "--writes", "O,bias"], "writes O, bias: a program writes its O rows once"),
+])
+def test_worksheet_bad_program_flags_are_one_line(capsys, args, fragment):
+    assert_one_line_error(capsys, ["worksheet", "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--dtype",
+                                   "bf16", *args], fragment)
+
+
+def test_worksheet_bad_program_file_is_one_line(capsys, tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text('reads = ["Q", "K", "V", "bias"]\n')
+    assert_one_line_error(capsys, ["worksheet", "--seqlen", "1024", "--schedule", str(f)],
+                          "other inputs (an attention bias, a mask tensor) are not modelled")
+
+
+@pytest.mark.parametrize("extra,fragment", [
+    ("heads_per_program = 3", "heads_per_program 3 must divide the GQA group H/H_kv = 4: use heads_per_program = 1, "
+                              "2 or 4"),
+    ("heads_per_program = 0", "heads_per_program must be a whole number, 1 or more, got 0"),
+    ('heads_per_program = 2\nimpls = ["sdpa-flash"]', "packs query heads in the bundled kernel's dense prefill forward"),
+    ('heads_per_program = 2\npass = "fwd+bwd"', "packs query heads in the bundled kernel's dense prefill forward"),
+])
+def test_sweep_heads_per_program_is_checked_before_measuring(tmp_path, extra, fragment):
+    from iomodel.measure.sweep import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text(f'name = "t"\n[[shape]]\nheads = 8\nkv_heads = 2\nhead_dim = 64\nseqlen = 512\ndtype = "bf16"\n{extra}\n')
+    with pytest.raises(IomodelError) as exc:
+        load_sweep(f)
+    assert fragment in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_committed_packed_holdout_parses_and_every_shape_is_estimated():
+    """The packed hold-out (sweeps/h200-packed-holdout1.toml, committed before it was measured): 12 packed shapes,
+    every one predicted by the L2 model from the prefill path's tiles."""
+    from pathlib import Path
+
+    from iomodel.measure.sweep import load_sweep
+    from kernels import heuristics as hx
+
+    sw = load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "h200-packed-holdout1.toml")
+    assert len(sw.shapes) == 12 and all(s.heads_per_program > 1 and s.id.endswith(f"-p{s.heads_per_program}")
+                                        for s in sw.shapes)
+    assert sum(s.heads_per_program == s.spec.group for s in sw.shapes) == 9  # one program per whole group
+    for s in sw.shapes:
+        t = hx.prefill_default(s.spec.head_dim, s.spec.dtype, s.spec.causal, "prefill").config(
+            "prefill").with_(heads_per_program=s.heads_per_program).tiling()
+        got = predict_tiled(s.spec, t, L2Params(H200.l2_bytes, H200.num_sms, 1))
+        assert got.hbm_read_bytes > 0 and got.no_reuse_read_bytes >= got.hbm_read_bytes
