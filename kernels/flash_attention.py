@@ -68,6 +68,7 @@ from iomodel.schedule.tiles import (
     decode_heads_per_program,
     decode_split_len,
     head_dim_padded,
+    packed_grid,
     page_block_refusal,
     prefill_packing_refusal,
 )
@@ -1699,14 +1700,12 @@ def _check_prefill_packing(config: KernelConfig, path: str, shape: Any, varlen: 
     prefill (path ``prefill``) of a dense batch packs query heads, P dividing the GQA group and BLOCK_M
     (:func:`iomodel.schedule.tiles.prefill_packing_refusal`, the rule the model reads too)."""
     p = config.heads_per_program
-    if p == 1:
-        return
-    if path != "prefill" or varlen:
-        raise IomodelError(f"config.heads_per_program {p!r}: packed query heads run on path 'prefill' of a dense batch "
-                           "only: pass path='prefill', or set config.heads_per_program=1")
-    reason = prefill_packing_refusal(p, shape.group, config.block_m, flag="config.heads_per_program =")
+    reason = prefill_packing_refusal(p, shape.group, config.block_m, flag="config.heads_per_program =", varlen=varlen)
     if reason is not None:
         raise IomodelError(reason)
+    if p > 1 and path != "prefill":
+        raise IomodelError(f"config.heads_per_program {p!r}: packed query heads run on path 'prefill' only: pass "
+                           "path='prefill' (and config.path='prefill'), or set config.heads_per_program=1")
 
 
 def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> None:
@@ -1724,8 +1723,8 @@ def _fixed_prefill(plan: _Plan, config: KernelConfig, named: dict[str, Any]) -> 
         tiles["WARP_SPECIALIZE"] = config.warp_specialize
     elif p > 1:
         tiles["PACK"] = p
-    t_r = triton.cdiv(N_q, config.block_m // p)
-    grid = (B * H // p, t_r, 1) if heads_fastest else (t_r, B * H // p, 1)
+    t_r, rows = packed_grid(N_q, B * H, config.block_m, p)
+    grid = (rows, t_r, 1) if heads_fastest else (t_r, rows, 1)
     boxes = None
     if plan.path == "prefill-tma":
         boxes = _boxes(config.block_m, config.block_n, d)

@@ -4,7 +4,7 @@ The launcher in :mod:`kernels.flash_attention` asks these functions which tiles 
 so the traffic model and the worksheets can evaluate exactly what the kernel would run
 without importing torch or triton. Vocabulary as in ``docs/traffic-contract.md``:
 BLOCK_M query rows per program, BLOCK_N key rows per inner step, P = heads_per_program
-(decode GQA packing), num_splits (decode split-KV partitions).
+(GQA packing: decode's own, and the pointer prefill's from a given config), num_splits (decode split-KV partitions).
 
 The numbers of the traffic contract (padded HEAD_DIM, decode BLOCK_M and P, split length,
 decode limits, shared memory of a program) live in :mod:`iomodel.schedule.tiles`, what the
@@ -70,7 +70,7 @@ class KernelConfig:
     num_stages: int  # software-pipelining depth of the K/V loop
     path: str  # "prefill", "prefill-tma", "prefill-gluon" or "decode-split-kv"
     num_splits: int = 1  # decode split-KV partitions (1 for prefill)
-    heads_per_program: int = 1  # decode: query heads of one GQA group per program (P)
+    heads_per_program: int = 1  # query heads of one GQA group per program (P): decode; prefill on path "prefill" only
     warp_specialize: bool = False  # prefill-tma: automatic warp specialization of the K/V loop (prefill-gluon: always)
     tile_order: str = "forward"  # prefill: "forward" or "reverse" query-tile order (TILE_ORDERS)
     grid_order: str = "tiles-fastest"  # prefill: program order, "tiles-fastest" or "heads-fastest" (a fixed config)

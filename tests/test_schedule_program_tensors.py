@@ -205,12 +205,14 @@ def test_worksheet_flags_and_file_give_the_same_programs(capsys, tmp_path):
 
 @pytest.mark.parametrize("args,fragment", [
     (["--seqlen", "1024", "--heads-per-program", "3"], "heads_per_program 3 must divide the GQA group H/H_kv = 4: use --heads-per-program 1, 2 or 4"),
-    (["--seqlen", "1024", "--heads-per-program", "0"], "heads_per_program must be a positive integer, got 0"),
+    (["--seqlen", "1024", "--heads-per-program", "0"], "heads_per_program must be a whole number, 1 or more, got 0: use --heads-per-program 1"),
     (["--seqlen", "1024", "--heads-per-program", "4", "--block-m", "2", "--block-n", "16"], "must divide BLOCK_M = 2"),
-    (["--seqlen", "1024", "--heads-per-program", "2", "--pass", "fwd+bwd"], "a packed GQA group is modelled for the prefill forward only"),
+    (["--seqlen", "1024", "--heads-per-program", "2", "--pass", "fwd+bwd"],
+     "the model packs query heads in the prefill forward only (the bundled backward kernels run one query head"),
     (["--seqlen", "1024", "--heads-per-program", "2", "--phase", "decode", "--seqlen-q", "1"], "decode packs its own"),
-    (["--heads-per-program", "2", "--seqlens", "100,300"], "not a ragged batch's: drop it with --seqlens"),
-    (["--seqlen", "1024", "--writes", "O", "--pass", "fwd+bwd"], "a forward that writes O without its LSE is modelled for the prefill forward"),
+    (["--heads-per-program", "2", "--seqlens", "100,300"], "packed query heads run in a dense prefill's programs, not a ragged batch's: drop --heads-per-program"),
+    (["--seqlen", "1024", "--writes", "O", "--pass", "fwd+bwd"], "a forward that writes O without its LSE is modelled for a dense prefill forward"),
+    (["--seqlens", "100,300", "--writes", "O"], "a forward that writes O without its LSE is modelled for a dense prefill forward"),
     (["--seqlen", "1024", "--writes", "O,bias"], "writes O, bias: a program writes its O rows once"),
 ])
 def test_worksheet_bad_program_flags_are_one_line(capsys, args, fragment):
@@ -230,7 +232,8 @@ def test_worksheet_bad_program_file_is_one_line(capsys, tmp_path):
                               "2 or 4"),
     ("heads_per_program = 0", "heads_per_program must be a whole number, 1 or more, got 0"),
     ('heads_per_program = 2\nimpls = ["sdpa-flash"]', "packs query heads in the bundled kernel's dense prefill forward"),
-    ('heads_per_program = 2\npass = "fwd+bwd"', "packs query heads in the bundled kernel's dense prefill forward"),
+    ('heads_per_program = 2\npass = "fwd+bwd"', "the model packs query heads in the prefill forward only"),
+    ('heads_per_program = true', "heads_per_program must be a whole number, 1 or more, got True"),
 ])
 def test_sweep_heads_per_program_is_checked_before_measuring(tmp_path, extra, fragment):
     from iomodel.measure.sweep import load_sweep
@@ -259,3 +262,34 @@ def test_committed_packed_holdout_parses_and_every_shape_is_estimated():
             "prefill").with_(heads_per_program=s.heads_per_program).tiling()
         got = predict_tiled(s.spec, t, L2Params(H200.l2_bytes, H200.num_sms, 1))
         assert got.hbm_read_bytes > 0 and got.no_reuse_read_bytes >= got.hbm_read_bytes
+
+
+def test_ragged_models_refuse_programs_no_ragged_launch_runs():
+    """The ragged model and the varlen launch's L2 model run one query head a program and write the LSE, as
+    ``flash_attention_varlen`` does: packed programs or O alone are refused in one line, not modelled."""
+    from iomodel.cache.predict import predict_ragged_launch
+    from iomodel.spec.ragged import RaggedSpec
+    from iomodel.traffic.ragged import predict_ragged
+
+    r = RaggedSpec(LayerSpec(2, 8, 2, 64, 300, 300, "bf16", causal=True), ((100, 100), (300, 300)))
+    for t, fragment in ((Tiling(block_m=64, block_n=64, heads_per_program=4), "not a ragged batch's"),
+                        (Tiling(block_m=64, block_n=64, writes_lse=False), "writes O without its LSE")):
+        with pytest.raises(IomodelError) as exc:
+            predict_ragged(r, t, H200)
+        assert fragment in str(exc.value)
+        with pytest.raises(IomodelError) as exc:
+            predict_ragged_launch(r.sequences(), t, L2Params(H200.l2_bytes, H200.num_sms, 1))
+        assert fragment in str(exc.value)
+
+
+def test_sweep_checks_the_layer_before_its_packing(tmp_path):
+    """A bad layer field beside heads_per_program gets the layer's one-line error (it was a traceback: the packing
+    check read the raw head_dim before the layer was built)."""
+    from iomodel.measure.sweep import load_sweep
+
+    f = tmp_path / "s.toml"
+    f.write_text('name = "t"\n[[shape]]\nheads = 8\nkv_heads = 2\nhead_dim = "x"\nseqlen = 512\n'
+                 'heads_per_program = 2\n')
+    with pytest.raises(IomodelError) as exc:
+        load_sweep(f)
+    assert "head_dim must be a positive whole number" in str(exc.value) and "\n" not in str(exc.value)

@@ -94,7 +94,7 @@ def test_decode_model_equals_interpreter(B, H, H_kv, N_q, N_k, causal, align, S,
         (1, 4, 2, 16, 50, 20, True, "bottom-right", None, 16, 2, "heads-fastest"),  # first positions see no key
         (1, 8, 2, 24, 64, 128, False, "top-left", None, 32, 4, "tiles-fastest"),  # padded HEAD_DIM
         (1, 4, 1, 16, 45, 90, True, "top-left", (10, 0), 16, 4, "head-grouped:2"),  # window band
-        (1, 8, 1, 16, 5, 64, False, "top-left", None, 16, 8, "tiles-fastest"),  # 5 positions: one tile for all 8
+        (1, 8, 1, 16, 5, 64, False, "top-left", None, 16, 8, "tiles-fastest"),  # 2 positions a tile: 3 tiles of 8 heads
     ],
 )
 def test_packed_prefill_model_equals_interpreter(B, H, H_kv, d, N_q, N_k, causal, align, window, block_m, P,
@@ -124,9 +124,15 @@ def test_packed_prefill_model_equals_interpreter(B, H, H_kv, d, N_q, N_k, causal
 @pytest.mark.parametrize("cfg_kw,call_kw,fragment", [
     ({"heads_per_program": 3}, {}, "heads_per_program 3 must divide the GQA group H/H_kv = 4: use "
                                    "config.heads_per_program = 1, 2 or 4"),
-    ({"heads_per_program": 32}, {"kv": 1, "heads": 32}, "heads_per_program 32 must divide BLOCK_M = 16"),
+    ({"heads_per_program": 32}, {"kv": 1, "heads": 32}, "heads_per_program 32 must divide BLOCK_M = 16 (each program "
+                                                         "holds BLOCK_M / P whole query positions of P heads): use "
+                                                         "config.heads_per_program = 16, or a BLOCK_M of 32 or more"),
+    ({"heads_per_program": -4}, {}, "heads_per_program must be a whole number, 1 or more, got -4"),
+    ({"heads_per_program": 0}, {}, "heads_per_program must be a whole number, 1 or more, got 0"),
+    ({"heads_per_program": True}, {}, "heads_per_program must be a whole number, 1 or more, got True"),
+    ({"heads_per_program": 2.0}, {}, "heads_per_program must be a whole number, 1 or more, got 2.0"),
     ({"heads_per_program": 2, "path": "prefill-tma"}, {"path": "prefill-tma", "dtype": torch.float16},
-     "packed query heads run on path 'prefill' of a dense batch only"),
+     "packed query heads run on path 'prefill' only"),
 ])
 def test_packed_prefill_bad_config_is_one_line(cfg_kw, call_kw, fragment):
     heads, kv, dt = call_kw.pop("heads", 8), call_kw.pop("kv", 2), call_kw.pop("dtype", torch.float32)
@@ -140,7 +146,7 @@ def test_packed_prefill_bad_config_is_one_line(cfg_kw, call_kw, fragment):
 def test_interpreter_packed_sweep_reconciles_sram_fill_exactly(tmp_path):
     """``sweeps/interpreter-packed.toml`` through ``iomodel validate --interpreter`` and ``iomodel reconcile``: every
     packed and unpacked shape's counts equal the model's SRAM_fill rows, and packing a group of 4 reads fewer K/V
-    bytes where the query is shorter than a tile (q 20 against k 90: P 4 loads 16-position tiles of 4 heads)."""
+    bytes where the query is shorter than a tile (q 20 against k 90: P 4 loads 8-position tiles of 4 heads)."""
     from pathlib import Path
 
     from iomodel.commands.validate import run_interpreter

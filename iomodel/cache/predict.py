@@ -456,10 +456,16 @@ def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params
         and dirty-at-end bytes per tensor (bytes); the int32 cu_seqlens reads are not in it.
 
     Raises:
-        IomodelError: an empty batch, a decode or backward layer, an unknown tile_order.
+        IomodelError: an empty batch, a decode or backward layer, an unknown tile_order; tiles whose programs pack
+            query heads or keep no LSE (no ragged launch runs them).
     """
     if not sequences:
         raise IomodelError("a ragged launch needs at least one sequence")
+    from iomodel.schedule.tiles import ragged_programs_refusal
+
+    reason = ragged_programs_refusal(tiling.heads_per_program, tiling.writes_lse)
+    if reason is not None:
+        raise IomodelError(reason)
     waves: list[list[Any]] = []
     req_r: dict[str, int] = {}
     req_w: dict[str, int] = {}

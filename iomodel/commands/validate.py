@@ -64,6 +64,14 @@ def run_interpreter(sweep, command: str, echo) -> "object":
             raise IomodelError(f"shape {s.id}: --interpreter records forward shapes (the backward's counts are checked "
                                "by tests/test_traffic_backward_interpreter.py): drop pass = \"fwd+bwd\" from the sweep "
                                "or run it on a GPU without --interpreter")
+        if s.heads_per_program > 1:  # the interpreter runs its own tiles: P must divide their BLOCK_M too
+            from iomodel.schedule.tiles import prefill_packing_refusal
+
+            why = prefill_packing_refusal(s.heads_per_program, s.spec.group, INTERPRETER_PREFILL.block_m,
+                                          flag="heads_per_program =")
+            if why is not None:
+                raise IomodelError(f"shape {s.id}: {why} (the interpreter's tiles, kernels/heuristics.py "
+                                   "INTERPRETER_PREFILL)")
         guess = Tiling(INTERPRETER_PREFILL.block_m, INTERPRETER_PREFILL.block_n) if s.spec.phase == "prefill" else \
             Tiling(16, INTERPRETER_DECODE_BLOCK_N)
         if _interpreter_blocks(s.spec, guess) > INTERPRETER_MAX_BLOCKS:

@@ -240,33 +240,26 @@ def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
     return value
 
 
-def _heads_per_program(value: Any, entry: dict[str, Any], impls: Any, where: str) -> int:
+def _heads_per_program(value: Any, spec: LayerSpec, impls: Any, ragged: bool, where: str) -> int:
     """A sweep entry's ``heads_per_program`` P (query heads of one KV head packed into each program of the bundled
-    pointer prefill, ``KernelConfig.heads_per_program``), checked: a whole number, and P > 1 only on a dense prefill
-    forward measured with ``tiled`` alone, P dividing the GQA group and the ``prefill`` path's BLOCK_M
-    (:func:`iomodel.schedule.tiles.prefill_packing_refusal`).
+    pointer prefill, ``KernelConfig.heads_per_program``), checked on the entry's layer ``spec``: a whole number, and
+    P > 1 only on a dense prefill forward measured with ``tiled`` alone, P dividing the GQA group and the ``prefill``
+    path's BLOCK_M on the GPU (:func:`iomodel.schedule.tiles.prefill_packing_refusal`; ``iomodel validate
+    --interpreter`` checks its own tiles before counting).
 
     Raises:
         IomodelError: one line naming the entry and what to change.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise IomodelError(f"{where}: heads_per_program must be a whole number, 1 or more, got {jv.describe(value)}: "
-                           "fix the file")
-    if value == 1:
-        return value
-    n_q = entry.get("seqlen_q", entry.get("seqlen"))
-    decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
-    if impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry:
-        raise IomodelError(f"{where}: heads_per_program {value} packs query heads in the bundled kernel's dense prefill "
-                           "forward: use impls = [\"tiled\"], pass = \"fwd\" and a dense prefill shape, or drop it")
-    heads, kv_heads = entry.get("heads"), entry.get("kv_heads")
-    if isinstance(heads, int) and isinstance(kv_heads, int) and kv_heads > 0 and heads % kv_heads == 0:
-        from iomodel.schedule.tiles import prefill_packing_refusal
-        from kernels import heuristics as hx  # pure Python: the prefill path's tiles, which the child runs
+    from iomodel.schedule.tiles import prefill_packing_refusal
+    from kernels import heuristics as hx  # pure Python: the prefill path's tiles, which the child runs
 
-        block_m = hx.prefill_default(int(entry.get("head_dim", 64)), str(entry.get("dtype", "bf16")),
-                                     bool(entry.get("causal", True)), "prefill").block_m
-        why = prefill_packing_refusal(value, heads // kv_heads, block_m, flag="heads_per_program =")
+    if value != 1 or isinstance(value, bool):
+        if impls != ["tiled"] or spec.phase != "prefill":
+            raise IomodelError(f"{where}: heads_per_program {jv.describe(value)} packs query heads in the bundled "
+                               "kernel's dense prefill forward: use impls = [\"tiled\"] and a prefill shape (the decode "
+                               "kernel packs its own), or drop heads_per_program")
+        block_m = hx.prefill_default(spec.head_dim, spec.dtype, spec.causal, "prefill").block_m
+        why = prefill_packing_refusal(value, spec.group, block_m, spec.backward, "heads_per_program =", ragged)
         if why is not None:
             raise IomodelError(f"{where}: {why}")
     return value
@@ -435,7 +428,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             grid_order = _grid_order(entry.pop("grid_order", "tiles-fastest"), entry, impls, where)
             group_splits = (_group_splits(entry.pop("group_splits"), entry, impls, where)
                             if "group_splits" in entry else 0)
-            packed = _heads_per_program(entry.pop("heads_per_program", 1), entry, impls, where)
+            packed = entry.pop("heads_per_program", 1)  # checked on the layer below
             seqlens = None
             if "seqlens" in entry:
                 if "batch" not in raw and "batch" not in defaults:
@@ -479,6 +472,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 raise IomodelError(f"{where} is incomplete ({exc}): set it in the entry or in [defaults]") from None
             except IomodelError as exc:
                 raise IomodelError(f"{where}: {exc}") from None
+            packed = _heads_per_program(packed, spec, impls, seqlens is not None, where)
             if (why := causal_right_refusal(spec.causal, spec.window_right)) is not None:
                 raise IomodelError(f"{where}: window [{spec.window_left}, {spec.window_right}] {why}: use window = L "
                                    "(or [L, 0]) for a causal shape, or causal = false for a two-sided band")

@@ -40,7 +40,7 @@ from iomodel.format import human_bytes
 from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
-from iomodel.spec import LayerSpec, Tiling, cdiv
+from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
                                   exact_write_share, l2_fraction_refusal)
 from iomodel.schedule.launch import Schedule
@@ -48,6 +48,7 @@ from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulso
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
                                    wave_cache)
 from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE, estimate_programs_per_sm
+from iomodel.schedule.tiles import packed_grid
 
 #: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
 DEFAULT_TOLERANCES: dict[str, float] = {"HBM": 0.10, "L2": 0.15, "SRAM_fill": 0.0}
@@ -505,8 +506,8 @@ def grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
     spec = shape.spec
     if shape.impl != "tiled" or spec.phase != "prefill" or shape.seqlens is not None:
         return None
-    t_r = cdiv(spec.seqlen_q, tiling.block_m // tiling.heads_per_program)  # packed: BLOCK_M / P positions a tile
-    want = t_r * spec.batch * spec.heads // tiling.heads_per_program
+    t_r, rows = packed_grid(spec.seqlen_q, spec.batch * spec.heads, tiling.block_m, tiling.heads_per_program)
+    want = t_r * rows
     for k in shape.kernels:
         got = k.metrics.get("launch__grid_size")
         if _kernel_of(k.name) == "_attn_fwd" and got is not None and int(got) != want:

@@ -436,9 +436,9 @@ def _blocks_grid(spec: LayerSpec, tiling: Tiling, block_sizes: Sequence[int] = B
                  splits: Sequence[int] = SPLITS) -> tuple[list[int], str, list[int]]:
     """The tile grid :func:`plot_blocks` draws: ``(BLOCK_N columns, row name, row values)``.
 
-    Rows are ``block_m`` (prefill: the column sizes and the layer's BLOCK_M) or
-    ``num_splits`` (decode: ``splits`` and the layer's num_splits); the layer's own tiles
-    are always on the grid.
+    Rows are ``block_m`` (prefill: the column sizes and the layer's BLOCK_M; with packed programs,
+    ``heads_per_program`` P > 1, only the BLOCK_M that P divides) or ``num_splits`` (decode:
+    ``splits`` and the layer's num_splits); the layer's own tiles are always on the grid.
 
     Raises:
         IomodelError: a tile size is not a power of two (:class:`Tiling`).
@@ -446,7 +446,8 @@ def _blocks_grid(spec: LayerSpec, tiling: Tiling, block_sizes: Sequence[int] = B
     sizes = sorted({Tiling(block_m=b, block_n=b).block_m for b in block_sizes} | {tiling.block_n})
     if spec.phase == "decode":
         return sizes, "num_splits", sorted({int(x) for x in splits} | {tiling.num_splits})
-    return sizes, "block_m", sorted(set(sizes) | {tiling.block_m})
+    p = tiling.heads_per_program  # a packed program holds BLOCK_M / P whole positions of P heads
+    return sizes, "block_m", sorted({b for b in sizes if b % p == 0} | {tiling.block_m})
 
 
 def plot_blocks(
@@ -654,7 +655,7 @@ def plot_sram(
     spec = spec.with_(backward=False)
     m = np.asarray(default_sram_sizes() if sram_bytes is None else sram_bytes, dtype=np.int64)
     bm, bn = largest_fitting_tiles(spec, m, num_stages)
-    fit = bm > 0
+    fit = (bm > 0) & (bm % tiling.heads_per_program == 0)  # packed programs: BLOCK_M / P whole positions
     res_fa1 = _sweep(spec, tiling, hardware, {"smem_per_sm": m}, **options)
     fa1 = res_fa1["tiled_kv_stationary"]["hbm_bytes"]
     floor = float(res_fa1["compulsory"]["bytes"][0])

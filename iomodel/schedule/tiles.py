@@ -184,21 +184,25 @@ def decode_split_len(seqlen_k: int, num_splits: int, block_n: int) -> int:
 
 
 def prefill_packing_refusal(heads_per_program: Any, group: int, block_m: int, backward: bool = False,
-                            flag: str = "--heads-per-program") -> str | None:
+                            flag: str = "--heads-per-program", varlen: bool = False) -> str | None:
     """Why a prefill forward program cannot pack ``heads_per_program`` query heads of one GQA group, or None.
 
     Packing (FlashAttention-3's PackGQA, ``hopper/pack_gqa.h``): a program's BLOCK_M rows are
     BLOCK_M / P consecutive query positions of each of P query heads of one KV head (row r is
-    position r // P of head r % P), so the K/V blocks one program streams serve P heads. The
-    model needs P to divide the group G (whole programs per KV head) and BLOCK_M (a tile's rows
-    are whole positions); the backward kernels serve one query head per program.
+    position r // P of head r % P), so the K/V blocks one program streams serve P heads. P must be
+    a whole number of at least 1; P > 1 needs a dense prefill forward (the backward kernels run one
+    query head per program, the ragged launch its sequences' own grid) and P dividing the group G
+    (whole programs per KV head) and BLOCK_M (a tile's rows are whole positions). The one home of
+    the rule: the traffic model, the CLI, the sweeps and the kernel's launcher read it.
 
     Args:
         heads_per_program: P asked for (heads).
         group: G = H / H_kv query heads per KV head.
         block_m: BLOCK_M, rows per program.
         backward: the layer is a forward + backward step.
-        flag: the option to change, named in the message.
+        flag: the option to change, named in the message (``--heads-per-program``; ``heads_per_program =`` in a sweep
+            file, ``config.heads_per_program =`` for the kernel).
+        varlen: a ragged (varlen) batch.
 
     Returns:
         One sentence, or None (P = 1 always runs).
@@ -208,22 +212,55 @@ def prefill_packing_refusal(heads_per_program: Any, group: int, block_m: int, ba
         'heads_per_program 3 must divide the GQA group H/H_kv = 4: use --heads-per-program 1, 2 or 4'
     """
     p = heads_per_program
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        return f"heads_per_program must be a whole number, 1 or more, got {p!r}: use {flag} 1 (one query head a program)"
     if p == 1:
         return None
     if backward:
-        return (f"heads_per_program {p}: a packed GQA group is modelled for the prefill forward only (the backward "
-                f"kernels run one query head per program): drop {flag}, or use --pass fwd")
+        return (f"heads_per_program {p}: the model packs query heads in the prefill forward only (the bundled "
+                f"backward kernels run one query head per program, whatever the forward did): use --pass fwd, or "
+                f"drop {flag.rstrip(' =')}")
+    if varlen:
+        return (f"heads_per_program {p}: packed query heads run in a dense prefill's programs, not a ragged batch's: "
+                f"drop {flag.rstrip(' =')}")
     divisors = [d for d in range(1, group + 1) if group % d == 0]
     if group % p:
         listed = ", ".join(str(d) for d in divisors[:-1]) + f" or {divisors[-1]}" if len(divisors) > 1 else "1"
         return f"heads_per_program {p} must divide the GQA group H/H_kv = {group}: use {flag} {listed}"
     if block_m % p:
         fit = [d for d in divisors if block_m % d == 0]
-        wider = f", or --block-m {p} or more" if p & (p - 1) == 0 else " (BLOCK_M is a power of two, so P must be one)"
+        if p & (p - 1):
+            wider = " (BLOCK_M is a power of two, so P must be a power of two too)"
+        else:
+            wider = f", or --block-m {p} or more" if flag.startswith("--") else f", or a BLOCK_M of {p} or more"
         return (f"heads_per_program {p} must divide BLOCK_M = {block_m} (each program holds BLOCK_M / P whole query "
                 f"positions of P heads): use {flag} {max(fit)}{wider}")
     return None
 
+
+def writes_lse_refusal(writes_lse: bool, phase: str, backward: bool, varlen: bool = False) -> str | None:
+    """Why a launch whose programs write O without its LSE (``Tiling.writes_lse`` False) is not modelled, or None:
+    only a dense prefill forward may keep no LSE (the backward reads it; the decode kernel and the ragged launch are
+    the bundled kernels', which write it). One home: the traffic model, the CLI and the ragged models read it."""
+    if writes_lse or (phase == "prefill" and not backward and not varlen):
+        return None
+    return ("a forward that writes O without its LSE is modelled for a dense prefill forward only (the backward reads "
+            "the LSE; the decode kernel and the ragged launch write it): write O and LSE (--writes O,LSE), or use "
+            "--phase prefill --pass fwd on one dense layer")
+
+
+def ragged_programs_refusal(heads_per_program: Any, writes_lse: bool) -> str | None:
+    """Why a ragged (varlen) launch cannot run these programs, or None: it runs one query head a program and writes
+    the LSE (:func:`prefill_packing_refusal` and :func:`writes_lse_refusal` with ``varlen``)."""
+    if heads_per_program != 1 or isinstance(heads_per_program, bool):
+        return prefill_packing_refusal(heads_per_program, 1, 1, varlen=True)
+    return writes_lse_refusal(writes_lse, "prefill", False, varlen=True)
+
+
+def packed_grid(seqlen_q: int, rows: int, block_m: int, heads_per_program: int = 1) -> tuple[int, int]:
+    """The prefill forward's grid: (query tiles per grid row, grid rows) = (⌈N_q / (BLOCK_M / P)⌉, B·H / P) for
+    ``rows`` = B·H query-head rows and P = ``heads_per_program`` (1: one head a program). Units: programs."""
+    return cdiv(seqlen_q, block_m // heads_per_program), rows // heads_per_program
 
 __all__ = [
     "DECODE_MAX_ROWS",
@@ -240,6 +277,9 @@ __all__ = [
     "next_pow2",
     "page_size_refusal",
     "paged_block_n",
+    "packed_grid",
     "prefill_packing_refusal",
+    "ragged_programs_refusal",
+    "writes_lse_refusal",
     "program_sram_bytes",
 ]

@@ -277,8 +277,9 @@ class Tiling:
     K and V tiles). ``num_splits``: split-KV partitions for decode (1 = no split).
     ``heads_per_program``: how many query heads of one GQA group one program packs into its
     BLOCK_M rows: decode (the kernel's choice; K/V are then read H / (H_kv * heads_per_program)
-    times), or a prefill forward schedule no bundled kernel runs (BLOCK_M / P positions of each
-    of P heads, FlashAttention-3's PackGQA; :func:`iomodel.schedule.tiles.prefill_packing_refusal`).
+    times), or a prefill forward (BLOCK_M / P positions of each of P heads, FlashAttention-3's
+    PackGQA; the bundled pointer prefill runs it from a given ``KernelConfig``;
+    :func:`iomodel.schedule.tiles.prefill_packing_refusal`).
     ``writes_lse``: the prefill forward's programs write their rows' fp32 LSE (True, every bundled
     kernel: the backward reads it) or O alone (False: an inference kernel that keeps no LSE, e.g.
     FlashInfer's prefill with ``return_lse=False``; forward only).

@@ -23,7 +23,7 @@ from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling, causal_right_refusal
 from iomodel.spec.ragged import RaggedSpec, parse_seqlens, read_seqlens_file
 from iomodel.schedule.tiles import (decode_block_m_refusal, decode_splits_refusal, page_block_refusal,
-                                    prefill_packing_refusal)
+                                    prefill_packing_refusal, writes_lse_refusal)
 
 #: Default layer of ``iomodel worksheet`` with no arguments (the README's quick start).
 DEFAULT_PRESET = "llama-3-8b"
@@ -314,11 +314,9 @@ def resolve_layer(
                        f"{cfg.window_layers}; --window {window} models the layer asked for.")
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
-    if heads_per_program is not None and (phase != "prefill" or ragged is not None):
-        raise IomodelError("--heads-per-program packs query heads into the programs of a dense prefill schedule"
-                           + (", not a ragged batch's: drop it with --seqlens/--seqlens-file" if ragged is not None else
-                              "; decode packs its own (the kernel's decode_heads_per_program): drop it with --phase "
-                              "decode"))
+    if heads_per_program is not None and phase != "prefill":
+        raise IomodelError("--heads-per-program packs query heads into the programs of a dense prefill schedule; "
+                           "decode packs its own (the kernel's decode_heads_per_program): drop it with --phase decode")
     from iomodel.report.worksheet import kernel_tiling  # the kernel heuristics' tiles; imported where used
 
     explicit = {k: v for k, v in dict(block_m=block_m, block_n=block_n, num_stages=num_stages,
@@ -350,20 +348,20 @@ def resolve_layer(
 
         listed = [t.strip() for t in str(writes).split(",") if t.strip()]
         written = Schedule(writes=listed).writes  # one line naming the sets a schedule may write
-        if written != PROGRAM_WRITES and (phase != "prefill" or passes != "fwd"):
-            raise IomodelError(f"--writes {writes}: a forward that writes O without its LSE is modelled for the prefill "
-                               "forward only (the backward reads the LSE; the decode kernel writes it): drop it, or "
-                               "use --phase prefill --pass fwd")
+        reason = writes_lse_refusal("LSE" in written, phase, passes == "fwd+bwd", ragged is not None)
+        if reason is not None:
+            raise IomodelError(f"--writes {writes}: {reason}")
         tiling = replace(tiling, writes_lse="LSE" in written)
         explicit["writes"] = ",".join(written)
         if written != PROGRAM_WRITES:
             source += ("; --writes O given on the command line: each program writes O alone, no LSE (an inference "
                        "kernel's schedule no bundled kernel runs)")
     if heads_per_program is not None:  # FlashAttention-3's PackGQA: the pointer prefill runs it from a KernelConfig
-        tiling = replace(tiling, heads_per_program=heads_per_program)  # a positive whole number
-        reason = prefill_packing_refusal(heads_per_program, spec.group, tiling.block_m, spec.backward)
+        reason = prefill_packing_refusal(heads_per_program, spec.group, tiling.block_m, spec.backward,
+                                         varlen=ragged is not None)
         if reason is not None:
             raise IomodelError(reason)
+        tiling = replace(tiling, heads_per_program=heads_per_program)
         explicit["heads_per_program"] = heads_per_program
         if heads_per_program > 1:
             source += (f"; heads_per_program = {heads_per_program} given on the command line: each program packs "

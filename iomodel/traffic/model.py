@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: numpy is imported where it is used
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import decode_refusal
 from iomodel.schedule.tiles import (DECODE_MAX_ROWS, DECODE_MAX_SEQLEN_Q, head_dim_padded, prefill_packing_refusal,
-                                    program_sram_bytes)
+                                    program_sram_bytes, writes_lse_refusal)
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling, canonical_dtype
 from iomodel.spec.dtypes import eager_score_dtype
@@ -89,10 +89,9 @@ def _validate(spec: LayerSpec, tiling: Tiling) -> None:
         reason = prefill_packing_refusal(tiling.heads_per_program, spec.group, tiling.block_m, spec.backward)
         if reason is not None:
             raise IomodelError(reason)
-    if not tiling.writes_lse and (spec.phase != "prefill" or spec.backward):
-        raise IomodelError("a forward that writes O without its LSE is modelled for the prefill forward only (the "
-                           "backward reads the LSE; the decode kernel writes it): write O and LSE, or use --phase "
-                           "prefill --pass fwd")
+    reason = writes_lse_refusal(tiling.writes_lse, spec.phase, spec.backward)
+    if reason is not None:
+        raise IomodelError(reason)
     if spec.phase == "decode":
         reason = decode_refusal(spec)  # the decode model is the kernel's contract: its limit
         if reason is not None:

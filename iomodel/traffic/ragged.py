@@ -116,8 +116,15 @@ def predict_ragged(spec: RaggedSpec, tiling: Tiling, hardware: Hardware, seqused
         LSE rows only (module docstring).
 
     Raises:
-        IomodelError: what :func:`iomodel.traffic.predict` raises for a sequence.
+        IomodelError: what :func:`iomodel.traffic.predict` raises for a sequence; packed query heads
+            (``heads_per_program`` > 1) or programs that keep no LSE, which no ragged launch runs.
     """
+    from iomodel.errors import IomodelError
+    from iomodel.schedule.tiles import ragged_programs_refusal
+
+    reason = ragged_programs_refusal(tiling.heads_per_program, tiling.writes_lse)
+    if reason is not None:
+        raise IomodelError(reason)
     out = RaggedPrediction(spec, tiling)
     for (n_q, n_k), count in spec.kinds():
         rows, flops, compulsory = _sequence_bytes(spec, n_q, n_k, tiling, hardware)
