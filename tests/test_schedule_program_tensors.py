@@ -293,3 +293,40 @@ def test_sweep_checks_the_layer_before_its_packing(tmp_path):
     with pytest.raises(IomodelError) as exc:
         load_sweep(f)
     assert "head_dim must be a positive whole number" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_training_step_programs_by_hand():
+    """Each kernel of the training step says what one program holds, serves, reads and writes (issue 12 item 1 for
+    the backward). B 1, H 8 on 2 KV heads (G 4), HEAD_DIM 64, bf16 (a row of Q, dO, dQ, K, V: 128 B; LSE, Delta 4 B)."""
+    from iomodel.schedule.grid import step_programs
+
+    spec = LayerSpec(1, 8, 2, 64, 1000, 1000, "bf16", causal=True, backward=True)
+    t = Tiling(block_m=128, block_n=64, bwd_block_m=32, bwd_block_n=128, dq_block_m=64, dq_block_n=32)
+    p = step_programs(spec, t, {"grid_order": "tiles-fastest"})
+    assert list(p) == ["_attn_fwd", "_bwd_preprocess", "_bwd_dkdv", "_bwd_dq"]
+    dkdv = p["_bwd_dkdv"]
+    # K/V-stationary: 128 key rows of K and V held (16,384 B each), the group's 4 heads served, their Q/dO/LSE/Delta
+    # streamed 32 rows a step (4,096 B, 4,096 B, 128 B, 128 B), dK and dV stored once
+    assert (dkdv["stationary"], dkdv["heads_per_program"], dkdv["group_splits"]) == ("K, V", 4, 1)
+    assert [(n, x["how"], x["bytes"]) for n, x in dkdv["tensors"].items()] == [
+        ("K", "once", 16384), ("V", "once", 16384), ("Q", "streamed", 4096), ("dO", "streamed", 4096),
+        ("LSE", "streamed", 128), ("Delta", "streamed", 128), ("dK", "once", 16384), ("dV", "once", 16384)]
+    dq = p["_bwd_dq"]
+    assert (dq["stationary"], dq["tensors"]["Q"]["bytes"], dq["tensors"]["K"]["how"], dq["tensors"]["K"]["bytes"],
+            dq["tensors"]["dQ"]["bytes"]) == ("Q", 8192, "streamed", 4096, 8192)
+    split = step_programs(spec, Tiling(bwd_group_splits=3), {})
+    # S = 3 slices of a group of 4 (1, 1, 2 heads): fp32 partials of 128 rows (32,768 B each) and their reduction
+    assert split["_bwd_dkdv"]["heads_per_program"] == 2 and split["_bwd_dkdv"]["tensors"]["dK_part"]["bytes"] == 32768
+    assert split["_bwd_reduce_dkdv"]["tensors"]["dK_part"]["bytes"] == 3 * 64 * 64 * 4
+
+
+def test_worksheet_json_gives_each_training_kernel_its_program(capsys):
+    code, out, err = run_cli(capsys, ["worksheet", "--preset", "llama-3-8b", "--seqlen", "2048", "--pass", "fwd+bwd",
+                                      "-f", "json"])
+    assert code == 0, err
+    kernels = json.loads(out)["algorithms"]["tiled"]["l2_aware"]["kernels"]
+    assert [k["name"] for k in kernels] == [k["name"] for k in kernels if "program" in k]
+    fwd = kernels[0]["program"]
+    assert fwd["programs_per_sm"] == kernels[0]["programs_per_sm"] and fwd["writes"] == ["O", "LSE"]
+    dkdv = next(k["program"] for k in kernels if k["name"] == "_bwd_dkdv")
+    assert dkdv["stationary"] == "K, V" and dkdv["tensors"]["Q"]["how"] == "streamed"

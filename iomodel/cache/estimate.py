@@ -18,7 +18,7 @@ from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assu
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
                                    dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm,
-                                   KERNEL_FIXED_PROGRAMS_SOURCE)
+                                   KERNEL_FIXED_PROGRAMS_SOURCE, step_programs)
 from iomodel.schedule.launch import Schedule
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import Hardware
@@ -628,10 +628,14 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
     dkdv_quality = dkdv_read_quality(spec, tiling)
     dkdv_writes = dkdv_write_quality(spec, tiling, params.capacity)
+    fwd = Schedule.for_tiling(tiling, num_warps=num_warps, tile_order=tile_order, grid_order=grid_order,
+                              programs_per_sm=pps["_attn_fwd"])
+    programs = step_programs(spec, tiling, {**fwd.to_dict(), "tensors": fwd.tensors(spec)})
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name],
                      "read_bytes_quality": dkdv_quality if k.name == "_bwd_dkdv" else "predicted",
-                     "write_bytes_quality": dkdv_writes if k.name == "_bwd_dkdv" else "predicted"}
+                     "write_bytes_quality": dkdv_writes if k.name == "_bwd_dkdv" else "predicted",
+                     "program": programs[k.name]}
                     for k in l2.kernels)
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,

@@ -64,10 +64,10 @@ from iomodel.cache.simulate import KernelL2, _rounded
 from iomodel.cache.sums import OrderedSums
 from iomodel.errors import IomodelError
 from iomodel.cache.params import MAX_STREAM_ITEMS, exact_write_share
-from iomodel.schedule.grid import (DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows, dkdv_last_lo,
-                                   forward_row_writes, packed_view)
+from iomodel.schedule.grid import (DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows, backward_row_reads,
+                                   dkdv_last_lo, forward_row_writes, packed_view)
 from iomodel.schedule.launch import TILE_ORDERS
-from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
+from iomodel.spec import FP32_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Kernels :func:`fast_kernel_l2` knows, by the name :func:`iomodel.cache.predict.predict_training_step` gives them.
 FAST_KERNELS = ("fwd kernel", "_attn_fwd", "_bwd_preprocess", "_bwd_dkdv", "_bwd_dq", REDUCE_DKDV_KERNEL)
@@ -1010,7 +1010,7 @@ class _DkdvLockstep:
         self.chunk = _chunk_rows(tiling.bwd_block_m)
         self.n_chunks = cdiv(n_q, self.chunk)
         self.n_lanes = B * Hk * G
-        self.per_row = (d * s, d * s, LSE_WIDTH, FP32_WIDTH)
+        self.per_row = tuple(backward_row_reads(spec).values())  # Q, dO, LSE, Delta
         self.row_q = sum(self.per_row)
         self.kv_bytes = d * s
         self.total = t_c * B * Hk
@@ -1146,7 +1146,7 @@ class _DkdvEvents:
         self.chunk = _chunk_rows(bm) if spec.band is None else bm
         self.n_chunks = cdiv(n_q, self.chunk)
         self.n_lanes = B * Hk * G
-        self.per_row = (d * s, d * s, LSE_WIDTH, FP32_WIDTH)
+        self.per_row = tuple(backward_row_reads(spec).values())  # Q, dO, LSE, Delta
         self.kv_bytes = d * s
         self.total = t_c * B * Hk
         names = ("Q", "dO", "LSE", "Delta")
@@ -1367,8 +1367,7 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
             return None
         if name == "_bwd_dq":
             model = _QStationary(spec, tiling.dq_block_m, tiling.dq_block_n, w, tiling.dq_tile_order,
-                                 {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s},
-                                 write_share)
+                                 backward_row_reads(spec), {"dQ": d * s}, write_share)
         else:  # a packed GQA group per program: the layer of H / P heads, tiles of BLOCK_M / P rows of P heads each
             spec, block_m, p = packed_view(spec, tiling)
             model = _QStationary(spec, block_m, tiling.block_n, w, tile_order, {"Q": p * d * s},

@@ -493,6 +493,67 @@ def dq_program_sram_bytes(spec: LayerSpec, tiling: Tiling, num_stages: int) -> i
     return program_sram_bytes(tiling.dq_block_m, tiling.dq_block_n, num_stages, d, s) + tiling.dq_block_m * d * s
 
 
+def backward_row_reads(spec: LayerSpec) -> dict[str, int]:
+    """Bytes the backward's ``_bwd_dkdv`` and ``_bwd_dq`` programs read per query row, by tensor, in their load order:
+    Q and dO (the dtype), LSE and Delta (fp32) (docs/traffic-contract.md, "Backward"). Units: bytes."""
+    d, s = spec.head_dim, spec.width
+    return {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}
+
+
+def _tensor(access: str, how: str, rows: int, row_bytes: int, heads: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"access": access, "how": how, "rows": rows, "bytes": rows * row_bytes}
+    if heads is not None:
+        out["heads"] = heads
+    return out
+
+
+def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What one program of each kernel of the bundled training step serves, reads and writes (issue 12 item 1's
+    schedule as data, for the backward too), by kernel name, in launch order.
+
+    Each entry: the tensor it holds for the whole program (``stationary``), its tiles, the query heads one program
+    serves (``heads_per_program``: the dK/dV kernel's a whole GQA group, or a slice of it when ``bwd_group_splits``
+    S > 1), its loop order where it has one, and ``tensors``: per tensor ``access`` (read, write), ``how`` (``once``:
+    its own rows, loaded or stored once; ``streamed``: a block of ``rows`` at every step of its loop), ``rows`` and
+    ``bytes`` of one such load or store, and the ``heads`` a once-loaded block covers. ``forward`` is the forward's
+    own entry (:meth:`iomodel.schedule.launch.Schedule.to_dict` with its ``tensors``). Source: docs/traffic-contract.md,
+    "Backward"; the same per-row bytes as the waves (:func:`backward_row_reads`). Units: rows, bytes, heads.
+
+    Tensors: Q, dO, O, dQ ``(B, H, N_q, d)``; K, V, dK, dV ``(B, H_kv, N_k, d)``; LSE, Delta ``(B, H, N_q)`` fp32;
+    dK_part, dV_part ``(S, B, H_kv, N_k, d)`` fp32.
+    """
+    d, s = spec.head_dim, spec.width
+    row = backward_row_reads(spec)
+    G, S = spec.group, tiling.bwd_group_splits
+    bm, bn, pm = tiling.bwd_block_m, tiling.bwd_block_n, tiling.preprocess_block_m
+    slice_heads = max(b - a for a, b in dkdv_slices(G, S))
+    out: dict[str, dict[str, Any]] = {"_attn_fwd": dict(forward)}
+    out["_bwd_preprocess"] = {"stationary": "O, dO rows", "block_m": pm, "heads_per_program": 1, "tensors": {
+        "O": _tensor("read", "once", pm, d * s), "dO": _tensor("read", "once", pm, d * s),
+        "Delta": _tensor("write", "once", pm, FP32_WIDTH)}}
+    dkdv = {"K": _tensor("read", "once", bn, d * s), "V": _tensor("read", "once", bn, d * s)}
+    dkdv.update({t: _tensor("read", "streamed", bm, b) for t, b in row.items()})
+    out_k, out_w = ("dK", "dV"), d * s
+    if S > 1:
+        out_k, out_w = ("dK_part", "dV_part"), d * FP32_WIDTH
+    dkdv.update({t: _tensor("write", "once", bn, out_w) for t in out_k})
+    out["_bwd_dkdv"] = {"stationary": "K, V", "block_m": bm, "block_n": bn, "heads_per_program": slice_heads,
+                        "group_splits": S, "loop_order": tiling.bwd_dkdv_order if G > 1 else "heads-outer",
+                        "tensors": dkdv}
+    if S > 1:
+        rb = DKDV_REDUCE_BLOCK_N
+        out[REDUCE_DKDV_KERNEL] = {"stationary": "dK, dV rows", "block_n": rb, "heads_per_program": 1, "tensors": {
+            "dK_part": _tensor("read", "once", rb, S * d * FP32_WIDTH),
+            "dV_part": _tensor("read", "once", rb, S * d * FP32_WIDTH),
+            "dK": _tensor("write", "once", rb, d * s), "dV": _tensor("write", "once", rb, d * s)}}
+    dq = {t: _tensor("read", "once", tiling.dq_block_m, b, 1) for t, b in row.items()}
+    dq.update({t: _tensor("read", "streamed", tiling.dq_block_n, d * s) for t in ("K", "V")})
+    dq["dQ"] = _tensor("write", "once", tiling.dq_block_m, d * s, 1)
+    out["_bwd_dq"] = {"stationary": "Q", "block_m": tiling.dq_block_m, "block_n": tiling.dq_block_n,
+                      "heads_per_program": 1, "tile_order": tiling.dq_tile_order, "tensors": dq}
+    return out
+
+
 def preprocess_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
     """Waves of ``_bwd_preprocess`` (D = rowsum(dO ∘ O)): grid ``(ceil(N_q / PREPROCESS_BLOCK_M), B·H)``.
 
@@ -653,7 +714,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     end = [e for _, e in ranges]  # N_q for every tile without a window
     t_c = len(lo)
     k_rows = [min(bn, n_k - j * bn) for j in range(t_c)]
-    per_row = {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}
+    per_row = backward_row_reads(spec)
     row_names, row_bytes = tuple(per_row), tuple(per_row.values())
     q_rows = sum(e - x for x, e in ranges)  # per (batch, query head)
     req_r = {"K": S * B * Hk * n_k * d * s, "V": S * B * Hk * n_k * d * s}
@@ -765,7 +826,7 @@ def dq_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     """
     d, s = spec.head_dim, spec.width
     return _q_stationary_waves(spec, tiling.dq_block_m, tiling.dq_block_n, w, tiling.dq_tile_order,
-                               {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}, {"dQ": d * s}, grouped)
+                               backward_row_reads(spec), {"dQ": d * s}, grouped)
 
 
 def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
