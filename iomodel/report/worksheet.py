@@ -813,7 +813,7 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
         fixed = {"programs_per_sm": pps, "programs_per_sm_source": KERNEL_FIXED_PROGRAMS_SOURCE}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:
-        src += "; given: " + " ".join(schedule_flags(given))
+        src += "; given (as flags or in the --schedule file): " + " ".join(schedule_flags(given))
     return sched, src
 
 

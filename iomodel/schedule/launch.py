@@ -471,9 +471,10 @@ class Schedule:
 FIELDS = tuple(f.name for f in fields(Schedule) if f.name != "programs_per_sm_source")
 #: Grid orders the bundled kernel runs (``kernels/flash_attention.py``, ``KernelConfig.grid_order``).
 KERNEL_GRID_ORDERS = GRID_ORDERS
-#: The bundled kernel's schedules at its default tiles: tiles-fastest, ascending keys, forward
-#: or reverse query tiles (its ``tile_order`` config field); other tiles and warps by
-#: :meth:`Schedule.for_tiling`.
+#: The bundled kernel's two query-tile orders as schedules (tiles-fastest, ascending keys, forward or reverse: its
+#: ``tile_order`` config field) at the :class:`Schedule` field defaults (128 x 64, 2 stages, 4 warps), not at any path's
+#: own tiles: the worksheet builds the kernel's actual launch with :meth:`Schedule.for_tiling` from the tiles and warps
+#: ``kernels/heuristics.py`` gives per path (``iomodel.report.worksheet.l2_schedule``, the LPT order included).
 BUNDLED = tuple(Schedule(tile_order=o) for o in TILE_ORDERS)
 
 
