@@ -205,7 +205,7 @@ def test_worksheet_flags_and_file_give_the_same_programs(capsys, tmp_path):
 
 @pytest.mark.parametrize("args,fragment", [
     (["--seqlen", "1024", "--heads-per-program", "3"], "heads_per_program 3 must divide the GQA group H/H_kv = 4: use --heads-per-program 1, 2 or 4"),
-    (["--seqlen", "1024", "--heads-per-program", "0"], "heads_per_program must be a whole number, 1 or more, got 0: use --heads-per-program 1"),
+    (["--seqlen", "1024", "--heads-per-program", "0"], "heads_per_program must be a whole number, 1 or more, or 'group' (the whole GQA group), got '0'"),
     (["--seqlen", "1024", "--heads-per-program", "4", "--block-m", "2", "--block-n", "16"], "must divide BLOCK_M = 2"),
     (["--seqlen", "1024", "--heads-per-program", "2", "--pass", "fwd+bwd"],
      "the model packs query heads in the prefill forward only (the bundled backward kernels run one query head"),
@@ -330,3 +330,31 @@ def test_worksheet_json_gives_each_training_kernel_its_program(capsys):
     assert fwd["programs_per_sm"] == kernels[0]["programs_per_sm"] and fwd["writes"] == ["O", "LSE"]
     dkdv = next(k["program"] for k in kernels if k["name"] == "_bwd_dkdv")
     assert dkdv["stationary"] == "K, V" and dkdv["tensors"]["Q"]["how"] == "streamed"
+
+
+def test_one_program_per_whole_group_is_said_and_can_be_asked_for(capsys, tmp_path):
+    """``--heads-per-program group`` (or ``heads_per_program = "group"`` in a schedule file) is P = H/H_kv, and the JSON
+    says whether one program serves its KV head's whole group: the forward's schedule and each training kernel's."""
+    code, out, err = run_cli(capsys, ["worksheet", *_LAYER, "--heads-per-program", "group"])
+    assert code == 0, err
+    d = json.loads(out)
+    s = d["algorithms"]["tiled"]["l2_aware"]["schedule"]
+    assert (s["heads_per_program"], s["serves_whole_group"]) == (4, True)
+    assert "--heads-per-program 4" in d["worksheet"]["command"]
+    f = tmp_path / "g.toml"
+    f.write_text('heads_per_program = "group"\n')
+    code, out2, err = run_cli(capsys, ["worksheet", *_LAYER, "--schedule", str(f)])
+    assert code == 0, err
+    assert json.loads(out2)["algorithms"]["tiled"]["l2_aware"]["read_bytes"] == \
+        d["algorithms"]["tiled"]["l2_aware"]["read_bytes"]
+    with pytest.raises(IomodelError) as exc:  # a schedule alone does not know the layer's group
+        load_schedule(f)
+    assert "which a schedule alone does not know" in str(exc.value)
+    code, out3, err = run_cli(capsys, ["worksheet", *_LAYER])
+    assert json.loads(out3)["algorithms"]["tiled"]["l2_aware"]["schedule"]["serves_whole_group"] is False
+    code, out4, err = run_cli(capsys, ["worksheet", "--preset", "llama-3-8b", "--seqlen", "8192", "--batch", "4",
+                                       "--pass", "fwd+bwd", "-f", "json"])
+    assert code == 0, err
+    dkdv = next(k["program"] for k in json.loads(out4)["algorithms"]["tiled"]["l2_aware"]["kernels"]
+                if k["name"] == "_bwd_dkdv")
+    assert dkdv["serves_whole_group"] == (dkdv["group_splits"] == 1)  # the dK/dV kernel's program: the group, or a slice

@@ -416,6 +416,9 @@ class L2Estimate:
     schedule: Schedule | None = None
     #: What one program of ``schedule`` reads and writes, per tensor (:meth:`Schedule.tensors`); None without one.
     program_tensors: dict[str, Any] | None = None
+    #: Whether one program of ``schedule`` serves every query head of its KV head (``heads_per_program`` = H / H_kv,
+    #: MHA included); None without a schedule.
+    serves_whole_group: bool | None = None
     #: The least of the kernels' ``read_bytes_quality`` (``iomodel.cache.predict.READ_QUALITIES``): how far
     #: ``read_bytes`` can be taken; ``predicted`` but for the training step's classes the assumptions name.
     read_bytes_quality: str = "predicted"
@@ -453,6 +456,8 @@ class L2Estimate:
             out["schedule"] = self.schedule.to_dict()
             if self.program_tensors is not None:
                 out["schedule"]["tensors"] = self.program_tensors
+            if self.serves_whole_group is not None:
+                out["schedule"]["serves_whole_group"] = self.serves_whole_group
         if self.kernels:
             out["kernels"] = [dict(k) for k in self.kernels]
         return out
@@ -533,7 +538,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
         hardware=hardware, programs_per_sm=params.programs_per_sm, programs_per_sm_source=pps_source,
         num_warps=schedule.num_warps, tile_order=schedule.tile_order, config_source=config_source,
         assumptions=tuple(l2.assumptions), schedule=replace(schedule, programs_per_sm=pps),
-        program_tensors=schedule.tensors(spec),
+        program_tensors=schedule.tensors(spec), serves_whole_group=schedule.heads_per_program == spec.group,
     )
 
 

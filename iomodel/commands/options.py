@@ -114,11 +114,10 @@ class LayerOptions:
         "--num-stages", "K/V tiles in flight per program (pipelining depth).", _TILES)] = None
     num_splits: Annotated[Optional[int], _option(
         "--num-splits", "Decode split-KV partitions (default: the kernel's heuristic).", _TILES)] = None
-    heads_per_program: Annotated[Optional[int], _option(
+    heads_per_program: Annotated[Optional[str], _option(
         "--heads-per-program", "Prefill forward: query heads of one KV head packed into each program's BLOCK_M rows "
-        "(FlashAttention-3's PackGQA; H/H_kv = one program per whole GQA group; the bundled pointer prefill runs "
-        "it from a given KernelConfig). "
-        "Default 1.", _TILES)] = None
+        "(FlashAttention-3's PackGQA): a whole number, or group (H/H_kv: one program per whole GQA group); the "
+        "bundled pointer prefill runs it from a given KernelConfig. Default 1.", _TILES)] = None
     writes: Annotated[Optional[str], _option(
         "--writes", "Prefill forward: what each program writes once: O,LSE (default; the backward reads the LSE) or "
         "O (an inference kernel that keeps no LSE; no bundled kernel).", _TILES)] = None

@@ -527,7 +527,8 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
     G, S = spec.group, tiling.bwd_group_splits
     bm, bn, pm = tiling.bwd_block_m, tiling.bwd_block_n, tiling.preprocess_block_m
     slice_heads = max(b - a for a, b in dkdv_slices(G, S))
-    out: dict[str, dict[str, Any]] = {"_attn_fwd": dict(forward)}
+    out: dict[str, dict[str, Any]] = {"_attn_fwd": {**forward, "serves_whole_group":
+                                                     forward.get("heads_per_program", 1) == G}}
     out["_bwd_preprocess"] = {"stationary": "O, dO rows", "block_m": pm, "heads_per_program": 1, "tensors": {
         "O": _tensor("read", "once", pm, d * s), "dO": _tensor("read", "once", pm, d * s),
         "Delta": _tensor("write", "once", pm, FP32_WIDTH)}}
@@ -538,7 +539,7 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
         out_k, out_w = ("dK_part", "dV_part"), d * FP32_WIDTH
     dkdv.update({t: _tensor("write", "once", bn, out_w) for t in out_k})
     out["_bwd_dkdv"] = {"stationary": "K, V", "block_m": bm, "block_n": bn, "heads_per_program": slice_heads,
-                        "group_splits": S, "loop_order": tiling.bwd_dkdv_order if G > 1 else "heads-outer",
+                        "serves_whole_group": slice_heads == G, "group_splits": S, "loop_order": tiling.bwd_dkdv_order if G > 1 else "heads-outer",
                         "tensors": dkdv}
     if S > 1:
         rb = DKDV_REDUCE_BLOCK_N

@@ -487,6 +487,7 @@ def read_schedule_file(path: str | Path) -> dict[str, Any]:
         grid_order = "heads-fastest"
         key_order = "descending"
         programs_per_sm = 2
+        heads_per_program = "group"   # or a whole number: query heads of one KV head a program
 
     Raises:
         IomodelError: the file is missing, not TOML, or has an unknown key or a bad value (one line).
@@ -501,7 +502,12 @@ def read_schedule_file(path: str | Path) -> dict[str, Any]:
         raise IomodelError(f"schedule file {str(path)!r} gives fields both at the top level "
                            f"({', '.join(sorted(k for k in data if k != 'schedule'))}) and in a [schedule] table: "
                            "put them all in one of the two")
-    Schedule.from_mapping(data, f"schedule file {str(path)!r}")  # every value checked
+    from iomodel.schedule.tiles import WHOLE_GROUP
+
+    check = dict(data)
+    if check.get("heads_per_program") == WHOLE_GROUP:  # the layer's group: checked where the layer is known
+        check["heads_per_program"] = 1
+    Schedule.from_mapping(check, f"schedule file {str(path)!r}")  # every value checked
     return dict(data)
 
 
@@ -509,9 +515,15 @@ def load_schedule(path: str | Path) -> Schedule:
     """The :class:`Schedule` of a schedule TOML file (:func:`read_schedule_file`; defaults for the fields it leaves out).
 
     Raises:
-        IomodelError: as :func:`read_schedule_file`.
+        IomodelError: as :func:`read_schedule_file`; ``heads_per_program = "group"``, which needs a layer's GQA
+            group (give the file to ``iomodel worksheet --schedule``, or a number).
     """
-    return Schedule(**read_schedule_file(path))
+    fields = read_schedule_file(path)
+    if isinstance(fields.get("heads_per_program"), str):
+        raise IomodelError(f"schedule file {str(path)!r}: heads_per_program {fields['heads_per_program']!r} is the "
+                           "layer's GQA group, which a schedule alone does not know: give the file to iomodel worksheet "
+                           "--schedule, or write the number")
+    return Schedule(**fields)
 
 
 __all__ = [

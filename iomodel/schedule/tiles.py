@@ -238,6 +238,32 @@ def prefill_packing_refusal(heads_per_program: Any, group: int, block_m: int, ba
     return None
 
 
+#: The word for "one program per whole GQA group" (P = G = H / H_kv) where a whole number of heads per program goes.
+WHOLE_GROUP = "group"
+
+
+def packing_of(value: Any, group: int, flag: str = "--heads-per-program") -> int:
+    """P from how a user gave it: a whole number (or its decimal string, as a flag gives it), or ``"group"``
+    (:data:`WHOLE_GROUP`: P = ``group``, one program per whole GQA group). Anything else raises; whether P can run
+    is :func:`prefill_packing_refusal`'s to say.
+
+    Raises:
+        IomodelError: not a whole number of at least 1 nor ``"group"`` (one line, naming ``flag``).
+    """
+    from iomodel.errors import IomodelError
+
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == WHOLE_GROUP:
+            return group
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+    elif isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise IomodelError(f"heads_per_program must be a whole number, 1 or more, or {WHOLE_GROUP!r} (the whole GQA group), "
+                       f"got {value!r}: use {flag} 1 (one query head a program) or {flag} {WHOLE_GROUP}")
+
+
 def writes_lse_refusal(writes_lse: bool, phase: str, backward: bool, varlen: bool = False) -> str | None:
     """Why a launch whose programs write O without its LSE (``Tiling.writes_lse`` False) is not modelled, or None:
     only a dense prefill forward may keep no LSE (the backward reads it; the decode kernel and the ragged launch are
@@ -278,6 +304,8 @@ __all__ = [
     "page_size_refusal",
     "paged_block_n",
     "packed_grid",
+    "packing_of",
+    "WHOLE_GROUP",
     "prefill_packing_refusal",
     "ragged_programs_refusal",
     "writes_lse_refusal",

@@ -22,7 +22,7 @@ from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling, causal_right_refusal
 from iomodel.spec.ragged import RaggedSpec, parse_seqlens, read_seqlens_file
-from iomodel.schedule.tiles import (decode_block_m_refusal, decode_splits_refusal, page_block_refusal,
+from iomodel.schedule.tiles import (decode_block_m_refusal, decode_splits_refusal, packing_of, page_block_refusal,
                                     prefill_packing_refusal, writes_lse_refusal)
 
 #: Default layer of ``iomodel worksheet`` with no arguments (the README's quick start).
@@ -154,7 +154,7 @@ def resolve_layer(
     block_n: int | None = None,
     num_stages: int | None = None,
     num_splits: int | None = None,
-    heads_per_program: int | None = None,
+    heads_per_program: int | str | None = None,
     writes: str | None = None,
     hardware: str = DEFAULT_HARDWARE,
     page_size: int | None = None,
@@ -314,6 +314,7 @@ def resolve_layer(
                        f"{cfg.window_layers}; --window {window} models the layer asked for.")
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
+    heads_per_program = packing_of(heads_per_program, spec.group) if heads_per_program is not None else None
     if heads_per_program is not None and phase != "prefill":
         raise IomodelError("--heads-per-program packs query heads into the programs of a dense prefill schedule; "
                            "decode packs its own (the kernel's decode_heads_per_program): drop it with --phase decode")
