@@ -82,7 +82,7 @@ def test_markdown(ws):
     # header: every assumption
     for text in ("B = 1, H = 2, H_kv = 1 (GQA group 2), HEAD_DIM = 16", "fp16 (2 B per element)",
                  "none (every query row sees every key)", "BLOCK_M = 32, BLOCK_N = 16, num_stages = 1",
-                 "given on the command line", "H200: HBM 4.8 TB/s", "Model assumptions:"):
+                 "given (as flags or in a --schedule file)", "H200: HBM 4.8 TB/s", "Model assumptions:"):
         assert text in md, text
     # totals, ratio, compulsory, FLOPs with thousands separators and human units
     assert "**Compulsory bytes** (each input read once, each output written once): 12,288 B (12 KiB)" in md

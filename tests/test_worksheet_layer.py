@@ -88,7 +88,7 @@ def test_kernel_tiling_without_heuristics(monkeypatch):
 def test_explicit_tiles():
     lay = resolve_layer(block_m=64, block_n=32, num_stages=2)
     assert (lay.tiling.block_m, lay.tiling.block_n, lay.tiling.num_stages) == (64, 32, 2)
-    assert "given on the command line" in lay.tiling_source
+    assert "given (as flags or in a --schedule file)" in lay.tiling_source
     assert "--block-m 64 --block-n 32 --num-stages 2" in lay.command()
     lay = resolve_layer(phase="decode", num_splits=8)
     assert lay.tiling.num_splits == 8 and "--num-splits 8" in lay.command()

@@ -38,6 +38,11 @@ MAX_SEQUENCES = 10**6
 MAX_DISTINCT_LENGTHS = 20_000
 
 
+#: How a tiling source says its tiles were given (flags, or a ``--schedule`` file's tile fields); the worksheet's
+#: command repeats such tiles as flags.
+GIVEN = "given (as flags or in a --schedule file)"
+
+
 @dataclass(frozen=True)
 class Layer:
     """Everything a worksheet or plot needs: the layer, its tiles and the hardware.
@@ -119,7 +124,7 @@ class Layer:
             parts.append("--pass fwd+bwd")
         if self.tiles and tiles_given is None:  # the tile flags as given: the same tiles, the same wording
             parts.append(" ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.tiles))
-        elif tiles_given if tiles_given is not None else "given on the command line" in self.tiling_source:
+        elif tiles_given if tiles_given is not None else GIVEN in self.tiling_source:
             t = self.tiling
             parts.append(f"--block-m {t.block_m} --block-n {t.block_n} --num-stages {t.num_stages}")
             if s.phase == "decode":
@@ -340,10 +345,10 @@ def resolve_layer(
         unrun = [r for k in ("block_m", "block_n") if k in explicit
                  for r in [block_size_refusal(k, explicit[k])] if r is not None]
         if unrun:  # tiles the kernel's launcher refuses: modelled, never labelled as the bundled kernel's
-            source = (f"{named} given on the command line; no bundled kernel runs these tiles "
+            source = (f"{named} given (as flags or in a --schedule file); no bundled kernel runs these tiles "
                       f"({'; '.join(r.split(': change it')[0] for r in unrun)})")
         else:
-            source = f"{named} given on the command line; the rest {source[0].lower()}{source[1:]}"
+            source = f"{named} given (as flags or in a --schedule file); the rest {source[0].lower()}{source[1:]}"
     if writes is not None:  # what each prefill forward program writes: O and LSE (every bundled kernel) or O alone
         from iomodel.schedule.launch import PROGRAM_WRITES, Schedule
 
@@ -355,7 +360,7 @@ def resolve_layer(
         tiling = replace(tiling, writes_lse="LSE" in written)
         explicit["writes"] = ",".join(written)
         if written != PROGRAM_WRITES:
-            source += ("; --writes O given on the command line: each program writes O alone, no LSE (an inference "
+            source += ("; --writes O given (as flags or in a --schedule file): each program writes O alone, no LSE (an inference "
                        "kernel's schedule no bundled kernel runs)")
     if heads_per_program is not None:  # FlashAttention-3's PackGQA: the pointer prefill runs it from a KernelConfig
         reason = prefill_packing_refusal(heads_per_program, spec.group, tiling.block_m, spec.backward,
@@ -365,7 +370,7 @@ def resolve_layer(
         tiling = replace(tiling, heads_per_program=heads_per_program)
         explicit["heads_per_program"] = heads_per_program
         if heads_per_program > 1:
-            source += (f"; heads_per_program = {heads_per_program} given on the command line: each program packs "
+            source += (f"; heads_per_program = {heads_per_program} given (as flags or in a --schedule file): each program packs "
                        f"{heads_per_program} query heads of one KV head (FlashAttention-3's PackGQA), which the bundled "
                        "pointer prefill runs through KernelConfig(heads_per_program=...) on path 'prefill' (its launcher "
                        "never picks it)")
