@@ -214,17 +214,23 @@ def test_worksheet_flags_and_file_give_the_same_programs(capsys, tmp_path):
     (["--seqlen", "1024", "--writes", "O", "--pass", "fwd+bwd"], "a forward that writes O without its LSE is modelled for a dense prefill forward"),
     (["--seqlens", "100,300", "--writes", "O"], "a forward that writes O without its LSE is modelled for a dense prefill forward"),
     (["--seqlen", "1024", "--writes", "O,bias"], "writes O, bias: a program writes its O rows once"),
+    (["--seqlen", "1024", "--heads-per-program", "\u00b2"], "got '\u00b2': use --heads-per-program 1"),  # isdigit, not int
+    (["--seqlen", "1024", "--heads-per-program", "x"], "or 'group' (the whole GQA group), got 'x'"),
 ])
 def test_worksheet_bad_program_flags_are_one_line(capsys, args, fragment):
     assert_one_line_error(capsys, ["worksheet", "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--dtype",
                                    "bf16", *args], fragment)
 
 
-def test_worksheet_bad_program_file_is_one_line(capsys, tmp_path):
+@pytest.mark.parametrize("text,fragment", [
+    ('reads = ["Q", "K", "V", "bias"]\n', "other inputs (an attention bias, a mask tensor) are not modelled"),
+    ('heads_per_program = "x"\n', "heads_per_program must be a whole number or 'group' (one program per whole GQA "
+                                  "group), got 'x': fix that value in the file"),
+])
+def test_worksheet_bad_program_file_is_one_line(capsys, tmp_path, text, fragment):
     f = tmp_path / "bad.toml"
-    f.write_text('reads = ["Q", "K", "V", "bias"]\n')
-    assert_one_line_error(capsys, ["worksheet", "--seqlen", "1024", "--schedule", str(f)],
-                          "other inputs (an attention bias, a mask tensor) are not modelled")
+    f.write_text(text)
+    assert_one_line_error(capsys, ["worksheet", "--seqlen", "1024", "--schedule", str(f)], fragment)
 
 
 @pytest.mark.parametrize("extra,fragment", [
@@ -232,8 +238,12 @@ def test_worksheet_bad_program_file_is_one_line(capsys, tmp_path):
                               "2 or 4"),
     ("heads_per_program = 0", "heads_per_program must be a whole number, 1 or more, got 0"),
     ('heads_per_program = 2\nimpls = ["sdpa-flash"]', "packs query heads in the bundled kernel's dense prefill forward"),
-    ('heads_per_program = 2\npass = "fwd+bwd"', "the model packs query heads in the prefill forward only"),
-    ('heads_per_program = true', "heads_per_program must be a whole number, 1 or more, got True"),
+    ('heads_per_program = 2\npass = "fwd+bwd"', 'the model packs query heads in the prefill forward only (the bundled '
+                                                'backward kernels run one query head per program, whatever the forward '
+                                                'did): use pass = "fwd", or drop heads_per_program'),
+    ("heads_per_program = 1.0", "heads_per_program must be a whole number, 1 or more, got"),
+    ('heads_per_program = 0\nimpls = ["eager"]', "heads_per_program must be a whole number, 1 or more, got 0"),
+    ('heads_per_program = true', "heads_per_program must be a whole number, 1 or more, got the boolean true"),
 ])
 def test_sweep_heads_per_program_is_checked_before_measuring(tmp_path, extra, fragment):
     from iomodel.measure.sweep import load_sweep
@@ -317,6 +327,7 @@ def test_training_step_programs_by_hand():
     split = step_programs(spec, Tiling(bwd_group_splits=3), {})
     # S = 3 slices of a group of 4 (1, 1, 2 heads): fp32 partials of 128 rows (32,768 B each) and their reduction
     assert split["_bwd_dkdv"]["heads_per_program"] == 2 and split["_bwd_dkdv"]["tensors"]["dK_part"]["bytes"] == 32768
+    assert (split["_bwd_dkdv"]["slice_heads"], split["_bwd_dkdv"]["serves_whole_group"]) == ([1, 1, 2], False)
     assert split["_bwd_reduce_dkdv"]["tensors"]["dK_part"]["bytes"] == 3 * 64 * 64 * 4
 
 
@@ -325,7 +336,7 @@ def test_worksheet_json_gives_each_training_kernel_its_program(capsys):
                                       "-f", "json"])
     assert code == 0, err
     kernels = json.loads(out)["algorithms"]["tiled"]["l2_aware"]["kernels"]
-    assert [k["name"] for k in kernels] == [k["name"] for k in kernels if "program" in k]
+    assert [k["name"] for k in kernels] == [k["name"] for k in kernels if "serves_whole_group" in k.get("program", {})]
     fwd = kernels[0]["program"]
     assert fwd["programs_per_sm"] == kernels[0]["programs_per_sm"] and fwd["writes"] == ["O", "LSE"]
     dkdv = next(k["program"] for k in kernels if k["name"] == "_bwd_dkdv")

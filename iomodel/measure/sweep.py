@@ -253,7 +253,10 @@ def _heads_per_program(value: Any, spec: LayerSpec, impls: Any, ragged: bool, wh
     from iomodel.schedule.tiles import prefill_packing_refusal
     from kernels import heuristics as hx  # pure Python: the prefill path's tiles, which the child runs
 
-    if value != 1 or isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise IomodelError(f"{where}: heads_per_program must be a whole number, 1 or more, got {jv.describe(value)}: "
+                           "fix the file")
+    if value != 1:
         if impls != ["tiled"] or spec.phase != "prefill":
             raise IomodelError(f"{where}: heads_per_program {jv.describe(value)} packs query heads in the bundled "
                                "kernel's dense prefill forward: use impls = [\"tiled\"] and a prefill shape (the decode "

@@ -90,7 +90,10 @@ def _assumptions(spec: LayerSpec, tiling: Tiling | None, hardware: Hardware, ext
     if tiling is not None:
         parts.append(f"tiles BLOCK_M={tiling.block_m}, BLOCK_N={tiling.block_n}, num_stages={tiling.num_stages}"
                      + (f", num_splits={tiling.num_splits}, heads/program={tiling.heads_per_program}"
-                        if s.phase == "decode" else ""))
+                        if s.phase == "decode" else
+                        f", heads/program={tiling.heads_per_program} (packed query heads)"
+                        if tiling.heads_per_program > 1 else "")
+                     + (", O written without LSE" if not tiling.writes_lse else ""))
     parts.append(f"{hardware.name} (L2 {human_bytes(hardware.l2_bytes)}, "
                  f"{human_bytes(hardware.smem_per_block)} shared memory per block)")
     parts.append("HBM bytes = no-reuse model (every load leaves the chip); 1 KiB = 1,024 B")

@@ -31,7 +31,7 @@ from iomodel.errors import IomodelError
 from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling, cdiv
-from iomodel.spec.resolve import DEFAULT_HARDWARE, Layer, resolve_layer
+from iomodel.spec.resolve import DEFAULT_HARDWARE, GIVEN, Layer, resolve_layer
 from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, block_size_refusal, decode_refusal, env_switch,
                                             kernel_refusal, prefill_path, switches_off)
 from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE
@@ -813,7 +813,7 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
         fixed = {"programs_per_sm": pps, "programs_per_sm_source": KERNEL_FIXED_PROGRAMS_SOURCE}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:
-        src += "; given (as flags or in the --schedule file): " + " ".join(schedule_flags(given))
+        src += f"; {GIVEN}: " + " ".join(schedule_flags(given))
     return sched, src
 
 

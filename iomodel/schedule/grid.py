@@ -512,24 +512,27 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
     schedule as data, for the backward too), by kernel name, in launch order.
 
     Each entry: the tensor it holds for the whole program (``stationary``), its tiles, the query heads one program
-    serves (``heads_per_program``: the dK/dV kernel's a whole GQA group, or a slice of it when ``bwd_group_splits``
-    S > 1), its loop order where it has one, and ``tensors``: per tensor ``access`` (read, write), ``how`` (``once``:
+    serves (``heads_per_program``: the dK/dV kernel's a whole GQA group, or with ``bwd_group_splits`` S > 1 the largest
+    of its S slices, all listed in ``slice_heads``) and whether that is the KV head's whole group
+    (``serves_whole_group``), its loop order where it has one, and ``tensors``: per tensor ``access`` (read, write), ``how`` (``once``:
     its own rows, loaded or stored once; ``streamed``: a block of ``rows`` at every step of its loop), ``rows`` and
     ``bytes`` of one such load or store, and the ``heads`` a once-loaded block covers. ``forward`` is the forward's
     own entry (:meth:`iomodel.schedule.launch.Schedule.to_dict` with its ``tensors``). Source: docs/traffic-contract.md,
     "Backward"; the same per-row bytes as the waves (:func:`backward_row_reads`). Units: rows, bytes, heads.
 
     Tensors: Q, dO, O, dQ ``(B, H, N_q, d)``; K, V, dK, dV ``(B, H_kv, N_k, d)``; LSE, Delta ``(B, H, N_q)`` fp32;
-    dK_part, dV_part ``(S, B, H_kv, N_k, d)`` fp32.
+    dK_part, dV_part ``(B, H_kv, S, N_k, d)`` fp32 (slice-major per KV head, ``kernels/backward.py``).
     """
     d, s = spec.head_dim, spec.width
     row = backward_row_reads(spec)
     G, S = spec.group, tiling.bwd_group_splits
     bm, bn, pm = tiling.bwd_block_m, tiling.bwd_block_n, tiling.preprocess_block_m
-    slice_heads = max(b - a for a, b in dkdv_slices(G, S))
+    slices = [b - a for a, b in dkdv_slices(G, S)]
+    slice_heads = max(slices)
     out: dict[str, dict[str, Any]] = {"_attn_fwd": {**forward, "serves_whole_group":
                                                      forward.get("heads_per_program", 1) == G}}
-    out["_bwd_preprocess"] = {"stationary": "O, dO rows", "block_m": pm, "heads_per_program": 1, "tensors": {
+    out["_bwd_preprocess"] = {"stationary": "O, dO rows", "block_m": pm, "heads_per_program": 1,
+                              "serves_whole_group": G == 1, "tensors": {
         "O": _tensor("read", "once", pm, d * s), "dO": _tensor("read", "once", pm, d * s),
         "Delta": _tensor("write", "once", pm, FP32_WIDTH)}}
     dkdv = {"K": _tensor("read", "once", bn, d * s), "V": _tensor("read", "once", bn, d * s)}
@@ -539,11 +542,12 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
         out_k, out_w = ("dK_part", "dV_part"), d * FP32_WIDTH
     dkdv.update({t: _tensor("write", "once", bn, out_w) for t in out_k})
     out["_bwd_dkdv"] = {"stationary": "K, V", "block_m": bm, "block_n": bn, "heads_per_program": slice_heads,
-                        "serves_whole_group": slice_heads == G, "group_splits": S, "loop_order": tiling.bwd_dkdv_order if G > 1 else "heads-outer",
+                        "serves_whole_group": slice_heads == G, "group_splits": S, "slice_heads": slices, "loop_order": tiling.bwd_dkdv_order if G > 1 else "heads-outer",
                         "tensors": dkdv}
     if S > 1:
         rb = DKDV_REDUCE_BLOCK_N
-        out[REDUCE_DKDV_KERNEL] = {"stationary": "dK, dV rows", "block_n": rb, "heads_per_program": 1, "tensors": {
+        out[REDUCE_DKDV_KERNEL] = {"stationary": "dK, dV rows", "block_n": rb, "heads_per_program": 1,
+                                   "serves_whole_group": G == 1, "tensors": {
             "dK_part": _tensor("read", "once", rb, S * d * FP32_WIDTH),
             "dV_part": _tensor("read", "once", rb, S * d * FP32_WIDTH),
             "dK": _tensor("write", "once", rb, d * s), "dV": _tensor("write", "once", rb, d * s)}}
@@ -551,7 +555,8 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
     dq.update({t: _tensor("read", "streamed", tiling.dq_block_n, d * s) for t in ("K", "V")})
     dq["dQ"] = _tensor("write", "once", tiling.dq_block_m, d * s, 1)
     out["_bwd_dq"] = {"stationary": "Q", "block_m": tiling.dq_block_m, "block_n": tiling.dq_block_n,
-                      "heads_per_program": 1, "tile_order": tiling.dq_tile_order, "tensors": dq}
+                      "heads_per_program": 1, "serves_whole_group": G == 1, "tile_order": tiling.dq_tile_order,
+                      "tensors": dq}
     return out
 
 

@@ -505,7 +505,11 @@ def read_schedule_file(path: str | Path) -> dict[str, Any]:
     from iomodel.schedule.tiles import WHOLE_GROUP
 
     check = dict(data)
-    if check.get("heads_per_program") == WHOLE_GROUP:  # the layer's group: checked where the layer is known
+    p = check.get("heads_per_program")
+    if isinstance(p, str):  # "group": the layer's group, checked where the layer is known (packing_of's spelling)
+        if p.strip().lower() != WHOLE_GROUP:
+            raise IomodelError(f"schedule file {str(path)!r}: heads_per_program must be a whole number or "
+                               f"{WHOLE_GROUP!r} (one program per whole GQA group), got {p!r}: fix that value in the file")
         check["heads_per_program"] = 1
     Schedule.from_mapping(check, f"schedule file {str(path)!r}")  # every value checked
     return dict(data)

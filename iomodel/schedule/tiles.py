@@ -217,8 +217,9 @@ def prefill_packing_refusal(heads_per_program: Any, group: int, block_m: int, ba
     if p == 1:
         return None
     if backward:
+        use = "--pass fwd" if flag.startswith("--") else 'pass = "fwd"'
         return (f"heads_per_program {p}: the model packs query heads in the prefill forward only (the bundled "
-                f"backward kernels run one query head per program, whatever the forward did): use --pass fwd, or "
+                f"backward kernels run one query head per program, whatever the forward did): use {use}, or "
                 f"drop {flag.rstrip(' =')}")
     if varlen:
         return (f"heads_per_program {p}: packed query heads run in a dense prefill's programs, not a ragged batch's: "
@@ -256,7 +257,7 @@ def packing_of(value: Any, group: int, flag: str = "--heads-per-program") -> int
         text = value.strip()
         if text.lower() == WHOLE_GROUP:
             return group
-        if text.isdigit() and int(text) >= 1:
+        if text.isascii() and text.isdecimal() and int(text) >= 1:
             return int(text)
     elif isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value

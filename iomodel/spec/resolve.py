@@ -345,10 +345,10 @@ def resolve_layer(
         unrun = [r for k in ("block_m", "block_n") if k in explicit
                  for r in [block_size_refusal(k, explicit[k])] if r is not None]
         if unrun:  # tiles the kernel's launcher refuses: modelled, never labelled as the bundled kernel's
-            source = (f"{named} given (as flags or in a --schedule file); no bundled kernel runs these tiles "
+            source = (f"{named} {GIVEN}; no bundled kernel runs these tiles "
                       f"({'; '.join(r.split(': change it')[0] for r in unrun)})")
         else:
-            source = f"{named} given (as flags or in a --schedule file); the rest {source[0].lower()}{source[1:]}"
+            source = f"{named} {GIVEN}; the rest {source[0].lower()}{source[1:]}"
     if writes is not None:  # what each prefill forward program writes: O and LSE (every bundled kernel) or O alone
         from iomodel.schedule.launch import PROGRAM_WRITES, Schedule
 
@@ -360,7 +360,7 @@ def resolve_layer(
         tiling = replace(tiling, writes_lse="LSE" in written)
         explicit["writes"] = ",".join(written)
         if written != PROGRAM_WRITES:
-            source += ("; --writes O given (as flags or in a --schedule file): each program writes O alone, no LSE (an inference "
+            source += (f"; --writes O {GIVEN}: each program writes O alone, no LSE (an inference "
                        "kernel's schedule no bundled kernel runs)")
     if heads_per_program is not None:  # FlashAttention-3's PackGQA: the pointer prefill runs it from a KernelConfig
         reason = prefill_packing_refusal(heads_per_program, spec.group, tiling.block_m, spec.backward,
@@ -370,7 +370,7 @@ def resolve_layer(
         tiling = replace(tiling, heads_per_program=heads_per_program)
         explicit["heads_per_program"] = heads_per_program
         if heads_per_program > 1:
-            source += (f"; heads_per_program = {heads_per_program} given (as flags or in a --schedule file): each program packs "
+            source += (f"; heads_per_program = {heads_per_program} {GIVEN}: each program packs "
                        f"{heads_per_program} query heads of one KV head (FlashAttention-3's PackGQA), which the bundled "
                        "pointer prefill runs through KernelConfig(heads_per_program=...) on path 'prefill' (its launcher "
                        "never picks it)")
