@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.paths import check_output_file, exit_code_of, finish_probe_receipt, one_line_parser  # noqa: E402
+from iomodel.paths import check_probe_start, exit_code_of, finish_probe_receipt, one_line_parser  # noqa: E402
 
 #: (B, N) of the kernel-speed matrix's prefill buckets (H 16, HEAD_DIM 64, causal), both dtypes.
 SHAPES = [(32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384)]
@@ -65,13 +65,9 @@ def main() -> int:
     import torch
 
     def preflight() -> None:  # an unwritable --out, bad rounds or no GPU: one line before any timing
-        check_output_file(args.out, "--out")
-        if args.rounds < 1:
-            raise IomodelError(f"--rounds must be at least 1, got {args.rounds}: raise it")
         if args.holdout and args.grid_scan:
             raise IomodelError("--holdout and --grid-scan time different shape lists: give one")
-        if not torch.cuda.is_available():
-            raise IomodelError("no CUDA device: run this on the H200 (the device tool)")
+        check_probe_start(args.out, args.rounds)
 
     if exit_code_of(preflight):
         return 2

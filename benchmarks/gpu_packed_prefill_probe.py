@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iomodel.errors import IomodelError  # noqa: E402
-from iomodel.paths import check_output_file, exit_code_of, finish_probe_receipt, one_line_parser  # noqa: E402
+from iomodel.paths import check_probe_start, exit_code_of, finish_probe_receipt, one_line_parser  # noqa: E402
 
 #: (B, H, H_kv, N_q, N_k): short query chunks against a KV cache, GQA groups of 4 and 8; HEAD_DIM 128, bf16.
 SHAPES = [(1, 32, 8, 32, 8192), (1, 32, 8, 64, 32768), (1, 32, 8, 128, 32768), (1, 32, 8, 256, 65536),
@@ -40,14 +39,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    def preflight() -> None:
-        check_output_file(args.out, "--out")
-        if args.rounds < 1:
-            raise IomodelError(f"--rounds must be at least 1, got {args.rounds}: raise it")
-        if not torch.cuda.is_available():
-            raise IomodelError("no CUDA device: run this on the GPU (the device tool)")
-
-    if exit_code_of(preflight):
+    if exit_code_of(lambda: check_probe_start(args.out, args.rounds)):
         return 2
     started = time.time()
     import torch.nn.functional as F

@@ -216,6 +216,22 @@ def one_line_parser(description: str) -> Any:
     return ap
 
 
+def check_probe_start(out: str | Path, rounds: int) -> None:
+    """Start of a GPU probe, before any timing: ``out`` can be written (:func:`check_output_file`), ``rounds`` is at
+    least 1, and torch sees a CUDA device.
+
+    Raises:
+        IomodelError: one line naming what to change.
+    """
+    check_output_file(out, "--out")
+    if rounds < 1:
+        raise IomodelError(f"--rounds must be at least 1, got {rounds}: raise it")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise IomodelError("no CUDA device: run this on the GPU (the device tool)")
+
+
 def finish_probe_receipt(path: str | Path, receipt: dict, started: float, option: str = "--out") -> Path:
     """End of a GPU probe: record ``receipt["seconds"]`` (wall seconds since ``started``, a
     ``time.time()`` value), write it as indented JSON atomically (:func:`write_text`; values JSON

@@ -54,3 +54,10 @@ class ReceiptReconciliations:
                 return data
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def within_counts(rec, level, which, impl="tiled"):
+    """(shapes within tolerance, shapes compared) of ``impl`` at ``level`` in one direction of a reconciliation:
+    the counts the hold-out tests pin (a shape counts where the level was compared)."""
+    rows = [r for r in rec.rows if r.impl == impl and r.level(level) is not None]
+    return sum(bool(rec.within(r, level, which)) for r in rows), len(rows)

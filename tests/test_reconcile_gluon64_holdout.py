@@ -15,9 +15,7 @@ import pytest
 RECEIPT = "ncu-h100-gluon64-holdout1-2026-12-05.json"
 
 
-def _counts(rec, level, which):
-    rows = [r for r in rec.rows if r.impl == "tiled" and r.level(level) is not None]
-    return sum(bool(rec.within(r, level, which)) for r in rows), len(rows)
+from receipt_cache import within_counts as _counts  # noqa: E402  (tests/ is on the path: conftest)
 
 
 

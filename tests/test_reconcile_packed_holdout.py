@@ -17,9 +17,7 @@ RECEIPT = "ncu-h100-packed-holdout1-2026-12-06.json"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _counts(rec, level, which):
-    rows = [r for r in rec.rows if r.impl == "tiled" and r.level(level) is not None]
-    return sum(bool(rec.within(r, level, which)) for r in rows), len(rows)
+from receipt_cache import within_counts as _counts  # noqa: E402  (tests/ is on the path: conftest)
 
 
 def test_holdout_ran_the_packed_pointer_prefill():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from receipt_cache import within_counts  # noqa: E402
 
 
 HOLDOUT1, HOLDOUT2 = "ncu-h200-train-holdout1-2026-12-01.json", "ncu-h200-train-holdout2-2026-12-01.json"
@@ -49,8 +50,7 @@ def _assert_each_within_10_percent(rows):
 
 
 def _counts(rec, impl, level, which):
-    rows = [r for r in rec.rows if r.impl == impl and r.level(level) is not None]
-    return sum(bool(rec.within(r, level, which)) for r in rows), len(rows)
+    return within_counts(rec, level, which, impl)
 
 
 @pytest.mark.parametrize("impl, level, read, write", [

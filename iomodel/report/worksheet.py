@@ -791,16 +791,15 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
                            "kernel: drop it, or use --phase prefill --pass fwd")
     warps, order, src, pps = l2_launch(s, layer.hardware, tiling=layer.tiling)
     lpt = bundled_launch_order(s, layer.tiling)
-    tiles_given = {k for k, _ in layer.tiles} & {"block_m", "block_n", "num_stages"}
-    if layer.tiling.heads_per_program > 1:  # a KernelConfig field: given tiles, which the launcher does not order
-        tiles_given.add("heads_per_program")
-    if not layer.tiling.writes_lse:  # programs no bundled kernel runs: not the launcher's order either
-        tiles_given.add("writes")
+    # tiles the launcher does not order: given ones, or packed heads (both run through a KernelConfig)
+    tiles_given = (bool({k for k, _ in layer.tiles} & {"block_m", "block_n", "num_stages"})
+                   or layer.tiling.heads_per_program > 1)
+    unrun = not layer.tiling.writes_lse  # programs no bundled kernel runs: not the launcher's order either
     order_given = bool({"grid_order", "tile_order"} & set(given))
-    if lpt and not order_given and not tiles_given:
+    if lpt and not order_given and not tiles_given and not unrun:
         src += f"; {lpt['grid_order']} grid with reverse tiles (the kernel's causal launch rule, lpt_launch_order)"
     else:
-        if lpt and not order_given and "writes" in tiles_given:
+        if lpt and not order_given and unrun:
             src += ("; tiles-fastest grid in the tile order above: the launcher's LPT order (lpt_launch_order) is "
                     "its own launch's, and no bundled kernel runs these programs")
         elif lpt and not order_given:  # the launcher orders only its own tiles so
@@ -808,8 +807,8 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
                     "launcher gives no LPT order (kernels/flash_attention.py, plan.lpt)")
         lpt = {}
     fixed = {}
-    if (pps is not None and not {"num_warps", "programs_per_sm"} & set(given)
-            and not {"heads_per_program", "writes"} & tiles_given):  # the kernel's own launch (of its own programs)
+    own_programs = layer.tiling.heads_per_program == 1 and not unrun
+    if pps is not None and not {"num_warps", "programs_per_sm"} & set(given) and own_programs:  # the kernel's launch
         fixed = {"programs_per_sm": pps, "programs_per_sm_source": KERNEL_FIXED_PROGRAMS_SOURCE}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:

@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from iomodel.errors import IomodelError
-from iomodel.schedule.launch import KEY_ORDERS, TILE_ORDERS, head_group_of, program_runs, tiles_per_group
+from iomodel.schedule.launch import (KEY_ORDERS, TILE_ORDERS, head_group_of, program_runs, program_tensor,
+                                     tiles_per_group)
 from iomodel.schedule.tiles import decode_split_len, head_dim_padded, program_sram_bytes
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 from iomodel.spec.hardware import RESIDENT_LIMITS
@@ -500,13 +501,6 @@ def backward_row_reads(spec: LayerSpec) -> dict[str, int]:
     return {"Q": d * s, "dO": d * s, "LSE": LSE_WIDTH, "Delta": FP32_WIDTH}
 
 
-def _tensor(access: str, how: str, rows: int, row_bytes: int, heads: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"access": access, "how": how, "rows": rows, "bytes": rows * row_bytes}
-    if heads is not None:
-        out["heads"] = heads
-    return out
-
-
 def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """What one program of each kernel of the bundled training step serves, reads and writes (issue 12 item 1's
     schedule as data, for the backward too), by kernel name, in launch order.
@@ -533,14 +527,14 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
                                                      forward.get("heads_per_program", 1) == G}}
     out["_bwd_preprocess"] = {"stationary": "O, dO rows", "block_m": pm, "heads_per_program": 1,
                               "serves_whole_group": G == 1, "tensors": {
-        "O": _tensor("read", "once", pm, d * s), "dO": _tensor("read", "once", pm, d * s),
-        "Delta": _tensor("write", "once", pm, FP32_WIDTH)}}
-    dkdv = {"K": _tensor("read", "once", bn, d * s), "V": _tensor("read", "once", bn, d * s)}
-    dkdv.update({t: _tensor("read", "streamed", bm, b) for t, b in row.items()})
+        "O": program_tensor("read", "once", pm, d * s), "dO": program_tensor("read", "once", pm, d * s),
+        "Delta": program_tensor("write", "once", pm, FP32_WIDTH)}}
+    dkdv = {"K": program_tensor("read", "once", bn, d * s), "V": program_tensor("read", "once", bn, d * s)}
+    dkdv.update({t: program_tensor("read", "streamed", bm, b) for t, b in row.items()})
     out_k, out_w = ("dK", "dV"), d * s
     if S > 1:
         out_k, out_w = ("dK_part", "dV_part"), d * FP32_WIDTH
-    dkdv.update({t: _tensor("write", "once", bn, out_w) for t in out_k})
+    dkdv.update({t: program_tensor("write", "once", bn, out_w) for t in out_k})
     out["_bwd_dkdv"] = {"stationary": "K, V", "block_m": bm, "block_n": bn, "heads_per_program": slice_heads,
                         "serves_whole_group": slice_heads == G, "group_splits": S, "slice_heads": slices, "loop_order": tiling.bwd_dkdv_order if G > 1 else "heads-outer",
                         "tensors": dkdv}
@@ -548,12 +542,12 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
         rb = DKDV_REDUCE_BLOCK_N
         out[REDUCE_DKDV_KERNEL] = {"stationary": "dK, dV rows", "block_n": rb, "heads_per_program": 1,
                                    "serves_whole_group": G == 1, "tensors": {
-            "dK_part": _tensor("read", "once", rb, S * d * FP32_WIDTH),
-            "dV_part": _tensor("read", "once", rb, S * d * FP32_WIDTH),
-            "dK": _tensor("write", "once", rb, d * s), "dV": _tensor("write", "once", rb, d * s)}}
-    dq = {t: _tensor("read", "once", tiling.dq_block_m, b, 1) for t, b in row.items()}
-    dq.update({t: _tensor("read", "streamed", tiling.dq_block_n, d * s) for t in ("K", "V")})
-    dq["dQ"] = _tensor("write", "once", tiling.dq_block_m, d * s, 1)
+            "dK_part": program_tensor("read", "once", rb, S * d * FP32_WIDTH),
+            "dV_part": program_tensor("read", "once", rb, S * d * FP32_WIDTH),
+            "dK": program_tensor("write", "once", rb, d * s), "dV": program_tensor("write", "once", rb, d * s)}}
+    dq = {t: program_tensor("read", "once", tiling.dq_block_m, b, 1) for t, b in row.items()}
+    dq.update({t: program_tensor("read", "streamed", tiling.dq_block_n, d * s) for t in ("K", "V")})
+    dq["dQ"] = program_tensor("write", "once", tiling.dq_block_m, d * s, 1)
     out["_bwd_dq"] = {"stationary": "Q", "block_m": tiling.dq_block_m, "block_n": tiling.dq_block_n,
                       "heads_per_program": 1, "serves_whole_group": G == 1, "tile_order": tiling.dq_tile_order,
                       "tensors": dq}

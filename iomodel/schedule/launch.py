@@ -258,6 +258,17 @@ def program_runs(p0: int, p1: int, t_r: int, rows: int, group: int,
     return out
 
 
+def program_tensor(access: str, how: str, rows: int, row_bytes: int, heads: int | None = None) -> dict[str, Any]:
+    """One tensor of one program, as the JSON gives it: ``access`` (read, write), ``how`` (``once``: its own rows;
+    ``streamed``: a block at every step of its loop), the ``rows`` of one such load or store and their ``bytes``
+    (rows × ``row_bytes``), and the query ``heads`` a once-loaded block covers where that is said. Units: rows,
+    bytes, heads."""
+    out: dict[str, Any] = {"access": access, "how": how, "rows": rows, "bytes": rows * row_bytes}
+    if heads is not None:
+        out["heads"] = heads
+    return out
+
+
 def _tensor_fix(name: str, allowed: tuple[tuple[str, ...], ...]) -> str:
     """How to fix a schedule's ``reads`` or ``writes`` (the flag, or the file's key for ``reads``, which has none)."""
     if name == "reads":
@@ -433,18 +444,13 @@ class Schedule:
         """
         from iomodel.spec import LSE_WIDTH
 
-        row = spec.head_dim * spec.width
-        out: dict[str, dict[str, Any]] = {
-            "Q": {"access": "read", "how": "once", "rows": self.block_m, "bytes": self.block_m * row},
-            "K": {"access": "read", "how": "streamed", "rows": self.block_n, "bytes": self.block_n * row},
-            "V": {"access": "read", "how": "streamed", "rows": self.block_n, "bytes": self.block_n * row},
-            "O": {"access": "write", "how": "once", "rows": self.block_m, "bytes": self.block_m * row},
-        }
+        row, p = spec.head_dim * spec.width, self.heads_per_program
+        out = {"Q": program_tensor("read", "once", self.block_m, row, p),
+               "K": program_tensor("read", "streamed", self.block_n, row),
+               "V": program_tensor("read", "streamed", self.block_n, row),
+               "O": program_tensor("write", "once", self.block_m, row, p)}
         if "LSE" in self.writes:
-            out["LSE"] = {"access": "write", "how": "once", "rows": self.block_m, "bytes": self.block_m * LSE_WIDTH}
-        for t in out.values():
-            if t["how"] == "once":
-                t["heads"] = self.heads_per_program
+            out["LSE"] = program_tensor("write", "once", self.block_m, LSE_WIDTH, p)
         return out
 
     @classmethod
@@ -551,6 +557,7 @@ __all__ = [
     "lpt_launch_order",
     "LPT_MAX_PROGRAMS",
     "load_schedule",
+    "program_tensor",
     "program_runs",
     "read_schedule_file",
     "tiles_per_group",
