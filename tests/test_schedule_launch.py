@@ -101,6 +101,8 @@ def test_bundled_schedules_keep_the_bundled_bytes():
 @pytest.mark.parametrize("kw,fragment", [
     ({"grid_order": "diagonal"}, "grid order 'diagonal' is unknown: use --grid-order tiles-fastest, heads-fastest"),
     ({"grid_order": "grouped:0"}, "grid order 'grouped:0' is unknown"),
+    ({"grid_order": "head-grouped:\u00b2"}, "grid order 'head-grouped:\u00b2' is unknown"),  # isdigit, not int
+    ({"grid_order": "grouped:\u0662"}, "grid order 'grouped:\u0662' is unknown"),  # an Arabic-Indic two
     ({"tile_order": "sideways"}, "tile order 'sideways' is unknown: use --tile-order forward or reverse"),
     ({"key_order": "up"}, "key order 'up' is unknown: use --key-order ascending or descending"),
     ({"num_warps": 33}, "num_warps must be 1..32 (1,024 threads per program), got 33"),

@@ -120,9 +120,15 @@ def head_group_of(grid_order: Any) -> int:
     """
     if isinstance(grid_order, str) and grid_order.startswith(HEAD_GROUPED_PREFIX):
         n = grid_order[len(HEAD_GROUPED_PREFIX):]
-        if n.isdigit() and not n.startswith("0"):
+        if _group_size(n):
             return int(n)
     return 0
+
+
+def _group_size(text: str) -> bool:
+    """Whether ``text`` is a group size of a grid order: ASCII digits without a leading zero (``str.isdigit`` alone
+    takes a superscript two, which ``int`` refuses, and other scripts' digits)."""
+    return text.isascii() and text.isdigit() and not text.startswith("0")
 
 
 #: K/V bytes (bytes) the programs of one row group of the bundled kernel's causal ``head-grouped`` launch
@@ -200,7 +206,7 @@ def grid_order_refusal(grid_order: Any, flag: str = "--grid-order") -> str | Non
         if grid_order in GRID_ORDERS:
             return None
         n = grid_order[len(GROUPED_PREFIX):] if grid_order.startswith(GROUPED_PREFIX) else ""
-        if (n.isdigit() and not n.startswith("0")) or head_group_of(grid_order):
+        if _group_size(n) or head_group_of(grid_order):
             return None
     shown = grid_order if not isinstance(grid_order, str) or len(grid_order) <= 40 else grid_order[:37] + "..."
     return (f"grid order {shown!r} is unknown: use {flag} {', '.join(GRID_ORDERS)}, "
