@@ -1,13 +1,16 @@
-"""The L2 microbenchmark receipt (H200, 2026-12-01) and the constants that cite it."""
+"""The L2 microbenchmark receipts (H200, 2026-12-01; H100, 2026-12-06) and the constants that cite them."""
 
 import json
 
 import pytest
 
-from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, L2Params
-from iomodel.cache.physical import H200_RECEIPT, measured_capacities, pattern_capacity
+from dataclasses import replace
+
+from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, MEASURED_L2_READ_FRACTION, L2Params,
+                                  read_fraction_of)
+from iomodel.cache.physical import H200_RECEIPT, RECEIPTS, measured_capacities, pattern_capacity
 from iomodel.errors import IomodelError
-from iomodel.spec.hardware import H200
+from iomodel.spec.hardware import A100_80GB, H100_SXM, H200, get_hardware
 
 MiB = 2**20
 
@@ -57,3 +60,44 @@ def test_corrupt_rows_refused():
         pattern_capacity(flat, "shared-read")
     with pytest.raises(IomodelError, match="unknown"):
         pattern_capacity(flat, "shared")
+
+
+def test_h100_receipt_says_what_made_it():
+    r = json.loads(RECEIPTS["H100-SXM"].read_text())
+    assert r["device"] == "NVIDIA H100 80GB HBM3" and r["num_sms"] == 132
+    assert r["command"].startswith("python3 benchmarks/l2_microbench.py") and r["created"].startswith("2026-12-06")
+    assert r["environment"]["l2_bytes"] == H100_SXM.l2_bytes == 50 * MiB
+
+
+def test_h100_half_miss_points():
+    caps = measured_capacities(RECEIPTS["H100-SXM"])
+    # shared-read: 26 MiB -> 0.3467, 28 MiB -> 0.8216 per pass: 26 + 2 * 0.1533 / 0.4749 MiB
+    assert caps["shared-read"].half_miss_bytes / MiB == pytest.approx(26.646, abs=0.001)
+    assert caps["shared-read"].onset_bytes == 20 * MiB and caps["shared-read"].full_bytes == 32 * MiB
+    assert caps["private-read"].half_miss_bytes / MiB == pytest.approx(39.81, abs=0.01)
+    assert caps["private-write"].half_miss_bytes / MiB == pytest.approx(32.25, abs=0.01)
+
+
+def test_each_measured_read_fraction_is_its_receipts():
+    """Every preset's read fraction is the shared-read half-miss point of its own receipt over its L2, to the 4 digits
+    it is written with; the H200's is DEFAULT_L2_READ_FRACTION."""
+    assert set(MEASURED_L2_READ_FRACTION) == set(RECEIPTS) == {"H200", "H100-SXM"}
+    assert MEASURED_L2_READ_FRACTION["H200"] == DEFAULT_L2_READ_FRACTION
+    for preset, path in RECEIPTS.items():
+        shared = measured_capacities(path)["shared-read"].half_miss_bytes
+        assert abs(shared / get_hardware(preset).l2_bytes - MEASURED_L2_READ_FRACTION[preset]) < 5e-4, preset
+
+
+def test_params_of_a_device_take_its_read_fraction():
+    h100 = L2Params.of(H100_SXM, 2)
+    assert (h100.l2_bytes, h100.num_sms, h100.programs_per_sm) == (50 * MiB, 132, 2)
+    assert h100.read_capacity == int(50 * MiB * 0.5329) == 27_939_307 and h100.capacity == 25 * MiB
+    assert h100.read_source == "measured on the H100-SXM: receipts/l2-micro-h100-2026-12-06.json"
+    # a detected device or a measurement record names the preset first
+    detected = replace(H100_SXM, name="H100-SXM (NVIDIA H100 80GB HBM3)")
+    assert read_fraction_of(detected) == 0.5329 and L2Params.of(detected).read_capacity == 27_939_307
+    assert L2Params.of(H200).read_capacity == L2Params(H200.l2_bytes, H200.num_sms).read_capacity == 32_640_073
+    a100 = L2Params.of(A100_80GB)  # not measured: the H200's fraction, and the assumption says so
+    assert a100.read_fraction == DEFAULT_L2_READ_FRACTION
+    assert a100.read_source == "not measured on the A100-80GB: the H200's (receipts/l2-micro-h200-2026-12-01.json)"
+    assert L2Params.of(H100_SXM, ways=None, l2_fraction=0.25).capacity == int(50 * MiB * 0.25)

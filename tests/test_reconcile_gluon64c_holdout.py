@@ -37,7 +37,9 @@ def test_holdout_ran_the_causal_gluon_prefill_in_the_lpt_order():
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (15, 17), (17, 17)),  # the read misses: two forwards past the H100's read capacity, 0.906x and 0.863x
+    # the read miss: a forward past the H100's read capacity, 0.897x (15/17 while the H200's read fraction was
+    # borrowed for the H100: 0.906x and 0.863x; since 2026-12-06 reads are judged at the H100's own, measured)
+    ("HBM", (16, 17), (17, 17)),
     ("HBM _attn_fwd", (3, 3), (3, 3)),  # the training steps' forwards; writes 1/3 on +-10 % alone, by the floor
     ("HBM _bwd_dkdv", (2, 3), (3, 3)),  # the read miss: the causal GQA dK/dV class (0.871x)
     ("HBM _bwd_dq", (3, 3), (3, 3)),
@@ -52,15 +54,15 @@ def test_holdout_counts(reconciled_receipt, level, read, write):
 
 
 def test_holdout_misses_are_the_capacity_edge_and_the_dkdv_class(reconciled_receipt):
-    """The forward read misses are two of the six shapes whose K+V of one KV head (11-34 MiB) sits around or past the
-    H100's read capacity, both over-predicted (issue 12 item 3's class); the four others of them are within 10 %."""
+    """The forward read miss is one of the six shapes whose K+V of one KV head (11-34 MiB) sits around or past the
+    H100's read capacity, over-predicted (issue 12 item 3's class); the five others of them are within 10 % (four with
+    the H200's read fraction, which the model borrowed for the H100 until 2026-12-06: the MQA shape then read 0.863x)."""
     rec = reconciled_receipt(RECEIPT)
     miss = {r.id: round(r.level("HBM").measured_read / r.level("HBM").predicted_read, 3)
             for r in rec.rows if not rec.within(r, "HBM", "read")}
-    assert miss == {"b1-h16-kv4-d64-fp16-q70000-k70000-tl-tiled": pytest.approx(0.906, abs=0.002),
-                    "b1-h12-kv1-d64-bf16-q100000-k100000-tl-tiled": pytest.approx(0.863, abs=0.002)}
+    assert miss == {"b1-h12-kv1-d64-bf16-q100000-k100000-tl-tiled": pytest.approx(0.897, abs=0.002)}
     big = [r for r in rec.rows if 2 * r.spec.seqlen_k * r.spec.head_dim * r.spec.width >= 10 * 2**20]
-    assert len(big) == 6 and sum(bool(rec.within(r, "HBM", "read")) for r in big) == 4
+    assert len(big) == 6 and sum(bool(rec.within(r, "HBM", "read")) for r in big) == 5
     (dkdv,) = [r for r in rec.rows if r.level("HBM _bwd_dkdv") is not None
                and not rec.within(r, "HBM _bwd_dkdv", "read")]
     assert dkdv.id == "b2-h16-kv4-d64-bf16-q4000-k4000-tl-tiled-bwd"

@@ -65,4 +65,5 @@ def test_holdout_reads_past_l2_and_the_floor_cases(reconciled_receipt):
     assert floor_only == ["b1-h16-kv1-d128-bf16-q128-k65536-nc-tiled-p16", "b1-h32-kv4-d128-bf16-q256-k100000-br-tiled-p8",
                           "b1-h32-kv8-d128-bf16-q64-k32768-nc-tiled-p4", "b4-h16-kv2-d64-fp16-q2048-k2048-nc-tiled-p8"]
     worst = min(by_id.values(), key=lambda h: h.measured_read / h.predicted_read)
-    assert round(worst.measured_read / worst.predicted_read, 3) == 0.932  # B 1 H 64 on 8, 2k against 16k, P 2
+    # B 1 H 64 on 8, 2k against 16k, P 2: 0.932x at validation, with the H200's read fraction borrowed for the H100
+    assert round(worst.measured_read / worst.predicted_read, 3) == 0.945

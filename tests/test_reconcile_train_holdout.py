@@ -772,17 +772,18 @@ def test_ninth_holdout_h100_counts(rec_of, level, read, write):
 def test_ninth_holdout_h100_misses_are_the_large_causal_groups(rec_of):
     """The three step-read misses are causal heads-outer steps of large GQA groups, the class the worksheet marks
     ROUGH (G >= 7 from 6,000 rows): 64 heads on 8 at 8k and 12k tokens, Falcon-7B's 71 on 1 at 12k; each read less
-    than the lock-step wave model (0.40-0.61x). The dK/dV kernel's eleven read misses (ten at validation, 0.25-0.88x)
-    are all below the model (0.25-0.89x), on causal GQA steps of 4k-12k tokens and one non-causal MHA step. Every HEAD_DIM 128 step ran the
+    than the lock-step wave model (0.43-0.62x with the H100's own read fraction, 0.40-0.61x with the H200's borrowed
+    before 2026-12-06). The dK/dV kernel's eleven read misses (ten at validation, 0.25-0.88x) are all below the model
+    (0.27-0.90x), on causal GQA steps of 4k-12k tokens and one non-causal MHA step. Every HEAD_DIM 128 step ran the
     spill-free Gluon dK/dV kernel (23 of 32), the others the Triton one; the record names the H100 it ran on."""
     rec = rec_of(HOLDOUT9_H100)
     miss = sorted(r.id for r in rec.rows if not rec.within(r, "HBM", "read"))
     assert miss == ["b1-h64-kv8-d128-bf16-q8192-k8192-tl-tiled-bwd", "b1-h64-kv8-d128-fp16-q12288-k12288-tl-tiled-bwd",
                     "b1-h71-kv1-d64-fp16-q12288-k12288-tl-tiled-bwd"]
     ratios = [r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows if r.id in miss]
-    assert all(0.40 <= x <= 0.62 for x in ratios)
+    assert all(0.43 <= x <= 0.62 for x in ratios)
     dkdv = [r.level("HBM _bwd_dkdv") for r in rec.rows if not rec.within(r, "HBM _bwd_dkdv", "read")]
-    assert len(dkdv) == 11 and all(0.25 <= lv.measured_read / lv.predicted_read <= 0.89 for lv in dkdv)
+    assert len(dkdv) == 11 and all(0.27 <= lv.measured_read / lv.predicted_read <= 0.90 for lv in dkdv)
     import json
 
     data = json.loads((Path(__file__).resolve().parents[1] / "receipts" / HOLDOUT9_H100).read_text())

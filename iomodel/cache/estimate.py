@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from iomodel.cache.params import L2Params
+from iomodel.cache.params import L2Params, read_fraction_of
 from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions, dkdv_read_quality,
                                    dkdv_write_quality, predict_ragged_launch, predict_tiled, predict_training_step)
 from iomodel.errors import IomodelError
@@ -150,13 +150,15 @@ def dkdv_work(spec: LayerSpec, touches: int) -> int:
 #: reads were within -1.58 % to +2.01 % of the touch-by-touch evaluation's on the layers of
 #: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
 L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
-def closed_form_saturation(l2_bytes: int) -> float:
+def closed_form_saturation(l2_bytes: int, read_fraction: float | None = None) -> float:
     """Stack distance past which the default L2 model of ``l2_bytes`` bytes evicts a line for certain (bytes):
     :func:`iomodel.cache.stream.saturation_distance` of the larger of its dirty-line and read capacities, 24 ways
-    (:class:`~iomodel.cache.params.L2Params` defaults; 133 MB for the H200's 60 MiB, 89 MB for the A100's 40)."""
+    (:class:`~iomodel.cache.params.L2Params` defaults; 133 MB for the H200's 60 MiB, 89 MB for the A100's 40), reads
+    judged at ``read_fraction`` of the L2 (None: the H200's, :data:`~iomodel.cache.params.DEFAULT_L2_READ_FRACTION`;
+    a device's own: :func:`~iomodel.cache.params.read_fraction_of`)."""
     from iomodel.cache.stream import read_saturation
 
-    p = L2Params(l2_bytes, 1, 1)
+    p = L2Params(l2_bytes, 1, 1, **({} if read_fraction is None else {"read_fraction": read_fraction}))
     return read_saturation(p.capacity, p.read_capacity, p.ways)
 
 
@@ -247,7 +249,7 @@ def simulation_bound(spec: LayerSpec, tiling: Tiling | None = None) -> str | Non
 
 
 def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None,
-                 l2_bytes: int | None = None) -> str | None:
+                 l2_bytes: int | None = None, read_fraction: float | None = None) -> str | None:
     """Why the fast evaluation (:mod:`iomodel.cache.stream`) does not cover every kernel of the
     estimate at any length (one clause), or None.
 
@@ -268,7 +270,8 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
         spec: the layer (prefill); tiling: its tiles (None: the defaults, and a causal training
             step is refused); schedule: the forward launch (None: the bundled kernel's order).
         l2_bytes: the device's L2 (bytes; None: the default hardware's, the H200's 60 MiB), which sets
-            where the closed form applies (:func:`dkdv_closed_form_applies`).
+            where the closed form applies (:func:`dkdv_closed_form_applies`); read_fraction: the device's
+            (:func:`~iomodel.cache.params.read_fraction_of`; None: the H200's), as :func:`closed_form_saturation`.
 
     Returns:
         The reason, one clause without a final period, or None.
@@ -314,7 +317,7 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
                     from iomodel.spec.resolve import DEFAULT_HARDWARE
 
                     l2_bytes = get_hardware(DEFAULT_HARDWARE).l2_bytes
-                if not dkdv_closed_form_applies(spec, t, touches, closed_form_saturation(l2_bytes)):
+                if not dkdv_closed_form_applies(spec, t, touches, closed_form_saturation(l2_bytes, read_fraction)):
                     weighed = ("" if work == touches else
                                f" weighing {work:,} (a touch of {spec.group} query heads per KV "
                                f"head costs {spec.group}/{L2_DKDV_GROUP_COST_HEADS} as much)")
@@ -329,7 +332,7 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
 
 
 def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedule | None = None,
-                  l2_bytes: int | None = None) -> str | None:
+                  l2_bytes: int | None = None, read_fraction: float | None = None) -> str | None:
     """Why :func:`estimate_tiled` does not cover ``spec`` (one clause), or None when it does.
 
     It covers the prefill forward pass (and, with ``spec.backward``, the training step), with or
@@ -346,7 +349,8 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
         spec: the layer.
         tiling: the tiles (BLOCK_M sets T_r); None skips the program-count bound.
         schedule: the forward launch (grid and key order); None: the bundled kernel's.
-        l2_bytes: the device's L2 (bytes; None: the default hardware's), as :func:`fast_refusal`.
+        l2_bytes, read_fraction: the device's L2 (bytes; None: the default hardware's) and read fraction (None: the
+            H200's), as :func:`fast_refusal`.
 
     Returns:
         The reason, one clause without a final period, or None.
@@ -361,13 +365,13 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
         if not (spec.band is not None or reordered):
             return None
         work = simulated_work(spec, tiling, reordered)
-        if work > L2_SIMULATED_MAX_WORK and (fast := fast_refusal(spec, tiling, schedule, l2_bytes)) is not None:
+        if work > L2_SIMULATED_MAX_WORK and (fast := fast_refusal(spec, tiling, schedule, l2_bytes, read_fraction)) is not None:
             return (f"{fast}: {work:,} work units (program-key-block visits, simulated_work), above "
                     f"{L2_SIMULATED_MAX_WORK:,} (tens of seconds to minutes on a 2-core CPU; a shorter sequence"
                     f"{', a narrower window' if spec.band is not None else ''}, fewer heads or a smaller batch brings "
                     "it under)")
         return None
-    fast = fast_refusal(spec, tiling, schedule, l2_bytes)
+    fast = fast_refusal(spec, tiling, schedule, l2_bytes, read_fraction)
     return None if fast is None else f"{slow}, and {fast}"
 
 
@@ -480,7 +484,7 @@ def launch_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps
         IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
     pps = programs_per_sm or estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm)
-    return L2Params(hardware.l2_bytes, hardware.num_sms, pps)
+    return L2Params.of(hardware, pps)
 
 
 def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops: int, peak_flops: float,
@@ -513,7 +517,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
             (:meth:`Schedule.check`) or disagrees with ``tiling``, ``num_warps`` or ``tile_order``;
             from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
     """
-    why = not_estimated(spec, tiling, schedule, hardware.l2_bytes)
+    why = not_estimated(spec, tiling, schedule, hardware.l2_bytes, read_fraction_of(hardware))
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
     if spec.backward:
@@ -531,7 +535,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
                                f"{tiling.num_stages}: give them once")
     schedule.check(spec, hardware)
     pps, pps_source = schedule.resident_programs_per_sm(spec, hardware)
-    params = L2Params(hardware.l2_bytes, hardware.num_sms, pps)
+    params = L2Params.of(hardware, pps)
     l2 = predict_tiled(spec, tiling, params, schedule=schedule)
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
@@ -554,7 +558,7 @@ def dkdv_l2_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warp
     from kernels.heuristics import layer_backward_config
 
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, layer_backward_config(spec, hardware))
-    return replace(L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"]), programs_per_sm=pps["_bwd_dkdv"])
+    return L2Params.of(hardware, pps["_bwd_dkdv"])
 
 
 def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int,
@@ -625,11 +629,11 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     """
     launch = None if grid_order == "tiles-fastest" else Schedule.for_tiling(tiling, tile_order=tile_order,
                                                                            grid_order=grid_order)
-    why = not_estimated(spec, tiling, launch, hardware.l2_bytes)
+    why = not_estimated(spec, tiling, launch, hardware.l2_bytes, read_fraction_of(hardware))
     if why is not None:
         raise IomodelError(f"no L2-aware estimate for this layer: {why}")
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward, fwd_programs_per_sm)
-    params = L2Params(hardware.l2_bytes, hardware.num_sms, pps["_attn_fwd"])
+    params = L2Params.of(hardware, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
     dkdv_quality = dkdv_read_quality(spec, tiling)
     dkdv_writes = dkdv_write_quality(spec, tiling, params.capacity)

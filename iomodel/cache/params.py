@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 from iomodel.errors import IomodelError
 
@@ -28,6 +29,13 @@ DEFAULT_L2_FRACTION = 0.5
 #: a test pins the two within 0.0005). The model's re-reads are this pattern (K/V of a head read by
 #: every program of a wave); adopted 2026-12-04 (docs/l2-calibration.md, "Read capacity").
 DEFAULT_L2_READ_FRACTION = 0.5188
+#: The read fraction of each hardware preset whose L2 the ``shared-read`` microbenchmark measured (its half-miss
+#: point over that device's L2, from the receipt :data:`iomodel.cache.physical.RECEIPTS` names; a test pins each to its
+#: receipt within 0.0005): the H200 (:data:`DEFAULT_L2_READ_FRACTION`, 31.13 of 60 MiB) and the H100 SXM (26.65 of
+#: 50 MiB on an H100 80GB HBM3, receipts/l2-micro-h100-2026-12-06.json; adopted 2026-12-06, docs/l2-calibration.md,
+#: "The H100's own read capacity"). A preset not listed (the A100) is judged at the H200's, and the estimate's
+#: assumptions say so (:func:`read_fraction_source`).
+MEASURED_L2_READ_FRACTION: dict[str, float] = {"H200": DEFAULT_L2_READ_FRACTION, "H100-SXM": 0.5329}
 #: Effective L2 associativity of the set-associative replacement (None in :class:`L2Params` is
 #: the fully associative LRU). Source: fitted, not a datasheet figure (NVIDIA does not publish
 #: the H100/H200 L2 associativity): fewest DRAM-write misses on the 124 single-pass kernel
@@ -125,6 +133,35 @@ def exact_write_share(write_share: float) -> bool:
     return float(write_share).as_integer_ratio()[1] <= 1 << 10
 
 
+def hardware_preset(hardware: Any) -> str:
+    """The preset a :class:`~iomodel.spec.hardware.Hardware` entry is (``"H100-SXM (NVIDIA H100 80GB HBM3)"``, as
+    :func:`iomodel.spec.hardware.detect` and measurement records name it, is ``"H100-SXM"``)."""
+    return str(getattr(hardware, "name", "")).split(" (")[0]
+
+
+def read_fraction_of(hardware: Any) -> float:
+    """The fraction of ``hardware``'s L2 a read miss is judged against: its preset's measured one
+    (:data:`MEASURED_L2_READ_FRACTION`), else the H200's (:data:`DEFAULT_L2_READ_FRACTION`)."""
+    return MEASURED_L2_READ_FRACTION.get(hardware_preset(hardware), DEFAULT_L2_READ_FRACTION)
+
+
+def read_fraction_source(hardware: Any) -> str:
+    """Where :func:`read_fraction_of` comes from, one clause for the estimate's assumptions.
+
+    >>> from iomodel.spec.hardware import A100_80GB, H100_SXM
+    >>> read_fraction_source(H100_SXM)
+    'measured on the H100-SXM: receipts/l2-micro-h100-2026-12-06.json'
+    >>> read_fraction_source(A100_80GB)
+    "not measured on the A100-80GB: the H200's (receipts/l2-micro-h200-2026-12-01.json)"
+    """
+    from iomodel.cache.physical import receipt_name
+
+    preset = hardware_preset(hardware)
+    if preset in MEASURED_L2_READ_FRACTION:
+        return f"measured on the {preset}: {receipt_name(preset)}"
+    return f"not measured on the {preset}: the H200's ({receipt_name('H200')})"
+
+
 @dataclass(frozen=True)
 class L2Params:
     """What the L2-aware prediction needs to know about the device and the launch.
@@ -137,7 +174,8 @@ class L2Params:
             :func:`iomodel.schedule.grid.estimate_programs_per_sm`.
         l2_fraction: effective fraction of ``l2_bytes`` (default :data:`DEFAULT_L2_FRACTION`).
         read_fraction: fraction of ``l2_bytes`` a read miss of the set-associative model is
-            judged against (default :data:`DEFAULT_L2_READ_FRACTION`, measured); ``l2_fraction``
+            judged against (default :data:`DEFAULT_L2_READ_FRACTION`, the H200's, measured; :meth:`of` takes the
+            device's, :func:`read_fraction_of`); ``l2_fraction``
             still sets the capacity written lines occupy and their write-back. The fully
             associative LRU (``ways=None``) has one capacity, ``l2_fraction``'s.
         flush_between_kernels: the profiler flushes caches before each kernel (ncu
@@ -148,6 +186,8 @@ class L2Params:
         ways: effective associativity A of the set-associative replacement (default
             :data:`DEFAULT_L2_WAYS`, fitted); None: fully associative LRU
             (exact integer bytes, the model of rounds 1-3).
+        read_source: where ``read_fraction`` comes from, one clause (:func:`read_fraction_source`; the estimate's
+            assumptions quote it).
         stored_share: read-equivalent bytes one written byte occupies, overriding
             :attr:`write_share`'s rule (None: the rule; the training step gives ``_bwd_dq``
             :data:`DQ_WRITE_SHARE` and the Gluon launch's split ``_bwd_dkdv``
@@ -167,6 +207,20 @@ class L2Params:
     ways: int | None = DEFAULT_L2_WAYS
     stored_share: float | None = None
     read_fraction: float = DEFAULT_L2_READ_FRACTION
+    read_source: str = "measured on the H200: receipts/l2-micro-h200-2026-12-01.json"
+
+    @classmethod
+    def of(cls, hardware: Any, programs_per_sm: int = 1, **kw: Any) -> "L2Params":
+        """The parameters of ``hardware`` (:class:`~iomodel.spec.hardware.Hardware`): its L2 bytes and SMs, and the
+        read fraction measured on its preset (:func:`read_fraction_of`, :func:`read_fraction_source`); ``kw`` sets
+        the other fields (``l2_fraction``, ``flush_between_kernels``, ``ways`` ...).
+
+        Raises:
+            IomodelError: as the constructor (hardware without L2 or SMs, a bad fraction or count).
+        """
+        kw.setdefault("read_fraction", read_fraction_of(hardware))
+        kw.setdefault("read_source", read_fraction_source(hardware))
+        return cls(hardware.l2_bytes, hardware.num_sms, programs_per_sm, **kw)
 
     def __post_init__(self) -> None:
         for name in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction", "read_fraction"):

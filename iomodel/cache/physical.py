@@ -19,8 +19,17 @@ from typing import Any
 from iomodel.errors import IomodelError
 from iomodel.jsonvalues import read_json
 
+_RECEIPTS_DIR = Path(__file__).resolve().parents[2] / "receipts"
 #: The receipt the bundled constants cite: H200, 2026-12-01 (command and device inside).
-H200_RECEIPT = Path(__file__).resolve().parents[2] / "receipts" / "l2-micro-h200-2026-12-01.json"
+H200_RECEIPT = _RECEIPTS_DIR / "l2-micro-h200-2026-12-01.json"
+#: The receipt of each hardware preset whose L2 was measured (command and device inside): the source of
+#: :data:`iomodel.cache.params.MEASURED_L2_READ_FRACTION`.
+RECEIPTS: dict[str, Path] = {"H200": H200_RECEIPT, "H100-SXM": _RECEIPTS_DIR / "l2-micro-h100-2026-12-06.json"}
+
+
+def receipt_name(preset: str) -> str:
+    """The receipt of ``preset`` (a key of :data:`RECEIPTS`) as the repository names it (``receipts/...json``)."""
+    return f"receipts/{RECEIPTS[preset].name}"
 PATTERNS = ("shared-read", "private-read", "private-write")
 
 

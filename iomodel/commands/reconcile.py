@@ -20,7 +20,8 @@ from rich.table import Table
 
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, shown, write_text
-from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS
+from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
+                                  MEASURED_L2_READ_FRACTION)
 
 
 def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, plot_dir: Path | None) -> None:
@@ -53,8 +54,10 @@ def reconcile(
                                                          "move with it too), their write-back and the fully "
                                                          "associative LRU's capacity (default: the record's, else "
                                                          f"{DEFAULT_L2_FRACTION:g}). A read miss of the set-associative "
-                                                         f"L2 is judged at {DEFAULT_L2_READ_FRACTION:g} of the L2, "
-                                                         "measured on an H200; no option changes it.")] = None,
+                                                         "L2 is judged at the fraction of the L2 measured on the "
+                                                         f"device's preset ({DEFAULT_L2_READ_FRACTION:g} on an H200, "
+                                                         f"{MEASURED_L2_READ_FRACTION['H100-SXM']:g} on an H100); "
+                                                         "no option changes it.")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
     tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
     tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,
@@ -76,8 +79,8 @@ def reconcile(
                                          f"(default {DEFAULT_L2_WAYS}, fitted on the H200 calibration receipts; "
                                          "0: a fully associative LRU, the earlier model).")] = DEFAULT_L2_WAYS,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
-                                                   "effective L2 fractions 0.25 to 1 (the read capacity stays at "
-                                                   f"{DEFAULT_L2_READ_FRACTION:g}).")] = False,
+                                                   "effective L2 fractions 0.25 to 1 (the read capacity stays at the "
+                                                   "device's measured fraction).")] = False,
 ) -> None:
     """Compare predicted with measured bytes, level by level, and name each gap's cause."""
     import json

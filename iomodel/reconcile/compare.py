@@ -41,8 +41,8 @@ from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
-from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
-                                  exact_write_share, l2_fraction_refusal)
+from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
+                                  exact_write_share, l2_fraction_refusal, read_fraction_of)
 from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
@@ -391,7 +391,7 @@ class Reconciliation:
                             "command": self.measurement.command, "environment": self.measurement.environment},
             "hardware": self.hardware.to_dict(),
             "l2_fraction": self.l2_fraction,
-            "l2_read_fraction": DEFAULT_L2_READ_FRACTION if self.l2_ways else None,  # None: the LRU's one capacity
+            "l2_read_fraction": read_fraction_of(self.hardware) if self.l2_ways else None,  # None: the LRU's one capacity
             "l2_ways": self.l2_ways,
             "tolerances": self.tolerances,
             "abs_tol_bytes": self.abs_tol,
@@ -637,7 +637,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
         return
     pps, src = _programs_per_sm(shape, tiling, hardware)
     out.programs_per_sm = (pps, src)
-    params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels, ways=l2_ways)
+    params = L2Params.of(hardware, pps, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels, ways=l2_ways)
     out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
     floor = [0, 0]  # floor read, write: each sequence's compulsory bytes
     seqs = rs.sequences()
@@ -824,8 +824,8 @@ def _reconcile_peer(out: "ShapeReconciliation", shape: ShapeMeasurement, peer: A
         out.error = f"the L2-aware prediction is not computed: {too_big}"
         return
     out.programs_per_sm = (peer.programs_per_sm, "the recorded launch")
-    params = L2Params(hardware.l2_bytes, hardware.num_sms, peer.programs_per_sm, l2_fraction, flush_between_kernels,
-                      ways=l2_ways)
+    params = L2Params.of(hardware, peer.programs_per_sm, l2_fraction=l2_fraction,
+                         flush_between_kernels=flush_between_kernels, ways=l2_ways)
     l2 = predict_tiled(spec, tiling, params, schedule=sched)
     out.l2 = l2
     out.levels.append(LevelCompare(
@@ -955,13 +955,14 @@ def reconcile_shape(
             if shape.kernels and spec.backward:
                 from iomodel.cache.estimate import not_estimated
 
-                too_big = not_estimated(spec, tiling, None, hardware.l2_bytes)  # the worksheet's bounds, the record's S
+                too_big = not_estimated(spec, tiling, None, hardware.l2_bytes, read_fraction_of(hardware))  # the worksheet's bounds, the record's S
                 if too_big is not None:
                     out.error = f"the L2-aware prediction is not computed: {too_big}: check the record's spec"
                     return out
                 _reconcile_training_step(out, shape, pred, expected,
-                                         L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction,
-                                                  flush_between_kernels, ways=l2_ways), hardware)
+                                         L2Params.of(hardware, 1, l2_fraction=l2_fraction,
+                                                     flush_between_kernels=flush_between_kernels, ways=l2_ways),
+                                         hardware)
             elif shape.kernels:
                 out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
                 grid_order = str((shape.config or {}).get("grid_order", "tiles-fastest"))
@@ -973,8 +974,8 @@ def reconcile_shape(
                     return out
                 pps, src = _programs_per_sm(shape, tiling, hardware)
                 out.programs_per_sm = (pps, src)
-                params = L2Params(hardware.l2_bytes, hardware.num_sms, pps, l2_fraction, flush_between_kernels,
-                                  ways=l2_ways)
+                params = L2Params.of(hardware, pps, l2_fraction=l2_fraction,
+                                     flush_between_kernels=flush_between_kernels, ways=l2_ways)
                 l2 = (predict_tiled(spec, tiling, params, out.tile_order) if grid_order == "tiles-fastest" else
                       predict_tiled(spec, tiling, params, schedule=Schedule.for_tiling(
                           tiling, tile_order=out.tile_order, grid_order=grid_order)))  # the kernel's grid order
@@ -1025,8 +1026,8 @@ def reconcile_shape(
             tiling = Tiling()
             pred = predict_fn(spec, tiling, hardware, **opts)
             alg = pred.algorithms["baseline"]
-            params = L2Params(hardware.l2_bytes, hardware.num_sms, 1, l2_fraction, flush_between_kernels,
-                              ways=l2_ways)
+            params = L2Params.of(hardware, 1, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels,
+                                 ways=l2_ways)
             l2 = predict_baseline(spec, alg.rows, params)
             out.l2 = l2
             out.levels.append(LevelCompare(

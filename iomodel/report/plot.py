@@ -31,7 +31,7 @@ from iomodel.spec import LayerSpec, Tiling
 from iomodel.format import human_bytes
 from iomodel.paths import write_bytes
 from iomodel.schedule.tiles import page_block_refusal
-from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS
+from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, read_fraction_of
 
 #: Marker per measurement level of overlaid points.
 LEVEL_MARKERS = {"HBM": "o", "DRAM": "o", "L2": "s", "SRAM_fill": "^", "SRAM": "^"}
@@ -297,8 +297,8 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
         lpt = bundled_launch_order(at, tiling)  # the kernel's causal launch order at this length
         launch = (Schedule.for_tiling(tiling, num_warps=warps, programs_per_sm=pps, **{"tile_order": order, **lpt})
                   if lpt else None)
-        why = not_estimated(at, tiling, launch, hardware.l2_bytes)
-        cost = (0 if fast_refusal(at, tiling, launch, hardware.l2_bytes) is None
+        why = not_estimated(at, tiling, launch, hardware.l2_bytes, read_fraction_of(hardware))
+        cost = (0 if fast_refusal(at, tiling, launch, hardware.l2_bytes, read_fraction_of(hardware)) is None
                 else simulated_programs(at, tiling))  # fast: not simulated
         if why is None and spent + cost > L2_CURVE_MAX_PROGRAMS:
             why = (f"the curve's simulation budget of {L2_CURVE_MAX_PROGRAMS:,} programs (B·H·T_r summed over "
@@ -362,7 +362,7 @@ def plot_seqlen(
     fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
                                           "allocated = bytes resident in HBM at the peak (not traffic); L2-aware "
                                           "= iomodel/cache/predict.py predict_tiled (cold L2, "
-                                          f"{DEFAULT_L2_WAYS} ways, reads judged at {DEFAULT_L2_READ_FRACTION:g} of "
+                                          f"{DEFAULT_L2_WAYS} ways, reads judged at {read_fraction_of(hardware):g} of "
                                           f"the L2, writes at {DEFAULT_L2_FRACTION:g}), a simulation, not a measurement"),
                       legend_rows=6 + (2 if skipped else 0) + 2)  # room for the multi-line and skipped-point labels
     ax.set_xscale("log", base=2)

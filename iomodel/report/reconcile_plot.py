@@ -208,13 +208,13 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
                     pts.append((x, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes, None, None))
                     continue
                 pps = near.programs_per_sm[0] if near.programs_per_sm else 1
-                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, pps, rec.l2_fraction, ways=rec.l2_ways)
+                params = L2Params.of(rec.hardware, pps, l2_fraction=rec.l2_fraction, ways=rec.l2_ways)
                 l2 = predict_tiled(spec, tiling, params, near.tile_order)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
             else:
                 opts = {"score_dtype": "fp32"} if near.impl == "baseline-fp32" else {}
                 alg = predict_fn(spec, Tiling(), rec.hardware, **opts).algorithms["baseline"]
-                params = L2Params(rec.hardware.l2_bytes, rec.hardware.num_sms, 1, rec.l2_fraction, ways=rec.l2_ways)
+                params = L2Params.of(rec.hardware, 1, l2_fraction=rec.l2_fraction, ways=rec.l2_ways)
                 l2 = predict_baseline(spec, alg.rows, params)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
         except IomodelError:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from iomodel.cache.estimate import L2_ESTIMATE_SOURCE, L2Estimate, estimate_tiled, estimate_training_step, not_estimated
+from iomodel.cache.params import read_fraction_of
 from iomodel.errors import IomodelError
 from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
@@ -395,7 +396,7 @@ class Worksheet:
         """Why the L2-aware estimate is not computed (:func:`~iomodel.cache.estimate.not_estimated`
         for this layer and the launch of :func:`l2_schedule`), or None."""
         return not_estimated(self.layer.spec, self.layer.tiling, _l2_schedule_or_none(self.layer, self.schedule_given),
-                             self.layer.hardware.l2_bytes)
+                             self.layer.hardware.l2_bytes, read_fraction_of(self.layer.hardware))
 
     def header_lines(self) -> list[str]:
         """Every assumption, one line each: layer, tiles, hardware, notes, then the model's."""
@@ -845,7 +846,7 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
     """
     s, hw = layer.spec, layer.hardware
     sched, cfg_src = l2_schedule(layer, schedule)  # bad launch fields are refused even where nothing is estimated
-    if not_estimated(s, layer.tiling, sched, hw.l2_bytes) is not None:
+    if not_estimated(s, layer.tiling, sched, hw.l2_bytes, read_fraction_of(hw)) is not None:
         return None
     warps, order = sched.num_warps, sched.tile_order
     tiled = prediction.algorithms["tiled"]
