@@ -24,6 +24,10 @@ Usage (on the GPU; ~1 min)::
 
     python3 benchmarks/l2_microbench.py --out $OUT/l2-micro-h200-<date>.json
 
+Run on an H200 (receipts/l2-micro-h200-2026-12-01.json) and on an H100 (receipts/l2-micro-h100-2026-12-06.json and
+its repeat ``-b``); :data:`iomodel.cache.physical.RECEIPTS` names the receipt behind each preset's measured read
+fraction (``iomodel.cache.params.MEASURED_L2_READ_FRACTION``).
+
 Runs itself under ``ncu --cache-control all --clock-control none`` (one process, kernels
 tagged with NVTX ranges), parses ncu's CSV with :mod:`iomodel.measure.ncu`, prints a table
 and writes a JSON receipt (command, device, date, every raw counter). Without a GPU or ncu it

@@ -44,6 +44,8 @@ FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-win
                   "ncu-h100-gluon64c-holdout1-2026-12-06.json": 17,
                   # the packed GQA prefill's hold-out (12 shapes, on an H100, 2026-12-06)
                   "ncu-h100-packed-holdout1-2026-12-06.json": 12, "ncu-h100-packed-holdout1-2026-12-06-b.json": 12,
+                  # the H100's own read capacity: its hold-out (14 forward shapes by cuDNN and the bundled kernel)
+                  "ncu-h100-readcap-holdout1-2026-12-06.json": 14,
                   "ncu-h200-serving1-2026-12-01.json": 10, "ncu-h200-ragged1-2026-12-01.json": 8,
                   "ncu-h200-ragged2-2026-12-01.json": 10,
                   # calibration probes of issue 12 (capacity edge, peers): bundled-kernel shapes in each
