@@ -101,3 +101,38 @@ def test_params_of_a_device_take_its_read_fraction():
     assert a100.read_fraction == DEFAULT_L2_READ_FRACTION
     assert a100.read_source == "not measured on the A100-80GB: the H200's (receipts/l2-micro-h200-2026-12-01.json)"
     assert L2Params.of(H100_SXM, ways=None, l2_fraction=0.25).capacity == int(50 * MiB * 0.25)
+
+
+def test_the_estimate_on_an_h100_judges_reads_at_its_own_capacity():
+    """The worksheet's estimate (estimate_tiled) on H100-SXM names the H100's fraction and receipt, and its DRAM reads
+    are the prediction with reads at 0.5329 of 50 MiB, fewer than with the H200's 0.5188 borrowed (a larger capacity
+    keeps more K/V; the layer's K/V working set, 15 MiB a KV head, sits past both)."""
+    from iomodel.cache.estimate import estimate_tiled
+    from iomodel.cache.predict import predict_tiled
+    from iomodel.spec import LayerSpec, Tiling
+
+    spec, tiling = LayerSpec(1, 16, 16, 128, 30720, 30720, dtype="bf16"), Tiling(block_m=128, block_n=64)
+    est = estimate_tiled(spec, tiling, H100_SXM, flops=1, peak_flops=1.0, num_warps=8, config_source="test")
+    (clause,) = [a for a in est.assumptions if "for a read" in a]
+    assert "(0.5329 × the L2: the half-miss point of a set every SM re-reads, measured on the H100-SXM: " \
+           "receipts/l2-micro-h100-2026-12-06.json)" in clause
+    pps = est.programs_per_sm
+    own = predict_tiled(spec, tiling, L2Params.of(H100_SXM, pps))
+    borrowed = predict_tiled(spec, tiling, L2Params.of(H100_SXM, pps, read_fraction=DEFAULT_L2_READ_FRACTION))
+    assert est.read_bytes == own.hbm_read_bytes < borrowed.hbm_read_bytes
+    assert L2Params.of(H100_SXM, read_fraction=0.45).read_origin == "as given"
+
+
+def test_other_cards_of_a_preset_say_where_their_fraction_was_measured():
+    """A detected H100 PCIe runs as the H100-SXM preset: it takes the H100 SXM's fraction and says it was measured on
+    another card; an alias or a lower-case record name is its preset."""
+    from iomodel.cache.params import hardware_preset, read_fraction_source
+
+    pcie = replace(H100_SXM, name="H100-SXM (NVIDIA H100 PCIe)")
+    assert read_fraction_of(pcie) == 0.5329
+    assert read_fraction_source(pcie) == ("the H100-SXM's, measured on an NVIDIA H100 80GB HBM3, not on this NVIDIA H100 "
+                                          "PCIe: receipts/l2-micro-h100-2026-12-06.json")
+    assert hardware_preset(replace(H100_SXM, name="h100 (NVIDIA H100 80GB HBM3)")) == "H100-SXM"
+    assert read_fraction_source(replace(H100_SXM, name="H100-SXM (NVIDIA H100 80GB HBM3)")).startswith("measured on")
+    with pytest.raises(IomodelError, match="needs a Hardware entry"):
+        L2Params.of(50 * MiB)

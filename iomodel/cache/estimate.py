@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from iomodel.cache.params import L2Params, read_fraction_of
+from iomodel.cache.params import L2Params, read_fraction_of, read_fraction_source
 from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions, dkdv_read_quality,
                                    dkdv_write_quality, predict_ragged_launch, predict_tiled, predict_training_step)
 from iomodel.errors import IomodelError
@@ -153,7 +153,8 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 def closed_form_saturation(l2_bytes: int, read_fraction: float | None = None) -> float:
     """Stack distance past which the default L2 model of ``l2_bytes`` bytes evicts a line for certain (bytes):
     :func:`iomodel.cache.stream.saturation_distance` of the larger of its dirty-line and read capacities, 24 ways
-    (:class:`~iomodel.cache.params.L2Params` defaults; 133 MB for the H200's 60 MiB, 89 MB for the A100's 40), reads
+    (:class:`~iomodel.cache.params.L2Params` defaults; 133 MB for the H200's 60 MiB, 114 MB for the H100's 50 at its own
+    read fraction, 89 MB for the A100's 40), reads
     judged at ``read_fraction`` of the L2 (None: the H200's, :data:`~iomodel.cache.params.DEFAULT_L2_READ_FRACTION`;
     a device's own: :func:`~iomodel.cache.params.read_fraction_of`)."""
     from iomodel.cache.stream import read_saturation
@@ -396,6 +397,8 @@ class L2Estimate:
         schedule: the forward launch the estimate simulated (:class:`~iomodel.schedule.launch.Schedule`,
             its ``programs_per_sm`` the number used), or None (training step).
         assumptions: the L2 model's own assumptions, one sentence each.
+        read_fraction, read_fraction_source: the fraction of the L2 a read miss is judged against and where it
+            comes from (the device preset's microbenchmark receipt; JSON ``read_fraction``, ``read_fraction_source``).
         kernels: training step only: per kernel ``{"name", "read_bytes", "write_bytes",
             "written_bytes", "programs_per_sm"}`` (bytes), in launch order; empty for the forward.
         function: the :mod:`iomodel.cache.predict` function behind the bytes.
@@ -429,15 +432,22 @@ class L2Estimate:
     #: The least of the kernels' ``write_bytes_quality`` (``iomodel.cache.predict.WRITE_QUALITIES``): how far
     #: ``write_bytes`` can be taken; ``rough`` where the dK/dV kernel's fp32 partials exceed the effective L2.
     write_bytes_quality: str = "predicted"
+    #: Fraction of the L2 a read miss was judged against (:func:`~iomodel.cache.params.read_fraction_of`: the preset's
+    #: measured one), and where it comes from (:func:`~iomodel.cache.params.read_fraction_source`).
+    read_fraction: float | None = None
+    read_fraction_source: str = ""
 
     @classmethod
     def of(cls, read_bytes: int, write_bytes: int, written_bytes: int, *, flops: int, peak_flops: float,
            hardware: Hardware, **launch: Any) -> "L2Estimate":
         """An estimate from its DRAM bytes: the dirty bytes (``written - write``) and the roofline
         ``max(flops / peak_flops, (read + write) / hardware.hbm_bandwidth)`` (seconds), intensity
-        (FLOPs per DRAM byte) and bound derived here; ``launch`` gives the remaining fields."""
+        (FLOPs per DRAM byte) and bound derived here, the read fraction and its source from ``hardware``
+        (:func:`~iomodel.cache.params.read_fraction_of`); ``launch`` gives the remaining fields."""
         moved = read_bytes + write_bytes
         t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
+        launch.setdefault("read_fraction", read_fraction_of(hardware))
+        launch.setdefault("read_fraction_source", read_fraction_source(hardware))
         return cls(read_bytes=read_bytes, write_bytes=write_bytes, written_bytes=written_bytes,
                    dirty_bytes=written_bytes - write_bytes, flops=flops, roofline_time_s=max(t_c, t_m),
                    intensity=flops / moved if moved else math.inf, bound="memory" if t_m >= t_c else "compute",
@@ -454,6 +464,7 @@ class L2Estimate:
             "roofline_time_s": self.roofline_time_s, "intensity": self.intensity, "bound": self.bound,
             "programs_per_sm": self.programs_per_sm, "programs_per_sm_source": self.programs_per_sm_source,
             "num_warps": self.num_warps, "tile_order": self.tile_order, "config_source": self.config_source,
+            "read_fraction": self.read_fraction, "read_fraction_source": self.read_fraction_source,
             "assumptions": list(self.assumptions),
         }
         if self.schedule is not None:

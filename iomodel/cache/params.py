@@ -134,19 +134,38 @@ def exact_write_share(write_share: float) -> bool:
 
 
 def hardware_preset(hardware: Any) -> str:
-    """The preset a :class:`~iomodel.spec.hardware.Hardware` entry is (``"H100-SXM (NVIDIA H100 80GB HBM3)"``, as
-    :func:`iomodel.spec.hardware.detect` and measurement records name it, is ``"H100-SXM"``)."""
-    return str(getattr(hardware, "name", "")).split(" (")[0]
+    """The preset a :class:`~iomodel.spec.hardware.Hardware` entry is, as :func:`iomodel.spec.hardware.get_hardware`
+    spells it: ``"H100-SXM (NVIDIA H100 80GB HBM3)"`` (how :func:`~iomodel.spec.hardware.detect` and measurement
+    records name a device) and ``"h100"`` are ``"H100-SXM"``.
+
+    Returns:
+        The preset's name, or the entry's own name before any bracket where it matches no preset.
+    """
+    from iomodel.spec.hardware import get_hardware
+
+    name = str(getattr(hardware, "name", "")).split(" (")[0].strip()
+    try:
+        return get_hardware(name).name
+    except IomodelError:
+        return name
+
+
+def _card_of(hardware: Any) -> str:
+    """The card a detected or recorded entry names in brackets (``"NVIDIA H100 PCIe"``), or ""."""
+    name = str(getattr(hardware, "name", ""))
+    return name.split(" (", 1)[1].rstrip(")") if " (" in name else ""
 
 
 def read_fraction_of(hardware: Any) -> float:
-    """The fraction of ``hardware``'s L2 a read miss is judged against: its preset's measured one
-    (:data:`MEASURED_L2_READ_FRACTION`), else the H200's (:data:`DEFAULT_L2_READ_FRACTION`)."""
+    """The fraction of ``hardware``'s L2 a read miss is judged against (dimensionless, of ``l2_bytes``): its preset's
+    measured one (:data:`MEASURED_L2_READ_FRACTION`), else the H200's (:data:`DEFAULT_L2_READ_FRACTION`)."""
     return MEASURED_L2_READ_FRACTION.get(hardware_preset(hardware), DEFAULT_L2_READ_FRACTION)
 
 
 def read_fraction_source(hardware: Any) -> str:
-    """Where :func:`read_fraction_of` comes from, one clause for the estimate's assumptions.
+    """Where :func:`read_fraction_of` comes from, one clause for the estimate's assumptions: the preset's receipt, and
+    the card it was measured on where a detected or recorded device is another card of that preset (an H100 PCIe
+    runs as ``H100-SXM``).
 
     >>> from iomodel.spec.hardware import A100_80GB, H100_SXM
     >>> read_fraction_source(H100_SXM)
@@ -154,12 +173,19 @@ def read_fraction_source(hardware: Any) -> str:
     >>> read_fraction_source(A100_80GB)
     "not measured on the A100-80GB: the H200's (receipts/l2-micro-h200-2026-12-01.json)"
     """
-    from iomodel.cache.physical import receipt_name
+    from iomodel.cache.physical import receipt_device, receipt_name
 
-    preset = hardware_preset(hardware)
-    if preset in MEASURED_L2_READ_FRACTION:
-        return f"measured on the {preset}: {receipt_name(preset)}"
-    return f"not measured on the {preset}: the H200's ({receipt_name('H200')})"
+    preset, card = hardware_preset(hardware), _card_of(hardware)
+    if preset not in MEASURED_L2_READ_FRACTION:
+        return f"not measured on the {preset or 'unnamed device'}: the H200's ({receipt_name('H200')})"
+    measured_on = receipt_device(preset)
+    if card and measured_on and card != measured_on:
+        return f"the {preset}'s, measured on an {measured_on}, not on this {card}: {receipt_name(preset)}"
+    return f"measured on the {preset}: {receipt_name(preset)}"
+
+
+#: ``L2Params.read_source`` of the default read fraction (the H200's, :data:`DEFAULT_L2_READ_FRACTION`).
+H200_READ_SOURCE = "measured on the H200: receipts/l2-micro-h200-2026-12-01.json"
 
 
 @dataclass(frozen=True)
@@ -186,8 +212,9 @@ class L2Params:
         ways: effective associativity A of the set-associative replacement (default
             :data:`DEFAULT_L2_WAYS`, fitted); None: fully associative LRU
             (exact integer bytes, the model of rounds 1-3).
-        read_source: where ``read_fraction`` comes from, one clause (:func:`read_fraction_source`; the estimate's
-            assumptions quote it).
+        read_source: where ``read_fraction`` comes from, one clause (:func:`read_fraction_source`; "" lets
+            :attr:`read_origin` say it: the H200's receipt for the default fraction, else "as given"; the estimate's
+            assumptions quote :attr:`read_origin`).
         stored_share: read-equivalent bytes one written byte occupies, overriding
             :attr:`write_share`'s rule (None: the rule; the training step gives ``_bwd_dq``
             :data:`DQ_WRITE_SHARE` and the Gluon launch's split ``_bwd_dkdv``
@@ -207,20 +234,32 @@ class L2Params:
     ways: int | None = DEFAULT_L2_WAYS
     stored_share: float | None = None
     read_fraction: float = DEFAULT_L2_READ_FRACTION
-    read_source: str = "measured on the H200: receipts/l2-micro-h200-2026-12-01.json"
+    read_source: str = ""
 
     @classmethod
     def of(cls, hardware: Any, programs_per_sm: int = 1, **kw: Any) -> "L2Params":
         """The parameters of ``hardware`` (:class:`~iomodel.spec.hardware.Hardware`): its L2 bytes and SMs, and the
-        read fraction measured on its preset (:func:`read_fraction_of`, :func:`read_fraction_source`); ``kw`` sets
-        the other fields (``l2_fraction``, ``flush_between_kernels``, ``ways`` ...).
+        read fraction measured on its preset (:func:`read_fraction_of`, said by :func:`read_fraction_source`) unless
+        ``kw`` gives one; ``kw`` sets the other fields (``l2_fraction``, ``flush_between_kernels``, ``ways`` ...).
 
         Raises:
-            IomodelError: as the constructor (hardware without L2 or SMs, a bad fraction or count).
+            IomodelError: an entry without ``l2_bytes`` or ``num_sms``; as the constructor (a bad fraction or count).
         """
-        kw.setdefault("read_fraction", read_fraction_of(hardware))
-        kw.setdefault("read_source", read_fraction_source(hardware))
+        if not (hasattr(hardware, "l2_bytes") and hasattr(hardware, "num_sms")):
+            raise IomodelError(f"L2Params.of needs a Hardware entry (l2_bytes, num_sms), got {type(hardware).__name__}: "
+                               "pass e.g. iomodel.spec.hardware.get_hardware('H200')")
+        if "read_fraction" not in kw:
+            kw["read_fraction"] = read_fraction_of(hardware)
+            kw.setdefault("read_source", read_fraction_source(hardware))
         return cls(hardware.l2_bytes, hardware.num_sms, programs_per_sm, **kw)
+
+    @property
+    def read_origin(self) -> str:
+        """Where :attr:`read_fraction` comes from, one clause: :attr:`read_source` where set, else the H200's receipt
+        for the default fraction, else "as given"."""
+        if self.read_source:
+            return self.read_source
+        return H200_READ_SOURCE if self.read_fraction == DEFAULT_L2_READ_FRACTION else "as given"
 
     def __post_init__(self) -> None:
         for name in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction", "read_fraction"):

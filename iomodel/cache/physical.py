@@ -12,7 +12,9 @@ the physical source that :mod:`iomodel.cache.params` cites for ``DEFAULT_L2_FRAC
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,29 @@ RECEIPTS: dict[str, Path] = {"H200": H200_RECEIPT, "H100-SXM": _RECEIPTS_DIR / "
 
 
 def receipt_name(preset: str) -> str:
-    """The receipt of ``preset`` (a key of :data:`RECEIPTS`) as the repository names it (``receipts/...json``)."""
+    """The receipt of ``preset`` as the repository names it (``receipts/...json``).
+
+    Raises:
+        IomodelError: a preset without a receipt (the keys of :data:`RECEIPTS`).
+    """
+    if preset not in RECEIPTS:
+        raise IomodelError(f"no L2 microbenchmark receipt for {preset!r}: measured presets are {', '.join(RECEIPTS)}")
     return f"receipts/{RECEIPTS[preset].name}"
+
+
+@lru_cache(maxsize=None)
+def receipt_device(preset: str) -> str:
+    """The card ``preset``'s receipt was measured on (its ``device``, e.g. ``"NVIDIA H100 80GB HBM3"``), or "" where
+    the receipt cannot be read (the fraction itself is a constant of :mod:`iomodel.cache.params`; a test pins both).
+
+    Raises:
+        IomodelError: a preset without a receipt (:func:`receipt_name`).
+    """
+    receipt_name(preset)
+    try:
+        return str(json.loads(RECEIPTS[preset].read_text()).get("device", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
 PATTERNS = ("shared-read", "private-read", "private-write")
 
 

@@ -269,7 +269,7 @@ def _common_assumptions(params: L2Params) -> list[str]:
          f"L2 is set-associative ({params.ways} ways, fitted; hashed sets, LRU within a set): an item touched again "
          f"after D distinct bytes is gone with probability P(Poisson({params.ways}·D/C) ≥ {params.ways}), "
          f"C = {human_bytes(params.read_capacity, decimals=1)} for a read ({params.read_fraction:g} × the L2: "
-         f"the half-miss point of a set every SM re-reads, {params.read_source}) and the effective capacity for a "
+         f"the half-miss point of a set every SM re-reads, {params.read_origin}) and the effective capacity for a "
          "dirty line's write-back; K/V are tracked in chunks of key rows and the bytes are expected values."),
         "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
         "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else

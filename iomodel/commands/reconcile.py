@@ -21,7 +21,7 @@ from rich.table import Table
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, shown, write_text
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
-                                  MEASURED_L2_READ_FRACTION)
+                                  MEASURED_L2_READ_FRACTION, read_fraction_of, read_fraction_source)
 
 
 def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, plot_dir: Path | None) -> None:
@@ -56,8 +56,9 @@ def reconcile(
                                                          f"{DEFAULT_L2_FRACTION:g}). A read miss of the set-associative "
                                                          "L2 is judged at the fraction of the L2 measured on the "
                                                          f"device's preset ({DEFAULT_L2_READ_FRACTION:g} on an H200, "
-                                                         f"{MEASURED_L2_READ_FRACTION['H100-SXM']:g} on an H100); "
-                                                         "no option changes it.")] = None,
+                                                         f"{MEASURED_L2_READ_FRACTION['H100-SXM']:g} on an H100; a "
+                                                         "preset not measured, the A100, takes the H200's and the "
+                                                         "report says so); no option changes it.")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
     tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
     tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,
@@ -107,6 +108,9 @@ def reconcile(
     if markdown_out is not None:
         markdown_out = check_output_file(markdown_out, "--markdown")
     _check_distinct_outputs(json_out, markdown_out, plot_dir)
+    if hardware is not None and not hardware.strip():
+        raise IomodelError("--hardware is empty: name a preset (H200, H100-SXM, A100-80GB) or leave the option out to "
+                           "predict for the record's own hardware")
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
                   l2_source=l2_source, l2_ways=l2_ways or None)
@@ -116,7 +120,9 @@ def reconcile(
     if hardware and recorded and str(recorded).split(" (")[0].strip().lower() != rec.hardware.name.lower():
         console.print(f"warning: predicting for --hardware {rec.hardware.name}, but the record was measured on "
                       f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True, markup=False)
-    t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}); "
+    reads = (f", reads at {read_fraction_of(rec.hardware):g} of the L2 ({read_fraction_source(rec.hardware)})"
+             if rec.l2_ways else "")
+    t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}{reads}); "
                     "ratio = measured / predicted")
     for c in md.TABLE_COLUMNS:
         t.add_column(c, overflow="fold", max_width=70 if c == "cause" else None)
