@@ -1,0 +1,193 @@
+"""L2 microbenchmark of the attention forward's K/V pattern at the capacity edge: sets re-read by parts of the SMs.
+
+Issue 12, items 2 and 3. On both hold-outs of the measured read capacity (H200 2026-12-04, H100 2026-12-06) the L2
+model over-predicts the forward's DRAM reads where a wave's K/V working set is 1.2-2.5 times the read capacity
+(measured 0.68-0.91x), while the ``shared-read`` microbenchmark (one set re-read by every SM, ``l2_microbench.py``)
+misses as sharply as the model says. Two patterns of attention that ``shared-read`` lacks are measured here, each with
+loads bypassing L1 (``.cg``), under ``ncu --cache-control all --clock-control none``:
+
+``split``
+    S disjoint sets of W / S bytes, each re-read (``PASSES`` passes, in the same order) by a contiguous block of
+    num_SMs / S programs (one program per SM): the query heads of a wave reading their own KV head's K/V. The
+    re-fetch per pass is (DRAM reads with ``PASSES`` passes − with 1 pass) / ((``PASSES`` − 1)·W); the wave model
+    (every set's lines re-read after all W bytes) says it does not depend on S.
+``grid``
+    The forward's grid without Q or O: H sets of ``SET_MIB`` each, T programs per set in a tiles-fastest grid
+    (program p reads set ⌊p / T⌋ once, whole, in order), one program per SM at a time, so waves of num_SMs programs
+    straddle sets and a set's later programs re-read it in a later wave. ``excess`` = DRAM reads / (H·set) − 1, the
+    re-fetched fraction the model calls ``l2_capacity``.
+
+Usage (on the GPU; about a minute)::
+
+    python3 benchmarks/l2_split_microbench.py --out $OUT/l2-split-<device>-<date>.json
+
+It prints the tables and writes a JSON receipt (command, device, date, every raw counter). Without a GPU or ncu it
+prints one line and exits 2. Calibration data: no constant is taken from it yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from iomodel.errors import IomodelError  # noqa: E402
+
+#: ``split``: total working sets W (MiB) and set counts S.
+SPLIT_MIB = (16, 20, 24, 26, 28, 30, 32, 36, 40, 48, 56, 64, 80)
+SPLIT_SETS = (1, 2, 3, 4, 6)
+#: ``grid``: one set's size (MiB), programs per set T (the tiles of a head) and sets H.
+GRID_SET_MIB = (8, 12, 16, 20, 24, 32)
+GRID_TILES = (200, 400)
+GRID_SETS = 6
+PASSES = 4
+BLOCK = 2048  # int32 elements per block: 8 KiB
+METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
+           "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum",
+           "launch__occupancy_limit_blocks", "launch__occupancy_limit_registers", "launch__occupancy_limit_warps",
+           "launch__occupancy_limit_shared_mem")
+
+
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def sets_read(buf, out, set_blocks, progs_per_set, passes, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        base = (pid // progs_per_set).to(tl.int64) * set_blocks * BLOCK
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], dtype=tl.int32)
+        for _ in range(passes):
+            for j in range(set_blocks):
+                acc += tl.load(buf + base + j * BLOCK + offs, cache_modifier=".cg")  # j * BLOCK < 2^31
+        tl.store(out + pid * BLOCK + offs, acc)
+
+    return sets_read
+
+
+def _cases(num_sms: int) -> list[dict]:
+    cases = []
+    for s in SPLIT_SETS:
+        per = num_sms // s  # programs per set; the last set takes the remainder
+        for mib in SPLIT_MIB:
+            blocks = mib * 2**20 // s // (BLOCK * 4)
+            for passes in (1, PASSES):
+                cases.append({"id": f"split-s{s}-{mib}MiB-p{passes}", "pattern": "split", "sets": s, "mib": mib,
+                              "passes": passes, "programs": per * s, "progs_per_set": per, "set_blocks": blocks,
+                              "working_set_bytes": blocks * BLOCK * 4 * s})
+    for t in GRID_TILES:
+        for mib in GRID_SET_MIB:
+            blocks = mib * 2**20 // (BLOCK * 4)
+            cases.append({"id": f"grid-t{t}-{mib}MiB", "pattern": "grid", "sets": GRID_SETS, "mib": mib, "passes": 1,
+                          "programs": t * GRID_SETS, "progs_per_set": t, "set_blocks": blocks,
+                          "working_set_bytes": blocks * BLOCK * 4 * GRID_SETS})
+    return cases
+
+
+def child(cases_file: str) -> int:
+    """Launch every case once, each inside its own NVTX range (under ncu)."""
+    import torch
+
+    from iomodel.measure.child import profiled_range
+
+    kern = _kernel()
+    cases = json.loads(Path(cases_file).read_text())
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(0)
+    buf = torch.randint(-2**20, 2**20, (max(c["working_set_bytes"] for c in cases) // 4,), generator=gen, device=dev,
+                        dtype=torch.int32)
+    out = torch.empty(max(c["programs"] for c in cases) * BLOCK, device=dev, dtype=torch.int32)
+
+    def launch(c):
+        kern[(c["programs"],)](buf, out, c["set_blocks"], c["progs_per_set"], c["passes"], BLOCK=BLOCK, num_warps=8)
+
+    for c in cases:  # compile outside the profiled region
+        launch({**c, "passes": 1})
+    torch.cuda.synchronize()
+    for c in cases:
+        with profiled_range(c["id"]):
+            launch(c)
+    return 0
+
+
+def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
+    """``split``: the re-fetch per pass per (S, W); ``grid``: the excess over one read of every set per (T, set)."""
+    rows = []
+    for c in cases:
+        many = measured.get(c["id"])
+        if c["pattern"] == "split":
+            if c["passes"] != PASSES:
+                continue
+            one = measured.get(c["id"].replace(f"-p{PASSES}", "-p1"))
+            if not one or not many:
+                rows.append({"pattern": "split", "sets": c["sets"], "mib": c["mib"], "missing": True})
+                continue
+            extra = (many["dram__bytes_read.sum"] or 0) - (one["dram__bytes_read.sum"] or 0)
+            rows.append({"pattern": "split", "sets": c["sets"], "mib": c["mib"], "working_set_bytes": c["working_set_bytes"],
+                         "dram_read_1pass": one["dram__bytes_read.sum"], f"dram_read_{PASSES}pass": many["dram__bytes_read.sum"],
+                         "miss_per_pass": extra / ((PASSES - 1) * c["working_set_bytes"])})
+        else:
+            if not many:
+                rows.append({"pattern": "grid", "tiles": c["progs_per_set"], "mib": c["mib"], "missing": True})
+                continue
+            rows.append({"pattern": "grid", "tiles": c["progs_per_set"], "mib": c["mib"], "sets": c["sets"],
+                         "working_set_bytes": c["working_set_bytes"], "dram_read": many["dram__bytes_read.sum"],
+                         "excess": (many["dram__bytes_read.sum"] or 0) / c["working_set_bytes"] - 1})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="JSON receipt path")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        return child(a.child)
+    try:
+        from iomodel.measure.ncu import environment
+
+        from l2_microbench import profile_cases
+
+        cases, measured, ncu, num_sms = profile_cases(__file__, _cases, METRICS, a.out)
+        import torch
+
+        rows = summarise(cases, measured)
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("split: re-fetch per pass, W (MiB) across, S sets down")
+    print("  S " + " ".join(f"{m:>6}" for m in SPLIT_MIB))
+    for s in SPLIT_SETS:
+        cells = {r["mib"]: r for r in rows if r["pattern"] == "split" and r["sets"] == s}
+        print(f"{s:>3} " + " ".join(f"{cells[m]['miss_per_pass']:>6.3f}" if m in cells and not cells[m].get("missing")
+                                    else f"{'-':>6}" for m in SPLIT_MIB))
+    print(f"grid: excess DRAM reads over one read of each of {GRID_SETS} sets, set MiB across, T down")
+    print("  T " + " ".join(f"{m:>6}" for m in GRID_SET_MIB))
+    for t in GRID_TILES:
+        cells = {r["mib"]: r for r in rows if r["pattern"] == "grid" and r["tiles"] == t}
+        print(f"{t:>3} " + " ".join(f"{cells[m]['excess']:>6.3f}" if m in cells and not cells[m].get("missing")
+                                    else f"{'-':>6}" for m in GRID_SET_MIB))
+    receipt = {
+        "schema": "iomodel.l2-split/1",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python3 benchmarks/l2_split_microbench.py --out " + a.out,
+        "environment": environment(ncu), "device": torch.cuda.get_device_name(0), "num_sms": num_sms,
+        "passes": PASSES, "block_elems": BLOCK, "cases": cases, "measured": measured, "summary": rows,
+    }
+    from iomodel.paths import write_text
+
+    write_text(a.out, json.dumps(receipt, indent=1) + "\n", "--out")  # atomic: nothing half-written
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
