@@ -46,3 +46,34 @@ def test_non_causal_programs_run_in_lock_step_and_misses_do_not_slow_them():
                   for i in range(0, len(progs), 132)]
         assert statistics.median(spread) < 0.1 * statistics.median(dur)
         assert len(set(layer["cold_smids"])) >= 60  # the new head's programs: spread over the SMs
+
+
+def test_the_h100_mixed_pattern_displaces_as_the_h200s():
+    """receipts/l2-mixed-h100-2026-12-06.json: on an H100 the shared set half-misses at 26.63 MiB alone and a use-once
+    byte, read or written, displaces 0.82-0.85 shared bytes (the H200's 0.78-0.82)."""
+    rec = json.loads((ROOT / "receipts" / "l2-mixed-h100-2026-12-06.json").read_text())
+    assert rec["device"] == "NVIDIA H100 80GB HBM3" and rec["num_sms"] == 132
+    halves = mixed.half_points(mixed.summarise(rec["cases"], rec["measured"]))
+    assert round(halves["none0"], 2) == 26.63
+    for key, blocks in (("read8", 8), ("read16", 16), ("write8", 8), ("write16", 16)):
+        w = (halves["none0"] - halves[key]) / (blocks * rec["num_sms"] * mixed.BLOCK * 4 / 2**20)
+        assert 0.81 <= w <= 0.86, (key, w)
+
+
+def test_sets_read_by_fewer_sms_hold_more_only_from_four_sets():
+    """receipts/l2-split-h100-2026-12-06.json (benchmarks/l2_split_microbench.py): the half-miss point of S sets each
+    re-read by 132/S programs, recomputed from the raw counters, and the grid pattern's excess re-reads."""
+    import l2_split_microbench as split
+
+    rec = json.loads((ROOT / "receipts" / "l2-split-h100-2026-12-06.json").read_text())
+    assert rec["device"] == "NVIDIA H100 80GB HBM3" and rec["command"].startswith("python3 benchmarks/l2_split_microbench.py")
+    rows = split.summarise(rec["cases"], rec["measured"])
+    halves = {}
+    for s in split.SPLIT_SETS:
+        pts = sorted((r["mib"], r["miss_per_pass"]) for r in rows if r["pattern"] == "split" and r["sets"] == s)
+        halves[s] = next(a + (0.5 - m0) * (b - a) / (m1 - m0) for (a, m0), (b, m1) in zip(pts, pts[1:]) if m0 < 0.5 <= m1)
+    assert {s: round(v, 2) for s, v in halves.items()} == {1: 26.64, 2: 26.96, 3: 27.08, 4: 29.43, 6: 32.2}
+    grid = {(r["tiles"], r["mib"]): r["excess"] for r in rows if r["pattern"] == "grid"}
+    assert all(abs(grid[(200, m)] - 1 / 6) < 0.001 for m in (12, 16, 20, 24, 32))  # one set straddles two waves
+    assert 0.41 <= min(grid[(400, m)] for m in (12, 16, 20, 24, 32)) and max(grid.values()) <= 0.501
+    assert grid[(400, 8)] < 0.06  # 8 MiB sets: the straddling sets' second reads mostly hit
