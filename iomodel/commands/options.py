@@ -122,7 +122,7 @@ class LayerOptions:
         "--writes", "Prefill forward: what each program writes once: O,LSE (default; the backward reads the LSE) or "
         "O (an inference kernel that keeps no LSE; no bundled kernel).", _TILES)] = None
     hardware: Annotated[str, _option(
-        "--hardware", "Hardware preset: H200, H100-SXM, A100-80GB.", _TILES)] = DEFAULT_HARDWARE
+        "--hardware", "Hardware preset: H200, H100-SXM, A100-80GB (any case; h100, a100 and h200-sxm are aliases: an H100 PCIe or an A100 40GB is modelled as the SXM 80GB preset, its bandwidth, SMs and L2).", _TILES)] = DEFAULT_HARDWARE
 
     def resolve(self) -> Layer:
         """The layer, tiles and hardware these options name.

@@ -47,7 +47,8 @@ def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, pl
 
 def reconcile(
     results: Annotated[Path, typer.Argument(help="Measurement JSON written by `iomodel validate`.")],
-    hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for "
+    hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for: H200, "
+                                                    "H100-SXM, A100-80GB, any case, h100 and a100 as aliases "
                                                     "(default: the one recorded with the measurement).")] = None,
     l2_fraction: Annotated[Optional[float], typer.Option("--l2-fraction", help="Effective fraction of L2 for the "
                                                          "L2-aware prediction: the room written lines take (so reads "
