@@ -8,16 +8,18 @@ loads bypassing L1 (``.cg``), under ``ncu --cache-control all --clock-control no
 
 ``split``
     S disjoint sets of W / S bytes, each re-read (``PASSES`` passes, in the same order) by a contiguous block of
-    num_SMs / S programs (one program per SM): the query heads of a wave reading their own KV head's K/V. The
+    num_SMs / S programs (S divides 132; all num_SMs programs resident at once, one per SM as assumed, the hardware
+    scheduler placing them): the query heads of a wave reading their own KV head's K/V. The
     re-fetch per pass is (DRAM reads with ``PASSES`` passes − with 1 pass) / ((``PASSES`` − 1)·W); the wave model
     (every set's lines re-read after all W bytes) says it does not depend on S.
 ``grid``
     The forward's grid without Q or O: H sets of ``SET_MIB`` each, T programs per set in a tiles-fastest grid
-    (program p reads set ⌊p / T⌋ once, whole, in order), one program per SM at a time, so waves of num_SMs programs
-    straddle sets and a set's later programs re-read it in a later wave. ``excess`` = DRAM reads / (H·set) − 1, the
-    re-fetched fraction the model calls ``l2_capacity``.
+    (program p reads set ⌊p / T⌋ once, whole, in order), as many programs an SM at a time as occupancy allows (the
+    receipt records the limits: 6 on an H100 by registers, waves of 792), so waves straddle sets and a set's later
+    programs re-read it in a later wave. ``excess`` = DRAM reads / (H·set) − 1, the re-fetched fraction the model calls
+    ``l2_capacity`` (no model prediction of this pattern is computed here).
 
-Usage (on the GPU; about a minute)::
+Usage (on the GPU; about half a minute)::
 
     python3 benchmarks/l2_split_microbench.py --out $OUT/l2-split-<device>-<date>.json
 
@@ -75,7 +77,7 @@ def _kernel():
 def _cases(num_sms: int) -> list[dict]:
     cases = []
     for s in SPLIT_SETS:
-        per = num_sms // s  # programs per set; the last set takes the remainder
+        per = num_sms // s  # programs per set (S divides 132: no SM idle there)
         for mib in SPLIT_MIB:
             blocks = mib * 2**20 // s // (BLOCK * 4)
             for passes in (1, PASSES):
@@ -108,8 +110,8 @@ def child(cases_file: str) -> int:
     def launch(c):
         kern[(c["programs"],)](buf, out, c["set_blocks"], c["progs_per_set"], c["passes"], BLOCK=BLOCK, num_warps=8)
 
-    for c in cases:  # compile outside the profiled region
-        launch({**c, "passes": 1})
+    for c in cases:  # compile outside the profiled region (passes=1 is specialised: warm each case's own variant)
+        launch({**c, "passes": min(c["passes"], 2)})
     torch.cuda.synchronize()
     for c in cases:
         with profiled_range(c["id"]):
@@ -118,7 +120,8 @@ def child(cases_file: str) -> int:
 
 
 def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
-    """``split``: the re-fetch per pass per (S, W); ``grid``: the excess over one read of every set per (T, set)."""
+    """``split``: the re-fetch per pass per (S, W) (a fraction of the working set W); ``grid``: the excess over one
+    read of every set per (T, set) (a fraction of all sets' bytes)."""
     rows = []
     for c in cases:
         many = measured.get(c["id"])

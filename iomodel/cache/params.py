@@ -139,11 +139,12 @@ def hardware_preset(hardware: Any) -> str:
     records name a device) and ``"h100"`` are ``"H100-SXM"``.
 
     Returns:
-        The preset's name, or the entry's own name before any bracket where it matches no preset.
+        The preset's name, or the entry's own name before any bracket where it matches no preset ("" for an object
+        without a name; a string is taken as the name itself).
     """
     from iomodel.spec.hardware import get_hardware
 
-    name = str(getattr(hardware, "name", "")).split(" (")[0].strip()
+    name = (hardware if isinstance(hardware, str) else str(getattr(hardware, "name", ""))).split(" (")[0].strip()
     try:
         return get_hardware(name).name
     except IomodelError:
@@ -152,7 +153,7 @@ def hardware_preset(hardware: Any) -> str:
 
 def _card_of(hardware: Any) -> str:
     """The card a detected or recorded entry names in brackets (``"NVIDIA H100 PCIe"``), or ""."""
-    name = str(getattr(hardware, "name", ""))
+    name = hardware if isinstance(hardware, str) else str(getattr(hardware, "name", ""))
     return name.split(" (", 1)[1].rstrip(")") if " (" in name else ""
 
 
@@ -172,6 +173,10 @@ def read_fraction_source(hardware: Any) -> str:
     'measured on the H100-SXM: receipts/l2-micro-h100-2026-12-06.json'
     >>> read_fraction_source(A100_80GB)
     "not measured on the A100-80GB: the H200's (receipts/l2-micro-h200-2026-12-01.json)"
+
+    Raises:
+        IomodelError: a measured preset without a receipt in :data:`iomodel.cache.physical.RECEIPTS` (a test keeps
+            the two tables' keys equal).
     """
     from iomodel.cache.physical import receipt_device, receipt_name
 
@@ -182,10 +187,6 @@ def read_fraction_source(hardware: Any) -> str:
     if card and measured_on and card != measured_on:
         return f"the {preset}'s, measured on an {measured_on}, not on this {card}: {receipt_name(preset)}"
     return f"measured on the {preset}: {receipt_name(preset)}"
-
-
-#: ``L2Params.read_source`` of the default read fraction (the H200's, :data:`DEFAULT_L2_READ_FRACTION`).
-H200_READ_SOURCE = "measured on the H200: receipts/l2-micro-h200-2026-12-01.json"
 
 
 @dataclass(frozen=True)
@@ -251,15 +252,22 @@ class L2Params:
         if "read_fraction" not in kw:
             kw["read_fraction"] = read_fraction_of(hardware)
             kw.setdefault("read_source", read_fraction_source(hardware))
+        else:
+            kw.setdefault("read_source", "as given")
         return cls(hardware.l2_bytes, hardware.num_sms, programs_per_sm, **kw)
 
     @property
     def read_origin(self) -> str:
-        """Where :attr:`read_fraction` comes from, one clause: :attr:`read_source` where set, else the H200's receipt
-        for the default fraction, else "as given"."""
+        """Where :attr:`read_fraction` comes from, one clause: :attr:`read_source` where set (:meth:`of` sets it: the
+        preset's receipt, or "as given" for a fraction passed in), else the H200's receipt for the default fraction,
+        else "as given"."""
         if self.read_source:
             return self.read_source
-        return H200_READ_SOURCE if self.read_fraction == DEFAULT_L2_READ_FRACTION else "as given"
+        if self.read_fraction != DEFAULT_L2_READ_FRACTION:
+            return "as given"
+        from iomodel.cache.physical import receipt_name
+
+        return f"measured on the H200: {receipt_name('H200')}"
 
     def __post_init__(self) -> None:
         for name in ("l2_bytes", "num_sms", "programs_per_sm", "l2_fraction", "read_fraction"):

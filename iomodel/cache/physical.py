@@ -50,9 +50,12 @@ def receipt_device(preset: str) -> str:
     """
     receipt_name(preset)
     try:
-        return str(json.loads(RECEIPTS[preset].read_text()).get("device", ""))
+        device = json.loads(RECEIPTS[preset].read_text()).get("device")
     except (OSError, ValueError, AttributeError):
         return ""
+    return device if isinstance(device, str) else ""
+
+
 PATTERNS = ("shared-read", "private-read", "private-write")
 
 

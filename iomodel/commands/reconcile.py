@@ -21,7 +21,7 @@ from rich.table import Table
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, shown, write_text
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
-                                  MEASURED_L2_READ_FRACTION, read_fraction_of, read_fraction_source)
+                                  MEASURED_L2_READ_FRACTION, hardware_preset, read_fraction_of, read_fraction_source)
 
 
 def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, plot_dir: Path | None) -> None:
@@ -118,7 +118,7 @@ def reconcile(
     rec = comparison.reconcile(meas, l2_fraction=l2_fraction, **common)
     console = Console(width=max(Console().width, 180))
     recorded = (meas.hardware or {}).get("name")
-    if hardware and recorded and str(recorded).split(" (")[0].strip().lower() != rec.hardware.name.lower():
+    if hardware and recorded and hardware_preset(str(recorded)) != hardware_preset(rec.hardware):
         console.print(f"warning: predicting for --hardware {rec.hardware.name}, but the record was measured on "
                       f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True, markup=False)
     reads = (f", reads at {read_fraction_of(rec.hardware):g} of the L2 ({read_fraction_source(rec.hardware)})"
