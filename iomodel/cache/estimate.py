@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from iomodel.cache.params import L2Params, read_fraction_of, read_fraction_source
-from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions, dkdv_read_quality,
+from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
                                    dkdv_write_quality, predict_ragged_launch, predict_tiled, predict_training_step)
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
@@ -554,6 +554,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
         num_warps=schedule.num_warps, tile_order=schedule.tile_order, config_source=config_source,
         assumptions=tuple(l2.assumptions), schedule=replace(schedule, programs_per_sm=pps),
         program_tensors=schedule.tensors(spec), serves_whole_group=schedule.heads_per_program == spec.group,
+        read_bytes_quality=l2.read_qualities.get("fwd kernel", "predicted"),
     )
 
 
@@ -646,14 +647,13 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward, fwd_programs_per_sm)
     params = L2Params.of(hardware, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
-    dkdv_quality = dkdv_read_quality(spec, tiling)
     dkdv_writes = dkdv_write_quality(spec, tiling, params.capacity)
     fwd = Schedule.for_tiling(tiling, num_warps=num_warps, tile_order=tile_order, grid_order=grid_order,
                               programs_per_sm=pps["_attn_fwd"])
     programs = step_programs(spec, tiling, {**fwd.to_dict(), "tensors": fwd.tensors(spec)})
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name],
-                     "read_bytes_quality": dkdv_quality if k.name == "_bwd_dkdv" else "predicted",
+                     "read_bytes_quality": l2.read_qualities.get(k.name, "predicted"),
                      "write_bytes_quality": dkdv_writes if k.name == "_bwd_dkdv" else "predicted",
                      "program": programs[k.name]}
                     for k in l2.kernels)

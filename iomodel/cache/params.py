@@ -84,6 +84,19 @@ DKDV_CAUSAL_MEASURED_RATIO = (0.03, 0.49)
 #: gluon-dkdv hold-outs; docs/l2-calibration.md). Steps of smaller groups there held (most within ±10 %).
 DKDV_LARGE_GROUP, DKDV_LARGE_GROUP_ROWS = 7, 6000
 DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
+#: A prefill forward's K/V working set of one resident wave (:func:`iomodel.cache.predict.wave_kv_working_set`) over
+#: the read capacity (:attr:`L2Params.read_capacity`) from which, and below which, its DRAM reads are ``rough``: on the
+#: committed forward receipts (H200 and H100, the bundled kernel and SDPA cuDNN, as of 2026-12-06) every run in
+#: [0.9, 2.5) of it read 0.685-1.092x the model, :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB (the over-predicted
+#: misses of issue 12 item 3: the read-capacity hold-outs, the edge probes, the peer hold-out), while the runs outside
+#: it held (the bundled kernel 517 of 522, cuDNN 50 of 52; tests/test_reconcile_receipts.py recomputes these numbers
+#: from the receipts; docs/l2-calibration.md, "The capacity edge as a label"). Calibration data for a label: no byte
+#: of the model depends on it.
+FWD_EDGE_WORKING_SET = (0.9, 2.5)
+#: Of those runs: (bundled runs, within), (SDPA cuDNN runs, within), and the measured / modelled reads, lowest and
+#: highest, of both.
+FWD_EDGE_RUNS = ((93, 74), (38, 18))
+FWD_EDGE_RATIO = (0.685, 1.092)
 #: The dK/dV kernel's DRAM writes where its S > 1 group slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the
 #: effective L2 (:attr:`L2Params.capacity`): measured minus modelled bytes, lowest and highest, in MiB, on the
 #: committed H200 training receipts' such steps (train1 to hold-out 11, split1, the d 256, LPT, order-calibration and

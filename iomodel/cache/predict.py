@@ -13,11 +13,11 @@ named causes (:mod:`iomodel.cache.causes`). The model, its fits and their receip
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
-from iomodel.cache.params import (DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
+from iomodel.cache.params import (FWD_EDGE_RATIO, FWD_EDGE_RUNS, FWD_EDGE_WORKING_SET, DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
                                   DKDV_LARGE_GROUP_RATIO, DKDV_LARGE_GROUP_ROWS, DKDV_PARTIAL_WRITE_EXCESS_MIB,
                                   DKDV_PARTIAL_WRITE_EXCESS_STEPS, GLUON_DKDV_PARTIAL_FIT_STEPS,
                                   GLUON_DKDV_PARTIAL_WRITE_SHARE,
@@ -69,6 +69,9 @@ class L2Prediction:
     causes: list[Cause]
     kernels: list[KernelL2]
     assumptions: list[str]
+    #: How far each kernel's DRAM reads can be taken where it is not ``predicted`` (:data:`READ_QUALITIES`, by kernel
+    #: name: the forward's :func:`forward_read_quality`, the training step's ``_bwd_dkdv`` :func:`dkdv_read_quality`).
+    read_qualities: dict[str, str] = field(default_factory=dict)
 
     @property
     def dominant(self) -> Cause | None:
@@ -334,6 +337,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         _add(req_w, k.requested_write)
 
     custom = False  # a prefill schedule other than the bundled kernel's (set below)
+    read_quality = "predicted"  # a prefill forward at the capacity edge: rough (set below)
     if spec.phase == "decode":
         launch("decode kernel", decode_waves(spec, tiling, w))
         if tiling.num_splits > 1 and not tiling.fused_combine:  # fused: merged in the decode launch
@@ -353,11 +357,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         view, view_m, packed = packed_view(spec, tiling)  # P > 1: programs of P heads, BLOCK_M / P positions each
         touched_rows = B * Hk * prefill_key_span(view, replace(tiling, block_m=view_m))  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, view_m)
-        # query heads one wave spans (a blocked persistent loop: its W tiles lie T/W apart, each its own head)
-        # (head-grouped:G: the wave's W/T_r rows' worth of programs, plus one group at its edges)
-        heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1 + head_group_of(grid_order)
-        kv_heads_in_window = min(B * Hk, cdiv(heads, view.group) + 1)
-        ws = kv_heads_in_window * 2 * spec.seqlen_k * d * s
+        ws, heads, kv_heads_in_window = wave_kv_working_set(spec, tiling, w, schedule)
+        read_quality = forward_read_quality(ws, params.read_capacity)
         span = (f"W = {w} resident programs span ~{min(heads, B * view.heads)} "
                 + (f"groups of P = {packed} query heads" if packed > 1 else "query heads")
                 + f" = {kv_heads_in_window} KV head{'s' if kv_heads_in_window != 1 else ''} "
@@ -402,6 +403,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
+    if spec.phase == "prefill" and read_quality != "predicted":
+        assumptions.append(forward_rough_sentence(ws, params.read_capacity))
     if custom:
         loop = ("" if schedule.persistent is None else
                 f" A persistent loop of these {w} programs ({schedule.persistent}: "
@@ -414,8 +417,58 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         assumptions[1] = (f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {w} programs run at "
                           f"once, in the order of the {schedule.grid_order} grid (iomodel/schedule/launch.py), in waves; "
                           f"each program scans its key blocks {schedule.key_order}.{loop}{pack}")
-    return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
-                   assumptions)
+    out = _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
+                  assumptions)
+    if spec.phase == "prefill":
+        out.read_qualities = {kernels[0].name: read_quality}
+    return out
+
+
+def wave_kv_working_set(spec: LayerSpec, tiling: Tiling, w: int, schedule: Schedule | None = None
+                        ) -> tuple[int, int, int]:
+    """The K/V one resident wave of a prefill forward streams: (bytes, query heads or packed groups the wave spans,
+    KV heads in its window).
+
+    The W resident programs span ⌈W / tiles per group⌉ + 1 + G' query heads (grid rows; a ``blocked`` persistent loop:
+    W, its tiles lying T/W apart; ``head-grouped:G'`` adds a group at the edges) of T_r query tiles each
+    (:func:`iomodel.schedule.grid.packed_view`'s tiles for P > 1), hence ⌈heads / G⌉ + 1 KV heads (at most B·H_kv), each
+    K and V of seqlen_k rows: ``kv_heads · 2 · seqlen_k · HEAD_DIM · width`` bytes. The reconciliation's
+    ``l2_capacity`` cause quotes it beside the read capacity.
+
+    Args:
+        spec: the layer (prefill); tiling: its tiles; w: programs resident at once (W);
+        schedule: the launch (grid order, persistent loop); None: the bundled kernel's tiles-fastest grid.
+    """
+    grid_order = schedule.grid_order if schedule is not None else "tiles-fastest"
+    persistent = schedule.persistent if schedule is not None else None
+    view, view_m, _ = packed_view(spec, tiling)
+    t_r = cdiv(spec.seqlen_q, view_m)
+    heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1 + head_group_of(grid_order)
+    kv_heads = min(spec.batch * spec.kv_heads, cdiv(heads, view.group) + 1)
+    return kv_heads * 2 * spec.seqlen_k * spec.head_dim * spec.width, heads, kv_heads
+
+
+def forward_read_quality(working_set: float, read_capacity: float) -> str:
+    """How far a prefill forward's L2-aware DRAM reads can be taken (one of :data:`READ_QUALITIES`): ``rough`` where a
+    resident wave's K/V working set (bytes, :func:`wave_kv_working_set`) is from
+    :data:`~iomodel.cache.params.FWD_EDGE_WORKING_SET` (its first to below its second) times the read capacity (bytes), the capacity
+    edge where the committed receipts read :data:`~iomodel.cache.params.FWD_EDGE_RATIO` of the model; ``predicted``
+    otherwise."""
+    lo, hi = FWD_EDGE_WORKING_SET
+    return "rough" if lo * read_capacity <= working_set < hi * read_capacity else "predicted"
+
+
+def forward_rough_sentence(working_set: float, read_capacity: float) -> str:
+    """The assumption a ``rough`` forward's estimate carries (:func:`forward_read_quality`): the class and what the
+    receipts measured in it."""
+    lo, hi = FWD_EDGE_WORKING_SET
+    (nb, wb), (nc, wc) = FWD_EDGE_RUNS
+    r_lo, r_hi = FWD_EDGE_RATIO
+    return (f"ROUGH: the forward's DRAM reads. A resident wave's K/V working set here is "
+            f"{working_set / read_capacity:.2f} times the read capacity, the capacity edge ({lo}-{hi} times): there "
+            f"the committed receipts (H200 and H100) read {r_lo}-{r_hi}x this model, within ±10 % on {wb} of {nb} runs "
+            f"of the bundled kernel and {wc} of {nc} of SDPA cuDNN, most misses below it (issue 12 item 3; "
+            "iomodel/cache/params.py FWD_EDGE_WORKING_SET): read this estimate as likely above what runs.")
 
 
 def _rekeyed(wave: list[Any], n: int) -> list[Any]:
@@ -791,6 +844,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            f"model's saturation distance; past {L2_DKDV_CLOSED_FORM_MIN_TOUCHES:,} touches) its "
                            "Q/dO/LSE/Delta misses are the mean count of the wave model's chunk entries, not each touch "
                            f"({CLOSED_FORM_AGREEMENT}).")
+    fwd_quality = fwd.read_qualities.get("fwd kernel", "predicted")
+    if fwd_quality != "predicted":
+        assumptions.extend(a for a in fwd.assumptions if a.startswith("ROUGH: the forward's DRAM reads"))
     quality = dkdv_read_quality(spec, tiling)
     if quality != "predicted":
         if quality == "not a prediction":
@@ -825,5 +881,7 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share} but for the Gluon dK/dV partials above): fitted on the dQ launches of six training receipts, not a mechanism "
                            "(iomodel/cache/params.py DQ_WRITE_SHARE).")
-    return _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
-                   assumptions)
+    out = _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
+                  assumptions)
+    out.read_qualities = {"_attn_fwd": fwd_quality, "_bwd_dkdv": quality}
+    return out

@@ -436,7 +436,8 @@ class Worksheet:
             "not a measurement; the receipts under receipts/ compare it with Nsight Compute):",
             "",
             f"- DRAM read {fmt_bytes(e.read_bytes)}"
-            + ("" if e.read_bytes_quality == "predicted" else f" (**{e.read_bytes_quality.upper()}**: see its kernels)")
+            + ("" if e.read_bytes_quality == "predicted" else
+               f" (**{e.read_bytes_quality.upper()}**: " + ("see its kernels)" if e.kernels else "the assumptions below)"))
             + f", written {fmt_bytes(e.write_bytes)}"
             + ("" if e.write_bytes_quality == "predicted" else f" (**{e.write_bytes_quality.upper()}**: see its kernels)")
             + f", total {fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
