@@ -25,6 +25,11 @@ Usage (on the GPU; about half a minute)::
 
 It prints the tables and writes a JSON receipt (command, device, date, every raw counter). Without a GPU or ncu it
 prints one line and exits 2. Calibration data: no constant is taken from it yet.
+
+On a CPU, ``python3 benchmarks/l2_split_microbench.py --compare RECEIPT`` prints the L2 model's prediction of both
+patterns (:func:`model_split_miss`, :func:`model_grid_excess`: the receipt's device preset, its measured read fraction,
+24 ways, the pattern's waves through :func:`iomodel.cache.simulate.simulate` in chunks of :data:`MODEL_CHUNK` bytes)
+beside the measured values.
 """
 
 from __future__ import annotations
@@ -146,13 +151,88 @@ def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
     return rows
 
 
+#: Bytes of one item of the modelled sets (the model's K/V chunks are 1,024 key rows: 256 KiB at HEAD_DIM 128 in bf16).
+MODEL_CHUNK = 512 * 1024
+
+
+def _model_params(hardware):
+    from iomodel.cache.params import L2Params
+
+    return L2Params.of(hardware, 1)
+
+
+def model_split_miss(hardware, working_mib: int, sets: int) -> float:
+    """The L2 model's re-fetch per pass of the ``split`` pattern (a fraction of W): S sets of W / S bytes read in lock
+    step, ``PASSES`` passes, one wave (every program resident), read misses judged at ``hardware``'s read capacity."""
+    from iomodel.cache.simulate import simulate
+    from iomodel.schedule.grid import Access
+
+    p = _model_params(hardware)
+    n = working_mib * 2**20 // sets // MODEL_CHUNK
+
+    def reads(passes: int) -> float:
+        wave = [Access("K", (s, c), MODEL_CHUNK) for _ in range(passes) for c in range(n) for s in range(sets)]
+        return sum(simulate("split", [wave], p.capacity, p.write_share, p.ways, p.read_capacity).hbm_read.values())
+
+    return (reads(PASSES) - reads(1)) / ((PASSES - 1) * n * sets * MODEL_CHUNK)
+
+
+def model_grid_excess(hardware, set_mib: int, tiles: int, resident: int, sets: int = GRID_SETS) -> float:
+    """The L2 model's excess reads of the ``grid`` pattern (a fraction of all sets' bytes): waves of ``resident``
+    programs in grid order, each wave reading every chunk of the sets its programs belong to once (one fetch serves the
+    wave), in lock step."""
+    from iomodel.cache.simulate import simulate
+    from iomodel.schedule.grid import Access
+
+    p = _model_params(hardware)
+    n = set_mib * 2**20 // MODEL_CHUNK
+    progs = tiles * sets
+    waves = []
+    for w0 in range(0, progs, resident):
+        in_wave = sorted({q // tiles for q in range(w0, min(w0 + resident, progs))})
+        waves.append([Access("K", (s, c), MODEL_CHUNK) for c in range(n) for s in in_wave])
+    got = sum(simulate("grid", waves, p.capacity, p.write_share, p.ways, p.read_capacity).hbm_read.values())
+    return got / (sets * n * MODEL_CHUNK) - 1
+
+
+def compare(path: str) -> int:
+    """Print the model's prediction of a receipt's patterns beside the measured values (CPU)."""
+    from iomodel.jsonvalues import read_json
+    from iomodel.spec.hardware import get_hardware
+
+    rec = read_json(path, "split microbenchmark receipt", "pass the JSON benchmarks/l2_split_microbench.py wrote",
+                    "re-run benchmarks/l2_split_microbench.py on the GPU")
+    hw = get_hardware("H100-SXM" if "H100" in str(rec.get("device")) else "H200")
+    occ = {c["id"]: c for c in rec["cases"]}
+    print(f"split (model's miss per pass is the same for every S), {hw.name}: W MiB, model, measured by S")
+    for mib in SPLIT_MIB:
+        meas = {r["sets"]: r["miss_per_pass"] for r in rec["summary"] if r["pattern"] == "split" and r["mib"] == mib}
+        print(f"  {mib:>3} {model_split_miss(hw, mib, 1):6.3f}  " + " ".join(f"S{s} {meas[s]:6.3f}" for s in sorted(meas)))
+    print("grid: T, set MiB, model excess, measured excess")
+    for r in rec["summary"]:
+        if r["pattern"] != "grid":
+            continue
+        m = rec["measured"][f"grid-t{r['tiles']}-{r['mib']}MiB"]
+        resident = rec["num_sms"] * int(min(m[k] for k in METRICS[5:] if k in m))
+        print(f"  {r['tiles']:>4} {r['mib']:>3} {model_grid_excess(hw, r['mib'], r['tiles'], resident):6.3f} "
+              f"{r['excess']:6.3f}  (W = {resident})")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="JSON receipt path")
+    ap.add_argument("--compare", help="a receipt: print the L2 model's prediction beside it (CPU)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         return child(a.child)
+    if a.compare:
+        try:
+            return compare(a.compare)
+        except IomodelError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     try:
         from iomodel.measure.ncu import environment
 
