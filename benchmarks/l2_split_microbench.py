@@ -203,7 +203,6 @@ def compare(path: str) -> int:
     rec = read_json(path, "split microbenchmark receipt", "pass the JSON benchmarks/l2_split_microbench.py wrote",
                     "re-run benchmarks/l2_split_microbench.py on the GPU")
     hw = get_hardware("H100-SXM" if "H100" in str(rec.get("device")) else "H200")
-    occ = {c["id"]: c for c in rec["cases"]}
     print(f"split (model's miss per pass is the same for every S), {hw.name}: W MiB, model, measured by S")
     for mib in SPLIT_MIB:
         meas = {r["sets"]: r["miss_per_pass"] for r in rec["summary"] if r["pattern"] == "split" and r["mib"] == mib}
