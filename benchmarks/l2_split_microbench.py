@@ -13,11 +13,15 @@ loads bypassing L1 (``.cg``), under ``ncu --cache-control all --clock-control no
     re-fetch per pass is (DRAM reads with ``PASSES`` passes − with 1 pass) / ((``PASSES`` − 1)·W); the wave model
     (every set's lines re-read after all W bytes) says it does not depend on S.
 ``grid``
-    The forward's grid without Q or O: H sets of ``SET_MIB`` each, T programs per set in a tiles-fastest grid
+    The forward's grid with an O-like store (each program writes one 8 KiB block of its own at the end) and no Q: H sets of ``SET_MIB`` each, T programs per set in a tiles-fastest grid
     (program p reads set ⌊p / T⌋ once, whole, in order), as many programs an SM at a time as occupancy allows (the
     receipt records the limits: 6 on an H100 by registers, waves of 792), so waves straddle sets and a set's later
     programs re-read it in a later wave. ``excess`` = DRAM reads / (H·set) − 1, the re-fetched fraction the model calls
-    ``l2_capacity`` (no model prediction of this pattern is computed here).
+    ``l2_capacity``.
+``gridqo``
+    The ``grid`` pattern at 400 programs a set with the attention forward's other traffic varied: each program reads
+    ``q`` private 8 KiB blocks before its set (Q tiles) and writes ``o`` private 8 KiB blocks after it (O tiles), q and
+    o from :data:`GRIDQO_BLOCKS` (o = 0: nothing stored), sets of :data:`GRIDQO_SET_MIB`.
 
 Usage (on the GPU; about half a minute)::
 
@@ -53,6 +57,9 @@ SPLIT_SETS = (1, 2, 3, 4, 6)
 GRID_SET_MIB = (8, 12, 16, 20, 24, 32)
 GRID_TILES = (200, 400)
 GRID_SETS = 6
+#: ``gridqo``: (q, o) private blocks per program, and set sizes (MiB), at 400 programs a set.
+GRIDQO_BLOCKS = ((0, 0), (0, 1), (0, 4), (1, 0), (4, 0), (4, 4))
+GRIDQO_SET_MIB = (6, 8, 10, 12, 16)
 PASSES = 4
 BLOCK = 2048  # int32 elements per block: 8 KiB
 METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
@@ -76,7 +83,24 @@ def _kernel():
                 acc += tl.load(buf + base + j * BLOCK + offs, cache_modifier=".cg")  # j * BLOCK < 2^31
         tl.store(out + pid * BLOCK + offs, acc)
 
-    return sets_read
+    @triton.jit
+    def sets_read_qo(buf, qbuf, out, set_blocks, progs_per_set, keep, Q: tl.constexpr, O: tl.constexpr,
+                     BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        base = (pid // progs_per_set).to(tl.int64) * set_blocks * BLOCK
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], dtype=tl.int32)
+        for i in tl.static_range(Q):
+            acc += tl.load(qbuf + (pid.to(tl.int64) * Q + i) * BLOCK + offs, cache_modifier=".cg")
+        for j in range(set_blocks):
+            acc += tl.load(buf + base + j * BLOCK + offs, cache_modifier=".cg")
+        if O > 0:
+            for i in tl.static_range(O):
+                tl.store(out + (pid.to(tl.int64) * O + i) * BLOCK + offs, acc + i)
+        else:  # keep the loads without storing a byte (keep = 0 at run time)
+            tl.store(out + offs, acc, mask=offs < keep)
+
+    return sets_read, sets_read_qo
 
 
 def _cases(num_sms: int) -> list[dict]:
@@ -95,6 +119,12 @@ def _cases(num_sms: int) -> list[dict]:
             cases.append({"id": f"grid-t{t}-{mib}MiB", "pattern": "grid", "sets": GRID_SETS, "mib": mib, "passes": 1,
                           "programs": t * GRID_SETS, "progs_per_set": t, "set_blocks": blocks,
                           "working_set_bytes": blocks * BLOCK * 4 * GRID_SETS})
+    for q, o in GRIDQO_BLOCKS:
+        for mib in GRIDQO_SET_MIB:
+            blocks = mib * 2**20 // (BLOCK * 4)
+            cases.append({"id": f"gridqo-q{q}-o{o}-{mib}MiB", "pattern": "gridqo", "sets": GRID_SETS, "mib": mib,
+                          "passes": 1, "programs": 400 * GRID_SETS, "progs_per_set": 400, "set_blocks": blocks,
+                          "q": q, "o": o, "working_set_bytes": blocks * BLOCK * 4 * GRID_SETS})
     return cases
 
 
@@ -104,15 +134,21 @@ def child(cases_file: str) -> int:
 
     from iomodel.measure.child import profiled_range
 
-    kern = _kernel()
+    kern, kern_qo = _kernel()
     cases = json.loads(Path(cases_file).read_text())
     dev = torch.device("cuda")
     gen = torch.Generator(device=dev).manual_seed(0)
     buf = torch.randint(-2**20, 2**20, (max(c["working_set_bytes"] for c in cases) // 4,), generator=gen, device=dev,
                         dtype=torch.int32)
-    out = torch.empty(max(c["programs"] for c in cases) * BLOCK, device=dev, dtype=torch.int32)
+    most = max(c["programs"] * max(1, c.get("q", 0), c.get("o", 0)) for c in cases)
+    qbuf = torch.randint(-2**20, 2**20, (most * BLOCK,), generator=gen, device=dev, dtype=torch.int32)
+    out = torch.empty(most * BLOCK, device=dev, dtype=torch.int32)
 
     def launch(c):
+        if c["pattern"] == "gridqo":
+            kern_qo[(c["programs"],)](buf, qbuf, out, c["set_blocks"], c["progs_per_set"], 0, Q=c["q"], O=c["o"],
+                                      BLOCK=BLOCK, num_warps=8)
+            return
         kern[(c["programs"],)](buf, out, c["set_blocks"], c["progs_per_set"], c["passes"], BLOCK=BLOCK, num_warps=8)
 
     for c in cases:  # compile outside the profiled region (passes=1 is specialised: warm each case's own variant)
@@ -142,12 +178,16 @@ def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
                          "dram_read_1pass": one["dram__bytes_read.sum"], f"dram_read_{PASSES}pass": many["dram__bytes_read.sum"],
                          "miss_per_pass": extra / ((PASSES - 1) * c["working_set_bytes"])})
         else:
+            extra = {"q": c["q"], "o": c["o"]} if c["pattern"] == "gridqo" else {}
             if not many:
-                rows.append({"pattern": "grid", "tiles": c["progs_per_set"], "mib": c["mib"], "missing": True})
+                rows.append({"pattern": c["pattern"], "tiles": c["progs_per_set"], "mib": c["mib"], **extra,
+                             "missing": True})
                 continue
-            rows.append({"pattern": "grid", "tiles": c["progs_per_set"], "mib": c["mib"], "sets": c["sets"],
+            q_bytes = c.get("q", 0) * c["programs"] * BLOCK * 4  # the private Q blocks: read once, compulsory
+            rows.append({"pattern": c["pattern"], "tiles": c["progs_per_set"], "mib": c["mib"], "sets": c["sets"], **extra,
                          "working_set_bytes": c["working_set_bytes"], "dram_read": many["dram__bytes_read.sum"],
-                         "excess": (many["dram__bytes_read.sum"] or 0) / c["working_set_bytes"] - 1})
+                         "dram_write": many["dram__bytes_write.sum"],
+                         "excess": ((many["dram__bytes_read.sum"] or 0) - q_bytes) / c["working_set_bytes"] - 1})
     return rows
 
 
@@ -155,19 +195,20 @@ def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
 MODEL_CHUNK = 512 * 1024
 
 
-def _model_params(hardware):
+def _model_params(hardware, **kw):
     from iomodel.cache.params import L2Params
 
-    return L2Params.of(hardware, 1)
+    return L2Params.of(hardware, 1, **kw)
 
 
-def model_split_miss(hardware, working_mib: int, sets: int) -> float:
+def model_split_miss(hardware, working_mib: int, sets: int, **kw) -> float:
     """The L2 model's re-fetch per pass of the ``split`` pattern (a fraction of W): S sets of W / S bytes read in lock
-    step, ``PASSES`` passes, one wave (every program resident), read misses judged at ``hardware``'s read capacity."""
+    step, ``PASSES`` passes, one wave (every program resident), read misses judged at ``hardware``'s read capacity;
+    ``kw``: :class:`~iomodel.cache.params.L2Params` fields to try (``ways`` ...)."""
     from iomodel.cache.simulate import simulate
     from iomodel.schedule.grid import Access
 
-    p = _model_params(hardware)
+    p = _model_params(hardware, **kw)
     n = working_mib * 2**20 // sets // MODEL_CHUNK
 
     def reads(passes: int) -> float:
@@ -177,22 +218,31 @@ def model_split_miss(hardware, working_mib: int, sets: int) -> float:
     return (reads(PASSES) - reads(1)) / ((PASSES - 1) * n * sets * MODEL_CHUNK)
 
 
-def model_grid_excess(hardware, set_mib: int, tiles: int, resident: int, sets: int = GRID_SETS) -> float:
-    """The L2 model's excess reads of the ``grid`` pattern (a fraction of all sets' bytes): waves of ``resident``
-    programs in grid order, each wave reading every chunk of the sets its programs belong to once (one fetch serves the
-    wave), in lock step."""
+def model_grid_excess(hardware, set_mib: int, tiles: int, resident: int, sets: int = GRID_SETS, q: int = 0,
+                      o: int = 1, q_weight: float = 1.0, **kw) -> float:
+    """The L2 model's excess reads of the ``grid`` (``gridqo``) pattern (a fraction of all sets' bytes): waves of
+    ``resident`` programs in grid order, each program reading ``q`` private 8 KiB blocks (Q), then each wave every
+    chunk of the sets its programs belong to once (one fetch serves the wave, in lock step), then each program writing
+    ``o`` private blocks (O; ``grid`` stores one). The Q blocks' own first reads are not counted (compulsory).
+    ``q_weight`` scales a Q block's bytes in the stack (a trial: the model reads Q at 1); ``kw``:
+    :class:`~iomodel.cache.params.L2Params` fields to try (``ways``, ``stored_share`` for the O blocks' weight)."""
     from iomodel.cache.simulate import simulate
     from iomodel.schedule.grid import Access
 
-    p = _model_params(hardware)
+    p = _model_params(hardware, **kw)
     n = set_mib * 2**20 // MODEL_CHUNK
+    blk = BLOCK * 4
     progs = tiles * sets
     waves = []
     for w0 in range(0, progs, resident):
-        in_wave = sorted({q // tiles for q in range(w0, min(w0 + resident, progs))})
-        waves.append([Access("K", (s, c), MODEL_CHUNK) for c in range(n) for s in in_wave])
-    got = sum(simulate("grid", waves, p.capacity, p.write_share, p.ways, p.read_capacity).hbm_read.values())
-    return got / (sets * n * MODEL_CHUNK) - 1
+        ps = range(w0, min(w0 + resident, progs))
+        in_wave = sorted({x // tiles for x in ps})
+        wave = [Access("Q", (x, i), int(blk * q_weight)) for x in ps for i in range(q)]
+        wave += [Access("K", (s, c), MODEL_CHUNK) for c in range(n) for s in in_wave]
+        wave += [Access("O", (x, i), blk, write=True) for x in ps for i in range(o)]
+        waves.append(wave)
+    got = simulate("grid", waves, p.capacity, p.write_share, p.ways, p.read_capacity).hbm_read
+    return got.get("K", 0) / (sets * n * MODEL_CHUNK) - 1
 
 
 def compare(path: str) -> int:
@@ -207,14 +257,46 @@ def compare(path: str) -> int:
     for mib in SPLIT_MIB:
         meas = {r["sets"]: r["miss_per_pass"] for r in rec["summary"] if r["pattern"] == "split" and r["mib"] == mib}
         print(f"  {mib:>3} {model_split_miss(hw, mib, 1):6.3f}  " + " ".join(f"S{s} {meas[s]:6.3f}" for s in sorted(meas)))
-    print("grid: T, set MiB, model excess, measured excess")
+    print("grid / gridqo: T, set MiB, (q, o), model excess, measured excess")
     for r in rec["summary"]:
-        if r["pattern"] != "grid":
+        if r["pattern"] not in ("grid", "gridqo") or r.get("missing"):
             continue
-        m = rec["measured"][f"grid-t{r['tiles']}-{r['mib']}MiB"]
+        q, o = r.get("q", 0), r.get("o", 1)
+        cid = (f"grid-t{r['tiles']}-{r['mib']}MiB" if r["pattern"] == "grid" else f"gridqo-q{q}-o{o}-{r['mib']}MiB")
+        m = rec["measured"][cid]
         resident = rec["num_sms"] * int(min(m[k] for k in METRICS[5:] if k in m))
-        print(f"  {r['tiles']:>4} {r['mib']:>3} {model_grid_excess(hw, r['mib'], r['tiles'], resident):6.3f} "
-              f"{r['excess']:6.3f}  (W = {resident})")
+        model = model_grid_excess(hw, r["mib"], r["tiles"], resident, q=q, o=o)
+        print(f"  {r['pattern']:>6} {r['tiles']:>4} {r['mib']:>3} ({q}, {o}) {model:6.3f} {r['excess']:6.3f}  (W = {resident})")
+    return 0
+
+
+#: The trial grid of :func:`fit`: read ways, a private (Q) block's weight, a written (O) byte's weight.
+FIT_WAYS, FIT_Q_WEIGHTS, FIT_WRITE_SHARES = (24, 48, 96, 192), (0.5, 0.625, 0.75, 1.0), (0.5, 0.625, 0.75, 0.875, 1.0)
+
+
+def fit(path: str) -> int:
+    """Rank the trial constants by the squared error of the model against a receipt's ``grid``/``gridqo`` excess and
+    one-set ``split`` curve (CPU, about 90 s): calibration toward issue 12 item 2, no constant is taken from it here."""
+    from iomodel.jsonvalues import read_json
+    from iomodel.spec.hardware import get_hardware
+
+    rec = read_json(path, "split microbenchmark receipt", "pass the JSON benchmarks/l2_split_microbench.py wrote",
+                    "re-run benchmarks/l2_split_microbench.py on the GPU")
+    hw = get_hardware("H100-SXM" if "H100" in str(rec.get("device")) else "H200")
+    grid = [r for r in rec["summary"] if r["pattern"] in ("grid", "gridqo") and not r.get("missing")]
+    one = [r for r in rec["summary"] if r["pattern"] == "split" and r["sets"] == 1 and not r.get("missing")]
+    rows = []
+    for ways in FIT_WAYS:
+        se_split = sum((model_split_miss(hw, r["mib"], 1, ways=ways) - r["miss_per_pass"]) ** 2 for r in one)
+        for qw in FIT_Q_WEIGHTS:
+            for share in FIT_WRITE_SHARES:
+                errs = [model_grid_excess(hw, r["mib"], r["tiles"], rec["num_sms"] * 6, q=r.get("q", 0), o=r.get("o", 1),
+                                          q_weight=qw, ways=ways, stored_share=share) - r["excess"] for r in grid]
+                rows.append((se_split + sum(e * e for e in errs), ways, qw, share, max(abs(e) for e in errs)))
+    rows.sort()
+    print("squared error (grid, gridqo and one-set split), read ways, Q weight, write share, worst grid error")
+    for r in rows[:8] + [r for r in rows if r[1:4] == (24, 1.0, 0.5)]:
+        print(f"  {r[0]:.4f}  {r[1]:>4} {r[2]:>6} {r[3]:>6}  {r[4]:.3f}")
     return 0
 
 
@@ -222,13 +304,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="JSON receipt path")
     ap.add_argument("--compare", help="a receipt: print the L2 model's prediction beside it (CPU)")
+    ap.add_argument("--fit", help="a receipt: rank trial read ways, Q and write weights against it (CPU, ~90 s)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         return child(a.child)
-    if a.compare:
+    if a.compare or a.fit:
         try:
-            return compare(a.compare)
+            return compare(a.compare) if a.compare else fit(a.fit)
         except IomodelError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -256,6 +339,12 @@ def main(argv=None) -> int:
         cells = {r["mib"]: r for r in rows if r["pattern"] == "grid" and r["tiles"] == t}
         print(f"{t:>3} " + " ".join(f"{cells[m]['excess']:>6.3f}" if m in cells and not cells[m].get("missing")
                                     else f"{'-':>6}" for m in GRID_SET_MIB))
+    print("gridqo (400 programs a set): excess re-reads, set MiB across, (q, o) private blocks a program down")
+    print("  q o " + " ".join(f"{m:>6}" for m in GRIDQO_SET_MIB))
+    for q, o in GRIDQO_BLOCKS:
+        cells = {r["mib"]: r for r in rows if r["pattern"] == "gridqo" and (r["q"], r["o"]) == (q, o)}
+        print(f"  {q} {o} " + " ".join(f"{cells[m]['excess']:>6.3f}" if m in cells and not cells[m].get("missing")
+                                      else f"{'-':>6}" for m in GRIDQO_SET_MIB))
     receipt = {
         "schema": "iomodel.l2-split/1",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -149,7 +149,7 @@ def test_long_causal_gqa_step_says_its_dkdv_reads_are_not_a_prediction():
 def test_the_json_says_how_far_each_kernels_reads_can_be_taken(kw, step, fwd, dkdv):
     """``read_bytes_quality``, per kernel and for the step (the least of its kernels), carries the caveats in a form a
     tool can read without parsing the assumptions: the dK/dV kernel's classes above, and the forward's at the capacity
-    edge (a resident wave's K/V working set 0.9-2.5 times the read capacity: 1.03x at Llama-3-8B's 32k, 1.54x for 32
+    edge (a resident wave's K/V working set 0.85-2.5 times the read capacity: 1.03x at Llama-3-8B's 32k, 1.54x for 32
     MHA heads; 16k is below it); the Markdown says it beside each kernel's bytes."""
     ws = make_worksheet(resolve_layer(passes="fwd+bwd", **kw))
     l2 = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]

@@ -329,7 +329,8 @@ def test_the_capacity_edge_label_is_what_the_receipts_measured(reconciled_receip
     """The forward's ``rough`` read label (iomodel.cache.predict.forward_read_quality: a resident wave's K/V working set
     at FWD_EDGE_WORKING_SET times the read capacity) holds what iomodel/cache/params.py says of the committed forward
     runs (prefill, no backward): in the band the bundled kernel and SDPA cuDNN read FWD_EDGE_RATIO of the model,
-    FWD_EDGE_RUNS within ±10 % or 1 MiB; outside it the bundled kernel held on 517 of 522 runs, cuDNN on 50 of 52."""
+    FWD_EDGE_RUNS within ±10 % or 1 MiB; outside it the bundled kernel held on 517 of 522 runs, cuDNN on 50 of 51
+    (windowed layers are not labelled: they count as outside)."""
     from iomodel.cache.params import FWD_EDGE_RATIO, FWD_EDGE_RUNS
 
     runs = {"tiled": {"rough": [], "predicted": []}, "sdpa-cudnn": {"rough": [], "predicted": []}}
@@ -348,4 +349,4 @@ def test_the_capacity_edge_label_is_what_the_receipts_measured(reconciled_receip
             (len(runs["sdpa-cudnn"]["rough"]), sum(ok for _, ok in runs["sdpa-cudnn"]["rough"]))) == FWD_EDGE_RUNS
     assert (round(min(x for x, _ in band), 3), round(max(x for x, _ in band), 3)) == FWD_EDGE_RATIO
     assert (len(runs["tiled"]["predicted"]), sum(ok for _, ok in runs["tiled"]["predicted"])) == (522, 517)
-    assert (len(runs["sdpa-cudnn"]["predicted"]), sum(ok for _, ok in runs["sdpa-cudnn"]["predicted"])) == (52, 50)
+    assert (len(runs["sdpa-cudnn"]["predicted"]), sum(ok for _, ok in runs["sdpa-cudnn"]["predicted"])) == (51, 50)

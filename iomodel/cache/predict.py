@@ -69,8 +69,9 @@ class L2Prediction:
     causes: list[Cause]
     kernels: list[KernelL2]
     assumptions: list[str]
-    #: How far each kernel's DRAM reads can be taken where it is not ``predicted`` (:data:`READ_QUALITIES`, by kernel
-    #: name: the forward's :func:`forward_read_quality`, the training step's ``_bwd_dkdv`` :func:`dkdv_read_quality`).
+    #: How far each kernel's DRAM reads can be taken (:data:`READ_QUALITIES`), by kernel name: a prefill forward's
+    #: ``fwd kernel`` (:func:`forward_read_quality`), a training step's ``_attn_fwd`` and ``_bwd_dkdv``
+    #: (:func:`dkdv_read_quality`); empty for decode, the eager chain and a ragged launch (not labelled).
     read_qualities: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -358,7 +359,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         touched_rows = B * Hk * prefill_key_span(view, replace(tiling, block_m=view_m))  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, view_m)
         ws, heads, kv_heads_in_window = wave_kv_working_set(spec, tiling, w, schedule)
-        read_quality = forward_read_quality(ws, params.read_capacity)
+        # a window band reads far fewer keys than seqlen_k a program: not labelled (its working set is not this)
+        read_quality = forward_read_quality(ws, params.read_capacity) if spec.band is None else "predicted"
         span = (f"W = {w} resident programs span ~{min(heads, B * view.heads)} "
                 + (f"groups of P = {packed} query heads" if packed > 1 else "query heads")
                 + f" = {kv_heads_in_window} KV head{'s' if kv_heads_in_window != 1 else ''} "
@@ -429,11 +431,13 @@ def wave_kv_working_set(spec: LayerSpec, tiling: Tiling, w: int, schedule: Sched
     """The K/V one resident wave of a prefill forward streams: (bytes, query heads or packed groups the wave spans,
     KV heads in its window).
 
-    The W resident programs span ⌈W / tiles per group⌉ + 1 + G' query heads (grid rows; a ``blocked`` persistent loop:
-    W, its tiles lying T/W apart; ``head-grouped:G'`` adds a group at the edges) of T_r query tiles each
-    (:func:`iomodel.schedule.grid.packed_view`'s tiles for P > 1), hence ⌈heads / G⌉ + 1 KV heads (at most B·H_kv), each
-    K and V of seqlen_k rows: ``kv_heads · 2 · seqlen_k · HEAD_DIM · width`` bytes. The reconciliation's
-    ``l2_capacity`` cause quotes it beside the read capacity.
+    The W resident programs span ⌈W / tiles per group⌉ + 1 + G' grid rows (a ``blocked`` persistent loop: W, its tiles
+    lying T/W apart; ``head-grouped:G'`` adds a group at the edges) of T_r query tiles each: query heads, or groups of
+    P query heads where P > 1 (:func:`iomodel.schedule.grid.packed_view`), hence ⌈rows / (G/P)⌉ + 1 KV heads (at most
+    B·H_kv), each K and V of seqlen_k rows: ``kv_heads · 2 · seqlen_k · HEAD_DIM · width`` bytes (every key row: a
+    window band's shorter span is not taken, so :func:`predict_tiled` does not label windowed layers). The
+    reconciliation's ``l2_capacity`` cause quotes it beside the read capacity. Prefill only: a decode layer's split-KV
+    programs are not this grid (no caller passes one).
 
     Args:
         spec: the layer (prefill); tiling: its tiles; w: programs resident at once (W);
@@ -466,8 +470,8 @@ def forward_rough_sentence(working_set: float, read_capacity: float) -> str:
     r_lo, r_hi = FWD_EDGE_RATIO
     return (f"ROUGH: the forward's DRAM reads. A resident wave's K/V working set here is "
             f"{working_set / read_capacity:.2f} times the read capacity, the capacity edge ({lo}-{hi} times): there "
-            f"the committed receipts (H200 and H100) read {r_lo}-{r_hi}x this model, within ±10 % on {wb} of {nb} runs "
-            f"of the bundled kernel and {wc} of {nc} of SDPA cuDNN, most misses below it (issue 12 item 3; "
+            f"the committed forward runs (H200 and H100) read {r_lo}-{r_hi}x this model, within ±10 % or 1 MiB on {wb} of "
+            f"{nb} runs of the bundled kernel and {wc} of {nc} of SDPA cuDNN, every miss below it (issue 12 item 3; "
             "iomodel/cache/params.py FWD_EDGE_WORKING_SET): read this estimate as likely above what runs.")
 
 
