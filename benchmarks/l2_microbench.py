@@ -217,6 +217,30 @@ def profile_cases(script: str, make_cases, metrics, out: str | None) -> tuple[li
     return cases, {k.tag: k.record.metrics for k in parse_csv(text, metrics) if k.tag}, ncu, num_sms
 
 
+def profiled_rows(script: str, make_cases, metrics, out: str | None, summarise) -> tuple:
+    """:func:`profile_cases`, then ``summarise(cases, measured)``: ``(cases, measured, rows, environment, device name,
+    SM count)`` for a microbenchmark's receipt. Shared by the L2 microbenchmarks.
+
+    Raises:
+        IomodelError: as :func:`profile_cases` (no GPU or ncu, no ``out``, ncu failing).
+    """
+    from iomodel.measure.ncu import environment
+
+    cases, measured, ncu, num_sms = profile_cases(script, make_cases, metrics, out)
+    import torch
+
+    return cases, measured, summarise(cases, measured), environment(ncu), torch.cuda.get_device_name(0), num_sms
+
+
+def child_setup(cases_file: str) -> tuple:
+    """A child's cases (the JSON file the parent wrote), CUDA device and seeded generator: ``(cases, device, gen)``."""
+    import torch
+
+    cases = json.loads(Path(cases_file).read_text())
+    dev = torch.device("cuda")
+    return cases, dev, torch.Generator(device=dev).manual_seed(0)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="JSON receipt path")

@@ -100,10 +100,10 @@ def child(cases_file: str) -> int:
 
     from iomodel.measure.child import profiled_range
 
+    from l2_microbench import child_setup
+
     mixed = _kernel()
-    cases = json.loads(Path(cases_file).read_text())
-    dev = torch.device("cuda")
-    gen = torch.Generator(device=dev).manual_seed(0)
+    cases, dev, gen = child_setup(cases_file)
     shared = torch.randint(-2**20, 2**20, (max(c["n_shared"] for c in cases) * BLOCK,), generator=gen, device=dev,
                            dtype=torch.int32)
     stream = torch.randint(-2**20, 2**20, (max(c["stream_bytes_per_pass"] for c in cases) * PASSES // 4,),
@@ -169,14 +169,9 @@ def main(argv=None) -> int:
     if a.child:
         return child(a.child)
     try:
-        from iomodel.measure.ncu import environment
+        from l2_microbench import profiled_rows
 
-        from l2_microbench import profile_cases
-
-        cases, measured, ncu, num_sms = profile_cases(__file__, _cases, METRICS, a.out)
-        import torch
-
-        rows = summarise(cases, measured)
+        cases, measured, rows, env, device, num_sms = profiled_rows(__file__, _cases, METRICS, a.out, summarise)
     except IomodelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -201,7 +196,7 @@ def main(argv=None) -> int:
         "schema": "iomodel.l2-mixed/1",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python3 benchmarks/l2_mixed_microbench.py --out " + a.out,
-        "environment": environment(ncu), "device": torch.cuda.get_device_name(0), "num_sms": num_sms,
+        "environment": env, "device": device, "num_sms": num_sms,
         "passes": PASSES, "block_elems": BLOCK, "cases": cases, "measured": measured, "summary": rows,
         "half_points_mib": halves, "displacement_weights": weights,
     }

@@ -133,11 +133,10 @@ def child(cases_file: str) -> int:
     import torch
 
     from iomodel.measure.child import profiled_range
+    from l2_microbench import child_setup
 
     kern, kern_qo = _kernel()
-    cases = json.loads(Path(cases_file).read_text())
-    dev = torch.device("cuda")
-    gen = torch.Generator(device=dev).manual_seed(0)
+    cases, dev, gen = child_setup(cases_file)
     buf = torch.randint(-2**20, 2**20, (max(c["working_set_bytes"] for c in cases) // 4,), generator=gen, device=dev,
                         dtype=torch.int32)
     most = max(c["programs"] * max(1, c.get("q", 0), c.get("o", 0)) for c in cases)
@@ -316,14 +315,9 @@ def main(argv=None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     try:
-        from iomodel.measure.ncu import environment
+        from l2_microbench import profiled_rows
 
-        from l2_microbench import profile_cases
-
-        cases, measured, ncu, num_sms = profile_cases(__file__, _cases, METRICS, a.out)
-        import torch
-
-        rows = summarise(cases, measured)
+        cases, measured, rows, env, device, num_sms = profiled_rows(__file__, _cases, METRICS, a.out, summarise)
     except IomodelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -349,7 +343,7 @@ def main(argv=None) -> int:
         "schema": "iomodel.l2-split/1",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "python3 benchmarks/l2_split_microbench.py --out " + a.out,
-        "environment": environment(ncu), "device": torch.cuda.get_device_name(0), "num_sms": num_sms,
+        "environment": env, "device": device, "num_sms": num_sms,
         "passes": PASSES, "block_elems": BLOCK, "cases": cases, "measured": measured, "summary": rows,
     }
     from iomodel.paths import write_text
