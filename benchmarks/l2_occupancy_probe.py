@@ -13,7 +13,8 @@ simulation (the fast evaluation is switched off, so it is slow: all receipts tak
 prints each receipt's HBM agreement table rows. It changes nothing in the library; the result
 of 2026-12-02 is in docs/l2-calibration.md, "Capacity edge: private-line occupancy (probe)".
 
-Run: ``python benchmarks/l2_occupancy_probe.py --q-share 0.5 receipts/ncu-h200-edge-probe1-*.json``.
+Run: ``python benchmarks/l2_occupancy_probe.py --q-share 0.5 receipts/ncu-h200-edge-probe1-*.json`` (``--l2-ways A`` tries
+another associativity, as ``iomodel reconcile --l2-ways``).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def main() -> None:
     ap.add_argument("receipts", nargs="+", type=Path, help="ncu receipts (JSON) to reconcile")
     ap.add_argument("--q-share", type=float, default=1.0, help="L2 weight of a Q byte (the model: 1)")
     ap.add_argument("--write-share", type=float, default=None, help="L2 weight of a written byte (the model: 0.5)")
+    ap.add_argument("--l2-ways", type=int, default=None, help="associativity to try (reconcile --l2-ways; the model: 24)")
     args = ap.parse_args()
     if not 0 < args.q_share <= 1 or (args.write_share is not None and not 0 < args.write_share <= 1):
         print("error: --q-share and --write-share must be in (0, 1]", file=sys.stderr)
@@ -95,7 +97,8 @@ def main() -> None:
         buf = io.StringIO()
         with redirect_stdout(buf):
             try:
-                app(["reconcile", str(path)], standalone_mode=False)
+                app(["reconcile", str(path)] + ([] if args.l2_ways is None else ["--l2-ways", str(args.l2_ways)]),
+                    standalone_mode=False)
             except SystemExit:
                 pass
         rows = [" ".join(line.split()) for line in buf.getvalue().splitlines()
