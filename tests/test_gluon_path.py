@@ -254,6 +254,13 @@ def test_the_causal_64_rule_was_withdrawn_on_its_hold_out():
     assert min(r["gluon_over_tma"] for r in long) == pytest.approx(0.755, abs=0.001)
     assert False not in (r["max_abs_diff_lse_gluon_vs_tma"] < 1e-5 for r in cal["rows"] + hold["rows"])
     assert True not in GLUON_AUTO[64]
+    # the same hold-out on the H200 (2026-12-06, later): the TMA prefill ahead on all 8 shapes there too
+    h200 = json.loads((ROOT / "receipts" / "gluon-causal64-holdout-h200-2026-12-06.json").read_text())
+    assert h200["device"] == "NVIDIA H200" and h200["holdout"] and len(h200["rows"]) == 8
+    assert all(r["gluon_over_tma"] < 1.0 for r in h200["rows"])
+    assert (round(min(r["gluon_over_tma"] for r in h200["rows"]), 3), round(max(r["gluon_over_tma"] for r in h200["rows"]), 3)) \
+        == (0.755, 0.998)
+    assert all(r["max_abs_diff_lse_gluon_vs_tma"] < 1e-5 for r in h200["rows"])
 
 
 @pytest.mark.parametrize("flags, path", [

@@ -67,3 +67,18 @@ def test_holdout_reads_past_l2_and_the_floor_cases(reconciled_receipt):
     worst = min(by_id.values(), key=lambda h: h.measured_read / h.predicted_read)
     # B 1 H 64 on 8, 2k against 16k, P 2: 0.932x at validation, with the H200's read fraction borrowed for the H100
     assert round(worst.measured_read / worst.predicted_read, 3) == 0.945
+
+
+#: The same sweep on the H200 (2026-12-06, the first H200 of the day; the model's H200 bytes unchanged since 698eb62).
+ON_H200 = "ncu-h200-packed-holdout1-2026-12-06.json"
+
+
+@pytest.mark.parametrize("level, read, write", [
+    ("HBM", (12, 12), (12, 12)),  # writes 7/12 on +-10 % alone: small ones, within the 1 MiB floor
+    ("L2", (12, 12), (12, 12)),
+])
+def test_holdout_counts_on_the_h200(reconciled_receipt, level, read, write):
+    rec = reconciled_receipt(ON_H200)
+    assert "H200" in rec.measurement.environment["device"] and len(rec.rows) == 12
+    assert _counts(rec, level, "read") == read
+    assert _counts(rec, level, "write") == write
