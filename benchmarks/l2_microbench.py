@@ -115,12 +115,8 @@ def child(cases_file: str) -> int:
     """Launch every case once, each inside its own NVTX range (under ncu)."""
     import torch
 
-    from iomodel.measure.child import profiled_range
-
     l2_read, l2_write = _kernels()
-    cases = json.loads(Path(cases_file).read_text())
-    dev = torch.device("cuda")
-    gen = torch.Generator(device=dev).manual_seed(0)
+    cases, dev, gen = child_setup(cases_file)
     big = max(c["slice_elems"] * (1 if c["pattern"] == "shared-read" else c["programs"]) for c in cases)
     buf = torch.randint(-2**20, 2**20, (big,), generator=gen, device=dev, dtype=torch.int32)
     out = torch.empty(max(c["programs"] for c in cases) * BLOCK, device=dev, dtype=torch.int32)
@@ -132,12 +128,36 @@ def child(cases_file: str) -> int:
             l2_read[(c["programs"],)](buf, out, c["slice_elems"], c["passes"],
                                       SHARED=int(c["pattern"] == "shared-read"), BLOCK=BLOCK, num_warps=8)
 
-    for c in cases:  # compile outside the profiled region
-        launch({**c, "passes": 1})
+    return launch_cases(cases, launch, lambda c: {**c, "passes": 1})
+
+
+def launch_cases(cases: list[dict], launch, warm) -> int:
+    """A child's work: ``launch(warm(case))`` for every case first (compiling outside the profiled region), then every
+    case once inside its own NVTX range (:func:`iomodel.measure.child.profiled_range`). Shared by the L2
+    microbenchmarks; returns 0 (the child's exit status)."""
+    import torch
+
+    from iomodel.measure.child import profiled_range
+
+    for c in cases:
+        launch(warm(c))
     torch.cuda.synchronize()
     for c in cases:
         with profiled_range(c["id"]):
             launch(c)
+    return 0
+
+
+def write_receipt(out: str, schema: str, script: str, env: dict, device: str, num_sms: int, **body) -> int:
+    """Write a microbenchmark's JSON receipt atomically (nothing half-written): its schema, date, command
+    (``python3 benchmarks/SCRIPT --out OUT``), environment, device and SM count, then ``body``; print where; return 0."""
+    from iomodel.paths import write_text
+
+    receipt = {"schema": schema, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+               "command": f"python3 benchmarks/{script} --out {out}", "environment": env, "device": device,
+               "num_sms": num_sms, **body}
+    write_text(out, json.dumps(receipt, indent=1) + "\n", "--out")
+    print(f"wrote {out}")
     return 0
 
 
@@ -249,12 +269,7 @@ def main(argv=None) -> int:
     if a.child:
         return child(a.child)
     try:
-        from iomodel.measure.ncu import environment
-
-        cases, measured, ncu, num_sms = profile_cases(__file__, _cases, METRICS, a.out)
-        import torch
-
-        rows = summarise(cases, measured)
+        cases, measured, rows, env, device, num_sms = profiled_rows(__file__, _cases, METRICS, a.out, summarise)
         times = timing(cases)
     except IomodelError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -266,25 +281,8 @@ def main(argv=None) -> int:
             continue
         print(f"{r['pattern']:14} {r['mib']:>6} {r['dram_1pass'] / 2**20:>10.1f}Mi {r[f'dram_{PASSES}pass'] / 2**20:>10.1f}Mi "
               f"{r['miss_per_pass']:>9.3f}")
-    receipt = {
-        "schema": "iomodel.l2-micro/1",
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python3 benchmarks/l2_microbench.py --out " + a.out,
-        "environment": environment(ncu),
-        "device": torch.cuda.get_device_name(0),
-        "num_sms": num_sms,
-        "passes": PASSES,
-        "block_elems": BLOCK,
-        "cases": cases,
-        "measured": measured,
-        "summary": rows,
-        "timing": times,
-    }
-    from iomodel.paths import write_text
-
-    write_text(a.out, json.dumps(receipt, indent=1) + "\n", "--out")  # atomic: nothing half-written
-    print(f"wrote {a.out}")
-    return 0
+    return write_receipt(a.out, "iomodel.l2-micro/1", "l2_microbench.py", env, device, num_sms, passes=PASSES,
+                         block_elems=BLOCK, cases=cases, measured=measured, summary=rows, timing=times)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,6 @@ every raw counter). Without a GPU or ncu it prints one line and exits 2.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import os
 import sys
 from pathlib import Path
@@ -39,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from iomodel.cache.physical import half_point  # noqa: E402
 from iomodel.errors import IomodelError  # noqa: E402
 
 #: Shared-set sizes in MiB around the measured shared half point (31.1 MiB, l2-micro receipt).
@@ -98,9 +97,8 @@ def child(cases_file: str) -> int:
     """Launch every case once, each inside its own NVTX range (under ncu)."""
     import torch
 
-    from iomodel.measure.child import profiled_range
 
-    from l2_microbench import child_setup
+    from l2_microbench import child_setup, launch_cases
 
     mixed = _kernel()
     cases, dev, gen = child_setup(cases_file)
@@ -114,13 +112,7 @@ def child(cases_file: str) -> int:
         mixed[(c["programs"],)](shared, stream, out, c["n_shared"], c["stream_blocks"], c["passes"],
                                 STREAM=STREAMS.index(c["stream"]), BLOCK=BLOCK, num_warps=8)
 
-    for c in cases:  # compile outside the profiled region
-        launch({**c, "passes": 1})
-    torch.cuda.synchronize()
-    for c in cases:
-        with profiled_range(c["id"]):
-            launch(c)
-    return 0
+    return launch_cases(cases, launch, lambda c: {**c, "passes": 1})
 
 
 def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
@@ -150,14 +142,8 @@ def half_points(rows: list[dict]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     keys = sorted({(r["stream"], r["stream_blocks"]) for r in rows if not r.get("missing")})
     for key in keys:
-        pts = sorted((r["mib"], r["shared_miss_per_pass"]) for r in rows
-                     if not r.get("missing") and (r["stream"], r["stream_blocks"]) == key)
-        half = None
-        for (s0, m0), (s1, m1) in zip(pts, pts[1:]):
-            if m0 < 0.5 <= m1:
-                half = s0 + (0.5 - m0) * (s1 - s0) / (m1 - m0)
-                break
-        out[f"{key[0]}{key[1]}"] = half
+        out[f"{key[0]}{key[1]}"] = half_point(sorted((r["mib"], r["shared_miss_per_pass"]) for r in rows
+                                                     if not r.get("missing") and (r["stream"], r["stream_blocks"]) == key))
     return out
 
 
@@ -192,19 +178,10 @@ def main(argv=None) -> int:
         weights[k] = (base - v) / p
     print("half-miss points (MiB):", {k: (round(v, 2) if v is not None else None) for k, v in halves.items()})
     print("displacement weight w per stream byte:", {k: round(v, 3) for k, v in weights.items()})
-    receipt = {
-        "schema": "iomodel.l2-mixed/1",
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python3 benchmarks/l2_mixed_microbench.py --out " + a.out,
-        "environment": env, "device": device, "num_sms": num_sms,
-        "passes": PASSES, "block_elems": BLOCK, "cases": cases, "measured": measured, "summary": rows,
-        "half_points_mib": halves, "displacement_weights": weights,
-    }
-    from iomodel.paths import write_text
+    from l2_microbench import write_receipt
 
-    write_text(a.out, json.dumps(receipt, indent=1) + "\n", "--out")  # atomic: nothing half-written
-    print(f"wrote {a.out}")
-    return 0
+    return write_receipt(a.out, "iomodel.l2-mixed/1", "l2_mixed_microbench.py", env, device, num_sms, passes=PASSES, block_elems=BLOCK,
+                         cases=cases, measured=measured, summary=rows, half_points_mib=halves, displacement_weights=weights)
 
 
 if __name__ == "__main__":

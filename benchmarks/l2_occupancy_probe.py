@@ -19,7 +19,6 @@ another associativity, as ``iomodel reconcile --l2-ways``).
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 from contextlib import redirect_stdout
@@ -75,7 +74,10 @@ def _weighted_simulation(q_share: float, write_share: float | None):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from iomodel.cache.params import MAX_L2_WAYS
+    from iomodel.paths import one_line_parser
+
+    ap = one_line_parser(__doc__.split("\n\n")[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("receipts", nargs="+", type=Path, help="ncu receipts (JSON) to reconcile")
     ap.add_argument("--q-share", type=float, default=1.0, help="L2 weight of a Q byte (the model: 1)")
     ap.add_argument("--write-share", type=float, default=None, help="L2 weight of a written byte (the model: 0.5)")
@@ -83,6 +85,10 @@ def main() -> None:
     args = ap.parse_args()
     if not 0 < args.q_share <= 1 or (args.write_share is not None and not 0 < args.write_share <= 1):
         print("error: --q-share and --write-share must be in (0, 1]", file=sys.stderr)
+        sys.exit(2)
+    if args.l2_ways is not None and not 0 <= args.l2_ways <= MAX_L2_WAYS:
+        print(f"error: --l2-ways must be 0 (fully associative) or a number of ways up to {MAX_L2_WAYS}, got "
+              f"{args.l2_ways}", file=sys.stderr)
         sys.exit(2)
     missing = [str(p) for p in args.receipts if not p.is_file()]
     if missing:

@@ -39,8 +39,6 @@ beside the measured values.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import json
 import os
 import sys
 from pathlib import Path
@@ -132,8 +130,7 @@ def child(cases_file: str) -> int:
     """Launch every case once, each inside its own NVTX range (under ncu)."""
     import torch
 
-    from iomodel.measure.child import profiled_range
-    from l2_microbench import child_setup
+    from l2_microbench import child_setup, launch_cases
 
     kern, kern_qo = _kernel()
     cases, dev, gen = child_setup(cases_file)
@@ -150,13 +147,8 @@ def child(cases_file: str) -> int:
             return
         kern[(c["programs"],)](buf, out, c["set_blocks"], c["progs_per_set"], c["passes"], BLOCK=BLOCK, num_warps=8)
 
-    for c in cases:  # compile outside the profiled region (passes=1 is specialised: warm each case's own variant)
-        launch({**c, "passes": min(c["passes"], 2)})
-    torch.cuda.synchronize()
-    for c in cases:
-        with profiled_range(c["id"]):
-            launch(c)
-    return 0
+    # passes=1 is a specialised variant of its own: warm each case's
+    return launch_cases(cases, launch, lambda c: {**c, "passes": min(c["passes"], 2)})
 
 
 def summarise(cases: list[dict], measured: dict[str, dict]) -> list[dict]:
@@ -244,6 +236,32 @@ def model_grid_excess(hardware, set_mib: int, tiles: int, resident: int, sets: i
     return got.get("K", 0) / (sets * n * MODEL_CHUNK) - 1
 
 
+def half_points(rows: list[dict]) -> dict[int, float | None]:
+    """The working set (MiB) at which the ``split`` pattern's re-fetch per pass crosses 0.5, per set count S
+    (:func:`iomodel.cache.physical.half_point`)."""
+    from iomodel.cache.physical import half_point
+
+    return {s: half_point(sorted((r["mib"], r["miss_per_pass"]) for r in rows
+                                 if r["pattern"] == "split" and r["sets"] == s and not r.get("missing")))
+            for s in sorted({r["sets"] for r in rows if r["pattern"] == "split"})}
+
+
+def _receipt(path: str):
+    """A split receipt and the hardware preset its device is, or one IomodelError that says what to change: a missing,
+    non-JSON or corrupt file (missing fields, rows of the wrong type)."""
+    from iomodel.jsonvalues import read_json
+    from iomodel.spec.hardware import get_hardware
+
+    rec = read_json(path, "split microbenchmark receipt", "pass the JSON benchmarks/l2_split_microbench.py wrote",
+                    "re-run benchmarks/l2_split_microbench.py on the GPU")
+    ok = (isinstance(rec, dict) and isinstance(rec.get("summary"), list) and isinstance(rec.get("measured"), dict)
+          and isinstance(rec.get("num_sms"), int) and all(isinstance(r, dict) and "pattern" in r for r in rec["summary"]))
+    if not ok:
+        raise IomodelError(f"{path} is not a split microbenchmark receipt (summary, measured, num_sms): pass the JSON "
+                           "benchmarks/l2_split_microbench.py wrote")
+    return rec, get_hardware("H100-SXM" if "H100" in str(rec.get("device")) else "H200")
+
+
 def _resident(rec: dict, row: dict) -> int:
     """Programs resident at once in a ``grid``/``gridqo`` case of a receipt: SMs × the least occupancy limit ncu
     recorded for it."""
@@ -255,12 +273,7 @@ def _resident(rec: dict, row: dict) -> int:
 
 def compare(path: str) -> int:
     """Print the model's prediction of a receipt's patterns beside the measured values (CPU)."""
-    from iomodel.jsonvalues import read_json
-    from iomodel.spec.hardware import get_hardware
-
-    rec = read_json(path, "split microbenchmark receipt", "pass the JSON benchmarks/l2_split_microbench.py wrote",
-                    "re-run benchmarks/l2_split_microbench.py on the GPU")
-    hw = get_hardware("H100-SXM" if "H100" in str(rec.get("device")) else "H200")
+    rec, hw = _receipt(path)
     print(f"split (model's miss per pass is the same for every S), {hw.name}: W MiB, model, measured by S")
     for mib in SPLIT_MIB:
         meas = {r["sets"]: r["miss_per_pass"] for r in rec["summary"] if r["pattern"] == "split" and r["mib"] == mib}
@@ -283,12 +296,7 @@ FIT_WAYS, FIT_Q_WEIGHTS, FIT_WRITE_SHARES = (24, 48, 96, 192), (0.5, 0.625, 0.75
 def fit(path: str) -> int:
     """Rank the trial constants by the squared error of the model against a receipt's ``grid``/``gridqo`` excess and
     one-set ``split`` curve (CPU, about 90 s): calibration toward issue 12 item 2, no constant is taken from it here."""
-    from iomodel.jsonvalues import read_json
-    from iomodel.spec.hardware import get_hardware
-
-    rec = read_json(path, "split microbenchmark receipt", "pass the JSON benchmarks/l2_split_microbench.py wrote",
-                    "re-run benchmarks/l2_split_microbench.py on the GPU")
-    hw = get_hardware("H100-SXM" if "H100" in str(rec.get("device")) else "H200")
+    rec, hw = _receipt(path)
     grid = [r for r in rec["summary"] if r["pattern"] in ("grid", "gridqo") and not r.get("missing")]
     resident = {id(r): _resident(rec, r) for r in grid}
     one = [r for r in rec["summary"] if r["pattern"] == "split" and r["sets"] == 1 and not r.get("missing")]
@@ -308,7 +316,9 @@ def fit(path: str) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from iomodel.paths import one_line_parser
+
+    ap = one_line_parser(__doc__.splitlines()[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("--out", help="JSON receipt path")
     ap.add_argument("--compare", help="a receipt: print the L2 model's prediction beside it (CPU)")
     ap.add_argument("--fit", help="a receipt: rank trial read ways, Q and write weights against it (CPU, ~90 s)")
@@ -321,6 +331,10 @@ def main(argv=None) -> int:
             return compare(a.compare) if a.compare else fit(a.fit)
         except IomodelError as e:
             print(f"error: {e}", file=sys.stderr)
+            return 2
+        except (KeyError, TypeError, ValueError) as e:  # a row or counter missing or of the wrong type
+            print(f"error: {a.compare or a.fit} has a corrupt row ({type(e).__name__}: {e}): re-run "
+                  "benchmarks/l2_split_microbench.py on the GPU", file=sys.stderr)
             return 2
     try:
         from l2_microbench import profiled_rows
@@ -347,18 +361,10 @@ def main(argv=None) -> int:
         cells = {r["mib"]: r for r in rows if r["pattern"] == "gridqo" and (r["q"], r["o"]) == (q, o)}
         print(f"  {q} {o} " + " ".join(f"{cells[m]['excess']:>6.3f}" if m in cells and not cells[m].get("missing")
                                       else f"{'-':>6}" for m in GRIDQO_SET_MIB))
-    receipt = {
-        "schema": "iomodel.l2-split/1",
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python3 benchmarks/l2_split_microbench.py --out " + a.out,
-        "environment": env, "device": device, "num_sms": num_sms,
-        "passes": PASSES, "block_elems": BLOCK, "cases": cases, "measured": measured, "summary": rows,
-    }
-    from iomodel.paths import write_text
+    from l2_microbench import write_receipt
 
-    write_text(a.out, json.dumps(receipt, indent=1) + "\n", "--out")  # atomic: nothing half-written
-    print(f"wrote {a.out}")
-    return 0
+    return write_receipt(a.out, "iomodel.l2-split/1", "l2_split_microbench.py", env, device, num_sms, passes=PASSES, block_elems=BLOCK,
+                         cases=cases, measured=measured, summary=rows)
 
 
 if __name__ == "__main__":

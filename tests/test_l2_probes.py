@@ -68,10 +68,7 @@ def test_sets_read_by_fewer_sms_hold_more_only_from_four_sets():
     rec = json.loads((ROOT / "receipts" / "l2-split-h100-2026-12-06.json").read_text())
     assert rec["device"] == "NVIDIA H100 80GB HBM3" and rec["command"].startswith("python3 benchmarks/l2_split_microbench.py")
     rows = split.summarise(rec["cases"], rec["measured"])
-    halves = {}
-    for s in split.SPLIT_SETS:
-        pts = sorted((r["mib"], r["miss_per_pass"]) for r in rows if r["pattern"] == "split" and r["sets"] == s)
-        halves[s] = next(a + (0.5 - m0) * (b - a) / (m1 - m0) for (a, m0), (b, m1) in zip(pts, pts[1:]) if m0 < 0.5 <= m1)
+    halves = split.half_points(rows)
     assert {s: round(v, 2) for s, v in halves.items()} == {1: 26.64, 2: 26.96, 3: 27.08, 4: 29.43, 6: 32.2}
     grid = {(r["tiles"], r["mib"]): r["excess"] for r in rows if r["pattern"] == "grid"}
     assert all(abs(grid[(200, m)] - 1 / 6) < 0.001 for m in (12, 16, 20, 24, 32))  # one set straddles two waves
@@ -140,10 +137,7 @@ def test_the_h200_shows_the_same_three_departures():
     rec = json.loads((ROOT / "receipts" / "l2-split-h200-2026-12-06.json").read_text())
     assert rec["device"] == "NVIDIA H200"
     rows = split.summarise(rec["cases"], rec["measured"])
-    halves = {}
-    for s in split.SPLIT_SETS:
-        pts = sorted((r["mib"], r["miss_per_pass"]) for r in rows if r["pattern"] == "split" and r["sets"] == s)
-        halves[s] = next(a + (0.5 - m0) * (b - a) / (m1 - m0) for (a, m0), (b, m1) in zip(pts, pts[1:]) if m0 < 0.5 <= m1)
+    halves = split.half_points(rows)
     assert {s: round(v, 2) for s, v in halves.items()} == {1: 31.12, 2: 31.19, 3: 32.63, 4: 34.55, 6: 37.81}
     qo = {(r["q"], r["o"], r["mib"]): r["excess"] for r in rows if r["pattern"] == "gridqo"}
 

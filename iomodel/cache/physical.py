@@ -93,6 +93,16 @@ def _rows(receipt: dict[str, Any], pattern: str) -> list[tuple[int, float]]:
     return sorted(rows)
 
 
+def half_point(points: list[tuple[float, float]]) -> float | None:
+    """Where a measured miss fraction first crosses 0.5, by linear interpolation between the two sorted
+    ``(size, miss per pass)`` points around it (the size's unit), or None where it never does. Read by
+    :func:`pattern_capacity` and the mixed and split microbenchmarks (``benchmarks/``)."""
+    for (w0, m0), (w1, m1) in zip(points, points[1:]):
+        if m0 < 0.5 <= m1:
+            return w0 + (w1 - w0) * (0.5 - m0) / (m1 - m0)
+    return None
+
+
 def pattern_capacity(receipt: dict[str, Any], pattern: str) -> PatternCapacity:
     """Effective capacity (bytes) of one pattern of an L2 microbenchmark receipt.
 
@@ -102,11 +112,7 @@ def pattern_capacity(receipt: dict[str, Any], pattern: str) -> PatternCapacity:
     if pattern not in PATTERNS:
         raise IomodelError(f"L2 access pattern {pattern!r} is unknown: use one of {', '.join(PATTERNS)}")
     rows = _rows(receipt, pattern)
-    half = None
-    for (w0, m0), (w1, m1) in zip(rows, rows[1:]):
-        if m0 < 0.5 <= m1:
-            half = w0 + (w1 - w0) * (0.5 - m0) / (m1 - m0)
-            break
+    half = half_point(rows)
     if half is None:
         raise IomodelError(f"{pattern}: the re-fetch fraction never crosses 0.5 over the measured sizes: "
                            "extend SIZES_MIB in benchmarks/l2_microbench.py")
