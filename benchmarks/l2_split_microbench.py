@@ -259,7 +259,12 @@ def _receipt(path: str):
     if not ok:
         raise IomodelError(f"{path} is not a split microbenchmark receipt (summary, measured, num_sms): pass the JSON "
                            "benchmarks/l2_split_microbench.py wrote")
-    return rec, get_hardware("H100-SXM" if "H100" in str(rec.get("device")) else "H200")
+    device = rec.get("device")
+    preset = next((p for key, p in (("H100", "H100-SXM"), ("H200", "H200")) if key in str(device)), None)
+    if not isinstance(device, str) or preset is None:
+        raise IomodelError(f"{path} names device {device!r}: the model is compared on an H100 or H200 receipt only "
+                           "(its device field, as the benchmark wrote it)")
+    return rec, get_hardware(preset)
 
 
 def _resident(rec: dict, row: dict) -> int:
