@@ -32,7 +32,7 @@ from iomodel.schedule.grid import ReadGroup
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _weighted_simulation(q_share: float, write_share: float | None):
+def _weighted_simulation(q_share: float, write_share: float | None, write_fraction: float | None = None):
     """A drop-in for :func:`iomodel.cache.simulate.simulate` that weighs the forward's Q reads
     ``q_share`` (and its writes ``write_share`` when given); other kernels as the library does."""
     original = simulate_mod.simulate
@@ -48,6 +48,8 @@ def _weighted_simulation(q_share: float, write_share: float | None):
     def simulate(name, waves, capacity, share=1.0, ways=None, read_capacity=None):
         if ways is None or name != "fwd kernel":
             return original(name, waves, capacity, share, ways, read_capacity)
+        if write_fraction is not None:  # the written lines' capacity: capacity is l2_fraction (0.5) of the L2
+            capacity = int(capacity / 0.5 * write_fraction)
         cache = SetAssoc(capacity, share if write_share is None else write_share, ways, read_capacity)
         reads: dict[str, float] = {}
         out = simulate_mod.KernelL2(name)
@@ -81,6 +83,8 @@ def main() -> None:
     ap.add_argument("receipts", nargs="+", type=Path, help="ncu receipts (JSON) to reconcile")
     ap.add_argument("--q-share", type=float, default=1.0, help="L2 weight of a Q byte (the model: 1)")
     ap.add_argument("--write-share", type=float, default=None, help="L2 weight of a written byte (the model: 0.5)")
+    ap.add_argument("--write-fraction", type=float, default=None,
+                    help="fraction of the L2 a dirty line's write-back is judged against (the model: l2_fraction, 0.5)")
     ap.add_argument("--l2-ways", type=int, default=None, help="associativity to try (reconcile --l2-ways; the model: 24)")
     args = ap.parse_args()
     if not 0 < args.q_share <= 1 or (args.write_share is not None and not 0 < args.write_share <= 1):
@@ -95,10 +99,11 @@ def main() -> None:
         print(f"error: no such receipt: {', '.join(missing)}: pass ncu receipt JSON files", file=sys.stderr)
         sys.exit(2)
     predict._fast_pays = lambda *a, **k: False  # the simulation, which the weights change
-    predict.simulate = simulate_mod.simulate = _weighted_simulation(args.q_share, args.write_share)
+    predict.simulate = simulate_mod.simulate = _weighted_simulation(args.q_share, args.write_share, args.write_fraction)
     from iomodel.cli import app
 
-    print(f"Q share {args.q_share}, write share {args.write_share or 'the model (l2_fraction)'}")
+    print(f"Q share {args.q_share}, write share {args.write_share or 'the model (l2_fraction)'}, write fraction "
+          f"{args.write_fraction or 'the model (l2_fraction)'}")
     for path in args.receipts:
         buf = io.StringIO()
         with redirect_stdout(buf):

@@ -187,37 +187,54 @@ MODEL_CHUNK = 512 * 1024
 
 
 def _model_params(hardware, **kw):
+    """The L2 model's parameters for a pattern on ``hardware``: the forward's own constants
+    (:meth:`~iomodel.cache.params.L2Params.for_forward`, :data:`~iomodel.cache.params.FORWARD_L2`) unless ``kw`` sets
+    other :class:`~iomodel.cache.params.L2Params` fields (``ways``, ``l2_fraction`` for the write-back fraction,
+    ``stored_share`` for a written byte's weight, ``q_share``): then those (``LEGACY`` is the constants every kernel had
+    before 2026-12-06)."""
     from iomodel.cache.params import L2Params
 
-    return L2Params.of(hardware, 1, **kw)
+    return L2Params.of(hardware, 1, **kw).for_forward()
+
+
+#: The constants every kernel was predicted with before the forward's own (24 ways, a Q byte 1, a written byte 0.5,
+#: write-back at 0.5 of the L2): ``model_grid(..., **LEGACY)``.
+LEGACY = {"ways": 24, "l2_fraction": 0.5, "stored_share": 0.5, "q_share": 1.0}
+
+
+def _simulate(p, name, waves):
+    from iomodel.cache.simulate import simulate
+
+    return simulate(name, waves, p.capacity, p.write_share, p.ways, p.read_capacity,
+                    None if p.q_share == 1.0 else {"Q": p.q_share})
 
 
 def model_split_miss(hardware, working_mib: int, sets: int, **kw) -> float:
     """The L2 model's re-fetch per pass of the ``split`` pattern (a fraction of W): S sets of W / S bytes read in lock
     step, ``PASSES`` passes, one wave (every program resident), read misses judged at ``hardware``'s read capacity;
-    ``kw``: :class:`~iomodel.cache.params.L2Params` fields to try (``ways`` ...)."""
-    from iomodel.cache.simulate import simulate
+    ``kw``: :class:`~iomodel.cache.params.L2Params` fields to try (:func:`_model_params`)."""
     from iomodel.schedule.grid import Access
 
     p = _model_params(hardware, **kw)
     n = working_mib * 2**20 // sets // MODEL_CHUNK
 
     def reads(passes: int) -> float:
-        wave = [Access("K", (s, c), MODEL_CHUNK) for _ in range(passes) for c in range(n) for s in range(sets)]
-        return sum(simulate("split", [wave], p.capacity, p.write_share, p.ways, p.read_capacity).hbm_read.values())
+        wave = [Access("K", ("K", s, c), MODEL_CHUNK) for _ in range(passes) for c in range(n) for s in range(sets)]
+        return sum(_simulate(p, "split", [wave]).hbm_read.values())
 
     return (reads(PASSES) - reads(1)) / ((PASSES - 1) * n * sets * MODEL_CHUNK)
 
 
-def model_grid_excess(hardware, set_mib: int, tiles: int, resident: int, sets: int = GRID_SETS, q: int = 0,
-                      o: int = 1, q_weight: float = 1.0, **kw) -> float:
-    """The L2 model's excess reads of the ``grid`` (``gridqo``) pattern (a fraction of all sets' bytes): waves of
-    ``resident`` programs in grid order, each program reading ``q`` private 8 KiB blocks (Q), then each wave every
-    chunk of the sets its programs belong to once (one fetch serves the wave, in lock step), then each program writing
-    ``o`` private blocks (O; ``grid`` stores one). The Q blocks' own first reads are not counted (compulsory).
-    ``q_weight`` scales a Q block's bytes in the stack (a trial: the model reads Q at 1); ``kw``:
-    :class:`~iomodel.cache.params.L2Params` fields to try (``ways``, ``stored_share`` for the O blocks' weight)."""
-    from iomodel.cache.simulate import simulate
+def model_grid(hardware, set_mib: int, tiles: int, resident: int, sets: int = GRID_SETS, q: int = 0, o: int = 1,
+               **kw) -> tuple[float, float]:
+    """The L2 model on the ``grid`` (``gridqo``) pattern: (excess reads, a fraction of all sets' bytes; bytes written
+    back to DRAM during the kernel). Waves of ``resident`` programs in grid order, each program reading ``q`` private
+    8 KiB blocks (Q), then each wave every chunk of the sets its programs belong to once (one fetch serves the wave, in
+    lock step), then each program writing ``o`` private blocks (O; ``grid`` stores one). The Q blocks' own first reads
+    are not counted (compulsory). ``kw``: :class:`~iomodel.cache.params.L2Params` fields to try
+    (:func:`_model_params`). Items are keyed by tensor (a first version keyed Q, K and O alike, so program x's O block
+    was its Q block's item and a set's first chunks collided with the first programs' blocks: its numbers, quoted on
+    2026-12-06 before this fix, are superseded)."""
     from iomodel.schedule.grid import Access
 
     p = _model_params(hardware, **kw)
@@ -228,12 +245,26 @@ def model_grid_excess(hardware, set_mib: int, tiles: int, resident: int, sets: i
     for w0 in range(0, progs, resident):
         ps = range(w0, min(w0 + resident, progs))
         in_wave = sorted({x // tiles for x in ps})
-        wave = [Access("Q", (x, i), int(blk * q_weight)) for x in ps for i in range(q)]
-        wave += [Access("K", (s, c), MODEL_CHUNK) for c in range(n) for s in in_wave]
-        wave += [Access("O", (x, i), blk, write=True) for x in ps for i in range(o)]
+        wave = [Access("Q", ("Q", x, i), blk) for x in ps for i in range(q)]
+        wave += [Access("K", ("K", s, c), MODEL_CHUNK) for c in range(n) for s in in_wave]
+        wave += [Access("O", ("O", x, i), blk, write=True) for x in ps for i in range(o)]
         waves.append(wave)
-    got = simulate("grid", waves, p.capacity, p.write_share, p.ways, p.read_capacity).hbm_read
-    return got.get("K", 0) / (sets * n * MODEL_CHUNK) - 1
+    got = _simulate(p, "grid", waves)
+    return got.hbm_read.get("K", 0) / (sets * n * MODEL_CHUNK) - 1, float(sum(got.hbm_write.values()))
+
+
+def model_grid_excess(hardware, set_mib: int, tiles: int, resident: int, sets: int = GRID_SETS, q: int = 0,
+                      o: int = 1, **kw) -> float:
+    """The excess reads of :func:`model_grid` (a fraction of all sets' bytes)."""
+    return model_grid(hardware, set_mib, tiles, resident, sets, q, o, **kw)[0]
+
+
+def measured_written_back(rows: list[dict], row: dict) -> float:
+    """A ``gridqo`` row's DRAM writes of its O blocks (bytes): its ``dram_write`` less that of the (0, 0) row of the same
+    set size, which stores nothing and still records about 2.3 MiB (the same on every set size: not the pattern's)."""
+    base = next(r["dram_write"] for r in rows if r["pattern"] == "gridqo" and (r["q"], r["o"]) == (0, 0)
+                and r["mib"] == row["mib"])
+    return row["dram_write"] - base
 
 
 def half_points(rows: list[dict]) -> dict[int, float | None]:
@@ -277,46 +308,78 @@ def _resident(rec: dict, row: dict) -> int:
 
 
 def compare(path: str) -> int:
-    """Print the model's prediction of a receipt's patterns beside the measured values (CPU)."""
+    """Print the model's prediction of a receipt's patterns beside the measured values (CPU): the forward's constants
+    (:data:`~iomodel.cache.params.FORWARD_L2`) and the :data:`LEGACY` ones."""
+    from iomodel.cache.params import forward_l2_of
+
     rec, hw = _receipt(path)
-    print(f"split (model's miss per pass is the same for every S), {hw.name}: W MiB, model, measured by S")
+    f = forward_l2_of(hw)
+    print(f"{hw.name}: the forward's constants ({f.ways} ways, Q {f.q_share:g}, written {f.write_share:g}, write-back "
+          f"at {f.write_fraction:g}) / the legacy ones (24 ways, Q 1, written 0.5 at 0.5)")
+    print("split (model's miss per pass is the same for every S): W MiB, model, legacy, measured by S")
     for mib in SPLIT_MIB:
         meas = {r["sets"]: r["miss_per_pass"] for r in rec["summary"] if r["pattern"] == "split" and r["mib"] == mib}
-        print(f"  {mib:>3} {model_split_miss(hw, mib, 1):6.3f}  " + " ".join(f"S{s} {meas[s]:6.3f}" for s in sorted(meas)))
-    print("grid / gridqo: T, set MiB, (q, o), model excess, measured excess")
+        print(f"  {mib:>3} {model_split_miss(hw, mib, 1):6.3f} {model_split_miss(hw, mib, 1, **LEGACY):6.3f}  "
+              + " ".join(f"S{s} {meas[s]:6.3f}" for s in sorted(meas)))
+    print("grid / gridqo: T, set MiB, (q, o), excess reads: model, legacy, measured; gridqo O written back (MiB): "
+          "model, legacy, measured")
     for r in rec["summary"]:
         if r["pattern"] not in ("grid", "gridqo") or r.get("missing"):
             continue
         q, o = r.get("q", 0), r.get("o", 1)
         resident = _resident(rec, r)
-        model = model_grid_excess(hw, r["mib"], r["tiles"], resident, q=q, o=o)
-        print(f"  {r['pattern']:>6} {r['tiles']:>4} {r['mib']:>3} ({q}, {o}) {model:6.3f} {r['excess']:6.3f}  (W = {resident})")
+        (e, w), (le, lw) = (model_grid(hw, r["mib"], r["tiles"], resident, q=q, o=o),
+                            model_grid(hw, r["mib"], r["tiles"], resident, q=q, o=o, **LEGACY))
+        wb = (f"  {w / 2**20:6.2f} {lw / 2**20:6.2f} {measured_written_back(rec['summary'], r) / 2**20:6.2f}"
+              if r["pattern"] == "gridqo" and o else "")
+        print(f"  {r['pattern']:>6} {r['tiles']:>4} {r['mib']:>3} ({q}, {o}) {e:6.3f} {le:6.3f} {r['excess']:6.3f}{wb}"
+              f"  (W = {resident})")
     return 0
 
 
-#: The trial grid of :func:`fit`: read ways, a private (Q) block's weight, a written (O) byte's weight.
-FIT_WAYS, FIT_Q_WEIGHTS, FIT_WRITE_SHARES = (24, 48, 96, 192), (0.5, 0.625, 0.75, 1.0), (0.5, 0.625, 0.75, 0.875, 1.0)
+#: The trial grid of :func:`fit`: ways, a Q byte's weight, a written byte's weight, the write-back fraction of the L2.
+FIT_WAYS, FIT_Q_WEIGHTS, FIT_WRITE_SHARES = (24, 48, 96, 192), (0.5, 0.625, 0.75, 1.0), (0.5, 0.625, 0.75)
+FIT_WRITE_FRACTIONS = (0.375, 0.4375, 0.5)
+
+
+def fit_rows(path: str) -> list[tuple[float, float, float, int, float, float, float]]:
+    """Every trial constant set of :func:`fit` with its squared errors against a receipt, best first: (reads + writes,
+    reads, writes, ways, Q weight, write share, write fraction). Reads: the ``grid``/``gridqo`` excess and the one-set
+    ``split`` curve (fractions of the working set); writes: each ``gridqo`` row's O bytes written back, as a fraction
+    of the O bytes written (:func:`measured_written_back`)."""
+    rec, hw = _receipt(path)
+    rows_all = rec["summary"]
+    grid = [r for r in rows_all if r["pattern"] in ("grid", "gridqo") and not r.get("missing")]
+    resident = {id(r): _resident(rec, r) for r in grid}
+    one = [r for r in rows_all if r["pattern"] == "split" and r["sets"] == 1 and not r.get("missing")]
+    out = []
+    for ways in FIT_WAYS:
+        se_split = sum((model_split_miss(hw, r["mib"], 1, ways=ways, l2_fraction=0.5, stored_share=0.5)
+                        - r["miss_per_pass"]) ** 2 for r in one)
+        for qw in FIT_Q_WEIGHTS:
+            for share in FIT_WRITE_SHARES:
+                for frac in FIT_WRITE_FRACTIONS:
+                    se_r, se_w = se_split, 0.0
+                    for r in grid:
+                        q, o = r.get("q", 0), r.get("o", 1)
+                        e, w = model_grid(hw, r["mib"], r["tiles"], resident[id(r)], q=q, o=o, ways=ways,
+                                          q_share=qw, stored_share=share, l2_fraction=frac)
+                        se_r += (e - r["excess"]) ** 2
+                        if r["pattern"] == "gridqo" and o:
+                            written = r["tiles"] * r["sets"] * o * BLOCK * 4
+                            se_w += ((w - measured_written_back(rows_all, r)) / written) ** 2
+                    out.append((se_r + se_w, se_r, se_w, ways, qw, share, frac))
+    out.sort()
+    return out
 
 
 def fit(path: str) -> int:
-    """Rank the trial constants by the squared error of the model against a receipt's ``grid``/``gridqo`` excess and
-    one-set ``split`` curve (CPU, about 90 s): calibration toward issue 12 item 2, no constant is taken from it here."""
-    rec, hw = _receipt(path)
-    grid = [r for r in rec["summary"] if r["pattern"] in ("grid", "gridqo") and not r.get("missing")]
-    resident = {id(r): _resident(rec, r) for r in grid}
-    one = [r for r in rec["summary"] if r["pattern"] == "split" and r["sets"] == 1 and not r.get("missing")]
-    rows = []
-    for ways in FIT_WAYS:
-        se_split = sum((model_split_miss(hw, r["mib"], 1, ways=ways) - r["miss_per_pass"]) ** 2 for r in one)
-        for qw in FIT_Q_WEIGHTS:
-            for share in FIT_WRITE_SHARES:
-                errs = [model_grid_excess(hw, r["mib"], r["tiles"], resident[id(r)], q=r.get("q", 0), o=r.get("o", 1),
-                                          q_weight=qw, ways=ways, stored_share=share) - r["excess"] for r in grid]
-                rows.append((se_split + sum(e * e for e in errs), ways, qw, share, max(abs(e) for e in errs)))
-    rows.sort()
-    print("squared error (grid, gridqo and one-set split), read ways, Q weight, write share, worst grid error")
-    for r in rows[:8] + [r for r in rows if r[1:4] == (24, 1.0, 0.5)]:
-        print(f"  {r[0]:.4f}  {r[1]:>4} {r[2]:>6} {r[3]:>6}  {r[4]:.3f}")
+    """Rank the trial constants by the squared error of the model against a receipt's reads and writes (CPU, about
+    5 minutes; :func:`fit_rows`): the source of :data:`~iomodel.cache.params.FORWARD_L2`."""
+    rows = fit_rows(path)
+    print("squared error: reads + writes, reads, writes; ways, Q weight, write share, write-back fraction")
+    for r in rows[:8] + [r for r in rows if r[3:] == (24, 1.0, 0.5, 0.5)]:
+        print(f"  {r[0]:.4f} {r[1]:.4f} {r[2]:.4f}  {r[3]:>4} {r[4]:>6} {r[5]:>6} {r[6]:>7}")
     return 0
 
 
@@ -326,7 +389,8 @@ def main(argv=None) -> int:
     ap = one_line_parser(__doc__.splitlines()[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("--out", help="JSON receipt path")
     ap.add_argument("--compare", help="a receipt: print the L2 model's prediction beside it (CPU)")
-    ap.add_argument("--fit", help="a receipt: rank trial read ways, Q and write weights against it (CPU, ~90 s)")
+    ap.add_argument("--fit", help="a receipt: rank trial ways, Q and write weights and write-back fractions against its "
+                                  "reads and writes (CPU, ~5 min)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:

@@ -45,10 +45,12 @@ class StackOracle:
         self.order.append(key)
         return item, p
 
-    def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> float:
-        item, p = self._touch(key, tensor, 1.0)
+    def read(self, key: Any, tensor: str, nbytes: int, whole: bool, weight: float = 1.0) -> float:
+        item, p = self._touch(key, tensor, weight)
         miss = min(item[0], nbytes) * p + max(0, nbytes - item[0])
         item[0] = max(item[0], nbytes)
+        if weight != 1.0:  # the forward's Q (L2Params.q_share) weighs less from now on
+            item[1] = weight
         return miss
 
     def write(self, key: Any, tensor: str, nbytes: int) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
 import iomodel.cache.set_assoc as fast
 import iomodel.cache.simulate as simulate_mod
-from iomodel.cache.params import L2Params
+from iomodel.cache.params import ForwardL2, L2Params
 from iomodel.cache.predict import predict_tiled, predict_training_step
 from iomodel.spec import LayerSpec, Tiling
 import l2_reference as ref
@@ -39,7 +40,11 @@ def _shapes(n: int, seed: int) -> list[tuple[LayerSpec, Tiling, L2Params, str]]:
                         dq_block_m=rng.choice([32, 64]), dq_block_n=rng.choice([16, 32]))
         params = L2Params(rng.choice([256 << 10, 1 << 20, 4 << 20]), rng.choice([2, 4, 8]), rng.choice([1, 2]),
                           l2_fraction=rng.choice([0.5, 0.5, 0.5, 0.6]), ways=rng.choice([None, 4, 16, 24, 24]))
-        out.append((spec, tiling, params, rng.choice(["forward", "reverse"])))
+        order = rng.choice(["forward", "reverse"])
+        if rng.random() < 0.5:  # the forward's own constants (applied where ways and l2_fraction are the defaults)
+            params = replace(params, ways=24, l2_fraction=0.5, forward=ForwardL2(rng.choice([8, 48, 96]), rng.choice([0.5, 0.625, 1.0]),
+                                                       rng.choice([0.625, 0.75]), rng.choice([0.375, 0.4375]), "test"))
+        out.append((spec, tiling, params, order))
     return out
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -39,25 +40,38 @@ BUILD = {"fwd kernel": lambda s, t, w, o: prefill_waves(s, t, w, o, grouped=True
          "_bwd_reduce_dkdv": lambda s, t, w, o: reduce_dkdv_waves(s, t, w)}
 
 
-def _simulated(waves, capacity, share, ways, read_capacity=None):
-    """The simulation's sums before rounding: (reads, write-backs, still dirty) per tensor, waves."""
+def _simulated(waves, capacity, share, ways, read_capacity=None, q_share=1.0):
+    """The simulation's sums before rounding: (reads, write-backs, still dirty) per tensor, waves (Q read at weight
+    ``q_share``, member by member, as :func:`iomodel.cache.simulate.simulate` does)."""
     cache = SetAssoc(capacity, share, ways, read_capacity)
     reads: dict[str, float] = {}
     for wave in waves:
         for a in wave:
             if a.__class__ is ReadGroup:
-                for t, m in zip(a.tensors, cache.read_group(a.keys, a.nbytes)):
+                if q_share != 1.0 and "Q" in a.tensors:
+                    got = [cache.read(k, t, b, a.whole, q_share if t == "Q" else 1.0)
+                           for t, k, b in zip(a.tensors, a.keys, a.nbytes)]
+                else:
+                    got = cache.read_group(a.keys, a.nbytes)
+                for t, m in zip(a.tensors, got):
                     reads[t] = reads.get(t, 0) + m
             elif a.write:
                 cache.write(a.key, a.tensor, a.nbytes)
             else:
-                reads[a.tensor] = reads.get(a.tensor, 0) + cache.read(a.key, a.tensor, a.nbytes, a.whole)
+                w = q_share if a.tensor == "Q" else 1.0
+                reads[a.tensor] = reads.get(a.tensor, 0) + cache.read(a.key, a.tensor, a.nbytes, a.whole, w)
     still = cache.finish()
     return reads, dict(cache.writeback), still, len(waves)
 
 
+def _q(name, params):
+    """The Q weight of kernel ``name``: the forward's ``q_share``, 1 for the backward kernels."""
+    return params.q_share if name == "fwd kernel" else 1.0
+
+
 def _fast(name, spec, tiling, params, order):
-    model = stream.fast_model(name, spec, tiling, params.resident_programs, params.write_share, tile_order=order)
+    model = stream.fast_model(name, spec, tiling, params.resident_programs, params.write_share, tile_order=order,
+                              q_share=_q(name, params))
     if model is None:
         return None
     engine = model.engine(params.capacity, params.ways)
@@ -76,7 +90,7 @@ def _assert_same(name, spec, tiling, params, order):
     if fast is None:
         return False
     waves, req_r, req_w = BUILD[name](spec, tiling, params.resident_programs, order)
-    slow = _simulated(waves, params.capacity, params.write_share, params.ways, params.read_capacity)
+    slow = _simulated(waves, params.capacity, params.write_share, params.ways, params.read_capacity, _q(name, params))
     for k in range(3):
         assert _nonzero(fast[k]) == _nonzero(slow[k]), (name, k, spec, tiling, params, order)
     assert fast[3] == slow[3] and (fast[4], fast[5]) == (req_r, req_w)
@@ -104,7 +118,9 @@ def _shapes(n, seed, long=False):
                         bwd_group_splits=rng.choice([1, 1, 1, 2]) if spec.group > 1 else 1)
         params = L2Params(rng.choice([64 << 10, 256 << 10, 1 << 20]), rng.choice([2, 4, 8]), rng.choice([1, 2]),
                           l2_fraction=rng.choice([0.5, 0.5, 0.25, 1.0]), ways=rng.choice([1, 4, 16, 24, 24, 64]))
-        out.append((spec, tiling, params, rng.choice(["forward", "reverse"])))
+        order = rng.choice(["forward", "reverse"])
+        params = replace(params, q_share=rng.choice([1.0, 0.5, 0.625]))  # the forward's Q weight (L2Params.q_share)
+        out.append((spec, tiling, params, order))
     return out
 
 

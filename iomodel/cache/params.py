@@ -8,7 +8,7 @@ grid order in :mod:`iomodel.schedule.grid`.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from iomodel.errors import IomodelError
@@ -42,6 +42,58 @@ MEASURED_L2_READ_FRACTION: dict[str, float] = {"H200": DEFAULT_L2_READ_FRACTION,
 #: measurements of receipts/ncu-h200-calib-dram-*, ncu-h200-holdout2-dp-* and
 #: ncu-h200-holdout3-* (docs/l2-calibration.md, "Set-associative replacement").
 DEFAULT_L2_WAYS = 24
+@dataclass(frozen=True)
+class ForwardL2:
+    """The forward kernel's L2 constants on one device, from the microbenchmarks of its own access pattern (a
+    tiles-fastest grid of programs reading private Q blocks, re-reading shared K/V sets and writing private O blocks:
+    ``benchmarks/l2_split_microbench.py``, ``gridqo`` and one-set ``split``), replacing for every forward launch
+    (prefill, decode, ragged; the training step's ``_attn_fwd``) the constants fitted on attention receipts
+    (:data:`DEFAULT_L2_WAYS`, :data:`DEFAULT_L2_FRACTION`). The backward kernels keep those.
+
+    Attributes:
+        ways: associativity A of a read miss and a dirty line's write-back (sharper than 24: one set re-read by every
+            SM goes from 2 % to 98 % missed within about ±12 % of its half-miss point).
+        q_share: read-equivalent bytes one byte of Q occupies (a Q tile is read by one program, one SM: held in
+            fewer partitions than K/V, which every program of a wave reads).
+        write_share: read-equivalent bytes one written byte (O, LSE, split-KV partials) occupies.
+        write_fraction: fraction of the L2 a dirty line's write-back is judged against.
+        source: the receipts and the fit, one clause (the estimate's assumptions quote it).
+    """
+
+    ways: int
+    q_share: float
+    write_share: float
+    write_fraction: float
+    source: str
+
+
+#: Written byte weight and write-back fraction of the forward (both devices): the best of the H100's joint fit of the
+#: ``gridqo`` pattern's reads and writes (receipts/l2-split-h100-2026-12-06-b.json, ``l2_split_microbench.py --fit``);
+#: on the H200's receipt the same pair, with its own ways and Q weight, ranks third, its squared error 11 % above the
+#: best there (0.75, 0.5), a choice among near-tied fits that the attention calibration receipts made
+#: (docs/l2-calibration.md, "The forward's constants from its own microbenchmark").
+FWD_WRITE_SHARE, FWD_WRITE_FRACTION = 0.625, 0.4375
+#: The forward's constants per measured preset (ways and Q weight: the best read fit of each device's split receipt,
+#: ``l2_split_microbench.py --fit``; the write pair :data:`FWD_WRITE_SHARE`, :data:`FWD_WRITE_FRACTION`). A preset
+#: not listed (the A100) takes the H200's, and says so (:func:`forward_l2_of`). Adopted 2026-12-06.
+FORWARD_L2: dict[str, ForwardL2] = {
+    "H200": ForwardL2(192, 0.625, FWD_WRITE_SHARE, FWD_WRITE_FRACTION,
+                      "fitted on the H200's forward-pattern microbenchmark, receipts/l2-split-h200-2026-12-06.json"),
+    "H100-SXM": ForwardL2(96, 0.5, FWD_WRITE_SHARE, FWD_WRITE_FRACTION,
+                          "fitted on the H100's forward-pattern microbenchmark, receipts/l2-split-h100-2026-12-06-b.json"),
+}
+
+
+def forward_l2_of(hardware: Any) -> ForwardL2:
+    """The forward's L2 constants of ``hardware``'s preset (:data:`FORWARD_L2`), else the H200's with a source that
+    says it was not measured there."""
+    preset = hardware_preset(hardware)
+    if preset in FORWARD_L2:
+        return FORWARD_L2[preset]
+    h200 = FORWARD_L2["H200"]
+    return replace(h200, source=f"not measured on the {preset or 'unnamed device'}: the H200's ({h200.source})")
+
+
 #: Read-equivalent bytes one byte stored by the ``_bwd_dq`` kernel occupies in L2 (the forward's
 #: stores and the other backward kernels' weigh ``l2_fraction``, 0.5). Source: fitted, not a
 #: mechanism: with 0.5 the model over-predicts the dQ kernel's DRAM writes on the 159 dQ launches
@@ -234,6 +286,11 @@ class L2Params:
             :attr:`write_share`'s rule (None: the rule; the training step gives ``_bwd_dq``
             :data:`DQ_WRITE_SHARE` and the Gluon launch's split ``_bwd_dkdv``
             :data:`GLUON_DKDV_PARTIAL_WRITE_SHARE`); a dyadic fraction in (0, 1] keeps the sums exact.
+        q_share: read-equivalent bytes one byte of the forward's Q occupies (1: as any read; :meth:`for_forward`
+            sets the device's :attr:`ForwardL2.q_share`); a dyadic fraction in (0, 1] keeps the sums exact.
+        forward: the forward kernel's own constants (:class:`ForwardL2`; :meth:`of` sets the device's,
+            :func:`forward_l2_of`), which :meth:`for_forward` applies where the other fields are the model's defaults;
+            None: every kernel the same constants.
 
     Raises:
         IomodelError: l2_fraction outside (0, 1], a non-positive size or count, ways < 1,
@@ -250,6 +307,8 @@ class L2Params:
     stored_share: float | None = None
     read_fraction: float = DEFAULT_L2_READ_FRACTION
     read_source: str = ""
+    q_share: float = 1.0
+    forward: ForwardL2 | None = None
 
     @classmethod
     def of(cls, hardware: Any, programs_per_sm: int = 1, **kw: Any) -> "L2Params":
@@ -268,7 +327,30 @@ class L2Params:
             kw.setdefault("read_source", read_fraction_source(hardware))
         else:
             kw.setdefault("read_source", "as given")
+        kw.setdefault("forward", forward_l2_of(hardware))
         return cls(hardware.l2_bytes, hardware.num_sms, programs_per_sm, **kw)
+
+    def for_forward(self) -> "L2Params":
+        """The parameters a forward launch is predicted with: :attr:`forward`'s ways, Q weight, written-byte weight
+        and write-back fraction (:class:`ForwardL2`) where it is set and the other fields are the model's defaults
+        (:data:`DEFAULT_L2_WAYS`, :data:`DEFAULT_L2_FRACTION`, written lines once, no stored or Q share given);
+        else ``self`` unchanged (a user's ``--l2-ways``/``--l2-fraction`` sets one model for every kernel). Raises
+        nothing."""
+        f = self.forward
+        if (f is None or self.ways != DEFAULT_L2_WAYS or self.l2_fraction != DEFAULT_L2_FRACTION
+                or not self.write_once or self.stored_share is not None or self.q_share != 1.0):
+            return self
+        return replace(self, ways=f.ways, l2_fraction=f.write_fraction, stored_share=f.write_share, q_share=f.q_share)
+
+    @property
+    def forward_source(self) -> str:
+        """One clause on the forward's constants where :meth:`for_forward` applied them, else ""."""
+        f = self.forward
+        if f is None or (self.ways, self.q_share, self.stored_share, self.l2_fraction) != (
+                f.ways, f.q_share, f.write_share, f.write_fraction):
+            return ""
+        return (f"the forward's constants: {f.ways} ways, a Q byte weighing {f.q_share:g}, a written byte "
+                f"{f.write_share:g}, write-back judged at {f.write_fraction:g} of the L2 ({f.source})")
 
     @property
     def read_origin(self) -> str:
@@ -300,6 +382,10 @@ class L2Params:
         if self.ways is not None and (not isinstance(self.ways, int) or not 1 <= self.ways <= MAX_L2_WAYS):
             raise IomodelError(f"L2 ways must be an integer from 1 to {MAX_L2_WAYS} or None (fully associative), "
                                f"got {self.ways!r}")
+        if isinstance(self.q_share, bool) or not isinstance(self.q_share, numbers.Real) or not 0 < self.q_share <= 1:
+            raise IomodelError(f"q_share must be in (0, 1] (a number), got {self.q_share!r}")
+        if self.q_share != 1.0 and self.ways is None:
+            raise IomodelError("q_share below 1 needs the set-associative L2 (ways), not the fully associative LRU")
         if self.stored_share is not None and (isinstance(self.stored_share, bool)
                                               or not isinstance(self.stored_share, numbers.Real)
                                               or not 0 < self.stored_share <= 1):

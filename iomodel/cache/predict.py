@@ -192,7 +192,7 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
 
         k = fast_kernel_l2(name, spec, tiling, w, params.capacity, params.write_share, params.ways,
                            tile_order=tile_order, grid_order=grid_order, key_order=key_order,
-                           read_capacity=params.read_capacity)
+                           read_capacity=params.read_capacity, q_share=params.q_share)
         if k is not None:
             return k
     launch = ({"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order, "persistent": persistent}
@@ -205,7 +205,8 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
         if _WAVES is not None:
             _WAVES[key] = built
     waves, r, wr = built
-    k = simulate(name, waves, params.capacity, params.write_share, params.ways, params.read_capacity)
+    k = simulate(name, waves, params.capacity, params.write_share, params.ways, params.read_capacity,
+                 _q_weights(params))
     k.requested_read, k.requested_write = dict(r), dict(wr)
     return k
 
@@ -261,7 +262,14 @@ def compulsory_write_bytes(spec: LayerSpec, lse: bool = True) -> int:
     return spec.batch * spec.heads * spec.seqlen_q * (spec.head_dim * spec.width + (LSE_WIDTH if lse else 0))
 
 
+def _q_weights(params: L2Params) -> dict[str, float] | None:
+    """The simulation's read weights of ``params`` (:func:`~iomodel.cache.simulate.simulate`): the forward's Q at
+    :attr:`~iomodel.cache.params.L2Params.q_share`, or None (every read 1)."""
+    return None if params.q_share == 1.0 else {"Q": params.q_share}
+
+
 def _common_assumptions(params: L2Params) -> list[str]:
+    fwd = params.forward_source
     return [
         f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
         "(two L2 partitions each caching what their SMs read)" + ("." if params.ways is None else
@@ -270,11 +278,14 @@ def _common_assumptions(params: L2Params) -> list[str]:
         "run at once, in grid order (axis 0 fastest), in waves.",
         ("L2 keeps the most recently used items (fully associative LRU) in chunks of K/V key rows, so re-read "
          "K/V hits while the bytes touched since its last use fit the effective capacity." if params.ways is None else
-         f"L2 is set-associative ({params.ways} ways, fitted; hashed sets, LRU within a set): an item touched again "
+         f"L2 is set-associative ({params.ways} ways, {'from microbenchmarks' if fwd else 'fitted'}; hashed sets, LRU "
+         f"within a set): an item touched again "
          f"after D distinct bytes is gone with probability P(Poisson({params.ways}·D/C) ≥ {params.ways}), "
          f"C = {human_bytes(params.read_capacity, decimals=1)} for a read ({params.read_fraction:g} × the L2: "
          f"the half-miss point of a set every SM re-reads, {params.read_origin}) and the effective capacity for a "
-         "dirty line's write-back; K/V are tracked in chunks of key rows and the bytes are expected values."),
+         "dirty line's write-back; K/V are tracked in chunks of key rows and the bytes are expected values."
+         + (f" A Q byte weighs {params.q_share:g} and a written byte {params.write_share:g} of a K/V byte in D; "
+            f"{fwd}." if fwd else "")),
         "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
         "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else
         "L2 content is not flushed between kernels.",
@@ -308,6 +319,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     """
     if spec.backward:
         raise IomodelError("the L2-aware prediction covers the forward kernel only: use --pass fwd")
+    params = params.for_forward()  # the forward's own constants (iomodel.cache.params.ForwardL2)
     if schedule is None:
         schedule = Schedule.for_tiling(tiling, tile_order=tile_order) if tile_order in TILE_ORDERS else None
     else:
@@ -331,7 +343,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
             k = built
         else:
             waves, r, wr = built
-            k = simulate(name, waves, cap, share, ways, params.read_capacity)
+            k = simulate(name, waves, cap, share, ways, params.read_capacity, _q_weights(params))
             k.requested_read, k.requested_write = r, wr
         kernels.append(k)
         _add(req_r, k.requested_read)
@@ -523,6 +535,7 @@ def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params
     reason = ragged_programs_refusal(tiling.heads_per_program, tiling.writes_lse)
     if reason is not None:
         raise IomodelError(reason)
+    params = params.for_forward()  # the forward's own constants (iomodel.cache.params.ForwardL2)
     waves: list[list[Any]] = []
     req_r: dict[str, int] = {}
     req_w: dict[str, int] = {}
@@ -533,7 +546,8 @@ def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params
         waves += [_rekeyed(wave, n) for wave in ws]
         _add(req_r, r)
         _add(req_w, w)
-    k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways, params.read_capacity)
+    k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways, params.read_capacity,
+                 _q_weights(params))
     k.requested_read, k.requested_write = req_r, req_w
     return k
 

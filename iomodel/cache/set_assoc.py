@@ -199,11 +199,15 @@ class SetAssoc:
         self._total += item[0] * item[1]
         self._now += 1
 
-    def read(self, key: Any, tensor: str, nbytes: int, whole: bool) -> float:
-        """Touch ``nbytes`` of an item; returns the expected bytes that miss (read from HBM)."""
-        item, p = self._touch(key, tensor, 1.0)
+    def read(self, key: Any, tensor: str, nbytes: int, whole: bool, weight: float = 1.0) -> float:
+        """Touch ``nbytes`` of an item; returns the expected bytes that miss (read from HBM). ``weight``: the
+        read-equivalent bytes one of its bytes occupies from now on (1: a line every SM may read, held in both L2
+        partitions; the forward's Q, read by one program, :attr:`~iomodel.cache.params.L2Params.q_share`)."""
+        item, p = self._touch(key, tensor, weight)
         miss = min(item[0], nbytes) * p + max(0, nbytes - item[0])
         item[0] = max(item[0], nbytes)
+        if weight != 1.0:
+            item[1] = weight
         self._push(item)
         return miss
 

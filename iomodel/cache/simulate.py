@@ -15,6 +15,7 @@ from iomodel.cache.lru import LRU, new_lru
 from iomodel.cache.params import STREAM_SLICES, exact_write_share
 from iomodel.cache.set_assoc import SetAssoc
 from iomodel.schedule.grid import Access, ReadGroup
+from iomodel.errors import IomodelError
 from iomodel.spec import LayerSpec
 
 
@@ -69,7 +70,8 @@ def _close(cache: LRU | SetAssoc, out: KernelL2, reads: dict[str, float]) -> Ker
 
 
 def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_share: float = 1.0,
-             ways: int | None = None, read_capacity: int | None = None) -> KernelL2:
+             ways: int | None = None, read_capacity: int | None = None, read_weights: dict[str, float] | None = None
+             ) -> KernelL2:
     """Run the L2 over the waves of one kernel (cold start) and collect HBM bytes per tensor.
 
     Args:
@@ -85,14 +87,19 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
             bytes rounded per tensor (:func:`evict_probability`).
         read_capacity: the set-associative cache's capacity for read misses (bytes; default
             ``capacity``, which stays the capacity of written lines' write-back).
+        read_weights: read-equivalent bytes one byte read of a tensor occupies, per tensor (default 1 each; the
+            forward's ``{"Q": q_share}``, :attr:`~iomodel.cache.params.L2Params.q_share`); set-associative only.
 
     Returns:
         :class:`KernelL2` with HBM reads (misses), writes (dirty evictions) and what is
         left dirty at the end (not counted in the kernel's DRAM writes).
 
     Raises:
-        IomodelError: write_share outside (0, 1].
+        IomodelError: write_share outside (0, 1]; read_weights with the fully associative LRU or outside (0, 1].
     """
+    weights = {t: x for t, x in (read_weights or {}).items() if x != 1.0}
+    if weights and (ways is None or not all(0 < x <= 1 for x in weights.values())):
+        raise IomodelError(f"read weights {weights} need the set-associative L2 and values in (0, 1]")
     cache = _new_cache(capacity, write_share, ways, read_capacity)
     out = KernelL2(name)
     reads: dict[str, float] = {}
@@ -100,7 +107,7 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
     read, write = cache.read, cache.write
     # one stack entry per group needs exact byte sums: written bytes weigh write_share, so only
     # when it is a dyadic fraction (0.5, 1); otherwise member by member, as before
-    exact = exact_write_share(write_share)
+    exact = exact_write_share(write_share) and all(exact_write_share(x) for x in weights.values())
     # the LRU's read_group is its per-member loop in one call (exact integers at any write share)
     # (a cache without read_group, e.g. the tests' slow oracle, is read member by member)
     read_group = getattr(cache, "read_group", None) if exact or isinstance(cache, LRU) else None
@@ -108,7 +115,9 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
         n += 1
         for a in wave:
             if a.__class__ is ReadGroup:
-                if read_group is None:  # a non-dyadic write_share: member by member
+                if weights and any(t in weights for t in a.tensors):  # a weighted read: member by member
+                    misses = [read(k, t, b, a.whole, weights.get(t, 1.0)) for t, k, b in zip(a.tensors, a.keys, a.nbytes)]
+                elif read_group is None:  # a non-dyadic write_share: member by member
                     misses = [read(k, t, b, a.whole) for t, k, b in zip(a.tensors, a.keys, a.nbytes)]
                 else:
                     misses = read_group(a.keys, a.nbytes, a.tensors, a.whole)
@@ -118,6 +127,8 @@ def simulate(name: str, waves: Iterable[Sequence[Access]], capacity: int, write_
             tensor, key, nbytes, is_write, whole = a
             if is_write:
                 write(key, tensor, nbytes)
+            elif tensor in weights:
+                reads[tensor] = reads.get(tensor, 0) + read(key, tensor, nbytes, whole, weights[tensor])
             else:
                 reads[tensor] = reads.get(tensor, 0) + read(key, tensor, nbytes, whole)
     out.waves = n

@@ -763,7 +763,7 @@ class _QStationary:
     range, fresh per-row writes (per run, in ``row_writes`` order). Units: rows and bytes."""
 
     def __init__(self, spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
-                 row_reads: dict[str, int], row_writes: dict[str, int], share: float) -> None:
+                 row_reads: dict[str, int], row_writes: dict[str, int], share: float, read_weight: float = 1.0) -> None:
         if tile_order not in TILE_ORDERS:
             raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
         B, H, Hk = spec.batch, spec.heads, spec.kv_heads
@@ -787,6 +787,8 @@ class _QStationary:
         self.n_lanes = B * Hk
         self.rr, self.rw = list(row_reads.items()), list(row_writes.items())
         self.rr_sum, self.rw_sum = sum(row_reads.values()), sum(row_writes.values())
+        # a fresh row byte's weight in the stack (the forward's Q, read by one program: L2Params.q_share)
+        self.rr_weight = self.rr_sum * read_weight
         self.rw_names = [t for t, _ in self.rw]
         self.rw_ids = np.arange(len(self.rw), dtype=np.int64)
         self.rw_bytes = np.array([b for _, b in self.rw], dtype=np.int64)
@@ -816,7 +818,7 @@ class _QStationary:
         p1 = np.minimum(p0 + w, self.total)
         rows = self._rows_before(p1) - self._rows_before(p0)
         self.p0, self.p1, self.rows = p0, p1, rows
-        self.fresh_weight = rows * float(self.rr_sum) + rows * (self.rw_sum * self.share)
+        self.fresh_weight = rows * float(self.rr_weight) + rows * (self.rw_sum * self.share)
         bh0, bh1 = p0 // t_r, (p1 - 1) // t_r
         self.bh0, self.bh1 = bh0, bh1
         self.two = bh1 - bh0 <= 1
@@ -857,7 +859,7 @@ class _QStationary:
         per_sum = 2 * self.kv_bytes
         writes = self.rows * (self.rw_sum * self.share)
         lb = np.full(n, -np.inf)
-        lb[1:] = writes[:-1] + self.rows[1:] * float(self.rr_sum) + (prev[1:] - self.chunk) * float(per_sum)
+        lb[1:] = writes[:-1] + self.rows[1:] * float(self.rr_weight) + (prev[1:] - self.chunk) * float(per_sum)
         ok_prev = np.zeros(n, dtype=bool)
         ok_prev[1:] = (prev[1:] >= 0) & (lb[1:] >= d_sat)
         return new_a | ok_prev
@@ -912,7 +914,7 @@ class _QStationary:
         ns = len(s_rows)
         nwr = len(self.rw)
         weight = np.empty(runs + ns + runs * nwr)
-        weight[:runs] = q * self.rr_sum
+        weight[:runs] = q * self.rr_weight
         wb = (q[:, None] * self.rw_bytes[None, :]).ravel()  # (run, tensor)
         weight[runs + ns:] = wb * self.share
         dropped = int(np.minimum(need, c0 * chunk).sum())
@@ -959,7 +961,7 @@ class _QStationary:
         spos = start[s_w] + runs_w[s_w] + s_k
         w_pos = (start[r_wave] + runs_w[r_wave] + ns_w[r_wave] + run_k * nwr)[:, None] + np.arange(nwr)[None, :]
         weight = np.zeros(int(size.sum()))
-        weight[q_pos] = q * self.rr_sum
+        weight[q_pos] = q * self.rr_weight
         wb = (q[:, None] * self.rw_bytes[None, :]).ravel()
         weight[w_pos.ravel()] = wb * self.share
         has_b = lb >= 0
@@ -1346,19 +1348,21 @@ def dkdv_simulated(spec: LayerSpec, tiling: Tiling) -> bool:
 
 
 def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: float, *,
-               tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending") -> Any:
+               tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending",
+               q_share: float = 1.0) -> Any:
     """The wave model of kernel ``name`` for the fast evaluation, or None where it does not apply.
 
     Applies to (see the module doc): ``fwd kernel``/``_attn_fwd`` and ``_bwd_dq`` without a window
     band, in the tiles-fastest grid with ascending key blocks (either tile order for the
     forward and ``_bwd_dq``); ``_bwd_dkdv`` with one group slice in the heads-outer loop order (or MHA);
     ``_bwd_preprocess``; ``_bwd_reduce_dkdv``; a write share that is a dyadic
-    fraction; at most :data:`MAX_STREAM_ITEMS` stream items.
+    fraction; at most :data:`MAX_STREAM_ITEMS` stream items. ``q_share``: the forward's Q bytes' weight in the stack
+    (:attr:`~iomodel.cache.params.L2Params.q_share`; a dyadic fraction keeps the sums exact, else None).
 
     Raises:
         IomodelError: an unknown tile_order (forward).
     """
-    if not exact_write_share(write_share) or spec.phase != "prefill":
+    if not exact_write_share(write_share) or not exact_write_share(q_share) or spec.phase != "prefill":
         return None
     d, s = spec.head_dim, spec.width
     B, H, Hk = spec.batch, spec.heads, spec.kv_heads
@@ -1371,7 +1375,7 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
         else:  # a packed GQA group per program: the layer of H / P heads, tiles of BLOCK_M / P rows of P heads each
             spec, block_m, p = packed_view(spec, tiling)
             model = _QStationary(spec, block_m, tiling.block_n, w, tile_order, {"Q": p * d * s},
-                                 forward_row_writes(tiling, p * d * s, p), write_share)
+                                 forward_row_writes(tiling, p * d * s, p), write_share, q_share)
         return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
     if name == "_bwd_dkdv":
         if dkdv_simulated(spec, tiling):
@@ -1613,7 +1617,8 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
 
 def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity: int, write_share: float,
                    ways: int | None, *, tile_order: str = "forward", grid_order: str = "tiles-fastest",
-                   key_order: str = "ascending", read_capacity: int | None = None) -> KernelL2 | None:
+                   key_order: str = "ascending", read_capacity: int | None = None,
+                   q_share: float = 1.0) -> KernelL2 | None:
     """One kernel launch through a cold L2, evaluated fast, or None where it does not apply.
 
     The result equals ``simulate(name, waves, capacity, write_share, ways, read_capacity)`` on the kernel's waves
@@ -1633,6 +1638,8 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
         tile_order, grid_order, key_order: the forward's launch (see :func:`iomodel.schedule.grid.prefill_waves`).
         read_capacity: capacity of a read miss (bytes; default ``capacity``; the fully associative LRU has
             one capacity, ``capacity``, as in ``simulate``).
+        q_share: the weight of a forward's Q byte in the stack (``simulate``'s ``read_weights={"Q": q_share}``; 1: as
+            any read).
 
     Returns:
         :class:`~iomodel.cache.simulate.KernelL2` (bytes per tensor), or None.
@@ -1642,8 +1649,10 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
     """
     if name not in (FAST_KERNELS if ways is not None else LRU_FAST_KERNELS):
         return None
+    if q_share != 1.0 and (ways is None or name not in ("fwd kernel", "_attn_fwd")):
+        return None  # a weighted Q is the set-associative forward's only (simulate refuses it elsewhere)
     model = fast_model(name, spec, tiling, w, write_share, tile_order=tile_order, grid_order=grid_order,
-                       key_order=key_order)
+                       key_order=key_order, q_share=q_share)
     if model is None or (ways is None and not _lru_exact(model, capacity, write_share)):
         return None
     if isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent:
