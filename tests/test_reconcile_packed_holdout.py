@@ -4,7 +4,9 @@ group, 3 streaming K/V past the L2; committed at 698eb62 with the packed model a
 measured on an H100 (``receipts/ncu-h100-packed-holdout1-2026-12-06.json``, the tree of 698eb62 by its source digest),
 predicted for the record's hardware (H100-SXM). VALIDATION of issue 12 item 1's ``heads_per_program``: nothing in the
 L2 model was fitted to packed launches. Every count below is what the committed receipt reconciles to, and any change
-of the model that moves one has to say so here."""
+of the model that moves one has to say so here. The forward's own constants (2026-12-06,
+iomodel.cache.params.FORWARD_L2) were chosen with these receipts seen: the counts under them are calibration since, the
+validation results are those "as measured" (under the constants before)."""
 
 from __future__ import annotations
 
@@ -41,7 +43,9 @@ REPEAT = "ncu-h100-packed-holdout1-2026-12-06-b.json"
 
 @pytest.mark.parametrize("receipt", [RECEIPT, REPEAT])
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (12, 12), (12, 12)),  # writes 8/12 (the repeat 6/12) on +-10 % alone: small ones, within the 1 MiB floor
+    # writes on +-10 % alone: 8/12 (the repeat 6/12) as measured; 7/12 (the repeat 7/12) under the forward's own
+    # constants (2026-12-06, calibration since): small ones, within the 1 MiB floor
+    ("HBM", (12, 12), (12, 12)),
     ("L2", (12, 12), (12, 12)),
 ])
 def test_holdout_counts(reconciled_receipt, receipt, level, read, write):
@@ -53,7 +57,9 @@ def test_holdout_counts(reconciled_receipt, receipt, level, read, write):
 def test_holdout_reads_past_l2_and_the_floor_cases(reconciled_receipt):
     """The three shapes whose K/V outgrow the H100's L2 (128-197 MiB) read within 1 % of the prediction: a KV head's
     packed programs stream its K/V together. The writes within the floor alone: three shapes whose outputs stay in
-    L2 (0 predicted, 29-60 KiB measured) and one at 0.65x of 1.3 MiB."""
+    L2 (0 predicted, 29-60 KiB measured) and, as measured, one at 0.65x of 1.3 MiB (B 4 H 16 on 2, d 64); under the
+    forward's own constants (2026-12-06, calibration since) that one at 4.9x of 181 KiB predicted and B 2 H 32 on 4,
+    1k against 8k, at 0.88x of 8.2 MiB."""
     rec = reconciled_receipt(RECEIPT)
     by_id = {r.id: r.level("HBM") for r in rec.rows}
     for sid in ("b1-h32-kv8-d128-bf16-q64-k32768-nc-tiled-p4", "b1-h32-kv4-d128-bf16-q256-k100000-br-tiled-p8",
@@ -63,10 +69,15 @@ def test_holdout_reads_past_l2_and_the_floor_cases(reconciled_receipt):
     floor_only = sorted(r.id for r in rec.rows if rec.within(r, "HBM", "write")
                         and not rec.within_relative(r, "HBM", "write"))
     assert floor_only == ["b1-h16-kv1-d128-bf16-q128-k65536-nc-tiled-p16", "b1-h32-kv4-d128-bf16-q256-k100000-br-tiled-p8",
-                          "b1-h32-kv8-d128-bf16-q64-k32768-nc-tiled-p4", "b4-h16-kv2-d64-fp16-q2048-k2048-nc-tiled-p8"]
-    worst = min(by_id.values(), key=lambda h: h.measured_read / h.predicted_read)
-    # B 1 H 64 on 8, 2k against 16k, P 2: 0.932x at validation, with the H200's read fraction borrowed for the H100
-    assert round(worst.measured_read / worst.predicted_read, 3) == 0.945
+                          "b1-h32-kv8-d128-bf16-q64-k32768-nc-tiled-p4", "b2-h32-kv4-d128-bf16-q1024-k8192-br-tiled-p8",
+                          "b4-h16-kv2-d64-fp16-q2048-k2048-nc-tiled-p8"]
+    ratio = {sid: h.measured_read / h.predicted_read for sid, h in by_id.items()}
+    # B 1 H 64 on 8, 2k against 16k, P 2, the read furthest from the model: 0.932x at validation, with the H200's read
+    # fraction borrowed for the H100; 0.945x with the H100's own (the lowest ratio, before 2026-12-06); under the
+    # forward's own constants (2026-12-06, calibration since) 1.015x, the highest, and no shape reads below 1.000x
+    assert max(ratio, key=ratio.get) == "b1-h64-kv8-d128-bf16-q2048-k16384-br-tiled-p2"
+    assert round(ratio["b1-h64-kv8-d128-bf16-q2048-k16384-br-tiled-p2"], 3) == 1.015
+    assert round(min(ratio.values()), 3) == 1.0
 
 
 #: The same sweep on the H200 (2026-12-06, the first H200 of the day; the model's H200 bytes unchanged since 698eb62).
@@ -74,7 +85,9 @@ ON_H200 = "ncu-h200-packed-holdout1-2026-12-06.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (12, 12), (12, 12)),  # writes 7/12 on +-10 % alone: small ones, within the 1 MiB floor
+    # writes on +-10 % alone: 7/12 as measured, 5/12 under the forward's own constants (2026-12-06, calibration
+    # since): small ones, within the 1 MiB floor
+    ("HBM", (12, 12), (12, 12)),
     ("L2", (12, 12), (12, 12)),
 ])
 def test_holdout_counts_on_the_h200(reconciled_receipt, level, read, write):

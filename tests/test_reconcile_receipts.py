@@ -47,6 +47,9 @@ FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-win
                   "ncu-h200-packed-holdout1-2026-12-06.json": 12,
                   # the H100's own read capacity: its hold-out (14 forward shapes by cuDNN and the bundled kernel)
                   "ncu-h100-readcap-holdout1-2026-12-06.json": 14,
+                  # the forward's own L2 constants: its hold-out on an H100 (17 shapes) and the H200 sweep's 17
+                  # shapes, measured on an H100 when no H200 could be had
+                  "ncu-h100-fwdl2-holdout1-2026-12-06.json": 17, "ncu-h100-fwdl2-holdout1-h200shapes-2026-12-06.json": 17,
                   "ncu-h200-serving1-2026-12-01.json": 10, "ncu-h200-ragged1-2026-12-01.json": 8,
                   "ncu-h200-ragged2-2026-12-01.json": 10,
                   # calibration probes of issue 12 (capacity edge, peers): bundled-kernel shapes in each
@@ -152,47 +155,36 @@ def test_holdout_bundled_kernel_reads_and_l2_within_tolerance(holdout):
         # The L2 level compares lts__t_sectors_srcunit_tex_op_* here (no SM-side crossbar bytes
         # in the receipt): the L2 merges simultaneous lookups of one sector, so reads fall short
         # of the requests on small one-wave shapes (18/32).
-        (CALIBRATION.name, {"tHr": (32, 32), "tHw": (16, 32), "tLr": (18, 32), "tLw": (32, 32),
-                            "bHr": (12, 12), "bHw": (10, 12)}),
+        (CALIBRATION.name, {"tHr": (31, 32), "tHw": (17, 32), "tLr": (18, 32), "tLw": (32, 32), "bHr": (12, 12), "bHw": (10, 12)}),
         # the first hold-out (40 shapes): its HBM writes miss the acceptance (16/33 < 90 %): the
         # six decode shapes (the decode kernel writes 1-2.5 MiB more than the model's stores
         # explain, most of it beyond every sector written into L2 during the kernel: see
         # foreign_write_notes) and small prefill write-backs (1-3 MiB, > 10 %). The L2 level
         # compares the SM-side crossbar bytes.
-        (HOLDOUT1.name, {"tHr": (32, 33), "tHw": (16, 33), "tLr": (33, 33), "tLw": (33, 33),
-                         "bHr": (7, 7), "bHw": (6, 7)}),
+        (HOLDOUT1.name, {"tHr": (33, 33), "tHw": (17, 33), "tLr": (33, 33), "tLw": (33, 33), "bHr": (7, 7), "bHw": (6, 7)}),
         # multi-pass DRAM bytes (replay residue in the writes)
-        ("ncu-h200-holdout2-2026-11-29.json", {"tHr": (31, 31), "tHw": (15, 31), "tLr": (31, 31), "tLw": (30, 31),
-                                               "bHr": (5, 6), "bHw": (4, 6)}),
+        ("ncu-h200-holdout2-2026-11-29.json", {"tHr": (31, 31), "tHw": (16, 31), "tLr": (31, 31), "tLw": (30, 31), "bHr": (5, 6), "bHw": (4, 6)}),
         # the same shapes, DRAM bytes from a single-pass run (dram_pass)
-        ("ncu-h200-holdout2-dp-2026-11-29.json", {"tHr": (31, 31), "tHw": (29, 31), "tLr": (31, 31), "tLw": (30, 31),
-                                                  "bHr": (5, 6), "bHw": (5, 6)}),
+        ("ncu-h200-holdout2-dp-2026-11-29.json", {"tHr": (31, 31), "tHw": (27, 31), "tLr": (31, 31), "tLw": (30, 31), "bHr": (5, 6), "bHw": (5, 6)}),
         # hold-out 3 (acceptance evidence of session 1, calibration data since session 2's l2_ways fit)
-        ("ncu-h200-holdout3-2026-11-29.json", {"tHr": (30, 30), "tHw": (28, 30), "tLr": (30, 30), "tLw": (30, 30),
-                                               "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout3-2026-11-29.json", {"tHr": (30, 30), "tHw": (27, 30), "tLr": (30, 30), "tLw": (30, 30), "bHr": (2, 2), "bHw": (2, 2)}),
         # the calibration shapes of h200 + h200-holdout re-measured in one pass (DRAM metrics only);
-        # reads 64/65 before the measured read capacity (2026-12-04), 65/65 with it
-        ("ncu-h200-calib-dram-2026-11-29.json", {"tHr": (65, 65), "tHw": (63, 65), "bHr": (19, 19), "bHw": (16, 19)}),
+        # reads 64/65 before the measured read capacity (2026-12-04), 65/65 with it, 64/65 with the forward's own
+        # constants (2026-12-06, writes 63 -> 62/65)
+        ("ncu-h200-calib-dram-2026-11-29.json", {"tHr": (64, 65), "tHw": (62, 65), "bHr": (19, 19), "bHw": (16, 19)}),
         # the fourth hold-out, first run (DRAM-only pass could autotune other tiles; first-kernel residue)
-        ("ncu-h200-holdout4-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "tLr": (31, 31), "tLw": (31, 31),
-                                               "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-2026-11-29.json", {"tHr": (31, 31), "tHw": (27, 31), "tLr": (31, 31), "tLw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
         # its shapes twice more, DRAM metrics only, each run autotuning afresh
-        ("ncu-h200-holdout4-repeat-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (30, 31), "bHr": (2, 2), "bHw": (2, 2)}),
-        ("ncu-h200-holdout4-repeat-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-repeat-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-repeat-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (29, 31), "bHr": (2, 2), "bHw": (2, 2)}),
         # second run: the DRAM-only pass pinned to the full run's configs (first-kernel residue left)
-        ("ncu-h200-holdout4-pinned-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "tLr": (31, 31),
-                                                      "tLw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
-        ("ncu-h200-holdout4-repeat-pinned-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (30, 31), "bHr": (2, 2),
-                                                               "bHw": (2, 2)}),
-        ("ncu-h200-holdout4-repeat-pinned-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (30, 31), "bHr": (2, 2),
-                                                               "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-pinned-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "tLr": (31, 31), "tLw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-repeat-pinned-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (30, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-repeat-pinned-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (29, 31), "bHr": (2, 2), "bHw": (2, 2)}),
         # third run, the acceptance evidence: pinned DRAM pass and a sacrificial first kernel per process
-        ("ncu-h200-holdout4-flush-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "tLr": (31, 31),
-                                                     "tLw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
-        ("ncu-h200-holdout4-flush-repeat-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "bHr": (2, 2),
-                                                              "bHw": (2, 2)}),
-        ("ncu-h200-holdout4-flush-repeat-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (31, 31), "bHr": (2, 2),
-                                                              "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-flush-2026-11-29.json", {"tHr": (31, 31), "tHw": (29, 31), "tLr": (31, 31), "tLw": (31, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-flush-repeat-a-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "bHr": (2, 2), "bHw": (2, 2)}),
+        ("ncu-h200-holdout4-flush-repeat-b-2026-11-29.json", {"tHr": (31, 31), "tHw": (28, 31), "bHr": (2, 2), "bHw": (2, 2)}),
     ],
 )
 def test_receipts_pin_the_counts_the_model_reaches(reconciled_receipt, name, counts):
@@ -220,7 +212,9 @@ def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
     """DRAM writes within ±10 % or 1 MiB on at least 90 % of the shapes (31/31 on the receipt of
     2026-11-29, 20/31 on ±10 % alone), and every write within only by the floor is either an
     immaterial write-back (under 0.5 % of the shape's DRAM bytes) or a miss under 15 % on a shape
-    whose own three measurements (this run and the two pinned repeats) spread by 10 % or more."""
+    whose own three measurements (this run and the two pinned repeats) spread by 10 % or more; under the forward's own
+    constants (2026-12-06; 29/31 within) one more, B1 H32 KV8 d128 2k causal, is within only by the floor with neither
+    excuse: predicted 0.1 MiB, measured 1.05 MiB (the model keeps more of its O dirty in L2 to the kernel's end)."""
     within, shapes = _fractions(holdout)[("tiled", "HBM", "write")]
     assert within >= 0.9 * shapes, (within, shapes)
     runs = [{s.id: s for s in Measurement.load(RECEIPTS_DIR / f"ncu-h200-holdout4-flush{x}-2026-11-29.json").shapes}
@@ -233,24 +227,32 @@ def test_holdout_bundled_kernel_writes_within_tolerance(holdout):
         if h.measured_write < 0.005 * (h.measured_read + h.measured_write):
             continue
         w = [run[r.id].quantity("dram_write_bytes") for run in runs]
+        if r.id == "b1-h32-kv8-d128-fp16-q2048-k2048-tl-tiled":
+            assert (round(h.predicted_write / 2**20, 2), round(h.measured_write / 2**20, 2)) == (0.09, 1.05)
+            continue
         assert abs(h.predicted_write - h.measured_write) < 0.15 * h.measured_write, r.id
         assert (max(w) - min(w)) >= 0.10 * min(w), (r.id, w)
         noisy += 1
-    assert noisy == 3
+    # 3 noisy misses under the constants before 2026-12-06; under the forward's own none: of those three, the 1k and 2.2k
+    # prefills now fall within ±10 % or, B1 H16 d128 3,328 tokens (1.6x predicted), outside, as does the split-KV decode
+    # below (predicted 1.9 MiB, measured 246 KiB; 1.2 MiB before, within by the floor)
+    assert noisy == 0
+    outside = sorted(r.id for r in holdout.rows if r.impl == "tiled" and not holdout.within(r, "HBM", "write"))
+    assert outside == ["b1-h16-kv16-d128-bf16-q3328-k3328-nc-tiled", "b2-h28-kv4-d128-fp16-q8-k20000-br-tiled"]
     # the tool lists those comparisons itself, with their numbers (report and JSON)
     floor = holdout.floor_only()
-    assert len(floor) == 11
+    assert len(floor) == 6  # 11 before 2026-12-06
     assert all(what == "HBM write" and "the gap is" in why for _, what, why in floor)
     from iomodel.report.reconcile_md import markdown
 
     md = markdown(holdout)
-    assert "## Within only by the absolute floor of 1.0 MiB (11)" in md
-    assert ("`b2-h28-kv4-d128-fp16-q8-k20000-br-tiled` (HBM write): predicted 1.2 MiB, measured 246.0 KiB "
-            "(5.0× measured); the gap is 975.9 KiB, 1.08% of the 88.5 MiB the shape moved at HBM") in md
+    assert "## Within only by the absolute floor of 1.0 MiB (6)" in md
+    assert ("`b1-h32-kv8-d128-fp16-q2048-k2048-tl-tiled` (HBM write): predicted 94.6 KiB, measured 1.0 MiB "
+            "(measured 11.3× predicted); the gap is 975.7 KiB, 3.80% of the 25.1 MiB the shape moved at HBM") in md
     assert ("`b1-h64-kv8-d128-bf16-q1-k131072-nc-tiled` (HBM write): predicted 0 B, measured 321.2 KiB "
             "(none predicted); the gap is 321.2 KiB, 0.06% of the 513.9 MiB the shape moved at HBM") in md
     assert "-100%" not in md and "−100" not in md
-    assert len(holdout.to_dict()["floor_only"]) == 11
+    assert len(holdout.to_dict()["floor_only"]) == 6
     outside = [(r, bad) for r, bad in holdout.outside() if r.impl == "tiled"]
     assert len(outside) == shapes - within
     for r, bad in outside:  # every HBM gap carries the fully associative LRU's prediction beside it
@@ -330,8 +332,9 @@ def test_the_capacity_edge_label_is_what_the_receipts_measured(reconciled_receip
     """The forward's ``rough`` read label (iomodel.cache.predict.forward_read_quality: a resident wave's K/V working set
     at FWD_EDGE_WORKING_SET times the read capacity) holds what iomodel/cache/params.py says of the committed forward
     runs (prefill, no backward): in the band the bundled kernel and SDPA cuDNN read FWD_EDGE_RATIO of the model,
-    FWD_EDGE_RUNS within ±10 % or 1 MiB; outside it the bundled kernel held on 528 of 533 runs, cuDNN on 50 of 51
-    (windowed layers are not labelled: they count as outside)."""
+    FWD_EDGE_RUNS within ±10 % or 1 MiB; outside it the bundled kernel held on 542 of 550 runs, cuDNN on 60 of 68
+    (windowed layers are not labelled: they count as outside; cuDNN's causal forward beyond 86k tokens on the H100 read
+    5.5-25x the model there, a schedule the model does not know)."""
     from iomodel.cache.params import FWD_EDGE_RATIO, FWD_EDGE_RUNS
 
     runs = {"tiled": {"rough": [], "predicted": []}, "sdpa-cudnn": {"rough": [], "predicted": []}}
@@ -349,5 +352,5 @@ def test_the_capacity_edge_label_is_what_the_receipts_measured(reconciled_receip
     assert ((len(runs["tiled"]["rough"]), sum(ok for _, ok in runs["tiled"]["rough"])),
             (len(runs["sdpa-cudnn"]["rough"]), sum(ok for _, ok in runs["sdpa-cudnn"]["rough"]))) == FWD_EDGE_RUNS
     assert (round(min(x for x, _ in band), 3), round(max(x for x, _ in band), 3)) == FWD_EDGE_RATIO
-    assert (len(runs["tiled"]["predicted"]), sum(ok for _, ok in runs["tiled"]["predicted"])) == (533, 528)
-    assert (len(runs["sdpa-cudnn"]["predicted"]), sum(ok for _, ok in runs["sdpa-cudnn"]["predicted"])) == (51, 50)
+    assert (len(runs["tiled"]["predicted"]), sum(ok for _, ok in runs["tiled"]["predicted"])) == (550, 542)
+    assert (len(runs["sdpa-cudnn"]["predicted"]), sum(ok for _, ok in runs["sdpa-cudnn"]["predicted"])) == (68, 60)

@@ -4,6 +4,11 @@
 bundled training steps and 6 eager steps, chosen and committed before they were measured and
 after the last change to the models they test). Its counts are pinned: a change of the model
 that moves them must say so here. Tolerances: DRAM ±10 % or 1 MiB; L2 ±15 % or 1 MiB.
+
+2026-12-06: every forward launch (the training steps' ``_attn_fwd`` among them) is predicted with the forward's own
+L2 constants (iomodel.cache.params.FORWARD_L2), chosen with every receipt here seen: each hold-out's counts under them
+are calibration since, no longer validation. Where a count moved, its comment keeps the value "as measured" (the
+validation result, under the constants before) beside the one under the forward's own constants.
 """
 
 from __future__ import annotations
@@ -59,8 +64,11 @@ def _counts(rec, impl, level, which):
     # the bundled step: reads 95 %, writes 84 % (the 6 misses: 4 causal GQA HEAD_DIM 128 steps
     # whose _bwd_dkdv makes 1.2-2.2x the modelled L2 requests, one MHA d64 causal +14 % write, and
     # a GQA d64 step writing 1.8 MiB whose dK/dV writes back 1.2 MiB more than predicted). Since
-    # DQ_WRITE_SHARE (fitted on this receipt among six) this receipt is CALIBRATION data.
-    ("tiled", "HBM", (36, 38), (32, 38)),
+    # DQ_WRITE_SHARE (fitted on this receipt among six) this receipt is CALIBRATION data. Under the
+    # forward's own constants (2026-12-06) writes 31/38, 82 % (32/38 before): the MHA d64 causal step is
+    # within (+11 %), and two non-causal steps miss, an MHA d64 one 1.4 MiB under and a GQA d128 one
+    # 1.2 MiB over the prediction
+    ("tiled", "HBM", (36, 38), (31, 38)),
     ("tiled", "HBM _attn_fwd", (38, 38), (37, 38)),  # reads 37/38 before the measured read capacity (2026-12-04)
     ("tiled", "HBM _bwd_preprocess", (38, 38), (38, 38)),
     ("tiled", "HBM _bwd_dkdv", (35, 38), (30, 38)),
@@ -76,13 +84,16 @@ def test_holdout_counts(rec_of, impl, level, read, write):
 def test_step_misses_are_the_named_ones(rec):
     missed = sorted(r.id for r in rec.rows if r.impl == "tiled"
                     and not (rec.within(r, "HBM", "read") and rec.within(r, "HBM", "write")))
+    # under the constants before 2026-12-06 "b2-h16-kv16-d64-bf16-q3072-k3072-tl-tiled-bwd" missed in place of the
+    # two non-causal steps b8-h16-kv16-d64 q768 and b2-h16-kv2-d128 q2048
     assert missed == sorted([
-        "b2-h16-kv16-d64-bf16-q3072-k3072-tl-tiled-bwd",
         "b2-h32-kv8-d128-bf16-q3000-k3000-tl-tiled-bwd",
         "b1-h40-kv8-d128-bf16-q4096-k4096-br-tiled-bwd",
         "b1-h64-kv8-d128-bf16-q2048-k2048-tl-tiled-bwd",
         "b1-h32-kv8-d128-bf16-q2048-k2048-tl-tiled-bwd",
         "b4-h24-kv8-d64-fp16-q1024-k1024-nc-tiled-bwd",
+        "b8-h16-kv16-d64-bf16-q768-k768-nc-tiled-bwd",
+        "b2-h16-kv2-d128-bf16-q2048-k2048-nc-tiled-bwd",
     ])
 
 
@@ -90,7 +101,10 @@ def test_step_misses_are_the_named_ones(rec):
 
 @pytest.mark.parametrize("level, read, write", [
     # the second hold-out, after the spill-free dK/dV loop (14 steps, 9 of them causal GQA)
-    ("HBM", (13, 14), (14, 14)),  # reads 12/14 before the measured read capacity (2026-12-04)
+    # reads 12/14 before the measured read capacity (2026-12-04); writes 14/14 as measured, 12/14 under the
+    # forward's own constants (2026-12-06, calibration since): a causal GQA d64 step 1.6 MiB over (1.28x) and a
+    # non-causal MHA d128 step 1.6 MiB under (0.89x; its forward 1.0 MiB under)
+    ("HBM", (13, 14), (12, 14)),
     ("L2 _bwd_dkdv", (14, 14), (14, 14)),
     ("L2", (14, 14), (14, 14)),
 ])
@@ -114,9 +128,11 @@ def test_second_holdout_gqa_d128_dkdv_writes_are_exact(rec_of):
 
 @pytest.mark.parametrize("impl, level, read, write", [
     ("baseline", "HBM", (3, 3), (3, 3)),
-    # misses: Mistral-like 32k with a 4096 window reads 0.85x the prediction (GQA K/V re-fetch
-    # predicted at the L2 capacity edge, issue 12's kind); a B=16 decode wrote 2.9 MiB, 19 KiB predicted
-    ("tiled", "HBM", (15, 16), (15, 16)),
+    # misses as measured: Mistral-like 32k with a 4096 window reads 0.85x the prediction (GQA K/V re-fetch
+    # predicted at the L2 capacity edge, issue 12's kind); a B=16 decode wrote 2.9 MiB, 19 KiB predicted. Under the
+    # forward's own constants (2026-12-06, calibration since) the 32k read is within (1.10x), and the decode's
+    # writes miss (2.9 MiB, none predicted)
+    ("tiled", "HBM", (16, 16), (15, 16)),
     ("tiled", "L2", (16, 16), (16, 16)),
 ])
 def test_window_counts(rec_of, impl, level, read, write):
@@ -327,7 +343,9 @@ def test_d256_holdout_repeats_no_earlier_training_shape():
 
 @pytest.mark.parametrize("level, read, write", [
     ("HBM", (30, 32), (31, 32)),  # reads 93.75 %, writes 97 % (calibration since DQ_WRITE_SHARE)
-    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    # writes 32/32 as measured; under the forward's own constants (2026-12-06) 31/32: the forward of a causal GQA-8
+    # d128 8k step wrote 2.2 MiB more (1.16x)
+    ("HBM _attn_fwd", (32, 32), (31, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (29, 32), (30, 32)),
     ("HBM _bwd_dq", (32, 32), (32, 32)),
@@ -363,7 +381,9 @@ def test_third_holdout_misses_are_the_named_ones(rec_of):
     # reads 97 %, writes 94 % with DQ_WRITE_SHARE (84 % before it, the model it validated): since the
     # share was fitted on this receipt among six, these counts are CALIBRATION, not validation
     ("HBM", (31, 32), (30, 32)),
-    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    # writes 32/32 as measured; under the forward's own constants (2026-12-06) 29/32: two short non-causal MHA d64
+    # forwards 1.2-1.4 MiB under (0.79x, 0.83x) and a causal GQA d128 one 1.1 MiB over (0.7 MiB predicted)
+    ("HBM _attn_fwd", (32, 32), (29, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (30, 32), (27, 32)),  # reads 29/32 before the measured read capacity (2026-12-04)
     ("HBM _bwd_dq", (32, 32), (32, 32)),
@@ -415,8 +435,10 @@ def test_ragged2_holdout_counts(rec_of, level, read, write):
 @pytest.mark.parametrize("name, level, read, write", [
     (SERVING_FUSED, "HBM", (10, 10), (10, 10)),
     (SERVING_FUSED, "L2", (10, 10), (10, 10)),
-    # miss: B8 H32 KV8 1k causal heads-fastest, reads 0.81x and writes 0.83x the prediction
-    (GRID_ORDER, "HBM", (11, 12), (11, 12)),
+    # miss as measured: B8 H32 KV8 1k causal heads-fastest, reads 0.81x and writes 0.83x the prediction; under the
+    # forward's own constants (2026-12-06, calibration since) it reads 0.80x and writes 0.82x, and B4 H16 d64 2k
+    # non-causal heads-fastest reads 0.88x: reads 10/12
+    (GRID_ORDER, "HBM", (10, 12), (11, 12)),
     (GRID_ORDER, "L2", (12, 12), (12, 12)),
     # L2 exact for every kernel (the reduction included); DRAM writes miss on 3 steps by the write-back
     # of the dK/dV kernel's fp32 partials (5 before DQ_WRITE_SHARE, fitted on this receipt among six:
@@ -459,8 +481,11 @@ HOLDOUT5 = "ncu-h200-train-holdout5-2026-12-02.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (29, 32), (30, 32)),  # reads 91 %, writes 94 %: both over the 90 % bar
-    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    # as measured: reads 91 %, writes 94 % (30/32): both over the 90 % bar. Under the forward's own constants
+    # (2026-12-06, calibration since) writes 31/32 (the chunked-prefill step within), the forward's writes 31/32 (a
+    # 257-token MHA d80 forward 1.1 MiB under, 0.90x)
+    ("HBM", (29, 32), (31, 32)),
+    ("HBM _attn_fwd", (32, 32), (31, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (28, 32), (29, 32)),  # reads 29/32 before the measured read capacity (2026-12-04)
     ("HBM _bwd_dq", (32, 32), (32, 32)),  # every dQ write-back within, the fitted share validated
@@ -475,15 +500,14 @@ def test_fifth_holdout_misses_are_the_named_ones(rec_of):
     """Reads: the dK/dV kernel's K/V and Q/dO re-reads of three large-group causal steps, predicted
     both ways wrong (Llama-3-70B G = 8 at 2.5k and Falcon-7B MQA read 0.59x and 0.68x of the predicted
     dK/dV bytes, StarCoder2-15B G = 12 1.39x). Writes: a non-causal GQA step with S > 1 whose fp32
-    dK/dV partials write back 1.25x the prediction, and a bottom-right chunked-prefill step writing
-    4.8 MiB, 1.3 MiB less than predicted."""
+    dK/dV partials write back 1.25x the prediction, and, as measured, a bottom-right chunked-prefill step writing
+    4.8 MiB, 1.3 MiB less than predicted (under the forward's own constants, 2026-12-06, 0.8 MiB less: within)."""
     rec = rec_of(HOLDOUT5)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h48-kv4-d128-bf16-q4096-k4096-tl-tiled-bwd",
                              "b1-h64-kv8-d128-bf16-q2560-k2560-tl-tiled-bwd",
                              "b2-h71-kv1-d64-bf16-q2048-k2048-tl-tiled-bwd"],
-                    "write": ["b1-h32-kv8-d128-bf16-q1536-k4096-br-tiled-bwd",
-                              "b2-h12-kv2-d128-bf16-q2048-k2048-nc-tiled-bwd"]}
+                    "write": ["b2-h12-kv2-d128-bf16-q2048-k2048-nc-tiled-bwd"]}
 
 
 # --- the eager-chain hold-out at 6k-8k tokens (issue 11, item 5): sweeps/h200-train-eager-holdout1.toml,
@@ -506,7 +530,9 @@ def test_eager_holdout_reaches_8k_tokens_and_is_within(rec_of):
 
 def test_fifth_holdout_without_its_byte_identical_steps(rec_of):
     """Two hold-out 5 steps differ from calibration steps only in fp16 against bf16 (2 bytes each:
-    the same bytes for the model): without them the step DRAM reads are 27/30, writes 28/30 (93 %)."""
+    the same bytes for the model): without them the step DRAM reads are 27/30, writes 28/30 (93 %) as measured; 27/30
+    and 29/30 under the forward's own constants (2026-12-06, calibration since), 28 of the 32 steps within both ways
+    (27 before)."""
     import re
 
     def width_id(i):
@@ -519,23 +545,25 @@ def test_fifth_holdout_without_its_byte_identical_steps(rec_of):
     assert same == ["b24-h16-kv16-d64-fp16-q512-k512-nc-tiled-bwd", "b8-h16-kv16-d64-bf16-q1024-k1024-nc-tiled-bwd"]
     rest = [r for r in rows if r.id not in same]
     assert (sum(bool(rec.within(r, "HBM", "read")) for r in rest),
-            sum(bool(rec.within(r, "HBM", "write")) for r in rest), len(rest)) == (27, 28, 30)
-    assert sum(bool(rec.within(r, "HBM", "read") and rec.within(r, "HBM", "write")) for r in rows) == 27
+            sum(bool(rec.within(r, "HBM", "write")) for r in rest), len(rest)) == (27, 29, 30)
+    assert sum(bool(rec.within(r, "HBM", "read") and rec.within(r, "HBM", "write")) for r in rows) == 28
 
 
 LPT_HOLDOUT1 = "ncu-h200-lpt-holdout1-2026-12-02.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    # 16 causal forwards in head-grouped:G (G 2..64, the kernel's LPT rule) and 4 training steps
-    ("HBM", (19, 20), (20, 20)),
+    # 16 causal forwards in head-grouped:G (G 2..64, the kernel's LPT rule) and 4 training steps; reads 19/20 as
+    # measured, 18/20 under the forward's own constants (2026-12-06, calibration since)
+    ("HBM", (18, 20), (20, 20)),
     ("HBM _attn_fwd", (4, 4), (4, 4)),
     ("HBM _bwd_dkdv", (3, 4), (4, 4)),
     ("L2", (20, 20), (20, 20)),
 ])
 def test_lpt_holdout_counts(rec_of, level, read, write):
     """sweeps/h200-lpt-holdout1.toml, committed (25a9f1e) before it was measured, after the model of
-    head-grouped:G (program_runs) was written: validation. Every head-grouped forward is within."""
+    head-grouped:G (program_runs) was written: validation, every head-grouped forward within. Under the forward's own
+    constants (2026-12-06, calibration since) one is not: 28 heads on 4 at 16k tokens reads 1.115x the model."""
     _assert_counts(rec_of(LPT_HOLDOUT1), "tiled", level, read, write)
 
 
@@ -545,7 +573,10 @@ def test_lpt_holdout_forwards_are_head_grouped_and_the_miss_is_the_named_backwar
     assert len(fwd) == 16
     assert all(r.spec.causal for r in fwd)
     missed = [r.id for r in rec.rows if r.impl == "tiled" and not rec.within(r, "HBM", "read")]
-    assert missed == ["b1-h28-kv4-d128-bf16-q8192-k8192-tl-tiled-bwd"]
+    # the named backward alone as measured; under the forward's own constants (2026-12-06) a forward too, 1.115x
+    assert missed == ["b1-h28-kv4-d128-bf16-q16384-k16384-tl-tiled", "b1-h28-kv4-d128-bf16-q8192-k8192-tl-tiled-bwd"]
+    (fwd_miss,) = [r for r in fwd if r.id in missed]
+    assert round(fwd_miss.level("HBM").ratio_read, 3) == 1.115
 
 
 def test_lpt_holdout_every_launch_ran_head_grouped():
@@ -568,7 +599,9 @@ HOLDOUT6 = "ncu-h200-train-holdout6-2026-12-03.json"
 
 @pytest.mark.parametrize("level, read, write", [
     ("HBM", (27, 32), (28, 32)),  # under the 90 % bar; reads 28/32 before the measured read capacity (2026-12-04)
-    ("HBM _attn_fwd", (32, 32), (31, 32)),
+    # writes 31/32 as measured; 30/32 under the forward's own constants (2026-12-06, calibration since): two d64
+    # causal forwards 1.1-1.7 MiB under (0.90x)
+    ("HBM _attn_fwd", (32, 32), (30, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (26, 32), (28, 32)),  # reads 27/32 before the measured read capacity
     ("HBM _bwd_dq", (32, 32), (30, 32)),
@@ -672,8 +705,11 @@ HOLDOUT7 = "ncu-h200-train-holdout7-2026-12-04.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (30, 32), (31, 32)),  # 93.75 % and 96.9 %: over the 90 % bar each way (29/32 both ways)
-    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    # as measured 93.75 % and 96.9 % (writes 31/32): over the 90 % bar each way (29/32 both ways). Under the
+    # forward's own constants (2026-12-06, calibration since) writes 30/32, the forward's 31/32: a 384-token MHA d64
+    # step's forward 1.4 MiB under (0.50x)
+    ("HBM", (30, 32), (30, 32)),
+    ("HBM _attn_fwd", (32, 32), (31, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (25, 32), (27, 32)),
     ("HBM _bwd_dq", (32, 32), (32, 32)),
@@ -687,13 +723,15 @@ def test_seventh_holdout_misses_are_the_named_ones(rec_of):
     """Reads: the two large-group causal steps beyond the order's threshold, which run heads-outer
     (Llama-3-70B G = 8 at 9k tokens and StarCoder2-15B G = 12 at 8k: the dK/dV kernel read 0.31x and
     0.23x the heads-outer lock-step estimate, the class of hold-outs 1-6). Writes: Gemma-2B's MQA step at
-    HEAD_DIM 256 with S = 5 (its fp32 partials written back 1.12x the step's prediction, the S > 1 class).
-    Every tiles-descending step's reads are within."""
+    HEAD_DIM 256 with S = 5 (its fp32 partials written back 1.12x the step's prediction, the S > 1 class; 1.14x
+    under the forward's own constants, 2026-12-06), and under those constants a non-causal MHA d64 step of 384 tokens
+    1.6 MiB under (0.89x: its forward 1.4 MiB under). Every tiles-descending step's reads are within."""
     rec = rec_of(HOLDOUT7)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h48-kv4-d128-bf16-q8192-k8192-tl-tiled-bwd",
                              "b1-h64-kv8-d128-bf16-q9216-k9216-tl-tiled-bwd"],
-                    "write": ["b1-h8-kv1-d256-bf16-q4096-k4096-tl-tiled-bwd"]}
+                    "write": ["b1-h8-kv1-d256-bf16-q4096-k4096-tl-tiled-bwd",
+                              "b16-h16-kv16-d64-fp16-q384-k384-nc-tiled-bwd"]}
     desc = [r for r in rec.rows if r.tiling is not None and r.tiling.bwd_dkdv_order == "tiles-descending"]
     assert len(desc) == 22 and all(rec.within(r, "HBM", "read") for r in desc)
 
@@ -709,7 +747,9 @@ GLUON_DKDV = "ncu-h200-gluon-dkdv-holdout1-2026-12-05.json"
 
 @pytest.mark.parametrize("level, read, write", [
     ("HBM", (31, 32), (27, 32)),  # reads 96.9 %; writes 84.4 %: UNDER the 90 % bar (26/32 both ways)
-    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    # writes 32/32 as measured; 30/32 under the forward's own constants (2026-12-06, calibration since): a causal
+    # GQA 1k forward 3.1 MiB under (0.88x) and a bottom-right 512-row one 1.7 MiB under (0.45x)
+    ("HBM _attn_fwd", (32, 32), (30, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (26, 32), (20, 32)),
     ("HBM _bwd_dq", (32, 32), (32, 32)),
@@ -726,8 +766,9 @@ def test_gluon_dkdv_holdout_misses_are_the_named_ones(rec_of):
     five steps of about 1k tokens; four split the group (S = 4-5) and write 1.8-2.3x their whole dK/dV L2 excess
     (the register spills') beyond the model to DRAM (their fp32 partials above the effective L2 going back: a
     reading, not measured), the fifth misses by 1.25 MiB over the forward, dK/dV and dQ kernels. The same five under
-    the current model (GLUON_DKDV_PARTIAL_WRITE_SHARE), 2.8-4.1 MiB over on the split ones. The Gluon launch ran on
-    every step (the records' config and kernel name)."""
+    the model with GLUON_DKDV_PARTIAL_WRITE_SHARE, 2.8-4.1 MiB over on the split ones; under the forward's own
+    constants too (2026-12-06), 2.8-4.2 MiB, the fifth 1.6 MiB. The Gluon launch ran on every step (the records'
+    config and kernel name)."""
     rec = rec_of(GLUON_DKDV)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h64-kv8-d128-bf16-q12288-k12288-tl-tiled-bwd"],
@@ -757,7 +798,9 @@ HOLDOUT9_H100 = "ncu-h100-train-holdout9-2026-12-05.json"
     # at validation, under the model of then, dK/dV reads were 22/32 (the current model weighs the Gluon launch's
     # partials GLUON_DKDV_PARTIAL_WRITE_SHARE, fitted on the H200: they evict one more step's query rows)
     ("HBM", (29, 32), (32, 32)),  # reads 90.6 %, writes 100 %: both over issue 11's 90 % (on an H100)
-    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    # writes 32/32 as measured; 31/32 under the forward's own constants (2026-12-06, calibration since): a
+    # bottom-right d256 forward 1.2 MiB under (0.86x)
+    ("HBM _attn_fwd", (32, 32), (31, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (21, 32), (32, 32)),
     ("HBM _bwd_dq", (32, 32), (31, 32)),
@@ -804,8 +847,10 @@ HOLDOUT9_H200 = "ncu-h200-train-holdout9-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (29, 32), (32, 32)),  # at validation: writes 31/32
-    ("HBM _attn_fwd", (32, 32), (32, 32)),
+    # at validation: writes 31/32; 32/32 with GLUON_DKDV_PARTIAL_WRITE_SHARE; 31/32 under the forward's own constants
+    # (2026-12-06), the forward's writes 30/32 (two bottom-right forwards 1.9 and 3.1 MiB under, 0.77x and 0.53x)
+    ("HBM", (29, 32), (31, 32)),
+    ("HBM _attn_fwd", (32, 32), (30, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (22, 32), (32, 32)),  # at validation: writes 31/32
     ("HBM _bwd_dq", (32, 32), (31, 32)),
@@ -819,15 +864,16 @@ def test_ninth_holdout_h200_counts(rec_of, level, read, write):
 
 def test_ninth_holdout_h200_misses(rec_of):
     """Reads: the same three causal heads-outer steps of large groups as on the H100 (the worksheet's ROUGH class),
-    0.54-0.77x the model. Writes: none under the current model; at validation one step of 12 heads on 2 (S > 1 fp32
-    partials, 2k tokens), 1.29x: its dK/dV kernel wrote 4.7 MiB more than the model of then. The record names the
-    H200."""
+    0.54-0.77x the model. Writes: at validation one step of 12 heads on 2 (S > 1 fp32 partials, 2k tokens), 1.29x: its
+    dK/dV kernel wrote 4.7 MiB more than the model of then; none with GLUON_DKDV_PARTIAL_WRITE_SHARE; under the
+    forward's own constants (2026-12-06) one, a bottom-right HEAD_DIM 256 step of 16 heads on 8, 4.8 MiB under
+    (0.84x: its forward 3.1 MiB under). The record names the H200."""
     rec = rec_of(HOLDOUT9_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h64-kv8-d128-bf16-q8192-k8192-tl-tiled-bwd",
                              "b1-h64-kv8-d128-fp16-q12288-k12288-tl-tiled-bwd",
                              "b1-h71-kv1-d64-fp16-q12288-k12288-tl-tiled-bwd"],
-                    "write": []}
+                    "write": ["b4-h16-kv8-d256-bf16-q512-k1024-br-tiled-bwd"]}
     ratios = [r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows if r.id in miss["read"]]
     assert all(0.53 <= x <= 0.78 for x in ratios)
     import json
@@ -845,7 +891,9 @@ HOLDOUT10_H200 = "ncu-h200-train-holdout10-2026-12-05.json"
 
 @pytest.mark.parametrize("level, read, write", [
     ("HBM", (29, 32), (30, 32)),  # at validation: writes 27/32, UNDER issue 11's 90 % bar
-    ("HBM _attn_fwd", (30, 32), (32, 32)),
+    # (30, 32), (32, 32) under the constants before 2026-12-06; under the forward's own constants (2026-12-06) reads
+    # 32/32 and writes 29/32 (three forwards 1.1-1.2 MiB under, 0.70-0.83x)
+    ("HBM _attn_fwd", (32, 32), (29, 32)),
     ("HBM _bwd_preprocess", (32, 32), (32, 32)),
     ("HBM _bwd_dkdv", (25, 32), (30, 32)),  # at validation: reads 26/32, writes 27/32
     ("HBM _bwd_dq", (30, 32), (32, 32)),
@@ -860,10 +908,11 @@ def test_tenth_holdout_h200_counts(rec_of, level, read, write):
 def test_tenth_holdout_h200_misses(rec_of):
     """Reads: Falcon-7B's 71 heads on one at 16k (the ROUGH large-group class, 0.70x) and two HEAD_DIM 256 causal steps
     of 2 heads per KV head at 8k and 16k tokens (0.79x and 0.83x: their forward, dK/dV and dQ kernels all read less than
-    modelled). Writes, under the current model: two split steps, a Triton launch at HEAD_DIM 64 (S = 3, +1.9 MiB,
-    2.00x the step's writes) and a Gluon one (S = 9, +2.2 MiB, 1.15x). At validation, under the model of then, five
-    split steps missed, all above it (+1.9 to +7.4 MiB): less of the fp32 partials stayed dirty in L2 at the dK/dV
-    kernel's end than that model kept."""
+    modelled; under the forward's own constants, 2026-12-06, 0.84x and 0.81x, the 8k step's forward read 1.00x it).
+    Writes, with GLUON_DKDV_PARTIAL_WRITE_SHARE: two split steps, a Triton launch at HEAD_DIM 64 (S = 3, +1.9 MiB of
+    dK/dV, 2.00x the step's writes; 2.01x under the forward's own constants) and a Gluon one (S = 9, +2.2 MiB, 1.15x).
+    At validation, under the model of then, five split steps missed, all above it (+1.9 to +7.4 MiB): less of the fp32
+    partials stayed dirty in L2 at the dK/dV kernel's end than that model kept."""
     rec = rec_of(HOLDOUT10_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv8-d256-bf16-q16293-k16293-tl-tiled-bwd",
@@ -875,10 +924,11 @@ def test_tenth_holdout_h200_misses(rec_of):
                    r.level("HBM").ratio_write, r.tiling.bwd_group_splits, r.tiling.bwd_dkdv_kernel)
             for r in rec.rows if r.id in miss["write"]}
     assert [(round(e, 1), round(x, 2), S, k) for e, x, S, k in over.values()] == [
-        (1.9, 2.0, 3, "triton"), (2.2, 1.15, 9, "gluon")]
+        (1.9, 2.01, 3, "triton"), (2.2, 1.15, 9, "gluon")]  # 2.0 before 2026-12-06
     ratios = sorted(r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows
                     if r.id in miss["read"])
-    assert ratios == [pytest.approx(0.70, abs=0.01), pytest.approx(0.79, abs=0.01), pytest.approx(0.83, abs=0.01)]
+    # 0.70, 0.79 and 0.83 under the constants before 2026-12-06
+    assert ratios == [pytest.approx(0.70, abs=0.01), pytest.approx(0.81, abs=0.01), pytest.approx(0.84, abs=0.01)]
 
 
 # The eleventh training hold-out on the H200 (sweeps/h200-train-holdout11.toml, 48 steps, committed at 36c9c62 before
@@ -889,8 +939,10 @@ HOLDOUT11_H200 = "ncu-h200-train-holdout11-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (46, 48), (44, 48)),  # the same at validation: reads 95.8 %, writes 91.7 %
-    ("HBM _attn_fwd", (48, 48), (48, 48)),
+    # the same at validation (46 and 44): reads 95.8 %, writes 91.7 %; under the forward's own constants (2026-12-06,
+    # calibration since) writes 46/48, the forward's 46/48 (two forwards 1.7 and 3.0 MiB under, 0.86x and 0.89x)
+    ("HBM", (46, 48), (46, 48)),
+    ("HBM _attn_fwd", (48, 48), (46, 48)),
     ("HBM _bwd_preprocess", (48, 48), (48, 48)),
     ("HBM _bwd_dkdv", (41, 48), (44, 48)),
     ("HBM _bwd_dq", (47, 48), (46, 48)),
@@ -904,28 +956,32 @@ def test_eleventh_holdout_h200_counts(rec_of, level, read, write):
 
 def test_eleventh_holdout_h200_misses_and_floor_cases(rec_of):
     """Reads: the worksheet's ROUGH class (32 heads on 4 at 16k causal: its dK/dV kernel read 0.41x the heads-outer
-    wave model, the step 0.63x) and one HEAD_DIM 256 causal MHA step at 16k (0.88x; forward 0.92x, dK/dV 0.96x).
-    Writes (the same four steps at validation and under the current model): an S = 4 Gluon step of fp32 partials above
-    the effective L2 (+5.5 MiB at validation, +2.3 MiB now, the DKDV_PARTIAL_WRITE_EXCESS_MIB class), an S = 3 Triton
-    step of 18 MiB partials (+1.46 MiB) and two HEAD_DIM 64 causal MHA steps of 6k tokens 1.9-2.1 MiB (12-14 %) over
-    on the step: their forward kernel wrote about 0.9 MiB more than modelled (within) and their dQ kernel 1.06 MiB
-    more (the dQ kernel's two write misses). Three steps' writes are within only by the 1 MiB floor (issue 11 asks for
-    each such case to be listed; at validation 0.41, 0.0002 and 0.32 MiB over tiny predictions)."""
+    wave model, the step 0.63x) and one HEAD_DIM 256 causal MHA step at 16k (0.88x; forward 0.92x, dK/dV 0.96x; under
+    the forward's own constants, 2026-12-06, 0.89x, forward 0.95x).
+    Writes (the same four steps at validation and with GLUON_DKDV_PARTIAL_WRITE_SHARE): an S = 4 Gluon step of fp32
+    partials above the effective L2 (+5.5 MiB at validation, +2.3 MiB since, the DKDV_PARTIAL_WRITE_EXCESS_MIB class),
+    an S = 3 Triton step of 18 MiB partials (+1.46 MiB; +1.47 since 2026-12-06) and two HEAD_DIM 64 causal MHA steps
+    of 6k tokens 1.9-2.1 MiB (12-14 %) over on the step: their forward kernel wrote about 0.9 MiB more than modelled
+    (within) and their dQ kernel 1.06 MiB more (the dQ kernel's two write misses). Under the forward's own constants
+    (2026-12-06) those two steps' forwards are 0.05-0.13 MiB off, the steps 1.2-1.3 MiB (7-8 %) over, within: two write
+    misses remain. Three steps' writes are within only by the 1 MiB floor (issue 11 asks for each such case to be
+    listed; at validation 0.41, 0.0002 and 0.32 MiB over tiny predictions)."""
     rec = rec_of(HOLDOUT11_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": ["b1-h16-kv16-d256-fp16-q16287-k16287-tl-tiled-bwd",
                              "b1-h32-kv4-d64-bf16-q16384-k16384-tl-tiled-bwd"],
-                    "write": ["b1-h16-kv16-d64-fp16-q6032-k6032-tl-tiled-bwd",
-                              "b1-h16-kv16-d64-fp16-q6144-k6144-tl-tiled-bwd",
-                              "b1-h32-kv4-d64-bf16-q3033-k3033-tl-tiled-bwd",
+                    "write": ["b1-h32-kv4-d64-bf16-q3033-k3033-tl-tiled-bwd",
                               "b1-h32-kv8-d128-bf16-q512-k983-br-tiled-bwd"]}
     by_id = {r.id: r for r in rec.rows}
     reads = [by_id[i].level("HBM").ratio_read for i in miss["read"]]
-    assert reads == [pytest.approx(0.881, abs=0.001), pytest.approx(0.630, abs=0.001)]
+    assert reads == [pytest.approx(0.888, abs=0.001), pytest.approx(0.630, abs=0.001)]  # 0.881 before 2026-12-06
+    mha6k = ["b1-h16-kv16-d64-fp16-q6032-k6032-tl-tiled-bwd", "b1-h16-kv16-d64-fp16-q6144-k6144-tl-tiled-bwd"]
     over = {i: (by_id[i].level("HBM").measured_write - by_id[i].level("HBM").predicted_write) / 2**20
-            for i in miss["write"]}
-    assert [round(v, 2) for v in over.values()] == [2.14, 1.95, 1.46, 2.28]
-    dq = {i: by_id[i].level("HBM _bwd_dq") for i in miss["write"][:2]}
+            for i in mha6k + miss["write"]}
+    # 2.14, 1.95 (the 6k MHA steps, then misses), 1.46, 2.28 under the constants before 2026-12-06
+    assert [round(v, 2) for v in over.values()] == [1.31, 1.19, 1.47, 2.28]
+    assert all(rec.within(by_id[i], "HBM", "write") for i in mha6k)
+    dq = {i: by_id[i].level("HBM _bwd_dq") for i in mha6k}
     assert all(1.0 * 2**20 < lv.measured_write - lv.predicted_write < 1.1 * 2**20 for lv in dq.values())
     floor_only = sorted(r.id for r in rec.rows
                         if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
@@ -939,15 +995,19 @@ def test_training_holdouts_10_and_11_pooled(rec_of, monkeypatch):
     """Hold-outs 10 and 11 tested the same kernels and model (2981147), each committed before it was measured; 11 was
     drawn after 10 missed the write bar, so they are read together: at validation 80 steps, reads 75 (93.8 %), writes
     71 (88.75 %), UNDER issue 11's 90 %. The model of then is today's with the Gluon launch's partials at 0.5 (the
-    share fitted on these receipts since): reconciled that way here. Under the current model (calibration now, not a
-    validation) the writes are 74."""
+    share fitted on these receipts since) and, since 2026-12-06, without the forward's own constants (every forward
+    launch at 24 ways, as then): reconciled that way here. Under the current model (calibration now, not a
+    validation) the writes are 76 (74 with the Gluon share alone, before 2026-12-06)."""
     import iomodel.cache.predict as predict
     from iomodel.measure.records import Measurement
     from iomodel.reconcile.compare import reconcile
 
     got = [_counts(rec_of(name), "tiled", "HBM", w) for w in ("read", "write") for name in (HOLDOUT10_H200, HOLDOUT11_H200)]
-    assert got == [(29, 32), (46, 48), (30, 32), (44, 48)]
+    assert got == [(29, 32), (46, 48), (30, 32), (46, 48)]  # (44, 48) for 11's writes before 2026-12-06
     monkeypatch.setattr(predict, "GLUON_DKDV_PARTIAL_WRITE_SHARE", 0.5)
+    from iomodel.cache.params import L2Params
+
+    monkeypatch.setattr(L2Params, "for_forward", lambda self: self)  # the forward at the backward's constants, as then
     root = Path(__file__).resolve().parents[1] / "receipts"
     recs = {name: reconcile(Measurement.load(root / name)) for name in (HOLDOUT10_H200, HOLDOUT11_H200)}  # once each
     then = [_counts(recs[name], "tiled", "HBM", w) for w in ("read", "write") for name in (HOLDOUT10_H200, HOLDOUT11_H200)]
@@ -1037,8 +1097,10 @@ EAGER_HOLDOUT2_H100 = "ncu-h100-train-eager-holdout2-2026-12-05.json"
 
 
 @pytest.mark.parametrize("level, read, write", [
-    ("HBM", (48, 48), (44, 48)),  # issue 11 item 5's step bar, 90 %: reads 100 %, writes 91.7 %
-    ("HBM _attn_fwd", (47, 48), (47, 48)),
+    # issue 11 item 5's step bar, 90 %: as measured reads 100 %, writes 91.7 % (44/48); under the forward's own
+    # constants (2026-12-06, calibration since) writes 43/48 (89.6 %), the forward's 45/48 (47/48 before)
+    ("HBM", (48, 48), (43, 48)),
+    ("HBM _attn_fwd", (47, 48), (45, 48)),
     ("HBM _bwd_preprocess", (48, 48), (48, 48)),
     ("HBM _bwd_dkdv", (39, 48), (44, 48)),
     ("HBM _bwd_dq", (47, 48), (47, 48)),
@@ -1051,27 +1113,36 @@ def test_thirteenth_holdout_h100_counts(rec_of, level, read, write):
 
 
 def test_thirteenth_holdout_h100_misses_and_floor_cases(rec_of):
-    """No step read misses. The four step write misses are the Triton dK/dV launch's group split (HEAD_DIM 64, S = 3
-    or 5 slices of fp32 partials that the model keeps in L2): the steps write 1.11-1.33 MiB more than predicted, just
-    past the 1 MiB floor, their dK/dV kernel 1.11-1.65 MiB. Three steps' writes are within only by the floor (listed,
-    as issue 11 asks). The dK/dV kernel's nine read misses are causal GQA steps of groups 4 to 8 at 2k-16k tokens, all
-    below the model (0.79-0.90x), eight of them in the tiles-descending order, as on the H200 (hold-outs 10 and 11); the
-    steps they belong to are within."""
+    """No step read misses. The four step write misses as measured are the Triton dK/dV launch's group split (HEAD_DIM
+    64, S = 3 or 5 slices of fp32 partials that the model keeps in L2): the steps write 1.11-1.33 MiB more than
+    predicted (1.11-1.33 MiB under the forward's own constants, 2026-12-06, too), just past the 1 MiB floor, their
+    dK/dV kernel 1.11-1.65 MiB. Under the forward's own constants a fifth: a causal MHA HEAD_DIM 256 step 3.5 MiB under
+    (its forward 2.8 MiB under, 0.65x). Three steps' writes are within only by the floor (listed, as issue 11 asks).
+    The dK/dV kernel's nine read misses are causal GQA steps of groups 4 to 8 at 2k-16k tokens, all below the model
+    (0.79-0.90x), eight of them in the tiles-descending order, as on the H200 (hold-outs 10 and 11); the steps they
+    belong to are within."""
     rec = rec_of(HOLDOUT13_H100)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": [],
                     "write": ["b1-h32-kv4-d64-fp16-q3072-k3072-tl-tiled-bwd",
                               "b2-h14-kv2-d64-bf16-q2048-k2048-tl-tiled-bwd",
+                              "b2-h16-kv16-d256-fp16-q1024-k1024-tl-tiled-bwd",
                               "b4-h14-kv2-d64-bf16-q1000-k1024-br-tiled-bwd",
                               "b4-h14-kv2-d64-fp16-q512-k2048-br-tiled-bwd"]}
     by_id = {r.id: r for r in rec.rows}
-    for i in miss["write"]:
+    split = [i for i in miss["write"] if by_id[i].spec.head_dim == 64]
+    assert len(split) == 4
+    for i in split:
         r = by_id[i]
         assert r.tiling.bwd_dkdv_kernel == "triton" and r.tiling.bwd_group_splits in (3, 5) and r.spec.head_dim == 64
-    over = [[(by_id[i].level(lv).measured_write - by_id[i].level(lv).predicted_write) / 2**20 for i in miss["write"]]
+    over = [[(by_id[i].level(lv).measured_write - by_id[i].level(lv).predicted_write) / 2**20 for i in split]
             for lv in ("HBM", "HBM _bwd_dkdv")]
-    assert over == [pytest.approx([1.168, 1.109, 1.323, 1.331], abs=0.001),
+    # the steps' first: 1.168 under the constants before 2026-12-06
+    assert over == [pytest.approx([1.226, 1.109, 1.323, 1.331], abs=0.001),
                     pytest.approx([1.645, 1.110, 1.323, 1.329], abs=0.001)]
+    d256 = by_id["b2-h16-kv16-d256-fp16-q1024-k1024-tl-tiled-bwd"]
+    assert [round((d256.level(lv).measured_write - d256.level(lv).predicted_write) / 2**20, 3)
+            for lv in ("HBM", "HBM _attn_fwd")] == [-3.517, -2.843]
     floor_only = sorted(r.id for r in rec.rows
                         if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
     assert floor_only == ["b1-h14-kv2-d64-fp16-q1024-k1024-tl-tiled-bwd",
@@ -1138,7 +1209,9 @@ EAGER_HOLDOUT2_H200 = "ncu-h200-train-eager-holdout2-2026-12-06.json"
 
 @pytest.mark.parametrize("level, read, write", [
     ("HBM", (48, 48), (47, 48)),  # issue 11 item 5's step bar, 90 %: reads 100 %, writes 97.9 %
-    ("HBM _attn_fwd", (48, 48), (48, 48)),
+    # writes 48/48 as measured; 46/48 under the forward's own constants (2026-12-06, calibration since): a causal
+    # HEAD_DIM 256 forward 1.3 MiB under (0.81x) and a bottom-right HEAD_DIM 128 one 1.8 MiB under (0.53x)
+    ("HBM _attn_fwd", (48, 48), (46, 48)),
     ("HBM _bwd_preprocess", (48, 48), (48, 48)),
     ("HBM _bwd_dkdv", (39, 48), (47, 48)),
     ("HBM _bwd_dq", (47, 48), (47, 48)),
@@ -1152,17 +1225,17 @@ def test_thirteenth_holdout_h200_counts(rec_of, level, read, write):
 
 def test_thirteenth_holdout_h200_misses_and_floor_cases(rec_of):
     """No step read misses. The one step write miss is the class the H100 showed: the Triton dK/dV group split at
-    HEAD_DIM 64 (S = 3), 3.17 MiB written against 1.72 MiB predicted. Five steps' writes are within only by the 1 MiB
-    floor (listed, as issue 11 asks). The dK/dV kernel's nine read misses are causal GQA steps, all below the model
-    (0.79-0.90x), eight of them tiles-descending (docs/l2-calibration.md, "The tiles-descending dK/dV reads sit on the
-    floor")."""
+    HEAD_DIM 64 (S = 3), 3.17 MiB written against 1.72 MiB predicted (1.71 MiB under the forward's own constants,
+    2026-12-06). Five steps' writes are within only by the 1 MiB floor (listed, as issue 11 asks). The dK/dV kernel's
+    nine read misses are causal GQA steps, all below the model (0.79-0.90x), eight of them tiles-descending
+    (docs/l2-calibration.md, "The tiles-descending dK/dV reads sit on the floor")."""
     rec = rec_of(HOLDOUT13_H200)
     miss = {w: sorted(r.id for r in rec.rows if not rec.within(r, "HBM", w)) for w in ("read", "write")}
     assert miss == {"read": [], "write": ["b1-h32-kv4-d64-fp16-q3072-k3072-tl-tiled-bwd"]}
     (r,) = [r for r in rec.rows if r.id in miss["write"]]
     assert r.tiling.bwd_dkdv_kernel == "triton" and r.tiling.bwd_group_splits == 3 and r.spec.head_dim == 64
     hbm = r.level("HBM")
-    assert (round(hbm.measured_write / 2**20, 3), round(hbm.predicted_write / 2**20, 3)) == (3.167, 1.718)
+    assert (round(hbm.measured_write / 2**20, 3), round(hbm.predicted_write / 2**20, 3)) == (3.167, 1.711)  # 1.718
     floor_only = sorted(r.id for r in rec.rows
                         if rec.within(r, "HBM", "write") and not r.level("HBM").within("write", 0.10, 0))
     assert floor_only == ["b1-h32-kv32-d80-bf16-q1024-k1024-nc-tiled-bwd",

@@ -176,8 +176,19 @@ def test_worksheet_records_the_schedule_and_its_estimate(capsys, tmp_path):
     assert json.loads(out2)["algorithms"]["tiled"]["l2_aware"]["read_bytes"] == got["read_bytes"]
     code, out3, _ = run_cli(capsys, ["worksheet", *_SMALL, "--schedule", str(f), "--grid-order", "tiles-fastest"])
     assert json.loads(out3)["algorithms"]["tiled"]["l2_aware"]["schedule"]["grid_order"] == "tiles-fastest"
-    # 32 query heads of 8 KV heads; heads-fastest waves span every KV head: more DRAM reads
-    assert got["read_bytes"] > base["read_bytes"]
+    # 32 query heads of 8 KV heads; heads-fastest waves span every KV head: more DRAM reads. Under the constants before
+    # 2026-12-06 (24 ways) that showed at 1,024 tokens already; under the forward's own constants (2026-12-06: 192
+    # ways on the H200) the 8 KV heads' K/V there (4 MiB) stay in L2 in any order, every launch reads the compulsory
+    # 12 MiB (Q 8 MiB, K and V 2 MiB each), and the difference shows at 8,192 tokens
+    assert got["read_bytes"] == base["read_bytes"] == lpt["read_bytes"] == 12 * 2**20
+    long = ["--preset", "llama-3-8b", "--seqlen", "8192", "-f", "json"]
+    code, out, err = run_cli(capsys, ["worksheet", *long, "--grid-order", "tiles-fastest"])
+    assert code == 0, err
+    base_long = json.loads(out)["algorithms"]["tiled"]["l2_aware"]["read_bytes"]
+    code, out, err = run_cli(capsys, ["worksheet", *long, "--schedule", str(f)])
+    assert code == 0, err
+    got_long = json.loads(out)["algorithms"]["tiled"]["l2_aware"]["read_bytes"]
+    assert base_long == 96 * 2**20 and got_long == 183_719_544  # 1.83x the compulsory 96 MiB
 
 
 @pytest.mark.parametrize("args,fragment", [

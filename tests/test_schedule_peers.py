@@ -58,14 +58,21 @@ def peers_rec(reconciled_receipt):
 def test_peers_receipt_reconciles_both_backends(peers_rec):
     frac = {(s["impl"], s["which"]): (s["within_rel"], s["within"], s["shapes"]) for s in peers_rec.summary()
             if s["level"] == "HBM"}
-    # cuDNN: reads within 10 % on 11 of 12 (the miss: 32k non-causal, the capacity edge); writes 11 + 1 by the floor
-    assert frac[("sdpa-cudnn", "read")] == (11, 11, 12) and frac[("sdpa-cudnn", "write")] == (11, 12, 12)
-    # FlashAttention-2: reads 11 of 12 (the miss: 32k causal, 2.7x); writes 0 of 12 (local-memory traffic)
-    assert frac[("sdpa-flash", "read")] == (11, 11, 12) and frac[("sdpa-flash", "write")] == (0, 0, 12)
+    # cuDNN, under the constants before 2026-12-06: reads within 10 % on 11 of 12 (the miss: 32k non-causal, the
+    # capacity edge); writes 11 + 1 by the floor. Under the forward's own constants (2026-12-06): reads 12 of 12;
+    # writes 11 of 12 (the miss: 4k non-causal, 0.71x)
+    assert frac[("sdpa-cudnn", "read")] == (12, 12, 12) and frac[("sdpa-cudnn", "write")] == (11, 11, 12)
+    # FlashAttention-2, before 2026-12-06: reads 11 of 12 (the miss: 32k causal, 2.7x); writes 0 of 12 (local-memory
+    # traffic). Under the forward's own constants: reads 10 of 12 (32k causal, 2.8x, and B1 H32 KV8 16k non-causal,
+    # 1.13x); writes 2 of 12 (the others 1.13-1.38x: the local-memory traffic)
+    assert frac[("sdpa-flash", "read")] == (10, 10, 12) and frac[("sdpa-flash", "write")] == (2, 2, 12)
     flash = [r for r in peers_rec.rows if r.impl == "sdpa-flash"]
     assert all(any("local-memory" in n for n in r.notes) for r in flash)
-    (miss,) = [r for r in flash if not r.level("HBM").within("read", 0.10, 0)]
-    assert miss.id.startswith("b1-h16-kv16-d128-bf16-q32768-k32768-tl") and 2.6 < miss.level("HBM").ratio_read < 2.9
+    miss = {r.id: r.level("HBM").ratio_read for r in flash if not r.level("HBM").within("read", 0.10, 0)}
+    assert sorted(miss) == ["b1-h16-kv16-d128-bf16-q32768-k32768-tl-sdpa-flash",
+                            "b1-h32-kv8-d128-bf16-q16384-k16384-nc-sdpa-flash"]
+    assert 2.6 < miss["b1-h16-kv16-d128-bf16-q32768-k32768-tl-sdpa-flash"] < 2.9
+    assert round(miss["b1-h32-kv8-d128-bf16-q16384-k16384-nc-sdpa-flash"], 2) == 1.13
 
 
 HOLDOUT = Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-peers-holdout1-2026-12-02.json"
@@ -75,26 +82,42 @@ def test_peer_holdout_is_what_it_is(reconciled_receipt):
     """The hold-out of issue 12 item 5 (sweeps/h200-peers-holdout1.toml, committed before it was
     measured, after the last change of the model): 40 new shapes by FlashAttention-2, cuDNN and the
     bundled forward (14 beyond L2), and 6 heads-fastest bundled shapes. The bar (>= 95 % within
-    +-10 %) is not met; these are its counts, and where it misses."""
+    +-10 %) is not met; these are its counts, and where it misses. The forward's own constants (2026-12-06) were
+    chosen with this receipt seen: the counts under them are calibration since; the validation results are those
+    "as measured" (the constants before) in the comments."""
     rec = reconciled_receipt(HOLDOUT.name)
     frac = {(s["impl"], s["which"]): (s["within_rel"], s["within"], s["shapes"]) for s in rec.summary()
             if s["level"] == "HBM"}
-    # reads: cuDNN 30/40 and tiled 39/46 before the measured read capacity (2026-12-04), 33 and 42 with it
-    assert frac[("sdpa-cudnn", "read")] == (33, 33, 40) and frac[("sdpa-cudnn", "write")] == (38, 38, 40)
-    assert frac[("sdpa-flash", "read")] == (34, 34, 40) and frac[("sdpa-flash", "write")] == (3, 3, 40)
-    assert frac[("tiled", "read")] == (42, 42, 46) and frac[("tiled", "write")] == (40, 43, 46)
+    # reads: cuDNN 30/40 and tiled 39/46 before the measured read capacity (2026-12-04), 33 and 42 with it. As
+    # measured (the constants before 2026-12-06): cuDNN reads 33, writes 38; FlashAttention-2 reads 34, writes 3;
+    # tiled reads 42, writes 40 (43 with the floor). Under the forward's own constants (2026-12-06, calibration since):
+    assert frac[("sdpa-cudnn", "read")] == (37, 37, 40) and frac[("sdpa-cudnn", "write")] == (36, 36, 40)
+    assert frac[("sdpa-flash", "read")] == (31, 31, 40) and frac[("sdpa-flash", "write")] == (6, 6, 40)
+    assert frac[("tiled", "read")] == (41, 41, 46) and frac[("tiled", "write")] == (43, 45, 46)
     beyond = {"q24576", "q32768", "q40000", "q40960", "q49152", "q65536", "q28672", "q98304"}
 
     def is_beyond(r):
         return any(f"-{q}-" in r.id for q in beyond) and "heads-fastest" not in r.id
 
-    # every read the cuDNN or tiles-fastest bundled prediction misses is beyond L2, and over-predicted
+    # every read the cuDNN or tiles-fastest bundled prediction misses is beyond L2: as measured (the constants before
+    # 2026-12-06) every one over-predicted (0.70-0.89x); under the forward's own constants (2026-12-06) misses on both
+    # sides, four over-predicted (0.72-0.91x) and three under-predicted (1.19-1.33x)
+    missed = {}
     for r in rec.rows:
         lv = r.level("HBM")
         if r.impl in ("sdpa-cudnn", "tiled") and "heads-fastest" not in r.id and not rec.within(r, "HBM", "read"):
-            assert is_beyond(r) and 0.70 < lv.ratio_read < 0.89, (r.id, lv.ratio_read)
+            assert is_beyond(r), r.id
+            missed[r.id] = round(lv.ratio_read, 2)
+    assert missed == {"b1-h4-kv4-d128-bf16-q65536-k65536-tl-sdpa-cudnn": 0.72,
+                      "b1-h4-kv4-d128-bf16-q65536-k65536-tl-tiled": 0.83,
+                      "b1-h16-kv16-d64-fp16-q65536-k65536-nc-tiled": 0.78,
+                      "b2-h8-kv8-d128-bf16-q32768-k32768-nc-sdpa-cudnn": 0.91,
+                      "b1-h8-kv2-d128-bf16-q40000-k40000-nc-sdpa-cudnn": 1.19,
+                      "b1-h8-kv2-d128-bf16-q40000-k40000-nc-tiled": 1.33,
+                      "b1-h32-kv8-d128-bf16-q32768-k32768-tl-tiled": 1.19}
     # FlashAttention-2's long causal reads: 1.7-8.9x the prediction (its programs are not in waves); since
-    # the measured read capacity (2026-12-04) a fourth, B1 H32 KV8 32k, at 1.12x
+    # the measured read capacity (2026-12-04) a fourth, B1 H32 KV8 32k, at 1.12x (under the forward's own constants,
+    # 2026-12-06: 1.76-9.9x, and the fourth at 1.26x)
     flash_causal = {r.id: r.level("HBM").ratio_read for r in rec.rows if r.impl == "sdpa-flash" and is_beyond(r)
                     and "-tl-" in r.id and not rec.within(r, "HBM", "read")}
     assert len(flash_causal) == 4 and min(flash_causal.values()) > 1.1 and max(flash_causal.values()) > 8
@@ -110,34 +133,47 @@ def test_read_capacity_holdout_is_what_it_is(reconciled_receipt):
     a within-L2 control, was measured before in ncu-h200-peers-calib1). Writes 48/48; reads 35/48
     (cuDNN 16/24, bundled 19/24; under the model before the change, 30/48: 14 and 16). Issue 12's bar
     (95 %) is not met: every read miss is among the 18 around or beyond L2 and over-predicted (measured
-    0.68-0.90x), the six shapes well within L2 are 12/12."""
+    0.68-0.90x), the six shapes well within L2 are 12/12. That was the validation. Under the forward's own
+    constants (2026-12-06, chosen with this receipt seen: calibration since) writes 48/48, reads 42/48 (cuDNN 21/24,
+    bundled 21/24); the six read misses are still among the 18 around or beyond L2, on both sides: two over-predicted
+    (0.86x, 0.88x), four under-predicted (1.15-1.63x); the six shapes well within L2 are 12/12."""
     rec = reconciled_receipt(READCAP_HOLDOUT)
     frac = {(s["impl"], s["which"]): (s["within"], s["shapes"]) for s in rec.summary() if s["level"] == "HBM"}
-    assert frac == {("sdpa-cudnn", "read"): (16, 24), ("sdpa-cudnn", "write"): (24, 24),
-                    ("tiled", "read"): (19, 24), ("tiled", "write"): (24, 24)}
+    assert frac == {("sdpa-cudnn", "read"): (21, 24), ("sdpa-cudnn", "write"): (24, 24),
+                    ("tiled", "read"): (21, 24), ("tiled", "write"): (24, 24)}  # reads 16 and 19 as measured
     new = [r for r in rec.rows if "b1-h64-kv8-d128-bf16-q8192-k8192-tl" not in r.id]  # the one measured before
-    assert len(new) == 46 and sum(bool(rec.within(r, "HBM", "read")) for r in new) == 33
+    assert len(new) == 46 and sum(bool(rec.within(r, "HBM", "read")) for r in new) == 40  # 33 as measured
     within_l2 = ("q6144", "q10240", "q3072", "q12288", "q14336", "q8192")
+    missed = {}
     for r in rec.rows:
         ratio = r.level("HBM").ratio_read
         if any(f"-{q}-" in r.id for q in within_l2):
             assert rec.within(r, "HBM", "read"), r.id
         elif not rec.within(r, "HBM", "read"):
-            assert 0.68 < ratio < 0.91, (r.id, ratio)
+            missed[r.id] = round(ratio, 2)  # as measured every one in (0.68, 0.91)
+    assert missed == {"b1-h16-kv16-d128-bf16-q36864-k36864-nc-sdpa-cudnn": 0.86,
+                      "b1-h12-kv12-d128-bf16-q40960-k40960-nc-sdpa-cudnn": 0.88,
+                      "b1-h32-kv8-d128-bf16-q40960-k40960-tl-tiled": 1.31,
+                      "b1-h40-kv8-d128-bf16-q20480-k20480-tl-tiled": 1.15,
+                      "b1-h24-kv8-d128-bf16-q45056-k45056-nc-sdpa-cudnn": 1.63,
+                      "b1-h24-kv8-d128-bf16-q45056-k45056-nc-tiled": 1.22}
 
 
 def test_issue_12_capacity_edge_input(reconciled_receipt):
     """Issue 12 item 3's input: the bundled forward at B 1, H = H_kv = 16, HEAD_DIM 128, bf16, non-causal,
     N = 32768 read 560.5 MiB (629 MiB predicted then, +12 %). The same launch re-measured with pointer
     loads (receipts/ncu-h200-edge-probe1-notma-2026-12-01.json, the kernel's tiles as recorded): 562.6 MiB;
-    since the measured read capacity the prediction is 602.3 MiB, within 10 % of both (0.93x). With the
-    TMA loads the kernel runs by default (edge-probe1-tma) it read 513.3 MiB: 0.85x, still outside."""
+    since the measured read capacity the prediction was 602.3 MiB, within 10 % of both (0.93x). With the
+    TMA loads the kernel runs by default (edge-probe1-tma) it read 513.3 MiB: 0.85x, outside. Under the forward's
+    own constants (2026-12-06) the prediction is 558.7 MiB: the pointer loads read 1.007x it, the TMA loads 0.919x,
+    both within 10 %; the issue's number 1.003x."""
     MiB = 2**20
     for name, measured, ok in (("ncu-h200-edge-probe1-notma-2026-12-01.json", 562.6, True),
-                               ("ncu-h200-edge-probe1-tma-2026-12-01.json", 513.3, False)):
+                               ("ncu-h200-edge-probe1-tma-2026-12-01.json", 513.3, True)):  # TMA: False before
         rec = reconciled_receipt(name)
         (row,) = [r for r in rec.rows if r.id == "b1-h16-kv16-d128-bf16-q32768-k32768-nc-tiled"]
         hbm = row.level("HBM")
-        assert round(hbm.predicted_read / MiB, 1) == 602.3 and round(hbm.measured_read / MiB, 1) == measured
+        assert round(hbm.predicted_read / MiB, 1) == 558.7 and round(hbm.measured_read / MiB, 1) == measured
         assert bool(rec.within(row, "HBM", "read")) is ok
-    assert abs(560.5 * MiB - hbm.predicted_read) <= 0.10 * 560.5 * MiB  # the issue's number, 0.931x
+    # the issue's number: 0.931x of 602.3 MiB before 2026-12-06, 1.003x of 558.7 MiB since
+    assert abs(560.5 * MiB - hbm.predicted_read) <= 0.10 * 560.5 * MiB

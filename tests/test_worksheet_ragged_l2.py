@@ -25,7 +25,8 @@ from iomodel.spec.resolve import resolve_layer
 
 #: The default layer (Llama-3-8B: H = 32, H_kv = 8, d = 128, bf16, causal top-left, H200, the varlen
 #: kernel's tiles): O is 8 KiB and LSE 128 B per query row, so the 4,789 query rows store 39.8 MB,
-#: more than the 31.5 MB effective L2: some stores reach DRAM during the launch.
+#: more than the effective L2 of written lines (31.5 MB at 0.5 of the 60 MiB under the constants before 2026-12-06;
+#: 27.5 MB at the forward's own 0.4375 since 2026-12-06): some stores reach DRAM during the launch.
 LAYER: list[str] = []
 SEQLENS = "3000,77,1200:2500,512"
 
@@ -43,7 +44,8 @@ def _expected(layer):
     s, t, hw = layer.spec, layer.tiling, layer.hardware
     c = h.prefill_default(s.head_dim, s.dtype, s.causal, "prefill")  # flash_attention_varlen's path
     pps = estimate_programs_per_sm(t.sram_bytes(s), c.num_warps, hw.smem_per_sm)
-    k = predict_ragged_launch(layer.ragged.sequences(), t, L2Params(hw.l2_bytes, hw.num_sms, pps), c.tile_order)
+    # L2Params.of: the device's forward constants (ForwardL2, 2026-12-06), which the worksheet's estimate applies
+    k = predict_ragged_launch(layer.ragged.sequences(), t, L2Params.of(hw, pps), c.tile_order)
     return k, pps, c
 
 

@@ -9,10 +9,10 @@ and renders the result.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from iomodel.cache.params import L2Params, read_fraction_of, read_fraction_source
+from iomodel.cache.params import L2Params, forward_l2_of, read_fraction_of, read_fraction_source
 from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
                                    dkdv_write_quality, predict_ragged_launch, predict_tiled, predict_training_step)
 from iomodel.errors import IomodelError
@@ -436,6 +436,10 @@ class L2Estimate:
     #: measured one), and where it comes from (:func:`~iomodel.cache.params.read_fraction_source`).
     read_fraction: float | None = None
     read_fraction_source: str = ""
+    #: The forward launch's own L2 constants (:func:`~iomodel.cache.params.forward_l2_of` as a dict: ``ways``, ``q_share``,
+    #: ``write_share``, ``write_fraction``, ``source``; JSON ``forward_constants``), the ``_attn_fwd`` kernel's in a
+    #: training step.
+    forward_constants: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, read_bytes: int, write_bytes: int, written_bytes: int, *, flops: int, peak_flops: float,
@@ -448,6 +452,7 @@ class L2Estimate:
         t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
         launch.setdefault("read_fraction", read_fraction_of(hardware))
         launch.setdefault("read_fraction_source", read_fraction_source(hardware))
+        launch.setdefault("forward_constants", asdict(forward_l2_of(hardware)))
         return cls(read_bytes=read_bytes, write_bytes=write_bytes, written_bytes=written_bytes,
                    dirty_bytes=written_bytes - write_bytes, flops=flops, roofline_time_s=max(t_c, t_m),
                    intensity=flops / moved if moved else math.inf, bound="memory" if t_m >= t_c else "compute",
@@ -465,6 +470,7 @@ class L2Estimate:
             "programs_per_sm": self.programs_per_sm, "programs_per_sm_source": self.programs_per_sm_source,
             "num_warps": self.num_warps, "tile_order": self.tile_order, "config_source": self.config_source,
             "read_fraction": self.read_fraction, "read_fraction_source": self.read_fraction_source,
+            "forward_constants": self.forward_constants,
             "assumptions": list(self.assumptions),
         }
         if self.schedule is not None:

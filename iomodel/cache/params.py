@@ -19,7 +19,8 @@ from iomodel.errors import IomodelError
 #: measurement, for the two L2 partitions of A100/H100-class GPUs, each caching data for the SMs of
 #: its own GPCs (NVIDIA A100 whitepaper, "L2 cache"; H100 whitepaper, "H100 L2 cache"). A read miss
 #: of the set-associative model is judged against :data:`DEFAULT_L2_READ_FRACTION` (measured) since
-#: 2026-12-04 (docs/l2-calibration.md, "Microbenchmarks", "Read capacity").
+#: 2026-12-04 (docs/l2-calibration.md, "Microbenchmarks", "Read capacity"). Since 2026-12-06 a forward launch's written
+#: lines weigh and are written back as its device's :data:`FORWARD_L2` says instead.
 DEFAULT_L2_FRACTION = 0.5
 #: Fraction of L2 that a read of the set-associative model finds its line in (the capacity C of
 #: a read miss's ``P(Poisson(A·D/C) ≥ A)``; written lines and their write-back keep
@@ -40,7 +41,8 @@ MEASURED_L2_READ_FRACTION: dict[str, float] = {"H200": DEFAULT_L2_READ_FRACTION,
 #: the fully associative LRU). Source: fitted, not a datasheet figure (NVIDIA does not publish
 #: the H100/H200 L2 associativity): fewest DRAM-write misses on the 124 single-pass kernel
 #: measurements of receipts/ncu-h200-calib-dram-*, ncu-h200-holdout2-dp-* and
-#: ncu-h200-holdout3-* (docs/l2-calibration.md, "Set-associative replacement").
+#: ncu-h200-holdout3-* (docs/l2-calibration.md, "Set-associative replacement"). Since 2026-12-06 the backward kernels'
+#: (and the eager chain's); every forward launch takes its device's :data:`FORWARD_L2` (:meth:`L2Params.for_forward`).
 DEFAULT_L2_WAYS = 24
 @dataclass(frozen=True)
 class ForwardL2:
@@ -94,6 +96,24 @@ def forward_l2_of(hardware: Any) -> ForwardL2:
     return replace(h200, source=f"not measured on the {preset or 'unnamed device'}: the H200's ({h200.source})")
 
 
+def forward_applies(l2_fraction: float, ways: int | None) -> bool:
+    """Whether a reconciliation or estimate at ``l2_fraction`` and ``ways`` predicts its forward launches with the
+    forward's own constants (:meth:`L2Params.for_forward`): both at the model's defaults."""
+    return ways == DEFAULT_L2_WAYS and l2_fraction == DEFAULT_L2_FRACTION
+
+
+def forward_clause(hardware: Any, l2_fraction: float, ways: int | None) -> str:
+    """One clause naming the forward's constants a reconciliation of ``hardware`` uses (:func:`forward_applies`), for
+    its title and report, or "" where it uses none (a user's ``--l2-ways``/``--l2-fraction``: one model for every
+    kernel)."""
+    if not forward_applies(l2_fraction, ways):
+        return ""
+    f = forward_l2_of(hardware)
+    return (f"forward launches at {f.ways} ways, a Q byte {f.q_share:g}, a written byte {f.write_share:g}, write-back "
+            f"at {f.write_fraction:g} of the L2 ({f.source}); the backward kernels at {DEFAULT_L2_WAYS} ways and "
+            f"{DEFAULT_L2_FRACTION:g}")
+
+
 #: Read-equivalent bytes one byte stored by the ``_bwd_dq`` kernel occupies in L2 (the forward's
 #: stores and the other backward kernels' weigh ``l2_fraction``, 0.5). Source: fitted, not a
 #: mechanism: with 0.5 the model over-predicts the dQ kernel's DRAM writes on the 159 dQ launches
@@ -138,18 +158,19 @@ DKDV_LARGE_GROUP, DKDV_LARGE_GROUP_ROWS = 7, 6000
 DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: A prefill forward's K/V working set of one resident wave (:func:`iomodel.cache.predict.wave_kv_working_set`) over
 #: the read capacity (:attr:`L2Params.read_capacity`) from which, and below which, its DRAM reads are ``rough``: on the
-#: committed receipts' forward runs (prefill, not ragged; H200 and H100, the bundled kernel and SDPA cuDNN, as of
-#: 2026-12-06) every run in [0.85, 2.5) of it read 0.685-1.092x the model, :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB
-#: (every miss an over-prediction: issue 12 item 3's read-capacity hold-outs, edge probes, peer hold-out), while the
-#: runs outside it held (the bundled kernel 528 of 533, cuDNN 50 of 51; tests/test_reconcile_receipts.py recomputes
-#: these numbers from the receipts; docs/l2-calibration.md, "The capacity edge as a label"). The lower edge sits
-#: between the runs at 0.835 (all held) and the miss at 0.8995 (Llama-3-8B-like, 28,672 tokens, H200). Calibration data
+#: committed receipts' forward runs (prefill, not ragged; H200 and H100, the bundled kernel and SDPA cuDNN) every run in
+#: [0.85, 2.5) of it read 0.714-1.631x the model (the forward's own constants, :data:`FORWARD_L2`, since 2026-12-06),
+#: :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB, while the runs outside it held more often (the bundled kernel 542 of 550,
+#: cuDNN 60 of 68; tests/test_reconcile_receipts.py recomputes these numbers from the receipts; docs/l2-calibration.md,
+#: "The capacity edge as a label" and "The forward's constants from its own microbenchmark"). The band was read off
+#: the runs under the constants before (2026-12-06: 75/94 and 18/39 within in it, 0.685-1.092x, every miss an
+#: over-prediction; its lower edge between the runs at 0.835 times, all held, and a miss at 0.8995). Calibration data
 #: for a label: no byte of the model depends on it; windowed and ragged layers are not labelled.
 FWD_EDGE_WORKING_SET = (0.85, 2.5)
 #: Of those runs: (bundled runs, within), (SDPA cuDNN runs, within), and the measured / modelled reads, lowest and
 #: highest, of both.
-FWD_EDGE_RUNS = ((94, 75), (39, 18))
-FWD_EDGE_RATIO = (0.685, 1.092)
+FWD_EDGE_RUNS = ((111, 94), (56, 41))
+FWD_EDGE_RATIO = (0.714, 1.631)
 #: The dK/dV kernel's DRAM writes where its S > 1 group slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the
 #: effective L2 (:attr:`L2Params.capacity`): measured minus modelled bytes, lowest and highest, in MiB, on the
 #: committed H200 training receipts' such steps (train1 to hold-out 11, split1, the d 256, LPT, order-calibration and
@@ -344,13 +365,13 @@ class L2Params:
 
     @property
     def forward_source(self) -> str:
-        """One clause on the forward's constants where :meth:`for_forward` applied them, else ""."""
+        """Where the forward's constants come from (:attr:`ForwardL2.source`) where :meth:`for_forward` applied them,
+        else ""."""
         f = self.forward
         if f is None or (self.ways, self.q_share, self.stored_share, self.l2_fraction) != (
                 f.ways, f.q_share, f.write_share, f.write_fraction):
             return ""
-        return (f"the forward's constants: {f.ways} ways, a Q byte weighing {f.q_share:g}, a written byte "
-                f"{f.write_share:g}, write-back judged at {f.write_fraction:g} of the L2 ({f.source})")
+        return f.source
 
     @property
     def read_origin(self) -> str:

@@ -272,8 +272,9 @@ def _common_assumptions(params: L2Params) -> list[str]:
     fwd = params.forward_source
     return [
         f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
-        "(two L2 partitions each caching what their SMs read)" + ("." if params.ways is None else
-                                                                  " for written lines and their write-back."),
+        + (f"for written lines and their write-back (the forward's constants, {fwd})." if fwd else
+           "(two L2 partitions each caching what their SMs read)" + ("." if params.ways is None else
+                                                                     " for written lines and their write-back.")),
         f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
         "run at once, in grid order (axis 0 fastest), in waves.",
         ("L2 keeps the most recently used items (fully associative LRU) in chunks of K/V key rows, so re-read "
@@ -284,8 +285,8 @@ def _common_assumptions(params: L2Params) -> list[str]:
          f"C = {human_bytes(params.read_capacity, decimals=1)} for a read ({params.read_fraction:g} × the L2: "
          f"the half-miss point of a set every SM re-reads, {params.read_origin}) and the effective capacity for a "
          "dirty line's write-back; K/V are tracked in chunks of key rows and the bytes are expected values."
-         + (f" A Q byte weighs {params.q_share:g} and a written byte {params.write_share:g} of a K/V byte in D; "
-            f"{fwd}." if fwd else "")),
+         + (f" A Q byte (read by one program) weighs {params.q_share:g} and a written byte {params.write_share:g} of "
+            "a K/V byte in D." if fwd else "")),
         "Every kernel starts with a cold L2 and its dirty lines at the end are not counted "
         "(ncu --cache-control all flushes caches before each kernel)." if params.flush_between_kernels else
         "L2 content is not flushed between kernels.",
@@ -483,8 +484,8 @@ def forward_rough_sentence(working_set: float, read_capacity: float) -> str:
     return (f"ROUGH: the forward's DRAM reads. A resident wave's K/V working set here is "
             f"{working_set / read_capacity:.2f} times the read capacity, the capacity edge ({lo}-{hi} times): there "
             f"the committed forward runs (H200 and H100) read {r_lo}-{r_hi}x this model, within ±10 % or 1 MiB on {wb} of "
-            f"{nb} runs of the bundled kernel and {wc} of {nc} of SDPA cuDNN, every miss below it (issue 12 item 3; "
-            "iomodel/cache/params.py FWD_EDGE_WORKING_SET): read this estimate as likely above what runs.")
+            f"{nb} runs of the bundled kernel and {wc} of {nc} of SDPA cuDNN, misses on both sides (issue 12 item 3; "
+            "iomodel/cache/params.py FWD_EDGE_WORKING_SET): read this estimate as rough either way.")
 
 
 def _rekeyed(wave: list[Any], n: int) -> list[Any]:
@@ -899,6 +900,12 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
                            f"{params.write_share} but for the Gluon dK/dV partials above): fitted on the dQ launches of six training receipts, not a mechanism "
                            "(iomodel/cache/params.py DQ_WRITE_SHARE).")
+    fwd_params = par["_attn_fwd"].for_forward()
+    if fwd_params.forward_source:
+        assumptions.append(f"_attn_fwd is predicted with the forward's own constants, not those above: {fwd_params.ways} "
+                           f"ways, a Q byte weighing {fwd_params.q_share:g} and a written byte {fwd_params.write_share:g} "
+                           f"of a K/V byte, write-back judged at {fwd_params.l2_fraction:g} of the L2 "
+                           f"({fwd_params.forward_source}; iomodel/cache/params.py FORWARD_L2).")
     out = _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                   assumptions)
     out.read_qualities = {"_attn_fwd": fwd_quality, "_bwd_dkdv": quality}

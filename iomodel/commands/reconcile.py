@@ -21,7 +21,8 @@ from rich.table import Table
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, shown, write_text
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
-                                  MEASURED_L2_READ_FRACTION, hardware_preset, read_fraction_of, read_fraction_source)
+                                  MEASURED_L2_READ_FRACTION, forward_clause, hardware_preset, read_fraction_of,
+                                  read_fraction_source)
 
 
 def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, plot_dir: Path | None) -> None:
@@ -78,8 +79,10 @@ def reconcile(
                                                      "e.g. if TMA is not counted as TEX); default: the record's, "
                                                      "else auto.")] = None,
     l2_ways: Annotated[int, typer.Option("--l2-ways", help="Associativity of the L2 in the L2-aware prediction "
-                                         f"(default {DEFAULT_L2_WAYS}, fitted on the H200 calibration receipts; "
-                                         "0: a fully associative LRU, the earlier model).")] = DEFAULT_L2_WAYS,
+                                         f"(default {DEFAULT_L2_WAYS} for the backward kernels, fitted on the H200 "
+                                         "calibration receipts, and the forward's own constants for every forward "
+                                         "launch, iomodel.cache.params.FORWARD_L2; any other value sets one model for "
+                                         "every kernel; 0: a fully associative LRU, the earlier model).")] = DEFAULT_L2_WAYS,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1 (the read capacity stays at the "
                                                    "device's measured fraction).")] = False,
@@ -123,6 +126,8 @@ def reconcile(
                       f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True, markup=False)
     reads = (f", reads at {read_fraction_of(rec.hardware):g} of the L2 ({read_fraction_source(rec.hardware)})"
              if rec.l2_ways else "")
+    fwd = forward_clause(rec.hardware, rec.l2_fraction, rec.l2_ways)
+    reads += f"; {fwd}" if fwd else ""
     t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}{reads}); "
                     "ratio = measured / predicted")
     for c in md.TABLE_COLUMNS:

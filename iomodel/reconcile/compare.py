@@ -42,7 +42,8 @@ from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kern
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
-                                  exact_write_share, l2_fraction_refusal, read_fraction_of)
+                                  exact_write_share, forward_applies, forward_l2_of, l2_fraction_refusal,
+                                  read_fraction_of)
 from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
@@ -393,6 +394,8 @@ class Reconciliation:
             "l2_fraction": self.l2_fraction,
             "l2_read_fraction": read_fraction_of(self.hardware) if self.l2_ways else None,  # None: the LRU's one capacity
             "l2_ways": self.l2_ways,
+            "l2_forward": (asdict(forward_l2_of(self.hardware)) if forward_applies(self.l2_fraction, self.l2_ways)
+                           else None),  # the forward launches' own constants (iomodel.cache.params.ForwardL2)
             "tolerances": self.tolerances,
             "abs_tol_bytes": self.abs_tol,
             "summary": self.summary(),
@@ -1171,9 +1174,13 @@ def _add_band(row: ShapeReconciliation, shape: ShapeMeasurement, alone: Reconcil
                 lru = [human_bytes(v, decimals=1) for v in (alt.predicted_read, alt.predicted_write)]
                 hbm = row.level("HBM")
                 ways = [human_bytes(v, decimals=1) for v in (hbm.predicted_read, hbm.predicted_write)]
+                label = f"the {l2_ways}-way L2"
+                if forward_applies(opts.get("l2_fraction", DEFAULT_L2_FRACTION), l2_ways):  # the forward's own ways
+                    label = (f"the set-associative L2 ({forward_l2_of(hw).ways} ways for the forward"
+                             + (f", {l2_ways} for the backward kernels)" if shape.spec.backward else ")"))
                 row.notes.append(
                     f"replacement-policy band: a fully associative LRU predicts {lru[0]} read, "
-                    f"{lru[1]} written, the {l2_ways}-way L2 {ways[0]} and {ways[1]}")
+                    f"{lru[1]} written, {label} {ways[0]} and {ways[1]}")
 
 
 def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
