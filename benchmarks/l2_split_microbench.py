@@ -28,12 +28,17 @@ Usage (on the GPU; about half a minute)::
     python3 benchmarks/l2_split_microbench.py --out $OUT/l2-split-<device>-<date>.json
 
 It prints the tables and writes a JSON receipt (command, device, date, every raw counter). Without a GPU or ncu it
-prints one line and exits 2. Calibration data: no constant is taken from it yet.
+prints one line and exits 2. Calibration data: its receipts are the source of the forward's L2 constants
+(``iomodel.cache.params.FORWARD_L2``, since 2026-12-06).
 
-On a CPU, ``python3 benchmarks/l2_split_microbench.py --compare RECEIPT`` prints the L2 model's prediction of both
-patterns (:func:`model_split_miss`, :func:`model_grid_excess`: the receipt's device preset, its measured read fraction,
-24 ways, the pattern's waves through :func:`iomodel.cache.simulate.simulate` in chunks of :data:`MODEL_CHUNK` bytes)
-beside the measured values.
+On a CPU, ``python3 benchmarks/l2_split_microbench.py --compare RECEIPT`` prints the L2 model's prediction of the
+patterns (:func:`model_split_miss`, :func:`model_grid`: the receipt's device preset, its measured read fraction, the
+pattern's waves through :func:`iomodel.cache.simulate.simulate` in chunks of :data:`MODEL_CHUNK` bytes) under the
+forward's constants and the :data:`LEGACY` ones (24 ways, Q 1, written 0.5 at 0.5) beside the measured values:
+``split`` the re-fetch per pass of W MiB by S sets; ``grid``/``gridqo`` the excess reads over one read of every set (a
+fraction of the sets' bytes) for T programs a set and (q, o) private blocks read and written per program, W programs
+resident, and gridqo's O bytes written back (MiB). ``--fit RECEIPT`` ranks a trial grid of those constants by the
+squared error against the receipt's reads and written-back bytes (:func:`fit_rows`; about 4 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -390,7 +395,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="JSON receipt path")
     ap.add_argument("--compare", help="a receipt: print the L2 model's prediction beside it (CPU)")
     ap.add_argument("--fit", help="a receipt: rank trial ways, Q and write weights and write-back fractions against its "
-                                  "reads and writes (CPU, ~5 min)")
+                                  "reads and writes (CPU, about 4 min)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:

@@ -84,3 +84,20 @@ def test_what_missed(reconciled_receipt):
     assert len(rest) == 10 and min(rest) >= 0.71 and max(rest) <= 1.4
     writes = [r.id for rec in (first, second) for r in rec.rows if not rec.within(r, "HBM", "write")]
     assert writes == ["b4-h16-kv16-d128-bf16-q2304-k2304-nc-sdpa-cudnn"]
+
+
+@pytest.mark.parametrize("ways, says", [
+    (None, "forward launches at 96 ways, a Q byte 0.5, a written byte 0.625, write-back at 0.4375 of the L2"),
+    ("24", "note: --l2-ways 24 is the backward kernels' default: the forward launches keep their own constants"),
+    ("96", "every kernel at 96 ways and 0.5 (the forward's own constants, FORWARD_L2, not used"),
+])
+def test_the_reconcile_title_names_the_constants_the_forward_used(ways, says):
+    """``iomodel reconcile``: the default names the forward's own constants; an explicit ``--l2-ways 24`` (the default)
+    says they stay; any other value says every kernel runs at it."""
+    from typer.testing import CliRunner
+
+    from iomodel.cli import app
+
+    args = ["reconcile", str(ROOT / "receipts" / FIRST)] + ([] if ways is None else ["--l2-ways", ways])
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
+    assert out.exit_code == 0 and says in " ".join(out.output.split())

@@ -104,10 +104,11 @@ def forward_applies(l2_fraction: float, ways: int | None) -> bool:
 
 def forward_clause(hardware: Any, l2_fraction: float, ways: int | None) -> str:
     """One clause naming the forward's constants a reconciliation of ``hardware`` uses (:func:`forward_applies`), for
-    its title and report, or "" where it uses none (a user's ``--l2-ways``/``--l2-fraction``: one model for every
-    kernel)."""
+    its title and report; where it uses none (a user's ``--l2-ways``/``--l2-fraction``: one model for every kernel),
+    a clause that says so, or "" for the fully associative LRU (``ways`` None)."""
     if not forward_applies(l2_fraction, ways):
-        return ""
+        return ("" if ways is None else f"every kernel at {ways} ways and {l2_fraction:g} (the forward's own constants, "
+                "FORWARD_L2, not used: --l2-ways or --l2-fraction given)")
     f = forward_l2_of(hardware)
     return (f"forward launches at {f.ways} ways, a Q byte {f.q_share:g}, a written byte {f.write_share:g}, write-back "
             f"at {f.write_fraction:g} of the L2 ({f.source}); the backward kernels at {DEFAULT_L2_WAYS} ways and "

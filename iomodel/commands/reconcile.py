@@ -21,7 +21,7 @@ from rich.table import Table
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, shown, write_text
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
-                                  MEASURED_L2_READ_FRACTION, forward_clause, hardware_preset, read_fraction_of,
+                                  MEASURED_L2_READ_FRACTION, forward_applies, forward_clause, hardware_preset, read_fraction_of,
                                   read_fraction_source)
 
 
@@ -78,11 +78,11 @@ def reconcile(
                                                      "from the SMs' L1/TEX units) or all (L2 lookups from any source, "
                                                      "e.g. if TMA is not counted as TEX); default: the record's, "
                                                      "else auto.")] = None,
-    l2_ways: Annotated[int, typer.Option("--l2-ways", help="Associativity of the L2 in the L2-aware prediction "
+    l2_ways: Annotated[Optional[int], typer.Option("--l2-ways", help="Associativity of the L2 in the L2-aware prediction "
                                          f"(default {DEFAULT_L2_WAYS} for the backward kernels, fitted on the H200 "
                                          "calibration receipts, and the forward's own constants for every forward "
                                          "launch, iomodel.cache.params.FORWARD_L2; any other value sets one model for "
-                                         "every kernel; 0: a fully associative LRU, the earlier model).")] = DEFAULT_L2_WAYS,
+                                         "every kernel; 0: a fully associative LRU, the earlier model).")] = None,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1 (the read capacity stays at the "
                                                    "device's measured fraction).")] = False,
@@ -101,6 +101,8 @@ def reconcile(
         if not math.isfinite(val) or val < 0:
             raise IomodelError(f"{flag} must be a finite number, 0 or more, got {val}: pass e.g. {flag} "
                                + ("1048576" if flag == "--abs-tol" else "0.1"))
+    explicit_default_ways = l2_ways == DEFAULT_L2_WAYS
+    l2_ways = DEFAULT_L2_WAYS if l2_ways is None else l2_ways
     if not 0 <= l2_ways <= MAX_L2_WAYS:
         raise IomodelError(f"--l2-ways must be 0 (fully associative) or a number of ways up to {MAX_L2_WAYS}, "
                            f"got {l2_ways}")
@@ -120,6 +122,11 @@ def reconcile(
                   l2_source=l2_source, l2_ways=l2_ways or None)
     rec = comparison.reconcile(meas, l2_fraction=l2_fraction, **common)
     console = Console(width=max(Console().width, 180))
+    if explicit_default_ways and forward_applies(rec.l2_fraction, rec.l2_ways):
+        console.print(f"note: --l2-ways {DEFAULT_L2_WAYS} is the backward kernels' default: the forward launches keep "
+                      "their own constants (the title names them); another value, or --l2-fraction other than "
+                      f"{DEFAULT_L2_FRACTION:g}, sets one model for every kernel", highlight=False, soft_wrap=True,
+                      markup=False)
     recorded = (meas.hardware or {}).get("name")
     if hardware and recorded and hardware_preset(str(recorded)) != hardware_preset(rec.hardware):
         console.print(f"warning: predicting for --hardware {rec.hardware.name}, but the record was measured on "
