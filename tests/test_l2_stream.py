@@ -486,3 +486,33 @@ def test_the_causal_training_step_is_computed_past_2_18_tokens_at_any_touch_coun
     for spec, tiling, _ in _causal_dkdv_shapes(6, 5):
         model = stream._DkdvEvents(spec, tiling, 5, 0.5)
         assert stream.dkdv_touches(spec, tiling) == model.touches(0, len(model.p0) - 1)
+
+
+@pytest.mark.parametrize("hardware, spec", [
+    ("H100-SXM", LayerSpec(batch=1, heads=16, kv_heads=16, head_dim=128, seqlen_q=22528, seqlen_k=22528, dtype="bf16")),
+    ("H200", LayerSpec(batch=1, heads=32, kv_heads=8, head_dim=128, seqlen_q=28672, seqlen_k=28672, dtype="bf16",
+                       causal=True)),
+    ("H200", LayerSpec(batch=2, heads=12, kv_heads=4, head_dim=64, seqlen_q=9000, seqlen_k=9000, dtype="fp16",
+                       causal=True, causal_align="bottom-right")),
+])
+def test_the_forward_s_own_constants_fast_equal_the_simulation_at_full_size(hardware, spec):
+    """The forward at its device's own constants (FORWARD_L2: 96 or 192 ways, a Q byte 0.5 or 0.625, written bytes 0.625
+    at 0.4375) on real L2 sizes: :func:`iomodel.cache.stream.fast_kernel_l2` (``q_share``) gives the very bytes of
+    :func:`iomodel.cache.simulate.simulate` (``read_weights``) on the kernel's waves; the two long layers re-fetch K/V,
+    the short one reads it once."""
+    from iomodel.cache.simulate import simulate
+    from iomodel.schedule.grid import prefill_waves
+    from iomodel.spec.hardware import get_hardware
+
+    p = L2Params.of(get_hardware(hardware), 1).for_forward()
+    assert p.q_share < 1 and p.ways in (96, 192)
+    tiling = Tiling(block_m=128, block_n=64)
+    w = p.resident_programs
+    fast = stream.fast_kernel_l2("fwd kernel", spec, tiling, w, p.capacity, p.write_share, p.ways,
+                                 read_capacity=p.read_capacity, q_share=p.q_share)
+    waves, _, _ = prefill_waves(spec, tiling, w, "forward", grouped=True)
+    slow = simulate("fwd kernel", waves, p.capacity, p.write_share, p.ways, p.read_capacity, {"Q": p.q_share})
+    assert fast is not None
+    assert (fast.hbm_read, fast.hbm_write, fast.dirty_at_end) == (slow.hbm_read, slow.hbm_write, slow.dirty_at_end)
+    k_once = spec.batch * spec.kv_heads * spec.seqlen_k * spec.head_dim * spec.width
+    assert fast.hbm_read["K"] > k_once if spec.seqlen_k > 20000 else fast.hbm_read["K"] == k_once  # re-fetched, or not

@@ -75,5 +75,6 @@ def test_the_band_on_cached_waves_equals_a_fresh_prediction():
     assert len(band) == 1
     fresh = reconcile_shape(m.shapes[0], hardware_of(m), l2_ways=None, l2_fraction=0.5, flush_between_kernels=True,
                             l2_source="auto", collected=collected_quantities(m)).level("HBM")
-    assert (f"a fully associative LRU predicts {human_bytes(fresh.predicted_read, decimals=1)} read, "
+    assert (f"a fully associative LRU (one capacity, every byte read weighing 1) predicts "
+            f"{human_bytes(fresh.predicted_read, decimals=1)} read, "
             f"{human_bytes(fresh.predicted_write, decimals=1)} written") in band[0]

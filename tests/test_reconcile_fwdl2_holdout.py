@@ -42,19 +42,19 @@ def test_holdout_counts(reconciled_receipt, name, impl, read, write):
     assert _counts(rec, "HBM", "write", impl) == write
 
 
-def test_the_legacy_constants_on_the_same_receipts(monkeypatch):
+def test_the_legacy_constants_on_the_same_receipts():
     """The comparison the docs quote (computed after the measurement): with every launch at the legacy constants
-    (``L2Params.for_forward`` a no-op) the first receipt's reads are 10/17 (bundled) and 7/17 (cuDNN), writes 17/17
+    (``reconcile(..., forward_constants=False)``, ``iomodel reconcile --no-forward-constants``) the first receipt's
+    reads are 10/17 (bundled) and 7/17 (cuDNN), writes 17/17
     each; the second's 9/17 and 7/17, writes 17/17 each: the forward's constants gain 9 reads and lose one cuDNN write
     on the first, and gain 7 reads on the second."""
-    from iomodel.cache.params import L2Params
     from iomodel.measure.records import Measurement
     from iomodel.reconcile import reconcile
 
-    monkeypatch.setattr(L2Params, "for_forward", lambda self: self)
     got = {}
     for name in (FIRST, SECOND):
-        rec = reconcile(Measurement.load(ROOT / "receipts" / name))
+        rec = reconcile(Measurement.load(ROOT / "receipts" / name), forward_constants=False)
+        assert not rec.forward_used and rec.to_dict()["l2_forward"] is None
         got[name] = [_counts(rec, "HBM", d, i) for i in ("tiled", "sdpa-cudnn") for d in ("read", "write")]
     assert got == {FIRST: [(10, 17), (17, 17), (7, 17), (17, 17)], SECOND: [(9, 17), (17, 17), (7, 17), (17, 17)]}
 
@@ -62,8 +62,8 @@ def test_the_legacy_constants_on_the_same_receipts(monkeypatch):
 def test_what_missed(reconciled_receipt):
     """The misses, by measured / predicted DRAM reads. The bundled kernel: one on the first receipt (B1 H40 KV8 d128 at
     39,936 tokens, 0.90x), four on the second (GQA non-causal at 38-40k tokens under-predicted 1.17x and 1.31x; the
-    HEAD_DIM 64 causal at 122,880 tokens 0.665x; the MQA-like causal at 103,424 tokens 0.905x). SDPA cuDNN: its long causal
-    forwards at 86k-133k tokens read 5.5-25x the model (one persistent kernel of 132 programs re-reading K/V from DRAM
+    HEAD_DIM 64 causal at 122,880 tokens 0.665x; the MQA-like causal at 103,424 tokens 0.905x). SDPA cuDNN: its causal
+    HEAD_DIM 128 forwards at 86k-133k tokens read 5.5-25x the model (one persistent kernel of 132 programs re-reading K/V from DRAM
     for nearly every tile: its tile order there is not the strided one the model infers), the rest 0.71-1.4x on both
     sides; its one write miss is a within-L2 shape at 0.903x."""
     first, second = reconciled_receipt(FIRST), reconciled_receipt(SECOND)
@@ -79,7 +79,7 @@ def test_what_missed(reconciled_receipt):
     cudnn = {**ratios(first, "sdpa-cudnn"), **ratios(second, "sdpa-cudnn")}
     long_causal = {i: x for i, x in cudnn.items() if x > 2}
     assert sorted(long_causal.values()) == [5.547, 12.768, 15.84, 25.086]
-    assert all("-tl-" in i and int(i.split("-q")[1].split("-")[0]) >= 86016 for i in long_causal)
+    assert all("-d128-" in i and "-tl-" in i and int(i.split("-q")[1].split("-")[0]) >= 86016 for i in long_causal)
     rest = [x for x in cudnn.values() if x <= 2]
     assert len(rest) == 10 and min(rest) >= 0.71 and max(rest) <= 1.4
     writes = [r.id for rec in (first, second) for r in rec.rows if not rec.within(r, "HBM", "write")]
@@ -90,14 +90,17 @@ def test_what_missed(reconciled_receipt):
     (None, "forward launches at 96 ways, a Q byte 0.5, a written byte 0.625, write-back at 0.4375 of the L2"),
     ("24", "note: --l2-ways 24 is the backward kernels' default: the forward launches keep their own constants"),
     ("96", "every kernel at 96 ways and 0.5 (the forward's own constants, FORWARD_L2, not used"),
+    ("--no-forward-constants", "every kernel at 24 ways and 0.5, a Q byte weighing 1 (the forward's own constants, "
+                               "FORWARD_L2, turned off: --no-forward-constants)"),
 ])
 def test_the_reconcile_title_names_the_constants_the_forward_used(ways, says):
     """``iomodel reconcile``: the default names the forward's own constants; an explicit ``--l2-ways 24`` (the default)
-    says they stay; any other value says every kernel runs at it."""
+    says they stay; any other value says every kernel runs at it; ``--no-forward-constants`` says they are off."""
     from typer.testing import CliRunner
 
     from iomodel.cli import app
 
-    args = ["reconcile", str(ROOT / "receipts" / FIRST)] + ([] if ways is None else ["--l2-ways", ways])
+    extra = [] if ways is None else [ways] if ways.startswith("--") else ["--l2-ways", ways]
+    args = ["reconcile", str(ROOT / "receipts" / FIRST)] + extra
     out = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
     assert out.exit_code == 0 and says in " ".join(out.output.split())

@@ -254,7 +254,8 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
     """Why the fast evaluation (:mod:`iomodel.cache.stream`) does not cover every kernel of the
     estimate at any length (one clause), or None.
 
-    It covers, with the default L2 (24 ways, written lines weighing 0.5): the forward and
+    It covers, with the default L2 (the forward's own constants, ``FORWARD_L2``; 24 ways and written lines weighing 0.5
+    for the backward kernels): the forward and
     ``_bwd_dq`` in the tiles-fastest grid with ascending key blocks, without a window band;
     ``_bwd_dkdv`` with one group slice when every key tile loads every query row (no causal
     mask cuts a tile's rows: :func:`iomodel.schedule.grid.dkdv_last_lo` is 0); ``_bwd_preprocess``;
@@ -512,8 +513,8 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
 
     Programs per SM: the schedule's, else from :func:`iomodel.schedule.grid.estimate_programs_per_sm`
     (shared memory of the tiles and warps; registers ignored); default
-    :class:`~iomodel.cache.params.L2Params` otherwise (effective L2 fraction 0.5, 24 ways,
-    caches flushed before the kernel). Roofline time ``max(flops / peak_flops, DRAM bytes /
+    :class:`~iomodel.cache.params.L2Params` otherwise (the device's, :meth:`~iomodel.cache.params.L2Params.of`: the
+    forward's own constants, ``FORWARD_L2``; caches flushed before the kernel). Roofline time ``max(flops / peak_flops, DRAM bytes /
     hardware.hbm_bandwidth)`` (seconds).
 
     Args:

@@ -54,7 +54,9 @@ class ForwardL2:
 
     Attributes:
         ways: associativity A of a read miss and a dirty line's write-back (sharper than 24: one set re-read by every
-            SM goes from 2 % to 98 % missed within about ±12 % of its half-miss point).
+            SM goes from 2 % to 98 % missed within about ±12 % of its half-miss point on the H200: 28 to 34 MiB,
+            receipts/l2-micro-h200-2026-12-01.json). Two fitted values sit at the trial grid's edges, so the best may lie
+            beyond: 192 ways (the H200) is its largest, a Q weight of 0.5 (the H100) its smallest.
         q_share: read-equivalent bytes one byte of Q occupies (a Q tile is read by one program, one SM: held in
             fewer partitions than K/V, which every program of a wave reads).
         write_share: read-equivalent bytes one written byte (O, LSE, split-KV partials) occupies.
@@ -71,7 +73,7 @@ class ForwardL2:
 
 #: Written byte weight and write-back fraction of the forward (both devices): the best of the H100's joint fit of the
 #: ``gridqo`` pattern's reads and writes (receipts/l2-split-h100-2026-12-06-b.json, ``l2_split_microbench.py --fit``);
-#: on the H200's receipt the same pair, with its own ways and Q weight, ranks third, its squared error 11 % above the
+#: on the H200's receipt the same pair, with its own ways and Q weight, ranks fifth, its squared error 11 % above the
 #: best there (0.75, 0.5), a choice among near-tied fits that the attention calibration receipts made
 #: (docs/l2-calibration.md, "The forward's constants from its own microbenchmark").
 FWD_WRITE_SHARE, FWD_WRITE_FRACTION = 0.625, 0.4375
@@ -80,7 +82,8 @@ FWD_WRITE_SHARE, FWD_WRITE_FRACTION = 0.625, 0.4375
 #: not listed (the A100) takes the H200's, and says so (:func:`forward_l2_of`). Adopted 2026-12-06.
 FORWARD_L2: dict[str, ForwardL2] = {
     "H200": ForwardL2(192, 0.625, FWD_WRITE_SHARE, FWD_WRITE_FRACTION,
-                      "fitted on the H200's forward-pattern microbenchmark, receipts/l2-split-h200-2026-12-06.json"),
+                      "ways and Q weight fitted on the H200's forward-pattern microbenchmark, "
+                      "receipts/l2-split-h200-2026-12-06.json; the written-byte pair the H100's (fifth on the H200's)"),
     "H100-SXM": ForwardL2(96, 0.5, FWD_WRITE_SHARE, FWD_WRITE_FRACTION,
                           "fitted on the H100's forward-pattern microbenchmark, receipts/l2-split-h100-2026-12-06-b.json"),
 }
@@ -88,7 +91,13 @@ FORWARD_L2: dict[str, ForwardL2] = {
 
 def forward_l2_of(hardware: Any) -> ForwardL2:
     """The forward's L2 constants of ``hardware``'s preset (:data:`FORWARD_L2`), else the H200's with a source that
-    says it was not measured there."""
+    says it was not measured there.
+
+    Args:
+        hardware: a :class:`~iomodel.spec.hardware.Hardware` entry or a name (``"H100-SXM (NVIDIA H100 80GB HBM3)"``).
+
+    Returns:
+        :class:`ForwardL2`. Raises nothing (an unknown name takes the H200's, said in ``source``)."""
     preset = hardware_preset(hardware)
     if preset in FORWARD_L2:
         return FORWARD_L2[preset]
@@ -97,18 +106,33 @@ def forward_l2_of(hardware: Any) -> ForwardL2:
 
 
 def forward_applies(l2_fraction: float, ways: int | None) -> bool:
-    """Whether a reconciliation or estimate at ``l2_fraction`` and ``ways`` predicts its forward launches with the
-    forward's own constants (:meth:`L2Params.for_forward`): both at the model's defaults."""
+    """Whether a reconciliation or estimate at ``l2_fraction`` (of the L2 bytes) and ``ways`` predicts its forward
+    launches with the forward's own constants (:meth:`L2Params.for_forward`): both at the model's defaults
+    (:data:`DEFAULT_L2_FRACTION`, :data:`DEFAULT_L2_WAYS`). Returns a bool; raises nothing."""
     return ways == DEFAULT_L2_WAYS and l2_fraction == DEFAULT_L2_FRACTION
 
 
-def forward_clause(hardware: Any, l2_fraction: float, ways: int | None) -> str:
+def forward_clause(hardware: Any, l2_fraction: float, ways: int | None, enabled: bool = True) -> str:
     """One clause naming the forward's constants a reconciliation of ``hardware`` uses (:func:`forward_applies`), for
-    its title and report; where it uses none (a user's ``--l2-ways``/``--l2-fraction``: one model for every kernel),
-    a clause that says so, or "" for the fully associative LRU (``ways`` None)."""
+    its title and report; where it uses none (a user's ``--l2-ways``/``--l2-fraction``, or ``enabled`` False:
+    ``--no-forward-constants``; one model for every kernel), a clause that says so; "" for the fully associative LRU
+    (``ways`` None).
+
+    Args:
+        hardware: the device (:class:`~iomodel.spec.hardware.Hardware` or a preset name); l2_fraction: the effective
+            fraction (of the L2 bytes); ways: the associativity, or None; enabled: the forward's constants asked for.
+
+    Returns:
+        one clause, no final period. Raises nothing.
+    """
+    if ways is None:
+        return ""
+    if not enabled:
+        return (f"every kernel at {ways} ways and {l2_fraction:g}, a Q byte weighing 1 (the forward's own constants, "
+                "FORWARD_L2, turned off: --no-forward-constants)")
     if not forward_applies(l2_fraction, ways):
-        return ("" if ways is None else f"every kernel at {ways} ways and {l2_fraction:g} (the forward's own constants, "
-                "FORWARD_L2, not used: --l2-ways or --l2-fraction given)")
+        return (f"every kernel at {ways} ways and {l2_fraction:g} (the forward's own constants, FORWARD_L2, not used: "
+                "--l2-ways or --l2-fraction given)")
     f = forward_l2_of(hardware)
     return (f"forward launches at {f.ways} ways, a Q byte {f.q_share:g}, a written byte {f.write_share:g}, write-back "
             f"at {f.write_fraction:g} of the L2 ({f.source}); the backward kernels at {DEFAULT_L2_WAYS} ways and "
@@ -316,7 +340,7 @@ class L2Params:
 
     Raises:
         IomodelError: l2_fraction outside (0, 1], a non-positive size or count, ways < 1,
-            stored_share outside (0, 1].
+            stored_share outside (0, 1], q_share outside (0, 1] or below 1 with the fully associative LRU.
     """
 
     l2_bytes: int

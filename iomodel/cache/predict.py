@@ -897,7 +897,7 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            f"{GLUON_DKDV_PARTIAL_FIT_STEPS} split steps on the H200, not a mechanism (iomodel/cache/params.py "
                            "GLUON_DKDV_PARTIAL_WRITE_SHARE).")
     if dq_fitted:
-        assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other kernels' "
+        assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other backward kernels' "
                            f"{params.write_share} but for the Gluon dK/dV partials above): fitted on the dQ launches of six training receipts, not a mechanism "
                            "(iomodel/cache/params.py DQ_WRITE_SHARE).")
     fwd_params = par["_attn_fwd"].for_forward()

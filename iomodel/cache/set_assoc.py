@@ -201,8 +201,9 @@ class SetAssoc:
 
     def read(self, key: Any, tensor: str, nbytes: int, whole: bool, weight: float = 1.0) -> float:
         """Touch ``nbytes`` of an item; returns the expected bytes that miss (read from HBM). ``weight``: the
-        read-equivalent bytes one of its bytes occupies from now on (1: a line every SM may read, held in both L2
-        partitions; the forward's Q, read by one program, :attr:`~iomodel.cache.params.L2Params.q_share`)."""
+        read-equivalent bytes one of its bytes occupies (1: a line every SM may read, held in both L2 partitions; the
+        forward's Q, read by one program, :attr:`~iomodel.cache.params.L2Params.q_share`): a weight other than 1 is
+        the item's from this read on, a read at 1 keeps the item's weight (a written item stays written-weighted)."""
         item, p = self._touch(key, tensor, weight)
         miss = min(item[0], nbytes) * p + max(0, nbytes - item[0])
         item[0] = max(item[0], nbytes)

@@ -21,7 +21,7 @@ from rich.table import Table
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, check_output_file, shown, write_text
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
-                                  MEASURED_L2_READ_FRACTION, forward_applies, forward_clause, hardware_preset, read_fraction_of,
+                                  MEASURED_L2_READ_FRACTION, forward_clause, hardware_preset, read_fraction_of,
                                   read_fraction_source)
 
 
@@ -60,7 +60,10 @@ def reconcile(
                                                          f"device's preset ({DEFAULT_L2_READ_FRACTION:g} on an H200, "
                                                          f"{MEASURED_L2_READ_FRACTION['H100-SXM']:g} on an H100; a "
                                                          "preset not measured, the A100, takes the H200's and the "
-                                                         "report says so); no option changes it.")] = None,
+                                                         "report says so); no option changes it. At the default "
+                                                         "the forward launches take their own constants "
+                                                         "(FORWARD_L2: written lines at 0.4375); any other value "
+                                                         "sets one model for every kernel.")] = None,
     impl: Annotated[Optional[list[str]], typer.Option("--impl", help="Only these implementations (repeatable).")] = None,
     tol_hbm: Annotated[float, typer.Option("--tol-hbm", help="Relative tolerance of the HBM level.")] = 0.10,
     tol_l2: Annotated[float, typer.Option("--tol-l2", help="Relative tolerance of the L2 level.")] = 0.15,
@@ -83,6 +86,12 @@ def reconcile(
                                          "calibration receipts, and the forward's own constants for every forward "
                                          "launch, iomodel.cache.params.FORWARD_L2; any other value sets one model for "
                                          "every kernel; 0: a fully associative LRU, the earlier model).")] = None,
+    forward_constants: Annotated[bool, typer.Option("--forward-constants/--no-forward-constants",
+                                                    help="Predict forward launches with their own L2 constants "
+                                                    "(iomodel.cache.params.FORWARD_L2, fitted on the forward-pattern "
+                                                    "microbenchmark; the default) or, --no-forward-constants, with the "
+                                                    "backward kernels' (24 ways, written lines 0.5 at 0.5: the legacy "
+                                                    "model, for comparison).")] = True,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1 (the read capacity stays at the "
                                                    "device's measured fraction).")] = False,
@@ -120,9 +129,10 @@ def reconcile(
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
                   l2_source=l2_source, l2_ways=l2_ways or None)
-    rec = comparison.reconcile(meas, l2_fraction=l2_fraction, **common)
+    rec_opts = {"forward_constants": forward_constants}
+    rec = comparison.reconcile(meas, l2_fraction=l2_fraction, **common, **rec_opts)
     console = Console(width=max(Console().width, 180))
-    if explicit_default_ways and forward_applies(rec.l2_fraction, rec.l2_ways):
+    if explicit_default_ways and rec.forward_used:
         console.print(f"note: --l2-ways {DEFAULT_L2_WAYS} is the backward kernels' default: the forward launches keep "
                       "their own constants (the title names them); another value, or --l2-fraction other than "
                       f"{DEFAULT_L2_FRACTION:g}, sets one model for every kernel", highlight=False, soft_wrap=True,
@@ -133,7 +143,7 @@ def reconcile(
                       f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True, markup=False)
     reads = (f", reads at {read_fraction_of(rec.hardware):g} of the L2 ({read_fraction_source(rec.hardware)})"
              if rec.l2_ways else "")
-    fwd = forward_clause(rec.hardware, rec.l2_fraction, rec.l2_ways)
+    fwd = forward_clause(rec.hardware, rec.l2_fraction, rec.l2_ways, rec.forward_constants)
     reads += f"; {fwd}" if fwd else ""
     t = Table(title=f"Predicted vs measured ({meas.kind}, {rec.hardware.name}, L2 fraction {rec.l2_fraction:g}{reads}); "
                     "ratio = measured / predicted")
@@ -167,7 +177,8 @@ def reconcile(
             console.print(escape(f"  {r.id} ({what}): {why}"), highlight=False)
     if scan_l2_fraction:
         scan = comparison.scan_l2_fraction(meas, (0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0), **common)
-        st = Table(title="HBM within tolerance versus the effective L2 fraction")
+        st = Table(title="HBM within tolerance versus the effective L2 fraction (one model for every kernel: the "
+                         "forward's own constants off at every fraction)")
         cols = [k for k in scan[0] if k != "l2_fraction"]
         st.add_column("l2_fraction")
         for c in cols:

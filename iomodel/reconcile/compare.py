@@ -32,6 +32,7 @@ DRAM-only repeats have no L2 metrics; ``settings.metrics``) is not compared.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -56,6 +57,19 @@ DEFAULT_TOLERANCES: dict[str, float] = {"HBM": 0.10, "L2": 0.15, "SRAM_fill": 0.
 #: Absolute tolerance in bytes for the GPU levels (1 MiB, about 0.2 µs of H200 HBM time).
 DEFAULT_ABS_TOL = 1 << 20
 
+
+
+#: Whether the reconciliation under way predicts forward launches with their own constants (``FORWARD_L2``): set by
+#: :func:`reconcile` for its duration (``forward_constants``), read where its shapes' :class:`L2Params` are built.
+_FORWARD_CONSTANTS: ContextVar[bool] = ContextVar("_FORWARD_CONSTANTS", default=True)
+
+
+def _l2_params(hardware: Hardware, programs_per_sm: int, **kw: Any) -> L2Params:
+    """:meth:`L2Params.of` for a reconciled shape; without the forward's own constants where the reconciliation under
+    way turned them off (:data:`_FORWARD_CONSTANTS`)."""
+    if not _FORWARD_CONSTANTS.get():
+        kw["forward"] = None
+    return L2Params.of(hardware, programs_per_sm, **kw)
 
 def _times(x: float) -> str:
     """A multiple of at least 2: one decimal below 100 (``2.6``), whole with separators from 100 (``1,741``)."""
@@ -266,6 +280,8 @@ class Reconciliation:
         l2_ways: L2 associativity of the prediction (None: fully associative LRU).
         tolerances: relative tolerance per level.
         abs_tol: absolute tolerance in bytes.
+        forward_constants: whether forward launches were to take their own constants (``FORWARD_L2``; they do where
+            :attr:`forward_used`).
     """
 
     measurement: Measurement
@@ -275,6 +291,13 @@ class Reconciliation:
     tolerances: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     abs_tol: float = DEFAULT_ABS_TOL
     l2_ways: int | None = DEFAULT_L2_WAYS
+    forward_constants: bool = True
+
+    @property
+    def forward_used(self) -> bool:
+        """Whether the forward launches were predicted with their own constants (``FORWARD_L2``): asked for
+        (``forward_constants``) and the L2 at the model's defaults (:func:`~iomodel.cache.params.forward_applies`)."""
+        return self.forward_constants and forward_applies(self.l2_fraction, self.l2_ways)
 
     def _abs(self, level: str) -> float:
         return 0.0 if level == "SRAM_fill" else self.abs_tol
@@ -394,7 +417,7 @@ class Reconciliation:
             "l2_fraction": self.l2_fraction,
             "l2_read_fraction": read_fraction_of(self.hardware) if self.l2_ways else None,  # None: the LRU's one capacity
             "l2_ways": self.l2_ways,
-            "l2_forward": (asdict(forward_l2_of(self.hardware)) if forward_applies(self.l2_fraction, self.l2_ways)
+            "l2_forward": (asdict(forward_l2_of(self.hardware)) if self.forward_used
                            else None),  # the forward launches' own constants (iomodel.cache.params.ForwardL2)
             "tolerances": self.tolerances,
             "abs_tol_bytes": self.abs_tol,
@@ -640,7 +663,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
         return
     pps, src = _programs_per_sm(shape, tiling, hardware)
     out.programs_per_sm = (pps, src)
-    params = L2Params.of(hardware, pps, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels, ways=l2_ways)
+    params = _l2_params(hardware, pps, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels, ways=l2_ways)
     out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
     floor = [0, 0]  # floor read, write: each sequence's compulsory bytes
     seqs = rs.sequences()
@@ -787,8 +810,9 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
         got = dram.get(k.name, [None, None])
         out.levels.append(LevelCompare(f"HBM {k.name}", sum(k.hbm_read.values()), got[0], sum(k.hbm_write.values()),
                                        got[1], missing={} if k.name in dram else not_profiled))
-    out.notes.append("training step: HBM from predict_training_step (each kernel from a cold L2; the forward's "
-                     "constants, nothing fitted on the backward)")
+    out.notes.append("training step: HBM from predict_training_step (each kernel from a cold L2; _attn_fwd at the "
+                     "forward's own constants, FORWARD_L2, where they apply, the backward kernels at the legacy ones "
+                     "and their fitted write shares)")
     if unmodelled:
         out.notes.append("unmodelled L2 requests (register spills to local memory, GQA dK/dV extra writes; not "
                          "predicted, so missing from the HBM estimate too): " + "; ".join(unmodelled))
@@ -827,7 +851,7 @@ def _reconcile_peer(out: "ShapeReconciliation", shape: ShapeMeasurement, peer: A
         out.error = f"the L2-aware prediction is not computed: {too_big}"
         return
     out.programs_per_sm = (peer.programs_per_sm, "the recorded launch")
-    params = L2Params.of(hardware, peer.programs_per_sm, l2_fraction=l2_fraction,
+    params = _l2_params(hardware, peer.programs_per_sm, l2_fraction=l2_fraction,
                          flush_between_kernels=flush_between_kernels, ways=l2_ways)
     l2 = predict_tiled(spec, tiling, params, schedule=sched)
     out.l2 = l2
@@ -963,7 +987,7 @@ def reconcile_shape(
                     out.error = f"the L2-aware prediction is not computed: {too_big}: check the record's spec"
                     return out
                 _reconcile_training_step(out, shape, pred, expected,
-                                         L2Params.of(hardware, 1, l2_fraction=l2_fraction,
+                                         _l2_params(hardware, 1, l2_fraction=l2_fraction,
                                                      flush_between_kernels=flush_between_kernels, ways=l2_ways),
                                          hardware)
             elif shape.kernels:
@@ -977,7 +1001,7 @@ def reconcile_shape(
                     return out
                 pps, src = _programs_per_sm(shape, tiling, hardware)
                 out.programs_per_sm = (pps, src)
-                params = L2Params.of(hardware, pps, l2_fraction=l2_fraction,
+                params = _l2_params(hardware, pps, l2_fraction=l2_fraction,
                                      flush_between_kernels=flush_between_kernels, ways=l2_ways)
                 l2 = (predict_tiled(spec, tiling, params, out.tile_order) if grid_order == "tiles-fastest" else
                       predict_tiled(spec, tiling, params, schedule=Schedule.for_tiling(
@@ -1029,7 +1053,7 @@ def reconcile_shape(
             tiling = Tiling()
             pred = predict_fn(spec, tiling, hardware, **opts)
             alg = pred.algorithms["baseline"]
-            params = L2Params.of(hardware, 1, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels,
+            params = _l2_params(hardware, 1, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels,
                                  ways=l2_ways)
             l2 = predict_baseline(spec, alg.rows, params)
             out.l2 = l2
@@ -1067,6 +1091,7 @@ def reconcile(
     predict_fn: PredictFn = default_predict,
     l2_source: str | None = None,
     l2_ways: int | None = DEFAULT_L2_WAYS,
+    forward_constants: bool = True,
 ) -> Reconciliation:
     """Reconcile every shape of a measurement record.
 
@@ -1083,6 +1108,9 @@ def reconcile(
             ``settings.l2_model.l2_source``, else ``auto``.
         l2_ways: L2 associativity of the L2-aware prediction (default
             :data:`~iomodel.cache.params.DEFAULT_L2_WAYS`; None: fully associative LRU).
+        forward_constants: predict forward launches with their own constants (``FORWARD_L2``) where ``l2_fraction``
+            and ``l2_ways`` are the defaults (True, the model); False: every kernel with the same constants (the
+            legacy model, for comparison).
 
     Returns:
         :class:`Reconciliation`.
@@ -1123,14 +1151,19 @@ def reconcile(
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
     rows = []
-    for s in shapes:
-        # one shape's kernels are built once for both of its predictions (the band's LRU below)
-        with wave_cache():
-            row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
-            if l2_ways is not None:  # the replacement-policy band of every HBM gap
-                _add_band(row, s, Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways), hw, l2_ways, opts)
-        rows.append(row)
-    return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways)
+    token = _FORWARD_CONSTANTS.set(bool(forward_constants))
+    try:
+        for s in shapes:
+            # one shape's kernels are built once for both of its predictions (the band's LRU below)
+            with wave_cache():
+                row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
+                if l2_ways is not None:  # the replacement-policy band of every HBM gap
+                    alone = Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways, forward_constants)
+                    _add_band(row, s, alone, hw, l2_ways, opts)
+            rows.append(row)
+    finally:
+        _FORWARD_CONSTANTS.reset(token)
+    return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways, forward_constants)
 
 
 #: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal dK/dV kernel without a window for which the
@@ -1175,12 +1208,12 @@ def _add_band(row: ShapeReconciliation, shape: ShapeMeasurement, alone: Reconcil
                 hbm = row.level("HBM")
                 ways = [human_bytes(v, decimals=1) for v in (hbm.predicted_read, hbm.predicted_write)]
                 label = f"the {l2_ways}-way L2"
-                if forward_applies(opts.get("l2_fraction", DEFAULT_L2_FRACTION), l2_ways):  # the forward's own ways
-                    label = (f"the set-associative L2 ({forward_l2_of(hw).ways} ways for the forward"
-                             + (f", {l2_ways} for the backward kernels)" if shape.spec.backward else ")"))
+                if alone.forward_used:  # the forward's own constants, not only its ways
+                    label = (f"the set-associative L2 (the forward's own constants, {forward_l2_of(hw).ways} ways"
+                             + (f"; {l2_ways} ways for the backward kernels)" if shape.spec.backward else ")"))
                 row.notes.append(
-                    f"replacement-policy band: a fully associative LRU predicts {lru[0]} read, "
-                    f"{lru[1]} written, {label} {ways[0]} and {ways[1]}")
+                    f"replacement-policy band: a fully associative LRU (one capacity, every byte read weighing 1) "
+                    f"predicts {lru[0]} read, {lru[1]} written, {label} {ways[0]} and {ways[1]}")
 
 
 def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwargs: Any) -> list[dict[str, Any]]:
@@ -1189,6 +1222,9 @@ def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwa
     A diagnostic for the one free parameter of the L2-aware prediction: it shows how much
     the agreement depends on it (a value chosen from this table must be recorded in the
     sweep file's ``[l2_model]`` and stated with the results).
+
+    Every fraction is tried on one model for every kernel (``forward_constants=False``: the forward's own constants,
+    ``FORWARD_L2``, would apply at the default fraction only, and the table would compare two models).
 
     Args:
         measurement: the record.
@@ -1199,6 +1235,7 @@ def scan_l2_fraction(measurement: Measurement, fractions: Sequence[float], **kwa
         one dict per fraction: ``l2_fraction`` and ``(impl, level, which) -> fraction within``.
     """
     out = []
+    kwargs = {**kwargs, "forward_constants": False}
     for f in fractions:
         rec = reconcile(measurement, l2_fraction=f, **kwargs)
         out.append({"l2_fraction": f, **{f"{s['impl']} {s['level']} {s['which']}": s["fraction"]

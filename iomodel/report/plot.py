@@ -31,7 +31,7 @@ from iomodel.spec import LayerSpec, Tiling
 from iomodel.format import human_bytes
 from iomodel.paths import write_bytes
 from iomodel.schedule.tiles import page_block_refusal
-from iomodel.cache.params import DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, read_fraction_of, read_fraction_source
+from iomodel.cache.params import forward_l2_of, read_fraction_of, read_fraction_source
 
 #: Marker per measurement level of overlaid points.
 LEVEL_MARKERS = {"HBM": "o", "DRAM": "o", "L2": "s", "SRAM_fill": "^", "SRAM": "^"}
@@ -361,10 +361,11 @@ def plot_seqlen(
     l2_x, l2_y, skipped = l2_aware_points(spec, tiling, hardware, n)
     fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
                                           "allocated = bytes resident in HBM at the peak (not traffic); L2-aware "
-                                          "= iomodel/cache/predict.py predict_tiled (cold L2, "
-                                          f"{DEFAULT_L2_WAYS} ways, reads judged at {read_fraction_of(hardware):g} of "
-                                          f"the L2, {read_fraction_source(hardware)}, writes at {DEFAULT_L2_FRACTION:g}), "
-                                          "a simulation, not a measurement"),
+                                          "= iomodel/cache/predict.py predict_tiled (cold L2, the forward's own "
+                                          f"constants: {(f := forward_l2_of(hardware)).ways} ways, a Q byte "
+                                          f"{f.q_share:g}, written bytes {f.write_share:g} at {f.write_fraction:g}, "
+                                          f"reads judged at {read_fraction_of(hardware):g} of the L2, "
+                                          f"{read_fraction_source(hardware)}), a simulation, not a measurement"),
                       legend_rows=6 + (2 if skipped else 0) + 2)  # room for the multi-line and skipped-point labels
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from iomodel.cache.params import L2Params
+from iomodel.cache.params import L2Params, forward_l2_of
 from iomodel.cache.predict import predict_baseline, predict_tiled
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, write_bytes
@@ -168,6 +168,9 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
             else "L2 requests from the SMs vs SRAM_fill")
     page = f" (figure {page_no} of {pages})" if pages > 1 else ""
     ways = f"{rec.l2_ways}-way" if rec.l2_ways else "fully associative"
+    if level == "HBM" and rec.forward_used:  # the forward's own constants (iomodel.cache.params.FORWARD_L2)
+        f = forward_l2_of(rec.hardware)
+        ways += f"; forward launches {f.ways}-way, written lines at {f.write_fraction:g}"
     fig.suptitle(_wrap(f"{what}{page}; {rec.hardware.name}, effective L2 {rec.l2_fraction:g} × "
                        f"{human_bytes(rec.hardware.l2_bytes, decimals=1)} ({ways}); {rec.measurement.environment.get('device', '')} "
                        f"{rec.measurement.created}", 40 * cols), fontsize=9)
@@ -208,7 +211,8 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
                     pts.append((x, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes, None, None))
                     continue
                 pps = near.programs_per_sm[0] if near.programs_per_sm else 1
-                params = L2Params.of(rec.hardware, pps, l2_fraction=rec.l2_fraction, ways=rec.l2_ways)
+                params = L2Params.of(rec.hardware, pps, l2_fraction=rec.l2_fraction, ways=rec.l2_ways,
+                                     **({} if rec.forward_constants else {"forward": None}))
                 l2 = predict_tiled(spec, tiling, params, near.tile_order)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
             else:
