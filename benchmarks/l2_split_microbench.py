@@ -210,8 +210,7 @@ LEGACY = {"ways": 24, "l2_fraction": 0.5, "stored_share": 0.5, "q_share": 1.0}
 def _simulate(p, name, waves):
     from iomodel.cache.simulate import simulate
 
-    return simulate(name, waves, p.capacity, p.write_share, p.ways, p.read_capacity,
-                    None if p.q_share == 1.0 else {"Q": p.q_share})
+    return simulate(name, waves, p.capacity, p.write_share, p.ways, p.read_capacity, p.read_weights)
 
 
 def model_split_miss(hardware, working_mib: int, sets: int, **kw) -> float:
@@ -314,20 +313,23 @@ def _resident(rec: dict, row: dict) -> int:
 
 def compare(path: str) -> int:
     """Print the model's prediction of a receipt's patterns beside the measured values (CPU): the forward's constants
-    (:data:`~iomodel.cache.params.FORWARD_L2`) and the :data:`LEGACY` ones."""
+    (:data:`~iomodel.cache.params.FORWARD_L2`) and the :data:`LEGACY` ones. Every line is computed before any is
+    printed, so a corrupt receipt prints its one error line alone."""
     from iomodel.cache.params import forward_l2_of
 
     rec, hw = _receipt(path)
     f = forward_l2_of(hw)
-    print(f"{hw.name}: the forward's constants ({f.ways} ways, Q {f.q_share:g}, written {f.write_share:g}, write-back "
-          f"at {f.write_fraction:g}) / the legacy ones (24 ways, Q 1, written 0.5 at 0.5)")
-    print("split (model's miss per pass is the same for every S): W MiB, model, legacy, measured by S")
+    lines: list[str] = []
+    out = lines.append
+    out(f"{hw.name}: the forward's constants ({f.ways} ways, Q {f.q_share:g}, written {f.write_share:g}, write-back "
+        f"at {f.write_fraction:g}) / the legacy ones (24 ways, Q 1, written 0.5 at 0.5)")
+    out("split (model's miss per pass is the same for every S): W MiB, model, legacy, measured by S")
     for mib in SPLIT_MIB:
         meas = {r["sets"]: r["miss_per_pass"] for r in rec["summary"] if r["pattern"] == "split" and r["mib"] == mib}
-        print(f"  {mib:>3} {model_split_miss(hw, mib, 1):6.3f} {model_split_miss(hw, mib, 1, **LEGACY):6.3f}  "
-              + " ".join(f"S{s} {meas[s]:6.3f}" for s in sorted(meas)))
-    print("grid / gridqo: T, set MiB, (q, o), excess reads: model, legacy, measured; gridqo O written back (MiB): "
-          "model, legacy, measured")
+        out(f"  {mib:>3} {model_split_miss(hw, mib, 1):6.3f} {model_split_miss(hw, mib, 1, **LEGACY):6.3f}  "
+            + " ".join(f"S{s} {meas[s]:6.3f}" for s in sorted(meas)))
+    out("grid / gridqo: T, set MiB, (q, o), excess reads: model, legacy, measured; gridqo O written back (MiB): "
+        "model, legacy, measured")
     for r in rec["summary"]:
         if r["pattern"] not in ("grid", "gridqo") or r.get("missing"):
             continue
@@ -337,8 +339,9 @@ def compare(path: str) -> int:
                             model_grid(hw, r["mib"], r["tiles"], resident, q=q, o=o, **LEGACY))
         wb = (f"  {w / 2**20:6.2f} {lw / 2**20:6.2f} {measured_written_back(rec['summary'], r) / 2**20:6.2f}"
               if r["pattern"] == "gridqo" and o else "")
-        print(f"  {r['pattern']:>6} {r['tiles']:>4} {r['mib']:>3} ({q}, {o}) {e:6.3f} {le:6.3f} {r['excess']:6.3f}{wb}"
-              f"  (W = {resident})")
+        out(f"  {r['pattern']:>6} {r['tiles']:>4} {r['mib']:>3} ({q}, {o}) {e:6.3f} {le:6.3f} {r['excess']:6.3f}{wb}"
+            f"  (W = {resident})")
+    print("\n".join(lines))
     return 0
 
 
@@ -347,16 +350,31 @@ FIT_WAYS, FIT_Q_WEIGHTS, FIT_WRITE_SHARES = (24, 48, 96, 192), (0.5, 0.625, 0.75
 FIT_WRITE_FRACTIONS = (0.375, 0.4375, 0.5)
 
 
+def grid_errors(hardware, rec: dict, patterns: tuple[str, ...] = ("grid", "gridqo"), **kw) -> tuple[float, float]:
+    """Squared errors of the model against a receipt's ``grid``/``gridqo`` rows of ``patterns`` (:func:`model_grid` at
+    each row's resident programs, :func:`_resident`): (excess reads, a fraction of the sets' bytes; O bytes written back,
+    a fraction of the O bytes written, :func:`measured_written_back`, gridqo rows storing O only). ``kw``:
+    :class:`~iomodel.cache.params.L2Params` fields to try (:func:`_model_params`)."""
+    rows = rec["summary"]
+    se_r = se_w = 0.0
+    for r in rows:
+        if r["pattern"] not in patterns or r.get("missing"):
+            continue
+        q, o = r.get("q", 0), r.get("o", 1)
+        e, w = model_grid(hardware, r["mib"], r["tiles"], _resident(rec, r), q=q, o=o, **kw)
+        se_r += (e - r["excess"]) ** 2
+        if r["pattern"] == "gridqo" and o:
+            se_w += ((w - measured_written_back(rows, r)) / (r["tiles"] * r["sets"] * o * BLOCK * 4)) ** 2
+    return se_r, se_w
+
+
 def fit_rows(path: str) -> list[tuple[float, float, float, int, float, float, float]]:
     """Every trial constant set of :func:`fit` with its squared errors against a receipt, best first: (reads + writes,
     reads, writes, ways, Q weight, write share, write fraction). Reads: the ``grid``/``gridqo`` excess and the one-set
     ``split`` curve (fractions of the working set); writes: each ``gridqo`` row's O bytes written back, as a fraction
     of the O bytes written (:func:`measured_written_back`)."""
     rec, hw = _receipt(path)
-    rows_all = rec["summary"]
-    grid = [r for r in rows_all if r["pattern"] in ("grid", "gridqo") and not r.get("missing")]
-    resident = {id(r): _resident(rec, r) for r in grid}
-    one = [r for r in rows_all if r["pattern"] == "split" and r["sets"] == 1 and not r.get("missing")]
+    one = [r for r in rec["summary"] if r["pattern"] == "split" and r["sets"] == 1 and not r.get("missing")]
     out = []
     for ways in FIT_WAYS:
         se_split = sum((model_split_miss(hw, r["mib"], 1, ways=ways, l2_fraction=0.5, stored_share=0.5)
@@ -364,15 +382,8 @@ def fit_rows(path: str) -> list[tuple[float, float, float, int, float, float, fl
         for qw in FIT_Q_WEIGHTS:
             for share in FIT_WRITE_SHARES:
                 for frac in FIT_WRITE_FRACTIONS:
-                    se_r, se_w = se_split, 0.0
-                    for r in grid:
-                        q, o = r.get("q", 0), r.get("o", 1)
-                        e, w = model_grid(hw, r["mib"], r["tiles"], resident[id(r)], q=q, o=o, ways=ways,
-                                          q_share=qw, stored_share=share, l2_fraction=frac)
-                        se_r += (e - r["excess"]) ** 2
-                        if r["pattern"] == "gridqo" and o:
-                            written = r["tiles"] * r["sets"] * o * BLOCK * 4
-                            se_w += ((w - measured_written_back(rows_all, r)) / written) ** 2
+                    se_r, se_w = grid_errors(hw, rec, ways=ways, q_share=qw, stored_share=share, l2_fraction=frac)
+                    se_r += se_split
                     out.append((se_r + se_w, se_r, se_w, ways, qw, share, frac))
     out.sort()
     return out

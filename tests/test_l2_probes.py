@@ -12,6 +12,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -110,18 +112,13 @@ def _edge_cases(hardware, qo, cases):
     return [(excess(*c, **split.LEGACY), excess(*c), round(qo[c], 2)) for c in cases]
 
 
-def _gridqo_errors(hardware, rows, **kw):
+def _gridqo_errors(hardware, rec, **kw):
     """Squared errors of the model on a receipt's gridqo rows: (excess reads, O bytes written back as a fraction of the
-    bytes written), rounded to 3 digits (l2_split_microbench.fit_rows's terms without the split curve)."""
+    bytes written), rounded to 3 digits (l2_split_microbench.grid_errors, fit_rows's terms without the grid and split
+    rows)."""
     import l2_split_microbench as split
 
-    se_r = se_w = 0.0
-    for r in (r for r in rows if r["pattern"] == "gridqo"):
-        e, w = split.model_grid(hardware, r["mib"], 400, 792, q=r["q"], o=r["o"], **kw)
-        se_r += (e - r["excess"]) ** 2
-        if r["o"]:
-            se_w += ((w - split.measured_written_back(rows, r)) / (2400 * r["o"] * split.BLOCK * 4)) ** 2
-    return round(se_r, 3), round(se_w, 3)
+    return tuple(round(x, 3) for x in split.grid_errors(hardware, rec, ("gridqo",), **kw))
 
 
 def test_the_forward_constants_fit_the_h100_s_forward_pattern():
@@ -145,8 +142,8 @@ def test_the_forward_constants_fit_the_h100_s_forward_pattern():
     assert _edge_cases(H100_SXM, qo, [(0, 0, 10), (1, 0, 8), (0, 4, 6)]) == [(0.21, 0.21, 0.12), (0.2, 0.09, 0.04),
                                                                             (0.26, 0.39, 0.44)]
     assert round(qo[(1, 0, 8)], 3) == 0.045
-    assert _gridqo_errors(H100_SXM, rows, **split.LEGACY) == (0.137, 0.064)
-    assert _gridqo_errors(H100_SXM, rows) == (0.057, 0.024)
+    assert _gridqo_errors(H100_SXM, rec, **split.LEGACY) == (0.137, 0.064)
+    assert _gridqo_errors(H100_SXM, rec) == (0.057, 0.024)
     grid_a = {(r["tiles"], r["mib"]): r["excess"] for r in json.loads(
         (ROOT / "receipts" / "l2-split-h100-2026-12-06.json").read_text())["summary"] if r["pattern"] == "grid"}
     grid_b = {(r["tiles"], r["mib"]): r["excess"] for r in rows if r["pattern"] == "grid"}
@@ -174,5 +171,19 @@ def test_the_h200_s_forward_pattern_under_both_constant_sets():
 
     assert _edge_cases(H200, qo, [(0, 0, 12), (1, 0, 10), (0, 4, 6)]) == [(0.23, 0.25, 0.07), (0.22, 0.17, 0.03),
                                                                          (0.14, 0.2, 0.3)]
-    assert _gridqo_errors(H200, rows, **split.LEGACY) == (0.207, 0.018)
-    assert _gridqo_errors(H200, rows) == (0.12, 0.043)
+    assert _gridqo_errors(H200, rec, **split.LEGACY) == (0.207, 0.018)
+    assert _gridqo_errors(H200, rec) == (0.12, 0.043)
+
+
+@pytest.mark.parametrize("content", ['{"summary": [{"pattern": "gridqo"}], "measured": {}, "num_sms": 132, '
+                                     '"device": "NVIDIA H100 80GB HBM3"}', "[1, 2]", '{"summary": []}', "not json"])
+@pytest.mark.parametrize("flag", ["--compare", "--fit"])
+def test_a_corrupt_split_receipt_gets_one_error_line_and_nothing_half_printed(tmp_path, capsys, content, flag):
+    """l2_split_microbench.py --compare/--fit on a corrupt receipt: exit 2, one ``error:`` line, no table begun."""
+    import l2_split_microbench as split
+
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    assert split.main([flag, str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1

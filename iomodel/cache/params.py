@@ -383,10 +383,16 @@ class L2Params:
         else ``self`` unchanged (a user's ``--l2-ways``/``--l2-fraction`` sets one model for every kernel). Raises
         nothing."""
         f = self.forward
-        if (f is None or self.ways != DEFAULT_L2_WAYS or self.l2_fraction != DEFAULT_L2_FRACTION
-                or not self.write_once or self.stored_share is not None or self.q_share != 1.0):
+        if (f is None or not forward_applies(self.l2_fraction, self.ways) or not self.write_once
+                or self.stored_share is not None or self.q_share != 1.0):
             return self
         return replace(self, ways=f.ways, l2_fraction=f.write_fraction, stored_share=f.write_share, q_share=f.q_share)
+
+    @property
+    def read_weights(self) -> dict[str, float] | None:
+        """The simulation's read weights (:func:`iomodel.cache.simulate.simulate`'s ``read_weights``): the forward's Q
+        at :attr:`q_share` where it is below 1, else None (every read weighs 1)."""
+        return None if self.q_share == 1.0 else {"Q": self.q_share}
 
     @property
     def forward_source(self) -> str:

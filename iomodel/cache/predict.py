@@ -206,7 +206,7 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
             _WAVES[key] = built
     waves, r, wr = built
     k = simulate(name, waves, params.capacity, params.write_share, params.ways, params.read_capacity,
-                 _q_weights(params))
+                 params.read_weights)
     k.requested_read, k.requested_write = dict(r), dict(wr)
     return k
 
@@ -260,12 +260,6 @@ def compulsory_write_bytes(spec: LayerSpec, lse: bool = True) -> int:
     False (a schedule that keeps no LSE, ``Tiling.writes_lse``), the LSE ``(B, H, N_q)`` in fp32, once
     (docs/traffic-contract.md, "Forward")."""
     return spec.batch * spec.heads * spec.seqlen_q * (spec.head_dim * spec.width + (LSE_WIDTH if lse else 0))
-
-
-def _q_weights(params: L2Params) -> dict[str, float] | None:
-    """The simulation's read weights of ``params`` (:func:`~iomodel.cache.simulate.simulate`): the forward's Q at
-    :attr:`~iomodel.cache.params.L2Params.q_share`, or None (every read 1)."""
-    return None if params.q_share == 1.0 else {"Q": params.q_share}
 
 
 def _common_assumptions(params: L2Params) -> list[str]:
@@ -344,7 +338,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
             k = built
         else:
             waves, r, wr = built
-            k = simulate(name, waves, cap, share, ways, params.read_capacity, _q_weights(params))
+            k = simulate(name, waves, cap, share, ways, params.read_capacity, params.read_weights)
             k.requested_read, k.requested_write = r, wr
         kernels.append(k)
         _add(req_r, k.requested_read)
@@ -548,7 +542,7 @@ def predict_ragged_launch(sequences: Sequence[LayerSpec], tiling: Tiling, params
         _add(req_r, r)
         _add(req_w, w)
     k = simulate("fwd kernel (varlen)", waves, params.capacity, params.write_share, params.ways, params.read_capacity,
-                 _q_weights(params))
+                 params.read_weights)
     k.requested_read, k.requested_write = req_r, req_w
     return k
 

@@ -129,8 +129,7 @@ def reconcile(
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
                   l2_source=l2_source, l2_ways=l2_ways or None)
-    rec_opts = {"forward_constants": forward_constants}
-    rec = comparison.reconcile(meas, l2_fraction=l2_fraction, **common, **rec_opts)
+    rec = comparison.reconcile(meas, l2_fraction=l2_fraction, forward_constants=forward_constants, **common)
     console = Console(width=max(Console().width, 180))
     if explicit_default_ways and rec.forward_used:
         console.print(f"note: --l2-ways {DEFAULT_L2_WAYS} is the backward kernels' default: the forward launches keep "
