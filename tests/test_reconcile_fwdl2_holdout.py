@@ -104,3 +104,16 @@ def test_the_reconcile_title_names_the_constants_the_forward_used(ways, says):
     args = ["reconcile", str(ROOT / "receipts" / FIRST)] + extra
     out = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
     assert out.exit_code == 0 and says in " ".join(out.output.split())
+
+
+def test_the_reconcile_title_names_a_fully_associative_lru():
+    """``--l2-ways 0`` (the fully associative LRU): the title says every kernel runs on it (found by a fresh user: the
+    title said only the L2 fraction)."""
+    from typer.testing import CliRunner
+
+    from iomodel.cli import app
+
+    out = CliRunner().invoke(app, ["reconcile", str(ROOT / "receipts" / FIRST), "--l2-ways", "0"],
+                             env={"COLUMNS": "400"})
+    assert out.exit_code == 0
+    assert "every kernel on a fully associative LRU of 0.5 of the L2 (--l2-ways 0)" in " ".join(out.output.split())

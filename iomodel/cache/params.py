@@ -115,8 +115,8 @@ def forward_applies(l2_fraction: float, ways: int | None) -> bool:
 def forward_clause(hardware: Any, l2_fraction: float, ways: int | None, enabled: bool = True) -> str:
     """One clause naming the forward's constants a reconciliation of ``hardware`` uses (:func:`forward_applies`), for
     its title and report; where it uses none (a user's ``--l2-ways``/``--l2-fraction``, or ``enabled`` False:
-    ``--no-forward-constants``; one model for every kernel), a clause that says so; "" for the fully associative LRU
-    (``ways`` None).
+    ``--no-forward-constants``; one model for every kernel, the fully associative LRU where ``ways`` is None), a
+    clause that says so.
 
     Args:
         hardware: the device (:class:`~iomodel.spec.hardware.Hardware` or a preset name); l2_fraction: the effective
@@ -126,7 +126,7 @@ def forward_clause(hardware: Any, l2_fraction: float, ways: int | None, enabled:
         one clause, no final period. Raises nothing.
     """
     if ways is None:
-        return ""
+        return f"every kernel on a fully associative LRU of {l2_fraction:g} of the L2 (--l2-ways 0)"
     if not enabled:
         return (f"every kernel at {ways} ways and {l2_fraction:g}, a Q byte weighing 1 (the forward's own constants, "
                 "FORWARD_L2, turned off: --no-forward-constants)")

@@ -112,7 +112,8 @@ def markdown(rec: Reconciliation) -> str:
         f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; L2 "
         + (f"{rec.l2_ways}-way set-associative, a read judged against {read_fraction_of(rec.hardware):g} of the L2 "
            f"(the shared-read capacity, {read_fraction_source(rec.hardware)})" if rec.l2_ways else "fully associative LRU")
-        + (f"; {fwd}" if (fwd := forward_clause(rec.hardware, rec.l2_fraction, rec.l2_ways, rec.forward_constants)) else "")
+        + (f"; {forward_clause(rec.hardware, rec.l2_fraction, rec.l2_ways, rec.forward_constants)}" if rec.l2_ways
+           else "")  # the LRU is named just before
         + "; relative tolerances "
         + ", ".join(f"{k} ±{v:.0%}" if v else f"{k} exact" for k, v in rec.tolerances.items())
         + f"; absolute floor {human_bytes(rec.abs_tol, decimals=1)} ({int(rec.abs_tol)} bytes) for HBM and L2 only "
