@@ -65,6 +65,19 @@ LAYERS = (
     (1, 32, 32, 128, 2**20, 2**20, "bf16", "top-left", Tiling()),
     (1, 32, 8, 128, 2**20, 2**20, "bf16", "top-left", WORKSHEET_TILES),
 )
+#: MHA layers below 2^18 tokens, chosen and committed (2026-12-06) before the closed form with the previous wave's copy
+#: (``dkdv_closed._cross_wave_rows``) was run on them, to check its MHA rule
+#: (:data:`iomodel.cache.estimate.L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES`) on layers it was not written on.
+MHA_HOLDOUT = (
+    (1, 24, 24, 128, 45_000, 45_000, "bf16", "top-left", Tiling()),
+    (3, 16, 16, 64, 24_576, 24_576, "fp16", "top-left", WORKSHEET_TILES),
+    (1, 40, 40, 128, 100_000, 131_072, "bf16", "bottom-right", Tiling()),
+    (32, 8, 8, 128, 8192, 8192, "bf16", "top-left", WORKSHEET_TILES),
+    (1, 16, 16, 256, 2**17, 2**17, "bf16", "top-left", WORKSHEET_TILES),
+    (2, 32, 32, 64, 2**17, 2**17, "fp16", "top-left", Tiling()),
+    (1, 12, 12, 64, 300_000, 300_000, "bf16", "top-left", Tiling()),
+    (6, 32, 32, 64, 12_288, 12_288, "fp32", "top-left", Tiling()),
+)
 
 
 #: The one layer where the closed form is taken that ``--quick`` keeps (2 s touch by touch).
