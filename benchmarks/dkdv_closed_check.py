@@ -92,17 +92,24 @@ H200_L2 = get_hardware("H200").l2_bytes
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
+    ap.add_argument("--mha-holdout", action="store_true", help="only the MHA layers of MHA_HOLDOUT")
     ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")
     args = ap.parse_args()
     if args.out and exit_code_of(lambda: check_output_file(args.out, "--out")):  # refused before minutes of work
         return 2
     started = time.time()
-    bound = estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES
-    estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 10**18  # touch by touch at any length, for this comparison
+    bounds = {n: getattr(estimate, n) for n in ("L2_DKDV_CLOSED_FORM_MIN_TOUCHES", "L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES")}
+
+    def lift(on: bool) -> None:  # touch by touch at any length, for this comparison (on), or the worksheet's bounds
+        for n, b in bounds.items():
+            setattr(estimate, n, 10**18 if on else b)
+
+    lift(True)
     rows = []
     print(f"{'layer':<52} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8} "
           f"{'applies':>7}")
-    for B, H, kv, d, nq, nk, dt, align, tiling in LAYERS:
+    layers = [(row, False) for row in LAYERS if not args.mha_holdout] + [(row, True) for row in MHA_HOLDOUT]
+    for (B, H, kv, d, nq, nk, dt, align, tiling), holdout in layers:
         if args.quick and max(nq, nk) >= 2**18 and (B, H, kv, d, nq, nk, dt, align, tiling) != LAYERS[QUICK_PAST]:
             continue
         spec = LayerSpec(B, H, kv, d, nq, nk, dtype=dt, causal=True, causal_align=align, backward=True)
@@ -118,16 +125,17 @@ def main() -> int:
         r_e, r_c = sum(k.hbm_read.values()), sum(c.hbm_read.values())
         w_e, w_c = sum(k.hbm_write.values()), sum(c.hbm_write.values())
         tiles = f"{tiling.bwd_block_m}x{tiling.bwd_block_n}"
-        name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}"
-        estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = bound  # whether the worksheet takes the closed form here
+        name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}" + (" (MHA hold-out)" if holdout else "")
+        lift(False)  # whether the worksheet takes the closed form here
         applies = dkdv_closed_form_applies(spec, tiling, model.all_touches, closed_form_saturation(H200_L2))
-        estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 10**18
-        rows.append({"layer": name, "touches": model.all_touches, "closed_form_applies": applies,
+        lift(True)
+        rows.append({"layer": name, "touches": model.all_touches, "closed_form_applies": applies, "mha_holdout": holdout,
                      "read_bytes": {"touch_by_touch": r_e, "closed": r_c},
                      "write_bytes": {"touch_by_touch": w_e, "closed": w_c}, "seconds": {"touch_by_touch": t_exact,
                                                                                        "closed": t_closed}})
         print(f"{name:<52} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
               f"{'yes' if applies else 'no':>7}", flush=True)
+    lift(False)
     return probe_exit_code(args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows},
                            started)
 

@@ -318,6 +318,187 @@ def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, wa
     return missed, len(seen)
 
 
+#: Most chunks of a head at which the cross-wave term (:func:`_cross_wave_rows`) is evaluated one by one; past it, at
+#: this many evenly spaced chunks, each standing for the rows of its stretch (the term varies slowly along the rows:
+#: what the previous wave still sweeps after a chunk shrinks as what this wave swept before it grows). A speed
+#: choice, not a model constant.
+CROSS_WAVE_MAX_CHUNKS = 64
+#: Evict probability from which a first read is taken as missed without evaluating the cross-wave term
+#: (:func:`_cross_wave_rows`): a wave whose distances all lie where the probability is at least this has at most
+#: 1e-6 of its first reads served by the previous wave's copy. A speed choice, not a model constant.
+CROSS_WAVE_MISS = 1.0 - 1e-6
+#: Most distinct (previous wave, wave) pairs the cross-wave term evaluates (:func:`_cross_wave_rows`): pairs that
+#: sit alike on their KV head (the same first and last programs relative to its first) are one; past this many
+#: distinct ones, this many strata of them in the order of where the wave starts on its KV head, one pair standing
+#: for each stratum's. A speed choice, not a model constant.
+CROSS_WAVE_MAX_PAIRS = 48
+#: Share of the kernel's stream misses (fluid count) at or below which the first reads the cross-wave term could serve
+#: are not evaluated at all (long sequences: a few waves at the end of each KV head among hundreds). Measured on the
+#: Llama-3-8B-like MHA layer (2026-12-06): where they were 1.5 % of the misses (2^20 tokens) the term served 0.03 % of
+#: them, at 5.9 % (2^19) 0.12 %, at 23 % (2^18) 0.53 %. A speed choice, not a model constant.
+CROSS_WAVE_MIN_SHARE = 0.02
+
+
+def _entries(model: Any, u: np.ndarray, e: int) -> dict[str, Any]:
+    """One KV head's programs in a wave (first query rows ``u`` ascending, deduplicated; rows end at ``e``): the
+    chunks their rows cross (starts ``c0``, rows ``ext`` from the first program's row), the step at which each
+    chunk of each head k is first entered (``E``, shape (G, chunks): the program with the largest lo at or below
+    the chunk's start enters it at k·N + c0 − (k + 1)·lo, one starting inside it at k·span), and per head the entry
+    steps sorted with the rows entered up to each (``Es``, ``cum``)."""
+    G, ch = model.G, model.chunk
+    c0 = np.arange((int(u[0]) // ch) * ch, e, ch, dtype=np.int64)
+    ext = (np.minimum(c0 + ch, e) - np.maximum(c0, u[0])).astype(np.float64)
+    i_le = np.searchsorted(u, c0, side="right") - 1
+    i_in = np.searchsorted(u, c0 + ch, side="left") - 1
+    ks = np.arange(G, dtype=np.int64)[:, None]
+    never = np.iinfo(np.int64).max
+    t_le = np.where(i_le >= 0, ks * e + c0 - (ks + 1) * u[np.maximum(i_le, 0)], never)
+    t_in = np.where(u[np.maximum(i_in, 0)] > c0, ks * (e - u[np.maximum(i_in, 0)]), never)
+    E = np.minimum(t_le, t_in)
+    order = np.argsort(E, axis=1, kind="stable")
+    cum = np.concatenate((np.zeros((G, 1)), np.cumsum(ext[order], axis=1)), axis=1)
+    return {"u": u, "e": e, "c0": c0, "ext": ext, "E": E, "Es": np.take_along_axis(E, order, axis=1), "cum": cum,
+            "S0": float(e - int(u[0]))}
+
+
+def _wave_view(model: Any, v: int) -> dict[str, Any]:
+    """Wave v for the cross-wave term: its KV-head groups (:func:`_entries`), its K/V bytes (read at its start),
+    its programs' finish steps (ascending) and the dK/dV weight stored up to each."""
+    p0, p1 = int(model.p0[v]), int(model.p1[v])
+    kv, j = np.divmod(np.arange(p0, p1, dtype=np.int64), model.t_c)
+    lo, end = model.lo[j], model.end[j]
+    live = end > lo
+    groups = {}
+    for h in np.unique(kv[live]).tolist():
+        sel = (kv == h) & live
+        groups[h] = _entries(model, np.unique(lo[sel]), int(end[sel][0]))
+    fin = np.where(live, model.G * (end - lo), 0)
+    order = np.argsort(fin, kind="stable")
+    store = (model.k_rows[j] * model.kv_bytes * 2 * model.share)[order]
+    return {"groups": groups, "kv": float(model.k_rows[j].sum()) * 2 * model.kv_bytes,
+            "fin": fin[order].astype(np.float64), "store_cum": np.concatenate(([0.0], np.cumsum(store)))}
+
+
+def _rows_entered(gr: dict[str, Any], k: int, t: np.ndarray, inclusive: bool) -> np.ndarray:
+    """Rows of the chunks of head k of group ``gr`` first entered before step t (at t too where ``inclusive``)."""
+    return gr["cum"][k][np.searchsorted(gr["Es"][k], t, side="right" if inclusive else "left")]
+
+
+def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -> tuple[np.ndarray, np.ndarray]:
+    """The stack distances (bytes) of KV head h's first reads in a wave (``cur``) that re-read the previous wave's
+    (``prev``) copy, and the rows each stands for (arrays of one shape).
+
+    The first read of chunk c of head k in the wave (step t2, :func:`_entries`) re-reads what the previous wave's
+    longest program of that KV head (first row lo', span S') entered last, at step t1 = k·S' + max(c0, lo') − lo'
+    (it is the last to reach every row: each other program is ahead of it in its own order). The stack distance
+    between: what that program still entered after t1 in the previous wave ((G − 1 − k)·S' rows of the later heads,
+    and head k's rows past the chunk), what the previous wave's other KV heads' longest programs still swept after
+    t1, the dK/dV stored after t1; then this wave's K/V, the chunks entered before t2 (of heads below k, of head k
+    below the chunk, of the other KV heads; ties in the events' order: head, then chunk) and the dK/dV stored before
+    t2. Chunks of head k above c and of the later heads entered before t2 are the previous wave's already and are
+    not counted twice. Each chunk's rows are served with probability 1 − evict_probability(distance)
+    (:func:`_cross_wave_rows`)."""
+    G, ch, per = model.G, model.chunk, float(sum(model.per_row))
+    gr, gp = cur["groups"][h], prev["groups"][h]
+    lo_p, s_p, e = float(gp["u"][0]), gp["S0"], gr["e"]
+    n = len(gr["c0"])
+    if n > CROSS_WAVE_MAX_CHUNKS:  # evenly spaced chunks, each weighing the rows of its stretch
+        edges = np.linspace(0, n, CROSS_WAVE_MAX_CHUNKS + 1).astype(np.int64)
+        pick = (edges[:-1] + edges[1:]) // 2
+        weight = np.add.reduceat(gr["ext"], edges[:-1])
+    else:
+        pick, weight = np.arange(n), gr["ext"]
+    c0 = gr["c0"][pick].astype(np.float64)[None, :]
+    ks = np.arange(G, dtype=np.float64)[:, None]
+    t1 = ks * s_p + np.maximum(c0, lo_p) - lo_p
+    rows = (G - 1 - ks) * s_p + (e - np.minimum(c0 + ch, e))
+    for g, other in prev["groups"].items():
+        if g != h:
+            rows = rows + np.maximum(0.0, G * other["S0"] - t1)
+    stored = prev["store_cum"][-1] - prev["store_cum"][np.searchsorted(prev["fin"], t1, side="left")]
+    t2 = gr["E"][:, pick].astype(np.float64)
+    for k in range(G):
+        for kap in range(k):
+            rows[k] += _rows_entered(gr, kap, t2[k], True)
+        below = (np.arange(n)[None, :] < pick[:, None]) & (gr["E"][k][None, :] <= t2[k][:, None])
+        rows[k] += below.astype(np.float64) @ gr["ext"]
+    for g, other in cur["groups"].items():
+        if g != h:
+            for kap in range(G):
+                rows += _rows_entered(other, kap, t2, g < h)
+    stored = stored + cur["store_cum"][np.searchsorted(cur["fin"], t2, side="left")]
+    return rows * per + stored + cur["kv"], np.broadcast_to(weight[None, :], rows.shape)
+
+
+def _miss_distance(capacity: float, ways: int) -> float:
+    """Smallest stack distance (bytes, within 1 %) at which the evict probability reaches :data:`CROSS_WAVE_MISS`."""
+    from iomodel.cache.set_assoc import evict_probability
+
+    lo, hi = 0.0, capacity
+    while evict_probability(hi, capacity, ways) < CROSS_WAVE_MISS:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 0.01 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if evict_probability(mid, capacity, ways) < CROSS_WAVE_MISS else (lo, mid)
+    return hi
+
+
+def _shares_rows(model: Any, capacity: float, ways: int) -> np.ndarray:
+    """Per wave, whether its first reads may find the previous wave's copy (bool array over the waves): it starts
+    inside a KV head (the grid is KV-head-major: only then does it share one with the previous wave), and the
+    lower bound (G·S − 2·chunk) rows on its distances (:func:`_cross_wave_rows`) weighs less than
+    :func:`_miss_distance`."""
+    G, ch, t_c = model.G, model.chunk, model.t_c
+    per = float(sum(model.per_row))
+    span = np.where(model.end > model.lo, model.end - model.lo, 0)
+    live = int((span > 0).sum())  # spans fall with the key tile: the live tiles are a prefix
+    j0 = model.p0 % t_c
+    j_last = np.minimum(j0 + (model.p1 - model.p0), t_c) - 1
+    shortest = span[np.minimum(j_last, max(live - 1, 0))].astype(np.float64)
+    return (j0 > 0) & (j0 < live) & ((G * shortest - 2 * ch) * per < _miss_distance(capacity, ways))
+
+
+def _cross_wave_rows(model: Any, last: int, capacity: float, ways: int, missed: float) -> tuple[float, int]:
+    """Rows of the first reads of waves 1 .. last − 1 served by the previous wave's copy (:func:`_cross_hits`),
+    and the (wave, KV head) pairs evaluated.
+
+    Only a wave that starts inside a KV head shares it with the previous wave (the grid is KV-head-major). Its
+    stack distances are at least (G·S − 2·chunk) rows, S the shortest span of that KV head's programs in it (the
+    heads below k swept whole by the program that enters the chunk, the rows past it by the previous wave's longest),
+    so where that weighs :func:`_miss_distance` (the evict probability at least :data:`CROSS_WAVE_MISS`) its first
+    reads are taken as missed: on long sequences only the last waves of each KV head are left. Where those waves'
+    first reads are at most :data:`CROSS_WAVE_MIN_SHARE` of ``missed`` (the kernel's stream misses by the fluid
+    count, rows) none is evaluated; pairs alike evaluated once, at most :data:`CROSS_WAVE_MAX_PAIRS` of them."""
+    G, t_c = model.G, model.t_c
+    v = np.arange(1, last, dtype=np.int64)
+    near = _shares_rows(model, capacity, ways)[1:last]
+    span = np.where(model.end > model.lo, model.end - model.lo, 0)
+    if float(G * span[model.p0[v[near]] % t_c].sum()) <= CROSS_WAVE_MIN_SHARE * missed:
+        return 0.0, 0
+    waves = v[near]
+    base = (model.p0[waves] // t_c) * t_c
+    keys = np.stack([model.p0[waves] - base, model.p1[waves - 1] - base, model.p0[waves - 1] - base,
+                     model.p1[waves] - base], axis=1)  # sorted by where the wave starts on its KV head
+    keys, first_of, count = np.unique(keys, axis=0, return_index=True, return_counts=True)
+    reps, mult = first_of, count.astype(np.float64)
+    if len(keys) > CROSS_WAVE_MAX_PAIRS:
+        strata = np.array_split(np.arange(len(keys)), CROSS_WAVE_MAX_PAIRS)
+        reps = np.array([first_of[s[len(s) // 2]] for s in strata])
+        mult = np.array([float(count[s].sum()) for s in strata])
+    dists, weights = [], []
+    for w, m in zip(waves[reps].tolist(), mult.tolist()):
+        prev, cur = _wave_view(model, w - 1), _wave_view(model, w)
+        h = int(model.p0[w] // t_c)
+        if h in cur["groups"] and h in prev["groups"]:
+            d, r = _cross_hits(model, prev, cur, h)
+            dists.append(d.ravel())
+            weights.append(m * r.ravel())
+    if not dists:
+        return 0.0, 0
+    dist, rows = np.concatenate(dists), np.concatenate(weights)
+    return float(((1.0 - _probabilities(dist, capacity, ways)) * rows).sum()), len(dists)
+
+
 def _interior_min_span(G: int, w: int, bn: int) -> int:
     """Smallest span of a template wave's last program (rows): its G head switches and its finish do not
     overlap. The events of cluster k (k = 1 .. G: the switches into head k, or the finish, and the re-reads'
@@ -400,6 +581,9 @@ def closed_form_dkdv(model: Any, capacity: int, ways: int, read_capacity: int | 
     exact = model.touches(nw - tail, nw - 1) <= EXACT_TAIL_TOUCHES
     first = nw - tail if exact else nw
     missed, shapes = _fluid_rows(model, first, interior[:first], rc, ways, template=True)
+    # the previous wave's copy: of the fluid waves' first reads, and of the first touch-by-touch wave's (cold there)
+    served, pairs = _cross_wave_rows(model, min(nw, first + 1), rc, ways, missed)
+    missed -= served
     reads = {t: float(b) for t, b in model.requested_read.items() if t in ("K", "V")}  # read once, in no wave again
     if exact:
         engine = model.engine(capacity, ways)
@@ -421,5 +605,6 @@ def closed_form_dkdv(model: Any, capacity: int, ways: int, read_capacity: int | 
     out.hbm_read, out.hbm_write, out.dirty_at_end = _rounded(reads), _rounded(writes), _rounded(still)
     out.waves = nw
     out.note = (f"closed form ({CLOSED_FORM_SOURCE}): {int(interior.sum()):,} of {nw:,} wave{'s' * (nw != 1)} from one "
-                f"template, {shapes:,} other wave shape{'s' * (shapes != 1)} evaluated, {how}")
+                f"template, {shapes:,} other wave shape{'s' * (shapes != 1)} evaluated, the previous wave's copy of "
+                f"the first reads counted in {pairs:,} wave{'s' * (pairs != 1)}, {how}")
     return out

@@ -150,6 +150,13 @@ def dkdv_work(spec: LayerSpec, touches: int) -> int:
 #: reads were within -1.58 % to +2.01 % of the touch-by-touch evaluation's on the layers of
 #: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
 L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
+#: Touches past which an MHA causal ``_bwd_dkdv`` kernel (one query head per KV head) takes the closed form at any
+#: length (:func:`dkdv_closed_form_applies`): with the previous wave's copy of each wave's first reads counted
+#: (2026-12-06), its reads came within −0.6 % to +0.6 % of the touch-by-touch evaluation's on the MHA layers of
+#: ``benchmarks/dkdv_closed_check.py`` from 2^12 tokens up (docs/l2-calibration.md, "The previous wave's copy"),
+#: where GQA layers below 2^18 tokens were 3-12 % off (the mean count within a wave while the heads' switches
+#: overlap). Here the touch-by-touch evaluation takes about 35 ms (0.23 µs a touch), the closed form 10-30 ms.
+L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES = 250_000
 def closed_form_saturation(l2_bytes: int, read_fraction: float | None = None) -> float:
     """Stack distance past which the default L2 model of ``l2_bytes`` bytes evicts a line for certain (bytes):
     :func:`iomodel.cache.stream.saturation_distance` of the larger of its dirty-line and read capacities, 24 ways
@@ -167,15 +174,16 @@ def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, satu
     """Whether a causal ``_bwd_dkdv`` kernel takes the closed form (:mod:`iomodel.cache.dkdv_closed`) rather than
     the touch-by-touch evaluation.
 
-    Three conditions: more than :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches (``touches``,
-    :func:`iomodel.cache.stream.dkdv_touches`); the query rows of the shorter length (Q, dO, LSE and Delta of
-    one head: 2·HEAD_DIM·width + 8 bytes a row) weigh at least ``saturation`` (the L2 model's saturation
-    distance, :func:`closed_form_saturation`: the closed form counts a wave's first read of each row as a
-    miss, true where the previous wave's copy lies that deep; 2^18 rows at HEAD_DIM 128 in bf16 on the H200,
-    four times as many at HEAD_DIM 32); BWD_BLOCK_M at most BWD_BLOCK_N (the closed form was checked on those
-    tiles only: 64×32 tiles read 4.5 % more than the touch-by-touch evaluation at 2^18 tokens).
-    Measured where it fails (docs/l2-calibration.md, "The causal dK/dV kernel in closed form"): large batches
-    of 16k-32k-token sequences +24 % and +42 %; MHA at 2^18 tokens with HEAD_DIM 16-64, +2.2 to +6.3 %.
+    BWD_BLOCK_M at most BWD_BLOCK_N (the closed form was checked on those tiles only: 64×32 tiles read 4.5 % more
+    than the touch-by-touch evaluation at 2^18 tokens), and either of two: more than
+    :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches (``touches``, :func:`iomodel.cache.stream.dkdv_touches`) with
+    the query rows of the shorter length (Q, dO, LSE and Delta of one head: 2·HEAD_DIM·width + 8 bytes a row)
+    weighing at least ``saturation`` (the L2 model's saturation distance, :func:`closed_form_saturation`; 2^18 rows
+    at HEAD_DIM 128 in bf16 on the H200, four times as many at HEAD_DIM 32: there the mean count within a wave is
+    close for any group); or MHA (one query head per KV head) past :data:`L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES`
+    touches, at any length. Measured where neither holds (docs/l2-calibration.md, "The causal dK/dV kernel in closed
+    form" and "The previous wave's copy"): GQA below 2^18 tokens 3-12 % off (G 2, 4 at 2^15-2^16; HEAD_DIM 256 at
+    2^16), where the heads' switches overlap within a wave.
 
     Args:
         spec: the layer; tiling: its backward tiles; touches: the kernel's touches; saturation: bytes.
@@ -183,10 +191,13 @@ def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, satu
     Returns:
         True where the closed form is taken.
     """
+    if tiling.bwd_block_m > tiling.bwd_block_n:
+        return False
+    if spec.group == 1 and touches > L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES:
+        return True
     rows = min(spec.seqlen_q, spec.seqlen_k)
     row_bytes = 2 * spec.head_dim * spec.width + LSE_WIDTH + FP32_WIDTH
-    return (touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES and rows * row_bytes >= saturation
-            and tiling.bwd_block_m <= tiling.bwd_block_n)
+    return touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES and rows * row_bytes >= saturation
 
 
 #: Where the estimate's bytes come from (worksheet text and JSON).
@@ -326,8 +337,8 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
                     fewer = "a shorter sequence, fewer heads or a smaller batch" if spec.batch > 1 else \
                         "a shorter sequence or fewer heads"
                     return (f"{why}: {touches:,} touches{weighed}, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
-                            "the shorter length's query rows to weigh the L2 model's saturation distance, and "
-                            f"BWD_BLOCK_M <= BWD_BLOCK_N; {fewer} brings it under)")
+                            "BWD_BLOCK_M <= BWD_BLOCK_N and, with more than one query head per KV head, the shorter "
+                            f"length's query rows to weigh the L2 model's saturation distance; {fewer} brings it under)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None
