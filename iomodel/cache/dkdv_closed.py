@@ -18,11 +18,14 @@ count of those chunks by its mean (the *fluid* count): over a window of Δ steps
 rows, so the distance is the weight of a row times the rows all of them sweep, plus the dK/dV stores in the
 window. Between two events (a program switching head, finishing, or starting to re-read) each head's members
 are fixed, so the misses are a sum over those intervals of (length × re-reading programs × evict probability)
-per head: O(W·G) intervals a wave, none per touch. A wave's first read of each row misses whole (the previous
-wave's copy is taken as evicted). The waves of W programs of one KV head, evenly spaced and long enough that
+per head: O(W·G) intervals a wave, none per touch. Within the wave its first read of each row misses whole
+(the previous wave's copy is counted apart, below). The waves of W programs of one KV head, evenly spaced and long enough that
 their G head switches do not overlap, have misses affine in their length, so all of them (the bulk of a long
 sequence) are added from two evaluations of one template; the others are evaluated one by one (each distinct
-wave once). The kernel's last two waves are evaluated touch by touch from a cold L2 where that is cheap
+wave once). A wave's first reads that the previous wave's copy may still serve (the last waves of each KV head,
+where spans are short, and every wave of a short sequence) are counted from that copy's stack distance
+(:func:`_cross_wave_rows`, 2026-12-06; docs/l2-calibration.md, "The previous wave's copy"). The kernel's last two
+waves are evaluated touch by touch from a cold L2 where that is cheap
 (:data:`EXACT_TAIL_TOUCHES`: they hold the dK/dV bytes still dirty at the end), else the dirty bytes come from
 the same count (:func:`_still_dirty`: what each store has above it until the end).
 
@@ -30,8 +33,9 @@ What the mean leaves out (measured against the touch-by-touch evaluation: docs/l
 spaced g rows apart cross the 1,024-row chunk boundaries in phase classes, so while programs of two heads mix
 (the head switches) the exact count alternates (e.g. 5 and 61 chunks where the mean is 33) and the convex evict
 probability of the alternation differs from that of the mean; a program's first chunk of each new head is an
-entry the mean does not count (counting it made the agreement worse: docs); the previous wave's copy of a row
-(near the end of each KV head's sequence) is taken as gone. All three weigh less as the sequence grows.
+entry the mean does not count (counting it made the agreement worse: docs). Both weigh less as the sequence grows;
+while the head switches of a GQA wave overlap (sequences shorter than about 2^17 tokens) the first is 3-12 % of the
+reads, which is why GQA takes this form on long sequences only (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`).
 """
 
 from __future__ import annotations
@@ -57,9 +61,9 @@ CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-04 (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
-CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -1.58 % to +2.01 % of the touch-by-touch evaluation's on "
-                         "the 14 layers checked where it is taken (2^18 to 2^20 tokens), the writes within 0.06 %: "
-                         "benchmarks/dkdv_closed_check.py")
+CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -0.57 % to +1.80 % of the touch-by-touch evaluation's on "
+                         "the 22 layers checked where it is taken (2^15 to 2^20 tokens, 4 of them an MHA hold-out), "
+                         "the writes within 0.23 %: benchmarks/dkdv_closed_check.py, 2026-12-06")
 
 
 def _probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
@@ -120,7 +124,8 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
             rounding: tests/test_dkdv_closed.py).
 
     Returns:
-        Expected missed rows (first reads of the wave whole, re-reads times their evict probability).
+        Expected missed rows (first reads of the wave whole, re-reads times their evict probability; the previous
+        wave's copy of the first reads is :func:`_cross_wave_rows`'s).
     """
     if not groups:
         return 0.0
