@@ -14,8 +14,10 @@ batches 1 to 64, the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and 
 and lengths past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about
 70 s on a 2-core CPU). The closed form is taken only where
 :func:`iomodel.cache.estimate.dkdv_closed_form_applies` (past 8 million touches, the shorter length's query rows
-weighing the L2 model's saturation distance: 2^18 tokens at HEAD_DIM 128 in bf16); the other rows show why (the
-last column says whether it applies). ``--quick`` keeps the layers
+weighing the L2 model's saturation distance: 2^18 tokens at HEAD_DIM 128 in bf16; since 2026-12-06 also past 250,000
+touches from 16,384 query rows for MHA and for heads-outer GQA from 32,768 query rows); the last column says whether it
+applies. Two hold-out sets follow (``MHA_HOLDOUT``, ``HOLDOUT_2``: layers chosen and committed before the form they
+check ran on them; ``--mha-holdout`` runs only those). ``--quick`` keeps the layers
 under 2^18 tokens and one where the closed form is taken (seconds).
 """
 
@@ -105,7 +107,7 @@ H200_L2 = get_hardware("H200").l2_bytes
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
-    ap.add_argument("--mha-holdout", action="store_true", help="only the MHA layers of MHA_HOLDOUT")
+    ap.add_argument("--mha-holdout", action="store_true", help="only the layers of MHA_HOLDOUT and HOLDOUT_2")
     ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")
     args = ap.parse_args()
     if args.out and exit_code_of(lambda: check_output_file(args.out, "--out")):  # refused before minutes of work
@@ -121,7 +123,8 @@ def main() -> int:
     rows = []
     print(f"{'layer':<52} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8} "
           f"{'applies':>7}")
-    layers = [(row, False) for row in LAYERS if not args.mha_holdout] + [(row, True) for row in MHA_HOLDOUT]
+    layers = ([(row, "") for row in LAYERS if not args.mha_holdout] + [(row, "MHA hold-out") for row in MHA_HOLDOUT]
+              + [(row, "hold-out 2") for row in HOLDOUT_2])
     for (B, H, kv, d, nq, nk, dt, align, tiling), holdout in layers:
         if args.quick and max(nq, nk) >= 2**18 and (B, H, kv, d, nq, nk, dt, align, tiling) != LAYERS[QUICK_PAST]:
             continue
@@ -138,11 +141,11 @@ def main() -> int:
         r_e, r_c = sum(k.hbm_read.values()), sum(c.hbm_read.values())
         w_e, w_c = sum(k.hbm_write.values()), sum(c.hbm_write.values())
         tiles = f"{tiling.bwd_block_m}x{tiling.bwd_block_n}"
-        name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}" + (" (MHA hold-out)" if holdout else "")
+        name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}" + (f" ({holdout})" if holdout else "")
         lift(False)  # whether the worksheet takes the closed form here
         applies = dkdv_closed_form_applies(spec, tiling, model.all_touches, closed_form_saturation(H200_L2))
         lift(True)
-        rows.append({"layer": name, "touches": model.all_touches, "closed_form_applies": applies, "mha_holdout": holdout,
+        rows.append({"layer": name, "touches": model.all_touches, "closed_form_applies": applies, "holdout": holdout,
                      "read_bytes": {"touch_by_touch": r_e, "closed": r_c},
                      "write_bytes": {"touch_by_touch": w_e, "closed": w_c}, "seconds": {"touch_by_touch": t_exact,
                                                                                        "closed": t_closed}})

@@ -1,11 +1,12 @@
-"""The causal ``_bwd_dkdv`` kernel's L2 misses in closed form, for sequences too long to evaluate touch by touch.
+"""The causal ``_bwd_dkdv`` kernel's L2 misses in closed form, where evaluating them touch by touch costs too much.
 
 :class:`iomodel.cache.stream._DkdvEvents` evaluates the causal dK/dV kernel (one group slice, the heads-outer
 loop order or MHA) touch by touch: its time grows with the touches (:func:`iomodel.cache.stream.dkdv_touches`),
-the square of the length, so on long sequences past :data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES`
-touches (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`) the worksheet takes this closed form of the same
-wave model instead (issue 12 item 4; derivation, validation and
-its limits: docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
+the square of the length, so where :func:`iomodel.cache.estimate.dkdv_closed_form_applies` (long sequences past
+:data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches; since 2026-12-06, MHA and GQA steps whose
+dK/dV reads are not a prediction past :data:`iomodel.cache.estimate.L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches) the
+worksheet takes this closed form of the same wave model instead (issue 12 item 4; derivation, validation and its
+limits: docs/l2-calibration.md, "The causal dK/dV kernel in closed form" and "The previous wave's copy").
 
 The wave model (:func:`iomodel.schedule.grid.dkdv_waves`): W programs start together; program i of a wave
 (key tile j, first query row lo_i, span_i = N_q − lo_i rows) sweeps the query rows of its G query heads one
@@ -60,10 +61,11 @@ CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: tokens, take seconds) the fluid count serves. A speed choice, not a model constant.
 EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
-#: ``benchmarks/dkdv_closed_check.py`` on 2026-12-04 (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
-CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -0.57 % to +1.80 % of the touch-by-touch evaluation's on "
-                         "the 22 layers checked where it is taken (2^15 to 2^20 tokens, 4 of them an MHA hold-out), "
-                         "the writes within 0.23 %: benchmarks/dkdv_closed_check.py, 2026-12-06")
+#: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy").
+CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -0.01 % to +1.80 % of the touch-by-touch evaluation's on "
+                         "the 17 MHA layers checked where it is taken (20,000 to 2^20 tokens, 10 of them hold-outs) and "
+                         "-4.19 % to +1.57 % on the 20 GQA layers (36,000 to 2^20 tokens), the writes within 0.23 %: "
+                         "benchmarks/dkdv_closed_check.py, 2026-12-06")
 
 
 def _probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
@@ -337,22 +339,38 @@ CROSS_WAVE_MISS = 1.0 - 1e-6
 #: distinct ones, this many strata of them in the order of where the wave starts on its KV head, one pair standing
 #: for each stratum's. A speed choice, not a model constant.
 CROSS_WAVE_MAX_PAIRS = 48
+#: Waves per KV head (its key tiles over the resident programs) from which a sequence counts as long for
+#: :data:`CROSS_WAVE_MIN_SHARE`: there the waves whose first reads the previous wave's copy may serve are the last few
+#: of each KV head. (A batch of short MHA sequences, 2,048 tokens: the same share of first reads, 1.5 %, was 60 %
+#: served; a reviewer's finding, 2026-12-06.)
+CROSS_WAVE_LONG_WAVES = 16
 #: Share of the kernel's stream misses (fluid count) at or below which the first reads the cross-wave term could serve
-#: are not evaluated at all (long sequences: a few waves at the end of each KV head among hundreds). Measured on the
+#: are not evaluated at all on a long sequence (:data:`CROSS_WAVE_LONG_WAVES`). Measured on the
 #: Llama-3-8B-like MHA layer (2026-12-06): where they were 1.5 % of the misses (2^20 tokens) the term served 0.03 % of
 #: them, at 5.9 % (2^19) 0.12 %, at 23 % (2^18) 0.53 %. A speed choice, not a model constant.
 CROSS_WAVE_MIN_SHARE = 0.02
 
 
-def _entries(model: Any, u: np.ndarray, e: int) -> dict[str, Any]:
-    """One KV head's programs in a wave (first query rows ``u`` ascending, deduplicated; rows end at ``e``): the
-    chunks their rows cross (starts ``c0``, rows ``ext`` from the first program's row), the step at which each
-    chunk of each head k is first entered (``E``, shape (G, chunks): the program with the largest lo at or below
-    the chunk's start enters it at k·N + c0 − (k + 1)·lo, one starting inside it at k·span), and per head the entry
-    steps sorted with the rows entered up to each (``Es``, ``cum``)."""
+def _entries(model: Any, u: np.ndarray, e: int, ext_from: int | None = None) -> dict[str, Any]:
+    """One KV head's programs in a wave, for the cross-wave term (:func:`_cross_hits`).
+
+    Args:
+        model: the kernel's waves (:class:`iomodel.cache.stream._DkdvEvents`, no window band: every program's rows end
+            at the same row ``e``).
+        u: the programs' first query rows, ascending, deduplicated, not empty (rows); e: their end row (rows).
+        ext_from: the row from which the first chunk's extent counts (rows; default ``u[0]``; an item's extent is
+            the largest it has had, so a chunk the previous wave held counts from that wave's first row).
+
+    Returns:
+        ``c0`` the chunks' first rows (n,), ``ext`` their extents (rows, (n,)), ``E`` the step at which each chunk of
+        each head k is first entered ((G, n): the program with the largest lo at or below the chunk's start enters it at
+        k·e + c0 − (k + 1)·lo, one starting inside it at k·(e − lo)), per head the entry steps sorted (``Es``) with the
+        rows entered up to each (``cum``, (G, n + 1)), ``S0`` the longest span (rows).
+    """
     G, ch = model.G, model.chunk
+    first = int(u[0]) if ext_from is None else int(ext_from)
     c0 = np.arange((int(u[0]) // ch) * ch, e, ch, dtype=np.int64)
-    ext = (np.minimum(c0 + ch, e) - np.maximum(c0, u[0])).astype(np.float64)
+    ext = (np.minimum(c0 + ch, e) - np.maximum(c0, first)).astype(np.float64)
     i_le = np.searchsorted(u, c0, side="right") - 1
     i_in = np.searchsorted(u, c0 + ch, side="left") - 1
     ks = np.arange(G, dtype=np.int64)[:, None]
@@ -367,8 +385,9 @@ def _entries(model: Any, u: np.ndarray, e: int) -> dict[str, Any]:
 
 
 def _wave_view(model: Any, v: int) -> dict[str, Any]:
-    """Wave v for the cross-wave term: its KV-head groups (:func:`_entries`), its K/V bytes (read at its start),
-    its programs' finish steps (ascending) and the dK/dV weight stored up to each."""
+    """Wave v for the cross-wave term: ``groups`` its KV heads' programs (:func:`_entries`, by KV head), ``kv`` its
+    K/V bytes (read at its start), ``fin`` its programs' finish steps (ascending, steps) and ``store_cum`` the dK/dV
+    weight stored up to each (read-equivalent bytes, one more entry than ``fin``)."""
     p0, p1 = int(model.p0[v]), int(model.p1[v])
     kv, j = np.divmod(np.arange(p0, p1, dtype=np.int64), model.t_c)
     lo, end = model.lo[j], model.end[j]
@@ -390,33 +409,43 @@ def _rows_entered(gr: dict[str, Any], k: int, t: np.ndarray, inclusive: bool) ->
 
 
 def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -> tuple[np.ndarray, np.ndarray]:
-    """The stack distances (bytes) of KV head h's first reads in a wave (``cur``) that re-read the previous wave's
-    (``prev``) copy, and the rows each stands for (arrays of one shape).
+    """The stack distances of KV head h's first reads in a wave (``cur``, :func:`_wave_view`) that re-read the
+    previous wave's (``prev``) copy, and the rows each stands for.
 
     The first read of chunk c of head k in the wave (step t2, :func:`_entries`) re-reads what the previous wave's
     longest program of that KV head (first row lo', span S') entered last, at step t1 = k·S' + max(c0, lo') − lo'
-    (it is the last to reach every row: each other program is ahead of it in its own order). The stack distance
-    between: what that program still entered after t1 in the previous wave ((G − 1 − k)·S' rows of the later heads,
-    and head k's rows past the chunk), what the previous wave's other KV heads' longest programs still swept after
-    t1, the dK/dV stored after t1; then this wave's K/V, the chunks entered before t2 (of heads below k, of head k
-    below the chunk, of the other KV heads; ties in the events' order: head, then chunk) and the dK/dV stored before
-    t2. Chunks of head k above c and of the later heads entered before t2 are the previous wave's already and are
-    not counted twice. Each chunk's rows are served with probability 1 − evict_probability(distance)
-    (:func:`_cross_wave_rows`)."""
+    (it is the last to reach every row: each other program is ahead of it in its own order). The distance, as
+    :class:`iomodel.cache.stream._Engine` judges a re-read (the weight pushed between plus the item's own, at the
+    largest extent it has had, from lo'): what that program still entered after t1 in the previous wave
+    ((G − 1 − k)·S' rows of the later heads, and head k's rows past the chunk), what the previous wave's other KV
+    heads' longest programs still swept after t1, the dK/dV stored after t1; then this wave's K/V, the chunks entered
+    before t2 (of heads below k, of head k below the chunk, of the other KV heads, at their extents from lo'; ties in
+    the events' order: head, then chunk) and the dK/dV stored before t2. Chunks of head k above c and of the later
+    heads entered before t2 are the previous wave's already and are not counted twice. Each chunk's rows are served
+    with probability 1 − evict_probability(distance) (:func:`_cross_wave_rows`).
+
+    Returns:
+        (distances in bytes, rows): float arrays of shape (G, chunks), chunks at most :data:`CROSS_WAVE_MAX_CHUNKS`
+        (past it, evenly spaced chunks each standing for the rows of its stretch).
+    """
     G, ch, per = model.G, model.chunk, float(sum(model.per_row))
-    gr, gp = cur["groups"][h], prev["groups"][h]
-    lo_p, s_p, e = float(gp["u"][0]), gp["S0"], gr["e"]
+    gp = prev["groups"][h]
+    lo_p, s_p = int(gp["u"][0]), gp["S0"]
+    gr = cur["groups"][h]
+    rows_of = gr["ext"]  # the rows the wave's first toucher reads: what a miss costs
+    gr = _entries(model, gr["u"], gr["e"], ext_from=lo_p)  # the items' extents: the previous wave's
+    e = gr["e"]
     n = len(gr["c0"])
     if n > CROSS_WAVE_MAX_CHUNKS:  # evenly spaced chunks, each weighing the rows of its stretch
         edges = np.linspace(0, n, CROSS_WAVE_MAX_CHUNKS + 1).astype(np.int64)
         pick = (edges[:-1] + edges[1:]) // 2
-        weight = np.add.reduceat(gr["ext"], edges[:-1])
+        weight = np.add.reduceat(rows_of, edges[:-1])
     else:
-        pick, weight = np.arange(n), gr["ext"]
+        pick, weight = np.arange(n), rows_of
     c0 = gr["c0"][pick].astype(np.float64)[None, :]
     ks = np.arange(G, dtype=np.float64)[:, None]
     t1 = ks * s_p + np.maximum(c0, lo_p) - lo_p
-    rows = (G - 1 - ks) * s_p + (e - np.minimum(c0 + ch, e))
+    rows = (G - 1 - ks) * s_p + (e - np.minimum(c0 + ch, e)) + gr["ext"][pick][None, :]  # the item's own extent too
     for g, other in prev["groups"].items():
         if g != h:
             rows = rows + np.maximum(0.0, G * other["S0"] - t1)
@@ -428,15 +457,16 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
         below = (np.arange(n)[None, :] < pick[:, None]) & (gr["E"][k][None, :] <= t2[k][:, None])
         rows[k] += below.astype(np.float64) @ gr["ext"]
     for g, other in cur["groups"].items():
-        if g != h:
+        if g != h:  # KV heads after h (h is the wave's first): their entries at t2 come after this one's
             for kap in range(G):
-                rows += _rows_entered(other, kap, t2, g < h)
+                rows += _rows_entered(other, kap, t2, False)
     stored = stored + cur["store_cum"][np.searchsorted(cur["fin"], t2, side="left")]
     return rows * per + stored + cur["kv"], np.broadcast_to(weight[None, :], rows.shape)
 
 
 def _miss_distance(capacity: float, ways: int) -> float:
-    """Smallest stack distance (bytes, within 1 %) at which the evict probability reaches :data:`CROSS_WAVE_MISS`."""
+    """Smallest stack distance (bytes, within 1 %) at which the evict probability of a line in an L2 of ``capacity``
+    bytes and ``ways`` ways reaches :data:`CROSS_WAVE_MISS` (:func:`iomodel.cache.set_assoc.evict_probability`)."""
     from iomodel.cache.set_assoc import evict_probability
 
     lo, hi = 0.0, capacity
@@ -452,7 +482,7 @@ def _shares_rows(model: Any, capacity: float, ways: int) -> np.ndarray:
     """Per wave, whether its first reads may find the previous wave's copy (bool array over the waves): it starts
     inside a KV head (the grid is KV-head-major: only then does it share one with the previous wave), and the
     lower bound (G·S − 2·chunk) rows on its distances (:func:`_cross_wave_rows`) weighs less than
-    :func:`_miss_distance`."""
+    :func:`_miss_distance` (``capacity`` in bytes)."""
     G, ch, t_c = model.G, model.chunk, model.t_c
     per = float(sum(model.per_row))
     span = np.where(model.end > model.lo, model.end - model.lo, 0)
@@ -464,26 +494,36 @@ def _shares_rows(model: Any, capacity: float, ways: int) -> np.ndarray:
 
 
 def _cross_wave_rows(model: Any, last: int, capacity: float, ways: int, missed: float) -> tuple[float, int]:
-    """Rows of the first reads of waves 1 .. last − 1 served by the previous wave's copy (:func:`_cross_hits`),
-    and the (wave, KV head) pairs evaluated.
+    """Rows of the first reads of waves 1 .. last − 1 served by the previous wave's copy (:func:`_cross_hits`).
 
     Only a wave that starts inside a KV head shares it with the previous wave (the grid is KV-head-major). Its
     stack distances are at least (G·S − 2·chunk) rows, S the shortest span of that KV head's programs in it (the
     heads below k swept whole by the program that enters the chunk, the rows past it by the previous wave's longest),
     so where that weighs :func:`_miss_distance` (the evict probability at least :data:`CROSS_WAVE_MISS`) its first
-    reads are taken as missed: on long sequences only the last waves of each KV head are left. Where those waves'
-    first reads are at most :data:`CROSS_WAVE_MIN_SHARE` of ``missed`` (the kernel's stream misses by the fluid
-    count, rows) none is evaluated; pairs alike evaluated once, at most :data:`CROSS_WAVE_MAX_PAIRS` of them."""
+    reads are taken as missed: on long sequences only the last waves of each KV head are left. On a long sequence
+    (each KV head at least :data:`CROSS_WAVE_LONG_WAVES` waves) where those waves' first reads are at most
+    :data:`CROSS_WAVE_MIN_SHARE` of ``missed`` none is evaluated. Pairs of waves alike are evaluated once, at most
+    :data:`CROSS_WAVE_MAX_PAIRS` of them.
+
+    Args:
+        model: the kernel's waves (:class:`iomodel.cache.stream._DkdvEvents`, no window band); last: waves 1 .. last − 1;
+        capacity: the read capacity (bytes); ways: associativity; missed: the kernel's stream misses by the fluid
+            count (rows).
+
+    Returns:
+        (rows served, waves whose first reads were evaluated).
+    """
     G, t_c = model.G, model.t_c
     v = np.arange(1, last, dtype=np.int64)
     near = _shares_rows(model, capacity, ways)[1:last]
     span = np.where(model.end > model.lo, model.end - model.lo, 0)
-    if float(G * span[model.p0[v[near]] % t_c].sum()) <= CROSS_WAVE_MIN_SHARE * missed:
+    long = t_c >= CROSS_WAVE_LONG_WAVES * model.w
+    if long and float(G * span[model.p0[v[near]] % t_c].sum()) <= CROSS_WAVE_MIN_SHARE * missed:
         return 0.0, 0
     waves = v[near]
     base = (model.p0[waves] // t_c) * t_c
-    keys = np.stack([model.p0[waves] - base, model.p1[waves - 1] - base, model.p0[waves - 1] - base,
-                     model.p1[waves] - base], axis=1)  # sorted by where the wave starts on its KV head
+    keys = np.stack([model.p0[waves - 1] - base, model.p0[waves] - base, model.p1[waves] - base],
+                    axis=1)  # (p1 of the previous wave is this wave's p0) sorted by where the previous wave starts
     keys, first_of, count = np.unique(keys, axis=0, return_index=True, return_counts=True)
     reps, mult = first_of, count.astype(np.float64)
     if len(keys) > CROSS_WAVE_MAX_PAIRS:
@@ -501,7 +541,7 @@ def _cross_wave_rows(model: Any, last: int, capacity: float, ways: int, missed: 
     if not dists:
         return 0.0, 0
     dist, rows = np.concatenate(dists), np.concatenate(weights)
-    return float(((1.0 - _probabilities(dist, capacity, ways)) * rows).sum()), len(dists)
+    return float(((1.0 - _probabilities(dist, capacity, ways)) * rows).sum()), len(waves)
 
 
 def _interior_min_span(G: int, w: int, bn: int) -> int:

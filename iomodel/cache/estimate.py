@@ -12,9 +12,11 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from iomodel.cache.params import L2Params, forward_l2_of, read_fraction_of, read_fraction_source
+from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, L2Params, forward_l2_of, read_fraction_of,
+                                  read_fraction_source)
 from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
-                                   dkdv_write_quality, predict_ragged_launch, predict_tiled, predict_training_step)
+                                   dkdv_read_quality, dkdv_write_quality, predict_ragged_launch, predict_tiled,
+                                   predict_training_step)
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
                                    dkdv_program_sram_bytes, dq_program_sram_bytes, estimate_programs_per_sm,
@@ -148,15 +150,24 @@ def dkdv_work(spec: LayerSpec, touches: int) -> int:
 #: at any length for groups of up to 8 query heads per KV head, seconds for larger groups, whose head switches
 #: overlap) instead of the touch-by-touch evaluation (about 2 s at this count for G = 4): from here on the closed form's
 #: reads were within -1.58 % to +2.01 % of the touch-by-touch evaluation's on the layers of
-#: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The causal dK/dV kernel in closed form").
+#: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The causal dK/dV kernel in closed form"; since
+#: 2026-12-06 with the previous wave's copy counted: :data:`iomodel.cache.dkdv_closed.CLOSED_FORM_AGREEMENT`).
 L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
-#: Touches past which an MHA causal ``_bwd_dkdv`` kernel (one query head per KV head) takes the closed form at any
-#: length (:func:`dkdv_closed_form_applies`): with the previous wave's copy of each wave's first reads counted
-#: (2026-12-06), its reads came within −0.6 % to +0.6 % of the touch-by-touch evaluation's on the MHA layers of
-#: ``benchmarks/dkdv_closed_check.py`` from 2^12 tokens up (docs/l2-calibration.md, "The previous wave's copy"),
-#: where GQA layers below 2^18 tokens were 3-12 % off (the mean count within a wave while the heads' switches
-#: overlap). Here the touch-by-touch evaluation takes about 35 ms (0.23 µs a touch), the closed form 10-30 ms.
-L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES = 250_000
+#: Touches past which a causal ``_bwd_dkdv`` kernel takes the closed form at any length (:func:`dkdv_closed_form_applies`)
+#: where it is MHA (one query head per KV head) or its reads are ``not a prediction``
+#: (:func:`iomodel.cache.predict.dkdv_read_quality`: causal GQA, heads-outer, from 32,768 query rows, measured at
+#: 0.03-0.49x the wave model). With the previous wave's copy of each wave's first reads counted (2026-12-06), MHA reads
+#: came within −0.6 % to +1.1 % of the touch-by-touch evaluation's on the MHA layers of
+#: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The previous wave's copy"), GQA layers below 2^18
+#: tokens 3-12 % off (the mean count within a wave while the heads' switches overlap): a deviation far inside what
+#: the hardware does to those GQA steps' reads, so the exact count buys nothing there. Here the touch-by-touch
+#: evaluation takes about 60 ms (0.23 µs a touch), the closed form 10-30 ms.
+L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 250_000
+#: Query rows (the shorter length) from which the any-length rule (:data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) applies:
+#: on a large batch of short sequences the closed form evaluates most waves one by one and is slower than the
+#: touch-by-touch evaluation (a reviewer, 2026-12-06: 512 sequences of 2,048 tokens, MHA, 226 ms against 150 ms; B 1 at
+#: 2^15 tokens, 32×64 tiles, 29 ms against 70 ms). A speed choice, not a model constant.
+L2_DKDV_ANY_LENGTH_MIN_ROWS = 16_384
 def closed_form_saturation(l2_bytes: int, read_fraction: float | None = None) -> float:
     """Stack distance past which the default L2 model of ``l2_bytes`` bytes evicts a line for certain (bytes):
     :func:`iomodel.cache.stream.saturation_distance` of the larger of its dirty-line and read capacities, 24 ways
@@ -180,10 +191,12 @@ def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, satu
     the query rows of the shorter length (Q, dO, LSE and Delta of one head: 2·HEAD_DIM·width + 8 bytes a row)
     weighing at least ``saturation`` (the L2 model's saturation distance, :func:`closed_form_saturation`; 2^18 rows
     at HEAD_DIM 128 in bf16 on the H200, four times as many at HEAD_DIM 32: there the mean count within a wave is
-    close for any group); or MHA (one query head per KV head) past :data:`L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES`
-    touches, at any length. Measured where neither holds (docs/l2-calibration.md, "The causal dK/dV kernel in closed
-    form" and "The previous wave's copy"): GQA below 2^18 tokens 3-12 % off (G 2, 4 at 2^15-2^16; HEAD_DIM 256 at
-    2^16), where the heads' switches overlap within a wave.
+    close for any group); or, past :data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches from
+    :data:`L2_DKDV_ANY_LENGTH_MIN_ROWS` query rows, MHA (one query head per KV head) or a kernel whose reads
+    :func:`iomodel.cache.predict.dkdv_read_quality` calls ``not a prediction`` (causal GQA, heads-outer, from 32,768
+    query rows). Measured where none holds (docs/l2-calibration.md, "The causal
+    dK/dV kernel in closed form" and "The previous wave's copy"): GQA below 2^18 tokens 3-12 % off (G 2, 4 at
+    2^15-2^16; HEAD_DIM 256 at 2^16), where the heads' switches overlap within a wave.
 
     Args:
         spec: the layer; tiling: its backward tiles; touches: the kernel's touches; saturation: bytes.
@@ -193,9 +206,10 @@ def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, satu
     """
     if tiling.bwd_block_m > tiling.bwd_block_n:
         return False
-    if spec.group == 1 and touches > L2_DKDV_MHA_CLOSED_FORM_MIN_TOUCHES:
-        return True
     rows = min(spec.seqlen_q, spec.seqlen_k)
+    if touches > L2_DKDV_ANY_LENGTH_MIN_TOUCHES and rows >= L2_DKDV_ANY_LENGTH_MIN_ROWS and (
+            spec.group == 1 or dkdv_read_quality(spec, tiling) == "not a prediction"):
+        return True
     row_bytes = 2 * spec.head_dim * spec.width + LSE_WIDTH + FP32_WIDTH
     return touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES and rows * row_bytes >= saturation
 
@@ -275,7 +289,8 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
     stream items (memory). Other kernels are simulated wave by wave, whose cost grows with the square
     of the length. A causal dK/dV kernel (one group slice, the heads-outer loop order or MHA) is
     evaluated in closed form where :func:`dkdv_closed_form_applies` (long sequences past
-    :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches), else touch by touch up to
+    :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches; MHA and GQA steps whose dK/dV reads are not a prediction past
+    :data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`), else touch by touch up to
     :data:`L2_CAUSAL_DKDV_MAX_TOUCHES` touches (:func:`iomodel.cache.stream.dkdv_touches`; a large group's weighed
     by :func:`dkdv_work`).
 
@@ -337,8 +352,10 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
                     fewer = "a shorter sequence, fewer heads or a smaller batch" if spec.batch > 1 else \
                         "a shorter sequence or fewer heads"
                     return (f"{why}: {touches:,} touches{weighed}, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
-                            "BWD_BLOCK_M <= BWD_BLOCK_N and, with more than one query head per KV head, the shorter "
-                            f"length's query rows to weigh the L2 model's saturation distance; {fewer} brings it under)")
+                            "BWD_BLOCK_M <= BWD_BLOCK_N and MHA or GQA whose dK/dV reads are not a prediction (from "
+                            f"{L2_DKDV_ANY_LENGTH_MIN_ROWS:,} and {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows), or GQA "
+                            "query rows of the shorter length weighing the L2 model's saturation distance; "
+                            f"{fewer} brings it under)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None

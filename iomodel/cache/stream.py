@@ -40,9 +40,10 @@ expected bytes equal the simulation's floats, not only their rounding (tests/tes
 compares the floats on random shapes). The causal ``_bwd_dkdv`` has no certified waves (its
 programs re-read each other's rows within a wave, well below saturation): its cost still grows
 with the square of the length (its touches, :func:`dkdv_touches`; the superseded entries counted by
-windows of runs, :func:`_moved_up_windows`): on long sequences past
-:data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches
-(:func:`iomodel.cache.estimate.dkdv_closed_form_applies`) :func:`fast_kernel_l2` returns the closed form of the same
+windows of runs, :func:`_moved_up_windows`): where :func:`iomodel.cache.estimate.dkdv_closed_form_applies`
+(long sequences past :data:`iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches; MHA and GQA steps whose
+dK/dV reads are not a prediction past :data:`iomodel.cache.estimate.L2_DKDV_ANY_LENGTH_MIN_TOUCHES`)
+:func:`fast_kernel_l2` returns the closed form of the same
 waves instead (:mod:`iomodel.cache.dkdv_closed`: the mean count of chunk
 entries, not the simulation's bytes; its agreement: docs/l2-calibration.md). Kernels or schedules outside
 this list (window bands of the forward, other grid or key orders, dK/dV group slices, decode, a
