@@ -341,9 +341,10 @@ CROSS_WAVE_MISS = 1.0 - 1e-6
 CROSS_WAVE_MAX_PAIRS = 48
 #: Waves per KV head (its key tiles over the resident programs) from which a sequence counts as long for
 #: :data:`CROSS_WAVE_MIN_SHARE`: there the waves whose first reads the previous wave's copy may serve are the last few
-#: of each KV head. (A batch of short MHA sequences, 2,048 tokens: the same share of first reads, 1.5 %, was 60 %
-#: served; a reviewer's finding, 2026-12-06.)
-CROSS_WAVE_LONG_WAVES = 16
+#: of each KV head (the measurements there: 7.8 waves a KV head and more). A batch of short MHA sequences (2,048
+#: tokens, a KV head's 16 key tiles in a fraction of a wave) had the same share of first reads, 1.5 %, 60 % served (a
+#: reviewer's finding, 2026-12-06).
+CROSS_WAVE_LONG_WAVES = 4
 #: Share of the kernel's stream misses (fluid count) at or below which the first reads the cross-wave term could serve
 #: are not evaluated at all on a long sequence (:data:`CROSS_WAVE_LONG_WAVES`). Measured on the
 #: Llama-3-8B-like MHA layer (2026-12-06): where they were 1.5 % of the misses (2^20 tokens) the term served 0.03 % of
