@@ -481,3 +481,23 @@ def test_cross_wave_pairs_alike_are_evaluated_once(monkeypatch):
     monkeypatch.setattr(dc, "CROSS_WAVE_MAX_PAIRS", 4)
     sampled, _ = dc._cross_wave_rows(model, nw, float(read_cap), ways, missed=1.0)
     assert sampled != rows and abs(sampled / rows - 1) < 0.01
+
+
+def test_each_kernel_says_how_its_bytes_were_computed():
+    """The worksheet names, per kernel of a training step, how the L2-aware bytes were computed (a fresh user's
+    finding, 2026-12-06: a dK/dV kernel evaluated touch by touch said nothing): the JSON's ``method`` and the Markdown
+    kernel line."""
+    from iomodel.report.worksheet import make_worksheet
+    from iomodel.spec.resolve import resolve_layer
+
+    methods = {}
+    for kv, n in ((32, 2**15), (32, 2**16)):
+        ws = make_worksheet(resolve_layer(preset="llama-3-8b", kv_heads=kv, seqlen=n, causal=True, passes="fwd+bwd"))
+        j = json.loads(ws.to_json())["algorithms"]["tiled"]["l2_aware"]
+        methods[n] = {k["name"]: k["method"] for k in j["kernels"]}
+        for k in j["kernels"]:
+            assert f"; {k['method']}" in ws.to_markdown()
+    assert methods[2**15]["_bwd_dkdv"] == "touch by touch (135,168 touches)"
+    assert methods[2**16]["_bwd_dkdv"] == "closed form (532,480 touches not visited)"
+    assert methods[2**16]["_bwd_dq"] == "fast evaluation (the simulation's bytes)"
+    assert methods[2**16]["_bwd_preprocess"] == "simulated wave by wave"

@@ -429,7 +429,9 @@ class L2Estimate:
         read_fraction, read_fraction_source: the fraction of the L2 a read miss is judged against and where it
             comes from (the device preset's microbenchmark receipt; JSON ``read_fraction``, ``read_fraction_source``).
         kernels: training step only: per kernel ``{"name", "read_bytes", "write_bytes",
-            "written_bytes", "programs_per_sm"}`` (bytes), in launch order; empty for the forward.
+            "written_bytes", "programs_per_sm", "read_bytes_quality", "write_bytes_quality", "method", "program"}``
+            (bytes; ``method`` how the bytes were computed, :attr:`~iomodel.cache.simulate.KernelL2.method`), in launch
+            order; empty for the forward.
         function: the :mod:`iomodel.cache.predict` function behind the bytes.
     """
 
@@ -690,7 +692,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name],
                      "read_bytes_quality": l2.read_qualities.get(k.name, "predicted"),
                      "write_bytes_quality": dkdv_writes if k.name == "_bwd_dkdv" else "predicted",
-                     "program": programs[k.name]}
+                     "method": k.method, "program": programs[k.name]}
                     for k in l2.kernels)
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,

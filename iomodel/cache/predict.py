@@ -208,6 +208,7 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
     k = simulate(name, waves, params.capacity, params.write_share, params.ways, params.read_capacity,
                  params.read_weights)
     k.requested_read, k.requested_write = dict(r), dict(wr)
+    k.method = "simulated wave by wave"
     return k
 
 

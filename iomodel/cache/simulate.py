@@ -37,6 +37,10 @@ class KernelL2:
         dirty_at_end: bytes still dirty in L2 when it ends, per tensor.
         waves: number of waves of W programs.
         note: one sentence on the working set.
+        method: how the bytes were computed, a clause (``simulated wave by wave``, ``fast evaluation (the
+            simulation's bytes)``, ``touch by touch (N touches)``, ``closed form (N touches not visited)``; set by
+            :func:`iomodel.cache.predict.kernel_l2` and :func:`iomodel.cache.stream.fast_kernel_l2`), empty where not
+            recorded.
     """
 
     name: str
@@ -47,6 +51,7 @@ class KernelL2:
     dirty_at_end: dict[str, int] = field(default_factory=dict)
     waves: int = 0
     note: str = ""
+    method: str = ""
 
 
 def _new_cache(capacity: int, write_share: float, ways: int | None, read_capacity: int | None = None) -> LRU | SetAssoc:

@@ -1663,11 +1663,14 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
         if dkdv_closed_form_applies(spec, tiling, model.all_touches, d_sat):  # long: the closed form of the same waves
             from iomodel.cache.dkdv_closed import closed_form_dkdv
 
-            return closed_form_dkdv(model, capacity, ways, read_capacity)
+            out = closed_form_dkdv(model, capacity, ways, read_capacity)
+            out.method = f"closed form ({model.all_touches:,} touches not visited)"
+            return out
     if (isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent
             and model.all_touches >= PERIODIC_MIN_TOUCHES):
         k = periodic_dkdv(model, capacity, ways, read_capacity)
         if k is not None:
+            k.method = f"touch by touch, one wave per phase ({model.all_touches:,} touches)"
             return k
     engine = model.engine(capacity, ways)
     if read_capacity is not None and ways is not None:
@@ -1676,4 +1679,7 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
         _drive(model, engine)
     except _ExtentsVary:  # not expected where _lru_exact holds: simulated instead
         return None
-    return engine.finish(name, model.requested_read, model.requested_write)
+    out = engine.finish(name, model.requested_read, model.requested_write)
+    out.method = (f"touch by touch ({model.all_touches:,} touches)" if isinstance(model, _DkdvEvents)
+                  else "fast evaluation (the simulation's bytes)")
+    return out

@@ -430,6 +430,7 @@ class Worksheet:
                       + ("" if k.get("write_bytes_quality", "predicted") == "predicted"
                          else f" (**{k['write_bytes_quality'].upper()}**: the assumptions below)")
                       + f" of {fmt_bytes(k['written_bytes'])} stored; programs per SM: {k['programs_per_sm']}"
+                      + (f"; {k['method']}" if k.get("method") else "")
                       for k in e.kernels]
         return [
             f"**L2-aware DRAM estimate of `tiled`**{step} (an estimate from {L2_ESTIMATE_SOURCE} `{e.function}`, "
