@@ -105,6 +105,9 @@ def main() -> None:
                     spec = LayerSpec(1, 32, kv, 128, 2**log2, 2**log2, dtype="bf16", causal=causal, backward=backward)
                     print(f"{2**log2:>9} {kv:>3} {str(causal):>6} {spec.passes:>8} {_estimate_ms(spec, Tiling())}",
                           flush=True)
+    if not args.receipts:
+        print("\nno receipt named (--receipts with no file): part 2 skipped")
+        return
     print(f"\n{'receipt':<52} {'shapes':>6} {'cold s':>7} {'warm s':>7} {'L2 s':>6}")
     for r in args.receipts:
         n, cold, warm, l2 = _reconcile_times(ROOT / r)
