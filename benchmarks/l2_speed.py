@@ -10,8 +10,9 @@ after a warm-up estimate of each layer structure that compiles the traffic model
 not compute it (:func:`~iomodel.cache.estimate.not_estimated`). The target is at most 50 ms per
 shape. The streaming kernels are evaluated fast (:mod:`iomodel.cache.stream`); a causal dK/dV
 kernel is taken in closed form where :func:`~iomodel.cache.estimate.dkdv_closed_form_applies` (long sequences
-past :data:`~iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches: this layer from 2^18 tokens; MHA past
-:data:`~iomodel.cache.estimate.L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches at any length: this layer from 2^16;
+past :data:`~iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches; since 2026-12-06 MHA and the GQA steps whose
+dK/dV reads are not a prediction past :data:`~iomodel.cache.estimate.L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches from 16k-32k
+query rows: this layer from 2^16 tokens;
 :mod:`iomodel.cache.dkdv_closed`; docs/l2-calibration.md, "The causal dK/dV kernel in closed form" and "The previous
 wave's copy") and touch by touch elsewhere, up to :data:`~iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES` touches
 (0.6 s for GQA at 2^17 tokens).

@@ -35,8 +35,10 @@ spaced g rows apart cross the 1,024-row chunk boundaries in phase classes, so wh
 (the head switches) the exact count alternates (e.g. 5 and 61 chunks where the mean is 33) and the convex evict
 probability of the alternation differs from that of the mean; a program's first chunk of each new head is an
 entry the mean does not count (counting it made the agreement worse: docs). Both weigh less as the sequence grows;
-while the head switches of a GQA wave overlap (sequences shorter than about 2^17 tokens) the first is 3-12 % of the
-reads, which is why GQA takes this form on long sequences only (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`).
+while the head switches of a GQA wave overlap (sequences shorter than about 2^17 tokens) GQA is up to 14 % off
+(also: in a later head a chunk's first toucher reads few of its rows and the engine serves the rest at the chunk's
+largest extent, which the cross-wave term does not count), which is why GQA takes this form only where its dK/dV
+reads are not a prediction (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`).
 """
 
 from __future__ import annotations

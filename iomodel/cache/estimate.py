@@ -156,12 +156,13 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: Touches past which a causal ``_bwd_dkdv`` kernel takes the closed form at any length (:func:`dkdv_closed_form_applies`)
 #: where it is MHA (one query head per KV head) or its reads are ``not a prediction``
 #: (:func:`iomodel.cache.predict.dkdv_read_quality`: causal GQA, heads-outer, from 32,768 query rows, measured at
-#: 0.03-0.49x the wave model). With the previous wave's copy of each wave's first reads counted (2026-12-06), MHA reads
-#: came within −0.6 % to +1.1 % of the touch-by-touch evaluation's on the MHA layers of
-#: ``benchmarks/dkdv_closed_check.py`` (docs/l2-calibration.md, "The previous wave's copy"), GQA layers below 2^18
-#: tokens 3-12 % off (the mean count within a wave while the heads' switches overlap): a deviation far inside what
-#: the hardware does to those GQA steps' reads, so the exact count buys nothing there. Here the touch-by-touch
-#: evaluation takes about 60 ms (0.23 µs a touch), the closed form 10-30 ms.
+#: 0.03-0.53x the wave model on the H200). With the previous wave's copy of each wave's first reads counted
+#: (2026-12-06), MHA reads came within −0.01 % to +1.80 % of the touch-by-touch evaluation's on the 17 MHA layers of
+#: ``benchmarks/dkdv_closed_check.py`` where it is taken, GQA layers below 2^18 tokens −13 % to +14 % (the mean count
+#: within a wave while the heads' switches overlap; the first toucher of a chunk in a later head reads few of its
+#: rows, and the engine serves the rest at the chunk's largest extent: docs/l2-calibration.md, "The previous wave's
+#: copy"): a deviation far inside what the hardware does to those GQA steps' reads, so the exact count buys nothing
+#: there. Here the touch-by-touch evaluation takes about 60 ms (0.23 µs a touch), the closed form 10-30 ms.
 L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 250_000
 #: Query rows (the shorter length) from which the any-length rule (:data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) applies:
 #: on a large batch of short sequences the closed form evaluates most waves one by one and is slower than the
@@ -186,17 +187,16 @@ def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, satu
     the touch-by-touch evaluation.
 
     BWD_BLOCK_M at most BWD_BLOCK_N (the closed form was checked on those tiles only: 64×32 tiles read 4.5 % more
-    than the touch-by-touch evaluation at 2^18 tokens), and either of two: more than
-    :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches (``touches``, :func:`iomodel.cache.stream.dkdv_touches`) with
-    the query rows of the shorter length (Q, dO, LSE and Delta of one head: 2·HEAD_DIM·width + 8 bytes a row)
-    weighing at least ``saturation`` (the L2 model's saturation distance, :func:`closed_form_saturation`; 2^18 rows
-    at HEAD_DIM 128 in bf16 on the H200, four times as many at HEAD_DIM 32: there the mean count within a wave is
-    close for any group); or, past :data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches from
-    :data:`L2_DKDV_ANY_LENGTH_MIN_ROWS` query rows, MHA (one query head per KV head) or a kernel whose reads
+    than the touch-by-touch evaluation at 2^18 tokens); MHA (one query head per KV head) or a kernel whose reads
     :func:`iomodel.cache.predict.dkdv_read_quality` calls ``not a prediction`` (causal GQA, heads-outer, from 32,768
-    query rows). Measured where none holds (docs/l2-calibration.md, "The causal
-    dK/dV kernel in closed form" and "The previous wave's copy"): GQA below 2^18 tokens 3-12 % off (G 2, 4 at
-    2^15-2^16; HEAD_DIM 256 at 2^16), where the heads' switches overlap within a wave.
+    query rows; GQA whose reads are predicted is always evaluated touch by touch: there the closed form is up to
+    14 % off, docs/l2-calibration.md, "The previous wave's copy"); and either more than
+    :data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches (``touches``, :func:`iomodel.cache.stream.dkdv_touches`) from
+    :data:`L2_DKDV_ANY_LENGTH_MIN_ROWS` query rows, or more than :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches
+    with the query rows of the shorter length (Q, dO, LSE and Delta of one head: 2·HEAD_DIM·width + 8 bytes a row)
+    weighing at least ``saturation`` (the L2 model's saturation distance, :func:`closed_form_saturation`; 2^18 rows
+    at HEAD_DIM 128 in bf16 on the H200: the rule of 2026-12-04, which adds layers to the first only on a device
+    whose L2 is about 7 MiB or less).
 
     Args:
         spec: the layer; tiling: its backward tiles; touches: the kernel's touches; saturation: bytes.
@@ -206,9 +206,10 @@ def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, satu
     """
     if tiling.bwd_block_m > tiling.bwd_block_n:
         return False
+    if spec.group > 1 and dkdv_read_quality(spec, tiling) != "not a prediction":
+        return False
     rows = min(spec.seqlen_q, spec.seqlen_k)
-    if touches > L2_DKDV_ANY_LENGTH_MIN_TOUCHES and rows >= L2_DKDV_ANY_LENGTH_MIN_ROWS and (
-            spec.group == 1 or dkdv_read_quality(spec, tiling) == "not a prediction"):
+    if touches > L2_DKDV_ANY_LENGTH_MIN_TOUCHES and rows >= L2_DKDV_ANY_LENGTH_MIN_ROWS:
         return True
     row_bytes = 2 * spec.head_dim * spec.width + LSE_WIDTH + FP32_WIDTH
     return touches > L2_DKDV_CLOSED_FORM_MIN_TOUCHES and rows * row_bytes >= saturation
@@ -352,10 +353,9 @@ def fast_refusal(spec: LayerSpec, tiling: Tiling | None = None, schedule: Schedu
                     fewer = "a shorter sequence, fewer heads or a smaller batch" if spec.batch > 1 else \
                         "a shorter sequence or fewer heads"
                     return (f"{why}: {touches:,} touches{weighed}, above {L2_CAUSAL_DKDV_MAX_TOUCHES:,} (its closed form needs "
-                            "BWD_BLOCK_M <= BWD_BLOCK_N and MHA or GQA whose dK/dV reads are not a prediction (from "
-                            f"{L2_DKDV_ANY_LENGTH_MIN_ROWS:,} and {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows), or GQA "
-                            "query rows of the shorter length weighing the L2 model's saturation distance; "
-                            f"{fewer} brings it under)")
+                            "BWD_BLOCK_M <= BWD_BLOCK_N, MHA or GQA whose dK/dV reads are not a prediction (heads-outer, "
+                            f"from {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows), and {L2_DKDV_ANY_LENGTH_MIN_ROWS:,} "
+                            f"query rows or more; {fewer} brings it under)")
     if items > MAX_STREAM_ITEMS:
         return f"{items:,} K/V or query-row chunks to track, above {MAX_STREAM_ITEMS:,}"
     return None
