@@ -871,8 +871,10 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
             lo, hi = DKDV_CAUSAL_MEASURED_RATIO
             assumptions.append(f"NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200 the dK/dV kernel of every causal GQA "
                                f"step of {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows or more, heads-outer, read far fewer "
-                               f"bytes than this wave model ({lo}-{hi}x of it, the Triton dK/dV launch; "
-                               "docs/l2-calibration.md, \"Two hold-outs measured\"); read this kernel's estimate as far "
+                               f"bytes than this wave model ({lo}-{hi}x of it, measured with the Triton dK/dV launch"
+                               + ("" if tiling.bwd_dkdv_kernel == "triton" else
+                                  f"; this step's {tiling.bwd_dkdv_kernel} launch is not measured at these lengths")
+                               + "; docs/l2-calibration.md, \"Two hold-outs measured\"); read this kernel's estimate as far "
                                "above what runs. benchmarks/dkdv_window_pass_sketch.py is nearer for groups of up to 4 "
                                "(not a model).")
         else:
