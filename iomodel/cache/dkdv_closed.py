@@ -428,9 +428,18 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
     heads entered before t2 are the previous wave's already and are not counted twice. Each chunk's rows are served
     with probability 1 − evict_probability(distance) (:func:`_cross_wave_rows`).
 
+    The engine keeps each chunk's largest extent (the previous wave's, whole), so where the chunk's first toucher is a
+    program that starts inside it (reading the rows from its own first row on), the rows below come with later
+    touches of the same chunk, at a short distance: of these *growth* rows the fluid count takes every one as a first
+    read, the engine serves them with probability 1 − evict_probability(d), d the weight entered between two touches
+    of the chunk (every live program of the wave enters about a chunk's worth of rows per chunk it sweeps: the live
+    programs times the steps between, Δ = c0 − lo for head 0, k·gap for head k, plus the chunk). Head 0 has none where
+    a program starts at the chunk's first row (it enters the chunk whole at step 0).
+
     Returns:
-        (distances in bytes, rows): float arrays of shape (G, chunks), chunks at most :data:`CROSS_WAVE_MAX_CHUNKS`
-        (past it, evenly spaced chunks each standing for the rows of its stretch).
+        (distances in bytes, rows, growth rows, growth distances in bytes): float arrays of shape (G, chunks), chunks
+        at most :data:`CROSS_WAVE_MAX_CHUNKS` (past it, evenly spaced chunks each standing for the rows of its
+        stretch).
     """
     G, ch, per = model.G, model.chunk, float(sum(model.per_row))
     gp = prev["groups"][h]
@@ -444,8 +453,9 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
         edges = np.linspace(0, n, CROSS_WAVE_MAX_CHUNKS + 1).astype(np.int64)
         pick = (edges[:-1] + edges[1:]) // 2
         weight = np.add.reduceat(rows_of, edges[:-1])
+        stretch = np.diff(edges).astype(np.float64)
     else:
-        pick, weight = np.arange(n), rows_of
+        pick, weight, stretch = np.arange(n), rows_of, np.ones(n)
     c0 = gr["c0"][pick].astype(np.float64)[None, :]
     ks = np.arange(G, dtype=np.float64)[:, None]
     t1 = ks * s_p + np.maximum(c0, lo_p) - lo_p
@@ -465,7 +475,31 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
             for kap in range(G):
                 rows += _rows_entered(other, kap, t2, False)
     stored = stored + cur["store_cum"][np.searchsorted(cur["fin"], t2, side="left")]
-    return rows * per + stored + cur["kv"], np.broadcast_to(weight[None, :], rows.shape)
+    # growth rows: below the first toucher's first row, served at the distance between touches of the chunk
+    u, c0i = gr["u"], gr["c0"][pick]
+    inside_lo = np.searchsorted(u, c0i, side="right")  # the first program starting inside the chunk
+    inside_hi = np.searchsorted(u, c0i + ch, side="left") - 1  # the last
+    inside = inside_hi >= inside_lo
+    below = np.searchsorted(u, c0i, side="right") - 1
+    at_start = (below >= 0) & (u[np.maximum(below, 0)] == c0i)
+    lowest = np.where(below >= 0, c0i, u[np.minimum(inside_lo, len(u) - 1)])  # the chunk's first row this wave reads
+    first_row = np.maximum(lowest, lo_p)
+    gaps = np.diff(u)
+    gap = float(np.median(gaps)) if len(gaps) else float(ch)
+    live = float(sum(len(g["u"]) for g in cur["groups"].values()))
+    grow = np.zeros(rows.shape)
+    steps = np.zeros(rows.shape)
+    for k in range(G):
+        top = u[np.minimum(inside_lo, len(u) - 1)] if k == 0 else u[np.maximum(inside_hi, 0)]
+        g_rows = np.where(inside, np.maximum(0, top - first_row), 0)
+        if k == 0:
+            g_rows = np.where(at_start, 0, g_rows)
+            steps[k] = np.where(below >= 0, c0i - u[np.maximum(below, 0)], 0)
+        else:
+            steps[k] = k * gap
+        grow[k] = g_rows * stretch
+    grow_dist = (live * steps + gr["ext"][pick][None, :]) * per
+    return rows * per + stored + cur["kv"], np.broadcast_to(weight[None, :], rows.shape), grow, grow_dist
 
 
 def _miss_distance(capacity: float, ways: int) -> float:
@@ -534,18 +568,24 @@ def _cross_wave_rows(model: Any, last: int, capacity: float, ways: int, missed: 
         strata = np.array_split(np.arange(len(keys)), CROSS_WAVE_MAX_PAIRS)
         reps = np.array([first_of[s[len(s) // 2]] for s in strata])
         mult = np.array([float(count[s].sum()) for s in strata])
-    dists, weights = [], []
+    dists, weights, grows, grow_dists = [], [], [], []
     for w, m in zip(waves[reps].tolist(), mult.tolist()):
         prev, cur = _wave_view(model, w - 1), _wave_view(model, w)
         h = int(model.p0[w] // t_c)
         if h in cur["groups"] and h in prev["groups"]:
-            d, r = _cross_hits(model, prev, cur, h)
+            d, r, g, gd = _cross_hits(model, prev, cur, h)
             dists.append(d.ravel())
             weights.append(m * r.ravel())
+            grows.append(m * g.ravel())
+            grow_dists.append(gd.ravel())
     if not dists:
         return 0.0, 0
-    dist, rows = np.concatenate(dists), np.concatenate(weights)
-    return float(((1.0 - _probabilities(dist, capacity, ways)) * rows).sum()), len(waves)
+    n = sum(len(d) for d in dists)
+    p = _probabilities(np.concatenate(dists + grow_dists), capacity, ways)
+    p_first, p_grow = p[:n], p[n:]
+    rows, grow = np.concatenate(weights), np.concatenate(grows)
+    # first reads served at the cross-wave distance; growth rows at theirs instead
+    return float(((1.0 - p_first) * rows).sum() + (grow * (p_first - p_grow)).sum()), len(waves)
 
 
 def _interior_min_span(G: int, w: int, bn: int) -> int:
