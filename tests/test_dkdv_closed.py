@@ -146,7 +146,7 @@ def test_the_closed_form_needs_a_long_sequence_or_mha():
     """The closed form's rule (estimate.dkdv_closed_form_applies), BWD_BLOCK_M <= BWD_BLOCK_N always: past 250,000
     touches from 16,384 query rows for MHA (within 1.8 % of the touch-by-touch evaluation there once the previous
     wave's copy is counted, 2026-12-06) and for heads-outer GQA from 32,768 query rows (its dK/dV reads are not a
-    prediction: the H200 read 0.03-0.53x the wave model; the closed form is up to 14 % from the touch-by-touch count on
+    prediction: the H200 read 0.03-0.58x the wave model; the closed form is up to 15 % from the touch-by-touch count on
     some of those layers); for those two classes also the long-sequence rule (the shorter length's query rows weighing
     the L2 model's saturation distance, past 8 million touches: live on a small L2 only). GQA whose reads are predicted
     never takes it: a large GQA batch of sequences below 32,768 rows is evaluated touch by touch up to

@@ -35,10 +35,9 @@ spaced g rows apart cross the 1,024-row chunk boundaries in phase classes, so wh
 (the head switches) the exact count alternates (e.g. 5 and 61 chunks where the mean is 33) and the convex evict
 probability of the alternation differs from that of the mean; a program's first chunk of each new head is an
 entry the mean does not count (counting it made the agreement worse: docs). Both weigh less as the sequence grows;
-while the head switches of a GQA wave overlap (sequences shorter than about 2^17 tokens) GQA is up to 14 % off
-(also: in a later head a chunk's first toucher reads few of its rows and the engine serves the rest at the chunk's
-largest extent, which the cross-wave term does not count), which is why GQA takes this form only where its dK/dV
-reads are not a prediction (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`).
+while the head switches of a GQA wave overlap (sequences shorter than about 2^17 tokens) GQA is up to 15 % off,
+which is why GQA takes this form only where its dK/dV reads are not a prediction
+(:func:`iomodel.cache.estimate.dkdv_closed_form_applies`).
 """
 
 from __future__ import annotations
@@ -65,8 +64,8 @@ EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy").
 CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -0.01 % to +1.80 % of the touch-by-touch evaluation's on "
-                         "the 17 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.57 % on the "
-                         "14 GQA layers of 2^18 tokens or more and -13.2 % to +10.2 % on the 14 GQA layers below "
+                         "the 19 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.55 % on the "
+                         "14 GQA layers of 2^18 tokens or more and -15.1 % to +1.6 % on the 17 GQA layers below "
                          "(32,768 to 131,072 tokens, where GQA's dK/dV reads are not a prediction), the writes within "
                          "0.23 %: benchmarks/dkdv_closed_check.py, 2026-12-06")
 

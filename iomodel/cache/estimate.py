@@ -156,13 +156,11 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: Touches past which a causal ``_bwd_dkdv`` kernel takes the closed form at any length (:func:`dkdv_closed_form_applies`)
 #: where it is MHA (one query head per KV head) or its reads are ``not a prediction``
 #: (:func:`iomodel.cache.predict.dkdv_read_quality`: causal GQA, heads-outer, from 32,768 query rows, measured at
-#: 0.03-0.53x the wave model on the H200). With the previous wave's copy of each wave's first reads counted
+#: 0.03-0.58x the wave model on the H200). With the previous wave's copy of each wave's first reads counted
 #: (2026-12-06), MHA reads came within −0.01 % to +1.80 % of the touch-by-touch evaluation's on the 17 MHA layers of
-#: ``benchmarks/dkdv_closed_check.py`` where it is taken, GQA layers below 2^18 tokens −13 % to +14 % (the mean count
-#: within a wave while the heads' switches overlap; the first toucher of a chunk in a later head reads few of its
-#: rows, and the engine serves the rest at the chunk's largest extent: docs/l2-calibration.md, "The previous wave's
-#: copy"): a deviation far inside what the hardware does to those GQA steps' reads, so the exact count buys nothing
-#: there. Here the touch-by-touch evaluation takes about 60 ms (0.23 µs a touch), the closed form 10-30 ms.
+#: ``benchmarks/dkdv_closed_check.py`` where it is taken, GQA layers below 2^18 tokens −15 % to +2 % (the mean count
+#: within a wave while the heads' switches overlap: docs/l2-calibration.md, "The previous wave's copy"): a deviation
+#: far inside what the hardware does to those GQA steps' reads, so the exact count buys nothing there. Here the touch-by-touch evaluation takes about 60 ms (0.23 µs a touch), the closed form 10-30 ms.
 L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 250_000
 #: Query rows (the shorter length) from which the any-length rule (:data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) applies:
 #: on a large batch of short sequences the closed form evaluates most waves one by one and is slower than the
@@ -190,7 +188,7 @@ def dkdv_closed_form_applies(spec: LayerSpec, tiling: Tiling, touches: int, satu
     than the touch-by-touch evaluation at 2^18 tokens); MHA (one query head per KV head) or a kernel whose reads
     :func:`iomodel.cache.predict.dkdv_read_quality` calls ``not a prediction`` (causal GQA, heads-outer, from 32,768
     query rows; GQA whose reads are predicted is always evaluated touch by touch: there the closed form is up to
-    14 % off, docs/l2-calibration.md, "The previous wave's copy"); and either more than
+    15 % off, docs/l2-calibration.md, "The previous wave's copy"); and either more than
     :data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches (``touches``, :func:`iomodel.cache.stream.dkdv_touches`) from
     :data:`L2_DKDV_ANY_LENGTH_MIN_ROWS` query rows, or more than :data:`L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches
     with the query rows of the shorter length (Q, dO, LSE and Delta of one head: 2·HEAD_DIM·width + 8 bytes a row)

@@ -857,7 +857,7 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
         where = (f"MHA past {L2_DKDV_ANY_LENGTH_MIN_TOUCHES:,} touches (or {L2_DKDV_CLOSED_FORM_MIN_TOUCHES:,} on a long "
                  "sequence)" if spec.group == 1 else
                  f"GQA whose dK/dV reads are not a prediction (from {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows: the "
-                 "closed form is up to 14 % from the touch-by-touch count below 2^18 tokens, far inside what the "
+                 "closed form is up to 15 % from the touch-by-touch count below 2^18 tokens, far inside what the "
                  "hardware reads there)")
         assumptions.append(f"{closed[0].name}: {closed[0].note}; on {where}, its "
                            "Q/dO/LSE/Delta misses are the mean count of the wave model's chunk entries, not each touch "
