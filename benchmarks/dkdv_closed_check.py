@@ -23,7 +23,6 @@ under 2^18 tokens and one where the closed form is taken (seconds).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -31,7 +30,7 @@ import iomodel.cache.estimate as estimate
 from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
 from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
-from iomodel.paths import check_output_file, exit_code_of, probe_exit_code
+from iomodel.paths import check_output_file, exit_code_of, one_line_parser, probe_exit_code
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
@@ -132,7 +131,7 @@ H200_L2 = get_hardware("H200").l2_bytes
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = one_line_parser(__doc__.splitlines()[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
     ap.add_argument("--mha-holdout", action="store_true", help="only the hold-out layers (MHA_HOLDOUT, HOLDOUT_2, HOLDOUT_3)")
     ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")

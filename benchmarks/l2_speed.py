@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import iomodel.reconcile.compare as compare
-from iomodel.paths import one_line_parser
+from iomodel.paths import exit_code_of, one_line_parser
 from iomodel.cache.estimate import estimate_tiled, estimate_training_step, not_estimated
 from iomodel.measure.records import Measurement
 from iomodel.spec import LayerSpec, Tiling
@@ -93,6 +93,11 @@ def main() -> None:
     ap.add_argument("--max-log2", type=int, default=24, help="longest seqlen, as a power of two (10..24)")
     ap.add_argument("--receipts", nargs="*", default=list(RECEIPTS), help="receipts to reconcile")
     args = ap.parse_args()
+    if not 10 <= args.max_log2 <= 24:
+        ap.error(f"--max-log2 must be from 10 to 24 (seqlen 2^10 .. 2^24), got {args.max_log2}")
+    for r in args.receipts:  # every receipt readable before any line is printed
+        if exit_code_of(lambda: Measurement.load(ROOT / r)):
+            raise SystemExit(2)
     for kv in (32, 8):  # warm-up: compiles the traffic model's formulas of each structure once
         for causal in (False, True):
             for backward in (False, True):

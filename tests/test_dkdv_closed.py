@@ -26,11 +26,17 @@ TILES = Tiling(bwd_block_m=32, bwd_block_n=128)
 MiB = 1 << 20
 
 
-def _exact(spec: LayerSpec, w: int, cap: int) -> "stream.KernelL2":
-    model = stream._DkdvEvents(spec, TILES, w, 0.5)
-    engine = model.engine(cap, 24)
+def _touch_by_touch(model: "stream._DkdvEvents", cap: int, ways: int, read_cap: int | None = None) -> "stream.KernelL2":
+    """The kernel of ``model`` evaluated touch by touch from a cold L2 (reads judged at ``read_cap`` where given)."""
+    engine = model.engine(cap, ways)
+    if read_cap is not None:
+        engine.judge_reads_at(read_cap)
     stream._drive(model, engine)
     return engine.finish("_bwd_dkdv", model.requested_read, model.requested_write)
+
+
+def _exact(spec: LayerSpec, w: int, cap: int) -> "stream.KernelL2":
+    return _touch_by_touch(stream._DkdvEvents(spec, TILES, w, 0.5), cap, 24)
 
 
 def test_evict_probabilities_equal_the_scalar_function():
@@ -84,11 +90,7 @@ H200_W, H200_CAP, H200_READ_CAP = 264, 30 * MiB, int(0.5188 * 60 * MiB)
 
 
 def _exact_h200(spec: LayerSpec) -> "stream.KernelL2":
-    model = stream._DkdvEvents(spec, TILES, H200_W, 0.5)
-    engine = model.engine(H200_CAP, 24)
-    engine.judge_reads_at(H200_READ_CAP)
-    stream._drive(model, engine)
-    return engine.finish("_bwd_dkdv", model.requested_read, model.requested_write)
+    return _touch_by_touch(stream._DkdvEvents(spec, TILES, H200_W, 0.5), H200_CAP, 24, H200_READ_CAP)
 
 
 @pytest.mark.parametrize("G,kv,align,n_q,n_k,bound", [
@@ -404,15 +406,9 @@ def test_the_band_is_skipped_with_a_note(monkeypatch):
 
 def _closed_and_exact(spec: LayerSpec, tiling: Tiling):
     """The H200's dK/dV kernel of ``spec`` (its programs per SM, default L2) in closed form and touch by touch."""
-    import iomodel.cache.estimate as estimate
-    from iomodel.spec.hardware import get_hardware
-
-    p = estimate.dkdv_l2_params(spec, tiling, get_hardware("H200"))
+    p = _h200_params(spec, tiling)
     model = stream._DkdvEvents(spec, tiling, p.resident_programs, p.write_share)
-    engine = model.engine(p.capacity, p.ways)
-    engine.judge_reads_at(p.read_capacity)
-    stream._drive(model, engine)
-    exact = engine.finish("_bwd_dkdv", model.requested_read, model.requested_write)
+    exact = _touch_by_touch(model, p.capacity, p.ways, p.read_capacity)
     return closed_form_dkdv(model, p.capacity, p.ways, p.read_capacity), exact, model
 
 
@@ -452,11 +448,16 @@ def test_the_previous_waves_copy_brings_mha_close(B, H, d, n, tiles, bound, monk
         assert _stream_ratio(closed_form_dkdv(model, *_h200_capacities(spec, tiling)), exact) > 1.3
 
 
-def _h200_capacities(spec: LayerSpec, tiling: Tiling):
+def _h200_params(spec: LayerSpec, tiling: Tiling):
+    """The H200's L2 parameters of ``spec``'s dK/dV kernel (``estimate.dkdv_l2_params``)."""
     import iomodel.cache.estimate as estimate
     from iomodel.spec.hardware import get_hardware
 
-    p = estimate.dkdv_l2_params(spec, tiling, get_hardware("H200"))
+    return estimate.dkdv_l2_params(spec, tiling, get_hardware("H200"))
+
+
+def _h200_capacities(spec: LayerSpec, tiling: Tiling):
+    p = _h200_params(spec, tiling)
     return p.capacity, p.ways, p.read_capacity
 
 
@@ -475,8 +476,9 @@ def test_cross_wave_pairs_alike_are_evaluated_once(monkeypatch):
     assert 20 < len(near) < nw
     brute = 0.0
     for w in near.tolist():
-        d, r, g, gd = dc._cross_hits(model, dc._wave_view(model, w - 1), dc._wave_view(model, w),
-                                     int(model.p0[w] // model.t_c))
+        prev, h = dc._wave_view(model, w - 1), int(model.p0[w] // model.t_c)
+        cur = dc._wave_view(model, w, ext_from={h: int(prev["groups"][h]["u"][0])})
+        d, r, g, gd = dc._cross_hits(model, prev, cur, h)
         p, pg = dc._probabilities(d, float(read_cap), ways), dc._probabilities(gd, float(read_cap), ways)
         brute += float(((1.0 - p) * r).sum() + (g * (p - pg)).sum())
     monkeypatch.setattr(dc, "CROSS_WAVE_MAX_PAIRS", 10**6)

@@ -387,10 +387,11 @@ def _entries(model: Any, u: np.ndarray, e: int, ext_from: int | None = None) -> 
             "S0": float(e - int(u[0]))}
 
 
-def _wave_view(model: Any, v: int) -> dict[str, Any]:
-    """Wave v for the cross-wave term: ``groups`` its KV heads' programs (:func:`_entries`, by KV head), ``kv`` its
-    K/V bytes (read at its start), ``fin`` its programs' finish steps (ascending, steps) and ``store_cum`` the dK/dV
-    weight stored up to each (read-equivalent bytes, one more entry than ``fin``)."""
+def _wave_view(model: Any, v: int, ext_from: dict[int, int] | None = None) -> dict[str, Any]:
+    """Wave v for the cross-wave term: ``groups`` its KV heads' programs (:func:`_entries`, by KV head; a KV head in
+    ``ext_from`` with its first chunk's extent from that row), ``kv`` its K/V bytes (read at its start), ``fin`` its
+    programs' finish steps (ascending, steps) and ``store_cum`` the dK/dV weight stored up to each (read-equivalent
+    bytes, one more entry than ``fin``)."""
     p0, p1 = int(model.p0[v]), int(model.p1[v])
     kv, j = np.divmod(np.arange(p0, p1, dtype=np.int64), model.t_c)
     lo, end = model.lo[j], model.end[j]
@@ -398,7 +399,7 @@ def _wave_view(model: Any, v: int) -> dict[str, Any]:
     groups = {}
     for h in np.unique(kv[live]).tolist():
         sel = (kv == h) & live
-        groups[h] = _entries(model, np.unique(lo[sel]), int(end[sel][0]))
+        groups[h] = _entries(model, np.unique(lo[sel]), int(end[sel][0]), (ext_from or {}).get(h))
     fin = np.where(live, model.G * (end - lo), 0)
     order = np.argsort(fin, kind="stable")
     store = (model.k_rows[j] * model.kv_bytes * 2 * model.share)[order]
@@ -415,7 +416,9 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
     """The stack distances of KV head h's first reads in a wave (``cur``, :func:`_wave_view`) that re-read the
     previous wave's (``prev``) copy, and the rows each stands for.
 
-    The first read of chunk c of head k in the wave (step t2, :func:`_entries`) re-reads what the previous wave's
+    ``cur`` holds KV head h's extents from the previous wave's first row (:func:`_wave_view`'s ``ext_from``: an item's
+    extent is the largest it has had). The first read of chunk c of head k in the wave (step t2, :func:`_entries`)
+    re-reads what the previous wave's
     longest program of that KV head (first row lo', span S') entered last, at step t1 = k·S' + max(c0, lo') − lo'
     (it is the last to reach every row: each other program is ahead of it in its own order). The distance, as
     :class:`iomodel.cache.stream._Engine` judges a re-read (the weight pushed between plus the item's own, at the
@@ -444,9 +447,9 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
     gp = prev["groups"][h]
     lo_p, s_p = int(gp["u"][0]), gp["S0"]
     gr = cur["groups"][h]
-    rows_of = gr["ext"]  # the rows the wave's first toucher reads: what a miss costs
-    gr = _entries(model, gr["u"], gr["e"], ext_from=lo_p)  # the items' extents: the previous wave's
     e = gr["e"]
+    # the rows this wave reads of each chunk (what a miss costs); the items' extents (gr["ext"]) are the previous wave's
+    rows_of = (np.minimum(gr["c0"] + ch, e) - np.maximum(gr["c0"], int(gr["u"][0]))).astype(np.float64)
     n = len(gr["c0"])
     if n > CROSS_WAVE_MAX_CHUNKS:  # evenly spaced chunks, each weighing the rows of its stretch
         edges = np.linspace(0, n, CROSS_WAVE_MAX_CHUNKS + 1).astype(np.int64)
@@ -467,8 +470,8 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
     for k in range(G):
         for kap in range(k):
             rows[k] += _rows_entered(gr, kap, t2[k], True)
-        below = (np.arange(n)[None, :] < pick[:, None]) & (gr["E"][k][None, :] <= t2[k][:, None])
-        rows[k] += below.astype(np.float64) @ gr["ext"]
+        lower = (np.arange(n)[None, :] < pick[:, None]) & (gr["E"][k][None, :] <= t2[k][:, None])
+        rows[k] += lower.astype(np.float64) @ gr["ext"]
     for g, other in cur["groups"].items():
         if g != h:  # KV heads after h (h is the wave's first): their entries at t2 come after this one's
             for kap in range(G):
@@ -479,7 +482,7 @@ def _cross_hits(model: Any, prev: dict[str, Any], cur: dict[str, Any], h: int) -
     inside_lo = np.searchsorted(u, c0i, side="right")  # the first program starting inside the chunk
     inside_hi = np.searchsorted(u, c0i + ch, side="left") - 1  # the last
     inside = inside_hi >= inside_lo
-    below = np.searchsorted(u, c0i, side="right") - 1
+    below = inside_lo - 1  # the last program starting at or before the chunk's first row
     at_start = (below >= 0) & (u[np.maximum(below, 0)] == c0i)
     lowest = np.where(below >= 0, c0i, u[np.minimum(inside_lo, len(u) - 1)])  # the chunk's first row this wave reads
     first_row = np.maximum(lowest, lo_p)
@@ -569,8 +572,9 @@ def _cross_wave_rows(model: Any, last: int, capacity: float, ways: int, missed: 
         mult = np.array([float(count[s].sum()) for s in strata])
     dists, weights, grows, grow_dists = [], [], [], []
     for w, m in zip(waves[reps].tolist(), mult.tolist()):
-        prev, cur = _wave_view(model, w - 1), _wave_view(model, w)
-        h = int(model.p0[w] // t_c)
+        prev, h = _wave_view(model, w - 1), int(model.p0[w] // t_c)
+        lo_p = {h: int(prev["groups"][h]["u"][0])} if h in prev["groups"] else {}
+        cur = _wave_view(model, w, ext_from=lo_p)
         if h in cur["groups"] and h in prev["groups"]:
             d, r, g, gd = _cross_hits(model, prev, cur, h)
             dists.append(d.ravel())

@@ -32,7 +32,6 @@ DRAM-only repeats have no L2 metrics; ``settings.metrics``) is not compared.
 from __future__ import annotations
 
 import math
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -59,15 +58,13 @@ DEFAULT_ABS_TOL = 1 << 20
 
 
 
-#: Whether the reconciliation under way predicts forward launches with their own constants (``FORWARD_L2``): set by
-#: :func:`reconcile` for its duration (``forward_constants``), read where its shapes' :class:`L2Params` are built.
-_FORWARD_CONSTANTS: ContextVar[bool] = ContextVar("_FORWARD_CONSTANTS", default=True)
+def l2_params(hardware: Hardware, programs_per_sm: int, forward_constants: bool = True, **kw: Any) -> L2Params:
+    """:meth:`L2Params.of` for a reconciled shape (its plot too); without the forward's own constants
+    (``FORWARD_L2``) where ``forward_constants`` is False (the legacy model, ``--no-forward-constants``).
 
-
-def _l2_params(hardware: Hardware, programs_per_sm: int, **kw: Any) -> L2Params:
-    """:meth:`L2Params.of` for a reconciled shape; without the forward's own constants where the reconciliation under
-    way turned them off (:data:`_FORWARD_CONSTANTS`)."""
-    if not _FORWARD_CONSTANTS.get():
+    Raises:
+        IomodelError: from :meth:`L2Params.of` (hardware without L2 or SMs, a bad fraction or ways)."""
+    if not forward_constants:
         kw["forward"] = None
     return L2Params.of(hardware, programs_per_sm, **kw)
 
@@ -638,7 +635,7 @@ def _interpreter_fill(out: "ShapeReconciliation", shape: ShapeMeasurement, model
 
 def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tiling: Tiling, hardware: Hardware,
                       expected: set[str], l2_source: str, l2_fraction: float, flush_between_kernels: bool,
-                      l2_ways: int | None) -> None:
+                      l2_ways: int | None, forward_constants: bool = True) -> None:
     """The levels of a ragged (varlen) batch, appended to ``out`` (bytes).
 
     SRAM_fill (interpreter counts) and L2 (profiled) against
@@ -663,7 +660,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
         return
     pps, src = _programs_per_sm(shape, tiling, hardware)
     out.programs_per_sm = (pps, src)
-    params = _l2_params(hardware, pps, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels, ways=l2_ways)
+    params = l2_params(hardware, pps, forward_constants, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels, ways=l2_ways)
     out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
     floor = [0, 0]  # floor read, write: each sequence's compulsory bytes
     seqs = rs.sequences()
@@ -834,7 +831,7 @@ def _peer_of(shape: ShapeMeasurement, hardware: Hardware) -> Any:
 
 def _reconcile_peer(out: "ShapeReconciliation", shape: ShapeMeasurement, peer: Any, hardware: Hardware,
                     expected: Iterable[str], l2_fraction: float, flush_between_kernels: bool,
-                    l2_ways: int | None) -> None:
+                    l2_ways: int | None, forward_constants: bool = True) -> None:
     """HBM of a peer's forward kernel against the L2-aware prediction of its recorded launch
     (:func:`iomodel.cache.predict.predict_tiled` with ``peer.schedule``); the L2 level is not
     compared (the peer's loads and stores are not in docs/traffic-contract.md). Notes the launch's
@@ -851,7 +848,7 @@ def _reconcile_peer(out: "ShapeReconciliation", shape: ShapeMeasurement, peer: A
         out.error = f"the L2-aware prediction is not computed: {too_big}"
         return
     out.programs_per_sm = (peer.programs_per_sm, "the recorded launch")
-    params = _l2_params(hardware, peer.programs_per_sm, l2_fraction=l2_fraction,
+    params = l2_params(hardware, peer.programs_per_sm, forward_constants, l2_fraction=l2_fraction,
                          flush_between_kernels=flush_between_kernels, ways=l2_ways)
     l2 = predict_tiled(spec, tiling, params, schedule=sched)
     out.l2 = l2
@@ -928,6 +925,7 @@ def reconcile_shape(
     l2_source: str = "tex",
     l2_ways: int | None = DEFAULT_L2_WAYS,
     collected: Iterable[str] | None = None,
+    forward_constants: bool = True,
 ) -> ShapeReconciliation:
     """Reconcile one measured shape.
 
@@ -946,6 +944,8 @@ def reconcile_shape(
             those the shape's own kernels name. DRAM bytes are always expected of a profiled
             shape; a collected quantity null or absent in a kernel makes that direction
             *not measured* (``LevelCompare.missing``).
+        forward_constants: forward launches at their own constants (``FORWARD_L2``) where they apply; False: the
+            legacy model (:func:`reconcile`).
 
     Returns:
         :class:`ShapeReconciliation`; model errors, and a shape with nothing measured, become
@@ -972,7 +972,7 @@ def reconcile_shape(
                 return out
             if shape.seqlens is not None:  # a ragged batch: its own model (iomodel/traffic/ragged.py)
                 _reconcile_ragged(out, shape, tiling, hardware, expected, l2_source,
-                                  l2_fraction, flush_between_kernels, l2_ways)
+                                  l2_fraction, flush_between_kernels, l2_ways, forward_constants)
                 return out
             pred = predict_fn(spec, tiling, hardware)
             alg = pred.algorithms["tiled"]
@@ -987,7 +987,7 @@ def reconcile_shape(
                     out.error = f"the L2-aware prediction is not computed: {too_big}: check the record's spec"
                     return out
                 _reconcile_training_step(out, shape, pred, expected,
-                                         _l2_params(hardware, 1, l2_fraction=l2_fraction,
+                                         l2_params(hardware, 1, forward_constants, l2_fraction=l2_fraction,
                                                      flush_between_kernels=flush_between_kernels, ways=l2_ways),
                                          hardware)
             elif shape.kernels:
@@ -1001,7 +1001,7 @@ def reconcile_shape(
                     return out
                 pps, src = _programs_per_sm(shape, tiling, hardware)
                 out.programs_per_sm = (pps, src)
-                params = _l2_params(hardware, pps, l2_fraction=l2_fraction,
+                params = l2_params(hardware, pps, forward_constants, l2_fraction=l2_fraction,
                                      flush_between_kernels=flush_between_kernels, ways=l2_ways)
                 l2 = (predict_tiled(spec, tiling, params, out.tile_order) if grid_order == "tiles-fastest" else
                       predict_tiled(spec, tiling, params, schedule=Schedule.for_tiling(
@@ -1053,7 +1053,7 @@ def reconcile_shape(
             tiling = Tiling()
             pred = predict_fn(spec, tiling, hardware, **opts)
             alg = pred.algorithms["baseline"]
-            params = _l2_params(hardware, 1, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels,
+            params = l2_params(hardware, 1, forward_constants, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels,
                                  ways=l2_ways)
             l2 = predict_baseline(spec, alg.rows, params)
             out.l2 = l2
@@ -1068,7 +1068,8 @@ def reconcile_shape(
             elif shape.kernels and spec.backward:
                 out.notes.append(_eager_kernel_note(shape, l2, **opts))
         elif (peer := _peer_of(shape, hardware)) is not None:  # FlashAttention-2 or cuDNN: its recorded launch
-            _reconcile_peer(out, shape, peer, hardware, expected, l2_fraction, flush_between_kernels, l2_ways)
+            _reconcile_peer(out, shape, peer, hardware, expected, l2_fraction, flush_between_kernels, l2_ways,
+                            forward_constants)
         else:  # other SDPA backends: measured only, against the floor
             q = spec.batch * spec.heads * spec.seqlen_q * spec.head_dim * spec.width
             out.levels.append(LevelCompare("HBM", None, shape.quantity("dram_read_bytes"), None,
@@ -1147,22 +1148,18 @@ def reconcile(
                            f"did not collect, so its L2 level would be empty: use --l2-source "
                            f"{' or '.join(['auto'] + others)}")
     opts = dict(l2_fraction=frac, flush_between_kernels=flush, predict_fn=predict_fn, l2_source=l2_source,
-                collected=collected)
+                collected=collected, forward_constants=bool(forward_constants))
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
     rows = []
-    token = _FORWARD_CONSTANTS.set(bool(forward_constants))
-    try:
-        for s in shapes:
-            # one shape's kernels are built once for both of its predictions (the band's LRU below)
-            with wave_cache():
-                row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
-                if l2_ways is not None:  # the replacement-policy band of every HBM gap
-                    alone = Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways, forward_constants)
-                    _add_band(row, s, alone, hw, l2_ways, opts)
-            rows.append(row)
-    finally:
-        _FORWARD_CONSTANTS.reset(token)
+    for s in shapes:
+        # one shape's kernels are built once for both of its predictions (the band's LRU below)
+        with wave_cache():
+            row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
+            if l2_ways is not None:  # the replacement-policy band of every HBM gap
+                alone = Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways, forward_constants)
+                _add_band(row, s, alone, hw, l2_ways, opts)
+        rows.append(row)
     return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways, forward_constants)
 
 

@@ -15,11 +15,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from iomodel.cache.params import L2Params, forward_l2_of
+from iomodel.cache.params import forward_l2_of
 from iomodel.cache.predict import predict_baseline, predict_tiled
 from iomodel.errors import IomodelError
 from iomodel.paths import check_output_dir, write_bytes
-from iomodel.reconcile.compare import PredictFn, Reconciliation, ShapeReconciliation, default_predict
+from iomodel.reconcile.compare import PredictFn, Reconciliation, ShapeReconciliation, default_predict, l2_params
 from iomodel.format import human_bytes
 from iomodel.spec import Tiling
 
@@ -211,14 +211,15 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
                     pts.append((x, alg.sram_fill_read_bytes, alg.sram_fill_write_bytes, None, None))
                     continue
                 pps = near.programs_per_sm[0] if near.programs_per_sm else 1
-                params = L2Params.of(rec.hardware, pps, l2_fraction=rec.l2_fraction, ways=rec.l2_ways,
-                                     **({} if rec.forward_constants else {"forward": None}))
+                params = l2_params(rec.hardware, pps, rec.forward_constants, l2_fraction=rec.l2_fraction,
+                                   ways=rec.l2_ways)
                 l2 = predict_tiled(spec, tiling, params, near.tile_order)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
             else:
                 opts = {"score_dtype": "fp32"} if near.impl == "baseline-fp32" else {}
                 alg = predict_fn(spec, Tiling(), rec.hardware, **opts).algorithms["baseline"]
-                params = L2Params.of(rec.hardware, 1, l2_fraction=rec.l2_fraction, ways=rec.l2_ways)
+                params = l2_params(rec.hardware, 1, rec.forward_constants, l2_fraction=rec.l2_fraction,
+                                   ways=rec.l2_ways)
                 l2 = predict_baseline(spec, alg.rows, params)
                 pts.append((x, l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_read_bytes, l2.floor_read_bytes))
         except IomodelError:
