@@ -227,6 +227,87 @@ def test_llama3_8b_training_step_at_2_19_tokens_equals_the_unbounded_simulation(
            [(k.name, k.hbm_read, k.hbm_write, k.dirty_at_end) for k in slow.kernels]
 
 
+def _segment_shapes(n, seed):
+    """Many heads, long enough that each head's middle is certified: several bulks per kernel."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        kv = rng.choice([1, 2, 4, 8])
+        n_q = rng.choice([4096, 8192, 16384, 20000])
+        spec = LayerSpec(rng.choice([1, 2]), kv * rng.choice([1, 2, 4]), kv, rng.choice([64, 128]), n_q,
+                         rng.choice([n_q, n_q, 3000]), dtype="bf16", causal=rng.random() < 0.6,
+                         causal_align=rng.choice(["top-left", "bottom-right"]))
+        params = L2Params(rng.choice([256 << 10, 1 << 20, 4 << 20]), rng.choice([2, 8, 16]), rng.choice([1, 2]),
+                          l2_fraction=rng.choice([0.5, 1.0]), ways=rng.choice([4, 16, 24]))
+        params = replace(params, q_share=rng.choice([1.0, 0.625]))
+        out.append((spec, Tiling(block_m=rng.choice([64, 128]), block_n=rng.choice([32, 64])), params,
+                    rng.choice(["forward", "reverse"])))
+    return out
+
+
+def _entries(result):
+    """The fast result's sums with their tensors' order (the segments must not reorder them either)."""
+    return [list(d.items()) for d in result[:3]] + [result[3]]
+
+
+def test_the_processed_waves_of_every_head_in_one_engine_call_give_the_same_doubles(monkeypatch):
+    """:func:`stream._drive_segments` (every head's processed waves in one engine call, each bulk's drop a floor,
+    the sums added afterwards in the step-by-step order) gives the step-by-step run's doubles, tensor for tensor,
+    on random many-head shapes; it is taken on a quarter of them (the others have fewer than two certified runs to
+    add), each built by ``build_many`` (the test would not test it otherwise)."""
+    used, many = [0], [0]
+    drive, build = stream._drive_segments, stream._segments_many
+
+    def counted_drive(model, engine):
+        got = drive(model, engine)
+        used[0] += got
+        return got
+
+    def counted_build(*a):
+        got = build(*a)
+        many[0] += got is not None
+        return got
+
+    monkeypatch.setattr(stream, "_drive_segments", counted_drive)
+    monkeypatch.setattr(stream, "_segments_many", counted_build)
+    compared = 0
+    for spec, tiling, params, order in _segment_shapes(16, 3):
+        for name in ("fwd kernel", "_bwd_dq"):
+            s = spec.with_(backward=name != "fwd kernel")
+            monkeypatch.setattr(stream._QStationary, "segments", True)
+            fast = _fast(name, s, tiling, params, order)
+            monkeypatch.setattr(stream._QStationary, "segments", False)
+            slow = _fast(name, s, tiling, params, order)
+            assert _entries(fast) == _entries(slow), (name, spec, params, order)
+            compared += 1
+    assert compared == 32 and used[0] >= 6 and many[0] == used[0]  # 8 of the 32 on this seed
+
+
+def test_a_refused_bulk_sends_the_segments_back_to_the_step_by_step_run(monkeypatch):
+    """Where a bulk's reads cannot be added in closed form when the segments' sums are replayed, the engine is reset
+    (once) and the steps run one by one (whose own refusal processes that run's waves instead): the doubles of the
+    run without refusals (processed, certified waves miss whole, as the closed form adds them)."""
+    spec = LayerSpec(1, 8, 2, 64, 8192, 8192, dtype="bf16", causal=True)
+    params = L2Params(256 << 10, 8, 2, ways=16)
+    expected = _fast("fwd kernel", spec, Tiling(), params, "forward")
+    calls, resets = [0], [0]
+    can_bulk, reset = stream._Engine.can_bulk, stream._Engine.reset
+
+    def refuse_the_third(self, reads):
+        calls[0] += 1
+        return can_bulk(self, reads) and calls[0] != 3
+
+    def counted_reset(self):
+        resets[0] += 1
+        reset(self)
+
+    monkeypatch.setattr(stream._Engine, "can_bulk", refuse_the_third)
+    monkeypatch.setattr(stream._Engine, "reset", counted_reset)
+    refused = _fast("fwd kernel", spec, Tiling(), params, "forward")
+    assert resets[0] == 1 and calls[0] > 3  # the segments replayed three bulks, the step-by-step run asked again
+    assert _entries(refused) == _entries(expected)
+
+
 def test_saturation_distance_is_where_every_probability_is_one():
     """At and past the threshold evict_probability is exactly 1.0 (its shortcuts); just below, not."""
     rng = random.Random(5)

@@ -216,6 +216,8 @@ class _Engine:
     def __init__(self, capacity: int, write_share: float, ways: int | None, n_lanes: int, n_chunks: int, chunk: int,
                  per_row: tuple[int, ...], names: tuple[str, ...], write_names: tuple[str, ...],
                  prefix_extents: bool = True) -> None:
+        self._args = (capacity, write_share, ways, n_lanes, n_chunks, chunk, per_row, names, write_names,
+                      prefix_extents)  # for :meth:`reset`
         self.prefix = prefix_extents  # extents from M per lane; else one extent per item (self.ext)
         self.capacity = float(capacity)  # C of a dirty line's write-back
         self.read_capacity = self.capacity  # C of a read miss (:meth:`judge_reads_at`)
@@ -247,6 +249,13 @@ class _Engine:
         self.waves = 0
         self._trim_at = 4096
         self._known = (np.zeros(0), np.zeros(0))  # distances met (ascending) and their evict_probability
+
+    def reset(self) -> None:
+        """Back to a cold engine of the same kernel (and the same read capacity, :meth:`judge_reads_at`)."""
+        read_capacity = self.read_capacity
+        self.__init__(*self._args)
+        if read_capacity != self.capacity:
+            self.judge_reads_at(read_capacity)
 
     def judge_reads_at(self, read_capacity: float) -> None:
         """Read misses against ``read_capacity`` (bytes), as :class:`SetAssoc`'s ``read_capacity``; the
@@ -296,13 +305,20 @@ class _Engine:
             p[low] = probs[at]
         return p
 
-    def steps(self, block: _Wave) -> None:
+    def steps(self, block: _Wave, floor: np.ndarray | None = None, defer: bool = False) -> list[np.ndarray] | None:
         """Run consecutive waves: their misses into the sums, their entries onto the stack.
 
         An access whose item has an entry at time t_old (on the kept stack, or earlier in these
         waves) lies below the weight pushed after t_old (prefix sums of the entry weights), less the
         entries superseded since: those of the earlier re-touches whose old entries lay above t_old
         (:func:`_moved_up`; none when items are re-touched in the order of their last touches).
+
+        Args:
+            block: the waves (:class:`_Wave`).
+            floor: per stream access, the time before which every entry is deep (int64, the engine's times; a
+                :meth:`drop_all` inside the block, :func:`_drive_segments`), or None (the kept stack's start).
+            defer: return the stream misses (one float64 array per tensor of ``names``, in access order) instead of
+                adding them, and the fresh reads, to the sums (the caller adds them in the simulation's order).
         """
         weight, spos, lane, chunk_of, rows = block.weight, block.spos, block.lane, block.chunk, block.rows
         chunk, n = self.chunk, len(weight)
@@ -333,7 +349,14 @@ class _Engine:
         else:
             old = np.zeros(0, dtype=np.int64)
         weight[spos] = np.maximum(old, rows) * self.per_sum
-        alive = np.nonzero(t_old >= self.t0)[0]
+        if floor is None:
+            alive = np.nonzero(t_old >= self.t0)[0]
+            dead = None
+        else:  # an entry before the access's floor was dropped (deep): a whole miss, its old entry no one's
+            kept = t_old >= self.t0
+            live = kept & (t_old >= floor)
+            alive = np.nonzero(live)[0]
+            dead = t_old[kept & ~live] - self.t0
         miss = [(rows * per).astype(np.float64) for per in self.per.tolist()]  # new or deep: every byte misses
         if len(alive):
             g_old = t_old[alive] - self.t0
@@ -365,13 +388,17 @@ class _Engine:
             weight[inner] = 0.0
         else:
             inner = np.zeros(0, dtype=np.int64)
-        for m, name in enumerate(self.names):
-            self.sums.add_array(name, miss[m])
-        for tensor, total, largest in block.fresh:
-            self.sums.add_whole_run(tensor, total, largest)
+        if not defer:
+            for m, name in enumerate(self.names):
+                self.sums.add_array(name, miss[m])
+            for tensor, total, largest in block.fresh:
+                self.sums.add_whole_run(tensor, total, largest)
         new_item = np.full(n, -1, dtype=np.int64)
         new_item[spos] = item
         new_item[inner] = -1
+        if dead is not None and len(dead):  # the dropped entries name no item (their items have newer ones)
+            self.item[dead[dead < len(self.w)]] = -1
+            new_item[dead[dead >= len(self.w)] - len(self.w)] = -1
         self.w = np.concatenate((self.w, weight))
         self.item = np.concatenate((self.item, new_item))
         if last is None:
@@ -384,6 +411,7 @@ class _Engine:
         self.waves += block.n_waves
         if len(self.w) > self._trim_at:
             self._trim()
+        return miss if defer else None
 
     def _extent_before(self, block: _Wave) -> np.ndarray:
         """M of each stream access's lane before its wave: the engine's M, grown by the earlier
@@ -443,6 +471,18 @@ class _Engine:
         self.w, self.item = np.zeros(0), np.zeros(0, dtype=np.int64)
         self.t0 = self.now
         self._deepen(self.now)
+
+    def drop_before(self, t: int) -> None:
+        """Every entry before time ``t`` is deep (the caller proved it: a :meth:`drop_all` at time ``t``, taken after
+        the waves that follow it were run, :func:`_drive_segments`)."""
+        k = t - self.t0
+        if k > 0:
+            gone = self.item[:k]
+            gone = gone[gone >= 0]
+            self.entry[gone[self.entry[gone] < t]] = -1
+            self.w, self.item = self.w[k:], self.item[k:]
+            self.t0 = t
+        self._deepen(t)
 
     def bulk(self, reads: list[tuple[str, int, int]], dirty: list[tuple[str, int, int]], lanes: np.ndarray,
              rows: np.ndarray, waves: int) -> None:
@@ -658,6 +698,116 @@ _KNOWN_DISTANCES = 1 << 16
 _BLOCK_WAVES = 256
 
 
+def _bulk_reads(model: Any, engine: _Engine, v: int, a: int, dropped: int) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """Certified waves v .. a − 1 in closed form (``model.bulk``), with ``dropped`` stream rows of wave a (the head of
+    its stream that :meth:`_Wave.cut` left out: whole misses) added to the stream tensors' reads."""
+    empty = np.zeros(0, np.int64)
+    reads, dirty, lanes, rows = model.bulk(v, a - 1) if a > v else ([], [], empty, empty)
+    merged: dict[str, list[int]] = {t: [tot, big] for t, tot, big in reads}
+    for name, per in zip(engine.names, engine.per.tolist()):
+        got = merged.setdefault(name, [0, 0])
+        got[0] += dropped * per
+        got[1] = max(got[1], engine.chunk * per)
+    return [(t, tot, big) for t, (tot, big) in merged.items()], dirty, lanes, rows
+
+
+def _tail_wave(model: Any, engine: _Engine, a: int) -> tuple[_Wave, int]:
+    """Wave a cut to the tail of its stream that weighs the saturation distance, and the stream rows left out."""
+    d_sat = engine.d_sat
+    wave, dropped = model.build(a, tail=d_sat)
+    if int(wave.rows.sum()) * engine.per_sum < d_sat:  # the built tail fell short: the whole stream
+        wave, dropped = model.build(a)
+    wave, more = wave.cut(d_sat, engine.per_sum)
+    return wave, dropped + more
+
+
+def _plan(model: Any, engine: _Engine) -> Any:
+    """:func:`_drive`'s steps in order (a generator): ``("range", a, b)`` waves a..b built as one block, ``("flush",)``
+    the pending blocks run, ``("bulk", v, a, heavy)`` after the pending blocks ran: the stack dropped and waves
+    v .. a − 1 added in closed form where the sums allow it (the caller sends back whether it did,
+    :meth:`_Engine.can_bulk`; with ``heavy``, wave a is then pending, cut to its stream's tail: :func:`_tail_wave`)."""
+    cert = model.certified(engine.d_sat)
+    fresh, stream = model.fresh_weight, model.stream_weight
+    d_sat = engine.d_sat
+    n = len(cert)
+    per_block = getattr(model, "block_waves", _BLOCK_WAVES)
+    pending = [0, 0]  # blocks and waves pending
+
+    def queue(a: int, b: int) -> Any:  # waves a..b, processed in order
+        for u in range(a, b + 1, per_block):
+            e = min(b, u + per_block - 1)
+            yield ("range", u, e)
+            pending[0] += 1
+            pending[1] += e - u + 1
+            if pending[1] >= per_block:
+                yield from flush()
+
+    def flush() -> Any:
+        if pending[0]:
+            yield ("flush",)
+            pending[0] = pending[1] = 0
+
+    cuts = (np.nonzero(cert[1:] != cert[:-1])[0] + 1).tolist()
+    for v, e in zip([0] + cuts, cuts + [n]) if n else ():  # runs of waves alike: certified or not
+        b = e - 1
+        if not cert[v]:
+            yield from queue(v, b)
+            continue
+        heavy = np.nonzero(stream[v:b + 1] >= d_sat)[0]
+        if len(heavy):
+            a = v + int(heavy[-1])
+            pending[0] = pending[1] = 0  # the bulk runs what is pending first
+            if (yield ("bulk", v, a, True)):
+                pending[0], pending[1] = 1, 1
+                v = a + 1
+        else:
+            acc, k = stream[b] + fresh[b], 1  # the last wave is always processed: its entries are the state
+            while b - k >= v and acc < d_sat:
+                acc += fresh[b - k]
+                k += 1
+            first_kept = b - k + 1 if acc >= d_sat else v
+            if first_kept > v:
+                pending[0] = pending[1] = 0
+                if (yield ("bulk", v, first_kept, False)):
+                    v = first_kept
+        if v <= b:
+            yield from queue(v, b)
+    yield from flush()
+
+
+def _drive_sequential(model: Any, engine: _Engine) -> None:
+    """Run :func:`_plan`'s steps one by one."""
+    pending: list[_Wave] = []
+    plan = _plan(model, engine)
+    answer = None
+    while True:
+        try:
+            op = plan.send(answer)
+        except StopIteration:
+            break
+        answer = None
+        if op[0] == "range":
+            pending.append(model.build_block(op[1], op[2]))
+        elif op[0] == "flush":
+            engine.steps(_concat(pending))
+            pending.clear()
+        else:
+            _, v, a, heavy = op
+            wave, dropped = _tail_wave(model, engine, a) if heavy else (None, 0)
+            reads, dirty, lanes, rows = _bulk_reads(model, engine, v, a, dropped)
+            if pending:
+                engine.steps(_concat(pending))
+                pending.clear()
+            answer = engine.can_bulk(reads)
+            if answer:
+                engine.drop_all()
+                engine.bulk(reads, dirty, lanes, rows, a - v)
+                if heavy:
+                    pending.append(wave)
+    if pending:
+        engine.steps(_concat(pending))
+
+
 def _drive(model: Any, engine: _Engine) -> None:
     """Run a kernel's waves: certified runs in closed form but for the entries that set the state,
     the other waves in blocks.
@@ -670,78 +820,206 @@ def _drive(model: Any, engine: _Engine) -> None:
     entry older than that tail is deep for the waves that follow and at the kernel's end (each of
     the tail's entries stays above them, or its item's later entry does), so the stack is dropped
     first. Without such a wave, the fewest last waves whose fresh entries plus the last stream weigh
-    the saturation distance are processed and the rest added.
+    the saturation distance are processed and the rest added (:func:`_plan`).
+
+    Where the model builds blocks of waves at once (:class:`_QStationary`: a long sequence over many heads, each
+    head's start and end processed, its middle added), the processed waves of every run go to the engine in one
+    call (:func:`_drive_segments`): the same sums, to the bit (tests/test_l2_stream.py).
     """
-    cert = model.certified(engine.d_sat)
-    fresh, stream = model.fresh_weight, model.stream_weight
-    d_sat = engine.d_sat
-    n = len(cert)
-    pending: list[_Wave] = []
+    if getattr(model, "segments", False) and _drive_segments(model, engine):
+        return
+    _drive_sequential(model, engine)
 
-    per_block = getattr(model, "block_waves", _BLOCK_WAVES)
 
-    def queue(a: int, b: int) -> None:  # waves a..b, processed in order
-        for u in range(a, b + 1, per_block):
-            pending.append(model.build_block(u, min(b, u + per_block - 1)))
-            if sum(p.n_waves for p in pending) >= per_block:
-                flush()
+def _drive_segments(model: Any, engine: _Engine) -> bool:
+    """Run :func:`_plan`'s steps with one :meth:`_Engine.steps` call, taking every bulk: each bulk's drop of the
+    stack becomes a floor (entries before it are deep for the accesses after it), its extents a wave of needs
+    without accesses, and the sums are added afterwards in the order the step-by-step run adds them (each flushed
+    group's stream misses, then its fresh reads, then the bulk's reads): the same doubles. Returns False, the engine
+    cold again, where there are fewer than two bulks (nothing to gain) or a bulk's reads cannot be added in closed
+    form then (:meth:`_Engine.can_bulk`): the caller runs the steps one by one."""
+    plan, ops, answer = _plan(model, engine), [], None
+    while True:  # every bulk taken
+        try:
+            op = plan.send(answer)
+        except StopIteration:
+            break
+        ops.append(op)
+        answer = op[0] == "bulk"
+    if sum(op[0] == "bulk" for op in ops) < 2:
+        return False
+    layout = _segments_many(model, engine, ops) or _segments_one_by_one(model, engine, ops)
+    merged, acc_bounds, fresh, bulks = layout  # bulks: (groups flushed before it, position, reads, dirty, waves)
+    drop_at = np.array([engine.now + pos for _, pos, _, _, _ in bulks], dtype=np.int64)
+    k = np.searchsorted(drop_at, engine.now + merged.spos, side="right") - 1
+    floor = np.where(k >= 0, drop_at[np.maximum(k, 0)], np.iinfo(np.int64).min)
+    miss = engine.steps(merged, floor=floor, defer=True)
+    engine.waves -= len(bulks)  # the waves of needs are no waves
+    sums = engine.sums
+    n_groups = len(fresh)
+    nb = 0
+    for g in range(n_groups + 1):
+        while nb < len(bulks) and bulks[nb][0] == g:  # the bulks after the first g groups
+            _, _, reads, dirty, waves = bulks[nb]
+            if not engine.can_bulk(reads):
+                engine.reset()
+                return False
+            for tensor, total, largest in reads:
+                sums.add_whole_run(tensor, total, largest)
+            for tensor, nbytes, count in dirty:
+                engine.deep_bytes[tensor] = engine.deep_bytes.get(tensor, 0) + nbytes
+                engine.deep_count += count
+            engine.waves += waves
+            nb += 1
+        if g == n_groups:
+            break
+        a, b = acc_bounds[g], acc_bounds[g + 1]
+        for m, name in enumerate(engine.names):
+            sums.add_array(name, miss[m][a:b])
+        for t, total, largest in fresh[g]:
+            sums.add_whole_run(t, total, largest)
+    engine.drop_before(int(drop_at[-1]))
+    return True
 
-    def flush() -> None:
-        if pending:
-            engine.steps(_concat(pending))
-            pending.clear()
 
-    v = 0
-    while v < n:
-        if not cert[v]:
-            u = v
-            while u + 1 < n and not cert[u + 1]:
-                u += 1
-            queue(v, u)
-            v = u + 1
-            continue
-        b = v
-        while b + 1 < n and cert[b + 1]:
-            b += 1
-        heavy = np.nonzero(stream[v:b + 1] >= d_sat)[0]
-        if len(heavy):
-            a = v + int(heavy[-1])
-            wave, dropped = model.build(a, tail=d_sat)
-            if int(wave.rows.sum()) * engine.per_sum < d_sat:  # the built tail fell short: the whole stream
-                wave, dropped = model.build(a)
-            wave, more = wave.cut(d_sat, engine.per_sum)
-            dropped += more
-            empty = np.zeros(0, np.int64)
-            reads, dirty, lanes, rows = model.bulk(v, a - 1) if a > v else ([], [], empty, empty)
-            merged: dict[str, list[int]] = {t: [tot, big] for t, tot, big in reads}
-            for name, per in zip(engine.names, engine.per.tolist()):
-                got = merged.setdefault(name, [0, 0])
-                got[0] += dropped * per
-                got[1] = max(got[1], engine.chunk * per)
-            reads = [(t, tot, big) for t, (tot, big) in merged.items()]
-            flush()
-            if engine.can_bulk(reads):
-                engine.drop_all()
-                engine.bulk(reads, dirty, lanes, rows, a - v)
-                pending.append(wave)
-                v = a + 1
+def _needs_wave(lanes: np.ndarray, rows: np.ndarray) -> _Wave:
+    """A wave without accesses whose needs grow the lanes' extents (a bulk's, :func:`_drive_segments`)."""
+    empty = np.zeros(0, np.int64)
+    return _Wave(np.zeros(0), empty, empty, empty, empty, np.asarray(lanes, dtype=np.int64),
+                 np.asarray(rows, dtype=np.int64), empty, empty, empty, [])
+
+
+def _segments_one_by_one(model: Any, engine: _Engine, ops: list[tuple]) -> tuple:
+    """:func:`_drive_segments`' block, built op by op: (merged block, each group's first stream access and the end,
+    each group's fresh reads, the bulks)."""
+    blocks: list[_Wave] = []
+    groups: list[int] = []  # the first block of each flushed group, in order
+    bulks = []
+    start = 0
+    for op in ops:
+        if op[0] == "range":
+            blocks.append(model.build_block(op[1], op[2]))
+        elif op[0] == "flush":
+            if len(blocks) > start:
+                groups.append(start)
+                start = len(blocks)
         else:
-            acc, k = stream[b] + fresh[b], 1  # the last wave is always processed: its entries are the state
-            while b - k >= v and acc < d_sat:
-                acc += fresh[b - k]
-                k += 1
-            first_kept = b - k + 1 if acc >= d_sat else v
-            if first_kept > v:
-                reads, dirty, lanes, rows = model.bulk(v, first_kept - 1)
-                flush()
-                if engine.can_bulk(reads):
-                    engine.drop_all()
-                    engine.bulk(reads, dirty, lanes, rows, first_kept - v)
-                    v = first_kept
-        if v <= b:
-            queue(v, b)
-        v = b + 1
-    flush()
+            _, v, a, heavy = op
+            wave, dropped = _tail_wave(model, engine, a) if heavy else (None, 0)
+            reads, dirty, lanes, rows = _bulk_reads(model, engine, v, a, dropped)
+            if len(blocks) > start:  # what was pending runs before the drop
+                groups.append(start)
+                start = len(blocks)
+            bulks.append([len(groups), len(blocks), reads, dirty, a - v])
+            blocks.append(_needs_wave(lanes, rows))
+            if heavy:
+                blocks.append(wave)
+    if len(blocks) > start:
+        groups.append(start)
+    offs = np.cumsum([0] + [len(b.weight) for b in blocks]).tolist()
+    n_acc = np.cumsum([0] + [len(b.spos) for b in blocks]).tolist()
+    for b in bulks:
+        b[1] = offs[b[1]]
+    fresh = []
+    bounds = groups + [len(blocks)]
+    for g in range(len(groups)):
+        merged: dict[str, list[int]] = {}
+        for blk in blocks[bounds[g]:bounds[g + 1]]:
+            for t, total, largest in blk.fresh:
+                got = merged.setdefault(t, [0, 0])
+                got[0] += total
+                got[1] = max(got[1], largest)
+        fresh.append([(t, tot, big) for t, (tot, big) in merged.items()])
+    return _concat(blocks), [n_acc[g] for g in bounds], fresh, [tuple(b) for b in bulks]
+
+
+def _segments_many(model: Any, engine: _Engine, ops: list[tuple]) -> tuple | None:
+    """:func:`_segments_one_by_one`'s result from one :meth:`_QStationary.build_many` of every wave run (each bulk's
+    cut wave built whole, then cut as :func:`_tail_wave` cuts it), or None where the model has no ``build_many`` or
+    a wave spans more than two grid rows."""
+    if not hasattr(model, "build_many"):
+        return None
+    built: list[int] = []
+    group_of: list[int] = []
+    cut_at: list[int] = []  # built index of each cut wave
+    marks = []  # (v, a, heavy, built before it, groups before it)
+    g, pending = 0, False
+    for op in ops:
+        if op[0] == "range":
+            built.extend(range(op[1], op[2] + 1))
+            group_of.extend([g] * (op[2] - op[1] + 1))
+            pending = True
+        elif op[0] == "flush":
+            if pending:
+                g, pending = g + 1, False
+        else:
+            if pending:
+                g, pending = g + 1, False
+            _, v, a, heavy = op
+            marks.append((v, a, heavy, len(built), g))
+            if heavy:
+                cut_at.append(len(built))
+                built.append(a)
+                group_of.append(g)
+                pending = True
+    n_groups = g + int(pending)
+    idx = np.array(built, dtype=np.int64)
+    if not len(idx) or not model.two[idx].all():
+        return None
+    nw = len(idx)
+    per_sum, d_sat = engine.per_sum, engine.d_sat
+    c_from = np.zeros(nw, dtype=np.int64)
+    dropped = {}
+    if cut_at:  # the cut waves' streams from the chunk step :meth:`_QStationary.build` takes with tail=d_sat on
+        t_ix = np.array(cut_at, dtype=np.int64)
+        w_ix = idx[t_ix]
+        need_a, need_b = model.need_a[w_ix], np.where(model.lane_b[w_ix] >= 0, model.need_b[w_ix], 0)
+        n_c = -(-np.maximum(need_a, need_b) // model.chunk)
+        c0 = np.maximum(0, n_c - 1 - -(-int(math.ceil(d_sat)) // (model.chunk * 2 * model.kv_bytes)))
+        kept = np.maximum(need_a - c0 * model.chunk, 0) + np.maximum(need_b - c0 * model.chunk, 0)
+        c0 = np.where(kept * per_sum < d_sat, 0, c0)  # the built tail fell short: the whole stream
+        c_from[t_ix] = c0
+        for t, rows in zip(cut_at, (np.minimum(need_a, c0 * model.chunk) + np.minimum(need_b, c0 * model.chunk)).tolist()):
+            dropped[t] = rows
+    wave, q, r_wave, first = model.build_many(idx, c_from)
+    acc0 = np.searchsorted(wave.wave_of, np.arange(nw + 1))  # each wave's stream accesses
+    keep = np.ones(len(wave.weight), dtype=bool)
+    acc_keep = np.ones(len(wave.spos), dtype=bool)
+    for t in cut_at:  # the fewest last stream accesses weighing the saturation distance are kept (_Wave.cut)
+        a0, a1 = int(acc0[t]), int(acc0[t + 1])
+        rows = wave.rows[a0:a1]
+        tail = np.cumsum(rows[::-1] * per_sum)
+        drop = len(rows) - min(len(rows), int(np.searchsorted(tail, d_sat)) + 1)
+        dropped[t] += int(rows[:drop].sum())
+        keep[wave.spos[a0:a0 + drop]] = False
+        acc_keep[a0:a0 + drop] = False
+    new_pos = np.cumsum(keep) - 1
+    ins = np.array([m[3] for m in marks], dtype=np.int64)  # each bulk's needs come before this built wave
+    shift = lambda w: w + np.searchsorted(ins, w, side="right")  # noqa: E731  wave indices with the needs' waves
+    needs_l, needs_r, needs_w, bulks = [wave.need_lanes], [wave.need_rows], [shift(wave.need_wave)], []
+    pos = np.append(new_pos[first], int(keep.sum()))  # each built wave's first position, and the end
+    for k, (v, a, heavy, before, groups) in enumerate(marks):
+        reads, dirty, lanes, rows = _bulk_reads(model, engine, v, a, dropped.get(before, 0) if heavy else 0)
+        needs_l.append(np.asarray(lanes, dtype=np.int64))
+        needs_r.append(np.asarray(rows, dtype=np.int64))
+        needs_w.append(np.full(len(lanes), before + k, dtype=np.int64))
+        bulks.append((groups, int(pos[before]), reads, dirty, a - v))
+    need_w = np.concatenate(needs_w)
+    order = np.argsort(need_w, kind="stable")
+    merged = _Wave(wave.weight[keep], new_pos[wave.spos[acc_keep]], wave.lane[acc_keep], wave.chunk[acc_keep],
+                   wave.rows[acc_keep], np.concatenate(needs_l)[order], np.concatenate(needs_r)[order],
+                   new_pos[wave.wpos], wave.wtensor, wave.wbytes, wave.fresh, shift(wave.wave_of[acc_keep]),
+                   need_w[order], nw + len(marks))
+    group_of_w = np.array(group_of, dtype=np.int64)
+    g_first = np.searchsorted(group_of_w, np.arange(n_groups + 1))  # each group's first built wave
+    acc_kept = np.concatenate(([0], np.cumsum(acc_keep)))
+    acc_bounds = [int(acc_kept[acc0[w]]) for w in g_first.tolist()]
+    g_run = group_of_w[r_wave]
+    cuts = np.searchsorted(g_run, np.arange(n_groups))
+    totals = np.add.reduceat(q, cuts).tolist()
+    largest = np.maximum.reduceat(q, cuts).tolist()
+    fresh = [[(t, int(tot) * b, int(big) * b) for t, b in model.rr] for tot, big in zip(totals, largest)]
+    return merged, acc_bounds, fresh, bulks
 
 
 def _build_block(model: Any, a: int, b: int) -> _Wave:
@@ -762,6 +1040,9 @@ class _QStationary:
     fresh per-row reads of their rows (one group per run), the K/V chunks of their KV heads
     (chunk-major, KV heads ascending; KV head of run bh is bh // G) up to each head's longest key
     range, fresh per-row writes (per run, in ``row_writes`` order). Units: rows and bytes."""
+
+    #: :func:`_drive` may run its processed waves in one engine call (:func:`_drive_segments`).
+    segments = True
 
     def __init__(self, spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
                  row_reads: dict[str, int], row_writes: dict[str, int], share: float, read_weight: float = 1.0) -> None:
@@ -929,8 +1210,15 @@ class _QStationary:
         before lane b, fresh writes per run)."""
         if a == b or not self.two[a:b + 1].all():
             return _build_block(self, a, b)
-        sl = slice(a, b + 1)
-        t_r, chunk, nw = self.t_r, self.chunk, b - a + 1
+        return self.build_many(np.arange(a, b + 1, dtype=np.int64))[0]
+
+    def build_many(self, sl: np.ndarray, c_from: np.ndarray | None = None
+                   ) -> tuple[_Wave, np.ndarray, np.ndarray, np.ndarray]:
+        """Waves ``sl`` (ascending wave indices, each of at most two grid rows) as one block, as :meth:`build_block`;
+        with the rows of each run (int64), the block's wave of each run (0 .. len(sl) − 1) and the first position of
+        each wave in the block. With ``c_from`` (per wave), each wave's stream from that chunk step on (as
+        :meth:`build` with ``tail``: the rows left out are the caller's)."""
+        t_r, chunk, nw = self.t_r, self.chunk, len(sl)
         p0, p1, bh0, bh1 = self.p0[sl], self.p1[sl], self.bh0[sl], self.bh1[sl]
         second = bh1 > bh0
         runs_w = 1 + second.astype(np.int64)  # runs per wave
@@ -940,10 +1228,12 @@ class _QStationary:
         r_i1 = np.where(first_run, np.minimum(t_r, p1 - bh0 * t_r)[r_wave], (p1 - bh1 * t_r)[r_wave])
         q = self.qcum[r_i1] - self.qcum[r_i0]  # rows per run
         la, na, lb, nb = self.lane_a[sl], self.need_a[sl], self.lane_b[sl], self.need_b[sl]
-        n_c = -(-np.maximum(na, nb) // chunk)  # chunk steps per wave
+        c_end = -(-np.maximum(na, nb) // chunk)  # chunk steps per wave
+        c_beg = np.zeros(nw, dtype=np.int64) if c_from is None else np.minimum(c_from, c_end)
+        n_c = c_end - c_beg
         steps = int(n_c.sum())
         s_wave = np.repeat(np.arange(nw, dtype=np.int64), n_c)
-        c = np.arange(steps, dtype=np.int64) - np.repeat(np.cumsum(n_c) - n_c, n_c)
+        c = np.arange(steps, dtype=np.int64) - np.repeat(np.cumsum(n_c) - n_c, n_c) + np.repeat(c_beg, n_c)
         rows2 = np.stack((np.minimum(np.maximum(na[s_wave] - c * chunk, 0), chunk),
                           np.minimum(np.maximum(nb[s_wave] - c * chunk, 0), chunk)), axis=1)  # (step, lane a/b)
         flat = rows2.ravel()
@@ -971,7 +1261,7 @@ class _QStationary:
         order = np.argsort(need_wave, kind="stable")
         return _Wave(weight, spos, s_lane, s_chunk, s_rows, np.concatenate((la, lb[has_b]))[order],
                      np.concatenate((na, nb[has_b]))[order], w_pos.ravel(), np.tile(self.rw_ids, len(q)), wb,
-                     _fresh_runs(self.rr, q, int(q.max())), s_w, need_wave[order], nw)
+                     _fresh_runs(self.rr, q, int(q.max())), s_w, need_wave[order], nw), q, r_wave, start
 
     def bulk(self, a: int, b: int) -> tuple[list, list, np.ndarray, np.ndarray]:
         """Waves a..b (certified) in closed form: (reads, dirty, lanes, rows)."""
