@@ -245,6 +245,36 @@ def test_sparse_and_dense_heads_give_the_same_rows():
         assert math.isclose(dense, sparse, rel_tol=1e-12), (G, [x.n for x in groups])
 
 
+def test_waves_evaluated_together_give_each_wave_s_rows():
+    """:func:`waves_misses` (several waves' intervals, head pairs and re-reads in one set of arrays) against
+    :func:`wave_misses` one wave at a time, on random waves (one or two KV heads, G 1 to 40, short and long spans;
+    a quarter with a program at another gap, which are evaluated one by one): the same rows to 1e-12, and most of
+    the waves went through the batch (the test would not test it otherwise)."""
+    import iomodel.cache.dkdv_closed as dc
+
+    rng = np.random.default_rng(11)
+    for G in (1, 4, 8, 40):
+        waves = []
+        for _ in range(24):
+            g, groups = int(rng.choice([32, 64, 128])), []
+            for _ in range(int(rng.integers(1, 3))):
+                n = int(rng.integers(1, 60))
+                gap = np.full(n, g, dtype=np.int64)
+                if n > 2 and rng.random() < 0.25:
+                    gap[int(rng.integers(0, n - 1))] = int(rng.choice([16, 96]))
+                gap[-1] = 0
+                s0 = int(rng.integers(int(gap.sum()) + 1, int(gap.sum()) + int(rng.choice([500, 5000, 200_000]))))
+                span = s0 - np.concatenate(([0], np.cumsum(gap[:-1])))
+                groups.append(_Group(span.astype(np.int64), gap, rng.uniform(0, 1e5, n).round()))
+            waves.append(groups)
+        cap, per = float(rng.choice([1, 4, 31]) * MiB), int(rng.choice([136, 264, 520]))
+        batched = sum(dc._common_gap(w)[1] == 0 for w in waves)
+        assert batched >= 12
+        together = dc.waves_misses(waves, G, per, cap, 24)
+        for got, groups in zip(together.tolist(), waves):
+            assert math.isclose(got, wave_misses(groups, G, per, cap, 24), rel_tol=1e-12), G
+
+
 def test_still_dirty_by_the_fluid_count():
     """Where the last waves are too many touches to evaluate (large groups), the dK/dV bytes still dirty at the end
     come from the fluid count: within 0.1 % of the dK/dV bytes of the touch-by-touch evaluation's on a layer of

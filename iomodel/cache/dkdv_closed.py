@@ -23,7 +23,7 @@ per head: O(W·G) intervals a wave, none per touch. Within the wave its first re
 (the previous wave's copy is counted apart, below). The waves of W programs of one KV head, evenly spaced and long enough that
 their G head switches do not overlap, have misses affine in their length, so all of them (the bulk of a long
 sequence) are added from two evaluations of one template; the others are evaluated one by one (each distinct
-wave once). A wave's first reads that the previous wave's copy may still serve (the last waves of each KV head,
+wave once; a few at a time in one set of arrays, :func:`waves_misses`). A wave's first reads that the previous wave's copy may still serve (the last waves of each KV head,
 where spans are short, and every wave of a short sequence) are counted from that copy's stack distance
 (:func:`_cross_wave_rows`, 2026-12-06; docs/l2-calibration.md, "The previous wave's copy"). The kernel's last two
 waves are evaluated touch by touch from a cold L2 where that is cheap
@@ -53,6 +53,10 @@ from iomodel.errors import IomodelError
 #: Most programs of a wave with another gap to their next than the wave's common one that the sparse sum
 #: (:func:`_sparse_misses`) corrects one by one; past it the form over every head serves (a speed choice).
 SPARSE_MAX_ODD = 8
+#: Events (about (2G + 1) per program) of the waves :func:`_fluid_rows` hands :func:`waves_misses` at once: more
+#: cost a call less overhead but its binary searches more cache misses (measured 2026-12-06 on this 2-core CPU: the
+#: Llama-3-8B-like layer's GQA waves, 2,400 events each, ran fastest a few at a time). A speed choice.
+WAVES_EVENTS = 8_192
 #: Source line of the closed form (worksheet assumptions and docs).
 CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: Most touches of the kernel's last two waves for which they are evaluated touch by touch (about 0.1 s at the
@@ -63,7 +67,7 @@ CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy").
-CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within -0.01 % to +1.80 % of the touch-by-touch evaluation's on "
+CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within +0.02 % to +1.80 % of the touch-by-touch evaluation's on "
                          "the 19 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.55 % on the "
                          "14 GQA layers of 2^18 tokens or more and -15.1 % to +1.6 % on the 17 GQA layers below "
                          "(32,768 to 131,072 tokens, where GQA's dK/dV reads are not a prediction), the writes within "
@@ -294,6 +298,140 @@ def _sparse_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: flo
     return missed + float((length[re_] * rc * prob).sum())
 
 
+def _common_gap(groups: list[_Group]) -> tuple[int, int]:
+    """The wave's common gap (the most frequent gap to the next program, the smallest of ties; 0 without any) and
+    how many programs have another (:func:`wave_misses`' choice of form)."""
+    inner = np.concatenate([g.gap[:-1] for g in groups if g.n > 1] or [np.zeros(0, np.int64)])
+    if not len(inner):
+        return 0, 0
+    vals, counts = np.unique(inner, return_counts=True)
+    return int(vals[np.argmax(counts)]), len(inner) - int(counts.max())
+
+
+def waves_misses(waves: list[list[_Group]], G: int, per_row_sum: int, capacity: float, ways: int) -> np.ndarray:
+    """:func:`wave_misses` of several waves at once (missed rows per wave, float64): the sparse form of each wave
+    whose programs all re-read at its common gap (:func:`_sparse_misses`), evaluated together (intervals, head
+    pairs and re-reads of every wave in one set of arrays, keyed by wave); the others one by one. The same rows to
+    rounding (the sums' order): tests/test_dkdv_closed.py."""
+    out = np.zeros(len(waves))
+    batch = []
+    for v, groups in enumerate(waves):
+        gap, odd = _common_gap(groups) if groups else (0, 0)
+        if groups and odd == 0:
+            batch.append((v, gap))
+        else:
+            out[v] = wave_misses(groups, G, per_row_sum, capacity, ways)
+    if not batch:
+        return out
+    # the groups of the batched waves, flat: wave (position in batch), spans (descending), gaps, stores
+    gw, spans, gaps, stores, g_n = [], [], [], [], []
+    for b, (v, _) in enumerate(batch):
+        for g in waves[v]:
+            gw.append(b)
+            spans.append(g.span)
+            gaps.append(g.gap)
+            stores.append(g.store)
+            g_n.append(g.n)
+    n_b, n_g = len(batch), len(gw)
+    gw = np.array(gw, dtype=np.int64)
+    g_n = np.array(g_n, dtype=np.int64)
+    w_gap = np.array([gap for _, gap in batch], dtype=np.int64)
+    g_start = np.concatenate(([0], np.cumsum(g_n)))
+    span = np.concatenate(spans).astype(np.int64)
+    gapv = np.concatenate(gaps).astype(np.int64)
+    el_g = np.repeat(np.arange(n_g), g_n)  # group of each program
+    el_w = gw[el_g]
+    span0, span_last = span[g_start[:-1]], span[g_start[1:] - 1]
+    first_reads = np.bincount(gw, weights=(span0 * G).astype(np.float64), minlength=n_b)
+    # events per wave: k·span and k·span + gap, from 0 to the wave's G·span0 (wave_misses)
+    big = np.int64(1) << 40
+    lim = np.zeros(n_b, dtype=np.int64)
+    np.maximum.at(lim, gw, G * span0)
+    ks = np.arange(G + 1, dtype=np.int64)[:, None]
+    nx = gapv > 0
+    ev = np.concatenate(((el_w[None, :] * big + ks * span[None, :]).ravel(),
+                         (el_w[nx][None, :] * big + ks[:G] * span[nx][None, :] + gapv[nx][None, :]).ravel(),
+                         np.arange(n_b, dtype=np.int64) * big))
+    ev = np.unique(ev)
+    ev_w, ev_t = ev // big, ev % big
+    ev_w, ev_t = ev_w[ev_t <= lim[ev_w]], ev_t[ev_t <= lim[ev_w]]
+    same = ev_w[1:] == ev_w[:-1]
+    e_w = ev_w[1:][same]
+    a, b_ = ev_t[:-1][same], ev_t[1:][same]
+    mid = (a + b_) / 2.0
+    length = (b_ - a).astype(np.float64)
+    n_e = len(mid)
+    e_first = np.searchsorted(e_w, np.arange(n_b + 1))  # each wave's intervals
+    # (group, interval) pairs of each group's wave, then (group, interval, head k') where it has members
+    cnt_e = (e_first[gw + 1] - e_first[gw])
+    ge_g = np.repeat(np.arange(n_g), cnt_e)
+    ge_e = np.repeat(e_first[gw], cnt_e) + (np.arange(int(cnt_e.sum())) - np.repeat(np.cumsum(cnt_e) - cnt_e, cnt_e))
+    m_ge = mid[ge_e]
+    kmin = np.floor(m_ge / span0[ge_g]).astype(np.int64)
+    kmax = np.minimum(np.floor(m_ge / span_last[ge_g]).astype(np.int64), G - 1)
+    width = np.where(kmin < G, kmax - kmin + 1, 0)
+    tot = int(width.sum())
+    p_g = np.repeat(ge_g, width)
+    p_e = np.repeat(ge_e, width)
+    kp = np.repeat(kmin, width) + (np.arange(tot) - np.repeat(np.cumsum(width) - width, width))
+    m = mid[p_e]
+    shift = np.int64(1) << 32  # spans below 2^32: keys group·shift + span, ascending within each group
+
+    def above(keys: np.ndarray, first: np.ndarray, count: np.ndarray, g: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Spans of group g's sorted ``keys`` above x: the count minus those at or below ⌊x⌋ (integer spans)."""
+        fx = np.clip(np.floor(x), -1, float(shift - 1)).astype(np.int64)
+        return count[g] - (np.searchsorted(keys, g * shift + fx, side="right") - first[g])
+
+    asc_keys = np.sort(el_g * shift + span)  # each group's spans ascending, the groups in order
+    members = above(asc_keys, g_start[:-1], g_n, p_g, m / (kp + 1)) - np.where(
+        kp > 0, above(asc_keys, g_start[:-1], g_n, p_g, m / np.maximum(kp, 1)), 0)
+    stride = G + 1
+    key = p_e * stride + kp
+    w_p = np.maximum(members - 1, 0).astype(np.float64)
+    nz_p = (members > 0).astype(np.float64)
+    # re-reads at the wave's common gap: the programs but each group's last
+    common = np.ones(len(span), dtype=bool)
+    common[g_start[1:] - 1] = False
+    c_g = el_g[common]
+    c_n = np.bincount(c_g, minlength=n_g)
+    c_first = np.concatenate(([0], np.cumsum(c_n)))[:-1]
+    c_keys = np.sort(c_g * shift + span[common])
+    gap_p = w_gap[gw[p_g]]
+    ab = above(c_keys, c_first, c_n, p_g, m / (kp + 1))
+    started = above(c_keys, c_first, c_n, p_g, (m - gap_p) / np.maximum(kp, 1))
+    cnt = np.where(kp == 0, np.where(m >= gap_p, ab, 0), np.maximum(ab - started, 0))
+    keep = (cnt > 0) & (gap_p > 0)
+    re_, rd, rc = p_e[keep], (kp[keep] + 1) * gap_p[keep], cnt[keep]
+    out_b = first_reads
+    if len(re_):
+        o = np.argsort(key, kind="stable")
+        key_s = key[o]
+        zero = np.zeros(1)
+        cum_w = np.concatenate((zero, np.cumsum(w_p[o])))
+        cum_wk = np.concatenate((zero, np.cumsum(w_p[o] * (key_s % stride + 1))))
+        cum_nz = np.concatenate((zero, np.cumsum(nz_p[o])))
+        first = np.searchsorted(key_s, re_ * stride)
+        last = np.searchsorted(key_s, (re_ + 1) * stride)
+        gap_r = w_gap[e_w[re_]]
+        kq = np.minimum(rd // gap_r - 1, G)
+        q = np.maximum(np.searchsorted(key_s, re_ * stride + kq, side="right"), first)
+        heads = cum_nz[last] - cum_nz[first]
+        rows = rd * heads + gap_r * (cum_wk[q] - cum_wk[first]) + rd * (cum_w[last] - cum_w[q])
+        # the dK/dV stored in each re-read's window: per wave, the programs' finishes (G·span) ascending
+        fin_keys = el_w * big + G * span
+        f_o = np.argsort(fin_keys, kind="stable")
+        fin_keys = fin_keys[f_o]
+        fin_cum = np.concatenate(([0.0], np.cumsum(np.concatenate(stores)[f_o])))
+        mr = mid[re_]
+        wr = e_w[re_]
+        hi = np.searchsorted(fin_keys, wr * big + np.floor(mr).astype(np.int64), side="right")
+        lo = np.searchsorted(fin_keys, wr * big + np.maximum(np.floor(mr - rd), -1).astype(np.int64), side="right")
+        prob = _probabilities(rows * per_row_sum + (fin_cum[hi] - fin_cum[lo]), capacity, ways)
+        out_b = out_b + np.bincount(wr, weights=length[re_] * rc * prob, minlength=n_b)
+    out[[v for v, _ in batch]] = out_b
+    return out
+
+
 def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, ways: int,
                 template: bool = True) -> tuple[float, int]:
     """Missed query rows of waves 0 .. last − 1 (fluid count), and the wave shapes evaluated one by one.
@@ -316,14 +454,29 @@ def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, wa
         s_int = (model.end[model.p0[:last][interior] % model.t_c]
                  - model.lo[model.p0[:last][interior] % model.t_c]).astype(np.float64)
         missed += float(len(s_int)) * m1 + (m2 - m1) / (w * bn) * float((s_int - s1).sum())
-    seen: dict[bytes, float] = {}
+    seen: dict[bytes, int] = {}
+    shapes: list[list[_Group]] = []
+    times: list[int] = []
     one_by_one = np.arange(last) if not template else np.nonzero(~interior)[0]
     for v in one_by_one.tolist():
         groups = _groups_of_wave(model, v)
         key = b"|".join(g.span.tobytes() + g.gap.tobytes() + g.store.tobytes() for g in groups)
         if key not in seen:
-            seen[key] = wave_misses(groups, G, per_sum, capacity, ways)
-        missed += seen[key]
+            seen[key] = len(shapes)
+            shapes.append(groups)
+            times.append(0)
+        times[seen[key]] += 1
+    if shapes:  # each distinct wave once, a few together (WAVES_EVENTS events a call)
+        got, batch, events = [], [], 0
+        for groups in shapes:
+            batch.append(groups)
+            events += (2 * G + 1) * sum(g.n for g in groups)
+            if events >= WAVES_EVENTS:
+                got.append(waves_misses(batch, G, per_sum, capacity, ways))
+                batch, events = [], 0
+        if batch:
+            got.append(waves_misses(batch, G, per_sum, capacity, ways))
+        missed += float(np.dot(np.concatenate(got), np.array(times, dtype=np.float64)))
     return missed, len(seen)
 
 
@@ -339,8 +492,10 @@ CROSS_WAVE_MISS = 1.0 - 1e-6
 #: Most distinct (previous wave, wave) pairs the cross-wave term evaluates (:func:`_cross_wave_rows`): pairs that
 #: sit alike on their KV head (the same first and last programs relative to its first) are one; past this many
 #: distinct ones, this many strata of them in the order of where the wave starts on its KV head, one pair standing
-#: for each stratum's. A speed choice, not a model constant.
-CROSS_WAVE_MAX_PAIRS = 48
+#: for each stratum's. A speed choice, not a model constant: 48 until 2026-12-06 (seventeenth session); 16 took
+#: a third of the term's time on the Llama-3-8B-like MHA layer at 2^17-2^19 tokens and moved the check layers' read
+#: ratios by at most 0.29 % (benchmarks/dkdv_closed_check.py; docs/l2-calibration.md, "Faster").
+CROSS_WAVE_MAX_PAIRS = 16
 #: Waves per KV head (its key tiles over the resident programs) from which a sequence counts as long for
 #: :data:`CROSS_WAVE_MIN_SHARE`: there the waves whose first reads the previous wave's copy may serve are the last few
 #: of each KV head (the measurements there: 7.8 waves a KV head and more). A batch of short MHA sequences (2,048

@@ -157,7 +157,7 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: where it is MHA (one query head per KV head) or its reads are ``not a prediction``
 #: (:func:`iomodel.cache.predict.dkdv_read_quality`: causal GQA, heads-outer, from 32,768 query rows, measured at
 #: 0.03-0.58x the wave model on the H200). With the previous wave's copy of each wave's first reads counted
-#: (2026-12-06), MHA reads came within −0.01 % to +1.80 % of the touch-by-touch evaluation's on the 19 MHA layers of
+#: (2026-12-06), MHA reads came within −0.01 % to +1.80 % (+0.02 % to +1.80 % with 16 cross-wave strata, 2026-12-06) of the touch-by-touch evaluation's on the 19 MHA layers of
 #: ``benchmarks/dkdv_closed_check.py`` where it is taken, GQA layers below 2^18 tokens −15 % to +2 % (the mean count
 #: within a wave while the heads' switches overlap: docs/l2-calibration.md, "The previous wave's copy"): a deviation
 #: far inside what the hardware does to those GQA steps' reads, so the exact count buys nothing there. Here the touch-by-touch evaluation takes about 60 ms (0.23 µs a touch), the closed form 10-30 ms.

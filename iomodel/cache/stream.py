@@ -33,7 +33,9 @@ Three facts make it fast and keep it exact:
 3. **Certified waves.** A wave whose every re-touched item is provably deep (a lower bound on its
    distance, from the previous wave's stream, past the saturation distance) misses exactly its
    requested bytes: runs of such waves (the bulk of a long sequence) are added in closed form, and
-   only the entries that set the state the next wave sees are processed (:func:`_drive`).
+   only the entries that set the state the next wave sees are processed (:func:`_drive`); for the Q-stationary
+   kernels the processed waves of every run go to the engine in one call, each drop of the stack a floor in it, the
+   sums added afterwards in the step-by-step order (:func:`_drive_segments`, 2026-12-06).
 
 Sums are taken in the simulation's order (:class:`~iomodel.cache.sums.OrderedSums`), so the
 expected bytes equal the simulation's floats, not only their rounding (tests/test_l2_stream.py
