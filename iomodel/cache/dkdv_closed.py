@@ -360,7 +360,6 @@ def waves_misses(waves: list[list[_Group]], G: int, per_row_sum: int, capacity: 
     a, b_ = ev_t[:-1][same], ev_t[1:][same]
     mid = (a + b_) / 2.0
     length = (b_ - a).astype(np.float64)
-    n_e = len(mid)
     e_first = np.searchsorted(e_w, np.arange(n_b + 1))  # each wave's intervals
     # (group, interval) pairs of each group's wave, then (group, interval, head k') where it has members
     cnt_e = (e_first[gw + 1] - e_first[gw])

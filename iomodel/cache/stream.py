@@ -838,8 +838,9 @@ def _drive_segments(model: Any, engine: _Engine) -> bool:
     stack becomes a floor (entries before it are deep for the accesses after it), its extents a wave of needs
     without accesses, and the sums are added afterwards in the order the step-by-step run adds them (each flushed
     group's stream misses, then its fresh reads, then the bulk's reads): the same doubles. Returns False, the engine
-    cold again, where there are fewer than two bulks (nothing to gain) or a bulk's reads cannot be added in closed
-    form then (:meth:`_Engine.can_bulk`): the caller runs the steps one by one."""
+    cold again, where there are fewer than two bulks (nothing to gain), a wave to run spans more than two grid rows
+    (:func:`_segments_many`) or a bulk's reads cannot be added in closed form then (:meth:`_Engine.can_bulk`): the
+    caller runs the steps one by one."""
     plan, ops, answer = _plan(model, engine), [], None
     while True:  # every bulk taken
         try:
@@ -850,7 +851,9 @@ def _drive_segments(model: Any, engine: _Engine) -> bool:
         answer = op[0] == "bulk"
     if sum(op[0] == "bulk" for op in ops) < 2:
         return False
-    layout = _segments_many(model, engine, ops) or _segments_one_by_one(model, engine, ops)
+    layout = _segments_many(model, engine, ops)
+    if layout is None:
+        return False
     merged, acc_bounds, fresh, bulks = layout  # bulks: (groups flushed before it, position, reads, dirty, waves)
     drop_at = np.array([engine.now + pos for _, pos, _, _, _ in bulks], dtype=np.int64)
     k = np.searchsorted(drop_at, engine.now + merged.spos, side="right") - 1
@@ -884,61 +887,12 @@ def _drive_segments(model: Any, engine: _Engine) -> bool:
     return True
 
 
-def _needs_wave(lanes: np.ndarray, rows: np.ndarray) -> _Wave:
-    """A wave without accesses whose needs grow the lanes' extents (a bulk's, :func:`_drive_segments`)."""
-    empty = np.zeros(0, np.int64)
-    return _Wave(np.zeros(0), empty, empty, empty, empty, np.asarray(lanes, dtype=np.int64),
-                 np.asarray(rows, dtype=np.int64), empty, empty, empty, [])
-
-
-def _segments_one_by_one(model: Any, engine: _Engine, ops: list[tuple]) -> tuple:
-    """:func:`_drive_segments`' block, built op by op: (merged block, each group's first stream access and the end,
-    each group's fresh reads, the bulks)."""
-    blocks: list[_Wave] = []
-    groups: list[int] = []  # the first block of each flushed group, in order
-    bulks = []
-    start = 0
-    for op in ops:
-        if op[0] == "range":
-            blocks.append(model.build_block(op[1], op[2]))
-        elif op[0] == "flush":
-            if len(blocks) > start:
-                groups.append(start)
-                start = len(blocks)
-        else:
-            _, v, a, heavy = op
-            wave, dropped = _tail_wave(model, engine, a) if heavy else (None, 0)
-            reads, dirty, lanes, rows = _bulk_reads(model, engine, v, a, dropped)
-            if len(blocks) > start:  # what was pending runs before the drop
-                groups.append(start)
-                start = len(blocks)
-            bulks.append([len(groups), len(blocks), reads, dirty, a - v])
-            blocks.append(_needs_wave(lanes, rows))
-            if heavy:
-                blocks.append(wave)
-    if len(blocks) > start:
-        groups.append(start)
-    offs = np.cumsum([0] + [len(b.weight) for b in blocks]).tolist()
-    n_acc = np.cumsum([0] + [len(b.spos) for b in blocks]).tolist()
-    for b in bulks:
-        b[1] = offs[b[1]]
-    fresh = []
-    bounds = groups + [len(blocks)]
-    for g in range(len(groups)):
-        merged: dict[str, list[int]] = {}
-        for blk in blocks[bounds[g]:bounds[g + 1]]:
-            for t, total, largest in blk.fresh:
-                got = merged.setdefault(t, [0, 0])
-                got[0] += total
-                got[1] = max(got[1], largest)
-        fresh.append([(t, tot, big) for t, (tot, big) in merged.items()])
-    return _concat(blocks), [n_acc[g] for g in bounds], fresh, [tuple(b) for b in bulks]
-
-
 def _segments_many(model: Any, engine: _Engine, ops: list[tuple]) -> tuple | None:
-    """:func:`_segments_one_by_one`'s result from one :meth:`_QStationary.build_many` of every wave run (each bulk's
-    cut wave built whole, then cut as :func:`_tail_wave` cuts it), or None where the model has no ``build_many`` or
-    a wave spans more than two grid rows."""
+    """The block :func:`_drive_segments` runs, from one :meth:`_QStationary.build_many` of every wave :func:`_plan`
+    processes (each bulk's cut wave from the chunk step its tail starts at, then cut as :func:`_tail_wave` cuts it):
+    (the block with each bulk's wave of needs, each flushed group's first stream access and the end, each group's
+    fresh reads, the bulks as (groups before it, its position, reads, dirty, waves)); None where the model has no
+    ``build_many`` or a wave spans more than two grid rows."""
     if not hasattr(model, "build_many"):
         return None
     built: list[int] = []
