@@ -3,7 +3,8 @@
 Run: ``python benchmarks/l2_speed.py [--max-log2 24] [--receipts FILE ...]``.
 
 Part 1 prints, for seqlen 2^10 .. 2^max-log2 (Llama-3-8B-like layer: 32 query heads, MHA with
-32 KV heads or GQA with 8, HEAD_DIM 128, bf16, H200), causal and not, forward
+32 KV heads or GQA with 8, HEAD_DIM 128, bf16, H200; from 2^14 also the causal training step at 1.25 and 1.5 times
+each power of two, where the dK/dV kernel's rules, which switch on its touches, can land otherwise), causal and not, forward
 (:func:`iomodel.cache.estimate.estimate_tiled`) and forward + backward
 (:func:`~iomodel.cache.estimate.estimate_training_step`), the estimate's wall time in ms (one run,
 after a warm-up estimate of each layer structure that compiles the traffic model's formulas), or why the worksheet does
@@ -111,6 +112,11 @@ def main() -> None:
                     spec = LayerSpec(1, 32, kv, 128, 2**log2, 2**log2, dtype="bf16", causal=causal, backward=backward)
                     print(f"{2**log2:>9} {kv:>3} {str(causal):>6} {spec.passes:>8} {_estimate_ms(spec, Tiling())}",
                           flush=True)
+        if 14 <= log2 < args.max_log2:  # the causal training step between powers of two (its rules switch on touches)
+            for n in (5 * 2**log2 // 4, 3 * 2**log2 // 2):
+                for kv in (32, 8):
+                    spec = LayerSpec(1, 32, kv, 128, n, n, dtype="bf16", causal=True, backward=True)
+                    print(f"{n:>9} {kv:>3} {'True':>6} {spec.passes:>8} {_estimate_ms(spec, Tiling())}", flush=True)
     if not args.receipts:
         print("\nno receipt named (--receipts with no file): part 2 skipped")
         return

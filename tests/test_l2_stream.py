@@ -271,7 +271,10 @@ def test_the_processed_waves_of_every_head_in_one_engine_call_give_the_same_doub
     monkeypatch.setattr(stream, "_drive_segments", counted_drive)
     monkeypatch.setattr(stream, "_segments_many", counted_build)
     compared = 0
-    for spec, tiling, params, order in _segment_shapes(16, 3):
+    # a reviewer's shape (2026-12-06) whose K bytes the floors change (21,233,510.1 without them, 21,233,663.4 with)
+    floors = (LayerSpec(1, 9, 3, 32, 16384, 16384, dtype="fp8_e4m3", causal=True), Tiling(block_m=16, block_n=32),
+              L2Params(262144, 8, 2, ways=24, stored_share=0.5), "forward")
+    for spec, tiling, params, order in [floors] + _segment_shapes(15, 3):
         for name in ("fwd kernel", "_bwd_dq"):
             s = spec.with_(backward=name != "fwd kernel")
             monkeypatch.setattr(stream._QStationary, "segments", True)
@@ -280,13 +283,12 @@ def test_the_processed_waves_of_every_head_in_one_engine_call_give_the_same_doub
             slow = _fast(name, s, tiling, params, order)
             assert _entries(fast) == _entries(slow), (name, spec, params, order)
             compared += 1
-    assert compared == 32 and used[0] >= 6 and many[0] == used[0]  # 8 of the 32 on this seed
+    assert compared == 32 and used[0] >= 6 and many[0] == used[0]
 
 
 def test_a_refused_bulk_sends_the_segments_back_to_the_step_by_step_run(monkeypatch):
     """Where a bulk's reads cannot be added in closed form when the segments' sums are replayed, the engine is reset
-    (once) and the steps run one by one (whose own refusal processes that run's waves instead): the doubles of the
-    run without refusals (processed, certified waves miss whole, as the closed form adds them)."""
+    (once) and the steps run one by one (here taking every bulk): the doubles of the run that never refused."""
     spec = LayerSpec(1, 8, 2, 64, 8192, 8192, dtype="bf16", causal=True)
     params = L2Params(256 << 10, 8, 2, ways=16)
     expected = _fast("fwd kernel", spec, Tiling(), params, "forward")

@@ -66,12 +66,13 @@ CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: tokens, take seconds) the fluid count serves. A speed choice, not a model constant.
 EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
-#: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy").
+#: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy" and "Faster";
+#: receipts/raw/dkdv-closed-check-cpu-2026-12-06-c.{txt,json}).
 CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within +0.02 % to +1.80 % of the touch-by-touch evaluation's on "
-                         "the 19 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.55 % on the "
-                         "14 GQA layers of 2^18 tokens or more and -15.1 % to +1.6 % on the 17 GQA layers below "
+                         "the 23 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.55 % on the "
+                         "14 GQA layers of 2^18 tokens or more and -15.1 % to +1.6 % on the 20 GQA layers below "
                          "(32,768 to 131,072 tokens, where GQA's dK/dV reads are not a prediction), the writes within "
-                         "0.23 %: benchmarks/dkdv_closed_check.py, 2026-12-06")
+                         "0.12 %: benchmarks/dkdv_closed_check.py, 2026-12-06 (seventeenth session)")
 
 
 def _probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
@@ -455,7 +456,7 @@ def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, wa
         missed += float(len(s_int)) * m1 + (m2 - m1) / (w * bn) * float((s_int - s1).sum())
     seen: dict[bytes, int] = {}
     shapes: list[list[_Group]] = []
-    times: list[int] = []
+    shape_of: list[int] = []
     one_by_one = np.arange(last) if not template else np.nonzero(~interior)[0]
     for v in one_by_one.tolist():
         groups = _groups_of_wave(model, v)
@@ -463,19 +464,19 @@ def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, wa
         if key not in seen:
             seen[key] = len(shapes)
             shapes.append(groups)
-            times.append(0)
-        times[seen[key]] += 1
+        shape_of.append(seen[key])
     if shapes:  # each distinct wave once, a few together (WAVES_EVENTS events a call)
         got, batch, events = [], [], 0
         for groups in shapes:
             batch.append(groups)
             events += (2 * G + 1) * sum(g.n for g in groups)
             if events >= WAVES_EVENTS:
-                got.append(waves_misses(batch, G, per_sum, capacity, ways))
+                got.extend(waves_misses(batch, G, per_sum, capacity, ways).tolist())
                 batch, events = [], 0
         if batch:
-            got.append(waves_misses(batch, G, per_sum, capacity, ways))
-        missed += float(np.dot(np.concatenate(got), np.array(times, dtype=np.float64)))
+            got.extend(waves_misses(batch, G, per_sum, capacity, ways).tolist())
+        for k in shape_of:  # in wave order, one addition each (no BLAS reduction: the same double on every machine)
+            missed += got[k]
     return missed, len(seen)
 
 
@@ -753,8 +754,9 @@ def _interior_min_span(G: int, w: int, bn: int) -> int:
     return (G - 1) * (w - 1) * bn + bn + 1
 
 
-def _still_dirty(model: Any, capacity: float, ways: int) -> tuple[dict[str, float], int]:
-    """Expected bytes of dK and dV still dirty in L2 at the kernel's end (fluid count), and the waves looked at.
+def _still_dirty(model: Any, capacity: float, ways: int, end: int | None = None) -> tuple[dict[str, float], int]:
+    """Expected bytes of dK and dV still dirty in L2 at the kernel's end (fluid count), and the waves looked at; with
+    ``end``, of the waves before wave ``end`` only (those from ``end`` on weighing above them as any later wave).
 
     A program stores dK then dV when it finishes (step G·span_i of its wave). What is pushed above them until the
     end: the rows the wave's longest program of each KV head still sweeps (every other program of that head
@@ -772,8 +774,9 @@ def _still_dirty(model: Any, capacity: float, ways: int) -> tuple[dict[str, floa
     while v >= 0 and later < d_sat:
         groups = _groups_of_wave(model, v)
         if groups:
-            finish = np.concatenate([G * g.span for g in groups])
             store = np.concatenate([g.store for g in groups])  # dK and dV, read-equivalent bytes
+        if groups and (end is None or v < end):
+            finish = np.concatenate([G * g.span for g in groups])
             order = np.argsort(finish, kind="stable")
             f_s, w_s = finish[order], store[order]
             after = np.concatenate((np.cumsum(w_s[::-1])[::-1][1:], [0.0]))  # stores finishing later
@@ -784,6 +787,7 @@ def _still_dirty(model: Any, capacity: float, ways: int) -> tuple[dict[str, floa
             nbytes = own / share
             still["dV"] += float((nbytes * (1.0 - finish_probabilities(above_dv, own, capacity, ways))).sum())
             still["dK"] += float((nbytes * (1.0 - finish_probabilities(above_dv + own, own, capacity, ways))).sum())
+        if groups:
             p0, p1 = int(model.p0[v]), int(model.p1[v])
             kv = np.arange(p0, p1) % model.t_c
             later += float(model.k_rows[kv].sum()) * 2 * model.kv_bytes  # this wave's K and V, read once
@@ -838,6 +842,8 @@ def closed_form_dkdv(model: Any, capacity: int, ways: int, read_capacity: int | 
         for v in range(first, nw):
             engine.steps(model.build_block(v, v))
         reads_tail, _, still = engine.totals()
+        before, _ = _still_dirty(model, float(capacity), ways, end=first)  # the earlier waves' stores still there
+        still = {t: still.get(t, 0.0) + before.get(t, 0.0) for t in set(still) | set(before)}
         how = "the last wave touch by touch" if tail == 1 else f"the last {tail} waves touch by touch"
     else:
         reads_tail = {}

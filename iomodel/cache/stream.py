@@ -203,7 +203,8 @@ class _Engine:
     ``per_row`` bytes per row each, whose extent is ``clip(M[lane] − chunk·c, 0, chunk)`` rows (M:
     the longest prefix of the lane streamed so far; with ``prefix_extents=False`` each item's
     largest touch so far); *fresh* items, touched once (new Q rows, outputs). Entries: one per access, in time order; ``w`` holds the weight of the entries from
-    time ``t0`` on (0 once an entry is superseded), older ones are deep (at least
+    time ``t0`` on (0 once an entry is superseded; within a :func:`_drive_segments` call one superseded across a floor
+    keeps its weight, below every live entry, until :meth:`drop_before`), older ones are deep (at least
     :func:`saturation_distance` below the top). Same semantics as
     :class:`~iomodel.cache.set_assoc.SetAssoc` with read groups (``simulate``'s exact case).
 
@@ -696,7 +697,9 @@ _KEY_LIMIT = 1 << 62
 #: Most distinct distances :meth:`_Engine._probabilities` remembers (a speed choice: memory).
 _KNOWN_DISTANCES = 1 << 16
 
-#: Most waves :func:`_drive` hands :meth:`_Engine.steps` at once (a speed choice: numpy calls per wave).
+#: Most waves :func:`_drive` hands :meth:`_Engine.steps` at once step by step (a speed choice: numpy calls per wave);
+#: where it runs every head's processed waves in one call (:func:`_drive_segments`) it sets the groups the sums are
+#: added by, as the step-by-step run adds them.
 _BLOCK_WAVES = 256
 
 
