@@ -57,20 +57,30 @@ SPARSE_MAX_ODD = 8
 #: cost a call less overhead but its binary searches more cache misses (measured 2026-12-06 on this 2-core CPU: the
 #: Llama-3-8B-like layer's GQA waves, 2,400 events each, ran fastest a few at a time). A speed choice.
 WAVES_EVENTS = 8_192
+#: Events (as :data:`WAVES_EVENTS` counts them) of a GQA kernel's distinct non-template waves past which
+#: :func:`_fluid_rows` evaluates a few of each family of alike waves and interpolates the others
+#: (:func:`_sampled_misses`). The closed form is taken for GQA only where its dK/dV reads are not a prediction
+#: (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`). A speed choice, not a model constant (its measured
+#: effect: docs/l2-calibration.md, "Faster").
+FLUID_SAMPLE_EVENTS = 50_000
+#: Relative miss of a linear interpolation between two evaluated waves of a family (at the member between them) past
+#: which :func:`_sampled_misses` evaluates more of the stretch.
+FLUID_SAMPLE_TOLERANCE = 0.02
 #: Source line of the closed form (worksheet assumptions and docs).
 CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: Most touches of the kernel's last two waves for which they are evaluated touch by touch (about 0.1 s at the
 #: engine's 0.23 µs a touch): they hold the dK/dV bytes still dirty at the end, which the fluid count
 #: (:func:`_still_dirty`) gets within 0.06 % of the dK bytes on many KV heads but about 2 % of them on two (B 1,
 #: MHA, 2^18 tokens, measured while writing it; tests/test_dkdv_closed.py checks the many-head case). Past it (large groups: Falcon-7B's 71 heads on one KV head, 2^20
-#: tokens, take seconds) the fluid count serves. A speed choice, not a model constant.
+#: tokens, take seconds) the fluid count serves. A speed choice, not a model constant (the last wave alone past 24,576
+#: touches, tried on 2026-12-06, put the check layers' writes up to 0.53 % off: docs/l2-calibration.md, "Faster").
 EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy" and "Faster";
-#: receipts/raw/dkdv-closed-check-cpu-2026-12-06-c.{txt,json}).
+#: receipts/raw/dkdv-closed-check-cpu-2026-12-06-d.{txt,json}).
 CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within +0.02 % to +1.80 % of the touch-by-touch evaluation's on "
-                         "the 23 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.55 % on the "
-                         "14 GQA layers of 2^18 tokens or more and -15.1 % to +1.6 % on the 20 GQA layers below "
+                         "the 23 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.59 % on the "
+                         "14 GQA layers of 2^18 tokens or more and -15.0 % to +1.6 % on the 20 GQA layers below "
                          "(32,768 to 131,072 tokens, where GQA's dK/dV reads are not a prediction), the writes within "
                          "0.12 %: benchmarks/dkdv_closed_check.py, 2026-12-06 (seventeenth session)")
 
@@ -432,13 +442,81 @@ def waves_misses(waves: list[list[_Group]], G: int, per_row_sum: int, capacity: 
     return out
 
 
+def _in_batches(shapes: list[list[_Group]], G: int, per_row_sum: int, capacity: float, ways: int) -> list[float]:
+    """:func:`waves_misses` of each wave shape (missed rows), a few waves a call (:data:`WAVES_EVENTS` events)."""
+    got: list[float] = []
+    batch: list[list[_Group]] = []
+    acc = 0
+    for groups in shapes:
+        batch.append(groups)
+        acc += (2 * G + 1) * sum(g.n for g in groups)
+        if acc >= WAVES_EVENTS:
+            got.extend(waves_misses(batch, G, per_row_sum, capacity, ways).tolist())
+            batch, acc = [], 0
+    if batch:
+        got.extend(waves_misses(batch, G, per_row_sum, capacity, ways).tolist())
+    return got
+
+
+def _family(groups: list[_Group]) -> tuple[Any, float]:
+    """The family of alike waves a wave belongs to, and its place in it (:func:`_sampled_misses`): one KV head's
+    programs (their count, gaps, stores) placed by the last program's span; two KV heads' (the end of one and the
+    start of the next: their count, gaps, stores and the second's longest span) placed by the first head's programs.
+    None for other waves (evaluated each)."""
+    sig = tuple((tuple(np.unique(g.gap[:-1]).tolist()), tuple(np.unique(g.store).tolist())) for g in groups)
+    if len(groups) == 1:
+        return (1, groups[0].n, sig), float(groups[0].span[-1])
+    if len(groups) == 2:
+        return (2, groups[0].n + groups[1].n, int(groups[1].span[0]), sig), float(groups[0].n)
+    return None, 0.0
+
+
+def _sampled_misses(shapes: list[list[_Group]], G: int, per_row_sum: int, capacity: float, ways: int) -> list[float]:
+    """:func:`waves_misses` of each wave shape, of the families of alike waves (:func:`_family`) from a few of them:
+    each family's extremes, then the middle member of every stretch whose linear interpolation missed that member by
+    more than :data:`FLUID_SAMPLE_TOLERANCE` of it, level by level (each level's members in one set of batches); the
+    others linearly interpolated between the evaluated ones (missed rows per shape). Shapes outside a family, and
+    families of up to three, are evaluated each."""
+    fams: dict[Any, list[tuple[float, int]]] = {}
+    for i, groups in enumerate(shapes):
+        key, x = _family(groups)
+        fams.setdefault(key if key is not None else ("each", i), []).append((x, i))
+    out: dict[int, float] = {}
+
+    def evaluate(idx: list[int]) -> None:
+        for i, m in zip(idx, _in_batches([shapes[i] for i in idx], G, per_row_sum, capacity, ways)):
+            out[i] = m
+
+    members_of = [sorted(m) for m in fams.values()]
+    evaluate([i for m in members_of if len(m) <= 3 for _, i in m]
+             + [m[k][1] for m in members_of if len(m) > 3 for k in (0, len(m) - 1)])
+    stretches = [(m, 0, len(m) - 1) for m in members_of if len(m) > 3]
+    while stretches:
+        mids = [(m, a, (a + b) // 2, b) for m, a, b in stretches if b - a > 1]
+        evaluate([m[c][1] for m, _, c, _ in mids])
+        stretches = []
+        for m, a, c, b in mids:
+            (xa, ia), (xc, ic), (xb, ib) = m[a], m[c], m[b]
+            guess = out[ia] + (out[ib] - out[ia]) * (xc - xa) / (xb - xa) if xb != xa else out[ia]
+            if abs(guess - out[ic]) > FLUID_SAMPLE_TOLERANCE * abs(out[ic]):
+                stretches += [(m, a, c), (m, c, b)]
+    for m in members_of:
+        done = [(x, out[i]) for x, i in m if i in out]
+        xs, ys = np.array([x for x, _ in done]), np.array([y for _, y in done])
+        for x, i in m:
+            if i not in out:
+                out[i] = float(np.interp(x, xs, ys))
+    return [out[i] for i in range(len(shapes))]
+
+
 def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, ways: int,
                 template: bool = True) -> tuple[float, int]:
     """Missed query rows of waves 0 .. last − 1 (fluid count), and the wave shapes evaluated one by one.
 
     ``interior`` marks the waves added from the template (two evaluations, misses affine in the first
-    program's span); ``template=False`` evaluates every wave one by one instead (the same rows up to
-    rounding: tests/test_dkdv_closed.py)."""
+    program's span), and a GQA kernel's other waves past :data:`FLUID_SAMPLE_EVENTS` come from a few of each family
+    (:func:`_sampled_misses`); ``template=False`` evaluates every wave one by one instead (the same rows up to
+    rounding without the sampling: tests/test_dkdv_closed.py)."""
     G, w = model.G, model.w
     per_sum = int(sum(model.per_row))
     bn = int(model.k_rows[0])
@@ -465,18 +543,14 @@ def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, wa
             seen[key] = len(shapes)
             shapes.append(groups)
         shape_of.append(seen[key])
-    if shapes:  # each distinct wave once, a few together (WAVES_EVENTS events a call)
-        got, batch, events = [], [], 0
-        for groups in shapes:
-            batch.append(groups)
-            events += (2 * G + 1) * sum(g.n for g in groups)
-            if events >= WAVES_EVENTS:
-                got.extend(waves_misses(batch, G, per_sum, capacity, ways).tolist())
-                batch, events = [], 0
-        if batch:
-            got.extend(waves_misses(batch, G, per_sum, capacity, ways).tolist())
-        for k in shape_of:  # in wave order, one addition each (no BLAS reduction: the same double on every machine)
-            missed += got[k]
+    events = [(2 * G + 1) * sum(g.n for g in groups) for groups in shapes]
+    got: list[float] = []
+    if template and G > 1 and sum(events) > FLUID_SAMPLE_EVENTS:  # GQA (reads not a prediction): a few of each family
+        got = _sampled_misses(shapes, G, per_sum, capacity, ways)
+    elif shapes:  # each distinct wave once
+        got = _in_batches(shapes, G, per_sum, capacity, ways)
+    for k in shape_of:  # in wave order, one addition each (no BLAS reduction: the same double on every machine)
+        missed += got[k]
     return missed, len(seen)
 
 
