@@ -145,7 +145,7 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
 
 
 def test_the_closed_form_needs_a_long_sequence_or_mha():
-    """The closed form's rule (estimate.dkdv_closed_form_applies), BWD_BLOCK_M <= BWD_BLOCK_N always: past 50,000
+    """The closed form's rule (estimate.dkdv_closed_form_applies), BWD_BLOCK_M <= BWD_BLOCK_N always: past 65,536
     touches from 16,384 query rows for MHA (within 1.8 % of the touch-by-touch evaluation there once the previous
     wave's copy is counted, 2026-12-06) and for heads-outer GQA from 32,768 query rows (its dK/dV reads are not a
     prediction: the H200 read 0.03-0.58x the wave model; the closed form is up to 15 % from the touch-by-touch count on
@@ -162,11 +162,11 @@ def test_the_closed_form_needs_a_long_sequence_or_mha():
     ws = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
     long = LayerSpec(1, 32, 8, 128, 2**18, 2**18, dtype="bf16", causal=True, backward=True)
     assert dkdv_closed_form_applies(long, ws, stream.dkdv_touches(long, ws), h200)  # 16,842,752 touches
-    # heads-outer GQA from 32,768 query rows: its dK/dV reads are not a prediction, the closed form from 50,000 touches
+    # heads-outer GQA from 32,768 query rows: its dK/dV reads are not a prediction, the closed form from 65,536 touches
     assert dkdv_closed_form_applies(long, ws, L2_DKDV_CLOSED_FORM_MIN_TOUCHES, h200)
-    assert dkdv_closed_form_applies(long.with_(seqlen_q=2**15, seqlen_k=2**15), ws, 50_001, h200)
+    assert dkdv_closed_form_applies(long.with_(seqlen_q=2**15, seqlen_k=2**15), ws, 65_537, h200)
     assert not dkdv_closed_form_applies(long.with_(seqlen_q=2**15 - 64, seqlen_k=2**15 - 64), ws, 10**7, h200)
-    assert not dkdv_closed_form_applies(long, ws, 50_000, h200)
+    assert not dkdv_closed_form_applies(long, ws, 65_536, h200)
     import iomodel.cache.estimate as estimate
 
     with pytest.MonkeyPatch.context() as m:  # the long-sequence rule alone
@@ -182,10 +182,10 @@ def test_the_closed_form_needs_a_long_sequence_or_mha():
         narrow = long.with_(head_dim=32)  # 136 bytes a row
         assert not dkdv_closed_form_applies(narrow, ws, 10**12, h200)
         assert dkdv_closed_form_applies(narrow.with_(seqlen_q=2**20, seqlen_k=2**20), ws, 10**12, h200)
-    assert L2_DKDV_ANY_LENGTH_MIN_TOUCHES == 50_000
+    assert L2_DKDV_ANY_LENGTH_MIN_TOUCHES == 65_536
     mha = long.with_(kv_heads=32, seqlen_q=2**15, seqlen_k=2**15)  # MHA: from 16,384 rows past the touch bound
     assert stream.dkdv_touches(mha, ws) == 270_336 and dkdv_closed_form_applies(mha, ws, 270_336, h200)
-    assert not dkdv_closed_form_applies(mha, ws, 50_000, h200)
+    assert not dkdv_closed_form_applies(mha, ws, 65_536, h200)
     assert not dkdv_closed_form_applies(mha, Tiling(bwd_block_m=64, bwd_block_n=32), 10**12, h200)
     assert not dkdv_closed_form_applies(mha.with_(batch=512, seqlen_q=2048, seqlen_k=2048), ws, 10**7, h200)
     assert dkdv_closed_form_applies(mha.with_(seqlen_q=16_384, seqlen_k=16_384), ws, 10**7, h200)
@@ -355,7 +355,7 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
     """Which causal training steps of the committed H200 sweeps but the long ones take the closed form: no GQA step,
     not even with 16×16 backward tiles (more touches than any launch's); no MHA step with the tiles its launch
     resolves on the H200; with 32×64 tiles (the Triton dK/dV launch some of them were measured with) the four MHA
-    steps of 16,384-32,768 query rows past L2_DKDV_ANY_LENGTH_MIN_TOUCHES (50,000 since the seventeenth session of
+    steps of 16,384-32,768 query rows past L2_DKDV_ANY_LENGTH_MIN_TOUCHES (65,536 since the seventeenth session of
     2026-12-06; 250,000 before, which none passed), whose regenerated reconciliations moved by at most 2 % of a
     kernel's bytes (docs/l2-calibration.md, "Faster"; the reports are pinned elsewhere)."""
     from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, closed_form_saturation, dkdv_closed_form_applies

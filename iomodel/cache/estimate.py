@@ -163,10 +163,11 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: far inside what the hardware does to those GQA steps' reads, so the exact count buys nothing there. 250,000 until the seventeenth
 #: session of 2026-12-06, where the touch-by-touch evaluation took 0.3-0.45 µs a touch on the 2-core CPU (the
 #: Llama-3-8B-like causal training step 89 ms at 40,000 tokens, 209,696 touches, against 38 ms with the closed form); at
-#: 50,000 touches the two take about the same time (35 ms for the whole step at 20,000 tokens). MHA layers of 50,000 to
+#: 50,000-56,000 touches the two take about the same time (20,000-20,480 tokens: 35 ms for the whole step in one run, 24
+#: against 34 ms in another), at 77,000 (24,576 tokens) the closed form about 0.6x. MHA layers of 65,536 to
 #: 250,000 touches were within 0.82 % of the touch-by-touch reads (four check rows), writes within 0.002 %: docs/l2-calibration.md,
 #: "Faster". A speed choice, not a model constant.
-L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 50_000
+L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 65_536
 #: Query rows (the shorter length) from which the any-length rule (:data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) applies:
 #: on a large batch of short sequences the closed form evaluates most waves one by one and is slower than the
 #: touch-by-touch evaluation (a reviewer, 2026-12-06: 512 sequences of 2,048 tokens, MHA, 226 ms against 150 ms; B 1 at
