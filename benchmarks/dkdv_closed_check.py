@@ -14,8 +14,8 @@ batches 1 to 64, the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and 
 and lengths past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about
 70 s on a 2-core CPU). The closed form is taken only where
 :func:`iomodel.cache.estimate.dkdv_closed_form_applies` (past 8 million touches, the shorter length's query rows
-weighing the L2 model's saturation distance: 2^18 tokens at HEAD_DIM 128 in bf16; since 2026-12-06 also past 65,536
-touches (250,000 until the seventeenth session) from 16,384 query rows for MHA and for heads-outer GQA from 32,768 query rows); the last column says whether it
+weighing the L2 model's saturation distance: 2^18 tokens at HEAD_DIM 128 in bf16; since 2026-12-06 also past 250,000
+touches from 16,384 query rows for MHA and for heads-outer GQA from 32,768 query rows); the last column says whether it
 applies. Three hold-out sets follow (``MHA_HOLDOUT``, ``HOLDOUT_2``, ``HOLDOUT_3``: layers chosen and committed before
 the form they check ran on them; ``--mha-holdout`` runs only those). ``--quick`` keeps the layers
 under 2^18 tokens and one where the closed form is taken (seconds).
@@ -93,7 +93,7 @@ HOLDOUT_3 = (
 )
 #: GQA layers below 2^18 tokens where the closed form was seen off while its rules were written (2026-12-06;
 #: development layers and a second reviewer's, not a hold-out): the heads' switches overlap within a wave, and in a
-#: later head a chunk's first toucher reads few of its rows. Those past 32,768 query rows and 65,536 touches take
+#: later head a chunk's first toucher reads few of its rows. Those past 32,768 query rows and 250,000 touches take
 #: the closed form (their dK/dV reads are not a prediction).
 GQA_SHORT = (
     (1, 32, 8, 128, 2**15, 2**15, "bf16", "top-left", Tiling()),

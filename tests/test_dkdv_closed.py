@@ -145,7 +145,7 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
 
 
 def test_the_closed_form_needs_a_long_sequence_or_mha():
-    """The closed form's rule (estimate.dkdv_closed_form_applies), BWD_BLOCK_M <= BWD_BLOCK_N always: past 65,536
+    """The closed form's rule (estimate.dkdv_closed_form_applies), BWD_BLOCK_M <= BWD_BLOCK_N always: past 250,000
     touches from 16,384 query rows for MHA (within 1.8 % of the touch-by-touch evaluation there once the previous
     wave's copy is counted, 2026-12-06) and for heads-outer GQA from 32,768 query rows (its dK/dV reads are not a
     prediction: the H200 read 0.03-0.58x the wave model; the closed form is up to 15 % from the touch-by-touch count on
@@ -162,11 +162,11 @@ def test_the_closed_form_needs_a_long_sequence_or_mha():
     ws = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
     long = LayerSpec(1, 32, 8, 128, 2**18, 2**18, dtype="bf16", causal=True, backward=True)
     assert dkdv_closed_form_applies(long, ws, stream.dkdv_touches(long, ws), h200)  # 16,842,752 touches
-    # heads-outer GQA from 32,768 query rows: its dK/dV reads are not a prediction, the closed form from 65,536 touches
+    # heads-outer GQA from 32,768 query rows: its dK/dV reads are not a prediction, the closed form from 250,000 touches
     assert dkdv_closed_form_applies(long, ws, L2_DKDV_CLOSED_FORM_MIN_TOUCHES, h200)
-    assert dkdv_closed_form_applies(long.with_(seqlen_q=2**15, seqlen_k=2**15), ws, 65_537, h200)
+    assert dkdv_closed_form_applies(long.with_(seqlen_q=2**15, seqlen_k=2**15), ws, 250_001, h200)
     assert not dkdv_closed_form_applies(long.with_(seqlen_q=2**15 - 64, seqlen_k=2**15 - 64), ws, 10**7, h200)
-    assert not dkdv_closed_form_applies(long, ws, 65_536, h200)
+    assert not dkdv_closed_form_applies(long, ws, 250_000, h200)
     import iomodel.cache.estimate as estimate
 
     with pytest.MonkeyPatch.context() as m:  # the long-sequence rule alone
@@ -182,10 +182,10 @@ def test_the_closed_form_needs_a_long_sequence_or_mha():
         narrow = long.with_(head_dim=32)  # 136 bytes a row
         assert not dkdv_closed_form_applies(narrow, ws, 10**12, h200)
         assert dkdv_closed_form_applies(narrow.with_(seqlen_q=2**20, seqlen_k=2**20), ws, 10**12, h200)
-    assert L2_DKDV_ANY_LENGTH_MIN_TOUCHES == 65_536
+    assert L2_DKDV_ANY_LENGTH_MIN_TOUCHES == 250_000
     mha = long.with_(kv_heads=32, seqlen_q=2**15, seqlen_k=2**15)  # MHA: from 16,384 rows past the touch bound
     assert stream.dkdv_touches(mha, ws) == 270_336 and dkdv_closed_form_applies(mha, ws, 270_336, h200)
-    assert not dkdv_closed_form_applies(mha, ws, 65_536, h200)
+    assert not dkdv_closed_form_applies(mha, ws, 250_000, h200)
     assert not dkdv_closed_form_applies(mha, Tiling(bwd_block_m=64, bwd_block_n=32), 10**12, h200)
     assert not dkdv_closed_form_applies(mha.with_(batch=512, seqlen_q=2048, seqlen_k=2048), ws, 10**7, h200)
     assert dkdv_closed_form_applies(mha.with_(seqlen_q=16_384, seqlen_k=16_384), ws, 10**7, h200)
@@ -277,12 +277,12 @@ def test_waves_evaluated_together_give_each_wave_s_rows():
 
 def test_a_gqa_kernel_s_alike_waves_are_sampled_within_a_tolerance(monkeypatch):
     """Past FLUID_SAMPLE_EVENTS, a GQA kernel's distinct non-template waves come from a few of each family of alike
-    waves (the rest interpolated): fewer evaluated than distinct, the rows within 0.5 % of every wave evaluated
-    (measured 0.0 to 0.3 % on the check's GQA layers when written); an MHA kernel is never sampled."""
+    waves (the rest interpolated): here 10 of 31 evaluated, the rows within 0.2 % of every wave evaluated (+0.04 %
+    when written; 0.0 to 0.3 % on the check's GQA layers); an MHA kernel is never sampled."""
     import iomodel.cache.dkdv_closed as dc
 
     tiling = Tiling(bwd_block_m=32, bwd_block_n=64)
-    spec = LayerSpec(2, 32, 8, 128, 2**15, 2**15, dtype="bf16", causal=True, backward=True)
+    spec = LayerSpec(1, 32, 4, 128, 2**17, 2**17, dtype="bf16", causal=True, backward=True)
     cap, ways, read_cap = _h200_capacities(spec, tiling)
     model = stream._DkdvEvents(spec, tiling, 264, 0.5)
     last = len(model.p0) - 1
@@ -296,10 +296,10 @@ def test_a_gqa_kernel_s_alike_waves_are_sampled_within_a_tolerance(monkeypatch):
 
     monkeypatch.setattr(dc, "_in_batches", counted)
     sampled, distinct = dc._fluid_rows(model, last, interior, float(read_cap), ways, template=True)
-    assert 0 < sum(evaluated) < distinct
+    assert 0 < 2 * sum(evaluated) < distinct
     monkeypatch.setattr(dc, "FLUID_SAMPLE_EVENTS", 10**18)
     every, _ = dc._fluid_rows(model, last, interior, float(read_cap), ways, template=True)
-    assert sampled != every and abs(sampled / every - 1) < 0.005
+    assert sampled != every and abs(sampled / every - 1) < 0.002
     monkeypatch.setattr(dc, "FLUID_SAMPLE_EVENTS", 0)
     mha = stream._DkdvEvents(spec.with_(kv_heads=32), tiling, 264, 0.5)
     evaluated.clear()
@@ -352,12 +352,13 @@ def _sweep_shapes():
 
 
 def test_the_closed_form_changes_no_committed_sweeps_prediction():
-    """Which causal training steps of the committed H200 sweeps but the long ones take the closed form: no GQA step,
-    not even with 16×16 backward tiles (more touches than any launch's); no MHA step with the tiles its launch
-    resolves on the H200; with 32×64 tiles (the Triton dK/dV launch some of them were measured with) the four MHA
-    steps of 16,384-32,768 query rows past L2_DKDV_ANY_LENGTH_MIN_TOUCHES (65,536 since the seventeenth session of
-    2026-12-06; 250,000 before, which none passed), whose regenerated reconciliations moved by at most 2 % of a
-    kernel's bytes (docs/l2-calibration.md, "Faster"; the reports are pinned elsewhere)."""
+    """No causal training step of the committed H200 sweeps but the long ones takes the closed form: a GQA step
+    not even with 16×16 backward tiles (more touches than any launch's), an MHA step (the closed form at any length
+    past L2_DKDV_ANY_LENGTH_MIN_TOUCHES touches since 2026-12-06) not with the tiles its launch resolves on the
+    H200 nor with 32×64 tiles: its dK/dV kernel is still evaluated touch by touch (the receipts' reconciliations
+    are pinned elsewhere; the unmeasured Gluon hold-out is covered here). A bound of 65,536 touches, tried on
+    2026-12-06, took four of them (16,384-32,768 query rows, 32×64 tiles) and put few-wave MHA layers' dK/dV writes up
+    to 15 % off: withdrawn (docs/l2-calibration.md, "Faster")."""
     from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, closed_form_saturation, dkdv_closed_form_applies
     from iomodel.spec.hardware import get_hardware
     from kernels.heuristics import layer_backward_config
@@ -365,7 +366,6 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
     hw = get_hardware("H200")
     small, ws = Tiling(bwd_block_m=16, bwd_block_n=16), Tiling(bwd_block_m=32, bwd_block_n=64)
     steps = mha = 0
-    taken = []
     for name, shapes in _sweep_shapes().items():
         if name in ("h200-long-train-holdout1.toml", "h200-long-train-probe1.toml",  # written after the closed form
                     "h200-dq-order-holdout1.toml", "h200-long-split-probe1.toml"):
@@ -381,15 +381,9 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
                     continue
                 mha += 1
                 bc = layer_backward_config(s.spec, hw)
-                t = Tiling(bwd_block_m=bc.block_m, bwd_block_n=bc.block_n)
-                assert not dkdv_closed_form_applies(s.spec, t, stream.dkdv_touches(s.spec, t), sat), (name, s.spec)
-                if dkdv_closed_form_applies(s.spec, ws, stream.dkdv_touches(s.spec, ws), sat):
-                    taken.append((name, s.spec.heads, s.spec.seqlen_q, stream.dkdv_touches(s.spec, ws)))
+                for t in (Tiling(bwd_block_m=bc.block_m, bwd_block_n=bc.block_n), ws):
+                    assert not dkdv_closed_form_applies(s.spec, t, stream.dkdv_touches(s.spec, t), sat), (name, s.spec)
     assert steps > 50 and mha > 10
-    assert sorted(taken) == [("h200-gluon-dkdv-holdout1.toml", 40, 16384, 87040),
-                             ("h200-train-holdout1.toml", 8, 32768, 67584),
-                             ("h200-train-holdout10.toml", 32, 16384, 69632),
-                             ("h200-train-holdout3.toml", 32, 16384, 69632)]
 
 
 def test_long_training_holdout_is_new_and_past_the_bound():

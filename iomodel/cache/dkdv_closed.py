@@ -77,10 +77,10 @@ CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 EXACT_TAIL_TOUCHES = 400_000
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
 #: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy" and "Faster";
-#: receipts/raw/dkdv-closed-check-cpu-2026-12-06-d.{txt,json}).
+#: receipts/raw/dkdv-closed-check-cpu-2026-12-06-e.{txt,json}).
 CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within +0.02 % to +1.80 % of the touch-by-touch evaluation's on "
-                         "the 23 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.59 % on the "
-                         "14 GQA layers of 2^18 tokens or more and -15.0 % to +1.6 % on the 20 GQA layers below "
+                         "the 19 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.59 % on the "
+                         "14 GQA layers of 2^18 tokens or more and -15.0 % to +1.6 % on the 17 GQA layers below "
                          "(32,768 to 131,072 tokens, where GQA's dK/dV reads are not a prediction), the writes within "
                          "0.12 %: benchmarks/dkdv_closed_check.py, 2026-12-06 (seventeenth session)")
 

@@ -157,17 +157,16 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: where it is MHA (one query head per KV head) or its reads are ``not a prediction``
 #: (:func:`iomodel.cache.predict.dkdv_read_quality`: causal GQA, heads-outer, from 32,768 query rows, measured at
 #: 0.03-0.58x the wave model on the H200). With the previous wave's copy of each wave's first reads counted
-#: (2026-12-06), MHA reads came within +0.02 % to +1.80 % of the touch-by-touch evaluation's on the 23 MHA layers of
+#: (2026-12-06), MHA reads came within +0.02 % to +1.80 % of the touch-by-touch evaluation's on the 19 MHA layers of
 #: ``benchmarks/dkdv_closed_check.py`` where it is taken, GQA layers below 2^18 tokens −15 % to +2 % (the mean count
 #: within a wave while the heads' switches overlap: docs/l2-calibration.md, "The previous wave's copy"): a deviation
-#: far inside what the hardware does to those GQA steps' reads, so the exact count buys nothing there. 250,000 until the seventeenth
-#: session of 2026-12-06, where the touch-by-touch evaluation took 0.3-0.45 µs a touch on the 2-core CPU (the
-#: Llama-3-8B-like causal training step 89 ms at 40,000 tokens, 209,696 touches, against 38 ms with the closed form); at
-#: 50,000-56,000 touches the two take about the same time (20,000-20,480 tokens: 35 ms for the whole step in one run, 24
-#: against 34 ms in another), at 77,000 (24,576 tokens) the closed form about 0.6x. MHA layers of 65,536 to
-#: 250,000 touches were within 0.82 % of the touch-by-touch reads (four check rows), writes within 0.002 %: docs/l2-calibration.md,
-#: "Faster". A speed choice, not a model constant.
-L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 65_536
+#: far inside what the hardware does to those GQA steps' reads, so the exact count buys nothing there. Here the
+#: touch-by-touch evaluation took 0.23 µs a touch when chosen (about 60 ms), 0.3-0.45 µs on the slower host of
+#: 2026-12-06's seventeenth session (the Llama-3-8B-like causal training step 89 ms at 40,000 tokens, 209,696 touches).
+#: 65,536 was tried that day and withdrawn: on MHA layers of few waves (4-32) the closed form's dK/dV still dirty at the
+#: end (:func:`iomodel.cache.dkdv_closed._still_dirty`) put their writes up to 15 % off the touch-by-touch count, and an
+#: H100 layer's reads 5 % (a reviewer's finding; docs/l2-calibration.md, "Faster"). A speed choice, not a model constant.
+L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 250_000
 #: Query rows (the shorter length) from which the any-length rule (:data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) applies:
 #: on a large batch of short sequences the closed form evaluates most waves one by one and is slower than the
 #: touch-by-touch evaluation (a reviewer, 2026-12-06: 512 sequences of 2,048 tokens, MHA, 226 ms against 150 ms; B 1 at
