@@ -162,9 +162,7 @@ def wave_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: float,
     mid = (a + b) / 2.0
     length = (b - a).astype(np.float64)
     if dense is None:  # the sparse form, but where more than a few members have another gap than the common one
-        inner = np.concatenate([g.gap[:-1] for g in groups if g.n > 1] or [np.zeros(0, np.int64)])
-        _, counts = np.unique(inner, return_counts=True)
-        dense = len(inner) - (int(counts.max()) if len(counts) else 0) > SPARSE_MAX_ODD
+        dense = _common_gap(groups)[1] > SPARSE_MAX_ODD
     if not dense:
         return _sparse_misses(groups, G, per_row_sum, capacity, ways, mid, length)
     # members of head k' in each group: lo-order indices [lo_idx[k'], hi_idx[k'])
@@ -229,9 +227,7 @@ def _sparse_misses(groups: list[_Group], G: int, per_row_sum: int, capacity: flo
     (interval, head), one binary search per re-reading (interval, Δ). A member with another gap (a bottom-right
     offset that is not a multiple of BWD_BLOCK_N leaves one) adds the difference wherever it and its next
     program share a head, and re-reads in its own class (Δ = (k + 1)·g_i)."""
-    inner = np.concatenate([g.gap[:-1] for g in groups if g.n > 1] or [np.zeros(0, np.int64)])
-    vals, counts = np.unique(inner, return_counts=True)
-    gap = int(vals[np.argmax(counts)]) if len(vals) else 0  # the common gap
+    gap = _common_gap(groups)[0]
     p_key, p_w, p_nz = [], [], []
     r_e, r_d, r_count = [], [], []
     odd_sets = []  # (group, index) of members with another gap
@@ -442,6 +438,11 @@ def waves_misses(waves: list[list[_Group]], G: int, per_row_sum: int, capacity: 
     return out
 
 
+def _events(groups: list[_Group], G: int) -> int:
+    """About how many events (intervals) a wave's fluid count has: (2G + 1) per program (:func:`wave_misses`)."""
+    return (2 * G + 1) * sum(g.n for g in groups)
+
+
 def _in_batches(shapes: list[list[_Group]], G: int, per_row_sum: int, capacity: float, ways: int) -> list[float]:
     """:func:`waves_misses` of each wave shape (missed rows), a few waves a call (:data:`WAVES_EVENTS` events)."""
     got: list[float] = []
@@ -449,7 +450,7 @@ def _in_batches(shapes: list[list[_Group]], G: int, per_row_sum: int, capacity: 
     acc = 0
     for groups in shapes:
         batch.append(groups)
-        acc += (2 * G + 1) * sum(g.n for g in groups)
+        acc += _events(groups, G)
         if acc >= WAVES_EVENTS:
             got.extend(waves_misses(batch, G, per_row_sum, capacity, ways).tolist())
             batch, acc = [], 0
@@ -543,9 +544,8 @@ def _fluid_rows(model: Any, last: int, interior: np.ndarray, capacity: float, wa
             seen[key] = len(shapes)
             shapes.append(groups)
         shape_of.append(seen[key])
-    events = [(2 * G + 1) * sum(g.n for g in groups) for groups in shapes]
     got: list[float] = []
-    if template and G > 1 and sum(events) > FLUID_SAMPLE_EVENTS:  # GQA (reads not a prediction): a few of each family
+    if template and G > 1 and sum(_events(groups, G) for groups in shapes) > FLUID_SAMPLE_EVENTS:  # GQA (reads not a prediction): a few of each family
         got = _sampled_misses(shapes, G, per_sum, capacity, ways)
     elif shapes:  # each distinct wave once
         got = _in_batches(shapes, G, per_sum, capacity, ways)

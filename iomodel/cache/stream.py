@@ -123,6 +123,15 @@ def read_saturation(capacity: float, read_capacity: float, ways: int) -> float:
     return saturation_distance(max(capacity, read_capacity), ways)
 
 
+def _dropped_head(rows: np.ndarray, weight_kept: float, per_sum: int) -> int:
+    """How many first accesses of a stream of ``rows`` rows each (int64) are left out when the fewest last ones whose
+    rows weigh at least ``weight_kept`` bytes (rows × ``per_sum``) are kept (:meth:`_Wave.cut`)."""
+    if not len(rows):
+        return 0
+    tail = np.cumsum(rows[::-1] * per_sum)  # weight of the last 1, 2, ... accesses
+    return len(rows) - min(len(rows), int(np.searchsorted(tail, weight_kept)) + 1)
+
+
 class _Wave:
     """Consecutive waves' accesses for :meth:`_Engine.steps`, in time order (positions 0 .. n−1).
 
@@ -154,10 +163,7 @@ class _Wave:
         """This (one) wave without the head of its stream: the fewest last stream accesses whose
         rows weigh at least ``weight_kept`` (rows × ``per_sum`` bytes) are kept. Returns the cut
         wave and the rows dropped (their misses are whole: the caller adds them)."""
-        keep_from = len(self.rows)
-        if keep_from:
-            tail = np.cumsum(self.rows[::-1] * per_sum)  # weight of the last 1, 2, ... accesses
-            keep_from = len(self.rows) - min(len(self.rows), int(np.searchsorted(tail, weight_kept)) + 1)
+        keep_from = _dropped_head(self.rows, weight_kept, per_sum)
         if keep_from == 0:
             return self, 0
         first = int(self.spos[0])
@@ -864,6 +870,7 @@ def _drive_segments(model: Any, engine: _Engine) -> bool:
     miss = engine.steps(merged, floor=floor, defer=True)
     engine.waves -= len(bulks)  # the waves of needs are no waves
     sums = engine.sums
+    no_lanes = np.zeros(0, dtype=np.int64)
     n_groups = len(fresh)
     nb = 0
     for g in range(n_groups + 1):
@@ -872,12 +879,7 @@ def _drive_segments(model: Any, engine: _Engine) -> bool:
             if not engine.can_bulk(reads):
                 engine.reset()
                 return False
-            for tensor, total, largest in reads:
-                sums.add_whole_run(tensor, total, largest)
-            for tensor, nbytes, count in dirty:
-                engine.deep_bytes[tensor] = engine.deep_bytes.get(tensor, 0) + nbytes
-                engine.deep_count += count
-            engine.waves += waves
+            engine.bulk(reads, dirty, no_lanes, no_lanes, waves)  # its extents are in the block's waves of needs
             nb += 1
         if g == n_groups:
             break
@@ -933,8 +935,7 @@ def _segments_many(model: Any, engine: _Engine, ops: list[tuple]) -> tuple | Non
         t_ix = np.array(cut_at, dtype=np.int64)
         w_ix = idx[t_ix]
         need_a, need_b = model.need_a[w_ix], np.where(model.lane_b[w_ix] >= 0, model.need_b[w_ix], 0)
-        n_c = -(-np.maximum(need_a, need_b) // model.chunk)
-        c0 = np.maximum(0, n_c - 1 - -(-int(math.ceil(d_sat)) // (model.chunk * 2 * model.kv_bytes)))
+        c0 = model.tail_step(-(-np.maximum(need_a, need_b) // model.chunk), d_sat)
         kept = np.maximum(need_a - c0 * model.chunk, 0) + np.maximum(need_b - c0 * model.chunk, 0)
         c0 = np.where(kept * per_sum < d_sat, 0, c0)  # the built tail fell short: the whole stream
         c_from[t_ix] = c0
@@ -947,8 +948,7 @@ def _segments_many(model: Any, engine: _Engine, ops: list[tuple]) -> tuple | Non
     for t in cut_at:  # the fewest last stream accesses weighing the saturation distance are kept (_Wave.cut)
         a0, a1 = int(acc0[t]), int(acc0[t + 1])
         rows = wave.rows[a0:a1]
-        tail = np.cumsum(rows[::-1] * per_sum)
-        drop = len(rows) - min(len(rows), int(np.searchsorted(tail, d_sat)) + 1)
+        drop = _dropped_head(rows, d_sat, per_sum)
         dropped[t] += int(rows[:drop].sum())
         keep[wave.spos[a0:a0 + drop]] = False
         acc_keep[a0:a0 + drop] = False
@@ -1136,9 +1136,7 @@ class _QStationary:
         runs = len(q)
         top = int(need.max())
         n_c = cdiv(top, chunk) if top > 0 else 0
-        c0 = 0
-        if tail is not None:  # every chunk step but the last has a full chunk of the longest lane
-            c0 = max(0, n_c - 1 - cdiv(int(math.ceil(tail)), chunk * 2 * self.kv_bytes))
+        c0 = 0 if tail is None else int(self.tail_step(np.array([n_c]), tail)[0])
         c = np.arange(c0, n_c, dtype=np.int64)
         rows = np.minimum(np.maximum(need[None, :] - c[:, None] * chunk, 0), chunk)  # (chunk, lane), chunk-major
         if len(lanes) == 1:
@@ -1162,6 +1160,12 @@ class _QStationary:
         return _Wave(weight, np.arange(runs, runs + ns, dtype=np.int64), s_lane, s_chunk, s_rows, lanes, need,
                      np.arange(runs + ns, runs + ns + runs * nwr, dtype=np.int64), np.tile(self.rw_ids, runs),
                      wb, _fresh_runs(self.rr, q, int(q.max()))), dropped
+
+    def tail_step(self, n_c: np.ndarray, tail: float) -> np.ndarray:
+        """The first chunk step of each stream of ``n_c`` chunk steps whose steps from it on weigh at least ``tail``
+        bytes (every step but the last has a full chunk of the longest lane: ``tail`` over 2·d·s·chunk steps, and the
+        last), as :meth:`build` with ``tail`` builds it (int64)."""
+        return np.maximum(0, n_c - 1 - cdiv(int(math.ceil(tail)), self.chunk * 2 * self.kv_bytes))
 
     def build_block(self, a: int, b: int) -> _Wave:
         """Waves a..b as one block: vectorised over the waves when each has at most two grid rows
