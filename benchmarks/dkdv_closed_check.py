@@ -14,11 +14,16 @@ batches 1 to 64, the default backward tiles (``Tiling()``: BWD_BLOCK_N 128) and 
 and lengths past the bound where the touch-by-touch evaluation still finishes in a few minutes (the last row about
 70 s on a 2-core CPU). The closed form is taken only where
 :func:`iomodel.cache.estimate.dkdv_closed_form_applies` (past 8 million touches, the shorter length's query rows
-weighing the L2 model's saturation distance: 2^18 tokens at HEAD_DIM 128 in bf16; since 2026-12-06 also past 250,000
-touches from 16,384 query rows for MHA and for heads-outer GQA from 32,768 query rows); the last column says whether it
+weighing the L2 model's saturation distance: 2^18 tokens at HEAD_DIM 128 in bf16; since 2026-12-06 also past 65,536
+touches (250,000 until the eighteenth session) from 16,384 query rows for MHA and for heads-outer GQA from 32,768 query
+rows); the last column says whether it
 applies. Three hold-out sets follow (``MHA_HOLDOUT``, ``HOLDOUT_2``, ``HOLDOUT_3``: layers chosen and committed before
 the form they check ran on them; ``--mha-holdout`` runs only those). ``--quick`` keeps the layers
-under 2^18 tokens and one where the closed form is taken (seconds).
+under 2^18 tokens and one where the closed form is taken (seconds). ``--random N --seed S`` instead draws N layers at
+random (:func:`random_layers`: MHA and GQA whose dK/dV reads are not a prediction, B 1-4, 16,384-120,000 query rows,
+four tile pairs, the H200 or the H100, each with its own L2 parameters) whose kernel has ``--touches LO HI`` touches:
+the check of the any-length bound (:data:`iomodel.cache.estimate.L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) between the
+rows above (2026-12-06, eighteenth session).
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ import sys
 import time
 
 import iomodel.cache.estimate as estimate
-from iomodel.cache.estimate import closed_form_saturation, dkdv_closed_form_applies
+from iomodel.cache.estimate import dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
-from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2
+from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2, read_saturation
 from iomodel.paths import check_output_file, exit_code_of, one_line_parser, probe_exit_code
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
@@ -93,7 +98,7 @@ HOLDOUT_3 = (
 )
 #: GQA layers below 2^18 tokens where the closed form was seen off while its rules were written (2026-12-06;
 #: development layers and a second reviewer's, not a hold-out): the heads' switches overlap within a wave, and in a
-#: later head a chunk's first toucher reads few of its rows. Those past 32,768 query rows and 250,000 touches take
+#: later head a chunk's first toucher reads few of its rows. Those past 32,768 query rows and 65,536 touches take
 #: the closed form (their dK/dV reads are not a prediction).
 GQA_SHORT = (
     (1, 32, 8, 128, 2**15, 2**15, "bf16", "top-left", Tiling()),
@@ -126,8 +131,39 @@ QUICK_PAST = next(i for i, row in enumerate(LAYERS) if row[:8] == (1, 32, 8, 128
                   and row[8] == Tiling())
 
 
-#: The H200's L2 (bytes).
-H200_L2 = get_hardware("H200").l2_bytes
+#: Backward tile pairs of ``--random`` (BWD_BLOCK_M × BWD_BLOCK_N): the default, the worksheet's, 16×32 and 64×64.
+RANDOM_TILES = (Tiling(), WORKSHEET_TILES, Tiling(bwd_block_m=16, bwd_block_n=32, dq_block_m=128, dq_block_n=64),
+                Tiling(bwd_block_m=64, bwd_block_n=64, dq_block_m=128, dq_block_n=64))
+
+
+def random_layers(n: int, seed: int, touches: tuple[int, int]) -> list[tuple]:
+    """``n`` layers drawn with ``random.Random(seed)`` (device first, then the LAYERS fields) whose causal ``_bwd_dkdv``
+    kernel has between ``touches[0]`` and ``touches[1]`` touches on its device (the worksheet's programs per SM), MHA
+    or GQA whose dK/dV reads are not a prediction (:func:`iomodel.cache.predict.dkdv_read_quality`): the layers the
+    any-length rule may take. At most 20,000 draws."""
+    import random
+
+    from iomodel.cache.predict import dkdv_read_quality
+
+    rng, out = random.Random(seed), []
+    for _ in range(20_000):
+        if len(out) >= n:
+            break
+        hw = rng.choice(["H200", "H100"])
+        kv, G = rng.choice([1, 2, 4, 8, 16, 24, 32, 40]), rng.choice([1, 1, 1, 2, 4, 8])
+        d, B = rng.choice([64, 128, 128, 256, 32]), rng.choice([1, 1, 1, 2, 3, 4])
+        nq = rng.randrange(16384, 120000)
+        nk = nq if rng.random() < 0.7 else rng.randrange(nq, nq + 20000)
+        dt = rng.choice(["bf16", "fp16", "bf16"])
+        align = "top-left" if nq == nk else rng.choice(["top-left", "bottom-right"])
+        tiling = rng.choice(RANDOM_TILES)
+        spec = LayerSpec(B, G * kv, kv, d, nq, nk, dtype=dt, causal=True, causal_align=align, backward=True)
+        if tiling.bwd_block_m > tiling.bwd_block_n or (G > 1 and dkdv_read_quality(spec, tiling) != "not a prediction"):
+            continue
+        p = estimate.dkdv_l2_params(spec, tiling, get_hardware(hw))
+        if touches[0] <= _DkdvEvents(spec, tiling, p.resident_programs, p.write_share).all_touches <= touches[1]:
+            out.append((hw, B, G * kv, kv, d, nq, nk, dt, align, tiling))
+    return out
 
 
 def main() -> int:
@@ -135,7 +171,13 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
     ap.add_argument("--mha-holdout", action="store_true", help="only the hold-out layers (MHA_HOLDOUT, HOLDOUT_2, HOLDOUT_3)")
     ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")
+    ap.add_argument("--random", type=int, default=0, metavar="N", help="N random layers instead (random_layers)")
+    ap.add_argument("--seed", type=int, default=0, help="the random layers' seed")
+    ap.add_argument("--touches", type=int, nargs=2, default=(65_536, 250_000), metavar=("LO", "HI"),
+                    help="the random layers' touch range")
     args = ap.parse_args()
+    if args.random < 0 or args.touches[0] < 0 or args.touches[1] < args.touches[0]:
+        ap.error("--random needs N >= 0 and --touches LO HI with 0 <= LO <= HI")
     if args.out and exit_code_of(lambda: check_output_file(args.out, "--out")):  # refused before minutes of work
         return 2
     started = time.time()
@@ -149,15 +191,20 @@ def main() -> int:
     rows = []
     print(f"{'layer':<52} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8} "
           f"{'applies':>7}")
-    layers = ([(row, "") for row in LAYERS if not args.mha_holdout]
-              + [(row, "GQA short") for row in GQA_SHORT if not args.mha_holdout]
-              + [(row, "MHA hold-out") for row in MHA_HOLDOUT]
-              + [(row, "hold-out 2") for row in HOLDOUT_2] + [(row, "hold-out 3") for row in HOLDOUT_3])
-    for (B, H, kv, d, nq, nk, dt, align, tiling), holdout in layers:
+    layers = ([(("H200",) + row, "") for row in LAYERS if not args.mha_holdout]
+              + [(("H200",) + row, "GQA short") for row in GQA_SHORT if not args.mha_holdout]
+              + [(("H200",) + row, "MHA hold-out") for row in MHA_HOLDOUT]
+              + [(("H200",) + row, "hold-out 2") for row in HOLDOUT_2]
+              + [(("H200",) + row, "hold-out 3") for row in HOLDOUT_3])
+    if args.random:
+        lift(False)
+        layers = [(row, f"random {args.seed}") for row in random_layers(args.random, args.seed, tuple(args.touches))]
+        lift(True)
+    for (device, B, H, kv, d, nq, nk, dt, align, tiling), holdout in layers:
         if args.quick and max(nq, nk) >= 2**18 and (B, H, kv, d, nq, nk, dt, align, tiling) != LAYERS[QUICK_PAST]:
             continue
         spec = LayerSpec(B, H, kv, d, nq, nk, dtype=dt, causal=True, causal_align=align, backward=True)
-        p = estimate.dkdv_l2_params(spec, tiling, get_hardware("H200"))
+        p = estimate.dkdv_l2_params(spec, tiling, get_hardware(device))
         t0 = time.perf_counter()
         k = fast_kernel_l2("_bwd_dkdv", spec, tiling, p.resident_programs, p.capacity, p.write_share, p.ways,
                            read_capacity=p.read_capacity)
@@ -169,18 +216,22 @@ def main() -> int:
         r_e, r_c = sum(k.hbm_read.values()), sum(c.hbm_read.values())
         w_e, w_c = sum(k.hbm_write.values()), sum(c.hbm_write.values())
         tiles = f"{tiling.bwd_block_m}x{tiling.bwd_block_n}"
-        name = f"B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}" + (f" ({holdout})" if holdout else "")
+        name = (f"{'' if device == 'H200' else device + ' '}B{B} H{H} KV{kv} d{d} {nq}:{nk} {dt} {align} {tiles}"
+                + (f" ({holdout})" if holdout else ""))
         lift(False)  # whether the worksheet takes the closed form here
-        applies = dkdv_closed_form_applies(spec, tiling, model.all_touches, closed_form_saturation(H200_L2))
+        applies = dkdv_closed_form_applies(spec, tiling, model.all_touches,  # as fast_kernel_l2 decides it
+                                           read_saturation(p.capacity, p.read_capacity, p.ways))
         lift(True)
-        rows.append({"layer": name, "touches": model.all_touches, "closed_form_applies": applies, "holdout": holdout,
+        rows.append({"layer": name, "device": device, "touches": model.all_touches, "closed_form_applies": applies, "holdout": holdout,
                      "read_bytes": {"touch_by_touch": r_e, "closed": r_c},
                      "write_bytes": {"touch_by_touch": w_e, "closed": w_c}, "seconds": {"touch_by_touch": t_exact,
                                                                                        "closed": t_closed}})
         print(f"{name:<52} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
               f"{'yes' if applies else 'no':>7}", flush=True)
     lift(False)
-    return probe_exit_code(args.out, {"command": "PYTHONPATH=. python benchmarks/dkdv_closed_check.py", "rows": rows},
+    command = "PYTHONPATH=. python benchmarks/dkdv_closed_check.py" + (
+        f" --random {args.random} --seed {args.seed} --touches {args.touches[0]} {args.touches[1]}" if args.random else "")
+    return probe_exit_code(args.out, {"command": command, "rows": rows},
                            started)
 
 

@@ -13,7 +13,7 @@ shape. The streaming kernels are evaluated fast (:mod:`iomodel.cache.stream`); a
 kernel is taken in closed form where :func:`~iomodel.cache.estimate.dkdv_closed_form_applies` (long sequences
 past :data:`~iomodel.cache.estimate.L2_DKDV_CLOSED_FORM_MIN_TOUCHES` touches; since 2026-12-06 MHA and the GQA steps whose
 dK/dV reads are not a prediction past :data:`~iomodel.cache.estimate.L2_DKDV_ANY_LENGTH_MIN_TOUCHES` touches from 16k-32k
-query rows: this layer's MHA from about 24k tokens, its GQA from 2^15;
+query rows: this layer's MHA from about 22k tokens, its GQA from 2^15;
 :mod:`iomodel.cache.dkdv_closed`; docs/l2-calibration.md, "The causal dK/dV kernel in closed form", "The previous
 wave's copy" and "Faster") and touch by touch elsewhere, up to :data:`~iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`
 touches. The Q-stationary kernels (the forward, ``_bwd_dq``) run every head's processed waves in one engine call

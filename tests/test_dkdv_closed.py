@@ -102,8 +102,10 @@ def _exact_h200(spec: LayerSpec) -> "stream.KernelL2":
 ])
 def test_closed_form_against_touch_by_touch(G, kv, align, n_q, n_k, bound):
     """H200-sized waves, HEAD_DIM 128 bf16: K/V read once as the touch-by-touch evaluation reads them, dK/dV
-    written back within 0.1 % of it (the dirty bytes at the end by the fluid count: 0.02-0.06 % of dK when
-    written), Q/dO/LSE/Delta within the bound (the fluid mean against the exact count, measured when written)."""
+    written back within 0.2 % of it (the dirty bytes at the end by the fluid count, the last two waves' too past
+    EXACT_TAIL_TOUCHES since the eighteenth session: +0.035 % to +0.106 % on these layers, measured then; 0.02-0.06 % with the
+    last two waves touch by touch before), Q/dO/LSE/Delta within the bound (the fluid mean against the exact count,
+    measured when written)."""
     spec = LayerSpec(1, G * kv, kv, 128, n_q, n_k, dtype="bf16", causal=True, causal_align=align, backward=True)
     exact = _exact_h200(spec)
     model = stream._DkdvEvents(spec, TILES, H200_W, 0.5)
@@ -113,7 +115,7 @@ def test_closed_form_against_touch_by_touch(G, kv, align, n_q, n_k, bound):
         assert closed.hbm_read[t] == exact.hbm_read[t] == exact.requested_read[t]
     for t in ("dK", "dV"):  # all but the last waves' stores are written back; those by the fluid count too
         assert 0.7 * exact.dirty_at_end[t] <= closed.dirty_at_end[t] <= 1.1 * exact.dirty_at_end[t]
-        assert abs(closed.hbm_write[t] - exact.hbm_write[t]) <= 1e-3 * exact.hbm_write[t]
+        assert abs(closed.hbm_write[t] - exact.hbm_write[t]) <= 2e-3 * exact.hbm_write[t]
     for t in ("Q", "dO", "LSE", "Delta"):
         assert abs(closed.hbm_read[t] / exact.hbm_read[t] - 1) <= bound, t
     assert closed.note.startswith("closed form (iomodel/cache/dkdv_closed.py)") and closed.waves == len(model.p0)
@@ -145,9 +147,9 @@ def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(mo
 
 
 def test_the_closed_form_needs_a_long_sequence_or_mha():
-    """The closed form's rule (estimate.dkdv_closed_form_applies), BWD_BLOCK_M <= BWD_BLOCK_N always: past 250,000
-    touches from 16,384 query rows for MHA (within 1.8 % of the touch-by-touch evaluation there once the previous
-    wave's copy is counted, 2026-12-06) and for heads-outer GQA from 32,768 query rows (its dK/dV reads are not a
+    """The closed form's rule (estimate.dkdv_closed_form_applies), BWD_BLOCK_M <= BWD_BLOCK_N always: past 65,536
+    touches (250,000 until the eighteenth session, 2026-12-06) from 16,384 query rows for MHA (within 1.8 % of the touch-by-touch evaluation
+    there once the previous wave's copy is counted, 2026-12-06) and for heads-outer GQA from 32,768 query rows (its dK/dV reads are not a
     prediction: the H200 read 0.03-0.58x the wave model; the closed form is up to 15 % from the touch-by-touch count on
     some of those layers); for those two classes also the long-sequence rule (the shorter length's query rows weighing
     the L2 model's saturation distance, past 8 million touches: live on a small L2 only). GQA whose reads are predicted
@@ -162,11 +164,11 @@ def test_the_closed_form_needs_a_long_sequence_or_mha():
     ws = Tiling(bwd_block_m=32, bwd_block_n=64, dq_block_m=128, dq_block_n=64)
     long = LayerSpec(1, 32, 8, 128, 2**18, 2**18, dtype="bf16", causal=True, backward=True)
     assert dkdv_closed_form_applies(long, ws, stream.dkdv_touches(long, ws), h200)  # 16,842,752 touches
-    # heads-outer GQA from 32,768 query rows: its dK/dV reads are not a prediction, the closed form from 250,000 touches
+    # heads-outer GQA from 32,768 query rows: its dK/dV reads are not a prediction, the closed form from 65,536 touches
     assert dkdv_closed_form_applies(long, ws, L2_DKDV_CLOSED_FORM_MIN_TOUCHES, h200)
-    assert dkdv_closed_form_applies(long.with_(seqlen_q=2**15, seqlen_k=2**15), ws, 250_001, h200)
+    assert dkdv_closed_form_applies(long.with_(seqlen_q=2**15, seqlen_k=2**15), ws, 65_537, h200)
     assert not dkdv_closed_form_applies(long.with_(seqlen_q=2**15 - 64, seqlen_k=2**15 - 64), ws, 10**7, h200)
-    assert not dkdv_closed_form_applies(long, ws, 250_000, h200)
+    assert not dkdv_closed_form_applies(long, ws, 65_536, h200)
     import iomodel.cache.estimate as estimate
 
     with pytest.MonkeyPatch.context() as m:  # the long-sequence rule alone
@@ -182,10 +184,10 @@ def test_the_closed_form_needs_a_long_sequence_or_mha():
         narrow = long.with_(head_dim=32)  # 136 bytes a row
         assert not dkdv_closed_form_applies(narrow, ws, 10**12, h200)
         assert dkdv_closed_form_applies(narrow.with_(seqlen_q=2**20, seqlen_k=2**20), ws, 10**12, h200)
-    assert L2_DKDV_ANY_LENGTH_MIN_TOUCHES == 250_000
+    assert L2_DKDV_ANY_LENGTH_MIN_TOUCHES == 65_536
     mha = long.with_(kv_heads=32, seqlen_q=2**15, seqlen_k=2**15)  # MHA: from 16,384 rows past the touch bound
     assert stream.dkdv_touches(mha, ws) == 270_336 and dkdv_closed_form_applies(mha, ws, 270_336, h200)
-    assert not dkdv_closed_form_applies(mha, ws, 250_000, h200)
+    assert not dkdv_closed_form_applies(mha, ws, 65_536, h200)
     assert not dkdv_closed_form_applies(mha, Tiling(bwd_block_m=64, bwd_block_n=32), 10**12, h200)
     assert not dkdv_closed_form_applies(mha.with_(batch=512, seqlen_q=2048, seqlen_k=2048), ws, 10**7, h200)
     assert dkdv_closed_form_applies(mha.with_(seqlen_q=16_384, seqlen_k=16_384), ws, 10**7, h200)
@@ -351,21 +353,25 @@ def _sweep_shapes():
     return {p.name: load_sweep(p).shapes for p in sorted(sweeps.glob("h200*.toml"))}
 
 
-def test_the_closed_form_changes_no_committed_sweeps_prediction():
-    """No causal training step of the committed H200 sweeps but the long ones takes the closed form: a GQA step
-    not even with 16×16 backward tiles (more touches than any launch's), an MHA step (the closed form at any length
-    past L2_DKDV_ANY_LENGTH_MIN_TOUCHES touches since 2026-12-06) not with the tiles its launch resolves on the
-    H200 nor with 32×64 tiles: its dK/dV kernel is still evaluated touch by touch (the receipts' reconciliations
-    are pinned elsewhere; the unmeasured Gluon hold-out is covered here). A bound of 65,536 touches, tried on
-    2026-12-06, took four of them (16,384-32,768 query rows, 32×64 tiles) and put few-wave MHA layers' dK/dV writes up
-    to 15 % off: withdrawn (docs/l2-calibration.md, "Faster")."""
+def test_the_closed_form_on_committed_sweeps_is_the_touch_by_touch_count(monkeypatch):
+    """No GQA causal training step of the committed H200 sweeps but the long ones takes the closed form, not even
+    with 16×16 backward tiles (more touches than any launch's). The MHA steps that take it with the tiles their
+    launch resolves on the H200 or with 32×64 tiles (past L2_DKDV_ANY_LENGTH_MIN_TOUCHES touches from 16,384 query
+    rows: since the eighteenth session 65,536, before 250,000, which took none of them) get their dK/dV kernel's DRAM bytes
+    within 1 % (reads) and 0.2 % (writes, each tensor) of the touch-by-touch evaluation, so no committed receipt's
+    reconciliation moves by more (measured 2026-12-06 on the 4 taken, HEAD_DIM 128 at 16,384-32,768 query rows with
+    32×64 tiles: reads +0.14 % to +0.53 %, writes within 0.002 %). At 65,536
+    touches before the still-dirty count took the rows later waves re-sweep once (2026-12-06), few-wave MHA layers'
+    writes were up to 15 % off (docs/l2-calibration.md, "Faster")."""
+    import iomodel.cache.estimate as estimate
     from iomodel.cache.estimate import L2_CAUSAL_DKDV_MAX_TOUCHES, closed_form_saturation, dkdv_closed_form_applies
     from iomodel.spec.hardware import get_hardware
     from kernels.heuristics import layer_backward_config
 
     hw = get_hardware("H200")
     small, ws = Tiling(bwd_block_m=16, bwd_block_n=16), Tiling(bwd_block_m=32, bwd_block_n=64)
-    steps = mha = 0
+    steps, taken = 0, []
+    sat = closed_form_saturation(hw.l2_bytes) / 4  # a margin: a quarter of the saturation distance
     for name, shapes in _sweep_shapes().items():
         if name in ("h200-long-train-holdout1.toml", "h200-long-train-probe1.toml",  # written after the closed form
                     "h200-dq-order-holdout1.toml", "h200-long-split-probe1.toml"):
@@ -375,15 +381,26 @@ def test_the_closed_form_changes_no_committed_sweeps_prediction():
                 steps += 1
                 touches = stream.dkdv_touches(s.spec, small)
                 assert touches <= L2_CAUSAL_DKDV_MAX_TOUCHES, (name, s.spec)
-                sat = closed_form_saturation(60 * MiB) / 4
                 if s.spec.group > 1:
                     assert not dkdv_closed_form_applies(s.spec, small, touches, sat)
                     continue
-                mha += 1
                 bc = layer_backward_config(s.spec, hw)
                 for t in (Tiling(bwd_block_m=bc.block_m, bwd_block_n=bc.block_n), ws):
-                    assert not dkdv_closed_form_applies(s.spec, t, stream.dkdv_touches(s.spec, t), sat), (name, s.spec)
-    assert steps > 50 and mha > 10
+                    if dkdv_closed_form_applies(s.spec, t, stream.dkdv_touches(s.spec, t), sat):
+                        taken.append((s.spec, t))
+    assert steps > 50 and len(set(taken)) >= 4
+    for spec, t in set(taken):
+        p = estimate.dkdv_l2_params(spec, t, hw)
+        args = ("_bwd_dkdv", spec, t, p.resident_programs, p.capacity, p.write_share, p.ways)
+        closed = stream.fast_kernel_l2(*args, read_capacity=p.read_capacity)
+        assert closed.note.startswith("closed form")
+        with monkeypatch.context() as m:
+            m.setattr(estimate, "L2_DKDV_ANY_LENGTH_MIN_TOUCHES", 10**18)
+            exact = stream.fast_kernel_l2(*args, read_capacity=p.read_capacity)
+        assert exact.note == ""  # touch by touch
+        assert 1.0 <= sum(closed.hbm_read.values()) / sum(exact.hbm_read.values()) <= 1.01, (spec, t)
+        for w in ("dK", "dV"):
+            assert abs(closed.hbm_write[w] / exact.hbm_write[w] - 1) <= 2e-3, (spec, t, w)
 
 
 def test_long_training_holdout_is_new_and_past_the_bound():

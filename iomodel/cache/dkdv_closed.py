@@ -61,28 +61,33 @@ WAVES_EVENTS = 8_192
 #: :func:`_fluid_rows` evaluates a few of each family of alike waves and interpolates the others
 #: (:func:`_sampled_misses`). The closed form is taken for GQA only where its dK/dV reads are not a prediction
 #: (:func:`iomodel.cache.estimate.dkdv_closed_form_applies`). A speed choice, not a model constant (its measured
-#: effect: docs/l2-calibration.md, "Faster").
-FLUID_SAMPLE_EVENTS = 50_000
+#: effect: docs/l2-calibration.md, "Faster"; 50,000 until 2026-12-06's eighteenth session: 10,000 moved the
+#: Llama-3-8B-like GQA layer's dK/dV reads by at most 0.09 % at 40,960 to 2^20 tokens and took 5-7 ms off at
+#: 65,536-81,920, measured while writing it).
+FLUID_SAMPLE_EVENTS = 10_000
 #: Relative miss of a linear interpolation between two evaluated waves of a family (at the member between them) past
 #: which :func:`_sampled_misses` evaluates more of the stretch.
 FLUID_SAMPLE_TOLERANCE = 0.02
 #: Source line of the closed form (worksheet assumptions and docs).
 CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
-#: Most touches of the kernel's last two waves for which they are evaluated touch by touch (about 0.1 s at the
-#: engine's 0.23 µs a touch): they hold the dK/dV bytes still dirty at the end, which the fluid count
-#: (:func:`_still_dirty`) gets within 0.06 % of the dK bytes on many KV heads but about 2 % of them on two (B 1,
-#: MHA, 2^18 tokens, measured while writing it; tests/test_dkdv_closed.py checks the many-head case). Past it (large groups: Falcon-7B's 71 heads on one KV head, 2^20
-#: tokens, take seconds) the fluid count serves. A speed choice, not a model constant (the last wave alone past 24,576
-#: touches, tried on 2026-12-06, put the check layers' writes up to 0.53 % off: docs/l2-calibration.md, "Faster").
-EXACT_TAIL_TOUCHES = 400_000
+#: Most touches of the kernel's last two waves for which they are evaluated touch by touch (about 10 ms at the
+#: engine's 0.3-0.45 µs a touch on a slow host): they hold the dK/dV bytes still dirty at the end; past it the fluid
+#: count (:func:`_still_dirty`) serves for them too. A speed choice, not a model constant: 400,000 until 2026-12-06's
+#: eighteenth session, when the fluid count came to take the rows later waves re-sweep once (before, the last wave
+#: alone past 24,576 touches had put the check layers' writes up to 0.53 % off); with it, on the check layers, the
+#: hold-outs and the Llama-3-8B-like layers from 2^16 to 2^24 tokens on the H200 and the H100, the dK and dV writes moved by at most 0.07 % and the reads by -1.7 % to +1.8 % (GQA whose reads are
+#: not a prediction; MHA within 0.05 %) against the last two waves touch by touch, measured while writing it; the
+#: closed form against the touch-by-touch evaluation: :data:`CLOSED_FORM_AGREEMENT` (docs/l2-calibration.md, "Faster,
+#: again").
+EXACT_TAIL_TOUCHES = 24_576
 #: How close the closed form came to the touch-by-touch evaluation (one clause; worksheet assumptions): measured by
-#: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy" and "Faster";
-#: receipts/raw/dkdv-closed-check-cpu-2026-12-06-e.{txt,json}).
+#: ``benchmarks/dkdv_closed_check.py`` on 2026-12-06 (docs/l2-calibration.md, "The previous wave's copy", "Faster" and
+#: "Faster, again"; receipts/raw/dkdv-closed-check-cpu-2026-12-06-f.{txt,json}, the eighteenth session's form).
 CLOSED_FORM_AGREEMENT = ("its dK/dV DRAM reads were within +0.02 % to +1.80 % of the touch-by-touch evaluation's on "
-                         "the 19 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.22 % to +1.59 % on the "
-                         "14 GQA layers of 2^18 tokens or more and -15.0 % to +1.6 % on the 17 GQA layers below "
+                         "the 23 MHA layers checked where it is taken (20,000 to 2^20 tokens), +0.24 % to +1.54 % on the "
+                         "14 GQA layers of 2^18 tokens or more and -15.7 % to +1.8 % on the 20 GQA layers below "
                          "(32,768 to 131,072 tokens, where GQA's dK/dV reads are not a prediction), the writes within "
-                         "0.12 %: benchmarks/dkdv_closed_check.py, 2026-12-06 (seventeenth session)")
+                         "0.07 %: benchmarks/dkdv_closed_check.py, 2026-12-06 (eighteenth session)")
 
 
 def _probabilities(distance: np.ndarray, capacity: float, ways: int) -> np.ndarray:
@@ -833,39 +838,61 @@ def _still_dirty(model: Any, capacity: float, ways: int, end: int | None = None)
     ``end``, of the waves before wave ``end`` only (those from ``end`` on weighing above them as any later wave).
 
     A program stores dK then dV when it finishes (step G·span_i of its wave). What is pushed above them until the
-    end: the rows the wave's longest program of each KV head still sweeps (every other program of that head
-    sweeps a subset of them: it is behind in head order, ahead in rows), G·span_0 − G·span_i rows; the stores of
-    the programs that finish later; and all of every later wave (its K/V, G·span_0 rows of each KV head, its
-    stores). Each dirty item's evicted fraction is :func:`iomodel.cache.set_assoc.finish_probabilities` of that
-    weight (the rule the touch-by-touch evaluation ends with); waves are taken from the last back until what
-    follows them weighs the saturation distance (the rest is written back whole)."""
+    end is the distinct bytes touched after (the stack distance): the stores of the programs that finish later; the
+    K/V and stores of every later wave (each read or written once); and the query rows (Q, dO, LSE, Delta) swept
+    after, counted once each. Without a band every program of a KV head sweeps rows [lo, N_q) of each of its G
+    query heads, and a later program of that head starts at a row no lower (lo grows with the key tile), so the
+    rows the later waves sweep are [L_h, N_q) of each query head of KV head h, L_h the lowest first row of its
+    programs in them; within the wave, the rows the longest program of each KV head still sweeps are a superset of
+    what its other programs still sweep (they are ahead in rows): at step f it is in query head q0 = f // span_0,
+    row lo_0 + f mod span_0, and the union with the later waves' rows adds max(L_h − lo_0 − f mod span_0, 0) rows
+    of query head q0 and max(L_h − lo_0, 0) of each of the G − 1 − q0 after it (L_h = N_q where no later wave
+    has a program of head h: G·span_0 − f rows, the whole remainder). Until 2026-12-06 (eighteenth session) each later wave's rows were
+    added whole, which counted the rows consecutive waves of one head re-sweep again and again (on a one-head
+    layer of 4 waves the dK/dV writes came 14 % over the touch-by-touch evaluation). Each dirty item's evicted
+    fraction is :func:`iomodel.cache.set_assoc.finish_probabilities` of that weight (the rule the touch-by-touch
+    evaluation ends with); waves are taken from the last back until what follows them weighs the saturation
+    distance (the rest is written back whole)."""
     from iomodel.cache.set_assoc import finish_probabilities
     from iomodel.cache.stream import saturation_distance
 
-    G, per_sum, share = model.G, int(sum(model.per_row)), model.share
+    G, per_sum, share, n_q = model.G, int(sum(model.per_row)), model.share, int(model.n_q)
     d_sat = saturation_distance(capacity, ways)
-    later, still, v = 0.0, {"dK": 0.0, "dV": 0.0}, len(model.p0) - 1
-    while v >= 0 and later < d_sat:
-        groups = _groups_of_wave(model, v)
-        if groups:
-            store = np.concatenate([g.store for g in groups])  # dK and dV, read-equivalent bytes
-        if groups and (end is None or v < end):
-            finish = np.concatenate([G * g.span for g in groups])
+    low: dict[int, int] = {}  # KV head -> lowest first row a later wave's program of it sweeps
+    rows_later, fixed = 0.0, 0.0  # distinct query rows the later waves sweep; their K/V and stores (bytes)
+    still, v = {"dK": 0.0, "dV": 0.0}, len(model.p0) - 1
+    while v >= 0 and fixed + rows_later * per_sum < d_sat:
+        p0, p1 = int(model.p0[v]), int(model.p1[v])
+        kv, j = np.divmod(np.arange(p0, p1, dtype=np.int64), model.t_c)
+        lo, end_j = model.lo[j], model.end[j]
+        span = np.maximum(end_j - lo, 0)  # a fully masked program stores its zeros at step 0
+        store = model.k_rows[j] * model.kv_bytes * 2 * share  # dK and dV, read-equivalent bytes
+        sel = span > 0
+        heads, first = np.unique(kv[sel], return_index=True)  # programs of a head are consecutive, lo ascending
+        lo0 = lo[sel][first]
+        if end is None or v < end:
+            finish = G * span
             order = np.argsort(finish, kind="stable")
-            f_s, w_s = finish[order], store[order]
+            f_s, w_s = finish[order].astype(np.float64), store[order]
             after = np.concatenate((np.cumsum(w_s[::-1])[::-1][1:], [0.0]))  # stores finishing later
-            longest = np.array([G * int(g.span[0]) for g in groups], dtype=np.float64)
-            rows = np.maximum(longest[None, :] - f_s[:, None], 0.0).sum(axis=1)
-            above_dv = rows * per_sum + after + later
+            span0 = (n_q - lo0).astype(np.float64)
+            big = np.array([low.get(int(h), n_q) for h in heads], dtype=np.float64)  # L_h
+            q0 = np.floor(f_s[:, None] / span0[None, :])
+            r = f_s[:, None] - q0 * span0[None, :]
+            extra = (np.maximum(big - lo0 - r, 0.0) + (G - 1 - q0) * np.maximum(big - lo0, 0.0))
+            rows = rows_later + np.where(f_s[:, None] < G * span0[None, :], extra, 0.0).sum(axis=1)
+            above_dv = rows * per_sum + after + fixed
             own = w_s / 2  # one tensor's item
             nbytes = own / share
             still["dV"] += float((nbytes * (1.0 - finish_probabilities(above_dv, own, capacity, ways))).sum())
             still["dK"] += float((nbytes * (1.0 - finish_probabilities(above_dv + own, own, capacity, ways))).sum())
-        if groups:
-            p0, p1 = int(model.p0[v]), int(model.p1[v])
-            kv = np.arange(p0, p1) % model.t_c
-            later += float(model.k_rows[kv].sum()) * 2 * model.kv_bytes  # this wave's K and V, read once
-            later += float(per_sum) * float(sum(G * int(g.span[0]) for g in groups)) + float(store.sum())
+        fixed += float(model.k_rows[np.arange(p0, p1) % model.t_c].sum()) * 2 * model.kv_bytes  # K and V, read once
+        fixed += float(store.sum())
+        for h, l0 in zip(heads.tolist(), lo0.tolist()):
+            old = low.get(h, n_q)
+            if l0 < old:
+                rows_later += G * (old - l0)
+                low[h] = l0
         v -= 1
     return still, len(model.p0) - 1 - v
 

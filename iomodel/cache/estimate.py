@@ -165,8 +165,11 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: 2026-12-06's seventeenth session (the Llama-3-8B-like causal training step 89 ms at 40,000 tokens, 209,696 touches).
 #: 65,536 was tried that day and withdrawn: on MHA layers of few waves (4-32) the closed form's dK/dV still dirty at the
 #: end (:func:`iomodel.cache.dkdv_closed._still_dirty`) put their writes up to 15 % off the touch-by-touch count, and an
-#: H100 layer's reads 5 % (a reviewer's finding; docs/l2-calibration.md, "Faster"). A speed choice, not a model constant.
-L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 250_000
+#: H100 layer's reads 5 % (a reviewer's finding). 65,536 since the eighteenth session (2026-12-06), that count taking
+#: the rows later waves re-sweep once: the writes of the 15 % layer 0.5 % off, of 80 random layers between 30,000 and
+#: 250,000 touches within 0.8 % (0.4 MiB); the closed form's MHA reads there as past 250,000 touches (up to +3 % on the
+#: H100, whose read capacity is smaller; docs/l2-calibration.md, "Faster"). A speed choice, not a model constant.
+L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 65_536
 #: Query rows (the shorter length) from which the any-length rule (:data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) applies:
 #: on a large batch of short sequences the closed form evaluates most waves one by one and is slower than the
 #: touch-by-touch evaluation (a reviewer, 2026-12-06: 512 sequences of 2,048 tokens, MHA, 226 ms against 150 ms; B 1 at
