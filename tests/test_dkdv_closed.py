@@ -103,9 +103,10 @@ def _exact_h200(spec: LayerSpec) -> "stream.KernelL2":
 def test_closed_form_against_touch_by_touch(G, kv, align, n_q, n_k, bound):
     """H200-sized waves, HEAD_DIM 128 bf16: K/V read once as the touch-by-touch evaluation reads them, dK/dV
     written back within 0.2 % of it (the dirty bytes at the end by the fluid count, the last two waves' too past
-    EXACT_TAIL_TOUCHES since the eighteenth session: +0.035 % to +0.106 % on these layers, measured then; 0.02-0.06 % with the
-    last two waves touch by touch before), Q/dO/LSE/Delta within the bound (the fluid mean against the exact count,
-    measured when written)."""
+    EXACT_TAIL_TOUCHES since the eighteenth session: 0.000 % on the MHA layer, whose last two waves are still touch by
+    touch, +0.035 % to +0.106 % on the others, measured then; 0.02-0.06 % with the last two waves touch by touch
+    before), Q/dO/LSE/Delta within the bound (the fluid mean against the exact count, measured when written). These
+    many-wave layers barely feel the still-dirty count's later waves: test_few_wave_writes_match_touch_by_touch does."""
     spec = LayerSpec(1, G * kv, kv, 128, n_q, n_k, dtype="bf16", causal=True, causal_align=align, backward=True)
     exact = _exact_h200(spec)
     model = stream._DkdvEvents(spec, TILES, H200_W, 0.5)
@@ -119,6 +120,36 @@ def test_closed_form_against_touch_by_touch(G, kv, align, n_q, n_k, bound):
     for t in ("Q", "dO", "LSE", "Delta"):
         assert abs(closed.hbm_read[t] / exact.hbm_read[t] - 1) <= bound, t
     assert closed.note.startswith("closed form (iomodel/cache/dkdv_closed.py)") and closed.waves == len(model.p0)
+
+
+#: BWD tiles 16×32: one KV head's kernel in few waves on the H200.
+T16 = Tiling(bwd_block_m=16, bwd_block_n=32, dq_block_m=128, dq_block_n=64)
+
+
+@pytest.mark.parametrize("n_q,n_k,tail", [
+    (65_536, 65_536, None),  # 4 waves: +14.4 % when each later wave's rows were added whole (before 2026-12-06's 18th)
+    (65_536, 65_536, -1),  # the same, every wave's dirty bytes by the fluid count
+    (40_000, 90_000, -1),  # top-left, more keys: fully masked programs' stores (+106 % without them)
+])
+def test_few_wave_writes_match_touch_by_touch(n_q, n_k, tail, monkeypatch):
+    """One KV head in at most 5 waves, where the dK/dV still dirty at the end is most of what decides the writes:
+    the closed form's writes within 1 % of the touch-by-touch evaluation's (measured 2026-12-06: −0.47 %, −0.47 % and
+    +0.16 %). A reviewer's test: it fails with the later waves' rows summed (the
+    count before the distinct-row union) and with fully masked programs' stores left out."""
+    import iomodel.cache.dkdv_closed as dc
+    import iomodel.cache.estimate as estimate
+    from iomodel.spec.hardware import get_hardware
+
+    spec = LayerSpec(1, 1, 1, 128, n_q, n_k, dtype="bf16", causal=True, backward=True)
+    p = estimate.dkdv_l2_params(spec, T16, get_hardware("H200"))
+    model = stream._DkdvEvents(spec, T16, p.resident_programs, p.write_share)
+    assert len(model.p0) <= 5
+    exact = _touch_by_touch(model, p.capacity, p.ways, p.read_capacity)
+    if tail is not None:
+        monkeypatch.setattr(dc, "EXACT_TAIL_TOUCHES", tail)
+    closed = dc.closed_form_dkdv(model, p.capacity, p.ways, p.read_capacity)
+    for t in ("dK", "dV"):
+        assert abs(closed.hbm_write[t] / exact.hbm_write[t] - 1) <= 0.01, t
 
 
 def test_the_fast_evaluation_switches_to_the_closed_form_past_the_touch_bound(monkeypatch):
@@ -279,8 +310,10 @@ def test_waves_evaluated_together_give_each_wave_s_rows():
 
 def test_a_gqa_kernel_s_alike_waves_are_sampled_within_a_tolerance(monkeypatch):
     """Past FLUID_SAMPLE_EVENTS, a GQA kernel's distinct non-template waves come from a few of each family of alike
-    waves (the rest interpolated): here 10 of 31 evaluated, the rows within 0.2 % of every wave evaluated (+0.04 %
-    when written; 0.0 to 0.3 % on the check's GQA layers); an MHA kernel is never sampled."""
+    waves (the rest interpolated): here fewer than half evaluated, the rows within 0.5 % of every wave evaluated
+    (+0.04 % at FLUID_SAMPLE_TOLERANCE 2 % when written; −0.38 % at 5 %, since 2026-12-06's eighteenth session, whose
+    check moved the GQA layers' dK/dV read ratios by at most 0.24 %; a step interpolation instead of the linear one:
+    −42 %); an MHA kernel is never sampled."""
     import iomodel.cache.dkdv_closed as dc
 
     tiling = Tiling(bwd_block_m=32, bwd_block_n=64)
@@ -301,7 +334,7 @@ def test_a_gqa_kernel_s_alike_waves_are_sampled_within_a_tolerance(monkeypatch):
     assert 0 < 2 * sum(evaluated) < distinct
     monkeypatch.setattr(dc, "FLUID_SAMPLE_EVENTS", 10**18)
     every, _ = dc._fluid_rows(model, last, interior, float(read_cap), ways, template=True)
-    assert sampled != every and abs(sampled / every - 1) < 0.002
+    assert sampled != every and abs(sampled / every - 1) < 0.005
     monkeypatch.setattr(dc, "FLUID_SAMPLE_EVENTS", 0)
     mha = stream._DkdvEvents(spec.with_(kv_heads=32), tiling, 264, 0.5)
     evaluated.clear()

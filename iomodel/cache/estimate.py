@@ -166,9 +166,11 @@ L2_DKDV_CLOSED_FORM_MIN_TOUCHES = 8_000_000
 #: 65,536 was tried that day and withdrawn: on MHA layers of few waves (4-32) the closed form's dK/dV still dirty at the
 #: end (:func:`iomodel.cache.dkdv_closed._still_dirty`) put their writes up to 15 % off the touch-by-touch count, and an
 #: H100 layer's reads 5 % (a reviewer's finding). 65,536 since the eighteenth session (2026-12-06), that count taking
-#: the rows later waves re-sweep once: the writes of the 15 % layer 0.5 % off, of 80 random layers between 30,000 and
-#: 250,000 touches within 0.8 % (0.4 MiB); the closed form's MHA reads there as past 250,000 touches (up to +3 % on the
-#: H100, whose read capacity is smaller; docs/l2-calibration.md, "Faster"). A speed choice, not a model constant.
+#: the rows later waves re-sweep once: the 15 % layer's writes −0.47 % off; on 180 random layers between 65,536 and
+#: 250,000 touches (``benchmarks/dkdv_closed_check.py --random``, receipts/raw/dkdv-closed-random-cpu-2026-12-06-s*)
+#: writes within 0.41 MiB (−0.85 % to +0.82 % where 2.5 MiB or more are written), MHA reads −0.34 % to +1.07 % on the
+#: H200 and −1.04 % to +3.40 % on the H100 (whose read capacity is smaller; +0.22 % to +2.68 % past 250,000 touches
+#: too); docs/l2-calibration.md, "Faster, again". A speed choice, not a model constant.
 L2_DKDV_ANY_LENGTH_MIN_TOUCHES = 65_536
 #: Query rows (the shorter length) from which the any-length rule (:data:`L2_DKDV_ANY_LENGTH_MIN_TOUCHES`) applies:
 #: on a large batch of short sequences the closed form evaluates most waves one by one and is slower than the
