@@ -55,6 +55,7 @@ fully associative L2 but for the windowed dK/dV kernel, a write share that is no
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -1582,7 +1583,8 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     """Touches of (query head, query-row chunk) the touch-by-touch ``_bwd_dkdv`` evaluation builds
     (:class:`_DkdvEvents`, before merging the touches of one step): B·H_kv·G·Σ_j c_j, c_j the query-row
     chunks tile j's rows [lo_j, end_j) cross. Its time grows with this count (measured:
-    :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`).
+    :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`). Remembered for the last few layers (the worksheet
+    asks it while deciding what to estimate and again in the estimate: about 3 ms at 2^24 tokens).
 
     Args:
         spec: the layer (prefill, ``backward``); tiling: its tiles (BWD_BLOCK_M, BWD_BLOCK_N).
@@ -1590,6 +1592,14 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     Returns:
         The count (touches).
     """
+    try:
+        return _dkdv_touches(spec, tiling)
+    except TypeError:  # a field that cannot be hashed: counted afresh
+        return _dkdv_touches.__wrapped__(spec, tiling)
+
+
+@functools.lru_cache(maxsize=32)
+def _dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     programs = cdiv(spec.seqlen_k, tiling.bwd_block_n) * spec.batch * spec.kv_heads
     return _DkdvEvents(spec, tiling, programs, 0.5).all_touches  # one wave: per-tile arrays only, nothing per program
 
