@@ -171,13 +171,22 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="the layers below 2^18 tokens and one past the bound")
     ap.add_argument("--mha-holdout", action="store_true", help="only the hold-out layers (MHA_HOLDOUT, HOLDOUT_2, HOLDOUT_3)")
     ap.add_argument("--out", help="also write the rows as JSON (written whole at the end, or not at all)")
-    ap.add_argument("--random", type=int, default=0, metavar="N", help="N random layers instead (random_layers)")
-    ap.add_argument("--seed", type=int, default=0, help="the random layers' seed")
-    ap.add_argument("--touches", type=int, nargs=2, default=(65_536, 250_000), metavar=("LO", "HI"),
-                    help="the random layers' touch range")
+    ap.add_argument("--random", type=int, metavar="N", help="N >= 1 random layers instead of the fixed ones "
+                    "(random_layers)")
+    ap.add_argument("--seed", type=int, help="with --random: the random layers' seed (default 0)")
+    ap.add_argument("--touches", type=int, nargs=2, metavar=("LO", "HI"),
+                    help="with --random: the random layers' touch range (default 65536 250000)")
     args = ap.parse_args()
-    if args.random < 0 or args.touches[0] < 0 or args.touches[1] < args.touches[0]:
-        ap.error("--random needs N >= 0 and --touches LO HI with 0 <= LO <= HI")
+    if args.random is None:
+        if args.seed is not None or args.touches is not None:
+            ap.error("--seed and --touches go with --random N: add it, or leave them out")
+    else:
+        args.seed = 0 if args.seed is None else args.seed
+        args.touches = (65_536, 250_000) if args.touches is None else tuple(args.touches)
+        if args.random < 1 or args.touches[0] < 0 or args.touches[1] < args.touches[0]:
+            ap.error("--random needs N >= 1 and --touches LO HI with 0 <= LO <= HI")
+        if args.quick or args.mha_holdout:
+            ap.error("--random draws its own layers: leave out --quick and --mha-holdout")
     if args.out and exit_code_of(lambda: check_output_file(args.out, "--out")):  # refused before minutes of work
         return 2
     started = time.time()
@@ -189,7 +198,7 @@ def main() -> int:
 
     lift(True)
     rows = []
-    print(f"{'layer':<52} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8} "
+    print(f"{'layer':<66} {'touches':>13} {'read ratio':>10} {'write ratio':>11} {'exact s':>8} {'closed s':>8} "
           f"{'applies':>7}")
     layers = ([(("H200",) + row, "") for row in LAYERS if not args.mha_holdout]
               + [(("H200",) + row, "GQA short") for row in GQA_SHORT if not args.mha_holdout]
@@ -198,7 +207,11 @@ def main() -> int:
               + [(("H200",) + row, "hold-out 3") for row in HOLDOUT_3])
     if args.random:
         lift(False)
-        layers = [(row, f"random {args.seed}") for row in random_layers(args.random, args.seed, tuple(args.touches))]
+        drawn = random_layers(args.random, args.seed, args.touches)
+        layers = [(row, f"random {args.seed}") for row in drawn]
+        if len(drawn) < args.random:  # said, not silently fewer
+            print(f"# only {len(drawn)} of {args.random} random layers have {args.touches[0]:,}-{args.touches[1]:,} "
+                  "touches in 20,000 draws: widen --touches for more", flush=True)
         lift(True)
     for (device, B, H, kv, d, nq, nk, dt, align, tiling), holdout in layers:
         if args.quick and max(nq, nk) >= 2**18 and (B, H, kv, d, nq, nk, dt, align, tiling) != LAYERS[QUICK_PAST]:
@@ -226,7 +239,7 @@ def main() -> int:
                      "read_bytes": {"touch_by_touch": r_e, "closed": r_c},
                      "write_bytes": {"touch_by_touch": w_e, "closed": w_c}, "seconds": {"touch_by_touch": t_exact,
                                                                                        "closed": t_closed}})
-        print(f"{name:<52} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
+        print(f"{name:<66} {model.all_touches:>13,} {r_c / r_e:>10.4f} {w_c / w_e:>11.5f} {t_exact:>8.2f} {t_closed:>8.3f} "
               f"{'yes' if applies else 'no':>7}", flush=True)
     lift(False)
     command = "PYTHONPATH=. python benchmarks/dkdv_closed_check.py" + (
