@@ -67,8 +67,8 @@ WAVES_EVENTS = 8_192
 FLUID_SAMPLE_EVENTS = 10_000
 #: Relative miss of a linear interpolation between two evaluated waves of a family (at the member between them) past
 #: which :func:`_sampled_misses` evaluates more of the stretch. A speed choice: 0.02 until 2026-12-06's eighteenth
-#: session; 0.05 moved the check's GQA read ratios by at most 0.24 % and cut its closed form's time by 10-40 % on them
-#: (receipts/raw/dkdv-closed-check-cpu-2026-12-06-g against -h).
+#: session; 0.05 moved the check's GQA read ratios by at most 0.24 % and cut its closed form's time by 8-42 % on the
+#: GQA rows that moved (single timings; receipts/raw/dkdv-closed-check-cpu-2026-12-06-g against -h).
 FLUID_SAMPLE_TOLERANCE = 0.05
 #: Source line of the closed form (worksheet assumptions and docs).
 CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
@@ -77,7 +77,7 @@ CLOSED_FORM_SOURCE = "iomodel/cache/dkdv_closed.py"
 #: (:func:`_still_dirty`) serves for them too. A speed choice, not a model constant: 400,000 until 2026-12-06's
 #: eighteenth session, when the fluid count came to take the rows later waves re-sweep once (before, the last wave alone
 #: past 24,576 touches had put the check layers' writes up to 0.53 % off); 16,384 takes the GQA Llama-3-8B-like layer's
-#: last two waves at 262,144-655,360 tokens (20,000-24,000 touches, about 8 ms). Against the last two waves touch by
+#: last two waves at 262,144, 393,216, 524,288 and 655,360 tokens (20,160-23,712 touches, about 8 ms). Against the last two waves touch by
 #: touch, on the check layers, the hold-outs and the Llama-3-8B-like layers from 2^16 to 2^24 tokens on the H200 and the
 #: H100 (measured while writing it and by a reviewer, not a receipt): the dK and dV writes within 0.07 %, GQA reads (not
 #: a prediction) -1.7 % to +2.0 %, MHA within 0.1 %; the closed form against the touch-by-touch evaluation:

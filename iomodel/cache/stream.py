@@ -1584,7 +1584,7 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     (:class:`_DkdvEvents`, before merging the touches of one step): B·H_kv·G·Σ_j c_j, c_j the query-row
     chunks tile j's rows [lo_j, end_j) cross. Its time grows with this count (measured:
     :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`). Remembered for the last few layers (the worksheet
-    asks it while deciding what to estimate and again in the estimate: about 3 ms at 2^24 tokens).
+    asks it while deciding what to estimate and again in the estimate: 3-14 ms at 2^24 tokens on a 2-core CPU).
 
     Args:
         spec: the layer (prefill, ``backward``); tiling: its tiles (BWD_BLOCK_M, BWD_BLOCK_N).
