@@ -34,7 +34,7 @@ import time
 import iomodel.cache.estimate as estimate
 from iomodel.cache.estimate import dkdv_closed_form_applies
 from iomodel.cache.dkdv_closed import closed_form_dkdv
-from iomodel.cache.stream import _DkdvEvents, fast_kernel_l2, read_saturation
+from iomodel.cache.stream import _DkdvEvents, dkdv_touches, fast_kernel_l2, read_saturation
 from iomodel.paths import check_output_file, exit_code_of, one_line_parser, probe_exit_code
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
@@ -160,8 +160,7 @@ def random_layers(n: int, seed: int, touches: tuple[int, int]) -> list[tuple]:
         spec = LayerSpec(B, G * kv, kv, d, nq, nk, dtype=dt, causal=True, causal_align=align, backward=True)
         if tiling.bwd_block_m > tiling.bwd_block_n or (G > 1 and dkdv_read_quality(spec, tiling) != "not a prediction"):
             continue
-        p = estimate.dkdv_l2_params(spec, tiling, get_hardware(hw))
-        if touches[0] <= _DkdvEvents(spec, tiling, p.resident_programs, p.write_share).all_touches <= touches[1]:
+        if touches[0] <= dkdv_touches(spec, tiling) <= touches[1]:
             out.append((hw, B, G * kv, kv, d, nq, nk, dt, align, tiling))
     return out
 
@@ -206,13 +205,11 @@ def main() -> int:
               + [(("H200",) + row, "hold-out 2") for row in HOLDOUT_2]
               + [(("H200",) + row, "hold-out 3") for row in HOLDOUT_3])
     if args.random:
-        lift(False)
         drawn = random_layers(args.random, args.seed, args.touches)
         layers = [(row, f"random {args.seed}") for row in drawn]
         if len(drawn) < args.random:  # said, not silently fewer
             print(f"# only {len(drawn)} of {args.random} random layers have {args.touches[0]:,}-{args.touches[1]:,} "
                   "touches in 20,000 draws: widen --touches for more", flush=True)
-        lift(True)
     for (device, B, H, kv, d, nq, nk, dt, align, tiling), holdout in layers:
         if args.quick and max(nq, nk) >= 2**18 and (B, H, kv, d, nq, nk, dt, align, tiling) != LAYERS[QUICK_PAST]:
             continue

@@ -869,7 +869,8 @@ def _still_dirty(model: Any, capacity: float, ways: int, end: int | None = None)
         kv, j = np.divmod(np.arange(p0, p1, dtype=np.int64), model.t_c)
         lo, end_j = model.lo[j], model.end[j]
         span = np.maximum(end_j - lo, 0)  # a fully masked program stores its zeros at step 0
-        store = model.k_rows[j] * model.kv_bytes * 2 * share  # dK and dV, read-equivalent bytes
+        k_rows = model.k_rows[j]
+        store = k_rows * model.kv_bytes * 2 * share  # dK and dV, read-equivalent bytes
         sel = span > 0
         heads, first = np.unique(kv[sel], return_index=True)  # programs of a head are consecutive, lo ascending
         lo0 = lo[sel][first]
@@ -892,7 +893,7 @@ def _still_dirty(model: Any, capacity: float, ways: int, end: int | None = None)
                 near = above < d_sat
                 gone[near] = finish_probabilities(above[near], own[near], capacity, ways)
                 still[t] += float((nbytes * (1.0 - gone)).sum())
-        fixed += float(model.k_rows[np.arange(p0, p1) % model.t_c].sum()) * 2 * model.kv_bytes  # K and V, read once
+        fixed += float(k_rows.sum()) * 2 * model.kv_bytes  # K and V, read once
         fixed += float(store.sum())
         for h, l0 in zip(heads.tolist(), lo0.tolist()):
             old = low.get(h, n_q)

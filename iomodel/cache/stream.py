@@ -1579,6 +1579,7 @@ class _Fresh:
                 [(t, total * bb, b - a + 1) for t, bb in self.writes], empty, empty)
 
 
+@functools.lru_cache(maxsize=32)  # LayerSpec and Tiling are frozen dataclasses of hashable fields
 def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     """Touches of (query head, query-row chunk) the touch-by-touch ``_bwd_dkdv`` evaluation builds
     (:class:`_DkdvEvents`, before merging the touches of one step): B·H_kv·G·Σ_j c_j, c_j the query-row
@@ -1592,17 +1593,8 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     Returns:
         The count (touches).
     """
-    try:
-        return _dkdv_touches(spec, tiling)
-    except TypeError:  # a field that cannot be hashed: counted afresh
-        return _dkdv_touches.__wrapped__(spec, tiling)
-
-
-@functools.lru_cache(maxsize=32)
-def _dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     programs = cdiv(spec.seqlen_k, tiling.bwd_block_n) * spec.batch * spec.kv_heads
     return _DkdvEvents(spec, tiling, programs, 0.5).all_touches  # one wave: per-tile arrays only, nothing per program
-
 
 
 def dkdv_simulated(spec: LayerSpec, tiling: Tiling) -> bool:
