@@ -7,7 +7,8 @@ Part 1 prints, for seqlen 2^10 .. 2^max-log2 (Llama-3-8B-like layer: 32 query he
 each power of two, where the dK/dV kernel's rules, which switch on its touches, can land otherwise), causal and not, forward
 (:func:`iomodel.cache.estimate.estimate_tiled`) and forward + backward
 (:func:`~iomodel.cache.estimate.estimate_training_step`), the estimate's wall time in ms (one run,
-after a warm-up estimate of each layer structure that compiles the traffic model's formulas), or why the worksheet does
+after a warm-up estimate of each layer structure that compiles the traffic model's formulas) and the minor page faults
+it took, or why the worksheet does
 not compute it (:func:`~iomodel.cache.estimate.not_estimated`). The target is at most 50 ms per
 shape. The streaming kernels are evaluated fast (:mod:`iomodel.cache.stream`); a causal dK/dV
 kernel is taken in closed form where :func:`~iomodel.cache.estimate.dkdv_closed_form_applies` (long sequences
@@ -24,16 +25,23 @@ and prints its shapes, the cold time (the traffic model's sympy formulas compile
 use), the warm time (compiled formulas cached) and the part of the warm time spent in the L2
 model (:mod:`iomodel.cache.predict`). The target is under 5 s for a 30-shape receipt on a
 2-core CPU. Times are wall-clock seconds of this process; other load on the machine adds to them.
+
+As the ``iomodel`` command does, the benchmark first keeps freed heap memory mapped
+(:func:`iomodel.cache.heap.keep_freed_memory`: the long estimates' temporaries of about 1 MiB then reuse the heap
+instead of paging it in again); ``--heap default`` leaves glibc's allocator as it is (the times a library caller
+gets without that call). The first line says which.
 """
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 
 import iomodel.reconcile.compare as compare
 from iomodel.paths import exit_code_of, one_line_parser
 from iomodel.cache.estimate import estimate_tiled, estimate_training_step, not_estimated
+from iomodel.cache.heap import keep_freed_memory
 from iomodel.measure.records import Measurement
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
@@ -43,13 +51,15 @@ RECEIPTS = ("receipts/ncu-h200-holdout4-2026-11-29.json", "receipts/ncu-h200-tra
 
 
 def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
-    """The estimate's wall time in ms (one run), or the worksheet's reason for skipping it."""
+    """The estimate's wall time in ms (one run) and the minor page faults it took (``getrusage``; each pages in 4 KiB
+    the process had not mapped, or had given back), or the worksheet's reason for skipping it."""
     from kernels.heuristics import layer_backward_config
 
     why = not_estimated(spec, tiling)
     if why is not None:
         return "skipped: " + why
     hw = get_hardware("H200")
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
     if spec.backward:
         estimate_training_step(spec, tiling, hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
@@ -57,7 +67,8 @@ def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
     else:
         estimate_tiled(spec, tiling, hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
                        config_source="bench")
-    return f"{(time.perf_counter() - t0) * 1e3:10.1f}"
+    ms = (time.perf_counter() - t0) * 1e3
+    return f"{ms:10.1f} {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults:>7}"
 
 
 def _reconcile_times(path: Path) -> tuple[int, float, float, float]:
@@ -94,18 +105,24 @@ def main() -> None:
     ap = one_line_parser(__doc__.splitlines()[0])  # a bad argument: one error: line, exit 2
     ap.add_argument("--max-log2", type=int, default=24, help="longest seqlen, as a power of two (10..24)")
     ap.add_argument("--receipts", nargs="*", default=list(RECEIPTS), help="receipts to reconcile")
+    ap.add_argument("--heap", choices=("kept", "default"), default="kept",
+                    help="kept: freed heap memory stays mapped, as the iomodel command sets it (default); "
+                         "default: glibc's allocator as it is")
     args = ap.parse_args()
     if not 10 <= args.max_log2 <= 24:
         ap.error(f"--max-log2 must be from 10 to 24 (seqlen 2^10 .. 2^24), got {args.max_log2}")
     for r in args.receipts:  # every receipt readable before any line is printed
         if exit_code_of(lambda: Measurement.load(ROOT / r)):
             raise SystemExit(2)
+    kept = args.heap == "kept" and keep_freed_memory()
+    print(f"heap: {'freed memory kept mapped (iomodel.cache.heap)' if kept else 'the allocator as it is'}"
+          + (" (glibc's mallopt not found)" if args.heap == "kept" and not kept else ""))
     for kv in (32, 8):  # warm-up: compiles the traffic model's formulas of each structure once
         for causal in (False, True):
             for backward in (False, True):
                 _estimate_ms(LayerSpec(1, 32, kv, 128, 1024, 1024, dtype="bf16", causal=causal, backward=backward),
                              Tiling())
-    print(f"{'seqlen':>9} {'kv':>3} {'causal':>6} {'pass':>8} {'estimate ms':>12}")
+    print(f"{'seqlen':>9} {'kv':>3} {'causal':>6} {'pass':>8} {'estimate ms':>12} {'faults':>7}")
     for log2 in range(10, args.max_log2 + 1):
         for kv in (32, 8):
             for causal in (False, True):

@@ -1082,6 +1082,8 @@ class _QStationary:
         self.middle = np.where(same, 0, np.maximum(0, kv1 - kv0 - 1))  # lanes between a and b, each a whole KV head
         self.full = full
         self.stream_weight = (self.need_a + self.need_b + self.middle * full) * float(2 * self.kv_bytes)
+        self.q_max = int(self.q.max())
+        self._prefix: tuple | None = None  # bulk's prefix sums, taken on its first call
 
     def certified(self, d_sat: float) -> np.ndarray:
         """Waves whose every K/V re-read is at least ``d_sat`` deep (bool per wave).
@@ -1228,20 +1230,27 @@ class _QStationary:
                      _fresh_runs(self.rr, q, int(q.max())), s_w, need_wave[order], nw), q, r_wave, start
 
     def bulk(self, a: int, b: int) -> tuple[list, list, np.ndarray, np.ndarray]:
-        """Waves a..b (certified) in closed form: (reads, dirty, lanes, rows)."""
+        """Waves a..b (certified) in closed form: (reads, dirty, lanes, rows). The sums over the waves are differences
+        of prefix sums over all waves (int64, exact), taken once per model (a kernel adds a few bulks per head)."""
+        if self._prefix is None:
+            z = np.zeros(1, dtype=np.int64)
+            self._prefix = tuple(np.concatenate((z, np.cumsum(x))) for x in (
+                self.rows, self.need_a + self.need_b + self.middle * self.full, self.bh1 - self.bh0 + 1,
+                self.middle))
+        rows_c, kv_c, runs_c, mid_c = self._prefix
         sl = slice(a, b + 1)
-        rows = self.rows[sl]
-        la, na, lb_, nb, mid = self.lane_a[sl], self.need_a[sl], self.lane_b[sl], self.need_b[sl], self.middle[sl]
-        kv_rows = int(na.sum() + nb.sum() + mid.sum() * self.full)
-        reads = _fresh_runs(self.rr, rows, self.w * int(self.q.max()))
+        total = int(rows_c[b + 1] - rows_c[a])
+        kv_rows = int(kv_c[b + 1] - kv_c[a])
+        reads = [(t, total * bb, self.w * self.q_max * bb) for t, bb in self.rr]  # as _fresh_runs
         reads += [("K", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes),
                   ("V", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes)]
-        runs = int((self.bh1[sl] - self.bh0[sl] + 1).sum())
-        total = int(rows.sum())
+        runs = int(runs_c[b + 1] - runs_c[a])
         dirty = [(t, total * bb, runs) for t, bb in self.rw]
+        la, na, lb_, nb = self.lane_a[sl], self.need_a[sl], self.lane_b[sl], self.need_b[sl]
         has_b = lb_ >= 0
         lanes, need = [la, lb_[has_b]], [na, nb[has_b]]
-        if mid.any():  # the lanes between a and b: whole KV heads
+        if mid_c[b + 1] > mid_c[a]:  # the lanes between a and b: whole KV heads
+            mid = self.middle[sl]
             m = np.nonzero(mid)[0]
             between = np.concatenate([np.arange(x + 1, y, dtype=np.int64) for x, y in zip(la[m].tolist(), lb_[m].tolist())])
             lanes.append(between)
@@ -1384,23 +1393,14 @@ class _DkdvEvents:
 
     def __init__(self, spec: LayerSpec, tiling: Tiling, w: int, share: float) -> None:
         B, Hk, G, n_k, n_q = spec.batch, spec.kv_heads, spec.group, spec.seqlen_k, spec.seqlen_q
-        d, s, bm, bn = spec.head_dim, spec.width, tiling.bwd_block_m, tiling.bwd_block_n
+        d, s, bn = spec.head_dim, spec.width, tiling.bwd_block_n
         self.G, self.n_q, self.w, self.share = G, n_q, w, share
         self.t_c = t_c = cdiv(n_k, bn)
         j = np.arange(t_c, dtype=np.int64)
-        off = spec.causal_offset
-        if spec.band is None:  # dkdv_query_ranges, vectorised
-            lo = np.minimum(bm * (np.maximum(0, j * bn - off) // bm), n_q) if spec.causal else np.zeros(t_c, np.int64)
-            end = np.full(t_c, n_q, dtype=np.int64)
-        else:
-            wl, wr = spec.band
-            lo = np.minimum(bm * (np.maximum(0, j * bn - off - wr) // bm), n_q)
-            hi = np.clip((j + 1) * bn - off + wl, 0, n_q)
-            end = np.where(hi > lo, np.minimum(n_q, -(-hi // bm) * bm), lo)
+        lo, end, self.chunk, self.touch_chunks = _dkdv_tile_ranges(spec, tiling)
         self.lo, self.end = lo, end
         self.k_rows = np.minimum(bn, n_k - j * bn)
         self.kcum = np.concatenate(([0], np.cumsum(self.k_rows)))
-        self.chunk = _chunk_rows(bm) if spec.band is None else bm
         self.n_chunks = cdiv(n_q, self.chunk)
         self.n_lanes = B * Hk * G
         self.per_row = tuple(backward_row_reads(spec).values())  # Q, dO, LSE, Delta
@@ -1415,9 +1415,6 @@ class _DkdvEvents:
         self.p0 = np.arange(nw, dtype=np.int64) * w
         self.p1 = np.minimum(self.p0 + w, self.total)
         self.fresh_weight = self.stream_weight = np.zeros(nw)
-        span = np.where(end > lo, end - lo, 0)
-        ch = self.chunk
-        self.touch_chunks = np.where(span > 0, -(-end // ch) - lo // ch, 0)  # query-row chunks per head, per tile
         self.all_touches = int(self.touch_chunks.sum()) * G * B * Hk  # the kernel's, as dkdv_touches
         per_wave = max(1, int(self.touch_chunks.mean() * G * min(w, self.total)))
         self.block_waves = max(1, min(_BLOCK_WAVES, _BLOCK_TOUCHES // per_wave))  # waves per engine call
@@ -1593,8 +1590,29 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     Returns:
         The count (touches).
     """
-    programs = cdiv(spec.seqlen_k, tiling.bwd_block_n) * spec.batch * spec.kv_heads
-    return _DkdvEvents(spec, tiling, programs, 0.5).all_touches  # one wave: per-tile arrays only, nothing per program
+    return int(_dkdv_tile_ranges(spec, tiling)[3].sum()) * spec.group * spec.batch * spec.kv_heads
+
+
+def _dkdv_tile_ranges(spec: LayerSpec, tiling: Tiling) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Per key tile j of ``_bwd_dkdv`` (shape (cdiv(N_k, BWD_BLOCK_N),), int64, rows): the query rows [lo_j, end_j) it
+    visits (:func:`iomodel.schedule.grid.dkdv_query_ranges`, vectorised), the query-row chunk of the touch-by-touch
+    evaluation (rows: one BWD_BLOCK_M tile under a band) and the chunks each tile's rows cross (0 where it sees none)."""
+    n_q, n_k, bm, bn = spec.seqlen_q, spec.seqlen_k, tiling.bwd_block_m, tiling.bwd_block_n
+    t_c = cdiv(n_k, bn)
+    j = np.arange(t_c, dtype=np.int64)
+    off = spec.causal_offset
+    if spec.band is None:
+        lo = np.minimum(bm * (np.maximum(0, j * bn - off) // bm), n_q) if spec.causal else np.zeros(t_c, np.int64)
+        end = np.full(t_c, n_q, dtype=np.int64)
+        ch = _chunk_rows(bm)
+    else:
+        wl, wr = spec.band
+        lo = np.minimum(bm * (np.maximum(0, j * bn - off - wr) // bm), n_q)
+        hi = np.clip((j + 1) * bn - off + wl, 0, n_q)
+        end = np.where(hi > lo, np.minimum(n_q, -(-hi // bm) * bm), lo)
+        ch = bm
+    touch_chunks = np.where(end > lo, -(-end // ch) - lo // ch, 0)  # query-row chunks per head, per tile
+    return lo, end, ch, touch_chunks
 
 
 def dkdv_simulated(spec: LayerSpec, tiling: Tiling) -> bool:
