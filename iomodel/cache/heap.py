@@ -4,13 +4,15 @@ The fast L2 evaluation (:mod:`iomodel.cache.stream`, :mod:`iomodel.cache.dkdv_cl
 numpy temporaries of about 1 MiB (one int64 per key or query tile: 131,072 tiles at 2^24 tokens) by the hundred.
 glibc's ``malloc`` serves blocks from 128 KiB up with ``mmap`` until its threshold adapts, and gives the top of
 its heap back to the kernel once more than its trim threshold is free there, so the next temporary of that size
-pages its memory in again: a minor page fault per 4 KiB page. Measured on the 2-core CPU this project is timed
-on (2026-12-06, nineteenth session): one ``np.minimum(bm, n_q - i * bm)`` over 131,072 int64 took 828 µs with
-the default settings and 95 µs with the memory kept; the causal GQA training-step estimate at 2^24 tokens
-(32 query heads on 8 KV heads, HEAD_DIM 128) took 9,600 page faults and 78-111 ms as the first estimate of that
-length in a process, 3,600 faults and 62-73 ms with the memory kept, and 8,700 faults and 63-88 ms against
-0-140 faults and 43-48 ms on a second estimate of the same length (``benchmarks/l2_speed.py`` prints its
-timings with and without this setting).
+pages its memory in again: a minor page fault per 4 KiB page, about 3 µs each on the 2-core CPU this project is
+timed on. Measured there (2026-12-06, nineteenth session): twenty pairs of such temporaries took 9,376 page faults
+with glibc's defaults and none with the memory kept (``tests/test_heap.py``; one ``np.minimum(bm, n_q - i * bm)``
+over 131,072 int64, 828 against 95 µs, measured while writing it); the causal GQA training-step estimate at 2^24
+tokens (32 query heads on 8 KV heads, HEAD_DIM 128) took about 8,000 faults and 58-94 ms as the second estimate of
+that length in a fresh process, none and 42-47 ms with the memory kept, and in ``benchmarks/l2_speed.py``'s run of
+every length up to 4,000 faults and 42.2-53.7 ms against none and 39.4-41.2 ms
+(``receipts/raw/l2-speed-cpu-2026-12-06-i.txt``; the first estimate of a process still pages in the memory it
+touches first: about 3,000 faults, 52-60 ms).
 
 :func:`keep_freed_memory` sets ``M_MMAP_THRESHOLD`` to 32 MiB (glibc's largest default: smaller blocks come
 from the heap and are reused after ``free``) and ``M_TRIM_THRESHOLD`` to 1 GiB (free memory at the top of the
