@@ -68,7 +68,7 @@ def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
         estimate_tiled(spec, tiling, hw, flops=1, peak_flops=1.0, num_warps=4, tile_order="forward",
                        config_source="bench")
     ms = (time.perf_counter() - t0) * 1e3
-    return f"{ms:10.1f} {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults:>7}"
+    return f"{ms:12.1f} {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults:>7}"
 
 
 def _reconcile_times(path: Path) -> tuple[int, float, float, float]:

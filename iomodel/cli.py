@@ -61,12 +61,14 @@ def main(argv: list[str] | None = None) -> None:
     are one line too, naming the option and the command's ``--help``, with typer's exit status
     (2). :class:`IomodelError` from any command is printed as one line. Standard output that
     cannot be written (a full device, a closed pipe) is one line on standard error and exit
-    status 2 as well (files are written atomically: see :mod:`iomodel.paths`). Freed heap memory stays mapped for
-    the process (:func:`iomodel.cache.heap.keep_freed_memory`: the long estimates' temporaries reuse it).
+    status 2 as well (files are written atomically: see :mod:`iomodel.paths`). Run as the console script
+    (``argv`` None), freed heap memory stays mapped for the process (:func:`iomodel.cache.heap.keep_freed_memory`: the
+    long estimates' temporaries reuse it); an in-process call with an argument list leaves the allocator as it is.
     """
-    from iomodel.cache.heap import keep_freed_memory
+    if argv is None:  # the console script: the fast L2 evaluation's temporaries reuse the heap (iomodel.cache.heap)
+        from iomodel.cache.heap import keep_freed_memory
 
-    keep_freed_memory()  # the fast L2 evaluation's temporaries reuse the heap (a speed setting: iomodel.cache.heap)
+        keep_freed_memory()
     repeated = _repeated_option(sys.argv[1:] if argv is None else list(argv))
     if repeated is not None:
         _error_line(repeated)

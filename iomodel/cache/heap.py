@@ -4,27 +4,29 @@ The fast L2 evaluation (:mod:`iomodel.cache.stream`, :mod:`iomodel.cache.dkdv_cl
 numpy temporaries of about 1 MiB (one int64 per key or query tile: 131,072 tiles at 2^24 tokens) by the hundred.
 glibc's ``malloc`` serves blocks from 128 KiB up with ``mmap`` until its threshold adapts, and gives the top of
 its heap back to the kernel once more than its trim threshold is free there, so the next temporary of that size
-pages its memory in again: a minor page fault per 4 KiB page, about 3 µs each on the 2-core CPU this project is
-timed on. Measured there (2026-12-06, nineteenth session): twenty pairs of such temporaries took 9,376 page faults
-with glibc's defaults and none with the memory kept (``tests/test_heap.py``; one ``np.minimum(bm, n_q - i * bm)``
-over 131,072 int64, 828 against 95 µs, measured while writing it); the causal GQA training-step estimate at 2^24
-tokens (32 query heads on 8 KV heads, HEAD_DIM 128) took about 8,000 faults and 58-94 ms as the second estimate of
-that length in a fresh process, none and 42-47 ms with the memory kept, and in ``benchmarks/l2_speed.py``'s run of
-every length up to 4,000 faults and 42.2-53.7 ms against none and 39.4-41.2 ms
-(``receipts/raw/l2-speed-cpu-2026-12-06-i.txt``; the first estimate of a process still pages in the memory it
-touches first: about 3,000 faults, 52-60 ms).
+pages its memory in again: a minor page fault per 4 KiB page. Measured on the 2-core CPU this project is timed on
+(2026-12-06, nineteenth session; ``receipts/raw/l2-speed-cpu-2026-12-06-i.txt``): twenty pairs of such temporaries took
+9,376 page faults and 881-1,122 µs a pair with glibc's defaults, none and 97-101 µs with the memory kept
+(``benchmarks/heap_probe.py``: 1.7-2.2 µs a fault on that virtual machine; ``tests/test_heap.py`` counts the faults);
+the causal GQA training-step estimate at 2^24 tokens (32 query heads on 8 KV heads, HEAD_DIM 128) took about 8,000
+faults and 58-94 ms as the second estimate of that length in a fresh process, none and 42-47 ms with the memory kept,
+and in ``benchmarks/l2_speed.py``'s run of every length up to 4,039 faults and 42.2-53.7 ms against none and
+39.4-41.2 ms (the first estimate of a process still pages in the memory it touches first: about 3,000 faults,
+52-60 ms).
 
-:func:`keep_freed_memory` sets ``M_MMAP_THRESHOLD`` to 32 MiB (glibc's largest default: smaller blocks come
-from the heap and are reused after ``free``) and ``M_TRIM_THRESHOLD`` to 1 GiB (free memory at the top of the
+:func:`keep_freed_memory` sets ``M_MMAP_THRESHOLD`` to 32 MiB (the ceiling of glibc's dynamic threshold,
+``DEFAULT_MMAP_THRESHOLD_MAX``, and the largest value ``mallopt`` takes on 64-bit systems: smaller blocks come from the
+heap and are reused after ``free``) and ``M_TRIM_THRESHOLD`` to 1 GiB (free memory at the top of the
 heap stays mapped up to that much). The process keeps its peak heap resident until it exits; results do not
-change (the same arithmetic). The ``iomodel`` command calls it at start; a program that imports iomodel as a
-library may call it itself. Source: ``mallopt(3)``, the Linux man-pages project ("M_MMAP_THRESHOLD",
+change (the same arithmetic). The ``iomodel`` console script calls it at start (not :func:`iomodel.cli.main` called
+in-process with an argument list, as the tests do); a program that imports iomodel as a library may call it itself. Source: ``mallopt(3)``, the Linux man-pages project ("M_MMAP_THRESHOLD",
 "M_TRIM_THRESHOLD").
 """
 
 from __future__ import annotations
 
 import ctypes
+import sys
 
 #: ``mallopt`` parameters (glibc's malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -42,8 +44,8 @@ def keep_freed_memory() -> bool:
     :data:`MMAP_THRESHOLD_BYTES`, ``M_TRIM_THRESHOLD`` = :data:`TRIM_THRESHOLD_BYTES` (bytes). Once per process.
 
     Returns:
-        True where both settings took (a C library with glibc's ``mallopt``), False elsewhere (musl, macOS,
-        Windows: the allocator is left as it is; only the speed differs).
+        True where both settings took (Linux with glibc's ``mallopt``), False elsewhere (musl, macOS, Windows, a
+        32-bit glibc that refuses a 32 MiB threshold: the allocator is left as it is; only the speed differs).
 
     Raises:
         nothing.
@@ -53,9 +55,11 @@ def keep_freed_memory() -> bool:
     global _applied
     if _applied is None:
         _applied = False
+        if not sys.platform.startswith("linux"):  # glibc's mallopt; Windows' CDLL(None) is no library at all
+            return False
         try:
             mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: the C library it runs on
-        except (OSError, AttributeError):  # no symbol table to open, or a C library without mallopt
+        except (OSError, AttributeError, TypeError):  # no symbol table to open, or a C library without mallopt (musl)
             return False
         mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
         _applied = (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
