@@ -2,8 +2,8 @@
 a Q byte 0.625, a written byte 0.625, write-back at 0.4375 of the L2, reads at 0.5188 of it; adopted at acc7fe0 with
 ``sweeps/h200-fwdl2-holdout1.toml`` committed before any measurement). Measured on an NVIDIA H200 on 2026-12-06
 (``receipts/ncu-h200-fwdl2-holdout1-2026-12-06.json``, the tree of 0cf5568): the forward's predictions of these
-shapes are the same as at acc7fe0 (checked on the same shapes' H100 receipt, every row's predicted bytes equal at both
-trees; the model's later changes were to the backward kernels and the estimate's speed). VALIDATION: no constant was
+shapes are the same as at acc7fe0 (this receipt reconciled at both trees, every row's predicted bytes equal, a
+reviewer's check; the model's later changes were to the backward kernels and the estimate's speed). VALIDATION: no constant was
 fitted on these shapes. The same 17 shapes ran on an H100 before (``tests/test_reconcile_fwdl2_holdout.py``, the
 second receipt). Bar (issue 12): DRAM reads and writes within ±10 % on >= 95 % of the kernel runs: **not met**
 (reads 23/34)."""
@@ -25,6 +25,7 @@ def test_holdout_ran_on_an_h200():
     data = json.loads((ROOT / "receipts" / NAME).read_text())
     env = data["environment"]
     assert env["device"] == "NVIDIA H200" and env["l2_bytes"] == 60 * 2**20 and env["sm_count"] == 132
+    assert env["source_sha256"].startswith("dc8e65fb")  # the tree of 0cf5568 (its code as at 246e796)
     assert data["settings"]["sweep_name"] == "h200-fwdl2-holdout1" and len(data["shapes"]) == 34
     assert {s["impl"] for s in data["shapes"]} == {"tiled", "sdpa-cudnn"}
 
