@@ -65,3 +65,51 @@ def keep_freed_memory() -> bool:
         _applied = (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
                     and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1)
     return _applied
+
+
+#: The probe :func:`probe_temporaries` runs in a fresh interpreter: ``PAIRS`` pairs of 1 MiB temporaries
+#: (``np.minimum(128, 2**24 - i * 128)`` over 131,072 int64: one int64 per 128-row tile of a 2^24-token sequence),
+#: after one pair that pages its memory in either way. It prints what :func:`keep_freed_memory` returned, called twice
+#: (nothing without it), then µs per pair and the minor page faults (``getrusage``) of the pairs.
+_PROBE = """
+import resource, sys, time
+import numpy as np
+if sys.argv[1] == "kept":
+    from iomodel.cache.heap import keep_freed_memory
+    print(keep_freed_memory(), keep_freed_memory())
+pairs = int(sys.argv[2])
+i = np.arange(131072, dtype=np.int64)
+np.minimum(128, 2**24 - i * 128)
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+t0 = time.perf_counter()
+for _ in range(pairs):
+    np.minimum(128, 2**24 - i * 128)
+t = time.perf_counter() - t0
+print(t * 1e6 / pairs, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+def probe_temporaries(keep: bool, pairs: int = 20) -> tuple[list[bool], float, int]:
+    """The page faults ``pairs`` pairs of 1 MiB numpy temporaries take in a fresh interpreter (this one's heap has its
+    own history, and the setting cannot be undone), with or without :func:`keep_freed_memory` first: what that
+    returned, called twice ([] without it), the pairs' wall time (µs per pair) and their minor page faults (each
+    pages in 4 KiB). Used by ``tests/test_heap.py`` (the fault counts) and ``benchmarks/heap_probe.py`` (a fault's
+    cost: time difference over fault difference).
+
+    Raises:
+        IomodelError: the interpreter failed (its last line of standard error said).
+    """
+    import os
+    import subprocess
+
+    from iomodel.errors import IomodelError
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-c", _PROBE, "kept" if keep else "default", str(pairs)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    if proc.returncode:
+        raise IomodelError(f"the heap probe failed: {(proc.stderr.strip().splitlines() or ['no message'])[-1]}")
+    out = proc.stdout.split()
+    return [w == "True" for w in out[:-2]], float(out[-2]), int(out[-1])
+

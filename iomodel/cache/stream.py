@@ -987,9 +987,10 @@ def _build_block(model: Any, a: int, b: int) -> _Wave:
     return _concat([model.build(u)[0] for u in range(a, b + 1)])
 
 
-def _fresh_runs(tensors: list[tuple[str, int]], rows: np.ndarray, largest_rows: int) -> list[tuple[str, int, int]]:
-    """(tensor, total bytes, largest term) of fresh accesses of ``rows`` rows each, ``bytes per row`` per tensor."""
-    total = int(rows.sum())
+def _fresh_runs(tensors: list[tuple[str, int]], rows: np.ndarray | int, largest_rows: int) -> list[tuple[str, int, int]]:
+    """(tensor, total bytes, largest term) of fresh accesses of ``rows`` rows each (or ``rows`` rows in all, an int),
+    ``bytes per row`` per tensor."""
+    total = int(np.sum(rows))
     return [(t, total * b, largest_rows * b) for t, b in tensors]
 
 
@@ -1241,7 +1242,7 @@ class _QStationary:
         sl = slice(a, b + 1)
         total = int(rows_c[b + 1] - rows_c[a])
         kv_rows = int(kv_c[b + 1] - kv_c[a])
-        reads = [(t, total * bb, self.w * self.q_max * bb) for t, bb in self.rr]  # as _fresh_runs
+        reads = _fresh_runs(self.rr, total, self.w * self.q_max)
         reads += [("K", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes),
                   ("V", kv_rows * self.kv_bytes, self.chunk * self.kv_bytes)]
         runs = int(runs_c[b + 1] - runs_c[a])
@@ -1582,7 +1583,8 @@ def dkdv_touches(spec: LayerSpec, tiling: Tiling) -> int:
     (:class:`_DkdvEvents`, before merging the touches of one step): B·H_kv·G·Σ_j c_j, c_j the query-row
     chunks tile j's rows [lo_j, end_j) cross. Its time grows with this count (measured:
     :data:`iomodel.cache.estimate.L2_CAUSAL_DKDV_MAX_TOUCHES`). Remembered for the last few layers (the worksheet
-    asks it while deciding what to estimate and again in the estimate: 3-14 ms at 2^24 tokens on a 2-core CPU).
+    asks it while deciding what to estimate and again in the estimate; from the tiles' query ranges,
+    :func:`_dkdv_tile_ranges`, about 1 ms at 2^24 tokens on a 2-core CPU, measured while writing it).
 
     Args:
         spec: the layer (prefill, ``backward``); tiling: its tiles (BWD_BLOCK_M, BWD_BLOCK_N).
