@@ -120,6 +120,7 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
               paged: tuple[Any, Any] | None = None,
               varlen: tuple[Any, Any, int, int] | None = None,
               grid_order: str = "tiles-fastest", group_splits: int = 0, heads_per_program: int = 1,
+              tile_order: str | None = None,
               ) -> tuple[Callable[[], Any], Callable[[], dict | None]]:
     """The zero-argument call of one implementation, and a function giving its config.
 
@@ -143,6 +144,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
         heads_per_program: (``tiled`` dense prefill forward) P > 1: the pinned config, else the ``prefill`` path's
             first autotune candidate, with P query heads of one KV head packed into each program
             (``KernelConfig.heads_per_program``: only that path packs), in ``grid_order``.
+        tile_order: (``tiled`` dense prefill forward) ``forward`` or ``reverse``: the pinned config, else the first
+            autotune candidate, in that query-tile order (``KernelConfig.tile_order``); None: the kernel chooses.
 
     Returns:
         ``(call, config)``: ``call()`` returns O ``(B, H, seqlen_q, HEAD_DIM)`` (with
@@ -179,7 +182,7 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
                 kc = KernelConfig(**{"fused_combine": False, **{k_: pinned[k_] for k_ in CONFIG_KEYS if k_ in pinned}})
             except TypeError as exc:
                 raise IomodelError(f"pinned config {pinned} is not a KernelConfig ({exc}): pin a recorded config") from exc
-        if grid_order != "tiles-fastest" or heads_per_program > 1:  # a fixed config (the autotuner runs its own)
+        if grid_order != "tiles-fastest" or heads_per_program > 1 or tile_order:  # a fixed config (the autotuner runs its own)
             from kernels import heuristics as hx
             from kernels.flash_attention import kernel_path
 
@@ -188,6 +191,8 @@ def impl_call(impl: str, spec: LayerSpec, q: Any, k: Any, v: Any,
                         kernel_path(q, k, v, spec.window is not None, causal=spec.causal))
                 kc = hx.prefill_default(spec.head_dim, spec.dtype, spec.causal, path).config(path)
             kc = kc.with_(grid_order=grid_order, heads_per_program=heads_per_program)
+            if tile_order:
+                kc = kc.with_(tile_order=tile_order)
 
         def call():
             if varlen is not None:
@@ -354,7 +359,8 @@ def run_child(shapes_file: str, manifest_file: str, device: str = "cuda") -> int
                 k = torch.randn(sp.batch, sp.kv_heads, sp.seqlen_k, sp.head_dim, device=dev, dtype=dt)  # (B, H_kv, N_k, d)
                 v = torch.randn_like(k)  # (B, H_kv, N_k, d)
             call, config = impl_call(s.impl, sp, q, k, v, s.config, paged, varlen, grid_order=s.grid_order,
-                                     group_splits=s.group_splits, heads_per_program=s.heads_per_program)
+                                     group_splits=s.group_splits, heads_per_program=s.heads_per_program,
+                                     tile_order=s.tile_order)
             call()  # warm-up: compilation and autotuning, outside the profiled region
             with profiled_range(s.id) if gpu else contextlib.nullcontext():
                 call()

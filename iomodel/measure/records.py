@@ -594,15 +594,18 @@ def read_seqlens(value: Any, spec: LayerSpec, where: str, fix: str) -> tuple[tup
     return rs.seqlens
 
 
-def shape_tag(grid_order: str = "tiles-fastest", group_splits: int | None = None, heads_per_program: int = 1) -> str:
-    """The suffix a sweep appends to :func:`shape_id` for a launch it pins (``iomodel.measure.sweep``): ``-{grid_order}``
-    unless tiles-fastest (``-heads-fastest``, ``-grouped:8``), then ``-s{S}`` for a dK/dV group split S it sets, then
-    ``-p{P}`` for P > 1 query heads packed into each prefill program."""
-    return (("" if grid_order == "tiles-fastest" else f"-{grid_order}") + (f"-s{group_splits}" if group_splits else "")
-            + (f"-p{heads_per_program}" if heads_per_program > 1 else ""))
+def shape_tag(grid_order: str = "tiles-fastest", group_splits: int | None = None, heads_per_program: int = 1,
+              tile_order: str | None = None) -> str:
+    """The suffix a sweep appends to :func:`shape_id` for a launch it pins (``iomodel.measure.sweep``): ``-t{order}``
+    for a query-tile order it sets (``-tforward``, ``-treverse``), then ``-{grid_order}`` unless tiles-fastest
+    (``-heads-fastest``, ``-grouped:8``), then ``-s{S}`` for a dK/dV group split S it sets, then ``-p{P}`` for P > 1
+    query heads packed into each prefill program."""
+    return ((f"-t{tile_order}" if tile_order else "") + ("" if grid_order == "tiles-fastest" else f"-{grid_order}")
+            + (f"-s{group_splits}" if group_splits else "") + (f"-p{heads_per_program}" if heads_per_program > 1 else ""))
 
 
-_TAG = re.compile(r"(?:-(?!p[0-9])(?P<grid>[a-z][a-z:-]*?[a-z0-9]))?(?:-s(?P<splits>[1-9][0-9]*))?"
+_TAG = re.compile(r"(?:-t(?P<tile>forward|reverse))?"
+                  r"(?:-(?!p[0-9])(?P<grid>[a-z][a-z:-]*?[a-z0-9]))?(?:-s(?P<splits>[1-9][0-9]*))?"
                   r"(?:-p(?P<packed>[2-9]|[1-9][0-9]+))?")
 
 

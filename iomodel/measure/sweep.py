@@ -53,6 +53,9 @@ class SweepShape:
             (``heuristics.dkdv_group_splits``), as a user's call does.
         heads_per_program: (``tiled`` dense prefill forward) P > 1: the pointer prefill's first tiles with P query
             heads of one KV head packed into each program (``KernelConfig.heads_per_program``, path ``prefill``).
+        tile_order: (``tiled`` dense prefill forward) ``forward`` or ``reverse``: the kernel's first autotune
+            candidate run in that query-tile order (``KernelConfig.tile_order``), in ``grid_order``; None: the kernel
+            chooses (a causal launch's LPT rule or the autotuner's order).
     """
 
     id: str
@@ -64,6 +67,7 @@ class SweepShape:
     grid_order: str = "tiles-fastest"
     group_splits: int = 0
     heads_per_program: int = 1
+    tile_order: str | None = None
 
     def ragged(self) -> Any:
         """The :class:`~iomodel.spec.ragged.RaggedSpec` of a ragged shape (None for a dense one)."""
@@ -84,6 +88,8 @@ class SweepShape:
             out["group_splits"] = self.group_splits
         if self.heads_per_program > 1:
             out["heads_per_program"] = self.heads_per_program
+        if self.tile_order is not None:
+            out["tile_order"] = self.tile_order
         return out
 
     @classmethod
@@ -98,7 +104,8 @@ class SweepShape:
                    seqlens=read_seqlens(d.get("seqlens"), layer, "shape seqlens", "rewrite the shapes file"),
                    grid_order=str(d.get("grid_order", "tiles-fastest")),
                    group_splits=int(d.get("group_splits", 0)),
-                   heads_per_program=int(d.get("heads_per_program", 1)))
+                   heads_per_program=int(d.get("heads_per_program", 1)),
+                   tile_order=d.get("tile_order"))
 
 
 @dataclass
@@ -237,6 +244,27 @@ def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
             raise IomodelError(f"{where}: grid_order {value!r} is an option of the bundled kernel's dense prefill "
                                "forward: use impls = [\"tiled\"], pass = \"fwd\" and a dense prefill shape, or drop "
                                "grid_order")
+    return value
+
+
+def _tile_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> str:
+    """A sweep entry's ``tile_order``, checked: ``forward`` or ``reverse``, on a dense prefill forward shape measured
+    with ``tiled`` only (the order the kernel's first autotune candidate runs in: :attr:`SweepShape.tile_order`).
+
+    Raises:
+        IomodelError: one line naming the entry and what to change.
+    """
+    from iomodel.schedule.launch import TILE_ORDERS
+
+    if value not in TILE_ORDERS:
+        raise IomodelError(f"{where}: tile_order must be one of {', '.join(map(repr, TILE_ORDERS))}, got "
+                           f"{jv.describe(value)}: fix the file")
+    n_q = entry.get("seqlen_q", entry.get("seqlen"))
+    decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
+    if impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry or "window" in entry:
+        raise IomodelError(f"{where}: tile_order is an option of the bundled kernel's dense prefill forward: use "
+                           "impls = [\"tiled\"], pass = \"fwd\" and a dense prefill shape without a window, or drop "
+                           "tile_order")
     return value
 
 
@@ -432,6 +460,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             group_splits = (_group_splits(entry.pop("group_splits"), entry, impls, where)
                             if "group_splits" in entry else 0)
             packed = entry.pop("heads_per_program", 1)  # checked on the layer below
+            tile_order = (_tile_order(entry.pop("tile_order"), entry, impls, where)
+                          if "tile_order" in entry else None)
             seqlens = None
             if "seqlens" in entry:
                 if "batch" not in raw and "batch" not in defaults:
@@ -445,7 +475,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             if unknown:
                 keys = [k for k in _SPEC_FIELDS if k != "backward"] + ["pass"]  # backward is written as pass
                 raise IomodelError(f"{source}: shape {n} has unknown key(s) {sorted(unknown)}: use {keys}, seqlen, "
-                                   "seqlens, window, impls, seed, grid_order, group_splits, heads_per_program")
+                                   "seqlens, window, impls, seed, grid_order, group_splits, heads_per_program, tile_order")
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
             if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
@@ -495,7 +525,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if seqlens is not None and impl not in RAGGED_IMPLS:
                     raise IomodelError(f"{where}: {impl} takes no packed ragged batch: use impls = [\"tiled\"] for a "
                                        "seqlens shape")
-                sid = shape_id(spec, impl, seqlens) + shape_tag(grid_order, group_splits, packed)
+                sid = shape_id(spec, impl, seqlens) + shape_tag(grid_order, group_splits, packed, tile_order)
                 if sid in seen:
                     raise IomodelError(f"{source}: shape {sid} appears twice: remove the duplicate"
                                        + (" (a ragged id names the count and total tokens: change a length)"
@@ -505,7 +535,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                                           if not spec.causal and spec.window is None else ""))
                 seen.add(sid)
                 shapes.append(SweepShape(sid, impl, spec, seed, seqlens=seqlens, grid_order=grid_order,
-                                         group_splits=group_splits, heads_per_program=packed))
+                                         group_splits=group_splits, heads_per_program=packed, tile_order=tile_order))
     from iomodel.spec.hardware import get_hardware
     from iomodel.spec.resolve import DEFAULT_HARDWARE
 
