@@ -1,0 +1,118 @@
+"""Programs that drift apart: K/V DRAM reads of a causal forward when each program takes the next tile as it finishes.
+
+Run: ``python benchmarks/drift_sim.py --preset H200 --heads 16 --kv-heads 16 --seqlen 132608 [--no-causal]
+[--head-dim 128] [--block-m 128] [--block-n 128] [--programs 132] [--dtype-bytes 2]``. A diagnosis, not the model:
+it prints, for the query-tile orders ``forward`` (tile 0 of a head first) and ``reverse`` (heaviest first) of a
+tiles-fastest grid (B = 1), the DRAM bytes of Q, K and V (GB, 1e9 bytes) under two timings of P = ``--programs``
+programs in flight:
+
+* ``in-step``: each wave of P consecutive tiles starts together once the previous wave's longest tile is done (the
+  L2 model's waves, :func:`iomodel.schedule.grid.wave_runs`);
+* ``as-freed``: tile j goes to the first program to finish its last one (the hardware's dispatch of a non-persistent
+  grid, or a persistent loop taking tiles from a shared counter), every key block one time unit.
+
+K/V blocks (BLOCK_N rows of K and V of one KV head) go through a fully associative LRU of the preset's measured read
+capacity (:data:`iomodel.cache.params.MEASURED_L2_READ_FRACTION` of its L2 bytes: the ``shared-read``
+microbenchmark's half-miss working set, receipts named by :data:`iomodel.cache.physical.RECEIPTS`); each miss reads
+the block from DRAM, Q is read once. O and LSE writes are left out. Units: GB (1e9 bytes); about 10 s and 1 GB of
+memory per 8 million block reads (133k tokens, 16 heads).
+
+Why: in the forward order a causal tile is one key block longer than the tile before it, so programs that start a
+wave together finish it one step apart, the next wave two steps apart, and so on until the programs in flight sit
+all over a head's key range: each K/V block is then re-read only after the whole head's K/V has been touched, and
+misses once that outgrows the L2. The reverse order keeps them in step (each tile one block shorter), as do
+non-causal grids (tiles equally long). docs/l2-calibration.md, "Programs that drift apart", compares the two timings
+with the bundled kernel's and cuDNN's measured reads.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from iomodel.paths import one_line_parser  # noqa: E402
+
+
+def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool, block_m: int, block_n: int,
+             programs: int, width: int, capacity: float, order: str, timing: str) -> tuple[float, float]:
+    """DRAM bytes of Q, K and V (bytes) and the K/V bytes every tile reads (bytes) of one forward, B = 1, self
+    attention (seqlen_q = seqlen_k = ``seqlen``, causal top-left); ``order`` ``forward`` or ``reverse``, ``timing``
+    ``in-step`` or ``as-freed`` (module doc). Raises nothing (the caller checks the arguments)."""
+    t_r, t_c = -(-seqlen // block_m), -(-seqlen // block_n)
+    group = heads // kv_heads
+    block = block_n * head_dim * width * 2  # K and V rows of one key block
+    cap = max(1, int(capacity // block))
+    lens, kv = [], []
+    for g in range(t_r * heads):
+        h, i = divmod(g, t_r)
+        if order == "reverse":
+            i = t_r - 1 - i
+        lens.append(min(-(-((i + 1) * block_m) // block_n), t_c) if causal else t_c)
+        kv.append((h // group) * t_c)
+    starts = [0.0] * len(lens)
+    if timing == "in-step":
+        t0 = 0.0
+        for w in range(0, len(lens), programs):
+            for j in range(w, min(w + programs, len(lens))):
+                starts[j] = t0
+            t0 += max(lens[w:w + programs])
+    else:
+        free = [(0.0, p) for p in range(min(programs, len(lens)))]
+        for j, n in enumerate(lens):
+            t, p = heapq.heappop(free)
+            starts[j] = t
+            heapq.heappush(free, (t + n, p))
+    events = sorted((starts[j] + k, j, kv[j] + k) for j in range(len(lens)) for k in range(lens[j]))
+    lru: OrderedDict = OrderedDict()
+    misses = 0
+    for _, _, key in events:
+        if key in lru:
+            lru.move_to_end(key)
+        else:
+            misses += 1
+            lru[key] = None
+            if len(lru) > cap:
+                lru.popitem(last=False)
+    q = heads * seqlen * head_dim * width
+    return misses * block + q, sum(lens) * block + q
+
+
+def main() -> None:
+    ap = one_line_parser(__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="H200", help="hardware preset whose measured read capacity is used")
+    for name, default in (("heads", 16), ("kv-heads", 16), ("seqlen", 132608), ("head-dim", 128), ("block-m", 128),
+                          ("block-n", 128), ("programs", 132), ("dtype-bytes", 2)):
+        ap.add_argument(f"--{name}", type=int, default=default)
+    ap.add_argument("--no-causal", action="store_true", help="a non-causal layer (every tile equally long)")
+    a = ap.parse_args()
+    for name in ("heads", "kv_heads", "seqlen", "head_dim", "block_m", "block_n", "programs", "dtype_bytes"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be 1 or more, got {getattr(a, name)}")
+    if a.heads % a.kv_heads:
+        ap.error(f"--heads {a.heads} is not a multiple of --kv-heads {a.kv_heads}: change one")
+    if a.seqlen * a.heads > 1 << 23 and a.seqlen > 1 << 18:
+        ap.error(f"--seqlen {a.seqlen} is too long for this simulation (memory): use at most 262144")
+    from iomodel.cache.params import MEASURED_L2_READ_FRACTION
+    from iomodel.spec.hardware import get_hardware
+
+    if a.preset not in MEASURED_L2_READ_FRACTION:
+        ap.error(f"--preset {a.preset!r} has no measured read capacity: use one of {', '.join(MEASURED_L2_READ_FRACTION)}")
+    cap = MEASURED_L2_READ_FRACTION[a.preset] * get_hardware(a.preset).l2_bytes
+    print(f"{a.preset}: read capacity {cap / 2**20:.2f} MiB; B 1, H {a.heads}, H_kv {a.kv_heads}, N {a.seqlen}, "
+          f"HEAD_DIM {a.head_dim}, {'non-causal' if a.no_causal else 'causal'}, BLOCK_M {a.block_m}, "
+          f"BLOCK_N {a.block_n}, {a.programs} programs in flight")
+    for order in ("forward", "reverse"):
+        for timing in ("in-step", "as-freed"):
+            got, every = simulate(a.heads, a.kv_heads, a.seqlen, a.head_dim, not a.no_causal, a.block_m, a.block_n,
+                                  a.programs, a.dtype_bytes, cap, order, timing)
+            print(f"  {order:8s} {timing:9s} DRAM reads of Q, K, V {got / 1e9:9.3f} GB (no reuse {every / 1e9:8.1f} GB)",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
