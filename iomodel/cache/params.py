@@ -187,7 +187,7 @@ DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: committed receipts' forward runs (prefill, not ragged; H200 and H100, the bundled kernel and SDPA cuDNN) every run in
 #: [0.85, 2.5) of it read 0.714-1.631x the model (the forward's own constants, :data:`FORWARD_L2`, since 2026-12-06),
 #: :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB, while the runs outside it held more often (the bundled kernel 548 of 558,
-#: cuDNN 65 of 76, with the H200's fwdl2 hold-out of 2026-12-06's nineteenth session: in the band there 7/9 and 5/9,
+#: cuDNN 65 of 70 (76 before its six drifting runs left the count for their own label, :data:`FWD_DRIFT_KV_HEAD`), with the H200's fwdl2 hold-out of 2026-12-06's nineteenth session: in the band there 7/9 and 5/9,
 #: outside 6/8 and 5/8; tests/test_reconcile_receipts.py recomputes these numbers from the receipts; docs/l2-calibration.md,
 #: "The capacity edge as a label" and "The forward's constants from its own microbenchmark"). The band was read off
 #: the runs under the constants before (2026-12-06: 75/94 and 18/39 within in it, 0.685-1.092x, every miss an
@@ -198,6 +198,22 @@ FWD_EDGE_WORKING_SET = (0.85, 2.5)
 #: highest, of both.
 FWD_EDGE_RUNS = ((120, 101), (65, 46))
 FWD_EDGE_RATIO = (0.714, 1.631)
+#: One KV head's K+V over the key rows the causal tiles differ by (2·min(N_q, N_k)·HEAD_DIM·width bytes,
+#: :func:`iomodel.cache.predict.drift_kv_bytes`) over the read capacity (:attr:`L2Params.read_capacity`) from which a
+#: causal prefill forward whose programs take the query tiles in ascending order as they finish (tile order
+#: ``forward`` on a tiles-fastest grid, one program per tile or a ``strided`` persistent loop; no window band) has DRAM
+#: reads that are ``not a prediction`` (:func:`iomodel.cache.predict.forward_drifts`). Each such tile is one key block
+#: longer than the one before, so programs that start a wave together drift apart until those in flight sit all over
+#: a head's key range, and a K/V block is re-read only after the whole head's K/V has been touched; the model's waves
+#: hold their programs in step (``benchmarks/drift_sim.py`` simulates both; docs/l2-calibration.md, "Programs that
+#: drift apart"). Calibration data: SDPA cuDNN's causal forwards (a persistent kernel whose ascending tile order this
+#: explains) read :data:`FWD_DRIFT_RATIO` of the model on :data:`FWD_DRIFT_RUNS` runs from 1.58 times (H100, 86,016
+#: tokens, GQA 8) to 2.43 times (H100, 132,608 tokens), and 0.72-1.19x at 0.94-1.20 times (H100 and H200 receipts of
+#: 2026-12-02 to 2026-12-06): 1.4 lies between. A label, not a byte of the model.
+FWD_DRIFT_KV_HEAD = 1.4
+#: Of those runs: how many, and their measured / modelled DRAM reads, lowest and highest.
+FWD_DRIFT_RUNS = 6
+FWD_DRIFT_RATIO = (5.547, 25.086)
 #: The dK/dV kernel's DRAM writes where its S > 1 group slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the
 #: effective L2 (:attr:`L2Params.capacity`): measured minus modelled bytes, lowest and highest, in MiB, on the
 #: committed H200 training receipts' such steps (train1 to hold-out 11, split1, the d 256, LPT, order-calibration and

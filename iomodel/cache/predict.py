@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from iomodel.cache.causes import CAUSES, Cause
-from iomodel.cache.params import (FWD_EDGE_RATIO, FWD_EDGE_RUNS, FWD_EDGE_WORKING_SET, DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
+from iomodel.cache.params import (FWD_DRIFT_KV_HEAD, FWD_DRIFT_RATIO, FWD_DRIFT_RUNS, FWD_EDGE_RATIO, FWD_EDGE_RUNS,
+                                  FWD_EDGE_WORKING_SET, DKDV_CAUSAL_MEASURED_RATIO, DKDV_CAUSAL_UNPREDICTED_ROWS, DKDV_LARGE_GROUP,
                                   DKDV_LARGE_GROUP_RATIO, DKDV_LARGE_GROUP_ROWS, DKDV_PARTIAL_WRITE_EXCESS_MIB,
                                   DKDV_PARTIAL_WRITE_EXCESS_STEPS, GLUON_DKDV_PARTIAL_FIT_STEPS,
                                   GLUON_DKDV_PARTIAL_WRITE_SHARE,
@@ -369,6 +370,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         ws, heads, kv_heads_in_window = wave_kv_working_set(spec, tiling, w, schedule)
         # a window band reads far fewer keys than seqlen_k a program: not labelled (its working set is not this)
         read_quality = forward_read_quality(ws, params.read_capacity) if spec.band is None else "predicted"
+        if forward_drifts(spec, order, grid_order, persistent, params.read_capacity):
+            read_quality = "not a prediction"
         span = (f"W = {w} resident programs span ~{min(heads, B * view.heads)} "
                 + (f"groups of P = {packed} query heads" if packed > 1 else "query heads")
                 + f" = {kv_heads_in_window} KV head{'s' if kv_heads_in_window != 1 else ''} "
@@ -413,8 +416,10 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
-    if spec.phase == "prefill" and read_quality != "predicted":
+    if spec.phase == "prefill" and read_quality == "rough":
         assumptions.append(forward_rough_sentence(ws, params.read_capacity))
+    elif spec.phase == "prefill" and read_quality == "not a prediction":
+        assumptions.append(forward_drift_sentence(spec, params.read_capacity))
     if custom:
         loop = ("" if schedule.persistent is None else
                 f" A persistent loop of these {w} programs ({schedule.persistent}: "
@@ -481,6 +486,46 @@ def forward_rough_sentence(working_set: float, read_capacity: float) -> str:
             f"the committed forward runs (H200 and H100) read {r_lo}-{r_hi}x this model, within ±10 % or 1 MiB on {wb} of "
             f"{nb} runs of the bundled kernel and {wc} of {nc} of SDPA cuDNN, misses on both sides (issue 12 item 3; "
             "iomodel/cache/params.py FWD_EDGE_WORKING_SET): read this estimate as rough either way.")
+
+
+def forward_drifts(spec: LayerSpec, tile_order: str, grid_order: str, persistent: str | None,
+                   read_capacity: float) -> bool:
+    """Whether a prefill forward's programs drift apart beyond what the wave model holds: a causal layer without a
+    window band whose programs take the query tiles in ascending order as they finish (``tile_order`` ``forward``,
+    ``grid_order`` ``tiles-fastest``, ``persistent`` None or ``strided``) and the K+V its programs drift across, at
+    most :func:`drift_kv_bytes`, at least :data:`~iomodel.cache.params.FWD_DRIFT_KV_HEAD` times ``read_capacity``
+    (bytes). Its DRAM reads are then ``not a prediction`` (:func:`forward_drift_sentence`). Returns a bool; raises
+    nothing."""
+    if not spec.causal or spec.band is not None or spec.phase != "prefill":
+        return False
+    if tile_order != "forward" or grid_order != "tiles-fastest" or persistent not in (None, "strided"):
+        return False
+    return drift_kv_bytes(spec) >= FWD_DRIFT_KV_HEAD * read_capacity
+
+
+def drift_kv_bytes(spec: LayerSpec) -> int:
+    """K+V bytes of one KV head over the key rows that the causal tiles' key ranges differ by, min(N_q, N_k) rows:
+    ``2 · min(N_q, N_k) · HEAD_DIM · width`` (bytes). Programs taking ascending causal tiles as they finish drift
+    apart by at most that span (each tile BLOCK_M keys longer than the one before, T_r of them: benchmarks/drift_sim.py),
+    so a bottom-right prefix of a few query tiles over a long cache does not drift (the H100's and H200's packed
+    hold-outs of 2026-12-06: 256 queries, 100,000 keys, within 0.1 %)."""
+    return 2 * min(spec.seqlen_q, spec.seqlen_k) * spec.head_dim * spec.width
+
+
+def forward_drift_sentence(spec: LayerSpec, read_capacity: float) -> str:
+    """The assumption a drifting forward's estimate carries (:func:`forward_drifts`): why, and what the receipts
+    measured."""
+    kv = drift_kv_bytes(spec)
+    lo, hi = FWD_DRIFT_RATIO
+    return (f"NOT A PREDICTION: the forward's DRAM reads. Its programs take the causal query tiles in ascending order "
+            "as they finish, each tile one key block longer than the one before, so the programs in flight drift apart "
+            "across a head's key range, while this model's waves hold them in step; one KV head's K+V over that range "
+            f"({human_bytes(kv, decimals=1)}) is {kv / read_capacity:.2f} times the read capacity "
+            f"(from {FWD_DRIFT_KV_HEAD} times such runs re-read K/V from DRAM): the committed runs of this kind "
+            f"(SDPA cuDNN's causal forwards, H100 and H200) read {lo}-{hi}x this model on {FWD_DRIFT_RUNS} of "
+            f"{FWD_DRIFT_RUNS} runs (iomodel/cache/params.py FWD_DRIFT_KV_HEAD; benchmarks/drift_sim.py). Read this "
+            "estimate as far below what runs; the reverse tile order (heaviest tiles first) keeps the programs in "
+            "step.")
 
 
 def _rekeyed(wave: list[Any], n: int) -> list[Any]:
