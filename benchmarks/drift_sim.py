@@ -1,7 +1,7 @@
 """Programs that drift apart: K/V DRAM reads of a causal forward when each program takes the next tile as it finishes.
 
-Run: ``python benchmarks/drift_sim.py --preset H200 --heads 16 --kv-heads 16 --seqlen 132608 [--no-causal]
-[--head-dim 128] [--block-m 128] [--block-n 128] [--programs 132] [--dtype-bytes 2]``. A diagnosis, not the model:
+Run: ``python benchmarks/drift_sim.py --preset H200 --heads 16 --kv-heads 16 --seqlen 132608 [--seqlen-q N_q]
+[--no-causal] [--head-dim 128] [--block-m 128] [--block-n 128] [--programs 132] [--dtype-bytes 2]``. A diagnosis, not the model:
 it prints, for the query-tile orders ``forward`` (tile 0 of a head first) and ``reverse`` (heaviest first) of a
 tiles-fastest grid (B = 1), the DRAM bytes of Q, K and V (GB, 1e9 bytes) under two timings of P = ``--programs``
 programs in flight:
@@ -12,10 +12,12 @@ programs in flight:
   grid, or a persistent loop taking tiles from a shared counter), every key block one time unit.
 
 K/V blocks (BLOCK_N rows of K and V of one KV head) go through a fully associative LRU of the preset's measured read
-capacity (:data:`iomodel.cache.params.MEASURED_L2_READ_FRACTION` of its L2 bytes: the ``shared-read``
-microbenchmark's half-miss working set, receipts named by :data:`iomodel.cache.physical.RECEIPTS`); each miss reads
-the block from DRAM, Q is read once. O and LSE writes are left out. Units: GB (1e9 bytes); about 10 s and 1 GB of
-memory per 8 million block reads (133k tokens, 16 heads).
+capacity (:attr:`iomodel.cache.params.L2Params.read_capacity`: :data:`~iomodel.cache.params.MEASURED_L2_READ_FRACTION`
+of its L2 bytes, the ``shared-read`` microbenchmark's half-miss working set, receipts named by
+:data:`iomodel.cache.physical.RECEIPTS`); each miss reads the block from DRAM, Q is read once. O and LSE writes are
+left out. Units: GB (1e9 bytes); about 10 s and 1 GB of memory per 8 million block reads (one simulation of 133k
+tokens, 16 heads; four a run); runs over :data:`MAX_BLOCK_READS` are refused. The dQ kernel's forward order drifts
+the same way: ``benchmarks/dq_start_gap_sketch.py`` and docs/l2-calibration.md, "The dQ kernel's tile order".
 
 Why: in the forward order a causal tile is one key block longer than the tile before it, so programs that start a
 wave together finish it one step apart, the next wave two steps apart, and so on until the programs in flight sit
@@ -39,11 +41,16 @@ from iomodel.paths import one_line_parser  # noqa: E402
 
 
 def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool, block_m: int, block_n: int,
-             programs: int, width: int, capacity: float, order: str, timing: str) -> tuple[float, float]:
-    """DRAM bytes of Q, K and V (bytes) and the K/V bytes every tile reads (bytes) of one forward, B = 1, self
-    attention (seqlen_q = seqlen_k = ``seqlen``, causal top-left); ``order`` ``forward`` or ``reverse``, ``timing``
-    ``in-step`` or ``as-freed`` (module doc). Raises nothing (the caller checks the arguments)."""
-    t_r, t_c = -(-seqlen // block_m), -(-seqlen // block_n)
+             programs: int, width: int, capacity: float, order: str, timing: str,
+             seqlen_q: int | None = None) -> tuple[float, float]:
+    """DRAM bytes of Q, K and V (bytes) and the bytes of Q, K and V every tile reads without reuse (bytes) of one
+    forward, B = 1: ``seqlen`` keys (N_k) and ``seqlen_q`` queries (N_q; None: N_k), causal bottom-right (top-left
+    where N_q = N_k: the same mask), HEAD_DIM ``head_dim`` of ``width`` bytes an element, an LRU of ``capacity``
+    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step`` or ``as-freed`` (module doc). Raises nothing
+    (the caller checks the arguments)."""
+    n_q = seqlen if seqlen_q is None else seqlen_q
+    off = seqlen - n_q  # bottom-right: query row r sees keys up to r + off
+    t_r, t_c = -(-n_q // block_m), -(-seqlen // block_n)
     group = heads // kv_heads
     block = block_n * head_dim * width * 2  # K and V rows of one key block
     cap = max(1, int(capacity // block))
@@ -52,7 +59,7 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
         h, i = divmod(g, t_r)
         if order == "reverse":
             i = t_r - 1 - i
-        lens.append(min(-(-((i + 1) * block_m) // block_n), t_c) if causal else t_c)
+        lens.append(max(1, min(-(-((i + 1) * block_m + off) // block_n), t_c)) if causal else t_c)
         kv.append((h // group) * t_c)
     starts = [0.0] * len(lens)
     if timing == "in-step":
@@ -78,8 +85,12 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
             lru[key] = None
             if len(lru) > cap:
                 lru.popitem(last=False)
-    q = heads * seqlen * head_dim * width
+    q = heads * n_q * head_dim * width
     return misses * block + q, sum(lens) * block + q
+
+
+#: Most key-block reads one run simulates (about 10 s and 1 GB of memory per 8 million): a bound on the work.
+MAX_BLOCK_READS = 40_000_000
 
 
 def main() -> None:
@@ -88,28 +99,42 @@ def main() -> None:
     for name, default in (("heads", 16), ("kv-heads", 16), ("seqlen", 132608), ("head-dim", 128), ("block-m", 128),
                           ("block-n", 128), ("programs", 132), ("dtype-bytes", 2)):
         ap.add_argument(f"--{name}", type=int, default=default)
+    ap.add_argument("--seqlen-q", type=int, default=None, help="query rows N_q (default: --seqlen, the key rows); "
+                    "fewer than the keys: a chunk of queries over a longer cache, causal bottom-right")
     ap.add_argument("--no-causal", action="store_true", help="a non-causal layer (every tile equally long)")
     a = ap.parse_args()
     for name in ("heads", "kv_heads", "seqlen", "head_dim", "block_m", "block_n", "programs", "dtype_bytes"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be 1 or more, got {getattr(a, name)}")
+    n_q = a.seqlen if a.seqlen_q is None else a.seqlen_q
+    if not 1 <= n_q <= a.seqlen:
+        ap.error(f"--seqlen-q must be from 1 to --seqlen ({a.seqlen}), got {n_q}")
     if a.heads % a.kv_heads:
         ap.error(f"--heads {a.heads} is not a multiple of --kv-heads {a.kv_heads}: change one")
-    if a.seqlen * a.heads > 1 << 23 and a.seqlen > 1 << 18:
-        ap.error(f"--seqlen {a.seqlen} is too long for this simulation (memory): use at most 262144")
-    from iomodel.cache.params import MEASURED_L2_READ_FRACTION
+    t_r, t_c = -(-n_q // a.block_m), -(-a.seqlen // a.block_n)
+    reads = a.heads * t_r * t_c // (1 if a.no_causal else 2)
+    if reads > MAX_BLOCK_READS:
+        ap.error(f"about {reads:,} key-block reads to simulate, over {MAX_BLOCK_READS:,} (memory and time): lower "
+                 "--heads or --seqlen, or raise --block-m / --block-n")
+    from iomodel.cache.params import MEASURED_L2_READ_FRACTION, L2Params, hardware_preset
+    from iomodel.errors import IomodelError
     from iomodel.spec.hardware import get_hardware
 
-    if a.preset not in MEASURED_L2_READ_FRACTION:
+    try:
+        hw = get_hardware(a.preset)
+    except IomodelError as exc:
+        ap.error(str(exc))
+    if hardware_preset(hw) not in MEASURED_L2_READ_FRACTION:
         ap.error(f"--preset {a.preset!r} has no measured read capacity: use one of {', '.join(MEASURED_L2_READ_FRACTION)}")
-    cap = MEASURED_L2_READ_FRACTION[a.preset] * get_hardware(a.preset).l2_bytes
-    print(f"{a.preset}: read capacity {cap / 2**20:.2f} MiB; B 1, H {a.heads}, H_kv {a.kv_heads}, N {a.seqlen}, "
-          f"HEAD_DIM {a.head_dim}, {'non-causal' if a.no_causal else 'causal'}, BLOCK_M {a.block_m}, "
-          f"BLOCK_N {a.block_n}, {a.programs} programs in flight")
+    cap = L2Params.of(hw, 1).for_forward().read_capacity  # bytes: what the model's read label is judged against
+    mask = "non-causal" if a.no_causal else ("causal" if n_q == a.seqlen else "causal bottom-right")
+    print(f"{hardware_preset(hw)}: read capacity {cap / 2**20:.2f} MiB; B 1, H {a.heads}, H_kv {a.kv_heads}, N_q {n_q}, "
+          f"N_k {a.seqlen}, HEAD_DIM {a.head_dim}, {mask}, BLOCK_M {a.block_m}, BLOCK_N {a.block_n}, "
+          f"{a.programs} programs in flight")
     for order in ("forward", "reverse"):
         for timing in ("in-step", "as-freed"):
             got, every = simulate(a.heads, a.kv_heads, a.seqlen, a.head_dim, not a.no_causal, a.block_m, a.block_n,
-                                  a.programs, a.dtype_bytes, cap, order, timing)
+                                  a.programs, a.dtype_bytes, cap, order, timing, seqlen_q=n_q)
             print(f"  {order:8s} {timing:9s} DRAM reads of Q, K, V {got / 1e9:9.3f} GB (no reuse {every / 1e9:8.1f} GB)",
                   flush=True)
 

@@ -1,5 +1,5 @@
 """Programs that drift apart (docs/l2-calibration.md, "Programs that drift apart"): the forward's ``not a prediction``
-read label (iomodel.cache.predict.forward_drifts) and the CPU simulation it rests on (benchmarks/drift_sim.py)."""
+read label (iomodel.cache.predict.forward_drift_quality) and the CPU simulation it rests on (benchmarks/drift_sim.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from iomodel.cache.params import FWD_DRIFT_KV_HEAD, FWD_DRIFT_RATIO, FWD_DRIFT_RUNS, L2Params
-from iomodel.cache.predict import drift_kv_bytes, forward_drifts, predict_tiled
+import iomodel.cache.predict as predict_mod
+from iomodel.cache.predict import drift_kv_bytes, forward_drift_quality, predict_tiled
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
@@ -21,10 +22,17 @@ def _read_capacity(preset: str) -> float:
 
 
 def test_drift_bytes_by_hand():
+    # the longest tile's key range: N_k rows (square), N_q rows (top-left, N_q < N_k), N_k rows (bottom-right)
     assert drift_kv_bytes(LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True)) == 2 * 132608 * 128 * 2
-    # a bottom-right prefix: the tiles differ by 256 key rows
+    assert drift_kv_bytes(LayerSpec(1, 16, 16, 128, 8192, 132608, dtype="bf16", causal=True)) == 2 * 8192 * 128 * 2
     assert drift_kv_bytes(LayerSpec(1, 32, 4, 128, 256, 100000, dtype="bf16", causal=True,
-                                    causal_align="bottom-right")) == 2 * 256 * 128 * 2
+                                    causal_align="bottom-right")) == 2 * 100000 * 128 * 2
+    assert drift_kv_bytes(LayerSpec(1, 8, 8, 64, 9000, 5000, dtype="fp16", causal=True,
+                                    causal_align="bottom-right")) == 2 * 5000 * 64 * 2
+
+
+_SQUARE = LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True)
+_PROGRAMS = 16 * 1036  # 132,608 / 128 query tiles a head
 
 
 def test_the_h200_read_capacity_and_the_threshold():
@@ -32,36 +40,40 @@ def test_the_h200_read_capacity_and_the_threshold():
     assert cap == int(0.5188 * 60 * _MiB) == 32640073  # bytes (31.13 MiB)
     # 1.4 x 31.13 MiB = 43.58 MiB of K+V of a head: 89,250 tokens at HEAD_DIM 128, bf16 (2 * N * 128 * 2 bytes)
     n_edge = int(FWD_DRIFT_KV_HEAD * cap) // (2 * 128 * 2)
-    below = LayerSpec(1, 16, 16, 128, n_edge - 1, n_edge - 1, dtype="bf16", causal=True)
-    at = LayerSpec(1, 16, 16, 128, n_edge + 1, n_edge + 1, dtype="bf16", causal=True)
     assert n_edge == 89250
-    assert not forward_drifts(below, "forward", "tiles-fastest", None, cap)
-    assert forward_drifts(at, "forward", "tiles-fastest", None, cap)
+    for n, want in ((n_edge - 1, None), (n_edge + 1, "not a prediction")):
+        spec = LayerSpec(1, 16, 16, 128, n, n, dtype="bf16", causal=True)
+        assert forward_drift_quality(spec, "forward", None, 16 * -(-n // 128), 132, cap) == want
 
 
-@pytest.mark.parametrize("spec,order,grid,persistent,drifts", [
-    (LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True), "forward", "tiles-fastest", None, True),
-    (LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True), "forward", "tiles-fastest", "strided", True),
-    (LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True), "reverse", "tiles-fastest", None, False),
-    (LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True), "forward", "heads-fastest", None, False),
-    (LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True), "forward", "tiles-fastest", "blocked", False),
-    (LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=False), "forward", "tiles-fastest", None, False),
-    (LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True, window_left=4096), "forward",
-     "tiles-fastest", None, False),
-    (LayerSpec(1, 32, 4, 128, 256, 100000, dtype="bf16", causal=True, causal_align="bottom-right"), "forward",
-     "tiles-fastest", None, False),
-    (LayerSpec(1, 16, 2, 128, 103424, 103424, dtype="bf16", causal=True), "forward", "tiles-fastest", None, True),
-    (LayerSpec(1, 16, 16, 64, 132608, 132608, dtype="bf16", causal=True), "forward", "tiles-fastest", None, False),
+@pytest.mark.parametrize("spec,order,persistent,programs,want", [
+    (_SQUARE, "forward", None, _PROGRAMS, "not a prediction"),
+    (_SQUARE, "forward", "strided", _PROGRAMS, "not a prediction"),
+    (_SQUARE, "reverse", None, _PROGRAMS, None),  # each tile one block shorter: in step
+    (_SQUARE, "forward", "blocked", _PROGRAMS, None),
+    (_SQUARE, "forward", None, 132, None),  # one wave: started together
+    (_SQUARE.with_(causal=False), "forward", None, _PROGRAMS, None),
+    (_SQUARE.with_(window_left=4096), "forward", None, _PROGRAMS, None),
+    (LayerSpec(1, 16, 2, 128, 103424, 103424, dtype="bf16", causal=True), "forward", None, 16 * 808, "not a prediction"),
+    (_SQUARE.with_(head_dim=64), "forward", None, _PROGRAMS, None),  # 32.4 MiB: 1.04 times
+    # a chunk of 16,384 queries over 132,608 keys, bottom-right: drifts in both orders (drift_sim.py), one unmeasured
+    (LayerSpec(1, 16, 16, 128, 16384, 132608, dtype="bf16", causal=True, causal_align="bottom-right"), "forward", None,
+     16 * 128, "not a prediction"),
+    (LayerSpec(1, 16, 16, 128, 16384, 132608, dtype="bf16", causal=True, causal_align="bottom-right"), "reverse", None,
+     16 * 128, "rough"),
+    (LayerSpec(1, 16, 16, 128, 16384, 132608, dtype="bf16", causal=True), "reverse", None, 16 * 128, None),  # top-left
+    # the packed hold-outs' prefix: 8 programs of 8 heads, one wave
+    (LayerSpec(1, 32, 4, 128, 256, 100000, dtype="bf16", causal=True, causal_align="bottom-right"), "forward", None, 8,
+     None),
 ])
-def test_which_launches_drift(spec, order, grid, persistent, drifts):
-    assert forward_drifts(spec, order, grid, persistent, _read_capacity("H200")) is drifts
+def test_which_launches_drift(spec, order, persistent, programs, want):
+    assert forward_drift_quality(spec, order, persistent, programs, 132, _read_capacity("H200")) == want
 
 
-def test_the_estimate_says_not_a_prediction_and_why():
-    spec = LayerSpec(1, 16, 16, 128, 132608, 132608, dtype="bf16", causal=True)
+def test_the_estimate_says_not_a_prediction_and_why(monkeypatch):
     params = L2Params.of(get_hardware("H200"), 1)
-    fwd = predict_tiled(spec, Tiling(128, 128), params, "forward")
-    rev = predict_tiled(spec, Tiling(128, 128), params, "reverse")
+    fwd = predict_tiled(_SQUARE, Tiling(128, 128), params, "forward")
+    rev = predict_tiled(_SQUARE, Tiling(128, 128), params, "reverse")
     assert fwd.read_qualities == {"fwd kernel": "not a prediction"}
     assert rev.read_qualities == {"fwd kernel": "predicted"}
     said = [a for a in fwd.assumptions if a.startswith("NOT A PREDICTION: the forward's DRAM reads")]
@@ -69,7 +81,28 @@ def test_the_estimate_says_not_a_prediction_and_why():
     assert len(said) == 1 and "64.8 MiB" in said[0] and "2.08 times the read capacity" in said[0]
     assert f"{lo}-{hi}x this model on {FWD_DRIFT_RUNS} of {FWD_DRIFT_RUNS} runs" in said[0]
     assert not any(a.startswith("NOT A PREDICTION") for a in rev.assumptions)
-    assert fwd.hbm_read_bytes == pytest.approx(rev.hbm_read_bytes, rel=0.1)  # the label moves no byte
+    monkeypatch.setattr(predict_mod, "FWD_DRIFT_KV_HEAD", float("inf"))  # the label off: the same bytes
+    off = predict_tiled(_SQUARE, Tiling(128, 128), params, "forward")
+    assert off.read_qualities == {"fwd kernel": "predicted"}
+    assert (off.hbm_read_bytes, off.hbm_write_bytes) == (fwd.hbm_read_bytes, fwd.hbm_write_bytes)
+
+
+def test_a_chunk_over_a_long_cache_is_rough_in_reverse():
+    spec = LayerSpec(1, 16, 16, 128, 16384, 132608, dtype="bf16", causal=True, causal_align="bottom-right")
+    rev = predict_tiled(spec, Tiling(128, 128), L2Params.of(get_hardware("H200"), 1), "reverse")
+    assert rev.read_qualities == {"fwd kernel": "rough"}
+    said = [a for a in rev.assumptions if a.startswith("ROUGH: the forward's DRAM reads. A chunk of queries")]
+    assert len(said) == 1 and "2.08 times the read capacity" in said[0]
+
+
+def test_the_training_step_says_why_its_forward_is_not_a_prediction():
+    from iomodel.cache.predict import predict_training_step
+
+    step = _SQUARE.with_(backward=True)
+    params = L2Params.of(get_hardware("H200"), 1)
+    out = predict_training_step(step, Tiling(128, 128), params, tile_order="forward")
+    assert out.read_qualities["_attn_fwd"] == "not a prediction"
+    assert sum(a.startswith("NOT A PREDICTION: the forward's DRAM reads") for a in out.assumptions) == 1
 
 
 def _drift_sim():

@@ -337,7 +337,7 @@ def test_the_capacity_edge_label_is_what_the_receipts_measured(reconciled_receip
     FWD_EDGE_RUNS within ±10 % or 1 MiB; outside it the bundled kernel held on 548 of 558 runs, cuDNN on 65 of 70
     (windowed layers are not labelled: they count as outside; cuDNN's causal HEAD_DIM 128 forward beyond 86k tokens read
     5.5-25x the model on the H100 and 7.9-19.3x on the H200: those runs are ``not a prediction`` since 2026-12-06's
-    twentieth session, iomodel.cache.predict.forward_drifts, FWD_DRIFT_RUNS of them at FWD_DRIFT_RATIO)."""
+    twentieth session, iomodel.cache.predict.forward_drift_quality, FWD_DRIFT_RUNS of them at FWD_DRIFT_RATIO)."""
     from iomodel.cache.params import FWD_DRIFT_RATIO, FWD_DRIFT_RUNS, FWD_EDGE_RATIO, FWD_EDGE_RUNS
 
     runs = {i: {"rough": [], "predicted": [], "not a prediction": []} for i in ("tiled", "sdpa-cudnn")}

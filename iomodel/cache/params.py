@@ -198,18 +198,21 @@ FWD_EDGE_WORKING_SET = (0.85, 2.5)
 #: highest, of both.
 FWD_EDGE_RUNS = ((120, 101), (65, 46))
 FWD_EDGE_RATIO = (0.714, 1.631)
-#: One KV head's K+V over the key rows the causal tiles differ by (2·min(N_q, N_k)·HEAD_DIM·width bytes,
+#: One KV head's K+V over the longest causal tile's key range (2·min(N_k, N_q + offset)·HEAD_DIM·width bytes,
 #: :func:`iomodel.cache.predict.drift_kv_bytes`) over the read capacity (:attr:`L2Params.read_capacity`) from which a
-#: causal prefill forward whose programs take the query tiles in ascending order as they finish (tile order
-#: ``forward`` on a tiles-fastest grid, one program per tile or a ``strided`` persistent loop; no window band) has DRAM
-#: reads that are ``not a prediction`` (:func:`iomodel.cache.predict.forward_drifts`). Each such tile is one key block
-#: longer than the one before, so programs that start a wave together drift apart until those in flight sit all over
-#: a head's key range, and a K/V block is re-read only after the whole head's K/V has been touched; the model's waves
-#: hold their programs in step (``benchmarks/drift_sim.py`` simulates both; docs/l2-calibration.md, "Programs that
-#: drift apart"). Calibration data: SDPA cuDNN's causal forwards (a persistent kernel whose ascending tile order this
-#: explains) read :data:`FWD_DRIFT_RATIO` of the model on :data:`FWD_DRIFT_RUNS` runs from 1.58 times (H100, 86,016
-#: tokens, GQA 8) to 2.43 times (H100, 132,608 tokens), and 0.72-1.19x at 0.94-1.20 times (H100 and H200 receipts of
-#: 2026-12-02 to 2026-12-06): 1.4 lies between. A label, not a byte of the model.
+#: causal prefill forward whose programs take its query tiles as they finish (one program per tile, or a persistent
+#: loop that is not ``blocked``; no window band; more programs than run at once) has DRAM reads that are ``not a
+#: prediction`` in the forward tile order, ``rough`` in the reverse order of a bottom-right chunk over a longer cache
+#: (:func:`iomodel.cache.predict.forward_drift_quality`). Each forward-order tile is one key block longer than the one
+#: before, so programs that start a wave together drift apart until those in flight sit all over a head's key range,
+#: and a K/V block is re-read only after the whole head's K/V has been touched; the model's waves hold their programs in
+#: step (``benchmarks/drift_sim.py`` simulates both; docs/l2-calibration.md, "Programs that drift apart"; the same
+#: start-gap drift of the dQ kernel's forward order: "The dQ kernel's tile order", ``benchmarks/dq_start_gap_sketch.py``).
+#: Calibration data: SDPA cuDNN's causal forwards (a persistent kernel whose ascending tile order this explains) read
+#: :data:`FWD_DRIFT_RATIO` of the model on :data:`FWD_DRIFT_RUNS` runs from 1.58 times (H100, 86,016 tokens, GQA 8) to
+#: 2.43 times (H100, 132,608 tokens), and 0.71-1.19x at 0.94-1.20 times (H100 and H200 receipts of 2026-12-02 to
+#: 2026-12-06): 1.4 lies between. No bundled-kernel run in the forward order at 1.4 times or more, nor any FA2 run
+#: there, was measured when it was set. A label, not a byte of the model.
 FWD_DRIFT_KV_HEAD = 1.4
 #: Of those runs: how many, and their measured / modelled DRAM reads, lowest and highest.
 FWD_DRIFT_RUNS = 6

@@ -348,6 +348,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
 
     custom = False  # a prefill schedule other than the bundled kernel's (set below)
     read_quality = "predicted"  # a prefill forward at the capacity edge: rough (set below)
+    drift = None  # a prefill forward whose programs drift apart: its label (set below)
     if spec.phase == "decode":
         launch("decode kernel", decode_waves(spec, tiling, w))
         if tiling.num_splits > 1 and not tiling.fused_combine:  # fused: merged in the decode launch
@@ -370,8 +371,9 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         ws, heads, kv_heads_in_window = wave_kv_working_set(spec, tiling, w, schedule)
         # a window band reads far fewer keys than seqlen_k a program: not labelled (its working set is not this)
         read_quality = forward_read_quality(ws, params.read_capacity) if spec.band is None else "predicted"
-        if forward_drifts(spec, order, grid_order, persistent, params.read_capacity):
-            read_quality = "not a prediction"
+        drift = forward_drift_quality(spec, order, persistent, view.batch * view.heads * t_r, w, params.read_capacity)
+        if drift is not None:
+            read_quality = drift
         span = (f"W = {w} resident programs span ~{min(heads, B * view.heads)} "
                 + (f"groups of P = {packed} query heads" if packed > 1 else "query heads")
                 + f" = {kv_heads_in_window} KV head{'s' if kv_heads_in_window != 1 else ''} "
@@ -416,10 +418,10 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
-    if spec.phase == "prefill" and read_quality == "rough":
+    if spec.phase == "prefill" and drift is not None:
+        assumptions.append(forward_drift_sentence(spec, params.read_capacity, drift))
+    elif spec.phase == "prefill" and read_quality != "predicted":
         assumptions.append(forward_rough_sentence(ws, params.read_capacity))
-    elif spec.phase == "prefill" and read_quality == "not a prediction":
-        assumptions.append(forward_drift_sentence(spec, params.read_capacity))
     if custom:
         loop = ("" if schedule.persistent is None else
                 f" A persistent loop of these {w} programs ({schedule.persistent}: "
@@ -488,44 +490,68 @@ def forward_rough_sentence(working_set: float, read_capacity: float) -> str:
             "iomodel/cache/params.py FWD_EDGE_WORKING_SET): read this estimate as rough either way.")
 
 
-def forward_drifts(spec: LayerSpec, tile_order: str, grid_order: str, persistent: str | None,
-                   read_capacity: float) -> bool:
-    """Whether a prefill forward's programs drift apart beyond what the wave model holds: a causal layer without a
-    window band whose programs take the query tiles in ascending order as they finish (``tile_order`` ``forward``,
-    ``grid_order`` ``tiles-fastest``, ``persistent`` None or ``strided``) and the K+V its programs drift across, at
-    most :func:`drift_kv_bytes`, at least :data:`~iomodel.cache.params.FWD_DRIFT_KV_HEAD` times ``read_capacity``
-    (bytes). Its DRAM reads are then ``not a prediction`` (:func:`forward_drift_sentence`). Returns a bool; raises
-    nothing."""
-    if not spec.causal or spec.band is not None or spec.phase != "prefill":
-        return False
-    if tile_order != "forward" or grid_order != "tiles-fastest" or persistent not in (None, "strided"):
-        return False
-    return drift_kv_bytes(spec) >= FWD_DRIFT_KV_HEAD * read_capacity
+def forward_drift_quality(spec: LayerSpec, tile_order: str, persistent: str | None, programs: int, in_flight: int,
+                          read_capacity: float) -> str | None:
+    """How far a prefill forward's DRAM reads can be taken where its programs drift apart (one of
+    :data:`READ_QUALITIES`), or None where they do not.
+
+    Programs that take the causal query tiles as they finish (one program per tile, or a persistent loop that is
+    not ``blocked``) drift apart beyond the model's waves, which hold them in step, when consecutive tiles differ in
+    length: docs/l2-calibration.md, "Programs that drift apart"; ``benchmarks/drift_sim.py``. Needed: a causal layer
+    without a window band, more ``programs`` than ``in_flight`` (a single wave starts together), and the K+V of one KV
+    head over the longest tile's key range, :func:`drift_kv_bytes`, at least
+    :data:`~iomodel.cache.params.FWD_DRIFT_KV_HEAD` times ``read_capacity`` (bytes). Then:
+
+    * ``not a prediction`` in the ``forward`` tile order (each tile a key block longer than the one before; measured:
+      SDPA cuDNN's causal forwards, :data:`~iomodel.cache.params.FWD_DRIFT_RATIO`; any grid order: the simulator
+      drifts tiles-fastest, head-grouped and heads-fastest grids alike);
+    * ``rough`` in the ``reverse`` order where a bottom-right mask has fewer query than key rows (a chunk of queries
+      over a longer cache: the simulator's programs drift there too, 2.4-3.4x its in-step reads at 16k-32k queries
+      over 132,608 keys; not measured);
+    * None otherwise (the reverse order of a square or top-left layer keeps the programs in step: each tile one
+      block shorter than the one before).
+
+    Args: ``tile_order`` ``forward`` or ``reverse``; ``persistent`` the schedule's loop (None, ``strided``,
+    ``blocked``); ``programs`` the launch's programs (tiles), ``in_flight`` how many run at once.
+    Returns a quality or None; raises nothing.
+    """
+    if not spec.causal or spec.band is not None or spec.phase != "prefill" or persistent == "blocked":
+        return None
+    if programs <= in_flight or drift_kv_bytes(spec) < FWD_DRIFT_KV_HEAD * read_capacity:
+        return None
+    if tile_order == "forward":
+        return "not a prediction"
+    if spec.causal_offset > 0:  # bottom-right, N_q < N_k
+        return "rough"
+    return None
 
 
 def drift_kv_bytes(spec: LayerSpec) -> int:
-    """K+V bytes of one KV head over the key rows that the causal tiles' key ranges differ by, min(N_q, N_k) rows:
-    ``2 · min(N_q, N_k) · HEAD_DIM · width`` (bytes). Programs taking ascending causal tiles as they finish drift
-    apart by at most that span (each tile BLOCK_M keys longer than the one before, T_r of them: benchmarks/drift_sim.py),
-    so a bottom-right prefix of a few query tiles over a long cache does not drift (the H100's and H200's packed
-    hold-outs of 2026-12-06: 256 queries, 100,000 keys, within 0.1 %)."""
-    return 2 * min(spec.seqlen_q, spec.seqlen_k) * spec.head_dim * spec.width
+    """K+V bytes of one KV head over the longest causal tile's key range, min(N_k, N_q + offset) rows (offset N_k - N_q
+    bottom-right, 0 top-left): ``2 · rows · HEAD_DIM · width`` (bytes). Drifting programs sit all over that range, so a
+    K/V block is re-read only after about that much K/V was touched (``benchmarks/drift_sim.py``)."""
+    rows = min(spec.seqlen_k, max(0, spec.seqlen_q + spec.causal_offset))
+    return 2 * rows * spec.head_dim * spec.width
 
 
-def forward_drift_sentence(spec: LayerSpec, read_capacity: float) -> str:
-    """The assumption a drifting forward's estimate carries (:func:`forward_drifts`): why, and what the receipts
-    measured."""
+def forward_drift_sentence(spec: LayerSpec, read_capacity: float, quality: str) -> str:
+    """The assumption a drifting forward's estimate carries (:func:`forward_drift_quality`, ``quality`` its result):
+    why, and what the receipts or the simulator say."""
     kv = drift_kv_bytes(spec)
-    lo, hi = FWD_DRIFT_RATIO
-    return (f"NOT A PREDICTION: the forward's DRAM reads. Its programs take the causal query tiles in ascending order "
-            "as they finish, each tile one key block longer than the one before, so the programs in flight drift apart "
-            "across a head's key range, while this model's waves hold them in step; one KV head's K+V over that range "
-            f"({human_bytes(kv, decimals=1)}) is {kv / read_capacity:.2f} times the read capacity "
-            f"(from {FWD_DRIFT_KV_HEAD} times such runs re-read K/V from DRAM): the committed runs of this kind "
-            f"(SDPA cuDNN's causal forwards, H100 and H200) read {lo}-{hi}x this model on {FWD_DRIFT_RUNS} of "
-            f"{FWD_DRIFT_RUNS} runs (iomodel/cache/params.py FWD_DRIFT_KV_HEAD; benchmarks/drift_sim.py). Read this "
-            "estimate as far below what runs; the reverse tile order (heaviest tiles first) keeps the programs in "
-            "step.")
+    where = (f"one KV head's K+V over the longest tile's keys here ({human_bytes(kv, decimals=1)}) is "
+             f"{kv / read_capacity:.2f} times the read capacity (the label starts at {FWD_DRIFT_KV_HEAD})")
+    if quality == "not a prediction":
+        lo, hi = FWD_DRIFT_RATIO
+        return ("NOT A PREDICTION: the forward's DRAM reads. Its programs take the causal query tiles in ascending "
+                "order as they finish, each tile one key block longer than the one before, so the programs in flight "
+                f"drift apart across a head's key range, while this model's waves hold them in step; {where}: the "
+                f"committed runs of this kind (SDPA cuDNN's causal forwards, H100 and H200) read {lo}-{hi}x this model "
+                f"on {FWD_DRIFT_RUNS} of {FWD_DRIFT_RUNS} runs (iomodel/cache/params.py FWD_DRIFT_KV_HEAD; "
+                "benchmarks/drift_sim.py). Read this estimate as far below what runs.")
+    return ("ROUGH: the forward's DRAM reads. A chunk of queries over a longer cache (bottom-right, N_q < N_k): even "
+            "in the reverse tile order its programs drift apart as they take tiles, in benchmarks/drift_sim.py's "
+            f"simulation (not measured), while this model's waves hold them in step; {where}: read this estimate as "
+            "possibly below what runs (docs/l2-calibration.md, \"Programs that drift apart\").")
 
 
 def _rekeyed(wave: list[Any], n: int) -> list[Any]:
@@ -909,7 +935,8 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            f"({CLOSED_FORM_AGREEMENT}).")
     fwd_quality = fwd.read_qualities.get("fwd kernel", "predicted")
     if fwd_quality != "predicted":
-        assumptions.extend(a for a in fwd.assumptions if a.startswith("ROUGH: the forward's DRAM reads"))
+        assumptions.extend(a for a in fwd.assumptions if a.startswith(("ROUGH: the forward's DRAM reads",
+                                                                        "NOT A PREDICTION: the forward's DRAM reads")))
     quality = dkdv_read_quality(spec, tiling)
     if quality != "predicted":
         if quality == "not a prediction":

@@ -394,7 +394,9 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     ``"heads-fastest"``; prefill forward of ``tiled`` only; the shape id gains ``-heads-fastest``) and
     ``group_splits`` (S, 1..G: the dK/dV kernel's GQA group slices forced on a ``tiled`` training step; the shape id
     gains ``-sS``; absent, the launcher picks S) and ``heads_per_program`` (P: query heads of one KV head packed into
-    each program of the bundled pointer prefill, a dense ``tiled`` prefill forward; the shape id gains ``-pP``).
+    each program of the bundled pointer prefill, a dense ``tiled`` prefill forward; the shape id gains ``-pP``) and
+    ``tile_order`` (``"forward"`` or ``"reverse"``: the kernel's first autotune candidate in that query-tile order, a
+    dense ``tiled`` prefill forward without a window; the shape id gains ``-tforward`` or ``-treverse``).
 
     Raises:
         IomodelError: an unknown key, an invalid shape or window, an unknown implementation, an
@@ -402,7 +404,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             or with an implementation other than ``tiled``, a seqlens entry that also sets the
             batch or a length, page_size, decode or backward, or names an implementation other than
             ``tiled``, a duplicate shape, a group_splits that is not 1..G or not on a ``tiled`` training
-            step, or no shapes at all.
+            step, a tile_order that is not forward or reverse or not on a dense ``tiled`` prefill forward, or no
+            shapes at all.
     """
     from iomodel.schedule.capabilities import kernel_refusal  # the bundled kernel's refusal of a tiled shape
 

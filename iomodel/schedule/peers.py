@@ -17,7 +17,10 @@ for the two prefill forward kernels PyTorch's SDPA runs on an H200:
   not published: ``{m}`` query rows per consumer warpgroup, block ``(384, 1, 1)`` = one producer
   and two consumer warpgroups, so BLOCK_M = 2·m (128) and BLOCK_N = ``{n}``; a ``strided``
   persistent loop over the tiles in tiles-fastest order with ascending key blocks. The blocked
-  alternative is rejected by the calibration receipt (docs/l2-calibration.md, "Peers").
+  alternative is rejected by the calibration receipt (docs/l2-calibration.md, "Peers"). The strided loop stands in
+  for an unpublished dispatch in the model's waves: on long causal layers cuDNN's reads fit programs that take the
+  tiles as they finish and drift apart, which the model labels ``not a prediction``
+  (:func:`iomodel.cache.predict.forward_drift_quality`; docs/l2-calibration.md, "Programs that drift apart").
 
 Programs per SM: the launch's measured occupancy limit (``launch__occupancy_limit_*``, the least)
 where recorded, else grid / SMs for the persistent kernel. Pure Python; no torch.
