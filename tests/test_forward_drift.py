@@ -121,3 +121,21 @@ def test_drift_sim_by_hand(order, timing, want_misses):
     512 x 16 x 2 = 16,384 bytes; no reuse: 10 blocks."""
     got, every = _drift_sim().simulate(1, 1, 512, 16, True, 128, 128, 2, 2, 8192, order, timing)
     assert (got, every) == (want_misses * 8192 + 16384, 10 * 8192 + 16384)
+
+
+@pytest.mark.parametrize("dq_order,want", [("forward", "not a prediction"), ("reverse", "predicted")])
+def test_the_dq_kernel_drifts_in_the_forward_order(dq_order, want):
+    """The Q-stationary dQ kernel's programs drift as the forward's do (docs/l2-calibration.md, "The dQ kernel's tile
+    order": 22.75x the model at 131,072 tokens in the grid order); the step's estimate labels and explains it."""
+    from dataclasses import replace
+
+    from iomodel.cache.predict import predict_training_step
+
+    step = _SQUARE.with_(backward=True)
+    tiling = replace(Tiling(128, 128), dq_tile_order=dq_order)
+    out = predict_training_step(step, tiling, L2Params.of(get_hardware("H200"), 1), tile_order="reverse")
+    assert out.read_qualities == {"_attn_fwd": "predicted", "_bwd_dkdv": "predicted", "_bwd_dq": want}
+    said = [a for a in out.assumptions if a.startswith("NOT A PREDICTION: _bwd_dq's DRAM reads")]
+    assert len(said) == (want != "predicted")
+    if said:
+        assert "22.75x this model at 131,072 tokens" in said[0] and "2.08 times the read capacity" in said[0]

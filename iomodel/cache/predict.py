@@ -534,21 +534,32 @@ def drift_kv_bytes(spec: LayerSpec) -> int:
     return 2 * rows * spec.head_dim * spec.width
 
 
-def forward_drift_sentence(spec: LayerSpec, read_capacity: float, quality: str) -> str:
-    """The assumption a drifting forward's estimate carries (:func:`forward_drift_quality`, ``quality`` its result):
-    why, and what the receipts or the simulator say."""
+#: What the receipts measured of each Q-stationary kernel whose programs drift (:func:`forward_drift_sentence`).
+_DRIFT_MEASURED = {
+    "fwd kernel": "the committed runs of this kind (SDPA cuDNN's causal forwards, H100 and H200) read {lo}-{hi}x this "
+                  "model on {n} of {n} runs (iomodel/cache/params.py FWD_DRIFT_KV_HEAD)",
+    "_bwd_dq": "the dQ kernel in this order read 22.75x this model at 131,072 tokens and 32-160x at 150k-524k on the "
+               "H200 (receipts/ncu-h200-long-train-probe1-2026-12-05.json, ncu-h200-long-train-holdout1-2026-12-05.json; "
+               "docs/l2-calibration.md, \"The dQ kernel's tile order\")",
+}
+
+
+def forward_drift_sentence(spec: LayerSpec, read_capacity: float, quality: str, kernel: str = "fwd kernel") -> str:
+    """The assumption a drifting Q-stationary kernel's estimate carries (:func:`forward_drift_quality`, ``quality`` its
+    result): why, and what the receipts or the simulator say. ``kernel``: ``fwd kernel`` (the forward, alone or a
+    training step's ``_attn_fwd``) or ``_bwd_dq``."""
     kv = drift_kv_bytes(spec)
+    who = "the forward's" if kernel == "fwd kernel" else f"{kernel}'s"
     where = (f"one KV head's K+V over the longest tile's keys here ({human_bytes(kv, decimals=1)}) is "
              f"{kv / read_capacity:.2f} times the read capacity (the label starts at {FWD_DRIFT_KV_HEAD})")
     if quality == "not a prediction":
         lo, hi = FWD_DRIFT_RATIO
-        return ("NOT A PREDICTION: the forward's DRAM reads. Its programs take the causal query tiles in ascending "
+        seen = _DRIFT_MEASURED[kernel].format(lo=lo, hi=hi, n=FWD_DRIFT_RUNS)
+        return (f"NOT A PREDICTION: {who} DRAM reads. Its programs take the causal query tiles in ascending "
                 "order as they finish, each tile one key block longer than the one before, so the programs in flight "
-                f"drift apart across a head's key range, while this model's waves hold them in step; {where}: the "
-                f"committed runs of this kind (SDPA cuDNN's causal forwards, H100 and H200) read {lo}-{hi}x this model "
-                f"on {FWD_DRIFT_RUNS} of {FWD_DRIFT_RUNS} runs (iomodel/cache/params.py FWD_DRIFT_KV_HEAD; "
-                "benchmarks/drift_sim.py). Read this estimate as far below what runs.")
-    return ("ROUGH: the forward's DRAM reads. A chunk of queries over a longer cache (bottom-right, N_q < N_k): even "
+                f"drift apart across a head's key range, while this model's waves hold them in step; {where}: {seen}; "
+                "benchmarks/drift_sim.py. Read this estimate as far below what runs.")
+    return (f"ROUGH: {who} DRAM reads. A chunk of queries over a longer cache (bottom-right, N_q < N_k): even "
             "in the reverse tile order its programs drift apart as they take tiles, in benchmarks/drift_sim.py's "
             f"simulation (not measured), while this model's waves hold them in step; {where}: read this estimate as "
             "possibly below what runs (docs/l2-calibration.md, \"Programs that drift apart\").")
@@ -981,5 +992,11 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            f"({fwd_params.forward_source}; iomodel/cache/params.py FORWARD_L2).")
     out = _finish("tiled", kernels, floor_r, floor_w, no_reuse_r, no_reuse_w, no_reuse_r, no_reuse_w, causes,
                   assumptions)
-    out.read_qualities = {"_attn_fwd": fwd_quality, "_bwd_dkdv": quality}
+    dq = par["_bwd_dq"]
+    dq_drift = forward_drift_quality(spec, tiling.dq_tile_order, None,
+                                     spec.batch * spec.heads * cdiv(spec.seqlen_q, tiling.dq_block_m),
+                                     dq.resident_programs, dq.read_capacity)
+    if dq_drift is not None:  # the dQ kernel's programs drift as the forward's do (docs: "The dQ kernel's tile order")
+        out.assumptions.append(forward_drift_sentence(spec, dq.read_capacity, dq_drift, "_bwd_dq"))
+    out.read_qualities = {"_attn_fwd": fwd_quality, "_bwd_dkdv": quality, "_bwd_dq": dq_drift or "predicted"}
     return out
