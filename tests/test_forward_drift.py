@@ -79,7 +79,7 @@ def test_the_estimate_says_not_a_prediction_and_why(monkeypatch):
     said = [a for a in fwd.assumptions if a.startswith("NOT A PREDICTION: the forward's DRAM reads")]
     lo, hi = FWD_DRIFT_RATIO
     assert len(said) == 1 and "64.8 MiB" in said[0] and "2.08 times the read capacity" in said[0]
-    assert f"{lo}-{hi}x this model on {FWD_DRIFT_RUNS} of {FWD_DRIFT_RUNS} runs" in said[0]
+    assert f"{lo}-{hi}x the model's estimate of them, {FWD_DRIFT_RUNS} of {FWD_DRIFT_RUNS} runs" in said[0]
     assert not any(a.startswith("NOT A PREDICTION") for a in rev.assumptions)
     monkeypatch.setattr(predict_mod, "FWD_DRIFT_KV_HEAD", float("inf"))  # the label off: the same bytes
     off = predict_tiled(_SQUARE, Tiling(128, 128), params, "forward")
@@ -138,4 +138,4 @@ def test_the_dq_kernel_drifts_in_the_forward_order(dq_order, want):
     said = [a for a in out.assumptions if a.startswith("NOT A PREDICTION: _bwd_dq's DRAM reads")]
     assert len(said) == (want != "predicted")
     if said:
-        assert "22.75x this model at 131,072 tokens" in said[0] and "2.08 times the read capacity" in said[0]
+        assert "22.75x the model's estimate at 131,072 tokens" in said[0] and "2.08 times the read capacity" in said[0]

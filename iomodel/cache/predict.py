@@ -536,9 +536,9 @@ def drift_kv_bytes(spec: LayerSpec) -> int:
 
 #: What the receipts measured of each Q-stationary kernel whose programs drift (:func:`forward_drift_sentence`).
 _DRIFT_MEASURED = {
-    "fwd kernel": "the committed runs of this kind (SDPA cuDNN's causal forwards, H100 and H200) read {lo}-{hi}x this "
-                  "model on {n} of {n} runs (iomodel/cache/params.py FWD_DRIFT_KV_HEAD)",
-    "_bwd_dq": "the dQ kernel in this order read 22.75x this model at 131,072 tokens and 32-160x at 150k-524k on the "
+    "fwd kernel": "the committed runs of this kind (SDPA cuDNN's causal forwards, H100 and H200) read {lo}-{hi}x the "
+                  "model's estimate of them, {n} of {n} runs (iomodel/cache/params.py FWD_DRIFT_KV_HEAD)",
+    "_bwd_dq": "the dQ kernel in this order read 22.75x the model's estimate at 131,072 tokens and 32-160x at 150k-524k on the "
                "H200 (receipts/ncu-h200-long-train-probe1-2026-12-05.json, ncu-h200-long-train-holdout1-2026-12-05.json; "
                "docs/l2-calibration.md, \"The dQ kernel's tile order\")",
 }
@@ -556,7 +556,7 @@ def forward_drift_sentence(spec: LayerSpec, read_capacity: float, quality: str, 
         lo, hi = FWD_DRIFT_RATIO
         seen = _DRIFT_MEASURED[kernel].format(lo=lo, hi=hi, n=FWD_DRIFT_RUNS)
         return (f"NOT A PREDICTION: {who} DRAM reads. Its programs take the causal query tiles in ascending "
-                "order as they finish, each tile one key block longer than the one before, so the programs in flight "
+                "order as they finish, each tile BLOCK_M keys longer than the one before, so the programs in flight "
                 f"drift apart across a head's key range, while this model's waves hold them in step; {where}: {seen}; "
                 "benchmarks/drift_sim.py. Read this estimate as far below what runs.")
     return (f"ROUGH: {who} DRAM reads. A chunk of queries over a longer cache (bottom-right, N_q < N_k): even "
