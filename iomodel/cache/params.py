@@ -186,8 +186,9 @@ DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: the read capacity (:attr:`L2Params.read_capacity`) from which, and below which, its DRAM reads are ``rough``: on the
 #: committed receipts' forward runs (prefill, not ragged; H200 and H100, the bundled kernel and SDPA cuDNN) every run in
 #: [0.85, 2.5) of it read 0.714-1.631x the model (the forward's own constants, :data:`FORWARD_L2`, since 2026-12-06),
-#: :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB, while the runs outside it held more often (the bundled kernel 548 of 558,
-#: cuDNN 65 of 70 (76 before its six drifting runs left the count for their own label, :data:`FWD_DRIFT_KV_HEAD`), with the H200's fwdl2 hold-out of 2026-12-06's nineteenth session: in the band there 7/9 and 5/9,
+#: :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB, while the runs outside it held more often (the bundled kernel 550 of 564,
+#: cuDNN 65 of 71 (548 of 558 and 65 of 76 before the drifting runs left the count for their own label,
+#: :data:`FWD_DRIFT_KV_HEAD`, and the H100 tile-order probe of 2026-12-07 came), with the H200's fwdl2 hold-out of 2026-12-06's nineteenth session: in the band there 7/9 and 5/9,
 #: outside 6/8 and 5/8; tests/test_reconcile_receipts.py recomputes these numbers from the receipts; docs/l2-calibration.md,
 #: "The capacity edge as a label" and "The forward's constants from its own microbenchmark"). The band was read off
 #: the runs under the constants before (2026-12-06: 75/94 and 18/39 within in it, 0.685-1.092x, every miss an
@@ -209,14 +210,18 @@ FWD_EDGE_RATIO = (0.714, 1.631)
 #: step (``benchmarks/drift_sim.py`` simulates both; docs/l2-calibration.md, "Programs that drift apart"; the same
 #: start-gap drift of the dQ kernel's forward order: "The dQ kernel's tile order", ``benchmarks/dq_start_gap_sketch.py``).
 #: Calibration data: SDPA cuDNN's causal forwards (a persistent kernel whose ascending tile order this explains) read
-#: :data:`FWD_DRIFT_RATIO` of the model on :data:`FWD_DRIFT_RUNS` runs from 1.58 times (H100, 86,016 tokens, GQA 8) to
-#: 2.43 times (H100, 132,608 tokens), and 0.71-1.19x at 0.94-1.20 times (H100 and H200 receipts of 2026-12-02 to
-#: 2026-12-06): 1.4 lies between. No bundled-kernel run in the forward order at 1.4 times or more, nor any FA2 run
-#: there, was measured when it was set. A label, not a byte of the model.
+#: 5.5-25.1x the model on six runs from 1.58 times (H100, 86,016 tokens, GQA 8) to 2.43 times (H100, 132,608 tokens),
+#: and 0.71-1.19x at 0.94-1.20 times (H100 and H200 receipts of 2026-12-02 to 2026-12-06): 1.4 lies between. Then,
+#: with 1.4 committed (35b96a2), the H100 tile-order probe (receipts/ncu-h100-order-probe1-2026-12-07.json) ran the
+#: bundled kernel's Gluon forward in both orders: the forward order read 14.9x, 32.7x and 16.0x the model at 1.80-2.43
+#: times (98k and 133k MHA, 103k GQA 8) and 0.84x at 1.20 times (65k), the reverse order 0.88-0.92x on all four,
+#: cuDNN 10.1x at 1.80 times and 0.88x at 1.20: the label held on all eleven runs. All runs at 1.4 times or more read
+#: :data:`FWD_DRIFT_RATIO` of the model (:data:`FWD_DRIFT_RUNS` runs). No FA2 run at 1.4 times or more was measured.
+#: A label, not a byte of the model.
 FWD_DRIFT_KV_HEAD = 1.4
 #: Of those runs: how many, and their measured / modelled DRAM reads, lowest and highest.
-FWD_DRIFT_RUNS = 6
-FWD_DRIFT_RATIO = (5.547, 25.086)
+FWD_DRIFT_RUNS = 10
+FWD_DRIFT_RATIO = (5.547, 32.661)
 #: The dK/dV kernel's DRAM writes where its S > 1 group slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the
 #: effective L2 (:attr:`L2Params.capacity`): measured minus modelled bytes, lowest and highest, in MiB, on the
 #: committed H200 training receipts' such steps (train1 to hold-out 11, split1, the d 256, LPT, order-calibration and
