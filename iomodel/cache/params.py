@@ -215,8 +215,8 @@ FWD_EDGE_RATIO = (0.714, 1.631)
 #: with 1.4 committed (35b96a2), the H100 tile-order probe (receipts/ncu-h100-order-probe1-2026-12-07.json) ran the
 #: bundled kernel's Gluon forward in both orders: the forward order read 14.9x, 32.7x and 16.0x the model at 1.80-2.43
 #: times (98k and 133k MHA, 103k GQA 8) and 0.84x at 1.20 times (65k), the reverse order 0.88-0.92x on all four,
-#: cuDNN 10.1x at 1.80 times and 0.88x at 1.20: the label held on all eleven runs. All runs at 1.4 times or more read
-#: :data:`FWD_DRIFT_RATIO` of the model (:data:`FWD_DRIFT_RUNS` runs). No FA2 run at 1.4 times or more was measured.
+#: cuDNN 10.1x at 1.80 times and 0.88x at 1.20: the label held on all eleven runs. The runs it marks (the forward order and
+#: cuDNN at 1.4 times or more) read :data:`FWD_DRIFT_RATIO` of the model (:data:`FWD_DRIFT_RUNS` runs). No FA2 run at 1.4 times or more was measured.
 #: A label, not a byte of the model.
 FWD_DRIFT_KV_HEAD = 1.4
 #: Of those runs: how many, and their measured / modelled DRAM reads, lowest and highest.
