@@ -49,19 +49,20 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     where N_q = N_k: the same mask), HEAD_DIM ``head_dim`` of ``width`` bytes an element, an LRU of ``capacity``
     bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step`` or ``as-freed`` (module doc). Raises nothing
     (the caller checks the arguments)."""
+    from iomodel.schedule.grid import prefill_key_rows
+    from iomodel.spec import LayerSpec, Tiling
+
     n_q = seqlen if seqlen_q is None else seqlen_q
-    off = seqlen - n_q  # bottom-right: query row r sees keys up to r + off
-    t_r, t_c = -(-n_q // block_m), -(-seqlen // block_n)
+    layer = LayerSpec(1, heads, kv_heads, head_dim, n_q, seqlen, causal=causal, causal_align="bottom-right")
+    per_tile = [-(-rows // block_n) for rows in prefill_key_rows(layer, Tiling(block_m=block_m, block_n=block_n))]
+    if order == "reverse":
+        per_tile = per_tile[::-1]  # program i runs tile T_r - 1 - i
+    t_r, t_c = len(per_tile), -(-seqlen // block_n)
     group = heads // kv_heads
     block = block_n * head_dim * width * 2  # K and V rows of one key block
     cap = max(1, int(capacity // block))
-    lens, kv = [], []
-    for g in range(t_r * heads):
-        h, i = divmod(g, t_r)
-        if order == "reverse":
-            i = t_r - 1 - i
-        lens.append(max(1, min(-(-((i + 1) * block_m + off) // block_n), t_c)) if causal else t_c)
-        kv.append((h // group) * t_c)
+    lens = per_tile * heads  # key blocks of each tile, tiles fastest
+    kv = [(g // t_r // group) * t_c for g in range(t_r * heads)]
     starts = [0.0] * len(lens)
     if timing == "in-step":
         t0 = 0.0

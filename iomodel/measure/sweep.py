@@ -225,6 +225,16 @@ def _window_sides(value: Any, where: str) -> tuple[int | None, int | None]:
     return tuple(None if v == -1 else v for v in sides)  # type: ignore[return-value]
 
 
+def _dense_tiled_prefill(entry: dict[str, Any], impls: Any, window_ok: bool = True) -> bool:
+    """Whether a raw sweep entry is a dense prefill forward measured with ``tiled`` alone (no backward pass, no decode
+    length or phase, no ragged ``seqlens``, and no ``window`` unless ``window_ok``): where the bundled kernel's launch
+    options (``grid_order``, ``tile_order``) apply."""
+    n_q = entry.get("seqlen_q", entry.get("seqlen"))
+    decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
+    return not (impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry
+                or (not window_ok and "window" in entry))
+
+
 def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> str:
     """A sweep entry's ``grid_order``, checked: one of the bundled kernel's grid orders, on a prefill
     forward shape measured with ``tiled`` only.
@@ -238,9 +248,7 @@ def _grid_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
         raise IomodelError(f"{where}: grid_order must be one of {', '.join(map(repr, KERNEL_GRID_ORDERS))}, got "
                            f"{jv.describe(value)}: fix the file")
     if value != KERNEL_GRID_ORDERS[0]:
-        n_q = entry.get("seqlen_q", entry.get("seqlen"))
-        decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
-        if impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry:
+        if not _dense_tiled_prefill(entry, impls):
             raise IomodelError(f"{where}: grid_order {value!r} is an option of the bundled kernel's dense prefill "
                                "forward: use impls = [\"tiled\"], pass = \"fwd\" and a dense prefill shape, or drop "
                                "grid_order")
@@ -259,9 +267,7 @@ def _tile_order(value: Any, entry: dict[str, Any], impls: Any, where: str) -> st
     if value not in TILE_ORDERS:
         raise IomodelError(f"{where}: tile_order must be one of {', '.join(map(repr, TILE_ORDERS))}, got "
                            f"{jv.describe(value)}: fix the file")
-    n_q = entry.get("seqlen_q", entry.get("seqlen"))
-    decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
-    if impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry or "window" in entry:
+    if not _dense_tiled_prefill(entry, impls, window_ok=False):
         raise IomodelError(f"{where}: tile_order is an option of the bundled kernel's dense prefill forward: use "
                            "impls = [\"tiled\"], pass = \"fwd\" and a dense prefill shape without a window, or drop "
                            "tile_order")
