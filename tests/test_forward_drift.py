@@ -139,3 +139,32 @@ def test_the_dq_kernel_drifts_in_the_forward_order(dq_order, want):
     assert len(said) == (want != "predicted")
     if said:
         assert "22.75x the model's estimate at 131,072 tokens" in said[0] and "2.08 times the read capacity" in said[0]
+
+
+def test_a_ragged_launch_with_a_long_sequence_is_labelled(capsys, monkeypatch):
+    """The varlen launch runs the forward tile order (its pointer path), each sequence's programs consecutively:
+    a sequence past the threshold drifts as its batch-1 layer does (twenty-first session; before, ragged launches
+    carried no label). The default layer (Llama-3-8B: 8 KV heads, HEAD_DIM 128, bf16, causal) on the H200: 89,251
+    tokens are past the 89,250 of test_the_h200_read_capacity_and_the_threshold, 89,249 are not."""
+    import json
+
+    import iomodel.cache.estimate as estimate_mod
+    from test_cli_errors import run_cli
+
+    def l2(seqlens, fmt="json"):
+        code, out, err = run_cli(capsys, ["worksheet", "--seqlens", seqlens, "--format", fmt])
+        assert code == 0, err
+        return json.loads(out)["l2_aware"] if fmt == "json" else out
+
+    past, below = l2("2048,89251"), l2("2048,89249")
+    assert past["tile_order"] == below["tile_order"] == "forward"
+    assert (past["read_bytes_quality"], below["read_bytes_quality"]) == ("not a prediction", "predicted")
+    said = [a for a in past["assumptions"] if "NOT A PREDICTION" in a]
+    assert len(said) == 1 and said[0].startswith("Sequence 2 of 2 (89,251 query and 89,251 key tokens): NOT A "
+                                                 "PREDICTION: the forward's DRAM reads.")
+    assert not any("NOT A PREDICTION" in a for a in below["assumptions"])
+    assert "(**NOT A PREDICTION**: the assumptions below)" in l2("2048,89251", "md")
+    monkeypatch.setattr(estimate_mod, "forward_drift_quality", lambda *a: None)  # the label off: the same bytes
+    off = l2("2048,89251")
+    assert off["read_bytes_quality"] == "predicted"
+    assert (off["read_bytes"], off["write_bytes"]) == (past["read_bytes"], past["write_bytes"])

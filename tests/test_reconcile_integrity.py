@@ -154,6 +154,70 @@ def test_an_id_in_iomodels_form_must_name_the_spec_and_others_are_free():
                                    "shapes": [{"id": sid, "impl": "tiled", "spec": spec}]})
 
 
+ORDER_PROBE = RECEIPTS / "ncu-h100-order-probe1-2026-12-07.json"
+
+
+def test_a_tag_must_agree_with_the_launch_its_config_records(capsys, tmp_path):
+    """A sweep's tag names the launch it pinned (``-treverse``, ``-heads-fastest``, ``-s3``, ``-p4``); the model
+    reads the record's config. An id whose tag says another launch than the config records (an edit by hand, a
+    record copied under another name) is refused in one line, not reconciled under the wrong name (twenty-first
+    session; the H100 order probe's ``-tforward`` shapes record ``tile_order: forward``)."""
+    data = json.loads(ORDER_PROBE.read_text())
+    shape = next(s for s in data["shapes"] if s["id"].endswith("-tforward"))
+    assert shape["config"]["tile_order"] == "forward"
+    shape["config"]["tile_order"] = "reverse"
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.startswith("error: measurement file ") and line.endswith(
+        f", shape {shape['id']}: the id {shape['id']!r} says -tforward but config.tile_order is 'reverse': the tag "
+        "names the launch a sweep pinned, so the two must agree: regenerate the record with iomodel validate, or "
+        "correct that value"), line
+    spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
+            "causal": True, "causal_align": "bottom-right", "phase": "prefill", "backward": False}
+    ok = "b1-h2-kv2-d64-fp16-q128-k128-br-tiled"
+
+    def load(sid, config):
+        return Measurement.from_dict({"schema": "iomodel.measurement/1", "kind": "interpreter",
+                                      "shapes": [{"id": sid, "impl": "tiled", "spec": spec,
+                                                  "config": {"block_m": 64, "block_n": 64, **config}}]})
+
+    for sid, config in ((ok + "-treverse", {"tile_order": "reverse"}), (ok + "-heads-fastest", {}),
+                        (ok + "-heads-fastest", {"grid_order": "heads-fastest"}), (ok, {"grid_order": "head-grouped:4"}),
+                        (ok + "-head-grouped:8-s3", {"grid_order": "head-grouped:8", "backward": {"group_splits": 3}}),
+                        (ok + "-p4", {"heads_per_program": 4}), (ok + "-s3", {"backward": {"group_splits": 3}}),
+                        (ok + "-treverse-s3", {})):  # agreeing, unrecorded, or no tag at all
+        # ("-s3" alone was refused as an unknown grid order 's3' until this session: a sweep pinning a group split
+        # on the default grid wrote ids its own loader refused)
+        assert load(sid, config).shapes[0].id == sid
+    for sid, config, said in ((ok + "-treverse", {"tile_order": "forward"}, "says -treverse but config.tile_order "
+                               "is 'forward'"),
+                              (ok + "-heads-fastest", {"grid_order": "tiles-fastest"}, "says -heads-fastest but "
+                               "config.grid_order is 'tiles-fastest'"),
+                              (ok + "-s3", {"backward": {"group_splits": 2}}, "says -s3 but "
+                               "config.backward.group_splits is 2"),
+                              (ok + "-p4", {"heads_per_program": 2}, "says -p4 but config.heads_per_program is 2")):
+        with pytest.raises(IomodelError, match=f"^the record, shape {re.escape(sid)}: the id {re.escape(repr(sid))} "
+                                               f"{re.escape(said)}: the tag names the launch a sweep pinned"):
+            load(sid, config)
+
+
+def test_every_committed_sweeps_ids_are_ids_its_records_load_under():
+    """Each shape id a committed sweep writes (:func:`iomodel.measure.records.shape_id` + ``shape_tag``) passes the
+    loader's id check, so a receipt measured from it loads. ``sweeps/h200-dkdv-split-calib1.toml`` pins dK/dV group
+    splits on the default grid (``...-tiled-bwd-s2``): until this session the loader read ``-s2`` as an unknown grid
+    order and would have refused that receipt."""
+    from iomodel.measure.records import _check_id_agrees
+    from iomodel.measure.sweep import load_sweep
+
+    ids = 0
+    for path in sorted((RECEIPTS.parent / "sweeps").glob("*.toml")):
+        for shape in load_sweep(path).shapes:
+            _check_id_agrees(shape.id, shape.spec, shape.impl, shape.seqlens, f"{path.name}: {shape.id}")
+            ids += 1
+    split = [s.id for s in load_sweep(RECEIPTS.parent / "sweeps" / "h200-dkdv-split-calib1.toml").shapes]
+    assert "b1-h56-kv8-d128-fp16-q3072-k3072-tl-tiled-bwd-s2" in split
+    assert ids > 1000
+
+
 def test_interpreter_counts_must_be_whole_bytes():
     spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
             "causal": False, "causal_align": "top-left", "phase": "prefill", "backward": False}

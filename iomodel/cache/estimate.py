@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, L2Params, forward_l2_of, read_fraction_of,
                                   read_fraction_source)
 from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
-                                   dkdv_read_quality, dkdv_write_quality, predict_ragged_launch, predict_tiled,
+                                   dkdv_read_quality, dkdv_write_quality, forward_drift_quality,
+                                   forward_drift_sentence, predict_ragged_launch, predict_tiled,
                                    predict_training_step)
 from iomodel.errors import IomodelError
 from iomodel.schedule.grid import (PREPROCESS_NUM_WARPS, REDUCE_DKDV_KERNEL, dkdv_reduce_num_warps,
@@ -794,7 +795,9 @@ def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, f
 
     Returns:
         :class:`L2Estimate` (``function`` ``predict_ragged_launch``): DRAM read and written bytes,
-        the stored bytes (O and LSE of every sequence) and those still dirty at launch end (bytes).
+        the stored bytes (O and LSE of every sequence) and those still dirty at launch end (bytes);
+        ``read_bytes_quality`` from :func:`ragged_drift_quality` (``not a prediction`` where a sequence's programs
+        drift apart in the forward order), with a sentence naming that sequence among the assumptions.
         The int32 cu_seqlens reads are not in it.
 
     Raises:
@@ -814,10 +817,37 @@ def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, f
         "after the other here, while on the GPU they overlap.",
         "The int32 cu_seqlens reads are not in these bytes (they are in the no-reuse HBM rows).",
     ]
+    quality, drifting = ragged_drift_quality(sequences, tiling, params, tile_order)
+    if drifting is not None:
+        assumptions.append(f"Sequence {drifting + 1} of {len(sequences)} ({sequences[drifting].seqlen_q:,} query and "
+                           f"{sequences[drifting].seqlen_k:,} key tokens): "
+                           + forward_drift_sentence(sequences[drifting], params.for_forward().read_capacity, quality))
     return L2Estimate.of(
         sum(k.hbm_read.values()), sum(k.hbm_write.values()), sum(k.requested_write.values()), flops=flops,
         peak_flops=peak_flops, hardware=hardware, programs_per_sm=params.programs_per_sm,
         programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(assumptions),
-        function="predict_ragged_launch",
+        function="predict_ragged_launch", read_bytes_quality=quality,
     )
+
+
+def ragged_drift_quality(sequences: Sequence[LayerSpec], tiling: Tiling, params: L2Params,
+                         tile_order: str) -> tuple[str, int | None]:
+    """How far a varlen launch's DRAM reads can be taken where the programs of one of its sequences drift apart
+    (:func:`iomodel.cache.predict.forward_drift_quality` of each sequence's batch-1 layer: its ``H · ceil(N_q /
+    BLOCK_M)`` programs run consecutively in the varlen grid, the query tile fastest, so a long causal sequence
+    drifts as that layer does), and the index of the sequence that sets it (the first of the lowest quality; None
+    where none drifts: then ``predicted``).
+
+    Args: ``sequences`` the batch-1 prefill layers (``RaggedSpec.sequences()``); ``tiling`` the varlen kernel's tiles;
+    ``params`` the launch's L2 parameters (resident programs; the forward's read capacity); ``tile_order`` the launch's.
+    Returns ``(quality, index or None)``; raises nothing.
+    """
+    fwd = params.for_forward()
+    worst, which = "predicted", None
+    for i, seq in enumerate(sequences):
+        q = forward_drift_quality(seq, tile_order, None, seq.batch * seq.heads * cdiv(seq.seqlen_q, tiling.block_m),
+                                  fwd.resident_programs, fwd.read_capacity)
+        if q is not None and READ_QUALITIES.index(q) > READ_QUALITIES.index(worst):
+            worst, which = q, i
+    return worst, which

@@ -193,7 +193,7 @@ DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: "The capacity edge as a label" and "The forward's constants from its own microbenchmark"). The band was read off
 #: the runs under the constants before (2026-12-06: 75/94 and 18/39 within in it, 0.685-1.092x, every miss an
 #: over-prediction; its lower edge between the runs at 0.835 times, all held, and a miss at 0.8995). Calibration data
-#: for a label: no byte of the model depends on it; windowed and ragged layers are not labelled.
+#: for a label: no byte of the model depends on it; windowed and ragged layers are not labelled (by this edge label).
 FWD_EDGE_WORKING_SET = (0.85, 2.5)
 #: Of those runs: (bundled runs, within), (SDPA cuDNN runs, within), and the measured / modelled reads, lowest and
 #: highest, of both.

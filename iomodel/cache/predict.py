@@ -72,7 +72,8 @@ class L2Prediction:
     assumptions: list[str]
     #: How far each kernel's DRAM reads can be taken (:data:`READ_QUALITIES`), by kernel name: a prefill forward's
     #: ``fwd kernel`` (:func:`forward_read_quality`), a training step's ``_attn_fwd`` and ``_bwd_dkdv``
-    #: (:func:`dkdv_read_quality`); empty for decode, the eager chain and a ragged launch (not labelled).
+    #: (:func:`dkdv_read_quality`); empty for decode and the eager chain (a ragged launch's estimate has its own:
+    #: :func:`iomodel.cache.estimate.ragged_drift_quality`).
     read_qualities: dict[str, str] = field(default_factory=dict)
 
     @property

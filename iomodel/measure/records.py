@@ -327,7 +327,7 @@ class ShapeMeasurement:
                 jv.number(jv.field(v, k, f"{where}: sram_fill[{t!r}]", fix=FIX), f"{where}: sram_fill[{t!r}].{k}",
                           what="a whole number of bytes, 0 or more", integer=True, fix=FIX)
         seqlens = read_seqlens(d.get("seqlens"), layer, f"{where}: seqlens", FIX)
-        _check_id_agrees(sid, layer, impl, seqlens, where)
+        _check_id_agrees(sid, layer, impl, seqlens, where, config)
         return cls(
             id=sid,
             impl=impl,
@@ -605,7 +605,7 @@ def shape_tag(grid_order: str = "tiles-fastest", group_splits: int | None = None
 
 
 _TAG = re.compile(r"(?:-t(?P<tile>forward|reverse))?"
-                  r"(?:-(?!p[0-9])(?P<grid>[a-z][a-z:-]*?[a-z0-9]))?(?:-s(?P<splits>[1-9][0-9]*))?"
+                  r"(?:-(?![ps][0-9])(?P<grid>[a-z][a-z:-]*?[a-z0-9]))?(?:-s(?P<splits>[1-9][0-9]*))?"
                   r"(?:-p(?P<packed>[2-9]|[1-9][0-9]+))?")
 
 
@@ -620,20 +620,26 @@ def _is_tag(rest: str) -> bool:
 
 
 def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None,
-                     where: str) -> None:
+                     where: str, config: dict[str, Any] | None = None) -> None:
     """Refuse a shape whose id, in :func:`shape_id`'s form, names another layer than its spec: the id must be
     :func:`shape_id` of the spec followed by a :func:`shape_tag` (none, ``-heads-fastest``, ``-s3``). A spec field
     dropped or edited by hand (a window side, the alignment, the dtype, the impl) would otherwise be reconciled as
     a model error. Ids in another form (a user's own: not ``b<B>-h<H>-kv<H_kv>-d<d>-<dtype>-q<N_q>-k<N_k>-``) are not
     checked; ``phase`` and a non-causal window's alignment are not in the id (:data:`SPEC_REQUIRED` covers them).
+    A tag names the launch a sweep pinned, so each of its parts must agree with the record's ``config`` where that
+    records the same field (``-t{order}`` with ``tile_order``, ``-{grid}`` with ``grid_order``, ``-s{S}`` with
+    ``backward.group_splits``, ``-p{P}`` with ``heads_per_program``): the model reads the config, and a tag that
+    says otherwise would reconcile one launch under another's name. An untagged id says nothing of the launch (the
+    launcher's own choice, recorded in the config).
 
     Raises:
-        IomodelError: one line naming the shape and the parts its id and its spec disagree on.
+        IomodelError: one line naming the shape and the parts its id and its spec (or its config) disagree on.
     """
     if not _SHAPE_ID_FORM.match(sid):
         return
     expected = shape_id(spec, impl, seqlens)
     if sid.startswith(expected) and _is_tag(sid[len(expected):]):
+        _check_tag_agrees(sid, _TAG.fullmatch(sid[len(expected):]), config or {}, where)
         return
     got, want = sid.split("-"), expected.split("-")
     only_id = [t for t in got if t not in want]
@@ -642,6 +648,21 @@ def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[
                                  f"the spec gives {'-'.join(only_spec)}" if only_spec else "") if x)
     raise IomodelError(f"{where}: the id {sid!r} names another layer than its spec, which gives {expected!r}"
                        f"{f' ({said})' if said else ''}: {FIX}")
+
+
+def _check_tag_agrees(sid: str, tag: re.Match, config: dict[str, Any], where: str) -> None:
+    """One line if a part of ``sid``'s tag (:func:`shape_tag`) names another launch than ``config`` records
+    (:func:`_check_id_agrees`); fields the config does not record are not checked."""
+    backward = config.get("backward") if isinstance(config.get("backward"), dict) else {}
+    parts = (("tile", "-t", "tile_order", config.get("tile_order"), str),
+             ("grid", "-", "grid_order", config.get("grid_order"), str),
+             ("splits", "-s", "backward.group_splits", backward.get("group_splits"), int),
+             ("packed", "-p", "heads_per_program", config.get("heads_per_program"), int))
+    for group, prefix, field, recorded, kind in parts:
+        if tag[group] is None or recorded is None or kind(tag[group]) == recorded:
+            continue
+        raise IomodelError(f"{where}: the id {sid!r} says {prefix}{tag[group]} but config.{field} is {recorded!r}: "
+                           f"the tag names the launch a sweep pinned, so the two must agree: {FIX}")
 
 
 def shape_id(spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None = None) -> str:

@@ -168,7 +168,9 @@ class RaggedWorksheet:
                  "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
         return [
             f"- **L2-aware DRAM estimate of `tiled`** (an estimate from {L2_ESTIMATE_SOURCE} `{e.function}`, not a "
-            f"measurement): DRAM read {fmt_bytes(e.read_bytes)}, written {fmt_bytes(e.write_bytes)}, total "
+            f"measurement): DRAM read {fmt_bytes(e.read_bytes)}"
+            + ("" if e.read_bytes_quality == "predicted" else f" (**{e.read_bytes_quality.upper()}**: the assumptions "
+               "below)") + f", written {fmt_bytes(e.write_bytes)}, total "
             f"{fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
             f"  - {L2_RAGGED_NOTE}",
             f"  - roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** (intensity "
