@@ -9,7 +9,10 @@ programs in flight:
 * ``in-step``: each wave of P consecutive tiles starts together once the previous wave's longest tile is done (the
   L2 model's waves, :func:`iomodel.schedule.grid.wave_runs`);
 * ``as-freed``: tile j goes to the first program to finish its last one (the hardware's dispatch of a non-persistent
-  grid, or a persistent loop taking tiles from a shared counter), every key block one time unit.
+  grid, or a persistent loop taking tiles from a shared counter), every key block one time unit;
+* ``coupled`` (with ``--miss-cost s``): as freed, but a block read that misses takes ``1 + s`` time units, so a
+  program trailing another finds its blocks in L2 and catches up (convoys). No single ``s`` fits the measured runs:
+  docs/l2-calibration.md, "Programs that drift apart".
 
 K/V blocks (BLOCK_N rows of K and V of one KV head) go through a fully associative LRU of the preset's read
 capacity, as the model judges reads (a preset whose L2 was not measured, the A100, takes the H200's fraction of its
@@ -43,12 +46,13 @@ from iomodel.paths import one_line_parser  # noqa: E402
 
 def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool, block_m: int, block_n: int,
              programs: int, width: int, capacity: float, order: str, timing: str,
-             seqlen_q: int | None = None) -> tuple[float, float]:
+             seqlen_q: int | None = None, miss_cost: float = 0.0) -> tuple[float, float]:
     """DRAM bytes of Q, K and V (bytes) and the bytes of Q, K and V every tile reads without reuse (bytes) of one
     forward, B = 1: ``seqlen`` keys (N_k) and ``seqlen_q`` queries (N_q; None: N_k), causal bottom-right (top-left
     where N_q = N_k: the same mask), HEAD_DIM ``head_dim`` of ``width`` bytes an element, an LRU of ``capacity``
-    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step`` or ``as-freed`` (module doc). Raises nothing
-    (the caller checks the arguments)."""
+    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step``, ``as-freed`` or ``coupled`` (as freed, a
+    block read that misses taking ``1 + miss_cost`` time units: module doc). Raises nothing (the caller checks the
+    arguments)."""
     from iomodel.schedule.grid import prefill_key_rows
     from iomodel.spec import LayerSpec, Tiling
 
@@ -63,6 +67,9 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     cap = max(1, int(capacity // block))
     lens = per_tile * heads  # key blocks of each tile, tiles fastest
     kv = [(g // t_r // group) * t_c for g in range(t_r * heads)]
+    if timing == "coupled":
+        return _coupled(lens, kv, cap, programs, miss_cost) * block + heads * n_q * head_dim * width, \
+            sum(lens) * block + heads * n_q * head_dim * width
     starts = [0.0] * len(lens)
     if timing == "in-step":
         t0 = 0.0
@@ -91,6 +98,33 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     return misses * block + q, sum(lens) * block + q
 
 
+def _coupled(lens: list[int], kv: list[int], cap: int, programs: int, miss_cost: float) -> int:
+    """Block misses of the ``coupled`` timing: programs take tiles as they finish, block by block in time order
+    through the LRU of ``cap`` blocks, a hit costing 1 time unit and a miss ``1 + miss_cost`` (a program that trails
+    another finds its blocks in L2 and catches up: convoys)."""
+    lru: OrderedDict = OrderedDict()
+    misses, nxt = 0, min(programs, len(lens))
+    heap = [(0.0, j, 0) for j in range(nxt)]  # (time, tile, key block): ties in tile order, as the as-freed events
+    while heap:
+        t, j, k = heapq.heappop(heap)
+        key = kv[j] + k
+        if key in lru:
+            lru.move_to_end(key)
+            t += 1.0
+        else:
+            misses += 1
+            lru[key] = None
+            if len(lru) > cap:
+                lru.popitem(last=False)
+            t += 1.0 + miss_cost
+        if k + 1 < lens[j]:
+            heapq.heappush(heap, (t, j, k + 1))
+        elif nxt < len(lens):  # the program takes the next tile
+            heapq.heappush(heap, (t, nxt, 0))
+            nxt += 1
+    return misses
+
+
 #: Most key-block reads one run simulates (four simulations of about 6-10 s and 1 GB of memory per 8 million on the
 #: 2-core development machine): a bound on the work (19.5 million took 60 s).
 MAX_BLOCK_READS = 10_000_000
@@ -105,6 +139,8 @@ def main() -> None:
     ap.add_argument("--seqlen-q", type=int, default=None, help="query rows N_q (default: --seqlen, the key rows); "
                     "fewer than the keys: a chunk of queries over a longer cache, causal bottom-right")
     ap.add_argument("--no-causal", action="store_true", help="a non-causal layer (every tile equally long)")
+    ap.add_argument("--miss-cost", type=float, default=None, help="also the coupled timing: a block read that misses "
+                    "takes 1 + this many time units (0.01: one percent longer than a hit)")
     a = ap.parse_args()
     for name in ("heads", "kv_heads", "seqlen", "head_dim", "block_m", "block_n", "programs", "dtype_bytes"):
         if getattr(a, name) < 1:
@@ -112,6 +148,8 @@ def main() -> None:
     n_q = a.seqlen if a.seqlen_q is None else a.seqlen_q
     if not 1 <= n_q <= a.seqlen:
         ap.error(f"--seqlen-q must be from 1 to --seqlen ({a.seqlen}), got {n_q}")
+    if a.miss_cost is not None and not 0 <= a.miss_cost <= 100:  # nan fails both comparisons
+        ap.error(f"--miss-cost must be a number from 0 to 100 (time units a miss adds to a block read), got {a.miss_cost}")
     if a.dtype_bytes not in (1, 2, 4):
         ap.error(f"--dtype-bytes must be 1, 2 or 4 (fp8, fp16/bf16, fp32), got {a.dtype_bytes}")
     if a.heads % a.kv_heads:
@@ -136,10 +174,12 @@ def main() -> None:
     print(f"{hardware_preset(hw)}: read capacity {cap / 2**20:.2f} MiB ({how}); B 1, H {a.heads}, H_kv {a.kv_heads}, N_q {n_q}, "
           f"N_k {a.seqlen}, HEAD_DIM {a.head_dim}, {mask}, BLOCK_M {a.block_m}, BLOCK_N {a.block_n}, "
           f"{a.programs} programs in flight")
+    timings = ("in-step", "as-freed") + (("coupled",) if a.miss_cost is not None else ())
     for order in ("forward", "reverse"):
-        for timing in ("in-step", "as-freed"):
+        for timing in timings:
             got, every = simulate(a.heads, a.kv_heads, a.seqlen, a.head_dim, not a.no_causal, a.block_m, a.block_n,
-                                  a.programs, a.dtype_bytes, cap, order, timing, seqlen_q=n_q)
+                                  a.programs, a.dtype_bytes, cap, order, timing, seqlen_q=n_q,
+                                  miss_cost=a.miss_cost or 0.0)
             print(f"  {order:8s} {timing:9s} DRAM reads of Q, K, V {got / 1e9:9.3f} GB (no reuse {every / 1e9:8.1f} GB)",
                   flush=True)
 

@@ -123,6 +123,25 @@ def test_drift_sim_by_hand(order, timing, want_misses):
     assert (got, every) == (want_misses * 8192 + 16384, 10 * 8192 + 16384)
 
 
+@pytest.mark.parametrize("miss_cost,want_misses", [(0.0, 9), (1.0, 6)])
+def test_drift_sim_coupled_by_hand(miss_cost, want_misses):
+    """The head of test_drift_sim_by_hand in the coupled timing. A miss costing nothing is the as-freed timing (9
+    misses). A miss costing 2 time units: tile 0 misses key 0 (ends at 2, tile 2 starts there), tile 1 hits key 0 and
+    misses key 1 (ends at 3, tile 3 starts there); tile 2 misses key 0 at 2, tile 3 hits it at 3; at 4 tile 2 misses
+    key 1 and tile 3 hits it; tile 3 misses key 2 at 5, tile 2 hits it at 6; tile 3 misses key 3 at 7: 6 misses, the
+    trailing program caught up (the in-step count)."""
+    got, every = _drift_sim().simulate(1, 1, 512, 16, True, 128, 128, 2, 2, 8192, "forward", "coupled",
+                                       miss_cost=miss_cost)
+    assert (got, every) == (want_misses * 8192 + 16384, 10 * 8192 + 16384)
+
+
+def test_drift_sim_coupled_at_no_cost_is_as_freed():
+    sim = _drift_sim().simulate
+    for args in ((4, 2, 3000, 64, True, 64, 32, 7, 2, 40000), (2, 2, 2500, 32, False, 128, 64, 5, 2, 30000)):
+        for order in ("forward", "reverse"):
+            assert sim(*args, order, "coupled", miss_cost=0.0) == sim(*args, order, "as-freed")
+
+
 @pytest.mark.parametrize("dq_order,want", [("forward", "not a prediction"), ("reverse", "predicted")])
 def test_the_dq_kernel_drifts_in_the_forward_order(dq_order, want):
     """The Q-stationary dQ kernel's programs drift as the forward's do (docs/l2-calibration.md, "The dQ kernel's tile
