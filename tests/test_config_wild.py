@@ -1328,3 +1328,56 @@ def test_starcoder2_without_kv_heads_gets_its_class_default(tmp_path):
                                         "torch_dtype": "bfloat16"}))
     assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (24, 2, 128)
     assert any("Starcoder2Config" in n and "num_key_value_heads" in n for n in cfg.notes)
+
+
+def test_fourth_round_of_wild_configs(tmp_path):
+    """A fresh audit of configs from the wild (twenty-first session, 2026-12-07), each read right or refused in one
+    line where it was read silently wrong before. Attention fields of: MiniMax-M3's text_config (rebuilt from the
+    published field list, transformers configuration_minimax_m3_vl.py: sparse on layers 3-59), Qwen4-Exp's
+    (a port's verbatim copy; transformers configuration_qwen4_exp.py: ``indexer_n_heads`` enables QSA), diffusers'
+    FLUX.1-dev and EasyAnimate-V5.1 transformer configs (no model_type, no architectures), a Qwen2 text_config whose
+    default-False ``use_sliding_window`` was dropped, Trinity-Nano (afmoe) without ``layer_types``, and a Jamba file
+    whose 3 layers hold no attention layer (attn_layer_offset 4 of period 8)."""
+    sparse = {"model_type": "minimax_m3_vl_text", "architectures": ["MiniMaxM3SparseForCausalLM"], "hidden_size": 6144,
+              "num_hidden_layers": 60, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+              "torch_dtype": "bfloat16", "sparse_attention_config": {
+                  "use_sparse_attention": True, "sparse_topk_blocks": 16, "sparse_block_size": 128,
+                  "sparse_attention_freq": [0, 0, 0] + [1] * 57}}
+    assert "'sparse_attention_config' has use_sparse_attention true: block-sparse attention" in _refusal(
+        _write(tmp_path, sparse))
+    sparse["sparse_attention_config"]["use_sparse_attention"] = False  # switched off: an ordinary layer
+    assert (load_config(_write(tmp_path, sparse)).heads, load_config(_write(tmp_path, sparse)).kv_heads) == (64, 4)
+    qsa = {"model_type": "qwen4_exp_text", "dtype": "bfloat16", "head_dim": 256, "hidden_size": 2560,
+           "num_attention_heads": 24, "num_key_value_heads": 2, "num_hidden_layers": 48, "indexer_n_heads": 4,
+           "indexer_budget": 2048}
+    assert "'indexer_n_heads' = 4: a learned indexer" in _refusal(_write(tmp_path, qsa))
+    for fields, shape in (({"_class_name": "FluxTransformer2DModel", "_diffusers_version": "0.30.0.dev0",
+                            "attention_head_dim": 128, "num_attention_heads": 24, "num_layers": 19}, (24, 24, 128)),
+                          ({"_class_name": "EasyAnimateTransformer3DModel", "_diffusers_version": "0.31.0",
+                            "attention_head_dim": 64, "num_attention_heads": 48, "num_layers": 36}, (48, 48, 64))):
+        cfg = load_config(_write(tmp_path, fields), dtype="bf16")
+        assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == shape
+        assert not cfg.causal_default and cfg.bidirectional_source == (
+            f"'_diffusers_version' = {fields['_diffusers_version']!r} ('_class_name' {fields['_class_name']!r}): a "
+            "diffusers model, whose attention over its image (and text) tokens has no causal mask")
+    qwen2 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584,
+             "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28, "max_window_layers": 28,
+             "sliding_window": 131072, "torch_dtype": "bfloat16"}
+    cfg = load_config(_write(tmp_path, {"model_type": "llava_onevision", "text_config": qwen2}))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.window) == (28, 4, 128, None)
+    assert any(n.startswith("'sliding_window' = 131072 without 'use_sliding_window': no window, as HF transformers' "
+                            "Qwen2Config reads the file") for n in cfg.notes)
+    on = load_config(_write(tmp_path, {**qwen2, "use_sliding_window": True, "max_window_layers": 14}))
+    assert on.window == 131072 and on.window_layers.startswith("14 of 28")  # on when said: layers 14-27 slide
+    afmoe = {"model_type": "afmoe", "architectures": ["AfmoeForCausalLM"], "dtype": "bfloat16", "head_dim": 128,
+             "hidden_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 56,
+             "global_attn_every_n_layers": 4, "sliding_window": 2048}
+    cfg = load_config(_write(tmp_path, afmoe))
+    assert (cfg.window, cfg.window_kind) == (2048, "sliding-window")
+    assert cfg.window_layers.startswith("42 of 56 layers (layer_types): layers 0, 1, 2, 4, 5, 6, ")  # 3, 7, ... full
+    jamba = {"model_type": "jamba", "architectures": ["JambaForCausalLM"], "attn_layer_offset": 4,
+             "attn_layer_period": 8, "hidden_size": 4096, "num_attention_heads": 16, "num_key_value_heads": 8,
+             "num_hidden_layers": 3, "torch_dtype": "bfloat16", "sliding_window": None}
+    assert ("attn_layer_period/offset gives no softmax-attention layer among the model's 3 layers: there is no "
+            "attention traffic to model") in _refusal(_write(tmp_path, jamba))
+    assert load_config(_write(tmp_path, {**jamba, "num_hidden_layers": 8})).heads == 16  # layer 4 is attention

@@ -56,7 +56,11 @@ def test_config_file(tmp_path):
     lay = resolve_layer(config=cfg, seqlen=4096)
     s = lay.spec
     assert (s.heads, s.kv_heads, s.head_dim, s.dtype, s.name) == (8, 2, 64, "fp16", tmp_path.name)
-    assert len(lay.notes) == 1 and "max_position_embeddings = 1,024" in lay.notes[0]
+    # a file naming no family: the causal mask is a guess, said (twenty-first session: a diffusers transformer
+    # given --dtype was modelled causal without a word), then the context note
+    assert len(lay.notes) == 2 and lay.notes[0].startswith("the file names no 'model_type' and no 'architectures': "
+                                                           "modelled causal, as a decoder;")
+    assert "max_position_embeddings = 1,024" in lay.notes[1]
     assert f"--config {cfg}" in lay.command()
 
 

@@ -100,6 +100,10 @@ UNMODELLED: dict[str, str] = {
                                "num_swa_attention_heads): no one layer stands for the model",
     "num_global_tokens": "Pegasus-X's block-local attention with global tokens (blocks of block_size tokens attend "
                          "among themselves and to num_global_tokens global tokens), not to every key",
+    "indexer_n_heads": "a learned indexer that keeps each query's top indexer_budget keys on the full-attention layers "
+                       "(Qwen's QSA, HF configuration_qwen4_exp.py: setting indexer_n_heads enables it), not every key",
+    "index_topk": "DeepSeek Sparse Attention (DeepSeek-V3.2: a lightning indexer keeps each query's top index_topk "
+                  "keys), not every key",
     "mb_per_layer": "SambaY's decoder-hybrid-decoder layout (Phi-4-mini-flash's mb_per_layer: Mamba layers, "
                     "sliding-window and global differential attention, two softmax maps per head, and cross-decoder "
                     "layers that read one shared KV cache)",
@@ -235,6 +239,9 @@ TEXT_CONFIG_MODEL_TYPE: dict[str, str] = {"llava": "llama", "llava_next": "llama
 #: The published spellings of each field :data:`FAMILY_DEFAULTS` fills.
 _DEFAULTED_SPELLINGS = {"num_attention_heads": HEADS_KEYS, "num_key_value_heads": KV_HEADS_KEYS,
                         "head_dim": HEAD_DIM_KEYS, "kv_channels": HEAD_DIM_KEYS, "hidden_size": HIDDEN_KEYS}
+#: The field diffusers writes into every model config it saves (``ConfigMixin``): a diffusion transformer or UNet,
+#: whose self-attention (joint over text and image tokens in FLUX and SD3) takes no causal mask.
+DIFFUSERS_MARK = "_diffusers_version"
 #: Suffix of encoder-only ``architectures`` (masked language models are bidirectional).
 ENCODER_ARCHITECTURE_SUFFIX = "ForMaskedLM"
 #: ``model_type`` of families whose attention always uses ALiBi, without an ``alibi`` field (BLOOM).
@@ -275,6 +282,13 @@ DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config",
                                                        "mistral": ("MistralConfig", 4096),
                                                        "gemma4": ("Gemma4TextConfig", 512),
                                                        "gemma4_text": ("Gemma4TextConfig", 512)}
+#: Families whose HF configuration class turns ``sliding_window`` off unless ``use_sliding_window`` is true, by
+#: ``model_type`` (``use_sliding_window`` defaults to False; ``self.sliding_window = sliding_window if
+#: self.use_sliding_window else None``): a file that leaves the flag out has no window.
+SLIDING_WINDOW_OFF_BY_DEFAULT: dict[str, str] = {
+    "qwen2": "Qwen2Config", "qwen2_moe": "Qwen2MoeConfig", "qwen3": "Qwen3Config", "qwen3_moe": "Qwen3MoeConfig",
+    "qwen2_vl": "Qwen2VLConfig", "qwen2_vl_text": "Qwen2VLTextConfig", "qwen2_5_vl": "Qwen2_5_VLConfig",
+    "qwen2_5_vl_text": "Qwen2_5_VLTextConfig"}
 #: Families whose attention runs on twice the hidden size (HF ``ZambaConfig``/``Zamba2Config``:
 #: ``attention_hidden_size = 2·hidden_size``, ``attention_head_dim = 2·hidden_size / num_attention_heads``;
 #: their ``kv_channels`` is hidden_size / heads, not the attention's head dimension).
@@ -633,6 +647,10 @@ def _bidirectional(f: _Fields) -> str:
                 "Gemma4TextAttention: is_causal = use_bidirectional_attention != 'all')")
     if f.cfg.get("causal") is False:  # XLM, FlauBERT
         return "'causal' = false: the self-attention is bidirectional"
+    if f.has(DIFFUSERS_MARK):  # diffusers writes its version into every model config (FLUX, SD3, EasyAnimate)
+        return (f"'{DIFFUSERS_MARK}' = {f.cfg[DIFFUSERS_MARK]!r}"
+                + (f" ('_class_name' {f.cfg['_class_name']!r})" if isinstance(f.cfg.get("_class_name"), str) else "")
+                + ": a diffusers model, whose attention over its image (and text) tokens has no causal mask")
     model_type = f.cfg.get("model_type")
     if isinstance(model_type, str) and model_type in ENCODER_MODEL_TYPES:
         return f"'model_type' = {model_type!r}: an encoder, whose self-attention is bidirectional"
@@ -937,6 +955,12 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     types = f.cfg.get("layer_types")
     if model_type in GEMMA4_MODEL_TYPES and (types is not None or window is not None):  # a null window: none slide
         types = _gemma4_layer_types(f, types, total)
+    if model_type == "afmoe" and types is None and total:  # HF AfmoeConfig: layer i slides unless (i + 1) % n == 0
+        every = f.int_(("global_attn_every_n_layers",)) or 4
+        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(total)]
+        f.window_note = (f"model_type 'afmoe' without 'layer_types': every {every}th layer full attention, the others "
+                         "sliding-window, as HF transformers' AfmoeConfig derives them (global_attn_every_n_layers"
+                         + (f" {every})." if f.has("global_attn_every_n_layers") else ", default 4)."))
     if types is not None:
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
             raise IomodelError(f"{f.where}: 'layer_types' must be a list of strings: fix the file")
@@ -981,6 +1005,11 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
         return None, "", ""  # Qwen2: the window is declared but off
+    if "use_sliding_window" not in f.cfg and model_type in SLIDING_WINDOW_OFF_BY_DEFAULT:  # the default: False
+        f.window_note = (f"'sliding_window' = {window} without 'use_sliding_window': no window, as HF transformers' "
+                         f"{SLIDING_WINDOW_OFF_BY_DEFAULT[model_type]} reads the file (use_sliding_window defaults to "
+                         "False and sets sliding_window to None).")
+        return None, "", ""
     raw_pattern = f.cfg.get("sliding_window_pattern")
     if isinstance(raw_pattern, str):  # EXAONE-4.0: "LLLG", one letter a layer, repeated (L local, G global)
         if not raw_pattern or set(raw_pattern) - {"L", "G"}:
@@ -1088,6 +1117,10 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     kinds = cfg.get("attn_type_list")
     if attention is None and isinstance(kinds, list) and kinds:
         attention, said, total = [i for i, k in enumerate(kinds) if k == 1], "attn_type_list (1: softmax)", len(kinds)
+    if attention is not None and not attention:
+        raise IomodelError(f"{f.where}: {said} gives no softmax-attention layer among the model's "
+                           f"{total or 'its'} layers: there is no attention traffic to model; pass the sizes with "
+                           "--heads/--kv-heads/--head-dim instead of a config to model an attention layer")
     if attention is None or not total or len(attention) >= total:
         return ""
     return (f"{said}: {len(attention)} of {total} layers are softmax attention ({_which_layers(attention, total)}); "
@@ -1109,6 +1142,10 @@ def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
                 "both ways and the answer causally (modeling_chatglm.py); modelled causal, so a prompt's prefill is "
                 "about half its work here: pass --no-causal for the prompt's prefill.",)
     archs = f.cfg.get("architectures")
+    if archs is None and model_type is None and f.top_model_type is None and not f.flag("is_decoder"):
+        return ("the file names no 'model_type' and no 'architectures': modelled causal, as a decoder; if this "
+                "model's self-attention is bidirectional (an encoder, an embedding or a diffusion model), pass "
+                "--no-causal.",)
     if f.flag("is_decoder") or not isinstance(archs, list) or not archs or model_type in KNOWN_DECODER_MODEL_TYPES \
             or f.top_model_type in KNOWN_DECODER_MODEL_TYPES:
         return ()
@@ -1233,6 +1270,13 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model "
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model an ordinary layer")
+    sparse = f.cfg.get("sparse_attention_config")  # MiniMax-M3: top-k key blocks a query on its sparse layers
+    if isinstance(sparse, dict) and sparse.get("use_sparse_attention") is True:
+        raise IomodelError(f"{f.where}: 'sparse_attention_config' has use_sparse_attention true: block-sparse "
+                           "attention (MiniMax-M3: each query reads its top sparse_topk_blocks key blocks of "
+                           "sparse_block_size keys and a local block on the layers sparse_attention_freq marks), not "
+                           "every key, which iomodel does not model (its K/V bytes would be wrong): pass the sizes "
+                           "with --heads/--kv-heads/--head-dim instead of a config to model an ordinary layer")
     defaulted = _family_defaults(f)
     if heads is None:
         _jetmoe_heads(f, defaulted)
