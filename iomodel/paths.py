@@ -9,6 +9,7 @@ a crash leaves the old file or none, never half a file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -73,6 +74,31 @@ def refuse_folder(path: str | Path, option: str, what: str = "output file") -> N
     p = Path(path)
     if p.is_dir() or str(path).endswith(("/", os.sep)):  # "dir/" names a folder even where none exists yet
         raise IomodelError(f"the {what} path {str(path)} is a folder: pass a file path in it with {option}")
+
+
+def refuse_input_as_output(path: str | Path, option: str, inputs: dict[str, Path | None]) -> None:
+    """Refuse an output file that is one of the command's inputs (the same file, by path or by a link to it):
+    writing it would replace what was read, e.g. ``iomodel reconcile x.json --json x.json`` replacing a receipt with
+    its reconciliation.
+
+    Args:
+        path: the output file; option: the option that named it; inputs: each input's name (``the receipt``,
+            ``the sweep``) and path (None: not given).
+
+    Raises:
+        IomodelError: one line naming the option and the input it would overwrite.
+    """
+    out = Path(path)
+    for name, given in inputs.items():
+        if given is None:
+            continue
+        same = out.resolve() == Path(given).resolve()
+        if not same and out.exists() and Path(given).exists():
+            with contextlib.suppress(OSError):
+                same = os.path.samefile(out, given)
+        if same:
+            raise IomodelError(f"{option} {str(path)!r} is {name} this command reads ({str(given)!r}): writing it would "
+                               f"replace it; give {option} another path")
 
 
 def check_output_file(path: str | Path, option: str, what: str = "output file") -> Path:

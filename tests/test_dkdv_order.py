@@ -74,7 +74,7 @@ def test_records_carry_the_order_and_refuse_a_bad_one(key, field, absent, other,
     base = {"id": "x", "impl": "tiled", "spec": {"batch": 1, "heads": 4, "kv_heads": 2, "head_dim": 32,
                                                  "seqlen_q": 64, "seqlen_k": 64, "dtype": "bf16", "causal": True,
                                                  "causal_align": "top-left", "phase": "prefill", "backward": True},
-            "config": {"block_m": 32, "block_n": 16, "backward": {"block_m": 16, "block_n": 32}}}
+            "config": {"block_m": 32, "block_n": 16, "backward": {"block_m": 16, "block_n": 32, "num_warps": 4, "num_stages": 1, "dq_num_warps": 4, "dq_num_stages": 1}}}
     assert getattr(ShapeMeasurement.from_dict(base).tiling(), field) == absent  # absent: recorded before the order
     base["config"]["backward"][key] = other
     assert getattr(ShapeMeasurement.from_dict(base).tiling(), field) == other

@@ -98,9 +98,9 @@ def test_gluon_dkdv_refusal_says_why(args, match):
 def test_records_read_the_dkdv_kernel_and_refuse_an_unknown_one():
     from iomodel.measure.records import _check_launch_fields
 
-    _check_launch_fields({"block_m": 128, "block_n": 128, "backward": {"dkdv_kernel": "gluon"}}, "rec")
+    _check_launch_fields({"block_m": 128, "block_n": 128, "backward": {"dkdv_kernel": "gluon", "num_warps": 4, "num_stages": 1, "dq_num_warps": 4, "dq_num_stages": 1}}, "rec")
     with pytest.raises(IomodelError, match="config.backward.dkdv_kernel"):
-        _check_launch_fields({"block_m": 128, "block_n": 128, "backward": {"dkdv_kernel": "cuda"}}, "rec")
+        _check_launch_fields({"block_m": 128, "block_n": 128, "backward": {"dkdv_kernel": "cuda", "num_warps": 4, "num_stages": 1, "dq_num_warps": 4, "dq_num_stages": 1}}, "rec")
 
 
 @pytest.mark.slow

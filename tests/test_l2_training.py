@@ -242,7 +242,8 @@ def test_record_tiling_names_the_dkdv_launch_that_ran():
     from iomodel.measure.records import ShapeMeasurement
     from kernels.heuristics import BackwardConfig
 
-    base = {"block_m": 128, "block_n": 64, "backward": {"block_m": 64, "block_n": 128, "group_splits": 4}}
+    base = {"block_m": 128, "block_n": 64, "backward": {"block_m": 64, "block_n": 128, "group_splits": 4,
+                                                                 "num_warps": 4, "num_stages": 1, "dq_num_warps": 4, "dq_num_stages": 1}}
     rec = {"id": "x", "impl": "tiled", "spec": {"batch": 1, "heads": 40, "kv_heads": 10, "head_dim": 128,
                                                  "seqlen_q": 959, "seqlen_k": 959, "dtype": "fp16", "causal": True,
                                                  "causal_align": "top-left", "phase": "prefill", "backward": True},

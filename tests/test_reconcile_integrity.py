@@ -100,6 +100,28 @@ def test_a_corrupt_dram_value_is_one_line_naming_shape_and_field(capsys, tmp_pat
     (lambda d: d["settings"]["l2_model"].__setitem__("l2_fraction", 2), "settings.l2_model.l2_fraction must be a "
                                                                          "number in (0, 1], got 2"),
     (lambda d: d.__setitem__("shapes", {"a": 1}), "shapes must be a JSON array, got a JSON object"),
+    # a helper's audit of the twenty-first session: these were reconciled at a wrong scale or crashed
+    (lambda d: d["shapes"][0]["kernels"][0]["units"].__setitem__(DRAM_READ, "ms"),
+     f"shape {FIRST}: kernels[0].units['{DRAM_READ}'] is 'ms', not a unit of bytes (byte, gbyte, kbyte, mbyte, "
+     "tbyte): the value would be read at another scale"),
+    (lambda d: d["shapes"][0]["kernels"][0]["units"].__setitem__(DRAM_READ, "sector"),
+     f"kernels[0].units['{DRAM_READ}'] is 'sector', not a unit of bytes"),
+    (lambda d: d["shapes"][0]["kernels"][0]["units"].__setitem__("gpu__time_duration.sum", "byte"),
+     "kernels[0].units['gpu__time_duration.sum'] is 'byte', not a unit of time"),
+    (lambda d: d["hardware"].__setitem__("compute_capability", 9),
+     "hardware.compute_capability must be [major, minor] (e.g. [9, 0]), got 9"),
+    (lambda d: d["hardware"].__setitem__("compute_capability", "9.0"),
+     "hardware.compute_capability must be [major, minor] (e.g. [9, 0]), got the string '9.0'"),
+    (lambda d: d["hardware"].__setitem__("smem_per_sm", 1),
+     "hardware.smem_per_block 232448 is more than hardware.smem_per_sm 1"),
+    (lambda d: d["settings"].__setitem__("cache_control", "flush-everything"),
+     "settings.cache_control must be \"all\" or \"none\", got the string 'flush-everything'"),
+    (lambda d: d["shapes"][0]["config"].__setitem__("heads_per_program", 256),
+     f"shape {FIRST}: config.heads_per_program 256 is more than config.block_m 128"),
+    (lambda d: (d["shapes"][0]["spec"].__setitem__("dtype", "fp8_e4m3"),
+                d["shapes"][0].__setitem__("id", FIRST.replace("bf16", "fp8_e4m3"))),
+     "impl 'tiled' but the bundled kernel does not run this spec (dtype fp8_e4m3 is not one the bundled kernel "
+     "runs"),
 ])
 def test_every_kind_of_damage_is_one_line(capsys, tmp_path, raw, edit, words):
     data = copy.deepcopy(raw)
@@ -141,8 +163,8 @@ def test_an_id_in_iomodels_form_must_name_the_spec_and_others_are_free():
     spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
             "causal": True, "causal_align": "bottom-right", "phase": "prefill", "backward": False}
     ok = "b1-h2-kv2-d64-fp16-q128-k128-br-tiled"
-    for sid in (ok, ok + "-heads-fastest", ok + "-grouped:8-s3", "my-own-run", "b1-h2-kv2-d64-myrun"):
-        # the id, the tags a sweep writes (shape_tag), ids of a user's own form
+    for sid in (ok, "my-own-run", "b1-h2-kv2-d64-myrun"):
+        # the id, ids of a user's own form (a tag must agree with the config: the next test)
         assert Measurement.from_dict({"schema": "iomodel.measurement/1", "kind": "interpreter",
                                       "shapes": [{"id": sid, "impl": "tiled", "spec": spec}]}).shapes[0].id == sid
     for sid in ("b1-h2-kv2-d64-bf16-q128-k128-br-tiled", "b1-h2-kv2-d64-fp16-q128-k128-tl-tiled", ok + "-bwd",
@@ -171,20 +193,26 @@ def test_a_tag_must_agree_with_the_launch_its_config_records(capsys, tmp_path):
         f", shape {shape['id']}: the id {shape['id']!r} says -tforward but config.tile_order is 'reverse': the tag "
         "names the launch a sweep pinned, so the two must agree: regenerate the record with iomodel validate, or "
         "correct that value"), line
-    spec = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
-            "causal": True, "causal_align": "bottom-right", "phase": "prefill", "backward": False}
+    fwd = {"batch": 1, "heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 128, "seqlen_k": 128, "dtype": "fp16",
+           "causal": True, "causal_align": "bottom-right", "phase": "prefill", "backward": False}
     ok = "b1-h2-kv2-d64-fp16-q128-k128-br-tiled"
+    step = "b1-h2-kv2-d64-fp16-q128-k128-br-tiled-bwd"  # the same layer's training step
+
+    launch = {"num_warps": 4, "num_stages": 1, "dq_num_warps": 4, "dq_num_stages": 1}  # a backward's required counts
 
     def load(sid, config):
+        spec = {**fwd, "backward": sid.startswith(step)}
+        if "backward" in config:
+            config = {**config, "backward": {**launch, **config["backward"]}}
         return Measurement.from_dict({"schema": "iomodel.measurement/1", "kind": "interpreter",
                                       "shapes": [{"id": sid, "impl": "tiled", "spec": spec,
                                                   "config": {"block_m": 64, "block_n": 64, **config}}]})
 
-    for sid, config in ((ok + "-treverse", {"tile_order": "reverse"}), (ok + "-heads-fastest", {}),
+    for sid, config in ((ok + "-treverse", {"tile_order": "reverse"}), (ok + "-tforward", {}),
                         (ok + "-heads-fastest", {"grid_order": "heads-fastest"}), (ok, {"grid_order": "head-grouped:4"}),
-                        (ok + "-head-grouped:8-s3", {"grid_order": "head-grouped:8", "backward": {"group_splits": 3}}),
-                        (ok + "-p4", {"heads_per_program": 4}), (ok + "-s3", {"backward": {"group_splits": 3}}),
-                        (ok + "-treverse-s3", {})):  # agreeing, unrecorded, or no tag at all
+                        (step + "-head-grouped:8-s3", {"grid_order": "head-grouped:8", "backward": {"group_splits": 3}}),
+                        (ok + "-p4", {"heads_per_program": 4}), (step + "-s3", {"backward": {"group_splits": 3}}),
+                        (step + "-s1", {})):  # agreeing (a field left out is its default), or no tag at all
         # ("-s3" alone was refused as an unknown grid order 's3' until this session: a sweep pinning a group split
         # on the default grid wrote ids its own loader refused)
         assert load(sid, config).shapes[0].id == sid
@@ -192,11 +220,22 @@ def test_a_tag_must_agree_with_the_launch_its_config_records(capsys, tmp_path):
                                "is 'forward'"),
                               (ok + "-heads-fastest", {"grid_order": "tiles-fastest"}, "says -heads-fastest but "
                                "config.grid_order is 'tiles-fastest'"),
-                              (ok + "-s3", {"backward": {"group_splits": 2}}, "says -s3 but "
+                              (step + "-s3", {"backward": {"group_splits": 2}}, "says -s3 but "
                                "config.backward.group_splits is 2"),
-                              (ok + "-p4", {"heads_per_program": 2}, "says -p4 but config.heads_per_program is 2")):
+                              (ok + "-p4", {"heads_per_program": 2}, "says -p4 but config.heads_per_program is 2"),
+                              # a field left out is its default (the record's writer drops defaults): a helper's
+                              # audit found these reconciled under the wrong launch
+                              (ok + "-heads-fastest", {}, "says -heads-fastest but config.grid_order is "
+                               "'tiles-fastest' (left out: its default)"),
+                              (ok + "-treverse", {}, "says -treverse but config.tile_order is 'forward' (left out: "
+                               "its default)"),
+                              (step + "-s2", {"backward": {}}, "says -s2 but config.backward.group_splits is 1 (left "
+                               "out: its default)"),
+                              (ok + "-p8", {}, "says -p8 but config.heads_per_program is 1 (left out: its default)"),
+                              (ok + "-s2", {"backward": {"group_splits": 2}}, "says -s2 (a dK/dV group split) but "
+                               "the spec is a forward, which has no dK/dV kernel")):
         with pytest.raises(IomodelError, match=f"^the record, shape {re.escape(sid)}: the id {re.escape(repr(sid))} "
-                                               f"{re.escape(said)}: the tag names the launch a sweep pinned"):
+                                               f"{re.escape(said)}: "):
             load(sid, config)
 
 
@@ -211,11 +250,112 @@ def test_every_committed_sweeps_ids_are_ids_its_records_load_under():
     ids = 0
     for path in sorted((RECEIPTS.parent / "sweeps").glob("*.toml")):
         for shape in load_sweep(path).shapes:
-            _check_id_agrees(shape.id, shape.spec, shape.impl, shape.seqlens, f"{path.name}: {shape.id}")
+            config = {"grid_order": shape.grid_order, "heads_per_program": shape.heads_per_program,  # as recorded
+                      **({"tile_order": shape.tile_order} if shape.tile_order else {}),
+                      **({"backward": {"group_splits": shape.group_splits}} if shape.group_splits else {})}
+            _check_id_agrees(shape.id, shape.spec, shape.impl, shape.seqlens, f"{path.name}: {shape.id}", config)
             ids += 1
     split = [s.id for s in load_sweep(RECEIPTS.parent / "sweeps" / "h200-dkdv-split-calib1.toml").shapes]
     assert "b1-h56-kv8-d128-fp16-q3072-k3072-tl-tiled-bwd-s2" in split
     assert ids > 1000
+
+
+TRAIN = RECEIPTS / "ncu-h200-train-holdout13-2026-12-06.json"
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda b: b.pop("num_stages"), "config.backward has no 'num_stages' field"),
+    (lambda b: b.pop("dq_num_warps"), "config.backward has no 'dq_num_warps' field"),
+    (lambda b: b.__setitem__("dq_num_warps", "8"), "config.backward.dq_num_warps must be a positive integer, got the "
+                                                   "string '8'"),
+])
+def test_a_training_steps_backward_launch_is_checked(capsys, tmp_path, edit, words):
+    """The counts the model's programs per SM reads from a training step's ``config.backward`` (every committed
+    record carries them): missing or a string was a traceback (AttributeError, TypeError) until the twenty-first
+    session."""
+    data = json.loads(TRAIN.read_text())
+    shape = next(s for s in data["shapes"] if (s.get("config") or {}).get("backward"))
+    edit(shape["config"]["backward"])
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert f"shape {shape['id']}: {words}" in line, line
+
+
+def test_an_output_that_is_an_input_is_refused(capsys, tmp_path):
+    """``iomodel reconcile x.json --json x.json`` replaced the receipt with its reconciliation, and ``iomodel validate
+    y.toml -o y.toml`` the sweep with a record (a helper's audit): now one line each, the input untouched."""
+    receipt = _write(tmp_path, json.loads(HOLDOUT.read_text()), "x.json")
+    before = receipt.read_bytes()
+    line = _one_line(capsys, ["reconcile", str(receipt), "--json", str(receipt)])
+    assert line == (f"error: --json {str(receipt)!r} is the receipt this command reads ({str(receipt)!r}): writing it "
+                    "would replace it; give --json another path")
+    link = tmp_path / "link.json"
+    link.symlink_to(receipt)
+    assert "is the receipt this command reads" in _one_line(capsys, ["reconcile", str(receipt), "--json", str(link)])
+    assert receipt.read_bytes() == before
+    sweep = tmp_path / "y.toml"
+    sweep.write_text((RECEIPTS.parent / "sweeps" / "interpreter.toml").read_text())
+    line = _one_line(capsys, ["validate", str(sweep), "--interpreter", "--limit", "1", "-o", str(sweep)])
+    assert line == (f"error: --out {str(sweep)!r} is the sweep this command reads ({str(sweep)!r}): writing it would "
+                    "replace it; give --out another path")
+    assert sweep.read_text() == (RECEIPTS.parent / "sweeps" / "interpreter.toml").read_text()
+
+
+@pytest.mark.parametrize("line, words", [
+    ("seqlen = nan", "seqlen_q must be a positive whole number, got nan (not a finite number)"),  # was a ValueError
+    ('seqlen = "sixty-four"', "seqlen_q must be a positive whole number, got the string 'sixty-four'"),
+    ('causal = "false"', "causal must be true or false, got the string 'false'"),  # was measured as causal
+    ("causal = 0.5", "causal must be true or false, got 0.5"),
+    ("name = 5", "name must be a string, got 5"),  # the receipt's loader refused it after the run
+])
+def test_a_sweep_value_of_the_wrong_type_is_one_line(capsys, tmp_path, line, words):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(f'name = "s"\n[[shape]]\nheads = 2\nkv_heads = 2\nhead_dim = 64\nseqlen = 128\n'
+                     .replace("seqlen = 128\n", "" if line.startswith("seqlen") else "seqlen = 128\n") + line + "\n")
+    assert _one_line(capsys, ["validate", str(sweep), "--dry-run"]) == f"error: {sweep}: shape 1: {words}: fix the file"
+
+
+def test_a_sweeps_cache_and_clock_control_are_ncus_values(capsys, tmp_path):
+    for key, value, words in (("cache_control", "flush", '[ncu] cache_control must be "all" or "none"'),
+                              ("clock_control", "max", '[ncu] clock_control must be "none" or "base"')):
+        sweep = tmp_path / "s.toml"
+        sweep.write_text(f'name = "s"\n[ncu]\n{key} = "{value}"\n[[shape]]\nheads = 2\nkv_heads = 2\nhead_dim = 64\n'
+                         "seqlen = 128\n")
+        assert words in _one_line(capsys, ["validate", str(sweep), "--dry-run"])
+
+
+def test_a_decode_record_whose_kernel_is_not_the_bundled_decode_is_not_reconciled(tmp_path):
+    """The foreign-kernel check covered the prefill forward only: a decode record whose kernel was renamed (another
+    kernel's counters under a decode spec) was reconciled as fine (a helper's audit, twenty-first session)."""
+    from iomodel.reconcile.compare import reconcile
+
+    data = json.loads(DECODE.read_text())
+    data["shapes"] = data["shapes"][:1]
+    ok = reconcile(Measurement.from_dict(copy.deepcopy(data))).rows[0]
+    assert not any("not the bundled decode" in n for n in ok.notes)
+    data["shapes"][0]["kernels"][0]["name"] = "foo"
+    bad = reconcile(Measurement.from_dict(data)).rows[0]
+    assert any(n == "profiled kernel(s) foo are not the bundled decode (_attn_decode, its combine)" for n in bad.notes)
+
+
+def test_a_sweeps_metric_names_are_checked_as_the_flags_are(capsys, tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('name = "s"\n[ncu]\nmetrics = ["dram__bytes_read.sum", "foo"]\n[[shape]]\nheads = 2\n'
+                     'kv_heads = 2\nhead_dim = 64\nseqlen = 128\n')
+    assert _one_line(capsys, ["validate", str(sweep), "--dry-run"]) == (
+        f"error: {sweep}: [ncu] metrics has 'foo', not an Nsight Compute metric name (unit__counter.rollup, e.g. "
+        "dram__bytes_read.sum): fix the file")
+
+
+def test_an_explicit_prefill_phase_takes_the_launch_options_at_any_length():
+    """phase = "prefill" with 16 query rows or fewer is a prefill: its tile_order was refused as if a decode."""
+    from iomodel.measure.sweep import parse_sweep
+
+    shape = {"heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 16, "seqlen_k": 4096, "phase": "prefill",
+             "causal": True, "causal_align": "bottom-right", "tile_order": "reverse"}
+    sweep = parse_sweep({"name": "s", "shape": [shape]})
+    assert [s.id for s in sweep.shapes] == ["b1-h2-kv2-d64-bf16-q16-k4096-br-tiled-treverse"]
+    with pytest.raises(IomodelError, match="tile_order"):  # without the phase, 16 rows are a decode
+        parse_sweep({"name": "s", "shape": [{k: v for k, v in shape.items() if k != "phase"}]})
 
 
 def test_interpreter_counts_must_be_whole_bytes():

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from iomodel.errors import IomodelError
-from iomodel.paths import check_output_dir, check_output_file, shown, write_text
+from iomodel.paths import check_output_dir, check_output_file, refuse_input_as_output, shown, write_text
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
                                   MEASURED_L2_READ_FRACTION, forward_clause, hardware_preset, read_fraction_of,
                                   read_fraction_source)
@@ -123,6 +123,9 @@ def reconcile(
     if markdown_out is not None:
         markdown_out = check_output_file(markdown_out, "--markdown")
     _check_distinct_outputs(json_out, markdown_out, plot_dir)
+    for flag, out in (("--json", json_out), ("--markdown", markdown_out)):
+        if out is not None:
+            refuse_input_as_output(out, flag, {"the receipt": results})
     if hardware is not None and not hardware.strip():
         raise IomodelError("--hardware is empty: name a preset (H200, H100-SXM, A100-80GB) or leave the option out to "
                            "predict for the record's own hardware")

@@ -179,10 +179,11 @@ def validate(
         with contextlib.suppress(OSError):
             console.print(line, highlight=False)
 
-    from iomodel.paths import check_output_file
+    from iomodel.paths import check_output_file, refuse_input_as_output
 
     # the output must be writable before any profiling starts
     path = check_output_file(out or Path(f"{'interp' if interpreter else 'ncu'}-{sweep.name}-{date}.json"), "--out")
+    refuse_input_as_output(path, "--out", {"the sweep": sweep_file, "the --pin record": pin})
     if workdir is not None and not interpreter:
         from iomodel.paths import check_output_dir
 

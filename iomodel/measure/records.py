@@ -90,6 +90,16 @@ HARDWARE_COUNTS = ("hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "nu
 UNIT_BEARING = ("bytes", "sectors", "time_duration")
 
 
+#: The units a metric of each :data:`UNIT_BEARING` kind may carry (as Nsight Compute prints them): a byte count in
+#: milliseconds or sectors would be read at another scale (1e-3 or 32 times).
+UNIT_KINDS: dict[str, frozenset[str]] = {
+    "bytes": frozenset({"byte", "kbyte", "mbyte", "gbyte", "tbyte"}),
+    "sectors": frozenset({"sector", "ksector", "msector", "gsector"}),
+    "time_duration": frozenset({"nsecond", "usecond", "msecond", "second", "ns", "us", "ms", "s"}),
+}
+UNIT_KIND_WORDS = {"bytes": "bytes", "sectors": "32-byte sectors", "time_duration": "time"}
+
+
 def _scale(unit: str) -> float:
     key = (unit or "").strip().lower()
     if key not in UNIT_SCALE:
@@ -184,6 +194,11 @@ class KernelRecord:
             if v is not None and any(part in m for part in UNIT_BEARING) and not str(units.get(m, "")).strip():
                 raise IomodelError(f"{where}.units has no unit for {m!r} ({v!r}): a byte, sector or time count is "
                                    f"read through its unit (a sector is 32 bytes): {FIX}")
+            kind = next((k for k in UNIT_BEARING if k in m), None)
+            if kind is not None and m in units and units[m].strip().lower() not in UNIT_KINDS[kind]:
+                raise IomodelError(f"{where}.units[{m!r}] is {units[m]!r}, not a unit of {UNIT_KIND_WORDS[kind]} "
+                                   f"({', '.join(sorted(UNIT_KINDS[kind]))}): the value would be read at another "
+                                   f"scale: {FIX}")
         grid = jv.string(d.get("grid", ""), f"{where}.grid", fix=FIX)
         block = jv.string(d.get("block", ""), f"{where}.block", fix=FIX)
         return cls(name=name, metrics=dict(metrics), units=dict(units), grid=grid, block=block)
@@ -328,6 +343,13 @@ class ShapeMeasurement:
                           what="a whole number of bytes, 0 or more", integer=True, fix=FIX)
         seqlens = read_seqlens(d.get("seqlens"), layer, f"{where}: seqlens", FIX)
         _check_id_agrees(sid, layer, impl, seqlens, where, config)
+        if impl == "tiled":  # a layer the bundled kernel refuses (an fp8 spec, HEAD_DIM 300) was not what it ran
+            from iomodel.schedule.capabilities import kernel_refusal
+
+            why = kernel_refusal(layer)
+            if why is not None:
+                raise IomodelError(f"{where}: impl 'tiled' but the bundled kernel does not run this spec ({why}): "
+                                   f"{FIX}")
         return cls(
             id=sid,
             impl=impl,
@@ -403,6 +425,17 @@ class Measurement:
                 jv.number(hardware[k], f"{source}: hardware.{k}", what="a positive number", positive=True, fix=FIX)
                 if k in HARDWARE_COUNTS and hardware[k] != int(hardware[k]):
                     raise IomodelError(f"{source}: hardware.{k} must be a whole number, got {hardware[k]!r}: {FIX}")
+        if hardware is not None and isinstance(hardware.get("smem_per_block"), (int, float)) and isinstance(
+                hardware.get("smem_per_sm"), (int, float)) and hardware["smem_per_block"] > hardware["smem_per_sm"]:
+            raise IomodelError(f"{source}: hardware.smem_per_block {hardware['smem_per_block']!r} is more than "
+                               f"hardware.smem_per_sm {hardware['smem_per_sm']!r} (a block's shared memory is part of "
+                               f"one SM's): {FIX}")
+        if hardware is not None and "compute_capability" in hardware:
+            cc = hardware["compute_capability"]
+            if not (isinstance(cc, (list, tuple)) and len(cc) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                  and 0 <= x < 100 for x in cc)):
+                raise IomodelError(f"{source}: hardware.compute_capability must be [major, minor] (e.g. [9, 0]), got "
+                                   f"{jv.describe(cc)}: {FIX}")
         if hardware is not None:
             flops = jv.mapping(hardware.get("peak_flops", {}), f"{source}: hardware.peak_flops", fix=FIX)
             for dt, v in flops.items():
@@ -482,6 +515,8 @@ def _check_settings(settings: dict[str, Any], where: str) -> None:
     for k in ("cache_control", "sweep_name"):
         if k in settings:
             jv.string(settings[k], f"{where}.{k}", allow_none=True, fix=FIX)
+    if settings.get("cache_control") is not None:  # ncu --cache-control: the model flushes between kernels for "all"
+        jv.choice(settings["cache_control"], f"{where}.cache_control", CACHE_CONTROLS, fix=FIX)
 
 
 def _json_default(obj: Any) -> Any:
@@ -523,9 +558,16 @@ def ragged_spec(spec: LayerSpec, seqlens: tuple[tuple[int, int], ...] | None) ->
     return RaggedSpec(spec, tuple(tuple(p) for p in seqlens))
 
 
+#: Nsight Compute's ``--cache-control`` values (``all``: caches flushed before every replay pass; ``none``: not),
+#: the two a record's ``settings.cache_control`` may hold (the reconciliation models a cold L2 for ``all`` only).
+CACHE_CONTROLS = ("all", "none")
+
 #: Counts of a training step's ``config.backward`` (``kernels.heuristics.BackwardConfig``) the
 #: model reads; absent ``group_splits`` means 1 (records before the dK/dV group split).
 BACKWARD_COUNTS = ("block_m", "block_n", "dq_block_m", "dq_block_n", "preprocess_block_m", "group_splits")
+#: Counts of ``config.backward`` every record written since the backward kernels existed carries (604 of 604 committed
+#: training-step records) and the model's programs per SM reads: required, positive integers.
+BACKWARD_REQUIRED = ("num_warps", "num_stages", "dq_num_warps", "dq_num_stages")
 
 
 def _check_launch_fields(config: dict[str, Any], where: str) -> None:
@@ -555,10 +597,20 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
         jv.choice(config["tile_order"], f"{where}: config.tile_order", TILE_ORDERS, fix=FIX)
     if "grid_order" in config and not head_group_of(config["grid_order"]):  # head-grouped:G, or one of GRID_ORDERS
         jv.choice(config["grid_order"], f"{where}: config.grid_order", GRID_ORDERS, fix=FIX)
+    if "heads_per_program" in config:  # P query heads share a program's BLOCK_M rows (kernels.flash_attention)
+        p = jv.number(config["heads_per_program"], f"{where}: config.heads_per_program", what="a positive integer",
+                      positive=True, integer=True, fix=FIX)
+        bm = config.get("block_m")
+        if isinstance(bm, int) and not isinstance(bm, bool) and 0 < bm < p:  # a prefill program: BLOCK_M / P rows
+            raise IomodelError(f"{where}: config.heads_per_program {p!r} is more than config.block_m {bm!r} (a "
+                               f"program's BLOCK_M query rows hold at least one row of each of its P heads): {FIX}")
     if "fused_combine" in config:
         jv.boolean(config["fused_combine"], f"{where}: config.fused_combine", fix=FIX)
     if "backward" in config:
         bwd = jv.mapping(config["backward"], f"{where}: config.backward", allow_none=True, fix=FIX) or {}
+        for k in BACKWARD_REQUIRED:
+            jv.number(jv.field(bwd, k, f"{where}: config.backward", fix=FIX), f"{where}: config.backward.{k}",
+                      what="a positive integer", positive=True, integer=True, fix=FIX)
         for k in BACKWARD_COUNTS:
             if k in bwd:
                 jv.number(bwd[k], f"{where}: config.backward.{k}", what="a positive integer", positive=True,
@@ -628,9 +680,9 @@ def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[
     checked; ``phase`` and a non-causal window's alignment are not in the id (:data:`SPEC_REQUIRED` covers them).
     A tag names the launch a sweep pinned, so each of its parts must agree with the record's ``config`` where that
     records the same field (``-t{order}`` with ``tile_order``, ``-{grid}`` with ``grid_order``, ``-s{S}`` with
-    ``backward.group_splits``, ``-p{P}`` with ``heads_per_program``): the model reads the config, and a tag that
-    says otherwise would reconcile one launch under another's name. An untagged id says nothing of the launch (the
-    launcher's own choice, recorded in the config).
+    ``backward.group_splits``, ``-p{P}`` with ``heads_per_program``; a field left out is its default): the model
+    reads the config, and a tag that says otherwise would reconcile one launch under another's name. An untagged id
+    says nothing of the launch (the launcher's own choice, recorded in the config).
 
     Raises:
         IomodelError: one line naming the shape and the parts its id and its spec (or its config) disagree on.
@@ -639,7 +691,7 @@ def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[
         return
     expected = shape_id(spec, impl, seqlens)
     if sid.startswith(expected) and _is_tag(sid[len(expected):]):
-        _check_tag_agrees(sid, _TAG.fullmatch(sid[len(expected):]), config or {}, where)
+        _check_tag_agrees(sid, _TAG.fullmatch(sid[len(expected):]), config or {}, spec.backward, where)
         return
     got, want = sid.split("-"), expected.split("-")
     only_id = [t for t in got if t not in want]
@@ -650,19 +702,34 @@ def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[
                        f"{f' ({said})' if said else ''}: {FIX}")
 
 
-def _check_tag_agrees(sid: str, tag: re.Match, config: dict[str, Any], where: str) -> None:
+def _check_tag_agrees(sid: str, tag: re.Match, config: dict[str, Any], backward: bool, where: str) -> None:
     """One line if a part of ``sid``'s tag (:func:`shape_tag`) names another launch than ``config`` records
-    (:func:`_check_id_agrees`); fields the config does not record are not checked."""
-    backward = config.get("backward") if isinstance(config.get("backward"), dict) else {}
-    parts = (("tile", "-t", "tile_order", config.get("tile_order"), str),
-             ("grid", "-", "grid_order", config.get("grid_order"), str),
-             ("splits", "-s", "backward.group_splits", backward.get("group_splits"), int),
-             ("packed", "-p", "heads_per_program", config.get("heads_per_program"), int))
+    (:func:`_check_id_agrees`). A field the config leaves out is its default, as the record's writer drops it
+    (``KernelConfig.to_dict``): ``tile_order`` forward, ``grid_order`` tiles-fastest, ``backward.group_splits`` 1,
+    ``heads_per_program`` 1. A group split (``-sS``) names a training step's dK/dV launch: refused on a forward."""
+    if tag["splits"] is not None and not backward:
+        raise IomodelError(f"{where}: the id {sid!r} says -s{tag['splits']} (a dK/dV group split) but the spec is a "
+                           f"forward, which has no dK/dV kernel: {FIX}")
+    bwd = config.get("backward") if isinstance(config.get("backward"), dict) else {}
+    parts = (("tile", "-t", "tile_order", config.get("tile_order", "forward"), str),
+             ("grid", "-", "grid_order", config.get("grid_order", "tiles-fastest"), str),
+             ("splits", "-s", "backward.group_splits", bwd.get("group_splits", 1), int),
+             ("packed", "-p", "heads_per_program", config.get("heads_per_program", 1), int))
     for group, prefix, field, recorded, kind in parts:
-        if tag[group] is None or recorded is None or kind(tag[group]) == recorded:
+        if tag[group] is None or kind(tag[group]) == recorded:
             continue
-        raise IomodelError(f"{where}: the id {sid!r} says {prefix}{tag[group]} but config.{field} is {recorded!r}: "
-                           f"the tag names the launch a sweep pinned, so the two must agree: {FIX}")
+        raise IomodelError(f"{where}: the id {sid!r} says {prefix}{tag[group]} but config.{field} is {recorded!r}"
+                           f"{' (left out: its default)' if _left_out(config, field) else ''}: the tag names the "
+                           f"launch a sweep pinned, so the two must agree: {FIX}")
+
+
+def _left_out(config: dict[str, Any], field: str) -> bool:
+    """Whether ``config`` leaves ``field`` (dotted: ``backward.group_splits``) out."""
+    head, _, rest = field.partition(".")
+    if not rest:
+        return head not in config
+    sub = config.get(head)
+    return not isinstance(sub, dict) or rest not in sub
 
 
 def shape_id(spec: LayerSpec, impl: str, seqlens: tuple[tuple[int, int], ...] | None = None) -> str:

@@ -230,7 +230,8 @@ def _dense_tiled_prefill(entry: dict[str, Any], impls: Any, window_ok: bool = Tr
     length or phase, no ragged ``seqlens``, and no ``window`` unless ``window_ok``): where the bundled kernel's launch
     options (``grid_order``, ``tile_order``) apply."""
     n_q = entry.get("seqlen_q", entry.get("seqlen"))
-    decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= 16)
+    phase = entry.get("phase")  # given, it decides; else a short query is a decode (parse_sweep's rule)
+    decode = phase == "decode" or (phase is None and isinstance(n_q, int) and n_q <= 16)
     return not (impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry
                 or (not window_ok and "window" in entry))
 
@@ -487,7 +488,8 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                                    "seqlens, window, impls, seed, grid_order, group_splits, heads_per_program, tile_order")
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
-            if "seqlen_q" in entry and int(entry["seqlen_q"]) <= 16 and "phase" not in entry:
+            q = entry.get("seqlen_q")
+            if isinstance(q, int) and not isinstance(q, bool) and q <= 16 and "phase" not in entry:  # else refused below
                 entry["phase"] = "decode"
             missing = [k for k in ("heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") if k not in entry]
             if missing:
@@ -496,6 +498,10 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
                 if k in ("batch", "heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") and (
                         isinstance(v, bool) or not isinstance(v, int) or v <= 0):
                     raise IomodelError(f"{where}: {k} must be a positive whole number, got {jv.describe(v)}: fix the file")
+                if k == "causal" and not isinstance(v, bool):  # "false" or 0.5 would be read as causal
+                    raise IomodelError(f"{where}: causal must be true or false, got {jv.describe(v)}: fix the file")
+                if k in ("name", "dtype", "phase", "causal_align") and not isinstance(v, str):  # the record's strings
+                    raise IomodelError(f"{where}: {k} must be a string, got {jv.describe(v)}: fix the file")
             if entry.get("page_size") is not None:
                 from iomodel.schedule.tiles import page_size_refusal
 
@@ -561,6 +567,12 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     if odd is not None:  # ncu takes a comma-separated list: "" or "a,b" would be read as something else
         raise IomodelError(f"{source}: [ncu] metrics has {odd!r}, not one metric name: give each metric as its own "
                            "string, without spaces or commas")
+    from iomodel.measure.metrics import METRIC_NAME
+
+    odd = next((m for m in metrics if not METRIC_NAME.fullmatch(m)), None)
+    if odd is not None:  # as validate --metrics refuses it
+        raise IomodelError(f"{source}: [ncu] metrics has {odd!r}, not an Nsight Compute metric name "
+                           "(unit__counter.rollup, e.g. dram__bytes_read.sum): fix the file")
     sweep_name = data.get("name", Path(source).stem)
     if not isinstance(sweep_name, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", sweep_name):
         # the name becomes part of output paths (interp-<name>/, <name>-<date>.json): no folders, no "..", no spaces
@@ -570,6 +582,10 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     if not isinstance(dram_pass, bool):  # bool("no") is True
         raise IomodelError(f"{source}: [ncu] dram_pass must be true or false, got {jv.describe(dram_pass)}: fix the "
                            "file")
+    from iomodel.measure.records import CACHE_CONTROLS
+
+    jv.choice(ncu.get("cache_control", "all"), f"{source}: [ncu] cache_control", CACHE_CONTROLS)  # ncu --cache-control
+    jv.choice(ncu.get("clock_control", "none"), f"{source}: [ncu] clock_control", ("none", "base"))  # --clock-control
     batch_size = ncu.get("batch_size", 12)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise IomodelError(f"{source}: [ncu] batch_size must be a whole number, 1 or more, got {jv.describe(batch_size)}")

@@ -701,6 +701,11 @@ L2_SOURCES: dict[str, tuple[str, str]] = {
 }
 
 
+#: The bundled decode kernels' name part (``_attn_decode`` and ``_attn_decode_combine``, kernels/flash_attention.py): a
+#: decode record's profiled kernel without it is not the bundled decode.
+DECODE_KERNEL = "_attn_decode"
+
+
 def _kernel_of(name: str) -> str | None:
     """The modelled kernel a profiled kernel name is (``_attn_fwd`` for either forward variant)."""
     for k in ("_bwd_preprocess", "_bwd_reduce_dkdv", "_bwd_dkdv", "_bwd_dq", "_attn_fwd"):
@@ -1044,10 +1049,12 @@ def reconcile_shape(
                 expected = expected_kernels(shape.impl, spec, shape.config)
                 modelled = {k.name for k in out.l2.kernels}  # the model's own names
                 foreign = ([k.name for k in shape.kernels if _kernel_of(k.name) != "_attn_fwd" and k.name not in modelled]
-                           if spec.phase == "prefill" else [])  # a prefill forward launches _attn_fwd (any variant)
+                           if spec.phase == "prefill" else  # a prefill forward launches _attn_fwd (any variant)
+                           [k.name for k in shape.kernels if DECODE_KERNEL not in k.name and k.name not in modelled])
                 if not _kernel_count_differs(out, shape, expected) and foreign:
-                    out.notes.append(f"profiled kernel(s) {', '.join(foreign)} are not the bundled forward (_attn_fwd)")
-                    _not_whole(out, f"kernel {foreign[0][:60]} is not the bundled forward")
+                    what = "forward (_attn_fwd)" if spec.phase == "prefill" else f"decode ({DECODE_KERNEL}, its combine)"
+                    out.notes.append(f"profiled kernel(s) {', '.join(foreign)} are not the bundled {what}")
+                    _not_whole(out, f"kernel {foreign[0][:60]} is not the bundled {what.split(' (')[0]}")
         elif shape.impl in ("baseline", "baseline-fp32"):
             opts = {"score_dtype": "fp32"} if shape.impl == "baseline-fp32" else {}
             tiling = Tiling()
