@@ -20,7 +20,7 @@ L2, and the first line says so) (:attr:`iomodel.cache.params.L2Params.read_capac
 of its L2 bytes, the ``shared-read`` microbenchmark's half-miss working set, receipts named by
 :data:`iomodel.cache.physical.RECEIPTS`); each miss reads the block from DRAM, Q is read once. O and LSE writes are
 left out. Units: GB (1e9 bytes); about 10 s and 1 GB of memory per 8 million block reads (one simulation of 133k
-tokens, 16 heads; four a run); runs over :data:`MAX_BLOCK_READS` are refused. The dQ kernel's forward order drifts
+tokens, 16 heads; four a run, six with --miss-cost); runs over :data:`MAX_BLOCK_READS` are refused. The dQ kernel's forward order drifts
 the same way: ``benchmarks/dq_start_gap_sketch.py`` and docs/l2-calibration.md, "The dQ kernel's tile order".
 
 Why: in the forward order a causal tile is one key block longer than the tile before it, so programs that start a
@@ -125,7 +125,7 @@ def _coupled(lens: list[int], kv: list[int], cap: int, programs: int, miss_cost:
     return misses
 
 
-#: Most key-block reads one run simulates (four simulations of about 6-10 s and 1 GB of memory per 8 million on the
+#: Most key-block reads one run simulates (four simulations, six with --miss-cost, of about 6-10 s and 1 GB of memory per 8 million on the
 #: 2-core development machine): a bound on the work (19.5 million took 60 s).
 MAX_BLOCK_READS = 10_000_000
 

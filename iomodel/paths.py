@@ -45,6 +45,8 @@ def check_output_dir(path: str | Path, option: str) -> Path:
     Raises:
         IomodelError: ``path`` is a file, cannot be created, or is not writable.
     """
+    if not str(path).strip():  # Path("") is the current folder: a silent substitution
+        raise IomodelError(f"{option} is empty: pass a folder (it is created if missing)")
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise IomodelError(f"{option} {out} is a file, not a folder: pass a folder path")

@@ -1365,8 +1365,15 @@ def test_fourth_round_of_wild_configs(tmp_path):
              "sliding_window": 131072, "torch_dtype": "bfloat16"}
     cfg = load_config(_write(tmp_path, {"model_type": "llava_onevision", "text_config": qwen2}))
     assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.window) == (28, 4, 128, None)
-    assert any(n.startswith("'sliding_window' = 131072 without 'use_sliding_window': no window, as HF transformers' "
-                            "Qwen2Config reads the file") for n in cfg.notes)
+    assert any(n.startswith("'sliding_window' = 131072 with 'use_sliding_window' left out (default false): no window, "
+                            "as HF transformers' Qwen2Config reads the file") for n in cfg.notes)
+    # the flag decides whatever layer_types says (HF: sliding_window = None unless use_sliding_window), and a
+    # transformers config carrying diffusers' field keeps its family's causal mask
+    types = {**qwen2, "model_type": "qwen3", "num_hidden_layers": 4, "layer_types": ["full_attention"] * 2
+             + ["sliding_attention"] * 2, "_diffusers_version": "0.30.0"}
+    cfg = load_config(_write(tmp_path, types))
+    assert (cfg.window, cfg.causal_default) == (None, True)
+    assert load_config(_write(tmp_path, {**types, "use_sliding_window": True})).window == 131072
     on = load_config(_write(tmp_path, {**qwen2, "use_sliding_window": True, "max_window_layers": 14}))
     assert on.window == 131072 and on.window_layers.startswith("14 of 28")  # on when said: layers 14-27 slide
     afmoe = {"model_type": "afmoe", "architectures": ["AfmoeForCausalLM"], "dtype": "bfloat16", "head_dim": 128,
@@ -1375,6 +1382,15 @@ def test_fourth_round_of_wild_configs(tmp_path):
     cfg = load_config(_write(tmp_path, afmoe))
     assert (cfg.window, cfg.window_kind) == (2048, "sliding-window")
     assert cfg.window_layers.startswith("42 of 56 layers (layer_types): layers 0, 1, 2, 4, 5, 6, ")  # 3, 7, ... full
+    bare = {k: v for k, v in afmoe.items() if k not in ("num_hidden_layers", "sliding_window",
+                                                        "global_attn_every_n_layers")}
+    cfg = load_config(_write(tmp_path, bare))  # AfmoeConfig's defaults: 32 layers, every 4th full, window 1024
+    assert (cfg.window, cfg.window_layers[:24]) == (1024, "24 of 32 layers (layer_t")
+    assert "'global_attn_every_n_layers' is null" in _refusal(_write(tmp_path, {**afmoe,
+                                                                                 "global_attn_every_n_layers": None}))
+    for bad in ({"use_sparse_attention": "true"}, [1]):  # read as dense before: now one line
+        assert "'sparse_attention_config' must be an object whose use_sparse_attention is true or false" in _refusal(
+            _write(tmp_path, {**sparse, "sparse_attention_config": bad}))
     jamba = {"model_type": "jamba", "architectures": ["JambaForCausalLM"], "attn_layer_offset": 4,
              "attn_layer_period": 8, "hidden_size": 4096, "num_attention_heads": 16, "num_key_value_heads": 8,
              "num_hidden_layers": 3, "torch_dtype": "bfloat16", "sliding_window": None}

@@ -346,16 +346,25 @@ def test_a_sweeps_metric_names_are_checked_as_the_flags_are(capsys, tmp_path):
         "dram__bytes_read.sum): fix the file")
 
 
-def test_an_explicit_prefill_phase_takes_the_launch_options_at_any_length():
-    """phase = "prefill" with 16 query rows or fewer is a prefill: its tile_order was refused as if a decode."""
-    from iomodel.measure.sweep import parse_sweep
-
-    shape = {"heads": 2, "kv_heads": 2, "head_dim": 64, "seqlen_q": 16, "seqlen_k": 4096, "phase": "prefill",
-             "causal": True, "causal_align": "bottom-right", "tile_order": "reverse"}
-    sweep = parse_sweep({"name": "s", "shape": [shape]})
-    assert [s.id for s in sweep.shapes] == ["b1-h2-kv2-d64-bf16-q16-k4096-br-tiled-treverse"]
-    with pytest.raises(IomodelError, match="tile_order"):  # without the phase, 16 rows are a decode
-        parse_sweep({"name": "s", "shape": [{k: v for k, v in shape.items() if k != "phase"}]})
+def test_the_interpreter_records_the_launch_a_sweep_pins(capsys, tmp_path):
+    """``validate --interpreter`` ran its own tiles without a sweep's tile_order and grid_order, so its records said
+    another launch than their ids' tags, and its own reconcile refused them (a reviewer, twenty-first session): the
+    pins now reach the interpreter's launch, and the record round-trips with the counts equal to the model's."""
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('name = "pins"\n[[shape]]\nheads = 4\nkv_heads = 2\nhead_dim = 32\nseqlen = 160\n'
+                     'causal = true\ntile_order = "reverse"\n[[shape]]\nheads = 4\nkv_heads = 4\nhead_dim = 32\n'
+                     'seqlen = 96\ngrid_order = "heads-fastest"\n')
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as done:
+        main(["validate", str(sweep), "--interpreter", "-o", str(out)])
+    assert done.value.code in (0, None), capsys.readouterr().err
+    rec = Measurement.load(out)
+    assert [(s.id, s.config.get("tile_order"), s.config.get("grid_order")) for s in rec.shapes] == [
+        ("b1-h4-kv2-d32-bf16-q160-k160-tl-tiled-treverse", "reverse", None),
+        ("b1-h4-kv4-d32-bf16-q96-k96-nc-tiled-heads-fastest", "forward", "heads-fastest")]
+    rec_l = reconcile(rec, hardware="H200")
+    assert [(rec_l.within(r, "SRAM_fill", "read"), rec_l.within(r, "SRAM_fill", "write")) for r in rec_l.rows] == [
+        (True, True), (True, True)]
 
 
 def test_interpreter_counts_must_be_whole_bytes():

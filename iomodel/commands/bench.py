@@ -33,6 +33,21 @@ from iomodel.paths import shown
 MAX_REPS = 10_000
 
 
+def _refuse_inputs(json_out: Path, md_out: Path, matrix: str | None, policy: Path | None) -> None:
+    """Refuse a receipt path (JSON or its Markdown) that is the matrix or policy file the run reads (one line, before
+    the benchmark runs): writing it would replace the input.
+
+    Raises:
+        IomodelError: such a path, naming the option.
+    """
+    from iomodel.paths import refuse_input_as_output
+
+    inputs = {"the --matrix file": Path(matrix) if matrix and Path(matrix).is_file() else None,
+              "the --policy file": policy}
+    for flag, path in (("-o", json_out), ("--markdown (or the Markdown beside -o)", md_out)):
+        refuse_input_as_output(path, flag, inputs)
+
+
 def _default_device() -> str:
     try:
         import torch
@@ -81,7 +96,7 @@ def bench(
                            "CPU: run it on a GPU (--device cuda), or use --matrix cpu")
     if isinstance(mx, SpeedMatrix):
         _speed(console, mx, device, policy, output, markdown, reps, warmup, progress,
-               f"iomodel bench --device {device} --matrix {matrix}")
+               f"iomodel bench --device {device} --matrix {matrix}", matrix)
         return
     if reps is not None and not 3 <= reps <= MAX_REPS:
         raise IomodelError(f"--reps {reps} is " + ("too few for a median and spread: use 3 or more" if reps < 3 else
@@ -91,7 +106,7 @@ def bench(
         raise IomodelError(f"--warmup {warmup} is negative: use 0 or more")
     pol = load_policy(policy) if policy else (load_policy(mx.policy) if mx.policy else load_policy())
     out = output or Path("receipts") / f"bench-{device}.json"
-    check_output_paths(out, markdown)  # fail now, not after the whole benchmark has run
+    _refuse_inputs(*check_output_paths(out, markdown), matrix, policy)  # fail now, not after the whole benchmark
     command = f"iomodel bench --device {device} --matrix {matrix or DEFAULT_MATRIX[device]} -o {out}"
     if policy:
         command += f" --policy {policy}"
@@ -172,8 +187,9 @@ def _acceptance_line(acc: dict) -> str:
 
 
 def _speed(console: Console, mx, device: str, policy: Path | None, output: str | None, markdown: str | None,
-           reps: int | None, warmup: int | None, progress: bool, command: str) -> None:
-    """Run a kernel-speed matrix (CUDA GPU), write its receipt and print it."""
+           reps: int | None, warmup: int | None, progress: bool, command: str, matrix: str | None = None) -> None:
+    """Run a kernel-speed matrix (CUDA GPU), write its receipt and print it (``matrix``: the --matrix given, a file
+    the receipt must not replace)."""
     from iomodel.bench.policy import load_targets
     from iomodel.bench.receipt import check_output_paths, render_markdown, write_receipt
     from iomodel.bench.speed import run_speed
@@ -188,7 +204,7 @@ def _speed(console: Console, mx, device: str, policy: Path | None, output: str |
         raise IomodelError(f"--reps {reps} is out of range: use 1 to {MAX_REPS:,} interleaved rounds")
     targets = load_targets(policy) if policy else load_targets()
     out = output or Path("receipts") / f"{mx.name}-{device}.json"
-    check_output_paths(out, markdown)  # fail now, not after the whole benchmark has run
+    _refuse_inputs(*check_output_paths(out, markdown), matrix, policy)  # fail now, not after the whole benchmark
     command += f" -o {out}" + (f" --policy {policy}" if policy else "") + (f" --reps {reps}" if reps else "")
     mx = mx.with_(rounds=reps) if reps else mx
     console.print(f"iomodel bench on [bold]cuda[/]: matrix {mx.name} v{mx.version} ({len(mx.prefill)} prefill, "

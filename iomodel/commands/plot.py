@@ -47,7 +47,7 @@ def _load_measured(path: Path | None) -> dict[str, list[dict[str, Any]]] | None:
 @layer_options
 def plot(
     layer: LayerOptions,
-    out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Folder for the PNGs.")] = Path("plots"),
+    out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Folder for the PNGs.")] = "plots",
     kind: Annotated[Optional[list[str]], typer.Option("--kind", help="seqlen, blocks or sram (repeatable; "
                                                       "default all; sram is prefill only).")] = None,
     measured: Annotated[Optional[Path], typer.Option("--measured", help="JSON of points to overlay: "
@@ -72,7 +72,7 @@ def plot(
     # a file, a device or a read-only folder: said before any plot is drawn, after the layer is
     # known to be valid (the check creates the folder)
     check_plots(lay.spec, kinds, lay.config, "-o/--out-dir")  # a refused kind leaves no folder behind
-    check_output_dir(out_dir, "-o/--out-dir")
+    out_dir = check_output_dir(out_dir, "-o/--out-dir")  # a str: "" is refused, not read as the current folder
     for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
                             config=lay.config,
                             measured=_load_measured(measured)):

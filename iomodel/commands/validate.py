@@ -81,9 +81,12 @@ def run_interpreter(sweep, command: str, echo) -> "object":
             )
     shapes = []
     for s in tiled:
-        packed = (INTERPRETER_PREFILL.config("prefill").with_(heads_per_program=s.heads_per_program)
-                  if s.heads_per_program > 1 else None)  # the interpreter's tiles, P heads a program
-        counts, cfg, _ = (count_flash_attention(s.spec, seed=s.seed, config=packed) if s.seqlens is None
+        pins = {**({"heads_per_program": s.heads_per_program} if s.heads_per_program > 1 else {}),
+                **({"tile_order": s.tile_order} if s.tile_order else {}),
+                **({"grid_order": s.grid_order} if s.grid_order != "tiles-fastest" else {})}
+        pinned = (INTERPRETER_PREFILL.config("prefill").with_(**pins)  # the interpreter's tiles, the sweep's launch
+                  if pins else None)  # (its record then carries what the id's tag says: records.shape_tag)
+        counts, cfg, _ = (count_flash_attention(s.spec, seed=s.seed, config=pinned) if s.seqlens is None
                           else count_flash_attention_varlen(s.ragged(), seed=s.seed))
         shapes.append(ShapeMeasurement(
             id=s.id, impl="tiled", spec=s.spec, config=cfg.to_dict(),

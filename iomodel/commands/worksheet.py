@@ -26,7 +26,7 @@ def worksheet(
                                                "the -o suffix.")] = None,
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of "
                                                   "standard output (missing folders are created).")] = None,
-    plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", help="Also write this layer's plots "
+    plot_dir: Annotated[Optional[str], typer.Option("--plot-dir", help="Also write this layer's plots "
                                                      "(PNG) into this folder.")] = None,
     regenerate_bundled: Annotated[bool, typer.Option("--regenerate-bundled", help="Regenerate every bundled "
                                                      "worksheet under worksheets/ and exit (no other "
@@ -75,7 +75,7 @@ def worksheet(
         paths = W.regenerate_bundled()
         typer.echo(f"wrote {len(paths)} files under {W.WORKSHEETS_DIR}")
         return
-    from iomodel.paths import check_output_dir, check_output_file, refuse_folder, shown
+    from iomodel.paths import check_output_dir, check_output_file, refuse_folder, refuse_input_as_output, shown
 
     if output is not None and str(output) == "-":  # the usual spelling of standard output
         output = None
@@ -85,10 +85,18 @@ def worksheet(
     if output is not None and plot_dir is not None and Path(output).resolve() == Path(plot_dir).resolve():
         raise IomodelError(f"-o {output} and --plot-dir {plot_dir} name the same path: give the plots a folder of "
                            "their own")
+    if output is not None and plot_dir is not None:  # -o must not be one of the plots --plot-dir writes
+        from iomodel.report.plot import PLOT_FILES
+
+        if Path(output).resolve().parent == Path(plot_dir).resolve() and Path(output).name in PLOT_FILES.values():
+            raise IomodelError(f"-o {output} is a plot that --plot-dir writes ({Path(output).name}): give -o another "
+                               "path")
     if output is not None:  # both destinations checked before anything is written; a str, so "dir/" is a folder
+        refuse_input_as_output(output, "-o", {"the --config file": layer.config, "the --seqlens-file":
+                                              layer.seqlens_file, "the --schedule file": schedule})
         output = check_output_file(output, "-o")
-    if plot_dir is not None:
-        check_output_dir(plot_dir, "--plot-dir")
+    if plot_dir is not None:  # a str: "" is refused, not read as the current folder
+        plot_dir = check_output_dir(plot_dir, "--plot-dir")
     flags = {"num_warps": num_warps, "programs_per_sm": programs_per_sm, "grid_order": grid_order,
              "tile_order": tile_order, "key_order": key_order, "persistent": persistent}
     layer, launch = _with_schedule(layer, schedule, {k: v for k, v in flags.items() if v is not None})

@@ -105,18 +105,22 @@ DRAM_PASS_METRICS: tuple[str, ...] = (DRAM_READ, DRAM_WRITE)
 
 #: Unit string (as Nsight Compute prints it) -> factor to bytes or seconds. Byte prefixes
 #: are decimal in Nsight Compute's output (Kbyte = 1000 bytes).
-UNIT_SCALE: dict[str, float] = {
-    "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-    "sector": SECTOR_BYTES, "ksector": SECTOR_BYTES * 1e3, "msector": SECTOR_BYTES * 1e6,
-    "gsector": SECTOR_BYTES * 1e9,
-    "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1,
+#: The same units grouped by what they measure (``byte``, ``sector``, ``time``, ``count``): a metric of one kind
+#: carried in another kind's unit is read at a wrong scale (iomodel.measure.records refuses it).
+UNITS_BY_KIND: dict[str, dict[str, float]] = {
+    "byte": {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12},
+    "sector": {"sector": SECTOR_BYTES, "ksector": SECTOR_BYTES * 1e3, "msector": SECTOR_BYTES * 1e6,
+               "gsector": SECTOR_BYTES * 1e9},
     # Nsight Compute 2025.x with --print-units base prints times as ns/us/ms/s (receipts/ncu-h200-2026-11-29.json)
-    "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1,
-    # counts (no conversion): grid size, occupancy limits, registers
-    "": 1, "block": 1, "register/thread": 1, "warp": 1, "thread": 1, "cycle": 1,
-    # shared memory per block (launch__shared_mem_per_block_*: receipts/ncu-h200-peers-calib1-2026-12-01.json)
-    "byte/block": 1,
+    "time": {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1, "ns": 1e-9, "us": 1e-6, "ms": 1e-3,
+             "s": 1},
+    # counts (no conversion): grid size, occupancy limits, registers; shared memory per block
+    # (launch__shared_mem_per_block_*: receipts/ncu-h200-peers-calib1-2026-12-01.json)
+    "count": {"": 1, "block": 1, "register/thread": 1, "warp": 1, "thread": 1, "cycle": 1, "byte/block": 1},
 }
+UNIT_SCALE: dict[str, float] = {u: f for units in UNITS_BY_KIND.values() for u, f in units.items()}
+#: Unit names of each kind of :data:`UNITS_BY_KIND`.
+UNIT_KINDS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in UNITS_BY_KIND.items()}
 
 
 __all__ = [
@@ -130,5 +134,7 @@ __all__ = [
     "OCCUPANCY_METRICS",
     "QUANTITY_METRICS",
     "SECTOR_BYTES",
+    "UNIT_KINDS",
     "UNIT_SCALE",
+    "UNITS_BY_KIND",
 ]

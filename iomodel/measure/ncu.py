@@ -49,6 +49,13 @@ INSTEAD = (
 )
 
 
+#: Nsight Compute's ``--cache-control`` values: ``all`` flushes the caches before every replay pass (the cold L2 the
+#: reconciliation models), ``none`` does not. A sweep's ``[ncu] cache_control`` and a record's ``settings.cache_control``
+#: take these (iomodel.measure.sweep, iomodel.measure.records).
+CACHE_CONTROLS = ("all", "none")
+#: Nsight Compute's ``--clock-control`` values (``none``: the GPU's own clocks, what the sweeps use; ``base``: locked).
+CLOCK_CONTROLS = ("none", "base")
+
 def nvtx_tag(shape: str) -> str:
     """The NVTX range name that tags one shape's profiled call: ``iomodel@<shape>@``."""
     return f"{NVTX_PREFIX}{shape}@"
@@ -99,9 +106,9 @@ def build_command(
     """
     if not metrics:
         raise IomodelError("no Nsight Compute metrics to collect: list some under [ncu] metrics")
-    if cache_control not in ("all", "none"):
+    if cache_control not in CACHE_CONTROLS:
         raise IomodelError(f"cache_control {cache_control!r} is unknown: use 'all' or 'none'")
-    if clock_control not in ("none", "base"):
+    if clock_control not in CLOCK_CONTROLS:
         raise IomodelError(f"clock_control {clock_control!r} is unknown: use 'none' or 'base'")
     cmd = [
         ncu,

@@ -40,7 +40,7 @@ from typing import Any, Iterable
 
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
-from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_SCALE
+from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_KINDS, UNIT_SCALE
 from iomodel.spec.hardware import RESIDENT_LIMITS
 
 #: The most resident programs per SM of any compute capability iomodel knows (an occupancy limit above it is damage).
@@ -90,13 +90,10 @@ HARDWARE_COUNTS = ("hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "nu
 UNIT_BEARING = ("bytes", "sectors", "time_duration")
 
 
-#: The units a metric of each :data:`UNIT_BEARING` kind may carry (as Nsight Compute prints them): a byte count in
-#: milliseconds or sectors would be read at another scale (1e-3 or 32 times).
-UNIT_KINDS: dict[str, frozenset[str]] = {
-    "bytes": frozenset({"byte", "kbyte", "mbyte", "gbyte", "tbyte"}),
-    "sectors": frozenset({"sector", "ksector", "msector", "gsector"}),
-    "time_duration": frozenset({"nsecond", "usecond", "msecond", "second", "ns", "us", "ms", "s"}),
-}
+#: The units a metric of each :data:`UNIT_BEARING` kind may carry (:data:`iomodel.measure.metrics.UNIT_KINDS`): a byte
+#: count in milliseconds or sectors would be read at another scale (1e-3 or 32 times).
+UNIT_KIND_OF = {"bytes": "byte", "sectors": "sector", "time_duration": "time"}
+#: How a message names each kind.
 UNIT_KIND_WORDS = {"bytes": "bytes", "sectors": "32-byte sectors", "time_duration": "time"}
 
 
@@ -195,10 +192,10 @@ class KernelRecord:
                 raise IomodelError(f"{where}.units has no unit for {m!r} ({v!r}): a byte, sector or time count is "
                                    f"read through its unit (a sector is 32 bytes): {FIX}")
             kind = next((k for k in UNIT_BEARING if k in m), None)
-            if kind is not None and m in units and units[m].strip().lower() not in UNIT_KINDS[kind]:
+            allowed = UNIT_KINDS[UNIT_KIND_OF[kind]] if kind is not None else ()
+            if kind is not None and m in units and units[m].strip().lower() not in allowed:
                 raise IomodelError(f"{where}.units[{m!r}] is {units[m]!r}, not a unit of {UNIT_KIND_WORDS[kind]} "
-                                   f"({', '.join(sorted(UNIT_KINDS[kind]))}): the value would be read at another "
-                                   f"scale: {FIX}")
+                                   f"({', '.join(sorted(allowed))}): the value would be read at another scale: {FIX}")
         grid = jv.string(d.get("grid", ""), f"{where}.grid", fix=FIX)
         block = jv.string(d.get("block", ""), f"{where}.block", fix=FIX)
         return cls(name=name, metrics=dict(metrics), units=dict(units), grid=grid, block=block)
@@ -516,6 +513,8 @@ def _check_settings(settings: dict[str, Any], where: str) -> None:
         if k in settings:
             jv.string(settings[k], f"{where}.{k}", allow_none=True, fix=FIX)
     if settings.get("cache_control") is not None:  # ncu --cache-control: the model flushes between kernels for "all"
+        from iomodel.measure.ncu import CACHE_CONTROLS
+
         jv.choice(settings["cache_control"], f"{where}.cache_control", CACHE_CONTROLS, fix=FIX)
 
 
@@ -557,10 +556,6 @@ def ragged_spec(spec: LayerSpec, seqlens: tuple[tuple[int, int], ...] | None) ->
 
     return RaggedSpec(spec, tuple(tuple(p) for p in seqlens))
 
-
-#: Nsight Compute's ``--cache-control`` values (``all``: caches flushed before every replay pass; ``none``: not),
-#: the two a record's ``settings.cache_control`` may hold (the reconciliation models a cold L2 for ``all`` only).
-CACHE_CONTROLS = ("all", "none")
 
 #: Counts of a training step's ``config.backward`` (``kernels.heuristics.BackwardConfig``) the
 #: model reads; absent ``group_splits`` means 1 (records before the dK/dV group split).
@@ -607,7 +602,7 @@ def _check_launch_fields(config: dict[str, Any], where: str) -> None:
     if "fused_combine" in config:
         jv.boolean(config["fused_combine"], f"{where}: config.fused_combine", fix=FIX)
     if "backward" in config:
-        bwd = jv.mapping(config["backward"], f"{where}: config.backward", allow_none=True, fix=FIX) or {}
+        bwd = jv.mapping(config["backward"], f"{where}: config.backward", fix=FIX)
         for k in BACKWARD_REQUIRED:
             jv.number(jv.field(bwd, k, f"{where}: config.backward", fix=FIX), f"{where}: config.backward.{k}",
                       what="a positive integer", positive=True, integer=True, fix=FIX)
@@ -691,7 +686,8 @@ def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[
         return
     expected = shape_id(spec, impl, seqlens)
     if sid.startswith(expected) and _is_tag(sid[len(expected):]):
-        _check_tag_agrees(sid, _TAG.fullmatch(sid[len(expected):]), config or {}, spec.backward, where)
+        if config is not None:  # none recorded (a shape not run: the time budget spent, a crashed child): no launch
+            _check_tag_agrees(sid, _TAG.fullmatch(sid[len(expected):]), config, spec.backward, where)
         return
     got, want = sid.split("-"), expected.split("-")
     only_id = [t for t in got if t not in want]
@@ -715,17 +711,17 @@ def _check_tag_agrees(sid: str, tag: re.Match, config: dict[str, Any], backward:
              ("grid", "-", "grid_order", config.get("grid_order", "tiles-fastest"), str),
              ("splits", "-s", "backward.group_splits", bwd.get("group_splits", 1), int),
              ("packed", "-p", "heads_per_program", config.get("heads_per_program", 1), int))
-    for group, prefix, field, recorded, kind in parts:
+    for group, prefix, key, recorded, kind in parts:
         if tag[group] is None or kind(tag[group]) == recorded:
             continue
-        raise IomodelError(f"{where}: the id {sid!r} says {prefix}{tag[group]} but config.{field} is {recorded!r}"
-                           f"{' (left out: its default)' if _left_out(config, field) else ''}: the tag names the "
+        raise IomodelError(f"{where}: the id {sid!r} says {prefix}{tag[group]} but config.{key} is {recorded!r}"
+                           f"{' (left out: its default)' if _left_out(config, key) else ''}: the tag names the "
                            f"launch a sweep pinned, so the two must agree: {FIX}")
 
 
-def _left_out(config: dict[str, Any], field: str) -> bool:
-    """Whether ``config`` leaves ``field`` (dotted: ``backward.group_splits``) out."""
-    head, _, rest = field.partition(".")
+def _left_out(config: dict[str, Any], key: str) -> bool:
+    """Whether ``config`` leaves ``key`` (dotted: ``backward.group_splits``) out."""
+    head, _, rest = key.partition(".")
     if not rest:
         return head not in config
     sub = config.get(head)

@@ -229,9 +229,12 @@ def _dense_tiled_prefill(entry: dict[str, Any], impls: Any, window_ok: bool = Tr
     """Whether a raw sweep entry is a dense prefill forward measured with ``tiled`` alone (no backward pass, no decode
     length or phase, no ragged ``seqlens``, and no ``window`` unless ``window_ok``): where the bundled kernel's launch
     options (``grid_order``, ``tile_order``) apply."""
+    from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q
+
     n_q = entry.get("seqlen_q", entry.get("seqlen"))
-    phase = entry.get("phase")  # given, it decides; else a short query is a decode (parse_sweep's rule)
-    decode = phase == "decode" or (phase is None and isinstance(n_q, int) and n_q <= 16)
+    # a short query runs the decode path whatever the phase (kernels.flash_attention.kernel_path), where these launch
+    # options do not exist
+    decode = entry.get("phase") == "decode" or (isinstance(n_q, int) and n_q <= DECODE_MAX_SEQLEN_Q)
     return not (impls != ["tiled"] or entry.get("backward") or decode or "seqlens" in entry
                 or (not window_ok and "window" in entry))
 
@@ -582,10 +585,10 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
     if not isinstance(dram_pass, bool):  # bool("no") is True
         raise IomodelError(f"{source}: [ncu] dram_pass must be true or false, got {jv.describe(dram_pass)}: fix the "
                            "file")
-    from iomodel.measure.records import CACHE_CONTROLS
+    from iomodel.measure.ncu import CACHE_CONTROLS, CLOCK_CONTROLS
 
     jv.choice(ncu.get("cache_control", "all"), f"{source}: [ncu] cache_control", CACHE_CONTROLS)  # ncu --cache-control
-    jv.choice(ncu.get("clock_control", "none"), f"{source}: [ncu] clock_control", ("none", "base"))  # --clock-control
+    jv.choice(ncu.get("clock_control", "none"), f"{source}: [ncu] clock_control", CLOCK_CONTROLS)  # --clock-control
     batch_size = ncu.get("batch_size", 12)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise IomodelError(f"{source}: [ncu] batch_size must be a whole number, 1 or more, got {jv.describe(batch_size)}")

@@ -805,6 +805,10 @@ def write_plots(
     # every figure is drawn before any file is written: a failure leaves no partial set
     pngs = {out / PLOT_FILES[kind]: _png(funcs[kind](spec, tiling, hardware, measured=measured.get(kind), **options))
             for kind in kinds if kind != "sram" or spec.phase == "prefill"}
+    busy = next((path for path in pngs if path.is_dir()), None)  # checked before any is written: no partial set
+    if busy is not None:
+        raise IomodelError(f"the plot {busy} is a folder in {option}'s folder: remove it, or give {option} another "
+                           "folder")
     for path, data in pngs.items():
         write_bytes(path, data, option)
     return list(pngs)

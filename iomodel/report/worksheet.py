@@ -191,13 +191,15 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
     if h is not None:
         if spec.phase == "decode":
             capacity = spec.seqlen_k if spec.page_size is None else spec.max_pages * spec.page_size
+            given_bn = tiles[1] if tiles is not None else None  # --block-n: the launcher's split count for it
             cfg = h.decode_config(batch=spec.batch, heads=spec.heads, kv_heads=spec.kv_heads,
                                   seqlen_q=spec.seqlen_q, seqlen_k=capacity, head_dim=spec.head_dim,
                                   num_sms=hardware.num_sms, dtype=spec.dtype, smem_per_sm=hardware.smem_per_sm,
-                                  page_size=spec.page_size)
+                                  page_size=spec.page_size, **({"block_n": given_bn} if given_bn else {}))
             return cfg.tiling(), (
                 f"kernels/heuristics.py decode_config for {hardware.num_sms} SMs (the split-KV tiles the bundled "
-                "kernel runs for this shape)"
+                "kernel runs for this shape" + (f"; with the BLOCK_N given, {given_bn}, and the split count it picks "
+                                                "for it)" if given_bn else ")")
             )
         path = _modelled_prefill_path(spec, hardware, varlen, tiles, packed)
         c = h.prefill_default(spec.head_dim, spec.dtype, spec.causal, path)

@@ -281,7 +281,11 @@ DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config",
                                                        "gemma3_text": ("Gemma3TextConfig", 4096),
                                                        "mistral": ("MistralConfig", 4096),
                                                        "gemma4": ("Gemma4TextConfig", 512),
+                                                       "afmoe": ("AfmoeConfig", 1024),
                                                        "gemma4_text": ("Gemma4TextConfig", 512)}
+#: HF ``AfmoeConfig``'s defaults that decide its layer types where a file gives no ``layer_types`` (its default
+#: ``sliding_window``, 1024, is in :data:`DEFAULT_SLIDING_WINDOW`).
+AFMOE_DEFAULTS = {"global_attn_every_n_layers": 4, "num_hidden_layers": 32}
 #: Families whose HF configuration class turns ``sliding_window`` off unless ``use_sliding_window`` is true, by
 #: ``model_type`` (``use_sliding_window`` defaults to False; ``self.sliding_window = sliding_window if
 #: self.use_sliding_window else None``): a file that leaves the flag out has no window.
@@ -623,7 +627,8 @@ def _bidirectional(f: _Fields) -> str:
     true (EmbeddingGemma, HF ``Gemma3TextConfig``) or ``"all"`` (HF ``Gemma4TextAttention``: ``is_causal =
     use_bidirectional_attention != "all"``; ``"vision"`` is causal, :func:`_bidirectional_value`); a ``model_type``
     in :data:`ENCODER_MODEL_TYPES` (text, vision and audio encoders); an ``architectures`` entry
-    ending in :data:`ENCODER_ARCHITECTURE_SUFFIX` (``BertForMaskedLM``).
+    ending in :data:`ENCODER_ARCHITECTURE_SUFFIX` (``BertForMaskedLM``); a diffusers model (:data:`DIFFUSERS_MARK`, in a
+    file that names no ``model_type`` or ``architectures``).
 
     Raises:
         IomodelError: ``is_encoder_decoder`` or ``is_decoder`` is not a boolean, ``use_bidirectional_attention``
@@ -647,7 +652,9 @@ def _bidirectional(f: _Fields) -> str:
                 "Gemma4TextAttention: is_causal = use_bidirectional_attention != 'all')")
     if f.cfg.get("causal") is False:  # XLM, FlauBERT
         return "'causal' = false: the self-attention is bidirectional"
-    if f.has(DIFFUSERS_MARK):  # diffusers writes its version into every model config (FLUX, SD3, EasyAnimate)
+    if f.has(DIFFUSERS_MARK) and f.cfg.get("model_type") is None and f.cfg.get("architectures") is None:
+        # diffusers writes its version into every model config it saves (FLUX, SD3, EasyAnimate), which name no
+        # model_type or architectures; a transformers config that carries the field too keeps its family's rules
         return (f"'{DIFFUSERS_MARK}' = {f.cfg[DIFFUSERS_MARK]!r}"
                 + (f" ('_class_name' {f.cfg['_class_name']!r})" if isinstance(f.cfg.get("_class_name"), str) else "")
                 + ": a diffusers model, whose attention over its image (and text) tokens has no causal mask")
@@ -953,14 +960,29 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                               f"(model_type {model_type!r}), as transformers reads the file.")
     chunk = f.int_(("attention_chunk_size",))
     types = f.cfg.get("layer_types")
+    if model_type in SLIDING_WINDOW_OFF_BY_DEFAULT and not f.flag("use_sliding_window") and window is not None:
+        # HF sets sliding_window = None unless use_sliding_window, whatever layer_types says: no layer slides (said
+        # where the flag is left out: the class default decides; a file saying false is plain)
+        if "use_sliding_window" not in f.cfg:
+            f.window_note = (f"'sliding_window' = {window} with 'use_sliding_window' left out (default false): no "
+                             f"window, as HF transformers' {SLIDING_WINDOW_OFF_BY_DEFAULT[model_type]} reads the file "
+                             "(it sets sliding_window to None unless use_sliding_window is true).")
+        return None, "", ""
     if model_type in GEMMA4_MODEL_TYPES and (types is not None or window is not None):  # a null window: none slide
         types = _gemma4_layer_types(f, types, total)
-    if model_type == "afmoe" and types is None and total:  # HF AfmoeConfig: layer i slides unless (i + 1) % n == 0
-        every = f.int_(("global_attn_every_n_layers",)) or 4
-        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(total)]
+    if model_type == "afmoe" and types is None:  # HF AfmoeConfig: layer i slides unless (i + 1) % n == 0
+        if "global_attn_every_n_layers" in f.cfg and f.cfg["global_attn_every_n_layers"] is None:
+            raise IomodelError(f"{f.where}: 'global_attn_every_n_layers' is null: AfmoeConfig derives its layer types "
+                               "from it (every n-th layer full attention): give a whole number or drop it (default "
+                               f"{AFMOE_DEFAULTS['global_attn_every_n_layers']}): fix the file")
+        every = f.int_(("global_attn_every_n_layers",)) or AFMOE_DEFAULTS["global_attn_every_n_layers"]
+        n_layers = total or AFMOE_DEFAULTS["num_hidden_layers"]
+        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]
+        said = [f"global_attn_every_n_layers {every}" + ("" if f.has("global_attn_every_n_layers") else " (default)")]
+        if not total:
+            said.append(f"num_hidden_layers {n_layers} (default)")
         f.window_note = (f"model_type 'afmoe' without 'layer_types': every {every}th layer full attention, the others "
-                         "sliding-window, as HF transformers' AfmoeConfig derives them (global_attn_every_n_layers"
-                         + (f" {every})." if f.has("global_attn_every_n_layers") else ", default 4)."))
+                         f"sliding-window, as HF transformers' AfmoeConfig derives them ({', '.join(said)}).")
     if types is not None:
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
             raise IomodelError(f"{f.where}: 'layer_types' must be a list of strings: fix the file")
@@ -1005,11 +1027,6 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
         return None, "", ""  # Qwen2: the window is declared but off
-    if "use_sliding_window" not in f.cfg and model_type in SLIDING_WINDOW_OFF_BY_DEFAULT:  # the default: False
-        f.window_note = (f"'sliding_window' = {window} without 'use_sliding_window': no window, as HF transformers' "
-                         f"{SLIDING_WINDOW_OFF_BY_DEFAULT[model_type]} reads the file (use_sliding_window defaults to "
-                         "False and sets sliding_window to None).")
-        return None, "", ""
     raw_pattern = f.cfg.get("sliding_window_pattern")
     if isinstance(raw_pattern, str):  # EXAONE-4.0: "LLLG", one letter a layer, repeated (L local, G global)
         if not raw_pattern or set(raw_pattern) - {"L", "G"}:
@@ -1119,7 +1136,7 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
         attention, said, total = [i for i, k in enumerate(kinds) if k == 1], "attn_type_list (1: softmax)", len(kinds)
     if attention is not None and not attention:
         raise IomodelError(f"{f.where}: {said} gives no softmax-attention layer among the model's "
-                           f"{total or 'its'} layers: there is no attention traffic to model; pass the sizes with "
+                           f"{f'{total} ' if total else ''}layers: there is no attention traffic to model; pass the sizes with "
                            "--heads/--kv-heads/--head-dim instead of a config to model an attention layer")
     if attention is None or not total or len(attention) >= total:
         return ""
@@ -1271,6 +1288,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model an ordinary layer")
     sparse = f.cfg.get("sparse_attention_config")  # MiniMax-M3: top-k key blocks a query on its sparse layers
+    if sparse is not None and not (isinstance(sparse, dict) and isinstance(sparse.get("use_sparse_attention", False),
+                                                                            bool)):
+        raise IomodelError(f"{f.where}: 'sparse_attention_config' must be an object whose use_sparse_attention is true "
+                           f"or false, got {_kind(sparse) if not isinstance(sparse, dict) else 'use_sparse_attention = ' + repr(sparse.get('use_sparse_attention'))}"
+                           ": fix the file")
     if isinstance(sparse, dict) and sparse.get("use_sparse_attention") is True:
         raise IomodelError(f"{f.where}: 'sparse_attention_config' has use_sparse_attention true: block-sparse "
                            "attention (MiniMax-M3: each query reads its top sparse_topk_blocks key blocks of "

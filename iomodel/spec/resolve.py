@@ -43,6 +43,24 @@ MAX_DISTINCT_LENGTHS = 20_000
 GIVEN = "given (as flags or in a --schedule file)"
 
 
+def seqlens_text(seqlens: tuple[tuple[int, int], ...]) -> str:
+    """The ``--seqlens`` text of a ragged batch: one entry per run of equal sequences, ``LEN`` (or ``q:k``), with
+    ``*COUNT`` for a run of more than one (at most :data:`iomodel.spec.ragged.MAX_HISTOGRAM_COUNT` a run), so the
+    reproduce line of 40,000 sequences of 512 tokens is ``512*40000``, not a 160 KB argument a shell refuses."""
+    from itertools import groupby
+
+    from iomodel.spec.ragged import MAX_HISTOGRAM_COUNT
+
+    out = []
+    for (q, k), run in groupby(seqlens):
+        entry, n = (str(q) if q == k else f"{q}:{k}"), sum(1 for _ in run)
+        while n > 0:
+            take = min(n, MAX_HISTOGRAM_COUNT)
+            out.append(entry if take == 1 else f"{entry}*{take}")
+            n -= take
+    return ",".join(out)
+
+
 @dataclass(frozen=True)
 class Layer:
     """Everything a worksheet or plot needs: the layer, its tiles and the hardware.
@@ -101,7 +119,7 @@ class Layer:
         if self.seqlens_file is not None:
             parts.append(f"--seqlens-file {shlex.quote(str(self.seqlens_file))}")
         elif self.ragged is not None:
-            parts.append("--seqlens " + ",".join(str(q) if q == k else f"{q}:{k}" for q, k in self.ragged.seqlens))
+            parts.append("--seqlens " + shlex.quote(seqlens_text(self.ragged.seqlens)))  # "*" quoted for a shell
         elif s.phase == "prefill" and s.seqlen_q == s.seqlen_k:
             parts.append(f"--seqlen {s.seqlen_q}")
         else:
@@ -217,6 +235,9 @@ def resolve_layer(
         batch, seqlen_q, seqlen_k = len(ragged_pairs), max(q for q, _ in ragged_pairs), max(k for _, k in ragged_pairs)
     if preset is not None and config is not None:
         raise IomodelError("pass either --preset or --config, not both")
+    if preset is not None and not preset.strip():  # "" would be read as no preset: the default layer
+        raise IomodelError("--preset is empty: name a preset (see `iomodel presets`), or leave it out for the default "
+                           f"{DEFAULT_PRESET}")
     if phase not in PHASES:
         raise IomodelError(f"phase {phase!r} is unknown: use --phase prefill or --phase decode")
     if passes not in PASSES:
