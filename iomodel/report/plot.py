@@ -371,7 +371,10 @@ def plot_seqlen(
     ax.set_yscale("log", base=2)
     ax.plot(n, res["baseline"]["hbm_bytes"], color=COLORS["baseline"], lw=2.2,
             label="baseline (eager, materialised scores): HBM bytes transferred")
-    ax.plot(n, res["tiled"]["hbm_bytes"], color=COLORS["tiled"], lw=2.2, label=NO_REUSE_LABEL)
+    tiled_label = NO_REUSE_LABEL if spec.phase == "prefill" else NO_REUSE_LABEL.replace(  # decode: splits held
+        "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every length;\nthe bundled kernel "
+                                  "picks its splits per length)")
+    ax.plot(n, res["tiled"]["hbm_bytes"], color=COLORS["tiled"], lw=2.2, label=tiled_label)
     if l2_x:
         lx = np.asarray(l2_x, dtype=np.int64)
         at = _sweep(spec, tiling, hardware, {"seqlen_q": lx, "seqlen_k": lx} if spec.phase == "prefill"
