@@ -86,3 +86,14 @@ def test_a_ragged_reproduce_line_keeps_runs_as_len_times_count(capsys, tmp_path)
     code, again, err = run_cli(capsys, shlex.split(command)[1:] + ["-f", "json"])
     assert code == 0, err
     assert json.loads(again) == first
+
+
+def test_a_ragged_length_past_the_models_range_names_the_ragged_flag(capsys, tmp_path):
+    """It named --seqlen (the dense model's own line), which the user had not given."""
+    assert_one_line_error(capsys, ["worksheet", "--seqlens", "512,99999999999"],
+                          "--seqlens: a sequence of 99,999,999,999 tokens is above the largest the exact model "
+                          "evaluates (16,777,216): give every length at most that")
+    lens = tmp_path / "lens.txt"
+    lens.write_text("512\n77,99999999999\n")
+    assert_one_line_error(capsys, ["worksheet", "--seqlens-file", str(lens)], "--seqlens-file: a sequence of "
+                          "99,999,999,999 tokens is above")

@@ -476,7 +476,8 @@ def _ragged_pairs(seqlens: str | None, seqlens_file: str | Path | None, **dense:
         IomodelError: both sources, a dense-length option beside them, a bad list (see
             :func:`iomodel.spec.ragged.parse_seqlens`), more than :data:`MAX_SEQUENCES` sequences or
             :data:`MAX_DISTINCT_LENGTHS` distinct lengths,
-            a query length below 1 or a key length below 0, or no sequence with a key.
+            a query length below 1 or a key length below 0, no sequence with a key, or a length above
+            :data:`iomodel.traffic.model.PREDICT_MAX_SEQLEN`.
     """
     if seqlens is None and seqlens_file is None:
         return None
@@ -503,6 +504,12 @@ def _ragged_pairs(seqlens: str | None, seqlens_file: str | Path | None, **dense:
                            "length may be 0, q:0, for a sequence that uses no key)")
     if all(k == 0 for _, k in pairs):
         raise IomodelError(f"{flag}: every sequence uses 0 keys (each output is 0): give at least one sequence keys")
+    from iomodel.traffic.model import PREDICT_MAX_SEQLEN
+
+    long = max(max(p) for p in pairs)
+    if long > PREDICT_MAX_SEQLEN:  # said here, naming the flag (the model's own line names --seqlen)
+        raise IomodelError(f"{flag}: a sequence of {long:,} tokens is above the largest the exact model evaluates "
+                           f"({PREDICT_MAX_SEQLEN:,}): give every length at most that")
     return pairs
 
 
