@@ -67,22 +67,16 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     cap = max(1, int(capacity // block))
     lens = per_tile * heads  # key blocks of each tile, tiles fastest
     kv = [(g // t_r // group) * t_c for g in range(t_r * heads)]
-    if timing == "coupled":
-        return _coupled(lens, kv, cap, programs, miss_cost) * block + heads * n_q * head_dim * width, \
-            sum(lens) * block + heads * n_q * head_dim * width
-    starts = [0.0] * len(lens)
-    if timing == "in-step":
-        t0 = 0.0
-        for w in range(0, len(lens), programs):
-            for j in range(w, min(w + programs, len(lens))):
-                starts[j] = t0
-            t0 += max(lens[w:w + programs])
-    else:
-        free = [(0.0, p) for p in range(min(programs, len(lens)))]
-        for j, n in enumerate(lens):
-            t, p = heapq.heappop(free)
-            starts[j] = t
-            heapq.heappush(free, (t + n, p))
+    q = heads * n_q * head_dim * width
+    if timing != "in-step":  # as freed: the coupled timing with misses costing nothing
+        return _coupled(lens, kv, cap, programs, miss_cost if timing == "coupled" else 0.0) * block + q, \
+            sum(lens) * block + q
+    starts = [0.0] * len(lens)  # in step: each wave starts once the previous wave's longest tile is done
+    t0 = 0.0
+    for w in range(0, len(lens), programs):
+        for j in range(w, min(w + programs, len(lens))):
+            starts[j] = t0
+        t0 += max(lens[w:w + programs])
     events = sorted((starts[j] + k, j, kv[j] + k) for j in range(len(lens)) for k in range(lens[j]))
     lru: OrderedDict = OrderedDict()
     misses = 0
@@ -94,7 +88,6 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
             lru[key] = None
             if len(lru) > cap:
                 lru.popitem(last=False)
-    q = heads * n_q * head_dim * width
     return misses * block + q, sum(lens) * block + q
 
 

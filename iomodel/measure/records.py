@@ -86,13 +86,10 @@ HARDWARE_COUNTS = ("hbm_bytes", "l2_bytes", "smem_per_sm", "smem_per_block", "nu
 
 
 #: Parts of the metric names whose values need a unit to become bytes or seconds (``dram__bytes_read.sum``: byte,
-#: ``lts__t_sectors_*``: sector, ``gpu__time_duration.sum``: nsecond).
-UNIT_BEARING = ("bytes", "sectors", "time_duration")
-
-
-#: The units a metric of each :data:`UNIT_BEARING` kind may carry (:data:`iomodel.measure.metrics.UNIT_KINDS`): a byte
-#: count in milliseconds or sectors would be read at another scale (1e-3 or 32 times).
-UNIT_KIND_OF = {"bytes": "byte", "sectors": "sector", "time_duration": "time"}
+#: ``lts__t_sectors_*``: sector, ``gpu__time_duration.sum``: nsecond), each with the kind of unit it must carry
+#: (:data:`iomodel.measure.metrics.UNIT_KINDS`: a byte count in milliseconds or sectors would be read at another
+#: scale, 1e-3 or 32 times).
+UNIT_BEARING = {"bytes": "byte", "sectors": "sector", "time_duration": "time"}
 #: How a message names each kind.
 UNIT_KIND_WORDS = {"bytes": "bytes", "sectors": "32-byte sectors", "time_duration": "time"}
 
@@ -192,7 +189,7 @@ class KernelRecord:
                 raise IomodelError(f"{where}.units has no unit for {m!r} ({v!r}): a byte, sector or time count is "
                                    f"read through its unit (a sector is 32 bytes): {FIX}")
             kind = next((k for k in UNIT_BEARING if k in m), None)
-            allowed = UNIT_KINDS[UNIT_KIND_OF[kind]] if kind is not None else ()
+            allowed = UNIT_KINDS[UNIT_BEARING[kind]] if kind is not None else ()
             if kind is not None and m in units and units[m].strip().lower() not in allowed:
                 raise IomodelError(f"{where}.units[{m!r}] is {units[m]!r}, not a unit of {UNIT_KIND_WORDS[kind]} "
                                    f"({', '.join(sorted(allowed))}): the value would be read at another scale: {FIX}")
@@ -698,19 +695,35 @@ def _check_id_agrees(sid: str, spec: LayerSpec, impl: str, seqlens: tuple[tuple[
                        f"{f' ({said})' if said else ''}: {FIX}")
 
 
+#: The launch fields a record's writer drops at their defaults (``KernelConfig.to_dict``), read back by
+#: :func:`recorded_launch`: query tiles first to last, the query tile fastest, one dK/dV group slice, one query head
+#: a program.
+LAUNCH_DEFAULTS = {"tile_order": "forward", "grid_order": "tiles-fastest", "group_splits": 1, "heads_per_program": 1}
+
+
+def recorded_launch(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The launch a record's ``config`` names: ``tile_order``, ``grid_order`` (str), ``group_splits`` (of
+    ``config.backward``) and ``heads_per_program`` (int), each its :data:`LAUNCH_DEFAULTS` value where left out (None:
+    an empty config). Raises nothing."""
+    c = config or {}
+    bwd = c.get("backward") if isinstance(c.get("backward"), dict) else {}
+    return {"tile_order": str(c.get("tile_order", LAUNCH_DEFAULTS["tile_order"])),
+            "grid_order": str(c.get("grid_order", LAUNCH_DEFAULTS["grid_order"])),
+            "group_splits": bwd.get("group_splits", LAUNCH_DEFAULTS["group_splits"]),
+            "heads_per_program": c.get("heads_per_program", LAUNCH_DEFAULTS["heads_per_program"])}
+
+
 def _check_tag_agrees(sid: str, tag: re.Match, config: dict[str, Any], backward: bool, where: str) -> None:
     """One line if a part of ``sid``'s tag (:func:`shape_tag`) names another launch than ``config`` records
-    (:func:`_check_id_agrees`). A field the config leaves out is its default, as the record's writer drops it
-    (``KernelConfig.to_dict``): ``tile_order`` forward, ``grid_order`` tiles-fastest, ``backward.group_splits`` 1,
-    ``heads_per_program`` 1. A group split (``-sS``) names a training step's dK/dV launch: refused on a forward."""
+    (:func:`_check_id_agrees`). A field the config leaves out is its default (:func:`recorded_launch`). A group split (``-sS``) names a training step's dK/dV launch: refused on a forward."""
     if tag["splits"] is not None and not backward:
         raise IomodelError(f"{where}: the id {sid!r} says -s{tag['splits']} (a dK/dV group split) but the spec is a "
                            f"forward, which has no dK/dV kernel: {FIX}")
-    bwd = config.get("backward") if isinstance(config.get("backward"), dict) else {}
-    parts = (("tile", "-t", "tile_order", config.get("tile_order", "forward"), str),
-             ("grid", "-", "grid_order", config.get("grid_order", "tiles-fastest"), str),
-             ("splits", "-s", "backward.group_splits", bwd.get("group_splits", 1), int),
-             ("packed", "-p", "heads_per_program", config.get("heads_per_program", 1), int))
+    launch = recorded_launch(config)
+    parts = (("tile", "-t", "tile_order", launch["tile_order"], str),
+             ("grid", "-", "grid_order", launch["grid_order"], str),
+             ("splits", "-s", "backward.group_splits", launch["group_splits"], int),
+             ("packed", "-p", "heads_per_program", launch["heads_per_program"], int))
     for group, prefix, key, recorded, kind in parts:
         if tag[group] is None or kind(tag[group]) == recorded:
             continue

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Sequence
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.paths import read_toml
+from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q
 from iomodel.measure.metrics import DEFAULT_METRICS
 from iomodel.measure.records import IMPLS, ragged_spec, read_seqlens, shape_id, shape_tag
 from iomodel.spec import PASSES, LayerSpec
@@ -229,8 +230,6 @@ def _dense_tiled_prefill(entry: dict[str, Any], impls: Any, window_ok: bool = Tr
     """Whether a raw sweep entry is a dense prefill forward measured with ``tiled`` alone (no backward pass, no decode
     length or phase, no ragged ``seqlens``, and no ``window`` unless ``window_ok``): where the bundled kernel's launch
     options (``grid_order``, ``tile_order``) apply."""
-    from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q
-
     n_q = entry.get("seqlen_q", entry.get("seqlen"))
     # a short query runs the decode path whatever the phase (kernels.flash_attention.kernel_path), where these launch
     # options do not exist
@@ -492,7 +491,7 @@ def parse_sweep(data: dict[str, Any], source: str = "sweep") -> Sweep:
             if "window" in entry:
                 entry["window_left"], entry["window_right"] = _window_sides(entry.pop("window"), where)
             q = entry.get("seqlen_q")
-            if isinstance(q, int) and not isinstance(q, bool) and q <= 16 and "phase" not in entry:  # else refused below
+            if isinstance(q, int) and not isinstance(q, bool) and q <= DECODE_MAX_SEQLEN_Q and "phase" not in entry:
                 entry["phase"] = "decode"
             missing = [k for k in ("heads", "kv_heads", "head_dim", "seqlen_q", "seqlen_k") if k not in entry]
             if missing:

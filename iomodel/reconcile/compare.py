@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
 from iomodel.measure.metrics import QUANTITY_METRICS
-from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels
+from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels, recorded_launch
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
@@ -661,7 +661,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
     pps, src = _programs_per_sm(shape, tiling, hardware)
     out.programs_per_sm = (pps, src)
     params = l2_params(hardware, pps, forward_constants, l2_fraction=l2_fraction, flush_between_kernels=flush_between_kernels, ways=l2_ways)
-    out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
+    out.tile_order = recorded_launch(shape.config)["tile_order"]
     floor = [0, 0]  # floor read, write: each sequence's compulsory bytes
     seqs = rs.sequences()
     for seq in seqs:
@@ -800,9 +800,8 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
         src += f"; {params.programs_per_sm} where neither is known (no backward launch in the record)"
     pps = {**est, **pps}
     out.programs_per_sm = (pps.get("_bwd_dkdv", params.programs_per_sm), f"_bwd_dkdv; {src}")
-    cfg = shape.config or {}
-    l2 = predict_training_step(shape.spec, out.tiling, params, pps, str(cfg.get("tile_order", "forward")),
-                               str(cfg.get("grid_order", "tiles-fastest")))
+    recorded = recorded_launch(shape.config)
+    l2 = predict_training_step(shape.spec, out.tiling, params, pps, recorded["tile_order"], recorded["grid_order"])
     out.l2 = l2
     dram_total = _missing(shape, "dram_read_bytes", "dram_write_bytes", expected) or whole
     out.levels.append(LevelCompare("HBM", l2.hbm_read_bytes, shape.quantity("dram_read_bytes"), l2.hbm_write_bytes,
@@ -996,8 +995,8 @@ def reconcile_shape(
                                                      flush_between_kernels=flush_between_kernels, ways=l2_ways),
                                          hardware)
             elif shape.kernels:
-                out.tile_order = str((shape.config or {}).get("tile_order", "forward"))
-                grid_order = str((shape.config or {}).get("grid_order", "tiles-fastest"))
+                recorded = recorded_launch(shape.config)
+                out.tile_order, grid_order = recorded["tile_order"], recorded["grid_order"]
                 launch = _record_schedule(tiling, out.tile_order, grid_order)
                 too_big = not_simulated(spec, tiling, launch, fast=launch is not None and l2_ways is not None
                                         and exact_write_share(l2_fraction))  # the fast evaluation's L2
