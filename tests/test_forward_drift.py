@@ -187,3 +187,80 @@ def test_a_ragged_launch_with_a_long_sequence_is_labelled(capsys, monkeypatch):
     off = l2("2048,89251")
     assert off["read_bytes_quality"] == "predicted"
     assert (off["read_bytes"], off["write_bytes"]) == (past["read_bytes"], past["write_bytes"])
+
+
+def test_reconcile_shows_the_estimates_read_label(reconciled_receipt, capsys, tmp_path):
+    """``iomodel reconcile`` says where the model labelled its own DRAM reads before the run (twenty-second session;
+    before, a drifting run read as a plain NO). The H100 order probe: the bundled kernel's three far causal forwards in
+    the forward order and cuDNN's 98k forward are ``not a prediction`` (their K+V of one KV head 48.0-64.8 MiB against
+    the H100's 26.6 MiB read capacity, past FWD_DRIFT_KV_HEAD); the same layers in the reverse order, and the writes,
+    are not labelled."""
+    import json
+
+    from iomodel.report.reconcile_md import markdown, summary_rows, table_rows
+    from test_cli_errors import run_cli
+
+    rec = reconciled_receipt("ncu-h100-order-probe1-2026-12-07.json")
+    labelled = sorted(r.id for r in rec.rows if r.read_quality("HBM") != "predicted")
+    assert labelled == ["b1-h16-kv16-d128-bf16-q132608-k132608-tl-tiled-tforward",
+                        "b1-h16-kv16-d128-bf16-q98304-k98304-tl-sdpa-cudnn",
+                        "b1-h16-kv16-d128-bf16-q98304-k98304-tl-tiled-tforward",
+                        "b1-h16-kv2-d128-bf16-q103424-k103424-tl-tiled-tforward"]
+    assert {r.read_quality("HBM") for r in rec.rows if r.id in labelled} == {"not a prediction"}
+    assert all(r.read_labels["HBM"][1].startswith("NOT A PREDICTION: the forward's DRAM reads.")
+               for r in rec.rows if r.id in labelled)
+    assert all(r.read_labels == {} for r in rec.rows if r.id.endswith("-treverse"))
+    tiled_read = next(e for e in rec.summary() if (e["impl"], e["level"], e["which"]) == ("tiled", "HBM", "read"))
+    assert tiled_read["labelled"] == {"not a prediction": 3} and tiled_read["shapes"] == 9
+    assert next(e for e in rec.summary() if (e["impl"], e["level"], e["which"]) == ("tiled", "HBM", "write")
+                )["labelled"] == {}
+    assert any(row[:3] == ["tiled", "HBM", "read"] and row[-1].endswith("; 3 labelled NOT A PREDICTION")
+               for row in summary_rows(rec))
+    oks = {row[0]: row[8] for row in table_rows(rec) if row[0] and row[1] == "HBM"}
+    assert oks["b1-h16-kv16-d128-bf16-q132608-k132608-tl-tiled-tforward"] == "NO (reads NOT A PREDICTION)"
+    md = markdown(rec)
+    line = next(x for x in md.splitlines() if x.startswith("- `b1-h16-kv16-d128-bf16-q132608-k132608-tl-tiled-tforward`"))
+    assert "measured 32.7x the prediction" in line and "; the model labels these reads: NOT A PREDICTION: " in line
+    code, out, err = run_cli(capsys, ["reconcile", "receipts/ncu-h100-order-probe1-2026-12-07.json", "--json",
+                                      str(tmp_path / "r.json")])
+    assert code == 0, err
+    rows = {r["id"]: r for r in json.loads((tmp_path / "r.json").read_text())["shapes"]}
+    assert rows["b1-h16-kv16-d128-bf16-q98304-k98304-tl-sdpa-cudnn"]["read_quality"] == {"HBM": "not a prediction"}
+    assert rows["b1-h16-kv16-d128-bf16-q98304-k98304-tl-tiled-treverse"]["read_quality"] == {"HBM": "predicted"}
+
+
+def test_reconcile_labels_a_training_steps_kernels(reconciled_receipt):
+    """A training step's label sits on the kernel's own level (``HBM _bwd_dkdv``) and on the step's ``HBM``: the H200
+    long training hold-out's causal GQA steps are ``not a prediction`` at ``_bwd_dkdv`` (predict_training_step's
+    dkdv_read_quality), the sentence the estimate's."""
+    rec = reconciled_receipt("ncu-h200-long-train-holdout1-2026-12-05.json")
+    dkdv = [r for r in rec.rows if r.read_quality("HBM _bwd_dkdv") == "not a prediction"]
+    assert dkdv and all(r.spec.causal and r.spec.group > 1 for r in dkdv)
+    for r in dkdv:
+        assert r.read_labels["HBM _bwd_dkdv"][1].startswith("NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200")
+        assert r.read_quality("HBM") == "not a prediction"
+        assert r.read_labels["HBM _bwd_dkdv"][1] in r.read_labels["HBM"][1]
+    assert all(set(r.read_labels) <= {"HBM", "HBM _attn_fwd", "HBM _bwd_dkdv", "HBM _bwd_dq"} for r in rec.rows)
+
+
+def test_reconcile_labels_a_ragged_launch_as_its_estimate_does(monkeypatch):
+    """A ragged record's HBM row takes the varlen estimate's label and sentence (iomodel.cache.estimate.ragged_drift_label,
+    one home with the worksheet's). No committed ragged run is long enough to drift (the longest sequence 15,980 tokens):
+    unlabelled as they are; with the drift test patched to say so, the row names sequence 1 of 6, as the worksheet
+    would."""
+    import iomodel.cache.estimate as estimate_mod
+    from iomodel.measure.records import Measurement
+    from iomodel.reconcile.compare import reconcile
+
+    m = Measurement.load(Path(__file__).resolve().parents[1] / "receipts/ncu-h200-ragged2-2026-12-01.json")
+    ragged = [s for s in m.shapes if s.seqlens is not None]
+    assert ragged
+    assert all(r.read_labels == {} for r in reconcile(m).rows)
+    monkeypatch.setattr(estimate_mod, "forward_drift_quality", lambda *a: "not a prediction")
+    rows = {r.id: r for r in reconcile(m).rows}
+    first = rows[ragged[0].id]
+    assert first.read_quality("HBM") == "not a prediction"
+    n = len(ragged[0].seqlens)
+    assert first.read_labels["HBM"][1].startswith(
+        f"Sequence 1 of {n} ({ragged[0].seqlens[0][0]:,} query and {ragged[0].seqlens[0][1]:,} key tokens): NOT A "
+        "PREDICTION: the forward's DRAM reads.")

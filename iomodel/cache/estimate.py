@@ -796,8 +796,8 @@ def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, f
     Returns:
         :class:`L2Estimate` (``function`` ``predict_ragged_launch``): DRAM read and written bytes,
         the stored bytes (O and LSE of every sequence) and those still dirty at launch end (bytes);
-        ``read_bytes_quality`` from :func:`ragged_drift_quality` (``not a prediction`` where a sequence's programs
-        drift apart in the forward order), with a sentence naming that sequence among the assumptions.
+        ``read_bytes_quality`` from :func:`ragged_drift_label` (``not a prediction`` where a sequence's programs
+        drift apart in the forward order), with its sentence naming that sequence among the assumptions.
         The int32 cu_seqlens reads are not in it.
 
     Raises:
@@ -817,11 +817,9 @@ def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, f
         "after the other here, while on the GPU they overlap.",
         "The int32 cu_seqlens reads are not in these bytes (they are in the no-reuse HBM rows).",
     ]
-    quality, drifting = ragged_drift_quality(sequences, tiling, params, tile_order)
-    if drifting is not None:
-        assumptions.append(f"Sequence {drifting + 1} of {len(sequences)} ({sequences[drifting].seqlen_q:,} query and "
-                           f"{sequences[drifting].seqlen_k:,} key tokens): "
-                           + forward_drift_sentence(sequences[drifting], params.for_forward().read_capacity, quality))
+    quality, sentence = ragged_drift_label(sequences, tiling, params, tile_order)
+    if sentence is not None:
+        assumptions.append(sentence)
     return L2Estimate.of(
         sum(k.hbm_read.values()), sum(k.hbm_write.values()), sum(k.requested_write.values()), flops=flops,
         peak_flops=peak_flops, hardware=hardware, programs_per_sm=params.programs_per_sm,
@@ -851,3 +849,18 @@ def ragged_drift_quality(sequences: Sequence[LayerSpec], tiling: Tiling, params:
         if q is not None and READ_QUALITIES.index(q) > READ_QUALITIES.index(worst):
             worst, which = q, i
     return worst, which
+
+
+def ragged_drift_label(sequences: Sequence[LayerSpec], tiling: Tiling, params: L2Params,
+                       tile_order: str) -> tuple[str, str | None]:
+    """:func:`ragged_drift_quality` with the assumption that says it (None where the launch is ``predicted``): the
+    sequence that sets it (1-based, its query and key tokens) and
+    :func:`iomodel.cache.predict.forward_drift_sentence` of its batch-1 layer. The one home of the sentence that
+    :func:`estimate_ragged` and the reconciliation of a ragged record (``iomodel reconcile``) both show. Raises
+    nothing."""
+    quality, i = ragged_drift_quality(sequences, tiling, params, tile_order)
+    if i is None:
+        return quality, None
+    seq = sequences[i]
+    return quality, (f"Sequence {i + 1} of {len(sequences)} ({seq.seqlen_q:,} query and {seq.seqlen_k:,} key tokens): "
+                     + forward_drift_sentence(seq, params.for_forward().read_capacity, quality))

@@ -36,7 +36,9 @@ def summary_rows(rec: Reconciliation) -> list[list[str]]:
     """The printed summary table (columns :data:`SUMMARY_COLUMNS`), one line per (impl, level, direction).
 
     Shapes not reconciled (a value not measured, or the shape's error) stay in the count and
-    the last column says how many there are (listed by :func:`not_reconciled_lines`).
+    the last column says how many there are (listed by :func:`not_reconciled_lines`), and how many of the shapes the
+    model labels ROUGH or NOT A PREDICTION in that direction (its DRAM reads there: ``labelled`` of
+    :meth:`~iomodel.reconcile.compare.Reconciliation.summary`).
     """
     out = []
     for e in rec.summary():
@@ -44,6 +46,7 @@ def summary_rows(rec: Reconciliation) -> list[list[str]]:
         floor = human_bytes(e["abs_tol_bytes"], decimals=1)
         absc = f"±{e['tolerance']:.0%} or ±{floor}" if e["abs_tol_bytes"] else "exact"
         missing = f"; {e['not_reconciled']} not reconciled" if e.get("not_reconciled") else ""
+        missing += "".join(f"; {n} labelled {q.upper()}" for q, n in sorted(e.get("labelled", {}).items()))
         out.append([e["impl"], e["level"], e["which"], str(n), f"±{e['tolerance']:.0%}",
                     f"{e['within_rel']}/{n} ({e['fraction_rel']:.0%})", absc,
                     f"{e['within']}/{n} ({e['fraction']:.0%}){missing}"])
@@ -56,7 +59,9 @@ def not_reconciled_lines(rec: Reconciliation) -> list[str]:
 
 
 def table_rows(rec: Reconciliation) -> list[list[str]]:
-    """The printed table: one line per (shape, level), reads and writes apart; ratio = measured / predicted."""
+    """The printed table: one line per (shape, level), reads and writes apart; ratio = measured / predicted. The ok
+    cell of an HBM level whose reads the model labels says so (``NO (reads NOT A PREDICTION)``,
+    :meth:`~iomodel.reconcile.compare.ShapeReconciliation.read_quality`)."""
     out = []
     for r in rec.rows:
         if r.error or not r.levels:
@@ -67,6 +72,8 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
             ok = "-" if all(o is None for o in oks) else ("yes" if all(o in (True, None) for o in oks) else "NO")
             if any(o is False and w in lv.missing for o, w in zip(oks, ("read", "write"))):
                 ok = "not measured"
+            elif ok != "-" and (q := r.read_quality(lv.level)) != "predicted":
+                ok += f" (reads {q.upper()})"  # the model's own label: a miss here is expected, a hit no evidence
             out.append([
                 r.id if i == 0 else "",
                 lv.level,
@@ -92,6 +99,8 @@ def outside_account(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
             why = r.explanation()
         else:
             why = r.gap(level, which, floor_bytes)
+            if which == "read" and level in r.read_labels:  # the estimate said so before the run: its sentence
+                why += f"; the model labels these reads: {r.read_labels[level][1]}"
         parts.append(why if len(bad) == 1 else f"{item}: {why}")
     return "; ".join(parts)
 
