@@ -545,3 +545,26 @@ def test_overlay_file_errors_are_one_line(tmp_path, content, words):
     with pytest.raises(IomodelError) as exc:
         _load_measured(path)
     assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tmp_path):
+    """``environment.device`` is what the run saw, ``hardware`` what the predictions are for (iomodel validate writes
+    both from the same device: ``detect``). A record whose hardware was edited to another preset (the H100 order
+    probe's H100-SXM made the H200's 60 MiB L2) was predicted for the H200 without a word (twenty-second session):
+    refused in one line. Every committed record agrees (71 loaded by the receipt tests)."""
+    from iomodel.spec.hardware import H200, preset_of_device
+
+    assert [preset_of_device(n) for n in ("NVIDIA H100 80GB HBM3", "H100-SXM (NVIDIA H100 80GB HBM3)", "NVIDIA H200",
+                                          "H200 (NVIDIA H200)", "NVIDIA A100-SXM4-80GB", "cpu", "")] == [
+        "H100-SXM", "H100-SXM", "H200", "H200", "A100-80GB", None, None]
+    data = json.loads(ORDER_PROBE.read_text())
+    assert data["environment"]["device"] == "NVIDIA H100 80GB HBM3"
+    data["hardware"] = {**data["hardware"], "name": H200.name, "l2_bytes": H200.l2_bytes,
+                        "hbm_bandwidth": H200.hbm_bandwidth}
+    data["environment"].pop("l2_bytes", None)
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.name 'H200' is the H200 preset but environment.device 'NVIDIA H100 80GB HBM3' "
+                         "is an H100-SXM: the predictions would be for another GPU than the one measured: regenerate "
+                         "the record with iomodel validate, or correct that value"), line
+    data["environment"]["device"] = "NVIDIA H200"  # agreeing: loads and reconciles
+    assert Measurement.from_dict(data).hardware["name"] == "H200"

@@ -41,7 +41,7 @@ from typing import Any, Iterable
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_KINDS, UNIT_SCALE
-from iomodel.spec.hardware import RESIDENT_LIMITS
+from iomodel.spec.hardware import RESIDENT_LIMITS, preset_of_device
 
 #: The most resident programs per SM of any compute capability iomodel knows (an occupancy limit above it is damage).
 MOST_BLOCKS_PER_SM = max(blocks for blocks, _ in RESIDENT_LIMITS.values())
@@ -402,7 +402,8 @@ class Measurement:
         Raises:
             IomodelError: the schema tag is missing or different; a ``kind`` not in :data:`KINDS`; a field of the wrong JSON
                 type or out of range (see :meth:`ShapeMeasurement.from_dict`); two shapes with
-                one id; a hardware entry whose sizes are not positive numbers; settings the
+                one id; a hardware entry whose sizes are not positive numbers, or whose preset (``hardware.name``)
+                is another GPU than ``environment.device`` (:func:`~iomodel.spec.hardware.preset_of_device`); settings the
                 reconciliation reads (``metrics``, ``dropped_metrics``, ``l2_model``,
                 ``cache_control``, ``sweep_name``) of the wrong type.
         """
@@ -435,6 +436,13 @@ class Measurement:
             for dt, v in flops.items():
                 jv.number(v, f"{source}: hardware.peak_flops[{dt!r}]", what="a positive number of FLOP/s",
                           positive=True, fix=FIX)
+            device, preset = environment.get("device"), hardware.get("name")
+            if isinstance(device, str) and isinstance(preset, str):  # a record predicted for another GPU than it ran on
+                ran, said = preset_of_device(device), preset_of_device(preset)
+                if ran is not None and said is not None and ran != said:
+                    raise IomodelError(f"{source}: hardware.name {preset!r} is the {said} preset but "
+                                       f"environment.device {device!r} is an {ran}: the predictions would be for "
+                                       f"another GPU than the one measured: {FIX}")
             seen_l2 = environment.get("l2_bytes")
             if isinstance(seen_l2, (int, float)) and "l2_bytes" in hardware and seen_l2 != hardware["l2_bytes"]:
                 raise IomodelError(f"{source}: hardware.l2_bytes {hardware['l2_bytes']!r} differs from the "

@@ -184,6 +184,19 @@ def get_hardware(name: str) -> Hardware:
     return HARDWARE[key]
 
 
+def preset_of_device(name: str) -> str | None:
+    """The preset (a :data:`HARDWARE` key) whose family a device or hardware name names, or None: a preset matches
+    where its name's first part (``H100``, ``H200``, ``A100``) is in ``name``, case-insensitive, the last of
+    :data:`HARDWARE` that does (``NVIDIA H100 80GB HBM3`` and ``H100-SXM (NVIDIA H100 80GB HBM3)`` give ``H100-SXM``;
+    ``cpu`` None). The one rule :func:`detect` and a record's device check
+    (:meth:`iomodel.measure.records.Measurement.from_dict`) share. Raises nothing."""
+    got = None
+    for key in HARDWARE:
+        if key.split("-")[0].lower() in str(name).lower():
+            got = key
+    return got
+
+
 def detect(device: int = 0) -> Hardware:
     """Describe the current CUDA device from ``torch.cuda.get_device_properties``.
 
@@ -203,10 +216,8 @@ def detect(device: int = 0) -> Hardware:
         raise IomodelError("no CUDA GPU is visible: pass --hardware H200|H100-SXM|A100-80GB instead of detecting")
     props = torch.cuda.get_device_properties(device)
     name = props.name
-    base = None
-    for key, hw in HARDWARE.items():
-        if key.split("-")[0].lower() in name.lower():
-            base = hw
+    key = preset_of_device(name)
+    base = HARDWARE[key] if key is not None else None
     if base is None:
         raise IomodelError(f"GPU {name!r} matches no hardware preset: pass --hardware explicitly")
     kw: dict[str, Any] = {"name": f"{base.name} ({name})", "num_sms": props.multi_processor_count}
