@@ -76,6 +76,43 @@ def test_decode_seqlen_plot_varies_the_kv_cache():
     assert list(tiled.get_ydata()) == [2 * 8 * n * 128 * 2 + fixed for n in (1024, 8192)]
 
 
+
+def test_decode_seqlen_plot_at_the_launchers_split_count_per_length(capsys, tmp_path, monkeypatch):
+    """With ``launcher_splits`` (what ``iomodel worksheet --plot-dir`` and ``iomodel plot`` pass unless --num-splits
+    fixes the count; twenty-second session) each KV-cache length takes the split count the launcher picks for it, so
+    the tiled curve is the bundled kernel's: at every length it equals the worksheet's tiled HBM bytes of that
+    length. Llama-3-8B decode on the H200 (kernels/heuristics.py): the rule's one round of 264 programs over 8 per
+    split is 33, clamped by cdiv(N_k, 64) // 8: 1 split at 512 keys, 2 at 1,024, 16 at 8,192; at 16,384 the rule's 32
+    is cut to FUSED_MAX_SPLITS 16 (the fused merge, K of 2^24 elements); at 65,536 K is 2^26 elements, past
+    FUSED_COMBINE_MAX_K_ELEMENTS (two launches), and 33 splits of the 1,024 key blocks become 32 non-empty ones."""
+    from iomodel.report.plot import decode_tilings
+
+    lay = resolve_layer(phase="decode", seqlen=8192)
+    xs = [512, 1024, 8192, 16384, 65536]
+    assert [t.num_splits for t in decode_tilings(lay.spec, lay.tiling, lay.hardware, xs)] == [1, 2, 16, 16, 32]
+    fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=xs, launcher_splits=True)
+    tiled = _line(fig.axes[0], "tiled (bundled kernel, the launcher's num_splits at each length: 1 to 32)")
+    want = [predict(at.spec, at.tiling, at.hardware).algorithms["tiled"].hbm_bytes  # the worksheet's, at each length
+            for at in (resolve_layer(phase="decode", seqlen=x) for x in xs)]
+    assert list(tiled.get_ydata()) == want
+    held = _line(plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=xs).axes[0], "tiled (num_splits = 16 held")
+    assert held.get_ydata()[2] == want[2] and held.get_ydata()[0] > want[0]  # 16 splits' partials at 512 keys
+    # the commands: --num-splits given, held (and said so); left out, the launcher's
+    import iomodel.report.plot as plot_mod
+    from test_cli_errors import run_cli
+
+    seen = []
+    real = plot_mod.plot_seqlen
+    monkeypatch.setattr(plot_mod, "plot_seqlen", lambda *a, **k: seen.append(k["launcher_splits"]) or real(*a, **k))
+    for i, (cmd, extra) in enumerate((("worksheet", []), ("worksheet", ["--num-splits", "4"]), ("plot", []),
+                                      ("plot", ["--num-splits", "4"]))):
+        out = ["--plot-dir", str(tmp_path / f"w{i}"), "-o", str(tmp_path / "w.md")] if cmd == "worksheet" else \
+            ["-o", str(tmp_path / f"p{i}"), "--kind", "seqlen"]
+        code, _, err = run_cli(capsys, [cmd, "--phase", "decode", "--seqlen", "8192", *out, *extra])
+        assert code == 0, err
+    assert seen == [True, False, True, False]
+
+
 def test_measured_overlay(small):
     pts = [{"seqlen": 64, "bytes": 30_000, "label": "ncu", "level": "HBM"},
            {"seqlen": 128, "bytes": 90_000, "label": "ncu", "level": "HBM"},

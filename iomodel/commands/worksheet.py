@@ -116,7 +116,8 @@ def worksheet(
     if plot_dir is not None:  # the plots first: a plot that fails leaves no worksheet behind either
         from iomodel.report.plot import write_plots
 
-        for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config):
+        for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config,
+                                launcher_splits="num_splits" not in dict(lay.tiles)):  # else --num-splits is held
             typer.echo(f"wrote {shown(path)}", err=True)
     if output is not None:
         _write(output, text)

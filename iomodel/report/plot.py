@@ -227,6 +227,36 @@ def _sweep(spec: LayerSpec, tiling: Tiling, hardware: Hardware, vary: dict[str, 
             for alg, quantities in res.items()}
 
 
+def decode_tilings(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
+                   seqlens: Sequence[int] | np.ndarray) -> list[Tiling]:
+    """The decode tiles the bundled kernel's launcher picks at each KV-cache length (tokens) of ``seqlens``, with the
+    layer's BLOCK_N: :func:`iomodel.report.worksheet.kernel_tiling` of the layer at ``seqlen_k = x`` (its split count,
+    ``kernels/heuristics.py`` ``decode_num_splits``, and whether the merge is fused), as the worksheet takes it at the
+    layer's own length.
+
+    Raises:
+        IomodelError: the kernel refuses a length (:func:`~iomodel.report.worksheet.kernel_tiling`).
+    """
+    from iomodel.report.worksheet import kernel_tiling
+
+    return [kernel_tiling(spec.with_(seqlen_k=int(x)), hardware, tiles=(None, tiling.block_n, None))[0]
+            for x in seqlens]
+
+
+def _sweep_seqlens(spec: LayerSpec, tilings: Sequence[Tiling], hardware: Hardware, n: np.ndarray,
+                   **options: Any) -> dict[str, dict[str, np.ndarray]]:
+    """:func:`_sweep` over the KV-cache lengths ``n`` (decode), each length at its own tiles ``tilings[i]``: one
+    sweep per distinct tiling, its lengths' values put in place."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for t in dict.fromkeys(tilings):
+        at = np.array([i for i, u in enumerate(tilings) if u == t])
+        part = _sweep(spec, t, hardware, {"seqlen_k": n[at]}, **options)
+        for alg, quantities in part.items():
+            for q, v in quantities.items():
+                out.setdefault(alg, {}).setdefault(q, np.zeros(len(n)))[at] = v
+    return out
+
+
 # ----------------------------------------------------------------------------------
 # Bytes versus sequence length
 # ----------------------------------------------------------------------------------
@@ -322,6 +352,7 @@ def plot_seqlen(
     seqlens: Sequence[int] | np.ndarray | None = None,
     measured: Iterable[dict[str, Any]] | None = None,
     path: str | Path | None = None,
+    launcher_splits: bool = False,
     **options: Any,
 ) -> Figure:
     """Transferred HBM bytes versus sequence length (log-log), with allocated bytes apart.
@@ -336,25 +367,33 @@ def plot_seqlen(
     exceed ``hardware.hbm_bytes`` the points are marked with a cross and the capacity is
     drawn as a horizontal line. Prefill varies
     seqlen_q = seqlen_k = N; decode varies the KV-cache length seqlen_k with seqlen_q
-    fixed. Tiles stay fixed at ``tiling``.
+    fixed. Tiles stay fixed at ``tiling``, but for a decode layer with ``launcher_splits``: there each length takes
+    the split count (and fused merge) the bundled kernel's launcher picks for it (:func:`decode_tilings`), so the
+    tiled curve is the kernel's; without it the layer's num_splits is held at every length, and the legend says so.
 
     Args:
         spec, tiling, hardware: the layer (its own length is marked), tiles and hardware.
         seqlens: x values in tokens (default :func:`default_seqlens`).
         measured: points ``{"seqlen": tokens, "bytes": B, "label": str, "level": "HBM"}``.
         path: PNG path to write (None: only return the figure).
+        launcher_splits: decode: each length at the launcher's split count (the commands pass True unless
+            ``--num-splits`` is given); ignored for prefill.
         **options: traffic-model options passed to :func:`iomodel.traffic.sweep`.
 
     Returns:
         The :class:`matplotlib.figure.Figure`.
 
     Raises:
-        IomodelError: a measured point lacks ``seqlen`` or ``bytes``.
+        IomodelError: a measured point lacks ``seqlen`` or ``bytes``; with ``launcher_splits``, a length the kernel
+            refuses.
     """
     points = _check_measured(measured, ("seqlen",), kind="seqlen")
     n = np.asarray(default_seqlens(spec) if seqlens is None else seqlens, dtype=np.int64)
     vary = {"seqlen_q": n, "seqlen_k": n} if spec.phase == "prefill" else {"seqlen_k": n}
-    res = _sweep(spec, tiling, hardware, vary, **options)
+    per_length = launcher_splits and spec.phase == "decode"
+    tilings = decode_tilings(spec, tiling, hardware, n) if per_length else None
+    res = (_sweep_seqlens(spec, tilings, hardware, n, **options) if tilings is not None
+           else _sweep(spec, tiling, hardware, vary, **options))
     xlabel = ("sequence length N = seqlen_q = seqlen_k (tokens; 1k = 1,024)" if spec.phase == "prefill"
               else f"KV-cache length seqlen_k (tokens; 1k = 1,024), seqlen_q = {spec.seqlen_q}")
     title = f"{spec.name or 'layer'}: HBM bytes per attention call versus sequence length"
@@ -371,9 +410,15 @@ def plot_seqlen(
     ax.set_yscale("log", base=2)
     ax.plot(n, res["baseline"]["hbm_bytes"], color=COLORS["baseline"], lw=2.2,
             label="baseline (eager, materialised scores): HBM bytes transferred")
-    tiled_label = NO_REUSE_LABEL if spec.phase == "prefill" else NO_REUSE_LABEL.replace(  # decode: splits held
-        "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every length;\nthe bundled kernel "
-                                  "picks its splits per length)")
+    if tilings is not None:  # decode at the launcher's split count per length
+        counts = sorted({t.num_splits for t in tilings})
+        tiled_label = NO_REUSE_LABEL.replace(
+            "tiled (bundled kernel)", "tiled (bundled kernel, the launcher's num_splits at each length: "
+            + (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}") + ")")
+    else:
+        tiled_label = NO_REUSE_LABEL if spec.phase == "prefill" else NO_REUSE_LABEL.replace(  # decode: splits held
+            "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every length;\nthe bundled "
+                                      "kernel picks its splits per length)")
     ax.plot(n, res["tiled"]["hbm_bytes"], color=COLORS["tiled"], lw=2.2, label=tiled_label)
     if l2_x:
         lx = np.asarray(l2_x, dtype=np.int64)
@@ -772,6 +817,7 @@ def write_plots(
     measured: dict[str, list[dict[str, Any]]] | None = None,
     option: str = "--plot-dir",
     config: Any = None,
+    launcher_splits: bool = False,
     **options: Any,
 ) -> list[Path]:
     """Write the PNGs of one layer into ``out_dir`` (created if missing); ``option`` is the
@@ -785,6 +831,8 @@ def write_plots(
     Args:
         kinds: subset of ``("seqlen", "blocks", "sram")``.
         measured: overlay points per kind, e.g. ``{"seqlen": [{"seqlen": 8192, "bytes": ...}]}``.
+        launcher_splits: a decode layer's seqlen curve at the launcher's split count per length (:func:`plot_seqlen`;
+            the commands pass True unless ``--num-splits`` fixes the count).
 
     Returns:
         The paths written.
@@ -806,7 +854,9 @@ def write_plots(
     _check_all_measured(spec, tiling, measured, options)
     funcs = {"seqlen": plot_seqlen, "blocks": plot_blocks, "sram": plot_sram}
     # every figure is drawn before any file is written: a failure leaves no partial set
-    pngs = {out / PLOT_FILES[kind]: _png(funcs[kind](spec, tiling, hardware, measured=measured.get(kind), **options))
+    own = {"seqlen": {"launcher_splits": launcher_splits}}  # options of one kind of plot
+    pngs = {out / PLOT_FILES[kind]: _png(funcs[kind](spec, tiling, hardware, measured=measured.get(kind),
+                                                     **own.get(kind, {}), **options))
             for kind in kinds if kind != "sram" or spec.phase == "prefill"}
     busy = next((path for path in pngs if path.is_dir()), None)  # checked before any is written: no partial set
     if busy is not None:
@@ -821,6 +871,7 @@ __all__ = [
     "BLOCK_SIZES",
     "PLOT_FILES",
     "PLOT_KINDS",
+    "decode_tilings",
     "default_seqlens",
     "default_sram_sizes",
     "largest_fitting_tiles",
