@@ -190,7 +190,7 @@ def test_a_ragged_launch_with_a_long_sequence_is_labelled(capsys, monkeypatch):
 
 
 def test_reconcile_shows_the_estimates_read_label(reconciled_receipt, capsys, tmp_path):
-    """``iomodel reconcile`` says where the model labelled its own DRAM reads before the run (twenty-second session;
+    """``iomodel reconcile`` says where the model labelled its own DRAM bytes before the run (twenty-second session;
     before, a drifting run read as a plain NO). The H100 order probe: the bundled kernel's three far causal forwards in
     the forward order and cuDNN's 98k forward are ``not a prediction`` (their K+V of one KV head 48.0-64.8 MiB against
     the H100's 26.6 MiB read capacity, past FWD_DRIFT_KV_HEAD); the same layers in the reverse order, and the writes,
@@ -201,23 +201,24 @@ def test_reconcile_shows_the_estimates_read_label(reconciled_receipt, capsys, tm
     from test_cli_errors import run_cli
 
     rec = reconciled_receipt("ncu-h100-order-probe1-2026-12-07.json")
-    labelled = sorted(r.id for r in rec.rows if r.read_quality("HBM") != "predicted")
+    labelled = sorted(r.id for r in rec.rows if r.quality("HBM") != "predicted")
     assert labelled == ["b1-h16-kv16-d128-bf16-q132608-k132608-tl-tiled-tforward",
                         "b1-h16-kv16-d128-bf16-q98304-k98304-tl-sdpa-cudnn",
                         "b1-h16-kv16-d128-bf16-q98304-k98304-tl-tiled-tforward",
                         "b1-h16-kv2-d128-bf16-q103424-k103424-tl-tiled-tforward"]
-    assert {r.read_quality("HBM") for r in rec.rows if r.id in labelled} == {"not a prediction"}
-    assert all(r.read_labels["HBM"][1].startswith("NOT A PREDICTION: the forward's DRAM reads.")
-               for r in rec.rows if r.id in labelled)
-    assert all(r.read_labels == {} for r in rec.rows if r.id.endswith("-treverse"))
+    assert {r.quality("HBM") for r in rec.rows if r.id in labelled} == {"not a prediction"}
+    assert all(r.labels[("HBM", "read")][1].startswith("NOT A PREDICTION: the forward's DRAM reads.")
+               and r.labels[("HBM", "read")][1] in r.l2.assumptions for r in rec.rows if r.id in labelled)
+    assert all(r.labels == {} for r in rec.rows if r.id.endswith("-treverse"))
     tiled_read = next(e for e in rec.summary() if (e["impl"], e["level"], e["which"]) == ("tiled", "HBM", "read"))
-    assert tiled_read["labelled"] == {"not a prediction": 3} and tiled_read["shapes"] == 9
+    assert tiled_read["labelled"] == {"not a prediction": {"shapes": 3, "within": 0}} and tiled_read["shapes"] == 9
     assert next(e for e in rec.summary() if (e["impl"], e["level"], e["which"]) == ("tiled", "HBM", "write")
                 )["labelled"] == {}
-    assert any(row[:3] == ["tiled", "HBM", "read"] and row[-1].endswith("; 3 labelled NOT A PREDICTION")
+    assert any(row[:3] == ["tiled", "HBM", "read"] and row[-1].endswith("; 3 labelled NOT A PREDICTION (0 within)")
                for row in summary_rows(rec))
     oks = {row[0]: row[8] for row in table_rows(rec) if row[0] and row[1] == "HBM"}
     assert oks["b1-h16-kv16-d128-bf16-q132608-k132608-tl-tiled-tforward"] == "NO (reads NOT A PREDICTION)"
+    assert oks["b1-h16-kv16-d128-bf16-q132608-k132608-tl-tiled-treverse"] == "yes"
     md = markdown(rec)
     line = next(x for x in md.splitlines() if x.startswith("- `b1-h16-kv16-d128-bf16-q132608-k132608-tl-tiled-tforward`"))
     assert "measured 32.7x the prediction" in line and "; the model labels these reads: NOT A PREDICTION: " in line
@@ -225,22 +226,62 @@ def test_reconcile_shows_the_estimates_read_label(reconciled_receipt, capsys, tm
                                       str(tmp_path / "r.json")])
     assert code == 0, err
     rows = {r["id"]: r for r in json.loads((tmp_path / "r.json").read_text())["shapes"]}
-    assert rows["b1-h16-kv16-d128-bf16-q98304-k98304-tl-sdpa-cudnn"]["read_quality"] == {"HBM": "not a prediction"}
-    assert rows["b1-h16-kv16-d128-bf16-q98304-k98304-tl-tiled-treverse"]["read_quality"] == {"HBM": "predicted"}
+    hbm = lambda sid: next(lv for lv in rows[sid]["levels"] if lv["level"] == "HBM")  # noqa: E731
+    assert (hbm("b1-h16-kv16-d128-bf16-q98304-k98304-tl-sdpa-cudnn")["read_bytes_quality"],
+            hbm("b1-h16-kv16-d128-bf16-q98304-k98304-tl-sdpa-cudnn")["write_bytes_quality"]) == ("not a prediction",
+                                                                                              "predicted")
+    assert hbm("b1-h16-kv16-d128-bf16-q98304-k98304-tl-tiled-treverse")["read_bytes_quality"] == "predicted"
+
+
+def test_reconcile_labels_name_the_direction_that_missed(reconciled_receipt):
+    """The ok cell is the level's verdict, reads and writes together: a labelled direction that was within while the
+    other missed is said so (a reviewer's finding: ``NO (reads ROUGH)`` on reads at 1.00x and writes at 1.54x read
+    as an announced miss). The H200 hold-out's causal chunk over a 16k cache: its forward's reads are ``rough`` (the
+    capacity edge) and within, its writes miss unlabelled. And a level the model does not predict (SDPA FLASH in a
+    training receipt, measured beside the floor only) has no quality in the JSON."""
+    from iomodel.report.reconcile_md import table_rows, verdict_labels
+
+    rec = reconciled_receipt("ncu-h200-2026-11-29.json")
+    r = next(r for r in rec.rows if r.id == "b1-h32-kv8-d128-bf16-q1024-k16384-br-tiled")
+    oks = [rec.within(r, "HBM", w) for w in ("read", "write")]
+    assert r.quality("HBM", "read") == "rough" and oks == [True, False]
+    cells = {row[0]: row[8] for row in table_rows(rec) if row[0] and row[1] == "HBM"}
+    assert cells[r.id] == "NO (reads ROUGH, within; writes miss)"
+    # by hand, every case of the cell
+    assert verdict_labels(r, "HBM", [False, True]) == " (reads ROUGH)"
+    assert verdict_labels(r, "HBM", [True, True]) == " (reads ROUGH)"
+    assert verdict_labels(r, "HBM", [None, None]) == ""
+    assert verdict_labels(r, "L2", [True, False]) == ""  # an unlabelled level: the cell as before
+    train = reconciled_receipt("ncu-h200-train1-2026-12-01.json")
+    flash = next(r for r in train.rows if r.impl == "sdpa-flash")
+    d = flash.to_dict()
+    hbm = next(lv for lv in d["levels"] if lv["level"] == "HBM")
+    assert hbm["predicted_read"] is None and "read_bytes_quality" not in hbm
 
 
 def test_reconcile_labels_a_training_steps_kernels(reconciled_receipt):
     """A training step's label sits on the kernel's own level (``HBM _bwd_dkdv``) and on the step's ``HBM``: the H200
     long training hold-out's causal GQA steps are ``not a prediction`` at ``_bwd_dkdv`` (predict_training_step's
-    dkdv_read_quality), the sentence the estimate's."""
+    dkdv_read_quality), the sentence the estimate's (``label_sentences``, written where the assumption is). A line of
+    the Outside-tolerance list quotes each sentence once: the step's HBM read item leaves out the kernels that have an
+    item of their own on the line."""
+    from iomodel.report.reconcile_md import outside_account
+
     rec = reconciled_receipt("ncu-h200-long-train-holdout1-2026-12-05.json")
-    dkdv = [r for r in rec.rows if r.read_quality("HBM _bwd_dkdv") == "not a prediction"]
+    dkdv = [r for r in rec.rows if r.quality("HBM _bwd_dkdv") == "not a prediction"]
     assert dkdv and all(r.spec.causal and r.spec.group > 1 for r in dkdv)
     for r in dkdv:
-        assert r.read_labels["HBM _bwd_dkdv"][1].startswith("NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200")
-        assert r.read_quality("HBM") == "not a prediction"
-        assert r.read_labels["HBM _bwd_dkdv"][1] in r.read_labels["HBM"][1]
-    assert all(set(r.read_labels) <= {"HBM", "HBM _attn_fwd", "HBM _bwd_dkdv", "HBM _bwd_dq"} for r in rec.rows)
+        sentence = r.labels[("HBM _bwd_dkdv", "read")][1]
+        assert sentence.startswith("NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200") and sentence in r.l2.assumptions
+        assert r.quality("HBM") == "not a prediction" and sentence in r.labels[("HBM", "read")][1]
+    assert all({lvl for lvl, _ in r.labels} <= {"HBM", "HBM _attn_fwd", "HBM _bwd_dkdv", "HBM _bwd_dq"} for r in rec.rows)
+    for r, bad in rec.outside():
+        if "HBM read" in bad and "HBM _bwd_dkdv read" in bad and ("HBM _bwd_dkdv", "read") in r.labels:
+            text = outside_account(r, bad, rec.abs_tol)
+            assert text.count(r.labels[("HBM _bwd_dkdv", "read")][1]) == 1 and ".;" not in text
+            break
+    else:
+        raise AssertionError("no step with both its HBM and its dK/dV reads outside and labelled")
 
 
 def test_reconcile_labels_a_ragged_launch_as_its_estimate_does(monkeypatch):
@@ -255,12 +296,12 @@ def test_reconcile_labels_a_ragged_launch_as_its_estimate_does(monkeypatch):
     m = Measurement.load(Path(__file__).resolve().parents[1] / "receipts/ncu-h200-ragged2-2026-12-01.json")
     ragged = [s for s in m.shapes if s.seqlens is not None]
     assert ragged
-    assert all(r.read_labels == {} for r in reconcile(m).rows)
+    assert all(r.labels == {} for r in reconcile(m).rows)
     monkeypatch.setattr(estimate_mod, "forward_drift_quality", lambda *a: "not a prediction")
     rows = {r.id: r for r in reconcile(m).rows}
     first = rows[ragged[0].id]
-    assert first.read_quality("HBM") == "not a prediction"
+    assert first.quality("HBM") == "not a prediction"
     n = len(ragged[0].seqlens)
-    assert first.read_labels["HBM"][1].startswith(
+    assert first.labels[("HBM", "read")][1].startswith(
         f"Sequence 1 of {n} ({ragged[0].seqlens[0][0]:,} query and {ragged[0].seqlens[0][1]:,} key tokens): NOT A "
         "PREDICTION: the forward's DRAM reads.")

@@ -76,7 +76,6 @@ def test_decode_seqlen_plot_varies_the_kv_cache():
     assert list(tiled.get_ydata()) == [2 * 8 * n * 128 * 2 + fixed for n in (1024, 8192)]
 
 
-
 def test_decode_seqlen_plot_at_the_launchers_split_count_per_length(capsys, tmp_path, monkeypatch):
     """With ``launcher_splits`` (what ``iomodel worksheet --plot-dir`` and ``iomodel plot`` pass unless --num-splits
     fixes the count; twenty-second session) each KV-cache length takes the split count the launcher picks for it, so
@@ -111,6 +110,18 @@ def test_decode_seqlen_plot_at_the_launchers_split_count_per_length(capsys, tmp_
         code, _, err = run_cli(capsys, [cmd, "--phase", "decode", "--seqlen", "8192", *out, *extra])
         assert code == 0, err
     assert seen == [True, False, True, False]
+    # a layer no bundled kernel runs, modelled with the tiles given (fp8): no launcher picks its splits, so the count
+    # is held and the legend does not credit the bundled kernel (a reviewer's finding: the plot failed, asking for the
+    # --block-m/--block-n it had)
+    fp8 = resolve_layer(phase="decode", seqlen=8192, dtype="fp8_e4m3", block_m=16, block_n=64)
+    from iomodel.report.plot import decode_tilings
+
+    assert decode_tilings(fp8.spec, fp8.tiling, fp8.hardware, xs) is None
+    _line(real(fp8.spec, fp8.tiling, fp8.hardware, seqlens=xs, launcher_splits=True).axes[0],
+          f"tiled (num_splits = {fp8.tiling.num_splits} held at every length): HBM")
+    code, _, err = run_cli(capsys, ["plot", "--phase", "decode", "--dtype", "fp8_e4m3", "--block-m", "16", "--block-n",
+                                    "64", "-o", str(tmp_path / "fp8"), "--kind", "seqlen"])
+    assert code == 0, err
 
 
 def test_measured_overlay(small):

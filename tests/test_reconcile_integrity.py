@@ -568,3 +568,15 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
                          "the record with iomodel validate, or correct that value"), line
     data["environment"]["device"] = "NVIDIA H200"  # agreeing: loads and reconciles
     assert Measurement.from_dict(data).hardware["name"] == "H200"
+    # the name read as the predictions read it (the preset before the card): "H100-SXM (NVIDIA H200)" predicts with
+    # the H100's constants, on an H200 run (a reviewer's finding: the family substring passed it)
+    data["hardware"]["name"] = "H100-SXM (NVIDIA H200)"
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.name 'H100-SXM (NVIDIA H200)' is the H100-SXM preset but environment.device "
+                         "'NVIDIA H200' is an H200: the predictions would be for another GPU than the one measured: "
+                         "regenerate the record with iomodel validate, or correct that value"), line
+    data["hardware"]["name"] = "H200 (NVIDIA H100 80GB HBM3)"  # the card in brackets is the device the run saw
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.name 'H200 (NVIDIA H100 80GB HBM3)' names the card 'NVIDIA H100 80GB HBM3' but "
+                         "environment.device is 'NVIDIA H200': regenerate the record with iomodel validate, or correct "
+                         "that value"), line

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, L2Params, forward_l2_of, read_fraction_of,
                                   read_fraction_source)
-from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
-                                   dkdv_read_quality, dkdv_write_quality, forward_drift_quality,
+from iomodel.cache.predict import (READ_QUALITIES, _common_assumptions,
+                                   dkdv_read_quality, forward_drift_quality,
                                    forward_drift_sentence, predict_ragged_launch, predict_tiled,
                                    predict_training_step)
 from iomodel.errors import IomodelError
@@ -693,14 +693,13 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
     pps = training_programs_per_sm(spec, tiling, hardware, num_warps, backward, fwd_programs_per_sm)
     params = L2Params.of(hardware, pps["_attn_fwd"])
     l2 = predict_training_step(spec, tiling, params, pps, tile_order, grid_order)
-    dkdv_writes = dkdv_write_quality(spec, tiling, params.capacity)
     fwd = Schedule.for_tiling(tiling, num_warps=num_warps, tile_order=tile_order, grid_order=grid_order,
                               programs_per_sm=pps["_attn_fwd"])
     programs = step_programs(spec, tiling, {**fwd.to_dict(), "tensors": fwd.tensors(spec)})
     kernels = tuple({"name": k.name, "read_bytes": sum(k.hbm_read.values()), "write_bytes": sum(k.hbm_write.values()),
                      "written_bytes": sum(k.requested_write.values()), "programs_per_sm": pps[k.name],
                      "read_bytes_quality": l2.read_qualities.get(k.name, "predicted"),
-                     "write_bytes_quality": dkdv_writes if k.name == "_bwd_dkdv" else "predicted",
+                     "write_bytes_quality": l2.write_qualities.get(k.name, "predicted"),
                      "method": k.method, "program": programs[k.name]}
                     for k in l2.kernels)
     return L2Estimate.of(
@@ -710,8 +709,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         + (f"; the forward's is {KERNEL_FIXED_PROGRAMS_SOURCE}" if fwd_programs_per_sm is not None else ""),
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
-        read_bytes_quality=max((k["read_bytes_quality"] for k in kernels), key=READ_QUALITIES.index),
-        write_bytes_quality=max((k["write_bytes_quality"] for k in kernels), key=WRITE_QUALITIES.index),
+        read_bytes_quality=l2.read_quality, write_bytes_quality=l2.write_quality,
     )
 
 

@@ -71,10 +71,28 @@ class L2Prediction:
     kernels: list[KernelL2]
     assumptions: list[str]
     #: How far each kernel's DRAM reads can be taken (:data:`READ_QUALITIES`), by kernel name: a prefill forward's
-    #: ``fwd kernel`` (:func:`forward_read_quality`), a training step's ``_attn_fwd`` and ``_bwd_dkdv``
-    #: (:func:`dkdv_read_quality`); empty for decode and the eager chain (a ragged launch's estimate has its own:
+    #: ``fwd kernel`` (:func:`forward_read_quality`, :func:`forward_drift_quality`), a training step's ``_attn_fwd``,
+    #: ``_bwd_dkdv`` (:func:`dkdv_read_quality`) and ``_bwd_dq`` (:func:`forward_drift_quality`); empty for decode and the eager chain (a ragged launch's estimate has its own:
     #: :func:`iomodel.cache.estimate.ragged_drift_quality`).
     read_qualities: dict[str, str] = field(default_factory=dict)
+    #: How far each kernel's DRAM writes can be taken (:data:`WRITE_QUALITIES`), by kernel name: a training step's
+    #: ``_bwd_dkdv`` (:func:`dkdv_write_quality`); a kernel absent is ``predicted``.
+    write_qualities: dict[str, str] = field(default_factory=dict)
+    #: The assumption that labels a kernel's DRAM reads or writes (the ROUGH or NOT A PREDICTION sentence among
+    #: :attr:`assumptions`), by (kernel name, ``"read"`` or ``"write"``): one entry for each quality other than
+    #: ``predicted`` in :attr:`read_qualities` and :attr:`write_qualities`, for a tool that shows it beside measured
+    #: bytes (``iomodel reconcile``).
+    label_sentences: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def read_quality(self) -> str:
+        """The lowest of :attr:`read_qualities` (:data:`READ_QUALITIES` order; ``predicted`` without any)."""
+        return max(self.read_qualities.values(), key=READ_QUALITIES.index, default="predicted")
+
+    @property
+    def write_quality(self) -> str:
+        """The lowest of :attr:`write_qualities` (:data:`WRITE_QUALITIES` order; ``predicted`` without any)."""
+        return max(self.write_qualities.values(), key=WRITE_QUALITIES.index, default="predicted")
 
     @property
     def dominant(self) -> Cause | None:
@@ -419,10 +437,13 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
+    label = None  # the sentence that labels the forward's reads
     if spec.phase == "prefill" and drift is not None:
-        assumptions.append(forward_drift_sentence(spec, params.read_capacity, drift))
+        label = forward_drift_sentence(spec, params.read_capacity, drift)
     elif spec.phase == "prefill" and read_quality != "predicted":
-        assumptions.append(forward_rough_sentence(ws, params.read_capacity))
+        label = forward_rough_sentence(ws, params.read_capacity)
+    if label is not None:
+        assumptions.append(label)
     if custom:
         loop = ("" if schedule.persistent is None else
                 f" A persistent loop of these {w} programs ({schedule.persistent}: "
@@ -439,6 +460,8 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
                   assumptions)
     if spec.phase == "prefill":
         out.read_qualities = {kernels[0].name: read_quality}
+        if label is not None:
+            out.label_sentences = {(kernels[0].name, "read"): label}
     return out
 
 
@@ -947,14 +970,15 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            "Q/dO/LSE/Delta misses are the mean count of the wave model's chunk entries, not each touch "
                            f"({CLOSED_FORM_AGREEMENT}).")
     fwd_quality = fwd.read_qualities.get("fwd kernel", "predicted")
+    labels: dict[tuple[str, str], str] = {}
     if fwd_quality != "predicted":
-        assumptions.extend(a for a in fwd.assumptions if a.startswith(("ROUGH: the forward's DRAM reads",
-                                                                        "NOT A PREDICTION: the forward's DRAM reads")))
+        labels[("_attn_fwd", "read")] = fwd.label_sentences[("fwd kernel", "read")]
+        assumptions.append(labels[("_attn_fwd", "read")])
     quality = dkdv_read_quality(spec, tiling)
     if quality != "predicted":
         if quality == "not a prediction":
             lo, hi = DKDV_CAUSAL_MEASURED_RATIO
-            assumptions.append(f"NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200 the dK/dV kernel of every causal GQA "
+            labels[("_bwd_dkdv", "read")] = (f"NOT A PREDICTION: _bwd_dkdv's DRAM reads. On the H200 the dK/dV kernel of every causal GQA "
                                f"step of {DKDV_CAUSAL_UNPREDICTED_ROWS:,} query rows or more, heads-outer, read far fewer "
                                f"bytes than this wave model ({lo}-{hi}x of it, measured with the Triton dK/dV launch"
                                + ("" if tiling.bwd_dkdv_kernel == "triton" else
@@ -964,19 +988,22 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                                "(not a model).")
         else:
             lo, hi = DKDV_LARGE_GROUP_RATIO
-            assumptions.append(f"ROUGH: _bwd_dkdv's DRAM reads. Causal heads-outer steps of {DKDV_LARGE_GROUP} or more "
+            labels[("_bwd_dkdv", "read")] = (f"ROUGH: _bwd_dkdv's DRAM reads. Causal heads-outer steps of {DKDV_LARGE_GROUP} or more "
                                f"query heads per KV head from {DKDV_LARGE_GROUP_ROWS:,} query rows read {lo}-{hi}x this "
                                "wave model on the H200, seldom within 10 % (docs/l2-calibration.md): this kernel's "
                                "estimate may be off either way.")
+        assumptions.append(labels[("_bwd_dkdv", "read")])
     part_bytes = floor["_bwd_dkdv"][1] if tiling.bwd_group_splits > 1 else 0  # the fp32 partials
-    if dkdv_write_quality(spec, tiling, params.capacity) == "rough":
+    write_quality = dkdv_write_quality(spec, tiling, params.capacity)
+    if write_quality == "rough":
         lo, hi = DKDV_PARTIAL_WRITE_EXCESS_MIB
         n, above, below = DKDV_PARTIAL_WRITE_EXCESS_STEPS
-        assumptions.append(f"ROUGH: _bwd_dkdv's DRAM writes. Its {tiling.bwd_group_splits} group slices' fp32 partials "
+        labels[("_bwd_dkdv", "write")] = (f"ROUGH: _bwd_dkdv's DRAM writes. Its {tiling.bwd_group_splits} group slices' fp32 partials "
                            f"({part_bytes / 2**20:.1f} MiB) exceed the effective L2 ({params.capacity / 2**20:.1f} "
                            f"MiB); on the H200 such steps wrote {lo:+} to {hi:+} MiB beside this kernel's estimate, {above} "
                            f"of {n} more than 1 MiB above it and {below} more than 1 MiB below (iomodel/cache/params.py "
                            "DKDV_PARTIAL_WRITE_EXCESS_MIB).")
+        assumptions.append(labels[("_bwd_dkdv", "write")])
     if gluon_fitted:
         assumptions.append(f"A byte of fp32 partials the Gluon _bwd_dkdv launch stores weighs {GLUON_DKDV_PARTIAL_WRITE_SHARE} "
                            f"read-equivalent bytes of L2 (the Triton launch's {params.write_share}): fitted on that launch's "
@@ -999,6 +1026,9 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                                      spec.batch * spec.heads * cdiv(spec.seqlen_q, tiling.dq_block_m),
                                      dq.resident_programs, dq.read_capacity)
     if dq_drift is not None:  # the dQ kernel's programs drift as the forward's do (docs: "The dQ kernel's tile order")
-        out.assumptions.append(forward_drift_sentence(spec, dq.read_capacity, dq_drift, "_bwd_dq"))
+        labels[("_bwd_dq", "read")] = forward_drift_sentence(spec, dq.read_capacity, dq_drift, "_bwd_dq")
+        out.assumptions.append(labels[("_bwd_dq", "read")])
     out.read_qualities = {"_attn_fwd": fwd_quality, "_bwd_dkdv": quality, "_bwd_dq": dq_drift or "predicted"}
+    out.write_qualities = {"_bwd_dkdv": write_quality}
+    out.label_sentences = labels
     return out

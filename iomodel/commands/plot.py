@@ -74,7 +74,7 @@ def plot(
     check_plots(lay.spec, kinds, lay.config, "-o/--out-dir")  # a refused kind leaves no folder behind
     out_dir = check_output_dir(out_dir, "-o/--out-dir")  # a str: "" is refused, not read as the current folder
     for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
-                            config=lay.config, launcher_splits="num_splits" not in dict(lay.tiles),
+                            config=lay.config, launcher_splits=not lay.splits_given,
                             measured=_load_measured(measured)):
         typer.echo(f"wrote {shown(path)}")
 

@@ -117,7 +117,7 @@ def worksheet(
         from iomodel.report.plot import write_plots
 
         for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config,
-                                launcher_splits="num_splits" not in dict(lay.tiles)):  # else --num-splits is held
+                                launcher_splits=not lay.splits_given):  # else --num-splits is held
             typer.echo(f"wrote {shown(path)}", err=True)
     if output is not None:
         _write(output, text)

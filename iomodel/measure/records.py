@@ -41,7 +41,7 @@ from typing import Any, Iterable
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_KINDS, UNIT_SCALE
-from iomodel.spec.hardware import RESIDENT_LIMITS, preset_of_device
+from iomodel.spec.hardware import HARDWARE, RESIDENT_LIMITS, preset_of_device
 
 #: The most resident programs per SM of any compute capability iomodel knows (an occupancy limit above it is damage).
 MOST_BLOCKS_PER_SM = max(blocks for blocks, _ in RESIDENT_LIMITS.values())
@@ -402,8 +402,9 @@ class Measurement:
         Raises:
             IomodelError: the schema tag is missing or different; a ``kind`` not in :data:`KINDS`; a field of the wrong JSON
                 type or out of range (see :meth:`ShapeMeasurement.from_dict`); two shapes with
-                one id; a hardware entry whose sizes are not positive numbers, or whose preset (``hardware.name``)
-                is another GPU than ``environment.device`` (:func:`~iomodel.spec.hardware.preset_of_device`); settings the
+                one id; a hardware entry whose sizes are not positive numbers, or whose preset (``hardware.name``,
+                read as the predictions read it: :func:`iomodel.cache.params.hardware_preset`) or bracketed card is
+                another GPU than ``environment.device`` (:func:`~iomodel.spec.hardware.preset_of_device`); settings the
                 reconciliation reads (``metrics``, ``dropped_metrics``, ``l2_model``,
                 ``cache_control``, ``sweep_name``) of the wrong type.
         """
@@ -438,8 +439,13 @@ class Measurement:
                           positive=True, fix=FIX)
             device, preset = environment.get("device"), hardware.get("name")
             if isinstance(device, str) and isinstance(preset, str):  # a record predicted for another GPU than it ran on
-                ran, said = preset_of_device(device), preset_of_device(preset)
-                if ran is not None and said is not None and ran != said:
+                from iomodel.cache.params import _card_of, hardware_preset  # the preset the predictions take
+
+                ran, said, card = preset_of_device(device), hardware_preset(preset), _card_of(preset)
+                if card and card != device:
+                    raise IomodelError(f"{source}: hardware.name {preset!r} names the card {card!r} but "
+                                       f"environment.device is {device!r}: {FIX}")
+                if ran is not None and said in HARDWARE and said != ran:
                     raise IomodelError(f"{source}: hardware.name {preset!r} is the {said} preset but "
                                        f"environment.device {device!r} is an {ran}: the predictions would be for "
                                        f"another GPU than the one measured: {FIX}")

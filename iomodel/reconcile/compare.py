@@ -45,7 +45,7 @@ from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_W
                                   exact_write_share, forward_applies, forward_l2_of, l2_fraction_refusal,
                                   read_fraction_of)
 from iomodel.schedule.launch import Schedule
-from iomodel.cache.predict import (READ_QUALITIES, L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
+from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
                                    wave_cache)
 from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE, estimate_programs_per_sm
@@ -189,9 +189,10 @@ class ShapeReconciliation:
         error: why the shape could not be reconciled (None if it was).
         tile_order: grid order of the query tiles the kernel reported (``forward`` when absent).
         l2_metric: the measured quantity compared at the L2 level (``sm_read_bytes`` or ``l2_read_bytes``).
-        read_labels: the HBM levels whose predicted DRAM reads the model labels (``HBM``, ``HBM <kernel>``) mapped to
-            (quality, sentence): ``rough`` or ``not a prediction`` (:data:`iomodel.cache.predict.READ_QUALITIES`) and
-            the estimate's own assumption saying why (:func:`read_labels_of`); a level absent is ``predicted``.
+        labels: the (HBM level, ``"read"`` or ``"write"``) whose predicted DRAM bytes the model labels (``HBM``,
+            ``HBM <kernel>``) mapped to (quality, sentence): ``rough`` or ``not a prediction``
+            (:data:`iomodel.cache.predict.READ_QUALITIES`, :data:`~iomodel.cache.predict.WRITE_QUALITIES`) and the
+            estimate's own assumption saying why (:func:`labels_of`); one absent is ``predicted``.
     """
 
     id: str
@@ -205,12 +206,13 @@ class ShapeReconciliation:
     error: str | None = None
     tile_order: str = "forward"
     l2_metric: str | None = None
-    read_labels: dict[str, tuple[str, str]] = field(default_factory=dict)
+    labels: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
-    def read_quality(self, level: str) -> str:
-        """How far the model's DRAM reads at ``level`` can be taken (:data:`~iomodel.cache.predict.READ_QUALITIES`):
-        ``predicted`` unless :attr:`read_labels` names the level."""
-        return self.read_labels.get(level, ("predicted", ""))[0]
+    def quality(self, level: str, which: str = "read") -> str:
+        """How far the model's DRAM bytes at ``level`` in direction ``which`` (``read`` or ``write``) can be taken
+        (:data:`~iomodel.cache.predict.READ_QUALITIES`, :data:`~iomodel.cache.predict.WRITE_QUALITIES`): ``predicted``
+        unless :attr:`labels` names them."""
+        return self.labels.get((level, which), ("predicted", ""))[0]
 
     def level(self, name: str) -> LevelCompare | None:
         """The comparison at level ``name`` (``HBM``, ``L2``, ``SRAM_fill``), None if not compared."""
@@ -266,10 +268,12 @@ class ShapeReconciliation:
             "spec": self.spec.to_dict(),
             "tiling": asdict(self.tiling) if self.tiling else None,
             "programs_per_sm": list(self.programs_per_sm) if self.programs_per_sm else None,
-            "levels": [{**asdict(lv), "ratio_read": lv.ratio_read, "ratio_write": lv.ratio_write} for lv in self.levels],
+            "levels": [{**asdict(lv), "ratio_read": lv.ratio_read, "ratio_write": lv.ratio_write,
+                        **{f"{w}_bytes_quality": self.quality(lv.level, w) for w in ("read", "write")
+                           if lv.level.startswith("HBM") and getattr(lv, f"predicted_{w}") is not None}}
+                       for lv in self.levels],
             "l2_aware": self.l2.to_dict() if self.l2 else None,
             "explanation": self.explanation(),
-            "read_quality": {lv.level: self.read_quality(lv.level) for lv in self.levels if lv.level.startswith("HBM")},
             "notes": self.notes,
             "error": self.error,
         }
@@ -336,11 +340,11 @@ class Reconciliation:
         ``not_reconciled``: of ``shapes``, those not measured (a metric the run collected is
         null or absent) or not reconciled at all (the shape's ``error``, counted in every
         level and direction its implementation is compared at), never within; ``labelled``: of
-        ``shapes``, how many the model labels per quality other than ``predicted`` (``{"not a prediction": n,
-        "rough": m}``; HBM reads only: :attr:`ShapeReconciliation.read_labels`).
+        ``shapes``, those the model labels, per quality other than ``predicted``, with how many of them are within
+        (``{"not a prediction": {"shapes": n, "within": k}}``; :attr:`ShapeReconciliation.labels`).
         """
         out: dict[tuple[str, str, str], list[int]] = {}
-        labelled: dict[tuple[str, str, str], dict[str, int]] = {}
+        labelled: dict[tuple[str, str, str], dict[str, dict[str, int]]] = {}
         for r in self.rows:
             if r.error:
                 continue
@@ -354,9 +358,11 @@ class Reconciliation:
                     acc[1] += int(ok)
                     acc[2] += int(bool(self.within_relative(r, lv.level, which)))
                     acc[3] += int(which in lv.missing)
-                    if which == "read" and (q := r.read_quality(lv.level)) != "predicted":
-                        got = labelled.setdefault((r.impl, lv.level, which), {})
-                        got[q] = got.get(q, 0) + 1
+                    if (q := r.quality(lv.level, which)) != "predicted":
+                        got = labelled.setdefault((r.impl, lv.level, which), {}).setdefault(q, {"shapes": 0,
+                                                                                                "within": 0})
+                        got["shapes"] += 1
+                        got["within"] += int(ok)
         for r in self.rows:
             if r.error:
                 for key, acc in out.items():
@@ -691,7 +697,7 @@ def _reconcile_ragged(out: "ShapeReconciliation", shape: ShapeMeasurement, tilin
     launch = predict_ragged_launch(seqs, tiling, params, out.tile_order)
     quality, sentence = ragged_drift_label(seqs, tiling, params, out.tile_order)
     if sentence is not None:  # the estimate's own label (iomodel.cache.estimate.estimate_ragged)
-        out.read_labels["HBM"] = (quality, sentence)
+        out.labels[("HBM", "read")] = (quality, sentence)
     hbm = [sum(launch.hbm_read.values()), sum(launch.hbm_write.values()), *floor]
     hbm_tiled = pred.level_bytes("HBM")
     out.notes.append(f"ragged batch of {rs.batch} sequences: the HBM estimate is one varlen launch through one L2, "
@@ -939,33 +945,25 @@ def _record_schedule(tiling: Tiling, tile_order: str, grid_order: str) -> Schedu
         return None
 
 
-#: How an estimate's assumption that labels a kernel's DRAM reads begins, by label (iomodel/cache/predict.py writes
-#: them: ``forward_rough_sentence``, ``forward_drift_sentence``, ``predict_training_step``'s dK/dV sentences).
-READ_LABEL_PREFIX = {"not a prediction": "NOT A PREDICTION: ", "rough": "ROUGH: "}
-
-
-def read_labels_of(l2: L2Prediction) -> dict[str, tuple[str, str]]:
-    """The HBM levels whose DRAM reads an L2-aware prediction labels, as :attr:`ShapeReconciliation.read_labels`.
-
-    A kernel's quality is ``l2.read_qualities[name]`` (``fwd kernel`` for a lone forward, whose level is ``HBM``);
-    ``HBM`` takes the lowest of them (:data:`~iomodel.cache.predict.READ_QUALITIES`). The sentence is the estimate's
-    assumption that begins with the label and names the kernel's DRAM reads (``the forward's`` for ``fwd kernel`` and
-    ``_attn_fwd``); ``HBM``'s joins those of every labelled kernel. Raises nothing."""
-    out: dict[str, tuple[str, str]] = {}
-    worst, said = "predicted", []
-    for name, quality in l2.read_qualities.items():
-        if quality == "predicted":
-            continue
-        who = "the forward's" if name in ("fwd kernel", "_attn_fwd") else f"{name}'s"
-        head = f"{READ_LABEL_PREFIX[quality]}{who} DRAM reads"
-        sentence = next((a for a in l2.assumptions if a.startswith(head)), head + ".")
-        if name != "fwd kernel":
-            out[f"HBM {name}"] = (quality, sentence)
-        said.append(sentence)
-        if READ_QUALITIES.index(quality) > READ_QUALITIES.index(worst):
-            worst = quality
-    if said:
-        out["HBM"] = (worst, " ".join(said))
+def labels_of(l2: L2Prediction) -> dict[tuple[str, str], tuple[str, str]]:
+    """The (HBM level, direction) whose DRAM bytes an L2-aware prediction labels, as
+    :attr:`ShapeReconciliation.labels`: each kernel's quality other than ``predicted`` (``l2.read_qualities``,
+    ``l2.write_qualities``) at its level ``HBM <kernel>`` (a lone forward's ``fwd kernel`` is the level ``HBM``) with
+    the estimate's sentence for it (``l2.label_sentences``); ``HBM`` of a training step takes the lowest of its
+    kernels' (``l2.read_quality``, ``l2.write_quality``) and joins their sentences. Raises nothing."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for which, qualities, worst in (("read", l2.read_qualities, l2.read_quality),
+                                    ("write", l2.write_qualities, l2.write_quality)):
+        said = []
+        for name, quality in qualities.items():
+            if quality == "predicted":
+                continue
+            sentence = l2.label_sentences[(name, which)]
+            if name != "fwd kernel":
+                out[(f"HBM {name}", which)] = (quality, sentence)
+            said.append(sentence)
+        if said:
+            out[("HBM", which)] = (worst, " ".join(said))
     return out
 
 
@@ -1135,7 +1133,7 @@ def reconcile_shape(
     except IomodelError as exc:
         out.error = str(exc)
     if out.l2 is not None and not out.error:
-        out.read_labels = read_labels_of(out.l2)
+        out.labels = labels_of(out.l2)
     return out
 
 

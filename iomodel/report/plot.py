@@ -228,25 +228,27 @@ def _sweep(spec: LayerSpec, tiling: Tiling, hardware: Hardware, vary: dict[str, 
 
 
 def decode_tilings(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
-                   seqlens: Sequence[int] | np.ndarray) -> list[Tiling]:
+                   seqlens: Sequence[int] | np.ndarray) -> list[Tiling] | None:
     """The decode tiles the bundled kernel's launcher picks at each KV-cache length (tokens) of ``seqlens``, with the
     layer's BLOCK_N: :func:`iomodel.report.worksheet.kernel_tiling` of the layer at ``seqlen_k = x`` (its split count,
     ``kernels/heuristics.py`` ``decode_num_splits``, and whether the merge is fused), as the worksheet takes it at the
-    layer's own length.
+    layer's own length. None where no launcher picks this layer's tiles: the kernel refuses the layer
+    (:func:`iomodel.schedule.capabilities.kernel_refusal`: HEAD_DIM, dtype or seqlen_q, tiles given to model it
+    anyway) or ``kernels/heuristics.py`` is not importable. Raises nothing."""
+    from iomodel.report.worksheet import _heuristics, kernel_tiling
+    from iomodel.schedule.capabilities import kernel_refusal
 
-    Raises:
-        IomodelError: the kernel refuses a length (:func:`~iomodel.report.worksheet.kernel_tiling`).
-    """
-    from iomodel.report.worksheet import kernel_tiling
-
+    if _heuristics() is None or kernel_refusal(spec, hardware) is not None:  # no refusal depends on seqlen_k
+        return None
     return [kernel_tiling(spec.with_(seqlen_k=int(x)), hardware, tiles=(None, tiling.block_n, None))[0]
             for x in seqlens]
 
 
 def _sweep_seqlens(spec: LayerSpec, tilings: Sequence[Tiling], hardware: Hardware, n: np.ndarray,
                    **options: Any) -> dict[str, dict[str, np.ndarray]]:
-    """:func:`_sweep` over the KV-cache lengths ``n`` (decode), each length at its own tiles ``tilings[i]``: one
-    sweep per distinct tiling, its lengths' values put in place."""
+    """:func:`_sweep` over the KV-cache lengths ``n`` (tokens, decode), each length at its own tiles ``tilings[i]``:
+    one sweep per distinct tiling, its lengths' values put in place (the same quantities and units as :func:`_sweep`:
+    bytes, FLOPs, seconds, one value per length). Raises IomodelError as :func:`_sweep`."""
     out: dict[str, dict[str, np.ndarray]] = {}
     for t in dict.fromkeys(tilings):
         at = np.array([i for i, u in enumerate(tilings) if u == t])
@@ -377,21 +379,20 @@ def plot_seqlen(
         measured: points ``{"seqlen": tokens, "bytes": B, "label": str, "level": "HBM"}``.
         path: PNG path to write (None: only return the figure).
         launcher_splits: decode: each length at the launcher's split count (the commands pass True unless
-            ``--num-splits`` is given); ignored for prefill.
+            ``--num-splits`` is given; held where no launcher picks this layer's tiles, :func:`decode_tilings`);
+            ignored for prefill.
         **options: traffic-model options passed to :func:`iomodel.traffic.sweep`.
 
     Returns:
         The :class:`matplotlib.figure.Figure`.
 
     Raises:
-        IomodelError: a measured point lacks ``seqlen`` or ``bytes``; with ``launcher_splits``, a length the kernel
-            refuses.
+        IomodelError: a measured point lacks ``seqlen`` or ``bytes``.
     """
     points = _check_measured(measured, ("seqlen",), kind="seqlen")
     n = np.asarray(default_seqlens(spec) if seqlens is None else seqlens, dtype=np.int64)
     vary = {"seqlen_q": n, "seqlen_k": n} if spec.phase == "prefill" else {"seqlen_k": n}
-    per_length = launcher_splits and spec.phase == "decode"
-    tilings = decode_tilings(spec, tiling, hardware, n) if per_length else None
+    tilings = decode_tilings(spec, tiling, hardware, n) if launcher_splits and spec.phase == "decode" else None
     res = (_sweep_seqlens(spec, tilings, hardware, n, **options) if tilings is not None
            else _sweep(spec, tiling, hardware, vary, **options))
     xlabel = ("sequence length N = seqlen_q = seqlen_k (tokens; 1k = 1,024)" if spec.phase == "prefill"
@@ -416,9 +417,12 @@ def plot_seqlen(
             "tiled (bundled kernel)", "tiled (bundled kernel, the launcher's num_splits at each length: "
             + (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}") + ")")
     else:
+        from iomodel.schedule.capabilities import kernel_refusal
+
+        runs = kernel_refusal(spec, hardware) is None  # else no bundled kernel picks splits for this layer
         tiled_label = NO_REUSE_LABEL if spec.phase == "prefill" else NO_REUSE_LABEL.replace(  # decode: splits held
-            "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every length;\nthe bundled "
-                                      "kernel picks its splits per length)")
+            "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every length"
+            + (";\nthe bundled kernel picks its splits per length)" if runs else ")"))
     ax.plot(n, res["tiled"]["hbm_bytes"], color=COLORS["tiled"], lw=2.2, label=tiled_label)
     if l2_x:
         lx = np.asarray(l2_x, dtype=np.int64)

@@ -37,8 +37,9 @@ def summary_rows(rec: Reconciliation) -> list[list[str]]:
 
     Shapes not reconciled (a value not measured, or the shape's error) stay in the count and
     the last column says how many there are (listed by :func:`not_reconciled_lines`), and how many of the shapes the
-    model labels ROUGH or NOT A PREDICTION in that direction (its DRAM reads there: ``labelled`` of
-    :meth:`~iomodel.reconcile.compare.Reconciliation.summary`).
+    model labels ROUGH or NOT A PREDICTION in that direction, and of them how many are within (``labelled`` of
+    :meth:`~iomodel.reconcile.compare.Reconciliation.summary`: a hit there is no evidence for the model, a miss no
+    evidence against it).
     """
     out = []
     for e in rec.summary():
@@ -46,7 +47,8 @@ def summary_rows(rec: Reconciliation) -> list[list[str]]:
         floor = human_bytes(e["abs_tol_bytes"], decimals=1)
         absc = f"±{e['tolerance']:.0%} or ±{floor}" if e["abs_tol_bytes"] else "exact"
         missing = f"; {e['not_reconciled']} not reconciled" if e.get("not_reconciled") else ""
-        missing += "".join(f"; {n} labelled {q.upper()}" for q, n in sorted(e.get("labelled", {}).items()))
+        missing += "".join(f"; {c['shapes']} labelled {q.upper()} ({c['within']} within)"
+                           for q, c in sorted(e.get("labelled", {}).items()))
         out.append([e["impl"], e["level"], e["which"], str(n), f"±{e['tolerance']:.0%}",
                     f"{e['within_rel']}/{n} ({e['fraction_rel']:.0%})", absc,
                     f"{e['within']}/{n} ({e['fraction']:.0%}){missing}"])
@@ -60,8 +62,7 @@ def not_reconciled_lines(rec: Reconciliation) -> list[str]:
 
 def table_rows(rec: Reconciliation) -> list[list[str]]:
     """The printed table: one line per (shape, level), reads and writes apart; ratio = measured / predicted. The ok
-    cell of an HBM level whose reads the model labels says so (``NO (reads NOT A PREDICTION)``,
-    :meth:`~iomodel.reconcile.compare.ShapeReconciliation.read_quality`)."""
+    cell of an HBM level whose bytes the model labels says so, by direction (:func:`verdict_labels`)."""
     out = []
     for r in rec.rows:
         if r.error or not r.levels:
@@ -72,8 +73,8 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
             ok = "-" if all(o is None for o in oks) else ("yes" if all(o in (True, None) for o in oks) else "NO")
             if any(o is False and w in lv.missing for o, w in zip(oks, ("read", "write"))):
                 ok = "not measured"
-            elif ok != "-" and (q := r.read_quality(lv.level)) != "predicted":
-                ok += f" (reads {q.upper()})"  # the model's own label: a miss here is expected, a hit no evidence
+            elif ok != "-":
+                ok += verdict_labels(r, lv.level, oks)
             out.append([
                 r.id if i == 0 else "",
                 lv.level,
@@ -84,6 +85,34 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
                 ok,
                 r.explanation() if i == 0 else "",
             ])
+    return out
+
+
+def verdict_labels(r: Any, level: str, oks: list[bool | None]) -> str:
+    """What the ok cell of ``level`` adds where the model labels its DRAM bytes
+    (:meth:`~iomodel.reconcile.compare.ShapeReconciliation.quality`), by direction: ``" (reads NOT A PREDICTION)"``
+    for a labelled direction that missed (a miss the model announced), ``" (reads ROUGH, within; writes miss)"`` where
+    the other direction missed and the labelled one is within; "" where nothing compared is labelled (the cell as
+    before). ``oks``: the level's read and write verdicts (True, False, None: not compared)."""
+    dirs = ("read", "write")
+    labelled = {w: r.quality(level, w) for w, o in zip(dirs, oks) if o is not None and r.quality(level, w) != "predicted"}
+    if not labelled:
+        return ""
+    missed = any(o is False for o in oks)
+    parts = []
+    for w, o in zip(dirs, oks):
+        if w in labelled:
+            parts.append(f"{w}s {labelled[w].upper()}" + (", within" if missed and o else ""))
+        elif o is False:
+            parts.append(f"{w}s miss")
+    return f" ({'; '.join(parts)})"
+
+
+def _joined(parts: list[str]) -> str:
+    """Clauses joined by "; ", but after one that ends a sentence (the estimate's labels end with a full stop)."""
+    out = ""
+    for part in parts:
+        out += ("" if not out else " " if out.endswith(".") else "; ") + part
     return out
 
 
@@ -99,10 +128,16 @@ def outside_account(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
             why = r.explanation()
         else:
             why = r.gap(level, which, floor_bytes)
-            if which == "read" and level in r.read_labels:  # the estimate said so before the run: its sentence
-                why += f"; the model labels these reads: {r.read_labels[level][1]}"
+            if (level, which) in r.labels:  # the estimate said so before the run: its sentence, once per line
+                own = [lvl for lvl, w in r.labels if w == which and lvl.startswith("HBM ")]
+                said = ([r.labels[(lvl, which)][1] for lvl in own if f"{lvl} {which}" not in bad]
+                        if level == "HBM" and own else [r.labels[(level, which)][1]])
+                if said:
+                    why += f"; the model labels these {which}s: " + " ".join(said)
+                else:  # every labelled kernel has its own item on this line, with its sentence
+                    why += f"; the model labels these {which}s (its kernels', below)"
         parts.append(why if len(bad) == 1 else f"{item}: {why}")
-    return "; ".join(parts)
+    return _joined(parts)
 
 
 def markdown(rec: Reconciliation) -> str:
@@ -159,4 +194,4 @@ def markdown(rec: Reconciliation) -> str:
 
 
 __all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "not_reconciled_lines", "outside_account",
-           "summary_rows", "table_rows"]
+           "summary_rows", "table_rows", "verdict_labels"]

@@ -94,6 +94,11 @@ class Layer:
     tiles: tuple[tuple[str, Any], ...] = ()
 
     @property
+    def splits_given(self) -> bool:
+        """Whether ``--num-splits`` fixed the decode split count (else the launcher's, at each length a plot draws)."""
+        return "num_splits" in dict(self.tiles)
+
+    @property
     def title(self) -> str:
         """The layer's name for a header: the model's, with the config fields flags replaced named after it
         (``llama-3-8b with heads, head_dim from flags``), so a title never names a model whose shape it is not."""
