@@ -555,8 +555,9 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     from iomodel.spec.hardware import H200, preset_of_device
 
     assert [preset_of_device(n) for n in ("NVIDIA H100 80GB HBM3", "H100-SXM (NVIDIA H100 80GB HBM3)", "NVIDIA H200",
-                                          "H200 (NVIDIA H200)", "NVIDIA A100-SXM4-80GB", "cpu", "")] == [
-        "H100-SXM", "H100-SXM", "H200", "H200", "A100-80GB", None, None]
+                                          "H200 (NVIDIA H200)", "NVIDIA A100-SXM4-80GB", "cpu", "", "NVIDIA GH200 480GB",
+                                          "NVIDIA H100 PCIe", "h200-sxm")] == [
+        "H100-SXM", "H100-SXM", "H200", "H200", "A100-80GB", None, None, None, "H100-SXM", "H200"]
     data = json.loads(ORDER_PROBE.read_text())
     assert data["environment"]["device"] == "NVIDIA H100 80GB HBM3"
     data["hardware"] = {**data["hardware"], "name": H200.name, "l2_bytes": H200.l2_bytes,

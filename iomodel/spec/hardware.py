@@ -7,6 +7,7 @@ the current CUDA device through torch (imported lazily; the model itself never n
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -188,12 +189,13 @@ def preset_of_device(name: str) -> str | None:
     """The preset (a :data:`HARDWARE` key) whose family a device or hardware name names, or None: a preset matches
     where its name's first part (``H100``, ``H200``, ``A100``) is in ``name``, case-insensitive, the last of
     :data:`HARDWARE` that does (``NVIDIA H100 80GB HBM3`` and ``H100-SXM (NVIDIA H100 80GB HBM3)`` give ``H100-SXM``;
-    ``cpu`` None; a GH200's ``NVIDIA GH200 480GB`` gives ``H200`` by the same substring). The one rule :func:`detect`
+    ``cpu`` None). The family must stand as a word of its own: a GH200 (``NVIDIA GH200 480GB``, another memory system
+    and bandwidth than the H200 SXM) is no preset, not the H200's. The one rule :func:`detect`
     and a record's device check (:meth:`iomodel.measure.records.Measurement.from_dict`, which reads the record's
     ``hardware.name`` as the predictions do, :func:`iomodel.cache.params.hardware_preset`) share. Raises nothing."""
     got = None
     for key in HARDWARE:
-        if key.split("-")[0].lower() in str(name).lower():
+        if re.search(rf"(?<![a-z0-9]){re.escape(key.split('-')[0].lower())}(?![0-9])", str(name).lower()):
             got = key
     return got
 
