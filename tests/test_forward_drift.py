@@ -282,6 +282,14 @@ def test_reconcile_labels_a_training_steps_kernels(reconciled_receipt):
             break
     else:
         raise AssertionError("no step with both its HBM and its dK/dV reads outside and labelled")
+    # the step's quality leads, whatever kernel's sentence follows (a fresh user's finding: this step's line quoted the
+    # forward's ROUGH sentence alone, while its HBM verdict said NOT A PREDICTION)
+    r, bad = next((r, bad) for r, bad in rec.outside() if r.id == "b1-h40-kv8-d128-bf16-q262144-k300000-br-tiled-bwd")
+    assert bad == ["HBM read", "HBM _bwd_dkdv read", "HBM _bwd_dq read"]
+    text = outside_account(r, bad, rec.abs_tol)
+    step = text[:text.index("HBM _bwd_dkdv read: ")]
+    assert "the model labels the step's reads NOT A PREDICTION (its lowest kernel's): ROUGH: the forward's DRAM " in step
+    assert step.endswith("(_bwd_dkdv, _bwd_dq: their own items on this line); ")
 
 
 def test_reconcile_labels_a_ragged_launch_as_its_estimate_does(monkeypatch):
@@ -305,3 +313,28 @@ def test_reconcile_labels_a_ragged_launch_as_its_estimate_does(monkeypatch):
     assert first.labels[("HBM", "read")][1].startswith(
         f"Sequence 1 of {n} ({ragged[0].seqlens[0][0]:,} query and {ragged[0].seqlens[0][1]:,} key tokens): NOT A "
         "PREDICTION: the forward's DRAM reads.")
+
+
+def test_the_capacity_edge_counts_the_keys_some_query_reads():
+    """A top-left causal chunk over a longer cache reads the keys of its own rows only: its resident wave's K/V
+    working set (iomodel.cache.predict.wave_kv_working_set) is of those rows, not of every key (a fresh user's finding,
+    2026-12-07: 1,024 queries over 8,192 or 16,384 keys were ROUGH, over 4,096 or 65,536 not, the same 12 MiB read
+    each time). B 1, H 32, H_kv 8, d 128, bf16 on the H200, W = 132 programs: T_r = 1,024 / 128 = 8 tiles a head, so
+    the wave spans ceil(132 / 8) + 1 = 18 query heads = ceil(18 / 4) + 1 = 6 KV heads, 6 x 2 x 1,024 x 128 x 2 B =
+    3 MiB, far below the read capacity at every cache length."""
+    from iomodel.cache.params import L2Params
+    from iomodel.cache.predict import seen_key_rows, wave_kv_working_set
+    from iomodel.spec.hardware import get_hardware
+
+    hw = get_hardware("H200")
+    got = set()
+    for n_k in (4096, 8192, 16384, 65536):
+        spec = LayerSpec(1, 32, 8, 128, 1024, n_k, dtype="bf16", causal=True)
+        assert seen_key_rows(spec) == 1024
+        params = L2Params.of(hw, 1).for_forward()
+        l2 = predict_tiled(spec, Tiling(), params)
+        got.add((l2.read_qualities["fwd kernel"], l2.hbm_read_bytes))
+        assert wave_kv_working_set(spec, Tiling(), 132)[0] == 6 * 2 * 1024 * 128 * 2
+    assert {q for q, _ in got} == {"predicted"} and len({b for _, b in got}) == 1
+    br = LayerSpec(1, 32, 8, 128, 1024, 16384, dtype="bf16", causal=True, causal_align="bottom-right")
+    assert seen_key_rows(br) == 16384 and seen_key_rows(LayerSpec(1, 32, 8, 128, 1024, 16384, dtype="bf16")) == 16384

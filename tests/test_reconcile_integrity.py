@@ -576,6 +576,24 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     assert line.endswith(": hardware.name 'H100-SXM (NVIDIA H200)' is the H100-SXM preset but environment.device "
                          "'NVIDIA H200' is an H200: the predictions would be for another GPU than the one measured: "
                          "regenerate the record with iomodel validate, or correct that value"), line
+    # a name no preset knows on a known device (the predictions fell back to the default read fraction, the H200's),
+    # no name, and a profiled record without the device it ran on: refused too (a fresh user's findings)
+    data["environment"]["device"] = "NVIDIA H100 80GB HBM3"
+    data["hardware"]["name"] = "B200"
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.name 'B200' is no preset of that GPU but environment.device 'NVIDIA H100 80GB "
+                         "HBM3' is an H100-SXM: the predictions would be for another GPU than the one measured: "
+                         "regenerate the record with iomodel validate, or correct that value"), line
+    for bad, said in (("", "''"), (5, "5"), (None, "null")):
+        data["hardware"]["name"] = bad
+        line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+        assert ": hardware.name must name the GPU (e.g. 'H200 (NVIDIA H200)'), got " in line, line
+    data["hardware"]["name"] = "H200"
+    del data["environment"]["device"]
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": environment.device must be the GPU the run saw (a string, e.g. 'NVIDIA H200'), got "
+                         "null: regenerate the record with iomodel validate, or correct that value"), line
+    data["environment"]["device"] = "NVIDIA H200"
     data["hardware"]["name"] = "H200 (NVIDIA H100 80GB HBM3)"  # the card in brackets is the device the run saw
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
     assert line.endswith(": hardware.name 'H200 (NVIDIA H100 80GB HBM3)' names the card 'NVIDIA H100 80GB HBM3' but "

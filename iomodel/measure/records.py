@@ -438,17 +438,24 @@ class Measurement:
                 jv.number(v, f"{source}: hardware.peak_flops[{dt!r}]", what="a positive number of FLOP/s",
                           positive=True, fix=FIX)
             device, preset = environment.get("device"), hardware.get("name")
-            if isinstance(device, str) and isinstance(preset, str):  # a record predicted for another GPU than it ran on
+            if not isinstance(preset, str) or not preset.strip():  # the predictions read their constants by it
+                raise IomodelError(f"{source}: hardware.name must name the GPU (e.g. 'H200 (NVIDIA H200)'), got "
+                                   f"{jv.describe(preset)}: {FIX}")
+            if words["kind"] == "ncu" and not isinstance(device, str):  # what the run saw: the check below needs it
+                raise IomodelError(f"{source}: environment.device must be the GPU the run saw (a string, e.g. 'NVIDIA "
+                                   f"H200'), got {jv.describe(device)}: {FIX}")
+            if isinstance(device, str):  # a record predicted for another GPU than it ran on
                 from iomodel.cache.params import _card_of, hardware_preset  # the preset the predictions take
 
                 ran, said, card = preset_of_device(device), hardware_preset(preset), _card_of(preset)
                 if card and card != device:
                     raise IomodelError(f"{source}: hardware.name {preset!r} names the card {card!r} but "
                                        f"environment.device is {device!r}: {FIX}")
-                if ran is not None and said in HARDWARE and said != ran:
-                    raise IomodelError(f"{source}: hardware.name {preset!r} is the {said} preset but "
-                                       f"environment.device {device!r} is an {ran}: the predictions would be for "
-                                       f"another GPU than the one measured: {FIX}")
+                if ran is not None and said != ran:
+                    raise IomodelError(f"{source}: hardware.name {preset!r} is "
+                                       + (f"the {said} preset" if said in HARDWARE else "no preset of that GPU")
+                                       + f" but environment.device {device!r} is an {ran}: the predictions would be "
+                                       f"for another GPU than the one measured: {FIX}")
             seen_l2 = environment.get("l2_bytes")
             if isinstance(seen_l2, (int, float)) and "l2_bytes" in hardware and seen_l2 != hardware["l2_bytes"]:
                 raise IomodelError(f"{source}: hardware.l2_bytes {hardware['l2_bytes']!r} differs from the "

@@ -85,7 +85,8 @@ def _assumptions(spec: LayerSpec, tiling: Tiling | None, hardware: Hardware, ext
     mask = f"causal {s.causal_align}" if s.causal else "no mask"
     parts = [
         f"{s.name or 'layer'}: B={s.batch}, H={s.heads}, H_kv={s.kv_heads}, HEAD_DIM={s.head_dim}, "
-        f"{s.dtype} ({s.width} B), {mask}, {s.phase} {s.passes}",
+        f"{s.dtype} ({s.width} B), {mask}, {s.phase} {s.passes}"
+        + (f", paged KV cache of {s.page_size}-token pages" if s.page_size is not None else ""),
     ]
     if tiling is not None:
         parts.append(f"tiles BLOCK_M={tiling.block_m}, BLOCK_N={tiling.block_n}, num_stages={tiling.num_stages}"
@@ -391,22 +392,30 @@ def plot_seqlen(
     """
     points = _check_measured(measured, ("seqlen",), kind="seqlen")
     n = np.asarray(default_seqlens(spec) if seqlens is None else seqlens, dtype=np.int64)
-    vary = {"seqlen_q": n, "seqlen_k": n} if spec.phase == "prefill" else {"seqlen_k": n}
     tilings = decode_tilings(spec, tiling, hardware, n) if launcher_splits and spec.phase == "decode" else None
+    runs = np.ones(len(n), dtype=bool)  # lengths the tiled curves are drawn at
+    if spec.phase == "decode" and tilings is None:  # splits held: not where the cache has fewer key blocks
+        from iomodel.schedule.tiles import decode_splits_refusal
+
+        runs = np.array([decode_splits_refusal(tiling.num_splits, int(x), tiling.block_n) is None for x in n],
+                        dtype=bool)
+    too_few = [int(x) for x in n[~runs]]  # the kernel never runs more splits than key blocks
+    vary = {"seqlen_q": n, "seqlen_k": n} if spec.phase == "prefill" else {"seqlen_k": n}
     res = (_sweep_seqlens(spec, tilings, hardware, n, **options) if tilings is not None
            else _sweep(spec, tiling, hardware, vary, **options))
     xlabel = ("sequence length N = seqlen_q = seqlen_k (tokens; 1k = 1,024)" if spec.phase == "prefill"
               else f"KV-cache length seqlen_k (tokens; 1k = 1,024), seqlen_q = {spec.seqlen_q}")
     title = f"{spec.name or 'layer'}: HBM bytes per attention call versus sequence length"
     l2_x, l2_y, skipped = l2_aware_points(spec, tiling, hardware, n)
+    f = forward_l2_of(hardware)
+    l2_note = ("" if spec.phase != "prefill" or spec.backward else  # drawn for a prefill forward only
+               "; L2-aware = iomodel/cache/predict.py predict_tiled (cold L2, the forward's own "
+               f"constants: {f.ways} ways, a Q byte {f.q_share:g}, written bytes {f.write_share:g} at "
+               f"{f.write_fraction:g}, reads judged at {read_fraction_of(hardware):g} of the L2, "
+               f"{read_fraction_source(hardware)}), a simulation, not a measurement")
     fig, ax = _figure(title, _assumptions(spec, tiling, hardware,
-                                          "allocated = bytes resident in HBM at the peak (not traffic); L2-aware "
-                                          "= iomodel/cache/predict.py predict_tiled (cold L2, the forward's own "
-                                          f"constants: {(f := forward_l2_of(hardware)).ways} ways, a Q byte "
-                                          f"{f.q_share:g}, written bytes {f.write_share:g} at {f.write_fraction:g}, "
-                                          f"reads judged at {read_fraction_of(hardware):g} of the L2, "
-                                          f"{read_fraction_source(hardware)}), a simulation, not a measurement"),
-                      legend_rows=6 + (2 if skipped else 0) + 2)  # room for the multi-line and skipped-point labels
+                                          "allocated = bytes resident in HBM at the peak (not traffic)" + l2_note),
+                      legend_rows=6 + (2 if skipped else 0) + 2 + bool(too_few))  # the multi-line labels
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.plot(n, res["baseline"]["hbm_bytes"], color=COLORS["baseline"], lw=2.2,
@@ -419,11 +428,17 @@ def plot_seqlen(
     else:
         from iomodel.schedule.capabilities import kernel_refusal
 
-        runs = kernel_refusal(spec, hardware) is None  # else no bundled kernel picks splits for this layer
+        bundled = kernel_refusal(spec, hardware) is None  # else no bundled kernel picks splits for this layer
         tiled_label = NO_REUSE_LABEL if spec.phase == "prefill" else NO_REUSE_LABEL.replace(  # decode: splits held
             "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every length"
-            + (";\nthe bundled kernel picks its splits per length)" if runs else ")"))
-    ax.plot(n, res["tiled"]["hbm_bytes"], color=COLORS["tiled"], lw=2.2, label=tiled_label)
+            + (";\nthe bundled kernel picks its splits per length)" if bundled else ")"))
+    ax.plot(n[runs], res["tiled"]["hbm_bytes"][runs], color=COLORS["tiled"], lw=2.2, label=tiled_label)
+    if too_few:  # the kernel never runs more splits than key blocks (iomodel.schedule.tiles.decode_splits_refusal)
+        where = (", ".join(_tokens_label(x) for x in too_few) if len(too_few) <= 3 else
+                 f"{_tokens_label(too_few[0])} to {_tokens_label(too_few[-1])} ({len(too_few)} lengths)")
+        ax.plot([], [], ls="none", label=f"tiled not drawn at {where} keys:\n"
+                                          f"num_splits {tiling.num_splits} is more than their key blocks "
+                                          f"(BLOCK_N = {tiling.block_n})")
     if l2_x:
         lx = np.asarray(l2_x, dtype=np.int64)
         at = _sweep(spec, tiling, hardware, {"seqlen_q": lx, "seqlen_k": lx} if spec.phase == "prefill"
@@ -449,11 +464,12 @@ def plot_seqlen(
             label="compulsory floor: inputs read once, outputs written once")
     floor = np.asarray(res["compulsory"]["bytes"], dtype=float)
     for alg, label in (("baseline", "baseline"), ("tiled", "tiled")):
-        alloc = np.asarray(res[alg]["allocated_bytes"], dtype=float)
+        at = runs if alg == "tiled" else np.ones(len(n), dtype=bool)
+        alloc = np.asarray(res[alg]["allocated_bytes"], dtype=float)[at]
         # within 5% of the floor everywhere: the dashed curve hides under the dotted one, so
         # hollow markers show it and the legend says so
-        on_floor = bool(np.all(np.abs(alloc - floor) <= 0.05 * floor))
-        ax.plot(n, alloc, color=COLORS[alg], lw=1.2, ls="--", alpha=0.75,
+        on_floor = bool(np.all(np.abs(alloc - floor[at]) <= 0.05 * floor[at]))
+        ax.plot(n[at], alloc, color=COLORS[alg], lw=1.2, ls="--", alpha=0.75,
                 marker="o" if alg == "tiled" else None, markevery=max(1, len(n) // 16), ms=6, mfc="none", mew=1.2,
                 zorder=5,
                 label=f"{label}: allocated in HBM\n(resident, not transferred)"

@@ -62,12 +62,15 @@ def not_reconciled_lines(rec: Reconciliation) -> list[str]:
 
 def table_rows(rec: Reconciliation) -> list[list[str]]:
     """The printed table: one line per (shape, level), reads and writes apart; ratio = measured / predicted. The ok
-    cell of an HBM level whose bytes the model labels says so, by direction (:func:`verdict_labels`)."""
+    cell of an HBM level whose bytes the model labels says so, by direction (:func:`verdict_labels`). The shape's
+    cause (:meth:`~iomodel.reconcile.compare.ShapeReconciliation.explanation`, the HBM gap's) sits on its HBM row
+    (a training step lists its L2 rows first), else on its first."""
     out = []
     for r in rec.rows:
         if r.error or not r.levels:
             out.append([r.id, "-", "-", "-", "-", "-", "-", "-", "-", r.explanation()])
             continue
+        said_at = next((i for i, lv in enumerate(r.levels) if lv.level == "HBM"), 0)  # the cause is the HBM gap's
         for i, lv in enumerate(r.levels):
             oks = [rec.within(r, lv.level, w) for w in ("read", "write")]
             ok = "-" if all(o is None for o in oks) else ("yes" if all(o in (True, None) for o in oks) else "NO")
@@ -83,7 +86,7 @@ def table_rows(rec: Reconciliation) -> list[list[str]]:
                 human_bytes(lv.predicted_write, decimals=1), human_bytes(lv.measured_write, decimals=1),
                 fmt_ratio(lv.ratio_write),
                 ok,
-                r.explanation() if i == 0 else "",
+                r.explanation() if i == said_at else "",
             ])
     return out
 
@@ -116,6 +119,24 @@ def _joined(parts: list[str]) -> str:
     return out
 
 
+def _label_clause(r: Any, level: str, which: str, bad: list[str]) -> str:
+    """The Outside-tolerance clause of a labelled ``level`` and direction: the estimate's sentence; for a training
+    step's ``HBM`` (its kernels labelled on levels of their own), the step's quality, then the sentences of the
+    labelled kernels that have no item of their own on this line, and the names of those that do (their sentence is
+    quoted there: each sentence once a line)."""
+    quality, sentence = r.labels[(level, which)]
+    kernels = [lvl for lvl, w in r.labels if w == which and lvl.startswith("HBM ")]
+    if level != "HBM" or not kernels:
+        return f"the model labels these {which}s: {sentence}"
+    here = [lvl for lvl in kernels if f"{lvl} {which}" in bad]
+    said = [r.labels[(lvl, which)][1] for lvl in kernels if lvl not in here]
+    names = ", ".join(lvl.split(" ", 1)[1] for lvl in here)
+    return (f"the model labels the step's {which}s {quality.upper()} (its lowest kernel's)"
+            + (": " + " ".join(said) if said else "")
+            + (f" ({names}: {'its own item' if len(here) == 1 else 'their own items'} on this line)"
+               if here else ""))
+
+
 def outside_account(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
     """The Outside-tolerance line's account of each failing ``"<level> <read|write>"`` of ``bad``: the direction's own
     cause (:meth:`~iomodel.reconcile.compare.ShapeReconciliation.gap`, causes within ``floor_bytes`` counted as the
@@ -129,13 +150,7 @@ def outside_account(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
         else:
             why = r.gap(level, which, floor_bytes)
             if (level, which) in r.labels:  # the estimate said so before the run: its sentence, once per line
-                own = [lvl for lvl, w in r.labels if w == which and lvl.startswith("HBM ")]
-                said = ([r.labels[(lvl, which)][1] for lvl in own if f"{lvl} {which}" not in bad]
-                        if level == "HBM" and own else [r.labels[(level, which)][1]])
-                if said:
-                    why += f"; the model labels these {which}s: " + " ".join(said)
-                else:  # every labelled kernel has its own item on this line, with its sentence
-                    why += f"; the model labels these {which}s (its kernels', below)"
+                why += "; " + _label_clause(r, level, which, bad)
         parts.append(why if len(bad) == 1 else f"{item}: {why}")
     return _joined(parts)
 
