@@ -323,18 +323,31 @@ def test_the_capacity_edge_counts_the_keys_some_query_reads():
     the wave spans ceil(132 / 8) + 1 = 18 query heads = ceil(18 / 4) + 1 = 6 KV heads, 6 x 2 x 1,024 x 128 x 2 B =
     3 MiB, far below the read capacity at every cache length."""
     from iomodel.cache.params import L2Params
-    from iomodel.cache.predict import seen_key_rows, wave_kv_working_set
+    from iomodel.cache.predict import wave_kv_working_set
     from iomodel.spec.hardware import get_hardware
 
     hw = get_hardware("H200")
     got = set()
     for n_k in (4096, 8192, 16384, 65536):
         spec = LayerSpec(1, 32, 8, 128, 1024, n_k, dtype="bf16", causal=True)
-        assert seen_key_rows(spec) == 1024
+        assert spec.seen_key_rows == 1024
         params = L2Params.of(hw, 1).for_forward()
         l2 = predict_tiled(spec, Tiling(), params)
         got.add((l2.read_qualities["fwd kernel"], l2.hbm_read_bytes))
         assert wave_kv_working_set(spec, Tiling(), 132)[0] == 6 * 2 * 1024 * 128 * 2
     assert {q for q, _ in got} == {"predicted"} and len({b for _, b in got}) == 1
     br = LayerSpec(1, 32, 8, 128, 1024, 16384, dtype="bf16", causal=True, causal_align="bottom-right")
-    assert seen_key_rows(br) == 16384 and seen_key_rows(LayerSpec(1, 32, 8, 128, 1024, 16384, dtype="bf16")) == 16384
+    assert br.seen_key_rows == 16384 and LayerSpec(1, 32, 8, 128, 1024, 16384, dtype="bf16").seen_key_rows == 16384
+    # a window band's keys (a reviewer's finding: every key of a band layer was counted): bottom-right 8,192 queries
+    # over 65,536 keys with 20,000 to the left see keys [65,536 - 8,192 - 20,000, 65,536) = [37,344, 65,536); a
+    # non-causal band of (4,096, 0) over 1,024 queries sees keys [0, 1,024) of 16,384; each the compulsory K rows of
+    # the traffic model (iomodel.traffic.bounds.compulsory_rows, its formula in sympy)
+    from iomodel.traffic import predict
+
+    band = LayerSpec(1, 16, 16, 128, 8192, 65536, dtype="bf16", causal=True, causal_align="bottom-right",
+                     window_left=20000)
+    wide = LayerSpec(1, 8, 8, 64, 1024, 16384, dtype="bf16", window_left=4096, window_right=0)
+    assert (band.seen_keys, wide.seen_keys) == ((37344, 65536), (0, 1024))
+    for spec in (band, wide, br, LayerSpec(1, 32, 8, 128, 1024, 4096, dtype="bf16", causal=True)):
+        k = next(r for r in predict(spec, Tiling(), get_hardware("H200")).compulsory_rows if r.tensor == "K")
+        assert k.read_bytes == spec.batch * spec.kv_heads * spec.seen_key_rows * spec.head_dim * spec.width

@@ -188,7 +188,7 @@ DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: [0.85, 2.5) of it read 0.714-1.631x the model (the forward's own constants, :data:`FORWARD_L2`, since 2026-12-06),
 #: :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB, while the runs outside it held more often (the bundled kernel 552 of 566,
 #: cuDNN 65 of 71 (548 of 558 and 65 of 76 before the drifting runs left the count for their own label,
-#: :data:`FWD_DRIFT_KV_HEAD`, and the H100 tile-order probe of 2026-12-07 came; 550 of 564 and 120 / 101 in the band
+#: :data:`FWD_DRIFT_KV_HEAD`, and the H100 tile-order probe of 2026-12-07 came; 550 of 564 and 101 of 120 in the band
 #: before the working set took only the key rows some query reads, 2026-12-07, twenty-second session: two top-left
 #: causal chunks of 1,024 queries over 16,384 keys, both within, left the band), with the H200's fwdl2 hold-out of 2026-12-06's nineteenth session: in the band there 7/9 and 5/9,
 #: outside 6/8 and 5/8; tests/test_reconcile_receipts.py recomputes these numbers from the receipts; docs/l2-calibration.md,

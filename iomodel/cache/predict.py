@@ -473,10 +473,10 @@ def wave_kv_working_set(spec: LayerSpec, tiling: Tiling, w: int, schedule: Sched
     The W resident programs span ⌈W / tiles per group⌉ + 1 + G' grid rows (a ``blocked`` persistent loop: W, its tiles
     lying T/W apart; ``head-grouped:G'`` adds a group at the edges) of T_r query tiles each: query heads, or groups of
     P query heads where P > 1 (:func:`iomodel.schedule.grid.packed_view`), hence ⌈rows / (G/P)⌉ + 1 KV heads (at most
-    B·H_kv), each K and V of the key rows some query reads (:func:`seen_key_rows`: N_k, or a causal layer's longest
-    tile's range): ``kv_heads · 2 · rows · HEAD_DIM · width`` bytes (a window band's shorter span is not taken, so
-    :func:`predict_tiled` does not label windowed layers; until 2026-12-07 every key row was counted, so a top-left
-    causal chunk over a longer cache counted keys no query reads: a fresh user's finding). The
+    B·H_kv), each K and V of the key rows some query reads (:attr:`LayerSpec.seen_key_rows`: N_k, a causal layer's
+    longest tile's range, a window band's keys): ``kv_heads · 2 · rows · HEAD_DIM · width`` bytes (a program's own band
+    is shorter still, so :func:`predict_tiled` does not label windowed layers; until 2026-12-07 every key row was
+    counted, so a top-left causal chunk over a longer cache counted keys no query reads: a fresh user's finding). The
     reconciliation's ``l2_capacity`` cause quotes it beside the read capacity. Prefill only: a decode layer's split-KV
     programs are not this grid (no caller passes one).
 
@@ -490,7 +490,7 @@ def wave_kv_working_set(spec: LayerSpec, tiling: Tiling, w: int, schedule: Sched
     t_r = cdiv(spec.seqlen_q, view_m)
     heads = w if persistent == "blocked" else cdiv(w, tiles_per_group(grid_order, t_r)) + 1 + head_group_of(grid_order)
     kv_heads = min(spec.batch * spec.kv_heads, cdiv(heads, view.group) + 1)
-    return kv_heads * 2 * seen_key_rows(spec) * spec.head_dim * spec.width, heads, kv_heads
+    return kv_heads * 2 * spec.seen_key_rows * spec.head_dim * spec.width, heads, kv_heads
 
 
 def forward_read_quality(working_set: float, read_capacity: float) -> str:
@@ -552,18 +552,11 @@ def forward_drift_quality(spec: LayerSpec, tile_order: str, persistent: str | No
     return None
 
 
-def seen_key_rows(spec: LayerSpec) -> int:
-    """The key rows some query of the layer reads (rows): min(N_k, N_q + offset) under a causal mask (offset N_k - N_q
-    bottom-right, 0 top-left: the longest tile's key range), N_k without one. A top-left causal chunk of 1,024 queries
-    over 16,384 keys reads 1,024 of them."""
-    return min(spec.seqlen_k, max(0, spec.seqlen_q + spec.causal_offset)) if spec.causal else spec.seqlen_k
-
-
 def drift_kv_bytes(spec: LayerSpec) -> int:
-    """K+V bytes of one KV head over the longest causal tile's key range (:func:`seen_key_rows`):
+    """K+V bytes of one KV head over the longest causal tile's key range (:attr:`LayerSpec.seen_key_rows`):
     ``2 · rows · HEAD_DIM · width`` (bytes). Drifting programs sit all over that range, so a
     K/V block is re-read only after about that much K/V was touched (``benchmarks/drift_sim.py``)."""
-    return 2 * seen_key_rows(spec) * spec.head_dim * spec.width
+    return 2 * spec.seen_key_rows * spec.head_dim * spec.width
 
 
 #: What the receipts measured of each Q-stationary kernel whose programs drift (:func:`forward_drift_sentence`).

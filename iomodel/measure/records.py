@@ -402,9 +402,12 @@ class Measurement:
         Raises:
             IomodelError: the schema tag is missing or different; a ``kind`` not in :data:`KINDS`; a field of the wrong JSON
                 type or out of range (see :meth:`ShapeMeasurement.from_dict`); two shapes with
-                one id; a hardware entry whose sizes are not positive numbers, or whose preset (``hardware.name``,
-                read as the predictions read it: :func:`iomodel.cache.params.hardware_preset`) or bracketed card is
-                another GPU than ``environment.device`` (:func:`~iomodel.spec.hardware.preset_of_device`); settings the
+                one id; a hardware entry whose sizes are not positive numbers, whose ``name`` is not a non-empty
+                string, or (a profiled record, kind ``ncu``) whose preset (``hardware.name``, read as the predictions
+                read it: :func:`iomodel.cache.params.hardware_preset`; a name of no preset too) or bracketed card is
+                another GPU than ``environment.device`` (:func:`~iomodel.spec.hardware.preset_of_device`), or whose
+                ``l2_bytes`` is not the one the device reported; a profiled record without ``environment.device``;
+                settings the
                 reconciliation reads (``metrics``, ``dropped_metrics``, ``l2_model``,
                 ``cache_control``, ``sweep_name``) of the wrong type.
         """
@@ -441,10 +444,11 @@ class Measurement:
             if not isinstance(preset, str) or not preset.strip():  # the predictions read their constants by it
                 raise IomodelError(f"{source}: hardware.name must name the GPU (e.g. 'H200 (NVIDIA H200)'), got "
                                    f"{jv.describe(preset)}: {FIX}")
-            if words["kind"] == "ncu" and not isinstance(device, str):  # what the run saw: the check below needs it
+            profiled = words["kind"] == "ncu"  # interpreter counts do not depend on the GPU of the host
+            if profiled and not (isinstance(device, str) and device.strip()):  # what the run saw: the checks need it
                 raise IomodelError(f"{source}: environment.device must be the GPU the run saw (a string, e.g. 'NVIDIA "
                                    f"H200'), got {jv.describe(device)}: {FIX}")
-            if isinstance(device, str):  # a record predicted for another GPU than it ran on
+            if profiled:  # a record predicted for another GPU than it ran on
                 from iomodel.cache.params import _card_of, hardware_preset  # the preset the predictions take
 
                 ran, said, card = preset_of_device(device), hardware_preset(preset), _card_of(preset)
@@ -452,12 +456,15 @@ class Measurement:
                     raise IomodelError(f"{source}: hardware.name {preset!r} names the card {card!r} but "
                                        f"environment.device is {device!r}: {FIX}")
                 if ran is not None and said != ran:
-                    raise IomodelError(f"{source}: hardware.name {preset!r} is "
-                                       + (f"the {said} preset" if said in HARDWARE else "no preset of that GPU")
-                                       + f" but environment.device {device!r} is an {ran}: the predictions would be "
-                                       f"for another GPU than the one measured: {FIX}")
+                    raise IomodelError(
+                        f"{source}: hardware.name {preset!r} is the {said} preset but environment.device {device!r} is "
+                        f"an {ran}: the predictions would be for another GPU than the one measured: {FIX}"
+                        if said in HARDWARE else
+                        f"{source}: hardware.name {preset!r} names no preset ({', '.join(HARDWARE)}), so the predictions "
+                        f"would take default L2 constants, but environment.device {device!r} is an {ran}: name it "
+                        f"{f'{ran} ({device})'!r}, or {FIX}")
             seen_l2 = environment.get("l2_bytes")
-            if isinstance(seen_l2, (int, float)) and "l2_bytes" in hardware and seen_l2 != hardware["l2_bytes"]:
+            if profiled and isinstance(seen_l2, (int, float)) and "l2_bytes" in hardware and seen_l2 != hardware["l2_bytes"]:
                 raise IomodelError(f"{source}: hardware.l2_bytes {hardware['l2_bytes']!r} differs from the "
                                    f"environment.l2_bytes {seen_l2!r} the device reported: {FIX}")
         settings = jv.mapping(d.get("settings", {}), f"{source}: settings", fix=FIX)

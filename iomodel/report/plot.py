@@ -408,7 +408,7 @@ def plot_seqlen(
     title = f"{spec.name or 'layer'}: HBM bytes per attention call versus sequence length"
     l2_x, l2_y, skipped = l2_aware_points(spec, tiling, hardware, n)
     f = forward_l2_of(hardware)
-    l2_note = ("" if spec.phase != "prefill" or spec.backward else  # drawn for a prefill forward only
+    l2_note = ("" if not l2_x else  # the constants of the L2-aware line, where one is drawn
                "; L2-aware = iomodel/cache/predict.py predict_tiled (cold L2, the forward's own "
                f"constants: {f.ways} ways, a Q byte {f.q_share:g}, written bytes {f.write_share:g} at "
                f"{f.write_fraction:g}, reads judged at {read_fraction_of(hardware):g} of the L2, "
@@ -430,12 +430,13 @@ def plot_seqlen(
 
         bundled = kernel_refusal(spec, hardware) is None  # else no bundled kernel picks splits for this layer
         tiled_label = NO_REUSE_LABEL if spec.phase == "prefill" else NO_REUSE_LABEL.replace(  # decode: splits held
-            "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every length"
+            "tiled (bundled kernel)", f"tiled (num_splits = {tiling.num_splits} held at every "
+            + ("drawn " if too_few else "") + "length"
             + (";\nthe bundled kernel picks its splits per length)" if bundled else ")"))
     ax.plot(n[runs], res["tiled"]["hbm_bytes"][runs], color=COLORS["tiled"], lw=2.2, label=tiled_label)
     if too_few:  # the kernel never runs more splits than key blocks (iomodel.schedule.tiles.decode_splits_refusal)
-        where = (", ".join(_tokens_label(x) for x in too_few) if len(too_few) <= 3 else
-                 f"{_tokens_label(too_few[0])} to {_tokens_label(too_few[-1])} ({len(too_few)} lengths)")
+        where = (", ".join(f"{x:,}" for x in too_few) if len(too_few) <= 3 else
+                 f"{too_few[0]:,} to {too_few[-1]:,} ({len(too_few)} lengths)")
         ax.plot([], [], ls="none", label=f"tiled not drawn at {where} keys:\n"
                                           f"num_splits {tiling.num_splits} is more than their key blocks "
                                           f"(BLOCK_N = {tiling.block_n})")

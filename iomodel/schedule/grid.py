@@ -845,12 +845,8 @@ def decode_split_rows(spec: LayerSpec, tiling: Tiling) -> list[int]:
     """
     n_k, bn, S = spec.seqlen_k, tiling.block_n, tiling.num_splits
     length = decode_split_len(n_k, S, bn)
-    lo, hi = 0, (n_k if not spec.causal else min(max(spec.seqlen_q + spec.causal_offset, 0), n_k))
-    if spec.band is not None:  # the band of rows 0..N_q-1 as one tile (_band_bounds)
-        (wl, wr), off = spec.band, spec.causal_offset
-        hi = min(max(spec.seqlen_q + off + wr, 0), n_k)
-        first = min(max(off - wl, 0), n_k)
-        lo = (first // bn) * bn if first < hi else hi
+    first, hi = spec.seen_keys  # the band of rows 0..N_q-1 as one tile (_band_bounds), or the mask's keys
+    lo = (first // bn) * bn if first < hi else hi  # a band's first block from its start
     rows = []
     for sp in range(S):
         start, end = max(sp * length, lo), min((sp + 1) * length, n_k)

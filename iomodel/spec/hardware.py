@@ -187,7 +187,8 @@ def get_hardware(name: str) -> Hardware:
 
 def preset_of_device(name: str) -> str | None:
     """The preset (a :data:`HARDWARE` key) whose family a device or hardware name names, or None: a preset matches
-    where its name's first part (``H100``, ``H200``, ``A100``) is in ``name``, case-insensitive, the last of
+    where its name's first part (``H100``, ``H200``, ``A100``) stands in ``name`` with no letter or digit before it
+    and no digit after it, case-insensitive, the last of
     :data:`HARDWARE` that does (``NVIDIA H100 80GB HBM3`` and ``H100-SXM (NVIDIA H100 80GB HBM3)`` give ``H100-SXM``;
     ``cpu`` None). The family must stand as a word of its own: a GH200 (``NVIDIA GH200 480GB``, another memory system
     and bandwidth than the H200 SXM) is no preset, not the H200's. The one rule :func:`detect`

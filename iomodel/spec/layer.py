@@ -233,6 +233,27 @@ class LayerSpec:
         return window_band(self.causal, self.window_left, self.window_right, self.seqlen_q, self.seqlen_k)
 
     @property
+    def seen_keys(self) -> tuple[int, int]:
+        """The key rows ``[lo, hi)`` some query row reads (rows; ``lo == hi`` where none does): a window band's
+        ``[max(0, off − WL), min(N_k, N_q + off + WR))``, a causal mask's ``[0, min(N_k, N_q + off))``, else all N_k
+        (off the causal offset): the integer value of the compulsory K/V rows' ``keys``
+        (:func:`iomodel.traffic.bounds.compulsory_rows`, the model's formula)."""
+        n_q, n_k, off = self.seqlen_q, self.seqlen_k, self.causal_offset
+        band = self.band
+        if band is not None:
+            wl, wr = band
+            lo, hi = min(max(off - wl, 0), n_k), min(max(n_q + off + wr, 0), n_k)
+            return (lo, hi) if lo < hi else (hi, hi)
+        return (0, min(n_k, max(0, n_q + off))) if self.causal else (0, n_k)
+
+    @property
+    def seen_key_rows(self) -> int:
+        """How many key rows some query row reads (rows): the length of :attr:`seen_keys`. A top-left causal chunk of
+        1,024 queries over 16,384 keys reads 1,024 of them."""
+        lo, hi = self.seen_keys
+        return hi - lo
+
+    @property
     def has_empty_rows(self) -> bool:
         """Whether some query row sees no key (causal bottom-right with N_q > N_k, or a window band)."""
         band = self.band
