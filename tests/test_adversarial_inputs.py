@@ -287,6 +287,32 @@ def test_a_spec_edited_after_measuring_is_caught_by_the_recorded_grid(tmp_path):
     assert "·142 = " in row.error
 
 
+
+def test_a_decode_spec_edited_after_measuring_is_caught_by_the_recorded_grid(tmp_path):
+    """The decode kernel's launch__grid_size is S·B·H / P programs (kernels/flash_attention.py's decode plan), its
+    combine's B·H·N_q (twenty-second session; the guard covered the prefill forward only). The decode-splits
+    receipt's B 1, H 32, 32 splits, 4 heads a program: 256 programs, 32 combine programs. Heads 32 -> 64 with the id
+    edited too was reconciled as a model gap; every committed decode launch holds the rule (the receipt reconciles
+    without that error)."""
+    from iomodel.measure.records import Measurement
+
+    path = ROOT / "receipts" / "ncu-h200-decode-splits1-2026-12-01.json"
+    sid = "b1-h32-kv8-d128-bf16-q1-k65536-br-tiled"
+    data = _one_shape(path, lambda s: s["id"] == sid)
+    assert [k["metrics"]["launch__grid_size"] for k in data["shapes"][0]["kernels"]] == [256, 32]
+    assert reconcile(Measurement.load(_write(tmp_path, data))).rows[0].error is None
+    data["shapes"][0]["spec"]["heads"] = 64
+    row = reconcile(Measurement.load(_write(tmp_path, _re_id(data)))).rows[0]
+    assert row.error == ("the decode kernel's recorded grid, 256 programs, is not the spec's S·B·H / P = 32·1·64 / 4 = "
+                         "512: the spec or the record was edited after measuring")
+    data["shapes"][0]["spec"]["heads"] = 32
+    data["shapes"][0]["kernels"][1]["metrics"]["launch__grid_size"] = 64  # the combine's grid edited
+    row = reconcile(Measurement.load(_write(tmp_path, _re_id(data)))).rows[0]
+    assert row.error == ("the decode combine kernel's recorded grid, 64 programs, is not the spec's B·H·N_q = 1·32·1 = "
+                         "32: the spec or the record was edited after measuring")
+    assert all(r.error is None or "recorded grid" not in r.error for r in reconcile(Measurement.load(path)).rows)
+
+
 # --- a third adversarial user (2026-12-05, later): each was a traceback, a hang, a silent result or a misleading line
 
 

@@ -103,6 +103,13 @@ def _record(tmp_path, shape_id, **spec):
         for k in shape["kernels"]:  # (iomodel.reconcile.compare.grid_mismatch refuses an edited spec)
             if "_attn_fwd" in k["name"] and "launch__grid_size" in k["metrics"]:
                 k["metrics"]["launch__grid_size"] = t_r * shape["spec"]["batch"] * shape["spec"]["heads"]
+    if shape["spec"].get("phase") == "decode":  # S·B·H / P decode programs, B·H·N_q combine ones (grid_mismatch)
+        bh = shape["spec"]["batch"] * shape["spec"]["heads"]
+        for k in shape["kernels"]:
+            if "launch__grid_size" in k["metrics"]:
+                k["metrics"]["launch__grid_size"] = (bh * shape["spec"]["seqlen_q"] if "combine" in k["name"] else
+                                                     shape["config"]["num_splits"] * bh
+                                                     // shape["config"].get("heads_per_program", 1))
     data["shapes"] = [shape]
     path = tmp_path / "rec.json"
     path.write_text(json.dumps(data))

@@ -543,14 +543,17 @@ def missing_reason(shape: ShapeMeasurement, quantity: str) -> str | None:
 
 
 def grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
-    """Why the bundled forward's recorded launch is not the record's spec, or None: its ``launch__grid_size`` must be
+    """Why the bundled forward's (or decode's: :func:`_decode_grid_mismatch`) recorded launch is not the record's
+    spec, or None: its ``launch__grid_size`` must be
     T_r·B·H / P programs (T_r = ceil(seqlen_q / (block_m / P)), the config's tiles and P = heads_per_program query
     heads packed a program), as every committed
     prefill forward and training step on the H200 is (890 kernels, 2026-12-05). A spec edited after measuring (heads
     71 -> 142) reconciled as a model gap before."""
     spec = shape.spec
-    if shape.impl != "tiled" or spec.phase != "prefill" or shape.seqlens is not None:
+    if shape.impl != "tiled" or shape.seqlens is not None:
         return None
+    if spec.phase == "decode":
+        return _decode_grid_mismatch(shape, tiling)
     t_r, rows = packed_grid(spec.seqlen_q, spec.batch * spec.heads, tiling.block_m, tiling.heads_per_program)
     want = t_r * rows
     for k in shape.kernels:
@@ -561,6 +564,27 @@ def grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
                     f"{t_r:,}·{spec.batch:,}·{spec.heads:,}"
                     + (f" / {tiling.heads_per_program}" if tiling.heads_per_program > 1 else "") + f" = {want:,}: the "
                     "spec or the record was edited after measuring")
+    return None
+
+
+def _decode_grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
+    """Why the bundled decode's recorded launch is not the record's spec, or None: ``_attn_decode`` runs
+    S·B·H_kv·(G / P) = S·B·H / P programs (S = num_splits, P = heads_per_program: kernels/flash_attention.py's decode
+    plan, grid (S, B·H_kv·(G / P))), its combine B·H·N_q; every committed decode launch is (156 on the H200,
+    2026-12-07). A spec edited after measuring (heads doubled) reconciled as a model gap before."""
+    spec = shape.spec
+    main = tiling.num_splits * spec.batch * spec.heads // max(1, tiling.heads_per_program)
+    for k in shape.kernels:
+        got = k.metrics.get("launch__grid_size")
+        if got is None or DECODE_KERNEL not in k.name:
+            continue
+        combine = "combine" in k.name
+        want = spec.batch * spec.heads * spec.seqlen_q if combine else main
+        if int(got) != want:
+            formula = ("B·H·N_q = " f"{spec.batch:,}·{spec.heads:,}·{spec.seqlen_q:,}" if combine else
+                       f"S·B·H / P = {tiling.num_splits:,}·{spec.batch:,}·{spec.heads:,} / {tiling.heads_per_program}")
+            return (f"the decode {'combine ' if combine else ''}kernel's recorded grid, {int(got):,} programs, is not "
+                    f"the spec's {formula} = {want:,}: the spec or the record was edited after measuring")
     return None
 
 
