@@ -291,8 +291,9 @@ def hardware_preset(hardware: Any) -> str:
         return name
 
 
-def _card_of(hardware: Any) -> str:
-    """The card a detected or recorded entry names in brackets (``"NVIDIA H100 PCIe"``), or ""."""
+def card_of(hardware: Any) -> str:
+    """The card a detected or recorded entry names in brackets (``"NVIDIA H100 PCIe"``), or "" (a string is taken as
+    the name itself). Raises nothing."""
     name = hardware if isinstance(hardware, str) else str(getattr(hardware, "name", ""))
     return name.split(" (", 1)[1].rstrip(")") if " (" in name else ""
 
@@ -320,7 +321,7 @@ def read_fraction_source(hardware: Any) -> str:
     """
     from iomodel.cache.physical import receipt_device, receipt_name
 
-    preset, card = hardware_preset(hardware), _card_of(hardware)
+    preset, card = hardware_preset(hardware), card_of(hardware)
     if preset not in MEASURED_L2_READ_FRACTION:
         return f"not measured on the {preset or 'unnamed device'}: the H200's ({receipt_name('H200')})"
     measured_on = receipt_device(preset)

@@ -449,9 +449,9 @@ class Measurement:
                 raise IomodelError(f"{source}: environment.device must be the GPU the run saw (a string, e.g. 'NVIDIA "
                                    f"H200'), got {jv.describe(device)}: {FIX}")
             if profiled:  # a record predicted for another GPU than it ran on
-                from iomodel.cache.params import _card_of, hardware_preset  # the preset the predictions take
+                from iomodel.cache.params import card_of, hardware_preset  # the preset the predictions take
 
-                ran, said, card = preset_of_device(device), hardware_preset(preset), _card_of(preset)
+                ran, said, card = preset_of_device(device), hardware_preset(preset), card_of(preset)
                 if card and card != device:
                     raise IomodelError(f"{source}: hardware.name {preset!r} names the card {card!r} but "
                                        f"environment.device is {device!r}: {FIX}")

@@ -98,7 +98,7 @@ def verdict_labels(r: Any, level: str, oks: list[bool | None]) -> str:
     the other direction missed and the labelled one is within; "" where nothing compared is labelled (the cell as
     before). ``oks``: the level's read and write verdicts (True, False, None: not compared)."""
     dirs = ("read", "write")
-    labelled = {w: r.quality(level, w) for w, o in zip(dirs, oks) if o is not None and r.quality(level, w) != "predicted"}
+    labelled = {w: q for w, o in zip(dirs, oks) if o is not None and (q := r.quality(level, w)) != "predicted"}
     if not labelled:
         return ""
     missed = any(o is False for o in oks)
