@@ -40,15 +40,22 @@ def _re_id(data: dict) -> dict:
 
 
 def _regrid(data: dict) -> dict:
-    """The forward kernel's launch__grid_size made the edited spec's T_r·B·H and the id the spec's (a record as a GPU
-    would write it)."""
+    """The forward kernel's launch__grid_size made the edited spec's T_r·B·H, the backward kernels' their grids
+    (iomodel.schedule.grid.backward_programs), and the id the spec's (a record as a GPU would write it)."""
     import math
+
+    from iomodel.schedule.grid import backward_programs
 
     sh = _re_id(data)["shapes"][0]
     want = math.ceil(sh["spec"]["seqlen_q"] / sh["config"]["block_m"]) * sh["spec"]["batch"] * sh["spec"]["heads"]
+    loaded = Measurement.from_dict(data).shapes[0]
+    backward = backward_programs(loaded.spec, loaded.tiling()) if loaded.spec.backward else {}
     for k in sh["kernels"]:
         if "_attn_fwd" in k["name"]:
             k["metrics"]["launch__grid_size"] = want // sh["config"].get("heads_per_program", 1)
+        for name, (programs, _, _) in backward.items():
+            if k["name"].startswith(name):
+                k["metrics"]["launch__grid_size"] = programs
     return data
 
 
@@ -311,6 +318,36 @@ def test_a_decode_spec_edited_after_measuring_is_caught_by_the_recorded_grid(tmp
     assert row.error == ("the decode combine kernel's recorded grid, 64 programs, is not the spec's B·H·N_q = 1·32·1 = "
                          "32: the spec or the record was edited after measuring")
     assert all(r.error is None or "recorded grid" not in r.error for r in reconcile(Measurement.load(path)).rows)
+
+
+def test_a_training_steps_backward_config_edited_after_measuring_is_caught_by_its_recorded_grids(tmp_path):
+    """The backward kernels' launch__grid_size (iomodel.schedule.grid.backward_programs) is checked as the forward's
+    is (twenty-third session: a training step's backward config edited after measuring reconciled as a model gap).
+    The train hold-out's first shape: B 4, H 12, N 1,536, BWD_BLOCK_N 128, DQ_BLOCK_M 128, PREPROCESS_BLOCK_M 128:
+    576 programs each. Its dQ tiles edited to 64 rows: the spec's 24·4·12 = 1,152 dQ programs, 576 recorded."""
+    from iomodel.measure.records import Measurement
+    from iomodel.schedule.grid import backward_programs
+
+    path = ROOT / "receipts" / "ncu-h200-train-holdout1-2026-12-01.json"
+    data = json.loads(path.read_text())
+    data["shapes"] = data["shapes"][:1]
+    shape = data["shapes"][0]
+    assert [(k["name"], k["metrics"]["launch__grid_size"]) for k in shape["kernels"]] == [
+        ("_attn_fwd_tma", 576), ("_bwd_preprocess", 576), ("_bwd_dkdv", 576), ("_bwd_dq", 576)]
+    m = Measurement.load(_write(tmp_path, data))
+    assert backward_programs(m.shapes[0].spec, m.shapes[0].tiling())["_bwd_dq"] == (
+        576, "ceil(N_q / DQ_BLOCK_M)·B·H", "12·4·12")
+    assert reconcile(m).rows[0].error is None
+    shape["config"]["backward"]["dq_block_m"] = 64
+    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    assert row.error == ("the _bwd_dq kernel's recorded grid, 576 programs, is not the spec's ceil(N_q / DQ_BLOCK_M)·B·H "
+                         "= 24·4·12 = 1,152: the spec or the record was edited after measuring")
+    shape["config"]["backward"]["dq_block_m"] = 128
+    shape["kernels"][2]["metrics"]["launch__grid_size"] = 1152  # the dK/dV launch's grid edited
+    row = reconcile(Measurement.load(_write(tmp_path, data))).rows[0]
+    assert row.error == ("the _bwd_dkdv kernel's recorded grid, 1,152 programs, is not the spec's "
+                         "ceil(N_k / BWD_BLOCK_N)·B·H_kv = 12·4·12 = 576: the spec or the record was edited after "
+                         "measuring")
 
 
 # --- a third adversarial user (2026-12-05, later): each was a traceback, a hang, a silent result or a misleading line

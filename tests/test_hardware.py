@@ -10,7 +10,8 @@ import pytest
 
 from iomodel.errors import IomodelError
 from iomodel.report.worksheet import kernel_tiling, make_worksheet, resolve_layer
-from iomodel.spec.hardware import A100_80GB, H100_SXM, H200, HARDWARE, Hardware, detect, get_hardware
+from iomodel.spec.hardware import (A100_40GB, A100_80GB, A100_80GB_PCIE, CALIBRATED_AS, H100_NVL, H100_PCIE, H100_SXM,
+                                   H200, H200_NVL, HARDWARE, Hardware, detect, get_hardware, preset_of_device)
 
 _KiB, _MiB, _TB = 1024, 1024 * 1024, 1e12
 
@@ -44,8 +45,68 @@ def test_compute_capability(name, cc):
 
 
 def test_presets_table():
-    assert list(HARDWARE) == ["A100-80GB", "H100-SXM", "H200"]
+    assert list(HARDWARE) == ["A100-80GB", "H100-SXM", "H200", "A100-40GB", "A100-80GB-PCIe", "H100-PCIe", "H100-NVL",
+                              "H200-NVL"]
     assert HARDWARE["A100-80GB"] is A100_80GB and A100_80GB.num_sms == 108 and A100_80GB.l2_bytes == 40 * _MiB
+    assert HARDWARE["H100-PCIe"] is H100_PCIE and get_hardware("h100-pcie") is H100_PCIE
+
+
+# (variant, its SXM die's preset, the fields that differ, datasheet values): NVIDIA A100 datasheet (40GB SXM4 and PCIe:
+# HBM2 1,555 GB/s; 80GB PCIe: HBM2e 1,935 GB/s), NVIDIA H100 datasheet and whitepaper (PCIe: HBM2e 2 TB/s, 114 SMs,
+# 1,513 / 3,026 TFLOPS FP16 / FP8 with sparsity, FP32 51.2; NVL: 94 GB HBM3, 3.9 TB/s, 1,671 / 3,341, FP32 60), NVIDIA
+# H200 datasheet (NVL: 141 GB, 4.8 TB/s, the NVL peaks)
+_NVL = {"fp16": 835.5 * _TB, "bf16": 835.5 * _TB, "fp32": 60 * _TB, "fp8_e4m3": 1670.5 * _TB, "fp8_e5m2": 1670.5 * _TB}
+VARIANTS = [
+    (A100_40GB, A100_80GB, {"hbm_bandwidth": 1.555e12, "hbm_bytes": 40 * 1000**3}),
+    (A100_80GB_PCIE, A100_80GB, {"hbm_bandwidth": 1.935e12}),
+    (H100_PCIE, H100_SXM, {"hbm_bandwidth": 2.0e12, "num_sms": 114,
+                           "peak_flops": {"fp16": 756.5 * _TB, "bf16": 756.5 * _TB, "fp32": 51.2 * _TB,
+                                          "fp8_e4m3": 1513 * _TB, "fp8_e5m2": 1513 * _TB}}),
+    (H100_NVL, H100_SXM, {"hbm_bandwidth": 3.9e12, "hbm_bytes": 94 * 1000**3, "peak_flops": _NVL}),
+    (H200_NVL, H200, {"peak_flops": _NVL}),
+]
+
+
+@pytest.mark.parametrize("variant,base,values", VARIANTS, ids=[v.name for v, _, _ in VARIANTS])
+def test_card_variants_have_their_datasheet_numbers_and_their_die(variant, base, values):
+    """A PCIe or NVL card (or the A100 40GB) is its SXM die's preset with its own memory system, SMs and peaks: the
+    fields that differ are exactly those, at the datasheet's values; its measured L2 constants are the die's
+    (CALIBRATED_AS). An H100 PCIe was modelled at the SXM's 3.35 TB/s and 989 TFLOP/s (1.7x and 1.3x its own)."""
+    differs = {f.name for f in fields(Hardware) if getattr(variant, f.name) != getattr(base, f.name)}
+    assert differs == {"name", "source"} | set(values)
+    assert {k: getattr(variant, k) for k in values} == values
+    assert CALIBRATED_AS[variant.name] == base.name
+    assert variant.l2_bytes == base.l2_bytes and variant.compute_capability == base.compute_capability
+
+
+def test_l2_constants_of_a_card_variant_are_its_dies():
+    """The H100 PCIe and NVL share the H100 SXM's die and 50 MB L2: its measured read fraction (0.5329) and forward
+    constants (96 ways, Q weight 0.5), and the assumptions say on which card they were measured. The A100 40GB, like
+    the A100 80GB, takes the H200's, said."""
+    from iomodel.cache.params import forward_l2_of, read_fraction_of, read_fraction_source
+
+    for hw in (H100_PCIE, H100_NVL):
+        assert read_fraction_of(hw) == 0.5329 and forward_l2_of(hw).ways == 96 and forward_l2_of(hw).q_share == 0.5
+        assert read_fraction_source(hw) == (
+            f"the H100-SXM's (the {hw.name} shares its die and L2), measured on an NVIDIA H100 80GB HBM3, not on this "
+            f"{hw.name}: receipts/l2-micro-h100-2026-12-06.json")
+        assert forward_l2_of(hw).source.startswith(f"the H100-SXM's (the {hw.name} shares its die and L2): fitted on")
+    detected = replace(H100_PCIE, name="H100-PCIe (NVIDIA H100 PCIe)")
+    assert read_fraction_source(detected).endswith("not on this NVIDIA H100 PCIe: receipts/l2-micro-h100-2026-12-06.json")
+    assert read_fraction_of(H200_NVL) == read_fraction_of(H200) and forward_l2_of(H200_NVL).ways == 192
+    assert read_fraction_source(A100_40GB) == ("not measured on the A100-40GB: the H200's "
+                                               "(receipts/l2-micro-h200-2026-12-01.json)")
+
+
+@pytest.mark.parametrize("device,preset", [
+    ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA H100 NVL", "H100-NVL"), ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+    ("NVIDIA H200", "H200"), ("NVIDIA H200 NVL", "H200-NVL"), ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+    ("NVIDIA A100-PCIE-40GB", "A100-40GB"), ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIe"),
+    ("NVIDIA A100-SXM4-80GB", "A100-80GB"), ("H100-PCIe (NVIDIA H100 PCIe)", "H100-PCIe"),
+    ("NVIDIA GH200 480GB", None), ("NVIDIA H800", None), ("cpu", None)])
+def test_device_names_give_their_card_variant(device, preset):
+    """torch.cuda.get_device_name of each card: the family, then the variant's word (NVL, PCIe, 40GB)."""
+    assert preset_of_device(device) == preset
 
 
 def test_record_round_trip_and_old_records():
@@ -74,6 +135,20 @@ def test_detect_reads_the_compute_capability(monkeypatch):
     assert detect().compute_capability == (8, 0)
 
 
+def test_detect_takes_a_pcie_cards_own_bandwidth_and_peaks(monkeypatch):
+    """An H100 PCIe was detected as the H100-SXM preset: 3.35 TB/s and 989.4 TFLOP/s, its roofline times 1.7x too
+    short. Its own preset now: 2 TB/s, 756.5 TFLOP/s bf16; SMs, L2 and shared memory still read from the device."""
+    torch = pytest.importorskip("torch")
+    props = SimpleNamespace(name="NVIDIA H100 PCIe", multi_processor_count=114, L2_cache_size=50 * _MiB,
+                            shared_memory_per_block_optin=227 * _KiB, shared_memory_per_multiprocessor=228 * _KiB,
+                            total_memory=85029158912, major=9, minor=0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    h = detect()
+    assert h.name == "H100-PCIe (NVIDIA H100 PCIe)" and h.hbm_bandwidth == 2.0e12 and h.num_sms == 114
+    assert h.flops_for("bf16") == 756.5 * _TB and h.l2_bytes == 50 * _MiB
+
+
 def test_the_worksheet_path_reads_the_compute_capability_not_the_name():
     pytest.importorskip("kernels.heuristics")
     spec = resolve_layer().spec  # llama-3-8b, bf16, HEAD_DIM 128: the Gluon prefill on sm_90
@@ -89,3 +164,8 @@ def test_the_worksheet_path_reads_the_compute_capability_not_the_name():
 def test_worksheet_json_states_the_compute_capability():
     d = make_worksheet(resolve_layer(seqlen=1024, hardware="A100-80GB")).to_dict()
     assert d["hardware"]["compute_capability"] == [8, 0]
+
+
+def test_worksheet_of_a_pcie_card_states_its_own_memory_system():
+    d = make_worksheet(resolve_layer(seqlen=1024, hardware="H100-PCIe")).to_dict()
+    assert (d["hardware"]["name"], d["hardware"]["hbm_bandwidth"], d["hardware"]["num_sms"]) == ("H100-PCIe", 2.0e12, 114)

@@ -559,7 +559,7 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     assert [preset_of_device(n) for n in ("NVIDIA H100 80GB HBM3", "H100-SXM (NVIDIA H100 80GB HBM3)", "NVIDIA H200",
                                           "H200 (NVIDIA H200)", "NVIDIA A100-SXM4-80GB", "cpu", "", "NVIDIA GH200 480GB",
                                           "NVIDIA H100 PCIe", "h200-sxm")] == [
-        "H100-SXM", "H100-SXM", "H200", "H200", "A100-80GB", None, None, None, "H100-SXM", "H200"]
+        "H100-SXM", "H100-SXM", "H200", "H200", "A100-80GB", None, None, None, "H100-PCIe", "H200"]
     data = json.loads(ORDER_PROBE.read_text())
     assert data["environment"]["device"] == "NVIDIA H100 80GB HBM3"
     data["hardware"] = {**data["hardware"], "name": H200.name, "l2_bytes": H200.l2_bytes,
@@ -567,8 +567,9 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     data["environment"].pop("l2_bytes", None)
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
     assert line.endswith(": hardware.name 'H200' is the H200 preset but environment.device 'NVIDIA H100 80GB HBM3' "
-                         "is an H100-SXM: the predictions would be for another GPU than the one measured: regenerate "
-                         "the record with iomodel validate, or correct that value"), line
+                         "is an H100-SXM: the predictions would be for another GPU than the one measured: name it "
+                         "'H100-SXM (NVIDIA H100 80GB HBM3)', or regenerate the record with iomodel validate, or "
+                         "correct that value"), line
     data["environment"]["device"] = "NVIDIA H200"  # agreeing: loads and reconciles
     assert Measurement.from_dict(data).hardware["name"] == "H200"
     # the name read as the predictions read it (the preset before the card): "H100-SXM (NVIDIA H200)" predicts with
@@ -577,13 +578,26 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
     assert line.endswith(": hardware.name 'H100-SXM (NVIDIA H200)' is the H100-SXM preset but environment.device "
                          "'NVIDIA H200' is an H200: the predictions would be for another GPU than the one measured: "
-                         "regenerate the record with iomodel validate, or correct that value"), line
+                         "name it 'H200 (NVIDIA H200)', or regenerate the record with iomodel validate, or correct "
+                         "that value"), line
+    # a PCIe card detected before the card variants had presets was named after the SXM preset (its bandwidth and
+    # peaks): refused, with the name to give it; so named, it loads
+    data["environment"]["device"] = "NVIDIA H100 PCIe"
+    data["hardware"]["name"] = "H100-SXM (NVIDIA H100 PCIe)"
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.name 'H100-SXM (NVIDIA H100 PCIe)' is the H100-SXM preset but environment.device "
+                         "'NVIDIA H100 PCIe' is an H100-PCIe: the predictions would be for another GPU than the one "
+                         "measured: name it 'H100-PCIe (NVIDIA H100 PCIe)', or regenerate the record with iomodel "
+                         "validate, or correct that value"), line
+    data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
+    assert Measurement.from_dict(data).hardware["name"] == "H100-PCIe (NVIDIA H100 PCIe)"
     # a name no preset knows on a known device (the predictions fell back to the default read fraction, the H200's),
     # no name, and a profiled record without the device it ran on: refused too (a fresh user's findings)
     data["environment"]["device"] = "NVIDIA H100 80GB HBM3"
     data["hardware"]["name"] = "B200"
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
-    assert line.endswith(": hardware.name 'B200' names no preset (A100-80GB, H100-SXM, H200), so the predictions "
+    assert line.endswith(": hardware.name 'B200' names no preset (A100-80GB, H100-SXM, H200, A100-40GB, "
+                         "A100-80GB-PCIe, H100-PCIe, H100-NVL, H200-NVL), so the predictions "
                          "would take default L2 constants, but environment.device 'NVIDIA H100 80GB HBM3' is an "
                          "H100-SXM: name it 'H100-SXM (NVIDIA H100 80GB HBM3)', or regenerate the record with iomodel "
                          "validate, or correct that value"), line

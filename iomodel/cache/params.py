@@ -99,8 +99,11 @@ def forward_l2_of(hardware: Any) -> ForwardL2:
     Returns:
         :class:`ForwardL2`. Raises nothing (an unknown name takes the H200's, said in ``source``)."""
     preset = hardware_preset(hardware)
-    if preset in FORWARD_L2:
-        return FORWARD_L2[preset]
+    cal = l2_preset(hardware)
+    if cal in FORWARD_L2:
+        own = FORWARD_L2[cal]
+        return own if cal == preset else replace(own, source=f"the {cal}'s (the {preset} shares its die and L2): "
+                                                              f"{own.source}")
     h200 = FORWARD_L2["H200"]
     return replace(h200, source=f"not measured on the {preset or 'unnamed device'}: the H200's ({h200.source})")
 
@@ -298,20 +301,32 @@ def card_of(hardware: Any) -> str:
     return name.split(" (", 1)[1].rstrip(")") if " (" in name else ""
 
 
+def l2_preset(hardware: Any) -> str:
+    """The preset whose measured L2 constants ``hardware`` takes: its preset (:func:`hardware_preset`), or the one a
+    card variant shares its die and L2 with (:data:`iomodel.spec.hardware.CALIBRATED_AS`: an H100 PCIe or NVL takes the
+    H100 SXM's). Raises nothing."""
+    from iomodel.spec.hardware import calibrated_as
+
+    return calibrated_as(hardware_preset(hardware))
+
+
 def read_fraction_of(hardware: Any) -> float:
     """The fraction of ``hardware``'s L2 a read miss is judged against (dimensionless, of ``l2_bytes``): its preset's
-    measured one (:data:`MEASURED_L2_READ_FRACTION`), else the H200's (:data:`DEFAULT_L2_READ_FRACTION`)."""
-    return MEASURED_L2_READ_FRACTION.get(hardware_preset(hardware), DEFAULT_L2_READ_FRACTION)
+    measured one (:data:`MEASURED_L2_READ_FRACTION`, by :func:`l2_preset`), else the H200's
+    (:data:`DEFAULT_L2_READ_FRACTION`)."""
+    return MEASURED_L2_READ_FRACTION.get(l2_preset(hardware), DEFAULT_L2_READ_FRACTION)
 
 
 def read_fraction_source(hardware: Any) -> str:
-    """Where :func:`read_fraction_of` comes from, one clause for the estimate's assumptions: the preset's receipt, and
-    the card it was measured on where a detected or recorded device is another card of that preset (an H100 PCIe
-    runs as ``H100-SXM``).
+    """Where :func:`read_fraction_of` comes from, one clause for the estimate's assumptions: the preset's receipt, the
+    preset it was measured for where a card variant takes another's (:func:`l2_preset`), and the card it was measured
+    on where a detected or recorded device is another card.
 
-    >>> from iomodel.spec.hardware import A100_80GB, H100_SXM
+    >>> from iomodel.spec.hardware import A100_80GB, H100_PCIE, H100_SXM
     >>> read_fraction_source(H100_SXM)
     'measured on the H100-SXM: receipts/l2-micro-h100-2026-12-06.json'
+    >>> read_fraction_source(H100_PCIE)
+    "the H100-SXM's (the H100-PCIe shares its die and L2), measured on an NVIDIA H100 80GB HBM3, not on this H100-PCIe: receipts/l2-micro-h100-2026-12-06.json"
     >>> read_fraction_source(A100_80GB)
     "not measured on the A100-80GB: the H200's (receipts/l2-micro-h200-2026-12-01.json)"
 
@@ -321,10 +336,13 @@ def read_fraction_source(hardware: Any) -> str:
     """
     from iomodel.cache.physical import receipt_device, receipt_name
 
-    preset, card = hardware_preset(hardware), card_of(hardware)
-    if preset not in MEASURED_L2_READ_FRACTION:
+    preset, cal, card = hardware_preset(hardware), l2_preset(hardware), card_of(hardware)
+    if cal not in MEASURED_L2_READ_FRACTION:
         return f"not measured on the {preset or 'unnamed device'}: the H200's ({receipt_name('H200')})"
-    measured_on = receipt_device(preset)
+    measured_on = receipt_device(cal)
+    if cal != preset:
+        return (f"the {cal}'s (the {preset} shares its die and L2), measured on an {measured_on or cal}, not on this "
+                f"{card or preset}: {receipt_name(cal)}")
     if card and measured_on and card != measured_on:
         return f"the {preset}'s, measured on an {measured_on}, not on this {card}: {receipt_name(preset)}"
     return f"measured on the {preset}: {receipt_name(preset)}"

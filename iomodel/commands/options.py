@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 import typer
 
 from iomodel.spec.resolve import DEFAULT_HARDWARE
+from iomodel.spec.hardware import preset_names
 
 if TYPE_CHECKING:
     from iomodel.spec.resolve import Layer
@@ -122,7 +123,7 @@ class LayerOptions:
         "--writes", "Prefill forward: what each program writes once: O,LSE (default; the backward reads the LSE) or "
         "O (an inference kernel that keeps no LSE; no bundled kernel).", _TILES)] = None
     hardware: Annotated[str, _option(
-        "--hardware", "Hardware preset: H200, H100-SXM, A100-80GB (any case; h100, a100 and h200-sxm are aliases: an H100 PCIe or an A100 40GB is modelled as the SXM 80GB preset, its bandwidth, SMs and L2).", _TILES)] = DEFAULT_HARDWARE
+        "--hardware", f"Hardware preset: {preset_names()} (any case; h100, a100 and h200-sxm are aliases of the SXM cards; the PCIe and NVL cards have their own bandwidth, SMs and peaks, and take their SXM die's measured L2 constants).", _TILES)] = DEFAULT_HARDWARE
 
     def resolve(self) -> Layer:
         """The layer, tiles and hardware these options name.

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from iomodel.errors import IomodelError
+from iomodel.spec.hardware import preset_names
 from iomodel.paths import check_output_dir, check_output_file, refuse_input_as_output, shown, write_text
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_READ_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS,
                                   MEASURED_L2_READ_FRACTION, forward_clause, hardware_preset, read_fraction_of,
@@ -48,8 +49,8 @@ def _check_distinct_outputs(json_out: Path | None, markdown_out: Path | None, pl
 
 def reconcile(
     results: Annotated[Path, typer.Argument(help="Measurement JSON written by `iomodel validate`.")],
-    hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for: H200, "
-                                                    "H100-SXM, A100-80GB, any case, h100 and a100 as aliases "
+    hardware: Annotated[Optional[str], typer.Option("--hardware", help="Hardware preset to predict for: "
+                                                    f"{preset_names()}, any case, h100 and a100 as aliases "
                                                     "(default: the one recorded with the measurement).")] = None,
     l2_fraction: Annotated[Optional[float], typer.Option("--l2-fraction", help="Effective fraction of L2 for the "
                                                          "L2-aware prediction: the room written lines take (so reads "
@@ -58,7 +59,8 @@ def reconcile(
                                                          f"{DEFAULT_L2_FRACTION:g}). A read miss of the set-associative "
                                                          "L2 is judged at the fraction of the L2 measured on the "
                                                          f"device's preset ({DEFAULT_L2_READ_FRACTION:g} on an H200, "
-                                                         f"{MEASURED_L2_READ_FRACTION['H100-SXM']:g} on an H100; a "
+                                                         f"{MEASURED_L2_READ_FRACTION['H100-SXM']:g} on an H100, the "
+                                                         "PCIe and NVL cards their SXM die's; a "
                                                          "preset not measured, the A100, takes the H200's and the "
                                                          "report says so); no option changes it. At the default "
                                                          "the forward launches take their own constants "
@@ -127,7 +129,7 @@ def reconcile(
         if out is not None:
             refuse_input_as_output(out, flag, {"the receipt": results})
     if hardware is not None and not hardware.strip():
-        raise IomodelError("--hardware is empty: name a preset (H200, H100-SXM, A100-80GB) or leave the option out to "
+        raise IomodelError(f"--hardware is empty: name a preset ({preset_names()}) or leave the option out to "
                            "predict for the record's own hardware")
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,

@@ -41,7 +41,7 @@ from typing import Any, Iterable
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_KINDS, UNIT_SCALE
-from iomodel.spec.hardware import HARDWARE, RESIDENT_LIMITS, preset_of_device
+from iomodel.spec.hardware import HARDWARE, RESIDENT_LIMITS, preset_names, preset_of_device
 
 #: The most resident programs per SM of any compute capability iomodel knows (an occupancy limit above it is damage).
 MOST_BLOCKS_PER_SM = max(blocks for blocks, _ in RESIDENT_LIMITS.values())
@@ -458,9 +458,10 @@ class Measurement:
                 if ran is not None and said != ran:
                     raise IomodelError(
                         f"{source}: hardware.name {preset!r} is the {said} preset but environment.device {device!r} is "
-                        f"an {ran}: the predictions would be for another GPU than the one measured: {FIX}"
+                        f"an {ran}: the predictions would be for another GPU than the one measured: name it "
+                        f"{f'{ran} ({device})'!r}, or {FIX}"
                         if said in HARDWARE else
-                        f"{source}: hardware.name {preset!r} names no preset ({', '.join(HARDWARE)}), so the predictions "
+                        f"{source}: hardware.name {preset!r} names no preset ({preset_names()}), so the predictions "
                         f"would take default L2 constants, but environment.device {device!r} is an {ran}: name it "
                         f"{f'{ran} ({device})'!r}, or {FIX}")
             seen_l2 = environment.get("l2_bytes")

@@ -39,7 +39,7 @@ from iomodel.errors import IomodelError
 from iomodel.format import human_bytes
 from iomodel.measure.metrics import QUANTITY_METRICS
 from iomodel.measure.records import Measurement, ShapeMeasurement, expected_kernels, recorded_launch
-from iomodel.spec.hardware import Hardware, get_hardware
+from iomodel.spec.hardware import Hardware, get_hardware, preset_names
 from iomodel.spec import LayerSpec, Tiling
 from iomodel.cache.params import (DEFAULT_L2_FRACTION, DEFAULT_L2_WAYS, MAX_L2_WAYS, L2Params,
                                   exact_write_share, forward_applies, forward_l2_of, l2_fraction_refusal,
@@ -48,7 +48,7 @@ from iomodel.schedule.launch import Schedule
 from iomodel.cache.predict import (L2Prediction, compulsory_read_bytes, compulsory_write_bytes, predict_baseline,
                                    predict_ragged_launch, predict_tiled, predict_training_step, training_kernels,
                                    wave_cache)
-from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE, estimate_programs_per_sm
+from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE, backward_programs, estimate_programs_per_sm
 from iomodel.schedule.tiles import packed_grid
 
 #: Relative tolerance per level (issue 4: HBM ±10 %, L2 ±15 %, interpreter exact).
@@ -463,7 +463,7 @@ def hardware_of(measurement: Measurement, override: str | None = None) -> Hardwa
         return get_hardware(override)
     hw = measurement.hardware
     if not hw:
-        raise IomodelError("the measurement records no hardware: pass --hardware H200|H100-SXM|A100-80GB")
+        raise IomodelError(f"the measurement records no hardware: pass --hardware (one of {preset_names()})")
     return Hardware.from_dict(hw)
 
 
@@ -547,8 +547,9 @@ def grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
     spec, or None: its ``launch__grid_size`` must be
     T_r·B·H / P programs (T_r = ceil(seqlen_q / (block_m / P)), the config's tiles and P = heads_per_program query
     heads packed a program), as every committed
-    prefill forward and training step on the H200 is (890 kernels, 2026-12-05). A spec edited after measuring (heads
-    71 -> 142) reconciled as a model gap before."""
+    prefill forward and training step on the H200 is (890 kernels, 2026-12-05); a training step's backward kernels
+    their grids (:func:`iomodel.schedule.grid.backward_programs`: 1,940 committed launches hold, 2026-12-07). A spec
+    edited after measuring (heads 71 -> 142) reconciled as a model gap before."""
     spec = shape.spec
     if shape.impl != "tiled" or shape.seqlens is not None:
         return None
@@ -556,14 +557,22 @@ def grid_mismatch(shape: ShapeMeasurement, tiling: Tiling) -> str | None:
         return _decode_grid_mismatch(shape, tiling)
     t_r, rows = packed_grid(spec.seqlen_q, spec.batch * spec.heads, tiling.block_m, tiling.heads_per_program)
     want = t_r * rows
+    backward = backward_programs(spec, tiling) if spec.backward else {}
     for k in shape.kernels:
         got = k.metrics.get("launch__grid_size")
-        if _kernel_of(k.name) == "_attn_fwd" and got is not None and int(got) != want:
+        if got is None:
+            continue
+        if _kernel_of(k.name) == "_attn_fwd" and int(got) != want:
             return (f"the forward kernel's recorded grid, {int(got):,} programs, is not the spec's T_r·B·H"
                     + (" / P" if tiling.heads_per_program > 1 else "") + " = "
                     f"{t_r:,}·{spec.batch:,}·{spec.heads:,}"
                     + (f" / {tiling.heads_per_program}" if tiling.heads_per_program > 1 else "") + f" = {want:,}: the "
                     "spec or the record was edited after measuring")
+        name = "_bwd_fused_tma" if "_bwd_fused" in k.name else _kernel_of(k.name)
+        if name in backward and int(got) != backward[name][0]:
+            n, formula, numbers = backward[name]
+            return (f"the {name} kernel's recorded grid, {int(got):,} programs, is not the spec's {formula} = "
+                    f"{numbers} = {n:,}: the spec or the record was edited after measuring")
     return None
 
 

@@ -554,6 +554,30 @@ def step_programs(spec: LayerSpec, tiling: Tiling, forward: dict[str, Any]) -> d
     return out
 
 
+def backward_programs(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, str, str]]:
+    """The programs each kernel of the bundled backward launches (its grid, all axes multiplied), by kernel name:
+    (programs, the formula in the field's symbols, the formula with this layer's numbers). The waves of each kernel
+    take their program counts from here, and so does the reconciliation's check that a recorded launch is its
+    record's spec (:func:`iomodel.reconcile.compare.grid_mismatch`). Source: kernels/backward.py's grids
+    (``_bwd_preprocess`` ``(cdiv(N_q, PREPROCESS_BLOCK_M), B·H)``, ``_bwd_dkdv`` ``(cdiv(N_k, BWD_BLOCK_N), B·H_kv, S)``,
+    ``_bwd_reduce_dkdv`` ``(cdiv(N_k, 64), B·H_kv)`` where S > 1, ``_bwd_dq`` ``(cdiv(N_q, DQ_BLOCK_M), B·H)``; the TMA
+    and Gluon variants the same grids, ``_bwd_fused_tma`` the dK/dV and dQ programs in one 1-D grid); every committed
+    backward launch on the H200 holds them (1,940, 2026-12-07). Units: programs. Raises nothing."""
+    B, H, Hk, S = spec.batch, spec.heads, spec.kv_heads, tiling.bwd_group_splits
+    t_p, t_c = cdiv(spec.seqlen_q, tiling.preprocess_block_m), cdiv(spec.seqlen_k, tiling.bwd_block_n)
+    t_q = cdiv(spec.seqlen_q, tiling.dq_block_m)
+    s_sym, s_num = ("·S", f"·{S:,}") if S > 1 else ("", "")
+    out = {"_bwd_preprocess": (t_p * B * H, "ceil(N_q / PREPROCESS_BLOCK_M)·B·H", f"{t_p:,}·{B:,}·{H:,}"),
+           "_bwd_dkdv": (t_c * B * Hk * S, "ceil(N_k / BWD_BLOCK_N)·B·H_kv" + s_sym, f"{t_c:,}·{B:,}·{Hk:,}{s_num}"),
+           "_bwd_dq": (t_q * B * H, "ceil(N_q / DQ_BLOCK_M)·B·H", f"{t_q:,}·{B:,}·{H:,}")}
+    if S > 1:
+        t_n = cdiv(spec.seqlen_k, DKDV_REDUCE_BLOCK_N)
+        out[REDUCE_DKDV_KERNEL] = (t_n * B * Hk, f"ceil(N_k / {DKDV_REDUCE_BLOCK_N})·B·H_kv", f"{t_n:,}·{B:,}·{Hk:,}")
+    (n_kv, f_kv, v_kv), (n_q, f_q, v_q) = out["_bwd_dkdv"], out["_bwd_dq"]
+    out["_bwd_fused_tma"] = (n_kv + n_q, f"{f_kv} + {f_q}", f"{v_kv} + {v_q}")
+    return out
+
+
 def preprocess_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list[Access]], dict[str, int], dict[str, int]]:
     """Waves of ``_bwd_preprocess`` (D = rowsum(dO ∘ O)): grid ``(ceil(N_q / PREPROCESS_BLOCK_M), B·H)``.
 
@@ -571,7 +595,7 @@ def preprocess_waves(spec: LayerSpec, tiling: Tiling, w: int) -> tuple[list[list
     bm = tiling.preprocess_block_m
     t_p = cdiv(n_q, bm)
     rows_of = [min(bm, n_q - i * bm) for i in range(t_p)]
-    total = t_p * B * H
+    total = backward_programs(spec, tiling)["_bwd_preprocess"][0]
     req_r = {"O": B * H * n_q * d * s, "dO": B * H * n_q * d * s}
     req_w = {"Delta": B * H * n_q * FP32_WIDTH}
     waves = []
@@ -724,7 +748,7 @@ def dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int, grouped: bool = False,
     # under a window the query ranges [lo_j, end_j) slide through a chunk (its extent would not say
     # which rows were loaded): items of one BWD_BLOCK_M tile, each loaded whole
     chunk = _chunk_rows(bm) if spec.band is None else bm
-    total = t_c * B * Hk * S
+    total = backward_programs(spec, tiling)["_bwd_dkdv"][0]  # t_c·B·H_kv·S
     waves: list[list[Access]] = []
     for p0, p1 in _wave_ranges(total, w):
         acc: list[Access] = []
@@ -796,7 +820,7 @@ def reduce_dkdv_waves(spec: LayerSpec, tiling: Tiling, w: int,
     req_r = {"dK_part": S * B * Hk * n_k * d * FP32_WIDTH, "dV_part": S * B * Hk * n_k * d * FP32_WIDTH}
     req_w = {"dK": B * Hk * n_k * d * s, "dV": B * Hk * n_k * d * s}
     waves = []
-    for p0, p1 in _wave_ranges(t_n * B * Hk, w):
+    for p0, p1 in _wave_ranges(backward_programs(spec, tiling)[REDUCE_DKDV_KERNEL][0], w):  # t_n·B·H_kv
         full, r0 = divmod(p1 - p0, t_n)  # rows of the wave: whole KV heads plus a run of tiles
         rows = full * n_k + sum(rows_of[(p0 + k) % t_n] for k in range(r0))
         waves.append([Access("dK_part", ("dK_part", p0), S * rows * d * FP32_WIDTH),

@@ -1,7 +1,7 @@
 """Hardware descriptions: HBM bandwidth, L2 and shared-memory capacity, SM count, compute capability, peak FLOP/s.
 
 Presets cite their datasheets; a preset that shares a die with another is derived from it
-with :func:`dataclasses.replace` (H200 from H100-SXM), never copied. :func:`detect` reads
+with :func:`dataclasses.replace` (H200 from H100-SXM; the PCIe and NVL cards from their SXM die), never copied. :func:`detect` reads
 the current CUDA device through torch (imported lazily; the model itself never needs torch).
 """
 
@@ -168,37 +168,135 @@ H200 = replace(
     source="NVIDIA H200 datasheet (SXM); L2 size read from cudaDeviceProp on an H200",
 )
 
-HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (A100_80GB, H100_SXM, H200)}
+#: NVIDIA A100 SXM4 40GB (and A100 PCIe 40GB, the same memory system): the A100 80GB's GA100 die (SMs, L2, shared
+#: memory, tensor-core peaks) with HBM2.
+A100_40GB = replace(
+    A100_80GB,
+    name="A100-40GB",
+    hbm_bandwidth=1.555e12,  # NVIDIA A100 datasheet (SXM4 40GB and PCIe 40GB, HBM2): 1,555 GB/s
+    hbm_bytes=40 * 1000**3,
+    source="NVIDIA A100 datasheet (40GB, SXM4 and PCIe) and A100 architecture whitepaper",
+)
+
+#: NVIDIA A100 80GB PCIe: the A100 80GB's die and memory at the PCIe card's lower memory clock.
+A100_80GB_PCIE = replace(
+    A100_80GB,
+    name="A100-80GB-PCIe",
+    hbm_bandwidth=1.935e12,  # NVIDIA A100 datasheet (80GB PCIe, HBM2e): 1,935 GB/s
+    source="NVIDIA A100 datasheet (80GB PCIe) and A100 architecture whitepaper",
+)
+
+#: NVIDIA H100 PCIe 80GB: the GH100 die with 114 SMs enabled, HBM2e, at 350 W.
+H100_PCIE = replace(
+    H100_SXM,
+    name="H100-PCIe",
+    hbm_bandwidth=2.0e12,  # NVIDIA H100 datasheet (PCIe 80GB HBM2e): 2 TB/s
+    num_sms=114,  # NVIDIA H100 datasheet and architecture whitepaper, H100 PCIe: 114 SMs
+    peak_flops={
+        "fp16": 756.5 * _TB,  # H100 datasheet, PCIe, dense FP16 tensor core (1,513 TFLOPS with sparsity)
+        "bf16": 756.5 * _TB,
+        "fp32": 51.2 * _TB,  # non-tensor FP32 (H100 whitepaper, PCIe at boost clock; the datasheet rounds to 51)
+        "fp8_e4m3": 1513 * _TB,  # 3,026 TFLOPS with sparsity
+        "fp8_e5m2": 1513 * _TB,
+    },
+    source="NVIDIA H100 datasheet (PCIe) and H100 architecture whitepaper",
+)
+
+#: The tensor-core peaks of the NVL cards (H100 NVL, H200 NVL): the GH100's 132 SMs at a 350-600 W board limit.
+_NVL_FLOPS = {
+    "fp16": 835.5 * _TB,  # H100 NVL and H200 NVL datasheets: 1,671 TFLOPS FP16/BF16 with sparsity, half dense
+    "bf16": 835.5 * _TB,
+    "fp32": 60 * _TB,  # non-tensor FP32
+    "fp8_e4m3": 1670.5 * _TB,  # 3,341 TFLOPS with sparsity
+    "fp8_e5m2": 1670.5 * _TB,
+}
+
+#: NVIDIA H100 NVL 94GB (a PCIe card): the GH100's 132 SMs with six HBM3 stacks.
+H100_NVL = replace(
+    H100_SXM,
+    name="H100-NVL",
+    hbm_bandwidth=3.9e12,  # NVIDIA H100 datasheet (NVL 94GB HBM3): 3.9 TB/s
+    hbm_bytes=94 * 1000**3,
+    peak_flops=_NVL_FLOPS,
+    source="NVIDIA H100 datasheet (NVL) and H100 architecture whitepaper",
+)
+
+#: NVIDIA H200 NVL 141GB (a PCIe card): the H200's memory system at the NVL board limit.
+H200_NVL = replace(
+    H200,
+    name="H200-NVL",
+    peak_flops=_NVL_FLOPS,  # NVIDIA H200 datasheet (NVL): the H100 NVL's peaks; 4.8 TB/s, 141 GB as the H200 SXM
+    source="NVIDIA H200 datasheet (NVL); L2 as the H200 SXM's (the same die and memory)",
+)
+
+HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (A100_80GB, H100_SXM, H200, A100_40GB, A100_80GB_PCIE,
+                                                         H100_PCIE, H100_NVL, H200_NVL)}
+
+#: The preset each card variant takes its measured L2 constants from (:mod:`iomodel.cache.params`, keyed by these): the
+#: same die with the same L2 enabled; bandwidth, memory, SMs and peak FLOP/s stay the variant's own. A preset not
+#: listed is its own. The L2 of a variant was not measured on it: the estimate's assumptions say on which card it was.
+CALIBRATED_AS: dict[str, str] = {"A100-40GB": "A100-80GB", "A100-80GB-PCIe": "A100-80GB", "H100-PCIe": "H100-SXM",
+                                 "H100-NVL": "H100-SXM", "H200-NVL": "H200"}
+
+#: A family's card variants, by a word that stands in the device name (``torch.cuda.get_device_name``: ``NVIDIA H100
+#: PCIe``, ``NVIDIA H100 NVL``, ``NVIDIA H200 NVL``, ``NVIDIA A100-SXM4-40GB``, ``NVIDIA A100-PCIE-40GB``, ``NVIDIA A100
+#: 80GB PCIe``), the first that stands wins; a name with none is the family's own preset (``NVIDIA H100 80GB HBM3``, the
+#: SXM; ``NVIDIA H200``; ``NVIDIA A100-SXM4-80GB``).
+_VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "A100-80GB": (("40gb", "A100-40GB"), ("pcie", "A100-80GB-PCIe")),
+    "H100-SXM": (("nvl", "H100-NVL"), ("pcie", "H100-PCIe")),
+    "H200": (("nvl", "H200-NVL"),),
+}
 
 _ALIASES = {k.lower(): k for k in HARDWARE} | {"h100": "H100-SXM", "a100": "A100-80GB", "h200-sxm": "H200"}
 
 
+def preset_names() -> str:
+    """The presets, comma-separated, for messages and help (``A100-80GB, H100-SXM, H200, ...``). Raises nothing."""
+    return ", ".join(HARDWARE)
+
+
 def get_hardware(name: str) -> Hardware:
-    """A preset by name (case-insensitive; ``H200``, ``H100-SXM``, ``A100-80GB``).
+    """A preset by name (case-insensitive; ``H200``, ``H100-SXM``, ``H100-PCIe``, ``A100-40GB``, ...: :data:`HARDWARE`).
 
     Raises:
         IomodelError: unknown name (the message lists the presets).
     """
     key = _ALIASES.get(str(name).strip().lower())
     if key is None:
-        raise IomodelError(f"unknown hardware {name!r}: use one of {', '.join(HARDWARE)}")
+        raise IomodelError(f"unknown hardware {name!r}: use one of {preset_names()}")
     return HARDWARE[key]
 
 
+def calibrated_as(preset: str) -> str:
+    """The preset whose measured L2 constants ``preset`` takes (:data:`CALIBRATED_AS`; itself where not listed).
+    Raises nothing."""
+    return CALIBRATED_AS.get(preset, preset)
+
+
+def _stands(word: str, name: str) -> bool:
+    """Whether ``word`` stands in ``name`` (lowercase) with no letter or digit before it and no digit after it."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(word)}(?![0-9])", name) is not None
+
+
 def preset_of_device(name: str) -> str | None:
-    """The preset (a :data:`HARDWARE` key) whose family a device or hardware name names, or None: a preset matches
-    where its name's first part (``H100``, ``H200``, ``A100``) stands in ``name`` with no letter or digit before it
-    and no digit after it, case-insensitive, the last of
-    :data:`HARDWARE` that does (``NVIDIA H100 80GB HBM3`` and ``H100-SXM (NVIDIA H100 80GB HBM3)`` give ``H100-SXM``;
-    ``cpu`` None). The family must stand as a word of its own: a GH200 (``NVIDIA GH200 480GB``, another memory system
-    and bandwidth than the H200 SXM) is no preset, not the H200's. The one rule :func:`detect`
-    and a record's device check (:meth:`iomodel.measure.records.Measurement.from_dict`, which reads the record's
-    ``hardware.name`` as the predictions do, :func:`iomodel.cache.params.hardware_preset`) share. Raises nothing."""
+    """The preset (a :data:`HARDWARE` key) a device or hardware name names, or None. The family first: a family's
+    preset (``H100-SXM``, ``H200``, ``A100-80GB``) matches where its name's first part (``H100``, ``H200``, ``A100``)
+    stands in ``name`` with no letter or digit before it and no digit after it, case-insensitive, the last family that
+    does; then the card variant (:data:`_VARIANTS`): ``NVIDIA H100 80GB HBM3`` and ``H100-SXM (NVIDIA H100 80GB HBM3)``
+    give ``H100-SXM``, ``NVIDIA H100 PCIe`` gives ``H100-PCIe``, ``NVIDIA A100-SXM4-40GB`` ``A100-40GB``; ``cpu`` None.
+    The family must stand as a word of its own: a GH200 (``NVIDIA GH200 480GB``, another memory system and bandwidth
+    than the H200 SXM) is no preset, not the H200's. The one rule :func:`detect` and a record's device check
+    (:meth:`iomodel.measure.records.Measurement.from_dict`, which reads the record's ``hardware.name`` as the
+    predictions do, :func:`iomodel.cache.params.hardware_preset`) share. Raises nothing."""
+    low = str(name).lower()
     got = None
-    for key in HARDWARE:
-        if re.search(rf"(?<![a-z0-9]){re.escape(key.split('-')[0].lower())}(?![0-9])", str(name).lower()):
+    for key in _VARIANTS:
+        if _stands(key.split("-")[0].lower(), low):
             got = key
-    return got
+    if got is None:
+        return None
+    return next((variant for word, variant in _VARIANTS[got] if _stands(word, low)), got)
 
 
 def detect(device: int = 0) -> Hardware:
@@ -217,7 +315,7 @@ def detect(device: int = 0) -> Hardware:
     except ImportError:
         raise IomodelError("detecting the GPU needs torch: pip install -e '.[kernels]', or pass --hardware") from None
     if not torch.cuda.is_available():
-        raise IomodelError("no CUDA GPU is visible: pass --hardware H200|H100-SXM|A100-80GB instead of detecting")
+        raise IomodelError(f"no CUDA GPU is visible: pass --hardware (one of {preset_names()}) instead of detecting")
     props = torch.cuda.get_device_properties(device)
     name = props.name
     key = preset_of_device(name)
