@@ -1151,10 +1151,13 @@ class _Launch:
         self.descriptor = descriptor
         names = getattr(kernel, "arg_names", None) or []
         # the arguments after the per-call pointers, in parameter order (constexprs included:
-        # the launcher receives every parameter, as JITFunction.run passes bound_args.values());
-        # None (no direct launch) if a parameter is left to its default
-        rest = names[len(names) - len(named):] if len(named) <= len(names) else []
-        self.tail = tuple(named[n] for n in rest) if set(rest) == set(named) else None
+        # the launcher receives every parameter, as JITFunction.run passes bound_args.values()),
+        # a parameter the launch leaves to its default at that default (the JIT binds it so: a
+        # PACK the pointer prefill leaves at 1 turned its direct launch off, found on an H100,
+        # 2026-12-07); None (no direct launch) if the named ones are not the trailing parameters
+        full = {**_defaults_of(kernel, named), **named}
+        rest = names[len(names) - len(full):] if len(full) <= len(names) else []
+        self.tail = tuple(full[n] for n in rest) if set(rest) == set(full) else None
         self.compiled = None
         self.device = None
         self.raw = None  # (C launcher, cooperative, pdl, descriptor metadata) of the compiled kernel
@@ -1219,6 +1222,19 @@ class _Launch:
         for d, meta in zip(self._host_descriptors(tensors), metas):
             args.extend(make_tensordesc_arg(d, meta))
         return args
+
+
+def _defaults_of(kernel: Any, named: dict[str, Any]) -> dict[str, Any]:
+    """The defaults of ``kernel``'s parameters that ``named`` leaves out (by name; empty for an object without a
+    Python signature)."""
+    import inspect
+
+    fn = getattr(kernel, "fn", None)
+    try:
+        params = inspect.signature(fn).parameters if fn is not None else {}
+    except (TypeError, ValueError):
+        return {}
+    return {n: p.default for n, p in params.items() if n not in named and p.default is not inspect.Parameter.empty}
 
 
 #: Cached tensor-map sets per TMA launch (a new address tuple beyond it clears that launch's cache).

@@ -180,3 +180,25 @@ def test_o_is_allocated_like_q_only_when_q_has_the_contiguous_strides(monkeypatc
     assert torch.equal(o1, o2) and torch.equal(l1, l2)
     ref_o, ref_l = fa.flash_attention(q1.contiguous(), k, v, True, "bottom-right")
     assert torch.equal(o3, ref_o) and torch.equal(l3, ref_l)
+
+
+def test_every_forward_launch_has_the_tail_its_direct_launch_needs():
+    """A launch whose ``tail`` is None never takes the direct launch (issue 14: host overhead): the pointer prefill
+    left ``_attn_fwd``'s PACK at its default and lost it, found by the GPU test of the direct launch on an H100
+    (2026-12-07). Every parameter after the per-call pointers is in the tail, in parameter order, a default at its
+    default: the prefill (one head a program, and packed), the fused decode and the two-launch decode."""
+    q, k, v = _qkv()
+    qd, kd, vd = _qkv(B=1, H=8, H_kv=2, N_q=1, N_k=512, d=32)
+    plain = fa._plan(q, k, v, True, "top-left", None)
+    packed = fa._plan(q, k, v, True, "top-left", None, config=plain.config.with_(heads_per_program=2),
+                      path="prefill")
+    fused = fa._plan(qd, kd, vd, True, "bottom-right", None)
+    two = fa._plan(qd, kd, vd, True, "bottom-right", None, config=fused.config.with_(fused_combine=False))
+    launches = [plain.main, packed.main, fused.main, two.main, two.combine]
+    for launch in launches:
+        names = launch.kernel.arg_names
+        assert launch.tail is not None, names
+        assert launch.tail == tuple({**fa._defaults_of(launch.kernel, launch.named), **launch.named}[n]
+                                    for n in names[len(names) - len(launch.tail):])
+    assert plain.main.tail[-1] == 1 and packed.main.tail[-1] == 2  # PACK, the last parameter of _attn_fwd
+    assert plain.main.kernel.arg_names[-1] == "PACK"
