@@ -1397,3 +1397,32 @@ def test_fourth_round_of_wild_configs(tmp_path):
     assert ("attn_layer_period/offset gives no softmax-attention layer among the model's 3 layers: there is no "
             "attention traffic to model") in _refusal(_write(tmp_path, jamba))
     assert load_config(_write(tmp_path, {**jamba, "num_hidden_layers": 8})).heads == 16  # layer 4 is attention
+
+
+def test_a_config_window_wider_than_the_keys_is_no_window(tmp_path):
+    """Phi-3-mini-128k's config gives a sliding window of 262,144 tokens over 131,072 positions: at 8,192 tokens it
+    hides no key, yet it was modelled as a windowed layer (a baseline mask read, no K/V-stationary algorithm; a fresh
+    user's finding, twenty-third session). Now the same layer as no window, said, with a Reproduce line that gives
+    it again; past 262,144 keys the window binds and is modelled; a paged decode inside it is no longer refused."""
+    from iomodel.report.worksheet import make_worksheet
+    from iomodel.spec.layer import window_masks_nothing
+    from iomodel.spec.resolve import resolve_layer
+
+    path = _write(tmp_path, {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32,
+                             "num_key_value_heads": 32, "num_hidden_layers": 32, "max_position_embeddings": 131072,
+                             "sliding_window": 262144, "torch_dtype": "bfloat16"})
+    lay = resolve_layer(config=path, seqlen=8192)
+    assert (lay.spec.window_left, lay.spec.window_right, lay.window_inert) == (None, None, True)
+    assert any("at 8,192 queries and 8,192 keys it hides no key the mask shows" in n for n in lay.notes)
+    assert "--window" not in lay.command()
+    plain = resolve_layer(heads=32, kv_heads=32, head_dim=96, seqlen=8192, dtype="bf16")
+    assert (make_worksheet(lay).to_dict()["algorithms"].keys() == make_worksheet(plain).to_dict()["algorithms"].keys())
+    long = resolve_layer(config=path, seqlen=300_000)
+    assert (long.spec.window_left, long.window_inert) == (262_143, False)
+    assert resolve_layer(config=path, phase="decode", seqlen=4096, page_size=16).spec.page_size == 16
+    # the rule: the first row's left edge and the last row's right reach outside the keys (top-left offset 0)
+    assert window_masks_nothing(True, 8191, None, 8192, 8192, 0) and not window_masks_nothing(True, 8190, None, 8192,
+                                                                                                 8192, 0)
+    assert window_masks_nothing(False, 8191, 8191, 8192, 8192, 0)
+    assert not window_masks_nothing(False, 8191, 8190, 8192, 8192, 0)
+    assert window_masks_nothing(True, 65535, None, 1, 65536, 65535)  # decode, bottom-right: the whole cache

@@ -549,6 +549,29 @@ def test_overlay_file_errors_are_one_line(tmp_path, content, words):
     assert words in str(exc.value) and "\n" not in str(exc.value)
 
 
+def test_a_record_relabelled_as_another_gpu_is_refused_by_its_l2_and_sms(capsys, tmp_path):
+    """Name and device both edited (an H100 record made an H200's, or an H200's an H100 PCIe's) reconciled under the
+    other card's constants with exit 0 (a fresh user's finding, twenty-third session): the L2 the record holds is not
+    the L2 of the named device's die, refused; so is a ``num_sms`` other than the ``environment.sm_count`` the device
+    reported (it sets the programs in flight)."""
+    data = json.loads(ORDER_PROBE.read_text())
+    assert (data["hardware"]["l2_bytes"], data["environment"]["l2_bytes"], data["environment"]["sm_count"]) == (
+        52428800, 52428800, 132)
+    data["environment"]["device"] = "NVIDIA H200"
+    data["hardware"]["name"] = "H200 (NVIDIA H200)"
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": environment.device 'NVIDIA H200' is an H200, whose L2 is 62,914,560 bytes (the H200's "
+                         "die), but hardware.l2_bytes is 52,428,800: the record names another GPU than the one "
+                         "measured: regenerate the record with iomodel validate, or correct that value"), line
+    data["environment"]["device"] = "NVIDIA H100 PCIe"  # the same die: the L2 holds, the name is the PCIe card's
+    data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
+    assert Measurement.from_dict(data).hardware["num_sms"] == 132
+    data["hardware"]["num_sms"] = 114
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.num_sms 114 differs from the environment.sm_count 132 the device reported: "
+                         "regenerate the record with iomodel validate, or correct that value"), line
+
+
 def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tmp_path):
     """``environment.device`` is what the run saw, ``hardware`` what the predictions are for (iomodel validate writes
     both from the same device: ``detect``). A record whose hardware was edited to another preset (the H100 order
@@ -583,7 +606,7 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     # a PCIe card detected before the card variants had presets was named after the SXM preset (its bandwidth and
     # peaks): refused, with the name to give it; so named, it loads
     data["environment"]["device"] = "NVIDIA H100 PCIe"
-    data["hardware"]["name"] = "H100-SXM (NVIDIA H100 PCIe)"
+    data["hardware"] = {**data["hardware"], "name": "H100-SXM (NVIDIA H100 PCIe)", "l2_bytes": 52428800}
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
     assert line.endswith(": hardware.name 'H100-SXM (NVIDIA H100 PCIe)' is the H100-SXM preset but environment.device "
                          "'NVIDIA H100 PCIe' is an H100-PCIe: the predictions would be for another GPU than the one "

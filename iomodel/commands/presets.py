@@ -25,7 +25,7 @@ def presets() -> None:
     for col in ("name", "HBM TB/s", "L2 MiB", "smem/SM KiB", "SMs", "bf16 dense TFLOP/s", "source"):
         h.add_column(col, overflow="fold")
     for hw in HARDWARE.values():
-        h.add_row(hw.name, f"{hw.hbm_bandwidth / 1e12:.3g}", f"{hw.l2_bytes / 2**20:.0f}",
+        h.add_row(hw.name, f"{hw.hbm_bandwidth / 1e12:.4g}", f"{hw.l2_bytes / 2**20:.0f}",
                   f"{hw.smem_per_sm / 1024:.0f}", str(hw.num_sms),
                   f"{hw.peak_flops.get('bf16', 0) / 1e12:.1f}", hw.source)
     console.print(h)

@@ -136,14 +136,15 @@ def reconcile(
                   l2_source=l2_source, l2_ways=l2_ways or None)
     rec = comparison.reconcile(meas, l2_fraction=l2_fraction, forward_constants=forward_constants, **common)
     console = Console(width=max(Console().width, 180))
+    diagnostics = Console(width=max(Console().width, 180), stderr=True)  # notes and warnings: stderr, not the report
     if explicit_default_ways and rec.forward_used:
-        console.print(f"note: --l2-ways {DEFAULT_L2_WAYS} is the backward kernels' default: the forward launches keep "
+        diagnostics.print(f"note: --l2-ways {DEFAULT_L2_WAYS} is the backward kernels' default: the forward launches keep "
                       "their own constants (the title names them); another value, or --l2-fraction other than "
                       f"{DEFAULT_L2_FRACTION:g}, sets one model for every kernel", highlight=False, soft_wrap=True,
                       markup=False)
     recorded = (meas.hardware or {}).get("name")
     if hardware and recorded and hardware_preset(str(recorded)) != hardware_preset(rec.hardware):
-        console.print(f"warning: predicting for --hardware {rec.hardware.name}, but the record was measured on "
+        diagnostics.print(f"warning: predicting for --hardware {rec.hardware.name}, but the record was measured on "
                       f"{recorded}: the comparison is across devices", highlight=False, soft_wrap=True, markup=False)
     reads = (f", reads at {read_fraction_of(rec.hardware):g} of the L2 ({read_fraction_source(rec.hardware)})"
              if rec.l2_ways else "")

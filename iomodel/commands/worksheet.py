@@ -117,7 +117,8 @@ def worksheet(
         from iomodel.report.plot import write_plots
 
         for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config,
-                                launcher_splits=not lay.splits_given):  # else --num-splits is held
+                                launcher_splits=not lay.splits_given,  # else --num-splits is held
+                                window_inert=lay.window_inert):
             typer.echo(f"wrote {shown(path)}", err=True)
     if output is not None:
         _write(output, text)

@@ -800,11 +800,14 @@ def _check_all_measured(spec: LayerSpec, tiling: Tiling, measured: dict[str, Any
             raise IomodelError(f"measured points: {kind!r} is not a plot kind: use {', '.join(PLOT_KINDS)}")
 
 
-def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, option: str = "--plot-dir") -> None:
+def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, option: str = "--plot-dir",
+                window_inert: bool = False) -> None:
     """Refuse, before any folder is made or figure drawn, plot kinds that are unknown or that this layer cannot have:
-    the seqlen curve past a model's window (full attention is not what runs there), the SRAM-size figure of a windowed
-    layer (FlashAttention-1's schedule, its reference, is modelled without a window). ``option`` names the command's
-    output option (``-o/--out-dir`` for ``iomodel plot``), so the advice uses that command's flags.
+    the seqlen curve past a model's window (full attention is not what runs there; also where the config's window
+    hides no key at the layer's own length, ``window_inert``: :attr:`iomodel.spec.resolve.Layer.window_inert`, as it
+    does past it), the SRAM-size figure of a windowed layer (FlashAttention-1's schedule, its reference, is modelled
+    without a window). ``option`` names the command's output option (``-o/--out-dir`` for ``iomodel plot``), so the
+    advice uses that command's flags.
 
     Raises:
         IomodelError: one line saying what to run instead.
@@ -817,7 +820,7 @@ def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, optio
     # what to do instead, in the words of the command that draws them (iomodel plot's --kind, or the worksheet's)
     instead = ("--kind blocks" if option == "-o/--out-dir" else "iomodel plot --kind blocks") + (
         ", or --window none to plot a full-attention layer")
-    if "seqlen" in kinds and window is not None and (windowed or config.window_kind != "sliding-window"):
+    if "seqlen" in kinds and window is not None and (windowed or window_inert or config.window_kind != "sliding-window"):
         # the curve would model full attention past the window, where the windowed (or chunked) layer runs
         raise IomodelError(
             f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention ({window:,} "
@@ -839,6 +842,7 @@ def write_plots(
     option: str = "--plot-dir",
     config: Any = None,
     launcher_splits: bool = False,
+    window_inert: bool = False,
     **options: Any,
 ) -> list[Path]:
     """Write the PNGs of one layer into ``out_dir`` (created if missing); ``option`` is the
@@ -854,6 +858,7 @@ def write_plots(
         measured: overlay points per kind, e.g. ``{"seqlen": [{"seqlen": 8192, "bytes": ...}]}``.
         launcher_splits: a decode layer's seqlen curve at the launcher's split count per length (:func:`plot_seqlen`;
             the commands pass True unless ``--num-splits`` fixes the count).
+        window_inert: the config's window hides no key at the layer's length (:func:`check_plots`).
 
     Returns:
         The paths written.
@@ -863,7 +868,7 @@ def write_plots(
             kind (drawn or not) is refused by :func:`_check_measured`; all are checked before
             anything is drawn.
     """
-    check_plots(spec, kinds, config, option)
+    check_plots(spec, kinds, config, option, window_inert)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

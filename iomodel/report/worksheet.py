@@ -389,7 +389,7 @@ class Worksheet:
                                  "per block (Q tile + num_stages K and V tiles"
                                  + (f", {pad} columns wide: the kernel pads HEAD_DIM {s.head_dim} to a power of two"
                                     if pad != s.head_dim else "") + ")"),
-            ("hardware", f"{hw.name}: HBM {human_si(hw.hbm_bandwidth, 'B/s')}, L2 {human_bytes(hw.l2_bytes)}, "
+            ("hardware", f"{hw.name}: HBM {hw.hbm_bandwidth / 1e12:.4g} TB/s, L2 {human_bytes(hw.l2_bytes)}, "
                          f"{hw.num_sms} SMs, {human_bytes(hw.smem_per_sm)} shared memory per SM, {s.dtype} dense "
                          f"peak {_peak(hw, s.dtype)} ({hw.source})"),
         ]

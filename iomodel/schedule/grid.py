@@ -560,7 +560,7 @@ def backward_programs(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, s
     take their program counts from here, and so does the reconciliation's check that a recorded launch is its
     record's spec (:func:`iomodel.reconcile.compare.grid_mismatch`). Source: kernels/backward.py's grids
     (``_bwd_preprocess`` ``(cdiv(N_q, PREPROCESS_BLOCK_M), B·H)``, ``_bwd_dkdv`` ``(cdiv(N_k, BWD_BLOCK_N), B·H_kv, S)``,
-    ``_bwd_reduce_dkdv`` ``(cdiv(N_k, 64), B·H_kv)`` where S > 1, ``_bwd_dq`` ``(cdiv(N_q, DQ_BLOCK_M), B·H)``; the TMA
+    ``_bwd_reduce_dkdv`` ``(cdiv(N_k, 64), B·H_kv)`` (launched only where S > 1), ``_bwd_dq`` ``(cdiv(N_q, DQ_BLOCK_M), B·H)``; the TMA
     and Gluon variants the same grids, ``_bwd_fused_tma`` the dK/dV and dQ programs in one 1-D grid); every committed
     backward launch on the H200 holds them (1,940, 2026-12-07). Units: programs. Raises nothing."""
     B, H, Hk, S = spec.batch, spec.heads, spec.kv_heads, tiling.bwd_group_splits
@@ -570,9 +570,8 @@ def backward_programs(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, s
     out = {"_bwd_preprocess": (t_p * B * H, "ceil(N_q / PREPROCESS_BLOCK_M)·B·H", f"{t_p:,}·{B:,}·{H:,}"),
            "_bwd_dkdv": (t_c * B * Hk * S, "ceil(N_k / BWD_BLOCK_N)·B·H_kv" + s_sym, f"{t_c:,}·{B:,}·{Hk:,}{s_num}"),
            "_bwd_dq": (t_q * B * H, "ceil(N_q / DQ_BLOCK_M)·B·H", f"{t_q:,}·{B:,}·{H:,}")}
-    if S > 1:
-        t_n = cdiv(spec.seqlen_k, DKDV_REDUCE_BLOCK_N)
-        out[REDUCE_DKDV_KERNEL] = (t_n * B * Hk, f"ceil(N_k / {DKDV_REDUCE_BLOCK_N})·B·H_kv", f"{t_n:,}·{B:,}·{Hk:,}")
+    t_n = cdiv(spec.seqlen_k, DKDV_REDUCE_BLOCK_N)  # launched only where S > 1
+    out[REDUCE_DKDV_KERNEL] = (t_n * B * Hk, f"ceil(N_k / {DKDV_REDUCE_BLOCK_N})·B·H_kv", f"{t_n:,}·{B:,}·{Hk:,}")
     (n_kv, f_kv, v_kv), (n_q, f_q, v_q) = out["_bwd_dkdv"], out["_bwd_dq"]
     out["_bwd_fused_tma"] = (n_kv + n_q, f"{f_kv} + {f_q}", f"{v_kv} + {v_q}")
     return out

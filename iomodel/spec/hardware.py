@@ -257,12 +257,13 @@ def preset_names() -> str:
 
 
 def get_hardware(name: str) -> Hardware:
-    """A preset by name (case-insensitive; ``H200``, ``H100-SXM``, ``H100-PCIe``, ``A100-40GB``, ...: :data:`HARDWARE`).
+    """A preset by name (case-insensitive, spaces and underscores read as hyphens; ``H200``, ``H100-SXM``, ``H100-PCIe``,
+    ``A100-40GB``, ...: :data:`HARDWARE`).
 
     Raises:
         IomodelError: unknown name (the message lists the presets).
     """
-    key = _ALIASES.get(str(name).strip().lower())
+    key = _ALIASES.get(re.sub(r"[\s_]+", "-", str(name).strip().lower()))  # "h100 pcie", "H100_PCIe": H100-PCIe
     if key is None:
         raise IomodelError(f"unknown hardware {name!r}: use one of {preset_names()}")
     return HARDWARE[key]

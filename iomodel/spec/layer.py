@@ -127,6 +127,19 @@ def band_has_empty_rows(band: tuple[int, int], seqlen_q: int, seqlen_k: int, off
     return (off + band[1] < 0) | (seqlen_q - 1 + off - band[0] > seqlen_k - 1)
 
 
+def window_masks_nothing(causal: bool, left: int | None, right: int | None, seqlen_q: int, seqlen_k: int,
+                         off: int) -> bool:
+    """Whether a window (``left``, ``right`` tokens, None unbounded; :func:`window_band`) hides no key the layer's
+    mask alone would show: the first row's left edge and the last row's reach are outside the keys
+    (``N_q − 1 + off − WL <= 0``; without a causal mask also ``off + WR >= N_k − 1``), the rows' bands moving by one
+    key per row. A config's window wider than the keys (Phi-3-mini-128k: 262,144 over its 131,072 positions) is then
+    the same attention as none. ``off``: the alignment offset (:func:`causal_offset`). Raises nothing."""
+    band = window_band(causal, left, right, seqlen_q, seqlen_k)
+    if band is None:
+        return True
+    return seqlen_q - 1 + off - band[0] <= 0 and (causal or off + band[1] >= seqlen_k - 1)
+
+
 def is_power_of_two(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
 

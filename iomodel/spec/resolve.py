@@ -20,7 +20,7 @@ from iomodel.schedule.capabilities import block_size_refusal
 from iomodel.spec.config import AttentionConfig, load_config, load_preset
 from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
-from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling, causal_right_refusal
+from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling, causal_right_refusal, window_masks_nothing
 from iomodel.spec.ragged import RaggedSpec, parse_seqlens, read_seqlens_file
 from iomodel.schedule.tiles import (decode_block_m_refusal, decode_splits_refusal, packing_of, page_block_refusal,
                                     prefill_packing_refusal, writes_lse_refusal)
@@ -79,6 +79,8 @@ class Layer:
         seqlens_file: the ``--seqlens-file`` the ragged batch was read from (for the command).
         tiles: the tile flags given (``block_m``, ``block_n``, ``num_stages``, ``num_splits``, then ``writes`` and
             ``heads_per_program``, with their values), which the command repeats as given.
+        window_inert: the config's sliding window hides no key at these lengths, so the layer is modelled without
+            one (:func:`~iomodel.spec.layer.window_masks_nothing`); the command then adds no ``--window none``.
     """
 
     spec: LayerSpec
@@ -92,6 +94,7 @@ class Layer:
     ragged: RaggedSpec | None = None
     seqlens_file: str | None = None
     tiles: tuple[tuple[str, Any], ...] = ()
+    window_inert: bool = False
 
     @property
     def splits_given(self) -> bool:
@@ -138,7 +141,7 @@ class Layer:
         if windowed:
             sides = [s.window_left, s.window_right] if s.window_right is not None else [s.window_left]
             parts.append("--window " + ",".join("-1" if v is None else str(v) for v in sides))
-        elif self.config is not None and self.config.window is not None and (
+        elif self.config is not None and self.config.window is not None and not self.window_inert and (
                 self.config.window_kind == "sliding-window" or max(s.seqlen_q, s.seqlen_k) > self.config.window):
             parts.append("--window none")  # the config's window, sliding, or chunked or local where it masks keys
         if s.page_size is not None:
@@ -324,10 +327,17 @@ def resolve_layer(
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: "
                        f"modelled as one of those layers (window {left:,} tokens left of the diagonal); "
                        "pass --window none to model a full-attention layer.")
+    inert = (window is None and sliding and ragged_pairs is None
+             and window_masks_nothing(bool(causal), left, right, spec.seqlen_q, spec.seqlen_k, spec.causal_offset))
+    if inert:  # the config's window hides no key at these lengths: the same attention as none, modelled so
+        left = right = None
+        window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: at "
+                       f"{spec.seqlen_q:,} queries and {spec.seqlen_k:,} keys it hides no key the mask shows (every "
+                       "query's keys lie within it), so the layer is modelled without a window.")
     elif sliding and window is not None:
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
                        f"--window {window} models the layer asked for.")
-    if page_size is not None and window is None and sliding:  # the window came from the config, not a flag
+    if page_size is not None and window is None and sliding and not inert:  # the config's window, not a flag's
         raise IomodelError(f"{cfg.source or cfg.name} gives a sliding window of {cfg.window:,} tokens and the paged "
                            "decode has none: pass --window none (a full-attention layer) or drop --page-size")
     geometry, geometry_note = _full_layer_geometry(cfg, spec, kv_heads=kv_heads, head_dim=head_dim,
@@ -433,7 +443,7 @@ def resolve_layer(
     return Layer(spec=spec, tiling=tiling, hardware=hw, tiling_source=source, config=cfg,
                  notes=tuple(notes), preset=preset if config is None else None, overrides=overrides,
                  ragged=ragged, seqlens_file=str(seqlens_file) if seqlens_file is not None else None,
-                 tiles=tuple(explicit.items()))
+                 tiles=tuple(explicit.items()), window_inert=inert)
 
 
 def _full_layer_geometry(cfg: AttentionConfig | None, spec: LayerSpec, *, kv_heads: int | None,
