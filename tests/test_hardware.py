@@ -122,13 +122,19 @@ def test_record_round_trip_and_old_records():
         Hardware.from_dict(d | {"tensor_cores": 528})
 
 
-def test_detect_reads_the_compute_capability(monkeypatch):
+def _fake_device(monkeypatch, name: str, sms: int, l2: int, total: int) -> SimpleNamespace:
+    """A CUDA device of compute capability 9.0 as torch.cuda.get_device_properties reports it (GH100 shared memory)."""
     torch = pytest.importorskip("torch")
-    props = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132, L2_cache_size=60 * _MiB,
+    props = SimpleNamespace(name=name, multi_processor_count=sms, L2_cache_size=l2,
                             shared_memory_per_block_optin=227 * _KiB, shared_memory_per_multiprocessor=228 * _KiB,
-                            total_memory=150109880320, major=9, minor=0)
+                            total_memory=total, major=9, minor=0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    return props
+
+
+def test_detect_reads_the_compute_capability(monkeypatch):
+    props = _fake_device(monkeypatch, "NVIDIA H200", 132, 60 * _MiB, 150109880320)
     h = detect()
     assert h.name == "H200 (NVIDIA H200)" and h.compute_capability == (9, 0) and h.hbm_bytes == 150109880320
     monkeypatch.setattr(props, "major", 8)
@@ -138,12 +144,7 @@ def test_detect_reads_the_compute_capability(monkeypatch):
 def test_detect_takes_a_pcie_cards_own_bandwidth_and_peaks(monkeypatch):
     """An H100 PCIe was detected as the H100-SXM preset: 3.35 TB/s and 989.4 TFLOP/s, its roofline times 1.7x too
     short. Its own preset now: 2 TB/s, 756.5 TFLOP/s bf16; SMs, L2 and shared memory still read from the device."""
-    torch = pytest.importorskip("torch")
-    props = SimpleNamespace(name="NVIDIA H100 PCIe", multi_processor_count=114, L2_cache_size=50 * _MiB,
-                            shared_memory_per_block_optin=227 * _KiB, shared_memory_per_multiprocessor=228 * _KiB,
-                            total_memory=85029158912, major=9, minor=0)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    _fake_device(monkeypatch, "NVIDIA H100 PCIe", 114, 50 * _MiB, 85029158912)
     h = detect()
     assert h.name == "H100-PCIe (NVIDIA H100 PCIe)" and h.hbm_bandwidth == 2.0e12 and h.num_sms == 114
     assert h.flops_for("bf16") == 756.5 * _TB and h.l2_bytes == 50 * _MiB

@@ -597,21 +597,17 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     assert Measurement.from_dict(data).hardware["name"] == "H200"
     # the name read as the predictions read it (the preset before the card): "H100-SXM (NVIDIA H200)" predicts with
     # the H100's constants, on an H200 run (a reviewer's finding: the family substring passed it)
-    data["hardware"]["name"] = "H100-SXM (NVIDIA H200)"
-    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
-    assert line.endswith(": hardware.name 'H100-SXM (NVIDIA H200)' is the H100-SXM preset but environment.device "
-                         "'NVIDIA H200' is an H200: the predictions would be for another GPU than the one measured: "
-                         "name it 'H200 (NVIDIA H200)', or regenerate the record with iomodel validate, or correct "
-                         "that value"), line
-    # a PCIe card detected before the card variants had presets was named after the SXM preset (its bandwidth and
+    # and a PCIe card detected before the card variants had presets, named after the SXM preset (its bandwidth and
     # peaks): refused, with the name to give it; so named, it loads
-    data["environment"]["device"] = "NVIDIA H100 PCIe"
-    data["hardware"] = {**data["hardware"], "name": "H100-SXM (NVIDIA H100 PCIe)", "l2_bytes": 52428800}
-    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
-    assert line.endswith(": hardware.name 'H100-SXM (NVIDIA H100 PCIe)' is the H100-SXM preset but environment.device "
-                         "'NVIDIA H100 PCIe' is an H100-PCIe: the predictions would be for another GPU than the one "
-                         "measured: name it 'H100-PCIe (NVIDIA H100 PCIe)', or regenerate the record with iomodel "
-                         "validate, or correct that value"), line
+    for name, device, l2, ran in (("H100-SXM (NVIDIA H200)", "NVIDIA H200", H200.l2_bytes, "H200"),
+                                  ("H100-SXM (NVIDIA H100 PCIe)", "NVIDIA H100 PCIe", 52428800, "H100-PCIe")):
+        data["environment"]["device"] = device
+        data["hardware"] = {**data["hardware"], "name": name, "l2_bytes": l2}
+        line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+        assert line.endswith(f": hardware.name {name!r} is the H100-SXM preset but environment.device {device!r} is "
+                             f"an {ran}: the predictions would be for another GPU than the one measured: name it "
+                             f"'{ran} ({device})', or regenerate the record with iomodel validate, or correct that "
+                             "value"), line
     data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
     assert Measurement.from_dict(data).hardware["name"] == "H100-PCIe (NVIDIA H100 PCIe)"
     # a name no preset knows on a known device (the predictions fell back to the default read fraction, the H200's),
