@@ -161,7 +161,8 @@ def main() -> None:
     except IomodelError as exc:
         ap.error(str(exc))
     cap = L2Params.of(hw, 1).for_forward().read_capacity  # bytes: what the model's read label is judged against
-    how = ("measured" if l2_preset(hw) in MEASURED_L2_READ_FRACTION else
+    how = ("measured" if hardware_preset(hw) in MEASURED_L2_READ_FRACTION else
+           f"measured on the {l2_preset(hw)}, the same die and L2" if l2_preset(hw) in MEASURED_L2_READ_FRACTION else
            "the H200's measured fraction of this device's L2: not measured here")
     mask = "non-causal" if a.no_causal else ("causal" if n_q == a.seqlen else "causal bottom-right")
     print(f"{hardware_preset(hw)}: read capacity {cap / 2**20:.2f} MiB ({how}); B 1, H {a.heads}, H_kv {a.kv_heads}, N_q {n_q}, "

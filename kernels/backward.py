@@ -693,14 +693,9 @@ def _launch_of(kernel: Any, grid: tuple, n_ptrs: int, rest: tuple, named: dict[s
                options: dict[str, Any], boxes: tuple[tuple[int, ...], ...] | None = None) -> _Launch:
     """A :class:`kernels.flash_attention._Launch` of ``kernel``: the first ``n_ptrs`` parameters come
     per call; ``rest`` are the next positional values (strides, sizes), ``named`` the keyword ones;
-    parameters left out take their defaults explicitly (a direct launch passes every parameter).
+    parameters left out take their defaults in the direct launch's tail (:class:`kernels.flash_attention._Launch`).
     ``boxes``: the TMA kernels' descriptor boxes of the leading per-call tensors."""
-    import inspect
-
-    args = dict(_positional(kernel, n_ptrs, rest), **named)
-    for name, p in list(inspect.signature(kernel.fn).parameters.items())[n_ptrs:]:
-        if name not in args and p.default is not inspect.Parameter.empty:
-            args[name] = p.default
+    args = dict(_positional(kernel, n_ptrs, rest), **named)  # the defaults left out: bound by _Launch
     grid = tuple(grid) + (1,) * (3 - len(grid))
     return _Launch(kernel, grid, args, options, direct=True, boxes=boxes)
 

@@ -1426,3 +1426,12 @@ def test_a_config_window_wider_than_the_keys_is_no_window(tmp_path):
     assert window_masks_nothing(False, 8191, 8191, 8192, 8192, 0)
     assert not window_masks_nothing(False, 8191, 8190, 8192, 8192, 0)
     assert window_masks_nothing(True, 65535, None, 1, 65536, 65535)  # decode, bottom-right: the whole cache
+    # non-causal bottom-right: the alignment decides whether the window binds, so the Reproduce line keeps it (a
+    # reviewer's finding: the line dropped it and a re-run, top-left, modelled a window)
+    mistral = _write(tmp_path, {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+                                "num_key_value_heads": 8, "num_hidden_layers": 32, "sliding_window": 4096,
+                                "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}, "m.json")
+    br = resolve_layer(config=mistral, seqlen_q=8192, seqlen_k=4096, causal=False, causal_align="bottom-right")
+    assert br.window_inert and "--no-causal --causal-align bottom-right" in br.command()
+    assert not resolve_layer(config=mistral, seqlen_q=8192, seqlen_k=4096, causal=False,
+                             causal_align="top-left").window_inert

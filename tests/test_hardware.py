@@ -103,7 +103,10 @@ def test_l2_constants_of_a_card_variant_are_its_dies():
     ("NVIDIA H200", "H200"), ("NVIDIA H200 NVL", "H200-NVL"), ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
     ("NVIDIA A100-PCIE-40GB", "A100-40GB"), ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIe"),
     ("NVIDIA A100-SXM4-80GB", "A100-80GB"), ("H100-PCIe (NVIDIA H100 PCIe)", "H100-PCIe"),
-    ("NVIDIA GH200 480GB", None), ("NVIDIA H800", None), ("cpu", None)])
+    ("NVIDIA GH200 480GB", None), ("NVIDIA H800", None), ("cpu", None),
+    # a MIG slice: its profile ("3g.40gb") names no card (a reviewer's finding: it read as the A100 40GB)
+    ("NVIDIA A100-SXM4-80GB MIG 3g.40gb", "A100-80GB"), ("NVIDIA A100 80GB PCIe MIG 3g.40gb", "A100-80GB-PCIe"),
+    ("NVIDIA H100 PCIe MIG 1g.10gb", "H100-PCIe")])
 def test_device_names_give_their_card_variant(device, preset):
     """torch.cuda.get_device_name of each card: the family, then the variant's word (NVL, PCIe, 40GB)."""
     assert preset_of_device(device) == preset

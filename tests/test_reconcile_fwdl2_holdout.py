@@ -104,6 +104,8 @@ def test_the_reconcile_title_names_the_constants_the_forward_used(ways, says):
     args = ["reconcile", str(ROOT / "receipts" / FIRST)] + extra
     out = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
     assert out.exit_code == 0 and says in " ".join(out.output.split())
+    if says.startswith("note:"):  # a diagnostic: stderr, not the report
+        assert says in " ".join(out.stderr.split()) and "note:" not in out.stdout
 
 
 def test_the_reconcile_title_names_a_fully_associative_lru():

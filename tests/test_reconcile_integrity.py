@@ -560,9 +560,9 @@ def test_a_record_relabelled_as_another_gpu_is_refused_by_its_l2_and_sms(capsys,
     data["environment"]["device"] = "NVIDIA H200"
     data["hardware"]["name"] = "H200 (NVIDIA H200)"
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
-    assert line.endswith(": environment.device 'NVIDIA H200' is an H200, whose L2 is 62,914,560 bytes (the H200's "
-                         "die), but hardware.l2_bytes is 52,428,800: the record names another GPU than the one "
-                         "measured: regenerate the record with iomodel validate, or correct that value"), line
+    assert line.endswith(": environment.device 'NVIDIA H200' is an H200, whose L2 is 62,914,560 bytes, but "
+                         "hardware.l2_bytes is 52,428,800: the record names another GPU than the one measured: "
+                         "regenerate the record with iomodel validate, or correct that value"), line
     data["environment"]["device"] = "NVIDIA H100 PCIe"  # the same die: the L2 holds, the name is the PCIe card's
     data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
     assert Measurement.from_dict(data).hardware["num_sms"] == 132

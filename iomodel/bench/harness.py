@@ -347,7 +347,7 @@ def run_bench(matrix: ShapeMatrix, device: str, policy: Policy, *, reps: int | N
         "timing": {
             "warmup": warmup, "reps": reps, "interleaved": True,
             "method": ("CUDA events around one call, after zeroing an L2 flush buffer of "
-                       f"{matrix.l2_flush_bytes} B (cold L2) and a GPU spin of at least {CUDA_SPIN_CYCLES} cycles and "
+                       f"{matrix.l2_flush_bytes:,} B (cold L2) and a GPU spin of at least {CUDA_SPIN_CYCLES} cycles and "
                        "at least 2x the call's host enqueue time + 50 us (per backend) that hides host "
                        "launch time; device time of the call's kernels") if device == "cuda" else
                       ("time.perf_counter around synchronous CPU calls; a sample repeats the call until it "

@@ -41,7 +41,8 @@ from typing import Any, Iterable
 from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.measure.metrics import OCCUPANCY_METRICS, QUANTITY_METRICS, UNIT_KINDS, UNIT_SCALE
-from iomodel.spec.hardware import HARDWARE, RESIDENT_LIMITS, calibrated_as, preset_names, preset_of_device
+from iomodel.cache.physical import RECEIPTS as L2_RECEIPTS
+from iomodel.spec.hardware import HARDWARE, RESIDENT_LIMITS, preset_names, preset_of_device
 
 #: The most resident programs per SM of any compute capability iomodel knows (an occupancy limit above it is damage).
 MOST_BLOCKS_PER_SM = max(blocks for blocks, _ in RESIDENT_LIMITS.values())
@@ -407,9 +408,10 @@ class Measurement:
                 read it: :func:`iomodel.cache.params.hardware_preset`; a name of no preset too) or bracketed card is
                 another GPU than ``environment.device`` (:func:`~iomodel.spec.hardware.preset_of_device`), or whose
                 ``l2_bytes`` or ``num_sms`` is not the one the device reported (``environment.l2_bytes``,
-                ``environment.sm_count``), or whose L2 (either) is not the L2 of the device's die (a record relabelled
-                as another GPU, name and device both edited: :data:`~iomodel.spec.hardware.CALIBRATED_AS`; every
-                committed record holds, 66 on the H200 and H100); a profiled record without ``environment.device``;
+                ``environment.sm_count``), or whose L2 (either) is not the L2 of the device's preset where a card of
+                that preset had its L2 read (:data:`iomodel.cache.physical.RECEIPTS`: the H200, the H100 SXM; a record
+                relabelled as another GPU, name and device both edited; every committed profiled record holds, 69 on
+                the H200 and H100); a profiled record without ``environment.device``;
                 settings the
                 reconciliation reads (``metrics``, ``dropped_metrics``, ``l2_model``,
                 ``cache_control``, ``sweep_name``) of the wrong type.
@@ -476,14 +478,13 @@ class Measurement:
                     and seen_sms != hardware["num_sms"]):
                 raise IomodelError(f"{source}: hardware.num_sms {hardware['num_sms']!r} differs from the "
                                    f"environment.sm_count {seen_sms!r} the device reported: {FIX}")
-            if profiled and ran is not None:  # name and device both edited: the L2 still says which die ran
-                die = HARDWARE[calibrated_as(ran)]
+            if profiled and ran is not None and ran in L2_RECEIPTS:  # name and device both edited: the L2 says which
+                die = HARDWARE[ran]  # die ran, where a card of that preset had its L2 read (the H200's, the H100 SXM's)
                 for field, value in (("hardware.l2_bytes", hardware.get("l2_bytes")), ("environment.l2_bytes", seen_l2)):
                     if isinstance(value, (int, float)) and not isinstance(value, bool) and value != die.l2_bytes:
                         raise IomodelError(
-                            f"{source}: environment.device {device!r} is an {ran}, whose L2 is {die.l2_bytes:,} bytes "
-                            f"(the {die.name}'s die), but {field} is {value:,}: the record names another GPU than the "
-                            f"one measured: {FIX}")
+                            f"{source}: environment.device {device!r} is an {ran}, whose L2 is {die.l2_bytes:,} bytes, "
+                            f"but {field} is {value:,}: the record names another GPU than the one measured: {FIX}")
         settings = jv.mapping(d.get("settings", {}), f"{source}: settings", fix=FIX)
         _check_settings(settings, f"{source}: settings")
         shapes, seen = [], set()

@@ -562,7 +562,7 @@ def backward_programs(spec: LayerSpec, tiling: Tiling) -> dict[str, tuple[int, s
     (``_bwd_preprocess`` ``(cdiv(N_q, PREPROCESS_BLOCK_M), B·H)``, ``_bwd_dkdv`` ``(cdiv(N_k, BWD_BLOCK_N), B·H_kv, S)``,
     ``_bwd_reduce_dkdv`` ``(cdiv(N_k, 64), B·H_kv)`` (launched only where S > 1), ``_bwd_dq`` ``(cdiv(N_q, DQ_BLOCK_M), B·H)``; the TMA
     and Gluon variants the same grids, ``_bwd_fused_tma`` the dK/dV and dQ programs in one 1-D grid); every committed
-    backward launch on the H200 holds them (1,940, 2026-12-07). Units: programs. Raises nothing."""
+    backward launch holds them (1,940 on the H200 and H100, 2026-12-07). Units: programs. Raises nothing."""
     B, H, Hk, S = spec.batch, spec.heads, spec.kv_heads, tiling.bwd_group_splits
     t_p, t_c = cdiv(spec.seqlen_q, tiling.preprocess_block_m), cdiv(spec.seqlen_k, tiling.bwd_block_n)
     t_q = cdiv(spec.seqlen_q, tiling.dq_block_m)

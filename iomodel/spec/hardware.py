@@ -218,7 +218,10 @@ H100_NVL = replace(
     hbm_bandwidth=3.9e12,  # NVIDIA H100 datasheet (NVL 94GB HBM3): 3.9 TB/s
     hbm_bytes=94 * 1000**3,
     peak_flops=_NVL_FLOPS,
-    source="NVIDIA H100 datasheet (NVL) and H100 architecture whitepaper",
+    # l2_bytes: the SXM's 50 MB, an assumption (not read on an NVL card; its sixth HBM stack may enable more):
+    # detect() reads the device's own, and a record's L2 is checked against its die only where a card of that preset
+    # was read (iomodel.measure.records)
+    source="NVIDIA H100 datasheet (NVL) and H100 architecture whitepaper; L2 assumed the SXM's 50 MB",
 )
 
 #: NVIDIA H200 NVL 141GB (a PCIe card): the H200's memory system at the NVL board limit.
@@ -285,12 +288,13 @@ def preset_of_device(name: str) -> str | None:
     preset (``H100-SXM``, ``H200``, ``A100-80GB``) matches where its name's first part (``H100``, ``H200``, ``A100``)
     stands in ``name`` with no letter or digit before it and no digit after it, case-insensitive, the last family that
     does; then the card variant (:data:`_VARIANTS`): ``NVIDIA H100 80GB HBM3`` and ``H100-SXM (NVIDIA H100 80GB HBM3)``
-    give ``H100-SXM``, ``NVIDIA H100 PCIe`` gives ``H100-PCIe``, ``NVIDIA A100-SXM4-40GB`` ``A100-40GB``; ``cpu`` None.
+    give ``H100-SXM``, ``NVIDIA H100 PCIe`` gives ``H100-PCIe``, ``NVIDIA A100-SXM4-40GB`` ``A100-40GB``; ``cpu`` None;
+    a MIG slice's profile after ``MIG`` is not read (``NVIDIA A100-SXM4-80GB MIG 3g.40gb`` is an ``A100-80GB``).
     The family must stand as a word of its own: a GH200 (``NVIDIA GH200 480GB``, another memory system and bandwidth
     than the H200 SXM) is no preset, not the H200's. The one rule :func:`detect` and a record's device check
     (:meth:`iomodel.measure.records.Measurement.from_dict`, which reads the record's ``hardware.name`` as the
     predictions do, :func:`iomodel.cache.params.hardware_preset`) share. Raises nothing."""
-    low = str(name).lower()
+    low = re.split(r"(?<![a-z0-9])mig(?![a-z0-9])", str(name).lower())[0]  # a MIG slice's profile ("3g.40gb") is no card
     got = None
     for key in _VARIANTS:
         if _stands(key.split("-")[0].lower(), low):

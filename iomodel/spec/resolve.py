@@ -135,9 +135,10 @@ class Layer:
         if self.ragged is None:
             parts.append(f"--batch {s.batch}")
         windowed = s.window_left is not None or s.window_right is not None
-        # without a causal mask the alignment still sets a window's offset: said whenever there is a window
+        # without a causal mask the alignment still sets a window's offset: said whenever there is a window (the
+        # config's too where it hides no key here: another alignment may make it bind)
         parts.append(f"--causal --causal-align {s.causal_align}" if s.causal else
-                     "--no-causal" + (f" --causal-align {s.causal_align}" if windowed else ""))
+                     "--no-causal" + (f" --causal-align {s.causal_align}" if windowed or self.window_inert else ""))
         if windowed:
             sides = [s.window_left, s.window_right] if s.window_right is not None else [s.window_left]
             parts.append("--window " + ",".join("-1" if v is None else str(v) for v in sides))
