@@ -558,14 +558,29 @@ def test_a_record_relabelled_as_another_gpu_is_refused_by_its_l2_and_sms(capsys,
     assert (data["hardware"]["l2_bytes"], data["environment"]["l2_bytes"], data["environment"]["sm_count"]) == (
         52428800, 52428800, 132)
     data["environment"]["device"] = "NVIDIA H200"
-    data["hardware"]["name"] = "H200 (NVIDIA H200)"
+    data["hardware"].update(name="H200 (NVIDIA H200)", hbm_bandwidth=4.8e12)  # the bandwidth edited too
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
     assert line.endswith(": environment.device 'NVIDIA H200' is an H200, whose L2 is 62,914,560 bytes, but "
                          "hardware.l2_bytes is 52,428,800: the record names another GPU than the one measured: "
                          "regenerate the record with iomodel validate, or correct that value"), line
-    data["environment"]["device"] = "NVIDIA H100 PCIe"  # the same die: the L2 holds, the name is the PCIe card's
-    data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
+    data["environment"]["device"] = "NVIDIA H100 PCIe"  # the same die, but the SXM's datasheet bandwidth
+    data["hardware"].update(name="H100-PCIe (NVIDIA H100 PCIe)", hbm_bandwidth=3.35e12)
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.hbm_bandwidth 3.35e+12 B/s is not the H100-PCIe's 2e+12 B/s (environment.device "
+                         "'NVIDIA H100 PCIe'): the record names another GPU than the one measured: regenerate the record "
+                         "with iomodel validate, or correct that value"), line
+    data["hardware"]["hbm_bandwidth"] = 2.0e12
     assert Measurement.from_dict(data).hardware["num_sms"] == 132
+    data["environment"]["device"] = "NVIDIA GH200 480GB"  # a card of no preset named as the H200 (a fresh user's)
+    data["hardware"]["name"] = "H200 (NVIDIA GH200 480GB)"
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert line.endswith(": hardware.name 'H200 (NVIDIA GH200 480GB)' is the H200 preset but environment.device "
+                         "'NVIDIA GH200 480GB' is no preset's card (A100-80GB, H100-SXM, H200, A100-40GB, "
+                         "A100-80GB-PCIe, H100-PCIe, H100-NVL, H200-NVL): the predictions would be for another GPU than "
+                         "the one measured: drop the record's hardware entry and pass --hardware to reconcile, or "
+                         "regenerate the record with iomodel validate, or correct that value"), line
+    data["environment"]["device"] = "NVIDIA H100 PCIe"
+    data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
     data["hardware"]["num_sms"] = 114
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
     assert line.endswith(": hardware.num_sms 114 differs from the environment.sm_count 132 the device reported: "
@@ -608,7 +623,7 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
                              f"an {ran}: the predictions would be for another GPU than the one measured: name it "
                              f"'{ran} ({device})', or regenerate the record with iomodel validate, or correct that "
                              "value"), line
-    data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
+    data["hardware"].update(name="H100-PCIe (NVIDIA H100 PCIe)", hbm_bandwidth=2.0e12)
     assert Measurement.from_dict(data).hardware["name"] == "H100-PCIe (NVIDIA H100 PCIe)"
     # a name no preset knows on a known device (the predictions fell back to the default read fraction, the H200's),
     # no name, and a profiled record without the device it ran on: refused too (a fresh user's findings)

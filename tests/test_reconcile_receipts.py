@@ -346,7 +346,7 @@ def test_the_capacity_edge_label_is_what_the_receipts_measured(reconciled_receip
     twentieth session, iomodel.cache.predict.forward_drift_quality, FWD_DRIFT_RUNS of them at FWD_DRIFT_RATIO)."""
     from iomodel.cache.params import FWD_DRIFT_RATIO, FWD_DRIFT_RUNS, FWD_EDGE_OUTSIDE_RUNS, FWD_EDGE_RATIO, FWD_EDGE_RUNS
 
-    runs = {i: {"rough": [], "predicted": [], "not a prediction": []} for i in ("tiled", "sdpa-cudnn")}
+    runs = {i: {"rough": [], "predicted": [], "not a prediction": []} for i in ("tiled", "sdpa-cudnn", "sdpa-flash")}
     for path in ALL:
         rec = reconciled_receipt(path.name)
         for r in rec.rows:
@@ -364,6 +364,6 @@ def test_the_capacity_edge_label_is_what_the_receipts_measured(reconciled_receip
     assert ((len(runs["tiled"]["predicted"]), sum(ok for _, ok in runs["tiled"]["predicted"])),
             (len(runs["sdpa-cudnn"]["predicted"]), sum(ok for _, ok in runs["sdpa-cudnn"]["predicted"]))
             ) == FWD_EDGE_OUTSIDE_RUNS
-    drift = runs["tiled"]["not a prediction"] + runs["sdpa-cudnn"]["not a prediction"]
+    drift = runs["tiled"]["not a prediction"] + runs["sdpa-cudnn"]["not a prediction"] + runs["sdpa-flash"]["not a prediction"]
     assert (len(drift), sum(ok for _, ok in drift)) == (FWD_DRIFT_RUNS, 0)
     assert (round(min(x for x, _ in drift), 3), round(max(x for x, _ in drift), 3)) == FWD_DRIFT_RATIO

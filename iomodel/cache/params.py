@@ -225,18 +225,18 @@ FWD_EDGE_RATIO = (0.714, 1.631)
 #: bundled kernel's Gluon forward in both orders: the forward order read 14.9x, 32.7x and 16.0x the model at 1.80-2.43
 #: times (98k and 133k MHA, 103k GQA 8) and 0.84x at 1.20 times (65k), the reverse order 0.88-0.92x on all four,
 #: cuDNN 10.1x at 1.80 times and 0.88x at 1.20: the label held on all eleven runs. The runs it marks (the forward order and
-#: cuDNN at 1.4 times or more) read :data:`FWD_DRIFT_RATIO` of the model (:data:`FWD_DRIFT_RUNS` runs: ten until 2026-12-07's
+#: cuDNN, and FlashAttention-2, at 1.4 times or more) read :data:`FWD_DRIFT_RATIO` of the model (:data:`FWD_DRIFT_RUNS` runs: ten until 2026-12-07's
 #: twenty-third session, then an H100 repeat of the order probe, the cuDNN-long probe on an H100 and the drift label's
 #: H100 hold-out, receipts/ncu-h100-drift-holdout1-2026-12-07.json: committed before measurement, its five runs labelled
-#: here read 4.27-56.6x the model (FlashAttention-2 through SDPA FLASH 56.6x at 1.80 times, not counted in these runs),
+#: here read 4.27-56.6x the model (FlashAttention-2 through SDPA FLASH 56.6x at 1.80 times, the first FA2 run counted),
 #: while three of its eight runs labelled predicted missed by reading more: the forward order at 1.28 times 1.38x, cuDNN
 #: there 1.27x, HEAD_DIM 64 at 1.20 times 1.13x; the drift begins below 1.4 on the H100; and the reverse order read
 #: 0.88-0.94x, two of three under -10 %; docs/l2-calibration.md, "The drift label's H100 hold-out").
 #: A label, not a byte of the model.
 FWD_DRIFT_KV_HEAD = 1.4
 #: Of those runs: how many, and their measured / modelled DRAM reads, lowest and highest.
-FWD_DRIFT_RUNS = 23
-FWD_DRIFT_RATIO = (4.273, 32.661)
+FWD_DRIFT_RUNS = 24
+FWD_DRIFT_RATIO = (4.273, 56.627)
 #: The dK/dV kernel's DRAM writes where its S > 1 group slices' fp32 partials (2·S·B·H_kv·N_k·d·4 bytes) exceed the
 #: effective L2 (:attr:`L2Params.capacity`): measured minus modelled bytes, lowest and highest, in MiB, on the
 #: committed H200 training receipts' such steps (train1 to hold-out 11, split1, the d 256, LPT, order-calibration and

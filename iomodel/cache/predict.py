@@ -561,8 +561,9 @@ def drift_kv_bytes(spec: LayerSpec) -> int:
 
 #: What the receipts measured of each Q-stationary kernel whose programs drift (:func:`forward_drift_sentence`).
 _DRIFT_MEASURED = {
-    "fwd kernel": "the committed runs of this kind (SDPA cuDNN's causal forwards, H100 and H200, and the bundled "
-                  "kernel's in the forward order, H100) read {lo}-{hi}x the model's estimate of them, {n} of {n} runs "
+    "fwd kernel": "the committed runs of this kind (SDPA cuDNN's causal forwards, H100 and H200, the bundled "
+                  "kernel's in the forward order and FlashAttention-2's through SDPA FLASH, H100) read {lo}-{hi}x the "
+                  "model's estimate of them, {n} of {n} runs "
                   "(iomodel/cache/params.py FWD_DRIFT_KV_HEAD)",
     "_bwd_dq": "the dQ kernel in this order read 22.75x the model's estimate at 131,072 tokens and 32-160x at 150k-524k on the "
                "H200 (receipts/ncu-h200-long-train-probe1-2026-12-05.json, ncu-h200-long-train-holdout1-2026-12-05.json; "

@@ -123,7 +123,7 @@ class LayerOptions:
         "--writes", "Prefill forward: what each program writes once: O,LSE (default; the backward reads the LSE) or "
         "O (an inference kernel that keeps no LSE; no bundled kernel).", _TILES)] = None
     hardware: Annotated[str, _option(
-        "--hardware", f"Hardware preset: {preset_names()} (any case; h100, a100 and h200-sxm are aliases of the SXM cards; the PCIe and NVL cards have their own bandwidth, SMs and peaks, and take their SXM die's measured L2 constants).", _TILES)] = DEFAULT_HARDWARE
+        "--hardware", f"Hardware preset: {preset_names()} (any case; h100, a100 and h200-sxm are aliases of the SXM cards; the PCIe and NVL cards have their own bandwidth, SMs and peaks, and take their SXM card's L2 constants: measured on the H100 and H200, the H200's for the A100s).", _TILES)] = DEFAULT_HARDWARE
 
     def resolve(self) -> Layer:
         """The layer, tiles and hardware these options name.

@@ -71,11 +71,11 @@ def plot(
         raise IomodelError("the SRAM-size plot compares prefill schedules: drop --kind sram or use --phase prefill")
     # a file, a device or a read-only folder: said before any plot is drawn, after the layer is
     # known to be valid (the check creates the folder)
-    check_plots(lay.spec, kinds, lay.config, "-o/--out-dir", lay.window_inert)  # a refused kind leaves no folder behind
+    check_plots(lay.spec, kinds, lay.config, "-o/--out-dir", lay.inert_window)  # a refused kind leaves no folder behind
     out_dir = check_output_dir(out_dir, "-o/--out-dir")  # a str: "" is refused, not read as the current folder
     for path in write_plots(lay.spec, lay.tiling, lay.hardware, out_dir, kinds=kinds, option="-o/--out-dir",
                             config=lay.config, launcher_splits=not lay.splits_given,
-                            window_inert=lay.window_inert, measured=_load_measured(measured)):
+                            inert_window=lay.inert_window, measured=_load_measured(measured)):
         typer.echo(f"wrote {shown(path)}")
 
 

@@ -95,8 +95,6 @@ def worksheet(
         refuse_input_as_output(output, "-o", {"the --config file": layer.config, "the --seqlens-file":
                                               layer.seqlens_file, "the --schedule file": schedule})
         output = check_output_file(output, "-o")
-    if plot_dir is not None:  # a str: "" is refused, not read as the current folder
-        plot_dir = check_output_dir(plot_dir, "--plot-dir")
     flags = {"num_warps": num_warps, "programs_per_sm": programs_per_sm, "grid_order": grid_order,
              "tile_order": tile_order, "key_order": key_order, "persistent": persistent}
     layer, launch = _with_schedule(layer, schedule, {k: v for k, v in flags.items() if v is not None})
@@ -112,13 +110,18 @@ def worksheet(
         ws = make_ragged_worksheet(lay)
     else:
         ws = W.make_worksheet(lay, schedule=launch)
+    if plot_dir is not None:  # plots this layer cannot have: refused before the folder is made
+        from iomodel.report.plot import PLOT_KINDS, check_plots
+
+        check_plots(lay.spec, PLOT_KINDS, lay.config, "--plot-dir", lay.inert_window)
+        plot_dir = check_output_dir(plot_dir, "--plot-dir")  # a str: "" is refused, not read as the current folder
     text = W.render(ws, fmt)
     if plot_dir is not None:  # the plots first: a plot that fails leaves no worksheet behind either
         from iomodel.report.plot import write_plots
 
         for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config,
                                 launcher_splits=not lay.splits_given,  # else --num-splits is held
-                                window_inert=lay.window_inert):
+                                inert_window=lay.inert_window):
             typer.echo(f"wrote {shown(path)}", err=True)
     if output is not None:
         _write(output, text)

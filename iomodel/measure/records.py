@@ -408,7 +408,9 @@ class Measurement:
                 read it: :func:`iomodel.cache.params.hardware_preset`; a name of no preset too) or bracketed card is
                 another GPU than ``environment.device`` (:func:`~iomodel.spec.hardware.preset_of_device`), or whose
                 ``l2_bytes`` or ``num_sms`` is not the one the device reported (``environment.l2_bytes``,
-                ``environment.sm_count``), or whose L2 (either) is not the L2 of the device's preset where a card of
+                ``environment.sm_count``), whose ``hbm_bandwidth`` is not the device's preset's (``detect`` copies
+                it), whose name is a preset's on a device of no preset, or whose L2 (either) is not the L2 of the
+                device's preset where a card of
                 that preset had its L2 read (:data:`iomodel.cache.physical.RECEIPTS`: the H200, the H100 SXM; a record
                 relabelled as another GPU, name and device both edited; every committed profiled record holds, 69 on
                 the H200 and H100); a profiled record without ``environment.device``;
@@ -469,6 +471,17 @@ class Measurement:
                         f"{source}: hardware.name {preset!r} names no preset ({preset_names()}), so the predictions "
                         f"would take default L2 constants, but environment.device {device!r} is an {ran}: name it "
                         f"{f'{ran} ({device})'!r}, or {FIX}")
+                if ran is None and said in HARDWARE:  # detect() names no preset for such a card (a GH200, a B200)
+                    raise IomodelError(
+                        f"{source}: hardware.name {preset!r} is the {said} preset but environment.device {device!r} is "
+                        f"no preset's card ({preset_names()}): the predictions would be for another GPU than the one "
+                        f"measured: drop the record's hardware entry and pass --hardware to reconcile, or {FIX}")
+                bandwidth = hardware.get("hbm_bandwidth")  # detect() copies the preset's datasheet bandwidth
+                if ran is not None and isinstance(bandwidth, (int, float)) and bandwidth != HARDWARE[ran].hbm_bandwidth:
+                    raise IomodelError(
+                        f"{source}: hardware.hbm_bandwidth {bandwidth:g} B/s is not the {ran}'s "
+                        f"{HARDWARE[ran].hbm_bandwidth:g} B/s (environment.device {device!r}): the record names another "
+                        f"GPU than the one measured: {FIX}")
             seen_l2 = environment.get("l2_bytes")
             if profiled and isinstance(seen_l2, (int, float)) and "l2_bytes" in hardware and seen_l2 != hardware["l2_bytes"]:
                 raise IomodelError(f"{source}: hardware.l2_bytes {hardware['l2_bytes']!r} differs from the "

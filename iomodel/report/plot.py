@@ -28,6 +28,7 @@ from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import LayerSpec, Tiling
+from iomodel.spec.layer import window_masks_nothing
 from iomodel.format import human_bytes
 from iomodel.paths import write_bytes
 from iomodel.schedule.tiles import page_block_refusal
@@ -801,13 +802,13 @@ def _check_all_measured(spec: LayerSpec, tiling: Tiling, measured: dict[str, Any
 
 
 def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, option: str = "--plot-dir",
-                window_inert: bool = False) -> None:
+                inert_window: tuple[int | None, int | None] | None = None) -> None:
     """Refuse, before any folder is made or figure drawn, plot kinds that are unknown or that this layer cannot have:
-    the seqlen curve past a model's window (full attention is not what runs there; also where the config's window
-    hides no key at the layer's own length, ``window_inert``: :attr:`iomodel.spec.resolve.Layer.window_inert`, as it
-    does past it), the SRAM-size figure of a windowed layer (FlashAttention-1's schedule, its reference, is modelled
-    without a window). ``option`` names the command's output option (``-o/--out-dir`` for ``iomodel plot``), so the
-    advice uses that command's flags.
+    the seqlen curve past a model's window (full attention is not what runs there; where the config's window hides no
+    key at the layer's own length, ``inert_window`` (its sides: :attr:`iomodel.spec.resolve.Layer.inert_window`), only
+    if the curve's longest length, :func:`default_seqlens`, reaches where it binds), the SRAM-size figure of a windowed
+    layer (FlashAttention-1's schedule, its reference, is modelled without a window). ``option`` names the command's
+    output option (``-o/--out-dir`` for ``iomodel plot``), so the advice uses that command's flags.
 
     Raises:
         IomodelError: one line saying what to run instead.
@@ -819,8 +820,14 @@ def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, optio
     windowed = spec.window_left is not None or spec.window_right is not None
     # what to do instead, in the words of the command that draws them (iomodel plot's --kind, or the worksheet's)
     instead = ("--kind blocks" if option == "-o/--out-dir" else "iomodel plot --kind blocks") + (
-        ", or --window none to plot a full-attention layer")
-    if "seqlen" in kinds and window is not None and (windowed or window_inert or config.window_kind != "sliding-window"):
+        ", or --window none to plot a full-attention layer") + ("" if option == "-o/--out-dir" else
+                                                                 f", or drop {option} to write the worksheet alone")
+    binds = False
+    if inert_window is not None:  # the window binds somewhere along the curve: its longest length
+        longest = int(default_seqlens(spec).max())
+        at = spec.with_(seqlen_q=longest, seqlen_k=longest) if spec.phase == "prefill" else spec.with_(seqlen_k=longest)
+        binds = not window_masks_nothing(spec.causal, *inert_window, at.seqlen_q, at.seqlen_k, at.causal_offset)
+    if "seqlen" in kinds and window is not None and (windowed or binds or config.window_kind != "sliding-window"):
         # the curve would model full attention past the window, where the windowed (or chunked) layer runs
         raise IomodelError(
             f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention ({window:,} "
@@ -842,7 +849,7 @@ def write_plots(
     option: str = "--plot-dir",
     config: Any = None,
     launcher_splits: bool = False,
-    window_inert: bool = False,
+    inert_window: tuple[int | None, int | None] | None = None,
     **options: Any,
 ) -> list[Path]:
     """Write the PNGs of one layer into ``out_dir`` (created if missing); ``option`` is the
@@ -858,7 +865,8 @@ def write_plots(
         measured: overlay points per kind, e.g. ``{"seqlen": [{"seqlen": 8192, "bytes": ...}]}``.
         launcher_splits: a decode layer's seqlen curve at the launcher's split count per length (:func:`plot_seqlen`;
             the commands pass True unless ``--num-splits`` fixes the count).
-        window_inert: the config's window hides no key at the layer's length (:func:`check_plots`).
+        inert_window: the sides of the config's window where it hides no key at the layer's length
+            (:func:`check_plots`).
 
     Returns:
         The paths written.
@@ -868,7 +876,7 @@ def write_plots(
             kind (drawn or not) is refused by :func:`_check_measured`; all are checked before
             anything is drawn.
     """
-    check_plots(spec, kinds, config, option, window_inert)
+    check_plots(spec, kinds, config, option, inert_window)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -79,8 +79,10 @@ class Layer:
         seqlens_file: the ``--seqlens-file`` the ragged batch was read from (for the command).
         tiles: the tile flags given (``block_m``, ``block_n``, ``num_stages``, ``num_splits``, then ``writes`` and
             ``heads_per_program``, with their values), which the command repeats as given.
-        window_inert: the config's sliding window hides no key at these lengths, so the layer is modelled without
-            one (:func:`~iomodel.spec.layer.window_masks_nothing`); the command then adds no ``--window none``.
+        inert_window: the sides (left, right tokens) of the config's sliding window where it hides no key at these
+            lengths, so the layer is modelled without one (:func:`~iomodel.spec.layer.window_masks_nothing`; the
+            command then adds no ``--window none``, and a plot over longer lengths, where it binds, is refused); None
+            otherwise.
     """
 
     spec: LayerSpec
@@ -94,7 +96,12 @@ class Layer:
     ragged: RaggedSpec | None = None
     seqlens_file: str | None = None
     tiles: tuple[tuple[str, Any], ...] = ()
-    window_inert: bool = False
+    inert_window: tuple[int | None, int | None] | None = None
+
+    @property
+    def window_inert(self) -> bool:
+        """Whether the config's sliding window hides no key at these lengths (:attr:`inert_window` is its sides)."""
+        return self.inert_window is not None
 
     @property
     def splits_given(self) -> bool:
@@ -330,6 +337,7 @@ def resolve_layer(
                        "pass --window none to model a full-attention layer.")
     inert = (window is None and sliding and ragged_pairs is None
              and window_masks_nothing(bool(causal), left, right, spec.seqlen_q, spec.seqlen_k, spec.causal_offset))
+    inert_sides = (left, right) if inert else None
     if inert:  # the config's window hides no key at these lengths: the same attention as none, modelled so
         left = right = None
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: at "
@@ -444,7 +452,7 @@ def resolve_layer(
     return Layer(spec=spec, tiling=tiling, hardware=hw, tiling_source=source, config=cfg,
                  notes=tuple(notes), preset=preset if config is None else None, overrides=overrides,
                  ragged=ragged, seqlens_file=str(seqlens_file) if seqlens_file is not None else None,
-                 tiles=tuple(explicit.items()), window_inert=inert)
+                 tiles=tuple(explicit.items()), inert_window=inert_sides)
 
 
 def _full_layer_geometry(cfg: AttentionConfig | None, spec: LayerSpec, *, kv_heads: int | None,
