@@ -173,3 +173,10 @@ def test_worksheet_json_states_the_compute_capability():
 def test_worksheet_of_a_pcie_card_states_its_own_memory_system():
     d = make_worksheet(resolve_layer(seqlen=1024, hardware="H100-PCIe")).to_dict()
     assert (d["hardware"]["name"], d["hardware"]["hbm_bandwidth"], d["hardware"]["num_sms"]) == ("H100-PCIe", 2.0e12, 114)
+
+
+def test_detect_refuses_a_mig_slice(monkeypatch):
+    """A MIG slice's bandwidth and L2 are a share of the card's; the preset's whole-card bandwidth was taken."""
+    _fake_device(monkeypatch, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60, 25 * _MiB, 42 * 1000**3)
+    with pytest.raises(IomodelError, match=r"is a MIG slice: its HBM bandwidth and L2 are a share of the card's"):
+        detect()

@@ -312,7 +312,7 @@ def detect(device: int = 0) -> Hardware:
     not report them.
 
     Raises:
-        IomodelError: torch is not installed, no CUDA GPU is visible, or the device
+        IomodelError: torch is not installed, no CUDA GPU is visible, the device is a MIG slice, or the device
             matches no preset (then pass --hardware).
     """
     try:
@@ -323,6 +323,9 @@ def detect(device: int = 0) -> Hardware:
         raise IomodelError(f"no CUDA GPU is visible: pass --hardware (one of {preset_names()}) instead of detecting")
     props = torch.cuda.get_device_properties(device)
     name = props.name
+    if re.search(r"(?<![a-z0-9])mig(?![a-z0-9])", str(name).lower()):  # a slice's bandwidth is a share of the card's
+        raise IomodelError(f"GPU {name!r} is a MIG slice: its HBM bandwidth and L2 are a share of the card's, which no "
+                           "preset describes: pass --hardware with the card's preset to model the whole card")
     key = preset_of_device(name)
     base = HARDWARE[key] if key is not None else None
     if base is None:
