@@ -278,6 +278,11 @@ def calibrated_as(preset: str) -> str:
     return CALIBRATED_AS.get(preset, preset)
 
 
+#: "MIG" as a word of a (lowercase) device name: a Multi-Instance GPU slice, its profile after it ("NVIDIA A100-SXM4-80GB
+#: MIG 3g.40gb").
+_MIG = re.compile(r"(?<![a-z0-9])mig(?![a-z0-9])")
+
+
 def _stands(word: str, name: str) -> bool:
     """Whether ``word`` stands in ``name`` (lowercase) with no letter or digit before it and no digit after it."""
     return re.search(rf"(?<![a-z0-9]){re.escape(word)}(?![0-9])", name) is not None
@@ -294,7 +299,7 @@ def preset_of_device(name: str) -> str | None:
     than the H200 SXM) is no preset, not the H200's. The one rule :func:`detect` and a record's device check
     (:meth:`iomodel.measure.records.Measurement.from_dict`, which reads the record's ``hardware.name`` as the
     predictions do, :func:`iomodel.cache.params.hardware_preset`) share. Raises nothing."""
-    low = re.split(r"(?<![a-z0-9])mig(?![a-z0-9])", str(name).lower())[0]  # a MIG slice's profile ("3g.40gb") is no card
+    low = _MIG.split(str(name).lower())[0]  # a MIG slice's profile ("3g.40gb") is no card
     got = None
     for key in _VARIANTS:
         if _stands(key.split("-")[0].lower(), low):
@@ -323,7 +328,7 @@ def detect(device: int = 0) -> Hardware:
         raise IomodelError(f"no CUDA GPU is visible: pass --hardware (one of {preset_names()}) instead of detecting")
     props = torch.cuda.get_device_properties(device)
     name = props.name
-    if re.search(r"(?<![a-z0-9])mig(?![a-z0-9])", str(name).lower()):  # a slice's bandwidth is a share of the card's
+    if _MIG.search(str(name).lower()):  # a slice's bandwidth is a share of the card's
         raise IomodelError(f"GPU {name!r} is a MIG slice: its HBM bandwidth and L2 are a share of the card's, which no "
                            "preset describes: pass --hardware with the card's preset to model the whole card")
     key = preset_of_device(name)

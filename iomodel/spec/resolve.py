@@ -335,6 +335,9 @@ def resolve_layer(
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: "
                        f"modelled as one of those layers (window {left:,} tokens left of the diagonal); "
                        "pass --window none to model a full-attention layer.")
+    elif sliding and window is not None:
+        window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
+                       f"--window {window} models the layer asked for.")
     inert = (window is None and sliding and ragged_pairs is None
              and window_masks_nothing(bool(causal), left, right, spec.seqlen_q, spec.seqlen_k, spec.causal_offset))
     inert_sides = (left, right) if inert else None
@@ -343,9 +346,6 @@ def resolve_layer(
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: at "
                        f"{spec.seqlen_q:,} queries and {spec.seqlen_k:,} keys it hides no key the mask shows (every "
                        "query's keys lie within it), so the layer is modelled without a window.")
-    elif sliding and window is not None:
-        window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
-                       f"--window {window} models the layer asked for.")
     if page_size is not None and window is None and sliding and not inert:  # the config's window, not a flag's
         raise IomodelError(f"{cfg.source or cfg.name} gives a sliding window of {cfg.window:,} tokens and the paged "
                            "decode has none: pass --window none (a full-attention layer) or drop --page-size")
