@@ -554,6 +554,8 @@ def test_a_record_relabelled_as_another_gpu_is_refused_by_its_l2_and_sms(capsys,
     other card's constants with exit 0 (a fresh user's finding, twenty-third session): the L2 the record holds is not
     the L2 of the named device's die, refused; so is a ``num_sms`` other than the ``environment.sm_count`` the device
     reported (it sets the programs in flight)."""
+    from iomodel.spec.hardware import preset_names
+
     data = json.loads(ORDER_PROBE.read_text())
     assert (data["hardware"]["l2_bytes"], data["environment"]["l2_bytes"], data["environment"]["sm_count"]) == (
         52428800, 52428800, 132)
@@ -575,10 +577,9 @@ def test_a_record_relabelled_as_another_gpu_is_refused_by_its_l2_and_sms(capsys,
     data["hardware"]["name"] = "H200 (NVIDIA GH200 480GB)"
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
     assert line.endswith(": hardware.name 'H200 (NVIDIA GH200 480GB)' is the H200 preset but environment.device "
-                         "'NVIDIA GH200 480GB' is no preset's card (A100-80GB, H100-SXM, H200, A100-40GB, "
-                         "A100-80GB-PCIe, H100-PCIe, H100-NVL, H200-NVL): the predictions would be for another GPU than "
-                         "the one measured: drop the record's hardware entry and pass --hardware to reconcile, or "
-                         "regenerate the record with iomodel validate, or correct that value"), line
+                         f"'NVIDIA GH200 480GB' is no preset's card ({preset_names()}): the predictions would be for "
+                         "another GPU than the one measured: drop the record's hardware entry and pass --hardware to "
+                         "reconcile, or regenerate the record with iomodel validate, or correct that value"), line
     data["environment"]["device"] = "NVIDIA H100 PCIe"
     data["hardware"]["name"] = "H100-PCIe (NVIDIA H100 PCIe)"
     data["hardware"]["num_sms"] = 114
@@ -592,7 +593,7 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     both from the same device: ``detect``). A record whose hardware was edited to another preset (the H100 order
     probe's H100-SXM made the H200's 60 MiB L2) was predicted for the H200 without a word (twenty-second session):
     refused in one line. Every committed record agrees (71 loaded by the receipt tests)."""
-    from iomodel.spec.hardware import H200, preset_of_device
+    from iomodel.spec.hardware import H200, preset_names, preset_of_device
 
     assert [preset_of_device(n) for n in ("NVIDIA H100 80GB HBM3", "H100-SXM (NVIDIA H100 80GB HBM3)", "NVIDIA H200",
                                           "H200 (NVIDIA H200)", "NVIDIA A100-SXM4-80GB", "cpu", "", "NVIDIA GH200 480GB",
@@ -630,8 +631,7 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     data["environment"]["device"] = "NVIDIA H100 80GB HBM3"
     data["hardware"]["name"] = "B200"
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
-    assert line.endswith(": hardware.name 'B200' names no preset (A100-80GB, H100-SXM, H200, A100-40GB, "
-                         "A100-80GB-PCIe, H100-PCIe, H100-NVL, H200-NVL), so the predictions "
+    assert line.endswith(f": hardware.name 'B200' names no preset ({preset_names()}), so the predictions "
                          "would take default L2 constants, but environment.device 'NVIDIA H100 80GB HBM3' is an "
                          "H100-SXM: name it 'H100-SXM (NVIDIA H100 80GB HBM3)', or regenerate the record with iomodel "
                          "validate, or correct that value"), line
