@@ -180,3 +180,23 @@ def test_detect_refuses_a_mig_slice(monkeypatch):
     _fake_device(monkeypatch, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60, 25 * _MiB, 42 * 1000**3)
     with pytest.raises(IomodelError, match=r"is a MIG slice: its HBM bandwidth and L2 are a share of the card's"):
         detect()
+
+
+def test_an_estimate_for_a_preset_without_a_measured_l2_is_rough():
+    """The A100s' L2 constants are the H200's (no A100 was measured): the estimate's reads and writes, the step's and
+    each kernel's, are ``rough`` with the sentence that says why (the JSON said ``predicted``; a fresh user's finding,
+    2026-12-07). The H100 PCIe takes its SXM die's measured constants: ``predicted`` on the same layer."""
+    def l2_aware(hardware, passes="fwd"):
+        return make_worksheet(resolve_layer(seqlen=4096, hardware=hardware, passes=passes)).to_dict()[
+            "algorithms"]["tiled"]["l2_aware"]
+
+    for hw in ("A100-40GB", "A100-80GB", "A100-80GB-PCIe"):
+        est = l2_aware(hw)
+        assert (est["read_bytes_quality"], est["write_bytes_quality"]) == ("rough", "rough")
+        assert est["assumptions"][-1].startswith(f"ROUGH: the DRAM reads and writes on the {hw}. No card of this "
+                                                 "preset had its L2 measured")
+    step = l2_aware("A100-80GB", "fwd+bwd")
+    assert {(k["read_bytes_quality"], k["write_bytes_quality"]) for k in step["kernels"]} == {("rough", "rough")}
+    pcie = l2_aware("H100-PCIe")
+    assert (pcie["read_bytes_quality"], pcie["write_bytes_quality"]) == ("predicted", "predicted")
+    assert not any(a.startswith("ROUGH: the DRAM reads and writes on") for a in pcie["assumptions"])

@@ -12,9 +12,9 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
-from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, L2Params, forward_l2_of, read_fraction_of,
-                                  read_fraction_source)
-from iomodel.cache.predict import (READ_QUALITIES, _common_assumptions,
+from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, MEASURED_L2_READ_FRACTION, L2Params, forward_l2_of,
+                                  hardware_preset, l2_preset, read_fraction_of, read_fraction_source)
+from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
                                    dkdv_read_quality, forward_drift_quality,
                                    forward_drift_sentence, predict_ragged_launch, predict_tiled,
                                    predict_training_step)
@@ -490,6 +490,8 @@ class L2Estimate:
         (:func:`~iomodel.cache.params.read_fraction_of`); ``launch`` gives the remaining fields."""
         moved = read_bytes + write_bytes
         t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
+        if l2_preset(hardware) not in MEASURED_L2_READ_FRACTION:  # no card of this preset had its L2 measured
+            _uncalibrated(launch, hardware)
         launch.setdefault("read_fraction", read_fraction_of(hardware))
         launch.setdefault("read_fraction_source", read_fraction_source(hardware))
         launch.setdefault("forward_constants", asdict(forward_l2_of(hardware)))
@@ -522,6 +524,29 @@ class L2Estimate:
         if self.kernels:
             out["kernels"] = [dict(k) for k in self.kernels]
         return out
+
+
+def _rougher(quality: str, qualities: tuple[str, ...]) -> str:
+    """``quality`` or ``rough``, whichever is lower in ``qualities`` (READ_QUALITIES or WRITE_QUALITIES order)."""
+    return max(quality, "rough", key=qualities.index)
+
+
+def _uncalibrated(launch: dict[str, Any], hardware: Hardware) -> None:
+    """Label an estimate for a GPU whose preset had no L2 measured (the A100s: the H200's constants stand in, said in
+    the assumptions' read-capacity clause) ``rough``, reads and writes, the step's and each kernel's, with the sentence
+    that says why (a fresh user's finding, 2026-12-07: the JSON said ``predicted``). Mutates ``launch``."""
+    preset = hardware_preset(hardware) or "unnamed"
+    launch["read_bytes_quality"] = _rougher(launch.get("read_bytes_quality", "predicted"), READ_QUALITIES)
+    launch["write_bytes_quality"] = _rougher(launch.get("write_bytes_quality", "predicted"), WRITE_QUALITIES)
+    if launch.get("kernels"):
+        launch["kernels"] = tuple({**k, "read_bytes_quality": _rougher(k["read_bytes_quality"], READ_QUALITIES),
+                                   "write_bytes_quality": _rougher(k["write_bytes_quality"], WRITE_QUALITIES)}
+                                  for k in launch["kernels"])
+    launch["assumptions"] = (*launch.get("assumptions", ()),
+                             f"ROUGH: the DRAM reads and writes on the {preset}. No card of this preset had its L2 "
+                             "measured: its read capacity, associativity and byte weights are the H200's "
+                             "(iomodel/cache/params.py MEASURED_L2_READ_FRACTION, FORWARD_L2), and no DRAM byte of "
+                             "this model was measured on it.")
 
 
 #: What the estimate leaves out of ``write_bytes`` (worksheet text and JSON).
