@@ -152,7 +152,7 @@ def main() -> None:
     if reads > MAX_BLOCK_READS:
         ap.error(f"about {reads:,} key-block reads to simulate, over {MAX_BLOCK_READS:,} (memory and time): lower "
                  "--heads or --seqlen, or raise --block-m / --block-n")
-    from iomodel.cache.params import MEASURED_L2_READ_FRACTION, L2Params, hardware_preset, l2_preset
+    from iomodel.cache.params import MEASURED_L2_READ_FRACTION, L2Params, hardware_preset, l2_measured, l2_preset
     from iomodel.errors import IomodelError
     from iomodel.spec.hardware import get_hardware
 
@@ -162,7 +162,7 @@ def main() -> None:
         ap.error(str(exc))
     cap = L2Params.of(hw, 1).for_forward().read_capacity  # bytes: what the model's read label is judged against
     how = ("measured" if hardware_preset(hw) in MEASURED_L2_READ_FRACTION else
-           f"measured on the {l2_preset(hw)}, the same die and L2" if l2_preset(hw) in MEASURED_L2_READ_FRACTION else
+           f"measured on the {l2_preset(hw)}, the same die and L2" if l2_measured(hw) else
            "the H200's measured fraction of this device's L2: not measured here")
     mask = "non-causal" if a.no_causal else ("causal" if n_q == a.seqlen else "causal bottom-right")
     print(f"{hardware_preset(hw)}: read capacity {cap / 2**20:.2f} MiB ({how}); B 1, H {a.heads}, H_kv {a.kv_heads}, N_q {n_q}, "

@@ -12,8 +12,8 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
-from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, MEASURED_L2_READ_FRACTION, L2Params, forward_l2_of,
-                                  hardware_preset, l2_preset, read_fraction_of, read_fraction_source)
+from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, L2Params, forward_l2_of, hardware_preset, l2_measured,
+                                  read_fraction_of, read_fraction_source)
 from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
                                    dkdv_read_quality, forward_drift_quality,
                                    forward_drift_sentence, predict_ragged_launch, predict_tiled,
@@ -490,7 +490,7 @@ class L2Estimate:
         (:func:`~iomodel.cache.params.read_fraction_of`); ``launch`` gives the remaining fields."""
         moved = read_bytes + write_bytes
         t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
-        if l2_preset(hardware) not in MEASURED_L2_READ_FRACTION:  # no card of this preset had its L2 measured
+        if not l2_measured(hardware):  # no card of this preset had its L2 measured
             _uncalibrated(launch, hardware)
         launch.setdefault("read_fraction", read_fraction_of(hardware))
         launch.setdefault("read_fraction_source", read_fraction_source(hardware))

@@ -320,6 +320,12 @@ def l2_preset(hardware: Any) -> str:
     return calibrated_as(hardware_preset(hardware))
 
 
+def l2_measured(hardware: Any) -> bool:
+    """Whether a card of ``hardware``'s preset, or of the family card it takes its constants from (:func:`l2_preset`),
+    had its L2 measured (:data:`MEASURED_L2_READ_FRACTION`); False: the H200's constants stand in. Raises nothing."""
+    return l2_preset(hardware) in MEASURED_L2_READ_FRACTION
+
+
 def read_fraction_of(hardware: Any) -> float:
     """The fraction of ``hardware``'s L2 a read miss is judged against (dimensionless, of ``l2_bytes``): its preset's
     measured one (:data:`MEASURED_L2_READ_FRACTION`, by :func:`l2_preset`), else the H200's
@@ -347,7 +353,7 @@ def read_fraction_source(hardware: Any) -> str:
     from iomodel.cache.physical import receipt_device, receipt_name
 
     preset, cal, card = hardware_preset(hardware), l2_preset(hardware), card_of(hardware)
-    if cal not in MEASURED_L2_READ_FRACTION:
+    if not l2_measured(hardware):
         return f"not measured on the {preset or 'unnamed device'}: the H200's ({receipt_name('H200')})"
     measured_on = receipt_device(cal)
     if cal != preset:

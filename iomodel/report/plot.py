@@ -276,6 +276,12 @@ def default_seqlens(spec: LayerSpec) -> np.ndarray:
     return np.unique(np.append(pts, own))
 
 
+def seqlen_fields(spec: LayerSpec, n: Any) -> dict[str, Any]:
+    """The fields the bytes-versus-seqlen curve sets to each length ``n`` (tokens; an array or one int): seqlen_q and
+    seqlen_k for prefill, the KV-cache length seqlen_k for decode. Raises nothing."""
+    return {"seqlen_q": n, "seqlen_k": n} if spec.phase == "prefill" else {"seqlen_k": n}
+
+
 #: Programs the L2-aware curve of :func:`plot_seqlen` may simulate in all (B·H·T_r summed over
 #: its simulated points): the worksheet's own bound for one layer, so the curve costs at most about
 #: as much as one worksheet estimate (see :data:`iomodel.cache.estimate.L2_ESTIMATE_MAX_PROGRAMS`).
@@ -401,7 +407,7 @@ def plot_seqlen(
         runs = np.array([decode_splits_refusal(tiling.num_splits, int(x), tiling.block_n) is None for x in n],
                         dtype=bool)
     too_few = [int(x) for x in n[~runs]]  # the kernel never runs more splits than key blocks
-    vary = {"seqlen_q": n, "seqlen_k": n} if spec.phase == "prefill" else {"seqlen_k": n}
+    vary = seqlen_fields(spec, n)
     res = (_sweep_seqlens(spec, tilings, hardware, n, **options) if tilings is not None
            else _sweep(spec, tiling, hardware, vary, **options))
     xlabel = ("sequence length N = seqlen_q = seqlen_k (tokens; 1k = 1,024)" if spec.phase == "prefill"
@@ -824,8 +830,7 @@ def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, optio
                                                                  f", or drop {option} to write the worksheet alone")
     binds = False
     if inert_window is not None:  # the window binds somewhere along the curve: its longest length
-        longest = int(default_seqlens(spec).max())
-        at = spec.with_(seqlen_q=longest, seqlen_k=longest) if spec.phase == "prefill" else spec.with_(seqlen_k=longest)
+        at = spec.with_(**seqlen_fields(spec, int(default_seqlens(spec).max())))
         binds = not window_masks_nothing(spec.causal, *inert_window, at.seqlen_q, at.seqlen_k, at.causal_offset)
     if "seqlen" in kinds and window is not None and (windowed or binds or config.window_kind != "sliding-window"):
         # the curve would model full attention past the window, where the windowed (or chunked) layer runs

@@ -235,12 +235,6 @@ H200_NVL = replace(
 HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (A100_80GB, H100_SXM, H200, A100_40GB, A100_80GB_PCIE,
                                                          H100_PCIE, H100_NVL, H200_NVL)}
 
-#: The preset each card variant takes its measured L2 constants from (:mod:`iomodel.cache.params`, keyed by these): the
-#: same die with the same L2 enabled; bandwidth, memory, SMs and peak FLOP/s stay the variant's own. A preset not
-#: listed is its own. The L2 of a variant was not measured on it: the estimate's assumptions say on which card it was.
-CALIBRATED_AS: dict[str, str] = {"A100-40GB": "A100-80GB", "A100-80GB-PCIe": "A100-80GB", "H100-PCIe": "H100-SXM",
-                                 "H100-NVL": "H100-SXM", "H200-NVL": "H200"}
-
 #: A family's card variants, by a word that stands in the device name (``torch.cuda.get_device_name``: ``NVIDIA H100
 #: PCIe``, ``NVIDIA H100 NVL``, ``NVIDIA H200 NVL``, ``NVIDIA A100-SXM4-40GB``, ``NVIDIA A100-PCIE-40GB``, ``NVIDIA A100
 #: 80GB PCIe``), the first that stands wins; a name with none is the family's own preset (``NVIDIA H100 80GB HBM3``, the
@@ -250,6 +244,12 @@ _VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
     "H100-SXM": (("nvl", "H100-NVL"), ("pcie", "H100-PCIe")),
     "H200": (("nvl", "H200-NVL"),),
 }
+
+#: The preset each card variant takes its measured L2 constants from (:mod:`iomodel.cache.params`, keyed by these): its
+#: family's card (:data:`_VARIANTS`), the same die with the same L2 enabled; bandwidth, memory, SMs and peak FLOP/s stay
+#: the variant's own. A preset not listed is its own. The L2 of a variant was not measured on it: the estimate's
+#: assumptions say on which card it was.
+CALIBRATED_AS: dict[str, str] = {variant: family for family, variants in _VARIANTS.items() for _, variant in variants}
 
 _ALIASES = {k.lower(): k for k in HARDWARE} | {"h100": "H100-SXM", "a100": "A100-80GB", "h200-sxm": "H200"}
 
