@@ -268,3 +268,20 @@ def test_an_output_path_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, capsy
     argv = [a.format(d=tmp_path) for a in argv]
     assert_one_line_error(capsys, argv, "is a folder", option)
     assert not (tmp_path / "new").exists()
+
+
+def test_an_output_that_cannot_be_written_leaves_no_plots_and_a_bad_schedule_table_is_one_line(capsys, tmp_path):
+    """A fresh user's findings (2026-12-07): ``-o /dev/full --format json --plot-dir D`` wrote the three plots, said so,
+    then failed on the worksheet, leaving them; ``schedule = 3`` in a schedule file was a traceback."""
+    import os
+
+    if os.path.exists("/dev/full"):
+        code, out, err = run_cli(capsys, ["worksheet", "-o", "/dev/full", "--format", "json",
+                                          "--plot-dir", str(tmp_path / "new" / "plots")])
+        assert code == 2 and err.count("\n") == 1 and err.startswith("error: cannot write /dev/full")
+        assert not (tmp_path / "new").exists()
+    bad = tmp_path / "s.toml"
+    bad.write_text("schedule = 3\n")
+    code, out, err = run_cli(capsys, ["worksheet", "--schedule", str(bad)])
+    assert code == 2 and err.count("\n") == 1 and out == ""
+    assert "schedule must be a [schedule] table of fields, got 3" in err

@@ -114,17 +114,30 @@ def worksheet(
         from iomodel.report.plot import PLOT_KINDS, check_plots
 
         check_plots(lay.spec, PLOT_KINDS, lay.config, "--plot-dir", lay.inert_window)
+        made = next((q for q in reversed([Path(plot_dir), *Path(plot_dir).parents]) if not q.exists()), None)
         plot_dir = check_output_dir(plot_dir, "--plot-dir")  # a str: "" is refused, not read as the current folder
     text = W.render(ws, fmt)
+    plots: list[Path] = []
     if plot_dir is not None:  # the plots first: a plot that fails leaves no worksheet behind either
         from iomodel.report.plot import write_plots
 
-        for path in write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config,
-                                launcher_splits=not lay.splits_given,  # else --num-splits is held
-                                inert_window=lay.inert_window):
-            typer.echo(f"wrote {shown(path)}", err=True)
+        plots = write_plots(lay.spec, lay.tiling, lay.hardware, plot_dir, config=lay.config,
+                            launcher_splits=not lay.splits_given,  # else --num-splits is held
+                            inert_window=lay.inert_window)
     if output is not None:
-        _write(output, text)
+        try:
+            _write(output, text)
+        except IomodelError:  # the worksheet could not be written (a full disk, /dev/full): no plots left behind
+            for path in plots:
+                Path(path).unlink(missing_ok=True)
+            folder = Path(plot_dir) if plot_dir is not None and made is not None else None
+            while folder is not None and not any(folder.iterdir()):  # the folders -o's failure would leave, emptied
+                folder.rmdir()
+                folder = None if folder.resolve() == made.resolve() else folder.parent
+            raise
+    for path in plots:
+        typer.echo(f"wrote {shown(path)}", err=True)
+    if output is not None:
         typer.echo(f"wrote {shown(output)}", err=True)
     else:
         sys.stdout.write(text)

@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from iomodel import jsonvalues as jv
 from iomodel.errors import IomodelError
 from iomodel.spec.hardware import MAX_WARPS_PER_PROGRAM
 
@@ -510,6 +511,9 @@ def read_schedule_file(path: str | Path) -> dict[str, Any]:
     data = read_toml(path, f"schedule file {str(path)!r}", "pass a TOML file (--schedule FILE.toml)")
     if set(data) == {"schedule"}:
         data = data["schedule"]
+        if not isinstance(data, dict):  # "schedule = 3": a value where the [schedule] table belongs
+            raise IomodelError(f"schedule file {str(path)!r}: schedule must be a [schedule] table of fields, got "
+                               f"{jv.describe(data)}: write the fields under [schedule] or at the top level")
     elif isinstance(data.get("schedule"), dict):  # a [schedule] table beside top-level fields: which wins is a guess
         raise IomodelError(f"schedule file {str(path)!r} gives fields both at the top level "
                            f"({', '.join(sorted(k for k in data if k != 'schedule'))}) and in a [schedule] table: "
