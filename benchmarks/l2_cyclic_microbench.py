@@ -56,7 +56,7 @@ def _kernel():
     import triton.language as tl
 
     @triton.jit
-    def cyclic_qo(buf, qbuf, obuf, set_blocks, passes, programs, Q: tl.constexpr, O: tl.constexpr,
+    def cyclic_qo(buf, qbuf, obuf, set_blocks, passes, programs, keep, Q: tl.constexpr, O: tl.constexpr,
                   BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         offs = tl.arange(0, BLOCK)
@@ -69,7 +69,8 @@ def _kernel():
                 acc += tl.load(buf + j * BLOCK + offs, cache_modifier=".cg")  # j * BLOCK < 2^31
             for i in tl.static_range(O):
                 tl.store(obuf + (row * O + i) * BLOCK + offs, acc + i)
-        tl.store(obuf + offs, acc, mask=offs < 0)  # keep the loads where nothing is stored (o = 0)
+        if O == 0:  # keep the loads without storing a byte: keep = 0 at run time (a mask known to be empty at compile
+            tl.store(obuf + offs, acc, mask=offs < keep)  # time let the compiler drop every load: the first run's o = 0 rows)
 
     return cyclic_qo
 
@@ -106,7 +107,7 @@ def child(cases_file: str) -> int:
     obuf = torch.empty(omost * BLOCK, device=dev, dtype=torch.int32)
 
     def launch(c):
-        kern[(c["programs"],)](buf, qbuf, obuf, c["set_blocks"], c["passes"], c["programs"], Q=c["q"], O=c["o"],
+        kern[(c["programs"],)](buf, qbuf, obuf, c["set_blocks"], c["passes"], c["programs"], 0, Q=c["q"], O=c["o"],
                                BLOCK=BLOCK, num_warps=8)
 
     return launch_cases(cases, launch, lambda c: {**c, "passes": min(c["passes"], 2)})
