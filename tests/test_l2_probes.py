@@ -187,3 +187,43 @@ def test_a_corrupt_split_receipt_gets_one_error_line_and_nothing_half_printed(tm
     assert split.main([flag, str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_a_long_causal_wave_s_q_and_o_displace_more_k_v_than_the_forward_constants_weigh():
+    """receipts/l2-cyclic-h100-2026-12-07.json (benchmarks/l2_cyclic_microbench.py): one set re-read by the 132 SMs in
+    step half-misses at 26.65 MiB alone and lower with private Q blocks read before each pass and O blocks written
+    after it, a private byte displacing 0.72-0.86 of a set byte (docs/l2-calibration.md, "Long causal forwards: what
+    the Q and O of a wave displace"); the model at the forward's constants re-fetches less of the set than measured
+    where a long causal wave's Q and O (4 + 4 blocks a program) sit between the passes."""
+    import l2_cyclic_microbench as cyclic
+    from iomodel.cache.physical import half_point
+    from iomodel.spec.hardware import get_hardware
+
+    rec = json.loads((ROOT / "receipts" / "l2-cyclic-h100-2026-12-07.json").read_text())
+    assert rec["device"] == "NVIDIA H100 80GB HBM3" and rec["num_sms"] == 132
+    rows = cyclic.summarise(rec["cases"], rec["measured"])  # recomputed from the raw counters
+    halves = {(q, o): half_point(sorted((r["mib"], r["miss_per_pass"]) for r in rows if (r["q"], r["o"]) == (q, o)))
+              for q, o in cyclic.CYCLIC_BLOCKS}
+    assert {k: round(v, 2) for k, v in halves.items() if v is not None} == {
+        (0, 0): 26.65, (4, 0): 23.15, (8, 0): 20.23, (0, 4): 23.66, (0, 8): 19.56, (4, 4): 20.3}
+    weights = [(halves[(0, 0)] - halves[(q, o)]) / ((q + o) * 132 * cyclic.BLOCK * 4 / 2**20)
+               for q, o in ((4, 0), (8, 0), (0, 4), (0, 8), (4, 4))]
+    assert [round(w, 2) for w in weights] == [0.85, 0.78, 0.72, 0.86, 0.77]
+    measured = {r["mib"]: r["miss_per_pass"] for r in rows if (r["q"], r["o"]) == (4, 4)}
+    hw = get_hardware("H100-SXM")
+    model = [round(cyclic.model_cyclic_miss(hw, mib, 4, 4, 132), 3) for mib in (20, 22, 24)]
+    assert model == [0.235, 0.513, 0.773]
+    assert [round(measured[m], 3) for m in (20, 22, 24)] == [0.453, 0.765, 0.904]
+
+
+@pytest.mark.parametrize("content", ['{"summary": [{"pattern": "cyclic"}], "measured": {}, "num_sms": 132, '
+                                     '"device": "NVIDIA H100 80GB HBM3"}', "[1, 2]", "not json"])
+def test_a_corrupt_cyclic_receipt_gets_one_error_line(tmp_path, capsys, content):
+    """l2_cyclic_microbench.py --compare on a corrupt receipt: exit 2, one ``error:`` line, nothing printed before."""
+    import l2_cyclic_microbench as cyclic
+
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    assert cyclic.main(["--compare", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1
