@@ -101,7 +101,7 @@ REAL = [
                                                           "hidden_size": 5120, "num_hidden_layers": 48,
                                                           "attention_chunk_size": 8192,
                                                           "max_position_embeddings": 10485760}},
-     None, (40, 8, 128), (8192, "chunked", "36 of 48 layers (Llama-4 interleaved RoPE/NoPE): all but layers 3, 7, …, 47 (every 4th from 3)"), None),
+     None, (40, 8, 128), (8192, "chunked", "36 of 48 layers (Llama-4 interleaved RoPE/NoPE, no_rope_layer_interval 4): all but layers 3, 7, …, 47 (every 4th from 3)"), None),
     ("openai/gpt-oss-20b", {"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8,
                             "head_dim": 64, "hidden_size": 2880, "num_hidden_layers": 24, "sliding_window": 128,
                             "layer_types": ["sliding_attention", "full_attention"] * 12, "torch_dtype": "bfloat16"},
@@ -1435,3 +1435,112 @@ def test_a_config_window_wider_than_the_keys_is_no_window(tmp_path):
     assert br.window_inert and "--no-causal --causal-align bottom-right" in br.command()
     assert not resolve_layer(config=mistral, seqlen_q=8192, seqlen_k=4096, causal=False,
                              causal_align="top-left").window_inert
+
+
+def test_a_wrapper_s_top_level_fields_are_not_the_language_model_s(tmp_path):
+    """MusicFlamingo as transformers 5 saves it: the top level's head_dim 1280 is its audio rotary's; its Qwen2
+    text_config gives none, so HEAD_DIM is 3584 / 28 = 128 (was 1280: ten times the K/V bytes; a fresh user's finding,
+    twenty-fourth session), said. The dtype is still inherited; a nested dtype beats a top-level torch_dtype under
+    either spelling, said."""
+    path = _write(tmp_path, {"model_type": "musicflamingo", "dtype": "bfloat16", "head_dim": 1280,
+                             "audio_config": {"model_type": "audioflamingo3_encoder", "num_attention_heads": 20,
+                                              "hidden_size": 1280},
+                             "text_config": {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+                                             "num_key_value_heads": 4, "num_hidden_layers": 28, "dtype": None}})
+    cfg = load_config(path)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.dtype) == (28, 4, 128, "bf16")
+    assert any(n.startswith("the top level gives head_dim, which the nested language-model config does not")
+               for n in cfg.notes)
+    mixed = _write(tmp_path, {"model_type": "qwen3_vl", "torch_dtype": "float32",
+                              "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 4096,
+                                              "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                                              "num_hidden_layers": 36, "dtype": "bfloat16"}}, "m.json")
+    cfg = load_config(mixed)
+    assert cfg.dtype == "bf16"
+    assert "the nested config gives dtype differently from the top level: the nested (language model) values are " \
+           "used." in cfg.notes
+
+
+def test_layouts_the_hf_classes_derive_where_the_file_gives_none(tmp_path):
+    """Fields a family's HF class fills in by default (a fresh user's findings, twenty-fourth session): Llama-4's
+    attention_chunk_size 8192 and no_rope_layer_interval 4, an explicit no_rope_layers list, GPT-OSS's and OLMo-3's
+    layer_types, Cohere2's sliding_window_pattern 4; Qwen2-MoE saved with sliding_window 0 (use_sliding_window false)
+    and ModernBERT saved with layer_types and local_attention, both read as their original files are."""
+    llama4 = {"model_type": "llama4", "torch_dtype": "bfloat16",
+              "text_config": {"model_type": "llama4_text", "num_attention_heads": 40, "num_key_value_heads": 8,
+                              "head_dim": 128, "hidden_size": 5120, "num_hidden_layers": 48, "no_rope_layers": []}}
+    cfg = load_config(_write(tmp_path, llama4, "l0.json"))
+    assert (cfg.window, cfg.window_kind) == (8192, "chunked") and cfg.window_layers.startswith("36 of 48 layers")
+    assert ("the file gives no 'attention_chunk_size': 8192, the default of HF transformers' Llama4TextConfig, as "
+            "transformers reads the file.") in cfg.notes
+    explicit = {**llama4, "text_config": {**llama4["text_config"], "attention_chunk_size": 8192,
+                                          "no_rope_layers": [1] * 47 + [0]}}
+    assert load_config(_write(tmp_path, explicit, "l1.json")).window_layers == \
+        "47 of 48 layers (no_rope_layers): all but layer 47"
+    every2 = {**llama4, "text_config": {**llama4["text_config"], "no_rope_layer_interval": 2}}
+    assert load_config(_write(tmp_path, every2, "l2.json")).window_layers.startswith(
+        "24 of 48 layers (Llama-4 interleaved RoPE/NoPE, no_rope_layer_interval 2): layers 0, 2")
+    for fields, layers in (
+            ({"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+              "hidden_size": 2880, "num_hidden_layers": 36, "sliding_window": 128}, "18 of 36 layers (layer_types)"),
+            ({"model_type": "olmo3", "num_attention_heads": 32, "hidden_size": 4096, "num_hidden_layers": 32,
+              "sliding_window": 4096}, "24 of 32 layers (layer_types)"),
+            ({"model_type": "cohere2", "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+              "num_hidden_layers": 32, "sliding_window": 4096}, "24 of 32 layers (layer_types)")):
+        cfg = load_config(_write(tmp_path, {**fields, "torch_dtype": "bfloat16"}, "d.json"))
+        assert cfg.window_layers.startswith(layers), fields["model_type"]
+        assert any("without 'layer_types'" in n and "derives them" in n for n in cfg.notes)
+    qwen2_moe = {"model_type": "qwen2_moe", "num_attention_heads": 28, "num_key_value_heads": 4, "hidden_size": 3584,
+                 "num_hidden_layers": 28, "sliding_window": 0, "use_sliding_window": False, "torch_dtype": "bfloat16"}
+    assert load_config(_write(tmp_path, qwen2_moe, "q.json")).window is None
+    with pytest.raises(IomodelError, match="'sliding_window' must be a positive integer, got 0"):
+        load_config(_write(tmp_path, {**qwen2_moe, "use_sliding_window": True}, "q1.json"))
+    bert = {"model_type": "modernbert", "num_attention_heads": 12, "hidden_size": 768, "num_hidden_layers": 22,
+            "global_attn_every_n_layers": 3, "local_attention": 128, "torch_dtype": "float32"}
+    original = load_config(_write(tmp_path, bert, "b0.json"))
+    resaved = load_config(_write(tmp_path, {**bert, "layer_types": [
+        "full_attention" if i % 3 == 0 else "sliding_attention" for i in range(22)]}, "b1.json"))
+    assert (original.window, original.window_kind) == (resaved.window, resaved.window_kind) == (
+        64, "local (bidirectional, half the span each side)")
+    assert resaved.window_layers.startswith("14 of 22 layers (layer_types)")
+
+
+def test_a_top_left_chunk_over_a_longer_cache_and_an_inert_chunk_are_said(tmp_path):
+    """Fewer queries than keys under the prefill's default top-left alignment: the keys no query sees are said with the
+    flag for a chunked prefill (bottom-right; a fresh user's finding, the worksheet 18x apart between the two); none
+    where the lengths are equal or bottom-right. Llama-4's chunked layers at lengths inside the chunk are said to be
+    full attention there."""
+    from iomodel.spec.resolve import resolve_layer
+
+    def said(lay):
+        return [n for n in lay.notes if "seen by no query" in n]
+
+    lay = resolve_layer(heads=16, kv_heads=8, head_dim=128, seqlen_q=512, seqlen_k=8192, dtype="bf16")
+    assert said(lay) == ["causal top-left (PyTorch is_causal, the prefill default) with fewer queries than keys: query "
+                         "row m sees keys n <= m, so the last 7,680 of 8,192 keys are seen by no query. A chunk of new "
+                         "queries over a longer KV cache (chunked prefill, prefix caching: FlashAttention >= 2.1, "
+                         "vLLM) aligns bottom-right: pass --causal-align bottom-right for that layer."]
+    assert not said(resolve_layer(heads=16, kv_heads=8, head_dim=128, seqlen_q=512, seqlen_k=8192, dtype="bf16",
+                                  causal_align="bottom-right"))
+    assert not said(resolve_layer(heads=16, kv_heads=8, head_dim=128, seqlen=8192, dtype="bf16"))
+    ragged = resolve_layer(heads=16, kv_heads=8, head_dim=128, seqlens="512:8192,300", dtype="bf16")
+    assert "(1 sequence of the batch; the first, 512 over 8,192)" in said(ragged)[0]
+    fields = next(r[1] for r in REAL if r[0] == "meta-llama/Llama-4-Scout-17B-16E")
+    lay = resolve_layer(config=_write(tmp_path, fields), seqlen=4096)
+    assert any("chunked attention of 8,192 tokens on 36 of 48 layers" in n and "at 4,096 queries and 4,096 keys it "
+               "hides no key the mask shows" in n for n in lay.notes)
+
+
+def test_mla_and_quantized_checkpoints_are_refused_with_what_to_do(tmp_path):
+    """MLA cannot be given by flags (the refusal says so); a checkpoint without torch_dtype but with a
+    quantization_config (GPT-OSS's mxfp4) is told the activations' dtype to pass."""
+    with pytest.raises(IomodelError, match="no flag expresses .* not this model's attention$"):
+        load_config(_write(tmp_path, {"model_type": "deepseek_v3", "num_attention_heads": 128, "hidden_size": 7168,
+                                      "kv_lora_rank": 512, "torch_dtype": "bfloat16"}))
+    with pytest.raises(IomodelError, match=r"quantizes weights, not the attention's Q, K and V: pass their dtype, "
+                                           r"e\.g\. --dtype bf16\)$"):
+        load_config(_write(tmp_path, {"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8,
+                                      "head_dim": 64, "hidden_size": 2880, "num_hidden_layers": 36,
+                                      "layer_types": ["sliding_attention", "full_attention"] * 18,
+                                      "sliding_window": 128, "quantization_config": {"quant_method": "mxfp4"}},
+                           "q.json"))

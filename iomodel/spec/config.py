@@ -74,6 +74,15 @@ ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
 TOWER_KEYS = ("vision_config", "audio_config", "speech_config")
 #: Every field the attention layer is read from (a nested config that disagrees on one is noted).
 ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + ("sliding_window", "torch_dtype"))
+#: The language model's own fields: where a nested config (``text_config`` ...) is read, a wrapper's top-level value of
+#: one of these that the nested config does not name is not the language model's (HF transformers builds the text
+#: config from the nested dict and its class defaults; MusicFlamingo's top-level ``head_dim`` 1280 is its audio rotary's,
+#: its Qwen2 text_config's is 3584 / 28 = 128). The dtype is inherited (:data:`DTYPE_KEYS`).
+TEXT_MODEL_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + LAYERS_KEYS + (
+    "sliding_window", "sliding_window_pattern", "sliding_window_size", "sliding_window_layout", "use_sliding_window",
+    "max_window_layers", "layer_types", "attention_chunk_size", "no_rope_layers", "attention_window", "window_size",
+    "local_attention", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "attention_k_eq_v",
+    "global_head_dim", "num_global_key_value_heads"))
 
 #: Fields that change the bytes moved and that the model cannot represent: refused, named.
 UNMODELLED: dict[str, str] = {
@@ -286,6 +295,14 @@ DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config",
 #: HF ``AfmoeConfig``'s defaults that decide its layer types where a file gives no ``layer_types`` (its default
 #: ``sliding_window``, 1024, is in :data:`DEFAULT_SLIDING_WINDOW`).
 AFMOE_DEFAULTS = {"global_attn_every_n_layers": 4, "num_hidden_layers": 32}
+#: Families whose HF configuration class derives ``layer_types`` where a file gives none, by ``model_type``: (class,
+#: n): layer i slides unless (i + 1) % n == 0 (``GptOssConfig``: every other layer from layer 0; ``Olmo3Config``: three
+#: of every four; ``Cohere2Config``: its default ``sliding_window_pattern`` of 4, where the file gives no pattern).
+DERIVED_LAYER_TYPES = {"gpt_oss": ("GptOssConfig", 2), "olmo3": ("Olmo3Config", 4), "cohere2": ("Cohere2Config", 4)}
+#: HF ``Llama4TextConfig``'s defaults: ``attention_chunk_size`` (a file that leaves it out is chunked at this many
+#: tokens) and ``no_rope_layer_interval`` (every n-th layer is NoPE and global, the others RoPE and chunked, where
+#: ``no_rope_layers`` is absent or empty).
+LLAMA4_DEFAULTS = {"attention_chunk_size": 8192, "no_rope_layer_interval": 4}
 #: Families whose HF configuration class turns ``sliding_window`` off unless ``use_sliding_window`` is true, by
 #: ``model_type`` (``use_sliding_window`` defaults to False; ``self.sliding_window = sliding_window if
 #: self.use_sliding_window else None``): a file that leaves the flag out has no window.
@@ -449,6 +466,7 @@ class _Fields:
         self.window_note = ""  # a note on a per-layer window list (set by _window)
         self.defaulted_layer_types = ""  # a note: Gemma-4's default layout or its last layer made full (_window)
         self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
+        self.dropped: list[str] = []  # the wrapper's top-level language-model fields the nested config does not name
         self.decoder: dict[str, Any] | None = None  # the decoder's sub-config where the encoder's fields are read
         self.encoder_read = False  # the attention fields are an ``encoder`` sub-object's (T5Gemma)
         self.text_model_type = ""  # a note: the wrapper's default model_type of its text_config (LLaVA: llama)
@@ -476,6 +494,17 @@ class _Fields:
                                         f"transformers' {self.top_model_type!r} configuration gives it, so that "
                                         "family's defaults apply.")
             self.nested_decoder = sub.get("is_decoder") is True  # Pix2Struct's text_config: the causal decoder
+            self.dropped = sorted(k for k in cfg if k in TEXT_MODEL_KEYS and k not in sub and cfg[k] is not None)
+            for k in self.dropped:  # the wrapper's, not the language model's (MusicFlamingo's audio head_dim)
+                del self.cfg[k]
+            top_dt = next((cfg[k] for k in DTYPE_KEYS if cfg.get(k) is not None), None)
+            sub_dt = next((k for k in DTYPE_KEYS if sub.get(k) is not None), None)
+            if sub_dt and top_dt is not None and sub[sub_dt] != top_dt and sub_dt not in self.overridden:
+                self.overridden = sorted([*self.overridden, sub_dt])  # said: the nested dtype differs, in any spelling
+            if sub_dt:  # the nested dtype wins under either spelling
+                for k in DTYPE_KEYS:
+                    if sub.get(k) is None:
+                        self.cfg.pop(k, None)
             self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
             self.where = f"{where} ({key})"
             break
@@ -952,14 +981,31 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         on = [i for i in range(total) if i not in set(glob)]
         return (f.int_(("sliding_window",)), "sliding-window",
                 f"{len(on)}{of} (all but global_attn_idx): " + _which_layers(on, total))
-    window = f.int_(("sliding_window",))
     model_type = f.cfg.get("model_type") if isinstance(f.cfg.get("model_type"), str) else None
+    raw = f.cfg.get("sliding_window")
+    if raw == 0 and not isinstance(raw, bool) and not f.flag("use_sliding_window") and (
+            "use_sliding_window" in f.cfg or model_type in SLIDING_WINDOW_OFF_BY_DEFAULT):
+        # HF Qwen2MoeConfig (transformers 5) saves sliding_window = 0 when use_sliding_window is false: no window
+        f.cfg["sliding_window"] = None
+    window = f.int_(("sliding_window",))
     if window is None and "sliding_window" not in f.cfg and model_type in DEFAULT_SLIDING_WINDOW:
         cls, window = DEFAULT_SLIDING_WINDOW[model_type]  # absent (not null: null turns it off), as transformers reads
         f.defaulted_window = (f"the file gives no 'sliding_window': {window}, the default of HF transformers' {cls} "
                               f"(model_type {model_type!r}), as transformers reads the file.")
     chunk = f.int_(("attention_chunk_size",))
+    if chunk is None and "attention_chunk_size" not in f.cfg and model_type == "llama4_text":
+        chunk = LLAMA4_DEFAULTS["attention_chunk_size"]  # absent (not null), as Llama4TextConfig reads the file
+        f.defaulted_window = (f"the file gives no 'attention_chunk_size': {chunk}, the default of HF transformers' "
+                              "Llama4TextConfig, as transformers reads the file.")
     types = f.cfg.get("layer_types")
+    if (types is None and "layer_types" not in f.cfg and model_type in DERIVED_LAYER_TYPES and window is not None
+            and total and not (model_type == "cohere2" and f.has("sliding_window_pattern"))):
+        cls, every = DERIVED_LAYER_TYPES[model_type]  # as the class's __init__ derives them
+        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(total)]
+        nth = {2: "other", 3: "3rd"}.get(every, f"{every}th")
+        f.window_note = (f"model_type {model_type!r} without 'layer_types': every {nth} layer full attention, the "
+                         f"others sliding-window, as HF transformers' {cls} derives them"
+                         + (" (its default sliding_window_pattern 4)." if model_type == "cohere2" else "."))
     if model_type in SLIDING_WINDOW_OFF_BY_DEFAULT and not f.flag("use_sliding_window") and window is not None:
         # HF sets sliding_window = None unless use_sliding_window, whatever layer_types says: no layer slides (said
         # where the flag is left out: the class default decides; a file saying false is plain)
@@ -1007,8 +1053,11 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                         + f"); the other {len(types) - len(attention)} ("
                         + ", ".join(sorted(set(types) - known)) + ") move no attention traffic: this worksheet "
                         "models one attention layer.")
+        slide_name = "sliding-window"
+        if window is None and f.has("local_attention"):  # ModernBERT saved by transformers 5: local_attention's span
+            window, slide_name = max(1, f.int_(("local_attention",)) // 2), "local (bidirectional, half the span each side)"
         for kind, name, w, key in (("chunked_attention", "chunked", chunk, "attention_chunk_size"),
-                                   ("sliding_attention", "sliding-window", window, "sliding_window")):
+                                   ("sliding_attention", slide_name, window, "sliding_window")):
             n = types.count(kind)
             if n:
                 if w is None:
@@ -1020,9 +1069,23 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     if local is not None:
         return local
     if chunk is not None:  # Llama-4: layers with RoPE are chunked, every no_rope_layer_interval-th is global
-        return chunk, "chunked", ("3 of every 4 layers" if not total else f"{total - total // 4}{of}") + \
-            " (Llama-4 interleaved RoPE/NoPE)" + (": " + _which_layers([i for i in range(total) if (i + 1) % 4], total)
-                                                   if total else "")
+        rope = f.cfg.get("no_rope_layers")
+        if isinstance(rope, list) and rope:  # Llama4TextConfig: 1 = the layer uses RoPE (and is chunked)
+            if not all(v in (0, 1) and not isinstance(v, bool) for v in rope):
+                raise IomodelError(f"{f.where}: 'no_rope_layers' must list 1 (a RoPE, chunked layer) or 0 (NoPE, "
+                                   "global) per layer: fix the file")
+            on = [i for i, v in enumerate(rope) if v == 1]
+            if not on:
+                return None, "", ""
+            return chunk, "chunked", (f"{len(on)} of {len(rope)} layers (no_rope_layers): "
+                                      + _which_layers(on, len(rope)))
+        every = f.int_(("no_rope_layer_interval",)) or LLAMA4_DEFAULTS["no_rope_layer_interval"]
+        if every == 1:  # every layer NoPE and global
+            return None, "", ""
+        return chunk, "chunked", (f"{every - 1} of every {every} layers" if not total else
+                                  f"{sum(1 for i in range(total) if (i + 1) % every)}{of}") + \
+            f" (Llama-4 interleaved RoPE/NoPE, no_rope_layer_interval {every})" + (
+                ": " + _which_layers([i for i in range(total) if (i + 1) % every], total) if total else "")
     if window is None:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
@@ -1284,6 +1347,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         if key in MLA_KEYS and (mla_off or f.cfg.get(key) == 0):
             continue
         if f.has(key):
+            if key in MLA_KEYS:
+                raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model and "
+                                   "no flag expresses (its K/V bytes would be wrong): --heads/--kv-heads/--head-dim "
+                                   "without a config model an ordinary MHA/GQA layer, not this model's attention")
             raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model "
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model an ordinary layer")
@@ -1356,8 +1423,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if dtype is None:
         key = dtype_key = f.key_of(DTYPE_KEYS)
         if key is None:
+            quant = (" (its quantization_config quantizes weights, not the attention's Q, K and V: pass their dtype, "
+                     "e.g. --dtype bf16)") if isinstance(f.cfg.get("quantization_config"), dict) else ""
             raise IomodelError(f"{f.where}: no 'torch_dtype' field (transformers' default is float32; a model's "
-                               "own code may choose another): add it or pass --dtype")
+                               f"own code may choose another): add it or pass --dtype{quant}")
         dtype = f.cfg[key]
         if not isinstance(dtype, str):
             raise IomodelError(f"{f.where}: '{key}' must be a dtype name such as \"bfloat16\", got {_kind(dtype)}: "
@@ -1404,6 +1473,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if f.overridden:
         notes += (f"the nested config gives {', '.join(f.overridden)} differently from the top level: the nested "
                   "(language model) values are used.",)
+    if f.dropped:
+        notes += (f"the top level gives {', '.join(f.dropped)}, which the nested language-model config does not: "
+                  "those are the wrapper's (another tower's), not the language model's, and are not used (HF "
+                  "transformers builds the text config from the nested one and its class defaults).",)
     if double and head_dim_flag is None:
         notes += (f"model_type {f.cfg['model_type']!r} attends on twice the hidden size (HF transformers' "
                   f"Zamba2Config: attention_head_dim = 2·hidden_size / num_attention_heads = {head_dim}); a hybrid "

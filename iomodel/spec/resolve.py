@@ -357,6 +357,12 @@ def resolve_layer(
         cfg.check_dense(spec.seqlen_q, spec.seqlen_k)  # long-context sparse attention past its dense length
     if cfg is not None and not sliding and window is None:
         cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k, ragged=ragged is not None)  # chunked or local: not modelled
+        if cfg.window is not None:  # within it: those layers are full attention at these lengths, said
+            longest = "the batch's longest, "
+            window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window:,} tokens on "
+                           f"{cfg.window_layers}: at {longest if ragged else ''}{spec.seqlen_q:,} queries and "
+                           f"{spec.seqlen_k:,} keys it hides no key the mask shows (every query's keys lie within it), "
+                           "so the layer is modelled without one.")
     elif cfg is not None and not sliding and cfg.window is not None and (
             left is not None or right is not None or max(spec.seqlen_q, spec.seqlen_k) > cfg.window):
         # --window states the layer asked for (--window none within the config's window: the same full layer)
@@ -442,6 +448,16 @@ def resolve_layer(
         notes.append(f"the model trains with attention dropout p = {cfg.attention_dropout:g}: modelled without it "
                      "(the bundled kernel has none; the eager chain would also write and read a keep-mask of the "
                      "scores' size).")
+    short = [(q, k) for q, k in (ragged.seqlens if ragged is not None else ((spec.seqlen_q, spec.seqlen_k),)) if q < k]
+    if spec.causal and spec.causal_align == "top-left" and phase == "prefill" and short:
+        q, k = short[0]
+        notes.append(
+            "causal top-left (PyTorch is_causal, the prefill default) with fewer queries than keys"
+            + (f" ({len(short):,} sequence{'s' * (len(short) > 1)} of the batch; the first, {q:,} over {k:,})"
+               if ragged is not None else "")
+            + f": query row m sees keys n <= m, so the last {k - q:,} of {k:,} keys are seen by no query. A chunk "
+            "of new queries over a longer KV cache (chunked prefill, prefix caching: FlashAttention >= 2.1, vLLM) "
+            "aligns bottom-right: pass --causal-align bottom-right for that layer.")
     limit = cfg.max_position_embeddings if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
         notes.append(
