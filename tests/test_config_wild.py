@@ -1544,3 +1544,24 @@ def test_mla_and_quantized_checkpoints_are_refused_with_what_to_do(tmp_path):
                                       "layer_types": ["sliding_attention", "full_attention"] * 18,
                                       "sliding_window": 128, "quantization_config": {"quant_method": "mxfp4"}},
                            "q.json"))
+
+
+def test_jamba_defaults_and_nemotron_h_saved_by_transformers_5_say_their_attention_layers(tmp_path):
+    """Jamba without attn_layer_offset (or period) takes JambaConfig's defaults, 8 and 4: attention on layers 4, 12,
+    20, 28 of 32 (was 0, 8, 16, 24, or no note); Nemotron-H as transformers 5 saves it (``layers_block_type``, not
+    ``hybrid_override_pattern``) says the same four layers of 52 as the original file."""
+    jamba = {"model_type": "jamba", "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+             "num_hidden_layers": 32, "torch_dtype": "bfloat16"}
+    for extra in ({}, {"attn_layer_period": 8}):
+        cfg = load_config(_write(tmp_path, {**jamba, **extra}))
+        assert any("4 of 32 layers are softmax attention (layers 4, 12, …, 28 (every 8th from 4))" in n
+                   and "JambaConfig's default" in n for n in cfg.notes)
+    pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+    names = {"M": "linear_attention", "-": "mlp", "*": "full_attention"}
+    base = {"model_type": "nemotron_h", "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+            "hidden_size": 4096, "num_hidden_layers": 52, "torch_dtype": "bfloat16"}
+    said = []
+    for fields in ({"hybrid_override_pattern": pattern}, {"layers_block_type": [names[c] for c in pattern]}):
+        cfg = load_config(_write(tmp_path, {**base, **fields}, "n.json"))
+        said.append(next(n.split(": ", 1)[1] for n in cfg.notes if "softmax attention" in n))
+    assert said[0] == said[1] and said[0].startswith("4 of 52 layers are softmax attention (layers 7, 18, …, 40")

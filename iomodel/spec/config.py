@@ -295,6 +295,8 @@ DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config",
 #: HF ``AfmoeConfig``'s defaults that decide its layer types where a file gives no ``layer_types`` (its default
 #: ``sliding_window``, 1024, is in :data:`DEFAULT_SLIDING_WINDOW`).
 AFMOE_DEFAULTS = {"global_attn_every_n_layers": 4, "num_hidden_layers": 32}
+#: HF ``JambaConfig``'s defaults of its attention layout (layer i is attention where i % period == offset).
+JAMBA_DEFAULTS = {"attn_layer_period": 8, "attn_layer_offset": 4}
 #: Families whose HF configuration class derives ``layer_types`` where a file gives none, by ``model_type``: (class,
 #: n): layer i slides unless (i + 1) % n == 0 (``GptOssConfig``: every other layer from layer 0; ``Olmo3Config``: three
 #: of every four; ``Cohere2Config``: its default ``sliding_window_pattern`` of 4, where the file gives no pattern).
@@ -1161,11 +1163,15 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     cfg = f.cfg
     attention: list[int] | None = None
     said = ""
-    if isinstance(cfg.get("attn_layer_period"), int) and total:
-        period, offset = cfg["attn_layer_period"], cfg.get("attn_layer_offset", 0)
-        if period > 0 and isinstance(offset, int):
-            attention, said = [i for i in range(total) if i % period == offset], "attn_layer_period/offset"
     model_type = cfg.get("model_type")
+    jamba = JAMBA_DEFAULTS if model_type == "jamba" else {}  # HF JambaConfig's defaults where the file leaves them out
+    period, offset = cfg.get("attn_layer_period", jamba.get("attn_layer_period")), cfg.get(
+        "attn_layer_offset", jamba.get("attn_layer_offset", 0))
+    if isinstance(period, int) and total:
+        if period > 0 and isinstance(offset, int):
+            defaulted = [k for k in ("attn_layer_period", "attn_layer_offset") if k not in cfg and k in jamba]
+            attention, said = [i for i in range(total) if i % period == offset], "attn_layer_period/offset" + (
+                f" ({' and '.join(defaulted)}: JambaConfig's default{'s' * (len(defaulted) > 1)})" if defaulted else "")
     # the layouts below are read strictly (a wrong type or value is one line: IomodelError from f.int_/f.flag)
     interval = f.int_(("full_attention_interval",))  # Qwen3-Next without layer_types (HF Qwen3NextConfig: layer i
     if interval and total:  # is full attention where (i + 1) % n == 0)
@@ -1194,6 +1200,10 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     pattern = cfg.get("hybrid_override_pattern")
     if attention is None and isinstance(pattern, str) and pattern:
         attention, said, total = [i for i, c in enumerate(pattern) if c == "*"], "hybrid_override_pattern", len(pattern)
+    block_list = cfg.get("layers_block_type")  # Nemotron-H saved by transformers 5: full_attention among mamba/mlp
+    if attention is None and isinstance(block_list, list) and block_list and all(isinstance(b, str) for b in block_list):
+        attention, said, total = ([i for i, b in enumerate(block_list) if b in ("attention", "full_attention")],
+                                  "layers_block_type", len(block_list))
     kinds = cfg.get("attn_type_list")
     if attention is None and isinstance(kinds, list) and kinds:
         attention, said, total = [i for i, k in enumerate(kinds) if k == 1], "attn_type_list (1: softmax)", len(kinds)
