@@ -1440,8 +1440,10 @@ def test_a_config_window_wider_than_the_keys_is_no_window(tmp_path):
 def test_a_wrapper_s_top_level_fields_are_not_the_language_model_s(tmp_path):
     """MusicFlamingo as transformers 5 saves it: the top level's head_dim 1280 is its audio rotary's; its Qwen2
     text_config gives none, so HEAD_DIM is 3584 / 28 = 128 (was 1280: ten times the K/V bytes; a fresh user's finding,
-    twenty-fourth session), said. The dtype is still inherited; a nested dtype beats a top-level torch_dtype under
-    either spelling, said."""
+    twenty-fourth session), said, as is its top-level max_position_embeddings. A nested null language-model field is
+    null (no window), not the wrapper's value; a top-level MLA field keeps its refusal. The dtype is the top level's
+    first, under either spelling (transformers' dtype="auto" and vLLM read the root; a reviewer's finding: the nested
+    one had won), said where the nested one differs."""
     path = _write(tmp_path, {"model_type": "musicflamingo", "dtype": "bfloat16", "head_dim": 1280,
                              "audio_config": {"model_type": "audioflamingo3_encoder", "num_attention_heads": 20,
                                               "hidden_size": 1280},
@@ -1456,9 +1458,33 @@ def test_a_wrapper_s_top_level_fields_are_not_the_language_model_s(tmp_path):
                                               "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
                                               "num_hidden_layers": 36, "dtype": "bfloat16"}}, "m.json")
     cfg = load_config(mixed)
-    assert cfg.dtype == "bf16"
-    assert "the nested config gives dtype differently from the top level: the nested (language model) values are " \
-           "used." in cfg.notes
+    assert cfg.dtype == "fp32"
+    assert ("the nested config gives dtype 'bfloat16' and the top level torch_dtype 'float32': the top level's is "
+            "used, as transformers (dtype='auto') and vLLM read it; pass --dtype for the other.") in cfg.notes
+    same = load_config(_write(tmp_path, {"model_type": "blip-2", "torch_dtype": "float32", "text_config": {
+        "model_type": "opt", "num_attention_heads": 32, "hidden_size": 2560, "torch_dtype": "float16"}}, "b.json"))
+    assert same.dtype == "fp32"
+    nested_only = load_config(_write(tmp_path, {"model_type": "qwen3_vl", "text_config": {
+        "model_type": "qwen3_vl_text", "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+        "dtype": "bfloat16"}}, "n.json"))
+    assert nested_only.dtype == "bf16"
+    off = load_config(_write(tmp_path, {"model_type": "llava_next", "torch_dtype": "bfloat16", "sliding_window": 4096,
+                                        "text_config": {"model_type": "mistral", "hidden_size": 4096,
+                                                        "num_attention_heads": 32, "num_key_value_heads": 8,
+                                                        "sliding_window": None}}, "o.json"))
+    assert off.window is None and not any("the default of" in n for n in off.notes)
+    with pytest.raises(IomodelError, match="'kv_lora_rank' = 512"):
+        load_config(_write(tmp_path, {"model_type": "kimi_vl", "torch_dtype": "bfloat16", "kv_lora_rank": 512,
+                                      "text_config": {"model_type": "deepseek_v3", "num_attention_heads": 16,
+                                                      "hidden_size": 2048, "kv_lora_rank": 512}}, "k.json"))
+    with pytest.raises(IomodelError, match="no 'kv_lora_rank': HF transformers' DeepseekV3Config defaults it to 512"):
+        load_config(_write(tmp_path, {"model_type": "deepseek_v3", "num_attention_heads": 16, "hidden_size": 2048,
+                                      "torch_dtype": "bfloat16"}, "d.json"))
+    mf = load_config(_write(tmp_path, {"model_type": "musicflamingo", "dtype": "bfloat16",
+                                       "max_position_embeddings": 1200, "text_config": {
+                                           "model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+                                           "num_key_value_heads": 4}}, "mf.json"))
+    assert mf.max_position_embeddings != 1200
 
 
 def test_layouts_the_hf_classes_derive_where_the_file_gives_none(tmp_path):
@@ -1477,16 +1503,26 @@ def test_layouts_the_hf_classes_derive_where_the_file_gives_none(tmp_path):
                                           "no_rope_layers": [1] * 47 + [0]}}
     assert load_config(_write(tmp_path, explicit, "l1.json")).window_layers == \
         "47 of 48 layers (no_rope_layers): all but layer 47"
+    longer = {**llama4, "text_config": {**llama4["text_config"], "num_hidden_layers": 4,
+                                        "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0]}}
+    assert load_config(_write(tmp_path, longer, "l3.json")).window_layers.startswith("3 of 4 layers (no_rope_layers)")
+    nope = load_config(_write(tmp_path, {**llama4, "text_config": {**llama4["text_config"],
+                                                                   "no_rope_layer_interval": 1}}, "l4.json"))
+    assert nope.window is None and not any("attention_chunk_size" in n for n in nope.notes)
     every2 = {**llama4, "text_config": {**llama4["text_config"], "no_rope_layer_interval": 2}}
     assert load_config(_write(tmp_path, every2, "l2.json")).window_layers.startswith(
         "24 of 48 layers (Llama-4 interleaved RoPE/NoPE, no_rope_layer_interval 2): layers 0, 2")
     for fields, layers in (
             ({"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
-              "hidden_size": 2880, "num_hidden_layers": 36, "sliding_window": 128}, "18 of 36 layers (layer_types)"),
+              "hidden_size": 2880, "num_hidden_layers": 36, "sliding_window": 128},
+             "18 of 36 layers (the layer_types GptOssConfig derives)"),
+            ({"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+              "hidden_size": 2880, "num_hidden_layers": 24, "layer_types": None},  # null, and the class's window 128
+             "12 of 24 layers (the layer_types GptOssConfig derives)"),
             ({"model_type": "olmo3", "num_attention_heads": 32, "hidden_size": 4096, "num_hidden_layers": 32,
-              "sliding_window": 4096}, "24 of 32 layers (layer_types)"),
+              "sliding_window": 4096}, "24 of 32 layers (the layer_types Olmo3Config derives)"),
             ({"model_type": "cohere2", "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
-              "num_hidden_layers": 32, "sliding_window": 4096}, "24 of 32 layers (layer_types)")):
+              "num_hidden_layers": 32, "sliding_window": 4096}, "24 of 32 layers (the layer_types Cohere2Config derives)")):
         cfg = load_config(_write(tmp_path, {**fields, "torch_dtype": "bfloat16"}, "d.json"))
         assert cfg.window_layers.startswith(layers), fields["model_type"]
         assert any("without 'layer_types'" in n and "derives them" in n for n in cfg.notes)
@@ -1537,8 +1573,8 @@ def test_mla_and_quantized_checkpoints_are_refused_with_what_to_do(tmp_path):
     with pytest.raises(IomodelError, match="no flag expresses .* not this model's attention$"):
         load_config(_write(tmp_path, {"model_type": "deepseek_v3", "num_attention_heads": 128, "hidden_size": 7168,
                                       "kv_lora_rank": 512, "torch_dtype": "bfloat16"}))
-    with pytest.raises(IomodelError, match=r"quantizes weights, not the attention's Q, K and V: pass their dtype, "
-                                           r"e\.g\. --dtype bf16\)$"):
+    with pytest.raises(IomodelError, match=r"gives the weights' format, not the attention's Q, K and V: pass their "
+                                           r"dtype, e\.g\. --dtype bf16\)$"):
         load_config(_write(tmp_path, {"model_type": "gpt_oss", "num_attention_heads": 64, "num_key_value_heads": 8,
                                       "head_dim": 64, "hidden_size": 2880, "num_hidden_layers": 36,
                                       "layer_types": ["sliding_attention", "full_attention"] * 18,

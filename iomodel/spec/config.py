@@ -77,12 +77,12 @@ ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_K
 #: The language model's own fields: where a nested config (``text_config`` ...) is read, a wrapper's top-level value of
 #: one of these that the nested config does not name is not the language model's (HF transformers builds the text
 #: config from the nested dict and its class defaults; MusicFlamingo's top-level ``head_dim`` 1280 is its audio rotary's,
-#: its Qwen2 text_config's is 3584 / 28 = 128). The dtype is inherited (:data:`DTYPE_KEYS`).
+#: its Qwen2 text_config's is 3584 / 28 = 128; its top-level max_position_embeddings is its audio rope_theta). The dtype
+#: is inherited (:data:`DTYPE_KEYS`); MLA's fields are not listed (a top-level ``kv_lora_rank`` keeps the refusal).
 TEXT_MODEL_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + LAYERS_KEYS + (
     "sliding_window", "sliding_window_pattern", "sliding_window_size", "sliding_window_layout", "use_sliding_window",
     "max_window_layers", "layer_types", "attention_chunk_size", "no_rope_layers", "attention_window", "window_size",
-    "local_attention", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "attention_k_eq_v",
-    "global_head_dim", "num_global_key_value_heads"))
+    "local_attention", "attention_k_eq_v", "global_head_dim", "num_global_key_value_heads") + CONTEXT_KEYS)
 
 #: Fields that change the bytes moved and that the model cannot represent: refused, named.
 UNMODELLED: dict[str, str] = {
@@ -291,10 +291,15 @@ DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config",
                                                        "mistral": ("MistralConfig", 4096),
                                                        "gemma4": ("Gemma4TextConfig", 512),
                                                        "afmoe": ("AfmoeConfig", 1024),
-                                                       "gemma4_text": ("Gemma4TextConfig", 512)}
+                                                       "gemma4_text": ("Gemma4TextConfig", 512),
+                                                       "gpt_oss": ("GptOssConfig", 128),
+                                                       "olmo3": ("Olmo3Config", 4096),
+                                                       "cohere2": ("Cohere2Config", 4096)}
 #: HF ``AfmoeConfig``'s defaults that decide its layer types where a file gives no ``layer_types`` (its default
 #: ``sliding_window``, 1024, is in :data:`DEFAULT_SLIDING_WINDOW`).
 AFMOE_DEFAULTS = {"global_attn_every_n_layers": 4, "num_hidden_layers": 32}
+#: Families whose HF configuration class defaults ``kv_lora_rank`` to 512 (MLA) where a file leaves it out.
+MLA_DEFAULT_RANK = {"deepseek_v2": "DeepseekV2Config", "deepseek_v3": "DeepseekV3Config"}
 #: HF ``JambaConfig``'s defaults of its attention layout (layer i is attention where i % period == offset).
 JAMBA_DEFAULTS = {"attn_layer_period": 8, "attn_layer_offset": 4}
 #: Families whose HF configuration class derives ``layer_types`` where a file gives none, by ``model_type``: (class,
@@ -469,6 +474,7 @@ class _Fields:
         self.defaulted_layer_types = ""  # a note: Gemma-4's default layout or its last layer made full (_window)
         self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
         self.dropped: list[str] = []  # the wrapper's top-level language-model fields the nested config does not name
+        self.dtype_note = ""  # a note: the nested and top-level dtypes differ (the top level's is read)
         self.decoder: dict[str, Any] | None = None  # the decoder's sub-config where the encoder's fields are read
         self.encoder_read = False  # the attention fields are an ``encoder`` sub-object's (T5Gemma)
         self.text_model_type = ""  # a note: the wrapper's default model_type of its text_config (LLaVA: llama)
@@ -488,25 +494,31 @@ class _Fields:
                 continue
             if not isinstance(sub, dict):
                 raise IomodelError(f"{where}: '{key}' must be a JSON object, got {_kind(sub)}: fix the file")
-            sub = {k: v for k, v in sub.items() if v is not None or k not in cfg}  # a nested null: the top level's
-            self.overridden = sorted(k for k, v in sub.items() if k in cfg and cfg[k] != v and k in ATTENTION_KEYS)
+            given = sub  # as the file gives it, nulls included
+            # a nested null dtype keeps the top level's (CLIP); a nested null language-model field is null (HF: the
+            # text config's own None), not the wrapper's value
+            sub = {k: v for k, v in sub.items() if v is not None or k not in cfg or k in TEXT_MODEL_KEYS}
+            self.overridden = sorted(k for k, v in sub.items() if k in cfg and cfg[k] != v and k in ATTENTION_KEYS
+                                     and k not in DTYPE_KEYS and v is not None)
             if key == "text_config" and sub.get("model_type") is None and self.top_model_type in TEXT_CONFIG_MODEL_TYPE:
                 sub["model_type"] = TEXT_CONFIG_MODEL_TYPE[self.top_model_type]  # as the wrapper's class reads it
                 self.text_model_type = (f"the text_config gives no 'model_type': {sub['model_type']!r}, the one HF "
                                         f"transformers' {self.top_model_type!r} configuration gives it, so that "
                                         "family's defaults apply.")
             self.nested_decoder = sub.get("is_decoder") is True  # Pix2Struct's text_config: the causal decoder
-            self.dropped = sorted(k for k in cfg if k in TEXT_MODEL_KEYS and k not in sub and cfg[k] is not None)
-            for k in self.dropped:  # the wrapper's, not the language model's (MusicFlamingo's audio head_dim)
-                del self.cfg[k]
-            top_dt = next((cfg[k] for k in DTYPE_KEYS if cfg.get(k) is not None), None)
-            sub_dt = next((k for k in DTYPE_KEYS if sub.get(k) is not None), None)
-            if sub_dt and top_dt is not None and sub[sub_dt] != top_dt and sub_dt not in self.overridden:
-                self.overridden = sorted([*self.overridden, sub_dt])  # said: the nested dtype differs, in any spelling
-            if sub_dt:  # the nested dtype wins under either spelling
-                for k in DTYPE_KEYS:
-                    if sub.get(k) is None:
-                        self.cfg.pop(k, None)
+            self.dropped = sorted(k for k in cfg if k in TEXT_MODEL_KEYS and given.get(k) is None and cfg[k] is not None)
+            for k in self.dropped:  # not the language model's (MusicFlamingo's audio head_dim): transformers builds
+                del self.cfg[k]  # the text config from the nested dict and its class defaults
+            # the dtype: the top level's first (transformers' dtype="auto" and vLLM read the root config), the
+            # nested one where the top level gives none; said where they differ
+            top_key = next((k for k in DTYPE_KEYS if cfg.get(k) is not None), None)
+            sub_key = next((k for k in DTYPE_KEYS if sub.get(k) is not None), None)
+            if top_key is not None:
+                if sub_key is not None and sub[sub_key] != cfg[top_key]:
+                    self.dtype_note = (f"the nested config gives {sub_key} {sub[sub_key]!r} and the top level "
+                                       f"{top_key} {cfg[top_key]!r}: the top level's is used, as transformers "
+                                       "(dtype='auto') and vLLM read it; pass --dtype for the other.")
+                sub = {k: v for k, v in sub.items() if k not in DTYPE_KEYS}
             self.cfg.update(sub)  # the language model's fields win; top-level torch_dtype stays if absent there
             self.where = f"{where} ({key})"
             break
@@ -1000,10 +1012,12 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         f.defaulted_window = (f"the file gives no 'attention_chunk_size': {chunk}, the default of HF transformers' "
                               "Llama4TextConfig, as transformers reads the file.")
     types = f.cfg.get("layer_types")
-    if (types is None and "layer_types" not in f.cfg and model_type in DERIVED_LAYER_TYPES and window is not None
+    types_label = "layer_types"
+    if (types is None and model_type in DERIVED_LAYER_TYPES and window is not None
             and total and not (model_type == "cohere2" and f.has("sliding_window_pattern"))):
         cls, every = DERIVED_LAYER_TYPES[model_type]  # as the class's __init__ derives them
         types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(total)]
+        types_label = f"the layer_types {cls} derives"
         nth = {2: "other", 3: "3rd"}.get(every, f"{every}th")
         f.window_note = (f"model_type {model_type!r} without 'layer_types': every {nth} layer full attention, the "
                          f"others sliding-window, as HF transformers' {cls} derives them"
@@ -1064,7 +1078,7 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
             if n:
                 if w is None:
                     raise IomodelError(f"{f.where}: layer_types names {kind} but '{key}' is missing: fix the file")
-                return w, name, (f"{n} of {len(types)} layers (layer_types): "
+                return w, name, (f"{n} of {len(types)} layers ({types_label}): "
                                  + _which_layers([i for i, t in enumerate(types) if t == kind], len(types)))
         return None, "", ""
     local = _local_window(f, total)
@@ -1072,17 +1086,21 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return local
     if chunk is not None:  # Llama-4: layers with RoPE are chunked, every no_rope_layer_interval-th is global
         rope = f.cfg.get("no_rope_layers")
+        if isinstance(rope, list) and rope and total:
+            rope = rope[:total]  # HF indexes it by layer: entries past num_hidden_layers are never read
         if isinstance(rope, list) and rope:  # Llama4TextConfig: 1 = the layer uses RoPE (and is chunked)
             if not all(v in (0, 1) and not isinstance(v, bool) for v in rope):
                 raise IomodelError(f"{f.where}: 'no_rope_layers' must list 1 (a RoPE, chunked layer) or 0 (NoPE, "
                                    "global) per layer: fix the file")
             on = [i for i, v in enumerate(rope) if v == 1]
             if not on:
+                f.defaulted_window = ""  # no layer chunked: the default chunk size is not used
                 return None, "", ""
             return chunk, "chunked", (f"{len(on)} of {len(rope)} layers (no_rope_layers): "
                                       + _which_layers(on, len(rope)))
         every = f.int_(("no_rope_layer_interval",)) or LLAMA4_DEFAULTS["no_rope_layer_interval"]
         if every == 1:  # every layer NoPE and global
+            f.defaulted_window = ""
             return None, "", ""
         return chunk, "chunked", (f"{every - 1} of every {every} layers" if not total else
                                   f"{sum(1 for i in range(total) if (i + 1) % every)}{of}") + \
@@ -1353,6 +1371,12 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             raise IomodelError(f"{f.where}: '{key}' = {value!r}: {what}, which iomodel does not model: pass the "
                                "sizes with --heads/--kv-heads/--head-dim instead of a config to model full attention")
     mla_off = f.cfg.get("use_mla") is False  # DeepSeek-OCR: MLA fields present, switched off
+    if (f.cfg.get("model_type") in MLA_DEFAULT_RANK and "kv_lora_rank" not in f.cfg and not mla_off):
+        cls = MLA_DEFAULT_RANK[f.cfg["model_type"]]
+        raise IomodelError(f"{f.where}: no 'kv_lora_rank': HF transformers' {cls} defaults it to 512, multi-head latent "
+                           "attention (DeepSeek-V2/V3 MLA), which iomodel does not model and no flag expresses (its K/V "
+                           "bytes would be wrong): --heads/--kv-heads/--head-dim without a config model an ordinary "
+                           "MHA/GQA layer, not this model's attention")
     for key, what in UNMODELLED.items():
         if key in MLA_KEYS and (mla_off or f.cfg.get(key) == 0):
             continue
@@ -1433,8 +1457,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if dtype is None:
         key = dtype_key = f.key_of(DTYPE_KEYS)
         if key is None:
-            quant = (" (its quantization_config quantizes weights, not the attention's Q, K and V: pass their dtype, "
-                     "e.g. --dtype bf16)") if isinstance(f.cfg.get("quantization_config"), dict) else ""
+            qc = f.cfg.get("quantization_config")
+            quant = (" (its quantization_config gives the weights' format, not the attention's Q, K and V: pass "
+                     "their dtype, e.g. --dtype bf16)") if isinstance(qc, dict) and not any(
+                k in qc for k in ("kv_cache_scheme", "kv_cache_quant_algo")) else ""
             raise IomodelError(f"{f.where}: no 'torch_dtype' field (transformers' default is float32; a model's "
                                f"own code may choose another): add it or pass --dtype{quant}")
         dtype = f.cfg[key]
@@ -1484,9 +1510,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += (f"the nested config gives {', '.join(f.overridden)} differently from the top level: the nested "
                   "(language model) values are used.",)
     if f.dropped:
-        notes += (f"the top level gives {', '.join(f.dropped)}, which the nested language-model config does not: "
-                  "those are the wrapper's (another tower's), not the language model's, and are not used (HF "
-                  "transformers builds the text config from the nested one and its class defaults).",)
+        notes += (f"the top level gives {', '.join(f.dropped)}, which the nested language-model config does not "
+                  "(absent or null): not used, as HF transformers builds the text config from the nested one and its "
+                  "class defaults (a wrapper's own field, or a copy the text model does not read).",)
+    if f.dtype_note:
+        notes += (f.dtype_note,)
     if double and head_dim_flag is None:
         notes += (f"model_type {f.cfg['model_type']!r} attends on twice the hidden size (HF transformers' "
                   f"Zamba2Config: attention_head_dim = 2·hidden_size / num_attention_heads = {head_dim}); a hybrid "

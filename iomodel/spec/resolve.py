@@ -360,9 +360,11 @@ def resolve_layer(
         if cfg.window is not None:  # within it: those layers are full attention at these lengths, said
             longest = "the batch's longest, "
             window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window:,} tokens on "
-                           f"{cfg.window_layers}: at {longest if ragged else ''}{spec.seqlen_q:,} queries and "
-                           f"{spec.seqlen_k:,} keys it hides no key the mask shows (every query's keys lie within it), "
-                           "so the layer is modelled without one.")
+                           f"{cfg.window_layers}: at "
+                           + (f"a KV cache of {spec.seqlen_k:,} keys" if phase == "decode" else
+                              f"{longest if ragged else ''}{spec.seqlen_q:,} queries and {spec.seqlen_k:,} keys")
+                           + " it hides no key the mask shows (every query's keys lie within it), so the layer is "
+                           "modelled without one.")
     elif cfg is not None and not sliding and cfg.window is not None and (
             left is not None or right is not None or max(spec.seqlen_q, spec.seqlen_k) > cfg.window):
         # --window states the layer asked for (--window none within the config's window: the same full layer)
