@@ -40,15 +40,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from iomodel.errors import IomodelError  # noqa: E402
 
 #: Working sets W (MiB) and (q, o) private 8 KiB blocks a program reads before and writes after each pass.
 CYCLIC_MIB = (16, 20, 22, 24, 26, 28, 30, 32, 36, 40, 48)
 CYCLIC_BLOCKS = ((0, 0), (4, 0), (8, 0), (16, 0), (0, 4), (0, 8), (0, 16), (4, 4), (8, 8))
-PASSES = 4
-BLOCK = 2048  # int32 elements per block: 8 KiB
-METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
-           "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum")
+from l2_mixed_microbench import BLOCK, METRICS, PASSES  # noqa: E402  (the same passes, blocks and counters)
 
 
 def _kernel():
@@ -205,23 +201,14 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.child:
         return child(a.child)
-    if a.compare:
-        try:
-            return compare(a.compare)
-        except IomodelError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except (KeyError, TypeError, ValueError) as e:
-            print(f"error: {a.compare} has a corrupt row ({type(e).__name__}: {e}): re-run "
-                  "benchmarks/l2_cyclic_microbench.py on the GPU", file=sys.stderr)
-            return 2
-    try:
-        from l2_microbench import profiled_rows
+    from l2_microbench import cpu_command, profiled_rows_or_error
 
-        cases, measured, rows, env, device, num_sms = profiled_rows(__file__, _cases, METRICS, a.out, summarise)
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
+    if a.compare:
+        return cpu_command(lambda: compare(a.compare), a.compare, "l2_cyclic_microbench.py")
+    got = profiled_rows_or_error(__file__, _cases, METRICS, a.out, summarise)
+    if got is None:
         return 2
+    cases, measured, rows, env, device, num_sms = got
     print("cyclic: re-fetch per pass (DRAM writes per extra pass / O bytes), W (MiB) across, (q, o) down")
     print("   q  o " + " ".join(f"{m:>6}" for m in CYCLIC_MIB))
     for q, o in CYCLIC_BLOCKS:

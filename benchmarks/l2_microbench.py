@@ -252,6 +252,30 @@ def profiled_rows(script: str, make_cases, metrics, out: str | None, summarise) 
     return cases, measured, summarise(cases, measured), environment(ncu), torch.cuda.get_device_name(0), num_sms
 
 
+def cpu_command(run, path: str, script: str) -> int:
+    """A microbenchmark's CPU command on a receipt (``--compare``, ``--fit``): ``run()``'s exit status, or 2 with one
+    ``error:`` line on stderr where the receipt is missing or corrupt (an :class:`IomodelError`, or a row or counter
+    missing or of the wrong type: re-run ``benchmarks/SCRIPT`` on the GPU). Shared by the L2 microbenchmarks."""
+    try:
+        return run()
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, ValueError) as e:  # a row or counter missing or of the wrong type
+        print(f"error: {path} has a corrupt row ({type(e).__name__}: {e}): re-run benchmarks/{script} on the GPU",
+              file=sys.stderr)
+        return 2
+
+
+def profiled_rows_or_error(script: str, make_cases, metrics, out: str | None, summarise) -> tuple | None:
+    """:func:`profiled_rows`, or None after one ``error:`` line on stderr (no GPU or ncu, no ``out``, ncu failing)."""
+    try:
+        return profiled_rows(script, make_cases, metrics, out, summarise)
+    except IomodelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+
+
 def child_setup(cases_file: str) -> tuple:
     """A child's cases (the JSON file the parent wrote), CUDA device and seeded generator: ``(cases, device, gen)``."""
     import torch

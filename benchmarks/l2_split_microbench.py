@@ -412,22 +412,16 @@ def main(argv=None) -> int:
     if a.child:
         return child(a.child)
     if a.compare or a.fit:
-        try:
-            return compare(a.compare) if a.compare else fit(a.fit)
-        except IomodelError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except (KeyError, TypeError, ValueError) as e:  # a row or counter missing or of the wrong type
-            print(f"error: {a.compare or a.fit} has a corrupt row ({type(e).__name__}: {e}): re-run "
-                  "benchmarks/l2_split_microbench.py on the GPU", file=sys.stderr)
-            return 2
-    try:
-        from l2_microbench import profiled_rows
+        from l2_microbench import cpu_command
 
-        cases, measured, rows, env, device, num_sms = profiled_rows(__file__, _cases, METRICS, a.out, summarise)
-    except IomodelError as e:
-        print(f"error: {e}", file=sys.stderr)
+        return cpu_command(lambda: compare(a.compare) if a.compare else fit(a.fit), a.compare or a.fit,
+                           "l2_split_microbench.py")
+    from l2_microbench import profiled_rows_or_error
+
+    got = profiled_rows_or_error(__file__, _cases, METRICS, a.out, summarise)
+    if got is None:
         return 2
+    cases, measured, rows, env, device, num_sms = got
     print("split: re-fetch per pass, W (MiB) across, S sets down")
     print("  S " + " ".join(f"{m:>6}" for m in SPLIT_MIB))
     for s in SPLIT_SETS:
