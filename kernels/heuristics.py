@@ -732,10 +732,18 @@ def backward_config(head_dim: int, dtype: str, causal: bool, interpreter: bool =
     Gluon kernel (``dkdv_kernel="gluon"``, :data:`GLUON_DKDV_TILES` once resolved) wherever
     :func:`iomodel.schedule.capabilities.gluon_dkdv_refusal` allows it for this dtype and HEAD_DIM
     (contiguous tensors assumed; the launcher checks the real ones).
+
+    Raises:
+        IomodelError: a HEAD_DIM wider than every backward tile set (:data:`GPU_BACKWARD`), one line.
     """
     if interpreter:
         return replace(INTERPRETER_BACKWARD, **_mask_orders(causal))
     d = max(64, head_dim_padded(head_dim))  # HEAD_DIM 16..64 run the 64 tiles
+    widest = max(k for k, _ in GPU_BACKWARD)
+    if d > widest:
+        raise IomodelError(f"HEAD_DIM {head_dim} has no backward tiles: the bundled backward kernels run HEAD_DIM <= "
+                           f"{widest} (kernels/heuristics.py GPU_BACKWARD): use --pass fwd for this layer, or HEAD_DIM "
+                           f"<= {widest}")
     key = (min(k for k, _ in GPU_BACKWARD if k >= d), bool(causal))
     if dtype == "fp32" and key in GPU_BACKWARD_FP32:
         return GPU_BACKWARD_FP32[key]

@@ -756,7 +756,8 @@ def _parse_bucket(rb: Any, index: int, bline: int | None, lines: _Lines, fail, v
         if phase == "decode" and nq > 16:
             raise fail(f"bucket {label}: shape #{j + 1} has seqlen_q={nq} in a decode bucket: use seqlen_q <= 16 or phase 'prefill'", sline)
         if phase == "prefill" and nq != nk:
-            raise fail(f"bucket {label}: shape #{j + 1} has seqlen_q={nq} != seqlen_k={nk} in a prefill bucket: make them equal (use a decode bucket for a KV cache)", sline)
+            raise fail(f"bucket {label}: shape #{j + 1} has seqlen_q={nq} != seqlen_k={nk} in a prefill bucket: make them "
+                       "equal" + ("" if passes == "fwd+bwd" else " (use a decode bucket for a KV cache)"), sline)
         if causal and align == "top-left" and nq < nk:
             raise fail(
                 f"bucket {label}: shape #{j + 1} is causal top-left with seqlen_q < seqlen_k, so query row 0 sees only key 0: "

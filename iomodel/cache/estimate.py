@@ -12,8 +12,8 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
-from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, L2Params, forward_l2_of, hardware_preset, l2_measured,
-                                  read_fraction_of, read_fraction_source)
+from iomodel.cache.params import (DKDV_CAUSAL_UNPREDICTED_ROWS, MEASURED_DTYPES, L2Params, forward_l2_of,
+                                  hardware_preset, l2_measured, read_fraction_of, read_fraction_source)
 from iomodel.cache.predict import (READ_QUALITIES, WRITE_QUALITIES, _common_assumptions,
                                    dkdv_read_quality, forward_drift_quality,
                                    forward_drift_sentence, predict_ragged_launch, predict_tiled,
@@ -483,15 +483,21 @@ class L2Estimate:
 
     @classmethod
     def of(cls, read_bytes: int, write_bytes: int, written_bytes: int, *, flops: int, peak_flops: float,
-           hardware: Hardware, **launch: Any) -> "L2Estimate":
+           hardware: Hardware, dtype: str | None = None, **launch: Any) -> "L2Estimate":
         """An estimate from its DRAM bytes: the dirty bytes (``written - write``) and the roofline
         ``max(flops / peak_flops, (read + write) / hardware.hbm_bandwidth)`` (seconds), intensity
         (FLOPs per DRAM byte) and bound derived here, the read fraction and its source from ``hardware``
-        (:func:`~iomodel.cache.params.read_fraction_of`); ``launch`` gives the remaining fields."""
+        (:func:`~iomodel.cache.params.read_fraction_of`); ``launch`` gives the remaining fields. ``dtype``, the
+        layer's element type: one no receipt measured (:data:`~iomodel.cache.params.MEASURED_DTYPES`) makes the
+        estimate ``rough``, as a GPU whose L2 was not measured does."""
         moved = read_bytes + write_bytes
         t_c, t_m = flops / peak_flops, moved / hardware.hbm_bandwidth
         if not l2_measured(hardware):  # no card of this preset had its L2 measured
             _uncalibrated(launch, hardware)
+        if dtype is not None and dtype not in MEASURED_DTYPES:
+            _rough(launch, f"ROUGH: the DRAM reads and writes at {dtype}. Every committed Nsight Compute receipt ran "
+                           f"{' or '.join(MEASURED_DTYPES)} (iomodel/cache/params.py MEASURED_DTYPES): no DRAM byte of "
+                           f"this model was measured at {dtype}, whose launches take other tiles and paths.")
         launch.setdefault("read_fraction", read_fraction_of(hardware))
         launch.setdefault("read_fraction_source", read_fraction_source(hardware))
         launch.setdefault("forward_constants", asdict(forward_l2_of(hardware)))
@@ -536,17 +542,22 @@ def _uncalibrated(launch: dict[str, Any], hardware: Hardware) -> None:
     the assumptions' read-capacity clause) ``rough``, reads and writes, the step's and each kernel's, with the sentence
     that says why (a fresh user's finding, 2026-12-07: the JSON said ``predicted``). Mutates ``launch``."""
     preset = hardware_preset(hardware) or "unnamed"
+    _rough(launch, f"ROUGH: the DRAM reads and writes on the {preset}. No card of this preset had its L2 "
+                   "measured: its read capacity, associativity and byte weights are the H200's "
+                   "(iomodel/cache/params.py MEASURED_L2_READ_FRACTION, FORWARD_L2), and no DRAM byte of "
+                   "this model was measured on it.")
+
+
+def _rough(launch: dict[str, Any], sentence: str) -> None:
+    """Label an estimate's reads and writes, the step's and each kernel's, at most ``rough``, and add ``sentence``
+    (why) to its assumptions. Mutates ``launch``."""
     launch["read_bytes_quality"] = _rougher(launch.get("read_bytes_quality", "predicted"), READ_QUALITIES)
     launch["write_bytes_quality"] = _rougher(launch.get("write_bytes_quality", "predicted"), WRITE_QUALITIES)
     if launch.get("kernels"):
         launch["kernels"] = tuple({**k, "read_bytes_quality": _rougher(k["read_bytes_quality"], READ_QUALITIES),
                                    "write_bytes_quality": _rougher(k["write_bytes_quality"], WRITE_QUALITIES)}
                                   for k in launch["kernels"])
-    launch["assumptions"] = (*launch.get("assumptions", ()),
-                             f"ROUGH: the DRAM reads and writes on the {preset}. No card of this preset had its L2 "
-                             "measured: its read capacity, associativity and byte weights are the H200's "
-                             "(iomodel/cache/params.py MEASURED_L2_READ_FRACTION, FORWARD_L2), and no DRAM byte of "
-                             "this model was measured on it.")
+    launch["assumptions"] = (*launch.get("assumptions", ()), sentence)
 
 
 #: What the estimate leaves out of ``write_bytes`` (worksheet text and JSON).
@@ -621,7 +632,7 @@ def estimate_tiled(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops
     l2 = predict_tiled(spec, tiling, params, schedule=schedule)
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
-        hardware=hardware, programs_per_sm=params.programs_per_sm, programs_per_sm_source=pps_source,
+        hardware=hardware, dtype=spec.dtype, programs_per_sm=params.programs_per_sm, programs_per_sm_source=pps_source,
         num_warps=schedule.num_warps, tile_order=schedule.tile_order, config_source=config_source,
         assumptions=tuple(l2.assumptions), schedule=replace(schedule, programs_per_sm=pps),
         program_tensors=schedule.tensors(spec), serves_whole_group=schedule.heads_per_program == spec.group,
@@ -729,7 +740,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
                     for k in l2.kernels)
     return L2Estimate.of(
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
-        hardware=hardware, programs_per_sm=pps["_attn_fwd"],
+        hardware=hardware, dtype=spec.dtype, programs_per_sm=pps["_attn_fwd"],
         programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored"
         + (f"; the forward's is {KERNEL_FIXED_PROGRAMS_SOURCE}" if fwd_programs_per_sm is not None else ""),
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
@@ -845,7 +856,7 @@ def estimate_ragged(ragged: RaggedSpec, tiling: Tiling, hardware: Hardware, *, f
         assumptions.append(sentence)
     return L2Estimate.of(
         sum(k.hbm_read.values()), sum(k.hbm_write.values()), sum(k.requested_write.values()), flops=flops,
-        peak_flops=peak_flops, hardware=hardware, programs_per_sm=params.programs_per_sm,
+        peak_flops=peak_flops, hardware=hardware, dtype=ragged.layer.dtype, programs_per_sm=params.programs_per_sm,
         programs_per_sm_source="estimated from shared memory per program and warps; registers ignored",
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(assumptions),
         function="predict_ragged_launch", read_bytes_quality=quality,

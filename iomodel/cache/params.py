@@ -320,6 +320,13 @@ def l2_preset(hardware: Any) -> str:
     return calibrated_as(hardware_preset(hardware))
 
 
+#: Element types of the committed Nsight Compute receipts (every ``receipts/ncu-*.json`` shape is bf16 or fp16, 2,156
+#: runs counted 2026-12-07): an estimate at another dtype (fp32 runs other tiles and paths, no TMA or Gluon; fp8 runs
+#: no bundled kernel) has no DRAM byte measured behind it and is labelled ``rough``
+#: (:func:`iomodel.cache.estimate.L2Estimate.of`; ``tests/test_reconcile_receipts.py`` recounts the receipts).
+MEASURED_DTYPES = ("bf16", "fp16")
+
+
 def l2_measured(hardware: Any) -> bool:
     """Whether a card of ``hardware``'s preset, or of the family card it takes its constants from (:func:`l2_preset`),
     had its L2 measured (:data:`MEASURED_L2_READ_FRACTION`); False: the H200's constants stand in. Raises nothing."""

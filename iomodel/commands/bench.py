@@ -93,7 +93,8 @@ def bench(
     if not isinstance(mx, SpeedMatrix) and mx.device == "cuda" and device == "cpu":
         # its sizes were chosen for a GPU: on the CPU it runs for hours, and its receipt says nothing of a GPU
         raise IomodelError(f"matrix {mx.name!r} was sized for a CUDA GPU (device = \"cuda\") and this run is on the "
-                           "CPU: run it on a GPU (--device cuda), or use --matrix cpu")
+                           "CPU: run it on a GPU (--device cuda), or use --matrix "
+                           + ("cpu-v2" if str(matrix or "").endswith("-v2") else "cpu"))
     if isinstance(mx, SpeedMatrix):
         _speed(console, mx, device, policy, output, markdown, reps, warmup, progress,
                f"iomodel bench --device {device} --matrix {matrix}", matrix)

@@ -261,14 +261,18 @@ class ShapeReconciliation:
         return head + f"the model's largest {which} cause, {c.key}: {c.detail}"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form with ratios, the L2-aware prediction and the explanation."""
+        """JSON form with ratios (null where the prediction is 0 B and the measurement is not), the L2-aware prediction
+        and the explanation."""
         return {
             "id": self.id,
             "impl": self.impl,
             "spec": self.spec.to_dict(),
             "tiling": asdict(self.tiling) if self.tiling else None,
             "programs_per_sm": list(self.programs_per_sm) if self.programs_per_sm else None,
-            "levels": [{**asdict(lv), "ratio_read": lv.ratio_read, "ratio_write": lv.ratio_write,
+            # a ratio over a prediction of 0 B is infinite: null in JSON (standard JSON has no Infinity; the bytes
+            # themselves are beside it)
+            "levels": [{**asdict(lv), **{f"ratio_{w}": (r if r is None or math.isfinite(r) else None)
+                                         for w, r in (("read", lv.ratio_read), ("write", lv.ratio_write))},
                         **{f"{w}_bytes_quality": self.quality(lv.level, w) for w in ("read", "write")
                            if lv.level.startswith("HBM") and getattr(lv, f"predicted_{w}") is not None}}
                        for lv in self.levels],
@@ -811,11 +815,13 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
     measured: dict[str, list[float | None]] = {}
     dram: dict[str, list[float | None]] = {}
     pps: dict[str, int] = {}
+    launches: dict[str, int] = {}  # profiled records per modelled kernel: each is launched once a step
     for k in shape.kernels:
         name = _kernel_of(k.name)
         if name is None:
             out.notes.append(f"profiled kernel {k.name!r} is none of the modelled kernels")
             continue
+        launches[name] = launches.get(name, 0) + 1
         if k.programs_per_sm():
             pps[name] = k.programs_per_sm()
         for acc, (qr, qw) in ((measured, (q_read, q_write)), (dram, ("dram_read_bytes", "dram_write_bytes"))):
@@ -837,12 +843,24 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
     out.levels.append(LevelCompare("L2", alg.sram_fill_read_bytes, total[0], alg.sram_fill_write_bytes, total[1],
                                    missing=missing))
     not_profiled = {"read": "kernel not profiled", "write": "kernel not profiled"}
+
+    def kernel_missing(name: str, got: list[float | None], metrics: tuple[str, str]) -> dict[str, str]:
+        """Why a kernel's row is not compared, per direction: not profiled, profiled more than once (a doubled
+        record: its sum is no one launch's), or the direction's metric not recorded (kept in the summary's count
+        and listed under 'Not reconciled', as the step's rows)."""
+        if name not in launches:
+            return not_profiled
+        if launches[name] > 1:
+            why = f"kernel {name} profiled {launches[name]} times, launched once a step"
+            return {"read": why, "write": why}
+        return {w: f"kernel {name}'s {q} not recorded" for w, q, v in zip(("read", "write"), metrics, got) if v is None}
+
     unmodelled = []
     for name in sorted(set(model) | set(measured)):
         mr, mw = model.get(name, [0, 0])
         got = measured.get(name, [None, None])
         out.levels.append(LevelCompare(f"L2 {name}", mr, got[0], mw, got[1],
-                                       missing={} if name in measured else not_profiled))
+                                       missing=kernel_missing(name, got, (q_read, q_write))))
         extra = [f"{which} {human_bytes(g - p, decimals=1)} ({g / p:.2f}x)" for which, p, g in
                  (("read", mr, got[0]), ("written", mw, got[1]))
                  if g is not None and p and g - p > max(DEFAULT_TOLERANCES["L2"] * p, DEFAULT_ABS_TOL)]
@@ -869,7 +887,8 @@ def _reconcile_training_step(out: "ShapeReconciliation", shape: ShapeMeasurement
     for k in l2.kernels:
         got = dram.get(k.name, [None, None])
         out.levels.append(LevelCompare(f"HBM {k.name}", sum(k.hbm_read.values()), got[0], sum(k.hbm_write.values()),
-                                       got[1], missing={} if k.name in dram else not_profiled))
+                                       got[1], missing=kernel_missing(k.name, got, ("dram_read_bytes",
+                                                                                    "dram_write_bytes"))))
     out.notes.append("training step: HBM from predict_training_step (each kernel from a cold L2; _attn_fwd at the "
                      "forward's own constants, FORWARD_L2, where they apply, the backward kernels at the legacy ones "
                      "and their fitted write shares)")
@@ -1222,6 +1241,9 @@ def reconcile(
         raise IomodelError(why)  # a fraction leaving no L2 line divided by zero
     flush = measurement.settings.get("cache_control", "all") == "all"
     shapes = measurement.select(impls)
+    if not measurement.shapes:
+        raise IomodelError("the record holds no measured shape (its 'shapes' list is empty): re-run the sweep that "
+                           "wrote it (iomodel validate SWEEP) or pass a record with shapes")
     if not shapes:
         have = sorted({s.impl for s in measurement.shapes})
         raise IomodelError(f"no measured shape of implementation(s) {', '.join(map(repr, impls or []))}: this record "

@@ -1356,7 +1356,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if not isinstance(cfg, dict):
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
     f = _Fields(cfg, str(path))
-    name = path.stem if path.name != "config.json" else path.parent.name
+    name = path.stem if path.name != "config.json" else (path.parent.name or path.resolve().parent.name or "config")
     if f.cfg.get("model_type") in NO_ATTENTION_MODEL_TYPES:
         raise IomodelError(f"{f.where}: model_type {f.cfg['model_type']!r} has no attention layers (a state-space or "
                            "recurrent model): there is no attention traffic to model; pass the sizes with --heads/"

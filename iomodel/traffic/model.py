@@ -196,7 +196,8 @@ def _score_assumption(spec: LayerSpec, score_dtype: str | None) -> str:
             "iomodel.spec.dtypes.EAGER_SCORE_DTYPE).")
 
 
-def _assumptions(spec: LayerSpec, opts: dict[str, Any], packed: bool = False, lse: bool = True) -> list[str]:
+def _assumptions(spec: LayerSpec, opts: dict[str, Any], packed: bool = False, lse: bool = True,
+                 splits: int = 1) -> list[str]:
     a = [
         "HBM rows assume no reuse in any cache above SRAM: every requested byte crosses HBM once per request.",
         "SRAM_fill rows count the bytes the tiled kernel's global loads and stores request, masked elements excluded "
@@ -256,7 +257,11 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any], packed: bool = False, ls
         if spec.kv_heads < spec.heads:
             a.append(
                 "GQA backward: "
-                + ("one dK/dV program per KV head loops over its G query heads and writes dK/dV once."
+                + (("one dK/dV program per KV head loops over its G query heads and writes dK/dV once."
+                    if splits == 1 else
+                    f"the G query heads of a KV head are split into BWD_SPLITS = {splits} slices; one dK/dV program "
+                    "per slice loops over its heads and writes fp32 partials (dK_part, dV_part), which "
+                    "_bwd_reduce_dkdv sums into dK/dV once.")
                    if opts["gqa_bwd"] == "in_program" else
                    "dK/dV are written per query head in (B, H, N_k, d) and summed over the group (flash-attn mha_bwd).")
             )
@@ -309,7 +314,7 @@ def _build_cached(key: tuple, spec: LayerSpec, tiling: Tiling) -> TrafficModel:
     # same structure, other numbers: same expressions, this spec/tiling attached
     return replace(model, spec=spec, tiling=tiling,
                    assumptions=_assumptions(spec, model.options, spec.phase == "prefill" and tiling.heads_per_program > 1,
-                                            tiling.writes_lse))
+                                            tiling.writes_lse, tiling.bwd_group_splits))
 
 
 _BUILD_CACHE: dict[tuple, TrafficModel] = {}
@@ -342,7 +347,8 @@ def _build(spec: LayerSpec, tiling: Tiling, opts: dict[str, Any]) -> TrafficMode
         compulsory=compulsory_rows(spec),
         flops=useful_flops(spec),
         references={"lower_bound_shape": lower_bound_shape(spec), "fa_theorem2_shape": fa_theorem2_shape(spec)},
-        assumptions=_assumptions(spec, opts, spec.phase == "prefill" and tiling.heads_per_program > 1, tiling.writes_lse),
+        assumptions=_assumptions(spec, opts, spec.phase == "prefill" and tiling.heads_per_program > 1, tiling.writes_lse,
+                                 tiling.bwd_group_splits),
     )
 
 
