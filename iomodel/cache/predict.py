@@ -1013,7 +1013,8 @@ def predict_training_step(spec: LayerSpec, tiling: Tiling, params: L2Params,
                            "GLUON_DKDV_PARTIAL_WRITE_SHARE).")
     if dq_fitted:
         assumptions.append(f"A byte _bwd_dq stores weighs {DQ_WRITE_SHARE} read-equivalent bytes of L2 (the other backward kernels' "
-                           f"{params.write_share} but for the Gluon dK/dV partials above): fitted on the dQ launches of six training receipts, not a mechanism "
+                           f"{params.write_share}{' but for the Gluon dK/dV partials above' if gluon_fitted else ''}): "
+                           "fitted on the dQ launches of six training receipts, not a mechanism "
                            "(iomodel/cache/params.py DQ_WRITE_SHARE).")
     fwd_params = par["_attn_fwd"].for_forward()
     if fwd_params.forward_source:
