@@ -146,3 +146,20 @@ def test_the_bench_s_training_advice_points_to_a_way_that_runs(tmp_path, capsys,
     assert "decode bucket" not in str(exc.value)
     monkeypatch.setattr(bench_cmd, "_default_device", lambda: "cpu")
     assert_one_line_error(capsys, ["bench", "--matrix", "cuda-v2"], "use --matrix cpu-v2")
+
+
+def test_a_short_training_step_models_the_forward_the_kernel_launches(capsys):
+    """A training step of at most 16 query rows was modelled on the Gluon prefill (128 x 128 tiles) and told to use
+    phase 'decode' (refused for fwd+bwd); flash_attention under autograd launches the pointer prefill there (its
+    decode path has no backward)."""
+    code, out, _ = run_cli(capsys, ["worksheet", "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--seqlen-q",
+                                    "16", "--seqlen-k", "4096", "--pass", "fwd+bwd", "--format", "json"])
+    d = json.loads(out)
+    assert code == 0 and d["worksheet"]["kernel_path"] == "prefill"
+    assert ("The bundled kernel's forward takes the pointer prefill path for seqlen_q <= 16 in a training step (its "
+            "decode path has no backward, so flash_attention under autograd launches the prefill kernel): modelled "
+            "so.") in d["assumptions"]
+    assert not any("use phase 'decode'" in a for a in d["assumptions"])
+    code, out, _ = run_cli(capsys, ["worksheet", "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--seqlen",
+                                    "4096", "--pass", "fwd+bwd", "--format", "json"])
+    assert code == 0 and json.loads(out)["worksheet"]["kernel_path"] == "prefill-gluon"

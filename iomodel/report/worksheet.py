@@ -37,7 +37,7 @@ from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, block_size_
                                             kernel_refusal, prefill_path, switches_off)
 from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE
 from iomodel.schedule.launch import Schedule, lpt_launch_order
-from iomodel.schedule.tiles import head_dim_padded
+from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q, head_dim_padded
 from iomodel.format import fmt_bytes, fmt_flops, fmt_int, fmt_seconds, fmt_tokens, human_bytes, human_si
 from iomodel.traffic.units import RowUnits, check_row_units
 
@@ -90,9 +90,13 @@ def _modelled_prefill_path(spec: LayerSpec, hardware: Hardware, varlen: bool,
     prefill's one configuration (``heuristics.gluon_config_mismatch``, the launcher's own check) run on ``prefill-tma`` (the launcher refuses them on
     ``prefill-gluon``: a fresh user's finding, 2026-12-06, where the worksheet had labelled them Gluon's and
     estimated L2 with its 12 warps); a ragged batch, and ``packed`` programs (``heads_per_program`` > 1: only the
-    pointer kernel packs query heads, ``kernels.flash_attention._check_prefill_packing``), run ``prefill``."""
+    pointer kernel packs query heads, ``kernels.flash_attention._check_prefill_packing``), run ``prefill``, as does a
+    training step of at most ``DECODE_MAX_SEQLEN_Q`` query rows (the decode path it would take has no backward, so
+    ``flash_attention`` under autograd launches the pointer prefill; a fresh user's finding, 2026-12-07)."""
     if varlen or packed:
         return "prefill"
+    if spec.backward and spec.seqlen_q <= DECODE_MAX_SEQLEN_Q:  # under autograd flash_attention turns its decode
+        return "prefill"  # path (no backward) into the pointer prefill (kernels/flash_attention.py, flash_attention)
     path = _kernel_prefill_path(spec, hardware)
     if path == "prefill-gluon" and tiles is not None and _heuristics().gluon_config_mismatch(
             spec.head_dim, dict(zip(("block_m", "block_n", "num_stages"), tiles))):

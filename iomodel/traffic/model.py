@@ -267,6 +267,9 @@ def _assumptions(spec: LayerSpec, opts: dict[str, Any], packed: bool = False, ls
             )
     if spec.phase == "prefill" and spec.seqlen_q <= DECODE_MAX_SEQLEN_Q:
         a.append(
+            f"The bundled kernel's forward takes the pointer prefill path for seqlen_q <= {DECODE_MAX_SEQLEN_Q} in a "
+            "training step (its decode path has no backward, so flash_attention under autograd launches the prefill "
+            "kernel): modelled so." if spec.backward else
             f"The bundled kernel takes its decode path for seqlen_q <= {DECODE_MAX_SEQLEN_Q}; this prediction models "
             "the prefill schedule (use phase 'decode' to model what the kernel runs)."
         )
