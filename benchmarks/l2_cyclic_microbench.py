@@ -33,6 +33,7 @@ other Q and written-byte weights beside the measured values. Calibration data.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: Working sets W (MiB) and (q, o) private 8 KiB blocks a program reads before and writes after each pass.
 CYCLIC_MIB = (16, 20, 22, 24, 26, 28, 30, 32, 36, 40, 48)
 CYCLIC_BLOCKS = ((0, 0), (4, 0), (8, 0), (16, 0), (0, 4), (0, 8), (0, 16), (4, 4), (8, 8))
+from iomodel.errors import IomodelError  # noqa: E402
 from l2_mixed_microbench import BLOCK, METRICS, PASSES  # noqa: E402  (the same passes, blocks and counters)
 
 
@@ -174,7 +176,17 @@ def compare(path: str) -> int:
     from iomodel.cache.params import forward_l2_of
     from l2_split_microbench import _receipt
 
-    rec, hw = _receipt(path)
+    rec, hw = _receipt(path, "cyclic", "l2_cyclic_microbench.py")
+    for r in rec["summary"]:
+        if r.get("missing"):
+            continue
+        sizes = [r.get(k) for k in ("mib", "q", "o")]
+        miss = r.get("miss_per_pass")
+        if (any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in sizes) or not r["mib"]
+                or isinstance(miss, bool) or not isinstance(miss, (int, float)) or not math.isfinite(miss)):
+            raise IomodelError(f"{path} has a corrupt row {r!r} (mib a positive whole number, q and o whole numbers "
+                               "from 0, miss_per_pass a finite number): re-run benchmarks/l2_cyclic_microbench.py on "
+                               "the GPU")
     f = forward_l2_of(hw)
     lines = [f"{hw.name}: re-fetch per pass, measured, then the model at (Q, written) = ({f.q_share:g}, "
              f"{f.write_share:g}) [the forward's, {f.ways} ways] and at " + ", ".join(f"({a:g}, {b:g})"

@@ -281,19 +281,20 @@ def half_points(rows: list[dict]) -> dict[int, float | None]:
             for s in sorted({r["sets"] for r in rows if r["pattern"] == "split"})}
 
 
-def _receipt(path: str):
-    """A split receipt and the hardware preset its device is, or one IomodelError that says what to change: a missing,
-    non-JSON or corrupt file (missing fields, rows of the wrong type)."""
+def _receipt(path: str, kind: str = "split", script: str = "l2_split_microbench.py"):
+    """A ``kind`` microbenchmark's receipt (written by ``benchmarks/SCRIPT``: the split one here, the cyclic one
+    through ``l2_cyclic_microbench``) and the hardware preset its device is, or one IomodelError that says what to
+    change: a missing, non-JSON or corrupt file (missing fields, rows of the wrong type)."""
     from iomodel.jsonvalues import read_json
     from iomodel.spec.hardware import get_hardware
 
-    rec = read_json(path, "split microbenchmark receipt", "pass the JSON benchmarks/l2_split_microbench.py wrote",
-                    "re-run benchmarks/l2_split_microbench.py on the GPU")
+    rec = read_json(path, f"{kind} microbenchmark receipt", f"pass the JSON benchmarks/{script} wrote",
+                    f"re-run benchmarks/{script} on the GPU")
     ok = (isinstance(rec, dict) and isinstance(rec.get("summary"), list) and isinstance(rec.get("measured"), dict)
           and isinstance(rec.get("num_sms"), int) and all(isinstance(r, dict) and "pattern" in r for r in rec["summary"]))
     if not ok:
-        raise IomodelError(f"{path} is not a split microbenchmark receipt (summary, measured, num_sms): pass the JSON "
-                           "benchmarks/l2_split_microbench.py wrote")
+        raise IomodelError(f"{path} is not a {kind} microbenchmark receipt (summary, measured, num_sms): pass the JSON "
+                           f"benchmarks/{script} wrote")
     device = rec.get("device")
     preset = next((p for key, p in (("H100", "H100-SXM"), ("H200", "H200")) if key in str(device)), None)
     if not isinstance(device, str) or preset is None:

@@ -1601,3 +1601,31 @@ def test_jamba_defaults_and_nemotron_h_saved_by_transformers_5_say_their_attenti
         cfg = load_config(_write(tmp_path, {**base, **fields}, "n.json"))
         said.append(next(n.split(": ", 1)[1] for n in cfg.notes if "softmax attention" in n))
     assert said[0] == said[1] and said[0].startswith("4 of 52 layers are softmax attention (layers 7, 18, …, 40")
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"model_type": "jamba", "attn_layer_period": "8"}, "'attn_layer_period' must be a positive integer, got the string"),
+    ({"model_type": "jamba", "attn_layer_period": -8}, "'attn_layer_period' must be a positive integer, got -8"),
+    ({"model_type": "jamba", "attn_layer_offset": "4"}, "'attn_layer_offset' must be a whole number from 0, got the string"),
+    ({"model_type": "jamba", "attn_layer_offset": -1}, "'attn_layer_offset' must be a whole number from 0, got -1"),
+    ({"model_type": "nemotron_h", "layers_block_type": ["mamba", 3]}, "'layers_block_type' must be a non-empty list"),
+    ({"model_type": "nemotron_h", "layers_block_type": "mamba"}, "'layers_block_type' must be a non-empty list"),
+    ({"model_type": "llama4_text", "no_rope_layers": "x"}, "'no_rope_layers' must be a list of 1"),
+])
+def test_the_derived_layouts_fields_refuse_wrong_types_in_one_line(tmp_path, fields, said):
+    """The layout fields read since the twenty-fourth session were silently ignored when of the wrong type (a string
+    period, a negative one, a string no_rope_layers, a list with a number among block names)."""
+    base = {"num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096,
+            "num_hidden_layers": 32, "torch_dtype": "bfloat16"}
+    with pytest.raises(IomodelError, match=said) as exc:
+        load_config(_write(tmp_path, {**base, **fields}))
+    assert "\n" not in str(exc.value)
+
+
+def test_zamba2_s_layers_block_type_is_not_read_as_nemotron_h_s(tmp_path):
+    """Zamba2's layers_block_type names 'hybrid' blocks (its shared attention); read as Nemotron-H's list it had no
+    attention layer and the file was refused (a regression of this session's Nemotron-H reading, found on review)."""
+    cfg = load_config(_write(tmp_path, {"model_type": "zamba2", "hidden_size": 2560, "num_attention_heads": 32,
+                                        "num_key_value_heads": 32, "num_hidden_layers": 6, "torch_dtype": "bfloat16",
+                                        "layers_block_type": ["mamba", "mamba", "hybrid"] * 2}))
+    assert (cfg.heads, cfg.head_dim) == (32, 160)

@@ -217,7 +217,10 @@ def test_a_long_causal_wave_s_q_and_o_displace_more_k_v_than_the_forward_constan
 
 
 @pytest.mark.parametrize("content", ['{"summary": [{"pattern": "cyclic"}], "measured": {}, "num_sms": 132, '
-                                     '"device": "NVIDIA H100 80GB HBM3"}', "[1, 2]", "not json"])
+                                     '"device": "NVIDIA H100 80GB HBM3"}', "[1, 2]", "not json",
+                                     *('{"summary": [{"pattern": "cyclic", "mib": %s, "q": 0, "o": 0, "miss_per_pass": %s}'
+                                       '], "measured": {}, "num_sms": 132, "device": "NVIDIA H100 80GB HBM3"}' % row
+                                       for row in (('"x"', "0.1"), ("-5", "0.1"), ("16", "NaN"), ("16", "true")))])
 def test_a_corrupt_cyclic_receipt_gets_one_error_line(tmp_path, capsys, content):
     """l2_cyclic_microbench.py --compare on a corrupt receipt: exit 2, one ``error:`` line, nothing printed before."""
     import l2_cyclic_microbench as cyclic

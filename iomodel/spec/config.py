@@ -1086,7 +1086,10 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return local
     if chunk is not None:  # Llama-4: layers with RoPE are chunked, every no_rope_layer_interval-th is global
         rope = f.cfg.get("no_rope_layers")
-        if isinstance(rope, list) and rope and total:
+        if rope is not None and not isinstance(rope, list):
+            raise IomodelError(f"{f.where}: 'no_rope_layers' must be a list of 1 (a RoPE, chunked layer) or 0 (NoPE, "
+                               f"global) per layer, got {_kind(rope)}: fix the file")
+        if rope and total:
             rope = rope[:total]  # HF indexes it by layer: entries past num_hidden_layers are never read
         if isinstance(rope, list) and rope:  # Llama4TextConfig: 1 = the layer uses RoPE (and is chunked)
             if not all(v in (0, 1) and not isinstance(v, bool) for v in rope):
@@ -1182,15 +1185,18 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     attention: list[int] | None = None
     said = ""
     model_type = cfg.get("model_type")
-    jamba = JAMBA_DEFAULTS if model_type == "jamba" else {}  # HF JambaConfig's defaults where the file leaves them out
-    period, offset = cfg.get("attn_layer_period", jamba.get("attn_layer_period")), cfg.get(
-        "attn_layer_offset", jamba.get("attn_layer_offset", 0))
-    if isinstance(period, int) and total:
-        if period > 0 and isinstance(offset, int):
-            defaulted = [k for k in ("attn_layer_period", "attn_layer_offset") if k not in cfg and k in jamba]
-            attention, said = [i for i in range(total) if i % period == offset], "attn_layer_period/offset" + (
-                f" ({' and '.join(defaulted)}: JambaConfig's default{'s' * (len(defaulted) > 1)})" if defaulted else "")
     # the layouts below are read strictly (a wrong type or value is one line: IomodelError from f.int_/f.flag)
+    jamba = JAMBA_DEFAULTS if model_type == "jamba" else {}  # HF JambaConfig's defaults where the file leaves them out
+    period = f.int_(("attn_layer_period",)) or jamba.get("attn_layer_period")
+    offset = cfg.get("attn_layer_offset")
+    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int) or offset < 0):
+        raise IomodelError(f"{f.where}: 'attn_layer_offset' must be a whole number from 0, got {_kind(offset)}: fix the "
+                           "file")
+    if period and total:
+        offset = jamba.get("attn_layer_offset", 0) if offset is None else offset
+        defaulted = [k for k in ("attn_layer_period", "attn_layer_offset") if cfg.get(k) is None and k in jamba]
+        attention, said = [i for i in range(total) if i % period == offset], "attn_layer_period/offset" + (
+            f" ({' and '.join(defaulted)}: JambaConfig's default{'s' * (len(defaulted) > 1)})" if defaulted else "")
     interval = f.int_(("full_attention_interval",))  # Qwen3-Next without layer_types (HF Qwen3NextConfig: layer i
     if interval and total:  # is full attention where (i + 1) % n == 0)
         attention, said = [i for i in range(total) if (i + 1) % interval == 0], "full_attention_interval"
@@ -1218,8 +1224,14 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     pattern = cfg.get("hybrid_override_pattern")
     if attention is None and isinstance(pattern, str) and pattern:
         attention, said, total = [i for i, c in enumerate(pattern) if c == "*"], "hybrid_override_pattern", len(pattern)
-    block_list = cfg.get("layers_block_type")  # Nemotron-H saved by transformers 5: full_attention among mamba/mlp
-    if attention is None and isinstance(block_list, list) and block_list and all(isinstance(b, str) for b in block_list):
+    # Nemotron-H saved by transformers 5: full_attention among mamba/mlp (Zamba's own layers_block_type names "hybrid"
+    # blocks, which hold its shared attention: not this list's meaning, so it is read for Nemotron-H only)
+    block_list = cfg.get("layers_block_type") if model_type == "nemotron_h" else None
+    if block_list is not None and not (isinstance(block_list, list) and block_list
+                                       and all(isinstance(b, str) for b in block_list)):
+        raise IomodelError(f"{f.where}: 'layers_block_type' must be a non-empty list of block names (\"mamba\", "
+                           f"\"attention\", ...), got {_kind(block_list)}: fix the file")
+    if attention is None and block_list is not None:
         attention, said, total = ([i for i, b in enumerate(block_list) if b in ("attention", "full_attention")],
                                   "layers_block_type", len(block_list))
     kinds = cfg.get("attn_type_list")
