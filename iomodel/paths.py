@@ -104,8 +104,10 @@ def refuse_input_as_output(path: str | Path, option: str, inputs: dict[str, Path
 
 
 def check_output_file(path: str | Path, option: str, what: str = "output file") -> Path:
-    """Check that file ``path`` can be written, creating its folder if missing; an existing
-    file is opened for appending and left as it is, a new one is created and removed.
+    """Check that file ``path`` can be written, creating its folder if missing to try it; an existing
+    file is opened for appending and left as it is, a new one is created and removed, and the folders
+    created for the check are removed again (the writer makes them: a command refused after this check
+    leaves nothing behind).
 
     Args:
         path: the file.
@@ -124,22 +126,28 @@ def check_output_file(path: str | Path, option: str, what: str = "output file") 
     if blocker is not None:  # mkdir would say only "File exists"
         raise IomodelError(f"cannot create the folder {p.parent} for the {what}: {blocker} is a file, not a folder: "
                            f"pass a writable path with {option}")
+    made = [a for a in (p.parent, *p.parent.parents) if not a.exists()]  # the folders this check creates, deepest first
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise IomodelError(f"cannot create the folder {p.parent} for the {what} "
-                           f"({exc.strerror or type(exc).__name__}): pass a writable path with {option}") from None
-    try:
-        if p.exists():
-            with open(p, "ab"):
-                pass
-        else:
-            with open(p, "xb"):
-                pass
-            p.unlink()
-    except OSError as exc:
-        raise IomodelError(f"cannot write the {what} {p} ({exc.strerror or type(exc).__name__}): "
-                           f"pass a writable path with {option}") from None
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IomodelError(f"cannot create the folder {p.parent} for the {what} "
+                               f"({exc.strerror or type(exc).__name__}): pass a writable path with {option}") from None
+        try:
+            if p.exists():
+                with open(p, "ab"):
+                    pass
+            else:
+                with open(p, "xb"):
+                    pass
+                p.unlink()
+        except OSError as exc:
+            raise IomodelError(f"cannot write the {what} {p} ({exc.strerror or type(exc).__name__}): "
+                               f"pass a writable path with {option}") from None
+    finally:  # nothing left behind: a command refused after this check leaves no empty folder (the writer makes it)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
     return p
 
 

@@ -66,9 +66,15 @@ def test_folder_or_clashing_paths_are_refused(tmp_path, capsys, no_bench):
     assert "would both be" in line
 
 
-def test_check_output_paths_creates_folders_and_keeps_existing_files(tmp_path):
+def test_check_output_paths_leaves_no_folder_and_keeps_existing_files(tmp_path):
+    """The check tries the missing folders and removes them again (a command refused after it left empty folders: a
+    fresh user's finding, 2026-12-07); the writer makes them."""
+    from iomodel.paths import write_text
+
     jp, mp = check_output_paths(tmp_path / "new" / "deep" / "r.json")
-    assert jp.parent.is_dir() and not jp.exists() and mp == jp.with_suffix(".md") and not mp.exists()
+    assert not (tmp_path / "new").exists() and mp == jp.with_suffix(".md") and not mp.exists()
+    write_text(jp, "{}", "-o")
+    assert jp.read_text() == "{}"
     keep = tmp_path / "old.json"
     keep.write_text("{}")
     assert check_output_paths(keep, tmp_path / "old-notes.md") == (keep, tmp_path / "old-notes.md")

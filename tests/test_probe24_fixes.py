@@ -163,3 +163,13 @@ def test_a_short_training_step_models_the_forward_the_kernel_launches(capsys):
     code, out, _ = run_cli(capsys, ["worksheet", "--heads", "32", "--kv-heads", "8", "--head-dim", "128", "--seqlen",
                                     "4096", "--pass", "fwd+bwd", "--format", "json"])
     assert code == 0 and json.loads(out)["worksheet"]["kernel_path"] == "prefill-gluon"
+
+
+def test_a_refused_worksheet_leaves_no_folder_for_its_output(tmp_path, capsys):
+    """`iomodel worksheet --grid-order zigzag -o newdir/sub/o.json` refused the order in one line but left newdir/sub
+    behind (the output check made the folders first)."""
+    out = tmp_path / "newdir" / "sub" / "o.json"
+    assert_one_line_error(capsys, ["worksheet", "--grid-order", "zigzag", "-o", str(out)], "grid order 'zigzag'")
+    assert not (tmp_path / "newdir").exists()
+    code, _, _ = run_cli(capsys, ["worksheet", "--format", "json", "-o", str(out)])
+    assert code == 0 and out.is_file()
