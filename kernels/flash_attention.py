@@ -53,6 +53,7 @@ from iomodel.schedule.capabilities import (
     NUM_WARPS,
     PATHS,
     TMA_SWITCH,
+    autograd_forward_path,
     block_size_refusal,
     env_switch,
     gluon_refusal,
@@ -1093,7 +1094,7 @@ def flash_attention(
             raise IomodelError("out= cannot be used when q, k or v requires grad (autograd owns o): pass out=None")
         if path is None and (config is None or config.path not in ("prefill-tma", "prefill-gluon")):
             chosen = kernel_path(q, k, v, window is not None, causal=causal)
-            forward_kwargs["path"] = chosen if chosen in ("prefill-tma", "prefill-gluon") else "prefill"
+            forward_kwargs["path"] = autograd_forward_path(chosen)
         o, lse, cfg = FlashAttentionFunction.apply(q, k, v, causal, causal_align, sm_scale, forward_kwargs)
     else:
         o, lse, cfg = _forward(q, k, v, causal, causal_align, sm_scale, config=config, path=path,

@@ -33,8 +33,8 @@ from iomodel.paths import write_text
 from iomodel.spec.hardware import Hardware
 from iomodel.spec import PRESETS_DIR, LayerSpec, Tiling, cdiv
 from iomodel.spec.resolve import DEFAULT_HARDWARE, GIVEN, Layer, resolve_layer
-from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, block_size_refusal, decode_refusal, env_switch,
-                                            kernel_refusal, prefill_path, switches_off)
+from iomodel.schedule.capabilities import (GLUON_SWITCH, TMA_SWITCH, autograd_forward_path, block_size_refusal,
+                                            decode_refusal, env_switch, kernel_refusal, prefill_path, switches_off)
 from iomodel.schedule.grid import KERNEL_FIXED_PROGRAMS_SOURCE
 from iomodel.schedule.launch import Schedule, lpt_launch_order
 from iomodel.schedule.tiles import DECODE_MAX_SEQLEN_Q, head_dim_padded
@@ -95,9 +95,9 @@ def _modelled_prefill_path(spec: LayerSpec, hardware: Hardware, varlen: bool,
     ``flash_attention`` under autograd launches the pointer prefill; a fresh user's finding, 2026-12-07)."""
     if varlen or packed:
         return "prefill"
-    if spec.backward and spec.seqlen_q <= DECODE_MAX_SEQLEN_Q:  # under autograd flash_attention turns its decode
-        return "prefill"  # path (no backward) into the pointer prefill (kernels/flash_attention.py, flash_attention)
     path = _kernel_prefill_path(spec, hardware)
+    if spec.backward and spec.seqlen_q <= DECODE_MAX_SEQLEN_Q:  # kernel_path picks the split-KV decode, which
+        path = autograd_forward_path("decode-split-kv")  # autograd turns into the forward it launches
     if path == "prefill-gluon" and tiles is not None and _heuristics().gluon_config_mismatch(
             spec.head_dim, dict(zip(("block_m", "block_n", "num_stages"), tiles))):
         return "prefill-tma"

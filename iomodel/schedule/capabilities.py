@@ -294,6 +294,13 @@ def prefill_path(dtype: str, head_dim: int, sm_major: int | None, tma_aligned: b
     return "prefill"
 
 
+def autograd_forward_path(path: str) -> str:
+    """The forward path a training step launches where :func:`kernels.flash_attention.kernel_path` picks ``path``:
+    the TMA and Gluon prefills as picked, anything else (the split-KV decode of seqlen_q <= 16, which has no backward)
+    the pointer ``prefill``. Read by ``flash_attention`` under autograd and the worksheet's model of a training step."""
+    return path if path in ("prefill-tma", "prefill-gluon") else "prefill"
+
+
 def block_size_refusal(name: str, value: Any) -> str | None:
     """Why a forced launch refuses ``config.<name>`` (BLOCK_M or BLOCK_N), or None.
 

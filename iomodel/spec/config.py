@@ -72,8 +72,9 @@ OUTER_NESTED_KEYS = ("thinker_config",)
 ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
 #: Sub-objects of another tower (an image or audio encoder with its own heads), named in a note, not modelled.
 TOWER_KEYS = ("vision_config", "audio_config", "speech_config")
-#: Every field the attention layer is read from (a nested config that disagrees on one is noted).
-ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + ("sliding_window", "torch_dtype"))
+#: Every field the attention layer is read from (a nested config that disagrees on one is noted; the dtype's own note
+#: says which level's is read).
+ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + ("sliding_window",))
 #: The language model's own fields: where a nested config (``text_config`` ...) is read, a wrapper's top-level value of
 #: one of these that the nested config does not name is not the language model's (HF transformers builds the text
 #: config from the nested dict and its class defaults; MusicFlamingo's top-level ``head_dim`` 1280 is its audio rotary's,
@@ -298,6 +299,9 @@ DEFAULT_SLIDING_WINDOW: dict[str, tuple[str, int]] = {"gemma2": ("Gemma2Config",
 #: HF ``AfmoeConfig``'s defaults that decide its layer types where a file gives no ``layer_types`` (its default
 #: ``sliding_window``, 1024, is in :data:`DEFAULT_SLIDING_WINDOW`).
 AFMOE_DEFAULTS = {"global_attn_every_n_layers": 4, "num_hidden_layers": 32}
+#: The end of every MLA refusal: what iomodel cannot do and why no flag stands in for it.
+MLA_UNMODELLED = ("which iomodel does not model and no flag expresses (its K/V bytes would be wrong): --heads/--kv-heads/"
+                  "--head-dim without a config model an ordinary MHA/GQA layer, not this model's attention")
 #: Families whose HF configuration class defaults ``kv_lora_rank`` to 512 (MLA) where a file leaves it out.
 MLA_DEFAULT_RANK = {"deepseek_v2": "DeepseekV2Config", "deepseek_v3": "DeepseekV3Config"}
 #: HF ``JambaConfig``'s defaults of its attention layout (layer i is attention where i % period == offset).
@@ -499,7 +503,7 @@ class _Fields:
             # text config's own None), not the wrapper's value
             sub = {k: v for k, v in sub.items() if v is not None or k not in cfg or k in TEXT_MODEL_KEYS}
             self.overridden = sorted(k for k, v in sub.items() if k in cfg and cfg[k] != v and k in ATTENTION_KEYS
-                                     and k not in DTYPE_KEYS and v is not None)
+                                     and v is not None)
             if key == "text_config" and sub.get("model_type") is None and self.top_model_type in TEXT_CONFIG_MODEL_TYPE:
                 sub["model_type"] = TEXT_CONFIG_MODEL_TYPE[self.top_model_type]  # as the wrapper's class reads it
                 self.text_model_type = (f"the text_config gives no 'model_type': {sub['model_type']!r}, the one HF "
@@ -1091,7 +1095,7 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                                f"global) per layer, got {_kind(rope)}: fix the file")
         if rope and total:
             rope = rope[:total]  # HF indexes it by layer: entries past num_hidden_layers are never read
-        if isinstance(rope, list) and rope:  # Llama4TextConfig: 1 = the layer uses RoPE (and is chunked)
+        if rope:  # Llama4TextConfig: 1 = the layer uses RoPE (and is chunked)
             if not all(v in (0, 1) and not isinstance(v, bool) for v in rope):
                 raise IomodelError(f"{f.where}: 'no_rope_layers' must list 1 (a RoPE, chunked layer) or 0 (NoPE, "
                                    "global) per layer: fix the file")
@@ -1386,17 +1390,13 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if (f.cfg.get("model_type") in MLA_DEFAULT_RANK and "kv_lora_rank" not in f.cfg and not mla_off):
         cls = MLA_DEFAULT_RANK[f.cfg["model_type"]]
         raise IomodelError(f"{f.where}: no 'kv_lora_rank': HF transformers' {cls} defaults it to 512, multi-head latent "
-                           "attention (DeepSeek-V2/V3 MLA), which iomodel does not model and no flag expresses (its K/V "
-                           "bytes would be wrong): --heads/--kv-heads/--head-dim without a config model an ordinary "
-                           "MHA/GQA layer, not this model's attention")
+                           f"attention (DeepSeek-V2/V3 MLA), {MLA_UNMODELLED}")
     for key, what in UNMODELLED.items():
         if key in MLA_KEYS and (mla_off or f.cfg.get(key) == 0):
             continue
         if f.has(key):
             if key in MLA_KEYS:
-                raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model and "
-                                   "no flag expresses (its K/V bytes would be wrong): --heads/--kv-heads/--head-dim "
-                                   "without a config model an ordinary MHA/GQA layer, not this model's attention")
+                raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, {MLA_UNMODELLED}")
             raise IomodelError(f"{f.where}: '{key}' = {f.cfg[key]!r}: {what}, which iomodel does not model "
                                "(its K/V bytes would be wrong): pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model an ordinary layer")

@@ -31,6 +31,9 @@ DEFAULT_PRESET = "llama-3-8b"
 DEFAULT_SEQLEN = 8192
 #: Default hardware preset.
 DEFAULT_HARDWARE = "H200"
+#: What a config's window or chunk that masks nothing at the layer's lengths is said to do (the sliding window's note
+#: and the chunked or local one's).
+HIDES_NOTHING = "it hides no key the mask shows (every query's keys lie within it), so the layer is modelled without"
 #: Most sequences a ragged batch (``--seqlens``, ``--seqlens-file``) may list.
 MAX_SEQUENCES = 10**6
 #: Most distinct ``(N_q, N_k)`` lengths a ragged batch may hold: the worksheet sums each distinct length exactly, about
@@ -344,8 +347,7 @@ def resolve_layer(
     if inert:  # the config's window hides no key at these lengths: the same attention as none, modelled so
         left = right = None
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: at "
-                       f"{spec.seqlen_q:,} queries and {spec.seqlen_k:,} keys it hides no key the mask shows (every "
-                       "query's keys lie within it), so the layer is modelled without a window.")
+                       f"{spec.seqlen_q:,} queries and {spec.seqlen_k:,} keys {HIDES_NOTHING} a window.")
     if page_size is not None and window is None and sliding and not inert:  # the config's window, not a flag's
         raise IomodelError(f"{cfg.source or cfg.name} gives a sliding window of {cfg.window:,} tokens and the paged "
                            "decode has none: pass --window none (a full-attention layer) or drop --page-size")
@@ -363,8 +365,7 @@ def resolve_layer(
                            f"{cfg.window_layers}: at "
                            + (f"a KV cache of {spec.seqlen_k:,} keys" if phase == "decode" else
                               f"{longest if ragged else ''}{spec.seqlen_q:,} queries and {spec.seqlen_k:,} keys")
-                           + " it hides no key the mask shows (every query's keys lie within it), so the layer is "
-                           "modelled without one.")
+                           + f" {HIDES_NOTHING} one.")
     elif cfg is not None and not sliding and cfg.window is not None and (
             left is not None or right is not None or max(spec.seqlen_q, spec.seqlen_k) > cfg.window):
         # --window states the layer asked for (--window none within the config's window: the same full layer)
