@@ -20,11 +20,13 @@ wave's copy" and "Faster") and touch by touch elsewhere, up to :data:`~iomodel.c
 touches. The Q-stationary kernels (the forward, ``_bwd_dq``) run every head's processed waves in one engine call
 (:func:`iomodel.cache.stream._drive_segments`).
 
-Part 2 reconciles each receipt in-process twice (:func:`iomodel.reconcile.compare.reconcile`)
-and prints its shapes, the cold time (the traffic model's sympy formulas compiled on first
-use), the warm time (compiled formulas cached) and the part of the warm time spent in the L2
-model (:mod:`iomodel.cache.predict`). The target is under 5 s for a 30-shape receipt on a
-2-core CPU. Times are wall-clock seconds of this process; other load on the machine adds to them.
+Part 2 reconciles each receipt (:func:`iomodel.reconcile.compare.reconcile`) cold in a fresh Python process (the
+traffic model's sympy formulas compiled on first use), in one process (``jobs=1``) and as ``iomodel reconcile`` does
+by default (``jobs`` 0: the shapes spread over one process per CPU), one after the other in this run, and prints
+their ratio; then in this process, warm (compiled formulas cached, one process), with the part of that time spent in
+the L2 model (:mod:`iomodel.cache.predict`). The target is under 5 s for a 30-shape receipt on a 2-core CPU. Times
+are wall-clock seconds; other load on the machine adds to them. The default receipts are the two the benchmark
+started with (33 and 44 shapes) and the two heaviest training hold-outs per shape (32 and 48 shapes).
 
 As the ``iomodel`` command does, the benchmark first keeps freed heap memory mapped
 (:func:`iomodel.cache.heap.keep_freed_memory`: the long estimates' temporaries of about 1 MiB then reuse the heap
@@ -47,7 +49,20 @@ from iomodel.spec import LayerSpec, Tiling
 from iomodel.spec.hardware import get_hardware
 
 ROOT = Path(__file__).resolve().parents[1]
-RECEIPTS = ("receipts/ncu-h200-holdout4-2026-11-29.json", "receipts/ncu-h200-train-holdout1-2026-12-01.json")
+RECEIPTS = ("receipts/ncu-h200-holdout4-2026-11-29.json", "receipts/ncu-h200-train-holdout1-2026-12-01.json",
+            "receipts/ncu-h200-train-holdout9-2026-12-05.json", "receipts/ncu-h200-train-holdout11-2026-12-05.json")
+#: One cold reconcile in a fresh process: keeps freed memory mapped as the iomodel command does (``{heap}``), loads
+#: the record and prints the seconds reconcile took with ``jobs={jobs}``.
+_COLD = ("import sys, time\n"
+         "from iomodel.cache.heap import keep_freed_memory\n"
+         "if {heap}: keep_freed_memory()\n"
+         "from iomodel.measure.records import Measurement\n"
+         "from iomodel.reconcile.compare import reconcile\n"
+         "m = Measurement.load(sys.argv[1])\n"
+         "t0 = time.perf_counter()\n"
+         "reconcile(m, jobs={jobs})\n"
+         "print(time.perf_counter() - t0)\n")
+
 
 
 def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
@@ -71,8 +86,20 @@ def _estimate_ms(spec: LayerSpec, tiling: Tiling) -> str:
     return f"{ms:12.1f} {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults:>7}"
 
 
-def _reconcile_times(path: Path) -> tuple[int, float, float, float]:
-    """(shapes, cold s, warm s, L2-model s of the warm run) of one receipt."""
+def _cold_seconds(path: Path, jobs: int | None, heap: bool) -> float:
+    """Seconds of one cold :func:`~iomodel.reconcile.compare.reconcile` of ``path`` in a fresh Python process."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", _COLD.format(jobs=jobs, heap=heap), str(path)], capture_output=True,
+                         text=True, cwd=ROOT, check=False)
+    if res.returncode:
+        raise SystemExit(f"error: the cold reconcile of {path.name} failed: {res.stderr.strip().splitlines()[-1:]}")
+    return float(res.stdout.split()[-1])
+
+
+def _reconcile_times(path: Path) -> tuple[int, float, float]:
+    """(shapes, warm s, L2-model s of the warm run) of one receipt, in this process, one process."""
     m = Measurement.load(path)
     spent = [0.0]
 
@@ -85,20 +112,18 @@ def _reconcile_times(path: Path) -> tuple[int, float, float, float]:
                 spent[0] += time.perf_counter() - t0
         return run
 
-    t0 = time.perf_counter()
-    compare.reconcile(m)
-    cold = time.perf_counter() - t0
+    compare.reconcile(m, jobs=1)  # compiles the formulas this record needs
     saved = {n: getattr(compare, n) for n in ("predict_tiled", "predict_training_step", "predict_baseline")}
     for n, fn in saved.items():
         setattr(compare, n, timed(fn))
     try:
         t0 = time.perf_counter()
-        compare.reconcile(m)
+        compare.reconcile(m, jobs=1)  # one process: the L2 model's time is counted in this one
         warm = time.perf_counter() - t0
     finally:
         for n, fn in saved.items():
             setattr(compare, n, fn)
-    return len(m.select(None)), cold, warm, spent[0]
+    return len(m.select(None)), warm, spent[0]
 
 
 def main() -> None:
@@ -138,10 +163,17 @@ def main() -> None:
     if not args.receipts:
         print("\nno receipt named (--receipts with no file): part 2 skipped")
         return
-    print(f"\n{'receipt':<52} {'shapes':>6} {'cold s':>7} {'warm s':>7} {'L2 s':>6}")
+    from iomodel.reconcile.compare import _workers
+
+    print(f"\n{'receipt':<52} {'shapes':>6} {'cold 1 proc s':>13} {'cold default s':>14} {'procs':>5} {'ratio':>6} "
+          f"{'warm 1 proc s':>13} {'L2 s':>6}")
     for r in args.receipts:
-        n, cold, warm, l2 = _reconcile_times(ROOT / r)
-        print(f"{Path(r).name:<52} {n:>6} {cold:>7.2f} {warm:>7.2f} {l2:>6.2f}", flush=True)
+        path = ROOT / r
+        one = _cold_seconds(path, 1, kept)
+        default = _cold_seconds(path, None, kept)
+        n, warm, l2 = _reconcile_times(path)
+        print(f"{Path(r).name:<52} {n:>6} {one:>13.2f} {default:>14.2f} {_workers(n, None):>5} {default / one:>6.2f} "
+              f"{warm:>13.2f} {l2:>6.2f}", flush=True)
 
 
 if __name__ == "__main__":

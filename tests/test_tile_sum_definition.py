@@ -41,7 +41,7 @@ SPECS = [
 def _clear_model_caches():
     model_mod._BUILD_CACHE.clear()
     model_mod._python_eval.cache_clear()
-    model_mod._formulas.cache_clear()
+    model_mod._printed.cache_clear()
 
 
 def _everything(spec):

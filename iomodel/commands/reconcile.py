@@ -94,6 +94,10 @@ def reconcile(
                                                     "microbenchmark; the default) or, --no-forward-constants, with the "
                                                     "backward kernels' (24 ways, written lines 0.5 at 0.5: the legacy "
                                                     "model, for comparison).")] = True,
+    jobs: Annotated[int, typer.Option("--jobs", help="Processes the shapes are reconciled in (a speed setting; every "
+                                      "number is the same): 0, the default, one per CPU this process may use (one "
+                                      "process for a record of a few shapes, where starting workers costs more than "
+                                      "it saves); 1 one process.")] = 0,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1 (the read capacity stays at the "
                                                    "device's measured fraction).")] = False,
@@ -108,6 +112,9 @@ def reconcile(
     from iomodel import reconcile as comparison
     from iomodel.report import reconcile_md as md
 
+    if jobs < 0:
+        raise IomodelError(f"--jobs must be 0 (one process per CPU) or a number of processes, got {jobs}: pass e.g. "
+                           "--jobs 1 for one process")
     for flag, val in (("--tol-hbm", tol_hbm), ("--tol-l2", tol_l2), ("--abs-tol", abs_tol)):
         if not math.isfinite(val) or val < 0:
             raise IomodelError(f"{flag} must be a finite number, 0 or more, got {val}: pass e.g. {flag} "
@@ -133,7 +140,7 @@ def reconcile(
                            "predict for the record's own hardware")
     meas = Measurement.load(results)
     common = dict(hardware=hardware, impls=impl, tolerances={"HBM": tol_hbm, "L2": tol_l2}, abs_tol=abs_tol,
-                  l2_source=l2_source, l2_ways=l2_ways or None)
+                  l2_source=l2_source, l2_ways=l2_ways or None, jobs=jobs or None)
     rec = comparison.reconcile(meas, l2_fraction=l2_fraction, forward_constants=forward_constants, **common)
     console = Console(width=max(Console().width, 180))
     diagnostics = Console(width=max(Console().width, 180), stderr=True)  # notes and warnings: stderr, not the report

@@ -1201,6 +1201,7 @@ def reconcile(
     l2_source: str | None = None,
     l2_ways: int | None = DEFAULT_L2_WAYS,
     forward_constants: bool = True,
+    jobs: int | None = None,
 ) -> Reconciliation:
     """Reconcile every shape of a measurement record.
 
@@ -1220,6 +1221,9 @@ def reconcile(
         forward_constants: predict forward launches with their own constants (``FORWARD_L2``) where ``l2_fraction``
             and ``l2_ways`` are the defaults (True, the model); False: every kernel with the same constants (the
             legacy model, for comparison).
+        jobs: processes the shapes are spread over (a speed setting: every result is the same); 0 one per CPU this
+            process may use; default (None) that from :data:`PARALLEL_MIN_SHAPES` shapes up, one process below.
+            One process where ``fork`` is not available or this process is a pool's daemon worker.
 
     Returns:
         :class:`Reconciliation`.
@@ -1227,7 +1231,7 @@ def reconcile(
     Raises:
         IomodelError: no hardware known, an l2_fraction outside (0, 1], an unknown
             l2_source or one whose quantities the record did not collect (where it collected other L2 ones),
-            l2_ways not a positive integer, or no shape left.
+            l2_ways not a positive integer, jobs not an integer of at least 0, or no shape left.
     """
     if l2_source is None:
         l2_source = str((measurement.settings.get("l2_model") or {}).get("l2_source", "auto"))
@@ -1262,16 +1266,71 @@ def reconcile(
                 collected=collected, forward_constants=bool(forward_constants))
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
-    rows = []
-    for s in shapes:
-        # one shape's kernels are built once for both of its predictions (the band's LRU below)
-        with wave_cache():
-            row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
-            if l2_ways is not None:  # the replacement-policy band of every HBM gap
-                alone = Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways, forward_constants)
-                _add_band(row, s, alone, hw, l2_ways, opts)
-        rows.append(row)
+    if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0):
+        raise IomodelError(f"jobs must be 0 (one process per CPU this process may use) or a number of processes, "
+                           f"got {jobs!r}: pass e.g. --jobs 1 for one process")
+    global _SHAPE_JOB
+    _SHAPE_JOB = (shapes, measurement, hw, frac, tol, abs_tol, l2_ways, forward_constants, opts)
+    try:
+        workers = _workers(len(shapes), jobs)
+        if workers > 1:
+            import multiprocessing
+
+            # fork: the workers inherit the record, the options (predict_fn need not pickle) and the built models;
+            # each shape is reconciled whole in one worker, so every result is the serial loop's (pinned by tests)
+            # the heaviest shapes first (longest processing time first), so that no worker is left with one at the end
+            order = sorted(range(len(shapes)), key=lambda i: _work(shapes[i].spec), reverse=True)
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                done = dict(zip(order, pool.imap(_reconcile_one, order, chunksize=1)))
+            rows = [done[i] for i in range(len(shapes))]
+        else:
+            rows = [_reconcile_one(i) for i in range(len(shapes))]
+    finally:
+        _SHAPE_JOB = None
     return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways, forward_constants)
+
+
+#: Shapes from which :func:`reconcile` spreads the shapes over processes (below, forking costs more than it saves:
+#: about 10-20 ms a worker on the 2-core development machine). A speed choice, not a model constant.
+PARALLEL_MIN_SHAPES = 8
+
+#: What :func:`_reconcile_one` reconciles, set by :func:`reconcile` for its own duration (the forked workers inherit it).
+_SHAPE_JOB: tuple | None = None
+
+
+def _workers(n_shapes: int, jobs: int | None) -> int:
+    """Processes :func:`reconcile` uses for ``n_shapes`` shapes: ``jobs`` when given (0: the CPUs this process may
+    use), by default those CPUs from :data:`PARALLEL_MIN_SHAPES` shapes up; one where ``fork`` is not available (not
+    Linux or macOS) or this process is a daemon (a pool's worker cannot start its own)."""
+    import multiprocessing
+    import os
+
+    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if jobs is None:
+        jobs = cpus if n_shapes >= PARALLEL_MIN_SHAPES else 1
+    return max(1, min(jobs or cpus, n_shapes))
+
+
+def _work(spec: LayerSpec) -> int:
+    """A shape's relative reconciling time, for ordering only: its query-key pairs per KV head's schedule
+    (B·H·N_q·N_k), three kernels' worth for a training step."""
+    return spec.batch * spec.heads * spec.seqlen_q * spec.seqlen_k * (3 if spec.backward else 1)
+
+
+def _reconcile_one(i: int) -> ShapeReconciliation:
+    """Shape ``i`` of the running :func:`reconcile`, with its replacement-policy band."""
+    assert _SHAPE_JOB is not None
+    shapes, measurement, hw, frac, tol, abs_tol, l2_ways, forward_constants, opts = _SHAPE_JOB
+    s = shapes[i]
+    # one shape's kernels are built once for both of its predictions (the band's LRU below)
+    with wave_cache():
+        row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
+        if l2_ways is not None:  # the replacement-policy band of every HBM gap
+            alone = Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways, forward_constants)
+            _add_band(row, s, alone, hw, l2_ways, opts)
+    return row
 
 
 #: Most touches (:func:`iomodel.cache.stream.dkdv_touches`) of a causal dK/dV kernel without a window for which the

@@ -394,9 +394,17 @@ class RowValue:
     write_bytes: int
     read_expr: sp.Expr
     write_expr: sp.Expr
-    read_formula: str
-    write_formula: str
     note: str = ""
+
+    @property
+    def read_formula(self) -> str:
+        """``read_expr`` printed (sympy's ``sstr``), on first use (a reconciliation prints none)."""
+        return _printed(self.read_expr)
+
+    @property
+    def write_formula(self) -> str:
+        """``write_expr`` printed (sympy's ``sstr``), on first use."""
+        return _printed(self.write_expr)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable row (worksheet schema: ``width_bytes``, bytes, printed formulas)."""
@@ -552,12 +560,10 @@ def _python_eval(key: tuple):
     return python_function(ARG_SYMBOLS, exprs)
 
 
-@functools.lru_cache(maxsize=64)
-def _formulas(key: tuple) -> dict[int, tuple[str, str]]:
-    """Printed read/write formulas of every row of the model with structure ``key`` (by id)."""
-    model = _BUILD_CACHE[key]
-    rows = list(model.compulsory) + [r for alg in model.algorithms.values() for r in alg.rows]
-    return {id(r): (sp.sstr(r.read_bytes), sp.sstr(r.write_bytes)) for r in rows}
+@functools.lru_cache(maxsize=4096)
+def _printed(expr: sp.Expr) -> str:
+    """A row's read or write formula as printed (``sp.sstr``), once per expression."""
+    return sp.sstr(expr)
 
 
 def _peak_for(alg_name: str, spec: LayerSpec, hardware: Hardware, opts: dict[str, Any]) -> float:
@@ -606,16 +612,14 @@ def predict(spec: LayerSpec, tiling: Tiling, hardware: Hardware, **options: Any)
     model = _build_cached(key, spec, tiling)
     vals = symbol_values(spec, tiling, hardware)
     out = iter(_python_eval(key)(*[vals[s] for s in ARG_SYMBOLS]))
-    formulas = _formulas(key)
 
     def rows_of(rows: list[Row]) -> list[RowValue]:
         res = []
         for r in rows:
             width, elements, reads, rb, wb = (_py(next(out)) for _ in range(5))
-            rf, wf = formulas[id(r)]
             res.append(RowValue(
                 r.tensor, r.step, r.level, r.shape, r.dtype, int(width), int(elements), float(reads),
-                int(rb), int(wb), r.read_bytes, r.write_bytes, rf, wf, r.note,
+                int(rb), int(wb), r.read_bytes, r.write_bytes, r.note,
             ))
         return res
 
