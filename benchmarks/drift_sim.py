@@ -1,7 +1,12 @@
 """Programs that drift apart: K/V DRAM reads of a causal forward when each program takes the next tile as it finishes.
 
 Run: ``python benchmarks/drift_sim.py --preset H200 --heads 16 --kv-heads 16 --seqlen 132608 [--seqlen-q N_q]
-[--no-causal] [--head-dim 128] [--block-m 128] [--block-n 128] [--programs 132] [--dtype-bytes 2]``. A diagnosis, not the model:
+[--no-causal] [--head-dim 128] [--block-m 128] [--block-n 128] [--programs 132] [--dtype-bytes 2]``, or
+``python benchmarks/drift_sim.py --preset H100 --stamps receipts/l2-timing-h100-2026-12-07.json --ncu-csv
+receipts/l2-timing-ncu-h100-2026-12-07.csv`` to replay measured program times (:func:`replay`: each layer of a
+``benchmarks/l2_timing_probe.py`` receipt at its measured timing, in step and as freed, with the Q and O tiles
+displacing K/V at no weight, the preset's forward constants and the measured displacement, beside the DRAM reads
+Nsight Compute measured for the same kernels). A diagnosis, not the model:
 it prints, for the query-tile orders ``forward`` (tile 0 of a head first) and ``reverse`` (heaviest first) of a
 tiles-fastest grid (B = 1), the DRAM bytes of Q, K and V (GB, 1e9 bytes) under two timings of P = ``--programs``
 programs in flight:
@@ -118,6 +123,102 @@ def _coupled(lens: list[int], kv: list[int], cap: int, programs: int, miss_cost:
     return misses
 
 
+def replay(layer: dict, programs: dict, capacity: float, q_weight: float = 0.0, o_weight: float = 0.0
+           ) -> tuple[float, float]:
+    """DRAM bytes of Q, K and V (bytes) and their bytes without reuse (bytes) of one forward whose programs ran at
+    given times: ``programs`` from ``benchmarks/l2_timing_probe.py`` (per program in launch order: ``head``,
+    ``tile``, ``start_ns``, ``end_ns``) or :func:`timed_programs`, ``layer`` its layer (``heads``, ``kv_heads``,
+    ``seqlen``, ``head_dim``, ``causal``, ``block_m``, ``block_n``; bf16). Each program reads its key blocks from key
+    0 up (the probe's loop), evenly spaced over its span (block k at start + (k + 1/2)·span / blocks); every block in
+    time order goes through an LRU of ``capacity`` bytes (a K/V block's K and V rows one entry). With ``q_weight`` or
+    ``o_weight`` above 0 a program's Q tile enters the LRU at its start and its O tile at its end, each occupying
+    that share of its bytes (read once, so never hit: they only displace K/V; the forward's model weighs them
+    ``FORWARD_L2``'s 0.625, the cyclic microbenchmark measured 0.72-0.86). Raises nothing (the receipt was checked)."""
+    import numpy as np
+
+    from iomodel.schedule.grid import prefill_key_rows
+    from iomodel.spec import LayerSpec, Tiling
+
+    n, d, bn, bm = layer["seqlen"], layer["head_dim"], layer["block_n"], layer["block_m"]
+    spec = LayerSpec(1, layer["heads"], layer["kv_heads"], d, n, n, causal=layer["causal"])
+    per_tile = np.array([-(-rows // bn) for rows in prefill_key_rows(spec, Tiling(block_m=bm, block_n=bn))],
+                        dtype=np.int64)
+    tile = np.asarray(programs["tile"], dtype=np.int64)
+    head = np.asarray(programs["head"], dtype=np.int64)
+    start = np.asarray(programs["start_ns"], dtype=np.float64)
+    end = np.asarray(programs["end_ns"], dtype=np.float64)
+    lens = per_tile[tile]
+    first = np.repeat(np.cumsum(lens) - lens, lens)
+    k = np.arange(int(lens.sum()), dtype=np.int64) - first  # each program's key blocks 0 .. lens - 1
+    prog = np.repeat(np.arange(len(lens)), lens)
+    times = start[prog] + (k + 0.5) * (end - start)[prog] / lens[prog]
+    t_c = -(-n // bn)
+    keys = (head[prog] // (layer["heads"] // layer["kv_heads"])) * t_c + k
+    block = bn * d * 2 * 2  # K and V rows of one key block, bf16
+    q_size, o_size = bm * d * 2 * q_weight, bm * d * 2 * o_weight
+    ids = np.arange(len(lens), dtype=np.int64)
+    extra_t, extra_k = [], []
+    if q_size > 0:  # keys below -1: a Q tile (-2 - p) or an O tile (-2 - P - p), never read again
+        extra_t.append(start)
+        extra_k.append(-2 - ids)
+    if o_size > 0:
+        extra_t.append(end)
+        extra_k.append(-2 - len(lens) - ids)
+    if extra_t:
+        times = np.concatenate([times] + extra_t)
+        keys = np.concatenate([keys] + extra_k)
+    order = np.argsort(times, kind="stable")
+    lru: OrderedDict = OrderedDict()
+    misses, held, n_prog = 0, 0.0, len(lens)
+    for key in keys[order].tolist():
+        if key >= 0 and key in lru:
+            lru.move_to_end(key)
+            continue
+        if key >= 0:
+            misses += 1
+            size = block
+        else:
+            size = q_size if key >= -1 - n_prog else o_size
+        lru[key] = size
+        held += size
+        while held > capacity and len(lru) > 1:
+            held -= lru.popitem(last=False)[1]
+    q = layer["heads"] * n * d * 2
+    return misses * block + q, int(lens.sum()) * block + q
+
+
+def timed_programs(layer: dict, in_flight: int, timing: str) -> dict:
+    """Programs of ``layer`` (as :func:`replay` takes it, with ``tile_order``) at a simulated timing, one time unit a
+    key block: ``in-step`` (waves of ``in_flight`` consecutive programs start together once the previous wave's
+    longest is done) or ``as-freed`` (each program starts when the first of ``in_flight`` slots frees; ties in launch
+    order). Per program in launch order: ``head``, ``tile``, ``start_ns``, ``end_ns`` (time units)."""
+    from iomodel.schedule.grid import prefill_key_rows
+    from iomodel.spec import LayerSpec, Tiling
+
+    n, bn = layer["seqlen"], layer["block_n"]
+    spec = LayerSpec(1, layer["heads"], layer["kv_heads"], layer["head_dim"], n, n, causal=layer["causal"])
+    per_tile = [-(-rows // bn) for rows in prefill_key_rows(spec, Tiling(block_m=layer["block_m"], block_n=bn))]
+    t_r = len(per_tile)
+    tiles = list(range(t_r))[::-1] if layer["tile_order"] == "reverse" else list(range(t_r))
+    head = [h for h in range(layer["heads"]) for _ in range(t_r)]
+    tile = tiles * layer["heads"]
+    lens = [per_tile[i] for i in tile]
+    start = [0.0] * len(lens)
+    if timing == "in-step":
+        t0 = 0.0
+        for w in range(0, len(lens), in_flight):
+            for j in range(w, min(w + in_flight, len(lens))):
+                start[j] = t0
+            t0 += max(lens[w:w + in_flight])
+    else:
+        free = [(0.0, s) for s in range(in_flight)]
+        for j in range(len(lens)):
+            t, slot = heapq.heappop(free)
+            start[j] = t
+            heapq.heappush(free, (t + lens[j], slot))
+    return {"head": head, "tile": tile, "start_ns": start, "end_ns": [s + x for s, x in zip(start, lens)]}
+
+
 #: Most key-block reads one run simulates (four simulations, six with --miss-cost, of about 6-10 s and 1 GB of memory per 8 million on the
 #: 2-core development machine): a bound on the work (19.5 million took 60 s).
 MAX_BLOCK_READS = 10_000_000
@@ -134,7 +235,16 @@ def main() -> None:
     ap.add_argument("--no-causal", action="store_true", help="a non-causal layer (every tile equally long)")
     ap.add_argument("--miss-cost", type=float, default=None, help="also the coupled timing: a block read that misses "
                     "takes 1 + this many time units (0.01: one percent longer than a hit)")
+    ap.add_argument("--stamps", type=Path, default=None, help="a receipt of benchmarks/l2_timing_probe.py: replay "
+                    "each of its layers at the measured program times, beside the in-step and as-freed timings "
+                    "(the layer options are then the receipt's; --programs stays the programs in flight)")
+    ap.add_argument("--ncu-csv", type=Path, default=None, help="with --stamps: the Nsight Compute CSV of the same "
+                    "probe's kernels (its --csv output, one kernel a layer in the receipt's order): their "
+                    "dram__bytes_read.sum printed beside the replays")
     a = ap.parse_args()
+    if a.stamps is not None:
+        _replay_receipt(a)
+        return
     for name in ("heads", "kv_heads", "seqlen", "head_dim", "block_m", "block_n", "programs", "dtype_bytes"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be 1 or more, got {getattr(a, name)}")
@@ -176,6 +286,67 @@ def main() -> None:
                                   miss_cost=a.miss_cost or 0.0)
             print(f"  {order:8s} {timing:9s} DRAM reads of Q, K, V {got / 1e9:9.3f} GB (no reuse {every / 1e9:8.1f} GB)",
                   flush=True)
+
+
+#: The private-byte displacement the cyclic microbenchmark measured (0.72-0.86 of a set byte; 0.78 near its middle,
+#: receipts/l2-cyclic-h100-2026-12-07.json), the third (Q, O) weight the ``--stamps`` replay tries after none (the
+#: simulator's K/V alone) and the preset's forward constants (``FORWARD_L2``: its Q and written-byte weights).
+MEASURED_DISPLACEMENT = 0.78
+
+
+def _ncu_reads(path: Path) -> list[float]:
+    """``dram__bytes_read.sum`` (bytes) of each kernel of an Nsight Compute ``--csv`` file, in its ID order."""
+    import csv
+
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SystemExit(f"error: cannot read --ncu-csv {path}: {exc.strerror}")
+    rows = list(csv.DictReader(line for line in text.splitlines() if line.startswith('"')))
+    got = {int(r["ID"]): float(r["Metric Value"].replace(",", "")) for r in rows
+           if r.get("Metric Name") == "dram__bytes_read.sum"}
+    if not got:
+        raise SystemExit(f"error: {path} has no dram__bytes_read.sum row: pass the probe's ncu --csv output")
+    return [got[k] for k in sorted(got)]
+
+
+def _replay_receipt(a) -> None:
+    """``--stamps``: per layer of the receipt and per (Q, O) weight, DRAM reads (GB) at the measured timing, in step
+    and as freed."""
+    import json
+
+    from iomodel.cache.params import L2Params, forward_l2_of, hardware_preset
+    from iomodel.errors import IomodelError
+    from iomodel.spec.hardware import get_hardware
+
+    try:
+        rec = json.loads(a.stamps.read_text())
+        layers = rec["layers"]
+        hw = get_hardware(a.preset)
+    except (OSError, ValueError, KeyError, TypeError, IomodelError) as exc:
+        raise SystemExit(f"error: {a.stamps} is not a timing-probe receipt ({exc}): pass the JSON of "
+                         "benchmarks/l2_timing_probe.py")
+    cap = L2Params.of(hw, 1).for_forward().read_capacity
+    fwd = forward_l2_of(hw)
+    weights = ((0.0, 0.0), (fwd.q_share, fwd.write_share), (MEASURED_DISPLACEMENT, MEASURED_DISPLACEMENT))
+    print(f"{a.stamps.name} ({rec.get('device')}); {hardware_preset(hw)} read capacity {cap / 2**20:.2f} MiB; "
+          f"DRAM reads of Q, K, V, GB; {a.programs} programs in flight in the simulated timings")
+    measured = _ncu_reads(a.ncu_csv) if a.ncu_csv is not None else []
+    if measured and len(measured) != len(layers):
+        raise SystemExit(f"error: {a.ncu_csv} holds {len(measured)} kernels' DRAM reads for the receipt's {len(layers)} "
+                         "layers: pass the CSV of the same probe run")
+    for i, entry in enumerate(layers):
+        lay = entry["layer"]
+        if measured:
+            print(f"  H {lay['heads']:3d} N {lay['seqlen']:7d} {'causal' if lay['causal'] else 'non-causal':10s} "
+                  f"{lay['tile_order']:8s} Nsight Compute DRAM reads {measured[i] / 1e9:8.3f}")
+        timings = {"measured": entry["programs"], "in-step": timed_programs(lay, a.programs, "in-step"),
+                   "as-freed": timed_programs(lay, a.programs, "as-freed")}
+        for qw, ow in weights:
+            got = {name: replay(lay, progs, cap, qw, ow)[0] for name, progs in timings.items()}
+            print(f"  H {lay['heads']:3d} N {lay['seqlen']:7d} {'causal' if lay['causal'] else 'non-causal':10s} "
+                  f"{lay['tile_order']:8s} Q/O weight {qw:5.3f}/{ow:5.3f}: "
+                  + "  ".join(f"{name} {v / 1e9:8.3f}" for name, v in got.items()), flush=True)
 
 
 if __name__ == "__main__":

@@ -42,9 +42,13 @@ def _kernel():
 
     @triton.jit
     def probe(desc_q, desc_k, desc_v, desc_o, LSE, STAMPS, sm_scale, H, N_Q, N_K,
-              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+              REVERSE: tl.constexpr = False):
         t0 = globaltimer()
-        i = tl.program_id(0)
+        pid = tl.program_id(0)
+        i = pid
+        if REVERSE:  # the query tile: heaviest first in the reverse order
+            i = tl.num_programs(0) - 1 - pid
         bh = tl.program_id(1)
         b = bh // H
         h = bh % H
@@ -68,11 +72,12 @@ def _kernel():
         desc_o.store([b, h, i * BLOCK_M, 0], o.to(tl.bfloat16).reshape(1, 1, BLOCK_M, HEAD_DIM))
         tl.store(LSE + bh.to(tl.int64) * N_Q + offs_m, lse, mask=offs_m < N_Q)
         t1 = globaltimer()
-        p = (bh * tl.num_programs(0) + i).to(tl.int64) * 4
+        p = (bh * tl.num_programs(0) + pid).to(tl.int64) * 5  # rows in launch order (tile-fastest, then heads)
         tl.store(STAMPS + p, smid().to(tl.int64))
         tl.store(STAMPS + p + 1, t0)
         tl.store(STAMPS + p + 2, t1)
         tl.store(STAMPS + p + 3, bh.to(tl.int64))
+        tl.store(STAMPS + p + 4, i.to(tl.int64))
 
     return probe
 
@@ -88,7 +93,7 @@ def _one(layer: tuple[int, int, int, bool], probe, num_sms: int) -> dict:
     o = torch.empty_like(q)
     lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
     t_r = -(-N // BLOCK_M)
-    stamps = torch.zeros(t_r * B * H, 4, device="cuda", dtype=torch.int64)
+    stamps = torch.zeros(t_r * B * H, 5, device="cuda", dtype=torch.int64)
     descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, blk, d])
              for t, blk in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (o, BLOCK_M))]
     flush = torch.empty(256 << 20, device="cuda", dtype=torch.uint8)

@@ -196,7 +196,7 @@ def reconcile(
         for c in cols:
             st.add_column(c)
         for e in scan:
-            st.add_row(f"{e['l2_fraction']:g}", *[f"{e[c]:.0%}" for c in cols])
+            st.add_row(f"{e['l2_fraction']:g}", *[f"{e[c]:.1%}" for c in cols])
         console.print(st)
     if plot_dir is not None:
         from iomodel.report.reconcile_plot import plot

@@ -39,7 +39,8 @@ def summary_rows(rec: Reconciliation) -> list[list[str]]:
     the last column says how many there are (listed by :func:`not_reconciled_lines`), and how many of the shapes the
     model labels ROUGH or NOT A PREDICTION in that direction, and of them how many are within (``labelled`` of
     :meth:`~iomodel.reconcile.compare.Reconciliation.summary`: a hit there is no evidence for the model, a miss no
-    evidence against it).
+    evidence against it). Shares to one decimal (43/48 is 89.6 %, not 90 %: a whole percent could round a share
+    up to a 95 % bar).
     """
     out = []
     for e in rec.summary():
@@ -50,8 +51,8 @@ def summary_rows(rec: Reconciliation) -> list[list[str]]:
         missing += "".join(f"; {c['shapes']} labelled {q.upper()} ({c['within']} within)"
                            for q, c in sorted(e.get("labelled", {}).items()))
         out.append([e["impl"], e["level"], e["which"], str(n), f"±{e['tolerance']:.0%}",
-                    f"{e['within_rel']}/{n} ({e['fraction_rel']:.0%})", absc,
-                    f"{e['within']}/{n} ({e['fraction']:.0%}){missing}"])
+                    f"{e['within_rel']}/{n} ({e['fraction_rel']:.1%})", absc,
+                    f"{e['within']}/{n} ({e['fraction']:.1%}){missing}"])
     return out
 
 

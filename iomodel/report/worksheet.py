@@ -336,7 +336,8 @@ class Worksheet:
         """One CSV line per row, total, allocation and the compulsory bytes.
 
         Leading ``# `` lines carry the assumptions (read with ``pandas.read_csv(comment='#')``).
-        Columns: algorithm, kind (row | total | allocated | allocated_total | compulsory),
+        Columns: algorithm, kind (row | total | allocated | allocated_total | compulsory | l2_aware |
+        l2_aware_kernel: the L2-aware DRAM estimate and, for a training step, its kernels),
         tensor, step, level, shape, dtype, width_bytes, elements, reads, read_bytes,
         write_bytes, allocated_bytes (bytes resident in HBM, not traffic), read_formula,
         write_formula, note. Every byte count is an integer in its own column.
@@ -363,7 +364,30 @@ class Worksheet:
                             "", "", al["bytes"], "", "", al["note"]])
             w.writerow([name, "allocated_total", "", "", "HBM", "", "", "", "", "", "", "", a.allocated_bytes, "", "",
                         "resident in HBM at the peak of the call (not traffic)"])
+            if name == "tiled":
+                for row in self._l2_csv_rows():
+                    w.writerow(row)
         return out.getvalue()
+
+    def _l2_csv_rows(self) -> list[list[Any]]:
+        """The L2-aware DRAM estimate as CSV rows (the JSON's ``algorithms.tiled.l2_aware``): kind ``l2_aware``, level
+        ``DRAM``, its read and write bytes and, in the note, its source, the quality of each and the bytes left dirty
+        in L2; a training step adds one ``l2_aware_kernel`` row per kernel (its name in ``step``). Not computed: one
+        ``l2_aware`` row without bytes whose note says why."""
+        e = self.l2_aware
+        blank = [""] * 5
+        if e is None:
+            return [["tiled", "l2_aware", "", "", "DRAM", *blank, "", "", "", "", "",
+                     f"L2-aware DRAM estimate not computed: {self.l2_not_computed() or 'no estimate for this layer'}"]]
+        rows = [["tiled", "l2_aware", "", "", "DRAM", *blank, e.read_bytes, e.write_bytes, "", "", "",
+                 f"estimate from {L2_ESTIMATE_SOURCE} {e.function} (not a measurement); reads "
+                 f"{e.read_bytes_quality}, writes {e.write_bytes_quality}; {e.dirty_bytes} B of the {e.written_bytes} B "
+                 "stored stay dirty in L2 at kernel end (not in these writes)"]]
+        for k in e.kernels:
+            rows.append(["tiled", "l2_aware_kernel", "", k["name"], "DRAM", *blank, k["read_bytes"], k["write_bytes"],
+                         "", "", "", f"reads {k['read_bytes_quality']}, writes {k['write_bytes_quality']}; "
+                         f"{k['programs_per_sm']} programs per SM"])
+        return rows
 
     # ----- Markdown -----
     def header_items(self) -> list[tuple[str, str]]:
@@ -388,7 +412,10 @@ class Worksheet:
              + (_window_sentence(s) if s.window else "")),
             ("phase, pass", f"{s.phase}, {s.passes}"),
             ("tiles", f"BLOCK_M = {t.block_m}, BLOCK_N = {t.block_n}, num_stages = {t.num_stages}, "
-                      f"num_splits = {t.num_splits}, heads_per_program = {t.heads_per_program}; {lay.tiling_source}"),
+                      f"num_splits = {t.num_splits}, heads_per_program = {t.heads_per_program}"
+                      + (f"; backward: dK/dV BWD_BLOCK_M = {t.bwd_block_m}, BWD_BLOCK_N = {t.bwd_block_n}, dQ "
+                         f"DQ_BLOCK_M = {t.dq_block_m}, DQ_BLOCK_N = {t.dq_block_n}, _bwd_preprocess BLOCK_M = "
+                         f"{t.preprocess_block_m}" if s.backward else "") + f"; {lay.tiling_source}"),
             ("SRAM per program", f"{fmt_bytes(t.sram_bytes(s))} of {fmt_bytes(hw.smem_per_block)} shared memory "
                                  "per block (Q tile + num_stages K and V tiles"
                                  + (f", {pad} columns wide: the kernel pads HEAD_DIM {s.head_dim} to a power of two"
@@ -421,8 +448,10 @@ class Worksheet:
         outputs = (f"({', '.join(e.schedule.writes if e.schedule else ('O', 'LSE'))})" if not e.kernels
                    else f"(by the {_NUMBER_WORDS[n_bwd + 1]} kernels)")
         dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored {outputs} stays dirty in L2 "
-                 "at kernel end and reaches DRAM only after the kernel, so neither this total nor ncu's dram__bytes "
-                 "of this kernel counts it" if e.dirty_bytes else "; every stored byte reaches DRAM during the kernel")
+                 f"at kernel end and reaches DRAM only after the {'kernel' if not e.kernels else 'kernels'}, so neither "
+                 f"this total nor ncu's dram__bytes of {'this kernel' if not e.kernels else 'these kernels'} counts it"
+                 if e.dirty_bytes else
+                 f"; every stored byte reaches DRAM during the {'kernel' if not e.kernels else 'kernels'}")
         below = ("; that is why the total is below the compulsory bytes, which count every output written once "
                  "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
         step = ("" if not e.kernels else
@@ -446,7 +475,8 @@ class Worksheet:
             + ("" if e.read_bytes_quality == "predicted" else
                f" (**{e.read_bytes_quality.upper()}**: " + ("see its kernels)" if e.kernels else "the assumptions below)"))
             + f", written {fmt_bytes(e.write_bytes)}"
-            + ("" if e.write_bytes_quality == "predicted" else f" (**{e.write_bytes_quality.upper()}**: see its kernels)")
+            + ("" if e.write_bytes_quality == "predicted" else
+               f" (**{e.write_bytes_quality.upper()}**: " + ("see its kernels)" if e.kernels else "the assumptions below)"))
             + f", total {fmt_bytes(total)} ({total / comp:,.2f} x compulsory){dirty}{below}",
             f"- roofline time {fmt_seconds(e.roofline_time_s)}, **{e.bound} bound** "
             f"(intensity {e.intensity:,.1f} FLOP/B)",
