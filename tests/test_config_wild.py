@@ -1629,3 +1629,23 @@ def test_zamba2_s_layers_block_type_is_not_read_as_nemotron_h_s(tmp_path):
                                         "num_key_value_heads": 32, "num_hidden_layers": 6, "torch_dtype": "bfloat16",
                                         "layers_block_type": ["mamba", "mamba", "hybrid"] * 2}))
     assert (cfg.heads, cfg.head_dim) == (32, 160)
+
+
+def test_a_bidirectional_local_window_is_said_as_tokens_each_side(tmp_path):
+    """ModernBERT's local_attention 128 is 64 keys each side of the query: the refusal says "64 tokens each side",
+    not "64 tokens" (a reader takes that for the span); a causal sliding window keeps "N tokens"."""
+    from iomodel.spec.resolve import resolve_layer
+
+    path = _write(tmp_path, {"model_type": "modernbert", "hidden_size": 768, "num_attention_heads": 12,
+                             "num_hidden_layers": 22, "global_attn_every_n_layers": 3, "local_attention": 128,
+                             "torch_dtype": "float32"})
+    cfg = load_config(path)
+    assert (cfg.window, cfg.window_words()) == (64, "64 tokens each side")
+    with pytest.raises(IomodelError, match=r"attention \(64 tokens each side on 14 of 22 layers"):
+        resolve_layer(config=path, seqlen=4096)
+    lay = resolve_layer(config=path, seqlen=64)
+    assert any("attention of 64 tokens each side on 14 of 22 layers" in n for n in lay.notes)
+    mistral = load_config(_write(tmp_path, {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+                                            "num_key_value_heads": 8, "sliding_window": 4096, "torch_dtype": "bfloat16"},
+                                           "m.json"))
+    assert mistral.window_words() == "4,096 tokens"

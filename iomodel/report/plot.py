@@ -835,8 +835,8 @@ def check_plots(spec: LayerSpec, kinds: Sequence[str], config: Any = None, optio
     if "seqlen" in kinds and window is not None and (windowed or binds or config.window_kind != "sliding-window"):
         # the curve would model full attention past the window, where the windowed (or chunked) layer runs
         raise IomodelError(
-            f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention ({window:,} "
-            f"tokens on {config.window_layers}), where full attention is not what runs: use {instead}")
+            f"the bytes-versus-seqlen plot sweeps lengths past the model's {config.window_kind} attention "
+            f"({config.window_words()} on {config.window_layers}), where full attention is not what runs: use {instead}")
     if "sram" in kinds and windowed and spec.phase == "prefill":
         # FlashAttention-1's K/V-stationary schedule, the figure's reference, is modelled without a window
         raise IomodelError("the SRAM-size plot compares FlashAttention-1's K/V-stationary schedule, which iomodel "

@@ -310,6 +310,15 @@ JAMBA_DEFAULTS = {"attn_layer_period": 8, "attn_layer_offset": 4}
 #: n): layer i slides unless (i + 1) % n == 0 (``GptOssConfig``: every other layer from layer 0; ``Olmo3Config``: three
 #: of every four; ``Cohere2Config``: its default ``sliding_window_pattern`` of 4, where the file gives no pattern).
 DERIVED_LAYER_TYPES = {"gpt_oss": ("GptOssConfig", 2), "olmo3": ("Olmo3Config", 4), "cohere2": ("Cohere2Config", 4)}
+
+
+def _every_nth_full(every: int, layers: int) -> list[str]:
+    """The ``layer_types`` HF classes derive from a period (GptOssConfig, Olmo3Config, Cohere2Config, AfmoeConfig;
+    Gemma4TextConfig, which also makes the last layer full):
+    layer i slides unless (i + 1) % ``every`` == 0 (every ``every``-th layer full attention)."""
+    return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(layers)]
+
+
 #: HF ``Llama4TextConfig``'s defaults: ``attention_chunk_size`` (a file that leaves it out is chunked at this many
 #: tokens) and ``no_rope_layer_interval`` (every n-th layer is NoPE and global, the others RoPE and chunked, where
 #: ``no_rope_layers`` is absent or empty).
@@ -401,6 +410,11 @@ class AttentionConfig:
                                f"{self.dense_up_to:,} or less, or pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model dense attention at that length")
 
+    def window_words(self) -> str:
+        """:attr:`window` in words: ``"4,096 tokens"``, or ``"64 tokens each side"`` for a bidirectional local window
+        (ModernBERT's ``local_attention`` of 128, Longformer's ``attention_window``: :attr:`window` is half the span)."""
+        return f"{self.window:,} tokens" + (" each side" if "half the span each side" in self.window_kind else "")
+
     def check_seqlen(self, seqlen_q: int, seqlen_k: int, ragged: bool = False) -> None:
         """Refuse lengths at which a sliding window or attention chunk would mask keys.
 
@@ -418,7 +432,7 @@ class AttentionConfig:
             shorter = (f"keep every sequence of --seqlens at {self.window:,} tokens or fewer" if ragged
                        else f"use --seqlen {self.window:,} or less")
             raise IomodelError(
-                f"{self.source or self.name}: {self.window_kind} attention ({self.window:,} tokens on "
+                f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
                 f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: {shorter}, or "
                 "pass --window for the layer to model (none: a full-attention layer; L,R: a band of L keys left "
                 "and R right of the diagonal)"
@@ -1020,7 +1034,7 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     if (types is None and model_type in DERIVED_LAYER_TYPES and window is not None
             and total and not (model_type == "cohere2" and f.has("sliding_window_pattern"))):
         cls, every = DERIVED_LAYER_TYPES[model_type]  # as the class's __init__ derives them
-        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(total)]
+        types = _every_nth_full(every, total)
         types_label = f"the layer_types {cls} derives"
         nth = {2: "other", 3: "3rd"}.get(every, f"{every}th")
         f.window_note = (f"model_type {model_type!r} without 'layer_types': every {nth} layer full attention, the "
@@ -1043,7 +1057,7 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                                f"{AFMOE_DEFAULTS['global_attn_every_n_layers']}): fix the file")
         every = f.int_(("global_attn_every_n_layers",)) or AFMOE_DEFAULTS["global_attn_every_n_layers"]
         n_layers = total or AFMOE_DEFAULTS["num_hidden_layers"]
-        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]
+        types = _every_nth_full(every, n_layers)
         said = [f"global_attn_every_n_layers {every}" + ("" if f.has("global_attn_every_n_layers") else " (default)")]
         if not total:
             said.append(f"num_hidden_layers {n_layers} (default)")
@@ -1158,8 +1172,7 @@ def _gemma4_layer_types(f: _Fields, types: Any, total: int | None) -> Any:
     other value is returned as given (checked by the caller)."""
     if types is None:
         n = total or GEMMA4_NUM_LAYERS
-        types = ["sliding_attention" if (i + 1) % GEMMA4_SLIDING_WINDOW_PATTERN else "full_attention"
-                 for i in range(n)]
+        types = _every_nth_full(GEMMA4_SLIDING_WINDOW_PATTERN, n)
         types[-1] = "full_attention"
         f.defaulted_layer_types = (f"the file gives no 'layer_types': every {GEMMA4_SLIDING_WINDOW_PATTERN}th of "
                                    f"{n} layers{'' if total else ' (the class default)'} and the last one full, the "

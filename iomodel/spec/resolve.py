@@ -361,7 +361,7 @@ def resolve_layer(
         cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k, ragged=ragged is not None)  # chunked or local: not modelled
         if cfg.window is not None:  # within it: those layers are full attention at these lengths, said
             longest = "the batch's longest, "
-            window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window:,} tokens on "
+            window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window_words()} on "
                            f"{cfg.window_layers}: at "
                            + (f"a KV cache of {spec.seqlen_k:,} keys" if phase == "decode" else
                               f"{longest if ragged else ''}{spec.seqlen_q:,} queries and {spec.seqlen_k:,} keys")
@@ -369,7 +369,7 @@ def resolve_layer(
     elif cfg is not None and not sliding and cfg.window is not None and (
             left is not None or right is not None or max(spec.seqlen_q, spec.seqlen_k) > cfg.window):
         # --window states the layer asked for (--window none within the config's window: the same full layer)
-        window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window:,} tokens on "
+        window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window_words()} on "
                        f"{cfg.window_layers}; --window {window} models the layer asked for.")
     if num_splits is not None and phase != "decode":
         raise IomodelError("--num-splits applies to decode only: add --phase decode or drop it")
