@@ -82,11 +82,15 @@ def _kernel():
     return probe
 
 
-def _one(layer: tuple[int, int, int, bool], probe, num_sms: int) -> dict:
+def run_layer(probe, B: int, H: int, N: int, causal: bool, runs: int, reverse: bool = False) -> tuple:
+    """Launch ``probe`` ``runs`` times on a seeded bf16 layer (B, H, N, HEAD_DIM 128), each from an L2 flushed by
+    writing 256 MiB (as ``ncu --cache-control all``); query tiles heaviest first where ``reverse``. Returns
+    ``(q, k, v, o, stamps)``: the CUDA tensors and, per run, the ``(programs, 5)`` int64 CPU tensor of SM id, start
+    and end (ns, ``%globaltimer``), head and query tile, programs in launch order. Also used by
+    ``benchmarks/l2_timing_probe.py``."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    B, H, N, causal = layer
     d = 128
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
@@ -97,14 +101,24 @@ def _one(layer: tuple[int, int, int, bool], probe, num_sms: int) -> dict:
     descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, blk, d])
              for t, blk in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (o, BLOCK_M))]
     flush = torch.empty(256 << 20, device="cuda", dtype=torch.uint8)
-    runs = []
-    for _ in range(3):  # cold L2 each time, as ncu --cache-control all
+    out = []
+    for _ in range(runs):  # cold L2 each time, as ncu --cache-control all
         flush.zero_()
         torch.cuda.synchronize()
         probe[(t_r, B * H)](*descs, lse, stamps, d ** -0.5, H, N, N, HEAD_DIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                            CAUSAL=causal, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+                            CAUSAL=causal, REVERSE=reverse, num_warps=NUM_WARPS, num_stages=NUM_STAGES)
         torch.cuda.synchronize()
-        runs.append(stamps.cpu().tolist())
+        out.append(stamps.cpu())
+    return q, k, v, o, out
+
+
+def _one(layer: tuple[int, int, int, bool], probe, num_sms: int) -> dict:
+    import torch
+
+    B, H, N, causal = layer
+    d = 128
+    q, k, v, o, stamps = run_layer(probe, B, H, N, causal, 3)
+    runs = [st.tolist() for st in stamps]
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     err = (o.float() - ref).abs().max().item()
     rows = runs[-1]

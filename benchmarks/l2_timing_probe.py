@@ -38,30 +38,13 @@ CHECK_ROWS = 128
 
 def _one(layer: tuple, probe, runs: int, check: bool) -> dict:
     import torch
-    from triton.tools.tensor_descriptor import TensorDescriptor
 
-    from l2_straggler_probe import BLOCK_M, BLOCK_N, NUM_STAGES, NUM_WARPS
+    from l2_straggler_probe import BLOCK_M, BLOCK_N, NUM_STAGES, NUM_WARPS, run_layer
 
     B, H, N, causal, order = layer
     d = 128
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
-    o = torch.empty_like(q)
-    lse = torch.empty(B, H, N, device="cuda", dtype=torch.float32)
-    t_r = -(-N // BLOCK_M)
-    stamps = torch.zeros(t_r * B * H, 5, device="cuda", dtype=torch.int64)
-    descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, blk, d])
-             for t, blk in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (o, BLOCK_M))]
-    flush = torch.empty(256 << 20, device="cuda", dtype=torch.uint8)
-    spans = []
-    for _ in range(runs):  # a cold L2 each time, as ncu --cache-control all
-        flush.zero_()
-        torch.cuda.synchronize()
-        probe[(t_r, B * H)](*descs, lse, stamps, d ** -0.5, H, N, N, HEAD_DIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                            CAUSAL=causal, REVERSE=order == "reverse", num_warps=NUM_WARPS, num_stages=NUM_STAGES)
-        torch.cuda.synchronize()
-        st = stamps.cpu()
-        spans.append(int(st[:, 2].max() - st[:, 1].min()))
+    q, k, v, o, runs_st = run_layer(probe, B, H, N, causal, runs, reverse=order == "reverse")
+    spans = [int(st[:, 2].max() - st[:, 1].min()) for st in runs_st]
     err = None
     if check:  # sampled query rows of head 0 against fp32 attention over every key
         rows = torch.randperm(N, generator=torch.Generator().manual_seed(1))[:CHECK_ROWS].cuda()
@@ -70,7 +53,7 @@ def _one(layer: tuple, probe, runs: int, check: bool) -> dict:
             s = s.masked_fill(torch.arange(N, device="cuda")[None, :] > rows[:, None], float("-inf"))
         ref = torch.softmax(s, dim=-1) @ v[0, 0].float()
         err = (o[0, 0, rows].float() - ref).abs().max().item()
-    st = stamps.cpu()
+    st = runs_st[-1]
     t_min = int(st[:, 1].min())
     return {
         "layer": {"batch": B, "heads": H, "kv_heads": H, "head_dim": d, "seqlen": N, "causal": causal,
