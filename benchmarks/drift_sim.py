@@ -132,8 +132,9 @@ def replay(layer: dict, programs: dict, capacity: float, q_weight: float = 0.0, 
     0 up (the probe's loop), evenly spaced over its span (block k at start + (k + 1/2)·span / blocks); every block in
     time order goes through an LRU of ``capacity`` bytes (a K/V block's K and V rows one entry). With ``q_weight`` or
     ``o_weight`` above 0 a program's Q tile enters the LRU at its start and its O tile at its end, each occupying
-    that share of its bytes (read once, so never hit: they only displace K/V; the forward's model weighs them
-    ``FORWARD_L2``'s 0.625, the cyclic microbenchmark measured 0.72-0.86). Raises nothing (the receipt was checked)."""
+    that share of its bytes (read once, so never hit: they only displace K/V; the model weighs them as the device's
+    ``FORWARD_L2`` says, :data:`MEASURED_DISPLACEMENT` is what the cyclic microbenchmark measured). Raises nothing
+    (the receipt was checked)."""
     import numpy as np
 
     from iomodel.schedule.grid import prefill_key_rows
@@ -226,7 +227,8 @@ MAX_BLOCK_READS = 10_000_000
 
 def main() -> None:
     ap = one_line_parser(__doc__.splitlines()[0])
-    ap.add_argument("--preset", default="H200", help="hardware preset whose measured read capacity is used")
+    ap.add_argument("--preset", default=None, help="hardware preset whose measured read capacity is used (default "
+                    "H200; with --stamps the receipt's device, and another one is refused)")
     for name, default in (("heads", 16), ("kv-heads", 16), ("seqlen", 132608), ("head-dim", 128), ("block-m", 128),
                           ("block-n", 128), ("programs", 132), ("dtype-bytes", 2)):
         ap.add_argument(f"--{name}", type=int, default=default)
@@ -243,8 +245,11 @@ def main() -> None:
                     "dram__bytes_read.sum printed beside the replays")
     a = ap.parse_args()
     if a.stamps is not None:
-        _replay_receipt(a)
+        _replay_receipt(a, ap)
         return
+    if a.ncu_csv is not None:
+        ap.error("--ncu-csv goes with --stamps (the timing receipt whose kernels it measured)")
+    a.preset = a.preset or "H200"
     for name in ("heads", "kv_heads", "seqlen", "head_dim", "block_m", "block_n", "programs", "dtype_bytes"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be 1 or more, got {getattr(a, name)}")
@@ -294,47 +299,105 @@ def main() -> None:
 MEASURED_DISPLACEMENT = 0.78
 
 
-def _ncu_reads(path: Path) -> list[float]:
-    """``dram__bytes_read.sum`` (bytes) of each kernel of an Nsight Compute ``--csv`` file, in its ID order."""
+def _ncu_reads(path: Path, fail) -> list[float]:
+    """``dram__bytes_read.sum`` (bytes) of each kernel of an Nsight Compute ``--csv`` file, in its ID order;
+    ``fail(message)`` (the parser's one-line error, exit 2) on a file that is not one."""
     import csv
 
     try:
         text = path.read_text()
-    except OSError as exc:
-        raise SystemExit(f"error: cannot read --ncu-csv {path}: {exc.strerror}")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read --ncu-csv {path}: {getattr(exc, 'strerror', None) or exc}")
     rows = list(csv.DictReader(line for line in text.splitlines() if line.startswith('"')))
-    got = {int(r["ID"]): float(r["Metric Value"].replace(",", "")) for r in rows
-           if r.get("Metric Name") == "dram__bytes_read.sum"}
-    if not got:
-        raise SystemExit(f"error: {path} has no dram__bytes_read.sum row: pass the probe's ncu --csv output")
+    rows = [r for r in rows if r.get("Metric Name") == "dram__bytes_read.sum"]
+    if not rows:
+        fail(f"{path} has no dram__bytes_read.sum row: pass the probe's ncu --csv output")
+    units = {r.get("Metric Unit") for r in rows}
+    if units - {"byte"}:
+        fail(f"{path} gives dram__bytes_read.sum in {', '.join(sorted(map(str, units)))}: profile with "
+             "--print-units base (bytes)")
+    try:
+        got = {int(r["ID"]): float(r["Metric Value"].replace(",", "")) for r in rows}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        fail(f"{path}: a dram__bytes_read.sum row without a kernel ID or a numeric value: pass the probe's ncu --csv "
+             "output as ncu wrote it")
     return [got[k] for k in sorted(got)]
 
 
-def _replay_receipt(a) -> None:
+#: The fields of a timing-probe layer :func:`replay` reads, with their type.
+_LAYER_FIELDS = {"heads": int, "kv_heads": int, "seqlen": int, "head_dim": int, "block_m": int, "block_n": int,
+                 "causal": bool}
+_PROGRAM_FIELDS = ("head", "tile", "start_ns", "end_ns")
+
+
+def _checked_layers(rec: object, fail) -> list[dict]:
+    """The layers of a ``benchmarks/l2_timing_probe.py`` receipt, each checked as :func:`replay` reads it (``fail``
+    with the first field that is not)."""
+    layers = rec.get("layers") if isinstance(rec, dict) else None
+    if not isinstance(layers, list) or not layers:
+        fail("the receipt has no 'layers' list: pass the JSON of benchmarks/l2_timing_probe.py")
+    for n, entry in enumerate(layers):
+        lay = entry.get("layer") if isinstance(entry, dict) else None
+        progs = entry.get("programs") if isinstance(entry, dict) else None
+        if not isinstance(lay, dict) or not isinstance(progs, dict):
+            fail(f"layer {n} of the receipt has no 'layer' and 'programs' objects")
+        for key, kind in _LAYER_FIELDS.items():
+            v = lay.get(key)
+            if type(v) is not kind or (kind is int and v < 1):
+                fail(f"layer {n}: '{key}' must be {'true or false' if kind is bool else 'a positive integer'}, got {v!r}")
+        if lay.get("tile_order") not in ("forward", "reverse") or lay["heads"] % lay["kv_heads"]:
+            fail(f"layer {n}: 'tile_order' must be forward or reverse and 'heads' a multiple of 'kv_heads'")
+        t_r = -(-lay["seqlen"] // lay["block_m"])
+        count = lay["heads"] * t_r
+        for key in _PROGRAM_FIELDS:
+            col = progs.get(key)
+            if not isinstance(col, list) or len(col) != count or not all(
+                    type(x) in (int, float) and x == x for x in col):
+                fail(f"layer {n}: programs '{key}' must list {count:,} numbers (one a program: {lay['heads']} heads x "
+                     f"{t_r} query tiles)")
+        if not all(0 <= t < t_r for t in progs["tile"]) or not all(0 <= h < lay["heads"] for h in progs["head"]) \
+                or any(e < b for b, e in zip(progs["start_ns"], progs["end_ns"])):
+            fail(f"layer {n}: a program's tile, head or span is out of range (tiles 0-{t_r - 1}, heads "
+                 f"0-{lay['heads'] - 1}, end not before start)")
+    return layers
+
+
+def _replay_receipt(a, ap) -> None:
     """``--stamps``: per layer of the receipt and per (Q, O) weight, DRAM reads (GB) at the measured timing, in step
-    and as freed."""
+    and as freed. A bad receipt, CSV or preset: one error line, exit 2 (``ap.error``)."""
     import json
 
     from iomodel.cache.params import L2Params, forward_l2_of, hardware_preset
     from iomodel.errors import IomodelError
-    from iomodel.spec.hardware import get_hardware
+    from iomodel.spec.hardware import get_hardware, preset_of_device
 
+    if a.programs < 1:
+        ap.error(f"--programs must be 1 or more, got {a.programs}")
     try:
         rec = json.loads(a.stamps.read_text())
-        layers = rec["layers"]
-        hw = get_hardware(a.preset)
-    except (OSError, ValueError, KeyError, TypeError, IomodelError) as exc:
-        raise SystemExit(f"error: {a.stamps} is not a timing-probe receipt ({exc}): pass the JSON of "
-                         "benchmarks/l2_timing_probe.py")
+    except (OSError, UnicodeDecodeError) as exc:
+        ap.error(f"cannot read --stamps {a.stamps}: {getattr(exc, 'strerror', None) or exc}")
+    except ValueError as exc:
+        ap.error(f"--stamps {a.stamps} is not JSON ({exc}): pass the receipt of benchmarks/l2_timing_probe.py")
+    layers = _checked_layers(rec, ap.error)
+    device = preset_of_device(str(rec.get("device", ""))) or str(rec.get("device"))
+    try:
+        hw = get_hardware(a.preset or device)
+    except IomodelError as exc:
+        ap.error(f"--preset {a.preset}: {exc}" if a.preset else f"the receipt's device {rec.get('device')!r} is no "
+                 f"preset ({exc}): pass --preset")
+    if a.preset and hardware_preset(hw) != device:
+        ap.error(f"--preset {a.preset} is not the receipt's device ({rec.get('device')}, preset {device}): leave "
+                 "--preset out to replay at the device's own capacity")
+    measured = _ncu_reads(a.ncu_csv, ap.error) if a.ncu_csv is not None else []
+    if measured and len(measured) != len(layers):
+        ap.error(f"{a.ncu_csv} holds {len(measured)} kernels' DRAM reads for the receipt's {len(layers)} layers: pass "
+                 "the CSV of the same probe run")
     cap = L2Params.of(hw, 1).for_forward().read_capacity
     fwd = forward_l2_of(hw)
     weights = ((0.0, 0.0), (fwd.q_share, fwd.write_share), (MEASURED_DISPLACEMENT, MEASURED_DISPLACEMENT))
     print(f"{a.stamps.name} ({rec.get('device')}); {hardware_preset(hw)} read capacity {cap / 2**20:.2f} MiB; "
           f"DRAM reads of Q, K, V, GB; {a.programs} programs in flight in the simulated timings")
-    measured = _ncu_reads(a.ncu_csv) if a.ncu_csv is not None else []
-    if measured and len(measured) != len(layers):
-        raise SystemExit(f"error: {a.ncu_csv} holds {len(measured)} kernels' DRAM reads for the receipt's {len(layers)} "
-                         "layers: pass the CSV of the same probe run")
     for i, entry in enumerate(layers):
         lay = entry["layer"]
         if measured:

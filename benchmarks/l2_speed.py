@@ -22,7 +22,8 @@ touches. The Q-stationary kernels (the forward, ``_bwd_dq``) run every head's pr
 
 Part 2 reconciles each receipt (:func:`iomodel.reconcile.compare.reconcile`) cold in a fresh Python process (the
 traffic model's sympy formulas compiled on first use), in one process (``jobs=1``) and as ``iomodel reconcile`` does
-by default (``jobs`` 0: the shapes spread over one process per CPU), one after the other in this run, and prints
+by default (``jobs`` automatic: this process first, the rest over one process per CPU once the record has taken
+:data:`~iomodel.reconcile.compare.PARALLEL_AFTER_S`), one after the other in this run, and prints
 their ratio; then in this process, warm (compiled formulas cached, one process), with the part of that time spent in
 the L2 model (:mod:`iomodel.cache.predict`). The target is under 5 s for a 30-shape receipt on a 2-core CPU. Times
 are wall-clock seconds; other load on the machine adds to them. The default receipts are the two the benchmark
@@ -91,10 +92,14 @@ def _cold_seconds(path: Path, jobs: int | None, heap: bool) -> float:
     import subprocess
     import sys
 
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     res = subprocess.run([sys.executable, "-c", _COLD.format(jobs=jobs, heap=heap), str(path)], capture_output=True,
-                         text=True, cwd=ROOT, check=False)
+                         text=True, cwd=ROOT, env=env, check=False)
     if res.returncode:
-        raise SystemExit(f"error: the cold reconcile of {path.name} failed: {res.stderr.strip().splitlines()[-1:]}")
+        last = (res.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"error: the cold reconcile of {path.name} failed: {last}")
     return float(res.stdout.split()[-1])
 
 
@@ -163,16 +168,14 @@ def main() -> None:
     if not args.receipts:
         print("\nno receipt named (--receipts with no file): part 2 skipped")
         return
-    from iomodel.reconcile.compare import _workers
-
-    print(f"\n{'receipt':<52} {'shapes':>6} {'cold 1 proc s':>13} {'cold default s':>14} {'procs':>5} {'ratio':>6} "
+    print(f"\n{'receipt':<52} {'shapes':>6} {'cold 1 proc s':>13} {'cold default s':>14} {'ratio':>6} "
           f"{'warm 1 proc s':>13} {'L2 s':>6}")
     for r in args.receipts:
         path = ROOT / r
         one = _cold_seconds(path, 1, kept)
         default = _cold_seconds(path, None, kept)
         n, warm, l2 = _reconcile_times(path)
-        print(f"{Path(r).name:<52} {n:>6} {one:>13.2f} {default:>14.2f} {_workers(n, None):>5} {default / one:>6.2f} "
+        print(f"{Path(r).name:<52} {n:>6} {one:>13.2f} {default:>14.2f} {default / one:>6.2f} "
               f"{warm:>13.2f} {l2:>6.2f}", flush=True)
 
 

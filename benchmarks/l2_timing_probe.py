@@ -9,12 +9,14 @@ the timing copy of the bundled TMA forward of ``benchmarks/l2_straggler_probe.py
 tiles, 8 warps, 3 stages: one program per SM) writes, per program, its SM (``%smid``), its start and end
 (``%globaltimer``, ns), its head and its query tile, on the tile-order probe's MHA layers (B 1, H 16, HEAD_DIM 128,
 bf16, causal, 65,536 / 98,304 / 132,608 tokens) in both orders and the non-causal control (H 8, 98,304 tokens).
-``python benchmarks/drift_sim.py --stamps FILE`` replays the measured timing through the simulator's LRU.
+The replay puts the measured timing through the simulator's LRU (below).
 
 Run on the GPU: ``PYTHONPATH=$PWD python3 benchmarks/l2_timing_probe.py --out $OUT/l2-timing-<device>-<date>.json``;
 the DRAM bytes of the same kernels, each from a flushed L2, under Nsight Compute: ``ncu --clock-control none
 --cache-control all -k regex:probe --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
---csv python3 benchmarks/l2_timing_probe.py --runs 1 --out $OUT/ncu-side.json``. Units: ns (``%globaltimer``), bytes.
+--csv --print-units base python3 benchmarks/l2_timing_probe.py --runs 1 --no-check --out $OUT/ncu-side.json``
+(the committed CSV's run left out ``--print-units base`` and got bytes all the same).
+``python benchmarks/drift_sim.py --stamps FILE --ncu-csv CSV`` replays it at the receipt's device. Units: ns (``%globaltimer``), bytes.
 A program's rows are in launch order (query tiles fastest, then heads: the order the hardware dispatches a 2-D grid).
 """
 

@@ -588,7 +588,7 @@ def test_quantized_kv_cache_is_said_and_sparse_long_context_is_refused_past_its_
     with pytest.raises(IomodelError) as exc:
         resolve_layer(config=path, seqlen=16384)
     assert ("past 8,192 tokens the model runs InfLLM v2 sparse attention" in str(exc.value)
-            and "use --seqlen 8,192 or less" in str(exc.value))
+            and "use --seqlen 8192 or less" in str(exc.value))
     path = _write(tmp_path, {**llama, "dual_chunk_attention_config": {"chunk_size": 262144, "local_size": 8192}})
     with pytest.raises(IomodelError, match="past 262,144 tokens the model runs dual chunk attention"):
         resolve_layer(config=path, seqlen=300000)

@@ -244,7 +244,7 @@ def test_the_reverse_order_reads_follow_the_measured_timing_not_the_waves():
 
     rec = json.loads((ROOT / "receipts" / "l2-timing-h100-2026-12-07.json").read_text())
     assert rec["device"].startswith("NVIDIA H100") and rec["num_sms"] == 132
-    measured = drift_sim._ncu_reads(ROOT / "receipts" / "l2-timing-ncu-h100-2026-12-07.csv")
+    measured = drift_sim._ncu_reads(ROOT / "receipts" / "l2-timing-ncu-h100-2026-12-07.csv", pytest.fail)
     assert len(measured) == len(rec["layers"]) == 7
     i, entry = next((i, e) for i, e in enumerate(rec["layers"])
                     if e["layer"]["seqlen"] == 65536 and e["layer"]["tile_order"] == "reverse")
@@ -259,3 +259,30 @@ def test_the_reverse_order_reads_follow_the_measured_timing_not_the_waves():
     in_step = drift_sim.replay(lay, drift_sim.timed_programs(lay, 132, "in-step"), cap, fwd.q_share,
                                fwd.write_share)[0]
     assert in_step / measured[i] > 1.10, (in_step, measured[i])
+
+
+@pytest.mark.parametrize("content, extra", [
+    ('{"layers": 5}', []), ("[1]", []), ("not json", []),
+    ('{"device": "NVIDIA H100 80GB HBM3", "layers": [{"layer": {"heads": 2, "kv_heads": 1, "seqlen": 256, '
+     '"head_dim": 16, "block_m": 128, "block_n": 128, "causal": true, "tile_order": "reverse"}, "programs": '
+     '{"head": [0, 0, 1, 1], "tile": [1, 0, 1, 0], "start_ns": [0, 0, 0, 0]}}]}', []),  # no end_ns
+    ('{"device": "NVIDIA H100 80GB HBM3", "layers": [{"layer": {"heads": 2, "kv_heads": 1, "seqlen": 256, '
+     '"head_dim": 16, "block_m": 128, "block_n": 128, "causal": true, "tile_order": "reverse"}, "programs": '
+     '{"head": [0, 0, 1, 1], "tile": [1, 0, 1, 0], "start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5]}}]}',
+     ["--preset", "H200"]),  # another device than the receipt's
+    ('{"device": "NVIDIA H100 80GB HBM3", "layers": [{"layer": {"heads": 2, "kv_heads": 1, "seqlen": 256, '
+     '"head_dim": 16, "block_m": 128, "block_n": 128, "causal": true, "tile_order": "reverse"}, "programs": '
+     '{"head": [0, 0, 1, 1], "tile": [1, 0, 1, 0], "start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5]}}]}',
+     ["--programs", "0"]),
+])
+def test_a_corrupt_timing_receipt_gets_one_error_line(tmp_path, capsys, monkeypatch, content, extra):
+    """drift_sim.py --stamps on a corrupt receipt or a wrong option: exit 2, one ``error:`` line, nothing printed."""
+    import drift_sim
+
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    monkeypatch.setattr(sys, "argv", ["drift_sim.py", "--stamps", str(path), *extra])
+    with pytest.raises(SystemExit) as exc:
+        drift_sim.main()
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1, err

@@ -314,8 +314,9 @@ def test_decode_seqlen_plot_says_the_l2_aware_estimate_is_not_drawn():
     lay = resolve_layer(phase="decode", seqlen=8192)
     fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[1024, 8192])
     note = _line(fig.axes[0], L2_AWARE_LABEL)
-    assert note.get_label() == (f"{L2_AWARE_LABEL}\nnot drawn: it models the prefill kernel here "
-                                "(decode: see `iomodel reconcile`)")
+    assert note.get_label() == (f"{L2_AWARE_LABEL}\nnot drawn: the worksheet estimates prefill launches only (a "
+                                "decode's L2-aware DRAM bytes are predicted by `iomodel reconcile` beside a measured "
+                                "record)")
     assert len(note.get_xdata()) == 0
 
 

@@ -127,3 +127,29 @@ def test_evict_probability_tends_to_the_fully_associative_step():
     assert evict_probability(99, 100, 4096) < evict_probability(100, 100, 4096) < evict_probability(101, 100, 4096)
     with pytest.raises(IomodelError, match="4096"):
         L2Params(1 << 20, 4, ways=MAX_L2_WAYS + 1)
+
+
+def test_the_hbm_plot_draws_a_training_step_s_own_prediction_and_keeps_passes_and_windows_apart():
+    """A training step (and a ragged batch) is predicted at its measured length only: the plot's curve is that
+    prediction (a fresh user saw only the measured points); a forward and a training step, or two windows, are never
+    one family (window2's first panel joined a 6,144-token step with window 2047 to a 12,288-token forward)."""
+    from pathlib import Path
+
+    from iomodel.measure.records import Measurement
+    from iomodel.reconcile import compare
+    from iomodel.report import reconcile_plot as rp
+
+    root = Path(__file__).resolve().parents[1] / "receipts"
+    rec = compare.reconcile(Measurement.load(root / "ncu-h200-train-holdout2-2026-12-01.json"), jobs=1)
+    r = next(x for x in rec.rows if x.error is None and x.spec.backward and x.level("HBM") is not None)
+    hbm = r.level("HBM")
+    assert rp._curve([r], rec, "HBM", compare.default_predict) == [
+        (r.spec.seqlen_k, hbm.predicted_read, hbm.predicted_write, hbm.bound_read, hbm.floor_read)]
+    assert "fwd+bwd" in rp._family_label(r)
+    rec = compare.reconcile(Measurement.load(root / "ncu-h200-window2-2026-12-01.json"), jobs=1)
+    fams: dict = {}
+    for x in rec.rows:
+        if x.error is None and x.level("HBM") is not None:
+            fams.setdefault(rp._family(x), []).append(x)
+    for members in fams.values():
+        assert len({(m.spec.backward, m.spec.window_left, m.spec.window_right) for m in members}) == 1

@@ -84,8 +84,8 @@ def test_estimate_tiled_refuses_what_not_estimated_names():
     from iomodel.errors import IomodelError
 
     lay = resolve_layer(phase="decode", seqlen=4096)
-    assert not_estimated(lay.spec) == "it models the prefill kernel here (decode: see `iomodel reconcile`)"
-    with pytest.raises(IomodelError, match="decode: see"):
+    assert not_estimated(lay.spec) == "the worksheet estimates prefill launches only (a decode's L2-aware DRAM bytes are predicted by `iomodel reconcile` beside a measured record)"
+    with pytest.raises(IomodelError, match="prefill launches only"):
         estimate_tiled(lay.spec, lay.tiling, lay.hardware, flops=1, peak_flops=1.0, num_warps=4,
                        tile_order="forward", config_source="test")
     assert not_estimated(resolve_layer(seqlen=8192).spec) is None

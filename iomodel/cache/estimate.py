@@ -395,7 +395,7 @@ def not_estimated(spec: LayerSpec, tiling: Tiling | None = None, schedule: Sched
         The reason, one clause without a final period, or None.
     """
     if spec.phase != "prefill":
-        return "it models the prefill kernel here (decode: see `iomodel reconcile`)"
+        return "the worksheet estimates prefill launches only (a decode's L2-aware DRAM bytes are predicted by `iomodel reconcile` beside a measured record)"
     slow = simulation_bound(spec, tiling)
     if slow is None:
         if tiling is None or (spec.band is None and schedule is None):

@@ -95,9 +95,10 @@ def reconcile(
                                                     "backward kernels' (24 ways, written lines 0.5 at 0.5: the legacy "
                                                     "model, for comparison).")] = True,
     jobs: Annotated[int, typer.Option("--jobs", help="Processes the shapes are reconciled in (a speed setting; every "
-                                      "number is the same): 0, the default, one per CPU this process may use (one "
-                                      "process for a record of a few shapes, where starting workers costs more than "
-                                      "it saves); 1 one process.")] = 0,
+                                      "number is the same): 0, the default, automatic: this process first, then, "
+                                      "once the record has taken about a second, one forked process per idle CPU for "
+                                      "the rest (a short record never forks); 1 one process; N N processes, at most "
+                                      "one a CPU.")] = 0,
     scan_l2_fraction: Annotated[bool, typer.Option("--scan-l2-fraction", help="Also print the HBM agreement for "
                                                    "effective L2 fractions 0.25 to 1 (the read capacity stays at the "
                                                    "device's measured fraction).")] = False,
@@ -112,9 +113,6 @@ def reconcile(
     from iomodel import reconcile as comparison
     from iomodel.report import reconcile_md as md
 
-    if jobs < 0:
-        raise IomodelError(f"--jobs must be 0 (one process per CPU) or a number of processes, got {jobs}: pass e.g. "
-                           "--jobs 1 for one process")
     for flag, val in (("--tol-hbm", tol_hbm), ("--tol-l2", tol_l2), ("--abs-tol", abs_tol)):
         if not math.isfinite(val) or val < 0:
             raise IomodelError(f"{flag} must be a finite number, 0 or more, got {val}: pass e.g. {flag} "
@@ -165,7 +163,7 @@ def reconcile(
         t.add_row(*row)
     console.print(t)
     s = Table(title=f"Within tolerance: relative alone, and relative or the absolute floor of "
-                    f"{human_bytes(rec.abs_tol, decimals=1)} (HBM and L2; SRAM_fill exact)")
+                    f"{human_bytes(rec.abs_tol, decimals=1)} (HBM and L2; SRAM_fill exact); shares rounded down to 0.1 %")
     for c in md.SUMMARY_COLUMNS:
         s.add_column(c)
     for row in md.summary_rows(rec):
@@ -196,7 +194,7 @@ def reconcile(
         for c in cols:
             st.add_column(c)
         for e in scan:
-            st.add_row(f"{e['l2_fraction']:g}", *[f"{e[c]:.1%}" for c in cols])
+            st.add_row(f"{e['l2_fraction']:g}", *[f"{math.floor(1000 * e[c]) / 10:.1f}%" for c in cols])
         console.print(st)
     if plot_dir is not None:
         from iomodel.report.reconcile_plot import plot

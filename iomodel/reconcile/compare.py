@@ -1221,9 +1221,10 @@ def reconcile(
         forward_constants: predict forward launches with their own constants (``FORWARD_L2``) where ``l2_fraction``
             and ``l2_ways`` are the defaults (True, the model); False: every kernel with the same constants (the
             legacy model, for comparison).
-        jobs: processes the shapes are spread over (a speed setting: every result is the same); 0 one per CPU this
-            process may use; default (None) that from :data:`PARALLEL_MIN_SHAPES` shapes up, one process below.
-            One process where ``fork`` is not available or this process is a pool's daemon worker.
+        jobs: processes the shapes are spread over (a speed setting: every number, note and label is the same): 1 one
+            process; N > 1 N forked processes (at most one a CPU); None or 0 (the default) automatic: this process
+            first, then one per idle CPU once the record has taken :data:`PARALLEL_AFTER_S`
+            (:func:`_reconcile_shapes`). One process on a system other than Linux or in a pool's daemon worker.
 
     Returns:
         :class:`Reconciliation`.
@@ -1231,7 +1232,8 @@ def reconcile(
     Raises:
         IomodelError: no hardware known, an l2_fraction outside (0, 1], an unknown
             l2_source or one whose quantities the record did not collect (where it collected other L2 ones),
-            l2_ways not a positive integer, jobs not an integer of at least 0, or no shape left.
+            l2_ways not a positive integer, jobs not an integer of at least 0, no shape left, or a worker process
+            that died.
     """
     if l2_source is None:
         l2_source = str((measurement.settings.get("l2_model") or {}).get("l2_source", "auto"))
@@ -1266,51 +1268,150 @@ def reconcile(
                 collected=collected, forward_constants=bool(forward_constants))
     tol = dict(DEFAULT_TOLERANCES)
     tol.update(tolerances or {})
-    if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0):
-        raise IomodelError(f"jobs must be 0 (one process per CPU this process may use) or a number of processes, "
-                           f"got {jobs!r}: pass e.g. --jobs 1 for one process")
-    global _SHAPE_JOB
-    _SHAPE_JOB = (shapes, measurement, hw, frac, tol, abs_tol, l2_ways, forward_constants, opts)
-    try:
-        workers = _workers(len(shapes), jobs)
-        if workers > 1:
-            import multiprocessing
-
-            # fork: the workers inherit the record, the options (predict_fn need not pickle) and the built models;
-            # each shape is reconciled whole in one worker, so every result is the serial loop's (pinned by tests)
-            # the heaviest shapes first (longest processing time first), so that no worker is left with one at the end
-            order = sorted(range(len(shapes)), key=lambda i: _work(shapes[i].spec), reverse=True)
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                done = dict(zip(order, pool.imap(_reconcile_one, order, chunksize=1)))
-            rows = [done[i] for i in range(len(shapes))]
-        else:
-            rows = [_reconcile_one(i) for i in range(len(shapes))]
-    finally:
-        _SHAPE_JOB = None
+    if jobs is not None and (isinstance(jobs, bool) or not hasattr(jobs, "__index__") or jobs < 0):
+        raise IomodelError(f"jobs must be 0 (automatic: see --jobs) or a number of processes, got {jobs!r}: pass "
+                           "e.g. --jobs 1 for one process")
+    job = _ShapeJob(shapes, measurement, hw, frac, tol, abs_tol, l2_ways, forward_constants, opts)
+    rows = _reconcile_shapes(job, None if jobs is None else int(jobs))
     return Reconciliation(measurement, hw, frac, rows, tol, abs_tol, l2_ways, forward_constants)
 
 
-#: Shapes from which :func:`reconcile` spreads the shapes over processes (below, forking costs more than it saves:
-#: about 10-20 ms a worker on the 2-core development machine). A speed choice, not a model constant.
-PARALLEL_MIN_SHAPES = 8
+#: Seconds :func:`reconcile` spends on a record's shapes in its own process, lightest first, before it spreads the
+#: rest over processes (``jobs`` automatic): a record done by then never forks (starting workers costs more than it
+#: saves, and this process keeps its compiled formulas and memos for the next call); a longer one hands its workers
+#: the formulas compiled so far. A speed choice, not a model constant.
+PARALLEL_AFTER_S = 1.0
+#: Most processes the automatic ``jobs`` starts (each compiles the formulas this process has not; a container's CPU
+#: quota is not what ``sched_getaffinity`` reports). A speed choice.
+PARALLEL_MAX_WORKERS = 8
 
-#: What :func:`_reconcile_one` reconciles, set by :func:`reconcile` for its own duration (the forked workers inherit it).
-_SHAPE_JOB: tuple | None = None
+
+@dataclass
+class _ShapeJob:
+    """What :func:`_reconcile_one` needs to reconcile one shape of a record (passed explicitly; a forked worker
+    inherits it through its pool's initializer, not pickled)."""
+
+    shapes: list[ShapeMeasurement]
+    measurement: Measurement
+    hw: Hardware
+    frac: float
+    tol: dict[str, float]
+    abs_tol: float
+    l2_ways: int | None
+    forward_constants: bool
+    opts: dict[str, Any]
 
 
-def _workers(n_shapes: int, jobs: int | None) -> int:
-    """Processes :func:`reconcile` uses for ``n_shapes`` shapes: ``jobs`` when given (0: the CPUs this process may
-    use), by default those CPUs from :data:`PARALLEL_MIN_SHAPES` shapes up; one where ``fork`` is not available (not
-    Linux or macOS) or this process is a daemon (a pool's worker cannot start its own)."""
-    import multiprocessing
+def _cpus() -> int:
+    """CPUs this process may run on."""
     import os
 
-    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
-        return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if jobs is None:
-        jobs = cpus if n_shapes >= PARALLEL_MIN_SHAPES else 1
-    return max(1, min(jobs or cpus, n_shapes))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _idle_cpus() -> int:
+    """CPUs this process may run on less those other processes keep busy now: the runnable threads Linux counts in
+    ``/proc/loadavg`` beyond this one, the least of three looks 20 ms apart (elsewhere the 1-minute load average
+    beyond 1, ``os.getloadavg``, which also counts this process's own recent workers). Under pytest-xdist or beside
+    another job, more workers than idle CPUs made a record slower, not faster (a fresh user's timings, 2026-12-07:
+    10-20 % slower on a busy 2-core host)."""
+    import os
+    import time
+
+    busy = None
+    try:
+        looks = []
+        for k in range(3):
+            if k:
+                time.sleep(0.02)
+            with open("/proc/loadavg") as f:
+                looks.append(int(f.read().split()[3].split("/")[0]) - 1)  # running threads, this one excluded
+        busy = min(looks)
+    except (OSError, ValueError, IndexError):
+        try:
+            busy = round(max(0.0, os.getloadavg()[0] - 1.0))
+        except (AttributeError, OSError):
+            busy = 0
+    return max(1, _cpus() - max(0, busy))
+
+
+def _can_fork() -> bool:
+    """Whether shapes may be spread over forked processes: Linux (fork is the start method CPython deems safe
+    there), and this process not a pool's daemon worker (which cannot start its own)."""
+    import multiprocessing
+    import sys
+
+    return sys.platform.startswith("linux") and not multiprocessing.current_process().daemon
+
+
+def _reconcile_shapes(job: _ShapeJob, jobs: int | None) -> list[ShapeReconciliation]:
+    """Every shape of ``job``, in the record's order. ``jobs`` 1: one process; N > 1: N forked processes from the
+    start (at most one a CPU and one a shape), the heaviest shapes first; None or 0 (automatic): this process
+    reconciles the lightest shapes for :data:`PARALLEL_AFTER_S`, then the rest over one process per idle CPU
+    (:func:`_idle_cpus`, at most :data:`PARALLEL_MAX_WORKERS`). One process wherever :func:`_can_fork` is false. Each shape is reconciled whole
+    by one process with the same code, so the numbers, notes and labels do not depend on ``jobs``.
+
+    Raises:
+        IomodelError: a worker process died (killed for memory, say): run it again with jobs 1.
+    """
+    import time
+
+    n = len(job.shapes)
+    by_work = sorted(range(n), key=lambda i: _work(job.shapes[i].spec))  # lightest first
+    done: dict[int, ShapeReconciliation] = {}
+    if jobs == 1 or n < 2 or not _can_fork():
+        return [_reconcile_one(job, i) for i in range(n)]
+    if not jobs:  # automatic: the light shapes here, until it would pay to fork
+        t0 = time.perf_counter()
+        while by_work and time.perf_counter() - t0 < PARALLEL_AFTER_S:
+            i = by_work.pop(0)
+            done[i] = _reconcile_one(job, i)
+        workers = min(_idle_cpus(), PARALLEL_MAX_WORKERS, len(by_work))
+    else:
+        workers = min(jobs, _cpus(), len(by_work))
+    if workers > 1:
+        done.update(_in_processes(job, by_work[::-1], workers))  # the heaviest first: no worker left with one at the end
+    else:
+        done.update((i, _reconcile_one(job, i)) for i in by_work)
+    return [done[i] for i in range(n)]
+
+
+def _in_processes(job: _ShapeJob, order: list[int], workers: int) -> dict[int, ShapeReconciliation]:
+    """Shapes ``order`` of ``job`` reconciled in ``workers`` forked processes (they inherit the record, the options,
+    ``predict_fn`` included, which need not pickle, and this process's compiled formulas); one process where the
+    pool cannot start (no fork or shared memory here).
+
+    Raises:
+        IomodelError: a worker died while reconciling (killed for memory, say)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_set_job,
+                                   initargs=(job,))
+    except (OSError, ValueError):
+        return {i: _reconcile_one(job, i) for i in order}
+    try:
+        with pool:
+            return dict(zip(order, pool.map(_reconcile_in_worker, order)))
+    except BrokenProcessPool as exc:
+        raise IomodelError(f"a process reconciling this record's shapes died ({exc}; killed for memory?): run it in "
+                           "one process, --jobs 1") from None
+
+
+#: The job a forked worker of :func:`_in_processes` reconciles (set in the worker only, by its initializer).
+_WORKER_JOB: _ShapeJob | None = None
+
+
+def _set_job(job: _ShapeJob) -> None:
+    global _WORKER_JOB
+    _WORKER_JOB = job
+
+
+def _reconcile_in_worker(i: int) -> ShapeReconciliation:
+    assert _WORKER_JOB is not None
+    return _reconcile_one(_WORKER_JOB, i)
 
 
 def _work(spec: LayerSpec) -> int:
@@ -1319,17 +1420,16 @@ def _work(spec: LayerSpec) -> int:
     return spec.batch * spec.heads * spec.seqlen_q * spec.seqlen_k * (3 if spec.backward else 1)
 
 
-def _reconcile_one(i: int) -> ShapeReconciliation:
-    """Shape ``i`` of the running :func:`reconcile`, with its replacement-policy band."""
-    assert _SHAPE_JOB is not None
-    shapes, measurement, hw, frac, tol, abs_tol, l2_ways, forward_constants, opts = _SHAPE_JOB
-    s = shapes[i]
+def _reconcile_one(job: _ShapeJob, i: int) -> ShapeReconciliation:
+    """Shape ``i`` of ``job``, with its replacement-policy band."""
+    s = job.shapes[i]
     # one shape's kernels are built once for both of its predictions (the band's LRU below)
     with wave_cache():
-        row = reconcile_shape(s, hw, l2_ways=l2_ways, **opts)
-        if l2_ways is not None:  # the replacement-policy band of every HBM gap
-            alone = Reconciliation(measurement, hw, frac, [row], tol, abs_tol, l2_ways, forward_constants)
-            _add_band(row, s, alone, hw, l2_ways, opts)
+        row = reconcile_shape(s, job.hw, l2_ways=job.l2_ways, **job.opts)
+        if job.l2_ways is not None:  # the replacement-policy band of every HBM gap
+            alone = Reconciliation(job.measurement, job.hw, job.frac, [row], job.tol, job.abs_tol, job.l2_ways,
+                                   job.forward_constants)
+            _add_band(row, s, alone, job.hw, job.l2_ways, job.opts)
     return row
 
 

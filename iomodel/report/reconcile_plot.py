@@ -28,21 +28,28 @@ from iomodel.spec import Tiling
 PLOT_NAME = re.compile(r"(hbm|l2)-vs-seqlen(-\d+)?\.png")
 
 
-def _family(r: ShapeReconciliation) -> tuple:
-    """Shapes that differ only in sequence length: N_q = N_k prefill varies both, else seqlen_k."""
+def _family(r: ShapeReconciliation, ragged: frozenset[str] = frozenset()) -> tuple:
+    """Shapes that differ only in sequence length: N_q = N_k prefill varies both, else seqlen_k. The pass, the window,
+    the page size and a ragged batch (its id in ``ragged``) each make their own family."""
     s = r.spec
     fixed_q = None if (s.phase == "prefill" and s.seqlen_q == s.seqlen_k) else s.seqlen_q
-    return (r.impl, s.batch, s.heads, s.kv_heads, s.head_dim, s.dtype, s.causal, s.causal_align, s.phase, fixed_q)
+    return (r.impl, s.batch, s.heads, s.kv_heads, s.head_dim, s.dtype, s.causal, s.causal_align, s.phase, fixed_q,
+            s.backward, s.window_left, s.window_right, s.page_size, r.id in ragged)
 
 
-def _family_label(r: ShapeReconciliation) -> str:
+def _family_label(r: ShapeReconciliation, ragged: frozenset[str] = frozenset()) -> str:
     s = r.spec
     mask = "non-causal" if not s.causal else f"causal {s.causal_align}"
     if s.phase == "decode":
         kind = f"decode, seqlen_q={s.seqlen_q}"
+    elif r.id in ragged:
+        kind = "ragged prefill (varlen), the batch's longest sequence"
     else:
         kind = "prefill, seqlen_q = seqlen_k" if s.seqlen_q == s.seqlen_k else f"prefill, seqlen_q={s.seqlen_q}"
-    return f"{r.impl}: B={s.batch} H={s.heads} H_kv={s.kv_heads} d={s.head_dim} {s.dtype}, {mask}, {kind}"
+    extra = "".join([", fwd+bwd" if s.backward else "",
+                     f", window {s.window_left},{s.window_right}" if s.window else "",
+                     f", paged {s.page_size}" if s.page_size else ""])
+    return f"{r.impl}: B={s.batch} H={s.heads} H_kv={s.kv_heads} d={s.head_dim} {s.dtype}, {mask}, {kind}{extra}"
 
 
 def _x(r: ShapeReconciliation) -> int:
@@ -93,9 +100,10 @@ def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
         raise IomodelError(f"max_panels must be 1 or more, got {max_panels}")
     out = check_output_dir(out_dir, "--plot-dir")
     fams: dict[tuple, list[ShapeReconciliation]] = {}
+    ragged = frozenset(m.id for m in rec.measurement.shapes if m.seqlens is not None)
     for r in rec.rows:
         if r.error is None and r.level("HBM") is not None:
-            fams.setdefault(_family(r), []).append(r)
+            fams.setdefault(_family(r, ragged), []).append(r)
     if not fams:
         raise IomodelError("no reconciled HBM measurements to plot: check the record has ncu data")
     paths = []
@@ -130,10 +138,13 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
                 ax.text(0.02, 0.10, "predicted write: 0 B at every length (no line on a log axis)",
                         transform=ax.transAxes, fontsize=6, color="#D55E00")
             if level == "HBM":
-                ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (L2-aware)")
-                ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (L2-aware)")
-                ax.plot(xs, [c[3] for c in curve], ":", color="#999999", label="no-reuse bound (read)")
-                ax.plot(xs, [c[4] for c in curve], "-", lw=0.8, color="#000000", label="compulsory floor (read)")
+                dot = "x" if len(xs) < 2 else None  # a lone prediction (a training step's, a ragged batch's): a mark
+                ax.plot(xs, [c[1] for c in curve], "-", marker=dot, color="#0072B2", label="predicted read (L2-aware)")
+                ax.plot(xs, [c[2] for c in curve], "--", marker=dot, color="#D55E00",
+                        label="predicted write (L2-aware)")
+                ax.plot(xs, [c[3] for c in curve], ":", marker=dot, color="#999999", label="no-reuse bound (read)")
+                ax.plot(xs, [c[4] for c in curve], "-", marker=dot, lw=0.8, color="#000000",
+                        label="compulsory floor (read)")
             else:
                 ax.plot(xs, [c[1] for c in curve], "-", color="#0072B2", label="predicted read (SRAM_fill)")
                 ax.plot(xs, [c[2] for c in curve], "--", color="#D55E00", label="predicted write (SRAM_fill)")
@@ -159,7 +170,8 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
                       "seqlen_q = seqlen_k" if members[0].spec.seqlen_q == members[0].spec.seqlen_k else "seqlen_k")
         ax.set_ylabel("bytes")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: human_bytes(v, decimals=1)))
-        ax.set_title(_wrap(_family_label(members[0]), 62), fontsize=8)
+        ax.set_title(_wrap(_family_label(members[0], frozenset(m.id for m in rec.measurement.shapes
+                                                             if m.seqlens is not None)), 62), fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=6, loc="best")
     for ax in list(axes.flat)[n:]:
@@ -194,6 +206,9 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
         lo, hi = max(1, lo // 4), hi * 4
     p2 = [1 << k for k in range(max(0, lo.bit_length() - 1), hi.bit_length() + 1) if lo <= (1 << k) <= hi]
     grid = sorted(set(xs) | set(p2))
+    ragged = {m.id for m in rec.measurement.shapes if m.seqlens is not None}
+    if level == "HBM" and any(r.spec.backward or r.id in ragged for r in members):
+        grid = xs  # a training step's or a ragged batch's prediction exists at its measured lengths only
     pts = []
     for x in grid:
         near = min(members, key=lambda r: abs(math.log2(max(1, _x(r))) - math.log2(max(1, x))))

@@ -382,11 +382,12 @@ class Worksheet:
         rows = [["tiled", "l2_aware", "", "", "DRAM", *blank, e.read_bytes, e.write_bytes, "", "", "",
                  f"estimate from {L2_ESTIMATE_SOURCE} {e.function} (not a measurement); reads "
                  f"{e.read_bytes_quality}, writes {e.write_bytes_quality}; {e.dirty_bytes} B of the {e.written_bytes} B "
-                 "stored stay dirty in L2 at kernel end (not in these writes)"]]
+                 f"stored stay dirty in L2 at the end of {'its kernels' if e.kernels else 'the kernel'} (not in these "
+                 "writes)"]]
         for k in e.kernels:
             rows.append(["tiled", "l2_aware_kernel", "", k["name"], "DRAM", *blank, k["read_bytes"], k["write_bytes"],
                          "", "", "", f"reads {k['read_bytes_quality']}, writes {k['write_bytes_quality']}; "
-                         f"{k['programs_per_sm']} programs per SM"])
+                         f"programs per SM: {k['programs_per_sm']}"])
         return rows
 
     # ----- Markdown -----

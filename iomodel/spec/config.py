@@ -407,7 +407,7 @@ class AttentionConfig:
         if self.dense_up_to is not None and n > self.dense_up_to:
             raise IomodelError(f"{self.source or self.name}: past {self.dense_up_to:,} tokens the model runs "
                                f"{self.sparse_what}, which iomodel does not model ({n:,} tokens asked): use --seqlen "
-                               f"{self.dense_up_to:,} or less, or pass the sizes with --heads/--kv-heads/--head-dim "
+                               f"{self.dense_up_to} or less, or pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model dense attention at that length")
 
     def window_words(self) -> str:
@@ -430,7 +430,7 @@ class AttentionConfig:
         n = max(int(seqlen_q), int(seqlen_k))
         if self.window is not None and n > self.window:
             shorter = (f"keep every sequence of --seqlens at {self.window:,} tokens or fewer" if ragged
-                       else f"use --seqlen {self.window:,} or less")
+                       else f"use --seqlen {self.window} or less")
             raise IomodelError(
                 f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
                 f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: {shorter}, or "
