@@ -335,7 +335,8 @@ def _checked_layers(rec: object, fail) -> list[dict]:
     with the first field that is not)."""
     layers = rec.get("layers") if isinstance(rec, dict) else None
     if not isinstance(layers, list) or not layers:
-        fail("the receipt has no 'layers' list: pass the JSON of benchmarks/l2_timing_probe.py")
+        fail("the receipt has no layers (its 'layers' list is missing or empty): pass the JSON of "
+             "benchmarks/l2_timing_probe.py")
     for n, entry in enumerate(layers):
         lay = entry.get("layer") if isinstance(entry, dict) else None
         progs = entry.get("programs") if isinstance(entry, dict) else None
@@ -391,7 +392,7 @@ def _replay_receipt(a, ap) -> None:
                  "--preset out to replay at the device's own capacity")
     measured = _ncu_reads(a.ncu_csv, ap.error) if a.ncu_csv is not None else []
     if measured and len(measured) != len(layers):
-        ap.error(f"{a.ncu_csv} holds {len(measured)} kernels' DRAM reads for the receipt's {len(layers)} layers: pass "
+        ap.error(f"{a.ncu_csv} holds DRAM reads of {len(measured)} kernel(s), the receipt {len(layers)} layer(s): pass "
                  "the CSV of the same probe run")
     cap = L2Params.of(hw, 1).for_forward().read_capacity
     fwd = forward_l2_of(hw)

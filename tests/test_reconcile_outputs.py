@@ -153,3 +153,26 @@ def test_the_hbm_plot_draws_a_training_step_s_own_prediction_and_keeps_passes_an
             fams.setdefault(rp._family(x), []).append(x)
     for members in fams.values():
         assert len({(m.spec.backward, m.spec.window_left, m.spec.window_right) for m in members}) == 1
+
+
+def test_the_hbm_plot_draws_a_ragged_batch_s_prediction(tmp_path, monkeypatch):
+    """A ragged batch's row has no L2 object but a predicted HBM level: its panel draws that prediction (a fresh
+    user's second finding: every ragged panel showed the measured points alone)."""
+    from pathlib import Path
+
+    from iomodel.measure.records import Measurement
+    from iomodel.reconcile import compare
+    from iomodel.report import reconcile_plot as rp
+
+    m = Measurement.load(Path(__file__).resolve().parents[1] / "receipts" / "ncu-h200-ragged1-2026-12-01.json")
+    rec = compare.reconcile(m, jobs=1)
+    drawn = []
+    real = rp._curve
+    monkeypatch.setattr(rp, "_curve", lambda members, *a: drawn.append((members, a[1])) or real(members, *a))
+    rp.plot(rec, tmp_path / "p")
+    hbm = [members for members, level in drawn if level == "HBM"]
+    ragged = {s.id for s in m.shapes if s.seqlens is not None}
+    assert ragged and ragged <= {r.id for members in hbm for r in members}
+    for members in hbm:
+        lv = members[0].level("HBM")
+        assert real(members, rec, "HBM", compare.default_predict)[0][1:3] == (lv.predicted_read, lv.predicted_write)

@@ -206,13 +206,14 @@ def reconcile(
                 raise
             console.print(f"no plot: {exc}", highlight=False, markup=False)
         else:
-            console.print(f"wrote {len(paths)} plot files: " + ", ".join(shown(p) for p in paths), highlight=False, markup=False)
+            console.print(f"wrote {len(paths)} plot files: " + ", ".join(shown(p) for p in paths), highlight=False,
+                          markup=False, soft_wrap=True)  # one line, however long: a `wrote` line filters whole
     if json_out is not None:
         write_text(json_out, json.dumps(rec.to_dict(), indent=1, default=str) + "\n", "--json")
-        console.print(f"wrote {shown(json_out)}", highlight=False, markup=False)
+        console.print(f"wrote {shown(json_out)}", highlight=False, markup=False, soft_wrap=True)
     if markdown_out is not None:
         write_text(markdown_out, md.markdown(rec), "--markdown")
-        console.print(f"wrote {shown(markdown_out)}", highlight=False, markup=False)
+        console.print(f"wrote {shown(markdown_out)}", highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

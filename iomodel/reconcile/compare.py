@@ -1366,7 +1366,7 @@ def _reconcile_shapes(job: _ShapeJob, jobs: int | None) -> list[ShapeReconciliat
         while by_work and time.perf_counter() - t0 < PARALLEL_AFTER_S:
             i = by_work.pop(0)
             done[i] = _reconcile_one(job, i)
-        workers = min(_idle_cpus(), PARALLEL_MAX_WORKERS, len(by_work))
+        workers = min(_idle_cpus(), PARALLEL_MAX_WORKERS, len(by_work)) if by_work else 0  # done: no look at the CPUs
     else:
         workers = min(jobs, _cpus(), len(by_work))
     if workers > 1:

@@ -47,7 +47,8 @@ def _family_label(r: ShapeReconciliation, ragged: frozenset[str] = frozenset()) 
     else:
         kind = "prefill, seqlen_q = seqlen_k" if s.seqlen_q == s.seqlen_k else f"prefill, seqlen_q={s.seqlen_q}"
     extra = "".join([", fwd+bwd" if s.backward else "",
-                     f", window {s.window_left},{s.window_right}" if s.window else "",
+                     (f", window {'none' if s.window_left is None else s.window_left} left, "
+                      f"{'none' if s.window_right is None else s.window_right} right") if s.window else "",
                      f", paged {s.page_size}" if s.page_size else ""])
     return f"{r.impl}: B={s.batch} H={s.heads} H_kv={s.kv_heads} d={s.head_dim} {s.dtype}, {mask}, {kind}{extra}"
 
@@ -124,7 +125,8 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
     for ax, key in zip(axes.flat, keys):
         members = sorted(fams[key], key=_x)
         mx = [_x(r) for r in members]
-        if members[0].l2 is not None:
+        lv0 = members[0].level(level)
+        if members[0].l2 is not None or (lv0 is not None and lv0.predicted_read is not None):  # a ragged batch: no l2
             # zero bytes cannot sit on a log axis: leave those points out (no line to the bottom)
             curve = [tuple(float("nan") if (i and not v) else v for i, v in enumerate(c))
                      for c in _curve(members, rec, level, predict_fn)]
@@ -207,8 +209,8 @@ def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, 
     p2 = [1 << k for k in range(max(0, lo.bit_length() - 1), hi.bit_length() + 1) if lo <= (1 << k) <= hi]
     grid = sorted(set(xs) | set(p2))
     ragged = {m.id for m in rec.measurement.shapes if m.seqlens is not None}
-    if level == "HBM" and any(r.spec.backward or r.id in ragged for r in members):
-        grid = xs  # a training step's or a ragged batch's prediction exists at its measured lengths only
+    if any(r.id in ragged for r in members) or (level == "HBM" and any(r.spec.backward for r in members)):
+        grid = xs  # a ragged batch's or a training step's prediction exists at its measured lengths only
     pts = []
     for x in grid:
         near = min(members, key=lambda r: abs(math.log2(max(1, _x(r))) - math.log2(max(1, x))))
