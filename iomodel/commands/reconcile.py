@@ -194,7 +194,7 @@ def reconcile(
         for c in cols:
             st.add_column(c)
         for e in scan:
-            st.add_row(f"{e['l2_fraction']:g}", *[f"{math.floor(1000 * e[c]) / 10:.1f}%" for c in cols])
+            st.add_row(f"{e['l2_fraction']:g}", *[md.percent_down(e[c]) for c in cols])
         console.print(st)
     if plot_dir is not None:
         from iomodel.report.reconcile_plot import plot

@@ -1318,7 +1318,6 @@ def _idle_cpus() -> int:
     import os
     import time
 
-    busy = None
     try:
         looks = []
         for k in range(3):
@@ -1328,10 +1327,7 @@ def _idle_cpus() -> int:
                 looks.append(int(f.read().split()[3].split("/")[0]) - 1)  # running threads, this one excluded
         busy = min(looks)
     except (OSError, ValueError, IndexError):
-        try:
-            busy = round(max(0.0, os.getloadavg()[0] - 1.0))
-        except (AttributeError, OSError):
-            busy = 0
+        busy = round(os.getloadavg()[0] - 1.0) if hasattr(os, "getloadavg") else 0
     return max(1, _cpus() - max(0, busy))
 
 
@@ -1387,17 +1383,15 @@ def _in_processes(job: _ShapeJob, order: list[int], workers: int) -> dict[int, S
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    try:
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_set_job,
-                                   initargs=(job,))
-    except (OSError, ValueError):
-        return {i: _reconcile_one(job, i) for i in order}
-    try:
-        with pool:
+    try:  # the workers fork at the first task: a fork refused (no memory, a process limit) is an OSError there
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_set_job,
+                                 initargs=(job,)) as pool:
             return dict(zip(order, pool.map(_reconcile_in_worker, order)))
     except BrokenProcessPool as exc:
         raise IomodelError(f"a process reconciling this record's shapes died ({exc}; killed for memory?): run it in "
                            "one process, --jobs 1") from None
+    except OSError:
+        return {i: _reconcile_one(job, i) for i in order}
 
 
 #: The job a forked worker of :func:`_in_processes` reconciles (set in the worker only, by its initializer).

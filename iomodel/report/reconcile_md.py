@@ -32,10 +32,15 @@ SUMMARY_COLUMNS = ("impl", "level", "direction", "shapes", "relative tol", "with
 TABLE_COLUMNS = ("shape", "level", "pred R", "meas R", "R ratio", "pred W", "meas W", "W ratio", "ok", "cause")
 
 
+def percent_down(fraction: float) -> str:
+    """``fraction`` (0-1) as a percentage rounded down to one decimal (``"94.9%"``): a share never reads as a bar it
+    misses (189/199 is 94.9 %, not 95.0 %; 43/48 is 89.5 %, not the whole 90 % it once read)."""
+    return f"{math.floor(1000 * fraction) / 10:.1f}%"
+
+
 def share(k: int, n: int) -> str:
-    """``k/n (p%)`` with p rounded down to one decimal: a share never reads as a bar it misses (189/199 is 94.9 %, not
-    95.0 %; 43/48 is 89.5 %, not the whole 90 % it once read)."""
-    return f"{k}/{n} ({math.floor(1000 * k / n) / 10:.1f}%)" if n else f"{k}/{n}"
+    """``k/n (p%)``, p :func:`percent_down` of k/n."""
+    return f"{k}/{n} ({percent_down(k / n)})" if n else f"{k}/{n}"
 
 
 def summary_rows(rec: Reconciliation) -> list[list[str]]:
@@ -214,4 +219,4 @@ def markdown(rec: Reconciliation) -> str:
 
 
 __all__ = ["SUMMARY_COLUMNS", "TABLE_COLUMNS", "fmt_ratio", "markdown", "not_reconciled_lines", "outside_account",
-           "share", "summary_rows", "table_rows", "verdict_labels"]
+           "percent_down", "share", "summary_rows", "table_rows", "verdict_labels"]

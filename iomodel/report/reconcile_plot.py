@@ -101,7 +101,7 @@ def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
         raise IomodelError(f"max_panels must be 1 or more, got {max_panels}")
     out = check_output_dir(out_dir, "--plot-dir")
     fams: dict[tuple, list[ShapeReconciliation]] = {}
-    ragged = frozenset(m.id for m in rec.measurement.shapes if m.seqlens is not None)
+    ragged = _ragged_ids(rec)
     for r in rec.rows:
         if r.error is None and r.level("HBM") is not None:
             fams.setdefault(_family(r, ragged), []).append(r)
@@ -112,12 +112,13 @@ def plot(rec: Reconciliation, out_dir: str | Path, max_panels: int = 12,
         keys_l = [k for k in fams if any(r.level(level) and r.level(level).measured_read is not None for r in fams[k])]
         pages = [keys_l[i:i + max_panels] for i in range(0, len(keys_l), max_panels)]
         for page_no, keys in enumerate(pages, 1):
-            paths.append(_plot_page(rec, fams, keys, level, out, page_no, len(pages), predict_fn, plt, matplotlib))
+            paths.append(_plot_page(rec, fams, keys, level, out, page_no, len(pages), predict_fn, plt, matplotlib,
+                                    ragged))
     return paths
 
 
 def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Path, page_no: int, pages: int,
-               predict_fn: PredictFn, plt: Any, matplotlib: Any) -> Path:
+               predict_fn: PredictFn, plt: Any, matplotlib: Any, ragged: frozenset[str]) -> Path:
     n = len(keys)
     cols = min(3, n)
     rows_n = math.ceil(n / cols)
@@ -129,7 +130,7 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
         if members[0].l2 is not None or (lv0 is not None and lv0.predicted_read is not None):  # a ragged batch: no l2
             # zero bytes cannot sit on a log axis: leave those points out (no line to the bottom)
             curve = [tuple(float("nan") if (i and not v) else v for i, v in enumerate(c))
-                     for c in _curve(members, rec, level, predict_fn)]
+                     for c in _curve(members, rec, level, predict_fn, ragged)]
             xs = [c[0] for c in curve]
             tol = rec.tolerances.get(level, 0.0)
             for j, color in ((1, "#0072B2"), (2, "#D55E00")):  # the relative tolerance around each prediction
@@ -172,8 +173,7 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
                       "seqlen_q = seqlen_k" if members[0].spec.seqlen_q == members[0].spec.seqlen_k else "seqlen_k")
         ax.set_ylabel("bytes")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: human_bytes(v, decimals=1)))
-        ax.set_title(_wrap(_family_label(members[0], frozenset(m.id for m in rec.measurement.shapes
-                                                             if m.seqlens is not None)), 62), fontsize=8)
+        ax.set_title(_wrap(_family_label(members[0], ragged), 62), fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=6, loc="best")
     for ax in list(axes.flat)[n:]:
@@ -200,15 +200,22 @@ def _plot_page(rec: Reconciliation, fams: dict, keys: list, level: str, out: Pat
     return path
 
 
-def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, predict_fn: PredictFn) -> list[tuple]:
-    """(x, read, write, bound_read, floor_read) at the measured lengths and powers of two between them."""
+def _ragged_ids(rec: Reconciliation) -> frozenset[str]:
+    """Ids of the record's ragged (varlen) batches."""
+    return frozenset(m.id for m in rec.measurement.shapes if m.seqlens is not None)
+
+
+def _curve(members: list[ShapeReconciliation], rec: Reconciliation, level: str, predict_fn: PredictFn,
+           ragged: frozenset[str] | None = None) -> list[tuple]:
+    """(x, read, write, bound_read, floor_read) at the measured lengths and powers of two between them (``ragged``:
+    :func:`_ragged_ids` of ``rec``, computed where not given)."""
     xs = sorted({_x(r) for r in members})
     lo, hi = xs[0], xs[-1]
     if lo == hi:  # a lone shape: draw the curve over two octaves around it
         lo, hi = max(1, lo // 4), hi * 4
     p2 = [1 << k for k in range(max(0, lo.bit_length() - 1), hi.bit_length() + 1) if lo <= (1 << k) <= hi]
     grid = sorted(set(xs) | set(p2))
-    ragged = {m.id for m in rec.measurement.shapes if m.seqlens is not None}
+    ragged = _ragged_ids(rec) if ragged is None else ragged
     if any(r.id in ragged for r in members) or (level == "HBM" and any(r.spec.backward for r in members)):
         grid = xs  # a ragged batch's or a training step's prediction exists at its measured lengths only
     pts = []

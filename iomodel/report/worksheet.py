@@ -252,6 +252,11 @@ def kernel_tiling(spec: LayerSpec, hardware: Hardware, tiles_given: bool = False
     )
 
 
+#: The dense worksheet's CSV columns (:meth:`Worksheet.to_csv`).
+CSV_COLUMNS = ("algorithm", "kind", "tensor", "step", "level", "shape", "dtype", "width_bytes", "elements", "reads",
+               "read_bytes", "write_bytes", "allocated_bytes", "read_formula", "write_formula", "note")
+
+
 def csv_comment(line: str) -> str:
     """One ``# `` comment line of a CSV worksheet: a line break inside ``line`` (a config path holding one) is written
     as ``\\n``, so the comment cannot spill into the CSV rows."""
@@ -346,9 +351,7 @@ class Worksheet:
         for line in self.header_lines():
             out.write(csv_comment(line))
         w = csv.writer(out, lineterminator="\n")
-        cols = ["algorithm", "kind", "tensor", "step", "level", "shape", "dtype", "width_bytes", "elements",
-                "reads", "read_bytes", "write_bytes", "allocated_bytes", "read_formula", "write_formula", "note"]
-        w.writerow(cols)
+        w.writerow(CSV_COLUMNS)
         p = self.prediction
         w.writerow(["", "compulsory", "", "", "HBM", "", "", "", "", "",
                     sum(r.read_bytes for r in p.compulsory_rows), sum(r.write_bytes for r in p.compulsory_rows),
@@ -366,28 +369,27 @@ class Worksheet:
                         "resident in HBM at the peak of the call (not traffic)"])
             if name == "tiled":
                 for row in self._l2_csv_rows():
-                    w.writerow(row)
+                    w.writerow([row.get(c, "") for c in CSV_COLUMNS])
         return out.getvalue()
 
-    def _l2_csv_rows(self) -> list[list[Any]]:
-        """The L2-aware DRAM estimate as CSV rows (the JSON's ``algorithms.tiled.l2_aware``): kind ``l2_aware``, level
-        ``DRAM``, its read and write bytes and, in the note, its source, the quality of each and the bytes left dirty
-        in L2; a training step adds one ``l2_aware_kernel`` row per kernel (its name in ``step``). Not computed: one
-        ``l2_aware`` row without bytes whose note says why."""
+    def _l2_csv_rows(self) -> list[dict[str, Any]]:
+        """The L2-aware DRAM estimate as CSV rows by column (the JSON's ``algorithms.tiled.l2_aware``): kind
+        ``l2_aware``, level ``DRAM``, its read and write bytes and, in the note, its source, the quality of each and
+        the bytes left dirty in L2; a training step adds one ``l2_aware_kernel`` row per kernel (its name in
+        ``step``). Not computed: one ``l2_aware`` row without bytes whose note says why."""
         e = self.l2_aware
-        blank = [""] * 5
+        base = {"algorithm": "tiled", "kind": "l2_aware", "level": "DRAM"}
         if e is None:
-            return [["tiled", "l2_aware", "", "", "DRAM", *blank, "", "", "", "", "",
-                     f"L2-aware DRAM estimate not computed: {self.l2_not_computed() or 'no estimate for this layer'}"]]
-        rows = [["tiled", "l2_aware", "", "", "DRAM", *blank, e.read_bytes, e.write_bytes, "", "", "",
-                 f"estimate from {L2_ESTIMATE_SOURCE} {e.function} (not a measurement); reads "
-                 f"{e.read_bytes_quality}, writes {e.write_bytes_quality}; {e.dirty_bytes} B of the {e.written_bytes} B "
-                 f"stored stay dirty in L2 at the end of {'its kernels' if e.kernels else 'the kernel'} (not in these "
-                 "writes)"]]
-        for k in e.kernels:
-            rows.append(["tiled", "l2_aware_kernel", "", k["name"], "DRAM", *blank, k["read_bytes"], k["write_bytes"],
-                         "", "", "", f"reads {k['read_bytes_quality']}, writes {k['write_bytes_quality']}; "
-                         f"programs per SM: {k['programs_per_sm']}"])
+            return [{**base, "note": "L2-aware DRAM estimate not computed: "
+                                     f"{self.l2_not_computed() or 'no estimate for this layer'}"}]
+        rows = [{**base, "read_bytes": e.read_bytes, "write_bytes": e.write_bytes,
+                 "note": f"estimate from {L2_ESTIMATE_SOURCE} {e.function} (not a measurement); reads "
+                         f"{e.read_bytes_quality}, writes {e.write_bytes_quality}; {e.dirty_bytes} B of the "
+                         f"{e.written_bytes} B stored stay dirty in L2 at the end of "
+                         f"{'its kernels' if e.kernels else 'the kernel'} (not in these writes)"}]
+        rows += [{**base, "kind": "l2_aware_kernel", "step": k["name"], "read_bytes": k["read_bytes"],
+                  "write_bytes": k["write_bytes"], "note": f"reads {k['read_bytes_quality']}, writes "
+                  f"{k['write_bytes_quality']}; programs per SM: {k['programs_per_sm']}"} for k in e.kernels]
         return rows
 
     # ----- Markdown -----
@@ -448,11 +450,10 @@ class Worksheet:
         n_bwd = len(e.kernels) - 1  # the backward kernels of the step (4 with the dK/dV group reduction)
         outputs = (f"({', '.join(e.schedule.writes if e.schedule else ('O', 'LSE'))})" if not e.kernels
                    else f"(by the {_NUMBER_WORDS[n_bwd + 1]} kernels)")
+        kernel, this = ("kernels", "these") if e.kernels else ("kernel", "this")
         dirty = (f"; {fmt_bytes(e.dirty_bytes)} of the {fmt_bytes(e.written_bytes)} stored {outputs} stays dirty in L2 "
-                 f"at kernel end and reaches DRAM only after the {'kernel' if not e.kernels else 'kernels'}, so neither "
-                 f"this total nor ncu's dram__bytes of {'this kernel' if not e.kernels else 'these kernels'} counts it"
-                 if e.dirty_bytes else
-                 f"; every stored byte reaches DRAM during the {'kernel' if not e.kernels else 'kernels'}")
+                 f"at kernel end and reaches DRAM only after the {kernel}, so neither this total nor ncu's dram__bytes "
+                 f"of {this} {kernel} counts it" if e.dirty_bytes else f"; every stored byte reaches DRAM during the {kernel}")
         below = ("; that is why the total is below the compulsory bytes, which count every output written once "
                  "(every input byte is read from DRAM at least once: the L2 starts cold)" if total < comp else "")
         step = ("" if not e.kernels else
