@@ -39,6 +39,7 @@ with the bundled kernel's and cuDNN's measured reads.
 from __future__ import annotations
 
 import heapq
+import math
 import sys
 from collections import OrderedDict
 from pathlib import Path
@@ -352,10 +353,11 @@ def _checked_layers(rec: object, fail) -> list[dict]:
         count = lay["heads"] * t_r
         for key in _PROGRAM_FIELDS:
             col = progs.get(key)
+            whole = key in ("head", "tile")  # indices; the times may be fractional
             if not isinstance(col, list) or len(col) != count or not all(
-                    type(x) in (int, float) and x == x for x in col):
-                fail(f"layer {n}: programs '{key}' must list {count:,} numbers (one a program: {lay['heads']} heads x "
-                     f"{t_r} query tiles)")
+                    type(x) is int or (not whole and type(x) is float and math.isfinite(x)) for x in col):
+                fail(f"layer {n}: programs '{key}' must list {count:,} {'whole' if whole else 'finite'} numbers (one a "
+                     f"program: {lay['heads']} heads x {t_r} query tiles; no NaN or infinity)")
         if not all(0 <= t < t_r for t in progs["tile"]) or not all(0 <= h < lay["heads"] for h in progs["head"]) \
                 or any(e < b for b, e in zip(progs["start_ns"], progs["end_ns"])):
             fail(f"layer {n}: a program's tile, head or span is out of range (tiles 0-{t_r - 1}, heads "

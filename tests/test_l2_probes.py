@@ -274,6 +274,14 @@ def test_the_reverse_order_reads_follow_the_measured_timing_not_the_waves():
      '"head_dim": 16, "block_m": 128, "block_n": 128, "causal": true, "tile_order": "reverse"}, "programs": '
      '{"head": [0, 0, 1, 1], "tile": [1, 0, 1, 0], "start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5]}}]}',
      ["--programs", "0"]),
+    ('{"device": "NVIDIA H100 80GB HBM3", "layers": [{"layer": {"heads": 2, "kv_heads": 1, "seqlen": 256, '
+     '"head_dim": 16, "block_m": 128, "block_n": 128, "causal": true, "tile_order": "reverse"}, "programs": '
+     '{"head": [0, 0, 1, 1], "tile": [1, 0, 1, 0], "start_ns": [0, 0, 0, Infinity], "end_ns": [5, 5, 5, 5]}}]}',
+     []),  # an infinite time
+    ('{"device": "NVIDIA H100 80GB HBM3", "layers": [{"layer": {"heads": 2, "kv_heads": 1, "seqlen": 256, '
+     '"head_dim": 16, "block_m": 128, "block_n": 128, "causal": true, "tile_order": "reverse"}, "programs": '
+     '{"head": [0, 0, 1, 1], "tile": [1.5, 0, 1, 0], "start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5]}}]}',
+     []),  # a fractional tile
 ])
 def test_a_corrupt_timing_receipt_gets_one_error_line(tmp_path, capsys, monkeypatch, content, extra):
     """drift_sim.py --stamps on a corrupt receipt or a wrong option: exit 2, one ``error:`` line, nothing printed."""
