@@ -24,8 +24,9 @@ capacity, as the model judges reads (a preset whose L2 was not measured, the A10
 L2, and the first line says so) (:attr:`iomodel.cache.params.L2Params.read_capacity`: :data:`~iomodel.cache.params.MEASURED_L2_READ_FRACTION`
 of its L2 bytes, the ``shared-read`` microbenchmark's half-miss working set, receipts named by
 :data:`iomodel.cache.physical.RECEIPTS`); each miss reads the block from DRAM, Q is read once. O and LSE writes are
-left out. Units: GB (1e9 bytes); about 10 s and 1 GB of memory per 8 million block reads (one simulation of 133k
-tokens, 16 heads; four a run, six with --miss-cost); runs over :data:`MAX_BLOCK_READS` are refused. The dQ kernel's forward order drifts
+left out. Units: GB (1e9 bytes); per 8.6 million block reads (133k tokens, 16 heads) about 2 s for each in-step or
+as-freed simulation (four a run: 8 s and 0.8 GB of memory on the 2-core development machine, 2026-12-07) and 5 s for
+each coupled one (two more with --miss-cost: 18 s); runs over :data:`MAX_BLOCK_READS` are refused. The dQ kernel's forward order drifts
 the same way: ``benchmarks/dq_start_gap_sketch.py`` and docs/l2-calibration.md, "The dQ kernel's tile order".
 
 Why: in the forward order a causal tile is one key block longer than the tile before it, so programs that start a
@@ -56,45 +57,41 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     """DRAM bytes of Q, K and V (bytes) and the bytes of Q, K and V every tile reads without reuse (bytes) of one
     forward, B = 1: ``seqlen`` keys (N_k) and ``seqlen_q`` queries (N_q; None: N_k), causal bottom-right (top-left
     where N_q = N_k: the same mask), HEAD_DIM ``head_dim`` of ``width`` bytes an element, an LRU of ``capacity``
-    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step``, ``as-freed`` or ``coupled`` (as freed, a
-    block read that misses taking ``1 + miss_cost`` time units: module doc). Raises nothing (the caller checks the
-    arguments)."""
+    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step``, ``as-freed`` (:func:`timed_programs`, then
+    :func:`replay` without Q and O weights) or ``coupled`` (as freed, a block read that misses taking
+    ``1 + miss_cost`` time units: module doc). Raises nothing (the caller checks the arguments)."""
+    layer = {"heads": heads, "kv_heads": kv_heads, "seqlen": seqlen, "seqlen_q": seqlen if seqlen_q is None else seqlen_q,
+             "head_dim": head_dim, "causal": causal, "block_m": block_m, "block_n": block_n, "width": width,
+             "tile_order": order}
+    if timing != "coupled":
+        return replay(layer, timed_programs(layer, programs, timing), capacity)
+    lens, kv = _tile_blocks(layer)
+    block = block_n * head_dim * width * 2  # K and V rows of one key block
+    q = heads * layer["seqlen_q"] * head_dim * width
+    return _coupled(lens, kv, max(1, int(capacity // block)), programs, miss_cost) * block + q, sum(lens) * block + q
+
+
+def _per_tile(layer: dict) -> list[int]:
+    """Key blocks of each query tile (tile 0 first) of ``layer`` (:func:`replay`'s keys; ``seqlen_q`` N_q, default
+    ``seqlen``), causal bottom-right. Raises nothing."""
     from iomodel.schedule.grid import prefill_key_rows
     from iomodel.spec import LayerSpec, Tiling
 
-    n_q = seqlen if seqlen_q is None else seqlen_q
-    layer = LayerSpec(1, heads, kv_heads, head_dim, n_q, seqlen, causal=causal, causal_align="bottom-right")
-    per_tile = [-(-rows // block_n) for rows in prefill_key_rows(layer, Tiling(block_m=block_m, block_n=block_n))]
-    if order == "reverse":
+    n, bn = layer["seqlen"], layer["block_n"]
+    spec = LayerSpec(1, layer["heads"], layer["kv_heads"], layer["head_dim"], layer.get("seqlen_q", n), n,
+                     causal=layer["causal"], causal_align="bottom-right")
+    return [-(-rows // bn) for rows in prefill_key_rows(spec, Tiling(block_m=layer["block_m"], block_n=bn))]
+
+
+def _tile_blocks(layer: dict) -> tuple[list[int], list[int]]:
+    """Per program in launch order (tiles fastest, ``tile_order``): its key blocks and its KV head's first block
+    index. Raises nothing."""
+    per_tile = _per_tile(layer)
+    if layer["tile_order"] == "reverse":
         per_tile = per_tile[::-1]  # program i runs tile T_r - 1 - i
-    t_r, t_c = len(per_tile), -(-seqlen // block_n)
-    group = heads // kv_heads
-    block = block_n * head_dim * width * 2  # K and V rows of one key block
-    cap = max(1, int(capacity // block))
-    lens = per_tile * heads  # key blocks of each tile, tiles fastest
-    kv = [(g // t_r // group) * t_c for g in range(t_r * heads)]
-    q = heads * n_q * head_dim * width
-    if timing != "in-step":  # as freed: the coupled timing with misses costing nothing
-        return _coupled(lens, kv, cap, programs, miss_cost if timing == "coupled" else 0.0) * block + q, \
-            sum(lens) * block + q
-    starts = [0.0] * len(lens)  # in step: each wave starts once the previous wave's longest tile is done
-    t0 = 0.0
-    for w in range(0, len(lens), programs):
-        for j in range(w, min(w + programs, len(lens))):
-            starts[j] = t0
-        t0 += max(lens[w:w + programs])
-    events = sorted((starts[j] + k, j, kv[j] + k) for j in range(len(lens)) for k in range(lens[j]))
-    lru: OrderedDict = OrderedDict()
-    misses = 0
-    for _, _, key in events:
-        if key in lru:
-            lru.move_to_end(key)
-        else:
-            misses += 1
-            lru[key] = None
-            if len(lru) > cap:
-                lru.popitem(last=False)
-    return misses * block + q, sum(lens) * block + q
+    t_r, t_c = len(per_tile), -(-layer["seqlen"] // layer["block_n"])
+    group = layer["heads"] // layer["kv_heads"]
+    return per_tile * layer["heads"], [(g // t_r // group) * t_c for g in range(t_r * layer["heads"])]
 
 
 def _coupled(lens: list[int], kv: list[int], cap: int, programs: int, miss_cost: float) -> int:
@@ -129,7 +126,8 @@ def replay(layer: dict, programs: dict, capacity: float, q_weight: float = 0.0, 
     """DRAM bytes of Q, K and V (bytes) and their bytes without reuse (bytes) of one forward whose programs ran at
     given times: ``programs`` from ``benchmarks/l2_timing_probe.py`` (per program in launch order: ``head``,
     ``tile``, ``start_ns``, ``end_ns``) or :func:`timed_programs`, ``layer`` its layer (``heads``, ``kv_heads``,
-    ``seqlen``, ``head_dim``, ``causal``, ``block_m``, ``block_n``; bf16). Each program reads its key blocks from key
+    ``seqlen`` N_k, ``head_dim``, ``causal``, ``block_m``, ``block_n``; optional ``seqlen_q`` N_q, default N_k, causal
+    bottom-right, and ``width``, bytes an element, default 2: bf16). Each program reads its key blocks from key
     0 up (the probe's loop), evenly spaced over its span (block k at start + (k + 1/2)·span / blocks); every block in
     time order goes through an LRU of ``capacity`` bytes (a K/V block's K and V rows one entry). With ``q_weight`` or
     ``o_weight`` above 0 a program's Q tile enters the LRU at its start and its O tile at its end, each occupying
@@ -138,13 +136,9 @@ def replay(layer: dict, programs: dict, capacity: float, q_weight: float = 0.0, 
     (the receipt was checked)."""
     import numpy as np
 
-    from iomodel.schedule.grid import prefill_key_rows
-    from iomodel.spec import LayerSpec, Tiling
-
     n, d, bn, bm = layer["seqlen"], layer["head_dim"], layer["block_n"], layer["block_m"]
-    spec = LayerSpec(1, layer["heads"], layer["kv_heads"], d, n, n, causal=layer["causal"])
-    per_tile = np.array([-(-rows // bn) for rows in prefill_key_rows(spec, Tiling(block_m=bm, block_n=bn))],
-                        dtype=np.int64)
+    width = layer.get("width", 2)
+    per_tile = np.array(_per_tile(layer), dtype=np.int64)
     tile = np.asarray(programs["tile"], dtype=np.int64)
     head = np.asarray(programs["head"], dtype=np.int64)
     start = np.asarray(programs["start_ns"], dtype=np.float64)
@@ -156,8 +150,8 @@ def replay(layer: dict, programs: dict, capacity: float, q_weight: float = 0.0, 
     times = start[prog] + (k + 0.5) * (end - start)[prog] / lens[prog]
     t_c = -(-n // bn)
     keys = (head[prog] // (layer["heads"] // layer["kv_heads"])) * t_c + k
-    block = bn * d * 2 * 2  # K and V rows of one key block, bf16
-    q_size, o_size = bm * d * 2 * q_weight, bm * d * 2 * o_weight
+    block = bn * d * width * 2  # K and V rows of one key block
+    q_size, o_size = bm * d * width * q_weight, bm * d * width * o_weight
     ids = np.arange(len(lens), dtype=np.int64)
     extra_t, extra_k = [], []
     if q_size > 0:  # keys below -1: a Q tile (-2 - p) or an O tile (-2 - P - p), never read again
@@ -185,7 +179,7 @@ def replay(layer: dict, programs: dict, capacity: float, q_weight: float = 0.0, 
         held += size
         while held > capacity and len(lru) > 1:
             held -= lru.popitem(last=False)[1]
-    q = layer["heads"] * n * d * 2
+    q = layer["heads"] * layer.get("seqlen_q", n) * d * width
     return misses * block + q, int(lens.sum()) * block + q
 
 
@@ -194,12 +188,7 @@ def timed_programs(layer: dict, in_flight: int, timing: str) -> dict:
     key block: ``in-step`` (waves of ``in_flight`` consecutive programs start together once the previous wave's
     longest is done) or ``as-freed`` (each program starts when the first of ``in_flight`` slots frees; ties in launch
     order). Per program in launch order: ``head``, ``tile``, ``start_ns``, ``end_ns`` (time units)."""
-    from iomodel.schedule.grid import prefill_key_rows
-    from iomodel.spec import LayerSpec, Tiling
-
-    n, bn = layer["seqlen"], layer["block_n"]
-    spec = LayerSpec(1, layer["heads"], layer["kv_heads"], layer["head_dim"], n, n, causal=layer["causal"])
-    per_tile = [-(-rows // bn) for rows in prefill_key_rows(spec, Tiling(block_m=layer["block_m"], block_n=bn))]
+    per_tile = _per_tile(layer)
     t_r = len(per_tile)
     tiles = list(range(t_r))[::-1] if layer["tile_order"] == "reverse" else list(range(t_r))
     head = [h for h in range(layer["heads"]) for _ in range(t_r)]
@@ -221,8 +210,8 @@ def timed_programs(layer: dict, in_flight: int, timing: str) -> dict:
     return {"head": head, "tile": tile, "start_ns": start, "end_ns": [s + x for s, x in zip(start, lens)]}
 
 
-#: Most key-block reads one run simulates (four simulations, six with --miss-cost, of about 6-10 s and 1 GB of memory per 8 million on the
-#: 2-core development machine): a bound on the work (19.5 million took 60 s).
+#: Most key-block reads one run simulates: a bound on the work and memory (8.6 million: 8 s and 0.8 GB, 18 s with
+#: --miss-cost, on the 2-core development machine, 2026-12-07; the module doc).
 MAX_BLOCK_READS = 10_000_000
 
 
@@ -354,14 +343,22 @@ def _checked_layers(rec: object, fail) -> list[dict]:
         for key in _PROGRAM_FIELDS:
             col = progs.get(key)
             whole = key in ("head", "tile")  # indices; the times may be fractional
-            if not isinstance(col, list) or len(col) != count or not all(
-                    type(x) is int or (not whole and type(x) is float and math.isfinite(x)) for x in col):
-                fail(f"layer {n}: programs '{key}' must list {count:,} {'whole' if whole else 'finite'} numbers (one a "
-                     f"program: {lay['heads']} heads x {t_r} query tiles; no NaN or infinity)")
-        if not all(0 <= t < t_r for t in progs["tile"]) or not all(0 <= h < lay["heads"] for h in progs["head"]) \
-                or any(e < b for b, e in zip(progs["start_ns"], progs["end_ns"])):
-            fail(f"layer {n}: a program's tile, head or span is out of range (tiles 0-{t_r - 1}, heads "
-                 f"0-{lay['heads'] - 1}, end not before start)")
+            what = f"{count:,} {'whole' if whole else 'finite'} numbers (one a program: {lay['heads']} heads x {t_r} " \
+                   "query tiles; no NaN or infinity)"
+            if not isinstance(col, list) or len(col) != count:
+                got = f"{len(col):,} entries" if isinstance(col, list) else repr(type(col).__name__)
+                fail(f"layer {n}: programs '{key}' must list {what}, got {got}")
+            bad = next((i for i, x in enumerate(col)
+                        if not (type(x) is int or (not whole and type(x) is float and math.isfinite(x)))), None)
+            if bad is not None:
+                fail(f"layer {n}: programs '{key}' must list {what}; program {bad} has {col[bad]!r}")
+        bad = next((i for i, (t, h, b, e) in enumerate(zip(progs["tile"], progs["head"], progs["start_ns"],
+                                                             progs["end_ns"]))
+                    if not (0 <= t < t_r and 0 <= h < lay["heads"] and e >= b)), None)
+        if bad is not None:
+            fail(f"layer {n}: program {bad}'s tile, head or span is out of range (tile {progs['tile'][bad]}, head "
+                 f"{progs['head'][bad]}, start {progs['start_ns'][bad]}, end {progs['end_ns'][bad]}; tiles "
+                 f"0-{t_r - 1}, heads 0-{lay['heads'] - 1}, end not before start)")
     return layers
 
 

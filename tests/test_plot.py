@@ -315,19 +315,24 @@ def test_decode_seqlen_plot_says_the_l2_aware_estimate_is_not_drawn():
     fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[1024, 8192])
     note = _line(fig.axes[0], L2_AWARE_LABEL)
     assert note.get_label() == (f"{L2_AWARE_LABEL}\nnot drawn: the worksheet estimates prefill launches only (a "
-                                "decode's L2-aware DRAM bytes are predicted by `iomodel reconcile` beside a measured "
+                                "decode's L2-aware\nDRAM bytes are predicted by `iomodel reconcile` beside a measured "
                                 "record)")
     assert len(note.get_xdata()) == 0
+    # the legend below the axes stays inside the figure (the unwrapped sentence pushed its right column off the page)
+    fig.canvas.draw()
+    box, page = fig.legends[0].get_window_extent(), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
 
 
 def test_training_step_seqlen_plot_says_where_its_l2_estimate_is():
     """A fwd+bwd layer: the seqlen plot's L2-aware line is the forward kernel's, so it is not drawn, and the legend says
     where the training step's estimate is (a fresh user saw 'not drawn: None' here)."""
-    from iomodel.report.plot import L2_AWARE_LABEL, L2_TRAINING_NOT_DRAWN
+    from iomodel.report.plot import L2_AWARE_LABEL
 
     lay = resolve_layer(heads=40, kv_heads=10, head_dim=128, seqlen=959, dtype="fp16", causal=True, passes="fwd+bwd")
     fig = plot_seqlen(lay.spec, lay.tiling, lay.hardware, seqlens=[512, 1024, 2048])
     note = _line(fig.axes[0], L2_AWARE_LABEL)
-    assert note.get_label() == f"{L2_AWARE_LABEL}\nnot drawn: {L2_TRAINING_NOT_DRAWN}"
+    assert note.get_label() == (f"{L2_AWARE_LABEL}\nnot drawn: this line is the prefill forward kernel's; the "
+                                "training step's\nestimate, per kernel, is in `iomodel worksheet --pass fwd+bwd`")
     assert "None" not in note.get_label() and "iomodel worksheet --pass fwd+bwd" in note.get_label()
     assert len(note.get_xdata()) == 0

@@ -657,3 +657,60 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
     assert line.endswith(": hardware.name 'H200 (NVIDIA H100 80GB HBM3)' names the card 'NVIDIA H100 80GB HBM3' but "
                          "environment.device is 'NVIDIA H200': regenerate the record with iomodel validate, or correct "
                          "that value"), line
+
+
+# ---------------------------------------------------------------- the seal: an edit that keeps every grid
+
+
+@pytest.fixture(scope="module")
+def sealed_text(tmp_path_factory) -> str:
+    """The hold-out receipt written again by Measurement.save (sealed), as text."""
+    path = tmp_path_factory.mktemp("seal") / "sealed.json"
+    Measurement.load(HOLDOUT).save(path)
+    return path.read_text()
+
+
+def test_save_seals_the_record_and_load_reads_the_seal(tmp_path, sealed_text, raw):
+    from iomodel.measure.records import SEAL_KEY, record_digest
+
+    data = json.loads(sealed_text)
+    assert len(data["settings"][SEAL_KEY]) == 64 and data["settings"][SEAL_KEY] == record_digest(data)
+    assert SEAL_KEY not in raw["settings"] and not Measurement.load(HOLDOUT).sealed  # committed before seals
+    p = _write(tmp_path, data)
+    assert Measurement.load(p).sealed
+    # indentation and key order are not values: the file rewritten compactly with its keys reversed still loads
+    flipped = {k: data[k] for k in reversed(list(data))}
+    assert Measurement.load(_write(tmp_path, flipped, "flipped.json")).sealed
+    # the reconciliation says which it is
+    rec = reconcile(Measurement.load(p))
+    assert rec.to_dict()["measurement"]["sealed"] is True
+    assert "\nSealed: the record's values are the ones the run wrote" in markdown(rec)
+    assert "\nUnsealed (a record written before 2026-12-07" in markdown(reconcile(Measurement.load(HOLDOUT)))
+
+
+def _causal_shape(data: dict) -> dict:
+    return next(s for s in data["shapes"] if s["spec"].get("causal") and s["spec"]["seqlen_q"] == s["spec"]["seqlen_k"])
+
+
+@pytest.mark.parametrize("edit", [
+    # the alignment edited in spec and id together: every recorded grid is the same, the id check agrees
+    lambda d: (_causal_shape(d)["spec"].update(causal_align="bottom-right"),
+               _causal_shape(d).update(id=_causal_shape(d)["id"].replace("-tl-", "-br-"))),
+    lambda d: d["shapes"][0]["kernels"][0]["metrics"].update({DRAM_READ: 6291456.0}),  # a measured value
+    lambda d: d["environment"].update(driver="999.0"),  # a value the reconciliation only prints
+    lambda d: d["shapes"].pop(),  # a shape dropped
+])
+def test_an_edit_after_the_run_is_refused_in_one_line(capsys, tmp_path, sealed_text, edit):
+    data = json.loads(sealed_text)
+    edit(data)
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
+    assert "its values are not the ones the run wrote (settings.record_sha256" in line
+    assert "drop settings.record_sha256 (the record then reconciles as unsealed)" in line
+
+
+def test_a_seal_dropped_reconciles_unsealed_and_a_bad_seal_is_one_line(capsys, tmp_path, sealed_text):
+    data = json.loads(sealed_text)
+    data["settings"].pop("record_sha256")
+    assert not Measurement.load(_write(tmp_path, data)).sealed
+    data["settings"]["record_sha256"] = 12
+    assert "settings.record_sha256" in _one_line(capsys, ["reconcile", str(_write(tmp_path, data, "bad.json"))])

@@ -220,6 +220,25 @@ def test_worksheet_bad_schedule_file_is_one_line(capsys, tmp_path, text, fragmen
     assert_one_line_error(capsys, ["worksheet", "--seqlen", "1024", "--schedule", str(f)], fragment)
 
 
+@pytest.mark.parametrize("text,flags,fragments,absent", [
+    ("programs_per_sm = 40", [], ["schedule file", "(programs_per_sm = 40): programs_per_sm 40 is over",
+                                  "(or change the value in the file; a flag overrides it)"], None),
+    ("block_m = 512\nblock_n = 512", [], ["(block_m = 512, block_n = 512): tiles BLOCK_M=512",
+                                          "lower --block-m, --block-n or --num-stages (or change"], None),
+    ("heads_per_program = 3", ["--kv-heads", "8"], ["(heads_per_program = 3): heads_per_program 3 must divide"], None),
+    # the flag overrides the file: the refusal is the flag's, and the file is not named
+    ("programs_per_sm = 2", ["--programs-per-sm", "40"], ["programs_per_sm 40 is over"], "schedule file"),
+    ("block_m = 64", ["--block-m", "512", "--block-n", "512"], ["tiles BLOCK_M=512"], "schedule file"),
+])
+def test_a_refusal_of_a_schedule_file_value_names_the_file(capsys, tmp_path, text, flags, fragments, absent):
+    """A value from --schedule refused once the layer is known names the file and the value, not only the flag the
+    user did not pass (a fresh user's finding, 2026-12-07)."""
+    f = tmp_path / "s.toml"
+    f.write_text(text + "\n")
+    line = assert_one_line_error(capsys, ["worksheet", "--seqlen", "1024", *flags, "--schedule", str(f)], *fragments)
+    assert absent is None or absent not in line, line
+
+
 def test_schedule_file_tiles_and_loader(tmp_path):
     f = tmp_path / "s.toml"
     f.write_text("[schedule]\nblock_m = 64\nblock_n = 32\ngrid_order = 'grouped:4'\n")

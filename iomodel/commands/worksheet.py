@@ -97,19 +97,23 @@ def worksheet(
         output = check_output_file(output, "-o")
     flags = {"num_warps": num_warps, "programs_per_sm": programs_per_sm, "grid_order": grid_order,
              "tile_order": tile_order, "key_order": key_order, "persistent": persistent}
-    layer, launch = _with_schedule(layer, schedule, {k: v for k, v in flags.items() if v is not None})
-    lay = layer.resolve()
-    if lay.ragged is not None:  # summed per sequence (iomodel.report.ragged); no dense plots of it
-        from iomodel.report.ragged import make_ragged_worksheet
+    given_flags = {k: v for k, v in flags.items() if v is not None}
+    layer, launch, from_file = _with_schedule(layer, schedule, given_flags)
+    try:
+        lay = layer.resolve()
+        if lay.ragged is not None:  # summed per sequence (iomodel.report.ragged); no dense plots of it
+            from iomodel.report.ragged import make_ragged_worksheet
 
-        if plot_dir is not None:
-            raise IomodelError("--plot-dir draws one dense layer: drop it with --seqlens/--seqlens-file")
-        if launch:
-            raise IomodelError(f"{', '.join(W.schedule_flags(launch))}: the launch schedule describes one dense layer: "
-                               "drop it with --seqlens/--seqlens-file")
-        ws = make_ragged_worksheet(lay)
-    else:
-        ws = W.make_worksheet(lay, schedule=launch)
+            if plot_dir is not None:
+                raise IomodelError("--plot-dir draws one dense layer: drop it with --seqlens/--seqlens-file")
+            if launch:
+                raise IomodelError(f"{', '.join(W.schedule_flags(launch))}: the launch schedule describes one dense "
+                                   "layer: drop it with --seqlens/--seqlens-file")
+            ws = make_ragged_worksheet(lay)
+        else:
+            ws = W.make_worksheet(lay, schedule=launch)
+    except IomodelError as exc:
+        raise _named_file(exc, schedule, from_file) from None
     if plot_dir is not None:  # plots this layer cannot have: refused before the folder is made
         from iomodel.report.plot import PLOT_KINDS, check_plots
 
@@ -151,16 +155,17 @@ def worksheet(
 _TILE_FIELDS = ("block_m", "block_n", "num_stages", "heads_per_program", "writes")
 
 
-def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tuple[LayerOptions, dict]:
+def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tuple[LayerOptions, dict, dict]:
     """The layer options with the tiles of the schedule file ``path`` where no flag gives them,
-    and the launch fields (file, then ``flags`` over it) for :func:`iomodel.report.worksheet.l2_schedule`.
+    the launch fields (file, then ``flags`` over it) for :func:`iomodel.report.worksheet.l2_schedule`, and the
+    file's fields no flag overrode (for :func:`_named_file`).
 
     Raises:
         IomodelError: the file is missing, not TOML, or has an unknown key or a bad value
             (:func:`iomodel.schedule.launch.read_schedule_file`, one line).
     """
     if path is None:
-        return layer, flags
+        return layer, flags, {}
     from iomodel.schedule.launch import read_schedule_file
 
     given = read_schedule_file(path)
@@ -169,7 +174,30 @@ def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tu
         given["writes"] = ",".join(given["writes"])
     tiles = {f: v for f, v in given.items() if f in _TILE_FIELDS and getattr(layer, f) is None}
     launch = {f: v for f, v in given.items() if f not in _TILE_FIELDS}
-    return dataclasses.replace(layer, **tiles), {**launch, **flags}
+    kept = {**tiles, **{f: v for f, v in launch.items() if f not in flags}}
+    return dataclasses.replace(layer, **tiles), {**launch, **flags}, kept
+
+
+#: The flag of each schedule-file field, as the refusals name them (``iomodel.commands.options``, ``worksheet``).
+_FIELD_FLAGS = {"block_m": "--block-m", "block_n": "--block-n", "num_stages": "--num-stages",
+                "heads_per_program": "--heads-per-program", "writes": "--writes", "num_warps": "--num-warps",
+                "programs_per_sm": "--programs-per-sm", "grid_order": "--grid-order", "tile_order": "--tile-order",
+                "key_order": "--key-order", "persistent": "--persistent"}
+
+
+def _named_file(exc: IomodelError, path: Optional[Path], from_file: dict) -> IomodelError:
+    """``exc`` naming the schedule file ``path`` where it refuses a value the file gave (``from_file``: the fields
+    no flag overrode): a refusal checked once the layer is known (programs per SM over the device's limit, tiles
+    over its shared memory, a packing that does not divide the GQA group) names the flag that sets the field, which
+    the user did not pass. The message keeps the flag (a flag overrides the file) and says which of the file's values
+    it is about. Raises nothing."""
+    msg = str(exc)
+    named = [f for f, flag in _FIELD_FLAGS.items() if f in from_file and flag in msg]
+    if path is None or not named:
+        return exc
+    values = ", ".join(f"{f} = {from_file[f]!r}" for f in named)
+    return IomodelError(f"schedule file {str(path)!r} ({values}): {msg} (or change the value in the file; a flag "
+                        "overrides it)")
 
 
 def _write(path: Path, text: str) -> None:

@@ -59,6 +59,27 @@ IMPLS = ("tiled", "baseline", "baseline-fp32", "sdpa-flash", "sdpa-efficient", "
 
 #: The end of every message about a damaged record.
 FIX = "regenerate the record with iomodel validate, or correct that value"
+#: The ``settings`` key of a record's seal (:func:`record_digest`), written by :meth:`Measurement.save` since
+#: 2026-12-07 and checked by :meth:`Measurement.from_dict`: a value edited after the run that keeps every grid (the
+#: alignment in spec and id, a backward tile the grids do not show) would otherwise reconcile as a model error.
+SEAL_KEY = "record_sha256"
+
+
+def record_digest(data: dict[str, Any]) -> str:
+    """The seal of a record's JSON form ``data`` (a dict as :meth:`Measurement.to_dict` gives and ``json`` reads
+    back): the sha256 (hex) of its JSON with sorted keys, no whitespace and ASCII escapes, ``settings`` without the
+    seal itself (:data:`SEAL_KEY`). Any change of a value, key or shape changes it; indentation and key order in the
+    file do not. Raises nothing (``data`` is JSON)."""
+    import hashlib
+
+    body = dict(data)
+    settings = body.get("settings")
+    if isinstance(settings, dict) and SEAL_KEY in settings:
+        body["settings"] = {k: v for k, v in settings.items() if k != SEAL_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
 #: The largest metric value a record may hold (2^63: a 64-bit counter's range; 8 EiB of bytes, 292 years of
 #: nanoseconds): a larger one is a corrupt record, reconciled as "867361737988.4 EiB" before.
 METRIC_MAX = 2**63
@@ -379,6 +400,9 @@ class Measurement:
     hardware: dict[str, Any] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     shapes: list[ShapeMeasurement] = field(default_factory=list)
+    #: Whether the file's seal (``settings.record_sha256``, :func:`record_digest`) was read and holds; False for a
+    #: record with none (written before 2026-12-07, or its seal dropped) and one built in memory.
+    sealed: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, tagged with :data:`SCHEMA`."""
@@ -500,6 +524,15 @@ class Measurement:
                             f"but {field} is {value:,}: the record names another GPU than the one measured: {FIX}")
         settings = jv.mapping(d.get("settings", {}), f"{source}: settings", fix=FIX)
         _check_settings(settings, f"{source}: settings")
+        sealed = SEAL_KEY in settings
+        if sealed:
+            seal = jv.string(settings[SEAL_KEY], f"{source}: settings.{SEAL_KEY}", fix=FIX)
+            if seal != record_digest(d):
+                raise IomodelError(
+                    f"{source}: its values are not the ones the run wrote (settings.{SEAL_KEY} is the sha256 of the "
+                    f"record as written, and it no longer matches): the record was edited after the run. Restore the "
+                    f"file the run wrote; for an edit you mean, drop settings.{SEAL_KEY} (the record then reconciles "
+                    f"as unsealed)")
         shapes, seen = [], set()
         for i, s in enumerate(jv.array(d.get("shapes", []), f"{source}: shapes", fix=FIX)):
             sid = s.get("id") if isinstance(s, dict) else None
@@ -516,19 +549,24 @@ class Measurement:
             command=words["command"],
             environment=dict(environment),
             hardware=hardware,
-            settings=dict(settings),
+            settings={k: v for k, v in settings.items() if k != SEAL_KEY},  # the seal is the file's: save writes it
             shapes=shapes,
+            sealed=sealed,
         )
 
     def save(self, path: str | Path) -> Path:
-        """Write the record as indented JSON (creating parent folders); returns the path.
+        """Write the record as indented JSON (creating parent folders), sealed: ``settings.record_sha256`` is
+        :func:`record_digest` of what is written, so :meth:`load` refuses the file once a value in it is edited;
+        returns the path.
 
         Raises:
             IomodelError: the file or its folder cannot be written.
         """
         from iomodel.paths import write_text  # whole or not at all
 
-        return write_text(path, json.dumps(self.to_dict(), indent=1, default=_json_default) + "\n", "--out")
+        data = json.loads(json.dumps(self.to_dict(), default=_json_default))  # as the file will read back
+        data["settings"][SEAL_KEY] = record_digest(data)
+        return write_text(path, json.dumps(data, indent=1) + "\n", "--out")
 
     @classmethod
     def load(cls, path: str | Path) -> "Measurement":

@@ -288,7 +288,7 @@ def seqlen_fields(spec: LayerSpec, n: Any) -> dict[str, Any]:
 L2_CURVE_MAX_PROGRAMS = 2**17
 L2_AWARE_LABEL = "tiled: L2-aware DRAM estimate (what ncu's dram__bytes counts)"
 #: Why the seqlen plot draws no L2-aware line for a training step (the line is the forward kernel's, point by point).
-L2_TRAINING_NOT_DRAWN = ("this line is the prefill forward kernel's; the training step's estimate, per kernel,\n"
+L2_TRAINING_NOT_DRAWN = ("this line is the prefill forward kernel's; the training step's estimate, per kernel, "
                          "is in `iomodel worksheet --pass fwd+bwd`")
 NO_REUSE_LABEL = "tiled (bundled kernel): HBM bytes transferred,\nno-reuse HBM bound (every load leaves the chip)"
 
@@ -467,7 +467,7 @@ def plot_seqlen(
 
         why = (L2_TRAINING_NOT_DRAWN if spec.backward and spec.phase == "prefill"
                else not_estimated(spec) or "no sequence length of the plot is a power of two or the layer's own")
-        ax.plot([], [], ls="none", label=f"{L2_AWARE_LABEL}\nnot drawn: {why}")
+        ax.plot([], [], ls="none", label=f"{L2_AWARE_LABEL}\n" + textwrap.fill(f"not drawn: {why}", 80))
     ax.plot(n, res["compulsory"]["bytes"], color=COLORS["compulsory"], lw=2.0, ls=":", zorder=4,
             label="compulsory floor: inputs read once, outputs written once")
     floor = np.asarray(res["compulsory"]["bytes"], dtype=float)

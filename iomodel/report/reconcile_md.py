@@ -176,6 +176,9 @@ def markdown(rec: Reconciliation) -> str:
         f"Device {env.get('device', '-')}, driver {env.get('driver', '-')}, CUDA {env.get('cuda', '-')}, "
         f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}, ncu {env.get('ncu', '-')}.",
         f"Command: `{m.command}`",
+        ("Sealed: the record's values are the ones the run wrote (its settings.record_sha256 holds)." if m.sealed else
+         "Unsealed (a record written before 2026-12-07, or its seal dropped): an edit of its values after the run "
+         "cannot be detected."),
         "",
         f"Hardware for the predictions: {rec.hardware.name} (L2 {human_bytes(rec.hardware.l2_bytes, decimals=1)}, "
         f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; L2 "
