@@ -57,15 +57,19 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     """DRAM bytes of Q, K and V (bytes) and the bytes of Q, K and V every tile reads without reuse (bytes) of one
     forward, B = 1: ``seqlen`` keys (N_k) and ``seqlen_q`` queries (N_q; None: N_k), causal bottom-right (top-left
     where N_q = N_k: the same mask), HEAD_DIM ``head_dim`` of ``width`` bytes an element, an LRU of ``capacity``
-    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step``, ``as-freed`` (:func:`timed_programs`, then
-    :func:`replay` without Q and O weights) or ``coupled`` (as freed, a block read that misses taking
-    ``1 + miss_cost`` time units: module doc). Raises nothing (the caller checks the arguments)."""
+    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step`` or ``as-freed`` (either: the programs'
+    times from :func:`timed_programs`, then :func:`replay` without Q and O weights) or ``coupled`` (as freed, a block
+    read that misses taking ``1 + miss_cost`` time units: :func:`_coupled`, module doc). Raises nothing (the caller
+    checks the arguments)."""
     layer = {"heads": heads, "kv_heads": kv_heads, "seqlen": seqlen, "seqlen_q": seqlen if seqlen_q is None else seqlen_q,
              "head_dim": head_dim, "causal": causal, "block_m": block_m, "block_n": block_n, "width": width,
              "tile_order": order}
     if timing != "coupled":
         return replay(layer, timed_programs(layer, programs, timing), capacity)
-    lens, kv = _tile_blocks(layer)
+    per_tile, (head, tile) = _per_tile(layer), _launch(layer)
+    lens = [per_tile[i] for i in tile]
+    t_c = -(-seqlen // block_n)
+    kv = [(h // (heads // kv_heads)) * t_c for h in head]  # the first key block of each program's KV head
     block = block_n * head_dim * width * 2  # K and V rows of one key block
     q = heads * layer["seqlen_q"] * head_dim * width
     return _coupled(lens, kv, max(1, int(capacity // block)), programs, miss_cost) * block + q, sum(lens) * block + q
@@ -83,15 +87,12 @@ def _per_tile(layer: dict) -> list[int]:
     return [-(-rows // bn) for rows in prefill_key_rows(spec, Tiling(block_m=layer["block_m"], block_n=bn))]
 
 
-def _tile_blocks(layer: dict) -> tuple[list[int], list[int]]:
-    """Per program in launch order (tiles fastest, ``tile_order``): its key blocks and its KV head's first block
-    index. Raises nothing."""
-    per_tile = _per_tile(layer)
-    if layer["tile_order"] == "reverse":
-        per_tile = per_tile[::-1]  # program i runs tile T_r - 1 - i
-    t_r, t_c = len(per_tile), -(-layer["seqlen"] // layer["block_n"])
-    group = layer["heads"] // layer["kv_heads"]
-    return per_tile * layer["heads"], [(g // t_r // group) * t_c for g in range(t_r * layer["heads"])]
+def _launch(layer: dict) -> tuple[list[int], list[int]]:
+    """Head and query tile of each program of ``layer`` in launch order: query tiles fastest, each head's tiles
+    first to last (``tile_order`` forward) or last to first (reverse). Raises nothing."""
+    t_r = -(-layer.get("seqlen_q", layer["seqlen"]) // layer["block_m"])
+    tiles = list(range(t_r))[::-1] if layer["tile_order"] == "reverse" else list(range(t_r))
+    return [h for h in range(layer["heads"]) for _ in range(t_r)], tiles * layer["heads"]
 
 
 def _coupled(lens: list[int], kv: list[int], cap: int, programs: int, miss_cost: float) -> int:
@@ -188,11 +189,7 @@ def timed_programs(layer: dict, in_flight: int, timing: str) -> dict:
     key block: ``in-step`` (waves of ``in_flight`` consecutive programs start together once the previous wave's
     longest is done) or ``as-freed`` (each program starts when the first of ``in_flight`` slots frees; ties in launch
     order). Per program in launch order: ``head``, ``tile``, ``start_ns``, ``end_ns`` (time units)."""
-    per_tile = _per_tile(layer)
-    t_r = len(per_tile)
-    tiles = list(range(t_r))[::-1] if layer["tile_order"] == "reverse" else list(range(t_r))
-    head = [h for h in range(layer["heads"]) for _ in range(t_r)]
-    tile = tiles * layer["heads"]
+    per_tile, (head, tile) = _per_tile(layer), _launch(layer)
     lens = [per_tile[i] for i in tile]
     start = [0.0] * len(lens)
     if timing == "in-step":
@@ -210,8 +207,7 @@ def timed_programs(layer: dict, in_flight: int, timing: str) -> dict:
     return {"head": head, "tile": tile, "start_ns": start, "end_ns": [s + x for s, x in zip(start, lens)]}
 
 
-#: Most key-block reads one run simulates: a bound on the work and memory (8.6 million: 8 s and 0.8 GB, 18 s with
-#: --miss-cost, on the 2-core development machine, 2026-12-07; the module doc).
+#: Most key-block reads one run simulates: a bound on its time and memory (the module doc gives both).
 MAX_BLOCK_READS = 10_000_000
 
 
@@ -332,6 +328,10 @@ def _checked_layers(rec: object, fail) -> list[dict]:
         progs = entry.get("programs") if isinstance(entry, dict) else None
         if not isinstance(lay, dict) or not isinstance(progs, dict):
             fail(f"layer {n} of the receipt has no 'layer' and 'programs' objects")
+        extra = sorted({"seqlen_q", "width"} & set(lay))
+        if extra:  # replay would read them; the probe's layers are square and bf16, and its tiles count from seqlen
+            fail(f"layer {n}: {', '.join(repr(k) for k in extra)} is not a field benchmarks/l2_timing_probe.py writes "
+                 "(its layers are square, bf16): take it out")
         for key, kind in _LAYER_FIELDS.items():
             v = lay.get(key)
             if type(v) is not kind or (kind is int and v < 1):
@@ -346,7 +346,8 @@ def _checked_layers(rec: object, fail) -> list[dict]:
             what = f"{count:,} {'whole' if whole else 'finite'} numbers (one a program: {lay['heads']} heads x {t_r} " \
                    "query tiles; no NaN or infinity)"
             if not isinstance(col, list) or len(col) != count:
-                got = f"{len(col):,} entries" if isinstance(col, list) else repr(type(col).__name__)
+                got = (f"{len(col):,} entries" if isinstance(col, list) else "nothing (the key is missing)"
+                       if col is None else repr(type(col).__name__))
                 fail(f"layer {n}: programs '{key}' must list {what}, got {got}")
             bad = next((i for i, x in enumerate(col)
                         if not (type(x) is int or (not whole and type(x) is float and math.isfinite(x)))), None)
@@ -359,6 +360,12 @@ def _checked_layers(rec: object, fail) -> list[dict]:
             fail(f"layer {n}: program {bad}'s tile, head or span is out of range (tile {progs['tile'][bad]}, head "
                  f"{progs['head'][bad]}, start {progs['start_ns'][bad]}, end {progs['end_ns'][bad]}; tiles "
                  f"0-{t_r - 1}, heads 0-{lay['heads'] - 1}, end not before start)")
+        seen: dict = {}
+        for i, pair in enumerate(zip(progs["head"], progs["tile"])):  # the grid runs each (head, tile) once
+            if pair in seen:
+                fail(f"layer {n}: programs {seen[pair]} and {i} both ran head {pair[0]}, tile {pair[1]}: the grid "
+                     f"runs each (head, query tile) once ({lay['heads']} heads x {t_r} tiles)")
+            seen[pair] = i
     return layers
 
 
@@ -403,7 +410,7 @@ def _replay_receipt(a, ap) -> None:
         if measured:
             print(f"  H {lay['heads']:3d} N {lay['seqlen']:7d} {'causal' if lay['causal'] else 'non-causal':10s} "
                   f"{lay['tile_order']:8s} Nsight Compute DRAM reads {measured[i] / 1e9:8.3f}")
-        timings = {"measured": entry["programs"], "in-step": timed_programs(lay, a.programs, "in-step"),
+        timings = {"at measured times": entry["programs"], "in-step": timed_programs(lay, a.programs, "in-step"),
                    "as-freed": timed_programs(lay, a.programs, "as-freed")}
         for qw, ow in weights:
             got = {name: replay(lay, progs, cap, qw, ow)[0] for name, progs in timings.items()}

@@ -163,6 +163,9 @@ def test_no_bytes_fields_are_noted(tmp_path):
         "'attn_logit_softcapping' = 50.0: soft-capping of the attention scores (tanh; Gemma-2) changes arithmetic, "
         "not bytes.",
         "'query_pre_attn_scalar' = 256: a custom score scale (Gemma) changes sm_scale, not bytes.",
+        "'torch_dtype' = 'float32': the checkpoint is stored in 32 bits, and the attention is modelled at 4 bytes an "
+        "element; inference engines usually run such a checkpoint in 16 bits (vLLM's --dtype auto casts float32 to "
+        "16 bits): pass --dtype bf16 or fp16 to model that.",
     )
 
 
@@ -1649,3 +1652,89 @@ def test_a_bidirectional_local_window_is_said_as_tokens_each_side(tmp_path):
                                             "num_key_value_heads": 8, "sliding_window": 4096, "torch_dtype": "bfloat16"},
                                            "m.json"))
     assert mistral.window_words() == "4,096 tokens"
+
+
+def test_qwen2_sliding_layers_follow_the_class_defaults_and_other_families_ignore_the_flag(tmp_path):
+    """A fresh user's silent misreads (2026-12-07): a Qwen2 file with use_sliding_window true and no
+    max_window_layers slid every layer (HF Qwen2Config defaults max_window_layers to 28 and slides layers 28 and up:
+    none of 28); Qwen2-MoE slides the even layers below max_window_layers (Qwen2MoeConfig.__post_init__); a stray
+    use_sliding_window false on a family whose class does not read it (Mistral) dropped the window."""
+    qwen2 = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+             "num_hidden_layers": 28, "torch_dtype": "bfloat16", "use_sliding_window": True, "sliding_window": 4096}
+    cfg = load_config(_write(tmp_path, qwen2))
+    assert cfg.window is None
+    assert "'use_sliding_window' true but no layer slides: Qwen2Config's default max_window_layers 28: the file " \
+           "gives none, and HF transformers' Qwen2Config slides layers 28 and up, of 28." in cfg.notes
+    cfg = load_config(_write(tmp_path, {**qwen2, "num_hidden_layers": 48}))
+    assert cfg.window == 4096 and cfg.window_layers.startswith(
+        "20 of 48 layers (Qwen2Config's default max_window_layers 28: the file gives none): layers 28")
+    moe = load_config(_write(tmp_path, {**qwen2, "model_type": "qwen2_moe", "num_hidden_layers": 48}))
+    assert moe.window == 4096 and moe.window_layers.startswith(
+        "14 of 48 layers (the even layers below 28: Qwen2MoeConfig's default max_window_layers 28: the file gives "
+        "none, as Qwen2MoeConfig derives them): layers 0, 2,")
+    moe = load_config(_write(tmp_path, {**qwen2, "model_type": "qwen2_moe", "max_window_layers": 5}))
+    assert moe.window_layers.startswith("3 of 28 layers (the even layers below 5: max_window_layers")
+    mistral = {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+               "num_hidden_layers": 32, "torch_dtype": "bfloat16", "sliding_window": 4096}
+    assert load_config(_write(tmp_path, {**mistral, "use_sliding_window": False})).window == 4096
+    assert "'use_sliding_window' = false is not read for model_type 'mistral' (HF transformers reads it for the " \
+           "Qwen2 families only): its 'sliding_window' applies." in load_config(
+               _write(tmp_path, {**mistral, "use_sliding_window": False})).notes
+    assert load_config(_write(tmp_path, {**mistral, "model_type": "qwen2", "use_sliding_window": False})).window is None
+
+
+def test_notes_on_an_fp32_checkpoint_sinks_and_an_8_bit_kv_cache(tmp_path):
+    """Gemma-2's published file says float32 (modelled at 4 bytes, 3.9x a served layer's bytes, with nothing said);
+    GPT-OSS's sinks; an 8-bit KV cache's note advised --dtype fp8_e4m3 alone, which the bundled kernel refuses."""
+    gemma2 = {"model_type": "gemma2", "hidden_size": 3584, "num_attention_heads": 16, "num_key_value_heads": 8,
+              "head_dim": 256, "num_hidden_layers": 42, "torch_dtype": "float32", "sliding_window": 4096}
+    cfg = load_config(_write(tmp_path, gemma2))
+    assert cfg.dtype == "fp32"
+    assert any(n.startswith("'torch_dtype' = 'float32': the checkpoint is stored in 32 bits, and the attention is "
+                            "modelled at 4 bytes an element") and "pass --dtype bf16 or fp16" in n for n in cfg.notes)
+    assert not any("32 bits" in n for n in load_config(_write(tmp_path, {**gemma2, "torch_dtype": "bfloat16"})).notes)
+    oss = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "head_dim": 64, "num_hidden_layers": 24, "torch_dtype": "bfloat16", "sliding_window": 128}
+    assert any(n.startswith("model_type 'gpt_oss': each head adds a learned sink logit") for n in
+               load_config(_write(tmp_path, oss)).notes)
+    fp8 = {**oss, "model_type": "llama", "sliding_window": None,
+           "quantization_config": {"kv_cache_scheme": {"num_bits": 8, "type": "float"}}}
+    note = next(n for n in load_config(_write(tmp_path, fp8)).notes if "kv_cache_scheme" in n)
+    assert "--dtype fp8_e4m3 with --block-m and --block-n (no bundled kernel runs 8 bits)" in note
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--seqlen", "20000"], "a ragged batch of its chunks: --seqlens '8192*2,3616' --window none"),
+    (["--phase", "decode", "--seqlen", "40000"], "a decode query sees the 7,232 keys of the last chunk: model that "
+                                                  "with --seqlen 7232 --window none"),
+    (["--phase", "decode", "--seqlen", "16384"], "sees the 8,192 keys of the last chunk"),
+])
+def test_a_chunked_layer_past_its_chunk_is_refused_with_the_chunks_not_a_band(capsys, tmp_path, argv, fragment):
+    """Llama-4's chunked attention past 8,192 tokens: the refusal used to suggest --window L,R (a band, 49 % more
+    bytes than the chunks at 16k); it now gives the chunks as a ragged batch, or a decode query's own chunk."""
+    from test_cli_errors import assert_one_line_error
+
+    l4 = {"model_type": "llama4_text", "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
+          "head_dim": 128, "num_hidden_layers": 48, "torch_dtype": "bfloat16", "attention_chunk_size": 8192}
+    line = assert_one_line_error(capsys, ["worksheet", "--config", str(_write(tmp_path, l4)), *argv], fragment)
+    assert "a --window band is not a chunk" in line and "L,R: a band" not in line
+
+
+def test_a_model_folder_reads_its_config_json_and_minus_o_cannot_replace_it(capsys, tmp_path):
+    """--config MODEL_DIR (a snapshot folder) reads MODEL_DIR/config.json (was refused as a folder); -o naming that
+    file is refused as the input it is; a folder without one is still one clear line."""
+    from test_cli_errors import assert_one_line_error, run_cli
+
+    folder = tmp_path / "Qwen3-8B"
+    folder.mkdir()
+    fields = {"model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "head_dim": 128, "num_hidden_layers": 36, "torch_dtype": "bfloat16"}
+    (folder / "config.json").write_text(json.dumps(fields))
+    cfg = load_config(folder)
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.name) == (32, 8, 128, "Qwen3-8B")
+    code, out, _ = run_cli(capsys, ["worksheet", "--config", str(folder), "--seqlen", "1024"])
+    assert code == 0 and "Qwen3-8B" in out
+    assert_one_line_error(capsys, ["worksheet", "--config", str(folder), "-o", str(folder / "config.json")],
+                          "is the --config file this command reads")
+    assert json.loads((folder / "config.json").read_text()) == fields
+    assert_one_line_error(capsys, ["worksheet", "--config", str(tmp_path)], "is a folder: pass --config")

@@ -301,6 +301,11 @@ def test_a_corrupt_timing_receipt_gets_one_error_line(tmp_path, capsys, monkeypa
     ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5], "tile": [1.5, 0, 1, 0]', "program 0 has 1.5"),
     ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5], "tile": [1, 0, 1, 0]', "'end_ns' must list 4 finite numbers"),
     ('"start_ns": [0, 0, 9, 0], "end_ns": [5, 5, 5, 5], "tile": [1, 0, 1, 0]', "program 2's tile, head or span"),
+    # in range but wrong: a (head, tile) run twice (a fresh user set every tile to 0: the replay read 0.27 GB, exit 0)
+    ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5], "tile": [1, 1, 1, 0]', "programs 0 and 1 both ran head 0, tile 1"),
+    ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5]', "programs 'tile' must list 4 whole numbers (one a program: "
+                                                         "2 heads x 2 query tiles; no NaN or infinity), got nothing "
+                                                         "(the key is missing)"),
 ])
 def test_a_corrupt_timing_receipt_names_the_program(tmp_path, capsys, monkeypatch, programs, fragment):
     """The refusal names the first bad program and its value (a fresh user: a NaN in 8,192 times was not located)."""
@@ -315,3 +320,22 @@ def test_a_corrupt_timing_receipt_names_the_program(tmp_path, capsys, monkeypatc
         drift_sim.main()
     out, err = capsys.readouterr()
     assert exc.value.code == 2 and out == "" and err.count("\n") == 1 and fragment in err, err
+
+
+@pytest.mark.parametrize("extra", ['"seqlen_q": 128', '"width": "bf16"'])
+def test_a_timing_receipt_with_a_field_the_probe_does_not_write_is_refused(tmp_path, capsys, monkeypatch, extra):
+    """replay reads seqlen_q and width when a layer gives them (the simulator's layers); a receipt's layer with them
+    was an IndexError or a TypeError (a reviewer, 2026-12-07): one line naming the field."""
+    import drift_sim
+
+    path = tmp_path / "t.json"
+    path.write_text('{"device": "NVIDIA H100 80GB HBM3", "layers": [{"layer": {"heads": 2, "kv_heads": 1, "seqlen": '
+                    '256, "head_dim": 16, "block_m": 128, "block_n": 128, "causal": true, "tile_order": "reverse", '
+                    + extra + '}, "programs": {"head": [0, 0, 1, 1], "tile": [1, 0, 1, 0], "start_ns": [0, 0, 0, 0], '
+                    '"end_ns": [5, 5, 5, 5]}}]}')
+    monkeypatch.setattr(sys, "argv", ["drift_sim.py", "--stamps", str(path)])
+    with pytest.raises(SystemExit) as exc:
+        drift_sim.main()
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and err.count("\n") == 1, err
+    assert "is not a field benchmarks/l2_timing_probe.py writes" in err and extra.split(":")[0].strip('"') in err, err

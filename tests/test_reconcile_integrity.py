@@ -662,30 +662,50 @@ def test_a_record_predicted_for_another_gpu_than_it_ran_on_is_refused(capsys, tm
 # ---------------------------------------------------------------- the seal: an edit that keeps every grid
 
 
+def _as_a_run(m: Measurement) -> Measurement:
+    """``m`` as a run builds it in memory (``sealed`` None: :meth:`Measurement.save` seals it)."""
+    m.sealed = None
+    return m
+
+
 @pytest.fixture(scope="module")
 def sealed_text(tmp_path_factory) -> str:
-    """The hold-out receipt written again by Measurement.save (sealed), as text."""
+    """The hold-out receipt's record as a run writes it (sealed), as text."""
     path = tmp_path_factory.mktemp("seal") / "sealed.json"
-    Measurement.load(HOLDOUT).save(path)
+    _as_a_run(Measurement.load(HOLDOUT)).save(path)
     return path.read_text()
 
 
-def test_save_seals_the_record_and_load_reads_the_seal(tmp_path, sealed_text, raw):
+def test_save_seals_a_runs_record_and_load_reads_the_seal(tmp_path, sealed_text, raw):
     from iomodel.measure.records import SEAL_KEY, record_digest
 
     data = json.loads(sealed_text)
     assert len(data["settings"][SEAL_KEY]) == 64 and data["settings"][SEAL_KEY] == record_digest(data)
-    assert SEAL_KEY not in raw["settings"] and not Measurement.load(HOLDOUT).sealed  # committed before seals
     p = _write(tmp_path, data)
-    assert Measurement.load(p).sealed
-    # indentation and key order are not values: the file rewritten compactly with its keys reversed still loads
+    assert Measurement.load(p).sealed is True
+    # indentation, key order and integral floats written as integers are not values (jq rewrites 12.0 as 12)
     flipped = {k: data[k] for k in reversed(list(data))}
-    assert Measurement.load(_write(tmp_path, flipped, "flipped.json")).sealed
-    # the reconciliation says which it is
+    metrics = flipped["shapes"][0]["kernels"][0]["metrics"]
+    assert metrics[DRAM_READ] == int(metrics[DRAM_READ]) and isinstance(metrics[DRAM_READ], float)
+    metrics[DRAM_READ] = int(metrics[DRAM_READ])
+    assert Measurement.load(_write(tmp_path, flipped, "flipped.json")).sealed is True
+    # the reconciliation says which it is, in its JSON, its report and the console's title
     rec = reconcile(Measurement.load(p))
     assert rec.to_dict()["measurement"]["sealed"] is True
-    assert "\nSealed: the record's values are the ones the run wrote" in markdown(rec)
-    assert "\nUnsealed (a record written before 2026-12-07" in markdown(reconcile(Measurement.load(HOLDOUT)))
+    assert "\nSealed: unchanged since iomodel wrote it (settings.record_sha256 holds: a checksum" in markdown(rec)
+    assert "\nUnsealed (written before 2026-12-07, when seals began" in markdown(reconcile(Measurement.load(HOLDOUT)))
+    assert "\nNot read from a file: no seal to check." in markdown(reconcile(_as_a_run(Measurement.load(HOLDOUT))))
+
+
+def test_an_unsealed_record_saved_again_stays_unsealed(tmp_path, raw):
+    """Nothing vouches for an unsealed record's values (a committed receipt, or one edited by hand before seals):
+    saving it again must not seal it."""
+    assert "record_sha256" not in raw["settings"]
+    m = Measurement.load(HOLDOUT)
+    assert m.sealed is False
+    m.save(tmp_path / "again.json")
+    assert "record_sha256" not in json.loads((tmp_path / "again.json").read_text())["settings"]
+    assert Measurement.load(tmp_path / "again.json").sealed is False
 
 
 def _causal_shape(data: dict) -> dict:
@@ -699,18 +719,22 @@ def _causal_shape(data: dict) -> dict:
     lambda d: d["shapes"][0]["kernels"][0]["metrics"].update({DRAM_READ: 6291456.0}),  # a measured value
     lambda d: d["environment"].update(driver="999.0"),  # a value the reconciliation only prints
     lambda d: d["shapes"].pop(),  # a shape dropped
+    lambda d: d["settings"].update(note="added"),  # a key added
 ])
 def test_an_edit_after_the_run_is_refused_in_one_line(capsys, tmp_path, sealed_text, edit):
     data = json.loads(sealed_text)
     edit(data)
     line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data))])
-    assert "its values are not the ones the run wrote (settings.record_sha256" in line
-    assert "drop settings.record_sha256 (the record then reconciles as unsealed)" in line
+    assert "its values are not the ones iomodel wrote (settings.record_sha256, the sha256 of the record as written, " \
+           "no longer matches)" in line
+    assert "for an edit you mean, drop settings.record_sha256 (the record then reconciles as unsealed)" in line
 
 
 def test_a_seal_dropped_reconciles_unsealed_and_a_bad_seal_is_one_line(capsys, tmp_path, sealed_text):
     data = json.loads(sealed_text)
     data["settings"].pop("record_sha256")
-    assert not Measurement.load(_write(tmp_path, data)).sealed
+    assert Measurement.load(_write(tmp_path, data)).sealed is False
     data["settings"]["record_sha256"] = 12
-    assert "settings.record_sha256" in _one_line(capsys, ["reconcile", str(_write(tmp_path, data, "bad.json"))])
+    line = _one_line(capsys, ["reconcile", str(_write(tmp_path, data, "bad.json"))])
+    assert "settings.record_sha256 must be a string" in line and line.endswith(
+        "restore it, or drop settings.record_sha256 (the record then reconciles as unsealed)"), line

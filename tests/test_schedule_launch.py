@@ -229,13 +229,21 @@ def test_worksheet_bad_schedule_file_is_one_line(capsys, tmp_path, text, fragmen
     # the flag overrides the file: the refusal is the flag's, and the file is not named
     ("programs_per_sm = 2", ["--programs-per-sm", "40"], ["programs_per_sm 40 is over"], "schedule file"),
     ("block_m = 64", ["--block-m", "512", "--block-n", "512"], ["tiles BLOCK_M=512"], "schedule file"),
+    # a refusal about flags the user gave is theirs, though the file gave another field the message names
+    ("num_stages = 3", ["--block-m", "512", "--block-n", "512"], ["lower --block-m, --block-n or --num-stages"],
+     "schedule file"),
+    # a ragged batch takes no launch schedule: the file's field is named as the file's, with what to do
+    ("grid_order = 'heads-fastest'", ["--seqlens", "300,500"],
+     ["grid_order = 'heads-fastest' (schedule file", "describes one dense layer",
+      "(take those fields out of the file, or drop --schedule)"], "a flag overrides"),
 ])
 def test_a_refusal_of_a_schedule_file_value_names_the_file(capsys, tmp_path, text, flags, fragments, absent):
     """A value from --schedule refused once the layer is known names the file and the value, not only the flag the
     user did not pass (a fresh user's finding, 2026-12-07)."""
     f = tmp_path / "s.toml"
     f.write_text(text + "\n")
-    line = assert_one_line_error(capsys, ["worksheet", "--seqlen", "1024", *flags, "--schedule", str(f)], *fragments)
+    layer = [] if "--seqlens" in flags else ["--seqlen", "1024"]  # a ragged batch gives its own lengths
+    line = assert_one_line_error(capsys, ["worksheet", *layer, *flags, "--schedule", str(f)], *fragments)
     assert absent is None or absent not in line, line
 
 

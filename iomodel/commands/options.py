@@ -55,6 +55,12 @@ def layer_flags_given(layer: "LayerOptions") -> list[tuple[str, bool]]:
             for f in dataclasses.fields(layer)]
 
 
+#: The flag of each tile field a schedule file may also give (``iomodel worksheet --schedule``; the launch fields'
+#: flags: :data:`iomodel.report.worksheet.SCHEDULE_FLAGS`).
+TILE_FLAGS = {"block_m": "--block-m", "block_n": "--block-n", "num_stages": "--num-stages",
+              "heads_per_program": "--heads-per-program", "writes": "--writes"}
+
+
 def _option(flag: str, help: str, panel: str = _LAYER) -> Any:
     """The typer option ``flag`` with its help line, listed under ``panel`` in ``--help``."""
     return typer.Option(flag, help=help, rich_help_panel=panel)
@@ -71,7 +77,8 @@ class LayerOptions:
     preset: Annotated[Optional[str], _option(
         "--preset", "Bundled layer preset (see `iomodel presets`); default llama-3-8b.")] = None
     config: Annotated[Optional[Path], _option(
-        "--config", "HF-style config.json to read the layer from instead of a preset.")] = None
+        "--config", "HF-style config.json (or a model folder holding one) to read the layer from instead of a "
+        "preset.")] = None
     batch: Annotated[Optional[int], _option("--batch", "B, sequences in the batch (default 1).")] = None
     heads: Annotated[Optional[int], _option("--heads", "H, query heads (overrides the config).")] = None
     kv_heads: Annotated[Optional[int], _option(
@@ -107,20 +114,22 @@ class LayerOptions:
     phase: Annotated[str, _option("--phase", "prefill or decode (1-16 query rows against a KV cache).")] = "prefill"
     passes: Annotated[str, _option("--pass", "fwd or fwd+bwd.")] = "fwd"
     block_m: Annotated[Optional[int], _option(
-        "--block-m", "BLOCK_M, query rows per program (power of two; default: the bundled kernel's choice).",
+        TILE_FLAGS["block_m"], "BLOCK_M, query rows per program (power of two; default: the bundled kernel's choice).",
         _TILES)] = None
     block_n: Annotated[Optional[int], _option(
-        "--block-n", "BLOCK_N, key rows per inner step (power of two).", _TILES)] = None
+        TILE_FLAGS["block_n"], "BLOCK_N, key rows per inner step (power of two).", _TILES)] = None
     num_stages: Annotated[Optional[int], _option(
-        "--num-stages", "K/V tiles in flight per program (pipelining depth).", _TILES)] = None
+        TILE_FLAGS["num_stages"], "K/V tiles in flight per program (pipelining depth).", _TILES)] = None
     num_splits: Annotated[Optional[int], _option(
         "--num-splits", "Decode split-KV partitions (default: the kernel's heuristic).", _TILES)] = None
     heads_per_program: Annotated[Optional[str], _option(
-        "--heads-per-program", "Prefill forward: query heads of one KV head packed into each program's BLOCK_M rows "
+        TILE_FLAGS["heads_per_program"], "Prefill forward: query heads of one KV head packed into each program's "
+        "BLOCK_M rows "
         "(FlashAttention-3's PackGQA): a whole number, or group (H/H_kv: one program per whole GQA group); the "
         "bundled pointer prefill runs it from a given KernelConfig. Default 1.", _TILES)] = None
     writes: Annotated[Optional[str], _option(
-        "--writes", "Prefill forward: what each program writes once: O,LSE (default; the backward reads the LSE) or "
+        TILE_FLAGS["writes"], "Prefill forward: what each program writes once: O,LSE (default; the backward reads "
+        "the LSE) or "
         "O (an inference kernel that keeps no LSE; no bundled kernel).", _TILES)] = None
     hardware: Annotated[str, _option(
         "--hardware", f"Hardware preset: {preset_names()} (any case; h100, a100 and h200-sxm are aliases of the SXM cards; the PCIe and NVL cards have their own bandwidth, SMs and peaks, and take their SXM card's L2 constants: measured on the H100 and H200, the H200's for the A100s).", _TILES)] = DEFAULT_HARDWARE

@@ -155,8 +155,7 @@ def reconcile(
              if rec.l2_ways else "")
     fwd = forward_clause(rec.hardware, rec.l2_fraction, rec.l2_ways, rec.forward_constants)
     reads += f"; {fwd}" if fwd else ""
-    seal = "sealed" if meas.sealed else "unsealed: an edit after the run cannot be detected"
-    t = Table(title=f"Predicted vs measured ({meas.kind}, {seal}, {rec.hardware.name}, L2 fraction "
+    t = Table(title=f"Predicted vs measured ({meas.kind}, {md.seal_word(meas.sealed)}, {rec.hardware.name}, L2 fraction "
                     f"{rec.l2_fraction:g}{reads}); ratio = measured / predicted")
     for c in md.TABLE_COLUMNS:
         t.add_column(c, overflow="fold", max_width=70 if c == "cause" else None)

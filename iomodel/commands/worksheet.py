@@ -15,7 +15,7 @@ import typer
 
 from iomodel.errors import IomodelError
 
-from iomodel.commands.options import LayerOptions, layer_options
+from iomodel.commands.options import TILE_FLAGS, LayerOptions, layer_options
 
 _SCHEDULE = "Launch schedule (L2-aware estimate)"
 
@@ -92,28 +92,35 @@ def worksheet(
             raise IomodelError(f"-o {output} is a plot that --plot-dir writes ({Path(output).name}): give -o another "
                                "path")
     if output is not None:  # both destinations checked before anything is written; a str, so "dir/" is a folder
-        refuse_input_as_output(output, "-o", {"the --config file": layer.config, "the --seqlens-file":
-                                              layer.seqlens_file, "the --schedule file": schedule})
+        from iomodel.spec.config import config_file
+
+        refuse_input_as_output(output, "-o", {"the --config file": layer.config and config_file(layer.config),
+                                              "the --seqlens-file": layer.seqlens_file, "the --schedule file": schedule})
         output = check_output_file(output, "-o")
     flags = {"num_warps": num_warps, "programs_per_sm": programs_per_sm, "grid_order": grid_order,
              "tile_order": tile_order, "key_order": key_order, "persistent": persistent}
     given_flags = {k: v for k, v in flags.items() if v is not None}
+    by_flag = set(given_flags) | {f for f in _TILE_FIELDS if getattr(layer, f) is not None}  # before the file's
     layer, launch, from_file = _with_schedule(layer, schedule, given_flags)
     try:
         lay = layer.resolve()
-        if lay.ragged is not None:  # summed per sequence (iomodel.report.ragged); no dense plots of it
-            from iomodel.report.ragged import make_ragged_worksheet
-
-            if plot_dir is not None:
-                raise IomodelError("--plot-dir draws one dense layer: drop it with --seqlens/--seqlens-file")
-            if launch:
-                raise IomodelError(f"{', '.join(W.schedule_flags(launch))}: the launch schedule describes one dense "
-                                   "layer: drop it with --seqlens/--seqlens-file")
-            ws = make_ragged_worksheet(lay)
-        else:
+        if lay.ragged is None:
             ws = W.make_worksheet(lay, schedule=launch)
     except IomodelError as exc:
-        raise _named_file(exc, schedule, from_file) from None
+        raise _named_file(exc, schedule, from_file, by_flag) from None
+    if lay.ragged is not None:  # summed per sequence (iomodel.report.ragged); no dense plots of it
+        from iomodel.report.ragged import make_ragged_worksheet
+
+        if plot_dir is not None:
+            raise IomodelError("--plot-dir draws one dense layer: drop it with --seqlens/--seqlens-file")
+        if launch:
+            in_file = [f for f in launch if f in from_file]
+            said = W.schedule_flags({f: v for f, v in launch.items() if f not in from_file}) + [
+                f"{f} = {launch[f]!r} (schedule file {str(schedule)!r})" for f in in_file]
+            raise IomodelError(f"{', '.join(said)}: the launch schedule describes one dense layer: drop it with "
+                               "--seqlens/--seqlens-file" + (" (take those fields out of the file, or drop --schedule)"
+                                                             if in_file else ""))
+        ws = make_ragged_worksheet(lay)
     if plot_dir is not None:  # plots this layer cannot have: refused before the folder is made
         from iomodel.report.plot import PLOT_KINDS, check_plots
 
@@ -152,7 +159,7 @@ def worksheet(
 
 #: Schedule fields that are the layer's tiles (:class:`LayerOptions` fields of the same name): the traffic model's
 #: SRAM_fill rows read them as well as the L2-aware estimate.
-_TILE_FIELDS = ("block_m", "block_n", "num_stages", "heads_per_program", "writes")
+_TILE_FIELDS = tuple(TILE_FLAGS)  # the schedule file's fields that are the layer's tiles
 
 
 def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tuple[LayerOptions, dict, dict]:
@@ -178,22 +185,19 @@ def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tu
     return dataclasses.replace(layer, **tiles), {**launch, **flags}, kept
 
 
-#: The flag of each schedule-file field, as the refusals name them (``iomodel.commands.options``, ``worksheet``).
-_FIELD_FLAGS = {"block_m": "--block-m", "block_n": "--block-n", "num_stages": "--num-stages",
-                "heads_per_program": "--heads-per-program", "writes": "--writes", "num_warps": "--num-warps",
-                "programs_per_sm": "--programs-per-sm", "grid_order": "--grid-order", "tile_order": "--tile-order",
-                "key_order": "--key-order", "persistent": "--persistent"}
-
-
-def _named_file(exc: IomodelError, path: Optional[Path], from_file: dict) -> IomodelError:
+def _named_file(exc: IomodelError, path: Optional[Path], from_file: dict, by_flag: set) -> IomodelError:
     """``exc`` naming the schedule file ``path`` where it refuses a value the file gave (``from_file``: the fields
     no flag overrode): a refusal checked once the layer is known (programs per SM over the device's limit, tiles
-    over its shared memory, a packing that does not divide the GQA group) names the flag that sets the field, which
-    the user did not pass. The message keeps the flag (a flag overrides the file) and says which of the file's values
-    it is about. Raises nothing."""
+    over its shared memory, a packing that does not divide the GQA group) names the flags that set the fields it is
+    about, which the user did not pass. Only where none of those flags was given (``by_flag``: the fields flags set)
+    and the file gave one of them; the message keeps the flags (a flag overrides the file) and says which of the
+    file's values it is about. Raises nothing."""
+    from iomodel.report.worksheet import SCHEDULE_FLAGS
+
     msg = str(exc)
-    named = [f for f, flag in _FIELD_FLAGS.items() if f in from_file and flag in msg]
-    if path is None or not named:
+    about = [f for f, flag in {**TILE_FLAGS, **SCHEDULE_FLAGS}.items() if flag in msg]
+    named = [f for f in about if f in from_file]
+    if path is None or not named or set(about) & by_flag:
         return exc
     values = ", ".join(f"{f} = {from_file[f]!r}" for f in named)
     return IomodelError(f"schedule file {str(path)!r} ({values}): {msg} (or change the value in the file; a flag "

@@ -59,24 +59,46 @@ IMPLS = ("tiled", "baseline", "baseline-fp32", "sdpa-flash", "sdpa-efficient", "
 
 #: The end of every message about a damaged record.
 FIX = "regenerate the record with iomodel validate, or correct that value"
-#: The ``settings`` key of a record's seal (:func:`record_digest`), written by :meth:`Measurement.save` since
-#: 2026-12-07 and checked by :meth:`Measurement.from_dict`: a value edited after the run that keeps every grid (the
-#: alignment in spec and id, a backward tile the grids do not show) would otherwise reconcile as a model error.
+#: The ``settings`` key of a record's seal (:func:`record_digest`), written by :meth:`Measurement.save` and checked by
+#: :meth:`Measurement.from_dict`: a value edited by hand that keeps every grid (the alignment in spec and id, a
+#: backward tile the grids do not show) would otherwise reconcile as a model error. A checksum, not a signature:
+#: code that loads a sealed record, changes it and saves it writes a new seal.
 SEAL_KEY = "record_sha256"
+#: The day records began to be sealed (:data:`SEAL_KEY`): a record read without a seal was written before it, or
+#: had its seal dropped.
+SEALED_SINCE = "2026-12-07"
+#: Integers a float is read as in the seal (|x| < 2^53: exactly representable both ways), so a tool that rewrites
+#: ``12.0`` as ``12`` does not break it; a value beyond it that such a tool rounds is an edit.
+_SEAL_EXACT = 2**53
+
+
+def _seal_form(value: Any) -> Any:
+    """``value`` (JSON) with every integral float below :data:`_SEAL_EXACT` an int (:func:`record_digest`)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < _SEAL_EXACT:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _seal_form(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_seal_form(v) for v in value]
+    return value
 
 
 def record_digest(data: dict[str, Any]) -> str:
     """The seal of a record's JSON form ``data`` (a dict as :meth:`Measurement.to_dict` gives and ``json`` reads
-    back): the sha256 (hex) of its JSON with sorted keys, no whitespace and ASCII escapes, ``settings`` without the
-    seal itself (:data:`SEAL_KEY`). Any change of a value, key or shape changes it; indentation and key order in the
-    file do not. Raises nothing (``data`` is JSON)."""
+    back): the sha256 (hex) of its JSON with sorted keys, no whitespace and ASCII escapes, integral floats written as
+    integers, ``settings`` without the seal itself (:data:`SEAL_KEY`). Any change of a value, key or shape changes it;
+    indentation, key order and ``12.0`` written as ``12`` do not.
+
+    Raises:
+        TypeError: ``data`` is not JSON (a dict whose keys are not all strings, a value ``json`` cannot write).
+    """
     import hashlib
 
     body = dict(data)
     settings = body.get("settings")
     if isinstance(settings, dict) and SEAL_KEY in settings:
         body["settings"] = {k: v for k, v in settings.items() if k != SEAL_KEY}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    text = json.dumps(_seal_form(body), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
@@ -400,9 +422,10 @@ class Measurement:
     hardware: dict[str, Any] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     shapes: list[ShapeMeasurement] = field(default_factory=list)
-    #: Whether the file's seal (``settings.record_sha256``, :func:`record_digest`) was read and holds; False for a
-    #: record with none (written before 2026-12-07, or its seal dropped) and one built in memory.
-    sealed: bool = field(default=False, compare=False)
+    #: The record's seal (``settings.record_sha256``, :func:`record_digest`): True read from a file whose seal holds,
+    #: False read from one without a seal (written before :data:`SEALED_SINCE`, or its seal dropped: :meth:`save`
+    #: keeps it unsealed), None built in memory (a run's record: :meth:`save` seals it).
+    sealed: bool | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, tagged with :data:`SCHEMA`."""
@@ -440,7 +463,9 @@ class Measurement:
                 the H200 and H100); a profiled record without ``environment.device``;
                 settings the
                 reconciliation reads (``metrics``, ``dropped_metrics``, ``l2_model``,
-                ``cache_control``, ``sweep_name``) of the wrong type.
+                ``cache_control``, ``sweep_name``) of the wrong type; a seal (``settings.record_sha256``) that is not
+                a string, or that does not match the record (:func:`record_digest`: edited since it was written), or
+                a sealed ``d`` that is not JSON.
         """
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise IomodelError(f"{source} is not an iomodel measurement ({SCHEMA}): pass a file written by iomodel validate")
@@ -526,13 +551,18 @@ class Measurement:
         _check_settings(settings, f"{source}: settings")
         sealed = SEAL_KEY in settings
         if sealed:
-            seal = jv.string(settings[SEAL_KEY], f"{source}: settings.{SEAL_KEY}", fix=FIX)
-            if seal != record_digest(d):
+            drop = f"drop settings.{SEAL_KEY} (the record then reconciles as unsealed)"
+            seal = jv.string(settings[SEAL_KEY], f"{source}: settings.{SEAL_KEY}", fix=f"restore it, or {drop}")
+            try:
+                digest = record_digest(d)
+            except TypeError as exc:  # an in-memory dict that is not JSON (a key that is not a string)
+                raise IomodelError(f"{source}: the record is not JSON ({exc}), so its seal cannot be checked: {drop}"
+                                   ) from None
+            if seal != digest:
                 raise IomodelError(
-                    f"{source}: its values are not the ones the run wrote (settings.{SEAL_KEY} is the sha256 of the "
-                    f"record as written, and it no longer matches): the record was edited after the run. Restore the "
-                    f"file the run wrote; for an edit you mean, drop settings.{SEAL_KEY} (the record then reconciles "
-                    f"as unsealed)")
+                    f"{source}: its values are not the ones iomodel wrote (settings.{SEAL_KEY}, the sha256 of the "
+                    f"record as written, no longer matches): it was edited since, or rewritten by a tool that changed "
+                    f"a value. Restore the file iomodel wrote; for an edit you mean, {drop}")
         shapes, seen = [], set()
         for i, s in enumerate(jv.array(d.get("shapes", []), f"{source}: shapes", fix=FIX)):
             sid = s.get("id") if isinstance(s, dict) else None
@@ -555,9 +585,10 @@ class Measurement:
         )
 
     def save(self, path: str | Path) -> Path:
-        """Write the record as indented JSON (creating parent folders), sealed: ``settings.record_sha256`` is
-        :func:`record_digest` of what is written, so :meth:`load` refuses the file once a value in it is edited;
-        returns the path.
+        """Write the record as indented JSON (creating parent folders); returns the path. A run's record (built in
+        memory) or one read sealed is written sealed: ``settings.record_sha256`` is :func:`record_digest` of what is
+        written, so :meth:`load` refuses the file once a value in it is edited. One read unsealed stays unsealed
+        (nothing vouches for its values).
 
         Raises:
             IomodelError: the file or its folder cannot be written.
@@ -565,7 +596,8 @@ class Measurement:
         from iomodel.paths import write_text  # whole or not at all
 
         data = json.loads(json.dumps(self.to_dict(), default=_json_default))  # as the file will read back
-        data["settings"][SEAL_KEY] = record_digest(data)
+        if self.sealed is not False:
+            data["settings"][SEAL_KEY] = record_digest(data)
         return write_text(path, json.dumps(data, indent=1) + "\n", "--out")
 
     @classmethod
@@ -873,10 +905,13 @@ __all__ = [
     "KernelRecord",
     "Measurement",
     "SCHEMA",
+    "SEAL_KEY",
+    "SEALED_SINCE",
     "ShapeMeasurement",
     "expected_kernels",
     "ragged_spec",
     "read_seqlens",
+    "record_digest",
     "shape_id",
     "shape_tag",
 ]

@@ -436,7 +436,7 @@ class Reconciliation:
         return {
             "measurement": {"kind": self.measurement.kind, "created": self.measurement.created,
                             "command": self.measurement.command, "environment": self.measurement.environment,
-                            "sealed": self.measurement.sealed},  # its settings.record_sha256 read and holding
+                            "sealed": self.measurement.sealed},  # Measurement.sealed: true, false, or null (not read from a file)
             "hardware": self.hardware.to_dict(),
             "l2_fraction": self.l2_fraction,
             "l2_read_fraction": read_fraction_of(self.hardware) if self.l2_ways else None,  # None: the LRU's one capacity

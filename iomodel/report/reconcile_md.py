@@ -165,6 +165,27 @@ def outside_account(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
     return _joined(parts)
 
 
+def seal_word(sealed: bool | None) -> str:
+    """The record's seal in a few words (the console table's title): ``sealed``, ``unsealed`` or ``not from a file``
+    (:attr:`iomodel.measure.records.Measurement.sealed`). Raises nothing."""
+    return {True: "sealed", False: "unsealed"}.get(sealed, "not read from a file")
+
+
+def seal_sentence(sealed: bool | None) -> str:
+    """The record's seal in one sentence (the Markdown report): what :attr:`~iomodel.measure.records.Measurement.sealed`
+    says and what it does not prove (a checksum against edits by hand since iomodel wrote the file, not a signature).
+    Raises nothing."""
+    from iomodel.measure.records import SEAL_KEY, SEALED_SINCE
+
+    if sealed is None:
+        return "Not read from a file: no seal to check."
+    if sealed:
+        return (f"Sealed: unchanged since iomodel wrote it (settings.{SEAL_KEY} holds: a checksum against edits by hand, "
+                "not a signature).")
+    return (f"Unsealed (written before {SEALED_SINCE}, when seals began, or its seal dropped): an edit of its values "
+            "cannot be detected.")
+
+
 def markdown(rec: Reconciliation) -> str:
     """A Markdown report: environment, summary, the table, the shapes outside tolerance and
     those within only by the absolute floor; bytes in binary prefixes with one decimal."""
@@ -176,9 +197,7 @@ def markdown(rec: Reconciliation) -> str:
         f"Device {env.get('device', '-')}, driver {env.get('driver', '-')}, CUDA {env.get('cuda', '-')}, "
         f"torch {env.get('torch', '-')}, triton {env.get('triton', '-')}, ncu {env.get('ncu', '-')}.",
         f"Command: `{m.command}`",
-        ("Sealed: the record's values are the ones the run wrote (its settings.record_sha256 holds)." if m.sealed else
-         "Unsealed (a record written before 2026-12-07, or its seal dropped): an edit of its values after the run "
-         "cannot be detected."),
+        seal_sentence(m.sealed),
         "",
         f"Hardware for the predictions: {rec.hardware.name} (L2 {human_bytes(rec.hardware.l2_bytes, decimals=1)}, "
         f"{rec.hardware.num_sms} SMs); effective L2 fraction {rec.l2_fraction:g}; L2 "

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -330,6 +331,17 @@ SLIDING_WINDOW_OFF_BY_DEFAULT: dict[str, str] = {
     "qwen2": "Qwen2Config", "qwen2_moe": "Qwen2MoeConfig", "qwen3": "Qwen3Config", "qwen3_moe": "Qwen3MoeConfig",
     "qwen2_vl": "Qwen2VLConfig", "qwen2_vl_text": "Qwen2VLTextConfig", "qwen2_5_vl": "Qwen2_5_VLConfig",
     "qwen2_5_vl_text": "Qwen2_5_VLTextConfig"}
+#: How HF transformers (5.x) picks the sliding layers from ``max_window_layers`` where ``use_sliding_window`` is true
+#: and the file gives no ``layer_types``, by ``model_type``: (configuration class, its default ``max_window_layers``,
+#: rule). ``from``: layers i >= max_window_layers slide (``Qwen2Config``: "the first max_window_layers layers use full
+#: attention"; the Qwen2-VL text configs); ``even_below``: even layers i < max_window_layers slide
+#: (``Qwen2MoeConfig.__post_init__``). A family not listed with ``max_window_layers`` in its file takes ``from``.
+MAX_WINDOW_LAYERS_RULES: dict[str, tuple[str, int, str]] = {
+    "qwen2": ("Qwen2Config", 28, "from"), "qwen2_moe": ("Qwen2MoeConfig", 28, "even_below"),
+    "qwen2_vl": ("Qwen2VLConfig", 80, "from"), "qwen2_vl_text": ("Qwen2VLTextConfig", 80, "from"),
+    "qwen2_5_vl": ("Qwen2_5_VLConfig", 80, "from"), "qwen2_5_vl_text": ("Qwen2_5_VLTextConfig", 80, "from")}
+#: ``torch_dtype`` spellings of a 32-bit float checkpoint (a note says it is modelled at 4 bytes an element).
+FP32_NAMES = ("float32", "float", "fp32", "torch.float32")
 #: Families whose attention runs on twice the hidden size (HF ``ZambaConfig``/``Zamba2Config``:
 #: ``attention_hidden_size = 2·hidden_size``, ``attention_head_dim = 2·hidden_size / num_attention_heads``;
 #: their ``kv_channels`` is hidden_size / heads, not the attention's head dimension).
@@ -431,6 +443,23 @@ class AttentionConfig:
         if self.window is not None and n > self.window:
             shorter = (f"keep every sequence of --seqlens at {self.window:,} tokens or fewer" if ragged
                        else f"use --seqlen {self.window} or less")
+            if self.window_kind == "chunked" and not ragged:  # chunks attend within themselves: not a band
+                w, n_q, n_k = self.window, int(seqlen_q), int(seqlen_k)
+                if n_q < n_k:  # queries at the end of a cache: the last chunk's keys (decode: (N_k - 1) mod W + 1)
+                    own = (n_k - 1) % w + 1
+                    who = "a decode query sees" if n_q == 1 else f"its {n_q:,} queries (all in the last chunk) see"
+                    chunks = (f"{who} the {own:,} keys of the last chunk: model that with --seqlen {own} "
+                              "--window none" if n_q <= own else
+                              "its queries span more than one chunk: model each chunk as a sequence of a ragged "
+                              "batch (--seqlens) with --window none")
+                else:
+                    k, r = divmod(n_q, w)
+                    chunks = (f"each chunk attends within itself, a ragged batch of its chunks: --seqlens "
+                              f"'{w}*{k}{f',{r}' if r else ''}' --window none (a sequence of the batch each)")
+                raise IomodelError(
+                    f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
+                    f"{self.window_layers}) masks keys at {n:,} tokens, which one dense layer does not model: "
+                    f"{chunks}; or --window none for a full-attention layer (a --window band is not a chunk)")
             raise IomodelError(
                 f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
                 f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: {shorter}, or "
@@ -1130,7 +1159,11 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     if window is None:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
-        return None, "", ""  # Qwen2: the window is declared but off
+        if f.cfg.get("model_type") in SLIDING_WINDOW_OFF_BY_DEFAULT or not isinstance(f.cfg.get("model_type"), str):
+            return None, "", ""  # Qwen2: the window is declared but off (a file of no family: taken as said)
+        f.window_note = (f"'use_sliding_window' = {json.dumps(f.cfg['use_sliding_window'])} is not read for "
+                         f"model_type {f.cfg['model_type']!r} (HF transformers reads it for the Qwen2 families only): "
+                         "its 'sliding_window' applies.")
     raw_pattern = f.cfg.get("sliding_window_pattern")
     if isinstance(raw_pattern, str):  # EXAONE-4.0: "LLLG", one letter a layer, repeated (L local, G global)
         if not raw_pattern or set(raw_pattern) - {"L", "G"}:
@@ -1155,12 +1188,27 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     if f.cfg.get("model_type") == "gemma2":  # Gemma-2: even layers slide
         return window, "sliding-window", (f"{(total + 1) // 2}{of}" if total else "every other layer") + \
             " (Gemma-2 alternation)" + (": " + _which_layers(list(range(0, total, 2))) if total else "")
-    if f.flag("use_sliding_window") and f.has("max_window_layers"):  # Qwen2: layers from max_window_layers on
-        first = f.int_(("max_window_layers",))
+    rule = MAX_WINDOW_LAYERS_RULES.get(f.cfg.get("model_type"))
+    if f.flag("use_sliding_window") and (f.has("max_window_layers") or rule):  # Qwen2: layers from max_window_layers
+        cls, default, kind = rule or ("", 0, "from")
+        given = f.has("max_window_layers")
+        first = f.int_(("max_window_layers",)) if given else default
+        said = "max_window_layers" if given else f"{cls}'s default max_window_layers {default}: the file gives none"
+        if kind == "even_below":  # Qwen2MoeConfig: the even layers below max_window_layers
+            if total is None:
+                return window, "sliding-window", f"the even layers below {first} ({said}, as {cls} derives them)"
+            on = [i for i in range(min(first, total)) if i % 2 == 0]
+            if not on:
+                return None, "", ""
+            return window, "sliding-window", f"{len(on)}{of} (the even layers below {first}: {said}, as {cls} " \
+                f"derives them): " + _which_layers(on, total)
         if total is not None and first >= total:
+            if not given:
+                f.window_note = (f"'use_sliding_window' true but no layer slides: {said}, and HF transformers' "
+                                 f"{cls} slides layers {first} and up, of {total}.")
             return None, "", ""
         return window, "sliding-window", (f"{total - first}{of}" if total else f"layers {first} and up") + \
-            " (max_window_layers)" + (": " + _which_layers(list(range(first, total))) if total else "")
+            f" ({said})" + (": " + _which_layers(list(range(first, total))) if total else "")
     return window, "sliding-window", (f"all {total} layers" if total else "every layer")
 
 
@@ -1306,7 +1354,9 @@ def _unmodelled_notes(f: _Fields) -> tuple[str, ...]:
         said = (f"quantization_config.kv_cache_scheme ({bits}-bit {scheme.get('type', '')})".replace(" )", ")")
                 if isinstance(scheme, dict) else f"quantization_config.kv_cache_quant_algo = {algo!r}")
         return (f"{said}: the checkpoint stores its KV cache quantized, which this worksheet does not model: K and V "
-                "are counted at the layer's dtype; pass --dtype fp8_e4m3 to count every tensor in 8 bits.",)
+                "are counted at the layer's dtype (an 8-bit cache reads half their bytes); --dtype fp8_e4m3 with "
+                "--block-m and --block-n (no bundled kernel runs 8 bits) counts every tensor in 8 bits, Q and O "
+                "included.",)
     return ()
 
 
@@ -1336,9 +1386,19 @@ def _sparse_beyond(f: _Fields) -> tuple[int | None, str]:
     return None, ""
 
 
+def config_file(path: str | Path) -> Path:
+    """The ``config.json`` that ``--config PATH`` names: PATH itself, or ``PATH/config.json`` where PATH is a model's
+    folder (a snapshot) holding one. Raises nothing (:func:`load_config` refuses what it cannot read)."""
+    path = Path(path)
+    try:
+        return path / "config.json" if path.is_dir() and (path / "config.json").is_file() else path
+    except OSError:  # a name too long, a loop of links: the reader says it in one line
+        return path
+
+
 def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None = None,
                 kv_heads: int | None = None, head_dim: int | None = None) -> AttentionConfig:
-    """Read the attention fields of a HF-style ``config.json``.
+    """Read the attention fields of a HF-style ``config.json`` (``path``: the file, or a model folder holding one).
 
     Reads the query heads (``num_attention_heads``, GPT-style ``n_head``, MPT ``n_heads``),
     the KV heads (``num_key_value_heads``, Falcon ``multi_query`` = one head or
@@ -1380,7 +1440,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             an unknown family whose ``architectures`` name no decoder head; long-context sparse attention is
             refused past its dense length by :meth:`AttentionConfig.check_dense`.
     """
-    path = Path(path)
+    path = config_file(path)
     cfg = read_json(path, "config file", "pass --config a HF-style config.json", "fix the file")
     if not isinstance(cfg, dict):
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
@@ -1599,6 +1659,14 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             and f.top_model_type in FULL_REACH_BIDIRECTIONAL_WINDOW_MODEL_TYPES:
         each_side = window - 1
     dense_up_to, sparse_what = _sparse_beyond(f)
+    if dtype_key is not None and f.cfg[dtype_key] in FP32_NAMES:  # the checkpoint's storage type, as the attention's
+        notes += (f"'{dtype_key}' = {f.cfg[dtype_key]!r}: the checkpoint is stored in 32 bits, and the attention is modelled at 4 "
+                  "bytes an element; inference engines usually run such a checkpoint in 16 bits (vLLM's --dtype auto "
+                  "casts float32 to 16 bits): pass --dtype bf16 or fp16 to model that.",)
+    if f.cfg.get("model_type") == "gpt_oss":
+        notes += ("model_type 'gpt_oss': each head adds a learned sink logit to its softmax denominator (attention "
+                  "sinks, a weight of H values, not a config field); the modelled kernel has none: its K/V, Q and O "
+                  "bytes are the same.",)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
                            source=str(path), window=window,
