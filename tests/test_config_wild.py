@@ -1677,10 +1677,38 @@ def test_qwen2_sliding_layers_follow_the_class_defaults_and_other_families_ignor
     mistral = {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
                "num_hidden_layers": 32, "torch_dtype": "bfloat16", "sliding_window": 4096}
     assert load_config(_write(tmp_path, {**mistral, "use_sliding_window": False})).window == 4096
-    assert "'use_sliding_window' = false is not read for model_type 'mistral' (HF transformers reads it for the " \
-           "Qwen2 families only): its 'sliding_window' applies." in load_config(
+    assert "'use_sliding_window' = false is not read for model_type 'mistral' (HF transformers' MistralConfig has no " \
+           "such field): its 'sliding_window' applies." in load_config(
                _write(tmp_path, {**mistral, "use_sliding_window": False})).notes
     assert load_config(_write(tmp_path, {**mistral, "model_type": "qwen2", "use_sliding_window": False})).window is None
+    # nor max_window_layers (a reviewer: layers 16-31 slid), and a family not known to ignore the flag takes it as
+    # said (Qwen2.5-Omni's text config: sliding_window = None unless use_sliding_window)
+    on = load_config(_write(tmp_path, {**mistral, "use_sliding_window": True, "max_window_layers": 16}))
+    assert on.window == 4096 and on.window_layers.startswith("all 32 layers")
+    assert load_config(_write(tmp_path, {**mistral, "model_type": "qwen2_5_omni_text",
+                                         "use_sliding_window": False})).window is None
+    # Qwen3 as Qwen2 (default 28), Qwen3-MoE every layer (its class reads no max_window_layers), 0: every layer
+    q3 = load_config(_write(tmp_path, {**qwen2, "model_type": "qwen3", "num_hidden_layers": 36}))
+    assert q3.window_layers.startswith("8 of 36 layers (Qwen3Config's default max_window_layers 28")
+    q3m = load_config(_write(tmp_path, {**qwen2, "model_type": "qwen3_moe", "num_hidden_layers": 48,
+                                        "max_window_layers": 48}))
+    assert q3m.window == 4096 and q3m.window_layers == "all 48 layers (Qwen3MoeConfig reads no max_window_layers)"
+    assert load_config(_write(tmp_path, {**qwen2, "max_window_layers": 0})).window_layers.startswith("28 of 28 layers")
+    # the flag on and the size left out: the class default, said
+    bare = load_config(_write(tmp_path, {k: v for k, v in {**qwen2, "num_hidden_layers": 48}.items()
+                                         if k != "sliding_window"}))
+    assert bare.window == 4096 and any(n.startswith("the file gives no 'sliding_window': 4096, the default of HF "
+                                                    "transformers' Qwen2Config") for n in bare.notes)
+
+
+def test_a_vision_towers_head_dim_is_its_own_width_over_its_heads(tmp_path):
+    """Qwen2-VL's vision_config gives embed_dim 1280 (its attention: 16 heads of 80) and hidden_size 3584 (the
+    language model's width): the note said HEAD_DIM 224."""
+    vl = {"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+          "num_hidden_layers": 28, "torch_dtype": "bfloat16",
+          "vision_config": {"embed_dim": 1280, "num_heads": 16, "hidden_size": 3584, "depth": 32}}
+    assert any(n.startswith("vision_config (16 heads, HEAD_DIM 80): another tower") for n in
+               load_config(_write(tmp_path, vl)).notes)
 
 
 def test_notes_on_an_fp32_checkpoint_sinks_and_an_8_bit_kv_cache(tmp_path):
@@ -1708,6 +1736,13 @@ def test_notes_on_an_fp32_checkpoint_sinks_and_an_8_bit_kv_cache(tmp_path):
     (["--phase", "decode", "--seqlen", "40000"], "a decode query sees the 7,232 keys of the last chunk: model that "
                                                   "with --seqlen 7232 --window none"),
     (["--phase", "decode", "--seqlen", "16384"], "sees the 8,192 keys of the last chunk"),
+    (["--phase", "decode", "--seqlen", "40961"], "a decode query sees the 1 key of the last chunk"),
+    (["--seqlen", "20000", "--batch", "4"], "--seqlens '8192*8,3616*4' --window none (in place of --batch and --seqlen"),
+    (["--seqlen-q", "100", "--seqlen-k", "20000", "--causal-align", "bottom-right"],
+     "its 100 queries (all in the last chunk) see the 3,616 keys of the last chunk: model that with --seqlen-q 100 "
+     "--seqlen-k 3616 --window none"),
+    (["--seqlen-q", "100", "--seqlen-k", "20000"], "model each chunk as its own layer (--seqlen-q/--seqlen-k"),
+    (["--seqlen", "20000", "--pass", "fwd+bwd"], "(a training step's chunks: one causal layer of each length)"),
 ])
 def test_a_chunked_layer_past_its_chunk_is_refused_with_the_chunks_not_a_band(capsys, tmp_path, argv, fragment):
     """Llama-4's chunked attention past 8,192 tokens: the refusal used to suggest --window L,R (a band, 49 % more

@@ -221,17 +221,19 @@ def test_worksheet_bad_schedule_file_is_one_line(capsys, tmp_path, text, fragmen
 
 
 @pytest.mark.parametrize("text,flags,fragments,absent", [
-    ("programs_per_sm = 40", [], ["schedule file", "(programs_per_sm = 40): programs_per_sm 40 is over",
+    ("programs_per_sm = 40", [], ["schedule file", "gives programs_per_sm = 40: programs_per_sm 40 is over",
                                   "(or change the value in the file; a flag overrides it)"], None),
-    ("block_m = 512\nblock_n = 512", [], ["(block_m = 512, block_n = 512): tiles BLOCK_M=512",
+    ("block_m = 512\nblock_n = 512", [], ["gives block_m = 512, block_n = 512: tiles BLOCK_M=512",
                                           "lower --block-m, --block-n or --num-stages (or change"], None),
-    ("heads_per_program = 3", ["--kv-heads", "8"], ["(heads_per_program = 3): heads_per_program 3 must divide"], None),
+    ("heads_per_program = 3", ["--kv-heads", "8"], ["gives heads_per_program = 3: heads_per_program 3 must divide"],
+     None),
     # the flag overrides the file: the refusal is the flag's, and the file is not named
     ("programs_per_sm = 2", ["--programs-per-sm", "40"], ["programs_per_sm 40 is over"], "schedule file"),
     ("block_m = 64", ["--block-m", "512", "--block-n", "512"], ["tiles BLOCK_M=512"], "schedule file"),
-    # a refusal about flags the user gave is theirs, though the file gave another field the message names
-    ("num_stages = 3", ["--block-m", "512", "--block-n", "512"], ["lower --block-m, --block-n or --num-stages"],
-     "schedule file"),
+    # a refusal about flags the user gave and a field of the file: the file's value named, not blamed
+    ("num_stages = 3", ["--block-m", "512", "--block-n", "512"],
+     ["schedule file", "gives num_stages = 3: tiles BLOCK_M=512", "lower --block-m, --block-n or --num-stages"],
+     "or change the value in the file"),
     # a ragged batch takes no launch schedule: the file's field is named as the file's, with what to do
     ("grid_order = 'heads-fastest'", ["--seqlens", "300,500"],
      ["grid_order = 'heads-fastest' (schedule file", "describes one dense layer",

@@ -186,22 +186,21 @@ def _with_schedule(layer: LayerOptions, path: Optional[Path], flags: dict) -> tu
 
 
 def _named_file(exc: IomodelError, path: Optional[Path], from_file: dict, by_flag: set) -> IomodelError:
-    """``exc`` naming the schedule file ``path`` where it refuses a value the file gave (``from_file``: the fields
-    no flag overrode): a refusal checked once the layer is known (programs per SM over the device's limit, tiles
-    over its shared memory, a packing that does not divide the GQA group) names the flags that set the fields it is
-    about, which the user did not pass. Only where none of those flags was given (``by_flag``: the fields flags set)
-    and the file gave one of them; the message keeps the flags (a flag overrides the file) and says which of the
-    file's values it is about. Raises nothing."""
+    """``exc`` naming the schedule file ``path``'s values it is about (``from_file``: the fields no flag overrode): a
+    refusal checked once the layer is known (programs per SM over the device's limit, tiles over its shared memory, a
+    packing that does not divide the GQA group) names the flags that set the fields it is about, some of which the
+    user may not have passed. The message keeps the flags (a flag overrides the file); where no flag it names was
+    given (``by_flag``: the fields flags set), it adds that the file's value may be changed instead. Raises nothing."""
     from iomodel.report.worksheet import SCHEDULE_FLAGS
 
     msg = str(exc)
     about = [f for f, flag in {**TILE_FLAGS, **SCHEDULE_FLAGS}.items() if flag in msg]
     named = [f for f in about if f in from_file]
-    if path is None or not named or set(about) & by_flag:
+    if path is None or not named:
         return exc
     values = ", ".join(f"{f} = {from_file[f]!r}" for f in named)
-    return IomodelError(f"schedule file {str(path)!r} ({values}): {msg} (or change the value in the file; a flag "
-                        "overrides it)")
+    tail = "" if set(about) & by_flag else " (or change the value in the file; a flag overrides it)"
+    return IomodelError(f"schedule file {str(path)!r} gives {values}: {msg}{tail}")
 
 
 def _write(path: Path, text: str) -> None:

@@ -166,7 +166,7 @@ def outside_account(r: Any, bad: list[str], floor_bytes: float = 0) -> str:
 
 
 def seal_word(sealed: bool | None) -> str:
-    """The record's seal in a few words (the console table's title): ``sealed``, ``unsealed`` or ``not from a file``
+    """The record's seal in a few words (the console table's title): ``sealed``, ``unsealed`` or ``not read from a file``
     (:attr:`iomodel.measure.records.Measurement.sealed`). Raises nothing."""
     return {True: "sealed", False: "unsealed"}.get(sealed, "not read from a file")
 

@@ -324,6 +324,10 @@ def _every_nth_full(every: int, layers: int) -> list[str]:
 #: tokens) and ``no_rope_layer_interval`` (every n-th layer is NoPE and global, the others RoPE and chunked, where
 #: ``no_rope_layers`` is absent or empty).
 LLAMA4_DEFAULTS = {"attention_chunk_size": 8192, "no_rope_layer_interval": 4}
+#: The ``sliding_window`` default of the Qwen2 families' configuration classes (``Qwen2Config``, ``Qwen2MoeConfig``,
+#: ``Qwen3Config``, ``Qwen3MoeConfig``, the Qwen2-VL text configs: 4096), taken where ``use_sliding_window`` is true
+#: and the file leaves the size out.
+QWEN2_DEFAULT_SLIDING_WINDOW = 4096
 #: Families whose HF configuration class turns ``sliding_window`` off unless ``use_sliding_window`` is true, by
 #: ``model_type`` (``use_sliding_window`` defaults to False; ``self.sliding_window = sliding_window if
 #: self.use_sliding_window else None``): a file that leaves the flag out has no window.
@@ -331,13 +335,21 @@ SLIDING_WINDOW_OFF_BY_DEFAULT: dict[str, str] = {
     "qwen2": "Qwen2Config", "qwen2_moe": "Qwen2MoeConfig", "qwen3": "Qwen3Config", "qwen3_moe": "Qwen3MoeConfig",
     "qwen2_vl": "Qwen2VLConfig", "qwen2_vl_text": "Qwen2VLTextConfig", "qwen2_5_vl": "Qwen2_5_VLConfig",
     "qwen2_5_vl_text": "Qwen2_5_VLTextConfig"}
+#: Families whose HF configuration class has a ``sliding_window`` but no ``use_sliding_window`` (a file's stray flag is
+#: ignored, as transformers ignores it, and said), by ``model_type``. Any other family's false flag turns the window
+#: off (the Qwen2 families, Qwen2.5-Omni's text config: ``sliding_window = None`` unless the flag is true).
+SLIDING_WINDOW_FLAG_UNREAD: dict[str, str] = {
+    "mistral": "MistralConfig", "mixtral": "MixtralConfig", "starcoder2": "Starcoder2Config", "phi3": "Phi3Config",
+    "gemma2": "Gemma2Config", "gemma3_text": "Gemma3TextConfig", "cohere2": "Cohere2Config", "gpt_oss": "GptOssConfig"}
 #: How HF transformers (5.x) picks the sliding layers from ``max_window_layers`` where ``use_sliding_window`` is true
 #: and the file gives no ``layer_types``, by ``model_type``: (configuration class, its default ``max_window_layers``,
 #: rule). ``from``: layers i >= max_window_layers slide (``Qwen2Config``: "the first max_window_layers layers use full
 #: attention"; the Qwen2-VL text configs); ``even_below``: even layers i < max_window_layers slide
-#: (``Qwen2MoeConfig.__post_init__``). A family not listed with ``max_window_layers`` in its file takes ``from``.
+#: (``Qwen2MoeConfig.__post_init__``); ``all``: every layer, whatever ``max_window_layers`` says (``Qwen3MoeConfig``
+#: has none). A family not listed with ``max_window_layers`` in its file takes ``from``.
 MAX_WINDOW_LAYERS_RULES: dict[str, tuple[str, int, str]] = {
     "qwen2": ("Qwen2Config", 28, "from"), "qwen2_moe": ("Qwen2MoeConfig", 28, "even_below"),
+    "qwen3": ("Qwen3Config", 28, "from"), "qwen3_moe": ("Qwen3MoeConfig", 0, "all"),
     "qwen2_vl": ("Qwen2VLConfig", 80, "from"), "qwen2_vl_text": ("Qwen2VLTextConfig", 80, "from"),
     "qwen2_5_vl": ("Qwen2_5_VLConfig", 80, "from"), "qwen2_5_vl_text": ("Qwen2_5_VLTextConfig", 80, "from")}
 #: ``torch_dtype`` spellings of a 32-bit float checkpoint (a note says it is modelled at 4 bytes an element).
@@ -427,14 +439,36 @@ class AttentionConfig:
         (ModernBERT's ``local_attention`` of 128, Longformer's ``attention_window``: :attr:`window` is half the span)."""
         return f"{self.window:,} tokens" + (" each side" if "half the span each side" in self.window_kind else "")
 
-    def check_seqlen(self, seqlen_q: int, seqlen_k: int, ragged: bool = False) -> None:
+    def _chunks_advice(self, n_q: int, n_k: int, spec: Any = None) -> str:
+        """What to run instead of one dense layer past a chunk (:meth:`check_seqlen`): the chunks of a square
+        forward prefill as a ragged batch (``spec``'s batch times each), the last chunk's keys where every query
+        sits in it (bottom-right: a decode step), else each chunk as its own layer. Raises nothing."""
+        w = int(self.window)
+        own = (n_k - 1) % w + 1  # keys of the last chunk
+        each = "model each chunk as its own layer (--seqlen-q/--seqlen-k: its queries and keys, --window none)"
+        if spec is None or spec.backward:
+            return each + (" (a training step's chunks: one causal layer of each length)" if spec is not None else "")
+        if n_q == n_k and spec.phase == "prefill":
+            k, r = divmod(n_q, w)
+            b = spec.batch
+            return (f"each chunk attends within itself, a ragged batch of its chunks: --seqlens "
+                    f"'{w}*{k * b}{f',{r}*{b}' if r and b > 1 else f',{r}' if r else ''}' --window none (in place of "
+                    "--batch and --seqlen: a sequence of the batch each)")
+        if n_q <= own and (spec.phase == "decode" or spec.causal_align == "bottom-right"):
+            cmd = f"--seqlen {own}" if spec.phase == "decode" else f"--seqlen-q {n_q} --seqlen-k {own}"
+            who = "a decode query sees" if n_q == 1 else f"its {n_q:,} queries (all in the last chunk) see"
+            return f"{who} the {own:,} key{'s' if own != 1 else ''} of the last chunk: model that with {cmd} --window none"
+        return each
+
+    def check_seqlen(self, seqlen_q: int, seqlen_k: int, ragged: bool = False, spec: Any = None) -> None:
         """Refuse lengths at which a sliding window or attention chunk would mask keys.
 
         A sliding window of W tokens, or chunks of W tokens, equal full attention while
         every query sees every key, i.e. while max(seqlen_q, seqlen_k) <= W; beyond that
         the traffic differs and iomodel does not model it yet (``--window`` states a layer's band instead:
         the caller then does not ask). ``ragged``: the lengths are a ragged batch's longest (the advice names
-        the sequences, not ``--seqlen``).
+        the sequences, not ``--seqlen``); ``spec``: the layer asked for (its phase, batch, pass and alignment shape
+        a chunked layer's advice, :meth:`_chunks_advice`).
 
         Raises:
             IomodelError: the config has such layers and a length exceeds W.
@@ -444,22 +478,11 @@ class AttentionConfig:
             shorter = (f"keep every sequence of --seqlens at {self.window:,} tokens or fewer" if ragged
                        else f"use --seqlen {self.window} or less")
             if self.window_kind == "chunked" and not ragged:  # chunks attend within themselves: not a band
-                w, n_q, n_k = self.window, int(seqlen_q), int(seqlen_k)
-                if n_q < n_k:  # queries at the end of a cache: the last chunk's keys (decode: (N_k - 1) mod W + 1)
-                    own = (n_k - 1) % w + 1
-                    who = "a decode query sees" if n_q == 1 else f"its {n_q:,} queries (all in the last chunk) see"
-                    chunks = (f"{who} the {own:,} keys of the last chunk: model that with --seqlen {own} "
-                              "--window none" if n_q <= own else
-                              "its queries span more than one chunk: model each chunk as a sequence of a ragged "
-                              "batch (--seqlens) with --window none")
-                else:
-                    k, r = divmod(n_q, w)
-                    chunks = (f"each chunk attends within itself, a ragged batch of its chunks: --seqlens "
-                              f"'{w}*{k}{f',{r}' if r else ''}' --window none (a sequence of the batch each)")
                 raise IomodelError(
                     f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
                     f"{self.window_layers}) masks keys at {n:,} tokens, which one dense layer does not model: "
-                    f"{chunks}; or --window none for a full-attention layer (a --window band is not a chunk)")
+                    f"{self._chunks_advice(int(seqlen_q), int(seqlen_k), spec)}; or --window none for a "
+                    "full-attention layer (a --window band is not a chunk)")
             raise IomodelError(
                 f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
                 f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: {shorter}, or "
@@ -910,17 +933,19 @@ def _decoder_note(f: _Fields) -> str:
             f"is causal ({sizes or 'pass --causal with its --heads/--kv-heads/--head-dim to model it'}).")
 
 
-def _sub_sizes(sub: dict[str, Any], where: str) -> tuple[int, int, int | None] | None:
+def _sub_sizes(sub: dict[str, Any], where: str, width_keys: tuple[str, ...] = HIDDEN_KEYS
+               ) -> tuple[int, int, int | None] | None:
     """(heads, KV heads, HEAD_DIM) of a sub-config (another tower, an encoder-decoder's decoder), read as a config's
-    own fields are (:func:`_kv_heads`; HEAD_DIM from :data:`HEAD_DIM_KEYS`, else hidden size / heads, None where
-    neither gives it); None where it gives no heads or a field cannot be read (a note only: raises nothing)."""
+    own fields are (:func:`_kv_heads`; HEAD_DIM from :data:`HEAD_DIM_KEYS`, else the first of ``width_keys`` / heads,
+    None where neither gives it); None where it gives no heads or a field cannot be read (a note only: raises
+    nothing)."""
     try:
         d = _Fields(sub, where)
         heads = d.int_(HEADS_KEYS)
         if heads is None:
             return None
         head_dim = d.int_(HEAD_DIM_KEYS)
-        hidden = d.int_(HIDDEN_KEYS) if head_dim is None else None
+        hidden = d.int_(width_keys) if head_dim is None else None
         if head_dim is None and hidden is not None and hidden % heads == 0:
             head_dim = hidden // heads
         return heads, _kv_heads(d, heads), head_dim
@@ -932,7 +957,9 @@ def _tower_sizes(cfg: dict[str, Any], key: str) -> str:
     """``key`` (a tower's sub-config, e.g. ``vision_config``) with its heads and HEAD_DIM where it gives them
     (:func:`_sub_sizes`), e.g. ``"vision_config (16 heads, HEAD_DIM 64)"``; just ``key`` where they cannot be read.
     Raises nothing."""
-    got = _sub_sizes(cfg[key], key) if isinstance(cfg.get(key), dict) else None
+    # a tower's own width first: Qwen2-VL's vision_config gives embed_dim 1280 (its attention) and hidden_size 3584
+    # (the language model's, which its merger projects to)
+    got = _sub_sizes(cfg[key], key, ("embed_dim",) + HIDDEN_KEYS) if isinstance(cfg.get(key), dict) else None
     if got is None:
         return key
     heads, _, d = got
@@ -1049,6 +1076,11 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         # HF Qwen2MoeConfig (transformers 5) saves sliding_window = 0 when use_sliding_window is false: no window
         f.cfg["sliding_window"] = None
     window = f.int_(("sliding_window",))
+    if (window is None and "sliding_window" not in f.cfg and model_type in SLIDING_WINDOW_OFF_BY_DEFAULT
+            and f.flag("use_sliding_window")):  # the flag on, the size left out: the class default (4096)
+        cls, window = SLIDING_WINDOW_OFF_BY_DEFAULT[model_type], QWEN2_DEFAULT_SLIDING_WINDOW
+        f.defaulted_window = (f"the file gives no 'sliding_window': {window}, the default of HF transformers' {cls} "
+                              f"(model_type {model_type!r}), as transformers reads the file.")
     if window is None and "sliding_window" not in f.cfg and model_type in DEFAULT_SLIDING_WINDOW:
         cls, window = DEFAULT_SLIDING_WINDOW[model_type]  # absent (not null: null turns it off), as transformers reads
         f.defaulted_window = (f"the file gives no 'sliding_window': {window}, the default of HF transformers' {cls} "
@@ -1159,11 +1191,8 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     if window is None:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
-        if f.cfg.get("model_type") in SLIDING_WINDOW_OFF_BY_DEFAULT or not isinstance(f.cfg.get("model_type"), str):
-            return None, "", ""  # Qwen2: the window is declared but off (a file of no family: taken as said)
-        f.window_note = (f"'use_sliding_window' = {json.dumps(f.cfg['use_sliding_window'])} is not read for "
-                         f"model_type {f.cfg['model_type']!r} (HF transformers reads it for the Qwen2 families only): "
-                         "its 'sliding_window' applies.")
+        if f.cfg.get("model_type") not in SLIDING_WINDOW_FLAG_UNREAD:
+            return None, "", ""  # Qwen2 (and a family not known to ignore it): the window is declared but off
     raw_pattern = f.cfg.get("sliding_window_pattern")
     if isinstance(raw_pattern, str):  # EXAONE-4.0: "LLLG", one letter a layer, repeated (L local, G global)
         if not raw_pattern or set(raw_pattern) - {"L", "G"}:
@@ -1189,10 +1218,23 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         return window, "sliding-window", (f"{(total + 1) // 2}{of}" if total else "every other layer") + \
             " (Gemma-2 alternation)" + (": " + _which_layers(list(range(0, total, 2))) if total else "")
     rule = MAX_WINDOW_LAYERS_RULES.get(f.cfg.get("model_type"))
-    if f.flag("use_sliding_window") and (f.has("max_window_layers") or rule):  # Qwen2: layers from max_window_layers
-        cls, default, kind = rule or ("", 0, "from")
+    if f.cfg.get("model_type") in SLIDING_WINDOW_FLAG_UNREAD and (f.has("max_window_layers")
+                                                                    or "use_sliding_window" in f.cfg):
+        present = [k for k in ("use_sliding_window", "max_window_layers") if k in f.cfg]
+        f.window_note = (" and ".join(f"'{k}' = {json.dumps(f.cfg[k])}" for k in present) + " "
+                         + ("is" if len(present) == 1 else "are") + f" not read for model_type {f.cfg['model_type']!r} "
+                         f"(HF transformers' {SLIDING_WINDOW_FLAG_UNREAD[f.cfg['model_type']]} has no such field): its "
+                         "'sliding_window' applies.")
+        rule = ("", 0, "unread")
+    if rule is not None and rule[2] == "all":  # Qwen3-MoE: no max_window_layers field, every layer slides
+        return window, "sliding-window", (f"all {total} layers" if total else "every layer") + \
+            (f" ({rule[0]} reads no max_window_layers)" if f.has("max_window_layers") else "")
+    if f.flag("use_sliding_window") and (f.has("max_window_layers") or rule) and (rule or ("",))[-1] != "unread":
+        cls, default, kind = rule or ("", 0, "from")  # Qwen2: layers from max_window_layers on
         given = f.has("max_window_layers")
-        first = f.int_(("max_window_layers",)) if given else default
+        # 0: every layer (HF: i >= 0), which int_ (a positive count) would refuse
+        first = (0 if f.cfg.get("max_window_layers") == 0 and not isinstance(f.cfg.get("max_window_layers"), bool)
+                 else f.int_(("max_window_layers",))) if given else default
         said = "max_window_layers" if given else f"{cls}'s default max_window_layers {default}: the file gives none"
         if kind == "even_below":  # Qwen2MoeConfig: the even layers below max_window_layers
             if total is None:
@@ -1441,7 +1483,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             refused past its dense length by :meth:`AttentionConfig.check_dense`.
     """
     path = config_file(path)
-    cfg = read_json(path, "config file", "pass --config a HF-style config.json", "fix the file")
+    cfg = read_json(path, "config file", "pass --config a HF-style config.json (or a model folder holding one)", "fix the file")
     if not isinstance(cfg, dict):
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
     f = _Fields(cfg, str(path))

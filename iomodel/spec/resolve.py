@@ -358,7 +358,7 @@ def resolve_layer(
     if cfg is not None:
         cfg.check_dense(spec.seqlen_q, spec.seqlen_k)  # long-context sparse attention past its dense length
     if cfg is not None and not sliding and window is None:
-        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k, ragged=ragged is not None)  # chunked or local: not modelled
+        cfg.check_seqlen(spec.seqlen_q, spec.seqlen_k, ragged=ragged is not None, spec=spec)  # chunked or local
         if cfg.window is not None:  # within it: those layers are full attention at these lengths, said
             longest = "the batch's longest, "
             window_note = (f"{cfg.source or cfg.name}: {cfg.window_kind} attention of {cfg.window_words()} on "
