@@ -587,14 +587,20 @@ def test_quantized_kv_cache_is_said_and_sparse_long_context_is_refused_past_its_
     assert any(n.startswith("quantization_config.kv_cache_scheme (8-bit float): the checkpoint stores its KV cache "
                             "quantized") for n in cfg.notes)
     path = _write(tmp_path, {**llama, "sparse_config": {"dense_len": 8192, "topk": 64, "block_size": 64}})
-    assert resolve_layer(config=path, seqlen=8192).spec.seqlen_k == 8192  # dense up to dense_len
-    with pytest.raises(IomodelError) as exc:
-        resolve_layer(config=path, seqlen=16384)
-    assert ("past 8,192 tokens the model runs InfLLM v2 sparse attention" in str(exc.value)
-            and "use --seqlen 8192 or less" in str(exc.value))
+    # dense below dense_len: MiniCPM4's code runs sparse from length >= dense_len (a fresh user, 2026-12-07: 8,192
+    # was modelled dense)
+    assert resolve_layer(config=path, seqlen=8191).spec.seqlen_k == 8191
+    for n in (8192, 16384):
+        with pytest.raises(IomodelError) as exc:
+            resolve_layer(config=path, seqlen=n)
+        assert ("past 8,191 tokens the model runs InfLLM v2 sparse attention" in str(exc.value)
+                and "use --seqlen 8191 or less" in str(exc.value))
+    # Qwen2.5-1M: chunks of chunk_size - local_size = 253,952 tokens (vLLM's chunk_len): one chunk is dense
     path = _write(tmp_path, {**llama, "dual_chunk_attention_config": {"chunk_size": 262144, "local_size": 8192}})
-    with pytest.raises(IomodelError, match="past 262,144 tokens the model runs dual chunk attention"):
-        resolve_layer(config=path, seqlen=300000)
+    assert resolve_layer(config=path, seqlen=253952).spec.seqlen_k == 253952
+    for n in (253953, 262144):
+        with pytest.raises(IomodelError, match="past 253,952 tokens the model runs dual chunk attention"):
+            resolve_layer(config=path, seqlen=n)
 
 
 def test_third_round_of_wild_configs(tmp_path):
@@ -1773,3 +1779,45 @@ def test_a_model_folder_reads_its_config_json_and_minus_o_cannot_replace_it(caps
                           "is the --config file this command reads")
     assert json.loads((folder / "config.json").read_text()) == fields
     assert_one_line_error(capsys, ["worksheet", "--config", str(tmp_path)], "is a folder: pass --config")
+
+
+def test_the_worksheet_json_says_which_layers_of_a_config_it_models(capsys, tmp_path):
+    """For scripts: a model with mixed layers (GPT-OSS: a 128-token window on 12 of 24) says in the JSON which kind of
+    layer the worksheet is (a fresh user: only the notes said it)."""
+    from test_cli_errors import run_cli
+
+    oss = {"model_type": "gpt_oss", "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "head_dim": 64, "num_hidden_layers": 24, "torch_dtype": "bfloat16", "sliding_window": 128}
+    path = str(_write(tmp_path, oss))
+    got = {}
+    for extra, key in (([], "window"), (["--window", "none"], "full"), (["--seqlen", "100"], "inert")):
+        code, out, _ = run_cli(capsys, ["worksheet", "--config", path, "--format", "json", *extra])
+        assert code == 0
+        got[key] = json.loads(out)["worksheet"]["config_layers"]
+    assert got["window"] == {"num_layers": 24, "window_kind": "sliding-window", "window_tokens": 128,
+                             "window_layers": "12 of 24 layers (the layer_types GptOssConfig derives): layers 0, 2, "
+                                              "…, 22 (every 2nd from 0)", "modelled": "window"}
+    assert (got["full"]["modelled"], got["inert"]["modelled"]) == ("full attention", "full attention, the window inert")
+    code, out, _ = run_cli(capsys, ["worksheet", "--heads", "8", "--format", "json"])
+    assert code == 0 and json.loads(out)["worksheet"]["config_layers"]["modelled"] == "full attention"
+
+
+def test_a_bidirectional_local_window_binds_past_its_reach_and_says_its_band(capsys, tmp_path):
+    """ModernBERT's local_attention 128: each query sees the keys within 64 of it (HF: distance <= local_attention //
+    2), so nothing is masked up to 65 tokens (was refused at 65), and the refusal gives the band (--window 64,64)
+    instead of the generic L,R advice. Baichuan2-13B gives its context only as model_max_length (no note before)."""
+    from iomodel.spec.resolve import resolve_layer
+    from test_cli_errors import assert_one_line_error
+
+    mb = _write(tmp_path, {"model_type": "modernbert", "hidden_size": 1024, "num_attention_heads": 16,
+                           "num_hidden_layers": 28, "global_attn_every_n_layers": 3, "local_attention": 128,
+                           "torch_dtype": "float32", "max_position_embeddings": 8192})
+    assert resolve_layer(config=mb, seqlen=65).spec.seqlen_q == 65
+    line = assert_one_line_error(capsys, ["worksheet", "--config", str(mb), "--seqlen", "66"], "masks keys at 66 tokens")
+    assert "pass --window 64,64 for those layers (each query sees the keys within 64 of it), --window none for the " \
+           "global ones, or use --seqlen 65 or less" in line
+    assert resolve_layer(config=mb, seqlen=8192, window="64,64").spec.window_left == 64
+    baichuan = {"model_type": "baichuan", "hidden_size": 5120, "num_attention_heads": 40, "num_hidden_layers": 40,
+                "model_max_length": 4096, "torch_dtype": "bfloat16"}
+    lay = resolve_layer(config=_write(tmp_path, baichuan, "b.json"), seqlen=8192)
+    assert any("exceeds the model's context window" in n and "4,096" in n for n in lay.notes), lay.notes

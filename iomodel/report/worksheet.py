@@ -320,6 +320,7 @@ class Worksheet:
             "command": self.command(),
             "tiling_source": self.layer.tiling_source,
             "kernel_path": kernel_path_of(self.layer),
+            "config_layers": config_layers(self.layer),
             "notes": list(self.layer.notes),
             "units_check": {
                 "ok": self.units_ok,
@@ -806,6 +807,25 @@ SCHEDULE_FLAGS = {"num_warps": "--num-warps", "programs_per_sm": "--programs-per
 def schedule_flags(given: dict[str, Any]) -> list[str]:
     """The command-line flags that give the launch fields ``given`` (:data:`SCHEDULE_FLAGS`)."""
     return [f"{SCHEDULE_FLAGS[k]} {v}" for k, v in given.items()]
+
+
+def config_layers(layer: Layer) -> dict[str, Any] | None:
+    """Which of a config's layers the worksheet models, for scripts (the notes say it in words): ``num_layers`` (the
+    file's layer count, None where it gives none), ``window_kind`` (``sliding-window``, ``chunked``, a local window's
+    kind, None for a model without one), ``window_tokens`` (its size, tokens), ``window_layers`` (the layers that
+    use it, as the notes say), and ``modelled``: ``window`` (this worksheet's layer has the window or chunk band),
+    ``full attention`` (a full-attention layer: the model has no window, or ``--window none``), or ``full attention,
+    the window inert`` (the window hides no key at these lengths). None for a layer given by flags or a preset without
+    a config file. Raises nothing."""
+    cfg = layer.config
+    if cfg is None:
+        return None
+    s = layer.spec
+    windowed = s.window_left is not None or s.window_right is not None
+    return {"num_layers": cfg.num_layers, "window_kind": cfg.window_kind or None, "window_tokens": cfg.window,
+            "window_layers": cfg.window_layers or None,
+            "modelled": "window" if windowed else ("full attention, the window inert" if layer.inert_window
+                                                    else "full attention")}
 
 
 def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Schedule, str]:

@@ -59,7 +59,8 @@ KV_HEADS_KEYS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_head"
 HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim", "hidden_size_per_head")  # last: PLaMo-2
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "emb_dim", "embed_dim")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions")
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions",
+                "model_max_length")  # the last: Baichuan2-13B's file gives its context only there
 #: A field of relative position buckets (T5, mT5, UMT5): no absolute context limit, so ``n_positions`` is not one.
 RELATIVE_POSITION_KEY = "relative_attention_num_buckets"
 DTYPE_KEYS = ("torch_dtype", "dtype")
@@ -474,9 +475,17 @@ class AttentionConfig:
             IomodelError: the config has such layers and a length exceeds W.
         """
         n = max(int(seqlen_q), int(seqlen_k))
-        if self.window is not None and n > self.window:
-            shorter = (f"keep every sequence of --seqlens at {self.window:,} tokens or fewer" if ragged
-                       else f"use --seqlen {self.window} or less")
+        each_side = "half the span each side" in self.window_kind  # ModernBERT: keys within window of the query
+        reach = None if self.window is None else self.window + (1 if each_side else 0)  # longest length it hides none
+        if reach is not None and n > reach:
+            shorter = (f"keep every sequence of --seqlens at {reach:,} tokens or fewer" if ragged
+                       else f"use --seqlen {reach} or less")
+            if each_side:  # the band the layer has, on both sides (the generic L,R advice leaves the user to work it)
+                raise IomodelError(
+                    f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
+                    f"{self.window_layers}) masks keys at {n:,} tokens, which one dense layer does not model: pass "
+                    f"--window {self.window},{self.window} for those layers (each query sees the keys within "
+                    f"{self.window:,} of it), --window none for the global ones, or {shorter}")
             if self.window_kind == "chunked" and not ragged:  # chunks attend within themselves: not a band
                 raise IomodelError(
                     f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
@@ -1413,18 +1422,35 @@ def _dropout(f: _Fields) -> float:
 
 
 def _sparse_beyond(f: _Fields) -> tuple[int | None, str]:
-    """(tokens up to which the attention is dense, what replaces it beyond) for long-context sparse attention:
-    MiniCPM4's InfLLM v2 (``sparse_config.dense_len``) and Qwen2.5-1M's dual chunk attention
-    (``dual_chunk_attention_config.chunk_size``); (None, "") otherwise."""
-    for key, inner, what in (("sparse_config", "dense_len", "InfLLM v2 sparse attention (MiniCPM4's sparse_config: "
-                              "each query reads its top-k key blocks)"),
-                             ("dual_chunk_attention_config", "chunk_size", "dual chunk attention (Qwen2.5-1M's "
-                              "dual_chunk_attention_config: intra- and inter-chunk attention)")):
-        sub = f.cfg.get(key)
-        if isinstance(sub, dict) and sub.get(inner) is not None:
-            return f.int_at(f"{key}.{inner}", sub[inner]), what
-        if sub is not None and not isinstance(sub, dict):
-            raise IomodelError(f"{f.where}: '{key}' must be a JSON object, got {_kind(sub)}: fix the file")
+    """(tokens up to which the attention is dense, what replaces it beyond) for long-context sparse attention;
+    (None, "") otherwise:
+
+    * MiniCPM4's InfLLM v2 (``sparse_config.dense_len``): sparse from ``dense_len`` keys on (its modeling code and
+      sglang's MiniCPM backend branch on ``length >= dense_len``), so dense up to ``dense_len - 1``;
+    * Qwen2.5-1M's dual chunk attention (``dual_chunk_attention_config``): chunks of ``chunk_size - local_size``
+      tokens (vLLM's DualChunkFlashAttention and DualChunkRotaryEmbedding, ``chunk_len``; the chunk index of L keys
+      is (L - 1) // chunk_len), so dense up to ``chunk_size - local_size`` (``chunk_size`` where no ``local_size``).
+    """
+    sub = f.cfg.get("sparse_config")
+    if isinstance(sub, dict) and sub.get("dense_len") is not None:
+        return f.int_at("sparse_config.dense_len", sub["dense_len"]) - 1, (
+            "InfLLM v2 sparse attention (MiniCPM4's sparse_config: from dense_len keys on, each query reads its top-k "
+            "key blocks)")
+    if sub is not None and not isinstance(sub, dict):
+        raise IomodelError(f"{f.where}: 'sparse_config' must be a JSON object, got {_kind(sub)}: fix the file")
+    sub = f.cfg.get("dual_chunk_attention_config")
+    if isinstance(sub, dict) and sub.get("chunk_size") is not None:
+        chunk = f.int_at("dual_chunk_attention_config.chunk_size", sub["chunk_size"])
+        local = (f.int_at("dual_chunk_attention_config.local_size", sub["local_size"])
+                 if sub.get("local_size") is not None else 0)
+        if local >= chunk:
+            raise IomodelError(f"{f.where}: 'dual_chunk_attention_config.local_size' ({local}) must be below its "
+                               f"chunk_size ({chunk}): fix the file")
+        return chunk - local, ("dual chunk attention (Qwen2.5-1M's dual_chunk_attention_config: chunks of chunk_size "
+                               "- local_size tokens, intra-, successive- and inter-chunk attention)")
+    if sub is not None and not isinstance(sub, dict):
+        raise IomodelError(f"{f.where}: 'dual_chunk_attention_config' must be a JSON object, got {_kind(sub)}: fix "
+                           "the file")
     return None, ""
 
 
