@@ -1735,6 +1735,8 @@ def test_notes_on_an_fp32_checkpoint_sinks_and_an_8_bit_kv_cache(tmp_path):
            "quantization_config": {"kv_cache_scheme": {"num_bits": 8, "type": "float"}}}
     note = next(n for n in load_config(_write(tmp_path, fp8)).notes if "kv_cache_scheme" in n)
     assert "--dtype fp8_e4m3 with --block-m and --block-n (no bundled kernel runs 8 bits)" in note
+    # passed, the note's advice is taken: it is not repeated beside 8-bit K and V (a fresh user, 2026-12-07)
+    assert not any("kv_cache_scheme" in n for n in load_config(_write(tmp_path, fp8), dtype="fp8_e4m3").notes)
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -1821,3 +1823,16 @@ def test_a_bidirectional_local_window_binds_past_its_reach_and_says_its_band(cap
                 "model_max_length": 4096, "torch_dtype": "bfloat16"}
     lay = resolve_layer(config=_write(tmp_path, baichuan, "b.json"), seqlen=8192)
     assert any("exceeds the model's context window" in n and "4,096" in n for n in lay.notes), lay.notes
+
+
+def test_a_decode_of_an_encoder_config_says_what_it_models(tmp_path):
+    """BERT has no KV cache: --phase decode modelled a causal decode with the encoder's note gone (a fresh user,
+    2026-12-07); it is said now."""
+    from iomodel.spec.resolve import resolve_layer
+
+    bert = _write(tmp_path, {"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
+                             "num_hidden_layers": 12, "torch_dtype": "float32", "max_position_embeddings": 512})
+    lay = resolve_layer(config=bert, phase="decode", seqlen=512)
+    assert "'model_type' = 'bert': an encoder, whose self-attention is bidirectional: a decode step is a causal " \
+           "decoder's (an encoder keeps no KV cache): modelled as a causal KV-cache decode of these sizes." in lay.notes
+    assert not any("decode step" in n for n in resolve_layer(config=bert, seqlen=512).notes)

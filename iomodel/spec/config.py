@@ -1684,7 +1684,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                                f.defaulted_layer_types, f.window_note) if n)
     notes += full_notes
     notes += tuple(n for n in (_decoder_note(f),) if n)
-    notes += _unmodelled_notes(f)
+    if not (dtype_key is None and canonical_dtype(dtype).startswith("fp8")):  # --dtype fp8: K and V are 8-bit now
+        notes += _unmodelled_notes(f)
     notes += tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in CHANGES_BYTES_NOTED.items()
                    if f.has(k) and f.cfg[k] is not False)
     pet = f.cfg.get("position_embedding_type")

@@ -447,6 +447,9 @@ def resolve_layer(
     if bidirectional:
         notes.append(f"{cfg.bidirectional_source}: modelled without a causal mask; pass --causal to model a "
                      "causal layer.")
+    if phase == "decode" and cfg is not None and not cfg.causal_default:  # an encoder has no KV cache to decode
+        notes.append(f"{cfg.bidirectional_source}: a decode step is a causal decoder's (an encoder keeps no KV "
+                     "cache): modelled as a causal KV-cache decode of these sizes.")
     if cfg is not None and cfg.attention_dropout and passes == "fwd+bwd":
         notes.append(f"the model trains with attention dropout p = {cfg.attention_dropout:g}: modelled without it "
                      "(the bundled kernel has none; the eager chain would also write and read a keep-mask of the "
