@@ -1836,3 +1836,19 @@ def test_a_decode_of_an_encoder_config_says_what_it_models(tmp_path):
     assert "'model_type' = 'bert': an encoder, whose self-attention is bidirectional: a decode step is a causal " \
            "decoder's (an encoder keeps no KV cache): modelled as a causal KV-cache decode of these sizes." in lay.notes
     assert not any("decode step" in n for n in resolve_layer(config=bert, seqlen=512).notes)
+
+
+def test_config_layers_of_a_ragged_batch_and_of_a_chunk_the_layer_does_not_outgrow(capsys, tmp_path):
+    """A fresh user: the ragged worksheet's JSON had no config_layers, and a chunked layer within its chunk said
+    'full attention' where a sliding window says 'the window inert'."""
+    from test_cli_errors import run_cli
+
+    l4 = {"model_type": "llama4_text", "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
+          "head_dim": 128, "num_hidden_layers": 48, "torch_dtype": "bfloat16", "attention_chunk_size": 8192}
+    path = str(_write(tmp_path, l4))
+    for extra in (["--seqlen", "4096"], ["--seqlens", "8192*2,3616", "--window", "none"]):
+        code, out, _ = run_cli(capsys, ["worksheet", "--config", path, "--format", "json", *extra])
+        assert code == 0
+        got = json.loads(out)["worksheet"]["config_layers"]
+        assert (got["window_kind"], got["window_tokens"], got["modelled"]) == (
+            "chunked", 8192, "full attention, the window inert"), (extra, got)

@@ -23,7 +23,7 @@ from iomodel.cache.estimate import (DIRTY_NOTE, L2_ESTIMATE_SOURCE, L2Estimate, 
                                     ragged_not_estimated)
 from iomodel.errors import IomodelError
 from iomodel.format import fmt_bytes, fmt_flops, fmt_seconds
-from iomodel.report.worksheet import _cell_bytes as _cell, _md, csv_comment, kernel_path_of
+from iomodel.report.worksheet import _cell_bytes as _cell, _md, config_layers, csv_comment, kernel_path_of
 from iomodel.spec.resolve import Layer
 from iomodel.traffic.ragged import INDEX_WIDTH, RaggedPrediction
 from iomodel.traffic.units import RowUnits
@@ -142,6 +142,7 @@ class RaggedWorksheet:
                 "command": self.layer.command(),
                 "tiling_source": self.layer.tiling_source,
                 "kernel_path": kernel_path_of(self.layer),
+                "config_layers": config_layers(self.layer),
                 "notes": list(self.layer.notes),
                 "units_check": {"ok": self.units_ok, "rows_checked": len(self.units),
                                 "failures": [{"tensor": u.tensor, "step": u.step, "level": u.level,

@@ -822,10 +822,12 @@ def config_layers(layer: Layer) -> dict[str, Any] | None:
         return None
     s = layer.spec
     windowed = s.window_left is not None or s.window_right is not None
+    # a sliding window that hides nothing here (layer.inert_window), or a chunk the layer does not outgrow
+    inert = layer.inert_window is not None or (cfg.window is not None and cfg.window_kind == "chunked"
+                                               and max(s.seqlen_q, s.seqlen_k) <= cfg.window)
     return {"num_layers": cfg.num_layers, "window_kind": cfg.window_kind or None, "window_tokens": cfg.window,
             "window_layers": cfg.window_layers or None,
-            "modelled": "window" if windowed else ("full attention, the window inert" if layer.inert_window
-                                                    else "full attention")}
+            "modelled": "window" if windowed else ("full attention, the window inert" if inert else "full attention")}
 
 
 def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Schedule, str]:
