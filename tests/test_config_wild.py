@@ -1852,3 +1852,21 @@ def test_config_layers_of_a_ragged_batch_and_of_a_chunk_the_layer_does_not_outgr
         got = json.loads(out)["worksheet"]["config_layers"]
         assert (got["window_kind"], got["window_tokens"], got["modelled"]) == (
             "chunked", 8192, "full attention, the window inert"), (extra, got)
+
+
+def test_a_vision_encoder_decoders_decoder_sizes_are_named(tmp_path):
+    """TrOCR: the decoder sub-config gives decoder_attention_heads (16) and d_model (1024), not num_attention_heads;
+    the note named no sizes, and a decode modelled the ViT encoder's 12 heads without a word (a fresh user,
+    2026-12-07). The decoder's sizes are named now, and a decode says what it models."""
+    from iomodel.spec.resolve import resolve_layer
+
+    trocr = _write(tmp_path, {
+        "model_type": "vision-encoder-decoder", "is_encoder_decoder": True, "torch_dtype": "float16",
+        "encoder": {"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 12},
+        "decoder": {"model_type": "trocr", "d_model": 1024, "decoder_attention_heads": 16, "decoder_layers": 12}})
+    lay = resolve_layer(config=trocr, phase="decode", seqlen=512)
+    assert any("the decoder's self-attention is causal (16 heads, 16 KV heads, HEAD_DIM 64: pass --causal --heads 16 "
+               "--kv-heads 16 --head-dim 64 to model it)" in n for n in lay.notes)
+    assert any("a decode step is a causal decoder's (an encoder keeps no KV cache)" in n for n in lay.notes)
+    dec = resolve_layer(config=trocr, phase="decode", seqlen=512, heads=16, kv_heads=16, head_dim=64)
+    assert (dec.spec.heads, dec.spec.head_dim) == (16, 64)

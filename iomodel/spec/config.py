@@ -931,7 +931,9 @@ def _decoder_note(f: _Fields) -> str:
                 "an audio codec) are not.")
     if not f.encoder_read:
         return ""
-    got = _sub_sizes(f.decoder, f"{f.where} ({DECODER_KEY})") if f.decoder is not None else None
+    # a decoder's own heads first (TrOCR's decoder sub-config: decoder_attention_heads 16, no num_attention_heads)
+    got = (_sub_sizes(f.decoder, f"{f.where} ({DECODER_KEY})", heads_keys=("decoder_attention_heads",) + HEADS_KEYS)
+           if f.decoder is not None else None)
     sizes = ""
     if got is not None and got[2] is not None:
         heads, kv, head_dim = got
@@ -942,15 +944,15 @@ def _decoder_note(f: _Fields) -> str:
             f"is causal ({sizes or 'pass --causal with its --heads/--kv-heads/--head-dim to model it'}).")
 
 
-def _sub_sizes(sub: dict[str, Any], where: str, width_keys: tuple[str, ...] = HIDDEN_KEYS
-               ) -> tuple[int, int, int | None] | None:
+def _sub_sizes(sub: dict[str, Any], where: str, width_keys: tuple[str, ...] = HIDDEN_KEYS,
+               heads_keys: tuple[str, ...] = HEADS_KEYS) -> tuple[int, int, int | None] | None:
     """(heads, KV heads, HEAD_DIM) of a sub-config (another tower, an encoder-decoder's decoder), read as a config's
     own fields are (:func:`_kv_heads`; HEAD_DIM from :data:`HEAD_DIM_KEYS`, else the first of ``width_keys`` / heads,
     None where neither gives it); None where it gives no heads or a field cannot be read (a note only: raises
     nothing)."""
     try:
         d = _Fields(sub, where)
-        heads = d.int_(HEADS_KEYS)
+        heads = d.int_(heads_keys)
         if heads is None:
             return None
         head_dim = d.int_(HEAD_DIM_KEYS)
