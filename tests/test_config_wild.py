@@ -1870,3 +1870,18 @@ def test_a_vision_encoder_decoders_decoder_sizes_are_named(tmp_path):
     assert any("a decode step is a causal decoder's (an encoder keeps no KV cache)" in n for n in lay.notes)
     dec = resolve_layer(config=trocr, phase="decode", seqlen=512, heads=16, kv_heads=16, head_dim=64)
     assert (dec.spec.heads, dec.spec.head_dim) == (16, 64)
+
+
+def test_a_decode_of_an_encoder_decoder_is_held_to_the_decoders_context(tmp_path):
+    """Whisper: max_source_positions 1500 (the encoder's frames), max_target_positions 448 (the decoder's tokens):
+    a decode at 1,000 keys said nothing (a fresh user, 2026-12-07)."""
+    from iomodel.spec.resolve import resolve_layer
+
+    wh = _write(tmp_path, {"model_type": "whisper", "d_model": 1280, "encoder_attention_heads": 20,
+                           "decoder_attention_heads": 20, "encoder_layers": 32, "decoder_layers": 32,
+                           "max_source_positions": 1500, "max_target_positions": 448, "torch_dtype": "float16",
+                           "is_encoder_decoder": True})
+    assert any("exceeds the model's context window (max_target_positions = 448, the decoder's)" in n
+               for n in resolve_layer(config=wh, phase="decode", seqlen=1000).notes)
+    assert not any("context window" in n for n in resolve_layer(config=wh, phase="decode", seqlen=400).notes)
+    assert any("(max_position_embeddings = 1,500)" in n for n in resolve_layer(config=wh, seqlen=2000).notes)

@@ -398,6 +398,8 @@ class AttentionConfig:
     dtype: str  # torch_dtype
     num_layers: int | None = None  # num_hidden_layers (n_layer), for per-model totals
     max_position_embeddings: int | None = None
+    #: An encoder-decoder's decoder context (``max_target_positions``: Whisper's 448), the limit of a decode step.
+    decoder_context: int | None = None
     source: str = ""  # path the config was read from
     extra: dict[str, Any] = field(default_factory=dict)
     window: int | None = None  # tokens of a sliding window or attention chunk (None: every layer is full)
@@ -1740,6 +1742,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   "bytes are the same.",)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
+                           decoder_context=f.int_(("max_target_positions",)),
                            source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
                            bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what,

@@ -464,12 +464,14 @@ def resolve_layer(
             + f": query row m sees keys n <= m, so the last {k - q:,} of {k:,} keys are seen by no query. A chunk "
             "of new queries over a longer KV cache (chunked prefill, prefix caching: FlashAttention >= 2.1, vLLM) "
             "aligns bottom-right: pass --causal-align bottom-right for that layer.")
-    limit = cfg.max_position_embeddings if cfg else None
+    decoder = cfg is not None and phase == "decode" and cfg.decoder_context is not None  # a decode step's limit
+    limit = (cfg.decoder_context if decoder else cfg.max_position_embeddings) if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
+        said = (f"max_target_positions = {int(limit):,}, the decoder's" if decoder else
+                f"max_position_embeddings = {int(limit):,}")
         notes.append(
             f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} exceeds the model's context window "
-            f"(max_position_embeddings = {int(limit):,}): these are the layer's shapes at that length, "
-            "not a configuration the checkpoint supports."
+            f"({said}): these are the layer's shapes at that length, not a configuration the checkpoint supports."
         )
     return Layer(spec=spec, tiling=tiling, hardware=hw, tiling_source=source, config=cfg,
                  notes=tuple(notes), preset=preset if config is None else None, overrides=overrides,
