@@ -482,24 +482,20 @@ class AttentionConfig:
         if reach is not None and n > reach:
             shorter = (f"keep every sequence of --seqlens at {reach:,} tokens or fewer" if ragged
                        else f"use --seqlen {reach} or less")
+            masks = (f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
+                     f"{self.window_layers}) masks keys at {n:,} tokens, which")
             if each_side:  # the band the layer has, on both sides (the generic L,R advice leaves the user to work it)
                 raise IomodelError(
-                    f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
-                    f"{self.window_layers}) masks keys at {n:,} tokens, which one dense layer does not model: pass "
-                    f"--window {self.window},{self.window} for those layers (each query sees the keys within "
-                    f"{self.window:,} of it), --window none for the global ones, or {shorter}")
+                    f"{masks} one dense layer does not model: pass --window {self.window},{self.window} for those "
+                    f"layers (each query sees the keys within {self.window:,} of it), --window none for the global "
+                    f"ones, or {shorter}")
             if self.window_kind == "chunked" and not ragged:  # chunks attend within themselves: not a band
                 raise IomodelError(
-                    f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
-                    f"{self.window_layers}) masks keys at {n:,} tokens, which one dense layer does not model: "
-                    f"{self._chunks_advice(int(seqlen_q), int(seqlen_k), spec)}; or --window none for a "
-                    "full-attention layer (a --window band is not a chunk)")
+                    f"{masks} one dense layer does not model: {self._chunks_advice(int(seqlen_q), int(seqlen_k), spec)}"
+                    "; or --window none for a full-attention layer (a --window band is not a chunk)")
             raise IomodelError(
-                f"{self.source or self.name}: {self.window_kind} attention ({self.window_words()} on "
-                f"{self.window_layers}) masks keys at {n:,} tokens, which iomodel does not model: {shorter}, or "
-                "pass --window for the layer to model (none: a full-attention layer; L,R: a band of L keys left "
-                "and R right of the diagonal)"
-            )
+                f"{masks} iomodel does not model: {shorter}, or pass --window for the layer to model (none: a "
+                "full-attention layer; L,R: a band of L keys left and R right of the diagonal)")
 
     def layer(
         self,
@@ -1204,7 +1200,7 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     if window is None:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
-        if f.cfg.get("model_type") not in SLIDING_WINDOW_FLAG_UNREAD:
+        if model_type not in SLIDING_WINDOW_FLAG_UNREAD:
             return None, "", ""  # Qwen2 (and a family not known to ignore it): the window is declared but off
     raw_pattern = f.cfg.get("sliding_window_pattern")
     if isinstance(raw_pattern, str):  # EXAONE-4.0: "LLLG", one letter a layer, repeated (L local, G global)
@@ -1230,19 +1226,20 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
     if f.cfg.get("model_type") == "gemma2":  # Gemma-2: even layers slide
         return window, "sliding-window", (f"{(total + 1) // 2}{of}" if total else "every other layer") + \
             " (Gemma-2 alternation)" + (": " + _which_layers(list(range(0, total, 2))) if total else "")
-    rule = MAX_WINDOW_LAYERS_RULES.get(f.cfg.get("model_type"))
-    if f.cfg.get("model_type") in SLIDING_WINDOW_FLAG_UNREAD and (f.has("max_window_layers")
-                                                                    or "use_sliding_window" in f.cfg):
-        present = [k for k in ("use_sliding_window", "max_window_layers") if k in f.cfg]
-        f.window_note = (" and ".join(f"'{k}' = {json.dumps(f.cfg[k])}" for k in present) + " "
-                         + ("is" if len(present) == 1 else "are") + f" not read for model_type {f.cfg['model_type']!r} "
-                         f"(HF transformers' {SLIDING_WINDOW_FLAG_UNREAD[f.cfg['model_type']]} has no such field): its "
-                         "'sliding_window' applies.")
-        rule = ("", 0, "unread")
+    every = f"all {total} layers" if total else "every layer"
+    if model_type in SLIDING_WINDOW_FLAG_UNREAD:  # its class reads neither field: the window on every layer
+        if f.has("max_window_layers") or "use_sliding_window" in f.cfg:
+            present = [k for k in ("use_sliding_window", "max_window_layers") if k in f.cfg]
+            f.window_note = (" and ".join(f"'{k}' = {json.dumps(f.cfg[k])}" for k in present) + " "
+                             + ("is" if len(present) == 1 else "are") + f" not read for model_type {model_type!r} "
+                             f"(HF transformers' {SLIDING_WINDOW_FLAG_UNREAD[model_type]} has no such field): its "
+                             "'sliding_window' applies.")
+        return window, "sliding-window", every
+    rule = MAX_WINDOW_LAYERS_RULES.get(model_type)
     if rule is not None and rule[2] == "all":  # Qwen3-MoE: no max_window_layers field, every layer slides
-        return window, "sliding-window", (f"all {total} layers" if total else "every layer") + \
-            (f" ({rule[0]} reads no max_window_layers)" if f.has("max_window_layers") else "")
-    if f.flag("use_sliding_window") and (f.has("max_window_layers") or rule) and (rule or ("",))[-1] != "unread":
+        return window, "sliding-window", every + (f" ({rule[0]} reads no max_window_layers)"
+                                                  if f.has("max_window_layers") else "")
+    if f.flag("use_sliding_window") and (f.has("max_window_layers") or rule):
         cls, default, kind = rule or ("", 0, "from")  # Qwen2: layers from max_window_layers on
         given = f.has("max_window_layers")
         # 0: every layer (HF: i >= 0), which int_ (a positive count) would refuse
@@ -1264,7 +1261,7 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
             return None, "", ""
         return window, "sliding-window", (f"{total - first}{of}" if total else f"layers {first} and up") + \
             f" ({said})" + (": " + _which_layers(list(range(first, total))) if total else "")
-    return window, "sliding-window", (f"all {total} layers" if total else "every layer")
+    return window, "sliding-window", every
 
 
 def _gemma4_layer_types(f: _Fields, types: Any, total: int | None) -> Any:
@@ -1513,7 +1510,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
             refused past its dense length by :meth:`AttentionConfig.check_dense`.
     """
     path = config_file(path)
-    cfg = read_json(path, "config file", "pass --config a HF-style config.json (or a model folder holding one)", "fix the file")
+    cfg = read_json(path, "config file", "pass --config a HF-style config.json (or a model folder holding one)",
+                    "fix the file")
     if not isinstance(cfg, dict):
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
     f = _Fields(cfg, str(path))
