@@ -1885,3 +1885,13 @@ def test_a_decode_of_an_encoder_decoder_is_held_to_the_decoders_context(tmp_path
                for n in resolve_layer(config=wh, phase="decode", seqlen=1000).notes)
     assert not any("context window" in n for n in resolve_layer(config=wh, phase="decode", seqlen=400).notes)
     assert any("(max_position_embeddings = 1,500)" in n for n in resolve_layer(config=wh, seqlen=2000).notes)
+
+
+@pytest.mark.parametrize("value", [["llama"], {"a": 1}, 5, True])
+def test_a_model_type_that_is_not_a_name_is_one_line(capsys, tmp_path, value):
+    """A list model_type raised TypeError (unhashable) from the family lookups: a traceback."""
+    from test_cli_errors import assert_one_line_error
+
+    path = _write(tmp_path, {"model_type": value, "hidden_size": 64, "num_attention_heads": 4,
+                             "torch_dtype": "bfloat16", "sliding_window": 16})
+    assert_one_line_error(capsys, ["worksheet", "--config", str(path)], "'model_type' must be a family name")

@@ -1515,6 +1515,9 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if not isinstance(cfg, dict):
         raise IomodelError(f"config file {str(path)!r} must hold a JSON object: fix the file")
     f = _Fields(cfg, str(path))
+    if f.cfg.get("model_type") is not None and not isinstance(f.cfg["model_type"], str):  # the families key on it
+        raise IomodelError(f"{f.where}: 'model_type' must be a family name such as \"llama\", got "
+                           f"{_kind(f.cfg['model_type'])}: fix the file")
     name = path.stem if path.name != "config.json" else (path.parent.name or path.resolve().parent.name or "config")
     if f.cfg.get("model_type") in NO_ATTENTION_MODEL_TYPES:
         raise IomodelError(f"{f.where}: model_type {f.cfg['model_type']!r} has no attention layers (a state-space or "
