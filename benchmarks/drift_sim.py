@@ -355,11 +355,12 @@ def _checked_layers(rec: object, fail) -> list[dict]:
                 fail(f"layer {n}: programs '{key}' must list {what}; program {bad} has {col[bad]!r}")
         bad = next((i for i, (t, h, b, e) in enumerate(zip(progs["tile"], progs["head"], progs["start_ns"],
                                                              progs["end_ns"]))
-                    if not (0 <= t < t_r and 0 <= h < lay["heads"] and e >= b)), None)
+                    if not (0 <= t < t_r and 0 <= h < lay["heads"] and 0 <= b <= e)), None)
         if bad is not None:
             fail(f"layer {n}: program {bad}'s tile, head or span is out of range (tile {progs['tile'][bad]}, head "
                  f"{progs['head'][bad]}, start {progs['start_ns'][bad]}, end {progs['end_ns'][bad]}; tiles "
-                 f"0-{t_r - 1}, heads 0-{lay['heads'] - 1}, end not before start)")
+                 f"0-{t_r - 1}, heads 0-{lay['heads'] - 1}, times from 0 (the probe counts from the first start), end not "
+                 "before start)")
         seen: dict = {}
         for i, pair in enumerate(zip(progs["head"], progs["tile"])):  # the grid runs each (head, tile) once
             if pair in seen:

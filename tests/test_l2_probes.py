@@ -301,6 +301,7 @@ def test_a_corrupt_timing_receipt_gets_one_error_line(tmp_path, capsys, monkeypa
     ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5], "tile": [1.5, 0, 1, 0]', "program 0 has 1.5"),
     ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5], "tile": [1, 0, 1, 0]', "'end_ns' must list 4 finite numbers"),
     ('"start_ns": [0, 0, 9, 0], "end_ns": [5, 5, 5, 5], "tile": [1, 0, 1, 0]', "program 2's tile, head or span"),
+    ('"start_ns": [0, 0, -300, 0], "end_ns": [5, 5, -100, 5], "tile": [1, 0, 1, 0]', "times from 0"),  # a fresh user
     # in range but wrong: a (head, tile) run twice (a fresh user set every tile to 0: the replay read 0.27 GB, exit 0)
     ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5], "tile": [1, 1, 1, 0]', "programs 0 and 1 both ran head 0, tile 1"),
     ('"start_ns": [0, 0, 0, 0], "end_ns": [5, 5, 5, 5]', "programs 'tile' must list 4 whole numbers (one a program: "
