@@ -12,7 +12,9 @@ tiles-fastest grid (B = 1), the DRAM bytes of Q, K and V (GB, 1e9 bytes) under t
 programs in flight:
 
 * ``in-step``: each wave of P consecutive tiles starts together once the previous wave's longest tile is done (the
-  L2 model's waves, :func:`iomodel.schedule.grid.wave_runs`);
+  L2 model's waves, :func:`iomodel.schedule.grid.wave_runs`, but where the next timing's are);
+* ``rows``: in step, but each head's waves start at its first tile (the model's waves where
+  :func:`iomodel.schedule.grid.row_waves` holds: a causal layer in the reverse order, N_q = N_k);
 * ``as-freed``: tile j goes to the first program to finish its last one (the hardware's dispatch of a non-persistent
   grid, or a persistent loop taking tiles from a shared counter), every key block one time unit;
 * ``coupled`` (with ``--miss-cost s``): as freed, but a block read that misses takes ``1 + s`` time units, so a
@@ -25,7 +27,8 @@ L2, and the first line says so) (:attr:`iomodel.cache.params.L2Params.read_capac
 of its L2 bytes, the ``shared-read`` microbenchmark's half-miss working set, receipts named by
 :data:`iomodel.cache.physical.RECEIPTS`); each miss reads the block from DRAM, Q is read once. O and LSE writes are
 left out. Units: GB (1e9 bytes); per 8.6 million block reads (133k tokens, 16 heads) about 2 s for each in-step or
-as-freed simulation (four a run: 8 s and 0.8 GB of memory on the 2-core development machine, 2026-12-07) and 5 s for
+as-freed simulation (six a run, with the rows timing: about 12 s and 0.8 GB of memory on the 2-core development machine,
+2026-12-07) and 5 s for
 each coupled one (two more with --miss-cost: 18 s); runs over :data:`MAX_BLOCK_READS` are refused. The dQ kernel's forward order drifts
 the same way: ``benchmarks/dq_start_gap_sketch.py`` and docs/l2-calibration.md, "The dQ kernel's tile order".
 
@@ -187,17 +190,22 @@ def replay(layer: dict, programs: dict, capacity: float, q_weight: float = 0.0, 
 def timed_programs(layer: dict, in_flight: int, timing: str) -> dict:
     """Programs of ``layer`` (as :func:`replay` takes it, with ``tile_order``) at a simulated timing, one time unit a
     key block: ``in-step`` (waves of ``in_flight`` consecutive programs start together once the previous wave's
-    longest is done) or ``as-freed`` (each program starts when the first of ``in_flight`` slots frees; ties in launch
-    order). Per program in launch order: ``head``, ``tile``, ``start_ns``, ``end_ns`` (time units)."""
+    longest is done), ``rows`` (the same, but each head's waves start at its first tile: the L2 model's waves where
+    :func:`iomodel.schedule.grid.row_waves` holds) or ``as-freed`` (each program starts when the first of
+    ``in_flight`` slots frees; ties in launch order). Per program in launch order: ``head``, ``tile``, ``start_ns``,
+    ``end_ns`` (time units)."""
     per_tile, (head, tile) = _per_tile(layer), _launch(layer)
     lens = [per_tile[i] for i in tile]
     start = [0.0] * len(lens)
-    if timing == "in-step":
+    if timing in ("in-step", "rows"):
+        span = len(lens) // layer["heads"] if timing == "rows" else len(lens)  # rows: each head's waves apart
         t0 = 0.0
-        for w in range(0, len(lens), in_flight):
-            for j in range(w, min(w + in_flight, len(lens))):
-                start[j] = t0
-            t0 += max(lens[w:w + in_flight])
+        for r0 in range(0, len(lens), span):
+            for w in range(r0, r0 + span, in_flight):
+                e = min(w + in_flight, r0 + span)
+                for j in range(w, e):
+                    start[j] = t0
+                t0 += max(lens[w:e])
     else:
         free = [(0.0, s) for s in range(in_flight)]
         for j in range(len(lens)):
@@ -224,7 +232,7 @@ def main() -> None:
     ap.add_argument("--miss-cost", type=float, default=None, help="also the coupled timing: a block read that misses "
                     "takes 1 + this many time units (0.01: one percent longer than a hit)")
     ap.add_argument("--stamps", type=Path, default=None, help="a receipt of benchmarks/l2_timing_probe.py: replay "
-                    "each of its layers at the measured program times, beside the in-step and as-freed timings "
+                    "each of its layers at the measured program times, beside the in-step, rows and as-freed timings "
                     "(the layer options are then the receipt's; --programs stays the programs in flight)")
     ap.add_argument("--ncu-csv", type=Path, default=None, help="with --stamps: the Nsight Compute CSV of the same "
                     "probe's kernels (its --csv output, one kernel a layer in the receipt's order): their "
@@ -269,7 +277,7 @@ def main() -> None:
     print(f"{hardware_preset(hw)}: read capacity {cap / 2**20:.2f} MiB ({how}); B 1, H {a.heads}, H_kv {a.kv_heads}, N_q {n_q}, "
           f"N_k {a.seqlen}, HEAD_DIM {a.head_dim}, {mask}, BLOCK_M {a.block_m}, BLOCK_N {a.block_n}, "
           f"{a.programs} programs in flight")
-    timings = ("in-step", "as-freed") + (("coupled",) if a.miss_cost is not None else ())
+    timings = ("in-step", "rows", "as-freed") + (("coupled",) if a.miss_cost is not None else ())
     for order in ("forward", "reverse"):
         for timing in timings:
             got, every = simulate(a.heads, a.kv_heads, a.seqlen, a.head_dim, not a.no_causal, a.block_m, a.block_n,
@@ -412,6 +420,7 @@ def _replay_receipt(a, ap) -> None:
             print(f"  H {lay['heads']:3d} N {lay['seqlen']:7d} {'causal' if lay['causal'] else 'non-causal':10s} "
                   f"{lay['tile_order']:8s} Nsight Compute DRAM reads {measured[i] / 1e9:8.3f}")
         timings = {"at measured times": entry["programs"], "in-step": timed_programs(lay, a.programs, "in-step"),
+                   "rows": timed_programs(lay, a.programs, "rows"),
                    "as-freed": timed_programs(lay, a.programs, "as-freed")}
         for qw, ow in weights:
             got = {name: replay(lay, progs, cap, qw, ow)[0] for name, progs in timings.items()}

@@ -66,12 +66,13 @@ def test_holdout_misses_are_the_capacity_edge_and_the_dkdv_class(reconciled_rece
     0.897x), the five others within 10 % (four with the H200's read fraction, which the model borrowed for the H100
     until 2026-12-06: the MQA shape then read 0.863x). Under the forward's own constants (2026-12-06, calibration
     since): two misses, under-predicted (the GQA q45000 and q70000 shapes, 1.115x and 1.259x), the four others within
-    (the MQA shape 0.979x)."""
+    (the MQA shape 0.979x). Since the forward's waves start at each head in the reverse order
+    (iomodel.schedule.grid.row_waves, 2026-12-07) the q70000 shape reads 1.188x, the H4 q140000 one 1.019x (0.954x)."""
     rec = reconciled_receipt(RECEIPT)
     miss = {r.id: round(r.level("HBM").measured_read / r.level("HBM").predicted_read, 3)
             for r in rec.rows if not rec.within(r, "HBM", "read")}
     assert miss == {"b1-h8-kv2-d64-bf16-q45000-k45000-tl-tiled": pytest.approx(1.115, abs=0.002),
-                    "b1-h16-kv4-d64-fp16-q70000-k70000-tl-tiled": pytest.approx(1.259, abs=0.002)}
+                    "b1-h16-kv4-d64-fp16-q70000-k70000-tl-tiled": pytest.approx(1.188, abs=0.002)}
     big = [r for r in rec.rows if 2 * r.spec.seqlen_k * r.spec.head_dim * r.spec.width >= 10 * 2**20]
     assert len(big) == 6 and sum(bool(rec.within(r, "HBM", "read")) for r in big) == 4  # 5 as measured
     (dkdv,) = [r for r in rec.rows if r.level("HBM _bwd_dkdv") is not None

@@ -29,7 +29,7 @@ from iomodel.format import human_bytes
 from iomodel.schedule.launch import TILE_ORDERS, Schedule, head_group_of, tiles_per_group
 from iomodel.schedule.grid import (REDUCE_DKDV_KERNEL, Access, ReadGroup, combine_waves, decode_split_rows,
                                    decode_waves, dkdv_query_span, dkdv_waves, dq_waves, packed_view, prefill_key_span,
-                                   prefill_waves, preprocess_waves, reduce_dkdv_waves)
+                                   prefill_waves, preprocess_waves, reduce_dkdv_waves, row_waves)
 from iomodel.spec import FP32_WIDTH, LSE_WIDTH, LayerSpec, Tiling, cdiv
 
 #: Tensors of the forward pass that are layer inputs (the rest are outputs or intermediates).
@@ -212,7 +212,7 @@ def kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, params: L2Params, buil
 
         k = fast_kernel_l2(name, spec, tiling, w, params.capacity, params.write_share, params.ways,
                            tile_order=tile_order, grid_order=grid_order, key_order=key_order,
-                           read_capacity=params.read_capacity, q_share=params.q_share)
+                           read_capacity=params.read_capacity, q_share=params.q_share, persistent=persistent)
         if k is not None:
             return k
     launch = ({"tile_order": tile_order, "grid_order": grid_order, "key_order": key_order, "persistent": persistent}
@@ -368,6 +368,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     custom = False  # a prefill schedule other than the bundled kernel's (set below)
     read_quality = "predicted"  # a prefill forward at the capacity edge: rough (set below)
     drift = None  # a prefill forward whose programs drift apart: its label (set below)
+    by_row = False  # the forward's waves start afresh at each grid row (set below)
     if spec.phase == "decode":
         launch("decode kernel", decode_waves(spec, tiling, w))
         if tiling.num_splits > 1 and not tiling.fused_combine:  # fused: merged in the decode launch
@@ -387,6 +388,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         view, view_m, packed = packed_view(spec, tiling)  # P > 1: programs of P heads, BLOCK_M / P positions each
         touched_rows = B * Hk * prefill_key_span(view, replace(tiling, block_m=view_m))  # the keys some tile loads
         t_r = cdiv(spec.seqlen_q, view_m)
+        by_row = row_waves(view, t_r, w, order, grid_order, persistent)
         ws, heads, kv_heads_in_window = wave_kv_working_set(spec, tiling, w, schedule)
         # a window band reads far fewer keys than seqlen_k a program: not labelled (its working set is not this)
         read_quality = forward_read_quality(ws, params.read_capacity) if spec.band is None else "predicted"
@@ -437,6 +439,10 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
+    if spec.phase == "prefill" and by_row:
+        assumptions.append(f"Each head's waves start at its first query tile ({t_r} tiles a head, W = {w} a wave): "
+                           "the causal tiles run longest first, so a head's last programs end together and the "
+                           "next head's start together (iomodel.schedule.grid.row_waves).")
     label = None  # the sentence that labels the forward's reads
     if spec.phase == "prefill" and drift is not None:
         label = forward_drift_sentence(spec, params.read_capacity, drift)
@@ -447,7 +453,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     if custom:
         loop = ("" if schedule.persistent is None else
                 f" A persistent loop of these {w} programs ({schedule.persistent}: "
-                + ("program j runs tiles j, j + W, ..., the same waves)." if schedule.persistent == "strided" else
+                + ("program j runs tiles j, j + W, ...: waves of W consecutive tiles of the grid)." if schedule.persistent == "strided" else
                    "program j runs a contiguous share of the tiles; the W tiles in flight lie T/W apart)."))
         pack = ("" if tiling.heads_per_program == 1 else
                 f" Each program serves P = {tiling.heads_per_program} query heads of one KV head (BLOCK_M / P = "

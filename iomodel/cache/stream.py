@@ -7,7 +7,8 @@ distances); its cost grows with the square of the length (waves × K/V chunks pe
 module computes the same expected bytes (:func:`fast_kernel_l2`) for
 
 * the Q-stationary forward (``fwd kernel``) and ``_bwd_dq`` in the bundled kernel's order (grid
-  tiles-fastest, key blocks ascending, no window band; either query-tile order): each wave reads
+  tiles-fastest, key blocks ascending, no window band; either query-tile order; each head's waves
+  from its first tile where :func:`iomodel.schedule.grid.row_waves` holds): each wave reads
   fresh Q rows, streams its KV heads' K/V chunks (chunk-major, KV heads in ascending order) and
   writes fresh outputs (:class:`_QStationary`);
 * ``_bwd_dkdv`` with one group slice: in lockstep when every key tile loads every query row (no
@@ -69,7 +70,7 @@ from iomodel.cache.sums import OrderedSums
 from iomodel.errors import IomodelError
 from iomodel.cache.params import MAX_STREAM_ITEMS, exact_write_share
 from iomodel.schedule.grid import (DKDV_REDUCE_BLOCK_N, REDUCE_DKDV_KERNEL, _chunk_rows, backward_row_reads,
-                                   dkdv_last_lo, forward_row_writes, packed_view)
+                                   dkdv_last_lo, forward_row_writes, packed_view, row_waves)
 from iomodel.schedule.launch import TILE_ORDERS
 from iomodel.spec import FP32_WIDTH, LayerSpec, Tiling, cdiv
 
@@ -997,7 +998,8 @@ def _fresh_runs(tensors: list[tuple[str, int]], rows: np.ndarray | int, largest_
 class _QStationary:
     """Waves of a Q-stationary kernel in the bundled kernel's order (as
     :func:`iomodel.schedule.grid._q_stationary_waves` with ``grid_order="tiles-fastest"``,
-    ``key_order="ascending"``, no band): per wave the runs (b·H + h, tiles i0..i1) of its W programs,
+    ``key_order="ascending"``, no band; W programs of the grid a wave, or of one grid row where
+    :func:`~iomodel.schedule.grid.row_waves` holds for ``persistent``): per wave the runs (b·H + h, tiles i0..i1) of its W programs,
     fresh per-row reads of their rows (one group per run), the K/V chunks of their KV heads
     (chunk-major, KV heads ascending; KV head of run bh is bh // G) up to each head's longest key
     range, fresh per-row writes (per run, in ``row_writes`` order). Units: rows and bytes."""
@@ -1006,13 +1008,15 @@ class _QStationary:
     segments = True
 
     def __init__(self, spec: LayerSpec, block_m: int, block_n: int, w: int, tile_order: str,
-                 row_reads: dict[str, int], row_writes: dict[str, int], share: float, read_weight: float = 1.0) -> None:
+                 row_reads: dict[str, int], row_writes: dict[str, int], share: float, read_weight: float = 1.0,
+                 persistent: str | None = None) -> None:
         if tile_order not in TILE_ORDERS:
             raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
         B, H, Hk = spec.batch, spec.heads, spec.kv_heads
         self.G = spec.group
         n_q, n_k, d, s = spec.seqlen_q, spec.seqlen_k, spec.head_dim, spec.width
         self.t_r = t_r = cdiv(n_q, block_m)
+        self.by_row = row_waves(spec, t_r, w, tile_order, "tiles-fastest", persistent)
         i = np.arange(t_r, dtype=np.int64)
         if spec.causal:  # prefill_key_rows, vectorised
             hi = np.clip(np.minimum((i + 1) * block_m, n_q) + spec.causal_offset, 0, n_k)
@@ -1056,9 +1060,16 @@ class _QStationary:
         first grid row), lane b (of its last, when another), the lanes between (every grid row of
         theirs inside the wave), with the key rows each needs."""
         t_r, w, G, kv = self.t_r, self.w, self.G, self.kv
-        nw = cdiv(self.total, w)
-        p0 = np.arange(nw, dtype=np.int64) * w
-        p1 = np.minimum(p0 + w, self.total)
+        if self.by_row:  # each grid row's waves from its first tile (iomodel.schedule.grid.row_waves)
+            per_row = cdiv(t_r, w)
+            v = np.arange(self.total // t_r * per_row, dtype=np.int64)
+            row, k = v // per_row, v % per_row
+            p0 = row * t_r + k * w
+            p1 = np.minimum(p0 + w, (row + 1) * t_r)
+        else:
+            nw = cdiv(self.total, w)
+            p0 = np.arange(nw, dtype=np.int64) * w
+            p1 = np.minimum(p0 + w, self.total)
         rows = self._rows_before(p1) - self._rows_before(p0)
         self.p0, self.p1, self.rows = p0, p1, rows
         self.fresh_weight = rows * float(self.rr_weight) + rows * (self.rw_sum * self.share)
@@ -1625,7 +1636,7 @@ def dkdv_simulated(spec: LayerSpec, tiling: Tiling) -> bool:
 
 def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: float, *,
                tile_order: str = "forward", grid_order: str = "tiles-fastest", key_order: str = "ascending",
-               q_share: float = 1.0) -> Any:
+               q_share: float = 1.0, persistent: str | None = None) -> Any:
     """The wave model of kernel ``name`` for the fast evaluation, or None where it does not apply.
 
     Applies to (see the module doc): ``fwd kernel``/``_attn_fwd`` and ``_bwd_dq`` without a window
@@ -1634,6 +1645,8 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
     ``_bwd_preprocess``; ``_bwd_reduce_dkdv``; a write share that is a dyadic
     fraction; at most :data:`MAX_STREAM_ITEMS` stream items. ``q_share``: the forward's Q bytes' weight in the stack
     (:attr:`~iomodel.cache.params.L2Params.q_share`; a dyadic fraction keeps the sums exact, else None).
+    ``persistent``: the forward's persistent loop (None: a program per tile; ``strided`` runs the same waves but
+    never realigns them to the grid rows, :func:`iomodel.schedule.grid.row_waves`; ``blocked`` is simulated).
 
     Raises:
         IomodelError: an unknown tile_order (forward).
@@ -1651,7 +1664,7 @@ def fast_model(name: str, spec: LayerSpec, tiling: Tiling, w: int, write_share: 
         else:  # a packed GQA group per program: the layer of H / P heads, tiles of BLOCK_M / P rows of P heads each
             spec, block_m, p = packed_view(spec, tiling)
             model = _QStationary(spec, block_m, tiling.block_n, w, tile_order, {"Q": p * d * s},
-                                 forward_row_writes(tiling, p * d * s, p), write_share, q_share)
+                                 forward_row_writes(tiling, p * d * s, p), write_share, q_share, persistent)
         return model if model.n_lanes * model.n_chunks <= MAX_STREAM_ITEMS else None
     if name == "_bwd_dkdv":
         if dkdv_simulated(spec, tiling):
@@ -1894,7 +1907,7 @@ def periodic_dkdv(model: "_DkdvEvents", capacity: int, ways: int, read_capacity:
 def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity: int, write_share: float,
                    ways: int | None, *, tile_order: str = "forward", grid_order: str = "tiles-fastest",
                    key_order: str = "ascending", read_capacity: int | None = None,
-                   q_share: float = 1.0) -> KernelL2 | None:
+                   q_share: float = 1.0, persistent: str | None = None) -> KernelL2 | None:
     """One kernel launch through a cold L2, evaluated fast, or None where it does not apply.
 
     The result equals ``simulate(name, waves, capacity, write_share, ways, read_capacity)`` on the kernel's waves
@@ -1911,7 +1924,8 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
         spec: the layer (prefill); tiling: its tiles; w: programs resident at once (W).
         capacity: effective L2 bytes; write_share: read-equivalent bytes per written byte; ways:
             associativity A, or None (the fully associative LRU).
-        tile_order, grid_order, key_order: the forward's launch (see :func:`iomodel.schedule.grid.prefill_waves`).
+        tile_order, grid_order, key_order, persistent: the forward's launch (see
+            :func:`iomodel.schedule.grid.prefill_waves`; a ``blocked`` loop gets None).
         read_capacity: capacity of a read miss (bytes; default ``capacity``; the fully associative LRU has
             one capacity, ``capacity``, as in ``simulate``).
         q_share: the weight of a forward's Q byte in the stack (``simulate``'s ``read_weights={"Q": q_share}``; 1: as
@@ -1927,8 +1941,10 @@ def fast_kernel_l2(name: str, spec: LayerSpec, tiling: Tiling, w: int, capacity:
         return None
     if q_share != 1.0 and (ways is None or name not in ("fwd kernel", "_attn_fwd")):
         return None  # a weighted Q is the set-associative forward's only (simulate refuses it elsewhere)
+    if persistent == "blocked":
+        return None
     model = fast_model(name, spec, tiling, w, write_share, tile_order=tile_order, grid_order=grid_order,
-                       key_order=key_order, q_share=q_share)
+                       key_order=key_order, q_share=q_share, persistent=persistent)
     if model is None or (ways is None and not _lru_exact(model, capacity, write_share)):
         return None
     if isinstance(model, _DkdvEvents) and ways is not None and not model.one_extent:

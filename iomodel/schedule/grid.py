@@ -206,19 +206,65 @@ def _blocked_steps(total: int, w: int) -> list[list[int]]:
     return [[starts[j] + t for j in range(p) if starts[j] + t < starts[j + 1]] for t in range(steps)]
 
 
+def row_waves(spec: LayerSpec, t_r: int, w: int, tile_order: str, grid_order: str = "tiles-fastest",
+              persistent: str | None = None) -> bool:
+    """Whether the waves of a Q-stationary grid (the forward, ``_bwd_dq``) start afresh at each grid row
+    b·H + h (True: W = ``w`` programs per wave from the row's first tile, the row's last wave holding
+    T_r mod W) rather than W consecutive programs of the whole grid (False).
+
+    A GPU gives the next program of a grid to an SM as soon as one of its programs ends (a non-persistent
+    grid). In the reverse tile order a causal row's tiles are each one key block shorter than the one
+    before, so a row's last wave is its shortest tiles, and the programs of the next row start within a
+    few blocks of each other at the row's first tile: waves realign to the row. Waves held in step over
+    the whole grid straddle two rows, and each later wave of the next row then reads as many key blocks
+    as its longest program, some of them further than the row's own waves reach: 10-26 % more K/V from
+    DRAM where one KV head's K/V outgrows the L2 (``benchmarks/row_waves_sim.py``: against the same programs
+    simulated as freed, these waves within 7.0 % on 34 causal layers, 31 of them within 3.2 %, where waves in
+    step over the grid miss by up to 38 %, ``receipts/raw/row-waves-cpu-2026-12-07.txt``; the bundled kernel's
+    measured program times replay as freed: ``receipts/l2-timing-h100-2026-12-07.json``; docs/l2-calibration.md,
+    "The heads' seams in the model").
+
+    Applies to: a causal layer without a window band whose mask offset is 0 (top-left, or N_q = N_k:
+    each row ends on a tile of one key block), ``tile_order`` ``reverse``, ``grid_order``
+    ``tiles-fastest``, one program per tile (``persistent`` None) and at least W tiles a row
+    (T_r >= W: shorter rows share their waves as they run). Elsewhere False: the forward order drifts
+    (:func:`iomodel.cache.predict.forward_drift_quality`), tiles of equal length (non-causal, a band)
+    stay in step, and a chunk of queries under a longer cache (bottom-right, N_q < N_k) drifts in the
+    reverse order too (its reads ``rough``).
+
+    Args:
+        spec: the layer (the packed view where one program serves several heads); t_r: query tiles per
+            row; w: programs at once (W); tile_order, grid_order, persistent: the launch.
+
+    Raises:
+        Nothing.
+    """
+    return (spec.causal and spec.band is None and spec.causal_offset == 0 and tile_order == "reverse"
+            and grid_order == "tiles-fastest" and persistent is None and t_r >= w)
+
+
+def _row_wave_ranges(t_r: int, rows: int, w: int) -> list[tuple[int, int]]:
+    """Program index ranges ``[p0, p1)`` of waves that start afresh at each of ``rows`` grid rows of
+    ``t_r`` tiles (tiles-fastest: row r holds programs r·t_r .. (r + 1)·t_r − 1), W = ``w`` a wave."""
+    return [(r * t_r + a, r * t_r + min(t_r, a + w)) for r in range(rows) for a in range(0, t_r, w)]
+
+
 def wave_runs(total: int, w: int, t_r: int, rows: int, group: int,
-              persistent: str | None = None, head_group: int = 0) -> list[list[tuple[int, int, int]]]:
+              persistent: str | None = None, head_group: int = 0,
+              by_row: bool = False) -> list[list[tuple[int, int, int]]]:
     """The waves of a Q-stationary grid as runs ``(bh, i0, i1)`` (:func:`program_runs`).
 
     One program per tile or a ``strided`` persistent loop: W = ``w`` consecutive programs of the
-    grid order per wave. ``blocked``: the tiles in flight at each step of the loop
-    (:func:`_blocked_steps`), a run per tile. ``head_group``: rows per group of ``head-grouped:G``
-    (0: none). Units: programs (tiles).
+    grid order per wave; with ``by_row`` (:func:`row_waves`, tiles-fastest only) W consecutive
+    programs of one grid row, each row's waves from its first tile. ``blocked``: the tiles in flight
+    at each step of the loop (:func:`_blocked_steps`), a run per tile. ``head_group``: rows per group
+    of ``head-grouped:G`` (0: none). Units: programs (tiles).
     """
     if persistent == "blocked":
         return [[r for p in ps for r in program_runs(p, p + 1, t_r, rows, group, head_group)]
                 for ps in _blocked_steps(total, w)]
-    return [program_runs(p0, p1, t_r, rows, group, head_group) for p0, p1 in _wave_ranges(total, w)]
+    ranges = _row_wave_ranges(t_r, rows, w) if by_row else _wave_ranges(total, w)
+    return [program_runs(p0, p1, t_r, rows, group, head_group) for p0, p1 in ranges]
 
 
 def _chunk_rows(block: int) -> int:
@@ -240,7 +286,9 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
     the K/V rows of :func:`prefill_key_ranges` (``block_m``, ``block_n``) in chunks of
     :data:`KV_CHUNK_ROWS` shared by the wave, each program from its first key up
     (``key_order="ascending"``) or from its last block down (``"descending"``), and writes
-    ``row_writes[t]`` bytes per row. See :func:`prefill_waves` for the order; units: bytes.
+    ``row_writes[t]`` bytes per row. A wave is W = ``w`` consecutive programs of the grid, or of one
+    grid row where :func:`row_waves` says the waves realign to the rows. See :func:`prefill_waves` for
+    the order; units: bytes.
     """
     if tile_order not in TILE_ORDERS:
         raise IomodelError(f"tile_order {tile_order!r} is unknown: use forward or reverse")
@@ -262,8 +310,9 @@ def _q_stationary_waves(spec: LayerSpec, block_m: int, block_n: int, w: int, til
     chunk = _chunk_rows(block_n)
     total = t_r * B * H
     waves: list[list[Access]] = []
+    by_row = row_waves(spec, t_r, w, tile_order, grid_order, persistent)
     for qo in wave_runs(total, w, t_r, B * H, per_group, persistent,
-                        head_group_of(grid_order)):  # (bh, i0, i1) in program index
+                        head_group_of(grid_order), by_row):  # (bh, i0, i1) in program index
         acc: list[Access] = []
         need: dict[int, int] = {}  # kv head (b*H_kv + hk) -> K rows needed by this wave
         order: list[int] = []
@@ -379,7 +428,9 @@ def prefill_waves(spec: LayerSpec, tiling: Tiling, w: int, tile_order: str = "fo
     keys from 0 upward, so one fetch of a chunk serves every program of the wave that needs it);
     ``key_order="descending"``: each program scans from its last block down, so a chunk is
     touched when the earliest program reaches it (:func:`_band_kv_accesses`: the chunk order
-    within the wave reversed per program).
+    within the wave reversed per program). A wave is W consecutive programs of the grid order, but
+    of one grid row where :func:`row_waves` holds (a causal launch in the reverse tile order: the
+    programs of each head start together at its first tile).
 
     Args:
         spec: the layer (prefill).
