@@ -1700,6 +1700,10 @@ def test_qwen2_sliding_layers_follow_the_class_defaults_and_other_families_ignor
                                         "max_window_layers": 48}))
     assert q3m.window == 4096 and q3m.window_layers == "all 48 layers (Qwen3MoeConfig reads no max_window_layers)"
     assert load_config(_write(tmp_path, {**qwen2, "max_window_layers": 0})).window_layers.startswith("28 of 28 layers")
+    # a negative count: one line that says 0 is allowed (it said "a positive integer" though 0 is taken)
+    with pytest.raises(IomodelError, match=r"'max_window_layers' must be a whole number, 0 or more \(0: every layer "
+                                           r"slides\), got -3: fix the file"):
+        load_config(_write(tmp_path, {**qwen2, "max_window_layers": -3}))
     # the flag on and the size left out: the class default, said
     bare = load_config(_write(tmp_path, {k: v for k, v in {**qwen2, "num_hidden_layers": 48}.items()
                                          if k != "sliding_window"}))
@@ -1796,7 +1800,7 @@ def test_the_worksheet_json_says_which_layers_of_a_config_it_models(capsys, tmp_
         code, out, _ = run_cli(capsys, ["worksheet", "--config", path, "--format", "json", *extra])
         assert code == 0
         got[key] = json.loads(out)["worksheet"]["config_layers"]
-    assert got["window"] == {"num_layers": 24, "window_kind": "sliding-window", "window_tokens": 128,
+    assert got["window"] == {"num_layers": 24, "layer_stack": None, "window_kind": "sliding-window", "window_tokens": 128,
                              "window_layers": "12 of 24 layers (the layer_types GptOssConfig derives): layers 0, 2, "
                                               "…, 22 (every 2nd from 0)", "modelled": "window"}
     assert (got["full"]["modelled"], got["inert"]["modelled"]) == ("full attention", "full attention, the window inert")
@@ -1895,3 +1899,27 @@ def test_a_model_type_that_is_not_a_name_is_one_line(capsys, tmp_path, value):
     path = _write(tmp_path, {"model_type": value, "hidden_size": 64, "num_attention_heads": 4,
                              "torch_dtype": "bfloat16", "sliding_window": 16})
     assert_one_line_error(capsys, ["worksheet", "--config", str(path)], "'model_type' must be a family name")
+
+
+def test_a_decode_of_an_encoder_decoder_counts_the_decoders_layers(tmp_path):
+    """Whisper-large-v3-turbo: 32 encoder layers (num_hidden_layers, encoder_layers) and 4 decoder layers: the
+    worksheet JSON's config_layers said 32 for a decode step (a fresh user, 2026-12-07); a decode runs the decoder's
+    4, a prefill keeps the file's count."""
+    import json as _json
+
+    from iomodel.report.worksheet import make_worksheet
+    from iomodel.spec.resolve import resolve_layer
+
+    wh = _write(tmp_path, {"model_type": "whisper", "d_model": 1280, "encoder_attention_heads": 20,
+                           "decoder_attention_heads": 20, "encoder_layers": 32, "decoder_layers": 4,
+                           "num_hidden_layers": 32, "max_source_positions": 1500, "max_target_positions": 448,
+                           "torch_dtype": "float16", "is_encoder_decoder": True})
+    assert load_config(wh).decoder_layers == 4 and load_config(wh).num_layers == 32
+
+    def layers(**kw):
+        doc = _json.loads(make_worksheet(resolve_layer(config=wh, **kw)).to_json())
+        got = doc["worksheet"]["config_layers"]
+        return got["num_layers"], got["layer_stack"]
+
+    assert layers(phase="decode", seqlen=400) == (4, "decoder")
+    assert layers(seqlen=1500) == (32, None)

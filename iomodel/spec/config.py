@@ -400,6 +400,9 @@ class AttentionConfig:
     max_position_embeddings: int | None = None
     #: An encoder-decoder's decoder context (``max_target_positions``: Whisper's 448), the limit of a decode step.
     decoder_context: int | None = None
+    #: An encoder-decoder's decoder layer count (``decoder_layers``, T5's ``num_decoder_layers``: Whisper-large-v3-turbo's
+    #: 4 against its encoder's 32), the layers a decode step runs; None where the file gives none.
+    decoder_layers: int | None = None
     source: str = ""  # path the config was read from
     extra: dict[str, Any] = field(default_factory=dict)
     window: int | None = None  # tokens of a sliding window or attention chunk (None: every layer is full)
@@ -1243,7 +1246,11 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
         cls, default, kind = rule or ("", 0, "from")  # Qwen2: layers from max_window_layers on
         given = f.has("max_window_layers")
         # 0: every layer (HF: i >= 0), which int_ (a positive count) would refuse
-        first = (0 if f.cfg.get("max_window_layers") == 0 and not isinstance(f.cfg.get("max_window_layers"), bool)
+        mwl = f.cfg.get("max_window_layers")
+        if given and isinstance(mwl, int) and not isinstance(mwl, bool) and mwl < 0:
+            raise IomodelError(f"{f.where}: 'max_window_layers' must be a whole number, 0 or more (0: every layer "
+                               f"slides), got {mwl}: fix the file")
+        first = (0 if mwl == 0 and not isinstance(mwl, bool)
                  else f.int_(("max_window_layers",))) if given else default
         said = "max_window_layers" if given else f"{cls}'s default max_window_layers {default}: the file gives none"
         if kind == "even_below":  # Qwen2MoeConfig: the even layers below max_window_layers
@@ -1744,6 +1751,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
                            max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
                            decoder_context=f.int_(("max_target_positions",)),
+                           decoder_layers=f.int_(("decoder_layers", "num_decoder_layers")),
                            source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
                            bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what,
