@@ -1638,6 +1638,14 @@ def test_zamba2_s_layers_block_type_is_not_read_as_nemotron_h_s(tmp_path):
                                         "num_key_value_heads": 32, "num_hidden_layers": 6, "torch_dtype": "bfloat16",
                                         "layers_block_type": ["mamba", "mamba", "hybrid"] * 2}))
     assert (cfg.heads, cfg.head_dim) == (32, 160)
+    # the hybrid layers are its attention layers, said (a fresh user, 2026-12-07: the worksheet said nothing of them)
+    assert "layers_block_type ('hybrid': the layers that run the shared attention block): 2 of 6 layers are softmax " \
+           "attention (layers 2, 5)" in " ".join(cfg.notes)
+    ids = load_config(_write(tmp_path, {"model_type": "zamba2", "hidden_size": 2560, "num_attention_heads": 32,
+                                        "num_hidden_layers": 54, "torch_dtype": "bfloat16",
+                                        "hybrid_layer_ids": [6, 12, 18, 24, 30, 36, 42, 47, 51]}))
+    assert "hybrid_layer_ids (the layers that run the shared attention block): 9 of 54 layers are softmax attention" \
+        in " ".join(ids.notes)
 
 
 def test_a_bidirectional_local_window_is_said_as_tokens_each_side(tmp_path):

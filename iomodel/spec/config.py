@@ -1304,7 +1304,9 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     LFM2 (``full_attn_idxs``), StripedHyena (``attn_layer_idxs``), Qwen3-Next (``full_attention_interval``: layer i
     full where (i + 1) % n == 0, HF ``Qwen3NextConfig``), Ring-linear (``bailing_moe_linear``'s
     ``layer_group_size``: the last layer of each group, vLLM ``is_linear_layer``), PLaMo-2 (``mamba_step``: vLLM
-    ``plamo2.py is_mamba``), RecurrentGemma (``block_types``, repeated over the layers); "" for none of these."""
+    ``plamo2.py is_mamba``), RecurrentGemma (``block_types``, repeated over the layers), Zamba/Zamba2 (``hybrid_layer_ids``,
+    else ``layers_block_type``'s ``hybrid`` entries: the layers that run its shared attention block, HF
+    ``Zamba2Config``); "" for none of these."""
     cfg = f.cfg
     attention: list[int] | None = None
     said = ""
@@ -1345,6 +1347,14 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     for key in ("attn_layer_indices", "full_attn_idxs", "attn_layer_idxs"):  # Bamba, LFM2, StripedHyena
         if attention is None and isinstance(cfg.get(key), list):
             attention, said = [i for i in cfg[key] if isinstance(i, int) and not isinstance(i, bool)], key
+    if attention is None and model_type in DOUBLE_WIDTH_ATTENTION_MODEL_TYPES:  # Zamba/Zamba2: the shared attention
+        ids, kinds_ = cfg.get("hybrid_layer_ids"), cfg.get("layers_block_type")  # block runs at the "hybrid" layers
+        if isinstance(ids, list) and ids:
+            attention = [i for i in ids if isinstance(i, int) and not isinstance(i, bool)]
+            said = "hybrid_layer_ids (the layers that run the shared attention block)"
+        elif isinstance(kinds_, list) and kinds_ and all(isinstance(b, str) for b in kinds_):
+            attention, total = [i for i, b in enumerate(kinds_) if b == "hybrid"], len(kinds_)
+            said = "layers_block_type ('hybrid': the layers that run the shared attention block)"
     pattern = cfg.get("hybrid_override_pattern")
     if attention is None and isinstance(pattern, str) and pattern:
         attention, said, total = [i for i, c in enumerate(pattern) if c == "*"], "hybrid_override_pattern", len(pattern)
