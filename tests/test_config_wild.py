@@ -1931,3 +1931,18 @@ def test_a_decode_of_an_encoder_decoder_counts_the_decoders_layers(tmp_path):
 
     assert layers(phase="decode", seqlen=400) == (4, "decoder")
     assert layers(seqlen=1500) == (32, None)
+
+
+def test_the_towers_inside_an_omni_thinker_are_noted(tmp_path):
+    """Qwen2.5-Omni keeps its vision and audio encoders beside the language model inside thinker_config: they were
+    not named (a fresh user, 2026-12-07), where Qwen2-VL's top-level vision_config is."""
+    omni = {"model_type": "qwen2_5_omni", "torch_dtype": "bfloat16",
+            "thinker_config": {"model_type": "qwen2_5_omni_thinker",
+                               "text_config": {"model_type": "qwen2_5_omni_text", "hidden_size": 3584,
+                                               "num_attention_heads": 28, "num_key_value_heads": 4},
+                               "vision_config": {"embed_dim": 1280, "num_heads": 16, "hidden_size": 3584},
+                               "audio_config": {"d_model": 1280, "encoder_attention_heads": 20}}}
+    cfg = load_config(_write(tmp_path, omni))
+    assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (28, 4, 128)
+    note = next(n for n in cfg.notes if "another tower of this model" in n)
+    assert note.startswith("audio_config (20 heads, HEAD_DIM 64), vision_config (16 heads, HEAD_DIM 80): another tower")

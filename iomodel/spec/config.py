@@ -565,7 +565,8 @@ class _Fields:
         for outer in OUTER_NESTED_KEYS:  # Qwen2.5-Omni: the language model's config one level further in
             sub = cfg.get(outer)
             if isinstance(sub, dict) and any(isinstance(sub.get(k), dict) for k in NESTED_KEYS):
-                cfg = {**cfg, **{k: v for k, v in sub.items() if k in NESTED_KEYS}}
+                # the language model's config and the towers beside it (Qwen2.5-Omni's vision and audio encoders)
+                cfg = {**cfg, **{k: v for k, v in sub.items() if k in NESTED_KEYS or k in TOWER_KEYS}}
                 where = f"{where} ({outer})"
                 break
         for key in NESTED_KEYS:
@@ -605,6 +606,7 @@ class _Fields:
         # another tower with heads, nested (LLaVA) or beside top-level text fields (Qwen2-VL's vision_config)
         self.towers = sorted(k for k in TOWER_KEYS
                              if isinstance(cfg.get(k), dict) and any(h in cfg[k] for h in HEADS_KEYS))
+        self.tower_source = cfg  # where the towers' sub-configs are (the thinker's, for Qwen2.5-Omni)
         enc = cfg.get(ENCODER_KEY)
         if self.key_of(HEADS_KEYS) is None and isinstance(enc, dict) and any(enc.get(h) is not None
                                                                              for h in HEADS_KEYS):
@@ -1718,7 +1720,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += ("'position_embedding_type' = 'alibi': ALiBi position biases are computed from the head index in "
                   "the kernel: no tensor moves.",)
     if f.towers:
-        notes += (f"{', '.join(_tower_sizes(cfg, k) for k in f.towers)}: another tower of this model (an image or "
+        notes += (f"{', '.join(_tower_sizes(f.tower_source, k) for k in f.towers)}: another tower of this model (an image or "
                   "audio encoder with its own heads, whose self-attention is bidirectional) is not modelled here; pass "
                   "its sizes with --heads/--kv-heads/--head-dim and --no-causal to model it.",)
     if dtype_key is not None:  # read from the file: say which field, and that --dtype overrides it
