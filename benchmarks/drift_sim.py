@@ -60,7 +60,7 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     """DRAM bytes of Q, K and V (bytes) and the bytes of Q, K and V every tile reads without reuse (bytes) of one
     forward, B = 1: ``seqlen`` keys (N_k) and ``seqlen_q`` queries (N_q; None: N_k), causal bottom-right (top-left
     where N_q = N_k: the same mask), HEAD_DIM ``head_dim`` of ``width`` bytes an element, an LRU of ``capacity``
-    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step`` or ``as-freed`` (either: the programs'
+    bytes; ``order`` ``forward`` or ``reverse``, ``timing`` ``in-step``, ``rows`` or ``as-freed`` (each: the programs'
     times from :func:`timed_programs`, then :func:`replay` without Q and O weights) or ``coupled`` (as freed, a block
     read that misses taking ``1 + miss_cost`` time units: :func:`_coupled`, module doc). Raises nothing (the caller
     checks the arguments)."""
@@ -278,13 +278,19 @@ def main() -> None:
           f"N_k {a.seqlen}, HEAD_DIM {a.head_dim}, {mask}, BLOCK_M {a.block_m}, BLOCK_N {a.block_n}, "
           f"{a.programs} programs in flight")
     timings = ("in-step", "rows", "as-freed") + (("coupled",) if a.miss_cost is not None else ())
+    from iomodel.schedule.grid import row_waves
+    from iomodel.spec import LayerSpec
+
+    spec = LayerSpec(1, a.heads, a.kv_heads, a.head_dim, n_q, a.seqlen, causal=not a.no_causal,
+                     causal_align="bottom-right")
     for order in ("forward", "reverse"):
+        model = "rows" if row_waves(spec, t_r, a.programs, order) else "in-step"  # the L2 model's waves here
         for timing in timings:
             got, every = simulate(a.heads, a.kv_heads, a.seqlen, a.head_dim, not a.no_causal, a.block_m, a.block_n,
                                   a.programs, a.dtype_bytes, cap, order, timing, seqlen_q=n_q,
                                   miss_cost=a.miss_cost or 0.0)
-            print(f"  {order:8s} {timing:9s} DRAM reads of Q, K, V {got / 1e9:9.3f} GB (no reuse {every / 1e9:8.1f} GB)",
-                  flush=True)
+            print(f"  {order:8s} {timing:9s} DRAM reads of Q, K, V {got / 1e9:9.3f} GB (no reuse {every / 1e9:8.1f} GB)"
+                  + ("  (the model's waves)" if timing == model else ""), flush=True)
 
 
 #: The private-byte displacement the cyclic microbenchmark measured (0.72-0.86 of a set byte; 0.78 near its middle,
@@ -413,7 +419,11 @@ def _replay_receipt(a, ap) -> None:
     fwd = forward_l2_of(hw)
     weights = ((0.0, 0.0), (fwd.q_share, fwd.write_share), (MEASURED_DISPLACEMENT, MEASURED_DISPLACEMENT))
     print(f"{a.stamps.name} ({rec.get('device')}); {hardware_preset(hw)} read capacity {cap / 2**20:.2f} MiB; "
-          f"DRAM reads of Q, K, V, GB; {a.programs} programs in flight in the simulated timings")
+          f"DRAM reads of Q, K, V, GB; {a.programs} programs in flight in the simulated timings (* the L2 model's "
+          "waves for that layer)")
+    from iomodel.schedule.grid import row_waves
+    from iomodel.spec import LayerSpec
+
     for i, entry in enumerate(layers):
         lay = entry["layer"]
         if measured:
@@ -422,11 +432,16 @@ def _replay_receipt(a, ap) -> None:
         timings = {"at measured times": entry["programs"], "in-step": timed_programs(lay, a.programs, "in-step"),
                    "rows": timed_programs(lay, a.programs, "rows"),
                    "as-freed": timed_programs(lay, a.programs, "as-freed")}
+        spec = LayerSpec(1, lay["heads"], lay["kv_heads"], lay["head_dim"], lay.get("seqlen_q", lay["seqlen"]),
+                         lay["seqlen"], causal=lay["causal"], causal_align="bottom-right")
+        t_r = -(-lay.get("seqlen_q", lay["seqlen"]) // lay["block_m"])
+        model = "rows" if row_waves(spec, t_r, a.programs, lay["tile_order"]) else "in-step"
         for qw, ow in weights:
             got = {name: replay(lay, progs, cap, qw, ow)[0] for name, progs in timings.items()}
             print(f"  H {lay['heads']:3d} N {lay['seqlen']:7d} {'causal' if lay['causal'] else 'non-causal':10s} "
                   f"{lay['tile_order']:8s} Q/O weight {qw:5.3f}/{ow:5.3f}: "
-                  + "  ".join(f"{name} {v / 1e9:8.3f}" for name, v in got.items()), flush=True)
+                  + "  ".join(f"{name}{'*' if name == model else ''} {v / 1e9:8.3f}" for name, v in got.items()),
+                  flush=True)
 
 
 if __name__ == "__main__":

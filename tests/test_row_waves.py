@@ -83,6 +83,61 @@ def test_the_fast_evaluation_equals_the_simulation(heads, kv_heads, n, w):
     assert fast.hbm_write == slow.hbm_write
 
 
+@pytest.mark.parametrize("kernel, tiling_kw", [
+    ("_bwd_dq", {"dq_block_m": 512, "dq_block_n": 256, "dq_tile_order": "reverse"}),  # the dQ kernel's own order
+    ("fwd kernel", {"block_m": 1024, "block_n": 256, "heads_per_program": 2}),  # a program per GQA pair of heads
+])
+def test_the_fast_evaluation_equals_the_simulation_for_dq_and_packed_heads(kernel, tiling_kw):
+    """The rule on the dQ kernel's reverse order and on the packed view (H / P rows of tiles of BLOCK_M / P rows of P
+    heads): the same waves and bytes in both engines (a reviewer: the random shapes never gave _bwd_dq a reverse
+    order)."""
+    from iomodel.schedule.grid import dq_waves, packed_view
+    from iomodel.spec import cdiv
+
+    spec = LayerSpec(1, 4, 2, 64, 9 * 512, 9 * 512, dtype="bf16", causal=True, backward=kernel == "_bwd_dq")
+    tiling = Tiling(**tiling_kw)
+    w = 4
+    if kernel == "_bwd_dq":
+        assert row_waves(spec, cdiv(spec.seqlen_q, tiling.dq_block_m), w, "reverse")
+        waves, _, _ = dq_waves(spec, tiling, w, grouped=True)
+    else:
+        view, view_m, p = packed_view(spec, tiling)
+        assert p == 2 and row_waves(view, cdiv(view.seqlen_q, view_m), w, "reverse")
+        waves, _, _ = prefill_waves(spec, tiling, w, "reverse", grouped=True)
+    params = L2Params(256 * KiB, w, 1, ways=24)
+    slow = simulate(kernel, waves, params.capacity, params.write_share, params.ways, params.read_capacity)
+    fast = fast_kernel_l2(kernel, spec, tiling, w, params.capacity, params.write_share, params.ways,
+                          tile_order="reverse", read_capacity=params.read_capacity)
+    assert fast is not None and fast.waves == slow.waves == len(waves)
+    assert fast.hbm_read == slow.hbm_read and fast.hbm_write == slow.hbm_write
+
+
+def test_a_strided_persistent_loop_keeps_the_grid_s_waves_in_both_engines():
+    """A static persistent loop (program j runs tiles j, j + W, ...) does not dispatch as programs free: its waves stay
+    W consecutive programs of the grid, in the fast evaluation (which ``persistent`` now reaches) as in the
+    simulation, and they read more than the row waves of the same launch without the loop."""
+    spec = LayerSpec(1, 3, 1, 64, 7 * 512, 7 * 512, dtype="bf16", causal=True)
+    tiling, w = Tiling(block_m=512, block_n=256), 3
+    params = L2Params(256 * KiB, w, 1, ways=24)
+    got = {}
+    for persistent in ("strided", None):
+        waves, _, _ = prefill_waves(spec, tiling, w, "reverse", grouped=True, persistent=persistent)
+        slow = simulate("fwd kernel", waves, params.capacity, params.write_share, params.ways, params.read_capacity)
+        fast = fast_kernel_l2("fwd kernel", spec, tiling, w, params.capacity, params.write_share, params.ways,
+                              tile_order="reverse", read_capacity=params.read_capacity, persistent=persistent)
+        assert fast.hbm_read == slow.hbm_read and fast.waves == slow.waves == len(waves)
+        got[persistent] = (len(waves), fast.hbm_read["K"])
+    assert got["strided"][0] == 7 and got[None][0] == 9  # 21 programs: 7 waves of 3; by row 3 heads x 3 waves
+    assert got["strided"][1] > got[None][1]
+
+
+def test_waves_by_row_refuse_a_grid_that_is_not_tiles_fastest():
+    from iomodel.errors import IomodelError
+
+    with pytest.raises(IomodelError, match="waves by grid row need a tiles-fastest grid"):
+        wave_runs(6, 2, 3, 2, 1, by_row=True)  # heads-fastest: one tile a group
+
+
 def test_the_estimate_says_so():
     """The worksheet's estimate names the rule among its assumptions where it holds, and not for the forward order."""
     from iomodel.cache.predict import predict_tiled

@@ -401,6 +401,9 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
                 f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(params.read_capacity, decimals=1)} L2 a read finds")
         if custom:
             span += f" ({grid_order} grid, {key_order} key loops" + (f", {persistent} persistent loop)" if persistent else ")")
+        if by_row:  # the working set above is the capacity-edge label's measure (FWD_EDGE_WORKING_SET), grid-wide
+            span += (f"; the capacity-edge label's measure over W consecutive programs of the grid: the model's waves "
+                     f"each hold one head's {min(w, t_r)} tiles (iomodel.schedule.grid.row_waves)")
     hbm_r: dict[str, int] = {}
     hbm_w: dict[str, int] = {}
     dirty: dict[str, int] = {}
@@ -540,8 +543,9 @@ def forward_drift_quality(spec: LayerSpec, tile_order: str, persistent: str | No
     * ``rough`` in the ``reverse`` order where a bottom-right mask has fewer query than key rows (a chunk of queries
       over a longer cache: the simulator's programs drift there too, 2.4-3.4x its in-step reads at 16k-32k queries
       over 132,608 keys; not measured);
-    * None otherwise (the reverse order of a square or top-left layer keeps the programs in step: each tile one
-      block shorter than the one before).
+    * None otherwise (the reverse order of a square or top-left layer keeps the programs of a head in step, each
+      tile one block shorter than the one before, and realigns them at each head: the model's waves,
+      :func:`iomodel.schedule.grid.row_waves`).
 
     Args: ``tile_order`` ``forward`` or ``reverse``; ``persistent`` the schedule's loop (None, ``strided``,
     ``blocked``); ``programs`` the launch's programs (tiles), ``in_flight`` how many run at once.

@@ -217,11 +217,12 @@ def row_waves(spec: LayerSpec, t_r: int, w: int, tile_order: str, grid_order: st
     before, so a row's last wave is its shortest tiles, and the programs of the next row start within a
     few blocks of each other at the row's first tile: waves realign to the row. Waves held in step over
     the whole grid straddle two rows, and each later wave of the next row then reads as many key blocks
-    as its longest program, some of them further than the row's own waves reach: 10-26 % more K/V from
-    DRAM where one KV head's K/V outgrows the L2 (``benchmarks/row_waves_sim.py``: against the same programs
-    simulated as freed, these waves within 7.0 % on 34 causal layers, 31 of them within 3.2 %, where waves in
-    step over the grid miss by up to 38 %, ``receipts/raw/row-waves-cpu-2026-12-07.txt``; the bundled kernel's
-    measured program times replay as freed: ``receipts/l2-timing-h100-2026-12-07.json``; docs/l2-calibration.md,
+    as its longest program, some of them further than the row's own waves reach: up to 29 % more DRAM
+    reads of Q, K and V where one KV head's K/V outgrows the L2 (``benchmarks/row_waves_sim.py``, an LRU of
+    whole K/V blocks at the device's read capacity: against the same programs simulated as freed, these
+    waves within 7.0 % on 26 causal layers, 23 of them within 3.2 %, where waves in step over the grid miss
+    by up to 38 %, ``receipts/raw/row-waves-cpu-2026-12-07.txt``; the bundled kernel's measured program
+    times replay as freed: ``receipts/l2-timing-h100-2026-12-07.json``; docs/l2-calibration.md,
     "The heads' seams in the model").
 
     Applies to: a causal layer without a window band whose mask offset is 0 (top-left, or N_q = N_k:
@@ -259,10 +260,17 @@ def wave_runs(total: int, w: int, t_r: int, rows: int, group: int,
     programs of one grid row, each row's waves from its first tile. ``blocked``: the tiles in flight
     at each step of the loop (:func:`_blocked_steps`), a run per tile. ``head_group``: rows per group
     of ``head-grouped:G`` (0: none). Units: programs (tiles).
+
+    Raises:
+        IomodelError: ``by_row`` for a grid that is not tiles-fastest (``group`` not ``t_r``, head groups, or
+            ``total`` not ``t_r`` · ``rows``).
     """
     if persistent == "blocked":
         return [[r for p in ps for r in program_runs(p, p + 1, t_r, rows, group, head_group)]
                 for ps in _blocked_steps(total, w)]
+    if by_row and (group != t_r or head_group or total != t_r * rows):
+        raise IomodelError(f"waves by grid row need a tiles-fastest grid of {rows} rows of {t_r} tiles, got "
+                           f"{total} programs, {group} tiles a group, head groups of {head_group}")
     ranges = _row_wave_ranges(t_r, rows, w) if by_row else _wave_ranges(total, w)
     return [program_runs(p0, p1, t_r, rows, group, head_group) for p0, p1 in ranges]
 
