@@ -1638,6 +1638,11 @@ def test_zamba2_s_layers_block_type_is_not_read_as_nemotron_h_s(tmp_path):
                                         "num_key_value_heads": 32, "num_hidden_layers": 6, "torch_dtype": "bfloat16",
                                         "layers_block_type": ["mamba", "mamba", "hybrid"] * 2}))
     assert (cfg.heads, cfg.head_dim) == (32, 160)
+    for bad in ([6, 99], [6, 6], [-1], [], ["6"], 5):  # a fresh user: out of range, repeated or empty ids were read
+        with pytest.raises(IomodelError, match="'hybrid_layer_ids' must be a non-empty list of distinct layer indices "
+                                               "from 0 to 53"):
+            load_config(_write(tmp_path, {"model_type": "zamba2", "hidden_size": 2560, "num_attention_heads": 32,
+                                          "num_hidden_layers": 54, "torch_dtype": "bfloat16", "hybrid_layer_ids": bad}))
     # the hybrid layers are its attention layers, said (a fresh user, 2026-12-07: the worksheet said nothing of them)
     assert "layers_block_type ('hybrid': the layers that run the shared attention block): 2 of 6 layers are softmax " \
            "attention (layers 2, 5)" in " ".join(cfg.notes)
@@ -1709,9 +1714,15 @@ def test_qwen2_sliding_layers_follow_the_class_defaults_and_other_families_ignor
     assert q3m.window == 4096 and q3m.window_layers == "all 48 layers (Qwen3MoeConfig reads no max_window_layers)"
     assert load_config(_write(tmp_path, {**qwen2, "max_window_layers": 0})).window_layers.startswith("28 of 28 layers")
     # a negative count: one line that says 0 is allowed (it said "a positive integer" though 0 is taken)
-    with pytest.raises(IomodelError, match=r"'max_window_layers' must be a whole number, 0 or more \(0: every layer "
-                                           r"slides\), got -3: fix the file"):
-        load_config(_write(tmp_path, {**qwen2, "max_window_layers": -3}))
+    for bad, said in ((-3, "-3"), (None, "null"), (3.0, "3.0"), (True, "the boolean true")):
+        with pytest.raises(IomodelError, match=r"'max_window_layers' must be a whole number, 0 or more \(0: every "
+                                               r"layer slides; leave it out for Qwen2Config's default\), got "
+                                               + said + ": fix the file"):
+            load_config(_write(tmp_path, {**qwen2, "max_window_layers": bad}))
+    # past the layers: no layer slides, said (a fresh user: silent where a default past them was said)
+    none = load_config(_write(tmp_path, {**qwen2, "max_window_layers": 100}))
+    assert none.window is None and "'use_sliding_window' true but no layer slides: max_window_layers = 100, and HF " \
+        "transformers' Qwen2Config slides layers 100 and up, of 28." in none.notes
     # the flag on and the size left out: the class default, said
     bare = load_config(_write(tmp_path, {k: v for k, v in {**qwen2, "num_hidden_layers": 48}.items()
                                          if k != "sliding_window"}))
@@ -1931,6 +1942,7 @@ def test_a_decode_of_an_encoder_decoder_counts_the_decoders_layers(tmp_path):
 
     assert layers(phase="decode", seqlen=400) == (4, "decoder")
     assert layers(seqlen=1500) == (32, None)
+    assert layers(seqlen=400, causal=True) == (4, "decoder")  # the decoder's prefill, as the note advises (--causal)
 
 
 def test_the_towers_inside_an_omni_thinker_are_noted(tmp_path):

@@ -395,15 +395,16 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         drift = forward_drift_quality(spec, order, persistent, view.batch * view.heads * t_r, w, params.read_capacity)
         if drift is not None:
             read_quality = drift
-        span = (f"W = {w} resident programs span ~{min(heads, B * view.heads)} "
-                + (f"groups of P = {packed} query heads" if packed > 1 else "query heads")
-                + f" = {kv_heads_in_window} KV head{'s' if kv_heads_in_window != 1 else ''} "
-                f"(T_r = {t_r}, G = {spec.group}): K/V working set ~{human_bytes(ws, decimals=1)} vs {human_bytes(params.read_capacity, decimals=1)} L2 a read finds")
+        span = (f"W = {w} resident programs over T_r = {t_r} tiles a "
+                + (f"group of P = {packed} query heads" if packed > 1 else "query head")
+                + f" (G = {spec.group}) touch up to ~{min(heads, B * view.heads)} grid rows and, counted across their "
+                f"group edges, {kv_heads_in_window} KV head{'s' if kv_heads_in_window != 1 else ''}: K/V working set "
+                f"~{human_bytes(ws, decimals=1)} vs {human_bytes(params.read_capacity, decimals=1)} L2 a read finds")
         if custom:
             span += f" ({grid_order} grid, {key_order} key loops" + (f", {persistent} persistent loop)" if persistent else ")")
         if by_row:  # the working set above is the capacity-edge label's measure (FWD_EDGE_WORKING_SET), grid-wide
-            span += (f"; the capacity-edge label's measure over W consecutive programs of the grid: the model's waves "
-                     f"each hold one head's {min(w, t_r)} tiles (iomodel.schedule.grid.row_waves)")
+            span += (f" (the capacity-edge label's measure, over W consecutive programs of the grid; the model's waves "
+                     f"each hold {min(w, t_r)} tiles of one head: iomodel.schedule.grid.row_waves)")
     hbm_r: dict[str, int] = {}
     hbm_w: dict[str, int] = {}
     dirty: dict[str, int] = {}
@@ -443,6 +444,7 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
     if spec.phase == "prefill" and by_row:
+        assumptions[1] = assumptions[1].replace("in waves.", "in waves, each head's apart (below).")
         assumptions.append(f"Each head's waves start at its first query tile ({t_r} tiles a head, W = {w} a wave): "
                            "the causal tiles run longest first, so a head's last programs end together and the "
                            "next head's start together (iomodel.schedule.grid.row_waves).")
@@ -518,7 +520,8 @@ def forward_rough_sentence(working_set: float, read_capacity: float) -> str:
     lo, hi = FWD_EDGE_WORKING_SET
     (nb, wb), (nc, wc) = FWD_EDGE_RUNS
     r_lo, r_hi = FWD_EDGE_RATIO
-    return (f"ROUGH: the forward's DRAM reads. A resident wave's K/V working set here is "
+    return (f"ROUGH: the forward's DRAM reads. A resident wave's K/V working set here (the label's measure: the KV "
+            f"heads W consecutive programs of the grid can touch) is "
             f"{working_set / read_capacity:.2f} times the read capacity, the capacity edge ({lo}-{hi} times): there "
             f"the committed forward runs (H200 and H100) read {r_lo}-{r_hi}x this model, within ±10 % or 1 MiB on {wb} of "
             f"{nb} runs of the bundled kernel and {wc} of {nc} of SDPA cuDNN, misses on both sides (issue 12 item 3; "

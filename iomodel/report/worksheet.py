@@ -811,8 +811,9 @@ def schedule_flags(given: dict[str, Any]) -> list[str]:
 
 def config_layers(layer: Layer) -> dict[str, Any] | None:
     """Which of a config's layers the worksheet models, for scripts (the notes say it in words): ``num_layers`` (the
-    file's layer count, None where it gives none; a decode step of an encoder-decoder file, the decoder's:
-    ``decoder_layers``), ``layer_stack`` (``decoder`` there, else None: the file's one count), ``window_kind`` (``sliding-window``, ``chunked``, a local window's
+    file's layer count, None where it gives none; a decode step of an encoder-decoder file, or a causal layer of one
+    whose default is the bidirectional encoder, the decoder's: ``decoder_layers``), ``layer_stack`` (``decoder``
+    there, else None: the file's one count), ``window_kind`` (``sliding-window``, ``chunked``, a local window's
     kind, None for a model without one), ``window_tokens`` (its size, tokens), ``window_layers`` (the layers that
     use it, as the notes say), and ``modelled``: ``window`` (this worksheet's layer has the window or chunk band),
     ``full attention`` (a full-attention layer: the model has no window, or ``--window none``), or ``full attention,
@@ -826,7 +827,9 @@ def config_layers(layer: Layer) -> dict[str, Any] | None:
     # a sliding window that hides nothing here (layer.inert_window), or a chunk the layer does not outgrow
     inert = layer.inert_window is not None or (cfg.window is not None and cfg.window_kind == "chunked"
                                                and max(s.seqlen_q, s.seqlen_k) <= cfg.window)
-    decoder = s.phase == "decode" and cfg.decoder_layers is not None  # Whisper: 4 decoder layers, 32 encoder ones
+    # Whisper: 4 decoder layers, 32 encoder ones; a causal layer of a file whose default is bidirectional (the
+    # encoder's) is the decoder's self-attention, as its note advises (--causal)
+    decoder = cfg.decoder_layers is not None and (s.phase == "decode" or (s.causal and not cfg.causal_default))
     return {"num_layers": cfg.decoder_layers if decoder else cfg.num_layers, "layer_stack": "decoder" if decoder else None,
             "window_kind": cfg.window_kind or None, "window_tokens": cfg.window,
             "window_layers": cfg.window_layers or None,

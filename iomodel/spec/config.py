@@ -1246,14 +1246,14 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                                                   if f.has("max_window_layers") else "")
     if f.flag("use_sliding_window") and (f.has("max_window_layers") or rule):
         cls, default, kind = rule or ("", 0, "from")  # Qwen2: layers from max_window_layers on
-        given = f.has("max_window_layers")
-        # 0: every layer (HF: i >= 0), which int_ (a positive count) would refuse
+        given = "max_window_layers" in f.cfg
         mwl = f.cfg.get("max_window_layers")
-        if given and isinstance(mwl, int) and not isinstance(mwl, bool) and mwl < 0:
+        # 0: every layer (HF: i >= 0); null: HF's class compares layer indices with None (a TypeError), so refused
+        if given and (isinstance(mwl, bool) or not isinstance(mwl, int) or mwl < 0):
             raise IomodelError(f"{f.where}: 'max_window_layers' must be a whole number, 0 or more (0: every layer "
-                               f"slides), got {mwl}: fix the file")
-        first = (0 if mwl == 0 and not isinstance(mwl, bool)
-                 else f.int_(("max_window_layers",))) if given else default
+                               f"slides; leave it out for {cls or 'the class'}'s default), got {_kind(mwl)}: "
+                               "fix the file")
+        first = mwl if given else default
         said = "max_window_layers" if given else f"{cls}'s default max_window_layers {default}: the file gives none"
         if kind == "even_below":  # Qwen2MoeConfig: the even layers below max_window_layers
             if total is None:
@@ -1264,9 +1264,9 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
             return window, "sliding-window", f"{len(on)}{of} (the even layers below {first}: {said}, as {cls} " \
                 f"derives them): " + _which_layers(on, total)
         if total is not None and first >= total:
-            if not given:
-                f.window_note = (f"'use_sliding_window' true but no layer slides: {said}, and HF transformers' "
-                                 f"{cls} slides layers {first} and up, of {total}.")
+            f.window_note = (f"'use_sliding_window' true but no layer slides: {said}"
+                             + (f" = {first}" if given else "") + f", and HF transformers' {cls or 'Qwen2Config'} "
+                             f"slides layers {first} and up, of {total}.")
             return None, "", ""
         return window, "sliding-window", (f"{total - first}{of}" if total else f"layers {first} and up") + \
             f" ({said})" + (": " + _which_layers(list(range(first, total))) if total else "")
@@ -1351,8 +1351,15 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
             attention, said = [i for i in cfg[key] if isinstance(i, int) and not isinstance(i, bool)], key
     if attention is None and model_type in DOUBLE_WIDTH_ATTENTION_MODEL_TYPES:  # Zamba/Zamba2: the shared attention
         ids, kinds_ = cfg.get("hybrid_layer_ids"), cfg.get("layers_block_type")  # block runs at the "hybrid" layers
-        if isinstance(ids, list) and ids:
-            attention = [i for i in ids if isinstance(i, int) and not isinstance(i, bool)]
+        if ids is not None:
+            bad = (not isinstance(ids, list) or not ids
+                   or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 or (total and i >= total) for i in ids)
+                   or len(set(ids)) != len(ids))
+            if bad:
+                raise IomodelError(f"{f.where}: 'hybrid_layer_ids' must be a non-empty list of distinct layer indices "
+                                   f"from 0{f' to {total - 1}' if total else ''}, got "
+                                   f"{ids if isinstance(ids, list) and len(ids) <= 12 else _kind(ids)}: fix the file")
+            attention = sorted(ids)
             said = "hybrid_layer_ids (the layers that run the shared attention block)"
         elif isinstance(kinds_, list) and kinds_ and all(isinstance(b, str) for b in kinds_):
             attention, total = [i for i, b in enumerate(kinds_) if b == "hybrid"], len(kinds_)
