@@ -277,6 +277,8 @@ def main() -> None:
     print(f"{hardware_preset(hw)}: read capacity {cap / 2**20:.2f} MiB ({how}); B 1, H {a.heads}, H_kv {a.kv_heads}, N_q {n_q}, "
           f"N_k {a.seqlen}, HEAD_DIM {a.head_dim}, {mask}, BLOCK_M {a.block_m}, BLOCK_N {a.block_n}, "
           f"{a.programs} programs in flight")
+    print("  (an LRU of whole K/V blocks, not the model's set-associative estimate: the worksheet's bytes differ; "
+          "'the model's waves' marks the timing whose waves the model runs)")
     timings = ("in-step", "rows", "as-freed") + (("coupled",) if a.miss_cost is not None else ())
     from iomodel.schedule.grid import row_waves
     from iomodel.spec import LayerSpec

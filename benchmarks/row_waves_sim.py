@@ -78,6 +78,8 @@ def main() -> None:
     layers = LAYERS[:6] if a.quick else LAYERS
     worst = {"in-step": 0.0, "rows": 0.0}
     held = 0
+    print("every layer in the reverse tile order (heaviest causal tiles first); DRAM reads of Q, K and V through the "
+          "simulator's LRU of whole K/V blocks (not the model's set-associative estimate)")
     print("preset  H  H_kv     N_q     N_k   d causal BM  BN   W | in-step    rows  as-freed (GB) | in-step/as-freed "
           "rows/as-freed | row_waves")
     for preset, h, hk, n_q, n_k, d, causal, bm, bn, w in layers:
