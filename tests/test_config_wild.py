@@ -1908,6 +1908,9 @@ def test_a_decode_of_an_encoder_decoder_is_held_to_the_decoders_context(tmp_path
                for n in resolve_layer(config=wh, phase="decode", seqlen=1000).notes)
     assert not any("context window" in n for n in resolve_layer(config=wh, phase="decode", seqlen=400).notes)
     assert any("(max_position_embeddings = 1,500)" in n for n in resolve_layer(config=wh, seqlen=2000).notes)
+    # the decoder's prefill (--causal, as the note advises) is the decoder's too: held to its 448 tokens
+    assert any("(max_target_positions = 448, the decoder's)" in n
+               for n in resolve_layer(config=wh, seqlen=1000, causal=True).notes)
 
 
 @pytest.mark.parametrize("value", [["llama"], {"a": 1}, 5, True])

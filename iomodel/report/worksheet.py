@@ -827,9 +827,7 @@ def config_layers(layer: Layer) -> dict[str, Any] | None:
     # a sliding window that hides nothing here (layer.inert_window), or a chunk the layer does not outgrow
     inert = layer.inert_window is not None or (cfg.window is not None and cfg.window_kind == "chunked"
                                                and max(s.seqlen_q, s.seqlen_k) <= cfg.window)
-    # Whisper: 4 decoder layers, 32 encoder ones; a causal layer of a file whose default is bidirectional (the
-    # encoder's) is the decoder's self-attention, as its note advises (--causal)
-    decoder = cfg.decoder_layers is not None and (s.phase == "decode" or (s.causal and not cfg.causal_default))
+    decoder = cfg.decoder_layers is not None and cfg.runs_decoder(s.phase, s.causal)  # Whisper: 4 layers, not 32
     return {"num_layers": cfg.decoder_layers if decoder else cfg.num_layers, "layer_stack": "decoder" if decoder else None,
             "window_kind": cfg.window_kind or None, "window_tokens": cfg.window,
             "window_layers": cfg.window_layers or None,

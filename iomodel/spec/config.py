@@ -440,6 +440,14 @@ class AttentionConfig:
                                f"{self.dense_up_to} or less, or pass the sizes with --heads/--kv-heads/--head-dim "
                                "instead of a config to model dense attention at that length")
 
+    def runs_decoder(self, phase: str, causal: bool) -> bool:
+        """Whether a layer of this encoder-decoder file (one giving ``max_target_positions`` or ``decoder_layers``) is
+        its decoder's self-attention: a decode step, or a causal layer where the file's default is its bidirectional
+        encoder (the ``--causal`` its note advises). Its context is then :attr:`decoder_context` and its layer count
+        :attr:`decoder_layers`. Raises nothing."""
+        encoder_decoder = self.decoder_context is not None or self.decoder_layers is not None
+        return encoder_decoder and (phase == "decode" or (causal and not self.causal_default))
+
     def window_words(self) -> str:
         """:attr:`window` in words: ``"4,096 tokens"``, or ``"64 tokens each side"`` for a bidirectional local window
         (ModernBERT's ``local_attention`` of 128, Longformer's ``attention_window``: :attr:`window` is half the span)."""

@@ -464,7 +464,8 @@ def resolve_layer(
             + f": query row m sees keys n <= m, so the last {k - q:,} of {k:,} keys are seen by no query. A chunk "
             "of new queries over a longer KV cache (chunked prefill, prefix caching: FlashAttention >= 2.1, vLLM) "
             "aligns bottom-right: pass --causal-align bottom-right for that layer.")
-    decoder = cfg is not None and phase == "decode" and cfg.decoder_context is not None  # a decode step's limit
+    # the decoder's layer (a decode step, or --causal on an encoder-decoder file): held to the decoder's context
+    decoder = cfg is not None and cfg.decoder_context is not None and cfg.runs_decoder(phase, spec.causal)
     limit = (cfg.decoder_context if decoder else cfg.max_position_embeddings) if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
         said = (f"max_target_positions = {int(limit):,}, the decoder's" if decoder else
