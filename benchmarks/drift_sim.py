@@ -78,16 +78,33 @@ def simulate(heads: int, kv_heads: int, seqlen: int, head_dim: int, causal: bool
     return _coupled(lens, kv, max(1, int(capacity // block)), programs, miss_cost) * block + q, sum(lens) * block + q
 
 
+def _spec(layer: dict):
+    """``layer`` (as :func:`replay` takes it) as a :class:`~iomodel.spec.LayerSpec`, B = 1, causal bottom-right (the
+    same mask as top-left where N_q = N_k). Raises nothing (the caller checked the layer)."""
+    from iomodel.spec import LayerSpec
+
+    n = layer["seqlen"]
+    return LayerSpec(1, layer["heads"], layer["kv_heads"], layer["head_dim"], layer.get("seqlen_q", n), n,
+                     causal=layer["causal"], causal_align="bottom-right")
+
+
+def _model_timing(layer: dict, in_flight: int) -> str:
+    """The timing of :func:`timed_programs` whose waves the L2 model runs for ``layer`` (with ``tile_order``) and
+    ``in_flight`` programs: ``rows`` where :func:`iomodel.schedule.grid.row_waves` holds, else ``in-step``."""
+    from iomodel.schedule.grid import row_waves
+
+    t_r = -(-layer.get("seqlen_q", layer["seqlen"]) // layer["block_m"])
+    return "rows" if row_waves(_spec(layer), t_r, in_flight, layer["tile_order"]) else "in-step"
+
+
 def _per_tile(layer: dict) -> list[int]:
     """Key blocks of each query tile (tile 0 first) of ``layer`` (:func:`replay`'s keys; ``seqlen_q`` N_q, default
     ``seqlen``), causal bottom-right. Raises nothing."""
     from iomodel.schedule.grid import prefill_key_rows
-    from iomodel.spec import LayerSpec, Tiling
+    from iomodel.spec import Tiling
 
-    n, bn = layer["seqlen"], layer["block_n"]
-    spec = LayerSpec(1, layer["heads"], layer["kv_heads"], layer["head_dim"], layer.get("seqlen_q", n), n,
-                     causal=layer["causal"], causal_align="bottom-right")
-    return [-(-rows // bn) for rows in prefill_key_rows(spec, Tiling(block_m=layer["block_m"], block_n=bn))]
+    bn = layer["block_n"]
+    return [-(-rows // bn) for rows in prefill_key_rows(_spec(layer), Tiling(block_m=layer["block_m"], block_n=bn))]
 
 
 def _launch(layer: dict) -> tuple[list[int], list[int]]:
@@ -280,13 +297,10 @@ def main() -> None:
     print("  (an LRU of whole K/V blocks, not the model's set-associative estimate: the worksheet's bytes differ; "
           "'the model's waves' marks the timing whose waves the model runs)")
     timings = ("in-step", "rows", "as-freed") + (("coupled",) if a.miss_cost is not None else ())
-    from iomodel.schedule.grid import row_waves
-    from iomodel.spec import LayerSpec
-
-    spec = LayerSpec(1, a.heads, a.kv_heads, a.head_dim, n_q, a.seqlen, causal=not a.no_causal,
-                     causal_align="bottom-right")
+    layer = {"heads": a.heads, "kv_heads": a.kv_heads, "seqlen": a.seqlen, "seqlen_q": n_q, "head_dim": a.head_dim,
+             "causal": not a.no_causal, "block_m": a.block_m}
     for order in ("forward", "reverse"):
-        model = "rows" if row_waves(spec, t_r, a.programs, order) else "in-step"  # the L2 model's waves here
+        model = _model_timing({**layer, "tile_order": order}, a.programs)  # the L2 model's waves here
         for timing in timings:
             got, every = simulate(a.heads, a.kv_heads, a.seqlen, a.head_dim, not a.no_causal, a.block_m, a.block_n,
                                   a.programs, a.dtype_bytes, cap, order, timing, seqlen_q=n_q,
@@ -423,8 +437,6 @@ def _replay_receipt(a, ap) -> None:
     print(f"{a.stamps.name} ({rec.get('device')}); {hardware_preset(hw)} read capacity {cap / 2**20:.2f} MiB; "
           f"DRAM reads of Q, K, V, GB; {a.programs} programs in flight in the simulated timings (* the L2 model's "
           "waves for that layer)")
-    from iomodel.schedule.grid import row_waves
-    from iomodel.spec import LayerSpec
 
     for i, entry in enumerate(layers):
         lay = entry["layer"]
@@ -434,10 +446,7 @@ def _replay_receipt(a, ap) -> None:
         timings = {"at measured times": entry["programs"], "in-step": timed_programs(lay, a.programs, "in-step"),
                    "rows": timed_programs(lay, a.programs, "rows"),
                    "as-freed": timed_programs(lay, a.programs, "as-freed")}
-        spec = LayerSpec(1, lay["heads"], lay["kv_heads"], lay["head_dim"], lay.get("seqlen_q", lay["seqlen"]),
-                         lay["seqlen"], causal=lay["causal"], causal_align="bottom-right")
-        t_r = -(-lay.get("seqlen_q", lay["seqlen"]) // lay["block_m"])
-        model = "rows" if row_waves(spec, t_r, a.programs, lay["tile_order"]) else "in-step"
+        model = _model_timing(lay, a.programs)
         for qw, ow in weights:
             got = {name: replay(lay, progs, cap, qw, ow)[0] for name, progs in timings.items()}
             print(f"  H {lay['heads']:3d} N {lay['seqlen']:7d} {'causal' if lay['causal'] else 'non-causal':10s} "

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from drift_sim import replay, timed_programs  # noqa: E402
+from drift_sim import _model_timing, replay, timed_programs  # noqa: E402
 from iomodel.paths import one_line_parser  # noqa: E402
 
 #: (preset, heads, kv_heads, N_q, N_k, HEAD_DIM, causal, BLOCK_M, BLOCK_N, W): square causal layers first (the rule's
@@ -71,8 +71,6 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="the first six layers only")
     a = ap.parse_args()
     from iomodel.cache.params import L2Params, forward_l2_of
-    from iomodel.schedule.grid import row_waves
-    from iomodel.spec import LayerSpec, cdiv
     from iomodel.spec.hardware import get_hardware
 
     layers = LAYERS[:6] if a.quick else LAYERS
@@ -90,8 +88,7 @@ def main() -> None:
                  "block_m": bm, "block_n": bn, "width": 2, "tile_order": "reverse"}
         got = {t: replay(layer, timed_programs(layer, w, t), cap, fwd.q_share, fwd.write_share)[0] / 1e9
                for t in ("in-step", "rows", "as-freed")}
-        spec = LayerSpec(1, h, hk, d, n_q, n_k, causal=causal, causal_align="bottom-right")
-        rule = row_waves(spec, cdiv(n_q, bm), w, "reverse")
+        rule = _model_timing(layer, w) == "rows"  # iomodel.schedule.grid.row_waves holds
         r_in, r_rows = got["in-step"] / got["as-freed"], got["rows"] / got["as-freed"]
         if rule:
             held += 1

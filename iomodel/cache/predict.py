@@ -283,7 +283,9 @@ def compulsory_write_bytes(spec: LayerSpec, lse: bool = True) -> int:
     return spec.batch * spec.heads * spec.seqlen_q * (spec.head_dim * spec.width + (LSE_WIDTH if lse else 0))
 
 
-def _common_assumptions(params: L2Params) -> list[str]:
+def _common_assumptions(params: L2Params, by_row: bool = False) -> list[str]:
+    """The assumptions every L2-aware estimate states; ``by_row``: the forward's waves start apart at each head
+    (:func:`iomodel.schedule.grid.row_waves`; a later assumption says how)."""
     fwd = params.forward_source
     return [
         f"Effective L2 capacity {human_bytes(params.capacity, decimals=1)} = {params.l2_fraction:g} × {human_bytes(params.l2_bytes, decimals=1)} "
@@ -291,7 +293,7 @@ def _common_assumptions(params: L2Params) -> list[str]:
            "(two L2 partitions each caching what their SMs read)" + ("." if params.ways is None else
                                                                      " for written lines and their write-back.")),
         f"W = {params.num_sms} SMs × {params.programs_per_sm} programs per SM = {params.resident_programs} programs "
-        "run at once, in grid order (axis 0 fastest), in waves.",
+        "run at once, in grid order (axis 0 fastest), in waves" + (", each head's apart (below)." if by_row else "."),
         ("L2 keeps the most recently used items (fully associative LRU) in chunks of K/V key rows, so re-read "
          "K/V hits while the bytes touched since its last use fit the effective capacity." if params.ways is None else
          f"L2 is set-associative ({params.ways} ways, {'from microbenchmarks' if fwd else 'fitted'}; hashed sets, LRU "
@@ -439,12 +441,11 @@ def predict_tiled(spec: LayerSpec, tiling: Tiling, params: L2Params, tile_order:
     ]
     no_reuse_r = sum(req_r.values())
     no_reuse_w = sum(req_w.values())
-    assumptions = _common_assumptions(params) + [
+    assumptions = _common_assumptions(params, by_row and spec.phase == "prefill") + [
         "The kernel loads and stores exactly what docs/traffic-contract.md lists; programs of one wave "
         "stream the same K/V blocks together, so one fetch serves the wave.",
     ]
     if spec.phase == "prefill" and by_row:
-        assumptions[1] = assumptions[1].replace("in waves.", "in waves, each head's apart (below).")
         assumptions.append(f"Each head's waves start at its first query tile ({t_r} tiles a head, W = {w} a wave): "
                            "the causal tiles run longest first, so a head's last programs end together and the "
                            "next head's start together (iomodel.schedule.grid.row_waves).")
