@@ -145,7 +145,7 @@ def test_a_forward_at_the_capacity_edge_says_its_reads_are_rough():
     query heads = 2 KV heads (G 4), 2 · 2 · 32768 · 128 · 2 B = 32 MiB, 1.20 x its 26.6 MiB; at 8k 0.30 x."""
     import json as _json
 
-    from iomodel.cache.params import FWD_EDGE_WORKING_SET
+    from iomodel.cache.params import FWD_EDGE_RUNS, FWD_EDGE_WORKING_SET
     from iomodel.cache.predict import forward_read_quality
     from iomodel.report.worksheet import make_worksheet
     from iomodel.spec.resolve import resolve_layer
@@ -161,7 +161,8 @@ def test_a_forward_at_the_capacity_edge_says_its_reads_are_rough():
         edges[seqlen] = [a for a in l2["assumptions"] if a.startswith("ROUGH: the forward's DRAM reads")]
         assert len(edges[seqlen]) == (q == "rough")
         assert ("(**ROUGH**: the assumptions below)" in ws.to_markdown()) == (q == "rough")
-    assert "is 1.20 times the read capacity" in edges[32768][0] and "96 of 118 runs" in edges[32768][0]
+    (bundled, within), _ = FWD_EDGE_RUNS
+    assert "is 1.20 times the read capacity" in edges[32768][0] and f"{within} of {bundled} runs" in edges[32768][0]
     # a window band: its programs read a band of keys, not seqlen_k: not labelled
     win = make_worksheet(resolve_layer(preset="llama-3-8b", seqlen=32768, causal=False, window="4096,4096",
                                        hardware="H100-SXM"))

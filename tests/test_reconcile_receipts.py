@@ -58,6 +58,8 @@ FEATURE_SHAPES = {"ncu-h200-readcap-holdout1-2026-12-04.json": 24, "ncu-h200-win
                   # that lease (no bundled shape) and the drift label's H100 hold-out (2026-12-07)
                   "ncu-h100-order-probe1-2026-12-07-b.json": 9, "ncu-h100-cudnn-long-probe1-2026-12-07.json": 0,
                   "ncu-h100-drift-holdout1-2026-12-07.json": 9,
+                  # the row waves' hold-out on an H100 (12 bundled forwards, 2026-12-07, twenty-eighth session)
+                  "ncu-h100-rows-holdout1-2026-12-07.json": 12,
                   "ncu-h200-serving1-2026-12-01.json": 10, "ncu-h200-ragged1-2026-12-01.json": 8,
                   "ncu-h200-ragged2-2026-12-01.json": 10,
                   # calibration probes of issue 12 (capacity edge, peers): bundled-kernel shapes in each

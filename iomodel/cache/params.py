@@ -190,8 +190,9 @@ DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 #: committed receipts' forward runs (prefill, not ragged; H200 and H100, the bundled kernel and SDPA cuDNN) every run in
 #: [0.85, 2.5) of it read 0.714-1.631x the model (the forward's own constants, :data:`FORWARD_L2`, since 2026-12-06),
 #: :data:`FWD_EDGE_RUNS` within ±10 % or 1 MiB, while the runs outside it held more often (:data:`FWD_EDGE_OUTSIDE_RUNS`:
-#: the bundled kernel 569 of 578 outside and 96 of 118 in the band since its causal waves start at each head in the
-#: reverse order (:func:`iomodel.schedule.grid.row_waves`, 2026-12-07, twenty-seventh session; 556 and 99 before);
+#: the bundled kernel 579 of 588 outside and 97 of 120 in the band with the row waves' H100 hold-out (2026-12-07,
+#: twenty-eighth session: 10 of 10 outside and 1 of 2 in it); 569 of 578 and 96 of 118 since its causal waves start at
+#: each head in the reverse order (:func:`iomodel.schedule.grid.row_waves`, twenty-seventh session; 556 and 99 before);
 #: before that the bundled kernel 556 of 578, cuDNN 66 of 77 since the H100 runs of 2026-12-07's twenty-third session (the drift
 #: label's hold-out, the order probe's repeat and the cuDNN-long probe: 552 of 566 and 65 of 71 before them;
 #: 548 of 558 and 65 of 76 before the drifting runs left the count for their own label,
@@ -206,9 +207,9 @@ DKDV_LARGE_GROUP_RATIO = (0.21, 1.23)
 FWD_EDGE_WORKING_SET = (0.85, 2.5)
 #: Of those runs: (bundled runs, within), (SDPA cuDNN runs, within), and the measured / modelled reads, lowest and
 #: highest, of both.
-FWD_EDGE_RUNS = ((118, 96), (65, 46))
+FWD_EDGE_RUNS = ((120, 97), (65, 46))
 #: The same runs outside the band, labelled ``predicted``: (bundled runs, within), (SDPA cuDNN runs, within).
-FWD_EDGE_OUTSIDE_RUNS = ((578, 569), (77, 66))
+FWD_EDGE_OUTSIDE_RUNS = ((588, 579), (77, 66))
 FWD_EDGE_RATIO = (0.714, 1.631)
 #: One KV head's K+V over the longest causal tile's key range (2·min(N_k, N_q + offset)·HEAD_DIM·width bytes,
 #: :func:`iomodel.cache.predict.drift_kv_bytes`) over the read capacity (:attr:`L2Params.read_capacity`) from which a
