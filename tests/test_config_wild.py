@@ -1653,6 +1653,33 @@ def test_zamba2_s_layers_block_type_is_not_read_as_nemotron_h_s(tmp_path):
         in " ".join(ids.notes)
 
 
+def test_every_hybrid_s_list_of_attention_layers_is_read_strictly(tmp_path):
+    """Bamba's attn_layer_indices, LFM2's full_attn_idxs and StripedHyena's attn_layer_idxs are checked as Zamba's
+    hybrid_layer_ids are (they dropped a non-integer id silently and took out-of-range or repeated ones: a string id
+    '9' made 2 of 32 layers attention where the file says 3); null stays absent."""
+    base = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+            "torch_dtype": "bfloat16"}
+    for key in ("attn_layer_indices", "full_attn_idxs", "attn_layer_idxs"):
+        for bad in ([9, "18", 27], [9, 32], [9, 9], [-1], [], [1.5], "9,18", True):
+            with pytest.raises(IomodelError, match=f"'{key}' must be a non-empty list of distinct layer indices from 0 "
+                                                   "to 31, got"):
+                load_config(_write(tmp_path, {**base, key: bad}))
+        cfg = load_config(_write(tmp_path, {**base, key: [27, 9, 18]}))
+        assert f"{key}: 3 of 32 layers are softmax attention (layers 9, 18, 27)" in " ".join(cfg.notes)
+    assert not any("softmax attention" in n for n in load_config(_write(tmp_path, {**base, "full_attn_idxs": None})).notes)
+    # Nemotron-H's pattern and MiniMax's attn_type_list: a wrong type was taken for no hybrid layout at all
+    for bad in ("", 5, ["M", "*"]):
+        with pytest.raises(IomodelError, match="'hybrid_override_pattern' must be a non-empty string of layer kinds"):
+            load_config(_write(tmp_path, {**base, "hybrid_override_pattern": bad}))
+    for bad in ([], [0, 2], [0, "1"], [0, True], [0, 1.0], "0101"):
+        with pytest.raises(IomodelError, match="'attn_type_list' must be a non-empty list of 0 .linear attention. and 1"):
+            load_config(_write(tmp_path, {**base, "attn_type_list": bad}))
+    assert "hybrid_override_pattern: 2 of 4 layers are softmax attention" in " ".join(
+        load_config(_write(tmp_path, {**base, "hybrid_override_pattern": "M*-*"})).notes)
+    assert "attn_type_list (1: softmax): 1 of 4 layers are softmax attention" in " ".join(
+        load_config(_write(tmp_path, {**base, "attn_type_list": [0, 0, 0, 1]})).notes)
+
+
 def test_a_bidirectional_local_window_is_said_as_tokens_each_side(tmp_path):
     """ModernBERT's local_attention 128 is 64 keys each side of the query: the refusal says "64 tokens each side",
     not "64 tokens" (a reader takes that for the span); a causal sliding window keeps "N tokens"."""
@@ -1913,6 +1940,34 @@ def test_a_decode_of_an_encoder_decoder_is_held_to_the_decoders_context(tmp_path
                for n in resolve_layer(config=wh, seqlen=1000, causal=True).notes)
 
 
+def test_a_decoder_layer_of_an_encoder_decoder_says_its_cross_attention(tmp_path):
+    """Whisper's decoder layers also attend to the encoder's 1,500 frames (cross-attention): a decode step or a
+    causal (decoder) prefill of the file said nothing of it (lead of 2026-12-07); the note gives the sizes to model it
+    without the file (whose context check is the decoder's 448); the encoder's own layer gets no such note. T5
+    (relative positions, no context): the encoder's length is the input's."""
+    from iomodel.spec.resolve import resolve_layer
+
+    wh = _write(tmp_path, {"model_type": "whisper", "d_model": 1280, "encoder_attention_heads": 20,
+                           "decoder_attention_heads": 20, "encoder_layers": 32, "decoder_layers": 4,
+                           "max_source_positions": 1500, "max_target_positions": 448, "torch_dtype": "float16",
+                           "is_encoder_decoder": True})
+
+    def cross(**kw):
+        return [n for n in resolve_layer(config=wh, **kw).notes if "cross-attention" in n]
+
+    (dec,) = cross(phase="decode", seqlen=400)
+    assert "(up to 1500 positions, the encoder's context)" in dec
+    assert dec.endswith("--heads 20 --kv-heads 20 --head-dim 64 --dtype fp16 --phase decode --seqlen-k 1500.")
+    (pre,) = cross(seqlen=300, causal=True)
+    assert pre.endswith("--dtype fp16 --no-causal --seqlen-q 300 --seqlen-k 1500.")
+    assert cross(seqlen=1500) == []
+    t5 = _write(tmp_path, {"model_type": "t5", "d_model": 512, "d_kv": 64, "num_heads": 8, "num_layers": 6,
+                           "num_decoder_layers": 6, "relative_attention_num_buckets": 32, "is_encoder_decoder": True,
+                           "torch_dtype": "float32"})
+    (t5n,) = [n for n in resolve_layer(config=t5, phase="decode", seqlen=100).notes if "cross-attention" in n]
+    assert "(as long as the encoder's input)" in t5n and t5n.endswith("--phase decode --seqlen-k N_enc.")
+
+
 @pytest.mark.parametrize("value", [["llama"], {"a": 1}, 5, True])
 def test_a_model_type_that_is_not_a_name_is_one_line(capsys, tmp_path, value):
     """A list model_type raised TypeError (unhashable) from the family lookups: a traceback."""
@@ -1961,3 +2016,15 @@ def test_the_towers_inside_an_omni_thinker_are_noted(tmp_path):
     assert (cfg.heads, cfg.kv_heads, cfg.head_dim) == (28, 4, 128)
     note = next(n for n in cfg.notes if "another tower of this model" in n)
     assert note.startswith("audio_config (20 heads, HEAD_DIM 64), vision_config (16 heads, HEAD_DIM 80): another tower")
+    assert not any("talker" in n for n in cfg.notes)
+    # its speech talker, a second causal decoder beside the thinker (Qwen2.5-Omni-7B's config.json: 12 heads, 4 KV
+    # heads, head_dim 128 on hidden_size 896), was not named (lead of 2026-12-07); Qwen3-Omni nests its text_config
+    talker = {"model_type": "qwen2_5_omni_talker", "hidden_size": 896, "num_attention_heads": 12,
+              "num_key_value_heads": 4, "head_dim": 128, "num_hidden_layers": 24}
+    for given in (talker, {"text_config": talker}):
+        (said,) = [n for n in load_config(_write(tmp_path, {**omni, "talker_config": given})).notes if "talker" in n]
+        assert said.startswith("'talker_config' (12 heads, 4 KV heads, HEAD_DIM 128): a second causal decoder")
+        assert "pass --heads 12 --kv-heads 4 --head-dim 128 (without --config)" in said
+    (bare,) = [n for n in load_config(_write(tmp_path, {**omni, "talker_config": {"hidden_size": 896}})).notes
+               if "talker" in n]
+    assert bare.startswith("'talker_config': a second causal decoder") and "pass its --heads/--kv-heads/--head-dim" in bare

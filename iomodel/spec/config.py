@@ -74,6 +74,8 @@ OUTER_NESTED_KEYS = ("thinker_config",)
 ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
 #: Sub-objects of another tower (an image or audio encoder with its own heads), named in a note, not modelled.
 TOWER_KEYS = ("vision_config", "audio_config", "speech_config")
+#: A second causal decoder beside the language model (Qwen2.5-Omni's and Qwen3-Omni's speech talker): noted.
+TALKER_KEY = "talker_config"
 #: Every field the attention layer is read from (a nested config that disagrees on one is noted; the dtype's own note
 #: says which level's is read).
 ATTENTION_KEYS = frozenset(HEADS_KEYS + KV_HEADS_KEYS + HEAD_DIM_KEYS + HIDDEN_KEYS + ("sliding_window",))
@@ -1307,6 +1309,20 @@ def _gemma4_layer_types(f: _Fields, types: Any, total: int | None) -> Any:
     return types
 
 
+def _layer_indices(f: _Fields, key: str, total: int | None) -> list[int]:
+    """The layer indices a hybrid's ``key`` lists (Bamba's ``attn_layer_indices``, LFM2's ``full_attn_idxs``,
+    StripedHyena's ``attn_layer_idxs``, Zamba's ``hybrid_layer_ids``), ascending. Raises IomodelError (one line)
+    unless it is a non-empty list of distinct whole numbers from 0 to ``total`` - 1 (``total`` None: from 0)."""
+    ids = f.cfg.get(key)
+    if (not isinstance(ids, list) or not ids
+            or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 or (total and i >= total) for i in ids)
+            or len(set(ids)) != len(ids)):
+        raise IomodelError(f"{f.where}: '{key}' must be a non-empty list of distinct layer indices "
+                           f"from 0{f' to {total - 1}' if total else ''}, got "
+                           f"{ids if isinstance(ids, list) and len(ids) <= 12 else _kind(ids)}: fix the file")
+    return sorted(ids)
+
+
 def _hybrid_note(f: _Fields, total: int | None) -> str:
     """A note on the attention layers of a hybrid whose layout is not a ``layer_types`` list: Jamba
     (``attn_layer_period``/``attn_layer_offset``), Bamba (``attn_layer_indices``), Nemotron-H
@@ -1355,25 +1371,21 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     if attention is None and blocks and total:
         attention, said = [i for i in range(total) if blocks[i % len(blocks)] == "attention"], "block_types"
     for key in ("attn_layer_indices", "full_attn_idxs", "attn_layer_idxs"):  # Bamba, LFM2, StripedHyena
-        if attention is None and isinstance(cfg.get(key), list):
-            attention, said = [i for i in cfg[key] if isinstance(i, int) and not isinstance(i, bool)], key
+        if attention is None and cfg.get(key) is not None:
+            attention, said = _layer_indices(f, key, total), key
     if attention is None and model_type in DOUBLE_WIDTH_ATTENTION_MODEL_TYPES:  # Zamba/Zamba2: the shared attention
         ids, kinds_ = cfg.get("hybrid_layer_ids"), cfg.get("layers_block_type")  # block runs at the "hybrid" layers
         if ids is not None:
-            bad = (not isinstance(ids, list) or not ids
-                   or any(isinstance(i, bool) or not isinstance(i, int) or i < 0 or (total and i >= total) for i in ids)
-                   or len(set(ids)) != len(ids))
-            if bad:
-                raise IomodelError(f"{f.where}: 'hybrid_layer_ids' must be a non-empty list of distinct layer indices "
-                                   f"from 0{f' to {total - 1}' if total else ''}, got "
-                                   f"{ids if isinstance(ids, list) and len(ids) <= 12 else _kind(ids)}: fix the file")
-            attention = sorted(ids)
+            attention = _layer_indices(f, "hybrid_layer_ids", total)
             said = "hybrid_layer_ids (the layers that run the shared attention block)"
         elif isinstance(kinds_, list) and kinds_ and all(isinstance(b, str) for b in kinds_):
             attention, total = [i for i, b in enumerate(kinds_) if b == "hybrid"], len(kinds_)
             said = "layers_block_type ('hybrid': the layers that run the shared attention block)"
     pattern = cfg.get("hybrid_override_pattern")
-    if attention is None and isinstance(pattern, str) and pattern:
+    if pattern is not None and not (isinstance(pattern, str) and pattern):
+        raise IomodelError(f"{f.where}: 'hybrid_override_pattern' must be a non-empty string of layer kinds (\"M\" "
+                           f"Mamba, \"*\" attention, \"-\" MLP), got {_kind(pattern)}: fix the file")
+    if attention is None and pattern:
         attention, said, total = [i for i, c in enumerate(pattern) if c == "*"], "hybrid_override_pattern", len(pattern)
     # Nemotron-H saved by transformers 5: full_attention among mamba/mlp (Zamba's own layers_block_type names "hybrid"
     # blocks, which hold its shared attention: not this list's meaning, so it is read for Nemotron-H only)
@@ -1386,7 +1398,11 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
         attention, said, total = ([i for i, b in enumerate(block_list) if b in ("attention", "full_attention")],
                                   "layers_block_type", len(block_list))
     kinds = cfg.get("attn_type_list")
-    if attention is None and isinstance(kinds, list) and kinds:
+    if kinds is not None and not (isinstance(kinds, list) and kinds
+                                  and all(k in (0, 1) and not isinstance(k, (bool, float)) for k in kinds)):
+        raise IomodelError(f"{f.where}: 'attn_type_list' must be a non-empty list of 0 (linear attention) and 1 "
+                           f"(softmax attention), one a layer, got {_kind(kinds)}: fix the file")
+    if attention is None and kinds:
         attention, said, total = [i for i, k in enumerate(kinds) if k == 1], "attn_type_list (1: softmax)", len(kinds)
     if attention is not None and not attention:
         raise IomodelError(f"{f.where}: {said} gives no softmax-attention layer among the model's "
@@ -1738,6 +1754,18 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += (f"{', '.join(_tower_sizes(f.tower_source, k) for k in f.towers)}: another tower of this model (an image or "
                   "audio encoder with its own heads, whose self-attention is bidirectional) is not modelled here; pass "
                   "its sizes with --heads/--kv-heads/--head-dim and --no-causal to model it.",)
+    talker = f.tower_source.get(TALKER_KEY)  # Qwen2.5-Omni / Qwen3-Omni: a second causal decoder (speech tokens)
+    if isinstance(talker, dict):
+        inner = talker.get("text_config")  # Qwen3-Omni nests the talker's language model once more
+        src = talker if any(talker.get(h) is not None for h in HEADS_KEYS) or not isinstance(inner, dict) else inner
+        got = _sub_sizes(src, TALKER_KEY)
+        sizes = (f" ({got[0]} heads, {got[1]} KV heads" + (f", HEAD_DIM {got[2]})" if got[2] is not None else ")")
+                 if got is not None else "")
+        flags = (f"--heads {got[0]} --kv-heads {got[1]} --head-dim {got[2]}" if got is not None and got[2] is not None
+                 else "its --heads/--kv-heads/--head-dim")
+        notes += (f"'{TALKER_KEY}'{sizes}: a second causal decoder of this model (the talker, which turns the "
+                  f"language model's output into speech tokens) with its own layers and KV cache, not modelled here; "
+                  f"pass {flags} (without --config) to model one of its layers.",)
     if dtype_key is not None:  # read from the file: say which field, and that --dtype overrides it
         try:
             raw_dtype, dtype = dtype, canonical_dtype(dtype)

@@ -474,6 +474,18 @@ def resolve_layer(
             f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} exceeds the model's context window "
             f"({said}): these are the layer's shapes at that length, not a configuration the checkpoint supports."
         )
+    if cfg is not None and cfg.runs_decoder(phase, spec.causal):  # Whisper, T5, BART: cross-attention beside it
+        frames = cfg.max_position_embeddings
+        enc = f"{int(frames)}" if frames else "N_enc"
+        what = (f"up to {enc} positions, the encoder's context" if frames else "as long as the encoder's input")
+        sizes = f"--heads {spec.heads} --kv-heads {spec.kv_heads} --head-dim {spec.head_dim} --dtype {spec.dtype}"
+        how = (f"--phase decode --seqlen-k {enc}" if phase == "decode" else f"--no-causal --seqlen-q "
+               f"{spec.seqlen_q} --seqlen-k {enc}")
+        notes.append(
+            "each decoder layer of this encoder-decoder also runs a cross-attention, not in this worksheet: the "
+            f"decoder's queries over the encoder's output ({what}), no mask, its K/V computed once per input and "
+            f"cached; model it as its own layer, without --config (whose context check is the decoder's): {sizes} "
+            f"{how}.")
     return Layer(spec=spec, tiling=tiling, hardware=hw, tiling_source=source, config=cfg,
                  notes=tuple(notes), preset=preset if config is None else None, overrides=overrides,
                  ragged=ragged, seqlens_file=str(seqlens_file) if seqlens_file is not None else None,
