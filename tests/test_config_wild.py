@@ -1144,8 +1144,12 @@ def test_fifth_round_local_and_approximate_attention(tmp_path):
     with pytest.raises(IomodelError, match=r"local \(bidirectional, 127 keys each side\) attention \(128 tokens on "
                                            r"every encoder layer \(LongT5 local\)\) masks keys at 4,096 tokens"):
         resolve_layer(config=path, seqlen=4096)
-    assert _refusal(_write(tmp_path, {**longt5, "encoder_attention_type": "transient-global"})).startswith(
-        f"{tmp_path / 'config.json'}: 'encoder_attention_type' = 'transient-global': LongT5's transient-global attention")
+    # transient-global: the encoder's layer is refused (since 2026-12-07 when the layer is resolved: the decoder's
+    # layers run plain attention, tests/test_config_wild.py test_an_encoder_only_attention_does_not_refuse_the_decoder)
+    with pytest.raises(IomodelError) as exc:
+        resolve_layer(config=_write(tmp_path, {**longt5, "encoder_attention_type": "transient-global"}), seqlen=1024)
+    assert str(exc.value).startswith(f"{tmp_path / 'config.json'}: 'encoder_attention_type' = 'transient-global': "
+                                     "LongT5's transient-global attention")
     assert "Pegasus-X's block-local attention with global tokens" in _refusal(
         _write(tmp_path, {"model_type": "pegasus_x", "is_encoder_decoder": True, "num_attention_heads": 16,
                           "d_model": 1024, "block_size": 512, "num_global_tokens": 32, "torch_dtype": "float32"}))
@@ -2028,3 +2032,100 @@ def test_the_towers_inside_an_omni_thinker_are_noted(tmp_path):
     (bare,) = [n for n in load_config(_write(tmp_path, {**omni, "talker_config": {"hidden_size": 896}})).notes
                if "talker" in n]
     assert bare.startswith("'talker_config': a second causal decoder") and "pass its --heads/--kv-heads/--head-dim" in bare
+
+
+def test_round_four_of_config_files_from_the_wild(tmp_path):
+    """A fresh user's fourth round (2026-12-07, twenty-eighth session): each was read silently wrong, refused wrongly
+    or accepted malformed."""
+    from iomodel.spec.resolve import resolve_layer
+
+    # Deformable DETR and Grounding DINO: multi-scale deformable attention (no QK^T) was modelled as dense attention
+    with pytest.raises(IomodelError, match="model_type 'deformable_detr': Deformable DETR's multi-scale deformable"):
+        load_config(_write(tmp_path, {"model_type": "deformable_detr", "d_model": 256, "encoder_attention_heads": 8,
+                                      "decoder_attention_heads": 8, "encoder_layers": 6, "decoder_layers": 6,
+                                      "is_encoder_decoder": True, "torch_dtype": "float32"}))
+    with pytest.raises(IomodelError, match="model_type 'grounding-dino': Grounding DINO's"):  # its BERT text_config
+        load_config(_write(tmp_path, {"model_type": "grounding-dino", "d_model": 256, "torch_dtype": "float32",
+                                      "text_config": {"model_type": "bert", "hidden_size": 768,
+                                                      "num_attention_heads": 12}}))
+    # SAM's ViT (SamVisionConfig saves no architectures): modelled causal with no note; now an encoder, its windows said
+    sam = load_config(_write(tmp_path, {"model_type": "sam_vision_model", "hidden_size": 768, "num_attention_heads": 12,
+                                        "num_hidden_layers": 12, "window_size": 14, "global_attn_indexes": [2, 5, 8, 11],
+                                        "use_rel_pos": True, "torch_dtype": "float32"}))
+    assert not sam.causal_default
+    assert any(n.startswith("window_size 14: the 8 layers not in global_attn_indexes [2, 5, 8, 11] attend within "
+                            "windows of 14 x 14 patches (196 tokens") for n in sam.notes)
+    # a family iomodel does not know, without architectures: modelled causal, now said
+    foo = load_config(_write(tmp_path, {"model_type": "foo_encoder", "hidden_size": 768, "num_attention_heads": 12,
+                                        "torch_dtype": "bfloat16"}))
+    assert foo.causal_default and any("names no 'architectures' and model_type 'foo_encoder' is not a family" in n
+                                      for n in foo.notes)
+    # an explicit null count was filled with the class default (HF keeps None: the model cannot be built)
+    for key in ("num_attention_heads", "head_dim"):
+        with pytest.raises(IomodelError, match=f"'{key}' is null, which HF transformers' GemmaConfig keeps as None"):
+            load_config(_write(tmp_path, {"model_type": "gemma", "hidden_size": 3072, "torch_dtype": "bfloat16",
+                                          "num_attention_heads": 16, "head_dim": 256, key: None}))
+    with pytest.raises(IomodelError, match="'hidden_size' is null, which HF transformers' LlamaConfig keeps as None"):
+        load_config(_write(tmp_path, {"model_type": "llama", "hidden_size": None, "num_attention_heads": 32,
+                                      "torch_dtype": "bfloat16"}))
+    # YaRN extends the context as vLLM derives it (Qwen3: 32,768 x 4), where the file's 40,960 was the limit
+    qwen3 = _write(tmp_path, {"model_type": "qwen3", "hidden_size": 4096, "num_attention_heads": 32,
+                              "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960,
+                              "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                               "original_max_position_embeddings": 32768}, "torch_dtype": "bfloat16"})
+    assert load_config(qwen3).max_position_embeddings == 131072
+    assert not any("context window" in n for n in resolve_layer(config=qwen3, phase="decode", seqlen=131072).notes)
+    assert any("(max_position_embeddings = 131,072)" in n
+               for n in resolve_layer(config=qwen3, phase="decode", seqlen=140000).notes)
+    llama3 = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+              "rope_scaling": {"rope_type": "llama3", "factor": 8.0}, "torch_dtype": "bfloat16"}
+    assert load_config(_write(tmp_path, llama3)).max_position_embeddings == 131072  # llama3: the file's context
+    with pytest.raises(IomodelError, match="'rope_scaling.factor' must be a positive number"):
+        load_config(_write(tmp_path, {**llama3, "rope_scaling": {"rope_type": "linear", "factor": "4"}}))
+    # malformed fields that were accepted
+    with pytest.raises(IomodelError, match="'causal' must be true or false, got the string 'false'"):
+        load_config(_write(tmp_path, {"model_type": "xlm", "causal": "false", "emb_dim": 1024, "n_heads": 8,
+                                      "torch_dtype": "float32"}))
+    for bad in ("8", 0):
+        with pytest.raises(IomodelError, match="'decoder_attention_heads' must be a positive integer"):
+            load_config(_write(tmp_path, {"model_type": "bart", "d_model": 1024, "encoder_attention_heads": 16,
+                                          "decoder_attention_heads": bad, "torch_dtype": "float32"}))
+    for bad in ("global", [[["global", "foo"], 16]], [[["global", "local"], 0]]):
+        with pytest.raises(IomodelError, match="'attention_types' must be a list of .+kinds., repeats. entries"):
+            load_config(_write(tmp_path, {"model_type": "gpt_neo", "hidden_size": 2048, "num_heads": 16,
+                                          "num_layers": 24, "window_size": 256, "attention_types": bad,
+                                          "torch_dtype": "float32"}))
+
+
+@pytest.mark.parametrize("fields, encoder_only", [
+    ({"model_type": "led", "attention_window": [1024] * 6, "max_encoder_position_embeddings": 16384,
+      "max_decoder_position_embeddings": 1024}, "'attention_window' (LED's local attention)"),
+    ({"model_type": "bigbird_pegasus", "attention_type": "block_sparse", "max_position_embeddings": 4096},
+     "'attention_type' = 'block_sparse'"),
+    ({"model_type": "longt5", "encoder_attention_type": "transient-global", "num_decoder_layers": 6},
+     "'encoder_attention_type' = 'transient-global'"),
+    ({"model_type": "longt5", "encoder_attention_type": "local", "num_decoder_layers": 6},
+     "'encoder_attention_type' = 'local' (LongT5's local attention)"),
+])
+def test_an_encoder_only_attention_does_not_refuse_the_decoder(tmp_path, fields, encoder_only):
+    """LED's local windows, BigBird-Pegasus's block-sparse and LongT5's local and transient-global attention are their
+    encoders'; their decoders run plain causal attention (HF LEDDecoderAttention, BigBirdPegasusDecoderAttention,
+    LongT5Attention), which a decode step or --causal refused or windowed (a fresh user, 2026-12-07). The encoder's
+    layer keeps its refusal or window."""
+    from iomodel.spec.resolve import resolve_layer
+
+    path = _write(tmp_path, {"d_model": 768, "encoder_attention_heads": 12, "decoder_attention_heads": 12,
+                             "num_heads": 12, "d_kv": 64, "encoder_layers": 6, "decoder_layers": 6,
+                             "is_encoder_decoder": True, "torch_dtype": "float32", **fields})
+    for kw in (dict(phase="decode", seqlen=800), dict(seqlen=800, causal=True)):
+        layer = resolve_layer(config=path, **kw)
+        assert layer.spec.causal and layer.spec.window_left is None
+        assert any(n.startswith(f"{encoder_only} is the encoder's: the decoder's self-attention modelled here is plain "
+                                "causal attention") for n in layer.config.notes)
+    with pytest.raises(IomodelError):
+        resolve_layer(config=path, seqlen=4096)  # the encoder's layer: refused, or past its local window
+    if fields["model_type"] == "led":  # its decoder's context is max_decoder_position_embeddings, its encoder's 16,384
+        assert any("(max_decoder_position_embeddings = 1,024, the decoder's)" in n
+                   for n in resolve_layer(config=path, phase="decode", seqlen=2000).notes)
+        assert any("(max_position_embeddings = 16,384)" in n
+                   for n in resolve_layer(config=path, seqlen=20000, window="none").notes)

@@ -60,6 +60,7 @@ HEAD_DIM_KEYS = ("head_dim", "kv_channels", "d_kv", "attention_head_dim", "hidde
 HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model", "n_embed", "dim", "emb_dim", "embed_dim")
 LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len", "max_source_positions",
+                "max_encoder_position_embeddings",  # LED: its encoder's 16,384 (the decoder's: DECODER_CONTEXT_KEYS)
                 "model_max_length")  # the last: Baichuan2-13B's file gives its context only there
 #: A field of relative position buckets (T5, mT5, UMT5): no absolute context limit, so ``n_positions`` is not one.
 RELATIVE_POSITION_KEY = "relative_attention_num_buckets"
@@ -72,6 +73,8 @@ OUTER_NESTED_KEYS = ("thinker_config",)
 #: Sub-objects of an encoder-decoder config that hold its encoder's and its decoder's fields where the top level
 #: has none (HF ``T5GemmaConfig``: ``encoder``/``decoder``; ``EncoderDecoderConfig``): the encoder's are read.
 ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
+#: An encoder-decoder's decoder context (Whisper's ``max_target_positions``, LED's ``max_decoder_position_embeddings``).
+DECODER_CONTEXT_KEYS = ("max_target_positions", "max_decoder_position_embeddings")
 #: Sub-objects of another tower (an image or audio encoder with its own heads), named in a note, not modelled.
 TOWER_KEYS = ("vision_config", "audio_config", "speech_config")
 #: A second causal decoder beside the language model (Qwen2.5-Omni's and Qwen3-Omni's speech talker): noted.
@@ -156,6 +159,15 @@ UNMODELLED_MODEL_TYPES: dict[str, str] = {
     "nystromformer": "Nystromformer's Nystrom approximation (landmark queries and keys) of the softmax",
     "yoso": "YOSO's LSH-based Bernoulli sampling approximation of attention",
     "mra": "MRA's multi-resolution (block-sparse) approximation of attention",
+    # multi-scale deformable attention (HF modeling_deformable_detr.MultiscaleDeformableAttention): each query samples
+    # n_levels x n_points keys a head at learned offsets (bilinear), with no QK^T over the keys
+    "deformable_detr": "Deformable DETR's multi-scale deformable attention (each query samples a few points a level "
+                       "and head at learned offsets, no QK^T)",
+    "deta": "DETA's multi-scale deformable attention (each query samples a few points a level and head, no QK^T)",
+    "grounding-dino": "Grounding DINO's multi-scale deformable attention in its image encoder and decoder (each query "
+                      "samples a few points a level and head, no QK^T); its BERT text tower is a separate model",
+    "mm-grounding-dino": "MM Grounding DINO's multi-scale deformable attention (each query samples a few points a "
+                         "level and head, no QK^T); its BERT text tower is a separate model",
 }
 #: ``LongT5Config``'s ``local_radius`` for a file that leaves it out (``encoder_attention_type`` "local": each query
 #: sees the keys with |i − j| < local_radius + 1, ``modeling_longt5.LongT5LocalAttention``).
@@ -172,6 +184,8 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        "siglip", "siglip2", "siglip2_text_model", "siglip2_vision_model", "siglip_text_model",
                        "siglip_vision_model", "unispeech", "unispeech-sat", "videomae", "vit", "vit_mae", "vit_msn",
                        "vivit", "wav2vec2", "wavlm", "yolos",
+                       # ViTs with windowed layers (SamVisionConfig, VitDetConfig: noted, _windowed_vit_note)
+                       "sam_vision_model", "sam_hq_vision_model", "vitdet",
                        # embedding encoders with their own code (Alibaba-NLP gte-*-v1.5: "new"; Snowflake arctic-embed
                        # v2: "gte") and DINOv3's ViT
                        "new", "gte", "dinov3_vit", "neobert",
@@ -402,6 +416,7 @@ class AttentionConfig:
     max_position_embeddings: int | None = None
     #: An encoder-decoder's decoder context (``max_target_positions``: Whisper's 448), the limit of a decode step.
     decoder_context: int | None = None
+    decoder_context_key: str = "max_target_positions"  # the field it was read from (LED: max_decoder_position_embeddings)
     #: An encoder-decoder's decoder layer count (``decoder_layers``, T5's ``num_decoder_layers``: Whisper-large-v3-turbo's
     #: 4 against its encoder's 32), the layers a decode step runs; None where the file gives none.
     decoder_layers: int | None = None
@@ -419,6 +434,23 @@ class AttentionConfig:
     full_kv_heads: int | None = None  # KV heads of the full-attention layers where they differ (Gemma-4), else None
     full_head_dim: int | None = None  # HEAD_DIM of the full-attention layers where it differs (Gemma-4), else None
     window_each_side: int | None = None  # keys each side of a bidirectional sliding window (None: window // 2)
+    #: An encoder-decoder whose encoder's attention is not its decoder's (LED's ``attention_window``, LongT5's
+    #: ``encoder_attention_type``, BigBird-Pegasus's ``block_sparse``; their decoders run plain causal attention,
+    #: HF ``LEDDecoderAttention``, ``LongT5Attention``, ``BigBirdPegasusDecoderAttention``): that encoder attention in
+    #: words, "" otherwise. A decoder layer (:meth:`runs_decoder`) drops :attr:`window` and :attr:`encoder_refusal`.
+    encoder_attention: str = ""
+    #: Why the encoder's layer cannot be modelled (block-sparse, transient-global attention): raised for an encoder
+    #: layer only (iomodel.spec.resolve), None where it can.
+    encoder_refusal: str | None = None
+
+    def for_decoder(self) -> "AttentionConfig":
+        """This config as its decoder's layers run (:attr:`encoder_attention` gone: no window, no refusal), with a
+        note saying so; itself where the encoder's attention is the decoder's too. Raises nothing."""
+        if not self.encoder_attention:
+            return self
+        return replace(self, window=None, window_kind="", window_layers="", encoder_refusal=None, encoder_attention="",
+                       notes=self.notes + (f"{self.encoder_attention} is the encoder's: the decoder's self-attention "
+                                           "modelled here is plain causal attention over every earlier key.",))
 
     def full_geometry(self) -> tuple[int, int] | None:
         """(KV heads, HEAD_DIM) of the model's full-attention layers, counts of heads and elements per head, where
@@ -785,7 +817,7 @@ def _bidirectional(f: _Fields) -> str:
     if both_ways == "all":
         return (f"'{BIDIRECTIONAL_FLAG}' = 'all': the self-attention is bidirectional (HF transformers' "
                 "Gemma4TextAttention: is_causal = use_bidirectional_attention != 'all')")
-    if f.cfg.get("causal") is False:  # XLM, FlauBERT
+    if f.has("causal") and not f.flag("causal"):  # XLM, FlauBERT (a non-boolean value is one error line)
         return "'causal' = false: the self-attention is bidirectional"
     if f.has(DIFFUSERS_MARK) and f.cfg.get("model_type") is None and f.cfg.get("architectures") is None:
         # diffusers writes its version into every model config it saves (FLUX, SD3, EasyAnimate), which name no
@@ -823,13 +855,22 @@ def _bidirectional_value(f: _Fields) -> bool | str | None:
 
 def _family_defaults(f: _Fields) -> list[str]:
     """Fill the fields a family's HF configuration class defaults (:data:`FAMILY_DEFAULTS`) where the file leaves
-    them out (absent or null), in place; the names filled, in the table's order."""
+    them out, in place; the names filled, in the table's order.
+
+    Raises:
+        IomodelError: the file gives one of them as null (HF's class keeps None: the model cannot be built).
+    """
     family = FAMILY_DEFAULTS.get(f.cfg.get("model_type")) if isinstance(f.cfg.get("model_type"), str) else None
     if family is None:
         return []
     filled = []
     for key, value in family[1].items():
         if f.key_of(_DEFAULTED_SPELLINGS[key]) is None:
+            given_null = next((k for k in _DEFAULTED_SPELLINGS[key] if k in f.cfg), None)
+            if given_null is not None:  # HF passes the null to the class, which keeps None: no default applies
+                raise IomodelError(f"{f.where}: '{given_null}' is null, which HF transformers' {family[0]} keeps as "
+                                   f"None (its default {value} applies only where the key is left out): give the "
+                                   "value, or leave the key out for the default")
             f.cfg[key] = value
             filled.append(key)
     return filled
@@ -1022,6 +1063,14 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
     ``global_attn_every_n_layers``, Longformer ``attention_window`` (bidirectional, per layer)."""
     of = f" of {total} layers" if total else " layers"
     types = f.cfg.get("attention_types")
+    if types is not None and f.cfg.get("model_type") in (None, "gpt_neo") and not (
+            isinstance(types, list) and types and all(
+                isinstance(e, list) and len(e) == 2 and isinstance(e[0], list) and e[0]
+                and all(k in ("global", "local") for k in e[0])
+                and isinstance(e[1], int) and not isinstance(e[1], bool) and e[1] > 0 for e in types)):
+        raise IomodelError(f"{f.where}: 'attention_types' must be a list of [[kinds], repeats] entries, the kinds "
+                           "\"global\" or \"local\" (GPT-Neo: [[[\"global\", \"local\"], 12]]), got "
+                           f"{_kind(types)}: fix the file")
     if f.has("window_size") and isinstance(types, list):  # GPT-Neo: [[["global", "local"], 12]]
         kinds = [k for entry in types if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int)
                  for _ in range(entry[1]) for k in (entry[0] if isinstance(entry[0], list) else [])]
@@ -1415,6 +1464,63 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
             "models one attention layer.")
 
 
+def _context(f: _Fields) -> tuple[int | None, str]:
+    """The model's context (tokens; None where it has none: relative positions) and a note where RoPE scaling
+    extends it past the file's ``max_position_embeddings``: vLLM's derived max_model_len
+    (``vllm/config.py`` ``_get_and_verify_max_len``): a ``rope_scaling`` (transformers 5: ``rope_parameters``) whose
+    type is not ``su``, ``longrope``, ``llama3`` or ``default`` multiplies the context by its ``factor``, YaRN's
+    ``original_max_position_embeddings`` by it (Qwen3 with YaRN x4: 32,768 x 4 = 131,072 where the file says 40,960).
+
+    Raises:
+        IomodelError: a scaling factor that is not a positive number, or a YaRN original context that is not a
+            positive whole number.
+    """
+    if f.has(RELATIVE_POSITION_KEY):
+        return None, ""
+    context = f.int_(CONTEXT_KEYS)
+    key = next((k for k in ("rope_scaling", "rope_parameters") if isinstance(f.cfg.get(k), dict)), None)
+    rope = f.cfg.get(key) if key else None
+    kind = (rope.get("rope_type") or rope.get("type")) if rope else None
+    if context is None or rope is None or kind in (None, "default", "su", "longrope", "llama3"):
+        return context, ""
+    factor = rope.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor <= 0:
+        raise IomodelError(f"{f.where}: '{key}.factor' must be a positive number, got {_kind(factor)}: fix the file")
+    base, said = context, f"{context:,}"
+    if kind == "yarn" and rope.get("original_max_position_embeddings") is not None:
+        base = rope["original_max_position_embeddings"]
+        if isinstance(base, bool) or not isinstance(base, int) or base <= 0:
+            raise IomodelError(f"{f.where}: '{key}.original_max_position_embeddings' must be a positive whole number, "
+                               f"got {_kind(base)}: fix the file")
+        said = f"original_max_position_embeddings {base:,}"
+    scaled = int(base * factor)
+    if scaled <= context:
+        return context, ""
+    return scaled, (f"{key} {kind!r} x {factor:g}: a context of {scaled:,} tokens ({said} x {factor:g}, as vLLM derives "
+                    f"its max_model_len), past the file's {context:,}; the context check uses {scaled:,}.")
+
+
+def _windowed_vit_note(f: _Fields, total: int | None) -> str:
+    """A note for a ViT whose layers attend within square windows of patches but for a few global ones (HF
+    ``SamVisionConfig``: ``window_size``, ``global_attn_indexes``; ``VitDetConfig``: ``window_size``,
+    ``window_block_indices`` the windowed ones): the layer modelled is a global one. "" otherwise. Raises nothing."""
+    size = f.cfg.get("window_size")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        return ""
+    glob, windowed = f.cfg.get("global_attn_indexes"), f.cfg.get("window_block_indices")
+    if isinstance(glob, list) and total:
+        which = f"the {total - len(glob)} layers not in global_attn_indexes {glob}"
+    elif isinstance(windowed, list) and windowed:
+        which = f"the layers in window_block_indices {windowed}"
+    else:
+        return ""
+    return (f"window_size {size}: {which} attend within windows of {size} x {size} patches ({size * size} tokens, "
+            f"each window its own sequence: model one with --no-causal --seqlen {size * size} and the batch times the "
+            "windows); the others attend to every patch, as modelled here" +
+            ("; use_rel_pos adds a decomposed relative position term to the scores, not counted here." if
+             f.cfg.get("use_rel_pos") else "."))
+
+
 def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
     """A note where the causal mask is a guess: ``architectures`` is given but names no decoder head
     (:data:`DECODER_ARCHITECTURE_PARTS`) and the file has no ``is_decoder`` (an encoder iomodel does not know would
@@ -1433,9 +1539,12 @@ def _causal_guess_note(f: _Fields) -> tuple[str, ...]:
         return ("the file names no 'model_type' and no 'architectures': modelled causal, as a decoder; if this "
                 "model's self-attention is bidirectional (an encoder, an embedding or a diffusion model), pass "
                 "--no-causal.",)
-    if f.flag("is_decoder") or not isinstance(archs, list) or not archs or model_type in KNOWN_DECODER_MODEL_TYPES \
-            or f.top_model_type in KNOWN_DECODER_MODEL_TYPES:
+    if f.flag("is_decoder") or model_type in KNOWN_DECODER_MODEL_TYPES or f.top_model_type in KNOWN_DECODER_MODEL_TYPES:
         return ()
+    if not isinstance(archs, list) or not archs:  # SamVisionConfig saves model_type and no architectures
+        return (f"the file names no 'architectures' and model_type {model_type!r} is not a family iomodel knows as a "
+                "decoder or an encoder: modelled causal, as a decoder; if this model's self-attention is bidirectional "
+                "(an encoder, a vision or embedding model), pass --no-causal.",)
     if any(isinstance(a, str) and part in a for a in archs for part in DECODER_ARCHITECTURE_PARTS):
         return ()
     return (f"'architectures' = {archs!r} names no decoder head ({', '.join(DECODER_ARCHITECTURE_PARTS)}) and "
@@ -1573,15 +1682,24 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         raise IomodelError(f"{f.where}: model_type {f.cfg['model_type']!r} has no attention layers (a state-space or "
                            "recurrent model): there is no attention traffic to model; pass the sizes with --heads/"
                            "--kv-heads/--head-dim instead of a config to model an attention layer")
-    if f.cfg.get("model_type") in UNMODELLED_MODEL_TYPES:
-        raise IomodelError(f"{f.where}: model_type {f.cfg['model_type']!r}: "
-                           f"{UNMODELLED_MODEL_TYPES[f.cfg['model_type']]}, which iomodel does not model (it models "
+    unmodelled = next((t for t in (f.cfg.get("model_type"), f.top_model_type) if isinstance(t, str)
+                       and t in UNMODELLED_MODEL_TYPES), None)  # Grounding DINO: its text_config is BERT's
+    if unmodelled is not None:
+        raise IomodelError(f"{f.where}: model_type {unmodelled!r}: "
+                           f"{UNMODELLED_MODEL_TYPES[unmodelled]}, which iomodel does not model (it models "
                            "softmax over every visible key): pass the sizes with --heads/--kv-heads/--head-dim instead "
                            "of a config to model exact attention")
+    encoder_decoder = f.flag("is_encoder_decoder") or f.has("decoder_layers") or f.has("num_decoder_layers")
+    encoder_refusal, encoder_attention = None, ""
     for (key, value), what in UNMODELLED_VALUES.items():
         if f.cfg.get(key) == value:
-            raise IomodelError(f"{f.where}: '{key}' = {value!r}: {what}, which iomodel does not model: pass the "
-                               "sizes with --heads/--kv-heads/--head-dim instead of a config to model full attention")
+            refusal = (f"{f.where}: '{key}' = {value!r}: {what}, which iomodel does not model: pass the sizes with "
+                       "--heads/--kv-heads/--head-dim instead of a config to model full attention")
+            if not encoder_decoder:
+                raise IomodelError(refusal)
+            # BigBird-Pegasus, LongT5: the encoder's attention; the decoder's is plain (a decode step, --causal)
+            encoder_refusal = refusal + " (or --phase decode / --causal for the decoder's layers, plain attention)"
+            encoder_attention = f"'{key}' = {value!r}"
     mla_off = f.cfg.get("use_mla") is False  # DeepSeek-OCR: MLA fields present, switched off
     if (f.cfg.get("model_type") in MLA_DEFAULT_RANK and "kv_lora_rank" not in f.cfg and not mla_off):
         cls = MLA_DEFAULT_RANK[f.cfg["model_type"]]
@@ -1680,6 +1798,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                            f"({n_kv}): fix the file or pass --heads/--kv-heads")
     num_layers = f.int_(LAYERS_KEYS)
     window, kind, layers = _window(f, num_layers)
+    if encoder_decoder and window is not None and not encoder_attention and (
+            f.cfg.get("model_type") == "led" or f.cfg.get("encoder_attention_type") == "local"):
+        encoder_attention = ("'attention_window' (LED's local attention)" if f.cfg.get("model_type") == "led" else
+                             "'encoder_attention_type' = 'local' (LongT5's local attention)")
     full_kv, full_d, full_notes = _full_layers(f, n_heads, n_kv, head_dim, kv_flag=kv_heads is not None,
                                                head_dim_flag=head_dim_flag is not None)
     notes = tuple(f"'{k}' = {f.cfg[k]!r}: {why}." for k, why in NO_BYTES.items()
@@ -1735,6 +1857,7 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   "v1); CogVLM2's own configuration_cogvlm.py defaults it to 8 (GQA), so pass --kv-heads 8 for a "
                   "CogVLM2 checkpoint whose file leaves it out.",)
     notes += tuple(n for n in (f.text_model_type, f.jetmoe, f.kv_note, f.hybrid or _hybrid_note(f, num_layers),
+                               _windowed_vit_note(f, num_layers),
                                f.defaulted_window,
                                f.defaulted_layer_types, f.window_note) if n)
     notes += full_notes
@@ -1779,6 +1902,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                                "weights' storage format, not the attention's dtype (it runs in the activations' "
                                "dtype): pass --dtype bf16 (the activations' dtype), or --dtype fp8_e4m3 to model FP8 "
                                "attention on purpose")
+    if f.has("decoder_attention_heads"):
+        f.int_(("decoder_attention_heads",))  # a malformed count: one error line (it was only echoed in the note)
     if f.has("decoder_attention_heads") and f.cfg.get("decoder_attention_heads") != n_heads and heads is None:
         notes += (f"'decoder_attention_heads' = {f.cfg['decoder_attention_heads']!r} differs from the encoder's "
                   f"{n_heads} heads read here: pass --heads for the decoder's layers.",)
@@ -1803,15 +1928,20 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
         notes += ("model_type 'gpt_oss': each head adds a learned sink logit to its softmax denominator (attention "
                   "sinks, a weight of H values, not a config field); the modelled kernel has none: its K/V, Q and O "
                   "bytes are the same.",)
+    context, context_note = _context(f)
+    if context_note:
+        notes += (context_note,)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
-                           max_position_embeddings=None if f.has(RELATIVE_POSITION_KEY) else f.int_(CONTEXT_KEYS),
-                           decoder_context=f.int_(("max_target_positions",)),
+                           max_position_embeddings=context,
+                           decoder_context=f.int_(DECODER_CONTEXT_KEYS),
+                           decoder_context_key=f.key_of(DECODER_CONTEXT_KEYS) or DECODER_CONTEXT_KEYS[0],
                            decoder_layers=f.int_(("decoder_layers", "num_decoder_layers")),
                            source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
                            bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what,
                            attention_dropout=_dropout(f), full_kv_heads=full_kv, full_head_dim=full_d,
-                           window_each_side=each_side)
+                           window_each_side=each_side, encoder_attention=encoder_attention,
+                           encoder_refusal=encoder_refusal)
 
 
 def load_preset(name: str, dtype: str | None = None) -> AttentionConfig:

@@ -298,6 +298,10 @@ def resolve_layer(
     bidirectional = phase == "prefill" and cfg is not None and not cfg.causal_default and not causal
     if causal is None:
         causal = not bidirectional  # a decode step is a decoder's (causal over its KV cache)
+    if cfg is not None and cfg.runs_decoder(phase, causal):
+        cfg = cfg.for_decoder()  # LED, LongT5, BigBird-Pegasus: the encoder's local or sparse attention is not its
+    elif cfg is not None and cfg.encoder_refusal is not None:  # the encoder's layer: refused as the file says
+        raise IomodelError(cfg.encoder_refusal)
     align = _pick(causal_align, "top-left" if phase == "prefill" else "bottom-right")
 
     spec = LayerSpec(
@@ -468,7 +472,7 @@ def resolve_layer(
     decoder = cfg is not None and cfg.decoder_context is not None and cfg.runs_decoder(phase, spec.causal)
     limit = (cfg.decoder_context if decoder else cfg.max_position_embeddings) if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
-        said = (f"max_target_positions = {int(limit):,}, the decoder's" if decoder else
+        said = (f"{cfg.decoder_context_key} = {int(limit):,}, the decoder's" if decoder else
                 f"max_position_embeddings = {int(limit):,}")
         notes.append(
             f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} exceeds the model's context window "
