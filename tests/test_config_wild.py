@@ -2129,3 +2129,46 @@ def test_an_encoder_only_attention_does_not_refuse_the_decoder(tmp_path, fields,
                    for n in resolve_layer(config=path, phase="decode", seqlen=2000).notes)
         assert any("(max_position_embeddings = 16,384)" in n
                    for n in resolve_layer(config=path, seqlen=20000, window="none").notes)
+
+
+def test_round_four_decoders_detr_positions_and_cross_attention_layers(tmp_path):
+    """More of the fourth round (2026-12-07): ModernBERT-decoder's local layers are a causal window of
+    local_attention // 2 (HF ModernBertDecoderConfig), not ModernBERT's bidirectional half-span (65 tokens was said to
+    hide nothing); DETR's decoder runs its object queries in one pass (no causal mask, no decode step); XLM-R's 514
+    positions hold 512 tokens; Mllama's cross-attention layers are counted."""
+    from iomodel.spec.resolve import resolve_layer
+
+    mbd = _write(tmp_path, {"model_type": "modernbert-decoder", "architectures": ["ModernBertDecoderForCausalLM"],
+                            "hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 22,
+                            "local_attention": 128, "global_attn_every_n_layers": 3, "torch_dtype": "bfloat16"})
+    cfg = load_config(mbd)
+    assert (cfg.window, cfg.window_kind, cfg.causal_default) == (64, "local", True)
+    assert cfg.window_layers.startswith("14 of 22 layers (global_attn_every_n_layers 3")
+    assert resolve_layer(config=mbd, seqlen=64).spec.window_left is None  # q - k < 64 everywhere: nothing hidden
+    with pytest.raises(IomodelError, match="masks keys at 65 tokens"):
+        resolve_layer(config=mbd, seqlen=65)
+    assert resolve_layer(config=mbd, seqlen=4096, window="63").spec.window_left == 63
+    detr = _write(tmp_path, {"model_type": "detr", "architectures": ["DetrForObjectDetection"], "d_model": 256,
+                             "encoder_attention_heads": 8, "decoder_attention_heads": 8, "encoder_layers": 6,
+                             "decoder_layers": 6, "num_queries": 100, "is_encoder_decoder": True,
+                             "torch_dtype": "float32"})
+    assert not load_config(detr).causal_default
+    assert "decoder over 100 object queries, both bidirectional" in load_config(detr).bidirectional_source
+    with pytest.raises(IomodelError, match="there is no decode step to model; model its decoder's self-attention with "
+                                           "--no-causal --seqlen 100"):
+        resolve_layer(config=detr, phase="decode", seqlen=100)
+    xlmr = _write(tmp_path, {"model_type": "xlm-roberta", "hidden_size": 1024, "num_attention_heads": 16,
+                             "max_position_embeddings": 514, "pad_token_id": 1, "torch_dtype": "float32"})
+    assert load_config(xlmr).max_position_embeddings == 512
+    assert not any("context window" in n for n in resolve_layer(config=xlmr, seqlen=512).notes)
+    assert any("(max_position_embeddings = 512)" in n for n in resolve_layer(config=xlmr, seqlen=513).notes)
+    mllama = {"model_type": "mllama", "torch_dtype": "bfloat16",
+              "text_config": {"model_type": "mllama_text_model", "hidden_size": 4096, "num_attention_heads": 32,
+                              "num_key_value_heads": 8, "num_hidden_layers": 40,
+                              "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]}}
+    note = next(n for n in load_config(_write(tmp_path, mllama)).notes if n.startswith("'cross_attention_layers'"))
+    assert note.startswith("'cross_attention_layers' (8 of 40 layers: layers 3, 8, …, 38 (every 5th from 3)): ")
+    for bad in ("3,8", [3, 99], [3, 3]):
+        with pytest.raises(IomodelError, match="'cross_attention_layers' must be a non-empty list of distinct layer"):
+            load_config(_write(tmp_path, {**mllama, "text_config": {**mllama["text_config"],
+                                                                    "cross_attention_layers": bad}}))

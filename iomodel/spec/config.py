@@ -73,6 +73,22 @@ OUTER_NESTED_KEYS = ("thinker_config",)
 #: Sub-objects of an encoder-decoder config that hold its encoder's and its decoder's fields where the top level
 #: has none (HF ``T5GemmaConfig``: ``encoder``/``decoder``; ``EncoderDecoderConfig``): the encoder's are read.
 ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
+#: ``model_type`` of RoBERTa-style encoders, whose position ids start at ``pad_token_id + 1`` (HF
+#: ``create_position_ids_from_input_ids``): XLM-R's ``max_position_embeddings`` 514 holds 512 tokens.
+PADDING_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                              "data2vec-text", "longformer", "xmod")
+#: ``model_type`` of DETR's family (HF ``DetrConfig``, ``ConditionalDetrConfig``, ``DabDetrConfig``,
+#: ``TableTransformerConfig``): a bidirectional encoder over image features and a decoder that runs its
+#: ``num_queries`` object queries in one pass, unmasked, with no KV cache (no decode step).
+DETR_MODEL_TYPES = ("detr", "conditional_detr", "dab-detr", "table-transformer")
+#: ``model_type`` of RoBERTa-style encoders, whose position ids start at ``pad_token_id + 1`` (HF
+#: ``create_position_ids_from_input_ids``): XLM-R's ``max_position_embeddings`` 514 holds 512 tokens.
+PADDING_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                              "data2vec-text", "longformer", "xmod")
+#: ``model_type`` of DETR's family (HF ``DetrConfig``, ``ConditionalDetrConfig``, ``DabDetrConfig``,
+#: ``TableTransformerConfig``): a bidirectional encoder over image features and a decoder that runs its
+#: ``num_queries`` object queries in one pass, unmasked, with no KV cache (no decode step).
+DETR_MODEL_TYPES = ("detr", "conditional_detr", "dab-detr", "table-transformer")
 #: An encoder-decoder's decoder context (Whisper's ``max_target_positions``, LED's ``max_decoder_position_embeddings``).
 DECODER_CONTEXT_KEYS = ("max_target_positions", "max_decoder_position_embeddings")
 #: Sub-objects of another tower (an image or audio encoder with its own heads), named in a note, not modelled.
@@ -442,6 +458,9 @@ class AttentionConfig:
     #: Why the encoder's layer cannot be modelled (block-sparse, transient-global attention): raised for an encoder
     #: layer only (iomodel.spec.resolve), None where it can.
     encoder_refusal: str | None = None
+    #: Why the model has no decode step (DETR's decoder: its object queries in one pass, no KV cache), None where it
+    #: has one; raised for ``--phase decode`` (iomodel.spec.resolve).
+    decode_refusal: str | None = None
 
     def for_decoder(self) -> "AttentionConfig":
         """This config as its decoder's layers run (:attr:`encoder_attention` gone: no window, no refusal), with a
@@ -803,6 +822,11 @@ def _bidirectional(f: _Fields) -> str:
     """
     if f.nested_decoder:  # Pix2Struct: the top level is an encoder-decoder, the fields read are its decoder's
         return ""
+    if f.cfg.get("model_type") in DETR_MODEL_TYPES:  # before is_encoder_decoder: its decoder is not causal
+        queries = f.int_(("num_queries",))
+        return (f"model_type {f.cfg['model_type']!r}: an encoder over the image's feature map and a decoder over "
+                f"{f'{queries} ' if queries else ''}object queries, both bidirectional (the decoder runs its queries in "
+                "one pass: no mask, no KV cache)")
     if f.flag("is_encoder_decoder"):
         return ("'is_encoder_decoder' = true: the encoder's self-attention is bidirectional (the decoder's is "
                 "causal: pass --causal for it)")
@@ -1086,6 +1110,15 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
                  "recurrent_gemma" else
                  "the attention layers ('attention_window_size')")
         return f.int_(("attention_window_size",)), "local", where
+    if f.has("local_attention") and f.cfg.get("model_type") == "modernbert-decoder":
+        # HF ModernBertDecoderConfig: sliding_window = local_attention // 2, causal (q - k < that: its layers'
+        # sliding_window mask), on the layers that are not global (every global_attn_every_n_layers-th from 0)
+        every = f.int_(("global_attn_every_n_layers",))
+        if every == 1:
+            return None
+        layers = (f"{total - -(-total // every)}{of}" if total and every else "its local layers")
+        return max(1, f.int_(("local_attention",)) // 2), "local", \
+            layers + (f" (global_attn_every_n_layers {every}; local_attention // 2, causal)" if every else "")
     if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
         every = f.int_(("global_attn_every_n_layers",))
         if every == 1:  # every layer global: no local attention
@@ -1478,6 +1511,13 @@ def _context(f: _Fields) -> tuple[int | None, str]:
     if f.has(RELATIVE_POSITION_KEY):
         return None, ""
     context = f.int_(CONTEXT_KEYS)
+    if context is not None and f.cfg.get("model_type") in PADDING_OFFSET_MODEL_TYPES:
+        pad = f.cfg.get("pad_token_id", 1)
+        if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < context - 1:
+            return context - pad - 1, (f"model_type {f.cfg['model_type']!r} numbers positions from pad_token_id + 1 = "
+                                       f"{pad + 1} (HF create_position_ids_from_input_ids): of max_position_embeddings "
+                                       f"{context:,}, {context - pad - 1:,} positions hold tokens; the context check "
+                                       "uses that.")
     key = next((k for k in ("rope_scaling", "rope_parameters") if isinstance(f.cfg.get(k), dict)), None)
     rope = f.cfg.get(key) if key else None
     kind = (rope.get("rope_type") or rope.get("type")) if rope else None
@@ -1833,9 +1873,12 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   "the model's dtype to the scores (modeling_baichuan.py, _gen_alibi_mask): that code's eager chain "
                   "reads heads x seqlen_q x seqlen_k x element bytes more per layer than the baseline here counts; a "
                   "kernel that computes ALiBi from the head index (FlashAttention's alibi_slopes) moves no bias.",)
-    if f.has("cross_attention_layers"):
-        notes += ("'cross_attention_layers': those layers attend to another sequence (image tokens) with another key "
-                  "length and no causal mask; this worksheet models the self-attention layers.",)
+    if f.has("cross_attention_layers"):  # Mllama: those layers have no self-attention (MllamaCrossAttentionDecoderLayer)
+        cross = _layer_indices(f, "cross_attention_layers", num_layers)
+        count = f" ({len(cross)} of {num_layers} layers: {_which_layers(cross, num_layers)})" if num_layers else ""
+        notes += (f"'cross_attention_layers'{count}: those layers attend to another sequence (image tokens) with "
+                  "another key length and no causal mask, and run no self-attention; this worksheet models the "
+                  "self-attention layers.",)
     if f.overridden:
         notes += (f"the nested config gives {', '.join(f.overridden)} differently from the top level: the nested "
                   "(language model) values are used.",)
@@ -1941,7 +1984,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                            bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what,
                            attention_dropout=_dropout(f), full_kv_heads=full_kv, full_head_dim=full_d,
                            window_each_side=each_side, encoder_attention=encoder_attention,
-                           encoder_refusal=encoder_refusal)
+                           encoder_refusal=encoder_refusal,
+                           decode_refusal=(f"{f.where}: {bidir}: there is no decode step to model; model its decoder's "
+                                           f"self-attention with --no-causal --seqlen "
+                                           f"{f.int_(('num_queries',)) or '<num_queries>'}"
+                                           if f.cfg.get("model_type") in DETR_MODEL_TYPES else None))
 
 
 def load_preset(name: str, dtype: str | None = None) -> AttentionConfig:

@@ -451,6 +451,8 @@ def resolve_layer(
     if bidirectional:
         notes.append(f"{cfg.bidirectional_source}: modelled without a causal mask; pass --causal to model a "
                      "causal layer.")
+    if phase == "decode" and cfg is not None and cfg.decode_refusal is not None:  # DETR: no KV cache, no decode
+        raise IomodelError(cfg.decode_refusal)
     if phase == "decode" and cfg is not None and not cfg.causal_default:  # an encoder has no KV cache to decode
         notes.append(f"{cfg.bidirectional_source}: a decode step is a causal decoder's (an encoder keeps no KV "
                      "cache): modelled as a causal KV-cache decode of these sizes.")
