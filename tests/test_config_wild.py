@@ -2172,3 +2172,24 @@ def test_round_four_decoders_detr_positions_and_cross_attention_layers(tmp_path)
         with pytest.raises(IomodelError, match="'cross_attention_layers' must be a non-empty list of distinct layer"):
             load_config(_write(tmp_path, {**mllama, "text_config": {**mllama["text_config"],
                                                                     "cross_attention_layers": bad}}))
+
+
+def test_a_causal_window_made_two_sided_by_no_causal_says_so(tmp_path):
+    """--no-causal on a causal sliding-window model keeps the window's left reach and every key to the right (HBM reads
+    about 3x the causal layer's at 16k tokens): the note said only "4,095 tokens left" (a fresh user, 2026-12-07);
+    wav2vec2-conformer and wav2vec2-bert are audio encoders (modelled causal with a note before)."""
+    from iomodel.spec.resolve import resolve_layer
+
+    mistral = _write(tmp_path, {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+                                "num_key_value_heads": 8, "sliding_window": 4096, "torch_dtype": "bfloat16"})
+    two = resolve_layer(config=mistral, seqlen=16384, causal=False)
+    assert (two.spec.window_left, two.spec.window_right) == (4095, None)
+    assert any("with --no-causal every key right of the diagonal too" in n for n in two.notes)
+    assert not any("right of the diagonal too" in n for n in resolve_layer(config=mistral, seqlen=16384).notes)
+    for model_type in ("wav2vec2-conformer", "wav2vec2-bert"):
+        assert not load_config(_write(tmp_path, {"model_type": model_type, "hidden_size": 1024,
+                                                 "num_attention_heads": 16, "torch_dtype": "float32"})).causal_default
+    funnel = load_config(_write(tmp_path, {"model_type": "funnel", "block_sizes": [6, 6, 6], "d_model": 768,
+                                           "n_head": 12, "d_head": 64, "pool_q_only": True, "torch_dtype": "float32"}))
+    assert any(n.startswith("'block_sizes' [6, 6, 6] (Funnel): block b (from 0) runs at seqlen / 2^b after pooling, so "
+                            "the layer modelled (the full length) is the first block's 6 of 18 layers") for n in funnel.notes)

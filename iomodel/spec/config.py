@@ -199,7 +199,7 @@ ENCODER_MODEL_TYPES = ("albert", "bert", "big_bird", "camembert", "data2vec-text
                        "data2vec-vision", "deit", "dinov2", "dinov2_with_registers", "hubert", "ijepa", "sew", "sew-d",
                        "siglip", "siglip2", "siglip2_text_model", "siglip2_vision_model", "siglip_text_model",
                        "siglip_vision_model", "unispeech", "unispeech-sat", "videomae", "vit", "vit_mae", "vit_msn",
-                       "vivit", "wav2vec2", "wavlm", "yolos",
+                       "vivit", "wav2vec2", "wav2vec2-bert", "wav2vec2-conformer", "wavlm", "yolos",
                        # ViTs with windowed layers (SamVisionConfig, VitDetConfig: noted, _windowed_vit_note)
                        "sam_vision_model", "sam_hq_vision_model", "vitdet",
                        # embedding encoders with their own code (Alibaba-NLP gte-*-v1.5: "new"; Snowflake arctic-embed
@@ -1873,6 +1873,15 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   "the model's dtype to the scores (modeling_baichuan.py, _gen_alibi_mask): that code's eager chain "
                   "reads heads x seqlen_q x seqlen_k x element bytes more per layer than the baseline here counts; a "
                   "kernel that computes ALiBi from the head index (FlashAttention's alibi_slopes) moves no bias.",)
+    blocks = f.cfg.get("block_sizes") if f.cfg.get("model_type") == "funnel" else None
+    if isinstance(blocks, list) and len(blocks) > 1 and all(isinstance(b, int) and not isinstance(b, bool) and b > 0
+                                                            for b in blocks):
+        # HF FunnelEncoder: each block after the first starts by pooling the sequence to half (its first layer's
+        # queries only with pool_q_only, keys at the previous length)
+        notes += (f"'block_sizes' {blocks} (Funnel): block b (from 0) runs at seqlen / 2^b after pooling, so the layer modelled "
+                  f"(the full length) is the first block's {blocks[0]} of {sum(blocks)} layers; model block b's with "
+                  "--seqlen N / 2^b (the first layer of each later block: --seqlen-q N / 2^b --seqlen-k N / 2^(b-1) "
+                  "--no-causal under pool_q_only).",)
     if f.has("cross_attention_layers"):  # Mllama: those layers have no self-attention (MllamaCrossAttentionDecoderLayer)
         cross = _layer_indices(f, "cross_attention_layers", num_layers)
         count = f" ({len(cross)} of {num_layers} layers: {_which_layers(cross, num_layers)})" if num_layers else ""

@@ -340,8 +340,10 @@ def resolve_layer(
     elif window is None and sliding:
         left = cfg.window - 1
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}: "
-                       f"modelled as one of those layers (window {left:,} tokens left of the diagonal); "
-                       "pass --window none to model a full-attention layer.")
+                       f"modelled as one of those layers (window {left:,} tokens left of the diagonal"
+                       + ("; with --no-causal every key right of the diagonal too, as the model's window is causal: "
+                          "pass --window L,R for a band of R keys right" if not causal else "")
+                       + "); pass --window none to model a full-attention layer.")
     elif sliding and window is not None:
         window_note = (f"{cfg.source or cfg.name}: sliding window of {cfg.window:,} tokens on {cfg.window_layers}; "
                        f"--window {window} models the layer asked for.")
