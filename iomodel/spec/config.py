@@ -76,19 +76,14 @@ ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
 #: ``model_type`` of RoBERTa-style encoders, whose position ids start at ``pad_token_id + 1`` (HF
 #: ``create_position_ids_from_input_ids``): XLM-R's ``max_position_embeddings`` 514 holds 512 tokens.
 PADDING_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
-                              "data2vec-text", "longformer", "xmod")
+                              "data2vec-text", "longformer", "xmod", "mpnet", "layoutlmv3")
 #: ``model_type`` of DETR's family (HF ``DetrConfig``, ``ConditionalDetrConfig``, ``DabDetrConfig``,
-#: ``TableTransformerConfig``): a bidirectional encoder over image features and a decoder that runs its
-#: ``num_queries`` object queries in one pass, unmasked, with no KV cache (no decode step).
-DETR_MODEL_TYPES = ("detr", "conditional_detr", "dab-detr", "table-transformer")
-#: ``model_type`` of RoBERTa-style encoders, whose position ids start at ``pad_token_id + 1`` (HF
-#: ``create_position_ids_from_input_ids``): XLM-R's ``max_position_embeddings`` 514 holds 512 tokens.
-PADDING_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
-                              "data2vec-text", "longformer", "xmod")
-#: ``model_type`` of DETR's family (HF ``DetrConfig``, ``ConditionalDetrConfig``, ``DabDetrConfig``,
-#: ``TableTransformerConfig``): a bidirectional encoder over image features and a decoder that runs its
-#: ``num_queries`` object queries in one pass, unmasked, with no KV cache (no decode step).
-DETR_MODEL_TYPES = ("detr", "conditional_detr", "dab-detr", "table-transformer")
+#: ``TableTransformerConfig``, ``RTDetrConfig``, ``DFineConfig``): a bidirectional encoder over image features and
+#: a decoder that runs its ``num_queries`` object queries in one pass, unmasked, with no KV cache (no decode step).
+DETR_MODEL_TYPES = ("detr", "conditional_detr", "dab-detr", "table-transformer", "rt_detr", "rt_detr_v2", "d_fine")
+#: ``model_type`` whose ``num_decoder_layers`` is not a seq2seq decoder (Funnel's full-length upsampling blocks, no
+#: cross-attention): not an encoder-decoder.
+NOT_SEQ2SEQ_MODEL_TYPES = ("funnel",)
 #: An encoder-decoder's decoder context (Whisper's ``max_target_positions``, LED's ``max_decoder_position_embeddings``).
 DECODER_CONTEXT_KEYS = ("max_target_positions", "max_decoder_position_embeddings")
 #: Sub-objects of another tower (an image or audio encoder with its own heads), named in a note, not modelled.
@@ -222,7 +217,15 @@ KNOWN_DECODER_MODEL_TYPES = ("chatglm", "glm", "glm4", "clip", "clip_text_model"
                              "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
                              "gemma3", "gemma3_text", "phi", "phi3", "falcon", "gpt2", "gpt_neox", "gptj", "gpt_bigcode",
                              "mpt", "starcoder2", "olmo", "olmo2", "cohere", "cohere2", "deepseek_v2", "deepseek_v3",
-                             "internlm2", "granite", "exaone", "exaone4", "stablelm")
+                             "internlm2", "granite", "exaone", "exaone4", "stablelm",
+                             # families with their own reading here (hybrids, windows, MoE decoders) whose files may
+                             # name no architectures
+                             "gpt_oss", "olmo3", "olmoe", "dbrx", "nemotron", "nemotron_h", "jamba", "bamba",
+                             "granitemoe", "granitemoehybrid", "minimax", "lfm2", "qwen3_next", "falcon_h1", "zamba",
+                             "zamba2", "plamo2", "recurrent_gemma", "mllama", "llama4", "llama4_text", "gemma3n",
+                             "gemma3n_text", "gemma4", "gemma4_text", "phimoe", "smollm3", "apertus", "arcee",
+                             "seed_oss", "ernie4_5", "ernie4_5_moe", "glm4_moe", "hunyuan_v1_dense",
+                             "hunyuan_v1_moe", "cohere2", "jetmoe", "bailing_moe_linear", "afmoe", "starcoder2")
 #: ``architectures`` name parts that say a model generates text left to right (a causal decoder): a config whose
 #: ``architectures`` name none of them and whose family iomodel does not know is modelled causal with a note.
 DECODER_ARCHITECTURE_PARTS = ("CausalLM", "LMHead", "ConditionalGeneration", "ImageTextToText", "Seq2SeqLM",
@@ -257,6 +260,9 @@ FAMILY_DEFAULTS: dict[str, tuple[str, dict[str, int]]] = {
     "jetmoe": ("JetMoeConfig", {"num_key_value_heads": 16, "kv_channels": 128}),  # its kv_channels; heads: _jetmoe_heads
     "starcoder2": ("Starcoder2Config", {"num_attention_heads": 24, "num_key_value_heads": 2, "hidden_size": 3072}),
 }
+#: Configuration classes of :data:`FAMILY_DEFAULTS` that read a null ``num_key_value_heads`` as the query heads
+#: (``if num_key_value_heads is None: num_key_value_heads = num_attention_heads`` in their ``__init__``).
+KV_NULL_IS_HEADS = ("LlamaConfig", "MistralConfig", "MixtralConfig", "Qwen2Config", "Qwen3Config")
 #: Configuration classes whose ``multi_query`` defaults to True, by ``model_type``: a file that leaves the field out
 #: (or null) is multi-query, one K/V head, as transformers reads it. FalconAttention reads ``num_kv_heads`` only under
 #: ``new_decoder_architecture`` (read first); with ``multi_query=False`` alone it projects K/V on every head.
@@ -431,11 +437,17 @@ class AttentionConfig:
     num_layers: int | None = None  # num_hidden_layers (n_layer), for per-model totals
     max_position_embeddings: int | None = None
     #: An encoder-decoder's decoder context (``max_target_positions``: Whisper's 448), the limit of a decode step.
+    #: How :attr:`max_position_embeddings` was derived where it is not a context field as the file gives it (RoPE
+    #: scaling, a padding offset), in words; "" otherwise.
+    context_source: str = ""
     decoder_context: int | None = None
     decoder_context_key: str = "max_target_positions"  # the field it was read from (LED: max_decoder_position_embeddings)
     #: An encoder-decoder's decoder layer count (``decoder_layers``, T5's ``num_decoder_layers``: Whisper-large-v3-turbo's
     #: 4 against its encoder's 32), the layers a decode step runs; None where the file gives none.
     decoder_layers: int | None = None
+    #: A sequence-to-sequence file (``is_encoder_decoder``, or a decoder layer count; Funnel's upsampling blocks are not
+    #: one): its decoder's layers are :meth:`runs_decoder`'s.
+    encoder_decoder: bool = False
     source: str = ""  # path the config was read from
     extra: dict[str, Any] = field(default_factory=dict)
     window: int | None = None  # tokens of a sliding window or attention chunk (None: every layer is full)
@@ -498,7 +510,7 @@ class AttentionConfig:
         its decoder's self-attention: a decode step, or a causal layer where the file's default is its bidirectional
         encoder (the ``--causal`` its note advises). Its context is then :attr:`decoder_context` and its layer count
         :attr:`decoder_layers`. Raises nothing."""
-        encoder_decoder = self.decoder_context is not None or self.decoder_layers is not None
+        encoder_decoder = self.encoder_decoder or self.decoder_context is not None or self.decoder_layers is not None
         return encoder_decoder and (phase == "decode" or (causal and not self.causal_default))
 
     def window_words(self) -> str:
@@ -616,6 +628,7 @@ class _Fields:
         self.overridden: list[str] = []  # attention fields the nested config gives differently from the top level
         self.dropped: list[str] = []  # the wrapper's top-level language-model fields the nested config does not name
         self.dtype_note = ""  # a note: the nested and top-level dtypes differ (the top level's is read)
+        self.context_source = ""  # how the context was derived where not a context field as given (_context)
         self.decoder: dict[str, Any] | None = None  # the decoder's sub-config where the encoder's fields are read
         self.encoder_read = False  # the attention fields are an ``encoder`` sub-object's (T5Gemma)
         self.text_model_type = ""  # a note: the wrapper's default model_type of its text_config (LLaVA: llama)
@@ -891,6 +904,8 @@ def _family_defaults(f: _Fields) -> list[str]:
     for key, value in family[1].items():
         if f.key_of(_DEFAULTED_SPELLINGS[key]) is None:
             given_null = next((k for k in _DEFAULTED_SPELLINGS[key] if k in f.cfg), None)
+            if given_null is not None and key == "num_key_value_heads" and family[0] in KV_NULL_IS_HEADS:
+                continue  # `if num_key_value_heads is None: num_key_value_heads = num_attention_heads`: MHA
             if given_null is not None:  # HF passes the null to the class, which keeps None: no default applies
                 raise IomodelError(f"{f.where}: '{given_null}' is null, which HF transformers' {family[0]} keeps as "
                                    f"None (its default {value} applies only where the key is left out): give the "
@@ -1098,6 +1113,9 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
     if f.has("window_size") and isinstance(types, list):  # GPT-Neo: [[["global", "local"], 12]]
         kinds = [k for entry in types if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int)
                  for _ in range(entry[1]) for k in (entry[0] if isinstance(entry[0], list) else [])]
+        if total and len(kinds) != total:  # HF GPTNeoConfig raises where the layers and the types differ
+            raise IomodelError(f"{f.where}: 'attention_types' gives {len(kinds)} layers' kinds for {total} layers: "
+                               "make its repeats add up to the layers: fix the file")
         n = kinds.count("local")
         if n:
             return f.int_(("window_size",)), "local", (f"{n} of {len(kinds)} layers (attention_types): "
@@ -1117,8 +1135,10 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
         if every == 1:
             return None
         layers = (f"{total - -(-total // every)}{of}" if total and every else "its local layers")
-        return max(1, f.int_(("local_attention",)) // 2), "local", \
-            layers + (f" (global_attn_every_n_layers {every}; local_attention // 2, causal)" if every else "")
+        # an ordinary causal sliding window (HF masks it so), as the same model's layer_types file reads; which layers
+        # are global differs between transformers versions (i % n == 0 or (i + 1) % n == 0): the count, not the list
+        return max(1, f.int_(("local_attention",)) // 2), "sliding-window", \
+            layers + (f" (global_attn_every_n_layers {every}; local_attention // 2)" if every else "")
     if f.has("local_attention"):  # ModernBERT: a span of local_attention tokens centred on the query
         every = f.int_(("global_attn_every_n_layers",))
         if every == 1:  # every layer global: no local attention
@@ -1127,6 +1147,9 @@ def _local_window(f: _Fields, total: int | None) -> tuple[int, str, str] | None:
         return max(1, f.int_(("local_attention",)) // 2), "local (bidirectional, half the span each side)", \
             layers + (f" (global_attn_every_n_layers {every})" if every else "")
     win = f.cfg.get("attention_window")
+    if win == []:
+        raise IomodelError(f"{f.where}: 'attention_window' is an empty JSON array: give a span (tokens), one per "
+                           "layer: fix the file")
     if win is not None:  # Longformer: a span per layer, centred on the query
         spans = win if isinstance(win, list) else [win]
         spans = [f.int_at("attention_window", w) for w in spans]
@@ -1467,6 +1490,9 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     if pattern is not None and not (isinstance(pattern, str) and pattern):
         raise IomodelError(f"{f.where}: 'hybrid_override_pattern' must be a non-empty string of layer kinds (\"M\" "
                            f"Mamba, \"*\" attention, \"-\" MLP), got {_kind(pattern)}: fix the file")
+    if pattern and total and len(pattern) != total:  # HF NemotronHConfig asserts one kind a layer
+        raise IomodelError(f"{f.where}: 'hybrid_override_pattern' has {len(pattern)} layer kinds for {total} layers: "
+                           "give one a layer: fix the file")
     if attention is None and pattern:
         attention, said, total = [i for i, c in enumerate(pattern) if c == "*"], "hybrid_override_pattern", len(pattern)
     # Nemotron-H saved by transformers 5: full_attention among mamba/mlp (Zamba's own layers_block_type names "hybrid"
@@ -1483,7 +1509,11 @@ def _hybrid_note(f: _Fields, total: int | None) -> str:
     if kinds is not None and not (isinstance(kinds, list) and kinds
                                   and all(k in (0, 1) and not isinstance(k, (bool, float)) for k in kinds)):
         raise IomodelError(f"{f.where}: 'attn_type_list' must be a non-empty list of 0 (linear attention) and 1 "
-                           f"(softmax attention), one a layer, got {_kind(kinds)}: fix the file")
+                           f"(softmax attention), one a layer, got "
+                           f"{kinds if isinstance(kinds, list) and len(kinds) <= 12 else _kind(kinds)}: fix the file")
+    if kinds is not None and total and len(kinds) != total:
+        raise IomodelError(f"{f.where}: 'attn_type_list' has {len(kinds)} entries for {total} layers: give one a "
+                           "layer: fix the file")
     if attention is None and kinds:
         attention, said, total = [i for i, k in enumerate(kinds) if k == 1], "attn_type_list (1: softmax)", len(kinds)
     if attention is not None and not attention:
@@ -1514,6 +1544,7 @@ def _context(f: _Fields) -> tuple[int | None, str]:
     if context is not None and f.cfg.get("model_type") in PADDING_OFFSET_MODEL_TYPES:
         pad = f.cfg.get("pad_token_id", 1)
         if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < context - 1:
+            f.context_source = f"max_position_embeddings {context:,} less the padding offset {pad + 1}"
             return context - pad - 1, (f"model_type {f.cfg['model_type']!r} numbers positions from pad_token_id + 1 = "
                                        f"{pad + 1} (HF create_position_ids_from_input_ids): of max_position_embeddings "
                                        f"{context:,}, {context - pad - 1:,} positions hold tokens; the context check "
@@ -1521,7 +1552,13 @@ def _context(f: _Fields) -> tuple[int | None, str]:
     key = next((k for k in ("rope_scaling", "rope_parameters") if isinstance(f.cfg.get(k), dict)), None)
     rope = f.cfg.get(key) if key else None
     kind = (rope.get("rope_type") or rope.get("type")) if rope else None
-    if context is None or rope is None or kind in (None, "default", "su", "longrope", "llama3"):
+    if kind is not None and not isinstance(kind, str):
+        raise IomodelError(f"{f.where}: '{key}.rope_type' must be a name (\"yarn\", \"linear\", ...), got {_kind(kind)}: "
+                           "fix the file")
+    # vLLM: Gemma-3's max_position_embeddings is already scaled (its NOTE; Gemma-4 read alike)
+    scaled_already = any(isinstance(t, str) and ("gemma3" in t or "gemma4" in t)
+                         for t in (f.cfg.get("model_type"), f.top_model_type))
+    if context is None or rope is None or kind in (None, "default", "su", "longrope", "llama3") or scaled_already:
         return context, ""
     factor = rope.get("factor", 1.0)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor <= 0:
@@ -1533,9 +1570,13 @@ def _context(f: _Fields) -> tuple[int | None, str]:
             raise IomodelError(f"{f.where}: '{key}.original_max_position_embeddings' must be a positive whole number, "
                                f"got {_kind(base)}: fix the file")
         said = f"original_max_position_embeddings {base:,}"
+    if not math.isfinite(base * factor) or base * factor > 2**40:
+        raise IomodelError(f"{f.where}: '{key}' scales the context to {base * factor:g} tokens, past any model's: fix "
+                           "its factor or original_max_position_embeddings")
     scaled = int(base * factor)
     if scaled <= context:
         return context, ""
+    f.context_source = f"{key} {kind!r} x {factor:g} of {said}"
     return scaled, (f"{key} {kind!r} x {factor:g}: a context of {scaled:,} tokens ({said} x {factor:g}, as vLLM derives "
                     f"its max_model_len), past the file's {context:,}; the context check uses {scaled:,}.")
 
@@ -1543,15 +1584,19 @@ def _context(f: _Fields) -> tuple[int | None, str]:
 def _windowed_vit_note(f: _Fields, total: int | None) -> str:
     """A note for a ViT whose layers attend within square windows of patches but for a few global ones (HF
     ``SamVisionConfig``: ``window_size``, ``global_attn_indexes``; ``VitDetConfig``: ``window_size``,
-    ``window_block_indices`` the windowed ones): the layer modelled is a global one. "" otherwise. Raises nothing."""
+    ``window_block_indices`` the windowed ones): the layer modelled is a global one. "" otherwise.
+
+    Raises:
+        IomodelError: an index list that is not distinct layers of the model (:func:`_layer_indices`).
+    """
     size = f.cfg.get("window_size")
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         return ""
-    glob, windowed = f.cfg.get("global_attn_indexes"), f.cfg.get("window_block_indices")
-    if isinstance(glob, list) and total:
+    if f.cfg.get("global_attn_indexes") is not None and total:
+        glob = _layer_indices(f, "global_attn_indexes", total)  # one error line where it is not layers of the model
         which = f"the {total - len(glob)} layers not in global_attn_indexes {glob}"
-    elif isinstance(windowed, list) and windowed:
-        which = f"the layers in window_block_indices {windowed}"
+    elif f.cfg.get("window_block_indices") is not None:
+        which = f"the layers in window_block_indices {_layer_indices(f, 'window_block_indices', total)}"
     else:
         return ""
     return (f"window_size {size}: {which} attend within windows of {size} x {size} patches ({size * size} tokens, "
@@ -1729,7 +1774,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                            f"{UNMODELLED_MODEL_TYPES[unmodelled]}, which iomodel does not model (it models "
                            "softmax over every visible key): pass the sizes with --heads/--kv-heads/--head-dim instead "
                            "of a config to model exact attention")
-    encoder_decoder = f.flag("is_encoder_decoder") or f.has("decoder_layers") or f.has("num_decoder_layers")
+    encoder_decoder = (f.flag("is_encoder_decoder") or f.has("decoder_layers") or f.has("num_decoder_layers")) \
+        and f.cfg.get("model_type") not in NOT_SEQ2SEQ_MODEL_TYPES
     encoder_refusal, encoder_attention = None, ""
     for (key, value), what in UNMODELLED_VALUES.items():
         if f.cfg.get(key) == value:
@@ -1883,8 +1929,10 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   "--seqlen N / 2^b (the first layer of each later block: --seqlen-q N / 2^b --seqlen-k N / 2^(b-1) "
                   "--no-causal under pool_q_only).",)
     if f.has("cross_attention_layers"):  # Mllama: those layers have no self-attention (MllamaCrossAttentionDecoderLayer)
-        cross = _layer_indices(f, "cross_attention_layers", num_layers)
-        count = f" ({len(cross)} of {num_layers} layers: {_which_layers(cross, num_layers)})" if num_layers else ""
+        count = ""
+        if f.cfg.get("model_type") in ("mllama", "mllama_text_model"):  # read strictly where its meaning is known
+            cross = _layer_indices(f, "cross_attention_layers", num_layers)
+            count = f" ({len(cross)} of {num_layers} layers: {_which_layers(cross, num_layers)})" if num_layers else ""
         notes += (f"'cross_attention_layers'{count}: those layers attend to another sequence (image tokens) with "
                   "another key length and no causal mask, and run no self-attention; this worksheet models the "
                   "self-attention layers.",)
@@ -1984,10 +2032,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
     if context_note:
         notes += (context_note,)
     return AttentionConfig(name, n_heads, n_kv, head_dim, canonical_dtype(dtype), num_layers,
-                           max_position_embeddings=context,
+                           max_position_embeddings=context, context_source=f.context_source,
                            decoder_context=f.int_(DECODER_CONTEXT_KEYS),
                            decoder_context_key=f.key_of(DECODER_CONTEXT_KEYS) or DECODER_CONTEXT_KEYS[0],
-                           decoder_layers=f.int_(("decoder_layers", "num_decoder_layers")),
+                           decoder_layers=f.int_(("decoder_layers", "num_decoder_layers")) if encoder_decoder else None,
+                           encoder_decoder=encoder_decoder,
                            source=str(path), window=window,
                            window_kind=kind, window_layers=layers, notes=notes, causal_default=not bidir,
                            bidirectional_source=bidir, dense_up_to=dense_up_to, sparse_what=sparse_what,

@@ -477,7 +477,7 @@ def resolve_layer(
     limit = (cfg.decoder_context if decoder else cfg.max_position_embeddings) if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
         said = (f"{cfg.decoder_context_key} = {int(limit):,}, the decoder's" if decoder else
-                f"max_position_embeddings = {int(limit):,}")
+                f"{cfg.context_source or 'max_position_embeddings'} = {int(limit):,}")
         notes.append(
             f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} exceeds the model's context window "
             f"({said}): these are the layer's shapes at that length, not a configuration the checkpoint supports."
