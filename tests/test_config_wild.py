@@ -1948,7 +1948,7 @@ def test_a_decode_of_an_encoder_decoder_is_held_to_the_decoders_context(tmp_path
     assert any("exceeds the model's context window (max_target_positions = 448, the decoder's)" in n
                for n in resolve_layer(config=wh, phase="decode", seqlen=1000).notes)
     assert not any("context window" in n for n in resolve_layer(config=wh, phase="decode", seqlen=400).notes)
-    assert any("(max_position_embeddings = 1,500)" in n for n in resolve_layer(config=wh, seqlen=2000).notes)
+    assert any("(max_source_positions = 1,500)" in n for n in resolve_layer(config=wh, seqlen=2000).notes)
     # the decoder's prefill (--causal, as the note advises) is the decoder's too: held to its 448 tokens
     assert any("(max_target_positions = 448, the decoder's)" in n
                for n in resolve_layer(config=wh, seqlen=1000, causal=True).notes)
@@ -2137,7 +2137,7 @@ def test_an_encoder_only_attention_does_not_refuse_the_decoder(tmp_path, fields,
     if fields["model_type"] == "led":  # its decoder's context is max_decoder_position_embeddings, its encoder's 16,384
         assert any("(max_decoder_position_embeddings = 1,024, the decoder's)" in n
                    for n in resolve_layer(config=path, phase="decode", seqlen=2000).notes)
-        assert any("(max_position_embeddings = 16,384)" in n
+        assert any("(max_encoder_position_embeddings = 16,384)" in n
                    for n in resolve_layer(config=path, seqlen=20000, window="none").notes)
 
 

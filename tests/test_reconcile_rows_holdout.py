@@ -42,7 +42,9 @@ def test_every_predicted_run_holds_and_the_rough_miss_is_the_bottom_right_chunk(
     model before 6d2f5ae, reconciled on the same receipt at 9445fe6) predicted 0.878-1.001x, four of those ten outside (the fp16 layer 0.860x).
     The two ``rough`` runs: the fp16 GQA layer at the capacity edge (1.052x, within) and the control chunk of 65,536
     bottom-right queries under 98,304 keys, whose programs drift apart as they take tiles (1.186x: over, the direction
-    its label says)."""
+    its label says). The HEAD_DIM 64 layer ran 2 programs a SM (registers) where the header's worksheet number
+    assumed 3: reconciled at the measured occupancy 1.018x, against the header's 1,425.1 MiB 1.28x (the header says
+    the reconciliation takes the measured tiles and programs per SM)."""
     rec = reconciled_receipt(RECEIPT)
     ratio = {r.id: r.level("HBM").measured_read / r.level("HBM").predicted_read for r in rec.rows}
     predicted = [r for r in rec.rows if r.quality("HBM", "read") == "predicted"]

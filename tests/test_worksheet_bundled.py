@@ -45,7 +45,7 @@ def test_bundled_set(files):
     assert d["compulsory_bytes"] == 2 * 8 * 131072 * 128 * 2 + 2 * 64 * 128 * 2 == 536_903_680
     # gpt2-medium has 1,024 positions: its 2k worksheet says the length exceeds the context window
     md = files[WORKSHEETS_DIR / "gpt2-medium" / "prefill-2k.md"]
-    assert "exceeds the model's context window (max_position_embeddings = 1,024)" in md
+    assert "exceeds the model's context window (n_positions = 1,024)" in md
 
 
 def test_worksheet_json_schema(files):

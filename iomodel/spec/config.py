@@ -1541,6 +1541,9 @@ def _context(f: _Fields) -> tuple[int | None, str]:
     if f.has(RELATIVE_POSITION_KEY):
         return None, ""
     context = f.int_(CONTEXT_KEYS)
+    given = f.key_of(CONTEXT_KEYS)
+    if given not in (None, CONTEXT_KEYS[0]):  # Whisper's max_source_positions: named as the file names it
+        f.context_source = given
     if context is not None and f.cfg.get("model_type") in PADDING_OFFSET_MODEL_TYPES:
         pad = f.cfg.get("pad_token_id", 1)
         if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < context - 1:
