@@ -436,17 +436,17 @@ class AttentionConfig:
     dtype: str  # torch_dtype
     num_layers: int | None = None  # num_hidden_layers (n_layer), for per-model totals
     max_position_embeddings: int | None = None
-    #: An encoder-decoder's decoder context (``max_target_positions``: Whisper's 448), the limit of a decode step.
     #: How :attr:`max_position_embeddings` was derived where it is not a context field as the file gives it (RoPE
     #: scaling, a padding offset), in words; "" otherwise.
     context_source: str = ""
+    #: An encoder-decoder's decoder context (``max_target_positions``: Whisper's 448), the limit of a decode step.
     decoder_context: int | None = None
     decoder_context_key: str = "max_target_positions"  # the field it was read from (LED: max_decoder_position_embeddings)
     #: An encoder-decoder's decoder layer count (``decoder_layers``, T5's ``num_decoder_layers``: Whisper-large-v3-turbo's
     #: 4 against its encoder's 32), the layers a decode step runs; None where the file gives none.
     decoder_layers: int | None = None
-    #: A sequence-to-sequence file (``is_encoder_decoder``, or a decoder layer count; Funnel's upsampling blocks are not
-    #: one): its decoder's layers are :meth:`runs_decoder`'s.
+    #: A sequence-to-sequence file (``is_encoder_decoder``, a decoder layer count or a decoder context; Funnel's
+    #: upsampling blocks are not one): its decoder's layers are :meth:`runs_decoder`'s.
     encoder_decoder: bool = False
     source: str = ""  # path the config was read from
     extra: dict[str, Any] = field(default_factory=dict)
@@ -506,12 +506,11 @@ class AttentionConfig:
                                "instead of a config to model dense attention at that length")
 
     def runs_decoder(self, phase: str, causal: bool) -> bool:
-        """Whether a layer of this encoder-decoder file (one giving ``max_target_positions`` or ``decoder_layers``) is
-        its decoder's self-attention: a decode step, or a causal layer where the file's default is its bidirectional
-        encoder (the ``--causal`` its note advises). Its context is then :attr:`decoder_context` and its layer count
-        :attr:`decoder_layers`. Raises nothing."""
-        encoder_decoder = self.encoder_decoder or self.decoder_context is not None or self.decoder_layers is not None
-        return encoder_decoder and (phase == "decode" or (causal and not self.causal_default))
+        """Whether a layer of this encoder-decoder file (:attr:`encoder_decoder`) is its decoder's self-attention: a
+        decode step, or a causal layer where the file's default is its bidirectional encoder (the ``--causal`` its
+        note advises). Its context is then :attr:`decoder_context` and its layer count :attr:`decoder_layers`.
+        Raises nothing."""
+        return self.encoder_decoder and (phase == "decode" or (causal and not self.causal_default))
 
     def window_words(self) -> str:
         """:attr:`window` in words: ``"4,096 tokens"``, or ``"64 tokens each side"`` for a bidirectional local window
@@ -1777,7 +1776,8 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                            f"{UNMODELLED_MODEL_TYPES[unmodelled]}, which iomodel does not model (it models "
                            "softmax over every visible key): pass the sizes with --heads/--kv-heads/--head-dim instead "
                            "of a config to model exact attention")
-    encoder_decoder = (f.flag("is_encoder_decoder") or f.has("decoder_layers") or f.has("num_decoder_layers")) \
+    encoder_decoder = (f.flag("is_encoder_decoder") or f.key_of(("decoder_layers", "num_decoder_layers")) is not None
+                       or f.key_of(DECODER_CONTEXT_KEYS) is not None) \
         and f.cfg.get("model_type") not in NOT_SEQ2SEQ_MODEL_TYPES
     encoder_refusal, encoder_attention = None, ""
     for (key, value), what in UNMODELLED_VALUES.items():

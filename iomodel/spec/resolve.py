@@ -298,7 +298,8 @@ def resolve_layer(
     bidirectional = phase == "prefill" and cfg is not None and not cfg.causal_default and not causal
     if causal is None:
         causal = not bidirectional  # a decode step is a decoder's (causal over its KV cache)
-    if cfg is not None and cfg.runs_decoder(phase, causal):
+    decoder_layer = cfg is not None and cfg.runs_decoder(phase, causal)  # an encoder-decoder's decoder layer
+    if decoder_layer:
         cfg = cfg.for_decoder()  # LED, LongT5, BigBird-Pegasus: the encoder's local or sparse attention is not its
     elif cfg is not None and cfg.encoder_refusal is not None:  # the encoder's layer: refused as the file says
         raise IomodelError(cfg.encoder_refusal)
@@ -473,7 +474,7 @@ def resolve_layer(
             "of new queries over a longer KV cache (chunked prefill, prefix caching: FlashAttention >= 2.1, vLLM) "
             "aligns bottom-right: pass --causal-align bottom-right for that layer.")
     # the decoder's layer (a decode step, or --causal on an encoder-decoder file): held to the decoder's context
-    decoder = cfg is not None and cfg.decoder_context is not None and cfg.runs_decoder(phase, spec.causal)
+    decoder = decoder_layer and cfg.decoder_context is not None
     limit = (cfg.decoder_context if decoder else cfg.max_position_embeddings) if cfg else None
     if limit and max(spec.seqlen_q, spec.seqlen_k) > int(limit):
         said = (f"{cfg.decoder_context_key} = {int(limit):,}, the decoder's" if decoder else
@@ -482,7 +483,7 @@ def resolve_layer(
             f"seqlen {max(spec.seqlen_q, spec.seqlen_k):,} exceeds the model's context window "
             f"({said}): these are the layer's shapes at that length, not a configuration the checkpoint supports."
         )
-    if cfg is not None and cfg.runs_decoder(phase, spec.causal):  # Whisper, T5, BART: cross-attention beside it
+    if decoder_layer:  # Whisper, T5, BART: a cross-attention beside it
         frames = cfg.max_position_embeddings
         enc = f"{int(frames)}" if frames else "N_enc"
         what = (f"up to {enc} positions, the encoder's context" if frames else "as long as the encoder's input")
