@@ -2251,3 +2251,27 @@ def test_round_four_review_findings(tmp_path):
     with pytest.raises(IomodelError, match="'attention_window' is an empty JSON array"):
         load_config(_write(tmp_path, {"model_type": "led", "d_model": 768, "encoder_attention_heads": 12,
                                       "attention_window": [], "torch_dtype": "float32"}))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"model_type": "xlm-roberta", "max_position_embeddings": 514, "pad_token_id": "1"}, "'pad_token_id' must be a whole"),
+    ({"model_type": "xlm-roberta", "max_position_embeddings": 514, "pad_token_id": None}, "'pad_token_id' must be a whole"),
+    ({"model_type": "xlm-roberta", "max_position_embeddings": 514, "pad_token_id": -1}, "'pad_token_id' must be a whole"),
+    ({"model_type": "funnel", "block_sizes": [6, "6"]}, "'block_sizes' must be a non-empty list of positive layer"),
+    ({"model_type": "funnel", "block_sizes": []}, "'block_sizes' must be a non-empty list of positive layer"),
+    ({"model_type": "sam_vision_model", "num_hidden_layers": 12, "window_size": "14", "global_attn_indexes": [2, 5]},
+     "'window_size' must be a positive integer"),
+    ({"model_type": "sam_vision_model", "num_hidden_layers": 12, "window_size": float("nan"),
+      "global_attn_indexes": [2, 5]}, "'window_size' must be a positive integer"),
+])
+def test_round_four_fields_are_read_strictly(tmp_path, capsys, fields, message):
+    """The fields the fourth round reads (padding offset, Funnel's blocks, SAM's window) were skipped silently when
+    malformed (a last read of the change, 2026-12-07): one error line, exit 2, no file written."""
+    from test_cli_errors import assert_one_line_error
+
+    path = _write(tmp_path, {"hidden_size": 768, "num_attention_heads": 12, "torch_dtype": "float32", **fields})
+    with pytest.raises(IomodelError, match=message):
+        load_config(path)
+    out = tmp_path / "out.json"
+    assert_one_line_error(capsys, ["worksheet", "--config", str(path), "-o", str(out)], message)
+    assert not out.exists()

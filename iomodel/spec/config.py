@@ -1544,13 +1544,15 @@ def _context(f: _Fields) -> tuple[int | None, str]:
     if given not in (None, CONTEXT_KEYS[0]):  # Whisper's max_source_positions: named as the file names it
         f.context_source = given
     if context is not None and f.cfg.get("model_type") in PADDING_OFFSET_MODEL_TYPES:
-        pad = f.cfg.get("pad_token_id", 1)
-        if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < context - 1:
-            f.context_source = f"max_position_embeddings {context:,} less the padding offset {pad + 1}"
-            return context - pad - 1, (f"model_type {f.cfg['model_type']!r} numbers positions from pad_token_id + 1 = "
-                                       f"{pad + 1} (HF create_position_ids_from_input_ids): of max_position_embeddings "
-                                       f"{context:,}, {context - pad - 1:,} positions hold tokens; the context check "
-                                       "uses that.")
+        pad = f.cfg.get("pad_token_id", 1)  # RobertaConfig's default 1
+        if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < context - 1:
+            raise IomodelError(f"{f.where}: 'pad_token_id' must be a whole number from 0 to {context - 2} (its "
+                               f"positions start after it), got {_kind(pad)}: fix the file")
+        f.context_source = f"max_position_embeddings {context:,} less the padding offset {pad + 1}"
+        return context - pad - 1, (f"model_type {f.cfg['model_type']!r} numbers positions from pad_token_id + 1 = "
+                                   f"{pad + 1} (HF create_position_ids_from_input_ids): of max_position_embeddings "
+                                   f"{context:,}, {context - pad - 1:,} positions hold tokens; the context check uses "
+                                   "that.")
     key = next((k for k in ("rope_scaling", "rope_parameters") if isinstance(f.cfg.get(k), dict)), None)
     rope = f.cfg.get(key) if key else None
     kind = (rope.get("rope_type") or rope.get("type")) if rope else None
@@ -1589,10 +1591,13 @@ def _windowed_vit_note(f: _Fields, total: int | None) -> str:
     ``window_block_indices`` the windowed ones): the layer modelled is a global one. "" otherwise.
 
     Raises:
-        IomodelError: an index list that is not distinct layers of the model (:func:`_layer_indices`).
+        IomodelError: an index list that is not distinct layers of the model (:func:`_layer_indices`), or a
+            ``window_size`` that is not a positive integer.
     """
-    size = f.cfg.get("window_size")
-    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+    if f.cfg.get("global_attn_indexes") is None and f.cfg.get("window_block_indices") is None:
+        return ""
+    size = f.int_(("window_size",))  # a malformed window: one error line
+    if size is None:
         return ""
     if f.cfg.get("global_attn_indexes") is not None and total:
         glob = _layer_indices(f, "global_attn_indexes", total)  # one error line where it is not layers of the model
@@ -1923,8 +1928,11 @@ def load_config(path: str | Path, dtype: str | None = None, *, heads: int | None
                   "reads heads x seqlen_q x seqlen_k x element bytes more per layer than the baseline here counts; a "
                   "kernel that computes ALiBi from the head index (FlashAttention's alibi_slopes) moves no bias.",)
     blocks = f.cfg.get("block_sizes") if f.cfg.get("model_type") == "funnel" else None
-    if isinstance(blocks, list) and len(blocks) > 1 and all(isinstance(b, int) and not isinstance(b, bool) and b > 0
-                                                            for b in blocks):
+    if blocks is not None and not (isinstance(blocks, list) and blocks and all(
+            isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in blocks)):
+        raise IomodelError(f"{f.where}: 'block_sizes' must be a non-empty list of positive layer counts, one a block "
+                           f"(Funnel: [6, 6, 6]), got {_kind(blocks)}: fix the file")
+    if blocks is not None and len(blocks) > 1:
         # HF FunnelEncoder: each block after the first starts by pooling the sequence to half (its first layer's
         # queries only with pool_q_only, keys at the previous length)
         notes += (f"'block_sizes' {blocks} (Funnel): block b (from 0) runs at seqlen / 2^b after pooling, so the layer modelled "
