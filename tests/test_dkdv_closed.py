@@ -41,12 +41,18 @@ def _exact(spec: LayerSpec, w: int, cap: int) -> "stream.KernelL2":
 
 def test_evict_probabilities_equal_the_scalar_function():
     d = np.array([0.0, -3.0, 1.0, 1e5, 2e6, 3.9e6, 4e6, 4.2e6, 8e6, 1.6e7, 3.2e7, 1e9])
-    for cap, ways in ((4 * MiB, 24), (4 * MiB, 1), (31.1 * MiB, 24), (8 * MiB, 330)):
+    for cap, ways in ((4 * MiB, 24), (4 * MiB, 1), (31.1 * MiB, 24), (8 * MiB, 256), (8 * MiB, 330), (2 * MiB, 4096)):
         got = evict_probabilities(d.reshape(3, 4), cap, ways)
         want = np.array([evict_probability(x, cap, ways) for x in d]).reshape(3, 4)
         assert got.shape == (3, 4)
         assert np.allclose(got, want, rtol=0, atol=1e-12)
     assert evict_probabilities(np.zeros(0), 4 * MiB, 24).shape == (0,)
+    # densely over the band where the Poisson head is summed (Horner's rule up to HORNER_MAX_WAYS, log space above)
+    for ways in (2, 24, 256, 257):
+        d = np.linspace(0.3, 2.5, 1501) * 8 * MiB
+        want = np.array([evict_probability(x, 8 * MiB, ways) for x in d])
+        assert 0.0 < want[750] < 1.0  # the band is crossed
+        assert np.abs(evict_probabilities(d, 8 * MiB, ways) - want).max() < 1e-12
 
 
 def test_one_wave_by_hand():

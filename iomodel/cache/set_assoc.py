@@ -303,8 +303,10 @@ class SetAssoc:
 
 def evict_probabilities(dist: np.ndarray, capacity: float, ways: int) -> np.ndarray:
     """:func:`evict_probability` of many stack distances at once (an array of any shape, bytes): the same
-    terms in the same order (far-tail shortcuts, Chernoff bound, the Poisson head summed in log space) with
-    numpy's ``exp``/``log``, which may differ from the math module's in the last bit.
+    far-tail shortcuts and Chernoff bound; the Poisson head ``Σ_{k<A} e^-λ λ^k / k!`` as ``e^-λ`` times a Horner
+    polynomial for A up to :data:`HORNER_MAX_WAYS` (no ``exp`` a term: about three times faster; λ stays below
+    ~470 there, so ``e^λ`` cannot overflow), summed in log space above it. Within 1e-12 of the scalar function
+    (tests/test_dkdv_closed.py); the expected bytes then differ by ~1e-14 of themselves (a few bytes in 10^13).
 
     Args:
         dist: float64 array of stack distances (bytes); capacity: effective L2 bytes; ways: associativity A.
@@ -312,7 +314,8 @@ def evict_probabilities(dist: np.ndarray, capacity: float, ways: int) -> np.ndar
     Returns:
         float64 array of the same shape, in [0, 1].
 
-    Source: as :func:`evict_probability` and :func:`_poisson_tail`.
+    Source: as :func:`evict_probability` and :func:`_poisson_tail`; Horner's rule for the truncated exponential
+    series.
     """
     import numpy as np  # here only (see SetAssoc.finish)
 
@@ -326,22 +329,35 @@ def evict_probabilities(dist: np.ndarray, capacity: float, ways: int) -> np.ndar
     log_lam = np.log(lm)
     a1 = ways - 1
     chern = (lm > a1) & (-lm + a1 * (1.0 + log_lam - _LOG_INT[a1]) < _LOG_TINY) if a1 > 0 else np.zeros(lm.shape, bool)
-    x = -lm
-    top = x.copy()
-    for lk in _LOG_INT[1:ways]:  # top = max over k of the log terms (the recurrence of _poisson_tail)
-        x = x + log_lam - lk
-        np.maximum(top, x, out=top)
-    x = -lm
-    below = np.exp(x - top)
-    for lk in _LOG_INT[1:ways]:
-        x = x + log_lam - lk
-        below += np.exp(x - top)
-    below = np.exp(top) * below
+    if ways <= HORNER_MAX_WAYS:  # Σ_{k<A} λ^k/k! = 1 + λ/1 (1 + λ/2 (1 + ... (1 + λ/(A-1))))
+        series = np.ones(lm.shape)
+        for k in range(a1, 0, -1):
+            series *= lm
+            series *= 1.0 / k
+            series += 1.0
+        below = np.exp(-lm) * series
+    else:  # λ may exceed 700: the terms in log space, scaled by their largest
+        x = -lm
+        top = x.copy()
+        for lk in _LOG_INT[1:ways]:  # top = max over k of the log terms (the recurrence of _poisson_tail)
+            x = x + log_lam - lk
+            np.maximum(top, x, out=top)
+        x = -lm
+        below = np.exp(x - top)
+        for lk in _LOG_INT[1:ways]:
+            x = x + log_lam - lk
+            below += np.exp(x - top)
+        below = np.exp(top) * below
     pm = np.minimum(1.0, np.maximum(0.0, 1.0 - below))
     pm[chern] = 1.0
     p[one & ~zero] = 1.0
     p[mid] = pm
     return p
+
+
+#: The most ways :func:`evict_probabilities` sums by Horner's rule: within the 12-sigma band λ < A + 12√λ + 12
+#: (about 470 at 256 ways), so the series (at most e^λ) stays far below the float64 limit (e^709).
+HORNER_MAX_WAYS = 256
 
 
 def finish_probabilities(above: np.ndarray, own: np.ndarray, capacity: float, ways: int) -> np.ndarray:
