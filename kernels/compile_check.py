@@ -198,12 +198,14 @@ def print_reports(reports: list[CompileReport]) -> int:
 
 def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m: int, block_n: int, num_warps: int,
                     num_stages: int, warp_specialize: bool = False, arch: int = 90,
-                    window: bool = False, varlen: bool = False, pack: int = 1) -> CompileReport:
+                    window: bool = False, varlen: bool = False, pack: int = 1, reverse: bool = False,
+                    group: int = 1) -> CompileReport:
     """Compile one prefill configuration (``prefill`` or ``prefill-tma``) for ``sm_<arch>``; ``window``:
     the sliding-window variant (``WINDOW=True``, a band of 1024 keys); ``varlen`` (path ``prefill``):
     the ragged-batch variant (``VARLEN=True`` with ``seqused_k``, as ``flash_attention_varlen`` runs it);
     ``pack`` (path ``prefill``): query heads per program (``PACK``, ``KernelConfig.heads_per_program``) of a
-    GQA group of 4."""
+    GQA group of 4; ``reverse``: the reverse query-tile order (``REVERSE``); ``group``: the GQA group G passed
+    (Triton specialises it: 1, a multiple of 16, other; a ``pack`` > 1 compiles G = 4)."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -218,13 +220,17 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
         cfg["varlen"] = True
     if pack > 1:
         cfg["pack"] = pack
+    if reverse:
+        cfg["reverse"] = True
+    if group != 1:
+        cfg["group"] = group
     dt = torch_dtype(dtype)
     B, H, N = 2, 16, 4096
     q = torch.empty(B, H, N, head_dim, dtype=dt)
     k, v, o = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
     lse = torch.empty(B, H, N)
-    common = dict(H=H, G=4 if pack > 1 else 1, N_Q=N, N_K=N, CAUSAL_OFF=0, N_Q_BUCKET=hx.seqlen_bucket(N), N_K_BUCKET=hx.seqlen_bucket(N),
-                  WIN_L=1024 if window else 0, WIN_R=0, WINDOW=window)
+    common = dict(H=H, G=4 if pack > 1 else group, N_Q=N, N_K=N, CAUSAL_OFF=0, N_Q_BUCKET=hx.seqlen_bucket(N), N_K_BUCKET=hx.seqlen_bucket(N),
+                  WIN_L=1024 if window else 0, WIN_R=0, WINDOW=window, REVERSE=reverse)
     try:
         if path == "prefill-tma":
             descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, bm, head_dim])
@@ -510,7 +516,8 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
                         cands = hx.prefill_candidates(d, dtype, causal, path)
                         for c in (cands[:1] if quick else cands):
                             reports.append(compile_prefill(path, d, dtype, causal, c.block_m, c.block_n, c.num_warps,
-                                                           c.num_stages, c.warp_specialize, arch))
+                                                           c.num_stages, c.warp_specialize, arch,
+                                                           reverse=c.tile_order == "reverse"))
             c = hx.prefill_candidates(128, "bf16", True, path)[0]  # the sliding-window variant, once per path
             reports.append(compile_prefill(path, 128, "bf16", True, c.block_m, c.block_n, c.num_warps, c.num_stages,
                                            c.warp_specialize, arch, window=True))
@@ -553,11 +560,117 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
     return reports
 
 
+#: HEAD_DIMs the registers table compiles the forward launches of (common model head sizes; the worksheet gets no
+#: registers at others, and says so).
+TABLE_HEAD_DIMS = (32, 64, 80, 96, 128, 256)
+#: GQA groups compiled, one per class Triton specialises (:func:`iomodel.schedule.registers.group_class`).
+TABLE_GROUPS = (1, 4, 16)
+
+
+def table_launches() -> list[tuple[str, int, str, bool, Any, int, bool]]:
+    """The forward launches the registers table compiles: (path, HEAD_DIM, dtype, causal, TileChoice, group, window).
+
+    Per HEAD_DIM of :data:`TABLE_HEAD_DIMS`, dtype and mask: the path the worksheet models on an H200
+    (``iomodel.report.worksheet._modelled_prefill_path``; where that is the Gluon prefill, which fixes its own
+    programs per SM, the TMA prefill that runs given tiles) and every autotune candidate of it
+    (``heuristics.prefill_candidates``) at each group of :data:`TABLE_GROUPS`; the first candidate also with a
+    sliding window. Units: elements (HEAD_DIM, tiles)."""
+    from iomodel.report.worksheet import _modelled_prefill_path
+    from iomodel.spec import LayerSpec
+    from iomodel.spec.hardware import H200
+    from kernels import heuristics as hx
+
+    out = []
+    for d in TABLE_HEAD_DIMS:
+        for dtype in ("fp16", "bf16", "fp32"):
+            for causal in (False, True):
+                spec = LayerSpec(1, 16, 16, d, 4096, 4096, dtype=dtype, causal=causal)
+                try:
+                    path = _modelled_prefill_path(spec, H200, False, None)
+                except IomodelError:
+                    continue
+                if path == "prefill-gluon":
+                    path = "prefill-tma"
+                if path not in ("prefill", "prefill-tma"):
+                    continue
+                cands = hx.prefill_candidates(d, dtype, causal, path)
+                for i, c in enumerate(cands):
+                    for group in TABLE_GROUPS:
+                        for window in ((False, True) if i == 0 else (False,)):
+                            out.append((path, d, dtype, causal, c, group, window))
+    return out
+
+
+def registers_table(arch: int = 90) -> dict[str, Any]:
+    """Compile :func:`table_launches` for ``sm_<arch>`` and return the registers receipt
+    (``iomodel/data/registers-sm90.json``): ``command``, ``created`` (UTC), ``environment`` (Triton, ptxas, Python),
+    ``compiled`` (launches compiled), ``failed`` (key: the error's last line) and ``registers``
+    ({:func:`iomodel.schedule.registers.forward_key`: registers per thread}).
+
+    Raises:
+        IomodelError: TRITON_INTERPRET is set (kernels would be interpreted, not compiled).
+    """
+    import datetime
+    import platform
+
+    import triton
+
+    from iomodel.schedule.registers import forward_key
+
+    if os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes"):
+        raise IomodelError("TRITON_INTERPRET is set, so the kernels are interpreted: unset it to compile them")
+    driver = _install_fake_driver(arch)
+    regs: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    try:
+        for path, d, dtype, causal, c, group, window in table_launches():
+            key = forward_key(path, d, dtype, causal, group, c.block_m, c.block_n, c.num_warps, c.num_stages,
+                              c.warp_specialize, c.tile_order == "reverse", window)
+            if key in regs or key in failed:
+                continue
+            r = compile_prefill(path, d, dtype, causal, c.block_m, c.block_n, c.num_warps, c.num_stages,
+                                c.warp_specialize, arch, window=window, reverse=c.tile_order == "reverse",
+                                group=group)
+            if r.ok and r.registers is not None:
+                regs[key] = r.registers
+            else:
+                failed[key] = r.error or "ptxas reported no register count"
+    finally:
+        try:
+            driver.reset_active()
+        except RuntimeError:  # no real driver on this machine: nothing to restore
+            pass
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    version = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    return {"schema": 1, "kind": "compiled-registers",
+            "command": f"python -m kernels.compile_check --arch {arch} --registers-table iomodel/data/registers-sm90.json",
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "environment": {"triton": f"triton {triton.__version__}", "ptxas": version[-1] if version else "",
+                            "python": platform.python_version(), "arch": f"sm_{arch}a" if arch == 90 else f"sm_{arch}",
+                            "machine": "compiled without a GPU (kernels/compile_check.py's fake CUDA driver)",
+                            "seqlen": 4096},
+            "compiled": len(regs) + len(failed), "failed": failed, "registers": dict(sorted(regs.items()))}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Compile the bundled kernels for a GPU architecture without a GPU")
     ap.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90 = H100/H200, 80 = A100)")
     ap.add_argument("--quick", action="store_true", help="one configuration per kernel")
+    ap.add_argument("--registers-table", metavar="FILE", default=None,
+                    help="compile the forward launches the worksheet models and write their registers per thread "
+                         "as JSON (iomodel/data/registers-sm90.json)")
     args = ap.parse_args(argv)
+    if args.registers_table:
+        import json
+
+        try:
+            table = registers_table(args.arch)
+        except IomodelError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        Path(args.registers_table).write_text(json.dumps(table, indent=1) + "\n")
+        print(f"{len(table['registers'])} launches compiled ({len(table['failed'])} failed): {args.registers_table}")
+        return 0
     try:
         reports = run(args.arch, args.quick)
     except IomodelError as exc:
@@ -569,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["CompileReport", "compile_backward", "compile_backward_tma", "compile_decode", "compile_gluon_dkdv",
+__all__ = ["CompileReport", "compile_backward", "registers_table", "table_launches", "compile_backward_tma", "compile_decode", "compile_gluon_dkdv",
            "compile_gluon_prefill",
            "compile_prefill", "local_memory_sites", "run"]
 

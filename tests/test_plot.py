@@ -260,7 +260,7 @@ def test_seqlen_plot_draws_the_l2_aware_estimate_beside_the_no_reuse_bound(small
     assert _line(ax, "compulsory floor").get_ydata()[0] == 12_288
     assert list(l2.get_xdata()) == [64, 128, 256]
     assert l2.get_ydata()[0] == 8_192
-    warps, order, _, _ = l2_launch(small.spec, small.hardware)
+    warps, order, _, _, _ = l2_launch(small.spec, small.hardware)
     for x, y in zip(l2.get_xdata(), l2.get_ydata()):
         at = small.spec.with_(seqlen_q=int(x), seqlen_k=int(x))
         want = predict_tiled(at, small.tiling, launch_params(at, small.tiling, small.hardware, warps), order)

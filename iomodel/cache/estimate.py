@@ -696,7 +696,8 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
 
 def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, *, flops: int, peak_flops: float,
                            num_warps: int, tile_order: str, backward: Any, config_source: str,
-                           grid_order: str = "tiles-fastest", fwd_programs_per_sm: int | None = None) -> L2Estimate:
+                           grid_order: str = "tiles-fastest", fwd_programs_per_sm: int | None = None,
+                           fwd_programs_per_sm_source: str = KERNEL_FIXED_PROGRAMS_SOURCE) -> L2Estimate:
     """The L2-aware DRAM estimate of the bundled training step (forward + three backward kernels).
 
     :func:`iomodel.cache.predict.predict_training_step` with programs per SM from
@@ -712,8 +713,10 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         backward: the backward launch (``kernels.heuristics.BackwardConfig``).
         config_source: one sentence on where the launches come from.
         grid_order: the forward launch's grid order (``tiles-fastest`` or ``head-grouped:G``).
-        fwd_programs_per_sm: the forward's programs per SM where its kernel fixes it, else None
-            (:func:`training_programs_per_sm`).
+        fwd_programs_per_sm: the forward's programs per SM where its kernel fixes it or its compiled registers
+            count them (``iomodel.report.worksheet.l2_launch``), else None (:func:`training_programs_per_sm`).
+        fwd_programs_per_sm_source: where ``fwd_programs_per_sm`` comes from (one clause; default: the kernel's own,
+            :data:`~iomodel.schedule.grid.KERNEL_FIXED_PROGRAMS_SOURCE`).
 
     Returns:
         :class:`L2Estimate` whose ``kernels`` lists the four kernels (bytes each).
@@ -742,7 +745,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
         hardware=hardware, dtype=spec.dtype, programs_per_sm=pps["_attn_fwd"],
         programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored"
-        + (f"; the forward's is {KERNEL_FIXED_PROGRAMS_SOURCE}" if fwd_programs_per_sm is not None else ""),
+        + (f"; the forward's is {fwd_programs_per_sm_source}" if fwd_programs_per_sm is not None else ""),
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",
         read_bytes_quality=l2.read_quality, write_bytes_quality=l2.write_quality,

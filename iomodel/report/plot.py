@@ -328,7 +328,7 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
     candidates = own + [x for x in pow2 if x not in own]
     if spec.backward or spec.phase != "prefill" or not candidates:
         return [], [], []
-    warps, order, _, pps = l2_launch(spec, hardware, tiling=tiling)
+    warps, order, _, pps, _ = l2_launch(spec, hardware, tiling=tiling)
     done: dict[int, int] = {}
     skipped: list[tuple[int, str]] = []
     spent = 0

@@ -390,7 +390,7 @@ def make_ragged_worksheet(layer: Layer) -> RaggedWorksheet:
     why = ragged_not_estimated(r, t)
     est = None
     if why is None:
-        warps, order, cfg_src, _ = l2_launch(layer.spec, hw, varlen=True)  # the varlen prefill path: nothing fixed
+        warps, order, cfg_src, _, _ = l2_launch(layer.spec, hw, varlen=True)  # the varlen prefill path: nothing fixed
         est = estimate_ragged(r, t, hw, flops=pred.flops, peak_flops=padded.algorithms["tiled"].peak_flops,
                               num_warps=warps, tile_order=order, config_source=cfg_src)
     return RaggedWorksheet(layer=layer, prediction=pred, padded=padded, compulsory_sequences=compulsory,

@@ -769,11 +769,33 @@ def bundled_launch_order(spec: LayerSpec, tiling: Tiling) -> dict[str, str]:
                             rows * cdiv(spec.seqlen_q, tiling.block_m))
 
 
+def register_programs(spec: LayerSpec, hardware: Hardware, path: str, tiling: Tiling, num_warps: int,
+                      num_stages: int, warp_specialize: bool, tile_order: str) -> tuple[int, str] | None:
+    """Programs per SM of a TMA or pointer prefill launch counted with its compiled registers, and that clause's
+    source, or None where the registers are not known (:func:`iomodel.schedule.registers.compiled_registers`: another
+    device than sm_90, another path, a launch the table does not hold, e.g. tiles given by hand).
+
+    :func:`~iomodel.schedule.grid.estimate_programs_per_sm` of the program's shared memory (``tiling.sram_bytes``),
+    ``num_warps`` and the registers a thread of the launch compiled for sm_90 at these tiles, HEAD_DIM, dtype, mask,
+    GQA group, tile order and window (the tiles-fastest grid's compile stands for the head-grouped LPT launch)."""
+    from iomodel.schedule.registers import FORWARD_KERNELS, compiled_registers, forward_key, source_sentence
+    from iomodel.schedule.grid import estimate_programs_per_sm
+
+    if path not in FORWARD_KERNELS:
+        return None
+    key = forward_key(path, spec.head_dim, spec.dtype, spec.causal, spec.group, tiling.block_m, tiling.block_n,
+                      num_warps, num_stages, warp_specialize, tile_order == "reverse", spec.band is not None)
+    regs = compiled_registers(hardware.compute_capability, key)
+    if regs is None:
+        return None
+    return (estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm, regs),
+            source_sentence(regs))
+
+
 def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
-              tiling: Tiling | None = None) -> tuple[int, str, str, int | None]:
+              tiling: Tiling | None = None) -> tuple[int, str, str, int | None, str | None]:
     """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source,
-    programs per SM where the kernel fixes it for ``tiling``'s forward tiles (its own: the Gluon prefill's one
-    program per SM, ``TileChoice.programs_per_sm``; other tiles are not that launch), else None).
+    programs per SM where known, and where they come from (one clause), else None, None).
 
     num_warps and the query-tile order of the bundled kernel's first autotune candidate
     (``kernels/heuristics.py prefill_default`` on the path
@@ -781,7 +803,11 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
     prefill's one configuration: :func:`_modelled_prefill_path`; with ``varlen``, a ragged batch
     whose ``spec`` is the padded batch, the ``prefill`` path ``flash_attention_varlen`` runs);
     4 warps and forward order where the kernel refuses the layer or that module is not
-    importable. The source is one sentence.
+    importable. The source is one sentence. Programs per SM: the kernel's own where it fixes them for ``tiling``'s
+    forward tiles (the Gluon prefill's one program per SM, ``TileChoice.programs_per_sm``; other tiles are not that
+    launch); else, on the TMA and pointer paths, counted with the launch's compiled registers
+    (:func:`register_programs`, ``tiling`` or the candidate's tiles; not for ``varlen``, whose variant the table does
+    not hold); else None (estimated later from shared memory and warps alone).
     """
     h = _heuristics()
     refusal = kernel_refusal(spec, hardware)
@@ -793,10 +819,15 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
         src = f"kernels/heuristics.py prefill_default, {path} path"
         pps = c.programs_per_sm if tiling is None else c.fixed_programs_per_sm(tiling.block_m, tiling.block_n,
                                                                                tiling.num_stages)
-        return c.num_warps, c.tile_order, src, pps
+        if pps is not None:
+            return c.num_warps, c.tile_order, src, pps, KERNEL_FIXED_PROGRAMS_SOURCE
+        tiles = tiling or replace(Tiling(), block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
+        by_regs = None if varlen or tiles.heads_per_program > 1 else register_programs(
+            spec, hardware, path, tiles, c.num_warps, tiles.num_stages, c.warp_specialize, c.tile_order)
+        return (c.num_warps, c.tile_order, src) + (by_regs or (None, None))
     if refusal is not None:
-        return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order", None
-    return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order", None
+        return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order", None, None
+    return 4, "forward", "kernels/heuristics.py not importable: 4 warps, forward order", None, None
 
 
 #: Command-line flag of each launch field the worksheet takes (``iomodel worksheet --grid-order`` ...).
@@ -856,7 +887,7 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
     if given and (s.phase != "prefill" or s.backward):
         raise IomodelError(f"{', '.join(schedule_flags(given))}: the launch schedule describes the prefill forward "
                            "kernel: drop it, or use --phase prefill --pass fwd")
-    warps, order, src, pps = l2_launch(s, layer.hardware, tiling=layer.tiling)
+    warps, order, src, pps, pps_src = l2_launch(s, layer.hardware, tiling=layer.tiling)
     lpt = bundled_launch_order(s, layer.tiling)
     # tiles the launcher does not order: given ones, or packed heads (both run through a KernelConfig)
     tiles_given = (bool({k for k, _ in layer.tiles} & {"block_m", "block_n", "num_stages"})
@@ -875,8 +906,16 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
         lpt = {}
     fixed = {}
     own_programs = layer.tiling.heads_per_program == 1 and not unrun
+    if pps_src is not None and pps_src != KERNEL_FIXED_PROGRAMS_SOURCE and given.get("tile_order", order) != order:
+        # registers of the launch in the tile order given (a compile of its own)
+        h = _heuristics()
+        path = _modelled_prefill_path(s, layer.hardware, False, (layer.tiling.block_m, layer.tiling.block_n,
+                                                                 layer.tiling.num_stages))
+        ws = h.prefill_default(s.head_dim, s.dtype, s.causal, path).warp_specialize
+        pps, pps_src = register_programs(s, layer.hardware, path, layer.tiling, warps, layer.tiling.num_stages, ws,
+                                         given["tile_order"]) or (None, None)
     if pps is not None and not {"num_warps", "programs_per_sm"} & set(given) and own_programs:  # the kernel's launch
-        fixed = {"programs_per_sm": pps, "programs_per_sm_source": KERNEL_FIXED_PROGRAMS_SOURCE}
+        fixed = {"programs_per_sm": pps, "programs_per_sm_source": pps_src}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:
         src += f"; {GIVEN}: " + " ".join(schedule_flags(given))
@@ -924,6 +963,7 @@ def l2_estimate(layer: Layer, prediction: "Prediction", schedule: dict[str, Any]
         return estimate_training_step(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,
                                       num_warps=warps, tile_order=order, grid_order=sched.grid_order, backward=bwd,
                                       fwd_programs_per_sm=sched.programs_per_sm,
+                                      fwd_programs_per_sm_source=sched.programs_per_sm_source or GIVEN,
                                       config_source=cfg_src + "; backward warps and stages from kernels/heuristics.py "
                                       "backward_config")
     return estimate_tiled(s, layer.tiling, hw, flops=tiled.flops, peak_flops=tiled.peak_flops,

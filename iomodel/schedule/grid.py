@@ -30,23 +30,31 @@ KERNEL_FIXED_PROGRAMS_SOURCE = ("the kernel's: its warp-specialised setmaxnreg s
                                 "(kernels/heuristics.py TileChoice.programs_per_sm)")
 
 
-def estimate_programs_per_sm(smem_per_program: int, num_warps: int, smem_per_sm: int) -> int:
-    """Programs one SM can hold, from shared memory and warps only (registers unknown).
+def estimate_programs_per_sm(smem_per_program: int, num_warps: int, smem_per_sm: int,
+                             registers: int | None = None) -> int:
+    """Programs one SM can hold, from shared memory and warps, and registers where they are known.
 
-    ``min(smem_per_sm // smem_per_program, 64 // num_warps, 32)``, at least 1 (CUDA C
-    Programming Guide, compute capability 9.0 limits). Registers can lower it further;
-    prefer Nsight Compute's measured occupancy limits when a record has them.
+    ``min(smem_per_sm // smem_per_program, 64 // num_warps, 32)`` (CUDA C Programming Guide, compute capability
+    9.0 limits), and with ``registers`` also :func:`iomodel.schedule.registers.programs_by_registers`; at least 1.
+    Without ``registers`` the count can be too high (the HEAD_DIM 64 TMA prefill: 3 by shared memory, 2 by its
+    118 registers a thread); prefer Nsight Compute's measured occupancy limits when a record has them.
 
     Args:
         smem_per_program: shared memory one program allocates (bytes; ``Tiling.sram_bytes``).
         num_warps: warps per program.
         smem_per_sm: shared memory of one SM (bytes; ``Hardware.smem_per_sm``).
+        registers: registers per thread of the compiled kernel (``ptxas -v``), or None (unknown: not counted).
 
     Returns:
         programs (CTAs) per SM, from 1 to :data:`MAX_BLOCKS_PER_SM`.
     """
     by_smem = smem_per_sm // max(1, smem_per_program)
-    return max(1, min(by_smem, MAX_WARPS_PER_SM // max(1, num_warps), MAX_BLOCKS_PER_SM))
+    limits = [by_smem, MAX_WARPS_PER_SM // max(1, num_warps), MAX_BLOCKS_PER_SM]
+    if registers is not None:
+        from iomodel.schedule.registers import programs_by_registers
+
+        limits.append(programs_by_registers(registers, max(1, num_warps)))
+    return max(1, min(limits))
 
 
 class Access(NamedTuple):

@@ -1,0 +1,126 @@
+"""Registers per thread of the bundled forward kernel's launches, compiled for sm_90, and the programs per SM they allow.
+
+Occupancy is the smallest of four limits: shared memory, warps, blocks and registers
+(:func:`iomodel.schedule.grid.estimate_programs_per_sm` takes the first three from the layer). A Triton kernel's
+registers per thread are known only once ``ptxas`` has compiled it, which needs no GPU: ``python -m
+kernels.compile_check --registers-table`` compiles every launch the worksheet can pick for the forward prefill kernel
+on sm_90 (the autotune candidates of ``kernels/heuristics.py`` at the common HEAD_DIMs, both tile orders, with and
+without a sliding window, MHA and GQA) through Triton's bundled ``ptxas`` and writes :data:`REGISTERS_FILE`, a
+receipt with the command, the Triton and ``ptxas`` versions and the date. This module reads it (the one home of those
+numbers); nothing here compiles.
+
+What a compile stands for (a compile is specialised by Triton on its integer arguments): N_q = N_k = 4,096 (divisible
+by 16), the GQA group G as Triton specialises it (1; divisible by 16; other, compiled at 4), the query-tile order
+(``REVERSE``) and a sliding window (``WINDOW``) as given, the tiles-fastest grid. The registers ncu measured for the
+same kernels on the H100 and H200 receipts varied by up to 10 with the sequence length and the kernel's revision; the
+programs per SM they allow agree with the table's on the receipts checked (``tests/test_registers.py``).
+
+The register file: 65,536 32-bit registers per SM, allocated per warp in units of 256 registers (CUDA C Programming
+Guide, "Compute Capabilities", table "Technical Specifications per Compute Capability": "Maximum number of 32-bit
+registers per SM" 64K for 8.0-9.0; the CUDA Occupancy Calculator's "Register allocation unit size" 256, "Register
+allocation granularity" warp). Nsight Compute's ``launch__occupancy_limit_registers`` equals
+:func:`programs_by_registers` on every one of the 696 kernels with registers in the committed receipts
+(``tests/test_registers.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from iomodel.errors import IomodelError
+
+#: The compiled registers table (package data, ``iomodel/data``): a receipt of ``python -m kernels.compile_check
+#: --registers-table``.
+REGISTERS_FILE = "registers-sm90.json"
+#: The compute capability the table was compiled for (sm_90: H100, H200); other devices get no registers.
+REGISTERS_CAPABILITY = (9, 0)
+#: 32-bit registers of one SM, compute capability 8.0-9.0 (CUDA C Programming Guide, "Technical Specifications per
+#: Compute Capability": 64K).
+REGISTERS_PER_SM = 65_536
+#: Registers are allocated to a warp in units of this many (CUDA Occupancy Calculator: "Register allocation unit
+#: size" 256, granularity warp): a thread's count rounds up to a multiple of 8.
+REGISTER_ALLOCATION_UNIT = 256
+#: Threads of one warp.
+WARP_THREADS = 32
+#: The kernels the table covers, by prefill path (``kernels.flash_attention``): the TMA and pointer prefills. The
+#: Gluon prefill fixes its own programs per SM (``kernels.heuristics.TileChoice.programs_per_sm``).
+FORWARD_KERNELS = {"prefill-tma": "_attn_fwd_tma", "prefill": "_attn_fwd"}
+
+
+def programs_by_registers(registers: int, num_warps: int) -> int:
+    """Programs (thread blocks) one SM's register file holds: ``65,536 // (⌈32·r / 256⌉·256 · num_warps)``.
+
+    Args:
+        registers: registers per thread (1 to 255, ``ptxas -v``); num_warps: warps per program.
+
+    Returns:
+        programs per SM by registers alone (0 when one program does not fit; Triton never compiles one so).
+
+    Raises:
+        IomodelError: registers or num_warps below 1.
+
+    Source: the module doc (CUDA C Programming Guide; CUDA Occupancy Calculator).
+
+    >>> programs_by_registers(118, 8)  # the HEAD_DIM 64 TMA prefill: 3,840 registers a warp
+    2
+    >>> programs_by_registers(168, 12)  # the Gluon prefill's setmaxnreg split: the whole file
+    1
+    """
+    if registers < 1 or num_warps < 1:
+        raise IomodelError(f"registers per thread and warps must be positive, got {registers} and {num_warps}")
+    unit = REGISTER_ALLOCATION_UNIT
+    per_warp = -(-registers * WARP_THREADS // unit) * unit
+    return REGISTERS_PER_SM // (per_warp * num_warps)
+
+
+def group_class(group: int) -> int:
+    """The GQA group G as Triton specialises an integer argument: 1, 16 (any multiple of 16) or 4 (any other)."""
+    return 1 if group == 1 else 16 if group % 16 == 0 else 4
+
+
+def forward_key(path: str, head_dim: int, dtype: str, causal: bool, group: int, block_m: int, block_n: int,
+                num_warps: int, num_stages: int, warp_specialize: bool, reverse: bool, window: bool) -> str:
+    """The table's key of one forward launch (one string: the table is JSON). ``group`` is G (its class is kept)."""
+    return (f"{FORWARD_KERNELS.get(path, path)} d{head_dim} {dtype} causal={int(causal)} G={group_class(group)} "
+            f"{block_m}x{block_n} w{num_warps} s{num_stages} ws={int(warp_specialize)} reverse={int(reverse)} "
+            f"window={int(window)}")
+
+
+@lru_cache(maxsize=1)
+def registers_table() -> dict[str, Any]:
+    """The receipt :data:`REGISTERS_FILE`: ``{"command", "created", "environment", "registers": {key: int}}``.
+
+    Raises:
+        IomodelError: the file is missing or not the table (a broken install: reinstall iomodel).
+    """
+    try:
+        text = resources.files("iomodel").joinpath("data", REGISTERS_FILE).read_text()
+        table = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise IomodelError(f"the compiled registers table iomodel/data/{REGISTERS_FILE} cannot be read ({exc}): "
+                           "reinstall iomodel, or regenerate it with python -m kernels.compile_check "
+                           "--registers-table") from None
+    if not isinstance(table.get("registers"), dict):
+        raise IomodelError(f"iomodel/data/{REGISTERS_FILE} has no registers table: regenerate it with "
+                           "python -m kernels.compile_check --registers-table")
+    return table
+
+
+def compiled_registers(compute_capability: tuple[int, int], key: str) -> int | None:
+    """Registers per thread of the launch ``key`` (:func:`forward_key`) compiled for ``compute_capability``, or None
+    where the table has none (another device; a launch the worksheet does not pick, e.g. tiles given by hand)."""
+    if tuple(compute_capability) != REGISTERS_CAPABILITY:
+        return None
+    v = registers_table()["registers"].get(key)
+    return None if v is None else int(v)
+
+
+def source_sentence(registers: int) -> str:
+    """Where a register-aware programs-per-SM count comes from (one clause, for ``programs_per_sm_source``)."""
+    t = registers_table()
+    return (f"from shared memory, warps and {registers} registers a thread (the launch compiled for sm_90 by "
+            f"{t.get('environment', {}).get('triton', 'Triton')}'s ptxas, iomodel/data/{REGISTERS_FILE}, "
+            f"{t.get('created', '')[:10]})")
