@@ -26,7 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -224,8 +224,10 @@ def compile_prefill(path: str, head_dim: int, dtype: str, causal: bool, block_m:
         cfg["reverse"] = True
     if group != 1:
         cfg["group"] = group
+    from iomodel.schedule.registers import TABLE_SEQLEN
+
     dt = torch_dtype(dtype)
-    B, H, N = 2, 16, 4096
+    B, H, N = 2, 16, TABLE_SEQLEN
     q = torch.empty(B, H, N, head_dim, dtype=dt)
     k, v, o = torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)
     lse = torch.empty(B, H, N)
@@ -563,24 +565,35 @@ def run(arch: int = 90, quick: bool = False) -> list[CompileReport]:
 #: HEAD_DIMs the registers table compiles the forward launches of (common model head sizes; the worksheet gets no
 #: registers at others, and says so).
 TABLE_HEAD_DIMS = (32, 64, 80, 96, 128, 256)
-#: GQA groups compiled, one per class Triton specialises (:func:`iomodel.schedule.registers.group_class`).
-TABLE_GROUPS = (1, 4, 16)
 
 
 def table_launches() -> list[tuple[str, int, str, bool, Any, int, bool]]:
     """The forward launches the registers table compiles: (path, HEAD_DIM, dtype, causal, TileChoice, group, window).
 
-    Per HEAD_DIM of :data:`TABLE_HEAD_DIMS`, dtype and mask: the path the worksheet models on an H200
-    (``iomodel.report.worksheet._modelled_prefill_path``; where that is the Gluon prefill, which fixes its own
-    programs per SM, the TMA prefill that runs given tiles) and every autotune candidate of it
-    (``heuristics.prefill_candidates``) at each group of :data:`TABLE_GROUPS`; the first candidate also with a
-    sliding window. Units: elements (HEAD_DIM, tiles)."""
+    Per HEAD_DIM of :data:`TABLE_HEAD_DIMS`, dtype and mask: the path the worksheet models on an H200 with the
+    launcher's switches at their defaults (``iomodel.report.worksheet._modelled_prefill_path``; where that is the
+    Gluon prefill, which fixes its own programs per SM, the TMA prefill that runs given tiles), every autotune
+    candidate of it (``heuristics.prefill_candidates``) in its own tile order (a causal one also in the other), at
+    each GQA group of
+    :data:`iomodel.schedule.registers.GROUP_CLASSES`, the first candidate also with a sliding window; and where that
+    path is not the pointer prefill (``prefill``: ``IOMODEL_TMA=0``, a training step's short forward), the pointer
+    prefill's first candidate the same ways. Units: elements (HEAD_DIM, tiles)."""
     from iomodel.report.worksheet import _modelled_prefill_path
+    from iomodel.schedule.registers import GROUP_CLASSES
     from iomodel.spec import LayerSpec
     from iomodel.spec.hardware import H200
     from kernels import heuristics as hx
 
     out = []
+
+    def add(path: str, d: int, dtype: str, causal: bool, cands: list[Any]) -> None:
+        for i, c in enumerate(cands):
+            other = "reverse" if c.tile_order == "forward" else "forward"
+            for order in dict.fromkeys((c.tile_order, other) if causal else (c.tile_order,)):
+                for group in GROUP_CLASSES:
+                    for window in ((False, True) if i == 0 else (False,)):
+                        out.append((path, d, dtype, causal, replace(c, tile_order=order), group, window))
+
     for d in TABLE_HEAD_DIMS:
         for dtype in ("fp16", "bf16", "fp32"):
             for causal in (False, True):
@@ -593,32 +606,45 @@ def table_launches() -> list[tuple[str, int, str, bool, Any, int, bool]]:
                     path = "prefill-tma"
                 if path not in ("prefill", "prefill-tma"):
                     continue
-                cands = hx.prefill_candidates(d, dtype, causal, path)
-                for i, c in enumerate(cands):
-                    for group in TABLE_GROUPS:
-                        for window in ((False, True) if i == 0 else (False,)):
-                            out.append((path, d, dtype, causal, c, group, window))
+                add(path, d, dtype, causal, hx.prefill_candidates(d, dtype, causal, path))
+                if path != "prefill":
+                    add("prefill", d, dtype, causal, hx.prefill_candidates(d, dtype, causal, "prefill")[:1])
     return out
 
 
 def registers_table(arch: int = 90) -> dict[str, Any]:
-    """Compile :func:`table_launches` for ``sm_<arch>`` and return the registers receipt
-    (``iomodel/data/registers-sm90.json``): ``command``, ``created`` (UTC), ``environment`` (Triton, ptxas, Python),
-    ``compiled`` (launches compiled), ``failed`` (key: the error's last line) and ``registers``
-    ({:func:`iomodel.schedule.registers.forward_key`: registers per thread}).
+    """Compile :func:`table_launches` for sm_90 and return the registers receipt
+    (``iomodel/data/registers-sm90.json``): ``command``, ``created`` (UTC), ``environment`` (Triton, ptxas, Python,
+    the architecture, the compiles' sequence length), ``compiled`` (launches compiled), ``failed`` (key: the
+    error's last line) and ``registers`` ({:func:`iomodel.schedule.registers.forward_key`: registers per thread}).
 
     Raises:
-        IomodelError: TRITON_INTERPRET is set (kernels would be interpreted, not compiled).
+        IomodelError: ``arch`` other than 90 (the worksheet reads an sm_90 table only); TRITON_INTERPRET is set
+            (kernels would be interpreted, not compiled); the launcher's switches ``IOMODEL_TMA``/``IOMODEL_GLUON``
+            are set (the table is of the default launches); no ptxas in Triton's install.
     """
     import datetime
     import platform
 
     import triton
 
-    from iomodel.schedule.registers import forward_key
+    from iomodel.schedule.capabilities import GLUON_SWITCH, TMA_SWITCH
+    from iomodel.schedule.registers import REGISTERS_FILE, TABLE_SEQLEN, forward_key
 
+    if arch != 90:
+        raise IomodelError(f"the registers table is sm_90's (iomodel.schedule.registers), got --arch {arch}: "
+                           "use --arch 90")
     if os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes"):
         raise IomodelError("TRITON_INTERPRET is set, so the kernels are interpreted: unset it to compile them")
+    switches = [k for k in (TMA_SWITCH, GLUON_SWITCH) if k in os.environ]
+    if switches:
+        raise IomodelError(f"{' and '.join(switches)} set: the table holds the default launches; unset them")
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    try:  # before the compiles (about 15 minutes), not after
+        version = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True,
+                                 check=True).stdout.strip().splitlines()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise IomodelError(f"Triton's ptxas cannot run ({exc}): reinstall triton") from None
     driver = _install_fake_driver(arch)
     regs: dict[str, int] = {}
     failed: dict[str, str] = {}
@@ -640,17 +666,15 @@ def registers_table(arch: int = 90) -> dict[str, Any]:
             driver.reset_active()
         except RuntimeError:  # no real driver on this machine: nothing to restore
             pass
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    version = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     return {"schema": 1, "kind": "compiled-registers",
-            "command": f"python -m kernels.compile_check --arch {arch} --registers-table iomodel/data/registers-sm90.json",
+            "command": f"python -m kernels.compile_check --registers-table iomodel/data/{REGISTERS_FILE}",
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "environment": {"triton": f"triton {triton.__version__}", "ptxas": version[-1] if version else "",
-                            "python": platform.python_version(), "arch": f"sm_{arch}a" if arch == 90 else f"sm_{arch}",
+                            "python": platform.python_version(), "arch": "sm_90a",
                             "machine": "compiled without a GPU (kernels/compile_check.py's fake CUDA driver)",
-                            "seqlen": 4096},
+                            "seqlen": TABLE_SEQLEN, "switches": "the launcher's defaults (no IOMODEL_TMA, "
+                                                                "IOMODEL_GLUON)"},
             "compiled": len(regs) + len(failed), "failed": failed, "registers": dict(sorted(regs.items()))}
-
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Compile the bundled kernels for a GPU architecture without a GPU")
@@ -670,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         Path(args.registers_table).write_text(json.dumps(table, indent=1) + "\n")
         print(f"{len(table['registers'])} launches compiled ({len(table['failed'])} failed): {args.registers_table}")
-        return 0
+        return 1 if table["failed"] else 0
     try:
         reports = run(args.arch, args.quick)
     except IomodelError as exc:

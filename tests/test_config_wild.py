@@ -1936,6 +1936,25 @@ def test_a_vision_encoder_decoders_decoder_sizes_are_named(tmp_path):
     assert (dec.spec.heads, dec.spec.head_dim) == (16, 64)
 
 
+def test_an_encoder_decoders_decode_note_does_not_ask_for_causal(tmp_path):
+    """A decode step of an encoder-decoder is already the decoder's causal layer: its note said "pass --causal for it"
+    all the same (round 4's leftover). The prefill's note keeps the advice."""
+    from iomodel.spec.resolve import resolve_layer
+
+    whisper = _write(tmp_path, {"model_type": "whisper", "is_encoder_decoder": True, "d_model": 1280,
+                                "encoder_attention_heads": 20, "decoder_attention_heads": 20, "encoder_layers": 32,
+                                "decoder_layers": 4, "max_source_positions": 1500, "max_target_positions": 448,
+                                "torch_dtype": "float16"})
+    dec = resolve_layer(config=whisper, phase="decode", seqlen=400)
+    note = next(n for n in dec.notes if n.startswith("'is_encoder_decoder' = true"))
+    assert note == ("'is_encoder_decoder' = true: the encoder's self-attention is bidirectional: a decode step is a "
+                    "causal decoder's (an encoder keeps no KV cache): modelled as a causal KV-cache decode of these "
+                    "sizes.")
+    pre = resolve_layer(config=whisper, seqlen=400)
+    assert any("(the decoder's is causal: pass --causal for it): modelled without a causal mask" in n
+               for n in pre.notes)
+
+
 def test_a_decode_of_an_encoder_decoder_is_held_to_the_decoders_context(tmp_path):
     """Whisper: max_source_positions 1500 (the encoder's frames), max_target_positions 448 (the decoder's tokens):
     a decode at 1,000 keys said nothing (a fresh user, 2026-12-07)."""

@@ -49,9 +49,10 @@ def test_evict_probabilities_equal_the_scalar_function():
     assert evict_probabilities(np.zeros(0), 4 * MiB, 24).shape == (0,)
     # densely over the band where the Poisson head is summed (Horner's rule up to HORNER_MAX_WAYS, log space above)
     for ways in (2, 24, 256, 257):
-        d = np.linspace(0.3, 2.5, 1501) * 8 * MiB
+        d = np.linspace(0.15, 2.5, 2351) * 8 * MiB  # from below the band's lower edge (λ 38 at 256 ways) to past it
         want = np.array([evict_probability(x, 8 * MiB, ways) for x in d])
-        assert 0.0 < want[750] < 1.0  # the band is crossed
+        assert 0.0 < want[850] < 1.0  # the band is crossed
+        assert ways != 256 or (want[0], want[-1]) == (0.0, 1.0)  # at 256 ways from below its lower edge to past it
         assert np.abs(evict_probabilities(d, 8 * MiB, ways) - want).max() < 1e-12
 
 

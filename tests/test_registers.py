@@ -67,7 +67,8 @@ def test_table_is_a_receipt():
     t = registers_table()
     assert t["kind"] == "compiled-registers" and t["environment"]["arch"] == "sm_90a"
     assert t["command"].startswith("python -m kernels.compile_check") and t["created"].startswith("2026-12-08")
-    assert t["environment"]["triton"] == "triton 3.6.0" and "ptxas" not in t["failed"]
+    assert t["environment"]["triton"] == "triton 3.6.0" and t["environment"]["seqlen"] == 4096
+    assert t["failed"] == {} and t["compiled"] == len(t["registers"]) == 744
     # the launch the rows hold-out's HEAD_DIM 64 run took: 118 registers, as ncu measured on the H100
     key = forward_key("prefill-tma", 64, "bf16", True, 1, 128, 64, 8, 3, False, True, False)
     assert compiled_registers((9, 0), key) == 118
@@ -90,7 +91,7 @@ def _forward_key_of(s) -> str | None:
 
 def test_table_against_the_measured_forwards():
     """Every bundled TMA or pointer forward in the receipts whose launch the table holds: the programs per SM the
-    table's registers allow equal the register limit ncu measured, on every one of the 95 runs (the registers
+    table's registers allow equal the register limit ncu measured, on every one of the 96 runs (the registers
     themselves equal on 67: they differ by a few where the kernel has changed since, or Triton specialised a
     length)."""
     runs = same_regs = 0
@@ -105,7 +106,7 @@ def test_table_against_the_measured_forwards():
         assert programs_by_registers(regs, warps) == int(m["launch__occupancy_limit_registers"]), (name, s["id"])
         runs += 1
         same_regs += regs == int(m["launch__registers_per_thread"])
-    assert (runs, same_regs) == (95, 67)  # as the receipts of 2026-12-08 hold
+    assert (runs, same_regs) == (96, 67)  # as the receipts of 2026-12-08 hold
 
 
 def test_worksheet_counts_registers_for_the_rows_holdout_d64_layer(reconciled_receipt):
@@ -134,6 +135,57 @@ def test_no_registers_off_sm90():
                           dtype="bf16", causal=True)
     l2 = make_worksheet(layer).l2_aware
     assert "registers ignored" in l2.programs_per_sm_source
+
+
+def test_the_tile_order_run_is_the_one_looked_up():
+    """A small causal grid runs the kernel's LPT launch (head-grouped, reverse tiles) where the candidate's own order is
+    forward: its registers are the reverse compile's (182 a thread at HEAD_DIM 96, bf16, 128 x 64 tiles; the forward
+    compile has 184: a reviewer found the forward one looked up). A non-causal layer given ``--tile-order reverse``,
+    which the table compiles forward only, takes the forward compile and says so."""
+    from iomodel.report.worksheet import l2_schedule
+    from iomodel.spec.resolve import resolve_layer
+
+    fwd = forward_key("prefill", 96, "bf16", True, 1, 128, 64, 8, 3, False, False, False)
+    rev = forward_key("prefill", 96, "bf16", True, 1, 128, 64, 8, 3, False, True, False)
+    assert (compiled_registers((9, 0), fwd), compiled_registers((9, 0), rev)) == (184, 182)
+    causal = resolve_layer(hardware="H200", batch=1, heads=16, kv_heads=16, head_dim=96, seqlen=4096, dtype="bf16",
+                           causal=True)
+    sched, _ = l2_schedule(causal)
+    assert (sched.tile_order, sched.grid_order) == ("reverse", "head-grouped:4")
+    assert "and 182 registers a thread" in sched.programs_per_sm_source
+    plain = causal.__class__(**{**causal.__dict__, "spec": causal.spec.with_(causal=False)})
+    sched, _ = l2_schedule(plain, {"tile_order": "reverse"})
+    assert "and 184 registers a thread" in sched.programs_per_sm_source
+    assert "the forward tile order's compile: the table holds this launch in that order only" in \
+        sched.programs_per_sm_source
+
+
+def test_a_broken_table_is_one_error(monkeypatch, tmp_path):
+    """A table of the wrong shape (a list, a count outside 1..255, another architecture) is one IomodelError naming
+    the file and the fix, never a traceback."""
+    import iomodel.schedule.registers as R
+    from iomodel.errors import IomodelError
+
+    good = R.registers_table()
+    for bad, said in (([], "not a JSON object"), ({**good, "registers": {"k": 0}}, "outside 1..255"),
+                      ({**good, "registers": {"k": "118"}}, "outside 1..255"),
+                      ({**good, "environment": {**good["environment"], "arch": "sm_100a"}}, "not compiled for sm_90a"),
+                      ({**good, "created": 5}, "no created date")):
+        assert R._table_refusal(bad) is not None and said in R._table_refusal(bad)
+    assert R._table_refusal(good) is None
+
+    class _Files:
+        def joinpath(self, *parts):
+            return tmp_path / "missing.json"
+
+    monkeypatch.setattr(R.resources, "files", lambda pkg: _Files())
+    R.registers_table.cache_clear()
+    try:
+        with pytest.raises(IomodelError, match="registers-sm90.json cannot be read.*--registers-table"):
+            R.registers_table()
+    finally:
+        monkeypatch.undo()
+        R.registers_table.cache_clear()
 
 
 @pytest.mark.slow

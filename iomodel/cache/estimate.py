@@ -569,9 +569,10 @@ DIRTY_NOTE = ("bytes the kernel stores that are still dirty in L2 at kernel end 
 def launch_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int,
                   programs_per_sm: int | None = None) -> L2Params:
     """The :class:`~iomodel.cache.params.L2Params` of the estimate: the hardware's L2 bytes and
-    SMs, programs per SM ``programs_per_sm`` where the kernel fixes it (``kernels.heuristics.TileChoice``),
-    else from :func:`iomodel.schedule.grid.estimate_programs_per_sm` (shared
-    memory ``tiling.sram_bytes(spec)`` and ``num_warps``; registers ignored), defaults otherwise.
+    SMs, programs per SM ``programs_per_sm`` where given (the kernel's own, ``kernels.heuristics.TileChoice``, or
+    counted with the launch's compiled registers, ``iomodel.report.worksheet.l2_launch``), else from
+    :func:`iomodel.schedule.grid.estimate_programs_per_sm` (shared memory ``tiling.sram_bytes(spec)`` and
+    ``num_warps``; registers ignored), defaults otherwise.
 
     Raises:
         IomodelError: from :class:`~iomodel.cache.params.L2Params` (hardware without L2 or SMs).
@@ -657,8 +658,8 @@ def dkdv_l2_params(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warp
 
 def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware, num_warps: int,
                              backward: Any, fwd_programs_per_sm: int | None = None) -> dict[str, int]:
-    """Programs per SM of each kernel of the training step, from shared memory and warps (the forward's where its
-    kernel fixes them).
+    """Programs per SM of each kernel of the training step, from shared memory and warps (the forward's where given:
+    its kernel's own, or counted with its compiled registers).
 
     :func:`iomodel.schedule.grid.estimate_programs_per_sm` per kernel: the forward with
     ``tiling.sram_bytes(spec)`` and ``num_warps`` (``fwd_programs_per_sm`` where given); ``_bwd_preprocess`` with no shared memory and
@@ -666,15 +667,15 @@ def training_programs_per_sm(spec: LayerSpec, tiling: Tiling, hardware: Hardware
     :func:`~iomodel.schedule.grid.dkdv_program_sram_bytes` /
     :func:`~iomodel.schedule.grid.dq_program_sram_bytes` and the launch's warps; with
     ``tiling.bwd_group_splits`` > 1 also ``_bwd_reduce_dkdv`` (no shared memory,
-    :func:`~iomodel.schedule.grid.dkdv_reduce_num_warps`). Registers
+    :func:`~iomodel.schedule.grid.dkdv_reduce_num_warps`). The backward kernels' registers
     are ignored (the dK/dV kernel is register-limited to 2 programs per SM at d = 64 on the
     H200, one fewer than this estimate).
 
     Args:
         spec: the layer; tiling: forward and backward tiles; hardware: ``smem_per_sm`` (bytes);
         num_warps: the forward's warps per program;
-        fwd_programs_per_sm: the forward's programs per SM where its kernel fixes it (the Gluon prefill: 1),
-            else None (estimated);
+        fwd_programs_per_sm: the forward's programs per SM where given (its kernel's own, the Gluon prefill's 1, or
+            counted with its compiled registers), else None (estimated);
         backward: the backward launch (``kernels.heuristics.BackwardConfig``: ``num_warps``,
             ``num_stages``, ``dq_num_warps``, ``dq_num_stages``).
 
@@ -745,6 +746,7 @@ def estimate_training_step(spec: LayerSpec, tiling: Tiling, hardware: Hardware, 
         l2.hbm_read_bytes, l2.hbm_write_bytes, l2.no_reuse_write_bytes, flops=flops, peak_flops=peak_flops,
         hardware=hardware, dtype=spec.dtype, programs_per_sm=pps["_attn_fwd"],
         programs_per_sm_source="per kernel, estimated from shared memory per program and warps; registers ignored"
+        + (" for the backward kernels" if fwd_programs_per_sm is not None else "")
         + (f"; the forward's is {fwd_programs_per_sm_source}" if fwd_programs_per_sm is not None else ""),
         num_warps=num_warps, tile_order=tile_order, config_source=config_source, assumptions=tuple(l2.assumptions),
         kernels=kernels, function="predict_training_step",

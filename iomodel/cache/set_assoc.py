@@ -304,8 +304,8 @@ class SetAssoc:
 def evict_probabilities(dist: np.ndarray, capacity: float, ways: int) -> np.ndarray:
     """:func:`evict_probability` of many stack distances at once (an array of any shape, bytes): the same
     far-tail shortcuts and Chernoff bound; the Poisson head ``Σ_{k<A} e^-λ λ^k / k!`` as ``e^-λ`` times a Horner
-    polynomial for A up to :data:`HORNER_MAX_WAYS` (no ``exp`` a term: about three times faster; λ stays below
-    ~470 there, so ``e^λ`` cannot overflow), summed in log space above it. Within 1e-12 of the scalar function
+    polynomial for A up to :data:`HORNER_MAX_WAYS` (no ``exp`` a term: about three times faster; the series cannot
+    overflow there: the constant's comment), summed in log space above it. Within 1e-12 of the scalar function
     (tests/test_dkdv_closed.py); the expected bytes then differ by ~1e-14 of themselves (a few bytes in 10^13).
 
     Args:
@@ -356,7 +356,8 @@ def evict_probabilities(dist: np.ndarray, capacity: float, ways: int) -> np.ndar
 
 
 #: The most ways :func:`evict_probabilities` sums by Horner's rule: within the 12-sigma band λ < A + 12√λ + 12
-#: (about 470 at 256 ways), so the series (at most e^λ) stays far below the float64 limit (e^709).
+#: (λ up to about 549 at 256 ways), so the series (at most e^λ) stays below the float64 limit (e^709; reached near
+#: 377 ways).
 HORNER_MAX_WAYS = 256
 
 
@@ -365,10 +366,10 @@ def finish_probabilities(above: np.ndarray, own: np.ndarray, capacity: float, wa
 
     Item i (``own[i]`` weighted bytes, ``above[i]`` weighted bytes of the items used after it)
     gets the mean of :func:`evict_probability` at the :data:`_ITEM_POINTS` midpoints
-    ``above + own·(1 − (k + ½)/points)``: the rule of :func:`finish_item`, the same terms in the
-    same order (shortcuts, Chernoff bound, the Poisson head summed in log space), with numpy's
-    ``exp``/``log`` (which may differ from the math module's in the last bit: the expected bytes
-    then differ by ~1e-16 of themselves, below the rounding to whole bytes).
+    ``above + own·(1 − (k + ½)/points)``: the rule of :func:`finish_item`, each point's probability by
+    :func:`evict_probabilities` (the same shortcuts and Chernoff bound; the Poisson head by Horner's rule up to
+    :data:`HORNER_MAX_WAYS` ways), within 1e-12 of :func:`evict_probability`: the expected bytes then differ by
+    ~1e-14 of themselves, below the rounding to whole bytes on every committed receipt.
 
     Args:
         above, own: float64 arrays of shape (n,) (bytes, read-equivalent weight).

@@ -335,7 +335,10 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
     for x in candidates:
         at = spec.with_(seqlen_q=x, seqlen_k=x)
         lpt = bundled_launch_order(at, tiling)  # the kernel's causal launch order at this length
-        launch = (Schedule.for_tiling(tiling, num_warps=warps, programs_per_sm=pps, **{"tile_order": order, **lpt})
+        at_pps = pps  # the programs per SM of the tile order run here (registers: l2_launch)
+        if lpt and lpt["tile_order"] != order and pps is not None:
+            at_pps = l2_launch(at, hardware, tiling=tiling, tile_order=lpt["tile_order"])[3]
+        launch = (Schedule.for_tiling(tiling, num_warps=warps, programs_per_sm=at_pps, **{"tile_order": order, **lpt})
                   if lpt else None)
         why = not_estimated(at, tiling, launch, hardware.l2_bytes, read_fraction_of(hardware))
         cost = (0 if fast_refusal(at, tiling, launch, hardware.l2_bytes, read_fraction_of(hardware)) is None
@@ -347,7 +350,7 @@ def l2_aware_points(spec: LayerSpec, tiling: Tiling, hardware: Hardware,
             skipped.append((x, why))
             continue
         spent += cost
-        l2 = predict_tiled(at, tiling, launch_params(at, tiling, hardware, warps, pps), lpt.get("tile_order", order),
+        l2 = predict_tiled(at, tiling, launch_params(at, tiling, hardware, warps, at_pps), lpt.get("tile_order", order),
                            schedule=launch)
         done[x] = l2.hbm_read_bytes + l2.hbm_write_bytes
     got = sorted(done)

@@ -777,23 +777,34 @@ def register_programs(spec: LayerSpec, hardware: Hardware, path: str, tiling: Ti
 
     :func:`~iomodel.schedule.grid.estimate_programs_per_sm` of the program's shared memory (``tiling.sram_bytes``),
     ``num_warps`` and the registers a thread of the launch compiled for sm_90 at these tiles, HEAD_DIM, dtype, mask,
-    GQA group, tile order and window (the tiles-fastest grid's compile stands for the head-grouped LPT launch)."""
+    GQA group, tile order and window; where the table holds the launch in the other tile order only (a non-causal
+    layer run in reverse), that compile's registers, said in the source. The table compiles the tiles-fastest grid;
+    a causal layer's head-grouped LPT launch (``HEAD_GROUP``, an integer Triton specialises) takes the same key
+    (its own compile is not in the table, and no receipt has checked that it allocates alike).
+
+    Raises:
+        IomodelError: a broken registers table (:func:`iomodel.schedule.registers.registers_table`).
+    """
     from iomodel.schedule.registers import FORWARD_KERNELS, compiled_registers, forward_key, source_sentence
     from iomodel.schedule.grid import estimate_programs_per_sm
 
     if path not in FORWARD_KERNELS:
         return None
-    key = forward_key(path, spec.head_dim, spec.dtype, spec.causal, spec.group, tiling.block_m, tiling.block_n,
-                      num_warps, num_stages, warp_specialize, tile_order == "reverse", spec.band is not None)
-    regs = compiled_registers(hardware.compute_capability, key)
-    if regs is None:
-        return None
-    return (estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm, regs),
-            source_sentence(regs))
+    other = "forward" if tile_order == "reverse" else "reverse"
+    for order in (tile_order, other):
+        key = forward_key(path, spec.head_dim, spec.dtype, spec.causal, spec.group, tiling.block_m, tiling.block_n,
+                          num_warps, num_stages, warp_specialize, order == "reverse", spec.band is not None)
+        regs = compiled_registers(hardware.compute_capability, key)
+        if regs is not None:
+            stand_in = None if order == tile_order else (f"the {order} tile order's compile: the table holds this "
+                                                         f"launch in that order only")
+            return (estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm, regs),
+                    source_sentence(regs, stand_in))
+    return None
 
 
-def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
-              tiling: Tiling | None = None) -> tuple[int, str, str, int | None, str | None]:
+def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False, tiling: Tiling | None = None,
+              tile_order: str | None = None) -> tuple[int, str, str, int | None, str | None]:
     """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source,
     programs per SM where known, and where they come from (one clause), else None, None).
 
@@ -806,8 +817,12 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
     importable. The source is one sentence. Programs per SM: the kernel's own where it fixes them for ``tiling``'s
     forward tiles (the Gluon prefill's one program per SM, ``TileChoice.programs_per_sm``; other tiles are not that
     launch); else, on the TMA and pointer paths, counted with the launch's compiled registers
-    (:func:`register_programs`, ``tiling`` or the candidate's tiles; not for ``varlen``, whose variant the table does
-    not hold); else None (estimated later from shared memory and warps alone).
+    (:func:`register_programs`, ``tiling`` or the candidate's tiles, in ``tile_order``, default the candidate's: give
+    the order the estimate runs; not for ``varlen`` or packed heads, whose variants the table does not hold); else
+    None (estimated later from shared memory and warps alone).
+
+    Raises:
+        IomodelError: a broken registers table (:func:`register_programs`).
     """
     h = _heuristics()
     refusal = kernel_refusal(spec, hardware)
@@ -823,7 +838,7 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False,
             return c.num_warps, c.tile_order, src, pps, KERNEL_FIXED_PROGRAMS_SOURCE
         tiles = tiling or replace(Tiling(), block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
         by_regs = None if varlen or tiles.heads_per_program > 1 else register_programs(
-            spec, hardware, path, tiles, c.num_warps, tiles.num_stages, c.warp_specialize, c.tile_order)
+            spec, hardware, path, tiles, c.num_warps, tiles.num_stages, c.warp_specialize, tile_order or c.tile_order)
         return (c.num_warps, c.tile_order, src) + (by_regs or (None, None))
     if refusal is not None:
         return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order", None, None
@@ -906,14 +921,9 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
         lpt = {}
     fixed = {}
     own_programs = layer.tiling.heads_per_program == 1 and not unrun
-    if pps_src is not None and pps_src != KERNEL_FIXED_PROGRAMS_SOURCE and given.get("tile_order", order) != order:
-        # registers of the launch in the tile order given (a compile of its own)
-        h = _heuristics()
-        path = _modelled_prefill_path(s, layer.hardware, False, (layer.tiling.block_m, layer.tiling.block_n,
-                                                                 layer.tiling.num_stages))
-        ws = h.prefill_default(s.head_dim, s.dtype, s.causal, path).warp_specialize
-        pps, pps_src = register_programs(s, layer.hardware, path, layer.tiling, warps, layer.tiling.num_stages, ws,
-                                         given["tile_order"]) or (None, None)
+    run_order = given.get("tile_order") or lpt.get("tile_order") or order  # the tile order the estimate runs
+    if pps_src is not None and pps_src != KERNEL_FIXED_PROGRAMS_SOURCE and run_order != order:
+        pps, pps_src = l2_launch(s, layer.hardware, tiling=layer.tiling, tile_order=run_order)[3:]  # its compile
     if pps is not None and not {"num_warps", "programs_per_sm"} & set(given) and own_programs:  # the kernel's launch
         fixed = {"programs_per_sm": pps, "programs_per_sm_source": pps_src}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})

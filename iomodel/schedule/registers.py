@@ -76,9 +76,17 @@ def programs_by_registers(registers: int, num_warps: int) -> int:
     return REGISTERS_PER_SM // (per_warp * num_warps)
 
 
+#: The GQA group classes Triton compiles apart (it specialises an integer argument equal to 1 or divisible by 16),
+#: each stood for by this G in the table's compiles.
+GROUP_CLASSES = (1, 4, 16)
+#: The sequence length of the table's compiles (N_q = N_k; Triton specialises lengths divisible by 16).
+TABLE_SEQLEN = 4096
+
+
 def group_class(group: int) -> int:
-    """The GQA group G as Triton specialises an integer argument: 1, 16 (any multiple of 16) or 4 (any other)."""
-    return 1 if group == 1 else 16 if group % 16 == 0 else 4
+    """The GQA group G as Triton specialises an integer argument: 1, 16 (any multiple of 16) or 4 (any other):
+    the member of :data:`GROUP_CLASSES` whose compile stands for G."""
+    return GROUP_CLASSES[0] if group == 1 else GROUP_CLASSES[2] if group % 16 == 0 else GROUP_CLASSES[1]
 
 
 def forward_key(path: str, head_dim: int, dtype: str, causal: bool, group: int, block_m: int, block_n: int,
@@ -89,38 +97,60 @@ def forward_key(path: str, head_dim: int, dtype: str, causal: bool, group: int, 
             f"window={int(window)}")
 
 
+def _table_refusal(table: Any) -> str | None:
+    """What is wrong with a registers table read from JSON (one clause), or None."""
+    if not isinstance(table, dict):
+        return "not a JSON object"
+    env = table.get("environment")
+    if not isinstance(env, dict) or env.get("arch") != "sm_90a":
+        return "not compiled for sm_90a (its environment.arch)"
+    if not isinstance(table.get("created"), str) or not isinstance(env.get("triton"), str):
+        return "no created date or Triton version"
+    regs = table.get("registers")
+    if not isinstance(regs, dict) or not regs:
+        return "no registers"
+    bad = [k for k, v in regs.items() if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 255]
+    if bad:
+        return f"registers a thread outside 1..255 at {bad[0]!r}"
+    return None
+
+
 @lru_cache(maxsize=1)
 def registers_table() -> dict[str, Any]:
     """The receipt :data:`REGISTERS_FILE`: ``{"command", "created", "environment", "registers": {key: int}}``.
 
     Raises:
-        IomodelError: the file is missing or not the table (a broken install: reinstall iomodel).
+        IomodelError: the file is missing, not JSON, or not an sm_90a table of counts from 1 to 255 (a broken
+            install: reinstall iomodel, or regenerate the table).
     """
+    where = f"the compiled registers table iomodel/data/{REGISTERS_FILE}"
+    fix = "reinstall iomodel, or regenerate it with python -m kernels.compile_check --registers-table"
     try:
-        text = resources.files("iomodel").joinpath("data", REGISTERS_FILE).read_text()
-        table = json.loads(text)
+        table = json.loads(resources.files("iomodel").joinpath("data", REGISTERS_FILE).read_text())
     except (OSError, ValueError) as exc:
-        raise IomodelError(f"the compiled registers table iomodel/data/{REGISTERS_FILE} cannot be read ({exc}): "
-                           "reinstall iomodel, or regenerate it with python -m kernels.compile_check "
-                           "--registers-table") from None
-    if not isinstance(table.get("registers"), dict):
-        raise IomodelError(f"iomodel/data/{REGISTERS_FILE} has no registers table: regenerate it with "
-                           "python -m kernels.compile_check --registers-table")
+        raise IomodelError(f"{where} cannot be read ({exc}): {fix}") from None
+    why = _table_refusal(table)
+    if why is not None:
+        raise IomodelError(f"{where} is {why}: {fix}")
     return table
 
 
 def compiled_registers(compute_capability: tuple[int, int], key: str) -> int | None:
     """Registers per thread of the launch ``key`` (:func:`forward_key`) compiled for ``compute_capability``, or None
-    where the table has none (another device; a launch the worksheet does not pick, e.g. tiles given by hand)."""
+    where the table has none (another device; a launch the worksheet does not pick, e.g. tiles given by hand).
+
+    Raises:
+        IomodelError: from :func:`registers_table` (a broken table), on sm_90 only.
+    """
     if tuple(compute_capability) != REGISTERS_CAPABILITY:
         return None
-    v = registers_table()["registers"].get(key)
-    return None if v is None else int(v)
+    return registers_table()["registers"].get(key)
 
 
-def source_sentence(registers: int) -> str:
-    """Where a register-aware programs-per-SM count comes from (one clause, for ``programs_per_sm_source``)."""
+def source_sentence(registers: int, stand_in: str | None = None) -> str:
+    """Where a register-aware programs-per-SM count comes from (one clause, for ``programs_per_sm_source``);
+    ``stand_in``: what the registers are of where the launch itself was not compiled (its other tile order)."""
     t = registers_table()
     return (f"from shared memory, warps and {registers} registers a thread (the launch compiled for sm_90 by "
-            f"{t.get('environment', {}).get('triton', 'Triton')}'s ptxas, iomodel/data/{REGISTERS_FILE}, "
-            f"{t.get('created', '')[:10]})")
+            f"{t['environment']['triton']}'s ptxas, iomodel/data/{REGISTERS_FILE}, {t['created'][:10]}"
+            + (f"; {stand_in}" if stand_in else "") + ")")

@@ -73,6 +73,9 @@ OUTER_NESTED_KEYS = ("thinker_config",)
 #: Sub-objects of an encoder-decoder config that hold its encoder's and its decoder's fields where the top level
 #: has none (HF ``T5GemmaConfig``: ``encoder``/``decoder``; ``EncoderDecoderConfig``): the encoder's are read.
 ENCODER_KEY, DECODER_KEY = "encoder", "decoder"
+#: The advice an encoder-decoder's bidirectional note ends with (``AttentionConfig.bidirectional_source``); a decode
+#: step, already the decoder's causal layer, says its note without it (``iomodel.spec.resolve``).
+DECODER_CAUSAL_HINT = "(the decoder's is causal: pass --causal for it)"
 #: ``model_type`` of RoBERTa-style encoders, whose position ids start at ``pad_token_id + 1`` (HF
 #: ``create_position_ids_from_input_ids``): XLM-R's ``max_position_embeddings`` 514 holds 512 tokens.
 PADDING_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
@@ -840,11 +843,9 @@ def _bidirectional(f: _Fields) -> str:
                 f"{f'{queries} ' if queries else ''}object queries, both bidirectional (the decoder runs its queries in "
                 "one pass: no mask, no KV cache)")
     if f.flag("is_encoder_decoder"):
-        return ("'is_encoder_decoder' = true: the encoder's self-attention is bidirectional (the decoder's is "
-                "causal: pass --causal for it)")
+        return f"'is_encoder_decoder' = true: the encoder's self-attention is bidirectional {DECODER_CAUSAL_HINT}"
     if f.encoder_read:
-        return (f"the fields of '{ENCODER_KEY}': the encoder's self-attention is bidirectional (the decoder's is "
-                "causal: pass --causal for it)")
+        return f"the fields of '{ENCODER_KEY}': the encoder's self-attention is bidirectional {DECODER_CAUSAL_HINT}"
     if f.flag("is_decoder"):
         return ""
     both_ways = _bidirectional_value(f)

@@ -17,7 +17,7 @@ from typing import Any
 
 from iomodel.errors import IomodelError
 from iomodel.schedule.capabilities import block_size_refusal
-from iomodel.spec.config import AttentionConfig, load_config, load_preset
+from iomodel.spec.config import DECODER_CAUSAL_HINT, AttentionConfig, load_config, load_preset
 from iomodel.spec.dtypes import canonical_dtype
 from iomodel.spec.hardware import Hardware, get_hardware
 from iomodel.spec.layer import CAUSAL_ALIGNS, PASSES, PHASES, LayerSpec, Tiling, causal_right_refusal, window_masks_nothing
@@ -457,7 +457,8 @@ def resolve_layer(
     if phase == "decode" and cfg is not None and cfg.decode_refusal is not None:  # DETR: no KV cache, no decode
         raise IomodelError(cfg.decode_refusal)
     if phase == "decode" and cfg is not None and not cfg.causal_default:  # an encoder has no KV cache to decode
-        notes.append(f"{cfg.bidirectional_source}: a decode step is a causal decoder's (an encoder keeps no KV "
+        source = cfg.bidirectional_source.removesuffix(" " + DECODER_CAUSAL_HINT)  # this step is that causal layer
+        notes.append(f"{source}: a decode step is a causal decoder's (an encoder keeps no KV "
                      "cache): modelled as a causal KV-cache decode of these sizes.")
     if cfg is not None and cfg.attention_dropout and passes == "fwd+bwd":
         notes.append(f"the model trains with attention dropout p = {cfg.attention_dropout:g}: modelled without it "
