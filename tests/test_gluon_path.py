@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -170,14 +167,11 @@ def test_gluon_prefill_compiles_for_sm90():
     MMAs and TMA copies in the PTX, no spill, the shared memory of its tiles plus barriers: 160 KiB at
     HEAD_DIM 128 (128 x 128, 2 stages) and 96 KiB at 64 (256 x 64, 4 stages); the registers that fill the
     SM's register file (one program per SM: ``TileChoice.programs_per_sm``)."""
-    pytest.importorskip("triton.backends.nvidia.driver")
-    code = ("import json; from kernels import compile_check as cc; cc._install_fake_driver(90); "
-            "print(json.dumps([cc.compile_gluon_prefill(d, 'bf16', c).__dict__ for d in (64, 128) "
-            "for c in (False, True)]))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    reports = json.loads(out.stdout.strip().splitlines()[-1])
+    from test_kernel_compile import _compiled
+
+    reports = _compiled("import json; from kernels import compile_check as cc; cc._install_fake_driver(90); "
+                        "print(json.dumps([cc.compile_gluon_prefill(d, 'bf16', c).__dict__ for d in (64, 128) "
+                        "for c in (False, True)]))")
     assert all(r["ok"] for r in reports), [r["error"] for r in reports]
     for r in reports:
         d, c = r["config"]["head_dim"], r["config"]

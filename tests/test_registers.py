@@ -9,9 +9,6 @@ the kernel ran 2, against what the reconciliation predicts at the measured occup
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -196,17 +193,15 @@ def test_table_equals_fresh_compiles():
     pytest.importorskip("triton.backends.nvidia.driver")
     import triton
 
+    from test_kernel_compile import _compiled
+
     if triton.__version__ != "3.6.0":
         pytest.skip(f"the table was compiled by triton 3.6.0, this is {triton.__version__}")
-    code = ("import json; from kernels import compile_check as cc; d = cc._install_fake_driver(90); "
-            "r = [cc.compile_prefill('prefill-tma', 64, 'bf16', True, 128, 64, 8, 3, reverse=True).registers, "
-            "cc.compile_prefill('prefill-tma', 128, 'fp16', False, 64, 64, 4, 3, group=4).registers, "
-            "cc.compile_prefill('prefill', 96, 'bf16', True, 128, 64, 8, 3, window=True).registers]; "
-            "print(json.dumps(r))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = _compiled("import json; from kernels import compile_check as cc; d = cc._install_fake_driver(90); "
+                    "r = [cc.compile_prefill('prefill-tma', 64, 'bf16', True, 128, 64, 8, 3, reverse=True).registers, "
+                    "cc.compile_prefill('prefill-tma', 128, 'fp16', False, 64, 64, 4, 3, group=4).registers, "
+                    "cc.compile_prefill('prefill', 96, 'bf16', True, 128, 64, 8, 3, window=True).registers]; "
+                    "print(json.dumps(r))")
     keys = [forward_key("prefill-tma", 64, "bf16", True, 1, 128, 64, 8, 3, False, True, False),
             forward_key("prefill-tma", 128, "fp16", False, 4, 64, 64, 4, 3, False, False, False),
             forward_key("prefill", 96, "bf16", True, 1, 128, 64, 8, 3, False, False, True)]
