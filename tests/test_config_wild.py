@@ -1936,6 +1936,24 @@ def test_a_vision_encoder_decoders_decoder_sizes_are_named(tmp_path):
     assert (dec.spec.heads, dec.spec.head_dim) == (16, 64)
 
 
+def test_mpt_llm_foundry_sliding_window_is_read(tmp_path):
+    """llm-foundry's MPT sets ``attn_config.sliding_window_size`` (default -1, off) and passes flash-attn
+    ``window_size = (s, s)``: a query sees the s keys before it and itself (it was dropped silently: round 4's
+    leftover). -1 is no window; another non-positive size is one error line."""
+    from iomodel.errors import IomodelError
+    from iomodel.spec.resolve import resolve_layer
+
+    base = {"model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 32, "max_seq_len": 8192,
+            "torch_dtype": "bfloat16"}
+    lay = resolve_layer(config=_write(tmp_path, {**base, "attn_config": {"sliding_window_size": 1024}}), seqlen=4096)
+    assert (lay.spec.window_left, lay.spec.window_right) == (1024, None) and lay.spec.causal
+    assert any("attn_config.sliding_window_size = 1024" in n for n in lay.notes)
+    off = resolve_layer(config=_write(tmp_path, {**base, "attn_config": {"sliding_window_size": -1}}), seqlen=4096)
+    assert off.spec.window_left is None
+    with pytest.raises(IomodelError, match="'attn_config.sliding_window_size' must be a positive integer, got -5"):
+        resolve_layer(config=_write(tmp_path, {**base, "attn_config": {"sliding_window_size": -5}}), seqlen=4096)
+
+
 def test_an_encoder_decoders_decode_note_does_not_ask_for_causal(tmp_path):
     """A decode step of an encoder-decoder is already the decoder's causal layer: its note said "pass --causal for it"
     all the same (round 4's leftover). The prefill's note keeps the advice."""

@@ -1317,6 +1317,14 @@ def _window(f: _Fields, num_layers: int | None) -> tuple[int | None, str, str]:
                                   f"{sum(1 for i in range(total) if (i + 1) % every)}{of}") + \
             f" (Llama-4 interleaved RoPE/NoPE, no_rope_layer_interval {every})" + (
                 ": " + _which_layers([i for i in range(total) if (i + 1) % every], total) if total else "")
+    mpt = f.cfg.get("attn_config") if model_type == "mpt" else None
+    if window is None and isinstance(mpt, dict) and mpt.get("sliding_window_size") not in (None, -1):
+        # llm-foundry's MPT: flash-attn window_size = (s, s), so a query sees the s keys before it and itself
+        size = f.int_at("attn_config.sliding_window_size", mpt["sliding_window_size"])
+        return size + 1, "sliding-window", (f"every layer{f' of {total}' if total else ''} (attn_config."
+                                            f"sliding_window_size = {size}: llm-foundry passes flash-attn "
+                                            f"window_size = ({size}, {size}), the {size} keys before each query "
+                                            "and its own)")
     if window is None:
         return None, "", ""
     if "use_sliding_window" in f.cfg and not f.flag("use_sliding_window"):
