@@ -132,6 +132,7 @@ def test_no_registers_off_sm90():
                           dtype="bf16", causal=True)
     l2 = make_worksheet(layer).l2_aware
     assert "registers ignored" in l2.programs_per_sm_source
+    assert l2.programs_per_sm == 2  # 164 KiB over a 64 KiB program: shared memory alone (registers unknown off sm_90)
 
 
 def test_the_tile_order_run_is_the_one_looked_up():
@@ -149,40 +150,71 @@ def test_the_tile_order_run_is_the_one_looked_up():
                            causal=True)
     sched, _ = l2_schedule(causal)
     assert (sched.tile_order, sched.grid_order) == ("reverse", "head-grouped:4")
-    assert "and 182 registers a thread" in sched.programs_per_sm_source
+    assert "and 182 registers a thread" in sched.programs_per_sm_source and sched.programs_per_sm == 1
+    assert "the tiles-fastest grid's compile stands for the head-grouped:4 launch" in sched.programs_per_sm_source
     plain = causal.__class__(**{**causal.__dict__, "spec": causal.spec.with_(causal=False)})
     sched, _ = l2_schedule(plain, {"tile_order": "reverse"})
-    assert "and 184 registers a thread" in sched.programs_per_sm_source
+    assert "and 184 registers a thread" in sched.programs_per_sm_source and sched.programs_per_sm == 1
     assert "the forward tile order's compile: the table holds this launch in that order only" in \
         sched.programs_per_sm_source
 
 
-def test_a_broken_table_is_one_error(monkeypatch, tmp_path):
-    """A table of the wrong shape (a list, a count outside 1..255, another architecture) is one IomodelError naming
-    the file and the fix, never a traceback."""
+def test_a_broken_table_is_one_error(monkeypatch, capsys, tmp_path):
+    """A table of the wrong shape (a list, a count outside 1..255 or of another type, another architecture, no date)
+    or a missing file: through ``iomodel worksheet``, one ``error:`` line naming the file and the whole command that
+    remakes it, exit 2, nothing written (a fresh user found the command's path left out)."""
     import iomodel.schedule.registers as R
-    from iomodel.errors import IomodelError
+    from test_cli_errors import assert_one_line_error
 
     good = R.registers_table()
-    for bad, said in (([], "not a JSON object"), ({**good, "registers": {"k": 0}}, "outside 1..255"),
-                      ({**good, "registers": {"k": "118"}}, "outside 1..255"),
-                      ({**good, "environment": {**good["environment"], "arch": "sm_100a"}}, "not compiled for sm_90a"),
-                      ({**good, "created": 5}, "no created date")):
+    for bad, said in (([], "it is not a JSON object"), ({**good, "registers": {"k": 0}}, "its count at 'k' is 0, not"),
+                      ({**good, "registers": {"k": "118"}}, "its count at 'k' is '118', not a whole number"),
+                      ({**good, "environment": {**good["environment"], "arch": "sm_100a"}}, "arch is not sm_90a"),
+                      ({**good, "created": 5}, "no created date"), ({**good, "registers": {}}, "missing or empty")):
         assert R._table_refusal(bad) is not None and said in R._table_refusal(bad)
     assert R._table_refusal(good) is None
+    argv = ["worksheet", "--hardware", "H100", "--heads", "12", "--kv-heads", "12", "--head-dim", "64", "--dtype",
+            "bf16", "--causal", "--seqlen", "4096", "-o", str(tmp_path / "w.json")]
+    table = tmp_path / "registers-sm90.json"
 
     class _Files:
         def joinpath(self, *parts):
-            return tmp_path / "missing.json"
+            return table
 
     monkeypatch.setattr(R.resources, "files", lambda pkg: _Files())
-    R.registers_table.cache_clear()
     try:
-        with pytest.raises(IomodelError, match="registers-sm90.json cannot be read.*--registers-table"):
-            R.registers_table()
+        for text in (None, "[]", json.dumps({**good, "registers": {"k": 0}})):
+            if text is not None:
+                table.write_text(text)
+            R.registers_table.cache_clear()
+            assert_one_line_error(capsys, argv, "iomodel/data/registers-sm90.json",
+                                  "python -m kernels.compile_check --registers-table iomodel/data/registers-sm90.json")
+            assert not (tmp_path / "w.json").exists()
     finally:
         monkeypatch.undo()
         R.registers_table.cache_clear()
+
+
+def test_warps_given_are_looked_up_with_them():
+    """``--num-warps`` equal to the kernel's (8) keeps the registers' count (it had dropped it: 3 a SM again, a fresh
+    user's finding); other warps look up their own launch, here none compiled (4 warps at 128 x 64), so shared memory
+    and warps alone, said so; the Gluon prefill keeps its one program a SM at its own 20 warps only."""
+    from iomodel.cache.estimate import launch_params
+    from iomodel.report.worksheet import l2_schedule
+    from iomodel.spec.resolve import resolve_layer
+
+    d64 = resolve_layer(hardware="H100", batch=1, heads=12, kv_heads=12, head_dim=64, seqlen=180_224, dtype="bf16",
+                        causal=True)
+    for given in ({"tile_order": "reverse"}, {"tile_order": "reverse", "num_warps": 8}, {"num_warps": 8}):
+        sched, _ = l2_schedule(d64, given)
+        assert sched.programs_per_sm == 2 and "118 registers a thread" in sched.programs_per_sm_source, given
+    sched, _ = l2_schedule(d64, {"num_warps": 4})
+    assert sched.programs_per_sm is None  # estimated: shared memory and warps, registers ignored
+    assert launch_params(d64.spec, d64.tiling, d64.hardware, 4).programs_per_sm == 3
+    gluon = resolve_layer(hardware="H200", batch=4, heads=16, kv_heads=16, head_dim=64, seqlen=4096, dtype="fp16",
+                          causal=False)
+    assert l2_schedule(gluon, {"num_warps": 20})[0].programs_per_sm == 1
+    assert l2_schedule(gluon, {"num_warps": 8})[0].programs_per_sm is None
 
 
 @pytest.mark.slow

@@ -770,7 +770,8 @@ def bundled_launch_order(spec: LayerSpec, tiling: Tiling) -> dict[str, str]:
 
 
 def register_programs(spec: LayerSpec, hardware: Hardware, path: str, tiling: Tiling, num_warps: int,
-                      num_stages: int, warp_specialize: bool, tile_order: str) -> tuple[int, str] | None:
+                      num_stages: int, warp_specialize: bool, tile_order: str,
+                      grid_order: str = "tiles-fastest") -> tuple[int, str] | None:
     """Programs per SM of a TMA or pointer prefill launch counted with its compiled registers, and that clause's
     source, or None where the registers are not known (:func:`iomodel.schedule.registers.compiled_registers`: another
     device than sm_90, another path, a launch the table does not hold, e.g. tiles given by hand).
@@ -779,8 +780,9 @@ def register_programs(spec: LayerSpec, hardware: Hardware, path: str, tiling: Ti
     ``num_warps`` and the registers a thread of the launch compiled for sm_90 at these tiles, HEAD_DIM, dtype, mask,
     GQA group, tile order and window; where the table holds the launch in the other tile order only (a non-causal
     layer run in reverse), that compile's registers, said in the source. The table compiles the tiles-fastest grid;
-    a causal layer's head-grouped LPT launch (``HEAD_GROUP``, an integer Triton specialises) takes the same key
-    (its own compile is not in the table, and no receipt has checked that it allocates alike).
+    another ``grid_order`` (a causal layer's head-grouped LPT launch, ``HEAD_GROUP``, an integer Triton
+    specialises; heads-fastest, a constexpr) takes the same key and its source says so (its own compile is not in
+    the table, and no receipt has checked that it allocates alike).
 
     Raises:
         IomodelError: a broken registers table (:func:`iomodel.schedule.registers.registers_table`).
@@ -796,15 +798,19 @@ def register_programs(spec: LayerSpec, hardware: Hardware, path: str, tiling: Ti
                           num_warps, num_stages, warp_specialize, order == "reverse", spec.band is not None)
         regs = compiled_registers(hardware.compute_capability, key)
         if regs is not None:
-            stand_in = None if order == tile_order else (f"the {order} tile order's compile: the table holds this "
-                                                         f"launch in that order only")
+            stand_in = [] if order == tile_order else [f"the {order} tile order's compile: the table holds this "
+                                                       "launch in that order only"]
+            if grid_order != "tiles-fastest":
+                stand_in.append(f"the tiles-fastest grid's compile stands for the {grid_order} launch, not compiled "
+                                "apart")
             return (estimate_programs_per_sm(tiling.sram_bytes(spec), num_warps, hardware.smem_per_sm, regs),
-                    source_sentence(regs, stand_in))
+                    source_sentence(regs, "; ".join(stand_in) or None))
     return None
 
 
 def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False, tiling: Tiling | None = None,
-              tile_order: str | None = None) -> tuple[int, str, str, int | None, str | None]:
+              tile_order: str | None = None, num_warps: int | None = None,
+              grid_order: str = "tiles-fastest") -> tuple[int, str, str, int | None, str | None]:
     """The launch the L2-aware estimate assumes for a prefill layer: (num_warps, tile order, source,
     programs per SM where known, and where they come from (one clause), else None, None).
 
@@ -817,9 +823,11 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False, tiling:
     importable. The source is one sentence. Programs per SM: the kernel's own where it fixes them for ``tiling``'s
     forward tiles (the Gluon prefill's one program per SM, ``TileChoice.programs_per_sm``; other tiles are not that
     launch); else, on the TMA and pointer paths, counted with the launch's compiled registers
-    (:func:`register_programs`, ``tiling`` or the candidate's tiles, in ``tile_order``, default the candidate's: give
-    the order the estimate runs; not for ``varlen`` or packed heads, whose variants the table does not hold); else
-    None (estimated later from shared memory and warps alone).
+    (:func:`register_programs`, ``tiling`` or the candidate's tiles, in ``tile_order`` with ``num_warps`` on the
+    ``grid_order`` grid, defaults the candidate's: give what the estimate runs; not for ``varlen`` or packed heads,
+    whose variants the table does not hold); else None (estimated later from shared memory and warps alone). The
+    warps returned are the candidate's whatever ``num_warps`` says; the Gluon prefill's fixed count holds only at its
+    own warps.
 
     Raises:
         IomodelError: a broken registers table (:func:`register_programs`).
@@ -834,11 +842,12 @@ def l2_launch(spec: LayerSpec, hardware: Hardware, varlen: bool = False, tiling:
         src = f"kernels/heuristics.py prefill_default, {path} path"
         pps = c.programs_per_sm if tiling is None else c.fixed_programs_per_sm(tiling.block_m, tiling.block_n,
                                                                                tiling.num_stages)
-        if pps is not None:
+        if pps is not None and num_warps in (None, c.num_warps):
             return c.num_warps, c.tile_order, src, pps, KERNEL_FIXED_PROGRAMS_SOURCE
         tiles = tiling or replace(Tiling(), block_m=c.block_m, block_n=c.block_n, num_stages=c.num_stages)
         by_regs = None if varlen or tiles.heads_per_program > 1 else register_programs(
-            spec, hardware, path, tiles, c.num_warps, tiles.num_stages, c.warp_specialize, tile_order or c.tile_order)
+            spec, hardware, path, tiles, num_warps or c.num_warps, tiles.num_stages, c.warp_specialize,
+            tile_order or c.tile_order, grid_order)
         return (c.num_warps, c.tile_order, src) + (by_regs or (None, None))
     if refusal is not None:
         return 4, "forward", f"no bundled kernel runs this layer ({refusal}): 4 warps, forward order", None, None
@@ -921,10 +930,13 @@ def l2_schedule(layer: Layer, given: dict[str, Any] | None = None) -> tuple[Sche
         lpt = {}
     fixed = {}
     own_programs = layer.tiling.heads_per_program == 1 and not unrun
-    run_order = given.get("tile_order") or lpt.get("tile_order") or order  # the tile order the estimate runs
-    if pps_src is not None and pps_src != KERNEL_FIXED_PROGRAMS_SOURCE and run_order != order:
-        pps, pps_src = l2_launch(s, layer.hardware, tiling=layer.tiling, tile_order=run_order)[3:]  # its compile
-    if pps is not None and not {"num_warps", "programs_per_sm"} & set(given) and own_programs:  # the kernel's launch
+    # the launch the estimate runs: its tile order, warps and grid (given, or the causal LPT launch's)
+    run = (given.get("tile_order") or lpt.get("tile_order") or order, given.get("num_warps", warps),
+           given.get("grid_order") or lpt.get("grid_order") or "tiles-fastest")
+    if run != (order, warps, "tiles-fastest"):  # its programs per SM: the kernel's own, or its registers' count
+        pps, pps_src = l2_launch(s, layer.hardware, tiling=layer.tiling, tile_order=run[0], num_warps=run[1],
+                                 grid_order=run[2])[3:]
+    if pps is not None and "programs_per_sm" not in given and own_programs:  # the kernel's launch
         fixed = {"programs_per_sm": pps, "programs_per_sm_source": pps_src}
     sched = Schedule.for_tiling(layer.tiling, **{"num_warps": warps, "tile_order": order, **fixed, **lpt, **given})
     if given:

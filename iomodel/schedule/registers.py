@@ -100,18 +100,19 @@ def forward_key(path: str, head_dim: int, dtype: str, causal: bool, group: int, 
 def _table_refusal(table: Any) -> str | None:
     """What is wrong with a registers table read from JSON (one clause), or None."""
     if not isinstance(table, dict):
-        return "not a JSON object"
+        return "it is not a JSON object"
     env = table.get("environment")
     if not isinstance(env, dict) or env.get("arch") != "sm_90a":
-        return "not compiled for sm_90a (its environment.arch)"
+        return "its environment.arch is not sm_90a"
     if not isinstance(table.get("created"), str) or not isinstance(env.get("triton"), str):
-        return "no created date or Triton version"
+        return "it has no created date or Triton version"
     regs = table.get("registers")
     if not isinstance(regs, dict) or not regs:
-        return "no registers"
+        return "its registers table is missing or empty"
     bad = [k for k, v in regs.items() if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 255]
     if bad:
-        return f"registers a thread outside 1..255 at {bad[0]!r}"
+        return (f"its count at {bad[0]!r} is {regs[bad[0]]!r}, not a whole number of registers a thread from 1 "
+                "to 255")
     return None
 
 
@@ -124,14 +125,15 @@ def registers_table() -> dict[str, Any]:
             install: reinstall iomodel, or regenerate the table).
     """
     where = f"the compiled registers table iomodel/data/{REGISTERS_FILE}"
-    fix = "reinstall iomodel, or regenerate it with python -m kernels.compile_check --registers-table"
+    fix = (f"reinstall iomodel, or regenerate it (about 15 minutes) with python -m kernels.compile_check "
+           f"--registers-table iomodel/data/{REGISTERS_FILE}")
     try:
         table = json.loads(resources.files("iomodel").joinpath("data", REGISTERS_FILE).read_text())
     except (OSError, ValueError) as exc:
         raise IomodelError(f"{where} cannot be read ({exc}): {fix}") from None
     why = _table_refusal(table)
     if why is not None:
-        raise IomodelError(f"{where} is {why}: {fix}")
+        raise IomodelError(f"{where} is broken ({why}): {fix}")
     return table
 
 
