@@ -3,8 +3,9 @@
 Occupancy is the smallest of four limits: shared memory, warps, blocks and registers
 (:func:`iomodel.schedule.grid.estimate_programs_per_sm` takes the first three from the layer). A Triton kernel's
 registers per thread are known only once ``ptxas`` has compiled it, which needs no GPU: ``python -m
-kernels.compile_check --registers-table`` compiles every launch the worksheet can pick for the forward prefill kernel
-on sm_90 (the autotune candidates of ``kernels/heuristics.py`` at the common HEAD_DIMs, both tile orders, with and
+kernels.compile_check --registers-table iomodel/data/registers-sm90.json`` compiles the launches the worksheet picks
+for the forward prefill kernel on sm_90 (``kernels.compile_check.table_launches``: the autotune candidates of
+``kernels/heuristics.py`` at the common HEAD_DIMs in their own tile order, a causal one in both, the first with and
 without a sliding window, MHA and GQA) through Triton's bundled ``ptxas`` and writes :data:`REGISTERS_FILE`, a
 receipt with the command, the Triton and ``ptxas`` versions and the date. This module reads it (the one home of those
 numbers); nothing here compiles.
@@ -151,7 +152,8 @@ def compiled_registers(compute_capability: tuple[int, int], key: str) -> int | N
 
 def source_sentence(registers: int, stand_in: str | None = None) -> str:
     """Where a register-aware programs-per-SM count comes from (one clause, for ``programs_per_sm_source``);
-    ``stand_in``: what the registers are of where the launch itself was not compiled (its other tile order)."""
+    ``stand_in``: which compile stands for the launch where the launch itself was not compiled (its other tile
+    order, the tiles-fastest grid)."""
     t = registers_table()
     return (f"from shared memory, warps and {registers} registers a thread (the launch compiled for sm_90 by "
             f"{t['environment']['triton']}'s ptxas, iomodel/data/{REGISTERS_FILE}, {t['created'][:10]}"
